@@ -72,6 +72,9 @@ const (
 	ErrorReason_ERROR_REASON_UNAVAILABLE ErrorReason = 18
 	// FAILED_PRECONDITION: a generic precondition failed (e.g. the task is not running).
 	ErrorReason_ERROR_REASON_FAILED_PRECONDITION ErrorReason = 19
+	// OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
+	// read_range offset inside a UTF-8 character or past the end).
+	ErrorReason_ERROR_REASON_OUT_OF_RANGE ErrorReason = 20
 )
 
 // Enum value maps for ErrorReason.
@@ -97,6 +100,7 @@ var (
 		17: "ERROR_REASON_INTERNAL",
 		18: "ERROR_REASON_UNAVAILABLE",
 		19: "ERROR_REASON_FAILED_PRECONDITION",
+		20: "ERROR_REASON_OUT_OF_RANGE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":         0,
@@ -119,6 +123,7 @@ var (
 		"ERROR_REASON_INTERNAL":            17,
 		"ERROR_REASON_UNAVAILABLE":         18,
 		"ERROR_REASON_FAILED_PRECONDITION": 19,
+		"ERROR_REASON_OUT_OF_RANGE":        20,
 	}
 )
 
@@ -236,7 +241,7 @@ const file_agentnet_v1_errors_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2&.agentnet.v1.ErrorDetail.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x8f\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xae\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_PROTOCOL_ERROR\x10\x01\x12\x1f\n" +
@@ -258,7 +263,8 @@ const file_agentnet_v1_errors_proto_rawDesc = "" +
 	"\x1aERROR_REASON_UNIMPLEMENTED\x10\x10\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x11\x12\x1c\n" +
 	"\x18ERROR_REASON_UNAVAILABLE\x10\x12\x12$\n" +
-	" ERROR_REASON_FAILED_PRECONDITION\x10\x13BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
+	" ERROR_REASON_FAILED_PRECONDITION\x10\x13\x12\x1d\n" +
+	"\x19ERROR_REASON_OUT_OF_RANGE\x10\x14BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
 
 var (
 	file_agentnet_v1_errors_proto_rawDescOnce sync.Once

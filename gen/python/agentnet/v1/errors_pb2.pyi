@@ -71,6 +71,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """UNAVAILABLE: the server is shutting down or a backend is unreachable; retry."""
     ERROR_REASON_FAILED_PRECONDITION: _ErrorReason.ValueType  # 19
     """FAILED_PRECONDITION: a generic precondition failed (e.g. the task is not running)."""
+    ERROR_REASON_OUT_OF_RANGE: _ErrorReason.ValueType  # 20
+    """OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
+    read_range offset inside a UTF-8 character or past the end).
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the single table of domain errors. Every refusal carries a
@@ -126,6 +130,10 @@ ERROR_REASON_UNAVAILABLE: ErrorReason.ValueType  # 18
 """UNAVAILABLE: the server is shutting down or a backend is unreachable; retry."""
 ERROR_REASON_FAILED_PRECONDITION: ErrorReason.ValueType  # 19
 """FAILED_PRECONDITION: a generic precondition failed (e.g. the task is not running)."""
+ERROR_REASON_OUT_OF_RANGE: ErrorReason.ValueType  # 20
+"""OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
+read_range offset inside a UTF-8 character or past the end).
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final

@@ -353,6 +353,12 @@ class ErrorReason(betterproto2.Enum):
     FAILED_PRECONDITION: a generic precondition failed (e.g. the task is not running).
     """
 
+    OUT_OF_RANGE = 20
+    """
+    OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
+    read_range offset inside a UTF-8 character or past the end).
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -376,6 +382,7 @@ class ErrorReason(betterproto2.Enum):
             17: "ERROR_REASON_INTERNAL",
             18: "ERROR_REASON_UNAVAILABLE",
             19: "ERROR_REASON_FAILED_PRECONDITION",
+            20: "ERROR_REASON_OUT_OF_RANGE",
         }
 
     @classmethod
@@ -401,6 +408,7 @@ class ErrorReason(betterproto2.Enum):
             "ERROR_REASON_INTERNAL": 17,
             "ERROR_REASON_UNAVAILABLE": 18,
             "ERROR_REASON_FAILED_PRECONDITION": 19,
+            "ERROR_REASON_OUT_OF_RANGE": 20,
         }
 
 
@@ -804,11 +812,7 @@ class A2ADispatch(betterproto2.Message):
     """
 
     custom_headers: "dict[str, str]" = betterproto2.field(
-        5,
-        betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(
-            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
-        ),
+        5, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING)
     )
     """
     Custom headers from the caller (never any "a2a-" platform header).
@@ -821,10 +825,7 @@ class A2ADispatch(betterproto2.Message):
     """
 
     call_token_expires_at: "datetime.datetime | None" = betterproto2.field(
-        7,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        7, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When call_token expires.
@@ -847,9 +848,7 @@ class A2ASettings(betterproto2.Message):
     refuses invocations.
     """
 
-    allowed_callers: "list[str]" = betterproto2.field(
-        2, betterproto2.TYPE_STRING, repeated=True
-    )
+    allowed_callers: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
     """
     Names (or glob patterns such as "billing-*") of agents allowed to discover
     and invoke this one. Empty = any agent of the same project.
@@ -865,16 +864,12 @@ class A2ASettings(betterproto2.Message):
     Skills this agent offers (discovery filter `skills`).
     """
 
-    capabilities: "list[str]" = betterproto2.field(
-        5, betterproto2.TYPE_STRING, repeated=True
-    )
+    capabilities: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
     """
     Capabilities this agent offers (discovery filter `capabilities`).
     """
 
-    input_modes: "list[str]" = betterproto2.field(
-        6, betterproto2.TYPE_STRING, repeated=True
-    )
+    input_modes: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
     """
     Input modes accepted, e.g. ["text"] (discovery filter `input_modes`).
     """
@@ -891,9 +886,7 @@ class Ack(betterproto2.Message):
     are acked too; acking seq N of a channel never acks a seq it has not delivered.
     """
 
-    entries: "list[AckEntry]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    entries: "list[AckEntry]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The acknowledged envelopes.
     """
@@ -933,16 +926,12 @@ class AgentRecord(betterproto2.Message):
     Hub-assigned id (stable for the identity's lifetime).
     """
 
-    passport: "Passport | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    passport: "Passport | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The identity.
     """
 
-    resume: "Resume | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    resume: "Resume | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The claims.
     """
@@ -958,18 +947,13 @@ class AgentRecord(betterproto2.Message):
     none was provided.
     """
 
-    a2a: "A2ASettings | None" = betterproto2.field(
-        6, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    a2a: "A2ASettings | None" = betterproto2.field(6, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Agent-to-agent visibility and metadata.
     """
 
     registered_at: "datetime.datetime | None" = betterproto2.field(
-        7,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        7, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When the identity was registered.
@@ -981,10 +965,7 @@ class AgentRecord(betterproto2.Message):
     """
 
     last_seen_at: "datetime.datetime | None" = betterproto2.field(
-        9,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        9, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     Last time the identity was seen on any RPC or stream.
@@ -1010,9 +991,7 @@ class AgentSummary(betterproto2.Message):
     Unique name.
     """
 
-    kind: "PassportKind" = betterproto2.field(
-        3, betterproto2.TYPE_ENUM, default_factory=lambda: PassportKind(0)
-    )
+    kind: "PassportKind" = betterproto2.field(3, betterproto2.TYPE_ENUM, default_factory=lambda: PassportKind(0))
     """
     Kind of participant.
     """
@@ -1022,16 +1001,12 @@ class AgentSummary(betterproto2.Message):
     Passport description.
     """
 
-    claimed_capabilities: "list[str]" = betterproto2.field(
-        5, betterproto2.TYPE_STRING, repeated=True
-    )
+    claimed_capabilities: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
     """
     Resume capabilities.
     """
 
-    domains: "list[str]" = betterproto2.field(
-        6, betterproto2.TYPE_STRING, repeated=True
-    )
+    domains: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
     """
     Resume domains.
     """
@@ -1108,9 +1083,7 @@ class Audience(betterproto2.Message):
     one (it is still written to the WAL).
     """
 
-    agent_ids: "list[str]" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, repeated=True
-    )
+    agent_ids: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
     """
     Agent ids of the participants allowed to see the envelope. Every id must be a
     participant of the channel, or the post is refused with INVALID_ARGUMENT.
@@ -1153,10 +1126,7 @@ class AuditRecord(betterproto2.Message):
     """
 
     created_at: "datetime.datetime | None" = betterproto2.field(
-        6,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        6, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When.
@@ -1209,9 +1179,7 @@ class CallToolResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "CallToolResponse", CallToolResponse
-)
+default_message_pool.register_message("agentnet.v1", "CallToolResponse", CallToolResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1231,9 +1199,7 @@ class CancelTaskRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "CancelTaskRequest", CancelTaskRequest
-)
+default_message_pool.register_message("agentnet.v1", "CancelTaskRequest", CancelTaskRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -1242,9 +1208,7 @@ class CancelTaskResponse(betterproto2.Message):
     CancelTaskResponse confirms the request was sent.
     """
 
-    task: "TaskMetadata | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    task: "TaskMetadata | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The task (cancel_requested = true).
     """
@@ -1256,9 +1220,7 @@ class CancelTaskResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "CancelTaskResponse", CancelTaskResponse
-)
+default_message_pool.register_message("agentnet.v1", "CancelTaskResponse", CancelTaskResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1292,16 +1254,12 @@ class CanSendResponse(betterproto2.Message):
     True when a post of that type would pass validate_send now.
     """
 
-    refusal: "ErrorDetail | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    refusal: "ErrorDetail | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Why not, when not allowed.
     """
 
-    expected_next: "list[str]" = betterproto2.field(
-        3, betterproto2.TYPE_STRING, repeated=True
-    )
+    expected_next: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
     """
     Agent ids expected to speak next.
     """
@@ -1321,9 +1279,7 @@ class ChangeEvent(betterproto2.Message):
     The changed file.
     """
 
-    kind: "ChangeKind" = betterproto2.field(
-        2, betterproto2.TYPE_ENUM, default_factory=lambda: ChangeKind(0)
-    )
+    kind: "ChangeKind" = betterproto2.field(2, betterproto2.TYPE_ENUM, default_factory=lambda: ChangeKind(0))
     """
     What happened.
     """
@@ -1364,16 +1320,12 @@ class ChannelMetadata(betterproto2.Message):
     Adapter type: "consulting", "conversation", "discussion" or "workflow".
     """
 
-    participants: "list[Participant]" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    participants: "list[Participant]" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     Members in invitation order; the initiator first.
     """
 
-    state: "ChannelState" = betterproto2.field(
-        4, betterproto2.TYPE_ENUM, default_factory=lambda: ChannelState(0)
-    )
+    state: "ChannelState" = betterproto2.field(4, betterproto2.TYPE_ENUM, default_factory=lambda: ChannelState(0))
     """
     Lifecycle state.
     """
@@ -1390,30 +1342,21 @@ class ChannelMetadata(betterproto2.Message):
     """
 
     created_at: "datetime.datetime | None" = betterproto2.field(
-        7,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        7, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When the channel was created.
     """
 
     expires_at: "datetime.datetime | None" = betterproto2.field(
-        8,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        8, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When the TTL sweeper expires the channel (unset = never).
     """
 
     closed_at: "datetime.datetime | None" = betterproto2.field(
-        9,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        9, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When the channel reached CLOSED or EXPIRED (unset while live).
@@ -1425,9 +1368,7 @@ class ChannelMetadata(betterproto2.Message):
     "closed_by_agent", "invite_rejected", "invite_timeout", "seed_failed", "ttl".
     """
 
-    invite_ack_timeout_seconds: "float" = betterproto2.field(
-        11, betterproto2.TYPE_DOUBLE
-    )
+    invite_ack_timeout_seconds: "float" = betterproto2.field(11, betterproto2.TYPE_DOUBLE)
     """
     Seconds the hub waits for every invite ack before closing with "invite_timeout".
     """
@@ -1458,9 +1399,7 @@ class CloseChannelRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "CloseChannelRequest", CloseChannelRequest
-)
+default_message_pool.register_message("agentnet.v1", "CloseChannelRequest", CloseChannelRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -1469,17 +1408,13 @@ class CloseChannelResponse(betterproto2.Message):
     CloseChannelResponse returns the closed channel.
     """
 
-    channel: "ChannelMetadata | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    channel: "ChannelMetadata | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The channel in its terminal state.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "CloseChannelResponse", CloseChannelResponse
-)
+default_message_pool.register_message("agentnet.v1", "CloseChannelResponse", CloseChannelResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1493,30 +1428,22 @@ class ConnectRequest(betterproto2.Message):
         - frame: The frame.
     """
 
-    hello: "Hello | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True, group="frame"
-    )
+    hello: "Hello | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     Opens the session (first frame only).
     """
 
-    post: "Post | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="frame"
-    )
+    post: "Post | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     Submits an envelope for admission.
     """
 
-    ack: "Ack | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True, group="frame"
-    )
+    ack: "Ack | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     Acknowledges delivered envelopes.
     """
 
-    ping: "Ping | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True, group="frame"
-    )
+    ping: "Ping | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     Keep-alive; the hub answers with a Pong carrying the same nonce.
     """
@@ -1534,30 +1461,22 @@ class ConnectResponse(betterproto2.Message):
         - frame: The frame.
     """
 
-    welcome: "Welcome | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True, group="frame"
-    )
+    welcome: "Welcome | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     Answer to Hello.
     """
 
-    post_result: "PostResult | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="frame"
-    )
+    post_result: "PostResult | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     Outcome of one Post, correlated by request_id.
     """
 
-    delivery: "Delivery | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True, group="frame"
-    )
+    delivery: "Delivery | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     An envelope for this participant.
     """
 
-    pong: "Pong | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True, group="frame"
-    )
+    pong: "Pong | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     Answer to Ping.
     """
@@ -1669,9 +1588,7 @@ class DelegateResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "DelegateResponse", DelegateResponse
-)
+default_message_pool.register_message("agentnet.v1", "DelegateResponse", DelegateResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1712,9 +1629,7 @@ class Delivery(betterproto2.Message):
     Delivery carries one envelope to the participant.
     """
 
-    envelope: "Envelope | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    envelope: "Envelope | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The envelope (with seq).
     """
@@ -1737,24 +1652,18 @@ class DescribeAgentRequest(betterproto2.Message):
         - agent: Which identity.
     """
 
-    agent_id: "str | None" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, optional=True, group="agent"
-    )
+    agent_id: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True, group="agent")
     """
     By id.
     """
 
-    name: "str | None" = betterproto2.field(
-        2, betterproto2.TYPE_STRING, optional=True, group="agent"
-    )
+    name: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True, group="agent")
     """
     By unique name.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "DescribeAgentRequest", DescribeAgentRequest
-)
+default_message_pool.register_message("agentnet.v1", "DescribeAgentRequest", DescribeAgentRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -1763,17 +1672,13 @@ class DescribeAgentResponse(betterproto2.Message):
     DescribeAgentResponse is the full profile: {passport, resume, skill_md}.
     """
 
-    agent: "AgentRecord | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The registry entry (passport, resume, skill_md, a2a, presence).
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "DescribeAgentResponse", DescribeAgentResponse
-)
+default_message_pool.register_message("agentnet.v1", "DescribeAgentResponse", DescribeAgentResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1788,9 +1693,7 @@ class DescribeChannelRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "DescribeChannelRequest", DescribeChannelRequest
-)
+default_message_pool.register_message("agentnet.v1", "DescribeChannelRequest", DescribeChannelRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -1799,9 +1702,7 @@ class DescribeChannelResponse(betterproto2.Message):
     DescribeChannelResponse is a channel's metadata and adapter state.
     """
 
-    channel: "ChannelMetadata | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    channel: "ChannelMetadata | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The metadata.
     """
@@ -1811,17 +1712,13 @@ class DescribeChannelResponse(betterproto2.Message):
     The adapter's folded state as a JSON object (adapter-specific shape).
     """
 
-    expected_next: "list[str]" = betterproto2.field(
-        3, betterproto2.TYPE_STRING, repeated=True
-    )
+    expected_next: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
     """
     Agent ids the adapter expects to speak next (empty = anyone / no one).
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "DescribeChannelResponse", DescribeChannelResponse
-)
+default_message_pool.register_message("agentnet.v1", "DescribeChannelResponse", DescribeChannelResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1841,16 +1738,12 @@ class DiscoverAgentsRequest(betterproto2.Message):
     Match agents offering any of these skills.
     """
 
-    capabilities: "list[str]" = betterproto2.field(
-        3, betterproto2.TYPE_STRING, repeated=True
-    )
+    capabilities: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
     """
     Match agents offering any of these capabilities.
     """
 
-    input_modes: "list[str]" = betterproto2.field(
-        4, betterproto2.TYPE_STRING, repeated=True
-    )
+    input_modes: "list[str]" = betterproto2.field(4, betterproto2.TYPE_STRING, repeated=True)
     """
     Match agents accepting any of these input modes.
     """
@@ -1861,9 +1754,7 @@ class DiscoverAgentsRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "DiscoverAgentsRequest", DiscoverAgentsRequest
-)
+default_message_pool.register_message("agentnet.v1", "DiscoverAgentsRequest", DiscoverAgentsRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -1872,17 +1763,13 @@ class DiscoverAgentsResponse(betterproto2.Message):
     DiscoverAgentsResponse is the visible matching agents.
     """
 
-    agents: "list[DiscoveredAgent]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    agents: "list[DiscoveredAgent]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The agents (the caller included when it matches).
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "DiscoverAgentsResponse", DiscoverAgentsResponse
-)
+default_message_pool.register_message("agentnet.v1", "DiscoverAgentsResponse", DiscoverAgentsResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1911,16 +1798,12 @@ class DiscoveredAgent(betterproto2.Message):
     Advertised skills.
     """
 
-    capabilities: "list[str]" = betterproto2.field(
-        5, betterproto2.TYPE_STRING, repeated=True
-    )
+    capabilities: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
     """
     Advertised capabilities.
     """
 
-    input_modes: "list[str]" = betterproto2.field(
-        6, betterproto2.TYPE_STRING, repeated=True
-    )
+    input_modes: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
     """
     Accepted input modes.
     """
@@ -1947,9 +1830,7 @@ class Envelope(betterproto2.Message):
     that names another sender is refused with PERMISSION_DENIED.
     """
 
-    audience: "Audience | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    audience: "Audience | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Recipients. Absent = broadcast to all participants (the seeds' `None`).
     """
@@ -1972,30 +1853,22 @@ class Envelope(betterproto2.Message):
     Hub-stamped unique id (assigned on admission; ignored on post).
     """
 
-    task_id: "str | None" = betterproto2.field(
-        7, betterproto2.TYPE_STRING, optional=True
-    )
+    task_id: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
     """
     Task this envelope relates to, if any.
     """
 
-    causation_id: "str | None" = betterproto2.field(
-        8, betterproto2.TYPE_STRING, optional=True
-    )
+    causation_id: "str | None" = betterproto2.field(8, betterproto2.TYPE_STRING, optional=True)
     """
     The envelope_id this one is "in reply to".
     """
 
-    trace_id: "str | None" = betterproto2.field(
-        9, betterproto2.TYPE_STRING, optional=True
-    )
+    trace_id: "str | None" = betterproto2.field(9, betterproto2.TYPE_STRING, optional=True)
     """
     Free-form trace id propagated across channels for observability.
     """
 
-    priority: "Priority" = betterproto2.field(
-        10, betterproto2.TYPE_ENUM, default_factory=lambda: Priority(0)
-    )
+    priority: "Priority" = betterproto2.field(10, betterproto2.TYPE_ENUM, default_factory=lambda: Priority(0))
     """
     Delivery priority.
     """
@@ -2006,9 +1879,7 @@ class Envelope(betterproto2.Message):
     envelopes deeper than its configured limit.
     """
 
-    idempotency_key: "str | None" = betterproto2.field(
-        12, betterproto2.TYPE_STRING, optional=True
-    )
+    idempotency_key: "str | None" = betterproto2.field(12, betterproto2.TYPE_STRING, optional=True)
     """
     A retried post with the same (sender, channel, idempotency_key) returns the
     originally admitted envelope instead of admitting a duplicate.
@@ -2020,9 +1891,7 @@ class Envelope(betterproto2.Message):
     (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post.
     """
 
-    ttl_seconds: "int | None" = betterproto2.field(
-        14, betterproto2.TYPE_INT32, optional=True
-    )
+    ttl_seconds: "int | None" = betterproto2.field(14, betterproto2.TYPE_INT32, optional=True)
     """
     Per-envelope time to live in seconds, counted from created_at: an envelope
     older than this is no longer delivered. Absent = the channel's expiry applies.
@@ -2062,11 +1931,7 @@ class ErrorDetail(betterproto2.Message):
     """
 
     metadata: "dict[str, str]" = betterproto2.field(
-        4,
-        betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(
-            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
-        ),
+        4, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING)
     )
     """
     Structured context, e.g. {"channel_id": "...", "expected": "..."}.
@@ -2125,20 +1990,14 @@ class Execution(betterproto2.Message):
     """
 
     started_at: "datetime.datetime | None" = betterproto2.field(
-        9,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        9, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When the call started.
     """
 
     ended_at: "datetime.datetime | None" = betterproto2.field(
-        10,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        10, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When the call ended (unset while running).
@@ -2209,9 +2068,7 @@ class GetTaskResponse(betterproto2.Message):
     GetTaskResponse is a task's metadata.
     """
 
-    task: "TaskMetadata | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    task: "TaskMetadata | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The task.
     """
@@ -2233,11 +2090,7 @@ class Hello(betterproto2.Message):
     """
 
     cursors: "dict[str, int]" = betterproto2.field(
-        2,
-        betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(
-            betterproto2.TYPE_STRING, betterproto2.TYPE_UINT64
-        ),
+        2, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_UINT64)
     )
     """
     Per-channel resume cursors: channel_id -> highest seq the client has fully
@@ -2281,19 +2134,13 @@ class InvokeAgentRequest(betterproto2.Message):
     Skill to use ("" = the target decides).
     """
 
-    timeout_seconds: "float | None" = betterproto2.field(
-        4, betterproto2.TYPE_DOUBLE, optional=True
-    )
+    timeout_seconds: "float | None" = betterproto2.field(4, betterproto2.TYPE_DOUBLE, optional=True)
     """
     Seconds to wait for the answer; absent = 300.
     """
 
     custom_headers: "dict[str, str]" = betterproto2.field(
-        5,
-        betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(
-            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
-        ),
+        5, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING)
     )
     """
     Headers forwarded to the callee. A key starting with "a2a-" (any case) is
@@ -2308,9 +2155,7 @@ class InvokeAgentRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "InvokeAgentRequest", InvokeAgentRequest
-)
+default_message_pool.register_message("agentnet.v1", "InvokeAgentRequest", InvokeAgentRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -2347,9 +2192,7 @@ class InvokeAgentResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "InvokeAgentResponse", InvokeAgentResponse
-)
+default_message_pool.register_message("agentnet.v1", "InvokeAgentResponse", InvokeAgentResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2358,9 +2201,7 @@ class ListAgentsRequest(betterproto2.Message):
     ListAgentsRequest filters the registry. All filters are ANDed.
     """
 
-    kind: "PassportKind" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: PassportKind(0)
-    )
+    kind: "PassportKind" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: PassportKind(0))
     """
     Only this kind (unspecified = every kind).
     """
@@ -2391,9 +2232,7 @@ class ListAgentsRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListAgentsRequest", ListAgentsRequest
-)
+default_message_pool.register_message("agentnet.v1", "ListAgentsRequest", ListAgentsRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -2402,17 +2241,13 @@ class ListAgentsResponse(betterproto2.Message):
     ListAgentsResponse is the matching identities.
     """
 
-    agents: "list[AgentSummary]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    agents: "list[AgentSummary]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     Summaries in the requested order.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListAgentsResponse", ListAgentsResponse
-)
+default_message_pool.register_message("agentnet.v1", "ListAgentsResponse", ListAgentsResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2442,9 +2277,7 @@ class ListAuditRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListAuditRequest", ListAuditRequest
-)
+default_message_pool.register_message("agentnet.v1", "ListAuditRequest", ListAuditRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -2453,17 +2286,13 @@ class ListAuditResponse(betterproto2.Message):
     ListAuditResponse is the records in audit_id order.
     """
 
-    records: "list[AuditRecord]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    records: "list[AuditRecord]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The records.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListAuditResponse", ListAuditResponse
-)
+default_message_pool.register_message("agentnet.v1", "ListAuditResponse", ListAuditResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2488,9 +2317,7 @@ class ListChannelsRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListChannelsRequest", ListChannelsRequest
-)
+default_message_pool.register_message("agentnet.v1", "ListChannelsRequest", ListChannelsRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -2499,17 +2326,13 @@ class ListChannelsResponse(betterproto2.Message):
     ListChannelsResponse is the matching channels, newest first.
     """
 
-    channels: "list[ChannelMetadata]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    channels: "list[ChannelMetadata]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The channels.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListChannelsResponse", ListChannelsResponse
-)
+default_message_pool.register_message("agentnet.v1", "ListChannelsResponse", ListChannelsResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2529,9 +2352,7 @@ class ListExecutionsRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListExecutionsRequest", ListExecutionsRequest
-)
+default_message_pool.register_message("agentnet.v1", "ListExecutionsRequest", ListExecutionsRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -2540,17 +2361,13 @@ class ListExecutionsResponse(betterproto2.Message):
     ListExecutionsResponse is the executions in start order.
     """
 
-    executions: "list[Execution]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    executions: "list[Execution]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The executions.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListExecutionsResponse", ListExecutionsResponse
-)
+default_message_pool.register_message("agentnet.v1", "ListExecutionsResponse", ListExecutionsResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2579,9 +2396,7 @@ class ListResponse(betterproto2.Message):
     ListResponse is the directory's immediate children, sorted.
     """
 
-    entries: "list[str]" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, repeated=True
-    )
+    entries: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
     """
     Names relative to the directory; sub-directories end in "/".
     """
@@ -2596,9 +2411,7 @@ class ListTasksRequest(betterproto2.Message):
     ListTasksRequest filters tasks.
     """
 
-    scope: "TaskScope" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: TaskScope(0)
-    )
+    scope: "TaskScope" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: TaskScope(0))
     """
     Own or all.
     """
@@ -2614,9 +2427,7 @@ class ListTasksRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListTasksRequest", ListTasksRequest
-)
+default_message_pool.register_message("agentnet.v1", "ListTasksRequest", ListTasksRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -2625,17 +2436,13 @@ class ListTasksResponse(betterproto2.Message):
     ListTasksResponse is the matching tasks, newest first.
     """
 
-    tasks: "list[TaskMetadata]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    tasks: "list[TaskMetadata]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The tasks.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListTasksResponse", ListTasksResponse
-)
+default_message_pool.register_message("agentnet.v1", "ListTasksResponse", ListTasksResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2655,9 +2462,7 @@ class ListToolsRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListToolsRequest", ListToolsRequest
-)
+default_message_pool.register_message("agentnet.v1", "ListToolsRequest", ListToolsRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -2666,17 +2471,13 @@ class ListToolsResponse(betterproto2.Message):
     ListToolsResponse is the tools usable now.
     """
 
-    tools: "list[ToolSchema]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    tools: "list[ToolSchema]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The tools.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ListToolsResponse", ListToolsResponse
-)
+default_message_pool.register_message("agentnet.v1", "ListToolsResponse", ListToolsResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2694,9 +2495,7 @@ class OpenChannelRequest(betterproto2.Message):
     Adapter type: "consulting", "conversation", "discussion" or "workflow".
     """
 
-    targets: "list[str]" = betterproto2.field(
-        2, betterproto2.TYPE_STRING, repeated=True
-    )
+    targets: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
     """
     Invitees by agent id or name (consulting and conversation: exactly one).
     """
@@ -2711,30 +2510,22 @@ class OpenChannelRequest(betterproto2.Message):
     Free-text purpose.
     """
 
-    ttl_seconds: "float | None" = betterproto2.field(
-        5, betterproto2.TYPE_DOUBLE, optional=True
-    )
+    ttl_seconds: "float | None" = betterproto2.field(5, betterproto2.TYPE_DOUBLE, optional=True)
     """
     Channel lifetime; absent = the hub's default (none unless governance sets one).
     """
 
-    invite_ack_timeout_seconds: "float | None" = betterproto2.field(
-        6, betterproto2.TYPE_DOUBLE, optional=True
-    )
+    invite_ack_timeout_seconds: "float | None" = betterproto2.field(6, betterproto2.TYPE_DOUBLE, optional=True)
     """
     Seconds to wait for every invite ack; absent = 30.
     """
 
-    message: "str | None" = betterproto2.field(
-        7, betterproto2.TYPE_STRING, optional=True, group="seed"
-    )
+    message: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True, group="seed")
     """
     Seed an EV_TEXT with this text.
     """
 
-    seed_envelope: "Envelope | None" = betterproto2.field(
-        8, betterproto2.TYPE_MESSAGE, optional=True, group="seed"
-    )
+    seed_envelope: "Envelope | None" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, optional=True, group="seed")
     """
     Seed an arbitrary envelope (e.g. a workflow EV_PACKET).
     """
@@ -2751,9 +2542,7 @@ class OpenChannelRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "OpenChannelRequest", OpenChannelRequest
-)
+default_message_pool.register_message("agentnet.v1", "OpenChannelRequest", OpenChannelRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -2762,9 +2551,7 @@ class OpenChannelResponse(betterproto2.Message):
     OpenChannelResponse returns the new channel.
     """
 
-    channel: "ChannelMetadata | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    channel: "ChannelMetadata | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The channel's metadata (PENDING, or OPENED/ended when waited for).
     """
@@ -2775,9 +2562,7 @@ class OpenChannelResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "OpenChannelResponse", OpenChannelResponse
-)
+default_message_pool.register_message("agentnet.v1", "OpenChannelResponse", OpenChannelResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2796,9 +2581,7 @@ class Participant(betterproto2.Message):
     The member's name at the time the channel was opened.
     """
 
-    role: "ParticipantRole" = betterproto2.field(
-        3, betterproto2.TYPE_ENUM, default_factory=lambda: ParticipantRole(0)
-    )
+    role: "ParticipantRole" = betterproto2.field(3, betterproto2.TYPE_ENUM, default_factory=lambda: ParticipantRole(0))
     """
     Initiator or target.
     """
@@ -2824,9 +2607,7 @@ class Passport(betterproto2.Message):
     1-64 characters of letters, digits, '.', '_' and '-'.
     """
 
-    kind: "PassportKind" = betterproto2.field(
-        2, betterproto2.TYPE_ENUM, default_factory=lambda: PassportKind(0)
-    )
+    kind: "PassportKind" = betterproto2.field(2, betterproto2.TYPE_ENUM, default_factory=lambda: PassportKind(0))
     """
     What kind of participant this is.
     """
@@ -2857,11 +2638,7 @@ class Passport(betterproto2.Message):
     """
 
     labels: "dict[str, str]" = betterproto2.field(
-        8,
-        betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(
-            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
-        ),
+        8, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING)
     )
     """
     Free-form labels for tenant use.
@@ -2914,9 +2691,7 @@ class Post(betterproto2.Message):
     Client-chosen id echoed in the PostResult.
     """
 
-    envelope: "Envelope | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    envelope: "Envelope | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The envelope to admit.
     """
@@ -2931,17 +2706,13 @@ class PostEnvelopeRequest(betterproto2.Message):
     PostEnvelopeRequest admits one envelope.
     """
 
-    envelope: "Envelope | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    envelope: "Envelope | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The envelope; sender_id may be empty (the hub stamps it).
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "PostEnvelopeRequest", PostEnvelopeRequest
-)
+default_message_pool.register_message("agentnet.v1", "PostEnvelopeRequest", PostEnvelopeRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -2950,9 +2721,7 @@ class PostEnvelopeResponse(betterproto2.Message):
     PostEnvelopeResponse is the admitted envelope.
     """
 
-    envelope: "Envelope | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    envelope: "Envelope | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     As written to the WAL.
     """
@@ -2963,9 +2732,7 @@ class PostEnvelopeResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "PostEnvelopeResponse", PostEnvelopeResponse
-)
+default_message_pool.register_message("agentnet.v1", "PostEnvelopeResponse", PostEnvelopeResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2982,16 +2749,12 @@ class PostResult(betterproto2.Message):
     The Post's request_id.
     """
 
-    envelope: "Envelope | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="result"
-    )
+    envelope: "Envelope | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True, group="result")
     """
     The admitted envelope as written to the WAL (with envelope_id, seq, created_at).
     """
 
-    error: "ErrorDetail | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True, group="result"
-    )
+    error: "ErrorDetail | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True, group="result")
     """
     Why the envelope was refused; nothing was written.
     """
@@ -3028,9 +2791,7 @@ class QuoteContextRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "QuoteContextRequest", QuoteContextRequest
-)
+default_message_pool.register_message("agentnet.v1", "QuoteContextRequest", QuoteContextRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -3039,17 +2800,13 @@ class QuoteContextResponse(betterproto2.Message):
     QuoteContextResponse is the texts, oldest first.
     """
 
-    excerpts: "list[ContextExcerpt]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    excerpts: "list[ContextExcerpt]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The texts.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "QuoteContextResponse", QuoteContextResponse
-)
+default_message_pool.register_message("agentnet.v1", "QuoteContextResponse", QuoteContextResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3074,9 +2831,7 @@ class ReadRangeRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ReadRangeRequest", ReadRangeRequest
-)
+default_message_pool.register_message("agentnet.v1", "ReadRangeRequest", ReadRangeRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -3096,9 +2851,7 @@ class ReadRangeResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ReadRangeResponse", ReadRangeResponse
-)
+default_message_pool.register_message("agentnet.v1", "ReadRangeResponse", ReadRangeResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3188,9 +2941,7 @@ class ReadWalResponse(betterproto2.Message):
     ReadWalResponse is one WAL record.
     """
 
-    envelope: "Envelope | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    envelope: "Envelope | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The envelope, in seq order.
     """
@@ -3211,9 +2962,7 @@ class RefreshCallTokenRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "RefreshCallTokenRequest", RefreshCallTokenRequest
-)
+default_message_pool.register_message("agentnet.v1", "RefreshCallTokenRequest", RefreshCallTokenRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -3228,19 +2977,14 @@ class RefreshCallTokenResponse(betterproto2.Message):
     """
 
     expires_at: "datetime.datetime | None" = betterproto2.field(
-        2,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When it expires.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "RefreshCallTokenResponse", RefreshCallTokenResponse
-)
+default_message_pool.register_message("agentnet.v1", "RefreshCallTokenResponse", RefreshCallTokenResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3249,16 +2993,12 @@ class RegisterHumanRequest(betterproto2.Message):
     RegisterHumanRequest registers a non-LLM participant.
     """
 
-    passport: "Passport | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    passport: "Passport | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Identity; kind must be human or unspecified.
     """
 
-    resume: "Resume | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    resume: "Resume | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Optional claims.
     """
@@ -3269,9 +3009,7 @@ class RegisterHumanRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "RegisterHumanRequest", RegisterHumanRequest
-)
+default_message_pool.register_message("agentnet.v1", "RegisterHumanRequest", RegisterHumanRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -3280,9 +3018,7 @@ class RegisterHumanResponse(betterproto2.Message):
     RegisterHumanResponse returns the new identity and its credential.
     """
 
-    agent: "AgentRecord | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The registry entry.
     """
@@ -3293,9 +3029,7 @@ class RegisterHumanResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "RegisterHumanResponse", RegisterHumanResponse
-)
+default_message_pool.register_message("agentnet.v1", "RegisterHumanResponse", RegisterHumanResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3304,31 +3038,23 @@ class RegisterRequest(betterproto2.Message):
     RegisterRequest registers an agent or remote agent.
     """
 
-    passport: "Passport | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    passport: "Passport | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Identity; name must be unique.
     """
 
-    resume: "Resume | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    resume: "Resume | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Claims.
     """
 
-    skill_md: "str | None" = betterproto2.field(
-        3, betterproto2.TYPE_STRING, optional=True
-    )
+    skill_md: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
     """
     Skill markdown with optional frontmatter. Absent = the hub renders a
     fallback skill from passport and resume.
     """
 
-    a2a: "A2ASettings | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    a2a: "A2ASettings | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Agent-to-agent settings (default: disabled).
     """
@@ -3343,9 +3069,7 @@ class RegisterResponse(betterproto2.Message):
     RegisterResponse returns the new identity and its credential.
     """
 
-    agent: "AgentRecord | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The registry entry.
     """
@@ -3356,9 +3080,7 @@ class RegisterResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "RegisterResponse", RegisterResponse
-)
+default_message_pool.register_message("agentnet.v1", "RegisterResponse", RegisterResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3372,9 +3094,7 @@ class ReportTaskRequest(betterproto2.Message):
     The task; "" with kind STARTED = the hub assigns an id.
     """
 
-    kind: "TaskEventKind" = betterproto2.field(
-        2, betterproto2.TYPE_ENUM, default_factory=lambda: TaskEventKind(0)
-    )
+    kind: "TaskEventKind" = betterproto2.field(2, betterproto2.TYPE_ENUM, default_factory=lambda: TaskEventKind(0))
     """
     What happened.
     """
@@ -3399,17 +3119,13 @@ class ReportTaskRequest(betterproto2.Message):
     Error text (FAILED, CANCELLED).
     """
 
-    ttl_seconds: "float | None" = betterproto2.field(
-        7, betterproto2.TYPE_DOUBLE, optional=True
-    )
+    ttl_seconds: "float | None" = betterproto2.field(7, betterproto2.TYPE_DOUBLE, optional=True)
     """
     Lifetime from start (STARTED only); absent = no expiry.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ReportTaskRequest", ReportTaskRequest
-)
+default_message_pool.register_message("agentnet.v1", "ReportTaskRequest", ReportTaskRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -3418,17 +3134,13 @@ class ReportTaskResponse(betterproto2.Message):
     ReportTaskResponse returns the updated mirror.
     """
 
-    task: "TaskMetadata | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    task: "TaskMetadata | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The task.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "ReportTaskResponse", ReportTaskResponse
-)
+default_message_pool.register_message("agentnet.v1", "ReportTaskResponse", ReportTaskResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3437,16 +3149,12 @@ class Resume(betterproto2.Message):
     Resume is what an agent claims it can do; used by peer search.
     """
 
-    claimed_capabilities: "list[str]" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, repeated=True
-    )
+    claimed_capabilities: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
     """
     Capabilities peers can filter on, e.g. ["research", "modeling"].
     """
 
-    domains: "list[str]" = betterproto2.field(
-        2, betterproto2.TYPE_STRING, repeated=True
-    )
+    domains: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
     """
     Subject areas, e.g. ["policy", "finance"].
     """
@@ -3456,9 +3164,7 @@ class Resume(betterproto2.Message):
     A paragraph describing the agent.
     """
 
-    examples: "list[str]" = betterproto2.field(
-        4, betterproto2.TYPE_STRING, repeated=True
-    )
+    examples: "list[str]" = betterproto2.field(4, betterproto2.TYPE_STRING, repeated=True)
     """
     Example requests the agent handles well.
     """
@@ -3468,9 +3174,7 @@ class Resume(betterproto2.Message):
     Tools the agent brings of its own.
     """
 
-    languages: "list[str]" = betterproto2.field(
-        6, betterproto2.TYPE_STRING, repeated=True
-    )
+    languages: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
     """
     Languages the agent works in.
     """
@@ -3490,9 +3194,7 @@ class SayRequest(betterproto2.Message):
     The text.
     """
 
-    audience: "list[str]" = betterproto2.field(
-        2, betterproto2.TYPE_STRING, repeated=True
-    )
+    audience: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
     """
     Recipients by peer name or id (empty = broadcast).
     """
@@ -3502,9 +3204,7 @@ class SayRequest(betterproto2.Message):
     The channel (the caller must participate).
     """
 
-    causation_id: "str | None" = betterproto2.field(
-        4, betterproto2.TYPE_STRING, optional=True
-    )
+    causation_id: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
     """
     Reply-to envelope id.
     """
@@ -3519,9 +3219,7 @@ class SayResponse(betterproto2.Message):
     SayResponse is the posted envelope.
     """
 
-    envelope: "Envelope | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    envelope: "Envelope | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     As written to the WAL.
     """
@@ -3552,9 +3250,7 @@ class SearchContextRequest(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "SearchContextRequest", SearchContextRequest
-)
+default_message_pool.register_message("agentnet.v1", "SearchContextRequest", SearchContextRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -3563,17 +3259,13 @@ class SearchContextResponse(betterproto2.Message):
     SearchContextResponse is the matches, newest first.
     """
 
-    excerpts: "list[ContextExcerpt]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    excerpts: "list[ContextExcerpt]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The matches.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "SearchContextResponse", SearchContextResponse
-)
+default_message_pool.register_message("agentnet.v1", "SearchContextResponse", SearchContextResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3582,17 +3274,13 @@ class SetA2ASettingsRequest(betterproto2.Message):
     SetA2ASettingsRequest replaces the caller's A2A settings.
     """
 
-    a2a: "A2ASettings | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    a2a: "A2ASettings | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     New settings.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "SetA2ASettingsRequest", SetA2ASettingsRequest
-)
+default_message_pool.register_message("agentnet.v1", "SetA2ASettingsRequest", SetA2ASettingsRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -3601,17 +3289,13 @@ class SetA2ASettingsResponse(betterproto2.Message):
     SetA2ASettingsResponse returns the updated entry.
     """
 
-    agent: "AgentRecord | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The registry entry.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "SetA2ASettingsResponse", SetA2ASettingsResponse
-)
+default_message_pool.register_message("agentnet.v1", "SetA2ASettingsResponse", SetA2ASettingsResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3620,17 +3304,13 @@ class SetResumeRequest(betterproto2.Message):
     SetResumeRequest replaces the caller's resume.
     """
 
-    resume: "Resume | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    resume: "Resume | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     New resume.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "SetResumeRequest", SetResumeRequest
-)
+default_message_pool.register_message("agentnet.v1", "SetResumeRequest", SetResumeRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -3639,17 +3319,13 @@ class SetResumeResponse(betterproto2.Message):
     SetResumeResponse returns the updated entry.
     """
 
-    agent: "AgentRecord | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The registry entry.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "SetResumeResponse", SetResumeResponse
-)
+default_message_pool.register_message("agentnet.v1", "SetResumeResponse", SetResumeResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3673,17 +3349,13 @@ class SetSkillResponse(betterproto2.Message):
     SetSkillResponse returns the updated entry.
     """
 
-    agent: "AgentRecord | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The registry entry.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "SetSkillResponse", SetSkillResponse
-)
+default_message_pool.register_message("agentnet.v1", "SetSkillResponse", SetSkillResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3712,9 +3384,7 @@ class TaskMetadata(betterproto2.Message):
     Short human-readable title.
     """
 
-    state: "TaskState" = betterproto2.field(
-        5, betterproto2.TYPE_ENUM, default_factory=lambda: TaskState(0)
-    )
+    state: "TaskState" = betterproto2.field(5, betterproto2.TYPE_ENUM, default_factory=lambda: TaskState(0))
     """
     Lifecycle state.
     """
@@ -3735,30 +3405,21 @@ class TaskMetadata(betterproto2.Message):
     """
 
     created_at: "datetime.datetime | None" = betterproto2.field(
-        9,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        9, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When the task started.
     """
 
     updated_at: "datetime.datetime | None" = betterproto2.field(
-        10,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        10, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     Last lifecycle report.
     """
 
     expires_at: "datetime.datetime | None" = betterproto2.field(
-        11,
-        betterproto2.TYPE_MESSAGE,
-        unwrap=lambda: __google__protobuf__.Timestamp,
-        optional=True,
+        11, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
     When the hub expires the task if it is still running (unset = never).
@@ -3799,9 +3460,7 @@ class ToolSchema(betterproto2.Message):
     JSON Schema of the arguments object.
     """
 
-    source: "ToolSource" = betterproto2.field(
-        4, betterproto2.TYPE_ENUM, default_factory=lambda: ToolSource(0)
-    )
+    source: "ToolSource" = betterproto2.field(4, betterproto2.TYPE_ENUM, default_factory=lambda: ToolSource(0))
     """
     Plugin or adapter.
     """
@@ -3819,9 +3478,7 @@ class UnregisterRequest(betterproto2.Message):
     pass
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "UnregisterRequest", UnregisterRequest
-)
+default_message_pool.register_message("agentnet.v1", "UnregisterRequest", UnregisterRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -3830,17 +3487,13 @@ class UnregisterResponse(betterproto2.Message):
     UnregisterResponse confirms removal.
     """
 
-    closed_channel_ids: "list[str]" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, repeated=True
-    )
+    closed_channel_ids: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
     """
     Channels closed because the identity left them.
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "UnregisterResponse", UnregisterResponse
-)
+default_message_pool.register_message("agentnet.v1", "UnregisterResponse", UnregisterResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3869,9 +3522,7 @@ class WaitTaskResponse(betterproto2.Message):
     WaitTaskResponse is the task when it ended or when the wait timed out.
     """
 
-    task: "TaskMetadata | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    task: "TaskMetadata | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     The task.
     """
@@ -3882,9 +3533,7 @@ class WaitTaskResponse(betterproto2.Message):
     """
 
 
-default_message_pool.register_message(
-    "agentnet.v1", "WaitTaskResponse", WaitTaskResponse
-)
+default_message_pool.register_message("agentnet.v1", "WaitTaskResponse", WaitTaskResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3916,16 +3565,12 @@ class WatchResponse(betterproto2.Message):
         - frame: The frame.
     """
 
-    subscribed: "bool | None" = betterproto2.field(
-        1, betterproto2.TYPE_BOOL, optional=True, group="frame"
-    )
+    subscribed: "bool | None" = betterproto2.field(1, betterproto2.TYPE_BOOL, optional=True, group="frame")
     """
     First frame: the subscription is live; later changes will be sent.
     """
 
-    change: "ChangeEvent | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="frame"
-    )
+    change: "ChangeEvent | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     A change.
     """
@@ -3951,11 +3596,7 @@ class Welcome(betterproto2.Message):
     """
 
     cursors: "dict[str, int]" = betterproto2.field(
-        3,
-        betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(
-            betterproto2.TYPE_STRING, betterproto2.TYPE_UINT64
-        ),
+        3, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_UINT64)
     )
     """
     The hub's stored cursor for every channel the participant belongs to.

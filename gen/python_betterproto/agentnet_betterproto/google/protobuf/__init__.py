@@ -142,9 +142,7 @@ class Timestamp(betterproto2.Message):
         offset = dt - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
         # below is the same as timedelta.total_seconds() but without dividing by 1e6
         # so we end up with microseconds as integers instead of seconds as float
-        offset_us = (
-            offset.days * 24 * 60 * 60 + offset.seconds
-        ) * 10**6 + offset.microseconds
+        offset_us = (offset.days * 24 * 60 * 60 + offset.seconds) * 10**6 + offset.microseconds
         seconds, us = divmod(offset_us, 10**6)
         return cls(seconds, us * 1000)
 
@@ -152,9 +150,7 @@ class Timestamp(betterproto2.Message):
         # datetime.fromtimestamp() expects a timestamp in seconds, not microseconds
         # if we pass it as a floating point number, we will run into rounding errors
         # see also #407
-        offset = datetime.timedelta(
-            seconds=self.seconds, microseconds=self.nanos // 1000
-        )
+        offset = datetime.timedelta(seconds=self.seconds, microseconds=self.nanos // 1000)
         return datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + offset
 
     @staticmethod

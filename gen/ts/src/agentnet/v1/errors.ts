@@ -64,6 +64,11 @@ export enum ErrorReason {
   ERROR_REASON_UNAVAILABLE = 18,
   /** ERROR_REASON_FAILED_PRECONDITION - FAILED_PRECONDITION: a generic precondition failed (e.g. the task is not running). */
   ERROR_REASON_FAILED_PRECONDITION = 19,
+  /**
+   * ERROR_REASON_OUT_OF_RANGE - OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
+   * read_range offset inside a UTF-8 character or past the end).
+   */
+  ERROR_REASON_OUT_OF_RANGE = 20,
   UNRECOGNIZED = -1,
 }
 
@@ -129,6 +134,9 @@ export function errorReasonFromJSON(object: any): ErrorReason {
     case 19:
     case "ERROR_REASON_FAILED_PRECONDITION":
       return ErrorReason.ERROR_REASON_FAILED_PRECONDITION;
+    case 20:
+    case "ERROR_REASON_OUT_OF_RANGE":
+      return ErrorReason.ERROR_REASON_OUT_OF_RANGE;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -178,6 +186,8 @@ export function errorReasonToJSON(object: ErrorReason): string {
       return "ERROR_REASON_UNAVAILABLE";
     case ErrorReason.ERROR_REASON_FAILED_PRECONDITION:
       return "ERROR_REASON_FAILED_PRECONDITION";
+    case ErrorReason.ERROR_REASON_OUT_OF_RANGE:
+      return "ERROR_REASON_OUT_OF_RANGE";
     case ErrorReason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

@@ -1,0 +1,73 @@
+# agent-network build entry points. Everything installs itself on first use:
+# a fresh clone needs only `make serve` or `make test`.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+include tools/versions.env
+
+.PHONY: help setup proto check-gen lint test test-fast serve bench tools node-deps go-deps redis-server clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $@
+
+setup: $(VENV)/.installed ## create .venv and install the project with dev tools
+
+tools/bin/protoc-gen-go:
+	GOBIN=$(CURDIR)/tools/bin go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+tools/bin/protoc-gen-go-grpc:
+	GOBIN=$(CURDIR)/tools/bin go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+tools/node_modules/.installed: tools/package.json tools/package-lock.json
+	cd tools && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+tools: $(VENV)/.installed tools/bin/protoc-gen-go tools/bin/protoc-gen-go-grpc tools/node_modules/.installed ## install the pinned code generators under tools/
+
+gen/ts/node_modules/.installed: gen/ts/package.json gen/ts/package-lock.json
+	cd gen/ts && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+node-deps: gen/ts/node_modules/.installed ## install npm packages of the TypeScript stubs
+
+go-deps: ## download Go modules of the Go stubs
+	cd gen/go && go mod download
+
+redis-server: ## install Debian's redis-server when it is missing (tests start their own instances)
+	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+proto: tools ## regenerate every stub tree under gen/ from proto/
+	bash scripts/gen_proto.sh
+
+check-gen: proto ## regenerate and fail if gen/ differs from what is committed
+	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
+	  echo "gen/ is out of date with proto/: run 'make proto' and commit the result"; \
+	  git status --porcelain -- gen; git diff --stat -- gen; exit 1; fi
+	@echo "gen/ matches proto/"
+
+lint: setup ## ruff, mypy on hand-written code, buf lint
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	cd proto && ../$(VENV)/bin/buf lint
+
+test: setup node-deps go-deps redis-server ## run the whole test suite
+	$(PY) -m pytest -q
+
+serve: setup ## run the hub (:50051) and knowledge service (:50052) on embedded SQLite; Ctrl-C stops both
+	@test -f gen/python/agentnet/v1/hub_pb2.py || $(MAKE) proto
+	bash scripts/serve.sh
+
+bench: setup ## run the benchmarks in bench/ (not tests)
+	$(PY) -m bench
+
+clean: ## remove build output and local tools (keeps data/)
+	rm -rf tools/bin tools/node_modules gen/ts/node_modules gen/ts/dist build dist *.egg-info

@@ -1,0 +1,33 @@
+"""``python -m hubsvc``: run the hub service until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentnet.v1 import hub_pb2_grpc
+
+from agentsdk.service_runtime import ServiceSpec, configure_logging, serve_forever
+from hubsvc.config import HubConfig, parse_args
+from hubsvc.servicer import HUB_SERVICE, HubServicer
+
+
+async def run(config: HubConfig) -> None:
+    """Serve the hub with ``config`` until a stop signal arrives."""
+    config.database.parent.mkdir(parents=True, exist_ok=True)
+    # RPCs not built yet are filled in at runtime by fill_unimplemented (mypy cannot see that).
+    servicer = HubServicer()  # type: ignore[abstract]
+    spec = ServiceSpec(
+        HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
+    )
+    await serve_forever("agentnet-hub", [spec], host=config.host, port=config.port)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (``agentnet-hub``)."""
+    config = parse_args(argv)
+    configure_logging(config.log_level)
+    asyncio.run(run(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The single error table: proto enum == SDK classes == docs, and every domain
+error survives a real gRPC round trip as the same exception class."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from agentnet.v1 import errors_pb2, hub_pb2, hub_pb2_grpc
+
+from agentsdk import errors
+from agentsdk.service_runtime import fill_unimplemented, unary_boundary
+
+ROOT = Path(__file__).resolve().parents[1]
+PROTO_REASONS = {
+    v.name.removeprefix("ERROR_REASON_") for v in errors_pb2.ErrorReason.DESCRIPTOR.values if v.number != 0
+}
+
+
+def test_proto_enum_and_sdk_classes_are_one_table() -> None:
+    assert set(errors.ERROR_CLASSES) == PROTO_REASONS
+
+
+def test_docs_error_table_lists_every_reason_with_its_code_and_class() -> None:
+    text = (ROOT / "docs" / "errors.md").read_text()
+    for reason, cls in errors.ERROR_CLASSES.items():
+        row = re.search(rf"^\|\s*`{reason}`\s*\|(.*)$", text, re.MULTILINE)
+        assert row, f"docs/errors.md has no row for {reason}"
+        assert cls.code.name in row.group(1), reason
+        assert cls.__name__ in row.group(1), reason
+
+
+class _Raiser:
+    """Raises the error class named by the request bytes."""
+
+    @unary_boundary
+    async def Raise(self, request: bytes, context: Any) -> bytes:
+        if request == b"bug":
+            raise ZeroDivisionError("boom")
+        cls = errors.ERROR_CLASSES[request.decode()]
+        raise cls(f"{cls.__name__} happened; do X", metadata={"k": "v"})
+
+
+async def _serve(handler: grpc.GenericRpcHandler) -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, port
+
+
+@pytest.fixture
+async def raiser_target() -> Any:
+    raiser = _Raiser()
+    handler = grpc.method_handlers_generic_handler(
+        "test.Errors", {"Raise": grpc.unary_unary_rpc_method_handler(raiser.Raise)}
+    )
+    server, port = await _serve(handler)
+    yield f"127.0.0.1:{port}"
+    await server.stop(None)
+
+
+@pytest.mark.parametrize("reason", sorted(errors.ERROR_CLASSES))
+async def test_domain_error_round_trips_as_same_class(raiser_target: str, reason: str) -> None:
+    cls = errors.ERROR_CLASSES[reason]
+    async with grpc.aio.insecure_channel(raiser_target) as channel:
+        call = channel.unary_unary("/test.Errors/Raise")
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await call(reason.encode())
+    assert info.value.code() == cls.code
+    err = errors.error_from_rpc(info.value)
+    assert type(err) is cls
+    assert err.message == f"{cls.__name__} happened; do X"
+    assert err.metadata == {"k": "v"}
+
+
+async def test_unexpected_exception_becomes_internal_without_leaking_details(raiser_target: str) -> None:
+    async with grpc.aio.insecure_channel(raiser_target) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await channel.unary_unary("/test.Errors/Raise")(b"bug")
+    assert info.value.code() == grpc.StatusCode.INTERNAL
+    err = errors.error_from_rpc(info.value)
+    assert isinstance(err, errors.InternalError)
+    assert "ZeroDivisionError" in err.message and "boom" not in err.message
+
+
+def test_status_without_error_info_maps_by_code() -> None:
+    err = errors.error_from_reason("", "nope", code=grpc.StatusCode.NOT_FOUND.value[0])
+    assert isinstance(err, errors.NotFound)
+
+
+def test_seed_spelling_channel_closed_is_a_protocol_error() -> None:
+    assert issubclass(errors.ChannelClosed, errors.ProtocolError)
+    assert issubclass(errors.NotYourTurn, errors.ProtocolError)
+
+
+async def test_unimplemented_rpcs_name_themselves() -> None:
+    service = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
+
+    @fill_unimplemented(service, "nothing is built in this test")
+    class Empty(hub_pb2_grpc.HubServiceServicer):
+        pass
+
+    server = grpc.aio.server()
+    hub_pb2_grpc.add_HubServiceServicer_to_server(Empty(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = hub_pb2_grpc.HubServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.DescribeChannel(hub_pb2.DescribeChannelRequest(channel_id="c"))
+            with pytest.raises(grpc.aio.AioRpcError) as stream_info:
+                async for _ in stub.ReadWal(hub_pb2.ReadWalRequest(channel_id="c")):
+                    pass
+    finally:
+        await server.stop(None)
+    for failure, rpc in ((info.value, "DescribeChannel"), (stream_info.value, "ReadWal")):
+        assert failure.code() == grpc.StatusCode.UNIMPLEMENTED
+        err = errors.error_from_rpc(failure)
+        assert isinstance(err, errors.Unimplemented)
+        assert f"agentnet.v1.HubService.{rpc}" in err.message
+        assert "nothing is built in this test" in err.message

@@ -1,0 +1,76 @@
+"""Both services run as real subprocesses: health, reflection, UNIMPLEMENTED
+messages for RPCs not built yet, and clean SIGTERM shutdown."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from tests.procs import ServiceProcess, start_service
+
+SERVICES = {
+    "hubsvc": "agentnet.v1.HubService",
+    "knowledgesvc": "agentnet.v1.KnowledgeService",
+}
+
+
+@pytest.fixture(params=sorted(SERVICES))
+def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, ServiceProcess]]:
+    module = request.param
+    proc = start_service(module, ["--data-dir", str(tmp_path / "data")], cwd=tmp_path)
+    try:
+        yield module, proc
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+            proc.proc.wait()
+
+
+def test_health_reports_serving(service: tuple[str, ServiceProcess]) -> None:
+    module, proc = service
+    with grpc.insecure_channel(proc.target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for name in ("", SERVICES[module]):
+            resp = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=10)
+            assert resp.status == health_pb2.HealthCheckResponse.SERVING, name
+
+
+def test_reflection_lists_the_service(service: tuple[str, ServiceProcess]) -> None:
+    module, proc = service
+    with grpc.insecure_channel(proc.target) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        responses = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
+    names = {s.name for s in responses[0].list_services_response.service}
+    assert SERVICES[module] in names
+    assert "grpc.health.v1.Health" in names
+
+
+def test_sigterm_stops_with_exit_code_zero(service: tuple[str, ServiceProcess]) -> None:
+    _, proc = service
+    assert proc.terminate(signal.SIGTERM) == 0
+    assert any("stopped" in line for line in proc.output)
+
+
+def test_sigint_stops_with_exit_code_zero(service: tuple[str, ServiceProcess]) -> None:
+    _, proc = service
+    assert proc.terminate(signal.SIGINT) == 0
+
+
+def test_creates_data_dir_for_embedded_storage(service: tuple[str, ServiceProcess], tmp_path: Path) -> None:
+    assert (tmp_path / "data").is_dir()
+
+
+def test_help_documents_flags_and_env(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for module in SERVICES:
+        out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=True)
+        for flag in ("--host", "--port", "--data-dir", "--log-level"):
+            assert flag in out.stdout, (module, flag)
