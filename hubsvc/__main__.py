@@ -8,18 +8,21 @@ from agentnet.v1 import hub_pb2_grpc
 
 from agentsdk.service_runtime import ServiceSpec, configure_logging, serve_forever
 from hubsvc.config import HubConfig, parse_args
+from hubsvc.core.hub import HubCore
 from hubsvc.servicer import HUB_SERVICE, HubServicer
+from hubsvc.storage import SqliteHubStore
 
 
 async def run(config: HubConfig) -> None:
     """Serve the hub with ``config`` until a stop signal arrives."""
-    config.database.parent.mkdir(parents=True, exist_ok=True)
-    # RPCs not built yet are filled in at runtime by fill_unimplemented (mypy cannot see that).
-    servicer = HubServicer()  # type: ignore[abstract]
+    core = HubCore(SqliteHubStore(config.database, synchronous=config.synchronous), options=config.options())
+    servicer = HubServicer(core)
     spec = ServiceSpec(
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
     )
-    await serve_forever("agentnet-hub", [spec], host=config.host, port=config.port)
+    await serve_forever(
+        "agentnet-hub", [spec], host=config.host, port=config.port, on_start=core.start, on_stop=core.stop
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from hubsvc.core.options import HubOptions
+
 
 @dataclass(frozen=True)
 class HubConfig:
@@ -22,6 +24,16 @@ class HubConfig:
     """SQLite file; default ``<data_dir>/hub.db`` (AGENTNET_HUB_DB)."""
     log_level: str = "INFO"
     """Logging level (AGENTNET_LOG_LEVEL)."""
+    synchronous: str = "NORMAL"
+    """SQLite synchronous mode: NORMAL survives a killed process, FULL also power loss (AGENTNET_HUB_SYNCHRONOUS)."""
+    invite_ack_timeout: float = 30.0
+    """Seconds to wait for invite acks (AGENTNET_INVITE_ACK_TIMEOUT)."""
+    max_depth: int = 8
+    """Delegation depth limit (AGENTNET_MAX_DEPTH)."""
+
+    def options(self) -> HubOptions:
+        """The core options these settings imply."""
+        return HubOptions(invite_ack_timeout=self.invite_ack_timeout, max_depth=self.max_depth)
 
     @property
     def database(self) -> Path:
@@ -53,5 +65,29 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         help="SQLite file (default: <data-dir>/hub.db)",
     )
     parser.add_argument("--log-level", default=env.get("AGENTNET_LOG_LEVEL", HubConfig.log_level), help="log level")
+    parser.add_argument(
+        "--synchronous",
+        choices=["NORMAL", "FULL"],
+        default=env.get("AGENTNET_HUB_SYNCHRONOUS", "NORMAL"),
+        help="SQLite durability: NORMAL survives a killed process; FULL also survives power loss (slower)",
+    )
+    parser.add_argument(
+        "--invite-ack-timeout",
+        type=float,
+        default=float(env.get("AGENTNET_INVITE_ACK_TIMEOUT", "30")),
+        help="seconds a new channel waits for every invite ack",
+    )
+    parser.add_argument(
+        "--max-depth", type=int, default=int(env.get("AGENTNET_MAX_DEPTH", "8")), help="delegation depth limit"
+    )
     args = parser.parse_args(argv)
-    return HubConfig(host=args.host, port=args.port, data_dir=args.data_dir, db_path=args.db, log_level=args.log_level)
+    return HubConfig(
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        db_path=args.db,
+        log_level=args.log_level,
+        synchronous=args.synchronous,
+        invite_ack_timeout=args.invite_ack_timeout,
+        max_depth=args.max_depth,
+    )

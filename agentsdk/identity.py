@@ -1,0 +1,114 @@
+"""Passport and Resume: who an agent is and what it claims it can do.
+
+Dataclasses with the seeds' names and defaults, plus conversion to and from the
+wire messages in ``agentnet.v1.identity_pb2``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentnet.v1 import identity_pb2
+
+PassportKind = Literal["agent", "human", "remote_agent"] | None
+"""What sort of participant an identity is (None = agent)."""
+
+_KIND_TO_WIRE: dict[str | None, int] = {
+    None: identity_pb2.PASSPORT_KIND_UNSPECIFIED,
+    "agent": identity_pb2.PASSPORT_KIND_AGENT,
+    "human": identity_pb2.PASSPORT_KIND_HUMAN,
+    "remote_agent": identity_pb2.PASSPORT_KIND_REMOTE_AGENT,
+}
+_KIND_FROM_WIRE: dict[int, PassportKind] = {
+    identity_pb2.PASSPORT_KIND_UNSPECIFIED: None,
+    identity_pb2.PASSPORT_KIND_AGENT: "agent",
+    identity_pb2.PASSPORT_KIND_HUMAN: "human",
+    identity_pb2.PASSPORT_KIND_REMOTE_AGENT: "remote_agent",
+}
+
+
+def kind_to_wire(kind: PassportKind) -> int:
+    """Wire enum value of a passport kind string."""
+    return _KIND_TO_WIRE[kind]
+
+
+def kind_from_wire(value: int) -> PassportKind:
+    """Passport kind string of a wire enum value."""
+    return _KIND_FROM_WIRE.get(value)
+
+
+@dataclass
+class Passport:
+    """An agent's public, stable identity."""
+
+    name: str
+    kind: PassportKind = None
+    owner: str = ""
+    provider: str = ""
+    model: str = ""
+    project: str = ""
+    description: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def to_wire(self) -> identity_pb2.Passport:
+        """The wire message."""
+        return identity_pb2.Passport(
+            name=self.name,
+            kind=kind_to_wire(self.kind),  # type: ignore[arg-type]
+            owner=self.owner,
+            provider=self.provider,
+            model=self.model,
+            project=self.project,
+            description=self.description,
+            labels=self.labels,
+        )
+
+    @classmethod
+    def from_wire(cls, msg: identity_pb2.Passport) -> Passport:
+        """Build from the wire message."""
+        return cls(
+            name=msg.name,
+            kind=kind_from_wire(msg.kind),
+            owner=msg.owner,
+            provider=msg.provider,
+            model=msg.model,
+            project=msg.project,
+            description=msg.description,
+            labels=dict(msg.labels),
+        )
+
+
+@dataclass
+class Resume:
+    """What an agent claims it can do (searched by ``peers(action="find")``)."""
+
+    claimed_capabilities: list[str] = field(default_factory=list)
+    domains: list[str] = field(default_factory=list)
+    summary: str = ""
+    examples: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    languages: list[str] = field(default_factory=list)
+
+    def to_wire(self) -> identity_pb2.Resume:
+        """The wire message."""
+        return identity_pb2.Resume(
+            claimed_capabilities=self.claimed_capabilities,
+            domains=self.domains,
+            summary=self.summary,
+            examples=self.examples,
+            tools=self.tools,
+            languages=self.languages,
+        )
+
+    @classmethod
+    def from_wire(cls, msg: identity_pb2.Resume) -> Resume:
+        """Build from the wire message."""
+        return cls(
+            claimed_capabilities=list(msg.claimed_capabilities),
+            domains=list(msg.domains),
+            summary=msg.summary,
+            examples=list(msg.examples),
+            tools=list(msg.tools),
+            languages=list(msg.languages),
+        )

@@ -1,0 +1,90 @@
+"""Common base of the built-in stores: versioned primitives, namespaces and lifecycle.
+
+Backends implement the ``*_info`` primitives, which also report sizes and
+versions (the knowledge service needs them for its responses); the protocol's
+``write`` / ``read`` / ``append`` are derived from them here.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+from types import TracebackType
+from typing import Self
+
+from agentsdk.knowledge.types import AppendResult, ChangeCallback, FileInfo, Subscription
+
+
+class StoreBase(abc.ABC):
+    """A :class:`~agentsdk.knowledge.KnowledgeStore` with versions, namespace views and ``close()``.
+
+    Use as ``async with Store(...) as store:`` or call :meth:`close` when done.
+    """
+
+    @abc.abstractmethod
+    async def write_info(self, path: str, content: str) -> FileInfo:
+        """Create or replace a file; return its new size and version."""
+
+    @abc.abstractmethod
+    async def read_info(self, path: str) -> tuple[str, FileInfo]:
+        """Return a file's content with its size and version (NotFound if missing)."""
+
+    @abc.abstractmethod
+    async def append_info(self, path: str, text: str) -> AppendResult:
+        """Append text (creating the file); return where it landed and the new size and version."""
+
+    @abc.abstractmethod
+    async def list(self, path: str) -> builtins.list[str]:
+        """Immediate children of directory ``path``, sorted; directories end in "/"."""
+
+    @abc.abstractmethod
+    async def delete(self, path: str) -> None:
+        """Remove a file (NotFound if missing)."""
+
+    @abc.abstractmethod
+    async def exists(self, path: str) -> bool:
+        """Whether a file exists at ``path``."""
+
+    @abc.abstractmethod
+    async def read_range(self, path: str, offset: int) -> str:
+        """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
+
+    @abc.abstractmethod
+    async def on_change(self, prefix: str, callback: ChangeCallback) -> Subscription:
+        """Deliver every later change at or under ``prefix`` to ``callback``, in order."""
+
+    @abc.abstractmethod
+    def namespace(self, name: str) -> Self:
+        """An isolated store named ``name`` that shares this store's resources.
+
+        The same name always returns the same view. Views are closed with the
+        store they came from; their own ``close()`` does nothing.
+        """
+
+    async def open(self) -> None:
+        """Connect / create storage now instead of on first use (services call it to fail fast)."""
+
+    async def close(self) -> None:
+        """Release connections, watchers and subscriptions. Safe to call twice."""
+
+    async def write(self, path: str, content: str) -> None:
+        """Create or replace the file at ``path``."""
+        await self.write_info(path, content)
+
+    async def read(self, path: str) -> str:
+        """Return the file's content; raises NotFound if it does not exist."""
+        content, _ = await self.read_info(path)
+        return content
+
+    async def append(self, path: str, text: str) -> int:
+        """Append ``text`` (creating the file) and return the byte offset where it starts."""
+        return (await self.append_info(path, text)).offset
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

@@ -1,0 +1,130 @@
+"""MemoryKnowledgeStore: a dict in this process (tests, temporary sessions)."""
+
+from __future__ import annotations
+
+import builtins
+from collections import Counter
+from dataclasses import dataclass
+
+from agentsdk.errors import NotFound
+from agentsdk.knowledge.base import StoreBase
+from agentsdk.knowledge.feed import ChangeFeed
+from agentsdk.knowledge.paths import (
+    ancestors,
+    dir_prefix,
+    directory_blocks_file,
+    file_blocks_path,
+    file_path,
+    immediate_children,
+    normalize_path,
+    validate_namespace,
+)
+from agentsdk.knowledge.text import decode_text, encode_text, slice_from
+from agentsdk.knowledge.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
+
+
+@dataclass
+class _File:
+    data: bytearray
+    version: int
+
+
+class MemoryKnowledgeStore(StoreBase):
+    """Keeps files in memory; lost when the process ends.
+
+    Every operation runs without awaiting in between, so each is atomic with
+    respect to other tasks of the event loop.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[str, _File] = {}
+        # directory -> number of files beneath it; a directory exists while > 0
+        self._dirs: Counter[str] = Counter()
+        self._feed = ChangeFeed()
+        self._views: dict[str, MemoryKnowledgeStore] = {}
+
+    def _file(self, path: str) -> _File:
+        entry = self._files.get(path)
+        if entry is None:
+            raise NotFound(f"no file at {path}", metadata={"path": path})
+        return entry
+
+    def _create(self, path: str) -> _File:
+        above = ancestors(path)
+        for directory in above:
+            if directory in self._files:
+                raise file_blocks_path(directory, path)
+        if self._dirs[path] > 0:
+            raise directory_blocks_file(path)
+        self._dirs.update(above)
+        entry = self._files[path] = _File(bytearray(), 0)
+        return entry
+
+    async def write_info(self, path: str, content: str) -> FileInfo:
+        """Create or replace a file; return its new size and version."""
+        path = file_path(path)
+        data = encode_text(content)
+        entry = self._files.get(path) or self._create(path)
+        entry.data = bytearray(data)
+        entry.version += 1
+        self._feed.publish(ChangeEvent(path, "written", 0, len(data), entry.version))
+        return FileInfo(len(data), entry.version)
+
+    async def read_info(self, path: str) -> tuple[str, FileInfo]:
+        """Return a file's content with its size and version (NotFound if missing)."""
+        path = file_path(path)
+        entry = self._file(path)
+        return decode_text(entry.data, path), FileInfo(len(entry.data), entry.version)
+
+    async def append_info(self, path: str, text: str) -> AppendResult:
+        """Append text (creating the file); return where it landed and the new size and version."""
+        path = file_path(path)
+        data = encode_text(text)
+        entry = self._files.get(path) or self._create(path)
+        offset = len(entry.data)
+        entry.data += data
+        entry.version += 1
+        self._feed.publish(ChangeEvent(path, "appended", offset, len(entry.data), entry.version))
+        return AppendResult(offset, len(entry.data), entry.version)
+
+    async def list(self, path: str) -> builtins.list[str]:
+        """Immediate children of directory ``path``, sorted; directories end in "/"."""
+        return immediate_children(dir_prefix(path), self._files)
+
+    async def delete(self, path: str) -> None:
+        """Remove a file (NotFound if missing)."""
+        path = file_path(path)
+        self._file(path)
+        del self._files[path]
+        for directory in ancestors(path):
+            self._dirs[directory] -= 1
+            if self._dirs[directory] <= 0:
+                del self._dirs[directory]
+        self._feed.publish(ChangeEvent(path, "deleted", 0, 0, 0))
+
+    async def exists(self, path: str) -> bool:
+        """Whether a file exists at ``path``."""
+        return file_path(path) in self._files
+
+    async def read_range(self, path: str, offset: int) -> str:
+        """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
+        path = file_path(path)
+        return slice_from(path, self._file(path).data, offset)
+
+    async def on_change(self, prefix: str, callback: ChangeCallback) -> Subscription:
+        """Deliver every later change at or under ``prefix`` to ``callback``, in order."""
+        return self._feed.subscribe(normalize_path(prefix), callback)
+
+    def namespace(self, name: str) -> MemoryKnowledgeStore:
+        """An isolated in-memory store named ``name`` (the same object for the same name)."""
+        validate_namespace(name)
+        view = self._views.get(name)
+        if view is None:
+            view = self._views[name] = MemoryKnowledgeStore()
+        return view
+
+    async def close(self) -> None:
+        """Cancel all subscriptions, including those of namespace views."""
+        for view in self._views.values():
+            await view.close()
+        await self._feed.close()

@@ -1,0 +1,365 @@
+"""SqliteKnowledgeStore: one SQLite file (WAL mode) through aiosqlite.
+
+Layout: ``knowledge_files`` holds each file's size and version;
+``knowledge_chunks`` holds its bytes as one row per write or append, keyed by
+start offset. Appends therefore cost only the appended bytes, and
+``read_range`` reads only the chunks from the offset on.
+
+Concurrency: one writer connection runs one transaction at a time under an
+asyncio lock (``BEGIN IMMEDIATE`` … ``COMMIT``); a cancelled caller cannot leave
+a transaction half-open because the transaction runs shielded in its own task.
+Reads use a pool of separate connections, which in WAL mode see only committed
+data and never block the writer. ``on_change`` reports changes made through
+this process's store objects only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from agentsdk.errors import NotFound
+from agentsdk.knowledge.base import StoreBase
+from agentsdk.knowledge.feed import ChangeFeed
+from agentsdk.knowledge.paths import (
+    ancestors,
+    dir_prefix,
+    directory_blocks_file,
+    file_blocks_path,
+    file_path,
+    immediate_children,
+    normalize_path,
+    validate_namespace,
+)
+from agentsdk.knowledge.text import check_offset, decode_text, encode_text
+from agentsdk.knowledge.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
+
+T = TypeVar("T")
+Row = Sequence[Any]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS knowledge_files (
+    namespace TEXT NOT NULL,
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (namespace, path)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS knowledge_chunks (
+    namespace TEXT NOT NULL,
+    path TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (namespace, path, start)
+);
+"""
+
+_UPSERT_WRITE = """
+INSERT INTO knowledge_files (namespace, path, size, version) VALUES (?, ?, ?, 1)
+ON CONFLICT (namespace, path) DO UPDATE
+SET size = excluded.size, version = knowledge_files.version + 1
+RETURNING size, version
+"""
+
+_UPSERT_APPEND = """
+INSERT INTO knowledge_files (namespace, path, size, version) VALUES (?, ?, ?, 1)
+ON CONFLICT (namespace, path) DO UPDATE
+SET size = knowledge_files.size + excluded.size, version = knowledge_files.version + 1
+RETURNING size, version
+"""
+
+_READ = """
+SELECT f.size, f.version, c.data
+FROM knowledge_files AS f
+LEFT JOIN knowledge_chunks AS c ON c.namespace = f.namespace AND c.path = f.path
+WHERE f.namespace = ? AND f.path = ?
+ORDER BY c.start
+"""
+
+# One statement, so the size and the chunks come from the same snapshot. The
+# sub-select finds the chunk containing the offset through the primary key.
+_READ_RANGE = """
+SELECT f.size, c.start, c.data
+FROM knowledge_files AS f
+LEFT JOIN knowledge_chunks AS c ON c.namespace = f.namespace AND c.path = f.path AND c.start >= (
+    SELECT coalesce(max(start), 0) FROM knowledge_chunks
+    WHERE namespace = f.namespace AND path = f.path AND start <= ?
+)
+WHERE f.namespace = ? AND f.path = ?
+ORDER BY c.start
+"""
+
+
+def _upper_bound(prefix: str) -> str:
+    """Smallest string greater than every string starting with ``prefix`` (which ends in "/")."""
+    return prefix[:-1] + "0"  # "0" is the character after "/"
+
+
+class _Database:
+    """The connections behind one SQLite file: one writer and a pool of readers."""
+
+    def __init__(self, path: Path, readers: int) -> None:
+        self.path = path
+        self._reader_count = max(1, readers)
+        self._writer: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._pool: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
+        self._open_lock = asyncio.Lock()
+        self._write_lock = asyncio.Lock()
+        self._closed = False
+
+    async def open(self) -> aiosqlite.Connection:
+        """Open the connections (once) and create the schema; return the writer."""
+        if self._writer is not None:
+            return self._writer
+        async with self._open_lock:
+            if self._closed:
+                raise RuntimeError(f"SqliteKnowledgeStore({self.path}) is closed")
+            if self._writer is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                writer = await aiosqlite.connect(self.path, isolation_level=None)
+                try:
+                    await writer.execute_fetchall("PRAGMA busy_timeout = 10000")
+                    await writer.execute_fetchall("PRAGMA journal_mode = WAL")
+                    await writer.execute_fetchall("PRAGMA synchronous = NORMAL")
+                    await writer.executescript(_SCHEMA)
+                    for _ in range(self._reader_count):
+                        reader = await aiosqlite.connect(self.path, isolation_level=None)
+                        self._readers.append(reader)
+                        await reader.execute_fetchall("PRAGMA busy_timeout = 10000")
+                        await reader.execute_fetchall("PRAGMA query_only = ON")
+                        self._pool.put_nowait(reader)
+                except BaseException:
+                    await self._close_connections(writer)
+                    raise
+                self._writer = writer
+        return self._writer
+
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[aiosqlite.Connection]:
+        """Borrow a read connection from the pool."""
+        await self.open()
+        conn = await self._pool.get()
+        try:
+            yield conn
+        finally:
+            self._pool.put_nowait(conn)
+
+    async def transaction(
+        self, feed: ChangeFeed, body: Callable[[aiosqlite.Connection], Awaitable[tuple[T, ChangeEvent]]]
+    ) -> T:
+        """Run ``body`` in one write transaction, then publish its event to ``feed``."""
+        writer = await self.open()
+        task = asyncio.ensure_future(self._transaction(writer, feed, body))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            # The transaction completes or rolls back on its own; don't report its outcome as unretrieved.
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            raise
+
+    async def _transaction(
+        self,
+        writer: aiosqlite.Connection,
+        feed: ChangeFeed,
+        body: Callable[[aiosqlite.Connection], Awaitable[tuple[T, ChangeEvent]]],
+    ) -> T:
+        async with self._write_lock:
+            await writer.execute_fetchall("BEGIN IMMEDIATE")
+            try:
+                result, event = await body(writer)
+                await writer.execute_fetchall("COMMIT")
+            except BaseException:
+                if writer.in_transaction:
+                    await writer.execute_fetchall("ROLLBACK")
+                raise
+            # Published under the lock so subscribers see events in commit order.
+            feed.publish(event)
+            return result
+
+    async def close(self) -> None:
+        """Close every connection after the running transaction finishes."""
+        async with self._open_lock:
+            self._closed = True
+            async with self._write_lock:
+                writer, self._writer = self._writer, None
+                await self._close_connections(writer)
+
+    async def _close_connections(self, writer: aiosqlite.Connection | None) -> None:
+        readers, self._readers = self._readers, []
+        self._pool = asyncio.Queue()
+        for conn in [*readers, *([writer] if writer is not None else [])]:
+            await conn.close()
+
+
+class SqliteKnowledgeStore(StoreBase):
+    """Stores files in one SQLite database file — the practical default for a single process.
+
+    Connections open on first use (or :meth:`open`); call :meth:`close` when done.
+    ``readers`` is the size of the read-connection pool.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, readers: int = 4) -> None:
+        self._db = _Database(Path(path), readers)
+        self._namespace = ""
+        self._is_view = False
+        self._feed = ChangeFeed()
+        self._views: dict[str, SqliteKnowledgeStore] = {}
+
+    def namespace(self, name: str) -> SqliteKnowledgeStore:
+        """An isolated store in the same database file (rows tagged with ``name``)."""
+        validate_namespace(name)
+        view = self._views.get(name)
+        if view is None:
+            view = SqliteKnowledgeStore.__new__(SqliteKnowledgeStore)
+            view._db, view._namespace, view._is_view = self._db, name, True
+            view._feed, view._views = ChangeFeed(), {}
+            self._views[name] = view
+        return view
+
+    async def _check_new_path(self, conn: aiosqlite.Connection, path: str) -> None:
+        """Refuse a new file beneath a file, or where a directory exists."""
+        above = ancestors(path)
+        in_above = f" OR path IN ({','.join('?' * len(above))})" if above else ""
+        sql = (
+            "SELECT path FROM knowledge_files WHERE namespace = ? "
+            f"AND ((path >= ? AND path < ?){in_above}) LIMIT 1"
+        )
+        rows = list(await conn.execute_fetchall(sql, (self._namespace, path + "/", path + "0", *above)))
+        if rows:
+            hit = str(rows[0][0])
+            raise file_blocks_path(hit, path) if hit in above else directory_blocks_file(path)
+
+    async def write_info(self, path: str, content: str) -> FileInfo:
+        """Create or replace a file; return its new size and version."""
+        path = file_path(path)
+        data = encode_text(content)
+
+        async def body(conn: aiosqlite.Connection) -> tuple[FileInfo, ChangeEvent]:
+            rows = list(await conn.execute_fetchall(_UPSERT_WRITE, (self._namespace, path, len(data))))
+            size, version = int(rows[0][0]), int(rows[0][1])
+            if version == 1:
+                await self._check_new_path(conn, path)
+            await conn.execute_fetchall(
+                "DELETE FROM knowledge_chunks WHERE namespace = ? AND path = ?", (self._namespace, path)
+            )
+            if data:
+                await conn.execute_fetchall(
+                    "INSERT INTO knowledge_chunks (namespace, path, start, data) VALUES (?, ?, 0, ?)",
+                    (self._namespace, path, data),
+                )
+            return FileInfo(size, version), ChangeEvent(path, "written", 0, size, version)
+
+        return await self._db.transaction(self._feed, body)
+
+    async def append_info(self, path: str, text: str) -> AppendResult:
+        """Append text (creating the file); return where it landed and the new size and version."""
+        path = file_path(path)
+        data = encode_text(text)
+
+        async def body(conn: aiosqlite.Connection) -> tuple[AppendResult, ChangeEvent]:
+            rows = list(await conn.execute_fetchall(_UPSERT_APPEND, (self._namespace, path, len(data))))
+            size, version = int(rows[0][0]), int(rows[0][1])
+            if version == 1:
+                await self._check_new_path(conn, path)
+            offset = size - len(data)
+            if data:
+                await conn.execute_fetchall(
+                    "INSERT INTO knowledge_chunks (namespace, path, start, data) VALUES (?, ?, ?, ?)",
+                    (self._namespace, path, offset, data),
+                )
+            return AppendResult(offset, size, version), ChangeEvent(path, "appended", offset, size, version)
+
+        return await self._db.transaction(self._feed, body)
+
+    async def delete(self, path: str) -> None:
+        """Remove a file (NotFound if missing)."""
+        path = file_path(path)
+
+        async def body(conn: aiosqlite.Connection) -> tuple[None, ChangeEvent]:
+            rows = list(
+                await conn.execute_fetchall(
+                    "DELETE FROM knowledge_files WHERE namespace = ? AND path = ? RETURNING version",
+                    (self._namespace, path),
+                )
+            )
+            if not rows:
+                raise NotFound(f"no file at {path}", metadata={"path": path})
+            await conn.execute_fetchall(
+                "DELETE FROM knowledge_chunks WHERE namespace = ? AND path = ?", (self._namespace, path)
+            )
+            return None, ChangeEvent(path, "deleted", 0, 0, 0)
+
+        await self._db.transaction(self._feed, body)
+
+    async def read_info(self, path: str) -> tuple[str, FileInfo]:
+        """Return a file's content with its size and version (NotFound if missing)."""
+        path = file_path(path)
+        async with self._db.reader() as conn:
+            rows: list[Row] = list(await conn.execute_fetchall(_READ, (self._namespace, path)))
+        if not rows:
+            raise NotFound(f"no file at {path}", metadata={"path": path})
+        data = b"".join(row[2] for row in rows if row[2] is not None)
+        return decode_text(data, path), FileInfo(int(rows[0][0]), int(rows[0][1]))
+
+    async def read_range(self, path: str, offset: int) -> str:
+        """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
+        path = file_path(path)
+        async with self._db.reader() as conn:
+            rows: list[Row] = list(await conn.execute_fetchall(_READ_RANGE, (offset, self._namespace, path)))
+        if not rows:
+            raise NotFound(f"no file at {path}", metadata={"path": path})
+        size = int(rows[0][0])
+        chunks = [(int(row[1]), bytes(row[2])) for row in rows if row[2] is not None]
+        if offset < 0 or offset >= size or not chunks:
+            check_offset(path, offset, size, None)
+            return ""
+        data = b"".join(chunk for _, chunk in chunks)
+        relative = offset - chunks[0][0]
+        check_offset(path, offset, size, data[relative])
+        return decode_text(data[relative:], path)
+
+    async def exists(self, path: str) -> bool:
+        """Whether a file exists at ``path``."""
+        path = file_path(path)
+        async with self._db.reader() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    "SELECT 1 FROM knowledge_files WHERE namespace = ? AND path = ?", (self._namespace, path)
+                )
+            )
+        return bool(rows)
+
+    async def list(self, path: str) -> builtins.list[str]:
+        """Immediate children of directory ``path``, sorted; directories end in "/"."""
+        prefix = dir_prefix(path)
+        async with self._db.reader() as conn:
+            rows = await conn.execute_fetchall(
+                "SELECT path FROM knowledge_files WHERE namespace = ? AND path >= ? AND path < ?",
+                (self._namespace, prefix, _upper_bound(prefix)),
+            )
+        return immediate_children(prefix, (str(row[0]) for row in rows))
+
+    async def on_change(self, prefix: str, callback: ChangeCallback) -> Subscription:
+        """Deliver every later change (made through this process) at or under ``prefix`` to ``callback``."""
+        return self._feed.subscribe(normalize_path(prefix), callback)
+
+    async def open(self) -> None:
+        """Open the database now (creating it and its schema if needed)."""
+        await self._db.open()
+
+    async def close(self) -> None:
+        """Cancel subscriptions and close the connections (views: nothing to do)."""
+        if self._is_view:
+            return
+        for view in self._views.values():
+            await view._feed.close()
+        await self._feed.close()
+        await self._db.close()

@@ -1,0 +1,107 @@
+"""The hub half of a channel adapter: pure turn-taking rules.
+
+An adapter never does I/O. The hub core calls it under the channel's
+serialisation point:
+
+1. ``validate_create(spec)`` when a channel is opened → normalised knobs (or InvalidArgument);
+2. ``initial_state(spec)`` once;
+3. for each post from a participant while the channel is OPENED:
+   ``validate_send(spec, state, env)`` (raises NotYourTurn / ProtocolError / ChannelClosed /
+   InvalidArgument), then — after the WAL commit — ``state = fold(spec, state, env)`` and
+   ``on_accepted(spec, state, env)`` (e.g. "close the channel with reason X");
+4. on restart, ``fold`` over the whole WAL rebuilds the state (hydrate).
+
+``fold`` sees every admitted envelope, including lifecycle and custom event types;
+those never advance turn state. Because ``fold`` and ``validate_send`` are pure
+functions of (spec, state, envelope), replaying the WAL always gives the live state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from agentsdk.envelope import Envelope
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """What an adapter knows about its channel (immutable for the channel's life)."""
+
+    channel_id: str
+    type: str
+    initiator: str
+    """Agent id of the opener."""
+    participants: tuple[str, ...]
+    """Agent ids, initiator first, then targets in invitation order."""
+    names: Mapping[str, str] = field(default_factory=dict)
+    """agent_id -> passport name of every participant."""
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    """Adapter options (normalised by validate_create)."""
+
+    def resolve(self, ref: str) -> str | None:
+        """Agent id of the participant ``ref`` names (an id or a name); None if none."""
+        if ref in self.participants:
+            return ref
+        for agent_id, name in self.names.items():
+            if name == ref and agent_id in self.participants:
+                return agent_id
+        return None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What the hub should do after an envelope was admitted and folded."""
+
+    close_reason: str | None = None
+    """Close the channel with this reason (e.g. "consulting_complete", "max_turns")."""
+
+
+class Adapter(Protocol, Generic[S]):
+    """The hub half of a channel type."""
+
+    type: ClassVar[str]
+    """Channel type name, e.g. "consulting"."""
+    default_view_policy: ClassVar[str]
+    """Name of the view the SDK uses by default: "full_transcript", "windowed_summary"
+    or "named_windowed_summary"."""
+    default_view_recent_n: ClassVar[int | None]
+    """recent_n for windowed default views (None for full views)."""
+
+    def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
+        """Check participant count and knobs; return normalised knobs (names resolved to ids).
+
+        Raises InvalidArgument with a message saying what to fix.
+        """
+        ...
+
+    def initial_state(self, spec: ChannelSpec) -> S:
+        """State of a freshly opened channel."""
+        ...
+
+    def validate_send(self, spec: ChannelSpec, state: S, env: Envelope) -> None:
+        """Raise if ``env`` (from participant ``env.sender_id``) may not be posted now."""
+        ...
+
+    def fold(self, spec: ChannelSpec, state: S, env: Envelope) -> S:
+        """Return the state after ``env`` was admitted (pure; must not mutate ``state``)."""
+        ...
+
+    def on_accepted(self, spec: ChannelSpec, state: S, env: Envelope) -> Accepted:
+        """Effects of an admitted envelope, given the state after folding it."""
+        ...
+
+    def expected_next(self, spec: ChannelSpec, state: S) -> list[str]:
+        """Agent ids expected to speak next ([] = anyone may, or no one can)."""
+        ...
+
+    def offers_say(self, spec: ChannelSpec, state: S, participant_id: str) -> bool:
+        """Whether the adapter offers the ``say`` tool to ``participant_id`` now (the seed's say table)."""
+        ...
+
+    def state_json(self, state: S) -> dict[str, Any]:
+        """The state as a JSON object (DescribeChannel's adapter_state_json)."""
+        ...

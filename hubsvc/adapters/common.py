@@ -1,0 +1,121 @@
+"""Helpers shared by the four built-in adapters: participant checks, knob parsing, error builders.
+
+Every error built here names the channel and says what to do, so an LLM (or a
+person) reading it can recover without looking anything up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentsdk.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope
+from agentsdk.errors import ChannelClosed, InvalidArgument, NotParticipant, NotYourTurn
+from hubsvc.adapters.base import ChannelSpec
+
+
+def is_substantive(env: Envelope) -> bool:
+    """True for envelopes that take a turn (EV_TEXT and EV_PACKET)."""
+    return env.event_type in SUBSTANTIVE_EVENT_TYPES
+
+
+def label(spec: ChannelSpec, agent_id: str) -> str:
+    """``"name (id)"`` for a participant, or just the id when it has no distinct name."""
+    name = spec.names.get(agent_id)
+    return f"{name} ({agent_id})" if name and name != agent_id else agent_id
+
+
+def possessive(spec: ChannelSpec, agent_id: str) -> str:
+    """``"name's (id)"`` — the form turn errors use ("it is bob's (a2) turn")."""
+    name = spec.names.get(agent_id)
+    return f"{name}'s ({agent_id})" if name and name != agent_id else f"{agent_id}'s"
+
+
+def participant_list(spec: ChannelSpec) -> str:
+    """All participants as ``"alice (a1), bob (a2)"``, for error messages."""
+    return ", ".join(label(spec, p) for p in spec.participants)
+
+
+def named_view_recent_n(spec: ChannelSpec) -> int:
+    """The seed's recent_n for N-party named views (discussion, workflow): ``max(2 * N, 4)``."""
+    return max(2 * len(spec.participants), 4)
+
+
+def require_participants(spec: ChannelSpec, *, exactly: int | None = None, at_least: int | None = None) -> None:
+    """Check the participant list's shape and size; raise InvalidArgument saying how to fix it."""
+    got = len(spec.participants)
+    if len(set(spec.participants)) != got:
+        raise InvalidArgument(
+            f"{spec.type} channel '{spec.channel_id}': participants must be distinct; got {got} with duplicates "
+            f"({', '.join(spec.participants)}). List each agent once.",
+            metadata={"channel_id": spec.channel_id, "participants": str(got)},
+        )
+    if got and spec.participants[0] != spec.initiator:
+        raise InvalidArgument(
+            f"{spec.type} channel '{spec.channel_id}': the initiator '{spec.initiator}' must be the first "
+            f"participant; got participants {list(spec.participants)}.",
+            metadata={"channel_id": spec.channel_id},
+        )
+    if exactly is not None and got != exactly:
+        raise InvalidArgument(
+            f"a {spec.type} channel needs exactly {exactly} participants (the initiator and "
+            f"{exactly - 1} target{'s' if exactly != 2 else ''}); got {got}. "
+            f"Open it with exactly {exactly - 1} target{'s' if exactly != 2 else ''}.",
+            metadata={"channel_id": spec.channel_id, "participants": str(got), "expected": str(exactly)},
+        )
+    if at_least is not None and got < at_least:
+        raise InvalidArgument(
+            f"a {spec.type} channel needs at least {at_least} participants (the initiator and "
+            f"{at_least - 1} or more targets); got {got}. Add targets when opening it.",
+            metadata={"channel_id": spec.channel_id, "participants": str(got), "expected": f">={at_least}"},
+        )
+
+
+def require_sender(spec: ChannelSpec, env: Envelope) -> None:
+    """Refuse a post from an agent that is not a participant (the core checks this too)."""
+    if env.sender_id not in spec.participants:
+        raise NotParticipant(
+            f"'{env.sender_id}' is not a participant of {spec.type} channel '{spec.channel_id}' "
+            f"(participants: {participant_list(spec)}); only participants may post to it.",
+            metadata={"channel_id": spec.channel_id, "sender_id": env.sender_id},
+        )
+
+
+def positive_int(value: Any, *, spec: ChannelSpec, key: str) -> int:
+    """``value`` as a positive int, or InvalidArgument naming the knob ``key``."""
+    # bool is an int subclass; True as a turn limit is always a mistake.
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgument(
+            f"{spec.type} channel '{spec.channel_id}': knob '{key}' must be a positive integer; "
+            f"got {value!r}. Give a whole number ≥ 1, or leave it out.",
+            metadata={"channel_id": spec.channel_id, "knob": key},
+        )
+    return value
+
+
+def optional_positive_int(knobs: Mapping[str, Any], key: str, *, spec: ChannelSpec) -> int | None:
+    """The knob ``key`` as a positive int, or None when absent (or explicitly null)."""
+    value = knobs.get(key)
+    return None if value is None else positive_int(value, spec=spec, key=key)
+
+
+def not_your_turn(spec: ChannelSpec, env: Envelope, expected: str, hint: str) -> NotYourTurn:
+    """NotYourTurn naming whose turn it is (name and id) and what the sender should do."""
+    return NotYourTurn(
+        f"{spec.type} channel '{spec.channel_id}': it is {possessive(spec, expected)} turn, not "
+        f"{possessive(spec, env.sender_id)}; {hint}",
+        metadata={
+            "channel_id": spec.channel_id,
+            "expected": expected,
+            "expected_name": spec.names.get(expected, expected),
+            "sender_id": env.sender_id,
+        },
+    )
+
+
+def channel_closed(spec: ChannelSpec, why: str) -> ChannelClosed:
+    """ChannelClosed for a channel whose adapter has finished (``why`` says why and what to do)."""
+    return ChannelClosed(
+        f"channel '{spec.channel_id}' is closed: {why}",
+        metadata={"channel_id": spec.channel_id},
+    )

@@ -1,0 +1,90 @@
+"""Conversation: two participants, free-form; anyone may speak at any time.
+
+Optional knob ``max_turns`` (positive int) closes the channel with reason
+``max_turns`` once that many substantive envelopes were admitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from agentsdk.envelope import Envelope
+from hubsvc.adapters.base import Accepted, ChannelSpec
+from hubsvc.adapters.common import (
+    channel_closed,
+    is_substantive,
+    optional_positive_int,
+    require_participants,
+    require_sender,
+)
+
+
+@dataclass(frozen=True)
+class ConversationState:
+    """How many substantive envelopes were admitted, and whether the turn limit ended it."""
+
+    turns: int = 0
+    end_reason: str | None = None
+
+
+class ConversationAdapter:
+    """Hub half of the conversation channel type."""
+
+    type: ClassVar[str] = "conversation"
+    default_view_policy: ClassVar[str] = "windowed_summary"
+    default_view_recent_n: ClassVar[int | None] = 10
+
+    def view_recent_n(self, spec: ChannelSpec) -> int | None:
+        """recent_n for this channel's default view: always 10."""
+        return self.default_view_recent_n
+
+    def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
+        """Exactly two participants; ``max_turns`` if given must be a positive int."""
+        require_participants(spec, exactly=2)
+        knobs = dict(spec.knobs)
+        max_turns = optional_positive_int(spec.knobs, "max_turns", spec=spec)
+        knobs.pop("max_turns", None)
+        if max_turns is not None:
+            knobs["max_turns"] = max_turns
+        return knobs
+
+    def initial_state(self, spec: ChannelSpec) -> ConversationState:
+        """No turns yet."""
+        return ConversationState()
+
+    def validate_send(self, spec: ChannelSpec, state: ConversationState, env: Envelope) -> None:
+        """Any participant may post at any time, until a ``max_turns`` limit was reached."""
+        require_sender(spec, env)
+        if is_substantive(env) and state.end_reason is not None:
+            raise channel_closed(
+                spec,
+                f"this conversation reached its max_turns limit ({state.turns} turns). Open a new channel to continue.",
+            )
+
+    def fold(self, spec: ChannelSpec, state: ConversationState, env: Envelope) -> ConversationState:
+        """Count substantive envelopes; mark the end when ``max_turns`` is reached."""
+        if not is_substantive(env) or state.end_reason is not None:
+            return state
+        turns = state.turns + 1
+        max_turns = optional_positive_int(spec.knobs, "max_turns", spec=spec)
+        end = "max_turns" if max_turns is not None and turns >= max_turns else None
+        return replace(state, turns=turns, end_reason=end)
+
+    def on_accepted(self, spec: ChannelSpec, state: ConversationState, env: Envelope) -> Accepted:
+        """Close with ``max_turns`` when the envelope just folded reached the limit."""
+        if is_substantive(env) and state.end_reason is not None:
+            return Accepted(close_reason=state.end_reason)
+        return Accepted()
+
+    def expected_next(self, spec: ChannelSpec, state: ConversationState) -> list[str]:
+        """Always [] — anyone may speak (or, after the limit, no one can)."""
+        return []
+
+    def offers_say(self, spec: ChannelSpec, state: ConversationState, participant_id: str) -> bool:
+        """``say`` for every participant while the channel still takes turns."""
+        return participant_id in spec.participants and state.end_reason is None
+
+    def state_json(self, state: ConversationState) -> dict[str, Any]:
+        """Turn count and end state as JSON."""
+        return {"turns": state.turns, "ended": state.end_reason is not None, "end_reason": state.end_reason}

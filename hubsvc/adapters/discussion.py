@@ -1,0 +1,128 @@
+"""Discussion: two or more participants speaking in strict round robin.
+
+The order is ``spec.participants`` (initiator first): the next speaker is
+``participants[turns % n]``. Optional knobs ``max_turns`` or ``max_rounds``
+(one round = every participant speaks once) close the channel with reason
+``max_turns``; validate_create normalises ``max_rounds`` into ``max_turns``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from agentsdk.envelope import Envelope
+from agentsdk.errors import InvalidArgument
+from hubsvc.adapters.base import Accepted, ChannelSpec
+from hubsvc.adapters.common import (
+    channel_closed,
+    is_substantive,
+    label,
+    named_view_recent_n,
+    not_your_turn,
+    optional_positive_int,
+    require_participants,
+    require_sender,
+)
+
+
+def discussion_max_turns(spec: ChannelSpec) -> int | None:
+    """The turn limit from ``max_turns`` or ``max_rounds`` × participants (None = unlimited)."""
+    max_turns = optional_positive_int(spec.knobs, "max_turns", spec=spec)
+    max_rounds = optional_positive_int(spec.knobs, "max_rounds", spec=spec)
+    if max_turns is not None and max_rounds is not None:
+        raise InvalidArgument(
+            f"discussion channel '{spec.channel_id}': give either knob 'max_turns' ({max_turns}) or "
+            f"'max_rounds' ({max_rounds}), not both; max_rounds={max_rounds} means "
+            f"max_turns={max_rounds * len(spec.participants)} with {len(spec.participants)} participants.",
+            metadata={"channel_id": spec.channel_id, "knob": "max_rounds"},
+        )
+    if max_rounds is not None:
+        return max_rounds * len(spec.participants)
+    return max_turns
+
+
+@dataclass(frozen=True)
+class DiscussionState:
+    """Turns taken so far and who speaks next."""
+
+    expected_next_speaker: str
+    turns: int = 0
+    end_reason: str | None = None
+
+
+class DiscussionAdapter:
+    """Hub half of the discussion channel type (strict round robin)."""
+
+    type: ClassVar[str] = "discussion"
+    default_view_policy: ClassVar[str] = "named_windowed_summary"
+    default_view_recent_n: ClassVar[int | None] = None
+    """None because it depends on the channel: use :meth:`view_recent_n`."""
+
+    def view_recent_n(self, spec: ChannelSpec) -> int:
+        """recent_n for this channel's default view: ``max(2 * participants, 4)``."""
+        return named_view_recent_n(spec)
+
+    def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
+        """Two or more participants; ``max_turns`` / ``max_rounds`` normalised to ``max_turns``."""
+        require_participants(spec, at_least=2)
+        max_turns = discussion_max_turns(spec)
+        knobs = {k: v for k, v in spec.knobs.items() if k not in ("max_turns", "max_rounds")}
+        if max_turns is not None:
+            knobs["max_turns"] = max_turns
+        return knobs
+
+    def initial_state(self, spec: ChannelSpec) -> DiscussionState:
+        """The initiator speaks first."""
+        return DiscussionState(expected_next_speaker=spec.participants[0])
+
+    def validate_send(self, spec: ChannelSpec, state: DiscussionState, env: Envelope) -> None:
+        """Only the expected next speaker may post a substantive envelope."""
+        require_sender(spec, env)
+        if not is_substantive(env):
+            return
+        if state.end_reason is not None:
+            raise channel_closed(
+                spec, f"this discussion reached its max_turns limit ({state.turns} turns). Open a new channel."
+            )
+        if env.sender_id != state.expected_next_speaker:
+            order = " → ".join(label(spec, p) for p in spec.participants)
+            raise not_your_turn(
+                spec,
+                env,
+                state.expected_next_speaker,
+                f"wait for their envelope; speakers take turns in round robin ({order}).",
+            )
+
+    def fold(self, spec: ChannelSpec, state: DiscussionState, env: Envelope) -> DiscussionState:
+        """A substantive envelope passes the turn to the next participant in order."""
+        if not is_substantive(env) or state.end_reason is not None:
+            return state
+        turns = state.turns + 1
+        max_turns = discussion_max_turns(spec)
+        end = "max_turns" if max_turns is not None and turns >= max_turns else None
+        nxt = spec.participants[turns % len(spec.participants)]
+        return replace(state, turns=turns, expected_next_speaker=nxt, end_reason=end)
+
+    def on_accepted(self, spec: ChannelSpec, state: DiscussionState, env: Envelope) -> Accepted:
+        """Close with ``max_turns`` when the envelope just folded reached the limit."""
+        if is_substantive(env) and state.end_reason is not None:
+            return Accepted(close_reason=state.end_reason)
+        return Accepted()
+
+    def expected_next(self, spec: ChannelSpec, state: DiscussionState) -> list[str]:
+        """[expected_next_speaker], or [] once the limit was reached."""
+        return [] if state.end_reason is not None else [state.expected_next_speaker]
+
+    def offers_say(self, spec: ChannelSpec, state: DiscussionState, participant_id: str) -> bool:
+        """``say`` only for the expected next speaker (the seed's say table)."""
+        return state.end_reason is None and participant_id == state.expected_next_speaker
+
+    def state_json(self, state: DiscussionState) -> dict[str, Any]:
+        """Turns, next speaker and end state as JSON."""
+        return {
+            "turns": state.turns,
+            "expected_next_speaker": state.expected_next_speaker,
+            "ended": state.end_reason is not None,
+            "end_reason": state.end_reason,
+        }

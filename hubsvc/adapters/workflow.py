@@ -1,0 +1,150 @@
+"""Workflow: a transition graph decides who speaks after each round.
+
+Only the current speaker may post a substantive envelope (EV_PACKET, or EV_TEXT as
+a packet without routing — how a human seeder kicks a workflow off). Folding it
+applies the packet's context updates, counts the turn and runs the transition graph
+(:mod:`hubsvc.adapters.workflow_graph`). EV_CONTEXT_SET may come from any
+participant at any time and only changes the context. Workflow never offers ``say``:
+routing is done by the agents' own handoff tools through the round-end packet.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from agentsdk.envelope import EV_CONTEXT_SET, Envelope
+from agentsdk.errors import InvalidArgument
+from hubsvc.adapters.base import Accepted, ChannelSpec
+from hubsvc.adapters.common import (
+    channel_closed,
+    is_substantive,
+    named_view_recent_n,
+    not_your_turn,
+    require_participants,
+    require_sender,
+)
+from hubsvc.adapters.payloads import Packet, canonical_json, parse_context_updates, parse_packet
+from hubsvc.adapters.workflow_graph import MAX_TURNS, parse_workflow_knobs
+
+_CONTEXT_SET_WHERE = "ag2.context.set event_data"
+
+
+@dataclass(frozen=True)
+class WorkflowState:
+    """Current speaker, turns taken, context vars and whether the workflow ended."""
+
+    current_speaker: str
+    turns: int = 0
+    context_json: str = "{}"
+    """Context vars as canonical JSON text, so the state stays an immutable value."""
+    end_reason: str | None = None
+    """``workflow_terminated``, ``no_transition`` or ``max_turns`` once ended."""
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """A fresh copy of the context vars."""
+        loaded: dict[str, Any] = json.loads(self.context_json)
+        return loaded
+
+    @property
+    def ended(self) -> bool:
+        """True once a transition or the turn limit ended the workflow."""
+        return self.end_reason is not None
+
+
+class WorkflowAdapter:
+    """Hub half of the workflow channel type."""
+
+    type: ClassVar[str] = "workflow"
+    default_view_policy: ClassVar[str] = "named_windowed_summary"
+    default_view_recent_n: ClassVar[int | None] = None
+    """None because it depends on the channel: use :meth:`view_recent_n`."""
+
+    def view_recent_n(self, spec: ChannelSpec) -> int:
+        """recent_n for this channel's default view: ``max(2 * participants, 4)``."""
+        return named_view_recent_n(spec)
+
+    def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
+        """Two or more participants and valid knobs; returns the knobs with ids and defaults."""
+        require_participants(spec, at_least=2)
+        return {**spec.knobs, **parse_workflow_knobs(spec).to_knobs()}
+
+    def initial_state(self, spec: ChannelSpec) -> WorkflowState:
+        """The initial speaker holds the turn; the context holds the ``context`` knob."""
+        config = parse_workflow_knobs(spec)
+        return WorkflowState(current_speaker=config.initial_speaker, context_json=config.context_json)
+
+    def validate_send(self, spec: ChannelSpec, state: WorkflowState, env: Envelope) -> None:
+        """Context sets from anyone; substantive envelopes only from the current speaker, well-formed."""
+        require_sender(spec, env)
+        if env.event_type == EV_CONTEXT_SET:
+            parse_context_updates(env.event_data, spec=spec, where=_CONTEXT_SET_WHERE)
+            return
+        if not is_substantive(env):
+            return
+        if state.end_reason is not None:
+            raise channel_closed(
+                spec, f"this workflow has ended ({state.end_reason}). Open a new channel to run again."
+            )
+        if env.sender_id != state.current_speaker:
+            raise not_your_turn(
+                spec,
+                env,
+                state.current_speaker,
+                "wait for their envelope; the workflow's transitions choose who speaks next "
+                "(ag2.context.set is allowed at any time).",
+            )
+        parse_packet(env, spec=spec)
+
+    def fold(self, spec: ChannelSpec, state: WorkflowState, env: Envelope) -> WorkflowState:
+        """Apply context sets; for a substantive envelope also count the turn and route."""
+        if env.event_type == EV_CONTEXT_SET:
+            try:
+                updates = parse_context_updates(env.event_data, spec=spec, where=_CONTEXT_SET_WHERE)
+            except InvalidArgument:
+                return state  # validate_send refuses these; ignoring keeps replay total
+            return replace(state, context_json=canonical_json(updates.apply(state.context)))
+        if not is_substantive(env) or state.end_reason is not None:
+            return state
+        try:
+            packet = parse_packet(env, spec=spec)
+        except InvalidArgument:
+            packet = Packet()  # unreachable for admitted envelopes; the turn still counts
+        config = parse_workflow_knobs(spec)
+        context = packet.updates.apply(state.context)
+        turns = state.turns + 1
+        decision = config.decide(spec, env.sender_id, packet.routing, context)
+        # A transition's own end (terminate / no_transition) wins over the turn limit.
+        end = decision.end_reason or (MAX_TURNS if turns >= config.max_turns else None)
+        return WorkflowState(
+            current_speaker=decision.next_speaker,
+            turns=turns,
+            context_json=canonical_json(context),
+            end_reason=end,
+        )
+
+    def on_accepted(self, spec: ChannelSpec, state: WorkflowState, env: Envelope) -> Accepted:
+        """Close with the end reason once the envelope just folded ended the workflow."""
+        if is_substantive(env) and state.end_reason is not None:
+            return Accepted(close_reason=state.end_reason)
+        return Accepted()
+
+    def expected_next(self, spec: ChannelSpec, state: WorkflowState) -> list[str]:
+        """[current_speaker], or [] once ended."""
+        return [] if state.end_reason is not None else [state.current_speaker]
+
+    def offers_say(self, spec: ChannelSpec, state: WorkflowState, participant_id: str) -> bool:
+        """Never: workflow agents speak through the round-end packet (the seed's say table)."""
+        return False
+
+    def state_json(self, state: WorkflowState) -> dict[str, Any]:
+        """Speaker, turns, context and end state as JSON."""
+        return {
+            "current_speaker": state.current_speaker,
+            "turns": state.turns,
+            "context": state.context,
+            "ended": state.ended,
+            "end_reason": state.end_reason,
+        }

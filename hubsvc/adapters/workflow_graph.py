@@ -1,0 +1,301 @@
+"""The workflow transition graph: parse and validate the knobs, then pick the next speaker.
+
+Knobs (participant references are ids or passport names; normalised to ids)::
+
+    {"initial_speaker": "<id or name>",          # default: the initiator
+     "max_turns": int > 0,                        # default 50
+     "context": {...},                            # initial context vars, a JSON object; default {}
+     "transitions": [                             # required, non-empty
+        {"condition": C, "target": T, "priority": int}, ...]}   # priority default 0
+
+    C = {"type": "always"} | {"type": "from_speaker", "speaker": "<id or name>"}
+      | {"type": "tool_called", "tool": "<name>"}
+      | {"type": "context_equals", "key": "<k>", "value": <any JSON>}
+      each optionally with "and": [C, ...] (all must hold too)
+    T = {"type": "agent", "agent": "<id or name>"} | {"type": "round_robin"} | {"type": "stay"}
+      | {"type": "revert_to_initiator"} | {"type": "terminate"}
+
+Transitions are tried by descending priority, ties in declaration order; the first whose
+condition holds decides. Unknown keys inside a transition, condition or target are refused
+(a typo would otherwise silently change routing); unknown top-level knobs pass through.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentsdk.errors import InvalidArgument
+from hubsvc.adapters.base import ChannelSpec
+from hubsvc.adapters.common import participant_list
+from hubsvc.adapters.payloads import Routing, canonical_json, json_equal, json_problem
+
+DEFAULT_MAX_TURNS = 50
+TERMINATED = "workflow_terminated"
+NO_TRANSITION = "no_transition"
+MAX_TURNS = "max_turns"
+
+# Per type: the keys it requires besides "type" (plus the optional "and" for conditions).
+CONDITION_FIELDS: dict[str, tuple[str, ...]] = {
+    "always": (),
+    "from_speaker": ("speaker",),
+    "tool_called": ("tool",),
+    "context_equals": ("key", "value"),
+}
+TARGET_FIELDS: dict[str, tuple[str, ...]] = {
+    "agent": ("agent",),
+    "round_robin": (),
+    "stay": (),
+    "revert_to_initiator": (),
+    "terminate": (),
+}
+_TRANSITION_KEYS = ("condition", "target", "priority")
+_EXAMPLE = '[{"condition": {"type": "always"}, "target": {"type": "round_robin"}}]'
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One normalised transition condition (``speaker`` is an agent id)."""
+
+    type: str
+    speaker: str | None = None
+    tool: str | None = None
+    key: str | None = None
+    value_json: str | None = None
+    """context_equals' expected value as canonical JSON (immutable)."""
+    all_of: tuple[Condition, ...] = ()
+    """The optional ``and`` list."""
+
+    def holds(self, sender: str, routing: Routing, context: Mapping[str, Any]) -> bool:
+        """Whether this condition (and every ``and`` condition) holds for the envelope just folded."""
+        if self.type == "always":
+            ok = True
+        elif self.type == "from_speaker":
+            ok = sender == self.speaker
+        elif self.type == "tool_called":
+            ok = self.tool is not None and routing.called(self.tool)
+        else:  # context_equals: the key must exist and be JSON-equal
+            key = self.key or ""
+            ok = key in context and json_equal(context[key], json.loads(self.value_json or "null"))
+        return ok and all(c.holds(sender, routing, context) for c in self.all_of)
+
+    def to_json(self) -> dict[str, Any]:
+        """The normalised knob form."""
+        out: dict[str, Any] = {"type": self.type}
+        if self.type == "from_speaker":
+            out["speaker"] = self.speaker
+        elif self.type == "tool_called":
+            out["tool"] = self.tool
+        elif self.type == "context_equals":
+            out["key"] = self.key
+            out["value"] = json.loads(self.value_json or "null")
+        if self.all_of:
+            out["and"] = [c.to_json() for c in self.all_of]
+        return out
+
+
+@dataclass(frozen=True)
+class Target:
+    """One normalised transition target (``agent`` is an agent id)."""
+
+    type: str
+    agent: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The normalised knob form."""
+        return {"type": self.type, "agent": self.agent} if self.type == "agent" else {"type": self.type}
+
+
+@dataclass(frozen=True)
+class Transition:
+    """An edge of the graph: when ``condition`` holds, ``target`` picks the next speaker."""
+
+    condition: Condition
+    target: Target
+    priority: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The normalised knob form."""
+        return {"condition": self.condition.to_json(), "target": self.target.to_json(), "priority": self.priority}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the graph decided after a substantive envelope."""
+
+    next_speaker: str
+    end_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkflowConfig:
+    """Validated, normalised workflow knobs."""
+
+    initial_speaker: str
+    max_turns: int
+    context_json: str
+    """Initial context vars as canonical JSON."""
+    transitions: tuple[Transition, ...]
+    """In declaration order."""
+
+    @property
+    def ranked(self) -> tuple[Transition, ...]:
+        """Transitions in evaluation order: descending priority, ties in declaration order."""
+        # sorted() is stable, so equal priorities keep their declaration order.
+        return tuple(sorted(self.transitions, key=lambda t: -t.priority))
+
+    def to_knobs(self) -> dict[str, Any]:
+        """The normalised knobs (ids, defaults filled in)."""
+        return {
+            "initial_speaker": self.initial_speaker,
+            "max_turns": self.max_turns,
+            "context": json.loads(self.context_json),
+            "transitions": [t.to_json() for t in self.transitions],
+        }
+
+    def decide(self, spec: ChannelSpec, speaker: str, routing: Routing, context: Mapping[str, Any]) -> Decision:
+        """Pick the next speaker after ``speaker``'s envelope (``context`` already updated)."""
+        for transition in self.ranked:
+            if not transition.condition.holds(speaker, routing, context):
+                continue
+            target = transition.target
+            if target.type == "terminate":
+                return Decision(next_speaker=speaker, end_reason=TERMINATED)
+            if target.type == "agent" and target.agent is not None:
+                return Decision(next_speaker=target.agent)
+            if target.type == "round_robin":
+                order = spec.participants
+                return Decision(next_speaker=order[(order.index(speaker) + 1) % len(order)])
+            if target.type == "revert_to_initiator":
+                return Decision(next_speaker=spec.initiator)
+            return Decision(next_speaker=speaker)  # stay
+        return Decision(next_speaker=speaker, end_reason=NO_TRANSITION)
+
+
+class _KnobParser:
+    """Validates workflow knobs; every error names the offending path and how to fix it."""
+
+    def __init__(self, spec: ChannelSpec) -> None:
+        self.spec = spec
+
+    def fail(self, where: str, problem: str, fix: str) -> InvalidArgument:
+        return InvalidArgument(
+            f"workflow channel '{self.spec.channel_id}': {where} {problem}; {fix}",
+            metadata={"channel_id": self.spec.channel_id, "knob": where},
+        )
+
+    def participant(self, ref: Any, where: str) -> str:
+        if not isinstance(ref, str) or not ref:
+            raise self.fail(where, f"must be a participant id or name, got {ref!r}", "give a string")
+        agent_id = self.spec.resolve(ref)
+        if agent_id is None:
+            raise self.fail(
+                where,
+                f"'{ref}' is not a participant",
+                f"use the id or name of one of: {participant_list(self.spec)}",
+            )
+        return agent_id
+
+    def obj(self, value: Any, where: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(where, f"must be an object, got {value!r}", f"give an object with keys {list(allowed)}")
+        unknown = sorted(str(k) for k in value if k not in allowed)
+        if unknown:
+            raise self.fail(where, f"has unknown key(s) {unknown}", f"allowed keys are {list(allowed)}")
+        return value
+
+    def kind(self, value: Mapping[str, Any], where: str, kinds: Mapping[str, tuple[str, ...]]) -> str:
+        kind = value.get("type")
+        if not isinstance(kind, str) or kind not in kinds:
+            raise self.fail(f"{where}.type", f"is {kind!r}", f"use one of {', '.join(kinds)}")
+        for name in kinds[kind]:
+            if name not in value:
+                raise self.fail(where, f"of type '{kind}' needs '{name}'", f'add "{name}": ...')
+        return kind
+
+    def condition(self, value: Any, where: str) -> Condition:
+        raw = self.obj(value, where, ("type", "speaker", "tool", "key", "value", "and"))
+        kind = self.kind(raw, where, CONDITION_FIELDS)
+        stray = [k for k in raw if k not in ("type", "and", *CONDITION_FIELDS[kind])]
+        if stray:
+            raise self.fail(where, f"of type '{kind}' does not take {stray}", "remove them")
+        extra = raw.get("and")
+        if extra is None:
+            extra = []
+        if not isinstance(extra, list | tuple):
+            raise self.fail(f"{where}.and", f"must be a list of conditions, got {extra!r}", "wrap them in [...]")
+        all_of = tuple(self.condition(c, f"{where}.and[{i}]") for i, c in enumerate(extra))
+        if kind == "from_speaker":
+            return Condition(kind, speaker=self.participant(raw["speaker"], f"{where}.speaker"), all_of=all_of)
+        if kind == "tool_called":
+            tool = raw["tool"]
+            if not isinstance(tool, str) or not tool:
+                raise self.fail(f"{where}.tool", f"must be a tool name, got {tool!r}", "give a non-empty string")
+            return Condition(kind, tool=tool, all_of=all_of)
+        if kind == "context_equals":
+            key = raw["key"]
+            if not isinstance(key, str) or not key:
+                raise self.fail(f"{where}.key", f"must be a context key, got {key!r}", "give a non-empty string")
+            problem = json_problem(raw["value"])
+            if problem:
+                raise self.fail(f"{where}.value", f"is not JSON: {problem}", "use JSON data")
+            return Condition(kind, key=key, value_json=canonical_json(raw["value"]), all_of=all_of)
+        return Condition(kind, all_of=all_of)
+
+    def target(self, value: Any, where: str) -> Target:
+        raw = self.obj(value, where, ("type", "agent"))
+        kind = self.kind(raw, where, TARGET_FIELDS)
+        if kind != "agent":
+            if "agent" in raw:
+                raise self.fail(where, f"of type '{kind}' does not take 'agent'", "remove it, or use type 'agent'")
+            return Target(kind)
+        return Target(kind, agent=self.participant(raw["agent"], f"{where}.agent"))
+
+    def transition(self, value: Any, where: str) -> Transition:
+        raw = self.obj(value, where, _TRANSITION_KEYS)
+        for name in ("condition", "target"):
+            if name not in raw:
+                raise self.fail(
+                    where, f"has no '{name}'", f"every transition needs a condition and a target, e.g. {_EXAMPLE}"
+                )
+        priority = raw.get("priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise self.fail(
+                f"{where}.priority", f"must be an integer, got {priority!r}", "higher runs first; default 0"
+            )
+        return Transition(
+            self.condition(raw["condition"], f"{where}.condition"),
+            self.target(raw["target"], f"{where}.target"),
+            priority,
+        )
+
+    def config(self, knobs: Mapping[str, Any]) -> WorkflowConfig:
+        initial = knobs.get("initial_speaker")
+        speaker = self.spec.initiator if initial is None else self.participant(initial, "knob 'initial_speaker'")
+        max_turns = knobs.get("max_turns")
+        if max_turns is None:
+            max_turns = DEFAULT_MAX_TURNS
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns <= 0:
+            raise self.fail(
+                "knob 'max_turns'", f"must be a positive integer, got {max_turns!r}", "e.g. 50 (the default)"
+            )
+        context = knobs.get("context")
+        if context is None:
+            context = {}
+        if not isinstance(context, Mapping):
+            raise self.fail("knob 'context'", f"must be a JSON object, got {context!r}", 'e.g. {"stage": "draft"}')
+        problem = json_problem(context)
+        if problem:
+            raise self.fail("knob 'context'", f"is not JSON: {problem}", "use strings, finite numbers, lists, objects")
+        transitions = knobs.get("transitions")
+        if not isinstance(transitions, list | tuple) or not transitions:
+            raise self.fail("knob 'transitions'", f"must be a non-empty list, got {transitions!r}", f"e.g. {_EXAMPLE}")
+        parsed = tuple(self.transition(t, f"transitions[{i}]") for i, t in enumerate(transitions))
+        return WorkflowConfig(speaker, max_turns, canonical_json(context), parsed)
+
+
+def parse_workflow_knobs(spec: ChannelSpec) -> WorkflowConfig:
+    """Validate ``spec.knobs`` as workflow knobs (raises InvalidArgument saying what to fix)."""
+    return _KnobParser(spec).config(spec.knobs)

@@ -1,0 +1,1 @@
+"""The transport-agnostic hub core: registry, channels, admission, delivery, tasks, tools."""

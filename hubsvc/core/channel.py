@@ -1,0 +1,106 @@
+"""One live channel in memory: metadata, adapter state and the lifecycle fold.
+
+The lifecycle fold (invite ack → acked; opened; closed/expired) and the adapter
+fold together turn the channel's WAL into its live state, so hydrate is just
+"fold every envelope again".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentnet.v1 import channel_pb2
+
+from agentsdk.envelope import (
+    EV_CHANNEL_CLOSED,
+    EV_CHANNEL_EXPIRED,
+    EV_CHANNEL_INVITE_ACK,
+    EV_CHANNEL_OPENED,
+    Envelope,
+)
+from hubsvc.adapters.base import Adapter, ChannelSpec
+from hubsvc.core.util import BoundedDict, to_timestamp
+
+PENDING = channel_pb2.CHANNEL_STATE_PENDING
+OPENED = channel_pb2.CHANNEL_STATE_OPENED
+CLOSED = channel_pb2.CHANNEL_STATE_CLOSED
+EXPIRED = channel_pb2.CHANNEL_STATE_EXPIRED
+TERMINAL = frozenset({CLOSED, EXPIRED})
+
+HUB_SENDER = "hub"
+"""sender_id of envelopes the hub posts itself (invites, opened, closed, expired)."""
+
+
+@dataclass
+class ChannelRuntime:
+    """A channel the hub is serving."""
+
+    meta: channel_pb2.ChannelMetadata
+    spec: ChannelSpec
+    adapter: Adapter[Any]
+    state: Any
+    seed: Envelope | None = None
+    last_seq: int = 0
+    """Highest admitted seq (committed or about to be)."""
+    committed_seq: int = 0
+    """Highest seq known committed."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    depths: BoundedDict[str, int] = field(default_factory=lambda: BoundedDict(4096))
+    """envelope_id -> depth of recent envelopes (causation on the reply path)."""
+    idempotent: BoundedDict[tuple[str, str], bytes] = field(default_factory=lambda: BoundedDict(4096))
+    """(sender_id, idempotency_key) -> serialized envelope of recent keyed posts."""
+    timers: list[asyncio.TimerHandle] = field(default_factory=list)
+
+    @property
+    def channel_id(self) -> str:
+        """The channel id."""
+        return self.meta.channel_id
+
+    @property
+    def participants(self) -> tuple[str, ...]:
+        """Member agent ids, initiator first."""
+        return self.spec.participants
+
+    @property
+    def is_terminal(self) -> bool:
+        """CLOSED or EXPIRED."""
+        return self.meta.state in TERMINAL
+
+    def participant(self, agent_id: str) -> channel_pb2.Participant | None:
+        """The member entry of ``agent_id``."""
+        for p in self.meta.participants:
+            if p.agent_id == agent_id:
+                return p
+        return None
+
+    def all_acked(self) -> bool:
+        """Every invitee acked its invite."""
+        return all(p.acked for p in self.meta.participants)
+
+    def fold(self, env: Envelope, now: float) -> None:
+        """Apply an admitted envelope to the lifecycle and the adapter state."""
+        self.last_seq = max(self.last_seq, env.seq)
+        self.depths[env.envelope_id] = env.depth
+        etype = env.event_type
+        if etype == EV_CHANNEL_INVITE_ACK:
+            member = self.participant(env.sender_id)
+            if member is not None:
+                member.acked = True
+        elif etype == EV_CHANNEL_OPENED:
+            self.meta.state = OPENED
+        elif etype in (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED):
+            self.meta.state = EXPIRED if etype == EV_CHANNEL_EXPIRED else CLOSED
+            self.meta.close_reason = str(env.event_data.get("reason", ""))
+            closed_at = to_timestamp(now)
+            if closed_at is not None:
+                self.meta.closed_at.CopyFrom(closed_at)
+        self.state = self.adapter.fold(self.spec, self.state, env)
+        self.meta.last_seq = self.last_seq
+
+    def cancel_timers(self) -> None:
+        """Disarm the invite-timeout and TTL timers."""
+        for timer in self.timers:
+            timer.cancel()
+        self.timers.clear()

@@ -1,0 +1,208 @@
+"""Per-participant delivery sessions: priority queues, flow control and cursors.
+
+A :class:`Session` exists while a participant has a live ``Connect`` stream.
+Committed envelopes are offered to the session of every member that may see
+them; the session hands them out urgent-first (FIFO within a priority), at most
+``max_in_flight`` unacked at a time, and turns acks into per-channel cursors:
+the cursor of a channel is the highest seq below which everything visible was
+acked (or was not for this participant to see). Envelopes whose ``ttl_seconds``
+ran out before delivery are skipped. While a session replays the WAL from its
+resume cursors, live envelopes wait in a buffer so order is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+from agentnet.v1 import connect_pb2, envelope_pb2
+
+from agentsdk.errors import AgentNetError, Unavailable
+from hubsvc.core.util import Clock, parse_iso_z
+
+_PRIORITY_RANK = {
+    envelope_pb2.PRIORITY_URGENT: 0,
+    envelope_pb2.PRIORITY_NORMAL: 1,
+    envelope_pb2.PRIORITY_UNSPECIFIED: 1,
+    envelope_pb2.PRIORITY_BACKGROUND: 2,
+}
+
+
+def is_expired(wire: envelope_pb2.Envelope, now: float) -> bool:
+    """True when the envelope's own TTL ran out."""
+    if not wire.HasField("ttl_seconds") or not wire.created_at:
+        return False
+    return parse_iso_z(wire.created_at) + wire.ttl_seconds <= now
+
+
+def visible(wire: envelope_pb2.Envelope, agent_id: str) -> bool:
+    """Broadcast, or ``agent_id`` is in the explicit audience."""
+    return not wire.HasField("audience") or agent_id in wire.audience.agent_ids
+
+
+@dataclass
+class _ChannelCursor:
+    seen_upto: int = 0
+    """Every seq <= this was offered to (or skipped for) the session."""
+    outstanding: set[int] = field(default_factory=set)
+    """Offered seqs not yet acked (queued or sent)."""
+    sent: set[int] = field(default_factory=set)
+    """The outstanding seqs already written to the stream (they count against max_in_flight)."""
+
+    def value(self) -> int:
+        return min(self.outstanding) - 1 if self.outstanding else self.seen_upto
+
+
+class Session:
+    """One participant's live stream."""
+
+    def __init__(self, agent_id: str, session_id: str, *, max_in_flight: int, max_queued: int, clock: Clock) -> None:
+        self.agent_id = agent_id
+        self.session_id = session_id
+        self.max_in_flight = max_in_flight
+        self.max_queued = max_queued
+        self._clock = clock
+        self._heap: list[tuple[int, int, str, envelope_pb2.Envelope, bool]] = []
+        self._counter = itertools.count()
+        self._control: deque[connect_pb2.ConnectResponse] = deque()
+        self._wakeup = asyncio.Event()
+        self._in_flight = 0
+        self._cursors: dict[str, _ChannelCursor] = {}
+        self._replaying = True
+        self._buffer: list[envelope_pb2.Envelope] = []
+        self._closed = False
+        self._close_error: AgentNetError | None = None
+        self.dirty: dict[str, int] = {}
+        """channel_id -> cursor changed since the last flush."""
+
+    # -- inbound: what the hub offers -------------------------------------------------
+
+    def offer(self, wire: envelope_pb2.Envelope) -> None:
+        """Offer a committed envelope of one of this participant's channels."""
+        if self._closed:
+            return
+        if self._replaying:
+            self._buffer.append(wire)
+            return
+        self._accept(wire, replay=False)
+
+    def start_replay_channel(self, channel_id: str, cursor: int) -> None:
+        """Begin replay of a channel from ``cursor`` (everything <= cursor counts as done)."""
+        state = self._cursors.setdefault(channel_id, _ChannelCursor())
+        state.seen_upto = max(state.seen_upto, cursor)
+
+    def replay(self, wire: envelope_pb2.Envelope) -> None:
+        """Queue an envelope read from the WAL during resume."""
+        self._accept(wire, replay=True)
+
+    def finish_replay(self, marks: dict[str, int]) -> None:
+        """Replay covered each channel up to ``marks[channel]``; release the buffered live envelopes."""
+        for channel_id, mark in marks.items():
+            state = self._cursors.setdefault(channel_id, _ChannelCursor())
+            state.seen_upto = max(state.seen_upto, mark)
+        self._replaying = False
+        buffered, self._buffer = self._buffer, []
+        for wire in buffered:
+            state = self._cursors.get(wire.channel_id)
+            if state is not None and wire.seq <= state.seen_upto:
+                continue  # already delivered by the replay
+            self._accept(wire, replay=False)
+
+    def _accept(self, wire: envelope_pb2.Envelope, *, replay: bool) -> None:
+        state = self._cursors.setdefault(wire.channel_id, _ChannelCursor(seen_upto=wire.seq - 1))
+        if wire.seq <= state.seen_upto:
+            return
+        if not visible(wire, self.agent_id) or is_expired(wire, self._clock()):
+            self._skip(state, wire)
+            return
+        state.seen_upto = wire.seq
+        state.outstanding.add(wire.seq)
+        if len(self._heap) >= self.max_queued:
+            self.close(
+                Unavailable(
+                    f"delivery queue of {self.agent_id} exceeded {self.max_queued} envelopes; the client is not "
+                    "reading or acking. Reconnect to resume from your cursors; nothing is lost."
+                )
+            )
+            return
+        rank = _PRIORITY_RANK.get(wire.priority, 1)
+        heapq.heappush(self._heap, (rank, next(self._counter), wire.channel_id, wire, replay))
+        self._wakeup.set()
+
+    def _skip(self, state: _ChannelCursor, wire: envelope_pb2.Envelope) -> None:
+        before = state.value()
+        state.seen_upto = max(state.seen_upto, wire.seq)
+        if state.value() != before:
+            self.dirty[wire.channel_id] = state.value()
+
+    def control(self, frame: connect_pb2.ConnectResponse) -> None:
+        """Queue a control frame (post result, pong); sent ahead of deliveries."""
+        self._control.append(frame)
+        self._wakeup.set()
+
+    def ack(self, channel_id: str, seq: int) -> None:
+        """Mark one delivered envelope processed (unknown acks are ignored)."""
+        state = self._cursors.get(channel_id)
+        if state is None or seq not in state.outstanding:
+            return
+        before = state.value()
+        state.outstanding.discard(seq)
+        if seq in state.sent:
+            state.sent.discard(seq)
+            self._in_flight -= 1
+        if state.value() != before:
+            self.dirty[channel_id] = state.value()
+        self._wakeup.set()
+
+    def cursor(self, channel_id: str) -> int:
+        """The channel's current cursor for this session."""
+        state = self._cursors.get(channel_id)
+        return state.value() if state else 0
+
+    def take_dirty(self) -> dict[str, int]:
+        """Cursors changed since the last call."""
+        dirty, self.dirty = self.dirty, {}
+        return dirty
+
+    def close(self, error: AgentNetError | None = None) -> None:
+        """End the session; the stream finishes (with ``error`` if given)."""
+        if not self._closed:
+            self._closed = True
+            self._close_error = error
+            self._wakeup.set()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    # -- outbound: what the stream sends ----------------------------------------------
+
+    async def next_frame(self) -> connect_pb2.ConnectResponse | None:
+        """The next frame to send; None when the session closed cleanly.
+
+        Raises the close error when the session was closed with one.
+        """
+        while True:
+            if self._control:
+                return self._control.popleft()
+            if self._closed:
+                if self._close_error is not None:
+                    raise self._close_error
+                return None
+            if self._heap and self._in_flight < self.max_in_flight:
+                _, _, channel_id, wire, replay = heapq.heappop(self._heap)
+                state = self._cursors[channel_id]
+                if wire.seq not in state.outstanding:
+                    continue
+                if is_expired(wire, self._clock()):
+                    self.ack(channel_id, wire.seq)  # stale: never delivered, counts as done
+                    continue
+                state.sent.add(wire.seq)
+                self._in_flight += 1
+                return connect_pb2.ConnectResponse(delivery=connect_pb2.Delivery(envelope=wire, replay=replay))
+            self._wakeup.clear()
+            await self._wakeup.wait()

@@ -1,0 +1,223 @@
+"""Identities: registration, credentials, lookup, skills and resumes.
+
+The registry is held in memory (it is small) and written through to the store.
+Credentials are ``<agent_id>.<secret>``; only a SHA-256 of the secret is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agentnet.v1 import a2a_pb2, identity_pb2
+
+from agentsdk.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
+from agentsdk.identity import Passport, Resume
+from agentsdk.skills import render_fallback_skill
+from hubsvc.core.util import Clock, new_id, new_secret, to_timestamp
+from hubsvc.storage import AgentRow, HubStore, Writes
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+KIND_NAMES = {
+    identity_pb2.PASSPORT_KIND_AGENT: "agent",
+    identity_pb2.PASSPORT_KIND_HUMAN: "human",
+    identity_pb2.PASSPORT_KIND_REMOTE_AGENT: "remote_agent",
+}
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass
+class AgentEntry:
+    """One identity in memory."""
+
+    record: identity_pb2.AgentRecord
+    cred_hash: str
+
+    @property
+    def agent_id(self) -> str:
+        """Its id."""
+        return self.record.agent_id
+
+    @property
+    def name(self) -> str:
+        """Its unique name."""
+        return self.record.passport.name
+
+
+class Registry:
+    """All identities of the hub."""
+
+    def __init__(self, store: HubStore, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+        self._by_id: dict[str, AgentEntry] = {}
+        self._by_name: dict[str, str] = {}
+
+    async def load(self) -> None:
+        """Read every live identity from the store."""
+        for row in await self._store.load_agents():
+            if row.removed:
+                continue
+            entry = AgentEntry(identity_pb2.AgentRecord.FromString(row.record), row.cred_hash)
+            self._by_id[row.agent_id] = entry
+            self._by_name[row.name] = row.agent_id
+
+    def __contains__(self, agent_id: str) -> bool:
+        return agent_id in self._by_id
+
+    def get(self, agent_id: str) -> AgentEntry:
+        """The identity with this id (NotFound otherwise)."""
+        entry = self._by_id.get(agent_id)
+        if entry is None:
+            raise NotFound(f"no agent with id {agent_id!r} is registered; list agents with ListAgents.")
+        return entry
+
+    def resolve(self, ref: str) -> AgentEntry:
+        """The identity named by an agent id or a passport name."""
+        if ref in self._by_id:
+            return self._by_id[ref]
+        agent_id = self._by_name.get(ref)
+        if agent_id is None:
+            raise NotFound(
+                f"no agent named or with id {ref!r}; check the name with peers(action='find') / ListAgents.",
+                metadata={"agent": ref},
+            )
+        return self._by_id[agent_id]
+
+    def name_for(self, agent_id: str) -> str:
+        """Passport name of an id (the id itself when unknown, e.g. "hub")."""
+        entry = self._by_id.get(agent_id)
+        return entry.name if entry else agent_id
+
+    def entries(self) -> Iterable[AgentEntry]:
+        """Every live identity."""
+        return self._by_id.values()
+
+    def authenticate(self, credential: str) -> str:
+        """The agent id a bearer credential belongs to (Unauthenticated otherwise)."""
+        agent_id, _, secret = credential.partition(".")
+        entry = self._by_id.get(agent_id)
+        if not secret or entry is None or not hmac.compare_digest(entry.cred_hash, _hash(secret)):
+            raise Unauthenticated(
+                "unknown or revoked credential; send the credential returned by Register as "
+                "'authorization: Bearer <credential>' metadata (or in Hello)."
+            )
+        return agent_id
+
+    async def register(
+        self,
+        passport: identity_pb2.Passport,
+        resume: identity_pb2.Resume,
+        skill_md: str | None,
+        a2a: a2a_pb2.A2ASettings | None,
+    ) -> tuple[identity_pb2.AgentRecord, str]:
+        """Create an identity; returns its record and credential."""
+        name = passport.name
+        if not _NAME.match(name):
+            raise InvalidArgument(
+                f"passport name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-'.",
+                metadata={"field": "passport.name"},
+            )
+        if name in self._by_name:
+            raise AlreadyExists(
+                f"an agent named {name!r} is already registered; pick another name or unregister it first.",
+                metadata={"name": name},
+            )
+        if passport.kind not in KIND_NAMES:
+            passport.kind = identity_pb2.PASSPORT_KIND_AGENT
+        agent_id = new_id()
+        secret = new_secret()
+        now = self._clock()
+        record = identity_pb2.AgentRecord(agent_id=agent_id, passport=passport, resume=resume)
+        record.registered_at.CopyFrom(to_timestamp(now))
+        record.last_seen_at.CopyFrom(to_timestamp(now))
+        if a2a is not None:
+            record.a2a.CopyFrom(a2a)
+        self._set_skill(record, skill_md)
+        entry = AgentEntry(record, _hash(secret))
+        self._by_id[agent_id] = entry
+        self._by_name[name] = agent_id
+        await self._store.commit(
+            Writes(
+                agents=[self._row(entry)],
+                audit=[self._audit("agent_registered", agent_id, {"name": name, "kind": KIND_NAMES[passport.kind]})],
+            )
+        )
+        return record, f"{agent_id}.{secret}"
+
+    async def unregister(self, agent_id: str) -> None:
+        """Remove an identity (its name becomes free)."""
+        entry = self.get(agent_id)
+        del self._by_id[agent_id]
+        self._by_name.pop(entry.name, None)
+        await self._store.commit(
+            Writes(
+                agents=[AgentRow(agent_id, entry.name, entry.cred_hash, entry.record.SerializeToString(), True)],
+                audit=[self._audit("agent_unregistered", agent_id, {"name": entry.name})],
+            )
+        )
+
+    async def set_skill(self, agent_id: str, skill_md: str) -> identity_pb2.AgentRecord:
+        """Replace the skill (empty = back to the fallback); audited as skill_set."""
+        entry = self.get(agent_id)
+        self._set_skill(entry.record, skill_md or None)
+        await self._store.commit(
+            Writes(
+                agents=[self._row(entry)],
+                audit=[self._audit("skill_set", agent_id, {"fallback": entry.record.skill_is_fallback})],
+            )
+        )
+        return entry.record
+
+    async def set_resume(self, agent_id: str, resume: identity_pb2.Resume) -> identity_pb2.AgentRecord:
+        """Replace the resume; audited as resume_set (a fallback skill is re-rendered)."""
+        entry = self.get(agent_id)
+        entry.record.resume.CopyFrom(resume)
+        if entry.record.skill_is_fallback:
+            self._set_skill(entry.record, None)
+        await self._store.commit(Writes(agents=[self._row(entry)], audit=[self._audit("resume_set", agent_id, {})]))
+        return entry.record
+
+    async def set_a2a(self, agent_id: str, a2a: a2a_pb2.A2ASettings) -> identity_pb2.AgentRecord:
+        """Replace the A2A settings."""
+        entry = self.get(agent_id)
+        entry.record.a2a.CopyFrom(a2a)
+        await self._store.commit(Writes(agents=[self._row(entry)], audit=[self._audit("a2a_set", agent_id, {})]))
+        return entry.record
+
+    def touch(self, agent_id: str, *, online: bool | None = None) -> None:
+        """Record activity (and presence) in memory; persisted with the next write of the entry."""
+        entry = self._by_id.get(agent_id)
+        if entry is None:
+            return
+        entry.record.last_seen_at.CopyFrom(to_timestamp(self._clock()))
+        if online is not None:
+            entry.record.online = online
+
+    @staticmethod
+    def _set_skill(record: identity_pb2.AgentRecord, skill_md: str | None) -> None:
+        if skill_md:
+            record.skill_md = skill_md
+            record.skill_is_fallback = False
+        else:
+            record.skill_md = render_fallback_skill(
+                Passport.from_wire(record.passport), Resume.from_wire(record.resume)
+            )
+            record.skill_is_fallback = True
+
+    @staticmethod
+    def _row(entry: AgentEntry) -> AgentRow:
+        record = identity_pb2.AgentRecord()
+        record.CopyFrom(entry.record)
+        record.online = False
+        return AgentRow(entry.agent_id, entry.name, entry.cred_hash, record.SerializeToString())
+
+    def _audit(self, kind: str, subject: str, detail: dict[str, object]) -> tuple[str, str, str, str, float]:
+        return (kind, subject, subject, json.dumps(detail), self._clock())

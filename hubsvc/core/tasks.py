@@ -1,0 +1,205 @@
+"""Task mirror: lifecycle reported by owners, observed by everyone allowed.
+
+Task lifecycle does not travel as envelopes (the seeds' TaskMirror); owners report
+started / progress / completed / failed / cancelled, and the hub keeps the
+TaskMetadata. Waiters are woken on every terminal transition. A task tied to a
+channel is cancelled when the channel ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from agentnet.v1 import task_pb2
+
+from agentsdk.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from hubsvc.core.util import Clock, from_timestamp, new_id, to_timestamp
+from hubsvc.storage import HubStore, TaskRow, Writes
+
+TERMINAL = frozenset(
+    {
+        task_pb2.TASK_STATE_COMPLETED,
+        task_pb2.TASK_STATE_FAILED,
+        task_pb2.TASK_STATE_CANCELLED,
+        task_pb2.TASK_STATE_EXPIRED,
+    }
+)
+_KIND_TO_STATE = {
+    task_pb2.TASK_EVENT_KIND_COMPLETED: task_pb2.TASK_STATE_COMPLETED,
+    task_pb2.TASK_EVENT_KIND_FAILED: task_pb2.TASK_STATE_FAILED,
+    task_pb2.TASK_EVENT_KIND_CANCELLED: task_pb2.TASK_STATE_CANCELLED,
+}
+
+
+def _check_json(text: str, what: str) -> str:
+    if text:
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgument(f"{what} is not valid JSON ({exc.msg}); send any JSON value.") from None
+    return text
+
+
+class TaskMirror:
+    """All tasks the hub knows."""
+
+    def __init__(self, store: HubStore, clock: Clock, audit: Callable[[str, str, str, dict[str, Any]], Any]) -> None:
+        self._store = store
+        self._clock = clock
+        self._audit = audit
+        self._live: dict[str, task_pb2.TaskMetadata] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+
+    async def load(self) -> None:
+        """Read the running tasks."""
+        for row in await self._store.load_tasks(live_only=True):
+            self._live[row.task_id] = task_pb2.TaskMetadata.FromString(row.record)
+
+    async def get(self, task_id: str) -> task_pb2.TaskMetadata:
+        """A task by id (live or ended)."""
+        task = self._live.get(task_id)
+        if task is not None:
+            return task
+        row = await self._store.get_task(task_id)
+        if row is None:
+            raise NotFound(f"no task with id {task_id!r}; list tasks with tasks(action='list').")
+        return task_pb2.TaskMetadata.FromString(row.record)
+
+    def live(self) -> list[task_pb2.TaskMetadata]:
+        """Running tasks."""
+        return list(self._live.values())
+
+    async def all(self) -> list[task_pb2.TaskMetadata]:
+        """Every task, ended ones included."""
+        return [task_pb2.TaskMetadata.FromString(r.record) for r in await self._store.load_tasks(live_only=False)]
+
+    async def report(
+        self,
+        owner_id: str,
+        task_id: str,
+        kind: int,
+        *,
+        title: str = "",
+        channel_id: str = "",
+        payload_json: str = "",
+        error: str = "",
+        ttl_seconds: float | None = None,
+    ) -> task_pb2.TaskMetadata:
+        """Apply one lifecycle report from the task's owner."""
+        now = self._clock()
+        if kind == task_pb2.TASK_EVENT_KIND_STARTED:
+            task_id = task_id or new_id()
+            if task_id in self._live or await self._store.get_task(task_id) is not None:
+                raise FailedPrecondition(
+                    f"task {task_id!r} was already started; report progress or completion instead."
+                )
+            task = task_pb2.TaskMetadata(
+                task_id=task_id,
+                owner_id=owner_id,
+                channel_id=channel_id,
+                title=title,
+                state=task_pb2.TASK_STATE_RUNNING,
+            )
+            task.created_at.CopyFrom(to_timestamp(now))
+            if ttl_seconds is not None:
+                if ttl_seconds <= 0:
+                    raise InvalidArgument("ttl_seconds must be positive; omit it for a task without expiry.")
+                task.expires_at.CopyFrom(to_timestamp(now + ttl_seconds))
+        else:
+            if kind not in (task_pb2.TASK_EVENT_KIND_PROGRESS, *_KIND_TO_STATE):
+                raise InvalidArgument("kind must be STARTED, PROGRESS, COMPLETED, FAILED or CANCELLED.")
+            task = await self.get(task_id)
+            if task.owner_id != owner_id:
+                raise PermissionDenied(f"task {task_id!r} is owned by another agent; only its owner reports on it.")
+            if task.state in TERMINAL:
+                raise FailedPrecondition(
+                    f"task {task_id!r} already ended ({task_pb2.TaskState.Name(task.state)}); it cannot change again."
+                )
+            if kind == task_pb2.TASK_EVENT_KIND_PROGRESS:
+                task.progress_json = _check_json(payload_json, "payload_json")
+            else:
+                task.state = _KIND_TO_STATE[kind]
+                if kind == task_pb2.TASK_EVENT_KIND_COMPLETED:
+                    task.result_json = _check_json(payload_json, "payload_json")
+                task.error = error
+        task.updated_at.CopyFrom(to_timestamp(now))
+        await self._save(task)
+        return task
+
+    async def request_cancel(self, task_id: str, reason: str) -> task_pb2.TaskMetadata:
+        """Mark a cancel request (the caller posts the envelope to the owner)."""
+        task = await self.get(task_id)
+        if task.state in TERMINAL:
+            raise FailedPrecondition(f"task {task_id!r} already ended; there is nothing to cancel.")
+        task.cancel_requested = True
+        task.cancel_reason = reason
+        task.updated_at.CopyFrom(to_timestamp(self._clock()))
+        await self._save(task)
+        return task
+
+    def end_for_channel(self, channel_id: str, reason: str) -> list[TaskRow]:
+        """Cancel the running tasks of an ended channel; returns rows to commit with the close."""
+        rows = []
+        now = self._clock()
+        for task in [t for t in self._live.values() if t.channel_id == channel_id]:
+            task.state = task_pb2.TASK_STATE_CANCELLED
+            task.error = f"channel ended: {reason}"
+            task.updated_at.CopyFrom(to_timestamp(now))
+            rows.append(self._row(task))
+            self._finish(task)
+        return rows
+
+    def expire_due(self) -> list[TaskRow]:
+        """Expire running tasks past their expiry; returns rows to commit."""
+        now = self._clock()
+        rows = []
+        for task in list(self._live.values()):
+            if task.HasField("expires_at") and from_timestamp(task.expires_at) <= now:
+                task.state = task_pb2.TASK_STATE_EXPIRED
+                task.error = "task expired"
+                task.updated_at.CopyFrom(to_timestamp(now))
+                rows.append(self._row(task))
+                self._finish(task)
+        return rows
+
+    async def wait(self, task_id: str, timeout: float) -> tuple[task_pb2.TaskMetadata, bool]:
+        """Block until the task is terminal or ``timeout`` passes; returns (task, timed_out)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            task = await self.get(task_id)
+            if task.state in TERMINAL:
+                return task, False
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return task, True
+            event = self._changed.setdefault(task_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except TimeoutError:
+                pass
+
+    async def _save(self, task: task_pb2.TaskMetadata) -> None:
+        if task.state in TERMINAL:
+            self._finish(task)
+            self._audit("task_terminated", task.owner_id, task.task_id, {"state": task_pb2.TaskState.Name(task.state)})
+        else:
+            self._live[task.task_id] = task
+            self._notify(task.task_id)
+        await self._store.commit(Writes(tasks=[self._row(task)]))
+
+    def _finish(self, task: task_pb2.TaskMetadata) -> None:
+        self._live.pop(task.task_id, None)
+        self._notify(task.task_id)
+
+    def _notify(self, task_id: str) -> None:
+        event = self._changed.pop(task_id, None)
+        if event is not None:
+            event.set()
+
+    @staticmethod
+    def _row(task: task_pb2.TaskMetadata) -> TaskRow:
+        return TaskRow(task.task_id, task.owner_id, task.channel_id, task.state in TERMINAL, task.SerializeToString())

@@ -1,0 +1,177 @@
+"""The storage interface of the hub.
+
+Everything durable goes through :meth:`HubStore.commit`, which takes a
+:class:`Writes` bundle and returns once it is committed. Implementations group
+concurrent bundles into one transaction (group commit), apply bundles in
+submission order, and commit each bundle atomically. Reads are plain async
+queries. A Redis backend implements the same interface.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class WalRow:
+    """One WAL record: a serialized ``agentnet.v1.Envelope`` plus indexed columns."""
+
+    channel_id: str
+    seq: int
+    envelope_id: str
+    sender_id: str
+    event_type: str
+    idempotency_key: str | None
+    text: str | None
+    """EV_TEXT body (for context search), else None."""
+    data: bytes
+    """The serialized wire Envelope."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    """A registry entry: the serialized ``AgentRecord`` and the credential hash."""
+
+    agent_id: str
+    name: str
+    cred_hash: str
+    record: bytes
+    removed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRow:
+    """A channel: its serialized ``ChannelMetadata`` plus the seed to post once opened."""
+
+    channel_id: str
+    live: bool
+    record: bytes
+    seed: bytes = b""
+    """Serialized seed Envelope ("" = none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    """A task: its serialized ``TaskMetadata``."""
+
+    task_id: str
+    owner_id: str
+    channel_id: str
+    terminal: bool
+    record: bytes
+
+
+@dataclass
+class Writes:
+    """A bundle of writes committed atomically, in this order."""
+
+    wal: list[WalRow] = field(default_factory=list)
+    agents: list[AgentRow] = field(default_factory=list)
+    channels: list[ChannelRow] = field(default_factory=list)
+    cursors: list[tuple[str, str, int]] = field(default_factory=list)
+    """(agent_id, channel_id, seq) cursor upserts."""
+    tasks: list[TaskRow] = field(default_factory=list)
+    audit: list[tuple[str, str, str, str, float]] = field(default_factory=list)
+    """(kind, actor_id, subject_id, detail_json, created_at) audit appends."""
+
+    def __bool__(self) -> bool:
+        return bool(self.wal or self.agents or self.channels or self.cursors or self.tasks or self.audit)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One audit record as stored."""
+
+    audit_id: int
+    kind: str
+    actor_id: str
+    subject_id: str
+    detail_json: str
+    created_at: float
+
+
+class HubStore(abc.ABC):
+    """Durable state of one hub."""
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Create or migrate the schema and start the writer."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Flush pending writes and release resources."""
+
+    @abc.abstractmethod
+    def submit(self, writes: Writes) -> asyncio.Future[None]:
+        """Queue ``writes``; the future resolves once they are durably committed.
+
+        Bundles commit atomically and in submission order, and their futures resolve
+        in that order (so callbacks added at submission run in admission order).
+        """
+
+    async def commit(self, writes: Writes) -> None:
+        """Durably apply ``writes`` and wait for it."""
+        await self.submit(writes)
+
+    @abc.abstractmethod
+    async def load_agents(self) -> list[AgentRow]:
+        """Every registered identity (removed ones included, flagged)."""
+
+    @abc.abstractmethod
+    async def load_live_channels(self) -> list[ChannelRow]:
+        """Every channel not yet CLOSED or EXPIRED."""
+
+    @abc.abstractmethod
+    async def get_channel(self, channel_id: str) -> ChannelRow | None:
+        """One channel, live or ended."""
+
+    @abc.abstractmethod
+    async def list_channels_for(self, agent_id: str, *, include_ended: bool, limit: int) -> list[ChannelRow]:
+        """Channels ``agent_id`` participates in, newest first."""
+
+    @abc.abstractmethod
+    async def last_seqs(self, channel_ids: Sequence[str]) -> dict[str, int]:
+        """Highest committed seq of each channel (absent = empty WAL)."""
+
+    @abc.abstractmethod
+    async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
+        """Serialized envelopes with from_seq <= seq <= until_seq (0 = no bound), in seq order."""
+
+    @abc.abstractmethod
+    def scan_wal(self, channel_ids: Sequence[str], *, batch: int = 5000) -> AsyncIterator[list[tuple[str, bytes]]]:
+        """(channel_id, envelope bytes) of the given channels in (channel, seq) order, in batches."""
+
+    @abc.abstractmethod
+    async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
+        """The envelope admitted earlier with this idempotency key, if any."""
+
+    @abc.abstractmethod
+    async def find_envelope(self, envelope_id: str) -> bytes | None:
+        """An envelope by id."""
+
+    @abc.abstractmethod
+    async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:
+        """EV_TEXT envelopes of the channels whose text contains ``query`` (case-insensitive), newest first."""
+
+    @abc.abstractmethod
+    async def texts_from(self, channel_ids: Sequence[str], sender_id: str, limit: int) -> list[bytes]:
+        """Latest EV_TEXT envelopes of ``sender_id`` in the channels, newest first."""
+
+    @abc.abstractmethod
+    async def load_cursors(self, agent_id: str) -> dict[str, int]:
+        """Stored ack cursors of ``agent_id``: channel_id -> seq."""
+
+    @abc.abstractmethod
+    async def load_tasks(self, *, live_only: bool) -> list[TaskRow]:
+        """Tasks (only non-terminal ones when ``live_only``)."""
+
+    @abc.abstractmethod
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        """One task."""
+
+    @abc.abstractmethod
+    async def list_audit(self, *, kind: str, subject_id: str, after_id: int, limit: int) -> list[AuditRow]:
+        """Audit records in id order."""

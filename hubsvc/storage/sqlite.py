@@ -1,0 +1,353 @@
+"""SQLite (aiosqlite) implementation of :class:`HubStore` with group commit.
+
+One connection, WAL journal mode. ``commit`` enqueues a bundle; a single writer
+task drains every bundle queued at that moment into one transaction, commits,
+then resolves the callers in order. ``synchronous=NORMAL`` (the default here)
+survives a killed process without losing a committed transaction; ``FULL``
+also survives power loss at the cost of one fsync per group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, HubStore, TaskRow, Writes
+
+log = logging.getLogger("agentnet.hub.storage")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS agents (
+  agent_id TEXT PRIMARY KEY, name TEXT NOT NULL, cred_hash TEXT NOT NULL,
+  record BLOB NOT NULL, removed INTEGER NOT NULL DEFAULT 0);
+CREATE UNIQUE INDEX IF NOT EXISTS agents_live_name ON agents(name) WHERE removed = 0;
+CREATE TABLE IF NOT EXISTS channels (
+  channel_id TEXT PRIMARY KEY, live INTEGER NOT NULL, record BLOB NOT NULL, seed BLOB NOT NULL DEFAULT x'');
+CREATE TABLE IF NOT EXISTS channel_members (
+  agent_id TEXT NOT NULL, channel_id TEXT NOT NULL, PRIMARY KEY (agent_id, channel_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS wal (
+  channel_id TEXT NOT NULL, seq INTEGER NOT NULL, envelope_id TEXT NOT NULL, sender_id TEXT NOT NULL,
+  event_type TEXT NOT NULL, idem_key TEXT, text TEXT, data BLOB NOT NULL,
+  PRIMARY KEY (channel_id, seq)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS wal_envelope_id ON wal(envelope_id);
+CREATE UNIQUE INDEX IF NOT EXISTS wal_idem ON wal(channel_id, sender_id, idem_key) WHERE idem_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS cursors (
+  agent_id TEXT NOT NULL, channel_id TEXT NOT NULL, seq INTEGER NOT NULL,
+  PRIMARY KEY (agent_id, channel_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tasks (
+  task_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, channel_id TEXT NOT NULL,
+  terminal INTEGER NOT NULL, record BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS audit (
+  audit_id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, actor_id TEXT NOT NULL,
+  subject_id TEXT NOT NULL, detail_json TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_kind ON audit(kind, audit_id);
+"""
+
+_MAX_GROUP = 2000  # bundles merged into one transaction at most
+
+
+class SqliteHubStore(HubStore):
+    """The default hub store: one SQLite file."""
+
+    def __init__(self, path: Path | str, *, synchronous: str = "NORMAL") -> None:
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self._path = str(path)
+        self._synchronous = synchronous.upper()
+        self._db: aiosqlite.Connection | None = None
+        self._queue: asyncio.Queue[tuple[Writes, asyncio.Future[None]]] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        """The open connection."""
+        if self._db is None:
+            raise RuntimeError("SqliteHubStore is not open; call open() first")
+        return self._db
+
+    async def open(self) -> None:
+        """Open the file, apply pragmas and schema, start the group-commit writer."""
+        if self._path != ":memory:":
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = await aiosqlite.connect(self._path, isolation_level=None)
+        await self._db.execute("PRAGMA journal_mode=WAL")
+        await self._db.execute(f"PRAGMA synchronous={self._synchronous}")
+        await self._db.execute("PRAGMA busy_timeout=5000")
+        await self._db.execute("PRAGMA cache_size=-65536")
+        await self._db.executescript(_SCHEMA)
+        self._writer = asyncio.create_task(self._write_loop(), name="hub-store-writer")
+
+    async def close(self) -> None:
+        """Drain the queue, stop the writer and close the file."""
+        if self._writer is not None:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            await self._queue.put((Writes(), done))
+            await done
+            self._writer.cancel()
+            try:
+                await self._writer
+            except asyncio.CancelledError:
+                pass
+            self._writer = None
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    def submit(self, writes: Writes) -> asyncio.Future[None]:
+        """Enqueue ``writes``; the future resolves when its group is committed."""
+        if self._writer is None:
+            raise RuntimeError("SqliteHubStore is not open")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((writes, fut))
+        return fut
+
+    async def _write_loop(self) -> None:
+        while True:
+            group = [await self._queue.get()]
+            while len(group) < _MAX_GROUP and not self._queue.empty():
+                group.append(self._queue.get_nowait())
+            try:
+                await self._apply(group)
+            except Exception as exc:
+                log.exception("group commit of %d bundles failed", len(group))
+                for _, fut in group:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                continue
+            for _, fut in group:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def _apply(self, group: list[tuple[Writes, asyncio.Future[None]]]) -> None:
+        merged = Writes()
+        for writes, _ in group:
+            merged.wal.extend(writes.wal)
+            merged.agents.extend(writes.agents)
+            merged.channels.extend(writes.channels)
+            merged.cursors.extend(writes.cursors)
+            merged.tasks.extend(writes.tasks)
+            merged.audit.extend(writes.audit)
+        if not merged:
+            return
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            if merged.agents:
+                await db.executemany(
+                    "INSERT INTO agents(agent_id, name, cred_hash, record, removed) VALUES (?,?,?,?,?) "
+                    "ON CONFLICT(agent_id) DO UPDATE SET name=excluded.name, cred_hash=excluded.cred_hash, "
+                    "record=excluded.record, removed=excluded.removed",
+                    [(a.agent_id, a.name, a.cred_hash, a.record, int(a.removed)) for a in merged.agents],
+                )
+            if merged.channels:
+                await db.executemany(
+                    "INSERT INTO channels(channel_id, live, record, seed) VALUES (?,?,?,?) "
+                    "ON CONFLICT(channel_id) DO UPDATE SET live=excluded.live, record=excluded.record, "
+                    "seed=excluded.seed",
+                    [(c.channel_id, int(c.live), c.record, c.seed) for c in merged.channels],
+                )
+                await db.executemany(
+                    "INSERT OR IGNORE INTO channel_members(agent_id, channel_id) VALUES (?,?)",
+                    [(m, c.channel_id) for c in merged.channels for m in _members(c.record)],
+                )
+            if merged.wal:
+                await db.executemany(
+                    "INSERT INTO wal(channel_id, seq, envelope_id, sender_id, event_type, idem_key, text, data) "
+                    "VALUES (?,?,?,?,?,?,?,?)",
+                    [
+                        (
+                            w.channel_id,
+                            w.seq,
+                            w.envelope_id,
+                            w.sender_id,
+                            w.event_type,
+                            w.idempotency_key,
+                            w.text,
+                            w.data,
+                        )
+                        for w in merged.wal
+                    ],
+                )
+            if merged.cursors:
+                await db.executemany(
+                    "INSERT INTO cursors(agent_id, channel_id, seq) VALUES (?,?,?) "
+                    "ON CONFLICT(agent_id, channel_id) DO UPDATE SET seq=max(seq, excluded.seq)",
+                    merged.cursors,
+                )
+            if merged.tasks:
+                await db.executemany(
+                    "INSERT INTO tasks(task_id, owner_id, channel_id, terminal, record) VALUES (?,?,?,?,?) "
+                    "ON CONFLICT(task_id) DO UPDATE SET terminal=excluded.terminal, record=excluded.record",
+                    [(t.task_id, t.owner_id, t.channel_id, int(t.terminal), t.record) for t in merged.tasks],
+                )
+            if merged.audit:
+                await db.executemany(
+                    "INSERT INTO audit(kind, actor_id, subject_id, detail_json, created_at) VALUES (?,?,?,?,?)",
+                    merged.audit,
+                )
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+
+    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        async with self.db.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    async def load_agents(self) -> list[AgentRow]:
+        """Every identity."""
+        rows = await self._fetchall("SELECT agent_id, name, cred_hash, record, removed FROM agents")
+        return [AgentRow(r[0], r[1], r[2], bytes(r[3]), bool(r[4])) for r in rows]
+
+    async def load_live_channels(self) -> list[ChannelRow]:
+        """Channels not yet ended."""
+        rows = await self._fetchall("SELECT channel_id, live, record, seed FROM channels WHERE live = 1")
+        return [ChannelRow(r[0], bool(r[1]), bytes(r[2]), bytes(r[3])) for r in rows]
+
+    async def get_channel(self, channel_id: str) -> ChannelRow | None:
+        """One channel."""
+        rows = await self._fetchall(
+            "SELECT channel_id, live, record, seed FROM channels WHERE channel_id = ?", [channel_id]
+        )
+        return ChannelRow(rows[0][0], bool(rows[0][1]), bytes(rows[0][2]), bytes(rows[0][3])) if rows else None
+
+    async def list_channels_for(self, agent_id: str, *, include_ended: bool, limit: int) -> list[ChannelRow]:
+        """Channels of one member, newest first (rowid order approximates creation order)."""
+        sql = (
+            "SELECT c.channel_id, c.live, c.record, c.seed FROM channel_members m "
+            "JOIN channels c ON c.channel_id = m.channel_id WHERE m.agent_id = ?"
+        )
+        if not include_ended:
+            sql += " AND c.live = 1"
+        sql += " ORDER BY c.rowid DESC LIMIT ?"
+        rows = await self._fetchall(sql, [agent_id, limit])
+        return [ChannelRow(r[0], bool(r[1]), bytes(r[2]), bytes(r[3])) for r in rows]
+
+    async def last_seqs(self, channel_ids: Sequence[str]) -> dict[str, int]:
+        """Highest seq per channel."""
+        out: dict[str, int] = {}
+        for chunk in _chunks(list(channel_ids), 500):
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetchall(
+                f"SELECT channel_id, MAX(seq) FROM wal WHERE channel_id IN ({marks}) GROUP BY channel_id", chunk
+            )
+            out.update({r[0]: int(r[1]) for r in rows})
+        return out
+
+    async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
+        """A seq range of one channel."""
+        sql = "SELECT data FROM wal WHERE channel_id = ? AND seq >= ?"
+        params: list[Any] = [channel_id, from_seq]
+        if until_seq:
+            sql += " AND seq <= ?"
+            params.append(until_seq)
+        sql += " ORDER BY seq"
+        if limit:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [bytes(r[0]) for r in await self._fetchall(sql, params)]
+
+    async def scan_wal(
+        self, channel_ids: Sequence[str], *, batch: int = 5000
+    ) -> AsyncIterator[list[tuple[str, bytes]]]:
+        """Stream whole WALs in (channel, seq) order, ``batch`` rows at a time."""
+        for channel_id in channel_ids:
+            last = 0
+            while True:
+                rows = await self._fetchall(
+                    "SELECT seq, data FROM wal WHERE channel_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    [channel_id, last, batch],
+                )
+                if not rows:
+                    break
+                last = rows[-1][0]
+                yield [(channel_id, r[1]) for r in rows]
+                if len(rows) < batch:
+                    break
+
+    async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
+        """Envelope by idempotency key."""
+        rows = await self._fetchall(
+            "SELECT data FROM wal WHERE channel_id = ? AND sender_id = ? AND idem_key = ?", [channel_id, sender_id, key]
+        )
+        return bytes(rows[0][0]) if rows else None
+
+    async def find_envelope(self, envelope_id: str) -> bytes | None:
+        """Envelope by id."""
+        rows = await self._fetchall("SELECT data FROM wal WHERE envelope_id = ?", [envelope_id])
+        return bytes(rows[0][0]) if rows else None
+
+    async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:
+        """Case-insensitive substring search over EV_TEXT bodies (instr on lower() keeps % and _ literal)."""
+        out: list[bytes] = []
+        for chunk in _chunks(list(channel_ids), 500):
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetchall(
+                f"SELECT data FROM wal WHERE channel_id IN ({marks}) AND text IS NOT NULL "
+                "AND instr(lower(text), lower(?)) > 0 ORDER BY rowid DESC LIMIT ?",
+                [*chunk, query, limit],
+            )
+            out.extend(bytes(r[0]) for r in rows)
+        return out
+
+    async def texts_from(self, channel_ids: Sequence[str], sender_id: str, limit: int) -> list[bytes]:
+        """Latest texts of one sender."""
+        out: list[bytes] = []
+        for chunk in _chunks(list(channel_ids), 500):
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetchall(
+                f"SELECT data FROM wal WHERE channel_id IN ({marks}) AND sender_id = ? AND text IS NOT NULL "
+                "ORDER BY rowid DESC LIMIT ?",
+                [*chunk, sender_id, limit],
+            )
+            out.extend(bytes(r[0]) for r in rows)
+        return out
+
+    async def load_cursors(self, agent_id: str) -> dict[str, int]:
+        """Ack cursors of one agent."""
+        rows = await self._fetchall("SELECT channel_id, seq FROM cursors WHERE agent_id = ?", [agent_id])
+        return {r[0]: int(r[1]) for r in rows}
+
+    async def load_tasks(self, *, live_only: bool) -> list[TaskRow]:
+        """Tasks."""
+        sql = "SELECT task_id, owner_id, channel_id, terminal, record FROM tasks"
+        if live_only:
+            sql += " WHERE terminal = 0"
+        return [TaskRow(r[0], r[1], r[2], bool(r[3]), bytes(r[4])) for r in await self._fetchall(sql)]
+
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        """One task."""
+        rows = await self._fetchall(
+            "SELECT task_id, owner_id, channel_id, terminal, record FROM tasks WHERE task_id = ?", [task_id]
+        )
+        return TaskRow(rows[0][0], rows[0][1], rows[0][2], bool(rows[0][3]), bytes(rows[0][4])) if rows else None
+
+    async def list_audit(self, *, kind: str, subject_id: str, after_id: int, limit: int) -> list[AuditRow]:
+        """Audit records."""
+        sql = "SELECT audit_id, kind, actor_id, subject_id, detail_json, created_at FROM audit WHERE audit_id > ?"
+        params: list[Any] = [after_id]
+        if kind:
+            sql += " AND kind = ?"
+            params.append(kind)
+        if subject_id:
+            sql += " AND subject_id = ?"
+            params.append(subject_id)
+        sql += " ORDER BY audit_id LIMIT ?"
+        params.append(limit)
+        return [AuditRow(*r) for r in await self._fetchall(sql, params)]
+
+
+def _chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+
+
+def _members(record: bytes) -> list[str]:
+    from agentnet.v1 import channel_pb2
+
+    meta = channel_pb2.ChannelMetadata.FromString(record)
+    return [p.agent_id for p in meta.participants]

@@ -1,0 +1,280 @@
+"""Test harness: a real hub on a real port, and a small stub-level participant.
+
+The participant talks to the hub only through the generated stubs (the Python
+SDK is a separate layer), exactly as a bridge in another language would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
+
+from agentsdk.errors import AgentNetError, error_from_reason, error_from_rpc
+from hubsvc.core.hub import HubCore
+from hubsvc.core.options import HubOptions
+from hubsvc.servicer import HubServicer
+from hubsvc.storage import SqliteHubStore
+
+EV_TEXT = "ag2.msg.text"
+
+
+class RunningHub:
+    """An in-process hub served on 127.0.0.1:<port>."""
+
+    def __init__(self, core: HubCore, server: grpc.aio.Server, port: int, db: Path) -> None:
+        self.core = core
+        self.server = server
+        self.port = port
+        self.db = db
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@asynccontextmanager
+async def running_hub(db: Path, options: HubOptions | None = None, **kwargs: Any) -> AsyncIterator[RunningHub]:
+    """Start a hub core + gRPC server on a free port; stop both afterwards."""
+    core = HubCore(SqliteHubStore(db), options=options, **kwargs)
+    await core.start()
+    server = grpc.aio.server()
+    hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield RunningHub(core, server, port, db)
+    finally:
+        await server.stop(0.5)
+        await core.stop()
+
+
+async def call(coro: Any) -> Any:
+    """Await a stub call, re-raising failures as the domain exception class."""
+    try:
+        return await coro
+    except grpc.aio.AioRpcError as err:
+        raise error_from_rpc(err) from None
+
+
+async def collect(stream: Any) -> list[Any]:
+    """Drain a server stream, re-raising failures as the domain exception class."""
+    try:
+        return [item async for item in stream]
+    except grpc.aio.AioRpcError as err:
+        raise error_from_rpc(err) from None
+
+
+class Participant:
+    """One registered identity with a channel, a stub and (optionally) a Connect stream."""
+
+    def __init__(self, target: str, record: identity_pb2.AgentRecord, credential: str) -> None:
+        self.channel = grpc.aio.insecure_channel(target)
+        self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
+        self.record = record
+        self.credential = credential
+        self.agent_id = record.agent_id
+        self.name = record.passport.name
+        self.metadata = (("authorization", f"Bearer {credential}"),)
+        self.inbox: asyncio.Queue[connect_pb2.Delivery] = asyncio.Queue()
+        self.results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
+        self.welcome: connect_pb2.Welcome | None = None
+        self.stream_error: grpc.aio.AioRpcError | None = None
+        self._outbox: asyncio.Queue[connect_pb2.ConnectRequest | None] = asyncio.Queue()
+        self._reader: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+        self.auto_ack = True
+        self.auto_accept_invites = False
+
+    async def rpc(self, method: str, request: Any, **kwargs: Any) -> Any:
+        """Call a unary RPC with this participant's credential."""
+        return await call(getattr(self.stub, method)(request, metadata=self.metadata, **kwargs))
+
+    async def connect(self, cursors: dict[str, int] | None = None, max_in_flight: int = 0) -> connect_pb2.Welcome:
+        """Open the Connect stream and wait for Welcome."""
+        self._outbox = asyncio.Queue()
+        self._outbox.put_nowait(
+            connect_pb2.ConnectRequest(
+                hello=connect_pb2.Hello(credential=self.credential, cursors=cursors or {}, max_in_flight=max_in_flight)
+            )
+        )
+
+        async def frames() -> AsyncIterator[connect_pb2.ConnectRequest]:
+            while True:
+                item = await self._outbox.get()
+                if item is None:
+                    return
+                yield item
+
+        call_ = self.stub.Connect(frames())
+        welcomed: asyncio.Future[connect_pb2.Welcome] = asyncio.get_running_loop().create_future()
+
+        async def read() -> None:
+            try:
+                async for frame in call_:
+                    kind = frame.WhichOneof("frame")
+                    if kind == "welcome":
+                        welcomed.set_result(frame.welcome)
+                    elif kind == "post_result":
+                        fut = self.results.pop(frame.post_result.request_id, None)
+                        if fut is not None and not fut.done():
+                            fut.set_result(frame.post_result)
+                    elif kind == "delivery":
+                        await self._on_delivery(frame.delivery)
+            except grpc.aio.AioRpcError as err:
+                self.stream_error = err
+                if not welcomed.done():
+                    welcomed.set_exception(error_from_rpc(err))
+            except asyncio.CancelledError:
+                call_.cancel()
+                raise
+
+        self._reader = asyncio.create_task(read())
+        self.welcome = await asyncio.wait_for(welcomed, 10)
+        return self.welcome
+
+    async def _on_delivery(self, delivery: connect_pb2.Delivery) -> None:
+        env = delivery.envelope
+        if self.auto_accept_invites and env.event_type == "ag2.channel.invite":
+            self.spawn_post(env.channel_id, "ag2.channel.invite_ack", {})
+        await self.inbox.put(delivery)
+        if self.auto_ack:
+            self.ack(env.channel_id, env.seq)
+
+    def spawn_post(self, channel_id: str, event_type: str, data: dict[str, Any]) -> None:
+        asyncio.get_running_loop().create_task(self.post(channel_id, event_type, data))
+
+    def ack(self, channel_id: str, seq: int) -> None:
+        """Send an Ack frame."""
+        self._outbox.put_nowait(
+            connect_pb2.ConnectRequest(ack=connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=channel_id, seq=seq)]))
+        )
+
+    async def disconnect(self) -> None:
+        """End the stream."""
+        self._outbox.put_nowait(None)
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._reader = None
+
+    async def post(
+        self, channel_id: str, event_type: str = EV_TEXT, data: dict[str, Any] | None = None, **fields: Any
+    ) -> envelope_pb2.Envelope:
+        """Post on the stream and wait for the PostResult; raises the domain error on refusal."""
+        request_id = str(next(self._ids))
+        fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
+        self.results[request_id] = fut
+        env = make_envelope(channel_id, event_type, data, **fields)
+        self._outbox.put_nowait(connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=env)))
+        result = await asyncio.wait_for(fut, 10)
+        if result.WhichOneof("result") == "error":
+            e = result.error
+            raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
+        return result.envelope
+
+    async def say(self, channel_id: str, text: str, **fields: Any) -> envelope_pb2.Envelope:
+        """Post EV_TEXT."""
+        return await self.post(channel_id, EV_TEXT, {"text": text}, **fields)
+
+    async def next(
+        self, predicate: Callable[[envelope_pb2.Envelope], bool] | None = None, timeout: float = 10.0
+    ) -> envelope_pb2.Envelope:
+        """The next delivered envelope matching ``predicate``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            delivery = await asyncio.wait_for(self.inbox.get(), max(0.01, deadline - loop.time()))
+            if predicate is None or predicate(delivery.envelope):
+                return delivery.envelope
+
+    async def next_of(self, event_type: str, timeout: float = 10.0) -> envelope_pb2.Envelope:
+        """The next delivered envelope of ``event_type``."""
+        return await self.next(lambda e: e.event_type == event_type, timeout)
+
+    def drain(self) -> list[envelope_pb2.Envelope]:
+        """Everything delivered and not yet taken."""
+        out = []
+        while not self.inbox.empty():
+            out.append(self.inbox.get_nowait().envelope)
+        return out
+
+    async def close(self) -> None:
+        await self.disconnect()
+        await self.channel.close()
+
+
+def make_envelope(channel_id: str, event_type: str, data: dict[str, Any] | None = None, **fields: Any) -> envelope_pb2.Envelope:
+    """A wire envelope; ``audience=[...]`` sets an explicit audience."""
+    audience = fields.pop("audience", None)
+    env = envelope_pb2.Envelope(
+        channel_id=channel_id, event_type=event_type, event_data_json=json.dumps(data or {}), **fields
+    )
+    if audience is not None:
+        env.audience.agent_ids.extend(audience)
+    return env
+
+
+async def register(
+    target: str, name: str, *, human: bool = False, capabilities: list[str] | None = None, **passport: Any
+) -> Participant:
+    """Register an identity and return its participant (not yet connected)."""
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = hub_pb2_grpc.HubServiceStub(ch)
+        p = identity_pb2.Passport(name=name, **passport)
+        resume = identity_pb2.Resume(claimed_capabilities=capabilities or [])
+        if human:
+            resp = await call(stub.RegisterHuman(hub_pb2.RegisterHumanRequest(passport=p, resume=resume)))
+        else:
+            resp = await call(stub.Register(hub_pb2.RegisterRequest(passport=p, resume=resume)))
+    return Participant(target, resp.agent, resp.credential)
+
+
+async def open_channel(
+    opener: Participant, type: str, targets: list[Participant], *, knobs: dict[str, Any] | None = None, **kwargs: Any
+) -> str:
+    """Open a channel, let every target ack its invite, wait until OPENED; returns the channel id."""
+    request = hub_pb2.OpenChannelRequest(
+        type=type, targets=[t.agent_id for t in targets], knobs_json=json.dumps(knobs or {}), **kwargs
+    )
+    resp = await opener.rpc("OpenChannel", request)
+    channel_id = resp.channel.channel_id
+    for t in targets:
+        invite = await t.next(lambda e: e.event_type == "ag2.channel.invite" and e.channel_id == channel_id)
+        await t.post(channel_id, "ag2.channel.invite_ack", {})
+    await opener.next(lambda e: e.event_type == "ag2.channel.opened" and e.channel_id == channel_id)
+    del invite
+    return channel_id
+
+
+def data_of(env: envelope_pb2.Envelope) -> dict[str, Any]:
+    """The envelope's event_data."""
+    return json.loads(env.event_data_json) if env.event_data_json else {}
+
+
+async def assert_eventually(check: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:
+    """Poll ``check`` (sync or async) until it returns truthy without raising."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: BaseException | None = None
+    while loop.time() < deadline:
+        try:
+            value = check()
+            if asyncio.iscoroutine(value):
+                value = await value
+            if value:
+                return value
+        except (AssertionError, AgentNetError) as exc:
+            last = exc
+        await asyncio.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s: {last!r}")

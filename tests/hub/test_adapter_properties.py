@@ -1,0 +1,301 @@
+"""Hypothesis properties of the adapters: replay equals live state, and each type's turn invariants.
+
+Each test simulates the hub core over a random envelope stream: lifecycle envelopes
+are folded without validation (the hub posts them); everything else is validated
+first and, if admitted, folded, appended to a "WAL" and passed to on_accepted;
+the stream stops when on_accepted closes the channel.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentsdk.envelope import (
+    EV_CONTEXT_SET,
+    EV_PACKET,
+    EV_TASK_CANCEL_REQUEST,
+    EV_TEXT,
+    LIFECYCLE_EVENT_TYPES,
+    SUBSTANTIVE_EVENT_TYPES,
+    Envelope,
+)
+from agentsdk.errors import InvalidArgument, ProtocolError
+from hubsvc.adapters import ADAPTERS
+from hubsvc.adapters.base import ChannelSpec
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+TOOLS = ("approve", "reject", "handoff")
+KEYS = ("stage", "count", "flag")
+CID = "ch-prop"
+
+json_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["draft", "review", "done"]), st.just([1, 2])
+)
+
+
+@dataclass
+class Run:
+    """What the simulated core saw."""
+
+    spec: ChannelSpec
+    wal: list[Envelope] = field(default_factory=list)
+    states: list[Any] = field(default_factory=list)
+    """Live state after each WAL entry (states[0] is the initial state)."""
+    substantive_senders: list[str] = field(default_factory=list)
+    refused_substantive: list[tuple[Envelope, Any]] = field(default_factory=list)
+    """Refused substantive envelopes with the state they were refused in."""
+    close_reason: str | None = None
+
+
+# ---------------------------------------------------------------- strategies
+
+
+@st.composite
+def specs(draw: st.DrawFn, type_: str, min_n: int, max_n: int) -> ChannelSpec:
+    """A spec with 2..n participants ids p0.. and names n0.. (knobs filled in later)."""
+    n = draw(st.integers(min_n, max_n))
+    parts = tuple(f"p{i}" for i in range(n))
+    return ChannelSpec(
+        channel_id=CID, type=type_, initiator=parts[0], participants=parts, names={p: f"n{p[1:]}" for p in parts}
+    )
+
+
+def refs(spec: ChannelSpec) -> st.SearchStrategy[str]:
+    """A participant reference: its id or its name."""
+    return st.sampled_from([*spec.participants, *(spec.names[p] for p in spec.participants)])
+
+
+def conditions(spec: ChannelSpec, depth: int = 1) -> st.SearchStrategy[dict[str, Any]]:
+    """A random transition condition, optionally with an ``and`` list."""
+    base = st.one_of(
+        st.just({"type": "always"}),
+        refs(spec).map(lambda r: {"type": "from_speaker", "speaker": r}),
+        st.sampled_from(TOOLS).map(lambda t: {"type": "tool_called", "tool": t}),
+        st.tuples(st.sampled_from(KEYS), json_values).map(
+            lambda kv: {"type": "context_equals", "key": kv[0], "value": kv[1]}
+        ),
+    )
+    if depth == 0:
+        return base
+    return st.tuples(base, st.lists(conditions(spec, depth - 1), max_size=1)).map(
+        lambda pair: {**pair[0], "and": pair[1]} if pair[1] else pair[0]
+    )
+
+
+def targets(spec: ChannelSpec) -> st.SearchStrategy[dict[str, Any]]:
+    """A random transition target (terminate is one choice of several, so runs get long)."""
+    return st.one_of(
+        refs(spec).map(lambda r: {"type": "agent", "agent": r}),
+        st.sampled_from(
+            [{"type": "round_robin"}, {"type": "stay"}, {"type": "revert_to_initiator"}, {"type": "terminate"}]
+        ),
+    )
+
+
+@st.composite
+def workflow_knobs(draw: st.DrawFn, spec: ChannelSpec) -> dict[str, Any]:
+    """Random valid workflow knobs referencing participants by id or name."""
+    transitions = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {"condition": conditions(spec), "target": targets(spec)},
+                optional={"priority": st.integers(-2, 2)},
+            ),
+            min_size=1,
+            max_size=5,
+        )
+    )
+    knobs: dict[str, Any] = {"transitions": transitions, "max_turns": draw(st.integers(1, 15))}
+    if draw(st.booleans()):
+        knobs["initial_speaker"] = draw(refs(spec))
+    if draw(st.booleans()):
+        knobs["context"] = draw(st.dictionaries(st.sampled_from(KEYS), json_values, max_size=3))
+    return knobs
+
+
+def _make(sender: str, event_type: str, data: dict[str, Any]) -> Envelope:
+    return Envelope(channel_id=CID, sender_id=sender, audience=None, event_type=event_type, event_data=data)
+
+
+def _context_updates() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "set": st.dictionaries(st.sampled_from(KEYS), json_values, max_size=2),
+            "delete": st.lists(st.sampled_from(KEYS), max_size=2),
+        },
+    )
+
+
+def non_turn_envelopes(spec: ChannelSpec) -> st.SearchStrategy[Envelope]:
+    """Lifecycle (from the hub), custom, task and context-set envelopes (some context sets malformed)."""
+    sender = st.sampled_from(spec.participants)
+    malformed = st.sampled_from([{"set": [1]}, {"delete": "stage"}, {"bogus": 1}])
+    return st.one_of(
+        st.builds(_make, st.just("hub"), st.sampled_from(sorted(LIFECYCLE_EVENT_TYPES)), st.just({"reason": "r"})),
+        st.builds(_make, sender, st.sampled_from(["myapp.x", EV_TASK_CANCEL_REQUEST]), st.just({"k": 1})),
+        st.builds(_make, sender, st.just(EV_CONTEXT_SET), st.one_of(_context_updates(), malformed)),
+    )
+
+
+def envelopes(spec: ChannelSpec) -> st.SearchStrategy[Envelope]:
+    """Any envelope the core might fold on this channel: substantive (some malformed) or not."""
+    sender = st.sampled_from(spec.participants)
+    routing = st.fixed_dictionaries(
+        {"tool_called": st.one_of(st.none(), st.sampled_from(TOOLS))},
+        optional={"tools_called": st.lists(st.sampled_from(TOOLS), max_size=2)},
+    )
+    packet_data = st.fixed_dictionaries(
+        {"body": st.just("b")}, optional={"routing": routing, "context_updates": _context_updates()}
+    )
+    return st.one_of(
+        st.builds(_make, sender, st.just(EV_TEXT), st.just({"text": "hi"})),
+        st.builds(_make, sender, st.just(EV_PACKET), packet_data),
+        st.builds(_make, sender, st.just(EV_PACKET), st.just({"routing": "bad"})),
+        non_turn_envelopes(spec),
+    )
+
+
+# ---------------------------------------------------------------- the simulated core
+
+
+def simulate(spec: ChannelSpec, stream: list[Envelope]) -> Run:
+    """Feed ``stream`` through the adapter the way the core does, checking purity on every step."""
+    adapter = ADAPTERS[spec.type]
+    spec = replace(spec, knobs=adapter.validate_create(spec))
+    run = Run(spec=spec)
+    state = adapter.initial_state(spec)
+    run.states.append(state)
+    json.dumps(adapter.state_json(state))
+    for env in stream:
+        lifecycle = env.event_type in LIFECYCLE_EVENT_TYPES
+        if not lifecycle:
+            try:
+                adapter.validate_send(spec, state, env)
+            except (ProtocolError, InvalidArgument):
+                if env.event_type in SUBSTANTIVE_EVENT_TYPES:
+                    run.refused_substantive.append((env, state))
+                continue
+        before = copy.deepcopy(state)
+        new_state = adapter.fold(spec, state, env)
+        assert state == before, "fold mutated its input state"
+        if lifecycle or env.event_type not in (*SUBSTANTIVE_EVENT_TYPES, EV_CONTEXT_SET):
+            assert new_state == state, f"{env.event_type} changed the turn state"
+        state = new_state
+        run.wal.append(env)
+        run.states.append(state)
+        if env.event_type in SUBSTANTIVE_EVENT_TYPES:
+            run.substantive_senders.append(env.sender_id)
+        json.dumps(adapter.state_json(state))
+        accepted = adapter.on_accepted(spec, state, env)
+        if accepted.close_reason is not None:
+            run.close_reason = accepted.close_reason
+            break
+    return run
+
+
+def replay(run: Run) -> Any:
+    """Hydrate: fold the WAL from the initial state."""
+    adapter = ADAPTERS[run.spec.type]
+    state = adapter.initial_state(run.spec)
+    for env in run.wal:
+        state = adapter.fold(run.spec, state, env)
+    return state
+
+
+# ---------------------------------------------------------------- properties
+
+
+@st.composite
+def runs(draw: st.DrawFn, type_: str, min_n: int, max_n: int) -> Run:
+    """A simulated run of a random channel of ``type_``."""
+    spec = draw(specs(type_, min_n, max_n))
+    if type_ == "workflow":
+        spec = replace(spec, knobs=draw(workflow_knobs(spec)))
+    elif type_ in ("conversation", "discussion"):
+        spec = replace(spec, knobs=draw(st.sampled_from([{}, {"max_turns": 3}, {"max_turns": 7}])))
+    return simulate(spec, draw(st.lists(envelopes(spec), max_size=40)))
+
+
+@SETTINGS
+@given(runs("consulting", 2, 2))
+def test_consulting_properties(run: Run) -> None:
+    assert replay(run) == run.states[-1]
+    assert len(run.substantive_senders) <= 2
+    for env, state in run.refused_substantive:
+        assert state.replied or env.sender_id != state.expected
+    assert run.substantive_senders == list(run.spec.participants[: len(run.substantive_senders)])
+    assert (run.close_reason == "consulting_complete") == (len(run.substantive_senders) == 2)
+
+
+@SETTINGS
+@given(runs("conversation", 2, 2))
+def test_conversation_properties(run: Run) -> None:
+    assert replay(run) == run.states[-1]
+    assert run.refused_substantive == []
+    limit = run.spec.knobs.get("max_turns")
+    assert run.states[-1].turns == len(run.substantive_senders)
+    if limit is not None:
+        assert len(run.substantive_senders) <= limit
+        assert (run.close_reason == "max_turns") == (len(run.substantive_senders) == limit)
+
+
+@SETTINGS
+@given(runs("discussion", 2, 5))
+def test_discussion_properties(run: Run) -> None:
+    assert replay(run) == run.states[-1]
+    parts = run.spec.participants
+    assert run.substantive_senders == [parts[i % len(parts)] for i in range(len(run.substantive_senders))]
+    adapter = ADAPTERS["discussion"]
+    for state in run.states:
+        offered = [p for p in parts if adapter.offers_say(run.spec, state, p)]
+        assert offered == adapter.expected_next(run.spec, state)
+    # The expected speaker is never refused.
+    for env, state in run.refused_substantive:
+        assert env.sender_id != state.expected_next_speaker
+
+
+@SETTINGS
+@given(runs("workflow", 2, 5))
+def test_workflow_properties(run: Run) -> None:
+    assert replay(run) == run.states[-1]
+    adapter = ADAPTERS["workflow"]
+    # The knobs the core stores validate to themselves.
+    assert adapter.validate_create(run.spec) == run.spec.knobs
+    for state in run.states:
+        assert state.current_speaker in run.spec.participants
+        assert not any(adapter.offers_say(run.spec, state, p) for p in run.spec.participants)
+    final = run.states[-1]
+    assert final.turns == len(run.substantive_senders)
+    assert final.turns <= run.spec.knobs["max_turns"]
+    assert (run.close_reason is not None) == final.ended
+    if run.close_reason is not None:
+        assert run.close_reason == final.end_reason
+        assert run.close_reason in ("workflow_terminated", "no_transition", "max_turns")
+    # Each admitted substantive envelope came from the speaker whose turn it was.
+    speaker_before = [
+        before.current_speaker
+        for before, env in zip(run.states[:-1], run.wal, strict=True)
+        if env.event_type in SUBSTANTIVE_EVENT_TYPES
+    ]
+    assert speaker_before == run.substantive_senders
+    # The current speaker is refused only for a malformed packet.
+    for env, state in run.refused_substantive:
+        assert env.sender_id != state.current_speaker or env.event_data == {"routing": "bad"}
+
+
+@SETTINGS
+@given(st.sampled_from(["consulting", "conversation", "discussion"]), st.data())
+def test_lifecycle_and_custom_only_streams_never_advance(type_: str, data: st.DataObject) -> None:
+    n = 2 if type_ != "discussion" else data.draw(st.integers(2, 5))
+    spec = data.draw(specs(type_, n, n))
+    stream = data.draw(st.lists(non_turn_envelopes(spec), max_size=30))
+    run = simulate(spec, stream)
+    assert run.close_reason is None
+    assert all(state == run.states[0] for state in run.states)

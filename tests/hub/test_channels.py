@@ -1,0 +1,216 @@
+"""Channel lifecycle and the four adapters over real gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from agentnet.v1 import channel_pb2, hub_pb2
+
+from agentsdk import errors
+from tests.hub.harness import Participant, RunningHub, collect, data_of, open_channel, register
+
+
+async def test_consulting_one_question_one_reply_then_closed(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    cid = await open_channel(alice, "consulting", [bob])
+    with pytest.raises(errors.NotYourTurn):
+        await bob.say(cid, "I answer before being asked")
+    q = await alice.say(cid, "What is 2+2?")
+    assert (await bob.next(lambda e: e.envelope_id == q.envelope_id)).seq == q.seq
+    with pytest.raises(errors.NotYourTurn):
+        await alice.say(cid, "a second question")
+    await bob.say(cid, "4", causation_id=q.envelope_id)
+    closed = await alice.next_of("ag2.channel.closed")
+    assert data_of(closed)["reason"] == "consulting_complete"
+    with pytest.raises(errors.ChannelClosed) as info:
+        await bob.say(cid, "and another thing")
+    assert f"channel '{cid}' is closed" in info.value.message
+    assert isinstance(info.value, errors.ProtocolError)
+
+
+async def test_open_lifecycle_pending_until_every_ack(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    resp = await alice.rpc(
+        "OpenChannel", hub_pb2.OpenChannelRequest(type="discussion", targets=[bob.name, carol.name], intent="plan")
+    )
+    cid = resp.channel.channel_id
+    assert resp.channel.state == channel_pb2.CHANNEL_STATE_PENDING
+    invite = await bob.next_of("ag2.channel.invite")
+    assert data_of(invite)["intent"] == "plan" and list(invite.audience.agent_ids) == [bob.agent_id]
+    with pytest.raises(errors.ProtocolError):
+        await alice.say(cid, "too early")
+    await bob.post(cid, "ag2.channel.invite_ack", {})
+    desc = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+    assert desc.channel.state == channel_pb2.CHANNEL_STATE_PENDING
+    await carol.next_of("ag2.channel.invite")
+    await carol.post(cid, "ag2.channel.invite_ack", {})
+    opened = await alice.next_of("ag2.channel.opened")
+    assert opened.channel_id == cid
+    desc = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+    assert desc.channel.state == channel_pb2.CHANNEL_STATE_OPENED
+    assert list(desc.expected_next) == [alice.agent_id]
+
+
+async def test_reject_closes_with_invite_rejected(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    resp = await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=[bob.agent_id]))
+    await bob.next_of("ag2.channel.invite")
+    await bob.post(resp.channel.channel_id, "ag2.channel.invite_reject", {})
+    closed = await alice.next_of("ag2.channel.closed")
+    assert data_of(closed)["reason"] == "invite_rejected"
+
+
+async def test_invite_timeout_closes_channel(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    await alice.rpc(
+        "OpenChannel",
+        hub_pb2.OpenChannelRequest(type="conversation", targets=[bob.agent_id], invite_ack_timeout_seconds=0.3),
+    )
+    closed = await alice.next_of("ag2.channel.closed")
+    assert data_of(closed)["reason"] == "invite_timeout"
+
+
+async def test_ttl_expires_channel(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    cid = await open_channel(alice, "conversation", [bob], ttl_seconds=0.5)
+    expired = await bob.next_of("ag2.channel.expired")
+    assert expired.channel_id == cid and data_of(expired)["reason"] == "ttl"
+    desc = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+    assert desc.channel.state == channel_pb2.CHANNEL_STATE_EXPIRED
+
+
+async def test_close_by_participant_and_seed_message(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    bob.auto_accept_invites = True
+    resp = await alice.rpc(
+        "OpenChannel",
+        hub_pb2.OpenChannelRequest(
+            type="consulting", targets=[bob.name], message="seeded question", wait_until_opened=True
+        ),
+    )
+    assert resp.channel.state == channel_pb2.CHANNEL_STATE_OPENED
+    seeded = await bob.next_of("ag2.msg.text")
+    assert data_of(seeded) == {"text": "seeded question"} and seeded.sender_id == alice.agent_id
+    assert resp.seed_envelope_id == seeded.envelope_id
+    closed = await bob.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=resp.channel.channel_id))
+    assert closed.channel.close_reason == "closed_by_agent"
+    assert data_of(await alice.next_of("ag2.channel.closed"))["reason"] == "closed_by_agent"
+
+
+async def test_seed_failure_closes_with_seed_failed(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    bob.auto_accept_invites = True
+    knobs = {"transitions": [{"condition": {"type": "always"}, "target": {"type": "round_robin"}}],
+             "initial_speaker": bob.agent_id}
+    resp = await alice.rpc(
+        "OpenChannel",
+        hub_pb2.OpenChannelRequest(
+            type="workflow", targets=[bob.name], knobs_json=json.dumps(knobs), message="not my turn", wait_until_opened=True
+        ),
+    )
+    assert resp.channel.state == channel_pb2.CHANNEL_STATE_CLOSED
+    assert resp.channel.close_reason == "seed_failed"
+
+
+async def test_conversation_anyone_any_time_and_discussion_round_robin(
+    trio: tuple[Participant, Participant, Participant],
+) -> None:
+    alice, bob, carol = trio
+    conv = await open_channel(alice, "conversation", [bob])
+    await bob.say(conv, "hi first")
+    await bob.say(conv, "hi again")
+    await alice.say(conv, "hello")
+    disc = await open_channel(alice, "discussion", [bob, carol], knobs={"max_turns": 4})
+    with pytest.raises(errors.NotYourTurn) as info:
+        await carol.say(disc, "me first")
+    assert "alice" in info.value.message
+    for speaker in (alice, bob, carol, alice):
+        await speaker.say(disc, f"turn of {speaker.name}")
+    closed = await carol.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == disc)
+    assert data_of(closed)["reason"] == "max_turns"
+
+
+async def test_workflow_packets_route_and_context_set(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    knobs = {
+        "transitions": [
+            {"condition": {"type": "from_speaker", "speaker": "alice"}, "target": {"type": "agent", "agent": "bob"}},
+            {"condition": {"type": "tool_called", "tool": "approve"}, "target": {"type": "terminate"}, "priority": 5},
+            {"condition": {"type": "always"}, "target": {"type": "round_robin"}},
+        ]
+    }
+    cid = await open_channel(alice, "workflow", [bob, carol], knobs=knobs)
+    await alice.say(cid, "kick off")
+    with pytest.raises(errors.NotYourTurn):
+        await carol.post(cid, "ag2.packet", {"routing": {}, "context_updates": {}, "body": "x"})
+    await carol.post(cid, "ag2.context.set", {"set": {"stage": "review"}, "delete": []})
+    await bob.post(cid, "ag2.packet", {"routing": {"tool_called": None}, "context_updates": {}, "body": "draft"})
+    state = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+    assert json.loads(state.adapter_state_json)["context"] == {"stage": "review"}
+    assert list(state.expected_next) == [carol.agent_id]
+    await carol.post(cid, "ag2.packet", {"routing": {"tool_called": "approve"}, "context_updates": {}, "body": "ok"})
+    closed = await alice.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == cid)
+    assert data_of(closed)["reason"] == "workflow_terminated"
+
+
+async def test_open_refusals(hub: RunningHub, trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    with pytest.raises(errors.InvalidArgument):
+        await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="consulting", targets=[bob.name, carol.name]))
+    with pytest.raises(errors.InvalidArgument) as info:
+        await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="nonsense", targets=[bob.name]))
+    assert "consulting" in info.value.message
+    with pytest.raises(errors.NotFound):
+        await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=["nobody"]))
+    with pytest.raises(errors.InvalidArgument):
+        await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=[alice.name]))
+    with pytest.raises(errors.InvalidArgument):
+        await alice.rpc(
+            "OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=[bob.name], knobs_json="[1]")
+        )
+    listed = await alice.rpc("ListChannels", hub_pb2.ListChannelsRequest(include_ended=True))
+    assert listed.channels == []
+
+
+async def test_non_participant_cannot_post_or_read(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    with pytest.raises(errors.NotParticipant):
+        await carol.say(cid, "let me in")
+    with pytest.raises(errors.NotParticipant):
+        await collect(carol.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=carol.metadata))
+
+
+async def test_read_wal_follow_streams_new_envelopes(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    await alice.say(cid, "one")
+    seen: list[str] = []
+
+    async def follow() -> None:
+        async for item in bob.stub.ReadWal(
+            hub_pb2.ReadWalRequest(channel_id=cid, follow=True), metadata=bob.metadata
+        ):
+            seen.append(item.envelope.event_type)
+
+    task = asyncio.create_task(follow())
+    await alice.say(cid, "two")
+    await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=cid))
+    await asyncio.wait_for(task, 10)
+    assert seen[-1] == "ag2.channel.closed" and seen.count("ag2.msg.text") == 2
+    assert seen[0] == "ag2.channel.invite"
+
+
+async def test_register_rules(hub: RunningHub) -> None:
+    await register(hub.target, "dup")
+    with pytest.raises(errors.AlreadyExists):
+        await register(hub.target, "dup")
+    with pytest.raises(errors.InvalidArgument) as info:
+        await register(hub.target, "person", kind=2)
+    assert "RegisterHuman" in info.value.message
+    with pytest.raises(errors.InvalidArgument):
+        await register(hub.target, "bad name!")
+    human = await register(hub.target, "person", human=True)
+    assert human.record.passport.kind == 2
