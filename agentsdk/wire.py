@@ -13,12 +13,12 @@ from agentnet.v1 import envelope_pb2
 from agentsdk.envelope import Envelope, Priority
 from agentsdk.errors import InvalidArgument
 
-_PRIORITY_TO_WIRE: dict[str, int] = {
+_PRIORITY_TO_WIRE: dict[str, envelope_pb2.Priority.ValueType] = {
     "background": envelope_pb2.PRIORITY_BACKGROUND,
     "normal": envelope_pb2.PRIORITY_NORMAL,
     "urgent": envelope_pb2.PRIORITY_URGENT,
 }
-_PRIORITY_FROM_WIRE: dict[int, Priority] = {
+_PRIORITY_FROM_WIRE: dict[envelope_pb2.Priority.ValueType, Priority] = {
     envelope_pb2.PRIORITY_UNSPECIFIED: "normal",
     envelope_pb2.PRIORITY_BACKGROUND: "background",
     envelope_pb2.PRIORITY_NORMAL: "normal",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, errors_pb2, hub_pb2, hub_pb2_grpc, identity_pb2, task_pb2
@@ -24,7 +24,7 @@ from hubsvc.core.tools import HubTools
 
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 log = logging.getLogger("agentnet.hub.servicer")
-Ctx = grpc.aio.ServicerContext[Any, Any]
+Ctx: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 def error_detail(err: AgentNetError) -> errors_pb2.ErrorDetail:

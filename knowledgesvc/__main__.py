@@ -3,31 +3,56 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
 
 from agentnet.v1 import knowledge_pb2_grpc
 
 from agentsdk.service_runtime import ServiceSpec, configure_logging, serve_forever
+from knowledgesvc.auth import TokensFileError, load_authority
+from knowledgesvc.backend import open_backend
 from knowledgesvc.config import KnowledgeConfig, parse_args
 from knowledgesvc.servicer import KNOWLEDGE_SERVICE, KnowledgeServicer
 
+log = logging.getLogger("agentnet.knowledge")
+
+
+class StartupError(Exception):
+    """The service cannot start with this configuration (the message says why)."""
+
 
 async def run(config: KnowledgeConfig) -> None:
-    """Serve the knowledge service with ``config`` until a stop signal arrives."""
+    """Serve the knowledge service with ``config`` until a stop signal arrives, then close the store."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    # RPCs not built yet are filled in at runtime by fill_unimplemented (mypy cannot see that).
-    servicer = KnowledgeServicer()  # type: ignore[abstract]
-    spec = ServiceSpec(
-        KNOWLEDGE_SERVICE.full_name,
-        lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
-    )
-    await serve_forever("agentnet-knowledge", [spec], host=config.host, port=config.port)
+    try:
+        authority = load_authority(config.tokens_file, config.data_dir)
+    except TokensFileError as exc:
+        raise StartupError(str(exc)) from None
+    store = open_backend(config)
+    try:
+        try:
+            await store.open()
+        except Exception as exc:
+            raise StartupError(f"cannot open the {config.backend} backend: {exc}") from exc
+        servicer = KnowledgeServicer(store, authority, max_write_bytes=config.max_write_bytes)
+        spec = ServiceSpec(
+            KNOWLEDGE_SERVICE.full_name,
+            lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
+        )
+        log.info("knowledge backend: %s", config.backend)
+        await serve_forever("agentnet-knowledge", [spec], host=config.host, port=config.port)
+    finally:
+        await store.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``agentnet-knowledge``)."""
     config = parse_args(argv)
     configure_logging(config.log_level)
-    asyncio.run(run(config))
+    try:
+        asyncio.run(run(config))
+    except StartupError as exc:
+        sys.exit(f"agentnet-knowledge: {exc}")
 
 
 if __name__ == "__main__":

@@ -21,11 +21,24 @@ class KnowledgeConfig:
     backend: str = "sqlite"
     """Storage backend: memory, sqlite, disk or redis (AGENTNET_KNOWLEDGE_BACKEND)."""
     data_dir: Path = Path("data")
-    """Directory for sqlite / disk storage (AGENTNET_DATA_DIR)."""
+    """Directory for sqlite / disk storage and the generated token (AGENTNET_DATA_DIR)."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     """Redis URL for the redis backend (AGENTNET_REDIS_URL)."""
+    redis_prefix: str = "agentnet:knowledge:"
+    """Key prefix for the redis backend (AGENTNET_KNOWLEDGE_REDIS_PREFIX)."""
+    tokens_file: Path | None = None
+    """Bearer tokens and the namespaces they grant (AGENTNET_KNOWLEDGE_TOKENS_FILE); None = generated token."""
+    max_write_bytes: int = 8 * 1024 * 1024
+    """Largest Write content / Append text accepted, in UTF-8 bytes (AGENTNET_KNOWLEDGE_MAX_WRITE_BYTES)."""
     log_level: str = "INFO"
     """Logging level (AGENTNET_LOG_LEVEL)."""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
+    return value
 
 
 def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
@@ -35,22 +48,62 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
     parser = argparse.ArgumentParser(
         prog="python -m knowledgesvc", description="agent-network knowledge service: path-addressed agent memory."
     )
-    parser.add_argument("--host", default=env.get("AGENTNET_KNOWLEDGE_HOST", d.host), help="listen address")
     parser.add_argument(
-        "--port", type=int, default=int(env.get("AGENTNET_KNOWLEDGE_PORT", d.port)), help="TCP port (0 = any free)"
+        "--host", default=env.get("AGENTNET_KNOWLEDGE_HOST", d.host), help="listen address (AGENTNET_KNOWLEDGE_HOST)"
     )
     parser.add_argument(
-        "--backend", choices=BACKENDS, default=env.get("AGENTNET_KNOWLEDGE_BACKEND", d.backend), help="storage backend"
+        "--port",
+        type=int,
+        default=int(env.get("AGENTNET_KNOWLEDGE_PORT", d.port)),
+        help="TCP port, 0 = any free (AGENTNET_KNOWLEDGE_PORT)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=env.get("AGENTNET_KNOWLEDGE_BACKEND", d.backend),
+        help="storage backend: sqlite = <data-dir>/knowledge.db, disk = <data-dir>/knowledge/ "
+        "(AGENTNET_KNOWLEDGE_BACKEND)",
     )
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=Path(env.get("AGENTNET_DATA_DIR", str(d.data_dir))),
-        help="directory for sqlite/disk storage",
+        help="directory for sqlite/disk storage and the generated knowledge.token (AGENTNET_DATA_DIR)",
     )
-    parser.add_argument("--redis-url", default=env.get("AGENTNET_REDIS_URL", d.redis_url), help="redis backend URL")
-    parser.add_argument("--log-level", default=env.get("AGENTNET_LOG_LEVEL", d.log_level), help="log level")
+    parser.add_argument(
+        "--redis-url", default=env.get("AGENTNET_REDIS_URL", d.redis_url), help="redis backend URL (AGENTNET_REDIS_URL)"
+    )
+    parser.add_argument(
+        "--redis-prefix",
+        default=env.get("AGENTNET_KNOWLEDGE_REDIS_PREFIX", d.redis_prefix),
+        help="redis backend key prefix (AGENTNET_KNOWLEDGE_REDIS_PREFIX)",
+    )
+    tokens_env = env.get("AGENTNET_KNOWLEDGE_TOKENS_FILE")
+    parser.add_argument(
+        "--tokens-file",
+        type=Path,
+        default=Path(tokens_env) if tokens_env else None,
+        help="file of lines 'TOKEN NAMESPACE-GLOB[,GLOB...]' granting bearer tokens; without it a random token "
+        "granting every namespace is created in <data-dir>/knowledge.token (AGENTNET_KNOWLEDGE_TOKENS_FILE)",
+    )
+    parser.add_argument(
+        "--max-write-bytes",
+        type=_positive_int,
+        default=int(env.get("AGENTNET_KNOWLEDGE_MAX_WRITE_BYTES", d.max_write_bytes)),
+        help="largest write/append accepted, in bytes; default 8 MiB (AGENTNET_KNOWLEDGE_MAX_WRITE_BYTES)",
+    )
+    parser.add_argument(
+        "--log-level", default=env.get("AGENTNET_LOG_LEVEL", d.log_level), help="log level (AGENTNET_LOG_LEVEL)"
+    )
     a = parser.parse_args(argv)
     return KnowledgeConfig(
-        host=a.host, port=a.port, backend=a.backend, data_dir=a.data_dir, redis_url=a.redis_url, log_level=a.log_level
+        host=a.host,
+        port=a.port,
+        backend=a.backend,
+        data_dir=a.data_dir,
+        redis_url=a.redis_url,
+        redis_prefix=a.redis_prefix,
+        tokens_file=a.tokens_file,
+        max_write_bytes=a.max_write_bytes,
+        log_level=a.log_level,
     )

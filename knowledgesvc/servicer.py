@@ -1,14 +1,145 @@
-"""The KnowledgeService gRPC servicer (thin: auth, namespaces, conversion)."""
+"""The KnowledgeService gRPC servicer (thin: auth, namespaces, conversion).
+
+Store behaviour lives in ``agentsdk.knowledge``; domain errors raised there
+become gRPC statuses in the ``unary_boundary`` / ``stream_boundary`` wrappers.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
 from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 
-from agentsdk.service_runtime import fill_unimplemented
+from agentsdk.errors import PayloadTooLarge, Unavailable
+from agentsdk.knowledge import ChangeEvent, StoreBase
+from agentsdk.knowledge.convert import event_to_proto
+from agentsdk.knowledge.paths import validate_namespace
+from agentsdk.knowledge.text import encode_text
+from agentsdk.service_runtime import DEFAULT_MAX_MESSAGE_BYTES, stream_boundary, unary_boundary
+from knowledgesvc.auth import TokenAuthority
 
 KNOWLEDGE_SERVICE = knowledge_pb2.DESCRIPTOR.services_by_name["KnowledgeService"]
 
+#: Largest content a response may carry: the message limit minus room for the other fields.
+MAX_RESPONSE_BYTES = DEFAULT_MAX_MESSAGE_BYTES - 64 * 1024
 
-@fill_unimplemented(KNOWLEDGE_SERVICE, "the knowledge stores are not built yet")
+#: Changes a Watch may have queued for a slow client before the stream is ended.
+WATCH_BACKLOG = 10_000
+
+
 class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
-    """Serves agentnet.v1.KnowledgeService."""
+    """Serves agentnet.v1.KnowledgeService over ``store``: each request uses ``store.namespace(request.namespace)``."""
+
+    def __init__(self, store: StoreBase, authority: TokenAuthority, *, max_write_bytes: int) -> None:
+        self._root = store
+        self._authority = authority
+        self._max_write_bytes = max_write_bytes
+
+    def _store(self, namespace: str, context: Any) -> StoreBase:
+        """Authenticate the caller, check the namespace name and its grant; return the namespace's store."""
+        metadata = [(item[0], item[1]) for item in context.invocation_metadata() or ()]
+        self._authority.authorize(metadata, validate_namespace(namespace))
+        return self._root.namespace(namespace)
+
+    def _check_write_size(self, text: str) -> None:
+        size = len(encode_text(text))
+        if size > self._max_write_bytes:
+            raise PayloadTooLarge(
+                f"{size} bytes exceed the limit of {self._max_write_bytes} bytes per write "
+                "(the service's --max-write-bytes); split the content into several appends",
+                metadata={"size": str(size), "limit": str(self._max_write_bytes)},
+            )
+
+    @staticmethod
+    def _check_response_size(path: str, size: int) -> None:
+        if size > MAX_RESPONSE_BYTES:
+            raise PayloadTooLarge(
+                f"{path}: {size} bytes from this offset exceed the response limit of {MAX_RESPONSE_BYTES} bytes; "
+                "read_range from a later offset",
+                metadata={"path": path, "size": str(size), "limit": str(MAX_RESPONSE_BYTES)},
+            )
+
+    @unary_boundary
+    async def Read(self, request: knowledge_pb2.ReadRequest, context: Any) -> knowledge_pb2.ReadResponse:
+        """Return a file's content, size and version."""
+        content, info = await self._store(request.namespace, context).read_info(request.path)
+        self._check_response_size(request.path, info.size)
+        return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
+
+    @unary_boundary
+    async def Write(self, request: knowledge_pb2.WriteRequest, context: Any) -> knowledge_pb2.WriteResponse:
+        """Create or replace a file."""
+        store = self._store(request.namespace, context)
+        self._check_write_size(request.content)
+        info = await store.write_info(request.path, request.content)
+        return knowledge_pb2.WriteResponse(version=info.version, size=info.size)
+
+    @unary_boundary
+    async def List(self, request: knowledge_pb2.ListRequest, context: Any) -> knowledge_pb2.ListResponse:
+        """Immediate children of a directory."""
+        entries = await self._store(request.namespace, context).list(request.path)
+        return knowledge_pb2.ListResponse(entries=entries)
+
+    @unary_boundary
+    async def Delete(self, request: knowledge_pb2.DeleteRequest, context: Any) -> knowledge_pb2.DeleteResponse:
+        """Remove a file."""
+        await self._store(request.namespace, context).delete(request.path)
+        return knowledge_pb2.DeleteResponse()
+
+    @unary_boundary
+    async def Exists(self, request: knowledge_pb2.ExistsRequest, context: Any) -> knowledge_pb2.ExistsResponse:
+        """Whether a file exists."""
+        exists = await self._store(request.namespace, context).exists(request.path)
+        return knowledge_pb2.ExistsResponse(exists=exists)
+
+    @unary_boundary
+    async def Append(self, request: knowledge_pb2.AppendRequest, context: Any) -> knowledge_pb2.AppendResponse:
+        """Append text; report where it landed."""
+        store = self._store(request.namespace, context)
+        self._check_write_size(request.text)
+        result = await store.append_info(request.path, request.text)
+        return knowledge_pb2.AppendResponse(offset=result.offset, size=result.size, version=result.version)
+
+    @unary_boundary
+    async def ReadRange(self, request: knowledge_pb2.ReadRangeRequest, context: Any) -> knowledge_pb2.ReadRangeResponse:
+        """Everything from a byte offset on, and the offset to continue from."""
+        content = await self._store(request.namespace, context).read_range(request.path, request.offset)
+        size = len(content.encode("utf-8"))
+        self._check_response_size(request.path, size)
+        return knowledge_pb2.ReadRangeResponse(content=content, next_offset=request.offset + size)
+
+    @stream_boundary
+    async def Watch(
+        self, request: knowledge_pb2.WatchRequest, context: Any
+    ) -> AsyncIterator[knowledge_pb2.WatchResponse]:
+        """Confirm the subscription, then stream changes until the client cancels."""
+        store = self._store(request.namespace, context)
+        # None marks an overflow: the client fell WATCH_BACKLOG changes behind.
+        queue: asyncio.Queue[ChangeEvent | None] = asyncio.Queue()
+        overflowed = False
+
+        def enqueue(event: ChangeEvent) -> None:
+            nonlocal overflowed
+            if overflowed:
+                return
+            if queue.qsize() >= WATCH_BACKLOG:
+                overflowed = True
+                queue.put_nowait(None)
+            else:
+                queue.put_nowait(event)
+
+        subscription = await store.on_change(request.prefix, enqueue)
+        try:
+            yield knowledge_pb2.WatchResponse(subscribed=True)
+            while True:
+                event = await queue.get()
+                if event is None:
+                    raise Unavailable(
+                        f"the watch fell {WATCH_BACKLOG} changes behind and was ended; watch again and re-read",
+                        metadata={"backlog": str(WATCH_BACKLOG)},
+                    )
+                yield knowledge_pb2.WatchResponse(change=event_to_proto(event))
+        finally:
+            await subscription.cancel()

@@ -63,9 +63,11 @@ class StoreBase(abc.ABC):
 
     async def open(self) -> None:
         """Connect / create storage now instead of on first use (services call it to fail fast)."""
+        return None  # nothing to prepare unless a backend holds connections
 
     async def close(self) -> None:
         """Release connections, watchers and subscriptions. Safe to call twice."""
+        return None  # nothing to release unless a backend holds resources
 
     async def write(self, path: str, content: str) -> None:
         """Create or replace the file at ``path``."""

@@ -228,10 +228,7 @@ class SqliteKnowledgeStore(StoreBase):
         """Refuse a new file beneath a file, or where a directory exists."""
         above = ancestors(path)
         in_above = f" OR path IN ({','.join('?' * len(above))})" if above else ""
-        sql = (
-            "SELECT path FROM knowledge_files WHERE namespace = ? "
-            f"AND ((path >= ? AND path < ?){in_above}) LIMIT 1"
-        )
+        sql = f"SELECT path FROM knowledge_files WHERE namespace = ? AND ((path >= ? AND path < ?){in_above}) LIMIT 1"
         rows = list(await conn.execute_fetchall(sql, (self._namespace, path + "/", path + "0", *above)))
         if rows:
             hit = str(rows[0][0])

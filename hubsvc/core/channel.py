@@ -93,9 +93,7 @@ class ChannelRuntime:
         elif etype in (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED):
             self.meta.state = EXPIRED if etype == EV_CHANNEL_EXPIRED else CLOSED
             self.meta.close_reason = str(env.event_data.get("reason", ""))
-            closed_at = to_timestamp(now)
-            if closed_at is not None:
-                self.meta.closed_at.CopyFrom(closed_at)
+            self.meta.closed_at.CopyFrom(to_timestamp(now))
         self.state = self.adapter.fold(self.spec, self.state, env)
         self.meta.last_seq = self.last_seq
 

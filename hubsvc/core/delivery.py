@@ -106,8 +106,8 @@ class Session:
         self._replaying = False
         buffered, self._buffer = self._buffer, []
         for wire in buffered:
-            state = self._cursors.get(wire.channel_id)
-            if state is not None and wire.seq <= state.seen_upto:
+            known = self._cursors.get(wire.channel_id)
+            if known is not None and wire.seq <= known.seen_upto:
                 continue  # already delivered by the replay
             self._accept(wire, replay=False)
 

@@ -360,6 +360,7 @@ class HubCore:
                 event_type=env.event_type,
                 idempotency_key=env.idempotency_key,
                 text=text if isinstance(text, str) else None,
+                created_at=env.created_at,
                 data=data,
             )
         )

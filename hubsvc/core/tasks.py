@@ -16,7 +16,7 @@ from typing import Any
 from agentnet.v1 import task_pb2
 
 from agentsdk.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
-from hubsvc.core.util import Clock, from_timestamp, new_id, to_timestamp
+from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
 from hubsvc.storage import HubStore, TaskRow, Writes
 
 TERMINAL = frozenset(
@@ -51,6 +51,8 @@ class TaskMirror:
         self._clock = clock
         self._audit = audit
         self._live: dict[str, task_pb2.TaskMetadata] = {}
+        self._ended: BoundedDict[str, task_pb2.TaskMetadata] = BoundedDict(10_000)
+        """Recently ended tasks, so readers never see a stale row while its write is in flight."""
         self._changed: dict[str, asyncio.Event] = {}
 
     async def load(self) -> None:
@@ -60,7 +62,7 @@ class TaskMirror:
 
     async def get(self, task_id: str) -> task_pb2.TaskMetadata:
         """A task by id (live or ended)."""
-        task = self._live.get(task_id)
+        task = self._live.get(task_id) or self._ended.get(task_id)
         if task is not None:
             return task
         row = await self._store.get_task(task_id)
@@ -121,7 +123,7 @@ class TaskMirror:
             if kind == task_pb2.TASK_EVENT_KIND_PROGRESS:
                 task.progress_json = _check_json(payload_json, "payload_json")
             else:
-                task.state = _KIND_TO_STATE[kind]
+                task.state = _KIND_TO_STATE[task_pb2.TaskEventKind.ValueType(kind)]
                 if kind == task_pb2.TASK_EVENT_KIND_COMPLETED:
                     task.result_json = _check_json(payload_json, "payload_json")
                 task.error = error
@@ -193,6 +195,7 @@ class TaskMirror:
 
     def _finish(self, task: task_pb2.TaskMetadata) -> None:
         self._live.pop(task.task_id, None)
+        self._ended[task.task_id] = task
         self._notify(task.task_id)
 
     def _notify(self, task_id: str) -> None:

@@ -481,7 +481,7 @@ class HubTools:
 
     def list_tools(self, caller: str, channel_id: str, *, include_plugin: bool) -> list[hub_pb2.ToolSchema]:
         """Plugin tools plus the adapter tools ``channel_id`` offers the caller this turn."""
-        names: list[tuple[str, int]] = []
+        names: list[tuple[str, hub_pb2.ToolSource.ValueType]] = []
         if include_plugin:
             names += [(n, hub_pb2.TOOL_SOURCE_PLUGIN) for n in PLUGIN_TOOLS]
         ch = self.core.live_channel(channel_id) if channel_id else None

@@ -39,10 +39,8 @@ def parse_iso_z(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def to_timestamp(ts: float | None) -> timestamp_pb2.Timestamp | None:
-    """A protobuf Timestamp (None stays None)."""
-    if ts is None:
-        return None
+def to_timestamp(ts: float) -> timestamp_pb2.Timestamp:
+    """A protobuf Timestamp."""
     out = timestamp_pb2.Timestamp()
     out.FromNanoseconds(int(ts * 1e9))
     return out

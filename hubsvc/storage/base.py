@@ -27,6 +27,8 @@ class WalRow:
     idempotency_key: str | None
     text: str | None
     """EV_TEXT body (for context search), else None."""
+    created_at: str
+    """Admission time, RFC 3339 UTC (sorts chronologically as text)."""
     data: bytes
     """The serialized wire Envelope."""
 

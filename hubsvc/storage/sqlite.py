@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS channel_members (
   agent_id TEXT NOT NULL, channel_id TEXT NOT NULL, PRIMARY KEY (agent_id, channel_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS wal (
   channel_id TEXT NOT NULL, seq INTEGER NOT NULL, envelope_id TEXT NOT NULL, sender_id TEXT NOT NULL,
-  event_type TEXT NOT NULL, idem_key TEXT, text TEXT, data BLOB NOT NULL,
+  event_type TEXT NOT NULL, idem_key TEXT, text TEXT, created_at TEXT NOT NULL, data BLOB NOT NULL,
   PRIMARY KEY (channel_id, seq)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS wal_envelope_id ON wal(envelope_id);
 CREATE UNIQUE INDEX IF NOT EXISTS wal_idem ON wal(channel_id, sender_id, idem_key) WHERE idem_key IS NOT NULL;
@@ -157,8 +157,8 @@ class SqliteHubStore(HubStore):
                 )
             if merged.wal:
                 await db.executemany(
-                    "INSERT INTO wal(channel_id, seq, envelope_id, sender_id, event_type, idem_key, text, data) "
-                    "VALUES (?,?,?,?,?,?,?,?)",
+                    "INSERT INTO wal(channel_id, seq, envelope_id, sender_id, event_type, idem_key, text, created_at, "
+                    "data) VALUES (?,?,?,?,?,?,?,?,?)",
                     [
                         (
                             w.channel_id,
@@ -168,6 +168,7 @@ class SqliteHubStore(HubStore):
                             w.event_type,
                             w.idempotency_key,
                             w.text,
+                            w.created_at,
                             w.data,
                         )
                         for w in merged.wal
@@ -289,7 +290,7 @@ class SqliteHubStore(HubStore):
             marks = ",".join("?" * len(chunk))
             rows = await self._fetchall(
                 f"SELECT data FROM wal WHERE channel_id IN ({marks}) AND text IS NOT NULL "
-                "AND instr(lower(text), lower(?)) > 0 ORDER BY rowid DESC LIMIT ?",
+                "AND instr(lower(text), lower(?)) > 0 ORDER BY created_at DESC, seq DESC LIMIT ?",
                 [*chunk, query, limit],
             )
             out.extend(bytes(r[0]) for r in rows)
@@ -302,7 +303,7 @@ class SqliteHubStore(HubStore):
             marks = ",".join("?" * len(chunk))
             rows = await self._fetchall(
                 f"SELECT data FROM wal WHERE channel_id IN ({marks}) AND sender_id = ? AND text IS NOT NULL "
-                "ORDER BY rowid DESC LIMIT ?",
+                "ORDER BY created_at DESC, seq DESC LIMIT ?",
                 [*chunk, sender_id, limit],
             )
             out.extend(bytes(r[0]) for r in rows)

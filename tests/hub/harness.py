@@ -154,7 +154,9 @@ class Participant:
     def ack(self, channel_id: str, seq: int) -> None:
         """Send an Ack frame."""
         self._outbox.put_nowait(
-            connect_pb2.ConnectRequest(ack=connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=channel_id, seq=seq)]))
+            connect_pb2.ConnectRequest(
+                ack=connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=channel_id, seq=seq)])
+            )
         )
 
     async def disconnect(self) -> None:
@@ -214,7 +216,9 @@ class Participant:
         await self.channel.close()
 
 
-def make_envelope(channel_id: str, event_type: str, data: dict[str, Any] | None = None, **fields: Any) -> envelope_pb2.Envelope:
+def make_envelope(
+    channel_id: str, event_type: str, data: dict[str, Any] | None = None, **fields: Any
+) -> envelope_pb2.Envelope:
     """A wire envelope; ``audience=[...]`` sets an explicit audience."""
     audience = fields.pop("audience", None)
     env = envelope_pb2.Envelope(

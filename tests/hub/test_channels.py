@@ -12,7 +12,9 @@ from agentsdk import errors
 from tests.hub.harness import Participant, RunningHub, collect, data_of, open_channel, register
 
 
-async def test_consulting_one_question_one_reply_then_closed(trio: tuple[Participant, Participant, Participant]) -> None:
+async def test_consulting_one_question_one_reply_then_closed(
+    trio: tuple[Participant, Participant, Participant],
+) -> None:
     alice, bob, _ = trio
     cid = await open_channel(alice, "consulting", [bob])
     with pytest.raises(errors.NotYourTurn):
@@ -102,12 +104,18 @@ async def test_close_by_participant_and_seed_message(trio: tuple[Participant, Pa
 async def test_seed_failure_closes_with_seed_failed(trio: tuple[Participant, Participant, Participant]) -> None:
     alice, bob, _ = trio
     bob.auto_accept_invites = True
-    knobs = {"transitions": [{"condition": {"type": "always"}, "target": {"type": "round_robin"}}],
-             "initial_speaker": bob.agent_id}
+    knobs = {
+        "transitions": [{"condition": {"type": "always"}, "target": {"type": "round_robin"}}],
+        "initial_speaker": bob.agent_id,
+    }
     resp = await alice.rpc(
         "OpenChannel",
         hub_pb2.OpenChannelRequest(
-            type="workflow", targets=[bob.name], knobs_json=json.dumps(knobs), message="not my turn", wait_until_opened=True
+            type="workflow",
+            targets=[bob.name],
+            knobs_json=json.dumps(knobs),
+            message="not my turn",
+            wait_until_opened=True,
         ),
     )
     assert resp.channel.state == channel_pb2.CHANNEL_STATE_CLOSED
@@ -190,9 +198,7 @@ async def test_read_wal_follow_streams_new_envelopes(trio: tuple[Participant, Pa
     seen: list[str] = []
 
     async def follow() -> None:
-        async for item in bob.stub.ReadWal(
-            hub_pb2.ReadWalRequest(channel_id=cid, follow=True), metadata=bob.metadata
-        ):
+        async for item in bob.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid, follow=True), metadata=bob.metadata):
             seen.append(item.envelope.event_type)
 
     task = asyncio.create_task(follow())

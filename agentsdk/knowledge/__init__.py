@@ -1,0 +1,58 @@
+"""Path-addressed agent memory: the KnowledgeStore protocol and its backends.
+
+``from agentsdk.knowledge import SqliteKnowledgeStore`` etc. ``DiskKnowledgeStore``
+is imported on first access, so this package imports without the optional
+watchdog dependency; accessing it then raises ImportError naming the extra.
+See ``docs/knowledge.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentsdk.knowledge.base import StoreBase
+from agentsdk.knowledge.locked import LockedKnowledgeStore
+from agentsdk.knowledge.memory_store import MemoryKnowledgeStore
+from agentsdk.knowledge.paths import normalize_path
+from agentsdk.knowledge.redis_store import RedisKnowledgeStore
+from agentsdk.knowledge.remote import RemoteKnowledgeStore
+from agentsdk.knowledge.sqlite_store import SqliteKnowledgeStore
+from agentsdk.knowledge.types import (
+    AppendResult,
+    ChangeCallback,
+    ChangeEvent,
+    ChangeKind,
+    FileInfo,
+    KnowledgeStore,
+    Subscription,
+)
+
+if TYPE_CHECKING:
+    from agentsdk.knowledge.disk_store import DiskKnowledgeStore
+
+__all__ = [
+    "AppendResult",
+    "ChangeCallback",
+    "ChangeEvent",
+    "ChangeKind",
+    "DiskKnowledgeStore",
+    "FileInfo",
+    "KnowledgeStore",
+    "LockedKnowledgeStore",
+    "MemoryKnowledgeStore",
+    "RedisKnowledgeStore",
+    "RemoteKnowledgeStore",
+    "SqliteKnowledgeStore",
+    "StoreBase",
+    "Subscription",
+    "normalize_path",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `import agentsdk.knowledge` works without watchdog installed.
+    if name == "DiskKnowledgeStore":
+        from agentsdk.knowledge.disk_store import DiskKnowledgeStore
+
+        return DiskKnowledgeStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,232 @@
+"""Envelope fields honoured on delivery, and resumable delivery with cursors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from agentnet.v1 import hub_pb2
+
+from agentsdk import errors
+from hubsvc.core.options import HubOptions
+from tests.hub.harness import (
+    Participant,
+    RunningHub,
+    collect,
+    data_of,
+    make_envelope,
+    open_channel,
+    register,
+    running_hub,
+)
+
+
+async def test_audience_filters_delivery_and_wal_reads(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    disc = await open_channel(alice, "discussion", [bob, carol])
+    await alice.say(disc, "only for bob", audience=[bob.agent_id])
+    await alice.post(disc, "myapp.note", {"n": 1})
+    got = await bob.next(lambda e: e.channel_id == disc and e.event_type == "ag2.msg.text")
+    assert data_of(got) == {"text": "only for bob"}
+    custom = await carol.next(lambda e: e.channel_id == disc and e.event_type.startswith("myapp"))
+    assert data_of(custom) == {"n": 1}  # custom types reach their audience unchanged
+    assert all(e.event_type != "ag2.msg.text" for e in carol.drain())
+    wal = await collect(carol.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=disc), metadata=carol.metadata))
+    assert all(item.envelope.event_type != "ag2.msg.text" for item in wal)
+    with pytest.raises(errors.InvalidArgument) as info:
+        await alice.say(cid, "to a stranger", audience=[carol.agent_id])
+    assert "non-participants" in info.value.message
+
+
+async def test_custom_event_types_do_not_advance_turns(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    disc = await open_channel(alice, "discussion", [bob, carol])
+    await bob.post(disc, "myapp.review_request", {"doc": "d1"})
+    desc = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=disc))
+    assert list(desc.expected_next) == [alice.agent_id]
+
+
+async def test_spoofed_sender_refused_and_sender_stamped(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    with pytest.raises(errors.PermissionDenied) as info:
+        await alice.say(cid, "I am bob", sender_id=bob.agent_id)
+    assert "sender_id" in info.value.message
+    wire = await alice.say(cid, "I am alice", sender_id=alice.agent_id)
+    assert wire.sender_id == alice.agent_id
+    plain = await alice.say(cid, "no sender given")
+    assert plain.sender_id == alice.agent_id and plain.seq == wire.seq + 1
+
+
+async def test_idempotency_key_returns_original(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    first = await alice.say(cid, "once", idempotency_key="k1")
+    again = await alice.say(cid, "once", idempotency_key="k1")
+    assert again.envelope_id == first.envelope_id and again.seq == first.seq
+    unary = await alice.rpc(
+        "PostEnvelope",
+        hub_pb2.PostEnvelopeRequest(
+            envelope=make_envelope(cid, "ag2.msg.text", {"text": "once"}, idempotency_key="k1")
+        ),
+    )
+    assert unary.duplicate and unary.envelope.envelope_id == first.envelope_id
+    texts = [e for e in await bob_texts(bob, cid) if e == "once"]
+    assert texts == ["once"]
+
+
+async def bob_texts(p: Participant, cid: str) -> list[str]:
+    wal = await collect(p.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=p.metadata))
+    return [data_of(i.envelope)["text"] for i in wal if i.envelope.event_type == "ag2.msg.text"]
+
+
+async def test_priority_orders_a_backlog(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    bob = await register(hub.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    cid = await open_channel(alice, "conversation", [bob])
+    await bob.disconnect()
+    for prio, text in ((2, "n1"), (1, "b1"), (3, "u1"), (2, "n2"), (3, "u2")):
+        await alice.say(cid, text, priority=prio)
+    bob.inbox = asyncio.Queue()
+    await bob.connect(max_in_flight=1)
+    got = [data_of(await bob.next_of("ag2.msg.text"))["text"] for _ in range(5)]
+    assert got == ["u1", "u2", "n1", "n2", "b1"]
+    await alice.close()
+    await bob.close()
+
+
+async def test_envelope_ttl_stops_stale_delivery(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    bob = await register(hub.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    cid = await open_channel(alice, "conversation", [bob])
+    await bob.disconnect()
+    await alice.say(cid, "stale soon", ttl_seconds=1)
+    await alice.say(cid, "fresh")
+    await asyncio.sleep(1.2)
+    bob.inbox = asyncio.Queue()
+    await bob.connect()
+    got = data_of(await bob.next_of("ag2.msg.text"))
+    assert got == {"text": "fresh"}
+    with pytest.raises(errors.InvalidArgument):
+        await alice.say(cid, "bad ttl", ttl_seconds=-1)
+    await alice.close()
+    await bob.close()
+
+
+async def test_causation_kept_and_depth_limit(tmp_path: object) -> None:
+    from pathlib import Path
+
+    async with running_hub(Path(str(tmp_path)) / "hub.db", HubOptions(max_depth=2)) as hub:
+        alice = await register(hub.target, "alice")
+        bob = await register(hub.target, "bob")
+        await alice.connect()
+        await bob.connect()
+        cid = await open_channel(alice, "conversation", [bob])
+        q = await alice.say(cid, "deep", depth=2)
+        reply = await bob.say(cid, "reply", causation_id=q.envelope_id)
+        assert reply.causation_id == q.envelope_id and reply.depth == 2  # reply path inherits depth
+        with pytest.raises(errors.DepthExceeded):
+            await alice.say(cid, "too deep", depth=3)
+        await alice.close()
+        await bob.close()
+
+
+async def test_reconnect_resumes_from_cursor_without_loss_or_repeat(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    bob = await register(hub.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    cid = await open_channel(alice, "conversation", [bob])
+    for i in range(5):
+        await alice.say(cid, f"m{i}")
+    first = [data_of(await bob.next_of("ag2.msg.text"))["text"] for _ in range(5)]
+    await asyncio.sleep(0.4)  # acks reach the hub and the cursor flush
+    await bob.disconnect()
+    for i in range(5, 10):
+        await alice.say(cid, f"m{i}")
+    bob.inbox = asyncio.Queue()
+    welcome = await bob.connect()
+    assert welcome.cursors[cid] >= 6
+    second = [data_of(await bob.next_of("ag2.msg.text"))["text"] for _ in range(5)]
+    assert first + second == [f"m{i}" for i in range(10)]
+    await asyncio.sleep(0.2)
+    assert [e for e in bob.drain() if e.event_type == "ag2.msg.text"] == []
+    await alice.close()
+    await bob.close()
+
+
+async def test_unacked_envelopes_are_redelivered(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    bob = await register(hub.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    cid = await open_channel(alice, "conversation", [bob])
+    await asyncio.sleep(0.3)
+    bob.auto_ack = False
+    await alice.say(cid, "not acked")
+    got = await bob.next_of("ag2.msg.text")
+    await bob.disconnect()
+    bob.inbox = asyncio.Queue()
+    await bob.connect()
+    again = await bob.next_of("ag2.msg.text")
+    assert again.envelope_id == got.envelope_id
+    await alice.close()
+    await bob.close()
+
+
+async def test_client_cursor_in_hello_wins(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    bob = await register(hub.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    cid = await open_channel(alice, "conversation", [bob])
+    sent = [await alice.say(cid, f"m{i}") for i in range(3)]
+    for _ in range(3):
+        await bob.next_of("ag2.msg.text")
+    await bob.disconnect()
+    bob.inbox = asyncio.Queue()
+    await bob.connect(cursors={cid: sent[0].seq})
+    again = [data_of(await bob.next_of("ag2.msg.text"))["text"] for _ in range(2)]
+    assert again == ["m1", "m2"]
+    await alice.close()
+    await bob.close()
+
+
+async def test_bad_credentials_and_hello(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    alice.credential = alice.agent_id + ".wrong"
+    alice.metadata = (("authorization", f"Bearer {alice.credential}"),)
+    with pytest.raises(errors.Unauthenticated):
+        await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+    with pytest.raises(errors.Unauthenticated):
+        await alice.connect()
+    alice.metadata = ()
+    with pytest.raises(errors.Unauthenticated) as info:
+        await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+    assert "Bearer" in info.value.message
+    await alice.close()
+
+
+async def test_malformed_envelopes_refused_cleanly(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    with pytest.raises(errors.InvalidArgument):
+        await alice.post(cid, "")
+    with pytest.raises(errors.NotFound):
+        await alice.say("no-such-channel", "x")
+    from agentnet.v1 import connect_pb2, envelope_pb2
+
+    request_id = "raw"
+    fut = asyncio.get_running_loop().create_future()
+    alice.results[request_id] = fut
+    bad = envelope_pb2.Envelope(channel_id=cid, event_type="ag2.msg.text", event_data_json="[1,2]")
+    alice._outbox.put_nowait(connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=bad)))
+    result = await asyncio.wait_for(fut, 5)
+    assert result.error.reason == "INVALID_ARGUMENT" and "JSON object" in result.error.message
+    ok = await alice.say(cid, "still fine")
+    assert ok.seq > 0

@@ -1,0 +1,222 @@
+"""Identity RPCs, skills, tasks, context, the tools RPCs and the audit log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
+
+from agentsdk import errors
+from tests.hub.harness import Participant, RunningHub, data_of, open_channel, register
+
+SKILL = """---
+title: Research Assistant
+expertise: [policy, finance]
+---
+
+# Researcher
+"""
+
+
+async def test_list_and_describe_agents_with_skills(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice", capabilities=["research"], description="policy analyst")
+    await register(hub.target, "zed", capabilities=["code"])
+    await register(hub.target, "hum", human=True)
+    remote = await register(hub.target, "remo", kind=identity_pb2.PASSPORT_KIND_REMOTE_AGENT)
+    by_kind = await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest(kind=identity_pb2.PASSPORT_KIND_HUMAN))
+    assert [a.name for a in by_kind.agents] == ["hum"]
+    assert [a.name for a in (await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest(capability="CODE"))).agents] == [
+        "zed"
+    ]
+    assert [a.name for a in (await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest(query="POLICY"))).agents] == [
+        "alice"
+    ]
+    limited = await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest(limit=2, exclude_self=True))
+    assert [a.name for a in limited.agents] == ["hum", "remo"]
+    with pytest.raises(errors.InvalidArgument):
+        await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest(sort_by="age"))
+    described = await alice.rpc("DescribeAgent", hub_pb2.DescribeAgentRequest(name="zed"))
+    assert described.agent.skill_is_fallback and "code" in described.agent.skill_md
+    updated = await remote.rpc("SetSkill", hub_pb2.SetSkillRequest(skill_md=SKILL))
+    assert updated.agent.skill_md == SKILL and not updated.agent.skill_is_fallback
+    again = await alice.rpc("DescribeAgent", hub_pb2.DescribeAgentRequest(agent_id=remote.agent_id))
+    assert again.agent.skill_md == SKILL
+    resumed = await alice.rpc("SetResume", hub_pb2.SetResumeRequest(resume=identity_pb2.Resume(summary="new summary")))
+    assert "new summary" in resumed.agent.skill_md  # the fallback skill follows the resume
+    audit = await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="skill_set"))
+    assert [r.subject_id for r in audit.records] == [remote.agent_id]
+    kinds = {r.kind for r in (await alice.rpc("ListAudit", hub_pb2.ListAuditRequest())).records}
+    assert {"agent_registered", "skill_set", "resume_set"} <= kinds
+    with pytest.raises(errors.NotFound):
+        await alice.rpc("DescribeAgent", hub_pb2.DescribeAgentRequest(name="ghost"))
+
+
+async def test_unregister_closes_channels_and_frees_name(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    bob = await register(hub.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    cid = await open_channel(alice, "conversation", [bob])
+    resp = await bob.rpc("Unregister", hub_pb2.UnregisterRequest())
+    assert list(resp.closed_channel_ids) == [cid]
+    assert data_of(await alice.next_of("ag2.channel.closed"))["reason"] == "participant_left"
+    with pytest.raises(errors.Unauthenticated):
+        await bob.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+    await register(hub.target, "bob")
+    await alice.close()
+    await bob.close()
+
+
+async def test_task_lifecycle_wait_and_cancel(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    started = await alice.rpc(
+        "ReportTask", hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title="crunch", channel_id=cid)
+    )
+    tid = started.task.task_id
+    assert started.task.state == task_pb2.TASK_STATE_RUNNING
+    with pytest.raises(errors.PermissionDenied):
+        await bob.rpc("ReportTask", hub_pb2.ReportTaskRequest(task_id=tid, kind=task_pb2.TASK_EVENT_KIND_COMPLETED))
+    await alice.rpc(
+        "ReportTask",
+        hub_pb2.ReportTaskRequest(task_id=tid, kind=task_pb2.TASK_EVENT_KIND_PROGRESS, payload_json='{"p": 50}'),
+    )
+    waiter = asyncio.create_task(bob.rpc("WaitTask", hub_pb2.WaitTaskRequest(task_id=tid, timeout_seconds=10)))
+    cancel = await bob.rpc("CancelTask", hub_pb2.CancelTaskRequest(task_id=tid, reason="no longer needed"))
+    assert cancel.task.cancel_requested and cancel.envelope_id
+    request = await alice.next_of("ag2.task.cancel_request")
+    assert data_of(request) == {"task_id": tid, "reason": "no longer needed"}
+    with pytest.raises(errors.PermissionDenied):
+        await carol.rpc("CancelTask", hub_pb2.CancelTaskRequest(task_id=tid))
+    await alice.rpc(
+        "ReportTask",
+        hub_pb2.ReportTaskRequest(task_id=tid, kind=task_pb2.TASK_EVENT_KIND_COMPLETED, payload_json='"done"'),
+    )
+    waited = await waiter
+    assert waited.task.state == task_pb2.TASK_STATE_COMPLETED and not waited.timed_out
+    assert waited.task.result_json == '"done"' and json.loads(waited.task.progress_json) == {"p": 50}
+    with pytest.raises(errors.FailedPrecondition):
+        await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(task_id=tid, kind=task_pb2.TASK_EVENT_KIND_FAILED))
+    own = await alice.rpc("ListTasks", hub_pb2.ListTasksRequest(include_ended=True))
+    assert [t.task_id for t in own.tasks] == [tid]
+    assert (await bob.rpc("ListTasks", hub_pb2.ListTasksRequest())).tasks == []
+    assert [
+        t.task_id
+        for t in (
+            await bob.rpc("ListTasks", hub_pb2.ListTasksRequest(scope=hub_pb2.TASK_SCOPE_ALL, include_ended=True))
+        ).tasks
+    ] == [tid]
+    audit = await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="task_terminated"))
+    assert [r.subject_id for r in audit.records] == [tid]
+
+
+async def test_wait_times_out_and_channel_close_cancels_tasks(
+    trio: tuple[Participant, Participant, Participant],
+) -> None:
+    alice, bob, _ = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    tid = (
+        await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, channel_id=cid))
+    ).task.task_id
+    waited = await bob.rpc("WaitTask", hub_pb2.WaitTaskRequest(task_id=tid, timeout_seconds=0.2))
+    assert waited.timed_out and waited.task.state == task_pb2.TASK_STATE_RUNNING
+    await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=cid))
+    task = (await alice.rpc("GetTask", hub_pb2.GetTaskRequest(task_id=tid))).task
+    assert task.state == task_pb2.TASK_STATE_CANCELLED and "closed_by_agent" in task.error
+
+
+async def test_context_search_and_quote(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    await alice.say(cid, "The Q3 Exposure is high")
+    await bob.say(cid, "noted 100%")
+    await bob.say(cid, "second from bob")
+    await alice.say(cid, "secret exposure note", audience=[alice.agent_id])
+    found = await bob.rpc("SearchContext", hub_pb2.SearchContextRequest(query="EXPOSURE"))
+    assert [e.text for e in found.excerpts] == ["The Q3 Exposure is high"]
+    assert (await bob.rpc("SearchContext", hub_pb2.SearchContextRequest(query="100%"))).excerpts[0].sender_name == "bob"
+    quoted = await alice.rpc("QuoteContext", hub_pb2.QuoteContextRequest(speaker="bob", recent_n=2, channel_id=cid))
+    assert [e.text for e in quoted.excerpts] == ["noted 100%", "second from bob"]
+    with pytest.raises(errors.NotParticipant):
+        await carol.rpc("SearchContext", hub_pb2.SearchContextRequest(query="x", channel_id=cid))
+
+
+async def test_list_tools_follows_the_say_table(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    plugin_only = await alice.rpc("ListTools", hub_pb2.ListToolsRequest())
+    assert [t.name for t in plugin_only.tools] == ["peers", "channels", "tasks", "context", "delegate"]
+    schema = json.loads(plugin_only.tools[0].parameters_json_schema)
+    assert schema["properties"]["action"]["enum"] == ["find", "describe"]
+    cid = await open_channel(alice, "consulting", [bob])
+    names = lambda resp: [t.name for t in resp.tools]  # noqa: E731
+    assert "say" in names(await alice.rpc("ListTools", hub_pb2.ListToolsRequest(channel_id=cid)))
+    assert "say" not in names(await bob.rpc("ListTools", hub_pb2.ListToolsRequest(channel_id=cid)))
+    await alice.say(cid, "question")
+    assert "say" in names(await bob.rpc("ListTools", hub_pb2.ListToolsRequest(channel_id=cid, exclude_plugin=True)))
+    assert names(await alice.rpc("ListTools", hub_pb2.ListToolsRequest(channel_id=cid, exclude_plugin=True))) == []
+    disc = await open_channel(alice, "discussion", [bob, carol])
+    assert "say" not in names(await carol.rpc("ListTools", hub_pb2.ListToolsRequest(channel_id=disc)))
+    wf = await open_channel(
+        alice, "workflow", [bob], knobs={"transitions": [{"condition": {"type": "always"}, "target": {"type": "stay"}}]}
+    )
+    assert "say" not in names(await alice.rpc("ListTools", hub_pb2.ListToolsRequest(channel_id=wf)))
+
+
+async def test_call_tool_peers_channels_context_say(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+
+    async def tool(p: Participant, name: str, args: dict[str, object], **kw: str) -> object:
+        resp = await p.rpc("CallTool", hub_pb2.CallToolRequest(name=name, arguments_json=json.dumps(args), **kw))
+        return json.loads(resp.result_json)
+
+    peers = await tool(alice, "peers", {"action": "find"})
+    assert sorted(p["name"] for p in peers["peers"]) == ["bob", "carol"]  # type: ignore[index]
+    described = await tool(alice, "peers", {"action": "describe", "name": "bob"})
+    assert set(described) >= {"passport", "resume", "skill_md"}  # type: ignore[arg-type]
+    bob.auto_accept_invites = True
+    opened = await tool(
+        alice, "channels", {"action": "open", "type": "conversation", "target": "bob", "message": "hey"}
+    )
+    cid = opened["channel_id"]  # type: ignore[index]
+    assert opened["seed_envelope_id"] and opened["participants"] == ["alice", "bob"]  # type: ignore[index]
+    said = await tool(bob, "say", {"content": "hi alice", "audience": ["alice"]}, channel_id=cid)
+    assert said["channel_id"] == cid  # type: ignore[index]
+    listed = await tool(bob, "channels", {"action": "list"})
+    assert [c["channel_id"] for c in listed["channels"]] == [cid]  # type: ignore[index]
+    info = await tool(bob, "channels", {"action": "info"}, channel_id=cid)
+    assert info["channel_id"] == cid  # type: ignore[index]
+    quote = await tool(alice, "context", {"action": "quote", "speaker": "bob"})
+    assert quote["excerpts"][0]["text"] == "hi alice"  # type: ignore[index]
+    closed = await tool(alice, "channels", {"action": "close"}, channel_id=cid)
+    assert closed["close_reason"] == "closed_by_agent"  # type: ignore[index]
+    with pytest.raises(errors.InvalidArgument) as info_err:
+        await tool(alice, "peers", {"action": "fly"})
+    assert "action" in info_err.value.message
+    with pytest.raises(errors.InvalidArgument):
+        await tool(alice, "nope", {})
+    with pytest.raises(errors.FailedPrecondition):
+        await tool(alice, "tasks", {"action": "progress", "payload": 1})
+    with pytest.raises(errors.InvalidArgument):
+        await tool(alice, "say", {"content": "where?"})
+
+
+async def test_delegate_consults_and_returns_reply(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+    bob.auto_accept_invites = True
+
+    async def answer() -> None:
+        question = await bob.next_of("ag2.msg.text")
+        await bob.say(question.channel_id, f"answer to: {data_of(question)['text']}", causation_id=question.envelope_id)
+
+    responder = asyncio.create_task(answer())
+    resp = await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="bob", prompt="model X?", timeout_seconds=10))
+    await responder
+    assert resp.text == "answer to: model X?"
+    closed = await alice.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == resp.channel_id)
+    assert data_of(closed)["reason"] == "consulting_complete"
+    with pytest.raises(errors.InvalidArgument):
+        await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="alice", prompt="me?"))
+    with pytest.raises(errors.Timeout):
+        await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="carol", prompt="hello?", timeout_seconds=0.5))

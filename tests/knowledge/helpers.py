@@ -1,0 +1,72 @@
+"""Helpers shared by the knowledge tests: polling assertions, event recording, servers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from agentnet.v1 import knowledge_pb2_grpc
+
+from agentsdk.knowledge import ChangeEvent, StoreBase
+from agentsdk.service_runtime import ServiceSpec, build_server
+from knowledgesvc.auth import TokenAuthority
+from knowledgesvc.servicer import KNOWLEDGE_SERVICE, KnowledgeServicer
+
+#: The bearer token the test servers grant every namespace.
+TOKEN = "test-token-0123456789abcdef"
+
+
+async def assert_eventually(
+    check: Callable[[], Any | Awaitable[Any]], *, timeout: float = 10.0, interval: float = 0.01
+) -> None:
+    """Run ``check`` (which asserts) until it passes; after ``timeout`` seconds re-raise its failure."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+            if isinstance(result, Awaitable):
+                await result
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(interval)
+
+
+class Recorder:
+    """An on_change callback that remembers the events it was given."""
+
+    def __init__(self) -> None:
+        self.events: list[ChangeEvent] = []
+
+    def __call__(self, event: ChangeEvent) -> None:
+        self.events.append(event)
+
+    def summary(self) -> list[tuple[str, str, int, int, int]]:
+        """(path, kind, offset, size, version) of each event, for comparisons."""
+        return [(e.path, e.kind, e.offset, e.size, e.version) for e in self.events]
+
+
+@asynccontextmanager
+async def serve_in_process(
+    store: StoreBase,
+    *,
+    grants: Mapping[str, Sequence[str]] | None = None,
+    max_write_bytes: int = 8 * 1024 * 1024,
+) -> AsyncIterator[str]:
+    """Serve ``store`` with the real KnowledgeServicer on a free loopback port; yield ``host:port``."""
+    authority = TokenAuthority(grants if grants is not None else {TOKEN: ["*"]})
+    servicer = KnowledgeServicer(store, authority, max_write_bytes=max_write_bytes)
+    spec = ServiceSpec(
+        KNOWLEDGE_SERVICE.full_name,
+        lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
+    )
+    server, _, port = await build_server([spec], host="127.0.0.1", port=0)
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(0)
