@@ -66,8 +66,13 @@ serve: setup ## run the hub (:50051) and knowledge service (:50052) on embedded 
 	@test -f gen/python/agentnet/v1/hub_pb2.py || $(MAKE) proto
 	bash scripts/serve.sh
 
-bench: setup ## run the benchmarks in bench/ (not tests)
-	$(PY) -m bench
+.venv-autogen/.installed:
+	@test -x .venv-autogen/bin/python || $(PYTHON) -m venv .venv-autogen
+	.venv-autogen/bin/python -m pip install -q "autogen-core==$(AUTOGEN_VERSION)" "autogen-ext[grpc]==$(AUTOGEN_VERSION)"
+	@touch $@
+
+bench: setup .venv-autogen/.installed ## run the benchmarks in bench/ (not tests); AutoGen gets its own venv
+	$(PY) -m bench $(BENCH_ARGS)
 
 clean: ## remove build output and local tools (keeps data/)
-	rm -rf tools/bin tools/node_modules gen/ts/node_modules gen/ts/dist build dist *.egg-info
+	rm -rf tools/bin tools/node_modules gen/ts/node_modules gen/ts/dist build dist *.egg-info .venv-autogen

@@ -7,7 +7,7 @@ the hub-stamped per-channel sequence number (0 until admitted).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Priority = Literal["background", "normal", "urgent"]
@@ -93,8 +93,6 @@ class Envelope:
     """Per-envelope time to live; ``None`` defers to the channel's expiry."""
     seq: int = 0
     """Hub-stamped per-channel sequence number (1, 2, 3, … in admission order)."""
-    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    """Local, never sent: room for handlers to annotate an envelope in process."""
 
     @property
     def text(self) -> str:

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
 
 import grpc
-from agentnet.v1 import connect_pb2, envelope_pb2, errors_pb2, hub_pb2, hub_pb2_grpc, identity_pb2, task_pb2
+from agentnet.v1 import connect_pb2, errors_pb2, hub_pb2, hub_pb2_grpc
 
 from agentsdk.errors import AgentNetError, InvalidArgument, ProtocolError, Unauthenticated
-from agentsdk.service_runtime import fill_unimplemented, stream_boundary, unary_boundary
+from agentsdk.service_runtime import abort_with, fill_unimplemented, stream_boundary, unary_boundary
 from agentsdk.wire import envelope_from_wire
 from hubsvc.core.hub import HubCore
 from hubsvc.core.tasks import TERMINAL as TASK_TERMINAL
@@ -77,8 +77,6 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                 raise Unauthenticated("Hello.credential is empty; send the credential returned by Register.")
             agent_id = self.core.registry.authenticate(credential)
         except AgentNetError as err:
-            from agentsdk.service_runtime import abort_with
-
             await abort_with(context, err)
             return
         session, welcome = await self.core.connect(agent_id, first.hello)
@@ -89,8 +87,6 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                 try:
                     frame = await session.next_frame()
                 except AgentNetError as err:
-                    from agentsdk.service_runtime import abort_with
-
                     await abort_with(context, err)
                     return
                 if frame is None:
@@ -133,7 +129,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
         try:
             env = envelope_from_wire(post.envelope)
-            fut, wire, duplicate = await self.core.admit(agent_id, env)
+            fut, wire, duplicate = await self.core.admit(agent_id, env, event_data_json=post.envelope.event_data_json)
         except AgentNetError as err:
             result(error=error_detail(err))
             return
@@ -271,7 +267,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def PostEnvelope(self, request: hub_pb2.PostEnvelopeRequest, context: Ctx) -> hub_pb2.PostEnvelopeResponse:
         """Admit one envelope."""
         caller = self._caller(context)
-        wire, duplicate = await self.core.post(caller, envelope_from_wire(request.envelope))
+        wire, duplicate = await self.core.post(
+            caller, envelope_from_wire(request.envelope), event_data_json=request.envelope.event_data_json
+        )
         return hub_pb2.PostEnvelopeResponse(envelope=wire, duplicate=duplicate)
 
     @unary_boundary
@@ -393,6 +391,3 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self._caller(context)
         records = await self.tools.list_audit(request.kind, request.subject_id, request.after_id, request.limit)
         return hub_pb2.ListAuditResponse(records=records)
-
-
-__all__ = ["HUB_SERVICE", "HubServicer", "envelope_pb2", "identity_pb2", "task_pb2"]

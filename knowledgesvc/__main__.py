@@ -28,7 +28,10 @@ async def run(config: KnowledgeConfig) -> None:
         authority = load_authority(config.tokens_file, config.data_dir)
     except TokensFileError as exc:
         raise StartupError(str(exc)) from None
-    store = open_backend(config)
+    try:
+        store = open_backend(config)
+    except ImportError as exc:  # the disk backend without its optional dependency
+        raise StartupError(str(exc)) from None
     try:
         try:
             await store.open()

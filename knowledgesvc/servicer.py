@@ -32,10 +32,18 @@ WATCH_BACKLOG = 10_000
 class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
     """Serves agentnet.v1.KnowledgeService over ``store``: each request uses ``store.namespace(request.namespace)``."""
 
-    def __init__(self, store: StoreBase, authority: TokenAuthority, *, max_write_bytes: int) -> None:
+    def __init__(
+        self,
+        store: StoreBase,
+        authority: TokenAuthority,
+        *,
+        max_write_bytes: int,
+        watch_backlog: int = WATCH_BACKLOG,
+    ) -> None:
         self._root = store
         self._authority = authority
         self._max_write_bytes = max_write_bytes
+        self._watch_backlog = watch_backlog
 
     def _store(self, namespace: str, context: Any) -> StoreBase:
         """Authenticate the caller, check the namespace name and its grant; return the namespace's store."""
@@ -116,7 +124,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
     ) -> AsyncIterator[knowledge_pb2.WatchResponse]:
         """Confirm the subscription, then stream changes until the client cancels."""
         store = self._store(request.namespace, context)
-        # None marks an overflow: the client fell WATCH_BACKLOG changes behind.
+        # None marks an overflow: the client fell watch_backlog changes behind.
         queue: asyncio.Queue[ChangeEvent | None] = asyncio.Queue()
         overflowed = False
 
@@ -124,7 +132,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
             nonlocal overflowed
             if overflowed:
                 return
-            if queue.qsize() >= WATCH_BACKLOG:
+            if queue.qsize() >= self._watch_backlog:
                 overflowed = True
                 queue.put_nowait(None)
             else:
@@ -137,8 +145,8 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
                 event = await queue.get()
                 if event is None:
                     raise Unavailable(
-                        f"the watch fell {WATCH_BACKLOG} changes behind and was ended; watch again and re-read",
-                        metadata={"backlog": str(WATCH_BACKLOG)},
+                        f"the watch fell {self._watch_backlog} changes behind and was ended; watch again and re-read",
+                        metadata={"backlog": str(self._watch_backlog)},
                     )
                 yield knowledge_pb2.WatchResponse(change=event_to_proto(event))
         finally:

@@ -57,8 +57,9 @@ class StoreBase(abc.ABC):
     def namespace(self, name: str) -> Self:
         """An isolated store named ``name`` that shares this store's resources.
 
-        The same name always returns the same view. Views are closed with the
-        store they came from; their own ``close()`` does nothing.
+        The same name always returns the same view, and namespaces are flat: a
+        view's ``namespace(n)`` is its root store's ``namespace(n)``. Views are
+        closed with their root store; their own ``close()`` does nothing.
         """
 
     async def open(self) -> None:

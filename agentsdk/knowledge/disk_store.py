@@ -81,11 +81,11 @@ class _JournalWatcher(FileSystemEventHandler):
 
     def drain(self) -> None:
         """Publish every journal record not yet published."""
-        with self._lock:
+        with self._lock:  # held while handing over too, so batches reach the loop in journal order
             events = self._tailer.read_new()
-        if events:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
-                self._loop.call_soon_threadsafe(self._publish, events)
+            if events:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
+                    self._loop.call_soon_threadsafe(self._publish, events)
 
     def _publish(self, events: list[ChangeEvent]) -> None:
         for event in events:
@@ -121,7 +121,8 @@ class DiskKnowledgeStore(StoreBase):
         self._watcher: _JournalWatcher | None = None
         self._watch_lock = asyncio.Lock()
         self._observer: BaseObserver | None = None
-        self._parent: DiskKnowledgeStore | None = None
+        self._observer_lock = threading.Lock()  # watchers of several views may start at once
+        self._root_store: DiskKnowledgeStore | None = None  # set on namespace views
         self._views: dict[str, DiskKnowledgeStore] = {}
 
     @property
@@ -130,13 +131,17 @@ class DiskKnowledgeStore(StoreBase):
         return self._root
 
     def namespace(self, name: str) -> DiskKnowledgeStore:
-        """An isolated store in the sub-directory ``<root>/<name>``."""
+        """An isolated store in the sub-directory ``<root>/<name>``.
+
+        Namespaces are flat: asking a view gives the root store's namespace of that name.
+        """
         validate_namespace(name)
-        view = self._views.get(name)
+        root = self._root_store or self
+        view = root._views.get(name)
         if view is None:
-            view = DiskKnowledgeStore(self._root / name, fsync=self._fsync, journal_max_bytes=self._journal_max_bytes)
-            view._parent = self
-            self._views[name] = view
+            view = DiskKnowledgeStore(root._root / name, fsync=root._fsync, journal_max_bytes=root._journal_max_bytes)
+            view._root_store = root
+            root._views[name] = view
         return view
 
     # --- path mapping and locking (run in worker threads) ---
@@ -353,20 +358,22 @@ class DiskKnowledgeStore(StoreBase):
 
     def _shared_observer(self) -> BaseObserver:
         """One observer thread for a store and all its namespace views."""
-        owner = self._parent or self
-        if owner._observer is None:
-            owner._observer = Observer()
-            owner._observer.start()
-        return owner._observer
+        owner = self._root_store or self
+        with owner._observer_lock:
+            if owner._observer is None:
+                owner._observer = Observer()
+                owner._observer.start()
+            return owner._observer
 
     async def close(self) -> None:
         """Stop watching and cancel subscriptions, of namespace views too (views: nothing to do)."""
-        if self._parent is not None:
+        if self._root_store is not None:
             return
         stores = [*self._views.values(), self]
         for store in stores:
             await store._feed.close()
-        observer, self._observer = self._observer, None
+        with self._observer_lock:
+            observer, self._observer = self._observer, None
         if observer is not None:
             observer.stop()
             await asyncio.to_thread(observer.join)

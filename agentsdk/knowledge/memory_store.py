@@ -41,6 +41,7 @@ class MemoryKnowledgeStore(StoreBase):
         # directory -> number of files beneath it; a directory exists while > 0
         self._dirs: Counter[str] = Counter()
         self._feed = ChangeFeed()
+        self._root: MemoryKnowledgeStore | None = None  # set on namespace views
         self._views: dict[str, MemoryKnowledgeStore] = {}
 
     def _file(self, path: str) -> _File:
@@ -116,15 +117,22 @@ class MemoryKnowledgeStore(StoreBase):
         return self._feed.subscribe(normalize_path(prefix), callback)
 
     def namespace(self, name: str) -> MemoryKnowledgeStore:
-        """An isolated in-memory store named ``name`` (the same object for the same name)."""
+        """An isolated in-memory store named ``name`` (the same object for the same name).
+
+        Namespaces are flat: asking a view gives the root store's namespace of that name.
+        """
         validate_namespace(name)
-        view = self._views.get(name)
+        root = self._root or self
+        view = root._views.get(name)
         if view is None:
-            view = self._views[name] = MemoryKnowledgeStore()
+            view = root._views[name] = MemoryKnowledgeStore()
+            view._root = root
         return view
 
     async def close(self) -> None:
-        """Cancel all subscriptions, including those of namespace views."""
+        """Cancel all subscriptions, including those of namespace views (views: nothing to do)."""
+        if self._root is not None:
+            return
         for view in self._views.values():
-            await view.close()
+            await view._feed.close()
         await self._feed.close()

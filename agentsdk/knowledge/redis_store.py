@@ -106,7 +106,7 @@ class RedisKnowledgeStore(StoreBase):
         self._listen_lock = asyncio.Lock()
         self._pubsub: Any = None
         self._listener: asyncio.Task[None] | None = None
-        self._is_view = False
+        self._root: RedisKnowledgeStore | None = None  # set on namespace views
         self._views: dict[str, RedisKnowledgeStore] = {}
 
     @property
@@ -115,13 +115,17 @@ class RedisKnowledgeStore(StoreBase):
         return self._prefix
 
     def namespace(self, name: str) -> RedisKnowledgeStore:
-        """An isolated store under the key prefix ``<prefix>ns:<name>:``, sharing the client."""
+        """An isolated store under the key prefix ``<prefix>ns:<name>:``, sharing the client.
+
+        Namespaces are flat: asking a view gives the root store's namespace of that name.
+        """
         validate_namespace(name)
-        view = self._views.get(name)
+        root = self._root or self
+        view = root._views.get(name)
         if view is None:
-            view = RedisKnowledgeStore(self._client, prefix=f"{self._prefix}ns:{name}:")
-            view._is_view = True
-            self._views[name] = view
+            view = RedisKnowledgeStore(root._client, prefix=f"{root._prefix}ns:{name}:")
+            view._root = root
+            root._views[name] = view
         return view
 
     def _data_key(self, path: str) -> str:
@@ -236,7 +240,7 @@ class RedisKnowledgeStore(StoreBase):
 
     async def close(self) -> None:
         """Stop listening and cancel subscriptions (of views too); close the client if the store created it."""
-        if self._is_view:
+        if self._root is not None:
             return
         for view in self._views.values():
             await view._stop()

@@ -66,18 +66,22 @@ class RemoteKnowledgeStore(StoreBase):
         return self._target
 
     def namespace(self, name: str) -> RemoteKnowledgeStore:
-        """The same service and credential, another namespace (sharing the connection)."""
-        view = self._views.get(name)
+        """The same service and credential, another namespace (sharing the connection).
+
+        Namespaces are flat: asking a view gives the root store's namespace of that name.
+        """
+        owner = self._owner or self
+        view = owner._views.get(name)
         if view is None:
             view = RemoteKnowledgeStore(
-                self._target,
+                owner._target,
                 namespace=name,
-                credential=self._credential,
-                channel_credentials=self._channel_credentials,
-                timeout=self._timeout,
+                credential=owner._credential,
+                channel_credentials=owner._channel_credentials,
+                timeout=owner._timeout,
             )
-            view._owner = self
-            self._views[name] = view
+            view._owner = owner
+            owner._views[name] = view
         return view
 
     def _stub(self) -> Any:

@@ -209,19 +209,23 @@ class SqliteKnowledgeStore(StoreBase):
     def __init__(self, path: str | os.PathLike[str], *, readers: int = 4) -> None:
         self._db = _Database(Path(path), readers)
         self._namespace = ""
-        self._is_view = False
+        self._root: SqliteKnowledgeStore | None = None  # set on namespace views
         self._feed = ChangeFeed()
         self._views: dict[str, SqliteKnowledgeStore] = {}
 
     def namespace(self, name: str) -> SqliteKnowledgeStore:
-        """An isolated store in the same database file (rows tagged with ``name``)."""
+        """An isolated store in the same database file (rows tagged with ``name``).
+
+        Namespaces are flat: asking a view gives the root store's namespace of that name.
+        """
         validate_namespace(name)
-        view = self._views.get(name)
+        root = self._root or self
+        view = root._views.get(name)
         if view is None:
             view = SqliteKnowledgeStore.__new__(SqliteKnowledgeStore)
-            view._db, view._namespace, view._is_view = self._db, name, True
+            view._db, view._namespace, view._root = root._db, name, root
             view._feed, view._views = ChangeFeed(), {}
-            self._views[name] = view
+            root._views[name] = view
         return view
 
     async def _check_new_path(self, conn: aiosqlite.Connection, path: str) -> None:
@@ -354,7 +358,7 @@ class SqliteKnowledgeStore(StoreBase):
 
     async def close(self) -> None:
         """Cancel subscriptions and close the connections (views: nothing to do)."""
-        if self._is_view:
+        if self._root is not None:
             return
         for view in self._views.values():
             await view._feed.close()

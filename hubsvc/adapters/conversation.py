@@ -6,7 +6,7 @@ Optional knob ``max_turns`` (positive int) closes the channel with reason
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agentsdk.envelope import Envelope
@@ -69,7 +69,7 @@ class ConversationAdapter:
         turns = state.turns + 1
         max_turns = optional_positive_int(spec.knobs, "max_turns", spec=spec)
         end = "max_turns" if max_turns is not None and turns >= max_turns else None
-        return replace(state, turns=turns, end_reason=end)
+        return ConversationState(turns=turns, end_reason=end)  # direct construction: fold is on the hydrate hot path
 
     def on_accepted(self, spec: ChannelSpec, state: ConversationState, env: Envelope) -> Accepted:
         """Close with ``max_turns`` when the envelope just folded reached the limit."""

@@ -81,8 +81,9 @@ class ChannelRuntime:
 
     def fold(self, env: Envelope, now: float) -> None:
         """Apply an admitted envelope to the lifecycle and the adapter state."""
-        self.last_seq = max(self.last_seq, env.seq)
-        self.depths[env.envelope_id] = env.depth
+        self.last_seq = env.seq
+        if env.depth:  # absent means 0; keeps the map small and hydrate fast
+            self.depths[env.envelope_id] = env.depth
         etype = env.event_type
         if etype == EV_CHANNEL_INVITE_ACK:
             member = self.participant(env.sender_id)
@@ -95,7 +96,6 @@ class ChannelRuntime:
             self.meta.close_reason = str(env.event_data.get("reason", ""))
             self.meta.closed_at.CopyFrom(to_timestamp(now))
         self.state = self.adapter.fold(self.spec, self.state, env)
-        self.meta.last_seq = self.last_seq
 
     def cancel_timers(self) -> None:
         """Disarm the invite-timeout and TTL timers."""

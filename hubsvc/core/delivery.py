@@ -51,9 +51,18 @@ class _ChannelCursor:
     """Offered seqs not yet acked (queued or sent)."""
     sent: set[int] = field(default_factory=set)
     """The outstanding seqs already written to the stream (they count against max_in_flight)."""
+    _order: list[int] = field(default_factory=list)
+    """Min-heap over outstanding seqs with lazy deletion (acks are O(log n), not O(n))."""
+
+    def add(self, seq: int) -> None:
+        self.outstanding.add(seq)
+        heapq.heappush(self._order, seq)
 
     def value(self) -> int:
-        return min(self.outstanding) - 1 if self.outstanding else self.seen_upto
+        order = self._order
+        while order and order[0] not in self.outstanding:
+            heapq.heappop(order)
+        return order[0] - 1 if order else self.seen_upto
 
 
 class Session:
@@ -119,7 +128,7 @@ class Session:
             self._skip(state, wire)
             return
         state.seen_upto = wire.seq
-        state.outstanding.add(wire.seq)
+        state.add(wire.seq)
         if len(self._heap) >= self.max_queued:
             self.close(
                 Unavailable(

@@ -51,7 +51,7 @@ from hubsvc.core.delivery import Session, visible
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
-from hubsvc.core.util import Clock, from_timestamp, iso_z, new_id, system_clock, to_timestamp
+from hubsvc.core.util import Clock, from_timestamp, iso_z, new_id, next_envelope_id, system_clock, to_timestamp
 from hubsvc.storage import ChannelRow, HubStore, WalRow, Writes
 
 log = logging.getLogger("agentnet.hub")
@@ -124,13 +124,18 @@ class HubCore:
             self._channels[row.channel_id] = self._runtime_from_row(row)
         folded = 0
         now = self.clock()
-        async for batch in self.store.scan_wal(list(self._channels)):
+        channels = self._channels
+        parse = envelope_pb2.Envelope.FromString
+        # Read the next batch (in the store's thread) while folding this one.
+        scan = aiter(self.store.scan_wal(list(channels)))
+        upcoming = asyncio.ensure_future(anext(scan, None))
+        while (batch := await upcoming) is not None:
+            upcoming = asyncio.ensure_future(anext(scan, None))
             for channel_id, data in batch:
-                ch = self._channels[channel_id]
-                ch.fold(envelope_from_wire(envelope_pb2.Envelope.FromString(data)), now)
-                folded += 1
+                channels[channel_id].fold(envelope_from_wire(parse(data)), now)
+            folded += len(batch)
         for ch in list(self._channels.values()):
-            ch.committed_seq = ch.last_seq
+            ch.committed_seq = ch.meta.last_seq = ch.last_seq
             if ch.is_terminal:  # the close was committed; only the row update was lost
                 del self._channels[ch.channel_id]
                 continue
@@ -222,16 +227,22 @@ class HubCore:
 
     # -- admission --------------------------------------------------------------------
 
-    async def post(self, sender_id: str, env: Envelope) -> tuple[envelope_pb2.Envelope, bool]:
+    async def post(
+        self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
+    ) -> tuple[envelope_pb2.Envelope, bool]:
         """Admit ``env`` from ``sender_id`` and wait for its commit; returns (as written, duplicate)."""
-        fut, wire, duplicate = await self.admit(sender_id, env)
+        fut, wire, duplicate = await self.admit(sender_id, env, event_data_json=event_data_json)
         await fut
         return wire, duplicate
 
-    async def admit(self, sender_id: str, env: Envelope) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
+    async def admit(
+        self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
+    ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
         """Validate and append ``env``; returns (commit future, envelope as written, duplicate).
 
-        Raises the domain error when refused (nothing is written then).
+        ``event_data_json`` is the JSON text ``env.event_data`` was parsed from, if the
+        caller has it (saves serialising it twice). Raises the domain error when refused
+        (nothing is written then).
         """
         self._check_shape(env)
         ch = await self._channel_for_post(sender_id, env.channel_id)
@@ -242,9 +253,9 @@ class HubCore:
                     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                     done.set_result(None)
                     return done, original, True
-            self._validate(ch, sender_id, env)
+            self._validate(ch, sender_id, env, event_data_json)
             pending = _Pending()
-            wire = self._append(ch, env, pending)
+            wire = self._append(ch, env, pending, event_data_json)
             self._after_accept(ch, env, pending)
             fut = self._submit(ch, pending)
         return fut, wire, False
@@ -284,7 +295,7 @@ class HubCore:
             data = await self.store.find_idempotent(ch.channel_id, sender_id, key)
         return envelope_pb2.Envelope.FromString(data) if data is not None else None
 
-    def _validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope) -> None:
+    def _validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope, event_data_json: str | None = None) -> None:
         cid = ch.channel_id
         if env.sender_id and env.sender_id != sender_id:
             raise PermissionDenied(
@@ -301,7 +312,9 @@ class HubCore:
                     "address only participants (or leave audience unset to broadcast).",
                     metadata={"channel_id": cid},
                 )
-        if len(dumps_json(env.event_data)) > self.options.max_event_data_bytes:
+        raw = event_data_json if event_data_json is not None else dumps_json(env.event_data)
+        limit = self.options.max_event_data_bytes
+        if len(raw) > limit // 4 and len(raw.encode()) > limit:
             raise PayloadTooLarge(
                 f"event_data is larger than {self.options.max_event_data_bytes} bytes; store big content in the "
                 "knowledge service and send a reference.",
@@ -339,15 +352,18 @@ class HubCore:
             )
         ch.adapter.validate_send(ch.spec, ch.state, env)
 
-    def _append(self, ch: ChannelRuntime, env: Envelope, pending: _Pending) -> envelope_pb2.Envelope:
+    def _append(
+        self, ch: ChannelRuntime, env: Envelope, pending: _Pending, event_data_json: str | None = None
+    ) -> envelope_pb2.Envelope:
         """Stamp, fold and stage one envelope (caller holds the lock and validated it)."""
         now = self.clock()
         env.seq = ch.last_seq + 1
-        env.envelope_id = new_id()
+        env.envelope_id = next_envelope_id()
         env.created_at = iso_z(now)
-        wire = envelope_to_wire(env)
+        wire = envelope_to_wire(env, event_data_json=event_data_json)
         data = wire.SerializeToString()
         ch.fold(env, now)
+        ch.meta.last_seq = env.seq
         if env.idempotency_key is not None:
             ch.idempotent[(env.sender_id, env.idempotency_key)] = data
         text = env.event_data.get("text") if env.event_type == EV_TEXT else None
@@ -465,7 +481,7 @@ class HubCore:
             async for batch in self.store.scan_wal([ch.channel_id]):
                 for _, data in batch:
                     fresh.fold(envelope_from_wire(envelope_pb2.Envelope.FromString(data)), self.clock())
-            fresh.committed_seq = fresh.last_seq
+            fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
             ch.cancel_timers()
             if fresh.is_terminal:
                 self._channels.pop(ch.channel_id, None)

@@ -17,7 +17,14 @@ from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2, identity_pb2, task_p
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 
-from agentsdk.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_TASK_CANCEL_REQUEST, EV_TEXT, Envelope
+from agentsdk.envelope import (
+    EV_CHANNEL_CLOSED,
+    EV_CHANNEL_EXPIRED,
+    EV_CHANNEL_OPENED,
+    EV_TASK_CANCEL_REQUEST,
+    EV_TEXT,
+    Envelope,
+)
 from agentsdk.errors import (
     AgentNetError,
     ChannelClosed,
@@ -45,7 +52,7 @@ from hubsvc.core.tool_schemas import (
     description,
     parameters_schema,
 )
-from hubsvc.core.util import from_timestamp
+from hubsvc.core.util import from_timestamp, to_timestamp
 
 _TERMINAL_EVENTS = (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED)
 
@@ -174,8 +181,6 @@ class HubTools:
         return meta, seed_id
 
     async def _seed_id(self, caller: str, channel_id: str) -> str:
-        from agentsdk.envelope import EV_CHANNEL_OPENED
-
         opened = False
         for wire in await self.core.read_wal(caller, channel_id, 1, 0, 0):
             if wire.event_type == EV_CHANNEL_OPENED:
@@ -670,8 +675,6 @@ class HubTools:
         """Audit records in id order."""
         if limit < 0 or limit > 10_000:
             raise InvalidArgument("limit must be between 1 and 10000 (0 = 100).")
-        from hubsvc.core.util import to_timestamp
-
         rows = await self.core.store.list_audit(kind=kind, subject_id=subject_id, after_id=after_id, limit=limit or 100)
         return [
             hub_pb2.AuditRecord(

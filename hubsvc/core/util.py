@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 import uuid
@@ -24,14 +25,36 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+_ID_PREFIX = secrets.token_hex(8)
+_id_counter = itertools.count(1)
+
+
+def next_envelope_id() -> str:
+    """A unique envelope id without a syscall: a random per-process prefix plus a counter.
+
+    32 hex characters like :func:`new_id`; unique across restarts (64 random bits per
+    process), cheap enough for the admission hot path. Not a secret.
+    """
+    return f"{_ID_PREFIX}{next(_id_counter):016x}"
+
+
 def new_secret() -> str:
     """A fresh credential secret (256 bits, URL-safe)."""
     return secrets.token_urlsafe(32)
 
 
+_second_cache: list[tuple[int, str]] = [(-1, "")]
+
+
 def iso_z(ts: float) -> str:
-    """RFC 3339 UTC with microseconds and a trailing "Z"."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 UTC with microseconds and a trailing "Z" (the date part is cached per second)."""
+    second = int(ts // 1)
+    cached_second, prefix = _second_cache[0]
+    if second != cached_second:
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second_cache[0] = (second, prefix)
+    micros = min(round((ts - second) * 1_000_000), 999_999)
+    return f"{prefix}.{micros:06d}Z"
 
 
 def parse_iso_z(text: str) -> float:

@@ -64,8 +64,19 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     for _ in range(3):  # the free port may be taken between probing and binding
         port = free_port()
         proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            + ["--dir", str(directory)],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(directory),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -122,7 +133,9 @@ async def open_backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path
     raise ValueError(kind)
 
 
-async def open_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path, stack: AsyncExitStack) -> KnowledgeStore:
+async def open_store(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, stack: AsyncExitStack
+) -> KnowledgeStore:
     """A store of ``kind`` (see LOCAL_KINDS / REMOTE_KINDS), closed by ``stack``."""
     if kind == "locked-memory":
         return LockedKnowledgeStore(await stack.enter_async_context(MemoryKnowledgeStore()), asyncio.Lock())

@@ -56,10 +56,11 @@ async def serve_in_process(
     *,
     grants: Mapping[str, Sequence[str]] | None = None,
     max_write_bytes: int = 8 * 1024 * 1024,
+    watch_backlog: int = 10_000,
 ) -> AsyncIterator[str]:
     """Serve ``store`` with the real KnowledgeServicer on a free loopback port; yield ``host:port``."""
     authority = TokenAuthority(grants if grants is not None else {TOKEN: ["*"]})
-    servicer = KnowledgeServicer(store, authority, max_write_bytes=max_write_bytes)
+    servicer = KnowledgeServicer(store, authority, max_write_bytes=max_write_bytes, watch_backlog=watch_backlog)
     spec = ServiceSpec(
         KNOWLEDGE_SERVICE.full_name,
         lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),

@@ -188,11 +188,15 @@ async def test_on_change_reports_written_appended_deleted_under_prefix(store: Kn
     await store.write("/watchedness", "not under the prefix")
     await store.delete("/watched/a.md")
     await store.write("/watched/sub/b.md", "b")
+    await store.write("/watched/sub/b.md", "bb")
+    await store.append("/watched/a.md", "new")  # re-created: its version starts again at 1
     expected = [
         ("/watched/a.md", "written", 0, 6, 1),
         ("/watched/a.md", "appended", 6, 9, 2),
         ("/watched/a.md", "deleted", 0, 0, 0),
         ("/watched/sub/b.md", "written", 0, 1, 1),
+        ("/watched/sub/b.md", "written", 0, 2, 2),
+        ("/watched/a.md", "appended", 0, 3, 1),
     ]
 
     def delivered() -> None:

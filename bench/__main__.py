@@ -1,0 +1,17 @@
+"""``python -m bench``: every benchmark, one after the other (``make bench``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def main() -> None:
+    """Run the hub benchmark, then the knowledge benchmark, passing extra flags to the hub one."""
+    for module, args in (("bench.hub_bench", sys.argv[1:]), ("bench.knowledge_bench", [])):
+        print(f"\n### {module}", flush=True)
+        subprocess.run([sys.executable, "-m", module, *args], check=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""A lean Connect-stream participant for benchmarks (hub and floor relay alike)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
+
+OnDelivery = Callable[[envelope_pb2.Envelope], None]
+
+
+class BenchPeer:
+    """One participant: a Connect stream with pipelined posts and immediate acks."""
+
+    def __init__(self, channel: grpc.aio.Channel, credential: str, agent_id: str = "") -> None:
+        self.stub = hub_pb2_grpc.HubServiceStub(channel)
+        self.credential = credential
+        self.agent_id = agent_id
+        self.metadata = (("authorization", f"Bearer {credential}"),)
+        self.on_delivery: OnDelivery = lambda env: None
+        self.ack = True
+        self._out: asyncio.Queue[connect_pb2.ConnectRequest] = asyncio.Queue()
+        self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
+        self._ids = itertools.count()
+        self._task: asyncio.Task[None] | None = None
+        self._call: grpc.aio.StreamStreamCall[connect_pb2.ConnectRequest, connect_pb2.ConnectResponse] | None = None
+
+    async def connect(self, channels: list[str] | None = None) -> None:
+        """Open the stream (``channels`` become Hello cursors: the relay joins them)."""
+        self._out.put_nowait(
+            connect_pb2.ConnectRequest(
+                hello=connect_pb2.Hello(credential=self.credential, cursors={c: 0 for c in channels or []})
+            )
+        )
+
+        async def frames() -> AsyncIterator[connect_pb2.ConnectRequest]:
+            while True:
+                yield await self._out.get()
+
+        self._call = self.stub.Connect(frames())
+        welcomed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def read() -> None:
+            assert self._call is not None
+            async for frame in self._call:
+                kind = frame.WhichOneof("frame")
+                if kind == "delivery":
+                    env = frame.delivery.envelope
+                    if self.ack:
+                        self._out.put_nowait(
+                            connect_pb2.ConnectRequest(
+                                ack=connect_pb2.Ack(
+                                    entries=[connect_pb2.AckEntry(channel_id=env.channel_id, seq=env.seq)]
+                                )
+                            )
+                        )
+                    self.on_delivery(env)
+                elif kind == "post_result":
+                    fut = self._results.pop(frame.post_result.request_id, None)
+                    if fut is not None:
+                        fut.set_result(frame.post_result)
+                elif kind == "welcome" and not welcomed.done():
+                    welcomed.set_result(None)
+
+        self._task = asyncio.create_task(read())
+        await asyncio.wait_for(welcomed, 30)
+
+    def post_nowait(self, env: envelope_pb2.Envelope) -> asyncio.Future[connect_pb2.PostResult]:
+        """Queue a post; the future resolves with its PostResult."""
+        request_id = str(next(self._ids))
+        fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
+        self._results[request_id] = fut
+        self._out.put_nowait(connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=env)))
+        return fut
+
+    async def close(self) -> None:
+        """Cancel the stream."""
+        if self._call is not None:
+            self._call.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def register(channel: grpc.aio.Channel, name: str) -> tuple[str, str]:
+    """Register on a real hub; returns (agent_id, credential)."""
+    stub = hub_pb2_grpc.HubServiceStub(channel)
+    resp = await stub.Register(hub_pb2.RegisterRequest(passport=identity_pb2.Passport(name=name)))
+    return resp.agent.agent_id, resp.credential
+
+
+def text(channel_id: str, body: str, event_type: str = "ag2.msg.text") -> envelope_pb2.Envelope:
+    """A small envelope like an agent's chat turn."""
+    return envelope_pb2.Envelope(
+        channel_id=channel_id, event_type=event_type, event_data_json='{"text":"' + body + '"}'
+    )

@@ -1,0 +1,330 @@
+"""Hub benchmark: the hub (durable WAL, separate process) vs the raw-gRPC floor relay
+vs AutoGen's gRPC worker runtime, in one run, on loopback.
+
+Workloads: request/reply round trip p50/p99, one-way throughput in a conversation
+channel, 8-way fan-out deliveries/s, hydrate rate of a large WAL, and RSS per idle
+connected agent. Every figure is measured here, in this run; nothing is assumed.
+Run: ``make bench`` (or ``python -m bench.hub_bench --help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from agentnet.v1 import envelope_pb2, hub_pb2
+
+from bench.client import BenchPeer, register, text
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Proc:
+    """A server subprocess."""
+
+    popen: subprocess.Popen[str]
+    target: str
+
+    def rss_kb(self) -> int:
+        """Resident set size of the process in KiB."""
+        for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def stop(self) -> None:
+        self.popen.terminate()
+        try:
+            self.popen.wait(15)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+
+
+def start(args: list[str]) -> Proc:
+    """Start ``python -m <args>`` and wait for its "listening on host:port" line."""
+    popen = subprocess.Popen(
+        [sys.executable, "-m", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert popen.stdout is not None
+    for line in popen.stdout:
+        if "listening on" in line:
+            return Proc(popen, line.rsplit(" ", 1)[1].strip())
+    raise RuntimeError(f"{args} did not start")
+
+
+@dataclass
+class Setup:
+    """Connected peers sharing one channel."""
+
+    peers: list[BenchPeer]
+    channel_id: str
+    grpc_channels: list[grpc.aio.Channel] = field(default_factory=list)
+
+    async def close(self) -> None:
+        for p in self.peers:
+            await p.close()
+        for c in self.grpc_channels:
+            await c.close()
+
+
+async def setup_hub(target: str, n: int, channel_type: str, tag: str) -> Setup:
+    """Register ``n`` agents, connect each on its own connection, open a channel, ack invites."""
+    chans = [grpc.aio.insecure_channel(target) for _ in range(n)]
+    peers = []
+    for i, ch in enumerate(chans):
+        agent_id, cred = await register(ch, f"{tag}-{i}")
+        peers.append(BenchPeer(ch, cred, agent_id))
+    for p in peers:
+        await p.connect()
+    opened = asyncio.get_running_loop().create_future()
+
+    def watch_opener(env: envelope_pb2.Envelope) -> None:
+        if env.event_type == "ag2.channel.opened" and not opened.done():
+            opened.set_result(None)
+
+    peers[0].on_delivery = watch_opener
+    for p in peers[1:]:
+        p.on_delivery = lambda env, p=p: (
+            p.post_nowait(text(env.channel_id, "", "ag2.channel.invite_ack"))
+            if env.event_type == "ag2.channel.invite"
+            else None
+        )
+    resp = await peers[0].stub.OpenChannel(
+        hub_pb2.OpenChannelRequest(type=channel_type, targets=[p.agent_id for p in peers[1:]]),
+        metadata=peers[0].metadata,
+    )
+    await asyncio.wait_for(opened, 30)
+    for p in peers:
+        p.on_delivery = lambda env: None
+    return Setup(peers, resp.channel.channel_id, chans)
+
+
+async def setup_relay(target: str, n: int) -> Setup:
+    """``n`` peers on the floor relay, all joined to one channel."""
+    chans = [grpc.aio.insecure_channel(target) for _ in range(n)]
+    peers = [BenchPeer(ch, f"peer-{i}") for i, ch in enumerate(chans)]
+    for p in peers:
+        await p.connect(["c1"])
+    return Setup(peers, "c1", chans)
+
+
+async def round_trips(s: Setup, iterations: int, warmup: int) -> dict[str, float]:
+    """A asks, B answers on receipt; latency from A's post to A's receipt of the answer."""
+    a, b = s.peers[0], s.peers[1]
+    waiting: list[asyncio.Future[None]] = []
+    b.on_delivery = lambda env: b.post_nowait(text(s.channel_id, "pong")) if env.event_type == "ag2.msg.text" else None
+
+    def a_got(env: envelope_pb2.Envelope) -> None:
+        if env.event_type == "ag2.msg.text" and waiting and not waiting[0].done():
+            waiting.pop(0).set_result(None)
+
+    a.on_delivery = a_got
+    samples = []
+    for i in range(warmup + iterations):
+        fut = asyncio.get_running_loop().create_future()
+        waiting.append(fut)
+        t0 = time.perf_counter()
+        a.post_nowait(text(s.channel_id, "ping"))
+        await asyncio.wait_for(fut, 30)
+        if i >= warmup:
+            samples.append(time.perf_counter() - t0)
+    samples.sort()
+    return {
+        "p50_ms": statistics.median(samples) * 1000,
+        "p99_ms": samples[int(len(samples) * 0.99) - 1] * 1000,
+    }
+
+
+async def one_way(s: Setup, count: int, window: int, event_type: str = "ag2.msg.text") -> float:
+    """Sender posts ``count`` envelopes with ``window`` outstanding; every other peer counts
+    deliveries; returns deliveries per second until the last receiver has all of them."""
+    sender, receivers = s.peers[0], s.peers[1:]
+    done = asyncio.get_running_loop().create_future()
+    remaining = [count * len(receivers)]
+
+    def got(env: envelope_pb2.Envelope) -> None:
+        if env.event_type == event_type:
+            remaining[0] -= 1
+            if remaining[0] == 0 and not done.done():
+                done.set_result(None)
+
+    for r in receivers:
+        r.on_delivery = got
+    sem = asyncio.Semaphore(window)
+    t0 = time.perf_counter()
+    for i in range(count):
+        await sem.acquire()
+        fut = sender.post_nowait(text(s.channel_id, f"m{i}", event_type))
+        fut.add_done_callback(lambda _f: sem.release())
+    await asyncio.wait_for(done, 300)
+    return count * len(receivers) / (time.perf_counter() - t0)
+
+
+async def idle_rss_per_agent(agents: int) -> dict[str, float]:
+    """Hub RSS growth per idle connected agent (each with its own Connect stream)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        hub = start(["hubsvc", "--port", "0", "--db", f"{tmp}/hub.db", "--log-level", "WARNING"])
+        chans = [grpc.aio.insecure_channel(hub.target) for _ in range(max(1, agents // 50))]
+        try:
+            creds = [await register(chans[i % len(chans)], f"idle-{i}") for i in range(agents)]
+            await asyncio.sleep(1.0)
+            before = hub.rss_kb()
+            peers = [BenchPeer(chans[i % len(chans)], cred, aid) for i, (aid, cred) in enumerate(creds)]
+            await asyncio.gather(*(p.connect() for p in peers))
+            await asyncio.sleep(3.0)
+            after = hub.rss_kb()
+            for p in peers:
+                await p.close()
+        finally:
+            for c in chans:
+                await c.close()
+            hub.stop()
+    return {"kb_per_agent": (after - before) / agents, "rss_before_kb": before, "rss_after_kb": after}
+
+
+def hydrate_rate(envelopes: int) -> dict[str, float]:
+    """Write a WAL of ``envelopes`` envelopes (1000 per channel) straight to SQLite, then time HubCore.hydrate."""
+    code = f"""
+import asyncio, json, time
+from pathlib import Path
+from bench.hydrate_fixture import build, measure
+async def main():
+    path = Path({tempfile.mkdtemp()!r}) / "hub.db"
+    await build(path, {envelopes})
+    print(json.dumps(await measure(path)))
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def autogen(agents_python: str | None, iterations: int, count: int) -> dict[str, Any] | None:
+    """Run the AutoGen peer benchmark in its own environment (its gRPC/protobuf pins differ from ours)."""
+    if not agents_python or not Path(agents_python).exists():
+        return None
+    out = subprocess.run(
+        [
+            agents_python,
+            str(ROOT / "bench" / "autogen_peer.py"),
+            "--iterations",
+            str(iterations),
+            "--count",
+            str(count),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if out.returncode != 0:
+        print(out.stderr[-2000:], file=sys.stderr)
+        return None
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+async def run_remote(kind: str, proc: Proc, iterations: int, count: int, window: int) -> dict[str, Any]:
+    """The three network workloads against the hub or the relay."""
+    results: dict[str, Any] = {}
+
+    async def build(n: int, channel_type: str, tag: str) -> Setup:
+        if kind == "hub":
+            return await setup_hub(proc.target, n, channel_type, tag)
+        return await setup_relay(proc.target, n)
+
+    s = await build(2, "conversation", "rtt")
+    results["rtt"] = await round_trips(s, iterations, warmup=min(200, iterations))
+    await s.close()
+    s = await build(2, "conversation", "tput")
+    results["throughput"] = await one_way(s, count, window)
+    await s.close()
+    s = await build(9, "discussion", "fan")
+    results["fanout"] = await one_way(s, max(1, count // 4), window, event_type="bench.tick")
+    await s.close()
+    return results
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "n/a"
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        relay = start(["bench.relay", "--port", "0"])
+        hub = start(["hubsvc", "--port", "0", "--db", f"{tmp}/hub.db", "--log-level", "WARNING"])
+        try:
+            report["floor"] = await run_remote("relay", relay, args.iterations, args.count, args.window)
+            report["hub"] = await run_remote("hub", hub, args.iterations, args.count, args.window)
+        finally:
+            relay.stop()
+            hub.stop()
+    report["autogen"] = autogen(args.autogen_python, args.iterations, args.count)
+    report["hydrate"] = hydrate_rate(args.hydrate_envelopes)
+    report["idle"] = await idle_rss_per_agent(args.idle_agents)
+    return report
+
+
+def print_report(r: dict[str, Any]) -> None:
+    floor, hub, ag = r["floor"], r["hub"], r.get("autogen")
+    print("\n== hub benchmark (loopback; hub and floor relay as separate processes) ==")
+    print(f"{'workload':<34}{'floor':>14}{'hub':>14}{'autogen':>14}   ratios (target)")
+    rt = f"  hub/floor p50 {ratio(hub['rtt']['p50_ms'], floor['rtt']['p50_ms'])} (<= 1.5x)"
+    agv = f"{ag['rtt']['p50_ms']:>12.3f}ms" if ag else f"{'n/a':>14}"
+    print(f"{'round trip p50':<34}{floor['rtt']['p50_ms']:>12.3f}ms{hub['rtt']['p50_ms']:>12.3f}ms{agv}{rt}")
+    agv = f"{ag['rtt']['p99_ms']:>12.3f}ms" if ag else f"{'n/a':>14}"
+    print(f"{'round trip p99':<34}{floor['rtt']['p99_ms']:>12.3f}ms{hub['rtt']['p99_ms']:>12.3f}ms{agv}")
+    for key, label, floor_target, ag_target in (
+        ("throughput", "one-way throughput (msg/s)", 0.6, 1.5),
+        ("fanout", "8-way fan-out (deliveries/s)", 0.5, 2.0),
+    ):
+        agv = f"{ag[key]:>14.0f}" if ag else f"{'n/a':>14}"
+        extra = f", hub/autogen {ratio(hub[key], ag[key])} (>= {ag_target}x)" if ag else ""
+        print(
+            f"{label:<34}{floor[key]:>14.0f}{hub[key]:>14.0f}{agv}"
+            f"   hub/floor {ratio(hub[key], floor[key])} (>= {floor_target}x){extra}"
+        )
+    h = r["hydrate"]
+    print(f"{'hydrate':<34}{h['envelopes']:>10} envelopes in {h['seconds']:.2f}s = {h['rate']:.0f}/s (>= 100000/s)")
+    i = r["idle"]
+    print(f"{'idle connected agent RSS':<34}{i['kb_per_agent']:>10.1f} KB/agent at {args_idle(r)} agents (<= 30 KB)")
+    if ag is None:
+        print("autogen: not measured (run `make bench`, which installs autogen-ext[grpc] in .venv-autogen)")
+
+
+def args_idle(r: dict[str, Any]) -> int:
+    return int(r.get("idle_agents", 0))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=2000, help="round trips to time")
+    parser.add_argument("--count", type=int, default=20000, help="envelopes for the throughput run")
+    parser.add_argument("--window", type=int, default=512, help="outstanding posts")
+    parser.add_argument("--hydrate-envelopes", type=int, default=1_000_000)
+    parser.add_argument("--idle-agents", type=int, default=1000)
+    parser.add_argument(
+        "--autogen-python", default=os.environ.get("AUTOGEN_PYTHON", str(ROOT / ".venv-autogen" / "bin" / "python"))
+    )
+    parser.add_argument("--json", action="store_true", help="print the raw JSON report too")
+    args = parser.parse_args()
+    report = asyncio.run(main_async(args))
+    report["idle_agents"] = args.idle_agents
+    print_report(report)
+    if args.json:
+        print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

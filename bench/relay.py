@@ -1,0 +1,85 @@
+"""The floor: a minimal grpc.aio bidi relay speaking the same Connect frames as the
+hub, with no WAL, no registry, no rules and no acks — the most a Python gRPC hub can do.
+
+A session joins every channel named in its Hello cursors; a post is stamped with a
+seq, answered with a PostResult and forwarded to every other member of its channel.
+Run: ``python -m bench.relay --port 0``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from agentnet.v1 import connect_pb2, hub_pb2_grpc
+
+SERVER_OPTIONS = [
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+]
+
+
+class RelayServicer(hub_pb2_grpc.HubServiceServicer):
+    """Connect only."""
+
+    def __init__(self) -> None:
+        self.members: dict[str, dict[str, asyncio.Queue[connect_pb2.ConnectResponse]]] = {}
+        self.seqs: dict[str, itertools.count[int]] = {}
+
+    async def Connect(
+        self, request_iterator: AsyncIterator[connect_pb2.ConnectRequest], context: Any
+    ) -> AsyncIterator[connect_pb2.ConnectResponse]:
+        first = await anext(aiter(request_iterator))
+        me = first.hello.credential
+        queue: asyncio.Queue[connect_pb2.ConnectResponse] = asyncio.Queue()
+        for channel_id in first.hello.cursors:
+            self.members.setdefault(channel_id, {})[me] = queue
+            self.seqs.setdefault(channel_id, itertools.count(1))
+
+        async def read() -> None:
+            async for frame in request_iterator:
+                if frame.WhichOneof("frame") != "post":
+                    continue
+                env = frame.post.envelope
+                env.sender_id = me
+                env.seq = next(self.seqs[env.channel_id])
+                queue.put_nowait(
+                    connect_pb2.ConnectResponse(
+                        post_result=connect_pb2.PostResult(request_id=frame.post.request_id, envelope=env)
+                    )
+                )
+                delivery = connect_pb2.ConnectResponse(delivery=connect_pb2.Delivery(envelope=env))
+                for who, q in self.members[env.channel_id].items():
+                    if who != me:
+                        q.put_nowait(delivery)
+
+        reader = asyncio.create_task(read())
+        try:
+            yield connect_pb2.ConnectResponse(welcome=connect_pb2.Welcome(agent_id=me))
+            while True:
+                yield await queue.get()
+        finally:
+            reader.cancel()
+            for members in self.members.values():
+                members.pop(me, None)
+
+
+async def serve(port: int) -> None:
+    """Serve the relay until cancelled."""
+    server = grpc.aio.server(options=SERVER_OPTIONS)
+    hub_pb2_grpc.add_HubServiceServicer_to_server(RelayServicer(), server)
+    bound = server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print(f"relay listening on 127.0.0.1:{bound}", flush=True)
+    await server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    asyncio.run(serve(parser.parse_args().port))

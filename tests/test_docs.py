@@ -1,0 +1,34 @@
+"""The code examples in docs/ run as written against real services."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.procs import ROOT, start_service
+
+
+def python_blocks(doc: str) -> list[str]:
+    """The ```python blocks of a markdown file."""
+    return re.findall(r"```python\n(.*?)```", (ROOT / "docs" / doc).read_text(), re.DOTALL)
+
+
+def test_hub_doc_example_runs(tmp_path: Path) -> None:
+    hub = start_service("hubsvc", ["--data-dir", str(tmp_path)], cwd=tmp_path)
+    try:
+        script = tmp_path / "example.py"
+        script.write_text(python_blocks("hub.md")[0])
+        out = subprocess.run(
+            [sys.executable, str(script)],
+            env=dict(os.environ, AGENTNET_HUB=hub.target),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines() == ["You asked: What is a WAL?", "closed: consulting_complete"]
+    finally:
+        hub.terminate()
