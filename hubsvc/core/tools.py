@@ -241,6 +241,12 @@ class HubTools:
                 if wire.event_type in _TERMINAL_EVENTS or (limit and sent >= limit):
                     return
             if self.core.live_channel(channel_id) is None:
+                # It ended meanwhile: whatever came after our first read is in the WAL.
+                for wire in await self.core.read_wal(caller, channel_id, last + 1, until_seq, 0):
+                    yield wire
+                    sent += 1
+                    if limit and sent >= limit:
+                        return
                 return
             while True:
                 wire = await queue.get()
