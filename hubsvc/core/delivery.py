@@ -5,9 +5,11 @@ Committed envelopes are offered to the session of every member that may see
 them; the session hands them out urgent-first (FIFO within a priority), at most
 ``max_in_flight`` unacked at a time, and turns acks into per-channel cursors:
 the cursor of a channel is the highest seq below which everything visible was
-acked (or was not for this participant to see). Envelopes whose ``ttl_seconds``
-ran out before delivery are skipped. While a session replays the WAL from its
-resume cursors, live envelopes wait in a buffer so order is kept.
+acked (or was not for this participant to see). Each delivery names the previous
+seq of the participant's chain (``prev_seq``) so clients can keep exact cursors of
+their own. Envelopes whose ``ttl_seconds`` ran out before delivery are sent as
+content-less ``expired`` slots. While a session replays the WAL from its resume
+cursors, live envelopes wait in a buffer so order is kept.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class _ChannelCursor:
     """The outstanding seqs already written to the stream (they count against max_in_flight)."""
     _order: list[int] = field(default_factory=list)
     """Min-heap over outstanding seqs with lazy deletion (acks are O(log n), not O(n))."""
+    last_visible: int = 0
+    """Seq of the last envelope in this participant's chain (Delivery.prev_seq of the next one)."""
 
     def add(self, seq: int) -> None:
         self.outstanding.add(seq)
@@ -74,7 +78,7 @@ class Session:
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
         self._clock = clock
-        self._heap: list[tuple[int, int, str, envelope_pb2.Envelope, bool]] = []
+        self._heap: list[tuple[int, int, str, envelope_pb2.Envelope, bool, int]] = []
         self._counter = itertools.count()
         self._control: deque[connect_pb2.ConnectResponse] = deque()
         self._wakeup = asyncio.Event()
@@ -102,6 +106,7 @@ class Session:
         """Begin replay of a channel from ``cursor`` (everything <= cursor counts as done)."""
         state = self._cursors.setdefault(channel_id, _ChannelCursor())
         state.seen_upto = max(state.seen_upto, cursor)
+        state.last_visible = max(state.last_visible, cursor)
 
     def replay(self, wire: envelope_pb2.Envelope) -> None:
         """Queue an envelope read from the WAL during resume."""
@@ -124,9 +129,11 @@ class Session:
         state = self._cursors.setdefault(wire.channel_id, _ChannelCursor(seen_upto=wire.seq - 1))
         if wire.seq <= state.seen_upto:
             return
-        if not visible(wire, self.agent_id) or is_expired(wire, self._clock()):
+        if wire.sender_id == self.agent_id or not visible(wire, self.agent_id):
+            # Not for this participant, or its own post (the PostResult already returned it).
             self._skip(state, wire)
             return
+        prev, state.last_visible = state.last_visible, wire.seq
         state.seen_upto = wire.seq
         state.add(wire.seq)
         if len(self._heap) >= self.max_queued:
@@ -138,7 +145,7 @@ class Session:
             )
             return
         rank = _PRIORITY_RANK.get(wire.priority, 1)
-        heapq.heappush(self._heap, (rank, next(self._counter), wire.channel_id, wire, replay))
+        heapq.heappush(self._heap, (rank, next(self._counter), wire.channel_id, wire, replay, prev))
         self._wakeup.set()
 
     def _skip(self, state: _ChannelCursor, wire: envelope_pb2.Envelope) -> None:
@@ -203,15 +210,20 @@ class Session:
                     raise self._close_error
                 return None
             if self._heap and self._in_flight < self.max_in_flight:
-                _, _, channel_id, wire, replay = heapq.heappop(self._heap)
+                _, _, channel_id, wire, replay, prev = heapq.heappop(self._heap)
                 state = self._cursors[channel_id]
                 if wire.seq not in state.outstanding:
                     continue
-                if is_expired(wire, self._clock()):
-                    self.ack(channel_id, wire.seq)  # stale: never delivered, counts as done
-                    continue
                 state.sent.add(wire.seq)
                 self._in_flight += 1
-                return connect_pb2.ConnectResponse(delivery=connect_pb2.Delivery(envelope=wire, replay=replay))
+                if is_expired(wire, self._clock()):
+                    # Stale: withhold the content but keep the slot, so client cursors stay exact.
+                    stub = envelope_pb2.Envelope(
+                        channel_id=channel_id, seq=wire.seq, envelope_id=wire.envelope_id, event_type=wire.event_type
+                    )
+                    delivery = connect_pb2.Delivery(envelope=stub, replay=replay, prev_seq=prev, expired=True)
+                else:
+                    delivery = connect_pb2.Delivery(envelope=wire, replay=replay, prev_seq=prev)
+                return connect_pb2.ConnectResponse(delivery=delivery)
             self._wakeup.clear()
             await self._wakeup.wait()

@@ -242,8 +242,22 @@ class HubCore:
 
         ``event_data_json`` is the JSON text ``env.event_data`` was parsed from, if the
         caller has it (saves serialising it twice). Raises the domain error when refused
-        (nothing is written then).
+        (nothing is written then). Every refusal is audited as ``post_refused``.
         """
+        try:
+            return await self._admit(sender_id, env, event_data_json)
+        except AgentNetError as err:
+            self.audit(
+                "post_refused",
+                sender_id,
+                env.channel_id,
+                {"reason": err.reason, "event_type": env.event_type, "message": err.message},
+            )
+            raise
+
+    async def _admit(
+        self, sender_id: str, env: Envelope, event_data_json: str | None
+    ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
         self._check_shape(env)
         ch = await self._channel_for_post(sender_id, env.channel_id)
         async with ch.lock:
@@ -699,17 +713,6 @@ class HubCore:
         self._sessions[agent_id] = session
         self.registry.touch(agent_id, online=True)
         stored = await self.store.load_cursors(agent_id)
-        welcome = connect_pb2.Welcome(
-            agent_id=agent_id,
-            session_id=session.session_id,
-            cursors=stored,
-            keepalive_seconds=self.options.keepalive_seconds,
-        )
-        self.spawn(self._replay(session, dict(hello.cursors), stored), f"replay-{agent_id}")
-        return session, welcome
-
-    async def _replay(self, session: Session, asked: dict[str, int], stored: dict[str, int]) -> None:
-        agent_id = session.agent_id
         marks: dict[str, int] = {}
         for ch in list(self._channels.values()):
             if agent_id in ch.participants:
@@ -717,11 +720,24 @@ class HubCore:
         for row in await self.store.list_channels_for(agent_id, include_ended=True, limit=1000):
             if row.channel_id not in marks and not row.live:
                 marks[row.channel_id] = channel_pb2.ChannelMetadata.FromString(row.record).last_seq
+        # The client's own cursor wins (it may know better than the last flushed ack).
+        cursors = {c: hello.cursors[c] if c in hello.cursors else stored.get(c, 0) for c in marks}
+        for channel_id, cursor in cursors.items():
+            session.start_replay_channel(channel_id, cursor)
+        welcome = connect_pb2.Welcome(
+            agent_id=agent_id,
+            session_id=session.session_id,
+            cursors=cursors,
+            keepalive_seconds=self.options.keepalive_seconds,
+        )
+        self.spawn(self._replay(session, marks, cursors), f"replay-{agent_id}")
+        return session, welcome
+
+    async def _replay(self, session: Session, marks: dict[str, int], cursors: dict[str, int]) -> None:
+        """Queue every envelope above each channel's cursor up to its mark, then release the live ones."""
         try:
             for channel_id, mark in marks.items():
-                cursor = asked.get(channel_id, stored.get(channel_id, 0))
-                session.start_replay_channel(channel_id, cursor)
-                next_seq = cursor + 1
+                next_seq = cursors[channel_id] + 1
                 while next_seq <= mark and not session.closed:
                     page = await self.store.read_wal(channel_id, next_seq, mark, 1000)
                     if not page:

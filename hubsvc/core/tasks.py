@@ -187,13 +187,14 @@ class TaskMirror:
     async def _save(self, task: task_pb2.TaskMetadata) -> None:
         if task.state in TERMINAL:
             self._finish(task)
-            self._audit("task_terminated", task.owner_id, task.task_id, {"state": task_pb2.TaskState.Name(task.state)})
         else:
             self._live[task.task_id] = task
             self._notify(task.task_id)
         await self._store.commit(Writes(tasks=[self._row(task)]))
 
     def _finish(self, task: task_pb2.TaskMetadata) -> None:
+        if task.task_id in self._live:
+            self._audit("task_terminated", task.owner_id, task.task_id, {"state": task_pb2.TaskState.Name(task.state)})
         self._live.pop(task.task_id, None)
         self._ended[task.task_id] = task
         self._notify(task.task_id)

@@ -92,6 +92,10 @@ class Participant:
         self._ids = itertools.count(1)
         self.auto_ack = True
         self.auto_accept_invites = False
+        self.chain: list[tuple[str, int, int]] = []
+        """(channel_id, prev_seq, seq) of every delivery, in arrival order."""
+        self.expired: list[envelope_pb2.Envelope] = []
+        """Content-less slots of envelopes whose TTL ran out before delivery."""
 
     async def rpc(self, method: str, request: Any, **kwargs: Any) -> Any:
         """Call a unary RPC with this participant's credential."""
@@ -142,6 +146,12 @@ class Participant:
 
     async def _on_delivery(self, delivery: connect_pb2.Delivery) -> None:
         env = delivery.envelope
+        self.chain.append((env.channel_id, delivery.prev_seq, env.seq))
+        if delivery.expired:
+            self.expired.append(env)
+            if self.auto_ack:
+                self.ack(env.channel_id, env.seq)
+            return
         if self.auto_accept_invites and env.event_type == "ag2.channel.invite":
             self.spawn_post(env.channel_id, "ag2.channel.invite_ack", {})
         await self.inbox.put(delivery)

@@ -112,6 +112,7 @@ async def test_envelope_ttl_stops_stale_delivery(hub: RunningHub) -> None:
     await bob.connect()
     got = data_of(await bob.next_of("ag2.msg.text"))
     assert got == {"text": "fresh"}
+    assert len(bob.expired) == 1 and bob.expired[0].event_data_json == ""  # the slot, without its content
     with pytest.raises(errors.InvalidArgument):
         await alice.say(cid, "bad ttl", ttl_seconds=-1)
     await alice.close()
@@ -230,3 +231,31 @@ async def test_malformed_envelopes_refused_cleanly(trio: tuple[Participant, Part
     assert result.error.reason == "INVALID_ARGUMENT" and "JSON object" in result.error.message
     ok = await alice.say(cid, "still fine")
     assert ok.seq > 0
+
+
+async def test_prev_seq_chain_lets_clients_keep_exact_cursors(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    disc = await open_channel(alice, "discussion", [bob, carol])
+    await alice.say(disc, "for carol only", audience=[carol.agent_id])
+    await alice.post(disc, "myapp.ping", {}, priority=3)
+    await alice.post(disc, "myapp.bg", {}, priority=1)
+    await bob.say(disc, "bob's turn")
+    await carol.say(disc, "for all")
+    await bob.next(lambda e: e.channel_id == disc and e.event_type == "ag2.msg.text")
+    await asyncio.sleep(0.2)
+    # bob's chain skips what he may not see and covers every seq he saw, whatever the arrival order.
+    links = {seq: prev for cid, prev, seq in bob.chain if cid == disc}
+    cursor = 0
+    while cursor in {prev for prev in links.values()}:
+        cursor = next(seq for seq, prev in links.items() if prev == cursor)
+    assert cursor == max(links)
+    assert len(links) == len(set(links.values()))
+    bob.drain()
+    await bob.disconnect()
+    await alice.say(disc, "while bob is away")  # alice's turn again
+    bob.inbox = asyncio.Queue()
+    welcome = await bob.connect(cursors={disc: cursor})
+    assert welcome.cursors[disc] == cursor
+    again = await bob.next(lambda e: e.channel_id == disc and e.event_type == "ag2.msg.text")
+    assert data_of(again) == {"text": "while bob is away"}
+    assert bob.chain[-1][1] == cursor  # the first replayed delivery chains onto the resume cursor

@@ -220,3 +220,40 @@ async def test_delegate_consults_and_returns_reply(trio: tuple[Participant, Part
         await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="alice", prompt="me?"))
     with pytest.raises(errors.Timeout):
         await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="carol", prompt="hello?", timeout_seconds=0.5))
+
+
+async def test_refused_posts_are_audited(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    disc = await open_channel(alice, "discussion", [bob, carol])
+    with pytest.raises(errors.NotYourTurn):
+        await carol.say(disc, "out of turn")
+    records = (await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="post_refused"))).records
+    assert [(r.actor_id, r.subject_id, json.loads(r.detail_json)["reason"]) for r in records] == [
+        (carol.agent_id, disc, "NOT_YOUR_TURN")
+    ]
+
+
+async def test_task_tools_inside_a_task_and_expiry(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, _ = trio
+
+    async def tool(p: Participant, name: str, args: dict[str, object], **kw: str) -> dict[str, object]:
+        resp = await p.rpc("CallTool", hub_pb2.CallToolRequest(name=name, arguments_json=json.dumps(args), **kw))
+        return dict(json.loads(resp.result_json))
+
+    tid = (await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED))).task.task_id
+    assert (await tool(alice, "tasks", {"action": "progress", "payload": {"pct": 10}}, task_id=tid))["state"] == "running"
+    status = await tool(bob, "tasks", {"action": "status", "task_id": tid})
+    assert json.loads(str(status["progress_json"])) == {"pct": 10}
+    with pytest.raises(errors.PermissionDenied):
+        await tool(bob, "tasks", {"action": "complete", "result": 1}, task_id=tid)
+    assert (await tool(alice, "tasks", {"action": "complete", "result": [1, 2]}, task_id=tid))["state"] == "completed"
+    waited = await tool(bob, "tasks", {"action": "wait", "task_id": tid, "timeout": 1})
+    assert waited["state"] == "TASK_STATE_COMPLETED" and waited["timed_out"] is False
+    listed = await tool(alice, "tasks", {"action": "list", "state": "all"})
+    assert [t["task_id"] for t in listed["tasks"]] == [tid]  # type: ignore[union-attr]
+
+    short = (
+        await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, ttl_seconds=0.3))
+    ).task.task_id
+    waited_short = await alice.rpc("WaitTask", hub_pb2.WaitTaskRequest(task_id=short, timeout_seconds=5))
+    assert waited_short.task.state == task_pb2.TASK_STATE_EXPIRED and not waited_short.timed_out

@@ -349,7 +349,8 @@ type Welcome struct {
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// Unique id of this stream session (for logs).
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The hub's stored cursor for every channel the participant belongs to.
+	// The resume cursor of every channel the participant belongs to: the one sent in
+	// Hello, else the hub's stored one (advanced by acks). Replay starts above it.
 	Cursors map[string]uint64 `protobuf:"bytes,3,rep,name=cursors,proto3" json:"cursors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Interval at which the client should Ping when otherwise idle.
 	KeepaliveSeconds uint32 `protobuf:"varint,4,opt,name=keepalive_seconds,json=keepaliveSeconds,proto3" json:"keepalive_seconds,omitempty"`
@@ -584,7 +585,18 @@ type Delivery struct {
 	// The envelope (with seq).
 	Envelope *Envelope `protobuf:"bytes,1,opt,name=envelope,proto3" json:"envelope,omitempty"`
 	// True when sent while replaying from the resume cursors.
-	Replay        bool `protobuf:"varint,2,opt,name=replay,proto3" json:"replay,omitempty"`
+	Replay bool `protobuf:"varint,2,opt,name=replay,proto3" json:"replay,omitempty"`
+	// The seq of the previous envelope of this channel that this participant must
+	// process before this one, or the resume cursor when there is none since
+	// (envelopes addressed to others are not in the chain). A client that tracks
+	// its own cursor advances it from prev_seq to seq once it processed this
+	// delivery and every one before it in the chain; deliveries may arrive out of
+	// seq order (urgent first), the chain stays exact.
+	PrevSeq uint64 `protobuf:"varint,3,opt,name=prev_seq,json=prevSeq,proto3" json:"prev_seq,omitempty"`
+	// The envelope's ttl_seconds ran out before it could be delivered: `envelope`
+	// carries only channel_id, seq, envelope_id and event_type, no content. Do not
+	// handle it; ack it so the cursor moves on.
+	Expired       bool `protobuf:"varint,4,opt,name=expired,proto3" json:"expired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -629,6 +641,20 @@ func (x *Delivery) GetEnvelope() *Envelope {
 func (x *Delivery) GetReplay() bool {
 	if x != nil {
 		return x.Replay
+	}
+	return false
+}
+
+func (x *Delivery) GetPrevSeq() uint64 {
+	if x != nil {
+		return x.PrevSeq
+	}
+	return 0
+}
+
+func (x *Delivery) GetExpired() bool {
+	if x != nil {
+		return x.Expired
 	}
 	return false
 }
@@ -877,10 +903,12 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\benvelope\x18\x02 \x01(\v2\x15.agentnet.v1.EnvelopeH\x00R\benvelope\x120\n" +
 	"\x05error\x18\x03 \x01(\v2\x18.agentnet.v1.ErrorDetailH\x00R\x05error\x12\x1c\n" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicateB\b\n" +
-	"\x06result\"U\n" +
+	"\x06result\"\x8a\x01\n" +
 	"\bDelivery\x121\n" +
 	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\x12\x16\n" +
-	"\x06replay\x18\x02 \x01(\bR\x06replay\"6\n" +
+	"\x06replay\x18\x02 \x01(\bR\x06replay\x12\x19\n" +
+	"\bprev_seq\x18\x03 \x01(\x04R\aprevSeq\x12\x18\n" +
+	"\aexpired\x18\x04 \x01(\bR\aexpired\"6\n" +
 	"\x03Ack\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.agentnet.v1.AckEntryR\aentries\";\n" +
 	"\bAckEntry\x12\x1d\n" +

@@ -212,7 +212,9 @@ class Welcome(_message.Message):
     """Interval at which the client should Ping when otherwise idle."""
     @_builtins.property
     def cursors(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
-        """The hub's stored cursor for every channel the participant belongs to."""
+        """The resume cursor of every channel the participant belongs to: the one sent in
+        Hello, else the hub's stored one (advanced by acks). Replay starts above it.
+        """
 
     def __init__(
         self,
@@ -311,8 +313,23 @@ class Delivery(_message.Message):
 
     ENVELOPE_FIELD_NUMBER: _builtins.int
     REPLAY_FIELD_NUMBER: _builtins.int
+    PREV_SEQ_FIELD_NUMBER: _builtins.int
+    EXPIRED_FIELD_NUMBER: _builtins.int
     replay: _builtins.bool
     """True when sent while replaying from the resume cursors."""
+    prev_seq: _builtins.int
+    """The seq of the previous envelope of this channel that this participant must
+    process before this one, or the resume cursor when there is none since
+    (envelopes addressed to others are not in the chain). A client that tracks
+    its own cursor advances it from prev_seq to seq once it processed this
+    delivery and every one before it in the chain; deliveries may arrive out of
+    seq order (urgent first), the chain stays exact.
+    """
+    expired: _builtins.bool
+    """The envelope's ttl_seconds ran out before it could be delivered: `envelope`
+    carries only channel_id, seq, envelope_id and event_type, no content. Do not
+    handle it; ack it so the cursor moves on.
+    """
     @_builtins.property
     def envelope(self) -> _envelope_pb2.Envelope:
         """The envelope (with seq)."""
@@ -322,10 +339,12 @@ class Delivery(_message.Message):
         *,
         envelope: _envelope_pb2.Envelope | None = ...,
         replay: _builtins.bool = ...,
+        prev_seq: _builtins.int = ...,
+        expired: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "replay", b"replay"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "expired", b"expired", "prev_seq", b"prev_seq", "replay", b"replay"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

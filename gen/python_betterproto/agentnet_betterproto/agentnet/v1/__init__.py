@@ -1639,6 +1639,23 @@ class Delivery(betterproto2.Message):
     True when sent while replaying from the resume cursors.
     """
 
+    prev_seq: "int" = betterproto2.field(3, betterproto2.TYPE_UINT64)
+    """
+    The seq of the previous envelope of this channel that this participant must
+    process before this one, or the resume cursor when there is none since
+    (envelopes addressed to others are not in the chain). A client that tracks
+    its own cursor advances it from prev_seq to seq once it processed this
+    delivery and every one before it in the chain; deliveries may arrive out of
+    seq order (urgent first), the chain stays exact.
+    """
+
+    expired: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+    """
+    The envelope's ttl_seconds ran out before it could be delivered: `envelope`
+    carries only channel_id, seq, envelope_id and event_type, no content. Do not
+    handle it; ack it so the cursor moves on.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "Delivery", Delivery)
 
@@ -3599,7 +3616,8 @@ class Welcome(betterproto2.Message):
         3, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_UINT64)
     )
     """
-    The hub's stored cursor for every channel the participant belongs to.
+    The resume cursor of every channel the participant belongs to: the one sent in
+    Hello, else the hub's stored one (advanced by acks). Replay starts above it.
     """
 
     keepalive_seconds: "int" = betterproto2.field(4, betterproto2.TYPE_UINT32)

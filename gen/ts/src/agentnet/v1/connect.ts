@@ -84,7 +84,10 @@ export interface Welcome {
   agentId: string;
   /** Unique id of this stream session (for logs). */
   sessionId: string;
-  /** The hub's stored cursor for every channel the participant belongs to. */
+  /**
+   * The resume cursor of every channel the participant belongs to: the one sent in
+   * Hello, else the hub's stored one (advanced by acks). Replay starts above it.
+   */
   cursors: { [key: string]: number };
   /** Interval at which the client should Ping when otherwise idle. */
   keepaliveSeconds: number;
@@ -135,6 +138,21 @@ export interface Delivery {
     | undefined;
   /** True when sent while replaying from the resume cursors. */
   replay: boolean;
+  /**
+   * The seq of the previous envelope of this channel that this participant must
+   * process before this one, or the resume cursor when there is none since
+   * (envelopes addressed to others are not in the chain). A client that tracks
+   * its own cursor advances it from prev_seq to seq once it processed this
+   * delivery and every one before it in the chain; deliveries may arrive out of
+   * seq order (urgent first), the chain stays exact.
+   */
+  prevSeq: number;
+  /**
+   * The envelope's ttl_seconds ran out before it could be delivered: `envelope`
+   * carries only channel_id, seq, envelope_id and event_type, no content. Do not
+   * handle it; ack it so the cursor moves on.
+   */
+  expired: boolean;
 }
 
 /**
@@ -1168,7 +1186,7 @@ export const PostResult: MessageFns<PostResult> = {
 };
 
 function createBaseDelivery(): Delivery {
-  return { envelope: undefined, replay: false };
+  return { envelope: undefined, replay: false, prevSeq: 0, expired: false };
 }
 
 export const Delivery: MessageFns<Delivery> = {
@@ -1178,6 +1196,12 @@ export const Delivery: MessageFns<Delivery> = {
     }
     if (message.replay !== false) {
       writer.uint32(16).bool(message.replay);
+    }
+    if (message.prevSeq !== 0) {
+      writer.uint32(24).uint64(message.prevSeq);
+    }
+    if (message.expired !== false) {
+      writer.uint32(32).bool(message.expired);
     }
     return writer;
   },
@@ -1211,6 +1235,22 @@ export const Delivery: MessageFns<Delivery> = {
             message.replay = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.prevSeq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expired = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1227,6 +1267,12 @@ export const Delivery: MessageFns<Delivery> = {
     return {
       envelope: isSet(object.envelope) ? Envelope.fromJSON(object.envelope) : undefined,
       replay: isSet(object.replay) ? globalThis.Boolean(object.replay) : false,
+      prevSeq: isSet(object.prevSeq)
+        ? globalThis.Number(object.prevSeq)
+        : isSet(object.prev_seq)
+        ? globalThis.Number(object.prev_seq)
+        : 0,
+      expired: isSet(object.expired) ? globalThis.Boolean(object.expired) : false,
     };
   },
 
@@ -1237,6 +1283,12 @@ export const Delivery: MessageFns<Delivery> = {
     }
     if (message.replay !== false) {
       obj.replay = message.replay;
+    }
+    if (message.prevSeq !== 0) {
+      obj.prevSeq = Math.round(message.prevSeq);
+    }
+    if (message.expired !== false) {
+      obj.expired = message.expired;
     }
     return obj;
   },
@@ -1250,6 +1302,8 @@ export const Delivery: MessageFns<Delivery> = {
       ? Envelope.fromPartial(object.envelope)
       : undefined;
     message.replay = object.replay ?? false;
+    message.prevSeq = object.prevSeq ?? 0;
+    message.expired = object.expired ?? false;
     return message;
   },
 };
