@@ -1,0 +1,10 @@
+"""Test helpers: a real local OpenAI-compatible server that answers from a script.
+
+``ScriptedConfig`` (in :mod:`agentsdk.config`) is the no-HTTP alternative.
+"""
+
+from __future__ import annotations
+
+from agentsdk.testing.openai_server import Rule, ScriptedOpenAIServer, ServerReply, completion_json
+
+__all__ = ["Rule", "ScriptedOpenAIServer", "ServerReply", "completion_json"]
