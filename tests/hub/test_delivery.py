@@ -233,7 +233,9 @@ async def test_malformed_envelopes_refused_cleanly(trio: tuple[Participant, Part
     assert ok.seq > 0
 
 
-async def test_prev_seq_chain_lets_clients_keep_exact_cursors(trio: tuple[Participant, Participant, Participant]) -> None:
+async def test_prev_seq_chain_lets_clients_keep_exact_cursors(
+    trio: tuple[Participant, Participant, Participant],
+) -> None:
     alice, bob, carol = trio
     disc = await open_channel(alice, "discussion", [bob, carol])
     await alice.say(disc, "for carol only", audience=[carol.agent_id])

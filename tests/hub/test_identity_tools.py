@@ -241,7 +241,9 @@ async def test_task_tools_inside_a_task_and_expiry(trio: tuple[Participant, Part
         return dict(json.loads(resp.result_json))
 
     tid = (await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED))).task.task_id
-    assert (await tool(alice, "tasks", {"action": "progress", "payload": {"pct": 10}}, task_id=tid))["state"] == "running"
+    assert (await tool(alice, "tasks", {"action": "progress", "payload": {"pct": 10}}, task_id=tid))[
+        "state"
+    ] == "running"
     status = await tool(bob, "tasks", {"action": "status", "task_id": tid})
     assert json.loads(str(status["progress_json"])) == {"pct": 10}
     with pytest.raises(errors.PermissionDenied):
