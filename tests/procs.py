@@ -37,11 +37,13 @@ class ServiceProcess:
         return self.proc.wait(timeout=timeout)
 
 
-def start_service(module: str, args: Sequence[str], *, cwd: Path, timeout: float = 30.0) -> ServiceProcess:
-    """Run ``python -m <module> --port 0 <args>`` and wait for its "listening on" line."""
+def start_service(
+    module: str, args: Sequence[str], *, cwd: Path, timeout: float = 30.0, port: int = 0
+) -> ServiceProcess:
+    """Run ``python -m <module> --port <port> <args>`` and wait for its "listening on" line."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", module, "--port", "0", *args],
+        [sys.executable, "-m", module, "--port", str(port), *args],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,

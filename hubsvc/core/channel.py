@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentnet.v1 import channel_pb2
+from agentnet.v1 import channel_pb2, envelope_pb2
 
 from agentsdk.envelope import (
     EV_CHANNEL_CLOSED,
@@ -49,8 +49,10 @@ class ChannelRuntime:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     depths: BoundedDict[str, int] = field(default_factory=lambda: BoundedDict(4096))
     """envelope_id -> depth of recent envelopes (causation on the reply path)."""
-    idempotent: BoundedDict[tuple[str, str], bytes] = field(default_factory=lambda: BoundedDict(4096))
-    """(sender_id, idempotency_key) -> serialized envelope of recent keyed posts."""
+    idempotent: BoundedDict[tuple[str, str], str] = field(default_factory=lambda: BoundedDict(4096))
+    """(sender_id, idempotency_key) -> envelope_id of the channel's recent keyed posts (rebuilt by hydrate)."""
+    keyed_wires: BoundedDict[str, envelope_pb2.Envelope] = field(default_factory=lambda: BoundedDict(512))
+    """envelope_id -> wire of keyed posts admitted by this process (answers retries before the commit)."""
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
 
     @property
@@ -84,6 +86,8 @@ class ChannelRuntime:
         self.last_seq = env.seq
         if env.depth:  # absent means 0; keeps the map small and hydrate fast
             self.depths[env.envelope_id] = env.depth
+        if env.idempotency_key is not None:
+            self.idempotent[(env.sender_id, env.idempotency_key)] = env.envelope_id
         etype = env.event_type
         if etype == EV_CHANNEL_INVITE_ACK:
             member = self.participant(env.sender_id)

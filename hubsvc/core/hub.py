@@ -304,9 +304,14 @@ class HubCore:
         return ch
 
     async def _idempotent(self, ch: ChannelRuntime, sender_id: str, key: str) -> envelope_pb2.Envelope | None:
-        data = ch.idempotent.get((sender_id, key))
-        if data is None:
-            data = await self.store.find_idempotent(ch.channel_id, sender_id, key)
+        """The envelope admitted earlier under this key, among the channel's last 4096 keyed posts."""
+        envelope_id = ch.idempotent.get((sender_id, key))
+        if envelope_id is None:
+            return None
+        wire = ch.keyed_wires.get(envelope_id)
+        if wire is not None:
+            return wire
+        data = await self.store.find_envelope(envelope_id)
         return envelope_pb2.Envelope.FromString(data) if data is not None else None
 
     def _validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope, event_data_json: str | None = None) -> None:
@@ -379,7 +384,7 @@ class HubCore:
         ch.fold(env, now)
         ch.meta.last_seq = env.seq
         if env.idempotency_key is not None:
-            ch.idempotent[(env.sender_id, env.idempotency_key)] = data
+            ch.keyed_wires[env.envelope_id] = wire
         text = env.event_data.get("text") if env.event_type == EV_TEXT else None
         pending.writes.wal.append(
             WalRow(

@@ -1,0 +1,116 @@
+"""Channel handles and channel metadata as SDK values."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentnet.v1 import channel_pb2
+
+from agentsdk.envelope import Envelope, Priority
+
+if TYPE_CHECKING:
+    from agentsdk.network.clients import NetworkClient
+
+_STATE_NAMES = {
+    channel_pb2.CHANNEL_STATE_PENDING: "pending",
+    channel_pb2.CHANNEL_STATE_OPENED: "opened",
+    channel_pb2.CHANNEL_STATE_CLOSED: "closed",
+    channel_pb2.CHANNEL_STATE_EXPIRED: "expired",
+}
+
+
+@dataclass(frozen=True)
+class ParticipantInfo:
+    """One member of a channel."""
+
+    agent_id: str
+    name: str
+    role: str
+    """"initiator" or "target"."""
+    acked: bool
+
+
+@dataclass(frozen=True)
+class ChannelMetadata:
+    """What the hub knows about a channel (the seeds' ChannelMetadata)."""
+
+    channel_id: str
+    type: str
+    participants: tuple[ParticipantInfo, ...]
+    state: str
+    """"pending", "opened", "closed" or "expired"."""
+    knobs: dict[str, Any] = field(default_factory=dict)
+    intent: str = ""
+    close_reason: str = ""
+    last_seq: int = 0
+
+    @property
+    def participant_ids(self) -> list[str]:
+        """Agent ids, initiator first."""
+        return [p.agent_id for p in self.participants]
+
+    @property
+    def initiator(self) -> str:
+        """The opener's agent id."""
+        return self.participants[0].agent_id
+
+    @classmethod
+    def from_wire(cls, meta: channel_pb2.ChannelMetadata) -> ChannelMetadata:
+        """Build from the wire message."""
+        return cls(
+            channel_id=meta.channel_id,
+            type=meta.type,
+            participants=tuple(
+                ParticipantInfo(
+                    p.agent_id,
+                    p.name,
+                    "initiator" if p.role == channel_pb2.PARTICIPANT_ROLE_INITIATOR else "target",
+                    p.acked,
+                )
+                for p in meta.participants
+            ),
+            state=_STATE_NAMES.get(meta.state, "unknown"),
+            knobs=json.loads(meta.knobs_json) if meta.knobs_json else {},
+            intent=meta.intent,
+            close_reason=meta.close_reason,
+            last_seq=meta.last_seq,
+        )
+
+
+@dataclass
+class Channel:
+    """A channel as seen by one participant: its metadata and a way to speak in it."""
+
+    metadata: ChannelMetadata
+    client: NetworkClient
+    seed_envelope_id: str = ""
+
+    @property
+    def channel_id(self) -> str:
+        """The channel's id."""
+        return self.metadata.channel_id
+
+    @property
+    def type(self) -> str:
+        """The adapter type."""
+        return self.metadata.type
+
+    async def send(
+        self,
+        text: str,
+        *,
+        audience: list[str] | None = None,
+        causation_id: str | None = None,
+        priority: Priority = "normal",
+        task_id: str | None = None,
+    ) -> Envelope:
+        """Post an EV_TEXT; ``audience`` takes peer names or agent ids (None = broadcast)."""
+        return await self.client.send(
+            self.channel_id, text, audience=audience, causation_id=causation_id, priority=priority, task_id=task_id
+        )
+
+    async def close(self, reason: str = "") -> ChannelMetadata:
+        """Close the channel ("closed_by_agent" unless a reason is given)."""
+        return await self.client.close_channel(self.channel_id, reason)

@@ -1,0 +1,277 @@
+"""Participants: the shared outbound surface (NetworkClient) and HumanClient.
+
+A client is one registered identity with its live delivery stream. Outbound:
+``open`` a channel, ``send`` text, ``post_envelope`` / ``send_envelope`` anything.
+Inbound: every envelope goes through the client's dispatcher — for a HumanClient
+the invite auto-ack, then the push callbacks, then the pull queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from agentnet.v1 import envelope_pb2, hub_pb2
+
+from agentsdk.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority
+from agentsdk.errors import AgentNetError, InvalidArgument, Timeout
+from agentsdk.identity import Passport
+from agentsdk.network.channel import Channel, ChannelMetadata
+from agentsdk.network.delivery import DeliveryStream
+from agentsdk.network.transport import call
+from agentsdk.wire import envelope_from_wire, envelope_to_wire
+
+if TYPE_CHECKING:
+    from agentsdk.network.hub_client import HubClient
+
+log = logging.getLogger("agentnet.sdk")
+
+EnvelopeCallback = Callable[[Envelope], Awaitable[None]]
+
+
+class NetworkClient:
+    """One identity on the network: what an AgentClient and a HumanClient share."""
+
+    def __init__(self, hub: HubClient, agent_id: str, credential: str, passport: Passport) -> None:
+        self._hub = hub
+        self.agent_id = agent_id
+        self.credential = credential
+        self.passport = passport
+        self._stream: DeliveryStream | None = None
+
+    @property
+    def name(self) -> str:
+        """The passport name."""
+        return self.passport.name
+
+    @property
+    def hub(self) -> HubClient:
+        """The hub client this identity belongs to."""
+        return self._hub
+
+    @property
+    def _hub_client(self) -> HubClient:
+        # The seeds' custom handlers reach the hub through client._hub_client.
+        return self._hub
+
+    async def _rpc(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        return await call(
+            getattr(self._hub.connection.stub, method), request, credential=self.credential, timeout=timeout
+        )
+
+    async def _start(self, stream: DeliveryStream) -> None:
+        self._stream = stream
+        await stream.start()
+
+    async def _dispatch(self, wire: envelope_pb2.Envelope) -> None:
+        await self._handle(envelope_from_wire(wire))
+
+    async def _handle(self, envelope: Envelope) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    # -- outbound ---------------------------------------------------------------------
+
+    async def open(
+        self,
+        *,
+        type: str,
+        target: str | list[str],
+        knobs: dict[str, Any] | None = None,
+        intent: str = "",
+        ttl: float | None = None,
+        message: str | None = None,
+        invite_ack_timeout: float | None = None,
+        wait: bool = True,
+    ) -> Channel:
+        """Open a channel to ``target`` (a peer name or id, or several) and wait until it is OPENED.
+
+        ``message`` is sent on your behalf as the first envelope once OPENED.
+        """
+        targets = [target] if isinstance(target, str) else list(target)
+        request = hub_pb2.OpenChannelRequest(
+            type=type,
+            targets=targets,
+            knobs_json=json.dumps(knobs) if knobs else "",
+            intent=intent,
+            wait_until_opened=wait,
+        )
+        if ttl is not None:
+            request.ttl_seconds = ttl
+        if invite_ack_timeout is not None:
+            request.invite_ack_timeout_seconds = invite_ack_timeout
+        if message is not None:
+            request.message = message
+        response = await self._rpc("OpenChannel", request)
+        metadata = ChannelMetadata.from_wire(response.channel)
+        self._hub.remember_names(metadata)
+        return Channel(metadata, self, response.seed_envelope_id)
+
+    def _resolve_audience(self, audience: list[str] | None) -> list[str] | None:
+        return None if audience is None else [self._hub.id_for(a) for a in audience]
+
+    async def send(
+        self,
+        channel_id: str,
+        text: str,
+        *,
+        audience: list[str] | None = None,
+        causation_id: str | None = None,
+        priority: Priority = "normal",
+        task_id: str | None = None,
+    ) -> Envelope:
+        """Post an EV_TEXT to ``channel_id``; ``audience`` takes peer names or ids."""
+        env = Envelope(
+            channel_id=channel_id,
+            sender_id=self.agent_id,
+            audience=self._resolve_audience(audience),
+            event_type=EV_TEXT,
+            event_data={"text": text},
+            causation_id=causation_id,
+            priority=priority,
+            task_id=task_id,
+        )
+        return await self.post_envelope(env)
+
+    async def post_envelope(self, envelope: Envelope) -> Envelope:
+        """Post any envelope (custom event types, workflow packets, invite acks); returns it as admitted."""
+        if envelope.sender_id and envelope.sender_id != self.agent_id:
+            raise InvalidArgument(
+                f"envelope.sender_id {envelope.sender_id!r} is not this client ({self.agent_id}); the hub would "
+                "refuse it. Leave sender_id empty or use the sending client's agent_id."
+            )
+        wire = envelope_to_wire(dataclasses.replace(envelope, sender_id=self.agent_id))
+        if self._stream is None:
+            response = await self._rpc("PostEnvelope", hub_pb2.PostEnvelopeRequest(envelope=wire))
+            return envelope_from_wire(response.envelope)
+        return envelope_from_wire(await self._stream.post(wire))
+
+    async def send_envelope(self, envelope: Envelope) -> Envelope:
+        """Same as :meth:`post_envelope` (the AgentClient spelling of the seeds)."""
+        return await self.post_envelope(envelope)
+
+    async def ack_invite(self, channel_id: str) -> Envelope:
+        """Accept a channel invite (what auto_ack_invites does for you)."""
+        return await self.post_envelope(
+            Envelope(
+                channel_id=channel_id,
+                sender_id=self.agent_id,
+                audience=None,
+                event_type=EV_CHANNEL_INVITE_ACK,
+                event_data={},
+            )
+        )
+
+    async def close_channel(self, channel_id: str, reason: str = "") -> ChannelMetadata:
+        """Close a channel you participate in."""
+        response = await self._rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=channel_id, reason=reason))
+        return ChannelMetadata.from_wire(response.channel)
+
+    async def channel_info(self, channel_id: str) -> tuple[ChannelMetadata, dict[str, Any], list[str]]:
+        """(metadata, adapter state, expected next speakers) of a channel you participate in."""
+        response = await self._rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=channel_id))
+        metadata = ChannelMetadata.from_wire(response.channel)
+        self._hub.remember_names(metadata)
+        state = json.loads(response.adapter_state_json) if response.adapter_state_json else {}
+        return metadata, state, list(response.expected_next)
+
+    async def can_send(self, channel_id: str, event_type: str = EV_TEXT) -> bool:
+        """Whether a post of ``event_type`` would be admitted now."""
+        response = await self._rpc("CanSend", hub_pb2.CanSendRequest(channel_id=channel_id, event_type=event_type))
+        return bool(response.allowed)
+
+    async def read_wal(self, channel_id: str, *, from_seq: int = 0, until_seq: int = 0) -> list[Envelope]:
+        """The part of the channel's WAL you may see, in admission order."""
+        return await self._hub.read_wal_as(self.credential, channel_id, from_seq=from_seq, until_seq=until_seq)
+
+    async def disconnect(self) -> None:
+        """Stop receiving (envelopes not yet processed are redelivered on the next connect)."""
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+
+
+class HumanClient(NetworkClient):
+    """A participant without an LLM: a person at a UI, a bridge, a scripted seeder.
+
+    Consume inbound envelopes by push (``on_envelope``), pull (``next_envelope``)
+    or streaming (``async for env in client.envelopes()``).
+    """
+
+    def __init__(
+        self, hub: HubClient, agent_id: str, credential: str, passport: Passport, *, auto_ack_invites: bool = True
+    ) -> None:
+        super().__init__(hub, agent_id, credential, passport)
+        self.auto_ack_invites = auto_ack_invites
+        self._callbacks: list[EnvelopeCallback] = []
+        self._inbox: list[Envelope] = []
+        self._arrived = asyncio.Condition()
+        self._closed = False
+
+    def on_envelope(self, callback: EnvelopeCallback) -> None:
+        """Add a push callback (called for every inbound envelope, in registration order)."""
+        self._callbacks.append(callback)
+
+    def remove_envelope_callback(self, callback: EnvelopeCallback) -> None:
+        """Remove a push callback."""
+        with contextlib.suppress(ValueError):
+            self._callbacks.remove(callback)
+
+    async def _handle(self, envelope: Envelope) -> None:
+        if self.auto_ack_invites and envelope.event_type == EV_CHANNEL_INVITE:
+            try:
+                await self.ack_invite(envelope.channel_id)
+            except AgentNetError as err:
+                log.warning("could not ack invite to %s: %s", envelope.channel_id, err.message)
+        for callback in list(self._callbacks):
+            try:
+                await callback(envelope)
+            except Exception:
+                log.exception("envelope callback %r failed", callback)
+        async with self._arrived:
+            self._inbox.append(envelope)
+            self._arrived.notify_all()
+
+    async def next_envelope(
+        self, *, predicate: Callable[[Envelope], bool] | None = None, timeout: float | None = None
+    ) -> Envelope:
+        """The next inbound envelope matching ``predicate`` (any when None); Timeout after ``timeout`` seconds."""
+
+        def take() -> Envelope | None:
+            for i, env in enumerate(self._inbox):
+                if predicate is None or predicate(env):
+                    return self._inbox.pop(i)
+            return None
+
+        async with self._arrived:
+            try:
+                async with asyncio.timeout(timeout):
+                    while (found := take()) is None:
+                        if self._closed:
+                            raise Timeout("the client disconnected before a matching envelope arrived")
+                        await self._arrived.wait()
+            except TimeoutError:
+                raise Timeout(f"no matching envelope within {timeout:g}s") from None
+        return found
+
+    async def envelopes(self) -> AsyncIterator[Envelope]:
+        """Every inbound envelope, until :meth:`disconnect`."""
+        while True:
+            async with self._arrived:
+                while not self._inbox and not self._closed:
+                    await self._arrived.wait()
+                if not self._inbox:
+                    return
+                env = self._inbox.pop(0)
+            yield env
+
+    async def disconnect(self) -> None:
+        """Stop receiving and end :meth:`envelopes` iterations."""
+        await super().disconnect()
+        async with self._arrived:
+            self._closed = True
+            self._arrived.notify_all()

@@ -1,0 +1,215 @@
+"""One identity's live ``Connect`` stream, kept alive.
+
+:class:`DeliveryStream` connects, resumes from the identity's cursors, reconnects
+with jittered backoff when the stream breaks, hands every envelope to the
+identity's dispatcher exactly once (duplicates after a reconnect are dropped by
+envelope id), processes each channel in order while channels run in parallel,
+acks after processing, and posts envelopes over the stream (falling back to the
+unary ``PostEnvelope`` when the stream is down; every post carries an idempotency
+key, so a retry never admits a copy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import grpc
+from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
+
+from agentsdk.errors import (
+    AgentNetError,
+    PermissionDenied,
+    Unauthenticated,
+    Unavailable,
+    error_from_reason,
+    error_from_rpc,
+)
+from agentsdk.network.cursors import CursorBook
+from agentsdk.network.transport import HubConnection, call
+
+log = logging.getLogger("agentnet.sdk")
+
+Dispatch = Callable[[envelope_pb2.Envelope], Awaitable[None]]
+
+
+class DeliveryStream:
+    """Keeps one identity's Connect stream alive and dispatches its envelopes."""
+
+    def __init__(
+        self,
+        conn: HubConnection,
+        credential: str,
+        dispatch: Dispatch,
+        *,
+        cursors: CursorBook | None = None,
+        max_in_flight: int = 256,
+        client_name: str = "agentsdk-python",
+        max_backoff: float = 2.0,
+    ) -> None:
+        self.conn = conn
+        self.credential = credential
+        self.dispatch = dispatch
+        self.cursors = cursors or CursorBook()
+        self.max_in_flight = max_in_flight
+        self.client_name = client_name
+        self.max_backoff = max_backoff
+        self.connected = asyncio.Event()
+        self.fatal: AgentNetError | None = None
+        self._outbox: asyncio.Queue[connect_pb2.ConnectRequest | None] = asyncio.Queue()
+        self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
+        self._ids = itertools.count(1)
+        self._seen: dict[str, None] = {}
+        self._channels: dict[str, asyncio.Queue[connect_pb2.Delivery]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._runner: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def start(self, timeout: float = 30.0) -> None:
+        """Connect and wait for the first Welcome (raises the hub's error if refused)."""
+        self._runner = asyncio.create_task(self._run(), name="agentsdk-connect")
+        waiter = asyncio.create_task(self.connected.wait())
+        done, _ = await asyncio.wait({waiter, self._runner}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if waiter not in done:
+            waiter.cancel()
+            if self.fatal is not None:
+                raise self.fatal
+            raise Unavailable(f"could not connect to the hub at {self.conn.target} within {timeout:g}s")
+
+    async def stop(self) -> None:
+        """End the stream and the channel workers (pending envelopes are redelivered next time)."""
+        self._stopping = True
+        self._outbox.put_nowait(None)
+        tasks = [t for t in (self._runner, *self._workers.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.connected.clear()
+
+    async def _frames(
+        self, outbox: asyncio.Queue[connect_pb2.ConnectRequest | None]
+    ) -> AsyncIterator[connect_pb2.ConnectRequest]:
+        while True:
+            frame = await outbox.get()
+            if frame is None:
+                return
+            yield frame
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while not self._stopping:
+            outbox: asyncio.Queue[connect_pb2.ConnectRequest | None] = asyncio.Queue()
+            hello = connect_pb2.Hello(
+                credential=self.credential,
+                cursors=self.cursors.snapshot(),
+                max_in_flight=self.max_in_flight,
+                client_name=self.client_name,
+            )
+            outbox.put_nowait(connect_pb2.ConnectRequest(hello=hello))
+            self._outbox = outbox
+            stream = self.conn.stub.Connect(self._frames(outbox))
+            try:
+                async for frame in stream:
+                    kind = frame.WhichOneof("frame")
+                    if kind == "delivery":
+                        self._route(frame.delivery)
+                    elif kind == "post_result":
+                        fut = self._results.pop(frame.post_result.request_id, None)
+                        if fut is not None and not fut.done():
+                            fut.set_result(frame.post_result)
+                    elif kind == "welcome":
+                        self.cursors.resume(dict(frame.welcome.cursors))
+                        self.connected.set()
+                        backoff = 0.05
+            except grpc.aio.AioRpcError as err:
+                error = error_from_rpc(err)
+                if isinstance(error, (Unauthenticated, PermissionDenied)):
+                    self.fatal = error
+                    log.error("hub refused the stream: %s", error.message)
+                    return
+                log.info("stream to %s broke (%s); reconnecting", self.conn.target, error.reason)
+            finally:
+                self.connected.clear()
+                stream.cancel()
+                self._fail_pending(Unavailable("the stream to the hub broke before the post's result arrived"))
+            if self._stopping:
+                return
+            await asyncio.sleep(backoff * (0.5 + random.random()))
+            backoff = min(backoff * 2, self.max_backoff)
+
+    def _fail_pending(self, error: AgentNetError) -> None:
+        results, self._results = self._results, {}
+        for fut in results.values():
+            if not fut.done():
+                fut.set_exception(error)
+
+    def _route(self, delivery: connect_pb2.Delivery) -> None:
+        channel_id = delivery.envelope.channel_id
+        queue = self._channels.get(channel_id)
+        if queue is None:
+            queue = self._channels[channel_id] = asyncio.Queue()
+            self._workers[channel_id] = asyncio.create_task(self._work(channel_id, queue), name=f"channel-{channel_id}")
+        queue.put_nowait(delivery)
+
+    async def _work(self, channel_id: str, queue: asyncio.Queue[connect_pb2.Delivery]) -> None:
+        while True:
+            delivery = await queue.get()
+            env = delivery.envelope
+            if not delivery.expired and env.envelope_id not in self._seen:
+                self._remember(env.envelope_id)
+                try:
+                    await self.dispatch(env)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("handler failed on %s %s", env.event_type, env.envelope_id)
+            self.cursors.processed(channel_id, delivery.prev_seq, env.seq)
+            self._ack(channel_id, env.seq)
+
+    def _remember(self, envelope_id: str) -> None:
+        self._seen[envelope_id] = None
+        if len(self._seen) > 100_000:
+            self._seen.pop(next(iter(self._seen)))
+
+    def _ack(self, channel_id: str, seq: int) -> None:
+        if self.connected.is_set():
+            ack = connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=channel_id, seq=seq)])
+            self._outbox.put_nowait(connect_pb2.ConnectRequest(ack=ack))
+
+    async def post(self, envelope: envelope_pb2.Envelope, timeout: float = 30.0) -> envelope_pb2.Envelope:
+        """Admit ``envelope``; returns it as written. Raises the hub's domain error when refused."""
+        if not envelope.HasField("idempotency_key"):
+            envelope.idempotency_key = uuid.uuid4().hex
+        if self.connected.is_set():
+            request_id = str(next(self._ids))
+            fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
+            self._results[request_id] = fut
+            self._outbox.put_nowait(
+                connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=envelope))
+            )
+            try:
+                result = await asyncio.wait_for(fut, timeout)
+            except Unavailable:
+                result = None  # the stream broke: retry below, the idempotency key makes it safe
+            finally:
+                self._results.pop(request_id, None)
+            if result is not None:
+                if result.WhichOneof("result") == "error":
+                    e = result.error
+                    raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
+                return result.envelope
+        response = await call(
+            self.conn.stub.PostEnvelope,
+            hub_pb2.PostEnvelopeRequest(envelope=envelope),
+            credential=self.credential,
+            timeout=timeout,
+        )
+        admitted: envelope_pb2.Envelope = response.envelope
+        return admitted

@@ -1,0 +1,244 @@
+"""Entry points: ``HubClient.connect(target)`` for a running hub, and ``Hub.open()``
+for an embedded hub served in-process on a real port. Both are async context managers."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2
+
+from agentsdk.envelope import Envelope
+from agentsdk.errors import FailedPrecondition, PermissionDenied
+from agentsdk.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
+from agentsdk.network.channel import ChannelMetadata
+from agentsdk.network.clients import HumanClient, NetworkClient
+from agentsdk.network.cursors import CursorBook, CursorStore
+from agentsdk.network.delivery import DeliveryStream
+from agentsdk.network.transport import HubConnection, call, stream
+from agentsdk.wire import envelope_from_wire
+
+
+@dataclass(frozen=True)
+class AgentSummary:
+    """One entry of ``list_agents``."""
+
+    agent_id: str
+    name: str
+    kind: PassportKind
+    description: str
+    capabilities: list[str]
+    online: bool
+
+
+class HubClient:
+    """A connection to a hub, and the identities registered through it."""
+
+    def __init__(self, connection: HubConnection) -> None:
+        self.connection = connection
+        self._clients: dict[str, NetworkClient] = {}
+        self._names: dict[str, str] = {}
+        self._ids: dict[str, str] = {}
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, target: str) -> AsyncIterator[HubClient]:
+        """Connect to the hub at ``host:port``; disconnects every identity on exit."""
+        client = cls(HubConnection(target))
+        try:
+            yield client
+        finally:
+            await client.close()
+
+    async def close(self) -> None:
+        """Disconnect every identity and close the channel."""
+        for c in list(self._clients.values()):
+            await c.disconnect()
+        await self.connection.close()
+
+    # -- names ------------------------------------------------------------------------
+
+    def remember_names(self, metadata: ChannelMetadata) -> None:
+        """Learn the names of a channel's participants."""
+        for p in metadata.participants:
+            self._learn(p.agent_id, p.name)
+
+    def _learn(self, agent_id: str, name: str) -> None:
+        self._names[agent_id] = name
+        self._ids[name] = agent_id
+
+    def name_for(self, agent_id: str) -> str:
+        """The passport name of ``agent_id`` when known, else the id itself."""
+        return self._names.get(agent_id, agent_id)
+
+    def id_for(self, name_or_id: str) -> str:
+        """The agent id of a known name (ids pass through)."""
+        return self._ids.get(name_or_id, name_or_id)
+
+    # -- identities -------------------------------------------------------------------
+
+    async def _register(
+        self, passport: Passport, resume: Resume | None, *, human: bool, skill_md: str | None = None
+    ) -> tuple[str, str]:
+        stub = self.connection.stub
+        if human:
+            response = await call(
+                stub.RegisterHuman,
+                hub_pb2.RegisterHumanRequest(passport=passport.to_wire(), resume=(resume or Resume()).to_wire()),
+            )
+        else:
+            request = hub_pb2.RegisterRequest(passport=passport.to_wire(), resume=(resume or Resume()).to_wire())
+            if skill_md is not None:
+                request.skill_md = skill_md
+            response = await call(stub.Register, request)
+        self._learn(response.agent.agent_id, passport.name)
+        return response.agent.agent_id, response.credential
+
+    async def register_human(
+        self,
+        passport: Passport,
+        *,
+        resume: Resume | None = None,
+        rule: dict[str, Any] | None = None,
+        auto_ack_invites: bool = True,
+        cursor_store: CursorStore | None = None,
+    ) -> HumanClient:
+        """Register a non-LLM participant and connect it.
+
+        ``cursor_store`` persists its delivery cursors so a restarted process resumes
+        without repeats. ``rule`` is kept for governance (not enforced yet).
+        """
+        del rule
+        agent_id, credential = await self._register(passport, resume, human=True)
+        client = HumanClient(self, agent_id, credential, passport, auto_ack_invites=auto_ack_invites)
+        await self._attach(client, cursor_store)
+        return client
+
+    async def resume_human(
+        self, credential: str, *, auto_ack_invites: bool = True, cursor_store: CursorStore | None = None
+    ) -> HumanClient:
+        """Reconnect an existing human identity by its credential (e.g. after a process restart).
+
+        With the same ``cursor_store`` as before, delivery resumes exactly where it stopped.
+        """
+        agent_id = credential.partition(".")[0]
+        response = await call(
+            self.connection.stub.DescribeAgent, hub_pb2.DescribeAgentRequest(agent_id=agent_id), credential=credential
+        )
+        passport = Passport.from_wire(response.agent.passport)
+        self._learn(agent_id, passport.name)
+        client = HumanClient(self, agent_id, credential, passport, auto_ack_invites=auto_ack_invites)
+        await self._attach(client, cursor_store)
+        return client
+
+    async def _attach(self, client: NetworkClient, cursor_store: CursorStore | None) -> None:
+        self._clients[client.agent_id] = client
+        await client._start(
+            DeliveryStream(self.connection, client.credential, client._dispatch, cursors=CursorBook(cursor_store))
+        )
+
+    def _any_credential(self) -> str:
+        for c in self._clients.values():
+            return c.credential
+        raise FailedPrecondition("register an identity through this client first; hub queries act on its behalf.")
+
+    async def list_agents(
+        self,
+        *,
+        kind: PassportKind | None = None,
+        capability: str = "",
+        query: str = "",
+        sort_by: str = "",
+        limit: int = 0,
+    ) -> list[AgentSummary]:
+        """Identities on the hub, filtered (kind "agent" / "human" / "remote_agent")."""
+        request = hub_pb2.ListAgentsRequest(
+            kind=kind_to_wire(kind) if kind else identity_pb2.PASSPORT_KIND_UNSPECIFIED,  # type: ignore[arg-type]
+            capability=capability,
+            query=query,
+            sort_by=sort_by,
+            limit=limit,
+        )
+        response = await call(self.connection.stub.ListAgents, request, credential=self._any_credential())
+        out = []
+        for a in response.agents:
+            self._learn(a.agent_id, a.name)
+            out.append(
+                AgentSummary(
+                    a.agent_id, a.name, kind_from_wire(a.kind), a.description, list(a.claimed_capabilities), a.online
+                )
+            )
+        return out
+
+    async def read_wal_as(
+        self, credential: str, channel_id: str, *, from_seq: int = 0, until_seq: int = 0
+    ) -> list[Envelope]:
+        """A channel's WAL as the identity holding ``credential`` may see it."""
+        request = hub_pb2.ReadWalRequest(channel_id=channel_id, from_seq=from_seq, until_seq=until_seq)
+        return [
+            envelope_from_wire(item.envelope)
+            async for item in stream(self.connection.stub.ReadWal, request, credential=credential)
+        ]
+
+    async def read_wal(self, channel_id: str) -> list[Envelope]:
+        """A channel's WAL in admission order, read by one of this client's identities that participates."""
+        last: Exception | None = None
+        for c in self._clients.values():
+            try:
+                return await self.read_wal_as(c.credential, channel_id)
+            except PermissionDenied as err:  # NotParticipant is a PermissionDenied
+                last = err
+        raise last or FailedPrecondition("register an identity through this client first.")
+
+    async def set_skill(self, agent_id: str, skill_md: str) -> None:
+        """Replace the skill markdown of an identity registered through this client (audited)."""
+        client = self._clients.get(agent_id)
+        if client is None:
+            raise PermissionDenied(f"agent {agent_id!r} was not registered through this client; it sets its own skill.")
+        await call(
+            self.connection.stub.SetSkill, hub_pb2.SetSkillRequest(skill_md=skill_md), credential=client.credential
+        )
+
+
+class Hub(HubClient):
+    """An embedded hub: the real hub service in this process, on a real port, plus a client to it."""
+
+    def __init__(self, connection: HubConnection, core: Any, server: grpc.aio.Server) -> None:
+        super().__init__(connection)
+        self.core = core
+        self.server = server
+
+    @property
+    def target(self) -> str:
+        """``host:port`` other processes (bridges) can connect to."""
+        return self.connection.target
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, *, path: str | Path | None = None, host: str = "127.0.0.1", port: int = 0
+    ) -> AsyncIterator[Hub]:
+        """Start a hub on SQLite ``path`` (a temporary file when None) and serve it on ``host:port`` (0 = free port)."""
+        from hubsvc.core.hub import HubCore
+        from hubsvc.servicer import HubServicer
+        from hubsvc.storage import SqliteHubStore
+
+        with tempfile.TemporaryDirectory(prefix="agentnet-hub-") as tmp:
+            core = HubCore(SqliteHubStore(Path(path) if path is not None else Path(tmp) / "hub.db"))
+            await core.start()
+            server = grpc.aio.server()
+            hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core), server)  # type: ignore[abstract]
+            bound = server.add_insecure_port(f"{host}:{port}")
+            await server.start()
+            hub = cls(HubConnection(f"{host}:{bound}"), core, server)
+            try:
+                yield hub
+            finally:
+                await hub.close()
+                await server.stop(1.0)
+                await core.stop()

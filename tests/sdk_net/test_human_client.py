@@ -1,0 +1,152 @@
+"""HubClient / Hub / HumanClient against a real hub."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+
+from agentsdk import errors
+from agentsdk.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope
+from agentsdk.identity import Passport
+from agentsdk.network.cursors import JsonFileCursorStore
+from agentsdk.network.hub_client import Hub, HubClient
+from tests.procs import ROOT, start_service
+
+
+def is_text(env: Envelope) -> bool:
+    return env.event_type == EV_TEXT
+
+
+async def test_consulting_between_two_humans_on_an_embedded_hub() -> None:
+    async with Hub.open() as hub:
+        user = await hub.register_human(Passport(name="user", kind="human"))
+        analyst = await hub.register_human(Passport(name="analyst", kind="human"))
+        ch = await user.open(type="consulting", target="analyst")
+        assert ch.metadata.state == "opened" and ch.metadata.participant_ids == [user.agent_id, analyst.agent_id]
+        question = await user.send(ch.channel_id, "What's our Q3 exposure?")
+        got = await analyst.next_envelope(predicate=is_text, timeout=10)
+        assert got.envelope_id == question.envelope_id and got.text == "What's our Q3 exposure?"
+        await ch.client.hub.set_skill(user.agent_id, "# user\n")
+        await analyst.send(ch.channel_id, "About 4%.", causation_id=got.envelope_id)
+        answer = await user.next_envelope(predicate=is_text, timeout=10)
+        assert answer.text == "About 4%." and answer.causation_id == question.envelope_id
+        closed = await user.next_envelope(predicate=lambda e: e.event_type == EV_CHANNEL_CLOSED, timeout=10)
+        assert closed.event_data["reason"] == "consulting_complete"
+        with pytest.raises(errors.ProtocolError) as info:
+            await analyst.send(ch.channel_id, "one more thing")
+        assert f"channel '{ch.channel_id}' is closed" in str(info.value)
+        humans = await hub.list_agents(kind="human")
+        assert {a.name for a in humans} == {"user", "analyst"}
+        wal = await hub.read_wal(ch.channel_id)
+        assert [e.seq for e in wal] == sorted(e.seq for e in wal) and wal[-1].event_type == EV_CHANNEL_CLOSED
+        assert hub.name_for(analyst.agent_id) == "analyst"
+
+
+async def test_push_callbacks_compose_and_exceptions_do_not_propagate(caplog: pytest.LogCaptureFixture) -> None:
+    async with Hub.open() as hub:
+        a = await hub.register_human(Passport(name="a", kind="human"))
+        b = await hub.register_human(Passport(name="b", kind="human"))
+        seen: list[str] = []
+
+        async def first(env: Envelope) -> None:
+            seen.append(f"first:{env.event_type}")
+            raise RuntimeError("boom")
+
+        async def second(env: Envelope) -> None:
+            seen.append(f"second:{env.event_type}")
+
+        b.on_envelope(first)
+        b.on_envelope(second)
+        ch = await a.open(type="conversation", target="b")
+        await a.send(ch.channel_id, "hello")
+        await b.next_envelope(predicate=is_text, timeout=10)
+        assert seen[:2] == [f"first:{EV_CHANNEL_INVITE}", f"second:{EV_CHANNEL_INVITE}"]
+        assert "first:ag2.msg.text" in seen and "second:ag2.msg.text" in seen
+        assert any("boom" in r.getMessage() or r.exc_info for r in caplog.records if r.levelno >= logging.ERROR)
+        b.remove_envelope_callback(first)
+        seen.clear()
+        await a.send(ch.channel_id, "again")
+        await b.next_envelope(predicate=is_text, timeout=10)
+        assert seen == ["second:ag2.msg.text"]
+
+
+async def test_manual_invite_ack_and_streaming_iteration() -> None:
+    async with Hub.open() as hub:
+        a = await hub.register_human(Passport(name="a", kind="human"))
+        b = await hub.register_human(Passport(name="b", kind="human"), auto_ack_invites=False)
+        opening = asyncio.create_task(a.open(type="conversation", target="b"))
+        invite = await b.next_envelope(predicate=lambda e: e.event_type == EV_CHANNEL_INVITE, timeout=10)
+        assert not opening.done()
+        await b.post_envelope(
+            Envelope(
+                channel_id=invite.channel_id,
+                sender_id="",
+                audience=None,
+                event_type=EV_CHANNEL_INVITE_ACK,
+                event_data={},
+            )
+        )
+        ch = await asyncio.wait_for(opening, 10)
+        for i in range(3):
+            await a.send(ch.channel_id, f"m{i}")
+        got: list[str] = []
+
+        async def consume() -> None:
+            async for env in b.envelopes():
+                if env.event_type == EV_TEXT:
+                    got.append(env.text)
+                    if len(got) == 3:
+                        await b.disconnect()
+
+        await asyncio.wait_for(consume(), 10)
+        assert got == ["m0", "m1", "m2"]
+        with pytest.raises(errors.Timeout):
+            await a.next_envelope(predicate=lambda e: e.event_type == "never", timeout=0.2)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_stream_survives_a_hub_restart_and_resumes_without_repeats(tmp_path: Path) -> None:
+    port = free_port()
+    args = ["--db", str(tmp_path / "hub.db"), "--data-dir", str(tmp_path)]
+    hub = start_service("hubsvc", args, cwd=ROOT, port=port)
+    try:
+        async with HubClient.connect(f"127.0.0.1:{port}") as hc:
+            a = await hc.register_human(Passport(name="a", kind="human"))
+            store = JsonFileCursorStore(tmp_path / "b.cursors.json")
+            b = await hc.register_human(Passport(name="b", kind="human"), cursor_store=store)
+            ch = await a.open(type="conversation", target="b")
+            await a.send(ch.channel_id, "before")
+            assert (await b.next_envelope(predicate=is_text, timeout=10)).text == "before"
+            hub.terminate(signal.SIGKILL)
+            hub = start_service("hubsvc", args, cwd=ROOT, port=port)
+
+            async def sent_after_restart() -> Envelope:
+                while True:
+                    try:
+                        return await a.send(ch.channel_id, "after restart")
+                    except errors.Unavailable:
+                        await asyncio.sleep(0.1)
+
+            await asyncio.wait_for(sent_after_restart(), 20)
+            assert (await b.next_envelope(predicate=is_text, timeout=20)).text == "after restart"
+            b_credential = b.credential
+            await b.disconnect()
+            await a.send(ch.channel_id, "while b is gone")
+        async with HubClient.connect(f"127.0.0.1:{port}") as hc2:
+            b2 = await hc2.resume_human(b_credential, cursor_store=store)
+            texts = [(await b2.next_envelope(predicate=is_text, timeout=10)).text]
+            await asyncio.sleep(0.3)
+            texts += [e.text for e in b2._inbox if e.event_type == EV_TEXT]
+            assert texts == ["while b is gone"]
+    finally:
+        hub.terminate()
