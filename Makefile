@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 include tools/versions.env
 
-.PHONY: help setup proto check-gen lint test test-fast serve bench tools node-deps go-deps redis-server clean
+.PHONY: help setup proto check-gen lint test test-bridges serve bench tools node-deps go-deps bridges-deps redis-server clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -38,8 +38,19 @@ gen/ts/node_modules/.installed: gen/ts/package.json gen/ts/package-lock.json
 
 node-deps: gen/ts/node_modules/.installed ## install npm packages of the TypeScript stubs
 
-go-deps: ## download Go modules of the Go stubs
+go-deps: ## download Go modules of the Go stubs and the Go bridge
 	cd gen/go && go mod download
+	cd bridges/go && go mod download
+
+bridges/ts/node_modules/.installed: bridges/ts/package.json bridges/ts/package-lock.json
+	cd bridges/ts && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+bridges-deps: bridges/ts/node_modules/.installed ## install npm packages of the TypeScript bridge
+
+test-bridges: setup go-deps bridges-deps ## the Go and TypeScript bridge test suites (each starts its own hub)
+	cd bridges/go && go vet ./... && go test -count=1 ./...
+	cd bridges/ts && npm test
 
 redis-server: ## install Debian's redis-server when it is missing (tests start their own instances)
 	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
@@ -59,7 +70,7 @@ lint: setup ## ruff, mypy on hand-written code, buf lint
 	$(VENV)/bin/mypy
 	cd proto && ../$(VENV)/bin/buf lint
 
-test: setup node-deps go-deps redis-server ## run the whole test suite
+test: setup node-deps go-deps bridges-deps redis-server test-bridges ## run the whole test suite
 	$(PY) -m pytest -q
 
 serve: setup ## run the hub (:50051) and knowledge service (:50052) on embedded SQLite; Ctrl-C stops both
@@ -75,4 +86,5 @@ bench: setup .venv-autogen/.installed ## run the benchmarks in bench/ (not tests
 	$(PY) -m bench $(BENCH_ARGS)
 
 clean: ## remove build output and local tools (keeps data/)
-	rm -rf tools/bin tools/node_modules gen/ts/node_modules gen/ts/dist build dist *.egg-info .venv-autogen
+	rm -rf tools/bin tools/node_modules gen/ts/node_modules gen/ts/dist build dist *.egg-info .venv-autogen \
+	  bridges/ts/node_modules bridges/ts/dist

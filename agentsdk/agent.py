@@ -154,6 +154,8 @@ class Agent:
         self.assembly: list[AssemblyPolicy] = list(assembly or ())
         """Assembly policies run, in order, before every model call."""
         self.max_tool_rounds = max_tool_rounds
+        self.network: Any = None
+        """The AgentClient once the agent is registered on a hub (set by ``hc.register``)."""
         """How many rounds of tool calls one turn may run before it is stopped."""
         self._callbacks: list[EventCallback] = []
         self._feeds: set[EventFeed] = set()
@@ -165,6 +167,16 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, tools={[t.name for t in self.tools]!r})"
+
+    def task(self, title: str = "", **options: Any) -> Any:
+        """``async with agent.task("title") as task:`` — own a task mirrored to the hub.
+
+        Needs the agent registered on a hub (``hc.register(agent, ...)``); see
+        :meth:`agentsdk.network.AgentClient.task` for the options.
+        """
+        if self.network is None:
+            raise RuntimeError("agent.task() needs the agent registered on a hub: hc.register(agent, passport, resume)")
+        return self.network.task(title, **options)
 
     # ------------------------------------------------------------------ observers
 

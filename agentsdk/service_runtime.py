@@ -144,6 +144,7 @@ async def serve_forever(
     host: str,
     port: int,
     on_start: Callable[[], Awaitable[None]] | None = None,
+    on_stopping: Callable[[], None] | None = None,
     on_stop: Callable[[], Awaitable[None]] | None = None,
     grace_seconds: float = 5.0,
 ) -> None:
@@ -151,6 +152,8 @@ async def serve_forever(
 
     Prints ``<program> listening on <host>:<port>`` once serving (tests and
     scripts read the actual port from that line when started with port 0).
+    Shutdown: health NOT_SERVING → ``on_stopping()`` → server stop with a grace
+    period → ``on_stop()``.
     """
     if on_start is not None:
         await on_start()
@@ -169,6 +172,8 @@ async def serve_forever(
     finally:
         log.info("%s shutting down", program)
         await set_serving(health_servicer, names, False)
+        if on_stopping is not None:
+            on_stopping()  # e.g. end long-lived streams, so the grace period is not spent waiting on them
         await server.stop(grace_seconds)
         if on_stop is not None:
             await on_stop()

@@ -22,7 +22,13 @@ async def run(config: HubConfig) -> None:
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
     )
     await serve_forever(
-        "agentnet-hub", [spec], host=config.host, port=config.port, on_start=core.start, on_stop=core.stop
+        "agentnet-hub",
+        [spec],
+        host=config.host,
+        port=config.port,
+        on_start=core.start,
+        on_stopping=core.close_sessions,
+        on_stop=core.stop,
     )
 
 

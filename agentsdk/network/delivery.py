@@ -12,7 +12,6 @@ key, so a retry never admits a copy).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import random
@@ -88,9 +87,11 @@ class DeliveryStream:
         tasks = [t for t in (self._runner, *self._workers.values()) if t is not None]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            # A handler that swallows cancellation must not hang the shutdown.
+            _, stuck = await asyncio.wait(tasks, timeout=5.0)
+            for task in stuck:
+                log.warning("handler task %s did not stop within 5s of cancellation; abandoning it", task.get_name())
         self.connected.clear()
 
     async def _frames(

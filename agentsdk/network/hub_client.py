@@ -8,14 +8,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2
 
-from agentsdk.envelope import Envelope
-from agentsdk.errors import FailedPrecondition, PermissionDenied
+from agentsdk.envelope import EV_TEXT, Envelope
+from agentsdk.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from agentsdk.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
+from agentsdk.network.agent_client import AgentClient
 from agentsdk.network.channel import ChannelMetadata
 from agentsdk.network.clients import HumanClient, NetworkClient
 from agentsdk.network.cursors import CursorBook, CursorStore
@@ -34,6 +35,14 @@ class AgentSummary:
     description: str
     capabilities: list[str]
     online: bool
+
+
+if TYPE_CHECKING:
+    from agentsdk.agent import Agent
+
+
+async def _ignore(envelope: Envelope) -> None:
+    """The handler of a client registered with attach_default_handler=False."""
 
 
 class HubClient:
@@ -135,6 +144,48 @@ class HubClient:
         client = HumanClient(self, agent_id, credential, passport, auto_ack_invites=auto_ack_invites)
         await self._attach(client, cursor_store)
         return client
+
+    async def register(
+        self,
+        agent: Agent,
+        passport: Passport | None = None,
+        resume: Resume | None = None,
+        *,
+        skill_md: str | None = None,
+        attach_plugin: bool = True,
+        attach_default_handler: bool = True,
+        cursor_store: CursorStore | None = None,
+    ) -> AgentClient:
+        """Register ``agent`` (kind agent or remote_agent) and connect it.
+
+        ``attach_plugin`` adds the five network tools and the network prompt prefix;
+        ``attach_default_handler=False`` leaves the client without a handler until
+        ``client.on_envelope(...)`` sets one (envelopes are then acked unhandled).
+        """
+        from agentsdk.network.plugin import NetworkPlugin
+
+        passport = passport or Passport(name=agent.name)
+        if passport.kind == "human":
+            raise InvalidArgument(
+                "register() refuses kind='human': register non-LLM participants with "
+                "hc.register_human(Passport(name=..., kind='human'))."
+            )
+        agent_id, credential = await self._register(passport, resume, human=False, skill_md=skill_md)
+        client = AgentClient(self, agent_id, credential, passport, agent)
+        if attach_plugin:
+            client.plugin = NetworkPlugin(client)
+            client.plugin.register(agent)
+        if not attach_default_handler:
+            client.on_envelope(_ignore)
+        await self._attach(client, cursor_store)
+        return client
+
+    async def can_send(self, channel_id: str, agent_id: str, event_type: str = EV_TEXT) -> bool:
+        """Whether ``agent_id`` (registered through this client) may post ``event_type`` in the channel now."""
+        client = self._clients.get(agent_id)
+        if client is None:
+            raise PermissionDenied(f"agent {agent_id!r} was not registered through this client.")
+        return await client.can_send(channel_id, event_type)
 
     async def _attach(self, client: NetworkClient, cursor_store: CursorStore | None) -> None:
         self._clients[client.agent_id] = client
@@ -240,5 +291,6 @@ class Hub(HubClient):
                 yield hub
             finally:
                 await hub.close()
+                core.close_sessions()
                 await server.stop(1.0)
                 await core.stop()

@@ -98,11 +98,19 @@ class HubCore:
             asyncio.create_task(self._sweep_loop(), name="hub-sweeper"),
         ]
 
-    async def stop(self) -> None:
-        """Close every session, flush cursors and close storage."""
+    def close_sessions(self) -> None:
+        """End every Connect stream (clients reconnect elsewhere / later and resume)."""
         self._stopping = True
         for session in list(self._sessions.values()):
-            session.close(Unavailable("the hub is shutting down; reconnect to resume from your cursors."))
+            session.close(
+                Unavailable(
+                    "the hub is shutting down; reconnect to resume from your cursors.", metadata={"cause": "shutdown"}
+                )
+            )
+
+    async def stop(self) -> None:
+        """Close every session, flush cursors and close storage."""
+        self.close_sessions()
         for loop_task in self._loops:
             loop_task.cancel()
         for loop_task in self._loops:
@@ -114,7 +122,9 @@ class HubCore:
         for ch in self._channels.values():
             ch.cancel_timers()
         if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+            for task in list(self._background):
+                task.cancel()
+            await asyncio.wait(list(self._background), timeout=5.0)
         await self.store.close()
 
     async def hydrate(self) -> int:
@@ -611,8 +621,14 @@ class HubCore:
         self, channel_id: str, until: Callable[[channel_pb2.ChannelMetadata], bool], timeout: float
     ) -> channel_pb2.ChannelMetadata:
         """Wait until ``until(metadata)`` holds after a committed envelope (or the timeout passes)."""
+
+        def settled() -> bool:
+            # The awaited state may be folded but not committed yet; wait for the commit too.
+            ch = self._channels.get(channel_id)
+            return ch is None or ch.committed_seq >= ch.last_seq
+
         meta = await self.channel_meta(channel_id)
-        if until(meta):
+        if until(meta) and settled():
             return meta
         changed = asyncio.Event()
         unsubscribe = self.watch(channel_id, lambda _wire: changed.set())
@@ -621,7 +637,7 @@ class HubCore:
         try:
             while True:
                 meta = await self.channel_meta(channel_id)
-                if until(meta):
+                if until(meta) and settled():
                     return meta
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -708,7 +724,12 @@ class HubCore:
         """Open the agent's delivery session, replacing an older one, and start the replay."""
         old = self._sessions.get(agent_id)
         if old is not None:
-            old.close(Unavailable("this stream was replaced by a newer Connect stream of the same agent."))
+            old.close(
+                Unavailable(
+                    "this stream was replaced by a newer Connect stream of the same agent.",
+                    metadata={"cause": "replaced"},
+                )
+            )
             self._flush_session(old)
         limit = self.options.max_in_flight
         max_in_flight = min(hello.max_in_flight, limit) if hello.max_in_flight else limit

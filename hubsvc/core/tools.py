@@ -34,12 +34,7 @@ from agentsdk.errors import (
     PermissionDenied,
     Timeout,
 )
-from agentsdk.wire import dumps_json, envelope_from_wire, parse_json_object
-from hubsvc.core.channel import OPENED, TERMINAL
-from hubsvc.core.delivery import visible
-from hubsvc.core.hub import HubCore
-from hubsvc.core.registry import KIND_NAMES, AgentEntry
-from hubsvc.core.tool_schemas import (
+from agentsdk.network.tool_schemas import (
     ADAPTER_TOOLS,
     ALL_TOOLS,
     PLUGIN_TOOLS,
@@ -52,6 +47,11 @@ from hubsvc.core.tool_schemas import (
     description,
     parameters_schema,
 )
+from agentsdk.wire import dumps_json, envelope_from_wire, parse_json_object
+from hubsvc.core.channel import OPENED, TERMINAL
+from hubsvc.core.delivery import visible
+from hubsvc.core.hub import HubCore
+from hubsvc.core.registry import KIND_NAMES, AgentEntry
 from hubsvc.core.util import from_timestamp, to_timestamp
 
 _TERMINAL_EVENTS = (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED)

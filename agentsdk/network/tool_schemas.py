@@ -1,5 +1,6 @@
-"""The network tools' arguments as pydantic models: one source for both the JSON
-schemas ListTools returns and the validation CallTool applies.
+"""The network tools' arguments as pydantic models: one source for the JSON schemas
+(ListTools, and the SDK's plugin tools) and for the validation (CallTool, and the SDK
+before a call leaves the process).
 
 The five plugin tools (identity-level, any channel) and the adapter tool ``say``
 take exactly the seeds' actions and arguments.

@@ -1,0 +1,115 @@
+"""agentsdk.network: agents, humans and bridges on a hub (the seeds' ``ag2.network``).
+
+Entry points: ``HubClient.connect("host:port")`` for a running hub and
+``Hub.open()`` for an embedded one; ``hc.register(agent, passport, resume)`` →
+:class:`AgentClient`, ``hc.register_human(passport)`` → :class:`HumanClient`.
+Every name of the seeds' "Quick reference — imports" block is importable here.
+"""
+
+from agentsdk.envelope import (
+    EV_CHANNEL_CLOSED,
+    EV_CHANNEL_EXPIRED,
+    EV_CHANNEL_INVITE,
+    EV_CHANNEL_INVITE_ACK,
+    EV_CHANNEL_INVITE_REJECT,
+    EV_CHANNEL_OPENED,
+    EV_CONTEXT_SET,
+    EV_EXPECTATION_VIOLATED,
+    EV_PACKET,
+    EV_TASK_CANCEL_REQUEST,
+    EV_TASK_CANCELLED,
+    EV_TEXT,
+    Envelope,
+    Priority,
+    visible_to,
+)
+from agentsdk.identity import Passport, PassportKind, Resume
+from agentsdk.network.agent_client import (
+    AgentClient,
+    Task,
+    default_handler,
+    read_wal_until,
+    resolve_view_policy,
+    stamp_dependencies,
+)
+from agentsdk.network.channel import Channel, ChannelMetadata
+from agentsdk.network.clients import HumanClient, NetworkClient
+from agentsdk.network.cursors import CursorStore, JsonFileCursorStore
+from agentsdk.network.deps import (
+    AGENT_CLIENT_DEP,
+    CHANNEL_DEP,
+    CHANNEL_STATE_DEP,
+    HUB_DEP,
+    TASK_DEP,
+    AgentClientInject,
+    ChannelInject,
+    ChannelStateInject,
+    HubInject,
+    TaskInject,
+)
+from agentsdk.network.hub_client import AgentSummary, Hub, HubClient
+from agentsdk.network.plugin import NetworkContextPolicy, NetworkPlugin
+from agentsdk.network.views import (
+    FullTranscript,
+    NamedTranscript,
+    NamedWindowedSummary,
+    ViewPolicy,
+    WindowedSummary,
+)
+from agentsdk.skills import ParsedSkill, parse_skill_frontmatter, render_fallback_skill
+
+__all__ = [
+    "AGENT_CLIENT_DEP",
+    "CHANNEL_DEP",
+    "CHANNEL_STATE_DEP",
+    "EV_CHANNEL_CLOSED",
+    "EV_CHANNEL_EXPIRED",
+    "EV_CHANNEL_INVITE",
+    "EV_CHANNEL_INVITE_ACK",
+    "EV_CHANNEL_INVITE_REJECT",
+    "EV_CHANNEL_OPENED",
+    "EV_CONTEXT_SET",
+    "EV_EXPECTATION_VIOLATED",
+    "EV_PACKET",
+    "EV_TASK_CANCELLED",
+    "EV_TASK_CANCEL_REQUEST",
+    "EV_TEXT",
+    "HUB_DEP",
+    "TASK_DEP",
+    "AgentClient",
+    "AgentClientInject",
+    "AgentSummary",
+    "Channel",
+    "ChannelInject",
+    "ChannelMetadata",
+    "ChannelStateInject",
+    "CursorStore",
+    "Envelope",
+    "FullTranscript",
+    "Hub",
+    "HubClient",
+    "HubInject",
+    "HumanClient",
+    "JsonFileCursorStore",
+    "NamedTranscript",
+    "NamedWindowedSummary",
+    "NetworkClient",
+    "NetworkContextPolicy",
+    "NetworkPlugin",
+    "ParsedSkill",
+    "Passport",
+    "PassportKind",
+    "Priority",
+    "Resume",
+    "Task",
+    "TaskInject",
+    "ViewPolicy",
+    "WindowedSummary",
+    "default_handler",
+    "parse_skill_frontmatter",
+    "read_wal_until",
+    "render_fallback_skill",
+    "resolve_view_policy",
+    "stamp_dependencies",
+    "visible_to",
+]

@@ -1,0 +1,466 @@
+"""The SDK half of each channel adapter: views, rendering, round-end envelopes and ``say``.
+
+The hub half (:mod:`hubsvc.adapters`) enforces turn-taking; this half tells the
+default notify handler how to run a turn on a channel of a given type:
+
+* which view the LLM gets by default (:attr:`SdkAdapter.default_view_policy`,
+  :meth:`SdkAdapter.default_recent_n`) and how envelopes render into it
+  (:meth:`SdkAdapter.render_envelope`);
+* what text triggered the turn (:meth:`SdkAdapter.extract_turn_input`);
+* which extra tools the LLM is offered this turn (:meth:`SdkAdapter.tools_for` —
+  the seed's say table: consulting → whoever's turn it is; conversation → always;
+  discussion → only the expected next speaker; workflow → never);
+* what to post when the turn ends (:meth:`SdkAdapter.build_round_envelope`: EV_TEXT
+  of the reply body, or — on workflow — an EV_PACKET with routing and context updates).
+
+``adapter_for(type)`` returns the (shared, stateless apart from the tool cache)
+adapter instance of a channel type.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
+from typing import Annotated, Any, ClassVar, Protocol
+
+from agentsdk.envelope import EV_PACKET, EV_TEXT, Envelope, text_envelope
+from agentsdk.errors import InvalidArgument
+from agentsdk.events import BaseEvent, ToolCallEvent, ToolResultEvent
+from agentsdk.network.channel import ChannelMetadata
+from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP
+from agentsdk.network.views import ViewPolicy, view_for
+from agentsdk.tools import Inject, Tool
+
+__all__ = [
+    "ADAPTERS",
+    "PENDING_CONTEXT_UPDATES_KEY",
+    "ConsultingSdkAdapter",
+    "ConversationSdkAdapter",
+    "DiscussionSdkAdapter",
+    "RoundReply",
+    "SdkAdapter",
+    "WorkflowSdkAdapter",
+    "adapter_for",
+    "make_say_tool",
+    "queue_context_updates",
+    "register_adapter",
+    "routing_from_events",
+    "routing_tools",
+]
+
+PENDING_CONTEXT_UPDATES_KEY = "pending_context_updates"
+"""Key in the turn's channel-state dict under which tools queue workflow context updates
+(``{"set": {...}, "delete": [...]}``); the workflow round-end packet carries them."""
+
+_CLOSED_STATES = frozenset({"closed", "expired"})
+
+
+class RoundReply(Protocol):
+    """What :meth:`SdkAdapter.build_round_envelope` needs of a turn's outcome (an :class:`~agentsdk.agent.Reply`)."""
+
+    @property
+    def body(self) -> str:
+        """The final assistant text."""
+        ...
+
+    @property
+    def halted(self) -> bool:
+        """True when the turn was halted (nothing to post)."""
+        ...
+
+
+def _channel_id_of(channel: Any) -> str | None:
+    """The id of a Channel / ChannelMetadata / id string (None when there is none)."""
+    if channel is None:
+        return None
+    if isinstance(channel, str):
+        return channel or None
+    value = getattr(channel, "channel_id", None)
+    return value if isinstance(value, str) and value else None
+
+
+def make_say_tool(client: Any = None) -> Tool:
+    """Build the adapter-owned ``say`` tool.
+
+    The LLM sees ``say(content, audience?, channel_id?)``; the current channel
+    (``CHANNEL_DEP``) and the client (``AGENT_CLIENT_DEP``) are injected. ``client``
+    is the fallback used when the dependencies carry no client.
+    """
+
+    async def say(
+        content: str,
+        audience: list[str] | None = None,
+        channel_id: str | None = None,
+        *,
+        channel: Annotated[Any, Inject(CHANNEL_DEP)] = None,
+        agent_client: Annotated[Any, Inject(AGENT_CLIENT_DEP)] = None,
+    ) -> str:
+        """Post an extra message to the current channel (or another channel you participate in).
+
+        Your normal reply is already posted when your turn ends; use this only for an
+        additional message or to speak in a different channel.
+
+        Args:
+            content: The message text.
+            audience: Names (or agent ids) of the participants to address; omit to broadcast to everyone.
+            channel_id: Another channel you participate in; omit for the current channel.
+        """
+        sender = agent_client if agent_client is not None else client
+        if sender is None:
+            raise RuntimeError("say needs a network client (it runs inside an agent's channel turn)")
+        target = channel_id or _channel_id_of(channel)
+        if target is None:
+            raise ValueError("there is no current channel; pass channel_id to say where to post")
+        env = await sender.send(target, content, audience=audience)
+        who = "everyone" if audience is None else ", ".join(audience)
+        posted_id = getattr(env, "envelope_id", "")
+        return f"posted to channel {target} (to {who})" + (f"; envelope {posted_id}" if posted_id else "")
+
+    return Tool(say)
+
+
+def routing_tools(knobs: Mapping[str, Any]) -> set[str] | None:
+    """Tool names that workflow transitions route on (``tool_called`` conditions, including ``and``).
+
+    ``None`` when the knobs carry no transitions (so any tool may be the routing one).
+    """
+    transitions = knobs.get("transitions")
+    if not isinstance(transitions, list):
+        return None
+    names: set[str] = set()
+
+    def walk(condition: Any) -> None:
+        if not isinstance(condition, Mapping):
+            return
+        if condition.get("type") == "tool_called" and isinstance(condition.get("tool"), str):
+            names.add(condition["tool"])
+        nested = condition.get("and")
+        if isinstance(nested, list):
+            for sub in nested:
+                walk(sub)
+
+    for transition in transitions:
+        if isinstance(transition, Mapping):
+            walk(transition.get("condition"))
+    return names
+
+
+def routing_from_events(events: Iterable[BaseEvent], routing: Collection[str] | None = None) -> dict[str, Any]:
+    """The packet ``routing`` object from a turn's events.
+
+    ``tools_called`` lists (once each, in first-call order) the tools that ran without
+    an error result; ``tool_called`` is the last of them that is a routing tool
+    (any of them when ``routing`` is ``None``), else ``None``.
+    """
+    calls: list[ToolCallEvent] = []
+    failed: set[str] = set()
+    for event in events:
+        if isinstance(event, ToolCallEvent):
+            calls.append(event)
+        elif isinstance(event, ToolResultEvent) and event.is_error:
+            failed.add(event.call_id)
+    ordered = [c.name for c in calls if c.call_id not in failed]
+    tools_called = list(dict.fromkeys(ordered))
+    candidates = ordered if routing is None else [name for name in ordered if name in routing]
+    return {"tool_called": candidates[-1] if candidates else None, "tools_called": tools_called}
+
+
+def queue_context_updates(
+    state: MutableMapping[str, Any],
+    *,
+    set: Mapping[str, Any] | None = None,
+    delete: Iterable[str] | None = None,
+) -> None:
+    """Queue workflow context updates in the turn's channel-state dict (``ChannelStateInject``).
+
+    The round-end EV_PACKET carries everything queued this turn. A later ``set`` of a
+    key cancels its queued delete and vice versa.
+    """
+    pending = state.setdefault(PENDING_CONTEXT_UPDATES_KEY, {"set": {}, "delete": []})
+    set_part: dict[str, Any] = pending.setdefault("set", {})
+    delete_part: list[str] = pending.setdefault("delete", [])
+    for key, value in (set or {}).items():
+        set_part[key] = value
+        if key in delete_part:
+            delete_part.remove(key)
+    for key in delete or ():
+        set_part.pop(key, None)
+        if key not in delete_part:
+            delete_part.append(key)
+
+
+def _pending_updates(state: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+    pending = (state or {}).get(PENDING_CONTEXT_UPDATES_KEY)
+    if not isinstance(pending, Mapping):
+        return {}, []
+    set_part = pending.get("set")
+    delete_part = pending.get("delete")
+    return (
+        dict(set_part) if isinstance(set_part, Mapping) else {},
+        [k for k in delete_part if isinstance(k, str)] if isinstance(delete_part, list | tuple) else [],
+    )
+
+
+class SdkAdapter:
+    """The SDK half of a channel type; subclass per type and register with :func:`register_adapter`."""
+
+    type: ClassVar[str] = ""
+    """Channel type name, e.g. ``"consulting"``."""
+    default_view_policy: ClassVar[str] = "full_transcript"
+    """Registry name of the default view (see :data:`agentsdk.network.views.VIEW_POLICIES`)."""
+
+    def __init__(self) -> None:
+        self._tool_cache: weakref.WeakKeyDictionary[Any, list[Tool]] = weakref.WeakKeyDictionary()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    # -- views ---------------------------------------------------------------------------
+
+    def default_recent_n(self, metadata: ChannelMetadata) -> int | None:
+        """``recent_n`` of the default view for this channel (None for full views)."""
+        return None
+
+    def default_view(self, metadata: ChannelMetadata) -> ViewPolicy:
+        """A fresh instance of this channel's default view."""
+        return view_for(self.default_view_policy, self.default_recent_n(metadata))
+
+    def render_envelope(self, env: Envelope) -> str | None:
+        """The text the LLM sees for ``env``: EV_TEXT's text, EV_PACKET's body; None for anything else or empty."""
+        if env.event_type not in (EV_TEXT, EV_PACKET):
+            return None
+        return env.text or None
+
+    def extract_turn_input(self, envelope: Envelope) -> str:
+        """The text that triggered this turn (EV_TEXT's text or EV_PACKET's body; ``""`` otherwise)."""
+        return envelope.text
+
+    # -- envelopes -----------------------------------------------------------------------
+
+    def build_text_envelope(
+        self,
+        *,
+        channel_id: str,
+        sender_id: str,
+        text: str,
+        audience: list[str] | None = None,
+        causation_id: str | None = None,
+    ) -> Envelope:
+        """An EV_TEXT envelope (``audience`` are agent ids; None = broadcast)."""
+        return text_envelope(channel_id, sender_id, text, audience=audience, causation_id=causation_id)
+
+    def build_packet_envelope(
+        self,
+        *,
+        channel_id: str,
+        sender_id: str,
+        body: str,
+        tool_called: str | None = None,
+        context_set: Mapping[str, Any] | None = None,
+        context_delete: Sequence[str] | None = None,
+        tools_called: Sequence[str] | None = None,
+    ) -> Envelope:
+        """A workflow EV_PACKET: routing, context updates and body in one envelope.
+
+        ``tools_called`` defaults to ``[tool_called]`` (or ``[]``).
+        """
+        called = list(tools_called) if tools_called is not None else ([tool_called] if tool_called else [])
+        return Envelope(
+            channel_id=channel_id,
+            sender_id=sender_id,
+            audience=None,
+            event_type=EV_PACKET,
+            event_data={
+                "routing": {"tool_called": tool_called, "tools_called": called},
+                "context_updates": {"set": dict(context_set or {}), "delete": list(context_delete or [])},
+                "body": body,
+            },
+        )
+
+    def build_round_envelope(
+        self,
+        *,
+        metadata: ChannelMetadata,
+        sender_id: str,
+        reply: RoundReply,
+        events: Sequence[BaseEvent] | None = None,
+        state: Mapping[str, Any] | None = None,
+        hub: Any = None,
+    ) -> Envelope | None:
+        """What to post when the turn ends: EV_TEXT of the reply body; None when halted or empty."""
+        if reply.halted or not reply.body:
+            return None
+        return self.build_text_envelope(channel_id=metadata.channel_id, sender_id=sender_id, text=reply.body)
+
+    # -- tools ---------------------------------------------------------------------------
+
+    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
+        """Whether ``participant_id`` gets ``say`` now, given the hub's adapter state (the say table)."""
+        return False
+
+    def tools_for(
+        self, client: Any, metadata: ChannelMetadata, state: Mapping[str, Any] | None, participant_id: str
+    ) -> list[Tool]:
+        """The adapter tools offered to ``participant_id`` this turn (``say`` or nothing).
+
+        ``state`` is the adapter state JSON from DescribeChannel. The tools are built
+        once per (adapter, client) and reused.
+        """
+        if metadata.state in _CLOSED_STATES or participant_id not in metadata.participant_ids:
+            return []
+        if not self.offers_say(metadata, state or {}, participant_id):
+            return []
+        return list(self._cached_tools(client))
+
+    def _cached_tools(self, client: Any) -> list[Tool]:
+        try:
+            cached = self._tool_cache.get(client)
+        except TypeError:  # not weak-referenceable: build fresh each time
+            return [make_say_tool(client)]
+        if cached is None:
+            cached = [make_say_tool(client)]
+            self._tool_cache[client] = cached
+        return cached
+
+
+def _ended(state: Mapping[str, Any]) -> bool:
+    return bool(state.get("ended")) or state.get("end_reason") is not None
+
+
+class ConsultingSdkAdapter(SdkAdapter):
+    """Consulting (strict one question, one reply): full transcript; ``say`` for whoever's turn it is."""
+
+    type = "consulting"
+    default_view_policy = "full_transcript"
+
+    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
+        """The asker before the question, the replier before the reply, no one after."""
+        expected = state.get("expected_next")
+        if isinstance(expected, list):
+            return participant_id in expected
+        if state.get("replied"):
+            return False
+        ids = metadata.participant_ids
+        asker = state.get("asker") or (ids[0] if ids else None)
+        replier = state.get("replier") or (ids[1] if len(ids) > 1 else None)
+        return participant_id == (replier if state.get("asked") else asker)
+
+
+class ConversationSdkAdapter(SdkAdapter):
+    """Conversation (free-form, two parties): windowed summary of 10; ``say`` for everyone."""
+
+    type = "conversation"
+    default_view_policy = "windowed_summary"
+    recent_n: ClassVar[int] = 10
+
+    def default_recent_n(self, metadata: ChannelMetadata) -> int | None:
+        """Always 10."""
+        return self.recent_n
+
+    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
+        """Every participant, until a ``max_turns`` limit ended the conversation."""
+        return not _ended(state)
+
+
+def _named_recent_n(metadata: ChannelMetadata) -> int:
+    return max(2 * len(metadata.participants), 4)
+
+
+class DiscussionSdkAdapter(SdkAdapter):
+    """Discussion (round robin): named windowed summary; ``say`` only for the expected next speaker."""
+
+    type = "discussion"
+    default_view_policy = "named_windowed_summary"
+
+    def default_recent_n(self, metadata: ChannelMetadata) -> int | None:
+        """``max(2 * participants, 4)``."""
+        return _named_recent_n(metadata)
+
+    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
+        """Only ``expected_next_speaker`` (derived from ``turns`` when absent), until the limit."""
+        if _ended(state):
+            return False
+        expected = state.get("expected_next_speaker")
+        if not isinstance(expected, str):
+            ids = metadata.participant_ids
+            turns = state.get("turns", 0)
+            expected = ids[turns % len(ids)] if ids and isinstance(turns, int) else None
+        return participant_id == expected
+
+
+class WorkflowSdkAdapter(SdkAdapter):
+    """Workflow (transition graph): named windowed summary; no ``say``; round end is an EV_PACKET."""
+
+    type = "workflow"
+    default_view_policy = "named_windowed_summary"
+
+    def default_recent_n(self, metadata: ChannelMetadata) -> int | None:
+        """``max(2 * participants, 4)``."""
+        return _named_recent_n(metadata)
+
+    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
+        """Never: workflow agents speak through the round-end packet and their handoff tools."""
+        return False
+
+    def tools_for(
+        self, client: Any, metadata: ChannelMetadata, state: Mapping[str, Any] | None, participant_id: str
+    ) -> list[Tool]:
+        """Always ``[]``."""
+        return []
+
+    def build_round_envelope(
+        self,
+        *,
+        metadata: ChannelMetadata,
+        sender_id: str,
+        reply: RoundReply,
+        events: Sequence[BaseEvent] | None = None,
+        state: Mapping[str, Any] | None = None,
+        hub: Any = None,
+    ) -> Envelope | None:
+        """An EV_PACKET: routing from this turn's tool calls, queued context updates, the body.
+
+        Posted even with an empty body (the routing is the point); None only when halted.
+        ``events`` defaults to ``reply.events``; context updates come from
+        ``state[PENDING_CONTEXT_UPDATES_KEY]`` (see :func:`queue_context_updates`).
+        """
+        if reply.halted:
+            return None
+        turn_events: Iterable[BaseEvent] = events if events is not None else getattr(reply, "events", [])
+        routing = routing_from_events(turn_events, routing_tools(metadata.knobs))
+        context_set, context_delete = _pending_updates(state)
+        return self.build_packet_envelope(
+            channel_id=metadata.channel_id,
+            sender_id=sender_id,
+            body=reply.body,
+            tool_called=routing["tool_called"],
+            tools_called=routing["tools_called"],
+            context_set=context_set,
+            context_delete=context_delete,
+        )
+
+
+ADAPTERS: dict[str, SdkAdapter] = {
+    a.type: a for a in (ConsultingSdkAdapter(), ConversationSdkAdapter(), DiscussionSdkAdapter(), WorkflowSdkAdapter())
+}
+"""SDK adapters by channel type."""
+
+
+def register_adapter(adapter: SdkAdapter) -> None:
+    """Register the SDK half of a custom channel type (replaces any adapter of that type)."""
+    if not adapter.type:
+        raise ValueError(f"{type(adapter).__name__} has no channel type name; set its `type` class attribute")
+    ADAPTERS[adapter.type] = adapter
+
+
+def adapter_for(channel_type: str) -> SdkAdapter:
+    """The SDK adapter of ``channel_type``; InvalidArgument naming the known types if there is none."""
+    adapter = ADAPTERS.get(channel_type)
+    if adapter is None:
+        known = ", ".join(sorted(ADAPTERS))
+        raise InvalidArgument(
+            f"no SDK adapter for channel type {channel_type!r}; known types: {known}. "
+            "Register one with agentsdk.network.adapters.register_adapter(...).",
+            metadata={"channel_type": channel_type},
+        )
+    return adapter

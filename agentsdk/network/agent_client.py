@@ -1,0 +1,213 @@
+"""AgentClient: an LLM agent on the network, and the default envelope handler.
+
+The default handler does the seeds' "receive → auto-ack invites → run the LLM with
+the adapter's tools → post the round-end envelope" wiring. It is decomposed into
+public hooks (:func:`read_wal_until`, :func:`resolve_view_policy`,
+:func:`stamp_dependencies`) so custom handlers can reuse the standard pre-LLM
+wiring. ``client.on_envelope(cb)`` replaces it; ``client.on_envelope(client._run_default_handler)``
+restores it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentnet.v1 import hub_pb2, task_pb2
+
+from agentsdk.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
+from agentsdk.errors import AgentNetError
+from agentsdk.identity import Passport
+from agentsdk.network.adapters import adapter_for
+from agentsdk.network.channel import Channel, ChannelMetadata
+from agentsdk.network.clients import NetworkClient
+from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
+from agentsdk.network.views import ViewPolicy, view_for
+from agentsdk.stream import Stream
+
+if TYPE_CHECKING:
+    from agentsdk.agent import Agent
+    from agentsdk.network.hub_client import HubClient
+    from agentsdk.network.plugin import NetworkPlugin
+
+log = logging.getLogger("agentnet.sdk")
+
+
+@dataclass
+class Task:
+    """A task the agent owns, mirrored to the hub (``async with client.task(...)``)."""
+
+    task_id: str
+    client: AgentClient
+    title: str = ""
+    channel_id: str = ""
+    ended: bool = False
+
+    async def progress(self, payload: Any) -> None:
+        """Report progress (any JSON value)."""
+        await self.client._report(self, task_pb2.TASK_EVENT_KIND_PROGRESS, payload=payload)
+
+    async def complete(self, result: Any = None) -> None:
+        """End successfully with ``result``."""
+        await self.client._report(self, task_pb2.TASK_EVENT_KIND_COMPLETED, payload=result)
+
+    async def fail(self, error: str) -> None:
+        """End with an error."""
+        await self.client._report(self, task_pb2.TASK_EVENT_KIND_FAILED, error=error)
+
+    async def cancel(self, reason: str = "") -> None:
+        """End because a cancel request was accepted."""
+        await self.client._report(self, task_pb2.TASK_EVENT_KIND_CANCELLED, error=reason or "cancelled")
+
+
+class AgentClient(NetworkClient):
+    """A registered LLM agent: its Agent, its hub identity and its envelope handler."""
+
+    def __init__(self, hub: HubClient, agent_id: str, credential: str, passport: Passport, agent: Agent) -> None:
+        NetworkClient.__init__(self, hub, agent_id, credential, passport)
+        self.agent = agent
+        agent.network = self
+        self.plugin: NetworkPlugin | None = None
+        self.view_policies: dict[str, ViewPolicy] = {}
+        """Per-channel view overrides (channel_id -> view)."""
+        self.view_policy: ViewPolicy | None = None
+        """A view for every channel of this agent (None = each adapter's default)."""
+        self._on_envelope: Callable[[Envelope], Awaitable[None]] = self._run_default_handler
+        self._current_task: Task | None = None
+
+    def on_envelope(self, callback: Callable[[Envelope], Awaitable[None]]) -> None:
+        """Replace the envelope handler; it is called with ``(envelope,)``."""
+        self._on_envelope = callback
+
+    async def _run_default_handler(self, envelope: Envelope) -> None:
+        await default_handler(envelope, self)
+
+    async def _handle(self, envelope: Envelope) -> None:
+        await self._on_envelope(envelope)
+
+    # -- tools and tasks ----------------------------------------------------------------
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, channel_id: str = "", task_id: str = "") -> Any:
+        """Run a network tool on the hub (CallTool); returns its JSON result."""
+        response = await self._rpc(
+            "CallTool",
+            hub_pb2.CallToolRequest(
+                name=name, arguments_json=json.dumps(arguments), channel_id=channel_id, task_id=task_id
+            ),
+        )
+        return json.loads(response.result_json)
+
+    @asynccontextmanager
+    async def task(self, title: str = "", *, channel_id: str = "", ttl: float | None = None) -> AsyncIterator[Task]:
+        """Own a task for the block: STARTED on entry, COMPLETED on a clean exit (unless ended
+        inside), FAILED when the block raises. Inside, tools see it as TaskInject."""
+        request = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id)
+        if ttl is not None:
+            request.ttl_seconds = ttl
+        response = await self._rpc("ReportTask", request)
+        task = Task(response.task.task_id, self, title, channel_id)
+        previous, self._current_task = self._current_task, task
+        try:
+            yield task
+        except BaseException as exc:
+            if not task.ended:
+                await task.fail(f"{type(exc).__name__}: {exc}")
+            raise
+        else:
+            if not task.ended:
+                await task.complete()
+        finally:
+            self._current_task = previous
+
+    async def _report(self, task: Task, kind: int, *, payload: Any = None, error: str = "") -> None:
+        request = hub_pb2.ReportTaskRequest(
+            task_id=task.task_id,
+            kind=kind,  # type: ignore[arg-type]
+            payload_json=json.dumps(payload) if payload is not None else "",
+            error=error,
+        )
+        await self._rpc("ReportTask", request)
+        if kind != task_pb2.TASK_EVENT_KIND_PROGRESS:
+            task.ended = True
+
+
+# -- the default handler and its hooks ------------------------------------------------------
+
+
+async def read_wal_until(client: NetworkClient, envelope: Envelope) -> list[Envelope]:
+    """The channel's WAL (as ``client`` may see it) before ``envelope``, excluding it."""
+    if envelope.seq <= 1:
+        return []
+    return await client.read_wal(envelope.channel_id, until_seq=envelope.seq - 1)
+
+
+def resolve_view_policy(client: NetworkClient, metadata: ChannelMetadata) -> ViewPolicy:
+    """The view this participant uses in this channel: a per-channel override, the
+    client's own view, or the adapter's default."""
+    if isinstance(client, AgentClient):
+        override = client.view_policies.get(metadata.channel_id) or client.view_policy
+        if override is not None:
+            return override
+    adapter = adapter_for(metadata.type)
+    return view_for(adapter.default_view_policy, adapter.default_recent_n(metadata))
+
+
+def stamp_dependencies(client: NetworkClient, channel: Channel, state: Any) -> dict[Any, Any]:
+    """The turn's dependencies: CHANNEL_DEP, AGENT_CLIENT_DEP, HUB_DEP, CHANNEL_STATE_DEP (+ TASK_DEP in a task)."""
+    deps: dict[Any, Any] = {
+        CHANNEL_DEP: channel,
+        AGENT_CLIENT_DEP: client,
+        HUB_DEP: client.hub,
+        CHANNEL_STATE_DEP: state,
+    }
+    if isinstance(client, AgentClient) and client._current_task is not None:
+        deps[TASK_DEP] = client._current_task
+    return deps
+
+
+async def default_handler(envelope: Envelope, client: NetworkClient) -> None:
+    """The standard handler: ack invites; run a turn on EV_TEXT / EV_PACKET; ignore the rest."""
+    if envelope.event_type == EV_CHANNEL_INVITE:
+        try:
+            await client.ack_invite(envelope.channel_id)
+        except AgentNetError as err:
+            log.warning("could not ack the invite to %s: %s", envelope.channel_id, err.message)
+        return
+    if envelope.event_type not in (EV_TEXT, EV_PACKET) or not isinstance(client, AgentClient):
+        return
+    await _process_substantive(envelope, client)
+
+
+async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
+    if not await client.can_send(envelope.channel_id):
+        return  # not our turn, or the channel is closing
+    metadata, state, _expected = await client.channel_info(envelope.channel_id)
+    adapter = adapter_for(metadata.type)
+    wal = await read_wal_until(client, envelope)
+    policy = resolve_view_policy(client, metadata)
+    history = await policy.project(
+        wal,
+        participant_id=client.agent_id,
+        channel=metadata,
+        render_envelope=adapter.render_envelope,
+        name_for=client.hub.name_for,
+    )
+    channel = Channel(metadata, client)
+    deps = stamp_dependencies(client, channel, state)
+    tools = adapter.tools_for(client, metadata, state, client.agent_id)
+    text = adapter.extract_turn_input(envelope)
+    if policy.name.startswith("named"):
+        text = f"[{client.hub.name_for(envelope.sender_id)}]: {text}"
+    reply = await client.agent.ask(
+        text, tools=tools, dependencies=deps, stream=Stream(stream_id=envelope.channel_id, events=history)
+    )
+    out = adapter.build_round_envelope(
+        metadata=metadata, sender_id=client.agent_id, reply=reply, events=reply.events, state=state, hub=client.hub
+    )
+    if out is not None:
+        out.causation_id = envelope.envelope_id
+        await client.send_envelope(out)

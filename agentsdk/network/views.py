@@ -1,0 +1,232 @@
+"""Views: what each LLM sees of a channel's history.
+
+A :class:`ViewPolicy` projects the WAL slice a participant may see into the
+:class:`~agentsdk.events.BaseEvent` s the framework feeds into the LLM turn as
+pre-populated history. The channel's adapter supplies ``render_envelope`` (so
+views stay adapter-neutral) and optionally ``name_for`` (agent id → name).
+
+Built-ins (every one honours audience and projects only substantive envelopes
+whose rendering is not ``None``; lifecycle and custom event types never appear):
+
+* :class:`FullTranscript` — everything, in order (the consulting default);
+* :class:`WindowedSummary` — the last ``recent_n``, after a :class:`~agentsdk.events.CompactionSummary`
+  placeholder counting what was left out (the conversation default, ``recent_n=10``);
+* :class:`NamedTranscript` / :class:`NamedWindowedSummary` — the same with every
+  line from someone else prefixed ``[<sender name>]: `` (the discussion and workflow
+  default is ``NamedWindowedSummary(recent_n=max(2 * participants, 4))``).
+
+Own envelopes become :class:`~agentsdk.events.ModelMessage` (the assistant's
+voice); everyone else's become ``ModelRequest([TextInput(text)])``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from agentsdk.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope, visible_to
+from agentsdk.events import BaseEvent, CompactionSummary, ModelMessage, ModelRequest, TextInput
+from agentsdk.network.channel import ChannelMetadata
+
+__all__ = [
+    "VIEW_POLICIES",
+    "EnvelopeRenderer",
+    "FullTranscript",
+    "NameResolver",
+    "NamedTranscript",
+    "NamedWindowedSummary",
+    "ViewPolicy",
+    "WindowedSummary",
+    "default_name_resolver",
+    "register_view_policy",
+    "view_for",
+]
+
+EnvelopeRenderer = Callable[[Envelope], str | None]
+"""Renders an envelope as the text the LLM sees, or ``None`` to leave it out (supplied by the adapter)."""
+
+NameResolver = Callable[[str], str]
+"""Maps an agent id to the label shown in named views (e.g. ``HubClient.name_for``)."""
+
+
+def default_name_resolver(agent_id: str) -> str:
+    """The identity resolver: labels a sender by its agent id."""
+    return agent_id
+
+
+@runtime_checkable
+class ViewPolicy(Protocol):
+    """Projects a channel's WAL into one participant's LLM history.
+
+    Implement it structurally or subclass it explicitly (``class MyView(ViewPolicy)``);
+    give each view a unique ``name``.
+    """
+
+    name: str
+    """Unique registry name, e.g. ``"full_transcript"``."""
+
+    async def project(
+        self,
+        wal: list[Envelope],
+        *,
+        participant_id: str,
+        channel: ChannelMetadata,
+        render_envelope: EnvelopeRenderer,
+        name_for: NameResolver = default_name_resolver,
+    ) -> list[BaseEvent]:
+        """Return the history events ``participant_id`` sees of ``wal`` (in admission order)."""
+        ...
+
+
+def _projectable(
+    wal: Sequence[Envelope], participant_id: str, render_envelope: EnvelopeRenderer
+) -> list[tuple[Envelope, str]]:
+    """(envelope, rendered text) for every visible substantive envelope that renders to text.
+
+    Visible = broadcast, addressed to ``participant_id``, or sent by it.
+    """
+    out: list[tuple[Envelope, str]] = []
+    for env in wal:
+        if env.event_type not in SUBSTANTIVE_EVENT_TYPES:
+            continue
+        if env.sender_id != participant_id and not visible_to(env, participant_id):
+            continue  # addressed to others (a sender always sees what it said)
+        text = render_envelope(env)
+        if text is None:
+            continue
+        out.append((env, text))
+    return out
+
+
+def _to_event(env: Envelope, text: str, participant_id: str, name_for: NameResolver | None) -> BaseEvent:
+    """Own lines → ModelMessage; others → ModelRequest, prefixed with the sender's name when named."""
+    if env.sender_id == participant_id:
+        return ModelMessage(text)
+    if name_for is not None:
+        text = f"[{name_for(env.sender_id)}]: {text}"
+    return ModelRequest([TextInput(text)])
+
+
+def _check_recent_n(recent_n: int) -> int:
+    # bool is an int subclass; recent_n=True is always a mistake.
+    if isinstance(recent_n, bool) or not isinstance(recent_n, int) or recent_n < 1:
+        raise ValueError(f"recent_n must be a positive integer (how many recent envelopes to show); got {recent_n!r}")
+    return recent_n
+
+
+def _omitted_summary(omitted: int, shown: int) -> CompactionSummary:
+    turns = "turn" if omitted == 1 else "turns"
+    return CompactionSummary(
+        summary=f"{omitted} earlier {turns} of this channel omitted; the last {shown} follow.",
+        events_dropped=omitted,
+    )
+
+
+class FullTranscript(ViewPolicy):
+    """Every visible substantive envelope, in order; speakers told apart only by role (two parties)."""
+
+    name = "full_transcript"
+    _named = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    async def project(
+        self,
+        wal: Sequence[Envelope],
+        *,
+        participant_id: str,
+        channel: ChannelMetadata,
+        render_envelope: EnvelopeRenderer,
+        name_for: NameResolver = default_name_resolver,
+    ) -> list[BaseEvent]:
+        """All of ``participant_id``'s visible substantive envelopes as history events."""
+        resolver = name_for if self._named else None
+        return [
+            _to_event(env, text, participant_id, resolver)
+            for env, text in _projectable(wal, participant_id, render_envelope)
+        ]
+
+
+class NamedTranscript(FullTranscript):
+    """Like :class:`FullTranscript`, but lines from others are prefixed ``[<sender name>]: ``."""
+
+    name = "named_transcript"
+    _named = True
+
+
+class WindowedSummary(ViewPolicy):
+    """The last ``recent_n`` visible substantive envelopes, after a placeholder counting the omitted ones."""
+
+    name = "windowed_summary"
+    _named = False
+
+    def __init__(self, recent_n: int = 10) -> None:
+        self.recent_n = _check_recent_n(recent_n)
+        """How many of the most recent envelopes are shown."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(recent_n={self.recent_n})"
+
+    async def project(
+        self,
+        wal: Sequence[Envelope],
+        *,
+        participant_id: str,
+        channel: ChannelMetadata,
+        render_envelope: EnvelopeRenderer,
+        name_for: NameResolver = default_name_resolver,
+    ) -> list[BaseEvent]:
+        """The window; a leading :class:`CompactionSummary` (``events_dropped`` = omitted count) if any were cut."""
+        items = _projectable(wal, participant_id, render_envelope)
+        resolver = name_for if self._named else None
+        omitted = max(len(items) - self.recent_n, 0)
+        out: list[BaseEvent] = [_omitted_summary(omitted, self.recent_n)] if omitted else []
+        out.extend(_to_event(env, text, participant_id, resolver) for env, text in items[omitted:])
+        return out
+
+
+class NamedWindowedSummary(WindowedSummary):
+    """Like :class:`WindowedSummary`, but lines from others are prefixed ``[<sender name>]: ``."""
+
+    name = "named_windowed_summary"
+    _named = True
+
+
+VIEW_POLICIES: dict[str, Callable[..., ViewPolicy]] = {
+    FullTranscript.name: FullTranscript,
+    WindowedSummary.name: WindowedSummary,
+    NamedTranscript.name: NamedTranscript,
+    NamedWindowedSummary.name: NamedWindowedSummary,
+}
+"""View factories by name (adapters name their default view here)."""
+
+
+def register_view_policy(name: str, factory: Callable[..., ViewPolicy]) -> None:
+    """Make a custom view available to :func:`view_for` (and so to per-channel overrides) under ``name``."""
+    if name in VIEW_POLICIES and VIEW_POLICIES[name] is not factory:
+        raise ValueError(f"a view policy named {name!r} is already registered; pick a unique name")
+    VIEW_POLICIES[name] = factory
+
+
+def _accepts_recent_n(factory: Callable[..., ViewPolicy]) -> bool:
+    try:
+        return "recent_n" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # builtins / C callables without a signature
+        return False
+
+
+def view_for(name: str, recent_n: int | None = None) -> ViewPolicy:
+    """Instantiate the registered view ``name``.
+
+    ``recent_n`` is passed to views that take it (the windowed ones; ``None`` keeps
+    their default) and ignored by the others. Raises ``ValueError`` for an unknown name.
+    """
+    factory = VIEW_POLICIES.get(name)
+    if factory is None:
+        known = ", ".join(sorted(VIEW_POLICIES))
+        raise ValueError(f"unknown view policy {name!r}; registered views: {known}")
+    if recent_n is not None and _accepts_recent_n(factory):
+        return factory(recent_n=recent_n)
+    return factory()

@@ -1,0 +1,249 @@
+package agentnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	agentnetv1 "github.com/agent-network/agent-network/gen/go/agentnet/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of every hub refusal.
+const ErrorDomain = "agentnet.v1"
+
+// Error reasons: the names of the generated agentnetv1.ErrorReason values
+// without their "ERROR_REASON_" prefix, exactly as the hub puts them in
+// google.rpc.ErrorInfo.reason and ErrorDetail.reason (see docs/errors.md).
+// A test keeps this list in step with the enum.
+const (
+	// ReasonProtocolError: the envelope breaks the channel's protocol (FAILED_PRECONDITION).
+	ReasonProtocolError = "PROTOCOL_ERROR"
+	// ReasonChannelClosed: the channel is closed or expired, or a consulting
+	// channel already has its question and reply (FAILED_PRECONDITION).
+	ReasonChannelClosed = "CHANNEL_CLOSED"
+	// ReasonNotParticipant: the caller is not a participant of the channel (PERMISSION_DENIED).
+	ReasonNotParticipant = "NOT_PARTICIPANT"
+	// ReasonNotYourTurn: another participant is expected to speak (FAILED_PRECONDITION).
+	ReasonNotYourTurn = "NOT_YOUR_TURN"
+	// ReasonUnauthenticated: missing, unknown or revoked credential (UNAUTHENTICATED).
+	ReasonUnauthenticated = "UNAUTHENTICATED"
+	// ReasonPermissionDenied: authenticated but not allowed, e.g. a spoofed sender (PERMISSION_DENIED).
+	ReasonPermissionDenied = "PERMISSION_DENIED"
+	// ReasonInboxFull: a recipient's inbox is full; retry later (RESOURCE_EXHAUSTED).
+	ReasonInboxFull = "INBOX_FULL"
+	// ReasonRateLimited: the caller exceeded its rate limit; retry later (RESOURCE_EXHAUSTED).
+	ReasonRateLimited = "RATE_LIMITED"
+	// ReasonInvalidArgument: a field is malformed or out of range (INVALID_ARGUMENT).
+	ReasonInvalidArgument = "INVALID_ARGUMENT"
+	// ReasonNotFound: the named agent, channel, task, execution or path does not exist (NOT_FOUND).
+	ReasonNotFound = "NOT_FOUND"
+	// ReasonAlreadyExists: the thing being created exists already, e.g. a passport name (ALREADY_EXISTS).
+	ReasonAlreadyExists = "ALREADY_EXISTS"
+	// ReasonTimeout: a wait (task wait, delegate, invoke, open) timed out (DEADLINE_EXCEEDED).
+	ReasonTimeout = "TIMEOUT"
+	// ReasonDepthExceeded: the delegation depth is above the hub's limit (FAILED_PRECONDITION).
+	ReasonDepthExceeded = "DEPTH_EXCEEDED"
+	// ReasonPayloadTooLarge: a payload exceeds the configured size limit (RESOURCE_EXHAUSTED).
+	ReasonPayloadTooLarge = "PAYLOAD_TOO_LARGE"
+	// ReasonTokenExpired: an A2A call token expired; refresh it and retry (UNAUTHENTICATED).
+	ReasonTokenExpired = "TOKEN_EXPIRED"
+	// ReasonUnimplemented: the RPC or feature is not implemented by this server yet (UNIMPLEMENTED).
+	ReasonUnimplemented = "UNIMPLEMENTED"
+	// ReasonInternal: a bug in the server; nothing was changed (INTERNAL).
+	ReasonInternal = "INTERNAL"
+	// ReasonUnavailable: the server is shutting down or a backend is unreachable; retry (UNAVAILABLE).
+	ReasonUnavailable = "UNAVAILABLE"
+	// ReasonFailedPrecondition: a precondition other than turn-taking failed (FAILED_PRECONDITION).
+	ReasonFailedPrecondition = "FAILED_PRECONDITION"
+	// ReasonOutOfRange: an offset lies outside the valid range (OUT_OF_RANGE).
+	ReasonOutOfRange = "OUT_OF_RANGE"
+)
+
+// ReasonOf returns the reason string of a generated ErrorReason value
+// ("" for ERROR_REASON_UNSPECIFIED and unknown values).
+func ReasonOf(r agentnetv1.ErrorReason) string {
+	name, ok := agentnetv1.ErrorReason_name[int32(r)]
+	if !ok || r == agentnetv1.ErrorReason_ERROR_REASON_UNSPECIFIED {
+		return ""
+	}
+	return strings.TrimPrefix(name, "ERROR_REASON_")
+}
+
+// Error is a refusal from the hub (or a transport failure) in one shape,
+// whether it arrived as a gRPC status with a google.rpc.ErrorInfo detail
+// (unary calls) or as an ErrorDetail inside the Connect stream (PostResult).
+//
+// Reason is one of the Reason* constants when the hub supplied one; it is
+// empty for pure transport errors (e.g. the hub is unreachable), where Code
+// alone says what happened.
+type Error struct {
+	// Code is the gRPC status code (e.g. codes.FailedPrecondition).
+	Code codes.Code
+	// Reason is the ErrorInfo reason, e.g. "NOT_YOUR_TURN" ("" when absent).
+	Reason string
+	// Message says what was wrong and what to do.
+	Message string
+	// Metadata carries the ids involved, e.g. {"channel_id": "..."}.
+	Metadata map[string]string
+
+	cause error
+}
+
+// Error implements the error interface.
+func (e *Error) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
+	var b strings.Builder
+	b.WriteString("agentnet: ")
+	if e.Reason != "" {
+		b.WriteString(e.Reason)
+	} else {
+		b.WriteString(e.Code.String())
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error, if any (a context error when a call
+// was cancelled or timed out on the client side).
+func (e *Error) Unwrap() error { return e.cause }
+
+// GRPCStatus lets status.FromError and status.Code see the original code.
+func (e *Error) GRPCStatus() *status.Status {
+	st := status.New(e.Code, e.Message)
+	if e.Reason == "" {
+		return st
+	}
+	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{Reason: e.Reason, Domain: ErrorDomain, Metadata: e.Metadata})
+	if err != nil {
+		return st
+	}
+	return withInfo
+}
+
+// Is reports whether target is an *Error with the same Reason (and Code,
+// when target's Code is not OK), so errors.Is(err, &agentnet.Error{Reason:
+// agentnet.ReasonNotYourTurn}) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	if !ok || t == nil {
+		return false
+	}
+	if t.Reason != "" && t.Reason != e.Reason {
+		return false
+	}
+	if t.Code != codes.OK && t.Code != e.Code {
+		return false
+	}
+	return t.Reason != "" || t.Code != codes.OK
+}
+
+// AsError returns the *Error inside err, if any.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	if errors.As(err, &e) && e != nil {
+		return e, true
+	}
+	return nil, false
+}
+
+// IsReason reports whether err is (or wraps) an *Error with the given reason,
+// e.g. IsReason(err, ReasonNotYourTurn).
+func IsReason(err error, reason string) bool {
+	e, ok := AsError(err)
+	return ok && e.Reason == reason
+}
+
+// ReasonFor returns the reason of the *Error inside err ("" if none).
+func ReasonFor(err error) string {
+	if e, ok := AsError(err); ok {
+		return e.Reason
+	}
+	return ""
+}
+
+// FromStatus converts an error returned by a generated gRPC stub into an
+// *Error, reading the reason and metadata from the google.rpc.ErrorInfo
+// detail of domain "agentnet.v1". A nil error stays nil; an error that is not
+// a gRPC status (and not a context error) is wrapped with codes.Unknown.
+func FromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := AsError(err); ok {
+		return e
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		switch {
+		case errors.Is(err, context.Canceled):
+			return &Error{Code: codes.Canceled, Message: err.Error(), cause: err}
+		case errors.Is(err, context.DeadlineExceeded):
+			return &Error{Code: codes.DeadlineExceeded, Message: err.Error(), cause: err}
+		}
+		return &Error{Code: codes.Unknown, Message: err.Error(), cause: err}
+	}
+	out := &Error{Code: st.Code(), Message: st.Message()}
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || (info.GetDomain() != ErrorDomain && info.GetDomain() != "") {
+			continue
+		}
+		out.Reason = info.GetReason()
+		if len(info.GetMetadata()) > 0 {
+			out.Metadata = maps.Clone(info.GetMetadata())
+		}
+		break
+	}
+	// Keep context errors reachable through errors.Is for client-side
+	// cancellations and deadlines (which carry no ErrorInfo).
+	if out.Reason == "" {
+		switch st.Code() {
+		case codes.Canceled:
+			out.cause = context.Canceled
+		case codes.DeadlineExceeded:
+			out.cause = context.DeadlineExceeded
+		}
+	}
+	return out
+}
+
+// FromDetail converts an in-stream ErrorDetail (PostResult.error) into an *Error.
+func FromDetail(d *agentnetv1.ErrorDetail) *Error {
+	if d == nil {
+		return &Error{Code: codes.Unknown, Message: "missing error detail"}
+	}
+	code := codes.Code(uint32(d.GetCode()))
+	if d.GetCode() < 0 || d.GetCode() > 16 {
+		code = codes.Unknown
+	}
+	out := &Error{Code: code, Reason: d.GetReason(), Message: d.GetMessage()}
+	if len(d.GetMetadata()) > 0 {
+		out.Metadata = maps.Clone(d.GetMetadata())
+	}
+	return out
+}
+
+// ErrClosed is returned by calls on a closed Client or Session.
+var ErrClosed = errors.New("agentnet: closed")
+
+// ErrSessionReplaced ends a Session whose stream the hub closed because a
+// newer Connect stream of the same agent took over (another process, or a
+// second Connect). The Session does not reconnect, so two processes of one
+// agent do not keep taking the stream from each other.
+var ErrSessionReplaced = errors.New("agentnet: the hub replaced this Connect stream with a newer one of the same agent")
+
+// invalidArgument builds a client-side INVALID_ARGUMENT *Error (the same
+// shape the hub uses, so callers handle both alike).
+func invalidArgument(format string, args ...any) *Error {
+	return &Error{Code: codes.InvalidArgument, Reason: ReasonInvalidArgument, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,907 @@
+package agentnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	agentnetv1 "github.com/agent-network/agent-network/gen/go/agentnet/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+)
+
+// ConnectOptions configure a Session. The zero value is usable.
+type ConnectOptions struct {
+	// Cursors persists what was processed so a restarted process resumes
+	// where it stopped (nil = in memory only; see NewFileCursorStore).
+	Cursors CursorStore
+	// MaxInFlight is the most deliveries the hub may have sent but not had
+	// acked (0 = 256). It bounds the Session's memory.
+	MaxInFlight uint32
+	// AutoAck acks every envelope as soon as it is handed out on
+	// Envelopes(), instead of waiting for Envelope.Ack.
+	AutoAck bool
+	// OnInvite decides invites addressed to this agent: return true to
+	// accept (post ag2.channel.invite_ack), false to reject. nil accepts
+	// every invite. It runs on its own goroutine; ctx ends with the Session.
+	// Invites are answered by the Session and not sent on Envelopes().
+	OnInvite func(ctx context.Context, inv *Invite) bool
+	// Buffer is the capacity of the Envelopes() channel (0 = 64).
+	Buffer int
+	// MinBackoff and MaxBackoff bound the reconnect delay, which doubles
+	// after each failed attempt and is jittered (0 = 200 ms and 10 s).
+	MinBackoff, MaxBackoff time.Duration
+	// HandshakeTimeout bounds the wait for Welcome on each attempt (0 = 10 s).
+	HandshakeTimeout time.Duration
+	// ClientName is sent in Hello for the hub's logs (default ClientName).
+	ClientName string
+	// Logger receives reconnects and background errors (nil = discard).
+	Logger *slog.Logger
+}
+
+// errStreamDown means a stream post could not complete on the stream; the
+// caller falls back to the unary RPC.
+var errStreamDown = errors.New("agentnet: connect stream is down")
+
+// Session is an agent's live Connect stream, kept alive in the background:
+// it reconnects with jittered exponential backoff and resumes from its own
+// per-channel cursors, answers invites, hands inbound envelopes out on
+// Envelopes() (dropping duplicates) and acknowledges them once they were
+// processed. Posts made through the Client travel over it while it is up.
+type Session struct {
+	c     *Client
+	opts  ConnectOptions
+	store CursorStore
+	log   *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex // guards the fields below
+	trk       *tracker
+	cur       *stream
+	agentID   string
+	sessionID string
+	up        chan struct{} // closed while connected
+	err       error
+	stopped   bool
+	closing   bool
+	// storeAgent is the agent the loaded cursor state belongs to ("" = any).
+	storeAgent string
+
+	persistMu sync.Mutex // serialises cursor saves
+
+	qmu   sync.Mutex
+	queue []*Envelope
+	qwake chan struct{}
+
+	amu   sync.Mutex
+	acks  []*agentnetv1.AckEntry
+	awake chan struct{}
+
+	out  chan *Envelope
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// stream is one Connect attempt.
+type stream struct {
+	s         *Session
+	bidi      grpc.BidiStreamingClient[agentnetv1.ConnectRequest, agentnetv1.ConnectResponse]
+	cancel    context.CancelFunc
+	keepalive time.Duration
+	started   time.Time
+	lastRecv  atomic.Int64
+	nonce     atomic.Uint64
+
+	sendMu sync.Mutex
+
+	pmu      sync.Mutex
+	pending  map[string]chan *agentnetv1.PostResult
+	finished bool
+
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// Connect opens the agent's Connect stream and keeps it alive in the
+// background until Close. It returns once the hub answered the first Hello
+// (retrying transient failures until ctx ends), so a bad credential or a
+// cursor store of another agent is reported here. ctx bounds only this first
+// handshake. A Client has at most one Session at a time.
+func (c *Client) Connect(ctx context.Context, opts ConnectOptions) (*Session, error) {
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = 256
+	}
+	if opts.Buffer <= 0 {
+		opts.Buffer = 64
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 200 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 10 * time.Second
+	}
+	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = 10 * time.Second
+	}
+	if opts.ClientName == "" {
+		opts.ClientName = ClientName
+	}
+	store := opts.Cursors
+	if store == nil {
+		store = NewMemoryCursorStore()
+	}
+	state, err := store.Load()
+	if err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Session{
+		c: c, opts: opts, store: store, log: logger,
+		trk:   newTracker(state),
+		up:    make(chan struct{}),
+		qwake: make(chan struct{}, 1),
+		awake: make(chan struct{}, 1),
+		out:   make(chan *Envelope, opts.Buffer),
+		done:  make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		s.cancel()
+		return nil, ErrClosed
+	case c.session != nil:
+		c.mu.Unlock()
+		s.cancel()
+		return nil, errors.New("agentnet: this client already has a Session; Close it first")
+	}
+	c.session = s
+	c.mu.Unlock()
+
+	fail := func(err error) (*Session, error) {
+		s.cancel()
+		c.mu.Lock()
+		if c.session == s {
+			c.session = nil
+		}
+		c.mu.Unlock()
+		return nil, err
+	}
+	if state != nil && state.AgentID != "" {
+		if id := c.AgentID(); id != "" && id != state.AgentID {
+			return fail(storeMismatch(state.AgentID, id))
+		}
+		s.storeAgent = state.AgentID
+	}
+	s.wg.Add(2)
+	go s.dispatch()
+	go s.ackLoop()
+	go s.reap()
+	st, err := s.dialRetry(ctx)
+	if err != nil {
+		s.shutdown(nil)
+		<-s.done
+		return fail(err)
+	}
+	s.spawn(func() { s.run(st) })
+	return s, nil
+}
+
+// Envelopes is where inbound envelopes arrive, in the order the hub sent
+// them, each once per process. Ack each one after processing it (unless
+// AutoAck). The channel is closed when the Session ends.
+func (s *Session) Envelopes() <-chan *Envelope { return s.out }
+
+// Done is closed when the Session has ended (Close, or a permanent error).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err is why the Session ended on its own (nil while running and after a
+// plain Close): e.g. an UNAUTHENTICATED *Error, or ErrSessionReplaced.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// AgentID is the authenticated agent (from Welcome).
+func (s *Session) AgentID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.agentID
+}
+
+// SessionID is the hub's id of the current stream ("" while disconnected
+// before the first Welcome).
+func (s *Session) SessionID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessionID
+}
+
+// Connected reports whether a stream is up right now.
+func (s *Session) Connected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur != nil
+}
+
+// WaitConnected blocks until a stream is up, the Session ends or ctx ends.
+func (s *Session) WaitConnected(ctx context.Context) error {
+	s.mu.Lock()
+	up := s.up
+	s.mu.Unlock()
+	select {
+	case <-up:
+		return nil
+	case <-s.done:
+		if err := s.Err(); err != nil {
+			return err
+		}
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Cursors returns the current per-channel cursors: every seq at or below a
+// channel's cursor was processed (or was not for this agent to see).
+func (s *Session) Cursors() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.trk.cursors()
+}
+
+// Close flushes pending acks, ends the stream gracefully and stops every
+// goroutine of the Session. Envelopes handed out but not yet acked are
+// redelivered to the next Session. It is safe to call more than once.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	already := s.closing
+	s.closing = true
+	st := s.cur
+	s.mu.Unlock()
+	if !already && st != nil {
+		s.sendAcks()
+		st.sendMu.Lock()
+		_ = st.bidi.CloseSend()
+		st.sendMu.Unlock()
+		select { // let the hub read the acks and end the stream
+		case <-st.done:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	s.shutdown(nil)
+	<-s.done
+	return nil
+}
+
+// ---- lifecycle -----------------------------------------------------------------
+
+// spawn runs fn on a tracked goroutine unless the Session is stopping.
+func (s *Session) spawn(fn func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// shutdown records why the Session ends (first error wins) and stops it.
+func (s *Session) shutdown(err error) {
+	s.mu.Lock()
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	s.cancel()
+}
+
+// reap waits for every goroutine, then closes Envelopes() and Done().
+func (s *Session) reap() {
+	<-s.ctx.Done()
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.wg.Wait()
+	close(s.out)
+	s.c.mu.Lock()
+	if s.c.session == s {
+		s.c.session = nil
+	}
+	s.c.mu.Unlock()
+	close(s.done)
+}
+
+func (s *Session) current() *stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// run waits for the current stream to end and reconnects.
+func (s *Session) run(st *stream) {
+	for {
+		select {
+		case <-st.done:
+		case <-s.ctx.Done():
+			return
+		}
+		err := st.err
+		s.mu.Lock()
+		if s.cur == st {
+			s.cur = nil
+			s.up = make(chan struct{})
+		}
+		closing := s.closing
+		s.mu.Unlock()
+		if closing || s.ctx.Err() != nil {
+			return
+		}
+		if isReplaced(err) {
+			s.log.Warn("agentnet: stream replaced by a newer one; stopping", "err", err)
+			s.shutdown(ErrSessionReplaced)
+			return
+		}
+		if permanent(err) {
+			s.log.Error("agentnet: stream ended permanently", "err", err)
+			s.shutdown(err)
+			return
+		}
+		s.log.Info("agentnet: stream lost; reconnecting", "err", err)
+		if time.Since(st.started) < time.Second && !s.sleep(s.jitter(s.opts.MinBackoff)) {
+			return
+		}
+		next, err := s.dialRetry(s.ctx)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.shutdown(err)
+			}
+			return
+		}
+		st = next
+	}
+}
+
+func (s *Session) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d or until the Session stops (false then).
+func (s *Session) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// dialRetry connects, retrying transient failures with backoff until ctx or
+// the Session ends.
+func (s *Session) dialRetry(ctx context.Context) (*stream, error) {
+	backoff := s.opts.MinBackoff
+	for {
+		st, err := s.dial(ctx)
+		if err == nil {
+			return st, nil
+		}
+		if permanent(err) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, FromStatus(ctx.Err())
+		}
+		if s.ctx.Err() != nil {
+			return nil, ErrClosed
+		}
+		s.log.Info("agentnet: connect failed; retrying", "err", err, "in", backoff)
+		t := time.NewTimer(s.jitter(backoff))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, FromStatus(ctx.Err())
+		case <-s.ctx.Done():
+			t.Stop()
+			return nil, ErrClosed
+		}
+		backoff = min(backoff*2, s.opts.MaxBackoff)
+	}
+}
+
+// dial makes one Connect attempt: Hello, Welcome, then the stream runs.
+func (s *Session) dial(ctx context.Context) (*stream, error) {
+	sctx, cancel := context.WithCancel(s.ctx)
+	bidi, err := s.c.hub.Connect(s.c.AuthContext(sctx))
+	if err != nil {
+		cancel()
+		return nil, FromStatus(err)
+	}
+	s.mu.Lock()
+	cursors := s.trk.hello()
+	s.mu.Unlock()
+	hello := &agentnetv1.ConnectRequest{Frame: &agentnetv1.ConnectRequest_Hello{Hello: &agentnetv1.Hello{
+		Credential:  s.c.Credentials().Credential,
+		Cursors:     cursors,
+		MaxInFlight: s.opts.MaxInFlight,
+		ClientName:  s.opts.ClientName,
+	}}}
+	stopAfter := context.AfterFunc(ctx, cancel)
+	timer := time.AfterFunc(s.opts.HandshakeTimeout, cancel)
+	var first *agentnetv1.ConnectResponse
+	if err = bidi.Send(hello); err == nil || errors.Is(err, io.EOF) {
+		first, err = bidi.Recv() // on io.EOF from Send, Recv has the real status
+	}
+	timer.Stop()
+	stopAfter()
+	if err != nil {
+		cancel()
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{Code: codes.Unavailable, Message: "the hub ended the stream before Welcome"}
+		}
+		return nil, FromStatus(err)
+	}
+	welcome := first.GetWelcome()
+	if welcome == nil {
+		cancel()
+		return nil, &Error{Code: codes.Internal, Message: "the hub's first Connect frame was not Welcome"}
+	}
+	s.c.setAgentID(welcome.GetAgentId())
+	if s.storeAgent != "" && welcome.GetAgentId() != s.storeAgent {
+		cancel()
+		return nil, storeMismatch(s.storeAgent, welcome.GetAgentId())
+	}
+
+	st := &stream{
+		s: s, bidi: bidi, cancel: cancel, started: time.Now(),
+		keepalive: time.Duration(welcome.GetKeepaliveSeconds()) * time.Second,
+		pending:   map[string]chan *agentnetv1.PostResult{},
+		done:      make(chan struct{}),
+	}
+	st.lastRecv.Store(time.Now().UnixNano())
+
+	s.persistMu.Lock()
+	s.mu.Lock()
+	s.agentID = welcome.GetAgentId()
+	s.sessionID = welcome.GetSessionId()
+	var snap *CursorState
+	if s.trk.resume(welcome.GetCursors()) {
+		snap = s.trk.snapshot(s.agentID)
+	}
+	s.cur = st
+	close(s.up)
+	s.mu.Unlock()
+	if snap != nil {
+		if err := s.store.Save(snap); err != nil {
+			s.log.Error("agentnet: saving cursors failed", "err", err)
+		}
+	}
+	s.persistMu.Unlock()
+
+	if !s.spawn(st.recvLoop) {
+		cancel()
+		return nil, ErrClosed
+	}
+	s.spawn(st.keepaliveLoop)
+	return st, nil
+}
+
+// storeMismatch is the error for a cursor store saved by another agent.
+func storeMismatch(storeAgent, agent string) error {
+	return &Error{Code: codes.FailedPrecondition, Reason: ReasonFailedPrecondition, Message: fmt.Sprintf(
+		"the cursor store belongs to agent %s, not %s; use one store per agent", storeAgent, agent)}
+}
+
+// permanent reports errors a reconnect cannot fix.
+func permanent(err error) bool {
+	if errors.Is(err, ErrClosed) {
+		return true
+	}
+	e, ok := AsError(err)
+	if !ok {
+		return false
+	}
+	switch e.Code {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.InvalidArgument, codes.FailedPrecondition,
+		codes.Unimplemented, codes.NotFound:
+		return true
+	}
+	return false
+}
+
+// isReplaced recognises the hub ending a stream because a newer Connect of
+// the same agent took over.
+func isReplaced(err error) bool {
+	e, ok := AsError(err)
+	return ok && e.Code == codes.Unavailable && strings.Contains(e.Message, "replaced by a newer Connect stream")
+}
+
+// ---- one stream ----------------------------------------------------------------
+
+func (st *stream) send(req *agentnetv1.ConnectRequest) error {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	return st.bidi.Send(req)
+}
+
+func (st *stream) recvLoop() {
+	var err error
+	defer func() { st.finish(err) }()
+	for {
+		var msg *agentnetv1.ConnectResponse
+		msg, err = st.bidi.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = &Error{Code: codes.Unavailable, Message: "the hub ended the stream"}
+			} else {
+				err = FromStatus(err)
+			}
+			return
+		}
+		st.lastRecv.Store(time.Now().UnixNano())
+		switch f := msg.GetFrame().(type) {
+		case *agentnetv1.ConnectResponse_Delivery:
+			st.s.onDelivery(f.Delivery)
+		case *agentnetv1.ConnectResponse_PostResult:
+			st.resolve(f.PostResult)
+		}
+	}
+}
+
+func (st *stream) finish(err error) {
+	st.pmu.Lock()
+	st.finished = true
+	st.pending = nil
+	st.pmu.Unlock()
+	st.err = err
+	st.cancel()
+	close(st.done)
+}
+
+func (st *stream) register(id string, ch chan *agentnetv1.PostResult) bool {
+	st.pmu.Lock()
+	defer st.pmu.Unlock()
+	if st.finished {
+		return false
+	}
+	st.pending[id] = ch
+	return true
+}
+
+func (st *stream) unregister(id string) {
+	st.pmu.Lock()
+	defer st.pmu.Unlock()
+	delete(st.pending, id)
+}
+
+func (st *stream) resolve(r *agentnetv1.PostResult) {
+	st.pmu.Lock()
+	ch := st.pending[r.GetRequestId()]
+	delete(st.pending, r.GetRequestId())
+	st.pmu.Unlock()
+	if ch != nil {
+		ch <- r // buffered, one result per request
+	}
+}
+
+// keepaliveLoop pings when the stream is idle and drops it when the hub has
+// been silent for three intervals.
+func (st *stream) keepaliveLoop() {
+	interval := st.keepalive
+	if interval <= 0 {
+		interval = 20 * time.Second
+	}
+	interval = max(interval, time.Second)
+	tick := time.NewTicker(interval / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-st.done:
+			return
+		case <-tick.C:
+		}
+		idle := time.Since(time.Unix(0, st.lastRecv.Load()))
+		if idle > 3*interval {
+			st.s.log.Warn("agentnet: hub silent; dropping stream", "idle", idle)
+			st.cancel()
+			return
+		}
+		if idle >= interval {
+			ping := &agentnetv1.ConnectRequest{Frame: &agentnetv1.ConnectRequest_Ping{
+				Ping: &agentnetv1.Ping{Nonce: st.nonce.Add(1)},
+			}}
+			if err := st.send(ping); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// postStream posts over the current stream; errStreamDown means it could not
+// (no stream, or the stream dropped before the result arrived).
+func (s *Session) postStream(ctx context.Context, w *agentnetv1.Envelope) (*Envelope, error) {
+	st := s.current()
+	if st == nil {
+		return nil, errStreamDown
+	}
+	id := newID()
+	ch := make(chan *agentnetv1.PostResult, 1)
+	if !st.register(id, ch) {
+		return nil, errStreamDown
+	}
+	err := st.send(&agentnetv1.ConnectRequest{Frame: &agentnetv1.ConnectRequest_Post{
+		Post: &agentnetv1.Post{RequestId: id, Envelope: w},
+	}})
+	if err != nil {
+		st.unregister(id)
+		return nil, errStreamDown
+	}
+	select {
+	case r := <-ch:
+		if d := r.GetError(); d != nil {
+			return nil, FromDetail(d)
+		}
+		if r.GetEnvelope() == nil {
+			return nil, &Error{Code: codes.Internal, Message: "the hub sent an empty PostResult"}
+		}
+		env := EnvelopeFromProto(r.GetEnvelope())
+		env.Duplicate = r.GetDuplicate()
+		return env, nil
+	case <-st.done:
+		st.unregister(id)
+		return nil, errStreamDown
+	case <-ctx.Done():
+		st.unregister(id)
+		return nil, FromStatus(ctx.Err())
+	}
+}
+
+// ---- deliveries ----------------------------------------------------------------
+
+func (s *Session) onDelivery(d *agentnetv1.Delivery) {
+	w := d.GetEnvelope()
+	if w == nil || w.GetChannelId() == "" || w.GetSeq() == 0 {
+		return
+	}
+	s.mu.Lock()
+	kind := s.trk.classify(w.GetChannelId(), w.GetSeq(), d.GetPrevSeq())
+	me := s.agentID
+	s.mu.Unlock()
+	switch kind {
+	case deliverProcessed:
+		s.queueAck(w.GetChannelId(), w.GetSeq()) // the hub lost our ack; repeat it
+		return
+	case deliverHeld:
+		return // handed out already; its Ack will reach the hub
+	}
+	ended := w.GetEventType() == EventClosed || w.GetEventType() == EventExpired
+	if d.GetExpired() {
+		// A stale envelope's slot, without content: not to be handled, only acked.
+		if err := s.markProcessed(w.GetChannelId(), w.GetSeq(), ended); err != nil {
+			s.log.Error("agentnet: saving cursors failed", "err", err)
+		}
+		return
+	}
+	env := EnvelopeFromProto(w)
+	env.Replay = d.GetReplay()
+	env.ack = s.ackFunc(env.ChannelID, env.Seq, ended)
+	if env.EventType == EventInvite && env.SenderID == HubSender && slices.Contains(env.Audience, me) {
+		if !s.spawn(func() { s.answerInvite(env) }) {
+			s.releaseHeld(env)
+		}
+		return
+	}
+	s.qmu.Lock()
+	s.queue = append(s.queue, env)
+	s.qmu.Unlock()
+	select {
+	case s.qwake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch hands queued envelopes to the consumer without ever blocking the
+// stream's receive loop (which must keep reading post results).
+func (s *Session) dispatch() {
+	defer s.wg.Done()
+	for {
+		s.qmu.Lock()
+		if len(s.queue) == 0 {
+			s.qmu.Unlock()
+			select {
+			case <-s.qwake:
+				continue
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		env := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.qmu.Unlock()
+		select {
+		case s.out <- env:
+			if s.opts.AutoAck {
+				if err := env.Ack(); err != nil {
+					s.log.Error("agentnet: saving cursors failed", "err", err)
+				}
+			}
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Session) releaseHeld(env *Envelope) {
+	s.mu.Lock()
+	s.trk.release(env.ChannelID, env.Seq)
+	s.mu.Unlock()
+}
+
+// answerInvite accepts or rejects an invite, retrying transport failures; a
+// refusal by the hub (e.g. the invite was answered already, or the channel
+// ended) also settles it.
+func (s *Session) answerInvite(env *Envelope) {
+	inv := inviteFrom(env)
+	accept := true
+	if s.opts.OnInvite != nil {
+		accept = s.opts.OnInvite(s.ctx, inv)
+		if s.ctx.Err() != nil { // stopped while deciding: leave it to the next Session
+			s.releaseHeld(env)
+			return
+		}
+	}
+	etype := EventInviteAck
+	if !accept {
+		etype = EventInviteReject
+	}
+	backoff := s.opts.MinBackoff
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+		_, err := s.c.Post(ctx, &Envelope{
+			ChannelID: inv.ChannelID, EventType: etype, EventData: map[string]any{},
+			IdempotencyKey: etype + ":" + env.EnvelopeID,
+		})
+		cancel()
+		if err == nil {
+			break
+		}
+		if e, ok := AsError(err); ok && e.Reason != "" {
+			s.log.Info("agentnet: invite answer refused", "channel", inv.ChannelID, "err", err)
+			break
+		}
+		if s.ctx.Err() != nil {
+			s.releaseHeld(env)
+			return
+		}
+		s.log.Warn("agentnet: answering invite failed; retrying", "channel", inv.ChannelID, "err", err)
+		if !s.sleep(s.jitter(backoff)) {
+			s.releaseHeld(env)
+			return
+		}
+		backoff = min(backoff*2, s.opts.MaxBackoff)
+	}
+	if err := env.Ack(); err != nil {
+		s.log.Error("agentnet: saving cursors failed", "err", err)
+	}
+}
+
+// ---- acks and cursors ----------------------------------------------------------
+
+func (s *Session) ackFunc(channelID string, seq uint64, ended bool) func() error {
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { err = s.markProcessed(channelID, seq, ended) })
+		return err
+	}
+}
+
+// markProcessed records seq as processed, saves the cursors, then queues the
+// ack for the hub (so a crash between the two repeats nothing).
+func (s *Session) markProcessed(channelID string, seq uint64, ended bool) error {
+	s.persistMu.Lock()
+	s.mu.Lock()
+	changed := s.trk.markDone(channelID, seq, ended)
+	if s.trk.forget(time.Now(), forgetEndedAfter) {
+		changed = true
+	}
+	var snap *CursorState
+	if changed {
+		snap = s.trk.snapshot(s.agentID)
+	}
+	s.mu.Unlock()
+	var err error
+	if snap != nil {
+		err = s.store.Save(snap)
+	}
+	s.persistMu.Unlock()
+	s.queueAck(channelID, seq)
+	return err
+}
+
+// forgetEndedAfter is how long an ended channel stays in the cursor state
+// after the ack of its end went to the hub (which stores acked cursors within
+// a fraction of a second).
+const forgetEndedAfter = time.Minute
+
+func (s *Session) queueAck(channelID string, seq uint64) {
+	s.amu.Lock()
+	s.acks = append(s.acks, &agentnetv1.AckEntry{ChannelId: channelID, Seq: seq})
+	s.amu.Unlock()
+	select {
+	case s.awake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Session) ackLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.awake:
+			s.sendAcks()
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// sendAcks sends every queued ack in one frame. Acks that cannot be sent are
+// dropped: the hub redelivers those envelopes after a reconnect, and the
+// Session then recognises them as processed and acks them again.
+func (s *Session) sendAcks() {
+	s.amu.Lock()
+	entries := s.acks
+	s.acks = nil
+	s.amu.Unlock()
+	if len(entries) == 0 {
+		return
+	}
+	st := s.current()
+	if st == nil {
+		return
+	}
+	err := st.send(&agentnetv1.ConnectRequest{Frame: &agentnetv1.ConnectRequest_Ack{
+		Ack: &agentnetv1.Ack{Entries: entries},
+	}})
+	if err != nil {
+		s.log.Info("agentnet: sending acks failed; they are repeated after the reconnect", "err", err)
+		return
+	}
+	sent := make(map[string]uint64, len(entries))
+	for _, e := range entries {
+		sent[e.GetChannelId()] = max(sent[e.GetChannelId()], e.GetSeq())
+	}
+	now := time.Now()
+	s.mu.Lock()
+	s.trk.ackSent(sent, now)
+	s.mu.Unlock()
+}

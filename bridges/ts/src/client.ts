@@ -1,0 +1,785 @@
+import {
+  type CallOptions as GrpcCallOptions,
+  type ChannelCredentials,
+  type ChannelOptions,
+  type ClientUnaryCall,
+  credentials as grpcCredentials,
+  Metadata,
+  type ServiceError,
+} from "@grpc/grpc-js";
+import type { Cursors } from "./cursors";
+import { type AgentEnvelope, decodeEnvelope, encodePost, EventType, type Packet, type PostInput, type PostOptions } from "./envelope";
+import { AgentNetError } from "./errors";
+import {
+  A2ASettings,
+  type AgentRecord,
+  type AgentSummary,
+  type ChannelMetadata,
+  ChannelState,
+  type DelegateResponse,
+  type DiscoveredAgent,
+  type Envelope,
+  HubServiceClient,
+  type InvokeAgentResponse,
+  type Passport,
+  PassportKind,
+  type Resume,
+  type ToolSource,
+} from "./gen";
+import { type JsonObject, type JsonValue, parseJsonObject, parseJsonValue } from "./json";
+import {
+  type ConnectionState,
+  type ConnectOptions,
+  type EnvelopesOptions,
+  type InboundEnvelope,
+  type SessionInfo,
+  StreamSession,
+} from "./session";
+
+/** Per-call options of every unary method. */
+export interface CallOptions {
+  /** Deadline in ms from now (default: the client's `callTimeoutMs`; 0 = none). */
+  timeoutMs?: number;
+  /** Cancel the call (it then rejects with reason `CANCELLED`). */
+  signal?: AbortSignal;
+}
+
+/** Options of a {@link Client} (and of {@link register} / {@link registerHuman}). */
+export interface ClientOptions {
+  /** Channel credentials (default: insecure, as the hub listens in plain text). */
+  credentials?: ChannelCredentials;
+  /** grpc-js channel options. */
+  channelOptions?: ChannelOptions;
+  /** Default deadline of unary calls in ms (default 30000; 0 = none). */
+  callTimeoutMs?: number;
+}
+
+/** A passport to register: `name` is required, everything else optional. */
+export type PassportInit = { name: string } & Partial<Omit<Passport, "name">>;
+
+/** A resume to register (every field optional). */
+export type ResumeInit = Partial<Resume>;
+
+/** Extra fields of {@link register}. */
+export interface RegisterOptions extends ClientOptions {
+  /** Skill markdown (default: the hub renders a fallback from passport and resume). */
+  skillMd?: string;
+  /** Agent-to-agent settings (default: disabled). */
+  a2a?: Partial<A2ASettings>;
+}
+
+/** Extra fields of {@link registerHuman}. */
+export interface RegisterHumanOptions extends ClientOptions {
+  /** Governance rule for this participant. */
+  rule?: JsonObject;
+}
+
+/** Options of {@link Client.openChannel}. */
+export interface OpenChannelOptions {
+  /** Adapter type. */
+  type: "consulting" | "conversation" | "discussion" | "workflow";
+  /** Invitees by agent id or name (consulting and conversation: exactly one). */
+  targets: readonly string[];
+  /** Adapter options, e.g. `{max_turns: 6}`. */
+  knobs?: JsonObject;
+  /** Free-text purpose. */
+  intent?: string;
+  /** Channel lifetime in seconds (default: the hub's). */
+  ttlSeconds?: number;
+  /** Seconds to wait for every invite ack (default 30). */
+  inviteAckTimeoutSeconds?: number;
+  /** Seed text, posted as the initiator once the channel opened. */
+  message?: string;
+  /** Seed envelope instead of `message` (channelId and senderId may be left empty). */
+  seedEnvelope?: Omit<PostInput, "channelId"> & { channelId?: string };
+  /** Return only once the channel is OPENED (or ended). */
+  waitUntilOpened?: boolean;
+  /** Bound on `waitUntilOpened` in seconds (0 = invite timeout + 5 s). */
+  waitTimeoutSeconds?: number;
+}
+
+/** Result of {@link Client.openChannel}. */
+export interface OpenedChannel {
+  /** The channel's metadata. */
+  channel: ChannelMetadata;
+  /** Id of the seed envelope once admitted ("" if none or not yet). */
+  seedEnvelopeId: string;
+}
+
+/** Result of {@link Client.describeChannel}. */
+export interface ChannelDescription {
+  /** The metadata. */
+  channel: ChannelMetadata;
+  /** The adapter's folded state (`{}` once the channel ended). */
+  adapterState: JsonObject;
+  /** Agent ids expected to speak next (empty = anyone / no one). */
+  expectedNext: string[];
+}
+
+/** Result of {@link Client.canSend}. */
+export interface CanSendResult {
+  /** True when a post of that type would be admitted now. */
+  allowed: boolean;
+  /** Why not, when not allowed. */
+  refusal: AgentNetError | undefined;
+  /** Agent ids expected to speak next. */
+  expectedNext: string[];
+}
+
+/** One tool usable now (OpenAI function-tool shape). */
+export interface ToolInfo {
+  /** Function name, e.g. `peers`. */
+  name: string;
+  /** What the tool does. */
+  description: string;
+  /** JSON Schema of the arguments object. */
+  parameters: JsonObject;
+  /** Plugin or adapter tool. */
+  source: ToolSource;
+}
+
+/** Options of {@link Client.readWal} and {@link Client.streamWal}. */
+export interface ReadWalOptions extends CallOptions {
+  /** First seq (inclusive; default 1). */
+  fromSeq?: number;
+  /** Last seq (inclusive; default the latest). */
+  untilSeq?: number;
+  /** Maximum envelopes (default: no limit). */
+  limit?: number;
+}
+
+/** Filters of {@link Client.listAgents}. */
+export interface ListAgentsOptions extends CallOptions {
+  /** Only this kind. */
+  kind?: PassportKind;
+  /** Only agents claiming this capability. */
+  capability?: string;
+  /** Case-insensitive substring over name, description, summary, domains. */
+  query?: string;
+  /** "name" (default), "registered_at" or "last_seen". */
+  sortBy?: string;
+  /** Maximum results (default 20). */
+  limit?: number;
+  /** Leave the caller out. */
+  excludeSelf?: boolean;
+}
+
+/** Filters of {@link Client.discoverAgents}. */
+export interface DiscoverAgentsOptions extends CallOptions {
+  /** Project ("" = the caller's). */
+  projectId?: string;
+  /** Any of these skills. */
+  skills?: string[];
+  /** Any of these capabilities. */
+  capabilities?: string[];
+  /** Any of these input modes. */
+  inputModes?: string[];
+  /** Maximum results (default 50). */
+  limit?: number;
+}
+
+/** Options of {@link Client.invokeAgent}. */
+export interface InvokeAgentOptions extends CallOptions {
+  /** Skill to use ("" = the target decides). */
+  skill?: string;
+  /** Seconds to wait for the answer (default 300). */
+  timeoutSeconds?: number;
+  /** Headers forwarded to the callee (no `a2a-` prefix). */
+  customHeaders?: Record<string, string>;
+  /** The call token of the dispatch this call runs in. */
+  callToken?: string;
+}
+
+type Callback<Res> = (error: ServiceError | null, response: Res) => void;
+type UnaryMethod<Req, Res> = (
+  request: Req,
+  metadata: Metadata,
+  options: Partial<GrpcCallOptions>,
+  callback: Callback<Res>,
+) => ClientUnaryCall;
+
+const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+
+/**
+ * One identity on the hub: every unary RPC as a promise (with the credential
+ * metadata), plus the Connect stream ({@link connect}, {@link envelopes},
+ * {@link post}). Create it with {@link register}, {@link registerHuman} or
+ * {@link Client.fromCredential}; end it with {@link close}.
+ */
+export class Client {
+  /** The registry entry returned at registration (undefined for {@link Client.fromCredential}). */
+  readonly record: AgentRecord | undefined;
+  /** This identity's agent id. */
+  readonly agentId: string;
+  /** The bearer credential. Keep it secret. */
+  readonly credential: string;
+  /**
+   * The generated grpc-js client, for RPCs this class does not wrap (tasks,
+   * context, audit). Pass {@link authMetadata} with every call.
+   */
+  readonly raw: HubServiceClient;
+  private readonly callTimeoutMs: number;
+  private readonly stream: StreamSession;
+  private closed = false;
+
+  private constructor(
+    raw: HubServiceClient,
+    agentId: string,
+    credential: string,
+    record: AgentRecord | undefined,
+    options: ClientOptions,
+  ) {
+    this.raw = raw;
+    this.agentId = agentId;
+    this.credential = credential;
+    this.record = record;
+    this.callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    this.stream = new StreamSession({
+      stub: raw,
+      credential,
+      agentId,
+      metadata: () => this.authMetadata(),
+      postUnary: (envelope) => this.postEnvelopeRaw(envelope),
+      inviteOpen: async (channelId) => {
+        const { channel } = await this.describeChannel(channelId);
+        const me = channel.participants.find((p) => p.agentId === agentId);
+        return channel.state === ChannelState.CHANNEL_STATE_PENDING && me !== undefined && !me.acked;
+      },
+    });
+  }
+
+  /**
+   * A client for an identity registered earlier (e.g. a credential and agent id
+   * kept in a secret store), without registering again.
+   */
+  static fromCredential(target: string, credential: string, agentId: string, options: ClientOptions = {}): Client {
+    return new Client(makeStub(target, options), agentId, credential, undefined, options);
+  }
+
+  /** @internal Used by {@link register} / {@link registerHuman}. */
+  static adopt(raw: HubServiceClient, record: AgentRecord, credential: string, options: ClientOptions): Client {
+    return new Client(raw, record.agentId, credential, record, options);
+  }
+
+  /** The passport name (from registration; "" for {@link Client.fromCredential}). */
+  get name(): string {
+    return this.record?.passport?.name ?? "";
+  }
+
+  /** `authorization: Bearer <credential>` metadata (a fresh object per call). */
+  authMetadata(): Metadata {
+    const md = new Metadata();
+    md.set("authorization", `Bearer ${this.credential}`);
+    return md;
+  }
+
+  // -- the Connect stream ----------------------------------------------------------
+
+  /**
+   * Open the Connect stream and keep it alive: on a break the bridge reconnects
+   * with backoff and resumes from its own cursors. Resolves at the first Welcome;
+   * rejects when the hub refuses the stream (e.g. `UNAUTHENTICATED`) or no
+   * Welcome arrives within `connectTimeoutMs`. Calling it while connected
+   * returns the current session (the first call's options stay in force).
+   */
+  connect(options: ConnectOptions = {}): Promise<SessionInfo> {
+    return this.stream.connect(options);
+  }
+
+  /**
+   * End the stream but keep this client's cursors and undelivered envelopes;
+   * a later {@link connect} resumes after the last processed envelope.
+   */
+  disconnect(): Promise<void> {
+    return this.stream.disconnect();
+  }
+
+  /** Where the stream is. */
+  get connectionState(): ConnectionState {
+    return this.stream.connectionState;
+  }
+
+  /** The current Welcome while connected. */
+  get session(): SessionInfo | undefined {
+    return this.stream.session;
+  }
+
+  /**
+   * This client's resume cursors: per channel, the seq up to which this
+   * participant's chain of deliveries (`Delivery.prev_seq` → `seq`) was
+   * processed (acked). Sent in Hello on every reconnect.
+   */
+  cursors(): Cursors {
+    return this.stream.cursors();
+  }
+
+  /**
+   * Delivered envelopes in arrival order (replay first, then live), duplicates
+   * dropped by envelope id, payload decoded. One consumer at a time; breaking
+   * out of a loop keeps undelivered envelopes for the next loop. Ends after
+   * {@link close}; throws the error when the stream failed for good.
+   */
+  envelopes(options?: EnvelopesOptions): AsyncIterableIterator<InboundEnvelope> {
+    return this.stream.envelopes(options);
+  }
+
+  /**
+   * Post an envelope (any event type). Over the Connect stream when connected,
+   * else with PostEnvelope. Resolves with the envelope as admitted (seq,
+   * envelopeId, createdAt) after the WAL commit; rejects with an
+   * {@link AgentNetError} (e.g. reason `NOT_YOUR_TURN`) when refused.
+   */
+  post(input: PostInput): Promise<AgentEnvelope> {
+    return this.stream.post(input);
+  }
+
+  /** Post `ag2.msg.text` with `{text}`. */
+  postText(channelId: string, text: string, options: PostOptions = {}): Promise<AgentEnvelope> {
+    return this.post({ ...options, channelId, eventType: EventType.TEXT, eventData: { text } });
+  }
+
+  /** Post `ag2.packet` (a workflow round). */
+  postPacket(channelId: string, packet: Packet, options: PostOptions = {}): Promise<AgentEnvelope> {
+    const eventData: JsonObject = {};
+    if (packet.body !== undefined) eventData["body"] = packet.body;
+    if (packet.routing !== undefined) {
+      const routing: JsonObject = {};
+      if (packet.routing.tool_called !== undefined) routing["tool_called"] = packet.routing.tool_called;
+      if (packet.routing.tools_called !== undefined) routing["tools_called"] = [...packet.routing.tools_called];
+      eventData["routing"] = routing;
+    }
+    if (packet.context_updates !== undefined) {
+      const updates: JsonObject = {};
+      if (packet.context_updates.set !== undefined) updates["set"] = packet.context_updates.set;
+      if (packet.context_updates.delete !== undefined) updates["delete"] = [...packet.context_updates.delete];
+      eventData["context_updates"] = updates;
+    }
+    return this.post({ ...options, channelId, eventType: EventType.PACKET, eventData });
+  }
+
+  /**
+   * Close the stream, end {@link envelopes}, save cursors, wait for background
+   * work and close the gRPC channel. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.stream.close();
+    this.raw.close();
+    await this.stream.settle();
+  }
+
+  // -- identity --------------------------------------------------------------------
+
+  /** One identity's full profile, by agent id or name. */
+  async describeAgent(ref: { agentId: string } | { name: string }, call?: CallOptions): Promise<AgentRecord> {
+    const agent = "agentId" in ref ? { $case: "agentId" as const, value: ref.agentId } : { $case: "name" as const, value: ref.name };
+    const res = await this.unary(this.raw.describeAgent, { agent }, call);
+    return required(res.agent, "DescribeAgentResponse.agent");
+  }
+
+  /** Identities matching the filters (the `peers(action="find")` tool). */
+  async listAgents(options: ListAgentsOptions = {}): Promise<AgentSummary[]> {
+    const res = await this.unary(
+      this.raw.listAgents,
+      {
+        kind: options.kind ?? PassportKind.PASSPORT_KIND_UNSPECIFIED,
+        capability: options.capability ?? "",
+        query: options.query ?? "",
+        sortBy: options.sortBy ?? "",
+        limit: options.limit ?? 0,
+        excludeSelf: options.excludeSelf ?? false,
+      },
+      options,
+    );
+    return res.agents;
+  }
+
+  /** Replace this identity's skill markdown ("" = the hub's fallback). */
+  async setSkill(skillMd: string, call?: CallOptions): Promise<AgentRecord> {
+    const res = await this.unary(this.raw.setSkill, { skillMd }, call);
+    return required(res.agent, "SetSkillResponse.agent");
+  }
+
+  /** Replace this identity's resume. */
+  async setResume(resume: ResumeInit, call?: CallOptions): Promise<AgentRecord> {
+    const res = await this.unary(this.raw.setResume, { resume: fullResume(resume) }, call);
+    return required(res.agent, "SetResumeResponse.agent");
+  }
+
+  /** Remove this identity (its live channels close); returns the closed channel ids. */
+  async unregister(call?: CallOptions): Promise<string[]> {
+    const res = await this.unary(this.raw.unregister, {}, call);
+    return res.closedChannelIds;
+  }
+
+  // -- channels --------------------------------------------------------------------
+
+  /** Open a channel and invite the targets (optionally seeding it and waiting until OPENED). */
+  async openChannel(options: OpenChannelOptions, call?: CallOptions): Promise<OpenedChannel> {
+    let seed: { $case: "message"; value: string } | { $case: "seedEnvelope"; value: Envelope } | undefined;
+    if (options.seedEnvelope !== undefined) {
+      seed = { $case: "seedEnvelope", value: encodePost({ ...options.seedEnvelope, channelId: options.seedEnvelope.channelId ?? "" }) };
+    } else if (options.message !== undefined) {
+      seed = { $case: "message", value: options.message };
+    }
+    const waitSeconds = options.waitUntilOpened
+      ? (options.waitTimeoutSeconds || (options.inviteAckTimeoutSeconds ?? 30) + 5)
+      : 0;
+    const res = await this.unary(
+      this.raw.openChannel,
+      {
+        type: options.type,
+        targets: [...options.targets],
+        knobsJson: options.knobs === undefined ? "" : JSON.stringify(options.knobs),
+        intent: options.intent ?? "",
+        ttlSeconds: options.ttlSeconds,
+        inviteAckTimeoutSeconds: options.inviteAckTimeoutSeconds,
+        seed,
+        waitUntilOpened: options.waitUntilOpened ?? false,
+        waitTimeoutSeconds: options.waitTimeoutSeconds ?? 0,
+      },
+      call,
+      waitSeconds > 0 ? (waitSeconds + 10) * 1000 : undefined,
+    );
+    return { channel: required(res.channel, "OpenChannelResponse.channel"), seedEnvelopeId: res.seedEnvelopeId };
+  }
+
+  /** Close a channel this identity participates in (reason "" = `closed_by_agent`). */
+  async closeChannel(channelId: string, reason = "", call?: CallOptions): Promise<ChannelMetadata> {
+    const res = await this.unary(this.raw.closeChannel, { channelId, reason }, call);
+    return required(res.channel, "CloseChannelResponse.channel");
+  }
+
+  /** A channel's metadata, adapter state and expected next speakers. */
+  async describeChannel(channelId: string, call?: CallOptions): Promise<ChannelDescription> {
+    const res = await this.unary(this.raw.describeChannel, { channelId }, call);
+    return {
+      channel: required(res.channel, "DescribeChannelResponse.channel"),
+      adapterState: parseJsonObject(res.adapterStateJson),
+      expectedNext: res.expectedNext,
+    };
+  }
+
+  /** This identity's channels, newest first. */
+  async listChannels(
+    options: CallOptions & { includeEnded?: boolean; type?: string; limit?: number } = {},
+  ): Promise<ChannelMetadata[]> {
+    const res = await this.unary(
+      this.raw.listChannels,
+      { includeEnded: options.includeEnded ?? false, type: options.type ?? "", limit: options.limit ?? 0 },
+      options,
+    );
+    return res.channels;
+  }
+
+  /** Would a post of `eventType` (default text) be admitted now? */
+  async canSend(channelId: string, eventType = "", call?: CallOptions): Promise<CanSendResult> {
+    const res = await this.unary(this.raw.canSend, { channelId, eventType }, call);
+    return {
+      allowed: res.allowed,
+      refusal: res.refusal !== undefined && !res.allowed ? AgentNetError.fromErrorDetail(res.refusal) : undefined,
+      expectedNext: res.expectedNext,
+    };
+  }
+
+  /** The visible envelopes of a WAL range, in seq order. */
+  async readWal(channelId: string, options: ReadWalOptions = {}): Promise<AgentEnvelope[]> {
+    const out: AgentEnvelope[] = [];
+    for await (const env of this.walStream(channelId, options, false)) out.push(env);
+    return out;
+  }
+
+  /**
+   * Follow a channel's WAL: the visible envelopes from `fromSeq`, then each new
+   * one as it is admitted, until the channel ends or the loop stops.
+   */
+  streamWal(channelId: string, options: Omit<ReadWalOptions, "timeoutMs"> = {}): AsyncIterableIterator<AgentEnvelope> {
+    return this.walStream(channelId, { ...options, timeoutMs: 0 }, true);
+  }
+
+  // -- tools -----------------------------------------------------------------------
+
+  /** The tools usable now: the plugin tools and the adapter tools of `channelId` for this turn. */
+  async listTools(channelId = "", options: CallOptions & { excludePlugin?: boolean } = {}): Promise<ToolInfo[]> {
+    const res = await this.unary(this.raw.listTools, { channelId, excludePlugin: options.excludePlugin ?? false }, options);
+    return res.tools.map((t) => ({
+      name: t.name,
+      description: t.description,
+      parameters: parseJsonObject(t.parametersJsonSchema),
+      source: t.source,
+    }));
+  }
+
+  /** Run one tool with JSON arguments (as an LLM produced them); returns its JSON result. */
+  async callTool(
+    name: string,
+    args: JsonObject,
+    options: CallOptions & { channelId?: string; taskId?: string } = {},
+  ): Promise<JsonValue> {
+    const res = await this.unary(
+      this.raw.callTool,
+      { name, argumentsJson: JSON.stringify(args), channelId: options.channelId ?? "", taskId: options.taskId ?? "" },
+      options,
+    );
+    return parseJsonValue(res.resultJson);
+  }
+
+  /** One-shot consultation: open a consulting channel, ask, wait for the single reply. */
+  async delegate(
+    target: string,
+    prompt: string,
+    options: CallOptions & { capability?: string; timeoutSeconds?: number; causationId?: string } = {},
+  ): Promise<DelegateResponse> {
+    const timeoutSeconds = options.timeoutSeconds ?? 300;
+    return this.unary(
+      this.raw.delegate,
+      { target, prompt, capability: options.capability ?? "", timeoutSeconds, causationId: options.causationId ?? "" },
+      options,
+      (timeoutSeconds + 10) * 1000,
+    );
+  }
+
+  /** Post text to a channel (the `say` tool); audience by peer names or ids (empty = broadcast). */
+  async say(
+    channelId: string,
+    content: string,
+    options: CallOptions & { audience?: string[]; causationId?: string } = {},
+  ): Promise<AgentEnvelope> {
+    const res = await this.unary(
+      this.raw.say,
+      { content, audience: options.audience ?? [], channelId, causationId: options.causationId },
+      options,
+    );
+    return decodeEnvelope(required(res.envelope, "SayResponse.envelope"));
+  }
+
+  // -- A2A -------------------------------------------------------------------------
+
+  /** The A2A-enabled agents this identity may see and invoke. */
+  async discoverAgents(options: DiscoverAgentsOptions = {}): Promise<DiscoveredAgent[]> {
+    const res = await this.unary(
+      this.raw.discoverAgents,
+      {
+        projectId: options.projectId ?? "",
+        skills: options.skills ?? [],
+        capabilities: options.capabilities ?? [],
+        inputModes: options.inputModes ?? [],
+        limit: options.limit ?? 0,
+      },
+      options,
+    );
+    return res.agents;
+  }
+
+  /** Call another agent and wait for its answer. */
+  async invokeAgent(agentId: string, message: string, options: InvokeAgentOptions = {}): Promise<InvokeAgentResponse> {
+    const timeoutSeconds = options.timeoutSeconds;
+    return this.unary(
+      this.raw.invokeAgent,
+      {
+        agentId,
+        message,
+        skill: options.skill ?? "",
+        timeoutSeconds,
+        customHeaders: options.customHeaders ?? {},
+        callToken: options.callToken ?? "",
+      },
+      options,
+      ((timeoutSeconds ?? 300) + 10) * 1000,
+    );
+  }
+
+  // -- plumbing --------------------------------------------------------------------
+
+  private unary<Req, Res>(
+    method: UnaryMethod<Req, Res>,
+    request: Req,
+    call: CallOptions = {},
+    defaultTimeoutMs?: number,
+  ): Promise<Res> {
+    return new Promise<Res>((resolve, reject) => {
+      if (this.closed) {
+        reject(new AgentNetError({ code: 1, reason: "CANCELLED", message: "the client is closed; create a new one." }));
+        return;
+      }
+      if (call.signal?.aborted === true) {
+        reject(new AgentNetError({ code: 1, reason: "CANCELLED", message: "the call was aborted before it started" }));
+        return;
+      }
+      const timeoutMs = call.timeoutMs ?? defaultTimeoutMs ?? this.callTimeoutMs;
+      const options: Partial<GrpcCallOptions> = timeoutMs > 0 ? { deadline: Date.now() + timeoutMs } : {};
+      let onAbort: (() => void) | undefined;
+      let handle: ClientUnaryCall;
+      try {
+        handle = method.call(this.raw, request, this.authMetadata(), options, (err, res) => {
+          if (onAbort !== undefined) call.signal?.removeEventListener("abort", onAbort);
+          if (err !== null) reject(AgentNetError.fromServiceError(err));
+          else resolve(res);
+        });
+      } catch (err) {
+        reject(AgentNetError.fromServiceError(err));
+        return;
+      }
+      if (call.signal !== undefined) {
+        onAbort = () => handle.cancel();
+        call.signal.addEventListener("abort", onAbort, { once: true });
+      }
+    });
+  }
+
+  private async postEnvelopeRaw(envelope: Envelope): Promise<Envelope> {
+    const res = await this.unary(this.raw.postEnvelope, { envelope }, {});
+    return required(res.envelope, "PostEnvelopeResponse.envelope");
+  }
+
+  private async *walStream(channelId: string, options: ReadWalOptions, follow: boolean): AsyncIterableIterator<AgentEnvelope> {
+    const timeoutMs = options.timeoutMs ?? this.callTimeoutMs;
+    const stream = this.raw.readWal(
+      {
+        channelId,
+        fromSeq: options.fromSeq ?? 0,
+        untilSeq: options.untilSeq ?? 0,
+        limit: options.limit ?? 0,
+        follow,
+      },
+      this.authMetadata(),
+      timeoutMs > 0 ? { deadline: Date.now() + timeoutMs } : {},
+    );
+    const onAbort = (): void => stream.cancel();
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      for await (const item of stream as AsyncIterable<{ envelope?: Envelope }>) {
+        if (item.envelope !== undefined) yield decodeEnvelope(item.envelope);
+      }
+    } catch (err) {
+      throw AgentNetError.fromServiceError(err);
+    } finally {
+      options.signal?.removeEventListener("abort", onAbort);
+      stream.cancel();
+    }
+  }
+}
+
+/**
+ * grpc-js backs off reconnecting a failed channel up to 120 s by default; the
+ * bridge's own reconnect loop would then wait on it. Keep the channel's backoff
+ * short (callers can override these in `channelOptions`).
+ */
+const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
+  "grpc.initial_reconnect_backoff_ms": 200,
+  "grpc.max_reconnect_backoff_ms": 5000,
+};
+
+function makeStub(target: string, options: ClientOptions): HubServiceClient {
+  return new HubServiceClient(target, options.credentials ?? grpcCredentials.createInsecure(), {
+    ...DEFAULT_CHANNEL_OPTIONS,
+    ...options.channelOptions,
+  });
+}
+
+function required<T>(value: T | undefined, what: string): T {
+  if (value === undefined) {
+    throw new AgentNetError({ code: 13, reason: "INTERNAL", message: `the hub's answer lacks ${what}` });
+  }
+  return value;
+}
+
+function fullPassport(passport: PassportInit, kind: PassportKind): Passport {
+  return {
+    name: passport.name,
+    kind: passport.kind ?? kind,
+    owner: passport.owner ?? "",
+    provider: passport.provider ?? "",
+    model: passport.model ?? "",
+    project: passport.project ?? "",
+    description: passport.description ?? "",
+    labels: { ...(passport.labels ?? {}) },
+  };
+}
+
+function fullResume(resume: ResumeInit = {}): Resume {
+  return {
+    claimedCapabilities: [...(resume.claimedCapabilities ?? [])],
+    domains: [...(resume.domains ?? [])],
+    summary: resume.summary ?? "",
+    examples: [...(resume.examples ?? [])],
+    tools: [...(resume.tools ?? [])],
+    languages: [...(resume.languages ?? [])],
+  };
+}
+
+function callRegister<Req, Res extends { agent?: AgentRecord | undefined; credential: string }>(
+  stub: HubServiceClient,
+  method: UnaryMethod<Req, Res>,
+  request: Req,
+  options: ClientOptions,
+): Promise<Client> {
+  const timeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  return new Promise<Client>((resolve, reject) => {
+    try {
+      method.call(stub, request, new Metadata(), timeoutMs > 0 ? { deadline: Date.now() + timeoutMs } : {}, (err, res) => {
+        if (err !== null) {
+          stub.close();
+          reject(AgentNetError.fromServiceError(err));
+          return;
+        }
+        try {
+          resolve(Client.adopt(stub, required(res.agent, "agent"), res.credential, options));
+        } catch (e) {
+          stub.close();
+          reject(AgentNetError.fromServiceError(e));
+        }
+      });
+    } catch (err) {
+      stub.close();
+      reject(AgentNetError.fromServiceError(err));
+    }
+  });
+}
+
+/**
+ * Register an agent (kind `REMOTE_AGENT` unless the passport says otherwise;
+ * kind `HUMAN` is refused — use {@link registerHuman}) and return its client.
+ *
+ * @param target - the hub address, e.g. `127.0.0.1:7600`
+ */
+export function register(
+  target: string,
+  passport: PassportInit,
+  resume?: ResumeInit,
+  options: RegisterOptions = {},
+): Promise<Client> {
+  const stub = makeStub(target, options);
+  return callRegister(
+    stub,
+    stub.register,
+    {
+      passport: fullPassport(passport, PassportKind.PASSPORT_KIND_REMOTE_AGENT),
+      resume: fullResume(resume),
+      skillMd: options.skillMd,
+      a2a: options.a2a === undefined ? undefined : A2ASettings.fromPartial(options.a2a),
+    },
+    options,
+  );
+}
+
+/** Register a non-LLM participant (kind `HUMAN`) and return its client. */
+export function registerHuman(
+  target: string,
+  passport: PassportInit,
+  resume?: ResumeInit,
+  options: RegisterHumanOptions = {},
+): Promise<Client> {
+  const stub = makeStub(target, options);
+  return callRegister(
+    stub,
+    stub.registerHuman,
+    {
+      passport: fullPassport(passport, PassportKind.PASSPORT_KIND_HUMAN),
+      resume: fullResume(resume),
+      ruleJson: options.rule === undefined ? "" : JSON.stringify(options.rule),
+    },
+    options,
+  );
+}

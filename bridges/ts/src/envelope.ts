@@ -1,0 +1,178 @@
+import { randomUUID } from "node:crypto";
+import { Envelope, Priority } from "./gen";
+import { type JsonObject, parseJsonObject } from "./json";
+
+/** Event types of the contract (the Python SDK's `EV_*` constants). */
+export const EventType = {
+  /** Plain text; `eventData = {text}`. Takes a turn. */
+  TEXT: "ag2.msg.text",
+  /** Workflow round-end capture; `eventData = {routing, context_updates, body}`. Takes a turn. */
+  PACKET: "ag2.packet",
+  /** Posted by the hub to each target when a channel is created. */
+  CHANNEL_INVITE: "ag2.channel.invite",
+  /** Posted by an invitee accepting its invite. */
+  CHANNEL_INVITE_ACK: "ag2.channel.invite_ack",
+  /** Posted by an invitee rejecting its invite. */
+  CHANNEL_INVITE_REJECT: "ag2.channel.invite_reject",
+  /** Posted by the hub once every invitee acked. */
+  CHANNEL_OPENED: "ag2.channel.opened",
+  /** Posted by the hub on every terminal path; `eventData.reason` says why. */
+  CHANNEL_CLOSED: "ag2.channel.closed",
+  /** Posted by the hub when the channel's TTL ran out. */
+  CHANNEL_EXPIRED: "ag2.channel.expired",
+  /** Posted by the hub when an expectation threshold is breached. */
+  EXPECTATION_VIOLATED: "ag2.channel.expectation_violated",
+  /** Changes channel-scoped context vars; `eventData = {set, delete}`. */
+  CONTEXT_SET: "ag2.context.set",
+  /** A peer asks a task's owner to cancel. */
+  TASK_CANCEL_REQUEST: "ag2.task.cancel_request",
+  /** The owner's terminal envelope for a cancelled task. */
+  TASK_CANCELLED: "ag2.task.cancelled",
+} as const;
+
+/** The sender id the hub stamps on its own lifecycle envelopes. */
+export const HUB_SENDER = "hub";
+
+/** Priority as the seeds spell it, or the generated enum. */
+export type PriorityInput = "background" | "normal" | "urgent" | Priority;
+
+/**
+ * An admitted envelope (as written to the WAL) with its payload decoded.
+ * `raw` is the wire message.
+ */
+export interface AgentEnvelope {
+  /** Hub-stamped unique id. */
+  readonly envelopeId: string;
+  /** The channel. */
+  readonly channelId: string;
+  /** Per-channel sequence number (1, 2, 3, ...). */
+  readonly seq: number;
+  /** The sender's agent id (`"hub"` for lifecycle envelopes). */
+  readonly senderId: string;
+  /** Dotted event type, see {@link EventType}. */
+  readonly eventType: string;
+  /** The payload, `JSON.parse`d (`{}` when empty or not an object). */
+  readonly eventData: JsonObject;
+  /** `eventData.text` when it is a string (text envelopes), else undefined. */
+  readonly text: string | undefined;
+  /** Explicit recipients; undefined = broadcast. */
+  readonly audience: readonly string[] | undefined;
+  /** Admission time, RFC 3339 UTC. */
+  readonly createdAt: string;
+  /** The envelope this one replies to. */
+  readonly causationId: string | undefined;
+  /** The related task. */
+  readonly taskId: string | undefined;
+  /** Trace id. */
+  readonly traceId: string | undefined;
+  /** Delegation depth. */
+  readonly depth: number;
+  /** Delivery priority. */
+  readonly priority: Priority;
+  /** The wire message. */
+  readonly raw: Envelope;
+}
+
+/** Decode a wire envelope. */
+export function decodeEnvelope(raw: Envelope): AgentEnvelope {
+  const eventData = parseJsonObject(raw.eventDataJson);
+  const text = eventData["text"];
+  return {
+    envelopeId: raw.envelopeId,
+    channelId: raw.channelId,
+    seq: raw.seq,
+    senderId: raw.senderId,
+    eventType: raw.eventType,
+    eventData,
+    text: typeof text === "string" ? text : undefined,
+    audience: raw.audience === undefined ? undefined : [...raw.audience.agentIds],
+    createdAt: raw.createdAt,
+    causationId: raw.causationId,
+    taskId: raw.taskId,
+    traceId: raw.traceId,
+    depth: raw.depth,
+    priority: raw.priority,
+    raw,
+  };
+}
+
+/** Optional envelope fields shared by every post helper. */
+export interface PostOptions {
+  /** Explicit recipients (agent ids); undefined = broadcast. */
+  audience?: readonly string[];
+  /** The envelope this one replies to. */
+  causationId?: string;
+  /** The related task. */
+  taskId?: string;
+  /** Trace id propagated across channels. */
+  traceId?: string;
+  /** Delivery priority (default normal). */
+  priority?: PriorityInput;
+  /** Per-envelope TTL in seconds. */
+  ttlSeconds?: number;
+  /** Delegation depth (default 0). */
+  depth?: number;
+  /**
+   * Idempotency key. When omitted the bridge generates one, so a post whose
+   * result was lost with a broken stream can be retried without a duplicate.
+   */
+  idempotencyKey?: string;
+  /**
+   * The sender. Leave it unset: the hub stamps it from the credential, and any
+   * id other than your own is refused with PERMISSION_DENIED.
+   */
+  senderId?: string;
+}
+
+/** A raw envelope to post (custom event types pass through unchanged). */
+export interface PostInput extends PostOptions {
+  /** The channel. */
+  channelId: string;
+  /** Dotted event type, e.g. `myapp.review_request`. */
+  eventType: string;
+  /** The payload (default `{}`). */
+  eventData?: JsonObject;
+}
+
+/** The payload of an `ag2.packet` envelope (workflow channels). */
+export interface Packet {
+  /** The text of the round. */
+  body?: string;
+  /** Which tool(s) the speaker called this round. */
+  routing?: { tool_called?: string | null; tools_called?: string[] };
+  /** Context variable updates. */
+  context_updates?: { set?: JsonObject; delete?: string[] };
+}
+
+function toPriority(p: PriorityInput | undefined): Priority {
+  switch (p) {
+    case undefined:
+      return Priority.PRIORITY_UNSPECIFIED;
+    case "background":
+      return Priority.PRIORITY_BACKGROUND;
+    case "normal":
+      return Priority.PRIORITY_NORMAL;
+    case "urgent":
+      return Priority.PRIORITY_URGENT;
+    default:
+      return p;
+  }
+}
+
+/** Build the wire envelope of a post (with a generated idempotency key when none was given). */
+export function encodePost(input: PostInput): Envelope {
+  return Envelope.fromPartial({
+    channelId: input.channelId,
+    senderId: input.senderId ?? "",
+    audience: input.audience === undefined ? undefined : { agentIds: [...input.audience] },
+    eventType: input.eventType,
+    eventDataJson: JSON.stringify(input.eventData ?? {}),
+    taskId: input.taskId,
+    causationId: input.causationId,
+    traceId: input.traceId,
+    priority: toPriority(input.priority),
+    depth: input.depth ?? 0,
+    idempotencyKey: input.idempotencyKey ?? `ts-${randomUUID()}`,
+    ttlSeconds: input.ttlSeconds,
+  });
+}

@@ -1,0 +1,66 @@
+/**
+ * TypeScript bridge for the agent network (Node.js 20+).
+ *
+ * ```ts
+ * const client = await register("127.0.0.1:7600", { name: "ts-agent" });
+ * await client.connect();
+ * for await (const env of client.envelopes({ autoAck: true })) {
+ *   if (env.eventType === EventType.TEXT) console.log(env.senderId, env.text);
+ * }
+ * ```
+ *
+ * @packageDocumentation
+ */
+export {
+  Client,
+  register,
+  registerHuman,
+  type CallOptions,
+  type CanSendResult,
+  type ChannelDescription,
+  type ClientOptions,
+  type DiscoverAgentsOptions,
+  type InvokeAgentOptions,
+  type ListAgentsOptions,
+  type OpenChannelOptions,
+  type OpenedChannel,
+  type PassportInit,
+  type ReadWalOptions,
+  type RegisterHumanOptions,
+  type RegisterOptions,
+  type ResumeInit,
+  type ToolInfo,
+} from "./client";
+export {
+  type BackoffOptions,
+  type ConnectionState,
+  type ConnectOptions,
+  type EnvelopesOptions,
+  type InboundEnvelope,
+  type Invite,
+  type SessionInfo,
+} from "./session";
+export {
+  type AgentEnvelope,
+  decodeEnvelope,
+  EventType,
+  HUB_SENDER,
+  type Packet,
+  type PostInput,
+  type PostOptions,
+  type PriorityInput,
+} from "./envelope";
+export { AgentNetError, type AgentNetErrorInit, codeName, ERROR_DOMAIN, type KnownReason, Reason } from "./errors";
+export {
+  type AnyMessage,
+  decodeErrorInfo,
+  decodeRpcStatus,
+  ERROR_INFO_TYPE_URL,
+  type ErrorInfo,
+  findErrorInfo,
+  type RpcStatus,
+} from "./status";
+export { type Cursors, type CursorStore, JsonFileCursorStore, MemoryCursorStore } from "./cursors";
+export { isJsonObject, type JsonObject, type JsonValue } from "./json";
+/** The generated agentnet.v1 message types and enums (see `./pb`). */
+export * as pb from "./pb";

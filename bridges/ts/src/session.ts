@@ -1,0 +1,649 @@
+import { type ClientDuplexStream, type Metadata, status as GrpcStatus } from "@grpc/grpc-js";
+import { type Cursors, CursorBook, type CursorStore } from "./cursors";
+import { type AgentEnvelope, decodeEnvelope, encodePost, EventType, HUB_SENDER, type PostInput } from "./envelope";
+import { AgentNetError, Reason } from "./errors";
+import type { ConnectRequest, ConnectResponse, Envelope, HubServiceClient } from "./gen";
+import { isJsonObject, type JsonObject } from "./json";
+import { AsyncQueue } from "./queue";
+
+/** Where the Connect stream is. */
+export type ConnectionState =
+  /** Never connected, or disconnect() was called. */
+  | "idle"
+  /** Opening a stream and waiting for Welcome. */
+  | "connecting"
+  /** Welcome received; deliveries flow. */
+  | "connected"
+  /** The stream broke; waiting for the next attempt. */
+  | "reconnecting"
+  /** Stopped by an error that retrying cannot fix (bad credential, replaced by a newer stream). */
+  | "failed"
+  /** close() was called. */
+  | "closed";
+
+/** What the hub said in Welcome. */
+export interface SessionInfo {
+  /** The authenticated participant. */
+  agentId: string;
+  /** Unique id of this stream session (for logs). */
+  sessionId: string;
+  /**
+   * The resume cursor of every channel of the participant: the one this client
+   * sent in Hello, else the hub's stored one. Replay starts above it.
+   */
+  resumeCursors: Cursors;
+  /** Interval at which the bridge pings an idle stream. */
+  keepaliveSeconds: number;
+}
+
+/** A channel invite as handed to {@link ConnectOptions.onInvite}. */
+export interface Invite {
+  /** The channel. */
+  channelId: string;
+  /** Adapter type, e.g. `discussion`. */
+  type: string;
+  /** The initiator's agent id. */
+  initiator: string;
+  /** The initiator's name. */
+  initiatorName: string;
+  /** Free-text purpose. */
+  intent: string;
+  /** Participants in turn order (the initiator first). */
+  participants: string[];
+  /** Adapter options. */
+  knobs: JsonObject;
+  /** The invite envelope itself. */
+  envelope: AgentEnvelope;
+}
+
+/** Reconnect backoff (exponential with ±20 % jitter). */
+export interface BackoffOptions {
+  /** First delay (default 200 ms). */
+  initialDelayMs?: number;
+  /** Largest delay (default 5000 ms). */
+  maxDelayMs?: number;
+  /** Growth factor per failed attempt (default 2). */
+  multiplier?: number;
+}
+
+/** Options of {@link Client.connect}. */
+export interface ConnectOptions {
+  /**
+   * Persist resume cursors here (e.g. a {@link JsonFileCursorStore}): loaded
+   * before the first Hello, saved whenever a cursor moves.
+   */
+  cursorStore?: CursorStore;
+  /** Most unacked deliveries the hub may have outstanding (0 = the hub's default). */
+  maxInFlight?: number;
+  /** Client identification for the hub's logs. */
+  clientName?: string;
+  /**
+   * Decide on channel invites: resolve true to post `ag2.channel.invite_ack`,
+   * false to post `ag2.channel.invite_reject`. Default: accept every invite.
+   * The invite envelope is also delivered to {@link Client.envelopes}.
+   */
+  onInvite?: (invite: Invite) => boolean | Promise<boolean>;
+  /** Reconnect backoff, or false to stop (state "failed") when the stream breaks. */
+  reconnect?: BackoffOptions | false;
+  /**
+   * Reject connect() when no Welcome arrived within this time (default 15000 ms;
+   * 0 = wait forever). The bridge keeps trying in the background until
+   * disconnect() or close().
+   */
+  connectTimeoutMs?: number;
+  /** Background errors: a failed invite ack, a cursor store write, a fatal stream error. */
+  onError?: (error: AgentNetError) => void;
+  /** Every state change of the stream. */
+  onStateChange?: (state: ConnectionState) => void;
+}
+
+/** An envelope delivered on the Connect stream. */
+export interface InboundEnvelope extends AgentEnvelope {
+  /** True when it was sent while the hub replayed from the resume cursors. */
+  readonly replay: boolean;
+  /**
+   * Mark it processed: the bridge acks it to the hub and moves this client's
+   * cursor. Idempotent. Unacked envelopes are delivered again after a reconnect.
+   */
+  ack(): void;
+}
+
+/** Options of {@link Client.envelopes}. */
+export interface EnvelopesOptions {
+  /**
+   * Ack each envelope when the loop asks for the next one (i.e. after the loop
+   * body ran). The envelope in hand when the loop exits early (break, throw) is
+   * not acked. Default false: call `ack()` yourself.
+   */
+  autoAck?: boolean;
+}
+
+/** What the session needs from its client. @internal */
+export interface SessionHost {
+  readonly stub: HubServiceClient;
+  readonly credential: string;
+  readonly agentId: string;
+  metadata(): Metadata;
+  postUnary(envelope: Envelope): Promise<Envelope>;
+  /** True when this participant's invite to the channel is still open (PENDING, not acked). */
+  inviteOpen(channelId: string): Promise<boolean>;
+}
+
+interface PendingPost {
+  envelope: Envelope;
+  resolve: (env: AgentEnvelope) => void;
+  reject: (err: AgentNetError) => void;
+}
+
+interface Waiter {
+  resolve: (info: SessionInfo) => void;
+  reject: (err: AgentNetError) => void;
+  timer: NodeJS.Timeout | undefined;
+}
+
+const REPLACED_MARKER = "replaced by a newer Connect";
+const FATAL_CODES = new Set<number>([
+  GrpcStatus.UNAUTHENTICATED,
+  GrpcStatus.PERMISSION_DENIED,
+  GrpcStatus.INVALID_ARGUMENT,
+  GrpcStatus.FAILED_PRECONDITION,
+  GrpcStatus.NOT_FOUND,
+  GrpcStatus.UNIMPLEMENTED,
+]);
+const END_GRACE_MS = 1000;
+const WELCOME_WATCHDOG_MS = 15_000;
+
+function closedError(what: string): AgentNetError {
+  return new AgentNetError({ code: GrpcStatus.CANCELLED, reason: "CANCELLED", message: what });
+}
+
+/**
+ * The Connect stream of one client: handshake, frame dispatch, posts and their
+ * results, acks and cursors, keep-alive, reconnect. Owned by {@link Client}.
+ *
+ * @internal
+ */
+export class StreamSession {
+  private state: ConnectionState = "idle";
+  private options: ConnectOptions = {};
+  private readonly book = new CursorBook();
+  private queue = new AsyncQueue<InboundEnvelope>();
+  private call: ClientDuplexStream<ConnectRequest, ConnectResponse> | undefined;
+  private generation = 0;
+  private streamEnded = true;
+  private info: SessionInfo | undefined;
+  private waiters: Waiter[] = [];
+  private readonly posts = new Map<string, PendingPost>();
+  private nextRequestId = 1;
+  private nextNonce = 1;
+  private ackBatch: Array<{ channelId: string; seq: number }> = [];
+  private ackScheduled = false;
+  private attempts = 0;
+  private backoffTimer: NodeJS.Timeout | undefined;
+  private keepaliveTimer: NodeJS.Timeout | undefined;
+  private lastSent = 0;
+  private lastReceived = 0;
+  private stopping = false;
+  private closing = false;
+  private welcomeTimer: NodeJS.Timeout | undefined;
+  private streamDone: (() => void) | undefined;
+  private readonly storesLoaded = new WeakSet<CursorStore>();
+  private readonly background = new Set<Promise<unknown>>();
+
+  constructor(private readonly host: SessionHost) {}
+
+  /** Current state. */
+  get connectionState(): ConnectionState {
+    return this.state;
+  }
+
+  /** The current Welcome, while connected. */
+  get session(): SessionInfo | undefined {
+    return this.state === "connected" ? this.info : undefined;
+  }
+
+  /** This client's cursors. */
+  cursors(): Cursors {
+    return this.book.snapshot();
+  }
+
+  /** Start (or join) the stream; resolves at the first Welcome. */
+  async connect(options: ConnectOptions): Promise<SessionInfo> {
+    if (this.state === "closed") throw closedError("the client is closed; create a new one.");
+    if (this.state === "connected" && this.info !== undefined) return this.info;
+    const waiting = this.waitForWelcome(options.connectTimeoutMs ?? 15000);
+    if (this.state === "connecting" || this.state === "reconnecting") return waiting;
+    this.options = options;
+    if (this.queue.closed) this.queue = new AsyncQueue<InboundEnvelope>();
+    this.stopping = false;
+    this.attempts = 0;
+    const store = options.cursorStore;
+    this.setState("connecting");
+    if (store !== undefined && !this.storesLoaded.has(store)) {
+      try {
+        this.book.seed(await store.load(this.host.agentId));
+        this.storesLoaded.add(store);
+      } catch (err) {
+        this.setState("idle");
+        this.rejectWaiters(AgentNetError.fromServiceError(err));
+        return waiting;
+      }
+      if (this.connectionState !== "connecting") return waiting; // disconnect() or close() meanwhile
+    }
+    this.openStream();
+    return waiting;
+  }
+
+  /** End the stream but keep cursors and undelivered envelopes; connect() resumes. */
+  async disconnect(): Promise<void> {
+    if (this.state === "closed") return;
+    await this.stopStream();
+    if (this.state !== "failed") this.setState("idle");
+    await this.saveCursors();
+  }
+
+  /** End everything: the stream, the envelope iterator, background work. */
+  async close(): Promise<void> {
+    if (this.state === "closed") return;
+    this.closing = true;
+    await this.stopStream();
+    this.setState("closed");
+    this.queue.end();
+    await this.saveCursors();
+  }
+
+  private async saveCursors(): Promise<void> {
+    const store = this.options.cursorStore;
+    if (store === undefined) return;
+    await store.save(this.host.agentId, this.book.snapshot()).catch((err: unknown) => this.report(err));
+  }
+
+  /** Wait for background work (invite acks, cursor saves) to settle. */
+  async settle(): Promise<void> {
+    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+  }
+
+  /** The async iterator over delivered envelopes. */
+  envelopes(options: EnvelopesOptions = {}): AsyncIterableIterator<InboundEnvelope> {
+    const queue = this.queue;
+    let inHand: InboundEnvelope | undefined;
+    let finished = false;
+    const iterator: AsyncIterableIterator<InboundEnvelope> = {
+      next: async (): Promise<IteratorResult<InboundEnvelope>> => {
+        if (options.autoAck === true && inHand !== undefined) inHand.ack();
+        inHand = undefined;
+        if (finished) return { value: undefined, done: true };
+        const result = await queue.shift();
+        if (result.done === true) return { value: undefined, done: true };
+        inHand = result.value;
+        return { value: result.value, done: false };
+      },
+      return: async (): Promise<IteratorResult<InboundEnvelope>> => {
+        finished = true;
+        inHand = undefined;
+        return { value: undefined, done: true };
+      },
+      [Symbol.asyncIterator]() {
+        return iterator;
+      },
+    };
+    return iterator;
+  }
+
+  /** Post over the stream when connected, else with PostEnvelope. */
+  post(input: PostInput): Promise<AgentEnvelope> {
+    if (this.state === "closed") return Promise.reject(closedError("the client is closed."));
+    const envelope = encodePost(input);
+    const call = this.call;
+    if (this.state !== "connected" || call === undefined) return this.postUnary(envelope);
+    const requestId = `r${this.nextRequestId++}`;
+    return new Promise<AgentEnvelope>((resolve, reject) => {
+      this.posts.set(requestId, { envelope, resolve, reject });
+      this.send(call, { frame: { $case: "post", value: { requestId, envelope } } });
+    });
+  }
+
+  // -- the stream ------------------------------------------------------------------
+
+  private setState(state: ConnectionState): void {
+    if (this.state === state) return;
+    this.state = state;
+    try {
+      this.options.onStateChange?.(state);
+    } catch {
+      // A throwing observer must not break the stream.
+    }
+  }
+
+  private waitForWelcome(timeoutMs: number): Promise<SessionInfo> {
+    return new Promise<SessionInfo>((resolve, reject) => {
+      const waiter: Waiter = { resolve, reject, timer: undefined };
+      if (timeoutMs > 0) {
+        waiter.timer = setTimeout(() => {
+          this.waiters = this.waiters.filter((w) => w !== waiter);
+          const err = new AgentNetError({
+            code: GrpcStatus.DEADLINE_EXCEEDED,
+            reason: Reason.TIMEOUT,
+            message: `no Welcome from the hub within ${timeoutMs} ms; the bridge keeps trying to connect.`,
+          });
+          reject(err);
+        }, timeoutMs);
+      }
+      this.waiters.push(waiter);
+    });
+  }
+
+  private resolveWaiters(info: SessionInfo): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) {
+      clearTimeout(w.timer);
+      w.resolve(info);
+    }
+  }
+
+  private rejectWaiters(err: AgentNetError): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) {
+      clearTimeout(w.timer);
+      w.reject(err);
+    }
+  }
+
+  private openStream(): void {
+    const generation = ++this.generation;
+    this.streamEnded = false;
+    let call: ClientDuplexStream<ConnectRequest, ConnectResponse>;
+    try {
+      call = this.host.stub.connect(this.host.metadata());
+    } catch (err) {
+      this.onStreamEnd(generation, AgentNetError.fromServiceError(err));
+      return;
+    }
+    this.call = call;
+    // A hub that accepted the connection but never answers Hello: give up on this attempt.
+    this.welcomeTimer = setTimeout(() => call.cancel(), WELCOME_WATCHDOG_MS);
+    call.on("data", (frame: ConnectResponse) => this.onFrame(generation, frame));
+    call.on("error", (err: unknown) => this.onStreamEnd(generation, AgentNetError.fromServiceError(err)));
+    call.on("status", (status: { code: number }) => {
+      if (status.code === GrpcStatus.OK) this.onStreamEnd(generation, undefined);
+    });
+    this.lastReceived = Date.now();
+    this.send(call, {
+      frame: {
+        $case: "hello",
+        value: {
+          credential: this.host.credential,
+          cursors: this.book.snapshot(),
+          maxInFlight: this.options.maxInFlight ?? 0,
+          clientName: this.options.clientName ?? "agentnet-bridge-ts/0.1",
+        },
+      },
+    });
+  }
+
+  private send(call: ClientDuplexStream<ConnectRequest, ConnectResponse>, request: ConnectRequest): void {
+    this.lastSent = Date.now();
+    try {
+      call.write(request);
+    } catch {
+      // The stream is ending; its error/status handler takes over.
+    }
+  }
+
+  private onFrame(generation: number, response: ConnectResponse): void {
+    if (generation !== this.generation || this.streamEnded) return;
+    this.lastReceived = Date.now();
+    const frame = response.frame;
+    switch (frame?.$case) {
+      case "welcome": {
+        const w = frame.value;
+        this.info = {
+          agentId: w.agentId,
+          sessionId: w.sessionId,
+          resumeCursors: { ...w.cursors },
+          keepaliveSeconds: w.keepaliveSeconds,
+        };
+        clearTimeout(this.welcomeTimer);
+        this.book.seed(w.cursors); // the resume cursors the hub replays above
+        this.attempts = 0;
+        this.setState("connected");
+        this.startKeepalive(w.keepaliveSeconds || 30);
+        this.resolveWaiters(this.info);
+        return;
+      }
+      case "postResult": {
+        const result = frame.value;
+        const pending = this.posts.get(result.requestId);
+        if (pending === undefined) return;
+        this.posts.delete(result.requestId);
+        if (result.result?.$case === "envelope") pending.resolve(decodeEnvelope(result.result.value));
+        else if (result.result?.$case === "error") pending.reject(AgentNetError.fromErrorDetail(result.result.value));
+        else pending.reject(new AgentNetError({ code: GrpcStatus.INTERNAL, reason: Reason.INTERNAL, message: "empty PostResult" }));
+        return;
+      }
+      case "delivery": {
+        const d = frame.value;
+        if (d.envelope !== undefined) this.onDelivery(d.envelope, d.prevSeq, d.replay, d.expired);
+        return;
+      }
+      case "pong":
+      case undefined:
+        return;
+    }
+  }
+
+  private onDelivery(raw: Envelope, prevSeq: number, replay: boolean, expired: boolean): void {
+    const offer = this.book.offer(raw.channelId, raw.seq, prevSeq, raw.envelopeId);
+    if (offer === "processed") {
+      // Processed before (its ack may have been lost with the old stream): ack again, do not redeliver.
+      this.queueAck(raw.channelId, raw.seq);
+      return;
+    }
+    if (offer === "pending") return; // already handed to the application
+    if (expired) {
+      // A content-less slot of an envelope whose TTL ran out: not for the application; ack it.
+      this.onAck(raw.channelId, raw.seq);
+      return;
+    }
+    const decoded = decodeEnvelope(raw);
+    let acked = false;
+    const inbound: InboundEnvelope = {
+      ...decoded,
+      replay,
+      ack: () => {
+        if (acked) return;
+        acked = true;
+        this.onAck(raw.channelId, raw.seq);
+      },
+    };
+    if (raw.eventType === EventType.CHANNEL_INVITE && raw.senderId === HUB_SENDER) this.onInvite(inbound, replay);
+    this.queue.push(inbound);
+  }
+
+  private onInvite(envelope: AgentEnvelope, replay: boolean): void {
+    const d = envelope.eventData;
+    const str = (v: unknown): string => (typeof v === "string" ? v : "");
+    const invite: Invite = {
+      channelId: envelope.channelId,
+      type: str(d["type"]),
+      initiator: str(d["initiator"]),
+      initiatorName: str(d["initiator_name"]),
+      intent: str(d["intent"]),
+      participants: Array.isArray(d["participants"]) ? d["participants"].filter((p): p is string => typeof p === "string") : [],
+      knobs: isJsonObject(d["knobs"]) ? d["knobs"] : {},
+      envelope,
+    };
+    const decide = this.options.onInvite;
+    this.track(
+      (async () => {
+        // A replayed invite may have been answered before (its envelope was not acked).
+        if (replay && !(await this.host.inviteOpen(envelope.channelId))) return;
+        const accept = decide === undefined ? true : await decide(invite);
+        const eventType = accept ? EventType.CHANNEL_INVITE_ACK : EventType.CHANNEL_INVITE_REJECT;
+        // A key derived from the invite: answering it again returns the original answer.
+        await this.post({ channelId: envelope.channelId, eventType, eventData: {}, idempotencyKey: `${eventType}:${envelope.envelopeId}` });
+      })().catch((err: unknown) => {
+        // A replayed invite that was answered before, or a channel that ended meanwhile.
+        if (AgentNetError.is(err, Reason.PROTOCOL_ERROR) || AgentNetError.is(err, Reason.CHANNEL_CLOSED)) return;
+        this.report(err);
+      }),
+    );
+  }
+
+  private onAck(channelId: string, seq: number): void {
+    const moved = this.book.process(channelId, seq);
+    this.queueAck(channelId, seq);
+    if (moved) this.persist();
+  }
+
+  private queueAck(channelId: string, seq: number): void {
+    if (this.state !== "connected") return; // the next Hello carries the cursor instead
+    this.ackBatch.push({ channelId, seq });
+    if (this.ackScheduled) return;
+    this.ackScheduled = true;
+    setImmediate(() => this.flushAcks());
+  }
+
+  private flushAcks(): void {
+    this.ackScheduled = false;
+    const entries = this.ackBatch;
+    this.ackBatch = [];
+    const call = this.call;
+    if (entries.length === 0 || call === undefined || this.state !== "connected") return;
+    this.send(call, { frame: { $case: "ack", value: { entries } } });
+  }
+
+  private persist(): void {
+    const store = this.options.cursorStore;
+    if (store === undefined) return;
+    this.track(store.save(this.host.agentId, this.book.snapshot()).catch((err: unknown) => this.report(err)));
+  }
+
+  private startKeepalive(seconds: number): void {
+    this.stopKeepalive();
+    const interval = seconds * 1000;
+    this.keepaliveTimer = setInterval(() => {
+      const call = this.call;
+      if (call === undefined || this.state !== "connected") return;
+      const now = Date.now();
+      if (now - this.lastReceived > 3 * interval) {
+        // No frame (not even a Pong) for three intervals: the stream is dead.
+        call.cancel();
+        return;
+      }
+      if (now - this.lastSent >= interval / 2) {
+        this.send(call, { frame: { $case: "ping", value: { nonce: this.nextNonce++ } } });
+      }
+    }, interval / 2);
+    this.keepaliveTimer.unref();
+  }
+
+  private stopKeepalive(): void {
+    if (this.keepaliveTimer !== undefined) clearInterval(this.keepaliveTimer);
+    this.keepaliveTimer = undefined;
+  }
+
+  private onStreamEnd(generation: number, error: AgentNetError | undefined): void {
+    if (generation !== this.generation || this.streamEnded) return;
+    this.streamEnded = true;
+    this.call = undefined;
+    this.info = undefined;
+    this.stopKeepalive();
+    clearTimeout(this.welcomeTimer);
+    this.ackBatch = [];
+    this.retryPostsUnary();
+    const done = this.streamDone;
+    this.streamDone = undefined;
+    if (this.stopping) {
+      done?.();
+      return;
+    }
+    const fatal =
+      error !== undefined &&
+      (FATAL_CODES.has(error.code) || (error.code === GrpcStatus.UNAVAILABLE && error.message.includes(REPLACED_MARKER)));
+    if (fatal || this.options.reconnect === false) {
+      const err =
+        error ??
+        new AgentNetError({ code: GrpcStatus.UNAVAILABLE, reason: Reason.UNAVAILABLE, message: "the Connect stream ended" });
+      this.setState("failed");
+      this.rejectWaiters(err);
+      this.queue.fail(err);
+      this.report(err);
+      return;
+    }
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    this.setState("reconnecting");
+    const b = this.options.reconnect === false ? {} : (this.options.reconnect ?? {});
+    const initial = b.initialDelayMs ?? 200;
+    const max = b.maxDelayMs ?? 5000;
+    const factor = b.multiplier ?? 2;
+    const base = Math.min(max, initial * factor ** this.attempts);
+    this.attempts += 1;
+    const delay = base * (0.8 + 0.4 * Math.random());
+    this.backoffTimer = setTimeout(() => {
+      this.backoffTimer = undefined;
+      if (this.stopping || this.state !== "reconnecting") return;
+      this.setState("connecting");
+      this.openStream();
+    }, delay);
+  }
+
+  private retryPostsUnary(): void {
+    // The stream broke before these results arrived: retry with PostEnvelope. The
+    // idempotency key makes the hub return the original if the post was admitted.
+    const posts = [...this.posts.values()];
+    this.posts.clear();
+    for (const p of posts) {
+      if (this.closing) p.reject(closedError("the client was closed before the post's result arrived."));
+      else this.postUnary(p.envelope).then(p.resolve, p.reject);
+    }
+  }
+
+  private postUnary(envelope: Envelope): Promise<AgentEnvelope> {
+    return this.host.postUnary(envelope).then(decodeEnvelope, (err: unknown) => {
+      throw AgentNetError.fromServiceError(err);
+    });
+  }
+
+  private async stopStream(): Promise<void> {
+    this.stopping = true;
+    if (this.backoffTimer !== undefined) clearTimeout(this.backoffTimer);
+    this.backoffTimer = undefined;
+    this.rejectWaiters(closedError("connect() was interrupted by disconnect() or close()."));
+    const call = this.call;
+    if (call !== undefined) {
+      this.flushAcks();
+      const ended = new Promise<void>((resolve) => (this.streamDone = resolve));
+      call.end();
+      const timer = setTimeout(() => call.cancel(), END_GRACE_MS);
+      await ended;
+      clearTimeout(timer);
+    }
+    this.stopKeepalive();
+    this.call = undefined;
+    this.stopping = false;
+  }
+
+  private track(promise: Promise<unknown>): void {
+    this.background.add(promise);
+    const remove = (): void => {
+      this.background.delete(promise);
+    };
+    promise.then(remove, remove);
+  }
+
+  private report(err: unknown): void {
+    if (this.closing) return; // calls cut short by close() are not errors
+    const error = AgentNetError.fromServiceError(err);
+    try {
+      this.options.onError?.(error);
+    } catch {
+      // A throwing observer must not break the stream.
+    }
+  }
+}

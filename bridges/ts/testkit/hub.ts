@@ -1,0 +1,137 @@
+/**
+ * Test support: run a real hub (`python -m hubsvc`) in a subprocess.
+ *
+ * The interpreter is `$AGENTNET_PYTHON`, else `<repo>/.venv/bin/python`
+ * (created by `make setup`). The hub runs with the repository root as its working
+ * directory, or `$AGENTNET_HUB_DIR` (e.g. an exported checkout of another commit).
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+
+/** A running hub. */
+export interface HubProcess {
+  /** `127.0.0.1:<port>`. */
+  readonly target: string;
+  /** Its data directory (removed by stop()). */
+  readonly dir: string;
+  /**
+   * Stop it and start it again on the same port and database. SIGKILL simulates
+   * a crash (and is fast: on SIGTERM the hub waits its 5 s grace period for open
+   * Connect streams before closing them).
+   */
+  restart(signal?: "SIGTERM" | "SIGKILL"): Promise<void>;
+  /** SIGTERM, wait for exit (SIGKILL after 10 s), remove the data directory. */
+  stop(): Promise<void>;
+}
+
+/** The repository root: the nearest ancestor of this file holding `hubsvc/` and `proto/`. */
+export function repoRoot(): string {
+  let dir = __dirname;
+  for (;;) {
+    if (existsSync(join(dir, "hubsvc")) && existsSync(join(dir, "proto"))) return dir;
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error(`no repository root (with hubsvc/ and proto/) above ${__dirname}`);
+    dir = parent;
+  }
+}
+
+/** The Python interpreter that runs the hub. */
+export function pythonPath(root = repoRoot()): string {
+  return process.env["AGENTNET_PYTHON"] || join(root, ".venv", "bin", "python");
+}
+
+function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+async function terminate(child: ChildProcess, signal: "SIGTERM" | "SIGKILL" = "SIGTERM"): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill(signal);
+  if (!(await waitExit(child, 10_000))) {
+    child.kill("SIGKILL");
+    await waitExit(child, 5_000);
+  }
+}
+
+/** Hubs still running; killed if the test process exits without stopping them (e.g. a timeout). */
+const live = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of live) child.kill("SIGKILL");
+});
+
+/** Spawn `python -m hubsvc` and resolve with the child and its port once it listens. */
+function spawnHub(dir: string, port: number, extraArgs: string[]): Promise<{ child: ChildProcess; port: number }> {
+  const root = repoRoot();
+  const cwd = process.env["AGENTNET_HUB_DIR"] || root;
+  const args = ["-m", "hubsvc", "--port", String(port), "--db", join(dir, "hub.db"), "--data-dir", dir];
+  const child = spawn(pythonPath(root), [...args, "--log-level", "WARNING", ...extraArgs], {
+    cwd,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  live.add(child);
+  child.once("exit", () => live.delete(child));
+  let stderr = "";
+  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr = (stderr + chunk).slice(-8000);
+  });
+  return new Promise((resolve, reject) => {
+    let stdout = "";
+    const timer = setTimeout(() => fail(new Error("the hub did not report its port within 20 s")), 20_000);
+    function fail(err: Error): void {
+      clearTimeout(timer);
+      child.kill("SIGKILL");
+      reject(new Error(`${err.message}\n--- hub stderr ---\n${stderr}`));
+    }
+    const onError = (err: Error): void => fail(err);
+    const onExit = (code: number | null, signal: string | null): void =>
+      fail(new Error(`the hub exited early (code ${code}, signal ${signal})`));
+    child.once("error", onError);
+    child.once("exit", onExit);
+    child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+      stdout += chunk;
+      const m = /agentnet-hub listening on \S+:(\d+)/.exec(stdout);
+      if (m !== null) {
+        clearTimeout(timer);
+        child.off("error", onError);
+        child.off("exit", onExit);
+        stdout = "";
+        resolve({ child, port: Number(m[1]) });
+      }
+    });
+  });
+}
+
+/** Start a hub on a free port with a fresh database; resolves once it listens. */
+export async function startHub(extraArgs: string[] = []): Promise<HubProcess> {
+  const dir = await mkdtemp(join(tmpdir(), "agentnet-ts-"));
+  let current: { child: ChildProcess; port: number };
+  try {
+    current = await spawnHub(dir, 0, extraArgs);
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const port = current.port;
+  return {
+    target: `127.0.0.1:${port}`,
+    dir,
+    async restart(signal: "SIGTERM" | "SIGKILL" = "SIGTERM"): Promise<void> {
+      await terminate(current.child, signal);
+      current = await spawnHub(dir, port, extraArgs);
+    },
+    async stop(): Promise<void> {
+      await terminate(current.child);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

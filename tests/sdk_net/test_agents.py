@@ -1,0 +1,246 @@
+"""LLM agents talking through a real hub; the real openai client speaks HTTP to a
+local OpenAI-compatible server that returns scripted completions (incl. tool calls)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from agentsdk import Agent, OpenAIConfig
+from agentsdk.events import ToolCall
+from agentsdk.network import (
+    EV_CHANNEL_CLOSED,
+    EV_PACKET,
+    EV_TEXT,
+    Envelope,
+    Hub,
+    Passport,
+    Resume,
+)
+from agentsdk.testing import ScriptedOpenAIServer
+
+
+@pytest.fixture
+async def hub() -> AsyncIterator[Hub]:
+    async with Hub.open() as h:
+        yield h
+
+
+@pytest.fixture
+def servers() -> Iterator[list[ScriptedOpenAIServer]]:
+    made: list[ScriptedOpenAIServer] = []
+    yield made
+    for s in made:
+        s.stop()
+
+
+def llm(
+    servers: list[ScriptedOpenAIServer], *replies: Any, rule: Any = None
+) -> tuple[ScriptedOpenAIServer, OpenAIConfig]:
+    server = ScriptedOpenAIServer(replies, rule=rule)
+    server.start()
+    servers.append(server)
+    return server, OpenAIConfig(model="scripted", base_url=server.base_url, api_key="test")
+
+
+def user_texts(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "user" and isinstance(m.get("content"), str)]
+
+
+def last_user(request: dict[str, Any]) -> str:
+    return user_texts(request)[-1]
+
+
+async def texts_until_closed(user: Any, channel_id: str, timeout: float = 20) -> list[Envelope]:
+    out = []
+    while True:
+        env = await user.next_envelope(predicate=lambda e: e.channel_id == channel_id, timeout=timeout)
+        if env.event_type == EV_CHANNEL_CLOSED:
+            return out
+        if env.event_type in (EV_TEXT, EV_PACKET):
+            out.append(env)
+
+
+async def test_human_consults_an_llm_agent(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:
+    server, config = llm(servers, "Our Q3 exposure is 4%.")
+    analyst = Agent("analyst", prompt="You are a risk analyst.", config=config)
+    await hub.register(analyst, Passport(name="analyst"), Resume(claimed_capabilities=["risk"]))
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    ch = await user.open(type="consulting", target="analyst")
+    question = await user.send(ch.channel_id, "What's our Q3 exposure?")
+    replies = await texts_until_closed(user, ch.channel_id)
+    assert [r.text for r in replies] == ["Our Q3 exposure is 4%."]
+    assert replies[0].causation_id == question.envelope_id
+    request = server.requests[0]
+    assert request["messages"][0]["role"] == "system" and "risk analyst" in request["messages"][0]["content"]
+    assert last_user(request) == "What's our Q3 exposure?"
+    tool_names = {t["function"]["name"] for t in request["tools"]}
+    assert {"peers", "channels", "tasks", "context", "delegate", "say"} <= tool_names
+
+
+async def test_attach_plugin_false_keeps_say_but_drops_plugin_tools(
+    hub: Hub, servers: list[ScriptedOpenAIServer]
+) -> None:
+    server, config = llm(servers, "ok")
+    bare = Agent("bare", config=config)
+    await hub.register(bare, Passport(name="bare"), attach_plugin=False)
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    ch = await user.open(type="consulting", target="bare")
+    await user.send(ch.channel_id, "hi")
+    await texts_until_closed(user, ch.channel_id)
+    assert {t["function"]["name"] for t in server.requests[0]["tools"]} == {"say"}
+
+
+async def test_consulting_double_send_trips_the_strict_adapter(
+    hub: Hub, servers: list[ScriptedOpenAIServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, config = llm(servers, ToolCall.create("say", {"content": "said via say"}), "and a reply body")
+    eager = Agent("eager", config=config)
+    await hub.register(eager, Passport(name="eager"))
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    ch = await user.open(type="consulting", target="eager")
+    await user.send(ch.channel_id, "question")
+    replies = await texts_until_closed(user, ch.channel_id)
+    assert [r.text for r in replies] == ["said via say"]
+    await asyncio.sleep(0.2)
+    assert any(
+        f"channel '{ch.channel_id}' is closed" in r.getMessage()
+        or (r.exc_info and f"channel '{ch.channel_id}' is closed" in str(r.exc_info[1]))
+        for r in caplog.records
+    )
+
+
+async def test_discussion_round_robin_with_two_agents_and_a_human(
+    hub: Hub, servers: list[ScriptedOpenAIServer]
+) -> None:
+    _, c1 = llm(servers, rule=lambda req: f"alpha says: {last_user(req)}")
+    _, c2 = llm(servers, rule=lambda req: f"beta says: {last_user(req)}")
+    await hub.register(Agent("alpha", config=c1), Passport(name="alpha"))
+    await hub.register(Agent("beta", config=c2), Passport(name="beta"))
+    moderator = await hub.register_human(Passport(name="mod", kind="human"))
+    ch = await moderator.open(type="discussion", target=["alpha", "beta"], knobs={"max_turns": 3})
+    await moderator.send(ch.channel_id, "topic")
+    texts = [(hub.name_for(e.sender_id), e.text) for e in await texts_until_closed(moderator, ch.channel_id)]
+    assert texts == [("alpha", "alpha says: [mod]: topic"), ("beta", "beta says: [alpha]: alpha says: [mod]: topic")]
+
+
+async def test_conversation_history_reaches_the_model(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:
+    server, config = llm(servers, rule=lambda req: f"echo {len(user_texts(req))}")
+    await hub.register(Agent("echo", config=config), Passport(name="echo"))
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    ch = await user.open(type="conversation", target="echo", knobs={"max_turns": 4})
+    await user.send(ch.channel_id, "one")
+    first = await user.next_envelope(predicate=lambda e: e.event_type == EV_TEXT, timeout=20)
+    await user.send(ch.channel_id, "two")
+    second = await user.next_envelope(predicate=lambda e: e.event_type == EV_TEXT, timeout=20)
+    assert (first.text, second.text) == ("echo 1", "echo 2")
+    roles = [m["role"] for m in server.requests[1]["messages"] if m["role"] != "system"]
+    assert roles == ["user", "assistant", "user"]
+
+
+async def test_workflow_routes_by_tool_called(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:
+    _, cw = llm(servers, "draft v1")
+    _, cr = llm(servers, ToolCall.create("approve", {}), "approved")
+    writer = Agent("writer", config=cw)
+
+    from agentsdk import tool
+
+    @tool
+    def approve() -> str:
+        """Approve the draft."""
+        return "approved"
+
+    reviewer = Agent("reviewer", config=cr, tools=[approve])
+    await hub.register(writer, Passport(name="writer"))
+    await hub.register(reviewer, Passport(name="reviewer"))
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    knobs = {
+        "transitions": [
+            {"condition": {"type": "from_speaker", "speaker": "user"}, "target": {"type": "agent", "agent": "writer"}},
+            {
+                "condition": {"type": "from_speaker", "speaker": "writer"},
+                "target": {"type": "agent", "agent": "reviewer"},
+            },
+            {"condition": {"type": "tool_called", "tool": "approve"}, "target": {"type": "terminate"}, "priority": 5},
+            {"condition": {"type": "always"}, "target": {"type": "revert_to_initiator"}},
+        ]
+    }
+    ch = await user.open(type="workflow", target=["writer", "reviewer"], knobs=knobs, message="write a haiku")
+    packets = await texts_until_closed(user, ch.channel_id)
+    assert [(hub.name_for(p.sender_id), p.event_type) for p in packets] == [
+        ("writer", EV_PACKET),
+        ("reviewer", EV_PACKET),
+    ]
+    assert packets[0].event_data["body"] == "draft v1"
+    assert packets[1].event_data["routing"]["tool_called"] == "approve"
+
+
+async def test_delegate_and_peers_tools_run_on_the_hub(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:
+    _, expert_cfg = llm(servers, rule=lambda req: f"expert answer to: {last_user(req)}")
+    boss_server, boss_cfg = llm(
+        servers,
+        ToolCall.create("peers", {"action": "find", "capability": "modeling"}),
+        ToolCall.create("delegate", {"target": "expert", "prompt": "How to model X?"}),
+        lambda req: "final: " + json.loads(req["messages"][-1]["content"])["text"],
+    )
+    await hub.register(
+        Agent("expert", config=expert_cfg), Passport(name="expert"), Resume(claimed_capabilities=["modeling"])
+    )
+    await hub.register(Agent("boss", config=boss_cfg), Passport(name="boss"))
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    ch = await user.open(type="consulting", target="boss")
+    await user.send(ch.channel_id, "please find out")
+    replies = await texts_until_closed(user, ch.channel_id, timeout=30)
+    assert [r.text for r in replies] == ["final: expert answer to: How to model X?"]
+    peers_result = json.loads(boss_server.requests[1]["messages"][-1]["content"])
+    assert [p["name"] for p in peers_result["peers"]] == ["expert"]
+
+
+async def test_custom_handler_replaces_and_restores_the_default(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:
+    _, config = llm(servers, "from the LLM")
+    worker = Agent("worker", config=config)
+    client = await hub.register(worker, Passport(name="worker"))
+    seen: list[str] = []
+
+    async def gateway_handler(envelope: Envelope) -> None:
+        from agentsdk.network import default_handler
+
+        if envelope.event_type != EV_TEXT:
+            await default_handler(envelope, client)
+            return
+        seen.append(envelope.text)
+
+    client.on_envelope(gateway_handler)
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    ch = await user.open(type="conversation", target="worker")
+    await user.send(ch.channel_id, "to the gateway")
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.05)
+    assert seen == ["to the gateway"]
+    client.on_envelope(client._run_default_handler)
+    await user.send(ch.channel_id, "to the LLM")
+    reply = await user.next_envelope(predicate=lambda e: e.event_type == EV_TEXT, timeout=20)
+    assert reply.text == "from the LLM"
+
+
+async def test_agent_task_context_manager(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:
+    _, config = llm(servers)
+    agent = Agent("owner", config=config)
+    client = await hub.register(agent, Passport(name="owner"))
+    async with agent.task("crunch") as task:
+        await task.progress({"pct": 50})
+    status = await client.call_tool("tasks", {"action": "status", "task_id": task.task_id})
+    assert status["state"] == "TASK_STATE_COMPLETED"
+    with pytest.raises(ValueError):
+        async with agent.task("fails") as failing:
+            raise ValueError("nope")
+    status = await client.call_tool("tasks", {"action": "status", "task_id": failing.task_id})
+    assert status["state"] == "TASK_STATE_FAILED" and "nope" in status["error"]
+    logging.getLogger(__name__).debug("done")

@@ -1,0 +1,418 @@
+"""SDK adapters: defaults, rendering, round-end envelopes, the say table and the say tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentsdk.agent import Reply
+from agentsdk.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
+from agentsdk.errors import InvalidArgument
+from agentsdk.events import BaseEvent, ModelMessage, ToolCallEvent, ToolResultEvent
+from agentsdk.network.adapters import (
+    ADAPTERS,
+    PENDING_CONTEXT_UPDATES_KEY,
+    ConsultingSdkAdapter,
+    SdkAdapter,
+    WorkflowSdkAdapter,
+    adapter_for,
+    make_say_tool,
+    queue_context_updates,
+    register_adapter,
+    routing_from_events,
+    routing_tools,
+)
+from agentsdk.network.deps import (
+    AGENT_CLIENT_DEP,
+    CHANNEL_DEP,
+    CHANNEL_STATE_DEP,
+    HUB_DEP,
+    TASK_DEP,
+    AgentClientInject,
+    ChannelInject,
+    ChannelStateInject,
+)
+from agentsdk.network.views import FullTranscript, NamedWindowedSummary, WindowedSummary
+from agentsdk.stream import Stream
+from agentsdk.tools import Tool, tool
+from hubsvc.adapters import get_adapter
+from hubsvc.adapters.base import ChannelSpec
+from hubsvc.adapters.payloads import parse_packet
+from tests.sdk_views.support import NAMES, FakeClient, env, meta, text
+
+TYPES = ("consulting", "conversation", "discussion", "workflow")
+
+
+def reply(body: str, events: list[BaseEvent] | None = None, *, halted: bool = False) -> Reply:
+    return Reply(body=body, events=list(events or []), stream=Stream(), halted=halted)
+
+
+def spec(channel_type: str, ids: tuple[str, ...], knobs: dict[str, Any] | None = None) -> ChannelSpec:
+    """A hub ChannelSpec with normalised knobs (as the hub would hold it)."""
+    raw = ChannelSpec("ch1", channel_type, ids[0], ids, {i: NAMES[i] for i in ids}, knobs or {})
+    hub = get_adapter(channel_type)
+    return ChannelSpec("ch1", channel_type, ids[0], ids, raw.names, hub.validate_create(raw))
+
+
+def call(name: str, call_id: str) -> ToolCallEvent:
+    return ToolCallEvent(call_id=call_id, name=name)
+
+
+def result(name: str, call_id: str, *, error: bool = False) -> ToolResultEvent:
+    return ToolResultEvent(call_id=call_id, name=name, content="x", is_error=error)
+
+
+# ------------------------------------------------------------------------------------------ registry / views
+
+
+def test_adapter_for_each_type() -> None:
+    for t in TYPES:
+        assert adapter_for(t).type == t
+        assert adapter_for(t) is adapter_for(t)
+    with pytest.raises(InvalidArgument, match=r"no SDK adapter for channel type 'nope'.*consulting"):
+        adapter_for("nope")
+
+
+def test_register_custom_adapter() -> None:
+    class Echo(SdkAdapter):
+        type = "echo"
+
+    register_adapter(Echo())
+    try:
+        assert isinstance(adapter_for("echo"), Echo)
+    finally:
+        ADAPTERS.pop("echo")
+    with pytest.raises(ValueError, match="no channel type name"):
+        register_adapter(SdkAdapter())
+
+
+@pytest.mark.parametrize(
+    ("channel_type", "ids", "policy", "recent_n", "view_type"),
+    [
+        ("consulting", ("a1", "b2"), "full_transcript", None, FullTranscript),
+        ("conversation", ("a1", "b2"), "windowed_summary", 10, WindowedSummary),
+        ("discussion", ("a1", "b2"), "named_windowed_summary", 4, NamedWindowedSummary),
+        ("discussion", ("a1", "b2", "c3"), "named_windowed_summary", 6, NamedWindowedSummary),
+        ("workflow", ("a1", "b2"), "named_windowed_summary", 4, NamedWindowedSummary),
+        ("workflow", ("a1", "b2", "c3", "d4", "e5"), "named_windowed_summary", 10, NamedWindowedSummary),
+    ],
+)
+def test_default_views(
+    channel_type: str, ids: tuple[str, ...], policy: str, recent_n: int | None, view_type: type
+) -> None:
+    adapter = adapter_for(channel_type)
+    m = meta(channel_type, ids)
+    assert adapter.default_view_policy == policy
+    assert adapter.default_recent_n(m) == recent_n
+    view = adapter.default_view(m)
+    assert type(view) is view_type
+    if recent_n is not None:
+        assert view.recent_n == recent_n  # type: ignore[attr-defined]
+    # Agrees with the hub half of the adapter.
+    hub = get_adapter(channel_type)
+    assert hub.default_view_policy == policy
+    knobs = {"transitions": [{"condition": {"type": "always"}, "target": {"type": "round_robin"}}]}
+    hub_spec = spec(channel_type, ids, knobs if channel_type == "workflow" else None)
+    assert hub.view_recent_n(hub_spec) == recent_n  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------------------ rendering
+
+
+@pytest.mark.parametrize("channel_type", TYPES)
+def test_render_and_turn_input(channel_type: str) -> None:
+    adapter = adapter_for(channel_type)
+    packet = env("b2", EV_PACKET, {"routing": {"tool_called": "x"}, "body": "packet body"})
+    assert adapter.render_envelope(text("a1", "hello")) == "hello"
+    assert adapter.render_envelope(packet) == "packet body"
+    assert adapter.render_envelope(text("a1", "")) is None
+    assert adapter.render_envelope(env("b2", EV_PACKET, {"routing": {}})) is None
+    assert adapter.render_envelope(env("hub", EV_CHANNEL_INVITE)) is None
+    assert adapter.render_envelope(env("b2", "myapp.note", {"text": "custom"})) is None
+    assert adapter.extract_turn_input(text("a1", "hello")) == "hello"
+    assert adapter.extract_turn_input(packet) == "packet body"
+    assert adapter.extract_turn_input(env("b2", "myapp.note", {"text": "custom"})) == ""
+
+
+def test_build_text_envelope() -> None:
+    out = adapter_for("conversation").build_text_envelope(
+        channel_id="ch9", sender_id="a1", text="hi", audience=["b2"], causation_id="e1"
+    )
+    assert (out.channel_id, out.sender_id, out.event_type, out.event_data) == ("ch9", "a1", EV_TEXT, {"text": "hi"})
+    assert out.audience == ["b2"] and out.causation_id == "e1"
+    plain = adapter_for("consulting").build_text_envelope(channel_id="ch9", sender_id="a1", text="hi")
+    assert plain.audience is None and plain.causation_id is None
+
+
+# ------------------------------------------------------------------------------------------ round envelopes
+
+
+@pytest.mark.parametrize("channel_type", ["consulting", "conversation", "discussion"])
+def test_round_envelope_is_text_or_none(channel_type: str) -> None:
+    adapter = adapter_for(channel_type)
+    m = meta(channel_type, ("a1", "b2", "c3") if channel_type == "discussion" else ("a1", "b2"))
+    events: list[BaseEvent] = [call("approve", "c1")]
+    out = adapter.build_round_envelope(
+        metadata=m, sender_id="a1", reply=reply("answer", events), events=events, state={}
+    )
+    assert out is not None
+    assert (out.event_type, out.event_data, out.sender_id, out.channel_id) == (EV_TEXT, {"text": "answer"}, "a1", "ch1")
+    assert out.audience is None
+    assert adapter.build_round_envelope(metadata=m, sender_id="a1", reply=reply(""), events=[], state={}) is None
+    halted = reply("partial", halted=True)
+    assert adapter.build_round_envelope(metadata=m, sender_id="a1", reply=halted, events=[], state={}) is None
+
+
+WORKFLOW_KNOBS = {
+    "transitions": [
+        {"condition": {"type": "tool_called", "tool": "approve"}, "target": {"type": "agent", "agent": "carol"}},
+        {
+            "condition": {"type": "always", "and": [{"type": "tool_called", "tool": "reject"}]},
+            "target": {"type": "revert_to_initiator"},
+        },
+        {"condition": {"type": "always"}, "target": {"type": "round_robin"}},
+    ]
+}
+
+
+def test_routing_tools_from_knobs() -> None:
+    assert routing_tools(WORKFLOW_KNOBS) == {"approve", "reject"}
+    assert routing_tools({}) is None
+    assert routing_tools({"transitions": [{"condition": {"type": "always"}}]}) == set()
+
+
+def test_routing_from_events() -> None:
+    events: list[BaseEvent] = [
+        call("approve", "c1"),
+        result("approve", "c1"),
+        call("lookup", "c2"),
+        result("lookup", "c2"),
+        call("reject", "c3"),
+        result("reject", "c3", error=True),  # a failed call does not route
+        call("lookup", "c4"),
+    ]
+    assert routing_from_events(events, {"approve", "reject"}) == {
+        "tool_called": "approve",
+        "tools_called": ["approve", "lookup"],
+    }
+    assert routing_from_events(events) == {"tool_called": "lookup", "tools_called": ["approve", "lookup"]}
+    assert routing_from_events(events, set()) == {"tool_called": None, "tools_called": ["approve", "lookup"]}
+    assert routing_from_events([]) == {"tool_called": None, "tools_called": []}
+
+
+def test_workflow_round_envelope_is_a_packet_the_hub_routes() -> None:
+    adapter = adapter_for("workflow")
+    ids = ("a1", "b2", "c3")
+    hub_spec = spec("workflow", ids, WORKFLOW_KNOBS)
+    m = meta("workflow", ids, knobs=dict(hub_spec.knobs))
+    events: list[BaseEvent] = [ModelMessage("", tool_calls=[]), call("approve", "c1"), result("approve", "c1")]
+    state: dict[str, Any] = {"current_speaker": "a1"}
+    queue_context_updates(state, set={"approved": True, "draft": "v1"})
+    queue_context_updates(state, delete=["draft", "stale"])
+    out = adapter.build_round_envelope(
+        metadata=m, sender_id="a1", reply=reply("LGTM", events), events=events, state=state
+    )
+    assert out is not None and out.event_type == EV_PACKET and out.sender_id == "a1"
+    assert out.event_data == {
+        "routing": {"tool_called": "approve", "tools_called": ["approve"]},
+        "context_updates": {"set": {"approved": True}, "delete": ["draft", "stale"]},
+        "body": "LGTM",
+    }
+    # The hub half accepts and routes it: approve → carol.
+    hub = get_adapter("workflow")
+    hub_state = hub.initial_state(hub_spec)
+    hub.validate_send(hub_spec, hub_state, out)
+    after = hub.fold(hub_spec, hub_state, out)
+    assert after.current_speaker == "c3"
+    assert after.context == {"approved": True}
+
+
+def test_workflow_round_envelope_defaults() -> None:
+    adapter = adapter_for("workflow")
+    m = meta("workflow", ("a1", "b2"))
+    # Empty body still posts (routing is the point); events default to reply.events; no state → no updates.
+    events: list[BaseEvent] = [call("handoff", "c1")]
+    out = adapter.build_round_envelope(metadata=m, sender_id="a1", reply=reply("", events))
+    assert out is not None
+    assert out.event_data == {
+        "routing": {"tool_called": "handoff", "tools_called": ["handoff"]},
+        "context_updates": {"set": {}, "delete": []},
+        "body": "",
+    }
+    assert adapter.build_round_envelope(metadata=m, sender_id="a1", reply=reply("x", halted=True)) is None
+
+
+def test_build_packet_envelope() -> None:
+    adapter = adapter_for("workflow")
+    out = adapter.build_packet_envelope(
+        channel_id="ch1",
+        sender_id="u1",
+        body="kick off",
+        tool_called="start",
+        context_set={"k": 1},
+        context_delete=["z"],
+    )
+    assert out.event_type == EV_PACKET and out.audience is None and out.channel_id == "ch1"
+    assert out.event_data == {
+        "routing": {"tool_called": "start", "tools_called": ["start"]},
+        "context_updates": {"set": {"k": 1}, "delete": ["z"]},
+        "body": "kick off",
+    }
+    bare = adapter.build_packet_envelope(channel_id="ch1", sender_id="u1", body="go")
+    assert bare.event_data["routing"] == {"tool_called": None, "tools_called": []}
+    assert bare.text == "go"
+    packet = parse_packet(out, spec=spec("workflow", ("a1", "b2", "c3"), WORKFLOW_KNOBS))
+    assert packet.routing.called("start") and packet.updates.apply({"z": 0}) == {"k": 1}
+
+
+def test_queue_context_updates_last_write_wins() -> None:
+    state: dict[str, Any] = {}
+    queue_context_updates(state, delete=["a"])
+    queue_context_updates(state, set={"a": 1})
+    assert state[PENDING_CONTEXT_UPDATES_KEY] == {"set": {"a": 1}, "delete": []}
+
+
+# ------------------------------------------------------------------------------------------ the say table
+
+
+def offered(channel_type: str, m: Any, state: dict[str, Any], who: str, client: Any = None) -> bool:
+    tools = adapter_for(channel_type).tools_for(client or FakeClient(), m, state, who)
+    assert [t.name for t in tools] in ([], ["say"])
+    return bool(tools)
+
+
+def test_say_table_matches_the_hub() -> None:
+    """Walk each channel type through a few turns; the SDK offers say exactly when the hub would."""
+    scenarios: list[tuple[str, tuple[str, ...], dict[str, Any] | None, list[str]]] = [
+        ("consulting", ("a1", "b2"), None, ["a1", "b2"]),
+        ("conversation", ("a1", "b2"), {"max_turns": 3}, ["a1", "a1", "b2"]),
+        ("discussion", ("a1", "b2", "c3"), {"max_rounds": 2}, ["a1", "b2", "c3", "a1", "b2", "c3"]),
+        ("workflow", ("a1", "b2", "c3"), {**WORKFLOW_KNOBS, "max_turns": 2}, ["a1", "b2"]),
+    ]
+    for channel_type, ids, knobs, senders in scenarios:
+        hub = get_adapter(channel_type)
+        hub_spec = spec(channel_type, ids, knobs)
+        m = meta(channel_type, ids, knobs=dict(hub_spec.knobs))
+        state = hub.initial_state(hub_spec)
+        for sender in [*senders, None]:
+            state_json = hub.state_json(state)
+            for who in ids:
+                expected = hub.offers_say(hub_spec, state, who)
+                assert offered(channel_type, m, state_json, who) == expected, (channel_type, state_json, who)
+            if sender is not None:
+                state = hub.fold(hub_spec, state, text(sender, "turn"))
+        assert hub.state_json(state).get("ended", True), channel_type
+
+
+def test_say_table_explicit_cases() -> None:
+    two = meta("consulting", ("a1", "b2"))
+    assert offered("consulting", two, {"asked": False, "replied": False}, "a1")
+    assert not offered("consulting", two, {"asked": False, "replied": False}, "b2")
+    assert offered("consulting", two, {"asked": True, "replied": False}, "b2")
+    assert not offered("consulting", two, {"asked": True, "replied": True}, "b2")
+    assert offered("consulting", two, {}, "a1")  # unknown state: the initiator asks first
+    assert offered("conversation", meta("conversation"), {}, "b2")
+    assert not offered("conversation", meta("conversation"), {"ended": True}, "b2")
+    three = meta("discussion", ("a1", "b2", "c3"))
+    assert offered("discussion", three, {"expected_next_speaker": "c3"}, "c3")
+    assert not offered("discussion", three, {"expected_next_speaker": "c3"}, "a1")
+    assert offered("discussion", three, {"turns": 4}, "b2")  # derived from turns when the key is absent
+    assert not offered("workflow", meta("workflow", ("a1", "b2")), {"current_speaker": "a1"}, "a1")
+    # Closed channels and non-participants never get say.
+    assert not offered("conversation", meta("conversation", state="closed"), {}, "a1")
+    assert not offered("conversation", meta("conversation", state="expired"), {}, "a1")
+    assert not offered("conversation", meta("conversation"), {}, "zz")
+    assert ConsultingSdkAdapter().tools_for(FakeClient(), two, None, "a1")[0].name == "say"
+    assert WorkflowSdkAdapter().tools_for(FakeClient(), two, None, "a1") == []
+
+
+def test_tools_are_cached_per_adapter_and_client() -> None:
+    m = meta("conversation")
+    alice, bob = FakeClient("a1"), FakeClient("b2")
+    conv = adapter_for("conversation")
+    first = conv.tools_for(alice, m, {}, "a1")
+    again = conv.tools_for(alice, m, {}, "a1")
+    assert first[0] is again[0] and first is not again  # same Tool, fresh list
+    assert conv.tools_for(bob, m, {}, "b2")[0] is not first[0]
+    consult = ConsultingSdkAdapter()
+    assert consult.tools_for(alice, meta("consulting"), {}, "a1")[0] is not first[0]
+
+
+# ------------------------------------------------------------------------------------------ the say tool
+
+
+def test_say_schema_hides_injected_params() -> None:
+    say = make_say_tool()
+    assert isinstance(say, Tool) and say.name == "say"
+    params = say.parameters
+    assert set(params["properties"]) == {"content", "audience", "channel_id"}
+    assert params["required"] == ["content"]
+    assert say.injected == {"channel": CHANNEL_DEP, "agent_client": AGENT_CLIENT_DEP}
+    assert "channel" not in str(params["properties"].keys() - {"channel_id"})
+    assert say.schema()["function"]["description"].startswith("Post an extra message")
+
+
+async def test_say_posts_through_the_injected_client() -> None:
+    injected, fallback = FakeClient("a1"), FakeClient("a1")
+    say = adapter_for("conversation").tools_for(fallback, meta("conversation"), {}, "a1")[0]
+    channel = meta("conversation", channel_id="ch7")  # anything with a channel_id
+    out = await say.invoke({"content": "hi", "audience": ["bob"]}, {CHANNEL_DEP: channel, AGENT_CLIENT_DEP: injected})
+    assert not out.is_error and "ch7" in out.content and "bob" in out.content
+    assert injected.sent == [("ch7", "hi", ["bob"])] and fallback.sent == []
+    out = await say.invoke({"content": "elsewhere", "channel_id": "ch8"}, {CHANNEL_DEP: channel})
+    assert not out.is_error
+    assert fallback.sent == [("ch8", "elsewhere", None)]  # no injected client: the cached client posts
+    out = await say.invoke({"content": "x"}, {CHANNEL_DEP: "ch9"})
+    assert fallback.sent[-1] == ("ch9", "x", None)
+
+
+async def test_say_errors_are_tool_errors() -> None:
+    say = make_say_tool()
+    out = await say.invoke({"content": "hi"}, {CHANNEL_DEP: meta()})
+    assert out.is_error and "network client" in out.content
+    out = await say.invoke({"content": "hi"}, {AGENT_CLIENT_DEP: FakeClient()})
+    assert out.is_error and "channel_id" in out.content
+    out = await say.invoke({"text": "wrong"}, {AGENT_CLIENT_DEP: FakeClient(), CHANNEL_DEP: meta()})
+    assert out.is_error and "content" in out.content
+
+
+# ------------------------------------------------------------------------------------------ deps
+
+
+def test_dep_keys_and_injects_hide_params() -> None:
+    assert (AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP) == (
+        "agent_client",
+        "channel",
+        "channel_state",
+        "hub",
+        "task",
+    )
+
+    @tool
+    def approve(note: str, channel: ChannelInject, client: AgentClientInject, state: ChannelStateInject) -> str:
+        """Approve the draft."""
+        queue_context_updates(state, set={"approved": note})
+        return f"{channel.channel_id}:{client.agent_id}"
+
+    assert set(approve.parameters["properties"]) == {"note"}
+    assert approve.injected == {"channel": CHANNEL_DEP, "client": AGENT_CLIENT_DEP, "state": CHANNEL_STATE_DEP}
+
+
+async def test_injected_tool_queues_updates_for_the_packet() -> None:
+    @tool
+    def approve(state: ChannelStateInject) -> str:
+        """Approve."""
+        queue_context_updates(state, set={"approved": True})
+        return "ok"
+
+    state: dict[str, Any] = {"current_speaker": "a1"}
+    out = await approve.invoke({}, {CHANNEL_STATE_DEP: state})
+    assert out.content == "ok"
+    events: list[BaseEvent] = [call("approve", "c1"), result("approve", "c1")]
+    packet = adapter_for("workflow").build_round_envelope(
+        metadata=meta("workflow"), sender_id="a1", reply=reply("done", events), state=state
+    )
+    assert isinstance(packet, Envelope)
+    assert packet.event_data["context_updates"] == {"set": {"approved": True}, "delete": []}
+    assert packet.event_data["routing"]["tool_called"] == "approve"
