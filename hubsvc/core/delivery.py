@@ -45,6 +45,11 @@ def visible(wire: envelope_pb2.Envelope, agent_id: str) -> bool:
     return not wire.HasField("audience") or agent_id in wire.audience.agent_ids
 
 
+def readable_by(wire: envelope_pb2.Envelope, agent_id: str) -> bool:
+    """What a participant may read back from the WAL: what it may see, and what it sent."""
+    return wire.sender_id == agent_id or visible(wire, agent_id)
+
+
 @dataclass
 class _ChannelCursor:
     seen_upto: int = 0

@@ -47,7 +47,7 @@ from agentsdk.wire import dumps_json, envelope_from_wire, envelope_to_wire, pars
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.core.channel import HUB_SENDER, OPENED, PENDING, TERMINAL, ChannelRuntime
-from hubsvc.core.delivery import Session, visible
+from hubsvc.core.delivery import Session, readable_by
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
@@ -831,7 +831,7 @@ class HubCore:
             for data in page:
                 wire = envelope_pb2.Envelope.FromString(data)
                 next_seq = wire.seq + 1
-                if visible(wire, caller):
+                if readable_by(wire, caller):
                     out.append(wire)
                     if limit and len(out) >= limit:
                         return out

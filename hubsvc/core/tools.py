@@ -49,7 +49,7 @@ from agentsdk.network.tool_schemas import (
 )
 from agentsdk.wire import dumps_json, envelope_from_wire, parse_json_object
 from hubsvc.core.channel import OPENED, TERMINAL
-from hubsvc.core.delivery import visible
+from hubsvc.core.delivery import readable_by
 from hubsvc.core.hub import HubCore
 from hubsvc.core.registry import KIND_NAMES, AgentEntry
 from hubsvc.core.util import from_timestamp, to_timestamp
@@ -250,7 +250,7 @@ class HubTools:
                 return
             while True:
                 wire = await queue.get()
-                if wire.seq <= last or not visible(wire, caller):
+                if wire.seq <= last or not readable_by(wire, caller):
                     continue
                 if until_seq and wire.seq > until_seq:
                     return
@@ -359,7 +359,7 @@ class HubTools:
         out = []
         for data in await self.core.store.search_text(channels, query, limit * 4):
             wire = envelope_pb2.Envelope.FromString(data)
-            if visible(wire, caller):
+            if readable_by(wire, caller):
                 out.append(self._excerpt(wire))
         out.sort(key=lambda e: e.created_at, reverse=True)
         return out[:limit]
@@ -378,7 +378,7 @@ class HubTools:
         picked = []
         for data in await self.core.store.texts_from(channels, speaker_id, recent_n * 4):
             wire = envelope_pb2.Envelope.FromString(data)
-            if visible(wire, caller):
+            if readable_by(wire, caller):
                 picked.append(self._excerpt(wire))
         picked.sort(key=lambda e: e.created_at, reverse=True)
         return list(reversed(picked[:recent_n]))

@@ -9,7 +9,7 @@ import pytest
 from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
 
 from agentsdk import errors
-from tests.hub.harness import Participant, RunningHub, data_of, open_channel, register
+from tests.hub.harness import Participant, RunningHub, assert_eventually, data_of, open_channel, register
 
 SKILL = """---
 title: Research Assistant
@@ -108,8 +108,12 @@ async def test_task_lifecycle_wait_and_cancel(trio: tuple[Participant, Participa
             await bob.rpc("ListTasks", hub_pb2.ListTasksRequest(scope=hub_pb2.TASK_SCOPE_ALL, include_ended=True))
         ).tasks
     ] == [tid]
-    audit = await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="task_terminated"))
-    assert [r.subject_id for r in audit.records] == [tid]
+
+    async def terminated() -> list[str]:
+        audit = await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="task_terminated"))
+        return [r.subject_id for r in audit.records]
+
+    assert await assert_eventually(terminated) == [tid]
 
 
 async def test_wait_times_out_and_channel_close_cancels_tasks(
@@ -227,10 +231,13 @@ async def test_refused_posts_are_audited(trio: tuple[Participant, Participant, P
     disc = await open_channel(alice, "discussion", [bob, carol])
     with pytest.raises(errors.NotYourTurn):
         await carol.say(disc, "out of turn")
-    records = (await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="post_refused"))).records
-    assert [(r.actor_id, r.subject_id, json.loads(r.detail_json)["reason"]) for r in records] == [
-        (carol.agent_id, disc, "NOT_YOUR_TURN")
-    ]
+
+    async def refused() -> list[tuple[str, str, str]]:
+        records = (await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="post_refused"))).records
+        return [(r.actor_id, r.subject_id, json.loads(r.detail_json)["reason"]) for r in records]
+
+    # Audit records are written with the next group commit: poll instead of racing it.
+    assert await assert_eventually(refused) == [(carol.agent_id, disc, "NOT_YOUR_TURN")]
 
 
 async def test_task_tools_inside_a_task_and_expiry(trio: tuple[Participant, Participant, Participant]) -> None:
