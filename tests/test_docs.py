@@ -32,3 +32,14 @@ def test_hub_doc_example_runs(tmp_path: Path) -> None:
         assert out.stdout.splitlines() == ["You asked: What is a WAL?", "closed: consulting_complete"]
     finally:
         hub.terminate()
+
+
+def test_quickstart_runs_and_prints_what_the_doc_says(tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "quickstart.md").read_text()
+    script = tmp_path / "quickstart.py"
+    script.write_text(python_blocks("quickstart.md")[0])
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    expected = re.search(r"It prints:\n\n```\n(.*?)```", doc, re.DOTALL)
+    assert expected is not None
+    assert out.stdout == expected.group(1)
