@@ -169,6 +169,11 @@ def stamp_dependencies(client: NetworkClient, channel: Channel, state: Any) -> d
     return deps
 
 
+async def _superseded(client: NetworkClient, envelope: Envelope) -> bool:
+    later = await client.read_wal(envelope.channel_id, from_seq=envelope.seq + 1)
+    return any(e.event_type in (EV_TEXT, EV_PACKET) and e.sender_id != client.agent_id for e in later)
+
+
 async def default_handler(envelope: Envelope, client: NetworkClient) -> None:
     """The standard handler: ack invites; run a turn on EV_TEXT / EV_PACKET; ignore the rest."""
     if envelope.event_type == EV_CHANNEL_INVITE:
@@ -186,6 +191,8 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
     if not await client.can_send(envelope.channel_id):
         return  # not our turn, or the channel is closing
     metadata, state, _expected = await client.channel_info(envelope.channel_id)
+    if metadata.last_seq > envelope.seq and await _superseded(client, envelope):
+        return  # a newer substantive envelope arrived meanwhile; its own turn answers it
     adapter = adapter_for(metadata.type)
     wal = await read_wal_until(client, envelope)
     policy = resolve_view_policy(client, metadata)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from agentnet.v1 import envelope_pb2, hub_pb2
 
 from agentsdk.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority
-from agentsdk.errors import AgentNetError, InvalidArgument, Timeout
+from agentsdk.errors import AgentNetError, Timeout
 from agentsdk.identity import Passport
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.delivery import DeliveryStream
@@ -138,13 +138,12 @@ class NetworkClient:
         return await self.post_envelope(env)
 
     async def post_envelope(self, envelope: Envelope) -> Envelope:
-        """Post any envelope (custom event types, workflow packets, invite acks); returns it as admitted."""
-        if envelope.sender_id and envelope.sender_id != self.agent_id:
-            raise InvalidArgument(
-                f"envelope.sender_id {envelope.sender_id!r} is not this client ({self.agent_id}); the hub would "
-                "refuse it. Leave sender_id empty or use the sending client's agent_id."
-            )
-        wire = envelope_to_wire(dataclasses.replace(envelope, sender_id=self.agent_id))
+        """Post any envelope (custom event types, workflow packets, invite acks); returns it as admitted.
+
+        An empty ``sender_id`` is filled with this client's id; another identity's id is
+        sent as is, and the hub refuses it (PERMISSION_DENIED), as for any bridge.
+        """
+        wire = envelope_to_wire(dataclasses.replace(envelope, sender_id=envelope.sender_id or self.agent_id))
         if self._stream is None:
             response = await self._rpc("PostEnvelope", hub_pb2.PostEnvelopeRequest(envelope=wire))
             return envelope_from_wire(response.envelope)
