@@ -17,7 +17,7 @@ from typing import Any
 
 import aiosqlite
 
-from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, HubStore, TaskRow, Writes
+from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, HubStore, TaskRow, WalRow, Writes
 
 log = logging.getLogger("agentnet.hub.storage")
 
@@ -49,6 +49,19 @@ CREATE INDEX IF NOT EXISTS audit_kind ON audit(kind, audit_id);
 """
 
 _MAX_GROUP = 2000  # bundles merged into one transaction at most
+_WAL_INSERT = (
+    "INSERT INTO wal(channel_id, seq, envelope_id, sender_id, event_type, idem_key, text, created_at, data) VALUES "
+)
+_WAL_ROW = "(?,?,?,?,?,?,?,?,?)"
+_MAX_ROWS_PER_STATEMENT = 3000  # 9 parameters a row, below SQLite's 32766-parameter limit
+
+
+def _wal_params(rows: list[WalRow]) -> list[Any]:
+    params: list[Any] = []
+    for w in rows:
+        params += (w.channel_id, w.seq, w.envelope_id, w.sender_id, w.event_type, w.idempotency_key, w.text,
+                   w.created_at, w.data)  # fmt: skip
+    return params
 
 
 class SqliteHubStore(HubStore):
@@ -135,6 +148,12 @@ class SqliteHubStore(HubStore):
         if not merged:
             return
         db = self.db
+        wal_only = not (merged.agents or merged.channels or merged.cursors or merged.tasks or merged.audit)
+        if wal_only and len(merged.wal) <= _MAX_ROWS_PER_STATEMENT:
+            # The common case: one multi-row INSERT is one atomic, durable statement, so the
+            # group costs a single round trip to the database thread instead of three.
+            await db.execute(_WAL_INSERT + ",".join([_WAL_ROW] * len(merged.wal)), _wal_params(merged.wal))
+            return
         await db.execute("BEGIN IMMEDIATE")
         try:
             if merged.agents:
@@ -155,25 +174,9 @@ class SqliteHubStore(HubStore):
                     "INSERT OR IGNORE INTO channel_members(agent_id, channel_id) VALUES (?,?)",
                     [(m, c.channel_id) for c in merged.channels for m in _members(c.record)],
                 )
-            if merged.wal:
-                await db.executemany(
-                    "INSERT INTO wal(channel_id, seq, envelope_id, sender_id, event_type, idem_key, text, created_at, "
-                    "data) VALUES (?,?,?,?,?,?,?,?,?)",
-                    [
-                        (
-                            w.channel_id,
-                            w.seq,
-                            w.envelope_id,
-                            w.sender_id,
-                            w.event_type,
-                            w.idempotency_key,
-                            w.text,
-                            w.created_at,
-                            w.data,
-                        )
-                        for w in merged.wal
-                    ],
-                )
+            for start in range(0, len(merged.wal), _MAX_ROWS_PER_STATEMENT):
+                chunk = merged.wal[start : start + _MAX_ROWS_PER_STATEMENT]
+                await db.execute(_WAL_INSERT + ",".join([_WAL_ROW] * len(chunk)), _wal_params(chunk))
             if merged.cursors:
                 await db.executemany(
                     "INSERT INTO cursors(agent_id, channel_id, seq) VALUES (?,?,?) "
