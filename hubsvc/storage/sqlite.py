@@ -288,26 +288,21 @@ class SqliteHubStore(HubStore):
 
     async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:
         """Case-insensitive substring search over EV_TEXT bodies (instr on lower() keeps % and _ literal)."""
-        out: list[bytes] = []
-        for chunk in _chunks(list(channel_ids), 500):
-            marks = ",".join("?" * len(chunk))
-            rows = await self._fetchall(
-                f"SELECT data FROM wal WHERE channel_id IN ({marks}) AND text IS NOT NULL "
-                "AND instr(lower(text), lower(?)) > 0 ORDER BY created_at DESC, seq DESC LIMIT ?",
-                [*chunk, query, limit],
-            )
-            out.extend(bytes(r[0]) for r in rows)
-        return out
+        return await self._texts(channel_ids, "instr(lower(text), lower(?)) > 0", query, limit)
 
     async def texts_from(self, channel_ids: Sequence[str], sender_id: str, limit: int) -> list[bytes]:
         """Latest texts of one sender."""
+        return await self._texts(channel_ids, "sender_id = ?", sender_id, limit)
+
+    async def _texts(self, channel_ids: Sequence[str], condition: str, value: str, limit: int) -> list[bytes]:
+        """Newest EV_TEXT envelopes of the channels matching ``condition`` (one ``?`` bound to ``value``)."""
         out: list[bytes] = []
         for chunk in _chunks(list(channel_ids), 500):
             marks = ",".join("?" * len(chunk))
             rows = await self._fetchall(
-                f"SELECT data FROM wal WHERE channel_id IN ({marks}) AND sender_id = ? AND text IS NOT NULL "
+                f"SELECT data FROM wal WHERE channel_id IN ({marks}) AND text IS NOT NULL AND {condition} "
                 "ORDER BY created_at DESC, seq DESC LIMIT ?",
-                [*chunk, sender_id, limit],
+                [*chunk, value, limit],
             )
             out.extend(bytes(r[0]) for r in rows)
         return out
