@@ -2,7 +2,8 @@
 
 The LLM half: :class:`Agent` (``await agent.ask(...)`` → :class:`Reply`), tools
 (:func:`tool`, :class:`Tool`, :class:`Inject`), the conversation :class:`Stream`,
-and model configs (:class:`OpenAIConfig`, :class:`ScriptedConfig`). Names are
+and model configs (:class:`OpenAIConfig`, :class:`ScriptedConfig`); ``KnowledgeConfig``
+(memory, aggregation, compaction — ``docs/memory.md``) is importable too. Names are
 imported on first access so ``import agentsdk`` stays cheap. See ``docs/agents.md``.
 """
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentsdk.agent import Agent, Reply
     from agentsdk.config import OpenAIConfig, ScriptedConfig
+    from agentsdk.knowledge_config import KnowledgeConfig as KnowledgeConfig
     from agentsdk.stream import Stream
     from agentsdk.tools import Inject, Tool, tool
 
@@ -24,6 +26,7 @@ _LAZY = {
     "Reply": "agentsdk.agent",
     "OpenAIConfig": "agentsdk.config",
     "ScriptedConfig": "agentsdk.config",
+    "KnowledgeConfig": "agentsdk.knowledge_config",
     "Stream": "agentsdk.stream",
     "Inject": "agentsdk.tools",
     "Tool": "agentsdk.tools",

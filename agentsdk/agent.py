@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentsdk.assembly import AssemblyContext, AssemblyPolicy, run_assembly
 from agentsdk.config import ModelConfig, events_to_messages
@@ -33,6 +33,9 @@ from agentsdk.events import (
 )
 from agentsdk.stream import Stream
 from agentsdk.tools import Tool, ToolLike, as_tool
+
+if TYPE_CHECKING:
+    from agentsdk.knowledge_config import KnowledgeRuntime
 
 __all__ = ["Agent", "AskInput", "EventCallback", "EventFeed", "FinishReason", "Reply"]
 
@@ -150,7 +153,11 @@ class Agent:
         self.dependencies: dict[Any, Any] = dict(dependencies or {})
         """Values for injected tool parameters and assembly policies, by key (string or type)."""
         self.knowledge = knowledge
-        """The ``KnowledgeConfig``; its ``store`` is registered as the ``KnowledgeStore`` dependency."""
+        """The ``KnowledgeConfig``; its ``store`` is registered as the ``KnowledgeStore`` dependency.
+
+        A full :class:`~agentsdk.knowledge_config.KnowledgeConfig` also adds the ``knowledge``
+        tool, store bootstrap, compaction, aggregation and the ``/log/`` event log; any other
+        object with a ``store`` attribute only registers the dependency."""
         self.assembly: list[AssemblyPolicy] = list(assembly or ())
         """Assembly policies run, in order, before every model call."""
         self.max_tool_rounds = max_tool_rounds
@@ -164,6 +171,12 @@ class Agent:
             from agentsdk.knowledge.types import KnowledgeStore
 
             self.dependencies.setdefault(KnowledgeStore, store)
+        self._knowledge_runtime: KnowledgeRuntime | None = None
+        if knowledge is not None:
+            from agentsdk.knowledge_config import KnowledgeConfig, KnowledgeRuntime
+
+            if isinstance(knowledge, KnowledgeConfig):
+                self._knowledge_runtime = KnowledgeRuntime(knowledge)
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, tools={[t.name for t in self.tools]!r})"
@@ -245,10 +258,12 @@ class Agent:
         :class:`~agentsdk.tools.MissingDependencyError`; tool failures are shown to the model.
         When it raises, the events emitted so far (the input included) stay in ``stream``.
         """
+        runtime = self._knowledge_runtime
+        knowledge_tools: list[ToolLike] = list(runtime.tools) if runtime is not None else []
         turn = _Turn(
             agent=self,
             stream=stream if stream is not None else Stream(),
-            tools=self.tools_for_call(tools),
+            tools=self.tools_for_call([*knowledge_tools, *(tools or ())]),
             dependencies={**self.dependencies, **(dependencies or {})},
         )
         return await turn.run(_input_events(input))
@@ -308,13 +323,25 @@ class _Turn:
         )
 
     async def run(self, input_events: list[BaseEvent]) -> Reply:
+        runtime = self.agent._knowledge_runtime
+        if runtime is not None:
+            await runtime.start_turn(self.agent)
+        reply = await self.loop(input_events)
+        if runtime is not None:
+            await runtime.end_turn(self.agent, self.stream, self.dependencies, self.emit)
+        return reply
+
+    async def loop(self, input_events: list[BaseEvent]) -> Reply:
         for event in input_events:
             await self.emit(event)
+        runtime = self.agent._knowledge_runtime
         schemas = [t.schema() for t in self.tools]
         by_name = {t.name: t for t in self.tools}
         rounds = 0
         model_call = 0
         while True:
+            if runtime is not None:
+                await runtime.before_model_call(self.agent, self.stream, self.dependencies, self.emit)
             prompts = [self.agent.prompt] if self.agent.prompt else []
             history = list(self.stream.events)
             if self.agent.assembly:

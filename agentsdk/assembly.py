@@ -58,3 +58,12 @@ async def run_assembly(
         prompts, events = await policy.apply(prompts, events, context)
         prompts, events = list(prompts), list(events)
     return prompts, events
+
+
+def __getattr__(name: str) -> Any:
+    # AssemblerMiddleware lives in agentsdk.policies (which imports this module).
+    if name == "AssemblerMiddleware":
+        from agentsdk.policies import AssemblerMiddleware
+
+        return AssemblerMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
