@@ -20,7 +20,17 @@ from typing import Protocol, runtime_checkable
 
 from agentsdk.aggregate import StrategyContext, render_transcript, summarize
 from agentsdk.config import ModelConfig
-from agentsdk.events import BaseEvent, CompactionSummary
+from agentsdk.events import (
+    AggregationCompleted,
+    AggregationFailed,
+    AggregationStarted,
+    BaseEvent,
+    CompactionCompleted,
+    CompactionFailed,
+    CompactionStarted,
+    CompactionSummary,
+    EventLogFailed,
+)
 from agentsdk.knowledge.types import KnowledgeStore
 from agentsdk.policies import event_chars, tail_groups
 
@@ -78,13 +88,32 @@ class CompactTrigger:
         return -(-sum(event_chars(e) for e in events) // self.chars_per_token)
 
     def should_run(self, events: list[BaseEvent]) -> bool:
-        """Whether ``events`` exceed a threshold."""
+        """Whether ``events`` exceed a threshold (the harness's own lifecycle events do not count)."""
+        events = _without_lifecycle(events)
         if self.max_events is not None and len(events) > self.max_events:
             return True
         return self.max_tokens is not None and self.estimate_tokens(events) > self.max_tokens
 
 
+_LIFECYCLE = (
+    CompactionStarted,
+    CompactionCompleted,
+    CompactionFailed,
+    AggregationStarted,
+    AggregationCompleted,
+    AggregationFailed,
+    EventLogFailed,
+)
+
+
+def _without_lifecycle(events: list[BaseEvent]) -> list[BaseEvent]:
+    """The history without the memory harness's lifecycle events (observers got those already)."""
+    return [e for e in events if not isinstance(e, _LIFECYCLE)]
+
+
 def _split(events: list[BaseEvent], target: int) -> tuple[list[BaseEvent], list[BaseEvent]]:
+    """(dropped, kept): the newest ``target`` events kept whole; lifecycle events neither count nor stay."""
+    events = _without_lifecycle(events)
     kept = tail_groups(events, target)
     return events[: len(events) - len(kept)], kept
 
