@@ -114,8 +114,11 @@ def text_envelope(
     *,
     audience: list[str] | None = None,
     causation_id: str | None = None,
+    priority: Priority = "normal",
+    task_id: str | None = None,
+    depth: int = 0,
 ) -> Envelope:
-    """Build an EV_TEXT envelope."""
+    """Build an EV_TEXT envelope (``event_data = {"text": text}``)."""
     return Envelope(
         channel_id=channel_id,
         sender_id=sender_id,
@@ -123,4 +126,7 @@ def text_envelope(
         event_type=EV_TEXT,
         event_data={"text": text},
         causation_id=causation_id,
+        priority=priority,
+        task_id=task_id,
+        depth=depth,
     )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentnet.v1 import envelope_pb2, hub_pb2
 
-from agentsdk.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority
+from agentsdk.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
 from agentsdk.errors import AgentNetError, Timeout
 from agentsdk.identity import Passport
 from agentsdk.network.channel import Channel, ChannelMetadata
@@ -125,12 +125,11 @@ class NetworkClient:
         task_id: str | None = None,
     ) -> Envelope:
         """Post an EV_TEXT to ``channel_id``; ``audience`` takes peer names or ids."""
-        env = Envelope(
-            channel_id=channel_id,
-            sender_id=self.agent_id,
+        env = text_envelope(
+            channel_id,
+            self.agent_id,
+            text,
             audience=self._resolve_audience(audience),
-            event_type=EV_TEXT,
-            event_data={"text": text},
             causation_id=causation_id,
             priority=priority,
             task_id=task_id,

@@ -24,6 +24,7 @@ from agentsdk.envelope import (
     EV_TASK_CANCEL_REQUEST,
     EV_TEXT,
     Envelope,
+    text_envelope,
 )
 from agentsdk.errors import (
     AgentNetError,
@@ -150,9 +151,7 @@ class HubTools:
         seed: Envelope | None = None
         which = request.WhichOneof("seed")
         if which == "message":
-            seed = Envelope(
-                channel_id="", sender_id=caller, audience=None, event_type=EV_TEXT, event_data={"text": request.message}
-            )
+            seed = text_envelope("", caller, request.message)
         elif which == "seed_envelope":
             seed = envelope_from_wire(request.seed_envelope)
             if seed.sender_id and seed.sender_id != caller:
@@ -419,15 +418,7 @@ class HubTools:
                 "answer directly instead.",
                 metadata={"limit": str(self.core.options.max_depth)},
             )
-        seed = Envelope(
-            channel_id="",
-            sender_id=caller,
-            audience=None,
-            event_type=EV_TEXT,
-            event_data={"text": prompt},
-            depth=depth,
-            causation_id=causation_id or None,
-        )
+        seed = text_envelope("", caller, prompt, depth=depth, causation_id=causation_id or None)
         ch = await self.core.open_channel(
             caller,
             type="consulting",
@@ -477,15 +468,9 @@ class HubTools:
             raise InvalidArgument("say needs a channel: pass channel_id (the current channel when called as a tool).")
         await self.core.require_member(caller, channel_id)
         ids = [self.core.registry.resolve(name).agent_id for name in audience] if audience else None
-        env = Envelope(
-            channel_id=channel_id,
-            sender_id=caller,
-            audience=ids,
-            event_type=EV_TEXT,
-            event_data={"text": content},
-            causation_id=causation_id,
+        wire, _ = await self.core.post(
+            caller, text_envelope(channel_id, caller, content, audience=ids, causation_id=causation_id)
         )
-        wire, _ = await self.core.post(caller, env)
         return wire
 
     # -- the tools RPCs -----------------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hub.harness import Participant, RunningHub, register, running_hub
+from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
 
 
 @pytest.fixture
@@ -25,3 +25,12 @@ async def trio(hub: RunningHub) -> AsyncIterator[tuple[Participant, Participant,
     yield people[0], people[1], people[2]
     for p in people:
         await p.close()
+
+
+@pytest.fixture
+async def conv(hub: RunningHub) -> AsyncIterator[tuple[Participant, Participant, str]]:
+    """alice and bob, connected, in an opened conversation channel (closed afterwards)."""
+    alice, bob, channel_id = await conversation(hub.target)
+    yield alice, bob, channel_id
+    await alice.close()
+    await bob.close()

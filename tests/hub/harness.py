@@ -271,6 +271,15 @@ async def open_channel(
     return channel_id
 
 
+async def conversation(target: str) -> tuple[Participant, Participant, str]:
+    """alice and bob, registered and connected, in an opened conversation channel."""
+    alice = await register(target, "alice")
+    bob = await register(target, "bob")
+    await alice.connect()
+    await bob.connect()
+    return alice, bob, await open_channel(alice, "conversation", [bob])
+
+
 def data_of(env: envelope_pb2.Envelope) -> dict[str, Any]:
     """The envelope's event_data."""
     return json.loads(env.event_data_json) if env.event_data_json else {}

@@ -13,6 +13,7 @@ from tests.hub.harness import (
     Participant,
     RunningHub,
     collect,
+    conversation,
     data_of,
     make_envelope,
     open_channel,
@@ -81,12 +82,8 @@ async def bob_texts(p: Participant, cid: str) -> list[str]:
     return [data_of(i.envelope)["text"] for i in wal if i.envelope.event_type == "ag2.msg.text"]
 
 
-async def test_priority_orders_a_backlog(hub: RunningHub) -> None:
-    alice = await register(hub.target, "alice")
-    bob = await register(hub.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    cid = await open_channel(alice, "conversation", [bob])
+async def test_priority_orders_a_backlog(conv: tuple[Participant, Participant, str]) -> None:
+    alice, bob, cid = conv
     await bob.disconnect()
     for prio, text in ((2, "n1"), (1, "b1"), (3, "u1"), (2, "n2"), (3, "u2")):
         await alice.say(cid, text, priority=prio)
@@ -94,16 +91,10 @@ async def test_priority_orders_a_backlog(hub: RunningHub) -> None:
     await bob.connect(max_in_flight=1)
     got = [data_of(await bob.next_of("ag2.msg.text"))["text"] for _ in range(5)]
     assert got == ["u1", "u2", "n1", "n2", "b1"]
-    await alice.close()
-    await bob.close()
 
 
-async def test_envelope_ttl_stops_stale_delivery(hub: RunningHub) -> None:
-    alice = await register(hub.target, "alice")
-    bob = await register(hub.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    cid = await open_channel(alice, "conversation", [bob])
+async def test_envelope_ttl_stops_stale_delivery(conv: tuple[Participant, Participant, str]) -> None:
+    alice, bob, cid = conv
     await bob.disconnect()
     await alice.say(cid, "stale soon", ttl_seconds=1)
     await alice.say(cid, "fresh")
@@ -115,19 +106,13 @@ async def test_envelope_ttl_stops_stale_delivery(hub: RunningHub) -> None:
     assert len(bob.expired) == 1 and bob.expired[0].event_data_json == ""  # the slot, without its content
     with pytest.raises(errors.InvalidArgument):
         await alice.say(cid, "bad ttl", ttl_seconds=-1)
-    await alice.close()
-    await bob.close()
 
 
 async def test_causation_kept_and_depth_limit(tmp_path: object) -> None:
     from pathlib import Path
 
     async with running_hub(Path(str(tmp_path)) / "hub.db", HubOptions(max_depth=2)) as hub:
-        alice = await register(hub.target, "alice")
-        bob = await register(hub.target, "bob")
-        await alice.connect()
-        await bob.connect()
-        cid = await open_channel(alice, "conversation", [bob])
+        alice, bob, cid = await conversation(hub.target)
         q = await alice.say(cid, "deep", depth=2)
         reply = await bob.say(cid, "reply", causation_id=q.envelope_id)
         assert reply.causation_id == q.envelope_id and reply.depth == 2  # reply path inherits depth
@@ -137,12 +122,8 @@ async def test_causation_kept_and_depth_limit(tmp_path: object) -> None:
         await bob.close()
 
 
-async def test_reconnect_resumes_from_cursor_without_loss_or_repeat(hub: RunningHub) -> None:
-    alice = await register(hub.target, "alice")
-    bob = await register(hub.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    cid = await open_channel(alice, "conversation", [bob])
+async def test_reconnect_resumes_from_cursor_without_loss_or_repeat(conv: tuple[Participant, Participant, str]) -> None:
+    alice, bob, cid = conv
     for i in range(5):
         await alice.say(cid, f"m{i}")
     first = [data_of(await bob.next_of("ag2.msg.text"))["text"] for _ in range(5)]
@@ -157,16 +138,10 @@ async def test_reconnect_resumes_from_cursor_without_loss_or_repeat(hub: Running
     assert first + second == [f"m{i}" for i in range(10)]
     await asyncio.sleep(0.2)
     assert [e for e in bob.drain() if e.event_type == "ag2.msg.text"] == []
-    await alice.close()
-    await bob.close()
 
 
-async def test_unacked_envelopes_are_redelivered(hub: RunningHub) -> None:
-    alice = await register(hub.target, "alice")
-    bob = await register(hub.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    cid = await open_channel(alice, "conversation", [bob])
+async def test_unacked_envelopes_are_redelivered(conv: tuple[Participant, Participant, str]) -> None:
+    alice, bob, cid = conv
     await asyncio.sleep(0.3)
     bob.auto_ack = False
     await alice.say(cid, "not acked")
@@ -176,16 +151,10 @@ async def test_unacked_envelopes_are_redelivered(hub: RunningHub) -> None:
     await bob.connect()
     again = await bob.next_of("ag2.msg.text")
     assert again.envelope_id == got.envelope_id
-    await alice.close()
-    await bob.close()
 
 
-async def test_client_cursor_in_hello_wins(hub: RunningHub) -> None:
-    alice = await register(hub.target, "alice")
-    bob = await register(hub.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    cid = await open_channel(alice, "conversation", [bob])
+async def test_client_cursor_in_hello_wins(conv: tuple[Participant, Participant, str]) -> None:
+    alice, bob, cid = conv
     sent = [await alice.say(cid, f"m{i}") for i in range(3)]
     for _ in range(3):
         await bob.next_of("ag2.msg.text")
@@ -194,8 +163,6 @@ async def test_client_cursor_in_hello_wins(hub: RunningHub) -> None:
     await bob.connect(cursors={cid: sent[0].seq})
     again = [data_of(await bob.next_of("ag2.msg.text"))["text"] for _ in range(2)]
     assert again == ["m1", "m2"]
-    await alice.close()
-    await bob.close()
 
 
 async def test_bad_credentials_and_hello(hub: RunningHub) -> None:
