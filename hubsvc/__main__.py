@@ -16,8 +16,7 @@ from hubsvc.storage import SqliteHubStore
 async def run(config: HubConfig) -> None:
     """Serve the hub with ``config`` until a stop signal arrives."""
     core = HubCore(SqliteHubStore(config.database, synchronous=config.synchronous), options=config.options())
-    # The A2A RPCs are filled in at runtime by fill_unimplemented until they are built (mypy cannot see that).
-    servicer = HubServicer(core)  # type: ignore[abstract]
+    servicer = HubServicer(core)
     spec = ServiceSpec(
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
     )

@@ -1,8 +1,5 @@
 """The HubService gRPC servicer: a thin layer that authenticates, converts
 messages and delegates to the transport-agnostic :class:`HubCore`.
-
-RPCs the core does not implement yet answer UNIMPLEMENTED with a message naming
-the RPC (see :func:`agentsdk.service_runtime.fill_unimplemented`).
 """
 
 from __future__ import annotations
@@ -16,11 +13,13 @@ import grpc
 from agentnet.v1 import connect_pb2, errors_pb2, hub_pb2, hub_pb2_grpc
 
 from agentsdk.errors import AgentNetError, InvalidArgument, ProtocolError, Unauthenticated
-from agentsdk.service_runtime import abort_with, fill_unimplemented, stream_boundary, unary_boundary
+from agentsdk.service_runtime import abort_with, stream_boundary, unary_boundary
 from agentsdk.wire import envelope_from_wire
+from hubsvc.core.a2a import A2A
 from hubsvc.core.hub import HubCore
 from hubsvc.core.tasks import TERMINAL as TASK_TERMINAL
 from hubsvc.core.tools import HubTools
+from hubsvc.core.util import to_timestamp
 
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 log = logging.getLogger("agentnet.hub.servicer")
@@ -40,13 +39,13 @@ def bearer(context: Ctx) -> str:
     return ""
 
 
-@fill_unimplemented(HUB_SERVICE, "agent-to-agent calls arrive with the A2A issue")
 class HubServicer(hub_pb2_grpc.HubServiceServicer):
     """Serves agentnet.v1.HubService over a :class:`HubCore`."""
 
     def __init__(self, core: HubCore) -> None:
         self.core = core
         self.tools = HubTools(core)
+        self.a2a = A2A(core, self.tools)
 
     def _caller(self, context: Ctx) -> str:
         credential = bearer(context)
@@ -222,6 +221,34 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         return hub_pb2.SetA2ASettingsResponse(
             agent=await self.core.registry.set_a2a(self._caller(context), request.a2a)
         )
+
+    @unary_boundary
+    async def DiscoverAgents(
+        self, request: hub_pb2.DiscoverAgentsRequest, context: Ctx
+    ) -> hub_pb2.DiscoverAgentsResponse:
+        """The A2A agents the caller may invoke, filtered."""
+        return hub_pb2.DiscoverAgentsResponse(agents=self.a2a.discover(self._caller(context), request))
+
+    @unary_boundary
+    async def InvokeAgent(self, request: hub_pb2.InvokeAgentRequest, context: Ctx) -> hub_pb2.InvokeAgentResponse:
+        """Call an agent and wait for its answer."""
+        return await self.a2a.invoke(self._caller(context), request)
+
+    @unary_boundary
+    async def RefreshCallToken(
+        self, request: hub_pb2.RefreshCallTokenRequest, context: Ctx
+    ) -> hub_pb2.RefreshCallTokenResponse:
+        """Exchange a call token for a fresh one."""
+        token, expires_at = self.a2a.refresh(self._caller(context), request.call_token)
+        return hub_pb2.RefreshCallTokenResponse(call_token=token, expires_at=to_timestamp(expires_at))
+
+    @unary_boundary
+    async def ListExecutions(
+        self, request: hub_pb2.ListExecutionsRequest, context: Ctx
+    ) -> hub_pb2.ListExecutionsResponse:
+        """An A2A call tree."""
+        executions = await self.core.executions.list(self._caller(context), request.root_session_id, request.limit)
+        return hub_pb2.ListExecutionsResponse(executions=executions)
 
     # -- channels -----------------------------------------------------------------------
 

@@ -283,7 +283,7 @@ class Hub(HubClient):
             core = HubCore(SqliteHubStore(Path(path) if path is not None else Path(tmp) / "hub.db"))
             await core.start()
             server = grpc.aio.server()
-            hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core), server)  # type: ignore[abstract]
+            hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core), server)
             bound = server.add_insecure_port(f"{host}:{port}")
             await server.start()
             hub = cls(HubConnection(f"{host}:{bound}"), core, server)

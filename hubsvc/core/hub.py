@@ -48,6 +48,7 @@ from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.core.channel import HUB_SENDER, OPENED, PENDING, TERMINAL, ChannelRuntime
 from hubsvc.core.delivery import Session, readable_by
+from hubsvc.core.executions import ExecutionLog
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
@@ -78,6 +79,7 @@ class HubCore:
         self.clock = clock
         self.registry = Registry(store, clock)
         self.tasks = TaskMirror(store, clock, self.audit)
+        self.executions = ExecutionLog(store, clock)
         self._channels: dict[str, ChannelRuntime] = {}
         self._sessions: dict[str, Session] = {}
         self._watchers: dict[str, set[Watcher]] = {}
@@ -92,6 +94,7 @@ class HubCore:
         await self.store.open()
         await self.registry.load()
         await self.tasks.load()
+        await self.executions.load()
         await self.hydrate()
         self._loops = [
             asyncio.create_task(self._cursor_flush_loop(), name="hub-cursor-flush"),

@@ -426,10 +426,14 @@ class HubTools:
             intent=f"delegate: {capability}" if capability else "delegate",
             seed=seed,
         )
-        reply = await self._await_text(caller, ch.channel_id, entry.agent_id, timeout)
+        reply = await self.await_reply(caller, ch.channel_id, entry.agent_id, timeout)
         return envelope_from_wire(reply).event_data.get("text", ""), ch.channel_id, reply.envelope_id
 
-    async def _await_text(self, caller: str, channel_id: str, sender: str, timeout: float) -> envelope_pb2.Envelope:
+    async def await_reply(
+        self, caller: str, channel_id: str, sender: str, timeout: float, *, timeout_reason: str = "delegate_timeout"
+    ) -> envelope_pb2.Envelope:
+        """The first EV_TEXT of ``sender`` in the channel. Raises Timeout (after closing the
+        channel with ``timeout_reason``) or ChannelClosed when the channel ends first."""
         queue: asyncio.Queue[envelope_pb2.Envelope] = asyncio.Queue()
         unsubscribe = self.core.watch(channel_id, queue.put_nowait)
         try:
@@ -440,7 +444,7 @@ class HubTools:
             while True:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    await self.core.close_channel(caller, channel_id, "delegate_timeout")
+                    await self.core.close_channel(caller, channel_id, timeout_reason)
                     raise Timeout(
                         f"no reply from {self.core.name_for(sender)} within {timeout:g}s; the channel was closed.",
                         metadata={"channel_id": channel_id},

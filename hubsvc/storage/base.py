@@ -66,6 +66,19 @@ class TaskRow:
     record: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class ExecutionRow:
+    """An A2A execution: its serialized ``agentnet.v1.Execution`` plus indexed columns."""
+
+    execution_id: str
+    root_session_id: str
+    caller_id: str
+    target_id: str
+    running: bool
+    started_at: float
+    record: bytes
+
+
 @dataclass
 class Writes:
     """A bundle of writes committed atomically, in this order."""
@@ -76,11 +89,15 @@ class Writes:
     cursors: list[tuple[str, str, int]] = field(default_factory=list)
     """(agent_id, channel_id, seq) cursor upserts."""
     tasks: list[TaskRow] = field(default_factory=list)
+    executions: list[ExecutionRow] = field(default_factory=list)
+    """A2A execution upserts."""
     audit: list[tuple[str, str, str, str, float]] = field(default_factory=list)
     """(kind, actor_id, subject_id, detail_json, created_at) audit appends."""
 
     def __bool__(self) -> bool:
-        return bool(self.wal or self.agents or self.channels or self.cursors or self.tasks or self.audit)
+        return bool(
+            self.wal or self.agents or self.channels or self.cursors or self.tasks or self.executions or self.audit
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +190,19 @@ class HubStore(abc.ABC):
     @abc.abstractmethod
     async def get_task(self, task_id: str) -> TaskRow | None:
         """One task."""
+
+    @abc.abstractmethod
+    async def load_running_executions(self) -> list[ExecutionRow]:
+        """A2A executions still marked running (left by a stopped hub)."""
+
+    @abc.abstractmethod
+    async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:
+        """Serialized executions in start order: those of ``root_session_id`` when it is set,
+        else those of every root session ``member_id`` took part in (as caller or target)."""
+
+    @abc.abstractmethod
+    async def root_session_members(self, root_session_id: str) -> set[str]:
+        """Agent ids that took part (as caller or target) in a root session; empty when it is unknown."""
 
     @abc.abstractmethod
     async def list_audit(self, *, kind: str, subject_id: str, after_id: int, limit: int) -> list[AuditRow]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiosqlite
 
-from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, HubStore, TaskRow, WalRow, Writes
+from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, HubStore, TaskRow, WalRow, Writes
 
 log = logging.getLogger("agentnet.hub.storage")
 
@@ -42,6 +42,12 @@ CREATE TABLE IF NOT EXISTS cursors (
 CREATE TABLE IF NOT EXISTS tasks (
   task_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, channel_id TEXT NOT NULL,
   terminal INTEGER NOT NULL, record BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS executions (
+  execution_id TEXT PRIMARY KEY, root_session_id TEXT NOT NULL, caller_id TEXT NOT NULL,
+  target_id TEXT NOT NULL, running INTEGER NOT NULL, started_at REAL NOT NULL, record BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS executions_root ON executions(root_session_id, started_at);
+CREATE INDEX IF NOT EXISTS executions_caller ON executions(caller_id);
+CREATE INDEX IF NOT EXISTS executions_target ON executions(target_id);
 CREATE TABLE IF NOT EXISTS audit (
   audit_id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, actor_id TEXT NOT NULL,
   subject_id TEXT NOT NULL, detail_json TEXT NOT NULL, created_at REAL NOT NULL);
@@ -144,11 +150,14 @@ class SqliteHubStore(HubStore):
             merged.channels.extend(writes.channels)
             merged.cursors.extend(writes.cursors)
             merged.tasks.extend(writes.tasks)
+            merged.executions.extend(writes.executions)
             merged.audit.extend(writes.audit)
         if not merged:
             return
         db = self.db
-        wal_only = not (merged.agents or merged.channels or merged.cursors or merged.tasks or merged.audit)
+        wal_only = not (
+            merged.agents or merged.channels or merged.cursors or merged.tasks or merged.executions or merged.audit
+        )
         if wal_only and len(merged.wal) <= _MAX_ROWS_PER_STATEMENT:
             # The common case: one multi-row INSERT is one atomic, durable statement, so the
             # group costs a single round trip to the database thread instead of three.
@@ -188,6 +197,13 @@ class SqliteHubStore(HubStore):
                     "INSERT INTO tasks(task_id, owner_id, channel_id, terminal, record) VALUES (?,?,?,?,?) "
                     "ON CONFLICT(task_id) DO UPDATE SET terminal=excluded.terminal, record=excluded.record",
                     [(t.task_id, t.owner_id, t.channel_id, int(t.terminal), t.record) for t in merged.tasks],
+                )
+            if merged.executions:
+                await db.executemany(
+                    "INSERT INTO executions(execution_id, root_session_id, caller_id, target_id, running, started_at, "
+                    "record) VALUES (?,?,?,?,?,?,?) ON CONFLICT(execution_id) DO UPDATE SET running=excluded.running, "
+                    "record=excluded.record",
+                    [_execution_params(e) for e in merged.executions],
                 )
             if merged.audit:
                 await db.executemany(
@@ -326,6 +342,36 @@ class SqliteHubStore(HubStore):
         )
         return TaskRow(rows[0][0], rows[0][1], rows[0][2], bool(rows[0][3]), bytes(rows[0][4])) if rows else None
 
+    async def load_running_executions(self) -> list[ExecutionRow]:
+        """Executions still marked running."""
+        rows = await self._fetchall(
+            "SELECT execution_id, root_session_id, caller_id, target_id, running, started_at, record "
+            "FROM executions WHERE running = 1"
+        )
+        return [ExecutionRow(r[0], r[1], r[2], r[3], bool(r[4]), r[5], bytes(r[6])) for r in rows]
+
+    async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:
+        """Executions of one root session, or of every root session ``member_id`` took part in."""
+        if root_session_id:
+            where, params = "root_session_id = ?", [root_session_id]
+        else:
+            where = (
+                "root_session_id IN (SELECT root_session_id FROM executions WHERE caller_id = ? "
+                "UNION SELECT root_session_id FROM executions WHERE target_id = ?)"
+            )
+            params = [member_id, member_id]
+        rows = await self._fetchall(
+            f"SELECT record FROM executions WHERE {where} ORDER BY started_at, rowid LIMIT ?", [*params, limit]
+        )
+        return [bytes(r[0]) for r in rows]
+
+    async def root_session_members(self, root_session_id: str) -> set[str]:
+        """Callers and targets of a root session's executions."""
+        rows = await self._fetchall(
+            "SELECT caller_id, target_id FROM executions WHERE root_session_id = ?", [root_session_id]
+        )
+        return {agent for row in rows for agent in row}
+
     async def list_audit(self, *, kind: str, subject_id: str, after_id: int, limit: int) -> list[AuditRow]:
         """Audit records."""
         sql = "SELECT audit_id, kind, actor_id, subject_id, detail_json, created_at FROM audit WHERE audit_id > ?"
@@ -339,6 +385,10 @@ class SqliteHubStore(HubStore):
         sql += " ORDER BY audit_id LIMIT ?"
         params.append(limit)
         return [AuditRow(*r) for r in await self._fetchall(sql, params)]
+
+
+def _execution_params(e: ExecutionRow) -> tuple[Any, ...]:
+    return (e.execution_id, e.root_session_id, e.caller_id, e.target_id, int(e.running), e.started_at, e.record)
 
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:

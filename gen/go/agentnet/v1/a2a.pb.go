@@ -404,9 +404,11 @@ func (x *Execution) GetError() string {
 	return ""
 }
 
-// A2ADispatch is what the callee sees of an invocation: it travels in the
-// event_data of the EV_A2A_INVOKE envelope ("ag2.a2a.invoke") delivered to the target,
-// encoded as JSON with these field names.
+// A2ADispatch is what the callee sees of an invocation. The hub opens a
+// consulting channel from the caller to the target whose question is an EV_TEXT
+// envelope ("ag2.msg.text") with event_data {"text": <message>, "a2a": <this
+// message as JSON with these field names>}, so any agent that answers consulting
+// questions also answers A2A calls.
 type A2ADispatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The execution the callee is running as.
@@ -507,6 +509,64 @@ func (x *A2ADispatch) GetCallTokenExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// A2AReply is how the callee says how its answer ends the call: its EV_TEXT reply
+// in the consulting channel may carry event_data {"text": ..., "a2a": <this message
+// as JSON>}. Without it the reply completes the call with its text as the result.
+type A2AReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "completed" (default), "input-required" (the text is the callee's question)
+	// or "failed" (the call fails with `error`, or the text when `error` is empty).
+	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// Why the callee failed.
+	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *A2AReply) Reset() {
+	*x = A2AReply{}
+	mi := &file_agentnet_v1_a2a_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *A2AReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*A2AReply) ProtoMessage() {}
+
+func (x *A2AReply) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_a2a_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use A2AReply.ProtoReflect.Descriptor instead.
+func (*A2AReply) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_a2a_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *A2AReply) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *A2AReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_agentnet_v1_a2a_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_a2a_proto_rawDesc = "" +
@@ -554,7 +614,10 @@ const file_agentnet_v1_a2a_proto_rawDesc = "" +
 	"\x15call_token_expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x12callTokenExpiresAt\x1a@\n" +
 	"\x12CustomHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xb9\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
+	"\bA2AReply\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error*\xb9\x01\n" +
 	"\x10InvocationStatus\x12!\n" +
 	"\x1dINVOCATION_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bINVOCATION_STATUS_COMPLETED\x10\x01\x12$\n" +
@@ -575,22 +638,23 @@ func file_agentnet_v1_a2a_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_a2a_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentnet_v1_a2a_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_agentnet_v1_a2a_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_agentnet_v1_a2a_proto_goTypes = []any{
 	(InvocationStatus)(0),         // 0: agentnet.v1.InvocationStatus
 	(*A2ASettings)(nil),           // 1: agentnet.v1.A2ASettings
 	(*DiscoveredAgent)(nil),       // 2: agentnet.v1.DiscoveredAgent
 	(*Execution)(nil),             // 3: agentnet.v1.Execution
 	(*A2ADispatch)(nil),           // 4: agentnet.v1.A2ADispatch
-	nil,                           // 5: agentnet.v1.A2ADispatch.CustomHeadersEntry
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*A2AReply)(nil),              // 5: agentnet.v1.A2AReply
+	nil,                           // 6: agentnet.v1.A2ADispatch.CustomHeadersEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_agentnet_v1_a2a_proto_depIdxs = []int32{
 	0, // 0: agentnet.v1.Execution.status:type_name -> agentnet.v1.InvocationStatus
-	6, // 1: agentnet.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
-	6, // 2: agentnet.v1.Execution.ended_at:type_name -> google.protobuf.Timestamp
-	5, // 3: agentnet.v1.A2ADispatch.custom_headers:type_name -> agentnet.v1.A2ADispatch.CustomHeadersEntry
-	6, // 4: agentnet.v1.A2ADispatch.call_token_expires_at:type_name -> google.protobuf.Timestamp
+	7, // 1: agentnet.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
+	7, // 2: agentnet.v1.Execution.ended_at:type_name -> google.protobuf.Timestamp
+	6, // 3: agentnet.v1.A2ADispatch.custom_headers:type_name -> agentnet.v1.A2ADispatch.CustomHeadersEntry
+	7, // 4: agentnet.v1.A2ADispatch.call_token_expires_at:type_name -> google.protobuf.Timestamp
 	5, // [5:5] is the sub-list for method output_type
 	5, // [5:5] is the sub-list for method input_type
 	5, // [5:5] is the sub-list for extension type_name
@@ -609,7 +673,7 @@ func file_agentnet_v1_a2a_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_a2a_proto_rawDesc), len(file_agentnet_v1_a2a_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

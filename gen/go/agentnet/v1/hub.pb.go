@@ -2926,7 +2926,12 @@ type InvokeAgentRequest struct {
 	// The call token of the dispatch the caller is running in, if any: links this
 	// call as a child execution of it. An expired token is refused with
 	// UNAUTHENTICATED / TOKEN_EXPIRED.
-	CallToken     string `protobuf:"bytes,6,opt,name=call_token,json=callToken,proto3" json:"call_token,omitempty"`
+	CallToken string `protobuf:"bytes,6,opt,name=call_token,json=callToken,proto3" json:"call_token,omitempty"`
+	// Root session to record a top-level call (one without call_token) under, e.g.
+	// the id of the user's session or channel; "" = a new root session. A root
+	// session that other agents started can be joined only by agents already part
+	// of it. Ignored when call_token is set (the token's root session is used).
+	RootSessionId string `protobuf:"bytes,7,opt,name=root_session_id,json=rootSessionId,proto3" json:"root_session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2999,6 +3004,13 @@ func (x *InvokeAgentRequest) GetCustomHeaders() map[string]string {
 func (x *InvokeAgentRequest) GetCallToken() string {
 	if x != nil {
 		return x.CallToken
+	}
+	return ""
+}
+
+func (x *InvokeAgentRequest) GetRootSessionId() string {
+	if x != nil {
+		return x.RootSessionId
 	}
 	return ""
 }
@@ -4248,7 +4260,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"inputModes\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\"N\n" +
 	"\x16DiscoverAgentsResponse\x124\n" +
-	"\x06agents\x18\x01 \x03(\v2\x1c.agentnet.v1.DiscoveredAgentR\x06agents\"\xdd\x02\n" +
+	"\x06agents\x18\x01 \x03(\v2\x1c.agentnet.v1.DiscoveredAgentR\x06agents\"\x85\x03\n" +
 	"\x12InvokeAgentRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -4256,7 +4268,8 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\x04 \x01(\x01H\x00R\x0etimeoutSeconds\x88\x01\x01\x12Y\n" +
 	"\x0ecustom_headers\x18\x05 \x03(\v22.agentnet.v1.InvokeAgentRequest.CustomHeadersEntryR\rcustomHeaders\x12\x1d\n" +
 	"\n" +
-	"call_token\x18\x06 \x01(\tR\tcallToken\x1a@\n" +
+	"call_token\x18\x06 \x01(\tR\tcallToken\x12&\n" +
+	"\x0froot_session_id\x18\a \x01(\tR\rrootSessionId\x1a@\n" +
 	"\x12CustomHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +

@@ -224,9 +224,11 @@ Global___Execution: _TypeAlias = Execution  # noqa: Y015
 
 @_typing.final
 class A2ADispatch(_message.Message):
-    """A2ADispatch is what the callee sees of an invocation: it travels in the
-    event_data of the EV_A2A_INVOKE envelope ("ag2.a2a.invoke") delivered to the target,
-    encoded as JSON with these field names.
+    """A2ADispatch is what the callee sees of an invocation. The hub opens a
+    consulting channel from the caller to the target whose question is an EV_TEXT
+    envelope ("ag2.msg.text") with event_data {"text": <message>, "a2a": <this
+    message as JSON with these field names>}, so any agent that answers consulting
+    questions also answers A2A calls.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -296,3 +298,34 @@ class A2ADispatch(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___A2ADispatch: _TypeAlias = A2ADispatch  # noqa: Y015
+
+@_typing.final
+class A2AReply(_message.Message):
+    """A2AReply is how the callee says how its answer ends the call: its EV_TEXT reply
+    in the consulting channel may carry event_data {"text": ..., "a2a": <this message
+    as JSON>}. Without it the reply completes the call with its text as the result.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATUS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    status: _builtins.str
+    """"completed" (default), "input-required" (the text is the callee's question)
+    or "failed" (the call fails with `error`, or the text when `error` is empty).
+    """
+    error: _builtins.str
+    """Why the callee failed."""
+    def __init__(
+        self,
+        *,
+        status: _builtins.str = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___A2AReply: _TypeAlias = A2AReply  # noqa: Y015

@@ -1486,6 +1486,7 @@ class InvokeAgentRequest(_message.Message):
     TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     CUSTOM_HEADERS_FIELD_NUMBER: _builtins.int
     CALL_TOKEN_FIELD_NUMBER: _builtins.int
+    ROOT_SESSION_ID_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The target."""
     message: _builtins.str
@@ -1498,6 +1499,12 @@ class InvokeAgentRequest(_message.Message):
     """The call token of the dispatch the caller is running in, if any: links this
     call as a child execution of it. An expired token is refused with
     UNAUTHENTICATED / TOKEN_EXPIRED.
+    """
+    root_session_id: _builtins.str
+    """Root session to record a top-level call (one without call_token) under, e.g.
+    the id of the user's session or channel; "" = a new root session. A root
+    session that other agents started can be joined only by agents already part
+    of it. Ignored when call_token is set (the token's root session is used).
     """
     @_builtins.property
     def custom_headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -1514,10 +1521,11 @@ class InvokeAgentRequest(_message.Message):
         timeout_seconds: _builtins.float | None = ...,
         custom_headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         call_token: _builtins.str = ...,
+        root_session_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_timeout_seconds", b"_timeout_seconds", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_timeout_seconds", b"_timeout_seconds", "agent_id", b"agent_id", "call_token", b"call_token", "custom_headers", b"custom_headers", "message", b"message", "skill", b"skill", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_timeout_seconds", b"_timeout_seconds", "agent_id", b"agent_id", "call_token", b"call_token", "custom_headers", b"custom_headers", "message", b"message", "root_session_id", b"root_session_id", "skill", b"skill", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__timeout_seconds: _TypeAlias = _typing.Literal["timeout_seconds"]  # noqa: Y015
     _WhichOneofArgType__timeout_seconds: _TypeAlias = _typing.Literal["_timeout_seconds", b"_timeout_seconds"]  # noqa: Y015

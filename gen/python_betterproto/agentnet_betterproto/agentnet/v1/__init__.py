@@ -5,6 +5,7 @@
 
 __all__ = (
     "A2ADispatch",
+    "A2AReply",
     "A2ASettings",
     "Ack",
     "AckEntry",
@@ -786,9 +787,11 @@ class ToolSource(betterproto2.Enum):
 @dataclass(eq=False, repr=False)
 class A2ADispatch(betterproto2.Message):
     """
-    A2ADispatch is what the callee sees of an invocation: it travels in the
-    event_data of the EV_A2A_INVOKE envelope ("ag2.a2a.invoke") delivered to the target,
-    encoded as JSON with these field names.
+    A2ADispatch is what the callee sees of an invocation. The hub opens a
+    consulting channel from the caller to the target whose question is an EV_TEXT
+    envelope ("ag2.msg.text") with event_data {"text": <message>, "a2a": <this
+    message as JSON with these field names>}, so any agent that answers consulting
+    questions also answers A2A calls.
     """
 
     execution_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
@@ -833,6 +836,29 @@ class A2ADispatch(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "A2ADispatch", A2ADispatch)
+
+
+@dataclass(eq=False, repr=False)
+class A2AReply(betterproto2.Message):
+    """
+    A2AReply is how the callee says how its answer ends the call: its EV_TEXT reply
+    in the consulting channel may carry event_data {"text": ..., "a2a": <this message
+    as JSON>}. Without it the reply completes the call with its text as the result.
+    """
+
+    status: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    "completed" (default), "input-required" (the text is the callee's question)
+    or "failed" (the call fails with `error`, or the text when `error` is empty).
+    """
+
+    error: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Why the callee failed.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "A2AReply", A2AReply)
 
 
 @dataclass(eq=False, repr=False)
@@ -2169,6 +2195,14 @@ class InvokeAgentRequest(betterproto2.Message):
     The call token of the dispatch the caller is running in, if any: links this
     call as a child execution of it. An expired token is refused with
     UNAUTHENTICATED / TOKEN_EXPIRED.
+    """
+
+    root_session_id: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    Root session to record a top-level call (one without call_token) under, e.g.
+    the id of the user's session or channel; "" = a new root session. A root
+    session that other agents started can be joined only by agents already part
+    of it. Ignored when call_token is set (the token's root session is used).
     """
 
 

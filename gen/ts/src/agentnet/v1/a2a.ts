@@ -137,9 +137,11 @@ export interface Execution {
 }
 
 /**
- * A2ADispatch is what the callee sees of an invocation: it travels in the
- * event_data of the EV_A2A_INVOKE envelope ("ag2.a2a.invoke") delivered to the target,
- * encoded as JSON with these field names.
+ * A2ADispatch is what the callee sees of an invocation. The hub opens a
+ * consulting channel from the caller to the target whose question is an EV_TEXT
+ * envelope ("ag2.msg.text") with event_data {"text": <message>, "a2a": <this
+ * message as JSON with these field names>}, so any agent that answers consulting
+ * questions also answers A2A calls.
  */
 export interface A2ADispatch {
   /** The execution the callee is running as. */
@@ -164,6 +166,21 @@ export interface A2ADispatch {
 export interface A2ADispatch_CustomHeadersEntry {
   key: string;
   value: string;
+}
+
+/**
+ * A2AReply is how the callee says how its answer ends the call: its EV_TEXT reply
+ * in the consulting channel may carry event_data {"text": ..., "a2a": <this message
+ * as JSON>}. Without it the reply completes the call with its text as the result.
+ */
+export interface A2AReply {
+  /**
+   * "completed" (default), "input-required" (the text is the callee's question)
+   * or "failed" (the call fails with `error`, or the text when `error` is empty).
+   */
+  status: string;
+  /** Why the callee failed. */
+  error: string;
 }
 
 function createBaseA2ASettings(): A2ASettings {
@@ -1070,6 +1087,91 @@ export const A2ADispatch_CustomHeadersEntry: MessageFns<A2ADispatch_CustomHeader
     const message = createBaseA2ADispatch_CustomHeadersEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseA2AReply(): A2AReply {
+  return { status: "", error: "" };
+}
+
+export const A2AReply: MessageFns<A2AReply> = {
+  encode(message: A2AReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.status !== "") {
+      writer.uint32(10).string(message.status);
+    }
+    if (message.error !== "") {
+      writer.uint32(18).string(message.error);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): A2AReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseA2AReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): A2AReply {
+    return {
+      status: isSet(object.status) ? globalThis.String(object.status) : "",
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+    };
+  },
+
+  toJSON(message: A2AReply): unknown {
+    const obj: any = {};
+    if (message.status !== "") {
+      obj.status = message.status;
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<A2AReply>): A2AReply {
+    return A2AReply.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<A2AReply>): A2AReply {
+    const message = createBaseA2AReply();
+    message.status = object.status ?? "";
+    message.error = object.error ?? "";
     return message;
   },
 };

@@ -617,6 +617,13 @@ export interface InvokeAgentRequest {
    * UNAUTHENTICATED / TOKEN_EXPIRED.
    */
   callToken: string;
+  /**
+   * Root session to record a top-level call (one without call_token) under, e.g.
+   * the id of the user's session or channel; "" = a new root session. A root
+   * session that other agents started can be joined only by agents already part
+   * of it. Ignored when call_token is set (the token's root session is used).
+   */
+  rootSessionId: string;
 }
 
 export interface InvokeAgentRequest_CustomHeadersEntry {
@@ -5268,7 +5275,15 @@ export const DiscoverAgentsResponse: MessageFns<DiscoverAgentsResponse> = {
 };
 
 function createBaseInvokeAgentRequest(): InvokeAgentRequest {
-  return { agentId: "", message: "", skill: "", timeoutSeconds: undefined, customHeaders: {}, callToken: "" };
+  return {
+    agentId: "",
+    message: "",
+    skill: "",
+    timeoutSeconds: undefined,
+    customHeaders: {},
+    callToken: "",
+    rootSessionId: "",
+  };
 }
 
 export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
@@ -5290,6 +5305,9 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
     });
     if (message.callToken !== "") {
       writer.uint32(50).string(message.callToken);
+    }
+    if (message.rootSessionId !== "") {
+      writer.uint32(58).string(message.rootSessionId);
     }
     return writer;
   },
@@ -5358,6 +5376,14 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
             message.callToken = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.rootSessionId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5416,6 +5442,11 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
         : isSet(object.call_token)
         ? globalThis.String(object.call_token)
         : "",
+      rootSessionId: isSet(object.rootSessionId)
+        ? globalThis.String(object.rootSessionId)
+        : isSet(object.root_session_id)
+        ? globalThis.String(object.root_session_id)
+        : "",
     };
   },
 
@@ -5445,6 +5476,9 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
     if (message.callToken !== "") {
       obj.callToken = message.callToken;
     }
+    if (message.rootSessionId !== "") {
+      obj.rootSessionId = message.rootSessionId;
+    }
     return obj;
   },
 
@@ -5467,6 +5501,7 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
       {},
     );
     message.callToken = object.callToken ?? "";
+    message.rootSessionId = object.rootSessionId ?? "";
     return message;
   },
 };

@@ -1,0 +1,331 @@
+"""Agent-to-agent (A2A) calls: visibility, discovery, invocation, call tokens, executions.
+
+An invocation is a consulting channel from the caller to the target whose question
+carries an :class:`A2ADispatch` (``event_data["a2a"]``); the target's EV_TEXT reply
+(optionally with an :class:`A2AReply`) ends it. Every invocation is recorded as an
+:class:`Execution` linked to the execution the caller was running in (through the call
+token it presents) and to a shared root session.
+
+Call tokens live only in memory: a token is useful only while its execution runs, and
+an execution cannot outlive the hub process (its caller waits on an RPC of this hub),
+so running executions left by a stopped hub are marked failed at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from agentnet.v1 import a2a_pb2, hub_pb2, identity_pb2
+from google.protobuf.json_format import MessageToDict
+
+from agentsdk.envelope import text_envelope
+from agentsdk.errors import (
+    ChannelClosed,
+    DepthExceeded,
+    InvalidArgument,
+    PermissionDenied,
+    Timeout,
+    TokenExpired,
+    Unauthenticated,
+)
+from agentsdk.wire import envelope_from_wire
+from hubsvc.core.hub import HubCore
+from hubsvc.core.registry import AgentEntry
+from hubsvc.core.tools import HubTools
+from hubsvc.core.util import new_id, new_secret, to_timestamp
+
+RESERVED_HEADER_PREFIX = "a2a-"
+DEFAULT_DISCOVER_LIMIT = 50
+_STATUS_FROM_REPLY = {
+    "completed": a2a_pb2.INVOCATION_STATUS_COMPLETED,
+    "input-required": a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED,
+    "failed": a2a_pb2.INVOCATION_STATUS_FAILED,
+}
+
+
+def may_call(caller: identity_pb2.AgentRecord, target: identity_pb2.AgentRecord) -> bool:
+    """Whether ``caller`` may see and invoke ``target``: A2A enabled, same project, and the
+    caller's name (or id) matches one of the target's ``allowed_callers`` globs (none = anyone)."""
+    settings = target.a2a
+    if not settings.enabled or caller.passport.project != target.passport.project:
+        return False
+    if not settings.allowed_callers:
+        return True
+    name = caller.passport.name
+    return any(p == caller.agent_id or fnmatchcase(name, p) for p in settings.allowed_callers)
+
+
+def matches_any(offered: Iterable[str], wanted: Iterable[str]) -> bool:
+    """One discovery filter: no wanted values, or any wanted value offered (case-insensitive)."""
+    wanted_set = {w.lower() for w in wanted}
+    return not wanted_set or any(o.lower() in wanted_set for o in offered)
+
+
+def check_custom_headers(headers: Mapping[str, str]) -> None:
+    """Refuse empty keys and keys in the reserved ``a2a-`` namespace (any letter case)."""
+    for key in headers:
+        if not key.strip():
+            raise InvalidArgument("custom header keys must not be empty.", metadata={"field": "custom_headers"})
+        if key.lower().startswith(RESERVED_HEADER_PREFIX):
+            raise InvalidArgument(
+                f"custom header {key!r} uses the reserved 'a2a-' prefix (platform headers such as a2a-token); "
+                "rename it, e.g. to 'x-" + key[len(RESERVED_HEADER_PREFIX) :] + "'.",
+                metadata={"field": "custom_headers", "key": key},
+            )
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass
+class _Running:
+    """A running execution and the call tokens issued for it (secret hash -> expiry)."""
+
+    record: a2a_pb2.Execution
+    depth: int
+    tokens: dict[str, float] = field(default_factory=dict)
+
+
+class A2A:
+    """The hub's agent-to-agent service."""
+
+    def __init__(self, core: HubCore, tools: HubTools) -> None:
+        self.core = core
+        self.tools = tools
+        self._running: dict[str, _Running] = {}
+
+    # -- discovery ------------------------------------------------------------------------
+
+    def discover(self, caller: str, request: hub_pb2.DiscoverAgentsRequest) -> list[a2a_pb2.DiscoveredAgent]:
+        """The A2A-enabled agents of the caller's project the caller may invoke, filtered."""
+        me = self.core.registry.get(caller).record
+        if request.project_id and request.project_id != me.passport.project:
+            raise PermissionDenied(
+                f"discovery is limited to your own project ({me.passport.project!r}); "
+                f"cross-project routing to {request.project_id!r} is not supported. Leave project_id empty.",
+                metadata={"project_id": request.project_id},
+            )
+        if request.limit < 0:
+            raise InvalidArgument("limit must not be negative (0 = 50).", metadata={"field": "limit"})
+        limit = request.limit or DEFAULT_DISCOVER_LIMIT
+        found: list[a2a_pb2.DiscoveredAgent] = []
+        for entry in sorted(self.core.registry.entries(), key=lambda e: e.name):
+            record = entry.record
+            settings = record.a2a
+            if not may_call(me, record):
+                continue
+            if not (
+                matches_any(settings.skills, request.skills)
+                and matches_any(settings.capabilities, request.capabilities)
+                and matches_any(settings.input_modes, request.input_modes)
+            ):
+                continue
+            found.append(
+                a2a_pb2.DiscoveredAgent(
+                    agent_id=entry.agent_id,
+                    name=entry.name,
+                    description=settings.description or record.passport.description,
+                    skills=settings.skills,
+                    capabilities=settings.capabilities,
+                    input_modes=settings.input_modes,
+                )
+            )
+            if len(found) >= limit:
+                break
+        return found
+
+    # -- invocation -----------------------------------------------------------------------
+
+    async def invoke(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> hub_pb2.InvokeAgentResponse:
+        """Run one call: check it, record a child execution, consult the target, wait for the outcome."""
+        timeout = self._timeout(request)
+        if not request.message.strip():
+            raise InvalidArgument("message is empty; say what the agent should do.", metadata={"field": "message"})
+        check_custom_headers(request.custom_headers)
+        parent = self._verify_token(caller, request.call_token) if request.call_token else None
+        target = self._target(caller, request.agent_id, request.skill)
+        depth = parent.depth + 1 if parent is not None else 1
+        if depth > self.core.options.max_depth:
+            raise DepthExceeded(
+                f"this call would be {depth} A2A calls deep, above the hub's limit of {self.core.options.max_depth}; "
+                "answer directly instead.",
+                metadata={"limit": str(self.core.options.max_depth)},
+            )
+        if parent is not None:
+            root = parent.record.root_session_id
+        else:
+            root = request.root_session_id or new_id()
+            await self.core.executions.require_member(caller, root, "add calls to it")
+        record = a2a_pb2.Execution(
+            execution_id=new_id(),
+            parent_execution_id=parent.record.execution_id if parent is not None else "",
+            root_session_id=root,
+            caller_id=caller,
+            target_id=target.agent_id,
+            skill=request.skill,
+        )
+        log = self.core.executions
+        log.start(record)
+        running = _Running(record, depth)
+        self._running[record.execution_id] = running
+        try:
+            token, expires_at = self._issue(running)
+            dispatch = a2a_pb2.A2ADispatch(
+                execution_id=record.execution_id,
+                root_session_id=root,
+                message=request.message,
+                skill=request.skill,
+                custom_headers=dict(request.custom_headers),
+                call_token=token,
+            )
+            dispatch.call_token_expires_at.CopyFrom(to_timestamp(expires_at))
+            question = text_envelope("", caller, request.message, depth=depth)
+            question.event_data["a2a"] = MessageToDict(dispatch, preserving_proto_field_name=True)
+            await log.save(record)
+            ch = await self.core.open_channel(
+                caller,
+                type="consulting",
+                targets=[target.agent_id],
+                intent=f"a2a: {request.skill}" if request.skill else "a2a",
+                seed=question,
+            )
+            record.channel_id = ch.channel_id
+            status, result, error = await self._outcome(caller, ch.channel_id, target, timeout)
+        except asyncio.CancelledError:
+            log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
+            self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
+            raise
+        except Exception as err:
+            log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, f"{type(err).__name__}: {err}")
+            await log.save(record)
+            raise
+        finally:
+            self._running.pop(record.execution_id, None)
+        log.end(record, status, error)
+        await log.save(record)
+        self.core.audit(
+            "a2a_invoked",
+            caller,
+            target.agent_id,
+            {"execution_id": record.execution_id, "status": a2a_pb2.InvocationStatus.Name(status)},
+        )
+        return hub_pb2.InvokeAgentResponse(
+            status=status, result=result, error=error, execution_id=record.execution_id, root_session_id=root
+        )
+
+    def _timeout(self, request: hub_pb2.InvokeAgentRequest) -> float:
+        if not request.HasField("timeout_seconds"):
+            return self.core.options.a2a_default_timeout
+        timeout = request.timeout_seconds
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise InvalidArgument(
+                f"timeout_seconds must be a positive number of seconds, not {timeout!r}; omit it for the default.",
+                metadata={"field": "timeout_seconds"},
+            )
+        return timeout
+
+    def _target(self, caller: str, ref: str, skill: str) -> AgentEntry:
+        if not ref:
+            raise InvalidArgument("agent_id is empty; pick one from DiscoverAgents.", metadata={"field": "agent_id"})
+        target = self.core.registry.resolve(ref)
+        if target.agent_id == caller:
+            raise InvalidArgument("an agent cannot invoke itself; pick another agent from DiscoverAgents.")
+        if not may_call(self.core.registry.get(caller).record, target.record):
+            raise PermissionDenied(
+                f"agent {target.name!r} does not accept A2A calls from you: its A2A is disabled, it belongs to "
+                "another project, or you are not among its allowed callers. DiscoverAgents lists who you may call.",
+                metadata={"agent_id": target.agent_id},
+            )
+        if skill and not matches_any(target.record.a2a.skills, [skill]):
+            raise InvalidArgument(
+                f"agent {target.name!r} does not offer skill {skill!r}; it offers {list(target.record.a2a.skills)}.",
+                metadata={"field": "skill"},
+            )
+        return target
+
+    async def _outcome(
+        self, caller: str, channel_id: str, target: AgentEntry, timeout: float
+    ) -> tuple[a2a_pb2.InvocationStatus.ValueType, str, str]:
+        try:
+            reply = await self.tools.await_reply(
+                caller, channel_id, target.agent_id, timeout, timeout_reason="a2a_timeout"
+            )
+        except Timeout:
+            return a2a_pb2.INVOCATION_STATUS_FAILED, "", f"{target.name} did not answer within {timeout:g}s"
+        except ChannelClosed as err:
+            return a2a_pb2.INVOCATION_STATUS_FAILED, "", err.message
+        data = envelope_from_wire(reply).event_data
+        text = data.get("text", "")
+        text = text if isinstance(text, str) else ""
+        meta = data.get("a2a")
+        outcome = meta if isinstance(meta, dict) else {}
+        status = _STATUS_FROM_REPLY.get(str(outcome.get("status") or "completed"), a2a_pb2.INVOCATION_STATUS_COMPLETED)
+        if status == a2a_pb2.INVOCATION_STATUS_FAILED:
+            return status, "", str(outcome.get("error") or text or f"{target.name} failed")
+        return status, text, ""
+
+    async def _abandon(self, caller: str, record: a2a_pb2.Execution) -> None:
+        """Record a call its caller gave up on and close its channel."""
+        await self.core.executions.save(record)
+        if record.channel_id:
+            try:
+                await self.core.close_channel(caller, record.channel_id, "a2a_cancelled")
+            except ChannelClosed:
+                pass  # already ended
+
+    # -- call tokens ----------------------------------------------------------------------
+
+    def _issue(self, running: _Running) -> tuple[str, float]:
+        secret = new_secret()
+        now = self.core.clock()
+        expires_at = now + self.core.options.a2a_token_ttl
+        grace = self.core.options.a2a_token_grace
+        running.tokens = {h: exp for h, exp in running.tokens.items() if exp + grace > now}
+        running.tokens[_hash(secret)] = expires_at
+        return f"{running.record.execution_id}.{secret}", expires_at
+
+    def _lookup(self, caller: str, token: str) -> tuple[_Running, float]:
+        execution_id, _, secret = token.partition(".")
+        running = self._running.get(execution_id)
+        expires_at = running.tokens.get(_hash(secret)) if running is not None and secret else None
+        if running is None or expires_at is None:
+            raise Unauthenticated(
+                "unknown call token, or its call has already ended; use the call_token of the A2A dispatch "
+                "you are answering, and only while you answer it.",
+                metadata={"field": "call_token"},
+            )
+        if running.record.target_id != caller:
+            raise PermissionDenied(
+                "this call token was issued to another agent; use the token of your own A2A dispatch.",
+                metadata={"field": "call_token"},
+            )
+        return running, expires_at
+
+    def _verify_token(self, caller: str, token: str) -> _Running:
+        running, expires_at = self._lookup(caller, token)
+        if self.core.clock() >= expires_at:
+            raise TokenExpired(
+                "your call token has expired; exchange it with RefreshCallToken and retry "
+                "(the Python SDK does this for you).",
+                metadata={"execution_id": running.record.execution_id},
+            )
+        return running
+
+    def refresh(self, caller: str, token: str) -> tuple[str, float]:
+        """A fresh token for the same execution, for a token still valid or expired within the grace period."""
+        if not token:
+            raise InvalidArgument("call_token is empty.", metadata={"field": "call_token"})
+        running, expires_at = self._lookup(caller, token)
+        if self.core.clock() >= expires_at + self.core.options.a2a_token_grace:
+            raise TokenExpired(
+                f"this call token expired more than {self.core.options.a2a_token_grace:g}s ago and can no longer be "
+                "refreshed.",
+                metadata={"execution_id": running.record.execution_id},
+            )
+        return self._issue(running)

@@ -1,0 +1,82 @@
+"""The A2A execution log: one durable record per agent-to-agent call.
+
+Executions form trees: a call made while answering another call is its child
+(``parent_execution_id``), and every execution of a tree shares the root session
+id. Executions left running by a stopped hub process are marked failed at start
+(their callers were waiting on an RPC of that process).
+"""
+
+from __future__ import annotations
+
+from agentnet.v1 import a2a_pb2
+
+from agentsdk.errors import InvalidArgument, PermissionDenied
+from hubsvc.core.util import Clock, to_timestamp
+from hubsvc.storage import ExecutionRow, HubStore, Writes
+
+DEFAULT_LIST_LIMIT = 100
+RUNNING = a2a_pb2.INVOCATION_STATUS_RUNNING
+
+
+class ExecutionLog:
+    """Records, ends and lists A2A executions."""
+
+    def __init__(self, store: HubStore, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def load(self) -> None:
+        """Fail the executions a previous hub process left running."""
+        rows = await self._store.load_running_executions()
+        records = [a2a_pb2.Execution.FromString(row.record) for row in rows]
+        for record in records:
+            self.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the hub restarted while the call was running")
+        if records:
+            await self.save(*records)
+
+    def start(self, record: a2a_pb2.Execution) -> None:
+        """Stamp a new execution as running now (save it with :meth:`save`)."""
+        record.status = RUNNING
+        record.started_at.CopyFrom(to_timestamp(self._clock()))
+
+    def end(self, record: a2a_pb2.Execution, status: a2a_pb2.InvocationStatus.ValueType, error: str = "") -> None:
+        """Stamp an execution's outcome (save it with :meth:`save`)."""
+        record.status = status
+        record.error = error
+        record.ended_at.CopyFrom(to_timestamp(self._clock()))
+
+    async def save(self, *records: a2a_pb2.Execution) -> None:
+        """Durably write the records."""
+        await self._store.commit(Writes(executions=[_row(r) for r in records]))
+
+    async def require_member(self, agent_id: str, root_session_id: str, action: str) -> None:
+        """PermissionDenied unless the root session is new or ``agent_id`` already took part in it."""
+        members = await self._store.root_session_members(root_session_id)
+        if members and agent_id not in members:
+            raise PermissionDenied(
+                f"you took no part in root session {root_session_id!r}; only its agents may {action}.",
+                metadata={"root_session_id": root_session_id},
+            )
+
+    async def list(self, agent_id: str, root_session_id: str, limit: int) -> list[a2a_pb2.Execution]:
+        """Executions of one root session ``agent_id`` took part in, or of all such sessions, in start order."""
+        if limit < 0:
+            raise InvalidArgument("limit must not be negative (0 = 100).", metadata={"field": "limit"})
+        if root_session_id:
+            await self.require_member(agent_id, root_session_id, "list it")
+        rows = await self._store.list_executions(
+            root_session_id=root_session_id, member_id=agent_id, limit=limit or DEFAULT_LIST_LIMIT
+        )
+        return [a2a_pb2.Execution.FromString(row) for row in rows]
+
+
+def _row(record: a2a_pb2.Execution) -> ExecutionRow:
+    return ExecutionRow(
+        record.execution_id,
+        record.root_session_id,
+        record.caller_id,
+        record.target_id,
+        record.status == RUNNING,
+        record.started_at.seconds + record.started_at.nanos / 1e9,
+        record.SerializeToString(),
+    )
