@@ -191,6 +191,12 @@ class Agent:
             raise RuntimeError("agent.task() needs the agent registered on a hub: hc.register(agent, passport, resume)")
         return self.network.task(title, **options)
 
+    def a2a_tools(self) -> list[Tool]:
+        """The A2A LLM tools of this agent's hub identity (``discover_available_agents``,
+        ``invoke_a2a_agent``); empty when it is not on a hub or its A2A is disabled, so adding
+        them everywhere is safe. ``hc.register(..., a2a=...)`` already adds them to ``tools``."""
+        return self.network.a2a_tools() if self.network is not None else []
+
     # ------------------------------------------------------------------ observers
 
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:

@@ -29,11 +29,15 @@ class HubConfig:
     invite_ack_timeout: float = 30.0
     """Seconds to wait for invite acks (AGENTNET_INVITE_ACK_TIMEOUT)."""
     max_depth: int = 8
-    """Delegation depth limit (AGENTNET_MAX_DEPTH)."""
+    """Delegation (and A2A call) depth limit (AGENTNET_MAX_DEPTH)."""
+    a2a_token_ttl: float = 300.0
+    """Seconds an A2A call token stays valid (AGENTNET_A2A_TOKEN_TTL)."""
 
     def options(self) -> HubOptions:
         """The core options these settings imply."""
-        return HubOptions(invite_ack_timeout=self.invite_ack_timeout, max_depth=self.max_depth)
+        return HubOptions(
+            invite_ack_timeout=self.invite_ack_timeout, max_depth=self.max_depth, a2a_token_ttl=self.a2a_token_ttl
+        )
 
     @property
     def database(self) -> Path:
@@ -80,7 +84,15 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     parser.add_argument(
         "--max-depth", type=int, default=int(env.get("AGENTNET_MAX_DEPTH", "8")), help="delegation depth limit"
     )
+    parser.add_argument(
+        "--a2a-token-ttl",
+        type=float,
+        default=float(env.get("AGENTNET_A2A_TOKEN_TTL", "300")),
+        help="seconds an A2A call token stays valid (refresh with RefreshCallToken)",
+    )
     args = parser.parse_args(argv)
+    if args.a2a_token_ttl <= 0:
+        parser.error("--a2a-token-ttl must be positive")
     return HubConfig(
         host=args.host,
         port=args.port,
@@ -90,4 +102,5 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         synchronous=args.synchronous,
         invite_ack_timeout=args.invite_ack_timeout,
         max_depth=args.max_depth,
+        a2a_token_ttl=args.a2a_token_ttl,
     )

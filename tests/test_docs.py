@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.procs import ROOT, start_service
 
 
@@ -34,12 +36,13 @@ def test_hub_doc_example_runs(tmp_path: Path) -> None:
         hub.terminate()
 
 
-def test_quickstart_runs_and_prints_what_the_doc_says(tmp_path: Path) -> None:
-    doc = (ROOT / "docs" / "quickstart.md").read_text()
-    script = tmp_path / "quickstart.py"
-    script.write_text(python_blocks("quickstart.md")[0])
+@pytest.mark.parametrize("doc", ["quickstart.md", "a2a.md"])
+def test_doc_example_runs_and_prints_what_the_doc_says(tmp_path: Path, doc: str) -> None:
+    text = (ROOT / "docs" / doc).read_text()
+    script = tmp_path / "example.py"
+    script.write_text(python_blocks(doc)[0])
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    expected = re.search(r"It prints:\n\n```\n(.*?)```", doc, re.DOTALL)
+    expected = re.search(r"It prints:\n\n```\n(.*?)```", text, re.DOTALL)
     assert expected is not None
     assert out.stdout == expected.group(1)

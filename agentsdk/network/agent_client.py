@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentnet.v1 import hub_pb2, task_pb2
 
+from agentsdk.a2a.context import Dispatch, dispatch_scope
+from agentsdk.a2a.tools import REQUEST_INPUT_TOOL
 from agentsdk.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
 from agentsdk.errors import AgentNetError
 from agentsdk.identity import Passport
@@ -175,7 +177,11 @@ async def _superseded(client: NetworkClient, envelope: Envelope) -> bool:
 
 
 async def default_handler(envelope: Envelope, client: NetworkClient) -> None:
-    """The standard handler: ack invites; run a turn on EV_TEXT / EV_PACKET; ignore the rest."""
+    """The standard handler: ack invites; run a turn on EV_TEXT / EV_PACKET; ignore the rest.
+
+    A question carrying an A2A dispatch is answered inside :func:`~agentsdk.a2a.dispatch_scope`
+    (custom headers readable, nested calls linked) with the ``request_input`` tool offered; a
+    turn that raises answers the call as failed."""
     if envelope.event_type == EV_CHANNEL_INVITE:
         try:
             await client.ack_invite(envelope.channel_id)
@@ -206,15 +212,29 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
     channel = Channel(metadata, client)
     deps = stamp_dependencies(client, channel, state)
     tools = adapter.tools_for(client, metadata, state, client.agent_id)
+    dispatch = Dispatch.from_envelope(envelope)
+    if dispatch is not None:
+        tools = [*tools, REQUEST_INPUT_TOOL]
     text = adapter.extract_turn_input(envelope)
     if policy.name.startswith("named"):
         text = f"[{client.hub.name_for(envelope.sender_id)}]: {text}"
-    reply = await client.agent.ask(
-        text, tools=tools, dependencies=deps, stream=Stream(stream_id=envelope.channel_id, events=history)
-    )
+    with dispatch_scope(dispatch):
+        try:
+            reply = await client.agent.ask(
+                text, tools=tools, dependencies=deps, stream=Stream(stream_id=envelope.channel_id, events=history)
+            )
+        except Exception as exc:
+            if dispatch is None:
+                raise
+            log.exception("agent %s failed to answer A2A call %s", client.name, dispatch.execution_id)
+            error = f"{type(exc).__name__}: {exc}"
+            await client.send_envelope(dispatch.reply(client.agent_id, "", status="failed", error=error))
+            return
     out = adapter.build_round_envelope(
         metadata=metadata, sender_id=client.agent_id, reply=reply, events=reply.events, state=state, hub=client.hub
     )
+    if dispatch is not None and dispatch.input_question is not None:
+        out = dispatch.reply(client.agent_id, dispatch.input_question, status="input-required")
     if out is not None:
         out.causation_id = envelope.envelope_id
         await client.send_envelope(out)

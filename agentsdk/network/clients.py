@@ -13,17 +13,22 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentnet.v1 import envelope_pb2, hub_pb2
 
+from agentsdk.a2a.client import AgentToAgent
+from agentsdk.a2a.settings import A2ASettings
+from agentsdk.a2a.tools import make_a2a_tools
 from agentsdk.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
 from agentsdk.errors import AgentNetError, Timeout
 from agentsdk.identity import Passport
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.delivery import DeliveryStream
-from agentsdk.network.transport import call
+from agentsdk.tools import Tool
+from agentsdk.transport import call
 from agentsdk.wire import envelope_from_wire, envelope_to_wire
 
 if TYPE_CHECKING:
@@ -42,7 +47,11 @@ class NetworkClient:
         self.agent_id = agent_id
         self.credential = credential
         self.passport = passport
+        self.a2a_settings = A2ASettings()
+        """This identity's A2A settings as last set through this client (disabled by default)."""
         self._stream: DeliveryStream | None = None
+        self._a2a = AgentToAgent(hub.connection.target, credential, connection=hub.connection)
+        self._a2a_tools: list[Tool] | None = None
 
     @property
     def name(self) -> str:
@@ -58,6 +67,27 @@ class NetworkClient:
     def _hub_client(self) -> HubClient:
         # The seeds' custom handlers reach the hub through client._hub_client.
         return self._hub
+
+    @property
+    def a2a(self) -> AgentToAgent | None:
+        """The pre-authenticated A2A client (the seeds' ``runtime.a2a``); None when A2A is
+        unavailable: this identity's A2A is disabled, or it is disconnected."""
+        return self._a2a if self.a2a_settings.enabled and self._stream is not None else None
+
+    def a2a_tools(self) -> list[Tool]:
+        """The LLM tools ``discover_available_agents`` and ``invoke_a2a_agent`` (the same objects
+        on every call); empty when this identity's A2A is disabled."""
+        if not self.a2a_settings.enabled:
+            return []
+        if self._a2a_tools is None:
+            self._a2a_tools = make_a2a_tools(self.agent_id, lambda: self.a2a)
+        return self._a2a_tools
+
+    async def set_a2a_settings(self, settings: A2ASettings | str | os.PathLike[str]) -> None:
+        """Replace this identity's A2A settings (or load them from an ``agent.yaml``)."""
+        settings = A2ASettings.coerce(settings)
+        await self._rpc("SetA2ASettings", hub_pb2.SetA2ASettingsRequest(a2a=settings.to_wire()))
+        self.a2a_settings = settings
 
     async def _rpc(self, method: str, request: Any, timeout: float | None = None) -> Any:
         return await call(

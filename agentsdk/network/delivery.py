@@ -30,7 +30,7 @@ from agentsdk.errors import (
     error_from_rpc,
 )
 from agentsdk.network.cursors import CursorBook
-from agentsdk.network.transport import HubConnection, call
+from agentsdk.transport import HubConnection, call
 
 log = logging.getLogger("agentnet.sdk")
 

@@ -3,8 +3,9 @@ for an embedded hub served in-process on a real port. Both are async context man
 
 from __future__ import annotations
 
+import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2
 
+from agentsdk.a2a.settings import A2ASettings
 from agentsdk.envelope import EV_TEXT, Envelope
 from agentsdk.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from agentsdk.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
@@ -21,7 +23,7 @@ from agentsdk.network.channel import ChannelMetadata
 from agentsdk.network.clients import HumanClient, NetworkClient
 from agentsdk.network.cursors import CursorBook, CursorStore
 from agentsdk.network.delivery import DeliveryStream
-from agentsdk.network.transport import HubConnection, call, stream
+from agentsdk.transport import HubConnection, call, stream
 from agentsdk.wire import envelope_from_wire
 
 
@@ -39,6 +41,7 @@ class AgentSummary:
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent
+    from hubsvc.core.options import HubOptions
 
 
 async def _ignore(envelope: Envelope) -> None:
@@ -92,7 +95,13 @@ class HubClient:
     # -- identities -------------------------------------------------------------------
 
     async def _register(
-        self, passport: Passport, resume: Resume | None, *, human: bool, skill_md: str | None = None
+        self,
+        passport: Passport,
+        resume: Resume | None,
+        *,
+        human: bool,
+        skill_md: str | None = None,
+        a2a: A2ASettings | None = None,
     ) -> tuple[str, str]:
         stub = self.connection.stub
         if human:
@@ -104,6 +113,8 @@ class HubClient:
             request = hub_pb2.RegisterRequest(passport=passport.to_wire(), resume=(resume or Resume()).to_wire())
             if skill_md is not None:
                 request.skill_md = skill_md
+            if a2a is not None:
+                request.a2a.CopyFrom(a2a.to_wire())
             response = await call(stub.Register, request)
         self._learn(response.agent.agent_id, passport.name)
         return response.agent.agent_id, response.credential
@@ -152,13 +163,16 @@ class HubClient:
         resume: Resume | None = None,
         *,
         skill_md: str | None = None,
+        a2a: A2ASettings | str | os.PathLike[str] | None = None,
         attach_plugin: bool = True,
         attach_default_handler: bool = True,
         cursor_store: CursorStore | None = None,
     ) -> AgentClient:
         """Register ``agent`` (kind agent or remote_agent) and connect it.
 
-        ``attach_plugin`` adds the five network tools and the network prompt prefix;
+        ``a2a`` sets its agent-to-agent settings (an :class:`~agentsdk.a2a.A2ASettings` or the
+        path of an ``agent.yaml`` with an ``a2a:`` section); ``attach_plugin`` adds the five
+        network tools, the network prompt prefix and, when A2A is enabled, the A2A tools;
         ``attach_default_handler=False`` leaves the client without a handler until
         ``client.on_envelope(...)`` sets one (envelopes are then acked unhandled).
         """
@@ -170,11 +184,15 @@ class HubClient:
                 "register() refuses kind='human': register non-LLM participants with "
                 "hc.register_human(Passport(name=..., kind='human'))."
             )
-        agent_id, credential = await self._register(passport, resume, human=False, skill_md=skill_md)
+        settings = A2ASettings.coerce(a2a) if a2a is not None else None
+        agent_id, credential = await self._register(passport, resume, human=False, skill_md=skill_md, a2a=settings)
         client = AgentClient(self, agent_id, credential, passport, agent)
+        if settings is not None:
+            client.a2a_settings = settings
         if attach_plugin:
             client.plugin = NetworkPlugin(client)
             client.plugin.register(agent)
+            agent.tools.extend(client.a2a_tools())
         if not attach_default_handler:
             client.on_envelope(_ignore)
         await self._attach(client, cursor_store)
@@ -272,15 +290,26 @@ class Hub(HubClient):
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, *, path: str | Path | None = None, host: str = "127.0.0.1", port: int = 0
+        cls,
+        *,
+        path: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        options: HubOptions | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> AsyncIterator[Hub]:
-        """Start a hub on SQLite ``path`` (a temporary file when None) and serve it on ``host:port`` (0 = free port)."""
+        """Start a hub on SQLite ``path`` (a temporary file when None) and serve it on ``host:port`` (0 = free port).
+
+        ``options`` tunes the hub (limits, timeouts, A2A token lifetime); ``clock`` replaces its
+        wall clock (seconds since the epoch), e.g. to let tests move time forward."""
         from hubsvc.core.hub import HubCore
+        from hubsvc.core.util import system_clock
         from hubsvc.servicer import HubServicer
         from hubsvc.storage import SqliteHubStore
 
         with tempfile.TemporaryDirectory(prefix="agentnet-hub-") as tmp:
-            core = HubCore(SqliteHubStore(Path(path) if path is not None else Path(tmp) / "hub.db"))
+            store = SqliteHubStore(Path(path) if path is not None else Path(tmp) / "hub.db")
+            core = HubCore(store, options=options, clock=clock or system_clock)
             await core.start()
             server = grpc.aio.server()
             hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core), server)

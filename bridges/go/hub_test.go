@@ -508,42 +508,6 @@ func TestTools(t *testing.T) {
 	}
 }
 
-// (5) A2A RPCs are not implemented by the hub yet: the reason surfaces typed.
-func TestA2AUnimplemented(t *testing.T) {
-	t.Parallel()
-	ctx := testContext(t, 30*time.Second)
-	h := testhub.Start(t)
-	c := register(t, ctx, h.Addr, "a2a-caller")
-	calls := map[string]func() error{
-		"DiscoverAgents": func() error {
-			_, err := c.DiscoverAgents(ctx, agentnet.DiscoverRequest{Skills: []string{"x"}})
-			return err
-		},
-		"InvokeAgent": func() error {
-			_, err := c.InvokeAgent(ctx, agentnet.InvokeRequest{AgentID: "someone", Message: "hi"})
-			return err
-		},
-		"RefreshCallToken": func() error {
-			_, _, err := c.RefreshCallToken(ctx, "token")
-			return err
-		},
-		"ListExecutions": func() error {
-			_, err := c.ListExecutions(ctx, "", 0)
-			return err
-		},
-	}
-	for name, call := range calls {
-		err := call()
-		if !agentnet.IsReason(err, agentnet.ReasonUnimplemented) {
-			t.Errorf("%s: %v, want reason UNIMPLEMENTED", name, err)
-			continue
-		}
-		if e, _ := agentnet.AsError(err); e.Code != codes.Unimplemented || !strings.Contains(e.Message, name) {
-			t.Errorf("%s: %+v", name, e)
-		}
-	}
-}
-
 // The Session survives a hub crash and restart: it reconnects with backoff,
 // resumes from its cursors and hands out each envelope once.
 func TestReconnectAcrossHubRestart(t *testing.T) {

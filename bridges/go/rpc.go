@@ -533,8 +533,14 @@ type InvokeRequest struct {
 	Timeout time.Duration
 	// CustomHeaders are forwarded to the callee (no "a2a-" keys).
 	CustomHeaders map[string]string
-	// CallToken links the call to the dispatch the caller runs in ("" = none).
+	// CallToken links the call, as a child execution, to the A2A dispatch the
+	// caller is answering ("" = a top-level call). Dispatch.Invoke sets it.
 	CallToken string
+	// RootSessionID records a top-level call under this root session, e.g. the
+	// id of the user's session ("" = a new one). A root session other agents
+	// started can be joined only by agents already part of it. Ignored when
+	// CallToken is set (the token's root session is used).
+	RootSessionID string
 }
 
 // InvokeResult is the callee's answer.
@@ -551,11 +557,19 @@ type InvokeResult struct {
 	RootSessionID string
 }
 
-// InvokeAgent calls another agent and waits for its answer.
+// InvokeAgent calls another agent and waits for its answer. The hub opens a
+// consulting channel from the caller to the target whose question carries the
+// A2A dispatch (see A2ADispatchOf); the target's reply ends the call. A call
+// that ran returns a result with its Status (a target that refused, failed or
+// did not answer in time is InvocationFailed, not an error); refusals before
+// the call starts are *Error values, e.g. INVALID_ARGUMENT for a custom header
+// in the reserved "a2a-" namespace (Metadata["key"] names it),
+// PERMISSION_DENIED for a target that does not accept calls from the caller,
+// TOKEN_EXPIRED for an expired CallToken (Dispatch.Invoke refreshes it).
 func (c *Client) InvokeAgent(ctx context.Context, req InvokeRequest) (*InvokeResult, error) {
 	in := &agentnetv1.InvokeAgentRequest{
 		AgentId: req.AgentID, Message: req.Message, Skill: req.Skill,
-		CustomHeaders: maps.Clone(req.CustomHeaders), CallToken: req.CallToken,
+		CustomHeaders: maps.Clone(req.CustomHeaders), CallToken: req.CallToken, RootSessionId: req.RootSessionID,
 	}
 	secs, err := waitSeconds(ctx, req.Timeout)
 	if err != nil {

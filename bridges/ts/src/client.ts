@@ -7,6 +7,7 @@ import {
   Metadata,
   type ServiceError,
 } from "@grpc/grpc-js";
+import { type A2ADispatchInfo, type A2AReplyOptions, a2aReplyData, invokeNested, type NestedInvokeOptions } from "./a2a";
 import type { Cursors } from "./cursors";
 import { type AgentEnvelope, decodeEnvelope, encodePost, EventType, type Packet, type PostInput, type PostOptions } from "./envelope";
 import { AgentNetError } from "./errors";
@@ -19,10 +20,12 @@ import {
   type DelegateResponse,
   type DiscoveredAgent,
   type Envelope,
+  type Execution,
   HubServiceClient,
   type InvokeAgentResponse,
   type Passport,
   PassportKind,
+  type RefreshCallTokenResponse,
   type Resume,
   type ToolSource,
 } from "./gen";
@@ -184,10 +187,27 @@ export interface InvokeAgentOptions extends CallOptions {
   skill?: string;
   /** Seconds to wait for the answer (default 300). */
   timeoutSeconds?: number;
-  /** Headers forwarded to the callee (no `a2a-` prefix). */
+  /** Headers forwarded to the callee (a key starting with `a2a-`, any case, is refused with INVALID_ARGUMENT). */
   customHeaders?: Record<string, string>;
-  /** The call token of the dispatch this call runs in. */
+  /**
+   * The call token of the dispatch this call runs in: links the call as a child
+   * execution. An expired token is refused with reason `TOKEN_EXPIRED`
+   * ({@link Client.invokeNested} refreshes it for you).
+   */
   callToken?: string;
+  /**
+   * Root session to record a top-level call (one without `callToken`) under,
+   * e.g. the user's session id ("" = a new one). Ignored with `callToken`.
+   */
+  rootSessionId?: string;
+}
+
+/** Options of {@link Client.listExecutions}. */
+export interface ListExecutionsOptions extends CallOptions {
+  /** The root session ("" = every root session this identity took part in). */
+  rootSessionId?: string;
+  /** Maximum results (default 100). */
+  limit?: number;
 }
 
 type Callback<Res> = (error: ServiceError | null, response: Res) => void;
@@ -572,7 +592,17 @@ export class Client {
     return res.agents;
   }
 
-  /** Call another agent and wait for its answer. */
+  /** Replace this identity's A2A settings (omitted fields are cleared: `enabled` false, lists empty). */
+  async setA2ASettings(a2a: Partial<A2ASettings>, call?: CallOptions): Promise<AgentRecord> {
+    const res = await this.unary(this.raw.setA2ASettings, { a2a: A2ASettings.fromPartial(a2a) }, call);
+    return required(res.agent, "SetA2ASettingsResponse.agent");
+  }
+
+  /**
+   * Call another agent and wait for its answer. Resolves with status
+   * COMPLETED (`result` = the answer), INPUT_REQUIRED (`result` = the callee's
+   * question) or FAILED (`error`); rejects when the hub refuses the call.
+   */
   async invokeAgent(agentId: string, message: string, options: InvokeAgentOptions = {}): Promise<InvokeAgentResponse> {
     const timeoutSeconds = options.timeoutSeconds;
     return this.unary(
@@ -584,10 +614,57 @@ export class Client {
         timeoutSeconds,
         customHeaders: options.customHeaders ?? {},
         callToken: options.callToken ?? "",
+        rootSessionId: options.rootSessionId ?? "",
       },
       options,
       ((timeoutSeconds ?? 300) + 10) * 1000,
     );
+  }
+
+  /**
+   * {@link invokeAgent} from inside an A2A dispatch this identity is answering:
+   * passes `dispatch.callToken`, and on `TOKEN_EXPIRED` refreshes it once
+   * (storing the fresh token in `dispatch`) and retries. See {@link invokeNested}.
+   */
+  invokeNested(
+    dispatch: A2ADispatchInfo,
+    agentId: string,
+    message: string,
+    options: NestedInvokeOptions = {},
+  ): Promise<InvokeAgentResponse> {
+    return invokeNested(this, dispatch, agentId, message, options);
+  }
+
+  /** Exchange a call token that is still valid (or expired within the hub's grace period) for a fresh one. */
+  async refreshCallToken(callToken: string, call?: CallOptions): Promise<RefreshCallTokenResponse> {
+    return this.unary(this.raw.refreshCallToken, { callToken }, call);
+  }
+
+  /** The A2A executions (call tree) of a root session, in start order. */
+  async listExecutions(options: ListExecutionsOptions = {}): Promise<Execution[]> {
+    const res = await this.unary(
+      this.raw.listExecutions,
+      { rootSessionId: options.rootSessionId ?? "", limit: options.limit ?? 0 },
+      options,
+    );
+    return res.executions;
+  }
+
+  /**
+   * Answer an A2A question (an envelope {@link a2aDispatchOf} recognises): post
+   * `ag2.msg.text` in its channel, replying to it, with the outcome — `completed`
+   * (default; `text` is the result), `input-required` (`text` is your question)
+   * or `failed` (`error`, else `text`, says why).
+   */
+  replyA2A(question: AgentEnvelope, text: string, options: PostOptions & A2AReplyOptions = {}): Promise<AgentEnvelope> {
+    const { status, error, ...post } = options;
+    return this.post({
+      causationId: question.envelopeId,
+      ...post,
+      channelId: question.channelId,
+      eventType: EventType.TEXT,
+      eventData: a2aReplyData(text, { status, error }),
+    });
   }
 
   // -- plumbing --------------------------------------------------------------------

@@ -22,6 +22,7 @@ export {
   type DiscoverAgentsOptions,
   type InvokeAgentOptions,
   type ListAgentsOptions,
+  type ListExecutionsOptions,
   type OpenChannelOptions,
   type OpenedChannel,
   type PassportInit,
@@ -50,6 +51,16 @@ export {
   type PostOptions,
   type PriorityInput,
 } from "./envelope";
+export {
+  type A2ACaller,
+  type A2ADispatchInfo,
+  a2aDispatchOf,
+  a2aReplyData,
+  type A2AReplyOptions,
+  A2AReplyStatus,
+  invokeNested,
+  type NestedInvokeOptions,
+} from "./a2a";
 export { AgentNetError, type AgentNetErrorInit, codeName, ERROR_DOMAIN, type KnownReason, Reason } from "./errors";
 export {
   type AnyMessage,

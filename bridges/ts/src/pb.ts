@@ -18,6 +18,8 @@ export {
   ToolSource,
 } from "./gen";
 export type {
+  A2ADispatch,
+  A2AReply,
   A2ASettings,
   AgentRecord,
   AgentSummary,
@@ -35,6 +37,7 @@ export type {
   InvokeAgentResponse,
   Participant,
   Passport,
+  RefreshCallTokenResponse,
   Resume,
   TaskMetadata,
   Timestamp,

@@ -61,24 +61,6 @@ test("tools: listTools, callTool(peers find), say", async () => {
   await assert.rejects(agent.callTool("nope", {}), (err: unknown) => AgentNetError.is(err, Reason.INVALID_ARGUMENT));
 });
 
-test("A2A: discoverAgents and invokeAgent reject with reason UNIMPLEMENTED", async () => {
-  const agent = await register(hub.target, { name: "ts-a2a" });
-  clients.push(agent);
-  await assert.rejects(agent.discoverAgents({ skills: ["x"] }), (err: unknown) => {
-    assert.ok(err instanceof AgentNetError);
-    assert.equal(err.reason, Reason.UNIMPLEMENTED);
-    assert.equal(err.code, 12);
-    assert.match(err.message, /DiscoverAgents/);
-    assert.equal(err.metadata["rpc"], "agentnet.v1.HubService/DiscoverAgents");
-    return true;
-  });
-  await assert.rejects(agent.invokeAgent(agent.agentId, "hi", { timeoutSeconds: 5 }), (err: unknown) => {
-    assert.ok(AgentNetError.is(err, Reason.UNIMPLEMENTED));
-    assert.match(err.message, /InvokeAgent/);
-    return true;
-  });
-});
-
 test("onInvite gates invites: false posts invite_reject and the channel closes", async () => {
   const alice = await register(hub.target, { name: "ts-gate-a" });
   const bob = await register(hub.target, { name: "ts-gate-b" });

@@ -2,7 +2,9 @@
 // registers as a remote agent (or reuses saved credentials), accepts every
 // invite and answers every text message from a peer with a deterministic
 // reply: "go-agent: " followed by the message reversed and uppercased. In a
-// consulting channel that is the single reply to the question.
+// consulting channel that is the single reply to the question. It registers
+// with A2A enabled (skill "reversal"), so it also answers InvokeAgent calls:
+// an A2A call is a consulting question, and a plain reply completes it.
 //
 // It prints one JSON object per line on stdout: {"event":"ready",...} once
 // connected, then "recv" when an envelope is handed to it and "done" after
@@ -53,10 +55,14 @@ func emit(fields map[string]any) {
 }
 
 func emitEnvelope(event string, env *agentnet.Envelope) {
-	emit(map[string]any{
+	fields := map[string]any{
 		"event": event, "channel": env.ChannelID, "seq": env.Seq, "id": env.EnvelopeID,
 		"type": env.EventType, "sender": env.SenderID, "text": env.Text(), "replay": env.Replay,
-	})
+	}
+	if d, ok := agentnet.A2ADispatchOf(env); ok {
+		fields["a2a_execution"] = d.ExecutionID
+	}
+	emit(fields)
 }
 
 func main() {
@@ -87,7 +93,11 @@ func connectClient(ctx context.Context, hub, name, credFile string) (*agentnet.C
 		Name:        name,
 		Kind:        agentnet.KindRemoteAgent,
 		Description: "Go consulting agent: answers with the question reversed and uppercased",
-	}, &agentnet.Resume{ClaimedCapabilities: []string{"reversal"}, Summary: "A deterministic Go bridge agent."})
+	}, &agentnet.Resume{ClaimedCapabilities: []string{"reversal"}, Summary: "A deterministic Go bridge agent."},
+		agentnet.WithA2A(&agentnet.A2ASettings{
+			Enabled: true, Description: "Reverses and uppercases the message", Skills: []string{"reversal"},
+			InputModes: []string{"text"},
+		}))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,198 @@
+"""AgentToAgent: discover and invoke agents through the hub, list call trees."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal
+
+from agentnet.v1 import a2a_pb2, hub_pb2
+
+from agentsdk.a2a.context import current_dispatch
+from agentsdk.errors import TokenExpired
+from agentsdk.transport import HubConnection, call
+
+InvocationStatus = Literal["completed", "input-required", "failed", "running"]
+"""Outcome of a call ("running" only appears in execution listings)."""
+
+_STATUS: dict[int, InvocationStatus] = {
+    a2a_pb2.INVOCATION_STATUS_COMPLETED: "completed",
+    a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED: "input-required",
+    a2a_pb2.INVOCATION_STATUS_FAILED: "failed",
+    a2a_pb2.INVOCATION_STATUS_RUNNING: "running",
+}
+_RPC_MARGIN = 30.0  # seconds the RPC deadline exceeds the call's own timeout
+
+
+@dataclass(frozen=True)
+class DiscoveredAgent:
+    """An agent the caller may invoke."""
+
+    agent_id: str
+    name: str
+    description: str
+    skills: tuple[str, ...]
+    capabilities: tuple[str, ...]
+    input_modes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AgentResponse:
+    """The outcome of :meth:`AgentToAgent.invoke_agent`."""
+
+    status: InvocationStatus
+    """"completed", "input-required" (``result`` is the callee's question) or "failed" (see ``error``)."""
+    result: str = ""
+    error: str = ""
+    execution_id: str = ""
+    """The child execution recording the call."""
+    root_session_id: str = ""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One recorded A2A call (a node of a call tree)."""
+
+    execution_id: str
+    parent_execution_id: str
+    """"" for a top-level call."""
+    root_session_id: str
+    caller_id: str
+    target_id: str
+    skill: str
+    status: InvocationStatus
+    channel_id: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    error: str
+
+
+def _time(message: a2a_pb2.Execution, name: str) -> datetime | None:
+    return getattr(message, name).ToDatetime() if message.HasField(name) else None  # type: ignore[arg-type]
+
+
+class AgentToAgent:
+    """Client of the hub's A2A RPCs for one identity (its credential is ``auth_token``).
+
+    Agents use the pre-authenticated ``client.a2a`` instead of building one. Inside the
+    answer to an A2A call, :meth:`invoke_agent` makes a child call of it, refreshing an
+    expired call token transparently.
+    """
+
+    def __init__(self, hub_url: str, auth_token: str = "", *, connection: HubConnection | None = None) -> None:
+        self._owned = connection is None
+        self._connection = connection or HubConnection(hub_url)
+        self._credential = auth_token
+
+    async def close(self) -> None:
+        """Close the connection if this client opened it."""
+        if self._owned:
+            await self._connection.close()
+
+    async def __aenter__(self) -> AgentToAgent:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        return await call(getattr(self._connection.stub, method), request, credential=self._credential, timeout=timeout)
+
+    async def discover_agents(
+        self,
+        project_id: str = "",
+        skills: Sequence[str] | None = None,
+        capabilities: Sequence[str] | None = None,
+        input_modes: Sequence[str] | None = None,
+        limit: int = 50,
+    ) -> list[DiscoveredAgent]:
+        """Agents of your project you may invoke. Several values in one filter match any of
+        them; several filters must all match. The result may include yourself."""
+        request = hub_pb2.DiscoverAgentsRequest(
+            project_id=project_id,
+            skills=list(skills or ()),
+            capabilities=list(capabilities or ()),
+            input_modes=list(input_modes or ()),
+            limit=limit,
+        )
+        response = await self._call("DiscoverAgents", request)
+        return [
+            DiscoveredAgent(
+                a.agent_id, a.name, a.description, tuple(a.skills), tuple(a.capabilities), tuple(a.input_modes)
+            )
+            for a in response.agents
+        ]
+
+    async def invoke_agent(
+        self,
+        agent_id: str,
+        message: str,
+        skill: str = "",
+        timeout: float | None = None,
+        custom_headers: Mapping[str, str] | None = None,
+        *,
+        root_session_id: str = "",
+    ) -> AgentResponse:
+        """Call an agent (id or name) and wait for its answer (``timeout`` seconds; None = the hub's 300).
+
+        Inside the answer to an A2A call, the call is recorded as its child. Elsewhere
+        ``root_session_id`` groups the call under a session of yours ("" = a new one).
+        """
+        request = hub_pb2.InvokeAgentRequest(
+            agent_id=agent_id,
+            message=message,
+            skill=skill,
+            custom_headers=dict(custom_headers or {}),
+            root_session_id=root_session_id,
+        )
+        if timeout is not None:
+            request.timeout_seconds = timeout
+        deadline = (timeout if timeout is not None else 300.0) + _RPC_MARGIN
+        dispatch = current_dispatch()
+        if dispatch is not None:
+            request.call_token = dispatch.call_token
+        try:
+            response = await self._call("InvokeAgent", request, deadline)
+        except TokenExpired:
+            if dispatch is None:
+                raise
+            dispatch.call_token, dispatch.call_token_expires_at = await self.refresh_call_token(dispatch.call_token)
+            request.call_token = dispatch.call_token
+            response = await self._call("InvokeAgent", request, deadline)
+        return AgentResponse(
+            _STATUS.get(response.status, "failed"),
+            response.result,
+            response.error,
+            response.execution_id,
+            response.root_session_id,
+        )
+
+    async def refresh_call_token(self, call_token: str) -> tuple[str, str]:
+        """A fresh call token for the same execution and its RFC 3339 expiry."""
+        response = await self._call("RefreshCallToken", hub_pb2.RefreshCallTokenRequest(call_token=call_token))
+        return response.call_token, response.expires_at.ToJsonString()
+
+    async def list_executions(self, root_session_id: str = "", limit: int = 100) -> list[Execution]:
+        """The executions of a root session you took part in ("" = of all of them), in start order."""
+        request = hub_pb2.ListExecutionsRequest(root_session_id=root_session_id, limit=limit)
+        response = await self._call("ListExecutions", request)
+        return [
+            Execution(
+                e.execution_id,
+                e.parent_execution_id,
+                e.root_session_id,
+                e.caller_id,
+                e.target_id,
+                e.skill,
+                _STATUS.get(e.status, "failed"),
+                e.channel_id,
+                _time(e, "started_at"),
+                _time(e, "ended_at"),
+                e.error,
+            )
+            for e in response.executions
+        ]

@@ -1,0 +1,93 @@
+"""The A2A call an agent is answering: its dispatch, custom headers and call token.
+
+The default handler (and :func:`dispatch_scope` in custom handlers) makes the
+dispatch current while the agent answers, so :func:`get_current_custom_headers`
+works anywhere in that turn and nested ``invoke_agent`` calls are linked to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentsdk.envelope import EV_TEXT, Envelope, text_envelope
+
+ReplyStatus = Literal["completed", "input-required", "failed"]
+"""How an answer ends the call (see ``A2AReply`` in a2a.proto)."""
+
+
+@dataclass
+class Dispatch:
+    """One A2A call as the callee sees it (``A2ADispatch`` in a2a.proto)."""
+
+    execution_id: str
+    root_session_id: str
+    message: str
+    skill: str = ""
+    custom_headers: dict[str, str] = field(default_factory=dict)
+    call_token: str = ""
+    """Links nested calls to this execution; the SDK refreshes it when it expires."""
+    call_token_expires_at: str = ""
+    """RFC 3339 time the token expires (hub clock)."""
+    channel_id: str = ""
+    """The consulting channel carrying the call."""
+    envelope_id: str = ""
+    """The question envelope."""
+    input_question: str | None = None
+    """Set by the ``request_input`` tool: the answer becomes "input-required" with this question."""
+
+    @classmethod
+    def from_envelope(cls, envelope: Envelope) -> Dispatch | None:
+        """The dispatch an EV_TEXT question carries (``event_data["a2a"]``), or None."""
+        data = envelope.event_data.get("a2a") if envelope.event_type == EV_TEXT else None
+        if not isinstance(data, dict) or not data.get("execution_id"):
+            return None
+        headers = data.get("custom_headers")
+        return cls(
+            execution_id=str(data["execution_id"]),
+            root_session_id=str(data.get("root_session_id", "")),
+            message=str(data.get("message", envelope.text)),
+            skill=str(data.get("skill", "")),
+            custom_headers={str(k): str(v) for k, v in headers.items()} if isinstance(headers, dict) else {},
+            call_token=str(data.get("call_token", "")),
+            call_token_expires_at=str(data.get("call_token_expires_at", "")),
+            channel_id=envelope.channel_id,
+            envelope_id=envelope.envelope_id,
+        )
+
+    def reply(self, sender_id: str, text: str, *, status: ReplyStatus = "completed", error: str = "") -> Envelope:
+        """The EV_TEXT answer to this call (``status`` "input-required": ``text`` is the question)."""
+        env = text_envelope(self.channel_id, sender_id, text, causation_id=self.envelope_id or None)
+        if status != "completed":
+            env.event_data["a2a"] = {"status": status, "error": error} if error else {"status": status}
+        return env
+
+
+_current: contextvars.ContextVar[Dispatch | None] = contextvars.ContextVar("agentsdk_a2a_dispatch", default=None)
+
+
+def current_dispatch() -> Dispatch | None:
+    """The A2A call being answered in this context, if any."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def dispatch_scope(dispatch: Dispatch | None) -> Iterator[Dispatch | None]:
+    """Make ``dispatch`` current for the block (a no-op scope for None)."""
+    token = _current.set(dispatch)
+    try:
+        yield dispatch
+    finally:
+        _current.reset(token)
+
+
+def get_current_custom_headers() -> dict[str, str]:
+    """The custom headers the caller forwarded with the call being answered (``{}`` outside one).
+
+    Platform (``a2a-``) headers are never among them; the hub refuses such keys.
+    """
+    dispatch = _current.get()
+    return dict(dispatch.custom_headers) if dispatch is not None else {}
