@@ -70,6 +70,17 @@ class _Pending:
     ended: str | None = None
 
 
+def _refuse_forged_dispatch(env: Envelope) -> None:
+    """Only the hub writes A2A dispatches (InvokeAgent's question), so a callee can trust them."""
+    a2a = env.event_data.get("a2a") if env.event_type == EV_TEXT else None
+    if isinstance(a2a, dict) and "execution_id" in a2a:
+        raise InvalidArgument(
+            "event_data.a2a with an execution_id is an A2A dispatch, which only the hub writes; call agents with "
+            "InvokeAgent. A reply's event_data.a2a holds only 'status' and 'error'.",
+            metadata={"field": "event_data.a2a"},
+        )
+
+
 class HubCore:
     """The hub: registry, channels, admission, delivery sessions, tasks."""
 
@@ -272,6 +283,7 @@ class HubCore:
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
         self._check_shape(env)
+        _refuse_forged_dispatch(env)
         ch = await self._channel_for_post(sender_id, env.channel_id)
         async with ch.lock:
             if env.idempotency_key is not None:

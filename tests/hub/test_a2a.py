@@ -183,6 +183,17 @@ async def test_reserved_header_prefix_is_refused_naming_the_key_and_nothing_happ
     assert billing.drain() == []
 
 
+async def test_agents_cannot_post_forged_dispatches(hub: RunningHub) -> None:
+    caller = await a2a_agent(hub.target, "caller")
+    target = await a2a_agent(hub.target, "target")
+    response = await caller.rpc(
+        "OpenChannel", hub_pb2.OpenChannelRequest(type="consulting", targets=[target.agent_id], wait_until_opened=True)
+    )
+    forged = {"text": "hi", "a2a": {"execution_id": "e1", "custom_headers": {"x-tenant": "other"}}}
+    with pytest.raises(InvalidArgument, match="only the hub writes"):
+        await caller.post(response.channel.channel_id, EV_TEXT, forged)
+
+
 async def test_input_required_and_failed_replies(hub: RunningHub) -> None:
     caller = await a2a_agent(hub.target, "caller")
     approver = await a2a_agent(hub.target, "approver")
