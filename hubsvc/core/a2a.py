@@ -14,7 +14,6 @@ so running executions left by a stopped hub are marked failed at start.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from agentsdk.wire import envelope_from_wire
 from hubsvc.core.hub import HubCore
 from hubsvc.core.registry import AgentEntry
 from hubsvc.core.tools import HubTools
-from hubsvc.core.util import new_id, new_secret, to_timestamp
+from hubsvc.core.util import hash_secret, new_id, new_secret, to_timestamp
 
 RESERVED_HEADER_PREFIX = "a2a-"
 DEFAULT_DISCOVER_LIMIT = 50
@@ -77,10 +76,6 @@ def check_custom_headers(headers: Mapping[str, str]) -> None:
                 "rename it, e.g. to 'x-" + key[len(RESERVED_HEADER_PREFIX) :] + "'.",
                 metadata={"field": "custom_headers", "key": key},
             )
-
-
-def _hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 @dataclass
@@ -287,13 +282,13 @@ class A2A:
         expires_at = now + self.core.options.a2a_token_ttl
         grace = self.core.options.a2a_token_grace
         running.tokens = {h: exp for h, exp in running.tokens.items() if exp + grace > now}
-        running.tokens[_hash(secret)] = expires_at
+        running.tokens[hash_secret(secret)] = expires_at
         return f"{running.record.execution_id}.{secret}", expires_at
 
     def _lookup(self, caller: str, token: str) -> tuple[_Running, float]:
         execution_id, _, secret = token.partition(".")
         running = self._running.get(execution_id)
-        expires_at = running.tokens.get(_hash(secret)) if running is not None and secret else None
+        expires_at = running.tokens.get(hash_secret(secret)) if running is not None and secret else None
         if running is None or expires_at is None:
             raise Unauthenticated(
                 "unknown call token, or its call has already ended; use the call_token of the A2A dispatch "

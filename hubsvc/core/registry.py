@@ -6,7 +6,6 @@ Credentials are ``<agent_id>.<secret>``; only a SHA-256 of the secret is kept.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import re
@@ -18,7 +17,7 @@ from agentnet.v1 import a2a_pb2, identity_pb2
 from agentsdk.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
 from agentsdk.identity import Passport, Resume
 from agentsdk.skills import render_fallback_skill
-from hubsvc.core.util import Clock, new_id, new_secret, to_timestamp
+from hubsvc.core.util import Clock, hash_secret, new_id, new_secret, to_timestamp
 from hubsvc.storage import AgentRow, HubStore, Writes
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -27,10 +26,6 @@ KIND_NAMES = {
     identity_pb2.PASSPORT_KIND_HUMAN: "human",
     identity_pb2.PASSPORT_KIND_REMOTE_AGENT: "remote_agent",
 }
-
-
-def _hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 @dataclass
@@ -104,7 +99,7 @@ class Registry:
         """The agent id a bearer credential belongs to (Unauthenticated otherwise)."""
         agent_id, _, secret = credential.partition(".")
         entry = self._by_id.get(agent_id)
-        if not secret or entry is None or not hmac.compare_digest(entry.cred_hash, _hash(secret)):
+        if not secret or entry is None or not hmac.compare_digest(entry.cred_hash, hash_secret(secret)):
             raise Unauthenticated(
                 "unknown or revoked credential; send the credential returned by Register as "
                 "'authorization: Bearer <credential>' metadata (or in Hello)."
@@ -141,7 +136,7 @@ class Registry:
         if a2a is not None:
             record.a2a.CopyFrom(a2a)
         self._set_skill(record, skill_md)
-        entry = AgentEntry(record, _hash(secret))
+        entry = AgentEntry(record, hash_secret(secret))
         self._by_id[agent_id] = entry
         self._by_name[name] = agent_id
         await self._store.commit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import secrets
 import time
@@ -36,6 +37,11 @@ def next_envelope_id() -> str:
     process), cheap enough for the admission hot path. Not a secret.
     """
     return f"{_ID_PREFIX}{next(_id_counter):016x}"
+
+
+def hash_secret(secret: str) -> str:
+    """The SHA-256 hex digest a secret is stored as (secrets themselves are never kept)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def new_secret() -> str:

@@ -22,22 +22,13 @@ from agentsdk.errors import (
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
 from hubsvc.storage import ExecutionRow, SqliteHubStore, Writes
+from tests.clock import FakeClock
 from tests.hub.harness import EV_TEXT, Participant, RunningHub, data_of, register, running_hub
 
 COMPLETED = a2a_pb2.INVOCATION_STATUS_COMPLETED
 INPUT_REQUIRED = a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED
 FAILED = a2a_pb2.INVOCATION_STATUS_FAILED
 Reply = Callable[[dict[str, Any]], tuple[str, dict[str, Any] | None]]
-
-
-class FakeClock:
-    """Wall time plus an offset the test moves forward."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
 
 
 async def a2a_agent(

@@ -5,14 +5,13 @@ agents use the real openai client against a local OpenAI-compatible server."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentsdk import Agent, OpenAIConfig, ScriptedConfig, tool
+from agentsdk import Agent, ScriptedConfig, tool
 from agentsdk.a2a import (
     A2ASettings,
     AgentResponse,
@@ -25,18 +24,10 @@ from agentsdk.events import ToolCall
 from agentsdk.network import AgentClient, Hub, Passport
 from agentsdk.testing import ScriptedOpenAIServer
 from hubsvc.core.options import HubOptions
+from tests.clock import FakeClock
+from tests.sdk_net.llm import llm
 
 ENABLED = A2ASettings(enabled=True)
-
-
-class FakeClock:
-    """Wall time plus an offset a test moves forward."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
 
 
 @pytest.fixture
@@ -48,21 +39,6 @@ def clock() -> FakeClock:
 async def hub(clock: FakeClock) -> AsyncIterator[Hub]:
     async with Hub.open(clock=clock, options=HubOptions(a2a_token_ttl=300)) as h:
         yield h
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ScriptedOpenAIServer]]:
-    made: list[ScriptedOpenAIServer] = []
-    yield made
-    for s in made:
-        s.stop()
-
-
-def llm(servers: list[ScriptedOpenAIServer], *replies: Any, rule: Any = None) -> tuple[ScriptedOpenAIServer, Any]:
-    server = ScriptedOpenAIServer(replies, rule=rule)
-    server.start()
-    servers.append(server)
-    return server, OpenAIConfig(model="scripted", base_url=server.base_url, api_key="test")
 
 
 async def register(

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from agentsdk import Agent, OpenAIConfig
+from agentsdk import Agent
 from agentsdk.events import ToolCall
 from agentsdk.network import (
     EV_CHANNEL_CLOSED,
@@ -23,29 +23,13 @@ from agentsdk.network import (
     Resume,
 )
 from agentsdk.testing import ScriptedOpenAIServer
+from tests.sdk_net.llm import llm
 
 
 @pytest.fixture
 async def hub() -> AsyncIterator[Hub]:
     async with Hub.open() as h:
         yield h
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ScriptedOpenAIServer]]:
-    made: list[ScriptedOpenAIServer] = []
-    yield made
-    for s in made:
-        s.stop()
-
-
-def llm(
-    servers: list[ScriptedOpenAIServer], *replies: Any, rule: Any = None
-) -> tuple[ScriptedOpenAIServer, OpenAIConfig]:
-    server = ScriptedOpenAIServer(replies, rule=rule)
-    server.start()
-    servers.append(server)
-    return server, OpenAIConfig(model="scripted", base_url=server.base_url, api_key="test")
 
 
 def user_texts(request: dict[str, Any]) -> list[str]:
