@@ -32,11 +32,21 @@ class HubConfig:
     """Delegation (and A2A call) depth limit (AGENTNET_MAX_DEPTH)."""
     a2a_token_ttl: float = 300.0
     """Seconds an A2A call token stays valid (AGENTNET_A2A_TOKEN_TTL)."""
+    operator_token_file: Path | None = None
+    """File holding the operator token for operator calls such as ListAudit; created with a
+    random token when missing; default ``<data_dir>/hub-operator.token`` (AGENTNET_HUB_OPERATOR_TOKEN_FILE)."""
 
     def options(self) -> HubOptions:
         """The core options these settings imply."""
         return HubOptions(
             invite_ack_timeout=self.invite_ack_timeout, max_depth=self.max_depth, a2a_token_ttl=self.a2a_token_ttl
+        )
+
+    @property
+    def operator_token_path(self) -> Path:
+        """The operator token file this hub uses."""
+        return (
+            self.operator_token_file if self.operator_token_file is not None else self.data_dir / "hub-operator.token"
         )
 
     @property
@@ -90,6 +100,12 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         default=float(env.get("AGENTNET_A2A_TOKEN_TTL", "300")),
         help="seconds an A2A call token stays valid (refresh with RefreshCallToken)",
     )
+    parser.add_argument(
+        "--operator-token-file",
+        type=Path,
+        default=Path(env["AGENTNET_HUB_OPERATOR_TOKEN_FILE"]) if env.get("AGENTNET_HUB_OPERATOR_TOKEN_FILE") else None,
+        help="file with the operator token for ListAudit (default: <data-dir>/hub-operator.token, generated)",
+    )
     args = parser.parse_args(argv)
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
@@ -103,4 +119,5 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         invite_ack_timeout=args.invite_ack_timeout,
         max_depth=args.max_depth,
         a2a_token_ttl=args.a2a_token_ttl,
+        operator_token_file=args.operator_token_file,
     )

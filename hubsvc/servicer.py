@@ -5,6 +5,7 @@ messages and delegates to the transport-agnostic :class:`HubCore`.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
@@ -12,14 +13,15 @@ from typing import Any, TypeAlias
 import grpc
 from agentnet.v1 import connect_pb2, errors_pb2, hub_pb2, hub_pb2_grpc
 
-from agentsdk.errors import AgentNetError, InvalidArgument, ProtocolError, Unauthenticated
+from agentsdk.errors import AgentNetError, InvalidArgument, PermissionDenied, ProtocolError, Unauthenticated
+from agentsdk.service_auth import bearer_token
 from agentsdk.service_runtime import abort_with, stream_boundary, unary_boundary
 from agentsdk.wire import envelope_from_wire
 from hubsvc.core.a2a import A2A
 from hubsvc.core.hub import HubCore
 from hubsvc.core.tasks import TERMINAL as TASK_TERMINAL
 from hubsvc.core.tools import HubTools
-from hubsvc.core.util import to_timestamp
+from hubsvc.core.util import hash_secret, to_timestamp
 
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 log = logging.getLogger("agentnet.hub.servicer")
@@ -33,17 +35,18 @@ def error_detail(err: AgentNetError) -> errors_pb2.ErrorDetail:
 
 def bearer(context: Ctx) -> str:
     """The bearer credential of the call ("" when absent)."""
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization" and isinstance(value, str) and value.lower().startswith("bearer "):
-            return value[7:].strip()
-    return ""
+    return bearer_token(context.invocation_metadata() or ()) or ""
 
 
 class HubServicer(hub_pb2_grpc.HubServiceServicer):
-    """Serves agentnet.v1.HubService over a :class:`HubCore`."""
+    """Serves agentnet.v1.HubService over a :class:`HubCore`.
 
-    def __init__(self, core: HubCore) -> None:
+    ``operator_token`` is the secret operator calls (``ListAudit``) must present as their
+    bearer credential; "" disables them."""
+
+    def __init__(self, core: HubCore, *, operator_token: str = "") -> None:
         self.core = core
+        self._operator_digest = hash_secret(operator_token) if operator_token else ""
         self.tools = HubTools(core)
         self.a2a = A2A(core, self.tools)
 
@@ -412,9 +415,19 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     # -- audit --------------------------------------------------------------------------
 
+    def _require_operator(self, context: Ctx) -> None:
+        credential = bearer(context)
+        if self._operator_digest and hmac.compare_digest(hash_secret(credential), self._operator_digest):
+            return
+        self._caller(context)  # Unauthenticated for a missing or unknown credential
+        raise PermissionDenied(
+            "this call is for the hub's operator: send the operator token as 'authorization: Bearer <token>' "
+            "(python -m hubsvc keeps it in <data-dir>/hub-operator.token), not an agent credential."
+        )
+
     @unary_boundary
     async def ListAudit(self, request: hub_pb2.ListAuditRequest, context: Ctx) -> hub_pb2.ListAuditResponse:
-        """The audit log."""
-        self._caller(context)
+        """The audit log (operator only)."""
+        self._require_operator(context)
         records = await self.tools.list_audit(request.kind, request.subject_id, request.after_id, request.limit)
         return hub_pb2.ListAuditResponse(records=records)

@@ -14,22 +14,20 @@ a lookup does not compare secrets byte by byte.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import hashlib
 import logging
-import os
-import secrets
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from agentsdk.errors import PermissionDenied, Unauthenticated
+from agentsdk.service_auth import MIN_SECRET_LENGTH, bearer_token, ensure_secret_file
 
 log = logging.getLogger("agentnet.knowledge")
 
 TOKEN_FILE_NAME = "knowledge.token"
-MIN_TOKEN_LENGTH = 16
+MIN_TOKEN_LENGTH = MIN_SECRET_LENGTH
 
 
 class TokensFileError(ValueError):
@@ -72,18 +70,6 @@ class TokenAuthority:
             )
 
 
-def bearer_token(metadata: Iterable[tuple[str, str | bytes]]) -> str | None:
-    """The token of an ``authorization: Bearer <token>`` metadata entry, if any."""
-    for key, value in metadata:
-        if key.lower() != "authorization":
-            continue
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        scheme, _, token = text.strip().partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            return token.strip()
-    return None
-
-
 def parse_tokens(text: str, source: str) -> dict[str, list[str]]:
     """Parse tokens-file ``text`` into token → namespace globs; ``source`` names it in errors."""
     grants: dict[str, list[str]] = {}
@@ -109,23 +95,10 @@ def parse_tokens(text: str, source: str) -> dict[str, list[str]]:
 def ensure_generated_token(data_dir: Path) -> tuple[str, Path]:
     """Return the token in ``<data_dir>/knowledge.token``, creating it (random, mode 0600) if missing."""
     path = data_dir / TOKEN_FILE_NAME
-    if not path.exists():
-        # Write a private temp file, then link it into place: never a readable or half-written token.
-        tmp = data_dir / f".{TOKEN_FILE_NAME}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(secrets.token_urlsafe(32) + "\n")
-            with contextlib.suppress(FileExistsError):  # another process created it first: use theirs
-                os.link(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-    if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        log.warning("%s is accessible to other users; restrict it with chmod 600", path)
-    token = path.read_text(encoding="utf-8").strip()
-    if len(token) < MIN_TOKEN_LENGTH:
-        raise TokensFileError(f"{path} holds no usable token; delete it to have a new one generated")
-    return token, path
+    try:
+        return ensure_secret_file(path), path
+    except ValueError as exc:
+        raise TokensFileError(str(exc)) from None
 
 
 def load_authority(tokens_file: Path | None, data_dir: Path) -> TokenAuthority:

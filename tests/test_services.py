@@ -74,3 +74,23 @@ def test_help_documents_flags_and_env(tmp_path: Path) -> None:
         out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=True)
         for flag in ("--host", "--port", "--data-dir", "--log-level"):
             assert flag in out.stdout, (module, flag)
+
+
+def test_hub_generates_a_private_operator_token_for_the_audit_log(tmp_path: Path) -> None:
+    from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2
+
+    proc = start_service("hubsvc", ["--data-dir", str(tmp_path / "data")], cwd=tmp_path)
+    try:
+        token_file = tmp_path / "data" / "hub-operator.token"
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        token = token_file.read_text().strip()
+        with grpc.insecure_channel(proc.target) as channel:
+            stub = hub_pb2_grpc.HubServiceStub(channel)
+            stub.Register(hub_pb2.RegisterRequest(passport=identity_pb2.Passport(name="a")), timeout=10)
+            audit = stub.ListAudit(hub_pb2.ListAuditRequest(), metadata=(("authorization", f"Bearer {token}"),))
+            assert [r.kind for r in audit.records] == ["agent_registered"]
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ListAudit(hub_pb2.ListAuditRequest(), metadata=(("authorization", "Bearer nope"),))
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        assert proc.terminate(signal.SIGTERM) == 0

@@ -4,6 +4,7 @@ for an embedded hub served in-process on a real port. Both are async context man
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -277,10 +278,12 @@ class HubClient:
 class Hub(HubClient):
     """An embedded hub: the real hub service in this process, on a real port, plus a client to it."""
 
-    def __init__(self, connection: HubConnection, core: Any, server: grpc.aio.Server) -> None:
+    def __init__(self, connection: HubConnection, core: Any, server: grpc.aio.Server, operator_token: str) -> None:
         super().__init__(connection)
         self.core = core
         self.server = server
+        self.operator_token = operator_token
+        """Bearer token for operator calls (``ListAudit``) on this hub."""
 
     @property
     def target(self) -> str:
@@ -312,10 +315,11 @@ class Hub(HubClient):
             core = HubCore(store, options=options, clock=clock or system_clock)
             await core.start()
             server = grpc.aio.server()
-            hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core), server)
+            operator_token = secrets.token_urlsafe(32)
+            hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core, operator_token=operator_token), server)
             bound = server.add_insecure_port(f"{host}:{port}")
             await server.start()
-            hub = cls(HubConnection(f"{host}:{bound}"), core, server)
+            hub = cls(HubConnection(f"{host}:{bound}"), core, server, operator_token)
             try:
                 yield hub
             finally:

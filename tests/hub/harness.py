@@ -24,12 +24,14 @@ from hubsvc.servicer import HubServicer
 from hubsvc.storage import SqliteHubStore
 
 EV_TEXT = "ag2.msg.text"
+OPERATOR_TOKEN = "operator-token-for-tests"
 
 
 class RunningHub:
     """An in-process hub served on 127.0.0.1:<port>."""
 
     def __init__(self, core: HubCore, server: grpc.aio.Server, port: int, db: Path) -> None:
+        self.operator_token = OPERATOR_TOKEN
         self.core = core
         self.server = server
         self.port = port
@@ -46,7 +48,7 @@ async def running_hub(db: Path, options: HubOptions | None = None, **kwargs: Any
     core = HubCore(SqliteHubStore(db), options=options, **kwargs)
     await core.start()
     server = grpc.aio.server()
-    hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core), server)
+    hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core, operator_token=OPERATOR_TOKEN), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
@@ -54,6 +56,15 @@ async def running_hub(db: Path, options: HubOptions | None = None, **kwargs: Any
     finally:
         await server.stop(0.5)
         await core.stop()
+
+
+async def list_audit(hub: RunningHub, **request: Any) -> list[hub_pb2.AuditRecord]:
+    """The audit log read with the operator token."""
+    async with grpc.aio.insecure_channel(hub.target) as ch:
+        stub = hub_pb2_grpc.HubServiceStub(ch)
+        metadata = (("authorization", f"Bearer {hub.operator_token}"),)
+        response = await call(stub.ListAudit(hub_pb2.ListAuditRequest(**request), metadata=metadata))
+    return list(response.records)
 
 
 async def call(coro: Any) -> Any:

@@ -5,11 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 
+import grpc
 import pytest
-from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
+from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2, task_pb2
 
 from agentsdk import errors
-from tests.hub.harness import Participant, RunningHub, assert_eventually, data_of, open_channel, register
+from tests.hub.harness import (
+    Participant,
+    RunningHub,
+    assert_eventually,
+    call,
+    data_of,
+    list_audit,
+    open_channel,
+    register,
+)
 
 SKILL = """---
 title: Research Assistant
@@ -45,9 +55,9 @@ async def test_list_and_describe_agents_with_skills(hub: RunningHub) -> None:
     assert again.agent.skill_md == SKILL
     resumed = await alice.rpc("SetResume", hub_pb2.SetResumeRequest(resume=identity_pb2.Resume(summary="new summary")))
     assert "new summary" in resumed.agent.skill_md  # the fallback skill follows the resume
-    audit = await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="skill_set"))
-    assert [r.subject_id for r in audit.records] == [remote.agent_id]
-    kinds = {r.kind for r in (await alice.rpc("ListAudit", hub_pb2.ListAuditRequest())).records}
+    audit = await list_audit(hub, kind="skill_set")
+    assert [r.subject_id for r in audit] == [remote.agent_id]
+    kinds = {r.kind for r in await list_audit(hub)}
     assert {"agent_registered", "skill_set", "resume_set"} <= kinds
     with pytest.raises(errors.NotFound):
         await alice.rpc("DescribeAgent", hub_pb2.DescribeAgentRequest(name="ghost"))
@@ -69,7 +79,9 @@ async def test_unregister_closes_channels_and_frees_name(hub: RunningHub) -> Non
     await bob.close()
 
 
-async def test_task_lifecycle_wait_and_cancel(trio: tuple[Participant, Participant, Participant]) -> None:
+async def test_task_lifecycle_wait_and_cancel(
+    hub: RunningHub, trio: tuple[Participant, Participant, Participant]
+) -> None:
     alice, bob, carol = trio
     cid = await open_channel(alice, "conversation", [bob])
     started = await alice.rpc(
@@ -110,8 +122,7 @@ async def test_task_lifecycle_wait_and_cancel(trio: tuple[Participant, Participa
     ] == [tid]
 
     async def terminated() -> list[str]:
-        audit = await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="task_terminated"))
-        return [r.subject_id for r in audit.records]
+        return [r.subject_id for r in await list_audit(hub, kind="task_terminated")]
 
     assert await assert_eventually(terminated) == [tid]
 
@@ -226,14 +237,14 @@ async def test_delegate_consults_and_returns_reply(trio: tuple[Participant, Part
         await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="carol", prompt="hello?", timeout_seconds=0.5))
 
 
-async def test_refused_posts_are_audited(trio: tuple[Participant, Participant, Participant]) -> None:
+async def test_refused_posts_are_audited(hub: RunningHub, trio: tuple[Participant, Participant, Participant]) -> None:
     alice, bob, carol = trio
     disc = await open_channel(alice, "discussion", [bob, carol])
     with pytest.raises(errors.NotYourTurn):
         await carol.say(disc, "out of turn")
 
     async def refused() -> list[tuple[str, str, str]]:
-        records = (await alice.rpc("ListAudit", hub_pb2.ListAuditRequest(kind="post_refused"))).records
+        records = await list_audit(hub, kind="post_refused")
         return [(r.actor_id, r.subject_id, json.loads(r.detail_json)["reason"]) for r in records]
 
     # Audit records are written with the next group commit: poll instead of racing it.
@@ -266,3 +277,16 @@ async def test_task_tools_inside_a_task_and_expiry(trio: tuple[Participant, Part
     ).task.task_id
     waited_short = await alice.rpc("WaitTask", hub_pb2.WaitTaskRequest(task_id=short, timeout_seconds=5))
     assert waited_short.task.state == task_pb2.TASK_STATE_EXPIRED and not waited_short.timed_out
+
+
+async def test_the_audit_log_is_for_the_operator_only(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    with pytest.raises(errors.PermissionDenied, match="operator token"):
+        await alice.rpc("ListAudit", hub_pb2.ListAuditRequest())
+    async with grpc.aio.insecure_channel(hub.target) as ch:
+        stub = hub_pb2_grpc.HubServiceStub(ch)
+        with pytest.raises(errors.Unauthenticated):
+            await call(stub.ListAudit(hub_pb2.ListAuditRequest()))
+        with pytest.raises(errors.Unauthenticated):
+            await call(stub.ListAudit(hub_pb2.ListAuditRequest(), metadata=(("authorization", "Bearer wrong"),)))
+    assert [r.kind for r in await list_audit(hub, kind="agent_registered")] == ["agent_registered"]
