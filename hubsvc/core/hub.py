@@ -761,8 +761,15 @@ class HubCore:
         for row in await self.store.list_channels_for(agent_id, include_ended=True, limit=1000):
             if row.channel_id not in marks and not row.live:
                 marks[row.channel_id] = channel_pb2.ChannelMetadata.FromString(row.record).last_seq
-        # The client's own cursor wins (it may know better than the last flushed ack).
-        cursors = {c: hello.cursors[c] if c in hello.cursors else stored.get(c, 0) for c in marks}
+        # The client's own cursor wins (it may know better than the last flushed ack), within
+        # what the channel holds: a cursor past the last seq would hide envelopes still to come.
+        cursors = {
+            c: min(max(hello.cursors[c], 0), mark) if c in hello.cursors else stored.get(c, 0)
+            for c, mark in marks.items()
+        }
+        ahead = [(agent_id, c, seq) for c, seq in cursors.items() if seq > stored.get(c, 0)]
+        if ahead:  # remember what the client already processed, as an ack would
+            self.store.submit(Writes(cursors=ahead))
         for channel_id, cursor in cursors.items():
             session.start_replay_channel(channel_id, cursor)
         welcome = connect_pb2.Welcome(

@@ -165,6 +165,26 @@ async def test_client_cursor_in_hello_wins(conv: tuple[Participant, Participant,
     assert again == ["m1", "m2"]
 
 
+async def test_hello_cursors_are_clamped_to_the_wal_and_remembered(conv: tuple[Participant, Participant, str]) -> None:
+    alice, bob, cid = conv
+    bob.auto_ack = False  # nothing reaches the hub's cursors through acks
+    sent = [await alice.say(cid, f"m{i}") for i in range(3)]
+    for _ in range(3):
+        await bob.next_of("ag2.msg.text")
+    await bob.disconnect()
+    # A cursor beyond the WAL is clamped to the last seq, so later envelopes are not hidden.
+    welcome = await bob.connect(cursors={cid: 10_000})
+    assert welcome.cursors[cid] == sent[-1].seq
+    await alice.say(cid, "m3")
+    assert data_of(await bob.next_of("ag2.msg.text"))["text"] == "m3"
+    await bob.disconnect()
+    # The Hello cursor was stored like an ack: a client without cursors resumes after m2, not from 0.
+    bob.inbox = asyncio.Queue()
+    welcome = await bob.connect()
+    assert welcome.cursors[cid] >= sent[-1].seq
+    assert data_of(await bob.next_of("ag2.msg.text"))["text"] == "m3"
+
+
 async def test_bad_credentials_and_hello(hub: RunningHub) -> None:
     alice = await register(hub.target, "alice")
     alice.credential = alice.agent_id + ".wrong"
