@@ -4,8 +4,10 @@ The hub half (:mod:`hubsvc.adapters`) enforces turn-taking; this half tells the
 default notify handler how to run a turn on a channel of a given type:
 
 * which view the LLM gets by default (:attr:`SdkAdapter.default_view_policy`,
-  :meth:`SdkAdapter.default_recent_n`) and how envelopes render into it
-  (:meth:`SdkAdapter.render_envelope`);
+  :meth:`SdkAdapter.default_recent_n` — the only place the per-type defaults live:
+  consulting → full transcript; conversation → windowed summary of 10; discussion
+  and workflow → named windowed summary of ``max(2 * participants, 4)``) and how
+  envelopes render into it (:meth:`SdkAdapter.render_envelope`);
 * what text triggered the turn (:meth:`SdkAdapter.extract_turn_input`);
 * which extra tools the LLM is offered this turn (:meth:`SdkAdapter.tools_for` —
   the seed's say table: consulting → whoever's turn it is; conversation → always;
@@ -363,6 +365,7 @@ class ConversationSdkAdapter(SdkAdapter):
 
 
 def _named_recent_n(metadata: ChannelMetadata) -> int:
+    """``recent_n`` of the N-party named default view (discussion, workflow): ``max(2 * N, 4)``."""
     return max(2 * len(metadata.participants), 4)
 
 

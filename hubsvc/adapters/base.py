@@ -14,6 +14,9 @@ serialisation point:
 ``fold`` sees every admitted envelope, including lifecycle and custom event types;
 those never advance turn state. Because ``fold`` and ``validate_send`` are pure
 functions of (spec, state, envelope), replaying the WAL always gives the live state.
+
+What each LLM sees of a channel (its default view) is not the hub's business: the
+SDK half of the adapter decides it (:mod:`agentsdk.network.adapters`).
 """
 
 from __future__ import annotations
@@ -65,11 +68,6 @@ class Adapter(Protocol, Generic[S]):
 
     type: ClassVar[str]
     """Channel type name, e.g. "consulting"."""
-    default_view_policy: ClassVar[str]
-    """Name of the view the SDK uses by default: "full_transcript", "windowed_summary"
-    or "named_windowed_summary"."""
-    default_view_recent_n: ClassVar[int | None]
-    """recent_n for windowed default views (None for full views)."""
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Check participant count and knobs; return normalised knobs (names resolved to ids).

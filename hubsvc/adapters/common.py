@@ -36,11 +36,6 @@ def participant_list(spec: ChannelSpec) -> str:
     return ", ".join(label(spec, p) for p in spec.participants)
 
 
-def named_view_recent_n(spec: ChannelSpec) -> int:
-    """The seed's recent_n for N-party named views (discussion, workflow): ``max(2 * N, 4)``."""
-    return max(2 * len(spec.participants), 4)
-
-
 def require_participants(spec: ChannelSpec, *, exactly: int | None = None, at_least: int | None = None) -> None:
     """Check the participant list's shape and size; raise InvalidArgument saying how to fix it."""
     got = len(spec.participants)

@@ -51,12 +51,6 @@ class ConsultingAdapter:
     """Hub half of the consulting channel type (strict 1Q1R)."""
 
     type: ClassVar[str] = "consulting"
-    default_view_policy: ClassVar[str] = "full_transcript"
-    default_view_recent_n: ClassVar[int | None] = None
-
-    def view_recent_n(self, spec: ChannelSpec) -> int | None:
-        """recent_n for this channel's default view: None (the full transcript is shown)."""
-        return None
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Exactly two participants; consulting has no knobs of its own (others pass through)."""

@@ -32,12 +32,6 @@ class ConversationAdapter:
     """Hub half of the conversation channel type."""
 
     type: ClassVar[str] = "conversation"
-    default_view_policy: ClassVar[str] = "windowed_summary"
-    default_view_recent_n: ClassVar[int | None] = 10
-
-    def view_recent_n(self, spec: ChannelSpec) -> int | None:
-        """recent_n for this channel's default view: always 10."""
-        return self.default_view_recent_n
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Exactly two participants; ``max_turns`` if given must be a positive int."""

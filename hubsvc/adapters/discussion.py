@@ -18,7 +18,6 @@ from hubsvc.adapters.common import (
     channel_closed,
     is_substantive,
     label,
-    named_view_recent_n,
     not_your_turn,
     optional_positive_int,
     require_participants,
@@ -55,13 +54,6 @@ class DiscussionAdapter:
     """Hub half of the discussion channel type (strict round robin)."""
 
     type: ClassVar[str] = "discussion"
-    default_view_policy: ClassVar[str] = "named_windowed_summary"
-    default_view_recent_n: ClassVar[int | None] = None
-    """None because it depends on the channel: use :meth:`view_recent_n`."""
-
-    def view_recent_n(self, spec: ChannelSpec) -> int:
-        """recent_n for this channel's default view: ``max(2 * participants, 4)``."""
-        return named_view_recent_n(spec)
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Two or more participants; ``max_turns`` / ``max_rounds`` normalised to ``max_turns``."""

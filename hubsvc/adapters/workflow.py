@@ -20,7 +20,6 @@ from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
     is_substantive,
-    named_view_recent_n,
     not_your_turn,
     require_participants,
     require_sender,
@@ -58,13 +57,6 @@ class WorkflowAdapter:
     """Hub half of the workflow channel type."""
 
     type: ClassVar[str] = "workflow"
-    default_view_policy: ClassVar[str] = "named_windowed_summary"
-    default_view_recent_n: ClassVar[int | None] = None
-    """None because it depends on the channel: use :meth:`view_recent_n`."""
-
-    def view_recent_n(self, spec: ChannelSpec) -> int:
-        """recent_n for this channel's default view: ``max(2 * participants, 4)``."""
-        return named_view_recent_n(spec)
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Two or more participants and valid knobs; returns the knobs with ids and defaults."""

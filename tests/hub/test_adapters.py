@@ -145,21 +145,6 @@ def test_get_adapter_unknown_type_lists_valid_types() -> None:
         assert name in info.value.message
 
 
-def test_default_views() -> None:
-    assert (consulting.default_view_policy, consulting.default_view_recent_n) == ("full_transcript", None)
-    assert (conversation.default_view_policy, conversation.default_view_recent_n) == ("windowed_summary", 10)
-    assert (discussion.default_view_policy, discussion.default_view_recent_n) == ("named_windowed_summary", None)
-    assert (workflow.default_view_policy, workflow.default_view_recent_n) == ("named_windowed_summary", None)
-    two = make_spec("conversation")
-    assert consulting.view_recent_n(two) is None
-    assert conversation.view_recent_n(two) == 10
-    # The seed: recent_n = max(N * 2, 4).
-    assert discussion.view_recent_n(make_spec("discussion", (A, B))) == 4
-    assert discussion.view_recent_n(make_spec("discussion", (A, B, C))) == 6
-    wf_knobs = {"transitions": [{"condition": {"type": "always"}, "target": {"type": "round_robin"}}]}
-    assert workflow.view_recent_n(make_spec("workflow", (A, B, C), wf_knobs)) == 6
-
-
 @pytest.mark.parametrize(
     ("type_", "participants"),
     [("consulting", (A,)), ("consulting", (A, B, C)), ("conversation", (A, B, C)), ("discussion", (A,))],

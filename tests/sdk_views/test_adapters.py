@@ -92,9 +92,7 @@ def test_register_custom_adapter() -> None:
     [
         ("consulting", ("a1", "b2"), "full_transcript", None, FullTranscript),
         ("conversation", ("a1", "b2"), "windowed_summary", 10, WindowedSummary),
-        ("discussion", ("a1", "b2"), "named_windowed_summary", 4, NamedWindowedSummary),
         ("discussion", ("a1", "b2", "c3"), "named_windowed_summary", 6, NamedWindowedSummary),
-        ("workflow", ("a1", "b2"), "named_windowed_summary", 4, NamedWindowedSummary),
         ("workflow", ("a1", "b2", "c3", "d4", "e5"), "named_windowed_summary", 10, NamedWindowedSummary),
     ],
 )
@@ -109,12 +107,29 @@ def test_default_views(
     assert type(view) is view_type
     if recent_n is not None:
         assert view.recent_n == recent_n  # type: ignore[attr-defined]
-    # Agrees with the hub half of the adapter.
-    hub = get_adapter(channel_type)
-    assert hub.default_view_policy == policy
-    knobs = {"transitions": [{"condition": {"type": "always"}, "target": {"type": "round_robin"}}]}
-    hub_spec = spec(channel_type, ids, knobs if channel_type == "workflow" else None)
-    assert hub.view_recent_n(hub_spec) == recent_n  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("channel_type", ["discussion", "workflow"])
+def test_named_window_is_twice_the_participants_at_least_four(channel_type: str) -> None:
+    ids = tuple(NAMES)
+    got = [adapter_for(channel_type).default_recent_n(meta(channel_type, ids[:n])) for n in range(1, len(ids) + 1)]
+    assert got == [4, 4, 6, 8, 10]
+
+
+@pytest.mark.parametrize("channel_type", ["consulting", "conversation"])
+def test_two_party_windows_ignore_the_participants(channel_type: str) -> None:
+    adapter = adapter_for(channel_type)
+    windows = {adapter.default_recent_n(meta(channel_type, tuple(NAMES)[:n])) for n in range(1, 6)}
+    assert windows == {None if channel_type == "consulting" else 10}
+
+
+def test_custom_adapter_defaults_to_the_full_transcript() -> None:
+    class Echo(SdkAdapter):
+        type = "echo"
+
+    m = meta("echo")
+    assert (Echo.default_view_policy, Echo().default_recent_n(m)) == ("full_transcript", None)
+    assert type(Echo().default_view(m)) is FullTranscript
 
 
 # ------------------------------------------------------------------------------------------ rendering
