@@ -617,7 +617,7 @@ func (c *Client) ListExecutions(ctx context.Context, rootSessionID string, limit
 // ---- helpers ------------------------------------------------------------------
 
 // waitSeconds turns an explicit timeout, or else the context's remaining
-// time, into a hub-side wait in seconds (0 = the hub's default).
+// time (less a small margin), into a hub-side wait in seconds (0 = the hub's default).
 func waitSeconds(ctx context.Context, d time.Duration) (float64, error) {
 	if d < 0 {
 		return 0, invalidArgument("timeout must not be negative")
@@ -630,7 +630,9 @@ func waitSeconds(ctx context.Context, d time.Duration) (float64, error) {
 		if left <= 0 {
 			return 0, FromStatus(context.DeadlineExceeded)
 		}
-		return left.Seconds(), nil
+		// Leave the hub a little less than the client waits (a tenth, at most a
+		// second), so its own timeout answer arrives before the deadline cuts the call.
+		return (left - min(left/10, time.Second)).Seconds(), nil
 	}
 	return 0, nil
 }
