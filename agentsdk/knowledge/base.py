@@ -12,6 +12,7 @@ import builtins
 from types import TracebackType
 from typing import Self
 
+from agentsdk.knowledge.paths import validate_namespace
 from agentsdk.knowledge.types import AppendResult, ChangeCallback, FileInfo, Subscription
 
 
@@ -53,7 +54,10 @@ class StoreBase(abc.ABC):
     async def on_change(self, prefix: str, callback: ChangeCallback) -> Subscription:
         """Deliver every later change at or under ``prefix`` to ``callback``, in order."""
 
-    @abc.abstractmethod
+    def __init__(self) -> None:
+        self._view_root: Self | None = None  # set on namespace views: the store they belong to
+        self._views: dict[str, Self] = {}  # a root store's namespace views by name
+
     def namespace(self, name: str) -> Self:
         """An isolated store named ``name`` that shares this store's resources.
 
@@ -61,6 +65,21 @@ class StoreBase(abc.ABC):
         view's ``namespace(n)`` is its root store's ``namespace(n)``. Views are
         closed with their root store; their own ``close()`` does nothing.
         """
+        self._check_namespace(name)
+        root = self._view_root or self
+        view = root._views.get(name)
+        if view is None:
+            view = root._views[name] = root._make_view(name)
+            view._view_root = root
+        return view
+
+    @abc.abstractmethod
+    def _make_view(self, name: str) -> Self:
+        """A new view of this (root) store for namespace ``name``; :meth:`namespace` caches it."""
+
+    def _check_namespace(self, name: str) -> None:
+        """Raise InvalidArgument if ``name`` is not a valid namespace name."""
+        validate_namespace(name)
 
     async def open(self) -> None:
         """Connect / create storage now instead of on first use (services call it to fail fast)."""

@@ -54,7 +54,6 @@ from agentsdk.knowledge.paths import (
     file_blocks_path,
     file_path,
     normalize_path,
-    validate_namespace,
 )
 from agentsdk.knowledge.text import check_offset, decode_text, encode_text
 from agentsdk.knowledge.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
@@ -105,6 +104,7 @@ class DiskKnowledgeStore(StoreBase):
     """
 
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = False, journal_max_bytes: int = 8 << 20) -> None:
+        super().__init__()
         self._root = Path(root).absolute()
         self._meta = self._root / RESERVED_NAME
         self._tmp = self._meta / "tmp"
@@ -122,27 +122,15 @@ class DiskKnowledgeStore(StoreBase):
         self._watch_lock = asyncio.Lock()
         self._observer: BaseObserver | None = None
         self._observer_lock = threading.Lock()  # watchers of several views may start at once
-        self._root_store: DiskKnowledgeStore | None = None  # set on namespace views
-        self._views: dict[str, DiskKnowledgeStore] = {}
 
     @property
     def root(self) -> Path:
         """The directory holding the files."""
         return self._root
 
-    def namespace(self, name: str) -> DiskKnowledgeStore:
-        """An isolated store in the sub-directory ``<root>/<name>``.
-
-        Namespaces are flat: asking a view gives the root store's namespace of that name.
-        """
-        validate_namespace(name)
-        root = self._root_store or self
-        view = root._views.get(name)
-        if view is None:
-            view = DiskKnowledgeStore(root._root / name, fsync=root._fsync, journal_max_bytes=root._journal_max_bytes)
-            view._root_store = root
-            root._views[name] = view
-        return view
+    def _make_view(self, name: str) -> DiskKnowledgeStore:
+        """An isolated store in the sub-directory ``<root>/<name>``."""
+        return DiskKnowledgeStore(self._root / name, fsync=self._fsync, journal_max_bytes=self._journal_max_bytes)
 
     # --- path mapping and locking (run in worker threads) ---
 
@@ -358,7 +346,7 @@ class DiskKnowledgeStore(StoreBase):
 
     def _shared_observer(self) -> BaseObserver:
         """One observer thread for a store and all its namespace views."""
-        owner = self._root_store or self
+        owner = self._view_root or self
         with owner._observer_lock:
             if owner._observer is None:
                 owner._observer = Observer()
@@ -367,9 +355,9 @@ class DiskKnowledgeStore(StoreBase):
 
     async def close(self) -> None:
         """Stop watching and cancel subscriptions, of namespace views too (views: nothing to do)."""
-        if self._root_store is not None:
+        if self._view_root is not None:
             return
-        stores = [*self._views.values(), self]
+        stores: builtins.list[DiskKnowledgeStore] = [*self._views.values(), self]
         for store in stores:
             await store._feed.close()
         with self._observer_lock:

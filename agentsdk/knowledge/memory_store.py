@@ -17,7 +17,6 @@ from agentsdk.knowledge.paths import (
     file_path,
     immediate_children,
     normalize_path,
-    validate_namespace,
 )
 from agentsdk.knowledge.text import decode_text, encode_text, slice_from
 from agentsdk.knowledge.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
@@ -37,12 +36,11 @@ class MemoryKnowledgeStore(StoreBase):
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self._files: dict[str, _File] = {}
         # directory -> number of files beneath it; a directory exists while > 0
         self._dirs: Counter[str] = Counter()
         self._feed = ChangeFeed()
-        self._root: MemoryKnowledgeStore | None = None  # set on namespace views
-        self._views: dict[str, MemoryKnowledgeStore] = {}
 
     def _file(self, path: str) -> _File:
         entry = self._files.get(path)
@@ -116,22 +114,13 @@ class MemoryKnowledgeStore(StoreBase):
         """Deliver every later change at or under ``prefix`` to ``callback``, in order."""
         return self._feed.subscribe(normalize_path(prefix), callback)
 
-    def namespace(self, name: str) -> MemoryKnowledgeStore:
-        """An isolated in-memory store named ``name`` (the same object for the same name).
-
-        Namespaces are flat: asking a view gives the root store's namespace of that name.
-        """
-        validate_namespace(name)
-        root = self._root or self
-        view = root._views.get(name)
-        if view is None:
-            view = root._views[name] = MemoryKnowledgeStore()
-            view._root = root
-        return view
+    def _make_view(self, name: str) -> MemoryKnowledgeStore:
+        """An isolated in-memory store for namespace ``name``."""
+        return MemoryKnowledgeStore()
 
     async def close(self) -> None:
         """Cancel all subscriptions, including those of namespace views (views: nothing to do)."""
-        if self._root is not None:
+        if self._view_root is not None:
             return
         for view in self._views.values():
             await view._feed.close()

@@ -35,7 +35,6 @@ from agentsdk.knowledge.paths import (
     file_path,
     immediate_children,
     normalize_path,
-    validate_namespace,
 )
 from agentsdk.knowledge.text import check_offset, decode_text, encode_text
 from agentsdk.knowledge.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
@@ -89,6 +88,7 @@ class RedisKnowledgeStore(StoreBase):
     """
 
     def __init__(self, url_or_client: str | aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        super().__init__()
         if isinstance(url_or_client, str):
             self._client: aioredis.Redis = aioredis.Redis.from_url(url_or_client)
             self._owns_client = True
@@ -106,27 +106,15 @@ class RedisKnowledgeStore(StoreBase):
         self._listen_lock = asyncio.Lock()
         self._pubsub: Any = None
         self._listener: asyncio.Task[None] | None = None
-        self._root: RedisKnowledgeStore | None = None  # set on namespace views
-        self._views: dict[str, RedisKnowledgeStore] = {}
 
     @property
     def prefix(self) -> str:
         """The key prefix of this store."""
         return self._prefix
 
-    def namespace(self, name: str) -> RedisKnowledgeStore:
-        """An isolated store under the key prefix ``<prefix>ns:<name>:``, sharing the client.
-
-        Namespaces are flat: asking a view gives the root store's namespace of that name.
-        """
-        validate_namespace(name)
-        root = self._root or self
-        view = root._views.get(name)
-        if view is None:
-            view = RedisKnowledgeStore(root._client, prefix=f"{root._prefix}ns:{name}:")
-            view._root = root
-            root._views[name] = view
-        return view
+    def _make_view(self, name: str) -> RedisKnowledgeStore:
+        """An isolated store under the key prefix ``<prefix>ns:<name>:``, sharing the client."""
+        return RedisKnowledgeStore(self._client, prefix=f"{self._prefix}ns:{name}:")
 
     def _data_key(self, path: str) -> str:
         return self._prefix + "data:" + path
@@ -240,7 +228,7 @@ class RedisKnowledgeStore(StoreBase):
 
     async def close(self) -> None:
         """Stop listening and cancel subscriptions (of views too); close the client if the store created it."""
-        if self._root is not None:
+        if self._view_root is not None:
             return
         for view in self._views.values():
             await view._stop()

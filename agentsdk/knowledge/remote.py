@@ -48,45 +48,39 @@ class RemoteKnowledgeStore(StoreBase):
         channel_credentials: grpc.ChannelCredentials | None = None,
         timeout: float | None = 60.0,
     ) -> None:
+        super().__init__()
         self._target = target
         self._namespace = namespace
         self._credential = credential
         self._channel_credentials = channel_credentials
         self._metadata = (("authorization", f"Bearer {credential}"),)
         self._timeout = timeout
-        self._owner: RemoteKnowledgeStore | None = None
         self._channel: Any = None
         self._stub_instance: Any = None
         self._subscriptions: set[Subscription] = set()
-        self._views: dict[str, RemoteKnowledgeStore] = {}
 
     @property
     def target(self) -> str:
         """The service address."""
         return self._target
 
-    def namespace(self, name: str) -> RemoteKnowledgeStore:
-        """The same service and credential, another namespace (sharing the connection).
+    def _make_view(self, name: str) -> RemoteKnowledgeStore:
+        """The same service and credential, another namespace (sharing the connection)."""
+        return RemoteKnowledgeStore(
+            self._target,
+            namespace=name,
+            credential=self._credential,
+            channel_credentials=self._channel_credentials,
+            timeout=self._timeout,
+        )
 
-        Namespaces are flat: asking a view gives the root store's namespace of that name.
-        """
-        owner = self._owner or self
-        view = owner._views.get(name)
-        if view is None:
-            view = RemoteKnowledgeStore(
-                owner._target,
-                namespace=name,
-                credential=owner._credential,
-                channel_credentials=owner._channel_credentials,
-                timeout=owner._timeout,
-            )
-            view._owner = owner
-            owner._views[name] = view
-        return view
+    def _check_namespace(self, name: str) -> None:
+        """Accept any name here: the service validates it (InvalidArgument on first use)."""
+        return None
 
     def _stub(self) -> Any:
         # The channel is created on first use, inside the event loop that will use it.
-        owner = self._owner or self
+        owner = self._view_root or self
         if owner._stub_instance is None:
             options = [
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -188,9 +182,10 @@ class RemoteKnowledgeStore(StoreBase):
 
     async def close(self) -> None:
         """Cancel watches (also of namespace views) and close the connection (views: nothing to do)."""
-        if self._owner is not None:
+        if self._view_root is not None:
             return
-        for store in [*self._views.values(), self]:
+        stores: builtins.list[RemoteKnowledgeStore] = [*self._views.values(), self]
+        for store in stores:
             for subscription in builtins.list(store._subscriptions):
                 await subscription.cancel()
         channel, self._channel, self._stub_instance = self._channel, None, None

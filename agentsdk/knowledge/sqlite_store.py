@@ -36,7 +36,6 @@ from agentsdk.knowledge.paths import (
     file_path,
     immediate_children,
     normalize_path,
-    validate_namespace,
 )
 from agentsdk.knowledge.text import check_offset, decode_text, encode_text
 from agentsdk.knowledge.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
@@ -207,25 +206,16 @@ class SqliteKnowledgeStore(StoreBase):
     """
 
     def __init__(self, path: str | os.PathLike[str], *, readers: int = 4) -> None:
+        super().__init__()
         self._db = _Database(Path(path), readers)
         self._namespace = ""
-        self._root: SqliteKnowledgeStore | None = None  # set on namespace views
         self._feed = ChangeFeed()
-        self._views: dict[str, SqliteKnowledgeStore] = {}
 
-    def namespace(self, name: str) -> SqliteKnowledgeStore:
-        """An isolated store in the same database file (rows tagged with ``name``).
-
-        Namespaces are flat: asking a view gives the root store's namespace of that name.
-        """
-        validate_namespace(name)
-        root = self._root or self
-        view = root._views.get(name)
-        if view is None:
-            view = SqliteKnowledgeStore.__new__(SqliteKnowledgeStore)
-            view._db, view._namespace, view._root = root._db, name, root
-            view._feed, view._views = ChangeFeed(), {}
-            root._views[name] = view
+    def _make_view(self, name: str) -> SqliteKnowledgeStore:
+        """An isolated store in the same database file (rows tagged with ``name``)."""
+        view = SqliteKnowledgeStore.__new__(SqliteKnowledgeStore)
+        StoreBase.__init__(view)
+        view._db, view._namespace, view._feed = self._db, name, ChangeFeed()
         return view
 
     async def _check_new_path(self, conn: aiosqlite.Connection, path: str) -> None:
@@ -358,7 +348,7 @@ class SqliteKnowledgeStore(StoreBase):
 
     async def close(self) -> None:
         """Cancel subscriptions and close the connections (views: nothing to do)."""
-        if self._root is not None:
+        if self._view_root is not None:
             return
         for view in self._views.values():
             await view._feed.close()
