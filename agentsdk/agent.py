@@ -35,6 +35,7 @@ from agentsdk.stream import Stream
 from agentsdk.tools import Tool, ToolLike, as_tool
 
 if TYPE_CHECKING:
+    from agentsdk.a2a.client import AgentToAgent
     from agentsdk.knowledge_config import KnowledgeRuntime
 
 __all__ = ["Agent", "AskInput", "EventCallback", "EventFeed", "FinishReason", "Reply"]
@@ -190,6 +191,12 @@ class Agent:
         if self.network is None:
             raise RuntimeError("agent.task() needs the agent registered on a hub: hc.register(agent, passport, resume)")
         return self.network.task(title, **options)
+
+    @property
+    def a2a(self) -> AgentToAgent | None:
+        """The pre-authenticated A2A client of this agent's hub identity (the seeds'
+        ``runtime.a2a``); None when it is not on a hub, or its A2A is disabled or disconnected."""
+        return self.network.a2a if self.network is not None else None
 
     def a2a_tools(self) -> list[Tool]:
         """The A2A LLM tools of this agent's hub identity (``discover_available_agents``,

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
+from agentsdk.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED
 from agentsdk.errors import (
     AgentNetError,
     PermissionDenied,
@@ -32,6 +33,7 @@ from agentsdk.errors import (
 from agentsdk.network.cursors import CursorBook
 from agentsdk.transport import HubConnection, call
 
+_CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
 log = logging.getLogger("agentnet.sdk")
 
 Dispatch = Callable[[envelope_pb2.Envelope], Awaitable[None]]
@@ -173,6 +175,10 @@ class DeliveryStream:
                     log.exception("handler failed on %s %s", env.event_type, env.envelope_id)
             self.cursors.processed(channel_id, delivery.prev_seq, env.seq)
             self._ack(channel_id, env.seq)
+            if env.event_type in _CHANNEL_ENDED and queue.empty():
+                # Nothing follows a channel's end: retire its worker (a replay would start a new one).
+                del self._channels[channel_id], self._workers[channel_id]
+                return
 
     def _remember(self, envelope_id: str) -> None:
         self._seen[envelope_id] = None

@@ -4,6 +4,7 @@ agents use the real openai client against a local OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -74,7 +75,7 @@ async def test_the_seed_direct_client_example(hub: Hub, servers: list[ScriptedOp
     await register(hub, servers, "hidden", skills=["policy-lookup"])  # A2A disabled
 
     a2a = caller.a2a
-    assert a2a is not None
+    assert a2a is not None and caller.agent.a2a is a2a
     agents = await a2a.discover_agents(skills=["policy-lookup"], limit=10)
     # The raw client may list the caller itself; the hidden agent never appears.
     assert [a.name for a in agents] == ["policy", "router"]
@@ -147,7 +148,7 @@ async def test_a2a_is_none_and_tools_are_empty_when_disabled_and_tools_report_un
     hub: Hub, servers: list[ScriptedOpenAIServer]
 ) -> None:
     off, _ = await register(hub, servers, "off")
-    assert off.a2a is None
+    assert off.a2a is None and off.agent.a2a is None
     assert off.a2a_tools() == [] and off.agent.a2a_tools() == []
     assert Agent("unregistered", config=ScriptedConfig([])).a2a_tools() == []
     assert not {"discover_available_agents", "invoke_a2a_agent"} & {t.name for t in off.agent.tools}
@@ -316,3 +317,19 @@ async def test_scripts_build_their_own_client_from_a_credential(hub: Hub, server
         response = await a2a.invoke_agent("target", "hello")
     assert (response.status, response.result) == ("completed", "hi human")
     del target
+
+
+async def test_answered_calls_leave_no_channel_worker_behind(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:
+    target, _ = await register(hub, servers, "target", "one", "two", "three", enabled=True)
+    caller, _ = await register(hub, servers, "caller", enabled=True)
+    assert caller.a2a is not None
+    results = [await caller.a2a.invoke_agent("target", f"call {i}") for i in range(3)]
+    assert [r.result for r in results] == ["one", "two", "three"]
+    stream = target._stream
+    assert stream is not None
+    # Each call's consulting channel ended; the callee's per-channel workers were retired.
+    for _ in range(200):
+        if not stream._workers:
+            break
+        await asyncio.sleep(0.01)
+    assert stream._workers == {}
