@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agentsdk import Agent, ScriptedConfig, tool
 from agentsdk.a2a import (
@@ -303,6 +304,8 @@ async def test_a2a_tools_convert_to_langchain_structured_tools(hub: Hub, servers
     target, _ = await register(hub, servers, "target", "pong", enabled=True, description="Answers pings")
     discover, invoke = to_langchain_tools(caller.a2a_tools())
     assert (discover.name, invoke.name) == ("discover_available_agents", "invoke_a2a_agent")
+    # What llm.bind_tools(...) sends is exactly the schema our own agents send.
+    assert [convert_to_openai_tool(t) for t in (discover, invoke)] == [t.schema() for t in caller.a2a_tools()]
     assert set(invoke.args) == {"agent_id", "message", "custom_headers"}
     listed = json.loads(await discover.ainvoke({}))
     assert [(a["name"], a["description"]) for a in listed] == [("target", "Answers pings")]
