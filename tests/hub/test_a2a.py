@@ -16,6 +16,7 @@ from agentsdk.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    Timeout,
     TokenExpired,
     Unauthenticated,
 )
@@ -23,7 +24,7 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
 from hubsvc.storage import ExecutionRow, SqliteHubStore, Writes
 from tests.clock import FakeClock
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, data_of, register, running_hub
+from tests.hub.harness import EV_TEXT, Participant, RunningHub, assert_eventually, data_of, register, running_hub
 
 COMPLETED = a2a_pb2.INVOCATION_STATUS_COMPLETED
 INPUT_REQUIRED = a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED
@@ -222,6 +223,23 @@ async def test_a_silent_target_times_out_as_failed_and_its_channel_is_closed(hub
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(InvalidArgument, match="timeout_seconds"):
             await caller.rpc("InvokeAgent", invoke(silent, timeout_seconds=bad))
+
+
+async def test_a_call_its_caller_abandons_is_recorded_failed_and_its_channel_closed(hub: RunningHub) -> None:
+    caller = await a2a_agent(hub.target, "caller")
+    silent = await a2a_agent(hub.target, "silent")
+    with pytest.raises(Timeout):  # the caller's own RPC deadline passes first
+        await caller.rpc("InvokeAgent", invoke(silent, timeout_seconds=60), timeout=0.5)
+
+    async def abandoned() -> a2a_pb2.Execution:
+        [execution] = (await caller.rpc("ListExecutions", hub_pb2.ListExecutionsRequest())).executions
+        assert execution.status == FAILED
+        return execution
+
+    execution = await assert_eventually(abandoned)
+    assert execution.error == "the caller cancelled the call"
+    meta = await caller.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=execution.channel_id))
+    assert meta.channel.close_reason == "a2a_cancelled"
 
 
 async def test_an_offline_or_refusing_target_fails_the_call(hub: RunningHub) -> None:
