@@ -336,3 +336,20 @@ async def test_answered_calls_leave_no_channel_worker_behind(hub: Hub, servers: 
             break
         await asyncio.sleep(0.01)
     assert stream._workers == {}
+
+
+def test_the_a2a_module_exports_documented_names_and_needs_no_langchain() -> None:
+    import subprocess
+    import sys
+
+    import agentsdk.a2a
+
+    assert {"AgentToAgent", "get_current_custom_headers", "A2ASettings", "to_langchain_tools"} <= set(
+        agentsdk.a2a.__all__
+    )
+    type_aliases = {"InvocationStatus", "ReplyStatus"}  # Literal aliases carry no __doc__
+    for name in set(agentsdk.a2a.__all__) - type_aliases:
+        assert getattr(agentsdk.a2a, name).__doc__, name
+    code = "import sys, agentsdk.a2a, agentsdk.network; print('langchain_core' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False"], out.stderr
