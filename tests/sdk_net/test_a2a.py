@@ -353,3 +353,36 @@ def test_the_a2a_module_exports_documented_names_and_needs_no_langchain() -> Non
     code = "import sys, agentsdk.a2a, agentsdk.network; print('langchain_core' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["False"], out.stderr
+
+
+async def test_a_custom_handler_answers_calls_with_dispatch_helpers(
+    hub: Hub, servers: list[ScriptedOpenAIServer]
+) -> None:
+    from agentsdk.a2a import Dispatch, dispatch_scope
+    from agentsdk.network import Envelope
+
+    desk = await hub.register_human(Passport(name="desk", kind="human", project="acme"))
+    await desk.set_a2a_settings(A2ASettings(enabled=True, skills=["approvals"]))
+    assert desk.a2a is not None
+
+    async def answer(envelope: Envelope) -> None:
+        dispatch = Dispatch.from_envelope(envelope)
+        if dispatch is None:
+            return
+        with dispatch_scope(dispatch):
+            tenant = get_current_custom_headers().get("x-tenant", "?")
+        if dispatch.skill != "approvals":
+            await desk.post_envelope(dispatch.reply(desk.agent_id, "", status="failed", error="wrong desk"))
+        else:
+            await desk.post_envelope(
+                dispatch.reply(desk.agent_id, f"Who approves for {tenant}?", status="input-required")
+            )
+
+    desk.on_envelope(answer)
+    caller, _ = await register(hub, servers, "caller", enabled=True)
+    assert caller.a2a is not None
+    asked = await caller.a2a.invoke_agent("desk", "approve?", skill="approvals", custom_headers={"x-tenant": "acme"})
+    assert (asked.status, asked.result) == ("input-required", "Who approves approvals for acme?")
+    assert get_current_custom_headers() == {}
+    with pytest.raises(InvalidArgument, match="does not offer skill"):
+        await caller.a2a.invoke_agent("desk", "approve?", skill="billing")
