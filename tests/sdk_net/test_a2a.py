@@ -371,12 +371,8 @@ async def test_a_custom_handler_answers_calls_with_dispatch_helpers(
             return
         with dispatch_scope(dispatch):
             tenant = get_current_custom_headers().get("x-tenant", "?")
-        if dispatch.skill != "approvals":
-            await desk.post_envelope(dispatch.reply(desk.agent_id, "", status="failed", error="wrong desk"))
-        else:
-            await desk.post_envelope(
-                dispatch.reply(desk.agent_id, f"Who approves for {tenant}?", status="input-required")
-            )
+        question = f"Who approves {dispatch.skill} for {tenant}?"
+        await desk.post_envelope(dispatch.reply(desk.agent_id, question, status="input-required"))
 
     desk.on_envelope(answer)
     caller, _ = await register(hub, servers, "caller", enabled=True)
