@@ -3,12 +3,16 @@
 Errors come back as the same exception classes the server raised (NotFound,
 OutOfRange, InvalidArgument, Unauthenticated, PermissionDenied,
 PayloadTooLarge, …) through :func:`agentsdk.errors.error_from_rpc`.
+
+``cache=True`` adds a read cache kept coherent by the service's Watch stream;
+its rules are in :mod:`agentsdk.knowledge.read_cache`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -16,10 +20,11 @@ from typing import Any, TypeVar
 import grpc
 from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 
-from agentsdk.errors import OutOfRange, Unavailable, error_from_rpc
+from agentsdk.errors import NotFound, OutOfRange, Unavailable, error_from_rpc
 from agentsdk.knowledge.base import StoreBase
 from agentsdk.knowledge.convert import event_from_proto
 from agentsdk.knowledge.feed import deliver, stop_task
+from agentsdk.knowledge.read_cache import DEFAULT_CACHE_BYTES, CachedFile, CacheInfo, Key, NamespaceCache, ReadCache
 from agentsdk.knowledge.types import AppendResult, ChangeCallback, FileInfo, Subscription
 
 log = logging.getLogger("agentnet.knowledge")
@@ -29,6 +34,9 @@ R = TypeVar("R")
 #: Message size limit in both directions; matches the service's default.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
+#: First and longest pause before the cache's watch is opened again after it ended or failed.
+WATCH_RETRY_SECONDS = (0.05, 2.0)
+
 
 class RemoteKnowledgeStore(StoreBase):
     """A knowledge-service namespace, used like a local store.
@@ -37,6 +45,18 @@ class RemoteKnowledgeStore(StoreBase):
     grants ``namespace``. ``channel_credentials`` switches to TLS. ``timeout``
     bounds each call (not ``on_change`` streams). Use ``async with`` or call
     :meth:`close`.
+
+    ``cache=True`` serves ``read``, ``exists`` and ``list`` from a local cache
+    after the first fetch, within ``cache_bytes`` (shared with namespace views,
+    least recently used evicted first). A Watch stream per namespace keeps it
+    coherent: another client's change is seen once the service's change
+    notification arrives (normally milliseconds), the store's own writes,
+    appends and deletes at once. Nothing is cached while that watch is not
+    confirmed, and a watch that ends drops the namespace's entries until it is
+    open again (retried in the background). ``append`` and ``read_range``
+    always go to the service (an append drops the file's entry). ``open()``
+    waits (up to ``timeout``) for the first attempt to open the watch; without
+    it the watch starts on first use. :meth:`cache_info` reports the state.
     """
 
     def __init__(
@@ -47,6 +67,8 @@ class RemoteKnowledgeStore(StoreBase):
         credential: str,
         channel_credentials: grpc.ChannelCredentials | None = None,
         timeout: float | None = 60.0,
+        cache: bool = False,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         super().__init__()
         self._target = target
@@ -58,6 +80,8 @@ class RemoteKnowledgeStore(StoreBase):
         self._channel: Any = None
         self._stub_instance: Any = None
         self._subscriptions: set[Subscription] = set()
+        self._shared_cache = ReadCache(cache_bytes) if cache else None
+        self._cache = self._shared_cache.namespace(namespace) if self._shared_cache is not None else None
 
     @property
     def target(self) -> str:
@@ -65,14 +89,17 @@ class RemoteKnowledgeStore(StoreBase):
         return self._target
 
     def _make_view(self, name: str) -> RemoteKnowledgeStore:
-        """The same service and credential, another namespace (sharing the connection)."""
-        return RemoteKnowledgeStore(
+        """The same service and credential, another namespace (sharing the connection and the cache budget)."""
+        view = RemoteKnowledgeStore(
             self._target,
             namespace=name,
             credential=self._credential,
             channel_credentials=self._channel_credentials,
             timeout=self._timeout,
         )
+        if self._shared_cache is not None:
+            view._cache = self._shared_cache.namespace(name)
+        return view
 
     def _check_namespace(self, name: str) -> None:
         """Accept any name here: the service validates it (InvalidArgument on first use)."""
@@ -99,14 +126,58 @@ class RemoteKnowledgeStore(StoreBase):
         except grpc.aio.AioRpcError as err:
             raise error_from_rpc(err) from None
 
+    def _watched_cache(self) -> NamespaceCache | None:
+        """This namespace's cache (None when off), its watch started on first use."""
+        cache = self._cache
+        if cache is not None and cache.task is None:
+            loop = asyncio.get_running_loop()
+            cache.task = loop.create_task(self._keep_watching(cache), name=f"cache watch {self._namespace}")
+        return cache
+
+    def _cache_key(self, path: str, *, directory: bool = False) -> tuple[NamespaceCache, Key] | None:
+        """The cache and the key of ``path`` (a listing's with ``directory``); None: the cache is off or not for it."""
+        cache = self._watched_cache()
+        if cache is None:
+            return None
+        key = cache.dir_key(path) if directory else cache.file_key(path)
+        return None if key is None else (cache, key)
+
     async def write_info(self, path: str, content: str) -> FileInfo:
         """Create or replace a file; return its new size and version."""
         request = knowledge_pb2.WriteRequest(namespace=self._namespace, path=path, content=content)
-        response: knowledge_pb2.WriteResponse = await self._call(self._stub().Write, request)
+        cached_key = self._cache_key(path)
+        if cached_key is None:
+            response: knowledge_pb2.WriteResponse = await self._call(self._stub().Write, request)
+            return FileInfo(response.size, response.version)
+        cache, key = cached_key
+        with cache.mutating(key) as ticket:
+            response = await self._call(self._stub().Write, request)
+            ticket.store(CachedFile(True, content, response.size, response.version))
         return FileInfo(response.size, response.version)
 
     async def read_info(self, path: str) -> tuple[str, FileInfo]:
         """Return a file's content with its size and version (NotFound if missing)."""
+        cached_key = self._cache_key(path)
+        if cached_key is None:
+            return await self._read_info(path)
+        cache, key = cached_key
+        # Yield to the event loop as a request would, so a polling loop cannot starve the watch.
+        await asyncio.sleep(0)
+        cached = cache.cached_file(key, content=True)
+        if cached is not None:
+            if cached.content is None:
+                raise NotFound(f"no file at {key[2]}", metadata={"path": key[2]})
+            return cached.content, FileInfo(cached.size, cached.version)
+        with cache.fetching(key) as ticket:
+            try:
+                content, info = await self._read_info(path)
+            except NotFound:
+                ticket.store(CachedFile(False))
+                raise
+            ticket.store(CachedFile(True, content, info.size, info.version))
+        return content, info
+
+    async def _read_info(self, path: str) -> tuple[str, FileInfo]:
         request = knowledge_pb2.ReadRequest(namespace=self._namespace, path=path)
         response: knowledge_pb2.ReadResponse = await self._call(self._stub().Read, request)
         return response.content, FileInfo(response.size, response.version)
@@ -114,11 +185,31 @@ class RemoteKnowledgeStore(StoreBase):
     async def append_info(self, path: str, text: str) -> AppendResult:
         """Append text (creating the file); return where it landed and the new size and version."""
         request = knowledge_pb2.AppendRequest(namespace=self._namespace, path=path, text=text)
-        response: knowledge_pb2.AppendResponse = await self._call(self._stub().Append, request)
+        cached_key = self._cache_key(path)
+        if cached_key is None:
+            response: knowledge_pb2.AppendResponse = await self._call(self._stub().Append, request)
+        else:
+            cache, key = cached_key
+            with cache.mutating(key):  # stores nothing: the next read fetches the file again
+                response = await self._call(self._stub().Append, request)
         return AppendResult(response.offset, response.size, response.version)
 
     async def list(self, path: str) -> builtins.list[str]:
         """Immediate children of directory ``path``, sorted; directories end in "/"."""
+        cached_key = self._cache_key(path, directory=True)
+        if cached_key is None:
+            return await self._list(path)
+        cache, key = cached_key
+        await asyncio.sleep(0)  # as in read_info
+        cached = cache.cached_listing(key)
+        if cached is not None:
+            return builtins.list(cached)
+        with cache.fetching(key) as ticket:
+            entries = await self._list(path)
+            ticket.store(tuple(entries))
+        return entries
+
+    async def _list(self, path: str) -> builtins.list[str]:
         request = knowledge_pb2.ListRequest(namespace=self._namespace, path=path)
         response: knowledge_pb2.ListResponse = await self._call(self._stub().List, request)
         return builtins.list(response.entries)
@@ -126,24 +217,48 @@ class RemoteKnowledgeStore(StoreBase):
     async def delete(self, path: str) -> None:
         """Remove a file (NotFound if missing)."""
         request = knowledge_pb2.DeleteRequest(namespace=self._namespace, path=path)
-        await self._call(self._stub().Delete, request)
+        cached_key = self._cache_key(path)
+        if cached_key is None:
+            await self._call(self._stub().Delete, request)
+            return
+        cache, key = cached_key
+        with cache.mutating(key) as ticket:
+            await self._call(self._stub().Delete, request)
+            ticket.store(CachedFile(False))
 
     async def exists(self, path: str) -> bool:
         """Whether a file exists at ``path``."""
+        cached_key = self._cache_key(path)
+        if cached_key is None:
+            return await self._exists(path)
+        cache, key = cached_key
+        await asyncio.sleep(0)  # as in read_info
+        cached = cache.cached_file(key, content=False)
+        if cached is not None:
+            return cached.exists
+        with cache.fetching(key) as ticket:
+            exists = await self._exists(path)
+            ticket.store(CachedFile(exists))
+        return exists
+
+    async def _exists(self, path: str) -> bool:
         request = knowledge_pb2.ExistsRequest(namespace=self._namespace, path=path)
         response: knowledge_pb2.ExistsResponse = await self._call(self._stub().Exists, request)
         return response.exists
 
     async def read_range(self, path: str, offset: int) -> str:
-        """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
+        """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character).
+
+        Never cached: it always asks the service.
+        """
         if offset < 0:  # the wire field is unsigned, so the server cannot be asked
             raise OutOfRange(f"offset {offset} is negative", metadata={"path": path, "offset": str(offset)})
         request = knowledge_pb2.ReadRangeRequest(namespace=self._namespace, path=path, offset=offset)
         response: knowledge_pb2.ReadRangeResponse = await self._call(self._stub().ReadRange, request)
         return response.content
 
-    async def on_change(self, prefix: str, callback: ChangeCallback) -> Subscription:
-        """Stream changes at or under ``prefix``; returns once the service confirms the watch is live."""
+    async def _open_watch(self, prefix: str) -> Any:
+        """Start a Watch and return the call once the service's first frame confirms it is live."""
         request = knowledge_pb2.WatchRequest(namespace=self._namespace, prefix=prefix)
         call = self._stub().Watch(request, metadata=self._metadata)
         try:
@@ -156,6 +271,11 @@ class RemoteKnowledgeStore(StoreBase):
         if first is grpc.aio.EOF or not first.subscribed:
             call.cancel()
             raise Unavailable(f"the knowledge service at {self._target} ended the watch before confirming it")
+        return call
+
+    async def on_change(self, prefix: str, callback: ChangeCallback) -> Subscription:
+        """Stream changes at or under ``prefix``; returns once the service confirms the watch is live."""
+        call = await self._open_watch(prefix)
         task = asyncio.get_running_loop().create_task(self._pump(call, callback), name=f"watch {prefix}")
 
         async def cancel() -> None:
@@ -180,6 +300,44 @@ class RemoteKnowledgeStore(StoreBase):
             if err.code() != grpc.StatusCode.CANCELLED:
                 log.warning("a watch on %s ended: %s", self._target, error_from_rpc(err))
 
+    async def _keep_watching(self, cache: NamespaceCache) -> None:
+        """Keep ``cache``'s watch open, reopening it after a pause whenever it ends or cannot be opened."""
+        pause, longest = WATCH_RETRY_SECONDS
+        failures = 0
+        while True:
+            try:
+                call = await self._open_watch("/")
+            except Exception as err:  # the service is down, refuses the namespace, …: retry later
+                failures += 1
+                level = logging.WARNING if failures == 1 else logging.DEBUG
+                log.log(level, "read cache of %s is off: cannot watch %s: %s", cache.namespace, self._target, err)
+            else:
+                failures = 0
+                cache.connected()
+                if cache.watches > 1:
+                    log.info("read cache of namespace %s is on again", cache.namespace)
+                try:
+                    await self._pump(call, cache.apply)
+                finally:
+                    call.cancel()
+                    cache.disconnected()
+                log.warning("read cache of namespace %s is off until its watch is open again", cache.namespace)
+                pause = WATCH_RETRY_SECONDS[0]
+            cache.attempted.set()
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, longest)
+
+    def cache_info(self) -> CacheInfo | None:
+        """The read cache's state (this namespace's watch, shared entries and counters); None without ``cache``."""
+        return self._cache.info() if self._cache is not None else None
+
+    async def open(self) -> None:
+        """With ``cache``: start the cache's watch and wait (up to ``timeout``) for its first attempt."""
+        cache = self._watched_cache()
+        if cache is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(cache.attempted.wait(), self._timeout)
+
     async def close(self) -> None:
         """Cancel watches (also of namespace views) and close the connection (views: nothing to do)."""
         if self._view_root is not None:
@@ -188,6 +346,12 @@ class RemoteKnowledgeStore(StoreBase):
         for store in stores:
             for subscription in builtins.list(store._subscriptions):
                 await subscription.cancel()
+        if self._shared_cache is not None:
+            for cache in self._shared_cache.namespaces():
+                task, cache.task = cache.task, None
+                if task is not None:
+                    await stop_task(task)
+                cache.disconnected()
         channel, self._channel, self._stub_instance = self._channel, None, None
         if channel is not None:
             await channel.close()
