@@ -182,7 +182,9 @@ class A2A:
             dispatch.call_token_expires_at.CopyFrom(to_timestamp(expires_at))
             question = text_envelope("", caller, request.message, depth=depth)
             question.event_data["a2a"] = MessageToDict(dispatch, preserving_proto_field_name=True)
-            await log.save(record)
+            # Recorded as running in the same group commit as the channel it opens (writes
+            # commit in order, so the channel's commit implies this one).
+            recorded = log.submit(record)
             ch = await self.core.open_channel(
                 caller,
                 type="consulting",
@@ -190,6 +192,7 @@ class A2A:
                 intent=f"a2a: {request.skill}" if request.skill else "a2a",
                 seed=question,
             )
+            await recorded
             record.channel_id = ch.channel_id
             status, result, error = await self._outcome(caller, ch.channel_id, target, timeout)
         except asyncio.CancelledError:
@@ -203,13 +206,13 @@ class A2A:
         finally:
             self._running.pop(record.execution_id, None)
         log.end(record, status, error)
-        await log.save(record)
         self.core.audit(
             "a2a_invoked",
             caller,
             target.agent_id,
             {"execution_id": record.execution_id, "status": a2a_pb2.InvocationStatus.Name(status)},
         )
+        await log.save(record)  # shares its group commit with the audit record
         return hub_pb2.InvokeAgentResponse(
             status=status, result=result, error=error, execution_id=record.execution_id, root_session_id=root
         )

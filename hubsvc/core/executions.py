@@ -8,6 +8,8 @@ id. Executions left running by a stopped hub process are marked failed at start
 
 from __future__ import annotations
 
+import asyncio
+
 from agentnet.v1 import a2a_pb2
 
 from agentsdk.errors import InvalidArgument, PermissionDenied
@@ -45,9 +47,14 @@ class ExecutionLog:
         record.error = error
         record.ended_at.CopyFrom(to_timestamp(self._clock()))
 
+    def submit(self, *records: a2a_pb2.Execution) -> asyncio.Future[None]:
+        """Queue the records' write; the future resolves once it is durable. Writes commit in
+        submission order, so anything committed after this includes it."""
+        return self._store.submit(Writes(executions=[_row(r) for r in records]))
+
     async def save(self, *records: a2a_pb2.Execution) -> None:
         """Durably write the records."""
-        await self._store.commit(Writes(executions=[_row(r) for r in records]))
+        await self.submit(*records)
 
     async def require_member(self, agent_id: str, root_session_id: str, action: str) -> None:
         """PermissionDenied unless the root session is new or ``agent_id`` already took part in it."""
