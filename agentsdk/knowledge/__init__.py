@@ -14,6 +14,7 @@ from agentsdk.knowledge.base import StoreBase
 from agentsdk.knowledge.locked import LockedKnowledgeStore
 from agentsdk.knowledge.memory_store import MemoryKnowledgeStore
 from agentsdk.knowledge.paths import normalize_path
+from agentsdk.knowledge.read_cache import CacheInfo
 from agentsdk.knowledge.redis_store import RedisKnowledgeStore
 from agentsdk.knowledge.remote import RemoteKnowledgeStore
 from agentsdk.knowledge.sqlite_store import SqliteKnowledgeStore
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AppendResult",
+    "CacheInfo",
     "ChangeCallback",
     "ChangeEvent",
     "ChangeKind",
