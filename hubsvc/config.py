@@ -6,6 +6,7 @@ import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hubsvc.core.options import HubOptions
 
@@ -55,56 +56,58 @@ class HubConfig:
         return self.db_path if self.db_path is not None else self.data_dir / "hub.db"
 
 
+def _flag(
+    parser: argparse.ArgumentParser, flag: str, env_var: str, default: Any, help: str, *, type: Any = str, **kw: Any
+) -> None:
+    """Add ``flag``; its default comes from ``env_var`` when set, else ``default``."""
+    raw = os.environ.get(env_var)
+    parser.add_argument(flag, type=type, default=type(raw) if raw else default, help=f"{help} [{env_var}]", **kw)
+
+
 def parse_args(argv: list[str] | None = None) -> HubConfig:
     """Build a :class:`HubConfig` from command-line flags over environment variables."""
-    env = os.environ
     parser = argparse.ArgumentParser(
         prog="python -m hubsvc",
         description="agent-network hub: identities, channels, durable WAL, delivery, tasks, A2A, tools.",
     )
-    parser.add_argument("--host", default=env.get("AGENTNET_HUB_HOST", HubConfig.host), help="listen address")
-    parser.add_argument(
-        "--port", type=int, default=int(env.get("AGENTNET_HUB_PORT", HubConfig.port)), help="TCP port (0 = any free)"
-    )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path(env.get("AGENTNET_DATA_DIR", str(HubConfig.data_dir))),
-        help="directory for embedded storage",
-    )
-    parser.add_argument(
-        "--db",
-        type=Path,
-        default=Path(env["AGENTNET_HUB_DB"]) if env.get("AGENTNET_HUB_DB") else None,
-        help="SQLite file (default: <data-dir>/hub.db)",
-    )
-    parser.add_argument("--log-level", default=env.get("AGENTNET_LOG_LEVEL", HubConfig.log_level), help="log level")
-    parser.add_argument(
+    d = HubConfig
+    _flag(parser, "--host", "AGENTNET_HUB_HOST", d.host, "listen address")
+    _flag(parser, "--port", "AGENTNET_HUB_PORT", d.port, "TCP port (0 = any free)", type=int)
+    _flag(parser, "--data-dir", "AGENTNET_DATA_DIR", d.data_dir, "directory for embedded storage", type=Path)
+    _flag(parser, "--db", "AGENTNET_HUB_DB", None, "SQLite file (default: <data-dir>/hub.db)", type=Path)
+    _flag(parser, "--log-level", "AGENTNET_LOG_LEVEL", d.log_level, "log level")
+    _flag(
+        parser,
         "--synchronous",
+        "AGENTNET_HUB_SYNCHRONOUS",
+        d.synchronous,
+        "SQLite durability: NORMAL survives a killed process; FULL also survives power loss (slower)",
         choices=["NORMAL", "FULL"],
-        default=env.get("AGENTNET_HUB_SYNCHRONOUS", "NORMAL"),
-        help="SQLite durability: NORMAL survives a killed process; FULL also survives power loss (slower)",
     )
-    parser.add_argument(
+    _flag(
+        parser,
         "--invite-ack-timeout",
+        "AGENTNET_INVITE_ACK_TIMEOUT",
+        d.invite_ack_timeout,
+        "seconds a new channel waits for every invite ack",
         type=float,
-        default=float(env.get("AGENTNET_INVITE_ACK_TIMEOUT", "30")),
-        help="seconds a new channel waits for every invite ack",
     )
-    parser.add_argument(
-        "--max-depth", type=int, default=int(env.get("AGENTNET_MAX_DEPTH", "8")), help="delegation depth limit"
-    )
-    parser.add_argument(
+    _flag(parser, "--max-depth", "AGENTNET_MAX_DEPTH", d.max_depth, "delegation and A2A call depth limit", type=int)
+    _flag(
+        parser,
         "--a2a-token-ttl",
+        "AGENTNET_A2A_TOKEN_TTL",
+        d.a2a_token_ttl,
+        "seconds an A2A call token stays valid (refresh with RefreshCallToken)",
         type=float,
-        default=float(env.get("AGENTNET_A2A_TOKEN_TTL", "300")),
-        help="seconds an A2A call token stays valid (refresh with RefreshCallToken)",
     )
-    parser.add_argument(
+    _flag(
+        parser,
         "--operator-token-file",
+        "AGENTNET_HUB_OPERATOR_TOKEN_FILE",
+        None,
+        "file with the operator token for ListAudit (default: <data-dir>/hub-operator.token, generated)",
         type=Path,
-        default=Path(env["AGENTNET_HUB_OPERATOR_TOKEN_FILE"]) if env.get("AGENTNET_HUB_OPERATOR_TOKEN_FILE") else None,
-        help="file with the operator token for ListAudit (default: <data-dir>/hub-operator.token, generated)",
     )
     args = parser.parse_args(argv)
     if args.a2a_token_ttl <= 0:

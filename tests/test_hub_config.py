@@ -1,0 +1,30 @@
+"""Hub flags over environment variables over defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hubsvc.config import HubConfig, parse_args
+
+
+def test_defaults_environment_and_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    assert parse_args([]) == HubConfig()
+    monkeypatch.setenv("AGENTNET_HUB_PORT", "6000")
+    monkeypatch.setenv("AGENTNET_A2A_TOKEN_TTL", "60")
+    monkeypatch.setenv("AGENTNET_DATA_DIR", "/srv/hub")
+    config = parse_args(["--port", "7000"])
+    assert (config.port, config.a2a_token_ttl, config.data_dir) == (7000, 60.0, Path("/srv/hub"))
+    assert config.options().a2a_token_ttl == 60.0
+    assert config.operator_token_path == Path("/srv/hub/hub-operator.token")
+    assert parse_args(["--operator-token-file", "/etc/op"]).operator_token_path == Path("/etc/op")
+
+
+def test_a_non_positive_token_lifetime_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--a2a-token-ttl", "0"])
+    assert "--a2a-token-ttl must be positive" in capsys.readouterr().err
