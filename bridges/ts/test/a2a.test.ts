@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import {
   type A2ACaller,
   type A2ADispatchInfo,
@@ -15,21 +15,11 @@ import {
   Reason,
   register,
 } from "../src";
-import { type HubProcess, startHub } from "../testkit/hub";
+import { useHub } from "../testkit/hub";
 
 const { InvocationStatus } = pb;
 
-let hub: HubProcess;
-const clients: Client[] = [];
-
-before(async () => {
-  hub = await startHub();
-});
-
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await hub?.stop();
-});
+const { hub, clients } = useHub();
 
 /** Register an agent in `project` (A2A settings given at Register when `a2a` is set). */
 async function agent(name: string, project: string, a2a?: Partial<pb.A2ASettings>): Promise<Client> {

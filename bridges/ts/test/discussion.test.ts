@@ -1,20 +1,10 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { type ChannelOutcome, runDiscussionParticipant } from "../examples/discussion_participant";
-import { type Client, EventType, register } from "../src";
-import { type HubProcess, startHub } from "../testkit/hub";
+import { EventType, register } from "../src";
+import { useHub } from "../testkit/hub";
 
-let hub: HubProcess;
-const clients: Client[] = [];
-
-before(async () => {
-  hub = await startHub();
-});
-
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await hub?.stop();
-});
+const { hub, clients } = useHub();
 
 test("three TS participants complete three discussion rounds in round-robin order", async () => {
   const [alice, bob, carol] = await Promise.all(

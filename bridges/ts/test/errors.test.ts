@@ -1,20 +1,10 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { AgentNetError, type Client, EventType, Reason, register } from "../src";
-import { type HubProcess, startHub } from "../testkit/hub";
+import { useHub } from "../testkit/hub";
 import { Collector } from "../testkit/wait";
 
-let hub: HubProcess;
-const clients: Client[] = [];
-
-before(async () => {
-  hub = await startHub();
-});
-
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await hub?.stop();
-});
+const { hub, clients } = useHub();
 
 async function pair(): Promise<{ alice: Client; bob: Client; channelId: string }> {
   const alice = await register(hub.target, { name: `ts-err-a-${clients.length}` });

@@ -1,22 +1,12 @@
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { Client, type InboundEnvelope, JsonFileCursorStore, register } from "../src";
-import { type HubProcess, startHub } from "../testkit/hub";
+import { useHub } from "../testkit/hub";
 import { Collector, waitFor } from "../testkit/wait";
 
-let hub: HubProcess;
-const clients: Client[] = [];
-
-before(async () => {
-  hub = await startHub();
-});
-
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await hub?.stop();
-});
+const { hub, clients } = useHub();
 
 test("a participant that reconnects gets every missed envelope once and nothing twice", async () => {
   const [alice, bob, carol] = await Promise.all(["a", "b", "c"].map((n) => register(hub.target, { name: `ts-rc-${n}` })));

@@ -1,20 +1,10 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { AgentNetError, type Client, type Invite, isJsonObject, pb, Reason, register, registerHuman } from "../src";
-import { type HubProcess, startHub } from "../testkit/hub";
+import { test } from "node:test";
+import { AgentNetError, type Invite, isJsonObject, pb, Reason, register, registerHuman } from "../src";
+import { useHub } from "../testkit/hub";
 import { Collector } from "../testkit/wait";
 
-let hub: HubProcess;
-const clients: Client[] = [];
-
-before(async () => {
-  hub = await startHub();
-});
-
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await hub?.stop();
-});
+const { hub, clients } = useHub();
 
 test("tools: listTools, callTool(peers find), say", async () => {
   const agent = await register(hub.target, { name: "ts-tools-agent", description: "does tools" }, { claimedCapabilities: ["typescript"] });

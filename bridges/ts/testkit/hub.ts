@@ -10,6 +10,8 @@ import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { after, before } from "node:test";
+import type { Client } from "../src";
 
 /** A running hub. */
 export interface HubProcess {
@@ -134,4 +136,46 @@ export async function startHub(extraArgs: string[] = []): Promise<HubProcess> {
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** What useHub() gives a test file. */
+export interface TestHub {
+  /**
+   * The file's running hub. Its members may only be used once before() has run
+   * (inside tests and later hooks), not while the file loads.
+   */
+  readonly hub: HubProcess;
+  /** Clients to close (before the hub stops) when the file's tests are done: push each one. */
+  readonly clients: Client[];
+}
+
+/**
+ * Register node:test hooks for a test file: before() starts a hub (startHub(extraArgs)),
+ * after() closes every client in `clients` and then stops the hub.
+ */
+export function useHub(extraArgs: string[] = []): TestHub {
+  let running: HubProcess | undefined;
+  const clients: Client[] = [];
+  const current = (): HubProcess => {
+    if (running === undefined) throw new Error("useHub(): the hub is not running yet (use it inside tests)");
+    return running;
+  };
+  before(async () => {
+    running = await startHub(extraArgs);
+  });
+  after(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    await running?.stop();
+  });
+  const hub: HubProcess = {
+    get target(): string {
+      return current().target;
+    },
+    get dir(): string {
+      return current().dir;
+    },
+    restart: (signal) => current().restart(signal),
+    stop: () => current().stop(),
+  };
+  return { hub, clients };
 }
