@@ -154,6 +154,7 @@ class HubClient:
         passport = Passport.from_wire(response.agent.passport)
         self._learn(agent_id, passport.name)
         client = HumanClient(self, agent_id, credential, passport, auto_ack_invites=auto_ack_invites)
+        client.a2a_settings = A2ASettings.from_wire(response.agent.a2a)
         await self._attach(client, cursor_store)
         return client
 

@@ -382,3 +382,7 @@ async def test_a_custom_handler_answers_calls_with_dispatch_helpers(
     assert get_current_custom_headers() == {}
     with pytest.raises(InvalidArgument, match="does not offer skill"):
         await caller.a2a.invoke_agent("desk", "approve?", skill="billing")
+    # A resumed identity keeps its A2A settings.
+    await desk.disconnect()
+    resumed = await hub.resume_human(desk.credential)
+    assert resumed.a2a_settings == A2ASettings(enabled=True, skills=["approvals"]) and resumed.a2a is not None
