@@ -249,8 +249,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def ListExecutions(
         self, request: hub_pb2.ListExecutionsRequest, context: Ctx
     ) -> hub_pb2.ListExecutionsResponse:
-        """An A2A call tree."""
-        executions = await self.core.executions.list(self._caller(context), request.root_session_id, request.limit)
+        """An A2A call tree (any tree, or every execution, for the operator)."""
+        viewer = None if self._is_operator(context) else self._caller(context)
+        executions = await self.core.executions.list(viewer, request.root_session_id, request.limit)
         return hub_pb2.ListExecutionsResponse(executions=executions)
 
     # -- channels -----------------------------------------------------------------------
@@ -415,9 +416,12 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     # -- audit --------------------------------------------------------------------------
 
+    def _is_operator(self, context: Ctx) -> bool:
+        digest = self._operator_digest
+        return bool(digest) and hmac.compare_digest(hash_secret(bearer(context)), digest)
+
     def _require_operator(self, context: Ctx) -> None:
-        credential = bearer(context)
-        if self._operator_digest and hmac.compare_digest(hash_secret(credential), self._operator_digest):
+        if self._is_operator(context):
             return
         self._caller(context)  # Unauthenticated for a missing or unknown credential
         raise PermissionDenied(

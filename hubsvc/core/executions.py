@@ -65,14 +65,15 @@ class ExecutionLog:
                 metadata={"root_session_id": root_session_id},
             )
 
-    async def list(self, agent_id: str, root_session_id: str, limit: int) -> list[a2a_pb2.Execution]:
-        """Executions of one root session ``agent_id`` took part in, or of all such sessions, in start order."""
+    async def list(self, agent_id: str | None, root_session_id: str, limit: int) -> list[a2a_pb2.Execution]:
+        """Executions of one root session ``agent_id`` took part in, or of all such sessions, in start
+        order; ``agent_id`` None (the operator) may list any session, or every execution."""
         if limit < 0:
             raise InvalidArgument("limit must not be negative (0 = 100).", metadata={"field": "limit"})
-        if root_session_id:
+        if root_session_id and agent_id is not None:
             await self.require_member(agent_id, root_session_id, "list it")
         rows = await self._store.list_executions(
-            root_session_id=root_session_id, member_id=agent_id, limit=limit or DEFAULT_LIST_LIMIT
+            root_session_id=root_session_id, member_id=agent_id or "", limit=limit or DEFAULT_LIST_LIMIT
         )
         return [a2a_pb2.Execution.FromString(row) for row in rows]
 

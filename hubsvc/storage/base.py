@@ -198,7 +198,8 @@ class HubStore(abc.ABC):
     @abc.abstractmethod
     async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:
         """Serialized executions in start order: those of ``root_session_id`` when it is set,
-        else those of every root session ``member_id`` took part in (as caller or target)."""
+        else those of every root session ``member_id`` took part in (as caller or target),
+        else (both "") every execution."""
 
     @abc.abstractmethod
     async def root_session_members(self, root_session_id: str) -> set[str]:

@@ -351,9 +351,11 @@ class SqliteHubStore(HubStore):
         return [ExecutionRow(r[0], r[1], r[2], r[3], bool(r[4]), r[5], bytes(r[6])) for r in rows]
 
     async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:
-        """Executions of one root session, or of every root session ``member_id`` took part in."""
+        """Executions of one root session, or of every root session ``member_id`` took part in (all when "")."""
         if root_session_id:
             where, params = "root_session_id = ?", [root_session_id]
+        elif not member_id:
+            where, params = "1", []
         else:
             where = (
                 "root_session_id IN (SELECT root_session_id FROM executions WHERE caller_id = ? "

@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
-from agentnet.v1 import a2a_pb2, hub_pb2
+from agentnet.v1 import a2a_pb2, hub_pb2, hub_pb2_grpc
 
 from agentsdk.errors import (
     InvalidArgument,
@@ -24,7 +25,16 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
 from hubsvc.storage import ExecutionRow, SqliteHubStore, Writes
 from tests.clock import FakeClock
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, assert_eventually, data_of, register, running_hub
+from tests.hub.harness import (
+    EV_TEXT,
+    Participant,
+    RunningHub,
+    assert_eventually,
+    call,
+    data_of,
+    register,
+    running_hub,
+)
 
 COMPLETED = a2a_pb2.INVOCATION_STATUS_COMPLETED
 INPUT_REQUIRED = a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED
@@ -301,6 +311,16 @@ async def test_three_level_call_chain_is_one_execution_tree(hub: RunningHub) -> 
     with pytest.raises(PermissionDenied, match="no part"):
         await outsider.rpc("InvokeAgent", invoke(c, root_session_id="user-session-1"))
     assert list((await outsider.rpc("ListExecutions", hub_pb2.ListExecutionsRequest())).executions) == []
+    # The operator (a dashboard, an auditor) may read any tree, and every execution.
+    async with grpc.aio.insecure_channel(hub.target) as ch:
+        stub = hub_pb2_grpc.HubServiceStub(ch)
+        operator = (("authorization", f"Bearer {hub.operator_token}"),)
+        seen = await call(
+            stub.ListExecutions(hub_pb2.ListExecutionsRequest(root_session_id="user-session-1"), metadata=operator)
+        )
+        assert [e.execution_id for e in seen.executions] == [e.execution_id for e in tree]
+        everything = await call(stub.ListExecutions(hub_pb2.ListExecutionsRequest(limit=1), metadata=operator))
+        assert [e.execution_id for e in everything.executions] == [tree[0].execution_id]
 
 
 async def test_call_tokens_expire_refresh_within_grace_and_belong_to_their_callee(tmp_path: Path) -> None:

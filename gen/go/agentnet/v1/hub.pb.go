@@ -3201,7 +3201,8 @@ func (x *RefreshCallTokenResponse) GetExpiresAt() *timestamppb.Timestamp {
 // ListExecutionsRequest selects a call tree.
 type ListExecutionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The root session ("" = every root session the caller took part in).
+	// The root session ("" = every root session the caller took part in; every
+	// execution for the operator).
 	RootSessionId string `protobuf:"bytes,1,opt,name=root_session_id,json=rootSessionId,proto3" json:"root_session_id,omitempty"`
 	// Maximum results; 0 = 100.
 	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`

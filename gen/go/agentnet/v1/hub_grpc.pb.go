@@ -125,7 +125,8 @@ type HubServiceClient interface {
 	// RefreshCallToken exchanges a call token that is still valid, or expired
 	// less than the grace period ago, for a fresh one.
 	RefreshCallToken(ctx context.Context, in *RefreshCallTokenRequest, opts ...grpc.CallOption) (*RefreshCallTokenResponse, error)
-	// ListExecutions lists A2A executions of one root session (the call tree).
+	// ListExecutions lists A2A executions of one root session (the call tree) the
+	// caller took part in; with the operator token, any root session or every execution.
 	ListExecutions(ctx context.Context, in *ListExecutionsRequest, opts ...grpc.CallOption) (*ListExecutionsResponse, error)
 	// ListTools returns the JSON schemas of the tools the caller may use right
 	// now: the five plugin tools and the adapter tools of `channel_id` for this turn.
@@ -554,7 +555,8 @@ type HubServiceServer interface {
 	// RefreshCallToken exchanges a call token that is still valid, or expired
 	// less than the grace period ago, for a fresh one.
 	RefreshCallToken(context.Context, *RefreshCallTokenRequest) (*RefreshCallTokenResponse, error)
-	// ListExecutions lists A2A executions of one root session (the call tree).
+	// ListExecutions lists A2A executions of one root session (the call tree) the
+	// caller took part in; with the operator token, any root session or every execution.
 	ListExecutions(context.Context, *ListExecutionsRequest) (*ListExecutionsResponse, error)
 	// ListTools returns the JSON schemas of the tools the caller may use right
 	// now: the five plugin tools and the adapter tools of `channel_id` for this turn.

@@ -1630,7 +1630,9 @@ class ListExecutionsRequest(_message.Message):
     ROOT_SESSION_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     root_session_id: _builtins.str
-    """The root session ("" = every root session the caller took part in)."""
+    """The root session ("" = every root session the caller took part in; every
+    execution for the operator).
+    """
     limit: _builtins.int
     """Maximum results; 0 = 100."""
     def __init__(

@@ -406,7 +406,8 @@ class HubServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListExecutions(self, request, context):
-        """ListExecutions lists A2A executions of one root session (the call tree).
+        """ListExecutions lists A2A executions of one root session (the call tree) the
+        caller took part in; with the operator token, any root session or every execution.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

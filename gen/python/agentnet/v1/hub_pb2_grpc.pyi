@@ -109,7 +109,9 @@ class HubServiceStub:
     less than the grace period ago, for a fresh one.
     """
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListExecutionsRequest, _hub_pb2.ListExecutionsResponse]
-    """ListExecutions lists A2A executions of one root session (the call tree)."""
+    """ListExecutions lists A2A executions of one root session (the call tree) the
+    caller took part in; with the operator token, any root session or every execution.
+    """
     ListTools: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListToolsRequest, _hub_pb2.ListToolsResponse]
     """ListTools returns the JSON schemas of the tools the caller may use right
     now: the five plugin tools and the adapter tools of `channel_id` for this turn.
@@ -207,7 +209,9 @@ class HubServiceAsyncStub(HubServiceStub):
     less than the grace period ago, for a fresh one.
     """
     ListExecutions: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListExecutionsRequest, _hub_pb2.ListExecutionsResponse]  # type: ignore[assignment]
-    """ListExecutions lists A2A executions of one root session (the call tree)."""
+    """ListExecutions lists A2A executions of one root session (the call tree) the
+    caller took part in; with the operator token, any root session or every execution.
+    """
     ListTools: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListToolsRequest, _hub_pb2.ListToolsResponse]  # type: ignore[assignment]
     """ListTools returns the JSON schemas of the tools the caller may use right
     now: the five plugin tools and the adapter tools of `channel_id` for this turn.
@@ -464,7 +468,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.ListExecutionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.ListExecutionsResponse, _abc.Awaitable[_hub_pb2.ListExecutionsResponse]]:
-        """ListExecutions lists A2A executions of one root session (the call tree)."""
+        """ListExecutions lists A2A executions of one root session (the call tree) the
+        caller took part in; with the operator token, any root session or every execution.
+        """
 
     @_abc_1.abstractmethod
     def ListTools(

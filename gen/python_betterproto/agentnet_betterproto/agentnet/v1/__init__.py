@@ -2394,7 +2394,8 @@ class ListExecutionsRequest(betterproto2.Message):
 
     root_session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The root session ("" = every root session the caller took part in).
+    The root session ("" = every root session the caller took part in; every
+    execution for the operator).
     """
 
     limit: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
@@ -4288,7 +4289,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "ListExecutionsResponse":
         """
-        ListExecutions lists A2A executions of one root session (the call tree).
+        ListExecutions lists A2A executions of one root session (the call tree) the
+        caller took part in; with the operator token, any root session or every execution.
         """
 
         return await self._unary_unary(

@@ -661,7 +661,10 @@ export interface RefreshCallTokenResponse {
 
 /** ListExecutionsRequest selects a call tree. */
 export interface ListExecutionsRequest {
-  /** The root session ("" = every root session the caller took part in). */
+  /**
+   * The root session ("" = every root session the caller took part in; every
+   * execution for the operator).
+   */
   rootSessionId: string;
   /** Maximum results; 0 = 100. */
   limit: number;
@@ -7658,7 +7661,10 @@ export const HubServiceService = {
       Buffer.from(RefreshCallTokenResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RefreshCallTokenResponse => RefreshCallTokenResponse.decode(value),
   },
-  /** ListExecutions lists A2A executions of one root session (the call tree). */
+  /**
+   * ListExecutions lists A2A executions of one root session (the call tree) the
+   * caller took part in; with the operator token, any root session or every execution.
+   */
   listExecutions: {
     path: "/agentnet.v1.HubService/ListExecutions" as const,
     requestStream: false as const,
@@ -7805,7 +7811,10 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * less than the grace period ago, for a fresh one.
    */
   refreshCallToken: handleUnaryCall<RefreshCallTokenRequest, RefreshCallTokenResponse>;
-  /** ListExecutions lists A2A executions of one root session (the call tree). */
+  /**
+   * ListExecutions lists A2A executions of one root session (the call tree) the
+   * caller took part in; with the operator token, any root session or every execution.
+   */
   listExecutions: handleUnaryCall<ListExecutionsRequest, ListExecutionsResponse>;
   /**
    * ListTools returns the JSON schemas of the tools the caller may use right
@@ -8245,7 +8254,10 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RefreshCallTokenResponse) => void,
   ): ClientUnaryCall;
-  /** ListExecutions lists A2A executions of one root session (the call tree). */
+  /**
+   * ListExecutions lists A2A executions of one root session (the call tree) the
+   * caller took part in; with the operator token, any root session or every execution.
+   */
   listExecutions(
     request: ListExecutionsRequest,
     callback: (error: ServiceError | null, response: ListExecutionsResponse) => void,
