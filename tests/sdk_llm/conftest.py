@@ -1,23 +1,5 @@
 """Fixtures: a real ScriptedOpenAIServer on port 0 and an OpenAIConfig pointed at it."""
 
-from __future__ import annotations
+from tests.openai_fixtures import config, server
 
-from collections.abc import AsyncIterator
-
-import pytest
-
-from agentsdk.config import OpenAIConfig
-from agentsdk.testing import ScriptedOpenAIServer
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ScriptedOpenAIServer]:
-    async with ScriptedOpenAIServer(api_key="test") as srv:
-        yield srv
-
-
-@pytest.fixture
-async def config(server: ScriptedOpenAIServer) -> AsyncIterator[OpenAIConfig]:
-    cfg = OpenAIConfig(model="gpt-test", base_url=server.base_url, api_key="test", max_retries=0, timeout=10)
-    yield cfg
-    await cfg.aclose()
+__all__ = ["config", "server"]
