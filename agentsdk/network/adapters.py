@@ -364,20 +364,21 @@ class ConversationSdkAdapter(SdkAdapter):
         return not _ended(state)
 
 
-def _named_recent_n(metadata: ChannelMetadata) -> int:
-    """``recent_n`` of the N-party named default view (discussion, workflow): ``max(2 * N, 4)``."""
-    return max(2 * len(metadata.participants), 4)
+class _NPartySdkAdapter(SdkAdapter):
+    """The default view of N-party channels (discussion, workflow): a named windowed summary
+    of the last ``max(2 * N, 4)`` envelopes."""
 
-
-class DiscussionSdkAdapter(SdkAdapter):
-    """Discussion (round robin): named windowed summary; ``say`` only for the expected next speaker."""
-
-    type = "discussion"
     default_view_policy = "named_windowed_summary"
 
     def default_recent_n(self, metadata: ChannelMetadata) -> int | None:
         """``max(2 * participants, 4)``."""
-        return _named_recent_n(metadata)
+        return max(2 * len(metadata.participants), 4)
+
+
+class DiscussionSdkAdapter(_NPartySdkAdapter):
+    """Discussion (round robin): named windowed summary; ``say`` only for the expected next speaker."""
+
+    type = "discussion"
 
     def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
         """Only ``expected_next_speaker`` (derived from ``turns`` when absent), until the limit."""
@@ -391,15 +392,10 @@ class DiscussionSdkAdapter(SdkAdapter):
         return participant_id == expected
 
 
-class WorkflowSdkAdapter(SdkAdapter):
+class WorkflowSdkAdapter(_NPartySdkAdapter):
     """Workflow (transition graph): named windowed summary; no ``say``; round end is an EV_PACKET."""
 
     type = "workflow"
-    default_view_policy = "named_windowed_summary"
-
-    def default_recent_n(self, metadata: ChannelMetadata) -> int | None:
-        """``max(2 * participants, 4)``."""
-        return _named_recent_n(metadata)
 
     def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
         """Never: workflow agents speak through the round-end packet and their handoff tools."""
