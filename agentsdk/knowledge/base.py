@@ -86,7 +86,24 @@ class StoreBase(abc.ABC):
         return None  # nothing to prepare unless a backend holds connections
 
     async def close(self) -> None:
-        """Release connections, watchers and subscriptions. Safe to call twice."""
+        """Cancel the subscriptions of this store and its namespace views, then release the
+        store's connections and watchers. A view's own ``close()`` does nothing. Safe to call twice."""
+        if self._view_root is not None:
+            return
+        for store in self._stores():
+            await store._close_subscriptions()
+        await self._close_resources()
+
+    def _stores(self) -> builtins.list[Self]:
+        """This root store's namespace views, then the store itself."""
+        return [*self._views.values(), self]
+
+    async def _close_subscriptions(self) -> None:
+        """Cancel this store's (or view's) change subscriptions; :meth:`close` calls it for each."""
+        return None  # nothing to cancel unless a backend delivers changes
+
+    async def _close_resources(self) -> None:
+        """Release what the root store holds, once every subscription is cancelled."""
         return None  # nothing to release unless a backend holds resources
 
     async def write(self, path: str, content: str) -> None:

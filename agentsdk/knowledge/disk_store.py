@@ -353,20 +353,19 @@ class DiskKnowledgeStore(StoreBase):
                 owner._observer.start()
             return owner._observer
 
-    async def close(self) -> None:
-        """Stop watching and cancel subscriptions, of namespace views too (views: nothing to do)."""
-        if self._view_root is not None:
-            return
-        stores: builtins.list[DiskKnowledgeStore] = [*self._views.values(), self]
-        for store in stores:
-            await store._feed.close()
+    async def _close_subscriptions(self) -> None:
+        """Cancel this store's subscriptions."""
+        await self._feed.close()
+
+    async def _close_resources(self) -> None:
+        """Stop the file watcher thread, then close the journal tailers of every view."""
         with self._observer_lock:
             observer, self._observer = self._observer, None
         if observer is not None:
             observer.stop()
             await asyncio.to_thread(observer.join)
         # Only now that the observer thread is gone may the tailers' descriptors close.
-        for store in stores:
+        for store in self._stores():
             watcher, store._watcher = store._watcher, None
             if watcher is not None:
                 watcher.close()

@@ -118,10 +118,6 @@ class MemoryKnowledgeStore(StoreBase):
         """An isolated in-memory store for namespace ``name``."""
         return MemoryKnowledgeStore()
 
-    async def close(self) -> None:
-        """Cancel all subscriptions, including those of namespace views (views: nothing to do)."""
-        if self._view_root is not None:
-            return
-        for view in self._views.values():
-            await view._feed.close()
+    async def _close_subscriptions(self) -> None:
+        """Cancel this store's subscriptions."""
         await self._feed.close()

@@ -226,17 +226,13 @@ class RedisKnowledgeStore(StoreBase):
         """Check that Redis answers."""
         await self._client.ping()
 
-    async def close(self) -> None:
-        """Stop listening and cancel subscriptions (of views too); close the client if the store created it."""
-        if self._view_root is not None:
-            return
-        for view in self._views.values():
-            await view._stop()
-        await self._stop()
+    async def _close_resources(self) -> None:
+        """Close the client if the store created it."""
         if self._owns_client:
             await self._client.aclose()
 
-    async def _stop(self) -> None:
+    async def _close_subscriptions(self) -> None:
+        """Cancel this store's subscriptions and stop its change listener."""
         await self._feed.close()
         listener, self._listener = self._listener, None
         if listener is not None:

@@ -338,14 +338,13 @@ class RemoteKnowledgeStore(StoreBase):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(cache.attempted.wait(), self._timeout)
 
-    async def close(self) -> None:
-        """Cancel watches (also of namespace views) and close the connection (views: nothing to do)."""
-        if self._view_root is not None:
-            return
-        stores: builtins.list[RemoteKnowledgeStore] = [*self._views.values(), self]
-        for store in stores:
-            for subscription in builtins.list(store._subscriptions):
-                await subscription.cancel()
+    async def _close_subscriptions(self) -> None:
+        """Cancel this store's watches."""
+        for subscription in builtins.list(self._subscriptions):
+            await subscription.cancel()
+
+    async def _close_resources(self) -> None:
+        """Stop the read caches' watches and close the connection."""
         if self._shared_cache is not None:
             for cache in self._shared_cache.namespaces():
                 task, cache.task = cache.task, None

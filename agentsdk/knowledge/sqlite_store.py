@@ -346,11 +346,10 @@ class SqliteKnowledgeStore(StoreBase):
         """Open the database now (creating it and its schema if needed)."""
         await self._db.open()
 
-    async def close(self) -> None:
-        """Cancel subscriptions and close the connections (views: nothing to do)."""
-        if self._view_root is not None:
-            return
-        for view in self._views.values():
-            await view._feed.close()
+    async def _close_subscriptions(self) -> None:
+        """Cancel this store's subscriptions."""
         await self._feed.close()
+
+    async def _close_resources(self) -> None:
+        """Close the database connections."""
         await self._db.close()
