@@ -191,30 +191,37 @@ func buildOptions(opts []Option) *clientOptions {
 // Client acting as it. passport.Kind defaults to KindAgent; use
 // KindRemoteAgent for bridges. Kind human is refused: use RegisterHuman.
 func Register(ctx context.Context, target string, passport *Passport, resume *Resume, opts ...Option) (*Client, error) {
-	if passport == nil {
-		return nil, invalidArgument("passport is nil; give at least a name")
-	}
-	o := buildOptions(opts)
-	c, err := newClient(target, o)
-	if err != nil {
-		return nil, err
-	}
-	req := &agentnetv1.RegisterRequest{Passport: passport, Resume: resume, A2A: o.a2a}
-	if o.skill != nil {
-		req.SkillMd = proto.String(*o.skill)
-	}
-	resp, err := c.hub.Register(ctx, req)
-	if err != nil {
-		c.closeConn()
-		return nil, FromStatus(err)
-	}
-	c.adopt(resp.GetAgent(), resp.GetCredential())
-	return c, nil
+	return register(ctx, target, passport, opts, func(c *Client, o *clientOptions) (identity, error) {
+		req := &agentnetv1.RegisterRequest{Passport: passport, Resume: resume, A2A: o.a2a}
+		if o.skill != nil {
+			req.SkillMd = proto.String(*o.skill)
+		}
+		return c.hub.Register(ctx, req)
+	})
 }
 
 // RegisterHuman creates a non-LLM participant (kind human) and returns a
 // Client acting as it.
 func RegisterHuman(ctx context.Context, target string, passport *Passport, resume *Resume, opts ...Option) (*Client, error) {
+	return register(ctx, target, passport, opts, func(c *Client, o *clientOptions) (identity, error) {
+		return c.hub.RegisterHuman(ctx, &agentnetv1.RegisterHumanRequest{
+			Passport: passport, Resume: resume, RuleJson: o.ruleJSON,
+		})
+	})
+}
+
+// identity is what both registration responses return.
+type identity interface {
+	GetAgent() *AgentRecord
+	GetCredential() string
+}
+
+// register opens a client, runs one registration call on it and adopts the
+// identity it returns (closing the connection when the hub refuses).
+func register(
+	ctx context.Context, target string, passport *Passport, opts []Option,
+	call func(c *Client, o *clientOptions) (identity, error),
+) (*Client, error) {
 	if passport == nil {
 		return nil, invalidArgument("passport is nil; give at least a name")
 	}
@@ -223,9 +230,7 @@ func RegisterHuman(ctx context.Context, target string, passport *Passport, resum
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.hub.RegisterHuman(ctx, &agentnetv1.RegisterHumanRequest{
-		Passport: passport, Resume: resume, RuleJson: o.ruleJSON,
-	})
+	resp, err := call(c, o)
 	if err != nil {
 		c.closeConn()
 		return nil, FromStatus(err)
