@@ -8,25 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentsdk import Agent, KnowledgeConfig, OpenAIConfig
-from agentsdk.aggregate import AggregateTrigger, WorkingMemoryAggregate
+from agentsdk import OpenAIConfig
 from agentsdk.knowledge import SqliteKnowledgeStore
-from agentsdk.policies import ConversationPolicy, WorkingMemoryPolicy
 from agentsdk.testing import ScriptedOpenAIServer
-
-
-def make_agent(store: SqliteKnowledgeStore, config: OpenAIConfig) -> Agent:
-    return Agent(
-        "journal",
-        "You are a daily journal companion.",
-        config=config,
-        knowledge=KnowledgeConfig(
-            store=store,
-            aggregate=WorkingMemoryAggregate(config=config),
-            aggregate_trigger=AggregateTrigger(on_end=True),
-        ),
-        assembly=[WorkingMemoryPolicy(), ConversationPolicy()],
-    )
+from tests.memory.journal import journal_agent
 
 
 async def test_working_memory_persists_across_agents(
@@ -36,7 +21,7 @@ async def test_working_memory_persists_across_agents(
     server.add("Lovely, a walk by the river.", "- User: Ada\n- Enjoys river walks")
 
     async with SqliteKnowledgeStore(str(db)) as store:
-        reply = await make_agent(store, config).ask("I'm Ada. Today I walked by the river.")
+        reply = await journal_agent(store, config).ask("I'm Ada. Today I walked by the river.")
         assert reply.body == "Lovely, a walk by the river."
         first_system = server.requests[0]["messages"][0]["content"]
         assert "Working memory" not in first_system
@@ -47,7 +32,7 @@ async def test_working_memory_persists_across_agents(
 
     server.add("Welcome back, Ada! Another river walk?", "- User: Ada\n- Enjoys river walks\n- Returned")
     async with SqliteKnowledgeStore(str(db)) as store:
-        reply = await make_agent(store, config).ask("Hi again, any ideas for today?")
+        reply = await journal_agent(store, config).ask("Hi again, any ideas for today?")
         assert reply.body == "Welcome back, Ada! Another river walk?"
         system = server.requests[2]["messages"][0]["content"]
         assert system == (

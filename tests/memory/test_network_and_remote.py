@@ -21,9 +21,10 @@ from agentsdk import Agent, KnowledgeConfig, OpenAIConfig
 from agentsdk.aggregate import AggregateTrigger, WorkingMemoryAggregate
 from agentsdk.knowledge import MemoryKnowledgeStore, RemoteKnowledgeStore, SqliteKnowledgeStore
 from agentsdk.network import EV_TEXT, Hub, Passport
-from agentsdk.policies import ConversationPolicy, WorkingMemoryPolicy
+from agentsdk.policies import WorkingMemoryPolicy
 from agentsdk.testing import ScriptedOpenAIServer
 from tests.knowledge.helpers import TOKEN, serve_in_process
+from tests.memory.journal import journal_agent
 
 MEMORY = "- The user is Ada.\n- Ada prefers metric units.\n"
 
@@ -86,20 +87,6 @@ async def test_hub_agent_gets_working_memory_in_its_system_prompt(hub: Hub) -> N
             await config.aclose()
 
 
-def journal(store: RemoteKnowledgeStore, config: OpenAIConfig) -> Agent:
-    return Agent(
-        "journal",
-        "You are a daily journal companion.",
-        config=config,
-        knowledge=KnowledgeConfig(
-            store=store,
-            aggregate=WorkingMemoryAggregate(config=config),
-            aggregate_trigger=AggregateTrigger(on_end=True),
-        ),
-        assembly=[WorkingMemoryPolicy(), ConversationPolicy()],
-    )
-
-
 async def test_working_memory_lands_in_a_remote_knowledge_store(tmp_path: Path) -> None:
     def rule(request: dict[str, Any]) -> str:
         if is_summary_call(request):
@@ -114,7 +101,7 @@ async def test_working_memory_lands_in_a_remote_knowledge_store(tmp_path: Path) 
         config = OpenAIConfig(model="scripted", base_url=server.base_url, api_key="test", max_retries=0, timeout=10)
         try:
             async with RemoteKnowledgeStore(target, namespace="ns1", credential=TOKEN) as remote:
-                reply = await journal(remote, config).ask("I'm Ada. Today I walked by the river.")
+                reply = await journal_agent(remote, config).ask("I'm Ada. Today I walked by the river.")
                 assert reply.body == "Lovely!"
                 assert [type(e).__name__ for e in reply.events if "Aggregation" in type(e).__name__] == [
                     "AggregationStarted",
@@ -127,7 +114,7 @@ async def test_working_memory_lands_in_a_remote_knowledge_store(tmp_path: Path) 
 
             # A new agent on a fresh connection gets the memory from the service.
             async with RemoteKnowledgeStore(target, namespace="ns1", credential=TOKEN) as remote:
-                reply = await journal(remote, config).ask("Hi again")
+                reply = await journal_agent(remote, config).ask("Hi again")
             assert reply.body == "Welcome back, Ada!"
             chat = server.requests[2]
             assert chat["messages"][0]["content"] == (
