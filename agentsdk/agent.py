@@ -169,7 +169,7 @@ class Agent:
         self._feeds: set[EventFeed] = set()
         store = getattr(knowledge, "store", None)
         if store is not None:
-            from agentsdk.knowledge.types import KnowledgeStore
+            from knowledgestore.types import KnowledgeStore
 
             self.dependencies.setdefault(KnowledgeStore, store)
         self._knowledge_runtime: KnowledgeRuntime | None = None

@@ -33,8 +33,8 @@ from agentsdk.events import (
     ToolResultEvent,
     Usage,
 )
-from agentsdk.knowledge.types import KnowledgeStore
 from agentsdk.stream import Stream
+from knowledgestore.types import KnowledgeStore
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent

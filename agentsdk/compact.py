@@ -31,8 +31,8 @@ from agentsdk.events import (
     CompactionSummary,
     EventLogFailed,
 )
-from agentsdk.knowledge.types import KnowledgeStore
 from agentsdk.policies import event_chars, tail_groups
+from knowledgestore.types import KnowledgeStore
 
 __all__ = [
     "DEFAULT_COMPACT_PROMPT",

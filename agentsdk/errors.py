@@ -1,248 +1,62 @@
-"""One exception hierarchy for the whole network, and its single mapping to gRPC.
+"""The network's exception hierarchy (re-exported from :mod:`netkernel.errors`, where it is defined).
 
-Every domain error has a gRPC status code and a ``google.rpc.ErrorInfo`` reason
-(domain ``agentnet.v1``, reasons from the ``ErrorReason`` enum in
-``proto/agentnet/v1/errors.proto``). Servers raise these classes; the servicer
-layer turns them into a status with ErrorInfo details; clients turn the status
-back into the *same* class with :func:`error_from_rpc`. ``docs/errors.md`` shows
-the table.
+Servers raise these classes; the SDK re-raises the class the server raised. ``docs/errors.md`` has the table.
 """
 
-from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import ClassVar
-
-import grpc
-from google.protobuf import any_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-from grpc_status import rpc_status
-
-ERROR_DOMAIN = "agentnet.v1"
-
-
-class AgentNetError(Exception):
-    """Base of every error the hub, the knowledge service and the SDK raise.
-
-    ``message`` says what was wrong and what to do; ``metadata`` carries structured
-    context (ids, expected values) that travels in the ErrorInfo.
-    """
-
-    reason: ClassVar[str] = "INTERNAL"
-    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
-
-    def __init__(self, message: str, *, metadata: Mapping[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.metadata: dict[str, str] = dict(metadata or {})
-
-
-class ProtocolError(AgentNetError):
-    """The envelope breaks the channel's protocol for the adapter's current state."""
-
-    reason = "PROTOCOL_ERROR"
-    code = grpc.StatusCode.FAILED_PRECONDITION
-
-
-class ChannelClosed(ProtocolError):
-    """The channel is closed or expired (consulting: its 1 question + 1 reply are done)."""
-
-    reason = "CHANNEL_CLOSED"
-
-
-class NotYourTurn(ProtocolError):
-    """Another participant is expected to speak."""
-
-    reason = "NOT_YOUR_TURN"
-
-
-class DepthExceeded(ProtocolError):
-    """The envelope's delegation depth is above the hub's limit."""
-
-    reason = "DEPTH_EXCEEDED"
-
-
-class FailedPrecondition(AgentNetError):
-    """A precondition other than turn-taking failed (e.g. the task is not running)."""
-
-    reason = "FAILED_PRECONDITION"
-    code = grpc.StatusCode.FAILED_PRECONDITION
-
-
-class NotParticipant(AgentNetError):
-    """The caller is not a participant of the channel."""
-
-    reason = "NOT_PARTICIPANT"
-    code = grpc.StatusCode.PERMISSION_DENIED
-
-
-class PermissionDenied(AgentNetError):
-    """Authenticated, but not allowed (spoofed sender, allowed_callers, access rules)."""
-
-    reason = "PERMISSION_DENIED"
-    code = grpc.StatusCode.PERMISSION_DENIED
-
-
-class Unauthenticated(AgentNetError):
-    """Missing, unknown or revoked credential."""
-
-    reason = "UNAUTHENTICATED"
-    code = grpc.StatusCode.UNAUTHENTICATED
-
-
-class TokenExpired(Unauthenticated):
-    """An A2A call token expired; refresh it and retry."""
-
-    reason = "TOKEN_EXPIRED"
-
-
-class InboxFull(AgentNetError):
-    """A recipient's inbox is full; retry later."""
-
-    reason = "INBOX_FULL"
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
-
-
-class RateLimited(AgentNetError):
-    """The caller exceeded its rate limit; retry later."""
-
-    reason = "RATE_LIMITED"
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
-
-
-class PayloadTooLarge(AgentNetError):
-    """A payload exceeds the configured size limit."""
-
-    reason = "PAYLOAD_TOO_LARGE"
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
-
-
-class InvalidArgument(AgentNetError):
-    """A field is malformed or out of range."""
-
-    reason = "INVALID_ARGUMENT"
-    code = grpc.StatusCode.INVALID_ARGUMENT
-
-
-class OutOfRange(InvalidArgument):
-    """An offset or position lies outside the valid range (e.g. inside a UTF-8 character)."""
-
-    reason = "OUT_OF_RANGE"
-    code = grpc.StatusCode.OUT_OF_RANGE
-
-
-class NotFound(AgentNetError):
-    """The named agent, channel, task, execution or path does not exist."""
-
-    reason = "NOT_FOUND"
-    code = grpc.StatusCode.NOT_FOUND
-
-
-class AlreadyExists(AgentNetError):
-    """The thing being created exists already (e.g. a passport name)."""
-
-    reason = "ALREADY_EXISTS"
-    code = grpc.StatusCode.ALREADY_EXISTS
-
-
-class Timeout(AgentNetError):
-    """A wait (task wait, delegate, invoke, open) timed out."""
-
-    reason = "TIMEOUT"
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
-
-
-class Unimplemented(AgentNetError):
-    """The RPC or feature is not implemented by this server yet."""
-
-    reason = "UNIMPLEMENTED"
-    code = grpc.StatusCode.UNIMPLEMENTED
-
-
-class Unavailable(AgentNetError):
-    """The server is shutting down or a backend is unreachable; retry."""
-
-    reason = "UNAVAILABLE"
-    code = grpc.StatusCode.UNAVAILABLE
-
-
-class InternalError(AgentNetError):
-    """A bug in the server; nothing was changed."""
-
-    reason = "INTERNAL"
-    code = grpc.StatusCode.INTERNAL
-
-
-def _all_error_classes() -> list[type[AgentNetError]]:
-    seen: list[type[AgentNetError]] = []
-    stack: list[type[AgentNetError]] = [AgentNetError]
-    while stack:
-        cls = stack.pop()
-        seen.append(cls)
-        stack.extend(cls.__subclasses__())
-    return seen
-
-
-#: reason string -> exception class; the single error table.
-ERROR_CLASSES: dict[str, type[AgentNetError]] = {
-    cls.reason: cls for cls in _all_error_classes() if cls is not AgentNetError
-}
-
-
-def error_status(error: AgentNetError) -> grpc.Status:
-    """Build the gRPC status (code, message, ErrorInfo details) for ``error``."""
-    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
-    detail = any_pb2.Any()
-    detail.Pack(info)
-    proto = status_pb2.Status(code=error.code.value[0], message=error.message, details=[detail])
-    return rpc_status.to_status(proto)
-
-
-def error_from_reason(
-    reason: str, message: str, metadata: Mapping[str, str] | None = None, *, code: int | None = None
-) -> AgentNetError:
-    """Rebuild the domain exception for an ErrorInfo reason (unknown reasons map by code)."""
-    cls = ERROR_CLASSES.get(reason)
-    if cls is None:
-        cls = _class_for_code(code) if code is not None else InternalError
-    return cls(message, metadata=metadata)
-
-
-_CODE_FALLBACK: dict[int, type[AgentNetError]] = {
-    code_pb2.INVALID_ARGUMENT: InvalidArgument,
-    code_pb2.NOT_FOUND: NotFound,
-    code_pb2.ALREADY_EXISTS: AlreadyExists,
-    code_pb2.PERMISSION_DENIED: PermissionDenied,
-    code_pb2.UNAUTHENTICATED: Unauthenticated,
-    code_pb2.FAILED_PRECONDITION: FailedPrecondition,
-    code_pb2.RESOURCE_EXHAUSTED: RateLimited,
-    code_pb2.DEADLINE_EXCEEDED: Timeout,
-    code_pb2.UNIMPLEMENTED: Unimplemented,
-    code_pb2.UNAVAILABLE: Unavailable,
-    code_pb2.OUT_OF_RANGE: OutOfRange,
-}
-
-
-def _class_for_code(code: int) -> type[AgentNetError]:
-    return _CODE_FALLBACK.get(code, InternalError)
-
-
-def error_from_rpc(err: grpc.RpcError) -> AgentNetError:
-    """Turn a failed call's status back into the exception class the server raised.
-
-    Works for ``grpc.aio.AioRpcError`` and sync ``grpc.RpcError`` alike. A status
-    without ErrorInfo (e.g. a transport failure) maps by its code.
-    """
-    status = rpc_status.from_call(err)
-    code_enum = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
-    code_num: int = code_enum.value[0] if code_enum is not None else code_pb2.UNKNOWN
-    details = (err.details() if hasattr(err, "details") else None) or str(err)
-    if status is not None:
-        for detail in status.details:
-            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                info = error_details_pb2.ErrorInfo()
-                detail.Unpack(info)
-                if info.domain == ERROR_DOMAIN:
-                    return error_from_reason(info.reason, status.message, dict(info.metadata), code=status.code)
-        return error_from_reason("", status.message, code=status.code)
-    return error_from_reason("", details, code=code_num)
+from netkernel.errors import (
+    ERROR_CLASSES,
+    ERROR_DOMAIN,
+    AgentNetError,
+    AlreadyExists,
+    ChannelClosed,
+    DepthExceeded,
+    FailedPrecondition,
+    InboxFull,
+    InternalError,
+    InvalidArgument,
+    NotFound,
+    NotParticipant,
+    NotYourTurn,
+    OutOfRange,
+    PayloadTooLarge,
+    PermissionDenied,
+    ProtocolError,
+    RateLimited,
+    Timeout,
+    TokenExpired,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+    error_from_reason,
+    error_from_rpc,
+    error_status,
+)
+
+__all__ = [
+    "ERROR_CLASSES",
+    "ERROR_DOMAIN",
+    "AgentNetError",
+    "AlreadyExists",
+    "ChannelClosed",
+    "DepthExceeded",
+    "FailedPrecondition",
+    "InboxFull",
+    "InternalError",
+    "InvalidArgument",
+    "NotFound",
+    "NotParticipant",
+    "NotYourTurn",
+    "OutOfRange",
+    "PayloadTooLarge",
+    "PermissionDenied",
+    "ProtocolError",
+    "RateLimited",
+    "Timeout",
+    "TokenExpired",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "error_from_reason",
+    "error_from_rpc",
+    "error_status",
+]

@@ -39,8 +39,8 @@ from agentsdk.events import (
     EventLogFailed,
     describe_error,
 )
-from agentsdk.knowledge.types import KnowledgeStore
 from agentsdk.tools import Inject, Tool, tool
+from knowledgestore.types import KnowledgeStore
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent

@@ -38,7 +38,7 @@ from agentsdk.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agentsdk.knowledge.types import KnowledgeStore
+from knowledgestore.types import KnowledgeStore
 
 __all__ = [
     "AlertPolicy",

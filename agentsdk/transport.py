@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import grpc
 from agentnet.v1 import hub_pb2_grpc
 
-from agentsdk.errors import error_from_rpc
+from netkernel.errors import error_from_rpc
 
 T = TypeVar("T")
 

@@ -13,15 +13,15 @@ from typing import Any, TypeAlias
 import grpc
 from agentnet.v1 import connect_pb2, errors_pb2, hub_pb2, hub_pb2_grpc
 
-from agentsdk.errors import AgentNetError, InvalidArgument, PermissionDenied, ProtocolError, Unauthenticated
-from agentsdk.service_auth import bearer_token
-from agentsdk.service_runtime import abort_with, stream_boundary, unary_boundary
-from agentsdk.wire import envelope_from_wire
 from hubsvc.core.a2a import A2A
 from hubsvc.core.hub import HubCore
 from hubsvc.core.tasks import TERMINAL as TASK_TERMINAL
 from hubsvc.core.tools import HubTools
 from hubsvc.core.util import hash_secret, to_timestamp
+from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied, ProtocolError, Unauthenticated
+from netkernel.wire import envelope_from_wire
+from servicekit.auth import bearer_token
+from servicekit.boundary import abort_with, stream_boundary, unary_boundary
 
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 log = logging.getLogger("agentnet.hub.servicer")
@@ -274,8 +274,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self, request: hub_pb2.DescribeChannelRequest, context: Ctx
     ) -> hub_pb2.DescribeChannelResponse:
         """Metadata and adapter state."""
-        meta, state_json, expected = await self.tools.describe_channel(self._caller(context), request.channel_id)
-        return hub_pb2.DescribeChannelResponse(channel=meta, adapter_state_json=state_json, expected_next=expected)
+        return await self.tools.describe_channel(self._caller(context), request.channel_id)
 
     @unary_boundary
     async def ListChannels(self, request: hub_pb2.ListChannelsRequest, context: Ctx) -> hub_pb2.ListChannelsResponse:

@@ -6,13 +6,11 @@ import asyncio
 import logging
 import sys
 
-from agentnet.v1 import knowledge_pb2_grpc
-
-from agentsdk.service_runtime import ServiceSpec, configure_logging, serve_forever
 from knowledgesvc.auth import TokensFileError, load_authority
 from knowledgesvc.backend import open_backend
 from knowledgesvc.config import KnowledgeConfig, parse_args
-from knowledgesvc.servicer import KNOWLEDGE_SERVICE, KnowledgeServicer
+from knowledgesvc.server import start_knowledge
+from servicekit.runtime import announce, configure_logging, wait_for_stop_signal
 
 log = logging.getLogger("agentnet.knowledge")
 
@@ -37,13 +35,17 @@ async def run(config: KnowledgeConfig) -> None:
             await store.open()
         except Exception as exc:
             raise StartupError(f"cannot open the {config.backend} backend: {exc}") from exc
-        servicer = KnowledgeServicer(store, authority, max_write_bytes=config.max_write_bytes)
-        spec = ServiceSpec(
-            KNOWLEDGE_SERVICE.full_name,
-            lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
-        )
         log.info("knowledge backend: %s", config.backend)
-        await serve_forever("agentnet-knowledge", [spec], host=config.host, port=config.port)
+        server = await start_knowledge(
+            store, authority, host=config.host, port=config.port, max_write_bytes=config.max_write_bytes
+        )
+        announce("agentnet-knowledge", config.host, server.running)
+        try:
+            await wait_for_stop_signal()
+        finally:
+            log.info("agentnet-knowledge shutting down")
+            await server.stop()
+            log.info("agentnet-knowledge stopped")
     finally:
         await store.close()
 

@@ -21,8 +21,8 @@ import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from agentsdk.errors import PermissionDenied, Unauthenticated
-from agentsdk.service_auth import MIN_SECRET_LENGTH, bearer_token, ensure_secret_file
+from netkernel.errors import PermissionDenied, Unauthenticated
+from servicekit.auth import MIN_SECRET_LENGTH, bearer_token, ensure_secret_file
 
 log = logging.getLogger("agentnet.knowledge")
 

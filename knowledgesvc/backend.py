@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from agentsdk.knowledge import MemoryKnowledgeStore, RedisKnowledgeStore, SqliteKnowledgeStore, StoreBase
+from knowledgestore.base import StoreBase
+from knowledgestore.memory_store import MemoryKnowledgeStore
+from knowledgestore.redis_store import RedisKnowledgeStore
+from knowledgestore.sqlite_store import SqliteKnowledgeStore
 from knowledgesvc.config import KnowledgeConfig
 
 
@@ -13,7 +16,7 @@ def open_backend(config: KnowledgeConfig) -> StoreBase:
     if config.backend == "sqlite":
         return SqliteKnowledgeStore(config.data_dir / "knowledge.db")
     if config.backend == "disk":
-        from agentsdk.knowledge.disk_store import DiskKnowledgeStore  # optional dependency: import only when chosen
+        from knowledgestore.disk_store import DiskKnowledgeStore  # optional dependency: import only when chosen
 
         return DiskKnowledgeStore(config.data_dir / "knowledge")
     if config.backend == "redis":

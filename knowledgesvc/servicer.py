@@ -12,13 +12,15 @@ from typing import Any
 
 from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 
-from agentsdk.errors import PayloadTooLarge, Unavailable
-from agentsdk.knowledge import ChangeEvent, StoreBase
-from agentsdk.knowledge.convert import event_to_proto
-from agentsdk.knowledge.paths import validate_namespace
-from agentsdk.knowledge.text import encode_text
-from agentsdk.service_runtime import DEFAULT_MAX_MESSAGE_BYTES, stream_boundary, unary_boundary
+from knowledgestore.base import StoreBase
+from knowledgestore.convert import event_to_proto
+from knowledgestore.paths import validate_namespace
+from knowledgestore.text import encode_text
+from knowledgestore.types import ChangeEvent
 from knowledgesvc.auth import TokenAuthority
+from netkernel.errors import PayloadTooLarge, Unavailable
+from servicekit.boundary import stream_boundary, unary_boundary
+from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 
 KNOWLEDGE_SERVICE = knowledge_pb2.DESCRIPTOR.services_by_name["KnowledgeService"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import grpc
 import pytest
-from agentnet.v1 import errors_pb2, hub_pb2, hub_pb2_grpc
+from agentnet.v1 import errors_pb2
 
 from agentsdk import errors
-from agentsdk.service_runtime import fill_unimplemented, unary_boundary
+from servicekit.boundary import unary_boundary
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_REASONS = {
@@ -95,32 +95,3 @@ def test_status_without_error_info_maps_by_code() -> None:
 def test_seed_spelling_channel_closed_is_a_protocol_error() -> None:
     assert issubclass(errors.ChannelClosed, errors.ProtocolError)
     assert issubclass(errors.NotYourTurn, errors.ProtocolError)
-
-
-async def test_unimplemented_rpcs_name_themselves() -> None:
-    service = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
-
-    @fill_unimplemented(service, "nothing is built in this test")
-    class Empty(hub_pb2_grpc.HubServiceServicer):
-        pass
-
-    server = grpc.aio.server()
-    hub_pb2_grpc.add_HubServiceServicer_to_server(Empty(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = hub_pb2_grpc.HubServiceStub(channel)
-            with pytest.raises(grpc.aio.AioRpcError) as info:
-                await stub.DescribeChannel(hub_pb2.DescribeChannelRequest(channel_id="c"))
-            with pytest.raises(grpc.aio.AioRpcError) as stream_info:
-                async for _ in stub.ReadWal(hub_pb2.ReadWalRequest(channel_id="c")):
-                    pass
-    finally:
-        await server.stop(None)
-    for failure, rpc in ((info.value, "DescribeChannel"), (stream_info.value, "ReadWal")):
-        assert failure.code() == grpc.StatusCode.UNIMPLEMENTED
-        err = errors.error_from_rpc(failure)
-        assert isinstance(err, errors.Unimplemented)
-        assert f"agentnet.v1.HubService.{rpc}" in err.message
-        assert "nothing is built in this test" in err.message

@@ -10,11 +10,12 @@
 See ``docs/a2a.md``.
 """
 
-from agentsdk.a2a.client import AgentResponse, AgentToAgent, DiscoveredAgent, Execution, InvocationStatus
+from agentsdk.a2a.client import AgentResponse, AgentToAgent, DiscoveredAgent, Execution
 from agentsdk.a2a.context import Dispatch, ReplyStatus, current_dispatch, dispatch_scope, get_current_custom_headers
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.a2a.tools import REQUEST_INPUT_TOOL, make_a2a_tools, tool_error
 from agentsdk.langchain import to_langchain_tools
+from netkernel.wire import InvocationStatus
 
 __all__ = [
     "REQUEST_INPUT_TOOL",

@@ -6,23 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from agentnet.v1 import a2a_pb2, hub_pb2
 
 from agentsdk.a2a.context import current_dispatch
-from agentsdk.errors import TokenExpired
 from agentsdk.transport import HubConnection, call
+from netkernel.errors import TokenExpired
+from netkernel.wire import INVOCATION_STATUS, InvocationStatus
 
-InvocationStatus = Literal["completed", "input-required", "failed", "running"]
-"""Outcome of a call ("running" only appears in execution listings)."""
-
-_STATUS: dict[int, InvocationStatus] = {
-    a2a_pb2.INVOCATION_STATUS_COMPLETED: "completed",
-    a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED: "input-required",
-    a2a_pb2.INVOCATION_STATUS_FAILED: "failed",
-    a2a_pb2.INVOCATION_STATUS_RUNNING: "running",
-}
 _RPC_MARGIN = 30.0  # seconds the RPC deadline exceeds the call's own timeout
 
 
@@ -164,7 +156,7 @@ class AgentToAgent:
             request.call_token = dispatch.call_token
             response = await self._call("InvokeAgent", request, deadline)
         return AgentResponse(
-            _STATUS.get(response.status, "failed"),
+            INVOCATION_STATUS.name_of(response.status, "failed"),
             response.result,
             response.error,
             response.execution_id,
@@ -188,7 +180,7 @@ class AgentToAgent:
                 e.caller_id,
                 e.target_id,
                 e.skill,
-                _STATUS.get(e.status, "failed"),
+                INVOCATION_STATUS.name_of(e.status, "failed"),
                 e.channel_id,
                 _time(e, "started_at"),
                 _time(e, "ended_at"),

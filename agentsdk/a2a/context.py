@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentsdk.envelope import EV_TEXT, Envelope, text_envelope
+from netkernel.envelope import EV_TEXT, Envelope, text_envelope
 
 ReplyStatus = Literal["completed", "input-required", "failed"]
 """How an answer ends the call (see ``A2AReply`` in a2a.proto)."""

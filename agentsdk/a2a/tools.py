@@ -15,8 +15,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from agentsdk.a2a.context import current_dispatch
-from agentsdk.errors import AgentNetError
 from agentsdk.tools import Tool
+from netkernel.errors import AgentNetError
 
 if TYPE_CHECKING:
     from agentsdk.a2a.client import AgentToAgent

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentsdk.knowledge.base import StoreBase
-from agentsdk.knowledge.locked import LockedKnowledgeStore
-from agentsdk.knowledge.memory_store import MemoryKnowledgeStore
-from agentsdk.knowledge.paths import normalize_path
 from agentsdk.knowledge.read_cache import CacheInfo
-from agentsdk.knowledge.redis_store import RedisKnowledgeStore
 from agentsdk.knowledge.remote import RemoteKnowledgeStore
-from agentsdk.knowledge.sqlite_store import SqliteKnowledgeStore
-from agentsdk.knowledge.types import (
+from knowledgestore.base import StoreBase
+from knowledgestore.locked import LockedKnowledgeStore
+from knowledgestore.memory_store import MemoryKnowledgeStore
+from knowledgestore.paths import normalize_path
+from knowledgestore.redis_store import RedisKnowledgeStore
+from knowledgestore.sqlite_store import SqliteKnowledgeStore
+from knowledgestore.types import (
     AppendResult,
     ChangeCallback,
     ChangeEvent,
@@ -29,7 +29,7 @@ from agentsdk.knowledge.types import (
 )
 
 if TYPE_CHECKING:
-    from agentsdk.knowledge.disk_store import DiskKnowledgeStore
+    from knowledgestore.disk_store import DiskKnowledgeStore
 
 __all__ = [
     "AppendResult",
@@ -54,7 +54,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Lazy so that `import agentsdk.knowledge` works without watchdog installed.
     if name == "DiskKnowledgeStore":
-        from agentsdk.knowledge.disk_store import DiskKnowledgeStore
+        from knowledgestore.disk_store import DiskKnowledgeStore
 
         return DiskKnowledgeStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,9 +33,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from agentsdk.errors import InvalidArgument
-from agentsdk.knowledge.paths import ancestors, normalize_path
-from agentsdk.knowledge.types import ChangeEvent
+from knowledgestore.paths import ancestors, normalize_path
+from knowledgestore.types import ChangeEvent
+from netkernel.errors import InvalidArgument
 
 #: Default budget of a store's cache (with its namespace views), in bytes.
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024

@@ -2,7 +2,7 @@
 
 Errors come back as the same exception classes the server raised (NotFound,
 OutOfRange, InvalidArgument, Unauthenticated, PermissionDenied,
-PayloadTooLarge, …) through :func:`agentsdk.errors.error_from_rpc`.
+PayloadTooLarge, …) through :func:`netkernel.errors.error_from_rpc`.
 
 ``cache=True`` adds a read cache kept coherent by the service's Watch stream;
 its rules are in :mod:`agentsdk.knowledge.read_cache`.
@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 import grpc
 from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 
-from agentsdk.errors import NotFound, OutOfRange, Unavailable, error_from_rpc
-from agentsdk.knowledge.base import StoreBase
-from agentsdk.knowledge.convert import event_from_proto
-from agentsdk.knowledge.feed import deliver, stop_task
 from agentsdk.knowledge.read_cache import DEFAULT_CACHE_BYTES, CachedFile, CacheInfo, Key, NamespaceCache, ReadCache
-from agentsdk.knowledge.types import AppendResult, ChangeCallback, FileInfo, Subscription
+from knowledgestore.base import StoreBase
+from knowledgestore.convert import event_from_proto
+from knowledgestore.feed import deliver, stop_task
+from knowledgestore.types import AppendResult, ChangeCallback, FileInfo, Subscription
+from netkernel.errors import NotFound, OutOfRange, Unavailable, error_from_rpc
 
 log = logging.getLogger("agentnet.knowledge")
 

@@ -6,24 +6,6 @@ Entry points: ``HubClient.connect("host:port")`` for a running hub and
 Every name of the seeds' "Quick reference — imports" block is importable here.
 """
 
-from agentsdk.envelope import (
-    EV_CHANNEL_CLOSED,
-    EV_CHANNEL_EXPIRED,
-    EV_CHANNEL_INVITE,
-    EV_CHANNEL_INVITE_ACK,
-    EV_CHANNEL_INVITE_REJECT,
-    EV_CHANNEL_OPENED,
-    EV_CONTEXT_SET,
-    EV_EXPECTATION_VIOLATED,
-    EV_PACKET,
-    EV_TASK_CANCEL_REQUEST,
-    EV_TASK_CANCELLED,
-    EV_TEXT,
-    Envelope,
-    Priority,
-    visible_to,
-)
-from agentsdk.identity import Passport, PassportKind, Resume
 from agentsdk.network.agent_client import (
     AgentClient,
     Task,
@@ -56,7 +38,25 @@ from agentsdk.network.views import (
     ViewPolicy,
     WindowedSummary,
 )
-from agentsdk.skills import ParsedSkill, parse_skill_frontmatter, render_fallback_skill
+from netkernel.envelope import (
+    EV_CHANNEL_CLOSED,
+    EV_CHANNEL_EXPIRED,
+    EV_CHANNEL_INVITE,
+    EV_CHANNEL_INVITE_ACK,
+    EV_CHANNEL_INVITE_REJECT,
+    EV_CHANNEL_OPENED,
+    EV_CONTEXT_SET,
+    EV_EXPECTATION_VIOLATED,
+    EV_PACKET,
+    EV_TASK_CANCEL_REQUEST,
+    EV_TASK_CANCELLED,
+    EV_TEXT,
+    Envelope,
+    Priority,
+    visible_to,
+)
+from netkernel.identity import Passport, PassportKind, Resume
+from netkernel.skills import ParsedSkill, parse_skill_frontmatter, render_fallback_skill
 
 __all__ = [
     "AGENT_CLIENT_DEP",

@@ -25,13 +25,13 @@ import weakref
 from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
 from typing import Annotated, Any, ClassVar, Protocol
 
-from agentsdk.envelope import EV_PACKET, EV_TEXT, Envelope, text_envelope
-from agentsdk.errors import InvalidArgument
 from agentsdk.events import BaseEvent, ToolCallEvent, ToolResultEvent
 from agentsdk.network.channel import ChannelMetadata
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP
 from agentsdk.network.views import ViewPolicy, view_for
 from agentsdk.tools import Inject, Tool
+from netkernel.envelope import EV_PACKET, EV_TEXT, Envelope, text_envelope
+from netkernel.errors import InvalidArgument
 
 __all__ = [
     "ADAPTERS",

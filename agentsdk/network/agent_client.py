@@ -21,15 +21,15 @@ from agentnet.v1 import hub_pb2, task_pb2
 
 from agentsdk.a2a.context import Dispatch, dispatch_scope
 from agentsdk.a2a.tools import REQUEST_INPUT_TOOL
-from agentsdk.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
-from agentsdk.errors import AgentNetError
-from agentsdk.identity import Passport
 from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.clients import NetworkClient
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
 from agentsdk.network.views import ViewPolicy, view_for
 from agentsdk.stream import Stream
+from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
+from netkernel.errors import AgentNetError
+from netkernel.identity import Passport
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent

@@ -8,17 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from agentnet.v1 import channel_pb2
 
-from agentsdk.envelope import Envelope, Priority
+from netkernel.envelope import Envelope, Priority
+from netkernel.wire import CHANNEL_STATE
 
 if TYPE_CHECKING:
     from agentsdk.network.clients import NetworkClient
-
-_STATE_NAMES = {
-    channel_pb2.CHANNEL_STATE_PENDING: "pending",
-    channel_pb2.CHANNEL_STATE_OPENED: "opened",
-    channel_pb2.CHANNEL_STATE_CLOSED: "closed",
-    channel_pb2.CHANNEL_STATE_EXPIRED: "expired",
-}
 
 
 @dataclass(frozen=True)
@@ -71,7 +65,7 @@ class ChannelMetadata:
                 )
                 for p in meta.participants
             ),
-            state=_STATE_NAMES.get(meta.state, "unknown"),
+            state=CHANNEL_STATE.name_of(meta.state, "unknown"),
             knobs=json.loads(meta.knobs_json) if meta.knobs_json else {},
             intent=meta.intent,
             close_reason=meta.close_reason,

@@ -22,14 +22,14 @@ from agentnet.v1 import envelope_pb2, hub_pb2
 from agentsdk.a2a.client import AgentToAgent
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.a2a.tools import make_a2a_tools
-from agentsdk.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
-from agentsdk.errors import AgentNetError, Timeout
-from agentsdk.identity import Passport
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.tools import Tool
 from agentsdk.transport import call
-from agentsdk.wire import envelope_from_wire, envelope_to_wire
+from netkernel.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
+from netkernel.errors import AgentNetError, Timeout
+from netkernel.identity import Passport
+from netkernel.wire import envelope_from_wire, envelope_to_wire
 
 if TYPE_CHECKING:
     from agentsdk.network.hub_client import HubClient

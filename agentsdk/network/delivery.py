@@ -21,8 +21,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
-from agentsdk.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED
-from agentsdk.errors import (
+from agentsdk.network.cursors import CursorBook
+from agentsdk.transport import HubConnection, call
+from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED
+from netkernel.errors import (
     AgentNetError,
     PermissionDenied,
     Unauthenticated,
@@ -30,8 +32,6 @@ from agentsdk.errors import (
     error_from_reason,
     error_from_rpc,
 )
-from agentsdk.network.cursors import CursorBook
-from agentsdk.transport import HubConnection, call
 
 _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
 log = logging.getLogger("agentnet.sdk")

@@ -12,20 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import grpc
-from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2
+from agentnet.v1 import hub_pb2, identity_pb2
 
 from agentsdk.a2a.settings import A2ASettings
-from agentsdk.envelope import EV_TEXT, Envelope
-from agentsdk.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from agentsdk.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
 from agentsdk.network.agent_client import AgentClient
 from agentsdk.network.channel import ChannelMetadata
 from agentsdk.network.clients import HumanClient, NetworkClient
 from agentsdk.network.cursors import CursorBook, CursorStore
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.transport import HubConnection, call, stream
-from agentsdk.wire import envelope_from_wire
+from netkernel.envelope import EV_TEXT, Envelope
+from netkernel.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from netkernel.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
+from netkernel.wire import envelope_from_wire
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,7 @@ class AgentSummary:
 if TYPE_CHECKING:
     from agentsdk.agent import Agent
     from hubsvc.core.options import HubOptions
+    from hubsvc.server import HubServer
 
 
 async def _ignore(envelope: Envelope) -> None:
@@ -229,7 +229,7 @@ class HubClient:
     ) -> list[AgentSummary]:
         """Identities on the hub, filtered (kind "agent" / "human" / "remote_agent")."""
         request = hub_pb2.ListAgentsRequest(
-            kind=kind_to_wire(kind) if kind else identity_pb2.PASSPORT_KIND_UNSPECIFIED,  # type: ignore[arg-type]
+            kind=kind_to_wire(kind) if kind else identity_pb2.PASSPORT_KIND_UNSPECIFIED,
             capability=capability,
             query=query,
             sort_by=sort_by,
@@ -279,10 +279,10 @@ class HubClient:
 class Hub(HubClient):
     """An embedded hub: the real hub service in this process, on a real port, plus a client to it."""
 
-    def __init__(self, connection: HubConnection, core: Any, server: grpc.aio.Server, operator_token: str) -> None:
+    def __init__(self, connection: HubConnection, server: HubServer, operator_token: str) -> None:
         super().__init__(connection)
-        self.core = core
         self.server = server
+        self.core = server.core
         self.operator_token = operator_token
         """Bearer token for operator calls (``ListAudit``) on this hub."""
 
@@ -305,26 +305,27 @@ class Hub(HubClient):
         """Start a hub on SQLite ``path`` (a temporary file when None) and serve it on ``host:port`` (0 = free port).
 
         ``options`` tunes the hub (limits, timeouts, A2A token lifetime); ``clock`` replaces its
-        wall clock (seconds since the epoch), e.g. to let tests move time forward."""
-        from hubsvc.core.hub import HubCore
+        wall clock (seconds since the epoch), e.g. to let tests move time forward. The hub is
+        built by the same factory as ``python -m hubsvc`` (health, reflection, limits)."""
+        # The SDK depends on the hub service only here, and only when an embedded hub is asked for.
         from hubsvc.core.util import system_clock
-        from hubsvc.servicer import HubServicer
+        from hubsvc.server import start_hub
         from hubsvc.storage import SqliteHubStore
 
         with tempfile.TemporaryDirectory(prefix="agentnet-hub-") as tmp:
             store = SqliteHubStore(Path(path) if path is not None else Path(tmp) / "hub.db")
-            core = HubCore(store, options=options, clock=clock or system_clock)
-            await core.start()
-            server = grpc.aio.server()
             operator_token = secrets.token_urlsafe(32)
-            hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core, operator_token=operator_token), server)
-            bound = server.add_insecure_port(f"{host}:{port}")
-            await server.start()
-            hub = cls(HubConnection(f"{host}:{bound}"), core, server, operator_token)
+            server = await start_hub(
+                store,
+                host=host,
+                port=port,
+                operator_token=operator_token,
+                options=options,
+                clock=clock or system_clock,
+            )
+            hub = cls(HubConnection(server.target), server, operator_token)
             try:
                 yield hub
             finally:
                 await hub.close()
-                core.close_sessions()
                 await server.stop(1.0)
-                await core.stop()

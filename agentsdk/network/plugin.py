@@ -2,7 +2,7 @@
 
 ``peers``, ``channels``, ``tasks``, ``context`` and ``delegate`` take exactly the
 seeds' actions and arguments (the pydantic models in
-:mod:`agentsdk.network.tool_schemas`, shared with the hub). Each call validates
+:mod:`netkernel.tool_schemas`, shared with the hub). Each call validates
 locally, then runs on the hub through the ``CallTool`` RPC, so a Python agent and
 a Go or TypeScript bridge see the same tools. ``context(scope="knowledge")`` is
 answered from the agent's own KnowledgeStore. The plugin also adds the
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from agentsdk.assembly import AssemblyContext
-from agentsdk.errors import AgentNetError, FailedPrecondition
 from agentsdk.events import BaseEvent
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, TASK_DEP
-from agentsdk.network.tool_schemas import PLUGIN_TOOLS, ContextArgs, description, parameters_schema
 from agentsdk.tools import Tool, ToolOutput
+from netkernel.errors import AgentNetError, FailedPrecondition
+from netkernel.tool_schemas import PLUGIN_TOOLS, ContextArgs, description, parameters_schema
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent

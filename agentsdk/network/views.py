@@ -25,9 +25,9 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from agentsdk.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope, visible_to
 from agentsdk.events import BaseEvent, CompactionSummary, ModelMessage, ModelRequest, TextInput
 from agentsdk.network.channel import ChannelMetadata
+from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope, readable_by
 
 __all__ = [
     "VIEW_POLICIES",
@@ -90,7 +90,7 @@ def _projectable(
     for env in wal:
         if env.event_type not in SUBSTANTIVE_EVENT_TYPES:
             continue
-        if env.sender_id != participant_id and not visible_to(env, participant_id):
+        if not readable_by(env, participant_id):
             continue  # addressed to others (a sender always sees what it said)
         text = render_envelope(env)
         if text is None:

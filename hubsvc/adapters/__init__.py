@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsdk.errors import InvalidArgument
 from hubsvc.adapters.base import Accepted, Adapter, ChannelSpec
 from hubsvc.adapters.consulting import ConsultingAdapter
 from hubsvc.adapters.conversation import ConversationAdapter
 from hubsvc.adapters.discussion import DiscussionAdapter
 from hubsvc.adapters.workflow import WorkflowAdapter
+from netkernel.errors import InvalidArgument
 
 ADAPTERS: dict[str, Adapter[Any]] = {
     adapter.type: adapter

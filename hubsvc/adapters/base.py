@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from agentsdk.envelope import Envelope
+from netkernel.envelope import Envelope
 
 S = TypeVar("S")
 
@@ -98,6 +98,10 @@ class Adapter(Protocol, Generic[S]):
 
     def offers_say(self, spec: ChannelSpec, state: S, participant_id: str) -> bool:
         """Whether the adapter offers the ``say`` tool to ``participant_id`` now (the seed's say table)."""
+        ...
+
+    def default_view(self, spec: ChannelSpec) -> tuple[str, int]:
+        """(view name, recent_n) an LLM participant sees of this channel by default (recent_n 0 = all)."""
         ...
 
     def state_json(self, state: S) -> dict[str, Any]:

@@ -9,14 +9,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentsdk.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope
-from agentsdk.errors import ChannelClosed, InvalidArgument, NotParticipant, NotYourTurn
 from hubsvc.adapters.base import ChannelSpec
+from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope
+from netkernel.errors import ChannelClosed, InvalidArgument, NotParticipant, NotYourTurn
 
 
 def is_substantive(env: Envelope) -> bool:
     """True for envelopes that take a turn (EV_TEXT and EV_PACKET)."""
     return env.event_type in SUBSTANTIVE_EVENT_TYPES
+
+
+def named_window(spec: ChannelSpec) -> tuple[str, int]:
+    """The default view of N-party channels: a named windowed summary of ``max(2 * N, 4)`` envelopes."""
+    return "named_windowed_summary", max(2 * len(spec.participants), 4)
 
 
 def label(spec: ChannelSpec, agent_id: str) -> str:

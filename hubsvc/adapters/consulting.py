@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from agentsdk.envelope import Envelope
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
@@ -19,6 +18,7 @@ from hubsvc.adapters.common import (
     require_participants,
     require_sender,
 )
+from netkernel.envelope import Envelope
 
 CLOSE_REASON = "consulting_complete"
 
@@ -94,6 +94,10 @@ class ConsultingAdapter:
     def expected_next(self, spec: ChannelSpec, state: ConsultingState) -> list[str]:
         """[initiator] before the question, [target] after it, [] when complete."""
         return [] if state.expected is None else [state.expected]
+
+    def default_view(self, spec: ChannelSpec) -> tuple[str, int]:
+        """The full transcript (one question, one reply)."""
+        return "full_transcript", 0
 
     def offers_say(self, spec: ChannelSpec, state: ConsultingState, participant_id: str) -> bool:
         """``say`` only for the participant whose turn it is (no one once replied)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agentsdk.envelope import Envelope
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
@@ -18,6 +17,7 @@ from hubsvc.adapters.common import (
     require_participants,
     require_sender,
 )
+from netkernel.envelope import Envelope
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,10 @@ class ConversationAdapter:
     def expected_next(self, spec: ChannelSpec, state: ConversationState) -> list[str]:
         """Always [] — anyone may speak (or, after the limit, no one can)."""
         return []
+
+    def default_view(self, spec: ChannelSpec) -> tuple[str, int]:
+        """A windowed summary of the last 10 envelopes."""
+        return "windowed_summary", 10
 
     def offers_say(self, spec: ChannelSpec, state: ConversationState, participant_id: str) -> bool:
         """``say`` for every participant while the channel still takes turns."""

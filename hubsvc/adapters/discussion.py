@@ -11,18 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from agentsdk.envelope import Envelope
-from agentsdk.errors import InvalidArgument
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
     is_substantive,
     label,
+    named_window,
     not_your_turn,
     optional_positive_int,
     require_participants,
     require_sender,
 )
+from netkernel.envelope import Envelope
+from netkernel.errors import InvalidArgument
 
 
 def discussion_max_turns(spec: ChannelSpec) -> int | None:
@@ -105,6 +106,10 @@ class DiscussionAdapter:
     def expected_next(self, spec: ChannelSpec, state: DiscussionState) -> list[str]:
         """[expected_next_speaker], or [] once the limit was reached."""
         return [] if state.end_reason is not None else [state.expected_next_speaker]
+
+    def default_view(self, spec: ChannelSpec) -> tuple[str, int]:
+        """A named windowed summary of the last ``max(2 * participants, 4)`` envelopes."""
+        return named_window(spec)
 
     def offers_say(self, spec: ChannelSpec, state: DiscussionState, participant_id: str) -> bool:
         """``say`` only for the expected next speaker (the seed's say table)."""

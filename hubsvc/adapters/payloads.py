@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentsdk.envelope import EV_PACKET, Envelope
-from agentsdk.errors import InvalidArgument
 from hubsvc.adapters.base import ChannelSpec
+from netkernel.envelope import EV_PACKET, Envelope
+from netkernel.errors import InvalidArgument
 
 _UPDATE_KEYS = ("set", "delete")
 

@@ -14,18 +14,19 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from agentsdk.envelope import EV_CONTEXT_SET, Envelope
-from agentsdk.errors import InvalidArgument
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
     is_substantive,
+    named_window,
     not_your_turn,
     require_participants,
     require_sender,
 )
 from hubsvc.adapters.payloads import Packet, canonical_json, parse_context_updates, parse_packet
 from hubsvc.adapters.workflow_graph import MAX_TURNS, parse_workflow_knobs
+from netkernel.envelope import EV_CONTEXT_SET, Envelope
+from netkernel.errors import InvalidArgument
 
 _CONTEXT_SET_WHERE = "ag2.context.set event_data"
 
@@ -126,6 +127,10 @@ class WorkflowAdapter:
     def expected_next(self, spec: ChannelSpec, state: WorkflowState) -> list[str]:
         """[current_speaker], or [] once ended."""
         return [] if state.end_reason is not None else [state.current_speaker]
+
+    def default_view(self, spec: ChannelSpec) -> tuple[str, int]:
+        """A named windowed summary of the last ``max(2 * participants, 4)`` envelopes."""
+        return named_window(spec)
 
     def offers_say(self, spec: ChannelSpec, state: WorkflowState, participant_id: str) -> bool:
         """Never: workflow agents speak through the round-end packet (the seed's say table)."""

@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentsdk.errors import InvalidArgument
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.adapters.common import participant_list
 from hubsvc.adapters.payloads import Routing, canonical_json, json_equal, json_problem
+from netkernel.errors import InvalidArgument
 
 DEFAULT_MAX_TURNS = 50
 TERMINATED = "workflow_terminated"

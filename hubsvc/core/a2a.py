@@ -22,8 +22,12 @@ from fnmatch import fnmatchcase
 from agentnet.v1 import a2a_pb2, hub_pb2, identity_pb2
 from google.protobuf.json_format import MessageToDict
 
-from agentsdk.envelope import text_envelope
-from agentsdk.errors import (
+from hubsvc.core.hub import HubCore
+from hubsvc.core.registry import AgentEntry
+from hubsvc.core.tools import HubTools
+from hubsvc.core.util import hash_secret, new_id, new_secret, to_timestamp
+from netkernel.envelope import text_envelope
+from netkernel.errors import (
     ChannelClosed,
     DepthExceeded,
     InvalidArgument,
@@ -32,19 +36,12 @@ from agentsdk.errors import (
     TokenExpired,
     Unauthenticated,
 )
-from agentsdk.wire import envelope_from_wire
-from hubsvc.core.hub import HubCore
-from hubsvc.core.registry import AgentEntry
-from hubsvc.core.tools import HubTools
-from hubsvc.core.util import hash_secret, new_id, new_secret, to_timestamp
+from netkernel.wire import INVOCATION_STATUS, envelope_from_wire
 
 RESERVED_HEADER_PREFIX = "a2a-"
 DEFAULT_DISCOVER_LIMIT = 50
-_STATUS_FROM_REPLY = {
-    "completed": a2a_pb2.INVOCATION_STATUS_COMPLETED,
-    "input-required": a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED,
-    "failed": a2a_pb2.INVOCATION_STATUS_FAILED,
-}
+_REPLY_STATUSES = ("completed", "input-required", "failed")
+"""What a callee's reply may claim in ``event_data.a2a.status`` (anything else reads as completed)."""
 
 
 def may_call(caller: identity_pb2.AgentRecord, target: identity_pb2.AgentRecord) -> bool:
@@ -263,7 +260,8 @@ class A2A:
         text = text if isinstance(text, str) else ""
         meta = data.get("a2a")
         outcome = meta if isinstance(meta, dict) else {}
-        status = _STATUS_FROM_REPLY.get(str(outcome.get("status") or "completed"), a2a_pb2.INVOCATION_STATUS_COMPLETED)
+        claimed = outcome.get("status")
+        status = INVOCATION_STATUS.by_name[claimed if claimed in _REPLY_STATUSES else "completed"]
         if status == a2a_pb2.INVOCATION_STATUS_FAILED:
             return status, "", str(outcome.get("error") or text or f"{target.name} failed")
         return status, text, ""

@@ -13,15 +13,16 @@ from typing import Any
 
 from agentnet.v1 import channel_pb2, envelope_pb2
 
-from agentsdk.envelope import (
+from hubsvc.adapters.base import Adapter, ChannelSpec
+from hubsvc.core.util import BoundedDict, to_timestamp
+from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
     EV_CHANNEL_EXPIRED,
     EV_CHANNEL_INVITE_ACK,
     EV_CHANNEL_OPENED,
     Envelope,
 )
-from hubsvc.adapters.base import Adapter, ChannelSpec
-from hubsvc.core.util import BoundedDict, to_timestamp
+from netkernel.wire import parse_json_object
 
 PENDING = channel_pb2.CHANNEL_STATE_PENDING
 OPENED = channel_pb2.CHANNEL_STATE_OPENED
@@ -31,6 +32,18 @@ TERMINAL = frozenset({CLOSED, EXPIRED})
 
 HUB_SENDER = "hub"
 """sender_id of envelopes the hub posts itself (invites, opened, closed, expired)."""
+
+
+def spec_from_meta(meta: channel_pb2.ChannelMetadata) -> ChannelSpec:
+    """The adapter's view of a channel, rebuilt from its stored metadata."""
+    return ChannelSpec(
+        channel_id=meta.channel_id,
+        type=meta.type,
+        initiator=meta.participants[0].agent_id,
+        participants=tuple(p.agent_id for p in meta.participants),
+        names={p.agent_id: p.name for p in meta.participants},
+        knobs=parse_json_object(meta.knobs_json, "knobs_json"),
+    )
 
 
 @dataclass

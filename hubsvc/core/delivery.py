@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from agentnet.v1 import connect_pb2, envelope_pb2
 
-from agentsdk.errors import AgentNetError, Unavailable
 from hubsvc.core.util import Clock, parse_iso_z
+from netkernel.errors import AgentNetError, Unavailable
+from netkernel.wire import wire_visible_to
 
 _PRIORITY_RANK = {
     envelope_pb2.PRIORITY_URGENT: 0,
@@ -38,16 +39,6 @@ def is_expired(wire: envelope_pb2.Envelope, now: float) -> bool:
     if not wire.HasField("ttl_seconds") or not wire.created_at:
         return False
     return parse_iso_z(wire.created_at) + wire.ttl_seconds <= now
-
-
-def visible(wire: envelope_pb2.Envelope, agent_id: str) -> bool:
-    """Broadcast, or ``agent_id`` is in the explicit audience."""
-    return not wire.HasField("audience") or agent_id in wire.audience.agent_ids
-
-
-def readable_by(wire: envelope_pb2.Envelope, agent_id: str) -> bool:
-    """What a participant may read back from the WAL: what it may see, and what it sent."""
-    return wire.sender_id == agent_id or visible(wire, agent_id)
 
 
 @dataclass
@@ -134,7 +125,7 @@ class Session:
         state = self._cursors.setdefault(wire.channel_id, _ChannelCursor(seen_upto=wire.seq - 1))
         if wire.seq <= state.seen_upto:
             return
-        if wire.sender_id == self.agent_id or not visible(wire, self.agent_id):
+        if wire.sender_id == self.agent_id or not wire_visible_to(wire, self.agent_id):
             # Not for this participant, or its own post (the PostResult already returned it).
             self._skip(state, wire)
             return

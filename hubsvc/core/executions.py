@@ -12,9 +12,9 @@ import asyncio
 
 from agentnet.v1 import a2a_pb2
 
-from agentsdk.errors import InvalidArgument, PermissionDenied
 from hubsvc.core.util import Clock, to_timestamp
 from hubsvc.storage import ExecutionRow, HubStore, Writes
+from netkernel.errors import InvalidArgument, PermissionDenied
 
 DEFAULT_LIST_LIMIT = 100
 RUNNING = a2a_pb2.INVOCATION_STATUS_RUNNING

@@ -19,7 +19,17 @@ from typing import Any
 
 from agentnet.v1 import a2a_pb2, channel_pb2, connect_pb2, envelope_pb2, identity_pb2
 
-from agentsdk.envelope import (
+from hubsvc.adapters import get_adapter
+from hubsvc.adapters.base import ChannelSpec
+from hubsvc.core.channel import HUB_SENDER, OPENED, PENDING, TERMINAL, ChannelRuntime, spec_from_meta
+from hubsvc.core.delivery import Session
+from hubsvc.core.executions import ExecutionLog
+from hubsvc.core.options import HubOptions
+from hubsvc.core.registry import Registry
+from hubsvc.core.tasks import TaskMirror
+from hubsvc.core.util import Clock, from_timestamp, iso_z, new_id, next_envelope_id, system_clock, to_timestamp
+from hubsvc.storage import ChannelRow, HubStore, WalRow, Writes
+from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
     EV_CHANNEL_EXPIRED,
     EV_CHANNEL_INVITE,
@@ -30,7 +40,7 @@ from agentsdk.envelope import (
     LIFECYCLE_EVENT_TYPES,
     Envelope,
 )
-from agentsdk.errors import (
+from netkernel.errors import (
     AgentNetError,
     ChannelClosed,
     DepthExceeded,
@@ -43,17 +53,7 @@ from agentsdk.errors import (
     Timeout,
     Unavailable,
 )
-from agentsdk.wire import dumps_json, envelope_from_wire, envelope_to_wire, parse_json_object
-from hubsvc.adapters import get_adapter
-from hubsvc.adapters.base import ChannelSpec
-from hubsvc.core.channel import HUB_SENDER, OPENED, PENDING, TERMINAL, ChannelRuntime
-from hubsvc.core.delivery import Session, readable_by
-from hubsvc.core.executions import ExecutionLog
-from hubsvc.core.options import HubOptions
-from hubsvc.core.registry import Registry
-from hubsvc.core.tasks import TaskMirror
-from hubsvc.core.util import Clock, from_timestamp, iso_z, new_id, next_envelope_id, system_clock, to_timestamp
-from hubsvc.storage import ChannelRow, HubStore, WalRow, Writes
+from netkernel.wire import dumps_json, envelope_from_wire, envelope_to_wire, parse_json_object, wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
 
@@ -170,14 +170,7 @@ class HubCore:
     def _runtime_from_row(self, row: ChannelRow) -> ChannelRuntime:
         meta = channel_pb2.ChannelMetadata.FromString(row.record)
         adapter = get_adapter(meta.type)
-        spec = ChannelSpec(
-            channel_id=meta.channel_id,
-            type=meta.type,
-            initiator=meta.participants[0].agent_id,
-            participants=tuple(p.agent_id for p in meta.participants),
-            names={p.agent_id: p.name for p in meta.participants},
-            knobs=parse_json_object(meta.knobs_json, "knobs_json"),
-        )
+        spec = spec_from_meta(meta)
         # The lifecycle fold recomputes acks and state from the WAL.
         meta.state = PENDING
         for p in meta.participants:
@@ -853,7 +846,7 @@ class HubCore:
             for data in page:
                 wire = envelope_pb2.Envelope.FromString(data)
                 next_seq = wire.seq + 1
-                if readable_by(wire, caller):
+                if wire_readable_by(wire, caller):
                     out.append(wire)
                     if limit and len(out) >= limit:
                         return out

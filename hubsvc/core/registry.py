@@ -14,18 +14,14 @@ from dataclasses import dataclass
 
 from agentnet.v1 import a2a_pb2, identity_pb2
 
-from agentsdk.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
-from agentsdk.identity import Passport, Resume
-from agentsdk.skills import render_fallback_skill
 from hubsvc.core.util import Clock, hash_secret, new_id, new_secret, to_timestamp
 from hubsvc.storage import AgentRow, HubStore, Writes
+from netkernel.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
+from netkernel.identity import Passport, Resume
+from netkernel.skills import render_fallback_skill
+from netkernel.wire import PASSPORT_KIND
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-KIND_NAMES = {
-    identity_pb2.PASSPORT_KIND_AGENT: "agent",
-    identity_pb2.PASSPORT_KIND_HUMAN: "human",
-    identity_pb2.PASSPORT_KIND_REMOTE_AGENT: "remote_agent",
-}
 
 
 @dataclass
@@ -125,7 +121,7 @@ class Registry:
                 f"an agent named {name!r} is already registered; pick another name or unregister it first.",
                 metadata={"name": name},
             )
-        if passport.kind not in KIND_NAMES:
+        if passport.kind not in PASSPORT_KIND.by_value:
             passport.kind = identity_pb2.PASSPORT_KIND_AGENT
         agent_id = new_id()
         secret = new_secret()
@@ -142,7 +138,11 @@ class Registry:
         await self._store.commit(
             Writes(
                 agents=[self._row(entry)],
-                audit=[self._audit("agent_registered", agent_id, {"name": name, "kind": KIND_NAMES[passport.kind]})],
+                audit=[
+                    self._audit(
+                        "agent_registered", agent_id, {"name": name, "kind": PASSPORT_KIND.by_value[passport.kind]}
+                    )
+                ],
             )
         )
         return record, f"{agent_id}.{secret}"

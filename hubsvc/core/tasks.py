@@ -15,9 +15,9 @@ from typing import Any
 
 from agentnet.v1 import task_pb2
 
-from agentsdk.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
 from hubsvc.storage import HubStore, TaskRow, Writes
+from netkernel.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 TERMINAL = frozenset(
     {

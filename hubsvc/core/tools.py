@@ -17,7 +17,12 @@ from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2, identity_pb2, task_p
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 
-from agentsdk.envelope import (
+from hubsvc.adapters import get_adapter
+from hubsvc.core.channel import OPENED, TERMINAL, ChannelRuntime, spec_from_meta
+from hubsvc.core.hub import HubCore
+from hubsvc.core.registry import AgentEntry
+from hubsvc.core.util import from_timestamp, to_timestamp
+from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
     EV_CHANNEL_EXPIRED,
     EV_CHANNEL_OPENED,
@@ -26,7 +31,7 @@ from agentsdk.envelope import (
     Envelope,
     text_envelope,
 )
-from agentsdk.errors import (
+from netkernel.errors import (
     AgentNetError,
     ChannelClosed,
     DepthExceeded,
@@ -35,7 +40,7 @@ from agentsdk.errors import (
     PermissionDenied,
     Timeout,
 )
-from agentsdk.network.tool_schemas import (
+from netkernel.tool_schemas import (
     ADAPTER_TOOLS,
     ALL_TOOLS,
     PLUGIN_TOOLS,
@@ -48,12 +53,15 @@ from agentsdk.network.tool_schemas import (
     description,
     parameters_schema,
 )
-from agentsdk.wire import dumps_json, envelope_from_wire, parse_json_object
-from hubsvc.core.channel import OPENED, TERMINAL
-from hubsvc.core.delivery import readable_by
-from hubsvc.core.hub import HubCore
-from hubsvc.core.registry import KIND_NAMES, AgentEntry
-from hubsvc.core.util import from_timestamp, to_timestamp
+from netkernel.wire import (
+    CHANNEL_STATE,
+    PASSPORT_KIND,
+    TASK_STATE,
+    dumps_json,
+    envelope_from_wire,
+    parse_json_object,
+    wire_readable_by,
+)
 
 _TERMINAL_EVENTS = (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED)
 
@@ -188,16 +196,30 @@ class HubTools:
                 return wire.envelope_id
         return ""
 
-    async def describe_channel(
-        self, caller: str, channel_id: str
-    ) -> tuple[channel_pb2.ChannelMetadata, str, list[str]]:
-        """Metadata, adapter state JSON and expected next speakers."""
+    async def describe_channel(self, caller: str, channel_id: str) -> hub_pb2.DescribeChannelResponse:
+        """Metadata, adapter state JSON, expected next speakers, the caller's offered adapter tools
+        and the channel type's default view."""
         meta = await self.core.require_member(caller, channel_id)
         ch = self.core.live_channel(channel_id)
+        response = hub_pb2.DescribeChannelResponse(channel=meta)
         if ch is None:
-            return meta, "", []
-        expected = ch.adapter.expected_next(ch.spec, ch.state) if ch.meta.state == OPENED else []
-        return meta, dumps_json(ch.adapter.state_json(ch.state)), expected
+            policy, recent_n = get_adapter(meta.type).default_view(spec_from_meta(meta))
+        else:
+            policy, recent_n = ch.adapter.default_view(ch.spec)
+            response.adapter_state_json = dumps_json(ch.adapter.state_json(ch.state))
+            if ch.meta.state == OPENED:
+                response.expected_next.extend(ch.adapter.expected_next(ch.spec, ch.state))
+            response.offered_tools.extend(self._offered_tools(ch, caller))
+        response.default_view.policy = policy
+        response.default_view.recent_n = recent_n
+        return response
+
+    @staticmethod
+    def _offered_tools(ch: ChannelRuntime, caller: str) -> list[str]:
+        """The adapter tools ``caller`` may use in the live channel now (the say table)."""
+        if ch.meta.state == OPENED and ch.adapter.offers_say(ch.spec, ch.state, caller):
+            return list(ADAPTER_TOOLS)
+        return []
 
     async def list_channels(
         self, caller: str, *, include_ended: bool, type: str = "", limit: int = 0
@@ -249,7 +271,7 @@ class HubTools:
                 return
             while True:
                 wire = await queue.get()
-                if wire.seq <= last or not readable_by(wire, caller):
+                if wire.seq <= last or not wire_readable_by(wire, caller):
                     continue
                 if until_seq and wire.seq > until_seq:
                     return
@@ -358,7 +380,7 @@ class HubTools:
         out = []
         for data in await self.core.store.search_text(channels, query, limit * 4):
             wire = envelope_pb2.Envelope.FromString(data)
-            if readable_by(wire, caller):
+            if wire_readable_by(wire, caller):
                 out.append(self._excerpt(wire))
         out.sort(key=lambda e: e.created_at, reverse=True)
         return out[:limit]
@@ -377,7 +399,7 @@ class HubTools:
         picked = []
         for data in await self.core.store.texts_from(channels, speaker_id, recent_n * 4):
             wire = envelope_pb2.Envelope.FromString(data)
-            if readable_by(wire, caller):
+            if wire_readable_by(wire, caller):
                 picked.append(self._excerpt(wire))
         picked.sort(key=lambda e: e.created_at, reverse=True)
         return list(reversed(picked[:recent_n]))
@@ -490,8 +512,7 @@ class HubTools:
         if ch is not None:
             if caller not in ch.participants:
                 raise PermissionDenied(f"you are not a participant of channel '{channel_id}'.")
-            if ch.meta.state == OPENED and ch.adapter.offers_say(ch.spec, ch.state, caller):
-                names += [(n, hub_pb2.TOOL_SOURCE_ADAPTER) for n in ADAPTER_TOOLS]
+            names += [(n, hub_pb2.TOOL_SOURCE_ADAPTER) for n in self._offered_tools(ch, caller)]
         return [
             hub_pb2.ToolSchema(
                 name=name,
@@ -539,7 +560,7 @@ class HubTools:
                 {
                     "agent_id": p.agent_id,
                     "name": p.name,
-                    "kind": KIND_NAMES.get(p.kind, "agent"),
+                    "kind": PASSPORT_KIND.name_of(p.kind, "agent"),
                     "description": p.description,
                     "capabilities": list(p.claimed_capabilities),
                     "domains": list(p.domains),
@@ -557,7 +578,7 @@ class HubTools:
                     {
                         "channel_id": m.channel_id,
                         "type": m.type,
-                        "state": channel_pb2.ChannelState.Name(m.state)[14:].lower(),
+                        "state": CHANNEL_STATE.name_of(m.state, "unknown"),
                         "participants": [p.name for p in m.participants],
                         "intent": m.intent,
                     }
@@ -568,11 +589,11 @@ class HubTools:
             target = args.channel_id or channel_id
             if not target:
                 raise InvalidArgument("channels(action='info') needs channel_id.")
-            meta, state_json, expected = await self.describe_channel(caller, target)
+            described = await self.describe_channel(caller, target)
             return {
-                **_to_dict(meta),
-                "adapter_state": json.loads(state_json) if state_json else None,
-                "expected_next": [self.core.name_for(a) for a in expected],
+                **_to_dict(described.channel),
+                "adapter_state": json.loads(described.adapter_state_json) if described.adapter_state_json else None,
+                "expected_next": [self.core.name_for(a) for a in described.expected_next],
             }
         if args.action == "close":
             target = args.channel_id or channel_id
@@ -581,7 +602,7 @@ class HubTools:
             meta = await self.core.close_channel(caller, target, "closed_by_agent")
             return {
                 "channel_id": meta.channel_id,
-                "state": channel_pb2.ChannelState.Name(meta.state)[14:].lower(),
+                "state": CHANNEL_STATE.name_of(meta.state, "unknown"),
                 "close_reason": meta.close_reason,
             }
         if not args.type or not args.target:
@@ -621,7 +642,7 @@ class HubTools:
             task = await self.core.tasks.report(
                 caller, task_id, kind, payload_json=dumps_json(value) if value is not None else ""
             )
-            return {"task_id": task.task_id, "state": task_pb2.TaskState.Name(task.state)[11:].lower()}
+            return {"task_id": task.task_id, "state": TASK_STATE.name_of(task.state, "unknown")}
         if args.action == "list":
             tasks = await self.list_tasks(
                 caller, all_scope=args.scope == "all", include_ended=args.state == "all", limit=args.limit

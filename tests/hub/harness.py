@@ -18,9 +18,8 @@ import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
 
 from agentsdk.errors import AgentNetError, error_from_reason, error_from_rpc
-from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
-from hubsvc.servicer import HubServicer
+from hubsvc.server import HubServer, start_hub
 from hubsvc.storage import SqliteHubStore
 
 EV_TEXT = "ag2.msg.text"
@@ -28,34 +27,28 @@ OPERATOR_TOKEN = "operator-token-for-tests"
 
 
 class RunningHub:
-    """An in-process hub served on 127.0.0.1:<port>."""
+    """An in-process hub served on 127.0.0.1:<port> (built by the same factory as ``python -m hubsvc``)."""
 
-    def __init__(self, core: HubCore, server: grpc.aio.Server, port: int, db: Path) -> None:
+    def __init__(self, server: HubServer, db: Path) -> None:
         self.operator_token = OPERATOR_TOKEN
-        self.core = core
         self.server = server
-        self.port = port
+        self.core = server.core
+        self.port = server.port
         self.db = db
 
     @property
     def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return self.server.target
 
 
 @asynccontextmanager
 async def running_hub(db: Path, options: HubOptions | None = None, **kwargs: Any) -> AsyncIterator[RunningHub]:
-    """Start a hub core + gRPC server on a free port; stop both afterwards."""
-    core = HubCore(SqliteHubStore(db), options=options, **kwargs)
-    await core.start()
-    server = grpc.aio.server()
-    hub_pb2_grpc.add_HubServiceServicer_to_server(HubServicer(core, operator_token=OPERATOR_TOKEN), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    """Start a hub on a free port; stop it afterwards."""
+    server = await start_hub(SqliteHubStore(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs)
     try:
-        yield RunningHub(core, server, port, db)
+        yield RunningHub(server, db)
     finally:
         await server.stop(0.5)
-        await core.stop()
 
 
 async def list_audit(hub: RunningHub, **request: Any) -> list[hub_pb2.AuditRecord]:

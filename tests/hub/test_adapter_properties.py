@@ -18,7 +18,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentsdk.envelope import (
+from agentsdk.errors import InvalidArgument, ProtocolError
+from hubsvc.adapters import ADAPTERS
+from hubsvc.adapters.base import ChannelSpec
+from netkernel.envelope import (
     EV_CONTEXT_SET,
     EV_PACKET,
     EV_TASK_CANCEL_REQUEST,
@@ -27,9 +30,6 @@ from agentsdk.envelope import (
     SUBSTANTIVE_EVENT_TYPES,
     Envelope,
 )
-from agentsdk.errors import InvalidArgument, ProtocolError
-from hubsvc.adapters import ADAPTERS
-from hubsvc.adapters.base import ChannelSpec
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOOLS = ("approve", "reject", "handoff")

@@ -9,18 +9,6 @@ from typing import Any
 
 import pytest
 
-from agentsdk.envelope import (
-    EV_CHANNEL_CLOSED,
-    EV_CHANNEL_INVITE,
-    EV_CHANNEL_INVITE_ACK,
-    EV_CHANNEL_OPENED,
-    EV_CONTEXT_SET,
-    EV_PACKET,
-    EV_TASK_CANCEL_REQUEST,
-    EV_TEXT,
-    LIFECYCLE_EVENT_TYPES,
-    Envelope,
-)
 from agentsdk.errors import ChannelClosed, InvalidArgument, NotParticipant, NotYourTurn, ProtocolError
 from hubsvc.adapters import (
     ADAPTERS,
@@ -32,6 +20,18 @@ from hubsvc.adapters import (
 )
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.workflow import WorkflowState
+from netkernel.envelope import (
+    EV_CHANNEL_CLOSED,
+    EV_CHANNEL_INVITE,
+    EV_CHANNEL_INVITE_ACK,
+    EV_CHANNEL_OPENED,
+    EV_CONTEXT_SET,
+    EV_PACKET,
+    EV_TASK_CANCEL_REQUEST,
+    EV_TEXT,
+    LIFECYCLE_EVENT_TYPES,
+    Envelope,
+)
 
 A, B, C = "id-a", "id-b", "id-c"
 NAMES = {A: "alice", B: "bob", C: "carol"}

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from agentnet.v1 import hub_pb2
 
-from agentsdk.wire import envelope_from_wire
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
+from netkernel.wire import envelope_from_wire
 from tests.hub.harness import Participant, collect, open_channel, register
 from tests.procs import ROOT, start_service
 

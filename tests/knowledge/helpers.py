@@ -8,12 +8,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from typing import Any
 
-from agentnet.v1 import knowledge_pb2_grpc
-
 from agentsdk.knowledge import ChangeEvent, StoreBase
-from agentsdk.service_runtime import ServiceSpec, build_server
 from knowledgesvc.auth import TokenAuthority
-from knowledgesvc.servicer import KNOWLEDGE_SERVICE, KnowledgeServicer
+from knowledgesvc.server import start_knowledge
 
 #: The bearer token the test servers grant every namespace.
 TOKEN = "test-token-0123456789abcdef"
@@ -60,14 +57,8 @@ async def serve_in_process(
 ) -> AsyncIterator[str]:
     """Serve ``store`` with the real KnowledgeServicer on a free loopback port; yield ``host:port``."""
     authority = TokenAuthority(grants if grants is not None else {TOKEN: ["*"]})
-    servicer = KnowledgeServicer(store, authority, max_write_bytes=max_write_bytes, watch_backlog=watch_backlog)
-    spec = ServiceSpec(
-        KNOWLEDGE_SERVICE.full_name,
-        lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
-    )
-    server, _, port = await build_server([spec], host="127.0.0.1", port=0)
-    await server.start()
+    server = await start_knowledge(store, authority, max_write_bytes=max_write_bytes, watch_backlog=watch_backlog)
     try:
-        yield f"127.0.0.1:{port}"
+        yield server.target
     finally:
         await server.stop(0)

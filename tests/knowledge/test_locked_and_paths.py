@@ -8,7 +8,7 @@ import pytest
 
 from agentsdk.errors import InvalidArgument
 from agentsdk.knowledge import KnowledgeStore, LockedKnowledgeStore, MemoryKnowledgeStore, normalize_path
-from agentsdk.knowledge.paths import ancestors, dir_prefix, immediate_children, is_under, validate_namespace
+from knowledgestore.paths import ancestors, dir_prefix, immediate_children, is_under, validate_namespace
 
 
 async def test_locked_store_locks_mutations_only() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsdk.envelope import EV_TEXT, Envelope
 from agentsdk.network.channel import ChannelMetadata, ParticipantInfo
+from netkernel.envelope import EV_TEXT, Envelope
 
 NAMES = {"a1": "alice", "b2": "bob", "c3": "carol", "d4": "dave", "e5": "erin"}
 

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from agentsdk.agent import Reply
-from agentsdk.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
 from agentsdk.errors import InvalidArgument
 from agentsdk.events import BaseEvent, ModelMessage, ToolCallEvent, ToolResultEvent
 from agentsdk.network.adapters import (
@@ -39,6 +38,7 @@ from agentsdk.tools import Tool, tool
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.adapters.payloads import parse_packet
+from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
 from tests.sdk_views.support import NAMES, FakeClient, env, meta, text
 
 TYPES = ("consulting", "conversation", "discussion", "workflow")

@@ -7,7 +7,6 @@ import functools
 import pytest
 
 from agentsdk.config import events_to_messages
-from agentsdk.envelope import EV_CHANNEL_OPENED, EV_CONTEXT_SET, EV_PACKET, Envelope
 from agentsdk.events import BaseEvent, CompactionSummary, ModelMessage, ModelRequest, TextInput
 from agentsdk.network.adapters import adapter_for
 from agentsdk.network.views import (
@@ -21,6 +20,7 @@ from agentsdk.network.views import (
     register_view_policy,
     view_for,
 )
+from netkernel.envelope import EV_CHANNEL_OPENED, EV_CONTEXT_SET, EV_PACKET, Envelope
 from tests.sdk_views.seed_custom_view import FromOneOnly
 from tests.sdk_views.support import NAMES, env, meta, text
 

@@ -1284,7 +1284,15 @@ type DescribeChannelResponse struct {
 	// The adapter's folded state as a JSON object (adapter-specific shape).
 	AdapterStateJson string `protobuf:"bytes,2,opt,name=adapter_state_json,json=adapterStateJson,proto3" json:"adapter_state_json,omitempty"`
 	// Agent ids the adapter expects to speak next (empty = anyone / no one).
-	ExpectedNext  []string `protobuf:"bytes,3,rep,name=expected_next,json=expectedNext,proto3" json:"expected_next,omitempty"`
+	ExpectedNext []string `protobuf:"bytes,3,rep,name=expected_next,json=expectedNext,proto3" json:"expected_next,omitempty"`
+	// Names of the adapter tools the caller is offered in this channel right now: ["say"] or []
+	// (consulting: whoever's turn it is; conversation: everyone; discussion: only the expected next
+	// speaker; workflow: no one; nobody once the channel ended). The same names ListTools returns
+	// with TOOL_SOURCE_ADAPTER, so a client needs no copy of the turn rules to build its tool list.
+	OfferedTools []string `protobuf:"bytes,4,rep,name=offered_tools,json=offeredTools,proto3" json:"offered_tools,omitempty"`
+	// The view an LLM participant sees of this channel unless it picked its own (set by the
+	// channel type).
+	DefaultView   *DefaultView `protobuf:"bytes,5,opt,name=default_view,json=defaultView,proto3" json:"default_view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1340,6 +1348,77 @@ func (x *DescribeChannelResponse) GetExpectedNext() []string {
 	return nil
 }
 
+func (x *DescribeChannelResponse) GetOfferedTools() []string {
+	if x != nil {
+		return x.OfferedTools
+	}
+	return nil
+}
+
+func (x *DescribeChannelResponse) GetDefaultView() *DefaultView {
+	if x != nil {
+		return x.DefaultView
+	}
+	return nil
+}
+
+// DefaultView is a channel type's default projection of the WAL for an LLM participant.
+type DefaultView struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The view's name: "full_transcript" (everything, in order), "windowed_summary" (the last
+	// recent_n substantive envelopes after a summary placeholder) or "named_windowed_summary"
+	// (the same, each line prefixed with the speaker's name).
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// How many recent envelopes a windowed view shows (0 for full_transcript).
+	RecentN       int32 `protobuf:"varint,2,opt,name=recent_n,json=recentN,proto3" json:"recent_n,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DefaultView) Reset() {
+	*x = DefaultView{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DefaultView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DefaultView) ProtoMessage() {}
+
+func (x *DefaultView) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DefaultView.ProtoReflect.Descriptor instead.
+func (*DefaultView) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DefaultView) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *DefaultView) GetRecentN() int32 {
+	if x != nil {
+		return x.RecentN
+	}
+	return 0
+}
+
 // ListChannelsRequest filters the caller's channels.
 type ListChannelsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1355,7 +1434,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1446,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1459,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{20}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListChannelsRequest) GetIncludeEnded() bool {
@@ -1415,7 +1494,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1506,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1519,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{21}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*ChannelMetadata {
@@ -1470,7 +1549,7 @@ type ReadWalRequest struct {
 
 func (x *ReadWalRequest) Reset() {
 	*x = ReadWalRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1561,7 @@ func (x *ReadWalRequest) String() string {
 func (*ReadWalRequest) ProtoMessage() {}
 
 func (x *ReadWalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1574,7 @@ func (x *ReadWalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadWalRequest.ProtoReflect.Descriptor instead.
 func (*ReadWalRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{22}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadWalRequest) GetChannelId() string {
@@ -1544,7 +1623,7 @@ type ReadWalResponse struct {
 
 func (x *ReadWalResponse) Reset() {
 	*x = ReadWalResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1635,7 @@ func (x *ReadWalResponse) String() string {
 func (*ReadWalResponse) ProtoMessage() {}
 
 func (x *ReadWalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1648,7 @@ func (x *ReadWalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadWalResponse.ProtoReflect.Descriptor instead.
 func (*ReadWalResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{23}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadWalResponse) GetEnvelope() *Envelope {
@@ -1590,7 +1669,7 @@ type PostEnvelopeRequest struct {
 
 func (x *PostEnvelopeRequest) Reset() {
 	*x = PostEnvelopeRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1681,7 @@ func (x *PostEnvelopeRequest) String() string {
 func (*PostEnvelopeRequest) ProtoMessage() {}
 
 func (x *PostEnvelopeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1694,7 @@ func (x *PostEnvelopeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostEnvelopeRequest.ProtoReflect.Descriptor instead.
 func (*PostEnvelopeRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{24}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PostEnvelopeRequest) GetEnvelope() *Envelope {
@@ -1638,7 +1717,7 @@ type PostEnvelopeResponse struct {
 
 func (x *PostEnvelopeResponse) Reset() {
 	*x = PostEnvelopeResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1729,7 @@ func (x *PostEnvelopeResponse) String() string {
 func (*PostEnvelopeResponse) ProtoMessage() {}
 
 func (x *PostEnvelopeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1742,7 @@ func (x *PostEnvelopeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostEnvelopeResponse.ProtoReflect.Descriptor instead.
 func (*PostEnvelopeResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{25}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PostEnvelopeResponse) GetEnvelope() *Envelope {
@@ -1693,7 +1772,7 @@ type CanSendRequest struct {
 
 func (x *CanSendRequest) Reset() {
 	*x = CanSendRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1784,7 @@ func (x *CanSendRequest) String() string {
 func (*CanSendRequest) ProtoMessage() {}
 
 func (x *CanSendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1797,7 @@ func (x *CanSendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CanSendRequest.ProtoReflect.Descriptor instead.
 func (*CanSendRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{26}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CanSendRequest) GetChannelId() string {
@@ -1750,7 +1829,7 @@ type CanSendResponse struct {
 
 func (x *CanSendResponse) Reset() {
 	*x = CanSendResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1841,7 @@ func (x *CanSendResponse) String() string {
 func (*CanSendResponse) ProtoMessage() {}
 
 func (x *CanSendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1854,7 @@ func (x *CanSendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CanSendResponse.ProtoReflect.Descriptor instead.
 func (*CanSendResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{27}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CanSendResponse) GetAllowed() bool {
@@ -1822,7 +1901,7 @@ type ReportTaskRequest struct {
 
 func (x *ReportTaskRequest) Reset() {
 	*x = ReportTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1913,7 @@ func (x *ReportTaskRequest) String() string {
 func (*ReportTaskRequest) ProtoMessage() {}
 
 func (x *ReportTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1926,7 @@ func (x *ReportTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTaskRequest.ProtoReflect.Descriptor instead.
 func (*ReportTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{28}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReportTaskRequest) GetTaskId() string {
@@ -1910,7 +1989,7 @@ type ReportTaskResponse struct {
 
 func (x *ReportTaskResponse) Reset() {
 	*x = ReportTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2001,7 @@ func (x *ReportTaskResponse) String() string {
 func (*ReportTaskResponse) ProtoMessage() {}
 
 func (x *ReportTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2014,7 @@ func (x *ReportTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTaskResponse.ProtoReflect.Descriptor instead.
 func (*ReportTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{29}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReportTaskResponse) GetTask() *TaskMetadata {
@@ -1960,7 +2039,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2051,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2064,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{30}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListTasksRequest) GetScope() TaskScope {
@@ -2020,7 +2099,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2111,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2124,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{31}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskMetadata {
@@ -2066,7 +2145,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2157,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2170,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{32}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -2112,7 +2191,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2203,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2216,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{33}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetTaskResponse) GetTask() *TaskMetadata {
@@ -2160,7 +2239,7 @@ type WaitTaskRequest struct {
 
 func (x *WaitTaskRequest) Reset() {
 	*x = WaitTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2251,7 @@ func (x *WaitTaskRequest) String() string {
 func (*WaitTaskRequest) ProtoMessage() {}
 
 func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2264,7 @@ func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
 func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{34}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WaitTaskRequest) GetTaskId() string {
@@ -2215,7 +2294,7 @@ type WaitTaskResponse struct {
 
 func (x *WaitTaskResponse) Reset() {
 	*x = WaitTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2306,7 @@ func (x *WaitTaskResponse) String() string {
 func (*WaitTaskResponse) ProtoMessage() {}
 
 func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2319,7 @@ func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
 func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{35}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WaitTaskResponse) GetTask() *TaskMetadata {
@@ -2270,7 +2349,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2361,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2374,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{36}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelTaskRequest) GetTaskId() string {
@@ -2326,7 +2405,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2417,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2430,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{37}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CancelTaskResponse) GetTask() *TaskMetadata {
@@ -2391,7 +2470,7 @@ type ContextExcerpt struct {
 
 func (x *ContextExcerpt) Reset() {
 	*x = ContextExcerpt{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2482,7 @@ func (x *ContextExcerpt) String() string {
 func (*ContextExcerpt) ProtoMessage() {}
 
 func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2495,7 @@ func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextExcerpt.ProtoReflect.Descriptor instead.
 func (*ContextExcerpt) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{38}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ContextExcerpt) GetChannelId() string {
@@ -2483,7 +2562,7 @@ type SearchContextRequest struct {
 
 func (x *SearchContextRequest) Reset() {
 	*x = SearchContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2574,7 @@ func (x *SearchContextRequest) String() string {
 func (*SearchContextRequest) ProtoMessage() {}
 
 func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2587,7 @@ func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextRequest.ProtoReflect.Descriptor instead.
 func (*SearchContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SearchContextRequest) GetQuery() string {
@@ -2543,7 +2622,7 @@ type SearchContextResponse struct {
 
 func (x *SearchContextResponse) Reset() {
 	*x = SearchContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2634,7 @@ func (x *SearchContextResponse) String() string {
 func (*SearchContextResponse) ProtoMessage() {}
 
 func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2647,7 @@ func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextResponse.ProtoReflect.Descriptor instead.
 func (*SearchContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SearchContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -2593,7 +2672,7 @@ type QuoteContextRequest struct {
 
 func (x *QuoteContextRequest) Reset() {
 	*x = QuoteContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2684,7 @@ func (x *QuoteContextRequest) String() string {
 func (*QuoteContextRequest) ProtoMessage() {}
 
 func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2697,7 @@ func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextRequest.ProtoReflect.Descriptor instead.
 func (*QuoteContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *QuoteContextRequest) GetSpeaker() string {
@@ -2653,7 +2732,7 @@ type QuoteContextResponse struct {
 
 func (x *QuoteContextResponse) Reset() {
 	*x = QuoteContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2744,7 @@ func (x *QuoteContextResponse) String() string {
 func (*QuoteContextResponse) ProtoMessage() {}
 
 func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2757,7 @@ func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextResponse.ProtoReflect.Descriptor instead.
 func (*QuoteContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *QuoteContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -2699,7 +2778,7 @@ type SetA2ASettingsRequest struct {
 
 func (x *SetA2ASettingsRequest) Reset() {
 	*x = SetA2ASettingsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2790,7 @@ func (x *SetA2ASettingsRequest) String() string {
 func (*SetA2ASettingsRequest) ProtoMessage() {}
 
 func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2803,7 @@ func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetA2ASettingsRequest) GetA2A() *A2ASettings {
@@ -2745,7 +2824,7 @@ type SetA2ASettingsResponse struct {
 
 func (x *SetA2ASettingsResponse) Reset() {
 	*x = SetA2ASettingsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2836,7 @@ func (x *SetA2ASettingsResponse) String() string {
 func (*SetA2ASettingsResponse) ProtoMessage() {}
 
 func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2849,7 @@ func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetA2ASettingsResponse) GetAgent() *AgentRecord {
@@ -2800,7 +2879,7 @@ type DiscoverAgentsRequest struct {
 
 func (x *DiscoverAgentsRequest) Reset() {
 	*x = DiscoverAgentsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2891,7 @@ func (x *DiscoverAgentsRequest) String() string {
 func (*DiscoverAgentsRequest) ProtoMessage() {}
 
 func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2904,7 @@ func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsRequest.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DiscoverAgentsRequest) GetProjectId() string {
@@ -2874,7 +2953,7 @@ type DiscoverAgentsResponse struct {
 
 func (x *DiscoverAgentsResponse) Reset() {
 	*x = DiscoverAgentsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +2965,7 @@ func (x *DiscoverAgentsResponse) String() string {
 func (*DiscoverAgentsResponse) ProtoMessage() {}
 
 func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +2978,7 @@ func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsResponse.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DiscoverAgentsResponse) GetAgents() []*DiscoveredAgent {
@@ -2938,7 +3017,7 @@ type InvokeAgentRequest struct {
 
 func (x *InvokeAgentRequest) Reset() {
 	*x = InvokeAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3029,7 @@ func (x *InvokeAgentRequest) String() string {
 func (*InvokeAgentRequest) ProtoMessage() {}
 
 func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3042,7 @@ func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentRequest.ProtoReflect.Descriptor instead.
 func (*InvokeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *InvokeAgentRequest) GetAgentId() string {
@@ -3034,7 +3113,7 @@ type InvokeAgentResponse struct {
 
 func (x *InvokeAgentResponse) Reset() {
 	*x = InvokeAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3125,7 @@ func (x *InvokeAgentResponse) String() string {
 func (*InvokeAgentResponse) ProtoMessage() {}
 
 func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3138,7 @@ func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentResponse.ProtoReflect.Descriptor instead.
 func (*InvokeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *InvokeAgentResponse) GetStatus() InvocationStatus {
@@ -3108,7 +3187,7 @@ type RefreshCallTokenRequest struct {
 
 func (x *RefreshCallTokenRequest) Reset() {
 	*x = RefreshCallTokenRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3199,7 @@ func (x *RefreshCallTokenRequest) String() string {
 func (*RefreshCallTokenRequest) ProtoMessage() {}
 
 func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3212,7 @@ func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenRequest.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RefreshCallTokenRequest) GetCallToken() string {
@@ -3156,7 +3235,7 @@ type RefreshCallTokenResponse struct {
 
 func (x *RefreshCallTokenResponse) Reset() {
 	*x = RefreshCallTokenResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3247,7 @@ func (x *RefreshCallTokenResponse) String() string {
 func (*RefreshCallTokenResponse) ProtoMessage() {}
 
 func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3260,7 @@ func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenResponse.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RefreshCallTokenResponse) GetCallToken() string {
@@ -3212,7 +3291,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +3303,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +3316,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListExecutionsRequest) GetRootSessionId() string {
@@ -3265,7 +3344,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3356,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3369,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -3317,7 +3396,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +3408,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +3421,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -3386,7 +3465,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3398,7 +3477,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3411,7 +3490,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListToolsRequest) GetChannelId() string {
@@ -3439,7 +3518,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3451,7 +3530,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3464,7 +3543,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolSchema {
@@ -3492,7 +3571,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3583,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3596,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -3559,7 +3638,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3650,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +3663,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -3614,7 +3693,7 @@ type DelegateRequest struct {
 
 func (x *DelegateRequest) Reset() {
 	*x = DelegateRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3626,7 +3705,7 @@ func (x *DelegateRequest) String() string {
 func (*DelegateRequest) ProtoMessage() {}
 
 func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3639,7 +3718,7 @@ func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateRequest.ProtoReflect.Descriptor instead.
 func (*DelegateRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DelegateRequest) GetTarget() string {
@@ -3692,7 +3771,7 @@ type DelegateResponse struct {
 
 func (x *DelegateResponse) Reset() {
 	*x = DelegateResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3704,7 +3783,7 @@ func (x *DelegateResponse) String() string {
 func (*DelegateResponse) ProtoMessage() {}
 
 func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3717,7 +3796,7 @@ func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateResponse.ProtoReflect.Descriptor instead.
 func (*DelegateResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DelegateResponse) GetText() string {
@@ -3758,7 +3837,7 @@ type SayRequest struct {
 
 func (x *SayRequest) Reset() {
 	*x = SayRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +3849,7 @@ func (x *SayRequest) String() string {
 func (*SayRequest) ProtoMessage() {}
 
 func (x *SayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +3862,7 @@ func (x *SayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayRequest.ProtoReflect.Descriptor instead.
 func (*SayRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SayRequest) GetContent() string {
@@ -3825,7 +3904,7 @@ type SayResponse struct {
 
 func (x *SayResponse) Reset() {
 	*x = SayResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3837,7 +3916,7 @@ func (x *SayResponse) String() string {
 func (*SayResponse) ProtoMessage() {}
 
 func (x *SayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3850,7 +3929,7 @@ func (x *SayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayResponse.ProtoReflect.Descriptor instead.
 func (*SayResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SayResponse) GetEnvelope() *Envelope {
@@ -3882,7 +3961,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3894,7 +3973,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3907,7 +3986,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AuditRecord) GetAuditId() uint64 {
@@ -3969,7 +4048,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3981,7 +4060,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3994,7 +4073,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListAuditRequest) GetKind() string {
@@ -4036,7 +4115,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4048,7 +4127,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4061,7 +4140,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -4152,11 +4231,16 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\achannel\x18\x01 \x01(\v2\x1c.agentnet.v1.ChannelMetadataR\achannel\"7\n" +
 	"\x16DescribeChannelRequest\x12\x1d\n" +
 	"\n" +
-	"channel_id\x18\x01 \x01(\tR\tchannelId\"\xa4\x01\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\"\x86\x02\n" +
 	"\x17DescribeChannelResponse\x126\n" +
 	"\achannel\x18\x01 \x01(\v2\x1c.agentnet.v1.ChannelMetadataR\achannel\x12,\n" +
 	"\x12adapter_state_json\x18\x02 \x01(\tR\x10adapterStateJson\x12#\n" +
-	"\rexpected_next\x18\x03 \x03(\tR\fexpectedNext\"d\n" +
+	"\rexpected_next\x18\x03 \x03(\tR\fexpectedNext\x12#\n" +
+	"\roffered_tools\x18\x04 \x03(\tR\fofferedTools\x12;\n" +
+	"\fdefault_view\x18\x05 \x01(\v2\x18.agentnet.v1.DefaultViewR\vdefaultView\"@\n" +
+	"\vDefaultView\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x19\n" +
+	"\brecent_n\x18\x02 \x01(\x05R\arecentN\"d\n" +
 	"\x13ListChannelsRequest\x12#\n" +
 	"\rinclude_ended\x18\x01 \x01(\bR\fincludeEnded\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -4420,7 +4504,7 @@ func file_agentnet_v1_hub_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_hub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_agentnet_v1_hub_proto_goTypes = []any{
 	(TaskScope)(0),                   // 0: agentnet.v1.TaskScope
 	(ToolSource)(0),                  // 1: agentnet.v1.ToolSource
@@ -4444,183 +4528,185 @@ var file_agentnet_v1_hub_proto_goTypes = []any{
 	(*CloseChannelResponse)(nil),     // 19: agentnet.v1.CloseChannelResponse
 	(*DescribeChannelRequest)(nil),   // 20: agentnet.v1.DescribeChannelRequest
 	(*DescribeChannelResponse)(nil),  // 21: agentnet.v1.DescribeChannelResponse
-	(*ListChannelsRequest)(nil),      // 22: agentnet.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),     // 23: agentnet.v1.ListChannelsResponse
-	(*ReadWalRequest)(nil),           // 24: agentnet.v1.ReadWalRequest
-	(*ReadWalResponse)(nil),          // 25: agentnet.v1.ReadWalResponse
-	(*PostEnvelopeRequest)(nil),      // 26: agentnet.v1.PostEnvelopeRequest
-	(*PostEnvelopeResponse)(nil),     // 27: agentnet.v1.PostEnvelopeResponse
-	(*CanSendRequest)(nil),           // 28: agentnet.v1.CanSendRequest
-	(*CanSendResponse)(nil),          // 29: agentnet.v1.CanSendResponse
-	(*ReportTaskRequest)(nil),        // 30: agentnet.v1.ReportTaskRequest
-	(*ReportTaskResponse)(nil),       // 31: agentnet.v1.ReportTaskResponse
-	(*ListTasksRequest)(nil),         // 32: agentnet.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),        // 33: agentnet.v1.ListTasksResponse
-	(*GetTaskRequest)(nil),           // 34: agentnet.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),          // 35: agentnet.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),          // 36: agentnet.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),         // 37: agentnet.v1.WaitTaskResponse
-	(*CancelTaskRequest)(nil),        // 38: agentnet.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),       // 39: agentnet.v1.CancelTaskResponse
-	(*ContextExcerpt)(nil),           // 40: agentnet.v1.ContextExcerpt
-	(*SearchContextRequest)(nil),     // 41: agentnet.v1.SearchContextRequest
-	(*SearchContextResponse)(nil),    // 42: agentnet.v1.SearchContextResponse
-	(*QuoteContextRequest)(nil),      // 43: agentnet.v1.QuoteContextRequest
-	(*QuoteContextResponse)(nil),     // 44: agentnet.v1.QuoteContextResponse
-	(*SetA2ASettingsRequest)(nil),    // 45: agentnet.v1.SetA2ASettingsRequest
-	(*SetA2ASettingsResponse)(nil),   // 46: agentnet.v1.SetA2ASettingsResponse
-	(*DiscoverAgentsRequest)(nil),    // 47: agentnet.v1.DiscoverAgentsRequest
-	(*DiscoverAgentsResponse)(nil),   // 48: agentnet.v1.DiscoverAgentsResponse
-	(*InvokeAgentRequest)(nil),       // 49: agentnet.v1.InvokeAgentRequest
-	(*InvokeAgentResponse)(nil),      // 50: agentnet.v1.InvokeAgentResponse
-	(*RefreshCallTokenRequest)(nil),  // 51: agentnet.v1.RefreshCallTokenRequest
-	(*RefreshCallTokenResponse)(nil), // 52: agentnet.v1.RefreshCallTokenResponse
-	(*ListExecutionsRequest)(nil),    // 53: agentnet.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),   // 54: agentnet.v1.ListExecutionsResponse
-	(*ToolSchema)(nil),               // 55: agentnet.v1.ToolSchema
-	(*ListToolsRequest)(nil),         // 56: agentnet.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),        // 57: agentnet.v1.ListToolsResponse
-	(*CallToolRequest)(nil),          // 58: agentnet.v1.CallToolRequest
-	(*CallToolResponse)(nil),         // 59: agentnet.v1.CallToolResponse
-	(*DelegateRequest)(nil),          // 60: agentnet.v1.DelegateRequest
-	(*DelegateResponse)(nil),         // 61: agentnet.v1.DelegateResponse
-	(*SayRequest)(nil),               // 62: agentnet.v1.SayRequest
-	(*SayResponse)(nil),              // 63: agentnet.v1.SayResponse
-	(*AuditRecord)(nil),              // 64: agentnet.v1.AuditRecord
-	(*ListAuditRequest)(nil),         // 65: agentnet.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),        // 66: agentnet.v1.ListAuditResponse
-	nil,                              // 67: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	(*Passport)(nil),                 // 68: agentnet.v1.Passport
-	(*Resume)(nil),                   // 69: agentnet.v1.Resume
-	(*A2ASettings)(nil),              // 70: agentnet.v1.A2ASettings
-	(*AgentRecord)(nil),              // 71: agentnet.v1.AgentRecord
-	(PassportKind)(0),                // 72: agentnet.v1.PassportKind
-	(*AgentSummary)(nil),             // 73: agentnet.v1.AgentSummary
-	(*Envelope)(nil),                 // 74: agentnet.v1.Envelope
-	(*ChannelMetadata)(nil),          // 75: agentnet.v1.ChannelMetadata
-	(*ErrorDetail)(nil),              // 76: agentnet.v1.ErrorDetail
-	(TaskEventKind)(0),               // 77: agentnet.v1.TaskEventKind
-	(*TaskMetadata)(nil),             // 78: agentnet.v1.TaskMetadata
-	(*DiscoveredAgent)(nil),          // 79: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),            // 80: agentnet.v1.InvocationStatus
-	(*timestamppb.Timestamp)(nil),    // 81: google.protobuf.Timestamp
-	(*Execution)(nil),                // 82: agentnet.v1.Execution
-	(*ConnectRequest)(nil),           // 83: agentnet.v1.ConnectRequest
-	(*ConnectResponse)(nil),          // 84: agentnet.v1.ConnectResponse
+	(*DefaultView)(nil),              // 22: agentnet.v1.DefaultView
+	(*ListChannelsRequest)(nil),      // 23: agentnet.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),     // 24: agentnet.v1.ListChannelsResponse
+	(*ReadWalRequest)(nil),           // 25: agentnet.v1.ReadWalRequest
+	(*ReadWalResponse)(nil),          // 26: agentnet.v1.ReadWalResponse
+	(*PostEnvelopeRequest)(nil),      // 27: agentnet.v1.PostEnvelopeRequest
+	(*PostEnvelopeResponse)(nil),     // 28: agentnet.v1.PostEnvelopeResponse
+	(*CanSendRequest)(nil),           // 29: agentnet.v1.CanSendRequest
+	(*CanSendResponse)(nil),          // 30: agentnet.v1.CanSendResponse
+	(*ReportTaskRequest)(nil),        // 31: agentnet.v1.ReportTaskRequest
+	(*ReportTaskResponse)(nil),       // 32: agentnet.v1.ReportTaskResponse
+	(*ListTasksRequest)(nil),         // 33: agentnet.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),        // 34: agentnet.v1.ListTasksResponse
+	(*GetTaskRequest)(nil),           // 35: agentnet.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),          // 36: agentnet.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),          // 37: agentnet.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),         // 38: agentnet.v1.WaitTaskResponse
+	(*CancelTaskRequest)(nil),        // 39: agentnet.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),       // 40: agentnet.v1.CancelTaskResponse
+	(*ContextExcerpt)(nil),           // 41: agentnet.v1.ContextExcerpt
+	(*SearchContextRequest)(nil),     // 42: agentnet.v1.SearchContextRequest
+	(*SearchContextResponse)(nil),    // 43: agentnet.v1.SearchContextResponse
+	(*QuoteContextRequest)(nil),      // 44: agentnet.v1.QuoteContextRequest
+	(*QuoteContextResponse)(nil),     // 45: agentnet.v1.QuoteContextResponse
+	(*SetA2ASettingsRequest)(nil),    // 46: agentnet.v1.SetA2ASettingsRequest
+	(*SetA2ASettingsResponse)(nil),   // 47: agentnet.v1.SetA2ASettingsResponse
+	(*DiscoverAgentsRequest)(nil),    // 48: agentnet.v1.DiscoverAgentsRequest
+	(*DiscoverAgentsResponse)(nil),   // 49: agentnet.v1.DiscoverAgentsResponse
+	(*InvokeAgentRequest)(nil),       // 50: agentnet.v1.InvokeAgentRequest
+	(*InvokeAgentResponse)(nil),      // 51: agentnet.v1.InvokeAgentResponse
+	(*RefreshCallTokenRequest)(nil),  // 52: agentnet.v1.RefreshCallTokenRequest
+	(*RefreshCallTokenResponse)(nil), // 53: agentnet.v1.RefreshCallTokenResponse
+	(*ListExecutionsRequest)(nil),    // 54: agentnet.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),   // 55: agentnet.v1.ListExecutionsResponse
+	(*ToolSchema)(nil),               // 56: agentnet.v1.ToolSchema
+	(*ListToolsRequest)(nil),         // 57: agentnet.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),        // 58: agentnet.v1.ListToolsResponse
+	(*CallToolRequest)(nil),          // 59: agentnet.v1.CallToolRequest
+	(*CallToolResponse)(nil),         // 60: agentnet.v1.CallToolResponse
+	(*DelegateRequest)(nil),          // 61: agentnet.v1.DelegateRequest
+	(*DelegateResponse)(nil),         // 62: agentnet.v1.DelegateResponse
+	(*SayRequest)(nil),               // 63: agentnet.v1.SayRequest
+	(*SayResponse)(nil),              // 64: agentnet.v1.SayResponse
+	(*AuditRecord)(nil),              // 65: agentnet.v1.AuditRecord
+	(*ListAuditRequest)(nil),         // 66: agentnet.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),        // 67: agentnet.v1.ListAuditResponse
+	nil,                              // 68: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	(*Passport)(nil),                 // 69: agentnet.v1.Passport
+	(*Resume)(nil),                   // 70: agentnet.v1.Resume
+	(*A2ASettings)(nil),              // 71: agentnet.v1.A2ASettings
+	(*AgentRecord)(nil),              // 72: agentnet.v1.AgentRecord
+	(PassportKind)(0),                // 73: agentnet.v1.PassportKind
+	(*AgentSummary)(nil),             // 74: agentnet.v1.AgentSummary
+	(*Envelope)(nil),                 // 75: agentnet.v1.Envelope
+	(*ChannelMetadata)(nil),          // 76: agentnet.v1.ChannelMetadata
+	(*ErrorDetail)(nil),              // 77: agentnet.v1.ErrorDetail
+	(TaskEventKind)(0),               // 78: agentnet.v1.TaskEventKind
+	(*TaskMetadata)(nil),             // 79: agentnet.v1.TaskMetadata
+	(*DiscoveredAgent)(nil),          // 80: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),            // 81: agentnet.v1.InvocationStatus
+	(*timestamppb.Timestamp)(nil),    // 82: google.protobuf.Timestamp
+	(*Execution)(nil),                // 83: agentnet.v1.Execution
+	(*ConnectRequest)(nil),           // 84: agentnet.v1.ConnectRequest
+	(*ConnectResponse)(nil),          // 85: agentnet.v1.ConnectResponse
 }
 var file_agentnet_v1_hub_proto_depIdxs = []int32{
-	68, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
-	69, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
-	70, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	71, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
-	68, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
-	69, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
-	71, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
-	72, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
-	73, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	71, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	71, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
-	69, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
-	71, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
-	74, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
-	75, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	75, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	75, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	75, // 17: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	74, // 18: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	74, // 19: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
-	74, // 20: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
-	76, // 21: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
-	77, // 22: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
-	78, // 23: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	0,  // 24: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
-	78, // 25: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	78, // 26: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	78, // 27: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	78, // 28: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	40, // 29: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	40, // 30: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	70, // 31: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	71, // 32: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	79, // 33: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	67, // 34: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	80, // 35: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	81, // 36: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	82, // 37: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	1,  // 38: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
-	55, // 39: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	74, // 40: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	81, // 41: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
-	64, // 42: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	83, // 43: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,  // 44: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,  // 45: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,  // 46: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,  // 47: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10, // 48: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12, // 49: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14, // 50: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16, // 51: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	18, // 52: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	20, // 53: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	22, // 54: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	24, // 55: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	26, // 56: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	28, // 57: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	30, // 58: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	32, // 59: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	34, // 60: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	36, // 61: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	38, // 62: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	41, // 63: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	43, // 64: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	45, // 65: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	47, // 66: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	49, // 67: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	51, // 68: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	53, // 69: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	56, // 70: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	58, // 71: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	60, // 72: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	62, // 73: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	65, // 74: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	84, // 75: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,  // 76: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,  // 77: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,  // 78: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,  // 79: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11, // 80: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13, // 81: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15, // 82: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17, // 83: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	19, // 84: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	21, // 85: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	23, // 86: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	25, // 87: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	27, // 88: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	29, // 89: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	31, // 90: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	33, // 91: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	35, // 92: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	37, // 93: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	39, // 94: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	42, // 95: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	44, // 96: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	46, // 97: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	48, // 98: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	50, // 99: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	52, // 100: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	54, // 101: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	57, // 102: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	59, // 103: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	61, // 104: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	63, // 105: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	66, // 106: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	75, // [75:107] is the sub-list for method output_type
-	43, // [43:75] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	69, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
+	70, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
+	71, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	72, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
+	69, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
+	70, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
+	72, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
+	73, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
+	74, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	72, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	72, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
+	70, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
+	72, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
+	75, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
+	76, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	76, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	76, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	22, // 17: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
+	76, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	75, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	75, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
+	75, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
+	77, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
+	78, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
+	79, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	0,  // 25: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
+	79, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	79, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	79, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	79, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	41, // 30: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	41, // 31: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	71, // 32: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	72, // 33: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	80, // 34: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	68, // 35: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	81, // 36: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	82, // 37: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	83, // 38: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	1,  // 39: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
+	56, // 40: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
+	75, // 41: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	82, // 42: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	65, // 43: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
+	84, // 44: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,  // 45: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,  // 46: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,  // 47: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,  // 48: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10, // 49: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12, // 50: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14, // 51: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16, // 52: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	18, // 53: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	20, // 54: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	23, // 55: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	25, // 56: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	27, // 57: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	29, // 58: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	31, // 59: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	33, // 60: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	35, // 61: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	37, // 62: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	39, // 63: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	42, // 64: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	44, // 65: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	46, // 66: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	48, // 67: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	50, // 68: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	52, // 69: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	54, // 70: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	57, // 71: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	59, // 72: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	61, // 73: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	63, // 74: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	66, // 75: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	85, // 76: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,  // 77: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,  // 78: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,  // 79: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,  // 80: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11, // 81: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13, // 82: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15, // 83: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17, // 84: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	19, // 85: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	21, // 86: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	24, // 87: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	26, // 88: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	28, // 89: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	30, // 90: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	32, // 91: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	34, // 92: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	36, // 93: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	38, // 94: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	40, // 95: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	43, // 96: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	45, // 97: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	47, // 98: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	49, // 99: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	51, // 100: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	53, // 101: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	55, // 102: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	58, // 103: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	60, // 104: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	62, // 105: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	64, // 106: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	67, // 107: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	76, // [76:108] is the sub-list for method output_type
+	44, // [44:76] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }
@@ -4644,16 +4730,16 @@ func file_agentnet_v1_hub_proto_init() {
 		(*OpenChannelRequest_Message)(nil),
 		(*OpenChannelRequest_SeedEnvelope)(nil),
 	}
-	file_agentnet_v1_hub_proto_msgTypes[28].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[47].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[60].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[29].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[48].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[61].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_hub_proto_rawDesc), len(file_agentnet_v1_hub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   66,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -645,6 +645,8 @@ class DescribeChannelResponse(_message.Message):
     CHANNEL_FIELD_NUMBER: _builtins.int
     ADAPTER_STATE_JSON_FIELD_NUMBER: _builtins.int
     EXPECTED_NEXT_FIELD_NUMBER: _builtins.int
+    OFFERED_TOOLS_FIELD_NUMBER: _builtins.int
+    DEFAULT_VIEW_FIELD_NUMBER: _builtins.int
     adapter_state_json: _builtins.str
     """The adapter's folded state as a JSON object (adapter-specific shape)."""
     @_builtins.property
@@ -655,20 +657,65 @@ class DescribeChannelResponse(_message.Message):
     def expected_next(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Agent ids the adapter expects to speak next (empty = anyone / no one)."""
 
+    @_builtins.property
+    def offered_tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Names of the adapter tools the caller is offered in this channel right now: ["say"] or []
+        (consulting: whoever's turn it is; conversation: everyone; discussion: only the expected next
+        speaker; workflow: no one; nobody once the channel ended). The same names ListTools returns
+        with TOOL_SOURCE_ADAPTER, so a client needs no copy of the turn rules to build its tool list.
+        """
+
+    @_builtins.property
+    def default_view(self) -> Global___DefaultView:
+        """The view an LLM participant sees of this channel unless it picked its own (set by the
+        channel type).
+        """
+
     def __init__(
         self,
         *,
         channel: _channel_pb2.ChannelMetadata | None = ...,
         adapter_state_json: _builtins.str = ...,
         expected_next: _abc.Iterable[_builtins.str] | None = ...,
+        offered_tools: _abc.Iterable[_builtins.str] | None = ...,
+        default_view: Global___DefaultView | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "default_view", b"default_view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adapter_state_json", b"adapter_state_json", "channel", b"channel", "expected_next", b"expected_next"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adapter_state_json", b"adapter_state_json", "channel", b"channel", "default_view", b"default_view", "expected_next", b"expected_next", "offered_tools", b"offered_tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeChannelResponse: _TypeAlias = DescribeChannelResponse  # noqa: Y015
+
+@_typing.final
+class DefaultView(_message.Message):
+    """DefaultView is a channel type's default projection of the WAL for an LLM participant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POLICY_FIELD_NUMBER: _builtins.int
+    RECENT_N_FIELD_NUMBER: _builtins.int
+    policy: _builtins.str
+    """The view's name: "full_transcript" (everything, in order), "windowed_summary" (the last
+    recent_n substantive envelopes after a summary placeholder) or "named_windowed_summary"
+    (the same, each line prefixed with the speaker's name).
+    """
+    recent_n: _builtins.int
+    """How many recent envelopes a windowed view shows (0 for full_transcript)."""
+    def __init__(
+        self,
+        *,
+        policy: _builtins.str = ...,
+        recent_n: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy", "recent_n", b"recent_n"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DefaultView: _TypeAlias = DefaultView  # noqa: Y015
 
 @_typing.final
 class ListChannelsRequest(_message.Message):

@@ -30,6 +30,7 @@ __all__ = (
     "ConnectRequest",
     "ConnectResponse",
     "ContextExcerpt",
+    "DefaultView",
     "DelegateRequest",
     "DelegateResponse",
     "DeleteRequest",
@@ -1557,6 +1558,28 @@ default_message_pool.register_message("agentnet.v1", "ContextExcerpt", ContextEx
 
 
 @dataclass(eq=False, repr=False)
+class DefaultView(betterproto2.Message):
+    """
+    DefaultView is a channel type's default projection of the WAL for an LLM participant.
+    """
+
+    policy: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The view's name: "full_transcript" (everything, in order), "windowed_summary" (the last
+    recent_n substantive envelopes after a summary placeholder) or "named_windowed_summary"
+    (the same, each line prefixed with the speaker's name).
+    """
+
+    recent_n: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+    """
+    How many recent envelopes a windowed view shows (0 for full_transcript).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "DefaultView", DefaultView)
+
+
+@dataclass(eq=False, repr=False)
 class DelegateRequest(betterproto2.Message):
     """
     DelegateRequest is a one-shot consultation.
@@ -1758,6 +1781,20 @@ class DescribeChannelResponse(betterproto2.Message):
     expected_next: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
     """
     Agent ids the adapter expects to speak next (empty = anyone / no one).
+    """
+
+    offered_tools: "list[str]" = betterproto2.field(4, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Names of the adapter tools the caller is offered in this channel right now: ["say"] or []
+    (consulting: whoever's turn it is; conversation: everyone; discussion: only the expected next
+    speaker; workflow: no one; nobody once the channel ended). The same names ListTools returns
+    with TOOL_SOURCE_ADAPTER, so a client needs no copy of the turn rules to build its tool list.
+    """
+
+    default_view: "DefaultView | None" = betterproto2.field(5, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The view an LLM participant sees of this channel unless it picked its own (set by the
+    channel type).
     """
 
 

@@ -341,6 +341,30 @@ export interface DescribeChannelResponse {
   adapterStateJson: string;
   /** Agent ids the adapter expects to speak next (empty = anyone / no one). */
   expectedNext: string[];
+  /**
+   * Names of the adapter tools the caller is offered in this channel right now: ["say"] or []
+   * (consulting: whoever's turn it is; conversation: everyone; discussion: only the expected next
+   * speaker; workflow: no one; nobody once the channel ended). The same names ListTools returns
+   * with TOOL_SOURCE_ADAPTER, so a client needs no copy of the turn rules to build its tool list.
+   */
+  offeredTools: string[];
+  /**
+   * The view an LLM participant sees of this channel unless it picked its own (set by the
+   * channel type).
+   */
+  defaultView?: DefaultView | undefined;
+}
+
+/** DefaultView is a channel type's default projection of the WAL for an LLM participant. */
+export interface DefaultView {
+  /**
+   * The view's name: "full_transcript" (everything, in order), "windowed_summary" (the last
+   * recent_n substantive envelopes after a summary placeholder) or "named_windowed_summary"
+   * (the same, each line prefixed with the speaker's name).
+   */
+  policy: string;
+  /** How many recent envelopes a windowed view shows (0 for full_transcript). */
+  recentN: number;
 }
 
 /** ListChannelsRequest filters the caller's channels. */
@@ -2600,7 +2624,7 @@ export const DescribeChannelRequest: MessageFns<DescribeChannelRequest> = {
 };
 
 function createBaseDescribeChannelResponse(): DescribeChannelResponse {
-  return { channel: undefined, adapterStateJson: "", expectedNext: [] };
+  return { channel: undefined, adapterStateJson: "", expectedNext: [], offeredTools: [], defaultView: undefined };
 }
 
 export const DescribeChannelResponse: MessageFns<DescribeChannelResponse> = {
@@ -2613,6 +2637,12 @@ export const DescribeChannelResponse: MessageFns<DescribeChannelResponse> = {
     }
     for (const v of message.expectedNext) {
       writer.uint32(26).string(v!);
+    }
+    for (const v of message.offeredTools) {
+      writer.uint32(34).string(v!);
+    }
+    if (message.defaultView !== undefined) {
+      DefaultView.encode(message.defaultView, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -2654,6 +2684,22 @@ export const DescribeChannelResponse: MessageFns<DescribeChannelResponse> = {
             message.expectedNext.push(reader.string());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.offeredTools.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.defaultView = DefaultView.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2679,6 +2725,16 @@ export const DescribeChannelResponse: MessageFns<DescribeChannelResponse> = {
         : globalThis.Array.isArray(object?.expected_next)
         ? object.expected_next.map((e: any) => globalThis.String(e))
         : [],
+      offeredTools: globalThis.Array.isArray(object?.offeredTools)
+        ? object.offeredTools.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.offered_tools)
+        ? object.offered_tools.map((e: any) => globalThis.String(e))
+        : [],
+      defaultView: isSet(object.defaultView)
+        ? DefaultView.fromJSON(object.defaultView)
+        : isSet(object.default_view)
+        ? DefaultView.fromJSON(object.default_view)
+        : undefined,
     };
   },
 
@@ -2693,6 +2749,12 @@ export const DescribeChannelResponse: MessageFns<DescribeChannelResponse> = {
     if (message.expectedNext?.length) {
       obj.expectedNext = message.expectedNext;
     }
+    if (message.offeredTools?.length) {
+      obj.offeredTools = message.offeredTools;
+    }
+    if (message.defaultView !== undefined) {
+      obj.defaultView = DefaultView.toJSON(message.defaultView);
+    }
     return obj;
   },
 
@@ -2706,6 +2768,99 @@ export const DescribeChannelResponse: MessageFns<DescribeChannelResponse> = {
       : undefined;
     message.adapterStateJson = object.adapterStateJson ?? "";
     message.expectedNext = object.expectedNext?.map((e) => e) || [];
+    message.offeredTools = object.offeredTools?.map((e) => e) || [];
+    message.defaultView = (object.defaultView !== undefined && object.defaultView !== null)
+      ? DefaultView.fromPartial(object.defaultView)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDefaultView(): DefaultView {
+  return { policy: "", recentN: 0 };
+}
+
+export const DefaultView: MessageFns<DefaultView> = {
+  encode(message: DefaultView, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.policy !== "") {
+      writer.uint32(10).string(message.policy);
+    }
+    if (message.recentN !== 0) {
+      writer.uint32(16).int32(message.recentN);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DefaultView {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDefaultView();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.policy = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.recentN = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DefaultView {
+    return {
+      policy: isSet(object.policy) ? globalThis.String(object.policy) : "",
+      recentN: isSet(object.recentN)
+        ? globalThis.Number(object.recentN)
+        : isSet(object.recent_n)
+        ? globalThis.Number(object.recent_n)
+        : 0,
+    };
+  },
+
+  toJSON(message: DefaultView): unknown {
+    const obj: any = {};
+    if (message.policy !== "") {
+      obj.policy = message.policy;
+    }
+    if (message.recentN !== 0) {
+      obj.recentN = Math.round(message.recentN);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<DefaultView>): DefaultView {
+    return DefaultView.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<DefaultView>): DefaultView {
+    const message = createBaseDefaultView();
+    message.policy = object.policy ?? "";
+    message.recentN = object.recentN ?? 0;
     return message;
   },
 };

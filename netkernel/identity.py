@@ -7,35 +7,23 @@ wire messages in ``agentnet.v1.identity_pb2``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from agentnet.v1 import identity_pb2
 
-PassportKind = Literal["agent", "human", "remote_agent"] | None
+from netkernel.wire import PASSPORT_KIND, PassportKindName
+
+PassportKind = PassportKindName | None
 """What sort of participant an identity is (None = agent)."""
 
-_KIND_TO_WIRE: dict[str | None, int] = {
-    None: identity_pb2.PASSPORT_KIND_UNSPECIFIED,
-    "agent": identity_pb2.PASSPORT_KIND_AGENT,
-    "human": identity_pb2.PASSPORT_KIND_HUMAN,
-    "remote_agent": identity_pb2.PASSPORT_KIND_REMOTE_AGENT,
-}
-_KIND_FROM_WIRE: dict[int, PassportKind] = {
-    identity_pb2.PASSPORT_KIND_UNSPECIFIED: None,
-    identity_pb2.PASSPORT_KIND_AGENT: "agent",
-    identity_pb2.PASSPORT_KIND_HUMAN: "human",
-    identity_pb2.PASSPORT_KIND_REMOTE_AGENT: "remote_agent",
-}
+
+def kind_to_wire(kind: PassportKind) -> identity_pb2.PassportKind.ValueType:
+    """Wire enum value of a passport kind string (None = UNSPECIFIED)."""
+    return identity_pb2.PASSPORT_KIND_UNSPECIFIED if kind is None else PASSPORT_KIND.to_wire(kind)
 
 
-def kind_to_wire(kind: PassportKind) -> int:
-    """Wire enum value of a passport kind string."""
-    return _KIND_TO_WIRE[kind]
-
-
-def kind_from_wire(value: int) -> PassportKind:
-    """Passport kind string of a wire enum value."""
-    return _KIND_FROM_WIRE.get(value)
+def kind_from_wire(value: identity_pb2.PassportKind.ValueType) -> PassportKind:
+    """Passport kind string of a wire enum value (None for UNSPECIFIED)."""
+    return PASSPORT_KIND.by_value.get(value)
 
 
 @dataclass
@@ -55,7 +43,7 @@ class Passport:
         """The wire message."""
         return identity_pb2.Passport(
             name=self.name,
-            kind=kind_to_wire(self.kind),  # type: ignore[arg-type]
+            kind=kind_to_wire(self.kind),
             owner=self.owner,
             provider=self.provider,
             model=self.model,

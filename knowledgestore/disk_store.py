@@ -43,11 +43,10 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "DiskKnowledgeStore needs the watchdog package for on_change: pip install 'agent-network[disk]'"
     ) from exc
 
-from agentsdk.errors import InvalidArgument, NotFound
-from agentsdk.knowledge.base import StoreBase
-from agentsdk.knowledge.disk_journal import JOURNAL_NAME, JournalTailer, JournalWriter, write_all
-from agentsdk.knowledge.feed import ChangeFeed
-from agentsdk.knowledge.paths import (
+from knowledgestore.base import StoreBase
+from knowledgestore.disk_journal import JOURNAL_NAME, JournalTailer, JournalWriter, write_all
+from knowledgestore.feed import ChangeFeed
+from knowledgestore.paths import (
     ancestors,
     dir_prefix,
     directory_blocks_file,
@@ -55,8 +54,9 @@ from agentsdk.knowledge.paths import (
     file_path,
     normalize_path,
 )
-from agentsdk.knowledge.text import check_offset, decode_text, encode_text
-from agentsdk.knowledge.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
+from knowledgestore.text import check_offset, decode_text, encode_text
+from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
+from netkernel.errors import InvalidArgument, NotFound
 
 #: Directory name reserved for the store's bookkeeping, at any level.
 RESERVED_NAME = ".agentnet"

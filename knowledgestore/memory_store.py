@@ -6,10 +6,9 @@ import builtins
 from collections import Counter
 from dataclasses import dataclass
 
-from agentsdk.errors import NotFound
-from agentsdk.knowledge.base import StoreBase
-from agentsdk.knowledge.feed import ChangeFeed
-from agentsdk.knowledge.paths import (
+from knowledgestore.base import StoreBase
+from knowledgestore.feed import ChangeFeed
+from knowledgestore.paths import (
     ancestors,
     dir_prefix,
     directory_blocks_file,
@@ -18,8 +17,9 @@ from agentsdk.knowledge.paths import (
     immediate_children,
     normalize_path,
 )
-from agentsdk.knowledge.text import decode_text, encode_text, slice_from
-from agentsdk.knowledge.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
+from knowledgestore.text import decode_text, encode_text, slice_from
+from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
+from netkernel.errors import NotFound
 
 
 @dataclass

@@ -12,8 +12,8 @@ import builtins
 from types import TracebackType
 from typing import Self
 
-from agentsdk.knowledge.paths import validate_namespace
-from agentsdk.knowledge.types import AppendResult, ChangeCallback, FileInfo, Subscription
+from knowledgestore.paths import validate_namespace
+from knowledgestore.types import AppendResult, ChangeCallback, FileInfo, Subscription
 
 
 class StoreBase(abc.ABC):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from agentsdk.errors import InvalidArgument
+from netkernel.errors import InvalidArgument
 
 #: Longest accepted normalised path, in UTF-8 bytes.
 MAX_PATH_BYTES = 4096

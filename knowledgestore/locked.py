@@ -6,7 +6,7 @@ import builtins
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from agentsdk.knowledge.types import ChangeCallback, KnowledgeStore, Subscription
+from knowledgestore.types import ChangeCallback, KnowledgeStore, Subscription
 
 
 class LockedKnowledgeStore:

@@ -25,10 +25,9 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from agentsdk.errors import NotFound
-from agentsdk.knowledge.base import StoreBase
-from agentsdk.knowledge.feed import ChangeFeed
-from agentsdk.knowledge.paths import (
+from knowledgestore.base import StoreBase
+from knowledgestore.feed import ChangeFeed
+from knowledgestore.paths import (
     ancestors,
     dir_prefix,
     directory_blocks_file,
@@ -37,8 +36,9 @@ from agentsdk.knowledge.paths import (
     immediate_children,
     normalize_path,
 )
-from agentsdk.knowledge.text import check_offset, decode_text, encode_text
-from agentsdk.knowledge.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
+from knowledgestore.text import check_offset, decode_text, encode_text
+from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
+from netkernel.errors import NotFound
 
 T = TypeVar("T")
 Row = Sequence[Any]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentsdk.errors import FailedPrecondition, InvalidArgument, OutOfRange
+from netkernel.errors import FailedPrecondition, InvalidArgument, OutOfRange
 
 
 def encode_text(text: str, *, what: str = "content") -> bytes:

@@ -12,8 +12,8 @@ import contextlib
 import inspect
 import logging
 
-from agentsdk.knowledge.paths import is_under, normalize_path
-from agentsdk.knowledge.types import ChangeCallback, ChangeEvent, Subscription
+from knowledgestore.paths import is_under, normalize_path
+from knowledgestore.types import ChangeCallback, ChangeEvent, Subscription
 
 log = logging.getLogger("agentnet.knowledge")
 

@@ -107,6 +107,11 @@ def visible_to(envelope: Envelope, agent_id: str) -> bool:
     return envelope.audience is None or agent_id in envelope.audience
 
 
+def readable_by(envelope: Envelope, agent_id: str) -> bool:
+    """What a participant may read back from the WAL: what it may see, and what it sent."""
+    return envelope.sender_id == agent_id or visible_to(envelope, agent_id)
+
+
 def text_envelope(
     channel_id: str,
     sender_id: str,

@@ -16,7 +16,7 @@ import logging
 import os
 from pathlib import Path
 
-from agentsdk.knowledge.types import ChangeEvent
+from knowledgestore.types import ChangeEvent
 
 log = logging.getLogger("agentnet.knowledge")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from agentsdk.identity import Passport, Resume
+from netkernel.identity import Passport, Resume
 
 
 @dataclass(frozen=True)

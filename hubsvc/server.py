@@ -1,0 +1,72 @@
+"""The one way a hub is served: core + servicer + the shared server factory.
+
+``python -m hubsvc``, the SDK's embedded ``Hub.open`` and the tests all call
+:func:`start_hub`, so health checking, reflection, message limits and shutdown
+order are the same everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentnet.v1 import hub_pb2_grpc
+
+from hubsvc.core.hub import HubCore
+from hubsvc.core.options import HubOptions
+from hubsvc.core.util import Clock, system_clock
+from hubsvc.servicer import HUB_SERVICE, HubServicer
+from hubsvc.storage import HubStore
+from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
+
+
+@dataclass
+class HubServer:
+    """A started hub: its core and its gRPC server."""
+
+    core: HubCore
+    running: RunningServer
+    host: str
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return self.running.port
+
+    @property
+    def target(self) -> str:
+        """``host:port`` clients connect to."""
+        return f"{self.host}:{self.running.port}"
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        """Report NOT_SERVING, end every Connect stream (clients resume elsewhere or later),
+        stop the server within the grace period, then flush and close the store."""
+        await self.running.stop(grace_seconds, on_stopping=self.core.close_sessions)
+        await self.core.stop()
+
+
+async def start_hub(
+    store: HubStore,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    operator_token: str = "",
+    options: HubOptions | None = None,
+    clock: Clock = system_clock,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> HubServer:
+    """Open ``store``, hydrate the hub and serve it on ``host:port`` (0 = a free port).
+
+    ``operator_token`` is the bearer token of operator calls (``ListAudit``; "" disables them).
+    """
+    core = HubCore(store, options=options, clock=clock)
+    await core.start()
+    servicer = HubServicer(core, operator_token=operator_token)
+    spec = ServiceSpec(
+        HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
+    )
+    try:
+        running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes)
+    except BaseException:
+        await core.stop()
+        raise
+    return HubServer(core, running, host)

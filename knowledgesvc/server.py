@@ -1,0 +1,50 @@
+"""The one way the knowledge service is served: servicer over an opened store + the shared
+server factory. ``python -m knowledgesvc`` and the tests both call :func:`start_knowledge`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentnet.v1 import knowledge_pb2_grpc
+
+from knowledgestore.base import StoreBase
+from knowledgesvc.auth import TokenAuthority
+from knowledgesvc.servicer import KNOWLEDGE_SERVICE, WATCH_BACKLOG, KnowledgeServicer
+from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
+
+
+@dataclass
+class KnowledgeServer:
+    """A started knowledge service (the store stays the caller's to close)."""
+
+    running: RunningServer
+    host: str
+
+    @property
+    def target(self) -> str:
+        """``host:port`` clients connect to."""
+        return f"{self.host}:{self.running.port}"
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        """Report NOT_SERVING and stop within the grace period."""
+        await self.running.stop(grace_seconds)
+
+
+async def start_knowledge(
+    store: StoreBase,
+    authority: TokenAuthority,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    max_write_bytes: int = 8 * 1024 * 1024,
+    watch_backlog: int = WATCH_BACKLOG,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> KnowledgeServer:
+    """Serve the opened ``store`` on ``host:port`` (0 = a free port), authorising with ``authority``."""
+    servicer = KnowledgeServicer(store, authority, max_write_bytes=max_write_bytes, watch_backlog=watch_backlog)
+    spec = ServiceSpec(
+        KNOWLEDGE_SERVICE.full_name,
+        lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
+    )
+    running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes)
+    return KnowledgeServer(running, host)

@@ -1,0 +1,228 @@
+"""Every conversion between the kernel's models and the wire messages, in one place.
+
+The Envelope model ↔ ``agentnet.v1.Envelope``, each enum ↔ the names the SDK and the
+tools use (written once here, inverses derived), and exact JSON (ints stay ints). The
+hub and the SDK both convert through this module, so they agree byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Generic, Literal, TypeVar
+
+import orjson
+from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, identity_pb2, knowledge_pb2, task_pb2
+
+from netkernel.envelope import Envelope, Priority
+from netkernel.errors import InvalidArgument
+
+N = TypeVar("N", bound=str)
+V = TypeVar("V", bound=int)
+
+
+class EnumNames(Generic[N, V]):
+    """One protobuf enum's values and the names the SDK and tools use for them, written once.
+
+    ``by_name`` maps each name to its wire value; ``by_value`` is derived from it, plus
+    ``aliases`` (extra wire values read as a name, e.g. an UNSPECIFIED priority as "normal").
+    """
+
+    def __init__(self, by_name: Mapping[N, V], *, aliases: Mapping[V, N] | None = None) -> None:
+        self.by_name: dict[N, V] = dict(by_name)
+        self.by_value: dict[V, N] = {value: name for name, value in by_name.items()}
+        self.by_value.update(aliases or {})
+
+    def to_wire(self, name: N) -> V:
+        """The wire value of ``name`` (KeyError for an unknown name)."""
+        return self.by_name[name]
+
+    def name_of(self, value: V, default: N) -> N:
+        """The name of a wire value; ``default`` for values this map does not name."""
+        return self.by_value.get(value, default)
+
+
+PRIORITY: EnumNames[Priority, envelope_pb2.Priority.ValueType] = EnumNames(
+    {
+        "background": envelope_pb2.PRIORITY_BACKGROUND,
+        "normal": envelope_pb2.PRIORITY_NORMAL,
+        "urgent": envelope_pb2.PRIORITY_URGENT,
+    },
+    aliases={envelope_pb2.PRIORITY_UNSPECIFIED: "normal"},
+)
+PassportKindName = Literal["agent", "human", "remote_agent"]
+"""The named passport kinds (an unset kind is UNSPECIFIED on the wire, None in the SDK)."""
+PASSPORT_KIND: EnumNames[PassportKindName, identity_pb2.PassportKind.ValueType] = EnumNames(
+    {
+        "agent": identity_pb2.PASSPORT_KIND_AGENT,
+        "human": identity_pb2.PASSPORT_KIND_HUMAN,
+        "remote_agent": identity_pb2.PASSPORT_KIND_REMOTE_AGENT,
+    }
+)
+"""Passport kinds; UNSPECIFIED is no name (an unset kind, registered as "agent")."""
+CHANNEL_STATE: EnumNames[str, channel_pb2.ChannelState.ValueType] = EnumNames(
+    {
+        "pending": channel_pb2.CHANNEL_STATE_PENDING,
+        "opened": channel_pb2.CHANNEL_STATE_OPENED,
+        "closed": channel_pb2.CHANNEL_STATE_CLOSED,
+        "expired": channel_pb2.CHANNEL_STATE_EXPIRED,
+    }
+)
+TASK_STATE: EnumNames[str, task_pb2.TaskState.ValueType] = EnumNames(
+    {
+        "running": task_pb2.TASK_STATE_RUNNING,
+        "completed": task_pb2.TASK_STATE_COMPLETED,
+        "failed": task_pb2.TASK_STATE_FAILED,
+        "cancelled": task_pb2.TASK_STATE_CANCELLED,
+        "expired": task_pb2.TASK_STATE_EXPIRED,
+    }
+)
+InvocationStatus = Literal["completed", "input-required", "failed", "running"]
+"""Outcome of an A2A call ("running" only appears in execution listings)."""
+INVOCATION_STATUS: EnumNames[InvocationStatus, a2a_pb2.InvocationStatus.ValueType] = EnumNames(
+    {
+        "completed": a2a_pb2.INVOCATION_STATUS_COMPLETED,
+        "input-required": a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED,
+        "failed": a2a_pb2.INVOCATION_STATUS_FAILED,
+        "running": a2a_pb2.INVOCATION_STATUS_RUNNING,
+    }
+)
+CHANGE_KIND: EnumNames[str, knowledge_pb2.ChangeKind.ValueType] = EnumNames(
+    {
+        "written": knowledge_pb2.CHANGE_KIND_WRITTEN,
+        "appended": knowledge_pb2.CHANGE_KIND_APPENDED,
+        "deleted": knowledge_pb2.CHANGE_KIND_DELETED,
+    }
+)
+"""Knowledge store change kinds."""
+
+_PRIORITY_TO_WIRE = PRIORITY.by_name
+_PRIORITY_FROM_WIRE = PRIORITY.by_value
+
+
+def _has_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            return True
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+    return False
+
+
+def loads_json(text: str) -> Any:
+    """Parse JSON exactly, fast.
+
+    orjson is several times faster than the stdlib parser but turns integers beyond
+    64 bits into floats; so a result holding any float is parsed again by the exact
+    stdlib parser. Ints always stay ints.
+    """
+    value = orjson.loads(text)
+    if _has_float(value):
+        return json.loads(text)
+    return value
+
+
+def dumps_json(value: Any) -> str:
+    """Compact, exact JSON (ints stay ints, non-ASCII kept as is)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def parse_json_object(text: str, what: str) -> dict[str, Any]:
+    """Parse ``text`` as a JSON object ("" = {}); refuse anything else with InvalidArgument."""
+    if not text:
+        return {}
+    try:
+        value = loads_json(text)
+    except json.JSONDecodeError as exc:  # orjson's error is a subclass
+        raise InvalidArgument(
+            f"{what} is not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object."
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{what} must be a JSON object, got {type(value).__name__}; wrap the value in an object.")
+    return value
+
+
+def envelope_to_wire(env: Envelope, *, event_data_json: str | None = None) -> envelope_pb2.Envelope:
+    """Build the wire message for ``env``.
+
+    ``event_data_json`` may pass the JSON text ``env.event_data`` was parsed from, to
+    avoid serialising it again.
+    """
+    if event_data_json is None:
+        event_data_json = dumps_json(env.event_data) if env.event_data else ""
+    msg = envelope_pb2.Envelope(
+        channel_id=env.channel_id,
+        sender_id=env.sender_id,
+        event_type=env.event_type,
+        event_data_json=event_data_json,
+        envelope_id=env.envelope_id,
+        priority=_PRIORITY_TO_WIRE.get(env.priority, envelope_pb2.PRIORITY_NORMAL),
+        depth=env.depth,
+        created_at=env.created_at,
+        seq=env.seq,
+    )
+    if env.audience is not None:
+        msg.audience.agent_ids.extend(env.audience)
+    if env.task_id is not None:
+        msg.task_id = env.task_id
+    if env.causation_id is not None:
+        msg.causation_id = env.causation_id
+    if env.trace_id is not None:
+        msg.trace_id = env.trace_id
+    if env.idempotency_key is not None:
+        msg.idempotency_key = env.idempotency_key
+    if env.ttl_seconds is not None:
+        msg.ttl_seconds = env.ttl_seconds
+    return msg
+
+
+def envelope_from_wire(msg: envelope_pb2.Envelope) -> Envelope:
+    """Build an :class:`Envelope` from the wire message (event_data must be a JSON object)."""
+    priority = _PRIORITY_FROM_WIRE.get(msg.priority)
+    if priority is None:
+        raise InvalidArgument(f"unknown priority {msg.priority}; use BACKGROUND, NORMAL or URGENT.")
+    raw = msg.event_data_json
+    data: Any = {}
+    if raw:
+        try:
+            data = loads_json(raw)
+        except ValueError:  # orjson.JSONDecodeError and json.JSONDecodeError are ValueErrors
+            data = None
+        if type(data) is not dict:  # exact check on the hot path; parse again for the error message
+            data = parse_json_object(raw, "event_data_json")
+    return Envelope(
+        channel_id=msg.channel_id,
+        sender_id=msg.sender_id,
+        audience=list(msg.audience.agent_ids) if msg.HasField("audience") else None,
+        event_type=msg.event_type,
+        event_data=data,
+        envelope_id=msg.envelope_id,
+        task_id=msg.task_id if msg.HasField("task_id") else None,
+        causation_id=msg.causation_id if msg.HasField("causation_id") else None,
+        trace_id=msg.trace_id if msg.HasField("trace_id") else None,
+        priority=priority,
+        depth=msg.depth,
+        idempotency_key=msg.idempotency_key if msg.HasField("idempotency_key") else None,
+        created_at=msg.created_at,
+        ttl_seconds=msg.ttl_seconds if msg.HasField("ttl_seconds") else None,
+        seq=msg.seq,
+    )
+
+
+# The visibility rule, on the wire form (the hub delivers and filters wire messages; the same
+# rule on the model is netkernel.envelope.visible_to / readable_by).
+
+
+def wire_visible_to(wire: envelope_pb2.Envelope, agent_id: str) -> bool:
+    """Broadcast (no audience), or ``agent_id`` is in the explicit audience."""
+    return not wire.HasField("audience") or agent_id in wire.audience.agent_ids
+
+
+def wire_readable_by(wire: envelope_pb2.Envelope, agent_id: str) -> bool:
+    """What a participant may read back from the WAL: what it may see, and what it sent."""
+    return wire.sender_id == agent_id or wire_visible_to(wire, agent_id)

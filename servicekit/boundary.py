@@ -1,0 +1,74 @@
+"""The error boundary of every agentnet servicer: where a domain error becomes a gRPC status.
+
+Servicer methods raise :class:`~netkernel.errors.AgentNetError` subclasses; the
+boundary ends the call with the error's status code, message and ``ErrorInfo``
+(built by :func:`netkernel.errors.error_status`). Anything else is a bug: it is
+logged and answered ``INTERNAL`` without leaking internals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from netkernel.errors import AgentNetError, InternalError, error_status
+
+log = logging.getLogger("agentnet.service")
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: AgentNetError) -> None:
+    """End the call with ``error``'s status code, message and ErrorInfo details."""
+    await context.abort_with_status(error_status(error))
+
+
+def _internal(method: str, exc: BaseException) -> InternalError:
+    log.exception("unhandled error in %s", method)
+    return InternalError(f"internal error in {method}: {type(exc).__name__}; nothing was changed. Report this bug.")
+
+
+def unary_boundary(
+    fn: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]],
+) -> Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]]:
+    """Wrap a unary servicer method: domain errors become their status; bugs become INTERNAL."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
+        try:
+            return await fn(self, request, context)
+        except AgentNetError as err:
+            await abort_with(context, err)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as exc:
+            await abort_with(context, _internal(fn.__qualname__, exc))
+        raise AssertionError("unreachable: abort_with raises")  # pragma: no cover
+
+    return wrapper
+
+
+def stream_boundary(
+    fn: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], AsyncIterator[Resp]],
+) -> Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], AsyncIterator[Resp]]:
+    """Wrap a server-streaming (or bidi) servicer method the same way as :func:`unary_boundary`."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> AsyncIterator[Resp]:
+        try:
+            async for item in fn(self, request, context):
+                yield item
+        except AgentNetError as err:
+            await abort_with(context, err)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as exc:
+            await abort_with(context, _internal(fn.__qualname__, exc))
+
+    return wrapper

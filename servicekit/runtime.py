@@ -1,0 +1,122 @@
+"""What every agentnet gRPC service process shares: the server factory (health checking,
+server reflection, message limits), logging setup and signal-driven shutdown.
+
+Each service has one ``start_*`` function built on :func:`start_server` (``hubsvc.server``,
+``knowledgesvc.server``), used alike by its ``__main__``, the SDK's embedded hub and the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+log = logging.getLogger("agentnet.service")
+
+#: Default gRPC message size limit (both directions); large enough for big WAL
+#: pages and knowledge files, small enough to bound memory per request.
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+def configure_logging(level: str) -> None:
+    """Configure root logging once, with timestamps, at ``level`` (e.g. "INFO")."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One gRPC service to serve: its full name and the function that registers it."""
+
+    full_name: str
+    register: Callable[[grpc.aio.Server], None]
+
+
+def server_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    """Channel arguments every agentnet server runs with: message limits and keepalive policy."""
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+@dataclass
+class RunningServer:
+    """A started gRPC server with health checking and server reflection."""
+
+    server: grpc.aio.Server
+    health: health.aio.HealthServicer
+    port: int
+    """The bound port (the real one when started with port 0)."""
+    names: list[str]
+    """Full names of the services served (health reports each)."""
+
+    async def stop(self, grace_seconds: float, *, on_stopping: Callable[[], None] | None = None) -> None:
+        """Report NOT_SERVING, call ``on_stopping`` (e.g. end long-lived streams, so the grace
+        period is not spent waiting on them), then stop, letting calls in progress finish
+        within the grace period."""
+        await set_serving(self.health, self.names, False)
+        if on_stopping is not None:
+            on_stopping()
+        await self.server.stop(grace_seconds)
+
+
+async def start_server(
+    specs: Sequence[ServiceSpec],
+    *,
+    host: str,
+    port: int,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> RunningServer:
+    """The one way an agentnet service is served: register ``specs`` plus health and
+    reflection on a server with :func:`server_options`, bind ``host:port`` (0 = a free
+    port), start it and report SERVING."""
+    server = grpc.aio.server(options=server_options(max_message_bytes))
+    for spec in specs:
+        spec.register(server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [spec.full_name for spec in specs]
+    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"could not bind {host}:{port}; is the port in use? Pick another with --port.")
+    await server.start()
+    running = RunningServer(server, health_servicer, bound, names)
+    await set_serving(health_servicer, names, True)
+    return running
+
+
+async def set_serving(health_servicer: health.aio.HealthServicer, names: Iterable[str], serving: bool) -> None:
+    """Report SERVING / NOT_SERVING for the overall server ("") and each named service."""
+    status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+    for name in ["", *names]:
+        await health_servicer.set(name, status)
+
+
+async def wait_for_stop_signal() -> None:
+    """Return once SIGINT or SIGTERM arrives."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+def announce(program: str, host: str, running: RunningServer) -> None:
+    """Print ``<program> listening on <host>:<port>`` (tests and scripts read the actual port
+    from that line when started with port 0) and log what is served."""
+    print(f"{program} listening on {host}:{running.port}", flush=True)
+    log.info("%s serving %s on %s:%d", program, ", ".join(running.names), host, running.port)
