@@ -1,8 +1,8 @@
 """The Envelope dataclass, event-type constants, priority and audience helpers.
 
 Shared by the SDK and the hub: the hub's adapters fold these same objects.
-Field names and defaults follow the seeds' ``Envelope`` dataclass; ``seq`` is
-the hub-stamped per-channel sequence number (0 until admitted).
+``seq`` is the hub-stamped per-channel sequence number (0 until admitted). The wire
+form is ``agentnet.v1.Envelope``; :mod:`netkernel.wire` converts between the two.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ SUBSTANTIVE_EVENT_TYPES = frozenset({EV_TEXT, EV_PACKET})
 
 @dataclass(slots=True)
 class Envelope:
-    """One message in a channel (the seeds' Envelope, plus the hub-stamped ``seq``)."""
+    """One message in a channel, plus the hub-stamped ``seq`` (see ``docs/hub.md``)."""
 
     channel_id: str
     sender_id: str

@@ -1,6 +1,6 @@
 """Passport and Resume: who an agent is and what it claims it can do.
 
-Dataclasses with the seeds' names and defaults, plus conversion to and from the
+Dataclasses for the SDK, plus conversion to and from the
 wire messages in ``agentnet.v1.identity_pb2``.
 """
 

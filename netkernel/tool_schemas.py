@@ -3,7 +3,7 @@
 before a call leaves the process).
 
 The five plugin tools (identity-level, any channel) and the adapter tool ``say``
-take exactly the seeds' actions and arguments.
+take the actions and arguments listed in ``docs/network.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A2A from the Python SDK over a real hub: ``client.a2a`` (the seed's ``runtime.a2a``), the LLM
+"""A2A from the Python SDK over a real hub: ``client.a2a`` (``runtime.a2a`` in the A2A specification), the LLM
 tools, custom headers, input-required, failures, call-token refresh and execution trees. LLM
 agents use the real openai client against a local OpenAI-compatible server."""
 

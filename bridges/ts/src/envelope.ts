@@ -33,7 +33,7 @@ export const EventType = {
 /** The sender id the hub stamps on its own lifecycle envelopes. */
 export const HUB_SENDER = "hub";
 
-/** Priority as the seeds spell it, or the generated enum. */
+/** Priority as a name ("background" | "normal" | "urgent"), or the generated enum. */
 export type PriorityInput = "background" | "normal" | "urgent" | Priority;
 
 /**

@@ -23,8 +23,8 @@ const (
 
 // Priority orders a participant's delivery queue: urgent envelopes are delivered
 // before normal ones, normal before background; FIFO within one priority.
-// The seeds spell priority as a string literal ("background" | "normal" | "urgent");
-// the SDK maps those strings onto this enum.
+// The Python SDK and the bridges name priorities "background" | "normal" | "urgent"
+// and map those names onto this enum.
 type Priority int32
 
 const (
@@ -130,8 +130,10 @@ func (x *Audience) GetAgentIds() []string {
 	return nil
 }
 
-// Envelope is the unit of communication in a channel: every field of the seeds'
-// Envelope dataclass plus the hub-stamped per-channel sequence number.
+// Envelope is the unit of communication in a channel: who sent what to whom, how it
+// relates to other envelopes (causation, task, trace, delegation depth), how it is
+// delivered (priority, time to live, idempotency), plus the hub-stamped per-channel
+// sequence number.
 type Envelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The channel this envelope belongs to.
@@ -139,7 +141,7 @@ type Envelope struct {
 	// The sending agent. Stamped by the hub from the authenticated identity; a post
 	// that names another sender is refused with PERMISSION_DENIED.
 	SenderId string `protobuf:"bytes,2,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
-	// Recipients. Absent = broadcast to all participants (the seeds' `None`).
+	// Recipients. Absent = broadcast to all participants (`audience=None` in the Python SDK).
 	Audience *Audience `protobuf:"bytes,3,opt,name=audience,proto3,oneof" json:"audience,omitempty"`
 	// Dotted event type, e.g. "ag2.msg.text", "ag2.packet", "ag2.channel.invite",
 	// or a custom type such as "myapp.review_request" (passed through unchanged).

@@ -37,8 +37,8 @@ class _PriorityEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Priority.Val
 class Priority(_Priority, metaclass=_PriorityEnumTypeWrapper):
     """Priority orders a participant's delivery queue: urgent envelopes are delivered
     before normal ones, normal before background; FIFO within one priority.
-    The seeds spell priority as a string literal ("background" | "normal" | "urgent");
-    the SDK maps those strings onto this enum.
+    The Python SDK and the bridges name priorities "background" | "normal" | "urgent"
+    and map those names onto this enum.
     """
 
 PRIORITY_UNSPECIFIED: Priority.ValueType  # 0
@@ -82,8 +82,10 @@ Global___Audience: _TypeAlias = Audience  # noqa: Y015
 
 @_typing.final
 class Envelope(_message.Message):
-    """Envelope is the unit of communication in a channel: every field of the seeds'
-    Envelope dataclass plus the hub-stamped per-channel sequence number.
+    """Envelope is the unit of communication in a channel: who sent what to whom, how it
+    relates to other envelopes (causation, task, trace, delegation depth), how it is
+    delivered (priority, time to live, idempotency), plus the hub-stamped per-channel
+    sequence number.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -150,7 +152,7 @@ class Envelope(_message.Message):
     """
     @_builtins.property
     def audience(self) -> Global___Audience:
-        """Recipients. Absent = broadcast to all participants (the seeds' `None`)."""
+        """Recipients. Absent = broadcast to all participants (`audience=None` in the Python SDK)."""
 
     def __init__(
         self,

@@ -552,8 +552,8 @@ class Priority(betterproto2.Enum):
     """
     Priority orders a participant's delivery queue: urgent envelopes are delivered
     before normal ones, normal before background; FIFO within one priority.
-    The seeds spell priority as a string literal ("background" | "normal" | "urgent");
-    the SDK maps those strings onto this enum.
+    The Python SDK and the bridges name priorities "background" | "normal" | "urgent"
+    and map those names onto this enum.
     """
 
     UNSPECIFIED = 0
@@ -1895,8 +1895,10 @@ default_message_pool.register_message("agentnet.v1", "DiscoveredAgent", Discover
 @dataclass(eq=False, repr=False)
 class Envelope(betterproto2.Message):
     """
-    Envelope is the unit of communication in a channel: every field of the seeds'
-    Envelope dataclass plus the hub-stamped per-channel sequence number.
+    Envelope is the unit of communication in a channel: who sent what to whom, how it
+    relates to other envelopes (causation, task, trace, delegation depth), how it is
+    delivered (priority, time to live, idempotency), plus the hub-stamped per-channel
+    sequence number.
     """
 
     channel_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
@@ -1912,7 +1914,7 @@ class Envelope(betterproto2.Message):
 
     audience: "Audience | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    Recipients. Absent = broadcast to all participants (the seeds' `None`).
+    Recipients. Absent = broadcast to all participants (`audience=None` in the Python SDK).
     """
 
     event_type: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)

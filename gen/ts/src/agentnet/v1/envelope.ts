@@ -10,8 +10,8 @@ import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 /**
  * Priority orders a participant's delivery queue: urgent envelopes are delivered
  * before normal ones, normal before background; FIFO within one priority.
- * The seeds spell priority as a string literal ("background" | "normal" | "urgent");
- * the SDK maps those strings onto this enum.
+ * The Python SDK and the bridges name priorities "background" | "normal" | "urgent"
+ * and map those names onto this enum.
  */
 export enum Priority {
   /** PRIORITY_UNSPECIFIED - Not set; the hub treats it as PRIORITY_NORMAL. */
@@ -76,8 +76,10 @@ export interface Audience {
 }
 
 /**
- * Envelope is the unit of communication in a channel: every field of the seeds'
- * Envelope dataclass plus the hub-stamped per-channel sequence number.
+ * Envelope is the unit of communication in a channel: who sent what to whom, how it
+ * relates to other envelopes (causation, task, trace, delegation depth), how it is
+ * delivered (priority, time to live, idempotency), plus the hub-stamped per-channel
+ * sequence number.
  */
 export interface Envelope {
   /** The channel this envelope belongs to. */
@@ -87,7 +89,7 @@ export interface Envelope {
    * that names another sender is refused with PERMISSION_DENIED.
    */
   senderId: string;
-  /** Recipients. Absent = broadcast to all participants (the seeds' `None`). */
+  /** Recipients. Absent = broadcast to all participants (`audience=None` in the Python SDK). */
   audience?:
     | Audience
     | undefined;
