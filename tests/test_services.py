@@ -1,8 +1,9 @@
-"""Both services run as real subprocesses: health, reflection, UNIMPLEMENTED
-messages for RPCs not built yet, and clean SIGTERM shutdown."""
+"""Both services run as real subprocesses: health, reflection and clean SIGTERM shutdown;
+the embedded hub (``Hub.open``) is built by the same factory and serves the same."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from agentsdk.network import Hub
 from tests.procs import ServiceProcess, start_service
 
 SERVICES = {
@@ -32,23 +34,37 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
             proc.proc.wait()
 
 
-def test_health_reports_serving(service: tuple[str, ServiceProcess]) -> None:
-    module, proc = service
-    with grpc.insecure_channel(proc.target) as channel:
+def assert_serving(target: str, service_name: str) -> None:
+    with grpc.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        for name in ("", SERVICES[module]):
+        for name in ("", service_name):
             resp = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=10)
             assert resp.status == health_pb2.HealthCheckResponse.SERVING, name
 
 
-def test_reflection_lists_the_service(service: tuple[str, ServiceProcess]) -> None:
-    module, proc = service
-    with grpc.insecure_channel(proc.target) as channel:
+def assert_reflected(target: str, service_name: str) -> None:
+    with grpc.insecure_channel(target) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         responses = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
     names = {s.name for s in responses[0].list_services_response.service}
-    assert SERVICES[module] in names
+    assert service_name in names
     assert "grpc.health.v1.Health" in names
+
+
+def test_health_reports_serving(service: tuple[str, ServiceProcess]) -> None:
+    module, proc = service
+    assert_serving(proc.target, SERVICES[module])
+
+
+def test_reflection_lists_the_service(service: tuple[str, ServiceProcess]) -> None:
+    module, proc = service
+    assert_reflected(proc.target, SERVICES[module])
+
+
+async def test_embedded_hub_serves_health_and_reflection_like_the_service() -> None:
+    async with Hub.open() as hub:
+        await asyncio.to_thread(assert_serving, hub.target, SERVICES["hubsvc"])
+        await asyncio.to_thread(assert_reflected, hub.target, SERVICES["hubsvc"])
 
 
 def test_sigterm_stops_with_exit_code_zero(service: tuple[str, ServiceProcess]) -> None:
