@@ -95,11 +95,10 @@ class AgentClient(NetworkClient):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, channel_id: str = "", task_id: str = "") -> Any:
         """Run a network tool on the hub (CallTool); returns its JSON result."""
-        response = await self._rpc(
-            "CallTool",
+        response = await self.rpc.call_tool(
             hub_pb2.CallToolRequest(
                 name=name, arguments_json=json.dumps(arguments), channel_id=channel_id, task_id=task_id
-            ),
+            )
         )
         return json.loads(response.result_json)
 
@@ -110,7 +109,7 @@ class AgentClient(NetworkClient):
         request = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id)
         if ttl is not None:
             request.ttl_seconds = ttl
-        response = await self._rpc("ReportTask", request)
+        response = await self.rpc.report_task(request)
         task = Task(response.task.task_id, self, title, channel_id)
         previous, self._current_task = self._current_task, task
         try:
@@ -125,14 +124,16 @@ class AgentClient(NetworkClient):
         finally:
             self._current_task = previous
 
-    async def _report(self, task: Task, kind: int, *, payload: Any = None, error: str = "") -> None:
+    async def _report(
+        self, task: Task, kind: task_pb2.TaskEventKind.ValueType, *, payload: Any = None, error: str = ""
+    ) -> None:
         request = hub_pb2.ReportTaskRequest(
             task_id=task.task_id,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             payload_json=json.dumps(payload) if payload is not None else "",
             error=error,
         )
-        await self._rpc("ReportTask", request)
+        await self.rpc.report_task(request)
         if kind != task_pb2.TASK_EVENT_KIND_PROGRESS:
             task.ended = True
 

@@ -24,8 +24,8 @@ from agentsdk.a2a.settings import A2ASettings
 from agentsdk.a2a.tools import make_a2a_tools
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.delivery import DeliveryStream
+from agentsdk.rpc import HubRpc
 from agentsdk.tools import Tool
-from agentsdk.transport import call
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
 from netkernel.errors import AgentNetError, Timeout
 from netkernel.identity import Passport
@@ -47,6 +47,8 @@ class NetworkClient:
         self.agent_id = agent_id
         self.credential = credential
         self.passport = passport
+        self.rpc = HubRpc(hub.connection, credential)
+        """The hub's RPCs, typed, as this identity."""
         self.a2a_settings = A2ASettings()
         """This identity's A2A settings as last set through this client (disabled by default)."""
         self._stream: DeliveryStream | None = None
@@ -86,13 +88,8 @@ class NetworkClient:
     async def set_a2a_settings(self, settings: A2ASettings | str | os.PathLike[str]) -> None:
         """Replace this identity's A2A settings (or load them from an ``agent.yaml``)."""
         settings = A2ASettings.coerce(settings)
-        await self._rpc("SetA2ASettings", hub_pb2.SetA2ASettingsRequest(a2a=settings.to_wire()))
+        await self.rpc.set_a2a_settings(hub_pb2.SetA2ASettingsRequest(a2a=settings.to_wire()))
         self.a2a_settings = settings
-
-    async def _rpc(self, method: str, request: Any, timeout: float | None = None) -> Any:
-        return await call(
-            getattr(self._hub.connection.stub, method), request, credential=self.credential, timeout=timeout
-        )
 
     async def _start(self, stream: DeliveryStream) -> None:
         self._stream = stream
@@ -136,7 +133,7 @@ class NetworkClient:
             request.invite_ack_timeout_seconds = invite_ack_timeout
         if message is not None:
             request.message = message
-        response = await self._rpc("OpenChannel", request)
+        response = await self.rpc.open_channel(request)
         metadata = ChannelMetadata.from_wire(response.channel)
         self._hub.remember_names(metadata)
         return Channel(metadata, self, response.seed_envelope_id)
@@ -174,7 +171,7 @@ class NetworkClient:
         """
         wire = envelope_to_wire(dataclasses.replace(envelope, sender_id=envelope.sender_id or self.agent_id))
         if self._stream is None:
-            response = await self._rpc("PostEnvelope", hub_pb2.PostEnvelopeRequest(envelope=wire))
+            response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
             return envelope_from_wire(response.envelope)
         return envelope_from_wire(await self._stream.post(wire))
 
@@ -196,12 +193,12 @@ class NetworkClient:
 
     async def close_channel(self, channel_id: str, reason: str = "") -> ChannelMetadata:
         """Close a channel you participate in."""
-        response = await self._rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=channel_id, reason=reason))
+        response = await self.rpc.close_channel(hub_pb2.CloseChannelRequest(channel_id=channel_id, reason=reason))
         return ChannelMetadata.from_wire(response.channel)
 
     async def channel_info(self, channel_id: str) -> tuple[ChannelMetadata, dict[str, Any], list[str]]:
         """(metadata, adapter state, expected next speakers) of a channel you participate in."""
-        response = await self._rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=channel_id))
+        response = await self.rpc.describe_channel(hub_pb2.DescribeChannelRequest(channel_id=channel_id))
         metadata = ChannelMetadata.from_wire(response.channel)
         self._hub.remember_names(metadata)
         state = json.loads(response.adapter_state_json) if response.adapter_state_json else {}
@@ -209,8 +206,8 @@ class NetworkClient:
 
     async def can_send(self, channel_id: str, event_type: str = EV_TEXT) -> bool:
         """Whether a post of ``event_type`` would be admitted now."""
-        response = await self._rpc("CanSend", hub_pb2.CanSendRequest(channel_id=channel_id, event_type=event_type))
-        return bool(response.allowed)
+        response = await self.rpc.can_send(hub_pb2.CanSendRequest(channel_id=channel_id, event_type=event_type))
+        return response.allowed
 
     async def read_wal(self, channel_id: str, *, from_seq: int = 0, until_seq: int = 0) -> list[Envelope]:
         """The part of the channel's WAL you may see, in admission order."""
