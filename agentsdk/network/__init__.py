@@ -14,7 +14,7 @@ from agentsdk.network.agent_client import (
     resolve_view_policy,
     stamp_dependencies,
 )
-from agentsdk.network.channel import Channel, ChannelMetadata
+from agentsdk.network.channel import Channel, ChannelMetadata, DefaultView
 from agentsdk.network.clients import HumanClient, NetworkClient
 from agentsdk.network.cursors import CursorStore, JsonFileCursorStore
 from agentsdk.network.deps import (
@@ -84,6 +84,7 @@ __all__ = [
     "ChannelMetadata",
     "ChannelStateInject",
     "CursorStore",
+    "DefaultView",
     "Envelope",
     "FullTranscript",
     "Hub",

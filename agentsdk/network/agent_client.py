@@ -1,7 +1,7 @@
 """AgentClient: an LLM agent on the network, and the default envelope handler.
 
-The default handler does the seeds' "receive → auto-ack invites → run the LLM with
-the adapter's tools → post the round-end envelope" wiring. It is decomposed into
+The default handler does the "receive → auto-ack invites → run the LLM with the
+adapter's tools → post the round-end envelope" wiring (described in ``docs/network.md``). It is decomposed into
 public hooks (:func:`read_wal_until`, :func:`resolve_view_policy`,
 :func:`stamp_dependencies`) so custom handlers can reuse the standard pre-LLM
 wiring. ``client.on_envelope(cb)`` replaces it; ``client.on_envelope(client._run_default_handler)``
@@ -25,7 +25,7 @@ from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.clients import NetworkClient
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
-from agentsdk.network.views import ViewPolicy, view_for
+from agentsdk.network.views import ViewPolicy
 from agentsdk.stream import Stream
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
 from netkernel.errors import AgentNetError
@@ -150,13 +150,12 @@ async def read_wal_until(client: NetworkClient, envelope: Envelope) -> list[Enve
 
 def resolve_view_policy(client: NetworkClient, metadata: ChannelMetadata) -> ViewPolicy:
     """The view this participant uses in this channel: a per-channel override, the
-    client's own view, or the adapter's default."""
+    client's own view, or the adapter's default (the view the hub named in DescribeChannel)."""
     if isinstance(client, AgentClient):
         override = client.view_policies.get(metadata.channel_id) or client.view_policy
         if override is not None:
             return override
-    adapter = adapter_for(metadata.type)
-    return view_for(adapter.default_view_policy, adapter.default_recent_n(metadata))
+    return adapter_for(metadata.type).default_view(metadata)
 
 
 def stamp_dependencies(client: NetworkClient, channel: Channel, state: Any) -> dict[Any, Any]:

@@ -197,9 +197,12 @@ class NetworkClient:
         return ChannelMetadata.from_wire(response.channel)
 
     async def channel_info(self, channel_id: str) -> tuple[ChannelMetadata, dict[str, Any], list[str]]:
-        """(metadata, adapter state, expected next speakers) of a channel you participate in."""
+        """(metadata, adapter state, expected next speakers) of a channel you participate in.
+
+        The metadata carries what the hub decided for you: the adapter tools you are offered
+        now (``offered_tools``) and the channel's default view (``default_view``)."""
         response = await self.rpc.describe_channel(hub_pb2.DescribeChannelRequest(channel_id=channel_id))
-        metadata = ChannelMetadata.from_wire(response.channel)
+        metadata = ChannelMetadata.from_describe(response, self.agent_id)
         self._hub.remember_names(metadata)
         state = json.loads(response.adapter_state_json) if response.adapter_state_json else {}
         return metadata, state, list(response.expected_next)
