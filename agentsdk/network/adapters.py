@@ -279,7 +279,6 @@ class SdkAdapter:
         reply: RoundReply,
         events: Sequence[BaseEvent] | None = None,
         state: Mapping[str, Any] | None = None,
-        hub: Any = None,
     ) -> Envelope | None:
         """What to post when the turn ends: EV_TEXT of the reply body; None when halted or empty."""
         if reply.halted or not reply.body:
@@ -345,7 +344,6 @@ class WorkflowSdkAdapter(SdkAdapter):
         reply: RoundReply,
         events: Sequence[BaseEvent] | None = None,
         state: Mapping[str, Any] | None = None,
-        hub: Any = None,
     ) -> Envelope | None:
         """An EV_PACKET: routing from this turn's tool calls, queued context updates, the body.
 

@@ -128,8 +128,6 @@ class NetworkContextPolicy:
 class NetworkPlugin:
     """Adds (and removes) the five plugin tools and the network prompt prefix on an Agent."""
 
-    TOOL_NAMES = tuple(PLUGIN_TOOLS)
-
     def __init__(self, client: AgentClient) -> None:
         self.client = client
         self.tools = [HubTool(name, model) for name, model in PLUGIN_TOOLS.items()]
