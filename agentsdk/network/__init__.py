@@ -1,9 +1,10 @@
-"""agentsdk.network: agents, humans and bridges on a hub (the seeds' ``ag2.network``).
+"""agentsdk.network: agents, humans and bridges on a hub.
 
 Entry points: ``HubClient.connect("host:port")`` for a running hub and
 ``Hub.open()`` for an embedded one; ``hc.register(agent, passport, resume)`` →
 :class:`AgentClient`, ``hc.register_human(passport)`` → :class:`HumanClient`.
-Every name of the seeds' "Quick reference — imports" block is importable here.
+Every name an agent program needs on the network (handler hooks, views, envelope
+types and event constants, dependency keys) is importable here; see ``docs/network.md``.
 """
 
 from agentsdk.network.agent_client import (

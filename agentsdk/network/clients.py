@@ -67,12 +67,12 @@ class NetworkClient:
 
     @property
     def _hub_client(self) -> HubClient:
-        # The seeds' custom handlers reach the hub through client._hub_client.
+        # Same as `hub`; custom handlers may reach the hub through client._hub_client.
         return self._hub
 
     @property
     def a2a(self) -> AgentToAgent | None:
-        """The pre-authenticated A2A client (the seeds' ``runtime.a2a``); None when A2A is
+        """The pre-authenticated A2A client (see ``docs/a2a.md``); None when A2A is
         unavailable: this identity's A2A is disabled, or it is disconnected."""
         return self._a2a if self.a2a_settings.enabled and self._stream is not None else None
 
@@ -176,7 +176,7 @@ class NetworkClient:
         return envelope_from_wire(await self._stream.post(wire))
 
     async def send_envelope(self, envelope: Envelope) -> Envelope:
-        """Same as :meth:`post_envelope` (the AgentClient spelling of the seeds)."""
+        """Same as :meth:`post_envelope` (the spelling agent handlers use)."""
         return await self.post_envelope(envelope)
 
     async def ack_invite(self, channel_id: str) -> Envelope:
