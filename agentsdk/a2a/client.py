@@ -99,8 +99,10 @@ class AgentToAgent:
         input_modes: Sequence[str] | None = None,
         limit: int = 50,
     ) -> list[DiscoveredAgent]:
-        """Agents of your project you may invoke. Several values in one filter match any of
-        them; several filters must all match. The result may include yourself."""
+        """Agents of your project you may invoke (the result may include yourself).
+
+        Several values in one filter match any of them; several filters must all match.
+        """
         request = hub_pb2.DiscoverAgentsRequest(
             project_id=project_id,
             skills=list(skills or ()),

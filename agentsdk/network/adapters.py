@@ -215,8 +215,10 @@ class SdkAdapter:
     # -- views ---------------------------------------------------------------------------
 
     def default_view(self, metadata: ChannelMetadata) -> ViewPolicy:
-        """A fresh instance of the view the hub named as this channel's default (``metadata.default_view``;
-        the full transcript for metadata not built from DescribeChannel)."""
+        """A fresh instance of the view the hub named as this channel's default (``metadata.default_view``).
+
+        The full transcript for metadata not built from DescribeChannel.
+        """
         return view_for(metadata.default_view.policy, metadata.default_view.recent_n)
 
     def render_envelope(self, env: Envelope) -> str | None:
@@ -290,12 +292,11 @@ class SdkAdapter:
     def tools_for(
         self, client: Any, metadata: ChannelMetadata, state: Mapping[str, Any] | None, participant_id: str
     ) -> list[Tool]:
-        """The adapter tools offered to ``participant_id`` this turn: those the hub named in
-        DescribeChannel (``metadata.offered_tools``) that the SDK builds (``say``).
+        """The adapter tools the hub offered ``participant_id`` this turn (``metadata.offered_tools``), as SDK tools.
 
-        Nothing when the metadata was not built from DescribeChannel for ``participant_id``.
-        ``state`` (the adapter state JSON) is there for custom adapters. The tools are built
-        once per (adapter, client) and reused.
+        Only the names the SDK builds (``say``) count; nothing when the metadata was not
+        built from DescribeChannel for ``participant_id``. ``state`` (the adapter state JSON)
+        is there for custom adapters. The tools are built once per (adapter, client) and reused.
         """
         if participant_id != metadata.offered_to:
             return []

@@ -104,8 +104,10 @@ class AgentClient(NetworkClient):
 
     @asynccontextmanager
     async def task(self, title: str = "", *, channel_id: str = "", ttl: float | None = None) -> AsyncIterator[Task]:
-        """Own a task for the block: STARTED on entry, COMPLETED on a clean exit (unless ended
-        inside), FAILED when the block raises. Inside, tools see it as TaskInject."""
+        """Own a task for the block, mirrored to the hub; inside, tools see it as TaskInject.
+
+        STARTED on entry, COMPLETED on a clean exit (unless ended inside), FAILED when the block raises.
+        """
         request = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id)
         if ttl is not None:
             request.ttl_seconds = ttl
@@ -149,8 +151,11 @@ async def read_wal_until(client: NetworkClient, envelope: Envelope) -> list[Enve
 
 
 def resolve_view_policy(client: NetworkClient, metadata: ChannelMetadata) -> ViewPolicy:
-    """The view this participant uses in this channel: a per-channel override, the
-    client's own view, or the adapter's default (the view the hub named in DescribeChannel)."""
+    """The view this participant uses in this channel.
+
+    A per-channel override, the client's own view, or the adapter's default (the view
+    the hub named in DescribeChannel).
+    """
     if isinstance(client, AgentClient):
         override = client.view_policies.get(metadata.channel_id) or client.view_policy
         if override is not None:

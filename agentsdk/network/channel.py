@@ -44,11 +44,12 @@ class DefaultView:
 
 @dataclass(frozen=True)
 class ChannelMetadata:
-    """What the hub knows about a channel; built from DescribeChannel it also carries the hub's
-    answer for the describing participant: the adapter tools it is offered now and the default view.
+    """What the hub knows about a channel, and what it decided for the participant who described it.
 
-    Built from any other message (OpenChannel, CloseChannel) or by hand, it offers nothing and
-    its default view is the full transcript.
+    Built from DescribeChannel (:meth:`from_describe`) it carries the adapter tools that
+    participant is offered now and the channel's default view. Built from any other
+    message (OpenChannel, CloseChannel) or by hand, it offers nothing and its default
+    view is the full transcript.
     """
 
     channel_id: str

@@ -72,13 +72,17 @@ class NetworkClient:
 
     @property
     def a2a(self) -> AgentToAgent | None:
-        """The pre-authenticated A2A client (see ``docs/a2a.md``); None when A2A is
-        unavailable: this identity's A2A is disabled, or it is disconnected."""
+        """The pre-authenticated A2A client (see ``docs/a2a.md``); None when A2A is unavailable.
+
+        A2A is unavailable when this identity's A2A is disabled, or it is disconnected.
+        """
         return self._a2a if self.a2a_settings.enabled and self._stream is not None else None
 
     def a2a_tools(self) -> list[Tool]:
-        """The LLM tools ``discover_available_agents`` and ``invoke_a2a_agent`` (the same objects
-        on every call); empty when this identity's A2A is disabled."""
+        """The LLM tools ``discover_available_agents`` and ``invoke_a2a_agent``; empty when A2A is disabled.
+
+        The same tool objects are returned on every call.
+        """
         if not self.a2a_settings.enabled:
             return []
         if self._a2a_tools is None:
