@@ -194,8 +194,8 @@ class Agent:
 
     @property
     def a2a(self) -> AgentToAgent | None:
-        """The pre-authenticated A2A client of this agent's hub identity (the seeds'
-        ``runtime.a2a``); None when it is not on a hub, or its A2A is disabled or disconnected."""
+        """The pre-authenticated A2A client of this agent's hub identity (see ``docs/a2a.md``);
+        None when it is not on a hub, or its A2A is disabled or disconnected."""
         return self.network.a2a if self.network is not None else None
 
     def a2a_tools(self) -> list[Tool]:

@@ -1,17 +1,25 @@
-"""The gRPC side of the SDK: one channel to a hub, per-identity credentials, and
-calls that raise the same domain exception the hub raised."""
+"""The gRPC side of the SDK: one channel to a hub, bearer credentials, and the typed
+call helpers under :class:`agentsdk.rpc.HubRpc` and :class:`agentsdk.knowledge.rpc.KnowledgeRpc`.
+
+Every helper checks the response's message type and raises the same domain
+exception the server raised (:func:`netkernel.errors.error_from_rpc`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable
+from typing import Protocol, TypeVar
 
 import grpc
 from agentnet.v1 import hub_pb2_grpc
+from google.protobuf.message import Message
 
-from netkernel.errors import error_from_rpc
+from netkernel.errors import InternalError, error_from_rpc
 
-T = TypeVar("T")
+ResponseT = TypeVar("ResponseT", bound=Message)
+
+Metadata = tuple[tuple[str, str], ...]
+"""gRPC call metadata (key, value) pairs."""
 
 #: Options for long-lived agent connections: keepalive so dead peers are noticed.
 CHANNEL_OPTIONS = (
@@ -36,23 +44,64 @@ class HubConnection:
         await self.channel.close()
 
 
-def bearer(credential: str) -> tuple[tuple[str, str], ...]:
+def bearer(credential: str) -> Metadata:
     """Call metadata carrying ``credential``."""
     return (("authorization", f"Bearer {credential}"),)
 
 
-async def call(method: Any, request: Any, *, credential: str = "", timeout: float | None = None) -> Any:
-    """Run a unary RPC; failures raise the hub's domain exception class."""
+class UnaryMethod(Protocol):
+    """A unary-unary method of a ``grpc.aio`` stub."""
+
+    def __call__(
+        self, request: Message, *, metadata: Metadata | None = None, timeout: float | None = None
+    ) -> Awaitable[object]:
+        """Start the call."""
+        ...
+
+
+class ServerStreamMethod(Protocol):
+    """A unary-stream method of a ``grpc.aio`` stub."""
+
+    def __call__(
+        self, request: Message, *, metadata: Metadata | None = None, timeout: float | None = None
+    ) -> AsyncIterator[object]:
+        """Start the call; iterate it for the responses."""
+        ...
+
+
+def checked(response: object, response_type: type[ResponseT]) -> ResponseT:
+    """``response`` as ``response_type``; InternalError when the server sent another message type."""
+    if not isinstance(response, response_type):
+        raise InternalError(f"expected a {response_type.__name__}, got {type(response).__name__}")
+    return response
+
+
+async def unary(
+    method: UnaryMethod,
+    request: Message,
+    response_type: type[ResponseT],
+    *,
+    metadata: Metadata | None = None,
+    timeout: float | None = None,
+) -> ResponseT:
+    """Run a unary RPC; failures raise the server's domain exception class."""
     try:
-        return await method(request, metadata=bearer(credential) if credential else None, timeout=timeout)
+        response = await method(request, metadata=metadata, timeout=timeout)
     except grpc.aio.AioRpcError as err:
         raise error_from_rpc(err) from None
+    return checked(response, response_type)
 
 
-async def stream(method: Any, request: Any, *, credential: str = "") -> AsyncIterator[Any]:
-    """Run a server-streaming RPC; failures raise the hub's domain exception class."""
+async def server_stream(
+    method: ServerStreamMethod,
+    request: Message,
+    response_type: type[ResponseT],
+    *,
+    metadata: Metadata | None = None,
+) -> AsyncIterator[ResponseT]:
+    """Run a server-streaming RPC; failures raise the server's domain exception class."""
     try:
-        async for item in method(request, metadata=bearer(credential) if credential else None):
-            yield item
+        async for item in method(request, metadata=metadata):
+            yield checked(item, response_type)
     except grpc.aio.AioRpcError as err:
         raise error_from_rpc(err) from None

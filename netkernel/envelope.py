@@ -13,8 +13,6 @@ from typing import Any, Literal
 Priority = Literal["background", "normal", "urgent"]
 """Delivery priority: urgent envelopes are delivered before normal, normal before background."""
 
-PRIORITIES: tuple[Priority, ...] = ("background", "normal", "urgent")
-
 # Substantive events.
 EV_TEXT = "ag2.msg.text"
 """Plain text; ``event_data = {"text": "<body>"}``."""

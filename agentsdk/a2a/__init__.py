@@ -1,6 +1,6 @@
-"""agentsdk.a2a: agent-to-agent discovery and invocation through the hub (seed 003).
+"""agentsdk.a2a: agent-to-agent discovery and invocation through the hub.
 
-* ``client.a2a`` (the seed's ``runtime.a2a``): a pre-authenticated :class:`AgentToAgent`,
+* ``client.a2a``: a pre-authenticated :class:`AgentToAgent`,
   or None when A2A is unavailable (the identity's A2A is disabled, or it is disconnected).
 * ``client.a2a_tools()`` / ``agent.a2a_tools()``: the LLM tools ``discover_available_agents``
   and ``invoke_a2a_agent`` (empty when A2A is disabled); :func:`to_langchain_tools` converts them.

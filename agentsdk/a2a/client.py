@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Any
 
 from agentnet.v1 import a2a_pb2, hub_pb2
 
 from agentsdk.a2a.context import current_dispatch
-from agentsdk.transport import HubConnection, call
+from agentsdk.rpc import HubRpc
+from agentsdk.transport import HubConnection
 from netkernel.errors import TokenExpired
 from netkernel.wire import INVOCATION_STATUS, InvocationStatus
 
@@ -76,7 +76,7 @@ class AgentToAgent:
     def __init__(self, hub_url: str, auth_token: str = "", *, connection: HubConnection | None = None) -> None:
         self._owned = connection is None
         self._connection = connection or HubConnection(hub_url)
-        self._credential = auth_token
+        self._rpc = HubRpc(self._connection, auth_token)
 
     async def close(self) -> None:
         """Close the connection if this client opened it."""
@@ -91,9 +91,6 @@ class AgentToAgent:
     ) -> None:
         await self.close()
 
-    async def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
-        return await call(getattr(self._connection.stub, method), request, credential=self._credential, timeout=timeout)
-
     async def discover_agents(
         self,
         project_id: str = "",
@@ -102,8 +99,10 @@ class AgentToAgent:
         input_modes: Sequence[str] | None = None,
         limit: int = 50,
     ) -> list[DiscoveredAgent]:
-        """Agents of your project you may invoke. Several values in one filter match any of
-        them; several filters must all match. The result may include yourself."""
+        """Agents of your project you may invoke (the result may include yourself).
+
+        Several values in one filter match any of them; several filters must all match.
+        """
         request = hub_pb2.DiscoverAgentsRequest(
             project_id=project_id,
             skills=list(skills or ()),
@@ -111,7 +110,7 @@ class AgentToAgent:
             input_modes=list(input_modes or ()),
             limit=limit,
         )
-        response = await self._call("DiscoverAgents", request)
+        response = await self._rpc.discover_agents(request)
         return [
             DiscoveredAgent(
                 a.agent_id, a.name, a.description, tuple(a.skills), tuple(a.capabilities), tuple(a.input_modes)
@@ -148,13 +147,13 @@ class AgentToAgent:
         if dispatch is not None:
             request.call_token = dispatch.call_token
         try:
-            response = await self._call("InvokeAgent", request, deadline)
+            response = await self._rpc.invoke_agent(request, timeout=deadline)
         except TokenExpired:
             if dispatch is None:
                 raise
             dispatch.call_token, dispatch.call_token_expires_at = await self.refresh_call_token(dispatch.call_token)
             request.call_token = dispatch.call_token
-            response = await self._call("InvokeAgent", request, deadline)
+            response = await self._rpc.invoke_agent(request, timeout=deadline)
         return AgentResponse(
             INVOCATION_STATUS.name_of(response.status, "failed"),
             response.result,
@@ -165,13 +164,13 @@ class AgentToAgent:
 
     async def refresh_call_token(self, call_token: str) -> tuple[str, str]:
         """A fresh call token for the same execution and its RFC 3339 expiry."""
-        response = await self._call("RefreshCallToken", hub_pb2.RefreshCallTokenRequest(call_token=call_token))
+        response = await self._rpc.refresh_call_token(hub_pb2.RefreshCallTokenRequest(call_token=call_token))
         return response.call_token, response.expires_at.ToJsonString()
 
     async def list_executions(self, root_session_id: str = "", limit: int = 100) -> list[Execution]:
         """The executions of a root session you took part in ("" = of all of them), in start order."""
         request = hub_pb2.ListExecutionsRequest(root_session_id=root_session_id, limit=limit)
-        response = await self._call("ListExecutions", request)
+        response = await self._rpc.list_executions(request)
         return [
             Execution(
                 e.execution_id,

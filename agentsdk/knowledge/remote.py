@@ -14,22 +14,19 @@ import asyncio
 import builtins
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
 
 import grpc
-from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
+from agentnet.v1 import knowledge_pb2
 
 from agentsdk.knowledge.read_cache import DEFAULT_CACHE_BYTES, CachedFile, CacheInfo, Key, NamespaceCache, ReadCache
+from agentsdk.knowledge.rpc import KnowledgeRpc, WatchStream
 from knowledgestore.base import StoreBase
 from knowledgestore.convert import event_from_proto
 from knowledgestore.feed import deliver, stop_task
 from knowledgestore.types import AppendResult, ChangeCallback, FileInfo, Subscription
-from netkernel.errors import NotFound, OutOfRange, Unavailable, error_from_rpc
+from netkernel.errors import AgentNetError, NotFound, OutOfRange, Unavailable
 
 log = logging.getLogger("agentnet.knowledge")
-
-R = TypeVar("R")
 
 #: Message size limit in both directions; matches the service's default.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -75,10 +72,9 @@ class RemoteKnowledgeStore(StoreBase):
         self._namespace = namespace
         self._credential = credential
         self._channel_credentials = channel_credentials
-        self._metadata = (("authorization", f"Bearer {credential}"),)
         self._timeout = timeout
-        self._channel: Any = None
-        self._stub_instance: Any = None
+        self._channel: grpc.aio.Channel | None = None
+        self._rpc_instance: KnowledgeRpc | None = None
         self._subscriptions: set[Subscription] = set()
         self._shared_cache = ReadCache(cache_bytes) if cache else None
         self._cache = self._shared_cache.namespace(namespace) if self._shared_cache is not None else None
@@ -105,10 +101,11 @@ class RemoteKnowledgeStore(StoreBase):
         """Accept any name here: the service validates it (InvalidArgument on first use)."""
         return None
 
-    def _stub(self) -> Any:
+    def _rpc(self) -> KnowledgeRpc:
+        """The service's typed RPCs as this store's credential (the root's connection, opened on first use)."""
         # The channel is created on first use, inside the event loop that will use it.
         owner = self._view_root or self
-        if owner._stub_instance is None:
+        if owner._rpc_instance is None:
             options = [
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -117,14 +114,8 @@ class RemoteKnowledgeStore(StoreBase):
                 owner._channel = grpc.aio.insecure_channel(owner._target, options=options)
             else:
                 owner._channel = grpc.aio.secure_channel(owner._target, owner._channel_credentials, options=options)
-            owner._stub_instance = knowledge_pb2_grpc.KnowledgeServiceStub(owner._channel)
-        return owner._stub_instance
-
-    async def _call(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
-        try:
-            return await method(request, metadata=self._metadata, timeout=self._timeout)
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err) from None
+            owner._rpc_instance = KnowledgeRpc(owner._channel, owner._credential, timeout=owner._timeout)
+        return owner._rpc_instance
 
     def _watched_cache(self) -> NamespaceCache | None:
         """This namespace's cache (None when off), its watch started on first use."""
@@ -147,11 +138,11 @@ class RemoteKnowledgeStore(StoreBase):
         request = knowledge_pb2.WriteRequest(namespace=self._namespace, path=path, content=content)
         cached_key = self._cache_key(path)
         if cached_key is None:
-            response: knowledge_pb2.WriteResponse = await self._call(self._stub().Write, request)
+            response = await self._rpc().write(request)
             return FileInfo(response.size, response.version)
         cache, key = cached_key
         with cache.mutating(key) as ticket:
-            response = await self._call(self._stub().Write, request)
+            response = await self._rpc().write(request)
             ticket.store(CachedFile(True, content, response.size, response.version))
         return FileInfo(response.size, response.version)
 
@@ -179,7 +170,7 @@ class RemoteKnowledgeStore(StoreBase):
 
     async def _read_info(self, path: str) -> tuple[str, FileInfo]:
         request = knowledge_pb2.ReadRequest(namespace=self._namespace, path=path)
-        response: knowledge_pb2.ReadResponse = await self._call(self._stub().Read, request)
+        response = await self._rpc().read(request)
         return response.content, FileInfo(response.size, response.version)
 
     async def append_info(self, path: str, text: str) -> AppendResult:
@@ -187,11 +178,11 @@ class RemoteKnowledgeStore(StoreBase):
         request = knowledge_pb2.AppendRequest(namespace=self._namespace, path=path, text=text)
         cached_key = self._cache_key(path)
         if cached_key is None:
-            response: knowledge_pb2.AppendResponse = await self._call(self._stub().Append, request)
+            response = await self._rpc().append(request)
         else:
             cache, key = cached_key
             with cache.mutating(key):  # stores nothing: the next read fetches the file again
-                response = await self._call(self._stub().Append, request)
+                response = await self._rpc().append(request)
         return AppendResult(response.offset, response.size, response.version)
 
     async def list(self, path: str) -> builtins.list[str]:
@@ -211,7 +202,7 @@ class RemoteKnowledgeStore(StoreBase):
 
     async def _list(self, path: str) -> builtins.list[str]:
         request = knowledge_pb2.ListRequest(namespace=self._namespace, path=path)
-        response: knowledge_pb2.ListResponse = await self._call(self._stub().List, request)
+        response = await self._rpc().list(request)
         return builtins.list(response.entries)
 
     async def delete(self, path: str) -> None:
@@ -219,11 +210,11 @@ class RemoteKnowledgeStore(StoreBase):
         request = knowledge_pb2.DeleteRequest(namespace=self._namespace, path=path)
         cached_key = self._cache_key(path)
         if cached_key is None:
-            await self._call(self._stub().Delete, request)
+            await self._rpc().delete(request)
             return
         cache, key = cached_key
         with cache.mutating(key) as ticket:
-            await self._call(self._stub().Delete, request)
+            await self._rpc().delete(request)
             ticket.store(CachedFile(False))
 
     async def exists(self, path: str) -> bool:
@@ -243,7 +234,7 @@ class RemoteKnowledgeStore(StoreBase):
 
     async def _exists(self, path: str) -> bool:
         request = knowledge_pb2.ExistsRequest(namespace=self._namespace, path=path)
-        response: knowledge_pb2.ExistsResponse = await self._call(self._stub().Exists, request)
+        response = await self._rpc().exists(request)
         return response.exists
 
     async def read_range(self, path: str, offset: int) -> str:
@@ -254,21 +245,21 @@ class RemoteKnowledgeStore(StoreBase):
         if offset < 0:  # the wire field is unsigned, so the server cannot be asked
             raise OutOfRange(f"offset {offset} is negative", metadata={"path": path, "offset": str(offset)})
         request = knowledge_pb2.ReadRangeRequest(namespace=self._namespace, path=path, offset=offset)
-        response: knowledge_pb2.ReadRangeResponse = await self._call(self._stub().ReadRange, request)
+        response = await self._rpc().read_range(request)
         return response.content
 
-    async def _open_watch(self, prefix: str) -> Any:
-        """Start a Watch and return the call once the service's first frame confirms it is live."""
+    async def _open_watch(self, prefix: str) -> WatchStream:
+        """Start a Watch and return it once the service's first frame confirms it is live."""
         request = knowledge_pb2.WatchRequest(namespace=self._namespace, prefix=prefix)
-        call = self._stub().Watch(request, metadata=self._metadata)
+        call = self._rpc().watch(request)
         try:
             first = await call.read()
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err) from None
+        except AgentNetError:
+            raise
         except BaseException:
             call.cancel()
             raise
-        if first is grpc.aio.EOF or not first.subscribed:
+        if first is None or not first.subscribed:
             call.cancel()
             raise Unavailable(f"the knowledge service at {self._target} ended the watch before confirming it")
         return call
@@ -287,18 +278,18 @@ class RemoteKnowledgeStore(StoreBase):
         self._subscriptions.add(subscription)
         return subscription
 
-    async def _pump(self, call: Any, callback: ChangeCallback) -> None:
+    async def _pump(self, call: WatchStream, callback: ChangeCallback) -> None:
         try:
             while True:
                 frame = await call.read()
-                if frame is grpc.aio.EOF:
+                if frame is None:
                     log.warning("the knowledge service at %s ended a watch", self._target)
                     return
                 if frame.HasField("change"):
                     await deliver(callback, event_from_proto(frame.change))
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.CANCELLED:
-                log.warning("a watch on %s ended: %s", self._target, error_from_rpc(err))
+        except AgentNetError as err:
+            if not call.cancelled:
+                log.warning("a watch on %s ended: %s", self._target, err)
 
     async def _keep_watching(self, cache: NamespaceCache) -> None:
         """Keep ``cache``'s watch open, reopening it after a pause whenever it ends or cannot be opened."""
@@ -351,6 +342,6 @@ class RemoteKnowledgeStore(StoreBase):
                 if task is not None:
                     await stop_task(task)
                 cache.disconnected()
-        channel, self._channel, self._stub_instance = self._channel, None, None
+        channel, self._channel, self._rpc_instance = self._channel, None, None
         if channel is not None:
             await channel.close()

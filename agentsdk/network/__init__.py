@@ -1,9 +1,10 @@
-"""agentsdk.network: agents, humans and bridges on a hub (the seeds' ``ag2.network``).
+"""agentsdk.network: agents, humans and bridges on a hub.
 
 Entry points: ``HubClient.connect("host:port")`` for a running hub and
 ``Hub.open()`` for an embedded one; ``hc.register(agent, passport, resume)`` →
 :class:`AgentClient`, ``hc.register_human(passport)`` → :class:`HumanClient`.
-Every name of the seeds' "Quick reference — imports" block is importable here.
+Every name an agent program needs on the network (handler hooks, views, envelope
+types and event constants, dependency keys) is importable here; see ``docs/network.md``.
 """
 
 from agentsdk.network.agent_client import (
@@ -14,7 +15,7 @@ from agentsdk.network.agent_client import (
     resolve_view_policy,
     stamp_dependencies,
 )
-from agentsdk.network.channel import Channel, ChannelMetadata
+from agentsdk.network.channel import Channel, ChannelMetadata, DefaultView
 from agentsdk.network.clients import HumanClient, NetworkClient
 from agentsdk.network.cursors import CursorStore, JsonFileCursorStore
 from agentsdk.network.deps import (
@@ -84,6 +85,7 @@ __all__ = [
     "ChannelMetadata",
     "ChannelStateInject",
     "CursorStore",
+    "DefaultView",
     "Envelope",
     "FullTranscript",
     "Hub",

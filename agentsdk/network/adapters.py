@@ -1,17 +1,16 @@
 """The SDK half of each channel adapter: views, rendering, round-end envelopes and ``say``.
 
-The hub half (:mod:`hubsvc.adapters`) enforces turn-taking; this half tells the
-default notify handler how to run a turn on a channel of a given type:
+The hub half (:mod:`hubsvc.adapters`) enforces turn-taking and decides, per
+participant and turn, which adapter tools are offered and which view a channel
+type uses by default; DescribeChannel returns both (carried on
+:class:`~agentsdk.network.channel.ChannelMetadata`, see ``docs/hub.md``). This
+half tells the default handler how to run a turn on a channel of a given type:
 
-* which view the LLM gets by default (:attr:`SdkAdapter.default_view_policy`,
-  :meth:`SdkAdapter.default_recent_n` — the only place the per-type defaults live:
-  consulting → full transcript; conversation → windowed summary of 10; discussion
-  and workflow → named windowed summary of ``max(2 * participants, 4)``) and how
-  envelopes render into it (:meth:`SdkAdapter.render_envelope`);
+* which view the LLM gets by default (:meth:`SdkAdapter.default_view`: the hub's
+  ``default_view``) and how envelopes render into it (:meth:`SdkAdapter.render_envelope`);
 * what text triggered the turn (:meth:`SdkAdapter.extract_turn_input`);
-* which extra tools the LLM is offered this turn (:meth:`SdkAdapter.tools_for` —
-  the seed's say table: consulting → whoever's turn it is; conversation → always;
-  discussion → only the expected next speaker; workflow → never);
+* which extra tools the LLM is offered this turn (:meth:`SdkAdapter.tools_for`: the
+  hub's ``offered_tools``, built as SDK tools);
 * what to post when the turn ends (:meth:`SdkAdapter.build_round_envelope`: EV_TEXT
   of the reply body, or — on workflow — an EV_PACKET with routing and context updates).
 
@@ -53,8 +52,6 @@ __all__ = [
 PENDING_CONTEXT_UPDATES_KEY = "pending_context_updates"
 """Key in the turn's channel-state dict under which tools queue workflow context updates
 (``{"set": {...}, "delete": [...]}``); the workflow round-end packet carries them."""
-
-_CLOSED_STATES = frozenset({"closed", "expired"})
 
 
 class RoundReply(Protocol):
@@ -208,8 +205,6 @@ class SdkAdapter:
 
     type: ClassVar[str] = ""
     """Channel type name, e.g. ``"consulting"``."""
-    default_view_policy: ClassVar[str] = "full_transcript"
-    """Registry name of the default view (see :data:`agentsdk.network.views.VIEW_POLICIES`)."""
 
     def __init__(self) -> None:
         self._tool_cache: weakref.WeakKeyDictionary[Any, list[Tool]] = weakref.WeakKeyDictionary()
@@ -219,13 +214,12 @@ class SdkAdapter:
 
     # -- views ---------------------------------------------------------------------------
 
-    def default_recent_n(self, metadata: ChannelMetadata) -> int | None:
-        """``recent_n`` of the default view for this channel (None for full views)."""
-        return None
-
     def default_view(self, metadata: ChannelMetadata) -> ViewPolicy:
-        """A fresh instance of this channel's default view."""
-        return view_for(self.default_view_policy, self.default_recent_n(metadata))
+        """A fresh instance of the view the hub named as this channel's default (``metadata.default_view``).
+
+        The full transcript for metadata not built from DescribeChannel.
+        """
+        return view_for(metadata.default_view.policy, metadata.default_view.recent_n)
 
     def render_envelope(self, env: Envelope) -> str | None:
         """The text the LLM sees for ``env``: EV_TEXT's text, EV_PACKET's body; None for anything else or empty."""
@@ -287,7 +281,6 @@ class SdkAdapter:
         reply: RoundReply,
         events: Sequence[BaseEvent] | None = None,
         state: Mapping[str, Any] | None = None,
-        hub: Any = None,
     ) -> Envelope | None:
         """What to post when the turn ends: EV_TEXT of the reply body; None when halted or empty."""
         if reply.halted or not reply.body:
@@ -296,23 +289,19 @@ class SdkAdapter:
 
     # -- tools ---------------------------------------------------------------------------
 
-    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
-        """Whether ``participant_id`` gets ``say`` now, given the hub's adapter state (the say table)."""
-        return False
-
     def tools_for(
         self, client: Any, metadata: ChannelMetadata, state: Mapping[str, Any] | None, participant_id: str
     ) -> list[Tool]:
-        """The adapter tools offered to ``participant_id`` this turn (``say`` or nothing).
+        """The adapter tools the hub offered ``participant_id`` this turn (``metadata.offered_tools``), as SDK tools.
 
-        ``state`` is the adapter state JSON from DescribeChannel. The tools are built
-        once per (adapter, client) and reused.
+        Only the names the SDK builds (``say``) count; nothing when the metadata was not
+        built from DescribeChannel for ``participant_id``. ``state`` (the adapter state JSON)
+        is there for custom adapters. The tools are built once per (adapter, client) and reused.
         """
-        if metadata.state in _CLOSED_STATES or participant_id not in metadata.participant_ids:
+        if participant_id != metadata.offered_to:
             return []
-        if not self.offers_say(metadata, state or {}, participant_id):
-            return []
-        return list(self._cached_tools(client))
+        built = {t.name: t for t in self._cached_tools(client)}
+        return [built[name] for name in metadata.offered_tools if name in built]
 
     def _cached_tools(self, client: Any) -> list[Tool]:
         try:
@@ -325,87 +314,28 @@ class SdkAdapter:
         return cached
 
 
-def _ended(state: Mapping[str, Any]) -> bool:
-    return bool(state.get("ended")) or state.get("end_reason") is not None
-
-
 class ConsultingSdkAdapter(SdkAdapter):
-    """Consulting (strict one question, one reply): full transcript; ``say`` for whoever's turn it is."""
+    """Consulting (strict one question, one reply)."""
 
     type = "consulting"
-    default_view_policy = "full_transcript"
-
-    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
-        """The asker before the question, the replier before the reply, no one after."""
-        expected = state.get("expected_next")
-        if isinstance(expected, list):
-            return participant_id in expected
-        if state.get("replied"):
-            return False
-        ids = metadata.participant_ids
-        asker = state.get("asker") or (ids[0] if ids else None)
-        replier = state.get("replier") or (ids[1] if len(ids) > 1 else None)
-        return participant_id == (replier if state.get("asked") else asker)
 
 
 class ConversationSdkAdapter(SdkAdapter):
-    """Conversation (free-form, two parties): windowed summary of 10; ``say`` for everyone."""
+    """Conversation (free-form, two parties)."""
 
     type = "conversation"
-    default_view_policy = "windowed_summary"
-    recent_n: ClassVar[int] = 10
-
-    def default_recent_n(self, metadata: ChannelMetadata) -> int | None:
-        """Always 10."""
-        return self.recent_n
-
-    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
-        """Every participant, until a ``max_turns`` limit ended the conversation."""
-        return not _ended(state)
 
 
-class _NPartySdkAdapter(SdkAdapter):
-    """The default view of N-party channels (discussion, workflow): a named windowed summary
-    of the last ``max(2 * N, 4)`` envelopes."""
-
-    default_view_policy = "named_windowed_summary"
-
-    def default_recent_n(self, metadata: ChannelMetadata) -> int | None:
-        """``max(2 * participants, 4)``."""
-        return max(2 * len(metadata.participants), 4)
-
-
-class DiscussionSdkAdapter(_NPartySdkAdapter):
-    """Discussion (round robin): named windowed summary; ``say`` only for the expected next speaker."""
+class DiscussionSdkAdapter(SdkAdapter):
+    """Discussion (round robin)."""
 
     type = "discussion"
 
-    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
-        """Only ``expected_next_speaker`` (derived from ``turns`` when absent), until the limit."""
-        if _ended(state):
-            return False
-        expected = state.get("expected_next_speaker")
-        if not isinstance(expected, str):
-            ids = metadata.participant_ids
-            turns = state.get("turns", 0)
-            expected = ids[turns % len(ids)] if ids and isinstance(turns, int) else None
-        return participant_id == expected
 
-
-class WorkflowSdkAdapter(_NPartySdkAdapter):
-    """Workflow (transition graph): named windowed summary; no ``say``; round end is an EV_PACKET."""
+class WorkflowSdkAdapter(SdkAdapter):
+    """Workflow (transition graph): the round end is an EV_PACKET carrying routing and context updates."""
 
     type = "workflow"
-
-    def offers_say(self, metadata: ChannelMetadata, state: Mapping[str, Any], participant_id: str) -> bool:
-        """Never: workflow agents speak through the round-end packet and their handoff tools."""
-        return False
-
-    def tools_for(
-        self, client: Any, metadata: ChannelMetadata, state: Mapping[str, Any] | None, participant_id: str
-    ) -> list[Tool]:
-        """Always ``[]``."""
-        return []
 
     def build_round_envelope(
         self,
@@ -415,7 +345,6 @@ class WorkflowSdkAdapter(_NPartySdkAdapter):
         reply: RoundReply,
         events: Sequence[BaseEvent] | None = None,
         state: Mapping[str, Any] | None = None,
-        hub: Any = None,
     ) -> Envelope | None:
         """An EV_PACKET: routing from this turn's tool calls, queued context updates, the body.
 

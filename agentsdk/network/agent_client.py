@@ -1,7 +1,7 @@
 """AgentClient: an LLM agent on the network, and the default envelope handler.
 
-The default handler does the seeds' "receive → auto-ack invites → run the LLM with
-the adapter's tools → post the round-end envelope" wiring. It is decomposed into
+The default handler does the "receive → auto-ack invites → run the LLM with the
+adapter's tools → post the round-end envelope" wiring (described in ``docs/network.md``). It is decomposed into
 public hooks (:func:`read_wal_until`, :func:`resolve_view_policy`,
 :func:`stamp_dependencies`) so custom handlers can reuse the standard pre-LLM
 wiring. ``client.on_envelope(cb)`` replaces it; ``client.on_envelope(client._run_default_handler)``
@@ -25,7 +25,7 @@ from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.clients import NetworkClient
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
-from agentsdk.network.views import ViewPolicy, view_for
+from agentsdk.network.views import ViewPolicy
 from agentsdk.stream import Stream
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
 from netkernel.errors import AgentNetError
@@ -95,22 +95,23 @@ class AgentClient(NetworkClient):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, channel_id: str = "", task_id: str = "") -> Any:
         """Run a network tool on the hub (CallTool); returns its JSON result."""
-        response = await self._rpc(
-            "CallTool",
+        response = await self.rpc.call_tool(
             hub_pb2.CallToolRequest(
                 name=name, arguments_json=json.dumps(arguments), channel_id=channel_id, task_id=task_id
-            ),
+            )
         )
         return json.loads(response.result_json)
 
     @asynccontextmanager
     async def task(self, title: str = "", *, channel_id: str = "", ttl: float | None = None) -> AsyncIterator[Task]:
-        """Own a task for the block: STARTED on entry, COMPLETED on a clean exit (unless ended
-        inside), FAILED when the block raises. Inside, tools see it as TaskInject."""
+        """Own a task for the block, mirrored to the hub; inside, tools see it as TaskInject.
+
+        STARTED on entry, COMPLETED on a clean exit (unless ended inside), FAILED when the block raises.
+        """
         request = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id)
         if ttl is not None:
             request.ttl_seconds = ttl
-        response = await self._rpc("ReportTask", request)
+        response = await self.rpc.report_task(request)
         task = Task(response.task.task_id, self, title, channel_id)
         previous, self._current_task = self._current_task, task
         try:
@@ -125,14 +126,16 @@ class AgentClient(NetworkClient):
         finally:
             self._current_task = previous
 
-    async def _report(self, task: Task, kind: int, *, payload: Any = None, error: str = "") -> None:
+    async def _report(
+        self, task: Task, kind: task_pb2.TaskEventKind.ValueType, *, payload: Any = None, error: str = ""
+    ) -> None:
         request = hub_pb2.ReportTaskRequest(
             task_id=task.task_id,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             payload_json=json.dumps(payload) if payload is not None else "",
             error=error,
         )
-        await self._rpc("ReportTask", request)
+        await self.rpc.report_task(request)
         if kind != task_pb2.TASK_EVENT_KIND_PROGRESS:
             task.ended = True
 
@@ -148,14 +151,16 @@ async def read_wal_until(client: NetworkClient, envelope: Envelope) -> list[Enve
 
 
 def resolve_view_policy(client: NetworkClient, metadata: ChannelMetadata) -> ViewPolicy:
-    """The view this participant uses in this channel: a per-channel override, the
-    client's own view, or the adapter's default."""
+    """The view this participant uses in this channel.
+
+    A per-channel override, the client's own view, or the adapter's default (the view
+    the hub named in DescribeChannel).
+    """
     if isinstance(client, AgentClient):
         override = client.view_policies.get(metadata.channel_id) or client.view_policy
         if override is not None:
             return override
-    adapter = adapter_for(metadata.type)
-    return view_for(adapter.default_view_policy, adapter.default_recent_n(metadata))
+    return adapter_for(metadata.type).default_view(metadata)
 
 
 def stamp_dependencies(client: NetworkClient, channel: Channel, state: Any) -> dict[Any, Any]:
@@ -231,7 +236,7 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
             await client.send_envelope(dispatch.reply(client.agent_id, "", status="failed", error=error))
             return
     out = adapter.build_round_envelope(
-        metadata=metadata, sender_id=client.agent_id, reply=reply, events=reply.events, state=state, hub=client.hub
+        metadata=metadata, sender_id=client.agent_id, reply=reply, events=reply.events, state=state
     )
     if dispatch is not None and dispatch.input_question is not None:
         out = dispatch.reply(client.agent_id, dispatch.input_question, status="input-required")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentnet.v1 import channel_pb2
+from agentnet.v1 import channel_pb2, hub_pb2
 
 from netkernel.envelope import Envelope, Priority
 from netkernel.wire import CHANNEL_STATE
@@ -27,8 +28,29 @@ class ParticipantInfo:
 
 
 @dataclass(frozen=True)
+class DefaultView:
+    """The view an LLM participant gets of a channel unless it picked its own, as the hub names it."""
+
+    policy: str = "full_transcript"
+    """Registry name of the view (see :data:`agentsdk.network.views.VIEW_POLICIES`)."""
+    recent_n: int | None = None
+    """How many recent envelopes a windowed view shows (None for full views)."""
+
+    @classmethod
+    def from_wire(cls, view: hub_pb2.DefaultView) -> DefaultView:
+        """Build from DescribeChannel's ``default_view`` (no policy = the full transcript; ``recent_n`` 0 = None)."""
+        return cls(view.policy or cls.policy, view.recent_n or None)
+
+
+@dataclass(frozen=True)
 class ChannelMetadata:
-    """What the hub knows about a channel (the seeds' ChannelMetadata)."""
+    """What the hub knows about a channel, and what it decided for the participant who described it.
+
+    Built from DescribeChannel (:meth:`from_describe`) it carries the adapter tools that
+    participant is offered now and the channel's default view. Built from any other
+    message (OpenChannel, CloseChannel) or by hand, it offers nothing and its default
+    view is the full transcript.
+    """
 
     channel_id: str
     type: str
@@ -39,6 +61,12 @@ class ChannelMetadata:
     intent: str = ""
     close_reason: str = ""
     last_seq: int = 0
+    offered_tools: tuple[str, ...] = ()
+    """Names of the adapter tools the hub offers ``offered_to`` in this channel right now (e.g. ``("say",)``)."""
+    offered_to: str = ""
+    """The participant ``offered_tools`` was answered for ("" = nobody: the hub was not asked)."""
+    default_view: DefaultView = DefaultView()
+    """The channel type's default view, as the hub named it."""
 
     @property
     def participant_ids(self) -> list[str]:
@@ -70,6 +98,16 @@ class ChannelMetadata:
             intent=meta.intent,
             close_reason=meta.close_reason,
             last_seq=meta.last_seq,
+        )
+
+    @classmethod
+    def from_describe(cls, response: hub_pb2.DescribeChannelResponse, caller_id: str) -> ChannelMetadata:
+        """Build from DescribeChannel as answered to ``caller_id``, with its offered tools and the default view."""
+        return dataclasses.replace(
+            cls.from_wire(response.channel),
+            offered_tools=tuple(response.offered_tools),
+            offered_to=caller_id,
+            default_view=DefaultView.from_wire(response.default_view),
         )
 
 

@@ -24,8 +24,8 @@ from agentsdk.a2a.settings import A2ASettings
 from agentsdk.a2a.tools import make_a2a_tools
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.delivery import DeliveryStream
+from agentsdk.rpc import HubRpc
 from agentsdk.tools import Tool
-from agentsdk.transport import call
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
 from netkernel.errors import AgentNetError, Timeout
 from netkernel.identity import Passport
@@ -47,6 +47,8 @@ class NetworkClient:
         self.agent_id = agent_id
         self.credential = credential
         self.passport = passport
+        self.rpc = HubRpc(hub.connection, credential)
+        """The hub's RPCs, typed, as this identity."""
         self.a2a_settings = A2ASettings()
         """This identity's A2A settings as last set through this client (disabled by default)."""
         self._stream: DeliveryStream | None = None
@@ -65,18 +67,22 @@ class NetworkClient:
 
     @property
     def _hub_client(self) -> HubClient:
-        # The seeds' custom handlers reach the hub through client._hub_client.
+        # Same as `hub`; custom handlers may reach the hub through client._hub_client.
         return self._hub
 
     @property
     def a2a(self) -> AgentToAgent | None:
-        """The pre-authenticated A2A client (the seeds' ``runtime.a2a``); None when A2A is
-        unavailable: this identity's A2A is disabled, or it is disconnected."""
+        """The pre-authenticated A2A client (see ``docs/a2a.md``); None when A2A is unavailable.
+
+        A2A is unavailable when this identity's A2A is disabled, or it is disconnected.
+        """
         return self._a2a if self.a2a_settings.enabled and self._stream is not None else None
 
     def a2a_tools(self) -> list[Tool]:
-        """The LLM tools ``discover_available_agents`` and ``invoke_a2a_agent`` (the same objects
-        on every call); empty when this identity's A2A is disabled."""
+        """The LLM tools ``discover_available_agents`` and ``invoke_a2a_agent``; empty when A2A is disabled.
+
+        The same tool objects are returned on every call.
+        """
         if not self.a2a_settings.enabled:
             return []
         if self._a2a_tools is None:
@@ -86,13 +92,8 @@ class NetworkClient:
     async def set_a2a_settings(self, settings: A2ASettings | str | os.PathLike[str]) -> None:
         """Replace this identity's A2A settings (or load them from an ``agent.yaml``)."""
         settings = A2ASettings.coerce(settings)
-        await self._rpc("SetA2ASettings", hub_pb2.SetA2ASettingsRequest(a2a=settings.to_wire()))
+        await self.rpc.set_a2a_settings(hub_pb2.SetA2ASettingsRequest(a2a=settings.to_wire()))
         self.a2a_settings = settings
-
-    async def _rpc(self, method: str, request: Any, timeout: float | None = None) -> Any:
-        return await call(
-            getattr(self._hub.connection.stub, method), request, credential=self.credential, timeout=timeout
-        )
 
     async def _start(self, stream: DeliveryStream) -> None:
         self._stream = stream
@@ -136,7 +137,7 @@ class NetworkClient:
             request.invite_ack_timeout_seconds = invite_ack_timeout
         if message is not None:
             request.message = message
-        response = await self._rpc("OpenChannel", request)
+        response = await self.rpc.open_channel(request)
         metadata = ChannelMetadata.from_wire(response.channel)
         self._hub.remember_names(metadata)
         return Channel(metadata, self, response.seed_envelope_id)
@@ -174,12 +175,12 @@ class NetworkClient:
         """
         wire = envelope_to_wire(dataclasses.replace(envelope, sender_id=envelope.sender_id or self.agent_id))
         if self._stream is None:
-            response = await self._rpc("PostEnvelope", hub_pb2.PostEnvelopeRequest(envelope=wire))
+            response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
             return envelope_from_wire(response.envelope)
         return envelope_from_wire(await self._stream.post(wire))
 
     async def send_envelope(self, envelope: Envelope) -> Envelope:
-        """Same as :meth:`post_envelope` (the AgentClient spelling of the seeds)."""
+        """Same as :meth:`post_envelope` (the spelling agent handlers use)."""
         return await self.post_envelope(envelope)
 
     async def ack_invite(self, channel_id: str) -> Envelope:
@@ -196,21 +197,24 @@ class NetworkClient:
 
     async def close_channel(self, channel_id: str, reason: str = "") -> ChannelMetadata:
         """Close a channel you participate in."""
-        response = await self._rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=channel_id, reason=reason))
+        response = await self.rpc.close_channel(hub_pb2.CloseChannelRequest(channel_id=channel_id, reason=reason))
         return ChannelMetadata.from_wire(response.channel)
 
     async def channel_info(self, channel_id: str) -> tuple[ChannelMetadata, dict[str, Any], list[str]]:
-        """(metadata, adapter state, expected next speakers) of a channel you participate in."""
-        response = await self._rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=channel_id))
-        metadata = ChannelMetadata.from_wire(response.channel)
+        """(metadata, adapter state, expected next speakers) of a channel you participate in.
+
+        The metadata carries what the hub decided for you: the adapter tools you are offered
+        now (``offered_tools``) and the channel's default view (``default_view``)."""
+        response = await self.rpc.describe_channel(hub_pb2.DescribeChannelRequest(channel_id=channel_id))
+        metadata = ChannelMetadata.from_describe(response, self.agent_id)
         self._hub.remember_names(metadata)
         state = json.loads(response.adapter_state_json) if response.adapter_state_json else {}
         return metadata, state, list(response.expected_next)
 
     async def can_send(self, channel_id: str, event_type: str = EV_TEXT) -> bool:
         """Whether a post of ``event_type`` would be admitted now."""
-        response = await self._rpc("CanSend", hub_pb2.CanSendRequest(channel_id=channel_id, event_type=event_type))
-        return bool(response.allowed)
+        response = await self.rpc.can_send(hub_pb2.CanSendRequest(channel_id=channel_id, event_type=event_type))
+        return response.allowed
 
     async def read_wal(self, channel_id: str, *, from_seq: int = 0, until_seq: int = 0) -> list[Envelope]:
         """The part of the channel's WAL you may see, in admission order."""

@@ -18,11 +18,11 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
 from agentsdk.network.cursors import CursorBook
-from agentsdk.transport import HubConnection, call
+from agentsdk.rpc import HubRpc
+from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED
 from netkernel.errors import (
     AgentNetError,
@@ -30,7 +30,6 @@ from netkernel.errors import (
     Unauthenticated,
     Unavailable,
     error_from_reason,
-    error_from_rpc,
 )
 
 _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
@@ -55,6 +54,7 @@ class DeliveryStream:
     ) -> None:
         self.conn = conn
         self.credential = credential
+        self.rpc = HubRpc(conn, credential)
         self.dispatch = dispatch
         self.cursors = cursors or CursorBook()
         self.max_in_flight = max_in_flight
@@ -117,7 +117,7 @@ class DeliveryStream:
             )
             outbox.put_nowait(connect_pb2.ConnectRequest(hello=hello))
             self._outbox = outbox
-            stream = self.conn.stub.Connect(self._frames(outbox))
+            stream = self.rpc.connect(self._frames(outbox))
             try:
                 async for frame in stream:
                     kind = frame.WhichOneof("frame")
@@ -131,8 +131,7 @@ class DeliveryStream:
                         self.cursors.resume(dict(frame.welcome.cursors))
                         self.connected.set()
                         backoff = 0.05
-            except grpc.aio.AioRpcError as err:
-                error = error_from_rpc(err)
+            except AgentNetError as error:
                 if isinstance(error, (Unauthenticated, PermissionDenied)):
                     self.fatal = error
                     log.error("hub refused the stream: %s", error.message)
@@ -212,11 +211,5 @@ class DeliveryStream:
                     e = result.error
                     raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
                 return result.envelope
-        response = await call(
-            self.conn.stub.PostEnvelope,
-            hub_pb2.PostEnvelopeRequest(envelope=envelope),
-            credential=self.credential,
-            timeout=timeout,
-        )
-        admitted: envelope_pb2.Envelope = response.envelope
-        return admitted
+        response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=envelope), timeout=timeout)
+        return response.envelope

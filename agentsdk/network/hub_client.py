@@ -20,7 +20,8 @@ from agentsdk.network.channel import ChannelMetadata
 from agentsdk.network.clients import HumanClient, NetworkClient
 from agentsdk.network.cursors import CursorBook, CursorStore
 from agentsdk.network.delivery import DeliveryStream
-from agentsdk.transport import HubConnection, call, stream
+from agentsdk.rpc import HubRpc
+from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from netkernel.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
@@ -54,6 +55,8 @@ class HubClient:
 
     def __init__(self, connection: HubConnection) -> None:
         self.connection = connection
+        self.rpc = HubRpc(connection)
+        """The hub's RPCs, typed, without an identity (registration); ``rpc.as_identity(credential)`` for the rest."""
         self._clients: dict[str, NetworkClient] = {}
         self._names: dict[str, str] = {}
         self._ids: dict[str, str] = {}
@@ -104,11 +107,10 @@ class HubClient:
         skill_md: str | None = None,
         a2a: A2ASettings | None = None,
     ) -> tuple[str, str]:
-        stub = self.connection.stub
+        response: hub_pb2.RegisterHumanResponse | hub_pb2.RegisterResponse
         if human:
-            response = await call(
-                stub.RegisterHuman,
-                hub_pb2.RegisterHumanRequest(passport=passport.to_wire(), resume=(resume or Resume()).to_wire()),
+            response = await self.rpc.register_human(
+                hub_pb2.RegisterHumanRequest(passport=passport.to_wire(), resume=(resume or Resume()).to_wire())
             )
         else:
             request = hub_pb2.RegisterRequest(passport=passport.to_wire(), resume=(resume or Resume()).to_wire())
@@ -116,7 +118,7 @@ class HubClient:
                 request.skill_md = skill_md
             if a2a is not None:
                 request.a2a.CopyFrom(a2a.to_wire())
-            response = await call(stub.Register, request)
+            response = await self.rpc.register(request)
         self._learn(response.agent.agent_id, passport.name)
         return response.agent.agent_id, response.credential
 
@@ -148,9 +150,8 @@ class HubClient:
         With the same ``cursor_store`` as before, delivery resumes exactly where it stopped.
         """
         agent_id = credential.partition(".")[0]
-        response = await call(
-            self.connection.stub.DescribeAgent, hub_pb2.DescribeAgentRequest(agent_id=agent_id), credential=credential
-        )
+        request = hub_pb2.DescribeAgentRequest(agent_id=agent_id)
+        response = await self.rpc.as_identity(credential).describe_agent(request)
         passport = Passport.from_wire(response.agent.passport)
         self._learn(agent_id, passport.name)
         client = HumanClient(self, agent_id, credential, passport, auto_ack_invites=auto_ack_invites)
@@ -235,7 +236,7 @@ class HubClient:
             sort_by=sort_by,
             limit=limit,
         )
-        response = await call(self.connection.stub.ListAgents, request, credential=self._any_credential())
+        response = await self.rpc.as_identity(self._any_credential()).list_agents(request)
         out = []
         for a in response.agents:
             self._learn(a.agent_id, a.name)
@@ -251,10 +252,7 @@ class HubClient:
     ) -> list[Envelope]:
         """A channel's WAL as the identity holding ``credential`` may see it."""
         request = hub_pb2.ReadWalRequest(channel_id=channel_id, from_seq=from_seq, until_seq=until_seq)
-        return [
-            envelope_from_wire(item.envelope)
-            async for item in stream(self.connection.stub.ReadWal, request, credential=credential)
-        ]
+        return [envelope_from_wire(item.envelope) async for item in self.rpc.as_identity(credential).read_wal(request)]
 
     async def read_wal(self, channel_id: str) -> list[Envelope]:
         """A channel's WAL in admission order, read by one of this client's identities that participates."""
@@ -271,9 +269,7 @@ class HubClient:
         client = self._clients.get(agent_id)
         if client is None:
             raise PermissionDenied(f"agent {agent_id!r} was not registered through this client; it sets its own skill.")
-        await call(
-            self.connection.stub.SetSkill, hub_pb2.SetSkillRequest(skill_md=skill_md), credential=client.credential
-        )
+        await client.rpc.set_skill(hub_pb2.SetSkillRequest(skill_md=skill_md))
 
 
 class Hub(HubClient):

@@ -1,8 +1,8 @@
 """NetworkPlugin: the five identity-level network tools an agent gets on registration.
 
-``peers``, ``channels``, ``tasks``, ``context`` and ``delegate`` take exactly the
-seeds' actions and arguments (the pydantic models in
-:mod:`netkernel.tool_schemas`, shared with the hub). Each call validates
+``peers``, ``channels``, ``tasks``, ``context`` and ``delegate`` take the actions
+and arguments of their pydantic models in :mod:`netkernel.tool_schemas` (shared
+with the hub; listed in ``docs/network.md``). Each call validates
 locally, then runs on the hub through the ``CallTool`` RPC, so a Python agent and
 a Go or TypeScript bridge see the same tools. ``context(scope="knowledge")`` is
 answered from the agent's own KnowledgeStore. The plugin also adds the
@@ -127,8 +127,6 @@ class NetworkContextPolicy:
 
 class NetworkPlugin:
     """Adds (and removes) the five plugin tools and the network prompt prefix on an Agent."""
-
-    TOOL_NAMES = tuple(PLUGIN_TOOLS)
 
     def __init__(self, client: AgentClient) -> None:
         self.client = client

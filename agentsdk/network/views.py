@@ -5,15 +5,19 @@ A :class:`ViewPolicy` projects the WAL slice a participant may see into the
 pre-populated history. The channel's adapter supplies ``render_envelope`` (so
 views stay adapter-neutral) and optionally ``name_for`` (agent id → name).
 
-Built-ins (every one honours audience and projects only substantive envelopes
-whose rendering is not ``None``; lifecycle and custom event types never appear):
+Built-ins (every one honours audience through :func:`netkernel.envelope.readable_by`
+and projects only substantive envelopes whose rendering is not ``None``; lifecycle
+and custom event types never appear):
 
-* :class:`FullTranscript` — everything, in order (the consulting default);
+* :class:`FullTranscript` — everything, in order;
 * :class:`WindowedSummary` — the last ``recent_n``, after a :class:`~agentsdk.events.CompactionSummary`
-  placeholder counting what was left out (the conversation default, ``recent_n=10``);
+  placeholder counting what was left out;
 * :class:`NamedTranscript` / :class:`NamedWindowedSummary` — the same with every
-  line from someone else prefixed ``[<sender name>]: `` (the discussion and workflow
-  default is ``NamedWindowedSummary(recent_n=max(2 * participants, 4))``).
+  line from someone else prefixed ``[<sender name>]: ``.
+
+Which of them a channel type uses by default is the hub's decision: DescribeChannel
+names it (``default_view``, see the table in ``docs/network.md``) and
+:func:`view_for` builds it.
 
 Own envelopes become :class:`~agentsdk.events.ModelMessage` (the assistant's
 voice); everyone else's become ``ModelRequest([TextInput(text)])``.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsdk.network.channel import ChannelMetadata, ParticipantInfo
+from agentsdk.network.channel import ChannelMetadata, DefaultView, ParticipantInfo
 from netkernel.envelope import EV_TEXT, Envelope
 
 NAMES = {"a1": "alice", "b2": "bob", "c3": "carol", "d4": "dave", "e5": "erin"}
@@ -18,8 +18,19 @@ def meta(
     state: str = "opened",
     knobs: dict[str, Any] | None = None,
     channel_id: str = "ch1",
+    offered: tuple[str, tuple[str, ...]] | None = None,
+    default_view: DefaultView | None = None,
 ) -> ChannelMetadata:
-    """Channel metadata with the given participants (initiator first)."""
+    """Channel metadata with the given participants (initiator first).
+
+    ``offered`` = (participant, tool names) and ``default_view`` stand in for the hub's
+    DescribeChannel answer; without them the metadata is as if the hub was not asked.
+    """
+    hub_said: dict[str, Any] = {}
+    if offered is not None:
+        hub_said.update(offered_to=offered[0], offered_tools=offered[1])
+    if default_view is not None:
+        hub_said["default_view"] = default_view
     return ChannelMetadata(
         channel_id=channel_id,
         type=channel_type,
@@ -29,6 +40,7 @@ def meta(
         ),
         state=state,
         knobs=dict(knobs or {}),
+        **hub_said,
     )
 
 

@@ -1,10 +1,12 @@
-"""SDK adapters: defaults, rendering, round-end envelopes, the say table and the say tool."""
+"""SDK adapters: the hub's default view and offered tools, rendering, round-end envelopes and the say tool."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import pytest
+from agentnet.v1 import hub_pb2
 
 from agentsdk.agent import Reply
 from agentsdk.errors import InvalidArgument
@@ -14,7 +16,6 @@ from agentsdk.network.adapters import (
     PENDING_CONTEXT_UPDATES_KEY,
     ConsultingSdkAdapter,
     SdkAdapter,
-    WorkflowSdkAdapter,
     adapter_for,
     make_say_tool,
     queue_context_updates,
@@ -22,6 +23,8 @@ from agentsdk.network.adapters import (
     routing_from_events,
     routing_tools,
 )
+from agentsdk.network.agent_client import resolve_view_policy
+from agentsdk.network.channel import ChannelMetadata, DefaultView
 from agentsdk.network.deps import (
     AGENT_CLIENT_DEP,
     CHANNEL_DEP,
@@ -32,7 +35,13 @@ from agentsdk.network.deps import (
     ChannelInject,
     ChannelStateInject,
 )
-from agentsdk.network.views import FullTranscript, NamedWindowedSummary, WindowedSummary
+from agentsdk.network.views import (
+    FullTranscript,
+    NamedTranscript,
+    NamedWindowedSummary,
+    ViewPolicy,
+    WindowedSummary,
+)
 from agentsdk.stream import Stream
 from agentsdk.tools import Tool, tool
 from hubsvc.adapters import get_adapter
@@ -88,48 +97,58 @@ def test_register_custom_adapter() -> None:
 
 
 @pytest.mark.parametrize(
-    ("channel_type", "ids", "policy", "recent_n", "view_type"),
+    ("hub_view", "view_type", "recent_n"),
     [
-        ("consulting", ("a1", "b2"), "full_transcript", None, FullTranscript),
-        ("conversation", ("a1", "b2"), "windowed_summary", 10, WindowedSummary),
-        ("discussion", ("a1", "b2", "c3"), "named_windowed_summary", 6, NamedWindowedSummary),
-        ("workflow", ("a1", "b2", "c3", "d4", "e5"), "named_windowed_summary", 10, NamedWindowedSummary),
+        (DefaultView("full_transcript"), FullTranscript, None),
+        (DefaultView("windowed_summary", 10), WindowedSummary, 10),
+        (DefaultView("named_windowed_summary", 6), NamedWindowedSummary, 6),
     ],
 )
-def test_default_views(
-    channel_type: str, ids: tuple[str, ...], policy: str, recent_n: int | None, view_type: type
+@pytest.mark.parametrize("channel_type", TYPES)
+def test_default_view_is_the_one_the_hub_named(
+    channel_type: str, hub_view: DefaultView, view_type: type, recent_n: int | None
 ) -> None:
-    adapter = adapter_for(channel_type)
-    m = meta(channel_type, ids)
-    assert adapter.default_view_policy == policy
-    assert adapter.default_recent_n(m) == recent_n
-    view = adapter.default_view(m)
+    view = adapter_for(channel_type).default_view(meta(channel_type, default_view=hub_view))
     assert type(view) is view_type
-    if recent_n is not None:
-        assert view.recent_n == recent_n  # type: ignore[attr-defined]
+    assert getattr(view, "recent_n", None) == recent_n
 
 
-@pytest.mark.parametrize("channel_type", ["discussion", "workflow"])
-def test_named_window_is_twice_the_participants_at_least_four(channel_type: str) -> None:
-    ids = tuple(NAMES)
-    got = [adapter_for(channel_type).default_recent_n(meta(channel_type, ids[:n])) for n in range(1, len(ids) + 1)]
-    assert got == [4, 4, 6, 8, 10]
+def test_default_view_from_the_wire() -> None:
+    assert DefaultView.from_wire(hub_pb2.DefaultView(policy="named_windowed_summary", recent_n=8)) == DefaultView(
+        "named_windowed_summary", 8
+    )
+    assert DefaultView.from_wire(hub_pb2.DefaultView(policy="full_transcript", recent_n=0)) == DefaultView()
+    assert DefaultView.from_wire(hub_pb2.DefaultView()) == DefaultView("full_transcript", None)  # the hub said nothing
 
 
-@pytest.mark.parametrize("channel_type", ["consulting", "conversation"])
-def test_two_party_windows_ignore_the_participants(channel_type: str) -> None:
-    adapter = adapter_for(channel_type)
-    windows = {adapter.default_recent_n(meta(channel_type, tuple(NAMES)[:n])) for n in range(1, 6)}
-    assert windows == {None if channel_type == "consulting" else 10}
-
-
-def test_custom_adapter_defaults_to_the_full_transcript() -> None:
+@pytest.mark.parametrize("channel_type", [*TYPES, "echo"])
+def test_metadata_without_the_hubs_answer_gets_the_full_transcript(channel_type: str) -> None:
     class Echo(SdkAdapter):
         type = "echo"
 
-    m = meta("echo")
-    assert (Echo.default_view_policy, Echo().default_recent_n(m)) == ("full_transcript", None)
-    assert type(Echo().default_view(m)) is FullTranscript
+    adapter = Echo() if channel_type == "echo" else adapter_for(channel_type)
+    assert type(adapter.default_view(meta(channel_type, ("a1", "b2", "c3")))) is FullTranscript
+
+
+def test_custom_adapter_may_override_the_default_view_and_tools() -> None:
+    class Echo(SdkAdapter):
+        type = "echo"
+
+        def default_view(self, metadata: ChannelMetadata) -> ViewPolicy:
+            return NamedTranscript()
+
+        def tools_for(
+            self, client: Any, metadata: ChannelMetadata, state: Mapping[str, Any] | None, participant_id: str
+        ) -> list[Tool]:
+            return [make_say_tool(client)]
+
+    register_adapter(Echo())
+    try:
+        m = meta("echo", default_view=DefaultView("windowed_summary", 3))
+        assert type(resolve_view_policy(cast(Any, FakeClient()), m)) is NamedTranscript
+        assert [t.name for t in adapter_for("echo").tools_for(FakeClient(), m, {}, "a1")] == ["say"]
+    finally:
+        ADAPTERS.pop("echo")
 
 
 # ------------------------------------------------------------------------------------------ rendering
@@ -288,70 +307,35 @@ def test_queue_context_updates_last_write_wins() -> None:
     assert state[PENDING_CONTEXT_UPDATES_KEY] == {"set": {"a": 1}, "delete": []}
 
 
-# ------------------------------------------------------------------------------------------ the say table
+# ------------------------------------------------------------------------------------------ offered tools
 
 
-def offered(channel_type: str, m: Any, state: dict[str, Any], who: str, client: Any = None) -> bool:
-    tools = adapter_for(channel_type).tools_for(client or FakeClient(), m, state, who)
-    assert [t.name for t in tools] in ([], ["say"])
-    return bool(tools)
+def offered(channel_type: str, m: ChannelMetadata, who: str, client: Any = None) -> list[str]:
+    return [t.name for t in adapter_for(channel_type).tools_for(client or FakeClient(), m, {}, who)]
 
 
-def test_say_table_matches_the_hub() -> None:
-    """Walk each channel type through a few turns; the SDK offers say exactly when the hub would."""
-    scenarios: list[tuple[str, tuple[str, ...], dict[str, Any] | None, list[str]]] = [
-        ("consulting", ("a1", "b2"), None, ["a1", "b2"]),
-        ("conversation", ("a1", "b2"), {"max_turns": 3}, ["a1", "a1", "b2"]),
-        ("discussion", ("a1", "b2", "c3"), {"max_rounds": 2}, ["a1", "b2", "c3", "a1", "b2", "c3"]),
-        ("workflow", ("a1", "b2", "c3"), {**WORKFLOW_KNOBS, "max_turns": 2}, ["a1", "b2"]),
-    ]
-    for channel_type, ids, knobs, senders in scenarios:
-        hub = get_adapter(channel_type)
-        hub_spec = spec(channel_type, ids, knobs)
-        m = meta(channel_type, ids, knobs=dict(hub_spec.knobs))
-        state = hub.initial_state(hub_spec)
-        for sender in [*senders, None]:
-            state_json = hub.state_json(state)
-            for who in ids:
-                expected = hub.offers_say(hub_spec, state, who)
-                assert offered(channel_type, m, state_json, who) == expected, (channel_type, state_json, who)
-            if sender is not None:
-                state = hub.fold(hub_spec, state, text(sender, "turn"))
-        assert hub.state_json(state).get("ended", True), channel_type
-
-
-def test_say_table_explicit_cases() -> None:
-    two = meta("consulting", ("a1", "b2"))
-    assert offered("consulting", two, {"asked": False, "replied": False}, "a1")
-    assert not offered("consulting", two, {"asked": False, "replied": False}, "b2")
-    assert offered("consulting", two, {"asked": True, "replied": False}, "b2")
-    assert not offered("consulting", two, {"asked": True, "replied": True}, "b2")
-    assert offered("consulting", two, {}, "a1")  # unknown state: the initiator asks first
-    assert offered("conversation", meta("conversation"), {}, "b2")
-    assert not offered("conversation", meta("conversation"), {"ended": True}, "b2")
-    three = meta("discussion", ("a1", "b2", "c3"))
-    assert offered("discussion", three, {"expected_next_speaker": "c3"}, "c3")
-    assert not offered("discussion", three, {"expected_next_speaker": "c3"}, "a1")
-    assert offered("discussion", three, {"turns": 4}, "b2")  # derived from turns when the key is absent
-    assert not offered("workflow", meta("workflow", ("a1", "b2")), {"current_speaker": "a1"}, "a1")
-    # Closed channels and non-participants never get say.
-    assert not offered("conversation", meta("conversation", state="closed"), {}, "a1")
-    assert not offered("conversation", meta("conversation", state="expired"), {}, "a1")
-    assert not offered("conversation", meta("conversation"), {}, "zz")
-    assert ConsultingSdkAdapter().tools_for(FakeClient(), two, None, "a1")[0].name == "say"
-    assert WorkflowSdkAdapter().tools_for(FakeClient(), two, None, "a1") == []
+@pytest.mark.parametrize("channel_type", TYPES)
+def test_tools_for_builds_what_the_hub_offered(channel_type: str) -> None:
+    """The SDK decides nothing: say exactly when DescribeChannel named it for this participant
+    (tests/sdk_net/test_hub_decides.py checks this against a real hub)."""
+    said = meta(channel_type, offered=("a1", ("say",)))
+    assert offered(channel_type, said, "a1") == ["say"]
+    assert offered(channel_type, said, "b2") == []  # the answer was about a1, not b2
+    assert offered(channel_type, meta(channel_type, offered=("a1", ())), "a1") == []
+    assert offered(channel_type, meta(channel_type, offered=("a1", ("dance",))), "a1") == []  # not an SDK tool
+    assert offered(channel_type, meta(channel_type), "a1") == []  # the hub was not asked
 
 
 def test_tools_are_cached_per_adapter_and_client() -> None:
-    m = meta("conversation")
+    m = meta("conversation", offered=("a1", ("say",)))
     alice, bob = FakeClient("a1"), FakeClient("b2")
     conv = adapter_for("conversation")
     first = conv.tools_for(alice, m, {}, "a1")
     again = conv.tools_for(alice, m, {}, "a1")
     assert first[0] is again[0] and first is not again  # same Tool, fresh list
-    assert conv.tools_for(bob, m, {}, "b2")[0] is not first[0]
+    assert conv.tools_for(bob, meta("conversation", offered=("b2", ("say",))), {}, "b2")[0] is not first[0]
     consult = ConsultingSdkAdapter()
-    assert consult.tools_for(alice, meta("consulting"), {}, "a1")[0] is not first[0]
+    assert consult.tools_for(alice, meta("consulting", offered=("a1", ("say",))), {}, "a1")[0] is not first[0]
 
 
 # ------------------------------------------------------------------------------------------ the say tool
@@ -370,7 +354,7 @@ def test_say_schema_hides_injected_params() -> None:
 
 async def test_say_posts_through_the_injected_client() -> None:
     injected, fallback = FakeClient("a1"), FakeClient("a1")
-    say = adapter_for("conversation").tools_for(fallback, meta("conversation"), {}, "a1")[0]
+    say = adapter_for("conversation").tools_for(fallback, meta("conversation", offered=("a1", ("say",))), {}, "a1")[0]
     channel = meta("conversation", channel_id="ch7")  # anything with a channel_id
     out = await say.invoke({"content": "hi", "audience": ["bob"]}, {CHANNEL_DEP: channel, AGENT_CLIENT_DEP: injected})
     assert not out.is_error and "ch7" in out.content and "bob" in out.content

@@ -1,0 +1,194 @@
+"""HubRpc: the ``agentnet.v1.HubService`` RPCs the SDK uses, one typed method each.
+
+Every method takes the RPC's request message and returns its response message, so
+mypy checks both; a failure raises the hub's domain exception
+(:mod:`netkernel.errors`). A ``HubRpc`` acts as one identity: it sends the
+credential it was built with (none for ``Register`` / ``RegisterHuman``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import grpc
+from agentnet.v1 import connect_pb2, hub_pb2
+from google.protobuf.message import Message
+
+from agentsdk.transport import HubConnection, ResponseT, UnaryMethod, bearer, checked, server_stream, unary
+from netkernel.errors import error_from_rpc
+
+__all__ = ["ConnectStream", "HubRpc", "StreamCall"]
+
+
+class StreamCall(Protocol):
+    """What the SDK uses of a running ``grpc.aio`` streaming call."""
+
+    def __aiter__(self) -> AsyncIterator[object]:
+        """The responses in order."""
+        ...
+
+    def cancel(self) -> bool:
+        """End the call."""
+        ...
+
+
+class ConnectStream:
+    """A running ``Connect`` call: iterate it for the hub's frames; :meth:`cancel` ends it."""
+
+    def __init__(self, call: StreamCall) -> None:
+        self._call = call
+
+    async def __aiter__(self) -> AsyncIterator[connect_pb2.ConnectResponse]:
+        """The hub's frames in order; a failed stream raises the hub's domain exception."""
+        try:
+            async for frame in self._call:
+                yield checked(frame, connect_pb2.ConnectResponse)
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+
+    def cancel(self) -> None:
+        """End the call (a no-op once it ended)."""
+        self._call.cancel()
+
+
+class HubRpc:
+    """The hub's RPCs as one identity (``credential`` "" = anonymous, for registration)."""
+
+    def __init__(self, connection: HubConnection, credential: str = "") -> None:
+        self.connection = connection
+        self.credential = credential
+        self._metadata = bearer(credential) if credential else None
+
+    def as_identity(self, credential: str) -> HubRpc:
+        """The same connection acting as the identity holding ``credential``."""
+        return HubRpc(self.connection, credential)
+
+    async def _unary(
+        self, method: UnaryMethod, request: Message, response_type: type[ResponseT], timeout: float | None
+    ) -> ResponseT:
+        return await unary(method, request, response_type, metadata=self._metadata, timeout=timeout)
+
+    # -- live session ---------------------------------------------------------------------
+
+    def connect(self, requests: AsyncIterator[connect_pb2.ConnectRequest]) -> ConnectStream:
+        """Open ``Connect`` with the client's frames (the credential travels in their ``Hello``)."""
+        return ConnectStream(self.connection.stub.Connect(requests))
+
+    # -- identities ----------------------------------------------------------------------
+
+    async def register(
+        self, request: hub_pb2.RegisterRequest, *, timeout: float | None = None
+    ) -> hub_pb2.RegisterResponse:
+        """``Register``: create an agent identity and issue its credential."""
+        return await self._unary(self.connection.stub.Register, request, hub_pb2.RegisterResponse, timeout)
+
+    async def register_human(
+        self, request: hub_pb2.RegisterHumanRequest, *, timeout: float | None = None
+    ) -> hub_pb2.RegisterHumanResponse:
+        """``RegisterHuman``: create a non-LLM participant and issue its credential."""
+        return await self._unary(self.connection.stub.RegisterHuman, request, hub_pb2.RegisterHumanResponse, timeout)
+
+    async def list_agents(
+        self, request: hub_pb2.ListAgentsRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ListAgentsResponse:
+        """``ListAgents``: identities matching the filters."""
+        return await self._unary(self.connection.stub.ListAgents, request, hub_pb2.ListAgentsResponse, timeout)
+
+    async def describe_agent(
+        self, request: hub_pb2.DescribeAgentRequest, *, timeout: float | None = None
+    ) -> hub_pb2.DescribeAgentResponse:
+        """``DescribeAgent``: one identity's registry entry."""
+        return await self._unary(self.connection.stub.DescribeAgent, request, hub_pb2.DescribeAgentResponse, timeout)
+
+    async def set_skill(
+        self, request: hub_pb2.SetSkillRequest, *, timeout: float | None = None
+    ) -> hub_pb2.SetSkillResponse:
+        """``SetSkill``: replace the caller's skill markdown."""
+        return await self._unary(self.connection.stub.SetSkill, request, hub_pb2.SetSkillResponse, timeout)
+
+    async def set_a2a_settings(
+        self, request: hub_pb2.SetA2ASettingsRequest, *, timeout: float | None = None
+    ) -> hub_pb2.SetA2ASettingsResponse:
+        """``SetA2ASettings``: replace the caller's agent-to-agent settings."""
+        return await self._unary(self.connection.stub.SetA2ASettings, request, hub_pb2.SetA2ASettingsResponse, timeout)
+
+    # -- channels ------------------------------------------------------------------------
+
+    async def open_channel(
+        self, request: hub_pb2.OpenChannelRequest, *, timeout: float | None = None
+    ) -> hub_pb2.OpenChannelResponse:
+        """``OpenChannel``: create a channel and invite its targets."""
+        return await self._unary(self.connection.stub.OpenChannel, request, hub_pb2.OpenChannelResponse, timeout)
+
+    async def close_channel(
+        self, request: hub_pb2.CloseChannelRequest, *, timeout: float | None = None
+    ) -> hub_pb2.CloseChannelResponse:
+        """``CloseChannel``: close a channel the caller participates in."""
+        return await self._unary(self.connection.stub.CloseChannel, request, hub_pb2.CloseChannelResponse, timeout)
+
+    async def describe_channel(
+        self, request: hub_pb2.DescribeChannelRequest, *, timeout: float | None = None
+    ) -> hub_pb2.DescribeChannelResponse:
+        """``DescribeChannel``: metadata, adapter state, offered tools and default view."""
+        return await self._unary(
+            self.connection.stub.DescribeChannel, request, hub_pb2.DescribeChannelResponse, timeout
+        )
+
+    def read_wal(self, request: hub_pb2.ReadWalRequest) -> AsyncIterator[hub_pb2.ReadWalResponse]:
+        """``ReadWal``: the caller's readable part of a channel's WAL, in seq order."""
+        return server_stream(self.connection.stub.ReadWal, request, hub_pb2.ReadWalResponse, metadata=self._metadata)
+
+    async def post_envelope(
+        self, request: hub_pb2.PostEnvelopeRequest, *, timeout: float | None = None
+    ) -> hub_pb2.PostEnvelopeResponse:
+        """``PostEnvelope``: admit one envelope."""
+        return await self._unary(self.connection.stub.PostEnvelope, request, hub_pb2.PostEnvelopeResponse, timeout)
+
+    async def can_send(
+        self, request: hub_pb2.CanSendRequest, *, timeout: float | None = None
+    ) -> hub_pb2.CanSendResponse:
+        """``CanSend``: whether the caller may post now."""
+        return await self._unary(self.connection.stub.CanSend, request, hub_pb2.CanSendResponse, timeout)
+
+    # -- tasks and tools -----------------------------------------------------------------
+
+    async def report_task(
+        self, request: hub_pb2.ReportTaskRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ReportTaskResponse:
+        """``ReportTask``: record a lifecycle event of the caller's task."""
+        return await self._unary(self.connection.stub.ReportTask, request, hub_pb2.ReportTaskResponse, timeout)
+
+    async def call_tool(
+        self, request: hub_pb2.CallToolRequest, *, timeout: float | None = None
+    ) -> hub_pb2.CallToolResponse:
+        """``CallTool``: run one network tool with JSON arguments."""
+        return await self._unary(self.connection.stub.CallTool, request, hub_pb2.CallToolResponse, timeout)
+
+    # -- agent to agent ------------------------------------------------------------------
+
+    async def discover_agents(
+        self, request: hub_pb2.DiscoverAgentsRequest, *, timeout: float | None = None
+    ) -> hub_pb2.DiscoverAgentsResponse:
+        """``DiscoverAgents``: the A2A-enabled agents the caller may invoke."""
+        return await self._unary(self.connection.stub.DiscoverAgents, request, hub_pb2.DiscoverAgentsResponse, timeout)
+
+    async def invoke_agent(
+        self, request: hub_pb2.InvokeAgentRequest, *, timeout: float | None = None
+    ) -> hub_pb2.InvokeAgentResponse:
+        """``InvokeAgent``: call another agent and wait for its answer."""
+        return await self._unary(self.connection.stub.InvokeAgent, request, hub_pb2.InvokeAgentResponse, timeout)
+
+    async def refresh_call_token(
+        self, request: hub_pb2.RefreshCallTokenRequest, *, timeout: float | None = None
+    ) -> hub_pb2.RefreshCallTokenResponse:
+        """``RefreshCallToken``: a fresh call token for the same execution."""
+        return await self._unary(
+            self.connection.stub.RefreshCallToken, request, hub_pb2.RefreshCallTokenResponse, timeout
+        )
+
+    async def list_executions(
+        self, request: hub_pb2.ListExecutionsRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ListExecutionsResponse:
+        """``ListExecutions``: the A2A call tree of a root session."""
+        return await self._unary(self.connection.stub.ListExecutions, request, hub_pb2.ListExecutionsResponse, timeout)
