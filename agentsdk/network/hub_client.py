@@ -23,7 +23,7 @@ from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
-from netkernel.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from netkernel.errors import FailedPrecondition, InvalidArgument, NotParticipant, PermissionDenied
 from netkernel.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
 from netkernel.wire import envelope_from_wire
 
@@ -260,7 +260,7 @@ class HubClient:
         for c in self._clients.values():
             try:
                 return await self.read_wal_as(c.credential, channel_id)
-            except PermissionDenied as err:  # NotParticipant is a PermissionDenied
+            except (NotParticipant, PermissionDenied) as err:  # not this identity's channel: try the next one
                 last = err
         raise last or FailedPrecondition("register an identity through this client first.")
 

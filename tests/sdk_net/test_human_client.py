@@ -47,6 +47,17 @@ async def test_consulting_between_two_humans_on_an_embedded_hub() -> None:
         assert hub.name_for(analyst.agent_id) == "analyst"
 
 
+async def test_read_wal_uses_whichever_identity_of_the_client_participates() -> None:
+    async with Hub.open() as hub:
+        await hub.register_human(Passport(name="bystander", kind="human"))  # registered first, in no channel
+        user = await hub.register_human(Passport(name="user", kind="human"))
+        await hub.register_human(Passport(name="analyst", kind="human"))
+        ch = await user.open(type="consulting", target="analyst")
+        question = await user.send(ch.channel_id, "Who reads this?")
+        wal = await hub.read_wal(ch.channel_id)
+        assert question.envelope_id in [e.envelope_id for e in wal]
+
+
 async def test_push_callbacks_compose_and_exceptions_do_not_propagate(caplog: pytest.LogCaptureFixture) -> None:
     async with Hub.open() as hub:
         a = await hub.register_human(Passport(name="a", kind="human"))
