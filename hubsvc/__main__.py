@@ -9,7 +9,7 @@ from hubsvc.config import HubConfig, parse_args
 from hubsvc.server import start_hub
 from hubsvc.storage import SqliteHubStore
 from servicekit.auth import ensure_secret_file
-from servicekit.runtime import announce, configure_logging, wait_for_stop_signal
+from servicekit.runtime import configure_logging, serve_until_signal
 
 log = logging.getLogger("agentnet.hub")
 
@@ -25,13 +25,7 @@ async def run(config: HubConfig) -> None:
         operator_token=operator_token,
         options=config.options(),
     )
-    announce("agentnet-hub", config.host, hub.running)
-    try:
-        await wait_for_stop_signal()
-    finally:
-        log.info("agentnet-hub shutting down")
-        await hub.stop()
-        log.info("agentnet-hub stopped")
+    await serve_until_signal("agentnet-hub", config.host, hub)
 
 
 def main(argv: list[str] | None = None) -> None:

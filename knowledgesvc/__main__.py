@@ -10,7 +10,7 @@ from knowledgesvc.auth import TokensFileError, load_authority
 from knowledgesvc.backend import open_backend
 from knowledgesvc.config import KnowledgeConfig, parse_args
 from knowledgesvc.server import start_knowledge
-from servicekit.runtime import announce, configure_logging, wait_for_stop_signal
+from servicekit.runtime import configure_logging, serve_until_signal
 
 log = logging.getLogger("agentnet.knowledge")
 
@@ -39,13 +39,7 @@ async def run(config: KnowledgeConfig) -> None:
         server = await start_knowledge(
             store, authority, host=config.host, port=config.port, max_write_bytes=config.max_write_bytes
         )
-        announce("agentnet-knowledge", config.host, server.running)
-        try:
-            await wait_for_stop_signal()
-        finally:
-            log.info("agentnet-knowledge shutting down")
-            await server.stop()
-            log.info("agentnet-knowledge stopped")
+        await serve_until_signal("agentnet-knowledge", config.host, server)
     finally:
         await store.close()
 

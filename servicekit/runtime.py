@@ -12,6 +12,7 @@ import logging
 import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -106,17 +107,31 @@ async def set_serving(health_servicer: health.aio.HealthServicer, names: Iterabl
         await health_servicer.set(name, status)
 
 
-async def wait_for_stop_signal() -> None:
-    """Return once SIGINT or SIGTERM arrives."""
+class Served(Protocol):
+    """A started service: its gRPC server, and how to stop the service as a whole."""
+
+    running: RunningServer
+
+    async def stop(self, grace_seconds: float = ...) -> None:
+        """Stop serving and release the service's resources."""
+
+
+async def serve_until_signal(program: str, host: str, served: Served) -> None:
+    """Announce ``served``, wait for SIGINT or SIGTERM, then stop it cleanly.
+
+    Prints ``<program> listening on <host>:<port>`` once serving (tests and scripts read
+    the actual port from that line when started with port 0).
+    """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before the announcement: a signal right after it must be caught
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-
-
-def announce(program: str, host: str, running: RunningServer) -> None:
-    """Print ``<program> listening on <host>:<port>`` (tests and scripts read the actual port
-    from that line when started with port 0) and log what is served."""
+    running = served.running
     print(f"{program} listening on {host}:{running.port}", flush=True)
     log.info("%s serving %s on %s:%d", program, ", ".join(running.names), host, running.port)
+    try:
+        await stop.wait()
+    finally:
+        log.info("%s shutting down", program)
+        await served.stop()
+        log.info("%s stopped", program)
