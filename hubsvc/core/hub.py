@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from agentnet.v1 import a2a_pb2, channel_pb2, connect_pb2, envelope_pb2, identity_pb2
@@ -204,10 +204,6 @@ class HubCore:
     def live_channel(self, channel_id: str) -> ChannelRuntime | None:
         """A live channel, if any."""
         return self._channels.get(channel_id)
-
-    def live_channels(self) -> Iterable[ChannelRuntime]:
-        """Every live channel."""
-        return self._channels.values()
 
     async def channel_meta(self, channel_id: str) -> channel_pb2.ChannelMetadata:
         """Metadata of a live or ended channel (NotFound otherwise)."""
@@ -797,10 +793,6 @@ class HubCore:
         if self._sessions.get(session.agent_id) is session:
             del self._sessions[session.agent_id]
             self.registry.touch(session.agent_id, online=False)
-
-    def session_for(self, agent_id: str) -> Session | None:
-        """The agent's live session."""
-        return self._sessions.get(agent_id)
 
     def _flush_session(self, session: Session) -> None:
         dirty = session.take_dirty()

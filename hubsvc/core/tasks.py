@@ -1,6 +1,6 @@
 """Task mirror: lifecycle reported by owners, observed by everyone allowed.
 
-Task lifecycle does not travel as envelopes (the seeds' TaskMirror); owners report
+Task lifecycle does not travel as envelopes: owners report
 started / progress / completed / failed / cancelled, and the hub keeps the
 TaskMetadata. Waiters are woken on every terminal transition. A task tied to a
 channel is cancelled when the channel ends.
