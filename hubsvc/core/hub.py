@@ -1,11 +1,11 @@
 """HubCore: the transport-agnostic hub.
 
 Admission is serialised per channel: ``validate → stamp (seq, id, time) → fold →
-queue the WAL write`` happens under the channel's lock, so admission order is
-WAL order; the lock is released before the commit so many envelopes share one
-transaction (group commit). A post is answered, and delivered to anyone, only
-once its write is committed: deliveries run from the commit callback, which the
-store fires in submission order.
+stage the WAL write`` (:mod:`hubsvc.core.admission`) happens under the channel's lock,
+so admission order is WAL order; the lock is released before the commit so many
+envelopes share one transaction (group commit). A post is answered, and delivered
+to anyone, only once its write is committed: deliveries run from the commit
+callback, which the store fires in submission order.
 """
 
 from __future__ import annotations
@@ -21,64 +21,30 @@ from agentnet.v1 import a2a_pb2, channel_pb2, connect_pb2, envelope_pb2, identit
 
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
-from hubsvc.core.channel import HUB_SENDER, OPENED, PENDING, TERMINAL, ChannelRuntime, spec_from_meta
+from hubsvc.core.admission import Admission, Batch, check_shape, refuse_forged_dispatch
+from hubsvc.core.channel import OPENED, PENDING, ChannelRuntime
 from hubsvc.core.delivery import Session
 from hubsvc.core.executions import ExecutionLog
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
-from hubsvc.core.util import Clock, from_timestamp, iso_z, new_id, next_envelope_id, system_clock, to_timestamp
-from hubsvc.storage import ChannelRow, HubStore, WalRow, Writes
-from netkernel.envelope import (
-    EV_CHANNEL_CLOSED,
-    EV_CHANNEL_EXPIRED,
-    EV_CHANNEL_INVITE,
-    EV_CHANNEL_INVITE_ACK,
-    EV_CHANNEL_INVITE_REJECT,
-    EV_CHANNEL_OPENED,
-    EV_TEXT,
-    LIFECYCLE_EVENT_TYPES,
-    Envelope,
-)
+from hubsvc.core.util import Clock, from_timestamp, new_id, system_clock
+from hubsvc.storage import HubStore, Writes
+from netkernel.envelope import EV_CHANNEL_INVITE, EV_TEXT, Envelope
 from netkernel.errors import (
     AgentNetError,
     ChannelClosed,
-    DepthExceeded,
     InvalidArgument,
     NotFound,
     NotParticipant,
-    PayloadTooLarge,
-    PermissionDenied,
-    ProtocolError,
     Timeout,
     Unavailable,
 )
-from netkernel.wire import dumps_json, envelope_from_wire, envelope_to_wire, parse_json_object, wire_readable_by
+from netkernel.wire import envelope_from_wire, parse_json_object, wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
 
 Watcher = Callable[[envelope_pb2.Envelope], None]
-_CLIENT_LIFECYCLE = frozenset({EV_CHANNEL_INVITE_ACK, EV_CHANNEL_INVITE_REJECT})
-
-
-@dataclasses.dataclass
-class _Pending:
-    """Envelopes appended under one lock hold, committed together."""
-
-    writes: Writes = dataclasses.field(default_factory=Writes)
-    wires: list[envelope_pb2.Envelope] = dataclasses.field(default_factory=list)
-    ended: str | None = None
-
-
-def _refuse_forged_dispatch(env: Envelope) -> None:
-    """Only the hub writes A2A dispatches (InvokeAgent's question), so a callee can trust them."""
-    a2a = env.event_data.get("a2a") if env.event_type == EV_TEXT else None
-    if isinstance(a2a, dict) and "execution_id" in a2a:
-        raise InvalidArgument(
-            "event_data.a2a with an execution_id is an A2A dispatch, which only the hub writes; call agents with "
-            "InvokeAgent. A reply's event_data.a2a holds only 'status' and 'error'.",
-            metadata={"field": "event_data.a2a"},
-        )
 
 
 class HubCore:
@@ -91,6 +57,7 @@ class HubCore:
         self.registry = Registry(store, clock)
         self.tasks = TaskMirror(store, clock, self.audit)
         self.executions = ExecutionLog(store, clock)
+        self.admission = Admission(self.options, clock)
         self._channels: dict[str, ChannelRuntime] = {}
         self._sessions: dict[str, Session] = {}
         self._watchers: dict[str, set[Watcher]] = {}
@@ -145,7 +112,7 @@ class HubCore:
         """Rebuild every live channel by folding its WAL; returns the envelopes folded."""
         rows = await self.store.load_live_channels()
         for row in rows:
-            self._channels[row.channel_id] = self._runtime_from_row(row)
+            self._channels[row.channel_id] = ChannelRuntime.from_row(row)
         folded = 0
         now = self.clock()
         channels = self._channels
@@ -166,17 +133,6 @@ class HubCore:
             self._arm_timers(ch)
         log.info("hydrated %d live channels from %d envelopes", len(self._channels), folded)
         return folded
-
-    def _runtime_from_row(self, row: ChannelRow) -> ChannelRuntime:
-        meta = channel_pb2.ChannelMetadata.FromString(row.record)
-        adapter = get_adapter(meta.type)
-        spec = spec_from_meta(meta)
-        # The lifecycle fold recomputes acks and state from the WAL.
-        meta.state = PENDING
-        for p in meta.participants:
-            p.acked = p.role == channel_pb2.PARTICIPANT_ROLE_INITIATOR
-        seed = envelope_from_wire(envelope_pb2.Envelope.FromString(row.seed)) if row.seed else None
-        return ChannelRuntime(meta=meta, spec=spec, adapter=adapter, state=adapter.initial_state(spec), seed=seed)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -271,8 +227,8 @@ class HubCore:
     async def _admit(
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        self._check_shape(env)
-        _refuse_forged_dispatch(env)
+        check_shape(env)
+        refuse_forged_dispatch(env)
         ch = await self._channel_for_post(sender_id, env.channel_id)
         async with ch.lock:
             if env.idempotency_key is not None:
@@ -281,22 +237,10 @@ class HubCore:
                     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                     done.set_result(None)
                     return done, original, True
-            self._validate(ch, sender_id, env, event_data_json)
-            pending = _Pending()
-            wire = self._append(ch, env, pending, event_data_json)
-            self._after_accept(ch, env, pending)
-            fut = self._submit(ch, pending)
+            batch = Batch()
+            wire = self.admission.admit(ch, sender_id, env, batch, event_data_json)
+            fut = self._submit(ch, batch)
         return fut, wire, False
-
-    def _check_shape(self, env: Envelope) -> None:
-        if not env.channel_id:
-            raise InvalidArgument("envelope.channel_id is empty; set the channel to post to.")
-        if not env.event_type or len(env.event_type) > 200:
-            raise InvalidArgument("envelope.event_type must be 1-200 characters, e.g. 'ag2.msg.text' or 'myapp.event'.")
-        if env.ttl_seconds is not None and env.ttl_seconds <= 0:
-            raise InvalidArgument("envelope.ttl_seconds must be positive; omit it to use the channel's expiry.")
-        if env.depth < 0:
-            raise InvalidArgument("envelope.depth must not be negative.")
 
     async def _channel_for_post(self, sender_id: str, channel_id: str) -> ChannelRuntime:
         ch = self._channels.get(channel_id)
@@ -328,168 +272,14 @@ class HubCore:
         data = await self.store.find_envelope(envelope_id)
         return envelope_pb2.Envelope.FromString(data) if data is not None else None
 
-    def _validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope, event_data_json: str | None = None) -> None:
-        cid = ch.channel_id
-        if env.sender_id and env.sender_id != sender_id:
-            raise PermissionDenied(
-                f"envelope.sender_id {env.sender_id!r} is not you; the hub stamps the sender from your credential — "
-                "leave sender_id empty or set it to your own agent id.",
-                metadata={"channel_id": cid},
-            )
-        env.sender_id = sender_id
-        if env.audience is not None:
-            strangers = [a for a in env.audience if a not in ch.participants]
-            if strangers:
-                raise InvalidArgument(
-                    f"audience contains non-participants of channel '{cid}': {strangers}; "
-                    "address only participants (or leave audience unset to broadcast).",
-                    metadata={"channel_id": cid},
-                )
-        raw = event_data_json if event_data_json is not None else dumps_json(env.event_data)
-        limit = self.options.max_event_data_bytes
-        if len(raw) > limit // 4 and len(raw.encode()) > limit:
-            raise PayloadTooLarge(
-                f"event_data is larger than {self.options.max_event_data_bytes} bytes; store big content in the "
-                "knowledge service and send a reference.",
-                metadata={"limit": str(self.options.max_event_data_bytes)},
-            )
-        if env.causation_id and env.causation_id in ch.depths:
-            env.depth = max(env.depth, ch.depths[env.causation_id])
-        if env.depth > self.options.max_depth:
-            raise DepthExceeded(
-                f"delegation depth {env.depth} exceeds the hub's limit of {self.options.max_depth}; "
-                "answer directly instead of delegating further.",
-                metadata={"channel_id": cid, "limit": str(self.options.max_depth)},
-            )
-        etype = env.event_type
-        state = ch.meta.state
-        if state in TERMINAL:
-            raise ChannelClosed(
-                f"channel '{cid}' is closed (reason: {ch.meta.close_reason}); open a new channel.",
-                metadata={"channel_id": cid, "reason": ch.meta.close_reason},
-            )
-        if etype in LIFECYCLE_EVENT_TYPES:
-            if etype not in _CLIENT_LIFECYCLE:
-                raise ProtocolError(f"only the hub posts {etype!r} envelopes.", metadata={"channel_id": cid})
-            member = ch.participant(sender_id)
-            if state != PENDING or member is None or member.acked:
-                raise ProtocolError(
-                    f"there is no open invite for you in channel '{cid}' to accept or reject.",
-                    metadata={"channel_id": cid},
-                )
-            return
-        if state == PENDING:
-            raise ProtocolError(
-                f"channel '{cid}' is not open yet: every invitee must ack its invite; wait for {EV_CHANNEL_OPENED!r}.",
-                metadata={"channel_id": cid},
-            )
-        ch.adapter.validate_send(ch.spec, ch.state, env)
-
-    def _append(
-        self, ch: ChannelRuntime, env: Envelope, pending: _Pending, event_data_json: str | None = None
-    ) -> envelope_pb2.Envelope:
-        """Stamp, fold and stage one envelope (caller holds the lock and validated it)."""
-        now = self.clock()
-        env.seq = ch.last_seq + 1
-        env.envelope_id = next_envelope_id()
-        env.created_at = iso_z(now)
-        wire = envelope_to_wire(env, event_data_json=event_data_json)
-        data = wire.SerializeToString()
-        ch.fold(env, now)
-        ch.meta.last_seq = env.seq
-        if env.idempotency_key is not None:
-            ch.keyed_wires[env.envelope_id] = wire
-        text = env.event_data.get("text") if env.event_type == EV_TEXT else None
-        pending.writes.wal.append(
-            WalRow(
-                channel_id=ch.channel_id,
-                seq=env.seq,
-                envelope_id=env.envelope_id,
-                sender_id=env.sender_id,
-                event_type=env.event_type,
-                idempotency_key=env.idempotency_key,
-                text=text if isinstance(text, str) else None,
-                created_at=env.created_at,
-                data=data,
-            )
-        )
-        pending.wires.append(wire)
-        return wire
-
-    def _hub_envelope(
-        self, ch: ChannelRuntime, event_type: str, data: dict[str, Any], audience: list[str] | None, pending: _Pending
-    ) -> envelope_pb2.Envelope:
-        env = Envelope(
-            channel_id=ch.channel_id, sender_id=HUB_SENDER, audience=audience, event_type=event_type, event_data=data
-        )
-        return self._append(ch, env, pending)
-
-    def _after_accept(self, ch: ChannelRuntime, env: Envelope, pending: _Pending) -> None:
-        """Lifecycle and adapter effects of an admitted envelope (same lock hold, same commit)."""
-        if env.event_type == EV_CHANNEL_INVITE_REJECT:
-            self._end(ch, "invite_rejected", pending)
-            return
-        if env.event_type == EV_CHANNEL_INVITE_ACK:
-            if ch.all_acked():
-                self._open(ch, pending)
-            return
-        if env.event_type in LIFECYCLE_EVENT_TYPES:
-            return
-        accepted = ch.adapter.on_accepted(ch.spec, ch.state, env)
-        if accepted.close_reason:
-            self._end(ch, accepted.close_reason, pending)
-
-    def _open(self, ch: ChannelRuntime, pending: _Pending) -> None:
-        self._hub_envelope(
-            ch, EV_CHANNEL_OPENED, {"channel_id": ch.channel_id, "participants": list(ch.participants)}, None, pending
-        )
-        for timer in ch.timers:
-            timer.cancel()
-        ch.timers.clear()
-        self._arm_ttl(ch)
-        pending.writes.channels.append(self._row(ch))
-        if ch.seed is None:
-            return
-        seed = dataclasses.replace(ch.seed, sender_id=ch.spec.initiator, audience=ch.seed.audience)
-        ch.seed = None
-        try:
-            self._validate(ch, ch.spec.initiator, seed)
-        except AgentNetError as err:
-            log.info("seed of channel %s refused: %s", ch.channel_id, err.message)
-            self._end(ch, "seed_failed", pending, detail={"error": err.message})
-            return
-        self._append(ch, seed, pending)
-        self._after_accept(ch, seed, pending)
-        pending.writes.channels[-1] = self._row(ch)
-
-    def _end(
-        self,
-        ch: ChannelRuntime,
-        reason: str,
-        pending: _Pending,
-        *,
-        expired: bool = False,
-        detail: dict[str, Any] | None = None,
-    ) -> None:
-        if ch.is_terminal:
-            return
-        event = EV_CHANNEL_EXPIRED if expired else EV_CHANNEL_CLOSED
-        self._hub_envelope(ch, event, {"reason": reason, **(detail or {})}, None, pending)
-        ch.cancel_timers()
-        pending.ended = reason
-        pending.writes.channels.append(self._row(ch))
-        pending.writes.tasks.extend(self.tasks.end_for_channel(ch.channel_id, reason))
-        kind = "channel_expired" if expired else "channel_closed"
-        pending.writes.audit.append((kind, "", ch.channel_id, json.dumps({"reason": reason}), self.clock()))
-
-    def _row(self, ch: ChannelRuntime) -> ChannelRow:
-        seed = envelope_to_wire(ch.seed).SerializeToString() if ch.seed is not None else b""
-        return ChannelRow(ch.channel_id, not ch.is_terminal, ch.meta.SerializeToString(), seed)
-
-    def _submit(self, ch: ChannelRuntime, pending: _Pending) -> asyncio.Future[None]:
-        fut = self.store.submit(pending.writes)
-        wires = pending.wires
-        ended = pending.ended is not None
+    def _submit(self, ch: ChannelRuntime, batch: Batch) -> asyncio.Future[None]:
+        if batch.ended is not None:  # the channel's tasks end in the same bundle
+            batch.writes.tasks.extend(self.tasks.end_for_channel(ch.channel_id, batch.ended))
+        elif batch.opened:
+            self._arm_ttl(ch)
+        fut = self.store.submit(batch.writes)
+        wires = batch.wires
+        ended = batch.ended is not None
 
         def committed(f: asyncio.Future[None]) -> None:
             if f.cancelled() or f.exception() is not None:
@@ -510,7 +300,7 @@ class HubCore:
             if row is None:
                 self._channels.pop(ch.channel_id, None)
                 return
-            fresh = self._runtime_from_row(row)
+            fresh = ChannelRuntime.from_row(row)
             async for batch in self.store.scan_wal([ch.channel_id]):
                 for _, data in batch:
                     fresh.fold(envelope_from_wire(envelope_pb2.Envelope.FromString(data)), self.clock())
@@ -578,30 +368,16 @@ class HubCore:
         spec = dataclasses.replace(spec, knobs=adapter.validate_create(spec))
         now = self.clock()
         ttl = ttl_seconds if ttl_seconds is not None else self.options.default_channel_ttl
-        meta = channel_pb2.ChannelMetadata(
-            channel_id=channel_id,
-            type=adapter.type,
-            state=PENDING,
-            knobs_json=dumps_json(dict(spec.knobs)),
-            intent=intent,
-            invite_ack_timeout_seconds=timeout,
-        )
-        for agent_id in participants:
-            role = (
-                channel_pb2.PARTICIPANT_ROLE_INITIATOR if agent_id == initiator else channel_pb2.PARTICIPANT_ROLE_TARGET
-            )
-            meta.participants.add(agent_id=agent_id, name=names[agent_id], role=role, acked=agent_id == initiator)
-        meta.created_at.CopyFrom(to_timestamp(now))
-        if ttl is not None:
-            meta.expires_at.CopyFrom(to_timestamp(now + ttl))
         if seed is not None:
             seed = dataclasses.replace(seed, channel_id=channel_id)
-            self._check_shape(seed)
-        ch = ChannelRuntime(meta=meta, spec=spec, adapter=adapter, state=adapter.initial_state(spec), seed=seed)
+            check_shape(seed)
+        ch = ChannelRuntime.pending(
+            spec, adapter, intent=intent, invite_ack_timeout=timeout, ttl=ttl, now=now, seed=seed
+        )
         self._channels[channel_id] = ch
         async with ch.lock:
-            pending = _Pending()
-            pending.writes.channels.append(self._row(ch))
+            batch = Batch()
+            batch.writes.channels.append(ch.to_row())
             invite = {
                 "channel_id": channel_id,
                 "type": adapter.type,
@@ -612,11 +388,11 @@ class HubCore:
                 "knobs": dict(spec.knobs),
             }
             for target in members:
-                self._hub_envelope(ch, EV_CHANNEL_INVITE, invite, [target], pending)
-            pending.writes.audit.append(
+                self.admission.post_as_hub(ch, EV_CHANNEL_INVITE, invite, [target], batch)
+            batch.writes.audit.append(
                 ("channel_created", initiator, channel_id, json.dumps({"type": adapter.type}), now)
             )
-            fut = self._submit(ch, pending)
+            fut = self._submit(ch, batch)
             self._arm_timers(ch)
         await fut
         return ch
@@ -664,9 +440,9 @@ class HubCore:
         if ch is None:
             return await self.channel_meta(channel_id)  # already ended: closing is idempotent
         async with ch.lock:
-            pending = _Pending()
-            self._end(ch, reason or "closed_by_agent", pending, detail={"closed_by": caller})
-            fut = self._submit(ch, pending)
+            batch = Batch()
+            self.admission.end(ch, reason or "closed_by_agent", batch, detail={"closed_by": caller})
+            fut = self._submit(ch, batch)
         await fut
         return ch.meta
 
@@ -700,9 +476,9 @@ class HubCore:
         async with ch.lock:
             if ch.is_terminal or (reason == "invite_timeout" and ch.meta.state != PENDING):
                 return
-            pending = _Pending()
-            self._end(ch, reason, pending, expired=expired)
-            fut = self._submit(ch, pending)
+            batch = Batch()
+            self.admission.end(ch, reason, batch, expired=expired)
+            fut = self._submit(ch, batch)
         await fut
 
     def can_send(self, caller: str, channel_id: str, event_type: str) -> tuple[bool, AgentNetError | None, list[str]]:
@@ -717,7 +493,7 @@ class HubCore:
         if caller not in ch.participants:
             return False, NotParticipant(f"you are not a participant of channel '{channel_id}'."), expected
         try:
-            self._validate(ch, caller, probe)
+            self.admission.validate(ch, caller, probe)
         except AgentNetError as err:
             return False, err, expected
         return True, None, expected
@@ -875,9 +651,9 @@ class HubCore:
             async with ch.lock:
                 if ch.is_terminal:
                     continue
-                pending = _Pending()
-                self._end(ch, "participant_left", pending, detail={"agent_id": agent_id})
-                fut = self._submit(ch, pending)
+                batch = Batch()
+                self.admission.end(ch, "participant_left", batch, detail={"agent_id": agent_id})
+                fut = self._submit(ch, batch)
             await fut
             closed.append(ch.channel_id)
         session = self._sessions.get(agent_id)
