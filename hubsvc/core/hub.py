@@ -17,16 +17,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from agentnet.v1 import a2a_pb2, channel_pb2, connect_pb2, envelope_pb2, identity_pb2
+from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, identity_pb2
 
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.core.admission import Admission, Batch, check_shape, refuse_forged_dispatch
 from hubsvc.core.channel import OPENED, PENDING, ChannelRuntime
-from hubsvc.core.delivery import Session
 from hubsvc.core.executions import ExecutionLog
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
+from hubsvc.core.sessions import Sessions
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock, from_timestamp, new_id, system_clock
 from hubsvc.storage import HubStore, Writes
@@ -59,11 +59,14 @@ class HubCore:
         self.executions = ExecutionLog(store, clock)
         self.admission = Admission(self.options, clock)
         self._channels: dict[str, ChannelRuntime] = {}
-        self._sessions: dict[str, Session] = {}
         self._watchers: dict[str, set[Watcher]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
-        self._stopping = False
+        self.sessions = Sessions(
+            store, self.registry, self.options, clock, live_channels=self._channels.values, spawn=self.spawn
+        )
+        self.connect = self.sessions.connect
+        self.disconnect = self.sessions.disconnect
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -75,19 +78,17 @@ class HubCore:
         await self.executions.load()
         await self.hydrate()
         self._loops = [
-            asyncio.create_task(self._cursor_flush_loop(), name="hub-cursor-flush"),
+            asyncio.create_task(self.sessions.flush_loop(), name="hub-cursor-flush"),
             asyncio.create_task(self._sweep_loop(), name="hub-sweeper"),
         ]
 
     def close_sessions(self) -> None:
         """End every Connect stream (clients reconnect elsewhere / later and resume)."""
-        self._stopping = True
-        for session in list(self._sessions.values()):
-            session.close(
-                Unavailable(
-                    "the hub is shutting down; reconnect to resume from your cursors.", metadata={"cause": "shutdown"}
-                )
+        self.sessions.close_all(
+            Unavailable(
+                "the hub is shutting down; reconnect to resume from your cursors.", metadata={"cause": "shutdown"}
             )
+        )
 
     async def stop(self) -> None:
         """Close every session, flush cursors and close storage."""
@@ -99,7 +100,7 @@ class HubCore:
                 await loop_task
             except asyncio.CancelledError:
                 pass
-        self._flush_cursors()
+        self.sessions.flush_cursors()
         for ch in self._channels.values():
             ch.cancel_timers()
         if self._background:
@@ -313,11 +314,9 @@ class HubCore:
                 self._arm_timers(fresh)
 
     def _deliver(self, ch: ChannelRuntime, wires: list[envelope_pb2.Envelope]) -> None:
-        sessions = [s for s in (self._sessions.get(p) for p in ch.participants) if s is not None]
+        self.sessions.deliver(ch, wires)
         watchers = list(self._watchers.get(ch.channel_id, ()))
         for wire in wires:
-            for session in sessions:
-                session.offer(wire)
             for watcher in watchers:
                 try:
                     watcher(wire)
@@ -498,95 +497,6 @@ class HubCore:
             return False, err, expected
         return True, None, expected
 
-    # -- sessions ---------------------------------------------------------------------
-
-    async def connect(self, agent_id: str, hello: connect_pb2.Hello) -> tuple[Session, connect_pb2.Welcome]:
-        """Open the agent's delivery session, replacing an older one, and start the replay."""
-        old = self._sessions.get(agent_id)
-        if old is not None:
-            old.close(
-                Unavailable(
-                    "this stream was replaced by a newer Connect stream of the same agent.",
-                    metadata={"cause": "replaced"},
-                )
-            )
-            self._flush_session(old)
-        limit = self.options.max_in_flight
-        max_in_flight = min(hello.max_in_flight, limit) if hello.max_in_flight else limit
-        session = Session(
-            agent_id, new_id(), max_in_flight=max_in_flight, max_queued=self.options.max_queued, clock=self.clock
-        )
-        self._sessions[agent_id] = session
-        self.registry.touch(agent_id, online=True)
-        stored = await self.store.load_cursors(agent_id)
-        marks: dict[str, int] = {}
-        for ch in list(self._channels.values()):
-            if agent_id in ch.participants:
-                marks[ch.channel_id] = ch.committed_seq
-        for row in await self.store.list_channels_for(agent_id, include_ended=True, limit=1000):
-            if row.channel_id not in marks and not row.live:
-                marks[row.channel_id] = channel_pb2.ChannelMetadata.FromString(row.record).last_seq
-        # The client's own cursor wins (it may know better than the last flushed ack), within
-        # what the channel holds: a cursor past the last seq would hide envelopes still to come.
-        cursors = {
-            c: min(max(hello.cursors[c], 0), mark) if c in hello.cursors else stored.get(c, 0)
-            for c, mark in marks.items()
-        }
-        ahead = [(agent_id, c, seq) for c, seq in cursors.items() if seq > stored.get(c, 0)]
-        if ahead:  # remember what the client already processed, as an ack would
-            self.store.submit(Writes(cursors=ahead))
-        for channel_id, cursor in cursors.items():
-            session.start_replay_channel(channel_id, cursor)
-        welcome = connect_pb2.Welcome(
-            agent_id=agent_id,
-            session_id=session.session_id,
-            cursors=cursors,
-            keepalive_seconds=self.options.keepalive_seconds,
-        )
-        self.spawn(self._replay(session, marks, cursors), f"replay-{agent_id}")
-        return session, welcome
-
-    async def _replay(self, session: Session, marks: dict[str, int], cursors: dict[str, int]) -> None:
-        """Queue every envelope above each channel's cursor up to its mark, then release the live ones."""
-        try:
-            for channel_id, mark in marks.items():
-                next_seq = cursors[channel_id] + 1
-                while next_seq <= mark and not session.closed:
-                    page = await self.store.read_wal(channel_id, next_seq, mark, 1000)
-                    if not page:
-                        break
-                    for data in page:
-                        wire = envelope_pb2.Envelope.FromString(data)
-                        session.replay(wire)
-                        next_seq = wire.seq + 1
-        finally:
-            session.finish_replay(marks)
-
-    def disconnect(self, session: Session) -> None:
-        """The stream ended: flush the session's cursors and forget it."""
-        session.close()
-        self._flush_session(session)
-        if self._sessions.get(session.agent_id) is session:
-            del self._sessions[session.agent_id]
-            self.registry.touch(session.agent_id, online=False)
-
-    def _flush_session(self, session: Session) -> None:
-        dirty = session.take_dirty()
-        if dirty:
-            self.store.submit(Writes(cursors=[(session.agent_id, c, s) for c, s in dirty.items()]))
-
-    def _flush_cursors(self) -> None:
-        rows: list[tuple[str, str, int]] = []
-        for session in self._sessions.values():
-            rows.extend((session.agent_id, c, s) for c, s in session.take_dirty().items())
-        if rows:
-            self.store.submit(Writes(cursors=rows))
-
-    async def _cursor_flush_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.options.cursor_flush_interval)
-            self._flush_cursors()
-
     async def _sweep_loop(self) -> None:
         while True:
             await asyncio.sleep(self.options.sweep_interval)
@@ -656,8 +566,6 @@ class HubCore:
                 fut = self._submit(ch, batch)
             await fut
             closed.append(ch.channel_id)
-        session = self._sessions.get(agent_id)
-        if session is not None:
-            session.close(Unavailable("this identity was unregistered."))
+        self.sessions.close(agent_id, Unavailable("this identity was unregistered."))
         await self.registry.unregister(agent_id)
         return closed
