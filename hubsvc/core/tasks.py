@@ -167,6 +167,14 @@ class TaskMirror:
                 self._finish(task)
         return rows
 
+    async def expiry_loop(self, interval: float) -> None:
+        """Every ``interval`` seconds, expire the running tasks past their expiry, until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            rows = self.expire_due()
+            if rows:
+                await self._store.commit(Writes(tasks=rows))
+
     async def wait(self, task_id: str, timeout: float) -> tuple[task_pb2.TaskMetadata, bool]:
         """Block until the task is terminal or ``timeout`` passes; returns (task, timed_out)."""
         loop = asyncio.get_running_loop()
