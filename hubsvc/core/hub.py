@@ -5,7 +5,7 @@ Where things happen:
 * :mod:`~hubsvc.core.posts` — a participant's post (idempotent retries, refusal audit);
 * :mod:`~hubsvc.core.admission` — validate → stamp (seq, id, time) → fold → stage, under
   the channel's lock, so admission order is WAL order;
-* :mod:`~hubsvc.core.channels` — the live channels: open, close, expire, timers, waits,
+* :mod:`~hubsvc.core.live_channels` — the live channels: open, close, expire, timers, waits,
   the commit of staged batches (a post is answered and delivered only once committed),
   hydrate and recovery;
 * :mod:`~hubsvc.core.sessions` / :mod:`~hubsvc.core.delivery` — Connect sessions:
@@ -27,8 +27,8 @@ from typing import Any
 from agentnet.v1 import a2a_pb2, identity_pb2
 
 from hubsvc.core.admission import Admission
-from hubsvc.core.channels import Channels
 from hubsvc.core.executions import ExecutionLog
+from hubsvc.core.live_channels import LiveChannels
 from hubsvc.core.options import HubOptions
 from hubsvc.core.posts import Posts
 from hubsvc.core.registry import Registry
@@ -57,7 +57,7 @@ class HubCore:
         self.sessions = Sessions(
             store, self.registry, self.options, clock, live_channels=lambda: self.channels.live(), spawn=self.spawn
         )
-        self.channels = Channels(
+        self.channels = LiveChannels(
             store,
             self.registry,
             self.tasks,

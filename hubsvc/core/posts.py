@@ -17,7 +17,7 @@ from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.admission import Admission, Batch, check_shape, refuse_forged_dispatch
 from hubsvc.core.channel import OPENED, ChannelRuntime
-from hubsvc.core.channels import Channels
+from hubsvc.core.live_channels import LiveChannels
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.errors import AgentNetError, ChannelClosed, NotParticipant
@@ -28,7 +28,7 @@ Audit = Callable[[str, str, str, dict[str, Any]], None]
 class Posts:
     """Admits participants' envelopes into live channels."""
 
-    def __init__(self, store: HubStore, channels: Channels, admission: Admission, audit: Audit) -> None:
+    def __init__(self, store: HubStore, channels: LiveChannels, admission: Admission, audit: Audit) -> None:
         self._store = store
         self._channels = channels
         self._admission = admission

@@ -42,7 +42,7 @@ Deliver = Callable[[ChannelRuntime, list[envelope_pb2.Envelope]], None]
 """Hands a channel's committed envelopes to its connected members."""
 
 
-class Channels:
+class LiveChannels:
     """Every live channel of the hub and what happens to it over its life."""
 
     def __init__(
