@@ -13,10 +13,10 @@ from typing import Any, TypeAlias
 import grpc
 from agentnet.v1 import connect_pb2, errors_pb2, hub_pb2, hub_pb2_grpc
 
-from hubsvc.core.a2a import A2A
 from hubsvc.core.hub import HubCore
+from hubsvc.core.operations import Operations
 from hubsvc.core.tasks import TERMINAL as TASK_TERMINAL
-from hubsvc.core.tools import HubTools
+from hubsvc.core.tool_calls import ToolCalls
 from hubsvc.core.util import hash_secret, to_timestamp
 from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied, ProtocolError, Unauthenticated
 from netkernel.wire import envelope_from_wire
@@ -47,8 +47,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     def __init__(self, core: HubCore, *, operator_token: str = "") -> None:
         self.core = core
         self._operator_digest = hash_secret(operator_token) if operator_token else ""
-        self.tools = HubTools(core)
-        self.a2a = A2A(core, self.tools)
+        self.ops = Operations(core)
+        self.tool_calls = ToolCalls(self.ops)
 
     def _caller(self, context: Ctx) -> str:
         credential = bearer(context)
@@ -182,7 +182,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def ListAgents(self, request: hub_pb2.ListAgentsRequest, context: Ctx) -> hub_pb2.ListAgentsResponse:
         """Filtered identities."""
         caller = self._caller(context)
-        agents = self.tools.find_agents(
+        agents = self.ops.agents.find_agents(
             caller,
             kind=request.kind,
             capability=request.capability,
@@ -230,19 +230,19 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self, request: hub_pb2.DiscoverAgentsRequest, context: Ctx
     ) -> hub_pb2.DiscoverAgentsResponse:
         """The A2A agents the caller may invoke, filtered."""
-        return hub_pb2.DiscoverAgentsResponse(agents=self.a2a.discover(self._caller(context), request))
+        return hub_pb2.DiscoverAgentsResponse(agents=self.ops.a2a.discover(self._caller(context), request))
 
     @unary_boundary
     async def InvokeAgent(self, request: hub_pb2.InvokeAgentRequest, context: Ctx) -> hub_pb2.InvokeAgentResponse:
         """Call an agent and wait for its answer."""
-        return await self.a2a.invoke(self._caller(context), request)
+        return await self.ops.a2a.invoke(self._caller(context), request)
 
     @unary_boundary
     async def RefreshCallToken(
         self, request: hub_pb2.RefreshCallTokenRequest, context: Ctx
     ) -> hub_pb2.RefreshCallTokenResponse:
         """Exchange a call token for a fresh one."""
-        token, expires_at = self.a2a.refresh(self._caller(context), request.call_token)
+        token, expires_at = self.ops.a2a.refresh(self._caller(context), request.call_token)
         return hub_pb2.RefreshCallTokenResponse(call_token=token, expires_at=to_timestamp(expires_at))
 
     @unary_boundary
@@ -260,7 +260,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def OpenChannel(self, request: hub_pb2.OpenChannelRequest, context: Ctx) -> hub_pb2.OpenChannelResponse:
         """Open a channel."""
         caller = self._caller(context)
-        meta, seed_id = await self.tools.open_channel(caller, request)
+        meta, seed_id = await self.ops.channels.open_channel(caller, request)
         return hub_pb2.OpenChannelResponse(channel=meta, seed_envelope_id=seed_id)
 
     @unary_boundary
@@ -274,12 +274,12 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self, request: hub_pb2.DescribeChannelRequest, context: Ctx
     ) -> hub_pb2.DescribeChannelResponse:
         """Metadata and adapter state."""
-        return await self.tools.describe_channel(self._caller(context), request.channel_id)
+        return await self.ops.channels.describe_channel(self._caller(context), request.channel_id)
 
     @unary_boundary
     async def ListChannels(self, request: hub_pb2.ListChannelsRequest, context: Ctx) -> hub_pb2.ListChannelsResponse:
         """The caller's channels."""
-        channels = await self.tools.list_channels(
+        channels = await self.ops.channels.list_channels(
             self._caller(context), include_ended=request.include_ended, type=request.type, limit=request.limit
         )
         return hub_pb2.ListChannelsResponse(channels=channels)
@@ -288,7 +288,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def ReadWal(self, request: hub_pb2.ReadWalRequest, context: Ctx) -> AsyncIterator[hub_pb2.ReadWalResponse]:
         """A channel's WAL from a seq (optionally following new envelopes)."""
         caller = self._caller(context)
-        async for wire in self.tools.stream_wal(
+        async for wire in self.ops.channels.stream_wal(
             caller, request.channel_id, request.from_seq, request.until_seq, request.limit, follow=request.follow
         ):
             yield hub_pb2.ReadWalResponse(envelope=wire)
@@ -316,13 +316,13 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_boundary
     async def ReportTask(self, request: hub_pb2.ReportTaskRequest, context: Ctx) -> hub_pb2.ReportTaskResponse:
         """A lifecycle report from the task's owner."""
-        task = await self.tools.report_task(self._caller(context), request)
+        task = await self.ops.tasks.report_task(self._caller(context), request)
         return hub_pb2.ReportTaskResponse(task=task)
 
     @unary_boundary
     async def ListTasks(self, request: hub_pb2.ListTasksRequest, context: Ctx) -> hub_pb2.ListTasksResponse:
         """Tasks."""
-        tasks = await self.tools.list_tasks(
+        tasks = await self.ops.tasks.list_tasks(
             self._caller(context),
             all_scope=request.scope == hub_pb2.TASK_SCOPE_ALL,
             include_ended=request.include_ended,
@@ -349,7 +349,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_boundary
     async def CancelTask(self, request: hub_pb2.CancelTaskRequest, context: Ctx) -> hub_pb2.CancelTaskResponse:
         """Ask a task's owner to cancel."""
-        task, envelope_id = await self.tools.cancel_task(self._caller(context), request.task_id, request.reason)
+        task, envelope_id = await self.ops.tasks.cancel_task(self._caller(context), request.task_id, request.reason)
         return hub_pb2.CancelTaskResponse(task=task, envelope_id=envelope_id)
 
     # -- context ------------------------------------------------------------------------
@@ -357,7 +357,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_boundary
     async def SearchContext(self, request: hub_pb2.SearchContextRequest, context: Ctx) -> hub_pb2.SearchContextResponse:
         """Search past text."""
-        excerpts = await self.tools.search_context(
+        excerpts = await self.ops.context.search_context(
             self._caller(context), request.query, request.channel_id, request.limit
         )
         return hub_pb2.SearchContextResponse(excerpts=excerpts)
@@ -365,7 +365,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_boundary
     async def QuoteContext(self, request: hub_pb2.QuoteContextRequest, context: Ctx) -> hub_pb2.QuoteContextResponse:
         """A speaker's latest texts."""
-        excerpts = await self.tools.quote_context(
+        excerpts = await self.ops.context.quote_context(
             self._caller(context), request.speaker, request.recent_n, request.channel_id
         )
         return hub_pb2.QuoteContextResponse(excerpts=excerpts)
@@ -375,7 +375,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_boundary
     async def ListTools(self, request: hub_pb2.ListToolsRequest, context: Ctx) -> hub_pb2.ListToolsResponse:
         """Schemas of the tools usable now."""
-        tools = self.tools.list_tools(
+        tools = self.ops.tools.list_tools(
             self._caller(context), request.channel_id, include_plugin=not request.exclude_plugin
         )
         return hub_pb2.ListToolsResponse(tools=tools)
@@ -383,7 +383,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_boundary
     async def CallTool(self, request: hub_pb2.CallToolRequest, context: Ctx) -> hub_pb2.CallToolResponse:
         """Run one tool."""
-        result = await self.tools.call_tool(
+        result = await self.tool_calls.call_tool(
             self._caller(context), request.name, request.arguments_json, request.channel_id, request.task_id
         )
         return hub_pb2.CallToolResponse(result_json=result)
@@ -391,7 +391,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_boundary
     async def Delegate(self, request: hub_pb2.DelegateRequest, context: Ctx) -> hub_pb2.DelegateResponse:
         """One-shot consultation."""
-        text, channel_id, envelope_id = await self.tools.delegate(
+        text, channel_id, envelope_id = await self.ops.messages.delegate(
             self._caller(context),
             request.target,
             request.prompt,
@@ -404,7 +404,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_boundary
     async def Say(self, request: hub_pb2.SayRequest, context: Ctx) -> hub_pb2.SayResponse:
         """Post text."""
-        wire = await self.tools.say(
+        wire = await self.ops.messages.say(
             self._caller(context),
             request.content,
             list(request.audience),
@@ -432,5 +432,5 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def ListAudit(self, request: hub_pb2.ListAuditRequest, context: Ctx) -> hub_pb2.ListAuditResponse:
         """The audit log (operator only)."""
         self._require_operator(context)
-        records = await self.tools.list_audit(request.kind, request.subject_id, request.after_id, request.limit)
+        records = await self.ops.audit.list_audit(request.kind, request.subject_id, request.after_id, request.limit)
         return hub_pb2.ListAuditResponse(records=records)
