@@ -1,41 +1,39 @@
-"""The HubService gRPC servicer: a thin layer that authenticates, converts
-messages and delegates to the transport-agnostic :class:`HubCore`.
+"""The HubService gRPC servicer: each RPC declares its auth mode (:mod:`hubsvc.rpc`),
+converts messages and calls one core handler or operation (:mod:`hubsvc.core.operations`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, TypeAlias
+from typing import Any
 
 import grpc
-from agentnet.v1 import connect_pb2, errors_pb2, hub_pb2, hub_pb2_grpc
+from agentnet.v1 import connect_pb2, hub_pb2, hub_pb2_grpc
 
-from hubsvc.core.a2a import A2A
+from hubsvc.core.delivery import Session
 from hubsvc.core.hub import HubCore
-from hubsvc.core.tasks import TERMINAL as TASK_TERMINAL
-from hubsvc.core.tools import HubTools
-from hubsvc.core.util import hash_secret, to_timestamp
-from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied, ProtocolError, Unauthenticated
+from hubsvc.core.operations import Operations
+from hubsvc.core.tool_calls import ToolCalls
+from hubsvc.core.util import to_timestamp
+from hubsvc.rpc import (
+    AGENT,
+    AGENT_OR_OPERATOR,
+    OPERATOR,
+    PUBLIC,
+    Authenticator,
+    Ctx,
+    error_detail,
+    stream_rpc,
+    unary_rpc,
+)
+from netkernel.errors import AgentNetError, InternalError, ProtocolError, Unavailable
 from netkernel.wire import envelope_from_wire
-from servicekit.auth import bearer_token
-from servicekit.boundary import abort_with, stream_boundary, unary_boundary
+from servicekit.boundary import ErrorBoundary
 
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 log = logging.getLogger("agentnet.hub.servicer")
-Ctx: TypeAlias = grpc.aio.ServicerContext[Any, Any]
-
-
-def error_detail(err: AgentNetError) -> errors_pb2.ErrorDetail:
-    """The in-stream form of a domain error."""
-    return errors_pb2.ErrorDetail(code=err.code.value[0], reason=err.reason, message=err.message, metadata=err.metadata)
-
-
-def bearer(context: Ctx) -> str:
-    """The bearer credential of the call ("" when absent)."""
-    return bearer_token(context.invocation_metadata() or ()) or ""
 
 
 class HubServicer(hub_pb2_grpc.HubServiceServicer):
@@ -46,20 +44,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     def __init__(self, core: HubCore, *, operator_token: str = "") -> None:
         self.core = core
-        self._operator_digest = hash_secret(operator_token) if operator_token else ""
-        self.tools = HubTools(core)
-        self.a2a = A2A(core, self.tools)
-
-    def _caller(self, context: Ctx) -> str:
-        credential = bearer(context)
-        if not credential:
-            raise Unauthenticated(
-                "this call needs your credential: send 'authorization: Bearer <credential>' metadata "
-                "(the credential is returned by Register)."
-            )
-        agent_id = self.core.registry.authenticate(credential)
-        self.core.registry.touch(agent_id)
-        return agent_id
+        self.auth = Authenticator(core, operator_token)
+        self.ops = Operations(core)
+        self.tool_calls = ToolCalls(self.ops)
 
     # -- Connect ------------------------------------------------------------------------
 
@@ -67,39 +54,27 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self, request_iterator: AsyncIterator[connect_pb2.ConnectRequest], context: Ctx
     ) -> AsyncIterator[connect_pb2.ConnectResponse]:
         """The participant's live session (see connect.proto)."""
-        try:
-            first = await anext(aiter(request_iterator))
-        except StopAsyncIteration:
-            return
-        try:
-            if first.WhichOneof("frame") != "hello":
-                raise ProtocolError("the first Connect frame must be Hello{credential, cursors}.")
-            credential = first.hello.credential or bearer(context)
-            if not credential:
-                raise Unauthenticated("Hello.credential is empty; send the credential returned by Register.")
-            agent_id = self.core.registry.authenticate(credential)
-        except AgentNetError as err:
-            await abort_with(context, err)
-            return
-        session, welcome = await self.core.connect(agent_id, first.hello)
-        reader = asyncio.create_task(self._read_frames(agent_id, session, request_iterator))
-        try:
-            yield connect_pb2.ConnectResponse(welcome=welcome)
-            while True:
-                try:
-                    frame = await session.next_frame()
-                except AgentNetError as err:
-                    await abort_with(context, err)
-                    return
-                if frame is None:
-                    return
-                yield frame
-        finally:
-            reader.cancel()
-            self.core.disconnect(session)
+        # The boundary is opened inside this generator, not wrapped around it: deliveries pass no extra layer.
+        async with ErrorBoundary(context, "HubServicer.Connect"):
+            hello = await self.auth.hello(request_iterator, context.invocation_metadata() or ())
+            if hello is None:
+                return
+            agent_id, first = hello
+            session, welcome = await self.core.connect(agent_id, first)
+            reader = asyncio.create_task(self._read_frames(agent_id, session, request_iterator))
+            try:
+                yield connect_pb2.ConnectResponse(welcome=welcome)
+                while True:
+                    frame = await session.next_frame()  # raises the error the session was closed with
+                    if frame is None:
+                        return
+                    yield frame
+            finally:
+                reader.cancel()
+                self.core.disconnect(session)
 
     async def _read_frames(
-        self, agent_id: str, session: Any, frames: AsyncIterator[connect_pb2.ConnectRequest]
+        self, agent_id: str, session: Session, frames: AsyncIterator[connect_pb2.ConnectRequest]
     ) -> None:
         try:
             async for frame in frames:
@@ -121,7 +96,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         finally:
             session.close()
 
-    async def _stream_post(self, agent_id: str, session: Any, post: connect_pb2.Post) -> None:
+    async def _stream_post(self, agent_id: str, session: Session, post: connect_pb2.Post) -> None:
         request_id = post.request_id
 
         def result(**kwargs: Any) -> None:
@@ -137,16 +112,12 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             return
         except Exception:
             log.exception("post from %s failed", agent_id)
-            result(
-                error=errors_pb2.ErrorDetail(code=13, reason="INTERNAL", message="internal error; nothing was written")
-            )
+            result(error=error_detail(InternalError("internal error; nothing was written")))
             return
 
         def committed(f: asyncio.Future[None]) -> None:
             if f.cancelled() or f.exception() is not None:
-                result(
-                    error=errors_pb2.ErrorDetail(code=14, reason="UNAVAILABLE", message="the WAL write failed; retry")
-                )
+                result(error=error_detail(Unavailable("the WAL write failed; retry")))
             else:
                 result(envelope=wire, duplicate=duplicate)
 
@@ -154,8 +125,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     # -- identity -----------------------------------------------------------------------
 
-    @unary_boundary
-    async def Register(self, request: hub_pb2.RegisterRequest, context: Ctx) -> hub_pb2.RegisterResponse:
+    @unary_rpc(PUBLIC)
+    async def Register(self, caller: None, request: hub_pb2.RegisterRequest) -> hub_pb2.RegisterResponse:
         """Register an agent or remote agent."""
         record, credential = await self.core.register(
             request.passport,
@@ -166,23 +137,21 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         )
         return hub_pb2.RegisterResponse(agent=record, credential=credential)
 
-    @unary_boundary
-    async def RegisterHuman(self, request: hub_pb2.RegisterHumanRequest, context: Ctx) -> hub_pb2.RegisterHumanResponse:
+    @unary_rpc(PUBLIC)
+    async def RegisterHuman(self, caller: None, request: hub_pb2.RegisterHumanRequest) -> hub_pb2.RegisterHumanResponse:
         """Register a human participant."""
         record, credential = await self.core.register(request.passport, request.resume, None, None, human=True)
         return hub_pb2.RegisterHumanResponse(agent=record, credential=credential)
 
-    @unary_boundary
-    async def Unregister(self, request: hub_pb2.UnregisterRequest, context: Ctx) -> hub_pb2.UnregisterResponse:
+    @unary_rpc(AGENT)
+    async def Unregister(self, caller: str, request: hub_pb2.UnregisterRequest) -> hub_pb2.UnregisterResponse:
         """Remove the caller."""
-        closed = await self.core.unregister(self._caller(context))
-        return hub_pb2.UnregisterResponse(closed_channel_ids=closed)
+        return hub_pb2.UnregisterResponse(closed_channel_ids=await self.core.unregister(caller))
 
-    @unary_boundary
-    async def ListAgents(self, request: hub_pb2.ListAgentsRequest, context: Ctx) -> hub_pb2.ListAgentsResponse:
+    @unary_rpc(AGENT)
+    async def ListAgents(self, caller: str, request: hub_pb2.ListAgentsRequest) -> hub_pb2.ListAgentsResponse:
         """Filtered identities."""
-        caller = self._caller(context)
-        agents = self.tools.find_agents(
+        agents = self.ops.agents.find_agents(
             caller,
             kind=request.kind,
             capability=request.capability,
@@ -193,119 +162,106 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         )
         return hub_pb2.ListAgentsResponse(agents=agents)
 
-    @unary_boundary
-    async def DescribeAgent(self, request: hub_pb2.DescribeAgentRequest, context: Ctx) -> hub_pb2.DescribeAgentResponse:
+    @unary_rpc(AGENT)
+    async def DescribeAgent(self, caller: str, request: hub_pb2.DescribeAgentRequest) -> hub_pb2.DescribeAgentResponse:
         """One identity's full profile."""
-        self._caller(context)
         ref = request.agent_id if request.WhichOneof("agent") == "agent_id" else request.name
-        if not ref:
-            raise InvalidArgument("name the agent by agent_id or name.")
-        return hub_pb2.DescribeAgentResponse(agent=self.core.registry.resolve(ref).record)
+        return hub_pb2.DescribeAgentResponse(agent=self.ops.agents.describe_agent(ref))
 
-    @unary_boundary
-    async def SetSkill(self, request: hub_pb2.SetSkillRequest, context: Ctx) -> hub_pb2.SetSkillResponse:
+    @unary_rpc(AGENT)
+    async def SetSkill(self, caller: str, request: hub_pb2.SetSkillRequest) -> hub_pb2.SetSkillResponse:
         """Replace the caller's skill."""
-        return hub_pb2.SetSkillResponse(
-            agent=await self.core.registry.set_skill(self._caller(context), request.skill_md)
-        )
+        return hub_pb2.SetSkillResponse(agent=await self.ops.agents.set_skill(caller, request.skill_md))
 
-    @unary_boundary
-    async def SetResume(self, request: hub_pb2.SetResumeRequest, context: Ctx) -> hub_pb2.SetResumeResponse:
+    @unary_rpc(AGENT)
+    async def SetResume(self, caller: str, request: hub_pb2.SetResumeRequest) -> hub_pb2.SetResumeResponse:
         """Replace the caller's resume."""
-        return hub_pb2.SetResumeResponse(
-            agent=await self.core.registry.set_resume(self._caller(context), request.resume)
-        )
+        return hub_pb2.SetResumeResponse(agent=await self.ops.agents.set_resume(caller, request.resume))
 
-    @unary_boundary
+    @unary_rpc(AGENT)
     async def SetA2ASettings(
-        self, request: hub_pb2.SetA2ASettingsRequest, context: Ctx
+        self, caller: str, request: hub_pb2.SetA2ASettingsRequest
     ) -> hub_pb2.SetA2ASettingsResponse:
         """Replace the caller's A2A settings."""
-        return hub_pb2.SetA2ASettingsResponse(
-            agent=await self.core.registry.set_a2a(self._caller(context), request.a2a)
-        )
+        return hub_pb2.SetA2ASettingsResponse(agent=await self.ops.agents.set_a2a(caller, request.a2a))
 
-    @unary_boundary
+    @unary_rpc(AGENT)
     async def DiscoverAgents(
-        self, request: hub_pb2.DiscoverAgentsRequest, context: Ctx
+        self, caller: str, request: hub_pb2.DiscoverAgentsRequest
     ) -> hub_pb2.DiscoverAgentsResponse:
         """The A2A agents the caller may invoke, filtered."""
-        return hub_pb2.DiscoverAgentsResponse(agents=self.a2a.discover(self._caller(context), request))
+        return hub_pb2.DiscoverAgentsResponse(agents=self.ops.a2a.discover(caller, request))
 
-    @unary_boundary
-    async def InvokeAgent(self, request: hub_pb2.InvokeAgentRequest, context: Ctx) -> hub_pb2.InvokeAgentResponse:
+    @unary_rpc(AGENT)
+    async def InvokeAgent(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> hub_pb2.InvokeAgentResponse:
         """Call an agent and wait for its answer."""
-        return await self.a2a.invoke(self._caller(context), request)
+        return await self.ops.a2a.invoke(caller, request)
 
-    @unary_boundary
+    @unary_rpc(AGENT)
     async def RefreshCallToken(
-        self, request: hub_pb2.RefreshCallTokenRequest, context: Ctx
+        self, caller: str, request: hub_pb2.RefreshCallTokenRequest
     ) -> hub_pb2.RefreshCallTokenResponse:
         """Exchange a call token for a fresh one."""
-        token, expires_at = self.a2a.refresh(self._caller(context), request.call_token)
+        token, expires_at = self.ops.a2a.refresh(caller, request.call_token)
         return hub_pb2.RefreshCallTokenResponse(call_token=token, expires_at=to_timestamp(expires_at))
 
-    @unary_boundary
+    @unary_rpc(AGENT_OR_OPERATOR)
     async def ListExecutions(
-        self, request: hub_pb2.ListExecutionsRequest, context: Ctx
+        self, caller: str | None, request: hub_pb2.ListExecutionsRequest
     ) -> hub_pb2.ListExecutionsResponse:
         """An A2A call tree (any tree, or every execution, for the operator)."""
-        viewer = None if self._is_operator(context) else self._caller(context)
-        executions = await self.core.executions.list(viewer, request.root_session_id, request.limit)
+        executions = await self.ops.a2a.list_executions(caller, request.root_session_id, request.limit)
         return hub_pb2.ListExecutionsResponse(executions=executions)
 
     # -- channels -----------------------------------------------------------------------
 
-    @unary_boundary
-    async def OpenChannel(self, request: hub_pb2.OpenChannelRequest, context: Ctx) -> hub_pb2.OpenChannelResponse:
+    @unary_rpc(AGENT)
+    async def OpenChannel(self, caller: str, request: hub_pb2.OpenChannelRequest) -> hub_pb2.OpenChannelResponse:
         """Open a channel."""
-        caller = self._caller(context)
-        meta, seed_id = await self.tools.open_channel(caller, request)
+        meta, seed_id = await self.ops.channels.open_channel(caller, request)
         return hub_pb2.OpenChannelResponse(channel=meta, seed_envelope_id=seed_id)
 
-    @unary_boundary
-    async def CloseChannel(self, request: hub_pb2.CloseChannelRequest, context: Ctx) -> hub_pb2.CloseChannelResponse:
+    @unary_rpc(AGENT)
+    async def CloseChannel(self, caller: str, request: hub_pb2.CloseChannelRequest) -> hub_pb2.CloseChannelResponse:
         """Close a channel."""
-        meta = await self.core.close_channel(self._caller(context), request.channel_id, request.reason)
+        meta = await self.core.close_channel(caller, request.channel_id, request.reason)
         return hub_pb2.CloseChannelResponse(channel=meta)
 
-    @unary_boundary
+    @unary_rpc(AGENT)
     async def DescribeChannel(
-        self, request: hub_pb2.DescribeChannelRequest, context: Ctx
+        self, caller: str, request: hub_pb2.DescribeChannelRequest
     ) -> hub_pb2.DescribeChannelResponse:
         """Metadata and adapter state."""
-        return await self.tools.describe_channel(self._caller(context), request.channel_id)
+        return await self.ops.channels.describe_channel(caller, request.channel_id)
 
-    @unary_boundary
-    async def ListChannels(self, request: hub_pb2.ListChannelsRequest, context: Ctx) -> hub_pb2.ListChannelsResponse:
+    @unary_rpc(AGENT)
+    async def ListChannels(self, caller: str, request: hub_pb2.ListChannelsRequest) -> hub_pb2.ListChannelsResponse:
         """The caller's channels."""
-        channels = await self.tools.list_channels(
-            self._caller(context), include_ended=request.include_ended, type=request.type, limit=request.limit
+        channels = await self.ops.channels.list_channels(
+            caller, include_ended=request.include_ended, type=request.type, limit=request.limit
         )
         return hub_pb2.ListChannelsResponse(channels=channels)
 
-    @stream_boundary
-    async def ReadWal(self, request: hub_pb2.ReadWalRequest, context: Ctx) -> AsyncIterator[hub_pb2.ReadWalResponse]:
+    @stream_rpc(AGENT)
+    async def ReadWal(self, caller: str, request: hub_pb2.ReadWalRequest) -> AsyncIterator[hub_pb2.ReadWalResponse]:
         """A channel's WAL from a seq (optionally following new envelopes)."""
-        caller = self._caller(context)
-        async for wire in self.tools.stream_wal(
+        async for wire in self.ops.channels.stream_wal(
             caller, request.channel_id, request.from_seq, request.until_seq, request.limit, follow=request.follow
         ):
             yield hub_pb2.ReadWalResponse(envelope=wire)
 
-    @unary_boundary
-    async def PostEnvelope(self, request: hub_pb2.PostEnvelopeRequest, context: Ctx) -> hub_pb2.PostEnvelopeResponse:
+    @unary_rpc(AGENT)
+    async def PostEnvelope(self, caller: str, request: hub_pb2.PostEnvelopeRequest) -> hub_pb2.PostEnvelopeResponse:
         """Admit one envelope."""
-        caller = self._caller(context)
         wire, duplicate = await self.core.post(
             caller, envelope_from_wire(request.envelope), event_data_json=request.envelope.event_data_json
         )
         return hub_pb2.PostEnvelopeResponse(envelope=wire, duplicate=duplicate)
 
-    @unary_boundary
-    async def CanSend(self, request: hub_pb2.CanSendRequest, context: Ctx) -> hub_pb2.CanSendResponse:
+    @unary_rpc(AGENT)
+    async def CanSend(self, caller: str, request: hub_pb2.CanSendRequest) -> hub_pb2.CanSendResponse:
         """Would a post pass now?"""
-        allowed, refusal, expected = self.core.can_send(self._caller(context), request.channel_id, request.event_type)
+        allowed, refusal, expected = self.core.can_send(caller, request.channel_id, request.event_type)
         response = hub_pb2.CanSendResponse(allowed=allowed, expected_next=expected)
         if refusal is not None:
             response.refusal.CopyFrom(error_detail(refusal))
@@ -313,86 +269,74 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     # -- tasks --------------------------------------------------------------------------
 
-    @unary_boundary
-    async def ReportTask(self, request: hub_pb2.ReportTaskRequest, context: Ctx) -> hub_pb2.ReportTaskResponse:
+    @unary_rpc(AGENT)
+    async def ReportTask(self, caller: str, request: hub_pb2.ReportTaskRequest) -> hub_pb2.ReportTaskResponse:
         """A lifecycle report from the task's owner."""
-        task = await self.tools.report_task(self._caller(context), request)
-        return hub_pb2.ReportTaskResponse(task=task)
+        return hub_pb2.ReportTaskResponse(task=await self.ops.tasks.report_task(caller, request))
 
-    @unary_boundary
-    async def ListTasks(self, request: hub_pb2.ListTasksRequest, context: Ctx) -> hub_pb2.ListTasksResponse:
+    @unary_rpc(AGENT)
+    async def ListTasks(self, caller: str, request: hub_pb2.ListTasksRequest) -> hub_pb2.ListTasksResponse:
         """Tasks."""
-        tasks = await self.tools.list_tasks(
-            self._caller(context),
+        tasks = await self.ops.tasks.list_tasks(
+            caller,
             all_scope=request.scope == hub_pb2.TASK_SCOPE_ALL,
             include_ended=request.include_ended,
             limit=request.limit,
         )
         return hub_pb2.ListTasksResponse(tasks=tasks)
 
-    @unary_boundary
-    async def GetTask(self, request: hub_pb2.GetTaskRequest, context: Ctx) -> hub_pb2.GetTaskResponse:
+    @unary_rpc(AGENT)
+    async def GetTask(self, caller: str, request: hub_pb2.GetTaskRequest) -> hub_pb2.GetTaskResponse:
         """One task."""
-        self._caller(context)
-        return hub_pb2.GetTaskResponse(task=await self.core.tasks.get(request.task_id))
+        return hub_pb2.GetTaskResponse(task=await self.ops.tasks.get_task(request.task_id))
 
-    @unary_boundary
-    async def WaitTask(self, request: hub_pb2.WaitTaskRequest, context: Ctx) -> hub_pb2.WaitTaskResponse:
+    @unary_rpc(AGENT)
+    async def WaitTask(self, caller: str, request: hub_pb2.WaitTaskRequest) -> hub_pb2.WaitTaskResponse:
         """Wait for a task to end."""
-        self._caller(context)
-        timeout = request.timeout_seconds or 300.0
-        if timeout < 0:
-            raise InvalidArgument("timeout_seconds must not be negative.")
-        task, timed_out = await self.core.tasks.wait(request.task_id, timeout)
-        return hub_pb2.WaitTaskResponse(task=task, timed_out=timed_out and task.state not in TASK_TERMINAL)
+        task, timed_out = await self.ops.tasks.wait_task(request.task_id, request.timeout_seconds or 300.0)
+        return hub_pb2.WaitTaskResponse(task=task, timed_out=timed_out)
 
-    @unary_boundary
-    async def CancelTask(self, request: hub_pb2.CancelTaskRequest, context: Ctx) -> hub_pb2.CancelTaskResponse:
+    @unary_rpc(AGENT)
+    async def CancelTask(self, caller: str, request: hub_pb2.CancelTaskRequest) -> hub_pb2.CancelTaskResponse:
         """Ask a task's owner to cancel."""
-        task, envelope_id = await self.tools.cancel_task(self._caller(context), request.task_id, request.reason)
+        task, envelope_id = await self.ops.tasks.cancel_task(caller, request.task_id, request.reason)
         return hub_pb2.CancelTaskResponse(task=task, envelope_id=envelope_id)
 
     # -- context ------------------------------------------------------------------------
 
-    @unary_boundary
-    async def SearchContext(self, request: hub_pb2.SearchContextRequest, context: Ctx) -> hub_pb2.SearchContextResponse:
+    @unary_rpc(AGENT)
+    async def SearchContext(self, caller: str, request: hub_pb2.SearchContextRequest) -> hub_pb2.SearchContextResponse:
         """Search past text."""
-        excerpts = await self.tools.search_context(
-            self._caller(context), request.query, request.channel_id, request.limit
-        )
+        excerpts = await self.ops.context.search_context(caller, request.query, request.channel_id, request.limit)
         return hub_pb2.SearchContextResponse(excerpts=excerpts)
 
-    @unary_boundary
-    async def QuoteContext(self, request: hub_pb2.QuoteContextRequest, context: Ctx) -> hub_pb2.QuoteContextResponse:
+    @unary_rpc(AGENT)
+    async def QuoteContext(self, caller: str, request: hub_pb2.QuoteContextRequest) -> hub_pb2.QuoteContextResponse:
         """A speaker's latest texts."""
-        excerpts = await self.tools.quote_context(
-            self._caller(context), request.speaker, request.recent_n, request.channel_id
-        )
+        excerpts = await self.ops.context.quote_context(caller, request.speaker, request.recent_n, request.channel_id)
         return hub_pb2.QuoteContextResponse(excerpts=excerpts)
 
     # -- tools --------------------------------------------------------------------------
 
-    @unary_boundary
-    async def ListTools(self, request: hub_pb2.ListToolsRequest, context: Ctx) -> hub_pb2.ListToolsResponse:
+    @unary_rpc(AGENT)
+    async def ListTools(self, caller: str, request: hub_pb2.ListToolsRequest) -> hub_pb2.ListToolsResponse:
         """Schemas of the tools usable now."""
-        tools = self.tools.list_tools(
-            self._caller(context), request.channel_id, include_plugin=not request.exclude_plugin
-        )
+        tools = self.ops.tools.list_tools(caller, request.channel_id, include_plugin=not request.exclude_plugin)
         return hub_pb2.ListToolsResponse(tools=tools)
 
-    @unary_boundary
-    async def CallTool(self, request: hub_pb2.CallToolRequest, context: Ctx) -> hub_pb2.CallToolResponse:
+    @unary_rpc(AGENT)
+    async def CallTool(self, caller: str, request: hub_pb2.CallToolRequest) -> hub_pb2.CallToolResponse:
         """Run one tool."""
-        result = await self.tools.call_tool(
-            self._caller(context), request.name, request.arguments_json, request.channel_id, request.task_id
+        result = await self.tool_calls.call_tool(
+            caller, request.name, request.arguments_json, request.channel_id, request.task_id
         )
         return hub_pb2.CallToolResponse(result_json=result)
 
-    @unary_boundary
-    async def Delegate(self, request: hub_pb2.DelegateRequest, context: Ctx) -> hub_pb2.DelegateResponse:
+    @unary_rpc(AGENT)
+    async def Delegate(self, caller: str, request: hub_pb2.DelegateRequest) -> hub_pb2.DelegateResponse:
         """One-shot consultation."""
-        text, channel_id, envelope_id = await self.tools.delegate(
-            self._caller(context),
+        text, channel_id, envelope_id = await self.ops.messages.delegate(
+            caller,
             request.target,
             request.prompt,
             capability=request.capability,
@@ -401,11 +345,11 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         )
         return hub_pb2.DelegateResponse(text=text, channel_id=channel_id, envelope_id=envelope_id)
 
-    @unary_boundary
-    async def Say(self, request: hub_pb2.SayRequest, context: Ctx) -> hub_pb2.SayResponse:
+    @unary_rpc(AGENT)
+    async def Say(self, caller: str, request: hub_pb2.SayRequest) -> hub_pb2.SayResponse:
         """Post text."""
-        wire = await self.tools.say(
-            self._caller(context),
+        wire = await self.ops.messages.say(
+            caller,
             request.content,
             list(request.audience),
             request.channel_id,
@@ -415,22 +359,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     # -- audit --------------------------------------------------------------------------
 
-    def _is_operator(self, context: Ctx) -> bool:
-        digest = self._operator_digest
-        return bool(digest) and hmac.compare_digest(hash_secret(bearer(context)), digest)
-
-    def _require_operator(self, context: Ctx) -> None:
-        if self._is_operator(context):
-            return
-        self._caller(context)  # Unauthenticated for a missing or unknown credential
-        raise PermissionDenied(
-            "this call is for the hub's operator: send the operator token as 'authorization: Bearer <token>' "
-            "(python -m hubsvc keeps it in <data-dir>/hub-operator.token), not an agent credential."
-        )
-
-    @unary_boundary
-    async def ListAudit(self, request: hub_pb2.ListAuditRequest, context: Ctx) -> hub_pb2.ListAuditResponse:
+    @unary_rpc(OPERATOR)
+    async def ListAudit(self, caller: None, request: hub_pb2.ListAuditRequest) -> hub_pb2.ListAuditResponse:
         """The audit log (operator only)."""
-        self._require_operator(context)
-        records = await self.tools.list_audit(request.kind, request.subject_id, request.after_id, request.limit)
+        records = await self.ops.audit.list_audit(request.kind, request.subject_id, request.after_id, request.limit)
         return hub_pb2.ListAuditResponse(records=records)

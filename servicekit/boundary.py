@@ -3,7 +3,9 @@
 Servicer methods raise :class:`~netkernel.errors.AgentNetError` subclasses; the
 boundary ends the call with the error's status code, message and ``ErrorInfo``
 (built by :func:`netkernel.errors.error_status`). Anything else is a bug: it is
-logged and answered ``INTERNAL`` without leaking internals.
+logged and answered ``INTERNAL`` without leaking internals. Wrap a method with
+:func:`unary_boundary` / :func:`stream_boundary`, or open :class:`ErrorBoundary`
+inside a long-lived stream handler (no per-message wrapper layer).
 """
 
 from __future__ import annotations
@@ -32,6 +34,27 @@ async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: AgentNe
 def _internal(method: str, exc: BaseException) -> InternalError:
     log.exception("unhandled error in %s", method)
     return InternalError(f"internal error in {method}: {type(exc).__name__}; nothing was changed. Report this bug.")
+
+
+class ErrorBoundary:
+    """The boundary as an async context manager around a handler's body: a domain error raised
+    inside ends the call with its status, a bug with INTERNAL; cancellation passes through."""
+
+    def __init__(self, context: grpc.aio.ServicerContext[Any, Any], method: str) -> None:
+        self._context = context
+        self._method = method
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, grpc.aio.AbortError):
+            return False  # success, cancellation, generator close or an abort already under way
+        if isinstance(exc, AgentNetError):
+            await abort_with(self._context, exc)
+        else:
+            await abort_with(self._context, _internal(self._method, exc))
+        return False  # unreachable: abort_with raises
 
 
 def unary_boundary(

@@ -12,7 +12,7 @@ import pytest
 from agentnet.v1 import errors_pb2
 
 from agentsdk import errors
-from servicekit.boundary import unary_boundary
+from servicekit.boundary import ErrorBoundary, unary_boundary
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_REASONS = {
@@ -95,3 +95,41 @@ def test_status_without_error_info_maps_by_code() -> None:
 def test_seed_spelling_channel_closed_is_a_protocol_error() -> None:
     assert issubclass(errors.ChannelClosed, errors.ProtocolError)
     assert issubclass(errors.NotYourTurn, errors.ProtocolError)
+
+
+async def _stream_then_raise(request: bytes, context: Any) -> Any:
+    """A long-lived stream handler with the boundary opened inside it: one item, then the error."""
+    async with ErrorBoundary(context, "test.Errors.Stream"):
+        yield b"first"
+        if request == b"bug":
+            raise ZeroDivisionError("boom")
+        raise errors.NotYourTurn("wait for bob", metadata={"k": "v"})
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "code", "cls"),
+    [
+        (b"domain", grpc.StatusCode.FAILED_PRECONDITION, errors.NotYourTurn),
+        (b"bug", grpc.StatusCode.INTERNAL, errors.InternalError),
+    ],
+)
+async def test_error_boundary_inside_a_stream_ends_it_with_the_status(
+    request_bytes: bytes, code: grpc.StatusCode, cls: type[errors.AgentNetError]
+) -> None:
+    handler = grpc.method_handlers_generic_handler(
+        "test.Errors", {"Stream": grpc.unary_stream_rpc_method_handler(_stream_then_raise)}
+    )
+    server, port = await _serve(handler)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            received = []
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                async for item in channel.unary_stream("/test.Errors/Stream")(request_bytes):
+                    received.append(item)
+    finally:
+        await server.stop(None)
+    assert received == [b"first"]
+    assert info.value.code() == code
+    err = errors.error_from_rpc(info.value)
+    assert type(err) is cls
+    assert "boom" not in err.message

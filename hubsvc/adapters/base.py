@@ -7,8 +7,11 @@ serialisation point:
 2. ``initial_state(spec)`` once;
 3. for each post from a participant while the channel is OPENED:
    ``validate_send(spec, state, env)`` (raises NotYourTurn / ProtocolError / ChannelClosed /
-   InvalidArgument), then — after the WAL commit — ``state = fold(spec, state, env)`` and
-   ``on_accepted(spec, state, env)`` (e.g. "close the channel with reason X");
+   InvalidArgument), then, still under the channel's lock and before the WAL write commits,
+   ``state = fold(spec, state, env)`` and ``on_accepted(spec, state, env)`` (e.g. "close the
+   channel with reason X"). The post is answered, delivered and acked only after its write
+   commits; if the commit fails, the channel is rebuilt from the WAL, so a folded but
+   uncommitted envelope never reaches anyone;
 4. on restart, ``fold`` over the whole WAL rebuilds the state (hydrate).
 
 ``fold`` sees every admitted envelope, including lifecycle and custom event types;
@@ -97,7 +100,7 @@ class Adapter(Protocol, Generic[S]):
         ...
 
     def offers_say(self, spec: ChannelSpec, state: S, participant_id: str) -> bool:
-        """Whether the adapter offers the ``say`` tool to ``participant_id`` now (the seed's say table)."""
+        """Whether the ``say`` tool is offered to ``participant_id`` now (the `say` column of docs/hub.md, Adapters)."""
         ...
 
     def default_view(self, spec: ChannelSpec) -> tuple[str, int]:

@@ -112,7 +112,7 @@ class DiscussionAdapter:
         return named_window(spec)
 
     def offers_say(self, spec: ChannelSpec, state: DiscussionState, participant_id: str) -> bool:
-        """``say`` only for the expected next speaker (the seed's say table)."""
+        """``say`` only for the expected next speaker (the `say` column of docs/hub.md, Adapters)."""
         return state.end_reason is None and participant_id == state.expected_next_speaker
 
     def state_json(self, state: DiscussionState) -> dict[str, Any]:

@@ -133,7 +133,7 @@ class WorkflowAdapter:
         return named_window(spec)
 
     def offers_say(self, spec: ChannelSpec, state: WorkflowState, participant_id: str) -> bool:
-        """Never: workflow agents speak through the round-end packet (the seed's say table)."""
+        """Never: workflow agents speak through the round-end packet (the `say` column of docs/hub.md, Adapters)."""
         return False
 
     def state_json(self, state: WorkflowState) -> dict[str, Any]:

@@ -1,1 +1,3 @@
-"""The transport-agnostic hub core: registry, channels, admission, delivery, tasks, tools."""
+"""The transport-agnostic hub: :class:`~hubsvc.core.hub.HubCore` wires admission, the live
+channels, posts, Connect sessions, identities, tasks and executions together; ``operations/``
+holds what the RPCs run, and ``tool_calls.py`` the CallTool JSON surface over it."""

@@ -1,4 +1,4 @@
-"""One live channel in memory: metadata, adapter state and the lifecycle fold.
+"""One live channel in memory: metadata, adapter state, the lifecycle fold and its storage row.
 
 The lifecycle fold (invite ack → acked; opened; closed/expired) and the adapter
 fold together turn the channel's WAL into its live state, so hydrate is just
@@ -13,8 +13,10 @@ from typing import Any
 
 from agentnet.v1 import channel_pb2, envelope_pb2
 
+from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import Adapter, ChannelSpec
 from hubsvc.core.util import BoundedDict, to_timestamp
+from hubsvc.storage import ChannelRow
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
     EV_CHANNEL_EXPIRED,
@@ -22,7 +24,7 @@ from netkernel.envelope import (
     EV_CHANNEL_OPENED,
     Envelope,
 )
-from netkernel.wire import parse_json_object
+from netkernel.wire import dumps_json, envelope_from_wire, envelope_to_wire, parse_json_object
 
 PENDING = channel_pb2.CHANNEL_STATE_PENDING
 OPENED = channel_pb2.CHANNEL_STATE_OPENED
@@ -67,6 +69,53 @@ class ChannelRuntime:
     keyed_wires: BoundedDict[str, envelope_pb2.Envelope] = field(default_factory=lambda: BoundedDict(512))
     """envelope_id -> wire of keyed posts admitted by this process (answers retries before the commit)."""
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
+
+    @classmethod
+    def pending(
+        cls,
+        spec: ChannelSpec,
+        adapter: Adapter[Any],
+        *,
+        intent: str,
+        invite_ack_timeout: float,
+        ttl: float | None,
+        now: float,
+        seed: Envelope | None = None,
+    ) -> ChannelRuntime:
+        """A new channel waiting for its invite acks (the initiator counts as acked)."""
+        meta = channel_pb2.ChannelMetadata(
+            channel_id=spec.channel_id,
+            type=adapter.type,
+            state=PENDING,
+            knobs_json=dumps_json(dict(spec.knobs)),
+            intent=intent,
+            invite_ack_timeout_seconds=invite_ack_timeout,
+        )
+        for agent_id in spec.participants:
+            initiator = agent_id == spec.initiator
+            role = channel_pb2.PARTICIPANT_ROLE_INITIATOR if initiator else channel_pb2.PARTICIPANT_ROLE_TARGET
+            meta.participants.add(agent_id=agent_id, name=spec.names[agent_id], role=role, acked=initiator)
+        meta.created_at.CopyFrom(to_timestamp(now))
+        if ttl is not None:
+            meta.expires_at.CopyFrom(to_timestamp(now + ttl))
+        return cls(meta=meta, spec=spec, adapter=adapter, state=adapter.initial_state(spec), seed=seed)
+
+    @classmethod
+    def from_row(cls, row: ChannelRow) -> ChannelRuntime:
+        """A stored channel before its WAL is folded again (the fold recomputes acks and state)."""
+        meta = channel_pb2.ChannelMetadata.FromString(row.record)
+        adapter = get_adapter(meta.type)
+        spec = spec_from_meta(meta)
+        meta.state = PENDING
+        for p in meta.participants:
+            p.acked = p.role == channel_pb2.PARTICIPANT_ROLE_INITIATOR
+        seed = envelope_from_wire(envelope_pb2.Envelope.FromString(row.seed)) if row.seed else None
+        return cls(meta=meta, spec=spec, adapter=adapter, state=adapter.initial_state(spec), seed=seed)
+
+    def to_row(self) -> ChannelRow:
+        """The channel's storage row: its metadata, and the seed still to post once opened."""
+        seed = envelope_to_wire(self.seed).SerializeToString() if self.seed is not None else b""
+        return ChannelRow(self.channel_id, not self.is_terminal, self.meta.SerializeToString(), seed)
 
     @property
     def channel_id(self) -> str:

@@ -9,7 +9,8 @@ acked (or was not for this participant to see). Each delivery names the previous
 seq of the participant's chain (``prev_seq``) so clients can keep exact cursors of
 their own. Envelopes whose ``ttl_seconds`` ran out before delivery are sent as
 content-less ``expired`` slots. While a session replays the WAL from its resume
-cursors, live envelopes wait in a buffer so order is kept.
+cursors, live envelopes wait in a buffer so order is kept. Opening, resuming and
+closing sessions, and writing their cursors to the store, is :mod:`hubsvc.core.sessions`.
 """
 
 from __future__ import annotations

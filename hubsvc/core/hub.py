@@ -1,84 +1,44 @@
-"""HubCore: the transport-agnostic hub.
+"""HubCore: the transport-agnostic hub, wired from its parts.
 
-Admission is serialised per channel: ``validate → stamp (seq, id, time) → fold →
-queue the WAL write`` happens under the channel's lock, so admission order is
-WAL order; the lock is released before the commit so many envelopes share one
-transaction (group commit). A post is answered, and delivered to anyone, only
-once its write is committed: deliveries run from the commit callback, which the
-store fires in submission order.
+Where things happen:
+
+* :mod:`~hubsvc.core.posts` — a participant's post (idempotent retries, refusal audit);
+* :mod:`~hubsvc.core.admission` — validate → stamp (seq, id, time) → fold → stage, under
+  the channel's lock, so admission order is WAL order;
+* :mod:`~hubsvc.core.live_channels` — the live channels: open, close, expire, timers, waits,
+  the commit of staged batches (a post is answered and delivered only once committed),
+  hydrate and recovery;
+* :mod:`~hubsvc.core.sessions` / :mod:`~hubsvc.core.delivery` — Connect sessions:
+  resume, replay, per-participant queues, acks and cursor flushing;
+* :mod:`~hubsvc.core.registry`, :mod:`~hubsvc.core.tasks`, :mod:`~hubsvc.core.executions`
+  — identities, the task mirror and the A2A execution log.
+
+HubCore starts and stops them together and exposes the calls the servicer, the
+operations and the tests use.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable
 from typing import Any
 
-from agentnet.v1 import a2a_pb2, channel_pb2, connect_pb2, envelope_pb2, identity_pb2
+from agentnet.v1 import a2a_pb2, identity_pb2
 
-from hubsvc.adapters import get_adapter
-from hubsvc.adapters.base import ChannelSpec
-from hubsvc.core.channel import HUB_SENDER, OPENED, PENDING, TERMINAL, ChannelRuntime, spec_from_meta
-from hubsvc.core.delivery import Session
+from hubsvc.core.admission import Admission
 from hubsvc.core.executions import ExecutionLog
+from hubsvc.core.live_channels import LiveChannels
 from hubsvc.core.options import HubOptions
+from hubsvc.core.posts import Posts
 from hubsvc.core.registry import Registry
+from hubsvc.core.sessions import Sessions
 from hubsvc.core.tasks import TaskMirror
-from hubsvc.core.util import Clock, from_timestamp, iso_z, new_id, next_envelope_id, system_clock, to_timestamp
-from hubsvc.storage import ChannelRow, HubStore, WalRow, Writes
-from netkernel.envelope import (
-    EV_CHANNEL_CLOSED,
-    EV_CHANNEL_EXPIRED,
-    EV_CHANNEL_INVITE,
-    EV_CHANNEL_INVITE_ACK,
-    EV_CHANNEL_INVITE_REJECT,
-    EV_CHANNEL_OPENED,
-    EV_TEXT,
-    LIFECYCLE_EVENT_TYPES,
-    Envelope,
-)
-from netkernel.errors import (
-    AgentNetError,
-    ChannelClosed,
-    DepthExceeded,
-    InvalidArgument,
-    NotFound,
-    NotParticipant,
-    PayloadTooLarge,
-    PermissionDenied,
-    ProtocolError,
-    Timeout,
-    Unavailable,
-)
-from netkernel.wire import dumps_json, envelope_from_wire, envelope_to_wire, parse_json_object, wire_readable_by
+from hubsvc.core.util import Clock, system_clock
+from hubsvc.storage import HubStore, Writes
+from netkernel.errors import InvalidArgument, Unavailable
 
 log = logging.getLogger("agentnet.hub")
-
-Watcher = Callable[[envelope_pb2.Envelope], None]
-_CLIENT_LIFECYCLE = frozenset({EV_CHANNEL_INVITE_ACK, EV_CHANNEL_INVITE_REJECT})
-
-
-@dataclasses.dataclass
-class _Pending:
-    """Envelopes appended under one lock hold, committed together."""
-
-    writes: Writes = dataclasses.field(default_factory=Writes)
-    wires: list[envelope_pb2.Envelope] = dataclasses.field(default_factory=list)
-    ended: str | None = None
-
-
-def _refuse_forged_dispatch(env: Envelope) -> None:
-    """Only the hub writes A2A dispatches (InvokeAgent's question), so a callee can trust them."""
-    a2a = env.event_data.get("a2a") if env.event_type == EV_TEXT else None
-    if isinstance(a2a, dict) and "execution_id" in a2a:
-        raise InvalidArgument(
-            "event_data.a2a with an execution_id is an A2A dispatch, which only the hub writes; call agents with "
-            "InvokeAgent. A reply's event_data.a2a holds only 'status' and 'error'.",
-            metadata={"field": "event_data.a2a"},
-        )
 
 
 class HubCore:
@@ -88,39 +48,66 @@ class HubCore:
         self.store = store
         self.options = options or HubOptions()
         self.clock = clock
+        self._background: set[asyncio.Task[Any]] = set()
+        self._loops: list[asyncio.Task[None]] = []
         self.registry = Registry(store, clock)
         self.tasks = TaskMirror(store, clock, self.audit)
         self.executions = ExecutionLog(store, clock)
-        self._channels: dict[str, ChannelRuntime] = {}
-        self._sessions: dict[str, Session] = {}
-        self._watchers: dict[str, set[Watcher]] = {}
-        self._background: set[asyncio.Task[Any]] = set()
-        self._loops: list[asyncio.Task[None]] = []
-        self._stopping = False
+        self.admission = Admission(self.options, clock)
+        self.sessions = Sessions(
+            store, self.registry, self.options, clock, live_channels=lambda: self.channels.live(), spawn=self.spawn
+        )
+        self.channels = LiveChannels(
+            store,
+            self.registry,
+            self.tasks,
+            self.admission,
+            self.options,
+            clock,
+            deliver=self.sessions.deliver,
+            spawn=self.spawn,
+        )
+        self.posts = Posts(store, self.channels, self.admission, self.audit)
+        # The calls served by one part, bound straight to it (posting is a hot path: no extra frame).
+        self.post = self.posts.post
+        self.admit = self.posts.admit
+        self.can_send = self.posts.can_send
+        self.open_channel = self.channels.open
+        self.close_channel = self.channels.close
+        self.wait_channel = self.channels.wait
+        self.channel_meta = self.channels.meta
+        self.require_member = self.channels.require_member
+        self.live_channel = self.channels.get
+        self.watch = self.channels.watch
+        self.read_wal = self.channels.read_wal
+        self.connect = self.sessions.connect
+        self.disconnect = self.sessions.disconnect
 
     # -- lifecycle --------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open storage, load identities and tasks, hydrate live channels, start the sweepers."""
+        """Open storage, load identities and tasks, hydrate live channels, start the cursor flusher and task sweeper."""
         await self.store.open()
         await self.registry.load()
         await self.tasks.load()
         await self.executions.load()
         await self.hydrate()
         self._loops = [
-            asyncio.create_task(self._cursor_flush_loop(), name="hub-cursor-flush"),
-            asyncio.create_task(self._sweep_loop(), name="hub-sweeper"),
+            asyncio.create_task(self.sessions.flush_loop(), name="hub-cursor-flush"),
+            asyncio.create_task(self.tasks.expiry_loop(self.options.sweep_interval), name="hub-sweeper"),
         ]
+
+    async def hydrate(self) -> int:
+        """Rebuild every live channel by folding its WAL; returns the envelopes folded."""
+        return await self.channels.hydrate()
 
     def close_sessions(self) -> None:
         """End every Connect stream (clients reconnect elsewhere / later and resume)."""
-        self._stopping = True
-        for session in list(self._sessions.values()):
-            session.close(
-                Unavailable(
-                    "the hub is shutting down; reconnect to resume from your cursors.", metadata={"cause": "shutdown"}
-                )
+        self.sessions.close_all(
+            Unavailable(
+                "the hub is shutting down; reconnect to resume from your cursors.", metadata={"cause": "shutdown"}
             )
+        )
 
     async def stop(self) -> None:
         """Close every session, flush cursors and close storage."""
@@ -132,53 +119,15 @@ class HubCore:
                 await loop_task
             except asyncio.CancelledError:
                 pass
-        self._flush_cursors()
-        for ch in self._channels.values():
-            ch.cancel_timers()
+        self.sessions.flush_cursors()
+        self.channels.cancel_timers()
         if self._background:
             for task in list(self._background):
                 task.cancel()
             await asyncio.wait(list(self._background), timeout=5.0)
         await self.store.close()
 
-    async def hydrate(self) -> int:
-        """Rebuild every live channel by folding its WAL; returns the envelopes folded."""
-        rows = await self.store.load_live_channels()
-        for row in rows:
-            self._channels[row.channel_id] = self._runtime_from_row(row)
-        folded = 0
-        now = self.clock()
-        channels = self._channels
-        parse = envelope_pb2.Envelope.FromString
-        # Read the next batch (in the store's thread) while folding this one.
-        scan = aiter(self.store.scan_wal(list(channels)))
-        upcoming = asyncio.ensure_future(anext(scan, None))
-        while (batch := await upcoming) is not None:
-            upcoming = asyncio.ensure_future(anext(scan, None))
-            for channel_id, data in batch:
-                channels[channel_id].fold(envelope_from_wire(parse(data)), now)
-            folded += len(batch)
-        for ch in list(self._channels.values()):
-            ch.committed_seq = ch.meta.last_seq = ch.last_seq
-            if ch.is_terminal:  # the close was committed; only the row update was lost
-                del self._channels[ch.channel_id]
-                continue
-            self._arm_timers(ch)
-        log.info("hydrated %d live channels from %d envelopes", len(self._channels), folded)
-        return folded
-
-    def _runtime_from_row(self, row: ChannelRow) -> ChannelRuntime:
-        meta = channel_pb2.ChannelMetadata.FromString(row.record)
-        adapter = get_adapter(meta.type)
-        spec = spec_from_meta(meta)
-        # The lifecycle fold recomputes acks and state from the WAL.
-        meta.state = PENDING
-        for p in meta.participants:
-            p.acked = p.role == channel_pb2.PARTICIPANT_ROLE_INITIATOR
-        seed = envelope_from_wire(envelope_pb2.Envelope.FromString(row.seed)) if row.seed else None
-        return ChannelRuntime(meta=meta, spec=spec, adapter=adapter, state=adapter.initial_state(spec), seed=seed)
-
-    # -- helpers ----------------------------------------------------------------------
+    # -- shared services of the parts -------------------------------------------------
 
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         """Run a background coroutine, keeping a reference and logging its failure."""
@@ -201,659 +150,13 @@ class HubCore:
         """Passport name of an agent id."""
         return self.registry.name_for(agent_id)
 
-    def live_channel(self, channel_id: str) -> ChannelRuntime | None:
-        """A live channel, if any."""
-        return self._channels.get(channel_id)
+    # -- identities -------------------------------------------------------------------
 
-    def live_channels(self) -> Iterable[ChannelRuntime]:
-        """Every live channel."""
-        return self._channels.values()
-
-    async def channel_meta(self, channel_id: str) -> channel_pb2.ChannelMetadata:
-        """Metadata of a live or ended channel (NotFound otherwise)."""
-        ch = self._channels.get(channel_id)
-        if ch is not None:
-            return ch.meta
-        row = await self.store.get_channel(channel_id)
-        if row is None:
-            raise NotFound(f"no channel with id {channel_id!r}; list yours with ListChannels.")
-        return channel_pb2.ChannelMetadata.FromString(row.record)
-
-    async def require_member(self, agent_id: str, channel_id: str) -> channel_pb2.ChannelMetadata:
-        """Metadata of a channel ``agent_id`` participates in (NotParticipant otherwise)."""
-        meta = await self.channel_meta(channel_id)
-        if all(p.agent_id != agent_id for p in meta.participants):
-            raise NotParticipant(
-                f"you are not a participant of channel '{channel_id}'; only its participants may use it.",
-                metadata={"channel_id": channel_id},
-            )
-        return meta
-
-    def watch(self, channel_id: str, watcher: Watcher) -> Callable[[], None]:
-        """Call ``watcher`` with every envelope of the channel once committed; returns an unsubscribe."""
-        self._watchers.setdefault(channel_id, set()).add(watcher)
-
-        def unsubscribe() -> None:
-            watchers = self._watchers.get(channel_id)
-            if watchers is not None:
-                watchers.discard(watcher)
-                if not watchers:
-                    self._watchers.pop(channel_id, None)
-
-        return unsubscribe
-
-    # -- admission --------------------------------------------------------------------
-
-    async def post(
-        self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
-    ) -> tuple[envelope_pb2.Envelope, bool]:
-        """Admit ``env`` from ``sender_id`` and wait for its commit; returns (as written, duplicate)."""
-        fut, wire, duplicate = await self.admit(sender_id, env, event_data_json=event_data_json)
-        await fut
-        return wire, duplicate
-
-    async def admit(
-        self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
-    ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        """Validate and append ``env``; returns (commit future, envelope as written, duplicate).
-
-        ``event_data_json`` is the JSON text ``env.event_data`` was parsed from, if the
-        caller has it (saves serialising it twice). Raises the domain error when refused
-        (nothing is written then). Every refusal is audited as ``post_refused``.
-        """
-        try:
-            return await self._admit(sender_id, env, event_data_json)
-        except AgentNetError as err:
-            self.audit(
-                "post_refused",
-                sender_id,
-                env.channel_id,
-                {"reason": err.reason, "event_type": env.event_type, "message": err.message},
-            )
-            raise
-
-    async def _admit(
-        self, sender_id: str, env: Envelope, event_data_json: str | None
-    ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        self._check_shape(env)
-        _refuse_forged_dispatch(env)
-        ch = await self._channel_for_post(sender_id, env.channel_id)
-        async with ch.lock:
-            if env.idempotency_key is not None:
-                original = await self._idempotent(ch, sender_id, env.idempotency_key)
-                if original is not None:
-                    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                    done.set_result(None)
-                    return done, original, True
-            self._validate(ch, sender_id, env, event_data_json)
-            pending = _Pending()
-            wire = self._append(ch, env, pending, event_data_json)
-            self._after_accept(ch, env, pending)
-            fut = self._submit(ch, pending)
-        return fut, wire, False
-
-    def _check_shape(self, env: Envelope) -> None:
-        if not env.channel_id:
-            raise InvalidArgument("envelope.channel_id is empty; set the channel to post to.")
-        if not env.event_type or len(env.event_type) > 200:
-            raise InvalidArgument("envelope.event_type must be 1-200 characters, e.g. 'ag2.msg.text' or 'myapp.event'.")
-        if env.ttl_seconds is not None and env.ttl_seconds <= 0:
-            raise InvalidArgument("envelope.ttl_seconds must be positive; omit it to use the channel's expiry.")
-        if env.depth < 0:
-            raise InvalidArgument("envelope.depth must not be negative.")
-
-    async def _channel_for_post(self, sender_id: str, channel_id: str) -> ChannelRuntime:
-        ch = self._channels.get(channel_id)
-        if ch is None:
-            meta = await self.channel_meta(channel_id)  # NotFound for unknown ids
-            if all(p.agent_id != sender_id for p in meta.participants):
-                raise NotParticipant(
-                    f"you are not a participant of channel '{channel_id}'.", metadata={"channel_id": channel_id}
-                )
-            raise ChannelClosed(
-                f"channel '{channel_id}' is closed (reason: {meta.close_reason or 'unknown'}); open a new channel.",
-                metadata={"channel_id": channel_id, "reason": meta.close_reason},
-            )
-        if sender_id not in ch.participants:
-            raise NotParticipant(
-                f"you are not a participant of channel '{channel_id}'; only its participants may post.",
-                metadata={"channel_id": channel_id},
-            )
-        return ch
-
-    async def _idempotent(self, ch: ChannelRuntime, sender_id: str, key: str) -> envelope_pb2.Envelope | None:
-        """The envelope admitted earlier under this key, among the channel's last 4096 keyed posts."""
-        envelope_id = ch.idempotent.get((sender_id, key))
-        if envelope_id is None:
-            return None
-        wire = ch.keyed_wires.get(envelope_id)
-        if wire is not None:
-            return wire
-        data = await self.store.find_envelope(envelope_id)
-        return envelope_pb2.Envelope.FromString(data) if data is not None else None
-
-    def _validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope, event_data_json: str | None = None) -> None:
-        cid = ch.channel_id
-        if env.sender_id and env.sender_id != sender_id:
-            raise PermissionDenied(
-                f"envelope.sender_id {env.sender_id!r} is not you; the hub stamps the sender from your credential — "
-                "leave sender_id empty or set it to your own agent id.",
-                metadata={"channel_id": cid},
-            )
-        env.sender_id = sender_id
-        if env.audience is not None:
-            strangers = [a for a in env.audience if a not in ch.participants]
-            if strangers:
-                raise InvalidArgument(
-                    f"audience contains non-participants of channel '{cid}': {strangers}; "
-                    "address only participants (or leave audience unset to broadcast).",
-                    metadata={"channel_id": cid},
-                )
-        raw = event_data_json if event_data_json is not None else dumps_json(env.event_data)
-        limit = self.options.max_event_data_bytes
-        if len(raw) > limit // 4 and len(raw.encode()) > limit:
-            raise PayloadTooLarge(
-                f"event_data is larger than {self.options.max_event_data_bytes} bytes; store big content in the "
-                "knowledge service and send a reference.",
-                metadata={"limit": str(self.options.max_event_data_bytes)},
-            )
-        if env.causation_id and env.causation_id in ch.depths:
-            env.depth = max(env.depth, ch.depths[env.causation_id])
-        if env.depth > self.options.max_depth:
-            raise DepthExceeded(
-                f"delegation depth {env.depth} exceeds the hub's limit of {self.options.max_depth}; "
-                "answer directly instead of delegating further.",
-                metadata={"channel_id": cid, "limit": str(self.options.max_depth)},
-            )
-        etype = env.event_type
-        state = ch.meta.state
-        if state in TERMINAL:
-            raise ChannelClosed(
-                f"channel '{cid}' is closed (reason: {ch.meta.close_reason}); open a new channel.",
-                metadata={"channel_id": cid, "reason": ch.meta.close_reason},
-            )
-        if etype in LIFECYCLE_EVENT_TYPES:
-            if etype not in _CLIENT_LIFECYCLE:
-                raise ProtocolError(f"only the hub posts {etype!r} envelopes.", metadata={"channel_id": cid})
-            member = ch.participant(sender_id)
-            if state != PENDING or member is None or member.acked:
-                raise ProtocolError(
-                    f"there is no open invite for you in channel '{cid}' to accept or reject.",
-                    metadata={"channel_id": cid},
-                )
-            return
-        if state == PENDING:
-            raise ProtocolError(
-                f"channel '{cid}' is not open yet: every invitee must ack its invite; wait for {EV_CHANNEL_OPENED!r}.",
-                metadata={"channel_id": cid},
-            )
-        ch.adapter.validate_send(ch.spec, ch.state, env)
-
-    def _append(
-        self, ch: ChannelRuntime, env: Envelope, pending: _Pending, event_data_json: str | None = None
-    ) -> envelope_pb2.Envelope:
-        """Stamp, fold and stage one envelope (caller holds the lock and validated it)."""
-        now = self.clock()
-        env.seq = ch.last_seq + 1
-        env.envelope_id = next_envelope_id()
-        env.created_at = iso_z(now)
-        wire = envelope_to_wire(env, event_data_json=event_data_json)
-        data = wire.SerializeToString()
-        ch.fold(env, now)
-        ch.meta.last_seq = env.seq
-        if env.idempotency_key is not None:
-            ch.keyed_wires[env.envelope_id] = wire
-        text = env.event_data.get("text") if env.event_type == EV_TEXT else None
-        pending.writes.wal.append(
-            WalRow(
-                channel_id=ch.channel_id,
-                seq=env.seq,
-                envelope_id=env.envelope_id,
-                sender_id=env.sender_id,
-                event_type=env.event_type,
-                idempotency_key=env.idempotency_key,
-                text=text if isinstance(text, str) else None,
-                created_at=env.created_at,
-                data=data,
-            )
-        )
-        pending.wires.append(wire)
-        return wire
-
-    def _hub_envelope(
-        self, ch: ChannelRuntime, event_type: str, data: dict[str, Any], audience: list[str] | None, pending: _Pending
-    ) -> envelope_pb2.Envelope:
-        env = Envelope(
-            channel_id=ch.channel_id, sender_id=HUB_SENDER, audience=audience, event_type=event_type, event_data=data
-        )
-        return self._append(ch, env, pending)
-
-    def _after_accept(self, ch: ChannelRuntime, env: Envelope, pending: _Pending) -> None:
-        """Lifecycle and adapter effects of an admitted envelope (same lock hold, same commit)."""
-        if env.event_type == EV_CHANNEL_INVITE_REJECT:
-            self._end(ch, "invite_rejected", pending)
-            return
-        if env.event_type == EV_CHANNEL_INVITE_ACK:
-            if ch.all_acked():
-                self._open(ch, pending)
-            return
-        if env.event_type in LIFECYCLE_EVENT_TYPES:
-            return
-        accepted = ch.adapter.on_accepted(ch.spec, ch.state, env)
-        if accepted.close_reason:
-            self._end(ch, accepted.close_reason, pending)
-
-    def _open(self, ch: ChannelRuntime, pending: _Pending) -> None:
-        self._hub_envelope(
-            ch, EV_CHANNEL_OPENED, {"channel_id": ch.channel_id, "participants": list(ch.participants)}, None, pending
-        )
-        for timer in ch.timers:
-            timer.cancel()
-        ch.timers.clear()
-        self._arm_ttl(ch)
-        pending.writes.channels.append(self._row(ch))
-        if ch.seed is None:
-            return
-        seed = dataclasses.replace(ch.seed, sender_id=ch.spec.initiator, audience=ch.seed.audience)
-        ch.seed = None
-        try:
-            self._validate(ch, ch.spec.initiator, seed)
-        except AgentNetError as err:
-            log.info("seed of channel %s refused: %s", ch.channel_id, err.message)
-            self._end(ch, "seed_failed", pending, detail={"error": err.message})
-            return
-        self._append(ch, seed, pending)
-        self._after_accept(ch, seed, pending)
-        pending.writes.channels[-1] = self._row(ch)
-
-    def _end(
-        self,
-        ch: ChannelRuntime,
-        reason: str,
-        pending: _Pending,
-        *,
-        expired: bool = False,
-        detail: dict[str, Any] | None = None,
-    ) -> None:
-        if ch.is_terminal:
-            return
-        event = EV_CHANNEL_EXPIRED if expired else EV_CHANNEL_CLOSED
-        self._hub_envelope(ch, event, {"reason": reason, **(detail or {})}, None, pending)
-        ch.cancel_timers()
-        pending.ended = reason
-        pending.writes.channels.append(self._row(ch))
-        pending.writes.tasks.extend(self.tasks.end_for_channel(ch.channel_id, reason))
-        kind = "channel_expired" if expired else "channel_closed"
-        pending.writes.audit.append((kind, "", ch.channel_id, json.dumps({"reason": reason}), self.clock()))
-
-    def _row(self, ch: ChannelRuntime) -> ChannelRow:
-        seed = envelope_to_wire(ch.seed).SerializeToString() if ch.seed is not None else b""
-        return ChannelRow(ch.channel_id, not ch.is_terminal, ch.meta.SerializeToString(), seed)
-
-    def _submit(self, ch: ChannelRuntime, pending: _Pending) -> asyncio.Future[None]:
-        fut = self.store.submit(pending.writes)
-        wires = pending.wires
-        ended = pending.ended is not None
-
-        def committed(f: asyncio.Future[None]) -> None:
-            if f.cancelled() or f.exception() is not None:
-                self.spawn(self._recover(ch), f"recover-{ch.channel_id}")
-                return
-            ch.committed_seq = max(ch.committed_seq, wires[-1].seq if wires else 0)
-            self._deliver(ch, wires)
-            if ended and self._channels.get(ch.channel_id) is ch:
-                del self._channels[ch.channel_id]
-
-        fut.add_done_callback(committed)
-        return fut
-
-    async def _recover(self, ch: ChannelRuntime) -> None:
-        """A commit failed: rebuild the channel from what the store really holds."""
-        async with ch.lock:
-            row = await self.store.get_channel(ch.channel_id)
-            if row is None:
-                self._channels.pop(ch.channel_id, None)
-                return
-            fresh = self._runtime_from_row(row)
-            async for batch in self.store.scan_wal([ch.channel_id]):
-                for _, data in batch:
-                    fresh.fold(envelope_from_wire(envelope_pb2.Envelope.FromString(data)), self.clock())
-            fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
-            ch.cancel_timers()
-            if fresh.is_terminal:
-                self._channels.pop(ch.channel_id, None)
-            else:
-                self._channels[ch.channel_id] = fresh
-                self._arm_timers(fresh)
-
-    def _deliver(self, ch: ChannelRuntime, wires: list[envelope_pb2.Envelope]) -> None:
-        sessions = [s for s in (self._sessions.get(p) for p in ch.participants) if s is not None]
-        watchers = list(self._watchers.get(ch.channel_id, ()))
-        for wire in wires:
-            for session in sessions:
-                session.offer(wire)
-            for watcher in watchers:
-                try:
-                    watcher(wire)
-                except Exception:
-                    log.exception("channel watcher failed")
-
-    # -- channels ---------------------------------------------------------------------
-
-    async def open_channel(
-        self,
-        initiator: str,
-        *,
-        type: str,
-        targets: list[str],
-        knobs_json: str = "",
-        intent: str = "",
-        ttl_seconds: float | None = None,
-        invite_ack_timeout: float | None = None,
-        seed: Envelope | None = None,
-    ) -> ChannelRuntime:
-        """Create a PENDING channel and invite the targets (returns once the invites are committed)."""
-        adapter = get_adapter(type)
-        if not targets:
-            raise InvalidArgument(f"a {type} channel needs at least one target; name who to invite.")
-        members: list[str] = []
-        for ref in targets:
-            agent_id = self.registry.resolve(ref).agent_id
-            if agent_id == initiator:
-                raise InvalidArgument("you cannot invite yourself; name other agents as targets.")
-            if agent_id not in members:
-                members.append(agent_id)
-        if ttl_seconds is not None and ttl_seconds <= 0:
-            raise InvalidArgument("ttl_seconds must be positive; omit it for the hub's default.")
-        timeout = self.options.invite_ack_timeout if invite_ack_timeout is None else invite_ack_timeout
-        if timeout <= 0:
-            raise InvalidArgument("invite_ack_timeout_seconds must be positive.")
-        participants = (initiator, *members)
-        names = {a: self.registry.name_for(a) for a in participants}
-        channel_id = new_id()
-        spec = ChannelSpec(
-            channel_id=channel_id,
-            type=adapter.type,
-            initiator=initiator,
-            participants=participants,
-            names=names,
-            knobs=parse_json_object(knobs_json, "knobs_json"),
-        )
-        spec = dataclasses.replace(spec, knobs=adapter.validate_create(spec))
-        now = self.clock()
-        ttl = ttl_seconds if ttl_seconds is not None else self.options.default_channel_ttl
-        meta = channel_pb2.ChannelMetadata(
-            channel_id=channel_id,
-            type=adapter.type,
-            state=PENDING,
-            knobs_json=dumps_json(dict(spec.knobs)),
-            intent=intent,
-            invite_ack_timeout_seconds=timeout,
-        )
-        for agent_id in participants:
-            role = (
-                channel_pb2.PARTICIPANT_ROLE_INITIATOR if agent_id == initiator else channel_pb2.PARTICIPANT_ROLE_TARGET
-            )
-            meta.participants.add(agent_id=agent_id, name=names[agent_id], role=role, acked=agent_id == initiator)
-        meta.created_at.CopyFrom(to_timestamp(now))
-        if ttl is not None:
-            meta.expires_at.CopyFrom(to_timestamp(now + ttl))
-        if seed is not None:
-            seed = dataclasses.replace(seed, channel_id=channel_id)
-            self._check_shape(seed)
-        ch = ChannelRuntime(meta=meta, spec=spec, adapter=adapter, state=adapter.initial_state(spec), seed=seed)
-        self._channels[channel_id] = ch
-        async with ch.lock:
-            pending = _Pending()
-            pending.writes.channels.append(self._row(ch))
-            invite = {
-                "channel_id": channel_id,
-                "type": adapter.type,
-                "initiator": initiator,
-                "initiator_name": names[initiator],
-                "intent": intent,
-                "participants": list(participants),
-                "knobs": dict(spec.knobs),
-            }
-            for target in members:
-                self._hub_envelope(ch, EV_CHANNEL_INVITE, invite, [target], pending)
-            pending.writes.audit.append(
-                ("channel_created", initiator, channel_id, json.dumps({"type": adapter.type}), now)
-            )
-            fut = self._submit(ch, pending)
-            self._arm_timers(ch)
-        await fut
-        return ch
-
-    async def wait_channel(
-        self, channel_id: str, until: Callable[[channel_pb2.ChannelMetadata], bool], timeout: float
-    ) -> channel_pb2.ChannelMetadata:
-        """Wait until ``until(metadata)`` holds after a committed envelope (or the timeout passes)."""
-
-        def settled() -> bool:
-            # The awaited state may be folded but not committed yet; wait for the commit too.
-            ch = self._channels.get(channel_id)
-            return ch is None or ch.committed_seq >= ch.last_seq
-
-        meta = await self.channel_meta(channel_id)
-        if until(meta) and settled():
-            return meta
-        changed = asyncio.Event()
-        unsubscribe = self.watch(channel_id, lambda _wire: changed.set())
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        try:
-            while True:
-                meta = await self.channel_meta(channel_id)
-                if until(meta) and settled():
-                    return meta
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise Timeout(
-                        f"channel '{channel_id}' did not reach the awaited state within {timeout:g}s.",
-                        metadata={"channel_id": channel_id},
-                    )
-                changed.clear()
-                try:
-                    await asyncio.wait_for(changed.wait(), remaining)
-                except TimeoutError:
-                    pass
-        finally:
-            unsubscribe()
-
-    async def close_channel(self, caller: str, channel_id: str, reason: str = "") -> channel_pb2.ChannelMetadata:
-        """Close a channel the caller participates in."""
-        await self.require_member(caller, channel_id)
-        ch = self._channels.get(channel_id)
-        if ch is None:
-            return await self.channel_meta(channel_id)  # already ended: closing is idempotent
-        async with ch.lock:
-            pending = _Pending()
-            self._end(ch, reason or "closed_by_agent", pending, detail={"closed_by": caller})
-            fut = self._submit(ch, pending)
-        await fut
-        return ch.meta
-
-    def _arm_timers(self, ch: ChannelRuntime) -> None:
-        loop = asyncio.get_running_loop()
-        now = self.clock()
-        if ch.meta.state == PENDING:
-            deadline = from_timestamp(ch.meta.created_at) + ch.meta.invite_ack_timeout_seconds
-            ch.timers.append(
-                loop.call_later(
-                    max(0.0, deadline - now),
-                    lambda: self.spawn(self._expire(ch.channel_id, "invite_timeout", False), "invite-timeout"),
-                )
-            )
-        self._arm_ttl(ch)
-
-    def _arm_ttl(self, ch: ChannelRuntime) -> None:
-        if not ch.meta.HasField("expires_at"):
-            return
-        delay = max(0.0, from_timestamp(ch.meta.expires_at) - self.clock())
-        ch.timers.append(
-            asyncio.get_running_loop().call_later(
-                delay, lambda: self.spawn(self._expire(ch.channel_id, "ttl", True), "channel-ttl")
-            )
-        )
-
-    async def _expire(self, channel_id: str, reason: str, expired: bool) -> None:
-        ch = self._channels.get(channel_id)
-        if ch is None:
-            return
-        async with ch.lock:
-            if ch.is_terminal or (reason == "invite_timeout" and ch.meta.state != PENDING):
-                return
-            pending = _Pending()
-            self._end(ch, reason, pending, expired=expired)
-            fut = self._submit(ch, pending)
-        await fut
-
-    def can_send(self, caller: str, channel_id: str, event_type: str) -> tuple[bool, AgentNetError | None, list[str]]:
-        """Would a post of ``event_type`` by ``caller`` pass now? (allowed, refusal, expected_next)."""
-        ch = self._channels.get(channel_id)
-        probe = Envelope(
-            channel_id=channel_id, sender_id=caller, audience=None, event_type=event_type or EV_TEXT, event_data={}
-        )
-        if ch is None:
-            return False, ChannelClosed(f"channel '{channel_id}' is not live (closed, expired or unknown)."), []
-        expected = ch.adapter.expected_next(ch.spec, ch.state) if ch.meta.state == OPENED else []
-        if caller not in ch.participants:
-            return False, NotParticipant(f"you are not a participant of channel '{channel_id}'."), expected
-        try:
-            self._validate(ch, caller, probe)
-        except AgentNetError as err:
-            return False, err, expected
-        return True, None, expected
-
-    # -- sessions ---------------------------------------------------------------------
-
-    async def connect(self, agent_id: str, hello: connect_pb2.Hello) -> tuple[Session, connect_pb2.Welcome]:
-        """Open the agent's delivery session, replacing an older one, and start the replay."""
-        old = self._sessions.get(agent_id)
-        if old is not None:
-            old.close(
-                Unavailable(
-                    "this stream was replaced by a newer Connect stream of the same agent.",
-                    metadata={"cause": "replaced"},
-                )
-            )
-            self._flush_session(old)
-        limit = self.options.max_in_flight
-        max_in_flight = min(hello.max_in_flight, limit) if hello.max_in_flight else limit
-        session = Session(
-            agent_id, new_id(), max_in_flight=max_in_flight, max_queued=self.options.max_queued, clock=self.clock
-        )
-        self._sessions[agent_id] = session
-        self.registry.touch(agent_id, online=True)
-        stored = await self.store.load_cursors(agent_id)
-        marks: dict[str, int] = {}
-        for ch in list(self._channels.values()):
-            if agent_id in ch.participants:
-                marks[ch.channel_id] = ch.committed_seq
-        for row in await self.store.list_channels_for(agent_id, include_ended=True, limit=1000):
-            if row.channel_id not in marks and not row.live:
-                marks[row.channel_id] = channel_pb2.ChannelMetadata.FromString(row.record).last_seq
-        # The client's own cursor wins (it may know better than the last flushed ack), within
-        # what the channel holds: a cursor past the last seq would hide envelopes still to come.
-        cursors = {
-            c: min(max(hello.cursors[c], 0), mark) if c in hello.cursors else stored.get(c, 0)
-            for c, mark in marks.items()
-        }
-        ahead = [(agent_id, c, seq) for c, seq in cursors.items() if seq > stored.get(c, 0)]
-        if ahead:  # remember what the client already processed, as an ack would
-            self.store.submit(Writes(cursors=ahead))
-        for channel_id, cursor in cursors.items():
-            session.start_replay_channel(channel_id, cursor)
-        welcome = connect_pb2.Welcome(
-            agent_id=agent_id,
-            session_id=session.session_id,
-            cursors=cursors,
-            keepalive_seconds=self.options.keepalive_seconds,
-        )
-        self.spawn(self._replay(session, marks, cursors), f"replay-{agent_id}")
-        return session, welcome
-
-    async def _replay(self, session: Session, marks: dict[str, int], cursors: dict[str, int]) -> None:
-        """Queue every envelope above each channel's cursor up to its mark, then release the live ones."""
-        try:
-            for channel_id, mark in marks.items():
-                next_seq = cursors[channel_id] + 1
-                while next_seq <= mark and not session.closed:
-                    page = await self.store.read_wal(channel_id, next_seq, mark, 1000)
-                    if not page:
-                        break
-                    for data in page:
-                        wire = envelope_pb2.Envelope.FromString(data)
-                        session.replay(wire)
-                        next_seq = wire.seq + 1
-        finally:
-            session.finish_replay(marks)
-
-    def disconnect(self, session: Session) -> None:
-        """The stream ended: flush the session's cursors and forget it."""
-        session.close()
-        self._flush_session(session)
-        if self._sessions.get(session.agent_id) is session:
-            del self._sessions[session.agent_id]
-            self.registry.touch(session.agent_id, online=False)
-
-    def session_for(self, agent_id: str) -> Session | None:
-        """The agent's live session."""
-        return self._sessions.get(agent_id)
-
-    def _flush_session(self, session: Session) -> None:
-        dirty = session.take_dirty()
-        if dirty:
-            self.store.submit(Writes(cursors=[(session.agent_id, c, s) for c, s in dirty.items()]))
-
-    def _flush_cursors(self) -> None:
-        rows: list[tuple[str, str, int]] = []
-        for session in self._sessions.values():
-            rows.extend((session.agent_id, c, s) for c, s in session.take_dirty().items())
-        if rows:
-            self.store.submit(Writes(cursors=rows))
-
-    async def _cursor_flush_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.options.cursor_flush_interval)
-            self._flush_cursors()
-
-    async def _sweep_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.options.sweep_interval)
-            rows = self.tasks.expire_due()
-            if rows:
-                await self.store.commit(Writes(tasks=rows))
-
-    # -- reads ------------------------------------------------------------------------
-
-    async def read_wal(
-        self, caller: str, channel_id: str, from_seq: int = 0, until_seq: int = 0, limit: int = 0
-    ) -> list[envelope_pb2.Envelope]:
-        """The caller-visible part of a seq range of the channel's WAL."""
-        await self.require_member(caller, channel_id)
-        ch = self._channels.get(channel_id)
-        ceiling = ch.committed_seq if ch is not None else 0
-        if ch is not None:
-            until_seq = min(until_seq, ceiling) if until_seq else ceiling
-            if until_seq == 0:
-                return []
-        out: list[envelope_pb2.Envelope] = []
-        next_seq = max(from_seq, 1)
-        while True:
-            page = await self.store.read_wal(channel_id, next_seq, until_seq, 1000)
-            for data in page:
-                wire = envelope_pb2.Envelope.FromString(data)
-                next_seq = wire.seq + 1
-                if wire_readable_by(wire, caller):
-                    out.append(wire)
-                    if limit and len(out) >= limit:
-                        return out
-            if len(page) < 1000:
-                return out
-
-    # -- identity convenience ---------------------------------------------------------
+    def authenticate(self, credential: str) -> str:
+        """The agent id a bearer credential belongs to (Unauthenticated otherwise), marked as seen now."""
+        agent_id = self.registry.authenticate(credential)
+        self.registry.touch(agent_id)
+        return agent_id
 
     async def register(
         self,
@@ -878,18 +181,7 @@ class HubCore:
 
     async def unregister(self, agent_id: str) -> list[str]:
         """Remove an identity; its live channels close with reason "participant_left"."""
-        closed = []
-        for ch in [c for c in self._channels.values() if agent_id in c.participants]:
-            async with ch.lock:
-                if ch.is_terminal:
-                    continue
-                pending = _Pending()
-                self._end(ch, "participant_left", pending, detail={"agent_id": agent_id})
-                fut = self._submit(ch, pending)
-            await fut
-            closed.append(ch.channel_id)
-        session = self._sessions.get(agent_id)
-        if session is not None:
-            session.close(Unavailable("this identity was unregistered."))
+        closed = await self.channels.close_all_of(agent_id)
+        self.sessions.close(agent_id, Unavailable("this identity was unregistered."))
         await self.registry.unregister(agent_id)
         return closed

@@ -28,7 +28,7 @@ class HubOptions:
     keepalive_seconds: int = 20
     """Ping interval suggested to clients in Welcome."""
     a2a_token_ttl: float = 300.0
-    """Seconds an A2A call token stays valid (5 minutes, as in the seed)."""
+    """Seconds an A2A call token stays valid (5 minutes)."""
     a2a_token_grace: float = 3600.0
     """Seconds after expiry during which RefreshCallToken still exchanges a token."""
     a2a_default_timeout: float = 300.0

@@ -1,6 +1,6 @@
 """Task mirror: lifecycle reported by owners, observed by everyone allowed.
 
-Task lifecycle does not travel as envelopes (the seeds' TaskMirror); owners report
+Task lifecycle does not travel as envelopes: owners report
 started / progress / completed / failed / cancelled, and the hub keeps the
 TaskMetadata. Waiters are woken on every terminal transition. A task tied to a
 channel is cancelled when the channel ends.
@@ -166,6 +166,14 @@ class TaskMirror:
                 rows.append(self._row(task))
                 self._finish(task)
         return rows
+
+    async def expiry_loop(self, interval: float) -> None:
+        """Every ``interval`` seconds, expire the running tasks past their expiry, until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            rows = self.expire_due()
+            if rows:
+                await self._store.commit(Writes(tasks=rows))
 
     async def wait(self, task_id: str, timeout: float) -> tuple[task_pb2.TaskMetadata, bool]:
         """Block until the task is terminal or ``timeout`` passes; returns (task, timed_out)."""

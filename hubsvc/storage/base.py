@@ -4,7 +4,8 @@ Everything durable goes through :meth:`HubStore.commit`, which takes a
 :class:`Writes` bundle and returns once it is committed. Implementations group
 concurrent bundles into one transaction (group commit), apply bundles in
 submission order, and commit each bundle atomically. Reads are plain async
-queries. A Redis backend implements the same interface.
+queries. SQLite (:mod:`hubsvc.storage.sqlite`) is the only backend today; this
+interface is what a future backend (e.g. Redis for scale-out replicas) implements.
 """
 
 from __future__ import annotations
@@ -152,20 +153,12 @@ class HubStore(abc.ABC):
         """Channels ``agent_id`` participates in, newest first."""
 
     @abc.abstractmethod
-    async def last_seqs(self, channel_ids: Sequence[str]) -> dict[str, int]:
-        """Highest committed seq of each channel (absent = empty WAL)."""
-
-    @abc.abstractmethod
     async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
         """Serialized envelopes with from_seq <= seq <= until_seq (0 = no bound), in seq order."""
 
     @abc.abstractmethod
     def scan_wal(self, channel_ids: Sequence[str], *, batch: int = 5000) -> AsyncIterator[list[tuple[str, bytes]]]:
         """(channel_id, envelope bytes) of the given channels in (channel, seq) order, in batches."""
-
-    @abc.abstractmethod
-    async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
-        """The envelope admitted earlier with this idempotency key, if any."""
 
     @abc.abstractmethod
     async def find_envelope(self, envelope_id: str) -> bytes | None:

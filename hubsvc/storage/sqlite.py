@@ -248,17 +248,6 @@ class SqliteHubStore(HubStore):
         rows = await self._fetchall(sql, [agent_id, limit])
         return [ChannelRow(r[0], bool(r[1]), bytes(r[2]), bytes(r[3])) for r in rows]
 
-    async def last_seqs(self, channel_ids: Sequence[str]) -> dict[str, int]:
-        """Highest seq per channel."""
-        out: dict[str, int] = {}
-        for chunk in _chunks(list(channel_ids), 500):
-            marks = ",".join("?" * len(chunk))
-            rows = await self._fetchall(
-                f"SELECT channel_id, MAX(seq) FROM wal WHERE channel_id IN ({marks}) GROUP BY channel_id", chunk
-            )
-            out.update({r[0]: int(r[1]) for r in rows})
-        return out
-
     async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
         """A seq range of one channel."""
         sql = "SELECT data FROM wal WHERE channel_id = ? AND seq >= ?"
@@ -289,13 +278,6 @@ class SqliteHubStore(HubStore):
                 yield [(channel_id, r[1]) for r in rows]
                 if len(rows) < batch:
                     break
-
-    async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
-        """Envelope by idempotency key."""
-        rows = await self._fetchall(
-            "SELECT data FROM wal WHERE channel_id = ? AND sender_id = ? AND idem_key = ?", [channel_id, sender_id, key]
-        )
-        return bytes(rows[0][0]) if rows else None
 
     async def find_envelope(self, envelope_id: str) -> bytes | None:
         """Envelope by id."""

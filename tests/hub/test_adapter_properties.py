@@ -1,9 +1,13 @@
 """Hypothesis properties of the adapters: replay equals live state, and each type's turn invariants.
 
-Each test simulates the hub core over a random envelope stream: lifecycle envelopes
-are folded without validation (the hub posts them); everything else is validated
-first and, if admitted, folded, appended to a "WAL" and passed to on_accepted;
-the stream stops when on_accepted closes the channel.
+Each test drives the hub's real admission unit (:class:`hubsvc.core.admission.Admission`)
+over a random envelope stream, without a server: the channel is created pending and
+opened by its invitees' acks; lifecycle envelopes are then posted by the hub itself
+(stamped and folded without validation); everything else is admitted as a participant's
+post — validated, stamped, folded, staged and passed to on_accepted. The stream stops
+when the channel ends: the adapter closed it, or the hub posted closed/expired. A
+recording wrapper around the adapter checks that every fold is pure and keeps the WAL
+and the state after each entry.
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentsdk.errors import InvalidArgument, ProtocolError
 from hubsvc.adapters import ADAPTERS
-from hubsvc.adapters.base import ChannelSpec
+from hubsvc.adapters.base import Adapter, ChannelSpec
+from hubsvc.core.admission import Admission, Batch
+from hubsvc.core.channel import HUB_SENDER, OPENED, ChannelRuntime
+from hubsvc.core.options import HubOptions
 from netkernel.envelope import (
+    EV_CHANNEL_INVITE_ACK,
     EV_CONTEXT_SET,
     EV_PACKET,
     EV_TASK_CANCEL_REQUEST,
@@ -30,11 +37,13 @@ from netkernel.envelope import (
     SUBSTANTIVE_EVENT_TYPES,
     Envelope,
 )
+from netkernel.errors import InvalidArgument, ProtocolError
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOOLS = ("approve", "reject", "handoff")
 KEYS = ("stage", "count", "flag")
 CID = "ch-prop"
+NOW = 1_700_000_000.0
 
 json_values = st.one_of(
     st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["draft", "review", "done"]), st.just([1, 2])
@@ -43,7 +52,7 @@ json_values = st.one_of(
 
 @dataclass
 class Run:
-    """What the simulated core saw."""
+    """What the admission unit did with one channel."""
 
     spec: ChannelSpec
     wal: list[Envelope] = field(default_factory=list)
@@ -53,6 +62,7 @@ class Run:
     refused_substantive: list[tuple[Envelope, Any]] = field(default_factory=list)
     """Refused substantive envelopes with the state they were refused in."""
     close_reason: str | None = None
+    """The reason the adapter closed the channel with (through on_accepted), if it did."""
 
 
 # ---------------------------------------------------------------- strategies
@@ -145,7 +155,7 @@ def non_turn_envelopes(participants: tuple[str, ...]) -> st.SearchStrategy[Envel
     sender = st.sampled_from(participants)
     malformed = st.sampled_from([{"set": [1]}, {"delete": "stage"}, {"bogus": 1}])
     return st.one_of(
-        st.builds(_make, st.just("hub"), st.sampled_from(sorted(LIFECYCLE_EVENT_TYPES)), st.just({"reason": "r"})),
+        st.builds(_make, st.just(HUB_SENDER), st.sampled_from(sorted(LIFECYCLE_EVENT_TYPES)), st.just({"reason": "r"})),
         st.builds(_make, sender, st.sampled_from(["myapp.x", EV_TASK_CANCEL_REQUEST]), st.just({"k": 1})),
         st.builds(_make, sender, st.just(EV_CONTEXT_SET), st.one_of(_context_updates(), malformed)),
     )
@@ -174,41 +184,65 @@ def envelopes(participants: tuple[str, ...], preferred: str | None = None) -> st
     )
 
 
-# ---------------------------------------------------------------- the simulated core
+# ---------------------------------------------------------------- the real admission unit
+
+
+class Recording:
+    """Wraps an adapter: checks that every fold is pure and records the WAL and the state after each entry."""
+
+    def __init__(self, adapter: Adapter[Any], run: Run) -> None:
+        self._adapter = adapter
+        self._run = run
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._adapter, name)
+
+    def fold(self, spec: ChannelSpec, state: Any, env: Envelope) -> Any:
+        before = copy.deepcopy(state)
+        new_state = self._adapter.fold(spec, state, env)
+        assert state == before, "fold mutated its input state"
+        lifecycle = env.event_type in LIFECYCLE_EVENT_TYPES
+        if lifecycle or env.event_type not in (*SUBSTANTIVE_EVENT_TYPES, EV_CONTEXT_SET):
+            assert new_state == state, f"{env.event_type} changed the turn state"
+        if lifecycle:
+            # The core never asks on_accepted about lifecycle envelopes; they must not close a channel either.
+            assert self._adapter.on_accepted(spec, new_state, env).close_reason is None
+        json.dumps(self._adapter.state_json(new_state))
+        self._run.wal.append(env)
+        self._run.states.append(new_state)
+        if env.event_type in SUBSTANTIVE_EVENT_TYPES:
+            self._run.substantive_senders.append(env.sender_id)
+        return new_state
 
 
 def simulate(spec: ChannelSpec, pick: Callable[[ChannelSpec, Any], Envelope], steps: int) -> Run:
-    """Post ``steps`` envelopes chosen by ``pick(spec, state)`` the way the core does, checking purity."""
+    """Open a channel of ``spec`` and post ``steps`` envelopes chosen by ``pick(spec, state)`` through Admission."""
     adapter = ADAPTERS[spec.type]
     spec = replace(spec, knobs=adapter.validate_create(spec))
     run = Run(spec=spec)
-    state = adapter.initial_state(spec)
-    run.states.append(state)
-    json.dumps(adapter.state_json(state))
+    admission = Admission(HubOptions(), clock=lambda: NOW)
+    ch = ChannelRuntime.pending(spec, Recording(adapter, run), intent="", invite_ack_timeout=30.0, ttl=None, now=NOW)
+    run.states.append(ch.state)
+    json.dumps(adapter.state_json(ch.state))
+    for invitee in spec.participants[1:]:
+        admission.admit(ch, invitee, _make(invitee, EV_CHANNEL_INVITE_ACK, {}), Batch())
+    assert ch.meta.state == OPENED
     for _ in range(steps):
-        env = pick(spec, state)
-        lifecycle = env.event_type in LIFECYCLE_EVENT_TYPES
-        if not lifecycle:
+        env = pick(spec, ch.state)
+        batch = Batch()
+        if env.sender_id == HUB_SENDER:
+            admission.post_as_hub(ch, env.event_type, env.event_data, env.audience, batch)
+        else:
+            state = ch.state
             try:
-                adapter.validate_send(spec, state, env)
+                admission.admit(ch, env.sender_id, env, batch)
             except (ProtocolError, InvalidArgument):
                 if env.event_type in SUBSTANTIVE_EVENT_TYPES:
                     run.refused_substantive.append((env, state))
                 continue
-        before = copy.deepcopy(state)
-        new_state = adapter.fold(spec, state, env)
-        assert state == before, "fold mutated its input state"
-        if lifecycle or env.event_type not in (*SUBSTANTIVE_EVENT_TYPES, EV_CONTEXT_SET):
-            assert new_state == state, f"{env.event_type} changed the turn state"
-        state = new_state
-        run.wal.append(env)
-        run.states.append(state)
-        if env.event_type in SUBSTANTIVE_EVENT_TYPES:
-            run.substantive_senders.append(env.sender_id)
-        json.dumps(adapter.state_json(state))
-        accepted = adapter.on_accepted(spec, state, env)
-        if accepted.close_reason is not None:
-            run.close_reason = accepted.close_reason
+        if batch.ended is not None:
+            run.close_reason = batch.ended
+        if ch.is_terminal:
             break
     return run
 
@@ -238,7 +272,7 @@ def runs(draw: st.DrawFn, type_: str, min_n: int, max_n: int) -> Run:
         expected = ADAPTERS[spec.type].expected_next(spec, state)
         return draw(envelopes(spec.participants, expected[0] if expected else None))
 
-    return simulate(spec, pick, draw(st.integers(0, 40)))
+    return simulate(spec, pick, draw(st.integers(0, 60)))
 
 
 @SETTINGS

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import grpc
 import pytest
-from agentnet.v1 import hub_pb2
+from agentnet.v1 import connect_pb2, hub_pb2, hub_pb2_grpc
 
 from agentsdk import errors
 from hubsvc.core.options import HubOptions
@@ -197,6 +199,32 @@ async def test_bad_credentials_and_hello(hub: RunningHub) -> None:
     with pytest.raises(errors.Unauthenticated) as info:
         await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest())
     assert "Bearer" in info.value.message
+    await alice.close()
+
+
+async def _connect_status(hub: RunningHub, first: Any, metadata: tuple[tuple[str, str], ...] = ()) -> Any:
+    """The first response of a raw Connect stream opened with ``first`` (or the domain error it ends with)."""
+    async with grpc.aio.insecure_channel(hub.target) as channel:
+        call = hub_pb2_grpc.HubServiceStub(channel).Connect(iter([first]), metadata=metadata)
+        try:
+            async for response in call:
+                return response
+        except grpc.aio.AioRpcError as err:
+            raise errors.error_from_rpc(err) from None
+    return None
+
+
+async def test_connect_authenticates_its_hello_under_the_error_boundary(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    with pytest.raises(errors.ProtocolError) as info:
+        await _connect_status(hub, connect_pb2.ConnectRequest(ping=connect_pb2.Ping(nonce=1)))
+    assert "Hello" in info.value.message
+    with pytest.raises(errors.Unauthenticated) as unauth:
+        await _connect_status(hub, connect_pb2.ConnectRequest(hello=connect_pb2.Hello()))
+    assert "Hello.credential is empty" in unauth.value.message
+    # Without Hello.credential, the bearer metadata authenticates the stream.
+    welcome = await _connect_status(hub, connect_pb2.ConnectRequest(hello=connect_pb2.Hello()), alice.metadata)
+    assert welcome.welcome.agent_id == alice.agent_id
     await alice.close()
 
 

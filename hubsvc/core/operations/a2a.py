@@ -23,8 +23,8 @@ from agentnet.v1 import a2a_pb2, hub_pb2, identity_pb2
 from google.protobuf.json_format import MessageToDict
 
 from hubsvc.core.hub import HubCore
+from hubsvc.core.operations.messages import MessageOps
 from hubsvc.core.registry import AgentEntry
-from hubsvc.core.tools import HubTools
 from hubsvc.core.util import hash_secret, new_id, new_secret, to_timestamp
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
@@ -84,12 +84,12 @@ class _Running:
     tokens: dict[str, float] = field(default_factory=dict)
 
 
-class A2A:
-    """The hub's agent-to-agent service."""
+class A2AOps:
+    """DiscoverAgents, InvokeAgent, RefreshCallToken and ListExecutions (SetA2ASettings is in agents.py)."""
 
-    def __init__(self, core: HubCore, tools: HubTools) -> None:
+    def __init__(self, core: HubCore, messages: MessageOps) -> None:
         self.core = core
-        self.tools = tools
+        self.messages = messages
         self._running: dict[str, _Running] = {}
 
     # -- discovery ------------------------------------------------------------------------
@@ -248,7 +248,7 @@ class A2A:
         self, caller: str, channel_id: str, target: AgentEntry, timeout: float
     ) -> tuple[a2a_pb2.InvocationStatus.ValueType, str, str]:
         try:
-            reply = await self.tools.await_reply(
+            reply = await self.messages.await_reply(
                 caller, channel_id, target.agent_id, timeout, timeout_reason="a2a_timeout"
             )
         except Timeout:
@@ -274,6 +274,12 @@ class A2A:
                 await self.core.close_channel(caller, record.channel_id, "a2a_cancelled")
             except ChannelClosed:
                 pass  # already ended
+
+    # -- executions -----------------------------------------------------------------------
+
+    async def list_executions(self, viewer: str | None, root_session_id: str, limit: int) -> list[a2a_pb2.Execution]:
+        """An execution tree the viewer took part in (any tree, or every execution, for the operator: None)."""
+        return await self.core.executions.list(viewer, root_session_id, limit)
 
     # -- call tokens ----------------------------------------------------------------------
 

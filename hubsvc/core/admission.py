@@ -1,0 +1,261 @@
+"""Admission: the rules that turn a post into a WAL entry of a live channel.
+
+``validate → stamp (seq, id, time) → fold → stage``, plus what an admitted envelope
+does to the channel's lifecycle: the last invite ack opens the channel (and posts its
+seed), a reject or the adapter's word ends it. Everything here runs under the
+channel's lock, does no I/O and never awaits: what it decides is staged in a
+:class:`Batch`, which the caller submits as one store bundle (so admission order is
+WAL order). Tests drive it directly over a :class:`ChannelRuntime`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from typing import Any
+
+from agentnet.v1 import envelope_pb2
+
+from hubsvc.core.channel import HUB_SENDER, PENDING, TERMINAL, ChannelRuntime
+from hubsvc.core.options import HubOptions
+from hubsvc.core.util import Clock, iso_z, next_envelope_id
+from hubsvc.storage import WalRow, Writes
+from netkernel.envelope import (
+    EV_CHANNEL_CLOSED,
+    EV_CHANNEL_EXPIRED,
+    EV_CHANNEL_INVITE_ACK,
+    EV_CHANNEL_INVITE_REJECT,
+    EV_CHANNEL_OPENED,
+    EV_TEXT,
+    LIFECYCLE_EVENT_TYPES,
+    Envelope,
+)
+from netkernel.errors import (
+    AgentNetError,
+    ChannelClosed,
+    DepthExceeded,
+    InvalidArgument,
+    PayloadTooLarge,
+    PermissionDenied,
+    ProtocolError,
+)
+from netkernel.wire import dumps_json, envelope_to_wire
+
+log = logging.getLogger("agentnet.hub")
+
+_CLIENT_LIFECYCLE = frozenset({EV_CHANNEL_INVITE_ACK, EV_CHANNEL_INVITE_REJECT})
+"""The lifecycle event types a participant may post (answering its invite)."""
+
+
+@dataclasses.dataclass
+class Batch:
+    """What one lock hold of a channel staged: writes committed together, and their effects."""
+
+    writes: Writes = dataclasses.field(default_factory=Writes)
+    wires: list[envelope_pb2.Envelope] = dataclasses.field(default_factory=list)
+    """The staged envelopes as written, in seq order (delivered once the batch commits)."""
+    opened: bool = False
+    """The channel opened in this batch (its TTL timer is armed when the batch is submitted)."""
+    ended: str | None = None
+    """The reason the channel ended in this batch (its tasks end in the same commit)."""
+
+
+def check_shape(env: Envelope) -> None:
+    """Refuse an envelope whose fields are malformed regardless of the channel."""
+    if not env.channel_id:
+        raise InvalidArgument("envelope.channel_id is empty; set the channel to post to.")
+    if not env.event_type or len(env.event_type) > 200:
+        raise InvalidArgument("envelope.event_type must be 1-200 characters, e.g. 'ag2.msg.text' or 'myapp.event'.")
+    if env.ttl_seconds is not None and env.ttl_seconds <= 0:
+        raise InvalidArgument("envelope.ttl_seconds must be positive; omit it to use the channel's expiry.")
+    if env.depth < 0:
+        raise InvalidArgument("envelope.depth must not be negative.")
+
+
+def refuse_forged_dispatch(env: Envelope) -> None:
+    """Only the hub writes A2A dispatches (InvokeAgent's question), so a callee can trust them."""
+    a2a = env.event_data.get("a2a") if env.event_type == EV_TEXT else None
+    if isinstance(a2a, dict) and "execution_id" in a2a:
+        raise InvalidArgument(
+            "event_data.a2a with an execution_id is an A2A dispatch, which only the hub writes; call agents with "
+            "InvokeAgent. A reply's event_data.a2a holds only 'status' and 'error'.",
+            metadata={"field": "event_data.a2a"},
+        )
+
+
+class Admission:
+    """The admission rules of live channels; the caller holds the channel's lock."""
+
+    def __init__(self, options: HubOptions, clock: Clock) -> None:
+        self.options = options
+        self.clock = clock
+
+    def admit(
+        self, ch: ChannelRuntime, sender_id: str, env: Envelope, batch: Batch, event_data_json: str | None = None
+    ) -> envelope_pb2.Envelope:
+        """Validate a participant's post, then stamp, fold and stage it with its lifecycle effects."""
+        self.validate(ch, sender_id, env, event_data_json)
+        return self.accept(ch, env, batch, event_data_json)
+
+    def validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope, event_data_json: str | None = None) -> None:
+        """Raise the domain error refusing ``env`` from ``sender_id`` now (stamps sender and depth)."""
+        cid = ch.channel_id
+        if env.sender_id and env.sender_id != sender_id:
+            raise PermissionDenied(
+                f"envelope.sender_id {env.sender_id!r} is not you; the hub stamps the sender from your credential — "
+                "leave sender_id empty or set it to your own agent id.",
+                metadata={"channel_id": cid},
+            )
+        env.sender_id = sender_id
+        if env.audience is not None:
+            strangers = [a for a in env.audience if a not in ch.participants]
+            if strangers:
+                raise InvalidArgument(
+                    f"audience contains non-participants of channel '{cid}': {strangers}; "
+                    "address only participants (or leave audience unset to broadcast).",
+                    metadata={"channel_id": cid},
+                )
+        raw = event_data_json if event_data_json is not None else dumps_json(env.event_data)
+        limit = self.options.max_event_data_bytes
+        if len(raw) > limit // 4 and len(raw.encode()) > limit:
+            raise PayloadTooLarge(
+                f"event_data is larger than {self.options.max_event_data_bytes} bytes; store big content in the "
+                "knowledge service and send a reference.",
+                metadata={"limit": str(self.options.max_event_data_bytes)},
+            )
+        if env.causation_id and env.causation_id in ch.depths:
+            env.depth = max(env.depth, ch.depths[env.causation_id])
+        if env.depth > self.options.max_depth:
+            raise DepthExceeded(
+                f"delegation depth {env.depth} exceeds the hub's limit of {self.options.max_depth}; "
+                "answer directly instead of delegating further.",
+                metadata={"channel_id": cid, "limit": str(self.options.max_depth)},
+            )
+        etype = env.event_type
+        state = ch.meta.state
+        if state in TERMINAL:
+            raise ChannelClosed(
+                f"channel '{cid}' is closed (reason: {ch.meta.close_reason}); open a new channel.",
+                metadata={"channel_id": cid, "reason": ch.meta.close_reason},
+            )
+        if etype in LIFECYCLE_EVENT_TYPES:
+            if etype not in _CLIENT_LIFECYCLE:
+                raise ProtocolError(f"only the hub posts {etype!r} envelopes.", metadata={"channel_id": cid})
+            member = ch.participant(sender_id)
+            if state != PENDING or member is None or member.acked:
+                raise ProtocolError(
+                    f"there is no open invite for you in channel '{cid}' to accept or reject.",
+                    metadata={"channel_id": cid},
+                )
+            return
+        if state == PENDING:
+            raise ProtocolError(
+                f"channel '{cid}' is not open yet: every invitee must ack its invite; wait for {EV_CHANNEL_OPENED!r}.",
+                metadata={"channel_id": cid},
+            )
+        ch.adapter.validate_send(ch.spec, ch.state, env)
+
+    def accept(
+        self, ch: ChannelRuntime, env: Envelope, batch: Batch, event_data_json: str | None = None
+    ) -> envelope_pb2.Envelope:
+        """Stage a validated envelope and its lifecycle and adapter effects; returns it as written."""
+        wire = self.append(ch, env, batch, event_data_json)
+        self._after_accept(ch, env, batch)
+        return wire
+
+    def append(
+        self, ch: ChannelRuntime, env: Envelope, batch: Batch, event_data_json: str | None = None
+    ) -> envelope_pb2.Envelope:
+        """Stamp (seq, id, time), fold and stage one envelope without validating it; returns it as written."""
+        now = self.clock()
+        env.seq = ch.last_seq + 1
+        env.envelope_id = next_envelope_id()
+        env.created_at = iso_z(now)
+        wire = envelope_to_wire(env, event_data_json=event_data_json)
+        data = wire.SerializeToString()
+        ch.fold(env, now)
+        ch.meta.last_seq = env.seq
+        if env.idempotency_key is not None:
+            ch.keyed_wires[env.envelope_id] = wire
+        text = env.event_data.get("text") if env.event_type == EV_TEXT else None
+        batch.writes.wal.append(
+            WalRow(
+                channel_id=ch.channel_id,
+                seq=env.seq,
+                envelope_id=env.envelope_id,
+                sender_id=env.sender_id,
+                event_type=env.event_type,
+                idempotency_key=env.idempotency_key,
+                text=text if isinstance(text, str) else None,
+                created_at=env.created_at,
+                data=data,
+            )
+        )
+        batch.wires.append(wire)
+        return wire
+
+    def post_as_hub(
+        self, ch: ChannelRuntime, event_type: str, data: dict[str, Any], audience: list[str] | None, batch: Batch
+    ) -> envelope_pb2.Envelope:
+        """Stage an envelope the hub itself posts (invites, opened, closed, expired)."""
+        env = Envelope(
+            channel_id=ch.channel_id, sender_id=HUB_SENDER, audience=audience, event_type=event_type, event_data=data
+        )
+        return self.append(ch, env, batch)
+
+    def end(
+        self,
+        ch: ChannelRuntime,
+        reason: str,
+        batch: Batch,
+        *,
+        expired: bool = False,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Stage the channel's closed (or expired) envelope, its final row and the audit record."""
+        if ch.is_terminal:
+            return
+        event = EV_CHANNEL_EXPIRED if expired else EV_CHANNEL_CLOSED
+        self.post_as_hub(ch, event, {"reason": reason, **(detail or {})}, None, batch)
+        ch.cancel_timers()
+        batch.ended = reason
+        batch.writes.channels.append(ch.to_row())
+        kind = "channel_expired" if expired else "channel_closed"
+        batch.writes.audit.append((kind, "", ch.channel_id, json.dumps({"reason": reason}), self.clock()))
+
+    def _after_accept(self, ch: ChannelRuntime, env: Envelope, batch: Batch) -> None:
+        """Lifecycle and adapter effects of an admitted envelope (same lock hold, same commit)."""
+        if env.event_type == EV_CHANNEL_INVITE_REJECT:
+            self.end(ch, "invite_rejected", batch)
+            return
+        if env.event_type == EV_CHANNEL_INVITE_ACK:
+            if ch.all_acked():
+                self._open(ch, batch)
+            return
+        if env.event_type in LIFECYCLE_EVENT_TYPES:
+            return
+        accepted = ch.adapter.on_accepted(ch.spec, ch.state, env)
+        if accepted.close_reason:
+            self.end(ch, accepted.close_reason, batch)
+
+    def _open(self, ch: ChannelRuntime, batch: Batch) -> None:
+        """Every invitee acked: post opened, then the seed (if any) as the initiator's first envelope."""
+        self.post_as_hub(
+            ch, EV_CHANNEL_OPENED, {"channel_id": ch.channel_id, "participants": list(ch.participants)}, None, batch
+        )
+        ch.cancel_timers()  # the invite timeout no longer applies
+        batch.opened = True
+        batch.writes.channels.append(ch.to_row())
+        if ch.seed is None:
+            return
+        seed = dataclasses.replace(ch.seed, sender_id=ch.spec.initiator, audience=ch.seed.audience)
+        ch.seed = None
+        try:
+            self.validate(ch, ch.spec.initiator, seed)
+        except AgentNetError as err:
+            log.info("seed of channel %s refused: %s", ch.channel_id, err.message)
+            self.end(ch, "seed_failed", batch, detail={"error": err.message})
+            return
+        self.accept(ch, seed, batch)
+        batch.writes.channels[-1] = ch.to_row()

@@ -1,0 +1,403 @@
+"""The live channels: lookup, lifecycle and timers, waits, commits and WAL reads.
+
+A channel is live from OpenChannel until its closed or expired envelope commits.
+This module holds the table of live channels; opens, closes and expires them (the
+envelopes themselves are staged by :class:`~hubsvc.core.admission.Admission` under
+the channel's lock); arms the invite-timeout and TTL timers; submits every staged
+:class:`~hubsvc.core.admission.Batch` and, once it commits, hands its envelopes to
+the connected members and to watchers (the store fires commit callbacks in
+submission order, so delivery order is WAL order); and rebuilds channels from the
+WAL at start (hydrate) or after a failed commit (recover).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from agentnet.v1 import channel_pb2, envelope_pb2
+
+from hubsvc.adapters import get_adapter
+from hubsvc.adapters.base import ChannelSpec
+from hubsvc.core.admission import Admission, Batch, check_shape
+from hubsvc.core.channel import PENDING, ChannelRuntime
+from hubsvc.core.options import HubOptions
+from hubsvc.core.registry import Registry
+from hubsvc.core.tasks import TaskMirror
+from hubsvc.core.util import Clock, from_timestamp, new_id
+from hubsvc.storage import HubStore
+from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
+from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout
+from netkernel.wire import envelope_from_wire, parse_json_object, wire_readable_by
+
+log = logging.getLogger("agentnet.hub")
+
+Watcher = Callable[[envelope_pb2.Envelope], None]
+"""Called with each committed envelope of a watched channel."""
+Deliver = Callable[[ChannelRuntime, list[envelope_pb2.Envelope]], None]
+"""Hands a channel's committed envelopes to its connected members."""
+
+
+class LiveChannels:
+    """Every live channel of the hub and what happens to it over its life."""
+
+    def __init__(
+        self,
+        store: HubStore,
+        registry: Registry,
+        tasks: TaskMirror,
+        admission: Admission,
+        options: HubOptions,
+        clock: Clock,
+        *,
+        deliver: Deliver,
+        spawn: Callable[[Any, str], asyncio.Task[Any]],
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._tasks = tasks
+        self._admission = admission
+        self._options = options
+        self._clock = clock
+        self._deliver = deliver
+        self._spawn = spawn
+        self._channels: dict[str, ChannelRuntime] = {}
+        self._watchers: dict[str, set[Watcher]] = {}
+
+    # -- lookup -----------------------------------------------------------------------
+
+    def get(self, channel_id: str) -> ChannelRuntime | None:
+        """A live channel, if any."""
+        return self._channels.get(channel_id)
+
+    def live(self) -> Iterable[ChannelRuntime]:
+        """Every live channel (a view: copy it before awaiting)."""
+        return self._channels.values()
+
+    async def meta(self, channel_id: str) -> channel_pb2.ChannelMetadata:
+        """Metadata of a live or ended channel (NotFound otherwise)."""
+        ch = self._channels.get(channel_id)
+        if ch is not None:
+            return ch.meta
+        row = await self._store.get_channel(channel_id)
+        if row is None:
+            raise NotFound(f"no channel with id {channel_id!r}; list yours with ListChannels.")
+        return channel_pb2.ChannelMetadata.FromString(row.record)
+
+    async def require_member(self, agent_id: str, channel_id: str) -> channel_pb2.ChannelMetadata:
+        """Metadata of a channel ``agent_id`` participates in (NotParticipant otherwise)."""
+        meta = await self.meta(channel_id)
+        if all(p.agent_id != agent_id for p in meta.participants):
+            raise NotParticipant(
+                f"you are not a participant of channel '{channel_id}'; only its participants may use it.",
+                metadata={"channel_id": channel_id},
+            )
+        return meta
+
+    def watch(self, channel_id: str, watcher: Watcher) -> Callable[[], None]:
+        """Call ``watcher`` with every envelope of the channel once committed; returns an unsubscribe."""
+        self._watchers.setdefault(channel_id, set()).add(watcher)
+
+        def unsubscribe() -> None:
+            watchers = self._watchers.get(channel_id)
+            if watchers is not None:
+                watchers.discard(watcher)
+                if not watchers:
+                    self._watchers.pop(channel_id, None)
+
+        return unsubscribe
+
+    async def read_wal(
+        self, caller: str, channel_id: str, from_seq: int = 0, until_seq: int = 0, limit: int = 0
+    ) -> list[envelope_pb2.Envelope]:
+        """The caller-visible part of a committed seq range of the channel's WAL."""
+        await self.require_member(caller, channel_id)
+        ch = self._channels.get(channel_id)
+        ceiling = ch.committed_seq if ch is not None else 0
+        if ch is not None:
+            until_seq = min(until_seq, ceiling) if until_seq else ceiling
+            if until_seq == 0:
+                return []
+        out: list[envelope_pb2.Envelope] = []
+        next_seq = max(from_seq, 1)
+        while True:
+            page = await self._store.read_wal(channel_id, next_seq, until_seq, 1000)
+            for data in page:
+                wire = envelope_pb2.Envelope.FromString(data)
+                next_seq = wire.seq + 1
+                if wire_readable_by(wire, caller):
+                    out.append(wire)
+                    if limit and len(out) >= limit:
+                        return out
+            if len(page) < 1000:
+                return out
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def open(
+        self,
+        initiator: str,
+        *,
+        type: str,
+        targets: list[str],
+        knobs_json: str = "",
+        intent: str = "",
+        ttl_seconds: float | None = None,
+        invite_ack_timeout: float | None = None,
+        seed: Envelope | None = None,
+    ) -> ChannelRuntime:
+        """Create a PENDING channel and invite the targets (returns once the invites are committed)."""
+        adapter = get_adapter(type)
+        if not targets:
+            raise InvalidArgument(f"a {type} channel needs at least one target; name who to invite.")
+        members: list[str] = []
+        for ref in targets:
+            agent_id = self._registry.resolve(ref).agent_id
+            if agent_id == initiator:
+                raise InvalidArgument("you cannot invite yourself; name other agents as targets.")
+            if agent_id not in members:
+                members.append(agent_id)
+        if ttl_seconds is not None and ttl_seconds <= 0:
+            raise InvalidArgument("ttl_seconds must be positive; omit it for the hub's default.")
+        timeout = self._options.invite_ack_timeout if invite_ack_timeout is None else invite_ack_timeout
+        if timeout <= 0:
+            raise InvalidArgument("invite_ack_timeout_seconds must be positive.")
+        participants = (initiator, *members)
+        names = {a: self._registry.name_for(a) for a in participants}
+        channel_id = new_id()
+        spec = ChannelSpec(
+            channel_id=channel_id,
+            type=adapter.type,
+            initiator=initiator,
+            participants=participants,
+            names=names,
+            knobs=parse_json_object(knobs_json, "knobs_json"),
+        )
+        spec = dataclasses.replace(spec, knobs=adapter.validate_create(spec))
+        now = self._clock()
+        ttl = ttl_seconds if ttl_seconds is not None else self._options.default_channel_ttl
+        if seed is not None:
+            seed = dataclasses.replace(seed, channel_id=channel_id)
+            check_shape(seed)
+        ch = ChannelRuntime.pending(
+            spec, adapter, intent=intent, invite_ack_timeout=timeout, ttl=ttl, now=now, seed=seed
+        )
+        self._channels[channel_id] = ch
+        async with ch.lock:
+            batch = Batch()
+            batch.writes.channels.append(ch.to_row())
+            invite = {
+                "channel_id": channel_id,
+                "type": adapter.type,
+                "initiator": initiator,
+                "initiator_name": names[initiator],
+                "intent": intent,
+                "participants": list(participants),
+                "knobs": dict(spec.knobs),
+            }
+            for target in members:
+                self._admission.post_as_hub(ch, EV_CHANNEL_INVITE, invite, [target], batch)
+            batch.writes.audit.append(
+                ("channel_created", initiator, channel_id, json.dumps({"type": adapter.type}), now)
+            )
+            fut = self.commit(ch, batch)
+            self._arm_timers(ch)
+        await fut
+        return ch
+
+    async def wait(
+        self, channel_id: str, until: Callable[[channel_pb2.ChannelMetadata], bool], timeout: float
+    ) -> channel_pb2.ChannelMetadata:
+        """Wait until ``until(metadata)`` holds after a committed envelope (or the timeout passes)."""
+
+        def settled() -> bool:
+            # The awaited state may be folded but not committed yet; wait for the commit too.
+            ch = self._channels.get(channel_id)
+            return ch is None or ch.committed_seq >= ch.last_seq
+
+        meta = await self.meta(channel_id)
+        if until(meta) and settled():
+            return meta
+        changed = asyncio.Event()
+        unsubscribe = self.watch(channel_id, lambda _wire: changed.set())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                meta = await self.meta(channel_id)
+                if until(meta) and settled():
+                    return meta
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise Timeout(
+                        f"channel '{channel_id}' did not reach the awaited state within {timeout:g}s.",
+                        metadata={"channel_id": channel_id},
+                    )
+                changed.clear()
+                try:
+                    await asyncio.wait_for(changed.wait(), remaining)
+                except TimeoutError:
+                    pass
+        finally:
+            unsubscribe()
+
+    async def close(self, caller: str, channel_id: str, reason: str = "") -> channel_pb2.ChannelMetadata:
+        """Close a channel the caller participates in."""
+        await self.require_member(caller, channel_id)
+        ch = self._channels.get(channel_id)
+        if ch is None:
+            return await self.meta(channel_id)  # already ended: closing is idempotent
+        async with ch.lock:
+            batch = Batch()
+            self._admission.end(ch, reason or "closed_by_agent", batch, detail={"closed_by": caller})
+            fut = self.commit(ch, batch)
+        await fut
+        return ch.meta
+
+    async def close_all_of(self, agent_id: str) -> list[str]:
+        """Close every live channel of ``agent_id`` with reason "participant_left"; returns their ids."""
+        closed = []
+        for ch in [c for c in self._channels.values() if agent_id in c.participants]:
+            async with ch.lock:
+                if ch.is_terminal:
+                    continue
+                batch = Batch()
+                self._admission.end(ch, "participant_left", batch, detail={"agent_id": agent_id})
+                fut = self.commit(ch, batch)
+            await fut
+            closed.append(ch.channel_id)
+        return closed
+
+    def cancel_timers(self) -> None:
+        """Disarm every live channel's timers (the hub is stopping)."""
+        for ch in self._channels.values():
+            ch.cancel_timers()
+
+    def _arm_timers(self, ch: ChannelRuntime) -> None:
+        """Arm the invite timeout of a PENDING channel and the TTL of any channel."""
+        loop = asyncio.get_running_loop()
+        now = self._clock()
+        if ch.meta.state == PENDING:
+            deadline = from_timestamp(ch.meta.created_at) + ch.meta.invite_ack_timeout_seconds
+            ch.timers.append(
+                loop.call_later(
+                    max(0.0, deadline - now),
+                    lambda: self._spawn(self._expire(ch.channel_id, "invite_timeout", False), "invite-timeout"),
+                )
+            )
+        self._arm_ttl(ch)
+
+    def _arm_ttl(self, ch: ChannelRuntime) -> None:
+        if not ch.meta.HasField("expires_at"):
+            return
+        delay = max(0.0, from_timestamp(ch.meta.expires_at) - self._clock())
+        ch.timers.append(
+            asyncio.get_running_loop().call_later(
+                delay, lambda: self._spawn(self._expire(ch.channel_id, "ttl", True), "channel-ttl")
+            )
+        )
+
+    async def _expire(self, channel_id: str, reason: str, expired: bool) -> None:
+        ch = self._channels.get(channel_id)
+        if ch is None:
+            return
+        async with ch.lock:
+            if ch.is_terminal or (reason == "invite_timeout" and ch.meta.state != PENDING):
+                return
+            batch = Batch()
+            self._admission.end(ch, reason, batch, expired=expired)
+            fut = self.commit(ch, batch)
+        await fut
+
+    # -- commit -----------------------------------------------------------------------
+
+    def commit(self, ch: ChannelRuntime, batch: Batch) -> asyncio.Future[None]:
+        """Submit a batch staged under ``ch.lock`` (still held); returns the commit future.
+
+        An ended channel's tasks end in the same bundle; an opened one gets its TTL timer.
+        Once committed, the envelopes go to the members' sessions and the watchers, and an
+        ended channel leaves the table; if the commit fails, the channel is rebuilt from
+        what the store really holds.
+        """
+        if batch.ended is not None:
+            batch.writes.tasks.extend(self._tasks.end_for_channel(ch.channel_id, batch.ended))
+        elif batch.opened:
+            self._arm_ttl(ch)
+        fut = self._store.submit(batch.writes)
+        wires = batch.wires
+        ended = batch.ended is not None
+
+        def committed(f: asyncio.Future[None]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                self._spawn(self._recover(ch), f"recover-{ch.channel_id}")
+                return
+            ch.committed_seq = max(ch.committed_seq, wires[-1].seq if wires else 0)
+            self._deliver(ch, wires)
+            watchers = self._watchers.get(ch.channel_id)
+            if watchers:
+                self._notify(list(watchers), wires)
+            if ended and self._channels.get(ch.channel_id) is ch:
+                del self._channels[ch.channel_id]
+
+        fut.add_done_callback(committed)
+        return fut
+
+    @staticmethod
+    def _notify(watchers: list[Watcher], wires: list[envelope_pb2.Envelope]) -> None:
+        for wire in wires:
+            for watcher in watchers:
+                try:
+                    watcher(wire)
+                except Exception:
+                    log.exception("channel watcher failed")
+
+    # -- rebuilding from the WAL ------------------------------------------------------
+
+    async def hydrate(self) -> int:
+        """Rebuild every live channel by folding its WAL and re-arm its timers; returns the envelopes folded."""
+        rows = await self._store.load_live_channels()
+        for row in rows:
+            self._channels[row.channel_id] = ChannelRuntime.from_row(row)
+        folded = 0
+        now = self._clock()
+        channels = self._channels
+        parse = envelope_pb2.Envelope.FromString
+        # Read the next batch (in the store's thread) while folding this one.
+        scan = aiter(self._store.scan_wal(list(channels)))
+        upcoming = asyncio.ensure_future(anext(scan, None))
+        while (page := await upcoming) is not None:
+            upcoming = asyncio.ensure_future(anext(scan, None))
+            for channel_id, data in page:
+                channels[channel_id].fold(envelope_from_wire(parse(data)), now)
+            folded += len(page)
+        for ch in list(self._channels.values()):
+            ch.committed_seq = ch.meta.last_seq = ch.last_seq
+            if ch.is_terminal:  # the close was committed; only the row update was lost
+                del self._channels[ch.channel_id]
+                continue
+            self._arm_timers(ch)
+        log.info("hydrated %d live channels from %d envelopes", len(self._channels), folded)
+        return folded
+
+    async def _recover(self, ch: ChannelRuntime) -> None:
+        """A commit failed: rebuild the channel from what the store really holds."""
+        async with ch.lock:
+            row = await self._store.get_channel(ch.channel_id)
+            if row is None:
+                self._channels.pop(ch.channel_id, None)
+                return
+            fresh = ChannelRuntime.from_row(row)
+            async for page in self._store.scan_wal([ch.channel_id]):
+                for _, data in page:
+                    fresh.fold(envelope_from_wire(envelope_pb2.Envelope.FromString(data)), self._clock())
+            fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
+            ch.cancel_timers()
+            if fresh.is_terminal:
+                self._channels.pop(ch.channel_id, None)
+            else:
+                self._channels[ch.channel_id] = fresh
+                self._arm_timers(fresh)

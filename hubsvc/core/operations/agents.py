@@ -1,0 +1,98 @@
+"""Identity operations: find and describe agents, and replace the caller's skill, resume or A2A settings."""
+
+from __future__ import annotations
+
+from agentnet.v1 import a2a_pb2, identity_pb2
+
+from hubsvc.core.hub import HubCore
+from hubsvc.core.registry import AgentEntry
+from hubsvc.core.util import from_timestamp
+from netkernel.errors import InvalidArgument
+
+
+def _summary(entry: AgentEntry) -> identity_pb2.AgentSummary:
+    r = entry.record
+    return identity_pb2.AgentSummary(
+        agent_id=r.agent_id,
+        name=r.passport.name,
+        kind=r.passport.kind,
+        description=r.passport.description,
+        claimed_capabilities=r.resume.claimed_capabilities,
+        domains=r.resume.domains,
+        online=r.online,
+        project=r.passport.project,
+    )
+
+
+class AgentOps:
+    """ListAgents, DescribeAgent, SetSkill, SetResume and SetA2ASettings."""
+
+    def __init__(self, core: HubCore) -> None:
+        self.core = core
+
+    def find_agents(
+        self,
+        caller: str,
+        *,
+        kind: int = 0,
+        capability: str = "",
+        query: str = "",
+        sort_by: str = "",
+        limit: int = 0,
+        exclude_self: bool = False,
+    ) -> list[identity_pb2.AgentSummary]:
+        """Registry search (all filters ANDed)."""
+        if limit < 0 or limit > 1000:
+            raise InvalidArgument("limit must be between 1 and 1000 (0 = 20).")
+        sort_by = sort_by or "name"
+        if sort_by not in ("name", "registered_at", "last_seen"):
+            raise InvalidArgument(f"sort_by {sort_by!r} is unknown; use name, registered_at or last_seen.")
+        cap = capability.lower()
+        q = query.lower()
+        out = []
+        for entry in self.core.registry.entries():
+            r = entry.record
+            if exclude_self and entry.agent_id == caller:
+                continue
+            if kind and r.passport.kind != kind:
+                continue
+            if cap and cap not in (c.lower() for c in r.resume.claimed_capabilities):
+                continue
+            if q:
+                haystack = " ".join(
+                    [
+                        r.passport.name,
+                        r.passport.description,
+                        r.resume.summary,
+                        *r.resume.domains,
+                        *r.resume.claimed_capabilities,
+                    ]
+                ).lower()
+                if q not in haystack:
+                    continue
+            out.append(entry)
+        if sort_by == "name":
+            out.sort(key=lambda e: e.name)
+        elif sort_by == "registered_at":
+            out.sort(key=lambda e: from_timestamp(e.record.registered_at))
+        else:
+            out.sort(key=lambda e: from_timestamp(e.record.last_seen_at), reverse=True)
+        return [_summary(e) for e in out[: limit or 20]]
+
+    def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
+        """The full profile of the agent named by id or passport name."""
+        if not ref:
+            raise InvalidArgument("name the agent by agent_id or name.")
+        return self.core.registry.resolve(ref).record
+
+    async def set_skill(self, caller: str, skill_md: str) -> identity_pb2.AgentRecord:
+        """Replace the caller's skill (empty = back to the fallback)."""
+        return await self.core.registry.set_skill(caller, skill_md)
+
+    async def set_resume(self, caller: str, resume: identity_pb2.Resume) -> identity_pb2.AgentRecord:
+        """Replace the caller's resume."""
+        return await self.core.registry.set_resume(caller, resume)
+
+    async def set_a2a(self, caller: str, a2a: a2a_pb2.A2ASettings) -> identity_pb2.AgentRecord:
+        """Replace the caller's A2A settings."""
+        return await self.core.registry.set_a2a(caller, a2a)

@@ -1,0 +1,150 @@
+"""Channel operations: open (optionally seeded, optionally waiting until opened), describe, list, stream the WAL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
+
+from hubsvc.adapters import get_adapter
+from hubsvc.core.channel import OPENED, TERMINAL, spec_from_meta
+from hubsvc.core.hub import HubCore
+from hubsvc.core.operations.tools import offered_tools
+from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_CHANNEL_OPENED, Envelope, text_envelope
+from netkernel.errors import InvalidArgument, PermissionDenied
+from netkernel.wire import dumps_json, envelope_from_wire, wire_readable_by
+
+TERMINAL_EVENTS = (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED)
+"""The event types that end a channel's WAL."""
+
+
+class ChannelOps:
+    """OpenChannel, DescribeChannel, ListChannels and ReadWal."""
+
+    def __init__(self, core: HubCore) -> None:
+        self.core = core
+
+    async def open_channel(
+        self, caller: str, request: hub_pb2.OpenChannelRequest
+    ) -> tuple[channel_pb2.ChannelMetadata, str]:
+        """Create, invite, optionally seed and wait until OPENED; returns (metadata, seed envelope id)."""
+        seed: Envelope | None = None
+        which = request.WhichOneof("seed")
+        if which == "message":
+            seed = text_envelope("", caller, request.message)
+        elif which == "seed_envelope":
+            seed = envelope_from_wire(request.seed_envelope)
+            if seed.sender_id and seed.sender_id != caller:
+                raise PermissionDenied("seed_envelope.sender_id must be empty or your own agent id.")
+        ch = await self.core.open_channel(
+            caller,
+            type=request.type,
+            targets=list(request.targets),
+            knobs_json=request.knobs_json,
+            intent=request.intent,
+            ttl_seconds=request.ttl_seconds if request.HasField("ttl_seconds") else None,
+            invite_ack_timeout=request.invite_ack_timeout_seconds
+            if request.HasField("invite_ack_timeout_seconds")
+            else None,
+            seed=seed,
+        )
+        meta = ch.meta
+        if request.wait_until_opened:
+            timeout = request.wait_timeout_seconds or meta.invite_ack_timeout_seconds + 5.0
+            meta = await self.core.wait_channel(
+                ch.channel_id, lambda m: m.state == OPENED or m.state in TERMINAL, timeout
+            )
+        seed_id = ""
+        if seed is not None and meta.state != channel_pb2.CHANNEL_STATE_PENDING:
+            seed_id = await self._seed_id(caller, ch.channel_id)
+        return meta, seed_id
+
+    async def _seed_id(self, caller: str, channel_id: str) -> str:
+        opened = False
+        for wire in await self.core.read_wal(caller, channel_id, 1, 0, 0):
+            if wire.event_type == EV_CHANNEL_OPENED:
+                opened = True
+            elif opened and wire.sender_id == caller:
+                return wire.envelope_id
+        return ""
+
+    async def describe_channel(self, caller: str, channel_id: str) -> hub_pb2.DescribeChannelResponse:
+        """Metadata, adapter state JSON, expected next speakers, the caller's offered adapter tools
+        and the channel type's default view."""
+        meta = await self.core.require_member(caller, channel_id)
+        ch = self.core.live_channel(channel_id)
+        response = hub_pb2.DescribeChannelResponse(channel=meta)
+        if ch is None:
+            policy, recent_n = get_adapter(meta.type).default_view(spec_from_meta(meta))
+        else:
+            policy, recent_n = ch.adapter.default_view(ch.spec)
+            response.adapter_state_json = dumps_json(ch.adapter.state_json(ch.state))
+            if ch.meta.state == OPENED:
+                response.expected_next.extend(ch.adapter.expected_next(ch.spec, ch.state))
+            response.offered_tools.extend(offered_tools(ch, caller))
+        response.default_view.policy = policy
+        response.default_view.recent_n = recent_n
+        return response
+
+    async def list_channels(
+        self, caller: str, *, include_ended: bool, type: str = "", limit: int = 0
+    ) -> list[channel_pb2.ChannelMetadata]:
+        """The caller's channels, newest first."""
+        if limit < 0:
+            raise InvalidArgument("limit must not be negative.")
+        rows = await self.core.store.list_channels_for(caller, include_ended=include_ended, limit=limit or 100)
+        out = []
+        for row in rows:
+            live = self.core.live_channel(row.channel_id)
+            meta = live.meta if live is not None else channel_pb2.ChannelMetadata.FromString(row.record)
+            if type and meta.type != type:
+                continue
+            if not include_ended and meta.state in TERMINAL:
+                continue
+            out.append(meta)
+        return out
+
+    async def stream_wal(
+        self, caller: str, channel_id: str, from_seq: int, until_seq: int, limit: int, *, follow: bool
+    ) -> AsyncIterator[envelope_pb2.Envelope]:
+        """The visible WAL; with ``follow``, then every new envelope until the channel ends."""
+        if limit < 0:
+            raise InvalidArgument("limit must not be negative.")
+        await self.core.require_member(caller, channel_id)
+        if not follow:
+            for wire in await self.core.read_wal(caller, channel_id, from_seq, until_seq, limit):
+                yield wire
+            return
+        queue: asyncio.Queue[envelope_pb2.Envelope] = asyncio.Queue()
+        unsubscribe = self.core.watch(channel_id, queue.put_nowait)
+        try:
+            sent = 0
+            last = max(from_seq, 1) - 1
+            for wire in await self.core.read_wal(caller, channel_id, from_seq, until_seq, limit):
+                yield wire
+                last = wire.seq
+                sent += 1
+                if wire.event_type in TERMINAL_EVENTS or (limit and sent >= limit):
+                    return
+            if self.core.live_channel(channel_id) is None:
+                # It ended meanwhile: whatever came after our first read is in the WAL.
+                for wire in await self.core.read_wal(caller, channel_id, last + 1, until_seq, 0):
+                    yield wire
+                    sent += 1
+                    if limit and sent >= limit:
+                        return
+                return
+            while True:
+                wire = await queue.get()
+                if wire.seq <= last or not wire_readable_by(wire, caller):
+                    continue
+                if until_seq and wire.seq > until_seq:
+                    return
+                yield wire
+                last = wire.seq
+                sent += 1
+                if wire.event_type in TERMINAL_EVENTS or (limit and sent >= limit):
+                    return
+        finally:
+            unsubscribe()

@@ -1,0 +1,113 @@
+"""Message operations: say (post text), delegate (a one-shot consultation) and waiting for a peer's reply."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentnet.v1 import envelope_pb2
+
+from hubsvc.core.hub import HubCore
+from hubsvc.core.operations.channels import TERMINAL_EVENTS
+from netkernel.envelope import EV_TEXT, text_envelope
+from netkernel.errors import ChannelClosed, DepthExceeded, FailedPrecondition, InvalidArgument, Timeout
+from netkernel.wire import envelope_from_wire
+
+
+class MessageOps:
+    """Say and Delegate, and the reply wait Delegate and InvokeAgent share."""
+
+    def __init__(self, core: HubCore) -> None:
+        self.core = core
+
+    async def say(
+        self, caller: str, content: str, audience: list[str], channel_id: str, *, causation_id: str | None = None
+    ) -> envelope_pb2.Envelope:
+        """Post EV_TEXT to a channel the caller participates in; audience by peer names or ids."""
+        if not channel_id:
+            raise InvalidArgument("say needs a channel: pass channel_id (the current channel when called as a tool).")
+        await self.core.require_member(caller, channel_id)
+        ids = [self.core.registry.resolve(name).agent_id for name in audience] if audience else None
+        wire, _ = await self.core.post(
+            caller, text_envelope(channel_id, caller, content, audience=ids, causation_id=causation_id)
+        )
+        return wire
+
+    async def delegate(
+        self,
+        caller: str,
+        target: str,
+        prompt: str,
+        *,
+        capability: str = "",
+        timeout: float = 300.0,
+        causation_id: str = "",
+    ) -> tuple[str, str, str]:
+        """Consult ``target`` once: returns (reply text, channel id, reply envelope id)."""
+        if not prompt:
+            raise InvalidArgument("prompt is empty; say what to ask.")
+        if timeout <= 0:
+            raise InvalidArgument("timeout must be positive.")
+        entry = self.core.registry.resolve(target)
+        if entry.agent_id == caller:
+            raise InvalidArgument("you cannot delegate to yourself; pick a peer with peers(action='find').")
+        if capability and capability.lower() not in (c.lower() for c in entry.record.resume.claimed_capabilities):
+            raise FailedPrecondition(
+                f"{entry.name} does not claim capability {capability!r}; find a peer that does with "
+                f"peers(action='find', capability={capability!r}).",
+            )
+        depth = 1
+        if causation_id:
+            cause = await self.core.store.find_envelope(causation_id)
+            if cause is not None:
+                depth = envelope_pb2.Envelope.FromString(cause).depth + 1
+        if depth > self.core.options.max_depth:
+            raise DepthExceeded(
+                f"delegating would reach depth {depth}, above the hub's limit of {self.core.options.max_depth}; "
+                "answer directly instead.",
+                metadata={"limit": str(self.core.options.max_depth)},
+            )
+        seed = text_envelope("", caller, prompt, depth=depth, causation_id=causation_id or None)
+        ch = await self.core.open_channel(
+            caller,
+            type="consulting",
+            targets=[entry.agent_id],
+            intent=f"delegate: {capability}" if capability else "delegate",
+            seed=seed,
+        )
+        reply = await self.await_reply(caller, ch.channel_id, entry.agent_id, timeout)
+        return envelope_from_wire(reply).event_data.get("text", ""), ch.channel_id, reply.envelope_id
+
+    async def await_reply(
+        self, caller: str, channel_id: str, sender: str, timeout: float, *, timeout_reason: str = "delegate_timeout"
+    ) -> envelope_pb2.Envelope:
+        """The first EV_TEXT of ``sender`` in the channel. Raises Timeout (after closing the
+        channel with ``timeout_reason``) or ChannelClosed when the channel ends first."""
+        queue: asyncio.Queue[envelope_pb2.Envelope] = asyncio.Queue()
+        unsubscribe = self.core.watch(channel_id, queue.put_nowait)
+        try:
+            for wire in await self.core.read_wal(caller, channel_id):
+                queue.put_nowait(wire)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    await self.core.close_channel(caller, channel_id, timeout_reason)
+                    raise Timeout(
+                        f"no reply from {self.core.name_for(sender)} within {timeout:g}s; the channel was closed.",
+                        metadata={"channel_id": channel_id},
+                    )
+                try:
+                    wire = await asyncio.wait_for(queue.get(), remaining)
+                except TimeoutError:
+                    continue
+                if wire.event_type == EV_TEXT and wire.sender_id == sender:
+                    return wire
+                if wire.event_type in TERMINAL_EVENTS:
+                    reason = envelope_from_wire(wire).event_data.get("reason", "")
+                    raise ChannelClosed(
+                        f"channel '{channel_id}' ended before {self.core.name_for(sender)} replied (reason: {reason}).",
+                        metadata={"channel_id": channel_id, "reason": str(reason)},
+                    )
+        finally:
+            unsubscribe()

@@ -1,0 +1,90 @@
+"""Task operations: an owner's lifecycle reports, and everyone's reads, waits and cancel requests."""
+
+from __future__ import annotations
+
+from agentnet.v1 import hub_pb2, task_pb2
+
+from hubsvc.core.hub import HubCore
+from hubsvc.core.tasks import TERMINAL
+from hubsvc.core.util import from_timestamp
+from netkernel.envelope import EV_TASK_CANCEL_REQUEST, Envelope
+from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied
+
+
+class TaskOps:
+    """ReportTask, ListTasks, GetTask, WaitTask and CancelTask."""
+
+    def __init__(self, core: HubCore) -> None:
+        self.core = core
+
+    async def report_task(self, caller: str, request: hub_pb2.ReportTaskRequest) -> task_pb2.TaskMetadata:
+        """Apply one lifecycle report from the task's owner (a channel it names must be the caller's)."""
+        if request.channel_id:
+            await self.core.require_member(caller, request.channel_id)
+        return await self.core.tasks.report(
+            caller,
+            request.task_id,
+            request.kind,
+            title=request.title,
+            channel_id=request.channel_id,
+            payload_json=request.payload_json,
+            error=request.error,
+            ttl_seconds=request.ttl_seconds if request.HasField("ttl_seconds") else None,
+        )
+
+    async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
+        """One task, live or ended."""
+        return await self.core.tasks.get(task_id)
+
+    async def wait_task(self, task_id: str, timeout: float) -> tuple[task_pb2.TaskMetadata, bool]:
+        """Wait up to ``timeout`` seconds for the task to end; returns (task, timed out while still running)."""
+        if timeout < 0:
+            raise InvalidArgument("timeout_seconds must not be negative.")
+        task, timed_out = await self.core.tasks.wait(task_id, timeout)
+        return task, timed_out and task.state not in TERMINAL
+
+    async def _visible_task(self, caller: str, task: task_pb2.TaskMetadata) -> bool:
+        if task.owner_id == caller:
+            return True
+        if not task.channel_id:
+            return False
+        try:
+            await self.core.require_member(caller, task.channel_id)
+        except AgentNetError:
+            return False
+        return True
+
+    async def list_tasks(
+        self, caller: str, *, all_scope: bool, include_ended: bool, limit: int
+    ) -> list[task_pb2.TaskMetadata]:
+        """Own or all visible tasks, newest first."""
+        if limit < 0:
+            raise InvalidArgument("limit must not be negative.")
+        tasks = await self.core.tasks.all() if include_ended else self.core.tasks.live()
+        picked = []
+        for task in tasks:
+            if task.owner_id == caller or (all_scope and await self._visible_task(caller, task)):
+                picked.append(task)
+        picked.sort(key=lambda t: from_timestamp(t.created_at), reverse=True)
+        return picked[: limit or 20]
+
+    async def cancel_task(self, caller: str, task_id: str, reason: str) -> tuple[task_pb2.TaskMetadata, str]:
+        """Ask the owner to cancel; posts EV_TASK_CANCEL_REQUEST into the task's channel when it has one."""
+        task = await self.core.tasks.get(task_id)
+        if not await self._visible_task(caller, task):
+            raise PermissionDenied(f"task {task_id!r} is not yours and not in a channel you participate in.")
+        task = await self.core.tasks.request_cancel(task_id, reason)
+        envelope_id = ""
+        if task.channel_id and self.core.live_channel(task.channel_id) is not None and caller != task.owner_id:
+            env = Envelope(
+                channel_id=task.channel_id,
+                sender_id=caller,
+                audience=[task.owner_id],
+                event_type=EV_TASK_CANCEL_REQUEST,
+                event_data={"task_id": task_id, "reason": reason},
+                task_id=task_id,
+                priority="urgent",
+            )
+            wire, _ = await self.core.post(caller, env)
+            envelope_id = wire.envelope_id
+        return task, envelope_id

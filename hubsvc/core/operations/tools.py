@@ -1,0 +1,48 @@
+"""ListTools: the schemas of the tools a caller may use now (plugin tools, and the adapter's ``say``)."""
+
+from __future__ import annotations
+
+import json
+
+from agentnet.v1 import hub_pb2
+
+from hubsvc.core.channel import OPENED, ChannelRuntime
+from hubsvc.core.hub import HubCore
+from netkernel.errors import ChannelClosed, PermissionDenied
+from netkernel.tool_schemas import ADAPTER_TOOLS, ALL_TOOLS, PLUGIN_TOOLS, description, parameters_schema
+
+
+def offered_tools(ch: ChannelRuntime, caller: str) -> list[str]:
+    """The adapter tools ``caller`` may use in the live channel now (the `say` column of docs/hub.md, Adapters)."""
+    if ch.meta.state == OPENED and ch.adapter.offers_say(ch.spec, ch.state, caller):
+        return list(ADAPTER_TOOLS)
+    return []
+
+
+class ToolOps:
+    """ListTools."""
+
+    def __init__(self, core: HubCore) -> None:
+        self.core = core
+
+    def list_tools(self, caller: str, channel_id: str, *, include_plugin: bool) -> list[hub_pb2.ToolSchema]:
+        """Plugin tools plus the adapter tools ``channel_id`` offers the caller this turn."""
+        names: list[tuple[str, hub_pb2.ToolSource.ValueType]] = []
+        if include_plugin:
+            names += [(n, hub_pb2.TOOL_SOURCE_PLUGIN) for n in PLUGIN_TOOLS]
+        ch = self.core.live_channel(channel_id) if channel_id else None
+        if channel_id and ch is None:
+            raise ChannelClosed(f"channel '{channel_id}' is not live; no adapter tools are offered.")
+        if ch is not None:
+            if caller not in ch.participants:
+                raise PermissionDenied(f"you are not a participant of channel '{channel_id}'.")
+            names += [(n, hub_pb2.TOOL_SOURCE_ADAPTER) for n in offered_tools(ch, caller)]
+        return [
+            hub_pb2.ToolSchema(
+                name=name,
+                description=description(ALL_TOOLS[name]),
+                parameters_json_schema=json.dumps(parameters_schema(ALL_TOOLS[name])),
+                source=source,
+            )
+            for name, source in names
+        ]

@@ -1,0 +1,128 @@
+"""A participant's post, from the RPC or Connect frame to a committing batch.
+
+The stateless checks and the channel lookup come first; then, under the channel's
+lock, either the answer to an idempotent retry or :class:`~hubsvc.core.admission.Admission`
+(validate → stamp → fold → stage); then the batch is submitted and the lock released,
+so many posts share one transaction (group commit). A post is answered, and delivered
+to anyone, only once its write is committed. Every refusal is audited as ``post_refused``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from agentnet.v1 import envelope_pb2
+
+from hubsvc.core.admission import Admission, Batch, check_shape, refuse_forged_dispatch
+from hubsvc.core.channel import OPENED, ChannelRuntime
+from hubsvc.core.live_channels import LiveChannels
+from hubsvc.storage import HubStore
+from netkernel.envelope import EV_TEXT, Envelope
+from netkernel.errors import AgentNetError, ChannelClosed, NotParticipant
+
+Audit = Callable[[str, str, str, dict[str, Any]], None]
+
+
+class Posts:
+    """Admits participants' envelopes into live channels."""
+
+    def __init__(self, store: HubStore, channels: LiveChannels, admission: Admission, audit: Audit) -> None:
+        self._store = store
+        self._channels = channels
+        self._admission = admission
+        self._audit = audit
+
+    async def post(
+        self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
+    ) -> tuple[envelope_pb2.Envelope, bool]:
+        """Admit ``env`` from ``sender_id`` and wait for its commit; returns (as written, duplicate)."""
+        fut, wire, duplicate = await self.admit(sender_id, env, event_data_json=event_data_json)
+        await fut
+        return wire, duplicate
+
+    async def admit(
+        self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
+    ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
+        """Validate and append ``env``; returns (commit future, envelope as written, duplicate).
+
+        ``event_data_json`` is the JSON text ``env.event_data`` was parsed from, if the
+        caller has it (saves serialising it twice). Raises the domain error when refused
+        (nothing is written then). Every refusal is audited as ``post_refused``.
+        """
+        try:
+            return await self._admit(sender_id, env, event_data_json)
+        except AgentNetError as err:
+            self._audit(
+                "post_refused",
+                sender_id,
+                env.channel_id,
+                {"reason": err.reason, "event_type": env.event_type, "message": err.message},
+            )
+            raise
+
+    async def _admit(
+        self, sender_id: str, env: Envelope, event_data_json: str | None
+    ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
+        check_shape(env)
+        refuse_forged_dispatch(env)
+        ch = await self._channel_for_post(sender_id, env.channel_id)
+        async with ch.lock:
+            if env.idempotency_key is not None:
+                original = await self._idempotent(ch, sender_id, env.idempotency_key)
+                if original is not None:
+                    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                    done.set_result(None)
+                    return done, original, True
+            batch = Batch()
+            wire = self._admission.admit(ch, sender_id, env, batch, event_data_json)
+            fut = self._channels.commit(ch, batch)
+        return fut, wire, False
+
+    async def _channel_for_post(self, sender_id: str, channel_id: str) -> ChannelRuntime:
+        ch = self._channels.get(channel_id)
+        if ch is None:
+            meta = await self._channels.meta(channel_id)  # NotFound for unknown ids
+            if all(p.agent_id != sender_id for p in meta.participants):
+                raise NotParticipant(
+                    f"you are not a participant of channel '{channel_id}'.", metadata={"channel_id": channel_id}
+                )
+            raise ChannelClosed(
+                f"channel '{channel_id}' is closed (reason: {meta.close_reason or 'unknown'}); open a new channel.",
+                metadata={"channel_id": channel_id, "reason": meta.close_reason},
+            )
+        if sender_id not in ch.participants:
+            raise NotParticipant(
+                f"you are not a participant of channel '{channel_id}'; only its participants may post.",
+                metadata={"channel_id": channel_id},
+            )
+        return ch
+
+    async def _idempotent(self, ch: ChannelRuntime, sender_id: str, key: str) -> envelope_pb2.Envelope | None:
+        """The envelope admitted earlier under this key, among the channel's last 4096 keyed posts."""
+        envelope_id = ch.idempotent.get((sender_id, key))
+        if envelope_id is None:
+            return None
+        wire = ch.keyed_wires.get(envelope_id)
+        if wire is not None:
+            return wire
+        data = await self._store.find_envelope(envelope_id)
+        return envelope_pb2.Envelope.FromString(data) if data is not None else None
+
+    def can_send(self, caller: str, channel_id: str, event_type: str) -> tuple[bool, AgentNetError | None, list[str]]:
+        """Would a post of ``event_type`` by ``caller`` pass now? (allowed, refusal, expected_next)."""
+        ch = self._channels.get(channel_id)
+        probe = Envelope(
+            channel_id=channel_id, sender_id=caller, audience=None, event_type=event_type or EV_TEXT, event_data={}
+        )
+        if ch is None:
+            return False, ChannelClosed(f"channel '{channel_id}' is not live (closed, expired or unknown)."), []
+        expected = ch.adapter.expected_next(ch.spec, ch.state) if ch.meta.state == OPENED else []
+        if caller not in ch.participants:
+            return False, NotParticipant(f"you are not a participant of channel '{channel_id}'."), expected
+        try:
+            self._admission.validate(ch, caller, probe)
+        except AgentNetError as err:
+            return False, err, expected
+        return True, None, expected

@@ -1,0 +1,154 @@
+"""Connected participants: where a Connect stream's session starts, resumes and ends.
+
+``connect`` resolves the resume cursors (the client's own, else the stored ones),
+replays the WAL above them and then releases the live envelopes; ``deliver`` offers
+every committed envelope to the sessions of its channel's members; the cursors the
+sessions advance on acks (:mod:`hubsvc.core.delivery`) are written to the store in
+batches by the flush loop, on disconnect and at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from agentnet.v1 import channel_pb2, connect_pb2, envelope_pb2
+
+from hubsvc.core.channel import ChannelRuntime
+from hubsvc.core.delivery import Session
+from hubsvc.core.options import HubOptions
+from hubsvc.core.registry import Registry
+from hubsvc.core.util import Clock, new_id
+from hubsvc.storage import HubStore, Writes
+from netkernel.errors import AgentNetError, Unavailable
+
+
+class Sessions:
+    """The live delivery session of each connected agent, and its cursor bookkeeping."""
+
+    def __init__(
+        self,
+        store: HubStore,
+        registry: Registry,
+        options: HubOptions,
+        clock: Clock,
+        *,
+        live_channels: Callable[[], Iterable[ChannelRuntime]],
+        spawn: Callable[[Any, str], asyncio.Task[Any]],
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._options = options
+        self._clock = clock
+        self._live_channels = live_channels
+        self._spawn = spawn
+        self._sessions: dict[str, Session] = {}
+
+    async def connect(self, agent_id: str, hello: connect_pb2.Hello) -> tuple[Session, connect_pb2.Welcome]:
+        """Open the agent's delivery session, replacing an older one, and start the replay."""
+        old = self._sessions.get(agent_id)
+        if old is not None:
+            old.close(
+                Unavailable(
+                    "this stream was replaced by a newer Connect stream of the same agent.",
+                    metadata={"cause": "replaced"},
+                )
+            )
+            self._flush_session(old)
+        limit = self._options.max_in_flight
+        max_in_flight = min(hello.max_in_flight, limit) if hello.max_in_flight else limit
+        session = Session(
+            agent_id, new_id(), max_in_flight=max_in_flight, max_queued=self._options.max_queued, clock=self._clock
+        )
+        # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
+        self._sessions[agent_id] = session
+        self._registry.touch(agent_id, online=True)
+        stored = await self._store.load_cursors(agent_id)
+        marks: dict[str, int] = {}
+        for ch in list(self._live_channels()):
+            if agent_id in ch.participants:
+                marks[ch.channel_id] = ch.committed_seq
+        for row in await self._store.list_channels_for(agent_id, include_ended=True, limit=1000):
+            if row.channel_id not in marks and not row.live:
+                marks[row.channel_id] = channel_pb2.ChannelMetadata.FromString(row.record).last_seq
+        # The client's own cursor wins (it may know better than the last flushed ack), within
+        # what the channel holds: a cursor past the last seq would hide envelopes still to come.
+        cursors = {
+            c: min(max(hello.cursors[c], 0), mark) if c in hello.cursors else stored.get(c, 0)
+            for c, mark in marks.items()
+        }
+        ahead = [(agent_id, c, seq) for c, seq in cursors.items() if seq > stored.get(c, 0)]
+        if ahead:  # remember what the client already processed, as an ack would
+            self._store.submit(Writes(cursors=ahead))
+        for channel_id, cursor in cursors.items():
+            session.start_replay_channel(channel_id, cursor)
+        welcome = connect_pb2.Welcome(
+            agent_id=agent_id,
+            session_id=session.session_id,
+            cursors=cursors,
+            keepalive_seconds=self._options.keepalive_seconds,
+        )
+        self._spawn(self._replay(session, marks, cursors), f"replay-{agent_id}")
+        return session, welcome
+
+    async def _replay(self, session: Session, marks: dict[str, int], cursors: dict[str, int]) -> None:
+        """Queue every envelope above each channel's cursor up to its mark, then release the live ones."""
+        try:
+            for channel_id, mark in marks.items():
+                next_seq = cursors[channel_id] + 1
+                while next_seq <= mark and not session.closed:
+                    page = await self._store.read_wal(channel_id, next_seq, mark, 1000)
+                    if not page:
+                        break
+                    for data in page:
+                        wire = envelope_pb2.Envelope.FromString(data)
+                        session.replay(wire)
+                        next_seq = wire.seq + 1
+        finally:
+            session.finish_replay(marks)
+
+    def disconnect(self, session: Session) -> None:
+        """The stream ended: flush the session's cursors and forget it."""
+        session.close()
+        self._flush_session(session)
+        if self._sessions.get(session.agent_id) is session:
+            del self._sessions[session.agent_id]
+            self._registry.touch(session.agent_id, online=False)
+
+    def deliver(self, ch: ChannelRuntime, wires: list[envelope_pb2.Envelope]) -> None:
+        """Offer committed envelopes of ``ch`` to its connected members (each session filters by audience)."""
+        sessions = [s for s in (self._sessions.get(p) for p in ch.participants) if s is not None]
+        for wire in wires:
+            for session in sessions:
+                session.offer(wire)
+
+    def close(self, agent_id: str, error: AgentNetError) -> None:
+        """End the agent's stream, if it has one, with ``error``."""
+        session = self._sessions.get(agent_id)
+        if session is not None:
+            session.close(error)
+
+    def close_all(self, error: AgentNetError) -> None:
+        """End every stream with ``error`` (clients resume from their cursors)."""
+        for session in list(self._sessions.values()):
+            session.close(error)
+
+    def flush_cursors(self) -> None:
+        """Queue the write of every cursor the sessions advanced since the last flush."""
+        rows: list[tuple[str, str, int]] = []
+        for session in self._sessions.values():
+            rows.extend((session.agent_id, c, s) for c, s in session.take_dirty().items())
+        if rows:
+            self._store.submit(Writes(cursors=rows))
+
+    async def flush_loop(self) -> None:
+        """Flush cursors every ``cursor_flush_interval`` seconds, until cancelled."""
+        while True:
+            await asyncio.sleep(self._options.cursor_flush_interval)
+            self.flush_cursors()
+
+    def _flush_session(self, session: Session) -> None:
+        dirty = session.take_dirty()
+        if dirty:
+            self._store.submit(Writes(cursors=[(session.agent_id, c, s) for c, s in dirty.items()]))

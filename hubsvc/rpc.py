@@ -1,0 +1,152 @@
+"""The request seam of every HubService RPC: who is calling, and how its errors leave.
+
+Each RPC method of :class:`~hubsvc.servicer.HubServicer` declares its auth mode
+(:data:`PUBLIC`, :data:`AGENT`, :data:`OPERATOR` or :data:`AGENT_OR_OPERATOR`) with
+:func:`unary_rpc` / :func:`stream_rpc`; the decorator authenticates the call once
+(an agent is marked as seen), hands the caller to the handler, and runs it under
+the error boundary of :mod:`servicekit.boundary`. ``Connect`` authenticates its
+Hello frame with :meth:`Authenticator.hello` under the same boundary; errors that
+travel inside its stream (a refused post) are built by :func:`error_detail` from
+the same exception classes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
+
+import grpc
+from agentnet.v1 import connect_pb2, errors_pb2
+
+from hubsvc.core.hub import HubCore
+from hubsvc.core.util import hash_secret
+from netkernel.errors import AgentNetError, PermissionDenied, ProtocolError, Unauthenticated
+from servicekit.auth import bearer_token
+from servicekit.boundary import stream_boundary, unary_boundary
+
+C = TypeVar("C")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Metadata = Iterable[tuple[str, str | bytes]]
+
+
+@dataclass(frozen=True)
+class Auth(Generic[C]):
+    """An RPC's auth mode; ``C`` is what its handler receives as the caller."""
+
+    name: str
+
+
+PUBLIC: Auth[None] = Auth("public")
+"""No credential needed (Register, RegisterHuman); the handler gets None."""
+AGENT: Auth[str] = Auth("agent")
+"""An agent's credential; the handler gets the agent id."""
+OPERATOR: Auth[None] = Auth("operator")
+"""The operator token; the handler gets None (an agent credential is PERMISSION_DENIED)."""
+AGENT_OR_OPERATOR: Auth[str | None] = Auth("agent-or-operator")
+"""Either; the handler gets the agent id, or None for the operator."""
+
+
+def error_detail(err: AgentNetError) -> errors_pb2.ErrorDetail:
+    """The in-stream form of a domain error (a refused post's PostResult.error, CanSend's refusal)."""
+    return errors_pb2.ErrorDetail(code=err.code.value[0], reason=err.reason, message=err.message, metadata=err.metadata)
+
+
+class Authenticator:
+    """Turns a call's bearer credential into its caller.
+
+    ``operator_token`` is the secret operator calls must present as their bearer
+    credential; "" disables them."""
+
+    def __init__(self, core: HubCore, operator_token: str = "") -> None:
+        self._core = core
+        self._operator_digest = hash_secret(operator_token) if operator_token else ""
+
+    def caller(self, auth: Auth[C], metadata: Metadata) -> C:
+        """The caller of a call with this metadata under ``auth`` (Unauthenticated / PermissionDenied otherwise)."""
+        if auth is PUBLIC:
+            return cast(C, None)
+        credential = bearer_token(metadata) or ""
+        if auth is not AGENT and self._is_operator(credential):
+            return cast(C, None)
+        agent_id = self.agent(credential)  # Unauthenticated for a missing or unknown credential
+        if auth is OPERATOR:
+            raise PermissionDenied(
+                "this call is for the hub's operator: send the operator token as 'authorization: Bearer <token>' "
+                "(python -m hubsvc keeps it in <data-dir>/hub-operator.token), not an agent credential."
+            )
+        return cast(C, agent_id)
+
+    def agent(self, credential: str) -> str:
+        """The agent a credential belongs to, marked as seen now."""
+        if not credential:
+            raise Unauthenticated(
+                "this call needs your credential: send 'authorization: Bearer <credential>' metadata "
+                "(the credential is returned by Register)."
+            )
+        return self._core.authenticate(credential)
+
+    async def hello(
+        self, frames: AsyncIterator[connect_pb2.ConnectRequest], metadata: Metadata
+    ) -> tuple[str, connect_pb2.Hello] | None:
+        """Read Connect's first frame, which must be Hello; returns (agent id, hello), or None for an empty stream.
+
+        Hello.credential authenticates the stream (the bearer metadata when it is empty)."""
+        try:
+            first = await anext(aiter(frames))
+        except StopAsyncIteration:
+            return None
+        if first.WhichOneof("frame") != "hello":
+            raise ProtocolError("the first Connect frame must be Hello{credential, cursors}.")
+        credential = first.hello.credential or bearer_token(metadata) or ""
+        if not credential:
+            raise Unauthenticated("Hello.credential is empty; send the credential returned by Register.")
+        return self._core.authenticate(credential), first.hello
+
+    def _is_operator(self, credential: str) -> bool:
+        digest = self._operator_digest
+        return bool(digest) and hmac.compare_digest(hash_secret(credential), digest)
+
+
+class Authenticated(Protocol):
+    """A servicer whose RPCs authenticate through an :class:`Authenticator`."""
+
+    auth: Authenticator
+
+
+S = TypeVar("S", bound=Authenticated)
+Ctx: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+
+
+def unary_rpc(
+    auth: Auth[C],
+) -> Callable[[Callable[[S, C, Req], Awaitable[Resp]]], Callable[[S, Req, Ctx], Awaitable[Resp]]]:
+    """Declare a unary RPC's auth mode: the handler ``(self, caller, request)`` runs authenticated, in the boundary."""
+
+    def decorate(handler: Callable[[S, C, Req], Awaitable[Resp]]) -> Callable[[S, Req, Ctx], Awaitable[Resp]]:
+        @functools.wraps(handler)
+        async def method(self: S, request: Req, context: Ctx) -> Resp:
+            return await handler(self, self.auth.caller(auth, context.invocation_metadata() or ()), request)
+
+        return unary_boundary(method)
+
+    return decorate
+
+
+def stream_rpc(
+    auth: Auth[C],
+) -> Callable[[Callable[[S, C, Req], AsyncIterator[Resp]]], Callable[[S, Req, Ctx], AsyncIterator[Resp]]]:
+    """Declare a server-streaming RPC's auth mode, like :func:`unary_rpc`."""
+
+    def decorate(handler: Callable[[S, C, Req], AsyncIterator[Resp]]) -> Callable[[S, Req, Ctx], AsyncIterator[Resp]]:
+        @functools.wraps(handler)
+        async def method(self: S, request: Req, context: Ctx) -> AsyncIterator[Resp]:
+            async for item in handler(self, self.auth.caller(auth, context.invocation_metadata() or ()), request):
+                yield item
+
+        return stream_boundary(method)
+
+    return decorate
