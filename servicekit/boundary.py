@@ -10,7 +10,6 @@ inside a long-lived stream handler (no per-message wrapper layer).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -47,32 +46,21 @@ class ErrorBoundary:
     async def __aenter__(self) -> None:
         return None
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if exc is None or not isinstance(exc, Exception) or isinstance(exc, grpc.aio.AbortError):
-            return False  # success, cancellation, generator close or an abort already under way
-        if isinstance(exc, AgentNetError):
-            await abort_with(self._context, exc)
-        else:
-            await abort_with(self._context, _internal(self._method, exc))
-        return False  # unreachable: abort_with raises
+            return  # success, cancellation, generator close or an abort already under way
+        await abort_with(self._context, exc if isinstance(exc, AgentNetError) else _internal(self._method, exc))
 
 
 def unary_boundary(
     fn: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]],
 ) -> Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]]:
-    """Wrap a unary servicer method: domain errors become their status; bugs become INTERNAL."""
+    """Run a unary servicer method under :class:`ErrorBoundary`."""
 
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
-        try:
+        async with ErrorBoundary(context, fn.__qualname__):
             return await fn(self, request, context)
-        except AgentNetError as err:
-            await abort_with(context, err)
-        except (asyncio.CancelledError, grpc.aio.AbortError):
-            raise
-        except Exception as exc:
-            await abort_with(context, _internal(fn.__qualname__, exc))
-        raise AssertionError("unreachable: abort_with raises")  # pragma: no cover
 
     return wrapper
 
@@ -80,18 +68,12 @@ def unary_boundary(
 def stream_boundary(
     fn: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], AsyncIterator[Resp]],
 ) -> Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], AsyncIterator[Resp]]:
-    """Wrap a server-streaming (or bidi) servicer method the same way as :func:`unary_boundary`."""
+    """Run a server-streaming (or bidi) servicer method under :class:`ErrorBoundary`."""
 
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> AsyncIterator[Resp]:
-        try:
+        async with ErrorBoundary(context, fn.__qualname__):
             async for item in fn(self, request, context):
                 yield item
-        except AgentNetError as err:
-            await abort_with(context, err)
-        except (asyncio.CancelledError, grpc.aio.AbortError):
-            raise
-        except Exception as exc:
-            await abort_with(context, _internal(fn.__qualname__, exc))
 
     return wrapper

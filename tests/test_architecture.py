@@ -1,0 +1,58 @@
+"""The layering docs/architecture.md describes holds, and the files it names exist."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "architecture.md"
+
+#: package -> the hand-written packages it may import (generated stubs and libraries are always allowed).
+ALLOWED = {
+    "netkernel": {"netkernel"},
+    "servicekit": {"servicekit", "netkernel"},
+    "knowledgestore": {"knowledgestore", "netkernel"},
+    "knowledgesvc": {"knowledgesvc", "knowledgestore", "servicekit", "netkernel"},
+    "hubsvc": {"hubsvc", "servicekit", "netkernel"},
+}
+OURS = {"netkernel", "servicekit", "knowledgestore", "knowledgesvc", "hubsvc", "agentsdk"}
+
+
+def imported_packages(path: Path) -> set[str]:
+    """Top-level names of every module ``path`` imports (at any depth of the file)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_imports_only_point_down_the_layers(package: str) -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted((imported_packages(path) & OURS) - ALLOWED[package])
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+    assert {file: bad for file, bad in offenders.items() if bad} == {}
+
+
+def test_the_sdk_imports_the_hub_only_for_the_embedded_hub() -> None:
+    users = sorted(
+        str(path.relative_to(ROOT)) for path in (ROOT / "agentsdk").rglob("*.py") if "hubsvc" in imported_packages(path)
+    )
+    assert users == ["agentsdk/network/hub_client.py"]
+
+
+def test_every_path_the_architecture_page_names_exists() -> None:
+    paths = set(
+        re.findall(r"`((?:netkernel|servicekit|knowledgestore|knowledgesvc|hubsvc|agentsdk)/[\w/.]*)`", DOC.read_text())
+    )
+    assert len(paths) > 30
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    assert missing == []
