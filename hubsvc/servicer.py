@@ -28,9 +28,9 @@ from hubsvc.rpc import (
     stream_rpc,
     unary_rpc,
 )
-from netkernel.errors import AgentNetError, InternalError, ProtocolError, Unavailable
+from netkernel.errors import ProtocolError, Unavailable
 from netkernel.wire import envelope_from_wire
-from servicekit.boundary import ErrorBoundary
+from servicekit.boundary import ErrorBoundary, domain_error
 
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 log = logging.getLogger("agentnet.hub.servicer")
@@ -107,12 +107,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         try:
             env = envelope_from_wire(post.envelope)
             fut, wire, duplicate = await self.core.admit(agent_id, env, event_data_json=post.envelope.event_data_json)
-        except AgentNetError as err:
-            result(error=error_detail(err))
-            return
-        except Exception:
-            log.exception("post from %s failed", agent_id)
-            result(error=error_detail(InternalError("internal error; nothing was written")))
+        except Exception as exc:  # the same decision as the RPC boundary, answered in the stream
+            result(error=error_detail(domain_error(exc, "HubServicer.Connect (post)")))
             return
 
         def committed(f: asyncio.Future[None]) -> None:

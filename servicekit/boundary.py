@@ -30,9 +30,13 @@ async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: AgentNe
     await context.abort_with_status(error_status(error))
 
 
-def _internal(method: str, exc: BaseException) -> InternalError:
-    log.exception("unhandled error in %s", method)
-    return InternalError(f"internal error in {method}: {type(exc).__name__}; nothing was changed. Report this bug.")
+def domain_error(exc: Exception, where: str) -> AgentNetError:
+    """What a client is told about ``exc``: a domain error as it is; anything else is a bug in
+    ``where``, logged with its traceback and answered as INTERNAL without internals."""
+    if isinstance(exc, AgentNetError):
+        return exc
+    log.exception("unhandled error in %s", where)
+    return InternalError(f"internal error in {where}: {type(exc).__name__}; nothing was changed. Report this bug.")
 
 
 class ErrorBoundary:
@@ -49,7 +53,7 @@ class ErrorBoundary:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if exc is None or not isinstance(exc, Exception) or isinstance(exc, grpc.aio.AbortError):
             return  # success, cancellation, generator close or an abort already under way
-        await abort_with(self._context, exc if isinstance(exc, AgentNetError) else _internal(self._method, exc))
+        await abort_with(self._context, domain_error(exc, self._method))
 
 
 def unary_boundary(

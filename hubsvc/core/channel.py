@@ -24,6 +24,7 @@ from netkernel.envelope import (
     EV_CHANNEL_OPENED,
     Envelope,
 )
+from netkernel.tool_schemas import ADAPTER_TOOLS
 from netkernel.wire import dumps_json, envelope_from_wire, envelope_to_wire, parse_json_object
 
 PENDING = channel_pb2.CHANNEL_STATE_PENDING
@@ -138,6 +139,16 @@ class ChannelRuntime:
             if p.agent_id == agent_id:
                 return p
         return None
+
+    def expected_next(self) -> list[str]:
+        """Agent ids the adapter expects to speak next; [] unless the channel is OPENED."""
+        return self.adapter.expected_next(self.spec, self.state) if self.meta.state == OPENED else []
+
+    def offered_tools(self, participant_id: str) -> list[str]:
+        """The adapter tools ``participant_id`` may use now (["say"] or []; none unless OPENED)."""
+        if self.meta.state == OPENED and self.adapter.offers_say(self.spec, self.state, participant_id):
+            return list(ADAPTER_TOOLS)
+        return []
 
     def all_acked(self) -> bool:
         """Every invitee acked its invite."""

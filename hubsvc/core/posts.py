@@ -16,7 +16,7 @@ from typing import Any
 from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.admission import Admission, Batch, check_shape, refuse_forged_dispatch
-from hubsvc.core.channel import OPENED, ChannelRuntime
+from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_TEXT, Envelope
@@ -118,7 +118,7 @@ class Posts:
         )
         if ch is None:
             return False, ChannelClosed(f"channel '{channel_id}' is not live (closed, expired or unknown)."), []
-        expected = ch.adapter.expected_next(ch.spec, ch.state) if ch.meta.state == OPENED else []
+        expected = ch.expected_next()
         if caller not in ch.participants:
             return False, NotParticipant(f"you are not a participant of channel '{channel_id}'."), expected
         try:

@@ -55,7 +55,7 @@ class Sessions:
                     metadata={"cause": "replaced"},
                 )
             )
-            self._flush_session(old)
+            self._flush([old])
         limit = self._options.max_in_flight
         max_in_flight = min(hello.max_in_flight, limit) if hello.max_in_flight else limit
         session = Session(
@@ -111,7 +111,7 @@ class Sessions:
     def disconnect(self, session: Session) -> None:
         """The stream ended: flush the session's cursors and forget it."""
         session.close()
-        self._flush_session(session)
+        self._flush([session])
         if self._sessions.get(session.agent_id) is session:
             del self._sessions[session.agent_id]
             self._registry.touch(session.agent_id, online=False)
@@ -136,11 +136,7 @@ class Sessions:
 
     def flush_cursors(self) -> None:
         """Queue the write of every cursor the sessions advanced since the last flush."""
-        rows: list[tuple[str, str, int]] = []
-        for session in self._sessions.values():
-            rows.extend((session.agent_id, c, s) for c, s in session.take_dirty().items())
-        if rows:
-            self._store.submit(Writes(cursors=rows))
+        self._flush(self._sessions.values())
 
     async def flush_loop(self) -> None:
         """Flush cursors every ``cursor_flush_interval`` seconds, until cancelled."""
@@ -148,7 +144,8 @@ class Sessions:
             await asyncio.sleep(self._options.cursor_flush_interval)
             self.flush_cursors()
 
-    def _flush_session(self, session: Session) -> None:
-        dirty = session.take_dirty()
-        if dirty:
-            self._store.submit(Writes(cursors=[(session.agent_id, c, s) for c, s in dirty.items()]))
+    def _flush(self, sessions: Iterable[Session]) -> None:
+        """Queue one write of the cursors ``sessions`` advanced since their last flush."""
+        rows = [(session.agent_id, c, s) for session in sessions for c, s in session.take_dirty().items()]
+        if rows:
+            self._store.submit(Writes(cursors=rows))

@@ -10,7 +10,6 @@ from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
 from hubsvc.adapters import get_adapter
 from hubsvc.core.channel import OPENED, TERMINAL, spec_from_meta
 from hubsvc.core.hub import HubCore
-from hubsvc.core.operations.tools import offered_tools
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_CHANNEL_OPENED, Envelope, text_envelope
 from netkernel.errors import InvalidArgument, PermissionDenied
 from netkernel.wire import dumps_json, envelope_from_wire, wire_readable_by
@@ -80,9 +79,8 @@ class ChannelOps:
         else:
             policy, recent_n = ch.adapter.default_view(ch.spec)
             response.adapter_state_json = dumps_json(ch.adapter.state_json(ch.state))
-            if ch.meta.state == OPENED:
-                response.expected_next.extend(ch.adapter.expected_next(ch.spec, ch.state))
-            response.offered_tools.extend(offered_tools(ch, caller))
+            response.expected_next.extend(ch.expected_next())
+            response.offered_tools.extend(ch.offered_tools(caller))
         response.default_view.policy = policy
         response.default_view.recent_n = recent_n
         return response

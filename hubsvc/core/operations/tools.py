@@ -6,17 +6,9 @@ import json
 
 from agentnet.v1 import hub_pb2
 
-from hubsvc.core.channel import OPENED, ChannelRuntime
 from hubsvc.core.hub import HubCore
 from netkernel.errors import ChannelClosed, PermissionDenied
-from netkernel.tool_schemas import ADAPTER_TOOLS, ALL_TOOLS, PLUGIN_TOOLS, description, parameters_schema
-
-
-def offered_tools(ch: ChannelRuntime, caller: str) -> list[str]:
-    """The adapter tools ``caller`` may use in the live channel now (the `say` column of docs/hub.md, Adapters)."""
-    if ch.meta.state == OPENED and ch.adapter.offers_say(ch.spec, ch.state, caller):
-        return list(ADAPTER_TOOLS)
-    return []
+from netkernel.tool_schemas import ALL_TOOLS, PLUGIN_TOOLS, description, parameters_schema
 
 
 class ToolOps:
@@ -36,7 +28,7 @@ class ToolOps:
         if ch is not None:
             if caller not in ch.participants:
                 raise PermissionDenied(f"you are not a participant of channel '{channel_id}'.")
-            names += [(n, hub_pb2.TOOL_SOURCE_ADAPTER) for n in offered_tools(ch, caller)]
+            names += [(n, hub_pb2.TOOL_SOURCE_ADAPTER) for n in ch.offered_tools(caller)]
         return [
             hub_pb2.ToolSchema(
                 name=name,
