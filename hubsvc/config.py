@@ -33,6 +33,18 @@ class HubConfig:
     """Delegation (and A2A call) depth limit (AGENTNET_MAX_DEPTH)."""
     a2a_token_ttl: float = 300.0
     """Seconds an A2A call token stays valid (AGENTNET_A2A_TOKEN_TTL)."""
+    max_event_data_bytes: int = HubOptions.max_event_data_bytes
+    """Largest event data (and text that becomes event data), in bytes (AGENTNET_MAX_EVENT_DATA_BYTES)."""
+    max_skill_bytes: int = HubOptions.max_skill_bytes
+    """Largest skill markdown, in bytes (AGENTNET_MAX_SKILL_BYTES)."""
+    max_id_bytes: int = HubOptions.max_id_bytes
+    """Longest id, key, token or short name in a request, in bytes (AGENTNET_MAX_ID_BYTES)."""
+    max_text_bytes: int = HubOptions.max_text_bytes
+    """Longest other text field of a request, in bytes (AGENTNET_MAX_TEXT_BYTES)."""
+    max_repeated_items: int = HubOptions.max_repeated_items
+    """Most items of a repeated field or map of a request (AGENTNET_MAX_REPEATED_ITEMS)."""
+    max_stream_entries: int = HubOptions.max_stream_entries
+    """Most cursors in a Hello and acks in an Ack frame (AGENTNET_MAX_STREAM_ENTRIES)."""
     operator_token_file: Path | None = None
     """File holding the operator token for operator calls such as ListAudit; created with a
     random token when missing; default ``<data_dir>/hub-operator.token`` (AGENTNET_HUB_OPERATOR_TOKEN_FILE)."""
@@ -40,7 +52,15 @@ class HubConfig:
     def options(self) -> HubOptions:
         """The core options these settings imply."""
         return HubOptions(
-            invite_ack_timeout=self.invite_ack_timeout, max_depth=self.max_depth, a2a_token_ttl=self.a2a_token_ttl
+            invite_ack_timeout=self.invite_ack_timeout,
+            max_depth=self.max_depth,
+            a2a_token_ttl=self.a2a_token_ttl,
+            max_event_data_bytes=self.max_event_data_bytes,
+            max_skill_bytes=self.max_skill_bytes,
+            max_id_bytes=self.max_id_bytes,
+            max_text_bytes=self.max_text_bytes,
+            max_repeated_items=self.max_repeated_items,
+            max_stream_entries=self.max_stream_entries,
         )
 
     @property
@@ -62,6 +82,47 @@ def _flag(
     """Add ``flag``; its default comes from ``env_var`` when set, else ``default``."""
     raw = os.environ.get(env_var)
     parser.add_argument(flag, type=type, default=type(raw) if raw else default, help=f"{help} [{env_var}]", **kw)
+
+
+#: The request size limits: (flag, environment variable, default, help); docs/operations.md "Limits".
+_SIZE_FLAGS = (
+    (
+        "--max-event-data-bytes",
+        "AGENTNET_MAX_EVENT_DATA_BYTES",
+        HubOptions.max_event_data_bytes,
+        "largest event_data_json (and Say/Delegate/InvokeAgent text) in bytes; PAYLOAD_TOO_LARGE beyond",
+    ),
+    (
+        "--max-skill-bytes",
+        "AGENTNET_MAX_SKILL_BYTES",
+        HubOptions.max_skill_bytes,
+        "largest skill markdown in bytes; PAYLOAD_TOO_LARGE beyond",
+    ),
+    (
+        "--max-id-bytes",
+        "AGENTNET_MAX_ID_BYTES",
+        HubOptions.max_id_bytes,
+        "longest id, key, token or name in a request, in bytes; INVALID_ARGUMENT beyond",
+    ),
+    (
+        "--max-text-bytes",
+        "AGENTNET_MAX_TEXT_BYTES",
+        HubOptions.max_text_bytes,
+        "longest other text field (intent, reason, query, ...) in bytes; INVALID_ARGUMENT beyond",
+    ),
+    (
+        "--max-repeated-items",
+        "AGENTNET_MAX_REPEATED_ITEMS",
+        HubOptions.max_repeated_items,
+        "most items of a repeated field or map (audience, targets, labels, ...); INVALID_ARGUMENT beyond",
+    ),
+    (
+        "--max-stream-entries",
+        "AGENTNET_MAX_STREAM_ENTRIES",
+        HubOptions.max_stream_entries,
+        "most resume cursors in a Hello and acks in one Ack frame",
+    ),
+)
 
 
 def parse_args(argv: list[str] | None = None) -> HubConfig:
@@ -109,9 +170,14 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         "file with the operator token for ListAudit (default: <data-dir>/hub-operator.token, generated)",
         type=Path,
     )
+    for flag, env_var, default, help in _SIZE_FLAGS:
+        _flag(parser, flag, env_var, default, help, type=int)
     args = parser.parse_args(argv)
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
+    for flag, *_ in _SIZE_FLAGS:
+        if getattr(args, flag[2:].replace("-", "_")) <= 0:
+            parser.error(f"{flag} must be positive")
     return HubConfig(
         host=args.host,
         port=args.port,
@@ -122,5 +188,11 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         invite_ack_timeout=args.invite_ack_timeout,
         max_depth=args.max_depth,
         a2a_token_ttl=args.a2a_token_ttl,
+        max_event_data_bytes=args.max_event_data_bytes,
+        max_skill_bytes=args.max_skill_bytes,
+        max_id_bytes=args.max_id_bytes,
+        max_text_bytes=args.max_text_bytes,
+        max_repeated_items=args.max_repeated_items,
+        max_stream_entries=args.max_stream_entries,
         operator_token_file=args.operator_token_file,
     )

@@ -4,7 +4,8 @@ Each RPC method of :class:`~hubsvc.servicer.HubServicer` declares its auth mode
 (:data:`PUBLIC`, :data:`AGENT`, :data:`OPERATOR` or :data:`AGENT_OR_OPERATOR`) with
 :func:`unary_rpc` / :func:`stream_rpc`; the decorator authenticates the call once
 (an agent is marked as seen), hands the caller to the handler, and runs it under
-the error boundary of :mod:`servicekit.boundary`. ``Connect`` authenticates its
+the error boundary of :mod:`servicekit.boundary`. Before the handler runs, the request is
+checked against the hub's field limits (:mod:`hubsvc.field_limits`). ``Connect`` authenticates its
 Hello frame with :meth:`Authenticator.hello` under the same boundary; errors that
 travel inside its stream (a refused post) are built by :func:`error_detail` from
 the same exception classes.
@@ -20,12 +21,14 @@ from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
 import grpc
 from agentnet.v1 import connect_pb2, errors_pb2
+from google.protobuf.message import Message
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.util import hash_secret
 from netkernel.errors import AgentNetError, PermissionDenied, ProtocolError, Unauthenticated
 from servicekit.auth import bearer_token
 from servicekit.boundary import stream_boundary, unary_boundary
+from servicekit.limits import RequestLimits
 
 C = TypeVar("C")
 Req = TypeVar("Req")
@@ -52,7 +55,9 @@ AGENT_OR_OPERATOR: Auth[str | None] = Auth("agent-or-operator")
 
 def error_detail(err: AgentNetError) -> errors_pb2.ErrorDetail:
     """The in-stream form of a domain error (a refused post's PostResult.error, CanSend's refusal)."""
-    return errors_pb2.ErrorDetail(code=err.code.value[0], reason=err.reason, message=err.message, metadata=err.metadata)
+    return errors_pb2.ErrorDetail(
+        code=err.code.value[0], reason=err.reason, message=err.wire_message, metadata=err.wire_metadata
+    )
 
 
 class Authenticator:
@@ -112,9 +117,11 @@ class Authenticator:
 
 
 class Authenticated(Protocol):
-    """A servicer whose RPCs authenticate through an :class:`Authenticator`."""
+    """A servicer whose RPCs authenticate through an :class:`Authenticator` and check their
+    requests against :class:`~servicekit.limits.RequestLimits`."""
 
     auth: Authenticator
+    limits: RequestLimits
 
 
 S = TypeVar("S", bound=Authenticated)
@@ -124,12 +131,15 @@ Ctx: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 def unary_rpc(
     auth: Auth[C],
 ) -> Callable[[Callable[[S, C, Req], Awaitable[Resp]]], Callable[[S, Req, Ctx], Awaitable[Resp]]]:
-    """Declare a unary RPC's auth mode: the handler ``(self, caller, request)`` runs authenticated, in the boundary."""
+    """Declare a unary RPC's auth mode: the handler ``(self, caller, request)`` runs authenticated, with
+    the request within the field limits, in the boundary."""
 
     def decorate(handler: Callable[[S, C, Req], Awaitable[Resp]]) -> Callable[[S, Req, Ctx], Awaitable[Resp]]:
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> Resp:
-            return await handler(self, self.auth.caller(auth, context.invocation_metadata() or ()), request)
+            caller = self.auth.caller(auth, context.invocation_metadata() or ())
+            self.limits.check(cast(Message, request))
+            return await handler(self, caller, request)
 
         return unary_boundary(method)
 
@@ -144,7 +154,9 @@ def stream_rpc(
     def decorate(handler: Callable[[S, C, Req], AsyncIterator[Resp]]) -> Callable[[S, Req, Ctx], AsyncIterator[Resp]]:
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> AsyncIterator[Resp]:
-            async for item in handler(self, self.auth.caller(auth, context.invocation_metadata() or ()), request):
+            caller = self.auth.caller(auth, context.invocation_metadata() or ())
+            self.limits.check(cast(Message, request))
+            async for item in handler(self, caller, request):
                 yield item
 
         return stream_boundary(method)

@@ -17,6 +17,7 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.operations import Operations
 from hubsvc.core.tool_calls import ToolCalls
 from hubsvc.core.util import to_timestamp
+from hubsvc.field_limits import hub_request_limits
 from hubsvc.rpc import (
     AGENT,
     AGENT_OR_OPERATOR,
@@ -45,6 +46,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     def __init__(self, core: HubCore, *, operator_token: str = "") -> None:
         self.core = core
         self.auth = Authenticator(core, operator_token)
+        self.limits = hub_request_limits(core.options)
         self.ops = Operations(core)
         self.tool_calls = ToolCalls(self.ops)
 
@@ -60,6 +62,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             if hello is None:
                 return
             agent_id, first = hello
+            self.limits.check(first)
             session, welcome = await self.core.connect(agent_id, first)
             reader = asyncio.create_task(self._read_frames(agent_id, session, request_iterator))
             try:
@@ -79,6 +82,10 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         try:
             async for frame in frames:
                 kind = frame.WhichOneof("frame")
+                refusal = self.limits.refusal(frame) if kind != "post" else None  # a post's is its PostResult
+                if refusal is not None:
+                    session.close(refusal)
+                    return
                 if kind == "post":
                     await self._stream_post(agent_id, session, frame.post)
                 elif kind == "ack":
@@ -105,6 +112,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             )
 
         try:
+            self.limits.check(post)
             env = envelope_from_wire(post.envelope)
             fut, wire, duplicate = await self.core.admit(agent_id, env, event_data_json=post.envelope.event_data_json)
         except Exception as exc:  # the same decision as the RPC boundary, answered in the stream

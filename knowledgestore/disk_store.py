@@ -47,6 +47,7 @@ from knowledgestore.base import StoreBase
 from knowledgestore.disk_journal import JOURNAL_NAME, JournalTailer, JournalWriter, write_all
 from knowledgestore.feed import ChangeFeed
 from knowledgestore.paths import (
+    RESERVED_NAME,
     ancestors,
     dir_prefix,
     directory_blocks_file,
@@ -57,9 +58,7 @@ from knowledgestore.paths import (
 from knowledgestore.text import check_offset, decode_text, encode_text
 from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
 from netkernel.errors import InvalidArgument, NotFound
-
-#: Directory name reserved for the store's bookkeeping, at any level.
-RESERVED_NAME = ".agentnet"
+from netkernel.files import private_dir
 
 
 class _JournalWatcher(FileSystemEventHandler):
@@ -109,8 +108,9 @@ class DiskKnowledgeStore(StoreBase):
         self._meta = self._root / RESERVED_NAME
         self._tmp = self._meta / "tmp"
         self._versions = self._meta / "versions"
+        private_dir(self._root)  # the files are 0600 (mkstemp, appends, journal) inside a 0700 root
         for directory in (self._tmp, self._versions):
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._real_root = os.path.realpath(self._root)
         self._lock_path = self._meta / "lock"
         self._fsync = fsync
@@ -135,9 +135,7 @@ class DiskKnowledgeStore(StoreBase):
     # --- path mapping and locking (run in worker threads) ---
 
     def _target(self, path: str) -> Path:
-        parts = path.split("/")[1:]
-        if RESERVED_NAME in parts:
-            raise InvalidArgument(f"{path}: the name {RESERVED_NAME} is reserved by DiskKnowledgeStore")
+        parts = path.split("/")[1:]  # normalised: no part is the reserved bookkeeping name
         target = self._root.joinpath(*parts)
         real = os.path.realpath(target)
         if real != self._real_root and not real.startswith(self._real_root + os.sep):

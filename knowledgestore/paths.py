@@ -1,7 +1,9 @@
 """Path and namespace rules shared by every backend.
 
 A path is absolute, "/"-separated, with no empty, "." or ".." components after
-normalisation. Directories are implicit: they exist while a file lies beneath
+normalisation. The name ``.agentnet`` (in any letter case) is reserved for a store's own
+bookkeeping (the disk backend keeps its lock, versions and journal there) on every backend:
+no path component and no namespace may use it. Directories are implicit: they exist while a file lies beneath
 them. A path cannot be both a file and a directory.
 """
 
@@ -14,6 +16,9 @@ from netkernel.errors import InvalidArgument
 
 #: Longest accepted normalised path, in UTF-8 bytes.
 MAX_PATH_BYTES = 4096
+
+#: The name reserved for a store's bookkeeping, as a path component or a namespace (any letter case).
+RESERVED_NAME = ".agentnet"
 
 #: What a namespace name may look like (used by the knowledge service and namespace views).
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -36,6 +41,12 @@ def normalize_path(path: str) -> str:
                 raise InvalidArgument(f"path {path!r} escapes the root directory", metadata={"path": path})
             parts.pop()
         else:
+            if component.casefold() == RESERVED_NAME:
+                raise InvalidArgument(
+                    f"path {path!r} uses the name {RESERVED_NAME}, reserved for the store's own bookkeeping; "
+                    "choose another name",
+                    metadata={"path": path},
+                )
             parts.append(component)
     normalized = "/" + "/".join(parts)
     try:
@@ -97,10 +108,12 @@ def directory_blocks_file(path: str) -> InvalidArgument:
 
 
 def validate_namespace(name: str) -> str:
-    """Return ``name`` if it is a valid namespace name (``[A-Za-z0-9._-]{1,64}``), else raise InvalidArgument."""
-    if not NAMESPACE_PATTERN.fullmatch(name) or name in (".", ".."):
+    """Return ``name`` if it is a valid namespace name (``[A-Za-z0-9._-]{1,64}``, not ``.``, ``..`` or the
+    reserved ``.agentnet``), else raise InvalidArgument."""
+    if not NAMESPACE_PATTERN.fullmatch(name) or name in (".", "..") or name.casefold() == RESERVED_NAME:
         raise InvalidArgument(
-            f"invalid namespace {name!r}: use 1-64 characters from A-Z a-z 0-9 . _ - (not '.' or '..')",
+            f"invalid namespace {name!r}: use 1-64 characters from A-Z a-z 0-9 . _ - "
+            f"(not '.', '..' or {RESERVED_NAME!r}, which is reserved for the store's own bookkeeping)",
             metadata={"namespace": name},
         )
     return name

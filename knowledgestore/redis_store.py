@@ -35,7 +35,7 @@ from knowledgestore.paths import (
     immediate_children,
     normalize_path,
 )
-from knowledgestore.text import check_offset, decode_text, encode_text
+from knowledgestore.text import check_offset, decode_text, encode_text, query_offset
 from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
 from netkernel.errors import NotFound
 
@@ -167,7 +167,7 @@ class RedisKnowledgeStore(StoreBase):
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.hexists(self._versions, path)
             pipe.strlen(self._data_key(path))
-            pipe.getrange(self._data_key(path), max(offset, 0), -1)
+            pipe.getrange(self._data_key(path), query_offset(offset), -1)
             found, size, data = await pipe.execute()
         if not found:
             raise NotFound(f"no file at {path}", metadata={"path": path})

@@ -36,9 +36,10 @@ from knowledgestore.paths import (
     immediate_children,
     normalize_path,
 )
-from knowledgestore.text import check_offset, decode_text, encode_text
+from knowledgestore.text import check_offset, decode_text, encode_text, query_offset
 from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
 from netkernel.errors import NotFound
+from netkernel.files import private_database
 
 T = TypeVar("T")
 Row = Sequence[Any]
@@ -122,7 +123,7 @@ class _Database:
             if self._closed:
                 raise RuntimeError(f"SqliteKnowledgeStore({self.path}) is closed")
             if self._writer is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                private_database(self.path)
                 writer = await aiosqlite.connect(self.path, isolation_level=None)
                 try:
                     await writer.execute_fetchall("PRAGMA busy_timeout = 10000")
@@ -304,7 +305,9 @@ class SqliteKnowledgeStore(StoreBase):
         """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
         path = file_path(path)
         async with self._db.reader() as conn:
-            rows: list[Row] = list(await conn.execute_fetchall(_READ_RANGE, (offset, self._namespace, path)))
+            rows: list[Row] = list(
+                await conn.execute_fetchall(_READ_RANGE, (query_offset(offset), self._namespace, path))
+            )
         if not rows:
             raise NotFound(f"no file at {path}", metadata={"path": path})
         size = int(rows[0][0])

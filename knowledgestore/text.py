@@ -26,6 +26,16 @@ def is_continuation_byte(byte: int) -> bool:
     return byte & 0xC0 == 0x80
 
 
+#: Largest offset a query may carry: SQLite and Redis take signed 64-bit integers.
+MAX_QUERY_OFFSET = 2**63 - 1
+
+
+def query_offset(offset: int) -> int:
+    """``offset`` clamped to ``0..MAX_QUERY_OFFSET`` for a database query; a clamped offset lies past
+    the end of any file, so :func:`check_offset` still refuses the original one (OUT_OF_RANGE)."""
+    return min(max(offset, 0), MAX_QUERY_OFFSET)
+
+
 def check_offset(path: str, offset: int, size: int, byte_at_offset: int | None) -> None:
     """Refuse an offset that is negative, past ``size`` or inside a multi-byte character.
 

@@ -10,6 +10,7 @@ from knowledgesvc.auth import TokensFileError, load_authority
 from knowledgesvc.backend import open_backend
 from knowledgesvc.config import KnowledgeConfig, parse_args
 from knowledgesvc.server import start_knowledge
+from netkernel.files import private_dir
 from servicekit.runtime import configure_logging, serve_until_signal
 
 log = logging.getLogger("agentnet.knowledge")
@@ -21,7 +22,7 @@ class StartupError(Exception):
 
 async def run(config: KnowledgeConfig) -> None:
     """Serve the knowledge service with ``config`` until a stop signal arrives, then close the store."""
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(config.data_dir)
     try:
         authority = load_authority(config.tokens_file, config.data_dir)
     except TokensFileError as exc:

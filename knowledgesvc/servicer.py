@@ -8,24 +8,52 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeAlias
 
 from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 
 from knowledgestore.base import StoreBase
 from knowledgestore.convert import event_to_proto
-from knowledgestore.paths import validate_namespace
-from knowledgestore.text import encode_text
+from knowledgestore.paths import MAX_PATH_BYTES, validate_namespace
 from knowledgestore.types import ChangeEvent
 from knowledgesvc.auth import TokenAuthority
-from netkernel.errors import PayloadTooLarge, Unavailable
+from netkernel.errors import InvalidArgument, PayloadTooLarge, Unavailable
 from servicekit.boundary import stream_boundary, unary_boundary
+from servicekit.limits import Bound, RequestLimits
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 
 KNOWLEDGE_SERVICE = knowledge_pb2.DESCRIPTOR.services_by_name["KnowledgeService"]
 
 #: Largest content a response may carry: the message limit minus room for the other fields.
 MAX_RESPONSE_BYTES = DEFAULT_MAX_MESSAGE_BYTES - 64 * 1024
+
+#: Every request message: each carries the namespace it acts on.
+KnowledgeRequest: TypeAlias = (
+    knowledge_pb2.ReadRequest
+    | knowledge_pb2.WriteRequest
+    | knowledge_pb2.ListRequest
+    | knowledge_pb2.DeleteRequest
+    | knowledge_pb2.ExistsRequest
+    | knowledge_pb2.AppendRequest
+    | knowledge_pb2.ReadRangeRequest
+    | knowledge_pb2.WatchRequest
+)
+
+
+def knowledge_request_limits(max_write_bytes: int) -> RequestLimits:
+    """The field limits of knowledge requests: file content up to ``max_write_bytes`` (PAYLOAD_TOO_LARGE),
+    paths up to ``MAX_PATH_BYTES`` as sent, offsets within a signed 64-bit integer (OUT_OF_RANGE)."""
+    content = Bound(max_write_bytes, PayloadTooLarge, "split the content into several appends (--max-write-bytes)")
+    path = Bound(MAX_PATH_BYTES, InvalidArgument, "use a shorter path")
+    overrides = {
+        "agentnet.v1.WriteRequest.content": content,
+        "agentnet.v1.AppendRequest.text": content,
+        "agentnet.v1.WatchRequest.prefix": path,
+    }
+    for request in ("Read", "Write", "List", "Delete", "Exists", "Append", "ReadRange"):
+        overrides[f"agentnet.v1.{request}Request.path"] = path
+    return RequestLimits(overrides=overrides)
+
 
 #: Changes a Watch may have queued for a slow client before the stream is ended.
 WATCH_BACKLOG = 10_000
@@ -44,23 +72,17 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
     ) -> None:
         self._root = store
         self._authority = authority
-        self._max_write_bytes = max_write_bytes
+        self._limits = knowledge_request_limits(max_write_bytes)
         self._watch_backlog = watch_backlog
 
-    def _store(self, namespace: str, context: Any) -> StoreBase:
-        """Authenticate the caller, check the namespace name and its grant; return the namespace's store."""
+    def _store(self, request: KnowledgeRequest, context: Any) -> StoreBase:
+        """Authenticate the caller, check the namespace name and its grant, then the request's field
+        limits; return the namespace's store."""
+        namespace = request.namespace
         metadata = [(item[0], item[1]) for item in context.invocation_metadata() or ()]
         self._authority.authorize(metadata, validate_namespace(namespace))
+        self._limits.check(request)
         return self._root.namespace(namespace)
-
-    def _check_write_size(self, text: str) -> None:
-        size = len(encode_text(text))
-        if size > self._max_write_bytes:
-            raise PayloadTooLarge(
-                f"{size} bytes exceed the limit of {self._max_write_bytes} bytes per write "
-                "(the service's --max-write-bytes); split the content into several appends",
-                metadata={"size": str(size), "limit": str(self._max_write_bytes)},
-            )
 
     @staticmethod
     def _check_response_size(path: str, size: int) -> None:
@@ -74,48 +96,46 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
     @unary_boundary
     async def Read(self, request: knowledge_pb2.ReadRequest, context: Any) -> knowledge_pb2.ReadResponse:
         """Return a file's content, size and version."""
-        content, info = await self._store(request.namespace, context).read_info(request.path)
+        content, info = await self._store(request, context).read_info(request.path)
         self._check_response_size(request.path, info.size)
         return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
 
     @unary_boundary
     async def Write(self, request: knowledge_pb2.WriteRequest, context: Any) -> knowledge_pb2.WriteResponse:
         """Create or replace a file."""
-        store = self._store(request.namespace, context)
-        self._check_write_size(request.content)
+        store = self._store(request, context)
         info = await store.write_info(request.path, request.content)
         return knowledge_pb2.WriteResponse(version=info.version, size=info.size)
 
     @unary_boundary
     async def List(self, request: knowledge_pb2.ListRequest, context: Any) -> knowledge_pb2.ListResponse:
         """Immediate children of a directory."""
-        entries = await self._store(request.namespace, context).list(request.path)
+        entries = await self._store(request, context).list(request.path)
         return knowledge_pb2.ListResponse(entries=entries)
 
     @unary_boundary
     async def Delete(self, request: knowledge_pb2.DeleteRequest, context: Any) -> knowledge_pb2.DeleteResponse:
         """Remove a file."""
-        await self._store(request.namespace, context).delete(request.path)
+        await self._store(request, context).delete(request.path)
         return knowledge_pb2.DeleteResponse()
 
     @unary_boundary
     async def Exists(self, request: knowledge_pb2.ExistsRequest, context: Any) -> knowledge_pb2.ExistsResponse:
         """Whether a file exists."""
-        exists = await self._store(request.namespace, context).exists(request.path)
+        exists = await self._store(request, context).exists(request.path)
         return knowledge_pb2.ExistsResponse(exists=exists)
 
     @unary_boundary
     async def Append(self, request: knowledge_pb2.AppendRequest, context: Any) -> knowledge_pb2.AppendResponse:
         """Append text; report where it landed."""
-        store = self._store(request.namespace, context)
-        self._check_write_size(request.text)
+        store = self._store(request, context)
         result = await store.append_info(request.path, request.text)
         return knowledge_pb2.AppendResponse(offset=result.offset, size=result.size, version=result.version)
 
     @unary_boundary
     async def ReadRange(self, request: knowledge_pb2.ReadRangeRequest, context: Any) -> knowledge_pb2.ReadRangeResponse:
         """Everything from a byte offset on, and the offset to continue from."""
-        content = await self._store(request.namespace, context).read_range(request.path, request.offset)
+        content = await self._store(request, context).read_range(request.path, request.offset)
         size = len(content.encode("utf-8"))
         self._check_response_size(request.path, size)
         return knowledge_pb2.ReadRangeResponse(content=content, next_offset=request.offset + size)
@@ -125,7 +145,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         self, request: knowledge_pb2.WatchRequest, context: Any
     ) -> AsyncIterator[knowledge_pb2.WatchResponse]:
         """Confirm the subscription, then stream changes until the client cancels."""
-        store = self._store(request.namespace, context)
+        store = self._store(request, context)
         # None marks an overflow: the client fell watch_backlog changes behind.
         queue: asyncio.Queue[ChangeEvent | None] = asyncio.Queue()
         overflowed = False

@@ -18,6 +18,8 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from netkernel.clip import MAX_MESSAGE_BYTES, clip_metadata, clip_text
+
 ERROR_DOMAIN = "agentnet.v1"
 
 
@@ -35,6 +37,16 @@ class AgentNetError(Exception):
         super().__init__(message)
         self.message = message
         self.metadata: dict[str, str] = dict(metadata or {})
+
+    @property
+    def wire_message(self) -> str:
+        """The message as a client receives it: clipped to ``netkernel.clip.MAX_MESSAGE_BYTES``."""
+        return clip_text(self.message, MAX_MESSAGE_BYTES)
+
+    @property
+    def wire_metadata(self) -> dict[str, str]:
+        """The metadata as a client receives it: few entries, each value clipped (``netkernel.clip``)."""
+        return clip_metadata(self.metadata)
 
 
 class ProtocolError(AgentNetError):
@@ -190,11 +202,11 @@ ERROR_CLASSES: dict[str, type[AgentNetError]] = {
 
 
 def error_status(error: AgentNetError) -> grpc.Status:
-    """Build the gRPC status (code, message, ErrorInfo details) for ``error``."""
-    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
+    """Build the gRPC status (code, message, ErrorInfo details) for ``error``; what it echoes is clipped."""
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.wire_metadata)
     detail = any_pb2.Any()
     detail.Pack(info)
-    proto = status_pb2.Status(code=error.code.value[0], message=error.message, details=[detail])
+    proto = status_pb2.Status(code=error.code.value[0], message=error.wire_message, details=[detail])
     return rpc_status.to_status(proto)
 
 

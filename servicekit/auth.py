@@ -6,9 +6,10 @@ import contextlib
 import logging
 import os
 import secrets
-import stat
 from collections.abc import Iterable
 from pathlib import Path
+
+from netkernel.files import private_dir, tighten
 
 log = logging.getLogger("agentnet.service")
 
@@ -33,7 +34,7 @@ def ensure_secret_file(path: Path) -> str:
     Raises ``ValueError`` when the file holds no usable secret (shorter than 16 characters).
     """
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         # Write a private temp file, then link it into place: never a readable or half-written secret.
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -44,8 +45,7 @@ def ensure_secret_file(path: Path) -> str:
                 os.link(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
-    if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        log.warning("%s is accessible to other users; restrict it with chmod 600", path)
+    tighten(path)  # a secret readable by other users is made private (with a warning)
     secret = path.read_text(encoding="utf-8").strip()
     if len(secret) < MIN_SECRET_LENGTH:
         raise ValueError(f"{path} holds no usable secret; delete it to have a new one generated")

@@ -20,7 +20,6 @@ operations and the tests use.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
@@ -34,7 +33,7 @@ from hubsvc.core.posts import Posts
 from hubsvc.core.registry import Registry
 from hubsvc.core.sessions import Sessions
 from hubsvc.core.tasks import TaskMirror
-from hubsvc.core.util import Clock, system_clock
+from hubsvc.core.util import Clock, audit_row, system_clock
 from hubsvc.storage import HubStore, Writes
 from netkernel.errors import InvalidArgument, Unavailable
 
@@ -144,7 +143,7 @@ class HubCore:
 
     def audit(self, kind: str, actor: str, subject: str, detail: dict[str, Any]) -> None:
         """Append an audit record (committed with the next group)."""
-        self.store.submit(Writes(audit=[(kind, actor, subject, json.dumps(detail), self.clock())]))
+        self.store.submit(Writes(audit=[audit_row(kind, actor, subject, detail, self.clock())]))
 
     def name_for(self, agent_id: str) -> str:
         """Passport name of an agent id."""

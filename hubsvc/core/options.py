@@ -16,7 +16,18 @@ class HubOptions:
     max_depth: int = 8
     """Deepest delegation an envelope may carry; deeper posts are refused (DEPTH_EXCEEDED)."""
     max_event_data_bytes: int = 1024 * 1024
-    """Largest event_data_json accepted (PAYLOAD_TOO_LARGE beyond)."""
+    """Largest event_data_json accepted, in UTF-8 bytes (PAYLOAD_TOO_LARGE beyond); also bounds the
+    request text that becomes event data (Say content, Delegate prompt, InvokeAgent message, …)."""
+    max_skill_bytes: int = 256 * 1024
+    """Largest skill markdown (Register, SetSkill), in UTF-8 bytes (PAYLOAD_TOO_LARGE beyond)."""
+    max_id_bytes: int = 256
+    """Longest id, key, token or short name in a request, in UTF-8 bytes (INVALID_ARGUMENT beyond)."""
+    max_text_bytes: int = 64 * 1024
+    """Longest other text field of a request (intent, reason, query, …), in UTF-8 bytes."""
+    max_repeated_items: int = 1024
+    """Most items of a repeated field or map of a request (audience, targets, resume lists, labels, …)."""
+    max_stream_entries: int = 100_000
+    """Most resume cursors in a Hello and acks in one Ack frame."""
     max_in_flight: int = 1024
     """Default cap on unacked deliveries per stream (Hello.max_in_flight overrides, up to this)."""
     max_queued: int = 200_000

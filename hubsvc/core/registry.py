@@ -7,14 +7,13 @@ Credentials are ``<agent_id>.<secret>``; only a SHA-256 of the secret is kept.
 from __future__ import annotations
 
 import hmac
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from agentnet.v1 import a2a_pb2, identity_pb2
 
-from hubsvc.core.util import Clock, hash_secret, new_id, new_secret, to_timestamp
+from hubsvc.core.util import Clock, audit_row, hash_secret, new_id, new_secret, to_timestamp
 from hubsvc.storage import AgentRow, HubStore, Writes
 from netkernel.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
 from netkernel.identity import Passport, Resume
@@ -215,4 +214,4 @@ class Registry:
         return AgentRow(entry.agent_id, entry.name, entry.cred_hash, record.SerializeToString())
 
     def _audit(self, kind: str, subject: str, detail: dict[str, object]) -> tuple[str, str, str, str, float]:
-        return (kind, subject, subject, json.dumps(detail), self._clock())
+        return audit_row(kind, subject, subject, dict(detail), self._clock())

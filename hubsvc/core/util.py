@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import secrets
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from google.protobuf import timestamp_pb2
+
+from netkernel.clip import MAX_AUDIT_VALUE_BYTES, clip_detail, clip_text
 
 Clock = Callable[[], float]
 """Returns the current time in seconds since the epoch (injectable for tests)."""
@@ -96,3 +99,20 @@ class BoundedDict(OrderedDict[K, V], Generic[K, V]):
         super().__setitem__(key, value)
         if len(self) > self.limit:
             self.popitem(last=False)
+
+
+AuditRow = tuple[str, str, str, str, float]
+"""(kind, actor_id, subject_id, detail_json, created_at): one audit append."""
+
+
+def audit_row(kind: str, actor: str, subject: str, detail: dict[str, Any], at: float) -> AuditRow:
+    """One audit append with what it records of a client's input bounded: the actor, the subject
+    and every string of ``detail`` are clipped (:mod:`netkernel.clip`), so a refusal of a huge
+    input leaves a small row."""
+    return (
+        kind,
+        clip_text(actor, MAX_AUDIT_VALUE_BYTES),
+        clip_text(subject, MAX_AUDIT_VALUE_BYTES),
+        json.dumps(clip_detail(detail)),
+        at,
+    )

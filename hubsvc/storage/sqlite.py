@@ -18,6 +18,7 @@ from typing import Any
 import aiosqlite
 
 from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, HubStore, TaskRow, WalRow, Writes
+from netkernel.files import private_database
 
 log = logging.getLogger("agentnet.hub.storage")
 
@@ -92,7 +93,7 @@ class SqliteHubStore(HubStore):
     async def open(self) -> None:
         """Open the file, apply pragmas and schema, start the group-commit writer."""
         if self._path != ":memory:":
-            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            private_database(Path(self._path))  # 0600 in a 0700 directory: messages and call tokens
         self._db = await aiosqlite.connect(self._path, isolation_level=None)
         await self._db.execute("PRAGMA journal_mode=WAL")
         await self._db.execute(f"PRAGMA synchronous={self._synchronous}")

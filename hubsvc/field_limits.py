@@ -1,0 +1,44 @@
+"""The hub's request field limits: :class:`servicekit.limits.RequestLimits` set from
+:class:`~hubsvc.core.options.HubOptions`, with the hub's per-field overrides (payloads, skill
+markdown, stream cursors and acks, ping nonces) and the repeated fields that are sets of ids."""
+
+from __future__ import annotations
+
+from hubsvc.core.options import HubOptions
+from netkernel.errors import PayloadTooLarge
+from servicekit.limits import Bound, FieldLimits, RequestLimits
+
+_PAYLOAD_HINT = "store big content in the knowledge service and send a reference"
+
+#: Text that becomes an envelope's event data: bounded like event_data_json.
+PAYLOAD_FIELDS = (
+    "agentnet.v1.Envelope.event_data_json",
+    "agentnet.v1.SayRequest.content",
+    "agentnet.v1.DelegateRequest.prompt",
+    "agentnet.v1.InvokeAgentRequest.message",
+    "agentnet.v1.OpenChannelRequest.message",
+    "agentnet.v1.CallToolRequest.arguments_json",
+    "agentnet.v1.ReportTaskRequest.payload_json",
+)
+SKILL_FIELDS = ("agentnet.v1.RegisterRequest.skill_md", "agentnet.v1.SetSkillRequest.skill_md")
+#: Per-stream bookkeeping a client may send in bulk: one entry per channel it follows.
+STREAM_ENTRY_FIELDS = ("agentnet.v1.Hello.cursors", "agentnet.v1.Ack.entries")
+#: Repeated fields that name each agent at most once (a repeat is refused).
+UNIQUE_FIELDS = frozenset(
+    {"agentnet.v1.Audience.agent_ids", "agentnet.v1.SayRequest.audience", "agentnet.v1.OpenChannelRequest.targets"}
+)
+
+
+def hub_request_limits(options: HubOptions) -> RequestLimits:
+    """The limits every hub request and Connect frame is checked against."""
+    payload = Bound(options.max_event_data_bytes, PayloadTooLarge, _PAYLOAD_HINT)
+    skill = Bound(options.max_skill_bytes, PayloadTooLarge, "shorten the skill markdown")
+    overrides = {name: payload for name in PAYLOAD_FIELDS}
+    overrides.update({name: skill for name in SKILL_FIELDS})
+    overrides.update({name: Bound(options.max_stream_entries) for name in STREAM_ENTRY_FIELDS})
+    overrides["agentnet.v1.Ping.nonce"] = Bound(2**64 - 1)  # echoed in the Pong, never stored
+    return RequestLimits(
+        FieldLimits(options.max_id_bytes, options.max_text_bytes, options.max_repeated_items),
+        overrides,
+        UNIQUE_FIELDS,
+    )
