@@ -43,6 +43,7 @@ ID_FIELD_NAMES = frozenset(
         "capability",
         "claimed_capabilities",
         "client_name",
+        "created_at",
         "credential",
         "domains",
         "input_modes",

@@ -28,3 +28,36 @@ def test_a_non_positive_token_lifetime_is_refused(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         parse_args(["--a2a-token-ttl", "0"])
     assert "--a2a-token-ttl must be positive" in capsys.readouterr().err
+
+
+def test_request_limits_are_flags_and_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("AGENTNET_MAX_ID_BYTES", "512")
+    monkeypatch.setenv("AGENTNET_MAX_STREAM_ENTRIES", "7")
+    options = parse_args(
+        [
+            "--max-event-data-bytes",
+            "100",
+            "--max-skill-bytes",
+            "200",
+            "--max-text-bytes",
+            "300",
+            "--max-repeated-items",
+            "400",
+        ]
+    ).options()
+    assert (
+        options.max_event_data_bytes,
+        options.max_skill_bytes,
+        options.max_id_bytes,
+        options.max_text_bytes,
+        options.max_repeated_items,
+        options.max_stream_entries,
+    ) == (100, 200, 512, 300, 400, 7)
+
+
+def test_a_non_positive_size_limit_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--max-repeated-items", "0"])
+    assert "--max-repeated-items must be positive" in capsys.readouterr().err

@@ -273,12 +273,14 @@ type Hello struct {
 	Credential string `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
 	// Per-channel resume cursors: channel_id -> highest seq the client has fully
 	// processed. The hub replays visible envelopes with a higher seq. Channels not
-	// listed resume from the hub's stored cursor (advanced by acks).
+	// listed resume from the hub's stored cursor (advanced by acks). At most
+	// --max-stream-entries (100 000) entries, each seq at most 2^63 - 1; beyond,
+	// the stream ends with INVALID_ARGUMENT / OUT_OF_RANGE.
 	Cursors map[string]uint64 `protobuf:"bytes,2,rep,name=cursors,proto3" json:"cursors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Most deliveries the hub may have outstanding (sent but not acked) on this
 	// stream; 0 = the hub's default. Bounds client memory.
 	MaxInFlight uint32 `protobuf:"varint,3,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
-	// Free-form client identification for logs, e.g. "agentsdk-python/0.1".
+	// Free-form client identification for logs, e.g. "agentsdk-python/0.1" (at most 256 bytes).
 	ClientName    string `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -421,7 +423,8 @@ func (x *Welcome) GetKeepaliveSeconds() uint32 {
 // then answers with a PostResult and delivers it.
 type Post struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Client-chosen id echoed in the PostResult.
+	// Client-chosen id echoed in the PostResult (at most 256 bytes). A post over
+	// any field limit is answered with a PostResult.error naming the field.
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The envelope to admit.
 	Envelope      *Envelope `protobuf:"bytes,2,opt,name=envelope,proto3" json:"envelope,omitempty"`
@@ -664,7 +667,8 @@ func (x *Delivery) GetExpired() bool {
 // are acked too; acking seq N of a channel never acks a seq it has not delivered.
 type Ack struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The acknowledged envelopes.
+	// The acknowledged envelopes: at most --max-stream-entries (100 000) per
+	// frame; more ends the stream with INVALID_ARGUMENT.
 	Entries       []*AckEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -712,7 +716,7 @@ type AckEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The envelope's channel.
 	ChannelId string `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	// The envelope's seq.
+	// The envelope's seq (at most 2^63 - 1).
 	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -88,6 +88,8 @@ type Audience struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Agent ids of the participants allowed to see the envelope. Every id must be a
 	// participant of the channel, or the post is refused with INVALID_ARGUMENT.
+	// At most 1024 ids (--max-repeated-items), each named once (a repeat is
+	// INVALID_ARGUMENT).
 	AgentIds      []string `protobuf:"bytes,1,rep,name=agent_ids,json=agentIds,proto3" json:"agent_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -136,7 +138,10 @@ func (x *Audience) GetAgentIds() []string {
 // sequence number.
 type Envelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The channel this envelope belongs to.
+	// The channel this envelope belongs to. Every id, key and type of an
+	// envelope (channel_id, sender_id, event_type, envelope_id, task_id,
+	// causation_id, trace_id, idempotency_key, created_at) is at most 256 UTF-8
+	// bytes (the hub's --max-id-bytes); longer is INVALID_ARGUMENT.
 	ChannelId string `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
 	// The sending agent. Stamped by the hub from the authenticated identity; a post
 	// that names another sender is refused with PERMISSION_DENIED.
@@ -149,6 +154,8 @@ type Envelope struct {
 	// The event payload as a JSON object, encoded as UTF-8 JSON text. JSON keeps
 	// integers as integers and is built with one call in every language
 	// (json.dumps, json.Marshal, JSON.stringify). Empty string = `{}`.
+	// At most the hub's --max-event-data-bytes (1 MiB) of UTF-8; longer is
+	// PAYLOAD_TOO_LARGE.
 	EventDataJson string `protobuf:"bytes,5,opt,name=event_data_json,json=eventDataJson,proto3" json:"event_data_json,omitempty"`
 	// Hub-stamped unique id (assigned on admission; ignored on post).
 	EnvelopeId string `protobuf:"bytes,6,opt,name=envelope_id,json=envelopeId,proto3" json:"envelope_id,omitempty"`
@@ -156,7 +163,7 @@ type Envelope struct {
 	TaskId *string `protobuf:"bytes,7,opt,name=task_id,json=taskId,proto3,oneof" json:"task_id,omitempty"`
 	// The envelope_id this one is "in reply to".
 	CausationId *string `protobuf:"bytes,8,opt,name=causation_id,json=causationId,proto3,oneof" json:"causation_id,omitempty"`
-	// Free-form trace id propagated across channels for observability.
+	// Free-form trace id propagated across channels for observability (at most 256 bytes).
 	TraceId *string `protobuf:"bytes,9,opt,name=trace_id,json=traceId,proto3,oneof" json:"trace_id,omitempty"`
 	// Delivery priority.
 	Priority Priority `protobuf:"varint,10,opt,name=priority,proto3,enum=agentnet.v1.Priority" json:"priority,omitempty"`
@@ -164,7 +171,7 @@ type Envelope struct {
 	// envelopes deeper than its configured limit.
 	Depth int32 `protobuf:"varint,11,opt,name=depth,proto3" json:"depth,omitempty"`
 	// A retried post with the same (sender, channel, idempotency_key) returns the
-	// originally admitted envelope instead of admitting a duplicate.
+	// originally admitted envelope instead of admitting a duplicate. At most 256 bytes.
 	IdempotencyKey *string `protobuf:"bytes,12,opt,name=idempotency_key,json=idempotencyKey,proto3,oneof" json:"idempotency_key,omitempty"`
 	// Hub-stamped admission time, RFC 3339 UTC with a trailing "Z"
 	// (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post.

@@ -73,7 +73,8 @@ const (
 	// FAILED_PRECONDITION: a generic precondition failed (e.g. the task is not running).
 	ErrorReason_ERROR_REASON_FAILED_PRECONDITION ErrorReason = 19
 	// OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
-	// read_range offset inside a UTF-8 character or past the end).
+	// read_range offset inside a UTF-8 character or past the end), or a 64-bit
+	// position (seq, offset, audit id) is above 2^63 - 1.
 	ErrorReason_ERROR_REASON_OUT_OF_RANGE ErrorReason = 20
 )
 

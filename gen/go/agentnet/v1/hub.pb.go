@@ -136,7 +136,8 @@ type RegisterRequest struct {
 	// Claims.
 	Resume *Resume `protobuf:"bytes,2,opt,name=resume,proto3" json:"resume,omitempty"`
 	// Skill markdown with optional frontmatter. Absent = the hub renders a
-	// fallback skill from passport and resume.
+	// fallback skill from passport and resume. At most --max-skill-bytes
+	// (256 KiB); longer is PAYLOAD_TOO_LARGE.
 	SkillMd *string `protobuf:"bytes,3,opt,name=skill_md,json=skillMd,proto3,oneof" json:"skill_md,omitempty"`
 	// Agent-to-agent settings (default: disabled).
 	A2A           *A2ASettings `protobuf:"bytes,4,opt,name=a2a,proto3" json:"a2a,omitempty"`
@@ -733,6 +734,7 @@ func (x *DescribeAgentResponse) GetAgent() *AgentRecord {
 type SetSkillRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// New skill markdown, stored verbatim; empty = revert to the fallback skill.
+	// At most --max-skill-bytes (256 KiB); longer is PAYLOAD_TOO_LARGE.
 	SkillMd       string `protobuf:"bytes,1,opt,name=skill_md,json=skillMd,proto3" json:"skill_md,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -919,10 +921,11 @@ type OpenChannelRequest struct {
 	// Adapter type: "consulting", "conversation", "discussion" or "workflow".
 	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	// Invitees by agent id or name (consulting and conversation: exactly one).
+	// At most 1024, each named once (a repeat is INVALID_ARGUMENT), each at most 256 bytes.
 	Targets []string `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
-	// Adapter options as a JSON object ("" = `{}`).
+	// Adapter options as a JSON object ("" = `{}`). At most 64 KiB.
 	KnobsJson string `protobuf:"bytes,3,opt,name=knobs_json,json=knobsJson,proto3" json:"knobs_json,omitempty"`
-	// Free-text purpose.
+	// Free-text purpose. At most 64 KiB.
 	Intent string `protobuf:"bytes,4,opt,name=intent,proto3" json:"intent,omitempty"`
 	// Channel lifetime; absent = the hub's default (none unless governance sets one).
 	TtlSeconds *float64 `protobuf:"fixed64,5,opt,name=ttl_seconds,json=ttlSeconds,proto3,oneof" json:"ttl_seconds,omitempty"`
@@ -1061,12 +1064,12 @@ type isOpenChannelRequest_Seed interface {
 }
 
 type OpenChannelRequest_Message struct {
-	// Seed an EV_TEXT with this text.
+	// Seed an EV_TEXT with this text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
 	Message string `protobuf:"bytes,7,opt,name=message,proto3,oneof"`
 }
 
 type OpenChannelRequest_SeedEnvelope struct {
-	// Seed an arbitrary envelope (e.g. a workflow EV_PACKET).
+	// Seed an arbitrary envelope (e.g. a workflow EV_PACKET); bounded like a post.
 	SeedEnvelope *Envelope `protobuf:"bytes,8,opt,name=seed_envelope,json=seedEnvelope,proto3,oneof"`
 }
 
@@ -1534,9 +1537,9 @@ type ReadWalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The channel (the caller must be a participant).
 	ChannelId string `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	// First seq to return (inclusive); 0 = from the start.
+	// First seq to return (inclusive); 0 = from the start. At most 2^63 - 1 (OUT_OF_RANGE).
 	FromSeq uint64 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
-	// Last seq to return (inclusive); 0 = up to the latest.
+	// Last seq to return (inclusive); 0 = up to the latest. At most 2^63 - 1 (OUT_OF_RANGE).
 	UntilSeq uint64 `protobuf:"varint,3,opt,name=until_seq,json=untilSeq,proto3" json:"until_seq,omitempty"`
 	// Maximum envelopes; 0 = no limit.
 	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
@@ -1889,7 +1892,7 @@ type ReportTaskRequest struct {
 	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
 	// Channel the task belongs to (STARTED only; "" = none).
 	ChannelId string `protobuf:"bytes,4,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	// Progress or result payload as a JSON value.
+	// Progress or result payload as a JSON value. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
 	PayloadJson string `protobuf:"bytes,5,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
 	// Error text (FAILED, CANCELLED).
 	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
@@ -2993,14 +2996,15 @@ type InvokeAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The target.
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The request text.
+	// The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Skill to use ("" = the target decides).
 	Skill string `protobuf:"bytes,3,opt,name=skill,proto3" json:"skill,omitempty"`
 	// Seconds to wait for the answer; absent = 300.
 	TimeoutSeconds *float64 `protobuf:"fixed64,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
 	// Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-	// refused with INVALID_ARGUMENT.
+	// refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
+	// values at most 64 KiB.
 	CustomHeaders map[string]string `protobuf:"bytes,5,rep,name=custom_headers,json=customHeaders,proto3" json:"custom_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The call token of the dispatch the caller is running in, if any: links this
 	// call as a child execution of it. An expired token is refused with
@@ -3558,7 +3562,7 @@ type CallToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tool name: peers, channels, tasks, context, delegate or say.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The arguments object as JSON text.
+	// The arguments object as JSON text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
 	ArgumentsJson string `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// The channel the caller is taking its turn in ("" = none).
 	ChannelId string `protobuf:"bytes,3,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
@@ -3678,7 +3682,7 @@ type DelegateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Target by name or agent id (not the caller).
 	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
-	// The question.
+	// The question. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
 	Prompt string `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
 	// Capability the caller expects the target to use ("" = any).
 	Capability string `protobuf:"bytes,3,opt,name=capability,proto3" json:"capability,omitempty"`
@@ -3823,9 +3827,10 @@ func (x *DelegateResponse) GetEnvelopeId() string {
 // SayRequest posts text.
 type SayRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The text.
+	// The text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
 	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
-	// Recipients by peer name or id (empty = broadcast).
+	// Recipients by peer name or id (empty = broadcast). At most 1024, each named
+	// once (a repeat is INVALID_ARGUMENT).
 	Audience []string `protobuf:"bytes,2,rep,name=audience,proto3" json:"audience,omitempty"`
 	// The channel (the caller must participate).
 	ChannelId string `protobuf:"bytes,3,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
@@ -4038,7 +4043,7 @@ type ListAuditRequest struct {
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Only records about this subject ("" = any).
 	SubjectId string `protobuf:"bytes,2,opt,name=subject_id,json=subjectId,proto3" json:"subject_id,omitempty"`
-	// Only records with audit_id greater than this.
+	// Only records with audit_id greater than this. At most 2^63 - 1 (OUT_OF_RANGE).
 	AfterId uint64 `protobuf:"varint,3,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
 	// Maximum results; 0 = 100.
 	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`

@@ -38,6 +38,14 @@ const (
 // credential (`authorization: Bearer <token>` metadata) must grant it.
 // Paths are absolute ("/memory/working.md"), normalised by the server; a path
 // escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+//
+// Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+// A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+// most 4096 UTF-8 bytes, as sent and normalised, with no component named
+// ".agentnet" (any case: reserved for the store's bookkeeping) — both
+// INVALID_ARGUMENT; written content and appended text are at most the service's
+// --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+// (OUT_OF_RANGE).
 type KnowledgeServiceClient interface {
 	// Read returns a file's content (NOT_FOUND if missing).
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
@@ -166,6 +174,14 @@ type KnowledgeService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 // credential (`authorization: Bearer <token>` metadata) must grant it.
 // Paths are absolute ("/memory/working.md"), normalised by the server; a path
 // escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+//
+// Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+// A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+// most 4096 UTF-8 bytes, as sent and normalised, with no component named
+// ".agentnet" (any case: reserved for the store's bookkeeping) — both
+// INVALID_ARGUMENT; written content and appended text are at most the service's
+// --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+// (OUT_OF_RANGE).
 type KnowledgeServiceServer interface {
 	// Read returns a file's content (NOT_FOUND if missing).
 	Read(context.Context, *ReadRequest) (*ReadResponse, error)

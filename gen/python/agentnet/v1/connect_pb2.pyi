@@ -150,12 +150,14 @@ class Hello(_message.Message):
     stream; 0 = the hub's default. Bounds client memory.
     """
     client_name: _builtins.str
-    """Free-form client identification for logs, e.g. "agentsdk-python/0.1"."""
+    """Free-form client identification for logs, e.g. "agentsdk-python/0.1" (at most 256 bytes)."""
     @_builtins.property
     def cursors(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Per-channel resume cursors: channel_id -> highest seq the client has fully
         processed. The hub replays visible envelopes with a higher seq. Channels not
-        listed resume from the hub's stored cursor (advanced by acks).
+        listed resume from the hub's stored cursor (advanced by acks). At most
+        --max-stream-entries (100 000) entries, each seq at most 2^63 - 1; beyond,
+        the stream ends with INVALID_ARGUMENT / OUT_OF_RANGE.
         """
 
     def __init__(
@@ -244,7 +246,9 @@ class Post(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     ENVELOPE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
-    """Client-chosen id echoed in the PostResult."""
+    """Client-chosen id echoed in the PostResult (at most 256 bytes). A post over
+    any field limit is answered with a PostResult.error naming the field.
+    """
     @_builtins.property
     def envelope(self) -> _envelope_pb2.Envelope:
         """The envelope to admit."""
@@ -362,7 +366,9 @@ class Ack(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___AckEntry]:
-        """The acknowledged envelopes."""
+        """The acknowledged envelopes: at most --max-stream-entries (100 000) per
+        frame; more ends the stream with INVALID_ARGUMENT.
+        """
 
     def __init__(
         self,
@@ -388,7 +394,7 @@ class AckEntry(_message.Message):
     channel_id: _builtins.str
     """The envelope's channel."""
     seq: _builtins.int
-    """The envelope's seq."""
+    """The envelope's seq (at most 2^63 - 1)."""
     def __init__(
         self,
         *,

@@ -65,6 +65,8 @@ class Audience(_message.Message):
     def agent_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Agent ids of the participants allowed to see the envelope. Every id must be a
         participant of the channel, or the post is refused with INVALID_ARGUMENT.
+        At most 1024 ids (--max-repeated-items), each named once (a repeat is
+        INVALID_ARGUMENT).
         """
 
     def __init__(
@@ -106,7 +108,11 @@ class Envelope(_message.Message):
     TTL_SECONDS_FIELD_NUMBER: _builtins.int
     SEQ_FIELD_NUMBER: _builtins.int
     channel_id: _builtins.str
-    """The channel this envelope belongs to."""
+    """The channel this envelope belongs to. Every id, key and type of an
+    envelope (channel_id, sender_id, event_type, envelope_id, task_id,
+    causation_id, trace_id, idempotency_key, created_at) is at most 256 UTF-8
+    bytes (the hub's --max-id-bytes); longer is INVALID_ARGUMENT.
+    """
     sender_id: _builtins.str
     """The sending agent. Stamped by the hub from the authenticated identity; a post
     that names another sender is refused with PERMISSION_DENIED.
@@ -119,6 +125,8 @@ class Envelope(_message.Message):
     """The event payload as a JSON object, encoded as UTF-8 JSON text. JSON keeps
     integers as integers and is built with one call in every language
     (json.dumps, json.Marshal, JSON.stringify). Empty string = `{}`.
+    At most the hub's --max-event-data-bytes (1 MiB) of UTF-8; longer is
+    PAYLOAD_TOO_LARGE.
     """
     envelope_id: _builtins.str
     """Hub-stamped unique id (assigned on admission; ignored on post)."""
@@ -127,7 +135,7 @@ class Envelope(_message.Message):
     causation_id: _builtins.str
     """The envelope_id this one is "in reply to"."""
     trace_id: _builtins.str
-    """Free-form trace id propagated across channels for observability."""
+    """Free-form trace id propagated across channels for observability (at most 256 bytes)."""
     priority: Global___Priority.ValueType
     """Delivery priority."""
     depth: _builtins.int
@@ -136,7 +144,7 @@ class Envelope(_message.Message):
     """
     idempotency_key: _builtins.str
     """A retried post with the same (sender, channel, idempotency_key) returns the
-    originally admitted envelope instead of admitting a duplicate.
+    originally admitted envelope instead of admitting a duplicate. At most 256 bytes.
     """
     created_at: _builtins.str
     """Hub-stamped admission time, RFC 3339 UTC with a trailing "Z"

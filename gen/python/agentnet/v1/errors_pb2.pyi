@@ -73,7 +73,8 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """FAILED_PRECONDITION: a generic precondition failed (e.g. the task is not running)."""
     ERROR_REASON_OUT_OF_RANGE: _ErrorReason.ValueType  # 20
     """OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
-    read_range offset inside a UTF-8 character or past the end).
+    read_range offset inside a UTF-8 character or past the end), or a 64-bit
+    position (seq, offset, audit id) is above 2^63 - 1.
     """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
@@ -132,7 +133,8 @@ ERROR_REASON_FAILED_PRECONDITION: ErrorReason.ValueType  # 19
 """FAILED_PRECONDITION: a generic precondition failed (e.g. the task is not running)."""
 ERROR_REASON_OUT_OF_RANGE: ErrorReason.ValueType  # 20
 """OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
-read_range offset inside a UTF-8 character or past the end).
+read_range offset inside a UTF-8 character or past the end), or a 64-bit
+position (seq, offset, audit id) is above 2^63 - 1.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 

@@ -86,7 +86,8 @@ class RegisterRequest(_message.Message):
     A2A_FIELD_NUMBER: _builtins.int
     skill_md: _builtins.str
     """Skill markdown with optional frontmatter. Absent = the hub renders a
-    fallback skill from passport and resume.
+    fallback skill from passport and resume. At most --max-skill-bytes
+    (256 KiB); longer is PAYLOAD_TOO_LARGE.
     """
     @_builtins.property
     def passport(self) -> _identity_pb2.Passport:
@@ -375,7 +376,9 @@ class SetSkillRequest(_message.Message):
 
     SKILL_MD_FIELD_NUMBER: _builtins.int
     skill_md: _builtins.str
-    """New skill markdown, stored verbatim; empty = revert to the fallback skill."""
+    """New skill markdown, stored verbatim; empty = revert to the fallback skill.
+    At most --max-skill-bytes (256 KiB); longer is PAYLOAD_TOO_LARGE.
+    """
     def __init__(
         self,
         *,
@@ -480,15 +483,15 @@ class OpenChannelRequest(_message.Message):
     type: _builtins.str
     """Adapter type: "consulting", "conversation", "discussion" or "workflow"."""
     knobs_json: _builtins.str
-    """Adapter options as a JSON object ("" = `{}`)."""
+    """Adapter options as a JSON object ("" = `{}`). At most 64 KiB."""
     intent: _builtins.str
-    """Free-text purpose."""
+    """Free-text purpose. At most 64 KiB."""
     ttl_seconds: _builtins.float
     """Channel lifetime; absent = the hub's default (none unless governance sets one)."""
     invite_ack_timeout_seconds: _builtins.float
     """Seconds to wait for every invite ack; absent = 30."""
     message: _builtins.str
-    """Seed an EV_TEXT with this text."""
+    """Seed an EV_TEXT with this text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     wait_until_opened: _builtins.bool
     """Return only once the channel is OPENED (or ended); otherwise return at once
     in PENDING state.
@@ -497,11 +500,13 @@ class OpenChannelRequest(_message.Message):
     """Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s."""
     @_builtins.property
     def targets(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Invitees by agent id or name (consulting and conversation: exactly one)."""
+        """Invitees by agent id or name (consulting and conversation: exactly one).
+        At most 1024, each named once (a repeat is INVALID_ARGUMENT), each at most 256 bytes.
+        """
 
     @_builtins.property
     def seed_envelope(self) -> _envelope_pb2.Envelope:
-        """Seed an arbitrary envelope (e.g. a workflow EV_PACKET)."""
+        """Seed an arbitrary envelope (e.g. a workflow EV_PACKET); bounded like a post."""
 
     def __init__(
         self,
@@ -785,9 +790,9 @@ class ReadWalRequest(_message.Message):
     channel_id: _builtins.str
     """The channel (the caller must be a participant)."""
     from_seq: _builtins.int
-    """First seq to return (inclusive); 0 = from the start."""
+    """First seq to return (inclusive); 0 = from the start. At most 2^63 - 1 (OUT_OF_RANGE)."""
     until_seq: _builtins.int
-    """Last seq to return (inclusive); 0 = up to the latest."""
+    """Last seq to return (inclusive); 0 = up to the latest. At most 2^63 - 1 (OUT_OF_RANGE)."""
     limit: _builtins.int
     """Maximum envelopes; 0 = no limit."""
     follow: _builtins.bool
@@ -969,7 +974,7 @@ class ReportTaskRequest(_message.Message):
     channel_id: _builtins.str
     """Channel the task belongs to (STARTED only; "" = none)."""
     payload_json: _builtins.str
-    """Progress or result payload as a JSON value."""
+    """Progress or result payload as a JSON value. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     error: _builtins.str
     """Error text (FAILED, CANCELLED)."""
     ttl_seconds: _builtins.float
@@ -1537,7 +1542,7 @@ class InvokeAgentRequest(_message.Message):
     agent_id: _builtins.str
     """The target."""
     message: _builtins.str
-    """The request text."""
+    """The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     skill: _builtins.str
     """Skill to use ("" = the target decides)."""
     timeout_seconds: _builtins.float
@@ -1556,7 +1561,8 @@ class InvokeAgentRequest(_message.Message):
     @_builtins.property
     def custom_headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-        refused with INVALID_ARGUMENT.
+        refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
+        values at most 64 KiB.
         """
 
     def __init__(
@@ -1817,7 +1823,7 @@ class CallToolRequest(_message.Message):
     name: _builtins.str
     """Tool name: peers, channels, tasks, context, delegate or say."""
     arguments_json: _builtins.str
-    """The arguments object as JSON text."""
+    """The arguments object as JSON text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     channel_id: _builtins.str
     """The channel the caller is taking its turn in ("" = none)."""
     task_id: _builtins.str
@@ -1876,7 +1882,7 @@ class DelegateRequest(_message.Message):
     target: _builtins.str
     """Target by name or agent id (not the caller)."""
     prompt: _builtins.str
-    """The question."""
+    """The question. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     capability: _builtins.str
     """Capability the caller expects the target to use ("" = any)."""
     timeout_seconds: _builtins.float
@@ -1943,14 +1949,16 @@ class SayRequest(_message.Message):
     CHANNEL_ID_FIELD_NUMBER: _builtins.int
     CAUSATION_ID_FIELD_NUMBER: _builtins.int
     content: _builtins.str
-    """The text."""
+    """The text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     channel_id: _builtins.str
     """The channel (the caller must participate)."""
     causation_id: _builtins.str
     """Reply-to envelope id."""
     @_builtins.property
     def audience(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Recipients by peer name or id (empty = broadcast)."""
+        """Recipients by peer name or id (empty = broadcast). At most 1024, each named
+        once (a repeat is INVALID_ARGUMENT).
+        """
 
     def __init__(
         self,
@@ -2055,7 +2063,7 @@ class ListAuditRequest(_message.Message):
     subject_id: _builtins.str
     """Only records about this subject ("" = any)."""
     after_id: _builtins.int
-    """Only records with audit_id greater than this."""
+    """Only records with audit_id greater than this. At most 2^63 - 1 (OUT_OF_RANGE)."""
     limit: _builtins.int
     """Maximum results; 0 = 100."""
     def __init__(

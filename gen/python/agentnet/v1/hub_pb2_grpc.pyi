@@ -36,6 +36,13 @@ class HubServiceStub:
     credential issued at registration, sent as `authorization: Bearer <credential>`
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
+
+    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    request is at most 256 UTF-8 bytes when it is an id, key, token or name
+    (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
+    and map holds at most 1024 items (--max-repeated-items); every uint64 is at
+    most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
+    path; fields with their own limit say so below.
     """
 
     @_typing.overload
@@ -139,6 +146,13 @@ class HubServiceAsyncStub(HubServiceStub):
     credential issued at registration, sent as `authorization: Bearer <credential>`
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
+
+    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    request is at most 256 UTF-8 bytes when it is an id, key, token or name
+    (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
+    and map holds at most 1024 items (--max-repeated-items); every uint64 is at
+    most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
+    path; fields with their own limit say so below.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -238,6 +252,13 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     credential issued at registration, sent as `authorization: Bearer <credential>`
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
+
+    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    request is at most 256 UTF-8 bytes when it is an id, key, token or name
+    (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
+    and map holds at most 1024 items (--max-repeated-items); every uint64 is at
+    most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
+    path; fields with their own limit say so below.
     """
 
     @_abc_1.abstractmethod

@@ -117,7 +117,7 @@ class WriteRequest(_message.Message):
     path: _builtins.str
     """File path."""
     content: _builtins.str
-    """New content."""
+    """New content: at most --max-write-bytes (8 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     def __init__(
         self,
         *,
@@ -314,7 +314,7 @@ class AppendRequest(_message.Message):
     path: _builtins.str
     """File path."""
     text: _builtins.str
-    """Text to append."""
+    """Text to append: at most --max-write-bytes (8 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     def __init__(
         self,
         *,
@@ -374,7 +374,9 @@ class ReadRangeRequest(_message.Message):
     path: _builtins.str
     """File path."""
     offset: _builtins.int
-    """Byte offset (as returned by Append, or a previous next_offset)."""
+    """Byte offset (as returned by Append, or a previous next_offset). Past the
+    end (including anything above 2^63 - 1) is OUT_OF_RANGE.
+    """
     def __init__(
         self,
         *,

@@ -31,6 +31,14 @@ class KnowledgeServiceStub:
     credential (`authorization: Bearer <token>` metadata) must grant it.
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+
+    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+    most 4096 UTF-8 bytes, as sent and normalised, with no component named
+    ".agentnet" (any case: reserved for the store's bookkeeping) — both
+    INVALID_ARGUMENT; written content and appended text are at most the service's
+    --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+    (OUT_OF_RANGE).
     """
 
     def __init__(self, channel):
@@ -87,6 +95,14 @@ class KnowledgeServiceServicer:
     credential (`authorization: Bearer <token>` metadata) must grant it.
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+
+    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+    most 4096 UTF-8 bytes, as sent and normalised, with no component named
+    ".agentnet" (any case: reserved for the store's bookkeeping) — both
+    INVALID_ARGUMENT; written content and appended text are at most the service's
+    --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+    (OUT_OF_RANGE).
     """
 
     def Read(self, request, context):
@@ -205,6 +221,14 @@ class KnowledgeService:
     credential (`authorization: Bearer <token>` metadata) must grant it.
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+
+    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+    most 4096 UTF-8 bytes, as sent and normalised, with no component named
+    ".agentnet" (any case: reserved for the store's bookkeeping) — both
+    INVALID_ARGUMENT; written content and appended text are at most the service's
+    --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+    (OUT_OF_RANGE).
     """
 
     @staticmethod

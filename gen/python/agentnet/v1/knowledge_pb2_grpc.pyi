@@ -32,6 +32,14 @@ class KnowledgeServiceStub:
     credential (`authorization: Bearer <token>` metadata) must grant it.
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+
+    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+    most 4096 UTF-8 bytes, as sent and normalised, with no component named
+    ".agentnet" (any case: reserved for the store's bookkeeping) — both
+    INVALID_ARGUMENT; written content and appended text are at most the service's
+    --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+    (OUT_OF_RANGE).
     """
 
     @_typing.overload
@@ -68,6 +76,14 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
     credential (`authorization: Bearer <token>` metadata) must grant it.
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+
+    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+    most 4096 UTF-8 bytes, as sent and normalised, with no component named
+    ".agentnet" (any case: reserved for the store's bookkeeping) — both
+    INVALID_ARGUMENT; written content and appended text are at most the service's
+    --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+    (OUT_OF_RANGE).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -100,6 +116,14 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
     credential (`authorization: Bearer <token>` metadata) must grant it.
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+
+    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+    most 4096 UTF-8 bytes, as sent and normalised, with no component named
+    ".agentnet" (any case: reserved for the store's bookkeeping) — both
+    INVALID_ARGUMENT; written content and appended text are at most the service's
+    --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+    (OUT_OF_RANGE).
     """
 
     @_abc_1.abstractmethod

@@ -358,7 +358,8 @@ class ErrorReason(betterproto2.Enum):
     OUT_OF_RANGE = 20
     """
     OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
-    read_range offset inside a UTF-8 character or past the end).
+    read_range offset inside a UTF-8 character or past the end), or a 64-bit
+    position (seq, offset, audit id) is above 2^63 - 1.
     """
 
     @classmethod
@@ -915,7 +916,8 @@ class Ack(betterproto2.Message):
 
     entries: "list[AckEntry]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
-    The acknowledged envelopes.
+    The acknowledged envelopes: at most --max-stream-entries (100 000) per
+    frame; more ends the stream with INVALID_ARGUMENT.
     """
 
 
@@ -935,7 +937,7 @@ class AckEntry(betterproto2.Message):
 
     seq: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
     """
-    The envelope's seq.
+    The envelope's seq (at most 2^63 - 1).
     """
 
 
@@ -1070,7 +1072,7 @@ class AppendRequest(betterproto2.Message):
 
     text: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
     """
-    Text to append.
+    Text to append: at most --max-write-bytes (8 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
     """
 
 
@@ -1114,6 +1116,8 @@ class Audience(betterproto2.Message):
     """
     Agent ids of the participants allowed to see the envelope. Every id must be a
     participant of the channel, or the post is refused with INVALID_ARGUMENT.
+    At most 1024 ids (--max-repeated-items), each named once (a repeat is
+    INVALID_ARGUMENT).
     """
 
 
@@ -1176,7 +1180,7 @@ class CallToolRequest(betterproto2.Message):
 
     arguments_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    The arguments object as JSON text.
+    The arguments object as JSON text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
     """
 
     channel_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
@@ -1592,7 +1596,7 @@ class DelegateRequest(betterproto2.Message):
 
     prompt: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    The question.
+    The question. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
     """
 
     capability: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
@@ -1903,7 +1907,10 @@ class Envelope(betterproto2.Message):
 
     channel_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The channel this envelope belongs to.
+    The channel this envelope belongs to. Every id, key and type of an
+    envelope (channel_id, sender_id, event_type, envelope_id, task_id,
+    causation_id, trace_id, idempotency_key, created_at) is at most 256 UTF-8
+    bytes (the hub's --max-id-bytes); longer is INVALID_ARGUMENT.
     """
 
     sender_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -1928,6 +1935,8 @@ class Envelope(betterproto2.Message):
     The event payload as a JSON object, encoded as UTF-8 JSON text. JSON keeps
     integers as integers and is built with one call in every language
     (json.dumps, json.Marshal, JSON.stringify). Empty string = `{}`.
+    At most the hub's --max-event-data-bytes (1 MiB) of UTF-8; longer is
+    PAYLOAD_TOO_LARGE.
     """
 
     envelope_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
@@ -1947,7 +1956,7 @@ class Envelope(betterproto2.Message):
 
     trace_id: "str | None" = betterproto2.field(9, betterproto2.TYPE_STRING, optional=True)
     """
-    Free-form trace id propagated across channels for observability.
+    Free-form trace id propagated across channels for observability (at most 256 bytes).
     """
 
     priority: "Priority" = betterproto2.field(10, betterproto2.TYPE_ENUM, default_factory=lambda: Priority(0))
@@ -1964,7 +1973,7 @@ class Envelope(betterproto2.Message):
     idempotency_key: "str | None" = betterproto2.field(12, betterproto2.TYPE_STRING, optional=True)
     """
     A retried post with the same (sender, channel, idempotency_key) returns the
-    originally admitted envelope instead of admitting a duplicate.
+    originally admitted envelope instead of admitting a duplicate. At most 256 bytes.
     """
 
     created_at: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
@@ -2177,7 +2186,9 @@ class Hello(betterproto2.Message):
     """
     Per-channel resume cursors: channel_id -> highest seq the client has fully
     processed. The hub replays visible envelopes with a higher seq. Channels not
-    listed resume from the hub's stored cursor (advanced by acks).
+    listed resume from the hub's stored cursor (advanced by acks). At most
+    --max-stream-entries (100 000) entries, each seq at most 2^63 - 1; beyond,
+    the stream ends with INVALID_ARGUMENT / OUT_OF_RANGE.
     """
 
     max_in_flight: "int" = betterproto2.field(3, betterproto2.TYPE_UINT32)
@@ -2188,7 +2199,7 @@ class Hello(betterproto2.Message):
 
     client_name: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
     """
-    Free-form client identification for logs, e.g. "agentsdk-python/0.1".
+    Free-form client identification for logs, e.g. "agentsdk-python/0.1" (at most 256 bytes).
     """
 
 
@@ -2208,7 +2219,7 @@ class InvokeAgentRequest(betterproto2.Message):
 
     message: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    The request text.
+    The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
     """
 
     skill: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
@@ -2226,7 +2237,8 @@ class InvokeAgentRequest(betterproto2.Message):
     )
     """
     Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-    refused with INVALID_ARGUMENT.
+    refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
+    values at most 64 KiB.
     """
 
     call_token: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
@@ -2358,7 +2370,7 @@ class ListAuditRequest(betterproto2.Message):
 
     after_id: "int" = betterproto2.field(3, betterproto2.TYPE_UINT64)
     """
-    Only records with audit_id greater than this.
+    Only records with audit_id greater than this. At most 2^63 - 1 (OUT_OF_RANGE).
     """
 
     limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
@@ -2589,16 +2601,17 @@ class OpenChannelRequest(betterproto2.Message):
     targets: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
     """
     Invitees by agent id or name (consulting and conversation: exactly one).
+    At most 1024, each named once (a repeat is INVALID_ARGUMENT), each at most 256 bytes.
     """
 
     knobs_json: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
     """
-    Adapter options as a JSON object ("" = `{}`).
+    Adapter options as a JSON object ("" = `{}`). At most 64 KiB.
     """
 
     intent: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
     """
-    Free-text purpose.
+    Free-text purpose. At most 64 KiB.
     """
 
     ttl_seconds: "float | None" = betterproto2.field(5, betterproto2.TYPE_DOUBLE, optional=True)
@@ -2613,12 +2626,12 @@ class OpenChannelRequest(betterproto2.Message):
 
     message: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True, group="seed")
     """
-    Seed an EV_TEXT with this text.
+    Seed an EV_TEXT with this text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
     """
 
     seed_envelope: "Envelope | None" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, optional=True, group="seed")
     """
-    Seed an arbitrary envelope (e.g. a workflow EV_PACKET).
+    Seed an arbitrary envelope (e.g. a workflow EV_PACKET); bounded like a post.
     """
 
     wait_until_opened: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
@@ -2779,7 +2792,8 @@ class Post(betterproto2.Message):
 
     request_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    Client-chosen id echoed in the PostResult.
+    Client-chosen id echoed in the PostResult (at most 256 bytes). A post over
+    any field limit is answered with a PostResult.error naming the field.
     """
 
     envelope: "Envelope | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
@@ -2918,7 +2932,8 @@ class ReadRangeRequest(betterproto2.Message):
 
     offset: "int" = betterproto2.field(3, betterproto2.TYPE_UINT64)
     """
-    Byte offset (as returned by Append, or a previous next_offset).
+    Byte offset (as returned by Append, or a previous next_offset). Past the
+    end (including anything above 2^63 - 1) is OUT_OF_RANGE.
     """
 
 
@@ -3003,12 +3018,12 @@ class ReadWalRequest(betterproto2.Message):
 
     from_seq: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
     """
-    First seq to return (inclusive); 0 = from the start.
+    First seq to return (inclusive); 0 = from the start. At most 2^63 - 1 (OUT_OF_RANGE).
     """
 
     until_seq: "int" = betterproto2.field(3, betterproto2.TYPE_UINT64)
     """
-    Last seq to return (inclusive); 0 = up to the latest.
+    Last seq to return (inclusive); 0 = up to the latest. At most 2^63 - 1 (OUT_OF_RANGE).
     """
 
     limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
@@ -3142,7 +3157,8 @@ class RegisterRequest(betterproto2.Message):
     skill_md: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
     """
     Skill markdown with optional frontmatter. Absent = the hub renders a
-    fallback skill from passport and resume.
+    fallback skill from passport and resume. At most --max-skill-bytes
+    (256 KiB); longer is PAYLOAD_TOO_LARGE.
     """
 
     a2a: "A2ASettings | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True)
@@ -3202,7 +3218,7 @@ class ReportTaskRequest(betterproto2.Message):
 
     payload_json: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
     """
-    Progress or result payload as a JSON value.
+    Progress or result payload as a JSON value. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
     """
 
     error: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
@@ -3282,12 +3298,13 @@ class SayRequest(betterproto2.Message):
 
     content: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The text.
+    The text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
     """
 
     audience: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
     """
-    Recipients by peer name or id (empty = broadcast).
+    Recipients by peer name or id (empty = broadcast). At most 1024, each named
+    once (a repeat is INVALID_ARGUMENT).
     """
 
     channel_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
@@ -3428,6 +3445,7 @@ class SetSkillRequest(betterproto2.Message):
     skill_md: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
     New skill markdown, stored verbatim; empty = revert to the fallback skill.
+    At most --max-skill-bytes (256 KiB); longer is PAYLOAD_TOO_LARGE.
     """
 
 
@@ -3721,7 +3739,7 @@ class WriteRequest(betterproto2.Message):
 
     content: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
     """
-    New content.
+    New content: at most --max-write-bytes (8 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
     """
 
 
@@ -3758,6 +3776,13 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     credential issued at registration, sent as `authorization: Bearer <credential>`
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
+
+    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    request is at most 256 UTF-8 bytes when it is an id, key, token or name
+    (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
+    and map holds at most 1024 items (--max-repeated-items); every uint64 is at
+    most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
+    path; fields with their own limit say so below.
     """
 
     async def connect(
@@ -4457,6 +4482,14 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
     credential (`authorization: Bearer <token>` metadata) must grant it.
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+
+    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+    most 4096 UTF-8 bytes, as sent and normalised, with no component named
+    ".agentnet" (any case: reserved for the store's bookkeeping) — both
+    INVALID_ARGUMENT; written content and appended text are at most the service's
+    --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+    (OUT_OF_RANGE).
     """
 
     async def read(

@@ -61,7 +61,9 @@ export interface Hello {
   /**
    * Per-channel resume cursors: channel_id -> highest seq the client has fully
    * processed. The hub replays visible envelopes with a higher seq. Channels not
-   * listed resume from the hub's stored cursor (advanced by acks).
+   * listed resume from the hub's stored cursor (advanced by acks). At most
+   * --max-stream-entries (100 000) entries, each seq at most 2^63 - 1; beyond,
+   * the stream ends with INVALID_ARGUMENT / OUT_OF_RANGE.
    */
   cursors: { [key: string]: number };
   /**
@@ -69,7 +71,7 @@ export interface Hello {
    * stream; 0 = the hub's default. Bounds client memory.
    */
   maxInFlight: number;
-  /** Free-form client identification for logs, e.g. "agentsdk-python/0.1". */
+  /** Free-form client identification for logs, e.g. "agentsdk-python/0.1" (at most 256 bytes). */
   clientName: string;
 }
 
@@ -104,7 +106,10 @@ export interface Welcome_CursorsEntry {
  * then answers with a PostResult and delivers it.
  */
 export interface Post {
-  /** Client-chosen id echoed in the PostResult. */
+  /**
+   * Client-chosen id echoed in the PostResult (at most 256 bytes). A post over
+   * any field limit is answered with a PostResult.error naming the field.
+   */
   requestId: string;
   /** The envelope to admit. */
   envelope?: Envelope | undefined;
@@ -161,7 +166,10 @@ export interface Delivery {
  * are acked too; acking seq N of a channel never acks a seq it has not delivered.
  */
 export interface Ack {
-  /** The acknowledged envelopes. */
+  /**
+   * The acknowledged envelopes: at most --max-stream-entries (100 000) per
+   * frame; more ends the stream with INVALID_ARGUMENT.
+   */
   entries: AckEntry[];
 }
 
@@ -169,7 +177,7 @@ export interface Ack {
 export interface AckEntry {
   /** The envelope's channel. */
   channelId: string;
-  /** The envelope's seq. */
+  /** The envelope's seq (at most 2^63 - 1). */
   seq: number;
 }
 

@@ -71,6 +71,8 @@ export interface Audience {
   /**
    * Agent ids of the participants allowed to see the envelope. Every id must be a
    * participant of the channel, or the post is refused with INVALID_ARGUMENT.
+   * At most 1024 ids (--max-repeated-items), each named once (a repeat is
+   * INVALID_ARGUMENT).
    */
   agentIds: string[];
 }
@@ -82,7 +84,12 @@ export interface Audience {
  * sequence number.
  */
 export interface Envelope {
-  /** The channel this envelope belongs to. */
+  /**
+   * The channel this envelope belongs to. Every id, key and type of an
+   * envelope (channel_id, sender_id, event_type, envelope_id, task_id,
+   * causation_id, trace_id, idempotency_key, created_at) is at most 256 UTF-8
+   * bytes (the hub's --max-id-bytes); longer is INVALID_ARGUMENT.
+   */
   channelId: string;
   /**
    * The sending agent. Stamped by the hub from the authenticated identity; a post
@@ -102,6 +109,8 @@ export interface Envelope {
    * The event payload as a JSON object, encoded as UTF-8 JSON text. JSON keeps
    * integers as integers and is built with one call in every language
    * (json.dumps, json.Marshal, JSON.stringify). Empty string = `{}`.
+   * At most the hub's --max-event-data-bytes (1 MiB) of UTF-8; longer is
+   * PAYLOAD_TOO_LARGE.
    */
   eventDataJson: string;
   /** Hub-stamped unique id (assigned on admission; ignored on post). */
@@ -114,7 +123,7 @@ export interface Envelope {
   causationId?:
     | string
     | undefined;
-  /** Free-form trace id propagated across channels for observability. */
+  /** Free-form trace id propagated across channels for observability (at most 256 bytes). */
   traceId?:
     | string
     | undefined;
@@ -127,7 +136,7 @@ export interface Envelope {
   depth: number;
   /**
    * A retried post with the same (sender, channel, idempotency_key) returns the
-   * originally admitted envelope instead of admitting a duplicate.
+   * originally admitted envelope instead of admitting a duplicate. At most 256 bytes.
    */
   idempotencyKey?:
     | string

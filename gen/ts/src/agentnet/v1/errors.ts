@@ -66,7 +66,8 @@ export enum ErrorReason {
   ERROR_REASON_FAILED_PRECONDITION = 19,
   /**
    * ERROR_REASON_OUT_OF_RANGE - OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
-   * read_range offset inside a UTF-8 character or past the end).
+   * read_range offset inside a UTF-8 character or past the end), or a 64-bit
+   * position (seq, offset, audit id) is above 2^63 - 1.
    */
   ERROR_REASON_OUT_OF_RANGE = 20,
   UNRECOGNIZED = -1,

@@ -144,7 +144,8 @@ export interface RegisterRequest {
     | undefined;
   /**
    * Skill markdown with optional frontmatter. Absent = the hub renders a
-   * fallback skill from passport and resume.
+   * fallback skill from passport and resume. At most --max-skill-bytes
+   * (256 KiB); longer is PAYLOAD_TOO_LARGE.
    */
   skillMd?:
     | string
@@ -240,7 +241,10 @@ export interface DescribeAgentResponse {
 
 /** SetSkillRequest replaces the caller's skill markdown. */
 export interface SetSkillRequest {
-  /** New skill markdown, stored verbatim; empty = revert to the fallback skill. */
+  /**
+   * New skill markdown, stored verbatim; empty = revert to the fallback skill.
+   * At most --max-skill-bytes (256 KiB); longer is PAYLOAD_TOO_LARGE.
+   */
   skillMd: string;
 }
 
@@ -266,11 +270,14 @@ export interface SetResumeResponse {
 export interface OpenChannelRequest {
   /** Adapter type: "consulting", "conversation", "discussion" or "workflow". */
   type: string;
-  /** Invitees by agent id or name (consulting and conversation: exactly one). */
+  /**
+   * Invitees by agent id or name (consulting and conversation: exactly one).
+   * At most 1024, each named once (a repeat is INVALID_ARGUMENT), each at most 256 bytes.
+   */
   targets: string[];
-  /** Adapter options as a JSON object ("" = `{}`). */
+  /** Adapter options as a JSON object ("" = `{}`). At most 64 KiB. */
   knobsJson: string;
-  /** Free-text purpose. */
+  /** Free-text purpose. At most 64 KiB. */
   intent: string;
   /** Channel lifetime; absent = the hub's default (none unless governance sets one). */
   ttlSeconds?:
@@ -286,10 +293,10 @@ export interface OpenChannelRequest {
    */
   seed?:
     | //
-    /** Seed an EV_TEXT with this text. */
+    /** Seed an EV_TEXT with this text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
     { $case: "message"; value: string }
     | //
-    /** Seed an arbitrary envelope (e.g. a workflow EV_PACKET). */
+    /** Seed an arbitrary envelope (e.g. a workflow EV_PACKET); bounded like a post. */
     { $case: "seedEnvelope"; value: Envelope }
     | undefined;
   /**
@@ -387,9 +394,9 @@ export interface ListChannelsResponse {
 export interface ReadWalRequest {
   /** The channel (the caller must be a participant). */
   channelId: string;
-  /** First seq to return (inclusive); 0 = from the start. */
+  /** First seq to return (inclusive); 0 = from the start. At most 2^63 - 1 (OUT_OF_RANGE). */
   fromSeq: number;
-  /** Last seq to return (inclusive); 0 = up to the latest. */
+  /** Last seq to return (inclusive); 0 = up to the latest. At most 2^63 - 1 (OUT_OF_RANGE). */
   untilSeq: number;
   /** Maximum envelopes; 0 = no limit. */
   limit: number;
@@ -452,7 +459,7 @@ export interface ReportTaskRequest {
   title: string;
   /** Channel the task belongs to (STARTED only; "" = none). */
   channelId: string;
-  /** Progress or result payload as a JSON value. */
+  /** Progress or result payload as a JSON value. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   payloadJson: string;
   /** Error text (FAILED, CANCELLED). */
   error: string;
@@ -622,7 +629,7 @@ export interface DiscoverAgentsResponse {
 export interface InvokeAgentRequest {
   /** The target. */
   agentId: string;
-  /** The request text. */
+  /** The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   message: string;
   /** Skill to use ("" = the target decides). */
   skill: string;
@@ -632,7 +639,8 @@ export interface InvokeAgentRequest {
     | undefined;
   /**
    * Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-   * refused with INVALID_ARGUMENT.
+   * refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
+   * values at most 64 KiB.
    */
   customHeaders: { [key: string]: string };
   /**
@@ -730,7 +738,7 @@ export interface ListToolsResponse {
 export interface CallToolRequest {
   /** Tool name: peers, channels, tasks, context, delegate or say. */
   name: string;
-  /** The arguments object as JSON text. */
+  /** The arguments object as JSON text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   argumentsJson: string;
   /** The channel the caller is taking its turn in ("" = none). */
   channelId: string;
@@ -751,7 +759,7 @@ export interface CallToolResponse {
 export interface DelegateRequest {
   /** Target by name or agent id (not the caller). */
   target: string;
-  /** The question. */
+  /** The question. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   prompt: string;
   /** Capability the caller expects the target to use ("" = any). */
   capability: string;
@@ -776,9 +784,12 @@ export interface DelegateResponse {
 
 /** SayRequest posts text. */
 export interface SayRequest {
-  /** The text. */
+  /** The text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   content: string;
-  /** Recipients by peer name or id (empty = broadcast). */
+  /**
+   * Recipients by peer name or id (empty = broadcast). At most 1024, each named
+   * once (a repeat is INVALID_ARGUMENT).
+   */
   audience: string[];
   /** The channel (the caller must participate). */
   channelId: string;
@@ -817,7 +828,7 @@ export interface ListAuditRequest {
   kind: string;
   /** Only records about this subject ("" = any). */
   subjectId: string;
-  /** Only records with audit_id greater than this. */
+  /** Only records with audit_id greater than this. At most 2^63 - 1 (OUT_OF_RANGE). */
   afterId: number;
   /** Maximum results; 0 = 100. */
   limit: number;
@@ -7517,6 +7528,13 @@ export const ListAuditResponse: MessageFns<ListAuditResponse> = {
  * credential issued at registration, sent as `authorization: Bearer <credential>`
  * metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
  * with domain "agentnet.v1" and a reason from ErrorReason.
+ *
+ * Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+ * request is at most 256 UTF-8 bytes when it is an id, key, token or name
+ * (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
+ * and map holds at most 1024 items (--max-repeated-items); every uint64 is at
+ * most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
+ * path; fields with their own limit say so below.
  */
 export type HubServiceService = typeof HubServiceService;
 export const HubServiceService = {

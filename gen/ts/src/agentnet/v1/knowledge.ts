@@ -95,7 +95,7 @@ export interface WriteRequest {
   namespace: string;
   /** File path. */
   path: string;
-  /** New content. */
+  /** New content: at most --max-write-bytes (8 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   content: string;
 }
 
@@ -153,7 +153,7 @@ export interface AppendRequest {
   namespace: string;
   /** File path. */
   path: string;
-  /** Text to append. */
+  /** Text to append: at most --max-write-bytes (8 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   text: string;
 }
 
@@ -173,7 +173,10 @@ export interface ReadRangeRequest {
   namespace: string;
   /** File path. */
   path: string;
-  /** Byte offset (as returned by Append, or a previous next_offset). */
+  /**
+   * Byte offset (as returned by Append, or a previous next_offset). Past the
+   * end (including anything above 2^63 - 1) is OUT_OF_RANGE.
+   */
   offset: number;
 }
 
@@ -1752,6 +1755,14 @@ export const WatchResponse: MessageFns<WatchResponse> = {
  * credential (`authorization: Bearer <token>` metadata) must grant it.
  * Paths are absolute ("/memory/working.md"), normalised by the server; a path
  * escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
+ *
+ * Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+ * A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
+ * most 4096 UTF-8 bytes, as sent and normalised, with no component named
+ * ".agentnet" (any case: reserved for the store's bookkeeping) — both
+ * INVALID_ARGUMENT; written content and appended text are at most the service's
+ * --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
+ * (OUT_OF_RANGE).
  */
 export type KnowledgeServiceService = typeof KnowledgeServiceService;
 export const KnowledgeServiceService = {
