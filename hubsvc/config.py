@@ -33,6 +33,12 @@ class HubConfig:
     """Delegation (and A2A call) depth limit (AGENTNET_MAX_DEPTH)."""
     a2a_token_ttl: float = 300.0
     """Seconds an A2A call token stays valid (AGENTNET_A2A_TOKEN_TTL)."""
+    max_json_depth: int = HubOptions.max_json_depth
+    """Deepest JSON nesting a client may send (AGENTNET_MAX_JSON_DEPTH)."""
+    max_ttl_seconds: float = HubOptions.max_ttl_seconds
+    """Longest channel / envelope / task lifetime or invite timeout a client may ask for (AGENTNET_MAX_TTL_SECONDS)."""
+    max_wait_seconds: float = HubOptions.max_wait_seconds
+    """Longest timeout a client may ask a call to wait (AGENTNET_MAX_WAIT_SECONDS)."""
     operator_token_file: Path | None = None
     """File holding the operator token for operator calls such as ListAudit; created with a
     random token when missing; default ``<data_dir>/hub-operator.token`` (AGENTNET_HUB_OPERATOR_TOKEN_FILE)."""
@@ -40,7 +46,12 @@ class HubConfig:
     def options(self) -> HubOptions:
         """The core options these settings imply."""
         return HubOptions(
-            invite_ack_timeout=self.invite_ack_timeout, max_depth=self.max_depth, a2a_token_ttl=self.a2a_token_ttl
+            invite_ack_timeout=self.invite_ack_timeout,
+            max_depth=self.max_depth,
+            a2a_token_ttl=self.a2a_token_ttl,
+            max_json_depth=self.max_json_depth,
+            max_ttl_seconds=self.max_ttl_seconds,
+            max_wait_seconds=self.max_wait_seconds,
         )
 
     @property
@@ -103,6 +114,30 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--max-json-depth",
+        "AGENTNET_MAX_JSON_DEPTH",
+        d.max_json_depth,
+        "deepest nesting of arrays/objects in client JSON (event data, knobs, tool arguments, task payloads)",
+        type=int,
+    )
+    _flag(
+        parser,
+        "--max-ttl-seconds",
+        "AGENTNET_MAX_TTL_SECONDS",
+        d.max_ttl_seconds,
+        "longest channel/envelope/task ttl_seconds and invite_ack_timeout_seconds a client may ask for",
+        type=float,
+    )
+    _flag(
+        parser,
+        "--max-wait-seconds",
+        "AGENTNET_MAX_WAIT_SECONDS",
+        d.max_wait_seconds,
+        "longest timeout_seconds / wait_timeout_seconds a client may ask a call to wait",
+        type=float,
+    )
+    _flag(
+        parser,
         "--operator-token-file",
         "AGENTNET_HUB_OPERATOR_TOKEN_FILE",
         None,
@@ -112,6 +147,10 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     args = parser.parse_args(argv)
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
+    if args.max_json_depth < 1:
+        parser.error("--max-json-depth must be at least 1")
+    if not (0 < args.max_ttl_seconds < float("inf")) or not (0 < args.max_wait_seconds < float("inf")):
+        parser.error("--max-ttl-seconds and --max-wait-seconds must be positive and finite")
     return HubConfig(
         host=args.host,
         port=args.port,
@@ -122,5 +161,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         invite_ack_timeout=args.invite_ack_timeout,
         max_depth=args.max_depth,
         a2a_token_ttl=args.a2a_token_ttl,
+        max_json_depth=args.max_json_depth,
+        max_ttl_seconds=args.max_ttl_seconds,
+        max_wait_seconds=args.max_wait_seconds,
         operator_token_file=args.operator_token_file,
     )

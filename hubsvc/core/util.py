@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import secrets
 import time
 import uuid
@@ -13,6 +14,8 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from google.protobuf import timestamp_pb2
+
+from netkernel.errors import InvalidArgument
 
 Clock = Callable[[], float]
 """Returns the current time in seconds since the epoch (injectable for tests)."""
@@ -80,6 +83,20 @@ def from_timestamp(ts: timestamp_pb2.Timestamp) -> float:
     return float(ts.ToNanoseconds()) / 1e9
 
 
+def check_seconds(value: float, field: str, maximum: float, *, absent: str) -> float:
+    """A client's duration: a finite number of seconds in (0, ``maximum``]; InvalidArgument otherwise.
+
+    ``absent`` names what omitting the field means (for the error message).
+    """
+    if not math.isfinite(value) or value <= 0 or value > maximum:
+        raise InvalidArgument(
+            f"{field} must be a positive, finite number of seconds up to {maximum:g}, not {value!r}; "
+            f"omit it for {absent}.",
+            metadata={"field": field, "limit": f"{maximum:g}"},
+        )
+    return value
+
+
 def system_clock() -> float:
     """The default clock."""
     return time.time()
@@ -91,8 +108,11 @@ class BoundedDict(OrderedDict[K, V], Generic[K, V]):
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
+        self.evicted = False
+        """Some entry was forgotten (so a miss does not prove the key was never set)."""
 
     def __setitem__(self, key: K, value: V) -> None:
         super().__setitem__(key, value)
         if len(self) > self.limit:
             self.popitem(last=False)
+            self.evicted = True

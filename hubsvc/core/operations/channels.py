@@ -10,6 +10,7 @@ from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
 from hubsvc.adapters import get_adapter
 from hubsvc.core.channel import OPENED, TERMINAL, spec_from_meta
 from hubsvc.core.hub import HubCore
+from hubsvc.core.util import check_seconds
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_CHANNEL_OPENED, Envelope, text_envelope
 from netkernel.errors import InvalidArgument, PermissionDenied
 from netkernel.wire import dumps_json, envelope_from_wire, wire_readable_by
@@ -33,7 +34,7 @@ class ChannelOps:
         if which == "message":
             seed = text_envelope("", caller, request.message)
         elif which == "seed_envelope":
-            seed = envelope_from_wire(request.seed_envelope)
+            seed = envelope_from_wire(request.seed_envelope, max_json_depth=self.core.options.max_json_depth)
             if seed.sender_id and seed.sender_id != caller:
                 raise PermissionDenied("seed_envelope.sender_id must be empty or your own agent id.")
         ch = await self.core.open_channel(
@@ -51,6 +52,8 @@ class ChannelOps:
         meta = ch.meta
         if request.wait_until_opened:
             timeout = request.wait_timeout_seconds or meta.invite_ack_timeout_seconds + 5.0
+            if request.wait_timeout_seconds:
+                check_seconds(timeout, "wait_timeout_seconds", self.core.options.max_wait_seconds, absent="the default")
             meta = await self.core.wait_channel(
                 ch.channel_id, lambda m: m.state == OPENED or m.state in TERMINAL, timeout
             )
