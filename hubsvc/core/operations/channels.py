@@ -29,6 +29,9 @@ class ChannelOps:
         self, caller: str, request: hub_pb2.OpenChannelRequest
     ) -> tuple[channel_pb2.ChannelMetadata, str]:
         """Create, invite, optionally seed and wait until OPENED; returns (metadata, seed envelope id)."""
+        if request.wait_timeout_seconds:  # checked with the rest of the request, before anything is created
+            limit = self.core.options.max_wait_seconds
+            check_seconds(request.wait_timeout_seconds, "wait_timeout_seconds", limit, absent="the default")
         seed: Envelope | None = None
         which = request.WhichOneof("seed")
         if which == "message":
@@ -52,8 +55,6 @@ class ChannelOps:
         meta = ch.meta
         if request.wait_until_opened:
             timeout = request.wait_timeout_seconds or meta.invite_ack_timeout_seconds + 5.0
-            if request.wait_timeout_seconds:
-                check_seconds(timeout, "wait_timeout_seconds", self.core.options.max_wait_seconds, absent="the default")
             meta = await self.core.wait_channel(
                 ch.channel_id, lambda m: m.state == OPENED or m.state in TERMINAL, timeout
             )
