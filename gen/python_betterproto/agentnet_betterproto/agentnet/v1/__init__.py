@@ -1176,7 +1176,7 @@ class CallToolRequest(betterproto2.Message):
 
     arguments_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    The arguments object as JSON text.
+    The arguments object as JSON text, nested at most --max-json-depth (64) levels.
     """
 
     channel_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
@@ -1602,7 +1602,8 @@ class DelegateRequest(betterproto2.Message):
 
     timeout_seconds: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
     """
-    Seconds to wait for the reply; 0 = 300.
+    Seconds to wait for the reply; 0 = 300. Otherwise finite, positive and
+    at most --max-wait-seconds (a day); else INVALID_ARGUMENT.
     """
 
     causation_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
@@ -1928,6 +1929,9 @@ class Envelope(betterproto2.Message):
     The event payload as a JSON object, encoded as UTF-8 JSON text. JSON keeps
     integers as integers and is built with one call in every language
     (json.dumps, json.Marshal, JSON.stringify). Empty string = `{}`.
+    Arrays/objects nest at most --max-json-depth (64) levels; deeper is
+    INVALID_ARGUMENT. An `a2a` object with an `execution_id` (an A2A dispatch)
+    is written only by the hub: a client's is refused with INVALID_ARGUMENT.
     """
 
     envelope_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
@@ -1964,7 +1968,10 @@ class Envelope(betterproto2.Message):
     idempotency_key: "str | None" = betterproto2.field(12, betterproto2.TYPE_STRING, optional=True)
     """
     A retried post with the same (sender, channel, idempotency_key) returns the
-    originally admitted envelope instead of admitting a duplicate.
+    originally admitted envelope (duplicate = true) instead of admitting a
+    duplicate — for as long as that envelope's WAL row exists. A retry of a post
+    whose write is still in flight gets the original's outcome (its error, if
+    the write fails: never duplicate = true for an envelope not written).
     """
 
     created_at: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
@@ -1977,6 +1984,7 @@ class Envelope(betterproto2.Message):
     """
     Per-envelope time to live in seconds, counted from created_at: an envelope
     older than this is no longer delivered. Absent = the channel's expiry applies.
+    Positive and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
     """
 
     seq: "int" = betterproto2.field(15, betterproto2.TYPE_UINT64)
@@ -2218,7 +2226,8 @@ class InvokeAgentRequest(betterproto2.Message):
 
     timeout_seconds: "float | None" = betterproto2.field(4, betterproto2.TYPE_DOUBLE, optional=True)
     """
-    Seconds to wait for the answer; absent = 300.
+    Seconds to wait for the answer; absent = 300. Finite, positive and at
+    most --max-wait-seconds (a day); else INVALID_ARGUMENT.
     """
 
     custom_headers: "dict[str, str]" = betterproto2.field(
@@ -2593,7 +2602,8 @@ class OpenChannelRequest(betterproto2.Message):
 
     knobs_json: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
     """
-    Adapter options as a JSON object ("" = `{}`).
+    Adapter options as a JSON object ("" = `{}`), nested at most
+    --max-json-depth (64) levels.
     """
 
     intent: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
@@ -2604,11 +2614,13 @@ class OpenChannelRequest(betterproto2.Message):
     ttl_seconds: "float | None" = betterproto2.field(5, betterproto2.TYPE_DOUBLE, optional=True)
     """
     Channel lifetime; absent = the hub's default (none unless governance sets one).
+    A finite number of seconds in (0, --max-ttl-seconds] (a year); NaN,
+    infinity or out of range is INVALID_ARGUMENT (and nothing is created).
     """
 
     invite_ack_timeout_seconds: "float | None" = betterproto2.field(6, betterproto2.TYPE_DOUBLE, optional=True)
     """
-    Seconds to wait for every invite ack; absent = 30.
+    Seconds to wait for every invite ack; absent = 30. Same bounds as ttl_seconds.
     """
 
     message: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True, group="seed")
@@ -2629,7 +2641,8 @@ class OpenChannelRequest(betterproto2.Message):
 
     wait_timeout_seconds: "float" = betterproto2.field(10, betterproto2.TYPE_DOUBLE)
     """
-    Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s.
+    Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s. Otherwise a
+    finite number of seconds in (0, --max-wait-seconds] (a day).
     """
 
 
@@ -3202,7 +3215,8 @@ class ReportTaskRequest(betterproto2.Message):
 
     payload_json: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
     """
-    Progress or result payload as a JSON value.
+    Progress or result payload as a JSON value, nested at most
+    --max-json-depth (64) levels.
     """
 
     error: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
@@ -3212,7 +3226,8 @@ class ReportTaskRequest(betterproto2.Message):
 
     ttl_seconds: "float | None" = betterproto2.field(7, betterproto2.TYPE_DOUBLE, optional=True)
     """
-    Lifetime from start (STARTED only); absent = no expiry.
+    Lifetime from start (STARTED only); absent = no expiry. Finite, positive
+    and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
     """
 
 
@@ -3600,7 +3615,8 @@ class WaitTaskRequest(betterproto2.Message):
 
     timeout_seconds: "float" = betterproto2.field(2, betterproto2.TYPE_DOUBLE)
     """
-    Seconds to wait; 0 = 300.
+    Seconds to wait; 0 = 300. Otherwise finite, positive and at most
+    --max-wait-seconds (a day); else INVALID_ARGUMENT.
     """
 
 
