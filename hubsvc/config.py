@@ -45,6 +45,12 @@ class HubConfig:
     """Most items of a repeated field or map of a request (AGENTNET_MAX_REPEATED_ITEMS)."""
     max_stream_entries: int = HubOptions.max_stream_entries
     """Most cursors in a Hello and acks in an Ack frame (AGENTNET_MAX_STREAM_ENTRIES)."""
+    max_json_depth: int = HubOptions.max_json_depth
+    """Deepest JSON nesting a client may send (AGENTNET_MAX_JSON_DEPTH)."""
+    max_ttl_seconds: float = HubOptions.max_ttl_seconds
+    """Longest channel / envelope / task lifetime or invite timeout a client may ask for (AGENTNET_MAX_TTL_SECONDS)."""
+    max_wait_seconds: float = HubOptions.max_wait_seconds
+    """Longest timeout a client may ask a call to wait (AGENTNET_MAX_WAIT_SECONDS)."""
     operator_token_file: Path | None = None
     """File holding the operator token for operator calls such as ListAudit; created with a
     random token when missing; default ``<data_dir>/hub-operator.token`` (AGENTNET_HUB_OPERATOR_TOKEN_FILE)."""
@@ -61,6 +67,9 @@ class HubConfig:
             max_text_bytes=self.max_text_bytes,
             max_repeated_items=self.max_repeated_items,
             max_stream_entries=self.max_stream_entries,
+            max_json_depth=self.max_json_depth,
+            max_ttl_seconds=self.max_ttl_seconds,
+            max_wait_seconds=self.max_wait_seconds,
         )
 
     @property
@@ -164,6 +173,30 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--max-json-depth",
+        "AGENTNET_MAX_JSON_DEPTH",
+        d.max_json_depth,
+        "deepest nesting of arrays/objects in client JSON (event data, knobs, tool arguments, task payloads)",
+        type=int,
+    )
+    _flag(
+        parser,
+        "--max-ttl-seconds",
+        "AGENTNET_MAX_TTL_SECONDS",
+        d.max_ttl_seconds,
+        "longest channel/envelope/task ttl_seconds and invite_ack_timeout_seconds a client may ask for",
+        type=float,
+    )
+    _flag(
+        parser,
+        "--max-wait-seconds",
+        "AGENTNET_MAX_WAIT_SECONDS",
+        d.max_wait_seconds,
+        "longest timeout_seconds / wait_timeout_seconds a client may ask a call to wait",
+        type=float,
+    )
+    _flag(
+        parser,
         "--operator-token-file",
         "AGENTNET_HUB_OPERATOR_TOKEN_FILE",
         None,
@@ -178,6 +211,10 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     for flag, *_ in _SIZE_FLAGS:
         if getattr(args, flag[2:].replace("-", "_")) <= 0:
             parser.error(f"{flag} must be positive")
+    if args.max_json_depth < 1:
+        parser.error("--max-json-depth must be at least 1")
+    if not (0 < args.max_ttl_seconds < float("inf")) or not (0 < args.max_wait_seconds < float("inf")):
+        parser.error("--max-ttl-seconds and --max-wait-seconds must be positive and finite")
     return HubConfig(
         host=args.host,
         port=args.port,
@@ -194,5 +231,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         max_text_bytes=args.max_text_bytes,
         max_repeated_items=args.max_repeated_items,
         max_stream_entries=args.max_stream_entries,
+        max_json_depth=args.max_json_depth,
+        max_ttl_seconds=args.max_ttl_seconds,
+        max_wait_seconds=args.max_wait_seconds,
         operator_token_file=args.operator_token_file,
     )

@@ -113,7 +113,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
         try:
             self.limits.check(post)
-            env = envelope_from_wire(post.envelope)
+            env = envelope_from_wire(post.envelope, max_json_depth=self.core.options.max_json_depth)
             fut, wire, duplicate = await self.core.admit(agent_id, env, event_data_json=post.envelope.event_data_json)
         except Exception as exc:  # the same decision as the RPC boundary, answered in the stream
             result(error=error_detail(domain_error(exc, "HubServicer.Connect (post)")))
@@ -258,7 +258,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def PostEnvelope(self, caller: str, request: hub_pb2.PostEnvelopeRequest) -> hub_pb2.PostEnvelopeResponse:
         """Admit one envelope."""
         wire, duplicate = await self.core.post(
-            caller, envelope_from_wire(request.envelope), event_data_json=request.envelope.event_data_json
+            caller,
+            envelope_from_wire(request.envelope, max_json_depth=self.core.options.max_json_depth),
+            event_data_json=request.envelope.event_data_json,
         )
         return hub_pb2.PostEnvelopeResponse(envelope=wire, duplicate=duplicate)
 

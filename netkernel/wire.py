@@ -100,30 +100,56 @@ _PRIORITY_TO_WIRE = PRIORITY.by_name
 _PRIORITY_FROM_WIRE = PRIORITY.by_value
 
 
-def _has_float(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is float:
-            return True
-        if kind is dict:
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-    return False
+class JsonTooDeep(ValueError):
+    """JSON nested deeper than the reader's limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"nested deeper than {limit} levels")
+        self.limit = limit
 
 
-def loads_json(text: str) -> Any:
-    """Parse JSON exactly, fast.
+def _scan(value: Any, max_depth: int | None) -> bool:
+    """Whether ``value`` holds a float; raises :class:`JsonTooDeep` past ``max_depth`` levels of nesting.
+
+    One breadth-first walk, level by level, so the depth costs nothing extra."""
+    has_float = False
+    level = [value]
+    depth = 0
+    while level:
+        below: list[Any] = []
+        nested = False
+        for item in level:
+            kind = type(item)
+            if kind is float:
+                has_float = True
+            elif kind is dict:
+                nested = True
+                below.extend(item.values())
+            elif kind is list:
+                nested = True
+                below.extend(item)
+        if nested:
+            depth += 1
+            if max_depth is not None and depth > max_depth:
+                raise JsonTooDeep(max_depth)
+        level = below
+    return has_float
+
+
+def loads_json(text: str, max_depth: int | None = None) -> Any:
+    """Parse JSON exactly, fast; ``max_depth`` bounds the nesting of arrays and objects.
 
     orjson is several times faster than the stdlib parser but turns integers beyond
     64 bits into floats; so a result holding any float is parsed again by the exact
-    stdlib parser. Ints always stay ints.
+    stdlib parser. Ints always stay ints. Raises ValueError (``JsonTooDeep`` past
+    ``max_depth``) for anything that is not acceptable JSON.
     """
     value = orjson.loads(text)
-    if _has_float(value):
-        return json.loads(text)
+    if _scan(value, max_depth):
+        try:
+            return json.loads(text)
+        except RecursionError:  # deep enough for orjson, too deep for the stdlib parser
+            raise JsonTooDeep(max_depth or 0) from None
     return value
 
 
@@ -132,19 +158,31 @@ def dumps_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def parse_json_object(text: str, what: str) -> dict[str, Any]:
-    """Parse ``text`` as a JSON object ("" = {}); refuse anything else with InvalidArgument."""
+def parse_json_object(text: str, what: str, max_depth: int | None = None) -> dict[str, Any]:
+    """Parse ``text`` as a JSON object ("" = {}); refuse anything else with InvalidArgument.
+
+    ``max_depth`` bounds the nesting (a client's JSON: the service passes its limit)."""
     if not text:
         return {}
+    value = parse_json(text, what, max_depth)
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{what} must be a JSON object, got {type(value).__name__}; wrap the value in an object.")
+    return value
+
+
+def parse_json(text: str, what: str, max_depth: int | None = None) -> Any:
+    """Parse ``text`` as any JSON value; refuse invalid or too deeply nested JSON with InvalidArgument."""
     try:
-        value = loads_json(text)
+        return loads_json(text, max_depth)
+    except JsonTooDeep as exc:
+        raise InvalidArgument(
+            f"{what} nests arrays/objects deeper than {exc.limit} levels; flatten it.",
+            metadata={"field": what, "limit": str(exc.limit)},
+        ) from None
     except json.JSONDecodeError as exc:  # orjson's error is a subclass
         raise InvalidArgument(
             f"{what} is not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object."
         ) from None
-    if not isinstance(value, dict):
-        raise InvalidArgument(f"{what} must be a JSON object, got {type(value).__name__}; wrap the value in an object.")
-    return value
 
 
 def envelope_to_wire(env: Envelope, *, event_data_json: str | None = None) -> envelope_pb2.Envelope:
@@ -181,8 +219,10 @@ def envelope_to_wire(env: Envelope, *, event_data_json: str | None = None) -> en
     return msg
 
 
-def envelope_from_wire(msg: envelope_pb2.Envelope) -> Envelope:
-    """Build an :class:`Envelope` from the wire message (event_data must be a JSON object)."""
+def envelope_from_wire(msg: envelope_pb2.Envelope, *, max_json_depth: int | None = None) -> Envelope:
+    """Build an :class:`Envelope` from the wire message (event_data must be a JSON object).
+
+    ``max_json_depth`` bounds event_data's nesting (set it for envelopes from a client)."""
     priority = _PRIORITY_FROM_WIRE.get(msg.priority)
     if priority is None:
         raise InvalidArgument(f"unknown priority {msg.priority}; use BACKGROUND, NORMAL or URGENT.")
@@ -190,11 +230,11 @@ def envelope_from_wire(msg: envelope_pb2.Envelope) -> Envelope:
     data: Any = {}
     if raw:
         try:
-            data = loads_json(raw)
-        except ValueError:  # orjson.JSONDecodeError and json.JSONDecodeError are ValueErrors
+            data = loads_json(raw, max_json_depth)
+        except ValueError:  # orjson.JSONDecodeError, json.JSONDecodeError and JsonTooDeep are ValueErrors
             data = None
         if type(data) is not dict:  # exact check on the hot path; parse again for the error message
-            data = parse_json_object(raw, "event_data_json")
+            data = parse_json_object(raw, "event_data_json", max_json_depth)
     return Envelope(
         channel_id=msg.channel_id,
         sender_id=msg.sender_id,

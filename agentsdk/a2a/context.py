@@ -41,7 +41,12 @@ class Dispatch:
 
     @classmethod
     def from_envelope(cls, envelope: Envelope) -> Dispatch | None:
-        """The dispatch an EV_TEXT question carries (``event_data["a2a"]``), or None."""
+        """The dispatch an EV_TEXT question carries (``event_data["a2a"]``), or None.
+
+        Only the hub writes dispatches: it refuses ``event_data.a2a`` with an
+        ``execution_id`` in every envelope a client sends (posts and OpenChannel seeds),
+        so one found in a delivered envelope is InvokeAgent's. Reserved ``a2a-`` headers
+        are dropped all the same (the hub never forwards them)."""
         data = envelope.event_data.get("a2a") if envelope.event_type == EV_TEXT else None
         if not isinstance(data, dict) or not data.get("execution_id"):
             return None
@@ -51,7 +56,7 @@ class Dispatch:
             root_session_id=str(data.get("root_session_id", "")),
             message=str(data.get("message", envelope.text)),
             skill=str(data.get("skill", "")),
-            custom_headers={str(k): str(v) for k, v in headers.items()} if isinstance(headers, dict) else {},
+            custom_headers=_custom_headers(headers),
             call_token=str(data.get("call_token", "")),
             call_token_expires_at=str(data.get("call_token_expires_at", "")),
             channel_id=envelope.channel_id,
@@ -64,6 +69,13 @@ class Dispatch:
         if status != "completed":
             env.event_data["a2a"] = {"status": status, "error": error} if error else {"status": status}
         return env
+
+
+def _custom_headers(headers: object) -> dict[str, str]:
+    """A dispatch's custom headers, without any key in the reserved ``a2a-`` namespace."""
+    if not isinstance(headers, dict):
+        return {}
+    return {str(k): str(v) for k, v in headers.items() if not str(k).lower().startswith("a2a-")}
 
 
 _current: contextvars.ContextVar[Dispatch | None] = contextvars.ContextVar("agentsdk_a2a_dispatch", default=None)

@@ -19,7 +19,7 @@ from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.channel import HUB_SENDER, PENDING, TERMINAL, ChannelRuntime
 from hubsvc.core.options import HubOptions
-from hubsvc.core.util import Clock, iso_z, next_envelope_id
+from hubsvc.core.util import Clock, check_seconds, iso_z, next_envelope_id
 from hubsvc.storage import WalRow, Writes
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
@@ -61,14 +61,14 @@ class Batch:
     """The reason the channel ended in this batch (its tasks end in the same commit)."""
 
 
-def check_shape(env: Envelope) -> None:
+def check_shape(env: Envelope, options: HubOptions) -> None:
     """Refuse an envelope whose fields are malformed regardless of the channel."""
     if not env.channel_id:
         raise InvalidArgument("envelope.channel_id is empty; set the channel to post to.")
     if not env.event_type or len(env.event_type) > 200:
         raise InvalidArgument("envelope.event_type must be 1-200 characters, e.g. 'ag2.msg.text' or 'myapp.event'.")
-    if env.ttl_seconds is not None and env.ttl_seconds <= 0:
-        raise InvalidArgument("envelope.ttl_seconds must be positive; omit it to use the channel's expiry.")
+    if env.ttl_seconds is not None:
+        check_seconds(env.ttl_seconds, "envelope.ttl_seconds", options.max_ttl_seconds, absent="the channel's expiry")
     if env.depth < 0:
         raise InvalidArgument("envelope.depth must not be negative.")
 
@@ -91,15 +91,37 @@ class Admission:
         self.options = options
         self.clock = clock
 
+    def screen(self, env: Envelope, event_data_json: str | None = None) -> None:
+        """The checks every envelope a client sends passes before it may reach a channel.
+
+        The one entry for client envelopes, whatever the path: a post (PostEnvelope,
+        Connect) and a seed (OpenChannel's message or seed_envelope, Delegate's prompt,
+        InvokeAgent's question before the hub attaches its dispatch) — so the checks
+        cannot diverge. Stateless: shape, size, and no forged A2A dispatch; the channel's
+        own rules come later, in :meth:`validate`.
+        """
+        check_shape(env, self.options)
+        raw = event_data_json if event_data_json is not None else dumps_json(env.event_data)
+        limit = self.options.max_event_data_bytes
+        if len(raw) > limit // 4 and len(raw.encode()) > limit:
+            raise PayloadTooLarge(
+                f"event_data is larger than {self.options.max_event_data_bytes} bytes; store big content in the "
+                "knowledge service and send a reference.",
+                metadata={"limit": str(self.options.max_event_data_bytes)},
+            )
+        refuse_forged_dispatch(env)
+
     def admit(
         self, ch: ChannelRuntime, sender_id: str, env: Envelope, batch: Batch, event_data_json: str | None = None
     ) -> envelope_pb2.Envelope:
         """Validate a participant's post, then stamp, fold and stage it with its lifecycle effects."""
-        self.validate(ch, sender_id, env, event_data_json)
+        self.validate(ch, sender_id, env)
         return self.accept(ch, env, batch, event_data_json)
 
-    def validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope, event_data_json: str | None = None) -> None:
-        """Raise the domain error refusing ``env`` from ``sender_id`` now (stamps sender and depth)."""
+    def validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope) -> None:
+        """Raise the domain error refusing ``env`` from ``sender_id`` now (stamps sender and depth).
+
+        The channel's rules only: the envelope itself passed :meth:`screen` already."""
         cid = ch.channel_id
         if env.sender_id and env.sender_id != sender_id:
             raise PermissionDenied(
@@ -116,14 +138,6 @@ class Admission:
                     "address only participants (or leave audience unset to broadcast).",
                     metadata={"channel_id": cid},
                 )
-        raw = event_data_json if event_data_json is not None else dumps_json(env.event_data)
-        limit = self.options.max_event_data_bytes
-        if len(raw) > limit // 4 and len(raw.encode()) > limit:
-            raise PayloadTooLarge(
-                f"event_data is larger than {self.options.max_event_data_bytes} bytes; store big content in the "
-                "knowledge service and send a reference.",
-                metadata={"limit": str(self.options.max_event_data_bytes)},
-            )
         if env.causation_id and env.causation_id in ch.depths:
             env.depth = max(env.depth, ch.depths[env.causation_id])
         if env.depth > self.options.max_depth:
@@ -176,8 +190,6 @@ class Admission:
         data = wire.SerializeToString()
         ch.fold(env, now)
         ch.meta.last_seq = env.seq
-        if env.idempotency_key is not None:
-            ch.keyed_wires[env.envelope_id] = wire
         text = env.event_data.get("text") if env.event_type == EV_TEXT else None
         batch.writes.wal.append(
             WalRow(

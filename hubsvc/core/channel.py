@@ -66,10 +66,18 @@ class ChannelRuntime:
     depths: BoundedDict[str, int] = field(default_factory=lambda: BoundedDict(4096))
     """envelope_id -> depth of recent envelopes (causation on the reply path)."""
     idempotent: BoundedDict[tuple[str, str], str] = field(default_factory=lambda: BoundedDict(4096))
-    """(sender_id, idempotency_key) -> envelope_id of the channel's recent keyed posts (rebuilt by hydrate)."""
+    """(sender_id, idempotency_key) -> envelope_id of the channel's recent keyed posts (rebuilt by hydrate).
+    Once it has evicted a key (``idempotent.evicted``), a miss is checked in the store."""
+    in_flight: dict[str, tuple[envelope_pb2.Envelope, asyncio.Future[None]]] = field(default_factory=dict)
+    """envelope_id -> (wire, commit future) of keyed posts admitted but not yet committed (a retry shares
+    its original's commit: it is answered only once that commits, and fails if it fails)."""
     keyed_wires: BoundedDict[str, envelope_pb2.Envelope] = field(default_factory=lambda: BoundedDict(512))
-    """envelope_id -> wire of keyed posts admitted by this process (answers retries before the commit)."""
+    """envelope_id -> wire of keyed posts committed by this process (answers retries without a read)."""
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
+    stale: bool = False
+    """A commit of this runtime failed: it is being rebuilt from the store and must not admit more."""
+    rebuilt: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once a stale runtime has been replaced (look the channel up again)."""
 
     @classmethod
     def pending(

@@ -13,22 +13,23 @@ WAL at start (hydrate) or after a failed commit (recover).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from agentnet.v1 import channel_pb2, envelope_pb2
 
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
-from hubsvc.core.admission import Admission, Batch, check_shape
+from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import PENDING, ChannelRuntime
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
-from hubsvc.core.util import Clock, from_timestamp, new_id
+from hubsvc.core.util import Clock, check_seconds, from_timestamp, new_id
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
 from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout
@@ -149,8 +150,16 @@ class LiveChannels:
         ttl_seconds: float | None = None,
         invite_ack_timeout: float | None = None,
         seed: Envelope | None = None,
+        dispatch: dict[str, Any] | None = None,
     ) -> ChannelRuntime:
-        """Create a PENDING channel and invite the targets (returns once the invites are committed)."""
+        """Create a PENDING channel and invite the targets (returns once the invites are committed).
+
+        The whole request is checked first, the seed through the same
+        :meth:`~hubsvc.core.admission.Admission.screen` as any post; nothing is registered
+        before that, and a channel whose creation fails to commit leaves memory again.
+        ``dispatch`` is the A2A dispatch InvokeAgent attaches to its (screened) seed: only
+        the hub writes ``event_data.a2a`` dispatches, never a client.
+        """
         adapter = get_adapter(type)
         if not targets:
             raise InvalidArgument(f"a {type} channel needs at least one target; name who to invite.")
@@ -161,11 +170,12 @@ class LiveChannels:
                 raise InvalidArgument("you cannot invite yourself; name other agents as targets.")
             if agent_id not in members:
                 members.append(agent_id)
-        if ttl_seconds is not None and ttl_seconds <= 0:
-            raise InvalidArgument("ttl_seconds must be positive; omit it for the hub's default.")
+        limit = self._options.max_ttl_seconds
+        if ttl_seconds is not None:
+            check_seconds(ttl_seconds, "ttl_seconds", limit, absent="the hub's default")
+        if invite_ack_timeout is not None:
+            check_seconds(invite_ack_timeout, "invite_ack_timeout_seconds", limit, absent="the hub's default")
         timeout = self._options.invite_ack_timeout if invite_ack_timeout is None else invite_ack_timeout
-        if timeout <= 0:
-            raise InvalidArgument("invite_ack_timeout_seconds must be positive.")
         participants = (initiator, *members)
         names = {a: self._registry.name_for(a) for a in participants}
         channel_id = new_id()
@@ -175,35 +185,36 @@ class LiveChannels:
             initiator=initiator,
             participants=participants,
             names=names,
-            knobs=parse_json_object(knobs_json, "knobs_json"),
+            knobs=parse_json_object(knobs_json, "knobs_json", self._options.max_json_depth),
         )
         spec = dataclasses.replace(spec, knobs=adapter.validate_create(spec))
         now = self._clock()
         ttl = ttl_seconds if ttl_seconds is not None else self._options.default_channel_ttl
         if seed is not None:
-            seed = dataclasses.replace(seed, channel_id=channel_id)
-            check_shape(seed)
+            seed = dataclasses.replace(seed, channel_id=channel_id, event_data=dict(seed.event_data))
+            self._admission.screen(seed)
+            if dispatch is not None:
+                seed.event_data["a2a"] = dispatch
         ch = ChannelRuntime.pending(
             spec, adapter, intent=intent, invite_ack_timeout=timeout, ttl=ttl, now=now, seed=seed
         )
-        self._channels[channel_id] = ch
-        async with ch.lock:
-            batch = Batch()
-            batch.writes.channels.append(ch.to_row())
-            invite = {
-                "channel_id": channel_id,
-                "type": adapter.type,
-                "initiator": initiator,
-                "initiator_name": names[initiator],
-                "intent": intent,
-                "participants": list(participants),
-                "knobs": dict(spec.knobs),
-            }
-            for target in members:
-                self._admission.post_as_hub(ch, EV_CHANNEL_INVITE, invite, [target], batch)
-            batch.writes.audit.append(
-                ("channel_created", initiator, channel_id, json.dumps({"type": adapter.type}), now)
-            )
+        # Stage everything before the channel becomes visible: a failure here changes nothing.
+        batch = Batch()
+        batch.writes.channels.append(ch.to_row())
+        invite = {
+            "channel_id": channel_id,
+            "type": adapter.type,
+            "initiator": initiator,
+            "initiator_name": names[initiator],
+            "intent": intent,
+            "participants": list(participants),
+            "knobs": dict(spec.knobs),
+        }
+        for target in members:
+            self._admission.post_as_hub(ch, EV_CHANNEL_INVITE, invite, [target], batch)
+        batch.writes.audit.append(("channel_created", initiator, channel_id, json.dumps({"type": adapter.type}), now))
+        async with ch.lock:  # new and unseen: acquired without waiting
+            self._channels[channel_id] = ch
             fut = self.commit(ch, batch)
             self._arm_timers(ch)
         await fut
@@ -248,10 +259,9 @@ class LiveChannels:
     async def close(self, caller: str, channel_id: str, reason: str = "") -> channel_pb2.ChannelMetadata:
         """Close a channel the caller participates in."""
         await self.require_member(caller, channel_id)
-        ch = self._channels.get(channel_id)
-        if ch is None:
-            return await self.meta(channel_id)  # already ended: closing is idempotent
-        async with ch.lock:
+        async with self.locked(channel_id) as ch:
+            if ch is None:
+                return await self.meta(channel_id)  # already ended: closing is idempotent
             batch = Batch()
             self._admission.end(ch, reason or "closed_by_agent", batch, detail={"closed_by": caller})
             fut = self.commit(ch, batch)
@@ -261,15 +271,15 @@ class LiveChannels:
     async def close_all_of(self, agent_id: str) -> list[str]:
         """Close every live channel of ``agent_id`` with reason "participant_left"; returns their ids."""
         closed = []
-        for ch in [c for c in self._channels.values() if agent_id in c.participants]:
-            async with ch.lock:
-                if ch.is_terminal:
+        for channel_id in [c.channel_id for c in self._channels.values() if agent_id in c.participants]:
+            async with self.locked(channel_id) as ch:
+                if ch is None or ch.is_terminal:
                     continue
                 batch = Batch()
                 self._admission.end(ch, "participant_left", batch, detail={"agent_id": agent_id})
                 fut = self.commit(ch, batch)
             await fut
-            closed.append(ch.channel_id)
+            closed.append(channel_id)
         return closed
 
     def cancel_timers(self) -> None:
@@ -302,11 +312,8 @@ class LiveChannels:
         )
 
     async def _expire(self, channel_id: str, reason: str, expired: bool) -> None:
-        ch = self._channels.get(channel_id)
-        if ch is None:
-            return
-        async with ch.lock:
-            if ch.is_terminal or (reason == "invite_timeout" and ch.meta.state != PENDING):
+        async with self.locked(channel_id) as ch:
+            if ch is None or ch.is_terminal or (reason == "invite_timeout" and ch.meta.state != PENDING):
                 return
             batch = Batch()
             self._admission.end(ch, reason, batch, expired=expired)
@@ -320,21 +327,34 @@ class LiveChannels:
 
         An ended channel's tasks end in the same bundle; an opened one gets its TTL timer.
         Once committed, the envelopes go to the members' sessions and the watchers, and an
-        ended channel leaves the table; if the commit fails, the channel is rebuilt from
-        what the store really holds.
+        ended channel leaves the table; if the commit fails, the runtime is marked stale
+        at once (nothing more is admitted into it) and rebuilt from what the store holds.
         """
+        ended_tasks = []
         if batch.ended is not None:
-            batch.writes.tasks.extend(self._tasks.end_for_channel(ch.channel_id, batch.ended))
+            ended_tasks = self._tasks.end_for_channel(ch.channel_id, batch.ended)
+            batch.writes.tasks.extend(self._tasks.rows(ended_tasks))
         elif batch.opened:
             self._arm_ttl(ch)
         fut = self._store.submit(batch.writes)
         wires = batch.wires
         ended = batch.ended is not None
+        keyed = [w for w in wires if w.HasField("idempotency_key")]
+        for wire in keyed:
+            ch.in_flight[wire.envelope_id] = (wire, fut)
 
         def committed(f: asyncio.Future[None]) -> None:
+            for wire in keyed:
+                ch.in_flight.pop(wire.envelope_id, None)
             if f.cancelled() or f.exception() is not None:
-                self._spawn(self._recover(ch), f"recover-{ch.channel_id}")
+                if not ch.stale:
+                    ch.stale = True
+                    self._spawn(self._recover(ch), f"recover-{ch.channel_id}")
                 return
+            for wire in keyed:
+                ch.keyed_wires[wire.envelope_id] = wire
+            if ended_tasks:
+                self._tasks.apply(ended_tasks)
             ch.committed_seq = max(ch.committed_seq, wires[-1].seq if wires else 0)
             self._deliver(ch, wires)
             watchers = self._watchers.get(ch.channel_id)
@@ -384,20 +404,52 @@ class LiveChannels:
         return folded
 
     async def _recover(self, ch: ChannelRuntime) -> None:
-        """A commit failed: rebuild the channel from what the store really holds."""
-        async with ch.lock:
-            row = await self._store.get_channel(ch.channel_id)
-            if row is None:
-                self._channels.pop(ch.channel_id, None)
+        """A commit of ``ch`` failed: rebuild the channel from what the store really holds.
+
+        Admissions already holding the lock stage into the stale runtime; the store fails
+        their bundles (the channel is fenced). Once the fence is lifted, every earlier
+        bundle of the channel has been written or failed, so the store's state is final.
+        """
+        channel_id = ch.channel_id
+        try:
+            async with ch.lock:
+                ch.cancel_timers()
+                await self._store.lift_fence(channel_id)
+                row = await self._store.get_channel(channel_id)
+                if row is None:  # its creation was never written
+                    self._channels.pop(channel_id, None)
+                    return
+                fresh = ChannelRuntime.from_row(row)
+                async for page in self._store.scan_wal([channel_id]):
+                    for _, data in page:
+                        fresh.fold(envelope_from_wire(envelope_pb2.Envelope.FromString(data)), self._clock())
+                fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
+                if fresh.is_terminal:
+                    self._channels.pop(channel_id, None)
+                else:
+                    self._channels[channel_id] = fresh
+                    self._arm_timers(fresh)
+                log.warning(
+                    "channel %s rebuilt from storage after a failed write (last seq %d)", channel_id, fresh.last_seq
+                )
+        finally:
+            if self._channels.get(channel_id) is ch:  # the rebuild itself failed
+                self._channels.pop(channel_id, None)
+            ch.rebuilt.set()
+
+    @contextlib.asynccontextmanager
+    async def locked(self, channel_id: str) -> AsyncIterator[ChannelRuntime | None]:
+        """Hold the lock of the live channel ``channel_id`` (None if it is not live), waiting out a rebuild."""
+        while True:
+            ch = self._channels.get(channel_id)
+            if ch is None:
+                yield None
                 return
-            fresh = ChannelRuntime.from_row(row)
-            async for page in self._store.scan_wal([ch.channel_id]):
-                for _, data in page:
-                    fresh.fold(envelope_from_wire(envelope_pb2.Envelope.FromString(data)), self._clock())
-            fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
-            ch.cancel_timers()
-            if fresh.is_terminal:
-                self._channels.pop(ch.channel_id, None)
-            else:
-                self._channels[ch.channel_id] = fresh
-                self._arm_timers(fresh)
+            if ch.stale:
+                await ch.rebuilt.wait()
+                continue
+            async with ch.lock:
+                if ch.stale:
+                    continue
+                yield ch
+                return

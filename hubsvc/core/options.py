@@ -28,6 +28,15 @@ class HubOptions:
     """Most items of a repeated field or map of a request (audience, targets, resume lists, labels, …)."""
     max_stream_entries: int = 100_000
     """Most resume cursors in a Hello and acks in one Ack frame."""
+    max_json_depth: int = 64
+    """Deepest nesting of arrays and objects in any JSON a client sends (event_data_json, seeds, knobs_json,
+    tool arguments, task payloads); deeper is refused with INVALID_ARGUMENT."""
+    max_ttl_seconds: float = 365 * 86400.0
+    """Longest lifetime a client may ask for: a channel's or envelope's ttl_seconds, a task's ttl_seconds and
+    OpenChannel's invite_ack_timeout_seconds (INVALID_ARGUMENT beyond, and for NaN, infinity or <= 0)."""
+    max_wait_seconds: float = 86400.0
+    """Longest wait a client may ask for: InvokeAgent's, Delegate's and WaitTask's timeout_seconds and
+    OpenChannel's wait_timeout_seconds (INVALID_ARGUMENT beyond, and for NaN or infinity)."""
     max_in_flight: int = 1024
     """Default cap on unacked deliveries per stream (Hello.max_in_flight overrides, up to this)."""
     max_queued: int = 200_000

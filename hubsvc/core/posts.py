@@ -15,7 +15,7 @@ from typing import Any
 
 from agentnet.v1 import envelope_pb2
 
-from hubsvc.core.admission import Admission, Batch, check_shape, refuse_forged_dispatch
+from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.storage import HubStore
@@ -65,20 +65,22 @@ class Posts:
     async def _admit(
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        check_shape(env)
-        refuse_forged_dispatch(env)
-        ch = await self._channel_for_post(sender_id, env.channel_id)
-        async with ch.lock:
-            if env.idempotency_key is not None:
-                original = await self._idempotent(ch, sender_id, env.idempotency_key)
-                if original is not None:
-                    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                    done.set_result(None)
-                    return done, original, True
-            batch = Batch()
-            wire = self._admission.admit(ch, sender_id, env, batch, event_data_json)
-            fut = self._channels.commit(ch, batch)
-        return fut, wire, False
+        self._admission.screen(env, event_data_json)
+        while True:
+            ch = await self._channel_for_post(sender_id, env.channel_id)
+            if ch.stale:  # a write of this channel failed: wait for its rebuild, then look it up again
+                await ch.rebuilt.wait()
+                continue
+            async with ch.lock:
+                if ch.stale:
+                    continue
+                if env.idempotency_key is not None:
+                    original = await self._idempotent(ch, sender_id, env.idempotency_key)
+                    if original is not None:
+                        return original[0], original[1], True
+                batch = Batch()
+                wire = self._admission.admit(ch, sender_id, env, batch, event_data_json)
+                return self._channels.commit(ch, batch), wire, False
 
     async def _channel_for_post(self, sender_id: str, channel_id: str) -> ChannelRuntime:
         ch = self._channels.get(channel_id)
@@ -99,16 +101,35 @@ class Posts:
             )
         return ch
 
-    async def _idempotent(self, ch: ChannelRuntime, sender_id: str, key: str) -> envelope_pb2.Envelope | None:
-        """The envelope admitted earlier under this key, among the channel's last 4096 keyed posts."""
+    async def _idempotent(
+        self, ch: ChannelRuntime, sender_id: str, key: str
+    ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope] | None:
+        """(commit future, envelope) admitted earlier under this key, or None for a new key.
+
+        Exact for as long as the store keeps the WAL row: memory answers for the channel's
+        last 4096 keyed posts; once that window has forgotten a key, a miss is asked of
+        the store. A retry of a post still in flight shares its commit future: it is
+        answered only once the original commits (and fails if that fails).
+        """
         envelope_id = ch.idempotent.get((sender_id, key))
-        if envelope_id is None:
-            return None
-        wire = ch.keyed_wires.get(envelope_id)
-        if wire is not None:
-            return wire
-        data = await self._store.find_envelope(envelope_id)
-        return envelope_pb2.Envelope.FromString(data) if data is not None else None
+        if envelope_id is not None:
+            pending = ch.in_flight.get(envelope_id)
+            if pending is not None:
+                return pending[1], pending[0]
+            wire = ch.keyed_wires.get(envelope_id)
+            data = None if wire is not None else await self._store.find_envelope(envelope_id)
+        elif ch.idempotent.evicted:
+            wire = None
+            data = await self._store.find_idempotent(ch.channel_id, sender_id, key)
+        else:
+            return None  # the window holds every key of this channel: a miss is a new key
+        if wire is None:
+            if data is None:
+                return None
+            wire = envelope_pb2.Envelope.FromString(data)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done, wire
 
     def can_send(self, caller: str, channel_id: str, event_type: str) -> tuple[bool, AgentNetError | None, list[str]]:
         """Would a post of ``event_type`` by ``caller`` pass now? (allowed, refusal, expected_next)."""

@@ -6,9 +6,10 @@ Credentials are ``<agent_id>.<secret>``; only a SHA-256 of the secret is kept.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from agentnet.v1 import a2a_pb2, identity_pb2
@@ -20,7 +21,8 @@ from netkernel.identity import Passport, Resume
 from netkernel.skills import render_fallback_skill
 from netkernel.wire import PASSPORT_KIND
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""A passport name (matched with fullmatch: "$" would let a trailing newline through)."""
 
 
 @dataclass
@@ -49,6 +51,10 @@ class Registry:
         self._clock = clock
         self._by_id: dict[str, AgentEntry] = {}
         self._by_name: dict[str, str] = {}
+        self._reserved: set[str] = set()
+        """Names whose registration is being written."""
+        self._writing = asyncio.Lock()
+        """Serialises updates of existing identities (write, then apply in memory)."""
 
     async def load(self) -> None:
         """Read every live identity from the store."""
@@ -108,14 +114,17 @@ class Registry:
         skill_md: str | None,
         a2a: a2a_pb2.A2ASettings | None,
     ) -> tuple[identity_pb2.AgentRecord, str]:
-        """Create an identity; returns its record and credential."""
+        """Create an identity; returns its record and credential.
+
+        The name is reserved while its write is in flight (a concurrent Register of it gets
+        ALREADY_EXISTS); the identity exists in memory only once the write committed."""
         name = passport.name
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise InvalidArgument(
                 f"passport name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-'.",
                 metadata={"field": "passport.name"},
             )
-        if name in self._by_name:
+        if name in self._by_name or name in self._reserved:
             raise AlreadyExists(
                 f"an agent named {name!r} is already registered; pick another name or unregister it first.",
                 metadata={"name": name},
@@ -132,59 +141,82 @@ class Registry:
             record.a2a.CopyFrom(a2a)
         self._set_skill(record, skill_md)
         entry = AgentEntry(record, hash_secret(secret))
+        self._reserved.add(name)
+        try:
+            await self._store.commit(
+                Writes(
+                    agents=[self._row(entry.record, entry.cred_hash)],
+                    audit=[
+                        self._audit(
+                            "agent_registered",
+                            agent_id,
+                            {"name": name, "kind": PASSPORT_KIND.by_value[passport.kind]},
+                        )
+                    ],
+                )
+            )
+        finally:
+            self._reserved.discard(name)
         self._by_id[agent_id] = entry
         self._by_name[name] = agent_id
-        await self._store.commit(
-            Writes(
-                agents=[self._row(entry)],
-                audit=[
-                    self._audit(
-                        "agent_registered", agent_id, {"name": name, "kind": PASSPORT_KIND.by_value[passport.kind]}
-                    )
-                ],
-            )
-        )
         return record, f"{agent_id}.{secret}"
 
     async def unregister(self, agent_id: str) -> None:
-        """Remove an identity (its name becomes free)."""
-        entry = self.get(agent_id)
-        del self._by_id[agent_id]
-        self._by_name.pop(entry.name, None)
-        await self._store.commit(
-            Writes(
-                agents=[AgentRow(agent_id, entry.name, entry.cred_hash, entry.record.SerializeToString(), True)],
-                audit=[self._audit("agent_unregistered", agent_id, {"name": entry.name})],
+        """Remove an identity (its name becomes free once the removal committed)."""
+        async with self._writing:
+            entry = self.get(agent_id)
+            await self._store.commit(
+                Writes(
+                    agents=[AgentRow(agent_id, entry.name, entry.cred_hash, entry.record.SerializeToString(), True)],
+                    audit=[self._audit("agent_unregistered", agent_id, {"name": entry.name})],
+                )
             )
-        )
+            self._by_id.pop(agent_id, None)
+            self._by_name.pop(entry.name, None)
 
     async def set_skill(self, agent_id: str, skill_md: str) -> identity_pb2.AgentRecord:
         """Replace the skill (empty = back to the fallback); audited as skill_set."""
-        entry = self.get(agent_id)
-        self._set_skill(entry.record, skill_md or None)
-        await self._store.commit(
-            Writes(
-                agents=[self._row(entry)],
-                audit=[self._audit("skill_set", agent_id, {"fallback": entry.record.skill_is_fallback})],
-            )
-        )
-        return entry.record
+
+        def change(record: identity_pb2.AgentRecord) -> None:
+            self._set_skill(record, skill_md or None)
+
+        return await self._update(agent_id, change, "skill_set", lambda r: {"fallback": r.skill_is_fallback})
 
     async def set_resume(self, agent_id: str, resume: identity_pb2.Resume) -> identity_pb2.AgentRecord:
         """Replace the resume; audited as resume_set (a fallback skill is re-rendered)."""
-        entry = self.get(agent_id)
-        entry.record.resume.CopyFrom(resume)
-        if entry.record.skill_is_fallback:
-            self._set_skill(entry.record, None)
-        await self._store.commit(Writes(agents=[self._row(entry)], audit=[self._audit("resume_set", agent_id, {})]))
-        return entry.record
+
+        def change(record: identity_pb2.AgentRecord) -> None:
+            record.resume.CopyFrom(resume)
+            if record.skill_is_fallback:
+                self._set_skill(record, None)
+
+        return await self._update(agent_id, change, "resume_set", lambda r: {})
 
     async def set_a2a(self, agent_id: str, a2a: a2a_pb2.A2ASettings) -> identity_pb2.AgentRecord:
         """Replace the A2A settings."""
-        entry = self.get(agent_id)
-        entry.record.a2a.CopyFrom(a2a)
-        await self._store.commit(Writes(agents=[self._row(entry)], audit=[self._audit("a2a_set", agent_id, {})]))
-        return entry.record
+        return await self._update(agent_id, lambda r: r.a2a.CopyFrom(a2a), "a2a_set", lambda r: {})
+
+    async def _update(
+        self,
+        agent_id: str,
+        change: Callable[[identity_pb2.AgentRecord], None],
+        kind: str,
+        detail: Callable[[identity_pb2.AgentRecord], dict[str, object]],
+    ) -> identity_pb2.AgentRecord:
+        """Write ``change`` applied to a copy of the record, then apply it in memory (serialised, so
+        memory always equals the last committed row)."""
+        async with self._writing:
+            entry = self.get(agent_id)
+            updated = identity_pb2.AgentRecord()
+            updated.CopyFrom(entry.record)
+            change(updated)
+            await self._store.commit(
+                Writes(
+                    agents=[self._row(updated, entry.cred_hash)], audit=[self._audit(kind, agent_id, detail(updated))]
+                )
+            )
+            change(entry.record)
+            return entry.record
 
     def touch(self, agent_id: str, *, online: bool | None = None) -> None:
         """Record activity (and presence) in memory; persisted with the next write of the entry."""
@@ -207,11 +239,11 @@ class Registry:
             record.skill_is_fallback = True
 
     @staticmethod
-    def _row(entry: AgentEntry) -> AgentRow:
+    def _row(source: identity_pb2.AgentRecord, cred_hash: str) -> AgentRow:
         record = identity_pb2.AgentRecord()
-        record.CopyFrom(entry.record)
+        record.CopyFrom(source)
         record.online = False
-        return AgentRow(entry.agent_id, entry.name, entry.cred_hash, record.SerializeToString())
+        return AgentRow(record.agent_id, record.passport.name, cred_hash, record.SerializeToString())
 
     def _audit(self, kind: str, subject: str, detail: dict[str, object]) -> tuple[str, str, str, str, float]:
         return audit_row(kind, subject, subject, dict(detail), self._clock())

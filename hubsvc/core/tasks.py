@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,8 @@ from agentnet.v1 import task_pb2
 from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
 from hubsvc.storage import HubStore, TaskRow, Writes
 from netkernel.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+
+log = logging.getLogger("agentnet.hub")
 
 TERMINAL = frozenset(
     {
@@ -113,7 +116,7 @@ class TaskMirror:
         else:
             if kind not in (task_pb2.TASK_EVENT_KIND_PROGRESS, *_KIND_TO_STATE):
                 raise InvalidArgument("kind must be STARTED, PROGRESS, COMPLETED, FAILED or CANCELLED.")
-            task = await self.get(task_id)
+            task = _copy(await self.get(task_id))  # memory changes only once the write commits
             if task.owner_id != owner_id:
                 raise PermissionDenied(f"task {task_id!r} is owned by another agent; only its owner reports on it.")
             if task.state in TERMINAL:
@@ -133,7 +136,7 @@ class TaskMirror:
 
     async def request_cancel(self, task_id: str, reason: str) -> task_pb2.TaskMetadata:
         """Mark a cancel request (the caller posts the envelope to the owner)."""
-        task = await self.get(task_id)
+        task = _copy(await self.get(task_id))
         if task.state in TERMINAL:
             raise FailedPrecondition(f"task {task_id!r} already ended; there is nothing to cancel.")
         task.cancel_requested = True
@@ -142,38 +145,53 @@ class TaskMirror:
         await self._save(task)
         return task
 
-    def end_for_channel(self, channel_id: str, reason: str) -> list[TaskRow]:
-        """Cancel the running tasks of an ended channel; returns rows to commit with the close."""
-        rows = []
+    def end_for_channel(self, channel_id: str, reason: str) -> list[task_pb2.TaskMetadata]:
+        """The running tasks of an ending channel, cancelled (copies: commit their :meth:`rows` with the
+        close, then :meth:`apply` them once it committed)."""
+        ended = []
         now = self._clock()
-        for task in [t for t in self._live.values() if t.channel_id == channel_id]:
+        for live in [t for t in self._live.values() if t.channel_id == channel_id]:
+            task = _copy(live)
             task.state = task_pb2.TASK_STATE_CANCELLED
             task.error = f"channel ended: {reason}"
             task.updated_at.CopyFrom(to_timestamp(now))
-            rows.append(self._row(task))
-            self._finish(task)
-        return rows
+            ended.append(task)
+        return ended
 
-    def expire_due(self) -> list[TaskRow]:
-        """Expire running tasks past their expiry; returns rows to commit."""
+    def expire_due(self) -> list[task_pb2.TaskMetadata]:
+        """The running tasks past their expiry, expired (copies, as for :meth:`end_for_channel`)."""
         now = self._clock()
-        rows = []
-        for task in list(self._live.values()):
-            if task.HasField("expires_at") and from_timestamp(task.expires_at) <= now:
+        expired = []
+        for live in list(self._live.values()):
+            if live.HasField("expires_at") and from_timestamp(live.expires_at) <= now:
+                task = _copy(live)
                 task.state = task_pb2.TASK_STATE_EXPIRED
                 task.error = "task expired"
                 task.updated_at.CopyFrom(to_timestamp(now))
-                rows.append(self._row(task))
-                self._finish(task)
-        return rows
+                expired.append(task)
+        return expired
+
+    def rows(self, tasks: list[task_pb2.TaskMetadata]) -> list[TaskRow]:
+        """The storage rows of task states to commit."""
+        return [self._row(t) for t in tasks]
+
+    def apply(self, tasks: list[task_pb2.TaskMetadata]) -> None:
+        """Make committed task states current in memory."""
+        for task in tasks:
+            self._apply(task)
 
     async def expiry_loop(self, interval: float) -> None:
         """Every ``interval`` seconds, expire the running tasks past their expiry, until cancelled."""
         while True:
             await asyncio.sleep(interval)
-            rows = self.expire_due()
-            if rows:
-                await self._store.commit(Writes(tasks=rows))
+            expired = self.expire_due()
+            if expired:
+                try:
+                    await self._store.commit(Writes(tasks=self.rows(expired)))
+                except Exception:
+                    log.exception("could not store %d expired tasks; retrying at the next sweep", len(expired))
+                    continue
+                self.apply(expired)
 
     async def wait(self, task_id: str, timeout: float) -> tuple[task_pb2.TaskMetadata, bool]:
         """Block until the task is terminal or ``timeout`` passes; returns (task, timed_out)."""
@@ -193,12 +211,16 @@ class TaskMirror:
                 pass
 
     async def _save(self, task: task_pb2.TaskMetadata) -> None:
+        """Write the task's new state, then make it current (a failed write changes nothing)."""
+        await self._store.commit(Writes(tasks=[self._row(task)]))
+        self._apply(task)
+
+    def _apply(self, task: task_pb2.TaskMetadata) -> None:
         if task.state in TERMINAL:
             self._finish(task)
         else:
             self._live[task.task_id] = task
             self._notify(task.task_id)
-        await self._store.commit(Writes(tasks=[self._row(task)]))
 
     def _finish(self, task: task_pb2.TaskMetadata) -> None:
         if task.task_id in self._live:
@@ -215,3 +237,9 @@ class TaskMirror:
     @staticmethod
     def _row(task: task_pb2.TaskMetadata) -> TaskRow:
         return TaskRow(task.task_id, task.owner_id, task.channel_id, task.state in TERMINAL, task.SerializeToString())
+
+
+def _copy(task: task_pb2.TaskMetadata) -> task_pb2.TaskMetadata:
+    out = task_pb2.TaskMetadata()
+    out.CopyFrom(task)
+    return out

@@ -36,7 +36,7 @@ class ToolCalls:
         model = ALL_TOOLS.get(name)
         if model is None:
             raise InvalidArgument(f"unknown tool {name!r}; use one of {sorted(ALL_TOOLS)} (see ListTools).")
-        raw = parse_json_object(arguments_json, "arguments_json")
+        raw = parse_json_object(arguments_json, "arguments_json", self.ops.core.options.max_json_depth)
         try:
             args = model.model_validate(raw)
         except ValidationError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import secrets
 import time
 import uuid
@@ -16,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from google.protobuf import timestamp_pb2
 
 from netkernel.clip import MAX_AUDIT_VALUE_BYTES, clip_detail, clip_text
+from netkernel.errors import InvalidArgument
 
 Clock = Callable[[], float]
 """Returns the current time in seconds since the epoch (injectable for tests)."""
@@ -83,6 +85,20 @@ def from_timestamp(ts: timestamp_pb2.Timestamp) -> float:
     return float(ts.ToNanoseconds()) / 1e9
 
 
+def check_seconds(value: float, field: str, maximum: float, *, absent: str) -> float:
+    """A client's duration: a finite number of seconds in (0, ``maximum``]; InvalidArgument otherwise.
+
+    ``absent`` names what omitting the field means (for the error message).
+    """
+    if not math.isfinite(value) or value <= 0 or value > maximum:
+        raise InvalidArgument(
+            f"{field} must be a positive, finite number of seconds up to {maximum:g}, not {value!r}; "
+            f"omit it for {absent}.",
+            metadata={"field": field, "limit": f"{maximum:g}"},
+        )
+    return value
+
+
 def system_clock() -> float:
     """The default clock."""
     return time.time()
@@ -94,11 +110,14 @@ class BoundedDict(OrderedDict[K, V], Generic[K, V]):
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
+        self.evicted = False
+        """Some entry was forgotten (so a miss does not prove the key was never set)."""
 
     def __setitem__(self, key: K, value: V) -> None:
         super().__setitem__(key, value)
         if len(self) > self.limit:
             self.popitem(last=False)
+            self.evicted = True
 
 
 AuditRow = tuple[str, str, str, str, float]

@@ -130,7 +130,17 @@ class HubStore(abc.ABC):
 
         Bundles commit atomically and in submission order, and their futures resolve
         in that order (so callbacks added at submission run in admission order).
+        A bundle that cannot be written fails alone: its future raises
+        :class:`~netkernel.errors.Unavailable` and the other bundles of its group still
+        commit. Its channels are then *fenced*: every later bundle writing a WAL row or
+        the row of such a channel fails too (no seq gap can be committed) until
+        :meth:`lift_fence` is reached in the queue.
         """
+
+    @abc.abstractmethod
+    def lift_fence(self, channel_id: str) -> asyncio.Future[None]:
+        """Queue the end of ``channel_id``'s fence; resolves once every bundle submitted
+        before it has been committed or failed (the channel's state in the store is then final)."""
 
     async def commit(self, writes: Writes) -> None:
         """Durably apply ``writes`` and wait for it."""
@@ -163,6 +173,10 @@ class HubStore(abc.ABC):
     @abc.abstractmethod
     async def find_envelope(self, envelope_id: str) -> bytes | None:
         """An envelope by id."""
+
+    @abc.abstractmethod
+    async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
+        """The envelope ``sender_id`` wrote to the channel under idempotency ``key``, if any."""
 
     @abc.abstractmethod
     async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:

@@ -2,7 +2,9 @@
 
 One connection, WAL journal mode. ``commit`` enqueues a bundle; a single writer
 task drains every bundle queued at that moment into one transaction, commits,
-then resolves the callers in order. ``synchronous=NORMAL`` (the default here)
+then resolves the callers in order. If that transaction fails, the bundles are
+written again one per transaction, so only the failing bundle's caller sees the
+failure (and its channels are fenced; see :meth:`HubStore.submit`). ``synchronous=NORMAL`` (the default here)
 survives a killed process without losing a committed transaction; ``FULL``
 also survives power loss at the cost of one fsync per group.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import aiosqlite
 
 from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, HubStore, TaskRow, WalRow, Writes
 from netkernel.files import private_database
+from netkernel.errors import Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
 
@@ -80,8 +84,10 @@ class SqliteHubStore(HubStore):
         self._path = str(path)
         self._synchronous = synchronous.upper()
         self._db: aiosqlite.Connection | None = None
-        self._queue: asyncio.Queue[tuple[Writes, asyncio.Future[None]]] = asyncio.Queue()
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
+        self._fenced: set[str] = set()
+        """Channels whose last write failed; their later bundles fail until lift_fence."""
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -105,9 +111,7 @@ class SqliteHubStore(HubStore):
     async def close(self) -> None:
         """Drain the queue, stop the writer and close the file."""
         if self._writer is not None:
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            await self._queue.put((Writes(), done))
-            await done
+            await self._enqueue(_Item(Writes()))
             self._writer.cancel()
             try:
                 await self._writer
@@ -120,32 +124,94 @@ class SqliteHubStore(HubStore):
 
     def submit(self, writes: Writes) -> asyncio.Future[None]:
         """Enqueue ``writes``; the future resolves when its group is committed."""
+        return self._enqueue(_Item(writes))
+
+    def lift_fence(self, channel_id: str) -> asyncio.Future[None]:
+        """Enqueue the end of ``channel_id``'s fence (see :meth:`HubStore.submit`)."""
+        return self._enqueue(_Item(Writes(), unfence=channel_id))
+
+    def _enqueue(self, item: _Item) -> asyncio.Future[None]:
         if self._writer is None:
             raise RuntimeError("SqliteHubStore is not open")
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((writes, fut))
-        return fut
+        self._queue.put_nowait(item)
+        return item.fut
 
     async def _write_loop(self) -> None:
         while True:
             group = [await self._queue.get()]
             while len(group) < _MAX_GROUP and not self._queue.empty():
                 group.append(self._queue.get_nowait())
-            try:
-                await self._apply(group)
-            except Exception as exc:
-                log.exception("group commit of %d bundles failed", len(group))
-                for _, fut in group:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                continue
-            for _, fut in group:
-                if not fut.done():
-                    fut.set_result(None)
+            run: list[_Item] = []
+            for item in group:
+                if item.unfence is None:
+                    run.append(item)
+                    continue
+                # Bundles before the marker still see the fence; those after it do not.
+                await self._commit_run(run)
+                run = []
+                self._fenced.discard(item.unfence)
+                _resolve(item.fut)
+            await self._commit_run(run)
 
-    async def _apply(self, group: list[tuple[Writes, asyncio.Future[None]]]) -> None:
+    async def _commit_run(self, run: list[_Item]) -> None:
+        """Commit a run of bundles in one transaction; if that fails, one bundle per transaction."""
+        run = [item for item in run if not self._refuse_fenced(item)]
+        if not run:
+            return
+        try:
+            await self._apply([item.writes for item in run])
+        except Exception as exc:
+            if len(run) == 1:
+                self._fail(run[0], exc)
+                return
+            log.warning("group commit of %d bundles failed (%s); writing them one by one", len(run), exc)
+            for item in run:
+                if self._refuse_fenced(item):  # an earlier bundle of this run failed on the same channel
+                    continue
+                try:
+                    await self._apply([item.writes])
+                except Exception as one:
+                    self._fail(item, one)
+                else:
+                    _resolve(item.fut)
+            return
+        for item in run:
+            _resolve(item.fut)
+
+    def _refuse_fenced(self, item: _Item) -> bool:
+        """Fail ``item`` if it writes a fenced channel (an earlier write to it failed); True if so."""
+        if not self._fenced:
+            return False
+        fenced = self._fenced.intersection(_channels_of(item.writes))
+        if not fenced:
+            return False
+        channel_id = min(fenced)
+        if not item.fut.done():
+            item.fut.set_exception(
+                Unavailable(
+                    f"an earlier write to channel '{channel_id}' failed, so this one was not written (no gap is "
+                    "ever committed); the hub is rebuilding the channel from storage — retry.",
+                    metadata={"channel_id": channel_id, "cause": "store_write_failed"},
+                )
+            )
+        return True
+
+    def _fail(self, item: _Item, exc: Exception) -> None:
+        """A bundle could not be written: fail its caller alone and fence its channels."""
+        log.error("a write bundle failed and was rolled back: %r", exc)
+        self._fenced.update(_channels_of(item.writes))
+        if not item.fut.done():
+            err = Unavailable(
+                f"the hub could not store this write ({type(exc).__name__}); nothing of it was written — retry.",
+                metadata={"cause": "store_write_failed"},
+            )
+            err.__cause__ = exc
+            item.fut.set_exception(err)
+
+    async def _apply(self, group: list[Writes]) -> None:
+        """Write the bundles in one atomic transaction (or one statement); raises, rolled back, on failure."""
         merged = Writes()
-        for writes, _ in group:
+        for writes in group:
             merged.wal.extend(writes.wal)
             merged.agents.extend(writes.agents)
             merged.channels.extend(writes.channels)
@@ -285,6 +351,13 @@ class SqliteHubStore(HubStore):
         rows = await self._fetchall("SELECT data FROM wal WHERE envelope_id = ?", [envelope_id])
         return bytes(rows[0][0]) if rows else None
 
+    async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
+        """The envelope written under an idempotency key (one lookup in the unique index wal_idem)."""
+        rows = await self._fetchall(
+            "SELECT data FROM wal WHERE channel_id = ? AND sender_id = ? AND idem_key = ?", [channel_id, sender_id, key]
+        )
+        return bytes(rows[0][0]) if rows else None
+
     async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:
         """Case-insensitive substring search over EV_TEXT bodies (instr on lower() keeps % and _ literal)."""
         return await self._texts(channel_ids, "instr(lower(text), lower(?)) > 0", query, limit)
@@ -370,6 +443,25 @@ class SqliteHubStore(HubStore):
         sql += " ORDER BY audit_id LIMIT ?"
         params.append(limit)
         return [AuditRow(*r) for r in await self._fetchall(sql, params)]
+
+
+@dataclass(slots=True)
+class _Item:
+    """A queued bundle, or (``unfence`` set) the marker lifting a channel's fence."""
+
+    writes: Writes
+    unfence: str | None = None
+    fut: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _channels_of(writes: Writes) -> set[str]:
+    """The channels a bundle writes (WAL rows or channel rows)."""
+    return {w.channel_id for w in writes.wal} | {c.channel_id for c in writes.channels}
 
 
 def _execution_params(e: ExecutionRow) -> tuple[Any, ...]:

@@ -14,7 +14,6 @@ so running executions left by a stopped hub are marked failed at start.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -25,7 +24,7 @@ from google.protobuf.json_format import MessageToDict
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.messages import MessageOps
 from hubsvc.core.registry import AgentEntry
-from hubsvc.core.util import hash_secret, new_id, new_secret, to_timestamp
+from hubsvc.core.util import check_seconds, hash_secret, new_id, new_secret, to_timestamp
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
     ChannelClosed,
@@ -178,7 +177,6 @@ class A2AOps:
             )
             dispatch.call_token_expires_at.CopyFrom(to_timestamp(expires_at))
             question = text_envelope("", caller, request.message, depth=depth)
-            question.event_data["a2a"] = MessageToDict(dispatch, preserving_proto_field_name=True)
             # Recorded as running in the same group commit as the channel it opens (writes
             # commit in order, so the channel's commit implies this one).
             recorded = log.submit(record)
@@ -188,6 +186,7 @@ class A2AOps:
                 targets=[target.agent_id],
                 intent=f"a2a: {request.skill}" if request.skill else "a2a",
                 seed=question,
+                dispatch=MessageToDict(dispatch, preserving_proto_field_name=True),
             )
             await recorded
             record.channel_id = ch.channel_id
@@ -217,13 +216,9 @@ class A2AOps:
     def _timeout(self, request: hub_pb2.InvokeAgentRequest) -> float:
         if not request.HasField("timeout_seconds"):
             return self.core.options.a2a_default_timeout
-        timeout = request.timeout_seconds
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise InvalidArgument(
-                f"timeout_seconds must be a positive number of seconds, not {timeout!r}; omit it for the default.",
-                metadata={"field": "timeout_seconds"},
-            )
-        return timeout
+        return check_seconds(
+            request.timeout_seconds, "timeout_seconds", self.core.options.max_wait_seconds, absent="the default"
+        )
 
     def _target(self, caller: str, ref: str, skill: str) -> AgentEntry:
         if not ref:

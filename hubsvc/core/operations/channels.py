@@ -10,6 +10,7 @@ from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
 from hubsvc.adapters import get_adapter
 from hubsvc.core.channel import OPENED, TERMINAL, spec_from_meta
 from hubsvc.core.hub import HubCore
+from hubsvc.core.util import check_seconds
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_CHANNEL_OPENED, Envelope, text_envelope
 from netkernel.errors import InvalidArgument, PermissionDenied
 from netkernel.wire import dumps_json, envelope_from_wire, wire_readable_by
@@ -28,12 +29,15 @@ class ChannelOps:
         self, caller: str, request: hub_pb2.OpenChannelRequest
     ) -> tuple[channel_pb2.ChannelMetadata, str]:
         """Create, invite, optionally seed and wait until OPENED; returns (metadata, seed envelope id)."""
+        if request.wait_timeout_seconds:  # checked with the rest of the request, before anything is created
+            limit = self.core.options.max_wait_seconds
+            check_seconds(request.wait_timeout_seconds, "wait_timeout_seconds", limit, absent="the default")
         seed: Envelope | None = None
         which = request.WhichOneof("seed")
         if which == "message":
             seed = text_envelope("", caller, request.message)
         elif which == "seed_envelope":
-            seed = envelope_from_wire(request.seed_envelope)
+            seed = envelope_from_wire(request.seed_envelope, max_json_depth=self.core.options.max_json_depth)
             if seed.sender_id and seed.sender_id != caller:
                 raise PermissionDenied("seed_envelope.sender_id must be empty or your own agent id.")
         ch = await self.core.open_channel(

@@ -8,6 +8,7 @@ from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.channels import TERMINAL_EVENTS
+from hubsvc.core.util import check_seconds
 from netkernel.envelope import EV_TEXT, text_envelope
 from netkernel.errors import ChannelClosed, DepthExceeded, FailedPrecondition, InvalidArgument, Timeout
 from netkernel.wire import envelope_from_wire
@@ -45,8 +46,7 @@ class MessageOps:
         """Consult ``target`` once: returns (reply text, channel id, reply envelope id)."""
         if not prompt:
             raise InvalidArgument("prompt is empty; say what to ask.")
-        if timeout <= 0:
-            raise InvalidArgument("timeout must be positive.")
+        check_seconds(timeout, "timeout_seconds", self.core.options.max_wait_seconds, absent="300 seconds")
         entry = self.core.registry.resolve(target)
         if entry.agent_id == caller:
             raise InvalidArgument("you cannot delegate to yourself; pick a peer with peers(action='find').")

@@ -6,9 +6,10 @@ from agentnet.v1 import hub_pb2, task_pb2
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.tasks import TERMINAL
-from hubsvc.core.util import from_timestamp
+from hubsvc.core.util import check_seconds, from_timestamp
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, Envelope
 from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied
+from netkernel.wire import parse_json
 
 
 class TaskOps:
@@ -19,6 +20,11 @@ class TaskOps:
 
     async def report_task(self, caller: str, request: hub_pb2.ReportTaskRequest) -> task_pb2.TaskMetadata:
         """Apply one lifecycle report from the task's owner (a channel it names must be the caller's)."""
+        options = self.core.options
+        if request.HasField("ttl_seconds"):
+            check_seconds(request.ttl_seconds, "ttl_seconds", options.max_ttl_seconds, absent="no expiry")
+        if request.payload_json:
+            parse_json(request.payload_json, "payload_json", options.max_json_depth)
         if request.channel_id:
             await self.core.require_member(caller, request.channel_id)
         return await self.core.tasks.report(
@@ -38,8 +44,7 @@ class TaskOps:
 
     async def wait_task(self, task_id: str, timeout: float) -> tuple[task_pb2.TaskMetadata, bool]:
         """Wait up to ``timeout`` seconds for the task to end; returns (task, timed out while still running)."""
-        if timeout < 0:
-            raise InvalidArgument("timeout_seconds must not be negative.")
+        check_seconds(timeout, "timeout_seconds", self.core.options.max_wait_seconds, absent="300 seconds")
         task, timed_out = await self.core.tasks.wait(task_id, timeout)
         return task, timed_out and task.state not in TERMINAL
 

@@ -156,6 +156,9 @@ type Envelope struct {
 	// (json.dumps, json.Marshal, JSON.stringify). Empty string = `{}`.
 	// At most the hub's --max-event-data-bytes (1 MiB) of UTF-8; longer is
 	// PAYLOAD_TOO_LARGE.
+	// Arrays/objects nest at most --max-json-depth (64) levels; deeper is
+	// INVALID_ARGUMENT. An `a2a` object with an `execution_id` (an A2A dispatch)
+	// is written only by the hub: a client's is refused with INVALID_ARGUMENT.
 	EventDataJson string `protobuf:"bytes,5,opt,name=event_data_json,json=eventDataJson,proto3" json:"event_data_json,omitempty"`
 	// Hub-stamped unique id (assigned on admission; ignored on post).
 	EnvelopeId string `protobuf:"bytes,6,opt,name=envelope_id,json=envelopeId,proto3" json:"envelope_id,omitempty"`
@@ -171,13 +174,18 @@ type Envelope struct {
 	// envelopes deeper than its configured limit.
 	Depth int32 `protobuf:"varint,11,opt,name=depth,proto3" json:"depth,omitempty"`
 	// A retried post with the same (sender, channel, idempotency_key) returns the
-	// originally admitted envelope instead of admitting a duplicate. At most 256 bytes.
+	// originally admitted envelope (duplicate = true) instead of admitting a
+	// duplicate — for as long as that envelope's WAL row exists. A retry of a post
+	// whose write is still in flight gets the original's outcome (its error, if
+	// the write fails: never duplicate = true for an envelope not written).
+	// At most 256 bytes.
 	IdempotencyKey *string `protobuf:"bytes,12,opt,name=idempotency_key,json=idempotencyKey,proto3,oneof" json:"idempotency_key,omitempty"`
 	// Hub-stamped admission time, RFC 3339 UTC with a trailing "Z"
 	// (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post.
 	CreatedAt string `protobuf:"bytes,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Per-envelope time to live in seconds, counted from created_at: an envelope
 	// older than this is no longer delivered. Absent = the channel's expiry applies.
+	// Positive and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
 	TtlSeconds *int32 `protobuf:"varint,14,opt,name=ttl_seconds,json=ttlSeconds,proto3,oneof" json:"ttl_seconds,omitempty"`
 	// Hub-stamped per-channel sequence number, starting at 1 and increasing by one
 	// per admitted envelope. WAL order is admission order is seq order.

@@ -923,13 +923,16 @@ type OpenChannelRequest struct {
 	// Invitees by agent id or name (consulting and conversation: exactly one).
 	// At most 1024, each named once (a repeat is INVALID_ARGUMENT), each at most 256 bytes.
 	Targets []string `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
-	// Adapter options as a JSON object ("" = `{}`). At most 64 KiB.
+	// Adapter options as a JSON object ("" = `{}`). At most 64 KiB, nested at
+	// most --max-json-depth (64) levels.
 	KnobsJson string `protobuf:"bytes,3,opt,name=knobs_json,json=knobsJson,proto3" json:"knobs_json,omitempty"`
 	// Free-text purpose. At most 64 KiB.
 	Intent string `protobuf:"bytes,4,opt,name=intent,proto3" json:"intent,omitempty"`
 	// Channel lifetime; absent = the hub's default (none unless governance sets one).
+	// A finite number of seconds in (0, --max-ttl-seconds] (a year); NaN,
+	// infinity or out of range is INVALID_ARGUMENT (and nothing is created).
 	TtlSeconds *float64 `protobuf:"fixed64,5,opt,name=ttl_seconds,json=ttlSeconds,proto3,oneof" json:"ttl_seconds,omitempty"`
-	// Seconds to wait for every invite ack; absent = 30.
+	// Seconds to wait for every invite ack; absent = 30. Same bounds as ttl_seconds.
 	InviteAckTimeoutSeconds *float64 `protobuf:"fixed64,6,opt,name=invite_ack_timeout_seconds,json=inviteAckTimeoutSeconds,proto3,oneof" json:"invite_ack_timeout_seconds,omitempty"`
 	// First envelope, posted on the caller's behalf once the channel is OPENED; if
 	// it is refused, the channel closes with reason "seed_failed".
@@ -942,7 +945,8 @@ type OpenChannelRequest struct {
 	// Return only once the channel is OPENED (or ended); otherwise return at once
 	// in PENDING state.
 	WaitUntilOpened bool `protobuf:"varint,9,opt,name=wait_until_opened,json=waitUntilOpened,proto3" json:"wait_until_opened,omitempty"`
-	// Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s.
+	// Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s. Otherwise a
+	// finite number of seconds in (0, --max-wait-seconds] (a day).
 	WaitTimeoutSeconds float64 `protobuf:"fixed64,10,opt,name=wait_timeout_seconds,json=waitTimeoutSeconds,proto3" json:"wait_timeout_seconds,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -1892,11 +1896,14 @@ type ReportTaskRequest struct {
 	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
 	// Channel the task belongs to (STARTED only; "" = none).
 	ChannelId string `protobuf:"bytes,4,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	// Progress or result payload as a JSON value. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
+	// Progress or result payload as a JSON value. At most --max-event-data-bytes
+	// (1 MiB) of UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most
+	// --max-json-depth (64) levels.
 	PayloadJson string `protobuf:"bytes,5,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
 	// Error text (FAILED, CANCELLED).
 	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
-	// Lifetime from start (STARTED only); absent = no expiry.
+	// Lifetime from start (STARTED only); absent = no expiry. Finite, positive
+	// and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
 	TtlSeconds    *float64 `protobuf:"fixed64,7,opt,name=ttl_seconds,json=ttlSeconds,proto3,oneof" json:"ttl_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2234,7 +2241,8 @@ type WaitTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The task.
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// Seconds to wait; 0 = 300.
+	// Seconds to wait; 0 = 300. Otherwise finite, positive and at most
+	// --max-wait-seconds (a day); else INVALID_ARGUMENT.
 	TimeoutSeconds float64 `protobuf:"fixed64,2,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -3000,7 +3008,8 @@ type InvokeAgentRequest struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Skill to use ("" = the target decides).
 	Skill string `protobuf:"bytes,3,opt,name=skill,proto3" json:"skill,omitempty"`
-	// Seconds to wait for the answer; absent = 300.
+	// Seconds to wait for the answer; absent = 300. Finite, positive and at
+	// most --max-wait-seconds (a day); else INVALID_ARGUMENT.
 	TimeoutSeconds *float64 `protobuf:"fixed64,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
 	// Headers forwarded to the callee. A key starting with "a2a-" (any case) is
 	// refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
@@ -3562,7 +3571,8 @@ type CallToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tool name: peers, channels, tasks, context, delegate or say.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The arguments object as JSON text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
+	// The arguments object as JSON text. At most --max-event-data-bytes (1 MiB)
+	// of UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64) levels.
 	ArgumentsJson string `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// The channel the caller is taking its turn in ("" = none).
 	ChannelId string `protobuf:"bytes,3,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
@@ -3686,7 +3696,8 @@ type DelegateRequest struct {
 	Prompt string `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
 	// Capability the caller expects the target to use ("" = any).
 	Capability string `protobuf:"bytes,3,opt,name=capability,proto3" json:"capability,omitempty"`
-	// Seconds to wait for the reply; 0 = 300.
+	// Seconds to wait for the reply; 0 = 300. Otherwise finite, positive and
+	// at most --max-wait-seconds (a day); else INVALID_ARGUMENT.
 	TimeoutSeconds float64 `protobuf:"fixed64,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
 	// The envelope whose handling triggered this delegation ("" = none); the
 	// delegated question's depth is one more than its depth.

@@ -127,6 +127,9 @@ class Envelope(_message.Message):
     (json.dumps, json.Marshal, JSON.stringify). Empty string = `{}`.
     At most the hub's --max-event-data-bytes (1 MiB) of UTF-8; longer is
     PAYLOAD_TOO_LARGE.
+    Arrays/objects nest at most --max-json-depth (64) levels; deeper is
+    INVALID_ARGUMENT. An `a2a` object with an `execution_id` (an A2A dispatch)
+    is written only by the hub: a client's is refused with INVALID_ARGUMENT.
     """
     envelope_id: _builtins.str
     """Hub-stamped unique id (assigned on admission; ignored on post)."""
@@ -144,7 +147,11 @@ class Envelope(_message.Message):
     """
     idempotency_key: _builtins.str
     """A retried post with the same (sender, channel, idempotency_key) returns the
-    originally admitted envelope instead of admitting a duplicate. At most 256 bytes.
+    originally admitted envelope (duplicate = true) instead of admitting a
+    duplicate — for as long as that envelope's WAL row exists. A retry of a post
+    whose write is still in flight gets the original's outcome (its error, if
+    the write fails: never duplicate = true for an envelope not written).
+    At most 256 bytes.
     """
     created_at: _builtins.str
     """Hub-stamped admission time, RFC 3339 UTC with a trailing "Z"
@@ -153,6 +160,7 @@ class Envelope(_message.Message):
     ttl_seconds: _builtins.int
     """Per-envelope time to live in seconds, counted from created_at: an envelope
     older than this is no longer delivered. Absent = the channel's expiry applies.
+    Positive and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
     """
     seq: _builtins.int
     """Hub-stamped per-channel sequence number, starting at 1 and increasing by one

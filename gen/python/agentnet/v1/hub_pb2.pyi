@@ -483,13 +483,18 @@ class OpenChannelRequest(_message.Message):
     type: _builtins.str
     """Adapter type: "consulting", "conversation", "discussion" or "workflow"."""
     knobs_json: _builtins.str
-    """Adapter options as a JSON object ("" = `{}`). At most 64 KiB."""
+    """Adapter options as a JSON object ("" = `{}`). At most 64 KiB, nested at
+    most --max-json-depth (64) levels.
+    """
     intent: _builtins.str
     """Free-text purpose. At most 64 KiB."""
     ttl_seconds: _builtins.float
-    """Channel lifetime; absent = the hub's default (none unless governance sets one)."""
+    """Channel lifetime; absent = the hub's default (none unless governance sets one).
+    A finite number of seconds in (0, --max-ttl-seconds] (a year); NaN,
+    infinity or out of range is INVALID_ARGUMENT (and nothing is created).
+    """
     invite_ack_timeout_seconds: _builtins.float
-    """Seconds to wait for every invite ack; absent = 30."""
+    """Seconds to wait for every invite ack; absent = 30. Same bounds as ttl_seconds."""
     message: _builtins.str
     """Seed an EV_TEXT with this text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     wait_until_opened: _builtins.bool
@@ -497,7 +502,9 @@ class OpenChannelRequest(_message.Message):
     in PENDING state.
     """
     wait_timeout_seconds: _builtins.float
-    """Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s."""
+    """Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s. Otherwise a
+    finite number of seconds in (0, --max-wait-seconds] (a day).
+    """
     @_builtins.property
     def targets(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Invitees by agent id or name (consulting and conversation: exactly one).
@@ -974,11 +981,16 @@ class ReportTaskRequest(_message.Message):
     channel_id: _builtins.str
     """Channel the task belongs to (STARTED only; "" = none)."""
     payload_json: _builtins.str
-    """Progress or result payload as a JSON value. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
+    """Progress or result payload as a JSON value. At most --max-event-data-bytes
+    (1 MiB) of UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most
+    --max-json-depth (64) levels.
+    """
     error: _builtins.str
     """Error text (FAILED, CANCELLED)."""
     ttl_seconds: _builtins.float
-    """Lifetime from start (STARTED only); absent = no expiry."""
+    """Lifetime from start (STARTED only); absent = no expiry. Finite, positive
+    and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+    """
     def __init__(
         self,
         *,
@@ -1135,7 +1147,9 @@ class WaitTaskRequest(_message.Message):
     task_id: _builtins.str
     """The task."""
     timeout_seconds: _builtins.float
-    """Seconds to wait; 0 = 300."""
+    """Seconds to wait; 0 = 300. Otherwise finite, positive and at most
+    --max-wait-seconds (a day); else INVALID_ARGUMENT.
+    """
     def __init__(
         self,
         *,
@@ -1546,7 +1560,9 @@ class InvokeAgentRequest(_message.Message):
     skill: _builtins.str
     """Skill to use ("" = the target decides)."""
     timeout_seconds: _builtins.float
-    """Seconds to wait for the answer; absent = 300."""
+    """Seconds to wait for the answer; absent = 300. Finite, positive and at
+    most --max-wait-seconds (a day); else INVALID_ARGUMENT.
+    """
     call_token: _builtins.str
     """The call token of the dispatch the caller is running in, if any: links this
     call as a child execution of it. An expired token is refused with
@@ -1823,7 +1839,9 @@ class CallToolRequest(_message.Message):
     name: _builtins.str
     """Tool name: peers, channels, tasks, context, delegate or say."""
     arguments_json: _builtins.str
-    """The arguments object as JSON text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
+    """The arguments object as JSON text. At most --max-event-data-bytes (1 MiB)
+    of UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64) levels.
+    """
     channel_id: _builtins.str
     """The channel the caller is taking its turn in ("" = none)."""
     task_id: _builtins.str
@@ -1886,7 +1904,9 @@ class DelegateRequest(_message.Message):
     capability: _builtins.str
     """Capability the caller expects the target to use ("" = any)."""
     timeout_seconds: _builtins.float
-    """Seconds to wait for the reply; 0 = 300."""
+    """Seconds to wait for the reply; 0 = 300. Otherwise finite, positive and
+    at most --max-wait-seconds (a day); else INVALID_ARGUMENT.
+    """
     causation_id: _builtins.str
     """The envelope whose handling triggered this delegation ("" = none); the
     delegated question's depth is one more than its depth.

@@ -1180,7 +1180,8 @@ class CallToolRequest(betterproto2.Message):
 
     arguments_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    The arguments object as JSON text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
+    The arguments object as JSON text. At most --max-event-data-bytes (1 MiB)
+    of UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64) levels.
     """
 
     channel_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
@@ -1606,7 +1607,8 @@ class DelegateRequest(betterproto2.Message):
 
     timeout_seconds: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
     """
-    Seconds to wait for the reply; 0 = 300.
+    Seconds to wait for the reply; 0 = 300. Otherwise finite, positive and
+    at most --max-wait-seconds (a day); else INVALID_ARGUMENT.
     """
 
     causation_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
@@ -1937,6 +1939,9 @@ class Envelope(betterproto2.Message):
     (json.dumps, json.Marshal, JSON.stringify). Empty string = `{}`.
     At most the hub's --max-event-data-bytes (1 MiB) of UTF-8; longer is
     PAYLOAD_TOO_LARGE.
+    Arrays/objects nest at most --max-json-depth (64) levels; deeper is
+    INVALID_ARGUMENT. An `a2a` object with an `execution_id` (an A2A dispatch)
+    is written only by the hub: a client's is refused with INVALID_ARGUMENT.
     """
 
     envelope_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
@@ -1973,7 +1978,11 @@ class Envelope(betterproto2.Message):
     idempotency_key: "str | None" = betterproto2.field(12, betterproto2.TYPE_STRING, optional=True)
     """
     A retried post with the same (sender, channel, idempotency_key) returns the
-    originally admitted envelope instead of admitting a duplicate. At most 256 bytes.
+    originally admitted envelope (duplicate = true) instead of admitting a
+    duplicate — for as long as that envelope's WAL row exists. A retry of a post
+    whose write is still in flight gets the original's outcome (its error, if
+    the write fails: never duplicate = true for an envelope not written).
+    At most 256 bytes.
     """
 
     created_at: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
@@ -1986,6 +1995,7 @@ class Envelope(betterproto2.Message):
     """
     Per-envelope time to live in seconds, counted from created_at: an envelope
     older than this is no longer delivered. Absent = the channel's expiry applies.
+    Positive and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
     """
 
     seq: "int" = betterproto2.field(15, betterproto2.TYPE_UINT64)
@@ -2229,7 +2239,8 @@ class InvokeAgentRequest(betterproto2.Message):
 
     timeout_seconds: "float | None" = betterproto2.field(4, betterproto2.TYPE_DOUBLE, optional=True)
     """
-    Seconds to wait for the answer; absent = 300.
+    Seconds to wait for the answer; absent = 300. Finite, positive and at
+    most --max-wait-seconds (a day); else INVALID_ARGUMENT.
     """
 
     custom_headers: "dict[str, str]" = betterproto2.field(
@@ -2606,7 +2617,8 @@ class OpenChannelRequest(betterproto2.Message):
 
     knobs_json: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
     """
-    Adapter options as a JSON object ("" = `{}`). At most 64 KiB.
+    Adapter options as a JSON object ("" = `{}`). At most 64 KiB, nested at
+    most --max-json-depth (64) levels.
     """
 
     intent: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
@@ -2617,11 +2629,13 @@ class OpenChannelRequest(betterproto2.Message):
     ttl_seconds: "float | None" = betterproto2.field(5, betterproto2.TYPE_DOUBLE, optional=True)
     """
     Channel lifetime; absent = the hub's default (none unless governance sets one).
+    A finite number of seconds in (0, --max-ttl-seconds] (a year); NaN,
+    infinity or out of range is INVALID_ARGUMENT (and nothing is created).
     """
 
     invite_ack_timeout_seconds: "float | None" = betterproto2.field(6, betterproto2.TYPE_DOUBLE, optional=True)
     """
-    Seconds to wait for every invite ack; absent = 30.
+    Seconds to wait for every invite ack; absent = 30. Same bounds as ttl_seconds.
     """
 
     message: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True, group="seed")
@@ -2642,7 +2656,8 @@ class OpenChannelRequest(betterproto2.Message):
 
     wait_timeout_seconds: "float" = betterproto2.field(10, betterproto2.TYPE_DOUBLE)
     """
-    Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s.
+    Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s. Otherwise a
+    finite number of seconds in (0, --max-wait-seconds] (a day).
     """
 
 
@@ -3218,7 +3233,9 @@ class ReportTaskRequest(betterproto2.Message):
 
     payload_json: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
     """
-    Progress or result payload as a JSON value. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
+    Progress or result payload as a JSON value. At most --max-event-data-bytes
+    (1 MiB) of UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most
+    --max-json-depth (64) levels.
     """
 
     error: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
@@ -3228,7 +3245,8 @@ class ReportTaskRequest(betterproto2.Message):
 
     ttl_seconds: "float | None" = betterproto2.field(7, betterproto2.TYPE_DOUBLE, optional=True)
     """
-    Lifetime from start (STARTED only); absent = no expiry.
+    Lifetime from start (STARTED only); absent = no expiry. Finite, positive
+    and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
     """
 
 
@@ -3618,7 +3636,8 @@ class WaitTaskRequest(betterproto2.Message):
 
     timeout_seconds: "float" = betterproto2.field(2, betterproto2.TYPE_DOUBLE)
     """
-    Seconds to wait; 0 = 300.
+    Seconds to wait; 0 = 300. Otherwise finite, positive and at most
+    --max-wait-seconds (a day); else INVALID_ARGUMENT.
     """
 
 

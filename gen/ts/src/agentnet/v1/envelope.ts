@@ -111,6 +111,9 @@ export interface Envelope {
    * (json.dumps, json.Marshal, JSON.stringify). Empty string = `{}`.
    * At most the hub's --max-event-data-bytes (1 MiB) of UTF-8; longer is
    * PAYLOAD_TOO_LARGE.
+   * Arrays/objects nest at most --max-json-depth (64) levels; deeper is
+   * INVALID_ARGUMENT. An `a2a` object with an `execution_id` (an A2A dispatch)
+   * is written only by the hub: a client's is refused with INVALID_ARGUMENT.
    */
   eventDataJson: string;
   /** Hub-stamped unique id (assigned on admission; ignored on post). */
@@ -136,7 +139,11 @@ export interface Envelope {
   depth: number;
   /**
    * A retried post with the same (sender, channel, idempotency_key) returns the
-   * originally admitted envelope instead of admitting a duplicate. At most 256 bytes.
+   * originally admitted envelope (duplicate = true) instead of admitting a
+   * duplicate — for as long as that envelope's WAL row exists. A retry of a post
+   * whose write is still in flight gets the original's outcome (its error, if
+   * the write fails: never duplicate = true for an envelope not written).
+   * At most 256 bytes.
    */
   idempotencyKey?:
     | string
@@ -149,6 +156,7 @@ export interface Envelope {
   /**
    * Per-envelope time to live in seconds, counted from created_at: an envelope
    * older than this is no longer delivered. Absent = the channel's expiry applies.
+   * Positive and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
    */
   ttlSeconds?:
     | number

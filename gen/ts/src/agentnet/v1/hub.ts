@@ -275,15 +275,22 @@ export interface OpenChannelRequest {
    * At most 1024, each named once (a repeat is INVALID_ARGUMENT), each at most 256 bytes.
    */
   targets: string[];
-  /** Adapter options as a JSON object ("" = `{}`). At most 64 KiB. */
+  /**
+   * Adapter options as a JSON object ("" = `{}`). At most 64 KiB, nested at
+   * most --max-json-depth (64) levels.
+   */
   knobsJson: string;
   /** Free-text purpose. At most 64 KiB. */
   intent: string;
-  /** Channel lifetime; absent = the hub's default (none unless governance sets one). */
+  /**
+   * Channel lifetime; absent = the hub's default (none unless governance sets one).
+   * A finite number of seconds in (0, --max-ttl-seconds] (a year); NaN,
+   * infinity or out of range is INVALID_ARGUMENT (and nothing is created).
+   */
   ttlSeconds?:
     | number
     | undefined;
-  /** Seconds to wait for every invite ack; absent = 30. */
+  /** Seconds to wait for every invite ack; absent = 30. Same bounds as ttl_seconds. */
   inviteAckTimeoutSeconds?:
     | number
     | undefined;
@@ -304,7 +311,10 @@ export interface OpenChannelRequest {
    * in PENDING state.
    */
   waitUntilOpened: boolean;
-  /** Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s. */
+  /**
+   * Bound on wait_until_opened; 0 = invite_ack_timeout + 5 s. Otherwise a
+   * finite number of seconds in (0, --max-wait-seconds] (a day).
+   */
   waitTimeoutSeconds: number;
 }
 
@@ -459,11 +469,18 @@ export interface ReportTaskRequest {
   title: string;
   /** Channel the task belongs to (STARTED only; "" = none). */
   channelId: string;
-  /** Progress or result payload as a JSON value. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
+  /**
+   * Progress or result payload as a JSON value. At most --max-event-data-bytes
+   * (1 MiB) of UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most
+   * --max-json-depth (64) levels.
+   */
   payloadJson: string;
   /** Error text (FAILED, CANCELLED). */
   error: string;
-  /** Lifetime from start (STARTED only); absent = no expiry. */
+  /**
+   * Lifetime from start (STARTED only); absent = no expiry. Finite, positive
+   * and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+   */
   ttlSeconds?: number | undefined;
 }
 
@@ -505,7 +522,10 @@ export interface GetTaskResponse {
 export interface WaitTaskRequest {
   /** The task. */
   taskId: string;
-  /** Seconds to wait; 0 = 300. */
+  /**
+   * Seconds to wait; 0 = 300. Otherwise finite, positive and at most
+   * --max-wait-seconds (a day); else INVALID_ARGUMENT.
+   */
   timeoutSeconds: number;
 }
 
@@ -633,7 +653,10 @@ export interface InvokeAgentRequest {
   message: string;
   /** Skill to use ("" = the target decides). */
   skill: string;
-  /** Seconds to wait for the answer; absent = 300. */
+  /**
+   * Seconds to wait for the answer; absent = 300. Finite, positive and at
+   * most --max-wait-seconds (a day); else INVALID_ARGUMENT.
+   */
   timeoutSeconds?:
     | number
     | undefined;
@@ -738,7 +761,10 @@ export interface ListToolsResponse {
 export interface CallToolRequest {
   /** Tool name: peers, channels, tasks, context, delegate or say. */
   name: string;
-  /** The arguments object as JSON text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
+  /**
+   * The arguments object as JSON text. At most --max-event-data-bytes (1 MiB)
+   * of UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64) levels.
+   */
   argumentsJson: string;
   /** The channel the caller is taking its turn in ("" = none). */
   channelId: string;
@@ -763,7 +789,10 @@ export interface DelegateRequest {
   prompt: string;
   /** Capability the caller expects the target to use ("" = any). */
   capability: string;
-  /** Seconds to wait for the reply; 0 = 300. */
+  /**
+   * Seconds to wait for the reply; 0 = 300. Otherwise finite, positive and
+   * at most --max-wait-seconds (a day); else INVALID_ARGUMENT.
+   */
   timeoutSeconds: number;
   /**
    * The envelope whose handling triggered this delegation ("" = none); the
