@@ -33,6 +33,8 @@ class HubConfig:
     """Delegation (and A2A call) depth limit (AGENTNET_MAX_DEPTH)."""
     a2a_token_ttl: float = 300.0
     """Seconds an A2A call token stays valid (AGENTNET_A2A_TOKEN_TTL)."""
+    max_stream_buffer_bytes: int = HubOptions.max_stream_buffer_bytes
+    """Bytes queued for one client stream before the hub ends it (AGENTNET_HUB_MAX_STREAM_BUFFER_BYTES)."""
     operator_token_file: Path | None = None
     """File holding the operator token for operator calls such as ListAudit; created with a
     random token when missing; default ``<data_dir>/hub-operator.token`` (AGENTNET_HUB_OPERATOR_TOKEN_FILE)."""
@@ -40,7 +42,10 @@ class HubConfig:
     def options(self) -> HubOptions:
         """The core options these settings imply."""
         return HubOptions(
-            invite_ack_timeout=self.invite_ack_timeout, max_depth=self.max_depth, a2a_token_ttl=self.a2a_token_ttl
+            invite_ack_timeout=self.invite_ack_timeout,
+            max_depth=self.max_depth,
+            a2a_token_ttl=self.a2a_token_ttl,
+            max_stream_buffer_bytes=self.max_stream_buffer_bytes,
         )
 
     @property
@@ -103,6 +108,15 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--max-stream-buffer-bytes",
+        "AGENTNET_HUB_MAX_STREAM_BUFFER_BYTES",
+        d.max_stream_buffer_bytes,
+        "bytes the hub queues for one client stream (Connect, ReadWal follow) that is not reading "
+        "before it ends the stream with RESOURCE_EXHAUSTED; the client resumes from its cursors",
+        type=int,
+    )
+    _flag(
+        parser,
         "--operator-token-file",
         "AGENTNET_HUB_OPERATOR_TOKEN_FILE",
         None,
@@ -112,6 +126,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     args = parser.parse_args(argv)
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
+    if args.max_stream_buffer_bytes <= 0:
+        parser.error("--max-stream-buffer-bytes must be positive")
     return HubConfig(
         host=args.host,
         port=args.port,
@@ -122,5 +138,6 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         invite_ack_timeout=args.invite_ack_timeout,
         max_depth=args.max_depth,
         a2a_token_ttl=args.a2a_token_ttl,
+        max_stream_buffer_bytes=args.max_stream_buffer_bytes,
         operator_token_file=args.operator_token_file,
     )

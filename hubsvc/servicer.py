@@ -65,7 +65,10 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             try:
                 yield connect_pb2.ConnectResponse(welcome=welcome)
                 while True:
-                    frame = await session.next_frame()  # raises the error the session was closed with
+                    # Raises the error the session was closed with. A client that reads nothing keeps the
+                    # previous yield blocked on gRPC flow control; the session dropped what it queued
+                    # meanwhile, and the client sees the status once it reads the frames before it.
+                    frame = await session.next_frame()
                     if frame is None:
                         return
                     yield frame
@@ -85,7 +88,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                     for entry in frame.ack.entries:
                         session.ack(entry.channel_id, entry.seq)
                 elif kind == "ping":
-                    session.control(connect_pb2.ConnectResponse(pong=connect_pb2.Pong(nonce=frame.ping.nonce)))
+                    session.pong(frame.ping.nonce)
                 elif kind == "hello":
                     session.close(ProtocolError("Hello may only be the first frame of a Connect stream."))
                     return
