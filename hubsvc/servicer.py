@@ -28,7 +28,7 @@ from hubsvc.rpc import (
     stream_rpc,
     unary_rpc,
 )
-from netkernel.errors import ProtocolError, Unavailable
+from netkernel.errors import AgentNetError, ProtocolError, Unavailable
 from netkernel.wire import envelope_from_wire
 from servicekit.boundary import ErrorBoundary, domain_error
 
@@ -56,11 +56,15 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         """The participant's live session (see connect.proto)."""
         # The boundary is opened inside this generator, not wrapped around it: deliveries pass no extra layer.
         async with ErrorBoundary(context, "HubServicer.Connect"):
-            hello = await self.auth.hello(request_iterator, context.invocation_metadata() or ())
-            if hello is None:
-                return
-            agent_id, first = hello
-            session, welcome = await self.core.connect(agent_id, first)
+            try:
+                hello = await self.auth.hello(request_iterator, context.invocation_metadata() or ())
+                if hello is None:
+                    return
+                agent_id, first = hello
+                session, welcome = await self.core.connect(agent_id, first)
+            except AgentNetError as refused:  # a refused stream start is logged (bugs are, by the boundary)
+                log.warning("Connect from %s refused: %s %s", context.peer(), refused.reason, refused.message)
+                raise
             reader = asyncio.create_task(self._read_frames(agent_id, session, request_iterator))
             try:
                 yield connect_pb2.ConnectResponse(welcome=welcome)

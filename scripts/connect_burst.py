@@ -22,7 +22,7 @@ import grpc
 from agentnet.v1 import connect_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.procs import ROOT, start_service  # noqa: E402
+from tests.procs import ROOT, start_service
 
 
 async def register_all(target: str, n: int) -> list[str]:
@@ -32,7 +32,9 @@ async def register_all(target: str, n: int) -> list[str]:
         creds: list[str] = []
         for start in range(0, n, 50):
             calls = [
-                stub.Register(hub_pb2.RegisterRequest(passport=identity_pb2.Passport(name=f"burst-{time.time_ns()}-{i}")))
+                stub.Register(
+                    hub_pb2.RegisterRequest(passport=identity_pb2.Passport(name=f"burst-{time.time_ns()}-{i}"))
+                )
                 for i in range(start, min(n, start + 50))
             ]
             creds += [r.credential for r in await asyncio.gather(*calls)]

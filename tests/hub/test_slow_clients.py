@@ -163,7 +163,6 @@ def test_stream_buffer_flag(tmp_path: Path) -> None:
         parse_args(["--max-stream-buffer-bytes", "0"])
 
 
-
 async def test_a_backlog_larger_than_the_budget_replays_without_overflow(small_hub: RunningHub) -> None:
     alice, bob, cid = await conversation(small_hub.target)
     await bob.disconnect()
