@@ -51,6 +51,8 @@ class HubConfig:
     """Longest channel / envelope / task lifetime or invite timeout a client may ask for (AGENTNET_MAX_TTL_SECONDS)."""
     max_wait_seconds: float = HubOptions.max_wait_seconds
     """Longest timeout a client may ask a call to wait (AGENTNET_MAX_WAIT_SECONDS)."""
+    max_stream_buffer_bytes: int = HubOptions.max_stream_buffer_bytes
+    """Bytes queued for one client stream before the hub ends it (AGENTNET_HUB_MAX_STREAM_BUFFER_BYTES)."""
     operator_token_file: Path | None = None
     """File holding the operator token for operator calls such as ListAudit; created with a
     random token when missing; default ``<data_dir>/hub-operator.token`` (AGENTNET_HUB_OPERATOR_TOKEN_FILE)."""
@@ -70,6 +72,7 @@ class HubConfig:
             max_json_depth=self.max_json_depth,
             max_ttl_seconds=self.max_ttl_seconds,
             max_wait_seconds=self.max_wait_seconds,
+            max_stream_buffer_bytes=self.max_stream_buffer_bytes,
         )
 
     @property
@@ -173,6 +176,15 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--max-stream-buffer-bytes",
+        "AGENTNET_HUB_MAX_STREAM_BUFFER_BYTES",
+        d.max_stream_buffer_bytes,
+        "bytes the hub queues for one client stream (Connect, ReadWal follow) that is not reading "
+        "before it ends the stream with RESOURCE_EXHAUSTED; the client resumes from its cursors",
+        type=int,
+    )
+    _flag(
+        parser,
         "--max-json-depth",
         "AGENTNET_MAX_JSON_DEPTH",
         d.max_json_depth,
@@ -215,6 +227,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         parser.error("--max-json-depth must be at least 1")
     if not (0 < args.max_ttl_seconds < float("inf")) or not (0 < args.max_wait_seconds < float("inf")):
         parser.error("--max-ttl-seconds and --max-wait-seconds must be positive and finite")
+    if args.max_stream_buffer_bytes <= 0:
+        parser.error("--max-stream-buffer-bytes must be positive")
     return HubConfig(
         host=args.host,
         port=args.port,
@@ -234,5 +248,6 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         max_json_depth=args.max_json_depth,
         max_ttl_seconds=args.max_ttl_seconds,
         max_wait_seconds=args.max_wait_seconds,
+        max_stream_buffer_bytes=args.max_stream_buffer_bytes,
         operator_token_file=args.operator_token_file,
     )

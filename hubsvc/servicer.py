@@ -29,7 +29,7 @@ from hubsvc.rpc import (
     stream_rpc,
     unary_rpc,
 )
-from netkernel.errors import ProtocolError, Unavailable
+from netkernel.errors import AgentNetError, ProtocolError, Unavailable
 from netkernel.wire import envelope_from_wire
 from servicekit.boundary import ErrorBoundary, domain_error
 
@@ -58,17 +58,24 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         """The participant's live session (see connect.proto)."""
         # The boundary is opened inside this generator, not wrapped around it: deliveries pass no extra layer.
         async with ErrorBoundary(context, "HubServicer.Connect"):
-            hello = await self.auth.hello(request_iterator, context.invocation_metadata() or ())
-            if hello is None:
-                return
-            agent_id, first = hello
-            self.limits.check(first)
-            session, welcome = await self.core.connect(agent_id, first)
+            try:
+                hello = await self.auth.hello(request_iterator, context.invocation_metadata() or ())
+                if hello is None:
+                    return
+                agent_id, first = hello
+                self.limits.check(first)
+                session, welcome = await self.core.connect(agent_id, first)
+            except AgentNetError as refused:  # a refused stream start is logged (bugs are, by the boundary)
+                log.warning("Connect from %s refused: %s %s", context.peer(), refused.reason, refused.message)
+                raise
             reader = asyncio.create_task(self._read_frames(agent_id, session, request_iterator))
             try:
                 yield connect_pb2.ConnectResponse(welcome=welcome)
                 while True:
-                    frame = await session.next_frame()  # raises the error the session was closed with
+                    # Raises the error the session was closed with. A client that reads nothing keeps the
+                    # previous yield blocked on gRPC flow control; the session dropped what it queued
+                    # meanwhile, and the client sees the status once it reads the frames before it.
+                    frame = await session.next_frame()
                     if frame is None:
                         return
                     yield frame
@@ -92,7 +99,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                     for entry in frame.ack.entries:
                         session.ack(entry.channel_id, entry.seq)
                 elif kind == "ping":
-                    session.control(connect_pb2.ConnectResponse(pong=connect_pb2.Pong(nonce=frame.ping.nonce)))
+                    session.pong(frame.ping.nonce)
                 elif kind == "hello":
                     session.close(ProtocolError("Hello may only be the first frame of a Connect stream."))
                     return

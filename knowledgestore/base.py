@@ -46,6 +46,14 @@ class StoreBase(abc.ABC):
     async def exists(self, path: str) -> bool:
         """Whether a file exists at ``path``."""
 
+    async def size_of(self, path: str) -> int:
+        """A file's size in bytes, without reading its content (NotFound if missing).
+
+        The knowledge service refuses an oversized read with it before loading anything;
+        backends override this fallback (which reads the file) with a cheap lookup."""
+        _, info = await self.read_info(path)
+        return info.size
+
     @abc.abstractmethod
     async def read_range(self, path: str, offset: int) -> str:
         """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""

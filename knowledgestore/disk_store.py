@@ -309,6 +309,20 @@ class DiskKnowledgeStore(StoreBase):
         """Return a file's content with its size and version (NotFound if missing)."""
         return await asyncio.to_thread(self._read_sync, file_path(path))
 
+    async def size_of(self, path: str) -> int:
+        """A file's size in bytes, from ``stat`` (NotFound if missing)."""
+        return await asyncio.to_thread(self._size_sync, file_path(path))
+
+    def _size_sync(self, path: str) -> int:
+        with _os_errors(path):
+            try:
+                status = self._target(path).stat()
+            except (FileNotFoundError, NotADirectoryError):
+                raise NotFound(f"no file at {path}", metadata={"path": path}) from None
+            if not stat.S_ISREG(status.st_mode):
+                raise NotFound(f"no file at {path}", metadata={"path": path})
+            return status.st_size
+
     async def read_range(self, path: str, offset: int) -> str:
         """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
         return await asyncio.to_thread(self._read_range_sync, file_path(path), offset)

@@ -105,6 +105,10 @@ class MemoryKnowledgeStore(StoreBase):
         """Whether a file exists at ``path``."""
         return file_path(path) in self._files
 
+    async def size_of(self, path: str) -> int:
+        """A file's size in bytes (NotFound if missing)."""
+        return len(self._file(file_path(path)).data)
+
     async def read_range(self, path: str, offset: int) -> str:
         """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
         path = file_path(path)

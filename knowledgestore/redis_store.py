@@ -161,6 +161,17 @@ class RedisKnowledgeStore(StoreBase):
         data = data or b""
         return decode_text(data, path), FileInfo(len(data), int(version))
 
+    async def size_of(self, path: str) -> int:
+        """A file's size in bytes, from STRLEN (NotFound if missing)."""
+        path = file_path(path)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.hexists(self._versions, path)
+            pipe.strlen(self._data_key(path))
+            found, size = await pipe.execute()
+        if not found:
+            raise NotFound(f"no file at {path}", metadata={"path": path})
+        return int(size)
+
     async def read_range(self, path: str, offset: int) -> str:
         """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
         path = file_path(path)

@@ -301,6 +301,19 @@ class SqliteKnowledgeStore(StoreBase):
         data = b"".join(row[2] for row in rows if row[2] is not None)
         return decode_text(data, path), FileInfo(int(rows[0][0]), int(rows[0][1]))
 
+    async def size_of(self, path: str) -> int:
+        """A file's size in bytes, from its row (NotFound if missing)."""
+        path = file_path(path)
+        async with self._db.reader() as conn:
+            rows: list[Row] = list(
+                await conn.execute_fetchall(
+                    "SELECT size FROM knowledge_files WHERE namespace = ? AND path = ?", (self._namespace, path)
+                )
+            )
+        if not rows:
+            raise NotFound(f"no file at {path}", metadata={"path": path})
+        return int(rows[0][0])
+
     async def read_range(self, path: str, offset: int) -> str:
         """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
         path = file_path(path)

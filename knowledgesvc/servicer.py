@@ -95,9 +95,11 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
 
     @unary_boundary
     async def Read(self, request: knowledge_pb2.ReadRequest, context: Any) -> knowledge_pb2.ReadResponse:
-        """Return a file's content, size and version."""
-        content, info = await self._store(request, context).read_info(request.path)
-        self._check_response_size(request.path, info.size)
+        """Return a file's content, size and version (an oversized file is refused before it is read)."""
+        store = self._store(request, context)
+        self._check_response_size(request.path, await store.size_of(request.path))
+        content, info = await store.read_info(request.path)
+        self._check_response_size(request.path, info.size)  # it may have grown in between
         return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
 
     @unary_boundary
@@ -134,8 +136,11 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
 
     @unary_boundary
     async def ReadRange(self, request: knowledge_pb2.ReadRangeRequest, context: Any) -> knowledge_pb2.ReadRangeResponse:
-        """Everything from a byte offset on, and the offset to continue from."""
-        content = await self._store(request, context).read_range(request.path, request.offset)
+        """Everything from a byte offset on, and the offset to continue from (oversized: refused before reading)."""
+        store = self._store(request, context)
+        size = await store.size_of(request.path)
+        self._check_response_size(request.path, size - max(0, min(request.offset, size)))
+        content = await store.read_range(request.path, request.offset)
         size = len(content.encode("utf-8"))
         self._check_response_size(request.path, size)
         return knowledge_pb2.ReadRangeResponse(content=content, next_offset=request.offset + size)

@@ -20,6 +20,12 @@ from grpc_reflection.v1alpha import reflection
 
 log = logging.getLogger("agentnet.service")
 
+#: Calls gRPC core may hold before the server's (single-threaded, Python) request loop picks them
+#: up. Core's defaults (1,000 soft / 3,000 hard) cancel a growing share of a burst beyond the soft
+#: limit — the clients see INTERNAL ('Failed "execute_batch"') or CANCELLED and the service logs
+#: nothing; a hub restart with thousands of agents reconnecting is exactly such a burst.
+MAX_PENDING_CALLS = 20_000
+
 #: Default gRPC message size limit (both directions); large enough for big WAL
 #: pages and knowledge files, small enough to bound memory per request.
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -50,6 +56,8 @@ def server_options(max_message_bytes: int) -> list[tuple[str, int]]:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ("grpc.so_reuseport", 0),
+        ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
+        ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_CALLS),
     ]
 
 

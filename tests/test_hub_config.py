@@ -61,6 +61,8 @@ def test_a_non_positive_size_limit_is_refused(capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         parse_args(["--max-repeated-items", "0"])
     assert "--max-repeated-items must be positive" in capsys.readouterr().err
+
+
 def test_the_request_limits_are_flags(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("AGENTNET_MAX_JSON_DEPTH", "16")
     options = parse_args(["--max-ttl-seconds", "3600", "--max-wait-seconds", "60"]).options()

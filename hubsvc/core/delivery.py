@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from agentnet.v1 import connect_pb2, envelope_pb2
 
 from hubsvc.core.util import Clock, parse_iso_z
-from netkernel.errors import AgentNetError, Unavailable
+from netkernel.errors import AgentNetError, InboxFull
 from netkernel.wire import wire_visible_to
 
 _PRIORITY_RANK = {
@@ -67,37 +67,93 @@ class _ChannelCursor:
 
 
 class Session:
-    """One participant's live stream."""
+    """One participant's live stream.
 
-    def __init__(self, agent_id: str, session_id: str, *, max_in_flight: int, max_queued: int, clock: Clock) -> None:
+    Everything queued for the stream and not yet written to it (deliveries, post results,
+    the pending pong, live envelopes held back during replay) is counted in
+    :attr:`buffered_bytes`; a session that would go past ``max_bytes`` is closed with
+    :class:`~netkernel.errors.InboxFull` and drops what it queued (the client resumes from
+    its cursors: everything dropped is in the WAL above them).
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        session_id: str,
+        *,
+        max_in_flight: int,
+        max_queued: int,
+        clock: Clock,
+        max_bytes: int = 32 * 1024 * 1024,
+    ) -> None:
         self.agent_id = agent_id
         self.session_id = session_id
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
+        self.max_bytes = max_bytes
         self._clock = clock
-        self._heap: list[tuple[int, int, str, envelope_pb2.Envelope, bool, int]] = []
+        self._heap: list[tuple[int, int, str, envelope_pb2.Envelope, bool, int, int]] = []
         self._counter = itertools.count()
-        self._control: deque[connect_pb2.ConnectResponse] = deque()
+        self._control: deque[tuple[connect_pb2.ConnectResponse, int]] = deque()
+        self._pong: tuple[connect_pb2.ConnectResponse, int] | None = None
         self._wakeup = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
         self._in_flight = 0
         self._cursors: dict[str, _ChannelCursor] = {}
         self._replaying = True
-        self._buffer: list[envelope_pb2.Envelope] = []
+        self._buffer: list[tuple[envelope_pb2.Envelope, int]] = []
         self._closed = False
         self._close_error: AgentNetError | None = None
+        self.buffered_bytes = 0
+        """Bytes queued for the stream and not yet written to it."""
         self.dirty: dict[str, int] = {}
         """channel_id -> cursor changed since the last flush."""
 
+    @property
+    def queued_frames(self) -> int:
+        """Frames waiting to be written (deliveries, post results, the pending pong)."""
+        return len(self._heap) + len(self._control) + len(self._buffer) + (self._pong is not None)
+
+    def _reserve(self, size: int, what: str) -> bool:
+        """Count ``size`` more bytes, or close the session (InboxFull) when they do not fit."""
+        if self.buffered_bytes and self.buffered_bytes + size > self.max_bytes:
+            self._overflow(size, what)
+            return False
+        self.buffered_bytes += size
+        return True
+
+    def _release(self, size: int) -> None:
+        self.buffered_bytes -= size
+        if self.buffered_bytes <= self.max_bytes // 2:
+            self._room.set()
+
+    def _overflow(self, size: int, what: str) -> None:
+        self.close(
+            InboxFull(
+                f"the hub ended this stream because the client is not reading it: {self.buffered_bytes} bytes "
+                f"were queued for it and {what} of {size} bytes would pass the limit of {self.max_bytes} bytes "
+                "(--max-stream-buffer-bytes). Nothing is lost: reconnect and resume from your cursors "
+                "(the hub stored the ones your acks reached); read the stream and ack as you go.",
+                metadata={
+                    "cause": "slow_consumer",
+                    "buffered_bytes": str(self.buffered_bytes),
+                    "limit_bytes": str(self.max_bytes),
+                },
+            )
+        )
+
     # -- inbound: what the hub offers -------------------------------------------------
 
-    def offer(self, wire: envelope_pb2.Envelope) -> None:
-        """Offer a committed envelope of one of this participant's channels."""
+    def offer(self, wire: envelope_pb2.Envelope, size: int) -> None:
+        """Offer a committed envelope (``size`` = its serialized size) of one of this participant's channels."""
         if self._closed:
             return
         if self._replaying:
-            self._buffer.append(wire)
+            if self._reserve(size, "a live envelope held back during replay"):
+                self._buffer.append((wire, size))
             return
-        self._accept(wire, replay=False)
+        self._accept(wire, size, replay=False)
 
     def start_replay_channel(self, channel_id: str, cursor: int) -> None:
         """Begin replay of a channel from ``cursor`` (everything <= cursor counts as done)."""
@@ -105,9 +161,15 @@ class Session:
         state.seen_upto = max(state.seen_upto, cursor)
         state.last_visible = max(state.last_visible, cursor)
 
-    def replay(self, wire: envelope_pb2.Envelope) -> None:
-        """Queue an envelope read from the WAL during resume."""
-        self._accept(wire, replay=True)
+    def replay(self, wire: envelope_pb2.Envelope, size: int) -> None:
+        """Queue an envelope read from the WAL during resume (wait for :meth:`room` first)."""
+        self._accept(wire, size, replay=True)
+
+    async def room(self) -> None:
+        """Wait until at most half the byte budget is used (or the session closed): replay's back-pressure."""
+        while not self._closed and self.buffered_bytes > self.max_bytes // 2:
+            self._room.clear()
+            await self._room.wait()
 
     def finish_replay(self, marks: dict[str, int]) -> None:
         """Replay covered each channel up to ``marks[channel]``; release the buffered live envelopes."""
@@ -116,13 +178,14 @@ class Session:
             state.seen_upto = max(state.seen_upto, mark)
         self._replaying = False
         buffered, self._buffer = self._buffer, []
-        for wire in buffered:
+        for wire, size in buffered:
+            self._release(size)
             known = self._cursors.get(wire.channel_id)
             if known is not None and wire.seq <= known.seen_upto:
                 continue  # already delivered by the replay
-            self._accept(wire, replay=False)
+            self._accept(wire, size, replay=False)
 
-    def _accept(self, wire: envelope_pb2.Envelope, *, replay: bool) -> None:
+    def _accept(self, wire: envelope_pb2.Envelope, size: int, *, replay: bool) -> None:
         state = self._cursors.setdefault(wire.channel_id, _ChannelCursor(seen_upto=wire.seq - 1))
         if wire.seq <= state.seen_upto:
             return
@@ -134,15 +197,12 @@ class Session:
         state.seen_upto = wire.seq
         state.add(wire.seq)
         if len(self._heap) >= self.max_queued:
-            self.close(
-                Unavailable(
-                    f"delivery queue of {self.agent_id} exceeded {self.max_queued} envelopes; the client is not "
-                    "reading or acking. Reconnect to resume from your cursors; nothing is lost."
-                )
-            )
+            self._overflow(size, f"delivery number {self.max_queued + 1}")
+            return
+        if not self._reserve(size, "a delivery"):
             return
         rank = _PRIORITY_RANK.get(wire.priority, 1)
-        heapq.heappush(self._heap, (rank, next(self._counter), wire.channel_id, wire, replay, prev))
+        heapq.heappush(self._heap, (rank, next(self._counter), wire.channel_id, wire, replay, prev, size))
         self._wakeup.set()
 
     def _skip(self, state: _ChannelCursor, wire: envelope_pb2.Envelope) -> None:
@@ -152,9 +212,26 @@ class Session:
             self.dirty[wire.channel_id] = state.value()
 
     def control(self, frame: connect_pb2.ConnectResponse) -> None:
-        """Queue a control frame (post result, pong); sent ahead of deliveries."""
-        self._control.append(frame)
-        self._wakeup.set()
+        """Queue a control frame (a post result); sent ahead of deliveries, counted in the byte budget."""
+        if self._closed:
+            return
+        size = frame.ByteSize()
+        if self._reserve(size, "a post result"):
+            self._control.append((frame, size))
+            self._wakeup.set()
+
+    def pong(self, nonce: int) -> None:
+        """Answer a Ping. At most one pong waits: a newer ping replaces the unsent answer to an older one."""
+        if self._closed:
+            return
+        if self._pong is not None:
+            self._release(self._pong[1])
+            self._pong = None
+        frame = connect_pb2.ConnectResponse(pong=connect_pb2.Pong(nonce=nonce))
+        size = frame.ByteSize()
+        if self._reserve(size, "a pong"):
+            self._pong = (frame, size)
+            self._wakeup.set()
 
     def ack(self, channel_id: str, seq: int) -> None:
         """Mark one delivered envelope processed (unknown acks are ignored)."""
@@ -181,10 +258,19 @@ class Session:
         return dirty
 
     def close(self, error: AgentNetError | None = None) -> None:
-        """End the session; the stream finishes (with ``error`` if given)."""
+        """End the session; the stream finishes (with ``error`` if given).
+
+        Unsent frames are dropped at once (the stream may stay blocked on a client that reads
+        nothing): the client resumes from its cursors, above which everything is in the WAL."""
         if not self._closed:
             self._closed = True
             self._close_error = error
+            self._heap.clear()
+            self._buffer.clear()
+            self._control.clear()
+            self._pong = None
+            self.buffered_bytes = 0
+            self._room.set()
             self._wakeup.set()
 
     @property
@@ -201,13 +287,20 @@ class Session:
         """
         while True:
             if self._control:
-                return self._control.popleft()
+                frame, size = self._control.popleft()
+                self._release(size)
+                return frame
+            if self._pong is not None:
+                (frame, size), self._pong = self._pong, None
+                self._release(size)
+                return frame
             if self._closed:
                 if self._close_error is not None:
                     raise self._close_error
                 return None
             if self._heap and self._in_flight < self.max_in_flight:
-                _, _, channel_id, wire, replay, prev = heapq.heappop(self._heap)
+                _, _, channel_id, wire, replay, prev, size = heapq.heappop(self._heap)
+                self._release(size)
                 state = self._cursors[channel_id]
                 if wire.seq not in state.outstanding:
                     continue

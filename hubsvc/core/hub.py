@@ -79,6 +79,7 @@ class HubCore:
         self.live_channel = self.channels.get
         self.watch = self.channels.watch
         self.read_wal = self.channels.read_wal
+        self.iter_wal = self.channels.iter_wal
         self.connect = self.sessions.connect
         self.disconnect = self.sessions.disconnect
 

@@ -112,30 +112,41 @@ class LiveChannels:
 
         return unsubscribe
 
+    def watched(self, channel_id: str) -> bool:
+        """Whether anything watches the channel (tests check that a dropped follower let go)."""
+        return bool(self._watchers.get(channel_id))
+
     async def read_wal(
         self, caller: str, channel_id: str, from_seq: int = 0, until_seq: int = 0, limit: int = 0
     ) -> list[envelope_pb2.Envelope]:
         """The caller-visible part of a committed seq range of the channel's WAL."""
+        return [wire async for wire in self.iter_wal(caller, channel_id, from_seq, until_seq, limit)]
+
+    async def iter_wal(
+        self, caller: str, channel_id: str, from_seq: int = 0, until_seq: int = 0, limit: int = 0, *, page: int = 1000
+    ) -> AsyncIterator[envelope_pb2.Envelope]:
+        """Like :meth:`read_wal`, one store page of ``page`` records at a time (a stream holds one page)."""
         await self.require_member(caller, channel_id)
         ch = self._channels.get(channel_id)
         ceiling = ch.committed_seq if ch is not None else 0
         if ch is not None:
             until_seq = min(until_seq, ceiling) if until_seq else ceiling
             if until_seq == 0:
-                return []
-        out: list[envelope_pb2.Envelope] = []
+                return
+        sent = 0
         next_seq = max(from_seq, 1)
         while True:
-            page = await self._store.read_wal(channel_id, next_seq, until_seq, 1000)
-            for data in page:
+            rows = await self._store.read_wal(channel_id, next_seq, until_seq, page)
+            for data in rows:
                 wire = envelope_pb2.Envelope.FromString(data)
                 next_seq = wire.seq + 1
                 if wire_readable_by(wire, caller):
-                    out.append(wire)
-                    if limit and len(out) >= limit:
-                        return out
-            if len(page) < 1000:
-                return out
+                    yield wire
+                    sent += 1
+                    if limit and sent >= limit:
+                        return
+            if len(rows) < page:
+                return
 
     # -- lifecycle --------------------------------------------------------------------
 

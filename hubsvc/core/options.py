@@ -41,6 +41,11 @@ class HubOptions:
     """Default cap on unacked deliveries per stream (Hello.max_in_flight overrides, up to this)."""
     max_queued: int = 200_000
     """Queued deliveries per stream before the hub drops the stream (the client resumes from its cursors)."""
+    max_stream_buffer_bytes: int = 32 * 1024 * 1024
+    """Bytes the hub may hold queued for one client stream (Connect deliveries and post results,
+    a ReadWal follow) while the client is not reading; beyond it the stream ends with
+    RESOURCE_EXHAUSTED / INBOX_FULL and the client resumes from its cursors (Connect) or from
+    the seq the error names (ReadWal). A single envelope larger than this is still sent."""
     cursor_flush_interval: float = 0.2
     """Seconds between batched writes of acked cursors."""
     sweep_interval: float = 1.0

@@ -59,7 +59,12 @@ class Sessions:
         limit = self._options.max_in_flight
         max_in_flight = min(hello.max_in_flight, limit) if hello.max_in_flight else limit
         session = Session(
-            agent_id, new_id(), max_in_flight=max_in_flight, max_queued=self._options.max_queued, clock=self._clock
+            agent_id,
+            new_id(),
+            max_in_flight=max_in_flight,
+            max_queued=self._options.max_queued,
+            clock=self._clock,
+            max_bytes=self._options.max_stream_buffer_bytes,
         )
         # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
         self._sessions[agent_id] = session
@@ -102,8 +107,11 @@ class Sessions:
                     if not page:
                         break
                     for data in page:
+                        await session.room()  # back-pressure: the WAL holds the rest, no need to queue it all
+                        if session.closed:
+                            break
                         wire = envelope_pb2.Envelope.FromString(data)
-                        session.replay(wire)
+                        session.replay(wire, len(data))
                         next_seq = wire.seq + 1
         finally:
             session.finish_replay(marks)
@@ -119,9 +127,12 @@ class Sessions:
     def deliver(self, ch: ChannelRuntime, wires: list[envelope_pb2.Envelope]) -> None:
         """Offer committed envelopes of ``ch`` to its connected members (each session filters by audience)."""
         sessions = [s for s in (self._sessions.get(p) for p in ch.participants) if s is not None]
+        if not sessions:
+            return
         for wire in wires:
+            size = wire.ByteSize()
             for session in sessions:
-                session.offer(wire)
+                session.offer(wire, size)
 
     def close(self, agent_id: str, error: AgentNetError) -> None:
         """End the agent's stream, if it has one, with ``error``."""

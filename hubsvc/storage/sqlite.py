@@ -21,8 +21,8 @@ from typing import Any
 import aiosqlite
 
 from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, HubStore, TaskRow, WalRow, Writes
-from netkernel.files import private_database
 from netkernel.errors import Unavailable
+from netkernel.files import private_database
 
 log = logging.getLogger("agentnet.hub.storage")
 

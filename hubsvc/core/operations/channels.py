@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
@@ -11,12 +10,15 @@ from hubsvc.adapters import get_adapter
 from hubsvc.core.channel import OPENED, TERMINAL, spec_from_meta
 from hubsvc.core.hub import HubCore
 from hubsvc.core.util import check_seconds
+from hubsvc.core.wal_follow import WalFollower
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_CHANNEL_OPENED, Envelope, text_envelope
 from netkernel.errors import InvalidArgument, PermissionDenied
 from netkernel.wire import dumps_json, envelope_from_wire, wire_readable_by
 
 TERMINAL_EVENTS = (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED)
 """The event types that end a channel's WAL."""
+STREAM_PAGE = 32
+"""WAL records a ReadWal stream reads from the store at a time (what it holds while the client reads)."""
 
 
 class ChannelOps:
@@ -115,15 +117,14 @@ class ChannelOps:
             raise InvalidArgument("limit must not be negative.")
         await self.core.require_member(caller, channel_id)
         if not follow:
-            for wire in await self.core.read_wal(caller, channel_id, from_seq, until_seq, limit):
+            async for wire in self.core.iter_wal(caller, channel_id, from_seq, until_seq, limit, page=STREAM_PAGE):
                 yield wire
             return
-        queue: asyncio.Queue[envelope_pb2.Envelope] = asyncio.Queue()
-        unsubscribe = self.core.watch(channel_id, queue.put_nowait)
+        follower = WalFollower(self.core.watch, channel_id, max_bytes=self.core.options.max_stream_buffer_bytes)
         try:
             sent = 0
             last = max(from_seq, 1) - 1
-            for wire in await self.core.read_wal(caller, channel_id, from_seq, until_seq, limit):
+            async for wire in self.core.iter_wal(caller, channel_id, from_seq, until_seq, limit, page=STREAM_PAGE):
                 yield wire
                 last = wire.seq
                 sent += 1
@@ -131,14 +132,14 @@ class ChannelOps:
                     return
             if self.core.live_channel(channel_id) is None:
                 # It ended meanwhile: whatever came after our first read is in the WAL.
-                for wire in await self.core.read_wal(caller, channel_id, last + 1, until_seq, 0):
+                async for wire in self.core.iter_wal(caller, channel_id, last + 1, until_seq, 0, page=STREAM_PAGE):
                     yield wire
                     sent += 1
                     if limit and sent >= limit:
                         return
                 return
             while True:
-                wire = await queue.get()
+                wire = await follower.next(resume_from=last + 1)
                 if wire.seq <= last or not wire_readable_by(wire, caller):
                     continue
                 if until_seq and wire.seq > until_seq:
@@ -149,4 +150,4 @@ class ChannelOps:
                 if wire.event_type in TERMINAL_EVENTS or (limit and sent >= limit):
                     return
         finally:
-            unsubscribe()
+            follower.close()

@@ -132,7 +132,9 @@ type ConnectRequest_Ack struct {
 }
 
 type ConnectRequest_Ping struct {
-	// Keep-alive; the hub answers with a Pong carrying the same nonce.
+	// Keep-alive; the hub answers with a Pong carrying the same nonce. Only the
+	// answer to the latest unanswered Ping waits to be sent: a newer Ping
+	// replaces an older one's unsent Pong.
 	Ping *Ping `protobuf:"bytes,4,opt,name=ping,proto3,oneof"`
 }
 

@@ -46,7 +46,8 @@ const (
 	// PERMISSION_DENIED: authenticated, but not allowed (spoofed sender, A2A
 	// allowed_callers, governance access rules).
 	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 6
-	// RESOURCE_EXHAUSTED: a recipient's inbox is full.
+	// RESOURCE_EXHAUSTED: a recipient's inbox is full (also: a stream whose client
+	// stopped reading was ended, metadata cause=slow_consumer; resume and read on).
 	ErrorReason_ERROR_REASON_INBOX_FULL ErrorReason = 7
 	// RESOURCE_EXHAUSTED: the caller exceeded its rate limit.
 	ErrorReason_ERROR_REASON_RATE_LIMITED ErrorReason = 8

@@ -75,6 +75,12 @@ const (
 type HubServiceClient interface {
 	// Connect is the participant's live session: posts and their results,
 	// deliveries, acks and keep-alives on one bidirectional stream.
+	// A client that stops reading is not buffered without limit: once more than
+	// the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+	// the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+	// cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+	// the ones your acks reached); nothing is lost. The hub's restarts and other
+	// breaks end it with UNAVAILABLE: reconnect with jittered back-off.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 	// Register creates an agent (kind agent or remote_agent) and issues its
 	// credential. kind human is refused: use RegisterHuman.
@@ -103,6 +109,10 @@ type HubServiceClient interface {
 	ListChannels(ctx context.Context, in *ListChannelsRequest, opts ...grpc.CallOption) (*ListChannelsResponse, error)
 	// ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
 	// caller may see; with `follow` it keeps streaming newly admitted envelopes.
+	// A follower that stops reading while more than --max-stream-buffer-bytes of
+	// new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+	// ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+	// call ReadWal with again.
 	ReadWal(ctx context.Context, in *ReadWalRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadWalResponse], error)
 	// PostEnvelope admits one envelope (the unary twin of Connect's Post).
 	PostEnvelope(ctx context.Context, in *PostEnvelopeRequest, opts ...grpc.CallOption) (*PostEnvelopeResponse, error)
@@ -512,6 +522,12 @@ func (c *hubServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest, 
 type HubServiceServer interface {
 	// Connect is the participant's live session: posts and their results,
 	// deliveries, acks and keep-alives on one bidirectional stream.
+	// A client that stops reading is not buffered without limit: once more than
+	// the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+	// the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+	// cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+	// the ones your acks reached); nothing is lost. The hub's restarts and other
+	// breaks end it with UNAVAILABLE: reconnect with jittered back-off.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	// Register creates an agent (kind agent or remote_agent) and issues its
 	// credential. kind human is refused: use RegisterHuman.
@@ -540,6 +556,10 @@ type HubServiceServer interface {
 	ListChannels(context.Context, *ListChannelsRequest) (*ListChannelsResponse, error)
 	// ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
 	// caller may see; with `follow` it keeps streaming newly admitted envelopes.
+	// A follower that stops reading while more than --max-stream-buffer-bytes of
+	// new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+	// ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+	// call ReadWal with again.
 	ReadWal(*ReadWalRequest, grpc.ServerStreamingServer[ReadWalResponse]) error
 	// PostEnvelope admits one envelope (the unary twin of Connect's Post).
 	PostEnvelope(context.Context, *PostEnvelopeRequest) (*PostEnvelopeResponse, error)

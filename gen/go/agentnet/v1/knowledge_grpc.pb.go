@@ -47,7 +47,9 @@ const (
 // --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
 // (OUT_OF_RANGE).
 type KnowledgeServiceClient interface {
-	// Read returns a file's content (NOT_FOUND if missing).
+	// Read returns a file's content (NOT_FOUND if missing). A file larger than a
+	// response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+	// (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
 	// Write creates or replaces a file atomically.
 	Write(ctx context.Context, in *WriteRequest, opts ...grpc.CallOption) (*WriteResponse, error)
@@ -61,7 +63,8 @@ type KnowledgeServiceClient interface {
 	// offset where the appended bytes start.
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
 	// ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-	// character or past the end is refused with OUT_OF_RANGE.
+	// character or past the end is refused with OUT_OF_RANGE; more than a response
+	// may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
 	ReadRange(ctx context.Context, in *ReadRangeRequest, opts ...grpc.CallOption) (*ReadRangeResponse, error)
 	// Watch streams change events under a path prefix until cancelled. The first
 	// frame confirms the subscription is live.
@@ -183,7 +186,9 @@ type KnowledgeService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 // --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
 // (OUT_OF_RANGE).
 type KnowledgeServiceServer interface {
-	// Read returns a file's content (NOT_FOUND if missing).
+	// Read returns a file's content (NOT_FOUND if missing). A file larger than a
+	// response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+	// (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
 	Read(context.Context, *ReadRequest) (*ReadResponse, error)
 	// Write creates or replaces a file atomically.
 	Write(context.Context, *WriteRequest) (*WriteResponse, error)
@@ -197,7 +202,8 @@ type KnowledgeServiceServer interface {
 	// offset where the appended bytes start.
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
 	// ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-	// character or past the end is refused with OUT_OF_RANGE.
+	// character or past the end is refused with OUT_OF_RANGE; more than a response
+	// may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
 	ReadRange(context.Context, *ReadRangeRequest) (*ReadRangeResponse, error)
 	// Watch streams change events under a path prefix until cancelled. The first
 	// frame confirms the subscription is live.

@@ -47,7 +47,10 @@ class ConnectRequest(_message.Message):
 
     @_builtins.property
     def ping(self) -> Global___Ping:
-        """Keep-alive; the hub answers with a Pong carrying the same nonce."""
+        """Keep-alive; the hub answers with a Pong carrying the same nonce. Only the
+        answer to the latest unanswered Ping waits to be sent: a newer Ping
+        replaces an older one's unsent Pong.
+        """
 
     def __init__(
         self,

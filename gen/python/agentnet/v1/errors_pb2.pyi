@@ -46,7 +46,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     allowed_callers, governance access rules).
     """
     ERROR_REASON_INBOX_FULL: _ErrorReason.ValueType  # 7
-    """RESOURCE_EXHAUSTED: a recipient's inbox is full."""
+    """RESOURCE_EXHAUSTED: a recipient's inbox is full (also: a stream whose client
+    stopped reading was ended, metadata cause=slow_consumer; resume and read on).
+    """
     ERROR_REASON_RATE_LIMITED: _ErrorReason.ValueType  # 8
     """RESOURCE_EXHAUSTED: the caller exceeded its rate limit."""
     ERROR_REASON_INVALID_ARGUMENT: _ErrorReason.ValueType  # 9
@@ -106,7 +108,9 @@ ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 6
 allowed_callers, governance access rules).
 """
 ERROR_REASON_INBOX_FULL: ErrorReason.ValueType  # 7
-"""RESOURCE_EXHAUSTED: a recipient's inbox is full."""
+"""RESOURCE_EXHAUSTED: a recipient's inbox is full (also: a stream whose client
+stopped reading was ended, metadata cause=slow_consumer; resume and read on).
+"""
 ERROR_REASON_RATE_LIMITED: ErrorReason.ValueType  # 8
 """RESOURCE_EXHAUSTED: the caller exceeded its rate limit."""
 ERROR_REASON_INVALID_ARGUMENT: ErrorReason.ValueType  # 9

@@ -233,6 +233,12 @@ class HubServiceServicer:
     def Connect(self, request_iterator, context):
         """Connect is the participant's live session: posts and their results,
         deliveries, acks and keep-alives on one bidirectional stream.
+        A client that stops reading is not buffered without limit: once more than
+        the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+        the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+        cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+        the ones your acks reached); nothing is lost. The hub's restarts and other
+        breaks end it with UNAVAILABLE: reconnect with jittered back-off.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -321,6 +327,10 @@ class HubServiceServicer:
     def ReadWal(self, request, context):
         """ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
         caller may see; with `follow` it keeps streaming newly admitted envelopes.
+        A follower that stops reading while more than --max-stream-buffer-bytes of
+        new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+        ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+        call ReadWal with again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -52,6 +52,12 @@ class HubServiceStub:
     Connect: _grpc.StreamStreamMultiCallable[_connect_pb2.ConnectRequest, _connect_pb2.ConnectResponse]
     """Connect is the participant's live session: posts and their results,
     deliveries, acks and keep-alives on one bidirectional stream.
+    A client that stops reading is not buffered without limit: once more than
+    the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+    the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+    cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+    the ones your acks reached); nothing is lost. The hub's restarts and other
+    breaks end it with UNAVAILABLE: reconnect with jittered back-off.
     """
     Register: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RegisterRequest, _hub_pb2.RegisterResponse]
     """Register creates an agent (kind agent or remote_agent) and issues its
@@ -84,6 +90,10 @@ class HubServiceStub:
     ReadWal: _grpc.UnaryStreamMultiCallable[_hub_pb2.ReadWalRequest, _hub_pb2.ReadWalResponse]
     """ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
     caller may see; with `follow` it keeps streaming newly admitted envelopes.
+    A follower that stops reading while more than --max-stream-buffer-bytes of
+    new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+    ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+    call ReadWal with again.
     """
     PostEnvelope: _grpc.UnaryUnaryMultiCallable[_hub_pb2.PostEnvelopeRequest, _hub_pb2.PostEnvelopeResponse]
     """PostEnvelope admits one envelope (the unary twin of Connect's Post)."""
@@ -159,6 +169,12 @@ class HubServiceAsyncStub(HubServiceStub):
     Connect: _aio.StreamStreamMultiCallable[_connect_pb2.ConnectRequest, _connect_pb2.ConnectResponse]  # type: ignore[assignment]
     """Connect is the participant's live session: posts and their results,
     deliveries, acks and keep-alives on one bidirectional stream.
+    A client that stops reading is not buffered without limit: once more than
+    the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+    the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+    cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+    the ones your acks reached); nothing is lost. The hub's restarts and other
+    breaks end it with UNAVAILABLE: reconnect with jittered back-off.
     """
     Register: _aio.UnaryUnaryMultiCallable[_hub_pb2.RegisterRequest, _hub_pb2.RegisterResponse]  # type: ignore[assignment]
     """Register creates an agent (kind agent or remote_agent) and issues its
@@ -191,6 +207,10 @@ class HubServiceAsyncStub(HubServiceStub):
     ReadWal: _aio.UnaryStreamMultiCallable[_hub_pb2.ReadWalRequest, _hub_pb2.ReadWalResponse]  # type: ignore[assignment]
     """ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
     caller may see; with `follow` it keeps streaming newly admitted envelopes.
+    A follower that stops reading while more than --max-stream-buffer-bytes of
+    new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+    ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+    call ReadWal with again.
     """
     PostEnvelope: _aio.UnaryUnaryMultiCallable[_hub_pb2.PostEnvelopeRequest, _hub_pb2.PostEnvelopeResponse]  # type: ignore[assignment]
     """PostEnvelope admits one envelope (the unary twin of Connect's Post)."""
@@ -269,6 +289,12 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_connect_pb2.ConnectResponse], _abc.AsyncIterator[_connect_pb2.ConnectResponse]]:
         """Connect is the participant's live session: posts and their results,
         deliveries, acks and keep-alives on one bidirectional stream.
+        A client that stops reading is not buffered without limit: once more than
+        the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+        the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+        cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+        the ones your acks reached); nothing is lost. The hub's restarts and other
+        breaks end it with UNAVAILABLE: reconnect with jittered back-off.
         """
 
     @_abc_1.abstractmethod
@@ -373,6 +399,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_hub_pb2.ReadWalResponse], _abc.AsyncIterator[_hub_pb2.ReadWalResponse]]:
         """ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
         caller may see; with `follow` it keeps streaming newly admitted envelopes.
+        A follower that stops reading while more than --max-stream-buffer-bytes of
+        new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+        ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+        call ReadWal with again.
         """
 
     @_abc_1.abstractmethod

@@ -106,7 +106,9 @@ class KnowledgeServiceServicer:
     """
 
     def Read(self, request, context):
-        """Read returns a file's content (NOT_FOUND if missing).
+        """Read returns a file's content (NOT_FOUND if missing). A file larger than a
+        response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+        (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -150,7 +152,8 @@ class KnowledgeServiceServicer:
 
     def ReadRange(self, request, context):
         """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-        character or past the end is refused with OUT_OF_RANGE.
+        character or past the end is refused with OUT_OF_RANGE; more than a response
+        may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -47,7 +47,10 @@ class KnowledgeServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> KnowledgeServiceAsyncStub: ...
     Read: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.ReadRequest, _knowledge_pb2.ReadResponse]
-    """Read returns a file's content (NOT_FOUND if missing)."""
+    """Read returns a file's content (NOT_FOUND if missing). A file larger than a
+    response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+    (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+    """
     Write: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.WriteRequest, _knowledge_pb2.WriteResponse]
     """Write creates or replaces a file atomically."""
     List: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.ListRequest, _knowledge_pb2.ListResponse]
@@ -62,7 +65,8 @@ class KnowledgeServiceStub:
     """
     ReadRange: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.ReadRangeRequest, _knowledge_pb2.ReadRangeResponse]
     """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-    character or past the end is refused with OUT_OF_RANGE.
+    character or past the end is refused with OUT_OF_RANGE; more than a response
+    may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
     """
     Watch: _grpc.UnaryStreamMultiCallable[_knowledge_pb2.WatchRequest, _knowledge_pb2.WatchResponse]
     """Watch streams change events under a path prefix until cancelled. The first
@@ -88,7 +92,10 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Read: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.ReadRequest, _knowledge_pb2.ReadResponse]  # type: ignore[assignment]
-    """Read returns a file's content (NOT_FOUND if missing)."""
+    """Read returns a file's content (NOT_FOUND if missing). A file larger than a
+    response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+    (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+    """
     Write: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.WriteRequest, _knowledge_pb2.WriteResponse]  # type: ignore[assignment]
     """Write creates or replaces a file atomically."""
     List: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.ListRequest, _knowledge_pb2.ListResponse]  # type: ignore[assignment]
@@ -103,7 +110,8 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
     """
     ReadRange: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.ReadRangeRequest, _knowledge_pb2.ReadRangeResponse]  # type: ignore[assignment]
     """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-    character or past the end is refused with OUT_OF_RANGE.
+    character or past the end is refused with OUT_OF_RANGE; more than a response
+    may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
     """
     Watch: _aio.UnaryStreamMultiCallable[_knowledge_pb2.WatchRequest, _knowledge_pb2.WatchResponse]  # type: ignore[assignment]
     """Watch streams change events under a path prefix until cancelled. The first
@@ -132,7 +140,10 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _knowledge_pb2.ReadRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_knowledge_pb2.ReadResponse, _abc.Awaitable[_knowledge_pb2.ReadResponse]]:
-        """Read returns a file's content (NOT_FOUND if missing)."""
+        """Read returns a file's content (NOT_FOUND if missing). A file larger than a
+        response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+        (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+        """
 
     @_abc_1.abstractmethod
     def Write(
@@ -183,7 +194,8 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_knowledge_pb2.ReadRangeResponse, _abc.Awaitable[_knowledge_pb2.ReadRangeResponse]]:
         """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-        character or past the end is refused with OUT_OF_RANGE.
+        character or past the end is refused with OUT_OF_RANGE; more than a response
+        may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
         """
 
     @_abc_1.abstractmethod

@@ -292,7 +292,8 @@ class ErrorReason(betterproto2.Enum):
 
     INBOX_FULL = 7
     """
-    RESOURCE_EXHAUSTED: a recipient's inbox is full.
+    RESOURCE_EXHAUSTED: a recipient's inbox is full (also: a stream whose client
+    stopped reading was ended, metadata cause=slow_consumer; resume and read on).
     """
 
     RATE_LIMITED = 8
@@ -1477,7 +1478,9 @@ class ConnectRequest(betterproto2.Message):
 
     ping: "Ping | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
-    Keep-alive; the hub answers with a Pong carrying the same nonce.
+    Keep-alive; the hub answers with a Pong carrying the same nonce. Only the
+    answer to the latest unanswered Ping waits to be sent: a newer Ping
+    replaces an older one's unsent Pong.
     """
 
 
@@ -3815,6 +3818,12 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         Connect is the participant's live session: posts and their results,
         deliveries, acks and keep-alives on one bidirectional stream.
+        A client that stops reading is not buffered without limit: once more than
+        the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+        the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+        cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+        the ones your acks reached); nothing is lost. The hub's restarts and other
+        breaks end it with UNAVAILABLE: reconnect with jittered back-off.
         """
 
         async for response in self._stream_stream(
@@ -4076,6 +4085,10 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
         caller may see; with `follow` it keeps streaming newly admitted envelopes.
+        A follower that stops reading while more than --max-stream-buffer-bytes of
+        new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+        ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+        call ReadWal with again.
         """
 
         async for response in self._unary_stream(
@@ -4520,7 +4533,9 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "ReadResponse":
         """
-        Read returns a file's content (NOT_FOUND if missing).
+        Read returns a file's content (NOT_FOUND if missing). A file larger than a
+        response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+        (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
         """
 
         return await self._unary_unary(
@@ -4648,7 +4663,8 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "ReadRangeResponse":
         """
         ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-        character or past the end is refused with OUT_OF_RANGE.
+        character or past the end is refused with OUT_OF_RANGE; more than a response
+        may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
         """
 
         return await self._unary_unary(

@@ -27,7 +27,11 @@ export interface ConnectRequest {
     /** Acknowledges delivered envelopes. */
     { $case: "ack"; value: Ack }
     | //
-    /** Keep-alive; the hub answers with a Pong carrying the same nonce. */
+    /**
+     * Keep-alive; the hub answers with a Pong carrying the same nonce. Only the
+     * answer to the latest unanswered Ping waits to be sent: a newer Ping
+     * replaces an older one's unsent Pong.
+     */
     { $case: "ping"; value: Ping }
     | undefined;
 }

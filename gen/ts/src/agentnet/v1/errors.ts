@@ -38,7 +38,10 @@ export enum ErrorReason {
    * allowed_callers, governance access rules).
    */
   ERROR_REASON_PERMISSION_DENIED = 6,
-  /** ERROR_REASON_INBOX_FULL - RESOURCE_EXHAUSTED: a recipient's inbox is full. */
+  /**
+   * ERROR_REASON_INBOX_FULL - RESOURCE_EXHAUSTED: a recipient's inbox is full (also: a stream whose client
+   * stopped reading was ended, metadata cause=slow_consumer; resume and read on).
+   */
   ERROR_REASON_INBOX_FULL = 7,
   /** ERROR_REASON_RATE_LIMITED - RESOURCE_EXHAUSTED: the caller exceeded its rate limit. */
   ERROR_REASON_RATE_LIMITED = 8,

@@ -7570,6 +7570,12 @@ export const HubServiceService = {
   /**
    * Connect is the participant's live session: posts and their results,
    * deliveries, acks and keep-alives on one bidirectional stream.
+   * A client that stops reading is not buffered without limit: once more than
+   * the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+   * the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+   * cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+   * the ones your acks reached); nothing is lost. The hub's restarts and other
+   * breaks end it with UNAVAILABLE: reconnect with jittered back-off.
    */
   connect: {
     path: "/agentnet.v1.HubService/Connect" as const,
@@ -7708,6 +7714,10 @@ export const HubServiceService = {
   /**
    * ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
    * caller may see; with `follow` it keeps streaming newly admitted envelopes.
+   * A follower that stops reading while more than --max-stream-buffer-bytes of
+   * new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+   * ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+   * call ReadWal with again.
    */
   readWal: {
     path: "/agentnet.v1.HubService/ReadWal" as const,
@@ -7943,6 +7953,12 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   /**
    * Connect is the participant's live session: posts and their results,
    * deliveries, acks and keep-alives on one bidirectional stream.
+   * A client that stops reading is not buffered without limit: once more than
+   * the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+   * the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+   * cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+   * the ones your acks reached); nothing is lost. The hub's restarts and other
+   * breaks end it with UNAVAILABLE: reconnect with jittered back-off.
    */
   connect: handleBidiStreamingCall<ConnectRequest, ConnectResponse>;
   /**
@@ -7979,6 +7995,10 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   /**
    * ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
    * caller may see; with `follow` it keeps streaming newly admitted envelopes.
+   * A follower that stops reading while more than --max-stream-buffer-bytes of
+   * new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+   * ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+   * call ReadWal with again.
    */
   readWal: handleServerStreamingCall<ReadWalRequest, ReadWalResponse>;
   /** PostEnvelope admits one envelope (the unary twin of Connect's Post). */
@@ -8043,6 +8063,12 @@ export interface HubServiceClient extends Client {
   /**
    * Connect is the participant's live session: posts and their results,
    * deliveries, acks and keep-alives on one bidirectional stream.
+   * A client that stops reading is not buffered without limit: once more than
+   * the hub's --max-stream-buffer-bytes (default 32 MiB) of frames wait for it,
+   * the stream ends with RESOURCE_EXHAUSTED (reason INBOX_FULL, metadata
+   * cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
+   * the ones your acks reached); nothing is lost. The hub's restarts and other
+   * breaks end it with UNAVAILABLE: reconnect with jittered back-off.
    */
   connect(): ClientDuplexStream<ConnectRequest, ConnectResponse>;
   connect(options: Partial<CallOptions>): ClientDuplexStream<ConnectRequest, ConnectResponse>;
@@ -8235,6 +8261,10 @@ export interface HubServiceClient extends Client {
   /**
    * ReadWal streams a channel's WAL in seq order from a seq, filtered to what the
    * caller may see; with `follow` it keeps streaming newly admitted envelopes.
+   * A follower that stops reading while more than --max-stream-buffer-bytes of
+   * new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
+   * ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
+   * call ReadWal with again.
    */
   readWal(request: ReadWalRequest, options?: Partial<CallOptions>): ClientReadableStream<ReadWalResponse>;
   readWal(

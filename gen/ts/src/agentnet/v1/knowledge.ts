@@ -1766,7 +1766,11 @@ export const WatchResponse: MessageFns<WatchResponse> = {
  */
 export type KnowledgeServiceService = typeof KnowledgeServiceService;
 export const KnowledgeServiceService = {
-  /** Read returns a file's content (NOT_FOUND if missing). */
+  /**
+   * Read returns a file's content (NOT_FOUND if missing). A file larger than a
+   * response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+   * (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+   */
   read: {
     path: "/agentnet.v1.KnowledgeService/Read" as const,
     requestStream: false as const,
@@ -1831,7 +1835,8 @@ export const KnowledgeServiceService = {
   },
   /**
    * ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-   * character or past the end is refused with OUT_OF_RANGE.
+   * character or past the end is refused with OUT_OF_RANGE; more than a response
+   * may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
    */
   readRange: {
     path: "/agentnet.v1.KnowledgeService/ReadRange" as const,
@@ -1858,7 +1863,11 @@ export const KnowledgeServiceService = {
 } as const;
 
 export interface KnowledgeServiceServer extends UntypedServiceImplementation {
-  /** Read returns a file's content (NOT_FOUND if missing). */
+  /**
+   * Read returns a file's content (NOT_FOUND if missing). A file larger than a
+   * response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+   * (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+   */
   read: handleUnaryCall<ReadRequest, ReadResponse>;
   /** Write creates or replaces a file atomically. */
   write: handleUnaryCall<WriteRequest, WriteResponse>;
@@ -1875,7 +1884,8 @@ export interface KnowledgeServiceServer extends UntypedServiceImplementation {
   append: handleUnaryCall<AppendRequest, AppendResponse>;
   /**
    * ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-   * character or past the end is refused with OUT_OF_RANGE.
+   * character or past the end is refused with OUT_OF_RANGE; more than a response
+   * may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
    */
   readRange: handleUnaryCall<ReadRangeRequest, ReadRangeResponse>;
   /**
@@ -1886,7 +1896,11 @@ export interface KnowledgeServiceServer extends UntypedServiceImplementation {
 }
 
 export interface KnowledgeServiceClient extends Client {
-  /** Read returns a file's content (NOT_FOUND if missing). */
+  /**
+   * Read returns a file's content (NOT_FOUND if missing). A file larger than a
+   * response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
+   * (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+   */
   read(request: ReadRequest, callback: (error: ServiceError | null, response: ReadResponse) => void): ClientUnaryCall;
   read(
     request: ReadRequest,
@@ -1981,7 +1995,8 @@ export interface KnowledgeServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * ReadRange returns everything from a byte offset on. An offset inside a UTF-8
-   * character or past the end is refused with OUT_OF_RANGE.
+   * character or past the end is refused with OUT_OF_RANGE; more than a response
+   * may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
    */
   readRange(
     request: ReadRangeRequest,
