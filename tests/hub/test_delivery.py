@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -82,6 +83,29 @@ async def test_idempotency_key_returns_original(trio: tuple[Participant, Partici
 async def bob_texts(p: Participant, cid: str) -> list[str]:
     wal = await collect(p.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=p.metadata))
     return [data_of(i.envelope)["text"] for i in wal if i.envelope.event_type == "ag2.msg.text"]
+
+
+async def test_idempotent_retry_after_a_restart_returns_the_original(tmp_path: Path) -> None:
+    db = tmp_path / "hub.db"
+    request = hub_pb2.PostEnvelopeRequest()
+    async with running_hub(db) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        request.envelope.CopyFrom(make_envelope(cid, "ag2.msg.text", {"text": "once"}, idempotency_key="k-restart"))
+        first = await alice.rpc("PostEnvelope", request)
+        assert not first.duplicate
+        before = await collect(bob.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=bob.metadata))
+        await alice.close()
+        await bob.close()
+    async with running_hub(db) as hub:  # a new process's view: nothing of the old hub's memory survives
+        alice2 = Participant(hub.target, alice.record, alice.credential)
+        bob2 = Participant(hub.target, bob.record, bob.credential)
+        again = await alice2.rpc("PostEnvelope", request)
+        assert again.duplicate
+        assert (again.envelope.envelope_id, again.envelope.seq) == (first.envelope.envelope_id, first.envelope.seq)
+        after = await collect(bob2.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=bob2.metadata))
+        assert [i.envelope.envelope_id for i in after] == [i.envelope.envelope_id for i in before]  # no new row
+        await alice2.close()
+        await bob2.close()
 
 
 async def test_priority_orders_a_backlog(conv: tuple[Participant, Participant, str]) -> None:
