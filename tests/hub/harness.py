@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
+from grpc_status import rpc_status
 
 from agentsdk.errors import AgentNetError, error_from_reason, error_from_rpc
 from hubsvc.core.options import HubOptions
@@ -24,6 +25,8 @@ from hubsvc.storage import SqliteHubStore
 
 EV_TEXT = "ag2.msg.text"
 OPERATOR_TOKEN = "operator-token-for-tests"
+RPC_DEADLINE = 10.0
+"""Seconds a harness call may go unanswered: a hub that hangs fails the test here, not as a pytest timeout."""
 
 
 class RunningHub:
@@ -56,16 +59,35 @@ async def list_audit(hub: RunningHub, **request: Any) -> list[hub_pb2.AuditRecor
     async with grpc.aio.insecure_channel(hub.target) as ch:
         stub = hub_pb2_grpc.HubServiceStub(ch)
         metadata = (("authorization", f"Bearer {hub.operator_token}"),)
-        response = await call(stub.ListAudit(hub_pb2.ListAuditRequest(**request), metadata=metadata))
+        response = await call(
+            stub.ListAudit(hub_pb2.ListAuditRequest(**request), metadata=metadata, timeout=RPC_DEADLINE),
+            deadline=RPC_DEADLINE,
+            what="ListAudit",
+        )
     return list(response.records)
 
 
-async def call(coro: Any) -> Any:
-    """Await a stub call, re-raising failures as the domain exception class."""
+async def call(coro: Any, *, deadline: float | None = None, what: str = "the call") -> Any:
+    """Await a stub call, re-raising failures as the domain exception class.
+
+    ``deadline`` names the client-side deadline the call was made with: when it passes
+    without an answer the test fails with an ``AssertionError`` saying so (a hub's own
+    ``DEADLINE_EXCEEDED`` refusal carries its ErrorInfo and stays the domain error).
+    """
     try:
         return await coro
     except grpc.aio.AioRpcError as err:
+        if deadline is not None and _is_client_deadline(err):
+            raise AssertionError(
+                f"{what} got no answer within the harness's {deadline:g} s deadline: the hub hangs "
+                "(pass timeout= for a call that may legitimately take longer)"
+            ) from None
         raise error_from_rpc(err) from None
+
+
+def _is_client_deadline(err: grpc.aio.AioRpcError) -> bool:
+    """The call's own deadline passed (no ErrorInfo from the hub)."""
+    return err.code() == grpc.StatusCode.DEADLINE_EXCEEDED and rpc_status.from_call(err) is None
 
 
 async def collect(stream: Any) -> list[Any]:
@@ -96,14 +118,25 @@ class Participant:
         self._ids = itertools.count(1)
         self.auto_ack = True
         self.auto_accept_invites = False
+        self.deadline = RPC_DEADLINE
+        """Seconds :meth:`rpc` waits when no ``timeout`` is given."""
         self.chain: list[tuple[str, int, int]] = []
         """(channel_id, prev_seq, seq) of every delivery, in arrival order."""
         self.expired: list[envelope_pb2.Envelope] = []
         """Content-less slots of envelopes whose TTL ran out before delivery."""
 
-    async def rpc(self, method: str, request: Any, **kwargs: Any) -> Any:
-        """Call a unary RPC with this participant's credential."""
-        return await call(getattr(self.stub, method)(request, metadata=self.metadata, **kwargs))
+    async def rpc(self, method: str, request: Any, *, timeout: float | None = None, **kwargs: Any) -> Any:
+        """Call a unary RPC with this participant's credential.
+
+        Without ``timeout`` the call gets :attr:`deadline` and a hang fails the test with
+        an ``AssertionError``; an explicit ``timeout`` is the caller's deadline and its expiry
+        raises the domain ``Timeout`` like any client's would.
+        """
+        stub_method = getattr(self.stub, method)
+        if timeout is not None:
+            return await call(stub_method(request, metadata=self.metadata, timeout=timeout, **kwargs))
+        pending = stub_method(request, metadata=self.metadata, timeout=self.deadline, **kwargs)
+        return await call(pending, deadline=self.deadline, what=method)
 
     async def connect(self, cursors: dict[str, int] | None = None, max_in_flight: int = 0) -> connect_pb2.Welcome:
         """Open the Connect stream and wait for Welcome."""
@@ -174,15 +207,17 @@ class Participant:
         )
 
     async def disconnect(self) -> None:
-        """End the stream."""
+        """End the stream; re-raise whatever broke the stream's reader (other than ending it here)."""
         self._outbox.put_nowait(None)
-        if self._reader is not None:
-            self._reader.cancel()
-            try:
-                await self._reader
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._reader = None
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return
+        reader.cancel()
+        try:
+            await reader
+        except asyncio.CancelledError:
+            if not reader.cancelled():
+                raise  # this coroutine itself was cancelled
 
     async def post(
         self, channel_id: str, event_type: str = EV_TEXT, data: dict[str, Any] | None = None, **fields: Any
@@ -226,8 +261,11 @@ class Participant:
         return out
 
     async def close(self) -> None:
-        await self.disconnect()
-        await self.channel.close()
+        """Disconnect (re-raising a broken reader's error) and close the gRPC channel."""
+        try:
+            await self.disconnect()
+        finally:
+            await self.channel.close()
 
 
 def make_envelope(
@@ -252,9 +290,10 @@ async def register(
         p = identity_pb2.Passport(name=name, **passport)
         resume = identity_pb2.Resume(claimed_capabilities=capabilities or [])
         if human:
-            resp = await call(stub.RegisterHuman(hub_pb2.RegisterHumanRequest(passport=p, resume=resume)))
+            pending = stub.RegisterHuman(hub_pb2.RegisterHumanRequest(passport=p, resume=resume), timeout=RPC_DEADLINE)
         else:
-            resp = await call(stub.Register(hub_pb2.RegisterRequest(passport=p, resume=resume)))
+            pending = stub.Register(hub_pb2.RegisterRequest(passport=p, resume=resume), timeout=RPC_DEADLINE)
+        resp = await call(pending, deadline=RPC_DEADLINE, what="Register")
     return Participant(target, resp.agent, resp.credential)
 
 

@@ -168,9 +168,7 @@ async def test_token_budget_keeps_a_fresh_halt_past_the_budget() -> None:
     assert out == [events[-1], fresh]
     # A halt already in the stream is history like any other event: it does not come back past the budget.
     stream = Stream(events=[fresh])
-    _, out = await TokenBudgetPolicy(max_tokens=100, transparent=False).apply(
-        [], [fresh, *events], ctx(stream=stream)
-    )
+    _, out = await TokenBudgetPolicy(max_tokens=100, transparent=False).apply([], [fresh, *events], ctx(stream=stream))
     assert out == [events[-1]]
 
 
