@@ -18,10 +18,13 @@ import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
 from grpc_status import rpc_status
 
-from agentsdk.errors import AgentNetError, error_from_reason, error_from_rpc
+from agentsdk.errors import error_from_reason, error_from_rpc
 from hubsvc.core.options import HubOptions
 from hubsvc.server import HubServer, start_hub
 from hubsvc.storage import SqliteHubStore
+from tests.eventually import assert_eventually
+
+__all__ = ["assert_eventually"]  # re-exported: the hub tests import it from here
 
 EV_TEXT = "ag2.msg.text"
 OPERATOR_TOKEN = "operator-token-for-tests"
@@ -111,6 +114,7 @@ class Participant:
         self.metadata = (("authorization", f"Bearer {credential}"),)
         self.inbox: asyncio.Queue[connect_pb2.Delivery] = asyncio.Queue()
         self.results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
+        self._pongs: dict[int, asyncio.Future[None]] = {}
         self.welcome: connect_pb2.Welcome | None = None
         self.stream_error: grpc.aio.AioRpcError | None = None
         self._outbox: asyncio.Queue[connect_pb2.ConnectRequest | None] = asyncio.Queue()
@@ -169,6 +173,10 @@ class Participant:
                             fut.set_result(frame.post_result)
                     elif kind == "delivery":
                         await self._on_delivery(frame.delivery)
+                    elif kind == "pong":
+                        pong = self._pongs.pop(frame.pong.nonce, None)
+                        if pong is not None and not pong.done():
+                            pong.set_result(None)
             except grpc.aio.AioRpcError as err:
                 self.stream_error = err
                 if not welcomed.done():
@@ -205,6 +213,14 @@ class Participant:
                 ack=connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=channel_id, seq=seq)])
             )
         )
+
+    async def sync(self) -> None:
+        """Round-trip a Ping: once its Pong is back, the hub has handled every frame sent before (e.g. acks)."""
+        nonce = next(self._ids)
+        pong: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pongs[nonce] = pong
+        self._outbox.put_nowait(connect_pb2.ConnectRequest(ping=connect_pb2.Ping(nonce=nonce)))
+        await asyncio.wait_for(pong, RPC_DEADLINE)
 
     async def disconnect(self) -> None:
         """End the stream; re-raise whatever broke the stream's reader (other than ending it here)."""
@@ -252,6 +268,17 @@ class Participant:
     async def next_of(self, event_type: str, timeout: float = 10.0) -> envelope_pb2.Envelope:
         """The next delivered envelope of ``event_type``."""
         return await self.next(lambda e: e.event_type == event_type, timeout)
+
+    async def until(self, envelope_id: str, timeout: float = 10.0) -> list[envelope_pb2.Envelope]:
+        """Everything delivered up to and including the envelope ``envelope_id``, in arrival order.
+
+        Post a marker after the envelopes under test and take ``until(marker)``: what arrived
+        before the marker is what the test asserts on, with no sleep to guess when delivery ended.
+        """
+        out: list[envelope_pb2.Envelope] = []
+        while not out or out[-1].envelope_id != envelope_id:
+            out.append(await self.next(timeout=timeout))
+        return out
 
     def drain(self) -> list[envelope_pb2.Envelope]:
         """Everything delivered and not yet taken."""
@@ -326,21 +353,3 @@ async def conversation(target: str) -> tuple[Participant, Participant, str]:
 def data_of(env: envelope_pb2.Envelope) -> dict[str, Any]:
     """The envelope's event_data."""
     return json.loads(env.event_data_json) if env.event_data_json else {}
-
-
-async def assert_eventually(check: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:
-    """Poll ``check`` (sync or async) until it returns truthy without raising."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: BaseException | None = None
-    while loop.time() < deadline:
-        try:
-            value = check()
-            if asyncio.iscoroutine(value):
-                value = await value
-            if value:
-                return value
-        except (AssertionError, AgentNetError) as exc:
-            last = exc
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s: {last!r}")
