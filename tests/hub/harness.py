@@ -16,14 +16,20 @@ from typing import Any
 
 import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
+from grpc_status import rpc_status
 
-from agentsdk.errors import AgentNetError, error_from_reason, error_from_rpc
+from agentsdk.errors import error_from_reason, error_from_rpc
 from hubsvc.core.options import HubOptions
 from hubsvc.server import HubServer, start_hub
 from hubsvc.storage import SqliteHubStore
+from tests.eventually import assert_eventually
+
+__all__ = ["assert_eventually"]  # re-exported: the hub tests import it from here
 
 EV_TEXT = "ag2.msg.text"
 OPERATOR_TOKEN = "operator-token-for-tests"
+RPC_DEADLINE = 10.0
+"""Seconds a harness call may go unanswered: a hub that hangs fails the test here, not as a pytest timeout."""
 
 
 class RunningHub:
@@ -56,16 +62,35 @@ async def list_audit(hub: RunningHub, **request: Any) -> list[hub_pb2.AuditRecor
     async with grpc.aio.insecure_channel(hub.target) as ch:
         stub = hub_pb2_grpc.HubServiceStub(ch)
         metadata = (("authorization", f"Bearer {hub.operator_token}"),)
-        response = await call(stub.ListAudit(hub_pb2.ListAuditRequest(**request), metadata=metadata))
+        response = await call(
+            stub.ListAudit(hub_pb2.ListAuditRequest(**request), metadata=metadata, timeout=RPC_DEADLINE),
+            deadline=RPC_DEADLINE,
+            what="ListAudit",
+        )
     return list(response.records)
 
 
-async def call(coro: Any) -> Any:
-    """Await a stub call, re-raising failures as the domain exception class."""
+async def call(coro: Any, *, deadline: float | None = None, what: str = "the call") -> Any:
+    """Await a stub call, re-raising failures as the domain exception class.
+
+    ``deadline`` names the client-side deadline the call was made with: when it passes
+    without an answer the test fails with an ``AssertionError`` saying so (a hub's own
+    ``DEADLINE_EXCEEDED`` refusal carries its ErrorInfo and stays the domain error).
+    """
     try:
         return await coro
     except grpc.aio.AioRpcError as err:
+        if deadline is not None and _is_client_deadline(err):
+            raise AssertionError(
+                f"{what} got no answer within the harness's {deadline:g} s deadline: the hub hangs "
+                "(pass timeout= for a call that may legitimately take longer)"
+            ) from None
         raise error_from_rpc(err) from None
+
+
+def _is_client_deadline(err: grpc.aio.AioRpcError) -> bool:
+    """The call's own deadline passed (no ErrorInfo from the hub)."""
+    return err.code() == grpc.StatusCode.DEADLINE_EXCEEDED and rpc_status.from_call(err) is None
 
 
 async def collect(stream: Any) -> list[Any]:
@@ -89,6 +114,7 @@ class Participant:
         self.metadata = (("authorization", f"Bearer {credential}"),)
         self.inbox: asyncio.Queue[connect_pb2.Delivery] = asyncio.Queue()
         self.results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
+        self._pongs: dict[int, asyncio.Future[None]] = {}
         self.welcome: connect_pb2.Welcome | None = None
         self.stream_error: grpc.aio.AioRpcError | None = None
         self._outbox: asyncio.Queue[connect_pb2.ConnectRequest | None] = asyncio.Queue()
@@ -96,14 +122,25 @@ class Participant:
         self._ids = itertools.count(1)
         self.auto_ack = True
         self.auto_accept_invites = False
+        self.deadline = RPC_DEADLINE
+        """Seconds :meth:`rpc` waits when no ``timeout`` is given."""
         self.chain: list[tuple[str, int, int]] = []
         """(channel_id, prev_seq, seq) of every delivery, in arrival order."""
         self.expired: list[envelope_pb2.Envelope] = []
         """Content-less slots of envelopes whose TTL ran out before delivery."""
 
-    async def rpc(self, method: str, request: Any, **kwargs: Any) -> Any:
-        """Call a unary RPC with this participant's credential."""
-        return await call(getattr(self.stub, method)(request, metadata=self.metadata, **kwargs))
+    async def rpc(self, method: str, request: Any, *, timeout: float | None = None, **kwargs: Any) -> Any:
+        """Call a unary RPC with this participant's credential.
+
+        Without ``timeout`` the call gets :attr:`deadline` and a hang fails the test with
+        an ``AssertionError``; an explicit ``timeout`` is the caller's deadline and its expiry
+        raises the domain ``Timeout`` like any client's would.
+        """
+        stub_method = getattr(self.stub, method)
+        if timeout is not None:
+            return await call(stub_method(request, metadata=self.metadata, timeout=timeout, **kwargs))
+        pending = stub_method(request, metadata=self.metadata, timeout=self.deadline, **kwargs)
+        return await call(pending, deadline=self.deadline, what=method)
 
     async def connect(self, cursors: dict[str, int] | None = None, max_in_flight: int = 0) -> connect_pb2.Welcome:
         """Open the Connect stream and wait for Welcome."""
@@ -136,6 +173,10 @@ class Participant:
                             fut.set_result(frame.post_result)
                     elif kind == "delivery":
                         await self._on_delivery(frame.delivery)
+                    elif kind == "pong":
+                        pong = self._pongs.pop(frame.pong.nonce, None)
+                        if pong is not None and not pong.done():
+                            pong.set_result(None)
             except grpc.aio.AioRpcError as err:
                 self.stream_error = err
                 if not welcomed.done():
@@ -173,16 +214,26 @@ class Participant:
             )
         )
 
+    async def sync(self) -> None:
+        """Round-trip a Ping: once its Pong is back, the hub has handled every frame sent before (e.g. acks)."""
+        nonce = next(self._ids)
+        pong: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pongs[nonce] = pong
+        self._outbox.put_nowait(connect_pb2.ConnectRequest(ping=connect_pb2.Ping(nonce=nonce)))
+        await asyncio.wait_for(pong, RPC_DEADLINE)
+
     async def disconnect(self) -> None:
-        """End the stream."""
+        """End the stream; re-raise whatever broke the stream's reader (other than ending it here)."""
         self._outbox.put_nowait(None)
-        if self._reader is not None:
-            self._reader.cancel()
-            try:
-                await self._reader
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._reader = None
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return
+        reader.cancel()
+        try:
+            await reader
+        except asyncio.CancelledError:
+            if not reader.cancelled():
+                raise  # this coroutine itself was cancelled
 
     async def post(
         self, channel_id: str, event_type: str = EV_TEXT, data: dict[str, Any] | None = None, **fields: Any
@@ -218,6 +269,17 @@ class Participant:
         """The next delivered envelope of ``event_type``."""
         return await self.next(lambda e: e.event_type == event_type, timeout)
 
+    async def until(self, envelope_id: str, timeout: float = 10.0) -> list[envelope_pb2.Envelope]:
+        """Everything delivered up to and including the envelope ``envelope_id``, in arrival order.
+
+        Post a marker after the envelopes under test and take ``until(marker)``: what arrived
+        before the marker is what the test asserts on, with no sleep to guess when delivery ended.
+        """
+        out: list[envelope_pb2.Envelope] = []
+        while not out or out[-1].envelope_id != envelope_id:
+            out.append(await self.next(timeout=timeout))
+        return out
+
     def drain(self) -> list[envelope_pb2.Envelope]:
         """Everything delivered and not yet taken."""
         out = []
@@ -226,8 +288,11 @@ class Participant:
         return out
 
     async def close(self) -> None:
-        await self.disconnect()
-        await self.channel.close()
+        """Disconnect (re-raising a broken reader's error) and close the gRPC channel."""
+        try:
+            await self.disconnect()
+        finally:
+            await self.channel.close()
 
 
 def make_envelope(
@@ -252,9 +317,10 @@ async def register(
         p = identity_pb2.Passport(name=name, **passport)
         resume = identity_pb2.Resume(claimed_capabilities=capabilities or [])
         if human:
-            resp = await call(stub.RegisterHuman(hub_pb2.RegisterHumanRequest(passport=p, resume=resume)))
+            pending = stub.RegisterHuman(hub_pb2.RegisterHumanRequest(passport=p, resume=resume), timeout=RPC_DEADLINE)
         else:
-            resp = await call(stub.Register(hub_pb2.RegisterRequest(passport=p, resume=resume)))
+            pending = stub.Register(hub_pb2.RegisterRequest(passport=p, resume=resume), timeout=RPC_DEADLINE)
+        resp = await call(pending, deadline=RPC_DEADLINE, what="Register")
     return Participant(target, resp.agent, resp.credential)
 
 
@@ -287,21 +353,3 @@ async def conversation(target: str) -> tuple[Participant, Participant, str]:
 def data_of(env: envelope_pb2.Envelope) -> dict[str, Any]:
     """The envelope's event_data."""
     return json.loads(env.event_data_json) if env.event_data_json else {}
-
-
-async def assert_eventually(check: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:
-    """Poll ``check`` (sync or async) until it returns truthy without raising."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: BaseException | None = None
-    while loop.time() < deadline:
-        try:
-            value = check()
-            if asyncio.iscoroutine(value):
-                value = await value
-            if value:
-                return value
-        except (AssertionError, AgentNetError) as exc:
-            last = exc
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s: {last!r}")

@@ -209,6 +209,31 @@ async def test_read_wal_follow_streams_new_envelopes(trio: tuple[Participant, Pa
     assert seen[0] == "ag2.channel.invite"
 
 
+async def test_read_wal_follow_keeps_the_audience_on_its_live_path(
+    trio: tuple[Participant, Participant, Participant],
+) -> None:
+    alice, bob, carol = trio
+    disc = await open_channel(alice, "discussion", [bob, carol])
+    seen: list[str] = []
+    first = asyncio.Event()
+
+    async def follow() -> None:
+        request = hub_pb2.ReadWalRequest(channel_id=disc, follow=True)
+        async for item in bob.stub.ReadWal(request, metadata=bob.metadata):
+            if item.envelope.event_type == "ag2.msg.text":
+                seen.append(data_of(item.envelope)["text"])
+            first.set()
+
+    task = asyncio.create_task(follow())
+    # The backlog was read before its first item arrived: what is posted now takes the live path.
+    await asyncio.wait_for(first.wait(), 10)
+    await alice.say(disc, "for carol only", audience=[carol.agent_id])
+    await bob.say(disc, "for everyone")  # the next turn
+    await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=disc))
+    await asyncio.wait_for(task, 10)
+    assert seen == ["for everyone"]
+
+
 async def test_register_rules(hub: RunningHub) -> None:
     await register(hub.target, "dup")
     with pytest.raises(errors.AlreadyExists):

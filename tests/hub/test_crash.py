@@ -13,7 +13,7 @@ from agentnet.v1 import hub_pb2
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from netkernel.wire import envelope_from_wire
-from tests.hub.harness import Participant, collect, open_channel, register
+from tests.hub.harness import EV_TEXT, Participant, collect, make_envelope, open_channel, register
 from tests.procs import ROOT, start_service
 
 pytestmark = pytest.mark.slow
@@ -105,8 +105,11 @@ async def test_sigkill_under_load_loses_no_acknowledged_envelope(tmp_path: Path)
         texts_after = sum(1 for w in wal if w.seq > processed and w.event_type == "ag2.msg.text")
         got = [await bob2.next_of("ag2.msg.text", timeout=15) for _ in range(texts_after)]
         assert [g.seq for g in got] == [w.seq for w in wal if w.seq > processed and w.event_type == "ag2.msg.text"]
-        await asyncio.sleep(0.3)
-        assert [e for e in bob2.drain() if e.event_type == "ag2.msg.text"] == []
+        marker = await alice2.rpc(
+            "PostEnvelope", hub_pb2.PostEnvelopeRequest(envelope=make_envelope(cid, "myapp.marker"))
+        )  # delivered after any repeat would be
+        repeats = [e for e in await bob2.until(marker.envelope.envelope_id, timeout=15) if e.event_type == EV_TEXT]
+        assert repeats == []
         for p in (alice2, bob2):
             await p.close()
     finally:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from agentnet.v1 import connect_pb2, hub_pb2, hub_pb2_grpc
+from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc
 
 from agentsdk import errors
 from hubsvc.core.options import HubOptions
+from tests.clock import FakeClock
 from tests.hub.harness import (
     Participant,
     RunningHub,
+    assert_eventually,
     collect,
     conversation,
     data_of,
@@ -79,9 +82,38 @@ async def test_idempotency_key_returns_original(trio: tuple[Participant, Partici
     assert texts == ["once"]
 
 
+async def collect_wal(p: Participant, cid: str) -> list[envelope_pb2.Envelope]:
+    """The channel's WAL as ``p`` may read it."""
+    request = hub_pb2.ReadWalRequest(channel_id=cid)
+    return [item.envelope for item in await collect(p.stub.ReadWal(request, metadata=p.metadata))]
+
+
 async def bob_texts(p: Participant, cid: str) -> list[str]:
     wal = await collect(p.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=p.metadata))
     return [data_of(i.envelope)["text"] for i in wal if i.envelope.event_type == "ag2.msg.text"]
+
+
+async def test_idempotent_retry_after_a_restart_returns_the_original(tmp_path: Path) -> None:
+    db = tmp_path / "hub.db"
+    request = hub_pb2.PostEnvelopeRequest()
+    async with running_hub(db) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        request.envelope.CopyFrom(make_envelope(cid, "ag2.msg.text", {"text": "once"}, idempotency_key="k-restart"))
+        first = await alice.rpc("PostEnvelope", request)
+        assert not first.duplicate
+        before = await collect(bob.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=bob.metadata))
+        await alice.close()
+        await bob.close()
+    async with running_hub(db) as hub:  # a new process's view: nothing of the old hub's memory survives
+        alice2 = Participant(hub.target, alice.record, alice.credential)
+        bob2 = Participant(hub.target, bob.record, bob.credential)
+        again = await alice2.rpc("PostEnvelope", request)
+        assert again.duplicate
+        assert (again.envelope.envelope_id, again.envelope.seq) == (first.envelope.envelope_id, first.envelope.seq)
+        after = await collect(bob2.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=bob2.metadata))
+        assert [i.envelope.envelope_id for i in after] == [i.envelope.envelope_id for i in before]  # no new row
+        await alice2.close()
+        await bob2.close()
 
 
 async def test_priority_orders_a_backlog(conv: tuple[Participant, Participant, str]) -> None:
@@ -95,19 +127,23 @@ async def test_priority_orders_a_backlog(conv: tuple[Participant, Participant, s
     assert got == ["u1", "u2", "n1", "n2", "b1"]
 
 
-async def test_envelope_ttl_stops_stale_delivery(conv: tuple[Participant, Participant, str]) -> None:
-    alice, bob, cid = conv
-    await bob.disconnect()
-    await alice.say(cid, "stale soon", ttl_seconds=1)
-    await alice.say(cid, "fresh")
-    await asyncio.sleep(1.2)
-    bob.inbox = asyncio.Queue()
-    await bob.connect()
-    got = data_of(await bob.next_of("ag2.msg.text"))
-    assert got == {"text": "fresh"}
-    assert len(bob.expired) == 1 and bob.expired[0].event_data_json == ""  # the slot, without its content
-    with pytest.raises(errors.InvalidArgument):
-        await alice.say(cid, "bad ttl", ttl_seconds=-1)
+async def test_envelope_ttl_stops_stale_delivery(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with running_hub(tmp_path / "hub.db", clock=clock) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        await bob.disconnect()
+        await alice.say(cid, "stale soon", ttl_seconds=1)
+        await alice.say(cid, "fresh")
+        clock.offset += 1.2  # the first envelope's second passes while bob is away
+        bob.inbox = asyncio.Queue()
+        await bob.connect()
+        got = data_of(await bob.next_of("ag2.msg.text"))
+        assert got == {"text": "fresh"}
+        assert len(bob.expired) == 1 and bob.expired[0].event_data_json == ""  # the slot, without its content
+        with pytest.raises(errors.InvalidArgument):
+            await alice.say(cid, "bad ttl", ttl_seconds=-1)
+        await alice.close()
+        await bob.close()
 
 
 async def test_causation_kept_and_depth_limit(tmp_path: object) -> None:
@@ -129,7 +165,7 @@ async def test_reconnect_resumes_from_cursor_without_loss_or_repeat(conv: tuple[
     for i in range(5):
         await alice.say(cid, f"m{i}")
     first = [data_of(await bob.next_of("ag2.msg.text"))["text"] for _ in range(5)]
-    await asyncio.sleep(0.4)  # acks reach the hub and the cursor flush
+    await bob.sync()  # the acks sent so far reached the hub
     await bob.disconnect()
     for i in range(5, 10):
         await alice.say(cid, f"m{i}")
@@ -138,13 +174,12 @@ async def test_reconnect_resumes_from_cursor_without_loss_or_repeat(conv: tuple[
     assert welcome.cursors[cid] >= 6
     second = [data_of(await bob.next_of("ag2.msg.text"))["text"] for _ in range(5)]
     assert first + second == [f"m{i}" for i in range(10)]
-    await asyncio.sleep(0.2)
-    assert [e for e in bob.drain() if e.event_type == "ag2.msg.text"] == []
+    marker = await alice.post(cid, "myapp.marker", {})  # delivered after any repeat would be
+    assert [e for e in await bob.until(marker.envelope_id) if e.event_type == "ag2.msg.text"] == []
 
 
 async def test_unacked_envelopes_are_redelivered(conv: tuple[Participant, Participant, str]) -> None:
     alice, bob, cid = conv
-    await asyncio.sleep(0.3)
     bob.auto_ack = False
     await alice.say(cid, "not acked")
     got = await bob.next_of("ag2.msg.text")
@@ -257,9 +292,14 @@ async def test_prev_seq_chain_lets_clients_keep_exact_cursors(
     await alice.post(disc, "myapp.ping", {}, priority=3)
     await alice.post(disc, "myapp.bg", {}, priority=1)
     await bob.say(disc, "bob's turn")
-    await carol.say(disc, "for all")
-    await bob.next(lambda e: e.channel_id == disc and e.event_type == "ag2.msg.text")
-    await asyncio.sleep(0.2)
+    last = await carol.say(disc, "for all")
+    visible = {e.seq for e in await collect_wal(bob, disc) if e.sender_id != bob.agent_id}  # his own are not sent back
+    assert max(visible) == last.seq and len(visible) < last.seq  # carol's invite and private text are hidden
+
+    def bob_saw_everything_visible() -> bool:  # the priorities reorder arrivals: wait for the set
+        return {seq for cid, _, seq in bob.chain if cid == disc} == visible
+
+    await assert_eventually(bob_saw_everything_visible)
     # bob's chain skips what he may not see and covers every seq he saw, whatever the arrival order.
     links = {seq: prev for cid, prev, seq in bob.chain if cid == disc}
     cursor = 0

@@ -142,6 +142,21 @@ async def test_wait_times_out_and_channel_close_cancels_tasks(
     assert task.state == task_pb2.TASK_STATE_CANCELLED and "closed_by_agent" in task.error
 
 
+async def test_quote_context_keeps_the_audience(trio: tuple[Participant, Participant, Participant]) -> None:
+    alice, bob, carol = trio
+    disc = await open_channel(alice, "discussion", [bob, carol])
+    await alice.say(disc, "for everyone")
+    await bob.say(disc, "bob's turn")
+    await carol.say(disc, "carol's turn")
+    await alice.say(disc, "for carol only", audience=[carol.agent_id])
+    for channel_id in (disc, ""):  # one channel, and all of the caller's channels
+        request = hub_pb2.QuoteContextRequest(speaker="alice", recent_n=5, channel_id=channel_id)
+        quoted = await bob.rpc("QuoteContext", request)
+        assert [e.text for e in quoted.excerpts] == ["for everyone"]
+        quoted = await carol.rpc("QuoteContext", request)
+        assert [e.text for e in quoted.excerpts] == ["for everyone", "for carol only"]
+
+
 async def test_context_search_and_quote(trio: tuple[Participant, Participant, Participant]) -> None:
     alice, bob, carol = trio
     cid = await open_channel(alice, "conversation", [bob])
@@ -290,3 +305,10 @@ async def test_the_audit_log_is_for_the_operator_only(hub: RunningHub) -> None:
         with pytest.raises(errors.Unauthenticated):
             await call(stub.ListAudit(hub_pb2.ListAuditRequest(), metadata=(("authorization", "Bearer wrong"),)))
     assert [r.kind for r in await list_audit(hub, kind="agent_registered")] == ["agent_registered"]
+
+
+async def test_list_audit_after_an_id_beyond_any_record_is_empty(hub: RunningHub) -> None:
+    await register(hub.target, "audited")
+    assert await list_audit(hub, after_id=0)
+    for after_id in (2**63 - 1, 2**63, 2**64 - 1):  # uint64 on the wire; SQLite ids stop at 2**63 - 1
+        assert await list_audit(hub, after_id=after_id) == []

@@ -11,7 +11,7 @@ import pytest
 from agentsdk.errors import NotFound, Unavailable
 from agentsdk.knowledge import MemoryKnowledgeStore, RemoteKnowledgeStore, SqliteKnowledgeStore
 from agentsdk.knowledge.read_cache import ENTRY_OVERHEAD, CacheInfo
-from tests.knowledge.conftest import free_port
+from tests.forwarder import TcpForwarder
 from tests.knowledge.helpers import TOKEN, assert_eventually, serve_in_process
 from tests.procs import ServiceProcess, start_service
 
@@ -221,33 +221,37 @@ def tokens_file(tmp_path: Path) -> Path:
     return tokens
 
 
-def start_knowledge(tmp_path: Path, tokens: Path, port: int) -> ServiceProcess:
+def start_knowledge(tmp_path: Path, tokens: Path) -> ServiceProcess:
     args = ["--data-dir", str(tmp_path / "data"), "--backend", "sqlite", "--tokens-file", str(tokens)]
-    return start_service("knowledgesvc", args, cwd=tmp_path, port=port)
+    return start_service("knowledgesvc", args, cwd=tmp_path)
 
 
 async def test_a_service_restart_drops_the_cache_and_reads_stay_correct(tmp_path: Path, tokens_file: Path) -> None:
-    port = free_port()
-    service = start_knowledge(tmp_path, tokens_file, port)
+    service = start_knowledge(tmp_path, tokens_file)
     try:
-        async with remote(service.target) as store:
-            await store.write("/f", "before")
-            assert await store.read("/f") == "before"
-            assert await store.list("/") == ["f"]
-            assert service.terminate() == 0
-            await assert_eventually(lambda: _assert_dropped(store))
-            with pytest.raises(Unavailable):
-                await store.read("/f")  # not from the dropped cache
-            # Changed while the service is down: no watch will ever report it.
-            async with SqliteKnowledgeStore(tmp_path / "data" / "knowledge.db") as direct:
-                await direct.namespace("ns").write("/f", "changed while down")
-                await direct.namespace("ns").write("/g", "new")
-            service = start_knowledge(tmp_path, tokens_file, port)
-            await assert_eventually(lambda: _assert_reads(store, "/f", "changed while down"), timeout=30)
-            assert await store.list("/") == ["f", "g"]
-            await assert_eventually(lambda: _assert_live(store, watches=2), timeout=30)
-            assert await store.read("/f") == "changed while down"
-            assert await store.read("/f") == "changed while down"
+        async with TcpForwarder() as address:
+            address.point_to(service.target)
+            async with remote(address.target) as store:
+                await store.write("/f", "before")
+                assert await store.read("/f") == "before"
+                assert await store.list("/") == ["f"]
+                assert service.terminate() == 0
+                address.point_to(None)  # refused while down, whoever takes the old port
+                await assert_eventually(lambda: _assert_dropped(store))
+                with pytest.raises(Unavailable):
+                    await store.read("/f")  # not from the dropped cache
+                # Changed while the service is down: no watch will ever report it.
+                async with SqliteKnowledgeStore(tmp_path / "data" / "knowledge.db") as direct:
+                    await direct.namespace("ns").write("/f", "changed while down")
+                    await direct.namespace("ns").write("/g", "new")
+                # The new service binds a port of its own (0); the client keeps dialling the address the test holds.
+                service = start_knowledge(tmp_path, tokens_file)
+                address.point_to(service.target)
+                await assert_eventually(lambda: _assert_reads(store, "/f", "changed while down"), timeout=30)
+                assert await store.list("/") == ["f", "g"]
+                await assert_eventually(lambda: _assert_live(store, watches=2), timeout=30)
+                assert await store.read("/f") == "changed while down"
+                assert await store.read("/f") == "changed while down"
     finally:
         if service.proc.poll() is None:
             service.terminate()

@@ -145,6 +145,33 @@ async def test_token_budget_counts_prompts() -> None:
     assert prompts[-1] == "[token_budget] Showing 1 of 3 events."
 
 
+async def test_token_budget_rounds_each_event_up() -> None:
+    # 41 characters are 11 tokens at 4 characters a token (10.25, rounded up), not 10.
+    assert TokenBudgetPolicy(chars_per_token=4).tokens(41) == 11
+    assert TokenBudgetPolicy(chars_per_token=4).tokens(1) == 1
+    events: list[BaseEvent] = [req("x" * 41), req("y" * 41), req("z" * 41)]
+    _, out = await TokenBudgetPolicy(max_tokens=30, transparent=False).apply([], events, ctx())
+    assert out == events[-2:]  # 3 x 11 = 33 tokens do not fit 30; rounding down would keep all three
+
+
+async def test_token_budget_counts_every_prompt() -> None:
+    events: list[BaseEvent] = [req("x" * 40), req("y" * 40), req("z" * 40)]  # 10 tokens each
+    prompts = ["p" * 40, "q" * 40]  # 20 tokens together
+    _, out = await TokenBudgetPolicy(max_tokens=40, transparent=False).apply(prompts, events, ctx())
+    assert out == events[-2:]  # 40 - 20 leaves room for two; counting only the first prompt would keep three
+
+
+async def test_token_budget_keeps_a_fresh_halt_past_the_budget() -> None:
+    events: list[BaseEvent] = [req("x" * 400), req("y" * 400)]
+    fresh = HaltEvent("FATAL alert from guard: stop")
+    _, out = await TokenBudgetPolicy(max_tokens=10, transparent=False).apply([], [*events, fresh], ctx())
+    assert out == [events[-1], fresh]
+    # A halt already in the stream is history like any other event: it does not come back past the budget.
+    stream = Stream(events=[fresh])
+    _, out = await TokenBudgetPolicy(max_tokens=100, transparent=False).apply([], [fresh, *events], ctx(stream=stream))
+    assert out == [events[-1]]
+
+
 def test_validate_order() -> None:
     good = [WorkingMemoryPolicy(), EpisodicMemoryPolicy(), AlertPolicy(), ConversationPolicy(), SlidingWindowPolicy()]
     assert AssemblerMiddleware.validate_order(good) == []

@@ -6,7 +6,8 @@ from typing import Any
 
 from agentsdk import Agent, OpenAIConfig, ScriptedConfig, Stream, tool
 from agentsdk.assembly import AssemblyContext, AssemblyPolicy, run_assembly
-from agentsdk.events import BaseEvent, HaltEvent, ModelMessage, ModelRequest, TextInput, ToolCall
+from agentsdk.events import BaseEvent, HaltEvent, ModelMessage, ModelRequest, ObserverAlert, TextInput, ToolCall
+from agentsdk.policies import AlertPolicy, TokenBudgetPolicy
 from agentsdk.testing import ScriptedOpenAIServer
 
 
@@ -103,6 +104,19 @@ async def test_policy_can_halt_the_turn(server: ScriptedOpenAIServer, config: Op
     server.add("after the halt")
     again = await agent.ask("continue", stream=reply.stream)
     assert again.body == "after the halt" and not again.halted
+
+
+async def test_a_fatal_alert_halts_the_turn_through_a_token_budget(
+    server: ScriptedOpenAIServer, config: OpenAIConfig
+) -> None:
+    server.add("must not be asked")
+    agent = Agent("a", config=config, assembly=[AlertPolicy(), TokenBudgetPolicy(max_tokens=5)])
+    history = Stream(events=[ModelRequest([TextInput("q" * 400)]), ObserverAlert("fatal", "leaking secrets", "guard")])
+    reply = await agent.ask("go on", stream=history)
+    assert reply.halted and reply.finish_reason == "halted"
+    assert server.requests == []  # the model was never called
+    halt = reply.events[-1]
+    assert isinstance(halt, HaltEvent) and halt.reason == "FATAL alert from guard: leaking secrets"
 
 
 async def test_run_assembly_copies_inputs() -> None:

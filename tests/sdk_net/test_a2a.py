@@ -4,7 +4,6 @@ agents use the real openai client against a local OpenAI-compatible server."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from agentsdk.network import AgentClient, Hub, Passport
 from agentsdk.testing import ScriptedOpenAIServer
 from hubsvc.core.options import HubOptions
 from tests.clock import FakeClock
+from tests.eventually import assert_eventually
 from tests.sdk_net.llm import llm
 
 ENABLED = A2ASettings(enabled=True)
@@ -331,11 +331,7 @@ async def test_answered_calls_leave_no_channel_worker_behind(hub: Hub, servers: 
     stream = target._stream
     assert stream is not None
     # Each call's consulting channel ended; the callee's per-channel workers were retired.
-    for _ in range(200):
-        if not stream._workers:
-            break
-        await asyncio.sleep(0.01)
-    assert stream._workers == {}
+    await assert_eventually(lambda: stream._workers == {})
 
 
 def test_the_a2a_module_exports_documented_names_and_needs_no_langchain() -> None:

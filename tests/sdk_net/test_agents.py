@@ -3,7 +3,6 @@ local OpenAI-compatible server that returns scripted completions (incl. tool cal
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from agentsdk.network import (
     Resume,
 )
 from agentsdk.testing import ScriptedOpenAIServer
+from tests.eventually import assert_eventually
 from tests.sdk_net.llm import llm
 
 
@@ -91,12 +91,15 @@ async def test_consulting_double_send_trips_the_strict_adapter(
     await user.send(ch.channel_id, "question")
     replies = await texts_until_closed(user, ch.channel_id)
     assert [r.text for r in replies] == ["said via say"]
-    await asyncio.sleep(0.2)
-    assert any(
-        f"channel '{ch.channel_id}' is closed" in r.getMessage()
-        or (r.exc_info and f"channel '{ch.channel_id}' is closed" in str(r.exc_info[1]))
-        for r in caplog.records
-    )
+
+    def refusal_logged() -> bool:
+        return any(
+            f"channel '{ch.channel_id}' is closed" in r.getMessage()
+            or bool(r.exc_info and f"channel '{ch.channel_id}' is closed" in str(r.exc_info[1]))
+            for r in caplog.records
+        )
+
+    await assert_eventually(refusal_logged)
 
 
 async def test_discussion_round_robin_with_two_agents_and_a_human(
@@ -203,10 +206,7 @@ async def test_custom_handler_replaces_and_restores_the_default(hub: Hub, server
     user = await hub.register_human(Passport(name="user", kind="human"))
     ch = await user.open(type="conversation", target="worker")
     await user.send(ch.channel_id, "to the gateway")
-    for _ in range(100):
-        if seen:
-            break
-        await asyncio.sleep(0.05)
+    await assert_eventually(lambda: seen)
     assert seen == ["to the gateway"]
     client.on_envelope(client._run_default_handler)
     await user.send(ch.channel_id, "to the LLM")

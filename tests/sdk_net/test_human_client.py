@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from agentsdk.network.cursors import JsonFileCursorStore
 from agentsdk.network.hub_client import Hub, HubClient
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope
 from netkernel.identity import Passport
+from tests.forwarder import TcpForwarder
 from tests.procs import ROOT, start_service
 
 
@@ -120,18 +120,12 @@ async def test_manual_invite_ack_and_streaming_iteration() -> None:
             await a.next_envelope(predicate=lambda e: e.event_type == "never", timeout=0.2)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_stream_survives_a_hub_restart_and_resumes_without_repeats(tmp_path: Path) -> None:
-    port = free_port()
     args = ["--db", str(tmp_path / "hub.db"), "--data-dir", str(tmp_path)]
-    hub = start_service("hubsvc", args, cwd=ROOT, port=port)
+    hub = start_service("hubsvc", args, cwd=ROOT)
     try:
-        async with HubClient.connect(f"127.0.0.1:{port}") as hc:
+        async with TcpForwarder() as address, HubClient.connect(address.target) as hc:
+            address.point_to(hub.target)
             a = await hc.register_human(Passport(name="a", kind="human"))
             store = JsonFileCursorStore(tmp_path / "b.cursors.json")
             b = await hc.register_human(Passport(name="b", kind="human"), cursor_store=store)
@@ -139,25 +133,30 @@ async def test_stream_survives_a_hub_restart_and_resumes_without_repeats(tmp_pat
             await a.send(ch.channel_id, "before")
             assert (await b.next_envelope(predicate=is_text, timeout=10)).text == "before"
             hub.terminate(signal.SIGKILL)
-            hub = start_service("hubsvc", args, cwd=ROOT, port=port)
+            address.point_to(None)  # refused while down, whoever takes the old port
+            # The new hub binds a port of its own (0); the clients keep dialling the address the test holds.
+            hub = start_service("hubsvc", args, cwd=ROOT)
+            address.point_to(hub.target)
 
             async def sent_after_restart() -> Envelope:
                 while True:
                     try:
                         return await a.send(ch.channel_id, "after restart")
                     except errors.Unavailable:
-                        await asyncio.sleep(0.1)
+                        await asyncio.sleep(0.1)  # a retry poll while the clients reconnect
 
             await asyncio.wait_for(sent_after_restart(), 20)
             assert (await b.next_envelope(predicate=is_text, timeout=20)).text == "after restart"
-            b_credential = b.credential
+            a_credential, b_credential = a.credential, b.credential
             await b.disconnect()
             await a.send(ch.channel_id, "while b is gone")
-        async with HubClient.connect(f"127.0.0.1:{port}") as hc2:
+        async with HubClient.connect(hub.target) as hc2:
             b2 = await hc2.resume_human(b_credential, cursor_store=store)
             texts = [(await b2.next_envelope(predicate=is_text, timeout=10)).text]
-            await asyncio.sleep(0.3)
-            texts += [e.text for e in b2._inbox if e.event_type == EV_TEXT]
-            assert texts == ["while b is gone"]
+            a2 = await hc2.resume_human(a_credential)
+            await a2.send(ch.channel_id, "marker")  # delivered after any repeat would be
+            while texts[-1] != "marker":
+                texts.append((await b2.next_envelope(predicate=is_text, timeout=10)).text)
+            assert texts == ["while b is gone", "marker"]
     finally:
         hub.terminate()

@@ -8,6 +8,9 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.util import to_timestamp
 from netkernel.errors import InvalidArgument
 
+MAX_AUDIT_ID = 2**63 - 1
+"""Audit ids are SQLite rowids; ``after_id`` is a uint64 on the wire, so it can lie beyond every id."""
+
 
 class AuditOps:
     """ListAudit."""
@@ -19,6 +22,8 @@ class AuditOps:
         """Audit records in id order."""
         if limit < 0 or limit > 10_000:
             raise InvalidArgument("limit must be between 1 and 10000 (0 = 100).")
+        if after_id >= MAX_AUDIT_ID:
+            return []  # no record comes after it
         rows = await self.core.store.list_audit(kind=kind, subject_id=subject_id, after_id=after_id, limit=limit or 100)
         return [
             hub_pb2.AuditRecord(

@@ -1,0 +1,135 @@
+"""Property-based fuzz of every unary knowledge RPC against a real knowledge service (sqlite backend).
+
+For any request: the service answers, a refusal is a documented (reason, code) pair from
+docs/errors.md and never INTERNAL/UNKNOWN, the stored files are unchanged after a refusal,
+and the service still answers its health check.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from tests.fuzz.checks import assert_documented_refusal, assert_serving, sqlite_fingerprint
+from tests.fuzz.strategies import messages, mutations
+from tests.procs import ServiceProcess, start_service
+
+pytestmark = pytest.mark.fuzz
+
+KNOWN_BUGS_PENDING_MERGE: dict[str, str] = {
+    "read-range-offset-2^63": "LIMITS (ReadRange offset >= 2**63 -> INTERNAL on sqlite/redis): an offset "
+    "past SQLite's int64 answers INTERNAL (OverflowError) instead of OUT_OF_RANGE",
+    "error-echo": "LIMITS (field length limits, error echo caps): a refusal echoing a huge path or namespace "
+    "passes gRPC's metadata limit; the client gets a bare RESOURCE_EXHAUSTED without a reason (tolerated)",
+}
+"""What the fuzz found that other helpers of issue #13 fix on their branches; delete each after the merge."""
+
+
+def known_bug(message: str, field: str, value: Any) -> bool:
+    """True for an input listed in KNOWN_BUGS_PENDING_MERGE (the strategies avoid it)."""
+    if "read-range-offset-2^63" in KNOWN_BUGS_PENDING_MERGE and (message, field) == (
+        "agentnet.v1.ReadRangeRequest",
+        "offset",
+    ):
+        return bool(value >= 2**63)
+    return False
+
+
+SERVICE_NAME = "agentnet.v1.KnowledgeService"
+SERVICE = knowledge_pb2.DESCRIPTOR.services_by_name["KnowledgeService"]
+UNARY = [m for m in SERVICE.methods if not m.client_streaming and not m.server_streaming]
+SETTINGS = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: a failure reports its (reproducible) example at once
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+
+
+@dataclass
+class World:
+    """A running knowledge service, its database, a channel, tokens and real values."""
+
+    process: ServiceProcess
+    db: Path
+    channel: grpc.Channel
+    tokens: dict[str, str]
+    pool: dict[str, list[str]]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    data = tmp_path_factory.mktemp("knowledgefuzz")
+    tokens = {"all": secrets.token_hex(16), "team": secrets.token_hex(16), "none": "", "garbage": "y" * 32}
+    tokens_file = data / "tokens"
+    tokens_file.write_text(f"{tokens['all']} *\n{tokens['team']} team-*\n")
+    tokens_file.chmod(0o600)
+    args = ["--data-dir", str(data), "--backend", "sqlite", "--tokens-file", str(tokens_file), "--log-level", "WARNING"]
+    process = start_service("knowledgesvc", args, cwd=data)
+    channel = grpc.insecure_channel(process.target)
+    try:
+        stub = knowledge_pb2_grpc.KnowledgeServiceStub(channel)
+        md = (("authorization", f"Bearer {tokens['all']}"),)
+        for ns, path, content in (("ns", "/notes/a.md", "héllo wörld"), ("team-x", "/log.txt", "line\n" * 50)):
+            stub.Write(knowledge_pb2.WriteRequest(namespace=ns, path=path, content=content), metadata=md, timeout=10)
+        pool = {
+            "": ["ns", "team-x", "/notes/a.md", "/log.txt", "/notes"],
+            "namespace": ["ns", "team-x", "other"],
+            "path": ["/notes/a.md", "/log.txt", "/notes", "/", "/new.md"],
+            "prefix": ["/notes", "/", ""],
+            "content": ["new text", ""],
+            "text": ["more\n"],
+        }
+        yield World(process, data / "knowledge.db", channel, tokens, pool)
+    finally:
+        channel.close()
+        assert process.terminate() == 0, "".join(process.output[-50:])
+
+
+BASES: dict[str, Any] = {
+    "Read": knowledge_pb2.ReadRequest(namespace="ns", path="/notes/a.md"),
+    "Write": knowledge_pb2.WriteRequest(namespace="ns", path="/notes/b.md", content="x"),
+    "List": knowledge_pb2.ListRequest(namespace="ns", path="/"),
+    "Delete": knowledge_pb2.DeleteRequest(namespace="ns", path="/notes/gone.md"),
+    "Exists": knowledge_pb2.ExistsRequest(namespace="ns", path="/notes/a.md"),
+    "Append": knowledge_pb2.AppendRequest(namespace="team-x", path="/log.txt", text="more\n"),
+    "ReadRange": knowledge_pb2.ReadRangeRequest(namespace="ns", path="/notes/a.md", offset=3),
+}
+
+
+@pytest.mark.parametrize("method", UNARY, ids=[m.name for m in UNARY])
+@SETTINGS
+@given(data=st.data())
+def test_every_unary_rpc_refuses_cleanly_and_changes_nothing(world: World, method: Any, data: st.DataObject) -> None:
+    random_requests = messages(method.input_type, world.pool, known_bug)
+    mutated = mutations(BASES[method.name], world.pool, known_bug)
+    request = data.draw(st.one_of(random_requests, mutated, mutated, mutated), label="request")
+    caller = data.draw(st.sampled_from(["all"] * 6 + ["team", "none", "garbage"]))
+    before = sqlite_fingerprint(world.db)
+    call = world.channel.unary_unary(
+        f"/{SERVICE_NAME}/{method.name}",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=lambda b: b,
+    )
+    what = f"{method.name} with the {caller!r} token"
+    try:
+        call(request, metadata=(("authorization", f"Bearer {world.tokens[caller]}"),), timeout=10)
+    except grpc.RpcError as err:
+        assert_documented_refusal(err, what, tolerate_huge_trailers="error-echo" in KNOWN_BUGS_PENDING_MERGE)
+        assert sqlite_fingerprint(world.db) == before, f"{what}: the store changed although the call was refused"
+    assert_serving(world.channel, SERVICE_NAME)
+
+
+def test_the_fuzz_covers_every_unary_rpc() -> None:
+    assert {m.name for m in UNARY} == {m.name for m in SERVICE.methods} - {"Watch"} == set(BASES)
