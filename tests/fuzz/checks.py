@@ -45,19 +45,10 @@ def reason_of(err: grpc.RpcError) -> str | None:
     return None
 
 
-def trailers_too_large(err: grpc.RpcError) -> bool:
-    """The client dropped the refusal because its trailers (message + details) passed gRPC's metadata limit."""
-    return err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "received metadata size exceeds" in (
-        err.details() or ""
-    )
-
-
-def assert_documented_refusal(err: grpc.RpcError, what: str, *, tolerate_huge_trailers: bool = False) -> None:
+def assert_documented_refusal(err: grpc.RpcError, what: str) -> None:
     """The refusal is a documented (reason, code) pair, never INTERNAL/UNKNOWN, with a message."""
     code = err.code()
     details = err.details() or ""
-    if tolerate_huge_trailers and trailers_too_large(err):
-        return
     assert code not in NEVER_FOR_INPUT, f"{what}: {code.name} for client input: {details[:300]}"
     reason = reason_of(err)
     assert reason is not None, f"{what}: {code.name} without an ErrorInfo reason: {details[:300]}"

@@ -25,7 +25,7 @@ Pool = Mapping[str, Sequence[str]]
 """Real values by field name (e.g. ``channel_id`` -> ids of live channels); key ``""`` is for any string field."""
 
 Exclude = Callable[[str, str, Any], bool]
-"""(message full name, field name, value) -> True to avoid that value (known bugs pending merge)."""
+"""(message full name, field name, value) -> True to keep that value out of the generated requests."""
 
 _EDGE_STRINGS = [
     "",

@@ -30,27 +30,9 @@ from tests.procs import ROOT, ServiceProcess, start_service
 
 pytestmark = pytest.mark.fuzz
 
-KNOWN_BUGS_PENDING_MERGE: dict[str, str] = {
-    "error-echo": "LIMITS (field length limits, error echo caps): a refusal echoes the offending input whole "
-    "(Register passport.name of 150 000 chars, OpenChannel targets of 4 097 chars, Say with 1 000 audience "
-    "ids) into its message and ErrorInfo; the trailers pass gRPC's 8/16 KiB metadata limit and the client "
-    "gets a bare RESOURCE_EXHAUSTED 'Stream removed' without a reason (tolerated, the store check still runs)",
-    "ttl-nan-inf": "WRITES (ttl NaN/inf -> INTERNAL): OpenChannel with ttl_seconds or invite_ack_timeout_seconds "
-    "NaN, +-inf or 1e300 answers INTERNAL (ValueError / OverflowError) instead of INVALID_ARGUMENT",
-}
-"""What the fuzz found that other helpers of issue #13 fix on their branches; delete each after the merge."""
-
-
-def known_bug(message: str, field: str, value: Any) -> bool:
-    """True for an input listed in KNOWN_BUGS_PENDING_MERGE (the strategies avoid it)."""
-    if "ttl-nan-inf" in KNOWN_BUGS_PENDING_MERGE and message == "agentnet.v1.OpenChannelRequest":
-        if field in ("ttl_seconds", "invite_ack_timeout_seconds") and not (math.isfinite(value) and abs(value) < 1e9):
-            return True
-    return False
-
 
 def _refusal(err: grpc.RpcError, what: str) -> None:
-    assert_documented_refusal(err, what, tolerate_huge_trailers="error-echo" in KNOWN_BUGS_PENDING_MERGE)
+    assert_documented_refusal(err, what)
 
 
 HUB = "agentnet.v1.HubService"
@@ -237,8 +219,8 @@ def _asks_to_wait(request: Any) -> bool:
 def test_every_unary_rpc_refuses_cleanly_and_changes_nothing(world: World, method: Any, data: st.DataObject) -> None:
     _keep_the_channel_open(world)
     base = _valid_request(world, method.name)
-    random_requests = messages(method.input_type, world.pool, known_bug)
-    mutated = mutations(base, world.pool, known_bug) if base is not None else None
+    random_requests = messages(method.input_type, world.pool)
+    mutated = mutations(base, world.pool) if base is not None else None
     strategy = random_requests if mutated is None else st.one_of(random_requests, mutated, mutated, mutated)
     request = data.draw(strategy, label="request")
     caller = _caller(data)
@@ -269,7 +251,7 @@ def test_every_unary_rpc_refuses_cleanly_and_changes_nothing(world: World, metho
 
 
 def _frames(world: World) -> st.SearchStrategy[list[connect_pb2.ConnectRequest]]:
-    hello = messages(connect_pb2.Hello.DESCRIPTOR, world.pool, known_bug)
+    hello = messages(connect_pb2.Hello.DESCRIPTOR, world.pool)
     good_hello = st.builds(
         lambda who, mif, cursors: connect_pb2.ConnectRequest(
             hello=connect_pb2.Hello(credential=world.tokens[who], max_in_flight=mif, cursors=cursors)
@@ -282,7 +264,7 @@ def _frames(world: World) -> st.SearchStrategy[list[connect_pb2.ConnectRequest]]
             max_size=3,
         ),
     )
-    any_frame = messages(connect_pb2.ConnectRequest.DESCRIPTOR, world.pool, known_bug)
+    any_frame = messages(connect_pb2.ConnectRequest.DESCRIPTOR, world.pool)
     ack = st.builds(
         lambda cid, seq: connect_pb2.ConnectRequest(
             ack=connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=cid, seq=seq)])
@@ -293,7 +275,7 @@ def _frames(world: World) -> st.SearchStrategy[list[connect_pb2.ConnectRequest]]
     post = st.builds(
         lambda rid, env: connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=rid, envelope=env)),
         edge_strings(["1", "2"]),  # request ids, repeated too
-        messages(envelope_pb2.Envelope.DESCRIPTOR, world.pool, known_bug),
+        messages(envelope_pb2.Envelope.DESCRIPTOR, world.pool),
     )
     ping = st.builds(lambda n: connect_pb2.ConnectRequest(ping=connect_pb2.Ping(nonce=n)), st.integers(0, 2**64 - 1))
     later = st.lists(st.one_of(ack, post, ping, any_frame, st.just(connect_pb2.ConnectRequest())), max_size=6)
@@ -345,4 +327,3 @@ def test_connect_frame_sequences_are_answered_or_refused_cleanly(world: World, d
 def test_the_fuzz_covers_every_unary_rpc() -> None:
     names = {m.name for m in SERVICE.methods}
     assert {m.name for m in UNARY} == names - {"Connect", "ReadWal"}
-    assert json.dumps(KNOWN_BUGS_PENDING_MERGE)  # listed, greppable, and removable after the merge

@@ -25,25 +25,6 @@ from tests.procs import ServiceProcess, start_service
 
 pytestmark = pytest.mark.fuzz
 
-KNOWN_BUGS_PENDING_MERGE: dict[str, str] = {
-    "read-range-offset-2^63": "LIMITS (ReadRange offset >= 2**63 -> INTERNAL on sqlite/redis): an offset "
-    "past SQLite's int64 answers INTERNAL (OverflowError) instead of OUT_OF_RANGE",
-    "error-echo": "LIMITS (field length limits, error echo caps): a refusal echoing a huge path or namespace "
-    "passes gRPC's metadata limit; the client gets a bare RESOURCE_EXHAUSTED without a reason (tolerated)",
-}
-"""What the fuzz found that other helpers of issue #13 fix on their branches; delete each after the merge."""
-
-
-def known_bug(message: str, field: str, value: Any) -> bool:
-    """True for an input listed in KNOWN_BUGS_PENDING_MERGE (the strategies avoid it)."""
-    if "read-range-offset-2^63" in KNOWN_BUGS_PENDING_MERGE and (message, field) == (
-        "agentnet.v1.ReadRangeRequest",
-        "offset",
-    ):
-        return bool(value >= 2**63)
-    return False
-
-
 SERVICE_NAME = "agentnet.v1.KnowledgeService"
 SERVICE = knowledge_pb2.DESCRIPTOR.services_by_name["KnowledgeService"]
 UNARY = [m for m in SERVICE.methods if not m.client_streaming and not m.server_streaming]
@@ -112,8 +93,8 @@ BASES: dict[str, Any] = {
 @SETTINGS
 @given(data=st.data())
 def test_every_unary_rpc_refuses_cleanly_and_changes_nothing(world: World, method: Any, data: st.DataObject) -> None:
-    random_requests = messages(method.input_type, world.pool, known_bug)
-    mutated = mutations(BASES[method.name], world.pool, known_bug)
+    random_requests = messages(method.input_type, world.pool)
+    mutated = mutations(BASES[method.name], world.pool)
     request = data.draw(st.one_of(random_requests, mutated, mutated, mutated), label="request")
     caller = data.draw(st.sampled_from(["all"] * 6 + ["team", "none", "garbage"]))
     before = sqlite_fingerprint(world.db)
@@ -126,7 +107,7 @@ def test_every_unary_rpc_refuses_cleanly_and_changes_nothing(world: World, metho
     try:
         call(request, metadata=(("authorization", f"Bearer {world.tokens[caller]}"),), timeout=10)
     except grpc.RpcError as err:
-        assert_documented_refusal(err, what, tolerate_huge_trailers="error-echo" in KNOWN_BUGS_PENDING_MERGE)
+        assert_documented_refusal(err, what)
         assert sqlite_fingerprint(world.db) == before, f"{what}: the store changed although the call was refused"
     assert_serving(world.channel, SERVICE_NAME)
 
