@@ -29,6 +29,8 @@ class HubConfig:
     """SQLite synchronous mode: NORMAL survives a killed process, FULL also power loss (AGENTNET_HUB_SYNCHRONOUS)."""
     invite_ack_timeout: float = 30.0
     """Seconds to wait for invite acks (AGENTNET_INVITE_ACK_TIMEOUT)."""
+    cursor_flush_interval: float = HubOptions.cursor_flush_interval
+    """Seconds between writes of acked delivery cursors (AGENTNET_HUB_CURSOR_FLUSH_INTERVAL)."""
     max_depth: int = 8
     """Delegation (and A2A call) depth limit (AGENTNET_MAX_DEPTH)."""
     a2a_token_ttl: float = 300.0
@@ -61,6 +63,7 @@ class HubConfig:
         """The core options these settings imply."""
         return HubOptions(
             invite_ack_timeout=self.invite_ack_timeout,
+            cursor_flush_interval=self.cursor_flush_interval,
             max_depth=self.max_depth,
             a2a_token_ttl=self.a2a_token_ttl,
             max_event_data_bytes=self.max_event_data_bytes,
@@ -165,6 +168,15 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         "seconds a new channel waits for every invite ack",
         type=float,
     )
+    _flag(
+        parser,
+        "--cursor-flush-interval",
+        "AGENTNET_HUB_CURSOR_FLUSH_INTERVAL",
+        d.cursor_flush_interval,
+        "seconds between writes of acked delivery cursors (after a crash, a client resuming from the "
+        "stored cursors may get what it acked in the last interval again)",
+        type=float,
+    )
     _flag(parser, "--max-depth", "AGENTNET_MAX_DEPTH", d.max_depth, "delegation and A2A call depth limit", type=int)
     _flag(
         parser,
@@ -227,6 +239,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         parser.error("--max-json-depth must be at least 1")
     if not (0 < args.max_ttl_seconds < float("inf")) or not (0 < args.max_wait_seconds < float("inf")):
         parser.error("--max-ttl-seconds and --max-wait-seconds must be positive and finite")
+    if not 0 < args.cursor_flush_interval <= 60:
+        parser.error("--cursor-flush-interval must be in (0, 60] seconds")
     if args.max_stream_buffer_bytes <= 0:
         parser.error("--max-stream-buffer-bytes must be positive")
     return HubConfig(
@@ -237,6 +251,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         log_level=args.log_level,
         synchronous=args.synchronous,
         invite_ack_timeout=args.invite_ack_timeout,
+        cursor_flush_interval=args.cursor_flush_interval,
         max_depth=args.max_depth,
         a2a_token_ttl=args.a2a_token_ttl,
         max_event_data_bytes=args.max_event_data_bytes,

@@ -73,3 +73,11 @@ def test_the_request_limits_are_flags(monkeypatch: pytest.MonkeyPatch, capsys: p
     with pytest.raises(SystemExit):
         parse_args(["--max-json-depth", "0"])
     assert "--max-json-depth must be at least 1" in capsys.readouterr().err
+
+
+def test_the_cursor_flush_interval_is_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_args(["--cursor-flush-interval", "0.05"]).options().cursor_flush_interval == 0.05
+    for bad in ("0", "nan", "61"):
+        with pytest.raises(SystemExit):
+            parse_args(["--cursor-flush-interval", bad])
+    assert "--cursor-flush-interval must be in (0, 60] seconds" in capsys.readouterr().err

@@ -19,6 +19,7 @@ import asyncio
 import heapq
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentnet.v1 import connect_pb2, envelope_pb2
@@ -85,6 +86,7 @@ class Session:
         max_queued: int,
         clock: Clock,
         max_bytes: int = 32 * 1024 * 1024,
+        on_dirty: Callable[[Session], None] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.session_id = session_id
@@ -109,6 +111,8 @@ class Session:
         """Bytes queued for the stream and not yet written to it."""
         self.dirty: dict[str, int] = {}
         """channel_id -> cursor changed since the last flush."""
+        self._on_dirty = on_dirty
+        """Told when ``dirty`` gains its first entry since the last :meth:`take_dirty`."""
 
     @property
     def queued_frames(self) -> int:
@@ -209,7 +213,7 @@ class Session:
         before = state.value()
         state.seen_upto = max(state.seen_upto, wire.seq)
         if state.value() != before:
-            self.dirty[wire.channel_id] = state.value()
+            self._mark_dirty(wire.channel_id, state.value())
 
     def control(self, frame: connect_pb2.ConnectResponse) -> None:
         """Queue a control frame (a post result); sent ahead of deliveries, counted in the byte budget."""
@@ -244,13 +248,18 @@ class Session:
             state.sent.discard(seq)
             self._in_flight -= 1
         if state.value() != before:
-            self.dirty[channel_id] = state.value()
+            self._mark_dirty(channel_id, state.value())
         self._wakeup.set()
 
     def cursor(self, channel_id: str) -> int:
         """The channel's current cursor for this session."""
         state = self._cursors.get(channel_id)
         return state.value() if state else 0
+
+    def _mark_dirty(self, channel_id: str, cursor: int) -> None:
+        if not self.dirty and self._on_dirty is not None:
+            self._on_dirty(self)
+        self.dirty[channel_id] = cursor
 
     def take_dirty(self) -> dict[str, int]:
         """Cursors changed since the last call."""

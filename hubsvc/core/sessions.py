@@ -3,8 +3,10 @@
 ``connect`` resolves the resume cursors (the client's own, else the stored ones),
 replays the WAL above them and then releases the live envelopes; ``deliver`` offers
 every committed envelope to the sessions of its channel's members; the cursors the
-sessions advance on acks (:mod:`hubsvc.core.delivery`) are written to the store in
-batches by the flush loop, on disconnect and at shutdown.
+sessions advance on acks (:mod:`hubsvc.core.delivery`) are written to the store by
+the flush loop every ``cursor_flush_interval`` (only the sessions whose cursors moved),
+on disconnect and at shutdown. A crash therefore replays to a client that resumes from
+the stored cursors at most the envelopes it acked in the last interval.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Sessions:
         self._live_channels = live_channels
         self._spawn = spawn
         self._sessions: dict[str, Session] = {}
+        self._dirty: set[Session] = set()
+        """Sessions whose cursors moved since they were last written."""
 
     async def connect(self, agent_id: str, hello: connect_pb2.Hello) -> tuple[Session, connect_pb2.Welcome]:
         """Open the agent's delivery session, replacing an older one, and start the replay."""
@@ -65,6 +69,7 @@ class Sessions:
             max_queued=self._options.max_queued,
             clock=self._clock,
             max_bytes=self._options.max_stream_buffer_bytes,
+            on_dirty=self._note_dirty,
         )
         # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
         self._sessions[agent_id] = session
@@ -147,7 +152,11 @@ class Sessions:
 
     def flush_cursors(self) -> None:
         """Queue the write of every cursor the sessions advanced since the last flush."""
-        self._flush(self._sessions.values())
+        dirty, self._dirty = self._dirty, set()
+        self._flush(dirty)
+
+    def _note_dirty(self, session: Session) -> None:
+        self._dirty.add(session)
 
     async def flush_loop(self) -> None:
         """Flush cursors every ``cursor_flush_interval`` seconds, until cancelled."""
@@ -157,6 +166,7 @@ class Sessions:
 
     def _flush(self, sessions: Iterable[Session]) -> None:
         """Queue one write of the cursors ``sessions`` advanced since their last flush."""
+        self._dirty.difference_update(sessions)
         rows = [(session.agent_id, c, s) for session in sessions for c, s in session.take_dirty().items()]
         if rows:
             self._store.submit(Writes(cursors=rows))

@@ -95,6 +95,13 @@ class Writes:
     audit: list[tuple[str, str, str, str, float]] = field(default_factory=list)
     """(kind, actor_id, subject_id, detail_json, created_at) audit appends."""
 
+    def only_cursors(self) -> bool:
+        """Holds cursor upserts and nothing else: advisory writes nobody waits on, so a store may
+        write them after the bundles queued with them are answered."""
+        return bool(self.cursors) and not (
+            self.wal or self.agents or self.channels or self.tasks or self.executions or self.audit
+        )
+
     def __bool__(self) -> bool:
         return bool(
             self.wal or self.agents or self.channels or self.cursors or self.tasks or self.executions or self.audit

@@ -65,6 +65,11 @@ _WAL_INSERT = (
 )
 _WAL_ROW = "(?,?,?,?,?,?,?,?,?)"
 _MAX_ROWS_PER_STATEMENT = 3000  # 9 parameters a row, below SQLite's 32766-parameter limit
+_CURSOR_UPSERT = (
+    "INSERT INTO cursors(agent_id, channel_id, seq) VALUES {} "
+    "ON CONFLICT(agent_id, channel_id) DO UPDATE SET seq=max(seq, excluded.seq)"
+)
+_MAX_CURSORS_PER_STATEMENT = 10000  # 3 parameters a row
 
 
 def _wal_params(rows: list[WalRow]) -> list[Any]:
@@ -142,16 +147,20 @@ class SqliteHubStore(HubStore):
             while len(group) < _MAX_GROUP and not self._queue.empty():
                 group.append(self._queue.get_nowait())
             run: list[_Item] = []
+            cursors: list[_Item] = []
             for item in group:
-                if item.unfence is None:
+                if item.writes.only_cursors():
+                    cursors.append(item)  # advisory: written once the others' callers are answered
+                elif item.unfence is None:
                     run.append(item)
-                    continue
-                # Bundles before the marker still see the fence; those after it do not.
-                await self._commit_run(run)
-                run = []
-                self._fenced.discard(item.unfence)
-                _resolve(item.fut)
+                else:
+                    # Bundles before the marker still see the fence; those after it do not.
+                    await self._commit_run(run)
+                    run = []
+                    self._fenced.discard(item.unfence)
+                    _resolve(item.fut)
             await self._commit_run(run)
+            await self._commit_run(cursors)
 
     async def _commit_run(self, run: list[_Item]) -> None:
         """Commit a run of bundles in one transaction; if that fails, one bundle per transaction."""
@@ -222,13 +231,14 @@ class SqliteHubStore(HubStore):
         if not merged:
             return
         db = self.db
-        wal_only = not (
-            merged.agents or merged.channels or merged.cursors or merged.tasks or merged.executions or merged.audit
-        )
-        if wal_only and len(merged.wal) <= _MAX_ROWS_PER_STATEMENT:
+        others = merged.agents or merged.channels or merged.tasks or merged.executions or merged.audit
+        if not others and not merged.cursors and len(merged.wal) <= _MAX_ROWS_PER_STATEMENT:
             # The common case: one multi-row INSERT is one atomic, durable statement, so the
             # group costs a single round trip to the database thread instead of three.
             await db.execute(_WAL_INSERT + ",".join([_WAL_ROW] * len(merged.wal)), _wal_params(merged.wal))
+            return
+        if not others and not merged.wal and len(merged.cursors) <= _MAX_CURSORS_PER_STATEMENT:
+            await self._upsert_cursors(merged.cursors)  # acked cursors: one atomic statement too
             return
         await db.execute("BEGIN IMMEDIATE")
         try:
@@ -253,12 +263,8 @@ class SqliteHubStore(HubStore):
             for start in range(0, len(merged.wal), _MAX_ROWS_PER_STATEMENT):
                 chunk = merged.wal[start : start + _MAX_ROWS_PER_STATEMENT]
                 await db.execute(_WAL_INSERT + ",".join([_WAL_ROW] * len(chunk)), _wal_params(chunk))
-            if merged.cursors:
-                await db.executemany(
-                    "INSERT INTO cursors(agent_id, channel_id, seq) VALUES (?,?,?) "
-                    "ON CONFLICT(agent_id, channel_id) DO UPDATE SET seq=max(seq, excluded.seq)",
-                    merged.cursors,
-                )
+            for start in range(0, len(merged.cursors), _MAX_CURSORS_PER_STATEMENT):
+                await self._upsert_cursors(merged.cursors[start : start + _MAX_CURSORS_PER_STATEMENT])
             if merged.tasks:
                 await db.executemany(
                     "INSERT INTO tasks(task_id, owner_id, channel_id, terminal, record) VALUES (?,?,?,?,?) "
@@ -281,6 +287,12 @@ class SqliteHubStore(HubStore):
         except BaseException:
             await db.execute("ROLLBACK")
             raise
+
+    async def _upsert_cursors(self, rows: list[tuple[str, str, int]]) -> None:
+        """Move cursors forward (never back) in one multi-row statement."""
+        await self.db.execute(
+            _CURSOR_UPSERT.format(",".join(["(?,?,?)"] * len(rows))), [v for row in rows for v in row]
+        )
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         async with self.db.execute(sql, params) as cur:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,29 @@ async def test_reconnect_resumes_from_cursor_without_loss_or_repeat(conv: tuple[
     assert first + second == [f"m{i}" for i in range(10)]
     marker = await alice.post(cid, "myapp.marker", {})  # delivered after any repeat would be
     assert [e for e in await bob.until(marker.envelope_id) if e.event_type == "ag2.msg.text"] == []
+
+
+async def test_acked_cursors_are_stored_by_the_flush_loop(tmp_path: Path) -> None:
+    """Acks move the stored cursor within the flush interval, while the stream stays open."""
+    db = tmp_path / "hub.db"
+    async with running_hub(db, HubOptions(cursor_flush_interval=0.02)) as hub:
+        alice, bob, cid = await conversation(hub.target)
+
+        def stored() -> list[int]:
+            con = sqlite3.connect(db)
+            try:
+                sql = "SELECT seq FROM cursors WHERE agent_id = ? AND channel_id = ?"
+                return [r[0] for r in con.execute(sql, (bob.agent_id, cid))]
+            finally:
+                con.close()
+
+        for round_ in range(2):  # the second round checks a session is flushed again after its first flush
+            said = [await alice.say(cid, f"m{round_}.{i}") for i in range(3)]
+            for _ in said:
+                await bob.next_of("ag2.msg.text")
+            await assert_eventually(lambda: stored() == [said[-1].seq])
+        await alice.close()
+        await bob.close()
 
 
 async def test_unacked_envelopes_are_redelivered(conv: tuple[Participant, Participant, str]) -> None:

@@ -307,8 +307,10 @@ async def test_the_audit_log_is_for_the_operator_only(hub: RunningHub) -> None:
     assert [r.kind for r in await list_audit(hub, kind="agent_registered")] == ["agent_registered"]
 
 
-async def test_list_audit_after_an_id_beyond_any_record_is_empty(hub: RunningHub) -> None:
+async def test_list_audit_after_the_last_possible_id_is_empty_and_beyond_it_out_of_range(hub: RunningHub) -> None:
     await register(hub.target, "audited")
     assert await list_audit(hub, after_id=0)
-    for after_id in (2**63 - 1, 2**63, 2**64 - 1):  # uint64 on the wire; SQLite ids stop at 2**63 - 1
-        assert await list_audit(hub, after_id=after_id) == []
+    assert await list_audit(hub, after_id=2**63 - 1) == []  # SQLite ids stop at 2**63 - 1
+    for after_id in (2**63, 2**64 - 1):  # uint64 on the wire: beyond every id SQLite can hold
+        with pytest.raises(errors.OutOfRange):
+            await list_audit(hub, after_id=after_id)
