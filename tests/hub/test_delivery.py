@@ -197,7 +197,8 @@ async def test_acked_cursors_are_stored_by_the_flush_loop(tmp_path: Path) -> Non
             said = [await alice.say(cid, f"m{round_}.{i}") for i in range(3)]
             for _ in said:
                 await bob.next_of("ag2.msg.text")
-            await assert_eventually(lambda: stored() == [said[-1].seq])
+            last = said[-1].seq
+            await assert_eventually(lambda last=last: stored() == [last])
         await alice.close()
         await bob.close()
 
