@@ -38,7 +38,12 @@ async def run(config: KnowledgeConfig) -> None:
             raise StartupError(f"cannot open the {config.backend} backend: {exc}") from exc
         log.info("knowledge backend: %s", config.backend)
         server = await start_knowledge(
-            store, authority, host=config.host, port=config.port, max_write_bytes=config.max_write_bytes
+            store,
+            authority,
+            host=config.host,
+            port=config.port,
+            max_write_bytes=config.max_write_bytes,
+            read_budget_bytes=config.read_budget_bytes,
         )
         await serve_until_signal("agentnet-knowledge", config.host, server)
     finally:

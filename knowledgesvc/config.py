@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from knowledgesvc.servicer import READ_BUDGET_BYTES
+
 BACKENDS = ("memory", "sqlite", "disk", "redis")
 
 
@@ -30,6 +32,8 @@ class KnowledgeConfig:
     """Bearer tokens and the namespaces they grant (AGENTNET_KNOWLEDGE_TOKENS_FILE); None = generated token."""
     max_write_bytes: int = 8 * 1024 * 1024
     """Largest Write content / Append text accepted, in UTF-8 bytes (AGENTNET_KNOWLEDGE_MAX_WRITE_BYTES)."""
+    read_budget_bytes: int = READ_BUDGET_BYTES
+    """Bytes of files concurrent reads may load at once; more wait (AGENTNET_KNOWLEDGE_READ_BUDGET_BYTES)."""
     log_level: str = "INFO"
     """Logging level (AGENTNET_LOG_LEVEL)."""
 
@@ -93,6 +97,13 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
         help="largest write/append accepted, in bytes; default 8 MiB (AGENTNET_KNOWLEDGE_MAX_WRITE_BYTES)",
     )
     parser.add_argument(
+        "--read-budget-bytes",
+        type=_positive_int,
+        default=int(env.get("AGENTNET_KNOWLEDGE_READ_BUDGET_BYTES", d.read_budget_bytes)),
+        help="bytes of files all concurrent Read/ReadRange calls may load at once; later reads wait their turn; "
+        "default 64 MiB (AGENTNET_KNOWLEDGE_READ_BUDGET_BYTES)",
+    )
+    parser.add_argument(
         "--log-level", default=env.get("AGENTNET_LOG_LEVEL", d.log_level), help="log level (AGENTNET_LOG_LEVEL)"
     )
     a = parser.parse_args(argv)
@@ -105,5 +116,6 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
         redis_prefix=a.redis_prefix,
         tokens_file=a.tokens_file,
         max_write_bytes=a.max_write_bytes,
+        read_budget_bytes=a.read_budget_bytes,
         log_level=a.log_level,
     )

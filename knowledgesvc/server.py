@@ -9,7 +9,7 @@ from agentnet.v1 import knowledge_pb2_grpc
 
 from knowledgestore.base import StoreBase
 from knowledgesvc.auth import TokenAuthority
-from knowledgesvc.servicer import KNOWLEDGE_SERVICE, WATCH_BACKLOG, KnowledgeServicer
+from knowledgesvc.servicer import KNOWLEDGE_SERVICE, READ_BUDGET_BYTES, WATCH_BACKLOG, KnowledgeServicer
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
 
 
@@ -19,6 +19,8 @@ class KnowledgeServer:
 
     running: RunningServer
     host: str
+    servicer: KnowledgeServicer
+    """The servicer (its ``read_budget`` shows what concurrent reads hold)."""
 
     @property
     def target(self) -> str:
@@ -38,13 +40,20 @@ async def start_knowledge(
     port: int = 0,
     max_write_bytes: int = 8 * 1024 * 1024,
     watch_backlog: int = WATCH_BACKLOG,
+    read_budget_bytes: int = READ_BUDGET_BYTES,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> KnowledgeServer:
     """Serve the opened ``store`` on ``host:port`` (0 = a free port), authorising with ``authority``."""
-    servicer = KnowledgeServicer(store, authority, max_write_bytes=max_write_bytes, watch_backlog=watch_backlog)
+    servicer = KnowledgeServicer(
+        store,
+        authority,
+        max_write_bytes=max_write_bytes,
+        watch_backlog=watch_backlog,
+        read_budget_bytes=read_budget_bytes,
+    )
     spec = ServiceSpec(
         KNOWLEDGE_SERVICE.full_name,
         lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
     )
     running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes)
-    return KnowledgeServer(running, host)
+    return KnowledgeServer(running, host, servicer)

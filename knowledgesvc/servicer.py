@@ -19,6 +19,7 @@ from knowledgestore.types import ChangeEvent
 from knowledgesvc.auth import TokenAuthority
 from netkernel.errors import InvalidArgument, PayloadTooLarge, Unavailable
 from servicekit.boundary import stream_boundary, unary_boundary
+from servicekit.budget import ByteBudget
 from servicekit.limits import Bound, RequestLimits
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -58,6 +59,9 @@ def knowledge_request_limits(max_write_bytes: int) -> RequestLimits:
 #: Changes a Watch may have queued for a slow client before the stream is ended.
 WATCH_BACKLOG = 10_000
 
+#: Bytes of files all concurrent Read / ReadRange calls may load at once (more wait their turn).
+READ_BUDGET_BYTES = 64 * 1024 * 1024
+
 
 class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
     """Serves agentnet.v1.KnowledgeService over ``store``: each request uses ``store.namespace(request.namespace)``."""
@@ -69,8 +73,11 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         *,
         max_write_bytes: int,
         watch_backlog: int = WATCH_BACKLOG,
+        read_budget_bytes: int = READ_BUDGET_BYTES,
     ) -> None:
         self._root = store
+        self.read_budget = ByteBudget(read_budget_bytes)
+        """What concurrent reads hold: N reads of big files load at most this many bytes at once."""
         self._authority = authority
         self._limits = knowledge_request_limits(max_write_bytes)
         self._watch_backlog = watch_backlog
@@ -97,10 +104,12 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
     async def Read(self, request: knowledge_pb2.ReadRequest, context: Any) -> knowledge_pb2.ReadResponse:
         """Return a file's content, size and version (an oversized file is refused before it is read)."""
         store = self._store(request, context)
-        self._check_response_size(request.path, await store.size_of(request.path))
-        content, info = await store.read_info(request.path)
-        self._check_response_size(request.path, info.size)  # it may have grown in between
-        return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
+        size = await store.size_of(request.path)
+        self._check_response_size(request.path, size)
+        async with self.read_budget.hold(size):
+            content, info = await store.read_info(request.path)
+            self._check_response_size(request.path, info.size)  # it may have grown in between
+            return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
 
     @unary_boundary
     async def Write(self, request: knowledge_pb2.WriteRequest, context: Any) -> knowledge_pb2.WriteResponse:
@@ -139,11 +148,13 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         """Everything from a byte offset on, and the offset to continue from (oversized: refused before reading)."""
         store = self._store(request, context)
         size = await store.size_of(request.path)
-        self._check_response_size(request.path, size - max(0, min(request.offset, size)))
-        content = await store.read_range(request.path, request.offset)
-        size = len(content.encode("utf-8"))
-        self._check_response_size(request.path, size)
-        return knowledge_pb2.ReadRangeResponse(content=content, next_offset=request.offset + size)
+        wanted = size - max(0, min(request.offset, size))
+        self._check_response_size(request.path, wanted)
+        async with self.read_budget.hold(wanted):
+            content = await store.read_range(request.path, request.offset)
+            size = len(content.encode("utf-8"))
+            self._check_response_size(request.path, size)
+            return knowledge_pb2.ReadRangeResponse(content=content, next_offset=request.offset + size)
 
     @stream_boundary
     async def Watch(

@@ -50,6 +50,8 @@ type KnowledgeServiceClient interface {
 	// Read returns a file's content (NOT_FOUND if missing). A file larger than a
 	// response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
 	// (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+	// Concurrent reads share the service's read budget (--read-budget-bytes,
+	// 64 MiB of files loaded at once): a read that does not fit waits its turn.
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
 	// Write creates or replaces a file atomically.
 	Write(ctx context.Context, in *WriteRequest, opts ...grpc.CallOption) (*WriteResponse, error)
@@ -65,6 +67,7 @@ type KnowledgeServiceClient interface {
 	// ReadRange returns everything from a byte offset on. An offset inside a UTF-8
 	// character or past the end is refused with OUT_OF_RANGE; more than a response
 	// may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
+	// Shares the read budget with Read.
 	ReadRange(ctx context.Context, in *ReadRangeRequest, opts ...grpc.CallOption) (*ReadRangeResponse, error)
 	// Watch streams change events under a path prefix until cancelled. The first
 	// frame confirms the subscription is live.
@@ -189,6 +192,8 @@ type KnowledgeServiceServer interface {
 	// Read returns a file's content (NOT_FOUND if missing). A file larger than a
 	// response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
 	// (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+	// Concurrent reads share the service's read budget (--read-budget-bytes,
+	// 64 MiB of files loaded at once): a read that does not fit waits its turn.
 	Read(context.Context, *ReadRequest) (*ReadResponse, error)
 	// Write creates or replaces a file atomically.
 	Write(context.Context, *WriteRequest) (*WriteResponse, error)
@@ -204,6 +209,7 @@ type KnowledgeServiceServer interface {
 	// ReadRange returns everything from a byte offset on. An offset inside a UTF-8
 	// character or past the end is refused with OUT_OF_RANGE; more than a response
 	// may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
+	// Shares the read budget with Read.
 	ReadRange(context.Context, *ReadRangeRequest) (*ReadRangeResponse, error)
 	// Watch streams change events under a path prefix until cancelled. The first
 	// frame confirms the subscription is live.

@@ -50,6 +50,8 @@ class KnowledgeServiceStub:
     """Read returns a file's content (NOT_FOUND if missing). A file larger than a
     response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
     (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+    Concurrent reads share the service's read budget (--read-budget-bytes,
+    64 MiB of files loaded at once): a read that does not fit waits its turn.
     """
     Write: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.WriteRequest, _knowledge_pb2.WriteResponse]
     """Write creates or replaces a file atomically."""
@@ -67,6 +69,7 @@ class KnowledgeServiceStub:
     """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
     character or past the end is refused with OUT_OF_RANGE; more than a response
     may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
+    Shares the read budget with Read.
     """
     Watch: _grpc.UnaryStreamMultiCallable[_knowledge_pb2.WatchRequest, _knowledge_pb2.WatchResponse]
     """Watch streams change events under a path prefix until cancelled. The first
@@ -95,6 +98,8 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
     """Read returns a file's content (NOT_FOUND if missing). A file larger than a
     response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
     (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+    Concurrent reads share the service's read budget (--read-budget-bytes,
+    64 MiB of files loaded at once): a read that does not fit waits its turn.
     """
     Write: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.WriteRequest, _knowledge_pb2.WriteResponse]  # type: ignore[assignment]
     """Write creates or replaces a file atomically."""
@@ -112,6 +117,7 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
     """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
     character or past the end is refused with OUT_OF_RANGE; more than a response
     may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
+    Shares the read budget with Read.
     """
     Watch: _aio.UnaryStreamMultiCallable[_knowledge_pb2.WatchRequest, _knowledge_pb2.WatchResponse]  # type: ignore[assignment]
     """Watch streams change events under a path prefix until cancelled. The first
@@ -143,6 +149,8 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         """Read returns a file's content (NOT_FOUND if missing). A file larger than a
         response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
         (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+        Concurrent reads share the service's read budget (--read-budget-bytes,
+        64 MiB of files loaded at once): a read that does not fit waits its turn.
         """
 
     @_abc_1.abstractmethod
@@ -196,6 +204,7 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
         character or past the end is refused with OUT_OF_RANGE; more than a response
         may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
+        Shares the read budget with Read.
         """
 
     @_abc_1.abstractmethod

@@ -4536,6 +4536,8 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
         Read returns a file's content (NOT_FOUND if missing). A file larger than a
         response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
         (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+        Concurrent reads share the service's read budget (--read-budget-bytes,
+        64 MiB of files loaded at once): a read that does not fit waits its turn.
         """
 
         return await self._unary_unary(
@@ -4665,6 +4667,7 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
         ReadRange returns everything from a byte offset on. An offset inside a UTF-8
         character or past the end is refused with OUT_OF_RANGE; more than a response
         may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
+        Shares the read budget with Read.
         """
 
         return await self._unary_unary(

@@ -1770,6 +1770,8 @@ export const KnowledgeServiceService = {
    * Read returns a file's content (NOT_FOUND if missing). A file larger than a
    * response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
    * (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+   * Concurrent reads share the service's read budget (--read-budget-bytes,
+   * 64 MiB of files loaded at once): a read that does not fit waits its turn.
    */
   read: {
     path: "/agentnet.v1.KnowledgeService/Read" as const,
@@ -1837,6 +1839,7 @@ export const KnowledgeServiceService = {
    * ReadRange returns everything from a byte offset on. An offset inside a UTF-8
    * character or past the end is refused with OUT_OF_RANGE; more than a response
    * may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
+   * Shares the read budget with Read.
    */
   readRange: {
     path: "/agentnet.v1.KnowledgeService/ReadRange" as const,
@@ -1867,6 +1870,8 @@ export interface KnowledgeServiceServer extends UntypedServiceImplementation {
    * Read returns a file's content (NOT_FOUND if missing). A file larger than a
    * response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
    * (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+   * Concurrent reads share the service's read budget (--read-budget-bytes,
+   * 64 MiB of files loaded at once): a read that does not fit waits its turn.
    */
   read: handleUnaryCall<ReadRequest, ReadResponse>;
   /** Write creates or replaces a file atomically. */
@@ -1886,6 +1891,7 @@ export interface KnowledgeServiceServer extends UntypedServiceImplementation {
    * ReadRange returns everything from a byte offset on. An offset inside a UTF-8
    * character or past the end is refused with OUT_OF_RANGE; more than a response
    * may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
+   * Shares the read budget with Read.
    */
   readRange: handleUnaryCall<ReadRangeRequest, ReadRangeResponse>;
   /**
@@ -1900,6 +1906,8 @@ export interface KnowledgeServiceClient extends Client {
    * Read returns a file's content (NOT_FOUND if missing). A file larger than a
    * response may carry (16 MiB less 64 KiB) is refused with RESOURCE_EXHAUSTED
    * (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
+   * Concurrent reads share the service's read budget (--read-budget-bytes,
+   * 64 MiB of files loaded at once): a read that does not fit waits its turn.
    */
   read(request: ReadRequest, callback: (error: ServiceError | null, response: ReadResponse) => void): ClientUnaryCall;
   read(
@@ -1997,6 +2005,7 @@ export interface KnowledgeServiceClient extends Client {
    * ReadRange returns everything from a byte offset on. An offset inside a UTF-8
    * character or past the end is refused with OUT_OF_RANGE; more than a response
    * may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
+   * Shares the read budget with Read.
    */
   readRange(
     request: ReadRangeRequest,
