@@ -28,6 +28,12 @@ def test_flags_and_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert defaults.tokens_file is None and defaults.max_write_bytes == 8 * 1024 * 1024
     with pytest.raises(SystemExit):
         parse_args(["--max-write-bytes", "0"])
+    assert defaults.read_budget_bytes == 64 * 1024 * 1024
+    monkeypatch.setenv("AGENTNET_KNOWLEDGE_READ_BUDGET_BYTES", "4096")
+    assert parse_args([]).read_budget_bytes == 4096
+    assert parse_args(["--read-budget-bytes", "100"]).read_budget_bytes == 100
+    with pytest.raises(SystemExit):
+        parse_args(["--read-budget-bytes", "0"])
 
 
 def test_help_documents_the_knowledge_flags() -> None:
@@ -35,7 +41,14 @@ def test_help_documents_the_knowledge_flags() -> None:
     import sys
 
     out = subprocess.run([sys.executable, "-m", "knowledgesvc", "--help"], capture_output=True, text=True, check=True)
-    for flag in ("--backend", "--tokens-file", "--max-write-bytes", "--redis-prefix", "AGENTNET_KNOWLEDGE_TOKENS_FILE"):
+    for flag in (
+        "--backend",
+        "--tokens-file",
+        "--max-write-bytes",
+        "--read-budget-bytes",
+        "--redis-prefix",
+        "AGENTNET_KNOWLEDGE_TOKENS_FILE",
+    ):
         assert flag in out.stdout
 
 
