@@ -10,6 +10,7 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
+from hypothesis import HealthCheck, Phase, settings
 
 from netkernel.errors import ERROR_DOMAIN
 from tests.procs import ROOT
@@ -84,3 +85,15 @@ def sqlite_fingerprint(
         return out
     finally:
         conn.close()
+
+
+def fuzz_settings(max_examples: int) -> settings:
+    """Deterministic, non-shrinking hypothesis settings for the fuzz modules (CI reproduces every run)."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],  # no shrinking: a failure reports its (reproducible) example at once
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )

@@ -21,10 +21,10 @@ from typing import Any
 import grpc
 import pytest
 from agentnet.v1 import channel_pb2, connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2, task_pb2
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz.checks import assert_documented_refusal, assert_serving, sqlite_fingerprint
+from tests.fuzz.checks import assert_documented_refusal, assert_serving, fuzz_settings, sqlite_fingerprint
 from tests.fuzz.strategies import edge_strings, messages, mutations
 from tests.procs import ROOT, ServiceProcess, start_service
 
@@ -41,14 +41,7 @@ UNARY = [m for m in SERVICE.methods if not m.client_streaming and not m.server_s
 CALL_DEADLINE = 10.0
 WAITING = {"WaitTask", "Delegate", "InvokeAgent", "OpenChannel", "Say"}
 """RPCs that may legitimately wait as long as the request asks (their deadline is the caller's business)."""
-SETTINGS = settings(
-    max_examples=50,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],  # no shrinking: a failure reports its (reproducible) example at once
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
+SETTINGS = fuzz_settings(max_examples=50)
 
 
 OUTCOMES: Counter[tuple[str, str]] = Counter()

@@ -16,10 +16,10 @@ from typing import Any
 import grpc
 import pytest
 from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz.checks import assert_documented_refusal, assert_serving, sqlite_fingerprint
+from tests.fuzz.checks import assert_documented_refusal, assert_serving, fuzz_settings, sqlite_fingerprint
 from tests.fuzz.strategies import messages, mutations
 from tests.procs import ServiceProcess, start_service
 
@@ -28,14 +28,7 @@ pytestmark = pytest.mark.fuzz
 SERVICE_NAME = "agentnet.v1.KnowledgeService"
 SERVICE = knowledge_pb2.DESCRIPTOR.services_by_name["KnowledgeService"]
 UNARY = [m for m in SERVICE.methods if not m.client_streaming and not m.server_streaming]
-SETTINGS = settings(
-    max_examples=200,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],  # no shrinking: a failure reports its (reproducible) example at once
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
+SETTINGS = fuzz_settings(max_examples=200)
 
 
 @dataclass

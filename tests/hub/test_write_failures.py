@@ -64,6 +64,14 @@ def contiguous(seqs: list[int]) -> bool:
     return seqs == list(range(1, len(seqs) + 1))
 
 
+async def four_connected(hub: RunningHub) -> tuple[Participant, Participant, Participant, Participant]:
+    """alice, bob, carol and dave, registered and connected."""
+    people = [await register(hub.target, name) for name in ("alice", "bob", "carol", "dave")]
+    for p in people:
+        await p.connect()
+    return people[0], people[1], people[2], people[3]
+
+
 async def post_keyed(p: Participant, channel_id: str, text: str, key: str) -> hub_pb2.PostEnvelopeResponse:
     env = make_envelope(channel_id, EV_TEXT, {"text": text}, idempotency_key=key)
     return await p.rpc("PostEnvelope", hub_pb2.PostEnvelopeRequest(envelope=env))
@@ -73,12 +81,7 @@ async def test_a_stale_idempotent_retry_is_exact_and_breaks_no_other_write(tmp_p
     """The issue's scenario: a retry of a key older than the last 4096, racing other agents' writes."""
     db = tmp_path / "hub.db"
     async with running_hub(db) as hub:
-        alice = await register(hub.target, "alice")
-        bob = await register(hub.target, "bob")
-        carol = await register(hub.target, "carol")
-        dave = await register(hub.target, "dave")
-        for p in (alice, bob, carol, dave):
-            await p.connect()
+        alice, bob, carol, dave = await four_connected(hub)
         busy = await open_channel(alice, "conversation", [bob])
         other = await open_channel(carol, "conversation", [dave])
         first = await alice.post(busy, EV_TEXT, {"text": "k0"}, idempotency_key="k0")
@@ -114,12 +117,7 @@ async def test_a_stale_idempotent_retry_is_exact_and_breaks_no_other_write(tmp_p
 
 async def test_a_failing_write_fails_alone_and_the_channel_never_gets_a_gap(hub: RunningHub) -> None:
     """One bundle fails in a shared group: only its caller sees it; later bundles of its channel are fenced."""
-    alice = await register(hub.target, "alice")
-    bob = await register(hub.target, "bob")
-    carol = await register(hub.target, "carol")
-    dave = await register(hub.target, "dave")
-    for p in (alice, bob, carol, dave):
-        await p.connect()
+    alice, bob, carol, dave = await four_connected(hub)
     db = hub.db
     doomed = await open_channel(alice, "conversation", [bob])
     other = await open_channel(carol, "conversation", [dave])
