@@ -12,15 +12,19 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before } from "node:test";
 import type { Client } from "../src";
+import { TcpForwarder } from "./forwarder";
 
 /** A running hub. */
 export interface HubProcess {
-  /** `127.0.0.1:<port>`. */
+  /**
+   * `127.0.0.1:<port>` of a forwarder to the hub: the same across restart(), while each
+   * hub process listens on a port of its own.
+   */
   readonly target: string;
   /** Its data directory (removed by stop()). */
   readonly dir: string;
   /**
-   * Stop it and start it again on the same port and database. SIGKILL simulates
+   * Stop it and start it again on the same database (and target). SIGKILL simulates
    * a crash (and is fast: on SIGTERM the hub waits its 5 s grace period for open
    * Connect streams before closing them).
    */
@@ -71,11 +75,11 @@ process.once("exit", () => {
   for (const child of live) child.kill("SIGKILL");
 });
 
-/** Spawn `python -m hubsvc` and resolve with the child and its port once it listens. */
-function spawnHub(dir: string, port: number, extraArgs: string[]): Promise<{ child: ChildProcess; port: number }> {
+/** Spawn `python -m hubsvc` on a free port and resolve with the child and its address once it listens. */
+function spawnHub(dir: string, extraArgs: string[]): Promise<{ child: ChildProcess; target: string }> {
   const root = repoRoot();
   const cwd = process.env["AGENTNET_HUB_DIR"] || root;
-  const args = ["-m", "hubsvc", "--port", String(port), "--db", join(dir, "hub.db"), "--data-dir", dir];
+  const args = ["-m", "hubsvc", "--port", "0", "--db", join(dir, "hub.db"), "--data-dir", dir];
   const child = spawn(pythonPath(root), [...args, "--log-level", "WARNING", ...extraArgs], {
     cwd,
     stdio: ["ignore", "pipe", "pipe"],
@@ -107,7 +111,7 @@ function spawnHub(dir: string, port: number, extraArgs: string[]): Promise<{ chi
         child.off("error", onError);
         child.off("exit", onExit);
         stdout = "";
-        resolve({ child, port: Number(m[1]) });
+        resolve({ child, target: `127.0.0.1:${m[1]}` });
       }
     });
   });
@@ -116,22 +120,27 @@ function spawnHub(dir: string, port: number, extraArgs: string[]): Promise<{ chi
 /** Start a hub on a free port with a fresh database; resolves once it listens. */
 export async function startHub(extraArgs: string[] = []): Promise<HubProcess> {
   const dir = await mkdtemp(join(tmpdir(), "agentnet-ts-"));
-  let current: { child: ChildProcess; port: number };
+  const forwarder = await TcpForwarder.listen();
+  let current: { child: ChildProcess; target: string };
   try {
-    current = await spawnHub(dir, 0, extraArgs);
+    current = await spawnHub(dir, extraArgs);
   } catch (err) {
+    await forwarder.close();
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
-  const port = current.port;
+  forwarder.pointTo(current.target);
   return {
-    target: `127.0.0.1:${port}`,
+    target: forwarder.target,
     dir,
     async restart(signal: "SIGTERM" | "SIGKILL" = "SIGTERM"): Promise<void> {
+      forwarder.pointTo(undefined); // refused while down, whoever takes the old port
       await terminate(current.child, signal);
-      current = await spawnHub(dir, port, extraArgs);
+      current = await spawnHub(dir, extraArgs);
+      forwarder.pointTo(current.target);
     },
     async stop(): Promise<void> {
+      await forwarder.close();
       await terminate(current.child);
       await rm(dir, { recursive: true, force: true });
     },

@@ -60,18 +60,19 @@ func Python() string {
 // it when the test ends.
 func Start(t testing.TB) *Hub {
 	t.Helper()
-	return StartIn(t, t.TempDir(), "0")
+	return StartIn(t, t.TempDir())
 }
 
-// StartIn runs a hub with its database in dir on port ("0" = any free port).
-// Several hubs may use one dir one after the other (a restart).
-func StartIn(t testing.TB, dir, port string) *Hub {
+// StartIn runs a hub with its database in dir on a free port. Several hubs
+// may use one dir one after the other (a restart: the new hub listens on a
+// new port, so clients that must survive it dial a Forwarder).
+func StartIn(t testing.TB, dir string) *Hub {
 	t.Helper()
 	py := Python()
 	if _, err := os.Stat(py); err != nil {
 		t.Fatalf("hub interpreter %s not found (set AGENTNET_PYTHON): %v", py, err)
 	}
-	cmd := exec.Command(py, "-m", "hubsvc", "--port", port,
+	cmd := exec.Command(py, "-m", "hubsvc", "--port", "0",
 		"--db", filepath.Join(dir, "hub.db"), "--data-dir", dir, "--log-level", "WARNING")
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
@@ -119,12 +120,6 @@ func StartIn(t testing.TB, dir, port string) *Hub {
 		}
 	})
 	return h
-}
-
-// Port is the port part of Addr.
-func (h *Hub) Port() string {
-	_, port, _ := strings.Cut(h.Addr, ":")
-	return port
 }
 
 // Stop sends SIGTERM and waits (SIGKILL after 10 s). Safe to call twice.
