@@ -39,7 +39,8 @@ const (
 // Paths are absolute ("/memory/working.md"), normalised by the server; a path
 // escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 //
-// Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+// Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+// at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
 // A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
 // most 4096 UTF-8 bytes, as sent and normalised, with no component named
 // ".agentnet" (any case: reserved for the store's bookkeeping) — both
@@ -196,7 +197,8 @@ type KnowledgeService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 // Paths are absolute ("/memory/working.md"), normalised by the server; a path
 // escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 //
-// Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+// Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+// at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
 // A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
 // most 4096 UTF-8 bytes, as sent and normalised, with no component named
 // ".agentnet" (any case: reserved for the store's bookkeeping) — both

@@ -36,7 +36,8 @@ class HubServiceStub:
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
@@ -234,7 +235,8 @@ class HubServiceServicer:
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
@@ -755,7 +757,8 @@ class HubService:
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at

@@ -33,7 +33,8 @@ class KnowledgeServiceStub:
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
@@ -100,7 +101,8 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
@@ -163,7 +165,8 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both

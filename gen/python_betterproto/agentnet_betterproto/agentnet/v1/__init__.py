@@ -3864,7 +3864,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
@@ -4667,7 +4668,8 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
