@@ -16,7 +16,8 @@ from typing import Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+
+from servicekit.reflection import enable_reflection
 
 log = logging.getLogger("agentnet.service")
 
@@ -98,7 +99,7 @@ async def start_server(
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [spec.full_name for spec in specs]
-    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    enable_reflection([*names, health.SERVICE_NAME], server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise OSError(f"could not bind {host}:{port}; is the port in use? Pick another with --port.")

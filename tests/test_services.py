@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
@@ -42,13 +43,49 @@ def assert_serving(target: str, service_name: str) -> None:
             assert resp.status == health_pb2.HealthCheckResponse.SERVING, name
 
 
+REFLECTION_VERSIONS = ("v1", "v1alpha")
+
+
+def reflect(
+    channel: grpc.Channel, version: str, request: reflection_pb2.ServerReflectionRequest
+) -> reflection_pb2.ServerReflectionResponse:
+    """One request to grpc.reflection.<version>.ServerReflection. v1 and v1alpha share their
+    messages field for field, so the v1alpha classes encode a v1 call exactly."""
+    call = channel.stream_stream(
+        f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
+    responses = list(call(iter([request]), timeout=10))
+    assert len(responses) == 1
+    return responses[0]
+
+
+def described_services(response: reflection_pb2.ServerReflectionResponse) -> set[str]:
+    """Full names of the services declared by the files of a file_containing_symbol answer."""
+    assert response.WhichOneof("message_response") == "file_descriptor_response", response
+    names = set()
+    for blob in response.file_descriptor_response.file_descriptor_proto:
+        file = descriptor_pb2.FileDescriptorProto.FromString(blob)
+        names |= {f"{file.package}.{s.name}" for s in file.service}
+    return names
+
+
 def assert_reflected(target: str, service_name: str) -> None:
     with grpc.insecure_channel(target) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         responses = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
-    names = {s.name for s in responses[0].list_services_response.service}
-    assert service_name in names
-    assert "grpc.health.v1.Health" in names
+        names = {s.name for s in responses[0].list_services_response.service}
+        assert service_name in names
+        assert "grpc.health.v1.Health" in names
+        for version in REFLECTION_VERSIONS:
+            listed = reflect(channel, version, reflection_pb2.ServerReflectionRequest(list_services=""))
+            names = {s.name for s in listed.list_services_response.service}
+            assert {service_name, "grpc.health.v1.Health"} <= names, (version, names)
+            assert {f"grpc.reflection.{v}.ServerReflection" for v in REFLECTION_VERSIONS} <= names, (version, names)
+            for symbol in (service_name, "grpc.reflection.v1.ServerReflection"):
+                found = reflect(channel, version, reflection_pb2.ServerReflectionRequest(file_containing_symbol=symbol))
+                assert symbol in described_services(found), (version, symbol)
 
 
 def test_health_reports_serving(service: tuple[str, ServiceProcess]) -> None:

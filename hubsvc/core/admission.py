@@ -19,7 +19,7 @@ from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.channel import HUB_SENDER, PENDING, TERMINAL, ChannelRuntime
 from hubsvc.core.options import HubOptions
-from hubsvc.core.util import Clock, check_seconds, iso_z, next_envelope_id
+from hubsvc.core.util import Clock, check_seconds, iso_z, next_envelope_id, stamp_time
 from hubsvc.storage import WalRow, Writes
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
@@ -187,6 +187,7 @@ class Admission:
         env.envelope_id = next_envelope_id()
         env.created_at = iso_z(now)
         wire = envelope_to_wire(env, event_data_json=event_data_json)
+        stamp_time(wire.created_time, now)
         data = wire.SerializeToString()
         ch.fold(env, now)
         ch.meta.last_seq = env.seq

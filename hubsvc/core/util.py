@@ -57,15 +57,26 @@ def new_secret() -> str:
 _second_cache: list[tuple[int, str]] = [(-1, "")]
 
 
+def _second_micros(ts: float) -> tuple[int, int]:
+    """``ts`` as (whole seconds, microseconds): the one rounding both envelope times share."""
+    second = int(ts // 1)
+    return second, min(round((ts - second) * 1_000_000), 999_999)
+
+
 def iso_z(ts: float) -> str:
     """RFC 3339 UTC with microseconds and a trailing "Z" (the date part is cached per second)."""
-    second = int(ts // 1)
+    second, micros = _second_micros(ts)
     cached_second, prefix = _second_cache[0]
     if second != cached_second:
         prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
         _second_cache[0] = (second, prefix)
-    micros = min(round((ts - second) * 1_000_000), 999_999)
     return f"{prefix}.{micros:06d}Z"
+
+
+def stamp_time(out: timestamp_pb2.Timestamp, ts: float) -> None:
+    """Set ``out`` to the instant :func:`iso_z` writes for ``ts`` (Envelope.created_time beside created_at)."""
+    out.seconds, micros = _second_micros(ts)
+    out.nanos = micros * 1000
 
 
 def parse_iso_z(text: str) -> float:

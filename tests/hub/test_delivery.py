@@ -141,6 +141,7 @@ async def test_envelope_ttl_stops_stale_delivery(tmp_path: Path) -> None:
         got = data_of(await bob.next_of("ag2.msg.text"))
         assert got == {"text": "fresh"}
         assert len(bob.expired) == 1 and bob.expired[0].event_data_json == ""  # the slot, without its content
+        assert bob.expired[0].sender_id == ""  # as envelope.proto and docs/hub.md say
         with pytest.raises(errors.InvalidArgument):
             await alice.say(cid, "bad ttl", ttl_seconds=-1)
         await alice.close()

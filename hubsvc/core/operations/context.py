@@ -69,4 +69,5 @@ class ContextOps:
             sender_name=self.core.name_for(wire.sender_id),
             text=text if isinstance(text, str) else "",
             created_at=wire.created_at,
+            created_time=wire.created_time if wire.HasField("created_time") else None,
         )

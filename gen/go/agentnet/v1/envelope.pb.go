@@ -9,6 +9,7 @@ package agentnetv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -145,11 +146,50 @@ type Envelope struct {
 	ChannelId string `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
 	// The sending agent. Stamped by the hub from the authenticated identity; a post
 	// that names another sender is refused with PERMISSION_DENIED.
+	// Two values are not agent ids: "hub" (reserved) on the envelopes the hub posts
+	// itself (invite, opened, closed, expired; see event_type), and "" on the stub
+	// of an expired slot (Delivery.expired: the hub withholds every field but
+	// channel_id, seq, envelope_id and event_type).
 	SenderId string `protobuf:"bytes,2,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
 	// Recipients. Absent = broadcast to all participants (`audience=None` in the Python SDK).
 	Audience *Audience `protobuf:"bytes,3,opt,name=audience,proto3,oneof" json:"audience,omitempty"`
-	// Dotted event type, e.g. "ag2.msg.text", "ag2.packet", "ag2.channel.invite",
-	// or a custom type such as "myapp.review_request" (passed through unchanged).
+	// Dotted event type: one of the ag2.* types below, or a custom type such as
+	// "myapp.review_request" (delivered to its audience unchanged; it never takes a
+	// turn). 1-200 characters. The ag2.* types, who posts them and their
+	// event_data keys (docs/hub.md "Event types" has the same table):
+	//
+	//   - "ag2.msg.text" (participant; takes a turn): {"text": string}. The question
+	//     of an InvokeAgent call is written by the hub on the caller's behalf
+	//     (sender_id = the caller) and adds "a2a": an A2ADispatch as JSON; the
+	//     callee's reply may add "a2a": an A2AReply as JSON.
+	//   - "ag2.packet" (participant; takes a turn; workflow channels):
+	//     {"routing": {"tool_called": string | null, "tools_called": [string]},
+	//     "context_updates": {"set": {key: value}, "delete": [key]}, "body": string}.
+	//   - "ag2.channel.invite" (sender "hub"; audience: the one invitee):
+	//     {"channel_id", "type", "initiator", "initiator_name", "intent",
+	//     "participants": [agent id], "knobs": {adapter options}}.
+	//   - "ag2.channel.invite_ack" (the invitee): {}. Accepting an invite means
+	//     posting this envelope into the invite's channel; an Ack frame only moves
+	//     the delivery cursor and accepts nothing.
+	//   - "ag2.channel.invite_reject" (the invitee): {}. The channel closes with
+	//     reason "invite_rejected".
+	//   - "ag2.channel.opened" (sender "hub"; every invitee acked):
+	//     {"channel_id", "participants": [agent id]}.
+	//   - "ag2.channel.closed" (sender "hub"): {"reason": string} plus, by reason,
+	//     "closed_by" (agent id; CloseChannel, "delegate_timeout", "a2a_timeout"),
+	//     "agent_id" ("participant_left") or "error" ("seed_failed").
+	//   - "ag2.channel.expired" (sender "hub"; the channel's ttl ran out):
+	//     {"reason": "ttl"}.
+	//   - "ag2.channel.expectation_violated" (sender "hub"): reserved for
+	//     governance, not posted yet.
+	//   - "ag2.context.set" (participant; workflow channels, any time, no turn):
+	//     {"set": {key: value}, "delete": [key]}.
+	//   - "ag2.task.cancel_request" (the agent that called CancelTask; audience: the
+	//     task's owner; urgent; task_id set): {"task_id", "reason"}.
+	//   - "ag2.task.cancelled" (the task's owner): {"task_id", "reason"}.
+	//
+	// Only the hub may post invite, opened, closed, expired and
+	// expectation_violated (PROTOCOL_ERROR otherwise).
 	EventType string `protobuf:"bytes,4,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
 	// The event payload as a JSON object, encoded as UTF-8 JSON text. JSON keeps
 	// integers as integers and is built with one call in every language
@@ -181,15 +221,25 @@ type Envelope struct {
 	// At most 256 bytes.
 	IdempotencyKey *string `protobuf:"bytes,12,opt,name=idempotency_key,json=idempotencyKey,proto3,oneof" json:"idempotency_key,omitempty"`
 	// Hub-stamped admission time, RFC 3339 UTC with a trailing "Z"
-	// (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post.
+	// (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post. Kept for
+	// compatibility: created_time is the same instant as a Timestamp, like every
+	// other time of the contract.
 	CreatedAt string `protobuf:"bytes,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	// Per-envelope time to live in seconds, counted from created_at: an envelope
-	// older than this is no longer delivered. Absent = the channel's expiry applies.
-	// Positive and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+	// Per-envelope time to live in whole seconds, counted from the admission time:
+	// an envelope older than this is no longer delivered (its slot arrives as an
+	// expired Delivery). Absent = the channel's expiry applies. Positive and at
+	// most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+	// Other TTLs of the contract (OpenChannelRequest, ReportTaskRequest) are
+	// double seconds; this one stays int32 because changing a field's type breaks
+	// the wire format for existing clients, and whole seconds suffice here.
 	TtlSeconds *int32 `protobuf:"varint,14,opt,name=ttl_seconds,json=ttlSeconds,proto3,oneof" json:"ttl_seconds,omitempty"`
 	// Hub-stamped per-channel sequence number, starting at 1 and increasing by one
 	// per admitted envelope. WAL order is admission order is seq order.
-	Seq           uint64 `protobuf:"varint,15,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,15,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Hub-stamped admission time, the same instant as created_at (to the
+	// microsecond). Ignored on post. Set on every envelope a hub with this field
+	// admitted; envelopes stored by an older hub carry created_at only.
+	CreatedTime   *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=created_time,json=createdTime,proto3" json:"created_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,13 +379,20 @@ func (x *Envelope) GetSeq() uint64 {
 	return 0
 }
 
+func (x *Envelope) GetCreatedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedTime
+	}
+	return nil
+}
+
 var File_agentnet_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_envelope_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentnet/v1/envelope.proto\x12\vagentnet.v1\"'\n" +
+	"\x1aagentnet/v1/envelope.proto\x12\vagentnet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"'\n" +
 	"\bAudience\x12\x1b\n" +
-	"\tagent_ids\x18\x01 \x03(\tR\bagentIds\"\xf5\x04\n" +
+	"\tagent_ids\x18\x01 \x03(\tR\bagentIds\"\xb4\x05\n" +
 	"\bEnvelope\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x1b\n" +
@@ -357,7 +414,8 @@ const file_agentnet_v1_envelope_proto_rawDesc = "" +
 	"created_at\x18\r \x01(\tR\tcreatedAt\x12$\n" +
 	"\vttl_seconds\x18\x0e \x01(\x05H\x05R\n" +
 	"ttlSeconds\x88\x01\x01\x12\x10\n" +
-	"\x03seq\x18\x0f \x01(\x04R\x03seqB\v\n" +
+	"\x03seq\x18\x0f \x01(\x04R\x03seq\x12=\n" +
+	"\fcreated_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vcreatedTimeB\v\n" +
 	"\t_audienceB\n" +
 	"\n" +
 	"\b_task_idB\x0f\n" +
@@ -386,18 +444,20 @@ func file_agentnet_v1_envelope_proto_rawDescGZIP() []byte {
 var file_agentnet_v1_envelope_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_agentnet_v1_envelope_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_agentnet_v1_envelope_proto_goTypes = []any{
-	(Priority)(0),    // 0: agentnet.v1.Priority
-	(*Audience)(nil), // 1: agentnet.v1.Audience
-	(*Envelope)(nil), // 2: agentnet.v1.Envelope
+	(Priority)(0),                 // 0: agentnet.v1.Priority
+	(*Audience)(nil),              // 1: agentnet.v1.Audience
+	(*Envelope)(nil),              // 2: agentnet.v1.Envelope
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
 }
 var file_agentnet_v1_envelope_proto_depIdxs = []int32{
 	1, // 0: agentnet.v1.Envelope.audience:type_name -> agentnet.v1.Audience
 	0, // 1: agentnet.v1.Envelope.priority:type_name -> agentnet.v1.Priority
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 2: agentnet.v1.Envelope.created_time:type_name -> google.protobuf.Timestamp
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_envelope_proto_init() }

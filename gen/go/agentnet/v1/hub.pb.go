@@ -1290,7 +1290,9 @@ type DescribeChannelResponse struct {
 	Channel *ChannelMetadata `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
 	// The adapter's folded state as a JSON object (adapter-specific shape).
 	AdapterStateJson string `protobuf:"bytes,2,opt,name=adapter_state_json,json=adapterStateJson,proto3" json:"adapter_state_json,omitempty"`
-	// Agent ids the adapter expects to speak next (empty = anyone / no one).
+	// Agent ids the adapter expects to speak next. Empty means "anyone or no
+	// one" (e.g. a conversation, or a channel not open yet or ended): call
+	// CanSend to learn whether the caller may post.
 	ExpectedNext []string `protobuf:"bytes,3,rep,name=expected_next,json=expectedNext,proto3" json:"expected_next,omitempty"`
 	// Names of the adapter tools the caller is offered in this channel right now: ["say"] or []
 	// (consulting: whoever's turn it is; conversation: everyone; discussion: only the expected next
@@ -1828,7 +1830,8 @@ type CanSendResponse struct {
 	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
 	// Why not, when not allowed.
 	Refusal *ErrorDetail `protobuf:"bytes,2,opt,name=refusal,proto3" json:"refusal,omitempty"`
-	// Agent ids expected to speak next.
+	// Agent ids expected to speak next; empty = anyone or no one (allowed says
+	// which for the caller).
 	ExpectedNext  []string `protobuf:"bytes,3,rep,name=expected_next,json=expectedNext,proto3" json:"expected_next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2473,8 +2476,11 @@ type ContextExcerpt struct {
 	SenderName string `protobuf:"bytes,5,opt,name=sender_name,json=senderName,proto3" json:"sender_name,omitempty"`
 	// The text.
 	Text string `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
-	// Admission time (RFC 3339 UTC).
-	CreatedAt     string `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Admission time (RFC 3339 UTC); kept for compatibility, see created_time.
+	CreatedAt string `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Admission time, the same instant as created_at (unset for envelopes stored
+	// by a hub older than Envelope.created_time).
+	CreatedTime   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_time,json=createdTime,proto3" json:"created_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2556,6 +2562,13 @@ func (x *ContextExcerpt) GetCreatedAt() string {
 		return x.CreatedAt
 	}
 	return ""
+}
+
+func (x *ContextExcerpt) GetCreatedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedTime
+	}
+	return nil
 }
 
 // SearchContextRequest searches past text.
@@ -4321,7 +4334,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x12CancelTaskResponse\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.agentnet.v1.TaskMetadataR\x04task\x12\x1f\n" +
 	"\venvelope_id\x18\x02 \x01(\tR\n" +
-	"envelopeId\"\xd3\x01\n" +
+	"envelopeId\"\x92\x02\n" +
 	"\x0eContextExcerpt\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x1f\n" +
@@ -4333,7 +4346,8 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"senderName\x12\x12\n" +
 	"\x04text\x18\x06 \x01(\tR\x04text\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\a \x01(\tR\tcreatedAt\"a\n" +
+	"created_at\x18\a \x01(\tR\tcreatedAt\x12=\n" +
+	"\fcreated_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vcreatedTime\"a\n" +
 	"\x14SearchContextRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\x1d\n" +
 	"\n" +
@@ -4602,9 +4616,9 @@ var file_agentnet_v1_hub_proto_goTypes = []any{
 	(*ErrorDetail)(nil),              // 77: agentnet.v1.ErrorDetail
 	(TaskEventKind)(0),               // 78: agentnet.v1.TaskEventKind
 	(*TaskMetadata)(nil),             // 79: agentnet.v1.TaskMetadata
-	(*DiscoveredAgent)(nil),          // 80: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),            // 81: agentnet.v1.InvocationStatus
-	(*timestamppb.Timestamp)(nil),    // 82: google.protobuf.Timestamp
+	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
+	(*DiscoveredAgent)(nil),          // 81: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),            // 82: agentnet.v1.InvocationStatus
 	(*Execution)(nil),                // 83: agentnet.v1.Execution
 	(*ConnectRequest)(nil),           // 84: agentnet.v1.ConnectRequest
 	(*ConnectResponse)(nil),          // 85: agentnet.v1.ConnectResponse
@@ -4640,89 +4654,90 @@ var file_agentnet_v1_hub_proto_depIdxs = []int32{
 	79, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
 	79, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
 	79, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	41, // 30: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	41, // 31: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	71, // 32: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	72, // 33: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	80, // 34: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	68, // 35: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	81, // 36: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	82, // 37: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	83, // 38: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	1,  // 39: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
-	56, // 40: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	75, // 41: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	82, // 42: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
-	65, // 43: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	84, // 44: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,  // 45: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,  // 46: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,  // 47: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,  // 48: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10, // 49: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12, // 50: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14, // 51: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16, // 52: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	18, // 53: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	20, // 54: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	23, // 55: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	25, // 56: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	27, // 57: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	29, // 58: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	31, // 59: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	33, // 60: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	35, // 61: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	37, // 62: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	39, // 63: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	42, // 64: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	44, // 65: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	46, // 66: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	48, // 67: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	50, // 68: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	52, // 69: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	54, // 70: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	57, // 71: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	59, // 72: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	61, // 73: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	63, // 74: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	66, // 75: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	85, // 76: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,  // 77: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,  // 78: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,  // 79: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,  // 80: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11, // 81: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13, // 82: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15, // 83: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17, // 84: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	19, // 85: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	21, // 86: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	24, // 87: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	26, // 88: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	28, // 89: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	30, // 90: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	32, // 91: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	34, // 92: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	36, // 93: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	38, // 94: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	40, // 95: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	43, // 96: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	45, // 97: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	47, // 98: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	49, // 99: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	51, // 100: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	53, // 101: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	55, // 102: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	58, // 103: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	60, // 104: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	62, // 105: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	64, // 106: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	67, // 107: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	76, // [76:108] is the sub-list for method output_type
-	44, // [44:76] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	80, // 30: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
+	41, // 31: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	41, // 32: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	71, // 33: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	72, // 34: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	81, // 35: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	68, // 36: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	82, // 37: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	80, // 38: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	83, // 39: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	1,  // 40: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
+	56, // 41: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
+	75, // 42: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	80, // 43: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	65, // 44: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
+	84, // 45: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,  // 46: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,  // 47: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,  // 48: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,  // 49: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10, // 50: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12, // 51: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14, // 52: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16, // 53: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	18, // 54: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	20, // 55: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	23, // 56: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	25, // 57: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	27, // 58: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	29, // 59: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	31, // 60: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	33, // 61: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	35, // 62: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	37, // 63: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	39, // 64: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	42, // 65: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	44, // 66: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	46, // 67: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	48, // 68: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	50, // 69: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	52, // 70: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	54, // 71: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	57, // 72: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	59, // 73: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	61, // 74: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	63, // 75: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	66, // 76: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	85, // 77: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,  // 78: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,  // 79: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,  // 80: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,  // 81: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11, // 82: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13, // 83: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15, // 84: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17, // 85: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	19, // 86: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	21, // 87: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	24, // 88: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	26, // 89: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	28, // 90: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	30, // 91: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	32, // 92: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	34, // 93: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	36, // 94: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	38, // 95: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	40, // 96: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	43, // 97: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	45, // 98: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	47, // 99: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	49, // 100: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	51, // 101: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	53, // 102: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	55, // 103: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	58, // 104: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	60, // 105: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	62, // 106: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	64, // 107: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	67, // 108: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	77, // [77:109] is the sub-list for method output_type
+	45, // [45:77] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }

@@ -66,12 +66,25 @@ const (
 // metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
 // with domain "agentnet.v1" and a reason from ErrorReason.
 //
-// Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+// Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+// either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
 // request is at most 256 UTF-8 bytes when it is an id, key, token or name
 // (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
 // and map holds at most 1024 items (--max-repeated-items); every uint64 is at
 // most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
 // path; fields with their own limit say so below.
+//
+// Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+// credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+// field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+// (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+// changed). The codes each RPC adds are listed on it; docs/errors.md has every
+// reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+// google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+//
+// Server reflection answers on both grpc.reflection.v1.ServerReflection and
+// grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+// grpc.health.v1.Health.
 type HubServiceClient interface {
 	// Connect is the participant's live session: posts and their results,
 	// deliveries, acks and keep-alives on one bidirectional stream.
@@ -81,29 +94,60 @@ type HubServiceClient interface {
 	// cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
 	// the ones your acks reached); nothing is lost. The hub's restarts and other
 	// breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+	//
+	// The hub handles the frames of one stream in the order it receives them: a
+	// Post is admitted before any later frame of the stream is looked at, so two
+	// Posts of one stream are admitted in the order sent (their PostResults may
+	// still be interleaved with Deliveries). A refused Post does not end the
+	// stream: its PostResult carries the error.
+	//
+	// Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+	// frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+	// neither Hello.credential nor the bearer metadata holds a known credential;
+	// INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+	// RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+	// UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+	// Connect of the same agent replaces this one.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 	// Register creates an agent (kind agent or remote_agent) and issues its
-	// credential. kind human is refused: use RegisterHuman.
+	// credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+	// a malformed name; ALREADY_EXISTS for a name already registered;
+	// PAYLOAD_TOO_LARGE for skill_md over its limit.
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+	// Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+	// malformed name; ALREADY_EXISTS for a name already registered.
 	RegisterHuman(ctx context.Context, in *RegisterHumanRequest, opts ...grpc.CallOption) (*RegisterHumanResponse, error)
 	// Unregister removes the caller's identity; its live channels close.
 	Unregister(ctx context.Context, in *UnregisterRequest, opts ...grpc.CallOption) (*UnregisterResponse, error)
 	// ListAgents lists identities with filters (the `peers(action="find")` tool).
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
 	// DescribeAgent returns one identity's passport, resume and skill markdown
-	// (the `peers(action="describe")` tool).
+	// (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
 	DescribeAgent(ctx context.Context, in *DescribeAgentRequest, opts ...grpc.CallOption) (*DescribeAgentResponse, error)
 	// SetSkill replaces the caller's skill markdown (audited as skill_set).
+	// Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
 	SetSkill(ctx context.Context, in *SetSkillRequest, opts ...grpc.CallOption) (*SetSkillResponse, error)
 	// SetResume replaces the caller's resume (audited as resume_set).
 	SetResume(ctx context.Context, in *SetResumeRequest, opts ...grpc.CallOption) (*SetResumeResponse, error)
 	// OpenChannel creates a channel, invites the targets and optionally seeds it
-	// with a first envelope once every invitee acked.
+	// with a first envelope once every invitee acked (an invitee accepts by
+	// posting an "ag2.channel.invite_ack" envelope into the channel).
+	// Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+	// targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+	// unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+	// PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+	// wait_until_opened waited wait_timeout_seconds and the channel is still
+	// PENDING (the channel stays; it closes with "invite_timeout" if the acks
+	// never come). A channel that ended instead of opening (e.g. an invitee
+	// rejected) is returned, not refused: check its state.
 	OpenChannel(ctx context.Context, in *OpenChannelRequest, opts ...grpc.CallOption) (*OpenChannelResponse, error)
 	// CloseChannel closes a channel the caller participates in.
+	// Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+	// (unknown channel); NOT_PARTICIPANT.
 	CloseChannel(ctx context.Context, in *CloseChannelRequest, opts ...grpc.CallOption) (*CloseChannelResponse, error)
 	// DescribeChannel returns a channel's metadata and adapter state.
+	// Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
 	DescribeChannel(ctx context.Context, in *DescribeChannelRequest, opts ...grpc.CallOption) (*DescribeChannelResponse, error)
 	// ListChannels lists the channels the caller participates in.
 	ListChannels(ctx context.Context, in *ListChannelsRequest, opts ...grpc.CallOption) (*ListChannelsResponse, error)
@@ -112,51 +156,95 @@ type HubServiceClient interface {
 	// A follower that stops reading while more than --max-stream-buffer-bytes of
 	// new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
 	// ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-	// call ReadWal with again.
+	// call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
 	ReadWal(ctx context.Context, in *ReadWalRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadWalResponse], error)
 	// PostEnvelope admits one envelope (the unary twin of Connect's Post).
+	// Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+	// channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+	// CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+	// invite answer without an open invite, a post before the channel opened, or
+	// a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+	// INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
 	PostEnvelope(ctx context.Context, in *PostEnvelopeRequest, opts ...grpc.CallOption) (*PostEnvelopeResponse, error)
-	// CanSend says whether the caller may post a substantive envelope now.
+	// CanSend says whether the caller may post a substantive envelope now. Use it
+	// whenever DescribeChannel's expected_next is empty: that means "anyone or no
+	// one", which only CanSend resolves for the caller. A refusal is returned in
+	// CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+	// channel); NOT_PARTICIPANT.
 	CanSend(ctx context.Context, in *CanSendRequest, opts ...grpc.CallOption) (*CanSendResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+	// task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+	// INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
 	ReportTask(ctx context.Context, in *ReportTaskRequest, opts ...grpc.CallOption) (*ReportTaskResponse, error)
 	// ListTasks lists tasks (own or all, active or all).
 	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
-	// GetTask returns a task's current metadata.
+	// GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task).
 	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
-	// WaitTask blocks until the task is terminal or the timeout passes.
+	// WaitTask blocks until the task is terminal or the timeout passes (that is
+	// timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+	// INVALID_ARGUMENT (timeout_seconds out of range).
 	WaitTask(ctx context.Context, in *WaitTaskRequest, opts ...grpc.CallOption) (*WaitTaskResponse, error)
 	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+	// nor in a channel you participate in); FAILED_PRECONDITION (already ended).
 	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-	// contains the query (case-insensitive substring).
+	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+	// (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
 	SearchContext(ctx context.Context, in *SearchContextRequest, opts ...grpc.CallOption) (*SearchContextResponse, error)
 	// QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+	// Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+	// (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
 	QuoteContext(ctx context.Context, in *QuoteContextRequest, opts ...grpc.CallOption) (*QuoteContextResponse, error)
 	// SetA2ASettings replaces the caller's agent-to-agent settings.
 	SetA2ASettings(ctx context.Context, in *SetA2ASettingsRequest, opts ...grpc.CallOption) (*SetA2ASettingsResponse, error)
 	// DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+	// Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
 	DiscoverAgents(ctx context.Context, in *DiscoverAgentsRequest, opts ...grpc.CallOption) (*DiscoverAgentsResponse, error)
-	// InvokeAgent calls another agent and waits for its answer.
+	// InvokeAgent calls another agent and waits for its answer. A callee that
+	// does not answer in time, or whose channel ends first, is not an error: the
+	// response has status failed. Refusals: NOT_FOUND (unknown target);
+	// INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+	// PERMISSION_DENIED (the target does not accept the caller, or a root session
+	// the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
 	InvokeAgent(ctx context.Context, in *InvokeAgentRequest, opts ...grpc.CallOption) (*InvokeAgentResponse, error)
 	// RefreshCallToken exchanges a call token that is still valid, or expired
-	// less than the grace period ago, for a fresh one.
+	// less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+	// (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+	// agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
 	RefreshCallToken(ctx context.Context, in *RefreshCallTokenRequest, opts ...grpc.CallOption) (*RefreshCallTokenResponse, error)
 	// ListExecutions lists A2A executions of one root session (the call tree) the
 	// caller took part in; with the operator token, any root session or every execution.
+	// Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+	// INVALID_ARGUMENT (negative limit).
 	ListExecutions(ctx context.Context, in *ListExecutionsRequest, opts ...grpc.CallOption) (*ListExecutionsResponse, error)
 	// ListTools returns the JSON schemas of the tools the caller may use right
 	// now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+	// Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+	// participant).
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
 	// CallTool runs one tool with JSON arguments exactly as an LLM produced them
-	// and returns the JSON result the LLM should see.
+	// and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+	// for an unknown tool name (the message lists the known ones) or arguments
+	// that do not match the tool's schema; otherwise the refusals of the RPC the
+	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
 	// Delegate opens a consulting channel with the target, sends the prompt, waits
 	// for the single reply and returns its text (the `delegate` tool).
+	// Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+	// self); FAILED_PRECONDITION (the target lacks the capability);
+	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+	// time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+	// channel ended before the reply).
 	Delegate(ctx context.Context, in *DelegateRequest, opts ...grpc.CallOption) (*DelegateResponse, error)
 	// Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+	// Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+	// audience) and those of PostEnvelope.
 	Say(ctx context.Context, in *SayRequest, opts ...grpc.CallOption) (*SayResponse, error)
-	// ListAudit reads the append-only audit log.
+	// ListAudit reads the append-only audit log. Needs the operator token:
+	// an agent credential is PERMISSION_DENIED.
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 }
 
@@ -513,12 +601,25 @@ func (c *hubServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest, 
 // metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
 // with domain "agentnet.v1" and a reason from ErrorReason.
 //
-// Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+// Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+// either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
 // request is at most 256 UTF-8 bytes when it is an id, key, token or name
 // (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
 // and map holds at most 1024 items (--max-repeated-items); every uint64 is at
 // most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
 // path; fields with their own limit say so below.
+//
+// Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+// credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+// field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+// (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+// changed). The codes each RPC adds are listed on it; docs/errors.md has every
+// reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+// google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+//
+// Server reflection answers on both grpc.reflection.v1.ServerReflection and
+// grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+// grpc.health.v1.Health.
 type HubServiceServer interface {
 	// Connect is the participant's live session: posts and their results,
 	// deliveries, acks and keep-alives on one bidirectional stream.
@@ -528,29 +629,60 @@ type HubServiceServer interface {
 	// cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
 	// the ones your acks reached); nothing is lost. The hub's restarts and other
 	// breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+	//
+	// The hub handles the frames of one stream in the order it receives them: a
+	// Post is admitted before any later frame of the stream is looked at, so two
+	// Posts of one stream are admitted in the order sent (their PostResults may
+	// still be interleaved with Deliveries). A refused Post does not end the
+	// stream: its PostResult carries the error.
+	//
+	// Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+	// frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+	// neither Hello.credential nor the bearer metadata holds a known credential;
+	// INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+	// RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+	// UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+	// Connect of the same agent replaces this one.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	// Register creates an agent (kind agent or remote_agent) and issues its
-	// credential. kind human is refused: use RegisterHuman.
+	// credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+	// a malformed name; ALREADY_EXISTS for a name already registered;
+	// PAYLOAD_TOO_LARGE for skill_md over its limit.
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+	// Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+	// malformed name; ALREADY_EXISTS for a name already registered.
 	RegisterHuman(context.Context, *RegisterHumanRequest) (*RegisterHumanResponse, error)
 	// Unregister removes the caller's identity; its live channels close.
 	Unregister(context.Context, *UnregisterRequest) (*UnregisterResponse, error)
 	// ListAgents lists identities with filters (the `peers(action="find")` tool).
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
 	// DescribeAgent returns one identity's passport, resume and skill markdown
-	// (the `peers(action="describe")` tool).
+	// (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
 	DescribeAgent(context.Context, *DescribeAgentRequest) (*DescribeAgentResponse, error)
 	// SetSkill replaces the caller's skill markdown (audited as skill_set).
+	// Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
 	SetSkill(context.Context, *SetSkillRequest) (*SetSkillResponse, error)
 	// SetResume replaces the caller's resume (audited as resume_set).
 	SetResume(context.Context, *SetResumeRequest) (*SetResumeResponse, error)
 	// OpenChannel creates a channel, invites the targets and optionally seeds it
-	// with a first envelope once every invitee acked.
+	// with a first envelope once every invitee acked (an invitee accepts by
+	// posting an "ag2.channel.invite_ack" envelope into the channel).
+	// Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+	// targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+	// unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+	// PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+	// wait_until_opened waited wait_timeout_seconds and the channel is still
+	// PENDING (the channel stays; it closes with "invite_timeout" if the acks
+	// never come). A channel that ended instead of opening (e.g. an invitee
+	// rejected) is returned, not refused: check its state.
 	OpenChannel(context.Context, *OpenChannelRequest) (*OpenChannelResponse, error)
 	// CloseChannel closes a channel the caller participates in.
+	// Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+	// (unknown channel); NOT_PARTICIPANT.
 	CloseChannel(context.Context, *CloseChannelRequest) (*CloseChannelResponse, error)
 	// DescribeChannel returns a channel's metadata and adapter state.
+	// Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
 	DescribeChannel(context.Context, *DescribeChannelRequest) (*DescribeChannelResponse, error)
 	// ListChannels lists the channels the caller participates in.
 	ListChannels(context.Context, *ListChannelsRequest) (*ListChannelsResponse, error)
@@ -559,51 +691,95 @@ type HubServiceServer interface {
 	// A follower that stops reading while more than --max-stream-buffer-bytes of
 	// new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
 	// ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-	// call ReadWal with again.
+	// call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
 	ReadWal(*ReadWalRequest, grpc.ServerStreamingServer[ReadWalResponse]) error
 	// PostEnvelope admits one envelope (the unary twin of Connect's Post).
+	// Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+	// channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+	// CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+	// invite answer without an open invite, a post before the channel opened, or
+	// a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+	// INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
 	PostEnvelope(context.Context, *PostEnvelopeRequest) (*PostEnvelopeResponse, error)
-	// CanSend says whether the caller may post a substantive envelope now.
+	// CanSend says whether the caller may post a substantive envelope now. Use it
+	// whenever DescribeChannel's expected_next is empty: that means "anyone or no
+	// one", which only CanSend resolves for the caller. A refusal is returned in
+	// CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+	// channel); NOT_PARTICIPANT.
 	CanSend(context.Context, *CanSendRequest) (*CanSendResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+	// task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+	// INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
 	ReportTask(context.Context, *ReportTaskRequest) (*ReportTaskResponse, error)
 	// ListTasks lists tasks (own or all, active or all).
 	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
-	// GetTask returns a task's current metadata.
+	// GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task).
 	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
-	// WaitTask blocks until the task is terminal or the timeout passes.
+	// WaitTask blocks until the task is terminal or the timeout passes (that is
+	// timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+	// INVALID_ARGUMENT (timeout_seconds out of range).
 	WaitTask(context.Context, *WaitTaskRequest) (*WaitTaskResponse, error)
 	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+	// nor in a channel you participate in); FAILED_PRECONDITION (already ended).
 	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-	// contains the query (case-insensitive substring).
+	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+	// (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
 	SearchContext(context.Context, *SearchContextRequest) (*SearchContextResponse, error)
 	// QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+	// Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+	// (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
 	QuoteContext(context.Context, *QuoteContextRequest) (*QuoteContextResponse, error)
 	// SetA2ASettings replaces the caller's agent-to-agent settings.
 	SetA2ASettings(context.Context, *SetA2ASettingsRequest) (*SetA2ASettingsResponse, error)
 	// DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+	// Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
 	DiscoverAgents(context.Context, *DiscoverAgentsRequest) (*DiscoverAgentsResponse, error)
-	// InvokeAgent calls another agent and waits for its answer.
+	// InvokeAgent calls another agent and waits for its answer. A callee that
+	// does not answer in time, or whose channel ends first, is not an error: the
+	// response has status failed. Refusals: NOT_FOUND (unknown target);
+	// INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+	// PERMISSION_DENIED (the target does not accept the caller, or a root session
+	// the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
 	InvokeAgent(context.Context, *InvokeAgentRequest) (*InvokeAgentResponse, error)
 	// RefreshCallToken exchanges a call token that is still valid, or expired
-	// less than the grace period ago, for a fresh one.
+	// less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+	// (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+	// agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
 	RefreshCallToken(context.Context, *RefreshCallTokenRequest) (*RefreshCallTokenResponse, error)
 	// ListExecutions lists A2A executions of one root session (the call tree) the
 	// caller took part in; with the operator token, any root session or every execution.
+	// Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+	// INVALID_ARGUMENT (negative limit).
 	ListExecutions(context.Context, *ListExecutionsRequest) (*ListExecutionsResponse, error)
 	// ListTools returns the JSON schemas of the tools the caller may use right
 	// now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+	// Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+	// participant).
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
 	// CallTool runs one tool with JSON arguments exactly as an LLM produced them
-	// and returns the JSON result the LLM should see.
+	// and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+	// for an unknown tool name (the message lists the known ones) or arguments
+	// that do not match the tool's schema; otherwise the refusals of the RPC the
+	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
 	// Delegate opens a consulting channel with the target, sends the prompt, waits
 	// for the single reply and returns its text (the `delegate` tool).
+	// Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+	// self); FAILED_PRECONDITION (the target lacks the capability);
+	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+	// time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+	// channel ended before the reply).
 	Delegate(context.Context, *DelegateRequest) (*DelegateResponse, error)
 	// Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+	// Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+	// audience) and those of PostEnvelope.
 	Say(context.Context, *SayRequest) (*SayResponse, error)
-	// ListAudit reads the append-only audit log.
+	// ListAudit reads the append-only audit log. Needs the operator token:
+	// an agent credential is PERMISSION_DENIED.
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	mustEmbedUnimplementedHubServiceServer()
 }

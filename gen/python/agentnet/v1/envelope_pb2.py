@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentnet/v1/envelope.proto\x12\x0b\x61gentnet.v1\"\x1d\n\x08\x41udience\x12\x11\n\tagent_ids\x18\x01 \x03(\t\"\xd5\x03\n\x08\x45nvelope\x12\x12\n\nchannel_id\x18\x01 \x01(\t\x12\x11\n\tsender_id\x18\x02 \x01(\t\x12,\n\x08\x61udience\x18\x03 \x01(\x0b\x32\x15.agentnet.v1.AudienceH\x00\x88\x01\x01\x12\x12\n\nevent_type\x18\x04 \x01(\t\x12\x17\n\x0f\x65vent_data_json\x18\x05 \x01(\t\x12\x13\n\x0b\x65nvelope_id\x18\x06 \x01(\t\x12\x14\n\x07task_id\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x19\n\x0c\x63\x61usation_id\x18\x08 \x01(\tH\x02\x88\x01\x01\x12\x15\n\x08trace_id\x18\t \x01(\tH\x03\x88\x01\x01\x12\'\n\x08priority\x18\n \x01(\x0e\x32\x15.agentnet.v1.Priority\x12\r\n\x05\x64\x65pth\x18\x0b \x01(\x05\x12\x1c\n\x0fidempotency_key\x18\x0c \x01(\tH\x04\x88\x01\x01\x12\x12\n\ncreated_at\x18\r \x01(\t\x12\x18\n\x0bttl_seconds\x18\x0e \x01(\x05H\x05\x88\x01\x01\x12\x0b\n\x03seq\x18\x0f \x01(\x04\x42\x0b\n\t_audienceB\n\n\x08_task_idB\x0f\n\r_causation_idB\x0b\n\t_trace_idB\x12\n\x10_idempotency_keyB\x0e\n\x0c_ttl_seconds*g\n\x08Priority\x12\x18\n\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x17\n\x13PRIORITY_BACKGROUND\x10\x01\x12\x13\n\x0fPRIORITY_NORMAL\x10\x02\x12\x13\n\x0fPRIORITY_URGENT\x10\x03\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentnet/v1/envelope.proto\x12\x0b\x61gentnet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1d\n\x08\x41udience\x12\x11\n\tagent_ids\x18\x01 \x03(\t\"\x87\x04\n\x08\x45nvelope\x12\x12\n\nchannel_id\x18\x01 \x01(\t\x12\x11\n\tsender_id\x18\x02 \x01(\t\x12,\n\x08\x61udience\x18\x03 \x01(\x0b\x32\x15.agentnet.v1.AudienceH\x00\x88\x01\x01\x12\x12\n\nevent_type\x18\x04 \x01(\t\x12\x17\n\x0f\x65vent_data_json\x18\x05 \x01(\t\x12\x13\n\x0b\x65nvelope_id\x18\x06 \x01(\t\x12\x14\n\x07task_id\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x19\n\x0c\x63\x61usation_id\x18\x08 \x01(\tH\x02\x88\x01\x01\x12\x15\n\x08trace_id\x18\t \x01(\tH\x03\x88\x01\x01\x12\'\n\x08priority\x18\n \x01(\x0e\x32\x15.agentnet.v1.Priority\x12\r\n\x05\x64\x65pth\x18\x0b \x01(\x05\x12\x1c\n\x0fidempotency_key\x18\x0c \x01(\tH\x04\x88\x01\x01\x12\x12\n\ncreated_at\x18\r \x01(\t\x12\x18\n\x0bttl_seconds\x18\x0e \x01(\x05H\x05\x88\x01\x01\x12\x0b\n\x03seq\x18\x0f \x01(\x04\x12\x30\n\x0c\x63reated_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0b\n\t_audienceB\n\n\x08_task_idB\x0f\n\r_causation_idB\x0b\n\t_trace_idB\x12\n\x10_idempotency_keyB\x0e\n\x0c_ttl_seconds*g\n\x08Priority\x12\x18\n\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x17\n\x13PRIORITY_BACKGROUND\x10\x01\x12\x13\n\x0fPRIORITY_NORMAL\x10\x02\x12\x13\n\x0fPRIORITY_URGENT\x10\x03\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,10 +33,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentnet.v1.envelope_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1'
-  _globals['_PRIORITY']._serialized_start=546
-  _globals['_PRIORITY']._serialized_end=649
-  _globals['_AUDIENCE']._serialized_start=43
-  _globals['_AUDIENCE']._serialized_end=72
-  _globals['_ENVELOPE']._serialized_start=75
-  _globals['_ENVELOPE']._serialized_end=544
+  _globals['_PRIORITY']._serialized_start=629
+  _globals['_PRIORITY']._serialized_end=732
+  _globals['_AUDIENCE']._serialized_start=76
+  _globals['_AUDIENCE']._serialized_end=105
+  _globals['_ENVELOPE']._serialized_start=108
+  _globals['_ENVELOPE']._serialized_end=627
 # @@protoc_insertion_point(module_scope)

@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
@@ -107,6 +108,7 @@ class Envelope(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     TTL_SECONDS_FIELD_NUMBER: _builtins.int
     SEQ_FIELD_NUMBER: _builtins.int
+    CREATED_TIME_FIELD_NUMBER: _builtins.int
     channel_id: _builtins.str
     """The channel this envelope belongs to. Every id, key and type of an
     envelope (channel_id, sender_id, event_type, envelope_id, task_id,
@@ -116,10 +118,49 @@ class Envelope(_message.Message):
     sender_id: _builtins.str
     """The sending agent. Stamped by the hub from the authenticated identity; a post
     that names another sender is refused with PERMISSION_DENIED.
+    Two values are not agent ids: "hub" (reserved) on the envelopes the hub posts
+    itself (invite, opened, closed, expired; see event_type), and "" on the stub
+    of an expired slot (Delivery.expired: the hub withholds every field but
+    channel_id, seq, envelope_id and event_type).
     """
     event_type: _builtins.str
-    """Dotted event type, e.g. "ag2.msg.text", "ag2.packet", "ag2.channel.invite",
-    or a custom type such as "myapp.review_request" (passed through unchanged).
+    """Dotted event type: one of the ag2.* types below, or a custom type such as
+    "myapp.review_request" (delivered to its audience unchanged; it never takes a
+    turn). 1-200 characters. The ag2.* types, who posts them and their
+    event_data keys (docs/hub.md "Event types" has the same table):
+
+    * "ag2.msg.text" (participant; takes a turn): {"text": string}. The question
+      of an InvokeAgent call is written by the hub on the caller's behalf
+      (sender_id = the caller) and adds "a2a": an A2ADispatch as JSON; the
+      callee's reply may add "a2a": an A2AReply as JSON.
+    * "ag2.packet" (participant; takes a turn; workflow channels):
+      {"routing": {"tool_called": string | null, "tools_called": [string]},
+      "context_updates": {"set": {key: value}, "delete": [key]}, "body": string}.
+    * "ag2.channel.invite" (sender "hub"; audience: the one invitee):
+      {"channel_id", "type", "initiator", "initiator_name", "intent",
+      "participants": [agent id], "knobs": {adapter options}}.
+    * "ag2.channel.invite_ack" (the invitee): {}. Accepting an invite means
+      posting this envelope into the invite's channel; an Ack frame only moves
+      the delivery cursor and accepts nothing.
+    * "ag2.channel.invite_reject" (the invitee): {}. The channel closes with
+      reason "invite_rejected".
+    * "ag2.channel.opened" (sender "hub"; every invitee acked):
+      {"channel_id", "participants": [agent id]}.
+    * "ag2.channel.closed" (sender "hub"): {"reason": string} plus, by reason,
+      "closed_by" (agent id; CloseChannel, "delegate_timeout", "a2a_timeout"),
+      "agent_id" ("participant_left") or "error" ("seed_failed").
+    * "ag2.channel.expired" (sender "hub"; the channel's ttl ran out):
+      {"reason": "ttl"}.
+    * "ag2.channel.expectation_violated" (sender "hub"): reserved for
+      governance, not posted yet.
+    * "ag2.context.set" (participant; workflow channels, any time, no turn):
+      {"set": {key: value}, "delete": [key]}.
+    * "ag2.task.cancel_request" (the agent that called CancelTask; audience: the
+      task's owner; urgent; task_id set): {"task_id", "reason"}.
+    * "ag2.task.cancelled" (the task's owner): {"task_id", "reason"}.
+
+    Only the hub may post invite, opened, closed, expired and
+    expectation_violated (PROTOCOL_ERROR otherwise).
     """
     event_data_json: _builtins.str
     """The event payload as a JSON object, encoded as UTF-8 JSON text. JSON keeps
@@ -155,12 +196,18 @@ class Envelope(_message.Message):
     """
     created_at: _builtins.str
     """Hub-stamped admission time, RFC 3339 UTC with a trailing "Z"
-    (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post.
+    (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post. Kept for
+    compatibility: created_time is the same instant as a Timestamp, like every
+    other time of the contract.
     """
     ttl_seconds: _builtins.int
-    """Per-envelope time to live in seconds, counted from created_at: an envelope
-    older than this is no longer delivered. Absent = the channel's expiry applies.
-    Positive and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+    """Per-envelope time to live in whole seconds, counted from the admission time:
+    an envelope older than this is no longer delivered (its slot arrives as an
+    expired Delivery). Absent = the channel's expiry applies. Positive and at
+    most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+    Other TTLs of the contract (OpenChannelRequest, ReportTaskRequest) are
+    double seconds; this one stays int32 because changing a field's type breaks
+    the wire format for existing clients, and whole seconds suffice here.
     """
     seq: _builtins.int
     """Hub-stamped per-channel sequence number, starting at 1 and increasing by one
@@ -169,6 +216,13 @@ class Envelope(_message.Message):
     @_builtins.property
     def audience(self) -> Global___Audience:
         """Recipients. Absent = broadcast to all participants (`audience=None` in the Python SDK)."""
+
+    @_builtins.property
+    def created_time(self) -> _timestamp_pb2.Timestamp:
+        """Hub-stamped admission time, the same instant as created_at (to the
+        microsecond). Ignored on post. Set on every envelope a hub with this field
+        admitted; envelopes stored by an older hub carry created_at only.
+        """
 
     def __init__(
         self,
@@ -188,10 +242,11 @@ class Envelope(_message.Message):
         created_at: _builtins.str = ...,
         ttl_seconds: _builtins.int | None = ...,
         seq: _builtins.int = ...,
+        created_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_audience", b"_audience", "_causation_id", b"_causation_id", "_idempotency_key", b"_idempotency_key", "_task_id", b"_task_id", "_trace_id", b"_trace_id", "_ttl_seconds", b"_ttl_seconds", "audience", b"audience", "causation_id", b"causation_id", "idempotency_key", b"idempotency_key", "task_id", b"task_id", "trace_id", b"trace_id", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_audience", b"_audience", "_causation_id", b"_causation_id", "_idempotency_key", b"_idempotency_key", "_task_id", b"_task_id", "_trace_id", b"_trace_id", "_ttl_seconds", b"_ttl_seconds", "audience", b"audience", "causation_id", b"causation_id", "created_time", b"created_time", "idempotency_key", b"idempotency_key", "task_id", b"task_id", "trace_id", b"trace_id", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_audience", b"_audience", "_causation_id", b"_causation_id", "_idempotency_key", b"_idempotency_key", "_task_id", b"_task_id", "_trace_id", b"_trace_id", "_ttl_seconds", b"_ttl_seconds", "audience", b"audience", "causation_id", b"causation_id", "channel_id", b"channel_id", "created_at", b"created_at", "depth", b"depth", "envelope_id", b"envelope_id", "event_data_json", b"event_data_json", "event_type", b"event_type", "idempotency_key", b"idempotency_key", "priority", b"priority", "sender_id", b"sender_id", "seq", b"seq", "task_id", b"task_id", "trace_id", b"trace_id", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_audience", b"_audience", "_causation_id", b"_causation_id", "_idempotency_key", b"_idempotency_key", "_task_id", b"_task_id", "_trace_id", b"_trace_id", "_ttl_seconds", b"_ttl_seconds", "audience", b"audience", "causation_id", b"causation_id", "channel_id", b"channel_id", "created_at", b"created_at", "created_time", b"created_time", "depth", b"depth", "envelope_id", b"envelope_id", "event_data_json", b"event_data_json", "event_type", b"event_type", "idempotency_key", b"idempotency_key", "priority", b"priority", "sender_id", b"sender_id", "seq", b"seq", "task_id", b"task_id", "trace_id", b"trace_id", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__audience: _TypeAlias = _typing.Literal["audience"]  # noqa: Y015
     _WhichOneofArgType__audience: _TypeAlias = _typing.Literal["_audience", b"_audience"]  # noqa: Y015

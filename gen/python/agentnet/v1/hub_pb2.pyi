@@ -667,7 +667,10 @@ class DescribeChannelResponse(_message.Message):
 
     @_builtins.property
     def expected_next(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Agent ids the adapter expects to speak next (empty = anyone / no one)."""
+        """Agent ids the adapter expects to speak next. Empty means "anyone or no
+        one" (e.g. a conversation, or a channel not open yet or ended): call
+        CanSend to learn whether the caller may post.
+        """
 
     @_builtins.property
     def offered_tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -942,7 +945,9 @@ class CanSendResponse(_message.Message):
 
     @_builtins.property
     def expected_next(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Agent ids expected to speak next."""
+        """Agent ids expected to speak next; empty = anyone or no one (allowed says
+        which for the caller).
+        """
 
     def __init__(
         self,
@@ -1261,6 +1266,7 @@ class ContextExcerpt(_message.Message):
     SENDER_NAME_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    CREATED_TIME_FIELD_NUMBER: _builtins.int
     channel_id: _builtins.str
     """Its channel."""
     envelope_id: _builtins.str
@@ -1274,7 +1280,13 @@ class ContextExcerpt(_message.Message):
     text: _builtins.str
     """The text."""
     created_at: _builtins.str
-    """Admission time (RFC 3339 UTC)."""
+    """Admission time (RFC 3339 UTC); kept for compatibility, see created_time."""
+    @_builtins.property
+    def created_time(self) -> _timestamp_pb2.Timestamp:
+        """Admission time, the same instant as created_at (unset for envelopes stored
+        by a hub older than Envelope.created_time).
+        """
+
     def __init__(
         self,
         *,
@@ -1285,10 +1297,11 @@ class ContextExcerpt(_message.Message):
         sender_name: _builtins.str = ...,
         text: _builtins.str = ...,
         created_at: _builtins.str = ...,
+        created_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_time", b"created_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_id", b"channel_id", "created_at", b"created_at", "envelope_id", b"envelope_id", "sender_id", b"sender_id", "sender_name", b"sender_name", "seq", b"seq", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_id", b"channel_id", "created_at", b"created_at", "created_time", b"created_time", "envelope_id", b"envelope_id", "sender_id", b"sender_id", "sender_name", b"sender_name", "seq", b"seq", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

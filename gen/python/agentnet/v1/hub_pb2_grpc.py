@@ -36,12 +36,25 @@ class HubServiceStub:
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
     most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
     path; fields with their own limit say so below.
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+    credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+    changed). The codes each RPC adds are listed on it; docs/errors.md has every
+    reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+    google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+
+    Server reflection answers on both grpc.reflection.v1.ServerReflection and
+    grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+    grpc.health.v1.Health.
     """
 
     def __init__(self, channel):
@@ -222,12 +235,25 @@ class HubServiceServicer:
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
     most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
     path; fields with their own limit say so below.
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+    credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+    changed). The codes each RPC adds are listed on it; docs/errors.md has every
+    reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+    google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+
+    Server reflection answers on both grpc.reflection.v1.ServerReflection and
+    grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+    grpc.health.v1.Health.
     """
 
     def Connect(self, request_iterator, context):
@@ -239,6 +265,20 @@ class HubServiceServicer:
         cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
         the ones your acks reached); nothing is lost. The hub's restarts and other
         breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+
+        The hub handles the frames of one stream in the order it receives them: a
+        Post is admitted before any later frame of the stream is looked at, so two
+        Posts of one stream are admitted in the order sent (their PostResults may
+        still be interleaved with Deliveries). A refused Post does not end the
+        stream: its PostResult carries the error.
+
+        Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+        frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+        neither Hello.credential nor the bearer metadata holds a known credential;
+        INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+        RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+        UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+        Connect of the same agent replaces this one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -246,7 +286,9 @@ class HubServiceServicer:
 
     def Register(self, request, context):
         """Register creates an agent (kind agent or remote_agent) and issues its
-        credential. kind human is refused: use RegisterHuman.
+        credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+        a malformed name; ALREADY_EXISTS for a name already registered;
+        PAYLOAD_TOO_LARGE for skill_md over its limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -254,6 +296,8 @@ class HubServiceServicer:
 
     def RegisterHuman(self, request, context):
         """RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+        Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+        malformed name; ALREADY_EXISTS for a name already registered.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -275,7 +319,7 @@ class HubServiceServicer:
 
     def DescribeAgent(self, request, context):
         """DescribeAgent returns one identity's passport, resume and skill markdown
-        (the `peers(action="describe")` tool).
+        (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -283,6 +327,7 @@ class HubServiceServicer:
 
     def SetSkill(self, request, context):
         """SetSkill replaces the caller's skill markdown (audited as skill_set).
+        Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -297,7 +342,16 @@ class HubServiceServicer:
 
     def OpenChannel(self, request, context):
         """OpenChannel creates a channel, invites the targets and optionally seeds it
-        with a first envelope once every invitee acked.
+        with a first envelope once every invitee acked (an invitee accepts by
+        posting an "ag2.channel.invite_ack" envelope into the channel).
+        Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+        targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+        unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+        PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+        wait_until_opened waited wait_timeout_seconds and the channel is still
+        PENDING (the channel stays; it closes with "invite_timeout" if the acks
+        never come). A channel that ended instead of opening (e.g. an invitee
+        rejected) is returned, not refused: check its state.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -305,6 +359,8 @@ class HubServiceServicer:
 
     def CloseChannel(self, request, context):
         """CloseChannel closes a channel the caller participates in.
+        Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+        (unknown channel); NOT_PARTICIPANT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -312,6 +368,7 @@ class HubServiceServicer:
 
     def DescribeChannel(self, request, context):
         """DescribeChannel returns a channel's metadata and adapter state.
+        Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -330,7 +387,7 @@ class HubServiceServicer:
         A follower that stops reading while more than --max-stream-buffer-bytes of
         new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
         ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-        call ReadWal with again.
+        call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -338,13 +395,23 @@ class HubServiceServicer:
 
     def PostEnvelope(self, request, context):
         """PostEnvelope admits one envelope (the unary twin of Connect's Post).
+        Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+        channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+        CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+        invite answer without an open invite, a post before the channel opened, or
+        a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+        INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CanSend(self, request, context):
-        """CanSend says whether the caller may post a substantive envelope now.
+        """CanSend says whether the caller may post a substantive envelope now. Use it
+        whenever DescribeChannel's expected_next is empty: that means "anyone or no
+        one", which only CanSend resolves for the caller. A refusal is returned in
+        CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+        channel); NOT_PARTICIPANT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -352,6 +419,9 @@ class HubServiceServicer:
 
     def ReportTask(self, request, context):
         """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+        Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+        task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+        INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -365,14 +435,16 @@ class HubServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetTask(self, request, context):
-        """GetTask returns a task's current metadata.
+        """GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def WaitTask(self, request, context):
-        """WaitTask blocks until the task is terminal or the timeout passes.
+        """WaitTask blocks until the task is terminal or the timeout passes (that is
+        timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+        INVALID_ARGUMENT (timeout_seconds out of range).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -380,6 +452,8 @@ class HubServiceServicer:
 
     def CancelTask(self, request, context):
         """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+        Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+        nor in a channel you participate in); FAILED_PRECONDITION (already ended).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -387,7 +461,8 @@ class HubServiceServicer:
 
     def SearchContext(self, request, context):
         """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-        contains the query (case-insensitive substring).
+        contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+        (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -395,6 +470,8 @@ class HubServiceServicer:
 
     def QuoteContext(self, request, context):
         """QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+        Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+        (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -409,13 +486,20 @@ class HubServiceServicer:
 
     def DiscoverAgents(self, request, context):
         """DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+        Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def InvokeAgent(self, request, context):
-        """InvokeAgent calls another agent and waits for its answer.
+        """InvokeAgent calls another agent and waits for its answer. A callee that
+        does not answer in time, or whose channel ends first, is not an error: the
+        response has status failed. Refusals: NOT_FOUND (unknown target);
+        INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+        PERMISSION_DENIED (the target does not accept the caller, or a root session
+        the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -423,7 +507,9 @@ class HubServiceServicer:
 
     def RefreshCallToken(self, request, context):
         """RefreshCallToken exchanges a call token that is still valid, or expired
-        less than the grace period ago, for a fresh one.
+        less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+        (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+        agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -432,6 +518,8 @@ class HubServiceServicer:
     def ListExecutions(self, request, context):
         """ListExecutions lists A2A executions of one root session (the call tree) the
         caller took part in; with the operator token, any root session or every execution.
+        Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+        INVALID_ARGUMENT (negative limit).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -440,6 +528,8 @@ class HubServiceServicer:
     def ListTools(self, request, context):
         """ListTools returns the JSON schemas of the tools the caller may use right
         now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+        Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+        participant).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -447,7 +537,10 @@ class HubServiceServicer:
 
     def CallTool(self, request, context):
         """CallTool runs one tool with JSON arguments exactly as an LLM produced them
-        and returns the JSON result the LLM should see.
+        and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+        for an unknown tool name (the message lists the known ones) or arguments
+        that do not match the tool's schema; otherwise the refusals of the RPC the
+        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -456,6 +549,11 @@ class HubServiceServicer:
     def Delegate(self, request, context):
         """Delegate opens a consulting channel with the target, sends the prompt, waits
         for the single reply and returns its text (the `delegate` tool).
+        Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+        self); FAILED_PRECONDITION (the target lacks the capability);
+        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+        time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+        channel ended before the reply).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -463,13 +561,16 @@ class HubServiceServicer:
 
     def Say(self, request, context):
         """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+        Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+        audience) and those of PostEnvelope.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListAudit(self, request, context):
-        """ListAudit reads the append-only audit log.
+        """ListAudit reads the append-only audit log. Needs the operator token:
+        an agent credential is PERMISSION_DENIED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -656,12 +757,25 @@ class HubService:
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
     most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
     path; fields with their own limit say so below.
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+    credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+    changed). The codes each RPC adds are listed on it; docs/errors.md has every
+    reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+    google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+
+    Server reflection answers on both grpc.reflection.v1.ServerReflection and
+    grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+    grpc.health.v1.Health.
     """
 
     @staticmethod

@@ -37,12 +37,25 @@ class HubServiceStub:
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
     most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
     path; fields with their own limit say so below.
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+    credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+    changed). The codes each RPC adds are listed on it; docs/errors.md has every
+    reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+    google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+
+    Server reflection answers on both grpc.reflection.v1.ServerReflection and
+    grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+    grpc.health.v1.Health.
     """
 
     @_typing.overload
@@ -58,33 +71,68 @@ class HubServiceStub:
     cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
     the ones your acks reached); nothing is lost. The hub's restarts and other
     breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+
+    The hub handles the frames of one stream in the order it receives them: a
+    Post is admitted before any later frame of the stream is looked at, so two
+    Posts of one stream are admitted in the order sent (their PostResults may
+    still be interleaved with Deliveries). A refused Post does not end the
+    stream: its PostResult carries the error.
+
+    Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+    frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+    neither Hello.credential nor the bearer metadata holds a known credential;
+    INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+    RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+    UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+    Connect of the same agent replaces this one.
     """
     Register: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RegisterRequest, _hub_pb2.RegisterResponse]
     """Register creates an agent (kind agent or remote_agent) and issues its
-    credential. kind human is refused: use RegisterHuman.
+    credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+    a malformed name; ALREADY_EXISTS for a name already registered;
+    PAYLOAD_TOO_LARGE for skill_md over its limit.
     """
     RegisterHuman: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RegisterHumanRequest, _hub_pb2.RegisterHumanResponse]
-    """RegisterHuman creates a non-LLM participant (kind human) and issues its credential."""
+    """RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+    Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+    malformed name; ALREADY_EXISTS for a name already registered.
+    """
     Unregister: _grpc.UnaryUnaryMultiCallable[_hub_pb2.UnregisterRequest, _hub_pb2.UnregisterResponse]
     """Unregister removes the caller's identity; its live channels close."""
     ListAgents: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListAgentsRequest, _hub_pb2.ListAgentsResponse]
     """ListAgents lists identities with filters (the `peers(action="find")` tool)."""
     DescribeAgent: _grpc.UnaryUnaryMultiCallable[_hub_pb2.DescribeAgentRequest, _hub_pb2.DescribeAgentResponse]
     """DescribeAgent returns one identity's passport, resume and skill markdown
-    (the `peers(action="describe")` tool).
+    (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
     """
     SetSkill: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SetSkillRequest, _hub_pb2.SetSkillResponse]
-    """SetSkill replaces the caller's skill markdown (audited as skill_set)."""
+    """SetSkill replaces the caller's skill markdown (audited as skill_set).
+    Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
+    """
     SetResume: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SetResumeRequest, _hub_pb2.SetResumeResponse]
     """SetResume replaces the caller's resume (audited as resume_set)."""
     OpenChannel: _grpc.UnaryUnaryMultiCallable[_hub_pb2.OpenChannelRequest, _hub_pb2.OpenChannelResponse]
     """OpenChannel creates a channel, invites the targets and optionally seeds it
-    with a first envelope once every invitee acked.
+    with a first envelope once every invitee acked (an invitee accepts by
+    posting an "ag2.channel.invite_ack" envelope into the channel).
+    Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+    targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+    unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+    PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+    wait_until_opened waited wait_timeout_seconds and the channel is still
+    PENDING (the channel stays; it closes with "invite_timeout" if the acks
+    never come). A channel that ended instead of opening (e.g. an invitee
+    rejected) is returned, not refused: check its state.
     """
     CloseChannel: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CloseChannelRequest, _hub_pb2.CloseChannelResponse]
-    """CloseChannel closes a channel the caller participates in."""
+    """CloseChannel closes a channel the caller participates in.
+    Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+    (unknown channel); NOT_PARTICIPANT.
+    """
     DescribeChannel: _grpc.UnaryUnaryMultiCallable[_hub_pb2.DescribeChannelRequest, _hub_pb2.DescribeChannelResponse]
-    """DescribeChannel returns a channel's metadata and adapter state."""
+    """DescribeChannel returns a channel's metadata and adapter state.
+    Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+    """
     ListChannels: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListChannelsRequest, _hub_pb2.ListChannelsResponse]
     """ListChannels lists the channels the caller participates in."""
     ReadWal: _grpc.UnaryStreamMultiCallable[_hub_pb2.ReadWalRequest, _hub_pb2.ReadWalResponse]
@@ -93,58 +141,112 @@ class HubServiceStub:
     A follower that stops reading while more than --max-stream-buffer-bytes of
     new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
     ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-    call ReadWal with again.
+    call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
     """
     PostEnvelope: _grpc.UnaryUnaryMultiCallable[_hub_pb2.PostEnvelopeRequest, _hub_pb2.PostEnvelopeResponse]
-    """PostEnvelope admits one envelope (the unary twin of Connect's Post)."""
+    """PostEnvelope admits one envelope (the unary twin of Connect's Post).
+    Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+    channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+    CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+    invite answer without an open invite, a post before the channel opened, or
+    a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+    INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+    """
     CanSend: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CanSendRequest, _hub_pb2.CanSendResponse]
-    """CanSend says whether the caller may post a substantive envelope now."""
+    """CanSend says whether the caller may post a substantive envelope now. Use it
+    whenever DescribeChannel's expected_next is empty: that means "anyone or no
+    one", which only CanSend resolves for the caller. A refusal is returned in
+    CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+    channel); NOT_PARTICIPANT.
+    """
     ReportTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ReportTaskRequest, _hub_pb2.ReportTaskResponse]
-    """ReportTask records a lifecycle event of a task the caller owns (TaskMirror)."""
+    """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+    Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+    task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+    INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+    """
     ListTasks: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListTasksRequest, _hub_pb2.ListTasksResponse]
     """ListTasks lists tasks (own or all, active or all)."""
     GetTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.GetTaskRequest, _hub_pb2.GetTaskResponse]
-    """GetTask returns a task's current metadata."""
+    """GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task)."""
     WaitTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.WaitTaskRequest, _hub_pb2.WaitTaskResponse]
-    """WaitTask blocks until the task is terminal or the timeout passes."""
+    """WaitTask blocks until the task is terminal or the timeout passes (that is
+    timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+    INVALID_ARGUMENT (timeout_seconds out of range).
+    """
     CancelTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CancelTaskRequest, _hub_pb2.CancelTaskResponse]
-    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST)."""
+    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+    Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+    nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+    """
     SearchContext: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-    contains the query (case-insensitive substring).
+    contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+    (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
     """
     QuoteContext: _grpc.UnaryUnaryMultiCallable[_hub_pb2.QuoteContextRequest, _hub_pb2.QuoteContextResponse]
-    """QuoteContext returns the most recent EV_TEXT envelopes of one speaker."""
+    """QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+    Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+    (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
+    """
     SetA2ASettings: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SetA2ASettingsRequest, _hub_pb2.SetA2ASettingsResponse]
     """SetA2ASettings replaces the caller's agent-to-agent settings."""
     DiscoverAgents: _grpc.UnaryUnaryMultiCallable[_hub_pb2.DiscoverAgentsRequest, _hub_pb2.DiscoverAgentsResponse]
-    """DiscoverAgents lists the A2A-enabled agents the caller may see and invoke."""
+    """DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+    Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
+    """
     InvokeAgent: _grpc.UnaryUnaryMultiCallable[_hub_pb2.InvokeAgentRequest, _hub_pb2.InvokeAgentResponse]
-    """InvokeAgent calls another agent and waits for its answer."""
+    """InvokeAgent calls another agent and waits for its answer. A callee that
+    does not answer in time, or whose channel ends first, is not an error: the
+    response has status failed. Refusals: NOT_FOUND (unknown target);
+    INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+    PERMISSION_DENIED (the target does not accept the caller, or a root session
+    the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+    """
     RefreshCallToken: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]
     """RefreshCallToken exchanges a call token that is still valid, or expired
-    less than the grace period ago, for a fresh one.
+    less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+    (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+    agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
     """
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListExecutionsRequest, _hub_pb2.ListExecutionsResponse]
     """ListExecutions lists A2A executions of one root session (the call tree) the
     caller took part in; with the operator token, any root session or every execution.
+    Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+    INVALID_ARGUMENT (negative limit).
     """
     ListTools: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListToolsRequest, _hub_pb2.ListToolsResponse]
     """ListTools returns the JSON schemas of the tools the caller may use right
     now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+    Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+    participant).
     """
     CallTool: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CallToolRequest, _hub_pb2.CallToolResponse]
     """CallTool runs one tool with JSON arguments exactly as an LLM produced them
-    and returns the JSON result the LLM should see.
+    and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+    for an unknown tool name (the message lists the known ones) or arguments
+    that do not match the tool's schema; otherwise the refusals of the RPC the
+    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
     """
     Delegate: _grpc.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
     for the single reply and returns its text (the `delegate` tool).
+    Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+    self); FAILED_PRECONDITION (the target lacks the capability);
+    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+    time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+    channel ended before the reply).
     """
     Say: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SayRequest, _hub_pb2.SayResponse]
-    """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool)."""
+    """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+    Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+    audience) and those of PostEnvelope.
+    """
     ListAudit: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListAuditRequest, _hub_pb2.ListAuditResponse]
-    """ListAudit reads the append-only audit log."""
+    """ListAudit reads the append-only audit log. Needs the operator token:
+    an agent credential is PERMISSION_DENIED.
+    """
 
 @_typing.type_check_only
 class HubServiceAsyncStub(HubServiceStub):
@@ -157,12 +259,25 @@ class HubServiceAsyncStub(HubServiceStub):
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
     most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
     path; fields with their own limit say so below.
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+    credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+    changed). The codes each RPC adds are listed on it; docs/errors.md has every
+    reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+    google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+
+    Server reflection answers on both grpc.reflection.v1.ServerReflection and
+    grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+    grpc.health.v1.Health.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -175,33 +290,68 @@ class HubServiceAsyncStub(HubServiceStub):
     cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
     the ones your acks reached); nothing is lost. The hub's restarts and other
     breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+
+    The hub handles the frames of one stream in the order it receives them: a
+    Post is admitted before any later frame of the stream is looked at, so two
+    Posts of one stream are admitted in the order sent (their PostResults may
+    still be interleaved with Deliveries). A refused Post does not end the
+    stream: its PostResult carries the error.
+
+    Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+    frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+    neither Hello.credential nor the bearer metadata holds a known credential;
+    INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+    RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+    UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+    Connect of the same agent replaces this one.
     """
     Register: _aio.UnaryUnaryMultiCallable[_hub_pb2.RegisterRequest, _hub_pb2.RegisterResponse]  # type: ignore[assignment]
     """Register creates an agent (kind agent or remote_agent) and issues its
-    credential. kind human is refused: use RegisterHuman.
+    credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+    a malformed name; ALREADY_EXISTS for a name already registered;
+    PAYLOAD_TOO_LARGE for skill_md over its limit.
     """
     RegisterHuman: _aio.UnaryUnaryMultiCallable[_hub_pb2.RegisterHumanRequest, _hub_pb2.RegisterHumanResponse]  # type: ignore[assignment]
-    """RegisterHuman creates a non-LLM participant (kind human) and issues its credential."""
+    """RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+    Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+    malformed name; ALREADY_EXISTS for a name already registered.
+    """
     Unregister: _aio.UnaryUnaryMultiCallable[_hub_pb2.UnregisterRequest, _hub_pb2.UnregisterResponse]  # type: ignore[assignment]
     """Unregister removes the caller's identity; its live channels close."""
     ListAgents: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListAgentsRequest, _hub_pb2.ListAgentsResponse]  # type: ignore[assignment]
     """ListAgents lists identities with filters (the `peers(action="find")` tool)."""
     DescribeAgent: _aio.UnaryUnaryMultiCallable[_hub_pb2.DescribeAgentRequest, _hub_pb2.DescribeAgentResponse]  # type: ignore[assignment]
     """DescribeAgent returns one identity's passport, resume and skill markdown
-    (the `peers(action="describe")` tool).
+    (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
     """
     SetSkill: _aio.UnaryUnaryMultiCallable[_hub_pb2.SetSkillRequest, _hub_pb2.SetSkillResponse]  # type: ignore[assignment]
-    """SetSkill replaces the caller's skill markdown (audited as skill_set)."""
+    """SetSkill replaces the caller's skill markdown (audited as skill_set).
+    Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
+    """
     SetResume: _aio.UnaryUnaryMultiCallable[_hub_pb2.SetResumeRequest, _hub_pb2.SetResumeResponse]  # type: ignore[assignment]
     """SetResume replaces the caller's resume (audited as resume_set)."""
     OpenChannel: _aio.UnaryUnaryMultiCallable[_hub_pb2.OpenChannelRequest, _hub_pb2.OpenChannelResponse]  # type: ignore[assignment]
     """OpenChannel creates a channel, invites the targets and optionally seeds it
-    with a first envelope once every invitee acked.
+    with a first envelope once every invitee acked (an invitee accepts by
+    posting an "ag2.channel.invite_ack" envelope into the channel).
+    Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+    targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+    unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+    PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+    wait_until_opened waited wait_timeout_seconds and the channel is still
+    PENDING (the channel stays; it closes with "invite_timeout" if the acks
+    never come). A channel that ended instead of opening (e.g. an invitee
+    rejected) is returned, not refused: check its state.
     """
     CloseChannel: _aio.UnaryUnaryMultiCallable[_hub_pb2.CloseChannelRequest, _hub_pb2.CloseChannelResponse]  # type: ignore[assignment]
-    """CloseChannel closes a channel the caller participates in."""
+    """CloseChannel closes a channel the caller participates in.
+    Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+    (unknown channel); NOT_PARTICIPANT.
+    """
     DescribeChannel: _aio.UnaryUnaryMultiCallable[_hub_pb2.DescribeChannelRequest, _hub_pb2.DescribeChannelResponse]  # type: ignore[assignment]
-    """DescribeChannel returns a channel's metadata and adapter state."""
+    """DescribeChannel returns a channel's metadata and adapter state.
+    Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+    """
     ListChannels: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListChannelsRequest, _hub_pb2.ListChannelsResponse]  # type: ignore[assignment]
     """ListChannels lists the channels the caller participates in."""
     ReadWal: _aio.UnaryStreamMultiCallable[_hub_pb2.ReadWalRequest, _hub_pb2.ReadWalResponse]  # type: ignore[assignment]
@@ -210,58 +360,112 @@ class HubServiceAsyncStub(HubServiceStub):
     A follower that stops reading while more than --max-stream-buffer-bytes of
     new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
     ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-    call ReadWal with again.
+    call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
     """
     PostEnvelope: _aio.UnaryUnaryMultiCallable[_hub_pb2.PostEnvelopeRequest, _hub_pb2.PostEnvelopeResponse]  # type: ignore[assignment]
-    """PostEnvelope admits one envelope (the unary twin of Connect's Post)."""
+    """PostEnvelope admits one envelope (the unary twin of Connect's Post).
+    Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+    channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+    CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+    invite answer without an open invite, a post before the channel opened, or
+    a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+    INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+    """
     CanSend: _aio.UnaryUnaryMultiCallable[_hub_pb2.CanSendRequest, _hub_pb2.CanSendResponse]  # type: ignore[assignment]
-    """CanSend says whether the caller may post a substantive envelope now."""
+    """CanSend says whether the caller may post a substantive envelope now. Use it
+    whenever DescribeChannel's expected_next is empty: that means "anyone or no
+    one", which only CanSend resolves for the caller. A refusal is returned in
+    CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+    channel); NOT_PARTICIPANT.
+    """
     ReportTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.ReportTaskRequest, _hub_pb2.ReportTaskResponse]  # type: ignore[assignment]
-    """ReportTask records a lifecycle event of a task the caller owns (TaskMirror)."""
+    """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+    Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+    task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+    INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+    """
     ListTasks: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListTasksRequest, _hub_pb2.ListTasksResponse]  # type: ignore[assignment]
     """ListTasks lists tasks (own or all, active or all)."""
     GetTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.GetTaskRequest, _hub_pb2.GetTaskResponse]  # type: ignore[assignment]
-    """GetTask returns a task's current metadata."""
+    """GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task)."""
     WaitTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.WaitTaskRequest, _hub_pb2.WaitTaskResponse]  # type: ignore[assignment]
-    """WaitTask blocks until the task is terminal or the timeout passes."""
+    """WaitTask blocks until the task is terminal or the timeout passes (that is
+    timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+    INVALID_ARGUMENT (timeout_seconds out of range).
+    """
     CancelTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.CancelTaskRequest, _hub_pb2.CancelTaskResponse]  # type: ignore[assignment]
-    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST)."""
+    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+    Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+    nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+    """
     SearchContext: _aio.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]  # type: ignore[assignment]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-    contains the query (case-insensitive substring).
+    contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+    (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
     """
     QuoteContext: _aio.UnaryUnaryMultiCallable[_hub_pb2.QuoteContextRequest, _hub_pb2.QuoteContextResponse]  # type: ignore[assignment]
-    """QuoteContext returns the most recent EV_TEXT envelopes of one speaker."""
+    """QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+    Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+    (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
+    """
     SetA2ASettings: _aio.UnaryUnaryMultiCallable[_hub_pb2.SetA2ASettingsRequest, _hub_pb2.SetA2ASettingsResponse]  # type: ignore[assignment]
     """SetA2ASettings replaces the caller's agent-to-agent settings."""
     DiscoverAgents: _aio.UnaryUnaryMultiCallable[_hub_pb2.DiscoverAgentsRequest, _hub_pb2.DiscoverAgentsResponse]  # type: ignore[assignment]
-    """DiscoverAgents lists the A2A-enabled agents the caller may see and invoke."""
+    """DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+    Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
+    """
     InvokeAgent: _aio.UnaryUnaryMultiCallable[_hub_pb2.InvokeAgentRequest, _hub_pb2.InvokeAgentResponse]  # type: ignore[assignment]
-    """InvokeAgent calls another agent and waits for its answer."""
+    """InvokeAgent calls another agent and waits for its answer. A callee that
+    does not answer in time, or whose channel ends first, is not an error: the
+    response has status failed. Refusals: NOT_FOUND (unknown target);
+    INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+    PERMISSION_DENIED (the target does not accept the caller, or a root session
+    the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+    """
     RefreshCallToken: _aio.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]  # type: ignore[assignment]
     """RefreshCallToken exchanges a call token that is still valid, or expired
-    less than the grace period ago, for a fresh one.
+    less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+    (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+    agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
     """
     ListExecutions: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListExecutionsRequest, _hub_pb2.ListExecutionsResponse]  # type: ignore[assignment]
     """ListExecutions lists A2A executions of one root session (the call tree) the
     caller took part in; with the operator token, any root session or every execution.
+    Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+    INVALID_ARGUMENT (negative limit).
     """
     ListTools: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListToolsRequest, _hub_pb2.ListToolsResponse]  # type: ignore[assignment]
     """ListTools returns the JSON schemas of the tools the caller may use right
     now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+    Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+    participant).
     """
     CallTool: _aio.UnaryUnaryMultiCallable[_hub_pb2.CallToolRequest, _hub_pb2.CallToolResponse]  # type: ignore[assignment]
     """CallTool runs one tool with JSON arguments exactly as an LLM produced them
-    and returns the JSON result the LLM should see.
+    and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+    for an unknown tool name (the message lists the known ones) or arguments
+    that do not match the tool's schema; otherwise the refusals of the RPC the
+    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
     """
     Delegate: _aio.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]  # type: ignore[assignment]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
     for the single reply and returns its text (the `delegate` tool).
+    Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+    self); FAILED_PRECONDITION (the target lacks the capability);
+    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+    time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+    channel ended before the reply).
     """
     Say: _aio.UnaryUnaryMultiCallable[_hub_pb2.SayRequest, _hub_pb2.SayResponse]  # type: ignore[assignment]
-    """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool)."""
+    """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+    Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+    audience) and those of PostEnvelope.
+    """
     ListAudit: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListAuditRequest, _hub_pb2.ListAuditResponse]  # type: ignore[assignment]
-    """ListAudit reads the append-only audit log."""
+    """ListAudit reads the append-only audit log. Needs the operator token:
+    an agent credential is PERMISSION_DENIED.
+    """
 
 class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     """HubService is the hub: identities, channels with turn-taking adapters, the
@@ -273,12 +477,25 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
     most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
     path; fields with their own limit say so below.
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+    credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+    changed). The codes each RPC adds are listed on it; docs/errors.md has every
+    reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+    google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+
+    Server reflection answers on both grpc.reflection.v1.ServerReflection and
+    grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+    grpc.health.v1.Health.
     """
 
     @_abc_1.abstractmethod
@@ -295,6 +512,20 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
         the ones your acks reached); nothing is lost. The hub's restarts and other
         breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+
+        The hub handles the frames of one stream in the order it receives them: a
+        Post is admitted before any later frame of the stream is looked at, so two
+        Posts of one stream are admitted in the order sent (their PostResults may
+        still be interleaved with Deliveries). A refused Post does not end the
+        stream: its PostResult carries the error.
+
+        Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+        frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+        neither Hello.credential nor the bearer metadata holds a known credential;
+        INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+        RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+        UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+        Connect of the same agent replaces this one.
         """
 
     @_abc_1.abstractmethod
@@ -304,7 +535,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.RegisterResponse, _abc.Awaitable[_hub_pb2.RegisterResponse]]:
         """Register creates an agent (kind agent or remote_agent) and issues its
-        credential. kind human is refused: use RegisterHuman.
+        credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+        a malformed name; ALREADY_EXISTS for a name already registered;
+        PAYLOAD_TOO_LARGE for skill_md over its limit.
         """
 
     @_abc_1.abstractmethod
@@ -313,7 +546,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.RegisterHumanRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.RegisterHumanResponse, _abc.Awaitable[_hub_pb2.RegisterHumanResponse]]:
-        """RegisterHuman creates a non-LLM participant (kind human) and issues its credential."""
+        """RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+        Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+        malformed name; ALREADY_EXISTS for a name already registered.
+        """
 
     @_abc_1.abstractmethod
     def Unregister(
@@ -338,7 +574,7 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.DescribeAgentResponse, _abc.Awaitable[_hub_pb2.DescribeAgentResponse]]:
         """DescribeAgent returns one identity's passport, resume and skill markdown
-        (the `peers(action="describe")` tool).
+        (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
         """
 
     @_abc_1.abstractmethod
@@ -347,7 +583,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.SetSkillRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.SetSkillResponse, _abc.Awaitable[_hub_pb2.SetSkillResponse]]:
-        """SetSkill replaces the caller's skill markdown (audited as skill_set)."""
+        """SetSkill replaces the caller's skill markdown (audited as skill_set).
+        Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
+        """
 
     @_abc_1.abstractmethod
     def SetResume(
@@ -364,7 +602,16 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.OpenChannelResponse, _abc.Awaitable[_hub_pb2.OpenChannelResponse]]:
         """OpenChannel creates a channel, invites the targets and optionally seeds it
-        with a first envelope once every invitee acked.
+        with a first envelope once every invitee acked (an invitee accepts by
+        posting an "ag2.channel.invite_ack" envelope into the channel).
+        Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+        targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+        unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+        PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+        wait_until_opened waited wait_timeout_seconds and the channel is still
+        PENDING (the channel stays; it closes with "invite_timeout" if the acks
+        never come). A channel that ended instead of opening (e.g. an invitee
+        rejected) is returned, not refused: check its state.
         """
 
     @_abc_1.abstractmethod
@@ -373,7 +620,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.CloseChannelRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.CloseChannelResponse, _abc.Awaitable[_hub_pb2.CloseChannelResponse]]:
-        """CloseChannel closes a channel the caller participates in."""
+        """CloseChannel closes a channel the caller participates in.
+        Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+        (unknown channel); NOT_PARTICIPANT.
+        """
 
     @_abc_1.abstractmethod
     def DescribeChannel(
@@ -381,7 +631,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.DescribeChannelRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.DescribeChannelResponse, _abc.Awaitable[_hub_pb2.DescribeChannelResponse]]:
-        """DescribeChannel returns a channel's metadata and adapter state."""
+        """DescribeChannel returns a channel's metadata and adapter state.
+        Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+        """
 
     @_abc_1.abstractmethod
     def ListChannels(
@@ -402,7 +654,7 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         A follower that stops reading while more than --max-stream-buffer-bytes of
         new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
         ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-        call ReadWal with again.
+        call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
         """
 
     @_abc_1.abstractmethod
@@ -411,7 +663,14 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.PostEnvelopeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.PostEnvelopeResponse, _abc.Awaitable[_hub_pb2.PostEnvelopeResponse]]:
-        """PostEnvelope admits one envelope (the unary twin of Connect's Post)."""
+        """PostEnvelope admits one envelope (the unary twin of Connect's Post).
+        Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+        channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+        CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+        invite answer without an open invite, a post before the channel opened, or
+        a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+        INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+        """
 
     @_abc_1.abstractmethod
     def CanSend(
@@ -419,7 +678,12 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.CanSendRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.CanSendResponse, _abc.Awaitable[_hub_pb2.CanSendResponse]]:
-        """CanSend says whether the caller may post a substantive envelope now."""
+        """CanSend says whether the caller may post a substantive envelope now. Use it
+        whenever DescribeChannel's expected_next is empty: that means "anyone or no
+        one", which only CanSend resolves for the caller. A refusal is returned in
+        CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+        channel); NOT_PARTICIPANT.
+        """
 
     @_abc_1.abstractmethod
     def ReportTask(
@@ -427,7 +691,11 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.ReportTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.ReportTaskResponse, _abc.Awaitable[_hub_pb2.ReportTaskResponse]]:
-        """ReportTask records a lifecycle event of a task the caller owns (TaskMirror)."""
+        """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+        Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+        task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+        INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+        """
 
     @_abc_1.abstractmethod
     def ListTasks(
@@ -443,7 +711,7 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.GetTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.GetTaskResponse, _abc.Awaitable[_hub_pb2.GetTaskResponse]]:
-        """GetTask returns a task's current metadata."""
+        """GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task)."""
 
     @_abc_1.abstractmethod
     def WaitTask(
@@ -451,7 +719,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.WaitTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.WaitTaskResponse, _abc.Awaitable[_hub_pb2.WaitTaskResponse]]:
-        """WaitTask blocks until the task is terminal or the timeout passes."""
+        """WaitTask blocks until the task is terminal or the timeout passes (that is
+        timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+        INVALID_ARGUMENT (timeout_seconds out of range).
+        """
 
     @_abc_1.abstractmethod
     def CancelTask(
@@ -459,7 +730,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.CancelTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.CancelTaskResponse, _abc.Awaitable[_hub_pb2.CancelTaskResponse]]:
-        """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST)."""
+        """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+        Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+        nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+        """
 
     @_abc_1.abstractmethod
     def SearchContext(
@@ -468,7 +742,8 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.SearchContextResponse, _abc.Awaitable[_hub_pb2.SearchContextResponse]]:
         """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-        contains the query (case-insensitive substring).
+        contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+        (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
         """
 
     @_abc_1.abstractmethod
@@ -477,7 +752,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.QuoteContextRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.QuoteContextResponse, _abc.Awaitable[_hub_pb2.QuoteContextResponse]]:
-        """QuoteContext returns the most recent EV_TEXT envelopes of one speaker."""
+        """QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+        Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+        (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
+        """
 
     @_abc_1.abstractmethod
     def SetA2ASettings(
@@ -493,7 +771,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.DiscoverAgentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.DiscoverAgentsResponse, _abc.Awaitable[_hub_pb2.DiscoverAgentsResponse]]:
-        """DiscoverAgents lists the A2A-enabled agents the caller may see and invoke."""
+        """DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+        Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
+        """
 
     @_abc_1.abstractmethod
     def InvokeAgent(
@@ -501,7 +781,14 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.InvokeAgentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.InvokeAgentResponse, _abc.Awaitable[_hub_pb2.InvokeAgentResponse]]:
-        """InvokeAgent calls another agent and waits for its answer."""
+        """InvokeAgent calls another agent and waits for its answer. A callee that
+        does not answer in time, or whose channel ends first, is not an error: the
+        response has status failed. Refusals: NOT_FOUND (unknown target);
+        INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+        PERMISSION_DENIED (the target does not accept the caller, or a root session
+        the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+        """
 
     @_abc_1.abstractmethod
     def RefreshCallToken(
@@ -510,7 +797,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.RefreshCallTokenResponse, _abc.Awaitable[_hub_pb2.RefreshCallTokenResponse]]:
         """RefreshCallToken exchanges a call token that is still valid, or expired
-        less than the grace period ago, for a fresh one.
+        less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+        (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+        agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
         """
 
     @_abc_1.abstractmethod
@@ -521,6 +810,8 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.ListExecutionsResponse, _abc.Awaitable[_hub_pb2.ListExecutionsResponse]]:
         """ListExecutions lists A2A executions of one root session (the call tree) the
         caller took part in; with the operator token, any root session or every execution.
+        Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+        INVALID_ARGUMENT (negative limit).
         """
 
     @_abc_1.abstractmethod
@@ -531,6 +822,8 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.ListToolsResponse, _abc.Awaitable[_hub_pb2.ListToolsResponse]]:
         """ListTools returns the JSON schemas of the tools the caller may use right
         now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+        Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+        participant).
         """
 
     @_abc_1.abstractmethod
@@ -540,7 +833,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.CallToolResponse, _abc.Awaitable[_hub_pb2.CallToolResponse]]:
         """CallTool runs one tool with JSON arguments exactly as an LLM produced them
-        and returns the JSON result the LLM should see.
+        and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+        for an unknown tool name (the message lists the known ones) or arguments
+        that do not match the tool's schema; otherwise the refusals of the RPC the
+        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
         """
 
     @_abc_1.abstractmethod
@@ -551,6 +847,11 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.DelegateResponse, _abc.Awaitable[_hub_pb2.DelegateResponse]]:
         """Delegate opens a consulting channel with the target, sends the prompt, waits
         for the single reply and returns its text (the `delegate` tool).
+        Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+        self); FAILED_PRECONDITION (the target lacks the capability);
+        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+        time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+        channel ended before the reply).
         """
 
     @_abc_1.abstractmethod
@@ -559,7 +860,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.SayRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.SayResponse, _abc.Awaitable[_hub_pb2.SayResponse]]:
-        """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool)."""
+        """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+        Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+        audience) and those of PostEnvelope.
+        """
 
     @_abc_1.abstractmethod
     def ListAudit(
@@ -567,6 +871,8 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.ListAuditRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.ListAuditResponse, _abc.Awaitable[_hub_pb2.ListAuditResponse]]:
-        """ListAudit reads the append-only audit log."""
+        """ListAudit reads the append-only audit log. Needs the operator token:
+        an agent credential is PERMISSION_DENIED.
+        """
 
 def add_HubServiceServicer_to_server(servicer: HubServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -32,13 +32,23 @@ class KnowledgeServiceStub:
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
     INVALID_ARGUMENT; written content and appended text are at most the service's
     --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
     (OUT_OF_RANGE).
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
+    PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
+    (namespace, path or a field over its limit), UNAVAILABLE (the service is
+    stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
+    bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
+    "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub
+    (proto/google/rpc/). Server reflection answers on grpc.reflection.v1 and
+    v1alpha; health checking on grpc.health.v1.Health.
     """
 
     def __init__(self, channel):
@@ -96,13 +106,23 @@ class KnowledgeServiceServicer:
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
     INVALID_ARGUMENT; written content and appended text are at most the service's
     --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
     (OUT_OF_RANGE).
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
+    PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
+    (namespace, path or a field over its limit), UNAVAILABLE (the service is
+    stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
+    bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
+    "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub
+    (proto/google/rpc/). Server reflection answers on grpc.reflection.v1 and
+    v1alpha; health checking on grpc.health.v1.Health.
     """
 
     def Read(self, request, context):
@@ -111,13 +131,16 @@ class KnowledgeServiceServicer:
         (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
         Concurrent reads share the service's read budget (--read-budget-bytes,
         64 MiB of files loaded at once): a read that does not fit waits its turn.
+        Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Write(self, request, context):
-        """Write creates or replaces a file atomically.
+        """Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
+        (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
+        Unicode, e.g. a lone surrogate).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -146,7 +169,7 @@ class KnowledgeServiceServicer:
 
     def Append(self, request, context):
         """Append adds text at the end of a file (creating it) and returns the byte
-        offset where the appended bytes start.
+        offset where the appended bytes start. Refusals: as Write.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -156,7 +179,8 @@ class KnowledgeServiceServicer:
         """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
         character or past the end is refused with OUT_OF_RANGE; more than a response
         may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
-        Shares the read budget with Read.
+        Shares the read budget with Read. Also NOT_FOUND (no file) and
+        FAILED_PRECONDITION (stored bytes not UTF-8).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -164,7 +188,9 @@ class KnowledgeServiceServicer:
 
     def Watch(self, request, context):
         """Watch streams change events under a path prefix until cancelled. The first
-        frame confirms the subscription is live.
+        frame confirms the subscription is live. A watcher that falls more than the
+        service's watch backlog (10 000 changes) behind is ended with UNAVAILABLE
+        (metadata `backlog`): watch again and re-read what you cache.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -228,13 +254,23 @@ class KnowledgeService:
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
     INVALID_ARGUMENT; written content and appended text are at most the service's
     --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
     (OUT_OF_RANGE).
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
+    PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
+    (namespace, path or a field over its limit), UNAVAILABLE (the service is
+    stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
+    bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
+    "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub
+    (proto/google/rpc/). Server reflection answers on grpc.reflection.v1 and
+    v1alpha; health checking on grpc.health.v1.Health.
     """
 
     @staticmethod

@@ -33,13 +33,23 @@ class KnowledgeServiceStub:
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
     INVALID_ARGUMENT; written content and appended text are at most the service's
     --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
     (OUT_OF_RANGE).
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
+    PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
+    (namespace, path or a field over its limit), UNAVAILABLE (the service is
+    stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
+    bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
+    "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub
+    (proto/google/rpc/). Server reflection answers on grpc.reflection.v1 and
+    v1alpha; health checking on grpc.health.v1.Health.
     """
 
     @_typing.overload
@@ -52,9 +62,13 @@ class KnowledgeServiceStub:
     (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
     Concurrent reads share the service's read budget (--read-budget-bytes,
     64 MiB of files loaded at once): a read that does not fit waits its turn.
+    Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
     """
     Write: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.WriteRequest, _knowledge_pb2.WriteResponse]
-    """Write creates or replaces a file atomically."""
+    """Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
+    (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
+    Unicode, e.g. a lone surrogate).
+    """
     List: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.ListRequest, _knowledge_pb2.ListResponse]
     """List returns the immediate children of a directory; directories end in "/"."""
     Delete: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.DeleteRequest, _knowledge_pb2.DeleteResponse]
@@ -63,17 +77,20 @@ class KnowledgeServiceStub:
     """Exists says whether a file exists."""
     Append: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.AppendRequest, _knowledge_pb2.AppendResponse]
     """Append adds text at the end of a file (creating it) and returns the byte
-    offset where the appended bytes start.
+    offset where the appended bytes start. Refusals: as Write.
     """
     ReadRange: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.ReadRangeRequest, _knowledge_pb2.ReadRangeResponse]
     """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
     character or past the end is refused with OUT_OF_RANGE; more than a response
     may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
-    Shares the read budget with Read.
+    Shares the read budget with Read. Also NOT_FOUND (no file) and
+    FAILED_PRECONDITION (stored bytes not UTF-8).
     """
     Watch: _grpc.UnaryStreamMultiCallable[_knowledge_pb2.WatchRequest, _knowledge_pb2.WatchResponse]
     """Watch streams change events under a path prefix until cancelled. The first
-    frame confirms the subscription is live.
+    frame confirms the subscription is live. A watcher that falls more than the
+    service's watch backlog (10 000 changes) behind is ended with UNAVAILABLE
+    (metadata `backlog`): watch again and re-read what you cache.
     """
 
 @_typing.type_check_only
@@ -84,13 +101,23 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
     INVALID_ARGUMENT; written content and appended text are at most the service's
     --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
     (OUT_OF_RANGE).
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
+    PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
+    (namespace, path or a field over its limit), UNAVAILABLE (the service is
+    stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
+    bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
+    "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub
+    (proto/google/rpc/). Server reflection answers on grpc.reflection.v1 and
+    v1alpha; health checking on grpc.health.v1.Health.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -100,9 +127,13 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
     (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
     Concurrent reads share the service's read budget (--read-budget-bytes,
     64 MiB of files loaded at once): a read that does not fit waits its turn.
+    Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
     """
     Write: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.WriteRequest, _knowledge_pb2.WriteResponse]  # type: ignore[assignment]
-    """Write creates or replaces a file atomically."""
+    """Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
+    (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
+    Unicode, e.g. a lone surrogate).
+    """
     List: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.ListRequest, _knowledge_pb2.ListResponse]  # type: ignore[assignment]
     """List returns the immediate children of a directory; directories end in "/"."""
     Delete: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.DeleteRequest, _knowledge_pb2.DeleteResponse]  # type: ignore[assignment]
@@ -111,17 +142,20 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
     """Exists says whether a file exists."""
     Append: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.AppendRequest, _knowledge_pb2.AppendResponse]  # type: ignore[assignment]
     """Append adds text at the end of a file (creating it) and returns the byte
-    offset where the appended bytes start.
+    offset where the appended bytes start. Refusals: as Write.
     """
     ReadRange: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.ReadRangeRequest, _knowledge_pb2.ReadRangeResponse]  # type: ignore[assignment]
     """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
     character or past the end is refused with OUT_OF_RANGE; more than a response
     may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
-    Shares the read budget with Read.
+    Shares the read budget with Read. Also NOT_FOUND (no file) and
+    FAILED_PRECONDITION (stored bytes not UTF-8).
     """
     Watch: _aio.UnaryStreamMultiCallable[_knowledge_pb2.WatchRequest, _knowledge_pb2.WatchResponse]  # type: ignore[assignment]
     """Watch streams change events under a path prefix until cancelled. The first
-    frame confirms the subscription is live.
+    frame confirms the subscription is live. A watcher that falls more than the
+    service's watch backlog (10 000 changes) behind is ended with UNAVAILABLE
+    (metadata `backlog`): watch again and re-read what you cache.
     """
 
 class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -131,13 +165,23 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
     INVALID_ARGUMENT; written content and appended text are at most the service's
     --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
     (OUT_OF_RANGE).
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
+    PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
+    (namespace, path or a field over its limit), UNAVAILABLE (the service is
+    stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
+    bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
+    "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub
+    (proto/google/rpc/). Server reflection answers on grpc.reflection.v1 and
+    v1alpha; health checking on grpc.health.v1.Health.
     """
 
     @_abc_1.abstractmethod
@@ -151,6 +195,7 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
         Concurrent reads share the service's read budget (--read-budget-bytes,
         64 MiB of files loaded at once): a read that does not fit waits its turn.
+        Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
         """
 
     @_abc_1.abstractmethod
@@ -159,7 +204,10 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _knowledge_pb2.WriteRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_knowledge_pb2.WriteResponse, _abc.Awaitable[_knowledge_pb2.WriteResponse]]:
-        """Write creates or replaces a file atomically."""
+        """Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
+        (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
+        Unicode, e.g. a lone surrogate).
+        """
 
     @_abc_1.abstractmethod
     def List(
@@ -192,7 +240,7 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_knowledge_pb2.AppendResponse, _abc.Awaitable[_knowledge_pb2.AppendResponse]]:
         """Append adds text at the end of a file (creating it) and returns the byte
-        offset where the appended bytes start.
+        offset where the appended bytes start. Refusals: as Write.
         """
 
     @_abc_1.abstractmethod
@@ -204,7 +252,8 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         """ReadRange returns everything from a byte offset on. An offset inside a UTF-8
         character or past the end is refused with OUT_OF_RANGE; more than a response
         may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
-        Shares the read budget with Read.
+        Shares the read budget with Read. Also NOT_FOUND (no file) and
+        FAILED_PRECONDITION (stored bytes not UTF-8).
         """
 
     @_abc_1.abstractmethod
@@ -214,7 +263,9 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_knowledge_pb2.WatchResponse], _abc.AsyncIterator[_knowledge_pb2.WatchResponse]]:
         """Watch streams change events under a path prefix until cancelled. The first
-        frame confirms the subscription is live.
+        frame confirms the subscription is live. A watcher that falls more than the
+        service's watch backlog (10 000 changes) behind is ended with UNAVAILABLE
+        (metadata `backlog`): watch again and re-read what you cache.
         """
 
 def add_KnowledgeServiceServicer_to_server(servicer: KnowledgeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1294,7 +1294,8 @@ class CanSendResponse(betterproto2.Message):
 
     expected_next: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
     """
-    Agent ids expected to speak next.
+    Agent ids expected to speak next; empty = anyone or no one (allowed says
+    which for the caller).
     """
 
 
@@ -1558,7 +1559,15 @@ class ContextExcerpt(betterproto2.Message):
 
     created_at: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
     """
-    Admission time (RFC 3339 UTC).
+    Admission time (RFC 3339 UTC); kept for compatibility, see created_time.
+    """
+
+    created_time: "datetime.datetime | None" = betterproto2.field(
+        8, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    Admission time, the same instant as created_at (unset for envelopes stored
+    by a hub older than Envelope.created_time).
     """
 
 
@@ -1789,7 +1798,9 @@ class DescribeChannelResponse(betterproto2.Message):
 
     expected_next: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
     """
-    Agent ids the adapter expects to speak next (empty = anyone / no one).
+    Agent ids the adapter expects to speak next. Empty means "anyone or no
+    one" (e.g. a conversation, or a channel not open yet or ended): call
+    CanSend to learn whether the caller may post.
     """
 
     offered_tools: "list[str]" = betterproto2.field(4, betterproto2.TYPE_STRING, repeated=True)
@@ -1922,6 +1933,10 @@ class Envelope(betterproto2.Message):
     """
     The sending agent. Stamped by the hub from the authenticated identity; a post
     that names another sender is refused with PERMISSION_DENIED.
+    Two values are not agent ids: "hub" (reserved) on the envelopes the hub posts
+    itself (invite, opened, closed, expired; see event_type), and "" on the stub
+    of an expired slot (Delivery.expired: the hub withholds every field but
+    channel_id, seq, envelope_id and event_type).
     """
 
     audience: "Audience | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True)
@@ -1931,8 +1946,43 @@ class Envelope(betterproto2.Message):
 
     event_type: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
     """
-    Dotted event type, e.g. "ag2.msg.text", "ag2.packet", "ag2.channel.invite",
-    or a custom type such as "myapp.review_request" (passed through unchanged).
+    Dotted event type: one of the ag2.* types below, or a custom type such as
+    "myapp.review_request" (delivered to its audience unchanged; it never takes a
+    turn). 1-200 characters. The ag2.* types, who posts them and their
+    event_data keys (docs/hub.md "Event types" has the same table):
+
+    * "ag2.msg.text" (participant; takes a turn): {"text": string}. The question
+      of an InvokeAgent call is written by the hub on the caller's behalf
+      (sender_id = the caller) and adds "a2a": an A2ADispatch as JSON; the
+      callee's reply may add "a2a": an A2AReply as JSON.
+    * "ag2.packet" (participant; takes a turn; workflow channels):
+      {"routing": {"tool_called": string | null, "tools_called": [string]},
+      "context_updates": {"set": {key: value}, "delete": [key]}, "body": string}.
+    * "ag2.channel.invite" (sender "hub"; audience: the one invitee):
+      {"channel_id", "type", "initiator", "initiator_name", "intent",
+      "participants": [agent id], "knobs": {adapter options}}.
+    * "ag2.channel.invite_ack" (the invitee): {}. Accepting an invite means
+      posting this envelope into the invite's channel; an Ack frame only moves
+      the delivery cursor and accepts nothing.
+    * "ag2.channel.invite_reject" (the invitee): {}. The channel closes with
+      reason "invite_rejected".
+    * "ag2.channel.opened" (sender "hub"; every invitee acked):
+      {"channel_id", "participants": [agent id]}.
+    * "ag2.channel.closed" (sender "hub"): {"reason": string} plus, by reason,
+      "closed_by" (agent id; CloseChannel, "delegate_timeout", "a2a_timeout"),
+      "agent_id" ("participant_left") or "error" ("seed_failed").
+    * "ag2.channel.expired" (sender "hub"; the channel's ttl ran out):
+      {"reason": "ttl"}.
+    * "ag2.channel.expectation_violated" (sender "hub"): reserved for
+      governance, not posted yet.
+    * "ag2.context.set" (participant; workflow channels, any time, no turn):
+      {"set": {key: value}, "delete": [key]}.
+    * "ag2.task.cancel_request" (the agent that called CancelTask; audience: the
+      task's owner; urgent; task_id set): {"task_id", "reason"}.
+    * "ag2.task.cancelled" (the task's owner): {"task_id", "reason"}.
+
+    Only the hub may post invite, opened, closed, expired and
+    expectation_violated (PROTOCOL_ERROR otherwise).
     """
 
     event_data_json: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
@@ -1991,20 +2041,35 @@ class Envelope(betterproto2.Message):
     created_at: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
     """
     Hub-stamped admission time, RFC 3339 UTC with a trailing "Z"
-    (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post.
+    (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post. Kept for
+    compatibility: created_time is the same instant as a Timestamp, like every
+    other time of the contract.
     """
 
     ttl_seconds: "int | None" = betterproto2.field(14, betterproto2.TYPE_INT32, optional=True)
     """
-    Per-envelope time to live in seconds, counted from created_at: an envelope
-    older than this is no longer delivered. Absent = the channel's expiry applies.
-    Positive and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+    Per-envelope time to live in whole seconds, counted from the admission time:
+    an envelope older than this is no longer delivered (its slot arrives as an
+    expired Delivery). Absent = the channel's expiry applies. Positive and at
+    most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+    Other TTLs of the contract (OpenChannelRequest, ReportTaskRequest) are
+    double seconds; this one stays int32 because changing a field's type breaks
+    the wire format for existing clients, and whole seconds suffice here.
     """
 
     seq: "int" = betterproto2.field(15, betterproto2.TYPE_UINT64)
     """
     Hub-stamped per-channel sequence number, starting at 1 and increasing by one
     per admitted envelope. WAL order is admission order is seq order.
+    """
+
+    created_time: "datetime.datetime | None" = betterproto2.field(
+        16, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    Hub-stamped admission time, the same instant as created_at (to the
+    microsecond). Ignored on post. Set on every envelope a hub with this field
+    admitted; envelopes stored by an older hub carry created_at only.
     """
 
 
@@ -3799,12 +3864,25 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
     with domain "agentnet.v1" and a reason from ErrorReason.
 
-    Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+    Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+    either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
     request is at most 256 UTF-8 bytes when it is an id, key, token or name
     (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
     and map holds at most 1024 items (--max-repeated-items); every uint64 is at
     most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
     path; fields with their own limit say so below.
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+    credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+    changed). The codes each RPC adds are listed on it; docs/errors.md has every
+    reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+    google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+
+    Server reflection answers on both grpc.reflection.v1.ServerReflection and
+    grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+    grpc.health.v1.Health.
     """
 
     async def connect(
@@ -3824,6 +3902,20 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
         the ones your acks reached); nothing is lost. The hub's restarts and other
         breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+
+        The hub handles the frames of one stream in the order it receives them: a
+        Post is admitted before any later frame of the stream is looked at, so two
+        Posts of one stream are admitted in the order sent (their PostResults may
+        still be interleaved with Deliveries). A refused Post does not end the
+        stream: its PostResult carries the error.
+
+        Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+        frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+        neither Hello.credential nor the bearer metadata holds a known credential;
+        INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+        RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+        UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+        Connect of the same agent replaces this one.
         """
 
         async for response in self._stream_stream(
@@ -3847,7 +3939,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "RegisterResponse":
         """
         Register creates an agent (kind agent or remote_agent) and issues its
-        credential. kind human is refused: use RegisterHuman.
+        credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+        a malformed name; ALREADY_EXISTS for a name already registered;
+        PAYLOAD_TOO_LARGE for skill_md over its limit.
         """
 
         return await self._unary_unary(
@@ -3869,6 +3963,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "RegisterHumanResponse":
         """
         RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+        Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+        malformed name; ALREADY_EXISTS for a name already registered.
         """
 
         return await self._unary_unary(
@@ -3935,7 +4031,7 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "DescribeAgentResponse":
         """
         DescribeAgent returns one identity's passport, resume and skill markdown
-        (the `peers(action="describe")` tool).
+        (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
         """
 
         return await self._unary_unary(
@@ -3957,6 +4053,7 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "SetSkillResponse":
         """
         SetSkill replaces the caller's skill markdown (audited as skill_set).
+        Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
         """
 
         return await self._unary_unary(
@@ -3999,7 +4096,16 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "OpenChannelResponse":
         """
         OpenChannel creates a channel, invites the targets and optionally seeds it
-        with a first envelope once every invitee acked.
+        with a first envelope once every invitee acked (an invitee accepts by
+        posting an "ag2.channel.invite_ack" envelope into the channel).
+        Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+        targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+        unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+        PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+        wait_until_opened waited wait_timeout_seconds and the channel is still
+        PENDING (the channel stays; it closes with "invite_timeout" if the acks
+        never come). A channel that ended instead of opening (e.g. an invitee
+        rejected) is returned, not refused: check its state.
         """
 
         return await self._unary_unary(
@@ -4021,6 +4127,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "CloseChannelResponse":
         """
         CloseChannel closes a channel the caller participates in.
+        Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+        (unknown channel); NOT_PARTICIPANT.
         """
 
         return await self._unary_unary(
@@ -4042,6 +4150,7 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "DescribeChannelResponse":
         """
         DescribeChannel returns a channel's metadata and adapter state.
+        Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
         """
 
         return await self._unary_unary(
@@ -4088,7 +4197,7 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         A follower that stops reading while more than --max-stream-buffer-bytes of
         new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
         ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-        call ReadWal with again.
+        call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
         """
 
         async for response in self._unary_stream(
@@ -4111,6 +4220,12 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "PostEnvelopeResponse":
         """
         PostEnvelope admits one envelope (the unary twin of Connect's Post).
+        Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+        channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+        CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+        invite answer without an open invite, a post before the channel opened, or
+        a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+        INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
         """
 
         return await self._unary_unary(
@@ -4131,7 +4246,11 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "CanSendResponse":
         """
-        CanSend says whether the caller may post a substantive envelope now.
+        CanSend says whether the caller may post a substantive envelope now. Use it
+        whenever DescribeChannel's expected_next is empty: that means "anyone or no
+        one", which only CanSend resolves for the caller. A refusal is returned in
+        CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+        channel); NOT_PARTICIPANT.
         """
 
         return await self._unary_unary(
@@ -4153,6 +4272,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "ReportTaskResponse":
         """
         ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+        Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+        task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+        INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
         """
 
         return await self._unary_unary(
@@ -4194,7 +4316,7 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "GetTaskResponse":
         """
-        GetTask returns a task's current metadata.
+        GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task).
         """
 
         return await self._unary_unary(
@@ -4215,7 +4337,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "WaitTaskResponse":
         """
-        WaitTask blocks until the task is terminal or the timeout passes.
+        WaitTask blocks until the task is terminal or the timeout passes (that is
+        timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+        INVALID_ARGUMENT (timeout_seconds out of range).
         """
 
         return await self._unary_unary(
@@ -4237,6 +4361,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "CancelTaskResponse":
         """
         CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+        Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+        nor in a channel you participate in); FAILED_PRECONDITION (already ended).
         """
 
         return await self._unary_unary(
@@ -4258,7 +4384,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "SearchContextResponse":
         """
         SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-        contains the query (case-insensitive substring).
+        contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+        (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
         """
 
         return await self._unary_unary(
@@ -4280,6 +4407,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "QuoteContextResponse":
         """
         QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+        Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+        (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
         """
 
         return await self._unary_unary(
@@ -4322,6 +4451,7 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "DiscoverAgentsResponse":
         """
         DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+        Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
         """
 
         return await self._unary_unary(
@@ -4342,7 +4472,13 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "InvokeAgentResponse":
         """
-        InvokeAgent calls another agent and waits for its answer.
+        InvokeAgent calls another agent and waits for its answer. A callee that
+        does not answer in time, or whose channel ends first, is not an error: the
+        response has status failed. Refusals: NOT_FOUND (unknown target);
+        INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+        PERMISSION_DENIED (the target does not accept the caller, or a root session
+        the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
         """
 
         return await self._unary_unary(
@@ -4364,7 +4500,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "RefreshCallTokenResponse":
         """
         RefreshCallToken exchanges a call token that is still valid, or expired
-        less than the grace period ago, for a fresh one.
+        less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+        (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+        agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
         """
 
         return await self._unary_unary(
@@ -4387,6 +4525,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         ListExecutions lists A2A executions of one root session (the call tree) the
         caller took part in; with the operator token, any root session or every execution.
+        Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+        INVALID_ARGUMENT (negative limit).
         """
 
         return await self._unary_unary(
@@ -4409,6 +4549,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         ListTools returns the JSON schemas of the tools the caller may use right
         now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+        Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+        participant).
         """
 
         return await self._unary_unary(
@@ -4430,7 +4572,10 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "CallToolResponse":
         """
         CallTool runs one tool with JSON arguments exactly as an LLM produced them
-        and returns the JSON result the LLM should see.
+        and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+        for an unknown tool name (the message lists the known ones) or arguments
+        that do not match the tool's schema; otherwise the refusals of the RPC the
+        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
         """
 
         return await self._unary_unary(
@@ -4453,6 +4598,11 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         Delegate opens a consulting channel with the target, sends the prompt, waits
         for the single reply and returns its text (the `delegate` tool).
+        Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+        self); FAILED_PRECONDITION (the target lacks the capability);
+        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+        time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+        channel ended before the reply).
         """
 
         return await self._unary_unary(
@@ -4474,6 +4624,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "SayResponse":
         """
         Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+        Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+        audience) and those of PostEnvelope.
         """
 
         return await self._unary_unary(
@@ -4494,7 +4646,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "ListAuditResponse":
         """
-        ListAudit reads the append-only audit log.
+        ListAudit reads the append-only audit log. Needs the operator token:
+        an agent credential is PERMISSION_DENIED.
         """
 
         return await self._unary_unary(
@@ -4515,13 +4668,23 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
     Paths are absolute ("/memory/working.md"), normalised by the server; a path
     escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
 
-    Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+    Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+    at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
     A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
     most 4096 UTF-8 bytes, as sent and normalised, with no component named
     ".agentnet" (any case: reserved for the store's bookkeeping) — both
     INVALID_ARGUMENT; written content and appended text are at most the service's
     --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
     (OUT_OF_RANGE).
+
+    Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
+    PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
+    (namespace, path or a field over its limit), UNAVAILABLE (the service is
+    stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
+    bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
+    "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub
+    (proto/google/rpc/). Server reflection answers on grpc.reflection.v1 and
+    v1alpha; health checking on grpc.health.v1.Health.
     """
 
     async def read(
@@ -4538,6 +4701,7 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
         (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
         Concurrent reads share the service's read budget (--read-budget-bytes,
         64 MiB of files loaded at once): a read that does not fit waits its turn.
+        Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
         """
 
         return await self._unary_unary(
@@ -4558,7 +4722,9 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "WriteResponse":
         """
-        Write creates or replaces a file atomically.
+        Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
+        (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
+        Unicode, e.g. a lone surrogate).
         """
 
         return await self._unary_unary(
@@ -4643,7 +4809,7 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "AppendResponse":
         """
         Append adds text at the end of a file (creating it) and returns the byte
-        offset where the appended bytes start.
+        offset where the appended bytes start. Refusals: as Write.
         """
 
         return await self._unary_unary(
@@ -4667,7 +4833,8 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
         ReadRange returns everything from a byte offset on. An offset inside a UTF-8
         character or past the end is refused with OUT_OF_RANGE; more than a response
         may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
-        Shares the read budget with Read.
+        Shares the read budget with Read. Also NOT_FOUND (no file) and
+        FAILED_PRECONDITION (stored bytes not UTF-8).
         """
 
         return await self._unary_unary(
@@ -4689,7 +4856,9 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "AsyncIterator[WatchResponse]":
         """
         Watch streams change events under a path prefix until cancelled. The first
-        frame confirms the subscription is live.
+        frame confirms the subscription is live. A watcher that falls more than the
+        service's watch backlog (10 000 changes) behind is ended with UNAVAILABLE
+        (metadata `backlog`): watch again and re-read what you cache.
         """
 
         async for response in self._unary_stream(

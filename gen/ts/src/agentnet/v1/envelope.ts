@@ -6,6 +6,7 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
+import { Timestamp } from "../../google/protobuf/timestamp";
 
 /**
  * Priority orders a participant's delivery queue: urgent envelopes are delivered
@@ -94,6 +95,10 @@ export interface Envelope {
   /**
    * The sending agent. Stamped by the hub from the authenticated identity; a post
    * that names another sender is refused with PERMISSION_DENIED.
+   * Two values are not agent ids: "hub" (reserved) on the envelopes the hub posts
+   * itself (invite, opened, closed, expired; see event_type), and "" on the stub
+   * of an expired slot (Delivery.expired: the hub withholds every field but
+   * channel_id, seq, envelope_id and event_type).
    */
   senderId: string;
   /** Recipients. Absent = broadcast to all participants (`audience=None` in the Python SDK). */
@@ -101,8 +106,43 @@ export interface Envelope {
     | Audience
     | undefined;
   /**
-   * Dotted event type, e.g. "ag2.msg.text", "ag2.packet", "ag2.channel.invite",
-   * or a custom type such as "myapp.review_request" (passed through unchanged).
+   * Dotted event type: one of the ag2.* types below, or a custom type such as
+   * "myapp.review_request" (delivered to its audience unchanged; it never takes a
+   * turn). 1-200 characters. The ag2.* types, who posts them and their
+   * event_data keys (docs/hub.md "Event types" has the same table):
+   *
+   * * "ag2.msg.text" (participant; takes a turn): {"text": string}. The question
+   *   of an InvokeAgent call is written by the hub on the caller's behalf
+   *   (sender_id = the caller) and adds "a2a": an A2ADispatch as JSON; the
+   *   callee's reply may add "a2a": an A2AReply as JSON.
+   * * "ag2.packet" (participant; takes a turn; workflow channels):
+   *   {"routing": {"tool_called": string | null, "tools_called": [string]},
+   *   "context_updates": {"set": {key: value}, "delete": [key]}, "body": string}.
+   * * "ag2.channel.invite" (sender "hub"; audience: the one invitee):
+   *   {"channel_id", "type", "initiator", "initiator_name", "intent",
+   *   "participants": [agent id], "knobs": {adapter options}}.
+   * * "ag2.channel.invite_ack" (the invitee): {}. Accepting an invite means
+   *   posting this envelope into the invite's channel; an Ack frame only moves
+   *   the delivery cursor and accepts nothing.
+   * * "ag2.channel.invite_reject" (the invitee): {}. The channel closes with
+   *   reason "invite_rejected".
+   * * "ag2.channel.opened" (sender "hub"; every invitee acked):
+   *   {"channel_id", "participants": [agent id]}.
+   * * "ag2.channel.closed" (sender "hub"): {"reason": string} plus, by reason,
+   *   "closed_by" (agent id; CloseChannel, "delegate_timeout", "a2a_timeout"),
+   *   "agent_id" ("participant_left") or "error" ("seed_failed").
+   * * "ag2.channel.expired" (sender "hub"; the channel's ttl ran out):
+   *   {"reason": "ttl"}.
+   * * "ag2.channel.expectation_violated" (sender "hub"): reserved for
+   *   governance, not posted yet.
+   * * "ag2.context.set" (participant; workflow channels, any time, no turn):
+   *   {"set": {key: value}, "delete": [key]}.
+   * * "ag2.task.cancel_request" (the agent that called CancelTask; audience: the
+   *   task's owner; urgent; task_id set): {"task_id", "reason"}.
+   * * "ag2.task.cancelled" (the task's owner): {"task_id", "reason"}.
+   *
+   * Only the hub may post invite, opened, closed, expired and
+   * expectation_violated (PROTOCOL_ERROR otherwise).
    */
   eventType: string;
   /**
@@ -150,13 +190,19 @@ export interface Envelope {
     | undefined;
   /**
    * Hub-stamped admission time, RFC 3339 UTC with a trailing "Z"
-   * (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post.
+   * (e.g. "2026-11-30T12:00:00.123456Z"). Ignored on post. Kept for
+   * compatibility: created_time is the same instant as a Timestamp, like every
+   * other time of the contract.
    */
   createdAt: string;
   /**
-   * Per-envelope time to live in seconds, counted from created_at: an envelope
-   * older than this is no longer delivered. Absent = the channel's expiry applies.
-   * Positive and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+   * Per-envelope time to live in whole seconds, counted from the admission time:
+   * an envelope older than this is no longer delivered (its slot arrives as an
+   * expired Delivery). Absent = the channel's expiry applies. Positive and at
+   * most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
+   * Other TTLs of the contract (OpenChannelRequest, ReportTaskRequest) are
+   * double seconds; this one stays int32 because changing a field's type breaks
+   * the wire format for existing clients, and whole seconds suffice here.
    */
   ttlSeconds?:
     | number
@@ -166,6 +212,12 @@ export interface Envelope {
    * per admitted envelope. WAL order is admission order is seq order.
    */
   seq: number;
+  /**
+   * Hub-stamped admission time, the same instant as created_at (to the
+   * microsecond). Ignored on post. Set on every envelope a hub with this field
+   * admitted; envelopes stored by an older hub carry created_at only.
+   */
+  createdTime?: Date | undefined;
 }
 
 function createBaseAudience(): Audience {
@@ -258,6 +310,7 @@ function createBaseEnvelope(): Envelope {
     createdAt: "",
     ttlSeconds: undefined,
     seq: 0,
+    createdTime: undefined,
   };
 }
 
@@ -307,6 +360,9 @@ export const Envelope: MessageFns<Envelope> = {
     }
     if (message.seq !== 0) {
       writer.uint32(120).uint64(message.seq);
+    }
+    if (message.createdTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.createdTime), writer.uint32(130).fork()).join();
     }
     return writer;
   },
@@ -444,6 +500,14 @@ export const Envelope: MessageFns<Envelope> = {
             message.seq = longToNumber(reader.uint64());
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.createdTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -517,6 +581,11 @@ export const Envelope: MessageFns<Envelope> = {
         ? globalThis.Number(object.ttl_seconds)
         : undefined,
       seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
+      createdTime: isSet(object.createdTime)
+        ? fromJsonTimestamp(object.createdTime)
+        : isSet(object.created_time)
+        ? fromJsonTimestamp(object.created_time)
+        : undefined,
     };
   },
 
@@ -567,6 +636,9 @@ export const Envelope: MessageFns<Envelope> = {
     if (message.seq !== 0) {
       obj.seq = Math.round(message.seq);
     }
+    if (message.createdTime !== undefined) {
+      obj.createdTime = message.createdTime.toISOString();
+    }
     return obj;
   },
 
@@ -592,6 +664,7 @@ export const Envelope: MessageFns<Envelope> = {
     message.createdAt = object.createdAt ?? "";
     message.ttlSeconds = object.ttlSeconds ?? undefined;
     message.seq = object.seq ?? 0;
+    message.createdTime = object.createdTime ?? undefined;
     return message;
   },
 };
@@ -604,6 +677,28 @@ type DeepPartial<T> = T extends Builtin ? T
   : T extends { $case: string; value: unknown } ? { $case: T["$case"]; value?: DeepPartial<T["value"]> }
   : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
   : Partial<T>;
+
+function toTimestamp(date: Date): Timestamp {
+  const seconds = Math.trunc(date.getTime() / 1_000);
+  const nanos = (date.getTime() % 1_000) * 1_000_000;
+  return { seconds, nanos };
+}
+
+function fromTimestamp(t: Timestamp): Date {
+  let millis = (t.seconds || 0) * 1_000;
+  millis += (t.nanos || 0) / 1_000_000;
+  return new globalThis.Date(millis);
+}
+
+function fromJsonTimestamp(o: any): Date {
+  if (o instanceof globalThis.Date) {
+    return o;
+  } else if (typeof o === "string") {
+    return new globalThis.Date(o);
+  } else {
+    return fromTimestamp(Timestamp.fromJSON(o));
+  }
+}
 
 function longToNumber(int64: { toString(): string }): number {
   const num = globalThis.Number(int64.toString());

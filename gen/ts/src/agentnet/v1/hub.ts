@@ -356,7 +356,11 @@ export interface DescribeChannelResponse {
     | undefined;
   /** The adapter's folded state as a JSON object (adapter-specific shape). */
   adapterStateJson: string;
-  /** Agent ids the adapter expects to speak next (empty = anyone / no one). */
+  /**
+   * Agent ids the adapter expects to speak next. Empty means "anyone or no
+   * one" (e.g. a conversation, or a channel not open yet or ended): call
+   * CanSend to learn whether the caller may post.
+   */
   expectedNext: string[];
   /**
    * Names of the adapter tools the caller is offered in this channel right now: ["say"] or []
@@ -455,7 +459,10 @@ export interface CanSendResponse {
   refusal?:
     | ErrorDetail
     | undefined;
-  /** Agent ids expected to speak next. */
+  /**
+   * Agent ids expected to speak next; empty = anyone or no one (allowed says
+   * which for the caller).
+   */
   expectedNext: string[];
 }
 
@@ -574,8 +581,13 @@ export interface ContextExcerpt {
   senderName: string;
   /** The text. */
   text: string;
-  /** Admission time (RFC 3339 UTC). */
+  /** Admission time (RFC 3339 UTC); kept for compatibility, see created_time. */
   createdAt: string;
+  /**
+   * Admission time, the same instant as created_at (unset for envelopes stored
+   * by a hub older than Envelope.created_time).
+   */
+  createdTime?: Date | undefined;
 }
 
 /** SearchContextRequest searches past text. */
@@ -4582,7 +4594,16 @@ export const CancelTaskResponse: MessageFns<CancelTaskResponse> = {
 };
 
 function createBaseContextExcerpt(): ContextExcerpt {
-  return { channelId: "", envelopeId: "", seq: 0, senderId: "", senderName: "", text: "", createdAt: "" };
+  return {
+    channelId: "",
+    envelopeId: "",
+    seq: 0,
+    senderId: "",
+    senderName: "",
+    text: "",
+    createdAt: "",
+    createdTime: undefined,
+  };
 }
 
 export const ContextExcerpt: MessageFns<ContextExcerpt> = {
@@ -4607,6 +4628,9 @@ export const ContextExcerpt: MessageFns<ContextExcerpt> = {
     }
     if (message.createdAt !== "") {
       writer.uint32(58).string(message.createdAt);
+    }
+    if (message.createdTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.createdTime), writer.uint32(66).fork()).join();
     }
     return writer;
   },
@@ -4680,6 +4704,14 @@ export const ContextExcerpt: MessageFns<ContextExcerpt> = {
             message.createdAt = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.createdTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4721,6 +4753,11 @@ export const ContextExcerpt: MessageFns<ContextExcerpt> = {
         : isSet(object.created_at)
         ? globalThis.String(object.created_at)
         : "",
+      createdTime: isSet(object.createdTime)
+        ? fromJsonTimestamp(object.createdTime)
+        : isSet(object.created_time)
+        ? fromJsonTimestamp(object.created_time)
+        : undefined,
     };
   },
 
@@ -4747,6 +4784,9 @@ export const ContextExcerpt: MessageFns<ContextExcerpt> = {
     if (message.createdAt !== "") {
       obj.createdAt = message.createdAt;
     }
+    if (message.createdTime !== undefined) {
+      obj.createdTime = message.createdTime.toISOString();
+    }
     return obj;
   },
 
@@ -4762,6 +4802,7 @@ export const ContextExcerpt: MessageFns<ContextExcerpt> = {
     message.senderName = object.senderName ?? "";
     message.text = object.text ?? "";
     message.createdAt = object.createdAt ?? "";
+    message.createdTime = object.createdTime ?? undefined;
     return message;
   },
 };
@@ -7558,12 +7599,25 @@ export const ListAuditResponse: MessageFns<ListAuditResponse> = {
  * metadata (Connect also accepts it in Hello). Errors carry a google.rpc.ErrorInfo
  * with domain "agentnet.v1" and a reason from ErrorReason.
  *
- * Limits (docs/operations.md "Limits"; each is a hub flag): every string of a
+ * Limits (docs/operations.md "Limits"; each is a hub flag): a whole message, in
+ * either direction, is at most 16 MiB (gRPC RESOURCE_EXHAUSTED); every string of a
  * request is at most 256 UTF-8 bytes when it is an id, key, token or name
  * (--max-id-bytes) and 64 KiB otherwise (--max-text-bytes); every repeated field
  * and map holds at most 1024 items (--max-repeated-items); every uint64 is at
  * most 2^63 - 1 (OUT_OF_RANGE). Longer is INVALID_ARGUMENT naming the field
  * path; fields with their own limit say so below.
+ *
+ * Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
+ * credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
+ * field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+ * (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
+ * changed). The codes each RPC adds are listed on it; docs/errors.md has every
+ * reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
+ * google.rpc.Status (proto/google/rpc/status.proto and error_details.proto).
+ *
+ * Server reflection answers on both grpc.reflection.v1.ServerReflection and
+ * grpc.reflection.v1alpha.ServerReflection, and gRPC health checking on
+ * grpc.health.v1.Health.
  */
 export type HubServiceService = typeof HubServiceService;
 export const HubServiceService = {
@@ -7576,6 +7630,20 @@ export const HubServiceService = {
    * cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
    * the ones your acks reached); nothing is lost. The hub's restarts and other
    * breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+   *
+   * The hub handles the frames of one stream in the order it receives them: a
+   * Post is admitted before any later frame of the stream is looked at, so two
+   * Posts of one stream are admitted in the order sent (their PostResults may
+   * still be interleaved with Deliveries). A refused Post does not end the
+   * stream: its PostResult carries the error.
+   *
+   * Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+   * frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+   * neither Hello.credential nor the bearer metadata holds a known credential;
+   * INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+   * RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+   * UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+   * Connect of the same agent replaces this one.
    */
   connect: {
     path: "/agentnet.v1.HubService/Connect" as const,
@@ -7588,7 +7656,9 @@ export const HubServiceService = {
   },
   /**
    * Register creates an agent (kind agent or remote_agent) and issues its
-   * credential. kind human is refused: use RegisterHuman.
+   * credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+   * a malformed name; ALREADY_EXISTS for a name already registered;
+   * PAYLOAD_TOO_LARGE for skill_md over its limit.
    */
   register: {
     path: "/agentnet.v1.HubService/Register" as const,
@@ -7599,7 +7669,11 @@ export const HubServiceService = {
     responseSerialize: (value: RegisterResponse): Buffer => Buffer.from(RegisterResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RegisterResponse => RegisterResponse.decode(value),
   },
-  /** RegisterHuman creates a non-LLM participant (kind human) and issues its credential. */
+  /**
+   * RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+   * Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+   * malformed name; ALREADY_EXISTS for a name already registered.
+   */
   registerHuman: {
     path: "/agentnet.v1.HubService/RegisterHuman" as const,
     requestStream: false as const,
@@ -7632,7 +7706,7 @@ export const HubServiceService = {
   },
   /**
    * DescribeAgent returns one identity's passport, resume and skill markdown
-   * (the `peers(action="describe")` tool).
+   * (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
    */
   describeAgent: {
     path: "/agentnet.v1.HubService/DescribeAgent" as const,
@@ -7644,7 +7718,10 @@ export const HubServiceService = {
       Buffer.from(DescribeAgentResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DescribeAgentResponse => DescribeAgentResponse.decode(value),
   },
-  /** SetSkill replaces the caller's skill markdown (audited as skill_set). */
+  /**
+   * SetSkill replaces the caller's skill markdown (audited as skill_set).
+   * Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
+   */
   setSkill: {
     path: "/agentnet.v1.HubService/SetSkill" as const,
     requestStream: false as const,
@@ -7666,7 +7743,16 @@ export const HubServiceService = {
   },
   /**
    * OpenChannel creates a channel, invites the targets and optionally seeds it
-   * with a first envelope once every invitee acked.
+   * with a first envelope once every invitee acked (an invitee accepts by
+   * posting an "ag2.channel.invite_ack" envelope into the channel).
+   * Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+   * targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+   * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+   * PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+   * wait_until_opened waited wait_timeout_seconds and the channel is still
+   * PENDING (the channel stays; it closes with "invite_timeout" if the acks
+   * never come). A channel that ended instead of opening (e.g. an invitee
+   * rejected) is returned, not refused: check its state.
    */
   openChannel: {
     path: "/agentnet.v1.HubService/OpenChannel" as const,
@@ -7677,7 +7763,11 @@ export const HubServiceService = {
     responseSerialize: (value: OpenChannelResponse): Buffer => Buffer.from(OpenChannelResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): OpenChannelResponse => OpenChannelResponse.decode(value),
   },
-  /** CloseChannel closes a channel the caller participates in. */
+  /**
+   * CloseChannel closes a channel the caller participates in.
+   * Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+   * (unknown channel); NOT_PARTICIPANT.
+   */
   closeChannel: {
     path: "/agentnet.v1.HubService/CloseChannel" as const,
     requestStream: false as const,
@@ -7688,7 +7778,10 @@ export const HubServiceService = {
       Buffer.from(CloseChannelResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): CloseChannelResponse => CloseChannelResponse.decode(value),
   },
-  /** DescribeChannel returns a channel's metadata and adapter state. */
+  /**
+   * DescribeChannel returns a channel's metadata and adapter state.
+   * Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+   */
   describeChannel: {
     path: "/agentnet.v1.HubService/DescribeChannel" as const,
     requestStream: false as const,
@@ -7717,7 +7810,7 @@ export const HubServiceService = {
    * A follower that stops reading while more than --max-stream-buffer-bytes of
    * new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
    * ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-   * call ReadWal with again.
+   * call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
    */
   readWal: {
     path: "/agentnet.v1.HubService/ReadWal" as const,
@@ -7728,7 +7821,15 @@ export const HubServiceService = {
     responseSerialize: (value: ReadWalResponse): Buffer => Buffer.from(ReadWalResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReadWalResponse => ReadWalResponse.decode(value),
   },
-  /** PostEnvelope admits one envelope (the unary twin of Connect's Post). */
+  /**
+   * PostEnvelope admits one envelope (the unary twin of Connect's Post).
+   * Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+   * channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+   * CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+   * invite answer without an open invite, a post before the channel opened, or
+   * a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+   * INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+   */
   postEnvelope: {
     path: "/agentnet.v1.HubService/PostEnvelope" as const,
     requestStream: false as const,
@@ -7739,7 +7840,13 @@ export const HubServiceService = {
       Buffer.from(PostEnvelopeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PostEnvelopeResponse => PostEnvelopeResponse.decode(value),
   },
-  /** CanSend says whether the caller may post a substantive envelope now. */
+  /**
+   * CanSend says whether the caller may post a substantive envelope now. Use it
+   * whenever DescribeChannel's expected_next is empty: that means "anyone or no
+   * one", which only CanSend resolves for the caller. A refusal is returned in
+   * CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+   * channel); NOT_PARTICIPANT.
+   */
   canSend: {
     path: "/agentnet.v1.HubService/CanSend" as const,
     requestStream: false as const,
@@ -7749,7 +7856,12 @@ export const HubServiceService = {
     responseSerialize: (value: CanSendResponse): Buffer => Buffer.from(CanSendResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): CanSendResponse => CanSendResponse.decode(value),
   },
-  /** ReportTask records a lifecycle event of a task the caller owns (TaskMirror). */
+  /**
+   * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+   * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+   * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+   * INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+   */
   reportTask: {
     path: "/agentnet.v1.HubService/ReportTask" as const,
     requestStream: false as const,
@@ -7769,7 +7881,7 @@ export const HubServiceService = {
     responseSerialize: (value: ListTasksResponse): Buffer => Buffer.from(ListTasksResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListTasksResponse => ListTasksResponse.decode(value),
   },
-  /** GetTask returns a task's current metadata. */
+  /** GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task). */
   getTask: {
     path: "/agentnet.v1.HubService/GetTask" as const,
     requestStream: false as const,
@@ -7779,7 +7891,11 @@ export const HubServiceService = {
     responseSerialize: (value: GetTaskResponse): Buffer => Buffer.from(GetTaskResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetTaskResponse => GetTaskResponse.decode(value),
   },
-  /** WaitTask blocks until the task is terminal or the timeout passes. */
+  /**
+   * WaitTask blocks until the task is terminal or the timeout passes (that is
+   * timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+   * INVALID_ARGUMENT (timeout_seconds out of range).
+   */
   waitTask: {
     path: "/agentnet.v1.HubService/WaitTask" as const,
     requestStream: false as const,
@@ -7789,7 +7905,11 @@ export const HubServiceService = {
     responseSerialize: (value: WaitTaskResponse): Buffer => Buffer.from(WaitTaskResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): WaitTaskResponse => WaitTaskResponse.decode(value),
   },
-  /** CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST). */
+  /**
+   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+   * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+   * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+   */
   cancelTask: {
     path: "/agentnet.v1.HubService/CancelTask" as const,
     requestStream: false as const,
@@ -7801,7 +7921,8 @@ export const HubServiceService = {
   },
   /**
    * SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-   * contains the query (case-insensitive substring).
+   * contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+   * (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
    */
   searchContext: {
     path: "/agentnet.v1.HubService/SearchContext" as const,
@@ -7813,7 +7934,11 @@ export const HubServiceService = {
       Buffer.from(SearchContextResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SearchContextResponse => SearchContextResponse.decode(value),
   },
-  /** QuoteContext returns the most recent EV_TEXT envelopes of one speaker. */
+  /**
+   * QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+   * Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+   * (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
+   */
   quoteContext: {
     path: "/agentnet.v1.HubService/QuoteContext" as const,
     requestStream: false as const,
@@ -7836,7 +7961,10 @@ export const HubServiceService = {
       Buffer.from(SetA2ASettingsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SetA2ASettingsResponse => SetA2ASettingsResponse.decode(value),
   },
-  /** DiscoverAgents lists the A2A-enabled agents the caller may see and invoke. */
+  /**
+   * DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+   * Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
+   */
   discoverAgents: {
     path: "/agentnet.v1.HubService/DiscoverAgents" as const,
     requestStream: false as const,
@@ -7848,7 +7976,15 @@ export const HubServiceService = {
       Buffer.from(DiscoverAgentsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DiscoverAgentsResponse => DiscoverAgentsResponse.decode(value),
   },
-  /** InvokeAgent calls another agent and waits for its answer. */
+  /**
+   * InvokeAgent calls another agent and waits for its answer. A callee that
+   * does not answer in time, or whose channel ends first, is not an error: the
+   * response has status failed. Refusals: NOT_FOUND (unknown target);
+   * INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+   * PERMISSION_DENIED (the target does not accept the caller, or a root session
+   * the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+   */
   invokeAgent: {
     path: "/agentnet.v1.HubService/InvokeAgent" as const,
     requestStream: false as const,
@@ -7860,7 +7996,9 @@ export const HubServiceService = {
   },
   /**
    * RefreshCallToken exchanges a call token that is still valid, or expired
-   * less than the grace period ago, for a fresh one.
+   * less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+   * (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+   * agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
    */
   refreshCallToken: {
     path: "/agentnet.v1.HubService/RefreshCallToken" as const,
@@ -7876,6 +8014,8 @@ export const HubServiceService = {
   /**
    * ListExecutions lists A2A executions of one root session (the call tree) the
    * caller took part in; with the operator token, any root session or every execution.
+   * Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+   * INVALID_ARGUMENT (negative limit).
    */
   listExecutions: {
     path: "/agentnet.v1.HubService/ListExecutions" as const,
@@ -7891,6 +8031,8 @@ export const HubServiceService = {
   /**
    * ListTools returns the JSON schemas of the tools the caller may use right
    * now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+   * Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+   * participant).
    */
   listTools: {
     path: "/agentnet.v1.HubService/ListTools" as const,
@@ -7903,7 +8045,10 @@ export const HubServiceService = {
   },
   /**
    * CallTool runs one tool with JSON arguments exactly as an LLM produced them
-   * and returns the JSON result the LLM should see.
+   * and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+   * for an unknown tool name (the message lists the known ones) or arguments
+   * that do not match the tool's schema; otherwise the refusals of the RPC the
+   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
    */
   callTool: {
     path: "/agentnet.v1.HubService/CallTool" as const,
@@ -7917,6 +8062,11 @@ export const HubServiceService = {
   /**
    * Delegate opens a consulting channel with the target, sends the prompt, waits
    * for the single reply and returns its text (the `delegate` tool).
+   * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+   * self); FAILED_PRECONDITION (the target lacks the capability);
+   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+   * time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+   * channel ended before the reply).
    */
   delegate: {
     path: "/agentnet.v1.HubService/Delegate" as const,
@@ -7927,7 +8077,11 @@ export const HubServiceService = {
     responseSerialize: (value: DelegateResponse): Buffer => Buffer.from(DelegateResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DelegateResponse => DelegateResponse.decode(value),
   },
-  /** Say posts an EV_TEXT to a channel the caller participates in (the `say` tool). */
+  /**
+   * Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+   * Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+   * audience) and those of PostEnvelope.
+   */
   say: {
     path: "/agentnet.v1.HubService/Say" as const,
     requestStream: false as const,
@@ -7937,7 +8091,10 @@ export const HubServiceService = {
     responseSerialize: (value: SayResponse): Buffer => Buffer.from(SayResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SayResponse => SayResponse.decode(value),
   },
-  /** ListAudit reads the append-only audit log. */
+  /**
+   * ListAudit reads the append-only audit log. Needs the operator token:
+   * an agent credential is PERMISSION_DENIED.
+   */
   listAudit: {
     path: "/agentnet.v1.HubService/ListAudit" as const,
     requestStream: false as const,
@@ -7959,14 +8116,34 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
    * the ones your acks reached); nothing is lost. The hub's restarts and other
    * breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+   *
+   * The hub handles the frames of one stream in the order it receives them: a
+   * Post is admitted before any later frame of the stream is looked at, so two
+   * Posts of one stream are admitted in the order sent (their PostResults may
+   * still be interleaved with Deliveries). A refused Post does not end the
+   * stream: its PostResult carries the error.
+   *
+   * Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+   * frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+   * neither Hello.credential nor the bearer metadata holds a known credential;
+   * INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+   * RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+   * UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+   * Connect of the same agent replaces this one.
    */
   connect: handleBidiStreamingCall<ConnectRequest, ConnectResponse>;
   /**
    * Register creates an agent (kind agent or remote_agent) and issues its
-   * credential. kind human is refused: use RegisterHuman.
+   * credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+   * a malformed name; ALREADY_EXISTS for a name already registered;
+   * PAYLOAD_TOO_LARGE for skill_md over its limit.
    */
   register: handleUnaryCall<RegisterRequest, RegisterResponse>;
-  /** RegisterHuman creates a non-LLM participant (kind human) and issues its credential. */
+  /**
+   * RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+   * Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+   * malformed name; ALREADY_EXISTS for a name already registered.
+   */
   registerHuman: handleUnaryCall<RegisterHumanRequest, RegisterHumanResponse>;
   /** Unregister removes the caller's identity; its live channels close. */
   unregister: handleUnaryCall<UnregisterRequest, UnregisterResponse>;
@@ -7974,21 +8151,40 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   listAgents: handleUnaryCall<ListAgentsRequest, ListAgentsResponse>;
   /**
    * DescribeAgent returns one identity's passport, resume and skill markdown
-   * (the `peers(action="describe")` tool).
+   * (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
    */
   describeAgent: handleUnaryCall<DescribeAgentRequest, DescribeAgentResponse>;
-  /** SetSkill replaces the caller's skill markdown (audited as skill_set). */
+  /**
+   * SetSkill replaces the caller's skill markdown (audited as skill_set).
+   * Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
+   */
   setSkill: handleUnaryCall<SetSkillRequest, SetSkillResponse>;
   /** SetResume replaces the caller's resume (audited as resume_set). */
   setResume: handleUnaryCall<SetResumeRequest, SetResumeResponse>;
   /**
    * OpenChannel creates a channel, invites the targets and optionally seeds it
-   * with a first envelope once every invitee acked.
+   * with a first envelope once every invitee acked (an invitee accepts by
+   * posting an "ag2.channel.invite_ack" envelope into the channel).
+   * Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+   * targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+   * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+   * PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+   * wait_until_opened waited wait_timeout_seconds and the channel is still
+   * PENDING (the channel stays; it closes with "invite_timeout" if the acks
+   * never come). A channel that ended instead of opening (e.g. an invitee
+   * rejected) is returned, not refused: check its state.
    */
   openChannel: handleUnaryCall<OpenChannelRequest, OpenChannelResponse>;
-  /** CloseChannel closes a channel the caller participates in. */
+  /**
+   * CloseChannel closes a channel the caller participates in.
+   * Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+   * (unknown channel); NOT_PARTICIPANT.
+   */
   closeChannel: handleUnaryCall<CloseChannelRequest, CloseChannelResponse>;
-  /** DescribeChannel returns a channel's metadata and adapter state. */
+  /**
+   * DescribeChannel returns a channel's metadata and adapter state.
+   * Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+   */
   describeChannel: handleUnaryCall<DescribeChannelRequest, DescribeChannelResponse>;
   /** ListChannels lists the channels the caller participates in. */
   listChannels: handleUnaryCall<ListChannelsRequest, ListChannelsResponse>;
@@ -7998,64 +8194,128 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * A follower that stops reading while more than --max-stream-buffer-bytes of
    * new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
    * ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-   * call ReadWal with again.
+   * call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
    */
   readWal: handleServerStreamingCall<ReadWalRequest, ReadWalResponse>;
-  /** PostEnvelope admits one envelope (the unary twin of Connect's Post). */
+  /**
+   * PostEnvelope admits one envelope (the unary twin of Connect's Post).
+   * Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+   * channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+   * CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+   * invite answer without an open invite, a post before the channel opened, or
+   * a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+   * INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+   */
   postEnvelope: handleUnaryCall<PostEnvelopeRequest, PostEnvelopeResponse>;
-  /** CanSend says whether the caller may post a substantive envelope now. */
+  /**
+   * CanSend says whether the caller may post a substantive envelope now. Use it
+   * whenever DescribeChannel's expected_next is empty: that means "anyone or no
+   * one", which only CanSend resolves for the caller. A refusal is returned in
+   * CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+   * channel); NOT_PARTICIPANT.
+   */
   canSend: handleUnaryCall<CanSendRequest, CanSendResponse>;
-  /** ReportTask records a lifecycle event of a task the caller owns (TaskMirror). */
+  /**
+   * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+   * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+   * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+   * INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+   */
   reportTask: handleUnaryCall<ReportTaskRequest, ReportTaskResponse>;
   /** ListTasks lists tasks (own or all, active or all). */
   listTasks: handleUnaryCall<ListTasksRequest, ListTasksResponse>;
-  /** GetTask returns a task's current metadata. */
+  /** GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task). */
   getTask: handleUnaryCall<GetTaskRequest, GetTaskResponse>;
-  /** WaitTask blocks until the task is terminal or the timeout passes. */
+  /**
+   * WaitTask blocks until the task is terminal or the timeout passes (that is
+   * timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+   * INVALID_ARGUMENT (timeout_seconds out of range).
+   */
   waitTask: handleUnaryCall<WaitTaskRequest, WaitTaskResponse>;
-  /** CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST). */
+  /**
+   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+   * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+   * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+   */
   cancelTask: handleUnaryCall<CancelTaskRequest, CancelTaskResponse>;
   /**
    * SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-   * contains the query (case-insensitive substring).
+   * contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+   * (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
    */
   searchContext: handleUnaryCall<SearchContextRequest, SearchContextResponse>;
-  /** QuoteContext returns the most recent EV_TEXT envelopes of one speaker. */
+  /**
+   * QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+   * Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+   * (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
+   */
   quoteContext: handleUnaryCall<QuoteContextRequest, QuoteContextResponse>;
   /** SetA2ASettings replaces the caller's agent-to-agent settings. */
   setA2ASettings: handleUnaryCall<SetA2ASettingsRequest, SetA2ASettingsResponse>;
-  /** DiscoverAgents lists the A2A-enabled agents the caller may see and invoke. */
+  /**
+   * DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+   * Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
+   */
   discoverAgents: handleUnaryCall<DiscoverAgentsRequest, DiscoverAgentsResponse>;
-  /** InvokeAgent calls another agent and waits for its answer. */
+  /**
+   * InvokeAgent calls another agent and waits for its answer. A callee that
+   * does not answer in time, or whose channel ends first, is not an error: the
+   * response has status failed. Refusals: NOT_FOUND (unknown target);
+   * INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+   * PERMISSION_DENIED (the target does not accept the caller, or a root session
+   * the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+   */
   invokeAgent: handleUnaryCall<InvokeAgentRequest, InvokeAgentResponse>;
   /**
    * RefreshCallToken exchanges a call token that is still valid, or expired
-   * less than the grace period ago, for a fresh one.
+   * less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+   * (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+   * agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
    */
   refreshCallToken: handleUnaryCall<RefreshCallTokenRequest, RefreshCallTokenResponse>;
   /**
    * ListExecutions lists A2A executions of one root session (the call tree) the
    * caller took part in; with the operator token, any root session or every execution.
+   * Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+   * INVALID_ARGUMENT (negative limit).
    */
   listExecutions: handleUnaryCall<ListExecutionsRequest, ListExecutionsResponse>;
   /**
    * ListTools returns the JSON schemas of the tools the caller may use right
    * now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+   * Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+   * participant).
    */
   listTools: handleUnaryCall<ListToolsRequest, ListToolsResponse>;
   /**
    * CallTool runs one tool with JSON arguments exactly as an LLM produced them
-   * and returns the JSON result the LLM should see.
+   * and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+   * for an unknown tool name (the message lists the known ones) or arguments
+   * that do not match the tool's schema; otherwise the refusals of the RPC the
+   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
    */
   callTool: handleUnaryCall<CallToolRequest, CallToolResponse>;
   /**
    * Delegate opens a consulting channel with the target, sends the prompt, waits
    * for the single reply and returns its text (the `delegate` tool).
+   * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+   * self); FAILED_PRECONDITION (the target lacks the capability);
+   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+   * time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+   * channel ended before the reply).
    */
   delegate: handleUnaryCall<DelegateRequest, DelegateResponse>;
-  /** Say posts an EV_TEXT to a channel the caller participates in (the `say` tool). */
+  /**
+   * Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+   * Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+   * audience) and those of PostEnvelope.
+   */
   say: handleUnaryCall<SayRequest, SayResponse>;
-  /** ListAudit reads the append-only audit log. */
+  /**
+   * ListAudit reads the append-only audit log. Needs the operator token:
+   * an agent credential is PERMISSION_DENIED.
+   */
   listAudit: handleUnaryCall<ListAuditRequest, ListAuditResponse>;
 }
 
@@ -8069,13 +8329,29 @@ export interface HubServiceClient extends Client {
    * cause=slow_consumer). Reconnect and resume from your cursors (the hub stored
    * the ones your acks reached); nothing is lost. The hub's restarts and other
    * breaks end it with UNAVAILABLE: reconnect with jittered back-off.
+   *
+   * The hub handles the frames of one stream in the order it receives them: a
+   * Post is admitted before any later frame of the stream is looked at, so two
+   * Posts of one stream are admitted in the order sent (their PostResults may
+   * still be interleaved with Deliveries). A refused Post does not end the
+   * stream: its PostResult carries the error.
+   *
+   * Ends the stream with: FAILED_PRECONDITION / PROTOCOL_ERROR when the first
+   * frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
+   * neither Hello.credential nor the bearer metadata holds a known credential;
+   * INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+   * RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
+   * UNAVAILABLE when the hub stops, the identity is unregistered or a newer
+   * Connect of the same agent replaces this one.
    */
   connect(): ClientDuplexStream<ConnectRequest, ConnectResponse>;
   connect(options: Partial<CallOptions>): ClientDuplexStream<ConnectRequest, ConnectResponse>;
   connect(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<ConnectRequest, ConnectResponse>;
   /**
    * Register creates an agent (kind agent or remote_agent) and issues its
-   * credential. kind human is refused: use RegisterHuman.
+   * credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
+   * a malformed name; ALREADY_EXISTS for a name already registered;
+   * PAYLOAD_TOO_LARGE for skill_md over its limit.
    */
   register(
     request: RegisterRequest,
@@ -8092,7 +8368,11 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RegisterResponse) => void,
   ): ClientUnaryCall;
-  /** RegisterHuman creates a non-LLM participant (kind human) and issues its credential. */
+  /**
+   * RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
+   * Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
+   * malformed name; ALREADY_EXISTS for a name already registered.
+   */
   registerHuman(
     request: RegisterHumanRequest,
     callback: (error: ServiceError | null, response: RegisterHumanResponse) => void,
@@ -8142,7 +8422,7 @@ export interface HubServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * DescribeAgent returns one identity's passport, resume and skill markdown
-   * (the `peers(action="describe")` tool).
+   * (the `peers(action="describe")` tool). Refusals: NOT_FOUND for an unknown id or name.
    */
   describeAgent(
     request: DescribeAgentRequest,
@@ -8159,7 +8439,10 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DescribeAgentResponse) => void,
   ): ClientUnaryCall;
-  /** SetSkill replaces the caller's skill markdown (audited as skill_set). */
+  /**
+   * SetSkill replaces the caller's skill markdown (audited as skill_set).
+   * Refusals: PAYLOAD_TOO_LARGE for skill_md over its limit.
+   */
   setSkill(
     request: SetSkillRequest,
     callback: (error: ServiceError | null, response: SetSkillResponse) => void,
@@ -8193,7 +8476,16 @@ export interface HubServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * OpenChannel creates a channel, invites the targets and optionally seeds it
-   * with a first envelope once every invitee acked.
+   * with a first envelope once every invitee acked (an invitee accepts by
+   * posting an "ag2.channel.invite_ack" envelope into the channel).
+   * Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
+   * targets, the caller among them, or a bad seed or time; NOT_FOUND for an
+   * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+   * PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
+   * wait_until_opened waited wait_timeout_seconds and the channel is still
+   * PENDING (the channel stays; it closes with "invite_timeout" if the acks
+   * never come). A channel that ended instead of opening (e.g. an invitee
+   * rejected) is returned, not refused: check its state.
    */
   openChannel(
     request: OpenChannelRequest,
@@ -8210,7 +8502,11 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: OpenChannelResponse) => void,
   ): ClientUnaryCall;
-  /** CloseChannel closes a channel the caller participates in. */
+  /**
+   * CloseChannel closes a channel the caller participates in.
+   * Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
+   * (unknown channel); NOT_PARTICIPANT.
+   */
   closeChannel(
     request: CloseChannelRequest,
     callback: (error: ServiceError | null, response: CloseChannelResponse) => void,
@@ -8226,7 +8522,10 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CloseChannelResponse) => void,
   ): ClientUnaryCall;
-  /** DescribeChannel returns a channel's metadata and adapter state. */
+  /**
+   * DescribeChannel returns a channel's metadata and adapter state.
+   * Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+   */
   describeChannel(
     request: DescribeChannelRequest,
     callback: (error: ServiceError | null, response: DescribeChannelResponse) => void,
@@ -8264,7 +8563,7 @@ export interface HubServiceClient extends Client {
    * A follower that stops reading while more than --max-stream-buffer-bytes of
    * new envelopes wait is ended with RESOURCE_EXHAUSTED (reason INBOX_FULL); the
    * ErrorInfo metadata `resume_from_seq` (also in the message) is the from_seq to
-   * call ReadWal with again.
+   * call ReadWal with again. Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT.
    */
   readWal(request: ReadWalRequest, options?: Partial<CallOptions>): ClientReadableStream<ReadWalResponse>;
   readWal(
@@ -8272,7 +8571,15 @@ export interface HubServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<ReadWalResponse>;
-  /** PostEnvelope admits one envelope (the unary twin of Connect's Post). */
+  /**
+   * PostEnvelope admits one envelope (the unary twin of Connect's Post).
+   * Refusals (the same as a Post's PostResult.error): NOT_FOUND (unknown
+   * channel); NOT_PARTICIPANT; PERMISSION_DENIED (another sender_id);
+   * CHANNEL_CLOSED; NOT_YOUR_TURN; PROTOCOL_ERROR (a hub-only event type, an
+   * invite answer without an open invite, a post before the channel opened, or
+   * a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
+   * INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+   */
   postEnvelope(
     request: PostEnvelopeRequest,
     callback: (error: ServiceError | null, response: PostEnvelopeResponse) => void,
@@ -8288,7 +8595,13 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PostEnvelopeResponse) => void,
   ): ClientUnaryCall;
-  /** CanSend says whether the caller may post a substantive envelope now. */
+  /**
+   * CanSend says whether the caller may post a substantive envelope now. Use it
+   * whenever DescribeChannel's expected_next is empty: that means "anyone or no
+   * one", which only CanSend resolves for the caller. A refusal is returned in
+   * CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
+   * channel); NOT_PARTICIPANT.
+   */
   canSend(
     request: CanSendRequest,
     callback: (error: ServiceError | null, response: CanSendResponse) => void,
@@ -8304,7 +8617,12 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CanSendResponse) => void,
   ): ClientUnaryCall;
-  /** ReportTask records a lifecycle event of a task the caller owns (TaskMirror). */
+  /**
+   * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
+   * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
+   * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
+   * INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+   */
   reportTask(
     request: ReportTaskRequest,
     callback: (error: ServiceError | null, response: ReportTaskResponse) => void,
@@ -8336,7 +8654,7 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListTasksResponse) => void,
   ): ClientUnaryCall;
-  /** GetTask returns a task's current metadata. */
+  /** GetTask returns a task's current metadata. Refusals: NOT_FOUND (unknown task). */
   getTask(
     request: GetTaskRequest,
     callback: (error: ServiceError | null, response: GetTaskResponse) => void,
@@ -8352,7 +8670,11 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetTaskResponse) => void,
   ): ClientUnaryCall;
-  /** WaitTask blocks until the task is terminal or the timeout passes. */
+  /**
+   * WaitTask blocks until the task is terminal or the timeout passes (that is
+   * timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
+   * INVALID_ARGUMENT (timeout_seconds out of range).
+   */
   waitTask(
     request: WaitTaskRequest,
     callback: (error: ServiceError | null, response: WaitTaskResponse) => void,
@@ -8368,7 +8690,11 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: WaitTaskResponse) => void,
   ): ClientUnaryCall;
-  /** CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST). */
+  /**
+   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+   * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
+   * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+   */
   cancelTask(
     request: CancelTaskRequest,
     callback: (error: ServiceError | null, response: CancelTaskResponse) => void,
@@ -8386,7 +8712,8 @@ export interface HubServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * SearchContext finds past EV_TEXT envelopes visible to the caller whose text
-   * contains the query (case-insensitive substring).
+   * contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
+   * (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
    */
   searchContext(
     request: SearchContextRequest,
@@ -8403,7 +8730,11 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SearchContextResponse) => void,
   ): ClientUnaryCall;
-  /** QuoteContext returns the most recent EV_TEXT envelopes of one speaker. */
+  /**
+   * QuoteContext returns the most recent EV_TEXT envelopes of one speaker.
+   * Refusals: INVALID_ARGUMENT (empty speaker, recent_n above 1000); NOT_FOUND
+   * (unknown speaker or channel); NOT_PARTICIPANT for channel_id.
+   */
   quoteContext(
     request: QuoteContextRequest,
     callback: (error: ServiceError | null, response: QuoteContextResponse) => void,
@@ -8435,7 +8766,10 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetA2ASettingsResponse) => void,
   ): ClientUnaryCall;
-  /** DiscoverAgents lists the A2A-enabled agents the caller may see and invoke. */
+  /**
+   * DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
+   * Refusals: PERMISSION_DENIED (another project); INVALID_ARGUMENT (negative limit).
+   */
   discoverAgents(
     request: DiscoverAgentsRequest,
     callback: (error: ServiceError | null, response: DiscoverAgentsResponse) => void,
@@ -8451,7 +8785,15 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DiscoverAgentsResponse) => void,
   ): ClientUnaryCall;
-  /** InvokeAgent calls another agent and waits for its answer. */
+  /**
+   * InvokeAgent calls another agent and waits for its answer. A callee that
+   * does not answer in time, or whose channel ends first, is not an error: the
+   * response has status failed. Refusals: NOT_FOUND (unknown target);
+   * INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
+   * PERMISSION_DENIED (the target does not accept the caller, or a root session
+   * the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
+   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+   */
   invokeAgent(
     request: InvokeAgentRequest,
     callback: (error: ServiceError | null, response: InvokeAgentResponse) => void,
@@ -8469,7 +8811,9 @@ export interface HubServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * RefreshCallToken exchanges a call token that is still valid, or expired
-   * less than the grace period ago, for a fresh one.
+   * less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
+   * (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+   * agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
    */
   refreshCallToken(
     request: RefreshCallTokenRequest,
@@ -8489,6 +8833,8 @@ export interface HubServiceClient extends Client {
   /**
    * ListExecutions lists A2A executions of one root session (the call tree) the
    * caller took part in; with the operator token, any root session or every execution.
+   * Refusals: PERMISSION_DENIED (a root session the caller took no part in);
+   * INVALID_ARGUMENT (negative limit).
    */
   listExecutions(
     request: ListExecutionsRequest,
@@ -8508,6 +8854,8 @@ export interface HubServiceClient extends Client {
   /**
    * ListTools returns the JSON schemas of the tools the caller may use right
    * now: the five plugin tools and the adapter tools of `channel_id` for this turn.
+   * Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
+   * participant).
    */
   listTools(
     request: ListToolsRequest,
@@ -8526,7 +8874,10 @@ export interface HubServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * CallTool runs one tool with JSON arguments exactly as an LLM produced them
-   * and returns the JSON result the LLM should see.
+   * and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
+   * for an unknown tool name (the message lists the known ones) or arguments
+   * that do not match the tool's schema; otherwise the refusals of the RPC the
+   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
    */
   callTool(
     request: CallToolRequest,
@@ -8546,6 +8897,11 @@ export interface HubServiceClient extends Client {
   /**
    * Delegate opens a consulting channel with the target, sends the prompt, waits
    * for the single reply and returns its text (the `delegate` tool).
+   * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
+   * self); FAILED_PRECONDITION (the target lacks the capability);
+   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+   * time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
+   * channel ended before the reply).
    */
   delegate(
     request: DelegateRequest,
@@ -8562,7 +8918,11 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DelegateResponse) => void,
   ): ClientUnaryCall;
-  /** Say posts an EV_TEXT to a channel the caller participates in (the `say` tool). */
+  /**
+   * Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
+   * Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
+   * audience) and those of PostEnvelope.
+   */
   say(request: SayRequest, callback: (error: ServiceError | null, response: SayResponse) => void): ClientUnaryCall;
   say(
     request: SayRequest,
@@ -8575,7 +8935,10 @@ export interface HubServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SayResponse) => void,
   ): ClientUnaryCall;
-  /** ListAudit reads the append-only audit log. */
+  /**
+   * ListAudit reads the append-only audit log. Needs the operator token:
+   * an agent credential is PERMISSION_DENIED.
+   */
   listAudit(
     request: ListAuditRequest,
     callback: (error: ServiceError | null, response: ListAuditResponse) => void,

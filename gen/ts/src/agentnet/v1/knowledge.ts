@@ -1756,13 +1756,23 @@ export const WatchResponse: MessageFns<WatchResponse> = {
  * Paths are absolute ("/memory/working.md"), normalised by the server; a path
  * escaping the root is refused with INVALID_ARGUMENT. Content is UTF-8 text.
  *
- * Limits (docs/operations.md "Limits"): a namespace is 1-64 characters of
+ * Limits (docs/operations.md "Limits"): a whole message, in either direction, is
+ * at most 16 MiB (gRPC RESOURCE_EXHAUSTED); a namespace is 1-64 characters of
  * A-Z a-z 0-9 . _ - and not ".", ".." or ".agentnet"; a path or prefix is at
  * most 4096 UTF-8 bytes, as sent and normalised, with no component named
  * ".agentnet" (any case: reserved for the store's bookkeeping) — both
  * INVALID_ARGUMENT; written content and appended text are at most the service's
  * --max-write-bytes (8 MiB; PAYLOAD_TOO_LARGE); an offset is at most 2^63 - 1
  * (OUT_OF_RANGE).
+ *
+ * Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
+ * PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
+ * (namespace, path or a field over its limit), UNAVAILABLE (the service is
+ * stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
+ * bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
+ * "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub
+ * (proto/google/rpc/). Server reflection answers on grpc.reflection.v1 and
+ * v1alpha; health checking on grpc.health.v1.Health.
  */
 export type KnowledgeServiceService = typeof KnowledgeServiceService;
 export const KnowledgeServiceService = {
@@ -1772,6 +1782,7 @@ export const KnowledgeServiceService = {
    * (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
    * Concurrent reads share the service's read budget (--read-budget-bytes,
    * 64 MiB of files loaded at once): a read that does not fit waits its turn.
+   * Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
    */
   read: {
     path: "/agentnet.v1.KnowledgeService/Read" as const,
@@ -1782,7 +1793,11 @@ export const KnowledgeServiceService = {
     responseSerialize: (value: ReadResponse): Buffer => Buffer.from(ReadResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReadResponse => ReadResponse.decode(value),
   },
-  /** Write creates or replaces a file atomically. */
+  /**
+   * Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
+   * (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
+   * Unicode, e.g. a lone surrogate).
+   */
   write: {
     path: "/agentnet.v1.KnowledgeService/Write" as const,
     requestStream: false as const,
@@ -1824,7 +1839,7 @@ export const KnowledgeServiceService = {
   },
   /**
    * Append adds text at the end of a file (creating it) and returns the byte
-   * offset where the appended bytes start.
+   * offset where the appended bytes start. Refusals: as Write.
    */
   append: {
     path: "/agentnet.v1.KnowledgeService/Append" as const,
@@ -1839,7 +1854,8 @@ export const KnowledgeServiceService = {
    * ReadRange returns everything from a byte offset on. An offset inside a UTF-8
    * character or past the end is refused with OUT_OF_RANGE; more than a response
    * may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
-   * Shares the read budget with Read.
+   * Shares the read budget with Read. Also NOT_FOUND (no file) and
+   * FAILED_PRECONDITION (stored bytes not UTF-8).
    */
   readRange: {
     path: "/agentnet.v1.KnowledgeService/ReadRange" as const,
@@ -1852,7 +1868,9 @@ export const KnowledgeServiceService = {
   },
   /**
    * Watch streams change events under a path prefix until cancelled. The first
-   * frame confirms the subscription is live.
+   * frame confirms the subscription is live. A watcher that falls more than the
+   * service's watch backlog (10 000 changes) behind is ended with UNAVAILABLE
+   * (metadata `backlog`): watch again and re-read what you cache.
    */
   watch: {
     path: "/agentnet.v1.KnowledgeService/Watch" as const,
@@ -1872,9 +1890,14 @@ export interface KnowledgeServiceServer extends UntypedServiceImplementation {
    * (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
    * Concurrent reads share the service's read budget (--read-budget-bytes,
    * 64 MiB of files loaded at once): a read that does not fit waits its turn.
+   * Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
    */
   read: handleUnaryCall<ReadRequest, ReadResponse>;
-  /** Write creates or replaces a file atomically. */
+  /**
+   * Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
+   * (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
+   * Unicode, e.g. a lone surrogate).
+   */
   write: handleUnaryCall<WriteRequest, WriteResponse>;
   /** List returns the immediate children of a directory; directories end in "/". */
   list: handleUnaryCall<ListRequest, ListResponse>;
@@ -1884,19 +1907,22 @@ export interface KnowledgeServiceServer extends UntypedServiceImplementation {
   exists: handleUnaryCall<ExistsRequest, ExistsResponse>;
   /**
    * Append adds text at the end of a file (creating it) and returns the byte
-   * offset where the appended bytes start.
+   * offset where the appended bytes start. Refusals: as Write.
    */
   append: handleUnaryCall<AppendRequest, AppendResponse>;
   /**
    * ReadRange returns everything from a byte offset on. An offset inside a UTF-8
    * character or past the end is refused with OUT_OF_RANGE; more than a response
    * may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
-   * Shares the read budget with Read.
+   * Shares the read budget with Read. Also NOT_FOUND (no file) and
+   * FAILED_PRECONDITION (stored bytes not UTF-8).
    */
   readRange: handleUnaryCall<ReadRangeRequest, ReadRangeResponse>;
   /**
    * Watch streams change events under a path prefix until cancelled. The first
-   * frame confirms the subscription is live.
+   * frame confirms the subscription is live. A watcher that falls more than the
+   * service's watch backlog (10 000 changes) behind is ended with UNAVAILABLE
+   * (metadata `backlog`): watch again and re-read what you cache.
    */
   watch: handleServerStreamingCall<WatchRequest, WatchResponse>;
 }
@@ -1908,6 +1934,7 @@ export interface KnowledgeServiceClient extends Client {
    * (PAYLOAD_TOO_LARGE) before it is read: read it in parts with ReadRange.
    * Concurrent reads share the service's read budget (--read-budget-bytes,
    * 64 MiB of files loaded at once): a read that does not fit waits its turn.
+   * Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
    */
   read(request: ReadRequest, callback: (error: ServiceError | null, response: ReadResponse) => void): ClientUnaryCall;
   read(
@@ -1921,7 +1948,11 @@ export interface KnowledgeServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ReadResponse) => void,
   ): ClientUnaryCall;
-  /** Write creates or replaces a file atomically. */
+  /**
+   * Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
+   * (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
+   * Unicode, e.g. a lone surrogate).
+   */
   write(
     request: WriteRequest,
     callback: (error: ServiceError | null, response: WriteResponse) => void,
@@ -1984,7 +2015,7 @@ export interface KnowledgeServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Append adds text at the end of a file (creating it) and returns the byte
-   * offset where the appended bytes start.
+   * offset where the appended bytes start. Refusals: as Write.
    */
   append(
     request: AppendRequest,
@@ -2005,7 +2036,8 @@ export interface KnowledgeServiceClient extends Client {
    * ReadRange returns everything from a byte offset on. An offset inside a UTF-8
    * character or past the end is refused with OUT_OF_RANGE; more than a response
    * may carry from that offset, with RESOURCE_EXHAUSTED (PAYLOAD_TOO_LARGE).
-   * Shares the read budget with Read.
+   * Shares the read budget with Read. Also NOT_FOUND (no file) and
+   * FAILED_PRECONDITION (stored bytes not UTF-8).
    */
   readRange(
     request: ReadRangeRequest,
@@ -2024,7 +2056,9 @@ export interface KnowledgeServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Watch streams change events under a path prefix until cancelled. The first
-   * frame confirms the subscription is live.
+   * frame confirms the subscription is live. A watcher that falls more than the
+   * service's watch backlog (10 000 changes) behind is ended with UNAVAILABLE
+   * (metadata `backlog`): watch again and re-read what you cache.
    */
   watch(request: WatchRequest, options?: Partial<CallOptions>): ClientReadableStream<WatchResponse>;
   watch(
