@@ -30,7 +30,13 @@ async def _ignore(event: ChangeEvent) -> None:
 async def main(case: str, directory: Path, target: str, token: str) -> None:
     """Use the store or client of ``case`` and leave it open."""
     if case in ("sqlite", "disk", "memory", "redis", "remote", "remote-cached"):
-        store: SqliteKnowledgeStore | DiskKnowledgeStore | MemoryKnowledgeStore | RedisKnowledgeStore | RemoteKnowledgeStore
+        store: (
+            SqliteKnowledgeStore
+            | DiskKnowledgeStore
+            | MemoryKnowledgeStore
+            | RedisKnowledgeStore
+            | RemoteKnowledgeStore
+        )
         if case == "sqlite":
             store = SqliteKnowledgeStore(directory / "k.db")
         elif case == "disk":
@@ -61,4 +67,4 @@ async def main(case: str, directory: Path, target: str, token: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), *(sys.argv[3:5] + ["", ""])[:2]))
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), *[*sys.argv[3:5], "", ""][:2]))

@@ -26,7 +26,9 @@ def run_probe(case: str, directory: Path, target: str = "", token: str = "") -> 
             timeout=EXIT_DEADLINE,
         )
     except subprocess.TimeoutExpired as hung:
-        raise AssertionError(f"{case}: the interpreter did not exit after main() returned; output: {hung.stdout!r}")
+        raise AssertionError(
+            f"{case}: the interpreter did not exit after main() returned; output: {hung.stdout!r}"
+        ) from None
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "never awaited" not in out.stderr, out.stderr
     return out.stdout
