@@ -89,6 +89,18 @@ class HubRpc:
         """``RegisterHuman``: create a non-LLM participant and issue its credential."""
         return await self._unary(self.connection.stub.RegisterHuman, request, hub_pb2.RegisterHumanResponse, timeout)
 
+    async def unregister(
+        self, request: hub_pb2.UnregisterRequest, *, timeout: float | None = None
+    ) -> hub_pb2.UnregisterResponse:
+        """``Unregister``: remove the caller's identity (its live channels close)."""
+        return await self._unary(self.connection.stub.Unregister, request, hub_pb2.UnregisterResponse, timeout)
+
+    async def set_resume(
+        self, request: hub_pb2.SetResumeRequest, *, timeout: float | None = None
+    ) -> hub_pb2.SetResumeResponse:
+        """``SetResume``: replace the caller's resume."""
+        return await self._unary(self.connection.stub.SetResume, request, hub_pb2.SetResumeResponse, timeout)
+
     async def list_agents(
         self, request: hub_pb2.ListAgentsRequest, *, timeout: float | None = None
     ) -> hub_pb2.ListAgentsResponse:

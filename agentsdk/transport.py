@@ -8,7 +8,8 @@ exception the server raised (:func:`netkernel.errors.error_from_rpc`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
-from typing import Protocol, TypeVar
+from types import TracebackType
+from typing import Protocol, Self, TypeVar
 
 import grpc
 from agentnet.v1 import hub_pb2_grpc
@@ -42,6 +43,14 @@ class HubConnection:
     async def close(self) -> None:
         """Close the channel (every stream on it ends)."""
         await self.channel.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
 
 
 def bearer(credential: str) -> Metadata:

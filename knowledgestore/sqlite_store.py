@@ -97,6 +97,19 @@ ORDER BY c.start
 """
 
 
+async def _connect(path: Path) -> aiosqlite.Connection:
+    """An aiosqlite connection whose worker thread is a daemon.
+
+    aiosqlite runs each connection in a non-daemon thread, so a store nobody closed kept the
+    interpreter from exiting, forever. As a daemon the thread ends with the interpreter: every
+    awaited write has committed by then, and SQLite rolls back anything unfinished (and folds
+    the ``-wal`` file in) on the next open. :meth:`StoreBase.close` still closes it cleanly.
+    """
+    connection = aiosqlite.connect(path, isolation_level=None)  # the thread starts when awaited
+    connection._thread.daemon = True
+    return await connection
+
+
 def _upper_bound(prefix: str) -> str:
     """Smallest string greater than every string starting with ``prefix`` (which ends in "/")."""
     return prefix[:-1] + "0"  # "0" is the character after "/"
@@ -124,14 +137,14 @@ class _Database:
                 raise RuntimeError(f"SqliteKnowledgeStore({self.path}) is closed")
             if self._writer is None:
                 private_database(self.path)
-                writer = await aiosqlite.connect(self.path, isolation_level=None)
+                writer = await _connect(self.path)
                 try:
                     await writer.execute_fetchall("PRAGMA busy_timeout = 10000")
                     await writer.execute_fetchall("PRAGMA journal_mode = WAL")
                     await writer.execute_fetchall("PRAGMA synchronous = NORMAL")
                     await writer.executescript(_SCHEMA)
                     for _ in range(self._reader_count):
-                        reader = await aiosqlite.connect(self.path, isolation_level=None)
+                        reader = await _connect(self.path)
                         self._readers.append(reader)
                         await reader.execute_fetchall("PRAGMA busy_timeout = 10000")
                         await reader.execute_fetchall("PRAGMA query_only = ON")

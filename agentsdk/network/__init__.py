@@ -32,6 +32,7 @@ from agentsdk.network.deps import (
 )
 from agentsdk.network.hub_client import AgentSummary, Hub, HubClient
 from agentsdk.network.plugin import NetworkContextPolicy, NetworkPlugin
+from agentsdk.network.service import stop_signal
 from agentsdk.network.views import (
     FullTranscript,
     NamedTranscript,
@@ -113,5 +114,6 @@ __all__ = [
     "render_fallback_skill",
     "resolve_view_policy",
     "stamp_dependencies",
+    "stop_signal",
     "visible_to",
 ]

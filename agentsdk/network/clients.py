@@ -14,20 +14,23 @@ import dataclasses
 import json
 import logging
 import os
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
-from agentnet.v1 import envelope_pb2, hub_pb2
+from agentnet.v1 import envelope_pb2, hub_pb2, identity_pb2
 
 from agentsdk.a2a.client import AgentToAgent
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.a2a.tools import make_a2a_tools
 from agentsdk.network.channel import Channel, ChannelMetadata
+from agentsdk.network.credentials import CredentialFile
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
 from agentsdk.tools import Tool
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
-from netkernel.errors import AgentNetError, Timeout
+from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, Timeout
 from netkernel.identity import Passport
 from netkernel.wire import envelope_from_wire, envelope_to_wire
 
@@ -37,6 +40,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentnet.sdk")
 
 EnvelopeCallback = Callable[[Envelope], Awaitable[None]]
+
+
+def check_queue_bounds(max_queued_envelopes: int, max_queued_bytes: int) -> None:
+    """InvalidArgument unless both pull queue bounds are positive."""
+    for name, value in (("max_queued_envelopes", max_queued_envelopes), ("max_queued_bytes", max_queued_bytes)):
+        if value < 1:
+            raise InvalidArgument(f"{name} must be at least 1 (got {value}); it bounds the pull queue.")
 
 
 class NetworkClient:
@@ -51,6 +61,9 @@ class NetworkClient:
         """The hub's RPCs, typed, as this identity."""
         self.a2a_settings = A2ASettings()
         """This identity's A2A settings as last set through this client (disabled by default)."""
+        self.credential_file: CredentialFile | None = None
+        """Where this identity's credential is kept (``register(..., credential_file=...)``); None otherwise."""
+        self._resumed_record: identity_pb2.AgentRecord | None = None
         self._stream: DeliveryStream | None = None
         self._a2a = AgentToAgent(hub.connection.target, credential, connection=hub.connection)
         self._a2a_tools: list[Tool] | None = None
@@ -226,26 +239,94 @@ class NetworkClient:
             await self._stream.stop()
             self._stream = None
 
+    async def unregister(self) -> list[str]:
+        """Retire this identity: the hub removes it (its name becomes free, its live channels close
+        with ``participant_left``), the client disconnects and its credential file (and cursor
+        file) is deleted. Returns the ids of the channels that closed."""
+        response = await self.rpc.unregister(hub_pb2.UnregisterRequest())
+        await self.disconnect()
+        self._hub._forget(self.agent_id)
+        if self.credential_file is not None:
+            self.credential_file.remove()
+        return list(response.closed_channel_ids)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Disconnect (the identity stays registered; see :meth:`unregister`)."""
+        await self.disconnect()
+
+
+#: Default bounds of a HumanClient's pull queue.
+DEFAULT_MAX_QUEUED_ENVELOPES = 10_000
+DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024
+
 
 class HumanClient(NetworkClient):
     """A participant without an LLM: a person at a UI, a bridge, a scripted seeder.
 
     Consume inbound envelopes by push (``on_envelope``), pull (``next_envelope``)
     or streaming (``async for env in client.envelopes()``).
+
+    The pull queue keeps envelopes only for a client that pulls: with ``pull=None`` (the
+    default) while no push callback is registered, with ``pull=True`` always, with
+    ``pull=False`` never. It holds at most ``max_queued_envelopes`` envelopes and
+    ``max_queued_bytes`` bytes (their wire size); when a new envelope would exceed either,
+    the oldest are dropped (the newest is always kept), counted in :attr:`dropped` and
+    logged once per overflow. A dropped envelope is still in the channel's WAL
+    (:meth:`read_wal`).
     """
 
     def __init__(
-        self, hub: HubClient, agent_id: str, credential: str, passport: Passport, *, auto_ack_invites: bool = True
+        self,
+        hub: HubClient,
+        agent_id: str,
+        credential: str,
+        passport: Passport,
+        *,
+        auto_ack_invites: bool = True,
+        pull: bool | None = None,
+        max_queued_envelopes: int = DEFAULT_MAX_QUEUED_ENVELOPES,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> None:
+        check_queue_bounds(max_queued_envelopes, max_queued_bytes)
         super().__init__(hub, agent_id, credential, passport)
         self.auto_ack_invites = auto_ack_invites
+        self.pull = pull
+        """Whether the pull queue keeps envelopes: None = only while no push callback is registered."""
+        self.max_queued_envelopes = max_queued_envelopes
+        self.max_queued_bytes = max_queued_bytes
+        self.dropped = 0
+        """Envelopes the full pull queue dropped (oldest first) since the client was created."""
         self._callbacks: list[EnvelopeCallback] = []
-        self._inbox: list[Envelope] = []
+        self._inbox: deque[tuple[Envelope, int]] = deque()
+        self._inbox_bytes = 0
+        self._overflowing = False
         self._arrived = asyncio.Condition()
         self._closed = False
 
+    @property
+    def queued(self) -> int:
+        """Envelopes waiting in the pull queue."""
+        return len(self._inbox)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Wire bytes of the envelopes waiting in the pull queue."""
+        return self._inbox_bytes
+
+    def _keeps_pulled(self) -> bool:
+        return self.pull if self.pull is not None else not self._callbacks
+
     def on_envelope(self, callback: EnvelopeCallback) -> None:
-        """Add a push callback (called for every inbound envelope, in registration order)."""
+        """Add a push callback (called for every inbound envelope, in registration order).
+
+        Unless the client was created with ``pull=True``, the pull queue then keeps no further
+        envelopes: a push-only client does not accumulate them. (Pass the callback to
+        ``register_human(on_envelope=...)`` to have it before the first envelope arrives.)"""
         self._callbacks.append(callback)
 
     def remove_envelope_callback(self, callback: EnvelopeCallback) -> None:
@@ -253,7 +334,13 @@ class HumanClient(NetworkClient):
         with contextlib.suppress(ValueError):
             self._callbacks.remove(callback)
 
+    async def _dispatch(self, wire: envelope_pb2.Envelope) -> None:
+        await self._receive(envelope_from_wire(wire), wire.ByteSize())
+
     async def _handle(self, envelope: Envelope) -> None:
+        await self._receive(envelope, len(envelope_to_wire(envelope).SerializeToString()))
+
+    async def _receive(self, envelope: Envelope, size: int) -> None:
         if self.auto_ack_invites and envelope.event_type == EV_CHANNEL_INVITE:
             try:
                 await self.ack_invite(envelope.channel_id)
@@ -264,9 +351,52 @@ class HumanClient(NetworkClient):
                 await callback(envelope)
             except Exception:
                 log.exception("envelope callback %r failed", callback)
+        if not self._keeps_pulled():
+            return
         async with self._arrived:
-            self._inbox.append(envelope)
+            self._enqueue(envelope, size)
             self._arrived.notify_all()
+
+    def _enqueue(self, envelope: Envelope, size: int) -> None:
+        """Append, dropping the oldest while either bound is exceeded (the new one always stays)."""
+        self._inbox.append((envelope, size))
+        self._inbox_bytes += size
+        dropped = 0
+        while len(self._inbox) > 1 and (
+            len(self._inbox) > self.max_queued_envelopes or self._inbox_bytes > self.max_queued_bytes
+        ):
+            old, old_size = self._inbox.popleft()
+            self._inbox_bytes -= old_size
+            dropped += 1
+            if not self._overflowing:
+                self._overflowing = True
+                log.warning(
+                    "%s: pull queue full (%d envelopes / %d bytes at most); dropping the oldest, first %s seq %d "
+                    "(still in the channel's WAL). Pull faster, raise max_queued_envelopes / max_queued_bytes, "
+                    "or use on_envelope without pulling.",
+                    self.name,
+                    self.max_queued_envelopes,
+                    self.max_queued_bytes,
+                    old.channel_id,
+                    old.seq,
+                )
+        self.dropped += dropped
+
+    def _take(self, index: int) -> Envelope:
+        envelope, size = self._inbox[index]
+        del self._inbox[index]
+        self._inbox_bytes -= size
+        self._overflowing = False  # a consumer keeps up again: the next overflow is logged anew
+        return envelope
+
+    def _check_pullable(self) -> None:
+        if not self._keeps_pulled():
+            raise FailedPrecondition(
+                f"{self.name} keeps no pull queue: it has push callbacks (on_envelope) and was not created "
+                "with pull=True. Pass pull=True to register_human to both push and pull."
+                if self.pull is None
+                else f"{self.name} was created with pull=False and keeps no pull queue; consume with on_envelope."
+            )
 
     async def next_envelope(
         self, *, predicate: Callable[[Envelope], bool] | None = None, timeout: float | None = None
@@ -274,11 +404,12 @@ class HumanClient(NetworkClient):
         """The next inbound envelope matching ``predicate`` (any when None); Timeout after ``timeout`` seconds."""
 
         def take() -> Envelope | None:
-            for i, env in enumerate(self._inbox):
+            for i, (env, _) in enumerate(self._inbox):
                 if predicate is None or predicate(env):
-                    return self._inbox.pop(i)
+                    return self._take(i)
             return None
 
+        self._check_pullable()
         async with self._arrived:
             try:
                 async with asyncio.timeout(timeout):
@@ -292,13 +423,14 @@ class HumanClient(NetworkClient):
 
     async def envelopes(self) -> AsyncIterator[Envelope]:
         """Every inbound envelope, until :meth:`disconnect`."""
+        self._check_pullable()
         while True:
             async with self._arrived:
                 while not self._inbox and not self._closed:
                     await self._arrived.wait()
                 if not self._inbox:
                     return
-                env = self._inbox.pop(0)
+                env = self._take(0)
             yield env
 
     async def disconnect(self) -> None:

@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
+from netkernel.files import private_dir
+
 
 class CursorStore(Protocol):
     """Where an identity's cursors survive a restart."""
@@ -44,8 +46,8 @@ class JsonFileCursorStore:
         return {str(k): int(v) for k, v in data.items()}
 
     def save(self, cursors: dict[str, int]) -> None:
-        """Write atomically (temp file + rename)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Write atomically (a 0600 temp file + rename; a missing directory is created 0700)."""
+        private_dir(self.path.parent)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(cursors, handle)

@@ -10,22 +10,33 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from agentnet.v1 import hub_pb2, identity_pb2
 
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.network.agent_client import AgentClient
 from agentsdk.network.channel import ChannelMetadata
-from agentsdk.network.clients import HumanClient, NetworkClient
-from agentsdk.network.cursors import CursorBook, CursorStore
+from agentsdk.network.clients import (
+    DEFAULT_MAX_QUEUED_BYTES,
+    DEFAULT_MAX_QUEUED_ENVELOPES,
+    EnvelopeCallback,
+    HumanClient,
+    NetworkClient,
+    check_queue_bounds,
+)
+from agentsdk.network.credentials import CredentialFile, SavedIdentity
+from agentsdk.network.cursors import CursorBook, CursorStore, JsonFileCursorStore
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
-from netkernel.errors import FailedPrecondition, InvalidArgument, NotParticipant, PermissionDenied
+from netkernel.errors import FailedPrecondition, InvalidArgument, NotParticipant, PermissionDenied, Unauthenticated
 from netkernel.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
 from netkernel.wire import envelope_from_wire
+
+ClientT = TypeVar("ClientT", bound=NetworkClient)
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,22 @@ class HubClient:
         for c in list(self._clients.values()):
             await c.disconnect()
         await self.connection.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """:meth:`close`."""
+        await self.close()
+
+    def _forget(self, agent_id: str) -> None:
+        """Drop an identity that was unregistered."""
+        self._clients.pop(agent_id, None)
+        name = self._names.pop(agent_id, None)
+        if name is not None and self._ids.get(name) == agent_id:
+            del self._ids[name]
 
     # -- names ------------------------------------------------------------------------
 
@@ -130,33 +157,86 @@ class HubClient:
         rule: dict[str, Any] | None = None,
         auto_ack_invites: bool = True,
         cursor_store: CursorStore | None = None,
+        credential_file: str | os.PathLike[str] | None = None,
+        on_envelope: EnvelopeCallback | None = None,
+        pull: bool | None = None,
+        max_queued_envelopes: int = DEFAULT_MAX_QUEUED_ENVELOPES,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> HumanClient:
         """Register a non-LLM participant and connect it.
 
-        ``cursor_store`` persists its delivery cursors so a restarted process resumes
-        without repeats. ``rule`` is kept for governance (not enforced yet).
+        ``credential_file`` makes the identity outlive this process: the first call registers it
+        and saves its credential there (0600); later calls resume it from the file (see
+        :meth:`register`). ``cursor_store`` persists its delivery cursors so a restarted process
+        resumes without repeats (with a ``credential_file``, a file beside it by default).
+        ``on_envelope`` adds a push callback before the client connects, so it also sees the
+        backlog a resumed identity is sent first. ``pull``, ``max_queued_envelopes`` and
+        ``max_queued_bytes`` set the pull queue (see :class:`HumanClient`). ``rule`` is kept for
+        governance (not enforced yet).
         """
         del rule
-        agent_id, credential = await self._register(passport, resume, human=True)
-        client = HumanClient(self, agent_id, credential, passport, auto_ack_invites=auto_ack_invites)
-        await self._attach(client, cursor_store)
+        check_queue_bounds(max_queued_envelopes, max_queued_bytes)
+
+        def make(agent_id: str, credential: str, passport: Passport) -> HumanClient:
+            return HumanClient(
+                self,
+                agent_id,
+                credential,
+                passport,
+                auto_ack_invites=auto_ack_invites,
+                pull=pull,
+                max_queued_envelopes=max_queued_envelopes,
+                max_queued_bytes=max_queued_bytes,
+            )
+
+        file = CredentialFile(credential_file) if credential_file is not None else None
+        saved = file.load() if file is not None else None
+        if saved is not None:
+            client = await self._resume(saved.credential, make, human=True, expected_name=passport.name, file=file)
+            await self._update_resume(client, resume)
+        else:
+            agent_id, credential = await self._register(passport, resume, human=True)
+            client = make(agent_id, credential, passport)
+            self._save(client, file, "human")
+        if on_envelope is not None:
+            client.on_envelope(on_envelope)
+        await self._attach(client, cursor_store, file)
         return client
 
     async def resume_human(
-        self, credential: str, *, auto_ack_invites: bool = True, cursor_store: CursorStore | None = None
+        self,
+        credential: str,
+        *,
+        auto_ack_invites: bool = True,
+        cursor_store: CursorStore | None = None,
+        on_envelope: EnvelopeCallback | None = None,
+        pull: bool | None = None,
+        max_queued_envelopes: int = DEFAULT_MAX_QUEUED_ENVELOPES,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> HumanClient:
         """Reconnect an existing human identity by its credential (e.g. after a process restart).
 
         With the same ``cursor_store`` as before, delivery resumes exactly where it stopped.
+        ``register_human(..., credential_file=...)`` does this for you.
         """
-        agent_id = credential.partition(".")[0]
-        request = hub_pb2.DescribeAgentRequest(agent_id=agent_id)
-        response = await self.rpc.as_identity(credential).describe_agent(request)
-        passport = Passport.from_wire(response.agent.passport)
-        self._learn(agent_id, passport.name)
-        client = HumanClient(self, agent_id, credential, passport, auto_ack_invites=auto_ack_invites)
-        client.a2a_settings = A2ASettings.from_wire(response.agent.a2a)
-        await self._attach(client, cursor_store)
+        check_queue_bounds(max_queued_envelopes, max_queued_bytes)
+
+        def make(agent_id: str, credential: str, passport: Passport) -> HumanClient:
+            return HumanClient(
+                self,
+                agent_id,
+                credential,
+                passport,
+                auto_ack_invites=auto_ack_invites,
+                pull=pull,
+                max_queued_envelopes=max_queued_envelopes,
+                max_queued_bytes=max_queued_bytes,
+            )
+
+        client = await self._resume(credential, make, human=True)
+        if on_envelope is not None:
+            client.on_envelope(on_envelope)
+        await self._attach(client, cursor_store, None)
         return client
 
     async def register(
@@ -170,6 +250,8 @@ class HubClient:
         attach_plugin: bool = True,
         attach_default_handler: bool = True,
         cursor_store: CursorStore | None = None,
+        credential_file: str | os.PathLike[str] | None = None,
+        on_envelope: EnvelopeCallback | None = None,
     ) -> AgentClient:
         """Register ``agent`` (kind agent or remote_agent) and connect it.
 
@@ -177,7 +259,18 @@ class HubClient:
         path of an ``agent.yaml`` with an ``a2a:`` section); ``attach_plugin`` adds the five
         network tools, the network prompt prefix and, when A2A is enabled, the A2A tools;
         ``attach_default_handler=False`` leaves the client without a handler until
-        ``client.on_envelope(...)`` sets one (envelopes are then acked unhandled).
+        ``client.on_envelope(...)`` sets one (envelopes are then acked unhandled);
+        ``on_envelope`` sets the handler before the client connects (a resumed identity's
+        backlog arrives at once, so a service with its own handler passes it here).
+
+        ``credential_file`` makes the identity outlive this process. When the file does not
+        exist, the agent is registered and its credential saved there (mode 0600, in a 0700
+        directory, written atomically). When it exists, the same identity is resumed instead:
+        same agent id, the A2A settings, skill and resume the hub keeps (those given here
+        replace them when they differ), and delivery continues from the cursors saved in
+        ``<credential_file>.cursors.json`` (unless ``cursor_store`` is given). A credential the
+        hub no longer knows raises Unauthenticated; a file of another identity name raises
+        FailedPrecondition. ``client.unregister()`` retires the identity and deletes the file.
         """
         from agentsdk.network.plugin import NetworkPlugin
 
@@ -188,18 +281,122 @@ class HubClient:
                 "hc.register_human(Passport(name=..., kind='human'))."
             )
         settings = A2ASettings.coerce(a2a) if a2a is not None else None
-        agent_id, credential = await self._register(passport, resume, human=False, skill_md=skill_md, a2a=settings)
-        client = AgentClient(self, agent_id, credential, passport, agent)
-        if settings is not None:
-            client.a2a_settings = settings
+
+        def make(agent_id: str, credential: str, passport: Passport) -> AgentClient:
+            return AgentClient(self, agent_id, credential, passport, agent)
+
+        file = CredentialFile(credential_file) if credential_file is not None else None
+        saved = file.load() if file is not None else None
+        if saved is not None:
+            client = await self._resume(saved.credential, make, human=False, expected_name=passport.name, file=file)
+            await self._update_resume(client, resume)
+            record = client._resumed_record
+            if (
+                skill_md is not None
+                and record is not None
+                and skill_md != ("" if record.skill_is_fallback else record.skill_md)
+            ):
+                await client.rpc.set_skill(hub_pb2.SetSkillRequest(skill_md=skill_md))
+            if settings is not None and settings != client.a2a_settings:
+                await client.set_a2a_settings(settings)
+        else:
+            agent_id, credential = await self._register(passport, resume, human=False, skill_md=skill_md, a2a=settings)
+            client = make(agent_id, credential, passport)
+            if settings is not None:
+                client.a2a_settings = settings
+            self._save(client, file, passport.kind or "agent")
         if attach_plugin:
             client.plugin = NetworkPlugin(client)
             client.plugin.register(agent)
             agent.tools.extend(client.a2a_tools())
-        if not attach_default_handler:
-            client.on_envelope(_ignore)
-        await self._attach(client, cursor_store)
+        if on_envelope is not None or not attach_default_handler:
+            client.on_envelope(on_envelope or _ignore)
+        await self._attach(client, cursor_store, file)
         return client
+
+    async def resume_agent(
+        self,
+        agent: Agent,
+        credential: str,
+        *,
+        attach_plugin: bool = True,
+        attach_default_handler: bool = True,
+        cursor_store: CursorStore | None = None,
+        on_envelope: EnvelopeCallback | None = None,
+    ) -> AgentClient:
+        """Reconnect an existing agent identity by its credential, for ``agent`` (the agent twin of
+        :meth:`resume_human`); ``register(..., credential_file=...)`` does this for you."""
+        from agentsdk.network.plugin import NetworkPlugin
+
+        def make(agent_id: str, credential: str, passport: Passport) -> AgentClient:
+            return AgentClient(self, agent_id, credential, passport, agent)
+
+        client = await self._resume(credential, make, human=False)
+        if attach_plugin:
+            client.plugin = NetworkPlugin(client)
+            client.plugin.register(agent)
+            agent.tools.extend(client.a2a_tools())
+        if on_envelope is not None or not attach_default_handler:
+            client.on_envelope(on_envelope or _ignore)
+        await self._attach(client, cursor_store, None)
+        return client
+
+    async def _resume(
+        self,
+        credential: str,
+        make: Callable[[str, str, Passport], ClientT],
+        *,
+        human: bool,
+        expected_name: str | None = None,
+        file: CredentialFile | None = None,
+    ) -> ClientT:
+        """The client of the identity holding ``credential``, as the hub knows it (passport, skill, A2A)."""
+        agent_id = credential.partition(".")[0]
+        try:
+            response = await self.rpc.as_identity(credential).describe_agent(
+                hub_pb2.DescribeAgentRequest(agent_id=agent_id)
+            )
+        except Unauthenticated as err:
+            if file is None:
+                raise
+            raise Unauthenticated(
+                f"the hub at {self.connection.target} does not know the credential in {file.path} "
+                "(the identity was unregistered, or the file belongs to another hub). Nothing was "
+                "registered; delete the file to register a new identity.",
+                metadata={"credential_file": str(file.path), **err.metadata},
+            ) from None
+        record = response.agent
+        passport = Passport.from_wire(record.passport)
+        where = f" (from {file.path})" if file is not None else ""
+        if (passport.kind == "human") != human:
+            other = "resume_human / register_human" if passport.kind == "human" else "resume_agent / register"
+            raise FailedPrecondition(
+                f"identity {passport.name!r}{where} is of kind {passport.kind}; reconnect it with {other}.",
+                metadata={"agent_id": agent_id},
+            )
+        if expected_name is not None and passport.name != expected_name:
+            raise FailedPrecondition(
+                f"{file.path if file else 'the credential'} holds identity {passport.name!r} ({agent_id}), "
+                f"not {expected_name!r}: give each identity its own credential file.",
+                metadata={"agent_id": agent_id, "name": passport.name},
+            )
+        self._learn(agent_id, passport.name)
+        client = make(agent_id, credential, passport)
+        client.a2a_settings = A2ASettings.from_wire(record.a2a)
+        client._resumed_record = record
+        return client
+
+    @staticmethod
+    async def _update_resume(client: NetworkClient, resume: Resume | None) -> None:
+        """Replace a resumed identity's resume when the caller gave a different one."""
+        record = client._resumed_record
+        if resume is not None and record is not None and resume != Resume.from_wire(record.resume):
+            await client.rpc.set_resume(hub_pb2.SetResumeRequest(resume=resume.to_wire()))
+
+    @staticmethod
+    def _save(client: NetworkClient, file: CredentialFile | None, kind: str) -> None:
+        if file is not None:
+            file.save(SavedIdentity(client.agent_id, client.name, kind, client.credential))
 
     async def can_send(self, channel_id: str, agent_id: str, event_type: str = EV_TEXT) -> bool:
         """Whether ``agent_id`` (registered through this client) may post ``event_type`` in the channel now."""
@@ -208,7 +405,12 @@ class HubClient:
             raise PermissionDenied(f"agent {agent_id!r} was not registered through this client.")
         return await client.can_send(channel_id, event_type)
 
-    async def _attach(self, client: NetworkClient, cursor_store: CursorStore | None) -> None:
+    async def _attach(
+        self, client: NetworkClient, cursor_store: CursorStore | None, file: CredentialFile | None
+    ) -> None:
+        if file is not None:
+            client.credential_file = file
+            cursor_store = cursor_store or JsonFileCursorStore(file.cursors_path)
         self._clients[client.agent_id] = client
         await client._start(
             DeliveryStream(self.connection, client.credential, client._dispatch, cursors=CursorBook(cursor_store))

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from agentsdk import errors
+from agentsdk.network.clients import HumanClient
 from agentsdk.network.cursors import JsonFileCursorStore
 from agentsdk.network.hub_client import Hub, HubClient
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope
 from netkernel.identity import Passport
+from tests.eventually import assert_eventually
 from tests.forwarder import TcpForwarder
 from tests.procs import ROOT, start_service
 
@@ -61,7 +63,6 @@ async def test_read_wal_uses_whichever_identity_of_the_client_participates() -> 
 async def test_push_callbacks_compose_and_exceptions_do_not_propagate(caplog: pytest.LogCaptureFixture) -> None:
     async with Hub.open() as hub:
         a = await hub.register_human(Passport(name="a", kind="human"))
-        b = await hub.register_human(Passport(name="b", kind="human"))
         seen: list[str] = []
 
         async def first(env: Envelope) -> None:
@@ -71,6 +72,7 @@ async def test_push_callbacks_compose_and_exceptions_do_not_propagate(caplog: py
         async def second(env: Envelope) -> None:
             seen.append(f"second:{env.event_type}")
 
+        b = await hub.register_human(Passport(name="b", kind="human"), pull=True)  # push and pull
         b.on_envelope(first)
         b.on_envelope(second)
         ch = await a.open(type="conversation", target="b")
@@ -160,3 +162,85 @@ async def test_stream_survives_a_hub_restart_and_resumes_without_repeats(tmp_pat
             assert texts == ["while b is gone", "marker"]
     finally:
         hub.terminate()
+
+
+async def texts_left(client: HumanClient) -> list[str]:
+    """Pull every text still queued (the queue is left empty)."""
+    out = []
+    while client.queued:
+        env = await client.next_envelope(timeout=1)
+        if env.event_type == EV_TEXT:
+            out.append(env.text)
+    return out
+
+
+async def test_the_pull_queue_keeps_the_newest_envelopes_and_counts_what_it_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with Hub.open() as hub:
+        a = await hub.register_human(Passport(name="a", kind="human"))
+        b = await hub.register_human(Passport(name="b", kind="human"), max_queued_envelopes=3)
+        ch = await a.open(type="conversation", target="b")
+        for i in range(6):
+            await a.send(ch.channel_id, f"m{i}")
+        # The queue holds [m3, m4, m5] once m5 arrived: everything before was dropped, oldest first.
+        assert (await b.next_envelope(predicate=lambda e: is_text(e) and e.text == "m5", timeout=10)).text == "m5"
+        assert await texts_left(b) == ["m3", "m4"]
+        assert b.dropped >= 4  # the invite, m0, m1, m2 (and any lifecycle envelope)
+        assert b.queued == 0 and b.queued_bytes == 0
+        assert any("pull queue" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+
+
+async def test_the_pull_queue_is_bounded_in_bytes() -> None:
+    async with Hub.open() as hub:
+        a = await hub.register_human(Passport(name="a", kind="human"))
+        b = await hub.register_human(Passport(name="b", kind="human"), max_queued_bytes=15_000)
+        ch = await a.open(type="conversation", target="b")
+        await a.send(ch.channel_id, "x" * 10_000)
+        await a.send(ch.channel_id, "y" * 10_000)
+        last = await b.next_envelope(predicate=lambda e: is_text(e) and e.text.startswith("y"), timeout=10)
+        assert len(last.text) == 10_000
+        assert await texts_left(b) == [] and b.dropped >= 1
+
+
+async def test_a_push_only_client_keeps_nothing_for_pulling() -> None:
+    async with Hub.open() as hub:
+        a = await hub.register_human(Passport(name="a", kind="human"))
+        b = await hub.register_human(Passport(name="b", kind="human"))
+        both = await hub.register_human(Passport(name="both", kind="human"), pull=True)
+        pushed: list[str] = []
+        pushed_both: list[str] = []
+
+        async def record(env: Envelope) -> None:
+            pushed.append(env.event_type)
+
+        async def record_both(env: Envelope) -> None:
+            pushed_both.append(env.event_type)
+
+        b.on_envelope(record)
+        both.on_envelope(record_both)
+        ch = await a.open(type="conversation", target="b")
+        ch_both = await a.open(type="conversation", target="both")
+        for i in range(50):
+            await a.send(ch.channel_id, f"m{i}")
+            await a.send(ch_both.channel_id, f"m{i}")
+        await assert_eventually(lambda: pushed.count(EV_TEXT) == 50 and pushed_both.count(EV_TEXT) == 50)
+        assert b.queued == 0 and b.queued_bytes == 0 and b.dropped == 0
+        with pytest.raises(errors.FailedPrecondition, match="pull=True"):
+            await b.next_envelope(timeout=1)
+        # pull=True keeps a pull queue beside the callbacks.
+        assert both.queued > 50
+        assert (await both.next_envelope(predicate=is_text, timeout=1)).text == "m0"
+        # Without callbacks (removed), a default client keeps envelopes for pulling again.
+        b.remove_envelope_callback(record)
+        await a.send(ch.channel_id, "pull me")
+        assert (await b.next_envelope(predicate=is_text, timeout=10)).text == "pull me"
+
+
+async def test_pull_queue_bounds_must_be_positive() -> None:
+    async with Hub.open() as hub:
+        with pytest.raises(errors.InvalidArgument, match="max_queued_envelopes"):
+            await hub.register_human(Passport(name="a", kind="human"), max_queued_envelopes=0)
+        with pytest.raises(errors.InvalidArgument, match="max_queued_bytes"):
+            await hub.register_human(Passport(name="a", kind="human"), max_queued_bytes=0)
+        assert hub._clients == {}  # nothing was registered
