@@ -45,3 +45,18 @@ def test_doc_example_runs_and_prints_what_the_doc_says(tmp_path: Path, doc: str)
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout == expected
+
+
+def test_a2a_langgraph_example_runs(tmp_path: Path) -> None:
+    """docs/a2a.md's LangGraph example (A2A tools bound to a LangGraph agent whose model is a local
+    OpenAI-compatible server) runs as written and prints the ```text block that follows it."""
+    doc = (ROOT / "docs" / "a2a.md").read_text()
+    start = doc.index("### A2A tools in a LangGraph agent")
+    script_text = re.findall(r"```python\n(.*?)```", doc[start:], re.DOTALL)[0]
+    expected = re.findall(r"```text\n(.*?)```", doc[start:], re.DOTALL)[0]
+    assert "from langgraph" in script_text and "bind_tools" in script_text
+    script = tmp_path / "example.py"
+    script.write_text(script_text)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == expected

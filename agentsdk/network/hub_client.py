@@ -23,7 +23,7 @@ from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
-from netkernel.errors import FailedPrecondition, InvalidArgument, NotParticipant, PermissionDenied
+from netkernel.errors import FailedPrecondition, InvalidArgument, NotParticipant, PermissionDenied, Unimplemented
 from netkernel.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
 from netkernel.wire import envelope_from_wire
 
@@ -134,9 +134,14 @@ class HubClient:
         """Register a non-LLM participant and connect it.
 
         ``cursor_store`` persists its delivery cursors so a restarted process resumes
-        without repeats. ``rule`` is kept for governance (not enforced yet).
+        without repeats. ``rule`` (governance) is not enforced yet, so giving one raises
+        :class:`~netkernel.errors.Unimplemented` instead of silently ignoring it.
         """
-        del rule
+        if rule is not None:
+            raise Unimplemented(
+                "register_human(rule=...) is refused: governance rules are not enforced by this hub yet, "
+                "so the rule would be silently ignored. Register without rule= (and enforce it in your own code)."
+            )
         agent_id, credential = await self._register(passport, resume, human=True)
         client = HumanClient(self, agent_id, credential, passport, auto_ack_invites=auto_ack_invites)
         await self._attach(client, cursor_store)
@@ -174,8 +179,8 @@ class HubClient:
         """Register ``agent`` (kind agent or remote_agent) and connect it.
 
         ``a2a`` sets its agent-to-agent settings (an :class:`~agentsdk.a2a.A2ASettings` or the
-        path of an ``agent.yaml`` with an ``a2a:`` section); ``attach_plugin`` adds the five
-        network tools, the network prompt prefix and, when A2A is enabled, the A2A tools;
+        path of an ``agent.yaml`` with an ``a2a:`` section; when enabled, the A2A tools are added);
+        ``attach_plugin`` adds the five network tools and the network prompt prefix;
         ``attach_default_handler=False`` leaves the client without a handler until
         ``client.on_envelope(...)`` sets one (envelopes are then acked unhandled).
         """
@@ -195,7 +200,7 @@ class HubClient:
         if attach_plugin:
             client.plugin = NetworkPlugin(client)
             client.plugin.register(agent)
-            agent.tools.extend(client.a2a_tools())
+        agent.tools.extend(client.a2a_tools())  # A2A tools follow the A2A settings, not attach_plugin
         if not attach_default_handler:
             client.on_envelope(_ignore)
         await self._attach(client, cursor_store)
