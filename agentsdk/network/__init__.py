@@ -32,6 +32,7 @@ from agentsdk.network.deps import (
 )
 from agentsdk.network.hub_client import AgentSummary, Hub, HubClient
 from agentsdk.network.plugin import NetworkContextPolicy, NetworkPlugin
+from agentsdk.network.turn_context import cause_scope, current_cause, current_task
 from agentsdk.network.views import (
     FullTranscript,
     NamedTranscript,
@@ -107,6 +108,9 @@ __all__ = [
     "TaskInject",
     "ViewPolicy",
     "WindowedSummary",
+    "cause_scope",
+    "current_cause",
+    "current_task",
     "default_handler",
     "parse_skill_frontmatter",
     "read_wal_until",
