@@ -266,7 +266,9 @@ class Agent:
 
         ``input`` is appended to ``stream`` (a fresh :class:`Stream` when ``None``),
         whose existing events are the history the model sees. ``tools`` are added to
-        the agent's tools for this call; ``dependencies`` are merged over the agent's.
+        the agent's tools for this call; ``dependencies`` are merged over the agent's,
+        which are merged over a registered agent's network ones (its client, hub and,
+        inside ``agent.task(...)``, that task), so the network tools work in any turn.
         Raises what the model config raises (e.g. ``openai.APIError``) and
         :class:`~agentsdk.tools.MissingDependencyError`; tool failures are shown to the model.
         When it raises, the events emitted so far (the input included) stay in ``stream``.
@@ -277,9 +279,14 @@ class Agent:
             agent=self,
             stream=stream if stream is not None else Stream(),
             tools=self.tools_for_call([*knowledge_tools, *(tools or ())]),
-            dependencies={**self.dependencies, **(dependencies or {})},
+            dependencies={**self._network_dependencies(), **self.dependencies, **(dependencies or {})},
         )
         return await turn.run(_input_events(input))
+
+    def _network_dependencies(self) -> dict[Any, Any]:
+        """What a registered agent's every turn gets (its client, hub and current task), handler or not."""
+        turn_dependencies = getattr(self.network, "turn_dependencies", None)
+        return dict(turn_dependencies()) if turn_dependencies is not None else {}
 
 
 def _input_events(input: AskInput) -> list[BaseEvent]:

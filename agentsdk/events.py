@@ -38,6 +38,11 @@ __all__ = [
     "ObserverAlert",
     "RequestPart",
     "SystemPrompt",
+    "TaskCancelled",
+    "TaskCompleted",
+    "TaskFailed",
+    "TaskProgress",
+    "TaskStarted",
     "TextInput",
     "ToolCall",
     "ToolCallEvent",
@@ -353,6 +358,56 @@ class ObserverAlert(BaseEvent):
     """What the observer saw."""
     source: str = ""
     """Name of the observer that raised it."""
+
+
+@dataclass(slots=True)
+class TaskStarted(BaseEvent):
+    """The agent started a task (``async with agent.task(...)``); mirrored to the hub."""
+
+    task_id: str
+    """The hub's task id."""
+    title: str = ""
+    """The task's title."""
+
+
+@dataclass(slots=True)
+class TaskProgress(BaseEvent):
+    """The agent reported progress on its task (``task.progress`` or the ``tasks`` tool)."""
+
+    task_id: str
+    """The hub's task id."""
+    payload: Any = field(default=None, metadata=_RAW)
+    """The progress value (any JSON value)."""
+
+
+@dataclass(slots=True)
+class TaskCompleted(BaseEvent):
+    """The agent's task ended successfully (``task.complete``, the ``tasks`` tool, or a clean exit)."""
+
+    task_id: str
+    """The hub's task id."""
+    result: Any = field(default=None, metadata=_RAW)
+    """The result (any JSON value)."""
+
+
+@dataclass(slots=True)
+class TaskFailed(BaseEvent):
+    """The agent's task ended with an error (``task.fail`` or a block that raised)."""
+
+    task_id: str
+    """The hub's task id."""
+    error: str = ""
+    """What went wrong."""
+
+
+@dataclass(slots=True)
+class TaskCancelled(BaseEvent):
+    """The agent accepted a cancel request and ended its task (``task.cancel``)."""
+
+    task_id: str
+    """The hub's task id."""
+    reason: str = ""
+    """Why it was cancelled."""
 
 
 def describe_error(exc: BaseException) -> str:

@@ -341,7 +341,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def CallTool(self, caller: str, request: hub_pb2.CallToolRequest) -> hub_pb2.CallToolResponse:
         """Run one tool."""
         result = await self.tool_calls.call_tool(
-            caller, request.name, request.arguments_json, request.channel_id, request.task_id
+            caller, request.name, request.arguments_json, request.channel_id, request.task_id, request.causation_id
         )
         return hub_pb2.CallToolResponse(result_json=result)
 

@@ -118,3 +118,18 @@ def test_quickstart_agent_service_comes_back_as_the_same_agent_after_a_restart(t
             assert stat.S_IMODE((tmp_path / "state" / "greeter.credential").stat().st_mode) == 0o600
     finally:
         hub.terminate()
+
+
+def test_a2a_langgraph_example_runs(tmp_path: Path) -> None:
+    """docs/a2a.md's LangGraph example (A2A tools bound to a LangGraph agent whose model is a local
+    OpenAI-compatible server) runs as written and prints the ```text block that follows it."""
+    doc = (ROOT / "docs" / "a2a.md").read_text()
+    start = doc.index("### A2A tools in a LangGraph agent")
+    script_text = re.findall(r"```python\n(.*?)```", doc[start:], re.DOTALL)[0]
+    expected = re.findall(r"```text\n(.*?)```", doc[start:], re.DOTALL)[0]
+    assert "from langgraph" in script_text and "bind_tools" in script_text
+    script = tmp_path / "example.py"
+    script.write_text(script_text)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == expected

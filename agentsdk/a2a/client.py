@@ -73,9 +73,22 @@ class AgentToAgent:
     expired call token transparently.
     """
 
-    def __init__(self, hub_url: str, auth_token: str = "", *, connection: HubConnection | None = None) -> None:
+    def __init__(
+        self,
+        hub_url: str = "",
+        auth_token: str = "",
+        *,
+        oe_url: str = "",
+        connection: HubConnection | None = None,
+    ) -> None:
+        """Connect to the hub at ``hub_url`` (``host:port``; ``oe_url`` is the same, by its other name)."""
+        if hub_url and oe_url and hub_url != oe_url:
+            raise ValueError(f"AgentToAgent got hub_url={hub_url!r} and oe_url={oe_url!r}; give one of them.")
+        target = hub_url or oe_url
+        if not target and connection is None:
+            raise ValueError("AgentToAgent needs the hub's address: AgentToAgent(hub_url) or AgentToAgent(oe_url=...).")
         self._owned = connection is None
-        self._connection = connection or HubConnection(hub_url)
+        self._connection = connection or HubConnection(target)
         self._rpc = HubRpc(self._connection, auth_token)
 
     async def close(self) -> None:

@@ -33,6 +33,7 @@ from agentsdk.network.deps import (
 from agentsdk.network.hub_client import AgentSummary, Hub, HubClient
 from agentsdk.network.plugin import NetworkContextPolicy, NetworkPlugin
 from agentsdk.network.service import stop_signal
+from agentsdk.network.turn_context import cause_scope, current_cause, current_task
 from agentsdk.network.views import (
     FullTranscript,
     NamedTranscript,
@@ -108,6 +109,9 @@ __all__ = [
     "TaskInject",
     "ViewPolicy",
     "WindowedSummary",
+    "cause_scope",
+    "current_cause",
+    "current_task",
     "default_handler",
     "parse_skill_frontmatter",
     "read_wal_until",

@@ -21,10 +21,12 @@ from agentnet.v1 import hub_pb2, task_pb2
 
 from agentsdk.a2a.context import Dispatch, dispatch_scope
 from agentsdk.a2a.tools import REQUEST_INPUT_TOOL
+from agentsdk.events import BaseEvent, TaskCancelled, TaskCompleted, TaskFailed, TaskProgress, TaskStarted
 from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.clients import NetworkClient
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
+from agentsdk.network.turn_context import cause_scope, current_task, task_scope
 from agentsdk.network.views import ViewPolicy
 from agentsdk.stream import Stream
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
@@ -41,7 +43,11 @@ log = logging.getLogger("agentnet.sdk")
 
 @dataclass
 class Task:
-    """A task the agent owns, mirrored to the hub (``async with client.task(...)``)."""
+    """A task the agent owns, mirrored to the hub (``async with client.task(...)``).
+
+    Every report is also published to the agent's observers as a ``Task*`` event
+    (:mod:`agentsdk.events`): TaskStarted, TaskProgress, TaskCompleted, TaskFailed, TaskCancelled.
+    """
 
     task_id: str
     client: AgentClient
@@ -62,8 +68,29 @@ class Task:
         await self.client._report(self, task_pb2.TASK_EVENT_KIND_FAILED, error=error)
 
     async def cancel(self, reason: str = "") -> None:
-        """End because a cancel request was accepted."""
+        """End because a cancel request was accepted.
+
+        The hub posts the owner's terminal ``ag2.task.cancelled`` envelope
+        (``{"task_id", "reason"}``) into the task's channel, when it has a live one."""
         await self.client._report(self, task_pb2.TASK_EVENT_KIND_CANCELLED, error=reason or "cancelled")
+
+    async def _reported(self, kind: task_pb2.TaskEventKind.ValueType, payload: Any = None, error: str = "") -> None:
+        """Record a report the hub accepted: mark the task ended and tell the agent's observers."""
+        if kind not in (task_pb2.TASK_EVENT_KIND_STARTED, task_pb2.TASK_EVENT_KIND_PROGRESS):
+            self.ended = True
+        await self.client.agent.publish(_task_event(self, kind, payload, error))
+
+
+def _task_event(task: Task, kind: task_pb2.TaskEventKind.ValueType, payload: Any, error: str) -> BaseEvent:
+    if kind == task_pb2.TASK_EVENT_KIND_STARTED:
+        return TaskStarted(task.task_id, task.title)
+    if kind == task_pb2.TASK_EVENT_KIND_PROGRESS:
+        return TaskProgress(task.task_id, payload)
+    if kind == task_pb2.TASK_EVENT_KIND_COMPLETED:
+        return TaskCompleted(task.task_id, payload)
+    if kind == task_pb2.TASK_EVENT_KIND_FAILED:
+        return TaskFailed(task.task_id, error)
+    return TaskCancelled(task.task_id, error)
 
 
 class AgentClient(NetworkClient):
@@ -79,7 +106,6 @@ class AgentClient(NetworkClient):
         self.view_policy: ViewPolicy | None = None
         """A view for every channel of this agent (None = each adapter's default)."""
         self._on_envelope: Callable[[Envelope], Awaitable[None]] = self._run_default_handler
-        self._current_task: Task | None = None
 
     def on_envelope(self, callback: Callable[[Envelope], Awaitable[None]]) -> None:
         """Replace the envelope handler; it is called with ``(envelope,)``."""
@@ -93,11 +119,30 @@ class AgentClient(NetworkClient):
 
     # -- tools and tasks ----------------------------------------------------------------
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], *, channel_id: str = "", task_id: str = "") -> Any:
-        """Run a network tool on the hub (CallTool); returns its JSON result."""
+    def turn_dependencies(self) -> dict[Any, Any]:
+        """What every turn of this agent gets injected, wherever it runs: AGENT_CLIENT_DEP,
+        HUB_DEP and, inside ``agent.task(...)``, TASK_DEP (this context's own task)."""
+        deps: dict[Any, Any] = {AGENT_CLIENT_DEP: self, HUB_DEP: self.hub}
+        task = current_task()
+        if isinstance(task, Task) and task.client is self:
+            deps[TASK_DEP] = task
+        return deps
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, channel_id: str = "", task_id: str = "", causation_id: str = ""
+    ) -> Any:
+        """Run a network tool on the hub (CallTool); returns its JSON result.
+
+        ``causation_id`` is the envelope the running turn answers (a ``delegate`` then
+        counts one hop more than it, so delegation chains stop at the hub's depth limit).
+        """
         response = await self.rpc.call_tool(
             hub_pb2.CallToolRequest(
-                name=name, arguments_json=json.dumps(arguments), channel_id=channel_id, task_id=task_id
+                name=name,
+                arguments_json=json.dumps(arguments),
+                channel_id=channel_id,
+                task_id=task_id,
+                causation_id=causation_id,
             )
         )
         return json.loads(response.result_json)
@@ -106,6 +151,10 @@ class AgentClient(NetworkClient):
     async def task(self, title: str = "", *, channel_id: str = "", ttl: float | None = None) -> AsyncIterator[Task]:
         """Own a task for the block, mirrored to the hub; inside, tools see it as TaskInject.
 
+        The task is current for this block's context only (a context variable): concurrent
+        blocks, each in its own asyncio task, see their own task, and ``agent.ask`` inside
+        the block gets the network tools with it.
+
         STARTED on entry, COMPLETED on a clean exit (unless ended inside), FAILED when the block raises.
         """
         request = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id)
@@ -113,18 +162,17 @@ class AgentClient(NetworkClient):
             request.ttl_seconds = ttl
         response = await self.rpc.report_task(request)
         task = Task(response.task.task_id, self, title, channel_id)
-        previous, self._current_task = self._current_task, task
-        try:
-            yield task
-        except BaseException as exc:
-            if not task.ended:
-                await task.fail(f"{type(exc).__name__}: {exc}")
-            raise
-        else:
-            if not task.ended:
-                await task.complete()
-        finally:
-            self._current_task = previous
+        await task._reported(task_pb2.TASK_EVENT_KIND_STARTED)
+        with task_scope(task):
+            try:
+                yield task
+            except BaseException as exc:
+                if not task.ended:
+                    await task.fail(f"{type(exc).__name__}: {exc}")
+                raise
+            else:
+                if not task.ended:
+                    await task.complete()
 
     async def _report(
         self, task: Task, kind: task_pb2.TaskEventKind.ValueType, *, payload: Any = None, error: str = ""
@@ -136,8 +184,7 @@ class AgentClient(NetworkClient):
             error=error,
         )
         await self.rpc.report_task(request)
-        if kind != task_pb2.TASK_EVENT_KIND_PROGRESS:
-            task.ended = True
+        await task._reported(kind, payload, error)
 
 
 # -- the default handler and its hooks ------------------------------------------------------
@@ -171,8 +218,8 @@ def stamp_dependencies(client: NetworkClient, channel: Channel, state: Any) -> d
         HUB_DEP: client.hub,
         CHANNEL_STATE_DEP: state,
     }
-    if isinstance(client, AgentClient) and client._current_task is not None:
-        deps[TASK_DEP] = client._current_task
+    if isinstance(client, AgentClient):
+        deps.update(client.turn_dependencies())
     return deps
 
 
@@ -223,7 +270,7 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
     text = adapter.extract_turn_input(envelope)
     if policy.name.startswith("named"):
         text = f"[{client.hub.name_for(envelope.sender_id)}]: {text}"
-    with dispatch_scope(dispatch):
+    with dispatch_scope(dispatch), cause_scope(envelope.envelope_id):
         try:
             reply = await client.agent.ask(
                 text, tools=tools, dependencies=deps, stream=Stream(stream_id=envelope.channel_id, events=history)

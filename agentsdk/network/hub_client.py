@@ -32,7 +32,14 @@ from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
-from netkernel.errors import FailedPrecondition, InvalidArgument, NotParticipant, PermissionDenied, Unauthenticated
+from netkernel.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotParticipant,
+    PermissionDenied,
+    Unauthenticated,
+    Unimplemented,
+)
 from netkernel.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
 from netkernel.wire import envelope_from_wire
 
@@ -171,10 +178,15 @@ class HubClient:
         resumes without repeats (with a ``credential_file``, a file beside it by default).
         ``on_envelope`` adds a push callback before the client connects, so it also sees the
         backlog a resumed identity is sent first. ``pull``, ``max_queued_envelopes`` and
-        ``max_queued_bytes`` set the pull queue (see :class:`HumanClient`). ``rule`` is kept for
-        governance (not enforced yet).
+        ``max_queued_bytes`` set the pull queue (see :class:`HumanClient`). ``rule`` (governance) is
+        not enforced yet, so giving one raises :class:`~netkernel.errors.Unimplemented` instead of
+        silently ignoring it.
         """
-        del rule
+        if rule is not None:
+            raise Unimplemented(
+                "register_human(rule=...) is refused: governance rules are not enforced by this hub yet, "
+                "so the rule would be silently ignored. Register without rule= (and enforce it in your own code)."
+            )
         check_queue_bounds(max_queued_envelopes, max_queued_bytes)
 
         def make(agent_id: str, credential: str, passport: Passport) -> HumanClient:
@@ -256,8 +268,8 @@ class HubClient:
         """Register ``agent`` (kind agent or remote_agent) and connect it.
 
         ``a2a`` sets its agent-to-agent settings (an :class:`~agentsdk.a2a.A2ASettings` or the
-        path of an ``agent.yaml`` with an ``a2a:`` section); ``attach_plugin`` adds the five
-        network tools, the network prompt prefix and, when A2A is enabled, the A2A tools;
+        path of an ``agent.yaml`` with an ``a2a:`` section; when enabled, the A2A tools are added);
+        ``attach_plugin`` adds the five network tools and the network prompt prefix;
         ``attach_default_handler=False`` leaves the client without a handler until
         ``client.on_envelope(...)`` sets one (envelopes are then acked unhandled);
         ``on_envelope`` sets the handler before the client connects (a resumed identity's
@@ -272,7 +284,6 @@ class HubClient:
         hub no longer knows raises Unauthenticated; a file of another identity name raises
         FailedPrecondition. ``client.unregister()`` retires the identity and deletes the file.
         """
-        from agentsdk.network.plugin import NetworkPlugin
 
         passport = passport or Passport(name=agent.name)
         if passport.kind == "human":
@@ -305,13 +316,9 @@ class HubClient:
             if settings is not None:
                 client.a2a_settings = settings
             self._save(client, file, passport.kind or "agent")
-        if attach_plugin:
-            client.plugin = NetworkPlugin(client)
-            client.plugin.register(agent)
-            agent.tools.extend(client.a2a_tools())
-        if on_envelope is not None or not attach_default_handler:
-            client.on_envelope(on_envelope or _ignore)
-        await self._attach(client, cursor_store, file)
+        await self._equip_and_attach(
+            client, agent, attach_plugin, attach_default_handler, on_envelope, cursor_store, file
+        )
         return client
 
     async def resume_agent(
@@ -326,20 +333,36 @@ class HubClient:
     ) -> AgentClient:
         """Reconnect an existing agent identity by its credential, for ``agent`` (the agent twin of
         :meth:`resume_human`); ``register(..., credential_file=...)`` does this for you."""
-        from agentsdk.network.plugin import NetworkPlugin
 
         def make(agent_id: str, credential: str, passport: Passport) -> AgentClient:
             return AgentClient(self, agent_id, credential, passport, agent)
 
         client = await self._resume(credential, make, human=False)
+        await self._equip_and_attach(
+            client, agent, attach_plugin, attach_default_handler, on_envelope, cursor_store, None
+        )
+        return client
+
+    async def _equip_and_attach(
+        self,
+        client: AgentClient,
+        agent: Agent,
+        attach_plugin: bool,
+        attach_default_handler: bool,
+        on_envelope: EnvelopeCallback | None,
+        cursor_store: CursorStore | None,
+        file: CredentialFile | None,
+    ) -> None:
+        """Give ``agent`` the network tools (and the A2A tools its settings enable), set the handler, connect."""
+        from agentsdk.network.plugin import NetworkPlugin
+
         if attach_plugin:
             client.plugin = NetworkPlugin(client)
             client.plugin.register(agent)
-            agent.tools.extend(client.a2a_tools())
+        agent.tools.extend(client.a2a_tools())  # A2A tools follow the A2A settings, not attach_plugin
         if on_envelope is not None or not attach_default_handler:
             client.on_envelope(on_envelope or _ignore)
-        await self._attach(client, cursor_store, None)
-        return client
+        await self._attach(client, cursor_store, file)
 
     async def _resume(
         self,

@@ -15,14 +15,17 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agentnet.v1 import task_pb2
 from pydantic import BaseModel, ValidationError
 
 from agentsdk.assembly import AssemblyContext
 from agentsdk.events import BaseEvent
+from agentsdk.network.agent_client import Task
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, TASK_DEP
+from agentsdk.network.turn_context import current_cause
 from agentsdk.tools import Tool, ToolOutput
 from netkernel.errors import AgentNetError, FailedPrecondition
-from netkernel.tool_schemas import PLUGIN_TOOLS, ContextArgs, description, parameters_schema
+from netkernel.tool_schemas import PLUGIN_TOOLS, ContextArgs, TasksArgs, description, parameters_schema
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent
@@ -50,7 +53,10 @@ class HubTool(Tool):
         deps = dependencies or {}
         client: AgentClient | None = deps.get(AGENT_CLIENT_DEP)
         if client is None:
-            return ToolOutput(f"Error: {self.name} needs a network connection (register the agent with a hub).", True)
+            return ToolOutput(
+                f"Error: {self.name} needs a network connection (register the agent with a hub: hc.register(agent)).",
+                True,
+            )
         try:
             args = self.args_model.model_validate(dict(arguments))
         except ValidationError as exc:
@@ -67,10 +73,22 @@ class HubTool(Tool):
                     args.model_dump(exclude_none=True),
                     channel_id=getattr(channel, "channel_id", "") or "",
                     task_id=getattr(task, "task_id", "") or "",
+                    causation_id=current_cause(),
                 )
+                if isinstance(args, TasksArgs) and isinstance(task, Task):
+                    await _mirror_task_report(task, args)
         except AgentNetError as err:
             return ToolOutput(f"Error ({err.reason}): {err.message}", True)
         return ToolOutput(json.dumps(result, ensure_ascii=False), value=result)
+
+
+async def _mirror_task_report(task: Task, args: TasksArgs) -> None:
+    """The model reported on the running task through the hub: the SDK's Task learns it too
+    (so leaving ``agent.task(...)`` does not report a second time) and the agent's observers see it."""
+    if args.action == "progress":
+        await task._reported(task_pb2.TASK_EVENT_KIND_PROGRESS, args.payload)
+    elif args.action == "complete":
+        await task._reported(task_pb2.TASK_EVENT_KIND_COMPLETED, args.result)
 
 
 async def search_knowledge(dependencies: Mapping[Any, Any], query: str, limit: int) -> dict[str, Any]:

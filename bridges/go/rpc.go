@@ -396,6 +396,9 @@ type ToolCall struct {
 	ChannelID string
 	// TaskID is the task the caller runs inside ("" = none).
 	TaskID string
+	// CausationID is the envelope the caller's turn answers ("" = none): a
+	// delegate counts one hop more than it, so chains stop at the hub's depth limit.
+	CausationID string
 }
 
 // CallTool runs one tool and returns its JSON result.
@@ -419,6 +422,7 @@ func (c *Client) CallTool(ctx context.Context, call ToolCall) (json.RawMessage, 
 	}
 	resp, err := c.hub.CallTool(c.AuthContext(ctx), &agentnetv1.CallToolRequest{
 		Name: call.Name, ArgumentsJson: args, ChannelId: call.ChannelID, TaskId: call.TaskID,
+		CausationId: call.CausationID,
 	})
 	if err != nil {
 		return nil, FromStatus(err)

@@ -9,6 +9,7 @@ operation runs, and its result is shaped as the tool's JSON answer.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from agentnet.v1 import hub_pb2, task_pb2
@@ -25,14 +26,28 @@ def _to_dict(message: Any) -> dict[str, Any]:
     return MessageToDict(message, preserving_proto_field_name=True)
 
 
+@dataclass(frozen=True)
+class ToolTurn:
+    """Where the caller's turn is: its channel, its task and the envelope it answers ("" = none)."""
+
+    channel_id: str = ""
+    task_id: str = ""
+    causation_id: str = ""
+
+
 class ToolCalls:
     """Runs one tool call for a caller (in the context of a current channel and task, if any)."""
 
     def __init__(self, ops: Operations) -> None:
         self.ops = ops
 
-    async def call_tool(self, caller: str, name: str, arguments_json: str, channel_id: str, task_id: str) -> str:
-        """Validate JSON arguments against the tool's schema, run it, return its JSON result."""
+    async def call_tool(
+        self, caller: str, name: str, arguments_json: str, channel_id: str, task_id: str, causation_id: str = ""
+    ) -> str:
+        """Validate JSON arguments against the tool's schema, run it, return its JSON result.
+
+        ``causation_id`` is the envelope the caller's turn answers: ``delegate`` counts one
+        hop more than its depth (as the Delegate RPC does), ``say`` carries it on."""
         model = ALL_TOOLS.get(name)
         if model is None:
             raise InvalidArgument(f"unknown tool {name!r}; use one of {sorted(ALL_TOOLS)} (see ListTools).")
@@ -44,20 +59,27 @@ class ToolCalls:
             raise InvalidArgument(f"bad arguments for {name}: {problems}") from None
         if name == "say":
             assert isinstance(args, SayArgs)
-            wire = await self.ops.messages.say(caller, args.content, args.audience or [], args.channel_id or channel_id)
+            wire = await self.ops.messages.say(
+                caller,
+                args.content,
+                args.audience or [],
+                args.channel_id or channel_id,
+                causation_id=causation_id or None,
+            )
             return dumps_json({"envelope_id": wire.envelope_id, "channel_id": wire.channel_id, "seq": wire.seq})
         handler = getattr(self, f"_tool_{name}")
-        result = await handler(caller, args, channel_id, task_id)
+        result = await handler(caller, args, ToolTurn(channel_id, task_id, causation_id))
         return dumps_json(result)
 
-    async def _tool_peers(self, caller: str, args: PeersArgs, channel_id: str, task_id: str) -> Any:
+    async def _tool_peers(self, caller: str, args: PeersArgs, turn: ToolTurn) -> Any:
         if args.action == "describe":
             if not args.name:
                 raise InvalidArgument("peers(action='describe') needs name.")
             r = self.ops.agents.describe_agent(args.name)
             return {
                 "agent_id": r.agent_id,
-                "passport": _to_dict(r.passport),
+                # the same short kind names as find ("agent", "human", "remote_agent")
+                "passport": {**_to_dict(r.passport), "kind": PASSPORT_KIND.name_of(r.passport.kind, "agent")},
                 "resume": _to_dict(r.resume),
                 "skill_md": r.skill_md,
             }
@@ -84,7 +106,7 @@ class ToolCalls:
             ]
         }
 
-    async def _tool_channels(self, caller: str, args: ChannelsArgs, channel_id: str, task_id: str) -> Any:
+    async def _tool_channels(self, caller: str, args: ChannelsArgs, turn: ToolTurn) -> Any:
         channels = self.ops.channels
         if args.action == "list":
             metas = await channels.list_channels(caller, include_ended=args.state == "all")
@@ -101,7 +123,7 @@ class ToolCalls:
                 ]
             }
         if args.action == "info":
-            target = args.channel_id or channel_id
+            target = args.channel_id or turn.channel_id
             if not target:
                 raise InvalidArgument("channels(action='info') needs channel_id.")
             described = await channels.describe_channel(caller, target)
@@ -111,7 +133,7 @@ class ToolCalls:
                 "expected_next": [self.ops.core.name_for(a) for a in described.expected_next],
             }
         if args.action == "close":
-            target = args.channel_id or channel_id
+            target = args.channel_id or turn.channel_id
             if not target:
                 raise InvalidArgument("channels(action='close') needs channel_id (no current channel).")
             meta = await self.ops.core.close_channel(caller, target, "closed_by_agent")
@@ -127,7 +149,7 @@ class ToolCalls:
             targets=[args.target] if isinstance(args.target, str) else args.target,
             knobs_json=dumps_json(args.knobs) if args.knobs else "",
             intent=args.intent or "",
-            wait_until_opened=args.message is not None,
+            wait_until_opened=True,  # the tool answers once the invitees acked (or the channel ended)
         )
         if args.ttl is not None:
             request.ttl_seconds = args.ttl
@@ -137,16 +159,17 @@ class ToolCalls:
         out: dict[str, Any] = {
             "channel_id": meta.channel_id,
             "type": meta.type,
+            "state": CHANNEL_STATE.name_of(meta.state, "unknown"),
             "participants": [p.name for p in meta.participants],
         }
         if seed_id:
             out["seed_envelope_id"] = seed_id
         return out
 
-    async def _tool_tasks(self, caller: str, args: TasksArgs, channel_id: str, task_id: str) -> Any:
+    async def _tool_tasks(self, caller: str, args: TasksArgs, turn: ToolTurn) -> Any:
         tasks = self.ops.tasks
         if args.action in ("progress", "complete"):
-            if not task_id:
+            if not turn.task_id:
                 raise FailedPrecondition(
                     f"tasks(action='{args.action}') works only inside your own running task "
                     "(the owner starts it with `async with agent.task(...)`)."
@@ -156,7 +179,7 @@ class ToolCalls:
             )
             value = args.payload if args.action == "progress" else args.result
             report = hub_pb2.ReportTaskRequest(
-                task_id=task_id, kind=kind, payload_json=dumps_json(value) if value is not None else ""
+                task_id=turn.task_id, kind=kind, payload_json=dumps_json(value) if value is not None else ""
             )
             task = await tasks.report_task(caller, report)
             return {"task_id": task.task_id, "state": TASK_STATE.name_of(task.state, "unknown")}
@@ -172,7 +195,7 @@ class ToolCalls:
         task, timed_out = await tasks.wait_task(args.task_id, args.timeout)
         return {**_to_dict(task), "timed_out": timed_out}
 
-    async def _tool_context(self, caller: str, args: ContextArgs, channel_id: str, task_id: str) -> Any:
+    async def _tool_context(self, caller: str, args: ContextArgs, turn: ToolTurn) -> Any:
         if args.action == "search":
             if args.scope == "knowledge":
                 raise InvalidArgument(
@@ -200,8 +223,13 @@ class ToolCalls:
             ]
         }
 
-    async def _tool_delegate(self, caller: str, args: DelegateArgs, channel_id: str, task_id: str) -> Any:
+    async def _tool_delegate(self, caller: str, args: DelegateArgs, turn: ToolTurn) -> Any:
         text, used_channel, envelope_id = await self.ops.messages.delegate(
-            caller, args.target, args.prompt, capability=args.capability or "", timeout=args.timeout
+            caller,
+            args.target,
+            args.prompt,
+            capability=args.capability or "",
+            timeout=args.timeout,
+            causation_id=turn.causation_id,
         )
         return {"text": text, "channel_id": used_channel, "envelope_id": envelope_id}

@@ -531,15 +531,25 @@ export class Client {
     }));
   }
 
-  /** Run one tool with JSON arguments (as an LLM produced them); returns its JSON result. */
+  /**
+   * Run one tool with JSON arguments (as an LLM produced them); returns its JSON result.
+   * `causationId` is the envelope the caller's turn answers: a `delegate` then counts one
+   * hop more than it, so delegation chains stop at the hub's depth limit.
+   */
   async callTool(
     name: string,
     args: JsonObject,
-    options: CallOptions & { channelId?: string; taskId?: string } = {},
+    options: CallOptions & { channelId?: string; taskId?: string; causationId?: string } = {},
   ): Promise<JsonValue> {
     const res = await this.unary(
       this.raw.callTool,
-      { name, argumentsJson: JSON.stringify(args), channelId: options.channelId ?? "", taskId: options.taskId ?? "" },
+      {
+        name,
+        argumentsJson: JSON.stringify(args),
+        channelId: options.channelId ?? "",
+        taskId: options.taskId ?? "",
+        causationId: options.causationId ?? "",
+      },
       options,
     );
     return parseJsonValue(res.resultJson);

@@ -7,8 +7,8 @@ from agentnet.v1 import hub_pb2, task_pb2
 from hubsvc.core.hub import HubCore
 from hubsvc.core.tasks import TERMINAL
 from hubsvc.core.util import check_seconds, from_timestamp
-from netkernel.envelope import EV_TASK_CANCEL_REQUEST, Envelope
-from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied
+from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED, Envelope
+from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied, ProtocolError
 from netkernel.wire import parse_json
 
 
@@ -19,7 +19,10 @@ class TaskOps:
         self.core = core
 
     async def report_task(self, caller: str, request: hub_pb2.ReportTaskRequest) -> task_pb2.TaskMetadata:
-        """Apply one lifecycle report from the task's owner (a channel it names must be the caller's)."""
+        """Apply one lifecycle report from the task's owner (a channel it names must be the caller's).
+
+        CANCELLED also posts the owner's terminal ``ag2.task.cancelled`` envelope
+        (``{"task_id", "reason"}``) into the task's channel, for peers' handlers to match."""
         options = self.core.options
         if request.HasField("ttl_seconds"):
             check_seconds(request.ttl_seconds, "ttl_seconds", options.max_ttl_seconds, absent="no expiry")
@@ -27,7 +30,7 @@ class TaskOps:
             parse_json(request.payload_json, "payload_json", options.max_json_depth)
         if request.channel_id:
             await self.core.require_member(caller, request.channel_id)
-        return await self.core.tasks.report(
+        task = await self.core.tasks.report(
             caller,
             request.task_id,
             request.kind,
@@ -37,6 +40,26 @@ class TaskOps:
             error=request.error,
             ttl_seconds=request.ttl_seconds if request.HasField("ttl_seconds") else None,
         )
+        if request.kind == task_pb2.TASK_EVENT_KIND_CANCELLED:
+            await self._post_cancelled(task)
+        return task
+
+    async def _post_cancelled(self, task: task_pb2.TaskMetadata) -> None:
+        """The owner's terminal ``ag2.task.cancelled`` envelope, into the task's channel while it is live."""
+        if not task.channel_id or self.core.live_channel(task.channel_id) is None:
+            return
+        env = Envelope(
+            channel_id=task.channel_id,
+            sender_id=task.owner_id,
+            audience=None,
+            event_type=EV_TASK_CANCELLED,
+            event_data={"task_id": task.task_id, "reason": task.error},
+            task_id=task.task_id,
+        )
+        try:
+            await self.core.post(task.owner_id, env)
+        except ProtocolError:
+            pass  # the channel ended (or is not open) meanwhile; the task's own state is already CANCELLED
 
     async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
         """One task, live or ended."""

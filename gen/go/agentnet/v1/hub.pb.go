@@ -3591,7 +3591,11 @@ type CallToolRequest struct {
 	ChannelId string `protobuf:"bytes,3,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
 	// The task the caller is running inside ("" = none); needed by
 	// tasks(action="progress"|"complete").
-	TaskId        string `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	TaskId string `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The envelope whose handling the caller's turn is ("" = none), as in
+	// DelegateRequest.causation_id: a delegate counts one hop more than its depth
+	// (DEPTH_EXCEEDED above --max-depth), and a say in that channel carries it on.
+	CausationId   string `protobuf:"bytes,5,opt,name=causation_id,json=causationId,proto3" json:"causation_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3650,6 +3654,13 @@ func (x *CallToolRequest) GetChannelId() string {
 func (x *CallToolRequest) GetTaskId() string {
 	if x != nil {
 		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CallToolRequest) GetCausationId() string {
+	if x != nil {
+		return x.CausationId
 	}
 	return ""
 }
@@ -4421,13 +4432,14 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12%\n" +
 	"\x0eexclude_plugin\x18\x02 \x01(\bR\rexcludePlugin\"B\n" +
 	"\x11ListToolsResponse\x12-\n" +
-	"\x05tools\x18\x01 \x03(\v2\x17.agentnet.v1.ToolSchemaR\x05tools\"\x84\x01\n" +
+	"\x05tools\x18\x01 \x03(\v2\x17.agentnet.v1.ToolSchemaR\x05tools\"\xa7\x01\n" +
 	"\x0fCallToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x03 \x01(\tR\tchannelId\x12\x17\n" +
-	"\atask_id\x18\x04 \x01(\tR\x06taskId\"3\n" +
+	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12!\n" +
+	"\fcausation_id\x18\x05 \x01(\tR\vcausationId\"3\n" +
 	"\x10CallToolResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\"\xad\x01\n" +

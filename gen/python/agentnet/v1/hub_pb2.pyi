@@ -1849,6 +1849,7 @@ class CallToolRequest(_message.Message):
     ARGUMENTS_JSON_FIELD_NUMBER: _builtins.int
     CHANNEL_ID_FIELD_NUMBER: _builtins.int
     TASK_ID_FIELD_NUMBER: _builtins.int
+    CAUSATION_ID_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Tool name: peers, channels, tasks, context, delegate or say."""
     arguments_json: _builtins.str
@@ -1861,6 +1862,11 @@ class CallToolRequest(_message.Message):
     """The task the caller is running inside ("" = none); needed by
     tasks(action="progress"|"complete").
     """
+    causation_id: _builtins.str
+    """The envelope whose handling the caller's turn is ("" = none), as in
+    DelegateRequest.causation_id: a delegate counts one hop more than its depth
+    (DEPTH_EXCEEDED above --max-depth), and a say in that channel carries it on.
+    """
     def __init__(
         self,
         *,
@@ -1868,10 +1874,11 @@ class CallToolRequest(_message.Message):
         arguments_json: _builtins.str = ...,
         channel_id: _builtins.str = ...,
         task_id: _builtins.str = ...,
+        causation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "channel_id", b"channel_id", "name", b"name", "task_id", b"task_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "causation_id", b"causation_id", "channel_id", b"channel_id", "name", b"name", "task_id", b"task_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1196,6 +1196,13 @@ class CallToolRequest(betterproto2.Message):
     tasks(action="progress"|"complete").
     """
 
+    causation_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    The envelope whose handling the caller's turn is ("" = none), as in
+    DelegateRequest.causation_id: a delegate counts one hop more than its depth
+    (DEPTH_EXCEEDED above --max-depth), and a say in that channel carries it on.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "CallToolRequest", CallToolRequest)
 

@@ -785,6 +785,12 @@ export interface CallToolRequest {
    * tasks(action="progress"|"complete").
    */
   taskId: string;
+  /**
+   * The envelope whose handling the caller's turn is ("" = none), as in
+   * DelegateRequest.causation_id: a delegate counts one hop more than its depth
+   * (DEPTH_EXCEEDED above --max-depth), and a say in that channel carries it on.
+   */
+  causationId: string;
 }
 
 /** CallToolResponse is the tool's result. */
@@ -6581,7 +6587,7 @@ export const ListToolsResponse: MessageFns<ListToolsResponse> = {
 };
 
 function createBaseCallToolRequest(): CallToolRequest {
-  return { name: "", argumentsJson: "", channelId: "", taskId: "" };
+  return { name: "", argumentsJson: "", channelId: "", taskId: "", causationId: "" };
 }
 
 export const CallToolRequest: MessageFns<CallToolRequest> = {
@@ -6597,6 +6603,9 @@ export const CallToolRequest: MessageFns<CallToolRequest> = {
     }
     if (message.taskId !== "") {
       writer.uint32(34).string(message.taskId);
+    }
+    if (message.causationId !== "") {
+      writer.uint32(42).string(message.causationId);
     }
     return writer;
   },
@@ -6646,6 +6655,14 @@ export const CallToolRequest: MessageFns<CallToolRequest> = {
             message.taskId = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.causationId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6676,6 +6693,11 @@ export const CallToolRequest: MessageFns<CallToolRequest> = {
         : isSet(object.task_id)
         ? globalThis.String(object.task_id)
         : "",
+      causationId: isSet(object.causationId)
+        ? globalThis.String(object.causationId)
+        : isSet(object.causation_id)
+        ? globalThis.String(object.causation_id)
+        : "",
     };
   },
 
@@ -6693,6 +6715,9 @@ export const CallToolRequest: MessageFns<CallToolRequest> = {
     if (message.taskId !== "") {
       obj.taskId = message.taskId;
     }
+    if (message.causationId !== "") {
+      obj.causationId = message.causationId;
+    }
     return obj;
   },
 
@@ -6705,6 +6730,7 @@ export const CallToolRequest: MessageFns<CallToolRequest> = {
     message.argumentsJson = object.argumentsJson ?? "";
     message.channelId = object.channelId ?? "";
     message.taskId = object.taskId ?? "";
+    message.causationId = object.causationId ?? "";
     return message;
   },
 };
