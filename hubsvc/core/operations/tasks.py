@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+
 from agentnet.v1 import hub_pb2, task_pb2
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.tasks import TERMINAL
 from hubsvc.core.util import check_seconds, from_timestamp
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED, Envelope
-from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied, ProtocolError
+from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied
 from netkernel.wire import parse_json
+
+log = logging.getLogger("agentnet.hub")
 
 
 class TaskOps:
@@ -58,8 +62,8 @@ class TaskOps:
         )
         try:
             await self.core.post(task.owner_id, env)
-        except ProtocolError:
-            pass  # the channel ended (or is not open) meanwhile; the task's own state is already CANCELLED
+        except AgentNetError as refused:  # e.g. the channel ended or its rules refuse it: the task is CANCELLED anyway
+            log.info("task %s cancelled without its envelope: %s", task.task_id, refused.message)
 
     async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
         """One task, live or ended."""
