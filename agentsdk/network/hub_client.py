@@ -187,19 +187,7 @@ class HubClient:
                 "register_human(rule=...) is refused: governance rules are not enforced by this hub yet, "
                 "so the rule would be silently ignored. Register without rule= (and enforce it in your own code)."
             )
-        check_queue_bounds(max_queued_envelopes, max_queued_bytes)
-
-        def make(agent_id: str, credential: str, passport: Passport) -> HumanClient:
-            return HumanClient(
-                self,
-                agent_id,
-                credential,
-                passport,
-                auto_ack_invites=auto_ack_invites,
-                pull=pull,
-                max_queued_envelopes=max_queued_envelopes,
-                max_queued_bytes=max_queued_bytes,
-            )
+        make = self._human_maker(auto_ack_invites, pull, max_queued_envelopes, max_queued_bytes)
 
         file = CredentialFile(credential_file) if credential_file is not None else None
         saved = file.load() if file is not None else None
@@ -214,6 +202,26 @@ class HubClient:
             client.on_envelope(on_envelope)
         await self._attach(client, cursor_store, file)
         return client
+
+    def _human_maker(
+        self, auto_ack_invites: bool, pull: bool | None, max_queued_envelopes: int, max_queued_bytes: int
+    ) -> Callable[[str, str, Passport], HumanClient]:
+        """Builds the HumanClient of an identity with these options (checked once, here)."""
+        check_queue_bounds(max_queued_envelopes, max_queued_bytes)
+
+        def make(agent_id: str, credential: str, passport: Passport) -> HumanClient:
+            return HumanClient(
+                self,
+                agent_id,
+                credential,
+                passport,
+                auto_ack_invites=auto_ack_invites,
+                pull=pull,
+                max_queued_envelopes=max_queued_envelopes,
+                max_queued_bytes=max_queued_bytes,
+            )
+
+        return make
 
     async def resume_human(
         self,
@@ -231,19 +239,7 @@ class HubClient:
         With the same ``cursor_store`` as before, delivery resumes exactly where it stopped.
         ``register_human(..., credential_file=...)`` does this for you.
         """
-        check_queue_bounds(max_queued_envelopes, max_queued_bytes)
-
-        def make(agent_id: str, credential: str, passport: Passport) -> HumanClient:
-            return HumanClient(
-                self,
-                agent_id,
-                credential,
-                passport,
-                auto_ack_invites=auto_ack_invites,
-                pull=pull,
-                max_queued_envelopes=max_queued_envelopes,
-                max_queued_bytes=max_queued_bytes,
-            )
+        make = self._human_maker(auto_ack_invites, pull, max_queued_envelopes, max_queued_bytes)
 
         client = await self._resume(credential, make, human=True)
         if on_envelope is not None:
