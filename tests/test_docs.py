@@ -121,15 +121,21 @@ def test_quickstart_agent_service_comes_back_as_the_same_agent_after_a_restart(t
 
 
 def test_a2a_langgraph_example_runs(tmp_path: Path) -> None:
-    """docs/a2a.md's LangGraph example (A2A tools bound to a LangGraph agent whose model is a local
-    OpenAI-compatible server) runs as written and prints the ```text block that follows it."""
+    """docs/a2a.md's LangGraph example (an agentsdk.langgraph.App whose model, a local
+    OpenAI-compatible server, routes through the A2A tools) runs as written from the directory
+    holding its agent.yaml and prints the ```text block that follows it."""
     doc = (ROOT / "docs" / "a2a.md").read_text()
-    start = doc.index("### A2A tools in a LangGraph agent")
-    script_text = re.findall(r"```python\n(.*?)```", doc[start:], re.DOTALL)[0]
-    expected = re.findall(r"```text\n(.*?)```", doc[start:], re.DOTALL)[0]
-    assert "from langgraph" in script_text and "bind_tools" in script_text
+    section = doc[doc.index("### A2A tools in a LangGraph agent") :]
+    agent_yaml = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[0]
+    script_text = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0]
+    expected = re.findall(r"```text\n(.*?)```", section, re.DOTALL)[0]
+    assert script_text.startswith("from agentsdk.langgraph import App\n") and "app.a2a_tools()" in script_text
+    (tmp_path / "agent.yaml").write_text(agent_yaml)
     script = tmp_path / "example.py"
     script.write_text(script_text)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTNET_HUB", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == expected
