@@ -227,9 +227,7 @@ class App:
         """Run the graph on one user message in ``thread_id``; the content of the last message."""
         from langchain_core.messages import HumanMessage
 
-        state = await self.graph.ainvoke(
-            {"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread_id}}
-        )
+        state = await self.graph.ainvoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread_id}})
         return _content_text(state["messages"][-1].content)
 
     async def _on_envelope(self, envelope: Envelope) -> None:

@@ -129,9 +129,9 @@ async def test_a2a_disabled_gives_no_a2a_tools_and_no_client(hub: Hub, tmp_path:
 
 async def test_a2a_tools_and_runtime_before_start_say_to_use_the_entrypoint(tmp_path: Path) -> None:
     app = App(app_name="early", agent_yaml=agent_yaml(tmp_path, True))
-    with pytest.raises(RuntimeError, match="inside the @app.entrypoint"):
+    with pytest.raises(RuntimeError, match=r"inside the @app\.entrypoint"):
         app.a2a_tools()
-    with pytest.raises(RuntimeError, match="inside the @app.entrypoint"):
+    with pytest.raises(RuntimeError, match=r"inside the @app\.entrypoint"):
         _ = app._runtime.a2a
     with pytest.raises(RuntimeError, match="no entrypoint"):
         await app.start()
@@ -183,7 +183,9 @@ async def test_a_channel_message_is_answered_by_the_graph_and_a_failing_graph_fa
     async with app:
         alice = await hub.register_human(Passport(name="alice", kind="human"))
         channel = await alice.open(type="consulting", target="echo", message="hello")
-        answer = await alice.next_envelope(predicate=lambda e: e.event_type == EV_TEXT and e.sender_id != alice.agent_id, timeout=30)
+        answer = await alice.next_envelope(
+            predicate=lambda e: e.event_type == EV_TEXT and e.sender_id != alice.agent_id, timeout=30
+        )
         assert (answer.channel_id, answer.text) == (channel.channel_id, "1: hello")
         async with AgentToAgent(hub.target, alice.credential) as a2a:
             resp = await a2a.invoke_agent(app.runtime.agent_id, "boom")
