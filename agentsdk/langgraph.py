@@ -92,7 +92,7 @@ class App:
         self._tools: list[ToolLike] = []
         self._hub: HubClient | None = None
         self._client: AgentClient | None = None
-        self._ready = asyncio.Event()
+        self._ready: asyncio.Event | None = None
         self.graph: Any = None
         """The compiled graph the entrypoint returned (None until started)."""
 
@@ -179,6 +179,7 @@ class App:
             raise RuntimeError(f"app {self.app_name!r} is already started.")
         target = self._hub_address or os.environ.get("AGENTNET_HUB") or DEFAULT_HUB
         settings = A2ASettings.from_yaml(self.agent_yaml) if self.agent_yaml.exists() else None
+        self._ready = ready = asyncio.Event()  # made here: bound to the loop the app runs in
         self._hub = HubClient(HubConnection(target))
         try:
             self._client = await self._hub.register(
@@ -194,12 +195,11 @@ class App:
         except BaseException:
             await self.stop()
             raise
-        self._ready.set()
+        ready.set()
 
     async def stop(self) -> None:
         """Disconnect the identity and close the hub connection (the identity stays registered)."""
-        hub, self._hub, self._client = self._hub, None, None
-        self._ready.clear()
+        hub, self._hub, self._client, self._ready = self._hub, None, None, None
         if hub is not None:
             await hub.close()
 
@@ -231,6 +231,10 @@ class App:
         return _content_text(state["messages"][-1].content)
 
     async def _on_envelope(self, envelope: Envelope) -> None:
+        ready = self._ready
+        if ready is None:
+            return
+        await ready.wait()  # a resumed identity's backlog may arrive before register() returns
         client = self._client
         if client is None or envelope.sender_id == client.agent_id:
             return
@@ -242,7 +246,6 @@ class App:
             return
         if envelope.event_type != EV_TEXT or not await client.can_send(envelope.channel_id):
             return
-        await self._ready.wait()
         dispatch = Dispatch.from_envelope(envelope)
         with dispatch_scope(dispatch):
             try:

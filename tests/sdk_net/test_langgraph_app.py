@@ -190,3 +190,31 @@ async def test_a_channel_message_is_answered_by_the_graph_and_a_failing_graph_fa
         async with AgentToAgent(hub.target, alice.credential) as a2a:
             resp = await a2a.invoke_agent(app.runtime.agent_id, "boom")
     assert resp.status == "failed" and "ValueError: cannot answer boom" in resp.error
+
+
+async def test_a_restarted_app_with_a_credential_file_is_the_same_identity(hub: Hub, tmp_path: Path) -> None:
+    def make() -> App:
+        app = App(
+            app_name="keeper",
+            hub=hub.target,
+            agent_yaml=agent_yaml(tmp_path, True),
+            credential_file=tmp_path / "keeper.cred",
+        )
+
+        @app.entrypoint
+        def build() -> Any:
+            graph = StateGraph(MessagesState)
+            graph.add_node("answer", lambda state: {"messages": [AIMessage("still here")]})
+            graph.add_edge(START, "answer")
+            return graph.compile(checkpointer=app.checkpointer())
+
+        return app
+
+    async with make() as first:
+        first_id = first.runtime.agent_id
+    async with make() as second:
+        assert second.runtime.agent_id == first_id and second.runtime.a2a is not None
+        alice = await hub.register_human(Passport(name="alice", kind="human"))
+        async with AgentToAgent(hub.target, alice.credential) as a2a:
+            resp = await a2a.invoke_agent(first_id, "are you there?")
+    assert (resp.status, resp.result) == ("completed", "still here")
