@@ -66,24 +66,18 @@ class Posts:
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
         self._admission.screen(env, event_data_json)
-        while True:
-            ch = await self._channel_for_post(sender_id, env.channel_id)
-            if ch.stale:  # a write of this channel failed: wait for its rebuild, then look it up again
-                await ch.rebuilt.wait()
-                continue
-            async with ch.lock:
-                if ch.stale:
-                    continue
-                if env.idempotency_key is not None:
-                    original = await self._idempotent(ch, sender_id, env.idempotency_key)
-                    if original is not None:
-                        return original[0], original[1], True
-                batch = Batch()
-                wire = self._admission.admit(ch, sender_id, env, batch, event_data_json)
-                return self._channels.commit(ch, batch), wire, False
+        async with self._channels.locked(env.channel_id) as live:  # waits out a rebuild after a failed write
+            ch = await self._channel_for_post(sender_id, env.channel_id, live)
+            if env.idempotency_key is not None:
+                original = await self._idempotent(ch, sender_id, env.idempotency_key)
+                if original is not None:
+                    return original[0], original[1], True
+            batch = Batch()
+            wire = self._admission.admit(ch, sender_id, env, batch, event_data_json)
+            return self._channels.commit(ch, batch), wire, False
 
-    async def _channel_for_post(self, sender_id: str, channel_id: str) -> ChannelRuntime:
-        ch = self._channels.get(channel_id)
+    async def _channel_for_post(self, sender_id: str, channel_id: str, ch: ChannelRuntime | None) -> ChannelRuntime:
+        """``ch`` (the live channel, or None) if ``sender_id`` may post into it; else why not."""
         if ch is None:
             meta = await self._channels.meta(channel_id)  # NotFound for unknown ids
             if all(p.agent_id != sender_id for p in meta.participants):
