@@ -254,8 +254,7 @@ class App:
                 if dispatch is None:
                     raise
                 log.exception("app %s failed to answer A2A call %s", self.app_name, dispatch.execution_id)
-                error = f"{type(exc).__name__}: {exc}"
-                await client.send_envelope(dispatch.reply(client.agent_id, "", status="failed", error=error))
+                await client.send_envelope(dispatch.failure(client.agent_id, exc))
                 return
         if dispatch is not None:
             reply = dispatch.reply(client.agent_id, answer)

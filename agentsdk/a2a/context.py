@@ -70,6 +70,10 @@ class Dispatch:
             env.event_data["a2a"] = {"status": status, "error": error} if error else {"status": status}
         return env
 
+    def failure(self, sender_id: str, exc: BaseException) -> Envelope:
+        """The "failed" answer to this call, naming what the answering code raised."""
+        return self.reply(sender_id, "", status="failed", error=f"{type(exc).__name__}: {exc}")
+
 
 def _custom_headers(headers: object) -> dict[str, str]:
     """A dispatch's custom headers, without any key in the reserved ``a2a-`` namespace."""

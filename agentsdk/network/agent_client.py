@@ -279,8 +279,7 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
             if dispatch is None:
                 raise
             log.exception("agent %s failed to answer A2A call %s", client.name, dispatch.execution_id)
-            error = f"{type(exc).__name__}: {exc}"
-            await client.send_envelope(dispatch.reply(client.agent_id, "", status="failed", error=error))
+            await client.send_envelope(dispatch.failure(client.agent_id, exc))
             return
     out = adapter.build_round_envelope(
         metadata=metadata, sender_id=client.agent_id, reply=reply, events=reply.events, state=state
