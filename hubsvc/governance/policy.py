@@ -1,0 +1,207 @@
+"""The policy file's schema: what an operator writes, validated with pydantic.
+
+A policy is data. The hub loads it from ``--policy FILE`` (YAML or JSON; reloaded when
+the file changes) and combines it with the rule an identity carries from its
+registration (``RegisterHuman.rule_json``). Every field is optional; an empty policy
+allows everything the hub's built-in limits allow. docs/governance.md is the
+operator's reference, with examples that the tests load.
+
+How rules combine: an identity is governed by **every** rule that applies to it — the
+policy's ``default``, each ``rules`` entry whose selector matches it, and its own rule.
+An action is allowed only when every one of them allows it (so a rule an identity
+brings at registration can only narrow what the operator allows), and numeric limits
+take the smallest value any of them sets (:meth:`Policy.rules_for`, :class:`Effective`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from netkernel.errors import InvalidArgument
+
+Seconds = Annotated[float, Field(gt=0, le=365 * 86400)]
+"""A positive duration in seconds, at most a year."""
+Count = Annotated[int, Field(ge=0, le=1_000_000_000)]
+"""A non-negative count."""
+Glob = Annotated[str, Field(min_length=1, max_length=256)]
+"""An ``fnmatch`` pattern (``*``, ``?``, ``[...]``), matched case-sensitively."""
+
+PASSPORT_KINDS = ("agent", "remote_agent", "human")
+CHANNEL_TYPES = ("consulting", "conversation", "discussion", "workflow")
+
+
+class _Strict(BaseModel):
+    """Unknown keys are an error, so a typo never silently disables a rule."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PeerSelector(_Strict):
+    """Identities picked by name, kind or claimed capability (globs). A peer matches the
+    selector when it matches **any** listed name, kind or capability glob; an empty
+    selector matches nobody."""
+
+    names: tuple[Glob, ...] = ()
+    kinds: tuple[Literal["agent", "remote_agent", "human"], ...] = ()
+    capabilities: tuple[Glob, ...] = ()
+
+    def matches(self, name: str, kind: str, capabilities: Iterable[str]) -> bool:
+        """Whether an identity with this name, kind and claimed capabilities is selected."""
+        if any(fnmatchcase(name, g) for g in self.names) or kind in self.kinds:
+            return True
+        caps = list(capabilities)
+        return any(fnmatchcase(c, g) for g in self.capabilities for c in caps)
+
+
+class AccessRule(_Strict):
+    """What an identity may start, and with whom."""
+
+    channel_types: tuple[str, ...] | None = None
+    """Channel types it may open (``None`` = every type)."""
+    peers: PeerSelector | None = None
+    """Whom it may open channels with, invite, delegate to or call over A2A (``None`` = anyone)."""
+
+
+class LimitsRule(_Strict):
+    """Numeric limits of one identity."""
+
+    max_open_channels: Count | None = None
+    """Channels it opened that are still pending or open."""
+    max_running_tasks: Count | None = None
+    """Tasks it owns that are still running."""
+    default_ttl_seconds: Seconds | None = None
+    """Lifetime of a channel it opens without a TTL."""
+    max_ttl_seconds: Seconds | None = None
+    """Longest channel TTL it may ask for."""
+    max_depth: Count | None = None
+    """Deepest delegation (and A2A call) depth its envelopes and calls may carry."""
+
+
+class RateRule(_Strict):
+    """A token bucket over the envelopes an identity posts (RATE_LIMITED beyond)."""
+
+    posts_per_second: Annotated[float, Field(gt=0, le=1_000_000)]
+    """Tokens added per second."""
+    burst: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    """Bucket size (default: ``max(1, posts_per_second)``)."""
+
+
+class InboxRule(_Strict):
+    """How much may wait for an identity (INBOX_FULL beyond)."""
+
+    max_pending: Annotated[int, Field(ge=1, le=1_000_000_000)]
+    """Envelopes committed for it that it has not acknowledged yet."""
+
+
+class Rule(_Strict):
+    """One rule; every part is optional (absent = no constraint from this rule)."""
+
+    access: AccessRule | None = None
+    limits: LimitsRule | None = None
+    rate: RateRule | None = None
+    inbox: InboxRule | None = None
+
+
+class RuleEntry(_Strict):
+    """A rule for the identities its selector matches."""
+
+    id: Glob
+    """Name of the rule, quoted in refusals and the audit log."""
+    match: PeerSelector
+    rule: Rule
+
+
+class RegistrationRule(_Strict):
+    """Who may call Register / RegisterHuman."""
+
+    open: bool = True
+    """Anyone may register (False: only the operator token may)."""
+    allow: PeerSelector | None = None
+    """Which passports may register (by name, kind or claimed capability; ``None`` = any)."""
+
+
+ExpectationName = Literal["acks_within", "reply_within", "max_silence", "turn_within"]
+ExpectationAction = Literal["audit", "notify_channel", "warn", "hide", "auto_close"]
+
+
+class ExpectationSpec(_Strict):
+    """One expectation of a channel: a deadline and what the hub does when it passes."""
+
+    seconds: Seconds
+    action: ExpectationAction = "notify_channel"
+
+
+class Policy(_Strict):
+    """The whole policy file."""
+
+    version: Literal[1] = 1
+    registration: RegistrationRule = RegistrationRule()
+    default: Rule = Rule()
+    """Applies to every identity."""
+    rules: tuple[RuleEntry, ...] = ()
+    """Apply to the identities their selectors match (every match applies)."""
+    expectations: dict[str, dict[ExpectationName, ExpectationSpec | None]] = {}
+    """Per channel type (``"*"`` for every type): the expectations of its channels; a channel's
+    ``knobs.expectations`` overrides them one by one (``null`` turns one off)."""
+
+    def rules_for(
+        self, name: str, kind: str, capabilities: Sequence[str], own: Rule | None = None
+    ) -> list[tuple[str, Rule]]:
+        """Every rule that governs this identity, with its id: ``default``, each matching entry, its own."""
+        found: list[tuple[str, Rule]] = [("default", self.default)]
+        found += [(e.id, e.rule) for e in self.rules if e.match.matches(name, kind, capabilities)]
+        if own is not None:
+            found.append(("own", own))
+        return found
+
+
+@dataclass(frozen=True)
+class Effective:
+    """The rules governing one identity, combined: every rule must allow, the smallest limit wins."""
+
+    rules: tuple[tuple[str, Rule], ...]
+
+    def limit(self, field: str) -> tuple[float | int | None, str]:
+        """The smallest value any rule's ``limits.<field>`` sets, and the id of the rule that set it."""
+        best: tuple[float | int | None, str] = (None, "")
+        for rule_id, rule in self.rules:
+            value = getattr(rule.limits, field) if rule.limits is not None else None
+            if value is not None and (best[0] is None or value < best[0]):
+                best = (value, rule_id)
+        return best
+
+
+def parse_rule(text: str, *, what: str = "rule_json") -> Rule:
+    """A rule from JSON text (InvalidArgument naming the problem otherwise)."""
+    try:
+        return Rule.model_validate_json(text)
+    except ValidationError as err:
+        raise InvalidArgument(f"{what} is not a valid rule: {_first_error(err)}", metadata={"field": what}) from None
+
+
+def load_policy(path: Path) -> Policy:
+    """Read and validate a policy file (YAML or JSON); ValueError says what is wrong and where."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        fmt = "JSON" if path.suffix == ".json" else "YAML"
+        raise ValueError(f"policy file {path} is not valid {fmt}: {err}") from None
+    try:
+        return Policy.model_validate(data or {})
+    except ValidationError as err:
+        raise ValueError(f"policy file {path} is invalid: {_first_error(err)}") from None
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    return f"{where}: {first['msg']} ({len(err.errors())} problem(s) in all)"
