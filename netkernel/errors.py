@@ -95,6 +95,12 @@ class PermissionDenied(AgentNetError):
     code = grpc.StatusCode.PERMISSION_DENIED
 
 
+class RuleDenied(PermissionDenied):
+    """A governance rule (or the arbiter) refuses this action; metadata ``rule`` names it, ``check`` the part."""
+
+    reason = "RULE_DENIED"
+
+
 class Unauthenticated(AgentNetError):
     """Missing, unknown or revoked credential."""
 
@@ -119,6 +125,13 @@ class RateLimited(AgentNetError):
     """The caller exceeded its rate limit; retry later."""
 
     reason = "RATE_LIMITED"
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class LimitExceeded(AgentNetError):
+    """A governance limit is reached (open channels, running tasks); metadata ``rule``, ``limit``."""
+
+    reason = "LIMIT_EXCEEDED"
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 

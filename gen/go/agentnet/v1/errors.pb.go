@@ -77,6 +77,13 @@ const (
 	// read_range offset inside a UTF-8 character or past the end), or a 64-bit
 	// position (seq, offset, audit id) is above 2^63 - 1.
 	ErrorReason_ERROR_REASON_OUT_OF_RANGE ErrorReason = 20
+	// PERMISSION_DENIED: a governance rule or the hub's arbiter refuses the action;
+	// metadata rule (the rule's id) and check (which part, e.g. access.peers).
+	// See docs/governance.md.
+	ErrorReason_ERROR_REASON_RULE_DENIED ErrorReason = 21
+	// RESOURCE_EXHAUSTED: a governance limit is reached (open channels, running
+	// tasks); metadata rule and limit. See docs/governance.md.
+	ErrorReason_ERROR_REASON_LIMIT_EXCEEDED ErrorReason = 22
 )
 
 // Enum value maps for ErrorReason.
@@ -103,6 +110,8 @@ var (
 		18: "ERROR_REASON_UNAVAILABLE",
 		19: "ERROR_REASON_FAILED_PRECONDITION",
 		20: "ERROR_REASON_OUT_OF_RANGE",
+		21: "ERROR_REASON_RULE_DENIED",
+		22: "ERROR_REASON_LIMIT_EXCEEDED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":         0,
@@ -126,6 +135,8 @@ var (
 		"ERROR_REASON_UNAVAILABLE":         18,
 		"ERROR_REASON_FAILED_PRECONDITION": 19,
 		"ERROR_REASON_OUT_OF_RANGE":        20,
+		"ERROR_REASON_RULE_DENIED":         21,
+		"ERROR_REASON_LIMIT_EXCEEDED":      22,
 	}
 )
 
@@ -243,7 +254,7 @@ const file_agentnet_v1_errors_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2&.agentnet.v1.ErrorDetail.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xae\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xed\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_PROTOCOL_ERROR\x10\x01\x12\x1f\n" +
@@ -266,7 +277,9 @@ const file_agentnet_v1_errors_proto_rawDesc = "" +
 	"\x15ERROR_REASON_INTERNAL\x10\x11\x12\x1c\n" +
 	"\x18ERROR_REASON_UNAVAILABLE\x10\x12\x12$\n" +
 	" ERROR_REASON_FAILED_PRECONDITION\x10\x13\x12\x1d\n" +
-	"\x19ERROR_REASON_OUT_OF_RANGE\x10\x14BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
+	"\x19ERROR_REASON_OUT_OF_RANGE\x10\x14\x12\x1c\n" +
+	"\x18ERROR_REASON_RULE_DENIED\x10\x15\x12\x1f\n" +
+	"\x1bERROR_REASON_LIMIT_EXCEEDED\x10\x16BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
 
 var (
 	file_agentnet_v1_errors_proto_rawDescOnce sync.Once

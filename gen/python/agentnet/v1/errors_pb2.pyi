@@ -78,6 +78,15 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     read_range offset inside a UTF-8 character or past the end), or a 64-bit
     position (seq, offset, audit id) is above 2^63 - 1.
     """
+    ERROR_REASON_RULE_DENIED: _ErrorReason.ValueType  # 21
+    """PERMISSION_DENIED: a governance rule or the hub's arbiter refuses the action;
+    metadata rule (the rule's id) and check (which part, e.g. access.peers).
+    See docs/governance.md.
+    """
+    ERROR_REASON_LIMIT_EXCEEDED: _ErrorReason.ValueType  # 22
+    """RESOURCE_EXHAUSTED: a governance limit is reached (open channels, running
+    tasks); metadata rule and limit. See docs/governance.md.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the single table of domain errors. Every refusal carries a
@@ -139,6 +148,15 @@ ERROR_REASON_OUT_OF_RANGE: ErrorReason.ValueType  # 20
 """OUT_OF_RANGE: an offset lies outside the valid range (e.g. a knowledge
 read_range offset inside a UTF-8 character or past the end), or a 64-bit
 position (seq, offset, audit id) is above 2^63 - 1.
+"""
+ERROR_REASON_RULE_DENIED: ErrorReason.ValueType  # 21
+"""PERMISSION_DENIED: a governance rule or the hub's arbiter refuses the action;
+metadata rule (the rule's id) and check (which part, e.g. access.peers).
+See docs/governance.md.
+"""
+ERROR_REASON_LIMIT_EXCEEDED: ErrorReason.ValueType  # 22
+"""RESOURCE_EXHAUSTED: a governance limit is reached (open channels, running
+tasks); metadata rule and limit. See docs/governance.md.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 

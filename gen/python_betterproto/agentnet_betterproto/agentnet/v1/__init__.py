@@ -363,6 +363,19 @@ class ErrorReason(betterproto2.Enum):
     position (seq, offset, audit id) is above 2^63 - 1.
     """
 
+    RULE_DENIED = 21
+    """
+    PERMISSION_DENIED: a governance rule or the hub's arbiter refuses the action;
+    metadata rule (the rule's id) and check (which part, e.g. access.peers).
+    See docs/governance.md.
+    """
+
+    LIMIT_EXCEEDED = 22
+    """
+    RESOURCE_EXHAUSTED: a governance limit is reached (open channels, running
+    tasks); metadata rule and limit. See docs/governance.md.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -387,6 +400,8 @@ class ErrorReason(betterproto2.Enum):
             18: "ERROR_REASON_UNAVAILABLE",
             19: "ERROR_REASON_FAILED_PRECONDITION",
             20: "ERROR_REASON_OUT_OF_RANGE",
+            21: "ERROR_REASON_RULE_DENIED",
+            22: "ERROR_REASON_LIMIT_EXCEEDED",
         }
 
     @classmethod
@@ -413,6 +428,8 @@ class ErrorReason(betterproto2.Enum):
             "ERROR_REASON_UNAVAILABLE": 18,
             "ERROR_REASON_FAILED_PRECONDITION": 19,
             "ERROR_REASON_OUT_OF_RANGE": 20,
+            "ERROR_REASON_RULE_DENIED": 21,
+            "ERROR_REASON_LIMIT_EXCEEDED": 22,
         }
 
 

@@ -73,6 +73,17 @@ export enum ErrorReason {
    * position (seq, offset, audit id) is above 2^63 - 1.
    */
   ERROR_REASON_OUT_OF_RANGE = 20,
+  /**
+   * ERROR_REASON_RULE_DENIED - PERMISSION_DENIED: a governance rule or the hub's arbiter refuses the action;
+   * metadata rule (the rule's id) and check (which part, e.g. access.peers).
+   * See docs/governance.md.
+   */
+  ERROR_REASON_RULE_DENIED = 21,
+  /**
+   * ERROR_REASON_LIMIT_EXCEEDED - RESOURCE_EXHAUSTED: a governance limit is reached (open channels, running
+   * tasks); metadata rule and limit. See docs/governance.md.
+   */
+  ERROR_REASON_LIMIT_EXCEEDED = 22,
   UNRECOGNIZED = -1,
 }
 
@@ -141,6 +152,12 @@ export function errorReasonFromJSON(object: any): ErrorReason {
     case 20:
     case "ERROR_REASON_OUT_OF_RANGE":
       return ErrorReason.ERROR_REASON_OUT_OF_RANGE;
+    case 21:
+    case "ERROR_REASON_RULE_DENIED":
+      return ErrorReason.ERROR_REASON_RULE_DENIED;
+    case 22:
+    case "ERROR_REASON_LIMIT_EXCEEDED":
+      return ErrorReason.ERROR_REASON_LIMIT_EXCEEDED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -192,6 +209,10 @@ export function errorReasonToJSON(object: ErrorReason): string {
       return "ERROR_REASON_FAILED_PRECONDITION";
     case ErrorReason.ERROR_REASON_OUT_OF_RANGE:
       return "ERROR_REASON_OUT_OF_RANGE";
+    case ErrorReason.ERROR_REASON_RULE_DENIED:
+      return "ERROR_REASON_RULE_DENIED";
+    case ErrorReason.ERROR_REASON_LIMIT_EXCEEDED:
+      return "ERROR_REASON_LIMIT_EXCEEDED";
     case ErrorReason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
