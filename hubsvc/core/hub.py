@@ -34,6 +34,7 @@ from hubsvc.core.registry import Registry
 from hubsvc.core.sessions import Sessions
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock, audit_row, system_clock
+from hubsvc.governance.governor import Governance
 from hubsvc.storage import HubStore, Writes
 from netkernel.errors import InvalidArgument, Unavailable
 
@@ -50,6 +51,8 @@ class HubCore:
         self._background: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self.registry = Registry(store, clock)
+        self.governance = Governance()
+        """The policy in force (docs/governance.md) and each identity's effective rules."""
         self.tasks = TaskMirror(store, clock, self.audit)
         self.executions = ExecutionLog(store, clock)
         self.admission = Admission(self.options, clock)

@@ -303,7 +303,11 @@ type AgentRecord struct {
 	// True while the identity has a live Connect stream.
 	Online bool `protobuf:"varint,8,opt,name=online,proto3" json:"online,omitempty"`
 	// Last time the identity was seen on any RPC or stream.
-	LastSeenAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
+	LastSeenAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
+	// The governance rule the identity brought at registration
+	// (RegisterHumanRequest.rule_json), as JSON; empty when none. It can only
+	// narrow what the hub's policy allows. Schema: docs/governance.md.
+	RuleJson      string `protobuf:"bytes,10,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -399,6 +403,13 @@ func (x *AgentRecord) GetLastSeenAt() *timestamppb.Timestamp {
 		return x.LastSeenAt
 	}
 	return nil
+}
+
+func (x *AgentRecord) GetRuleJson() string {
+	if x != nil {
+		return x.RuleJson
+	}
+	return ""
 }
 
 // AgentSummary is the short form returned by listings and peer search.
@@ -533,7 +544,7 @@ const file_agentnet_v1_identity_proto_rawDesc = "" +
 	"\asummary\x18\x03 \x01(\tR\asummary\x12\x1a\n" +
 	"\bexamples\x18\x04 \x03(\tR\bexamples\x12\x14\n" +
 	"\x05tools\x18\x05 \x03(\tR\x05tools\x12\x1c\n" +
-	"\tlanguages\x18\x06 \x03(\tR\tlanguages\"\x92\x03\n" +
+	"\tlanguages\x18\x06 \x03(\tR\tlanguages\"\xaf\x03\n" +
 	"\vAgentRecord\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x121\n" +
 	"\bpassport\x18\x02 \x01(\v2\x15.agentnet.v1.PassportR\bpassport\x12+\n" +
@@ -544,7 +555,9 @@ const file_agentnet_v1_identity_proto_rawDesc = "" +
 	"\rregistered_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12\x16\n" +
 	"\x06online\x18\b \x01(\bR\x06online\x12<\n" +
 	"\flast_seen_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"lastSeenAt\"\x8d\x02\n" +
+	"lastSeenAt\x12\x1b\n" +
+	"\trule_json\x18\n" +
+	" \x01(\tR\bruleJson\"\x8d\x02\n" +
 	"\fAgentSummary\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12-\n" +

@@ -198,6 +198,7 @@ class AgentRecord(_message.Message):
     REGISTERED_AT_FIELD_NUMBER: _builtins.int
     ONLINE_FIELD_NUMBER: _builtins.int
     LAST_SEEN_AT_FIELD_NUMBER: _builtins.int
+    RULE_JSON_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Hub-assigned id (stable for the identity's lifetime)."""
     skill_md: _builtins.str
@@ -208,6 +209,11 @@ class AgentRecord(_message.Message):
     """
     online: _builtins.bool
     """True while the identity has a live Connect stream."""
+    rule_json: _builtins.str
+    """The governance rule the identity brought at registration
+    (RegisterHumanRequest.rule_json), as JSON; empty when none. It can only
+    narrow what the hub's policy allows. Schema: docs/governance.md.
+    """
     @_builtins.property
     def passport(self) -> Global___Passport:
         """The identity."""
@@ -240,10 +246,11 @@ class AgentRecord(_message.Message):
         registered_at: _timestamp_pb2.Timestamp | None = ...,
         online: _builtins.bool = ...,
         last_seen_at: _timestamp_pb2.Timestamp | None = ...,
+        rule_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["a2a", b"a2a", "last_seen_at", b"last_seen_at", "passport", b"passport", "registered_at", b"registered_at", "resume", b"resume"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["a2a", b"a2a", "agent_id", b"agent_id", "last_seen_at", b"last_seen_at", "online", b"online", "passport", b"passport", "registered_at", b"registered_at", "resume", b"resume", "skill_is_fallback", b"skill_is_fallback", "skill_md", b"skill_md"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["a2a", b"a2a", "agent_id", b"agent_id", "last_seen_at", b"last_seen_at", "online", b"online", "passport", b"passport", "registered_at", b"registered_at", "resume", b"resume", "rule_json", b"rule_json", "skill_is_fallback", b"skill_is_fallback", "skill_md", b"skill_md"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

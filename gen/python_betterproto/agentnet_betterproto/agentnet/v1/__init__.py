@@ -1018,6 +1018,13 @@ class AgentRecord(betterproto2.Message):
     Last time the identity was seen on any RPC or stream.
     """
 
+    rule_json: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    """
+    The governance rule the identity brought at registration
+    (RegisterHumanRequest.rule_json), as JSON; empty when none. It can only
+    narrow what the hub's policy allows. Schema: docs/governance.md.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "AgentRecord", AgentRecord)
 

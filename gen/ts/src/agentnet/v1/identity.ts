@@ -139,7 +139,15 @@ export interface AgentRecord {
   /** True while the identity has a live Connect stream. */
   online: boolean;
   /** Last time the identity was seen on any RPC or stream. */
-  lastSeenAt?: Date | undefined;
+  lastSeenAt?:
+    | Date
+    | undefined;
+  /**
+   * The governance rule the identity brought at registration
+   * (RegisterHumanRequest.rule_json), as JSON; empty when none. It can only
+   * narrow what the hub's policy allows. Schema: docs/governance.md.
+   */
+  ruleJson: string;
 }
 
 /** AgentSummary is the short form returned by listings and peer search. */
@@ -624,6 +632,7 @@ function createBaseAgentRecord(): AgentRecord {
     registeredAt: undefined,
     online: false,
     lastSeenAt: undefined,
+    ruleJson: "",
   };
 }
 
@@ -655,6 +664,9 @@ export const AgentRecord: MessageFns<AgentRecord> = {
     }
     if (message.lastSeenAt !== undefined) {
       Timestamp.encode(toTimestamp(message.lastSeenAt), writer.uint32(74).fork()).join();
+    }
+    if (message.ruleJson !== "") {
+      writer.uint32(82).string(message.ruleJson);
     }
     return writer;
   },
@@ -744,6 +756,14 @@ export const AgentRecord: MessageFns<AgentRecord> = {
             message.lastSeenAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.ruleJson = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -787,6 +807,11 @@ export const AgentRecord: MessageFns<AgentRecord> = {
         : isSet(object.last_seen_at)
         ? fromJsonTimestamp(object.last_seen_at)
         : undefined,
+      ruleJson: isSet(object.ruleJson)
+        ? globalThis.String(object.ruleJson)
+        : isSet(object.rule_json)
+        ? globalThis.String(object.rule_json)
+        : "",
     };
   },
 
@@ -819,6 +844,9 @@ export const AgentRecord: MessageFns<AgentRecord> = {
     if (message.lastSeenAt !== undefined) {
       obj.lastSeenAt = message.lastSeenAt.toISOString();
     }
+    if (message.ruleJson !== "") {
+      obj.ruleJson = message.ruleJson;
+    }
     return obj;
   },
 
@@ -840,6 +868,7 @@ export const AgentRecord: MessageFns<AgentRecord> = {
     message.registeredAt = object.registeredAt ?? undefined;
     message.online = object.online ?? false;
     message.lastSeenAt = object.lastSeenAt ?? undefined;
+    message.ruleJson = object.ruleJson ?? "";
     return message;
   },
 };
