@@ -113,10 +113,13 @@ class CertificateAuthority:
                 sans.append(x509.DNSName(host))
         return self._issue(common_name or hosts[0], sans, ExtendedKeyUsageOID.SERVER_AUTH)
 
-    def client(self, name: str, *, uri: bool = True, common_name: str | None = None) -> KeyPair:
+    def client(
+        self, name: str, *, uri: bool = True, common_name: str | None = None, uris: Sequence[str] = ()
+    ) -> KeyPair:
         """A client certificate naming agent ``name``: subject CN ``name`` (or ``common_name``) and,
-        with ``uri``, the SAN URI ``agentnet:agent:<name>``."""
-        sans = [x509.UniformResourceIdentifier(AGENT_URI_PREFIX + name)] if uri else []
+        with ``uri``, the SAN URI ``agentnet:agent:<name>``; ``uris`` adds more URI SANs."""
+        names = [AGENT_URI_PREFIX + name] if uri else []
+        sans = [x509.UniformResourceIdentifier(value) for value in [*names, *uris]]
         return self._issue(name if common_name is None else common_name, sans, ExtendedKeyUsageOID.CLIENT_AUTH)
 
 
