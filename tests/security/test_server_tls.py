@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -13,6 +14,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from agentsdk.errors import PermissionDenied
+from agentsdk.network import HubClient, TlsConfig
+from netkernel.identity import Passport
 from tests.procs import ServiceProcess, start_service
 from tests.security.certs import Bundle, make_ca, write_bundle, write_file, write_pair
 
@@ -50,6 +54,14 @@ def health(target: str, credentials: grpc.ChannelCredentials | None) -> int:
     ) as channel:
         status: int = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10).status
         return status
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll ``condition`` (e.g. a line of a service's output read by another thread) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
 
 
 def client_credentials(ca: bytes, pair: tuple[Path, Path] | None = None) -> grpc.ChannelCredentials:
@@ -200,3 +212,39 @@ def test_bind_identity_needs_a_client_ca(tmp_path: Path, bundle: Bundle) -> None
     result = run_service("hubsvc", ["--tls-bind-identity", *tls_flags(bundle)], tmp_path)
     assert result.returncode != 0
     assert "--tls-bind-identity needs --tls-client-ca" in result.stderr
+
+
+def test_a_half_replaced_certificate_keeps_the_loaded_one_until_the_key_follows(tmp_path: Path, bundle: Bundle) -> None:
+    with serve(tmp_path, "hubsvc", tls_flags(bundle)) as proc:
+        old_ca = bundle.ca_cert.read_bytes()
+        new_ca = make_ca("rotated CA")
+        pair = new_ca.server()
+        write_file(bundle.server_cert, pair.cert)  # the certificate first: it does not match the old key
+        assert health(proc.target, client_credentials(old_ca)) == 1  # still the loaded certificate
+        refused(proc.target, client_credentials(new_ca.cert_pem))
+        write_file(bundle.server_key, pair.key, private=True)  # now the set is whole again
+        assert health(proc.target, client_credentials(new_ca.cert_pem)) == 1
+        refused(proc.target, client_credentials(old_ca))
+        wait_for(lambda: "cannot be used yet" in "".join(proc.output))  # the half-replaced state was logged
+
+
+def test_tls_settings_from_the_environment(tmp_path: Path, bundle: Bundle, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTNET_KNOWLEDGE_TLS_CERT", str(bundle.server_cert))
+    monkeypatch.setenv("AGENTNET_KNOWLEDGE_TLS_KEY", str(bundle.server_key))
+    monkeypatch.setenv("AGENTNET_KNOWLEDGE_TLS_CLIENT_CA", str(bundle.ca_cert))
+    with serve(tmp_path, "knowledgesvc", ["--host", "0.0.0.0"]) as proc:
+        alice = (bundle.client_cert("alice"), bundle.client_key("alice"))
+        assert health(f"127.0.0.1:{proc.port}", client_credentials(bundle.ca_cert.read_bytes(), alice)) == 1
+        refused(f"127.0.0.1:{proc.port}", client_credentials(bundle.ca_cert.read_bytes()))
+
+
+async def test_bind_identity_from_the_command_line(tmp_path: Path, bundle: Bundle) -> None:
+    args = [*tls_flags(bundle, mutual=True), "--tls-bind-identity"]
+    with serve(tmp_path, "hubsvc", args) as proc:
+        alice = TlsConfig(
+            ca_file=bundle.ca_cert, cert_file=bundle.client_cert("alice"), key_file=bundle.client_key("alice")
+        )
+        async with HubClient.connect(proc.target, tls=alice) as client:
+            with pytest.raises(PermissionDenied):
+                await client.register_human(Passport(name="bob", kind="human"))
+            await client.register_human(Passport(name="alice", kind="human"))
