@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hubsvc.core.options import HubOptions
-from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
+from servicekit.tls import ServerTls, add_tls_arguments, env_flag, tls_from_args
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     parser.add_argument(
         "--tls-bind-identity",
         action="store_true",
-        default=os.environ.get("AGENTNET_HUB_TLS_BIND_IDENTITY", "").strip().lower() in {"1", "true", "yes", "on"},
+        default=env_flag(os.environ.get("AGENTNET_HUB_TLS_BIND_IDENTITY")),
         help="accept an agent credential only on a connection whose client certificate names that agent "
         "(URI SAN agentnet:agent:<name>, else subject CN); Register only the name the certificate carries; "
         "needs --tls-client-ca [AGENTNET_HUB_TLS_BIND_IDENTITY=1]",

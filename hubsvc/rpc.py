@@ -114,16 +114,21 @@ class Authenticator:
                 "(the credential is returned by Register)."
             )
         agent_id = self._core.authenticate(credential)
-        self.check_certificate(self._core.registry.name_for(agent_id), context)
+        self.check_certificate(self._core.registry.name_for(agent_id), context, agent_id=agent_id)
         return agent_id
 
-    def check_certificate(self, name: str, context: Ctx, *, registering: bool = False) -> None:
+    def check_certificate(self, name: str, context: Ctx, *, agent_id: str = "", registering: bool = False) -> None:
         """Under identity binding, refuse unless the connection's verified client certificate names
-        agent ``name``: Unauthenticated without a certificate naming an agent, PermissionDenied when
-        it names another. Nothing to check without binding."""
+        agent ``name`` (``agent_id`` when it is registered): Unauthenticated without a certificate
+        naming an agent, PermissionDenied when it names another; each refusal is audited as
+        ``identity_refused``. Nothing to check without binding."""
         if not self.bind_identity:
             return
         named = certificate_agent(cast(PeerAuth, context.auth_context() or {}))
+        if named != name:
+            check = "register" if registering else "credential"
+            detail = {"agent": name, "certificate_agent": named or "", "check": check, "peer": context.peer()}
+            self._core.audit("identity_refused", agent_id, named or "", detail)
         if named is None:
             raise Unauthenticated(
                 "this hub binds agent identities to client certificates: connect with a client certificate "

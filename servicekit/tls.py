@@ -60,8 +60,8 @@ class ServerTls:
 
 
 @dataclass(frozen=True)
-class _Material:
-    """The bytes of one consistent set of TLS files."""
+class TlsMaterial:
+    """The bytes of one checked, consistent set of TLS files."""
 
     cert: bytes
     key: bytes
@@ -75,7 +75,7 @@ def _read(path: Path, what: str, flag: str) -> bytes:
         raise TlsConfigError(f"cannot read the {what} {path} ({flag}): {exc.strerror}") from None
 
 
-def load_material(tls: ServerTls) -> _Material:
+def load_material(tls: ServerTls) -> TlsMaterial:
     """Read and check the files of ``tls``: the certificate and key must parse and belong together,
     the client CA must hold at least one certificate. Raises :class:`TlsConfigError`."""
     cert = _read(tls.cert_file, "TLS certificate", "--tls-cert")
@@ -99,7 +99,7 @@ def load_material(tls: ServerTls) -> _Material:
                 f"the client CA file {tls.client_ca_file} holds no usable PEM certificate ({exc}); "
                 "check --tls-client-ca"
             ) from None
-    return _Material(cert, key, client_ca)
+    return TlsMaterial(cert, key, client_ca)
 
 
 def _fingerprint(paths: Sequence[Path]) -> tuple[tuple[int, int, int], ...] | None:
@@ -133,7 +133,7 @@ class CertificateReloader:
         """How many times a changed set of files was put in use."""
 
     @staticmethod
-    def _configuration(material: _Material) -> grpc.ServerCertificateConfiguration:
+    def _configuration(material: TlsMaterial) -> grpc.ServerCertificateConfiguration:
         return grpc.ssl_server_certificate_configuration([(material.key, material.cert)], material.client_ca)
 
     def __call__(self) -> grpc.ServerCertificateConfiguration | None:
@@ -187,7 +187,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _env_bool(value: str | None) -> bool:
+def env_flag(value: str | None) -> bool:
+    """Whether an environment variable's value turns a flag on (1, true, yes, on)."""
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
@@ -209,7 +210,7 @@ def add_tls_arguments(parser: argparse.ArgumentParser, env_prefix: str) -> None:
     parser.add_argument(
         "--insecure",
         action="store_true",
-        default=_env_bool(env.get(env_prefix + "INSECURE")),
+        default=env_flag(env.get(env_prefix + "INSECURE")),
         help="allow serving plaintext (no TLS) on a non-loopback address; anyone on the network can read "
         f"and replay credentials [{env_prefix}INSECURE=1]",
     )

@@ -3,6 +3,7 @@ throwaway certificates), and the hub's binding of agent identities to client cer
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from hubsvc.storage import SqliteHubStore
 from netkernel.envelope import EV_TEXT
 from netkernel.identity import Passport
 from servicekit.tls import ServerTls
+from tests.eventually import assert_eventually
 from tests.knowledge.helpers import TOKEN, serve_in_process
 from tests.security.certs import Bundle, make_ca, write_bundle, write_pair
 
@@ -41,13 +43,37 @@ def client_tls(bundle: Bundle, name: str | None = None, **kw: str) -> TlsConfig:
     return TlsConfig(ca_file=bundle.ca_cert, cert_file=bundle.client_cert(name), key_file=bundle.client_key(name))
 
 
+OPERATOR_TOKEN = "operator-token-for-tests"
+
+
 @asynccontextmanager
 async def hub(tmp_path: Path, tls: ServerTls, *, bind: bool = False) -> AsyncIterator[HubServer]:
-    server = await start_hub(SqliteHubStore(tmp_path / "hub.db"), tls=tls, tls_bind_identity=bind)
+    server = await start_hub(
+        SqliteHubStore(tmp_path / "hub.db"), operator_token=OPERATOR_TOKEN, tls=tls, tls_bind_identity=bind
+    )
     try:
         yield server
     finally:
         await server.stop(0.5)
+
+
+async def audit(server: HubServer, tls: TlsConfig, kind: str, count: int) -> list[hub_pb2.AuditRecord]:
+    """The hub's ``count`` audit records of ``kind``, read with the operator token over ``tls`` (records
+    are written with the next group commit: polled until they are all there)."""
+    channel = open_channel(server.target, tls)
+    try:
+        stub = hub_pb2_grpc.HubServiceStub(channel)
+        metadata = (("authorization", f"Bearer {OPERATOR_TOKEN}"),)
+
+        async def records() -> list[hub_pb2.AuditRecord]:
+            response = await stub.ListAudit(hub_pb2.ListAuditRequest(kind=kind), metadata=metadata, timeout=10)
+            assert len(response.records) == count, list(response.records)
+            return list(response.records)
+
+        found: list[hub_pb2.AuditRecord] = await assert_eventually(records)
+        return found
+    finally:
+        await channel.close()
 
 
 async def converse(client: HubClient, first: str, second: str) -> None:
@@ -180,6 +206,9 @@ async def test_bound_identity_refuses_registering_another_name(tmp_path: Path, b
                 await as_alice.register(Agent("bob", config=ScriptedConfig([])), Passport(name="bob"))
         async with HubClient.connect(server.target, tls=client_tls(bundle, "bob")) as as_bob:
             await as_bob.register_human(Passport(name="bob", kind="human"))  # the name was not taken
+        refusals = await audit(server, client_tls(bundle, "bob"), "identity_refused", 2)
+        assert {r.subject_id for r in refusals} == {"alice"}
+        assert json.loads(refusals[0].detail_json)["check"] == "register"
 
 
 async def test_bound_identity_refuses_another_agents_credential(tmp_path: Path, bundle: Bundle) -> None:
@@ -206,6 +235,9 @@ async def test_bound_identity_refuses_another_agents_credential(tmp_path: Path, 
         async with HubClient.connect(server.target, tls=client_tls(bundle, "bob")) as as_bob:
             with pytest.raises(PermissionDenied):  # resuming alice from bob's connection
                 await as_bob.resume_human(alice.credential)
+        refusals = await audit(server, client_tls(bundle, "alice"), "identity_refused", 3)
+        assert [r.actor_id for r in refusals] == [alice.agent_id] * 3
+        assert {json.loads(r.detail_json)["certificate_agent"] for r in refusals} == {"bob"}
 
 
 async def test_certificate_naming_no_agent_is_unauthenticated(tmp_path: Path, bundle: Bundle) -> None:
