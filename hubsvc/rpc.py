@@ -113,9 +113,11 @@ class Authenticator:
                 "this call needs your credential: send 'authorization: Bearer <credential>' metadata "
                 "(the credential is returned by Register)."
             )
-        agent_id = self._core.authenticate(credential)
+        if not self.bind_identity:
+            return self._core.authenticate(credential)
+        agent_id = self._core.registry.authenticate(credential)
         self.check_certificate(self._core.registry.name_for(agent_id), context, agent_id=agent_id)
-        return agent_id
+        return self._core.authenticate(credential)  # marked as seen only once the certificate matched
 
     def check_certificate(self, name: str, context: Ctx, *, agent_id: str = "", registering: bool = False) -> None:
         """Under identity binding, refuse unless the connection's verified client certificate names
