@@ -15,6 +15,7 @@ import grpc
 from agentnet.v1 import hub_pb2_grpc
 from google.protobuf.message import Message
 
+from agentsdk.backoff import RateLimitBackoff
 from netkernel.errors import InternalError, error_from_rpc
 
 ResponseT = TypeVar("ResponseT", bound=Message)
@@ -35,8 +36,10 @@ CHANNEL_OPTIONS = (
 class HubConnection:
     """A gRPC channel to one hub, shared by every identity of a client."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, rate_limit_backoff: RateLimitBackoff | None = None) -> None:
         self.target = target
+        self.rate_limit_backoff = rate_limit_backoff or RateLimitBackoff()
+        """How calls that post retry on RATE_LIMITED (:mod:`agentsdk.backoff`)."""
         self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
 

@@ -29,9 +29,16 @@ class Intake:
         self.rate = rate
         self.inboxes = inboxes
 
-    def screen(self, sender_id: str, env: Envelope, event_data_json: str | None = None) -> None:
-        """Refuse a malformed envelope, then one over the sender's rate (neither changes anything)."""
+    def screen(self, sender_id: str, env: Envelope, event_data_json: str | None = None, *, count: bool = True) -> None:
+        """Refuse a malformed envelope, then one over the sender's rate (neither changes anything).
+
+        ``count=False``: the envelope's token was taken already, by :meth:`count`."""
         self._admission.screen(env, event_data_json)
+        if count:
+            self.count(sender_id, env)
+
+    def count(self, sender_id: str, env: Envelope) -> None:
+        """Take the sender's rate token for ``env`` (RateLimited when none is left; nothing taken then)."""
         self.rate.take(sender_id, env.channel_id, env.event_type)
 
     def check_inbox(self, sender_id: str, participants: Iterable[str], audience: Sequence[str] | None) -> None:

@@ -165,6 +165,7 @@ class LiveChannels:
         ttl_seconds: float | None = None,
         invite_ack_timeout: float | None = None,
         seed: Envelope | None = None,
+        seed_counted: bool = False,
         dispatch: dict[str, Any] | None = None,
     ) -> ChannelRuntime:
         """Create a PENDING channel and invite the targets (returns once the invites are committed).
@@ -174,7 +175,9 @@ class LiveChannels:
         targets' inbox caps; nothing is registered
         before that, and a channel whose creation fails to commit leaves memory again.
         ``dispatch`` is the A2A dispatch InvokeAgent attaches to its (screened) seed: only
-        the hub writes ``event_data.a2a`` dispatches, never a client.
+        the hub writes ``event_data.a2a`` dispatches, never a client. ``seed_counted``: the caller
+        took the seed's rate token already (InvokeAgent does, before it records the call), so
+        it is not counted twice.
         """
         adapter = get_adapter(type)
         if not targets:
@@ -208,7 +211,7 @@ class LiveChannels:
         ttl = ttl_seconds if ttl_seconds is not None else self._options.default_channel_ttl
         if seed is not None:
             seed = dataclasses.replace(seed, channel_id=channel_id, event_data=dict(seed.event_data))
-            self._intake.screen(initiator, seed)
+            self._intake.screen(initiator, seed, count=not seed_counted)
             self._intake.check_inbox(initiator, members, seed.audience)
             if dispatch is not None:
                 seed.event_data["a2a"] = dispatch

@@ -32,7 +32,7 @@ _EVICT_PER_CALL = 2
 
 
 class _Bucket:
-    __slots__ = ("tokens", "updated", "spec", "window_end", "suppressed", "subject")
+    __slots__ = ("spec", "subject", "suppressed", "tokens", "updated", "window_end")
 
     def __init__(self, spec: RateSpec, now: float) -> None:
         self.tokens = float(spec.burst)
@@ -155,4 +155,3 @@ class RateLimiter:
             if not oldest.idle(now):
                 return
             del self._buckets[agent_id]
-
