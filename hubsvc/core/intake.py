@@ -13,12 +13,12 @@ for the recipients of the same envelopes once their audience is known.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from hubsvc.core.admission import Admission
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.governance.rate import RateLimiter
-from netkernel.envelope import Envelope
+from netkernel.envelope import LIFECYCLE_EVENT_TYPES, Envelope
 
 
 class Intake:
@@ -41,6 +41,10 @@ class Intake:
         """Take the sender's rate token for ``env`` (RateLimited when none is left; nothing taken then)."""
         self.rate.take(sender_id, env.channel_id, env.event_type)
 
-    def check_inbox(self, sender_id: str, participants: Iterable[str], audience: Sequence[str] | None) -> None:
-        """Refuse (InboxFull) an envelope that would reach a recipient whose inbox is at its cap."""
-        self.inboxes.check(sender_id, participants, audience)
+    def check_inbox(self, sender_id: str, participants: Iterable[str], env: Envelope) -> None:
+        """Refuse (InboxFull) an envelope that would reach a recipient whose inbox is at its cap.
+
+        Invite answers are exempt: they are the channel's protocol, and refusing them would
+        keep a channel from opening or ending."""
+        if env.event_type not in LIFECYCLE_EVENT_TYPES:
+            self.inboxes.check(sender_id, participants, env.audience)

@@ -212,7 +212,7 @@ class LiveChannels:
         if seed is not None:
             seed = dataclasses.replace(seed, channel_id=channel_id, event_data=dict(seed.event_data))
             self._intake.screen(initiator, seed, count=not seed_counted)
-            self._intake.check_inbox(initiator, members, seed.audience)
+            self._intake.check_inbox(initiator, members, seed)
             if dispatch is not None:
                 seed.event_data["a2a"] = dispatch
         ch = ChannelRuntime.pending(

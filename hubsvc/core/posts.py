@@ -80,7 +80,7 @@ class Posts:
                 if original is not None:
                     return original[0], original[1], True
             self._admission.validate(ch, sender_id, env)
-            self._intake.check_inbox(sender_id, ch.participants, env.audience)
+            self._intake.check_inbox(sender_id, ch.participants, env)
             batch = Batch()
             wire = self._admission.accept(ch, env, batch, event_data_json)
             return self._channels.commit(ch, batch), wire, False

@@ -146,3 +146,21 @@ async def test_seed_of_a_new_channel_is_refused_when_the_target_is_full(hub: Run
     finally:
         await alice.close()
         await bob.close()
+
+
+async def test_invite_answers_pass_a_full_inbox(hub: RunningHub) -> None:
+    alice, bob, channel_id = await conversation(hub.target)
+    try:
+        await settled(alice)
+        alice.auto_ack = False
+        hub.core.governance.replace(inbox_policy("alice", 1))
+        await bob.say(channel_id, "fills alice's inbox")
+        opened = await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=[bob.name]))
+        second = opened.channel.channel_id
+        await bob.next(lambda e: e.event_type == "ag2.channel.invite" and e.channel_id == second)
+        await bob.post(second, "ag2.channel.invite_ack", {})  # visible to alice, and still admitted
+        with pytest.raises(InboxFull):
+            await bob.say(second, "but a message is not")
+    finally:
+        await alice.close()
+        await bob.close()
