@@ -3,6 +3,9 @@
 Where things happen:
 
 * :mod:`~hubsvc.core.posts` — a participant's post (idempotent retries, refusal audit);
+* :mod:`~hubsvc.core.intake` — the seam every client-originated envelope passes (screen,
+  the sender's rate: :mod:`~hubsvc.governance.rate`) and the inbox caps
+  (:mod:`~hubsvc.governance.inbox`);
 * :mod:`~hubsvc.core.admission` — validate → stamp (seq, id, time) → fold → stage, under
   the channel's lock, so admission order is WAL order;
 * :mod:`~hubsvc.core.live_channels` — the live channels: open, close, expire, timers, waits,

@@ -164,3 +164,18 @@ async def test_invite_answers_pass_a_full_inbox(hub: RunningHub) -> None:
     finally:
         await alice.close()
         await bob.close()
+
+
+async def test_a_hello_with_cursors_ahead_empties_the_inbox(hub: RunningHub) -> None:
+    alice, bob, channel_id = await conversation(hub.target)
+    try:
+        await settled(bob)
+        await bob.disconnect()
+        last = [await alice.say(channel_id, f"m{i}") for i in range(2)][-1]
+        assert hub.core.inboxes.pending(bob.agent_id) == 2
+        # bob processed them elsewhere (e.g. read the WAL) and says so in his Hello.
+        await bob.connect(cursors={channel_id: last.seq})
+        assert hub.core.inboxes.pending(bob.agent_id) == 0
+    finally:
+        await alice.close()
+        await bob.close()
