@@ -3,7 +3,9 @@
 Every method takes the RPC's request message and returns its response message, so
 mypy checks both; a failure raises the hub's domain exception
 (:mod:`netkernel.errors`). A ``HubRpc`` acts as one identity: it sends the
-credential it was built with (none for ``Register`` / ``RegisterHuman``).
+credential it was built with (none for ``Register`` / ``RegisterHuman``). The calls
+that post (``PostEnvelope``, ``OpenChannel``, ``CallTool``, ``InvokeAgent``) back off and
+retry on RATE_LIMITED as the connection's ``rate_limit_backoff`` says (:mod:`agentsdk.backoff`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import grpc
 from agentnet.v1 import connect_pb2, hub_pb2
 from google.protobuf.message import Message
 
+from agentsdk.backoff import RateLimitBackoff, retry_rate_limited
 from agentsdk.transport import HubConnection, ResponseT, UnaryMethod, bearer, checked, server_stream, unary
 from netkernel.errors import error_from_rpc
 
@@ -55,10 +58,14 @@ class ConnectStream:
 class HubRpc:
     """The hub's RPCs as one identity (``credential`` "" = anonymous, for registration)."""
 
-    def __init__(self, connection: HubConnection, credential: str = "") -> None:
+    def __init__(
+        self, connection: HubConnection, credential: str = "", *, backoff: RateLimitBackoff | None = None
+    ) -> None:
         self.connection = connection
         self.credential = credential
         self._metadata = bearer(credential) if credential else None
+        self._backoff = backoff
+        """Overrides the connection's ``rate_limit_backoff`` (the Connect stream's fallback retries itself)."""
 
     def as_identity(self, credential: str) -> HubRpc:
         """The same connection acting as the identity holding ``credential``."""
@@ -68,6 +75,13 @@ class HubRpc:
         self, method: UnaryMethod, request: Message, response_type: type[ResponseT], timeout: float | None
     ) -> ResponseT:
         return await unary(method, request, response_type, metadata=self._metadata, timeout=timeout)
+
+    async def _posting(
+        self, method: UnaryMethod, request: Message, response_type: type[ResponseT], timeout: float | None
+    ) -> ResponseT:
+        """A call that posts an envelope: retried on RATE_LIMITED (a refusal that changed nothing)."""
+        policy = self._backoff or self.connection.rate_limit_backoff
+        return await retry_rate_limited(lambda: self._unary(method, request, response_type, timeout), policy)
 
     # -- live session ---------------------------------------------------------------------
 
@@ -131,7 +145,7 @@ class HubRpc:
         self, request: hub_pb2.OpenChannelRequest, *, timeout: float | None = None
     ) -> hub_pb2.OpenChannelResponse:
         """``OpenChannel``: create a channel and invite its targets."""
-        return await self._unary(self.connection.stub.OpenChannel, request, hub_pb2.OpenChannelResponse, timeout)
+        return await self._posting(self.connection.stub.OpenChannel, request, hub_pb2.OpenChannelResponse, timeout)
 
     async def close_channel(
         self, request: hub_pb2.CloseChannelRequest, *, timeout: float | None = None
@@ -155,7 +169,7 @@ class HubRpc:
         self, request: hub_pb2.PostEnvelopeRequest, *, timeout: float | None = None
     ) -> hub_pb2.PostEnvelopeResponse:
         """``PostEnvelope``: admit one envelope."""
-        return await self._unary(self.connection.stub.PostEnvelope, request, hub_pb2.PostEnvelopeResponse, timeout)
+        return await self._posting(self.connection.stub.PostEnvelope, request, hub_pb2.PostEnvelopeResponse, timeout)
 
     async def can_send(
         self, request: hub_pb2.CanSendRequest, *, timeout: float | None = None
@@ -175,7 +189,7 @@ class HubRpc:
         self, request: hub_pb2.CallToolRequest, *, timeout: float | None = None
     ) -> hub_pb2.CallToolResponse:
         """``CallTool``: run one network tool with JSON arguments."""
-        return await self._unary(self.connection.stub.CallTool, request, hub_pb2.CallToolResponse, timeout)
+        return await self._posting(self.connection.stub.CallTool, request, hub_pb2.CallToolResponse, timeout)
 
     # -- agent to agent ------------------------------------------------------------------
 
@@ -189,7 +203,7 @@ class HubRpc:
         self, request: hub_pb2.InvokeAgentRequest, *, timeout: float | None = None
     ) -> hub_pb2.InvokeAgentResponse:
         """``InvokeAgent``: call another agent and wait for its answer."""
-        return await self._unary(self.connection.stub.InvokeAgent, request, hub_pb2.InvokeAgentResponse, timeout)
+        return await self._posting(self.connection.stub.InvokeAgent, request, hub_pb2.InvokeAgentResponse, timeout)
 
     async def refresh_call_token(
         self, request: hub_pb2.RefreshCallTokenRequest, *, timeout: float | None = None

@@ -15,6 +15,7 @@ import grpc
 from agentnet.v1 import hub_pb2_grpc
 from google.protobuf.message import Message
 
+from agentsdk.backoff import RateLimitBackoff
 from agentsdk.tls import TlsSetting, open_channel
 from netkernel.errors import InternalError, error_from_rpc
 
@@ -37,10 +38,14 @@ class HubConnection:
     """A gRPC channel to one hub, shared by every identity of a client; ``tls`` as in
     :mod:`agentsdk.tls` (None: plaintext)."""
 
-    def __init__(self, target: str, tls: TlsSetting = None) -> None:
+    def __init__(
+        self, target: str, tls: TlsSetting = None, *, rate_limit_backoff: RateLimitBackoff | None = None
+    ) -> None:
         self.target = target
         self.tls = tls
         """The TLS setting the channel was opened with (None: plaintext)."""
+        self.rate_limit_backoff = rate_limit_backoff or RateLimitBackoff()
+        """How calls that post retry on RATE_LIMITED (:mod:`agentsdk.backoff`)."""
         self.channel = open_channel(target, tls, CHANNEL_OPTIONS)
         self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
 

@@ -54,6 +54,9 @@ class HubConfig:
     """Longest channel / envelope / task lifetime or invite timeout a client may ask for (AGENTNET_MAX_TTL_SECONDS)."""
     max_wait_seconds: float = HubOptions.max_wait_seconds
     """Longest timeout a client may ask a call to wait (AGENTNET_MAX_WAIT_SECONDS)."""
+    rate_audit_window: float = HubOptions.rate_audit_window
+    """Seconds during which an identity's RATE_LIMITED refusals after the first are audited as one count
+    (AGENTNET_HUB_RATE_AUDIT_WINDOW)."""
     max_stream_buffer_bytes: int = HubOptions.max_stream_buffer_bytes
     """Bytes queued for one client stream before the hub ends it (AGENTNET_HUB_MAX_STREAM_BUFFER_BYTES)."""
     operator_token_file: Path | None = None
@@ -84,6 +87,7 @@ class HubConfig:
             max_ttl_seconds=self.max_ttl_seconds,
             max_wait_seconds=self.max_wait_seconds,
             max_stream_buffer_bytes=self.max_stream_buffer_bytes,
+            rate_audit_window=self.rate_audit_window,
         )
 
     @property
@@ -229,6 +233,15 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--rate-audit-window",
+        "AGENTNET_HUB_RATE_AUDIT_WINDOW",
+        d.rate_audit_window,
+        "seconds after an identity's first RATE_LIMITED refusal during which further refusals are only "
+        "counted, then audited as one rate_limited record (suppressed=<n>)",
+        type=float,
+    )
+    _flag(
+        parser,
         "--operator-token-file",
         "AGENTNET_HUB_OPERATOR_TOKEN_FILE",
         None,
@@ -266,6 +279,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         parser.error("--cursor-flush-interval must be in (0, 60] seconds")
     if args.max_stream_buffer_bytes <= 0:
         parser.error("--max-stream-buffer-bytes must be positive")
+    if not 0 < args.rate_audit_window <= 86400:
+        parser.error("--rate-audit-window must be in (0, 86400] seconds")
     return HubConfig(
         host=args.host,
         port=args.port,
@@ -287,6 +302,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         max_ttl_seconds=args.max_ttl_seconds,
         max_wait_seconds=args.max_wait_seconds,
         max_stream_buffer_bytes=args.max_stream_buffer_bytes,
+        rate_audit_window=args.rate_audit_window,
         operator_token_file=args.operator_token_file,
         tls=tls,
         tls_bind_identity=args.tls_bind_identity,

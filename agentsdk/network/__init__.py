@@ -7,6 +7,7 @@ Every name an agent program needs on the network (handler hooks, views, envelope
 types and event constants, dependency keys) is importable here; see ``docs/network.md``.
 """
 
+from agentsdk.backoff import RateLimitBackoff
 from agentsdk.network.agent_client import (
     AgentClient,
     Task,
@@ -105,6 +106,7 @@ __all__ = [
     "Passport",
     "PassportKind",
     "Priority",
+    "RateLimitBackoff",
     "Resume",
     "Task",
     "TaskInject",

@@ -6,7 +6,8 @@ identity's dispatcher exactly once (duplicates after a reconnect are dropped by
 envelope id), processes each channel in order while channels run in parallel,
 acks after processing, and posts envelopes over the stream (falling back to the
 unary ``PostEnvelope`` when the stream is down; every post carries an idempotency
-key, so a retry never admits a copy).
+key, so a retry never admits a copy); a post refused with RATE_LIMITED is sent again
+after the hub's ``retry_after_seconds`` (:mod:`agentsdk.backoff`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
+from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network.cursors import CursorBook
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
@@ -55,6 +57,8 @@ class DeliveryStream:
         self.conn = conn
         self.credential = credential
         self.rpc = HubRpc(conn, credential)
+        self._fallback = HubRpc(conn, credential, backoff=NO_RETRY)
+        """PostEnvelope when the stream is down, inside :meth:`post`'s own RATE_LIMITED retry."""
         self.dispatch = dispatch
         self.cursors = cursors or CursorBook()
         self.max_in_flight = max_in_flight
@@ -190,9 +194,13 @@ class DeliveryStream:
             self._outbox.put_nowait(connect_pb2.ConnectRequest(ack=ack))
 
     async def post(self, envelope: envelope_pb2.Envelope, timeout: float = 30.0) -> envelope_pb2.Envelope:
-        """Admit ``envelope``; returns it as written. Raises the hub's domain error when refused."""
+        """Admit ``envelope``; returns it as written. Raises the hub's domain error when refused
+        (RATE_LIMITED only once the connection's ``rate_limit_backoff`` gave up)."""
         if not envelope.HasField("idempotency_key"):
             envelope.idempotency_key = uuid.uuid4().hex
+        return await retry_rate_limited(lambda: self._post_once(envelope, timeout), self.conn.rate_limit_backoff)
+
+    async def _post_once(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
         if self.connected.is_set():
             request_id = str(next(self._ids))
             fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
@@ -211,5 +219,5 @@ class DeliveryStream:
                     e = result.error
                     raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
                 return result.envelope
-        response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=envelope), timeout=timeout)
+        response = await self._fallback.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=envelope), timeout=timeout)
         return response.envelope

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from agentnet.v1 import hub_pb2, identity_pb2
 
 from agentsdk.a2a.settings import A2ASettings
+from agentsdk.backoff import RateLimitBackoff
 from agentsdk.network.agent_client import AgentClient
 from agentsdk.network.channel import ChannelMetadata
 from agentsdk.network.clients import (
@@ -82,13 +83,17 @@ class HubClient:
 
     @classmethod
     @asynccontextmanager
-    async def connect(cls, target: str, *, tls: TlsSetting = None) -> AsyncIterator[HubClient]:
+    async def connect(
+        cls, target: str, *, tls: TlsSetting = None, rate_limit_backoff: RateLimitBackoff | None = None
+    ) -> AsyncIterator[HubClient]:
         """Connect to the hub at ``host:port``; disconnects every identity on exit.
 
         ``tls``: ``True`` (verify the hub against gRPC's default roots), a
         :class:`~agentsdk.tls.TlsConfig` (private CA, client certificate for mTLS, server name), or
-        None for plaintext (a hub on loopback, or one started with ``--insecure``)."""
-        client = cls(HubConnection(target, tls))
+        None for plaintext (a hub on loopback, or one started with ``--insecure``).
+        ``rate_limit_backoff`` bounds how the calls that post retry on RATE_LIMITED
+        (default: 5 attempts, 30 s of waiting; :class:`~agentsdk.backoff.RateLimitBackoff`)."""
+        client = cls(HubConnection(target, tls, rate_limit_backoff=rate_limit_backoff))
         try:
             yield client
         finally:

@@ -20,6 +20,7 @@ from agentnet.v1 import envelope_pb2
 from hubsvc.core.channel import HUB_SENDER, PENDING, TERMINAL, ChannelRuntime
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import Clock, check_seconds, iso_z, next_envelope_id, stamp_time
+from hubsvc.governance.inbox import Inboxes
 from hubsvc.storage import WalRow, Writes
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
@@ -87,9 +88,11 @@ def refuse_forged_dispatch(env: Envelope) -> None:
 class Admission:
     """The admission rules of live channels; the caller holds the channel's lock."""
 
-    def __init__(self, options: HubOptions, clock: Clock) -> None:
+    def __init__(self, options: HubOptions, clock: Clock, inboxes: Inboxes | None = None) -> None:
         self.options = options
         self.clock = clock
+        self.inboxes = inboxes
+        """Counts every staged envelope for its recipients (the inbox cap); None in tests that drive admission alone."""
 
     def screen(self, env: Envelope, event_data_json: str | None = None) -> None:
         """The checks every envelope a client sends passes before it may reach a channel.
@@ -206,6 +209,8 @@ class Admission:
             )
         )
         batch.wires.append(wire)
+        if self.inboxes is not None:
+            self.inboxes.staged(ch.channel_id, ch.participants, wire)
         return wire
 
     def post_as_hub(

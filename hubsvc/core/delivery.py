@@ -87,6 +87,7 @@ class Session:
         clock: Clock,
         max_bytes: int = 32 * 1024 * 1024,
         on_dirty: Callable[[Session], None] | None = None,
+        on_cursor: Callable[[str, str, int], None] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.session_id = session_id
@@ -113,6 +114,8 @@ class Session:
         """channel_id -> cursor changed since the last flush."""
         self._on_dirty = on_dirty
         """Told when ``dirty`` gains its first entry since the last :meth:`take_dirty`."""
+        self._on_cursor = on_cursor
+        """Told ``(agent_id, channel_id, cursor)`` whenever a cursor moves (the inbox count follows it)."""
 
     @property
     def queued_frames(self) -> int:
@@ -260,6 +263,8 @@ class Session:
         if not self.dirty and self._on_dirty is not None:
             self._on_dirty(self)
         self.dirty[channel_id] = cursor
+        if self._on_cursor is not None:
+            self._on_cursor(self.agent_id, channel_id, cursor)
 
     def take_dirty(self) -> dict[str, int]:
         """Cursors changed since the last call."""

@@ -3,6 +3,9 @@
 Where things happen:
 
 * :mod:`~hubsvc.core.posts` — a participant's post (idempotent retries, refusal audit);
+* :mod:`~hubsvc.core.intake` — the seam every client-originated envelope passes (screen,
+  the sender's rate: :mod:`~hubsvc.governance.rate`) and the inbox caps
+  (:mod:`~hubsvc.governance.inbox`);
 * :mod:`~hubsvc.core.admission` — validate → stamp (seq, id, time) → fold → stage, under
   the channel's lock, so admission order is WAL order;
 * :mod:`~hubsvc.core.live_channels` — the live channels: open, close, expire, timers, waits,
@@ -27,6 +30,7 @@ from agentnet.v1 import a2a_pb2, identity_pb2
 
 from hubsvc.core.admission import Admission
 from hubsvc.core.executions import ExecutionLog
+from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.core.options import HubOptions
 from hubsvc.core.posts import Posts
@@ -34,7 +38,9 @@ from hubsvc.core.registry import Registry
 from hubsvc.core.sessions import Sessions
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock, audit_row, system_clock
-from hubsvc.governance.governor import Governance
+from hubsvc.governance.governor import Derived, Governance
+from hubsvc.governance.inbox import Inboxes
+from hubsvc.governance.rate import RateLimiter
 from hubsvc.storage import HubStore, Writes
 from netkernel.errors import InvalidArgument, Unavailable
 
@@ -55,21 +61,39 @@ class HubCore:
         """The policy in force (docs/governance.md) and each identity's effective rules."""
         self.tasks = TaskMirror(store, clock, self.audit)
         self.executions = ExecutionLog(store, clock)
-        self.admission = Admission(self.options, clock)
+        record_of = self.registry.record_of
+        self.inboxes = Inboxes(Derived(self.governance, record_of, lambda e: e.inbox()).get, self.registry.name_for)
+        """What waits for each identity (the inbox cap, docs/governance.md "Inbox caps")."""
+        self.rate = RateLimiter(
+            clock,
+            self.audit,
+            Derived(self.governance, record_of, lambda e: e.rate()).get,
+            audit_window=self.options.rate_audit_window,
+        )
+        """The posts-per-second token buckets (docs/governance.md "Rate limits")."""
+        self.admission = Admission(self.options, clock, self.inboxes)
+        self.intake = Intake(self.admission, self.rate, self.inboxes)
         self.sessions = Sessions(
-            store, self.registry, self.options, clock, live_channels=lambda: self.channels.live(), spawn=self.spawn
+            store,
+            self.registry,
+            self.options,
+            clock,
+            live_channels=lambda: self.channels.live(),
+            spawn=self.spawn,
+            on_cursor=self.inboxes.cursor,
         )
         self.channels = LiveChannels(
             store,
             self.registry,
             self.tasks,
             self.admission,
+            self.intake,
             self.options,
             clock,
             deliver=self.sessions.deliver,
             spawn=self.spawn,
         )
-        self.posts = Posts(store, self.channels, self.admission, self.audit)
+        self.posts = Posts(store, self.channels, self.admission, self.intake, self.audit)
         # The calls served by one part, bound straight to it (posting is a hot path: no extra frame).
         self.post = self.posts.post
         self.admit = self.posts.admit
@@ -187,4 +211,6 @@ class HubCore:
         closed = await self.channels.close_all_of(agent_id)
         self.sessions.close(agent_id, Unavailable("this identity was unregistered."))
         await self.registry.unregister(agent_id)
+        self.governance.forget(agent_id)
+        self.rate.forget(agent_id)
         return closed

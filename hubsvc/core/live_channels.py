@@ -26,6 +26,7 @@ from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import PENDING, ChannelRuntime
+from hubsvc.core.intake import Intake
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
@@ -52,6 +53,7 @@ class LiveChannels:
         registry: Registry,
         tasks: TaskMirror,
         admission: Admission,
+        intake: Intake,
         options: HubOptions,
         clock: Clock,
         *,
@@ -62,6 +64,8 @@ class LiveChannels:
         self._registry = registry
         self._tasks = tasks
         self._admission = admission
+        self._intake = intake
+        self._inboxes = intake.inboxes
         self._options = options
         self._clock = clock
         self._deliver = deliver
@@ -161,15 +165,19 @@ class LiveChannels:
         ttl_seconds: float | None = None,
         invite_ack_timeout: float | None = None,
         seed: Envelope | None = None,
+        seed_counted: bool = False,
         dispatch: dict[str, Any] | None = None,
     ) -> ChannelRuntime:
         """Create a PENDING channel and invite the targets (returns once the invites are committed).
 
         The whole request is checked first, the seed through the same
-        :meth:`~hubsvc.core.admission.Admission.screen` as any post; nothing is registered
+        :meth:`~hubsvc.core.intake.Intake.screen` as any post (rate included) and the
+        targets' inbox caps; nothing is registered
         before that, and a channel whose creation fails to commit leaves memory again.
         ``dispatch`` is the A2A dispatch InvokeAgent attaches to its (screened) seed: only
-        the hub writes ``event_data.a2a`` dispatches, never a client.
+        the hub writes ``event_data.a2a`` dispatches, never a client. ``seed_counted``: the caller
+        took the seed's rate token already (InvokeAgent does, before it records the call), so
+        it is not counted twice.
         """
         adapter = get_adapter(type)
         if not targets:
@@ -203,7 +211,8 @@ class LiveChannels:
         ttl = ttl_seconds if ttl_seconds is not None else self._options.default_channel_ttl
         if seed is not None:
             seed = dataclasses.replace(seed, channel_id=channel_id, event_data=dict(seed.event_data))
-            self._admission.screen(seed)
+            self._intake.screen(initiator, seed, count=not seed_counted)
+            self._intake.check_inbox(initiator, members, seed)
             if dispatch is not None:
                 seed.event_data["a2a"] = dispatch
         ch = ChannelRuntime.pending(
@@ -373,6 +382,7 @@ class LiveChannels:
                 self._notify(list(watchers), wires)
             if ended and self._channels.get(ch.channel_id) is ch:
                 del self._channels[ch.channel_id]
+                self._inboxes.release(ch.channel_id)
 
         fut.add_done_callback(committed)
         return fut
@@ -393,6 +403,8 @@ class LiveChannels:
         rows = await self._store.load_live_channels()
         for row in rows:
             self._channels[row.channel_id] = ChannelRuntime.from_row(row)
+        await self._load_inbox_floors()
+        count = self._inboxes.staged
         folded = 0
         now = self._clock()
         channels = self._channels
@@ -403,16 +415,31 @@ class LiveChannels:
         while (page := await upcoming) is not None:
             upcoming = asyncio.ensure_future(anext(scan, None))
             for channel_id, data in page:
-                channels[channel_id].fold(envelope_from_wire(parse(data)), now)
+                ch = channels[channel_id]
+                wire = parse(data)
+                ch.fold(envelope_from_wire(wire), now)
+                count(channel_id, ch.participants, wire)
             folded += len(page)
         for ch in list(self._channels.values()):
             ch.committed_seq = ch.meta.last_seq = ch.last_seq
             if ch.is_terminal:  # the close was committed; only the row update was lost
                 del self._channels[ch.channel_id]
+                self._inboxes.release(ch.channel_id)
                 continue
             self._arm_timers(ch)
         log.info("hydrated %d live channels from %d envelopes", len(self._channels), folded)
         return folded
+
+    async def _load_inbox_floors(self) -> None:
+        """Every participant's stored cursor in each live channel: what lies above it counts as pending."""
+        by_agent: dict[str, list[str]] = {}
+        for ch in self._channels.values():
+            for agent_id in ch.participants:
+                by_agent.setdefault(agent_id, []).append(ch.channel_id)
+        for agent_id, channel_ids in by_agent.items():
+            cursors = await self._store.load_cursors(agent_id)
+            for channel_id in channel_ids:
+                self._inboxes.load_floor(agent_id, channel_id, cursors.get(channel_id, 0))
 
     async def _recover(self, ch: ChannelRuntime) -> None:
         """A commit of ``ch`` failed: rebuild the channel from what the store really holds.
@@ -429,14 +456,19 @@ class LiveChannels:
                 row = await self._store.get_channel(channel_id)
                 if row is None:  # its creation was never written
                     self._channels.pop(channel_id, None)
+                    self._inboxes.release(channel_id)
                     return
                 fresh = ChannelRuntime.from_row(row)
+                self._inboxes.reset(channel_id)  # recounted from what the store holds
                 async for page in self._store.scan_wal([channel_id]):
                     for _, data in page:
-                        fresh.fold(envelope_from_wire(envelope_pb2.Envelope.FromString(data)), self._clock())
+                        wire = envelope_pb2.Envelope.FromString(data)
+                        fresh.fold(envelope_from_wire(wire), self._clock())
+                        self._inboxes.staged(channel_id, fresh.participants, wire)
                 fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
                 if fresh.is_terminal:
                     self._channels.pop(channel_id, None)
+                    self._inboxes.release(channel_id)
                 else:
                     self._channels[channel_id] = fresh
                     self._arm_timers(fresh)
@@ -446,6 +478,7 @@ class LiveChannels:
         finally:
             if self._channels.get(channel_id) is ch:  # the rebuild itself failed
                 self._channels.pop(channel_id, None)
+                self._inboxes.release(channel_id)
             ch.rebuilt.set()
 
     @contextlib.asynccontextmanager

@@ -56,5 +56,8 @@ class HubOptions:
     """Seconds an A2A call token stays valid (5 minutes)."""
     a2a_token_grace: float = 3600.0
     """Seconds after expiry during which RefreshCallToken still exchanges a token."""
+    rate_audit_window: float = 60.0
+    """Seconds after an identity's first RATE_LIMITED refusal during which further refusals are counted
+    and audited as one ``rate_limited`` record (``suppressed=<n>``), not one record each."""
     a2a_default_timeout: float = 300.0
     """Seconds InvokeAgent waits for the callee when the request gives no timeout."""

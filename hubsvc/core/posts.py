@@ -17,10 +17,11 @@ from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import ChannelRuntime
+from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_TEXT, Envelope
-from netkernel.errors import AgentNetError, ChannelClosed, NotParticipant
+from netkernel.errors import AgentNetError, ChannelClosed, NotParticipant, RateLimited
 
 Audit = Callable[[str, str, str, dict[str, Any]], None]
 
@@ -28,10 +29,13 @@ Audit = Callable[[str, str, str, dict[str, Any]], None]
 class Posts:
     """Admits participants' envelopes into live channels."""
 
-    def __init__(self, store: HubStore, channels: LiveChannels, admission: Admission, audit: Audit) -> None:
+    def __init__(
+        self, store: HubStore, channels: LiveChannels, admission: Admission, intake: Intake, audit: Audit
+    ) -> None:
         self._store = store
         self._channels = channels
         self._admission = admission
+        self._intake = intake
         self._audit = audit
 
     async def post(
@@ -49,10 +53,13 @@ class Posts:
 
         ``event_data_json`` is the JSON text ``env.event_data`` was parsed from, if the
         caller has it (saves serialising it twice). Raises the domain error when refused
-        (nothing is written then). Every refusal is audited as ``post_refused``.
+        (nothing is written then). Every refusal is audited as ``post_refused``, except
+        RATE_LIMITED, which the rate limiter audits itself (throttled, for every path).
         """
         try:
             return await self._admit(sender_id, env, event_data_json)
+        except RateLimited:
+            raise
         except AgentNetError as err:
             self._audit(
                 "post_refused",
@@ -65,15 +72,17 @@ class Posts:
     async def _admit(
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        self._admission.screen(env, event_data_json)
+        self._intake.screen(sender_id, env, event_data_json)
         async with self._channels.locked(env.channel_id) as live:  # waits out a rebuild after a failed write
             ch = await self._channel_for_post(sender_id, env.channel_id, live)
             if env.idempotency_key is not None:
                 original = await self._idempotent(ch, sender_id, env.idempotency_key)
                 if original is not None:
                     return original[0], original[1], True
+            self._admission.validate(ch, sender_id, env)
+            self._intake.check_inbox(sender_id, ch.participants, env)
             batch = Batch()
-            wire = self._admission.admit(ch, sender_id, env, batch, event_data_json)
+            wire = self._admission.accept(ch, env, batch, event_data_json)
             return self._channels.commit(ch, batch), wire, False
 
     async def _channel_for_post(self, sender_id: str, channel_id: str, ch: ChannelRuntime | None) -> ChannelRuntime:

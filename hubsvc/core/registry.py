@@ -75,6 +75,11 @@ class Registry:
             raise NotFound(f"no agent with id {agent_id!r} is registered; list agents with ListAgents.")
         return entry
 
+    def record_of(self, agent_id: str) -> identity_pb2.AgentRecord | None:
+        """The record of a registered identity (None for an unknown id, e.g. the hub's own sender)."""
+        entry = self._by_id.get(agent_id)
+        return entry.record if entry is not None else None
+
     def resolve(self, ref: str) -> AgentEntry:
         """The identity named by an agent id or a passport name."""
         if ref in self._by_id:

@@ -38,6 +38,7 @@ class Sessions:
         *,
         live_channels: Callable[[], Iterable[ChannelRuntime]],
         spawn: Callable[[Any, str], asyncio.Task[Any]],
+        on_cursor: Callable[[str, str, int], None] | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -45,6 +46,8 @@ class Sessions:
         self._clock = clock
         self._live_channels = live_channels
         self._spawn = spawn
+        self._on_cursor = on_cursor
+        """Told ``(agent_id, channel_id, cursor)`` whenever an agent's cursor moves (acks, skips, a Hello ahead)."""
         self._sessions: dict[str, Session] = {}
         self._dirty: set[Session] = set()
         """Sessions whose cursors moved since they were last written."""
@@ -70,6 +73,7 @@ class Sessions:
             clock=self._clock,
             max_bytes=self._options.max_stream_buffer_bytes,
             on_dirty=self._note_dirty,
+            on_cursor=self._on_cursor,
         )
         # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
         self._sessions[agent_id] = session
@@ -91,6 +95,9 @@ class Sessions:
         ahead = [(agent_id, c, seq) for c, seq in cursors.items() if seq > stored.get(c, 0)]
         if ahead:  # remember what the client already processed, as an ack would
             self._store.submit(Writes(cursors=ahead))
+            if self._on_cursor is not None:
+                for _, channel_id, seq in ahead:
+                    self._on_cursor(agent_id, channel_id, seq)
         for channel_id, cursor in cursors.items():
             session.start_replay_channel(channel_id, cursor)
         welcome = connect_pb2.Welcome(

@@ -8,6 +8,9 @@ until the policy or the identity changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
 from agentnet.v1 import identity_pb2
 
 from hubsvc.governance.policy import Effective, Policy, Rule
@@ -20,15 +23,20 @@ class Governance:
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy or Policy()
         self._cache: dict[str, tuple[identity_pb2.AgentRecord, Effective]] = {}
+        self.version = 0
+        """Moves on every :meth:`replace` and :meth:`forget`: values derived from effective rules
+        (:class:`Derived`) are recomputed when it moved."""
 
     def replace(self, policy: Policy) -> None:
         """Put ``policy`` in force (every later decision uses it)."""
         self.policy = policy
         self._cache.clear()
+        self.version += 1
 
     def forget(self, agent_id: str) -> None:
         """Drop what is cached for an identity (its record changed or it left)."""
         self._cache.pop(agent_id, None)
+        self.version += 1
 
     def effective(self, record: identity_pb2.AgentRecord) -> Effective:
         """The rules governing the identity with this record (default, matching entries, its own rule)."""
@@ -41,3 +49,42 @@ class Governance:
         effective = Effective(tuple(rules))
         self._cache[record.agent_id] = (record, effective)
         return effective
+
+
+T = TypeVar("T")
+
+
+class Derived(Generic[T]):
+    """One value per identity derived from its effective rules (its rate, its inbox cap), cached.
+
+    A hit costs one dict lookup (hot paths ask it per post and per recipient); the whole
+    cache is dropped when the policy is replaced or an identity is forgotten
+    (:attr:`Governance.version`), so it holds at most one entry per registered identity.
+    """
+
+    def __init__(
+        self,
+        governance: Governance,
+        record_of: Callable[[str], identity_pb2.AgentRecord | None],
+        derive: Callable[[Effective], T | None],
+    ) -> None:
+        self._governance = governance
+        self._record_of = record_of
+        self._derive = derive
+        self._values: dict[str, T | None] = {}
+        self._version = governance.version
+
+    def get(self, agent_id: str) -> T | None:
+        """The value for ``agent_id`` (None when no rule sets it, or for an unknown identity)."""
+        if self._version != self._governance.version:
+            self._values.clear()
+            self._version = self._governance.version
+        try:
+            return self._values[agent_id]
+        except KeyError:
+            pass
+        record = self._record_of(agent_id)
+        value = None if record is None else self._derive(self._governance.effective(record))
+        if record is not None:
+            self._values[agent_id] = value
+        return value

@@ -178,6 +178,40 @@ class Effective:
                 best = (value, rule_id)
         return best
 
+    def rate(self) -> RateSpec | None:
+        """The identity's token bucket: the smallest ``posts_per_second`` and the smallest burst any rule sets."""
+        found: RateSpec | None = None
+        for rule_id, rule in self.rules:
+            if rule.rate is None:
+                continue
+            burst = rule.rate.burst if rule.rate.burst is not None else max(1, int(rule.rate.posts_per_second))
+            if found is None:
+                found = RateSpec(rule.rate.posts_per_second, burst, rule_id)
+                continue
+            per_second, rate_rule = found.per_second, found.rule
+            if rule.rate.posts_per_second < per_second:
+                per_second, rate_rule = rule.rate.posts_per_second, rule_id
+            found = RateSpec(per_second, min(found.burst, burst), rate_rule)
+        return found
+
+    def inbox(self) -> tuple[int, str] | None:
+        """The smallest ``inbox.max_pending`` any rule sets, and the id of the rule that set it."""
+        found: tuple[int, str] | None = None
+        for rule_id, rule in self.rules:
+            if rule.inbox is not None and (found is None or rule.inbox.max_pending < found[0]):
+                found = (rule.inbox.max_pending, rule_id)
+        return found
+
+
+@dataclass(frozen=True)
+class RateSpec:
+    """An identity's token bucket: ``per_second`` tokens added per second, at most ``burst`` held."""
+
+    per_second: float
+    burst: int
+    rule: str
+    """Id of the rule that set ``per_second`` (quoted in RATE_LIMITED and the audit log)."""
+
 
 def parse_rule(text: str, *, what: str = "rule_json") -> Rule:
     """A rule from JSON text (InvalidArgument naming the problem otherwise)."""

@@ -153,6 +153,8 @@ class A2AOps:
         else:
             root = request.root_session_id or new_id()
             await self.core.executions.require_member(caller, root, "add calls to it")
+        question = text_envelope("", caller, request.message, depth=depth)
+        self.core.intake.count(caller, question)  # before anything is recorded: RATE_LIMITED changes nothing
         record = a2a_pb2.Execution(
             execution_id=new_id(),
             parent_execution_id=parent.record.execution_id if parent is not None else "",
@@ -176,7 +178,6 @@ class A2AOps:
                 call_token=token,
             )
             dispatch.call_token_expires_at.CopyFrom(to_timestamp(expires_at))
-            question = text_envelope("", caller, request.message, depth=depth)
             # Recorded as running in the same group commit as the channel it opens (writes
             # commit in order, so the channel's commit implies this one).
             recorded = log.submit(record)
@@ -186,6 +187,7 @@ class A2AOps:
                 targets=[target.agent_id],
                 intent=f"a2a: {request.skill}" if request.skill else "a2a",
                 seed=question,
+                seed_counted=True,
                 dispatch=MessageToDict(dispatch, preserving_proto_field_name=True),
             )
             await recorded

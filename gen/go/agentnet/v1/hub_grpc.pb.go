@@ -140,7 +140,11 @@ type HubServiceClient interface {
 	// wait_until_opened waited wait_timeout_seconds and the channel is still
 	// PENDING (the channel stays; it closes with "invite_timeout" if the acks
 	// never come). A channel that ended instead of opening (e.g. an invitee
-	// rejected) is returned, not refused: check its state.
+	// rejected) is returned, not refused: check its state. With a seed (message or
+	// seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+	// caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+	// INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+	// nothing is created then.
 	OpenChannel(ctx context.Context, in *OpenChannelRequest, opts ...grpc.CallOption) (*OpenChannelResponse, error)
 	// CloseChannel closes a channel the caller participates in.
 	// Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
@@ -165,6 +169,12 @@ type HubServiceClient interface {
 	// invite answer without an open invite, a post before the channel opened, or
 	// a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
 	// INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+	// Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+	// sender is over its posts-per-second rule (ErrorInfo metadata
+	// retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+	// / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+	// rule, limit). Neither changes anything: retry RATE_LIMITED after
+	// retry_after_seconds; INBOX_FULL only once the recipient caught up.
 	PostEnvelope(ctx context.Context, in *PostEnvelopeRequest, opts ...grpc.CallOption) (*PostEnvelopeResponse, error)
 	// CanSend says whether the caller may post a substantive envelope now. Use it
 	// whenever DescribeChannel's expected_next is empty: that means "anyone or no
@@ -208,7 +218,10 @@ type HubServiceClient interface {
 	// INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
 	// PERMISSION_DENIED (the target does not accept the caller, or a root session
 	// the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+	// question is over the caller's rate; metadata retry_after_seconds, rule;
+	// nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+	// is at its cap; metadata recipient, rule).
 	InvokeAgent(ctx context.Context, in *InvokeAgentRequest, opts ...grpc.CallOption) (*InvokeAgentResponse, error)
 	// RefreshCallToken exchanges a call token that is still valid, or expired
 	// less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
@@ -237,11 +250,16 @@ type HubServiceClient interface {
 	// self); FAILED_PRECONDITION (the target lacks the capability);
 	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
 	// time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-	// channel ended before the reply).
+	// channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+	// prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+	// RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+	// recipient, rule): nothing is opened.
 	Delegate(ctx context.Context, in *DelegateRequest, opts ...grpc.CallOption) (*DelegateResponse, error)
 	// Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
 	// Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-	// audience) and those of PostEnvelope.
+	// audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+	// RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+	// INBOX_FULL (metadata recipient, rule).
 	Say(ctx context.Context, in *SayRequest, opts ...grpc.CallOption) (*SayResponse, error)
 	// ListAudit reads the append-only audit log. Needs the operator token:
 	// an agent credential is PERMISSION_DENIED.
@@ -675,7 +693,11 @@ type HubServiceServer interface {
 	// wait_until_opened waited wait_timeout_seconds and the channel is still
 	// PENDING (the channel stays; it closes with "invite_timeout" if the acks
 	// never come). A channel that ended instead of opening (e.g. an invitee
-	// rejected) is returned, not refused: check its state.
+	// rejected) is returned, not refused: check its state. With a seed (message or
+	// seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+	// caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+	// INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+	// nothing is created then.
 	OpenChannel(context.Context, *OpenChannelRequest) (*OpenChannelResponse, error)
 	// CloseChannel closes a channel the caller participates in.
 	// Closing an ended channel returns it unchanged. Refusals: NOT_FOUND
@@ -700,6 +722,12 @@ type HubServiceServer interface {
 	// invite answer without an open invite, a post before the channel opened, or
 	// a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
 	// INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+	// Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+	// sender is over its posts-per-second rule (ErrorInfo metadata
+	// retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+	// / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+	// rule, limit). Neither changes anything: retry RATE_LIMITED after
+	// retry_after_seconds; INBOX_FULL only once the recipient caught up.
 	PostEnvelope(context.Context, *PostEnvelopeRequest) (*PostEnvelopeResponse, error)
 	// CanSend says whether the caller may post a substantive envelope now. Use it
 	// whenever DescribeChannel's expected_next is empty: that means "anyone or no
@@ -743,7 +771,10 @@ type HubServiceServer interface {
 	// INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
 	// PERMISSION_DENIED (the target does not accept the caller, or a root session
 	// the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+	// question is over the caller's rate; metadata retry_after_seconds, rule;
+	// nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+	// is at its cap; metadata recipient, rule).
 	InvokeAgent(context.Context, *InvokeAgentRequest) (*InvokeAgentResponse, error)
 	// RefreshCallToken exchanges a call token that is still valid, or expired
 	// less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
@@ -772,11 +803,16 @@ type HubServiceServer interface {
 	// self); FAILED_PRECONDITION (the target lacks the capability);
 	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
 	// time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-	// channel ended before the reply).
+	// channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+	// prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+	// RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+	// recipient, rule): nothing is opened.
 	Delegate(context.Context, *DelegateRequest) (*DelegateResponse, error)
 	// Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
 	// Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-	// audience) and those of PostEnvelope.
+	// audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+	// RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+	// INBOX_FULL (metadata recipient, rule).
 	Say(context.Context, *SayRequest) (*SayResponse, error)
 	// ListAudit reads the append-only audit log. Needs the operator token:
 	// an agent credential is PERMISSION_DENIED.

@@ -241,7 +241,9 @@ Global___Welcome: _TypeAlias = Welcome  # noqa: Y015
 class Post(_message.Message):
     """Post submits an envelope. The hub stamps sender_id, envelope_id, created_at and
     seq, runs the adapter's validate_send, commits the envelope to the WAL and only
-    then answers with a PostResult and delivers it.
+    then answers with a PostResult and delivers it. Its refusals are PostEnvelope's
+    (hub.proto), among them RATE_LIMITED (metadata retry_after_seconds, rule: post
+    again after that many seconds) and INBOX_FULL (metadata recipient, rule).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -351,7 +351,11 @@ class HubServiceServicer:
         wait_until_opened waited wait_timeout_seconds and the channel is still
         PENDING (the channel stays; it closes with "invite_timeout" if the acks
         never come). A channel that ended instead of opening (e.g. an invitee
-        rejected) is returned, not refused: check its state.
+        rejected) is returned, not refused: check its state. With a seed (message or
+        seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+        caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+        INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+        nothing is created then.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -401,6 +405,12 @@ class HubServiceServicer:
         invite answer without an open invite, a post before the channel opened, or
         a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
         INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+        Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+        sender is over its posts-per-second rule (ErrorInfo metadata
+        retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+        / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+        rule, limit). Neither changes anything: retry RATE_LIMITED after
+        retry_after_seconds; INBOX_FULL only once the recipient caught up.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -499,7 +509,10 @@ class HubServiceServicer:
         INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
         PERMISSION_DENIED (the target does not accept the caller, or a root session
         the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+        question is over the caller's rate; metadata retry_after_seconds, rule;
+        nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+        is at its cap; metadata recipient, rule).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -553,7 +566,10 @@ class HubServiceServicer:
         self); FAILED_PRECONDITION (the target lacks the capability);
         DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
         time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-        channel ended before the reply).
+        channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+        prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+        RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+        recipient, rule): nothing is opened.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -562,7 +578,9 @@ class HubServiceServicer:
     def Say(self, request, context):
         """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
         Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-        audience) and those of PostEnvelope.
+        audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+        RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+        INBOX_FULL (metadata recipient, rule).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -122,7 +122,11 @@ class HubServiceStub:
     wait_until_opened waited wait_timeout_seconds and the channel is still
     PENDING (the channel stays; it closes with "invite_timeout" if the acks
     never come). A channel that ended instead of opening (e.g. an invitee
-    rejected) is returned, not refused: check its state.
+    rejected) is returned, not refused: check its state. With a seed (message or
+    seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+    caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+    INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+    nothing is created then.
     """
     CloseChannel: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CloseChannelRequest, _hub_pb2.CloseChannelResponse]
     """CloseChannel closes a channel the caller participates in.
@@ -151,6 +155,12 @@ class HubServiceStub:
     invite answer without an open invite, a post before the channel opened, or
     a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
     INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+    Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+    sender is over its posts-per-second rule (ErrorInfo metadata
+    retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+    / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+    rule, limit). Neither changes anything: retry RATE_LIMITED after
+    retry_after_seconds; INBOX_FULL only once the recipient caught up.
     """
     CanSend: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CanSendRequest, _hub_pb2.CanSendResponse]
     """CanSend says whether the caller may post a substantive envelope now. Use it
@@ -202,7 +212,10 @@ class HubServiceStub:
     INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
     PERMISSION_DENIED (the target does not accept the caller, or a root session
     the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+    question is over the caller's rate; metadata retry_after_seconds, rule;
+    nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+    is at its cap; metadata recipient, rule).
     """
     RefreshCallToken: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]
     """RefreshCallToken exchanges a call token that is still valid, or expired
@@ -236,12 +249,17 @@ class HubServiceStub:
     self); FAILED_PRECONDITION (the target lacks the capability);
     DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
     time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-    channel ended before the reply).
+    channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+    prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+    RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+    recipient, rule): nothing is opened.
     """
     Say: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SayRequest, _hub_pb2.SayResponse]
     """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
     Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-    audience) and those of PostEnvelope.
+    audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+    RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+    INBOX_FULL (metadata recipient, rule).
     """
     ListAudit: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListAuditRequest, _hub_pb2.ListAuditResponse]
     """ListAudit reads the append-only audit log. Needs the operator token:
@@ -341,7 +359,11 @@ class HubServiceAsyncStub(HubServiceStub):
     wait_until_opened waited wait_timeout_seconds and the channel is still
     PENDING (the channel stays; it closes with "invite_timeout" if the acks
     never come). A channel that ended instead of opening (e.g. an invitee
-    rejected) is returned, not refused: check its state.
+    rejected) is returned, not refused: check its state. With a seed (message or
+    seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+    caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+    INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+    nothing is created then.
     """
     CloseChannel: _aio.UnaryUnaryMultiCallable[_hub_pb2.CloseChannelRequest, _hub_pb2.CloseChannelResponse]  # type: ignore[assignment]
     """CloseChannel closes a channel the caller participates in.
@@ -370,6 +392,12 @@ class HubServiceAsyncStub(HubServiceStub):
     invite answer without an open invite, a post before the channel opened, or
     a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
     INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+    Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+    sender is over its posts-per-second rule (ErrorInfo metadata
+    retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+    / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+    rule, limit). Neither changes anything: retry RATE_LIMITED after
+    retry_after_seconds; INBOX_FULL only once the recipient caught up.
     """
     CanSend: _aio.UnaryUnaryMultiCallable[_hub_pb2.CanSendRequest, _hub_pb2.CanSendResponse]  # type: ignore[assignment]
     """CanSend says whether the caller may post a substantive envelope now. Use it
@@ -421,7 +449,10 @@ class HubServiceAsyncStub(HubServiceStub):
     INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
     PERMISSION_DENIED (the target does not accept the caller, or a root session
     the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+    question is over the caller's rate; metadata retry_after_seconds, rule;
+    nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+    is at its cap; metadata recipient, rule).
     """
     RefreshCallToken: _aio.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]  # type: ignore[assignment]
     """RefreshCallToken exchanges a call token that is still valid, or expired
@@ -455,12 +486,17 @@ class HubServiceAsyncStub(HubServiceStub):
     self); FAILED_PRECONDITION (the target lacks the capability);
     DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
     time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-    channel ended before the reply).
+    channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+    prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+    RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+    recipient, rule): nothing is opened.
     """
     Say: _aio.UnaryUnaryMultiCallable[_hub_pb2.SayRequest, _hub_pb2.SayResponse]  # type: ignore[assignment]
     """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
     Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-    audience) and those of PostEnvelope.
+    audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+    RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+    INBOX_FULL (metadata recipient, rule).
     """
     ListAudit: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListAuditRequest, _hub_pb2.ListAuditResponse]  # type: ignore[assignment]
     """ListAudit reads the append-only audit log. Needs the operator token:
@@ -611,7 +647,11 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         wait_until_opened waited wait_timeout_seconds and the channel is still
         PENDING (the channel stays; it closes with "invite_timeout" if the acks
         never come). A channel that ended instead of opening (e.g. an invitee
-        rejected) is returned, not refused: check its state.
+        rejected) is returned, not refused: check its state. With a seed (message or
+        seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+        caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+        INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+        nothing is created then.
         """
 
     @_abc_1.abstractmethod
@@ -670,6 +710,12 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         invite answer without an open invite, a post before the channel opened, or
         a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
         INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+        Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+        sender is over its posts-per-second rule (ErrorInfo metadata
+        retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+        / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+        rule, limit). Neither changes anything: retry RATE_LIMITED after
+        retry_after_seconds; INBOX_FULL only once the recipient caught up.
         """
 
     @_abc_1.abstractmethod
@@ -787,7 +833,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
         PERMISSION_DENIED (the target does not accept the caller, or a root session
         the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+        question is over the caller's rate; metadata retry_after_seconds, rule;
+        nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+        is at its cap; metadata recipient, rule).
         """
 
     @_abc_1.abstractmethod
@@ -851,7 +900,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         self); FAILED_PRECONDITION (the target lacks the capability);
         DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
         time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-        channel ended before the reply).
+        channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+        prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+        RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+        recipient, rule): nothing is opened.
         """
 
     @_abc_1.abstractmethod
@@ -862,7 +914,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.SayResponse, _abc.Awaitable[_hub_pb2.SayResponse]]:
         """Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
         Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-        audience) and those of PostEnvelope.
+        audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+        RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+        INBOX_FULL (metadata recipient, rule).
         """
 
     @_abc_1.abstractmethod

@@ -2901,7 +2901,9 @@ class Post(betterproto2.Message):
     """
     Post submits an envelope. The hub stamps sender_id, envelope_id, created_at and
     seq, runs the adapter's validate_send, commits the envelope to the WAL and only
-    then answers with a PostResult and delivers it.
+    then answers with a PostResult and delivers it. Its refusals are PostEnvelope's
+    (hub.proto), among them RATE_LIMITED (metadata retry_after_seconds, rule: post
+    again after that many seconds) and INBOX_FULL (metadata recipient, rule).
     """
 
     request_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
@@ -4136,7 +4138,11 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         wait_until_opened waited wait_timeout_seconds and the channel is still
         PENDING (the channel stays; it closes with "invite_timeout" if the acks
         never come). A channel that ended instead of opening (e.g. an invitee
-        rejected) is returned, not refused: check its state.
+        rejected) is returned, not refused: check its state. With a seed (message or
+        seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+        caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+        INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+        nothing is created then.
         """
 
         return await self._unary_unary(
@@ -4257,6 +4263,12 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         invite answer without an open invite, a post before the channel opened, or
         a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
         INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+        Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+        sender is over its posts-per-second rule (ErrorInfo metadata
+        retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+        / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+        rule, limit). Neither changes anything: retry RATE_LIMITED after
+        retry_after_seconds; INBOX_FULL only once the recipient caught up.
         """
 
         return await self._unary_unary(
@@ -4509,7 +4521,10 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
         PERMISSION_DENIED (the target does not accept the caller, or a root session
         the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+        question is over the caller's rate; metadata retry_after_seconds, rule;
+        nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+        is at its cap; metadata recipient, rule).
         """
 
         return await self._unary_unary(
@@ -4633,7 +4648,10 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         self); FAILED_PRECONDITION (the target lacks the capability);
         DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
         time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-        channel ended before the reply).
+        channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+        prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+        RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+        recipient, rule): nothing is opened.
         """
 
         return await self._unary_unary(
@@ -4656,7 +4674,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
         Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-        audience) and those of PostEnvelope.
+        audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+        RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+        INBOX_FULL (metadata recipient, rule).
         """
 
         return await self._unary_unary(

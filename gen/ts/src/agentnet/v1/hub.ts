@@ -7778,7 +7778,11 @@ export const HubServiceService = {
    * wait_until_opened waited wait_timeout_seconds and the channel is still
    * PENDING (the channel stays; it closes with "invite_timeout" if the acks
    * never come). A channel that ended instead of opening (e.g. an invitee
-   * rejected) is returned, not refused: check its state.
+   * rejected) is returned, not refused: check its state. With a seed (message or
+   * seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+   * caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+   * INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+   * nothing is created then.
    */
   openChannel: {
     path: "/agentnet.v1.HubService/OpenChannel" as const,
@@ -7855,6 +7859,12 @@ export const HubServiceService = {
    * invite answer without an open invite, a post before the channel opened, or
    * a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
    * INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+   * Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+   * sender is over its posts-per-second rule (ErrorInfo metadata
+   * retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+   * / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+   * rule, limit). Neither changes anything: retry RATE_LIMITED after
+   * retry_after_seconds; INBOX_FULL only once the recipient caught up.
    */
   postEnvelope: {
     path: "/agentnet.v1.HubService/PostEnvelope" as const,
@@ -8009,7 +8019,10 @@ export const HubServiceService = {
    * INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
    * PERMISSION_DENIED (the target does not accept the caller, or a root session
    * the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+   * question is over the caller's rate; metadata retry_after_seconds, rule;
+   * nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+   * is at its cap; metadata recipient, rule).
    */
   invokeAgent: {
     path: "/agentnet.v1.HubService/InvokeAgent" as const,
@@ -8092,7 +8105,10 @@ export const HubServiceService = {
    * self); FAILED_PRECONDITION (the target lacks the capability);
    * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
    * time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-   * channel ended before the reply).
+   * channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+   * prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+   * RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+   * recipient, rule): nothing is opened.
    */
   delegate: {
     path: "/agentnet.v1.HubService/Delegate" as const,
@@ -8106,7 +8122,9 @@ export const HubServiceService = {
   /**
    * Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
    * Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-   * audience) and those of PostEnvelope.
+   * audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+   * RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+   * INBOX_FULL (metadata recipient, rule).
    */
   say: {
     path: "/agentnet.v1.HubService/Say" as const,
@@ -8198,7 +8216,11 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * wait_until_opened waited wait_timeout_seconds and the channel is still
    * PENDING (the channel stays; it closes with "invite_timeout" if the acks
    * never come). A channel that ended instead of opening (e.g. an invitee
-   * rejected) is returned, not refused: check its state.
+   * rejected) is returned, not refused: check its state. With a seed (message or
+   * seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+   * caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+   * INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+   * nothing is created then.
    */
   openChannel: handleUnaryCall<OpenChannelRequest, OpenChannelResponse>;
   /**
@@ -8231,6 +8253,12 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * invite answer without an open invite, a post before the channel opened, or
    * a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
    * INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+   * Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+   * sender is over its posts-per-second rule (ErrorInfo metadata
+   * retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+   * / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+   * rule, limit). Neither changes anything: retry RATE_LIMITED after
+   * retry_after_seconds; INBOX_FULL only once the recipient caught up.
    */
   postEnvelope: handleUnaryCall<PostEnvelopeRequest, PostEnvelopeResponse>;
   /**
@@ -8290,7 +8318,10 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
    * PERMISSION_DENIED (the target does not accept the caller, or a root session
    * the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+   * question is over the caller's rate; metadata retry_after_seconds, rule;
+   * nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+   * is at its cap; metadata recipient, rule).
    */
   invokeAgent: handleUnaryCall<InvokeAgentRequest, InvokeAgentResponse>;
   /**
@@ -8329,13 +8360,18 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * self); FAILED_PRECONDITION (the target lacks the capability);
    * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
    * time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-   * channel ended before the reply).
+   * channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+   * prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+   * RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+   * recipient, rule): nothing is opened.
    */
   delegate: handleUnaryCall<DelegateRequest, DelegateResponse>;
   /**
    * Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
    * Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-   * audience) and those of PostEnvelope.
+   * audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+   * RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+   * INBOX_FULL (metadata recipient, rule).
    */
   say: handleUnaryCall<SayRequest, SayResponse>;
   /**
@@ -8511,7 +8547,11 @@ export interface HubServiceClient extends Client {
    * wait_until_opened waited wait_timeout_seconds and the channel is still
    * PENDING (the channel stays; it closes with "invite_timeout" if the acks
    * never come). A channel that ended instead of opening (e.g. an invitee
-   * rejected) is returned, not refused: check its state.
+   * rejected) is returned, not refused: check its state. With a seed (message or
+   * seed_envelope): RESOURCE_EXHAUSTED / RATE_LIMITED when the seed is over the
+   * caller's rate (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+   * INBOX_FULL when a target's inbox is at its cap (metadata recipient, rule);
+   * nothing is created then.
    */
   openChannel(
     request: OpenChannelRequest,
@@ -8605,6 +8645,12 @@ export interface HubServiceClient extends Client {
    * invite answer without an open invite, a post before the channel opened, or
    * a payload the adapter refuses); DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE;
    * INVALID_ARGUMENT (malformed envelope, audience naming non-participants).
+   * Governance (docs/governance.md): RESOURCE_EXHAUSTED / RATE_LIMITED when the
+   * sender is over its posts-per-second rule (ErrorInfo metadata
+   * retry_after_seconds = when its next token arrives, rule); RESOURCE_EXHAUSTED
+   * / INBOX_FULL when a recipient's inbox is at its cap (metadata recipient,
+   * rule, limit). Neither changes anything: retry RATE_LIMITED after
+   * retry_after_seconds; INBOX_FULL only once the recipient caught up.
    */
   postEnvelope(
     request: PostEnvelopeRequest,
@@ -8818,7 +8864,10 @@ export interface HubServiceClient extends Client {
    * INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
    * PERMISSION_DENIED (the target does not accept the caller, or a root session
    * the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE.
+   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
+   * question is over the caller's rate; metadata retry_after_seconds, rule;
+   * nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
+   * is at its cap; metadata recipient, rule).
    */
   invokeAgent(
     request: InvokeAgentRequest,
@@ -8927,7 +8976,10 @@ export interface HubServiceClient extends Client {
    * self); FAILED_PRECONDITION (the target lacks the capability);
    * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
    * time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
-   * channel ended before the reply).
+   * channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
+   * prompt is over the caller's rate; metadata retry_after_seconds, rule) and
+   * RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap; metadata
+   * recipient, rule): nothing is opened.
    */
   delegate(
     request: DelegateRequest,
@@ -8947,7 +8999,9 @@ export interface HubServiceClient extends Client {
   /**
    * Say posts an EV_TEXT to a channel the caller participates in (the `say` tool).
    * Refusals: INVALID_ARGUMENT (no channel_id); NOT_FOUND (unknown peer in
-   * audience) and those of PostEnvelope.
+   * audience) and those of PostEnvelope, including RESOURCE_EXHAUSTED /
+   * RATE_LIMITED (metadata retry_after_seconds, rule) and RESOURCE_EXHAUSTED /
+   * INBOX_FULL (metadata recipient, rule).
    */
   say(request: SayRequest, callback: (error: ServiceError | null, response: SayResponse) => void): ClientUnaryCall;
   say(
