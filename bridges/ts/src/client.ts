@@ -190,9 +190,9 @@ export interface InvokeAgentOptions extends CallOptions {
   /** Headers forwarded to the callee (a key starting with `a2a-`, any case, is refused with INVALID_ARGUMENT). */
   customHeaders?: Record<string, string>;
   /**
-   * The call token of the dispatch this call runs in: links the call as a child
-   * execution. An expired token is refused with reason `TOKEN_EXPIRED`
-   * ({@link Client.invokeNested} refreshes it for you).
+   * A call token of the dispatch this call runs in ({@link Client.callTokenFor}):
+   * links the call as a child execution. An expired token is refused with
+   * reason `TOKEN_EXPIRED` ({@link Client.invokeNested} handles both for you).
    */
   callToken?: string;
   /**
@@ -633,8 +633,8 @@ export class Client {
 
   /**
    * {@link invokeAgent} from inside an A2A dispatch this identity is answering:
-   * passes `dispatch.callToken`, and on `TOKEN_EXPIRED` refreshes it once
-   * (storing the fresh token in `dispatch`) and retries. See {@link invokeNested}.
+   * obtains a call token of the dispatch's execution on first use (kept in
+   * `dispatch`), and on `TOKEN_EXPIRED` a fresh one once, and retries. See {@link invokeNested}.
    */
   invokeNested(
     dispatch: A2ADispatchInfo,
@@ -647,7 +647,17 @@ export class Client {
 
   /** Exchange a call token that is still valid (or expired within the hub's grace period) for a fresh one. */
   async refreshCallToken(callToken: string, call?: CallOptions): Promise<RefreshCallTokenResponse> {
-    return this.unary(this.raw.refreshCallToken, { callToken }, call);
+    return this.unary(this.raw.refreshCallToken, { callToken, executionId: "" }, call);
+  }
+
+  /**
+   * A call token of the running execution `executionId` this identity is the
+   * target of (the A2A dispatch it answers): pass it as `callToken` to link
+   * nested calls. Refused with PERMISSION_DENIED (another agent's call) or
+   * FAILED_PRECONDITION (the call is not running).
+   */
+  async callTokenFor(executionId: string, call?: CallOptions): Promise<RefreshCallTokenResponse> {
+    return this.unary(this.raw.refreshCallToken, { callToken: "", executionId }, call);
   }
 
   /** The A2A executions (call tree) of a root session, in start order. */
