@@ -28,7 +28,7 @@ class Dispatch:
     message: str
     skill: str = ""
     custom_headers: dict[str, str] = field(default_factory=dict)
-    call_token: str = ""
+    call_token: str = field(default="", repr=False)
     """Links nested calls to this execution. The dispatch never carries one (the channel's
     log is readable by its members): ``invoke_agent`` asks the hub for it on the first
     nested call (``RefreshCallToken`` by execution id) and again when it expires."""
