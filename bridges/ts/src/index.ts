@@ -61,7 +61,18 @@ export {
   invokeNested,
   type NestedInvokeOptions,
 } from "./a2a";
-export { AgentNetError, type AgentNetErrorInit, codeName, ERROR_DOMAIN, type KnownReason, Reason } from "./errors";
+export {
+  AgentNetError,
+  type AgentNetErrorInit,
+  codeName,
+  ERROR_DOMAIN,
+  InboxFullError,
+  type KnownReason,
+  LimitExceededError,
+  RateLimitedError,
+  Reason,
+  RuleDeniedError,
+} from "./errors";
 export {
   type AnyMessage,
   decodeErrorInfo,
