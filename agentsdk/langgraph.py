@@ -43,6 +43,7 @@ from agentsdk.langchain import to_langchain_tools
 from agentsdk.network.agent_client import AgentClient
 from agentsdk.network.hub_client import HubClient
 from agentsdk.network.service import stop_signal
+from agentsdk.tls import TlsSetting
 from agentsdk.tools import ToolLike
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_TEXT, Envelope, text_envelope
@@ -70,6 +71,7 @@ class App:
     identity's A2A settings (A2A stays disabled when the file does not exist). With
     ``credential_file`` the identity outlives the process (see ``HubClient.register``).
     ``passport`` sets the rest of the identity (e.g. ``project``); its name must be ``app_name``.
+    ``tls`` connects over TLS / mTLS (:class:`~agentsdk.tls.TlsConfig`, or True for gRPC's default roots).
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class App:
         agent_yaml: str | os.PathLike[str] = "agent.yaml",
         credential_file: str | os.PathLike[str] | None = None,
         passport: Passport | None = None,
+        tls: TlsSetting = None,
     ) -> None:
         if passport is not None and passport.name != app_name:
             raise ValueError(f"passport.name {passport.name!r} differs from app_name {app_name!r}; make them equal.")
@@ -88,6 +91,7 @@ class App:
         self.agent_yaml = Path(agent_yaml)
         self.credential_file = credential_file
         self._hub_address = hub
+        self._tls = tls
         self._builder: Callable[[], Any] | None = None
         self._tools: list[ToolLike] = []
         self._hub: HubClient | None = None
@@ -180,7 +184,7 @@ class App:
         target = self._hub_address or os.environ.get("AGENTNET_HUB") or DEFAULT_HUB
         settings = A2ASettings.from_yaml(self.agent_yaml) if self.agent_yaml.exists() else None
         self._ready = ready = asyncio.Event()  # made here: bound to the loop the app runs in
-        self._hub = HubClient(HubConnection(target))
+        self._hub = HubClient(HubConnection(target, self._tls))
         try:
             self._client = await self._hub.register(
                 Agent(self.app_name, config=ScriptedConfig([])),  # placeholder: the graph answers, not this Agent

@@ -15,6 +15,7 @@ import grpc
 from agentnet.v1 import hub_pb2_grpc
 from google.protobuf.message import Message
 
+from agentsdk.tls import TlsSetting, open_channel
 from netkernel.errors import InternalError, error_from_rpc
 
 ResponseT = TypeVar("ResponseT", bound=Message)
@@ -33,11 +34,14 @@ CHANNEL_OPTIONS = (
 
 
 class HubConnection:
-    """A gRPC channel to one hub, shared by every identity of a client."""
+    """A gRPC channel to one hub, shared by every identity of a client; ``tls`` as in
+    :mod:`agentsdk.tls` (None: plaintext)."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, tls: TlsSetting = None) -> None:
         self.target = target
-        self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.tls = tls
+        """The TLS setting the channel was opened with (None: plaintext)."""
+        self.channel = open_channel(target, tls, CHANNEL_OPTIONS)
         self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
 
     async def close(self) -> None:

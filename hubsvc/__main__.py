@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 
 from hubsvc.config import HubConfig, parse_args
 from hubsvc.server import start_hub
 from hubsvc.storage import SqliteHubStore
 from servicekit.auth import ensure_secret_file
 from servicekit.runtime import configure_logging, serve_until_signal
+from servicekit.tls import TlsConfigError
 
 log = logging.getLogger("agentnet.hub")
 
@@ -24,6 +26,8 @@ async def run(config: HubConfig) -> None:
         port=config.port,
         operator_token=operator_token,
         options=config.options(),
+        tls=config.tls,
+        tls_bind_identity=config.tls_bind_identity,
     )
     await serve_until_signal("agentnet-hub", config.host, hub)
 
@@ -32,7 +36,10 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point (``agentnet-hub``)."""
     config = parse_args(argv)
     configure_logging(config.log_level)
-    asyncio.run(run(config))
+    try:
+        asyncio.run(run(config))
+    except TlsConfigError as exc:
+        sys.exit(f"agentnet-hub: {exc}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hubsvc.core.options import HubOptions
+from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,13 @@ class HubConfig:
     operator_token_file: Path | None = None
     """File holding the operator token for operator calls such as ListAudit; created with a
     random token when missing; default ``<data_dir>/hub-operator.token`` (AGENTNET_HUB_OPERATOR_TOKEN_FILE)."""
+
+    tls: ServerTls | None = None
+    """TLS settings (--tls-cert, --tls-key, --tls-client-ca; AGENTNET_HUB_TLS_*); None serves plaintext,
+    which only a loopback host or --insecure (AGENTNET_HUB_INSECURE) allows."""
+    tls_bind_identity: bool = False
+    """Accept an agent credential only on a connection whose client certificate names that agent
+    (--tls-bind-identity, AGENTNET_HUB_TLS_BIND_IDENTITY; needs --tls-client-ca)."""
 
     def options(self) -> HubOptions:
         """The core options these settings imply."""
@@ -229,7 +237,22 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     for flag, env_var, default, help in _SIZE_FLAGS:
         _flag(parser, flag, env_var, default, help, type=int)
+    add_tls_arguments(parser, "AGENTNET_HUB_")
+    parser.add_argument(
+        "--tls-bind-identity",
+        action="store_true",
+        default=os.environ.get("AGENTNET_HUB_TLS_BIND_IDENTITY", "").strip().lower() in {"1", "true", "yes", "on"},
+        help="accept an agent credential only on a connection whose client certificate names that agent "
+        "(URI SAN agentnet:agent:<name>, else subject CN); Register only the name the certificate carries; "
+        "needs --tls-client-ca [AGENTNET_HUB_TLS_BIND_IDENTITY=1]",
+    )
     args = parser.parse_args(argv)
+    tls = tls_from_args(parser, args, args.host)
+    if args.tls_bind_identity and (tls is None or not tls.mutual):
+        parser.error(
+            "--tls-bind-identity needs --tls-client-ca (and --tls-cert, --tls-key): the hub binds "
+            "identities to verified client certificates"
+        )
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
     for flag, *_ in _SIZE_FLAGS:
@@ -265,4 +288,6 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         max_wait_seconds=args.max_wait_seconds,
         max_stream_buffer_bytes=args.max_stream_buffer_bytes,
         operator_token_file=args.operator_token_file,
+        tls=tls,
+        tls_bind_identity=args.tls_bind_identity,
     )

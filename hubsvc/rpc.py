@@ -9,13 +9,19 @@ checked against the hub's field limits (:mod:`hubsvc.field_limits`). ``Connect``
 Hello frame with :meth:`Authenticator.hello` under the same boundary; errors that
 travel inside its stream (a refused post) are built by :func:`error_detail` from
 the same exception classes.
+
+Under identity binding (``--tls-bind-identity``, mTLS) the same authentication also checks
+the connection's verified client certificate (:func:`servicekit.tls.certificate_agent`): an
+agent credential is accepted only from the agent the certificate names, and ``Register`` /
+``RegisterHuman`` (auth mode :data:`REGISTER`) only register that name — one check,
+:meth:`Authenticator.check_certificate`, for unary RPCs, streams and the Connect Hello.
 """
 
 from __future__ import annotations
 
 import functools
 import hmac
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
@@ -29,11 +35,15 @@ from netkernel.errors import AgentNetError, PermissionDenied, ProtocolError, Una
 from servicekit.auth import bearer_token
 from servicekit.boundary import stream_boundary, unary_boundary
 from servicekit.limits import RequestLimits
+from servicekit.tls import AGENT_URI_PREFIX, certificate_agent
 
 C = TypeVar("C")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Metadata = Iterable[tuple[str, str | bytes]]
+Ctx: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+PeerAuth = Mapping[str, Sequence[bytes]]
+"""A connection's auth context (``ServicerContext.auth_context()``): the verified client certificate's names."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,10 @@ class Auth(Generic[C]):
 
 
 PUBLIC: Auth[None] = Auth("public")
-"""No credential needed (Register, RegisterHuman); the handler gets None."""
+"""No credential needed; the handler gets None."""
+REGISTER: Auth[None] = Auth("register")
+"""No credential needed (Register, RegisterHuman); under identity binding the request's
+``passport.name`` must be the agent the client certificate names. The handler gets None."""
 AGENT: Auth[str] = Auth("agent")
 """An agent's credential; the handler gets the agent id."""
 OPERATOR: Auth[None] = Auth("operator")
@@ -64,20 +77,28 @@ class Authenticator:
     """Turns a call's bearer credential into its caller.
 
     ``operator_token`` is the secret operator calls must present as their bearer
-    credential; "" disables them."""
+    credential; "" disables them. With ``bind_identity`` an agent is only accepted on a
+    connection whose verified client certificate names it (the server must require client
+    certificates: ``--tls-client-ca``)."""
 
-    def __init__(self, core: HubCore, operator_token: str = "") -> None:
+    def __init__(self, core: HubCore, operator_token: str = "", *, bind_identity: bool = False) -> None:
         self._core = core
         self._operator_digest = hash_secret(operator_token) if operator_token else ""
+        self.bind_identity = bind_identity
 
-    def caller(self, auth: Auth[C], metadata: Metadata) -> C:
-        """The caller of a call with this metadata under ``auth`` (Unauthenticated / PermissionDenied otherwise)."""
+    def caller(self, auth: Auth[C], context: Ctx, request: object = None) -> C:
+        """The caller of a call on ``context`` under ``auth`` (Unauthenticated / PermissionDenied otherwise);
+        ``request`` is read for the name a :data:`REGISTER` call registers."""
         if auth is PUBLIC:
             return cast(C, None)
-        credential = bearer_token(metadata) or ""
+        if auth is REGISTER:
+            passport = getattr(request, "passport", None)
+            self.check_certificate(getattr(passport, "name", ""), context, registering=True)
+            return cast(C, None)
+        credential = bearer_token(context.invocation_metadata() or ()) or ""
         if auth is not AGENT and self._is_operator(credential):
             return cast(C, None)
-        agent_id = self.agent(credential)  # Unauthenticated for a missing or unknown credential
+        agent_id = self.agent(credential, context)  # Unauthenticated for a missing or unknown credential
         if auth is OPERATOR:
             raise PermissionDenied(
                 "this call is for the hub's operator: send the operator token as 'authorization: Bearer <token>' "
@@ -85,17 +106,41 @@ class Authenticator:
             )
         return cast(C, agent_id)
 
-    def agent(self, credential: str) -> str:
-        """The agent a credential belongs to, marked as seen now."""
+    def agent(self, credential: str, context: Ctx) -> str:
+        """The agent a credential presented on ``context`` belongs to, marked as seen now."""
         if not credential:
             raise Unauthenticated(
                 "this call needs your credential: send 'authorization: Bearer <credential>' metadata "
                 "(the credential is returned by Register)."
             )
-        return self._core.authenticate(credential)
+        agent_id = self._core.authenticate(credential)
+        self.check_certificate(self._core.registry.name_for(agent_id), context)
+        return agent_id
+
+    def check_certificate(self, name: str, context: Ctx, *, registering: bool = False) -> None:
+        """Under identity binding, refuse unless the connection's verified client certificate names
+        agent ``name``: Unauthenticated without a certificate naming an agent, PermissionDenied when
+        it names another. Nothing to check without binding."""
+        if not self.bind_identity:
+            return
+        named = certificate_agent(cast(PeerAuth, context.auth_context() or {}))
+        if named is None:
+            raise Unauthenticated(
+                "this hub binds agent identities to client certificates: connect with a client certificate "
+                f"that names your agent (subject alternative name URI '{AGENT_URI_PREFIX}<name>', or subject "
+                "CN '<name>'), issued by the CA the hub trusts."
+            )
+        if named != name:
+            what = f"register {name!r}" if registering else f"use the credential of {name!r}"
+            raise PermissionDenied(
+                f"your client certificate names agent {named!r}, so this connection may not {what}: "
+                f"connect with the certificate issued for {name!r}"
+                + (f", or register {named!r}." if registering else "."),
+                metadata={"certificate_agent": named, "agent": name},
+            )
 
     async def hello(
-        self, frames: AsyncIterator[connect_pb2.ConnectRequest], metadata: Metadata
+        self, frames: AsyncIterator[connect_pb2.ConnectRequest], context: Ctx
     ) -> tuple[str, connect_pb2.Hello] | None:
         """Read Connect's first frame, which must be Hello; returns (agent id, hello), or None for an empty stream.
 
@@ -106,10 +151,10 @@ class Authenticator:
             return None
         if first.WhichOneof("frame") != "hello":
             raise ProtocolError("the first Connect frame must be Hello{credential, cursors}.")
-        credential = first.hello.credential or bearer_token(metadata) or ""
+        credential = first.hello.credential or bearer_token(context.invocation_metadata() or ()) or ""
         if not credential:
             raise Unauthenticated("Hello.credential is empty; send the credential returned by Register.")
-        return self._core.authenticate(credential), first.hello
+        return self.agent(credential, context), first.hello
 
     def _is_operator(self, credential: str) -> bool:
         digest = self._operator_digest
@@ -125,7 +170,6 @@ class Authenticated(Protocol):
 
 
 S = TypeVar("S", bound=Authenticated)
-Ctx: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 def unary_rpc(
@@ -137,7 +181,7 @@ def unary_rpc(
     def decorate(handler: Callable[[S, C, Req], Awaitable[Resp]]) -> Callable[[S, Req, Ctx], Awaitable[Resp]]:
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> Resp:
-            caller = self.auth.caller(auth, context.invocation_metadata() or ())
+            caller = self.auth.caller(auth, context, request)
             self.limits.check(cast(Message, request))
             return await handler(self, caller, request)
 
@@ -154,7 +198,7 @@ def stream_rpc(
     def decorate(handler: Callable[[S, C, Req], AsyncIterator[Resp]]) -> Callable[[S, Req, Ctx], AsyncIterator[Resp]]:
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> AsyncIterator[Resp]:
-            caller = self.auth.caller(auth, context.invocation_metadata() or ())
+            caller = self.auth.caller(auth, context, request)
             self.limits.check(cast(Message, request))
             async for item in handler(self, caller, request):
                 yield item

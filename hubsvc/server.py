@@ -17,6 +17,7 @@ from hubsvc.core.util import Clock, system_clock
 from hubsvc.servicer import HUB_SERVICE, HubServicer
 from hubsvc.storage import HubStore
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
+from servicekit.tls import ServerTls
 
 
 @dataclass
@@ -53,19 +54,27 @@ async def start_hub(
     options: HubOptions | None = None,
     clock: Clock = system_clock,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    tls: ServerTls | None = None,
+    tls_bind_identity: bool = False,
 ) -> HubServer:
     """Open ``store``, hydrate the hub and serve it on ``host:port`` (0 = a free port).
 
     ``operator_token`` is the bearer token of operator calls (``ListAudit``; "" disables them).
+    ``tls`` serves TLS (mTLS with a client CA; ``servicekit.tls``); ``tls_bind_identity``
+    accepts an agent only on a connection whose client certificate names it (needs a client CA).
     """
+    if tls_bind_identity and (tls is None or not tls.mutual):
+        raise ValueError("tls_bind_identity needs TLS with a client CA (tls=ServerTls(..., client_ca_file=...))")
+    if tls is not None:
+        tls.check()  # unusable certificate files fail before the store is opened
     core = HubCore(store, options=options, clock=clock)
     await core.start()
-    servicer = HubServicer(core, operator_token=operator_token)
+    servicer = HubServicer(core, operator_token=operator_token, bind_identity=tls_bind_identity)
     spec = ServiceSpec(
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
     )
     try:
-        running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes)
+        running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes, tls=tls)
     except BaseException:
         await core.stop()
         raise

@@ -22,7 +22,7 @@ from hubsvc.rpc import (
     AGENT,
     AGENT_OR_OPERATOR,
     OPERATOR,
-    PUBLIC,
+    REGISTER,
     Authenticator,
     Ctx,
     error_detail,
@@ -41,11 +41,12 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     """Serves agentnet.v1.HubService over a :class:`HubCore`.
 
     ``operator_token`` is the secret operator calls (``ListAudit``) must present as their
-    bearer credential; "" disables them."""
+    bearer credential; "" disables them. ``bind_identity`` binds agent identities to client
+    certificates (:class:`~hubsvc.rpc.Authenticator`)."""
 
-    def __init__(self, core: HubCore, *, operator_token: str = "") -> None:
+    def __init__(self, core: HubCore, *, operator_token: str = "", bind_identity: bool = False) -> None:
         self.core = core
-        self.auth = Authenticator(core, operator_token)
+        self.auth = Authenticator(core, operator_token, bind_identity=bind_identity)
         self.limits = hub_request_limits(core.options)
         self.ops = Operations(core)
         self.tool_calls = ToolCalls(self.ops)
@@ -59,7 +60,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         # The boundary is opened inside this generator, not wrapped around it: deliveries pass no extra layer.
         async with ErrorBoundary(context, "HubServicer.Connect"):
             try:
-                hello = await self.auth.hello(request_iterator, context.invocation_metadata() or ())
+                hello = await self.auth.hello(request_iterator, context)
                 if hello is None:
                     return
                 agent_id, first = hello
@@ -136,7 +137,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     # -- identity -----------------------------------------------------------------------
 
-    @unary_rpc(PUBLIC)
+    @unary_rpc(REGISTER)
     async def Register(self, caller: None, request: hub_pb2.RegisterRequest) -> hub_pb2.RegisterResponse:
         """Register an agent or remote agent."""
         record, credential = await self.core.register(
@@ -148,7 +149,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         )
         return hub_pb2.RegisterResponse(agent=record, credential=credential)
 
-    @unary_rpc(PUBLIC)
+    @unary_rpc(REGISTER)
     async def RegisterHuman(self, caller: None, request: hub_pb2.RegisterHumanRequest) -> hub_pb2.RegisterHumanResponse:
         """Register a human participant."""
         record, credential = await self.core.register(request.passport, request.resume, None, None, human=True)

@@ -12,6 +12,7 @@ from knowledgesvc.config import KnowledgeConfig, parse_args
 from knowledgesvc.server import start_knowledge
 from netkernel.files import private_dir
 from servicekit.runtime import configure_logging, serve_until_signal
+from servicekit.tls import TlsConfigError
 
 log = logging.getLogger("agentnet.knowledge")
 
@@ -37,14 +38,18 @@ async def run(config: KnowledgeConfig) -> None:
         except Exception as exc:
             raise StartupError(f"cannot open the {config.backend} backend: {exc}") from exc
         log.info("knowledge backend: %s", config.backend)
-        server = await start_knowledge(
-            store,
-            authority,
-            host=config.host,
-            port=config.port,
-            max_write_bytes=config.max_write_bytes,
-            read_budget_bytes=config.read_budget_bytes,
-        )
+        try:
+            server = await start_knowledge(
+                store,
+                authority,
+                host=config.host,
+                port=config.port,
+                max_write_bytes=config.max_write_bytes,
+                read_budget_bytes=config.read_budget_bytes,
+                tls=config.tls,
+            )
+        except TlsConfigError as exc:
+            raise StartupError(str(exc)) from None
         await serve_until_signal("agentnet-knowledge", config.host, server)
     finally:
         await store.close()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledgesvc.servicer import READ_BUDGET_BYTES
+from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 BACKENDS = ("memory", "sqlite", "disk", "redis")
 
@@ -36,6 +37,9 @@ class KnowledgeConfig:
     """Bytes of files concurrent reads may load at once; more wait (AGENTNET_KNOWLEDGE_READ_BUDGET_BYTES)."""
     log_level: str = "INFO"
     """Logging level (AGENTNET_LOG_LEVEL)."""
+    tls: ServerTls | None = None
+    """TLS settings (--tls-cert, --tls-key, --tls-client-ca; AGENTNET_KNOWLEDGE_TLS_*); None serves plaintext,
+    which only a loopback host or --insecure (AGENTNET_KNOWLEDGE_INSECURE) allows."""
 
 
 def _positive_int(text: str) -> int:
@@ -106,7 +110,9 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
     parser.add_argument(
         "--log-level", default=env.get("AGENTNET_LOG_LEVEL", d.log_level), help="log level (AGENTNET_LOG_LEVEL)"
     )
+    add_tls_arguments(parser, "AGENTNET_KNOWLEDGE_")
     a = parser.parse_args(argv)
+    tls = tls_from_args(parser, a, a.host)
     return KnowledgeConfig(
         host=a.host,
         port=a.port,
@@ -118,4 +124,5 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
         max_write_bytes=a.max_write_bytes,
         read_budget_bytes=a.read_budget_bytes,
         log_level=a.log_level,
+        tls=tls,
     )

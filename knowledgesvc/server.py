@@ -11,6 +11,7 @@ from knowledgestore.base import StoreBase
 from knowledgesvc.auth import TokenAuthority
 from knowledgesvc.servicer import KNOWLEDGE_SERVICE, READ_BUDGET_BYTES, WATCH_BACKLOG, KnowledgeServicer
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
+from servicekit.tls import ServerTls
 
 
 @dataclass
@@ -42,8 +43,10 @@ async def start_knowledge(
     watch_backlog: int = WATCH_BACKLOG,
     read_budget_bytes: int = READ_BUDGET_BYTES,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    tls: ServerTls | None = None,
 ) -> KnowledgeServer:
-    """Serve the opened ``store`` on ``host:port`` (0 = a free port), authorising with ``authority``."""
+    """Serve the opened ``store`` on ``host:port`` (0 = a free port), authorising with ``authority``;
+    ``tls`` serves TLS (mTLS with a client CA; ``servicekit.tls``)."""
     servicer = KnowledgeServicer(
         store,
         authority,
@@ -55,5 +58,5 @@ async def start_knowledge(
         KNOWLEDGE_SERVICE.full_name,
         lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
     )
-    running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes)
+    running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes, tls=tls)
     return KnowledgeServer(running, host, servicer)

@@ -18,6 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from servicekit.reflection import enable_reflection
+from servicekit.tls import CertificateReloader, ServerTls, server_credentials
 
 log = logging.getLogger("agentnet.service")
 
@@ -72,6 +73,8 @@ class RunningServer:
     """The bound port (the real one when started with port 0)."""
     names: list[str]
     """Full names of the services served (health reports each)."""
+    tls: CertificateReloader | None = None
+    """The certificate reloader when serving TLS (None: plaintext)."""
 
     async def stop(self, grace_seconds: float, *, on_stopping: Callable[[], None] | None = None) -> None:
         """Report NOT_SERVING, call ``on_stopping`` (e.g. end long-lived streams, so the grace
@@ -89,10 +92,16 @@ async def start_server(
     host: str,
     port: int,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    tls: ServerTls | None = None,
 ) -> RunningServer:
     """The one way an agentnet service is served: register ``specs`` plus health and
     reflection on a server with :func:`server_options`, bind ``host:port`` (0 = a free
-    port), start it and report SERVING."""
+    port), start it and report SERVING.
+
+    With ``tls`` the port serves TLS (mTLS with a client CA) and follows certificate files
+    replaced on disk (:mod:`servicekit.tls`); unusable files raise ``TlsConfigError`` before
+    anything is bound."""
+    credentials, reloader = server_credentials(tls) if tls is not None else (None, None)
     server = grpc.aio.server(options=server_options(max_message_bytes))
     for spec in specs:
         spec.register(server)
@@ -100,11 +109,12 @@ async def start_server(
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [spec.full_name for spec in specs]
     enable_reflection([*names, health.SERVICE_NAME], server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"  # IPv6
+    bound = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     if bound == 0:
         raise OSError(f"could not bind {host}:{port}; is the port in use? Pick another with --port.")
     await server.start()
-    running = RunningServer(server, health_servicer, bound, names)
+    running = RunningServer(server, health_servicer, bound, names, reloader)
     await set_serving(health_servicer, names, True)
     return running
 
@@ -137,7 +147,8 @@ async def serve_until_signal(program: str, host: str, served: Served) -> None:
         loop.add_signal_handler(sig, stop.set)
     running = served.running
     print(f"{program} listening on {host}:{running.port}", flush=True)
-    log.info("%s serving %s on %s:%d", program, ", ".join(running.names), host, running.port)
+    security = "plaintext" if running.tls is None else "TLS"
+    log.info("%s serving %s on %s:%d (%s)", program, ", ".join(running.names), host, running.port, security)
     try:
         await stop.wait()
     finally:

@@ -11,6 +11,7 @@ from agentnet.v1 import a2a_pb2, hub_pb2
 
 from agentsdk.a2a.context import Dispatch, current_dispatch
 from agentsdk.rpc import HubRpc
+from agentsdk.tls import TlsSetting
 from agentsdk.transport import HubConnection
 from netkernel.errors import TokenExpired
 from netkernel.wire import INVOCATION_STATUS, InvocationStatus
@@ -80,15 +81,17 @@ class AgentToAgent:
         *,
         oe_url: str = "",
         connection: HubConnection | None = None,
+        tls: TlsSetting = None,
     ) -> None:
-        """Connect to the hub at ``hub_url`` (``host:port``; ``oe_url`` is the same, by its other name)."""
+        """Connect to the hub at ``hub_url`` (``host:port``; ``oe_url`` is the same, by its other name),
+        over TLS as ``tls`` says (:mod:`agentsdk.tls`; ignored with ``connection``)."""
         if hub_url and oe_url and hub_url != oe_url:
             raise ValueError(f"AgentToAgent got hub_url={hub_url!r} and oe_url={oe_url!r}; give one of them.")
         target = hub_url or oe_url
         if not target and connection is None:
             raise ValueError("AgentToAgent needs the hub's address: AgentToAgent(hub_url) or AgentToAgent(oe_url=...).")
         self._owned = connection is None
-        self._connection = connection or HubConnection(target)
+        self._connection = connection or HubConnection(target, tls)
         self._rpc = HubRpc(self._connection, auth_token)
 
     async def close(self) -> None:

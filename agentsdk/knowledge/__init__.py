@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentsdk.knowledge.read_cache import CacheInfo
 from agentsdk.knowledge.remote import RemoteKnowledgeStore
+from agentsdk.tls import TlsConfig
 from knowledgestore.base import StoreBase
 from knowledgestore.locked import LockedKnowledgeStore
 from knowledgestore.memory_store import MemoryKnowledgeStore
@@ -47,6 +48,7 @@ __all__ = [
     "SqliteKnowledgeStore",
     "StoreBase",
     "Subscription",
+    "TlsConfig",
     "normalize_path",
 ]
 

@@ -20,6 +20,7 @@ from agentnet.v1 import knowledge_pb2
 
 from agentsdk.knowledge.read_cache import DEFAULT_CACHE_BYTES, CachedFile, CacheInfo, Key, NamespaceCache, ReadCache
 from agentsdk.knowledge.rpc import KnowledgeRpc, WatchStream
+from agentsdk.tls import TlsSetting, open_channel
 from knowledgestore.base import StoreBase
 from knowledgestore.convert import event_from_proto
 from knowledgestore.feed import deliver, stop_task
@@ -39,7 +40,8 @@ class RemoteKnowledgeStore(StoreBase):
     """A knowledge-service namespace, used like a local store.
 
     ``target`` is ``host:port``; ``credential`` is a bearer token the service
-    grants ``namespace``. ``channel_credentials`` switches to TLS. ``timeout``
+    grants ``namespace``. ``tls`` switches to TLS: ``True`` (gRPC's default roots) or a
+    :class:`~agentsdk.tls.TlsConfig` (private CA, client certificate for mTLS). ``timeout``
     bounds each call (not ``on_change`` streams). Use ``async with`` or call
     :meth:`close`.
 
@@ -62,7 +64,7 @@ class RemoteKnowledgeStore(StoreBase):
         *,
         namespace: str,
         credential: str,
-        channel_credentials: grpc.ChannelCredentials | None = None,
+        tls: TlsSetting = None,
         timeout: float | None = 60.0,
         cache: bool = False,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
@@ -71,7 +73,7 @@ class RemoteKnowledgeStore(StoreBase):
         self._target = target
         self._namespace = namespace
         self._credential = credential
-        self._channel_credentials = channel_credentials
+        self._tls = tls
         self._timeout = timeout
         self._channel: grpc.aio.Channel | None = None
         self._rpc_instance: KnowledgeRpc | None = None
@@ -90,7 +92,7 @@ class RemoteKnowledgeStore(StoreBase):
             self._target,
             namespace=name,
             credential=self._credential,
-            channel_credentials=self._channel_credentials,
+            tls=self._tls,
             timeout=self._timeout,
         )
         if self._shared_cache is not None:
@@ -110,10 +112,7 @@ class RemoteKnowledgeStore(StoreBase):
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ]
-            if owner._channel_credentials is None:
-                owner._channel = grpc.aio.insecure_channel(owner._target, options=options)
-            else:
-                owner._channel = grpc.aio.secure_channel(owner._target, owner._channel_credentials, options=options)
+            owner._channel = open_channel(owner._target, owner._tls, options)
             owner._rpc_instance = KnowledgeRpc(owner._channel, owner._credential, timeout=owner._timeout)
         return owner._rpc_instance
 

@@ -41,6 +41,7 @@ from agentsdk.network.views import (
     ViewPolicy,
     WindowedSummary,
 )
+from agentsdk.tls import TlsConfig
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
     EV_CHANNEL_EXPIRED,
@@ -107,6 +108,7 @@ __all__ = [
     "Resume",
     "Task",
     "TaskInject",
+    "TlsConfig",
     "ViewPolicy",
     "WindowedSummary",
     "cause_scope",

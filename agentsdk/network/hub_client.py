@@ -30,6 +30,7 @@ from agentsdk.network.credentials import CredentialFile, SavedIdentity
 from agentsdk.network.cursors import CursorBook, CursorStore, JsonFileCursorStore
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
+from agentsdk.tls import TlsSetting
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.errors import (
@@ -81,9 +82,13 @@ class HubClient:
 
     @classmethod
     @asynccontextmanager
-    async def connect(cls, target: str) -> AsyncIterator[HubClient]:
-        """Connect to the hub at ``host:port``; disconnects every identity on exit."""
-        client = cls(HubConnection(target))
+    async def connect(cls, target: str, *, tls: TlsSetting = None) -> AsyncIterator[HubClient]:
+        """Connect to the hub at ``host:port``; disconnects every identity on exit.
+
+        ``tls``: ``True`` (verify the hub against gRPC's default roots), a
+        :class:`~agentsdk.tls.TlsConfig` (private CA, client certificate for mTLS, server name), or
+        None for plaintext (a hub on loopback, or one started with ``--insecure``)."""
+        client = cls(HubConnection(target, tls))
         try:
             yield client
         finally:

@@ -11,6 +11,7 @@ from typing import Any
 from agentsdk.knowledge import ChangeEvent, StoreBase
 from knowledgesvc.auth import TokenAuthority
 from knowledgesvc.server import start_knowledge
+from servicekit.tls import ServerTls
 
 #: The bearer token the test servers grant every namespace.
 TOKEN = "test-token-0123456789abcdef"
@@ -54,10 +55,14 @@ async def serve_in_process(
     grants: Mapping[str, Sequence[str]] | None = None,
     max_write_bytes: int = 8 * 1024 * 1024,
     watch_backlog: int = 10_000,
+    tls: ServerTls | None = None,
 ) -> AsyncIterator[str]:
-    """Serve ``store`` with the real KnowledgeServicer on a free loopback port; yield ``host:port``."""
+    """Serve ``store`` with the real KnowledgeServicer on a free loopback port (TLS with ``tls``);
+    yield ``host:port``."""
     authority = TokenAuthority(grants if grants is not None else {TOKEN: ["*"]})
-    server = await start_knowledge(store, authority, max_write_bytes=max_write_bytes, watch_backlog=watch_backlog)
+    server = await start_knowledge(
+        store, authority, max_write_bytes=max_write_bytes, watch_backlog=watch_backlog, tls=tls
+    )
     try:
         yield server.target
     finally:

@@ -1,0 +1,84 @@
+"""TLS for every connection the SDK opens (hub, knowledge service, A2A, LangGraph apps):
+:class:`TlsConfig` and :func:`open_channel`, the one place a gRPC channel and its credentials are built.
+
+``tls=True`` verifies the service against gRPC's default root certificates;
+``tls=TlsConfig(ca_file=...)`` against a private CA; ``cert_file`` + ``key_file`` present a
+client certificate (mTLS; a hub started with ``--tls-bind-identity`` expects it to name the
+agent: subject alternative name URI ``agentnet:agent:<name>`` or subject CN ``<name>``);
+``server_name`` verifies the server certificate for that name instead of the target's host.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeAlias
+
+import grpc
+
+ChannelOption: TypeAlias = tuple[str, int | str]
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """How the SDK verifies a service and (mTLS) proves who it is."""
+
+    ca_file: str | os.PathLike[str] | None = None
+    """PEM CA certificates the server's certificate must chain to; None: gRPC's default roots."""
+    cert_file: str | os.PathLike[str] | None = None
+    """PEM client certificate chain (mTLS; needs ``key_file``)."""
+    key_file: str | os.PathLike[str] | None = None
+    """PEM private key of ``cert_file``."""
+    server_name: str | None = None
+    """The name to verify the server certificate for (and send as SNI) instead of the target's host."""
+
+    def __post_init__(self) -> None:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("TlsConfig needs both cert_file and key_file for a client certificate, or neither")
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        """The gRPC channel credentials (files are read now; ValueError names a file that cannot be read)."""
+        return grpc.ssl_channel_credentials(
+            root_certificates=_read(self.ca_file, "ca_file"),
+            private_key=_read(self.key_file, "key_file"),
+            certificate_chain=_read(self.cert_file, "cert_file"),
+        )
+
+    def channel_options(self) -> list[ChannelOption]:
+        """Channel arguments the settings need (the server name override)."""
+        return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+TlsSetting: TypeAlias = TlsConfig | bool | None
+"""What ``tls=`` accepts: a :class:`TlsConfig`, True (default roots, no client certificate), or
+None/False (plaintext)."""
+
+
+def _read(path: str | os.PathLike[str] | None, what: str) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise ValueError(f"TlsConfig.{what}: cannot read {os.fspath(path)!r}: {exc.strerror}") from None
+
+
+def tls_config(tls: TlsSetting) -> TlsConfig | None:
+    """``tls`` as a :class:`TlsConfig` (None: plaintext)."""
+    if tls is None or tls is False:
+        return None
+    if tls is True:
+        return TlsConfig()
+    if isinstance(tls, TlsConfig):
+        return tls
+    raise TypeError(f"tls must be a TlsConfig, True or None, not {type(tls).__name__}")
+
+
+def open_channel(target: str, tls: TlsSetting, options: Sequence[ChannelOption] = ()) -> grpc.aio.Channel:
+    """A ``grpc.aio`` channel to ``target``: TLS as ``tls`` says, plaintext without it."""
+    config = tls_config(tls)
+    if config is None:
+        return grpc.aio.insecure_channel(target, options=list(options))
+    return grpc.aio.secure_channel(target, config.channel_credentials(), options=[*options, *config.channel_options()])
