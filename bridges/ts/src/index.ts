@@ -86,3 +86,4 @@ export { type Cursors, type CursorStore, JsonFileCursorStore, MemoryCursorStore 
 export { isJsonObject, type JsonObject, type JsonValue } from "./json";
 /** The generated agentnet.v1 message types and enums (see `./pb`). */
 export * as pb from "./pb";
+export { type TlsChannel, tlsChannel, type TlsOptions } from "./tls";
