@@ -241,8 +241,8 @@ class OpenAIConfig:
     """Model name, e.g. ``"gpt-5"``."""
     base_url: str | None = None
     """Endpoint, e.g. ``"http://127.0.0.1:8000/v1"``; ``None`` uses the client default/``OPENAI_BASE_URL``."""
-    api_key: str | None = None
-    """API key; ``None`` uses ``OPENAI_API_KEY``."""
+    api_key: str | None = field(default=None, repr=False)
+    """API key; ``None`` uses ``OPENAI_API_KEY``. Never in a repr (logs, tracebacks)."""
     temperature: float | None = None
     """Sampling temperature (omitted when ``None``)."""
     max_tokens: int | None = None

@@ -40,6 +40,7 @@ from knowledgestore.text import check_offset, decode_text, encode_text, query_of
 from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
 from netkernel.errors import NotFound
 from netkernel.files import private_database
+from netkernel.log_hygiene import mute_parameter_echo
 
 T = TypeVar("T")
 Row = Sequence[Any]
@@ -105,6 +106,7 @@ async def _connect(path: Path) -> aiosqlite.Connection:
     awaited write has committed by then, and SQLite rolls back anything unfinished (and folds
     the ``-wal`` file in) on the next open. :meth:`StoreBase.close` still closes it cleanly.
     """
+    mute_parameter_echo()  # aiosqlite's DEBUG records carry every parameter: agents' memory
     connection = aiosqlite.connect(path, isolation_level=None)  # the thread starts when awaited
     connection._thread.daemon = True
     return await connection

@@ -9,7 +9,7 @@ from types import TracebackType
 
 from agentnet.v1 import a2a_pb2, hub_pb2
 
-from agentsdk.a2a.context import current_dispatch
+from agentsdk.a2a.context import Dispatch, current_dispatch
 from agentsdk.rpc import HubRpc
 from agentsdk.tls import TlsSetting
 from agentsdk.transport import HubConnection
@@ -161,14 +161,13 @@ class AgentToAgent:
         deadline = (timeout if timeout is not None else 300.0) + _RPC_MARGIN
         dispatch = current_dispatch()
         if dispatch is not None:
-            request.call_token = dispatch.call_token
+            request.call_token = dispatch.call_token or await self._new_call_token(dispatch)
         try:
             response = await self._rpc.invoke_agent(request, timeout=deadline)
         except TokenExpired:
             if dispatch is None:
                 raise
-            dispatch.call_token, dispatch.call_token_expires_at = await self.refresh_call_token(dispatch.call_token)
-            request.call_token = dispatch.call_token
+            request.call_token = await self._new_call_token(dispatch)
             response = await self._rpc.invoke_agent(request, timeout=deadline)
         return AgentResponse(
             INVOCATION_STATUS.name_of(response.status, "failed"),
@@ -178,10 +177,19 @@ class AgentToAgent:
             response.root_session_id,
         )
 
-    async def refresh_call_token(self, call_token: str) -> tuple[str, str]:
-        """A fresh call token for the same execution and its RFC 3339 expiry."""
-        response = await self._rpc.refresh_call_token(hub_pb2.RefreshCallTokenRequest(call_token=call_token))
+    async def refresh_call_token(self, call_token: str = "", *, execution_id: str = "") -> tuple[str, str]:
+        """A fresh call token and its RFC 3339 expiry: for the running execution you answer
+        (``execution_id``), or in exchange for ``call_token``. Set exactly one."""
+        request = hub_pb2.RefreshCallTokenRequest(call_token=call_token, execution_id=execution_id)
+        response = await self._rpc.refresh_call_token(request)
         return response.call_token, response.expires_at.ToJsonString()
+
+    async def _new_call_token(self, dispatch: Dispatch) -> str:
+        """Ask the hub for a token of the execution ``dispatch`` runs as, and keep it on the dispatch."""
+        dispatch.call_token, dispatch.call_token_expires_at = await self.refresh_call_token(
+            execution_id=dispatch.execution_id
+        )
+        return dispatch.call_token
 
     async def list_executions(self, root_session_id: str = "", limit: int = 100) -> list[Execution]:
         """The executions of a root session you took part in ("" = of all of them), in start order."""

@@ -28,10 +28,12 @@ class Dispatch:
     message: str
     skill: str = ""
     custom_headers: dict[str, str] = field(default_factory=dict)
-    call_token: str = ""
-    """Links nested calls to this execution; the SDK refreshes it when it expires."""
+    call_token: str = field(default="", repr=False)
+    """Links nested calls to this execution. The dispatch never carries one (the channel's
+    log is readable by its members): ``invoke_agent`` asks the hub for it on the first
+    nested call (``RefreshCallToken`` by execution id) and again when it expires."""
     call_token_expires_at: str = ""
-    """RFC 3339 time the token expires (hub clock)."""
+    """RFC 3339 time the token expires (hub clock); "" until one was obtained."""
     channel_id: str = ""
     """The consulting channel carrying the call."""
     envelope_id: str = ""
@@ -57,8 +59,6 @@ class Dispatch:
             message=str(data.get("message", envelope.text)),
             skill=str(data.get("skill", "")),
             custom_headers=_custom_headers(headers),
-            call_token=str(data.get("call_token", "")),
-            call_token_expires_at=str(data.get("call_token_expires_at", "")),
             channel_id=envelope.channel_id,
             envelope_id=envelope.envelope_id,
         )

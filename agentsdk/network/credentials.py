@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from netkernel.errors import FailedPrecondition
@@ -25,7 +25,8 @@ class SavedIdentity:
     agent_id: str
     name: str
     kind: str
-    credential: str
+    credential: str = field(repr=False)
+    """``<agent id>.<secret>``: never in a repr (logs, tracebacks)."""
 
 
 class CredentialFile:

@@ -41,8 +41,11 @@ const (
 // too, so an agent that answers consulting questions answers A2A calls.)
 //
 // Calls the callee makes while answering should go through Invoke, which
-// links them to this execution with the dispatch's call token and refreshes
-// the token when it has expired. A Dispatch is safe for concurrent use.
+// links them to this execution with a call token. The hub never puts a token
+// in the dispatch (the channel's log is readable by all its members): Invoke
+// asks the hub for one (RefreshCallToken by execution id, granted only to the
+// callee while the call runs) on the first nested call, keeps it, and gets a
+// fresh one when it has expired. A Dispatch is safe for concurrent use.
 type Dispatch struct {
 	// ChannelID is the consulting channel carrying the call: reply there.
 	ChannelID string
@@ -96,39 +99,37 @@ func A2ADispatchOf(env *Envelope) (d *Dispatch, ok bool) {
 		Skill:         w.GetSkill(),
 		CustomHeaders: maps.Clone(w.GetCustomHeaders()),
 		Envelope:      env,
-		token:         w.GetCallToken(),
 	}
 	if d.CustomHeaders == nil {
 		d.CustomHeaders = map[string]string{}
 	}
-	if ts := w.GetCallTokenExpiresAt(); ts != nil {
-		d.expiresAt = ts.AsTime()
-	}
 	return d, true
 }
 
-// CallToken returns the dispatch's current call token and when it expires
-// (zero when the hub did not say). Invoke and RefreshCallToken replace it.
+// CallToken returns the call token the dispatch holds and when it expires:
+// "" and the zero time until Invoke or RefreshCallToken obtained one from the
+// hub (a dispatch never arrives with a token).
 func (d *Dispatch) CallToken() (token string, expiresAt time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.token, d.expiresAt
 }
 
-// RefreshCallToken exchanges the dispatch's call token (still valid, or
-// expired within the hub's grace period) for a fresh one and keeps it. Call
-// it before a long piece of work outlives the token; Invoke calls it by
-// itself when a nested call is refused with TOKEN_EXPIRED.
+// RefreshCallToken asks the hub for a fresh call token of the dispatch's
+// execution (RefreshCallToken with its execution id) and keeps it. Only the
+// callee gets one, and only while the call runs: otherwise the hub refuses with
+// PERMISSION_DENIED or FAILED_PRECONDITION. Invoke calls it by itself before
+// the first nested call and when a nested call is refused with TOKEN_EXPIRED.
 func (d *Dispatch) RefreshCallToken(ctx context.Context, c *Client) error {
 	old, _ := d.CallToken()
 	return d.refresh(ctx, c, old)
 }
 
 func (d *Dispatch) refresh(ctx context.Context, c *Client, old string) error {
-	if old == "" {
-		return invalidArgument("the dispatch has no call token")
+	if d.ExecutionID == "" {
+		return invalidArgument("the dispatch has no execution id")
 	}
-	token, exp, err := c.RefreshCallToken(ctx, old)
+	token, exp, err := c.CallTokenFor(ctx, d.ExecutionID)
 	if err != nil {
 		return err
 	}
@@ -141,19 +142,22 @@ func (d *Dispatch) refresh(ctx context.Context, c *Client, old string) error {
 	return nil
 }
 
-// Invoke makes a nested A2A call while answering d: it sends req with
-// d's call token (replacing req.CallToken), so the hub records the call as a
-// child execution of d's. When the hub refuses the token as expired
-// (TOKEN_EXPIRED), Invoke refreshes it once with RefreshCallToken, keeps the
-// fresh token in d, and retries; if the refresh fails (e.g. the token expired
-// longer than the grace period ago) its error is returned.
+// Invoke makes a nested A2A call while answering d: it sends req with a call
+// token of d's execution (replacing req.CallToken), so the hub records the call
+// as a child execution of d's. The first call obtains the token from the hub;
+// when the hub refuses it as expired (TOKEN_EXPIRED), Invoke obtains a fresh one
+// once, keeps it in d, and retries. If obtaining a token fails, its error is
+// returned.
 func (d *Dispatch) Invoke(ctx context.Context, c *Client, req InvokeRequest) (*InvokeResult, error) {
 	if d == nil {
 		return nil, invalidArgument("dispatch is nil")
 	}
 	used, _ := d.CallToken()
 	if used == "" {
-		return nil, invalidArgument("the dispatch has no call token")
+		if err := d.refresh(ctx, c, ""); err != nil {
+			return nil, err
+		}
+		used, _ = d.CallToken()
 	}
 	req.CallToken = used
 	res, err := c.InvokeAgent(ctx, req)

@@ -230,7 +230,7 @@ func TestA2AInvokeGoAgent(t *testing.T) {
 		len(d.CustomHeaders) != 1 || d.Envelope == nil || d.ChannelID != d.Envelope.ChannelID {
 		t.Fatalf("dispatch %+v", d)
 	}
-	if !strings.HasPrefix(token, res.ExecutionID+".") || expires.IsZero() {
+	if token != "" || !expires.IsZero() { // the hub never writes a token into the channel
 		t.Fatalf("call token %q expiring %v", token, expires)
 	}
 
@@ -333,9 +333,10 @@ func TestA2AReservedHeaderRefused(t *testing.T) {
 	}
 }
 
-// A callee's nested call with its dispatch's call token is a child execution in
-// the same call tree; a refreshed token still links it; an ended call's token
-// is worthless.
+// A callee's nested call is a child execution in the same call tree: the
+// callee obtains its call token from the hub (the caller cannot), a refreshed
+// token still links it, and an ended call yields no token and its tokens are
+// worthless.
 func TestA2ANestedCall(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 40*time.Second)
@@ -349,16 +350,18 @@ func TestA2ANestedCall(t *testing.T) {
 	type nested struct {
 		first, refreshed string
 		refreshErr       error
+		callerErr        error
 		res              *agentnet.InvokeResult
 		err              error
 	}
 	nestedCh := make(chan nested, 1)
 	handled := answerA2A(ctx, b, func(ctx context.Context, d *agentnet.Dispatch) *agentnet.Envelope {
 		var n nested
+		_, _, n.callerErr = a.CallTokenFor(ctx, d.ExecutionID)
+		n.res, n.err = d.Invoke(ctx, b.c, agentnet.InvokeRequest{AgentID: c.id(), Message: "what does C say?"})
 		n.first, _ = d.CallToken()
 		n.refreshErr = d.RefreshCallToken(ctx, b.c)
 		n.refreshed, _ = d.CallToken()
-		n.res, n.err = d.Invoke(ctx, b.c, agentnet.InvokeRequest{AgentID: c.id(), Message: "what does C say?"})
 		nestedCh <- n
 		if n.err != nil {
 			return agentnet.NewA2AFailed(d.ChannelID, n.err.Error())
@@ -372,8 +375,12 @@ func TestA2ANestedCall(t *testing.T) {
 	}
 	nextAnswered(t, ctx, handled)
 	n := <-nestedCh // sent before b replied
-	if n.refreshErr != nil || n.refreshed == "" || n.refreshed == n.first || n.err != nil {
-		t.Fatalf("in b: refresh %v (%q -> %q), nested call %v", n.refreshErr, n.first, n.refreshed, n.err)
+	if n.err != nil || !strings.HasPrefix(n.first, top.ExecutionID+".") || n.refreshErr != nil ||
+		n.refreshed == "" || n.refreshed == n.first {
+		t.Fatalf("in b: nested call %v with %q, refresh %v (-> %q)", n.err, n.first, n.refreshErr, n.refreshed)
+	}
+	if !agentnet.IsReason(n.callerErr, agentnet.ReasonPermissionDenied) {
+		t.Fatalf("the caller asked for the callee's token: %v", n.callerErr)
 	}
 	if top.Status != agentnet.InvocationCompleted || top.Result != "C said: leaf" || top.RootSessionID != "user-session-1" {
 		t.Fatalf("top result %+v", top)
@@ -404,7 +411,10 @@ func TestA2ANestedCall(t *testing.T) {
 			}
 		}
 	}
-	// Once the call has ended its tokens are worthless.
+	// Once the call has ended it yields no token, and its tokens are worthless.
+	if _, _, err = b.c.CallTokenFor(ctx, top.ExecutionID); !agentnet.IsReason(err, agentnet.ReasonFailedPrecondition) {
+		t.Fatalf("a token of an ended call: %v", err)
+	}
 	_, _, err = b.c.RefreshCallToken(ctx, n.refreshed)
 	if !agentnet.IsReason(err, agentnet.ReasonUnauthenticated) {
 		t.Fatalf("refreshing an ended call's token: %v", err)

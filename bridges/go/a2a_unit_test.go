@@ -19,8 +19,7 @@ import (
 
 // A dispatch as the hub writes it (MessageToDict with proto field names).
 const dispatchJSON = `{"text": "Charge it", "a2a": {"execution_id": "e1", "root_session_id": "r1",
-	"message": "Charge it", "skill": "payments", "custom_headers": {"x-tenant": "acme"},
-	"call_token": "e1.secret", "call_token_expires_at": "2030-01-02T03:04:05.500Z"}}`
+	"message": "Charge it", "skill": "payments", "custom_headers": {"x-tenant": "acme"}}}`
 
 func TestA2ADispatchOf(t *testing.T) {
 	env := EnvelopeFromProto(&agentnetv1.Envelope{
@@ -34,14 +33,15 @@ func TestA2ADispatchOf(t *testing.T) {
 	token, exp := d.CallToken()
 	if d.ChannelID != "ch1" || d.CallerID != "caller" || d.ExecutionID != "e1" || d.RootSessionID != "r1" ||
 		d.Message != "Charge it" || d.Skill != "payments" || !reflect.DeepEqual(d.CustomHeaders, map[string]string{"x-tenant": "acme"}) ||
-		d.Envelope != env || token != "e1.secret" || !exp.Equal(time.Date(2030, 1, 2, 3, 4, 5, 5e8, time.UTC)) {
+		d.Envelope != env || token != "" || !exp.IsZero() {
 		t.Fatalf("%+v token %q exp %v", d, token, exp)
 	}
-	// Without headers and expiry (omitted by the hub when empty).
+	// Without headers (omitted by the hub when empty); a token written into an
+	// old hub's dispatch is ignored (tokens are obtained from the hub).
 	d, ok = A2ADispatchOf(NewText("ch", "hi", func(e *Envelope) {
 		e.EventData["a2a"] = map[string]any{"execution_id": "e2", "message": "hi", "call_token": "e2.x"}
 	}))
-	if _, exp := d.CallToken(); !ok || d.CustomHeaders == nil || len(d.CustomHeaders) != 0 || !exp.IsZero() {
+	if tok, _ := d.CallToken(); !ok || d.CustomHeaders == nil || len(d.CustomHeaders) != 0 || tok != "" {
 		t.Fatalf("minimal dispatch %+v %v", d, ok)
 	}
 	notDispatches := map[string]*Envelope{
@@ -86,10 +86,10 @@ func TestA2AReplyBuilders(t *testing.T) {
 type fakeA2AHub struct {
 	agentnetv1.HubServiceClient
 	mu        sync.Mutex
-	valid     map[string]bool   // tokens InvokeAgent accepts
-	fresh     map[string]string // RefreshCallToken: old -> new ("" = refuse, too late)
+	valid     map[string]bool // tokens InvokeAgent accepts
+	issue     []string        // tokens RefreshCallToken hands out, in order (none left = refuse)
 	invoked   []string
-	refreshed []string
+	refreshed []string // execution ids RefreshCallToken was asked for
 }
 
 var freshExpiry = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -115,19 +115,18 @@ func (f *fakeA2AHub) InvokeAgent(_ context.Context, in *agentnetv1.InvokeAgentRe
 func (f *fakeA2AHub) RefreshCallToken(_ context.Context, in *agentnetv1.RefreshCallTokenRequest, _ ...grpc.CallOption) (*agentnetv1.RefreshCallTokenResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.refreshed = append(f.refreshed, in.GetCallToken())
-	next := f.fresh[in.GetCallToken()]
-	if next == "" {
-		return nil, refusal(codes.Unauthenticated, ReasonTokenExpired)
+	f.refreshed = append(f.refreshed, in.GetExecutionId())
+	if in.GetCallToken() != "" || len(f.issue) == 0 {
+		return nil, refusal(codes.FailedPrecondition, ReasonFailedPrecondition)
 	}
+	next := f.issue[0]
+	f.issue = f.issue[1:]
 	return &agentnetv1.RefreshCallTokenResponse{CallToken: next, ExpiresAt: timestamppb.New(freshExpiry)}, nil
 }
 
-func dispatchWithToken(t *testing.T, token string) *Dispatch {
+func dispatchOf(t *testing.T) *Dispatch {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"text": "q", "a2a": map[string]any{
-		"execution_id": "e1", "message": "q", "call_token": token, "call_token_expires_at": "2030-01-01T00:00:00Z",
-	}})
+	b, _ := json.Marshal(map[string]any{"text": "q", "a2a": map[string]any{"execution_id": "e1", "message": "q"}})
 	d, ok := A2ADispatchOf(EnvelopeFromProto(&agentnetv1.Envelope{ChannelId: "ch", EventType: EventText, EventDataJson: string(b)}))
 	if !ok {
 		t.Fatal("no dispatch")
@@ -135,60 +134,64 @@ func dispatchWithToken(t *testing.T, token string) *Dispatch {
 	return d
 }
 
-// Dispatch.Invoke sends the dispatch's token and, on TOKEN_EXPIRED, refreshes
-// it once, keeps the fresh one and retries.
-func TestDispatchInvokeRefreshesAnExpiredTokenOnce(t *testing.T) {
+// Dispatch.Invoke obtains a token of its execution before the first nested
+// call, keeps it, and on TOKEN_EXPIRED obtains a fresh one once and retries.
+func TestDispatchInvokeObtainsAndRefreshesItsToken(t *testing.T) {
 	ctx := context.Background()
-	t.Run("refresh and retry", func(t *testing.T) {
-		f := &fakeA2AHub{valid: map[string]bool{"t2": true}, fresh: map[string]string{"t1": "t2"}}
+	t.Run("obtain, reuse, refresh and retry", func(t *testing.T) {
+		f := &fakeA2AHub{valid: map[string]bool{"t1": true}, issue: []string{"t1", "t2"}}
 		c := &Client{hub: f}
-		d := dispatchWithToken(t, "t1")
+		d := dispatchOf(t)
 		res, err := d.Invoke(ctx, c, InvokeRequest{AgentID: "x", Message: "m", CallToken: "ignored"})
 		if err != nil || res.Status != InvocationCompleted || res.Result != "ok m" {
 			t.Fatalf("%+v %v", res, err)
 		}
-		if !slices.Equal(f.invoked, []string{"t1", "t2"}) || !slices.Equal(f.refreshed, []string{"t1"}) {
+		if !slices.Equal(f.invoked, []string{"t1"}) || !slices.Equal(f.refreshed, []string{"e1"}) {
 			t.Fatalf("invoked %v refreshed %v", f.invoked, f.refreshed)
 		}
-		if tok, exp := d.CallToken(); tok != "t2" || !exp.Equal(freshExpiry) {
+		if tok, exp := d.CallToken(); tok != "t1" || !exp.Equal(freshExpiry) {
 			t.Fatalf("dispatch token %q %v", tok, exp)
 		}
-		// The next call uses the fresh token straight away.
-		if _, err := d.Invoke(ctx, c, InvokeRequest{AgentID: "x", Message: "m"}); err != nil || len(f.refreshed) != 1 ||
-			f.invoked[2] != "t2" {
+		// The next call reuses it; once it expires, a fresh one is obtained.
+		f.valid = map[string]bool{"t2": true}
+		if _, err := d.Invoke(ctx, c, InvokeRequest{AgentID: "x", Message: "m"}); err != nil ||
+			!slices.Equal(f.invoked, []string{"t1", "t1", "t2"}) || !slices.Equal(f.refreshed, []string{"e1", "e1"}) {
 			t.Fatalf("second call: %v, invoked %v refreshed %v", err, f.invoked, f.refreshed)
 		}
+		if tok, _ := d.CallToken(); tok != "t2" {
+			t.Fatalf("dispatch token %q", tok)
+		}
 	})
-	t.Run("refresh refused", func(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
 		f := &fakeA2AHub{}
-		d := dispatchWithToken(t, "t1")
+		d := dispatchOf(t)
 		_, err := d.Invoke(ctx, &Client{hub: f}, InvokeRequest{AgentID: "x", Message: "m"})
-		if !IsReason(err, ReasonTokenExpired) || !slices.Equal(f.invoked, []string{"t1"}) || !slices.Equal(f.refreshed, []string{"t1"}) {
+		if !IsReason(err, ReasonFailedPrecondition) || len(f.invoked) != 0 || !slices.Equal(f.refreshed, []string{"e1"}) {
 			t.Fatalf("%v, invoked %v refreshed %v", err, f.invoked, f.refreshed)
 		}
-		if tok, _ := d.CallToken(); tok != "t1" {
-			t.Fatalf("token replaced by %q", tok)
+		if tok, _ := d.CallToken(); tok != "" {
+			t.Fatalf("token %q", tok)
 		}
 	})
 	t.Run("retried once only", func(t *testing.T) {
-		f := &fakeA2AHub{fresh: map[string]string{"t1": "t2", "t2": "t3"}}
-		d := dispatchWithToken(t, "t1")
+		f := &fakeA2AHub{issue: []string{"t1", "t2", "t3"}}
+		d := dispatchOf(t)
 		_, err := d.Invoke(ctx, &Client{hub: f}, InvokeRequest{AgentID: "x", Message: "m"})
-		if !IsReason(err, ReasonTokenExpired) || !slices.Equal(f.invoked, []string{"t1", "t2"}) || !slices.Equal(f.refreshed, []string{"t1"}) {
+		if !IsReason(err, ReasonTokenExpired) || !slices.Equal(f.invoked, []string{"t1", "t2"}) || len(f.refreshed) != 2 {
 			t.Fatalf("%v, invoked %v refreshed %v", err, f.invoked, f.refreshed)
 		}
 	})
 	t.Run("other refusals are not retried", func(t *testing.T) {
-		f := &fakeA2AHub{valid: map[string]bool{"t1": true}}
-		d := dispatchWithToken(t, "t1")
+		f := &fakeA2AHub{valid: map[string]bool{"t1": true}, issue: []string{"t1"}}
+		d := dispatchOf(t)
 		_, err := d.Invoke(ctx, &Client{hub: f}, InvokeRequest{AgentID: "forbidden", Message: "m"})
-		if !IsReason(err, ReasonPermissionDenied) || len(f.invoked) != 1 || len(f.refreshed) != 0 {
+		if !IsReason(err, ReasonPermissionDenied) || len(f.invoked) != 1 || len(f.refreshed) != 1 {
 			t.Fatalf("%v, invoked %v refreshed %v", err, f.invoked, f.refreshed)
 		}
 	})
-	t.Run("no token", func(t *testing.T) {
+	t.Run("no execution id", func(t *testing.T) {
 		f := &fakeA2AHub{}
-		d := &Dispatch{ExecutionID: "e1"}
+		d := &Dispatch{}
 		if _, err := d.Invoke(ctx, &Client{hub: f}, InvokeRequest{AgentID: "x", Message: "m"}); !IsReason(err, ReasonInvalidArgument) || len(f.invoked) != 0 {
 			t.Fatalf("%v", err)
 		}

@@ -12,6 +12,7 @@ import (
 	agentnetv1 "github.com/agent-network/agent-network/gen/go/agentnet/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -115,10 +116,11 @@ type clientOptions struct {
 	skill    *string
 	a2a      *A2ASettings
 	ruleJSON string
+	tls      *TLSConfig
 }
 
 // WithDialOptions adds gRPC dial options. They are applied after the
-// defaults (insecure transport credentials, a reconnect backoff of 200 ms
+// defaults (plain-text transport, or WithTLS's; a reconnect backoff of 200 ms
 // growing to 10 s), so e.g. grpc.WithTransportCredentials here replaces them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *clientOptions) { o.dial = append(o.dial, opts...) }
@@ -161,8 +163,12 @@ func newClient(target string, o *clientOptions) (*Client, error) {
 	if target == "" {
 		return nil, invalidArgument("hub target is empty; pass host:port, e.g. 127.0.0.1:50051")
 	}
+	transport, err := o.transportOption()
+	if err != nil {
+		return nil, err
+	}
 	dial := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		transport,
 		// Reconnect the channel about as eagerly as a Session does (gRPC's
 		// default backoff grows to two minutes).
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -176,6 +182,9 @@ func newClient(target string, o *clientOptions) (*Client, error) {
 	}
 	return &Client{conn: conn, hub: agentnetv1.NewHubServiceClient(conn), ownConn: true}, nil
 }
+
+// insecureCredentials is the plain-text transport (a hub without TLS).
+func insecureCredentials() credentials.TransportCredentials { return insecure.NewCredentials() }
 
 func buildOptions(opts []Option) *clientOptions {
 	o := &clientOptions{}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"strconv"
 	"strings"
+	"time"
 
 	agentnetv1 "github.com/agent-network/agent-network/gen/go/agentnet/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -62,7 +65,135 @@ const (
 	ReasonFailedPrecondition = "FAILED_PRECONDITION"
 	// ReasonOutOfRange: an offset lies outside the valid range (OUT_OF_RANGE).
 	ReasonOutOfRange = "OUT_OF_RANGE"
+	// ReasonRuleDenied: a governance rule (or the hub's arbiter) refuses the
+	// action (PERMISSION_DENIED); see RuleDeniedError.
+	ReasonRuleDenied = "RULE_DENIED"
+	// ReasonLimitExceeded: a governance limit is reached, e.g. open channels or
+	// running tasks (RESOURCE_EXHAUSTED); see LimitExceededError.
+	ReasonLimitExceeded = "LIMIT_EXCEEDED"
 )
+
+// Sentinels of the governance refusals, for errors.Is (they match any *Error
+// with the same reason): errors.Is(err, agentnet.ErrRateLimited).
+var (
+	ErrRateLimited   = &Error{Reason: ReasonRateLimited}
+	ErrInboxFull     = &Error{Reason: ReasonInboxFull}
+	ErrRuleDenied    = &Error{Reason: ReasonRuleDenied}
+	ErrLimitExceeded = &Error{Reason: ReasonLimitExceeded}
+)
+
+// RateLimitedError is a RATE_LIMITED refusal: the caller sends faster than
+// its rule's rate allows. Wait RetryAfter, then retry. Get it with errors.As:
+//
+//	var rl *agentnet.RateLimitedError
+//	if errors.As(err, &rl) { time.Sleep(rl.RetryAfter) }
+type RateLimitedError struct {
+	// Err is the refusal itself (code, message, all metadata).
+	Err *Error
+	// RetryAfter is how long the hub asks the caller to wait (ErrorInfo
+	// metadata retry_after_seconds; 0 when it gave none).
+	RetryAfter time.Duration
+}
+
+// InboxFullError is an INBOX_FULL refusal: the recipient's inbox is at its
+// cap; retry later. (A Connect or ReadWal stream ended for reading too slowly
+// is INBOX_FULL too, with metadata cause=slow_consumer and no Recipient.)
+type InboxFullError struct {
+	// Err is the refusal itself (code, message, all metadata).
+	Err *Error
+	// Recipient is the agent whose inbox is full (metadata recipient).
+	Recipient string
+}
+
+// RuleDeniedError is a RULE_DENIED refusal: a governance rule or the hub's
+// arbiter does not allow the action. Retrying does not help.
+type RuleDeniedError struct {
+	// Err is the refusal itself (code, message, all metadata).
+	Err *Error
+	// Rule is the id of the refusing rule (metadata rule).
+	Rule string
+	// Check is the part of the rule that refused, e.g. "access.peers"
+	// (metadata check).
+	Check string
+}
+
+// LimitExceededError is a LIMIT_EXCEEDED refusal: a governance limit (open
+// channels, running tasks, ...) is reached; retry once something ended.
+type LimitExceededError struct {
+	// Err is the refusal itself (code, message, all metadata).
+	Err *Error
+	// Rule is the id of the rule that sets the limit (metadata rule).
+	Rule string
+	// Limit is the limit reached (metadata limit).
+	Limit string
+}
+
+// Error implements the error interface.
+func (e *RateLimitedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the refusal.
+func (e *RateLimitedError) Unwrap() error { return e.Err }
+
+// Error implements the error interface.
+func (e *InboxFullError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the refusal.
+func (e *InboxFullError) Unwrap() error { return e.Err }
+
+// Error implements the error interface.
+func (e *RuleDeniedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the refusal.
+func (e *RuleDeniedError) Unwrap() error { return e.Err }
+
+// Error implements the error interface.
+func (e *LimitExceededError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the refusal.
+func (e *LimitExceededError) Unwrap() error { return e.Err }
+
+// As lets errors.As find the typed view of a governance refusal:
+// *RateLimitedError, *InboxFullError, *RuleDeniedError or
+// *LimitExceededError, built from e's reason and metadata.
+func (e *Error) As(target any) bool {
+	if e == nil {
+		return false
+	}
+	md := e.Metadata
+	switch t := target.(type) {
+	case **RateLimitedError:
+		if e.Reason == ReasonRateLimited {
+			*t = &RateLimitedError{Err: e, RetryAfter: retryAfter(md["retry_after_seconds"])}
+			return true
+		}
+	case **InboxFullError:
+		if e.Reason == ReasonInboxFull {
+			*t = &InboxFullError{Err: e, Recipient: md["recipient"]}
+			return true
+		}
+	case **RuleDeniedError:
+		if e.Reason == ReasonRuleDenied {
+			*t = &RuleDeniedError{Err: e, Rule: md["rule"], Check: md["check"]}
+			return true
+		}
+	case **LimitExceededError:
+		if e.Reason == ReasonLimitExceeded {
+			*t = &LimitExceededError{Err: e, Rule: md["rule"], Limit: md["limit"]}
+			return true
+		}
+	}
+	return false
+}
+
+// retryAfter parses a retry_after_seconds value ("0.25"); 0 when absent,
+// malformed, negative or not finite.
+func retryAfter(seconds string) time.Duration {
+	f, err := strconv.ParseFloat(strings.TrimSpace(seconds), 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) || f > math.MaxInt64/float64(time.Second) {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
+}
 
 // ReasonOf returns the reason string of a generated ErrorReason value
 // ("" for ERROR_REASON_UNSPECIFIED and unknown values).

@@ -606,6 +606,21 @@ func (c *Client) RefreshCallToken(ctx context.Context, callToken string) (string
 	return resp.GetCallToken(), exp, nil
 }
 
+// CallTokenFor asks the hub for a call token of the running execution
+// executionID, which the caller must be the target of (the A2A call it is
+// answering): pass it as InvokeRequest.CallToken to link nested calls.
+// Dispatch.Invoke does this for you.
+func (c *Client) CallTokenFor(ctx context.Context, executionID string) (string, time.Time, error) {
+	if executionID == "" {
+		return "", time.Time{}, invalidArgument("executionID is empty")
+	}
+	resp, err := c.hub.RefreshCallToken(c.AuthContext(ctx), &agentnetv1.RefreshCallTokenRequest{ExecutionId: executionID})
+	if err != nil {
+		return "", time.Time{}, FromStatus(err)
+	}
+	return resp.GetCallToken(), resp.GetExpiresAt().AsTime(), nil
+}
+
 // ListExecutions lists the A2A executions of one root session ("" = every
 // root session the caller took part in), in start order.
 func (c *Client) ListExecutions(ctx context.Context, rootSessionID string, limit int) ([]*Execution, error) {

@@ -30,6 +30,7 @@ func TestReasonConstantsMatchEnum(t *testing.T) {
 		ReasonTokenExpired: "TOKEN_EXPIRED", ReasonUnimplemented: "UNIMPLEMENTED",
 		ReasonInternal: "INTERNAL", ReasonUnavailable: "UNAVAILABLE",
 		ReasonFailedPrecondition: "FAILED_PRECONDITION", ReasonOutOfRange: "OUT_OF_RANGE",
+		ReasonRuleDenied: "RULE_DENIED", ReasonLimitExceeded: "LIMIT_EXCEEDED",
 	}
 	for v := range agentnetv1.ErrorReason_name {
 		r := ReasonOf(agentnetv1.ErrorReason(v))

@@ -23,6 +23,7 @@ import aiosqlite
 from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, HubStore, TaskRow, WalRow, Writes
 from netkernel.errors import Unavailable
 from netkernel.files import private_database
+from netkernel.log_hygiene import mute_parameter_echo
 
 log = logging.getLogger("agentnet.hub.storage")
 
@@ -104,7 +105,8 @@ class SqliteHubStore(HubStore):
     async def open(self) -> None:
         """Open the file, apply pragmas and schema, start the group-commit writer."""
         if self._path != ":memory:":
-            private_database(Path(self._path))  # 0600 in a 0700 directory: messages and call tokens
+            private_database(Path(self._path))  # 0600 in a 0700 directory: messages, credential hashes
+        mute_parameter_echo()  # nor into the log: aiosqlite's DEBUG records carry every parameter
         self._db = await aiosqlite.connect(self._path, isolation_level=None)
         await self._db.execute("PRAGMA journal_mode=WAL")
         await self._db.execute(f"PRAGMA synchronous={self._synchronous}")

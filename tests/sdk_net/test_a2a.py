@@ -237,15 +237,15 @@ async def test_three_level_chain_refreshes_an_expired_token_and_lists_one_tree(
         clock.offset += 301
         return "done waiting"
 
-    c, _ = await register(hub, servers, "c", "C's answer", enabled=True)
+    c, _ = await register(hub, servers, "c", "C's first answer", "C's answer", enabled=True)
 
     def b_script(request: dict[str, Any]) -> Any:
         results = [m for m in request["messages"] if m["role"] == "tool"]
-        if not results:
-            return ToolCall("w", "wait_a_while", {})
-        if len(results) == 1:
-            return ToolCall("i", "invoke_a2a_agent", {"agent_id": c.agent_id, "message": "what do you say?"})
-        return "B relays: " + json.loads(results[1]["content"])["result"]
+        if len(results) in (0, 2):
+            return ToolCall(f"w{len(results)}", "wait_a_while", {})
+        if len(results) in (1, 3):
+            return ToolCall(f"i{len(results)}", "invoke_a2a_agent", {"agent_id": c.agent_id, "message": "what?"})
+        return "B relays: " + json.loads(results[3]["content"])["result"]
 
     b_llm, b_config = llm(servers, rule=b_script)
     b = await hub.register(
@@ -256,14 +256,18 @@ async def test_three_level_chain_refreshes_an_expired_token_and_lists_one_tree(
     top = await a.a2a.invoke_agent(b.agent_id, "ask C", root_session_id="session-42")
     assert (top.status, top.result) == ("completed", "B relays: C's answer")
 
-    # The token B received had expired when B called C: the SDK refreshed it transparently
-    # (and the dispatch now holds the fresh token).
-    assert dispatches[0].call_token != seen_tokens[0]
+    # The dispatch carries no token (the channel's log is readable by its members): the SDK
+    # asked the hub for one at B's first call to C. That token had expired by B's second
+    # call: the SDK got a fresh one transparently (and the dispatch now holds it).
+    assert seen_tokens[0] == ""
+    assert seen_tokens[1].startswith(dispatches[0].execution_id + ".")
+    assert dispatches[0].call_token not in ("", seen_tokens[1])
     tree = await a.a2a.list_executions("session-42")
-    assert [(e.caller_id, e.target_id) for e in tree] == [(a.agent_id, b.agent_id), (b.agent_id, c.agent_id)]
-    assert tree[1].parent_execution_id == tree[0].execution_id == top.execution_id
+    ab, bc = (a.agent_id, b.agent_id), (b.agent_id, c.agent_id)
+    assert [(e.caller_id, e.target_id) for e in tree] == [ab, bc, bc]
+    assert tree[1].parent_execution_id == tree[2].parent_execution_id == tree[0].execution_id == top.execution_id
     assert {e.root_session_id for e in tree} == {"session-42"}
-    assert [e.status for e in tree] == ["completed", "completed"]
+    assert [e.status for e in tree] == ["completed", "completed", "completed"]
     del b_llm
 
 

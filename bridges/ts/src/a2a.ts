@@ -17,8 +17,10 @@ import { isJsonObject, type JsonObject } from "./json";
 
 /**
  * What the callee sees of an invocation (the generated `A2ADispatch`):
- * `executionId`, `rootSessionId`, `message`, `skill`, `customHeaders`,
- * `callToken` and `callTokenExpiresAt`.
+ * `executionId`, `rootSessionId`, `message`, `skill`, `customHeaders`, and
+ * `callToken` / `callTokenExpiresAt`, which the hub never fills in (the
+ * channel's log is readable by every member): {@link invokeNested} obtains a
+ * token from the hub and keeps it there.
  */
 export type A2ADispatchInfo = A2ADispatch;
 
@@ -55,6 +57,9 @@ export function a2aDispatchOf(envelope: AgentEnvelope): A2ADispatchInfo | undefi
   const dispatch = A2ADispatch.fromJSON(meta);
   if (!dispatch.executionId) return undefined;
   if (!dispatch.message && envelope.text !== undefined) dispatch.message = envelope.text;
+  // Tokens come from the hub (RefreshCallToken by execution id), never from the channel.
+  dispatch.callToken = "";
+  dispatch.callTokenExpiresAt = undefined;
   return dispatch;
 }
 
@@ -73,7 +78,7 @@ export function a2aReplyData(text: string, options: A2AReplyOptions = {}): JsonO
 /** What {@link invokeNested} needs of a client ({@link Client} has both). */
 export interface A2ACaller {
   invokeAgent(agentId: string, message: string, options?: InvokeAgentOptions): Promise<InvokeAgentResponse>;
-  refreshCallToken(callToken: string, call?: CallOptions): Promise<RefreshCallTokenResponse>;
+  callTokenFor(executionId: string, call?: CallOptions): Promise<RefreshCallTokenResponse>;
 }
 
 /** Options of {@link invokeNested}: those of `invokeAgent` minus the token and root session it sets. */
@@ -81,10 +86,12 @@ export type NestedInvokeOptions = Omit<InvokeAgentOptions, "callToken" | "rootSe
 
 /**
  * Make an A2A call from inside `dispatch` (linked as its child execution, in its
- * root session). When the hub refuses the call token as expired
- * (`TOKEN_EXPIRED`), exchange it once with RefreshCallToken, store the fresh
- * token in `dispatch.callToken` / `dispatch.callTokenExpiresAt` (so later calls
- * use it) and retry once. Any other refusal, and a failed refresh, rejects.
+ * root session). The first call obtains a call token of the dispatch's execution
+ * from the hub (RefreshCallToken by execution id: granted only to the callee,
+ * while the call runs) and stores it in `dispatch.callToken` /
+ * `dispatch.callTokenExpiresAt`, so later calls reuse it. When the hub refuses
+ * it as expired (`TOKEN_EXPIRED`), a fresh one is obtained once and the call
+ * retried once. Any other refusal, and a refused token request, rejects.
  */
 export async function invokeNested(
   caller: A2ACaller,
@@ -93,17 +100,23 @@ export async function invokeNested(
   message: string,
   options: NestedInvokeOptions = {},
 ): Promise<InvokeAgentResponse> {
+  if (!dispatch.callToken) await obtainToken(caller, dispatch, options);
   const used = dispatch.callToken;
   try {
     return await caller.invokeAgent(agentId, message, { ...options, callToken: used });
   } catch (err) {
     if (!AgentNetError.is(err, Reason.TOKEN_EXPIRED)) throw err;
   }
-  // Another call may have refreshed it meanwhile; refresh only a token still in use.
-  if (dispatch.callToken === used) {
-    const fresh = await caller.refreshCallToken(used, { signal: options.signal });
-    dispatch.callToken = fresh.callToken;
-    dispatch.callTokenExpiresAt = fresh.expiresAt;
-  }
+  // Another call may have refreshed it meanwhile; replace only a token still in use.
+  if (dispatch.callToken === used) await obtainToken(caller, dispatch, options);
   return caller.invokeAgent(agentId, message, { ...options, callToken: dispatch.callToken });
+}
+
+async function obtainToken(caller: A2ACaller, dispatch: A2ADispatchInfo, options: NestedInvokeOptions): Promise<void> {
+  if (!dispatch.executionId) {
+    throw new AgentNetError({ code: 3, reason: Reason.INVALID_ARGUMENT, message: "the dispatch has no execution id" });
+  }
+  const fresh = await caller.callTokenFor(dispatch.executionId, { signal: options.signal });
+  dispatch.callToken = fresh.callToken;
+  dispatch.callTokenExpiresAt = fresh.expiresAt;
 }

@@ -10,7 +10,7 @@ import {
 import { type A2ADispatchInfo, type A2AReplyOptions, a2aReplyData, invokeNested, type NestedInvokeOptions } from "./a2a";
 import type { Cursors } from "./cursors";
 import { type AgentEnvelope, decodeEnvelope, encodePost, EventType, type Packet, type PostInput, type PostOptions } from "./envelope";
-import { AgentNetError } from "./errors";
+import { AgentNetError, Reason } from "./errors";
 import {
   A2ASettings,
   type AgentRecord,
@@ -38,6 +38,7 @@ import {
   type SessionInfo,
   StreamSession,
 } from "./session";
+import { type TlsOptions, tlsChannel } from "./tls";
 
 /** Per-call options of every unary method. */
 export interface CallOptions {
@@ -49,8 +50,10 @@ export interface CallOptions {
 
 /** Options of a {@link Client} (and of {@link register} / {@link registerHuman}). */
 export interface ClientOptions {
-  /** Channel credentials (default: insecure, as the hub listens in plain text). */
+  /** Channel credentials (default: plain text, or those of `tls`; not together with `tls`). */
   credentials?: ChannelCredentials;
+  /** Connect over TLS / mTLS (a hub started with `--tls-cert`, and `--tls-client-ca` for mTLS). */
+  tls?: TlsOptions;
   /** grpc-js channel options. */
   channelOptions?: ChannelOptions;
   /** Default deadline of unary calls in ms (default 30000; 0 = none). */
@@ -190,9 +193,9 @@ export interface InvokeAgentOptions extends CallOptions {
   /** Headers forwarded to the callee (a key starting with `a2a-`, any case, is refused with INVALID_ARGUMENT). */
   customHeaders?: Record<string, string>;
   /**
-   * The call token of the dispatch this call runs in: links the call as a child
-   * execution. An expired token is refused with reason `TOKEN_EXPIRED`
-   * ({@link Client.invokeNested} refreshes it for you).
+   * A call token of the dispatch this call runs in ({@link Client.callTokenFor}):
+   * links the call as a child execution. An expired token is refused with
+   * reason `TOKEN_EXPIRED` ({@link Client.invokeNested} handles both for you).
    */
   callToken?: string;
   /**
@@ -633,8 +636,8 @@ export class Client {
 
   /**
    * {@link invokeAgent} from inside an A2A dispatch this identity is answering:
-   * passes `dispatch.callToken`, and on `TOKEN_EXPIRED` refreshes it once
-   * (storing the fresh token in `dispatch`) and retries. See {@link invokeNested}.
+   * obtains a call token of the dispatch's execution on first use (kept in
+   * `dispatch`), and on `TOKEN_EXPIRED` a fresh one once, and retries. See {@link invokeNested}.
    */
   invokeNested(
     dispatch: A2ADispatchInfo,
@@ -647,7 +650,17 @@ export class Client {
 
   /** Exchange a call token that is still valid (or expired within the hub's grace period) for a fresh one. */
   async refreshCallToken(callToken: string, call?: CallOptions): Promise<RefreshCallTokenResponse> {
-    return this.unary(this.raw.refreshCallToken, { callToken }, call);
+    return this.unary(this.raw.refreshCallToken, { callToken, executionId: "" }, call);
+  }
+
+  /**
+   * A call token of the running execution `executionId` this identity is the
+   * target of (the A2A dispatch it answers): pass it as `callToken` to link
+   * nested calls. Refused with PERMISSION_DENIED (another agent's call) or
+   * FAILED_PRECONDITION (the call is not running).
+   */
+  async callTokenFor(executionId: string, call?: CallOptions): Promise<RefreshCallTokenResponse> {
+    return this.unary(this.raw.refreshCallToken, { callToken: "", executionId }, call);
   }
 
   /** The A2A executions (call tree) of a root session, in start order. */
@@ -759,8 +772,13 @@ const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
 };
 
 function makeStub(target: string, options: ClientOptions): HubServiceClient {
-  return new HubServiceClient(target, options.credentials ?? grpcCredentials.createInsecure(), {
+  if (options.tls !== undefined && options.credentials !== undefined) {
+    throw new AgentNetError({ code: 3, reason: Reason.INVALID_ARGUMENT, message: "pass either tls or credentials, not both" });
+  }
+  const tls = options.tls === undefined ? undefined : tlsChannel(options.tls);
+  return new HubServiceClient(target, tls?.credentials ?? options.credentials ?? grpcCredentials.createInsecure(), {
     ...DEFAULT_CHANNEL_OPTIONS,
+    ...tls?.channelOptions,
     ...options.channelOptions,
   });
 }
@@ -831,7 +849,7 @@ function callRegister<Req, Res extends { agent?: AgentRecord | undefined; creden
  *
  * @param target - the hub address, e.g. `127.0.0.1:7600`
  */
-export function register(
+export async function register(
   target: string,
   passport: PassportInit,
   resume?: ResumeInit,
@@ -852,7 +870,7 @@ export function register(
 }
 
 /** Register a non-LLM participant (kind `HUMAN`) and return its client. */
-export function registerHuman(
+export async function registerHuman(
   target: string,
   passport: PassportInit,
   resume?: ResumeInit,

@@ -30,6 +30,8 @@ export const Reason = {
   UNAVAILABLE: "UNAVAILABLE",
   TOKEN_EXPIRED: "TOKEN_EXPIRED",
   UNAUTHENTICATED: "UNAUTHENTICATED",
+  RULE_DENIED: "RULE_DENIED",
+  LIMIT_EXCEEDED: "LIMIT_EXCEEDED",
 } as const;
 
 /** One of the known reasons (a refusal from a newer hub may carry another string). */
@@ -87,9 +89,29 @@ export class AgentNetError extends Error {
     return err instanceof AgentNetError && (reason === undefined || err.reason === reason);
   }
 
+  /**
+   * The error for `init`: the typed subclass of its reason ({@link RateLimitedError},
+   * {@link InboxFullError}, {@link RuleDeniedError}, {@link LimitExceededError}),
+   * else a plain AgentNetError. Every conversion below goes through it.
+   */
+  static create(init: AgentNetErrorInit): AgentNetError {
+    switch (init.reason) {
+      case Reason.RATE_LIMITED:
+        return new RateLimitedError(init);
+      case Reason.INBOX_FULL:
+        return new InboxFullError(init);
+      case Reason.RULE_DENIED:
+        return new RuleDeniedError(init);
+      case Reason.LIMIT_EXCEEDED:
+        return new LimitExceededError(init);
+      default:
+        return new AgentNetError(init);
+    }
+  }
+
   /** Convert an in-stream `ErrorDetail` (a refused Connect post). */
   static fromErrorDetail(detail: ErrorDetail): AgentNetError {
-    return new AgentNetError({
+    return AgentNetError.create({
       code: detail.code,
       reason: detail.reason || codeName(detail.code),
       message: detail.message,
@@ -116,7 +138,7 @@ export class AgentNetError extends Error {
         const status = decodeRpcStatus(value);
         const info = findErrorInfo(status);
         if (info !== undefined) {
-          return new AgentNetError({
+          return AgentNetError.create({
             code: err.code,
             reason: info.reason || codeName(err.code),
             message: status.message || message,
@@ -130,6 +152,72 @@ export class AgentNetError extends Error {
       }
     }
     return new AgentNetError({ code: err.code, reason: codeName(err.code), message, cause: err });
+  }
+}
+
+/**
+ * `RATE_LIMITED`: the caller sends faster than its rule's rate allows. Wait
+ * {@link RateLimitedError.retryAfterSeconds}, then retry.
+ */
+export class RateLimitedError extends AgentNetError {
+  /** Seconds the hub asks the caller to wait (metadata `retry_after_seconds`; 0 when it gave none). */
+  readonly retryAfterSeconds: number;
+
+  /** Build the error from its fields (usually through {@link AgentNetError.create}). */
+  constructor(init: AgentNetErrorInit) {
+    super(init);
+    this.name = "RateLimitedError";
+    const seconds = Number(init.metadata?.["retry_after_seconds"] ?? "");
+    this.retryAfterSeconds = Number.isFinite(seconds) && seconds > 0 ? seconds : 0;
+  }
+}
+
+/**
+ * `INBOX_FULL`: the recipient's inbox is at its cap; retry later. (A stream
+ * ended for reading too slowly is `INBOX_FULL` too, with metadata
+ * `cause: "slow_consumer"` and no recipient.)
+ */
+export class InboxFullError extends AgentNetError {
+  /** The agent whose inbox is full (metadata `recipient`; "" when absent). */
+  readonly recipient: string;
+
+  /** Build the error from its fields (usually through {@link AgentNetError.create}). */
+  constructor(init: AgentNetErrorInit) {
+    super(init);
+    this.name = "InboxFullError";
+    this.recipient = init.metadata?.["recipient"] ?? "";
+  }
+}
+
+/** `RULE_DENIED`: a governance rule or the hub's arbiter refuses the action; retrying does not help. */
+export class RuleDeniedError extends AgentNetError {
+  /** The id of the refusing rule (metadata `rule`). */
+  readonly rule: string;
+  /** The part of the rule that refused, e.g. `access.peers` (metadata `check`). */
+  readonly check: string;
+
+  /** Build the error from its fields (usually through {@link AgentNetError.create}). */
+  constructor(init: AgentNetErrorInit) {
+    super(init);
+    this.name = "RuleDeniedError";
+    this.rule = init.metadata?.["rule"] ?? "";
+    this.check = init.metadata?.["check"] ?? "";
+  }
+}
+
+/** `LIMIT_EXCEEDED`: a governance limit (open channels, running tasks, ...) is reached. */
+export class LimitExceededError extends AgentNetError {
+  /** The id of the rule that sets the limit (metadata `rule`). */
+  readonly rule: string;
+  /** The limit reached (metadata `limit`). */
+  readonly limit: string;
+
+  /** Build the error from its fields (usually through {@link AgentNetError.create}). */
+  constructor(init: AgentNetErrorInit) {
+    super(init);
+    this.name = "LimitExceededError";
+    this.rule = init.metadata?.["rule"] ?? "";
+    this.limit = init.metadata?.["limit"] ?? "";
   }
 }
 

@@ -61,7 +61,18 @@ export {
   invokeNested,
   type NestedInvokeOptions,
 } from "./a2a";
-export { AgentNetError, type AgentNetErrorInit, codeName, ERROR_DOMAIN, type KnownReason, Reason } from "./errors";
+export {
+  AgentNetError,
+  type AgentNetErrorInit,
+  codeName,
+  ERROR_DOMAIN,
+  InboxFullError,
+  type KnownReason,
+  LimitExceededError,
+  RateLimitedError,
+  Reason,
+  RuleDeniedError,
+} from "./errors";
 export {
   type AnyMessage,
   decodeErrorInfo,
@@ -75,3 +86,4 @@ export { type Cursors, type CursorStore, JsonFileCursorStore, MemoryCursorStore 
 export { isJsonObject, type JsonObject, type JsonValue } from "./json";
 /** The generated agentnet.v1 message types and enums (see `./pb`). */
 export * as pb from "./pb";
+export { type TlsChannel, tlsChannel, type TlsOptions } from "./tls";

@@ -10,6 +10,7 @@ import {
   AgentNetError,
   type Client,
   type InboundEnvelope,
+  isJsonObject,
   invokeNested,
   pb,
   Reason,
@@ -155,8 +156,8 @@ test("A2A invocation: a TS agent answers dispatches — completed, input-require
   assert.deepEqual(first.customHeaders, { "x-tenant": "acme" });
   assert.equal(first.executionId, charged.executionId);
   assert.equal(first.rootSessionId, "ts-call-session");
-  assert.ok(first.callToken.startsWith(`${charged.executionId}.`));
-  assert.ok(first.callTokenExpiresAt instanceof Date && !Number.isNaN(first.callTokenExpiresAt.getTime()));
+  assert.equal(first.callToken, "", "the hub never writes a call token into the channel");
+  assert.equal(first.callTokenExpiresAt, undefined);
   assert.deepEqual(seen[1]?.customHeaders, {});
   assert.equal(seen[1]?.skill, "");
 
@@ -181,6 +182,8 @@ test("A2A invocation: a TS agent answers dispatches — completed, input-require
     ],
   );
   assert.deepEqual(texts[1]?.eventData, { text: "Who approves this refund?", a2a: { status: "input-required" } });
+  const question = texts[0]?.eventData["a2a"];
+  assert.ok(isJsonObject(question) && !("call_token" in question), "no token in the WAL");
   assert.equal(texts[1]?.causationId, texts[0]?.envelopeId, "replyA2A answers the question envelope");
 });
 
@@ -209,10 +212,14 @@ test("A2A nested call: the callee's call with its dispatch's token is a child ex
   const nested: pb.InvokeAgentResponse[] = [];
   const tokens: string[] = [];
   await serve(c, () => ({ text: "leaf" }));
+  let callerAsked: unknown;
   await serve(b, async (dispatch) => {
     tokens.push(dispatch.callToken);
+    await a.callTokenFor(dispatch.executionId).catch((err: unknown) => (callerAsked = err));
     const answer = await b.invokeNested(dispatch, c.agentId, "what does C say?");
     nested.push(answer);
+    tokens.push(dispatch.callToken);
+    await b.invokeNested(dispatch, c.agentId, "and again?");
     tokens.push(dispatch.callToken);
     return { text: `C said: ${answer.result}` };
   });
@@ -223,13 +230,17 @@ test("A2A nested call: the callee's call with its dispatch's token is a child ex
     [InvocationStatus.INVOCATION_STATUS_COMPLETED, "C said: leaf", "ts-user-session-1"],
   );
   assert.equal(nested[0]?.rootSessionId, "ts-user-session-1");
-  assert.equal(tokens[0], tokens[1], "a valid token is not refreshed");
+  assert.equal(tokens[0], "", "the dispatch arrives without a token");
+  assert.ok(tokens[1]?.startsWith(`${top.executionId}.`), "invokeNested obtained one from the hub");
+  assert.equal(tokens[1], tokens[2], "a valid token is reused");
+  assert.ok(AgentNetError.is(callerAsked, Reason.PERMISSION_DENIED), `the caller got the callee's token: ${String(callerAsked)}`);
 
   const tree = await c.listExecutions({ rootSessionId: "ts-user-session-1" });
   assert.deepEqual(
     tree.map((e) => [e.callerId, e.targetId, e.status]),
     [
       [a.agentId, b.agentId, InvocationStatus.INVOCATION_STATUS_COMPLETED],
+      [b.agentId, c.agentId, InvocationStatus.INVOCATION_STATUS_COMPLETED],
       [b.agentId, c.agentId, InvocationStatus.INVOCATION_STATUS_COMPLETED],
     ],
   );
@@ -239,9 +250,11 @@ test("A2A nested call: the callee's call with its dispatch's token is a child ex
   assert.equal(tree[1]?.executionId, nested[0]?.executionId);
   assert.deepEqual(new Set(tree.map((e) => e.rootSessionId)), new Set(["ts-user-session-1"]));
   assert.deepEqual(await a.listExecutions({ rootSessionId: "ts-user-session-1", limit: 1 }), tree.slice(0, 1));
+  // the call has ended: no token for it any more
+  await assert.rejects(b.callTokenFor(top.executionId), (err: unknown) => AgentNetError.is(err, Reason.FAILED_PRECONDITION));
 });
 
-test("A2A call tokens: refreshCallToken, invokeNested retries once with a fresh token on TOKEN_EXPIRED", async () => {
+test("A2A call tokens: callTokenFor, refreshCallToken, invokeNested retries once with a fresh token on TOKEN_EXPIRED", async () => {
   const P = "ts-token";
   const a = await agent("ts-token-a", P, { enabled: true });
   const b = await agent("ts-token-b", P, { enabled: true });
@@ -259,9 +272,9 @@ test("A2A call tokens: refreshCallToken, invokeNested retries once with a fresh 
       }
       return b.invokeAgent(agentId, message, options);
     },
-    async refreshCallToken(callToken, call) {
-      refreshed.push(callToken);
-      return b.refreshCallToken(callToken, call);
+    async callTokenFor(executionId, call) {
+      refreshed.push(executionId);
+      return b.callTokenFor(executionId, call);
     },
   };
   let original = "";
@@ -270,8 +283,9 @@ test("A2A call tokens: refreshCallToken, invokeNested retries once with a fresh 
   let nested: pb.InvokeAgentResponse | undefined;
   let forged: unknown;
   await serve(b, async (dispatch) => {
-    original = dispatch.callToken;
-    viaRefresh = await b.refreshCallToken(dispatch.callToken);
+    original = (await b.callTokenFor(dispatch.executionId)).callToken;
+    viaRefresh = await b.refreshCallToken(original);
+    dispatch.callToken = original;
     nested = await invokeNested(expiredOnce, dispatch, c.agentId, "nested");
     afterCall = { ...dispatch };
     // other refusals are not retried
@@ -288,7 +302,7 @@ test("A2A call tokens: refreshCallToken, invokeNested retries once with a fresh 
   assert.notEqual(viaRefresh.callToken, original);
   assert.ok(viaRefresh.expiresAt instanceof Date);
 
-  assert.deepEqual(refreshed, [original], "one refresh, of the refused token");
+  assert.deepEqual(refreshed, [top.executionId], "one fresh token, for the dispatch's execution");
   assert.equal(used.length, 3);
   assert.equal(used[0], original);
   assert.ok(afterCall !== undefined && afterCall.callToken !== original && afterCall.callToken.startsWith(`${top.executionId}.`));
@@ -314,8 +328,8 @@ test("invokeNested gives up after one refresh when the fresh token is refused to
       calls.push(`invoke ${options?.callToken}`);
       throw new AgentNetError({ code: 16, reason: Reason.TOKEN_EXPIRED, message: "expired" });
     },
-    async refreshCallToken(callToken) {
-      calls.push(`refresh ${callToken}`);
+    async callTokenFor(executionId) {
+      calls.push(`token for ${executionId}`);
       return { callToken: "e1.fresh", expiresAt: undefined };
     },
   };
@@ -331,7 +345,7 @@ test("invokeNested gives up after one refresh when the fresh token is refused to
   await assert.rejects(invokeNested(alwaysExpired, dispatch, "x", "hi"), (err: unknown) =>
     AgentNetError.is(err, Reason.TOKEN_EXPIRED),
   );
-  assert.deepEqual(calls, ["invoke e1.old", "refresh e1.old", "invoke e1.fresh"]);
+  assert.deepEqual(calls, ["invoke e1.old", "token for e1", "invoke e1.fresh"]);
   assert.equal(dispatch.callToken, "e1.fresh");
 });
 

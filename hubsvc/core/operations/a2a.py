@@ -6,9 +6,12 @@ carries an :class:`A2ADispatch` (``event_data["a2a"]``); the target's EV_TEXT re
 :class:`Execution` linked to the execution the caller was running in (through the call
 token it presents) and to a shared root session.
 
-Call tokens live only in memory: a token is useful only while its execution runs, and
-an execution cannot outlive the hub process (its caller waits on an RPC of this hub),
-so running executions left by a stopped hub are marked failed at start.
+Call tokens never enter the channel: the dispatch is part of the channel's WAL, which
+every member (the caller too) and the operator read, so it names only the execution;
+its target asks for a token with ``RefreshCallToken{execution_id}`` when it makes a
+nested call. Tokens live only in memory (as hashes): a token is useful only while its
+execution runs, and an execution cannot outlive the hub process (its caller waits on an
+RPC of this hub), so running executions left by a stopped hub are marked failed at start.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from google.protobuf.json_format import MessageToDict
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.messages import MessageOps
 from hubsvc.core.registry import AgentEntry
-from hubsvc.core.util import check_seconds, hash_secret, new_id, new_secret, to_timestamp
+from hubsvc.core.util import check_seconds, hash_secret, new_id, new_secret
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
     ChannelClosed,
     DepthExceeded,
+    FailedPrecondition,
     InvalidArgument,
     PermissionDenied,
     Timeout,
@@ -168,16 +172,14 @@ class A2AOps:
         running = _Running(record, depth)
         self._running[record.execution_id] = running
         try:
-            token, expires_at = self._issue(running)
+            # No call token here: the dispatch is stored in the channel's WAL (see the module doc).
             dispatch = a2a_pb2.A2ADispatch(
                 execution_id=record.execution_id,
                 root_session_id=root,
                 message=request.message,
                 skill=request.skill,
                 custom_headers=dict(request.custom_headers),
-                call_token=token,
             )
-            dispatch.call_token_expires_at.CopyFrom(to_timestamp(expires_at))
             # Recorded as running in the same group commit as the channel it opens (writes
             # commit in order, so the channel's commit implies this one).
             recorded = log.submit(record)
@@ -289,6 +291,22 @@ class A2AOps:
         running.tokens[hash_secret(secret)] = expires_at
         return f"{running.record.execution_id}.{secret}", expires_at
 
+    def _answering(self, caller: str, execution_id: str) -> _Running:
+        """The running execution ``execution_id``, which ``caller`` must be the target of."""
+        running = self._running.get(execution_id)
+        if running is None:
+            raise FailedPrecondition(
+                f"execution {execution_id!r} is not running (it has ended, or never existed); a call token is "
+                "issued only while you answer the A2A dispatch with that execution_id.",
+                metadata={"execution_id": execution_id},
+            )
+        if running.record.target_id != caller:
+            raise PermissionDenied(
+                "this execution is another agent's A2A call; ask for a token of the dispatch you are answering.",
+                metadata={"execution_id": execution_id},
+            )
+        return running
+
     def _lookup(self, caller: str, token: str) -> tuple[_Running, float]:
         execution_id, _, secret = token.partition(".")
         running = self._running.get(execution_id)
@@ -316,10 +334,17 @@ class A2AOps:
             )
         return running
 
-    def refresh(self, caller: str, token: str) -> tuple[str, float]:
-        """A fresh token for the same execution, for a token still valid or expired within the grace period."""
-        if not token:
-            raise InvalidArgument("call_token is empty.", metadata={"field": "call_token"})
+    def refresh(self, caller: str, token: str, execution_id: str = "") -> tuple[str, float]:
+        """A fresh call token: for the running execution ``execution_id`` the caller is the
+        target of, or in exchange for ``token`` (still valid or expired within the grace period)."""
+        if bool(token) == bool(execution_id):
+            raise InvalidArgument(
+                "set exactly one of execution_id (the A2A dispatch you are answering) and call_token "
+                "(a token to exchange).",
+                metadata={"field": "execution_id" if execution_id else "call_token"},
+            )
+        if execution_id:
+            return self._issue(self._answering(caller, execution_id))
         running, expires_at = self._lookup(caller, token)
         if self.core.clock() >= expires_at + self.core.options.a2a_token_grace:
             raise TokenExpired(

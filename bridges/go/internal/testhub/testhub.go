@@ -56,6 +56,31 @@ func Python() string {
 	return filepath.Clean(p)
 }
 
+// StartWith is Start with extra hub flags, e.g. "--tls-cert", path.
+func StartWith(t testing.TB, args ...string) *Hub {
+	t.Helper()
+	return StartIn(t, t.TempDir(), args...)
+}
+
+// Certs writes throwaway TLS certificates into a temporary directory (python
+// -m tests.security.certs): ca.pem, server.pem/.key for localhost and
+// 127.0.0.1, and client-<name>.pem/.key for each client name. It returns the
+// directory.
+func Certs(t testing.TB, clients ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"-m", "tests.security.certs", dir}
+	for _, c := range clients {
+		args = append(args, "--client", c)
+	}
+	cmd := exec.Command(Python(), args...)
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generate certificates: %v\n%s", err, out)
+	}
+	return dir
+}
+
 // Start runs a fresh hub in a temporary directory on a free port and stops
 // it when the test ends.
 func Start(t testing.TB) *Hub {
@@ -66,14 +91,14 @@ func Start(t testing.TB) *Hub {
 // StartIn runs a hub with its database in dir on a free port. Several hubs
 // may use one dir one after the other (a restart: the new hub listens on a
 // new port, so clients that must survive it dial a Forwarder).
-func StartIn(t testing.TB, dir string) *Hub {
+func StartIn(t testing.TB, dir string, args ...string) *Hub {
 	t.Helper()
 	py := Python()
 	if _, err := os.Stat(py); err != nil {
 		t.Fatalf("hub interpreter %s not found (set AGENTNET_PYTHON): %v", py, err)
 	}
-	cmd := exec.Command(py, "-m", "hubsvc", "--port", "0",
-		"--db", filepath.Join(dir, "hub.db"), "--data-dir", dir, "--log-level", "WARNING")
+	cmd := exec.Command(py, append([]string{"-m", "hubsvc", "--port", "0",
+		"--db", filepath.Join(dir, "hub.db"), "--data-dir", dir, "--log-level", "WARNING"}, args...)...)
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
 	stdout, err := cmd.StdoutPipe()

@@ -421,10 +421,17 @@ type A2ADispatch struct {
 	Skill string `protobuf:"bytes,4,opt,name=skill,proto3" json:"skill,omitempty"`
 	// Custom headers from the caller (never any "a2a-" platform header).
 	CustomHeaders map[string]string `protobuf:"bytes,5,rep,name=custom_headers,json=customHeaders,proto3" json:"custom_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Short-lived call token: lets the callee make nested A2A calls linked to this
-	// execution. Refresh it with RefreshCallToken before it expires.
+	// Deprecated, always empty: the dispatch is part of the channel's write-ahead
+	// log, which every member (the caller too) and ReadWal can read, so the hub
+	// never puts a call token in it. To make nested A2A calls linked to this
+	// execution, the callee obtains a token with
+	// RefreshCallToken{execution_id: execution_id} while it answers the call.
+	//
+	// Deprecated: Marked as deprecated in agentnet/v1/a2a.proto.
 	CallToken string `protobuf:"bytes,6,opt,name=call_token,json=callToken,proto3" json:"call_token,omitempty"`
-	// When call_token expires.
+	// Deprecated, always unset (see call_token).
+	//
+	// Deprecated: Marked as deprecated in agentnet/v1/a2a.proto.
 	CallTokenExpiresAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=call_token_expires_at,json=callTokenExpiresAt,proto3" json:"call_token_expires_at,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -495,6 +502,7 @@ func (x *A2ADispatch) GetCustomHeaders() map[string]string {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in agentnet/v1/a2a.proto.
 func (x *A2ADispatch) GetCallToken() string {
 	if x != nil {
 		return x.CallToken
@@ -502,6 +510,7 @@ func (x *A2ADispatch) GetCallToken() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in agentnet/v1/a2a.proto.
 func (x *A2ADispatch) GetCallTokenExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CallTokenExpiresAt
@@ -602,16 +611,16 @@ const file_agentnet_v1_a2a_proto_rawDesc = "" +
 	"started_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
 	"\bended_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x14\n" +
-	"\x05error\x18\v \x01(\tR\x05error\"\x8c\x03\n" +
+	"\x05error\x18\v \x01(\tR\x05error\"\x94\x03\n" +
 	"\vA2ADispatch\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12&\n" +
 	"\x0froot_session_id\x18\x02 \x01(\tR\rrootSessionId\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
 	"\x05skill\x18\x04 \x01(\tR\x05skill\x12R\n" +
-	"\x0ecustom_headers\x18\x05 \x03(\v2+.agentnet.v1.A2ADispatch.CustomHeadersEntryR\rcustomHeaders\x12\x1d\n" +
+	"\x0ecustom_headers\x18\x05 \x03(\v2+.agentnet.v1.A2ADispatch.CustomHeadersEntryR\rcustomHeaders\x12!\n" +
 	"\n" +
-	"call_token\x18\x06 \x01(\tR\tcallToken\x12M\n" +
-	"\x15call_token_expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x12callTokenExpiresAt\x1a@\n" +
+	"call_token\x18\x06 \x01(\tB\x02\x18\x01R\tcallToken\x12Q\n" +
+	"\x15call_token_expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\x12callTokenExpiresAt\x1a@\n" +
 	"\x12CustomHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +

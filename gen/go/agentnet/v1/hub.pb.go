@@ -3028,9 +3028,9 @@ type InvokeAgentRequest struct {
 	// refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
 	// values at most 64 KiB.
 	CustomHeaders map[string]string `protobuf:"bytes,5,rep,name=custom_headers,json=customHeaders,proto3" json:"custom_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The call token of the dispatch the caller is running in, if any: links this
-	// call as a child execution of it. An expired token is refused with
-	// UNAUTHENTICATED / TOKEN_EXPIRED.
+	// A call token of the dispatch the caller is running in, if any (obtain one
+	// with RefreshCallToken{execution_id}): links this call as a child execution
+	// of it. An expired token is refused with UNAUTHENTICATED / TOKEN_EXPIRED.
 	CallToken string `protobuf:"bytes,6,opt,name=call_token,json=callToken,proto3" json:"call_token,omitempty"`
 	// Root session to record a top-level call (one without call_token) under, e.g.
 	// the id of the user's session or channel; "" = a new root session. A root
@@ -3202,11 +3202,16 @@ func (x *InvokeAgentResponse) GetRootSessionId() string {
 	return ""
 }
 
-// RefreshCallTokenRequest refreshes a call token.
+// RefreshCallTokenRequest asks for a call token: set exactly one field.
 type RefreshCallTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The token to refresh.
-	CallToken     string `protobuf:"bytes,1,opt,name=call_token,json=callToken,proto3" json:"call_token,omitempty"`
+	// A token to exchange for a fresh one (still valid, or expired less than the
+	// grace period ago).
+	CallToken string `protobuf:"bytes,1,opt,name=call_token,json=callToken,proto3" json:"call_token,omitempty"`
+	// The running execution the caller is answering (A2ADispatch.execution_id):
+	// the hub issues a fresh token for it. Only the execution's target may ask,
+	// and only while the execution runs.
+	ExecutionId   string `protobuf:"bytes,2,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3244,6 +3249,13 @@ func (*RefreshCallTokenRequest) Descriptor() ([]byte, []int) {
 func (x *RefreshCallTokenRequest) GetCallToken() string {
 	if x != nil {
 		return x.CallToken
+	}
+	return ""
+}
+
+func (x *RefreshCallTokenRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
 	}
 	return ""
 }
@@ -4405,10 +4417,11 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x06result\x18\x02 \x01(\tR\x06result\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12!\n" +
 	"\fexecution_id\x18\x04 \x01(\tR\vexecutionId\x12&\n" +
-	"\x0froot_session_id\x18\x05 \x01(\tR\rrootSessionId\"8\n" +
+	"\x0froot_session_id\x18\x05 \x01(\tR\rrootSessionId\"[\n" +
 	"\x17RefreshCallTokenRequest\x12\x1d\n" +
 	"\n" +
-	"call_token\x18\x01 \x01(\tR\tcallToken\"t\n" +
+	"call_token\x18\x01 \x01(\tR\tcallToken\x12!\n" +
+	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\"t\n" +
 	"\x18RefreshCallTokenResponse\x12\x1d\n" +
 	"\n" +
 	"call_token\x18\x01 \x01(\tR\tcallToken\x129\n" +

@@ -223,10 +223,16 @@ type HubServiceClient interface {
 	// nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
 	// is at its cap; metadata recipient, rule).
 	InvokeAgent(ctx context.Context, in *InvokeAgentRequest, opts ...grpc.CallOption) (*InvokeAgentResponse, error)
-	// RefreshCallToken exchanges a call token that is still valid, or expired
-	// less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-	// (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-	// agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+	// RefreshCallToken issues a call token for the A2A call the caller is
+	// answering: with `execution_id`, a fresh token for that execution, to the
+	// execution's target only and only while it runs (the dispatch never carries
+	// a token: the channel's log is readable by its members). With `call_token`,
+	// it exchanges a token that is still valid, or expired less than the grace
+	// period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+	// set); FAILED_PRECONDITION (the execution is not running: unknown or
+	// ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+	// agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+	// grace period).
 	RefreshCallToken(ctx context.Context, in *RefreshCallTokenRequest, opts ...grpc.CallOption) (*RefreshCallTokenResponse, error)
 	// ListExecutions lists A2A executions of one root session (the call tree) the
 	// caller took part in; with the operator token, any root session or every execution.
@@ -776,10 +782,16 @@ type HubServiceServer interface {
 	// nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
 	// is at its cap; metadata recipient, rule).
 	InvokeAgent(context.Context, *InvokeAgentRequest) (*InvokeAgentResponse, error)
-	// RefreshCallToken exchanges a call token that is still valid, or expired
-	// less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-	// (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-	// agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+	// RefreshCallToken issues a call token for the A2A call the caller is
+	// answering: with `execution_id`, a fresh token for that execution, to the
+	// execution's target only and only while it runs (the dispatch never carries
+	// a token: the channel's log is readable by its members). With `call_token`,
+	// it exchanges a token that is still valid, or expired less than the grace
+	// period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+	// set); FAILED_PRECONDITION (the execution is not running: unknown or
+	// ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+	// agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+	// grace period).
 	RefreshCallToken(context.Context, *RefreshCallTokenRequest) (*RefreshCallTokenResponse, error)
 	// ListExecutions lists A2A executions of one root session (the call tree) the
 	// caller took part in; with the operator token, any root session or every execution.

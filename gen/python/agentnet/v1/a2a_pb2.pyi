@@ -18,6 +18,11 @@ if sys.version_info >= (3, 11):
 else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
+if sys.version_info >= (3, 13):
+    from warnings import deprecated as _deprecated
+else:
+    from typing_extensions import deprecated as _deprecated
+
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class _InvocationStatus:
@@ -268,17 +273,34 @@ class A2ADispatch(_message.Message):
     """The request text."""
     skill: _builtins.str
     """Skill requested by the caller, if any."""
-    call_token: _builtins.str
-    """Short-lived call token: lets the callee make nested A2A calls linked to this
-    execution. Refresh it with RefreshCallToken before it expires.
-    """
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def call_token(self) -> _builtins.str:
+        """Deprecated, always empty: the dispatch is part of the channel's write-ahead
+        log, which every member (the caller too) and ReadWal can read, so the hub
+        never puts a call token in it. To make nested A2A calls linked to this
+        execution, the callee obtains a token with
+        RefreshCallToken{execution_id: execution_id} while it answers the call.
+        """
+
+    @call_token.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def call_token(self, value: _builtins.str) -> None:
+        """Deprecated, always empty: the dispatch is part of the channel's write-ahead
+        log, which every member (the caller too) and ReadWal can read, so the hub
+        never puts a call token in it. To make nested A2A calls linked to this
+        execution, the callee obtains a token with
+        RefreshCallToken{execution_id: execution_id} while it answers the call.
+        """
+
     @_builtins.property
     def custom_headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Custom headers from the caller (never any "a2a-" platform header)."""
 
     @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
     def call_token_expires_at(self) -> _timestamp_pb2.Timestamp:
-        """When call_token expires."""
+        """Deprecated, always unset (see call_token)."""
 
     def __init__(
         self,

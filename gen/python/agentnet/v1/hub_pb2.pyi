@@ -1577,9 +1577,9 @@ class InvokeAgentRequest(_message.Message):
     most --max-wait-seconds (a day); else INVALID_ARGUMENT.
     """
     call_token: _builtins.str
-    """The call token of the dispatch the caller is running in, if any: links this
-    call as a child execution of it. An expired token is refused with
-    UNAUTHENTICATED / TOKEN_EXPIRED.
+    """A call token of the dispatch the caller is running in, if any (obtain one
+    with RefreshCallToken{execution_id}): links this call as a child execution
+    of it. An expired token is refused with UNAUTHENTICATED / TOKEN_EXPIRED.
     """
     root_session_id: _builtins.str
     """Root session to record a top-level call (one without call_token) under, e.g.
@@ -1655,21 +1655,30 @@ Global___InvokeAgentResponse: _TypeAlias = InvokeAgentResponse  # noqa: Y015
 
 @_typing.final
 class RefreshCallTokenRequest(_message.Message):
-    """RefreshCallTokenRequest refreshes a call token."""
+    """RefreshCallTokenRequest asks for a call token: set exactly one field."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     CALL_TOKEN_FIELD_NUMBER: _builtins.int
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
     call_token: _builtins.str
-    """The token to refresh."""
+    """A token to exchange for a fresh one (still valid, or expired less than the
+    grace period ago).
+    """
+    execution_id: _builtins.str
+    """The running execution the caller is answering (A2ADispatch.execution_id):
+    the hub issues a fresh token for it. Only the execution's target may ask,
+    and only while the execution runs.
+    """
     def __init__(
         self,
         *,
         call_token: _builtins.str = ...,
+        execution_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_token", b"call_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_token", b"call_token", "execution_id", b"execution_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

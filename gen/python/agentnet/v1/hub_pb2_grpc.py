@@ -519,10 +519,16 @@ class HubServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RefreshCallToken(self, request, context):
-        """RefreshCallToken exchanges a call token that is still valid, or expired
-        less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-        (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-        agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+        """RefreshCallToken issues a call token for the A2A call the caller is
+        answering: with `execution_id`, a fresh token for that execution, to the
+        execution's target only and only while it runs (the dispatch never carries
+        a token: the channel's log is readable by its members). With `call_token`,
+        it exchanges a token that is still valid, or expired less than the grace
+        period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+        set); FAILED_PRECONDITION (the execution is not running: unknown or
+        ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+        agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+        grace period).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -218,10 +218,16 @@ class HubServiceStub:
     is at its cap; metadata recipient, rule).
     """
     RefreshCallToken: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]
-    """RefreshCallToken exchanges a call token that is still valid, or expired
-    less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-    (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-    agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+    """RefreshCallToken issues a call token for the A2A call the caller is
+    answering: with `execution_id`, a fresh token for that execution, to the
+    execution's target only and only while it runs (the dispatch never carries
+    a token: the channel's log is readable by its members). With `call_token`,
+    it exchanges a token that is still valid, or expired less than the grace
+    period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+    set); FAILED_PRECONDITION (the execution is not running: unknown or
+    ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+    agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+    grace period).
     """
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListExecutionsRequest, _hub_pb2.ListExecutionsResponse]
     """ListExecutions lists A2A executions of one root session (the call tree) the
@@ -455,10 +461,16 @@ class HubServiceAsyncStub(HubServiceStub):
     is at its cap; metadata recipient, rule).
     """
     RefreshCallToken: _aio.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]  # type: ignore[assignment]
-    """RefreshCallToken exchanges a call token that is still valid, or expired
-    less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-    (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-    agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+    """RefreshCallToken issues a call token for the A2A call the caller is
+    answering: with `execution_id`, a fresh token for that execution, to the
+    execution's target only and only while it runs (the dispatch never carries
+    a token: the channel's log is readable by its members). With `call_token`,
+    it exchanges a token that is still valid, or expired less than the grace
+    period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+    set); FAILED_PRECONDITION (the execution is not running: unknown or
+    ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+    agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+    grace period).
     """
     ListExecutions: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListExecutionsRequest, _hub_pb2.ListExecutionsResponse]  # type: ignore[assignment]
     """ListExecutions lists A2A executions of one root session (the call tree) the
@@ -845,10 +857,16 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.RefreshCallTokenRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.RefreshCallTokenResponse, _abc.Awaitable[_hub_pb2.RefreshCallTokenResponse]]:
-        """RefreshCallToken exchanges a call token that is still valid, or expired
-        less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-        (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-        agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+        """RefreshCallToken issues a call token for the A2A call the caller is
+        answering: with `execution_id`, a fresh token for that execution, to the
+        execution's target only and only while it runs (the dispatch never carries
+        a token: the channel's log is readable by its members). With `call_token`,
+        it exchanges a token that is still valid, or expired less than the grace
+        period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+        set); FAILED_PRECONDITION (the execution is not running: unknown or
+        ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+        agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+        grace period).
         """
 
     @_abc_1.abstractmethod

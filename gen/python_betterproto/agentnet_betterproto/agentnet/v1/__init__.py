@@ -129,6 +129,7 @@ __all__ = (
 )
 
 import datetime
+import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -843,16 +844,26 @@ class A2ADispatch(betterproto2.Message):
 
     call_token: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
     """
-    Short-lived call token: lets the callee make nested A2A calls linked to this
-    execution. Refresh it with RefreshCallToken before it expires.
+    Deprecated, always empty: the dispatch is part of the channel's write-ahead
+    log, which every member (the caller too) and ReadWal can read, so the hub
+    never puts a call token in it. To make nested A2A calls linked to this
+    execution, the callee obtains a token with
+    RefreshCallToken{execution_id: execution_id} while it answers the call.
     """
 
     call_token_expires_at: "datetime.datetime | None" = betterproto2.field(
         7, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
-    When call_token expires.
+    Deprecated, always unset (see call_token).
     """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.is_set("call_token"):
+            warnings.warn("A2ADispatch.call_token is deprecated", DeprecationWarning)
+        if self.is_set("call_token_expires_at"):
+            warnings.warn("A2ADispatch.call_token_expires_at is deprecated", DeprecationWarning)
 
 
 default_message_pool.register_message("agentnet.v1", "A2ADispatch", A2ADispatch)
@@ -2353,9 +2364,9 @@ class InvokeAgentRequest(betterproto2.Message):
 
     call_token: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
     """
-    The call token of the dispatch the caller is running in, if any: links this
-    call as a child execution of it. An expired token is refused with
-    UNAUTHENTICATED / TOKEN_EXPIRED.
+    A call token of the dispatch the caller is running in, if any (obtain one
+    with RefreshCallToken{execution_id}): links this call as a child execution
+    of it. An expired token is refused with UNAUTHENTICATED / TOKEN_EXPIRED.
     """
 
     root_session_id: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
@@ -3175,12 +3186,20 @@ default_message_pool.register_message("agentnet.v1", "ReadWalResponse", ReadWalR
 @dataclass(eq=False, repr=False)
 class RefreshCallTokenRequest(betterproto2.Message):
     """
-    RefreshCallTokenRequest refreshes a call token.
+    RefreshCallTokenRequest asks for a call token: set exactly one field.
     """
 
     call_token: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The token to refresh.
+    A token to exchange for a fresh one (still valid, or expired less than the
+    grace period ago).
+    """
+
+    execution_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The running execution the caller is answering (A2ADispatch.execution_id):
+    the hub issues a fresh token for it. Only the execution's target may ask,
+    and only while the execution runs.
     """
 
 
@@ -4545,10 +4564,16 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "RefreshCallTokenResponse":
         """
-        RefreshCallToken exchanges a call token that is still valid, or expired
-        less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-        (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-        agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+        RefreshCallToken issues a call token for the A2A call the caller is
+        answering: with `execution_id`, a fresh token for that execution, to the
+        execution's target only and only while it runs (the dispatch never carries
+        a token: the channel's log is readable by its members). With `call_token`,
+        it exchanges a token that is still valid, or expired less than the grace
+        period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+        set); FAILED_PRECONDITION (the execution is not running: unknown or
+        ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+        agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+        grace period).
         """
 
         return await self._unary_unary(

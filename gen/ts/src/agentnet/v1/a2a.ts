@@ -155,11 +155,20 @@ export interface A2ADispatch {
   /** Custom headers from the caller (never any "a2a-" platform header). */
   customHeaders: { [key: string]: string };
   /**
-   * Short-lived call token: lets the callee make nested A2A calls linked to this
-   * execution. Refresh it with RefreshCallToken before it expires.
+   * Deprecated, always empty: the dispatch is part of the channel's write-ahead
+   * log, which every member (the caller too) and ReadWal can read, so the hub
+   * never puts a call token in it. To make nested A2A calls linked to this
+   * execution, the callee obtains a token with
+   * RefreshCallToken{execution_id: execution_id} while it answers the call.
+   *
+   * @deprecated
    */
   callToken: string;
-  /** When call_token expires. */
+  /**
+   * Deprecated, always unset (see call_token).
+   *
+   * @deprecated
+   */
   callTokenExpiresAt?: Date | undefined;
 }
 

@@ -679,9 +679,9 @@ export interface InvokeAgentRequest {
    */
   customHeaders: { [key: string]: string };
   /**
-   * The call token of the dispatch the caller is running in, if any: links this
-   * call as a child execution of it. An expired token is refused with
-   * UNAUTHENTICATED / TOKEN_EXPIRED.
+   * A call token of the dispatch the caller is running in, if any (obtain one
+   * with RefreshCallToken{execution_id}): links this call as a child execution
+   * of it. An expired token is refused with UNAUTHENTICATED / TOKEN_EXPIRED.
    */
   callToken: string;
   /**
@@ -712,10 +712,19 @@ export interface InvokeAgentResponse {
   rootSessionId: string;
 }
 
-/** RefreshCallTokenRequest refreshes a call token. */
+/** RefreshCallTokenRequest asks for a call token: set exactly one field. */
 export interface RefreshCallTokenRequest {
-  /** The token to refresh. */
+  /**
+   * A token to exchange for a fresh one (still valid, or expired less than the
+   * grace period ago).
+   */
   callToken: string;
+  /**
+   * The running execution the caller is answering (A2ADispatch.execution_id):
+   * the hub issues a fresh token for it. Only the execution's target may ask,
+   * and only while the execution runs.
+   */
+  executionId: string;
 }
 
 /** RefreshCallTokenResponse is the fresh token. */
@@ -5978,13 +5987,16 @@ export const InvokeAgentResponse: MessageFns<InvokeAgentResponse> = {
 };
 
 function createBaseRefreshCallTokenRequest(): RefreshCallTokenRequest {
-  return { callToken: "" };
+  return { callToken: "", executionId: "" };
 }
 
 export const RefreshCallTokenRequest: MessageFns<RefreshCallTokenRequest> = {
   encode(message: RefreshCallTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.callToken !== "") {
       writer.uint32(10).string(message.callToken);
+    }
+    if (message.executionId !== "") {
+      writer.uint32(18).string(message.executionId);
     }
     return writer;
   },
@@ -6010,6 +6022,14 @@ export const RefreshCallTokenRequest: MessageFns<RefreshCallTokenRequest> = {
             message.callToken = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.executionId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6029,6 +6049,11 @@ export const RefreshCallTokenRequest: MessageFns<RefreshCallTokenRequest> = {
         : isSet(object.call_token)
         ? globalThis.String(object.call_token)
         : "",
+      executionId: isSet(object.executionId)
+        ? globalThis.String(object.executionId)
+        : isSet(object.execution_id)
+        ? globalThis.String(object.execution_id)
+        : "",
     };
   },
 
@@ -6036,6 +6061,9 @@ export const RefreshCallTokenRequest: MessageFns<RefreshCallTokenRequest> = {
     const obj: any = {};
     if (message.callToken !== "") {
       obj.callToken = message.callToken;
+    }
+    if (message.executionId !== "") {
+      obj.executionId = message.executionId;
     }
     return obj;
   },
@@ -6046,6 +6074,7 @@ export const RefreshCallTokenRequest: MessageFns<RefreshCallTokenRequest> = {
   fromPartial(object: DeepPartial<RefreshCallTokenRequest>): RefreshCallTokenRequest {
     const message = createBaseRefreshCallTokenRequest();
     message.callToken = object.callToken ?? "";
+    message.executionId = object.executionId ?? "";
     return message;
   },
 };
@@ -8034,10 +8063,16 @@ export const HubServiceService = {
     responseDeserialize: (value: Buffer): InvokeAgentResponse => InvokeAgentResponse.decode(value),
   },
   /**
-   * RefreshCallToken exchanges a call token that is still valid, or expired
-   * less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-   * (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-   * agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+   * RefreshCallToken issues a call token for the A2A call the caller is
+   * answering: with `execution_id`, a fresh token for that execution, to the
+   * execution's target only and only while it runs (the dispatch never carries
+   * a token: the channel's log is readable by its members). With `call_token`,
+   * it exchanges a token that is still valid, or expired less than the grace
+   * period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+   * set); FAILED_PRECONDITION (the execution is not running: unknown or
+   * ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+   * agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+   * grace period).
    */
   refreshCallToken: {
     path: "/agentnet.v1.HubService/RefreshCallToken" as const,
@@ -8325,10 +8360,16 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    */
   invokeAgent: handleUnaryCall<InvokeAgentRequest, InvokeAgentResponse>;
   /**
-   * RefreshCallToken exchanges a call token that is still valid, or expired
-   * less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-   * (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-   * agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+   * RefreshCallToken issues a call token for the A2A call the caller is
+   * answering: with `execution_id`, a fresh token for that execution, to the
+   * execution's target only and only while it runs (the dispatch never carries
+   * a token: the channel's log is readable by its members). With `call_token`,
+   * it exchanges a token that is still valid, or expired less than the grace
+   * period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+   * set); FAILED_PRECONDITION (the execution is not running: unknown or
+   * ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+   * agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+   * grace period).
    */
   refreshCallToken: handleUnaryCall<RefreshCallTokenRequest, RefreshCallTokenResponse>;
   /**
@@ -8885,10 +8926,16 @@ export interface HubServiceClient extends Client {
     callback: (error: ServiceError | null, response: InvokeAgentResponse) => void,
   ): ClientUnaryCall;
   /**
-   * RefreshCallToken exchanges a call token that is still valid, or expired
-   * less than the grace period ago, for a fresh one. Refusals: INVALID_ARGUMENT
-   * (empty token); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
-   * agent's token); UNAUTHENTICATED / TOKEN_EXPIRED (past the grace period).
+   * RefreshCallToken issues a call token for the A2A call the caller is
+   * answering: with `execution_id`, a fresh token for that execution, to the
+   * execution's target only and only while it runs (the dispatch never carries
+   * a token: the channel's log is readable by its members). With `call_token`,
+   * it exchanges a token that is still valid, or expired less than the grace
+   * period ago, for a fresh one. Refusals: INVALID_ARGUMENT (neither or both
+   * set); FAILED_PRECONDITION (the execution is not running: unknown or
+   * ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
+   * agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
+   * grace period).
    */
   refreshCallToken(
     request: RefreshCallTokenRequest,
