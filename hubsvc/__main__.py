@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 
 from hubsvc.config import HubConfig, parse_args
+from hubsvc.governance.arbiter import Arbiter, load_arbiter
+from hubsvc.governance.source import PolicySource
 from hubsvc.server import start_hub
 from hubsvc.storage import SqliteHubStore
 from servicekit.auth import ensure_secret_file
@@ -14,8 +17,8 @@ from servicekit.runtime import configure_logging, serve_until_signal
 log = logging.getLogger("agentnet.hub")
 
 
-async def run(config: HubConfig) -> None:
-    """Serve the hub with ``config`` until a stop signal arrives."""
+async def run(config: HubConfig, *, arbiter: Arbiter | None = None) -> None:
+    """Serve the hub with ``config`` until a stop signal arrives (``arbiter``: the one ``--arbiter`` names)."""
     operator_token = ensure_secret_file(config.operator_token_path)
     log.info("operator calls (ListAudit) authenticate with the token in %s", config.operator_token_path)
     hub = await start_hub(
@@ -24,6 +27,8 @@ async def run(config: HubConfig) -> None:
         port=config.port,
         operator_token=operator_token,
         options=config.options(),
+        policy=config.policy,
+        arbiter=arbiter,
     )
     await serve_until_signal("agentnet-hub", config.host, hub)
 
@@ -32,7 +37,13 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point (``agentnet-hub``)."""
     config = parse_args(argv)
     configure_logging(config.log_level)
-    asyncio.run(run(config))
+    try:  # a policy or arbiter that cannot be used stops the hub before it serves anything
+        if config.policy is not None:
+            PolicySource(config.policy)  # checked here for a clear exit; start_hub loads and watches it
+        arbiter = load_arbiter(config.arbiter) if config.arbiter else None
+    except ValueError as err:
+        sys.exit(f"agentnet-hub: {err}")
+    asyncio.run(run(config, arbiter=arbiter))
 
 
 if __name__ == "__main__":

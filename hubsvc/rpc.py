@@ -1,7 +1,7 @@
 """The request seam of every HubService RPC: who is calling, and how its errors leave.
 
 Each RPC method of :class:`~hubsvc.servicer.HubServicer` declares its auth mode
-(:data:`PUBLIC`, :data:`AGENT`, :data:`OPERATOR` or :data:`AGENT_OR_OPERATOR`) with
+(:data:`PUBLIC`, :data:`REGISTRAR`, :data:`AGENT`, :data:`OPERATOR` or :data:`AGENT_OR_OPERATOR`) with
 :func:`unary_rpc` / :func:`stream_rpc`; the decorator authenticates the call once
 (an agent is marked as seen), hands the caller to the handler, and runs it under
 the error boundary of :mod:`servicekit.boundary`. Before the handler runs, the request is
@@ -51,6 +51,9 @@ OPERATOR: Auth[None] = Auth("operator")
 """The operator token; the handler gets None (an agent credential is PERMISSION_DENIED)."""
 AGENT_OR_OPERATOR: Auth[str | None] = Auth("agent-or-operator")
 """Either; the handler gets the agent id, or None for the operator."""
+REGISTRAR: Auth[bool] = Auth("registrar")
+"""Anyone (Register, RegisterHuman); the handler gets whether the call carried the operator token,
+which the policy's ``registration`` rules require when registration is closed (docs/governance.md)."""
 
 
 def error_detail(err: AgentNetError) -> errors_pb2.ErrorDetail:
@@ -75,6 +78,8 @@ class Authenticator:
         if auth is PUBLIC:
             return cast(C, None)
         credential = bearer_token(metadata) or ""
+        if auth is REGISTRAR:
+            return cast(C, self._is_operator(credential))
         if auth is not AGENT and self._is_operator(credential):
             return cast(C, None)
         agent_id = self.agent(credential)  # Unauthenticated for a missing or unknown credential

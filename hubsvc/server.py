@@ -8,12 +8,16 @@ order are the same everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from agentnet.v1 import hub_pb2_grpc
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import Clock, system_clock
+from hubsvc.governance.arbiter import Arbiter, load_arbiter
+from hubsvc.governance.policy import Policy
+from hubsvc.governance.source import PolicySource
 from hubsvc.servicer import HUB_SERVICE, HubServicer
 from hubsvc.storage import HubStore
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
@@ -53,13 +57,25 @@ async def start_hub(
     options: HubOptions | None = None,
     clock: Clock = system_clock,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    policy: Policy | Path | str | None = None,
+    arbiter: Arbiter | str | None = None,
 ) -> HubServer:
     """Open ``store``, hydrate the hub and serve it on ``host:port`` (0 = a free port).
 
     ``operator_token`` is the bearer token of operator calls (``ListAudit``; "" disables them).
+    ``policy`` is the governance policy (docs/governance.md): a :class:`Policy`, or the path of a
+    YAML / JSON policy file, reloaded when it changes (every ``options.policy_poll_interval``
+    seconds); an invalid file raises ValueError. ``arbiter`` is an
+    :class:`~hubsvc.governance.arbiter.Arbiter` or its ``module:attribute`` name.
     """
-    core = HubCore(store, options=options, clock=clock)
+    source = PolicySource(policy)
+    if isinstance(arbiter, str):
+        arbiter = load_arbiter(arbiter)
+    core = HubCore(store, options=options, clock=clock, policy=source.policy, arbiter=arbiter)
     await core.start()
+    source.loaded(core.audit)
+    if source.path is not None:
+        core.spawn(source.watch(core.governance, core.audit, core.options.policy_poll_interval), "policy-reload")
     servicer = HubServicer(core, operator_token=operator_token)
     spec = ServiceSpec(
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
