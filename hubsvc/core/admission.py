@@ -148,12 +148,12 @@ class Admission:
         if env.depth > 0:  # depth 0 (no delegation) is always allowed; only then are the rules asked
             limit, rule = self.depth_limit(sender_id)
             if env.depth > limit:
-                source = f"rule {rule!r}'s max_depth" if rule else "the hub's limit"
+                source = f"max_depth of rule {rule!r}" if rule else "the hub's --max-depth"
                 metadata = {"channel_id": cid, "limit": str(limit)}
                 if rule:
                     metadata.update(rule=rule, check="limits.max_depth")
                 raise DepthExceeded(
-                    f"delegation depth {env.depth} exceeds {source} of {limit}; "
+                    f"delegation depth {env.depth} exceeds the limit of {limit} ({source}); "
                     "answer directly instead of delegating further.",
                     metadata=metadata,
                 )

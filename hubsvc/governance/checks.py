@@ -110,10 +110,11 @@ def check_depth(rules: Effective, hub_max: int, depth: int, what: str, metadata:
     limit, rule_id = depth_limit(rules, hub_max)
     if depth <= limit:
         return
-    source = f"rule {rule_id!r}'s max_depth" if rule_id else "the hub's limit"
+    source = f"max_depth of rule {rule_id!r}" if rule_id else "the hub's --max-depth"
     meta = {**(metadata or {}), "limit": str(limit)}
     if rule_id:
         meta.update(rule=rule_id, check="limits.max_depth")
     raise DepthExceeded(
-        f"{what} would reach depth {depth}, above {source} of {limit}; answer directly instead.", metadata=meta
+        f"{what} would reach depth {depth}, above the limit of {limit} ({source}); answer directly instead.",
+        metadata=meta,
     )

@@ -1021,7 +1021,8 @@ class AgentRecord(betterproto2.Message):
     rule_json: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
     """
     The governance rule the identity brought at registration
-    (RegisterHumanRequest.rule_json), as JSON; empty when none. It can only
+    (RegisterRequest.rule_json / RegisterHumanRequest.rule_json), as JSON;
+    empty when none. It can only
     narrow what the hub's policy allows. Schema: docs/governance.md.
     """
 
