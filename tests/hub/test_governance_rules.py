@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -189,6 +190,25 @@ async def test_max_open_channels_counts_pending_and_open_channels_across_a_resta
             await a.rpc("OpenChannel", open_request("conversation", b))
         await a.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=first.channel.channel_id))
         await a.rpc("OpenChannel", open_request("conversation", b))
+
+
+async def test_concurrent_opens_and_starts_never_take_more_than_the_limit(tmp_path: Path) -> None:
+    rules = policy(default={"limits": {"max_open_channels": 2, "max_running_tasks": 3}})
+    async with running_hub(tmp_path / "hub.db", policy=rules) as hub:
+        a = await register(hub.target, "a")
+        b = await register(hub.target, "b")
+        opens = await asyncio.gather(
+            *(a.rpc("OpenChannel", open_request("conversation", b)) for _ in range(8)), return_exceptions=True
+        )
+        assert sum(not isinstance(r, BaseException) for r in opens) == 2
+        assert all(isinstance(r, LimitExceeded) for r in opens if isinstance(r, BaseException))
+        started = task_pb2.TASK_EVENT_KIND_STARTED
+        starts = await asyncio.gather(
+            *(a.rpc("ReportTask", hub_pb2.ReportTaskRequest(task_id=f"t{i}", kind=started)) for i in range(8)),
+            return_exceptions=True,
+        )
+        assert sum(not isinstance(r, BaseException) for r in starts) == 3
+        assert all(isinstance(r, LimitExceeded) for r in starts if isinstance(r, BaseException))
 
 
 async def test_max_running_tasks_counts_running_tasks_across_a_restart(tmp_path: Path) -> None:
