@@ -7,6 +7,8 @@ import logging
 import sys
 
 from hubsvc.config import HubConfig, parse_args
+from hubsvc.governance.arbiter import Arbiter, load_arbiter
+from hubsvc.governance.source import PolicySource
 from hubsvc.server import start_hub
 from hubsvc.storage import SqliteHubStore
 from servicekit.auth import ensure_secret_file
@@ -16,8 +18,8 @@ from servicekit.tls import TlsConfigError
 log = logging.getLogger("agentnet.hub")
 
 
-async def run(config: HubConfig) -> None:
-    """Serve the hub with ``config`` until a stop signal arrives."""
+async def run(config: HubConfig, *, arbiter: Arbiter | None = None) -> None:
+    """Serve the hub with ``config`` until a stop signal arrives (``arbiter``: the one ``--arbiter`` names)."""
     operator_token = ensure_secret_file(config.operator_token_path)
     log.info("operator calls (ListAudit) authenticate with the token in %s", config.operator_token_path)
     hub = await start_hub(
@@ -28,6 +30,8 @@ async def run(config: HubConfig) -> None:
         options=config.options(),
         tls=config.tls,
         tls_bind_identity=config.tls_bind_identity,
+        policy=config.policy,
+        arbiter=arbiter,
     )
     await serve_until_signal("agentnet-hub", config.host, hub)
 
@@ -36,8 +40,14 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point (``agentnet-hub``)."""
     config = parse_args(argv)
     configure_logging(config.log_level)
+    try:  # a policy or arbiter that cannot be used stops the hub before it serves anything
+        if config.policy is not None:
+            PolicySource(config.policy)  # checked here for a clear exit; start_hub loads and watches it
+        arbiter = load_arbiter(config.arbiter) if config.arbiter else None
+    except ValueError as err:
+        sys.exit(f"agentnet-hub: {err}")
     try:
-        asyncio.run(run(config))
+        asyncio.run(run(config, arbiter=arbiter))
     except TlsConfigError as exc:
         sys.exit(f"agentnet-hub: {exc}")
 

@@ -59,6 +59,14 @@ class HubConfig:
     (AGENTNET_HUB_RATE_AUDIT_WINDOW)."""
     max_stream_buffer_bytes: int = HubOptions.max_stream_buffer_bytes
     """Bytes queued for one client stream before the hub ends it (AGENTNET_HUB_MAX_STREAM_BUFFER_BYTES)."""
+    policy: Path | None = None
+    """Governance policy file, YAML or JSON (docs/governance.md); reloaded when it changes (AGENTNET_HUB_POLICY)."""
+    policy_poll_interval: float = HubOptions.policy_poll_interval
+    """Seconds between checks of the policy file for changes (AGENTNET_HUB_POLICY_POLL_INTERVAL)."""
+    arbiter: str = ""
+    """The arbiter as ``module:attribute`` ("" = none) (AGENTNET_HUB_ARBITER)."""
+    arbiter_timeout: float = HubOptions.arbiter_timeout
+    """Seconds the hub waits for the arbiter before refusing (AGENTNET_HUB_ARBITER_TIMEOUT)."""
     operator_token_file: Path | None = None
     """File holding the operator token for operator calls such as ListAudit; created with a
     random token when missing; default ``<data_dir>/hub-operator.token`` (AGENTNET_HUB_OPERATOR_TOKEN_FILE)."""
@@ -88,6 +96,8 @@ class HubConfig:
             max_wait_seconds=self.max_wait_seconds,
             max_stream_buffer_bytes=self.max_stream_buffer_bytes,
             rate_audit_window=self.rate_audit_window,
+            policy_poll_interval=self.policy_poll_interval,
+            arbiter_timeout=self.arbiter_timeout,
         )
 
     @property
@@ -248,6 +258,38 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         "file with the operator token for ListAudit (default: <data-dir>/hub-operator.token, generated)",
         type=Path,
     )
+    _flag(
+        parser,
+        "--policy",
+        "AGENTNET_HUB_POLICY",
+        None,
+        "governance policy file (YAML or JSON; docs/governance.md); an invalid file stops the hub at start, "
+        "and is ignored (audited policy_reload_failed) when it changes later",
+        type=Path,
+    )
+    _flag(
+        parser,
+        "--policy-poll-interval",
+        "AGENTNET_HUB_POLICY_POLL_INTERVAL",
+        d.policy_poll_interval,
+        "seconds between checks of the policy file for changes",
+        type=float,
+    )
+    _flag(
+        parser,
+        "--arbiter",
+        "AGENTNET_HUB_ARBITER",
+        d.arbiter,
+        "governance arbiter to consult, as package.module:attribute (docs/governance.md 'The arbiter')",
+    )
+    _flag(
+        parser,
+        "--arbiter-timeout",
+        "AGENTNET_HUB_ARBITER_TIMEOUT",
+        d.arbiter_timeout,
+        "seconds to wait for the arbiter's verdict; a slower arbiter refuses the action",
+        type=float,
+    )
     for flag, env_var, default, help in _SIZE_FLAGS:
         _flag(parser, flag, env_var, default, help, type=int)
     add_tls_arguments(parser, "AGENTNET_HUB_")
@@ -281,6 +323,10 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         parser.error("--max-stream-buffer-bytes must be positive")
     if not 0 < args.rate_audit_window <= 86400:
         parser.error("--rate-audit-window must be in (0, 86400] seconds")
+    if not 0 < args.policy_poll_interval <= 3600:
+        parser.error("--policy-poll-interval must be in (0, 3600] seconds")
+    if not 0 < args.arbiter_timeout <= 600:
+        parser.error("--arbiter-timeout must be in (0, 600] seconds")
     return HubConfig(
         host=args.host,
         port=args.port,
@@ -306,4 +352,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         operator_token_file=args.operator_token_file,
         tls=tls,
         tls_bind_identity=args.tls_bind_identity,
+        policy=args.policy,
+        policy_poll_interval=args.policy_poll_interval,
+        arbiter=args.arbiter,
+        arbiter_timeout=args.arbiter_timeout,
     )

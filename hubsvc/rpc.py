@@ -1,7 +1,7 @@
 """The request seam of every HubService RPC: who is calling, and how its errors leave.
 
 Each RPC method of :class:`~hubsvc.servicer.HubServicer` declares its auth mode
-(:data:`PUBLIC`, :data:`AGENT`, :data:`OPERATOR` or :data:`AGENT_OR_OPERATOR`) with
+(:data:`PUBLIC`, :data:`REGISTER`, :data:`AGENT`, :data:`OPERATOR` or :data:`AGENT_OR_OPERATOR`) with
 :func:`unary_rpc` / :func:`stream_rpc`; the decorator authenticates the call once
 (an agent is marked as seen), hands the caller to the handler, and runs it under
 the error boundary of :mod:`servicekit.boundary`. Before the handler runs, the request is
@@ -55,9 +55,11 @@ class Auth(Generic[C]):
 
 PUBLIC: Auth[None] = Auth("public")
 """No credential needed; the handler gets None."""
-REGISTER: Auth[None] = Auth("register")
-"""No credential needed (Register, RegisterHuman); under identity binding the request's
-``passport.name`` must be the agent the client certificate names. The handler gets None."""
+REGISTER: Auth[bool] = Auth("register")
+"""Register, RegisterHuman: no credential needed. The handler gets whether the call carried the
+operator token, which the policy's ``registration`` rules require when registration is closed
+(docs/governance.md). Without it, under identity binding, the request's ``passport.name`` must be
+the agent the client certificate names."""
 AGENT: Auth[str] = Auth("agent")
 """An agent's credential; the handler gets the agent id."""
 OPERATOR: Auth[None] = Auth("operator")
@@ -91,11 +93,13 @@ class Authenticator:
         ``request`` is read for the name a :data:`REGISTER` call registers."""
         if auth is PUBLIC:
             return cast(C, None)
+        credential = bearer_token(context.invocation_metadata() or ()) or ""
         if auth is REGISTER:
+            if self._is_operator(credential):
+                return cast(C, True)
             passport = getattr(request, "passport", None)
             self.check_certificate(getattr(passport, "name", ""), context, registering=True)
-            return cast(C, None)
-        credential = bearer_token(context.invocation_metadata() or ()) or ""
+            return cast(C, False)
         if auth is not AGENT and self._is_operator(credential):
             return cast(C, None)
         agent_id = self.agent(credential, context)  # Unauthenticated for a missing or unknown credential

@@ -8,12 +8,16 @@ order are the same everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from agentnet.v1 import hub_pb2_grpc
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import Clock, system_clock
+from hubsvc.governance.arbiter import Arbiter, load_arbiter
+from hubsvc.governance.policy import Policy
+from hubsvc.governance.source import PolicySource
 from hubsvc.servicer import HUB_SERVICE, HubServicer
 from hubsvc.storage import HubStore
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
@@ -56,19 +60,31 @@ async def start_hub(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     tls: ServerTls | None = None,
     tls_bind_identity: bool = False,
+    policy: Policy | Path | str | None = None,
+    arbiter: Arbiter | str | None = None,
 ) -> HubServer:
     """Open ``store``, hydrate the hub and serve it on ``host:port`` (0 = a free port).
 
     ``operator_token`` is the bearer token of operator calls (``ListAudit``; "" disables them).
     ``tls`` serves TLS (mTLS with a client CA; ``servicekit.tls``); ``tls_bind_identity``
     accepts an agent only on a connection whose client certificate names it (needs a client CA).
+    ``policy`` is the governance policy (docs/governance.md): a :class:`Policy`, or the path of a
+    YAML / JSON policy file, reloaded when it changes (every ``options.policy_poll_interval``
+    seconds); an invalid file raises ValueError. ``arbiter`` is an
+    :class:`~hubsvc.governance.arbiter.Arbiter` or its ``module:attribute`` name.
     """
     if tls_bind_identity and (tls is None or not tls.mutual):
         raise ValueError("tls_bind_identity needs TLS with a client CA (tls=ServerTls(..., client_ca_file=...))")
     if tls is not None:
         tls.check()  # unusable certificate files fail before the store is opened
-    core = HubCore(store, options=options, clock=clock)
+    source = PolicySource(policy)
+    if isinstance(arbiter, str):
+        arbiter = load_arbiter(arbiter)
+    core = HubCore(store, options=options, clock=clock, policy=source.policy, arbiter=arbiter)
     await core.start()
+    source.loaded(core.audit)
+    if source.path is not None:
+        core.spawn(source.watch(core.governance, core.audit, core.options.policy_poll_interval), "policy-reload")
     servicer = HubServicer(core, operator_token=operator_token, bind_identity=tls_bind_identity)
     spec = ServiceSpec(
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)

@@ -138,21 +138,25 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     # -- identity -----------------------------------------------------------------------
 
     @unary_rpc(REGISTER)
-    async def Register(self, caller: None, request: hub_pb2.RegisterRequest) -> hub_pb2.RegisterResponse:
-        """Register an agent or remote agent."""
+    async def Register(self, caller: bool, request: hub_pb2.RegisterRequest) -> hub_pb2.RegisterResponse:
+        """Register an agent or remote agent (``caller``: the operator token was presented)."""
         record, credential = await self.core.register(
             request.passport,
             request.resume,
             request.skill_md if request.HasField("skill_md") else None,
             request.a2a if request.HasField("a2a") else None,
             human=False,
+            rule_json=request.rule_json,
+            by_operator=caller,
         )
         return hub_pb2.RegisterResponse(agent=record, credential=credential)
 
     @unary_rpc(REGISTER)
-    async def RegisterHuman(self, caller: None, request: hub_pb2.RegisterHumanRequest) -> hub_pb2.RegisterHumanResponse:
-        """Register a human participant."""
-        record, credential = await self.core.register(request.passport, request.resume, None, None, human=True)
+    async def RegisterHuman(self, caller: bool, request: hub_pb2.RegisterHumanRequest) -> hub_pb2.RegisterHumanResponse:
+        """Register a human participant (``caller``: the operator token was presented)."""
+        record, credential = await self.core.register(
+            request.passport, request.resume, None, None, human=True, rule_json=request.rule_json, by_operator=caller
+        )
         return hub_pb2.RegisterHumanResponse(agent=record, credential=credential)
 
     @unary_rpc(AGENT)

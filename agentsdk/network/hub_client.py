@@ -3,6 +3,7 @@ for an embedded hub served in-process on a real port. Both are async context man
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import tempfile
@@ -40,7 +41,6 @@ from netkernel.errors import (
     NotParticipant,
     PermissionDenied,
     Unauthenticated,
-    Unimplemented,
 )
 from netkernel.identity import Passport, PassportKind, Resume, kind_from_wire, kind_to_wire
 from netkernel.wire import envelope_from_wire
@@ -63,6 +63,8 @@ class AgentSummary:
 if TYPE_CHECKING:
     from agentsdk.agent import Agent
     from hubsvc.core.options import HubOptions
+    from hubsvc.governance.arbiter import Arbiter
+    from hubsvc.governance.policy import Policy
     from hubsvc.server import HubServer
 
 
@@ -73,10 +75,11 @@ async def _ignore(envelope: Envelope) -> None:
 class HubClient:
     """A connection to a hub, and the identities registered through it."""
 
-    def __init__(self, connection: HubConnection) -> None:
+    def __init__(self, connection: HubConnection, *, registration_token: str = "") -> None:
         self.connection = connection
-        self.rpc = HubRpc(connection)
-        """The hub's RPCs, typed, without an identity (registration); ``rpc.as_identity(credential)`` for the rest."""
+        self.rpc = HubRpc(connection, registration_token)
+        """The hub's RPCs, typed, without an identity (registration, with ``registration_token`` as the
+        bearer when given); ``rpc.as_identity(credential)`` for the rest."""
         self._clients: dict[str, NetworkClient] = {}
         self._names: dict[str, str] = {}
         self._ids: dict[str, str] = {}
@@ -84,7 +87,12 @@ class HubClient:
     @classmethod
     @asynccontextmanager
     async def connect(
-        cls, target: str, *, tls: TlsSetting = None, rate_limit_backoff: RateLimitBackoff | None = None
+        cls,
+        target: str,
+        *,
+        tls: TlsSetting = None,
+        rate_limit_backoff: RateLimitBackoff | None = None,
+        registration_token: str = "",
     ) -> AsyncIterator[HubClient]:
         """Connect to the hub at ``host:port``; disconnects every identity on exit.
 
@@ -92,8 +100,12 @@ class HubClient:
         :class:`~agentsdk.tls.TlsConfig` (private CA, client certificate for mTLS, server name), or
         None for plaintext (a hub on loopback, or one started with ``--insecure``).
         ``rate_limit_backoff`` bounds how the calls that post retry on RATE_LIMITED
-        (default: 5 attempts, 30 s of waiting; :class:`~agentsdk.backoff.RateLimitBackoff`)."""
-        client = cls(HubConnection(target, tls, rate_limit_backoff=rate_limit_backoff))
+        (default: 5 attempts, 30 s of waiting; :class:`~agentsdk.backoff.RateLimitBackoff`).
+        ``registration_token`` is sent with ``register`` / ``register_human``: the hub's operator
+        token, which a hub whose policy closes registration requires (docs/governance.md)."""
+        client = cls(
+            HubConnection(target, tls, rate_limit_backoff=rate_limit_backoff), registration_token=registration_token
+        )
         try:
             yield client
         finally:
@@ -150,14 +162,20 @@ class HubClient:
         human: bool,
         skill_md: str | None = None,
         a2a: A2ASettings | None = None,
+        rule: dict[str, Any] | None = None,
     ) -> tuple[str, str]:
         response: hub_pb2.RegisterHumanResponse | hub_pb2.RegisterResponse
+        rule_json = json.dumps(rule) if rule is not None else ""
         if human:
             response = await self.rpc.register_human(
-                hub_pb2.RegisterHumanRequest(passport=passport.to_wire(), resume=(resume or Resume()).to_wire())
+                hub_pb2.RegisterHumanRequest(
+                    passport=passport.to_wire(), resume=(resume or Resume()).to_wire(), rule_json=rule_json
+                )
             )
         else:
-            request = hub_pb2.RegisterRequest(passport=passport.to_wire(), resume=(resume or Resume()).to_wire())
+            request = hub_pb2.RegisterRequest(
+                passport=passport.to_wire(), resume=(resume or Resume()).to_wire(), rule_json=rule_json
+            )
             if skill_md is not None:
                 request.skill_md = skill_md
             if a2a is not None:
@@ -188,15 +206,14 @@ class HubClient:
         resumes without repeats (with a ``credential_file``, a file beside it by default).
         ``on_envelope`` adds a push callback before the client connects, so it also sees the
         backlog a resumed identity is sent first. ``pull``, ``max_queued_envelopes`` and
-        ``max_queued_bytes`` set the pull queue (see :class:`HumanClient`). ``rule`` (governance) is
-        not enforced yet, so giving one raises :class:`~netkernel.errors.Unimplemented` instead of
-        silently ignoring it.
+        ``max_queued_bytes`` set the pull queue (see :class:`HumanClient`).
+
+        ``rule`` is this participant's own governance rule (the ``rule`` part of the hub's
+        policy file, e.g. ``{"access": {"channel_types": ["consulting"]}}``; docs/governance.md):
+        the hub enforces it on everything the participant does, and it can only narrow what the
+        hub's policy allows. An invalid rule raises InvalidArgument naming the problem. It is
+        set at registration; resuming from ``credential_file`` keeps the rule registered then.
         """
-        if rule is not None:
-            raise Unimplemented(
-                "register_human(rule=...) is refused: governance rules are not enforced by this hub yet, "
-                "so the rule would be silently ignored. Register without rule= (and enforce it in your own code)."
-            )
         make = self._human_maker(auto_ack_invites, pull, max_queued_envelopes, max_queued_bytes)
 
         file = CredentialFile(credential_file) if credential_file is not None else None
@@ -205,7 +222,7 @@ class HubClient:
             client = await self._resume(saved.credential, make, human=True, expected_name=passport.name, file=file)
             await self._update_resume(client, resume)
         else:
-            agent_id, credential = await self._register(passport, resume, human=True)
+            agent_id, credential = await self._register(passport, resume, human=True, rule=rule)
             client = make(agent_id, credential, passport)
             self._save(client, file, "human")
         if on_envelope is not None:
@@ -270,8 +287,12 @@ class HubClient:
         cursor_store: CursorStore | None = None,
         credential_file: str | os.PathLike[str] | None = None,
         on_envelope: EnvelopeCallback | None = None,
+        rule: dict[str, Any] | None = None,
     ) -> AgentClient:
         """Register ``agent`` (kind agent or remote_agent) and connect it.
+
+        ``rule`` is the agent's own governance rule, as for :meth:`register_human`: it can only
+        narrow what the hub's policy allows (set at registration, kept on resume).
 
         ``a2a`` sets its agent-to-agent settings (an :class:`~agentsdk.a2a.A2ASettings` or the
         path of an ``agent.yaml`` with an ``a2a:`` section; when enabled, the A2A tools are added);
@@ -317,7 +338,9 @@ class HubClient:
             if settings is not None and settings != client.a2a_settings:
                 await client.set_a2a_settings(settings)
         else:
-            agent_id, credential = await self._register(passport, resume, human=False, skill_md=skill_md, a2a=settings)
+            agent_id, credential = await self._register(
+                passport, resume, human=False, skill_md=skill_md, a2a=settings, rule=rule
+            )
             client = make(agent_id, credential, passport)
             if settings is not None:
                 client.a2a_settings = settings
@@ -528,11 +551,16 @@ class Hub(HubClient):
         port: int = 0,
         options: HubOptions | None = None,
         clock: Callable[[], float] | None = None,
+        policy: Policy | str | Path | None = None,
+        arbiter: Arbiter | str | None = None,
     ) -> AsyncIterator[Hub]:
         """Start a hub on SQLite ``path`` (a temporary file when None) and serve it on ``host:port`` (0 = free port).
 
         ``options`` tunes the hub (limits, timeouts, A2A token lifetime); ``clock`` replaces its
-        wall clock (seconds since the epoch), e.g. to let tests move time forward. The hub is
+        wall clock (seconds since the epoch), e.g. to let tests move time forward. ``policy`` is
+        the governance policy (a ``Policy`` or the path of a YAML / JSON policy file, reloaded when
+        it changes) and ``arbiter`` the governance arbiter (an object or ``module:attribute``); see
+        docs/governance.md. The hub is
         built by the same factory as ``python -m hubsvc`` (health, reflection, limits)."""
         # The SDK depends on the hub service only here, and only when an embedded hub is asked for.
         from hubsvc.core.util import system_clock
@@ -549,6 +577,8 @@ class Hub(HubClient):
                 operator_token=operator_token,
                 options=options,
                 clock=clock or system_clock,
+                policy=policy,
+                arbiter=arbiter,
             )
             hub = cls(HubConnection(server.target), server, operator_token)
             try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from agentnet.v1 import envelope_pb2
@@ -88,11 +89,20 @@ def refuse_forged_dispatch(env: Envelope) -> None:
 class Admission:
     """The admission rules of live channels; the caller holds the channel's lock."""
 
-    def __init__(self, options: HubOptions, clock: Clock, inboxes: Inboxes | None = None) -> None:
+    def __init__(
+        self,
+        options: HubOptions,
+        clock: Clock,
+        inboxes: Inboxes | None = None,
+        *,
+        depth_limit: Callable[[str], tuple[int, str]] | None = None,
+    ) -> None:
         self.options = options
         self.clock = clock
         self.inboxes = inboxes
         """Counts every staged envelope for its recipients (the inbox cap); None in tests that drive admission alone."""
+        self.depth_limit = depth_limit or (lambda sender_id: (options.max_depth, ""))
+        """The deepest envelope a sender may post, and the governance rule that set it ("" = the hub's limit)."""
 
     def screen(self, env: Envelope, event_data_json: str | None = None) -> None:
         """The checks every envelope a client sends passes before it may reach a channel.
@@ -143,12 +153,18 @@ class Admission:
                 )
         if env.causation_id and env.causation_id in ch.depths:
             env.depth = max(env.depth, ch.depths[env.causation_id])
-        if env.depth > self.options.max_depth:
-            raise DepthExceeded(
-                f"delegation depth {env.depth} exceeds the hub's limit of {self.options.max_depth}; "
-                "answer directly instead of delegating further.",
-                metadata={"channel_id": cid, "limit": str(self.options.max_depth)},
-            )
+        if env.depth > 0:  # depth 0 (no delegation) is always allowed; only then are the rules asked
+            limit, rule = self.depth_limit(sender_id)
+            if env.depth > limit:
+                source = f"max_depth of rule {rule!r}" if rule else "the hub's --max-depth"
+                metadata = {"channel_id": cid, "limit": str(limit)}
+                if rule:
+                    metadata.update(rule=rule, check="limits.max_depth")
+                raise DepthExceeded(
+                    f"delegation depth {env.depth} exceeds the limit of {limit} ({source}); "
+                    "answer directly instead of delegating further.",
+                    metadata=metadata,
+                )
         etype = env.event_type
         state = ch.meta.state
         if state in TERMINAL:

@@ -29,6 +29,7 @@ from typing import Any
 from agentnet.v1 import a2a_pb2, identity_pb2
 
 from hubsvc.core.admission import Admission
+from hubsvc.core.enforcement import Enforcement
 from hubsvc.core.executions import ExecutionLog
 from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels import LiveChannels
@@ -38,8 +39,10 @@ from hubsvc.core.registry import Registry
 from hubsvc.core.sessions import Sessions
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock, audit_row, system_clock
+from hubsvc.governance.arbiter import Arbiter
 from hubsvc.governance.governor import Derived, Governance
 from hubsvc.governance.inbox import Inboxes
+from hubsvc.governance.policy import Policy, parse_rule
 from hubsvc.governance.rate import RateLimiter
 from hubsvc.storage import HubStore, Writes
 from netkernel.errors import InvalidArgument, Unavailable
@@ -50,15 +53,23 @@ log = logging.getLogger("agentnet.hub")
 class HubCore:
     """The hub: registry, channels, admission, delivery sessions, tasks."""
 
-    def __init__(self, store: HubStore, *, options: HubOptions | None = None, clock: Clock = system_clock) -> None:
+    def __init__(
+        self,
+        store: HubStore,
+        *,
+        options: HubOptions | None = None,
+        clock: Clock = system_clock,
+        policy: Policy | None = None,
+        arbiter: Arbiter | None = None,
+    ) -> None:
         self.store = store
         self.options = options or HubOptions()
         self.clock = clock
         self._background: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
-        self.registry = Registry(store, clock)
-        self.governance = Governance()
+        self.governance = Governance(policy)
         """The policy in force (docs/governance.md) and each identity's effective rules."""
+        self.registry = Registry(store, clock, on_change=self.governance.forget)
         self.tasks = TaskMirror(store, clock, self.audit)
         self.executions = ExecutionLog(store, clock)
         record_of = self.registry.record_of
@@ -71,7 +82,17 @@ class HubCore:
             audit_window=self.options.rate_audit_window,
         )
         """The posts-per-second token buckets (docs/governance.md "Rate limits")."""
-        self.admission = Admission(self.options, clock, self.inboxes)
+        self.rules = Enforcement(
+            self.registry,
+            self.governance,
+            self.tasks,
+            self.options,
+            self.audit,
+            live_channels=lambda: self.channels.live(),
+            arbiter=arbiter,
+        )
+        """The policy's rules and the arbiter applied to what identities do."""
+        self.admission = Admission(self.options, clock, self.inboxes, depth_limit=self.rules.depth_limit)
         self.intake = Intake(self.admission, self.rate, self.inboxes)
         self.sessions = Sessions(
             store,
@@ -92,8 +113,16 @@ class HubCore:
             clock,
             deliver=self.sessions.deliver,
             spawn=self.spawn,
+            govern=self.rules.open_channel,
         )
-        self.posts = Posts(store, self.channels, self.admission, self.intake, self.audit)
+        self.posts = Posts(
+            store,
+            self.channels,
+            self.admission,
+            self.intake,
+            self.audit,
+            govern=self.rules.post if arbiter is not None else None,
+        )
         # The calls served by one part, bound straight to it (posting is a hot path: no extra frame).
         self.post = self.posts.post
         self.admit = self.posts.admit
@@ -193,8 +222,13 @@ class HubCore:
         a2a: a2a_pb2.A2ASettings | None,
         *,
         human: bool,
+        rule_json: str = "",
+        by_operator: bool = False,
     ) -> tuple[identity_pb2.AgentRecord, str]:
-        """Register an agent / remote agent (``human=False``) or a human (``human=True``)."""
+        """Register an agent / remote agent (``human=False``) or a human (``human=True``).
+
+        ``rule_json`` is the identity's own rule (it can only narrow the policy); ``by_operator``
+        says the call carried the operator token (the registration rules do not apply then)."""
         if human:
             if passport.kind not in (identity_pb2.PASSPORT_KIND_UNSPECIFIED, identity_pb2.PASSPORT_KIND_HUMAN):
                 raise InvalidArgument("RegisterHuman registers kind human only; use Register for agents.")
@@ -204,7 +238,10 @@ class HubCore:
                 "Register refuses kind human: register non-LLM participants with RegisterHuman "
                 "(hc.register_human(Passport(name=..., kind='human')) in the Python SDK)."
             )
-        return await self.registry.register(passport, resume, skill_md, a2a)
+        await self.rules.register(passport, resume, by_operator=by_operator)
+        if rule_json:
+            parse_rule(rule_json)  # INVALID_ARGUMENT naming the problem
+        return await self.registry.register(passport, resume, skill_md, a2a, rule_json=rule_json)
 
     async def unregister(self, agent_id: str) -> list[str]:
         """Remove an identity; its live channels close with reason "participant_left"."""

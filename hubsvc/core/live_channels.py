@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from agentnet.v1 import channel_pb2, envelope_pb2
@@ -31,6 +31,7 @@ from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock, check_seconds, from_timestamp, new_id
+from hubsvc.governance.arbiter import Action
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
 from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout
@@ -42,6 +43,9 @@ Watcher = Callable[[envelope_pb2.Envelope], None]
 """Called with each committed envelope of a watched channel."""
 Deliver = Callable[[ChannelRuntime, list[envelope_pb2.Envelope]], None]
 """Hands a channel's committed envelopes to its connected members."""
+GovernOpen = Callable[[str, Action, str, list[str], float | None, int], Awaitable[float | None]]
+"""The governance check of a new channel: (initiator, action, type, invited ids, asked TTL, seed depth) →
+the TTL to use (None = the hub's default); raises the refusal (``Enforcement.open_channel``)."""
 
 
 class LiveChannels:
@@ -59,8 +63,10 @@ class LiveChannels:
         *,
         deliver: Deliver,
         spawn: Callable[[Any, str], asyncio.Task[Any]],
+        govern: GovernOpen | None = None,
     ) -> None:
         self._store = store
+        self._govern = govern
         self._registry = registry
         self._tasks = tasks
         self._admission = admission
@@ -167,6 +173,7 @@ class LiveChannels:
         seed: Envelope | None = None,
         seed_counted: bool = False,
         dispatch: dict[str, Any] | None = None,
+        action: Action = "open_channel",
     ) -> ChannelRuntime:
         """Create a PENDING channel and invite the targets (returns once the invites are committed).
 
@@ -177,7 +184,8 @@ class LiveChannels:
         ``dispatch`` is the A2A dispatch InvokeAgent attaches to its (screened) seed: only
         the hub writes ``event_data.a2a`` dispatches, never a client. ``seed_counted``: the caller
         took the seed's rate token already (InvokeAgent does, before it records the call), so
-        it is not counted twice.
+        it is not counted twice. ``action`` (open_channel, delegate or invoke) is what the
+        governance check and its audit record call it.
         """
         adapter = get_adapter(type)
         if not targets:
@@ -194,6 +202,12 @@ class LiveChannels:
             check_seconds(ttl_seconds, "ttl_seconds", limit, absent="the hub's default")
         if invite_ack_timeout is not None:
             check_seconds(invite_ack_timeout, "invite_ack_timeout_seconds", limit, absent="the hub's default")
+        if self._govern is not None:
+            # The rules and the arbiter; nothing below awaits until the channel is registered,
+            # so the count of open channels the check saw is still true when it is.
+            ttl_seconds = await self._govern(
+                initiator, action, adapter.type, members, ttl_seconds, seed.depth if seed is not None else 0
+            )
         timeout = self._options.invite_ack_timeout if invite_ack_timeout is None else invite_ack_timeout
         participants = (initiator, *members)
         names = {a: self._registry.name_for(a) for a in participants}

@@ -61,3 +61,8 @@ class HubOptions:
     and audited as one ``rate_limited`` record (``suppressed=<n>``), not one record each."""
     a2a_default_timeout: float = 300.0
     """Seconds InvokeAgent waits for the callee when the request gives no timeout."""
+    policy_poll_interval: float = 2.0
+    """Seconds between checks of the policy file for changes (docs/governance.md "The policy file")."""
+    arbiter_timeout: float = 2.0
+    """Seconds the hub waits for the arbiter's verdict; a slower arbiter refuses the action (RULE_DENIED,
+    check ``arbiter.timeout``)."""

@@ -10,7 +10,7 @@ to anyone, only once its write is committed. Every refusal is audited as ``post_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentnet.v1 import envelope_pb2
@@ -24,19 +24,29 @@ from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.errors import AgentNetError, ChannelClosed, NotParticipant, RateLimited
 
 Audit = Callable[[str, str, str, dict[str, Any]], None]
+GovernPost = Callable[[str, Envelope, ChannelRuntime | None], Awaitable[None]]
+"""The arbiter's say on a post (sender, envelope, live channel); raises the refusal."""
 
 
 class Posts:
     """Admits participants' envelopes into live channels."""
 
     def __init__(
-        self, store: HubStore, channels: LiveChannels, admission: Admission, intake: Intake, audit: Audit
+        self,
+        store: HubStore,
+        channels: LiveChannels,
+        admission: Admission,
+        intake: Intake,
+        audit: Audit,
+        *,
+        govern: GovernPost | None = None,
     ) -> None:
         self._store = store
         self._channels = channels
         self._admission = admission
         self._intake = intake
         self._audit = audit
+        self._govern = govern
 
     async def post(
         self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
@@ -57,16 +67,16 @@ class Posts:
         RATE_LIMITED, which the rate limiter audits itself (throttled, for every path).
         """
         try:
+            if self._govern is not None:
+                await self._govern(sender_id, env, self._channels.get(env.channel_id))
             return await self._admit(sender_id, env, event_data_json)
         except RateLimited:
             raise
         except AgentNetError as err:
-            self._audit(
-                "post_refused",
-                sender_id,
-                env.channel_id,
-                {"reason": err.reason, "event_type": env.event_type, "message": err.message},
-            )
+            detail = {"reason": err.reason, "event_type": env.event_type, "message": err.message}
+            if "rule" in err.metadata:  # a governance refusal: which rule, and which part of it
+                detail.update(rule=err.metadata["rule"], check=err.metadata.get("check", ""))
+            self._audit("post_refused", sender_id, env.channel_id, detail)
             raise
 
     async def _admit(

@@ -46,9 +46,11 @@ class AgentEntry:
 class Registry:
     """All identities of the hub."""
 
-    def __init__(self, store: HubStore, clock: Clock) -> None:
+    def __init__(self, store: HubStore, clock: Clock, *, on_change: Callable[[str], None] | None = None) -> None:
         self._store = store
         self._clock = clock
+        self._on_change = on_change or (lambda agent_id: None)
+        """Told the id of an identity whose record changed in place or that left (governance forgets it)."""
         self._by_id: dict[str, AgentEntry] = {}
         self._by_name: dict[str, str] = {}
         self._reserved: set[str] = set()
@@ -118,8 +120,11 @@ class Registry:
         resume: identity_pb2.Resume,
         skill_md: str | None,
         a2a: a2a_pb2.A2ASettings | None,
+        *,
+        rule_json: str = "",
     ) -> tuple[identity_pb2.AgentRecord, str]:
-        """Create an identity; returns its record and credential.
+        """Create an identity (``rule_json``: its own, already validated, governance rule); returns its
+        record and credential.
 
         The name is reserved while its write is in flight (a concurrent Register of it gets
         ALREADY_EXISTS); the identity exists in memory only once the write committed."""
@@ -139,7 +144,7 @@ class Registry:
         agent_id = new_id()
         secret = new_secret()
         now = self._clock()
-        record = identity_pb2.AgentRecord(agent_id=agent_id, passport=passport, resume=resume)
+        record = identity_pb2.AgentRecord(agent_id=agent_id, passport=passport, resume=resume, rule_json=rule_json)
         record.registered_at.CopyFrom(to_timestamp(now))
         record.last_seen_at.CopyFrom(to_timestamp(now))
         if a2a is not None:
@@ -178,6 +183,7 @@ class Registry:
             )
             self._by_id.pop(agent_id, None)
             self._by_name.pop(entry.name, None)
+            self._on_change(agent_id)
 
     async def set_skill(self, agent_id: str, skill_md: str) -> identity_pb2.AgentRecord:
         """Replace the skill (empty = back to the fallback); audited as skill_set."""
@@ -221,6 +227,7 @@ class Registry:
                 )
             )
             change(entry.record)
+            self._on_change(agent_id)
             return entry.record
 
     def touch(self, agent_id: str, *, online: bool | None = None) -> None:

@@ -22,7 +22,7 @@ from agentsdk.events import BaseEvent, TaskCancelled, TaskCompleted, TaskProgres
 from agentsdk.network import EV_CHANNEL_CLOSED, EV_TASK_CANCELLED, EV_TEXT, Hub, Passport
 from agentsdk.testing import ScriptedOpenAIServer
 from hubsvc.core.options import HubOptions
-from netkernel.errors import Unimplemented
+from netkernel.errors import InvalidArgument
 from tests.sdk_net.llm import llm
 
 
@@ -262,8 +262,8 @@ async def test_agent_to_agent_accepts_oe_url(hub: Hub) -> None:
         AgentToAgent()
 
 
-async def test_register_human_refuses_a_rule_it_cannot_enforce(hub: Hub) -> None:
-    with pytest.raises(Unimplemented, match="not enforced"):
+async def test_register_human_refuses_a_rule_the_hub_cannot_read(hub: Hub) -> None:
+    with pytest.raises(InvalidArgument, match="rule_json is not a valid rule: max_messages"):
         await hub.register_human(Passport(name="ruled", kind="human"), rule={"max_messages": 3})
     await hub.register_human(Passport(name="plain", kind="human"))
     assert [a.name for a in await hub.list_agents()] == ["plain"]  # the refused one was not registered

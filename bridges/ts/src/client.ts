@@ -72,6 +72,8 @@ export interface RegisterOptions extends ClientOptions {
   skillMd?: string;
   /** Agent-to-agent settings (default: disabled). */
   a2a?: Partial<A2ASettings>;
+  /** Governance rule of this agent's own; it can only narrow the hub's policy (docs/governance.md). */
+  rule?: JsonObject;
 }
 
 /** Extra fields of {@link registerHuman}. */
@@ -864,6 +866,7 @@ export async function register(
       resume: fullResume(resume),
       skillMd: options.skillMd,
       a2a: options.a2a === undefined ? undefined : A2ASettings.fromPartial(options.a2a),
+      ruleJson: options.rule === undefined ? "" : JSON.stringify(options.rule),
     },
     options,
   );

@@ -31,7 +31,6 @@ from hubsvc.core.util import check_seconds, hash_secret, new_id, new_secret
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
     ChannelClosed,
-    DepthExceeded,
     FailedPrecondition,
     InvalidArgument,
     PermissionDenied,
@@ -146,12 +145,7 @@ class A2AOps:
         parent = self._verify_token(caller, request.call_token) if request.call_token else None
         target = self._target(caller, request.agent_id, request.skill)
         depth = parent.depth + 1 if parent is not None else 1
-        if depth > self.core.options.max_depth:
-            raise DepthExceeded(
-                f"this call would be {depth} A2A calls deep, above the hub's limit of {self.core.options.max_depth}; "
-                "answer directly instead.",
-                metadata={"limit": str(self.core.options.max_depth)},
-            )
+        self.core.rules.check_call_depth("invoke", caller, depth, target.name)
         if parent is not None:
             root = parent.record.root_session_id
         else:
@@ -191,6 +185,7 @@ class A2AOps:
                 seed=question,
                 seed_counted=True,
                 dispatch=MessageToDict(dispatch, preserving_proto_field_name=True),
+                action="invoke",
             )
             await recorded
             record.channel_id = ch.channel_id

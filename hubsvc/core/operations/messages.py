@@ -10,7 +10,7 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.channels import TERMINAL_EVENTS
 from hubsvc.core.util import check_seconds
 from netkernel.envelope import EV_TEXT, text_envelope
-from netkernel.errors import ChannelClosed, DepthExceeded, FailedPrecondition, InvalidArgument, Timeout
+from netkernel.errors import ChannelClosed, FailedPrecondition, InvalidArgument, Timeout
 from netkernel.wire import envelope_from_wire
 
 
@@ -60,12 +60,7 @@ class MessageOps:
             cause = await self.core.store.find_envelope(causation_id)
             if cause is not None:
                 depth = envelope_pb2.Envelope.FromString(cause).depth + 1
-        if depth > self.core.options.max_depth:
-            raise DepthExceeded(
-                f"delegating would reach depth {depth}, above the hub's limit of {self.core.options.max_depth}; "
-                "answer directly instead.",
-                metadata={"limit": str(self.core.options.max_depth)},
-            )
+        self.core.rules.check_call_depth("delegate", caller, depth, entry.name)
         seed = text_envelope("", caller, prompt, depth=depth, causation_id=causation_id or None)
         ch = await self.core.open_channel(
             caller,
@@ -73,6 +68,7 @@ class MessageOps:
             targets=[entry.agent_id],
             intent=f"delegate: {capability}" if capability else "delegate",
             seed=seed,
+            action="delegate",
         )
         reply = await self.await_reply(caller, ch.channel_id, entry.agent_id, timeout)
         return envelope_from_wire(reply).event_data.get("text", ""), ch.channel_id, reply.envelope_id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from agentnet.v1 import hub_pb2, task_pb2
@@ -34,16 +35,19 @@ class TaskOps:
             parse_json(request.payload_json, "payload_json", options.max_json_depth)
         if request.channel_id:
             await self.core.require_member(caller, request.channel_id)
-        task = await self.core.tasks.report(
-            caller,
-            request.task_id,
-            request.kind,
-            title=request.title,
-            channel_id=request.channel_id,
-            payload_json=request.payload_json,
-            error=request.error,
-            ttl_seconds=request.ttl_seconds if request.HasField("ttl_seconds") else None,
-        )
+        starting = request.kind == task_pb2.TASK_EVENT_KIND_STARTED
+        # A STARTED report holds one of the owner's max_running_tasks slots (LIMIT_EXCEEDED when none is free).
+        async with self.core.rules.task_slot(caller) if starting else contextlib.nullcontext():
+            task = await self.core.tasks.report(
+                caller,
+                request.task_id,
+                request.kind,
+                title=request.title,
+                channel_id=request.channel_id,
+                payload_json=request.payload_json,
+                error=request.error,
+                ttl_seconds=request.ttl_seconds if request.HasField("ttl_seconds") else None,
+            )
         if request.kind == task_pb2.TASK_EVENT_KIND_CANCELLED:
             await self._post_cancelled(task)
         return task

@@ -140,7 +140,14 @@ type RegisterRequest struct {
 	// (256 KiB); longer is PAYLOAD_TOO_LARGE.
 	SkillMd *string `protobuf:"bytes,3,opt,name=skill_md,json=skillMd,proto3,oneof" json:"skill_md,omitempty"`
 	// Agent-to-agent settings (default: disabled).
-	A2A           *A2ASettings `protobuf:"bytes,4,opt,name=a2a,proto3" json:"a2a,omitempty"`
+	A2A *A2ASettings `protobuf:"bytes,4,opt,name=a2a,proto3" json:"a2a,omitempty"`
+	// Optional governance rule for this agent, as a JSON object (the "rule"
+	// part of the policy file: access, limits, rate, inbox; docs/governance.md).
+	// It can only narrow what the hub's policy allows: every rule that applies
+	// must allow an action, and the smallest limit wins. Kept in
+	// AgentRecord.rule_json. An invalid rule is INVALID_ARGUMENT naming the
+	// problem. Empty = no rule of its own.
+	RuleJson      string `protobuf:"bytes,5,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -201,6 +208,13 @@ func (x *RegisterRequest) GetA2A() *A2ASettings {
 		return x.A2A
 	}
 	return nil
+}
+
+func (x *RegisterRequest) GetRuleJson() string {
+	if x != nil {
+		return x.RuleJson
+	}
+	return ""
 }
 
 // RegisterResponse returns the new identity and its credential.
@@ -265,7 +279,13 @@ type RegisterHumanRequest struct {
 	Passport *Passport `protobuf:"bytes,1,opt,name=passport,proto3" json:"passport,omitempty"`
 	// Optional claims.
 	Resume *Resume `protobuf:"bytes,2,opt,name=resume,proto3" json:"resume,omitempty"`
-	// Optional governance rule for this participant, as a JSON object.
+	// Optional governance rule for this participant, as a JSON object (the
+	// "rule" part of the policy file: access, limits, rate, inbox;
+	// docs/governance.md), e.g. {"access": {"channel_types": ["consulting"]}}.
+	// It can only narrow what the hub's policy allows: every rule that applies
+	// must allow an action, and the smallest limit wins. Kept in
+	// AgentRecord.rule_json and enforced on everything this participant does.
+	// An invalid rule is INVALID_ARGUMENT naming the problem. Empty = none.
 	RuleJson      string `protobuf:"bytes,3,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4206,12 +4226,13 @@ var File_agentnet_v1_hub_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\n" +
-	"\x15agentnet/v1/hub.proto\x12\vagentnet.v1\x1a\x15agentnet/v1/a2a.proto\x1a\x19agentnet/v1/channel.proto\x1a\x19agentnet/v1/connect.proto\x1a\x1aagentnet/v1/envelope.proto\x1a\x18agentnet/v1/errors.proto\x1a\x1aagentnet/v1/identity.proto\x1a\x16agentnet/v1/task.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\x01\n" +
+	"\x15agentnet/v1/hub.proto\x12\vagentnet.v1\x1a\x15agentnet/v1/a2a.proto\x1a\x19agentnet/v1/channel.proto\x1a\x19agentnet/v1/connect.proto\x1a\x1aagentnet/v1/envelope.proto\x1a\x18agentnet/v1/errors.proto\x1a\x1aagentnet/v1/identity.proto\x1a\x16agentnet/v1/task.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x01\n" +
 	"\x0fRegisterRequest\x121\n" +
 	"\bpassport\x18\x01 \x01(\v2\x15.agentnet.v1.PassportR\bpassport\x12+\n" +
 	"\x06resume\x18\x02 \x01(\v2\x13.agentnet.v1.ResumeR\x06resume\x12\x1e\n" +
 	"\bskill_md\x18\x03 \x01(\tH\x00R\askillMd\x88\x01\x01\x12*\n" +
-	"\x03a2a\x18\x04 \x01(\v2\x18.agentnet.v1.A2ASettingsR\x03a2aB\v\n" +
+	"\x03a2a\x18\x04 \x01(\v2\x18.agentnet.v1.A2ASettingsR\x03a2a\x12\x1b\n" +
+	"\trule_json\x18\x05 \x01(\tR\bruleJsonB\v\n" +
 	"\t_skill_md\"b\n" +
 	"\x10RegisterResponse\x12.\n" +
 	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\x12\x1e\n" +

@@ -110,13 +110,21 @@ type HubServiceClient interface {
 	// Connect of the same agent replaces this one.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 	// Register creates an agent (kind agent or remote_agent) and issues its
-	// credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
-	// a malformed name; ALREADY_EXISTS for a name already registered;
-	// PAYLOAD_TOO_LARGE for skill_md over its limit.
+	// credential. No credential is needed unless the hub's policy closes
+	// registration (registration.open: false); then only the operator token,
+	// sent as the bearer, may register. Refusals: INVALID_ARGUMENT for kind
+	// human (use RegisterHuman), a malformed name or an invalid rule_json;
+	// ALREADY_EXISTS for a name already registered; PAYLOAD_TOO_LARGE for
+	// skill_md over its limit; UNAUTHENTICATED (metadata rule=registration,
+	// check=registration.open) when registration is closed and the operator
+	// token is missing; PERMISSION_DENIED / RULE_DENIED (metadata rule, check)
+	// when the policy's registration.allow does not pick the passport, or the
+	// arbiter refuses (rule=arbiter).
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
-	// Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
-	// malformed name; ALREADY_EXISTS for a name already registered.
+	// Refusals: INVALID_ARGUMENT for a kind other than human / unspecified, a
+	// malformed name or an invalid rule_json; ALREADY_EXISTS for a name already
+	// registered; UNAUTHENTICATED and RULE_DENIED as for Register.
 	RegisterHuman(ctx context.Context, in *RegisterHumanRequest, opts ...grpc.CallOption) (*RegisterHumanResponse, error)
 	// Unregister removes the caller's identity; its live channels close.
 	Unregister(ctx context.Context, in *UnregisterRequest, opts ...grpc.CallOption) (*UnregisterResponse, error)
@@ -136,6 +144,12 @@ type HubServiceClient interface {
 	// Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
 	// targets, the caller among them, or a bad seed or time; NOT_FOUND for an
 	// unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+	// PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
+	// rule does not allow the type (check access.channel_types), a target
+	// (access.peers) or ttl_seconds above the rule's maximum
+	// (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
+	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
+	// already holds max_open_channels pending or open channels it opened;
 	// PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
 	// wait_until_opened waited wait_timeout_seconds and the channel is still
 	// PENDING (the channel stays; it closes with "invite_timeout" if the acks
@@ -185,7 +199,9 @@ type HubServiceClient interface {
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
 	// task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
-	// INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+	// INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE;
+	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) for a STARTED
+	// report when the caller already runs its rule's max_running_tasks.
 	ReportTask(ctx context.Context, in *ReportTaskRequest, opts ...grpc.CallOption) (*ReportTaskResponse, error)
 	// ListTasks lists tasks (own or all, active or all).
 	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
@@ -218,10 +234,14 @@ type HubServiceClient interface {
 	// INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
 	// PERMISSION_DENIED (the target does not accept the caller, or a root session
 	// the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
-	// question is over the caller's rate; metadata retry_after_seconds, rule;
-	// nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
-	// is at its cap; metadata recipient, rule).
+	// DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+	// max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED (metadata rule,
+	// check) when a governance rule or the arbiter refuses the call (as for
+	// OpenChannel); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (max_open_channels);
+	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
+	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
+	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
+	// metadata recipient, rule).
 	InvokeAgent(ctx context.Context, in *InvokeAgentRequest, opts ...grpc.CallOption) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the
@@ -254,7 +274,10 @@ type HubServiceClient interface {
 	// for the single reply and returns its text (the `delegate` tool).
 	// Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
 	// self); FAILED_PRECONDITION (the target lacks the capability);
-	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+	// DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+	// max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
+	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
+	// channel with the target); PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
 	// time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
 	// channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
 	// prompt is over the caller's rate; metadata retry_after_seconds, rule) and
@@ -669,13 +692,21 @@ type HubServiceServer interface {
 	// Connect of the same agent replaces this one.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	// Register creates an agent (kind agent or remote_agent) and issues its
-	// credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
-	// a malformed name; ALREADY_EXISTS for a name already registered;
-	// PAYLOAD_TOO_LARGE for skill_md over its limit.
+	// credential. No credential is needed unless the hub's policy closes
+	// registration (registration.open: false); then only the operator token,
+	// sent as the bearer, may register. Refusals: INVALID_ARGUMENT for kind
+	// human (use RegisterHuman), a malformed name or an invalid rule_json;
+	// ALREADY_EXISTS for a name already registered; PAYLOAD_TOO_LARGE for
+	// skill_md over its limit; UNAUTHENTICATED (metadata rule=registration,
+	// check=registration.open) when registration is closed and the operator
+	// token is missing; PERMISSION_DENIED / RULE_DENIED (metadata rule, check)
+	// when the policy's registration.allow does not pick the passport, or the
+	// arbiter refuses (rule=arbiter).
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
-	// Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
-	// malformed name; ALREADY_EXISTS for a name already registered.
+	// Refusals: INVALID_ARGUMENT for a kind other than human / unspecified, a
+	// malformed name or an invalid rule_json; ALREADY_EXISTS for a name already
+	// registered; UNAUTHENTICATED and RULE_DENIED as for Register.
 	RegisterHuman(context.Context, *RegisterHumanRequest) (*RegisterHumanResponse, error)
 	// Unregister removes the caller's identity; its live channels close.
 	Unregister(context.Context, *UnregisterRequest) (*UnregisterResponse, error)
@@ -695,6 +726,12 @@ type HubServiceServer interface {
 	// Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
 	// targets, the caller among them, or a bad seed or time; NOT_FOUND for an
 	// unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+	// PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
+	// rule does not allow the type (check access.channel_types), a target
+	// (access.peers) or ttl_seconds above the rule's maximum
+	// (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
+	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
+	// already holds max_open_channels pending or open channels it opened;
 	// PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
 	// wait_until_opened waited wait_timeout_seconds and the channel is still
 	// PENDING (the channel stays; it closes with "invite_timeout" if the acks
@@ -744,7 +781,9 @@ type HubServiceServer interface {
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
 	// task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
-	// INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+	// INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE;
+	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) for a STARTED
+	// report when the caller already runs its rule's max_running_tasks.
 	ReportTask(context.Context, *ReportTaskRequest) (*ReportTaskResponse, error)
 	// ListTasks lists tasks (own or all, active or all).
 	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
@@ -777,10 +816,14 @@ type HubServiceServer interface {
 	// INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
 	// PERMISSION_DENIED (the target does not accept the caller, or a root session
 	// the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
-	// question is over the caller's rate; metadata retry_after_seconds, rule;
-	// nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
-	// is at its cap; metadata recipient, rule).
+	// DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+	// max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED (metadata rule,
+	// check) when a governance rule or the arbiter refuses the call (as for
+	// OpenChannel); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (max_open_channels);
+	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
+	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
+	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
+	// metadata recipient, rule).
 	InvokeAgent(context.Context, *InvokeAgentRequest) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the
@@ -813,7 +856,10 @@ type HubServiceServer interface {
 	// for the single reply and returns its text (the `delegate` tool).
 	// Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
 	// self); FAILED_PRECONDITION (the target lacks the capability);
-	// DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+	// DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+	// max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
+	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
+	// channel with the target); PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
 	// time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
 	// channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
 	// prompt is over the caller's rate; metadata retry_after_seconds, rule) and

@@ -305,7 +305,8 @@ type AgentRecord struct {
 	// Last time the identity was seen on any RPC or stream.
 	LastSeenAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
 	// The governance rule the identity brought at registration
-	// (RegisterHumanRequest.rule_json), as JSON; empty when none. It can only
+	// (RegisterRequest.rule_json / RegisterHumanRequest.rule_json), as JSON;
+	// empty when none. It can only
 	// narrow what the hub's policy allows. Schema: docs/governance.md.
 	RuleJson      string `protobuf:"bytes,10,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -84,10 +84,19 @@ class RegisterRequest(_message.Message):
     RESUME_FIELD_NUMBER: _builtins.int
     SKILL_MD_FIELD_NUMBER: _builtins.int
     A2A_FIELD_NUMBER: _builtins.int
+    RULE_JSON_FIELD_NUMBER: _builtins.int
     skill_md: _builtins.str
     """Skill markdown with optional frontmatter. Absent = the hub renders a
     fallback skill from passport and resume. At most --max-skill-bytes
     (256 KiB); longer is PAYLOAD_TOO_LARGE.
+    """
+    rule_json: _builtins.str
+    """Optional governance rule for this agent, as a JSON object (the "rule"
+    part of the policy file: access, limits, rate, inbox; docs/governance.md).
+    It can only narrow what the hub's policy allows: every rule that applies
+    must allow an action, and the smallest limit wins. Kept in
+    AgentRecord.rule_json. An invalid rule is INVALID_ARGUMENT naming the
+    problem. Empty = no rule of its own.
     """
     @_builtins.property
     def passport(self) -> _identity_pb2.Passport:
@@ -108,10 +117,11 @@ class RegisterRequest(_message.Message):
         resume: _identity_pb2.Resume | None = ...,
         skill_md: _builtins.str | None = ...,
         a2a: _a2a_pb2.A2ASettings | None = ...,
+        rule_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_skill_md", b"_skill_md", "a2a", b"a2a", "passport", b"passport", "resume", b"resume", "skill_md", b"skill_md"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_skill_md", b"_skill_md", "a2a", b"a2a", "passport", b"passport", "resume", b"resume", "skill_md", b"skill_md"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_skill_md", b"_skill_md", "a2a", b"a2a", "passport", b"passport", "resume", b"resume", "rule_json", b"rule_json", "skill_md", b"skill_md"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__skill_md: _TypeAlias = _typing.Literal["skill_md"]  # noqa: Y015
     _WhichOneofArgType__skill_md: _TypeAlias = _typing.Literal["_skill_md", b"_skill_md"]  # noqa: Y015
@@ -157,7 +167,14 @@ class RegisterHumanRequest(_message.Message):
     RESUME_FIELD_NUMBER: _builtins.int
     RULE_JSON_FIELD_NUMBER: _builtins.int
     rule_json: _builtins.str
-    """Optional governance rule for this participant, as a JSON object."""
+    """Optional governance rule for this participant, as a JSON object (the
+    "rule" part of the policy file: access, limits, rate, inbox;
+    docs/governance.md), e.g. {"access": {"channel_types": ["consulting"]}}.
+    It can only narrow what the hub's policy allows: every rule that applies
+    must allow an action, and the smallest limit wins. Kept in
+    AgentRecord.rule_json and enforced on everything this participant does.
+    An invalid rule is INVALID_ARGUMENT naming the problem. Empty = none.
+    """
     @_builtins.property
     def passport(self) -> _identity_pb2.Passport:
         """Identity; kind must be human or unspecified."""

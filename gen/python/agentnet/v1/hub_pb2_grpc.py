@@ -286,9 +286,16 @@ class HubServiceServicer:
 
     def Register(self, request, context):
         """Register creates an agent (kind agent or remote_agent) and issues its
-        credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
-        a malformed name; ALREADY_EXISTS for a name already registered;
-        PAYLOAD_TOO_LARGE for skill_md over its limit.
+        credential. No credential is needed unless the hub's policy closes
+        registration (registration.open: false); then only the operator token,
+        sent as the bearer, may register. Refusals: INVALID_ARGUMENT for kind
+        human (use RegisterHuman), a malformed name or an invalid rule_json;
+        ALREADY_EXISTS for a name already registered; PAYLOAD_TOO_LARGE for
+        skill_md over its limit; UNAUTHENTICATED (metadata rule=registration,
+        check=registration.open) when registration is closed and the operator
+        token is missing; PERMISSION_DENIED / RULE_DENIED (metadata rule, check)
+        when the policy's registration.allow does not pick the passport, or the
+        arbiter refuses (rule=arbiter).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -296,8 +303,9 @@ class HubServiceServicer:
 
     def RegisterHuman(self, request, context):
         """RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
-        Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
-        malformed name; ALREADY_EXISTS for a name already registered.
+        Refusals: INVALID_ARGUMENT for a kind other than human / unspecified, a
+        malformed name or an invalid rule_json; ALREADY_EXISTS for a name already
+        registered; UNAUTHENTICATED and RULE_DENIED as for Register.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -347,6 +355,12 @@ class HubServiceServicer:
         Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
         targets, the caller among them, or a bad seed or time; NOT_FOUND for an
         unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+        PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
+        rule does not allow the type (check access.channel_types), a target
+        (access.peers) or ttl_seconds above the rule's maximum
+        (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
+        RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
+        already holds max_open_channels pending or open channels it opened;
         PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
         wait_until_opened waited wait_timeout_seconds and the channel is still
         PENDING (the channel stays; it closes with "invite_timeout" if the acks
@@ -431,7 +445,9 @@ class HubServiceServicer:
         """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
         task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
-        INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+        INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE;
+        RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) for a STARTED
+        report when the caller already runs its rule's max_running_tasks.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -509,10 +525,14 @@ class HubServiceServicer:
         INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
         PERMISSION_DENIED (the target does not accept the caller, or a root session
         the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
-        question is over the caller's rate; metadata retry_after_seconds, rule;
-        nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
-        is at its cap; metadata recipient, rule).
+        DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+        max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED (metadata rule,
+        check) when a governance rule or the arbiter refuses the call (as for
+        OpenChannel); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (max_open_channels);
+        PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
+        the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
+        and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
+        metadata recipient, rule).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -570,7 +590,10 @@ class HubServiceServicer:
         for the single reply and returns its text (the `delegate` tool).
         Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
         self); FAILED_PRECONDITION (the target lacks the capability);
-        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+        DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+        max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
+        RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
+        channel with the target); PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
         time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
         channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
         prompt is over the caller's rate; metadata retry_after_seconds, rule) and

@@ -88,14 +88,22 @@ class HubServiceStub:
     """
     Register: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RegisterRequest, _hub_pb2.RegisterResponse]
     """Register creates an agent (kind agent or remote_agent) and issues its
-    credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
-    a malformed name; ALREADY_EXISTS for a name already registered;
-    PAYLOAD_TOO_LARGE for skill_md over its limit.
+    credential. No credential is needed unless the hub's policy closes
+    registration (registration.open: false); then only the operator token,
+    sent as the bearer, may register. Refusals: INVALID_ARGUMENT for kind
+    human (use RegisterHuman), a malformed name or an invalid rule_json;
+    ALREADY_EXISTS for a name already registered; PAYLOAD_TOO_LARGE for
+    skill_md over its limit; UNAUTHENTICATED (metadata rule=registration,
+    check=registration.open) when registration is closed and the operator
+    token is missing; PERMISSION_DENIED / RULE_DENIED (metadata rule, check)
+    when the policy's registration.allow does not pick the passport, or the
+    arbiter refuses (rule=arbiter).
     """
     RegisterHuman: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RegisterHumanRequest, _hub_pb2.RegisterHumanResponse]
     """RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
-    Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
-    malformed name; ALREADY_EXISTS for a name already registered.
+    Refusals: INVALID_ARGUMENT for a kind other than human / unspecified, a
+    malformed name or an invalid rule_json; ALREADY_EXISTS for a name already
+    registered; UNAUTHENTICATED and RULE_DENIED as for Register.
     """
     Unregister: _grpc.UnaryUnaryMultiCallable[_hub_pb2.UnregisterRequest, _hub_pb2.UnregisterResponse]
     """Unregister removes the caller's identity; its live channels close."""
@@ -118,6 +126,12 @@ class HubServiceStub:
     Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
     targets, the caller among them, or a bad seed or time; NOT_FOUND for an
     unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+    PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
+    rule does not allow the type (check access.channel_types), a target
+    (access.peers) or ttl_seconds above the rule's maximum
+    (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
+    RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
+    already holds max_open_channels pending or open channels it opened;
     PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
     wait_until_opened waited wait_timeout_seconds and the channel is still
     PENDING (the channel stays; it closes with "invite_timeout" if the acks
@@ -173,7 +187,9 @@ class HubServiceStub:
     """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
     task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
-    INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+    INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE;
+    RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) for a STARTED
+    report when the caller already runs its rule's max_running_tasks.
     """
     ListTasks: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListTasksRequest, _hub_pb2.ListTasksResponse]
     """ListTasks lists tasks (own or all, active or all)."""
@@ -212,10 +228,14 @@ class HubServiceStub:
     INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
     PERMISSION_DENIED (the target does not accept the caller, or a root session
     the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
-    question is over the caller's rate; metadata retry_after_seconds, rule;
-    nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
-    is at its cap; metadata recipient, rule).
+    DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+    max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED (metadata rule,
+    check) when a governance rule or the arbiter refuses the call (as for
+    OpenChannel); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (max_open_channels);
+    PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
+    the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
+    and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
+    metadata recipient, rule).
     """
     RefreshCallToken: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -253,7 +273,10 @@ class HubServiceStub:
     for the single reply and returns its text (the `delegate` tool).
     Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
     self); FAILED_PRECONDITION (the target lacks the capability);
-    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+    DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+    max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
+    RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
+    channel with the target); PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
     time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
     channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
     prompt is over the caller's rate; metadata retry_after_seconds, rule) and
@@ -331,14 +354,22 @@ class HubServiceAsyncStub(HubServiceStub):
     """
     Register: _aio.UnaryUnaryMultiCallable[_hub_pb2.RegisterRequest, _hub_pb2.RegisterResponse]  # type: ignore[assignment]
     """Register creates an agent (kind agent or remote_agent) and issues its
-    credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
-    a malformed name; ALREADY_EXISTS for a name already registered;
-    PAYLOAD_TOO_LARGE for skill_md over its limit.
+    credential. No credential is needed unless the hub's policy closes
+    registration (registration.open: false); then only the operator token,
+    sent as the bearer, may register. Refusals: INVALID_ARGUMENT for kind
+    human (use RegisterHuman), a malformed name or an invalid rule_json;
+    ALREADY_EXISTS for a name already registered; PAYLOAD_TOO_LARGE for
+    skill_md over its limit; UNAUTHENTICATED (metadata rule=registration,
+    check=registration.open) when registration is closed and the operator
+    token is missing; PERMISSION_DENIED / RULE_DENIED (metadata rule, check)
+    when the policy's registration.allow does not pick the passport, or the
+    arbiter refuses (rule=arbiter).
     """
     RegisterHuman: _aio.UnaryUnaryMultiCallable[_hub_pb2.RegisterHumanRequest, _hub_pb2.RegisterHumanResponse]  # type: ignore[assignment]
     """RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
-    Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
-    malformed name; ALREADY_EXISTS for a name already registered.
+    Refusals: INVALID_ARGUMENT for a kind other than human / unspecified, a
+    malformed name or an invalid rule_json; ALREADY_EXISTS for a name already
+    registered; UNAUTHENTICATED and RULE_DENIED as for Register.
     """
     Unregister: _aio.UnaryUnaryMultiCallable[_hub_pb2.UnregisterRequest, _hub_pb2.UnregisterResponse]  # type: ignore[assignment]
     """Unregister removes the caller's identity; its live channels close."""
@@ -361,6 +392,12 @@ class HubServiceAsyncStub(HubServiceStub):
     Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
     targets, the caller among them, or a bad seed or time; NOT_FOUND for an
     unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+    PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
+    rule does not allow the type (check access.channel_types), a target
+    (access.peers) or ttl_seconds above the rule's maximum
+    (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
+    RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
+    already holds max_open_channels pending or open channels it opened;
     PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
     wait_until_opened waited wait_timeout_seconds and the channel is still
     PENDING (the channel stays; it closes with "invite_timeout" if the acks
@@ -416,7 +453,9 @@ class HubServiceAsyncStub(HubServiceStub):
     """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
     task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
-    INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+    INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE;
+    RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) for a STARTED
+    report when the caller already runs its rule's max_running_tasks.
     """
     ListTasks: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListTasksRequest, _hub_pb2.ListTasksResponse]  # type: ignore[assignment]
     """ListTasks lists tasks (own or all, active or all)."""
@@ -455,10 +494,14 @@ class HubServiceAsyncStub(HubServiceStub):
     INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
     PERMISSION_DENIED (the target does not accept the caller, or a root session
     the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
-    question is over the caller's rate; metadata retry_after_seconds, rule;
-    nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
-    is at its cap; metadata recipient, rule).
+    DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+    max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED (metadata rule,
+    check) when a governance rule or the arbiter refuses the call (as for
+    OpenChannel); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (max_open_channels);
+    PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
+    the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
+    and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
+    metadata recipient, rule).
     """
     RefreshCallToken: _aio.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]  # type: ignore[assignment]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -496,7 +539,10 @@ class HubServiceAsyncStub(HubServiceStub):
     for the single reply and returns its text (the `delegate` tool).
     Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
     self); FAILED_PRECONDITION (the target lacks the capability);
-    DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+    DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+    max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
+    RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
+    channel with the target); PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
     time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
     channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
     prompt is over the caller's rate; metadata retry_after_seconds, rule) and
@@ -583,9 +629,16 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.RegisterResponse, _abc.Awaitable[_hub_pb2.RegisterResponse]]:
         """Register creates an agent (kind agent or remote_agent) and issues its
-        credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
-        a malformed name; ALREADY_EXISTS for a name already registered;
-        PAYLOAD_TOO_LARGE for skill_md over its limit.
+        credential. No credential is needed unless the hub's policy closes
+        registration (registration.open: false); then only the operator token,
+        sent as the bearer, may register. Refusals: INVALID_ARGUMENT for kind
+        human (use RegisterHuman), a malformed name or an invalid rule_json;
+        ALREADY_EXISTS for a name already registered; PAYLOAD_TOO_LARGE for
+        skill_md over its limit; UNAUTHENTICATED (metadata rule=registration,
+        check=registration.open) when registration is closed and the operator
+        token is missing; PERMISSION_DENIED / RULE_DENIED (metadata rule, check)
+        when the policy's registration.allow does not pick the passport, or the
+        arbiter refuses (rule=arbiter).
         """
 
     @_abc_1.abstractmethod
@@ -595,8 +648,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.RegisterHumanResponse, _abc.Awaitable[_hub_pb2.RegisterHumanResponse]]:
         """RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
-        Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
-        malformed name; ALREADY_EXISTS for a name already registered.
+        Refusals: INVALID_ARGUMENT for a kind other than human / unspecified, a
+        malformed name or an invalid rule_json; ALREADY_EXISTS for a name already
+        registered; UNAUTHENTICATED and RULE_DENIED as for Register.
         """
 
     @_abc_1.abstractmethod
@@ -655,6 +709,12 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
         targets, the caller among them, or a bad seed or time; NOT_FOUND for an
         unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+        PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
+        rule does not allow the type (check access.channel_types), a target
+        (access.peers) or ttl_seconds above the rule's maximum
+        (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
+        RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
+        already holds max_open_channels pending or open channels it opened;
         PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
         wait_until_opened waited wait_timeout_seconds and the channel is still
         PENDING (the channel stays; it closes with "invite_timeout" if the acks
@@ -752,7 +812,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
         task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
-        INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+        INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE;
+        RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) for a STARTED
+        report when the caller already runs its rule's max_running_tasks.
         """
 
     @_abc_1.abstractmethod
@@ -845,10 +907,14 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
         PERMISSION_DENIED (the target does not accept the caller, or a root session
         the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
-        question is over the caller's rate; metadata retry_after_seconds, rule;
-        nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
-        is at its cap; metadata recipient, rule).
+        DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+        max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED (metadata rule,
+        check) when a governance rule or the arbiter refuses the call (as for
+        OpenChannel); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (max_open_channels);
+        PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
+        the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
+        and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
+        metadata recipient, rule).
         """
 
     @_abc_1.abstractmethod
@@ -916,7 +982,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         for the single reply and returns its text (the `delegate` tool).
         Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
         self); FAILED_PRECONDITION (the target lacks the capability);
-        DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+        DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+        max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
+        RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
+        channel with the target); PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
         time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
         channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
         prompt is over the caller's rate; metadata retry_after_seconds, rule) and

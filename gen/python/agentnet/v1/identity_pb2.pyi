@@ -211,7 +211,8 @@ class AgentRecord(_message.Message):
     """True while the identity has a live Connect stream."""
     rule_json: _builtins.str
     """The governance rule the identity brought at registration
-    (RegisterHumanRequest.rule_json), as JSON; empty when none. It can only
+    (RegisterRequest.rule_json / RegisterHumanRequest.rule_json), as JSON;
+    empty when none. It can only
     narrow what the hub's policy allows. Schema: docs/governance.md.
     """
     @_builtins.property

@@ -151,7 +151,18 @@ export interface RegisterRequest {
     | string
     | undefined;
   /** Agent-to-agent settings (default: disabled). */
-  a2a?: A2ASettings | undefined;
+  a2a?:
+    | A2ASettings
+    | undefined;
+  /**
+   * Optional governance rule for this agent, as a JSON object (the "rule"
+   * part of the policy file: access, limits, rate, inbox; docs/governance.md).
+   * It can only narrow what the hub's policy allows: every rule that applies
+   * must allow an action, and the smallest limit wins. Kept in
+   * AgentRecord.rule_json. An invalid rule is INVALID_ARGUMENT naming the
+   * problem. Empty = no rule of its own.
+   */
+  ruleJson: string;
 }
 
 /** RegisterResponse returns the new identity and its credential. */
@@ -174,7 +185,15 @@ export interface RegisterHumanRequest {
   resume?:
     | Resume
     | undefined;
-  /** Optional governance rule for this participant, as a JSON object. */
+  /**
+   * Optional governance rule for this participant, as a JSON object (the
+   * "rule" part of the policy file: access, limits, rate, inbox;
+   * docs/governance.md), e.g. {"access": {"channel_types": ["consulting"]}}.
+   * It can only narrow what the hub's policy allows: every rule that applies
+   * must allow an action, and the smallest limit wins. Kept in
+   * AgentRecord.rule_json and enforced on everything this participant does.
+   * An invalid rule is INVALID_ARGUMENT naming the problem. Empty = none.
+   */
   ruleJson: string;
 }
 
@@ -897,7 +916,7 @@ export interface ListAuditResponse {
 }
 
 function createBaseRegisterRequest(): RegisterRequest {
-  return { passport: undefined, resume: undefined, skillMd: undefined, a2a: undefined };
+  return { passport: undefined, resume: undefined, skillMd: undefined, a2a: undefined, ruleJson: "" };
 }
 
 export const RegisterRequest: MessageFns<RegisterRequest> = {
@@ -913,6 +932,9 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
     }
     if (message.a2a !== undefined) {
       A2ASettings.encode(message.a2a, writer.uint32(34).fork()).join();
+    }
+    if (message.ruleJson !== "") {
+      writer.uint32(42).string(message.ruleJson);
     }
     return writer;
   },
@@ -962,6 +984,14 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
             message.a2a = A2ASettings.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.ruleJson = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -984,6 +1014,11 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
         ? globalThis.String(object.skill_md)
         : undefined,
       a2a: isSet(object.a2a) ? A2ASettings.fromJSON(object.a2a) : undefined,
+      ruleJson: isSet(object.ruleJson)
+        ? globalThis.String(object.ruleJson)
+        : isSet(object.rule_json)
+        ? globalThis.String(object.rule_json)
+        : "",
     };
   },
 
@@ -1001,6 +1036,9 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
     if (message.a2a !== undefined) {
       obj.a2a = A2ASettings.toJSON(message.a2a);
     }
+    if (message.ruleJson !== "") {
+      obj.ruleJson = message.ruleJson;
+    }
     return obj;
   },
 
@@ -1017,6 +1055,7 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
       : undefined;
     message.skillMd = object.skillMd ?? undefined;
     message.a2a = (object.a2a !== undefined && object.a2a !== null) ? A2ASettings.fromPartial(object.a2a) : undefined;
+    message.ruleJson = object.ruleJson ?? "";
     return message;
   },
 };
@@ -7711,9 +7750,16 @@ export const HubServiceService = {
   },
   /**
    * Register creates an agent (kind agent or remote_agent) and issues its
-   * credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
-   * a malformed name; ALREADY_EXISTS for a name already registered;
-   * PAYLOAD_TOO_LARGE for skill_md over its limit.
+   * credential. No credential is needed unless the hub's policy closes
+   * registration (registration.open: false); then only the operator token,
+   * sent as the bearer, may register. Refusals: INVALID_ARGUMENT for kind
+   * human (use RegisterHuman), a malformed name or an invalid rule_json;
+   * ALREADY_EXISTS for a name already registered; PAYLOAD_TOO_LARGE for
+   * skill_md over its limit; UNAUTHENTICATED (metadata rule=registration,
+   * check=registration.open) when registration is closed and the operator
+   * token is missing; PERMISSION_DENIED / RULE_DENIED (metadata rule, check)
+   * when the policy's registration.allow does not pick the passport, or the
+   * arbiter refuses (rule=arbiter).
    */
   register: {
     path: "/agentnet.v1.HubService/Register" as const,
@@ -7726,8 +7772,9 @@ export const HubServiceService = {
   },
   /**
    * RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
-   * Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
-   * malformed name; ALREADY_EXISTS for a name already registered.
+   * Refusals: INVALID_ARGUMENT for a kind other than human / unspecified, a
+   * malformed name or an invalid rule_json; ALREADY_EXISTS for a name already
+   * registered; UNAUTHENTICATED and RULE_DENIED as for Register.
    */
   registerHuman: {
     path: "/agentnet.v1.HubService/RegisterHuman" as const,
@@ -7803,6 +7850,12 @@ export const HubServiceService = {
    * Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
    * targets, the caller among them, or a bad seed or time; NOT_FOUND for an
    * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+   * PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
+   * rule does not allow the type (check access.channel_types), a target
+   * (access.peers) or ttl_seconds above the rule's maximum
+   * (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
+   * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
+   * already holds max_open_channels pending or open channels it opened;
    * PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
    * wait_until_opened waited wait_timeout_seconds and the channel is still
    * PENDING (the channel stays; it closes with "invite_timeout" if the acks
@@ -7925,7 +7978,9 @@ export const HubServiceService = {
    * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
    * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
-   * INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+   * INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE;
+   * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) for a STARTED
+   * report when the caller already runs its rule's max_running_tasks.
    */
   reportTask: {
     path: "/agentnet.v1.HubService/ReportTask" as const,
@@ -8048,10 +8103,14 @@ export const HubServiceService = {
    * INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
    * PERMISSION_DENIED (the target does not accept the caller, or a root session
    * the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
-   * question is over the caller's rate; metadata retry_after_seconds, rule;
-   * nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
-   * is at its cap; metadata recipient, rule).
+   * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+   * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED (metadata rule,
+   * check) when a governance rule or the arbiter refuses the call (as for
+   * OpenChannel); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (max_open_channels);
+   * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
+   * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
+   * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
+   * metadata recipient, rule).
    */
   invokeAgent: {
     path: "/agentnet.v1.HubService/InvokeAgent" as const,
@@ -8138,7 +8197,10 @@ export const HubServiceService = {
    * for the single reply and returns its text (the `delegate` tool).
    * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
    * self); FAILED_PRECONDITION (the target lacks the capability);
-   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+   * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+   * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
+   * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
+   * channel with the target); PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
    * time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
    * channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
    * prompt is over the caller's rate; metadata retry_after_seconds, rule) and
@@ -8213,15 +8275,23 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   connect: handleBidiStreamingCall<ConnectRequest, ConnectResponse>;
   /**
    * Register creates an agent (kind agent or remote_agent) and issues its
-   * credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
-   * a malformed name; ALREADY_EXISTS for a name already registered;
-   * PAYLOAD_TOO_LARGE for skill_md over its limit.
+   * credential. No credential is needed unless the hub's policy closes
+   * registration (registration.open: false); then only the operator token,
+   * sent as the bearer, may register. Refusals: INVALID_ARGUMENT for kind
+   * human (use RegisterHuman), a malformed name or an invalid rule_json;
+   * ALREADY_EXISTS for a name already registered; PAYLOAD_TOO_LARGE for
+   * skill_md over its limit; UNAUTHENTICATED (metadata rule=registration,
+   * check=registration.open) when registration is closed and the operator
+   * token is missing; PERMISSION_DENIED / RULE_DENIED (metadata rule, check)
+   * when the policy's registration.allow does not pick the passport, or the
+   * arbiter refuses (rule=arbiter).
    */
   register: handleUnaryCall<RegisterRequest, RegisterResponse>;
   /**
    * RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
-   * Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
-   * malformed name; ALREADY_EXISTS for a name already registered.
+   * Refusals: INVALID_ARGUMENT for a kind other than human / unspecified, a
+   * malformed name or an invalid rule_json; ALREADY_EXISTS for a name already
+   * registered; UNAUTHENTICATED and RULE_DENIED as for Register.
    */
   registerHuman: handleUnaryCall<RegisterHumanRequest, RegisterHumanResponse>;
   /** Unregister removes the caller's identity; its live channels close. */
@@ -8247,6 +8317,12 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
    * targets, the caller among them, or a bad seed or time; NOT_FOUND for an
    * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+   * PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
+   * rule does not allow the type (check access.channel_types), a target
+   * (access.peers) or ttl_seconds above the rule's maximum
+   * (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
+   * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
+   * already holds max_open_channels pending or open channels it opened;
    * PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
    * wait_until_opened waited wait_timeout_seconds and the channel is still
    * PENDING (the channel stays; it closes with "invite_timeout" if the acks
@@ -8308,7 +8384,9 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
    * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
-   * INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+   * INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE;
+   * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) for a STARTED
+   * report when the caller already runs its rule's max_running_tasks.
    */
   reportTask: handleUnaryCall<ReportTaskRequest, ReportTaskResponse>;
   /** ListTasks lists tasks (own or all, active or all). */
@@ -8353,10 +8431,14 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
    * PERMISSION_DENIED (the target does not accept the caller, or a root session
    * the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
-   * question is over the caller's rate; metadata retry_after_seconds, rule;
-   * nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
-   * is at its cap; metadata recipient, rule).
+   * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+   * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED (metadata rule,
+   * check) when a governance rule or the arbiter refuses the call (as for
+   * OpenChannel); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (max_open_channels);
+   * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
+   * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
+   * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
+   * metadata recipient, rule).
    */
   invokeAgent: handleUnaryCall<InvokeAgentRequest, InvokeAgentResponse>;
   /**
@@ -8399,7 +8481,10 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * for the single reply and returns its text (the `delegate` tool).
    * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
    * self); FAILED_PRECONDITION (the target lacks the capability);
-   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+   * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+   * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
+   * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
+   * channel with the target); PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
    * time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
    * channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
    * prompt is over the caller's rate; metadata retry_after_seconds, rule) and
@@ -8452,9 +8537,16 @@ export interface HubServiceClient extends Client {
   connect(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<ConnectRequest, ConnectResponse>;
   /**
    * Register creates an agent (kind agent or remote_agent) and issues its
-   * credential. Refusals: INVALID_ARGUMENT for kind human (use RegisterHuman) or
-   * a malformed name; ALREADY_EXISTS for a name already registered;
-   * PAYLOAD_TOO_LARGE for skill_md over its limit.
+   * credential. No credential is needed unless the hub's policy closes
+   * registration (registration.open: false); then only the operator token,
+   * sent as the bearer, may register. Refusals: INVALID_ARGUMENT for kind
+   * human (use RegisterHuman), a malformed name or an invalid rule_json;
+   * ALREADY_EXISTS for a name already registered; PAYLOAD_TOO_LARGE for
+   * skill_md over its limit; UNAUTHENTICATED (metadata rule=registration,
+   * check=registration.open) when registration is closed and the operator
+   * token is missing; PERMISSION_DENIED / RULE_DENIED (metadata rule, check)
+   * when the policy's registration.allow does not pick the passport, or the
+   * arbiter refuses (rule=arbiter).
    */
   register(
     request: RegisterRequest,
@@ -8473,8 +8565,9 @@ export interface HubServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * RegisterHuman creates a non-LLM participant (kind human) and issues its credential.
-   * Refusals: INVALID_ARGUMENT for a kind other than human / unspecified or a
-   * malformed name; ALREADY_EXISTS for a name already registered.
+   * Refusals: INVALID_ARGUMENT for a kind other than human / unspecified, a
+   * malformed name or an invalid rule_json; ALREADY_EXISTS for a name already
+   * registered; UNAUTHENTICATED and RULE_DENIED as for Register.
    */
   registerHuman(
     request: RegisterHumanRequest,
@@ -8584,6 +8677,12 @@ export interface HubServiceClient extends Client {
    * Refusals: INVALID_ARGUMENT for an unknown type, bad knobs, no or too many
    * targets, the caller among them, or a bad seed or time; NOT_FOUND for an
    * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
+   * PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
+   * rule does not allow the type (check access.channel_types), a target
+   * (access.peers) or ttl_seconds above the rule's maximum
+   * (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
+   * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
+   * already holds max_open_channels pending or open channels it opened;
    * PAYLOAD_TOO_LARGE for a seed over its limit; DEADLINE_EXCEEDED / TIMEOUT when
    * wait_until_opened waited wait_timeout_seconds and the channel is still
    * PENDING (the channel stays; it closes with "invite_timeout" if the acks
@@ -8734,7 +8833,9 @@ export interface HubServiceClient extends Client {
    * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
    * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
-   * INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE.
+   * INVALID_ARGUMENT (bad kind, payload_json or ttl_seconds); PAYLOAD_TOO_LARGE;
+   * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) for a STARTED
+   * report when the caller already runs its rule's max_running_tasks.
    */
   reportTask(
     request: ReportTaskRequest,
@@ -8905,10 +9006,14 @@ export interface HubServiceClient extends Client {
    * INVALID_ARGUMENT (empty message, self, unknown skill, "a2a-" header);
    * PERMISSION_DENIED (the target does not accept the caller, or a root session
    * the caller is not part of); UNAUTHENTICATED / TOKEN_EXPIRED (call_token);
-   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the
-   * question is over the caller's rate; metadata retry_after_seconds, rule;
-   * nothing is recorded) and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox
-   * is at its cap; metadata recipient, rule).
+   * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+   * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED (metadata rule,
+   * check) when a governance rule or the arbiter refuses the call (as for
+   * OpenChannel); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (max_open_channels);
+   * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
+   * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
+   * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
+   * metadata recipient, rule).
    */
   invokeAgent(
     request: InvokeAgentRequest,
@@ -9021,7 +9126,10 @@ export interface HubServiceClient extends Client {
    * for the single reply and returns its text (the `delegate` tool).
    * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
    * self); FAILED_PRECONDITION (the target lacks the capability);
-   * DEPTH_EXCEEDED; PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
+   * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
+   * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
+   * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
+   * channel with the target); PAYLOAD_TOO_LARGE; DEADLINE_EXCEEDED / TIMEOUT (no reply in
    * time; the channel is closed with "delegate_timeout"); CHANNEL_CLOSED (the
    * channel ended before the reply); RESOURCE_EXHAUSTED / RATE_LIMITED (the
    * prompt is over the caller's rate; metadata retry_after_seconds, rule) and

@@ -144,7 +144,8 @@ export interface AgentRecord {
     | undefined;
   /**
    * The governance rule the identity brought at registration
-   * (RegisterHumanRequest.rule_json), as JSON; empty when none. It can only
+   * (RegisterRequest.rule_json / RegisterHumanRequest.rule_json), as JSON;
+   * empty when none. It can only
    * narrow what the hub's policy allows. Schema: docs/governance.md.
    */
   ruleJson: string;

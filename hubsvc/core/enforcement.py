@@ -1,0 +1,233 @@
+"""Enforcement of the policy's rules and the arbiter over the hub's live state.
+
+The checks themselves are pure (:mod:`hubsvc.governance.checks`); this part supplies
+what they need — the actor's effective rules, the peers it reaches, how many channels
+and tasks it holds (counted from the live channels and the task mirror, which are
+rebuilt from storage at start, so the counts are right after a restart) — consults the
+arbiter, and audits every refusal as ``action_refused`` (who, what, which rule).
+Posts refused by a rule are audited by :mod:`hubsvc.core.posts` as ``post_refused``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from agentnet.v1 import identity_pb2
+
+from hubsvc.core.channel import ChannelRuntime
+from hubsvc.core.options import HubOptions
+from hubsvc.core.registry import Registry
+from hubsvc.core.tasks import TaskMirror
+from hubsvc.governance import checks
+from hubsvc.governance.arbiter import Action, Arbiter, Decision, consult
+from hubsvc.governance.governor import Governance
+from hubsvc.governance.policy import Effective
+from netkernel.envelope import Envelope
+from netkernel.errors import AgentNetError, RuleDenied, Unauthenticated
+from netkernel.wire import PASSPORT_KIND
+
+Audit = Callable[[str, str, str, dict[str, Any]], None]
+_VERB_TYPE = {"open_channel": "open", "delegate": "delegate in", "invoke": "call an agent through"}
+"""How a refusal of a channel type words each action."""
+_VERB_PEER = {"open_channel": "invite", "delegate": "delegate to", "invoke": "call"}
+"""How a refusal of a peer words each action."""
+
+
+def _kind(record: identity_pb2.AgentRecord) -> str:
+    return PASSPORT_KIND.by_value.get(record.passport.kind, "agent")
+
+
+def peer_of(record: identity_pb2.AgentRecord) -> checks.Peer:
+    """What rules and the arbiter see of an identity."""
+    return checks.Peer(record.passport.name, _kind(record), tuple(record.resume.claimed_capabilities))
+
+
+class Enforcement:
+    """Applies each identity's effective rules (and the arbiter) to the actions it starts."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        governance: Governance,
+        tasks: TaskMirror,
+        options: HubOptions,
+        audit: Audit,
+        *,
+        live_channels: Callable[[], Iterable[ChannelRuntime]],
+        arbiter: Arbiter | None = None,
+    ) -> None:
+        self._registry = registry
+        self._governance = governance
+        self._tasks = tasks
+        self._options = options
+        self._audit = audit
+        self._live_channels = live_channels
+        self.arbiter = arbiter
+        self._starting: dict[str, int] = {}
+        """Tasks whose STARTED report is being written, per owner (counted with the running ones)."""
+
+    def rules_of(self, agent_id: str) -> Effective:
+        """The effective rules of a registered identity."""
+        return self._governance.effective(self._registry.get(agent_id).record)
+
+    def refused(self, action: str, actor: str, subject: str, err: AgentNetError) -> AgentNetError:
+        """Audit a refusal as ``action_refused`` and return it (for ``raise``)."""
+        self._audit(
+            "action_refused",
+            actor,
+            subject,
+            {
+                "action": action,
+                "reason": err.reason,
+                "rule": err.metadata.get("rule", ""),
+                "check": err.metadata.get("check", ""),
+                "message": err.message,
+            },
+        )
+        return err
+
+    async def _consult(self, decision: Decision) -> None:
+        if self.arbiter is not None:
+            await consult(self.arbiter, decision, self._options.arbiter_timeout)
+
+    # -- registration -----------------------------------------------------------------
+
+    async def register(
+        self, passport: identity_pb2.Passport, resume: identity_pb2.Resume, *, by_operator: bool
+    ) -> None:
+        """Refuse a registration the policy's ``registration`` section (or the arbiter) does not allow.
+
+        Closed registration without the operator token is UNAUTHENTICATED; a passport the
+        ``allow`` selector does not pick, or the arbiter refuses, is RULE_DENIED. The operator
+        registers anyone."""
+        if by_operator:
+            return
+        kind = PASSPORT_KIND.by_value.get(passport.kind, "agent")
+        rule = self._governance.policy.registration
+        try:
+            if not rule.open:
+                raise Unauthenticated(
+                    "registration on this hub is closed (policy registration.open is false): only the operator "
+                    "registers identities — call Register / RegisterHuman with the operator token as "
+                    "'authorization: Bearer <token>'.",
+                    metadata={"rule": "registration", "check": "registration.open"},
+                )
+            if rule.allow is not None and not rule.allow.matches(passport.name, kind, resume.claimed_capabilities):
+                raise RuleDenied(
+                    f"the policy's registration rule does not let {passport.name!r} (kind {kind}) register; "
+                    f"it allows {checks.describe_selector(rule.allow)}.",
+                    metadata={"rule": "registration", "check": "registration.allow"},
+                )
+            await self._consult(
+                Decision("register", passport.name, kind, capabilities=tuple(resume.claimed_capabilities))
+            )
+        except AgentNetError as err:
+            raise self.refused("register", "", passport.name, err) from None
+
+    # -- channels -----------------------------------------------------------------------
+
+    async def open_channel(
+        self, initiator: str, action: Action, channel_type: str, members: list[str], ttl: float | None, depth: int
+    ) -> float | None:
+        """Check a channel ``initiator`` opens (``action``: open_channel, delegate or invoke) with
+        ``members`` invited; returns its TTL (None = the hub's default). (Delegate and InvokeAgent
+        check the depth they reach before, with :meth:`check_call_depth`; the seed's ``depth`` is
+        for the arbiter.)
+
+        Order: channel type, peers, the arbiter, then the count of channels it holds — last,
+        with no await after it, so concurrent opens cannot both take the last slot."""
+        rules = self.rules_of(initiator)
+        what = _VERB_TYPE.get(action, "open")
+        try:
+            checks.check_channel_type(rules, channel_type, what)
+            peers = [peer_of(self._registry.get(m).record) for m in members]
+            reach = _VERB_PEER.get(action, "invite")
+            checks.check_peers(rules, peers, reach)
+            me = peer_of(self._registry.get(initiator).record)
+            await self._consult(
+                Decision(
+                    action,
+                    me.name,
+                    me.kind,
+                    actor_id=initiator,
+                    capabilities=me.capabilities,
+                    targets=tuple(p.name for p in peers),
+                    channel_type=channel_type,
+                    depth=depth,
+                )
+            )
+            ttl = checks.channel_ttl(rules, ttl)
+            if rules.limit("max_open_channels")[0] is not None:
+                held = sum(1 for ch in self._live_channels() if ch.spec.initiator == initiator and not ch.is_terminal)
+                checks.check_count(rules, "max_open_channels", held, "open channels")
+        except AgentNetError as err:
+            subject = ",".join(self._registry.name_for(m) for m in members)
+            raise self.refused(action, initiator, subject, err) from None
+        return ttl
+
+    # -- depth ------------------------------------------------------------------------
+
+    def depth_limit(self, agent_id: str) -> tuple[int, str]:
+        """The deepest envelope depth ``agent_id`` may post, and the rule that set it ("" = the hub's)."""
+        if agent_id not in self._registry:
+            return self._options.max_depth, ""
+        return checks.depth_limit(self.rules_of(agent_id), self._options.max_depth)
+
+    def check_depth(self, agent_id: str, depth: int, what: str, rules: Effective | None = None) -> None:
+        """DepthExceeded when ``depth`` is above ``agent_id``'s limit (the hub's, or its rules')."""
+        checks.check_depth(rules or self.rules_of(agent_id), self._options.max_depth, depth, what)
+
+    def check_call_depth(self, action: Action, agent_id: str, depth: int, subject: str) -> None:
+        """:meth:`check_depth` for a call about to start (a refusal is audited as ``action_refused``)."""
+        try:
+            self.check_depth(agent_id, depth, "this A2A call" if action == "invoke" else "delegating")
+        except AgentNetError as err:
+            raise self.refused(action, agent_id, subject, err) from None
+
+    # -- posts --------------------------------------------------------------------------
+
+    async def post(self, sender_id: str, env: Envelope, channel: ChannelRuntime | None) -> None:
+        """Ask the arbiter about a post (the caller audits a refusal as ``post_refused``)."""
+        if self.arbiter is None:
+            return
+        me = peer_of(self._registry.get(sender_id).record)
+        audience = tuple(self._registry.name_for(a) for a in env.audience or ())
+        await self._consult(
+            Decision(
+                "post",
+                me.name,
+                me.kind,
+                actor_id=sender_id,
+                capabilities=me.capabilities,
+                targets=audience,
+                channel_type=channel.spec.type if channel is not None else "",
+                channel_id=env.channel_id,
+                event_type=env.event_type,
+                depth=env.depth,
+            )
+        )
+
+    # -- tasks --------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def task_slot(self, owner: str) -> AsyncIterator[None]:
+        """Hold one of ``owner``'s ``max_running_tasks`` slots while its STARTED report is written
+        (LimitExceeded, audited, when none is free)."""
+        rules = self.rules_of(owner)
+        if rules.limit("max_running_tasks")[0] is not None:
+            running = sum(1 for t in self._tasks.live() if t.owner_id == owner) + self._starting.get(owner, 0)
+            try:
+                checks.check_count(rules, "max_running_tasks", running, "running tasks")
+            except AgentNetError as err:
+                raise self.refused("start_task", owner, owner, err) from None
+        self._starting[owner] = self._starting.get(owner, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._starting[owner] - 1
+            if left:
+                self._starting[owner] = left
+            else:
+                del self._starting[owner]

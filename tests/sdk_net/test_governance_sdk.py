@@ -1,0 +1,43 @@
+"""The SDK's side of governance: own rules at registration, and registering on a closed hub."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentsdk import Agent
+from agentsdk.config import OpenAIConfig
+from agentsdk.errors import LimitExceeded, RuleDenied, Unauthenticated
+from agentsdk.network import Hub, HubClient, Passport
+from hubsvc.governance.policy import Policy
+
+UNUSED_MODEL = OpenAIConfig(model="unused", base_url="http://127.0.0.1:9/v1", api_key="unused")
+"""The agents here never take a turn."""
+
+
+async def test_register_and_register_human_send_their_own_rule_and_the_hub_enforces_it() -> None:
+    async with Hub.open() as hub:
+        await hub.register_human(Passport(name="peer", kind="human"))
+        human = await hub.register_human(
+            Passport(name="kiosk", kind="human"), rule={"access": {"channel_types": ["consulting"]}}
+        )
+        agent = await hub.register(
+            Agent("lonely", config=UNUSED_MODEL), Passport(name="lonely"), rule={"limits": {"max_open_channels": 0}}
+        )
+        record = hub.core.registry.get(human.agent_id).record
+        assert json.loads(record.rule_json) == {"access": {"channel_types": ["consulting"]}}
+        await human.open(type="consulting", target="peer")
+        with pytest.raises(RuleDenied, match="rule 'own' does not let you open a 'conversation' channel"):
+            await human.open(type="conversation", target="peer")
+        with pytest.raises(LimitExceeded, match="rule 'own' allows you at most 0 open channels"):
+            await agent.open(type="consulting", target="peer")
+
+
+async def test_a_closed_hub_registers_only_with_the_registration_token() -> None:
+    async with Hub.open(policy=Policy.model_validate({"registration": {"open": False}})) as hub:
+        with pytest.raises(Unauthenticated, match="registration on this hub is closed"):
+            await hub.register_human(Passport(name="walk-in", kind="human"))
+        async with HubClient.connect(hub.target, registration_token=hub.operator_token) as hc:
+            staff = await hc.register_human(Passport(name="staff", kind="human"))
+            assert staff.agent_id
