@@ -19,17 +19,18 @@ from tests.procs import ROOT, start_service
 DOC = ROOT / "docs" / "governance.md"
 
 
-def section(heading: str) -> str:
-    """The text of one ``## heading`` section of docs/governance.md."""
+def section(heading: str, level: int = 2) -> str:
+    """The text of one ``## heading`` section (``level`` 3: ``### heading``) of docs/governance.md."""
     text = DOC.read_text(encoding="utf-8")
-    start = text.index(f"\n## {heading}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
+    marks = "#" * level
+    start = text.index(f"\n{marks} {heading}\n")
+    ends = [i for i in (text.find(f"\n{'#' * n} ", start + 1) for n in range(2, level + 1)) if i != -1]
+    return text[start : min(ends) if ends else len(text)]
 
 
-def blocks(heading: str, lang: str) -> list[str]:
+def blocks(heading: str, lang: str, level: int = 2) -> list[str]:
     """The fenced ``lang`` blocks of a section."""
-    return re.findall(rf"```{lang}\n(.*?)```", section(heading), re.DOTALL)
+    return re.findall(rf"```{lang}\n(.*?)```", section(heading, level), re.DOTALL)
 
 
 def test_the_policy_file_example_is_a_valid_policy(tmp_path: Path) -> None:
@@ -46,10 +47,10 @@ def test_the_own_rule_example_prints_what_the_doc_says(tmp_path: Path) -> None:
     """The "own rule" example, run as a script beside the policy file example, prints its ```text block."""
     (tmp_path / "policy.yaml").write_text(blocks("The policy file", "yaml")[0])
     script = tmp_path / "example.py"
-    script.write_text(blocks("Rules", "python")[0])
+    script.write_text(blocks("An identity's own rule", "python", 3)[0])
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stdout == blocks("Rules", "text")[-1]
+    assert out.stdout == blocks("An identity's own rule", "text", 3)[-1]
 
 
 async def test_the_access_refusals_the_doc_quotes_are_what_the_hub_says(tmp_path: Path) -> None:
