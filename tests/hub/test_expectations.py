@@ -204,27 +204,33 @@ async def test_acks_within_notifies_about_the_invitee_that_did_not_ack(
     await alice.next_of("ag2.channel.opened")
 
 
-async def test_hide_leaves_the_violator_out_of_discovery_until_it_posts(
+async def test_hide_leaves_the_violator_out_of_discovery_until_it_posts_or_the_channel_ends(
     hub: RunningHub, clock: FakeClock, people: list[Participant]
 ) -> None:
-    alice, bob, _ = people
-    cid = await open_channel(
-        alice, "consulting", [bob], knobs={"expectations": {"reply_within": {"seconds": 30, "action": "hide"}}}
-    )
+    alice, bob, carol = people
+    hide = {"expectations": {"turn_within": {"seconds": 30, "action": "hide"}}}
+    cid = await open_channel(alice, "discussion", [bob, carol], knobs=hide)
     await alice.say(cid, "question")
 
     async def listed() -> set[str]:
         found = await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest())
         return {a.name for a in found.agents}
 
-    assert "bob" in await listed()
+    assert {"bob", "carol"} <= await listed()
     await advance(hub, clock, 31)
     hidden = await bob.next_of(VIOLATED)
     assert list(hidden.audience.agent_ids) == [bob.agent_id]
     assert "hidden from discovery" in data_of(hidden)["expected"]
     assert "bob" not in await listed()
-    await bob.say(cid, "sorry, here is the answer")
+    await bob.post(cid, "myapp.still_thinking", {})  # any envelope in the channel brings it back
     assert "bob" in await listed()
+    await advance(hub, clock, 3600)  # bob's clock already fired; no new turn started
+    assert "bob" in await listed()
+    await bob.say(cid, "answer")  # carol is due now
+    await advance(hub, clock, 31)
+    assert "carol" not in await listed()
+    await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=cid))
+    assert "carol" in await listed()  # the channel ended: nothing hides her any more
 
 
 async def test_per_channel_override_and_null(hub: RunningHub, clock: FakeClock, people: list[Participant]) -> None:
@@ -309,3 +315,30 @@ async def test_a_firing_before_a_restart_does_not_fire_again_and_one_missed_whil
         await hub.core.expectations.fire_due()
         await audit_rows(hub, missed, 1)
         await audit_rows(hub, fired, 1)
+
+
+async def test_a_hidden_agent_stays_hidden_across_a_restart(tmp_path: Path, clock: FakeClock) -> None:
+    db = tmp_path / "hub.db"
+    async with running_hub(db, clock=clock) as hub:
+        alice, bob = [await register(hub.target, n) for n in ("alice", "bob")]
+        for p in (alice, bob):
+            await p.connect()
+        hide = {"expectations": {"reply_within": {"seconds": 30, "action": "hide"}}}
+        cid = await open_channel(alice, "consulting", [bob], knobs=hide)
+        await alice.say(cid, "question")
+        await advance(hub, clock, 31)
+        for p in (alice, bob):
+            await p.close()
+    async with running_hub(db, clock=clock) as hub:
+        alice = Participant(hub.target, alice.record, alice.credential)
+        bob = Participant(hub.target, bob.record, bob.credential)
+        try:
+            found = await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+            assert [a.name for a in found.agents] == ["alice"]
+            await bob.connect()
+            await bob.say(cid, "the answer")
+            found = await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+            assert [a.name for a in found.agents] == ["alice", "bob"]
+        finally:
+            await alice.close()
+            await bob.close()
