@@ -98,7 +98,7 @@ def parse_overrides(knob: Any) -> dict[ExpectationName, ExpectationSpec | None]:
         first = err.errors()[0]
         where = ".".join(["knobs_json.expectations", *(str(p) for p in first["loc"])])
         raise InvalidArgument(
-            f"{where}: {first['msg']}. Give {{name: {{\"seconds\": N, \"action\": A}} or null}} with name one of "
+            f'{where}: {first["msg"]}. Give {{name: {{"seconds": N, "action": A}} or null}} with name one of '
             f"{', '.join(EXPECTATION_NAMES)} and action one of {', '.join(ACTIONS)}.",
             metadata={"field": where},
         ) from None
@@ -225,9 +225,7 @@ def acks_within(spec: ExpectationSpec, facts: ChannelFacts) -> Violation | None:
     """Every invitee acks its invite within ``seconds`` of the channel's creation."""
     if facts.state != "pending" or not facts.unacked:
         return None
-    return Violation(
-        "acks_within", spec, 0, facts.created_at, facts.created_at + spec.seconds, tuple(facts.unacked)
-    )
+    return Violation("acks_within", spec, 0, facts.created_at, facts.created_at + spec.seconds, tuple(facts.unacked))
 
 
 def reply_within(spec: ExpectationSpec, facts: ChannelFacts) -> Violation | None:

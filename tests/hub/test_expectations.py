@@ -8,6 +8,7 @@ firing is committed — no sleeps.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ from typing import Any
 import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2
 
-from hubsvc.governance.policy import Policy
+from hubsvc.governance.policy import Policy, load_policy
 from netkernel.errors import InvalidArgument
 from tests.clock import FakeClock
+from tests.event_table import event_table
 from tests.hub.harness import (
     Participant,
     RunningHub,
@@ -29,6 +31,7 @@ from tests.hub.harness import (
     register,
     running_hub,
 )
+from tests.procs import ROOT
 
 VIOLATED = "ag2.channel.expectation_violated"
 
@@ -173,8 +176,12 @@ async def test_max_silence_auto_closes_the_channel(
     notice = await alice.next_of(VIOLATED)
     assert data_of(notice)["expected_of"] == [alice.agent_id, bob.agent_id]  # anyone may speak
     closed = await alice.next_of("ag2.channel.closed")
-    assert data_of(closed)["reason"] == "expectation_max_silence"
-    assert data_of(closed)["expectation"] == "max_silence"
+    assert data_of(closed) == {
+        "reason": "expectation_max_silence",
+        "expectation": "max_silence",
+        "expected_of": [alice.agent_id, bob.agent_id],
+    }
+    assert set(data_of(closed)) <= event_table()["ag2.channel.closed"].keys
     meta = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
     assert meta.channel.close_reason == "expectation_max_silence"
     await audit_rows(hub, cid, 2)  # one row per violator
@@ -342,3 +349,38 @@ async def test_a_hidden_agent_stays_hidden_across_a_restart(tmp_path: Path, cloc
         finally:
             await alice.close()
             await bob.close()
+
+
+def expectations_doc() -> tuple[str, list[str]]:
+    """The first ```yaml block and the ```json blocks of docs/governance.md "Expectations"."""
+    section = (ROOT / "docs" / "governance.md").read_text().split("\n## Expectations\n", 1)[1].split("\n## ", 1)[0]
+    (policy,) = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
+    return policy, re.findall(r"```json\n(.*?)```", section, re.DOTALL)
+
+
+async def test_the_governance_doc_examples_hold(
+    hub: RunningHub, clock: FakeClock, people: list[Participant], tmp_path: Path
+) -> None:
+    """The policy, the channel override, the resolved knobs and the event the doc shows are what the hub does."""
+    policy_yaml, (event_json, knobs_json, resolved_json) = expectations_doc()
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy_yaml)
+    policy = load_policy(path)
+    assert policy.expectations["discussion"]["max_silence"] is None
+    hub.core.governance.replace(policy)
+    alice, bob, carol = people
+    cid = await open_channel(alice, "consulting", [bob], knobs=json.loads(knobs_json))
+    meta = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+    knobs = json.loads(meta.channel.knobs_json)
+    assert knobs == json.loads(resolved_json)
+    discussion = await open_channel(alice, "discussion", [bob, carol])  # the policy alone: turn_within, hide
+    meta = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=discussion))
+    assert json.loads(meta.channel.knobs_json)["expectations"] == {"turn_within": {"seconds": 120.0, "action": "hide"}}
+    await alice.say(cid, "question")
+    await advance(hub, clock, 61)
+    notice = await alice.next(lambda e: e.event_type == VIOLATED and e.channel_id == cid)
+    documented = json.loads(event_json)
+    assert set(data_of(notice)) == set(documented) <= event_table()[VIOLATED].keys
+    assert {k: type(v) for k, v in data_of(notice).items()} == {k: type(v) for k, v in documented.items()}
+    closed = await alice.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == cid)
+    assert data_of(closed)["reason"] == "expectation_reply_within"
