@@ -29,7 +29,13 @@ from typing import Any, get_args
 
 from pydantic import TypeAdapter, ValidationError
 
-from hubsvc.governance.policy import ExpectationAction, ExpectationName, ExpectationSpec, Policy
+from hubsvc.governance.policy import (
+    EXPECTATION_TYPES,
+    ExpectationAction,
+    ExpectationName,
+    ExpectationSpec,
+    Policy,
+)
 from netkernel.envelope import EV_CHANNEL_OPENED, EV_EXPECTATION_VIOLATED, SUBSTANTIVE_EVENT_TYPES, Envelope
 from netkernel.errors import InvalidArgument
 
@@ -38,14 +44,8 @@ ACTIONS: tuple[ExpectationAction, ...] = get_args(ExpectationAction)
 KNOB = "expectations"
 """The channel knob holding a channel's expectations."""
 
-APPLIES_TO: dict[ExpectationName, frozenset[str] | None] = {
-    "acks_within": None,
-    "reply_within": frozenset({"consulting"}),
-    "max_silence": None,
-    "turn_within": frozenset({"consulting", "discussion", "workflow"}),
-}
-"""The channel types each expectation applies to (None = every type). ``turn_within`` needs
-an adapter that names who is due (conversation lets anyone speak at any time)."""
+APPLIES_TO = EXPECTATION_TYPES
+"""The channel types each expectation applies to (None = every type)."""
 
 DESCRIPTIONS: dict[ExpectationName, str] = {
     "acks_within": "ack the invite within {s}s of the channel's creation",

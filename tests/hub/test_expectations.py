@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2
 
+from hubsvc.governance.expectations import resolve_expectations
 from hubsvc.governance.policy import Policy, load_policy
 from netkernel.errors import InvalidArgument
 from tests.clock import FakeClock
@@ -384,3 +385,27 @@ async def test_the_governance_doc_examples_hold(
     assert {k: type(v) for k, v in data_of(notice).items()} == {k: type(v) for k, v in documented.items()}
     closed = await alice.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == cid)
     assert data_of(closed)["reason"] == "expectation_reply_within"
+
+
+@pytest.mark.parametrize(
+    ("expectations", "problem"),
+    [
+        ({"discusion": {"max_silence": {"seconds": 5}}}, "unknown channel type 'discusion'"),
+        ({"conversation": {"turn_within": {"seconds": 5}}}, "turn_within does not apply to conversation"),
+        ({"*": {"max_silence": {"seconds": 0}}}, "greater than 0"),
+        ({"*": {"max_silence": {"seconds": 5, "action": "shout"}}}, "action"),
+    ],
+)
+def test_a_policy_with_a_bad_expectation_is_refused_naming_it(
+    tmp_path: Path, expectations: dict[str, Any], problem: str
+) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({"expectations": expectations}))
+    with pytest.raises(ValueError, match=problem):
+        load_policy(path)
+
+
+def test_a_star_entry_that_does_not_apply_to_a_type_is_skipped_for_it() -> None:
+    policy = Policy.model_validate({"expectations": {"*": {"turn_within": {"seconds": 5}}}})
+    assert resolve_expectations(policy, "conversation", None) == {}
+    assert set(resolve_expectations(policy, "discussion", None)) == {"turn_within"}
