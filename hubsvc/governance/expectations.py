@@ -22,6 +22,7 @@ with ``since_seq``); an expectation fires at most once per anchor.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +39,8 @@ from hubsvc.governance.policy import (
 )
 from netkernel.envelope import EV_CHANNEL_OPENED, EV_EXPECTATION_VIOLATED, SUBSTANTIVE_EVENT_TYPES, Envelope
 from netkernel.errors import InvalidArgument
+
+log = logging.getLogger("agentnet.hub")
 
 EXPECTATION_NAMES: tuple[ExpectationName, ...] = get_args(ExpectationName)
 ACTIONS: tuple[ExpectationAction, ...] = get_args(ExpectationAction)
@@ -110,11 +113,19 @@ def to_knob(expectations: Mapping[ExpectationName, ExpectationSpec]) -> dict[str
 
 
 def from_knobs(knobs: Mapping[str, Any]) -> dict[ExpectationName, ExpectationSpec]:
-    """A stored channel's resolved expectations (its ``expectations`` knob; {} without one)."""
+    """A stored channel's resolved expectations (its ``expectations`` knob; {} without one).
+
+    The knob was validated when the channel opened; one this version cannot read (written
+    under another schema) is logged and ignored rather than stopping the hub's start."""
     knob = knobs.get(KNOB)
     if not knob:
         return {}
-    return {name: spec for name, spec in parse_overrides(knob).items() if spec is not None}
+    try:
+        overrides = parse_overrides(knob)
+    except InvalidArgument as err:
+        log.warning("ignoring a channel's stored expectations: %s", err.message)
+        return {}
+    return {name: spec for name, spec in overrides.items() if spec is not None}
 
 
 @dataclass

@@ -409,3 +409,17 @@ def test_a_star_entry_that_does_not_apply_to_a_type_is_skipped_for_it() -> None:
     policy = Policy.model_validate({"expectations": {"*": {"turn_within": {"seconds": 5}}}})
     assert resolve_expectations(policy, "conversation", None) == {}
     assert set(resolve_expectations(policy, "discussion", None)) == {"turn_within"}
+
+
+async def test_posts_do_not_grow_the_timer_heap(hub: RunningHub, clock: FakeClock, people: list[Participant]) -> None:
+    """A channel holds about one timer entry whatever its traffic (not one per post, no periodic scan)."""
+    alice, bob, _ = people
+    set_policy(hub, {"conversation": {"max_silence": {"seconds": 60}}})
+    channels = [await open_channel(alice, "conversation", [bob]) for _ in range(3)]
+    for i in range(50):
+        await alice.say(channels[i % 3], f"message {i}")
+    assert len(hub.core.expectations._heap) <= 3 * 2
+    for cid in channels:
+        await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=cid))
+    await advance(hub, clock, 61)
+    assert hub.core.expectations._heap == []
