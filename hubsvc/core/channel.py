@@ -15,7 +15,9 @@ from agentnet.v1 import channel_pb2, envelope_pb2
 
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import Adapter, ChannelSpec
-from hubsvc.core.util import BoundedDict, to_timestamp
+from hubsvc.core.util import BoundedDict, from_timestamp, to_timestamp
+from hubsvc.governance.expectations import ChannelFacts, ExpectationTrack, from_knobs
+from hubsvc.governance.policy import ExpectationName, ExpectationSpec
 from hubsvc.storage import ChannelRow
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
@@ -78,6 +80,15 @@ class ChannelRuntime:
     """A commit of this runtime failed: it is being rebuilt from the store and must not admit more."""
     rebuilt: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once a stale runtime has been replaced (look the channel up again)."""
+    expectations: dict[ExpectationName, ExpectationSpec] = field(default_factory=dict)
+    """The channel's expectations (its ``expectations`` knob, resolved when it was opened)."""
+    track: ExpectationTrack | None = None
+    """The WAL-derived times and firings its expectations need (None: it has none)."""
+
+    def __post_init__(self) -> None:
+        self.expectations = from_knobs(self.spec.knobs)
+        if self.expectations:
+            self.track = ExpectationTrack()
 
     @classmethod
     def pending(
@@ -181,6 +192,22 @@ class ChannelRuntime:
             self.meta.close_reason = str(env.event_data.get("reason", ""))
             self.meta.closed_at.CopyFrom(to_timestamp(now))
         self.state = self.adapter.fold(self.spec, self.state, env)
+        if self.track is not None:
+            self.track.observe(env, from_hub=env.sender_id == HUB_SENDER)
+
+    def facts(self) -> ChannelFacts:
+        """What the expectation evaluators read of this channel now (needs :attr:`track`)."""
+        assert self.track is not None
+        state = self.meta.state
+        return ChannelFacts(
+            channel_type=self.meta.type,
+            state="pending" if state == PENDING else "opened" if state == OPENED else "ended",
+            created_at=from_timestamp(self.meta.created_at),
+            participants=self.participants,
+            unacked=tuple(p.agent_id for p in self.meta.participants if not p.acked),
+            expected_next=tuple(self.expected_next()),
+            track=self.track,
+        )
 
     def cancel_timers(self) -> None:
         """Disarm the invite-timeout and TTL timers."""

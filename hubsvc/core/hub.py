@@ -13,6 +13,8 @@ Where things happen:
   hydrate and recovery;
 * :mod:`~hubsvc.core.sessions` / :mod:`~hubsvc.core.delivery` — Connect sessions:
   resume, replay, per-participant queues, acks and cursor flushing;
+* :mod:`~hubsvc.core.expectation_timers` — channel expectations: deadlines armed from the
+  WAL, the actions that fire once;
 * :mod:`~hubsvc.core.registry`, :mod:`~hubsvc.core.tasks`, :mod:`~hubsvc.core.executions`
   — identities, the task mirror and the A2A execution log.
 
@@ -31,6 +33,7 @@ from agentnet.v1 import a2a_pb2, identity_pb2
 from hubsvc.core.admission import Admission
 from hubsvc.core.enforcement import Enforcement
 from hubsvc.core.executions import ExecutionLog
+from hubsvc.core.expectation_timers import ExpectationTimers
 from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.core.options import HubOptions
@@ -114,7 +117,11 @@ class HubCore:
             deliver=self.sessions.deliver,
             spawn=self.spawn,
             govern=self.rules.open_channel,
+            policy=lambda: self.governance.policy,
         )
+        self.expectations = ExpectationTimers(self.channels, self.admission, clock, self.spawn)
+        """Channel expectations: their deadlines (from the WAL) and the actions that fire."""
+        self.channels.settled = self.expectations.settled
         self.posts = Posts(
             store,
             self.channels,
@@ -151,6 +158,7 @@ class HubCore:
         self._loops = [
             asyncio.create_task(self.sessions.flush_loop(), name="hub-cursor-flush"),
             asyncio.create_task(self.tasks.expiry_loop(self.options.sweep_interval), name="hub-sweeper"),
+            asyncio.create_task(self.expectations.run(), name="hub-expectations"),
         ]
 
     async def hydrate(self) -> int:

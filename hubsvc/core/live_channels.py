@@ -32,6 +32,8 @@ from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock, check_seconds, from_timestamp, new_id
 from hubsvc.governance.arbiter import Action
+from hubsvc.governance.expectations import KNOB, resolve_expectations, to_knob
+from hubsvc.governance.policy import Policy
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
 from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout
@@ -46,6 +48,9 @@ Deliver = Callable[[ChannelRuntime, list[envelope_pb2.Envelope]], None]
 GovernOpen = Callable[[str, Action, str, list[str], float | None, int], Awaitable[float | None]]
 """The governance check of a new channel: (initiator, action, type, invited ids, asked TTL, seed depth) →
 the TTL to use (None = the hub's default); raises the refusal (``Enforcement.open_channel``)."""
+Settled = Callable[[ChannelRuntime], None]
+"""Told that a channel's committed state changed: a batch committed (the channel may have
+ended), or the channel was rebuilt from the WAL (hydrate, recover)."""
 
 
 class LiveChannels:
@@ -64,6 +69,7 @@ class LiveChannels:
         deliver: Deliver,
         spawn: Callable[[Any, str], asyncio.Task[Any]],
         govern: GovernOpen | None = None,
+        policy: Callable[[], Policy] = Policy,
     ) -> None:
         self._store = store
         self._govern = govern
@@ -76,8 +82,11 @@ class LiveChannels:
         self._clock = clock
         self._deliver = deliver
         self._spawn = spawn
+        self._policy = policy
         self._channels: dict[str, ChannelRuntime] = {}
         self._watchers: dict[str, set[Watcher]] = {}
+        self.settled: Settled = lambda ch: None
+        """Called after each commit and rebuild of a channel (the expectation timers re-arm from it)."""
 
     # -- lookup -----------------------------------------------------------------------
 
@@ -220,7 +229,11 @@ class LiveChannels:
             names=names,
             knobs=parse_json_object(knobs_json, "knobs_json", self._options.max_json_depth),
         )
-        spec = dataclasses.replace(spec, knobs=adapter.validate_create(spec))
+        knobs = adapter.validate_create(spec)
+        expectations = resolve_expectations(self._policy(), adapter.type, knobs.pop(KNOB, None))
+        if expectations:
+            knobs[KNOB] = to_knob(expectations)
+        spec = dataclasses.replace(spec, knobs=knobs)
         now = self._clock()
         ttl = ttl_seconds if ttl_seconds is not None else self._options.default_channel_ttl
         if seed is not None:
@@ -397,6 +410,7 @@ class LiveChannels:
             if ended and self._channels.get(ch.channel_id) is ch:
                 del self._channels[ch.channel_id]
                 self._inboxes.release(ch.channel_id)
+            self.settled(ch)
 
         fut.add_done_callback(committed)
         return fut
@@ -441,6 +455,7 @@ class LiveChannels:
                 self._inboxes.release(ch.channel_id)
                 continue
             self._arm_timers(ch)
+            self.settled(ch)
         log.info("hydrated %d live channels from %d envelopes", len(self._channels), folded)
         return folded
 
@@ -486,6 +501,7 @@ class LiveChannels:
                 else:
                     self._channels[channel_id] = fresh
                     self._arm_timers(fresh)
+                self.settled(fresh)
                 log.warning(
                     "channel %s rebuilt from storage after a failed write (last seq %d)", channel_id, fresh.last_seq
                 )

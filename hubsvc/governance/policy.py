@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from netkernel.errors import InvalidArgument
 
@@ -132,6 +132,16 @@ ExpectationName = Literal["acks_within", "reply_within", "max_silence", "turn_wi
 ExpectationAction = Literal["audit", "notify_channel", "warn", "hide", "auto_close"]
 
 
+EXPECTATION_TYPES: dict[str, frozenset[str] | None] = {
+    "acks_within": None,
+    "reply_within": frozenset({"consulting"}),
+    "max_silence": None,
+    "turn_within": frozenset({"consulting", "discussion", "workflow"}),
+}
+"""The channel types each expectation applies to (None = every type). ``turn_within`` needs
+an adapter that names who is due (in a conversation anyone may speak at any time)."""
+
+
 class ExpectationSpec(_Strict):
     """One expectation of a channel: a deadline and what the hub does when it passes."""
 
@@ -151,6 +161,21 @@ class Policy(_Strict):
     expectations: dict[str, dict[ExpectationName, ExpectationSpec | None]] = {}
     """Per channel type (``"*"`` for every type): the expectations of its channels; a channel's
     ``knobs.expectations`` overrides them one by one (``null`` turns one off)."""
+
+    @field_validator("expectations")
+    @classmethod
+    def _known_types(
+        cls, value: dict[str, dict[ExpectationName, ExpectationSpec | None]]
+    ) -> dict[str, dict[ExpectationName, ExpectationSpec | None]]:
+        """Keys are ``"*"`` or a channel type, and a type's entry names only expectations that apply to it."""
+        for key, entries in value.items():
+            if key != "*" and key not in CHANNEL_TYPES:
+                raise ValueError(f"unknown channel type {key!r}; use '*' or one of {', '.join(CHANNEL_TYPES)}")
+            for name in entries:
+                types = EXPECTATION_TYPES[name]
+                if key != "*" and types is not None and key not in types:
+                    raise ValueError(f"{name} does not apply to {key} channels (only to {', '.join(sorted(types))})")
+        return value
 
     def rules_for(
         self, name: str, kind: str, capabilities: Sequence[str], own: Rule | None = None

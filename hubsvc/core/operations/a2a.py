@@ -112,7 +112,7 @@ class A2AOps:
         for entry in sorted(self.core.registry.entries(), key=lambda e: e.name):
             record = entry.record
             settings = record.a2a
-            if not may_call(me, record):
+            if not may_call(me, record) or self.core.expectations.hidden(entry.agent_id):
                 continue
             if not (
                 matches_any(settings.skills, request.skills)

@@ -41,7 +41,7 @@ class AgentOps:
         limit: int = 0,
         exclude_self: bool = False,
     ) -> list[identity_pb2.AgentSummary]:
-        """Registry search (all filters ANDed)."""
+        """Registry search (all filters ANDed); identities an expectation's ``hide`` hides are left out."""
         if limit < 0 or limit > 1000:
             raise InvalidArgument("limit must be between 1 and 1000 (0 = 20).")
         sort_by = sort_by or "name"
@@ -53,6 +53,8 @@ class AgentOps:
         for entry in self.core.registry.entries():
             r = entry.record
             if exclude_self and entry.agent_id == caller:
+                continue
+            if self.core.expectations.hidden(entry.agent_id):
                 continue
             if kind and r.passport.kind != kind:
                 continue

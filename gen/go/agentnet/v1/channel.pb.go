@@ -224,7 +224,8 @@ type ChannelMetadata struct {
 	// Lifecycle state.
 	State ChannelState `protobuf:"varint,4,opt,name=state,proto3,enum=agentnet.v1.ChannelState" json:"state,omitempty"`
 	// Adapter-specific options as a JSON object (e.g. a workflow's transition graph,
-	// a discussion's max_turns, expectation overrides). Empty string = `{}`.
+	// a discussion's max_turns, the expectations in force: see
+	// OpenChannelRequest.knobs_json). Empty string = `{}`.
 	KnobsJson string `protobuf:"bytes,5,opt,name=knobs_json,json=knobsJson,proto3" json:"knobs_json,omitempty"`
 	// Free-text purpose of the channel, shown to invitees and views.
 	Intent string `protobuf:"bytes,6,opt,name=intent,proto3" json:"intent,omitempty"`

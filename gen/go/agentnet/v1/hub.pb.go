@@ -945,6 +945,18 @@ type OpenChannelRequest struct {
 	Targets []string `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
 	// Adapter options as a JSON object ("" = `{}`). At most 64 KiB, nested at
 	// most --max-json-depth (64) levels.
+	// Every type also takes "expectations": deadlines the hub enforces on the
+	// channel, overriding the policy's expectations for its type one by one, e.g.
+	// {"expectations": {"reply_within": {"seconds": 60, "action": "warn"},
+	// "max_silence": null}} (null turns one off). Names: "acks_within" (every
+	// invitee acks within N s of creation), "reply_within" (consulting: the
+	// reply within N s of the question), "max_silence" (some participant posts
+	// within N s of the last participant envelope), "turn_within" (consulting,
+	// discussion, workflow: whoever is due speaks within N s of becoming due).
+	// Actions: "audit", "notify_channel" (default), "warn", "hide", "auto_close"
+	// (docs/governance.md "Expectations"). A bad entry, or one that does not
+	// apply to the type, is INVALID_ARGUMENT naming it. The channel's knobs
+	// (invite, DescribeChannel) then hold every expectation in force for it.
 	KnobsJson string `protobuf:"bytes,3,opt,name=knobs_json,json=knobsJson,proto3" json:"knobs_json,omitempty"`
 	// Free-text purpose. At most 64 KiB.
 	Intent string `protobuf:"bytes,4,opt,name=intent,proto3" json:"intent,omitempty"`

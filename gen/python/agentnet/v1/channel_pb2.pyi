@@ -144,7 +144,8 @@ class ChannelMetadata(_message.Message):
     """Lifecycle state."""
     knobs_json: _builtins.str
     """Adapter-specific options as a JSON object (e.g. a workflow's transition graph,
-    a discussion's max_turns, expectation overrides). Empty string = `{}`.
+    a discussion's max_turns, the expectations in force: see
+    OpenChannelRequest.knobs_json). Empty string = `{}`.
     """
     intent: _builtins.str
     """Free-text purpose of the channel, shown to invitees and views."""

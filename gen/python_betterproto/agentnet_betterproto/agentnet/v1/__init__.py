@@ -1410,7 +1410,8 @@ class ChannelMetadata(betterproto2.Message):
     knobs_json: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
     """
     Adapter-specific options as a JSON object (e.g. a workflow's transition graph,
-    a discussion's max_turns, expectation overrides). Empty string = `{}`.
+    a discussion's max_turns, the expectations in force: see
+    OpenChannelRequest.knobs_json). Empty string = `{}`.
     """
 
     intent: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
@@ -1977,7 +1978,8 @@ class Envelope(betterproto2.Message):
     The sending agent. Stamped by the hub from the authenticated identity; a post
     that names another sender is refused with PERMISSION_DENIED.
     Two values are not agent ids: "hub" (reserved) on the envelopes the hub posts
-    itself (invite, opened, closed, expired; see event_type), and "" on the stub
+    itself (invite, opened, closed, expired, expectation_violated; see
+    event_type), and "" on the stub
     of an expired slot (Delivery.expired: the hub withholds every field but
     channel_id, seq, envelope_id and event_type).
     """
@@ -2013,11 +2015,20 @@ class Envelope(betterproto2.Message):
       {"channel_id", "participants": [agent id]}.
     * "ag2.channel.closed" (sender "hub"): {"reason": string} plus, by reason,
       "closed_by" (agent id; CloseChannel, "delegate_timeout", "a2a_timeout"),
-      "agent_id" ("participant_left") or "error" ("seed_failed").
+      "agent_id" ("participant_left"), "error" ("seed_failed") or
+      "expectation" and "expected_of": [agent id] ("expectation_<name>": an
+      expectation's auto_close action).
     * "ag2.channel.expired" (sender "hub"; the channel's ttl ran out):
       {"reason": "ttl"}.
-    * "ag2.channel.expectation_violated" (sender "hub"): reserved for
-      governance, not posted yet.
+    * "ag2.channel.expectation_violated" (sender "hub"; an expectation of the
+      channel passed its deadline; audience by action: everyone for
+      "notify_channel" and "auto_close", the violators for "warn" and "hide",
+      no one for "audit"): {"expectation": "acks_within" | "reply_within" |
+      "max_silence" | "turn_within", "action", "seconds", "expected_of":
+      [agent id], "expected": string (what was expected of whom, in words),
+      "since_seq" (the envelope that started the clock; 0 = the channel's
+      creation), "since", "deadline" (RFC 3339 UTC)}. Posted once per clock;
+      it never takes a turn.
     * "ag2.context.set" (participant; workflow channels, any time, no turn):
       {"set": {key: value}, "delete": [key]}.
     * "ag2.task.cancel_request" (the agent that called CancelTask; audience: the
@@ -2730,6 +2741,18 @@ class OpenChannelRequest(betterproto2.Message):
     """
     Adapter options as a JSON object ("" = `{}`). At most 64 KiB, nested at
     most --max-json-depth (64) levels.
+    Every type also takes "expectations": deadlines the hub enforces on the
+    channel, overriding the policy's expectations for its type one by one, e.g.
+    {"expectations": {"reply_within": {"seconds": 60, "action": "warn"},
+    "max_silence": null}} (null turns one off). Names: "acks_within" (every
+    invitee acks within N s of creation), "reply_within" (consulting: the
+    reply within N s of the question), "max_silence" (some participant posts
+    within N s of the last participant envelope), "turn_within" (consulting,
+    discussion, workflow: whoever is due speaks within N s of becoming due).
+    Actions: "audit", "notify_channel" (default), "warn", "hide", "auto_close"
+    (docs/governance.md "Expectations"). A bad entry, or one that does not
+    apply to the type, is INVALID_ARGUMENT naming it. The channel's knobs
+    (invite, DescribeChannel) then hold every expectation in force for it.
     """
 
     intent: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)

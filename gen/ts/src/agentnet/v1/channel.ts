@@ -141,7 +141,8 @@ export interface ChannelMetadata {
   state: ChannelState;
   /**
    * Adapter-specific options as a JSON object (e.g. a workflow's transition graph,
-   * a discussion's max_turns, expectation overrides). Empty string = `{}`.
+   * a discussion's max_turns, the expectations in force: see
+   * OpenChannelRequest.knobs_json). Empty string = `{}`.
    */
   knobsJson: string;
   /** Free-text purpose of the channel, shown to invitees and views. */

@@ -96,7 +96,8 @@ export interface Envelope {
    * The sending agent. Stamped by the hub from the authenticated identity; a post
    * that names another sender is refused with PERMISSION_DENIED.
    * Two values are not agent ids: "hub" (reserved) on the envelopes the hub posts
-   * itself (invite, opened, closed, expired; see event_type), and "" on the stub
+   * itself (invite, opened, closed, expired, expectation_violated; see
+   * event_type), and "" on the stub
    * of an expired slot (Delivery.expired: the hub withholds every field but
    * channel_id, seq, envelope_id and event_type).
    */
@@ -130,11 +131,20 @@ export interface Envelope {
    *   {"channel_id", "participants": [agent id]}.
    * * "ag2.channel.closed" (sender "hub"): {"reason": string} plus, by reason,
    *   "closed_by" (agent id; CloseChannel, "delegate_timeout", "a2a_timeout"),
-   *   "agent_id" ("participant_left") or "error" ("seed_failed").
+   *   "agent_id" ("participant_left"), "error" ("seed_failed") or
+   *   "expectation" and "expected_of": [agent id] ("expectation_<name>": an
+   *   expectation's auto_close action).
    * * "ag2.channel.expired" (sender "hub"; the channel's ttl ran out):
    *   {"reason": "ttl"}.
-   * * "ag2.channel.expectation_violated" (sender "hub"): reserved for
-   *   governance, not posted yet.
+   * * "ag2.channel.expectation_violated" (sender "hub"; an expectation of the
+   *   channel passed its deadline; audience by action: everyone for
+   *   "notify_channel" and "auto_close", the violators for "warn" and "hide",
+   *   no one for "audit"): {"expectation": "acks_within" | "reply_within" |
+   *   "max_silence" | "turn_within", "action", "seconds", "expected_of":
+   *   [agent id], "expected": string (what was expected of whom, in words),
+   *   "since_seq" (the envelope that started the clock; 0 = the channel's
+   *   creation), "since", "deadline" (RFC 3339 UTC)}. Posted once per clock;
+   *   it never takes a turn.
    * * "ag2.context.set" (participant; workflow channels, any time, no turn):
    *   {"set": {key: value}, "delete": [key]}.
    * * "ag2.task.cancel_request" (the agent that called CancelTask; audience: the
