@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,3 +72,15 @@ def start_service(
         raise RuntimeError(f"{module} did not start:\n{''.join(lines)}")
     host, port = found[0]
     return ServiceProcess(proc=proc, host=host, port=port, output=lines)
+
+
+@contextmanager
+def serving(module: str, args: Sequence[str], *, cwd: Path, timeout: float = 30.0) -> Iterator[ServiceProcess]:
+    """:func:`start_service` for the length of a ``with`` block; killed at its end if still running."""
+    proc = start_service(module, args, cwd=cwd, timeout=timeout)
+    try:
+        yield proc
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+            proc.proc.wait()

@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from agentsdk.network import Hub
-from tests.procs import ServiceProcess, start_service
+from tests.procs import ServiceProcess, serving, start_service
 
 SERVICES = {
     "hubsvc": "agentnet.v1.HubService",
@@ -26,13 +26,8 @@ SERVICES = {
 @pytest.fixture(params=sorted(SERVICES))
 def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, ServiceProcess]]:
     module = request.param
-    proc = start_service(module, ["--data-dir", str(tmp_path / "data")], cwd=tmp_path)
-    try:
+    with serving(module, ["--data-dir", str(tmp_path / "data")], cwd=tmp_path) as proc:
         yield module, proc
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
-            proc.proc.wait()
 
 
 def assert_serving(target: str, service_name: str) -> None:

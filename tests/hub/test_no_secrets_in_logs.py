@@ -23,7 +23,7 @@ from hubsvc.core.util import hash_secret
 from tests.hub.harness import EV_TEXT, Participant, call, data_of
 from tests.hub.test_a2a import a2a_agent, answering, invoke
 from tests.hub.test_a2a_call_tokens import database_text
-from tests.procs import ServiceProcess, start_service
+from tests.procs import ServiceProcess, serving, start_service
 
 BAD_CREDENTIAL = "typo-of-a-real-credential-0123456789abcdef"
 BAD_OPERATOR_TOKEN = "wrong-operator-token-0123456789abcdef"
@@ -31,13 +31,8 @@ BAD_OPERATOR_TOKEN = "wrong-operator-token-0123456789abcdef"
 
 @pytest.fixture
 def hub_process(tmp_path: Path) -> Iterator[ServiceProcess]:
-    proc = start_service("hubsvc", ["--data-dir", str(tmp_path / "data"), "--log-level", "DEBUG"], cwd=tmp_path)
-    try:
+    with serving("hubsvc", ["--data-dir", str(tmp_path / "data"), "--log-level", "DEBUG"], cwd=tmp_path) as proc:
         yield proc
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
-            proc.proc.wait()
 
 
 async def operator_calls(target: str, token: str) -> list[hub_pb2.AuditRecord]:

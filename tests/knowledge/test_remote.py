@@ -16,7 +16,7 @@ from agentsdk.knowledge import MemoryKnowledgeStore, RemoteKnowledgeStore
 from knowledgesvc.servicer import MAX_RESPONSE_BYTES
 from tests.knowledge.conftest import unique_name
 from tests.knowledge.helpers import TOKEN, Recorder, assert_eventually, serve_in_process
-from tests.procs import ServiceProcess, start_service
+from tests.procs import ServiceProcess, serving, start_service
 
 TEAM_TOKEN = "team-token-abcdefghijklmnop"
 LIMIT = 1024
@@ -193,13 +193,8 @@ def _assert_count(recorder: Recorder, count: int) -> None:
 def generated_token_service(tmp_path: Path) -> Iterator[tuple[ServiceProcess, Path]]:
     """The service as a subprocess without a tokens file (memory backend)."""
     data = tmp_path / "data"
-    proc = start_service("knowledgesvc", ["--data-dir", str(data), "--backend", "memory"], cwd=tmp_path)
-    try:
+    with serving("knowledgesvc", ["--data-dir", str(data), "--backend", "memory"], cwd=tmp_path) as proc:
         yield proc, data
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
-            proc.proc.wait()
 
 
 async def test_subprocess_service_generates_a_private_token(

@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentsdk.errors import PermissionDenied
 from agentsdk.network import HubClient, TlsConfig
 from netkernel.identity import Passport
-from tests.procs import ServiceProcess, start_service
+from tests.procs import ServiceProcess, serving
 from tests.security.certs import Bundle, make_ca, write_bundle, write_file, write_pair
 
 SERVICES = ("hubsvc", "knowledgesvc")
@@ -35,13 +35,8 @@ def tls_flags(bundle: Bundle, *, mutual: bool = False) -> list[str]:
 
 @contextmanager
 def serve(tmp_path: Path, module: str, args: list[str]) -> Iterator[ServiceProcess]:
-    proc = start_service(module, ["--data-dir", str(tmp_path / "data"), *args], cwd=tmp_path)
-    try:
+    with serving(module, ["--data-dir", str(tmp_path / "data"), *args], cwd=tmp_path) as proc:
         yield proc
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
-            proc.proc.wait()
 
 
 def health(target: str, credentials: grpc.ChannelCredentials | None) -> int:
