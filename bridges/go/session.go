@@ -32,7 +32,8 @@ type ConnectOptions struct {
 	// OnInvite decides invites addressed to this agent: return true to
 	// accept (post ag2.channel.invite_ack), false to reject. nil accepts
 	// every invite. It runs on its own goroutine; ctx ends with the Session.
-	// Invites are answered by the Session and not sent on Envelopes().
+	// Invites are answered by the Session and not sent on Envelopes(); an
+	// answer refused with RATE_LIMITED is posted again after its RetryAfter.
 	OnInvite func(ctx context.Context, inv *Invite) bool
 	// Buffer is the capacity of the Envelopes() channel (0 = 64).
 	Buffer int
