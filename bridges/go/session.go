@@ -32,7 +32,8 @@ type ConnectOptions struct {
 	// OnInvite decides invites addressed to this agent: return true to
 	// accept (post ag2.channel.invite_ack), false to reject. nil accepts
 	// every invite. It runs on its own goroutine; ctx ends with the Session.
-	// Invites are answered by the Session and not sent on Envelopes().
+	// Invites are answered by the Session and not sent on Envelopes(); an
+	// answer refused with RATE_LIMITED is posted again after its RetryAfter.
 	OnInvite func(ctx context.Context, inv *Invite) bool
 	// Buffer is the capacity of the Envelopes() channel (0 = 64).
 	Buffer int
@@ -765,9 +766,10 @@ func (s *Session) releaseHeld(env *Envelope) {
 	s.mu.Unlock()
 }
 
-// answerInvite accepts or rejects an invite, retrying transport failures; a
-// refusal by the hub (e.g. the invite was answered already, or the channel
-// ended) also settles it.
+// answerInvite accepts or rejects an invite, retrying transport failures
+// (with backoff) and RATE_LIMITED refusals (after their retry-after); any
+// other refusal by the hub (e.g. the invite was answered already, or the
+// channel ended) also settles it.
 func (s *Session) answerInvite(env *Envelope) {
 	inv := inviteFrom(env)
 	accept := true
@@ -783,6 +785,7 @@ func (s *Session) answerInvite(env *Envelope) {
 		etype = EventInviteReject
 	}
 	backoff := s.opts.MinBackoff
+answer:
 	for {
 		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 		_, err := s.c.Post(ctx, &Envelope{
@@ -793,20 +796,28 @@ func (s *Session) answerInvite(env *Envelope) {
 		if err == nil {
 			break
 		}
-		if e, ok := AsError(err); ok && e.Reason != "" {
+		wait := s.jitter(backoff)
+		var rl *RateLimitedError
+		switch {
+		case errors.As(err, &rl):
+			// An answer takes a token of the identity's rate limit like any post.
+			// The refusal changed nothing; wait as the hub asks and answer again
+			// (the hub's invite timeout ends the channel, and this, if it takes too long).
+			s.log.Info("agentnet: invite answer rate limited; retrying", "channel", inv.ChannelID, "in", rl.RetryAfter)
+			if rl.RetryAfter > 0 {
+				wait = rl.RetryAfter
+			}
+		case ReasonFor(err) != "":
 			s.log.Info("agentnet: invite answer refused", "channel", inv.ChannelID, "err", err)
-			break
+			break answer
+		default:
+			s.log.Warn("agentnet: answering invite failed; retrying", "channel", inv.ChannelID, "err", err)
+			backoff = min(backoff*2, s.opts.MaxBackoff)
 		}
-		if s.ctx.Err() != nil {
+		if s.ctx.Err() != nil || !s.sleep(wait) {
 			s.releaseHeld(env)
 			return
 		}
-		s.log.Warn("agentnet: answering invite failed; retrying", "channel", inv.ChannelID, "err", err)
-		if !s.sleep(s.jitter(backoff)) {
-			s.releaseHeld(env)
-			return
-		}
-		backoff = min(backoff*2, s.opts.MaxBackoff)
 	}
 	if err := env.Ack(); err != nil {
 		s.log.Error("agentnet: saving cursors failed", "err", err)

@@ -17,6 +17,7 @@ over (at the identity's next post or refusal, or when its idle bucket is dropped
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -96,7 +97,9 @@ class RateLimiter:
         if bucket.tokens >= 1.0:
             bucket.tokens -= 1.0
             return
-        retry_after = (1.0 - bucket.tokens) / spec.per_second
+        # Rounded up to the millisecond the metadata carries: a client that waits exactly
+        # that long finds its token (rounding to nearest could advertise too short a wait, even 0).
+        retry_after = math.ceil((1.0 - bucket.tokens) / spec.per_second * 1000.0) / 1000.0
         self._refused(agent_id, bucket, channel_id, event_type, retry_after, now)
         raise RateLimited(
             f"you are over your rate limit of {spec.per_second:g} posts per second (burst {spec.burst}, "

@@ -91,6 +91,21 @@ async def test_bucket_refuses_beyond_burst_and_allows_after_refill(
         await bob.say(channel_id, f"bob {i}")
 
 
+async def test_waiting_the_advertised_retry_after_is_enough(
+    hub: RunningHub, clock: FakeClock, conv: tuple[Participant, Participant, str]
+) -> None:
+    """retry_after_seconds is rounded up: a client that waits exactly that long gets its token."""
+    alice, _bob, channel_id = conv
+    hub.core.governance.replace(rate_policy("alice", per_second=3, burst=1))
+    await alice.say(channel_id, "the one token")
+    with pytest.raises(RateLimited) as refused:
+        await alice.say(channel_id, "too early")
+    wait = float(refused.value.metadata["retry_after_seconds"])  # a third of a second, to the millisecond
+    assert wait == pytest.approx(1 / 3, abs=0.001)
+    clock.offset += wait
+    await alice.say(channel_id, "after the advertised wait")
+
+
 async def test_a_refusal_is_audited_once_then_counted_per_window(
     hub: RunningHub, clock: FakeClock, conv: tuple[Participant, Participant, str]
 ) -> None:

@@ -1,7 +1,7 @@
 import { type ClientDuplexStream, type Metadata, status as GrpcStatus } from "@grpc/grpc-js";
 import { type Cursors, CursorBook, type CursorStore } from "./cursors";
 import { type AgentEnvelope, decodeEnvelope, encodePost, EventType, HUB_SENDER, type PostInput } from "./envelope";
-import { AgentNetError, Reason } from "./errors";
+import { AgentNetError, RateLimitedError, Reason } from "./errors";
 import type { ConnectRequest, ConnectResponse, Envelope, HubServiceClient } from "./gen";
 import { isJsonObject, type JsonObject } from "./json";
 import { AsyncQueue } from "./queue";
@@ -80,7 +80,8 @@ export interface ConnectOptions {
   /**
    * Decide on channel invites: resolve true to post `ag2.channel.invite_ack`,
    * false to post `ag2.channel.invite_reject`. Default: accept every invite.
-   * The invite envelope is also delivered to {@link Client.envelopes}.
+   * An answer refused with `RATE_LIMITED` is posted again after the refusal's
+   * retry-after. The invite envelope is also delivered to {@link Client.envelopes}.
    */
   onInvite?: (invite: Invite) => boolean | Promise<boolean>;
   /** Reconnect backoff, or false to stop (state "failed") when the stream breaks. */
@@ -189,6 +190,7 @@ export class StreamSession {
   private streamDone: (() => void) | undefined;
   private readonly storesLoaded = new WeakSet<CursorStore>();
   private readonly background = new Set<Promise<unknown>>();
+  private readonly sleepers = new Set<() => void>();
 
   constructor(private readonly host: SessionHost) {}
 
@@ -246,6 +248,7 @@ export class StreamSession {
   async close(): Promise<void> {
     if (this.state === "closed") return;
     this.closing = true;
+    for (const wake of [...this.sleepers]) wake();
     await this.stopStream();
     this.setState("closed");
     this.queue.end();
@@ -483,7 +486,20 @@ export class StreamSession {
         const accept = decide === undefined ? true : await decide(invite);
         const eventType = accept ? EventType.CHANNEL_INVITE_ACK : EventType.CHANNEL_INVITE_REJECT;
         // A key derived from the invite: answering it again returns the original answer.
-        await this.post({ channelId: envelope.channelId, eventType, eventData: {}, idempotencyKey: `${eventType}:${envelope.envelopeId}` });
+        const answer = { channelId: envelope.channelId, eventType, eventData: {}, idempotencyKey: `${eventType}:${envelope.envelopeId}` };
+        for (;;) {
+          try {
+            await this.post(answer);
+            return;
+          } catch (err) {
+            // An answer takes a token of the identity's rate limit like any post. The
+            // refusal changed nothing: wait as the hub asks and answer again (the hub's
+            // invite timeout ends the channel, and this, if it takes too long).
+            if (!(err instanceof RateLimitedError) || this.closing) throw err;
+            await this.pause((err.retryAfterSeconds || 1) * 1000);
+            if (this.closing) return;
+          }
+        }
       })().catch((err: unknown) => {
         // A replayed invite that was answered before, or a channel that ended meanwhile.
         if (AgentNetError.is(err, Reason.PROTOCOL_ERROR) || AgentNetError.is(err, Reason.CHANNEL_CLOSED)) return;
@@ -627,6 +643,19 @@ export class StreamSession {
     this.stopKeepalive();
     this.call = undefined;
     this.stopping = false;
+  }
+
+  /** Sleep `ms`, or until close() (which wakes every sleeper). */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer);
+        this.sleepers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.sleepers.add(wake);
+    });
   }
 
   private track(promise: Promise<unknown>): void {
