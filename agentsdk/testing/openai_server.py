@@ -76,6 +76,13 @@ def completion_json(message: ModelMessage, request: dict[str, Any]) -> dict[str,
     }
 
 
+class _HttpServer(ThreadingHTTPServer):
+    """A threading HTTP server whose listen backlog takes a burst of new connections (the default is 5)."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class _ScriptError(Exception):
     """A request the script cannot answer."""
 
@@ -172,8 +179,7 @@ class ScriptedOpenAIServer:
         """Bind and serve in a daemon thread (idempotent)."""
         if self._httpd is not None:
             return self
-        httpd = ThreadingHTTPServer((self._host, self._port), _make_handler(self))
-        httpd.daemon_threads = True
+        httpd = _HttpServer((self._host, self._port), _make_handler(self))
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-openai", daemon=True

@@ -154,3 +154,18 @@ def test_events_to_messages_repairs_partial_histories() -> None:
         {"role": "user", "content": "and then"},
         {"role": "user", "content": "[error from tool lookup]\nlate"},
     ]
+
+
+async def test_scripted_server_accepts_a_burst_of_new_connections() -> None:
+    """64 clients connecting at once all get answers (the listen backlog is not the default 5)."""
+    import asyncio
+
+    with ScriptedOpenAIServer(rule=lambda request: "at once") as server:
+        configs = [OpenAIConfig(model="m", base_url=server.base_url, api_key="k", max_retries=0) for _ in range(64)]
+        replies = await asyncio.gather(
+            *(
+                c.client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+                for c in configs
+            )
+        )
+    assert [r.choices[0].message.content for r in replies] == ["at once"] * 64
