@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -63,14 +66,18 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+def tail(log: Path) -> str:
+    """The end of an agents process's stderr."""
+    return log.read_text()[-3000:] if log.exists() else ""
+
+
 async def expect(proc: asyncio.subprocess.Process, what: str, log: Path) -> str:
     """The next stdout line of an agents process, which must start with ``what``."""
     assert proc.stdout is not None
     raw = await proc.stdout.readline()
     text = raw.decode().strip()
     if not text.startswith(what):
-        tail = log.read_text()[-3000:] if log.exists() else ""
-        raise RuntimeError(f"agents process {proc.pid}: expected {what!r}, got {text!r}\n{tail}")
+        raise RuntimeError(f"agents process {proc.pid}: expected {what!r}, got {text!r}\n{tail(log)}")
     return text
 
 
@@ -79,7 +86,7 @@ def summarise(records: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     latencies: list[float] = []
     for r in records:
         times = [t for _sender, t in r["turns"]]
-        latencies.extend(b - a for a, b in zip(times, times[1:], strict=False))
+        latencies.extend(b - a for a, b in itertools.pairwise(times))
     envelopes = sum(r["envelopes"] for r in records)
     turns = sum(len(r["turns"]) for r in records)
     return {
@@ -95,10 +102,33 @@ def summarise(records: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     }
 
 
+async def py_spy(pid: int, out: Path, native: bool) -> asyncio.subprocess.Process:
+    """Start sampling ``pid`` with py-spy (raw collapsed stacks to ``out``; stopped with SIGINT)."""
+    exe = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if exe is None:
+        raise SystemExit("--py-spy needs py-spy: pip install py-spy")
+    # py-spy cannot unwind native frames without pausing the process; python frames are sampled without pausing.
+    mode = ["--native"] if native else ["--nonblocking"]
+    args = ["record", "--pid", str(pid), *mode, "--rate", "100", "--format", "raw", "--output", str(out)]
+    with out.with_suffix(".log").open("wb") as log:
+        return await asyncio.create_subprocess_exec(exe, *args, stdout=log, stderr=log)
+
+
 async def run(
-    *, agents: int, channels: int, turns: int, agent_processes: int, workdir: Path, timeout: float = 600.0
+    *,
+    agents: int,
+    channels: int,
+    turns: int,
+    agent_processes: int,
+    workdir: Path,
+    timeout: float = 600.0,
+    profile_dir: Path | None = None,
+    profile_native: bool = False,
 ) -> dict[str, Any]:
-    """Run the workload once, with the hub's database in ``workdir``; returns the report."""
+    """Run the workload once, with the hub's database in ``workdir``; returns the report.
+
+    With ``profile_dir``, py-spy samples the hub and every agents process from ``go`` to ``done``
+    (``hub.raw``, ``agents-<i>.raw``: collapsed stacks, one per line with its sample count)."""
     if channels < 1 or agents % channels or agents // channels < 2:
         raise SystemExit(f"--agents ({agents}) must be a multiple of --channels ({channels}), at least 2 per channel")
     if turns < 2:
@@ -139,6 +169,12 @@ async def run(
             procs.append((proc, log))
         for proc, log in procs:
             await asyncio.wait_for(expect(proc, "ready", log), timeout)
+        spies: list[asyncio.subprocess.Process] = []
+        if profile_dir is not None:
+            spies.append(await py_spy(hub.popen.pid, profile_dir / "hub.raw", profile_native))
+            for i, (proc, _log) in enumerate(procs):
+                spies.append(await py_spy(proc.pid, profile_dir / f"agents-{i}.raw", profile_native))
+            await asyncio.sleep(1.0)  # py-spy attaches asynchronously; let it start sampling before the clock
         t0 = time.perf_counter()
         for proc, _log in procs:
             assert proc.stdin is not None
@@ -147,6 +183,11 @@ async def run(
         for proc, log in procs:
             await asyncio.wait_for(expect(proc, "done", log), timeout)
         seconds = time.perf_counter() - t0
+        for spy in spies:
+            if spy.returncode is None:
+                spy.send_signal(signal.SIGINT)
+            if await spy.wait() not in (0, -signal.SIGINT):
+                print(f"py-spy {spy.pid} failed (exit {spy.returncode})", file=sys.stderr)
         hub_rss = hub.rss_kb()
         agents_rss = [rss_kb(proc.pid) for proc, _log in procs]
         records: list[dict[str, Any]] = []
@@ -199,7 +240,17 @@ def main() -> None:
     parser.add_argument("--agent-processes", type=int, default=1, help="processes hosting the agents")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is abandoned")
     parser.add_argument("--json", action="store_true", help="print the raw JSON report too (with per-channel records)")
+    parser.add_argument(
+        "--py-spy", type=Path, metavar="DIR", help="profile the hub and the agents processes during the run into DIR"
+    )
+    parser.add_argument(
+        "--py-spy-native",
+        action="store_true",
+        help="with --py-spy: include native (C) frames (py-spy then pauses each process per sample: slower run)",
+    )
     args = parser.parse_args()
+    if args.py_spy is not None:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         report = asyncio.run(
             run(
@@ -209,6 +260,8 @@ def main() -> None:
                 agent_processes=args.agent_processes,
                 workdir=Path(tmp),
                 timeout=args.timeout,
+                profile_dir=args.py_spy,
+                profile_native=args.py_spy_native,
             )
         )
     print_report(report)
