@@ -75,6 +75,14 @@ class MemoryKnowledgeStore(StoreBase):
         entry = self._file(path)
         return decode_text(entry.data, path), FileInfo(len(entry.data), entry.version)
 
+    async def read_within(self, path: str, max_bytes: int) -> tuple[str, FileInfo] | int:
+        """The content, size and version when at most ``max_bytes`` long, else only the size (NotFound if missing)."""
+        path = file_path(path)
+        entry = self._file(path)
+        if len(entry.data) > max_bytes:
+            return len(entry.data)
+        return decode_text(entry.data, path), FileInfo(len(entry.data), entry.version)
+
     async def append_info(self, path: str, text: str) -> AppendResult:
         """Append text (creating the file); return where it landed and the new size and version."""
         path = file_path(path)

@@ -84,6 +84,16 @@ WHERE f.namespace = ? AND f.path = ?
 ORDER BY c.start
 """
 
+# As _READ, but the chunks are joined only when the file is at most ? bytes long: a bigger file
+# yields its one files row (data NULL) and nothing of its content is loaded.
+_READ_WITHIN = """
+SELECT f.size, f.version, c.data
+FROM knowledge_files AS f
+LEFT JOIN knowledge_chunks AS c ON f.size <= ? AND c.namespace = f.namespace AND c.path = f.path
+WHERE f.namespace = ? AND f.path = ?
+ORDER BY c.start
+"""
+
 # One statement, so the size and the chunks come from the same snapshot. The
 # sub-select finds the chunk containing the offset through the primary key.
 _READ_RANGE = """
@@ -315,6 +325,20 @@ class SqliteKnowledgeStore(StoreBase):
             raise NotFound(f"no file at {path}", metadata={"path": path})
         data = b"".join(row[2] for row in rows if row[2] is not None)
         return decode_text(data, path), FileInfo(int(rows[0][0]), int(rows[0][1]))
+
+    async def read_within(self, path: str, max_bytes: int) -> tuple[str, FileInfo] | int:
+        """The content, size and version when at most ``max_bytes`` long, else only the size (NotFound
+        if missing): one statement on one read connection, so the size and content agree."""
+        path = file_path(path)
+        async with self._db.reader() as conn:
+            rows: list[Row] = list(await conn.execute_fetchall(_READ_WITHIN, (max_bytes, self._namespace, path)))
+        if not rows:
+            raise NotFound(f"no file at {path}", metadata={"path": path})
+        size = int(rows[0][0])
+        if size > max_bytes:
+            return size
+        data = b"".join(row[2] for row in rows if row[2] is not None)
+        return decode_text(data, path), FileInfo(size, int(rows[0][1]))
 
     async def size_of(self, path: str) -> int:
         """A file's size in bytes, from its row (NotFound if missing)."""
