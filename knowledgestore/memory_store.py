@@ -122,6 +122,13 @@ class MemoryKnowledgeStore(StoreBase):
         path = file_path(path)
         return slice_from(path, self._file(path).data, offset)
 
+    async def read_range_within(self, path: str, offset: int, max_bytes: int) -> str | int:
+        """:meth:`read_range` when at most ``max_bytes`` lie from ``offset`` on, else only that number of bytes."""
+        path = file_path(path)
+        data = self._file(path).data
+        wanted = len(data) - max(0, min(offset, len(data)))
+        return wanted if wanted > max_bytes else slice_from(path, data, offset)
+
     async def on_change(self, prefix: str, callback: ChangeCallback) -> Subscription:
         """Deliver every later change at or under ``prefix`` to ``callback``, in order."""
         return self._feed.subscribe(normalize_path(prefix), callback)

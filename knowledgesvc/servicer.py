@@ -62,9 +62,9 @@ WATCH_BACKLOG = 10_000
 #: Bytes of files all concurrent Read / ReadRange calls may load at once (more wait their turn).
 READ_BUDGET_BYTES = 64 * 1024 * 1024
 
-#: Largest file a Read loads in one storage call, holding this much of the read budget up front
-#: (at most 1/64 of the budget, so a small budget still admits many small reads at once); a bigger
-#: file is sized first and read holding exactly its size.
+#: Largest file (or range, for ReadRange) a read loads in one storage call, holding this much of
+#: the read budget up front (at most 1/64 of the budget, so a small budget still admits many small
+#: reads at once); anything bigger is sized first, then read holding exactly its size.
 SMALL_READ_BYTES = 64 * 1024
 
 
@@ -160,10 +160,17 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
 
     @unary_boundary
     async def ReadRange(self, request: knowledge_pb2.ReadRangeRequest, context: Any) -> knowledge_pb2.ReadRangeResponse:
-        """Everything from a byte offset on, and the offset to continue from (oversized: refused before reading)."""
+        """Everything from a byte offset on, and the offset to continue from (oversized: refused before reading).
+
+        Up to ``SMALL_READ_BYTES`` are read in one storage call, as in :meth:`Read`."""
         store = self._store(request, context)
-        size = await store.size_of(request.path)
-        wanted = size - max(0, min(request.offset, size))
+        async with self.read_budget.hold(self._small_read_bytes):
+            small = await store.read_range_within(request.path, request.offset, self._small_read_bytes)
+        if isinstance(small, str):
+            size = len(small.encode("utf-8"))
+            self._check_response_size(request.path, size)  # a fallback read_range_within may see it grow
+            return knowledge_pb2.ReadRangeResponse(content=small, next_offset=request.offset + size)
+        wanted = small
         self._check_response_size(request.path, wanted)
         async with self.read_budget.hold(wanted):
             content = await store.read_range(request.path, request.offset)
