@@ -54,6 +54,29 @@ class StoreBase(abc.ABC):
         _, info = await self.read_info(path)
         return info.size
 
+    async def read_within(self, path: str, max_bytes: int) -> tuple[str, FileInfo] | int:
+        """A file's content with its size and version when it is at most ``max_bytes`` long;
+        otherwise only its size, without loading the content (NotFound if missing).
+
+        The knowledge service answers small reads with it in one storage call; backends
+        override this fallback (a size lookup, then the read) with a single lookup."""
+        size = await self.size_of(path)
+        if size > max_bytes:
+            return size
+        return await self.read_info(path)
+
+    async def read_range_within(self, path: str, offset: int, max_bytes: int) -> str | int:
+        """:meth:`read_range` when at most ``max_bytes`` lie from ``offset`` on; otherwise only that
+        number of bytes, without loading them (errors as :meth:`read_range`).
+
+        The knowledge service answers small ranges with it in one storage call; backends
+        override this fallback (a size lookup, then the read) with a single lookup."""
+        size = await self.size_of(path)
+        wanted = size - max(0, min(offset, size))
+        if wanted > max_bytes:
+            return wanted
+        return await self.read_range(path, offset)
+
     @abc.abstractmethod
     async def read_range(self, path: str, offset: int) -> str:
         """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""

@@ -75,6 +75,14 @@ class MemoryKnowledgeStore(StoreBase):
         entry = self._file(path)
         return decode_text(entry.data, path), FileInfo(len(entry.data), entry.version)
 
+    async def read_within(self, path: str, max_bytes: int) -> tuple[str, FileInfo] | int:
+        """The content, size and version when at most ``max_bytes`` long, else only the size (NotFound if missing)."""
+        path = file_path(path)
+        entry = self._file(path)
+        if len(entry.data) > max_bytes:
+            return len(entry.data)
+        return decode_text(entry.data, path), FileInfo(len(entry.data), entry.version)
+
     async def append_info(self, path: str, text: str) -> AppendResult:
         """Append text (creating the file); return where it landed and the new size and version."""
         path = file_path(path)
@@ -113,6 +121,13 @@ class MemoryKnowledgeStore(StoreBase):
         """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
         path = file_path(path)
         return slice_from(path, self._file(path).data, offset)
+
+    async def read_range_within(self, path: str, offset: int, max_bytes: int) -> str | int:
+        """:meth:`read_range` when at most ``max_bytes`` lie from ``offset`` on, else only that number of bytes."""
+        path = file_path(path)
+        data = self._file(path).data
+        wanted = len(data) - max(0, min(offset, len(data)))
+        return wanted if wanted > max_bytes else slice_from(path, data, offset)
 
     async def on_change(self, prefix: str, callback: ChangeCallback) -> Subscription:
         """Deliver every later change at or under ``prefix`` to ``callback``, in order."""

@@ -36,7 +36,7 @@ from knowledgestore.paths import (
     immediate_children,
     normalize_path,
 )
-from knowledgestore.text import check_offset, decode_text, encode_text, query_offset
+from knowledgestore.text import MAX_QUERY_OFFSET, check_offset, decode_text, encode_text, query_offset
 from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
 from netkernel.errors import NotFound
 from netkernel.files import private_database
@@ -84,16 +84,28 @@ WHERE f.namespace = ? AND f.path = ?
 ORDER BY c.start
 """
 
+# As _READ, but the chunks are joined only when the file is at most ? bytes long: a bigger file
+# yields its one files row (data NULL) and nothing of its content is loaded.
+_READ_WITHIN = """
+SELECT f.size, f.version, c.data
+FROM knowledge_files AS f
+LEFT JOIN knowledge_chunks AS c ON f.size <= ? AND c.namespace = f.namespace AND c.path = f.path
+WHERE f.namespace = ? AND f.path = ?
+ORDER BY c.start
+"""
+
 # One statement, so the size and the chunks come from the same snapshot. The
 # sub-select finds the chunk containing the offset through the primary key.
+# ?4 bounds the bytes from the offset on: more than that and no chunk is joined (nothing loaded).
 _READ_RANGE = """
 SELECT f.size, c.start, c.data
 FROM knowledge_files AS f
-LEFT JOIN knowledge_chunks AS c ON c.namespace = f.namespace AND c.path = f.path AND c.start >= (
-    SELECT coalesce(max(start), 0) FROM knowledge_chunks
-    WHERE namespace = f.namespace AND path = f.path AND start <= ?
-)
-WHERE f.namespace = ? AND f.path = ?
+LEFT JOIN knowledge_chunks AS c ON f.size - min(?1, f.size) <= ?4
+    AND c.namespace = f.namespace AND c.path = f.path AND c.start >= (
+        SELECT coalesce(max(start), 0) FROM knowledge_chunks
+        WHERE namespace = f.namespace AND path = f.path AND start <= ?1
+    )
+WHERE f.namespace = ?2 AND f.path = ?3
 ORDER BY c.start
 """
 
@@ -316,6 +328,20 @@ class SqliteKnowledgeStore(StoreBase):
         data = b"".join(row[2] for row in rows if row[2] is not None)
         return decode_text(data, path), FileInfo(int(rows[0][0]), int(rows[0][1]))
 
+    async def read_within(self, path: str, max_bytes: int) -> tuple[str, FileInfo] | int:
+        """The content, size and version when at most ``max_bytes`` long, else only the size (NotFound
+        if missing): one statement on one read connection, so the size and content agree."""
+        path = file_path(path)
+        async with self._db.reader() as conn:
+            rows: list[Row] = list(await conn.execute_fetchall(_READ_WITHIN, (max_bytes, self._namespace, path)))
+        if not rows:
+            raise NotFound(f"no file at {path}", metadata={"path": path})
+        size = int(rows[0][0])
+        if size > max_bytes:
+            return size
+        data = b"".join(row[2] for row in rows if row[2] is not None)
+        return decode_text(data, path), FileInfo(size, int(rows[0][1]))
+
     async def size_of(self, path: str) -> int:
         """A file's size in bytes, from its row (NotFound if missing)."""
         path = file_path(path)
@@ -331,14 +357,27 @@ class SqliteKnowledgeStore(StoreBase):
 
     async def read_range(self, path: str, offset: int) -> str:
         """Everything from byte ``offset`` on (OutOfRange if negative, past the end or inside a character)."""
+        text = await self._read_range(path, offset, MAX_QUERY_OFFSET)
+        assert isinstance(text, str)  # no file holds more than MAX_QUERY_OFFSET bytes
+        return text
+
+    async def read_range_within(self, path: str, offset: int, max_bytes: int) -> str | int:
+        """:meth:`read_range` when at most ``max_bytes`` lie from ``offset`` on, else only that number of
+        bytes: one statement on one read connection."""
+        return await self._read_range(path, offset, min(max(max_bytes, 0), MAX_QUERY_OFFSET))
+
+    async def _read_range(self, path: str, offset: int, max_bytes: int) -> str | int:
         path = file_path(path)
         async with self._db.reader() as conn:
             rows: list[Row] = list(
-                await conn.execute_fetchall(_READ_RANGE, (query_offset(offset), self._namespace, path))
+                await conn.execute_fetchall(_READ_RANGE, (query_offset(offset), self._namespace, path, max_bytes))
             )
         if not rows:
             raise NotFound(f"no file at {path}", metadata={"path": path})
         size = int(rows[0][0])
+        wanted = size - max(0, min(offset, size))
+        if wanted > max_bytes:
+            return wanted
         chunks = [(int(row[1]), bytes(row[2])) for row in rows if row[2] is not None]
         if offset < 0 or offset >= size or not chunks:
             check_offset(path, offset, size, None)

@@ -62,6 +62,11 @@ WATCH_BACKLOG = 10_000
 #: Bytes of files all concurrent Read / ReadRange calls may load at once (more wait their turn).
 READ_BUDGET_BYTES = 64 * 1024 * 1024
 
+#: Largest file (or range, for ReadRange) a read loads in one storage call, holding this much of
+#: the read budget up front (at most 1/64 of the budget, so a small budget still admits many small
+#: reads at once); anything bigger is sized first, then read holding exactly its size.
+SMALL_READ_BYTES = 64 * 1024
+
 
 class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
     """Serves agentnet.v1.KnowledgeService over ``store``: each request uses ``store.namespace(request.namespace)``."""
@@ -81,6 +86,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         self._authority = authority
         self._limits = knowledge_request_limits(max_write_bytes)
         self._watch_backlog = watch_backlog
+        self._small_read_bytes = min(SMALL_READ_BYTES, read_budget_bytes // 64)
 
     def _store(self, request: KnowledgeRequest, context: Any) -> StoreBase:
         """Authenticate the caller, check the namespace name and its grant, then the request's field
@@ -102,9 +108,18 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
 
     @unary_boundary
     async def Read(self, request: knowledge_pb2.ReadRequest, context: Any) -> knowledge_pb2.ReadResponse:
-        """Return a file's content, size and version (an oversized file is refused before it is read)."""
+        """Return a file's content, size and version (an oversized file is refused before it is read).
+
+        A small file is read in one storage call holding ``SMALL_READ_BYTES`` of the budget; a bigger one
+        is sized first, then read holding its size."""
         store = self._store(request, context)
-        size = await store.size_of(request.path)
+        async with self.read_budget.hold(self._small_read_bytes):
+            small = await store.read_within(request.path, self._small_read_bytes)
+        if not isinstance(small, int):
+            content, info = small
+            self._check_response_size(request.path, info.size)  # a fallback read_within may see it grow
+            return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
+        size = small
         self._check_response_size(request.path, size)
         async with self.read_budget.hold(size):
             content, info = await store.read_info(request.path)
@@ -145,10 +160,17 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
 
     @unary_boundary
     async def ReadRange(self, request: knowledge_pb2.ReadRangeRequest, context: Any) -> knowledge_pb2.ReadRangeResponse:
-        """Everything from a byte offset on, and the offset to continue from (oversized: refused before reading)."""
+        """Everything from a byte offset on, and the offset to continue from (oversized: refused before reading).
+
+        Up to ``SMALL_READ_BYTES`` are read in one storage call, as in :meth:`Read`."""
         store = self._store(request, context)
-        size = await store.size_of(request.path)
-        wanted = size - max(0, min(request.offset, size))
+        async with self.read_budget.hold(self._small_read_bytes):
+            small = await store.read_range_within(request.path, request.offset, self._small_read_bytes)
+        if isinstance(small, str):
+            size = len(small.encode("utf-8"))
+            self._check_response_size(request.path, size)  # a fallback read_range_within may see it grow
+            return knowledge_pb2.ReadRangeResponse(content=small, next_offset=request.offset + size)
+        wanted = small
         self._check_response_size(request.path, wanted)
         async with self.read_budget.hold(wanted):
             content = await store.read_range(request.path, request.offset)
