@@ -8,8 +8,11 @@ the cursor of a channel is the highest seq below which everything visible was
 acked (or was not for this participant to see). Each delivery names the previous
 seq of the participant's chain (``prev_seq``) so clients can keep exact cursors of
 their own. Envelopes whose ``ttl_seconds`` ran out before delivery are sent as
-content-less ``expired`` slots. While a session replays the WAL from its resume
-cursors, live envelopes wait in a buffer so order is kept. Opening, resuming and
+content-less ``expired`` slots. A session whose client asked for batches
+(``max_batch`` > 1) packs what is already queued when the stream is ready to write
+(post results, then deliveries in the same order, within ``max_batch`` entries and
+``max_batch_bytes``) into one ``batch`` frame; it never waits to fill one. While a
+session replays the WAL from its resume cursors, live envelopes wait in a buffer so order is kept. Opening, resuming and
 closing sessions, and writing their cursors to the store, is :mod:`hubsvc.core.sessions`.
 """
 
@@ -86,6 +89,8 @@ class Session:
         max_queued: int,
         clock: Clock,
         max_bytes: int = 32 * 1024 * 1024,
+        max_batch: int = 1,
+        max_batch_bytes: int = 1024 * 1024,
         on_dirty: Callable[[Session], None] | None = None,
         on_cursor: Callable[[str, str, int], None] | None = None,
     ) -> None:
@@ -94,6 +99,9 @@ class Session:
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
         self.max_bytes = max_bytes
+        self.max_batch = max(1, max_batch)
+        """Most entries per frame; 1 = single frames only (clients that did not opt in)."""
+        self.max_batch_bytes = max_batch_bytes
         self._clock = clock
         self._heap: list[tuple[int, int, str, envelope_pb2.Envelope, bool, int, int]] = []
         self._counter = itertools.count()
@@ -297,13 +305,19 @@ class Session:
     async def next_frame(self) -> connect_pb2.ConnectResponse | None:
         """The next frame to send; None when the session closed cleanly.
 
-        Raises the close error when the session was closed with one.
+        With ``max_batch`` > 1, several queued post results and deliveries come as one ``batch``
+        frame (a batch of one as its single frame). Raises the close error when the session was
+        closed with one.
         """
         while True:
             if self._control:
-                frame, size = self._control.popleft()
-                self._release(size)
-                return frame
+                if self.max_batch == 1:
+                    frame, size = self._control.popleft()
+                    self._release(size)
+                    return frame
+                batch = self._batch()
+                assert batch is not None  # a queued post result always fits
+                return batch
             if self._pong is not None:
                 (frame, size), self._pong = self._pong, None
                 self._release(size)
@@ -313,21 +327,65 @@ class Session:
                     raise self._close_error
                 return None
             if self._heap and self._in_flight < self.max_in_flight:
-                _, _, channel_id, wire, replay, prev, size = heapq.heappop(self._heap)
-                self._release(size)
-                state = self._cursors[channel_id]
-                if wire.seq not in state.outstanding:
+                if self.max_batch > 1:
+                    batch = self._batch()
+                    if batch is not None:
+                        return batch
                     continue
-                state.sent.add(wire.seq)
-                self._in_flight += 1
-                if is_expired(wire, self._clock()):
-                    # Stale: withhold the content but keep the slot, so client cursors stay exact.
-                    stub = envelope_pb2.Envelope(
-                        channel_id=channel_id, seq=wire.seq, envelope_id=wire.envelope_id, event_type=wire.event_type
-                    )
-                    delivery = connect_pb2.Delivery(envelope=stub, replay=replay, prev_seq=prev, expired=True)
-                else:
-                    delivery = connect_pb2.Delivery(envelope=wire, replay=replay, prev_seq=prev)
-                return connect_pb2.ConnectResponse(delivery=delivery)
+                popped = self._pop_delivery()
+                if popped is not None:
+                    return connect_pb2.ConnectResponse(delivery=popped[0])
+                continue
             self._wakeup.clear()
             await self._wakeup.wait()
+
+    def _batch(self) -> connect_pb2.ConnectResponse | None:
+        """Pack what is queued now: post results first, then (unless a pong waits to go before them)
+        deliveries, within ``max_batch`` entries and ``max_batch_bytes`` (the first entry always fits).
+        None when everything it looked at was acked meanwhile."""
+        results: list[connect_pb2.PostResult] = []
+        deliveries: list[connect_pb2.Delivery] = []
+        count = total = 0
+        limit, budget = self.max_batch, self.max_batch_bytes
+        control = self._control
+        while control and count < limit and (not count or total + control[0][1] <= budget):
+            frame, size = control.popleft()
+            self._release(size)
+            results.append(frame.post_result)
+            count += 1
+            total += size
+        heap = self._heap
+        if self._pong is None:
+            while heap and count < limit and self._in_flight < self.max_in_flight:
+                size = heap[0][6]
+                if count and total + size > budget:
+                    break
+                popped = self._pop_delivery()
+                if popped is not None:
+                    deliveries.append(popped[0])
+                    count += 1
+                    total += popped[1]
+        if count == 0:
+            return None
+        if count == 1:
+            if results:
+                return connect_pb2.ConnectResponse(post_result=results[0])
+            return connect_pb2.ConnectResponse(delivery=deliveries[0])
+        return connect_pb2.ConnectResponse(batch=connect_pb2.Batch(post_results=results, deliveries=deliveries))
+
+    def _pop_delivery(self) -> tuple[connect_pb2.Delivery, int] | None:
+        """Take the first queued delivery (None when it was acked meanwhile) and count it in flight."""
+        _, _, channel_id, wire, replay, prev, size = heapq.heappop(self._heap)
+        self._release(size)
+        state = self._cursors[channel_id]
+        if wire.seq not in state.outstanding:
+            return None
+        state.sent.add(wire.seq)
+        self._in_flight += 1
+        if is_expired(wire, self._clock()):
+            # Stale: withhold the content but keep the slot, so client cursors stay exact.
+            stub = envelope_pb2.Envelope(
+                channel_id=channel_id, seq=wire.seq, envelope_id=wire.envelope_id, event_type=wire.event_type
+            )
+            return connect_pb2.Delivery(envelope=stub, replay=replay, prev_seq=prev, expired=True), size
+        return connect_pb2.Delivery(envelope=wire, replay=replay, prev_seq=prev), size
