@@ -12,8 +12,9 @@ content-less ``expired`` slots. A session whose client asked for batches
 (``max_batch`` > 1) packs what is already queued when the stream is ready to write
 (post results, then deliveries in the same order, within ``max_batch`` entries and
 ``max_batch_bytes``) into one ``batch`` frame; it never waits to fill one. While a
-session replays the WAL from its resume cursors, live envelopes wait in a buffer so order is kept. Opening, resuming and
-closing sessions, and writing their cursors to the store, is :mod:`hubsvc.core.sessions`.
+session replays the WAL from its resume cursors, live envelopes wait in a buffer so
+order is kept. Opening, resuming and closing sessions, and writing their cursors to
+the store, is :mod:`hubsvc.core.sessions`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ _PRIORITY_RANK = {
     envelope_pb2.PRIORITY_UNSPECIFIED: 1,
     envelope_pb2.PRIORITY_BACKGROUND: 2,
 }
+
+
+_Outgoing = tuple[envelope_pb2.Envelope, bool, int]
+"""A delivery taken from the queue: (envelope, replay, prev_seq)."""
 
 
 def is_expired(wire: envelope_pb2.Envelope, now: float) -> bool:
@@ -334,7 +339,7 @@ class Session:
                     continue
                 popped = self._pop_delivery()
                 if popped is not None:
-                    return connect_pb2.ConnectResponse(delivery=popped[0])
+                    return self._single(popped)
                 continue
             self._wakeup.clear()
             await self._wakeup.wait()
@@ -343,15 +348,15 @@ class Session:
         """Pack what is queued now: post results first, then (unless a pong waits to go before them)
         deliveries, within ``max_batch`` entries and ``max_batch_bytes`` (the first entry always fits).
         None when everything it looked at was acked meanwhile."""
-        results: list[connect_pb2.PostResult] = []
-        deliveries: list[connect_pb2.Delivery] = []
+        results: list[connect_pb2.ConnectResponse] = []
+        deliveries: list[_Outgoing] = []
         count = total = 0
         limit, budget = self.max_batch, self.max_batch_bytes
         control = self._control
         while control and count < limit and (not count or total + control[0][1] <= budget):
             frame, size = control.popleft()
             self._release(size)
-            results.append(frame.post_result)
+            results.append(frame)
             count += 1
             total += size
         heap = self._heap
@@ -362,18 +367,27 @@ class Session:
                     break
                 popped = self._pop_delivery()
                 if popped is not None:
-                    deliveries.append(popped[0])
+                    deliveries.append(popped)
                     count += 1
-                    total += popped[1]
-        if count == 0:
-            return None
-        if count == 1:
+                    total += size
+        if count <= 1:
             if results:
-                return connect_pb2.ConnectResponse(post_result=results[0])
-            return connect_pb2.ConnectResponse(delivery=deliveries[0])
-        return connect_pb2.ConnectResponse(batch=connect_pb2.Batch(post_results=results, deliveries=deliveries))
+                return results[0]
+            return self._single(deliveries[0]) if deliveries else None
+        response = connect_pb2.ConnectResponse()
+        batch = response.batch
+        for frame in results:
+            batch.post_results.add().CopyFrom(frame.post_result)
+        for outgoing in deliveries:
+            self._fill(batch.deliveries.add(), outgoing)
+        return response
 
-    def _pop_delivery(self) -> tuple[connect_pb2.Delivery, int] | None:
+    def _single(self, outgoing: _Outgoing) -> connect_pb2.ConnectResponse:
+        response = connect_pb2.ConnectResponse()
+        self._fill(response.delivery, outgoing)
+        return response
+
+    def _pop_delivery(self) -> _Outgoing | None:
         """Take the first queued delivery (None when it was acked meanwhile) and count it in flight."""
         _, _, channel_id, wire, replay, prev, size = heapq.heappop(self._heap)
         self._release(size)
@@ -382,10 +396,22 @@ class Session:
             return None
         state.sent.add(wire.seq)
         self._in_flight += 1
+        return wire, replay, prev
+
+    def _fill(self, delivery: connect_pb2.Delivery, outgoing: _Outgoing) -> None:
+        """Write one delivery into ``delivery`` (an expired envelope as its content-less slot)."""
+        wire, replay, prev = outgoing
         if is_expired(wire, self._clock()):
             # Stale: withhold the content but keep the slot, so client cursors stay exact.
-            stub = envelope_pb2.Envelope(
-                channel_id=channel_id, seq=wire.seq, envelope_id=wire.envelope_id, event_type=wire.event_type
+            env = delivery.envelope
+            env.channel_id, env.seq, env.envelope_id, env.event_type = (
+                wire.channel_id,
+                wire.seq,
+                wire.envelope_id,
+                wire.event_type,
             )
-            return connect_pb2.Delivery(envelope=stub, replay=replay, prev_seq=prev, expired=True), size
-        return connect_pb2.Delivery(envelope=wire, replay=replay, prev_seq=prev), size
+            delivery.expired = True
+        else:
+            delivery.envelope.CopyFrom(wire)
+        delivery.replay = replay
+        delivery.prev_seq = prev
