@@ -13,15 +13,17 @@ OnDelivery = Callable[[envelope_pb2.Envelope], None]
 
 
 class BenchPeer:
-    """One participant: a Connect stream with pipelined posts and immediate acks."""
+    """One participant: a Connect stream with pipelined posts and immediate acks (one Ack frame per
+    frame received); asks for batched frames of up to ``max_batch`` entries (0 = one per frame)."""
 
-    def __init__(self, channel: grpc.aio.Channel, credential: str, agent_id: str = "") -> None:
+    def __init__(self, channel: grpc.aio.Channel, credential: str, agent_id: str = "", max_batch: int = 0) -> None:
         self.stub = hub_pb2_grpc.HubServiceStub(channel)
         self.credential = credential
         self.agent_id = agent_id
         self.metadata = (("authorization", f"Bearer {credential}"),)
         self.on_delivery: OnDelivery = lambda env: None
         self.ack = True
+        self.max_batch = max_batch
         self._out: asyncio.Queue[connect_pb2.ConnectRequest] = asyncio.Queue()
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
         self._ids = itertools.count()
@@ -32,7 +34,9 @@ class BenchPeer:
         """Open the stream (``channels`` become Hello cursors: the relay joins them)."""
         self._out.put_nowait(
             connect_pb2.ConnectRequest(
-                hello=connect_pb2.Hello(credential=self.credential, cursors={c: 0 for c in channels or []})
+                hello=connect_pb2.Hello(
+                    credential=self.credential, cursors={c: 0 for c in channels or []}, max_batch=self.max_batch
+                )
             )
         )
 
@@ -43,25 +47,33 @@ class BenchPeer:
         self._call = self.stub.Connect(frames())
         welcomed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
+        def deliver(deliveries: list[connect_pb2.Delivery]) -> None:
+            if self.ack:
+                entries = [
+                    connect_pb2.AckEntry(channel_id=d.envelope.channel_id, seq=d.envelope.seq) for d in deliveries
+                ]
+                self._out.put_nowait(connect_pb2.ConnectRequest(ack=connect_pb2.Ack(entries=entries)))
+            for d in deliveries:
+                self.on_delivery(d.envelope)
+
+        def resolve(result: connect_pb2.PostResult) -> None:
+            fut = self._results.pop(result.request_id, None)
+            if fut is not None:
+                fut.set_result(result)
+
         async def read() -> None:
             assert self._call is not None
             async for frame in self._call:
                 kind = frame.WhichOneof("frame")
                 if kind == "delivery":
-                    env = frame.delivery.envelope
-                    if self.ack:
-                        self._out.put_nowait(
-                            connect_pb2.ConnectRequest(
-                                ack=connect_pb2.Ack(
-                                    entries=[connect_pb2.AckEntry(channel_id=env.channel_id, seq=env.seq)]
-                                )
-                            )
-                        )
-                    self.on_delivery(env)
+                    deliver([frame.delivery])
+                elif kind == "batch":
+                    for result in frame.batch.post_results:
+                        resolve(result)
+                    if frame.batch.deliveries:
+                        deliver(list(frame.batch.deliveries))
                 elif kind == "post_result":
-                    fut = self._results.pop(frame.post_result.request_id, None)
-                    if fut is not None:
-                        fut.set_result(frame.post_result)
+                    resolve(frame.post_result)
                 elif kind == "welcome" and not welcomed.done():
                     welcomed.set_result(None)
 

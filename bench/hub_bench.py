@@ -79,13 +79,13 @@ class Setup:
             await c.close()
 
 
-async def setup_hub(target: str, n: int, channel_type: str, tag: str) -> Setup:
+async def setup_hub(target: str, n: int, channel_type: str, tag: str, max_batch: int = 0) -> Setup:
     """Register ``n`` agents, connect each on its own connection, open a channel, ack invites."""
     chans = [grpc.aio.insecure_channel(target) for _ in range(n)]
     peers = []
     for i, ch in enumerate(chans):
         agent_id, cred = await register(ch, f"{tag}-{i}")
-        peers.append(BenchPeer(ch, cred, agent_id))
+        peers.append(BenchPeer(ch, cred, agent_id, max_batch=max_batch))
     for p in peers:
         await p.connect()
     opened = asyncio.get_running_loop().create_future()
@@ -111,10 +111,10 @@ async def setup_hub(target: str, n: int, channel_type: str, tag: str) -> Setup:
     return Setup(peers, resp.channel.channel_id, chans)
 
 
-async def setup_relay(target: str, n: int) -> Setup:
+async def setup_relay(target: str, n: int, max_batch: int = 0) -> Setup:
     """``n`` peers on the floor relay, all joined to one channel."""
     chans = [grpc.aio.insecure_channel(target) for _ in range(n)]
-    peers = [BenchPeer(ch, f"peer-{i}") for i, ch in enumerate(chans)]
+    peers = [BenchPeer(ch, f"peer-{i}", max_batch=max_batch) for i, ch in enumerate(chans)]
     for p in peers:
         await p.connect(["c1"])
     return Setup(peers, "c1", chans)
@@ -234,14 +234,14 @@ def autogen(agents_python: str | None, iterations: int, count: int) -> dict[str,
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-async def run_remote(kind: str, proc: Proc, iterations: int, count: int, window: int) -> dict[str, Any]:
-    """The three network workloads against the hub or the relay."""
+async def run_remote(kind: str, proc: Proc, iterations: int, count: int, window: int, max_batch: int) -> dict[str, Any]:
+    """The three network workloads against the hub or the relay (clients ask both for the same batches)."""
     results: dict[str, Any] = {}
 
     async def build(n: int, channel_type: str, tag: str) -> Setup:
         if kind == "hub":
-            return await setup_hub(proc.target, n, channel_type, tag)
-        return await setup_relay(proc.target, n)
+            return await setup_hub(proc.target, n, channel_type, tag, max_batch)
+        return await setup_relay(proc.target, n, max_batch)
 
     s = await build(2, "conversation", "rtt")
     results["rtt"] = await round_trips(s, iterations, warmup=min(200, iterations))
@@ -265,8 +265,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         relay = start(["bench.relay", "--port", "0"])
         hub = start(["hubsvc", "--port", "0", "--db", f"{tmp}/hub.db", "--log-level", "WARNING"])
         try:
-            report["floor"] = await run_remote("relay", relay, args.iterations, args.count, args.window)
-            report["hub"] = await run_remote("hub", hub, args.iterations, args.count, args.window)
+            report["floor"] = await run_remote("relay", relay, args.iterations, args.count, args.window, args.max_batch)
+            report["hub"] = await run_remote("hub", hub, args.iterations, args.count, args.window, args.max_batch)
         finally:
             relay.stop()
             hub.stop()
@@ -312,6 +312,12 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=2000, help="round trips to time")
     parser.add_argument("--count", type=int, default=20000, help="envelopes for the throughput run")
     parser.add_argument("--window", type=int, default=512, help="outstanding posts")
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=256,
+        help="Hello.max_batch of every hub and floor client (0 = one post result or delivery per frame)",
+    )
     parser.add_argument("--hydrate-envelopes", type=int, default=1_000_000)
     parser.add_argument("--idle-agents", type=int, default=1000)
     parser.add_argument(

@@ -3,6 +3,9 @@ hub, with no WAL, no registry, no rules and no acks — the most a Python gRPC h
 
 A session joins every channel named in its Hello cursors; a post is stamped with a
 seq, answered with a PostResult and forwarded to every other member of its channel.
+A session whose Hello sets ``max_batch`` gets what is queued for it packed into
+``batch`` frames the way the hub packs them (post results first, at most
+``max_batch`` entries and ``MAX_BATCH_BYTES``, never waiting to fill one).
 Run: ``python -m bench.relay --port 0``.
 """
 
@@ -24,6 +27,40 @@ SERVER_OPTIONS = [
 ]
 
 
+MAX_BATCH_BYTES = 1024 * 1024
+"""The hub's default --max-batch-bytes."""
+
+
+def pack(
+    first: connect_pb2.ConnectResponse, queue: asyncio.Queue[connect_pb2.ConnectResponse], limit: int
+) -> tuple[connect_pb2.ConnectResponse, connect_pb2.ConnectResponse | None]:
+    """``first`` plus whatever else is queued now, as one frame of at most ``limit`` entries and
+    ``MAX_BATCH_BYTES``; also returns the frame taken that did not fit (it goes first next time)."""
+    if queue.empty() or limit <= 1:
+        return first, None
+    results: list[connect_pb2.PostResult] = []
+    deliveries: list[connect_pb2.Delivery] = []
+    frame, carry = first, None
+    count = total = 0
+    while True:
+        size = frame.ByteSize()
+        if count and total + size > MAX_BATCH_BYTES:
+            carry = frame
+            break
+        if frame.WhichOneof("frame") == "post_result":
+            results.append(frame.post_result)
+        else:
+            deliveries.append(frame.delivery)
+        count += 1
+        total += size
+        if count >= limit or queue.empty():
+            break
+        frame = queue.get_nowait()
+    if count == 1:
+        return first, carry
+    return connect_pb2.ConnectResponse(batch=connect_pb2.Batch(post_results=results, deliveries=deliveries)), carry
+
+
 class RelayServicer(hub_pb2_grpc.HubServiceServicer):
     """Connect only."""
 
@@ -36,6 +73,7 @@ class RelayServicer(hub_pb2_grpc.HubServiceServicer):
     ) -> AsyncIterator[connect_pb2.ConnectResponse]:
         first = await anext(aiter(request_iterator))
         me = first.hello.credential
+        max_batch = first.hello.max_batch
         queue: asyncio.Queue[connect_pb2.ConnectResponse] = asyncio.Queue()
         for channel_id in first.hello.cursors:
             self.members.setdefault(channel_id, {})[me] = queue
@@ -61,8 +99,10 @@ class RelayServicer(hub_pb2_grpc.HubServiceServicer):
         reader = asyncio.create_task(read())
         try:
             yield connect_pb2.ConnectResponse(welcome=connect_pb2.Welcome(agent_id=me))
+            carry: connect_pb2.ConnectResponse | None = None
             while True:
-                yield await queue.get()
+                frame, carry = pack(carry if carry is not None else await queue.get(), queue, max_batch)
+                yield frame
         finally:
             reader.cancel()
             for members in self.members.values():

@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from hubsvc.core.options import HubOptions
+from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 from servicekit.tls import ServerTls, add_tls_arguments, env_flag, tls_from_args
+
+MAX_BATCH_BYTES_CEILING = DEFAULT_MAX_MESSAGE_BYTES // 2
+"""Largest --max-batch-bytes: a batch (plus its framing) always fits in one gRPC message."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,10 @@ class HubConfig:
     (AGENTNET_HUB_RATE_AUDIT_WINDOW)."""
     max_stream_buffer_bytes: int = HubOptions.max_stream_buffer_bytes
     """Bytes queued for one client stream before the hub ends it (AGENTNET_HUB_MAX_STREAM_BUFFER_BYTES)."""
+    max_batch: int = HubOptions.max_batch
+    """Most post results and deliveries per Connect batch frame (AGENTNET_HUB_MAX_BATCH)."""
+    max_batch_bytes: int = HubOptions.max_batch_bytes
+    """Most bytes of post results and envelopes per Connect batch frame (AGENTNET_HUB_MAX_BATCH_BYTES)."""
     policy: Path | None = None
     """Governance policy file, YAML or JSON (docs/governance.md); reloaded when it changes (AGENTNET_HUB_POLICY)."""
     policy_poll_interval: float = HubOptions.policy_poll_interval
@@ -95,6 +103,8 @@ class HubConfig:
             max_ttl_seconds=self.max_ttl_seconds,
             max_wait_seconds=self.max_wait_seconds,
             max_stream_buffer_bytes=self.max_stream_buffer_bytes,
+            max_batch=self.max_batch,
+            max_batch_bytes=self.max_batch_bytes,
             rate_audit_window=self.rate_audit_window,
             policy_poll_interval=self.policy_poll_interval,
             arbiter_timeout=self.arbiter_timeout,
@@ -219,6 +229,24 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--max-batch",
+        "AGENTNET_HUB_MAX_BATCH",
+        d.max_batch,
+        "most post results and deliveries the hub packs into one Connect batch frame for a client whose "
+        "Hello.max_batch asks for batches (it gets min(its max_batch, this)); 1 = never batch",
+        type=int,
+    )
+    _flag(
+        parser,
+        "--max-batch-bytes",
+        "AGENTNET_HUB_MAX_BATCH_BYTES",
+        d.max_batch_bytes,
+        "most bytes of post results and envelopes in one Connect batch frame (a larger entry goes alone); "
+        f"at most {MAX_BATCH_BYTES_CEILING} (half the gRPC message limit)",
+        type=int,
+    )
+    _flag(
+        parser,
         "--max-json-depth",
         "AGENTNET_MAX_JSON_DEPTH",
         d.max_json_depth,
@@ -321,6 +349,12 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         parser.error("--cursor-flush-interval must be in (0, 60] seconds")
     if args.max_stream_buffer_bytes <= 0:
         parser.error("--max-stream-buffer-bytes must be positive")
+    if not 1 <= args.max_batch <= 100_000:
+        parser.error("--max-batch must be in [1, 100000]")
+    if not 0 < args.max_batch_bytes <= MAX_BATCH_BYTES_CEILING:
+        parser.error(
+            f"--max-batch-bytes must be in (0, {MAX_BATCH_BYTES_CEILING}]: a batch must fit in one gRPC message"
+        )
     if not 0 < args.rate_audit_window <= 86400:
         parser.error("--rate-audit-window must be in (0, 86400] seconds")
     if not 0 < args.policy_poll_interval <= 3600:
@@ -348,6 +382,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         max_ttl_seconds=args.max_ttl_seconds,
         max_wait_seconds=args.max_wait_seconds,
         max_stream_buffer_bytes=args.max_stream_buffer_bytes,
+        max_batch=args.max_batch,
+        max_batch_bytes=args.max_batch_bytes,
         rate_audit_window=args.rate_audit_window,
         operator_token_file=args.operator_token_file,
         tls=tls,

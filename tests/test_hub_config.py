@@ -81,3 +81,15 @@ def test_the_cursor_flush_interval_is_a_flag(capsys: pytest.CaptureFixture[str])
         with pytest.raises(SystemExit):
             parse_args(["--cursor-flush-interval", bad])
     assert "--cursor-flush-interval must be in (0, 60] seconds" in capsys.readouterr().err
+
+
+def test_the_batch_limits_are_flags(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("AGENTNET_HUB_MAX_BATCH", "32")
+    options = parse_args(["--max-batch-bytes", "65536"]).options()
+    assert (options.max_batch, options.max_batch_bytes) == (32, 65536)
+    with pytest.raises(SystemExit):
+        parse_args(["--max-batch", "0"])
+    assert "--max-batch must be in [1, 100000]" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--max-batch-bytes", str(16 * 1024 * 1024)])  # a batch must fit in one gRPC message
+    assert "--max-batch-bytes must be in (0, 8388608]" in capsys.readouterr().err

@@ -4,7 +4,8 @@
 with jittered backoff when the stream breaks, hands every envelope to the
 identity's dispatcher exactly once (duplicates after a reconnect are dropped by
 envelope id), processes each channel in order while channels run in parallel,
-acks after processing, and posts envelopes over the stream (falling back to the
+acks after processing (the acks of one event-loop turn in one frame), asks the hub
+for batched frames (``max_batch``) and unpacks them in order, and posts envelopes over the stream (falling back to the
 unary ``PostEnvelope`` when the stream is down; every post carries an idempotency
 key, so a retry never admits a copy); a post refused with RATE_LIMITED is sent again
 after the hub's ``retry_after_seconds`` (:mod:`agentsdk.backoff`).
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
+from agentsdk.network.acks import AckCoalescer
 from agentsdk.network.cursors import CursorBook
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
@@ -51,6 +53,7 @@ class DeliveryStream:
         *,
         cursors: CursorBook | None = None,
         max_in_flight: int = 256,
+        max_batch: int = 256,
         client_name: str = "agentsdk-python",
         max_backoff: float = 2.0,
     ) -> None:
@@ -62,6 +65,8 @@ class DeliveryStream:
         self.dispatch = dispatch
         self.cursors = cursors or CursorBook()
         self.max_in_flight = max_in_flight
+        self.max_batch = max_batch
+        """Most post results and deliveries per frame the hub may send (0 = one per frame)."""
         self.client_name = client_name
         self.max_backoff = max_backoff
         self.connected = asyncio.Event()
@@ -74,6 +79,7 @@ class DeliveryStream:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
+        self._acks = AckCoalescer(self._send_ack)
 
     async def start(self, timeout: float = 30.0) -> None:
         """Connect and wait for the first Welcome (raises the hub's error if refused)."""
@@ -117,6 +123,7 @@ class DeliveryStream:
                 credential=self.credential,
                 cursors=self.cursors.snapshot(),
                 max_in_flight=self.max_in_flight,
+                max_batch=self.max_batch,
                 client_name=self.client_name,
             )
             outbox.put_nowait(connect_pb2.ConnectRequest(hello=hello))
@@ -127,10 +134,13 @@ class DeliveryStream:
                     kind = frame.WhichOneof("frame")
                     if kind == "delivery":
                         self._route(frame.delivery)
+                    elif kind == "batch":
+                        for result in frame.batch.post_results:
+                            self._resolve(result)
+                        for delivery in frame.batch.deliveries:
+                            self._route(delivery)
                     elif kind == "post_result":
-                        fut = self._results.pop(frame.post_result.request_id, None)
-                        if fut is not None and not fut.done():
-                            fut.set_result(frame.post_result)
+                        self._resolve(frame.post_result)
                     elif kind == "welcome":
                         self.cursors.resume(dict(frame.welcome.cursors))
                         self.connected.set()
@@ -156,6 +166,11 @@ class DeliveryStream:
             if not fut.done():
                 fut.set_exception(error)
 
+    def _resolve(self, result: connect_pb2.PostResult) -> None:
+        fut = self._results.pop(result.request_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(result)
+
     def _route(self, delivery: connect_pb2.Delivery) -> None:
         channel_id = delivery.envelope.channel_id
         queue = self._channels.get(channel_id)
@@ -177,7 +192,7 @@ class DeliveryStream:
                 except Exception:
                     log.exception("handler failed on %s %s", env.event_type, env.envelope_id)
             self.cursors.processed(channel_id, delivery.prev_seq, env.seq)
-            self._ack(channel_id, env.seq)
+            self._acks.add(channel_id, env.seq)
             if env.event_type in _CHANNEL_ENDED and queue.empty():
                 # Nothing follows a channel's end: retire its worker (a replay would start a new one).
                 del self._channels[channel_id], self._workers[channel_id]
@@ -188,9 +203,8 @@ class DeliveryStream:
         if len(self._seen) > 100_000:
             self._seen.pop(next(iter(self._seen)))
 
-    def _ack(self, channel_id: str, seq: int) -> None:
-        if self.connected.is_set():
-            ack = connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=channel_id, seq=seq)])
+    def _send_ack(self, ack: connect_pb2.Ack) -> None:
+        if self.connected.is_set():  # else the next stream replays what was not acked
             self._outbox.put_nowait(connect_pb2.ConnectRequest(ack=ack))
 
     async def post(self, envelope: envelope_pb2.Envelope, timeout: float = 30.0) -> envelope_pb2.Envelope:

@@ -8,9 +8,13 @@ the cursor of a channel is the highest seq below which everything visible was
 acked (or was not for this participant to see). Each delivery names the previous
 seq of the participant's chain (``prev_seq``) so clients can keep exact cursors of
 their own. Envelopes whose ``ttl_seconds`` ran out before delivery are sent as
-content-less ``expired`` slots. While a session replays the WAL from its resume
-cursors, live envelopes wait in a buffer so order is kept. Opening, resuming and
-closing sessions, and writing their cursors to the store, is :mod:`hubsvc.core.sessions`.
+content-less ``expired`` slots. A session whose client asked for batches
+(``max_batch`` > 1) packs what is already queued when the stream is ready to write
+(post results, then deliveries in the same order, within ``max_batch`` entries and
+``max_batch_bytes``) into one ``batch`` frame; it never waits to fill one. While a
+session replays the WAL from its resume cursors, live envelopes wait in a buffer so
+order is kept. Opening, resuming and closing sessions, and writing their cursors to
+the store, is :mod:`hubsvc.core.sessions`.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ _PRIORITY_RANK = {
     envelope_pb2.PRIORITY_UNSPECIFIED: 1,
     envelope_pb2.PRIORITY_BACKGROUND: 2,
 }
+
+
+_Outgoing = tuple[envelope_pb2.Envelope, bool, int]
+"""A delivery taken from the queue: (envelope, replay, prev_seq)."""
 
 
 def is_expired(wire: envelope_pb2.Envelope, now: float) -> bool:
@@ -86,6 +94,8 @@ class Session:
         max_queued: int,
         clock: Clock,
         max_bytes: int = 32 * 1024 * 1024,
+        max_batch: int = 1,
+        max_batch_bytes: int = 1024 * 1024,
         on_dirty: Callable[[Session], None] | None = None,
         on_cursor: Callable[[str, str, int], None] | None = None,
     ) -> None:
@@ -94,6 +104,9 @@ class Session:
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
         self.max_bytes = max_bytes
+        self.max_batch = max(1, max_batch)
+        """Most entries per frame; 1 = single frames only (clients that did not opt in)."""
+        self.max_batch_bytes = max_batch_bytes
         self._clock = clock
         self._heap: list[tuple[int, int, str, envelope_pb2.Envelope, bool, int, int]] = []
         self._counter = itertools.count()
@@ -297,13 +310,19 @@ class Session:
     async def next_frame(self) -> connect_pb2.ConnectResponse | None:
         """The next frame to send; None when the session closed cleanly.
 
-        Raises the close error when the session was closed with one.
+        With ``max_batch`` > 1, several queued post results and deliveries come as one ``batch``
+        frame (a batch of one as its single frame). Raises the close error when the session was
+        closed with one.
         """
         while True:
             if self._control:
-                frame, size = self._control.popleft()
-                self._release(size)
-                return frame
+                if self.max_batch == 1:
+                    frame, size = self._control.popleft()
+                    self._release(size)
+                    return frame
+                batch = self._batch()
+                assert batch is not None  # a queued post result always fits
+                return batch
             if self._pong is not None:
                 (frame, size), self._pong = self._pong, None
                 self._release(size)
@@ -313,21 +332,86 @@ class Session:
                     raise self._close_error
                 return None
             if self._heap and self._in_flight < self.max_in_flight:
-                _, _, channel_id, wire, replay, prev, size = heapq.heappop(self._heap)
-                self._release(size)
-                state = self._cursors[channel_id]
-                if wire.seq not in state.outstanding:
+                if self.max_batch > 1:
+                    batch = self._batch()
+                    if batch is not None:
+                        return batch
                     continue
-                state.sent.add(wire.seq)
-                self._in_flight += 1
-                if is_expired(wire, self._clock()):
-                    # Stale: withhold the content but keep the slot, so client cursors stay exact.
-                    stub = envelope_pb2.Envelope(
-                        channel_id=channel_id, seq=wire.seq, envelope_id=wire.envelope_id, event_type=wire.event_type
-                    )
-                    delivery = connect_pb2.Delivery(envelope=stub, replay=replay, prev_seq=prev, expired=True)
-                else:
-                    delivery = connect_pb2.Delivery(envelope=wire, replay=replay, prev_seq=prev)
-                return connect_pb2.ConnectResponse(delivery=delivery)
+                popped = self._pop_delivery()
+                if popped is not None:
+                    return self._single(popped)
+                continue
             self._wakeup.clear()
             await self._wakeup.wait()
+
+    def _batch(self) -> connect_pb2.ConnectResponse | None:
+        """Pack what is queued now: post results first, then (unless a pong waits to go before them)
+        deliveries, within ``max_batch`` entries and ``max_batch_bytes`` (the first entry always fits).
+        None when everything it looked at was acked meanwhile."""
+        results: list[connect_pb2.ConnectResponse] = []
+        deliveries: list[_Outgoing] = []
+        count = total = 0
+        limit, budget = self.max_batch, self.max_batch_bytes
+        control = self._control
+        while control and count < limit and (not count or total + control[0][1] <= budget):
+            frame, size = control.popleft()
+            self._release(size)
+            results.append(frame)
+            count += 1
+            total += size
+        heap = self._heap
+        if self._pong is None:
+            while heap and count < limit and self._in_flight < self.max_in_flight:
+                size = heap[0][6]
+                if count and total + size > budget:
+                    break
+                popped = self._pop_delivery()
+                if popped is not None:
+                    deliveries.append(popped)
+                    count += 1
+                    total += size
+        if count <= 1:
+            if results:
+                return results[0]
+            return self._single(deliveries[0]) if deliveries else None
+        response = connect_pb2.ConnectResponse()
+        batch = response.batch
+        for frame in results:
+            batch.post_results.add().CopyFrom(frame.post_result)
+        for outgoing in deliveries:
+            self._fill(batch.deliveries.add(), outgoing)
+        return response
+
+    def _single(self, outgoing: _Outgoing) -> connect_pb2.ConnectResponse:
+        response = connect_pb2.ConnectResponse()
+        self._fill(response.delivery, outgoing)
+        return response
+
+    def _pop_delivery(self) -> _Outgoing | None:
+        """Take the first queued delivery (None when it was acked meanwhile) and count it in flight."""
+        _, _, channel_id, wire, replay, prev, size = heapq.heappop(self._heap)
+        self._release(size)
+        state = self._cursors[channel_id]
+        if wire.seq not in state.outstanding:
+            return None
+        state.sent.add(wire.seq)
+        self._in_flight += 1
+        return wire, replay, prev
+
+    def _fill(self, delivery: connect_pb2.Delivery, outgoing: _Outgoing) -> None:
+        """Write one delivery into ``delivery`` (an expired envelope as its content-less slot)."""
+        wire, replay, prev = outgoing
+        if is_expired(wire, self._clock()):
+            # Stale: withhold the content but keep the slot, so client cursors stay exact.
+            env = delivery.envelope
+            env.channel_id, env.seq, env.envelope_id, env.event_type = (
+                wire.channel_id,
+                wire.seq,
+                wire.envelope_id,
+                wire.event_type,
+            )
+            delivery.expired = True
+        else:
+            delivery.envelope.CopyFrom(wire)
+        delivery.replay = replay
+        delivery.prev_seq = prev

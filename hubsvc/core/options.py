@@ -46,6 +46,12 @@ class HubOptions:
     a ReadWal follow) while the client is not reading; beyond it the stream ends with
     RESOURCE_EXHAUSTED / INBOX_FULL and the client resumes from its cursors (Connect) or from
     the seq the error names (ReadWal). A single envelope larger than this is still sent."""
+    max_batch: int = 256
+    """Most post results and deliveries in one Connect ``batch`` frame (Hello.max_batch asks for up to this;
+    clients that ask for nothing get one per frame)."""
+    max_batch_bytes: int = 1024 * 1024
+    """Most bytes of post results and envelopes in one ``batch`` frame (an entry larger than this goes alone);
+    at most half the gRPC message limit, so a batch always fits in a message."""
     cursor_flush_interval: float = 0.2
     """Seconds between batched writes of acked cursors."""
     sweep_interval: float = 1.0

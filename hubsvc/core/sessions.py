@@ -72,6 +72,8 @@ class Sessions:
             max_queued=self._options.max_queued,
             clock=self._clock,
             max_bytes=self._options.max_stream_buffer_bytes,
+            max_batch=min(hello.max_batch, self._options.max_batch) if hello.max_batch else 1,
+            max_batch_bytes=self._options.max_batch_bytes,
             on_dirty=self._note_dirty,
             on_cursor=self._on_cursor,
         )

@@ -128,6 +128,8 @@ class Participant:
         """(channel_id, prev_seq, seq) of every delivery, in arrival order."""
         self.expired: list[envelope_pb2.Envelope] = []
         """Content-less slots of envelopes whose TTL ran out before delivery."""
+        self.frames: list[connect_pb2.ConnectResponse] = []
+        """Every post_result, delivery and batch frame received, in order."""
 
     async def rpc(self, method: str, request: Any, *, timeout: float | None = None, **kwargs: Any) -> Any:
         """Call a unary RPC with this participant's credential.
@@ -142,14 +144,15 @@ class Participant:
         pending = stub_method(request, metadata=self.metadata, timeout=self.deadline, **kwargs)
         return await call(pending, deadline=self.deadline, what=method)
 
-    async def connect(self, cursors: dict[str, int] | None = None, max_in_flight: int = 0) -> connect_pb2.Welcome:
+    async def connect(
+        self, cursors: dict[str, int] | None = None, max_in_flight: int = 0, max_batch: int = 0
+    ) -> connect_pb2.Welcome:
         """Open the Connect stream and wait for Welcome."""
         self._outbox = asyncio.Queue()
-        self._outbox.put_nowait(
-            connect_pb2.ConnectRequest(
-                hello=connect_pb2.Hello(credential=self.credential, cursors=cursors or {}, max_in_flight=max_in_flight)
-            )
+        hello = connect_pb2.Hello(
+            credential=self.credential, cursors=cursors or {}, max_in_flight=max_in_flight, max_batch=max_batch
         )
+        self._outbox.put_nowait(connect_pb2.ConnectRequest(hello=hello))
 
         async def frames() -> AsyncIterator[connect_pb2.ConnectRequest]:
             while True:
@@ -168,11 +171,17 @@ class Participant:
                     if kind == "welcome":
                         welcomed.set_result(frame.welcome)
                     elif kind == "post_result":
-                        fut = self.results.pop(frame.post_result.request_id, None)
-                        if fut is not None and not fut.done():
-                            fut.set_result(frame.post_result)
+                        self.frames.append(frame)
+                        self._on_result(frame.post_result)
                     elif kind == "delivery":
+                        self.frames.append(frame)
                         await self._on_delivery(frame.delivery)
+                    elif kind == "batch":
+                        self.frames.append(frame)
+                        for result in frame.batch.post_results:
+                            self._on_result(result)
+                        for delivery in frame.batch.deliveries:
+                            await self._on_delivery(delivery)
                     elif kind == "pong":
                         pong = self._pongs.pop(frame.pong.nonce, None)
                         if pong is not None and not pong.done():
@@ -188,6 +197,11 @@ class Participant:
         self._reader = asyncio.create_task(read())
         self.welcome = await asyncio.wait_for(welcomed, 10)
         return self.welcome
+
+    def _on_result(self, result: connect_pb2.PostResult) -> None:
+        fut = self.results.pop(result.request_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(result)
 
     async def _on_delivery(self, delivery: connect_pb2.Delivery) -> None:
         env = delivery.envelope
@@ -206,13 +220,10 @@ class Participant:
     def spawn_post(self, channel_id: str, event_type: str, data: dict[str, Any]) -> None:
         asyncio.get_running_loop().create_task(self.post(channel_id, event_type, data))
 
-    def ack(self, channel_id: str, seq: int) -> None:
-        """Send an Ack frame."""
-        self._outbox.put_nowait(
-            connect_pb2.ConnectRequest(
-                ack=connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=channel_id, seq=seq)])
-            )
-        )
+    def ack(self, channel_id: str, *seqs: int) -> None:
+        """Send one Ack frame acking ``seqs`` of the channel."""
+        entries = [connect_pb2.AckEntry(channel_id=channel_id, seq=seq) for seq in seqs]
+        self._outbox.put_nowait(connect_pb2.ConnectRequest(ack=connect_pb2.Ack(entries=entries)))
 
     async def sync(self) -> None:
         """Round-trip a Ping: once its Pong is back, the hub has handled every frame sent before (e.g. acks)."""

@@ -380,6 +380,8 @@ export class StreamSession {
           credential: this.host.credential,
           cursors: this.book.snapshot(),
           maxInFlight: this.options.maxInFlight ?? 0,
+          // 0: one frame per post result and delivery (this bridge does not unpack Batch frames yet).
+          maxBatch: 0,
           clientName: this.options.clientName ?? "agentnet-bridge-ts/0.1",
         },
       },

@@ -157,6 +157,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_PostResult
 	//	*ConnectResponse_Delivery
 	//	*ConnectResponse_Pong
+	//	*ConnectResponse_Batch
 	Frame         isConnectResponse_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -235,6 +236,15 @@ func (x *ConnectResponse) GetPong() *Pong {
 	return nil
 }
 
+func (x *ConnectResponse) GetBatch() *Batch {
+	if x != nil {
+		if x, ok := x.Frame.(*ConnectResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Frame interface {
 	isConnectResponse_Frame()
 }
@@ -259,6 +269,12 @@ type ConnectResponse_Pong struct {
 	Pong *Pong `protobuf:"bytes,4,opt,name=pong,proto3,oneof"`
 }
 
+type ConnectResponse_Batch struct {
+	// Several post results and deliveries in one frame; sent only to a client
+	// whose Hello set max_batch (see Batch).
+	Batch *Batch `protobuf:"bytes,5,opt,name=batch,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Frame() {}
 
 func (*ConnectResponse_PostResult) isConnectResponse_Frame() {}
@@ -266,6 +282,8 @@ func (*ConnectResponse_PostResult) isConnectResponse_Frame() {}
 func (*ConnectResponse_Delivery) isConnectResponse_Frame() {}
 
 func (*ConnectResponse_Pong) isConnectResponse_Frame() {}
+
+func (*ConnectResponse_Batch) isConnectResponse_Frame() {}
 
 // Hello authenticates the stream and says where to resume.
 type Hello struct {
@@ -283,7 +301,14 @@ type Hello struct {
 	// stream; 0 = the hub's default. Bounds client memory.
 	MaxInFlight uint32 `protobuf:"varint,3,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	// Free-form client identification for logs, e.g. "agentsdk-python/0.1" (at most 256 bytes).
-	ClientName    string `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	ClientName string `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// Most post results and deliveries the hub may pack into one `batch` frame;
+	// 0 (the default) = never batch: every post result and delivery comes in a
+	// frame of its own, as before this field existed. The hub caps it at its
+	// --max-batch (256). A client that sets it must handle `batch` frames as well
+	// as single `post_result` and `delivery` frames (a batch of one is sent as a
+	// single frame).
+	MaxBatch      uint32 `protobuf:"varint,5,opt,name=max_batch,json=maxBatch,proto3" json:"max_batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -344,6 +369,13 @@ func (x *Hello) GetClientName() string {
 		return x.ClientName
 	}
 	return ""
+}
+
+func (x *Hello) GetMaxBatch() uint32 {
+	if x != nil {
+		return x.MaxBatch
+	}
+	return 0
 }
 
 // Welcome confirms the session.
@@ -586,6 +618,68 @@ func (*PostResult_Envelope) isPostResult_Result() {}
 
 func (*PostResult_Error) isPostResult_Result() {}
 
+// Batch carries what was already queued for the stream when the hub wrote the
+// frame: the hub never waits to fill a batch. Handle `post_results` first, then
+// `deliveries`, each in order: that is the order in which the hub would have
+// sent them as single frames (post results ahead of deliveries, deliveries
+// urgent first, each channel's in its prev_seq chain). Every delivery counts
+// against max_in_flight on its own. A batch holds at most Hello.max_batch
+// entries and, unless its only entry is larger, at most the hub's
+// --max-batch-bytes (1 MiB) of post results and envelopes.
+type Batch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Post results, in the order of their Posts' outcomes.
+	PostResults []*PostResult `protobuf:"bytes,1,rep,name=post_results,json=postResults,proto3" json:"post_results,omitempty"`
+	// Deliveries, in delivery order.
+	Deliveries    []*Delivery `protobuf:"bytes,2,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Batch) Reset() {
+	*x = Batch{}
+	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Batch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Batch) ProtoMessage() {}
+
+func (x *Batch) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Batch.ProtoReflect.Descriptor instead.
+func (*Batch) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Batch) GetPostResults() []*PostResult {
+	if x != nil {
+		return x.PostResults
+	}
+	return nil
+}
+
+func (x *Batch) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
 // Delivery carries one envelope to the participant.
 type Delivery struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -610,7 +704,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +716,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +729,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{6}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Delivery) GetEnvelope() *Envelope {
@@ -666,7 +760,8 @@ func (x *Delivery) GetExpired() bool {
 	return false
 }
 
-// Ack confirms processing of delivered envelopes. The hub advances each
+// Ack confirms processing of delivered envelopes (a client acks a whole batch,
+// or whatever it finished processing, in one frame). The hub advances each
 // (participant, channel) cursor past every acked seq once all lower visible seqs
 // are acked too; acking seq N of a channel never acks a seq it has not delivered.
 type Ack struct {
@@ -680,7 +775,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +787,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +800,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{7}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Ack) GetEntries() []*AckEntry {
@@ -728,7 +823,7 @@ type AckEntry struct {
 
 func (x *AckEntry) Reset() {
 	*x = AckEntry{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +835,7 @@ func (x *AckEntry) String() string {
 func (*AckEntry) ProtoMessage() {}
 
 func (x *AckEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +848,7 @@ func (x *AckEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckEntry.ProtoReflect.Descriptor instead.
 func (*AckEntry) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{8}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AckEntry) GetChannelId() string {
@@ -781,7 +876,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +888,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +901,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{9}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Ping) GetNonce() uint64 {
@@ -827,7 +922,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +934,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +947,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{10}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -872,14 +967,15 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\x04post\x18\x02 \x01(\v2\x11.agentnet.v1.PostH\x00R\x04post\x12$\n" +
 	"\x03ack\x18\x03 \x01(\v2\x10.agentnet.v1.AckH\x00R\x03ack\x12'\n" +
 	"\x04ping\x18\x04 \x01(\v2\x11.agentnet.v1.PingH\x00R\x04pingB\a\n" +
-	"\x05frame\"\xe6\x01\n" +
+	"\x05frame\"\x92\x02\n" +
 	"\x0fConnectResponse\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.agentnet.v1.WelcomeH\x00R\awelcome\x12:\n" +
 	"\vpost_result\x18\x02 \x01(\v2\x17.agentnet.v1.PostResultH\x00R\n" +
 	"postResult\x123\n" +
 	"\bdelivery\x18\x03 \x01(\v2\x15.agentnet.v1.DeliveryH\x00R\bdelivery\x12'\n" +
-	"\x04pong\x18\x04 \x01(\v2\x11.agentnet.v1.PongH\x00R\x04pongB\a\n" +
-	"\x05frame\"\xe3\x01\n" +
+	"\x04pong\x18\x04 \x01(\v2\x11.agentnet.v1.PongH\x00R\x04pong\x12*\n" +
+	"\x05batch\x18\x05 \x01(\v2\x12.agentnet.v1.BatchH\x00R\x05batchB\a\n" +
+	"\x05frame\"\x80\x02\n" +
 	"\x05Hello\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\tR\n" +
@@ -887,7 +983,8 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\acursors\x18\x02 \x03(\v2\x1f.agentnet.v1.Hello.CursorsEntryR\acursors\x12\"\n" +
 	"\rmax_in_flight\x18\x03 \x01(\rR\vmaxInFlight\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
-	"clientName\x1a:\n" +
+	"clientName\x12\x1b\n" +
+	"\tmax_batch\x18\x05 \x01(\rR\bmaxBatch\x1a:\n" +
 	"\fCursorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xe9\x01\n" +
@@ -911,7 +1008,12 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\benvelope\x18\x02 \x01(\v2\x15.agentnet.v1.EnvelopeH\x00R\benvelope\x120\n" +
 	"\x05error\x18\x03 \x01(\v2\x18.agentnet.v1.ErrorDetailH\x00R\x05error\x12\x1c\n" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicateB\b\n" +
-	"\x06result\"\x8a\x01\n" +
+	"\x06result\"z\n" +
+	"\x05Batch\x12:\n" +
+	"\fpost_results\x18\x01 \x03(\v2\x17.agentnet.v1.PostResultR\vpostResults\x125\n" +
+	"\n" +
+	"deliveries\x18\x02 \x03(\v2\x15.agentnet.v1.DeliveryR\n" +
+	"deliveries\"\x8a\x01\n" +
 	"\bDelivery\x121\n" +
 	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\x12\x16\n" +
 	"\x06replay\x18\x02 \x01(\bR\x06replay\x12\x19\n" +
@@ -940,7 +1042,7 @@ func file_agentnet_v1_connect_proto_rawDescGZIP() []byte {
 	return file_agentnet_v1_connect_proto_rawDescData
 }
 
-var file_agentnet_v1_connect_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_agentnet_v1_connect_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_agentnet_v1_connect_proto_goTypes = []any{
 	(*ConnectRequest)(nil),  // 0: agentnet.v1.ConnectRequest
 	(*ConnectResponse)(nil), // 1: agentnet.v1.ConnectResponse
@@ -948,37 +1050,41 @@ var file_agentnet_v1_connect_proto_goTypes = []any{
 	(*Welcome)(nil),         // 3: agentnet.v1.Welcome
 	(*Post)(nil),            // 4: agentnet.v1.Post
 	(*PostResult)(nil),      // 5: agentnet.v1.PostResult
-	(*Delivery)(nil),        // 6: agentnet.v1.Delivery
-	(*Ack)(nil),             // 7: agentnet.v1.Ack
-	(*AckEntry)(nil),        // 8: agentnet.v1.AckEntry
-	(*Ping)(nil),            // 9: agentnet.v1.Ping
-	(*Pong)(nil),            // 10: agentnet.v1.Pong
-	nil,                     // 11: agentnet.v1.Hello.CursorsEntry
-	nil,                     // 12: agentnet.v1.Welcome.CursorsEntry
-	(*Envelope)(nil),        // 13: agentnet.v1.Envelope
-	(*ErrorDetail)(nil),     // 14: agentnet.v1.ErrorDetail
+	(*Batch)(nil),           // 6: agentnet.v1.Batch
+	(*Delivery)(nil),        // 7: agentnet.v1.Delivery
+	(*Ack)(nil),             // 8: agentnet.v1.Ack
+	(*AckEntry)(nil),        // 9: agentnet.v1.AckEntry
+	(*Ping)(nil),            // 10: agentnet.v1.Ping
+	(*Pong)(nil),            // 11: agentnet.v1.Pong
+	nil,                     // 12: agentnet.v1.Hello.CursorsEntry
+	nil,                     // 13: agentnet.v1.Welcome.CursorsEntry
+	(*Envelope)(nil),        // 14: agentnet.v1.Envelope
+	(*ErrorDetail)(nil),     // 15: agentnet.v1.ErrorDetail
 }
 var file_agentnet_v1_connect_proto_depIdxs = []int32{
 	2,  // 0: agentnet.v1.ConnectRequest.hello:type_name -> agentnet.v1.Hello
 	4,  // 1: agentnet.v1.ConnectRequest.post:type_name -> agentnet.v1.Post
-	7,  // 2: agentnet.v1.ConnectRequest.ack:type_name -> agentnet.v1.Ack
-	9,  // 3: agentnet.v1.ConnectRequest.ping:type_name -> agentnet.v1.Ping
+	8,  // 2: agentnet.v1.ConnectRequest.ack:type_name -> agentnet.v1.Ack
+	10, // 3: agentnet.v1.ConnectRequest.ping:type_name -> agentnet.v1.Ping
 	3,  // 4: agentnet.v1.ConnectResponse.welcome:type_name -> agentnet.v1.Welcome
 	5,  // 5: agentnet.v1.ConnectResponse.post_result:type_name -> agentnet.v1.PostResult
-	6,  // 6: agentnet.v1.ConnectResponse.delivery:type_name -> agentnet.v1.Delivery
-	10, // 7: agentnet.v1.ConnectResponse.pong:type_name -> agentnet.v1.Pong
-	11, // 8: agentnet.v1.Hello.cursors:type_name -> agentnet.v1.Hello.CursorsEntry
-	12, // 9: agentnet.v1.Welcome.cursors:type_name -> agentnet.v1.Welcome.CursorsEntry
-	13, // 10: agentnet.v1.Post.envelope:type_name -> agentnet.v1.Envelope
-	13, // 11: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
-	14, // 12: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
-	13, // 13: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
-	8,  // 14: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	7,  // 6: agentnet.v1.ConnectResponse.delivery:type_name -> agentnet.v1.Delivery
+	11, // 7: agentnet.v1.ConnectResponse.pong:type_name -> agentnet.v1.Pong
+	6,  // 8: agentnet.v1.ConnectResponse.batch:type_name -> agentnet.v1.Batch
+	12, // 9: agentnet.v1.Hello.cursors:type_name -> agentnet.v1.Hello.CursorsEntry
+	13, // 10: agentnet.v1.Welcome.cursors:type_name -> agentnet.v1.Welcome.CursorsEntry
+	14, // 11: agentnet.v1.Post.envelope:type_name -> agentnet.v1.Envelope
+	14, // 12: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
+	15, // 13: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
+	5,  // 14: agentnet.v1.Batch.post_results:type_name -> agentnet.v1.PostResult
+	7,  // 15: agentnet.v1.Batch.deliveries:type_name -> agentnet.v1.Delivery
+	14, // 16: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
+	9,  // 17: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_connect_proto_init() }
@@ -999,6 +1105,7 @@ func file_agentnet_v1_connect_proto_init() {
 		(*ConnectResponse_PostResult)(nil),
 		(*ConnectResponse_Delivery)(nil),
 		(*ConnectResponse_Pong)(nil),
+		(*ConnectResponse_Batch)(nil),
 	}
 	file_agentnet_v1_connect_proto_msgTypes[5].OneofWrappers = []any{
 		(*PostResult_Envelope)(nil),
@@ -1010,7 +1117,7 @@ func file_agentnet_v1_connect_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_connect_proto_rawDesc), len(file_agentnet_v1_connect_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

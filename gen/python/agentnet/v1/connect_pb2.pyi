@@ -80,6 +80,7 @@ class ConnectResponse(_message.Message):
     POST_RESULT_FIELD_NUMBER: _builtins.int
     DELIVERY_FIELD_NUMBER: _builtins.int
     PONG_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """Answer to Hello."""
@@ -96,6 +97,12 @@ class ConnectResponse(_message.Message):
     def pong(self) -> Global___Pong:
         """Answer to Ping."""
 
+    @_builtins.property
+    def batch(self) -> Global___Batch:
+        """Several post results and deliveries in one frame; sent only to a client
+        whose Hello set max_batch (see Batch).
+        """
+
     def __init__(
         self,
         *,
@@ -103,12 +110,13 @@ class ConnectResponse(_message.Message):
         post_result: Global___PostResult | None = ...,
         delivery: Global___Delivery | None = ...,
         pong: Global___Pong | None = ...,
+        batch: Global___Batch | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["delivery", b"delivery", "frame", b"frame", "pong", b"pong", "post_result", b"post_result", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "delivery", b"delivery", "frame", b"frame", "pong", b"pong", "post_result", b"post_result", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delivery", b"delivery", "frame", b"frame", "pong", b"pong", "post_result", b"post_result", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "delivery", b"delivery", "frame", b"frame", "pong", b"pong", "post_result", b"post_result", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["welcome", "post_result", "delivery", "pong"]  # noqa: Y015
+    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["welcome", "post_result", "delivery", "pong", "batch"]  # noqa: Y015
     _WhichOneofArgType_frame: _TypeAlias = _typing.Literal["frame", b"frame"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_frame) -> _WhichOneofReturnType_frame | None: ...
 
@@ -144,6 +152,7 @@ class Hello(_message.Message):
     CURSORS_FIELD_NUMBER: _builtins.int
     MAX_IN_FLIGHT_FIELD_NUMBER: _builtins.int
     CLIENT_NAME_FIELD_NUMBER: _builtins.int
+    MAX_BATCH_FIELD_NUMBER: _builtins.int
     credential: _builtins.str
     """The credential issued at registration (the same one unary calls send as
     `authorization: Bearer <credential>` metadata; either place is accepted).
@@ -154,6 +163,14 @@ class Hello(_message.Message):
     """
     client_name: _builtins.str
     """Free-form client identification for logs, e.g. "agentsdk-python/0.1" (at most 256 bytes)."""
+    max_batch: _builtins.int
+    """Most post results and deliveries the hub may pack into one `batch` frame;
+    0 (the default) = never batch: every post result and delivery comes in a
+    frame of its own, as before this field existed. The hub caps it at its
+    --max-batch (256). A client that sets it must handle `batch` frames as well
+    as single `post_result` and `delivery` frames (a batch of one is sent as a
+    single frame).
+    """
     @_builtins.property
     def cursors(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Per-channel resume cursors: channel_id -> highest seq the client has fully
@@ -170,10 +187,11 @@ class Hello(_message.Message):
         cursors: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         max_in_flight: _builtins.int = ...,
         client_name: _builtins.str = ...,
+        max_batch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_name", b"client_name", "credential", b"credential", "cursors", b"cursors", "max_in_flight", b"max_in_flight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_name", b"client_name", "credential", b"credential", "cursors", b"cursors", "max_batch", b"max_batch", "max_in_flight", b"max_in_flight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -315,6 +333,44 @@ class PostResult(_message.Message):
 Global___PostResult: _TypeAlias = PostResult  # noqa: Y015
 
 @_typing.final
+class Batch(_message.Message):
+    """Batch carries what was already queued for the stream when the hub wrote the
+    frame: the hub never waits to fill a batch. Handle `post_results` first, then
+    `deliveries`, each in order: that is the order in which the hub would have
+    sent them as single frames (post results ahead of deliveries, deliveries
+    urgent first, each channel's in its prev_seq chain). Every delivery counts
+    against max_in_flight on its own. A batch holds at most Hello.max_batch
+    entries and, unless its only entry is larger, at most the hub's
+    --max-batch-bytes (1 MiB) of post results and envelopes.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POST_RESULTS_FIELD_NUMBER: _builtins.int
+    DELIVERIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def post_results(self) -> _containers.RepeatedCompositeFieldContainer[Global___PostResult]:
+        """Post results, in the order of their Posts' outcomes."""
+
+    @_builtins.property
+    def deliveries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Delivery]:
+        """Deliveries, in delivery order."""
+
+    def __init__(
+        self,
+        *,
+        post_results: _abc.Iterable[Global___PostResult] | None = ...,
+        deliveries: _abc.Iterable[Global___Delivery] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries", "post_results", b"post_results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Batch: _TypeAlias = Batch  # noqa: Y015
+
+@_typing.final
 class Delivery(_message.Message):
     """Delivery carries one envelope to the participant."""
 
@@ -361,7 +417,8 @@ Global___Delivery: _TypeAlias = Delivery  # noqa: Y015
 
 @_typing.final
 class Ack(_message.Message):
-    """Ack confirms processing of delivered envelopes. The hub advances each
+    """Ack confirms processing of delivered envelopes (a client acks a whole batch,
+    or whatever it finished processing, in one frame). The hub advances each
     (participant, channel) cursor past every acked seq once all lower visible seqs
     are acked too; acking seq N of a channel never acks a seq it has not delivered.
     """

@@ -15,6 +15,7 @@ __all__ = (
     "AppendResponse",
     "Audience",
     "AuditRecord",
+    "Batch",
     "CallToolRequest",
     "CallToolResponse",
     "CanSendRequest",
@@ -938,7 +939,8 @@ default_message_pool.register_message("agentnet.v1", "A2ASettings", A2ASettings)
 @dataclass(eq=False, repr=False)
 class Ack(betterproto2.Message):
     """
-    Ack confirms processing of delivered envelopes. The hub advances each
+    Ack confirms processing of delivered envelopes (a client acks a whole batch,
+    or whatever it finished processing, in one frame). The hub advances each
     (participant, channel) cursor past every acked seq once all lower visible seqs
     are acked too; acking seq N of a channel never acks a seq it has not delivered.
     """
@@ -1202,6 +1204,33 @@ class AuditRecord(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "AuditRecord", AuditRecord)
+
+
+@dataclass(eq=False, repr=False)
+class Batch(betterproto2.Message):
+    """
+    Batch carries what was already queued for the stream when the hub wrote the
+    frame: the hub never waits to fill a batch. Handle `post_results` first, then
+    `deliveries`, each in order: that is the order in which the hub would have
+    sent them as single frames (post results ahead of deliveries, deliveries
+    urgent first, each channel's in its prev_seq chain). Every delivery counts
+    against max_in_flight on its own. A batch holds at most Hello.max_batch
+    entries and, unless its only entry is larger, at most the hub's
+    --max-batch-bytes (1 MiB) of post results and envelopes.
+    """
+
+    post_results: "list[PostResult]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    Post results, in the order of their Posts' outcomes.
+    """
+
+    deliveries: "list[Delivery]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    Deliveries, in delivery order.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "Batch", Batch)
 
 
 @dataclass(eq=False, repr=False)
@@ -1559,6 +1588,12 @@ class ConnectResponse(betterproto2.Message):
     pong: "Pong | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     Answer to Ping.
+    """
+
+    batch: "Batch | None" = betterproto2.field(5, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
+    """
+    Several post results and deliveries in one frame; sent only to a client
+    whose Hello set max_batch (see Batch).
     """
 
 
@@ -2332,6 +2367,16 @@ class Hello(betterproto2.Message):
     client_name: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
     """
     Free-form client identification for logs, e.g. "agentsdk-python/0.1" (at most 256 bytes).
+    """
+
+    max_batch: "int" = betterproto2.field(5, betterproto2.TYPE_UINT32)
+    """
+    Most post results and deliveries the hub may pack into one `batch` frame;
+    0 (the default) = never batch: every post result and delivery comes in a
+    frame of its own, as before this field existed. The hub caps it at its
+    --max-batch (256). A client that sets it must handle `batch` frames as well
+    as single `post_result` and `delivery` frames (a batch of one is sent as a
+    single frame).
     """
 
 

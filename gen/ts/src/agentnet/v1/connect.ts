@@ -52,6 +52,12 @@ export interface ConnectResponse {
     | //
     /** Answer to Ping. */
     { $case: "pong"; value: Pong }
+    | //
+    /**
+     * Several post results and deliveries in one frame; sent only to a client
+     * whose Hello set max_batch (see Batch).
+     */
+    { $case: "batch"; value: Batch }
     | undefined;
 }
 
@@ -77,6 +83,15 @@ export interface Hello {
   maxInFlight: number;
   /** Free-form client identification for logs, e.g. "agentsdk-python/0.1" (at most 256 bytes). */
   clientName: string;
+  /**
+   * Most post results and deliveries the hub may pack into one `batch` frame;
+   * 0 (the default) = never batch: every post result and delivery comes in a
+   * frame of its own, as before this field existed. The hub caps it at its
+   * --max-batch (256). A client that sets it must handle `batch` frames as well
+   * as single `post_result` and `delivery` frames (a batch of one is sent as a
+   * single frame).
+   */
+  maxBatch: number;
 }
 
 export interface Hello_CursorsEntry {
@@ -141,6 +156,23 @@ export interface PostResult {
   duplicate: boolean;
 }
 
+/**
+ * Batch carries what was already queued for the stream when the hub wrote the
+ * frame: the hub never waits to fill a batch. Handle `post_results` first, then
+ * `deliveries`, each in order: that is the order in which the hub would have
+ * sent them as single frames (post results ahead of deliveries, deliveries
+ * urgent first, each channel's in its prev_seq chain). Every delivery counts
+ * against max_in_flight on its own. A batch holds at most Hello.max_batch
+ * entries and, unless its only entry is larger, at most the hub's
+ * --max-batch-bytes (1 MiB) of post results and envelopes.
+ */
+export interface Batch {
+  /** Post results, in the order of their Posts' outcomes. */
+  postResults: PostResult[];
+  /** Deliveries, in delivery order. */
+  deliveries: Delivery[];
+}
+
 /** Delivery carries one envelope to the participant. */
 export interface Delivery {
   /** The envelope (with seq). */
@@ -167,7 +199,8 @@ export interface Delivery {
 }
 
 /**
- * Ack confirms processing of delivered envelopes. The hub advances each
+ * Ack confirms processing of delivered envelopes (a client acks a whole batch,
+ * or whatever it finished processing, in one frame). The hub advances each
  * (participant, channel) cursor past every acked seq once all lower visible seqs
  * are acked too; acking seq N of a channel never acks a seq it has not delivered.
  */
@@ -361,6 +394,9 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
       case "pong":
         Pong.encode(message.frame.value, writer.uint32(34).fork()).join();
         break;
+      case "batch":
+        Batch.encode(message.frame.value, writer.uint32(42).fork()).join();
+        break;
     }
     return writer;
   },
@@ -410,6 +446,14 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
             message.frame = { $case: "pong", value: Pong.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.frame = { $case: "batch", value: Batch.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -434,6 +478,8 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
         ? { $case: "delivery", value: Delivery.fromJSON(object.delivery) }
         : isSet(object.pong)
         ? { $case: "pong", value: Pong.fromJSON(object.pong) }
+        : isSet(object.batch)
+        ? { $case: "batch", value: Batch.fromJSON(object.batch) }
         : undefined,
     };
   },
@@ -448,6 +494,8 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
       obj.delivery = Delivery.toJSON(message.frame.value);
     } else if (message.frame?.$case === "pong") {
       obj.pong = Pong.toJSON(message.frame.value);
+    } else if (message.frame?.$case === "batch") {
+      obj.batch = Batch.toJSON(message.frame.value);
     }
     return obj;
   },
@@ -482,13 +530,19 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
         }
         break;
       }
+      case "batch": {
+        if (object.frame?.value !== undefined && object.frame?.value !== null) {
+          message.frame = { $case: "batch", value: Batch.fromPartial(object.frame.value) };
+        }
+        break;
+      }
     }
     return message;
   },
 };
 
 function createBaseHello(): Hello {
-  return { credential: "", cursors: {}, maxInFlight: 0, clientName: "" };
+  return { credential: "", cursors: {}, maxInFlight: 0, clientName: "", maxBatch: 0 };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -504,6 +558,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.clientName !== "") {
       writer.uint32(34).string(message.clientName);
+    }
+    if (message.maxBatch !== 0) {
+      writer.uint32(40).uint32(message.maxBatch);
     }
     return writer;
   },
@@ -556,6 +613,14 @@ export const Hello: MessageFns<Hello> = {
             message.clientName = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.maxBatch = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -595,6 +660,11 @@ export const Hello: MessageFns<Hello> = {
         : isSet(object.client_name)
         ? globalThis.String(object.client_name)
         : "",
+      maxBatch: isSet(object.maxBatch)
+        ? globalThis.Number(object.maxBatch)
+        : isSet(object.max_batch)
+        ? globalThis.Number(object.max_batch)
+        : 0,
     };
   },
 
@@ -618,6 +688,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.clientName !== "") {
       obj.clientName = message.clientName;
     }
+    if (message.maxBatch !== 0) {
+      obj.maxBatch = Math.round(message.maxBatch);
+    }
     return obj;
   },
 
@@ -638,6 +711,7 @@ export const Hello: MessageFns<Hello> = {
     );
     message.maxInFlight = object.maxInFlight ?? 0;
     message.clientName = object.clientName ?? "";
+    message.maxBatch = object.maxBatch ?? 0;
     return message;
   },
 };
@@ -1195,6 +1269,97 @@ export const PostResult: MessageFns<PostResult> = {
       }
     }
     message.duplicate = object.duplicate ?? false;
+    return message;
+  },
+};
+
+function createBaseBatch(): Batch {
+  return { postResults: [], deliveries: [] };
+}
+
+export const Batch: MessageFns<Batch> = {
+  encode(message: Batch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.postResults) {
+      PostResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.deliveries) {
+      Delivery.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Batch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.postResults.push(PostResult.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deliveries.push(Delivery.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Batch {
+    return {
+      postResults: globalThis.Array.isArray(object?.postResults)
+        ? object.postResults.map((e: any) => PostResult.fromJSON(e))
+        : globalThis.Array.isArray(object?.post_results)
+        ? object.post_results.map((e: any) => PostResult.fromJSON(e))
+        : [],
+      deliveries: globalThis.Array.isArray(object?.deliveries)
+        ? object.deliveries.map((e: any) => Delivery.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: Batch): unknown {
+    const obj: any = {};
+    if (message.postResults?.length) {
+      obj.postResults = message.postResults.map((e) => PostResult.toJSON(e));
+    }
+    if (message.deliveries?.length) {
+      obj.deliveries = message.deliveries.map((e) => Delivery.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Batch>): Batch {
+    return Batch.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Batch>): Batch {
+    const message = createBaseBatch();
+    message.postResults = object.postResults?.map((e) => PostResult.fromPartial(e)) || [];
+    message.deliveries = object.deliveries?.map((e) => Delivery.fromPartial(e)) || [];
     return message;
   },
 };
