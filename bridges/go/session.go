@@ -723,20 +723,36 @@ func (s *Session) onFrame(ds []*agentnetv1.Delivery) {
 	}
 	frame := s.frames.Add(1)
 	var acks []*agentnetv1.AckEntry
+	var out []*Envelope
 	for _, d := range ds {
-		if a := s.onDelivery(d, frame); a != nil {
+		env, a := s.onDelivery(d, frame)
+		if a != nil {
 			acks = append(acks, a)
+		}
+		if env != nil {
+			out = append(out, env)
 		}
 	}
 	s.queueAcks(true, acks...)
+	if len(out) == 0 {
+		return
+	}
+	// Queued together, so dispatch knows which envelope ends the frame.
+	s.qmu.Lock()
+	s.queue = append(s.queue, out...)
+	s.qmu.Unlock()
+	select {
+	case s.qwake <- struct{}{}:
+	default:
+	}
 }
 
-// onDelivery dedups one delivery and hands it out, answers it (an invite) or
-// settles it; it returns the ack owed right away, if any.
-func (s *Session) onDelivery(d *agentnetv1.Delivery, frame uint64) *agentnetv1.AckEntry {
+// onDelivery dedups one delivery and answers it (an invite) or settles it;
+// it returns the envelope to hand out and the ack owed right away, if any.
+func (s *Session) onDelivery(d *agentnetv1.Delivery, frame uint64) (*Envelope, *agentnetv1.AckEntry) {
 	w := d.GetEnvelope()
 	if w == nil || w.GetChannelId() == "" || w.GetSeq() == 0 {
-		return nil
+		return nil, nil
 	}
 	now := &agentnetv1.AckEntry{ChannelId: w.GetChannelId(), Seq: w.GetSeq()}
 	s.mu.Lock()
@@ -745,9 +761,9 @@ func (s *Session) onDelivery(d *agentnetv1.Delivery, frame uint64) *agentnetv1.A
 	s.mu.Unlock()
 	switch kind {
 	case deliverProcessed:
-		return now // the hub lost our ack; repeat it
+		return nil, now // the hub lost our ack; repeat it
 	case deliverHeld:
-		return nil // handed out already; its Ack will reach the hub
+		return nil, nil // handed out already; its Ack will reach the hub
 	}
 	ended := w.GetEventType() == EventClosed || w.GetEventType() == EventExpired
 	if d.GetExpired() {
@@ -755,7 +771,7 @@ func (s *Session) onDelivery(d *agentnetv1.Delivery, frame uint64) *agentnetv1.A
 		if err := s.saveProcessed(w.GetChannelId(), w.GetSeq(), ended); err != nil {
 			s.log.Error("agentnet: saving cursors failed", "err", err)
 		}
-		return now
+		return nil, now
 	}
 	env := EnvelopeFromProto(w)
 	env.Replay = d.GetReplay()
@@ -765,16 +781,9 @@ func (s *Session) onDelivery(d *agentnetv1.Delivery, frame uint64) *agentnetv1.A
 		if !s.spawn(func() { s.answerInvite(env) }) {
 			s.releaseHeld(env)
 		}
-		return nil
+		return nil, nil
 	}
-	s.qmu.Lock()
-	s.queue = append(s.queue, env)
-	s.qmu.Unlock()
-	select {
-	case s.qwake <- struct{}{}:
-	default:
-	}
-	return nil
+	return env, nil
 }
 
 // dispatch hands queued envelopes to the consumer without ever blocking the
