@@ -118,7 +118,8 @@ type Envelope struct {
 	// built locally).
 	Raw *agentnetv1.Envelope
 
-	ack func() error
+	ack   func(wake bool) error
+	frame uint64 // the delivery-carrying frame it came in (numbered per Session)
 }
 
 // Text returns the text of an EventText envelope (event_data.text) or the
@@ -172,7 +173,7 @@ func (e *Envelope) Ack() error {
 	if e == nil || e.ack == nil {
 		return nil
 	}
-	return e.ack()
+	return e.ack(true)
 }
 
 // DecodeEventData decodes event_data_json text into a map, keeping numbers

@@ -26,8 +26,16 @@ type ConnectOptions struct {
 	// MaxInFlight is the most deliveries the hub may have sent but not had
 	// acked (0 = 256). It bounds the Session's memory.
 	MaxInFlight uint32
+	// MaxBatch is the most post results and deliveries the hub may pack into
+	// one Batch frame (sent as Hello.max_batch; the hub caps it at its
+	// --max-batch). 0 = 256; NoBatch asks for a frame per post result and
+	// delivery, as before batches existed. Batched or not, every delivery
+	// goes through the same dedup, cursors and invite handling, in the
+	// hub's order.
+	MaxBatch int
 	// AutoAck acks every envelope as soon as it is handed out on
-	// Envelopes(), instead of waiting for Envelope.Ack.
+	// Envelopes(), instead of waiting for Envelope.Ack. The deliveries of one
+	// Batch frame are acked in one Ack frame.
 	AutoAck bool
 	// OnInvite decides invites addressed to this agent: return true to
 	// accept (post ag2.channel.invite_ack), false to reject. nil accepts
@@ -47,6 +55,12 @@ type ConnectOptions struct {
 	// Logger receives reconnects and background errors (nil = discard).
 	Logger *slog.Logger
 }
+
+// NoBatch as ConnectOptions.MaxBatch asks the hub for single frames only.
+const NoBatch = -1
+
+// defaultMaxBatch is ConnectOptions.MaxBatch when it is 0.
+const defaultMaxBatch = 256
 
 // errStreamDown means a stream post could not complete on the stream; the
 // caller falls back to the unary RPC.
@@ -91,6 +105,9 @@ type Session struct {
 	out  chan *Envelope
 	done chan struct{}
 	wg   sync.WaitGroup
+
+	frames      atomic.Uint64 // delivery-carrying frames received (numbers them)
+	batchFrames atomic.Uint64 // Batch frames received (for tests)
 }
 
 // stream is one Connect attempt.
@@ -121,6 +138,9 @@ type stream struct {
 func (c *Client) Connect(ctx context.Context, opts ConnectOptions) (*Session, error) {
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = 256
+	}
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = defaultMaxBatch
 	}
 	if opts.Buffer <= 0 {
 		opts.Buffer = 64
@@ -452,6 +472,7 @@ func (s *Session) dial(ctx context.Context) (*stream, error) {
 		Credential:  s.c.Credentials().Credential,
 		Cursors:     cursors,
 		MaxInFlight: s.opts.MaxInFlight,
+		MaxBatch:    uint32(max(s.opts.MaxBatch, 0)),
 		ClientName:  s.opts.ClientName,
 	}}}
 	stopAfter := context.AfterFunc(ctx, cancel)
@@ -569,9 +590,17 @@ func (st *stream) recvLoop() {
 		st.lastRecv.Store(time.Now().UnixNano())
 		switch f := msg.GetFrame().(type) {
 		case *agentnetv1.ConnectResponse_Delivery:
-			st.s.onDelivery(f.Delivery)
+			st.s.onFrame([]*agentnetv1.Delivery{f.Delivery})
 		case *agentnetv1.ConnectResponse_PostResult:
 			st.resolve(f.PostResult)
+		case *agentnetv1.ConnectResponse_Batch:
+			// In the order the hub would have sent them as single frames:
+			// post results first, then the deliveries.
+			st.s.batchFrames.Add(1)
+			for _, r := range f.Batch.GetPostResults() {
+				st.resolve(r)
+			}
+			st.s.onFrame(f.Batch.GetDeliveries())
 		}
 	}
 }
@@ -686,46 +715,75 @@ func (s *Session) postStream(ctx context.Context, w *agentnetv1.Envelope) (*Enve
 
 // ---- deliveries ----------------------------------------------------------------
 
-func (s *Session) onDelivery(d *agentnetv1.Delivery) {
-	w := d.GetEnvelope()
-	if w == nil || w.GetChannelId() == "" || w.GetSeq() == 0 {
+// onFrame handles the deliveries of one frame (a Delivery, or a Batch's) in
+// order; the acks the Session owes for them at once go out in one Ack frame.
+func (s *Session) onFrame(ds []*agentnetv1.Delivery) {
+	if len(ds) == 0 {
 		return
 	}
+	frame := s.frames.Add(1)
+	var acks []*agentnetv1.AckEntry
+	var out []*Envelope
+	for _, d := range ds {
+		env, a := s.onDelivery(d, frame)
+		if a != nil {
+			acks = append(acks, a)
+		}
+		if env != nil {
+			out = append(out, env)
+		}
+	}
+	s.queueAcks(true, acks...)
+	if len(out) == 0 {
+		return
+	}
+	// Queued together, so dispatch knows which envelope ends the frame.
+	s.qmu.Lock()
+	s.queue = append(s.queue, out...)
+	s.qmu.Unlock()
+	select {
+	case s.qwake <- struct{}{}:
+	default:
+	}
+}
+
+// onDelivery dedups one delivery and answers it (an invite) or settles it;
+// it returns the envelope to hand out and the ack owed right away, if any.
+func (s *Session) onDelivery(d *agentnetv1.Delivery, frame uint64) (*Envelope, *agentnetv1.AckEntry) {
+	w := d.GetEnvelope()
+	if w == nil || w.GetChannelId() == "" || w.GetSeq() == 0 {
+		return nil, nil
+	}
+	now := &agentnetv1.AckEntry{ChannelId: w.GetChannelId(), Seq: w.GetSeq()}
 	s.mu.Lock()
 	kind := s.trk.classify(w.GetChannelId(), w.GetSeq(), d.GetPrevSeq())
 	me := s.agentID
 	s.mu.Unlock()
 	switch kind {
 	case deliverProcessed:
-		s.queueAck(w.GetChannelId(), w.GetSeq()) // the hub lost our ack; repeat it
-		return
+		return nil, now // the hub lost our ack; repeat it
 	case deliverHeld:
-		return // handed out already; its Ack will reach the hub
+		return nil, nil // handed out already; its Ack will reach the hub
 	}
 	ended := w.GetEventType() == EventClosed || w.GetEventType() == EventExpired
 	if d.GetExpired() {
 		// A stale envelope's slot, without content: not to be handled, only acked.
-		if err := s.markProcessed(w.GetChannelId(), w.GetSeq(), ended); err != nil {
+		if err := s.saveProcessed(w.GetChannelId(), w.GetSeq(), ended); err != nil {
 			s.log.Error("agentnet: saving cursors failed", "err", err)
 		}
-		return
+		return nil, now
 	}
 	env := EnvelopeFromProto(w)
 	env.Replay = d.GetReplay()
 	env.ack = s.ackFunc(env.ChannelID, env.Seq, ended)
+	env.frame = frame
 	if env.EventType == EventInvite && env.SenderID == HubSender && slices.Contains(env.Audience, me) {
 		if !s.spawn(func() { s.answerInvite(env) }) {
 			s.releaseHeld(env)
 		}
-		return
+		return nil, nil
 	}
-	s.qmu.Lock()
-	s.queue = append(s.queue, env)
-	s.qmu.Unlock()
-	select {
-	case s.qwake <- struct{}{}:
-	default:
-	}
+	return env, nil
 }
 
 // dispatch hands queued envelopes to the consumer without ever blocking the
@@ -750,7 +808,12 @@ func (s *Session) dispatch() {
 		select {
 		case s.out <- env:
 			if s.opts.AutoAck {
-				if err := env.Ack(); err != nil {
+				// Send the acks once the last queued envelope of env's frame is
+				// out, so a Batch frame is acked in one Ack frame.
+				s.qmu.Lock()
+				last := len(s.queue) == 0 || s.queue[0].frame != env.frame
+				s.qmu.Unlock()
+				if err := env.ack(last); err != nil {
 					s.log.Error("agentnet: saving cursors failed", "err", err)
 				}
 			}
@@ -826,18 +889,24 @@ answer:
 
 // ---- acks and cursors ----------------------------------------------------------
 
-func (s *Session) ackFunc(channelID string, seq uint64, ended bool) func() error {
+// ackFunc is an Envelope's ack: the first call marks it processed and queues
+// its ack, sent at once when wake (else with the next woken ack).
+func (s *Session) ackFunc(channelID string, seq uint64, ended bool) func(wake bool) error {
 	var once sync.Once
 	var err error
-	return func() error {
-		once.Do(func() { err = s.markProcessed(channelID, seq, ended) })
+	return func(wake bool) error {
+		once.Do(func() {
+			err = s.saveProcessed(channelID, seq, ended)
+			s.queueAcks(wake, &agentnetv1.AckEntry{ChannelId: channelID, Seq: seq})
+		})
 		return err
 	}
 }
 
-// markProcessed records seq as processed, saves the cursors, then queues the
-// ack for the hub (so a crash between the two repeats nothing).
-func (s *Session) markProcessed(channelID string, seq uint64, ended bool) error {
+// saveProcessed records seq as processed and saves the cursors; the caller
+// queues the ack for the hub afterwards (so a crash between the two repeats
+// nothing).
+func (s *Session) saveProcessed(channelID string, seq uint64, ended bool) error {
 	s.persistMu.Lock()
 	s.mu.Lock()
 	changed := s.trk.markDone(channelID, seq, ended)
@@ -854,7 +923,6 @@ func (s *Session) markProcessed(channelID string, seq uint64, ended bool) error 
 		err = s.store.Save(snap)
 	}
 	s.persistMu.Unlock()
-	s.queueAck(channelID, seq)
 	return err
 }
 
@@ -863,10 +931,16 @@ func (s *Session) markProcessed(channelID string, seq uint64, ended bool) error 
 // a fraction of a second).
 const forgetEndedAfter = time.Minute
 
-func (s *Session) queueAck(channelID string, seq uint64) {
+// queueAcks queues entries together (the ack loop sends everything queued in
+// one frame) and, when wake, has the ack loop send them.
+func (s *Session) queueAcks(wake bool, entries ...*agentnetv1.AckEntry) {
 	s.amu.Lock()
-	s.acks = append(s.acks, &agentnetv1.AckEntry{ChannelId: channelID, Seq: seq})
+	s.acks = append(s.acks, entries...)
+	pending := len(s.acks) > 0
 	s.amu.Unlock()
+	if !wake || !pending {
+		return
+	}
 	select {
 	case s.awake <- struct{}{}:
 	default:

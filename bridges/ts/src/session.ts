@@ -2,7 +2,7 @@ import { type ClientDuplexStream, type Metadata, status as GrpcStatus } from "@g
 import { type Cursors, CursorBook, type CursorStore } from "./cursors";
 import { type AgentEnvelope, decodeEnvelope, encodePost, EventType, HUB_SENDER, type PostInput } from "./envelope";
 import { AgentNetError, RateLimitedError, Reason } from "./errors";
-import type { ConnectRequest, ConnectResponse, Envelope, HubServiceClient } from "./gen";
+import type { ConnectRequest, ConnectResponse, Delivery, Envelope, HubServiceClient, PostResult } from "./gen";
 import { isJsonObject, type JsonObject } from "./json";
 import { AsyncQueue } from "./queue";
 
@@ -75,6 +75,14 @@ export interface ConnectOptions {
   cursorStore?: CursorStore;
   /** Most unacked deliveries the hub may have outstanding (0 = the hub's default). */
   maxInFlight?: number;
+  /**
+   * Most post results and deliveries the hub may pack into one `Batch` frame
+   * (Hello `max_batch`; the hub caps it at its `--max-batch`). Default 256;
+   * 0 = a frame per post result and delivery, as before batches existed. Batched
+   * or not, every delivery goes through the same dedup, cursors and invite
+   * handling, in the hub's order, and a frame's acks leave in one Ack frame.
+   */
+  maxBatch?: number;
   /** Client identification for the hub's logs. */
   clientName?: string;
   /**
@@ -152,6 +160,7 @@ const FATAL_CODES = new Set<number>([
   GrpcStatus.UNIMPLEMENTED,
 ]);
 const END_GRACE_MS = 1000;
+const DEFAULT_MAX_BATCH = 256;
 const WELCOME_WATCHDOG_MS = 15_000;
 
 function closedError(what: string): AgentNetError {
@@ -191,6 +200,8 @@ export class StreamSession {
   private readonly storesLoaded = new WeakSet<CursorStore>();
   private readonly background = new Set<Promise<unknown>>();
   private readonly sleepers = new Set<() => void>();
+  /** Batch frames received (for tests). @internal */
+  batchFrames = 0;
 
   constructor(private readonly host: SessionHost) {}
 
@@ -380,8 +391,7 @@ export class StreamSession {
           credential: this.host.credential,
           cursors: this.book.snapshot(),
           maxInFlight: this.options.maxInFlight ?? 0,
-          // 0: one frame per post result and delivery (this bridge does not unpack Batch frames yet).
-          maxBatch: 0,
+          maxBatch: this.options.maxBatch ?? DEFAULT_MAX_BATCH,
           clientName: this.options.clientName ?? "agentnet-bridge-ts/0.1",
         },
       },
@@ -418,28 +428,37 @@ export class StreamSession {
         this.resolveWaiters(this.info);
         return;
       }
-      case "postResult": {
-        const result = frame.value;
-        const pending = this.posts.get(result.requestId);
-        if (pending === undefined) return;
-        this.posts.delete(result.requestId);
-        if (result.result?.$case === "envelope") pending.resolve(decodeEnvelope(result.result.value));
-        else if (result.result?.$case === "error") pending.reject(AgentNetError.fromErrorDetail(result.result.value));
-        else pending.reject(new AgentNetError({ code: GrpcStatus.INTERNAL, reason: Reason.INTERNAL, message: "empty PostResult" }));
+      case "postResult":
+        this.onPostResult(frame.value);
         return;
-      }
-      case "delivery": {
-        const d = frame.value;
-        if (d.envelope !== undefined) this.onDelivery(d.envelope, d.prevSeq, d.replay, d.expired);
+      case "delivery":
+        this.onDelivery(frame.value);
         return;
-      }
+      case "batch":
+        // In the order the hub would have sent them as single frames: post results
+        // first, then the deliveries. Acks queued meanwhile leave in one Ack frame.
+        this.batchFrames += 1;
+        for (const result of frame.value.postResults) this.onPostResult(result);
+        for (const delivery of frame.value.deliveries) this.onDelivery(delivery);
+        return;
       case "pong":
       case undefined:
         return;
     }
   }
 
-  private onDelivery(raw: Envelope, prevSeq: number, replay: boolean, expired: boolean): void {
+  private onPostResult(result: PostResult): void {
+    const pending = this.posts.get(result.requestId);
+    if (pending === undefined) return;
+    this.posts.delete(result.requestId);
+    if (result.result?.$case === "envelope") pending.resolve(decodeEnvelope(result.result.value));
+    else if (result.result?.$case === "error") pending.reject(AgentNetError.fromErrorDetail(result.result.value));
+    else pending.reject(new AgentNetError({ code: GrpcStatus.INTERNAL, reason: Reason.INTERNAL, message: "empty PostResult" }));
+  }
+
+  private onDelivery(delivery: Delivery): void {
+    const { envelope: raw, prevSeq, replay, expired } = delivery;
+    if (raw === undefined) return;
     const offer = this.book.offer(raw.channelId, raw.seq, prevSeq, raw.envelopeId);
     if (offer === "processed") {
       // Processed before (its ack may have been lost with the old stream): ack again, do not redeliver.
