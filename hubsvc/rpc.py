@@ -1,7 +1,7 @@
 """The request seam of every HubService RPC: who is calling, and how its errors leave.
 
 Each RPC method of :class:`~hubsvc.servicer.HubServicer` declares its auth mode
-(:data:`PUBLIC`, :data:`REGISTER`, :data:`AGENT`, :data:`OPERATOR` or :data:`AGENT_OR_OPERATOR`) with
+(:data:`REGISTER`, :data:`AGENT`, :data:`OPERATOR` or :data:`AGENT_OR_OPERATOR`) with
 :func:`unary_rpc` / :func:`stream_rpc`; the decorator authenticates the call once
 (an agent is marked as seen), hands the caller to the handler, and runs it under
 the error boundary of :mod:`servicekit.boundary`. Before the handler runs, the request is
@@ -53,8 +53,6 @@ class Auth(Generic[C]):
     name: str
 
 
-PUBLIC: Auth[None] = Auth("public")
-"""No credential needed; the handler gets None."""
 REGISTER: Auth[bool] = Auth("register")
 """Register, RegisterHuman: no credential needed. The handler gets whether the call carried the
 operator token, which the policy's ``registration`` rules require when registration is closed
@@ -91,8 +89,6 @@ class Authenticator:
     def caller(self, auth: Auth[C], context: Ctx, request: object = None) -> C:
         """The caller of a call on ``context`` under ``auth`` (Unauthenticated / PermissionDenied otherwise);
         ``request`` is read for the name a :data:`REGISTER` call registers."""
-        if auth is PUBLIC:
-            return cast(C, None)
         credential = bearer_token(context.invocation_metadata() or ()) or ""
         if auth is REGISTER:
             if self._is_operator(credential):

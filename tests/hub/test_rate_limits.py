@@ -22,7 +22,6 @@ from tests.hub.harness import (
     EV_TEXT,
     Participant,
     RunningHub,
-    conversation,
     list_audit,
     make_envelope,
     running_hub,
@@ -48,14 +47,6 @@ def clock() -> FakeClock:
 async def hub(tmp_path: Path, clock: FakeClock) -> AsyncIterator[RunningHub]:
     async with running_hub(tmp_path / "hub.db", HubOptions(rate_audit_window=60.0), clock=clock) as h:
         yield h
-
-
-@pytest.fixture
-async def conv(hub: RunningHub) -> AsyncIterator[tuple[Participant, Participant, str]]:
-    alice, bob, channel_id = await conversation(hub.target)
-    yield alice, bob, channel_id
-    await alice.close()
-    await bob.close()
 
 
 async def test_bucket_refuses_beyond_burst_and_allows_after_refill(
