@@ -40,14 +40,13 @@ from agentsdk.a2a.settings import A2ASettings
 from agentsdk.agent import Agent
 from agentsdk.config import ScriptedConfig
 from agentsdk.langchain import to_langchain_tools
-from agentsdk.network.agent_client import AgentClient
+from agentsdk.network.agent_client import AgentClient, accept_invite
 from agentsdk.network.hub_client import HubClient
 from agentsdk.network.service import stop_signal
 from agentsdk.tls import TlsSetting
 from agentsdk.tools import ToolLike
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_TEXT, Envelope, text_envelope
-from netkernel.errors import AgentNetError
 from netkernel.identity import Passport
 
 if TYPE_CHECKING:
@@ -243,10 +242,7 @@ class App:
         if client is None or envelope.sender_id == client.agent_id:
             return
         if envelope.event_type == EV_CHANNEL_INVITE:
-            try:
-                await client.ack_invite(envelope.channel_id)
-            except AgentNetError as err:
-                log.warning("could not ack the invite to %s: %s", envelope.channel_id, err.message)
+            await accept_invite(client, envelope.channel_id)
             return
         if envelope.event_type != EV_TEXT or not await client.can_send(envelope.channel_id):
             return

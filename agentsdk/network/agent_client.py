@@ -228,6 +228,15 @@ async def _superseded(client: NetworkClient, envelope: Envelope) -> bool:
     return any(e.event_type in (EV_TEXT, EV_PACKET) and e.sender_id != client.agent_id for e in later)
 
 
+async def accept_invite(client: NetworkClient, channel_id: str) -> None:
+    """Ack an invite the way every handler does: a refusal is logged, not raised (the channel then
+    closes on the hub's invite timeout)."""
+    try:
+        await client.ack_invite(channel_id)
+    except AgentNetError as err:
+        log.warning("could not ack the invite to %s: %s", channel_id, err.message)
+
+
 async def default_handler(envelope: Envelope, client: NetworkClient) -> None:
     """The standard handler: ack invites; run a turn on EV_TEXT / EV_PACKET; ignore the rest.
 
@@ -235,10 +244,7 @@ async def default_handler(envelope: Envelope, client: NetworkClient) -> None:
     (custom headers readable, nested calls linked) with the ``request_input`` tool offered; a
     turn that raises answers the call as failed."""
     if envelope.event_type == EV_CHANNEL_INVITE:
-        try:
-            await client.ack_invite(envelope.channel_id)
-        except AgentNetError as err:
-            log.warning("could not ack the invite to %s: %s", envelope.channel_id, err.message)
+        await accept_invite(client, envelope.channel_id)
         return
     if envelope.event_type not in (EV_TEXT, EV_PACKET) or not isinstance(client, AgentClient):
         return
