@@ -34,6 +34,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Post
 	//	*ConnectRequest_Ack
 	//	*ConnectRequest_Ping
+	//	*ConnectRequest_PostBatch
 	Frame         isConnectRequest_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -112,6 +113,15 @@ func (x *ConnectRequest) GetPing() *Ping {
 	return nil
 }
 
+func (x *ConnectRequest) GetPostBatch() *PostBatch {
+	if x != nil {
+		if x, ok := x.Frame.(*ConnectRequest_PostBatch); ok {
+			return x.PostBatch
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Frame interface {
 	isConnectRequest_Frame()
 }
@@ -138,6 +148,12 @@ type ConnectRequest_Ping struct {
 	Ping *Ping `protobuf:"bytes,4,opt,name=ping,proto3,oneof"`
 }
 
+type ConnectRequest_PostBatch struct {
+	// Several envelopes for admission in one frame (see PostBatch); send it
+	// only when Welcome.max_post_batch is above 0.
+	PostBatch *PostBatch `protobuf:"bytes,5,opt,name=post_batch,json=postBatch,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Frame() {}
 
 func (*ConnectRequest_Post) isConnectRequest_Frame() {}
@@ -145,6 +161,8 @@ func (*ConnectRequest_Post) isConnectRequest_Frame() {}
 func (*ConnectRequest_Ack) isConnectRequest_Frame() {}
 
 func (*ConnectRequest_Ping) isConnectRequest_Frame() {}
+
+func (*ConnectRequest_PostBatch) isConnectRequest_Frame() {}
 
 // ConnectResponse is one hub-to-client frame of the Connect stream.
 type ConnectResponse struct {
@@ -390,8 +408,11 @@ type Welcome struct {
 	Cursors map[string]uint64 `protobuf:"bytes,3,rep,name=cursors,proto3" json:"cursors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Interval at which the client should Ping when otherwise idle.
 	KeepaliveSeconds uint32 `protobuf:"varint,4,opt,name=keepalive_seconds,json=keepaliveSeconds,proto3" json:"keepalive_seconds,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Most posts the hub accepts in one PostBatch frame (its --max-batch, 256 by
+	// default). 0 = this hub does not understand PostBatch: send single Posts.
+	MaxPostBatch  uint32 `protobuf:"varint,5,opt,name=max_post_batch,json=maxPostBatch,proto3" json:"max_post_batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -448,6 +469,13 @@ func (x *Welcome) GetCursors() map[string]uint64 {
 func (x *Welcome) GetKeepaliveSeconds() uint32 {
 	if x != nil {
 		return x.KeepaliveSeconds
+	}
+	return 0
+}
+
+func (x *Welcome) GetMaxPostBatch() uint32 {
+	if x != nil {
+		return x.MaxPostBatch
 	}
 	return 0
 }
@@ -512,6 +540,61 @@ func (x *Post) GetEnvelope() *Envelope {
 	return nil
 }
 
+// PostBatch submits several envelopes in one frame: a client that has more than
+// one Post queued when its stream is ready to write packs them here instead of
+// writing a frame per Post (it never waits to fill one). The hub handles the
+// posts exactly as if they had come as single Post frames, in order: each is
+// admitted or refused on its own, a refusal does not stop the posts after it,
+// and each gets its own PostResult (correlated by request_id; results may come
+// batched or single, in any frames). At most Welcome.max_post_batch posts; a
+// larger or empty PostBatch ends the stream with INVALID_ARGUMENT (field
+// post_batch.posts). The frame itself is bounded by the hub's gRPC message
+// limit, like every frame.
+type PostBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The posts, in the order they are to be admitted.
+	Posts         []*Post `protobuf:"bytes,1,rep,name=posts,proto3" json:"posts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PostBatch) Reset() {
+	*x = PostBatch{}
+	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PostBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PostBatch) ProtoMessage() {}
+
+func (x *PostBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PostBatch.ProtoReflect.Descriptor instead.
+func (*PostBatch) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PostBatch) GetPosts() []*Post {
+	if x != nil {
+		return x.Posts
+	}
+	return nil
+}
+
 // PostResult is the outcome of one Post.
 type PostResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -533,7 +616,7 @@ type PostResult struct {
 
 func (x *PostResult) Reset() {
 	*x = PostResult{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +628,7 @@ func (x *PostResult) String() string {
 func (*PostResult) ProtoMessage() {}
 
 func (x *PostResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +641,7 @@ func (x *PostResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostResult.ProtoReflect.Descriptor instead.
 func (*PostResult) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{5}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PostResult) GetRequestId() string {
@@ -638,7 +721,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +733,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +746,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{6}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Batch) GetPostResults() []*PostResult {
@@ -704,7 +787,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +799,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +812,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{7}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Delivery) GetEnvelope() *Envelope {
@@ -775,7 +858,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +870,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +883,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{8}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Ack) GetEntries() []*AckEntry {
@@ -823,7 +906,7 @@ type AckEntry struct {
 
 func (x *AckEntry) Reset() {
 	*x = AckEntry{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +918,7 @@ func (x *AckEntry) String() string {
 func (*AckEntry) ProtoMessage() {}
 
 func (x *AckEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +931,7 @@ func (x *AckEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckEntry.ProtoReflect.Descriptor instead.
 func (*AckEntry) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{9}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AckEntry) GetChannelId() string {
@@ -876,7 +959,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +971,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +984,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{10}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Ping) GetNonce() uint64 {
@@ -922,7 +1005,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1017,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1030,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{11}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -961,12 +1044,14 @@ var File_agentnet_v1_connect_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\n" +
-	"\x19agentnet/v1/connect.proto\x12\vagentnet.v1\x1a\x1aagentnet/v1/envelope.proto\x1a\x18agentnet/v1/errors.proto\"\xbd\x01\n" +
+	"\x19agentnet/v1/connect.proto\x12\vagentnet.v1\x1a\x1aagentnet/v1/envelope.proto\x1a\x18agentnet/v1/errors.proto\"\xf6\x01\n" +
 	"\x0eConnectRequest\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.agentnet.v1.HelloH\x00R\x05hello\x12'\n" +
 	"\x04post\x18\x02 \x01(\v2\x11.agentnet.v1.PostH\x00R\x04post\x12$\n" +
 	"\x03ack\x18\x03 \x01(\v2\x10.agentnet.v1.AckH\x00R\x03ack\x12'\n" +
-	"\x04ping\x18\x04 \x01(\v2\x11.agentnet.v1.PingH\x00R\x04pingB\a\n" +
+	"\x04ping\x18\x04 \x01(\v2\x11.agentnet.v1.PingH\x00R\x04ping\x127\n" +
+	"\n" +
+	"post_batch\x18\x05 \x01(\v2\x16.agentnet.v1.PostBatchH\x00R\tpostBatchB\a\n" +
 	"\x05frame\"\x92\x02\n" +
 	"\x0fConnectResponse\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.agentnet.v1.WelcomeH\x00R\awelcome\x12:\n" +
@@ -987,20 +1072,23 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\tmax_batch\x18\x05 \x01(\rR\bmaxBatch\x1a:\n" +
 	"\fCursorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xe9\x01\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x8f\x02\n" +
 	"\aWelcome\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12;\n" +
 	"\acursors\x18\x03 \x03(\v2!.agentnet.v1.Welcome.CursorsEntryR\acursors\x12+\n" +
-	"\x11keepalive_seconds\x18\x04 \x01(\rR\x10keepaliveSeconds\x1a:\n" +
+	"\x11keepalive_seconds\x18\x04 \x01(\rR\x10keepaliveSeconds\x12$\n" +
+	"\x0emax_post_batch\x18\x05 \x01(\rR\fmaxPostBatch\x1a:\n" +
 	"\fCursorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"X\n" +
 	"\x04Post\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +
-	"\benvelope\x18\x02 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"\xba\x01\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"4\n" +
+	"\tPostBatch\x12'\n" +
+	"\x05posts\x18\x01 \x03(\v2\x11.agentnet.v1.PostR\x05posts\"\xba\x01\n" +
 	"\n" +
 	"PostResult\x12\x1d\n" +
 	"\n" +
@@ -1042,49 +1130,52 @@ func file_agentnet_v1_connect_proto_rawDescGZIP() []byte {
 	return file_agentnet_v1_connect_proto_rawDescData
 }
 
-var file_agentnet_v1_connect_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_agentnet_v1_connect_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_agentnet_v1_connect_proto_goTypes = []any{
 	(*ConnectRequest)(nil),  // 0: agentnet.v1.ConnectRequest
 	(*ConnectResponse)(nil), // 1: agentnet.v1.ConnectResponse
 	(*Hello)(nil),           // 2: agentnet.v1.Hello
 	(*Welcome)(nil),         // 3: agentnet.v1.Welcome
 	(*Post)(nil),            // 4: agentnet.v1.Post
-	(*PostResult)(nil),      // 5: agentnet.v1.PostResult
-	(*Batch)(nil),           // 6: agentnet.v1.Batch
-	(*Delivery)(nil),        // 7: agentnet.v1.Delivery
-	(*Ack)(nil),             // 8: agentnet.v1.Ack
-	(*AckEntry)(nil),        // 9: agentnet.v1.AckEntry
-	(*Ping)(nil),            // 10: agentnet.v1.Ping
-	(*Pong)(nil),            // 11: agentnet.v1.Pong
-	nil,                     // 12: agentnet.v1.Hello.CursorsEntry
-	nil,                     // 13: agentnet.v1.Welcome.CursorsEntry
-	(*Envelope)(nil),        // 14: agentnet.v1.Envelope
-	(*ErrorDetail)(nil),     // 15: agentnet.v1.ErrorDetail
+	(*PostBatch)(nil),       // 5: agentnet.v1.PostBatch
+	(*PostResult)(nil),      // 6: agentnet.v1.PostResult
+	(*Batch)(nil),           // 7: agentnet.v1.Batch
+	(*Delivery)(nil),        // 8: agentnet.v1.Delivery
+	(*Ack)(nil),             // 9: agentnet.v1.Ack
+	(*AckEntry)(nil),        // 10: agentnet.v1.AckEntry
+	(*Ping)(nil),            // 11: agentnet.v1.Ping
+	(*Pong)(nil),            // 12: agentnet.v1.Pong
+	nil,                     // 13: agentnet.v1.Hello.CursorsEntry
+	nil,                     // 14: agentnet.v1.Welcome.CursorsEntry
+	(*Envelope)(nil),        // 15: agentnet.v1.Envelope
+	(*ErrorDetail)(nil),     // 16: agentnet.v1.ErrorDetail
 }
 var file_agentnet_v1_connect_proto_depIdxs = []int32{
 	2,  // 0: agentnet.v1.ConnectRequest.hello:type_name -> agentnet.v1.Hello
 	4,  // 1: agentnet.v1.ConnectRequest.post:type_name -> agentnet.v1.Post
-	8,  // 2: agentnet.v1.ConnectRequest.ack:type_name -> agentnet.v1.Ack
-	10, // 3: agentnet.v1.ConnectRequest.ping:type_name -> agentnet.v1.Ping
-	3,  // 4: agentnet.v1.ConnectResponse.welcome:type_name -> agentnet.v1.Welcome
-	5,  // 5: agentnet.v1.ConnectResponse.post_result:type_name -> agentnet.v1.PostResult
-	7,  // 6: agentnet.v1.ConnectResponse.delivery:type_name -> agentnet.v1.Delivery
-	11, // 7: agentnet.v1.ConnectResponse.pong:type_name -> agentnet.v1.Pong
-	6,  // 8: agentnet.v1.ConnectResponse.batch:type_name -> agentnet.v1.Batch
-	12, // 9: agentnet.v1.Hello.cursors:type_name -> agentnet.v1.Hello.CursorsEntry
-	13, // 10: agentnet.v1.Welcome.cursors:type_name -> agentnet.v1.Welcome.CursorsEntry
-	14, // 11: agentnet.v1.Post.envelope:type_name -> agentnet.v1.Envelope
-	14, // 12: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
-	15, // 13: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
-	5,  // 14: agentnet.v1.Batch.post_results:type_name -> agentnet.v1.PostResult
-	7,  // 15: agentnet.v1.Batch.deliveries:type_name -> agentnet.v1.Delivery
-	14, // 16: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
-	9,  // 17: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	9,  // 2: agentnet.v1.ConnectRequest.ack:type_name -> agentnet.v1.Ack
+	11, // 3: agentnet.v1.ConnectRequest.ping:type_name -> agentnet.v1.Ping
+	5,  // 4: agentnet.v1.ConnectRequest.post_batch:type_name -> agentnet.v1.PostBatch
+	3,  // 5: agentnet.v1.ConnectResponse.welcome:type_name -> agentnet.v1.Welcome
+	6,  // 6: agentnet.v1.ConnectResponse.post_result:type_name -> agentnet.v1.PostResult
+	8,  // 7: agentnet.v1.ConnectResponse.delivery:type_name -> agentnet.v1.Delivery
+	12, // 8: agentnet.v1.ConnectResponse.pong:type_name -> agentnet.v1.Pong
+	7,  // 9: agentnet.v1.ConnectResponse.batch:type_name -> agentnet.v1.Batch
+	13, // 10: agentnet.v1.Hello.cursors:type_name -> agentnet.v1.Hello.CursorsEntry
+	14, // 11: agentnet.v1.Welcome.cursors:type_name -> agentnet.v1.Welcome.CursorsEntry
+	15, // 12: agentnet.v1.Post.envelope:type_name -> agentnet.v1.Envelope
+	4,  // 13: agentnet.v1.PostBatch.posts:type_name -> agentnet.v1.Post
+	15, // 14: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
+	16, // 15: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
+	6,  // 16: agentnet.v1.Batch.post_results:type_name -> agentnet.v1.PostResult
+	8,  // 17: agentnet.v1.Batch.deliveries:type_name -> agentnet.v1.Delivery
+	15, // 18: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
+	10, // 19: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_connect_proto_init() }
@@ -1099,6 +1190,7 @@ func file_agentnet_v1_connect_proto_init() {
 		(*ConnectRequest_Post)(nil),
 		(*ConnectRequest_Ack)(nil),
 		(*ConnectRequest_Ping)(nil),
+		(*ConnectRequest_PostBatch)(nil),
 	}
 	file_agentnet_v1_connect_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
@@ -1107,7 +1199,7 @@ func file_agentnet_v1_connect_proto_init() {
 		(*ConnectResponse_Pong)(nil),
 		(*ConnectResponse_Batch)(nil),
 	}
-	file_agentnet_v1_connect_proto_msgTypes[5].OneofWrappers = []any{
+	file_agentnet_v1_connect_proto_msgTypes[6].OneofWrappers = []any{
 		(*PostResult_Envelope)(nil),
 		(*PostResult_Error)(nil),
 	}
@@ -1117,7 +1209,7 @@ func file_agentnet_v1_connect_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_connect_proto_rawDesc), len(file_agentnet_v1_connect_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -33,6 +33,7 @@ class ConnectRequest(_message.Message):
     POST_FIELD_NUMBER: _builtins.int
     ACK_FIELD_NUMBER: _builtins.int
     PING_FIELD_NUMBER: _builtins.int
+    POST_BATCH_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello:
         """Opens the session (first frame only)."""
@@ -52,6 +53,12 @@ class ConnectRequest(_message.Message):
         replaces an older one's unsent Pong.
         """
 
+    @_builtins.property
+    def post_batch(self) -> Global___PostBatch:
+        """Several envelopes for admission in one frame (see PostBatch); send it
+        only when Welcome.max_post_batch is above 0.
+        """
+
     def __init__(
         self,
         *,
@@ -59,12 +66,13 @@ class ConnectRequest(_message.Message):
         post: Global___Post | None = ...,
         ack: Global___Ack | None = ...,
         ping: Global___Ping | None = ...,
+        post_batch: Global___PostBatch | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "frame", b"frame", "hello", b"hello", "ping", b"ping", "post", b"post"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "frame", b"frame", "hello", b"hello", "ping", b"ping", "post", b"post", "post_batch", b"post_batch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "frame", b"frame", "hello", b"hello", "ping", b"ping", "post", b"post"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "frame", b"frame", "hello", b"hello", "ping", b"ping", "post", b"post", "post_batch", b"post_batch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["hello", "post", "ack", "ping"]  # noqa: Y015
+    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["hello", "post", "ack", "ping", "post_batch"]  # noqa: Y015
     _WhichOneofArgType_frame: _TypeAlias = _typing.Literal["frame", b"frame"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_frame) -> _WhichOneofReturnType_frame | None: ...
 
@@ -227,12 +235,17 @@ class Welcome(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     CURSORS_FIELD_NUMBER: _builtins.int
     KEEPALIVE_SECONDS_FIELD_NUMBER: _builtins.int
+    MAX_POST_BATCH_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The authenticated participant."""
     session_id: _builtins.str
     """Unique id of this stream session (for logs)."""
     keepalive_seconds: _builtins.int
     """Interval at which the client should Ping when otherwise idle."""
+    max_post_batch: _builtins.int
+    """Most posts the hub accepts in one PostBatch frame (its --max-batch, 256 by
+    default). 0 = this hub does not understand PostBatch: send single Posts.
+    """
     @_builtins.property
     def cursors(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """The resume cursor of every channel the participant belongs to: the one sent in
@@ -246,10 +259,11 @@ class Welcome(_message.Message):
         session_id: _builtins.str = ...,
         cursors: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         keepalive_seconds: _builtins.int = ...,
+        max_post_batch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "cursors", b"cursors", "keepalive_seconds", b"keepalive_seconds", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "cursors", b"cursors", "keepalive_seconds", b"keepalive_seconds", "max_post_batch", b"max_post_batch", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -289,6 +303,40 @@ class Post(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Post: _TypeAlias = Post  # noqa: Y015
+
+@_typing.final
+class PostBatch(_message.Message):
+    """PostBatch submits several envelopes in one frame: a client that has more than
+    one Post queued when its stream is ready to write packs them here instead of
+    writing a frame per Post (it never waits to fill one). The hub handles the
+    posts exactly as if they had come as single Post frames, in order: each is
+    admitted or refused on its own, a refusal does not stop the posts after it,
+    and each gets its own PostResult (correlated by request_id; results may come
+    batched or single, in any frames). At most Welcome.max_post_batch posts; a
+    larger or empty PostBatch ends the stream with INVALID_ARGUMENT (field
+    post_batch.posts). The frame itself is bounded by the hub's gRPC message
+    limit, like every frame.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POSTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def posts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Post]:
+        """The posts, in the order they are to be admitted."""
+
+    def __init__(
+        self,
+        *,
+        posts: _abc.Iterable[Global___Post] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["posts", b"posts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PostBatch: _TypeAlias = PostBatch  # noqa: Y015
 
 @_typing.final
 class PostResult(_message.Message):

@@ -81,6 +81,7 @@ __all__ = (
     "Ping",
     "Pong",
     "Post",
+    "PostBatch",
     "PostEnvelopeRequest",
     "PostEnvelopeResponse",
     "PostResult",
@@ -1557,6 +1558,12 @@ class ConnectRequest(betterproto2.Message):
     replaces an older one's unsent Pong.
     """
 
+    post_batch: "PostBatch | None" = betterproto2.field(5, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
+    """
+    Several envelopes for admission in one frame (see PostBatch); send it
+    only when Welcome.max_post_batch is above 0.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "ConnectRequest", ConnectRequest)
 
@@ -3002,6 +3009,30 @@ default_message_pool.register_message("agentnet.v1", "Post", Post)
 
 
 @dataclass(eq=False, repr=False)
+class PostBatch(betterproto2.Message):
+    """
+    PostBatch submits several envelopes in one frame: a client that has more than
+    one Post queued when its stream is ready to write packs them here instead of
+    writing a frame per Post (it never waits to fill one). The hub handles the
+    posts exactly as if they had come as single Post frames, in order: each is
+    admitted or refused on its own, a refusal does not stop the posts after it,
+    and each gets its own PostResult (correlated by request_id; results may come
+    batched or single, in any frames). At most Welcome.max_post_batch posts; a
+    larger or empty PostBatch ends the stream with INVALID_ARGUMENT (field
+    post_batch.posts). The frame itself is bounded by the hub's gRPC message
+    limit, like every frame.
+    """
+
+    posts: "list[Post]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The posts, in the order they are to be admitted.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "PostBatch", PostBatch)
+
+
+@dataclass(eq=False, repr=False)
 class PostEnvelopeRequest(betterproto2.Message):
     """
     PostEnvelopeRequest admits one envelope.
@@ -3939,6 +3970,12 @@ class Welcome(betterproto2.Message):
     keepalive_seconds: "int" = betterproto2.field(4, betterproto2.TYPE_UINT32)
     """
     Interval at which the client should Ping when otherwise idle.
+    """
+
+    max_post_batch: "int" = betterproto2.field(5, betterproto2.TYPE_UINT32)
+    """
+    Most posts the hub accepts in one PostBatch frame (its --max-batch, 256 by
+    default). 0 = this hub does not understand PostBatch: send single Posts.
     """
 
 

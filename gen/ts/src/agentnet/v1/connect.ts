@@ -33,6 +33,12 @@ export interface ConnectRequest {
      * replaces an older one's unsent Pong.
      */
     { $case: "ping"; value: Ping }
+    | //
+    /**
+     * Several envelopes for admission in one frame (see PostBatch); send it
+     * only when Welcome.max_post_batch is above 0.
+     */
+    { $case: "postBatch"; value: PostBatch }
     | undefined;
 }
 
@@ -112,6 +118,11 @@ export interface Welcome {
   cursors: { [key: string]: number };
   /** Interval at which the client should Ping when otherwise idle. */
   keepaliveSeconds: number;
+  /**
+   * Most posts the hub accepts in one PostBatch frame (its --max-batch, 256 by
+   * default). 0 = this hub does not understand PostBatch: send single Posts.
+   */
+  maxPostBatch: number;
 }
 
 export interface Welcome_CursorsEntry {
@@ -134,6 +145,23 @@ export interface Post {
   requestId: string;
   /** The envelope to admit. */
   envelope?: Envelope | undefined;
+}
+
+/**
+ * PostBatch submits several envelopes in one frame: a client that has more than
+ * one Post queued when its stream is ready to write packs them here instead of
+ * writing a frame per Post (it never waits to fill one). The hub handles the
+ * posts exactly as if they had come as single Post frames, in order: each is
+ * admitted or refused on its own, a refusal does not stop the posts after it,
+ * and each gets its own PostResult (correlated by request_id; results may come
+ * batched or single, in any frames). At most Welcome.max_post_batch posts; a
+ * larger or empty PostBatch ends the stream with INVALID_ARGUMENT (field
+ * post_batch.posts). The frame itself is bounded by the hub's gRPC message
+ * limit, like every frame.
+ */
+export interface PostBatch {
+  /** The posts, in the order they are to be admitted. */
+  posts: Post[];
 }
 
 /** PostResult is the outcome of one Post. */
@@ -251,6 +279,9 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
       case "ping":
         Ping.encode(message.frame.value, writer.uint32(34).fork()).join();
         break;
+      case "postBatch":
+        PostBatch.encode(message.frame.value, writer.uint32(42).fork()).join();
+        break;
     }
     return writer;
   },
@@ -300,6 +331,14 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
             message.frame = { $case: "ping", value: Ping.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.frame = { $case: "postBatch", value: PostBatch.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -322,6 +361,10 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
         ? { $case: "ack", value: Ack.fromJSON(object.ack) }
         : isSet(object.ping)
         ? { $case: "ping", value: Ping.fromJSON(object.ping) }
+        : isSet(object.postBatch)
+        ? { $case: "postBatch", value: PostBatch.fromJSON(object.postBatch) }
+        : isSet(object.post_batch)
+        ? { $case: "postBatch", value: PostBatch.fromJSON(object.post_batch) }
         : undefined,
     };
   },
@@ -336,6 +379,8 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
       obj.ack = Ack.toJSON(message.frame.value);
     } else if (message.frame?.$case === "ping") {
       obj.ping = Ping.toJSON(message.frame.value);
+    } else if (message.frame?.$case === "postBatch") {
+      obj.postBatch = PostBatch.toJSON(message.frame.value);
     }
     return obj;
   },
@@ -367,6 +412,12 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
       case "ping": {
         if (object.frame?.value !== undefined && object.frame?.value !== null) {
           message.frame = { $case: "ping", value: Ping.fromPartial(object.frame.value) };
+        }
+        break;
+      }
+      case "postBatch": {
+        if (object.frame?.value !== undefined && object.frame?.value !== null) {
+          message.frame = { $case: "postBatch", value: PostBatch.fromPartial(object.frame.value) };
         }
         break;
       }
@@ -802,7 +853,7 @@ export const Hello_CursorsEntry: MessageFns<Hello_CursorsEntry> = {
 };
 
 function createBaseWelcome(): Welcome {
-  return { agentId: "", sessionId: "", cursors: {}, keepaliveSeconds: 0 };
+  return { agentId: "", sessionId: "", cursors: {}, keepaliveSeconds: 0, maxPostBatch: 0 };
 }
 
 export const Welcome: MessageFns<Welcome> = {
@@ -818,6 +869,9 @@ export const Welcome: MessageFns<Welcome> = {
     });
     if (message.keepaliveSeconds !== 0) {
       writer.uint32(32).uint32(message.keepaliveSeconds);
+    }
+    if (message.maxPostBatch !== 0) {
+      writer.uint32(40).uint32(message.maxPostBatch);
     }
     return writer;
   },
@@ -870,6 +924,14 @@ export const Welcome: MessageFns<Welcome> = {
             message.keepaliveSeconds = reader.uint32();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.maxPostBatch = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -913,6 +975,11 @@ export const Welcome: MessageFns<Welcome> = {
         : isSet(object.keepalive_seconds)
         ? globalThis.Number(object.keepalive_seconds)
         : 0,
+      maxPostBatch: isSet(object.maxPostBatch)
+        ? globalThis.Number(object.maxPostBatch)
+        : isSet(object.max_post_batch)
+        ? globalThis.Number(object.max_post_batch)
+        : 0,
     };
   },
 
@@ -936,6 +1003,9 @@ export const Welcome: MessageFns<Welcome> = {
     if (message.keepaliveSeconds !== 0) {
       obj.keepaliveSeconds = Math.round(message.keepaliveSeconds);
     }
+    if (message.maxPostBatch !== 0) {
+      obj.maxPostBatch = Math.round(message.maxPostBatch);
+    }
     return obj;
   },
 
@@ -956,6 +1026,7 @@ export const Welcome: MessageFns<Welcome> = {
       {},
     );
     message.keepaliveSeconds = object.keepaliveSeconds ?? 0;
+    message.maxPostBatch = object.maxPostBatch ?? 0;
     return message;
   },
 };
@@ -1132,6 +1203,73 @@ export const Post: MessageFns<Post> = {
     message.envelope = (object.envelope !== undefined && object.envelope !== null)
       ? Envelope.fromPartial(object.envelope)
       : undefined;
+    return message;
+  },
+};
+
+function createBasePostBatch(): PostBatch {
+  return { posts: [] };
+}
+
+export const PostBatch: MessageFns<PostBatch> = {
+  encode(message: PostBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.posts) {
+      Post.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PostBatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePostBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.posts.push(Post.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PostBatch {
+    return { posts: globalThis.Array.isArray(object?.posts) ? object.posts.map((e: any) => Post.fromJSON(e)) : [] };
+  },
+
+  toJSON(message: PostBatch): unknown {
+    const obj: any = {};
+    if (message.posts?.length) {
+      obj.posts = message.posts.map((e) => Post.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PostBatch>): PostBatch {
+    return PostBatch.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PostBatch>): PostBatch {
+    const message = createBasePostBatch();
+    message.posts = object.posts?.map((e) => Post.fromPartial(e)) || [];
     return message;
   },
 };
