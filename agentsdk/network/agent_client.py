@@ -191,10 +191,11 @@ class AgentClient(NetworkClient):
 
 
 async def read_wal_until(client: NetworkClient, envelope: Envelope) -> list[Envelope]:
-    """The channel's WAL (as ``client`` may see it) before ``envelope``, excluding it."""
-    if envelope.seq <= 1:
-        return []
-    return await client.read_wal(envelope.channel_id, until_seq=envelope.seq - 1)
+    """The channel's WAL (as ``client`` may see it) before ``envelope``, excluding it.
+
+    Read through the client's transcript cache: each turn asks the hub only for the
+    envelopes admitted since the previous read (:meth:`NetworkClient.read_wal_before`)."""
+    return await client.read_wal_before(envelope.channel_id, envelope.seq)
 
 
 def resolve_view_policy(client: NetworkClient, metadata: ChannelMetadata) -> ViewPolicy:

@@ -27,6 +27,7 @@ from agentsdk.a2a.tools import make_a2a_tools
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.credentials import CredentialFile
 from agentsdk.network.delivery import DeliveryStream
+from agentsdk.network.transcripts import TranscriptCache
 from agentsdk.rpc import HubRpc
 from agentsdk.tools import Tool
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
@@ -67,6 +68,8 @@ class NetworkClient:
         self._stream: DeliveryStream | None = None
         self._a2a = AgentToAgent(hub.connection.target, credential, connection=hub.connection)
         self._a2a_tools: list[Tool] | None = None
+        self.transcripts = TranscriptCache()
+        """What this identity already read of its channels' WALs (see :meth:`read_wal_before`)."""
 
     @property
     def name(self) -> str:
@@ -232,6 +235,24 @@ class NetworkClient:
     async def read_wal(self, channel_id: str, *, from_seq: int = 0, until_seq: int = 0) -> list[Envelope]:
         """The part of the channel's WAL you may see, in admission order."""
         return await self._hub.read_wal_as(self.credential, channel_id, from_seq=from_seq, until_seq=until_seq)
+
+    async def read_wal_before(self, channel_id: str, seq: int) -> list[Envelope]:
+        """The part of the channel's WAL you may see below ``seq``, a seq the hub delivered or admitted.
+
+        Everything below such a seq is committed and never changes, so this reads from the
+        hub only what :attr:`transcripts` does not hold yet (see
+        :mod:`agentsdk.network.transcripts`). The envelopes are shared with the cache:
+        treat them as read-only."""
+        upto = seq - 1
+        if upto < 1:
+            return []
+        cached, covered = self.transcripts.prefix(channel_id, upto)
+        if covered >= upto:
+            return cached
+        wires = await self._hub.read_wal_wire_as(self.credential, channel_id, from_seq=covered + 1, until_seq=upto)
+        fresh = [(envelope_from_wire(wire), wire.ByteSize()) for wire in wires]
+        self.transcripts.extend(channel_id, covered, upto, fresh)
+        return cached + [envelope for envelope, _ in fresh]
 
     async def disconnect(self) -> None:
         """Stop receiving (envelopes not yet processed are redelivered on the next connect)."""

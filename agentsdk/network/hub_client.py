@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from agentnet.v1 import hub_pb2, identity_pb2
+from agentnet.v1 import envelope_pb2, hub_pb2, identity_pb2
 
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.backoff import RateLimitBackoff
@@ -505,8 +505,15 @@ class HubClient:
         self, credential: str, channel_id: str, *, from_seq: int = 0, until_seq: int = 0
     ) -> list[Envelope]:
         """A channel's WAL as the identity holding ``credential`` may see it."""
+        wires = await self.read_wal_wire_as(credential, channel_id, from_seq=from_seq, until_seq=until_seq)
+        return [envelope_from_wire(wire) for wire in wires]
+
+    async def read_wal_wire_as(
+        self, credential: str, channel_id: str, *, from_seq: int = 0, until_seq: int = 0
+    ) -> list[envelope_pb2.Envelope]:
+        """:meth:`read_wal_as`, the envelopes as they came off the wire."""
         request = hub_pb2.ReadWalRequest(channel_id=channel_id, from_seq=from_seq, until_seq=until_seq)
-        return [envelope_from_wire(item.envelope) async for item in self.rpc.as_identity(credential).read_wal(request)]
+        return [item.envelope async for item in self.rpc.as_identity(credential).read_wal(request)]
 
     async def read_wal(self, channel_id: str) -> list[Envelope]:
         """A channel's WAL in admission order, read by one of this client's identities that participates."""
