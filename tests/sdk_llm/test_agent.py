@@ -313,3 +313,24 @@ def test_server_sync_context_manager_releases_the_port() -> None:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
     with pytest.raises(RuntimeError, match="not running"):
         _ = srv.base_url
+
+
+async def test_request_body_is_what_chat_completions_create_sends(server: ScriptedOpenAIServer) -> None:
+    """OpenAIConfig posts the body itself (skipping create's typed transform): the same JSON reaches the server."""
+    config = OpenAIConfig(
+        model="m", base_url=server.base_url, api_key="test", temperature=0.25, max_tokens=7, extra_body={"seed": 3}
+    )
+    server.add("direct", "via create")
+    await config.complete([{"role": "user", "content": "hi"}], [add.schema()])
+    await config.client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[add.schema()],  # type: ignore[list-item]
+        temperature=0.25,
+        max_tokens=7,
+        extra_body={"seed": 3},
+    )
+    direct, via_create = server.requests
+    assert direct == via_create
+    assert direct["temperature"] == 0.25 and direct["max_tokens"] == 7 and direct["seed"] == 3
+    await config.aclose()
