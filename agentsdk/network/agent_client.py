@@ -26,7 +26,7 @@ from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.clients import NetworkClient
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
-from agentsdk.network.turn_context import cause_scope, current_task, task_scope
+from agentsdk.network.turn_context import cause_scope, current_task, delivered_can_send, task_scope
 from agentsdk.network.views import ViewPolicy
 from agentsdk.stream import Stream
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
@@ -253,7 +253,10 @@ async def default_handler(envelope: Envelope, client: NetworkClient) -> None:
 
 
 async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
-    if not await client.can_send(envelope.channel_id):
+    may_post = delivered_can_send(envelope.envelope_id)  # the hub said so in the delivery: no CanSend call
+    if may_post is None:
+        may_post = await client.can_send(envelope.channel_id)
+    if not may_post:
         return  # not our turn, or the channel is closing
     metadata, state, _expected = await client.channel_info(envelope.channel_id)
     if metadata.last_seq > envelope.seq and await _superseded(client, envelope):

@@ -25,6 +25,7 @@ from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network.acks import AckCoalescer
 from agentsdk.network.cursors import CursorBook
+from agentsdk.network.turn_context import delivery_scope
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED
@@ -186,7 +187,8 @@ class DeliveryStream:
             if not delivery.expired and env.envelope_id not in self._seen:
                 self._remember(env.envelope_id)
                 try:
-                    await self.dispatch(env)
+                    with delivery_scope(env.envelope_id, delivery.can_send if delivery.HasField("can_send") else None):
+                        await self.dispatch(env)
                 except asyncio.CancelledError:
                     raise
                 except Exception:

@@ -3,7 +3,9 @@
 Both are context variables, so each asyncio task (each turn, each ``async with
 agent.task(...)`` block) sees its own values, and concurrent turns of one agent never
 see each other's task. ``agent.task(...)`` sets the task; the default handler sets the
-causing envelope for the turn that answers it. The network tools read both: the task
+causing envelope for the turn that answers it, and the delivery stream what the hub's
+delivery said about posting now (``Delivery.can_send``), so the default handler skips its
+CanSend call. The network tools read both: the task
 for ``tasks(action="progress"|"complete")``, the cause so a ``delegate`` made while
 answering a delegated question counts one more hop (``CallToolRequest.causation_id``).
 """
@@ -15,10 +17,13 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["cause_scope", "current_cause", "current_task", "task_scope"]
+__all__ = ["cause_scope", "current_cause", "current_task", "delivered_can_send", "delivery_scope", "task_scope"]
 
 _task: contextvars.ContextVar[Any] = contextvars.ContextVar("agentsdk_current_task", default=None)
 _cause: contextvars.ContextVar[str] = contextvars.ContextVar("agentsdk_current_cause", default="")
+_delivered: contextvars.ContextVar[tuple[str, bool | None]] = contextvars.ContextVar(
+    "agentsdk_delivered_can_send", default=("", None)
+)
 
 
 def current_task() -> Any:
@@ -49,3 +54,21 @@ def cause_scope(envelope_id: str) -> Iterator[str]:
         yield envelope_id
     finally:
         _cause.reset(token)
+
+
+def delivered_can_send(envelope_id: str) -> bool | None:
+    """The hub's ``Delivery.can_send`` for ``envelope_id`` while its handler runs.
+
+    None when the delivery did not carry it, or outside that envelope's handler."""
+    delivered, can_send = _delivered.get()
+    return can_send if delivered == envelope_id else None
+
+
+@contextlib.contextmanager
+def delivery_scope(envelope_id: str, can_send: bool | None) -> Iterator[None]:
+    """While ``envelope_id``'s handler runs, remember what its delivery said about posting now."""
+    token = _delivered.set((envelope_id, can_send))
+    try:
+        yield
+    finally:
+        _delivered.reset(token)

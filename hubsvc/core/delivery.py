@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from agentnet.v1 import connect_pb2, envelope_pb2
 
 from hubsvc.core.util import Clock, parse_iso_z
+from netkernel.envelope import EV_PACKET, EV_TEXT
 from netkernel.errors import AgentNetError, InboxFull
 from netkernel.wire import wire_visible_to
 
@@ -42,6 +43,12 @@ _PRIORITY_RANK = {
 
 _Outgoing = tuple[envelope_pb2.Envelope, bool, int]
 """A delivery taken from the queue: (envelope, replay, prev_seq)."""
+
+TurnProbe = Callable[[str, str], bool]
+"""``(agent_id, channel_id)`` → may that participant post an ag2.msg.text there now (CanSend's answer)."""
+
+_TURN_EVENT_TYPES = frozenset({EV_TEXT, EV_PACKET})
+"""The substantive event types whose live deliveries carry ``Delivery.can_send``."""
 
 
 def is_expired(wire: envelope_pb2.Envelope, now: float) -> bool:
@@ -98,6 +105,7 @@ class Session:
         max_batch_bytes: int = 1024 * 1024,
         on_dirty: Callable[[Session], None] | None = None,
         on_cursor: Callable[[str, str, int], None] | None = None,
+        turn_probe: TurnProbe | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.session_id = session_id
@@ -129,6 +137,8 @@ class Session:
         """Told when ``dirty`` gains its first entry since the last :meth:`take_dirty`."""
         self._on_cursor = on_cursor
         """Told ``(agent_id, channel_id, cursor)`` whenever a cursor moves (the inbox count follows it)."""
+        self._turn_probe = turn_probe
+        """Asked, when a live substantive delivery is written, for its ``can_send`` (None: left unset)."""
 
     @property
     def queued_frames(self) -> int:
@@ -413,5 +423,7 @@ class Session:
             delivery.expired = True
         else:
             delivery.envelope.CopyFrom(wire)
+            if not replay and self._turn_probe is not None and wire.event_type in _TURN_EVENT_TYPES:
+                delivery.can_send = self._turn_probe(self.agent_id, wire.channel_id)
         delivery.replay = replay
         delivery.prev_seq = prev

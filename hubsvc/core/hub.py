@@ -48,6 +48,7 @@ from hubsvc.governance.inbox import Inboxes
 from hubsvc.governance.policy import Policy, parse_rule
 from hubsvc.governance.rate import RateLimiter
 from hubsvc.storage import HubStore, Writes
+from netkernel.envelope import EV_TEXT
 from netkernel.errors import InvalidArgument, Unavailable
 
 log = logging.getLogger("agentnet.hub")
@@ -105,6 +106,7 @@ class HubCore:
             live_channels=lambda: self.channels.live(),
             spawn=self.spawn,
             on_cursor=self.inboxes.cursor,
+            turn_probe=lambda agent_id, channel_id: self.posts.can_send(agent_id, channel_id, EV_TEXT)[0],
         )
         self.channels = LiveChannels(
             store,

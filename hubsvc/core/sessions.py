@@ -18,7 +18,7 @@ from typing import Any
 from agentnet.v1 import channel_pb2, connect_pb2, envelope_pb2
 
 from hubsvc.core.channel import ChannelRuntime
-from hubsvc.core.delivery import Session
+from hubsvc.core.delivery import Session, TurnProbe
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.util import Clock, new_id
@@ -39,6 +39,7 @@ class Sessions:
         live_channels: Callable[[], Iterable[ChannelRuntime]],
         spawn: Callable[[Any, str], asyncio.Task[Any]],
         on_cursor: Callable[[str, str, int], None] | None = None,
+        turn_probe: TurnProbe | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -48,6 +49,8 @@ class Sessions:
         self._spawn = spawn
         self._on_cursor = on_cursor
         """Told ``(agent_id, channel_id, cursor)`` whenever an agent's cursor moves (acks, skips, a Hello ahead)."""
+        self._turn_probe = turn_probe
+        """Whether an agent may post ag2.msg.text into a channel now (stamped on substantive deliveries)."""
         self._sessions: dict[str, Session] = {}
         self._dirty: set[Session] = set()
         """Sessions whose cursors moved since they were last written."""
@@ -76,6 +79,7 @@ class Sessions:
             max_batch_bytes=self._options.max_batch_bytes,
             on_dirty=self._note_dirty,
             on_cursor=self._on_cursor,
+            turn_probe=self._turn_probe,
         )
         # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
         self._sessions[agent_id] = session

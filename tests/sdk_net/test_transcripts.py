@@ -1,4 +1,4 @@
-"""The transcript cache: a turn's history read asks the hub only for what is new, and reads the same."""
+"""The transcript cache and the delivery's turn hint: what a turn needs from the hub without asking again."""
 
 from __future__ import annotations
 
@@ -81,3 +81,16 @@ async def test_reads_before_a_seq_match_the_hub_as_the_channel_grows() -> None:
         before = await carol.read_wal_before(cid, last.seq)
         carol.transcripts.forget(cid)
         assert [e.envelope_id for e in await carol.read_wal_before(cid, last.seq)] == [e.envelope_id for e in before]
+
+
+def test_delivered_can_send_belongs_to_its_envelope_only() -> None:
+    from agentsdk.network.turn_context import delivered_can_send, delivery_scope
+
+    assert delivered_can_send("e1") is None
+    with delivery_scope("e1", False):
+        assert delivered_can_send("e1") is False
+        assert delivered_can_send("e2") is None  # a handler delegating another envelope asks CanSend
+        with delivery_scope("e2", None):
+            assert delivered_can_send("e2") is None
+        assert delivered_can_send("e1") is False
+    assert delivered_can_send("e1") is None

@@ -780,7 +780,16 @@ type Delivery struct {
 	// The envelope's ttl_seconds ran out before it could be delivered: `envelope`
 	// carries only channel_id, seq, envelope_id and event_type, no content. Do not
 	// handle it; ack it so the cursor moves on.
-	Expired       bool `protobuf:"varint,4,opt,name=expired,proto3" json:"expired,omitempty"`
+	Expired bool `protobuf:"varint,4,opt,name=expired,proto3" json:"expired,omitempty"`
+	// For a live (not replayed, not expired) ag2.msg.text or ag2.msg.packet
+	// delivery: what CanSend(channel_id, "ag2.msg.text") would have answered this
+	// participant when the hub wrote the frame — whether it may post a
+	// substantive envelope now (its turn, in turn-taking channel types). A client
+	// that answers deliveries can skip the CanSend call: the answer may be stale
+	// by the time it posts, exactly as CanSend's may, and the post's own result
+	// decides. Unset when the hub did not compute it (other event types, replays,
+	// expired slots, hubs older than this field): call CanSend.
+	CanSend       *bool `protobuf:"varint,5,opt,name=can_send,json=canSend,proto3,oneof" json:"can_send,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -839,6 +848,13 @@ func (x *Delivery) GetPrevSeq() uint64 {
 func (x *Delivery) GetExpired() bool {
 	if x != nil {
 		return x.Expired
+	}
+	return false
+}
+
+func (x *Delivery) GetCanSend() bool {
+	if x != nil && x.CanSend != nil {
+		return *x.CanSend
 	}
 	return false
 }
@@ -1101,12 +1117,14 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\fpost_results\x18\x01 \x03(\v2\x17.agentnet.v1.PostResultR\vpostResults\x125\n" +
 	"\n" +
 	"deliveries\x18\x02 \x03(\v2\x15.agentnet.v1.DeliveryR\n" +
-	"deliveries\"\x8a\x01\n" +
+	"deliveries\"\xb7\x01\n" +
 	"\bDelivery\x121\n" +
 	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\x12\x16\n" +
 	"\x06replay\x18\x02 \x01(\bR\x06replay\x12\x19\n" +
 	"\bprev_seq\x18\x03 \x01(\x04R\aprevSeq\x12\x18\n" +
-	"\aexpired\x18\x04 \x01(\bR\aexpired\"6\n" +
+	"\aexpired\x18\x04 \x01(\bR\aexpired\x12\x1e\n" +
+	"\bcan_send\x18\x05 \x01(\bH\x00R\acanSend\x88\x01\x01B\v\n" +
+	"\t_can_send\"6\n" +
 	"\x03Ack\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.agentnet.v1.AckEntryR\aentries\";\n" +
 	"\bAckEntry\x12\x1d\n" +
@@ -1203,6 +1221,7 @@ func file_agentnet_v1_connect_proto_init() {
 		(*PostResult_Envelope)(nil),
 		(*PostResult_Error)(nil),
 	}
+	file_agentnet_v1_connect_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -428,6 +428,7 @@ class Delivery(_message.Message):
     REPLAY_FIELD_NUMBER: _builtins.int
     PREV_SEQ_FIELD_NUMBER: _builtins.int
     EXPIRED_FIELD_NUMBER: _builtins.int
+    CAN_SEND_FIELD_NUMBER: _builtins.int
     replay: _builtins.bool
     """True when sent while replaying from the resume cursors."""
     prev_seq: _builtins.int
@@ -443,6 +444,16 @@ class Delivery(_message.Message):
     carries only channel_id, seq, envelope_id and event_type, no content. Do not
     handle it; ack it so the cursor moves on.
     """
+    can_send: _builtins.bool
+    """For a live (not replayed, not expired) ag2.msg.text or ag2.msg.packet
+    delivery: what CanSend(channel_id, "ag2.msg.text") would have answered this
+    participant when the hub wrote the frame — whether it may post a
+    substantive envelope now (its turn, in turn-taking channel types). A client
+    that answers deliveries can skip the CanSend call: the answer may be stale
+    by the time it posts, exactly as CanSend's may, and the post's own result
+    decides. Unset when the hub did not compute it (other event types, replays,
+    expired slots, hubs older than this field): call CanSend.
+    """
     @_builtins.property
     def envelope(self) -> _envelope_pb2.Envelope:
         """The envelope (with seq)."""
@@ -454,12 +465,15 @@ class Delivery(_message.Message):
         replay: _builtins.bool = ...,
         prev_seq: _builtins.int = ...,
         expired: _builtins.bool = ...,
+        can_send: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_can_send", b"_can_send", "can_send", b"can_send", "envelope", b"envelope"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "expired", b"expired", "prev_seq", b"prev_seq", "replay", b"replay"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_can_send", b"_can_send", "can_send", b"can_send", "envelope", b"envelope", "expired", b"expired", "prev_seq", b"prev_seq", "replay", b"replay"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__can_send: _TypeAlias = _typing.Literal["can_send"]  # noqa: Y015
+    _WhichOneofArgType__can_send: _TypeAlias = _typing.Literal["_can_send", b"_can_send"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__can_send) -> _WhichOneofReturnType__can_send | None: ...
 
 Global___Delivery: _TypeAlias = Delivery  # noqa: Y015
 

@@ -1809,6 +1809,18 @@ class Delivery(betterproto2.Message):
     handle it; ack it so the cursor moves on.
     """
 
+    can_send: "bool | None" = betterproto2.field(5, betterproto2.TYPE_BOOL, optional=True)
+    """
+    For a live (not replayed, not expired) ag2.msg.text or ag2.msg.packet
+    delivery: what CanSend(channel_id, "ag2.msg.text") would have answered this
+    participant when the hub wrote the frame — whether it may post a
+    substantive envelope now (its turn, in turn-taking channel types). A client
+    that answers deliveries can skip the CanSend call: the answer may be stale
+    by the time it posts, exactly as CanSend's may, and the post's own result
+    decides. Unset when the hub did not compute it (other event types, replays,
+    expired slots, hubs older than this field): call CanSend.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "Delivery", Delivery)
 

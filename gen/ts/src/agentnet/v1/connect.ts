@@ -224,6 +224,17 @@ export interface Delivery {
    * handle it; ack it so the cursor moves on.
    */
   expired: boolean;
+  /**
+   * For a live (not replayed, not expired) ag2.msg.text or ag2.msg.packet
+   * delivery: what CanSend(channel_id, "ag2.msg.text") would have answered this
+   * participant when the hub wrote the frame — whether it may post a
+   * substantive envelope now (its turn, in turn-taking channel types). A client
+   * that answers deliveries can skip the CanSend call: the answer may be stale
+   * by the time it posts, exactly as CanSend's may, and the post's own result
+   * decides. Unset when the hub did not compute it (other event types, replays,
+   * expired slots, hubs older than this field): call CanSend.
+   */
+  canSend?: boolean | undefined;
 }
 
 /**
@@ -1503,7 +1514,7 @@ export const Batch: MessageFns<Batch> = {
 };
 
 function createBaseDelivery(): Delivery {
-  return { envelope: undefined, replay: false, prevSeq: 0, expired: false };
+  return { envelope: undefined, replay: false, prevSeq: 0, expired: false, canSend: undefined };
 }
 
 export const Delivery: MessageFns<Delivery> = {
@@ -1519,6 +1530,9 @@ export const Delivery: MessageFns<Delivery> = {
     }
     if (message.expired !== false) {
       writer.uint32(32).bool(message.expired);
+    }
+    if (message.canSend !== undefined) {
+      writer.uint32(40).bool(message.canSend);
     }
     return writer;
   },
@@ -1568,6 +1582,14 @@ export const Delivery: MessageFns<Delivery> = {
             message.expired = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.canSend = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1590,6 +1612,11 @@ export const Delivery: MessageFns<Delivery> = {
         ? globalThis.Number(object.prev_seq)
         : 0,
       expired: isSet(object.expired) ? globalThis.Boolean(object.expired) : false,
+      canSend: isSet(object.canSend)
+        ? globalThis.Boolean(object.canSend)
+        : isSet(object.can_send)
+        ? globalThis.Boolean(object.can_send)
+        : undefined,
     };
   },
 
@@ -1607,6 +1634,9 @@ export const Delivery: MessageFns<Delivery> = {
     if (message.expired !== false) {
       obj.expired = message.expired;
     }
+    if (message.canSend !== undefined) {
+      obj.canSend = message.canSend;
+    }
     return obj;
   },
 
@@ -1621,6 +1651,7 @@ export const Delivery: MessageFns<Delivery> = {
     message.replay = object.replay ?? false;
     message.prevSeq = object.prevSeq ?? 0;
     message.expired = object.expired ?? false;
+    message.canSend = object.canSend ?? undefined;
     return message;
   },
 };
