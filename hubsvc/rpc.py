@@ -7,7 +7,7 @@ Each RPC method of :class:`~hubsvc.servicer.HubServicer` declares its auth mode
 the error boundary of :mod:`servicekit.boundary`. Before the handler runs, the request is
 checked against the hub's field limits (:mod:`hubsvc.field_limits`). ``Connect`` authenticates its
 Hello frame with :meth:`Authenticator.hello` under the same boundary; errors that
-travel inside its stream (a refused post) are built by :func:`error_detail` from
+travel inside its stream (a refused post) are built by :func:`~servicekit.boundary.error_detail` from
 the same exception classes.
 
 Under identity binding (``--tls-bind-identity``, mTLS) the same authentication also checks
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
 import grpc
-from agentnet.v1 import connect_pb2, errors_pb2
+from agentnet.v1 import connect_pb2
 from google.protobuf.message import Message
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.util import hash_secret
-from netkernel.errors import AgentNetError, PermissionDenied, ProtocolError, Unauthenticated
+from netkernel.errors import PermissionDenied, ProtocolError, Unauthenticated
 from servicekit.auth import bearer_token
 from servicekit.boundary import stream_boundary, unary_boundary
 from servicekit.limits import RequestLimits
@@ -64,13 +64,6 @@ OPERATOR: Auth[None] = Auth("operator")
 """The operator token; the handler gets None (an agent credential is PERMISSION_DENIED)."""
 AGENT_OR_OPERATOR: Auth[str | None] = Auth("agent-or-operator")
 """Either; the handler gets the agent id, or None for the operator."""
-
-
-def error_detail(err: AgentNetError) -> errors_pb2.ErrorDetail:
-    """The in-stream form of a domain error (a refused post's PostResult.error, CanSend's refusal)."""
-    return errors_pb2.ErrorDetail(
-        code=err.code.value[0], reason=err.reason, message=err.wire_message, metadata=err.wire_metadata
-    )
 
 
 class Authenticator:

@@ -25,13 +25,12 @@ from hubsvc.rpc import (
     REGISTER,
     Authenticator,
     Ctx,
-    error_detail,
     stream_rpc,
     unary_rpc,
 )
 from netkernel.errors import AgentNetError, ProtocolError, Unavailable
 from netkernel.wire import envelope_from_wire
-from servicekit.boundary import ErrorBoundary, domain_error
+from servicekit.boundary import ErrorBoundary, domain_error, error_detail
 
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 log = logging.getLogger("agentnet.hub.servicer")

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import abc
 import builtins
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Self
 
 from knowledgestore.paths import validate_namespace
 from knowledgestore.types import AppendResult, ChangeCallback, FileInfo, Subscription
+from netkernel.errors import AgentNetError
+
+#: One path's outcome of :meth:`StoreBase.read_many_within`: as :meth:`StoreBase.read_within`, or its error.
+ReadWithin = tuple[str, FileInfo] | int | AgentNetError
 
 
 class StoreBase(abc.ABC):
@@ -64,6 +69,19 @@ class StoreBase(abc.ABC):
         if size > max_bytes:
             return size
         return await self.read_info(path)
+
+    async def read_many_within(self, paths: Sequence[str], max_bytes: int) -> builtins.list[ReadWithin]:
+        """:meth:`read_within` of every path, in order, a path's error (NotFound, …) in its place.
+
+        The knowledge service answers a ReadMany with it; backends override this fallback
+        (one read_within per path) with a single lookup for the whole batch."""
+        outcomes: builtins.list[ReadWithin] = []
+        for path in paths:
+            try:
+                outcomes.append(await self.read_within(path, max_bytes))
+            except AgentNetError as err:
+                outcomes.append(err)
+        return outcomes
 
     async def read_range_within(self, path: str, offset: int, max_bytes: int) -> str | int:
         """:meth:`read_range` when at most ``max_bytes`` lie from ``offset`` on; otherwise only that

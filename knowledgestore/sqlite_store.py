@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from knowledgestore.base import StoreBase
+from knowledgestore.base import ReadWithin, StoreBase
 from knowledgestore.feed import ChangeFeed
 from knowledgestore.paths import (
     ancestors,
@@ -38,7 +39,7 @@ from knowledgestore.paths import (
 )
 from knowledgestore.text import MAX_QUERY_OFFSET, check_offset, decode_text, encode_text, query_offset
 from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
-from netkernel.errors import NotFound
+from netkernel.errors import AgentNetError, NotFound
 from netkernel.files import private_database
 from netkernel.log_hygiene import mute_parameter_echo
 
@@ -94,6 +95,15 @@ WHERE f.namespace = ? AND f.path = ?
 ORDER BY c.start
 """
 
+# As _READ_WITHIN for every path of the JSON array ?3 at once (one snapshot, one thread hop).
+_READ_MANY_WITHIN = """
+SELECT f.path, f.size, f.version, c.data
+FROM knowledge_files AS f
+LEFT JOIN knowledge_chunks AS c ON f.size <= ?1 AND c.namespace = f.namespace AND c.path = f.path
+WHERE f.namespace = ?2 AND f.path IN (SELECT value FROM json_each(?3))
+ORDER BY f.path, c.start
+"""
+
 # One statement, so the size and the chunks come from the same snapshot. The
 # sub-select finds the chunk containing the offset through the primary key.
 # ?4 bounds the bytes from the offset on: more than that and no chunk is joined (nothing loaded).
@@ -122,6 +132,18 @@ async def _connect(path: Path) -> aiosqlite.Connection:
     connection = aiosqlite.connect(path, isolation_level=None)  # the thread starts when awaited
     connection._thread.daemon = True
     return await connection
+
+
+def _file_within(path: str, rows: Sequence[Row], max_bytes: int) -> tuple[str, FileInfo] | int:
+    """read_within's answer from a file's (size, version, data) rows: NotFound without rows, only the
+    size past ``max_bytes``, else the content."""
+    if not rows:
+        raise NotFound(f"no file at {path}", metadata={"path": path})
+    size = int(rows[0][0])
+    if size > max_bytes:
+        return size
+    data = b"".join(row[2] for row in rows if row[2] is not None)
+    return decode_text(data, path), FileInfo(size, int(rows[0][1]))
 
 
 def _upper_bound(prefix: str) -> str:
@@ -334,13 +356,34 @@ class SqliteKnowledgeStore(StoreBase):
         path = file_path(path)
         async with self._db.reader() as conn:
             rows: list[Row] = list(await conn.execute_fetchall(_READ_WITHIN, (max_bytes, self._namespace, path)))
-        if not rows:
-            raise NotFound(f"no file at {path}", metadata={"path": path})
-        size = int(rows[0][0])
-        if size > max_bytes:
-            return size
-        data = b"".join(row[2] for row in rows if row[2] is not None)
-        return decode_text(data, path), FileInfo(size, int(rows[0][1]))
+        return _file_within(path, rows, max_bytes)
+
+    async def read_many_within(self, paths: Sequence[str], max_bytes: int) -> builtins.list[ReadWithin]:
+        """:meth:`read_within` of every path, in order, each error in its place: one statement on one
+        read connection for the whole batch."""
+        normalized: list[str | AgentNetError] = []
+        for path in paths:
+            try:
+                normalized.append(file_path(path))
+            except AgentNetError as err:
+                normalized.append(err)
+        wanted = sorted({name for name in normalized if isinstance(name, str)})
+        rows_by_path: dict[str, list[Row]] = {}
+        if wanted:
+            async with self._db.reader() as conn:
+                rows = await conn.execute_fetchall(_READ_MANY_WITHIN, (max_bytes, self._namespace, json.dumps(wanted)))
+            for row in rows:
+                rows_by_path.setdefault(row[0], []).append(row[1:])
+        outcomes: builtins.list[ReadWithin] = []
+        for name in normalized:
+            if isinstance(name, AgentNetError):
+                outcomes.append(name)
+                continue
+            try:
+                outcomes.append(_file_within(name, rows_by_path.get(name, []), max_bytes))
+            except AgentNetError as err:
+                outcomes.append(err)
+        return outcomes
 
     async def size_of(self, path: str) -> int:
         """A file's size in bytes, from its row (NotFound if missing)."""

@@ -46,6 +46,8 @@ async def run(config: KnowledgeConfig) -> None:
                 port=config.port,
                 max_write_bytes=config.max_write_bytes,
                 read_budget_bytes=config.read_budget_bytes,
+                read_many_max_items=config.read_many_max_items,
+                read_many_max_bytes=config.read_many_max_bytes,
                 tls=config.tls,
             )
         except TlsConfigError as exc:

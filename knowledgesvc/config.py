@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from knowledgesvc.servicer import READ_BUDGET_BYTES
+from knowledgesvc.servicer import MAX_RESPONSE_BYTES, READ_BUDGET_BYTES, READ_MANY_MAX_BYTES, READ_MANY_MAX_ITEMS
 from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 BACKENDS = ("memory", "sqlite", "disk", "redis")
@@ -35,6 +35,11 @@ class KnowledgeConfig:
     """Largest Write content / Append text accepted, in UTF-8 bytes (AGENTNET_KNOWLEDGE_MAX_WRITE_BYTES)."""
     read_budget_bytes: int = READ_BUDGET_BYTES
     """Bytes of files concurrent reads may load at once; more wait (AGENTNET_KNOWLEDGE_READ_BUDGET_BYTES)."""
+    read_many_max_items: int = READ_MANY_MAX_ITEMS
+    """Most reads in one ReadMany call; more is INVALID_ARGUMENT (AGENTNET_KNOWLEDGE_READ_MANY_MAX_ITEMS)."""
+    read_many_max_bytes: int = READ_MANY_MAX_BYTES
+    """Most file content in one ReadMany response, at most 16 MiB - 64 KiB; an item past it is refused on its
+    own, to be read alone (AGENTNET_KNOWLEDGE_READ_MANY_MAX_BYTES)."""
     log_level: str = "INFO"
     """Logging level (AGENTNET_LOG_LEVEL)."""
     tls: ServerTls | None = None
@@ -108,10 +113,29 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
         "default 64 MiB (AGENTNET_KNOWLEDGE_READ_BUDGET_BYTES)",
     )
     parser.add_argument(
+        "--read-many-max-items",
+        type=_positive_int,
+        default=int(env.get("AGENTNET_KNOWLEDGE_READ_MANY_MAX_ITEMS", d.read_many_max_items)),
+        help="most reads in one ReadMany call; more is refused with INVALID_ARGUMENT; default 256 "
+        "(AGENTNET_KNOWLEDGE_READ_MANY_MAX_ITEMS)",
+    )
+    parser.add_argument(
+        "--read-many-max-bytes",
+        type=_positive_int,
+        default=int(env.get("AGENTNET_KNOWLEDGE_READ_MANY_MAX_BYTES", d.read_many_max_bytes)),
+        help="most file content in one ReadMany response; an item past it is refused alone (the client reads "
+        f"it with Read); default 4 MiB, at most {MAX_RESPONSE_BYTES} (AGENTNET_KNOWLEDGE_READ_MANY_MAX_BYTES)",
+    )
+    parser.add_argument(
         "--log-level", default=env.get("AGENTNET_LOG_LEVEL", d.log_level), help="log level (AGENTNET_LOG_LEVEL)"
     )
     add_tls_arguments(parser, "AGENTNET_KNOWLEDGE_")
     a = parser.parse_args(argv)
+    if a.read_many_max_bytes > MAX_RESPONSE_BYTES:
+        parser.error(
+            f"--read-many-max-bytes {a.read_many_max_bytes} is over what one response may carry "
+            f"({MAX_RESPONSE_BYTES}); choose at most that"
+        )
     tls = tls_from_args(parser, a, a.host)
     return KnowledgeConfig(
         host=a.host,
@@ -123,6 +147,8 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
         tokens_file=a.tokens_file,
         max_write_bytes=a.max_write_bytes,
         read_budget_bytes=a.read_budget_bytes,
+        read_many_max_items=a.read_many_max_items,
+        read_many_max_bytes=a.read_many_max_bytes,
         log_level=a.log_level,
         tls=tls,
     )

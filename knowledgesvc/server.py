@@ -9,7 +9,14 @@ from agentnet.v1 import knowledge_pb2_grpc
 
 from knowledgestore.base import StoreBase
 from knowledgesvc.auth import TokenAuthority
-from knowledgesvc.servicer import KNOWLEDGE_SERVICE, READ_BUDGET_BYTES, WATCH_BACKLOG, KnowledgeServicer
+from knowledgesvc.servicer import (
+    KNOWLEDGE_SERVICE,
+    READ_BUDGET_BYTES,
+    READ_MANY_MAX_BYTES,
+    READ_MANY_MAX_ITEMS,
+    WATCH_BACKLOG,
+    KnowledgeServicer,
+)
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
 from servicekit.tls import ServerTls
 
@@ -42,6 +49,8 @@ async def start_knowledge(
     max_write_bytes: int = 8 * 1024 * 1024,
     watch_backlog: int = WATCH_BACKLOG,
     read_budget_bytes: int = READ_BUDGET_BYTES,
+    read_many_max_items: int = READ_MANY_MAX_ITEMS,
+    read_many_max_bytes: int = READ_MANY_MAX_BYTES,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     tls: ServerTls | None = None,
 ) -> KnowledgeServer:
@@ -53,6 +62,8 @@ async def start_knowledge(
         max_write_bytes=max_write_bytes,
         watch_backlog=watch_backlog,
         read_budget_bytes=read_budget_bytes,
+        read_many_max_items=read_many_max_items,
+        read_many_max_bytes=read_many_max_bytes,
     )
     spec = ServiceSpec(
         KNOWLEDGE_SERVICE.full_name,

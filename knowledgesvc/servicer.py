@@ -12,13 +12,13 @@ from typing import Any, TypeAlias
 
 from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 
-from knowledgestore.base import StoreBase
+from knowledgestore.base import ReadWithin, StoreBase
 from knowledgestore.convert import event_to_proto
 from knowledgestore.paths import MAX_PATH_BYTES, validate_namespace
-from knowledgestore.types import ChangeEvent
+from knowledgestore.types import ChangeEvent, FileInfo
 from knowledgesvc.auth import TokenAuthority
-from netkernel.errors import InvalidArgument, PayloadTooLarge, Unavailable
-from servicekit.boundary import stream_boundary, unary_boundary
+from netkernel.errors import AgentNetError, InvalidArgument, PayloadTooLarge, Unavailable
+from servicekit.boundary import domain_error, error_detail, stream_boundary, unary_boundary
 from servicekit.budget import ByteBudget
 from servicekit.limits import Bound, RequestLimits
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
@@ -67,6 +67,12 @@ READ_BUDGET_BYTES = 64 * 1024 * 1024
 #: reads at once); anything bigger is sized first, then read holding exactly its size.
 SMALL_READ_BYTES = 64 * 1024
 
+#: Most reads one ReadMany call may carry (more: INVALID_ARGUMENT naming ``reads``).
+READ_MANY_MAX_ITEMS = 256
+
+#: Most file content one ReadMany response carries; an item past it is refused on its own (read it alone).
+READ_MANY_MAX_BYTES = 4 * 1024 * 1024
+
 
 class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
     """Serves agentnet.v1.KnowledgeService over ``store``: each request uses ``store.namespace(request.namespace)``."""
@@ -79,6 +85,8 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         max_write_bytes: int,
         watch_backlog: int = WATCH_BACKLOG,
         read_budget_bytes: int = READ_BUDGET_BYTES,
+        read_many_max_items: int = READ_MANY_MAX_ITEMS,
+        read_many_max_bytes: int = READ_MANY_MAX_BYTES,
     ) -> None:
         self._root = store
         self.read_budget = ByteBudget(read_budget_bytes)
@@ -87,6 +95,8 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         self._limits = knowledge_request_limits(max_write_bytes)
         self._watch_backlog = watch_backlog
         self._small_read_bytes = min(SMALL_READ_BYTES, read_budget_bytes // 64)
+        self._read_many_max_items = read_many_max_items
+        self._read_many_max_bytes = min(read_many_max_bytes, MAX_RESPONSE_BYTES)
 
     def _store(self, request: KnowledgeRequest, context: Any) -> StoreBase:
         """Authenticate the caller, check the namespace name and its grant, then the request's field
@@ -115,16 +125,82 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         store = self._store(request, context)
         async with self.read_budget.hold(self._small_read_bytes):
             small = await store.read_within(request.path, self._small_read_bytes)
+        return await self._read_response(store, request.path, small)
+
+    async def _read_response(
+        self, store: StoreBase, path: str, small: tuple[str, FileInfo] | int
+    ) -> knowledge_pb2.ReadResponse:
+        """Read's answer from ``read_within``'s outcome: a small file as it came, a bigger one read now
+        holding its size of the budget (refused first when no response could carry it)."""
         if not isinstance(small, int):
             content, info = small
-            self._check_response_size(request.path, info.size)  # a fallback read_within may see it grow
+            self._check_response_size(path, info.size)  # a fallback read_within may see it grow
             return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
         size = small
-        self._check_response_size(request.path, size)
+        self._check_response_size(path, size)
         async with self.read_budget.hold(size):
-            content, info = await store.read_info(request.path)
-            self._check_response_size(request.path, info.size)  # it may have grown in between
+            content, info = await store.read_info(path)
+            self._check_response_size(path, info.size)  # it may have grown in between
             return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
+
+    @unary_boundary
+    async def ReadMany(self, request: knowledge_pb2.ReadManyRequest, context: Any) -> knowledge_pb2.ReadManyResponse:
+        """Several Reads in one call, each authorised and checked as :meth:`Read` and answered with its own
+        file or error; the small files of one namespace come from one storage call.
+
+        The whole call is refused only for too many items; an item whose content would take the response
+        past ``read_many_max_bytes`` is refused alone (PAYLOAD_TOO_LARGE, metadata ``field=reads``)."""
+        reads = request.reads
+        if len(reads) > self._read_many_max_items:
+            raise InvalidArgument(
+                f"reads has {len(reads)} items, over the limit of {self._read_many_max_items}; "
+                "split them over several ReadMany calls (--read-many-max-items)",
+                metadata={"field": "reads", "items": str(len(reads)), "limit": str(self._read_many_max_items)},
+            )
+        outcomes: list[ReadWithin] = [0] * len(reads)
+        by_store: dict[StoreBase, list[int]] = {}
+        for i, item in enumerate(reads):
+            try:
+                store = self._store(item, context)
+            except Exception as exc:  # the item's refusal, exactly as Read would end its call
+                outcomes[i] = domain_error(exc, "KnowledgeServicer.ReadMany")
+            else:
+                by_store.setdefault(store, []).append(i)
+        store_of = {i: store for store, indexes in by_store.items() for i in indexes}
+        async with self.read_budget.hold(self._small_read_bytes * len(store_of)):
+            for store, indexes in by_store.items():
+                found = await store.read_many_within([reads[i].path for i in indexes], self._small_read_bytes)
+                for i, outcome in zip(indexes, found, strict=True):
+                    outcomes[i] = outcome
+        response = knowledge_pb2.ReadManyResponse()
+        left = self._read_many_max_bytes
+        for i, outcome in enumerate(outcomes):
+            result = response.results.add()
+            if isinstance(outcome, AgentNetError):
+                result.error.CopyFrom(error_detail(outcome))
+                continue
+            path = reads[i].path
+            try:
+                size = outcome if isinstance(outcome, int) else outcome[1].size
+                self._check_response_size(path, size)  # what Read would refuse, refused as Read does
+                self._check_batch_room(path, size, left)
+                file = await self._read_response(store_of[i], path, outcome)
+                self._check_batch_room(path, file.size, left)  # it may have grown in between
+            except Exception as exc:
+                result.error.CopyFrom(error_detail(domain_error(exc, "KnowledgeServicer.ReadMany")))
+            else:
+                left -= file.size
+                result.file.CopyFrom(file)
+        return response
+
+    def _check_batch_room(self, path: str, size: int, left: int) -> None:
+        """Refuse one ReadMany item whose ``size`` bytes do not fit the ``left`` bytes of the response."""
+        if size > left:
+            raise PayloadTooLarge(
+                f"{path}: {size} bytes do not fit this ReadMany response ({left} of its "
+                f"{self._read_many_max_bytes} bytes left, --read-many-max-bytes); read it alone with Read",
+                metadata={"field": "reads", "path": path, "size": str(size), "limit": str(self._read_many_max_bytes)},
+            )
 
     @unary_boundary
     async def Write(self, request: knowledge_pb2.WriteRequest, context: Any) -> knowledge_pb2.WriteResponse:

@@ -5,7 +5,8 @@ boundary ends the call with the error's status code, message and ``ErrorInfo``
 (built by :func:`netkernel.errors.error_status`). Anything else is a bug: it is
 logged and answered ``INTERNAL`` without leaking internals. Wrap a method with
 :func:`unary_boundary` / :func:`stream_boundary`, or open :class:`ErrorBoundary`
-inside a long-lived stream handler (no per-message wrapper layer).
+inside a long-lived stream handler (no per-message wrapper layer). :func:`error_detail` is the
+same error as an ``ErrorDetail`` message, for answers that carry one outcome per item.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from agentnet.v1 import errors_pb2
 
 from netkernel.errors import AgentNetError, InternalError, error_status
 
@@ -37,6 +39,14 @@ def domain_error(exc: Exception, where: str) -> AgentNetError:
         return exc
     log.exception("unhandled error in %s", where)
     return InternalError(f"internal error in {where}: {type(exc).__name__}; nothing was changed. Report this bug.")
+
+
+def error_detail(err: AgentNetError) -> errors_pb2.ErrorDetail:
+    """The in-band form of a domain error, for an answer that carries several outcomes (a refused
+    post's PostResult.error, CanSend's refusal, one item of a knowledge ReadMany)."""
+    return errors_pb2.ErrorDetail(
+        code=err.code.value[0], reason=err.reason, message=err.wire_message, metadata=err.wire_metadata
+    )
 
 
 class ErrorBoundary:

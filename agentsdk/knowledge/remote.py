@@ -18,6 +18,7 @@ import logging
 import grpc
 from agentnet.v1 import knowledge_pb2
 
+from agentsdk.knowledge.read_batch import ReadBatcher
 from agentsdk.knowledge.read_cache import DEFAULT_CACHE_BYTES, CachedFile, CacheInfo, Key, NamespaceCache, ReadCache
 from agentsdk.knowledge.rpc import KnowledgeRpc, WatchStream
 from agentsdk.tls import TlsSetting, open_channel
@@ -38,6 +39,11 @@ WATCH_RETRY_SECONDS = (0.05, 2.0)
 
 class RemoteKnowledgeStore(StoreBase):
     """A knowledge-service namespace, used like a local store.
+
+    Reads made concurrently (the same event-loop turn, or while an earlier batch is in
+    flight) go to the service together as one ``ReadMany`` call, each with its own result
+    or error (:mod:`agentsdk.knowledge.read_batch`); a service without ``ReadMany`` gets
+    single ``Read`` calls.
 
     ``target`` is ``host:port``; ``credential`` is a bearer token the service
     grants ``namespace``. ``tls`` switches to TLS: ``True`` (gRPC's default roots) or a
@@ -77,6 +83,7 @@ class RemoteKnowledgeStore(StoreBase):
         self._timeout = timeout
         self._channel: grpc.aio.Channel | None = None
         self._rpc_instance: KnowledgeRpc | None = None
+        self._batcher: ReadBatcher | None = None
         self._subscriptions: set[Subscription] = set()
         self._shared_cache = ReadCache(cache_bytes) if cache else None
         self._cache = self._shared_cache.namespace(namespace) if self._shared_cache is not None else None
@@ -115,6 +122,13 @@ class RemoteKnowledgeStore(StoreBase):
             owner._channel = open_channel(owner._target, owner._tls, options)
             owner._rpc_instance = KnowledgeRpc(owner._channel, owner._credential, timeout=owner._timeout)
         return owner._rpc_instance
+
+    def _reads(self) -> ReadBatcher:
+        """The root's read batcher: this client's concurrent reads (of any namespace view) share ReadMany calls."""
+        owner = self._view_root or self
+        if owner._batcher is None:
+            owner._batcher = ReadBatcher(self._rpc())
+        return owner._batcher
 
     def _watched_cache(self) -> NamespaceCache | None:
         """This namespace's cache (None when off), its watch started on first use."""
@@ -169,7 +183,7 @@ class RemoteKnowledgeStore(StoreBase):
 
     async def _read_info(self, path: str) -> tuple[str, FileInfo]:
         request = knowledge_pb2.ReadRequest(namespace=self._namespace, path=path)
-        response = await self._rpc().read(request)
+        response = await self._reads().read(request)
         return response.content, FileInfo(response.size, response.version)
 
     async def append_info(self, path: str, text: str) -> AppendResult:
@@ -341,6 +355,9 @@ class RemoteKnowledgeStore(StoreBase):
                 if task is not None:
                     await stop_task(task)
                 cache.disconnected()
+        batcher, self._batcher = self._batcher, None
+        if batcher is not None:
+            await batcher.close()
         channel, self._channel, self._rpc_instance = self._channel, None, None
         if channel is not None:
             await channel.close()

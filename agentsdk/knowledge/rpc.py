@@ -71,6 +71,10 @@ class KnowledgeRpc:
         """``Read``: a file's content, size and version."""
         return await self._unary(self._stub.Read, request, knowledge_pb2.ReadResponse)
 
+    async def read_many(self, request: knowledge_pb2.ReadManyRequest) -> knowledge_pb2.ReadManyResponse:
+        """``ReadMany``: several reads, each answered with its file or its own error."""
+        return await self._unary(self._stub.ReadMany, request, knowledge_pb2.ReadManyResponse)
+
     async def write(self, request: knowledge_pb2.WriteRequest) -> knowledge_pb2.WriteResponse:
         """``Write``: create or replace a file."""
         return await self._unary(self._stub.Write, request, knowledge_pb2.WriteResponse)

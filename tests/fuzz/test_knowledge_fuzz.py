@@ -79,6 +79,12 @@ BASES: dict[str, Any] = {
     "Exists": knowledge_pb2.ExistsRequest(namespace="ns", path="/notes/a.md"),
     "Append": knowledge_pb2.AppendRequest(namespace="team-x", path="/log.txt", text="more\n"),
     "ReadRange": knowledge_pb2.ReadRangeRequest(namespace="ns", path="/notes/a.md", offset=3),
+    "ReadMany": knowledge_pb2.ReadManyRequest(
+        reads=[
+            knowledge_pb2.ReadRequest(namespace="ns", path="/notes/a.md"),
+            knowledge_pb2.ReadRequest(namespace="team-x", path="/log.txt"),
+        ]
+    ),
 }
 
 

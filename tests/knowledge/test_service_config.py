@@ -10,6 +10,7 @@ import pytest
 from agentsdk.errors import PermissionDenied, Unauthenticated
 from knowledgesvc.auth import TokenAuthority, TokensFileError, bearer_token, ensure_generated_token, parse_tokens
 from knowledgesvc.config import parse_args
+from knowledgesvc.servicer import MAX_RESPONSE_BYTES
 
 GOOD = "abcdefghijklmnopqrstuvwxyz"
 
@@ -36,6 +37,20 @@ def test_flags_and_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
         parse_args(["--read-budget-bytes", "0"])
 
 
+def test_read_many_limits_from_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    defaults = parse_args([])
+    assert (defaults.read_many_max_items, defaults.read_many_max_bytes) == (256, 4 * 1024 * 1024)
+    monkeypatch.setenv("AGENTNET_KNOWLEDGE_READ_MANY_MAX_ITEMS", "8")
+    monkeypatch.setenv("AGENTNET_KNOWLEDGE_READ_MANY_MAX_BYTES", "1000")
+    config = parse_args([])
+    assert (config.read_many_max_items, config.read_many_max_bytes) == (8, 1000)
+    config = parse_args(["--read-many-max-items", "3", "--read-many-max-bytes", "99"])
+    assert (config.read_many_max_items, config.read_many_max_bytes) == (3, 99)
+    for bad in (["--read-many-max-items", "0"], ["--read-many-max-bytes", str(MAX_RESPONSE_BYTES + 1)]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)
+
+
 def test_help_documents_the_knowledge_flags() -> None:
     import subprocess
     import sys
@@ -46,6 +61,8 @@ def test_help_documents_the_knowledge_flags() -> None:
         "--tokens-file",
         "--max-write-bytes",
         "--read-budget-bytes",
+        "--read-many-max-items",
+        "--read-many-max-bytes",
         "--redis-prefix",
         "AGENTNET_KNOWLEDGE_TOKENS_FILE",
     ):

@@ -197,6 +197,187 @@ func (x *ReadResponse) GetSize() uint64 {
 	return 0
 }
 
+// ReadManyRequest asks for several files at once.
+type ReadManyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reads, each naming its namespace and path (at most --read-many-max-items).
+	Reads         []*ReadRequest `protobuf:"bytes,1,rep,name=reads,proto3" json:"reads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadManyRequest) Reset() {
+	*x = ReadManyRequest{}
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadManyRequest) ProtoMessage() {}
+
+func (x *ReadManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadManyRequest.ProtoReflect.Descriptor instead.
+func (*ReadManyRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReadManyRequest) GetReads() []*ReadRequest {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+// ReadManyResponse holds one result per read, in request order.
+type ReadManyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results[i] answers reads[i].
+	Results       []*ReadManyResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadManyResponse) Reset() {
+	*x = ReadManyResponse{}
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadManyResponse) ProtoMessage() {}
+
+func (x *ReadManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadManyResponse.ProtoReflect.Descriptor instead.
+func (*ReadManyResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReadManyResponse) GetResults() []*ReadManyResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ReadManyResult is one read's outcome.
+type ReadManyResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file, or why it was not read.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*ReadManyResult_File
+	//	*ReadManyResult_Error
+	Result        isReadManyResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadManyResult) Reset() {
+	*x = ReadManyResult{}
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadManyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadManyResult) ProtoMessage() {}
+
+func (x *ReadManyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadManyResult.ProtoReflect.Descriptor instead.
+func (*ReadManyResult) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReadManyResult) GetResult() isReadManyResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ReadManyResult) GetFile() *ReadResponse {
+	if x != nil {
+		if x, ok := x.Result.(*ReadManyResult_File); ok {
+			return x.File
+		}
+	}
+	return nil
+}
+
+func (x *ReadManyResult) GetError() *ErrorDetail {
+	if x != nil {
+		if x, ok := x.Result.(*ReadManyResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isReadManyResult_Result interface {
+	isReadManyResult_Result()
+}
+
+type ReadManyResult_File struct {
+	// The file, as Read returns it.
+	File *ReadResponse `protobuf:"bytes,1,opt,name=file,proto3,oneof"`
+}
+
+type ReadManyResult_Error struct {
+	// The refusal Read would have returned as its status (code, reason,
+	// message, metadata; docs/errors.md), or PAYLOAD_TOO_LARGE with metadata
+	// field=reads when the item did not fit the response's byte budget.
+	Error *ErrorDetail `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*ReadManyResult_File) isReadManyResult_Result() {}
+
+func (*ReadManyResult_Error) isReadManyResult_Result() {}
+
 // WriteRequest replaces a file.
 type WriteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -212,7 +393,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[2]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +405,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[2]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +418,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{2}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WriteRequest) GetNamespace() string {
@@ -274,7 +455,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[3]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +467,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[3]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +480,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{3}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WriteResponse) GetVersion() uint64 {
@@ -329,7 +510,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[4]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +522,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[4]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +535,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{4}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRequest) GetNamespace() string {
@@ -382,7 +563,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[5]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +575,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[5]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +588,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{5}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListResponse) GetEntries() []string {
@@ -430,7 +611,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[6]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +623,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[6]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +636,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{6}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteRequest) GetNamespace() string {
@@ -481,7 +662,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[7]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +674,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[7]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +687,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{7}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{10}
 }
 
 // ExistsRequest names a file.
@@ -522,7 +703,7 @@ type ExistsRequest struct {
 
 func (x *ExistsRequest) Reset() {
 	*x = ExistsRequest{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[8]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +715,7 @@ func (x *ExistsRequest) String() string {
 func (*ExistsRequest) ProtoMessage() {}
 
 func (x *ExistsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[8]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +728,7 @@ func (x *ExistsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExistsRequest.ProtoReflect.Descriptor instead.
 func (*ExistsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{8}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExistsRequest) GetNamespace() string {
@@ -575,7 +756,7 @@ type ExistsResponse struct {
 
 func (x *ExistsResponse) Reset() {
 	*x = ExistsResponse{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[9]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +768,7 @@ func (x *ExistsResponse) String() string {
 func (*ExistsResponse) ProtoMessage() {}
 
 func (x *ExistsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[9]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +781,7 @@ func (x *ExistsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExistsResponse.ProtoReflect.Descriptor instead.
 func (*ExistsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{9}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExistsResponse) GetExists() bool {
@@ -625,7 +806,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[10]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +818,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[10]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +831,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{10}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AppendRequest) GetNamespace() string {
@@ -689,7 +870,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[11]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +882,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[11]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +895,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{11}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AppendResponse) GetOffset() uint64 {
@@ -754,7 +935,7 @@ type ReadRangeRequest struct {
 
 func (x *ReadRangeRequest) Reset() {
 	*x = ReadRangeRequest{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[12]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +947,7 @@ func (x *ReadRangeRequest) String() string {
 func (*ReadRangeRequest) ProtoMessage() {}
 
 func (x *ReadRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[12]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +960,7 @@ func (x *ReadRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRangeRequest.ProtoReflect.Descriptor instead.
 func (*ReadRangeRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{12}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadRangeRequest) GetNamespace() string {
@@ -816,7 +997,7 @@ type ReadRangeResponse struct {
 
 func (x *ReadRangeResponse) Reset() {
 	*x = ReadRangeResponse{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[13]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +1009,7 @@ func (x *ReadRangeResponse) String() string {
 func (*ReadRangeResponse) ProtoMessage() {}
 
 func (x *ReadRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[13]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1022,7 @@ func (x *ReadRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRangeResponse.ProtoReflect.Descriptor instead.
 func (*ReadRangeResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{13}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadRangeResponse) GetContent() string {
@@ -877,7 +1058,7 @@ type ChangeEvent struct {
 
 func (x *ChangeEvent) Reset() {
 	*x = ChangeEvent{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[14]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1070,7 @@ func (x *ChangeEvent) String() string {
 func (*ChangeEvent) ProtoMessage() {}
 
 func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[14]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1083,7 @@ func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeEvent.ProtoReflect.Descriptor instead.
 func (*ChangeEvent) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{14}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ChangeEvent) GetPath() string {
@@ -953,7 +1134,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[15]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1146,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[15]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1159,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{15}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchRequest) GetNamespace() string {
@@ -1011,7 +1192,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[16]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1204,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_knowledge_proto_msgTypes[16]
+	mi := &file_agentnet_v1_knowledge_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1217,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{16}
+	return file_agentnet_v1_knowledge_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchResponse) GetFrame() isWatchResponse_Frame {
@@ -1086,14 +1267,22 @@ var File_agentnet_v1_knowledge_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_knowledge_proto_rawDesc = "" +
 	"\n" +
-	"\x1bagentnet/v1/knowledge.proto\x12\vagentnet.v1\"?\n" +
+	"\x1bagentnet/v1/knowledge.proto\x12\vagentnet.v1\x1a\x18agentnet/v1/errors.proto\"?\n" +
 	"\vReadRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\"V\n" +
 	"\fReadResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x04R\x04size\"Z\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\"A\n" +
+	"\x0fReadManyRequest\x12.\n" +
+	"\x05reads\x18\x01 \x03(\v2\x18.agentnet.v1.ReadRequestR\x05reads\"I\n" +
+	"\x10ReadManyResponse\x125\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.agentnet.v1.ReadManyResultR\aresults\"}\n" +
+	"\x0eReadManyResult\x12/\n" +
+	"\x04file\x18\x01 \x01(\v2\x19.agentnet.v1.ReadResponseH\x00R\x04file\x120\n" +
+	"\x05error\x18\x02 \x01(\v2\x18.agentnet.v1.ErrorDetailH\x00R\x05errorB\b\n" +
+	"\x06result\"Z\n" +
 	"\fWriteRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
@@ -1151,9 +1340,10 @@ const file_agentnet_v1_knowledge_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_WRITTEN\x10\x01\x12\x18\n" +
 	"\x14CHANGE_KIND_APPENDED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\xa3\x04\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\xec\x04\n" +
 	"\x10KnowledgeService\x12;\n" +
-	"\x04Read\x12\x18.agentnet.v1.ReadRequest\x1a\x19.agentnet.v1.ReadResponse\x12>\n" +
+	"\x04Read\x12\x18.agentnet.v1.ReadRequest\x1a\x19.agentnet.v1.ReadResponse\x12G\n" +
+	"\bReadMany\x12\x1c.agentnet.v1.ReadManyRequest\x1a\x1d.agentnet.v1.ReadManyResponse\x12>\n" +
 	"\x05Write\x12\x19.agentnet.v1.WriteRequest\x1a\x1a.agentnet.v1.WriteResponse\x12;\n" +
 	"\x04List\x12\x18.agentnet.v1.ListRequest\x1a\x19.agentnet.v1.ListResponse\x12A\n" +
 	"\x06Delete\x12\x1a.agentnet.v1.DeleteRequest\x1a\x1b.agentnet.v1.DeleteResponse\x12A\n" +
@@ -1175,51 +1365,61 @@ func file_agentnet_v1_knowledge_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_knowledge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentnet_v1_knowledge_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_agentnet_v1_knowledge_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_agentnet_v1_knowledge_proto_goTypes = []any{
 	(ChangeKind)(0),           // 0: agentnet.v1.ChangeKind
 	(*ReadRequest)(nil),       // 1: agentnet.v1.ReadRequest
 	(*ReadResponse)(nil),      // 2: agentnet.v1.ReadResponse
-	(*WriteRequest)(nil),      // 3: agentnet.v1.WriteRequest
-	(*WriteResponse)(nil),     // 4: agentnet.v1.WriteResponse
-	(*ListRequest)(nil),       // 5: agentnet.v1.ListRequest
-	(*ListResponse)(nil),      // 6: agentnet.v1.ListResponse
-	(*DeleteRequest)(nil),     // 7: agentnet.v1.DeleteRequest
-	(*DeleteResponse)(nil),    // 8: agentnet.v1.DeleteResponse
-	(*ExistsRequest)(nil),     // 9: agentnet.v1.ExistsRequest
-	(*ExistsResponse)(nil),    // 10: agentnet.v1.ExistsResponse
-	(*AppendRequest)(nil),     // 11: agentnet.v1.AppendRequest
-	(*AppendResponse)(nil),    // 12: agentnet.v1.AppendResponse
-	(*ReadRangeRequest)(nil),  // 13: agentnet.v1.ReadRangeRequest
-	(*ReadRangeResponse)(nil), // 14: agentnet.v1.ReadRangeResponse
-	(*ChangeEvent)(nil),       // 15: agentnet.v1.ChangeEvent
-	(*WatchRequest)(nil),      // 16: agentnet.v1.WatchRequest
-	(*WatchResponse)(nil),     // 17: agentnet.v1.WatchResponse
+	(*ReadManyRequest)(nil),   // 3: agentnet.v1.ReadManyRequest
+	(*ReadManyResponse)(nil),  // 4: agentnet.v1.ReadManyResponse
+	(*ReadManyResult)(nil),    // 5: agentnet.v1.ReadManyResult
+	(*WriteRequest)(nil),      // 6: agentnet.v1.WriteRequest
+	(*WriteResponse)(nil),     // 7: agentnet.v1.WriteResponse
+	(*ListRequest)(nil),       // 8: agentnet.v1.ListRequest
+	(*ListResponse)(nil),      // 9: agentnet.v1.ListResponse
+	(*DeleteRequest)(nil),     // 10: agentnet.v1.DeleteRequest
+	(*DeleteResponse)(nil),    // 11: agentnet.v1.DeleteResponse
+	(*ExistsRequest)(nil),     // 12: agentnet.v1.ExistsRequest
+	(*ExistsResponse)(nil),    // 13: agentnet.v1.ExistsResponse
+	(*AppendRequest)(nil),     // 14: agentnet.v1.AppendRequest
+	(*AppendResponse)(nil),    // 15: agentnet.v1.AppendResponse
+	(*ReadRangeRequest)(nil),  // 16: agentnet.v1.ReadRangeRequest
+	(*ReadRangeResponse)(nil), // 17: agentnet.v1.ReadRangeResponse
+	(*ChangeEvent)(nil),       // 18: agentnet.v1.ChangeEvent
+	(*WatchRequest)(nil),      // 19: agentnet.v1.WatchRequest
+	(*WatchResponse)(nil),     // 20: agentnet.v1.WatchResponse
+	(*ErrorDetail)(nil),       // 21: agentnet.v1.ErrorDetail
 }
 var file_agentnet_v1_knowledge_proto_depIdxs = []int32{
-	0,  // 0: agentnet.v1.ChangeEvent.kind:type_name -> agentnet.v1.ChangeKind
-	15, // 1: agentnet.v1.WatchResponse.change:type_name -> agentnet.v1.ChangeEvent
-	1,  // 2: agentnet.v1.KnowledgeService.Read:input_type -> agentnet.v1.ReadRequest
-	3,  // 3: agentnet.v1.KnowledgeService.Write:input_type -> agentnet.v1.WriteRequest
-	5,  // 4: agentnet.v1.KnowledgeService.List:input_type -> agentnet.v1.ListRequest
-	7,  // 5: agentnet.v1.KnowledgeService.Delete:input_type -> agentnet.v1.DeleteRequest
-	9,  // 6: agentnet.v1.KnowledgeService.Exists:input_type -> agentnet.v1.ExistsRequest
-	11, // 7: agentnet.v1.KnowledgeService.Append:input_type -> agentnet.v1.AppendRequest
-	13, // 8: agentnet.v1.KnowledgeService.ReadRange:input_type -> agentnet.v1.ReadRangeRequest
-	16, // 9: agentnet.v1.KnowledgeService.Watch:input_type -> agentnet.v1.WatchRequest
-	2,  // 10: agentnet.v1.KnowledgeService.Read:output_type -> agentnet.v1.ReadResponse
-	4,  // 11: agentnet.v1.KnowledgeService.Write:output_type -> agentnet.v1.WriteResponse
-	6,  // 12: agentnet.v1.KnowledgeService.List:output_type -> agentnet.v1.ListResponse
-	8,  // 13: agentnet.v1.KnowledgeService.Delete:output_type -> agentnet.v1.DeleteResponse
-	10, // 14: agentnet.v1.KnowledgeService.Exists:output_type -> agentnet.v1.ExistsResponse
-	12, // 15: agentnet.v1.KnowledgeService.Append:output_type -> agentnet.v1.AppendResponse
-	14, // 16: agentnet.v1.KnowledgeService.ReadRange:output_type -> agentnet.v1.ReadRangeResponse
-	17, // 17: agentnet.v1.KnowledgeService.Watch:output_type -> agentnet.v1.WatchResponse
-	10, // [10:18] is the sub-list for method output_type
-	2,  // [2:10] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	1,  // 0: agentnet.v1.ReadManyRequest.reads:type_name -> agentnet.v1.ReadRequest
+	5,  // 1: agentnet.v1.ReadManyResponse.results:type_name -> agentnet.v1.ReadManyResult
+	2,  // 2: agentnet.v1.ReadManyResult.file:type_name -> agentnet.v1.ReadResponse
+	21, // 3: agentnet.v1.ReadManyResult.error:type_name -> agentnet.v1.ErrorDetail
+	0,  // 4: agentnet.v1.ChangeEvent.kind:type_name -> agentnet.v1.ChangeKind
+	18, // 5: agentnet.v1.WatchResponse.change:type_name -> agentnet.v1.ChangeEvent
+	1,  // 6: agentnet.v1.KnowledgeService.Read:input_type -> agentnet.v1.ReadRequest
+	3,  // 7: agentnet.v1.KnowledgeService.ReadMany:input_type -> agentnet.v1.ReadManyRequest
+	6,  // 8: agentnet.v1.KnowledgeService.Write:input_type -> agentnet.v1.WriteRequest
+	8,  // 9: agentnet.v1.KnowledgeService.List:input_type -> agentnet.v1.ListRequest
+	10, // 10: agentnet.v1.KnowledgeService.Delete:input_type -> agentnet.v1.DeleteRequest
+	12, // 11: agentnet.v1.KnowledgeService.Exists:input_type -> agentnet.v1.ExistsRequest
+	14, // 12: agentnet.v1.KnowledgeService.Append:input_type -> agentnet.v1.AppendRequest
+	16, // 13: agentnet.v1.KnowledgeService.ReadRange:input_type -> agentnet.v1.ReadRangeRequest
+	19, // 14: agentnet.v1.KnowledgeService.Watch:input_type -> agentnet.v1.WatchRequest
+	2,  // 15: agentnet.v1.KnowledgeService.Read:output_type -> agentnet.v1.ReadResponse
+	4,  // 16: agentnet.v1.KnowledgeService.ReadMany:output_type -> agentnet.v1.ReadManyResponse
+	7,  // 17: agentnet.v1.KnowledgeService.Write:output_type -> agentnet.v1.WriteResponse
+	9,  // 18: agentnet.v1.KnowledgeService.List:output_type -> agentnet.v1.ListResponse
+	11, // 19: agentnet.v1.KnowledgeService.Delete:output_type -> agentnet.v1.DeleteResponse
+	13, // 20: agentnet.v1.KnowledgeService.Exists:output_type -> agentnet.v1.ExistsResponse
+	15, // 21: agentnet.v1.KnowledgeService.Append:output_type -> agentnet.v1.AppendResponse
+	17, // 22: agentnet.v1.KnowledgeService.ReadRange:output_type -> agentnet.v1.ReadRangeResponse
+	20, // 23: agentnet.v1.KnowledgeService.Watch:output_type -> agentnet.v1.WatchResponse
+	15, // [15:24] is the sub-list for method output_type
+	6,  // [6:15] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_knowledge_proto_init() }
@@ -1227,7 +1427,12 @@ func file_agentnet_v1_knowledge_proto_init() {
 	if File_agentnet_v1_knowledge_proto != nil {
 		return
 	}
-	file_agentnet_v1_knowledge_proto_msgTypes[16].OneofWrappers = []any{
+	file_agentnet_v1_errors_proto_init()
+	file_agentnet_v1_knowledge_proto_msgTypes[4].OneofWrappers = []any{
+		(*ReadManyResult_File)(nil),
+		(*ReadManyResult_Error)(nil),
+	}
+	file_agentnet_v1_knowledge_proto_msgTypes[19].OneofWrappers = []any{
 		(*WatchResponse_Subscribed)(nil),
 		(*WatchResponse_Change)(nil),
 	}
@@ -1237,7 +1442,7 @@ func file_agentnet_v1_knowledge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_knowledge_proto_rawDesc), len(file_agentnet_v1_knowledge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

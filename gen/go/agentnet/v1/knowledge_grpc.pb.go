@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	KnowledgeService_Read_FullMethodName      = "/agentnet.v1.KnowledgeService/Read"
+	KnowledgeService_ReadMany_FullMethodName  = "/agentnet.v1.KnowledgeService/ReadMany"
 	KnowledgeService_Write_FullMethodName     = "/agentnet.v1.KnowledgeService/Write"
 	KnowledgeService_List_FullMethodName      = "/agentnet.v1.KnowledgeService/List"
 	KnowledgeService_Delete_FullMethodName    = "/agentnet.v1.KnowledgeService/Delete"
@@ -64,6 +65,22 @@ type KnowledgeServiceClient interface {
 	// 64 MiB of files loaded at once): a read that does not fit waits its turn.
 	// Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
+	// ReadMany answers several Reads in one call, in request order, each with its
+	// own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+	// ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+	// not fail the others). Each item is authorised and checked exactly as a Read
+	// (its own namespace and path), and shares the read budget the same way.
+	//
+	// Limits: at most the service's --read-many-max-items reads per call (256;
+	// more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+	// split the call). The files of one response carry at most
+	// --read-many-max-bytes of content (4 MiB); an item that would take the
+	// response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+	// metadata field=reads and limit, and nothing of it is loaded: read that path
+	// alone with Read. A call without items answers no results.
+	//
+	// Older services answer UNIMPLEMENTED: clients then use Read per file.
+	ReadMany(ctx context.Context, in *ReadManyRequest, opts ...grpc.CallOption) (*ReadManyResponse, error)
 	// Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
 	// (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
 	// Unicode, e.g. a lone surrogate).
@@ -102,6 +119,16 @@ func (c *knowledgeServiceClient) Read(ctx context.Context, in *ReadRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReadResponse)
 	err := c.cc.Invoke(ctx, KnowledgeService_Read_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) ReadMany(ctx context.Context, in *ReadManyRequest, opts ...grpc.CallOption) (*ReadManyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadManyResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_ReadMany_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +249,22 @@ type KnowledgeServiceServer interface {
 	// 64 MiB of files loaded at once): a read that does not fit waits its turn.
 	// Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
 	Read(context.Context, *ReadRequest) (*ReadResponse, error)
+	// ReadMany answers several Reads in one call, in request order, each with its
+	// own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+	// ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+	// not fail the others). Each item is authorised and checked exactly as a Read
+	// (its own namespace and path), and shares the read budget the same way.
+	//
+	// Limits: at most the service's --read-many-max-items reads per call (256;
+	// more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+	// split the call). The files of one response carry at most
+	// --read-many-max-bytes of content (4 MiB); an item that would take the
+	// response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+	// metadata field=reads and limit, and nothing of it is loaded: read that path
+	// alone with Read. A call without items answers no results.
+	//
+	// Older services answer UNIMPLEMENTED: clients then use Read per file.
+	ReadMany(context.Context, *ReadManyRequest) (*ReadManyResponse, error)
 	// Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
 	// (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
 	// Unicode, e.g. a lone surrogate).
@@ -258,6 +301,9 @@ type UnimplementedKnowledgeServiceServer struct{}
 
 func (UnimplementedKnowledgeServiceServer) Read(context.Context, *ReadRequest) (*ReadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Read not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) ReadMany(context.Context, *ReadManyRequest) (*ReadManyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadMany not implemented")
 }
 func (UnimplementedKnowledgeServiceServer) Write(context.Context, *WriteRequest) (*WriteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Write not implemented")
@@ -315,6 +361,24 @@ func _KnowledgeService_Read_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(KnowledgeServiceServer).Read(ctx, req.(*ReadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_ReadMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadManyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).ReadMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_ReadMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).ReadMany(ctx, req.(*ReadManyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -448,6 +512,10 @@ var KnowledgeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Read",
 			Handler:    _KnowledgeService_Read_Handler,
+		},
+		{
+			MethodName: "ReadMany",
+			Handler:    _KnowledgeService_ReadMany_Handler,
 		},
 		{
 			MethodName: "Write",

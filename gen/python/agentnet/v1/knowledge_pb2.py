@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from agentnet.v1 import errors_pb2 as agentnet_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x61gentnet/v1/knowledge.proto\x12\x0b\x61gentnet.v1\".\n\x0bReadRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\">\n\x0cReadResponse\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0c\n\x04size\x18\x03 \x01(\x04\"@\n\x0cWriteRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\".\n\rWriteResponse\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x0c\n\x04size\x18\x02 \x01(\x04\".\n\x0bListRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"\x1f\n\x0cListResponse\x12\x0f\n\x07\x65ntries\x18\x01 \x03(\t\"0\n\rDeleteRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"\x10\n\x0e\x44\x65leteResponse\"0\n\rExistsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\" \n\x0e\x45xistsResponse\x12\x0e\n\x06\x65xists\x18\x01 \x01(\x08\">\n\rAppendRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"?\n\x0e\x41ppendResponse\x12\x0e\n\x06offset\x18\x01 \x01(\x04\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0f\n\x07version\x18\x03 \x01(\x04\"C\n\x10ReadRangeRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0e\n\x06offset\x18\x03 \x01(\x04\"9\n\x11ReadRangeResponse\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x04\"q\n\x0b\x43hangeEvent\x12\x0c\n\x04path\x18\x01 \x01(\t\x12%\n\x04kind\x18\x02 \x01(\x0e\x32\x17.agentnet.v1.ChangeKind\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0f\n\x07version\x18\x05 \x01(\x04\"1\n\x0cWatchRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\t\"Z\n\rWatchResponse\x12\x14\n\nsubscribed\x18\x01 \x01(\x08H\x00\x12*\n\x06\x63hange\x18\x02 \x01(\x0b\x32\x18.agentnet.v1.ChangeEventH\x00\x42\x07\n\x05\x66rame*u\n\nChangeKind\x12\x1b\n\x17\x43HANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HANGE_KIND_WRITTEN\x10\x01\x12\x18\n\x14\x43HANGE_KIND_APPENDED\x10\x02\x12\x17\n\x13\x43HANGE_KIND_DELETED\x10\x03\x32\xa3\x04\n\x10KnowledgeService\x12;\n\x04Read\x12\x18.agentnet.v1.ReadRequest\x1a\x19.agentnet.v1.ReadResponse\x12>\n\x05Write\x12\x19.agentnet.v1.WriteRequest\x1a\x1a.agentnet.v1.WriteResponse\x12;\n\x04List\x12\x18.agentnet.v1.ListRequest\x1a\x19.agentnet.v1.ListResponse\x12\x41\n\x06\x44\x65lete\x12\x1a.agentnet.v1.DeleteRequest\x1a\x1b.agentnet.v1.DeleteResponse\x12\x41\n\x06\x45xists\x12\x1a.agentnet.v1.ExistsRequest\x1a\x1b.agentnet.v1.ExistsResponse\x12\x41\n\x06\x41ppend\x12\x1a.agentnet.v1.AppendRequest\x1a\x1b.agentnet.v1.AppendResponse\x12J\n\tReadRange\x12\x1d.agentnet.v1.ReadRangeRequest\x1a\x1e.agentnet.v1.ReadRangeResponse\x12@\n\x05Watch\x12\x19.agentnet.v1.WatchRequest\x1a\x1a.agentnet.v1.WatchResponse0\x01\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x61gentnet/v1/knowledge.proto\x12\x0b\x61gentnet.v1\x1a\x18\x61gentnet/v1/errors.proto\".\n\x0bReadRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\">\n\x0cReadResponse\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0c\n\x04size\x18\x03 \x01(\x04\":\n\x0fReadManyRequest\x12\'\n\x05reads\x18\x01 \x03(\x0b\x32\x18.agentnet.v1.ReadRequest\"@\n\x10ReadManyResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.agentnet.v1.ReadManyResult\"p\n\x0eReadManyResult\x12)\n\x04\x66ile\x18\x01 \x01(\x0b\x32\x19.agentnet.v1.ReadResponseH\x00\x12)\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x18.agentnet.v1.ErrorDetailH\x00\x42\x08\n\x06result\"@\n\x0cWriteRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\".\n\rWriteResponse\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x0c\n\x04size\x18\x02 \x01(\x04\".\n\x0bListRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"\x1f\n\x0cListResponse\x12\x0f\n\x07\x65ntries\x18\x01 \x03(\t\"0\n\rDeleteRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"\x10\n\x0e\x44\x65leteResponse\"0\n\rExistsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\" \n\x0e\x45xistsResponse\x12\x0e\n\x06\x65xists\x18\x01 \x01(\x08\">\n\rAppendRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"?\n\x0e\x41ppendResponse\x12\x0e\n\x06offset\x18\x01 \x01(\x04\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0f\n\x07version\x18\x03 \x01(\x04\"C\n\x10ReadRangeRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0e\n\x06offset\x18\x03 \x01(\x04\"9\n\x11ReadRangeResponse\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x04\"q\n\x0b\x43hangeEvent\x12\x0c\n\x04path\x18\x01 \x01(\t\x12%\n\x04kind\x18\x02 \x01(\x0e\x32\x17.agentnet.v1.ChangeKind\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0f\n\x07version\x18\x05 \x01(\x04\"1\n\x0cWatchRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\t\"Z\n\rWatchResponse\x12\x14\n\nsubscribed\x18\x01 \x01(\x08H\x00\x12*\n\x06\x63hange\x18\x02 \x01(\x0b\x32\x18.agentnet.v1.ChangeEventH\x00\x42\x07\n\x05\x66rame*u\n\nChangeKind\x12\x1b\n\x17\x43HANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HANGE_KIND_WRITTEN\x10\x01\x12\x18\n\x14\x43HANGE_KIND_APPENDED\x10\x02\x12\x17\n\x13\x43HANGE_KIND_DELETED\x10\x03\x32\xec\x04\n\x10KnowledgeService\x12;\n\x04Read\x12\x18.agentnet.v1.ReadRequest\x1a\x19.agentnet.v1.ReadResponse\x12G\n\x08ReadMany\x12\x1c.agentnet.v1.ReadManyRequest\x1a\x1d.agentnet.v1.ReadManyResponse\x12>\n\x05Write\x12\x19.agentnet.v1.WriteRequest\x1a\x1a.agentnet.v1.WriteResponse\x12;\n\x04List\x12\x18.agentnet.v1.ListRequest\x1a\x19.agentnet.v1.ListResponse\x12\x41\n\x06\x44\x65lete\x12\x1a.agentnet.v1.DeleteRequest\x1a\x1b.agentnet.v1.DeleteResponse\x12\x41\n\x06\x45xists\x12\x1a.agentnet.v1.ExistsRequest\x1a\x1b.agentnet.v1.ExistsResponse\x12\x41\n\x06\x41ppend\x12\x1a.agentnet.v1.AppendRequest\x1a\x1b.agentnet.v1.AppendResponse\x12J\n\tReadRange\x12\x1d.agentnet.v1.ReadRangeRequest\x1a\x1e.agentnet.v1.ReadRangeResponse\x12@\n\x05Watch\x12\x19.agentnet.v1.WatchRequest\x1a\x1a.agentnet.v1.WatchResponse0\x01\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,42 +33,48 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentnet.v1.knowledge_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1'
-  _globals['_CHANGEKIND']._serialized_start=1018
-  _globals['_CHANGEKIND']._serialized_end=1135
-  _globals['_READREQUEST']._serialized_start=44
-  _globals['_READREQUEST']._serialized_end=90
-  _globals['_READRESPONSE']._serialized_start=92
-  _globals['_READRESPONSE']._serialized_end=154
-  _globals['_WRITEREQUEST']._serialized_start=156
-  _globals['_WRITEREQUEST']._serialized_end=220
-  _globals['_WRITERESPONSE']._serialized_start=222
-  _globals['_WRITERESPONSE']._serialized_end=268
-  _globals['_LISTREQUEST']._serialized_start=270
-  _globals['_LISTREQUEST']._serialized_end=316
-  _globals['_LISTRESPONSE']._serialized_start=318
-  _globals['_LISTRESPONSE']._serialized_end=349
-  _globals['_DELETEREQUEST']._serialized_start=351
-  _globals['_DELETEREQUEST']._serialized_end=399
-  _globals['_DELETERESPONSE']._serialized_start=401
-  _globals['_DELETERESPONSE']._serialized_end=417
-  _globals['_EXISTSREQUEST']._serialized_start=419
-  _globals['_EXISTSREQUEST']._serialized_end=467
-  _globals['_EXISTSRESPONSE']._serialized_start=469
-  _globals['_EXISTSRESPONSE']._serialized_end=501
-  _globals['_APPENDREQUEST']._serialized_start=503
-  _globals['_APPENDREQUEST']._serialized_end=565
-  _globals['_APPENDRESPONSE']._serialized_start=567
-  _globals['_APPENDRESPONSE']._serialized_end=630
-  _globals['_READRANGEREQUEST']._serialized_start=632
-  _globals['_READRANGEREQUEST']._serialized_end=699
-  _globals['_READRANGERESPONSE']._serialized_start=701
-  _globals['_READRANGERESPONSE']._serialized_end=758
-  _globals['_CHANGEEVENT']._serialized_start=760
-  _globals['_CHANGEEVENT']._serialized_end=873
-  _globals['_WATCHREQUEST']._serialized_start=875
-  _globals['_WATCHREQUEST']._serialized_end=924
-  _globals['_WATCHRESPONSE']._serialized_start=926
-  _globals['_WATCHRESPONSE']._serialized_end=1016
-  _globals['_KNOWLEDGESERVICE']._serialized_start=1138
-  _globals['_KNOWLEDGESERVICE']._serialized_end=1685
+  _globals['_CHANGEKIND']._serialized_start=1284
+  _globals['_CHANGEKIND']._serialized_end=1401
+  _globals['_READREQUEST']._serialized_start=70
+  _globals['_READREQUEST']._serialized_end=116
+  _globals['_READRESPONSE']._serialized_start=118
+  _globals['_READRESPONSE']._serialized_end=180
+  _globals['_READMANYREQUEST']._serialized_start=182
+  _globals['_READMANYREQUEST']._serialized_end=240
+  _globals['_READMANYRESPONSE']._serialized_start=242
+  _globals['_READMANYRESPONSE']._serialized_end=306
+  _globals['_READMANYRESULT']._serialized_start=308
+  _globals['_READMANYRESULT']._serialized_end=420
+  _globals['_WRITEREQUEST']._serialized_start=422
+  _globals['_WRITEREQUEST']._serialized_end=486
+  _globals['_WRITERESPONSE']._serialized_start=488
+  _globals['_WRITERESPONSE']._serialized_end=534
+  _globals['_LISTREQUEST']._serialized_start=536
+  _globals['_LISTREQUEST']._serialized_end=582
+  _globals['_LISTRESPONSE']._serialized_start=584
+  _globals['_LISTRESPONSE']._serialized_end=615
+  _globals['_DELETEREQUEST']._serialized_start=617
+  _globals['_DELETEREQUEST']._serialized_end=665
+  _globals['_DELETERESPONSE']._serialized_start=667
+  _globals['_DELETERESPONSE']._serialized_end=683
+  _globals['_EXISTSREQUEST']._serialized_start=685
+  _globals['_EXISTSREQUEST']._serialized_end=733
+  _globals['_EXISTSRESPONSE']._serialized_start=735
+  _globals['_EXISTSRESPONSE']._serialized_end=767
+  _globals['_APPENDREQUEST']._serialized_start=769
+  _globals['_APPENDREQUEST']._serialized_end=831
+  _globals['_APPENDRESPONSE']._serialized_start=833
+  _globals['_APPENDRESPONSE']._serialized_end=896
+  _globals['_READRANGEREQUEST']._serialized_start=898
+  _globals['_READRANGEREQUEST']._serialized_end=965
+  _globals['_READRANGERESPONSE']._serialized_start=967
+  _globals['_READRANGERESPONSE']._serialized_end=1024
+  _globals['_CHANGEEVENT']._serialized_start=1026
+  _globals['_CHANGEEVENT']._serialized_end=1139
+  _globals['_WATCHREQUEST']._serialized_start=1141
+  _globals['_WATCHREQUEST']._serialized_end=1190
+  _globals['_WATCHRESPONSE']._serialized_start=1192
+  _globals['_WATCHRESPONSE']._serialized_end=1282
+  _globals['_KNOWLEDGESERVICE']._serialized_start=1404
+  _globals['_KNOWLEDGESERVICE']._serialized_end=2024
 # @@protoc_insertion_point(module_scope)

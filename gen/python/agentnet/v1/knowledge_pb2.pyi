@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from agentnet.v1 import errors_pb2 as _errors_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -102,6 +103,89 @@ class ReadResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReadResponse: _TypeAlias = ReadResponse  # noqa: Y015
+
+@_typing.final
+class ReadManyRequest(_message.Message):
+    """ReadManyRequest asks for several files at once."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    READS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def reads(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReadRequest]:
+        """The reads, each naming its namespace and path (at most --read-many-max-items)."""
+
+    def __init__(
+        self,
+        *,
+        reads: _abc.Iterable[Global___ReadRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reads", b"reads"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadManyRequest: _TypeAlias = ReadManyRequest  # noqa: Y015
+
+@_typing.final
+class ReadManyResponse(_message.Message):
+    """ReadManyResponse holds one result per read, in request order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReadManyResult]:
+        """results[i] answers reads[i]."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ReadManyResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadManyResponse: _TypeAlias = ReadManyResponse  # noqa: Y015
+
+@_typing.final
+class ReadManyResult(_message.Message):
+    """ReadManyResult is one read's outcome."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def file(self) -> Global___ReadResponse:
+        """The file, as Read returns it."""
+
+    @_builtins.property
+    def error(self) -> _errors_pb2.ErrorDetail:
+        """The refusal Read would have returned as its status (code, reason,
+        message, metadata; docs/errors.md), or PAYLOAD_TOO_LARGE with metadata
+        field=reads when the item did not fit the response's byte budget.
+        """
+
+    def __init__(
+        self,
+        *,
+        file: Global___ReadResponse | None = ...,
+        error: _errors_pb2.ErrorDetail | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "file", b"file", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "file", b"file", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["file", "error"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___ReadManyResult: _TypeAlias = ReadManyResult  # noqa: Y015
 
 @_typing.final
 class WriteRequest(_message.Message):

@@ -62,6 +62,11 @@ class KnowledgeServiceStub:
                 request_serializer=agentnet_dot_v1_dot_knowledge__pb2.ReadRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_knowledge__pb2.ReadResponse.FromString,
                 _registered_method=True)
+        self.ReadMany = channel.unary_unary(
+                '/agentnet.v1.KnowledgeService/ReadMany',
+                request_serializer=agentnet_dot_v1_dot_knowledge__pb2.ReadManyRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_knowledge__pb2.ReadManyResponse.FromString,
+                _registered_method=True)
         self.Write = channel.unary_unary(
                 '/agentnet.v1.KnowledgeService/Write',
                 request_serializer=agentnet_dot_v1_dot_knowledge__pb2.WriteRequest.SerializeToString,
@@ -137,6 +142,27 @@ class KnowledgeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadMany(self, request, context):
+        """ReadMany answers several Reads in one call, in request order, each with its
+        own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+        ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+        not fail the others). Each item is authorised and checked exactly as a Read
+        (its own namespace and path), and shares the read budget the same way.
+
+        Limits: at most the service's --read-many-max-items reads per call (256;
+        more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+        split the call). The files of one response carry at most
+        --read-many-max-bytes of content (4 MiB); an item that would take the
+        response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+        metadata field=reads and limit, and nothing of it is loaded: read that path
+        alone with Read. A call without items answers no results.
+
+        Older services answer UNIMPLEMENTED: clients then use Read per file.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Write(self, request, context):
         """Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
         (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
@@ -203,6 +229,11 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.Read,
                     request_deserializer=agentnet_dot_v1_dot_knowledge__pb2.ReadRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_knowledge__pb2.ReadResponse.SerializeToString,
+            ),
+            'ReadMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadMany,
+                    request_deserializer=agentnet_dot_v1_dot_knowledge__pb2.ReadManyRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_knowledge__pb2.ReadManyResponse.SerializeToString,
             ),
             'Write': grpc.unary_unary_rpc_method_handler(
                     servicer.Write,
@@ -290,6 +321,33 @@ class KnowledgeService:
             '/agentnet.v1.KnowledgeService/Read',
             agentnet_dot_v1_dot_knowledge__pb2.ReadRequest.SerializeToString,
             agentnet_dot_v1_dot_knowledge__pb2.ReadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.KnowledgeService/ReadMany',
+            agentnet_dot_v1_dot_knowledge__pb2.ReadManyRequest.SerializeToString,
+            agentnet_dot_v1_dot_knowledge__pb2.ReadManyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,23 @@ class KnowledgeServiceStub:
     64 MiB of files loaded at once): a read that does not fit waits its turn.
     Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
     """
+    ReadMany: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.ReadManyRequest, _knowledge_pb2.ReadManyResponse]
+    """ReadMany answers several Reads in one call, in request order, each with its
+    own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+    ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+    not fail the others). Each item is authorised and checked exactly as a Read
+    (its own namespace and path), and shares the read budget the same way.
+
+    Limits: at most the service's --read-many-max-items reads per call (256;
+    more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+    split the call). The files of one response carry at most
+    --read-many-max-bytes of content (4 MiB); an item that would take the
+    response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+    metadata field=reads and limit, and nothing of it is loaded: read that path
+    alone with Read. A call without items answers no results.
+
+    Older services answer UNIMPLEMENTED: clients then use Read per file.
+    """
     Write: _grpc.UnaryUnaryMultiCallable[_knowledge_pb2.WriteRequest, _knowledge_pb2.WriteResponse]
     """Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
     (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
@@ -128,6 +145,23 @@ class KnowledgeServiceAsyncStub(KnowledgeServiceStub):
     Concurrent reads share the service's read budget (--read-budget-bytes,
     64 MiB of files loaded at once): a read that does not fit waits its turn.
     Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
+    """
+    ReadMany: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.ReadManyRequest, _knowledge_pb2.ReadManyResponse]  # type: ignore[assignment]
+    """ReadMany answers several Reads in one call, in request order, each with its
+    own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+    ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+    not fail the others). Each item is authorised and checked exactly as a Read
+    (its own namespace and path), and shares the read budget the same way.
+
+    Limits: at most the service's --read-many-max-items reads per call (256;
+    more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+    split the call). The files of one response carry at most
+    --read-many-max-bytes of content (4 MiB); an item that would take the
+    response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+    metadata field=reads and limit, and nothing of it is loaded: read that path
+    alone with Read. A call without items answers no results.
+
+    Older services answer UNIMPLEMENTED: clients then use Read per file.
     """
     Write: _aio.UnaryUnaryMultiCallable[_knowledge_pb2.WriteRequest, _knowledge_pb2.WriteResponse]  # type: ignore[assignment]
     """Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
@@ -196,6 +230,29 @@ class KnowledgeServiceServicer(metaclass=_abc_1.ABCMeta):
         Concurrent reads share the service's read budget (--read-budget-bytes,
         64 MiB of files loaded at once): a read that does not fit waits its turn.
         Also FAILED_PRECONDITION when the stored bytes are not UTF-8 (edited by hand).
+        """
+
+    @_abc_1.abstractmethod
+    def ReadMany(
+        self,
+        request: _knowledge_pb2.ReadManyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_knowledge_pb2.ReadManyResponse, _abc.Awaitable[_knowledge_pb2.ReadManyResponse]]:
+        """ReadMany answers several Reads in one call, in request order, each with its
+        own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+        ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+        not fail the others). Each item is authorised and checked exactly as a Read
+        (its own namespace and path), and shares the read budget the same way.
+
+        Limits: at most the service's --read-many-max-items reads per call (256;
+        more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+        split the call). The files of one response carry at most
+        --read-many-max-bytes of content (4 MiB); an item that would take the
+        response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+        metadata field=reads and limit, and nothing of it is loaded: read that path
+        alone with Read. A call without items answers no results.
+
+        Older services answer UNIMPLEMENTED: clients then use Read per file.
         """
 
     @_abc_1.abstractmethod

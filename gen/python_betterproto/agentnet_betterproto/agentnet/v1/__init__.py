@@ -88,6 +88,9 @@ __all__ = (
     "Priority",
     "QuoteContextRequest",
     "QuoteContextResponse",
+    "ReadManyRequest",
+    "ReadManyResponse",
+    "ReadManyResult",
     "ReadRangeRequest",
     "ReadRangeResponse",
     "ReadRequest",
@@ -3154,6 +3157,61 @@ default_message_pool.register_message("agentnet.v1", "QuoteContextResponse", Quo
 
 
 @dataclass(eq=False, repr=False)
+class ReadManyRequest(betterproto2.Message):
+    """
+    ReadManyRequest asks for several files at once.
+    """
+
+    reads: "list[ReadRequest]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The reads, each naming its namespace and path (at most --read-many-max-items).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReadManyRequest", ReadManyRequest)
+
+
+@dataclass(eq=False, repr=False)
+class ReadManyResponse(betterproto2.Message):
+    """
+    ReadManyResponse holds one result per read, in request order.
+    """
+
+    results: "list[ReadManyResult]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    results[i] answers reads[i].
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReadManyResponse", ReadManyResponse)
+
+
+@dataclass(eq=False, repr=False)
+class ReadManyResult(betterproto2.Message):
+    """
+    ReadManyResult is one read's outcome.
+
+    Oneofs:
+        - result: The file, or why it was not read.
+    """
+
+    file: "ReadResponse | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True, group="result")
+    """
+    The file, as Read returns it.
+    """
+
+    error: "ErrorDetail | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True, group="result")
+    """
+    The refusal Read would have returned as its status (code, reason,
+    message, metadata; docs/errors.md), or PAYLOAD_TOO_LARGE with metadata
+    field=reads when the item did not fit the response's byte budget.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReadManyResult", ReadManyResult)
+
+
+@dataclass(eq=False, repr=False)
 class ReadRangeRequest(betterproto2.Message):
     """
     ReadRangeRequest reads from a byte offset.
@@ -4941,6 +4999,41 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.KnowledgeService/Read",
             message,
             ReadResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def read_many(
+        self,
+        message: "ReadManyRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ReadManyResponse":
+        """
+        ReadMany answers several Reads in one call, in request order, each with its
+        own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+        ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+        not fail the others). Each item is authorised and checked exactly as a Read
+        (its own namespace and path), and shares the read budget the same way.
+
+        Limits: at most the service's --read-many-max-items reads per call (256;
+        more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+        split the call). The files of one response carry at most
+        --read-many-max-bytes of content (4 MiB); an item that would take the
+        response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+        metadata field=reads and limit, and nothing of it is loaded: read that path
+        alone with Read. A call without items answers no results.
+
+        Older services answer UNIMPLEMENTED: clients then use Read per file.
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.KnowledgeService/ReadMany",
+            message,
+            ReadManyResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,

@@ -20,6 +20,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { ErrorDetail } from "./errors";
 
 /** ChangeKind says what happened to a path. */
 export enum ChangeKind {
@@ -87,6 +88,35 @@ export interface ReadResponse {
   version: number;
   /** Size in bytes (UTF-8). */
   size: number;
+}
+
+/** ReadManyRequest asks for several files at once. */
+export interface ReadManyRequest {
+  /** The reads, each naming its namespace and path (at most --read-many-max-items). */
+  reads: ReadRequest[];
+}
+
+/** ReadManyResponse holds one result per read, in request order. */
+export interface ReadManyResponse {
+  /** results[i] answers reads[i]. */
+  results: ReadManyResult[];
+}
+
+/** ReadManyResult is one read's outcome. */
+export interface ReadManyResult {
+  /** The file, or why it was not read. */
+  result?:
+    | //
+    /** The file, as Read returns it. */
+    { $case: "file"; value: ReadResponse }
+    | //
+    /**
+     * The refusal Read would have returned as its status (code, reason,
+     * message, metadata; docs/errors.md), or PAYLOAD_TOO_LARGE with metadata
+     * field=reads when the item did not fit the response's byte budget.
+     */
+    { $case: "error"; value: ErrorDetail }
+    | undefined;
 }
 
 /** WriteRequest replaces a file. */
@@ -405,6 +435,247 @@ export const ReadResponse: MessageFns<ReadResponse> = {
     message.content = object.content ?? "";
     message.version = object.version ?? 0;
     message.size = object.size ?? 0;
+    return message;
+  },
+};
+
+function createBaseReadManyRequest(): ReadManyRequest {
+  return { reads: [] };
+}
+
+export const ReadManyRequest: MessageFns<ReadManyRequest> = {
+  encode(message: ReadManyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.reads) {
+      ReadRequest.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReadManyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReadManyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.reads.push(ReadRequest.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReadManyRequest {
+    return {
+      reads: globalThis.Array.isArray(object?.reads) ? object.reads.map((e: any) => ReadRequest.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ReadManyRequest): unknown {
+    const obj: any = {};
+    if (message.reads?.length) {
+      obj.reads = message.reads.map((e) => ReadRequest.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ReadManyRequest>): ReadManyRequest {
+    return ReadManyRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReadManyRequest>): ReadManyRequest {
+    const message = createBaseReadManyRequest();
+    message.reads = object.reads?.map((e) => ReadRequest.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseReadManyResponse(): ReadManyResponse {
+  return { results: [] };
+}
+
+export const ReadManyResponse: MessageFns<ReadManyResponse> = {
+  encode(message: ReadManyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.results) {
+      ReadManyResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReadManyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReadManyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.results.push(ReadManyResult.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReadManyResponse {
+    return {
+      results: globalThis.Array.isArray(object?.results)
+        ? object.results.map((e: any) => ReadManyResult.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ReadManyResponse): unknown {
+    const obj: any = {};
+    if (message.results?.length) {
+      obj.results = message.results.map((e) => ReadManyResult.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ReadManyResponse>): ReadManyResponse {
+    return ReadManyResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReadManyResponse>): ReadManyResponse {
+    const message = createBaseReadManyResponse();
+    message.results = object.results?.map((e) => ReadManyResult.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseReadManyResult(): ReadManyResult {
+  return { result: undefined };
+}
+
+export const ReadManyResult: MessageFns<ReadManyResult> = {
+  encode(message: ReadManyResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    switch (message.result?.$case) {
+      case "file":
+        ReadResponse.encode(message.result.value, writer.uint32(10).fork()).join();
+        break;
+      case "error":
+        ErrorDetail.encode(message.result.value, writer.uint32(18).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReadManyResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReadManyResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = { $case: "file", value: ReadResponse.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.result = { $case: "error", value: ErrorDetail.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReadManyResult {
+    return {
+      result: isSet(object.file)
+        ? { $case: "file", value: ReadResponse.fromJSON(object.file) }
+        : isSet(object.error)
+        ? { $case: "error", value: ErrorDetail.fromJSON(object.error) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: ReadManyResult): unknown {
+    const obj: any = {};
+    if (message.result?.$case === "file") {
+      obj.file = ReadResponse.toJSON(message.result.value);
+    } else if (message.result?.$case === "error") {
+      obj.error = ErrorDetail.toJSON(message.result.value);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ReadManyResult>): ReadManyResult {
+    return ReadManyResult.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReadManyResult>): ReadManyResult {
+    const message = createBaseReadManyResult();
+    switch (object.result?.$case) {
+      case "file": {
+        if (object.result?.value !== undefined && object.result?.value !== null) {
+          message.result = { $case: "file", value: ReadResponse.fromPartial(object.result.value) };
+        }
+        break;
+      }
+      case "error": {
+        if (object.result?.value !== undefined && object.result?.value !== null) {
+          message.result = { $case: "error", value: ErrorDetail.fromPartial(object.result.value) };
+        }
+        break;
+      }
+    }
     return message;
   },
 };
@@ -1794,6 +2065,32 @@ export const KnowledgeServiceService = {
     responseDeserialize: (value: Buffer): ReadResponse => ReadResponse.decode(value),
   },
   /**
+   * ReadMany answers several Reads in one call, in request order, each with its
+   * own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+   * ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+   * not fail the others). Each item is authorised and checked exactly as a Read
+   * (its own namespace and path), and shares the read budget the same way.
+   *
+   * Limits: at most the service's --read-many-max-items reads per call (256;
+   * more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+   * split the call). The files of one response carry at most
+   * --read-many-max-bytes of content (4 MiB); an item that would take the
+   * response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+   * metadata field=reads and limit, and nothing of it is loaded: read that path
+   * alone with Read. A call without items answers no results.
+   *
+   * Older services answer UNIMPLEMENTED: clients then use Read per file.
+   */
+  readMany: {
+    path: "/agentnet.v1.KnowledgeService/ReadMany" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReadManyRequest): Buffer => Buffer.from(ReadManyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReadManyRequest => ReadManyRequest.decode(value),
+    responseSerialize: (value: ReadManyResponse): Buffer => Buffer.from(ReadManyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReadManyResponse => ReadManyResponse.decode(value),
+  },
+  /**
    * Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
    * (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
    * Unicode, e.g. a lone surrogate).
@@ -1894,6 +2191,24 @@ export interface KnowledgeServiceServer extends UntypedServiceImplementation {
    */
   read: handleUnaryCall<ReadRequest, ReadResponse>;
   /**
+   * ReadMany answers several Reads in one call, in request order, each with its
+   * own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+   * ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+   * not fail the others). Each item is authorised and checked exactly as a Read
+   * (its own namespace and path), and shares the read budget the same way.
+   *
+   * Limits: at most the service's --read-many-max-items reads per call (256;
+   * more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+   * split the call). The files of one response carry at most
+   * --read-many-max-bytes of content (4 MiB); an item that would take the
+   * response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+   * metadata field=reads and limit, and nothing of it is loaded: read that path
+   * alone with Read. A call without items answers no results.
+   *
+   * Older services answer UNIMPLEMENTED: clients then use Read per file.
+   */
+  readMany: handleUnaryCall<ReadManyRequest, ReadManyResponse>;
+  /**
    * Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
    * (content over --max-write-bytes); INVALID_ARGUMENT (text that is not valid
    * Unicode, e.g. a lone surrogate).
@@ -1947,6 +2262,38 @@ export interface KnowledgeServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ReadResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ReadMany answers several Reads in one call, in request order, each with its
+   * own outcome: a ReadManyResult holds the file (as Read's ReadResponse) or the
+   * ErrorDetail Read would have ended its call with (NOT_FOUND for one path does
+   * not fail the others). Each item is authorised and checked exactly as a Read
+   * (its own namespace and path), and shares the read budget the same way.
+   *
+   * Limits: at most the service's --read-many-max-items reads per call (256;
+   * more is INVALID_ARGUMENT, ErrorInfo metadata field=reads, items, limit:
+   * split the call). The files of one response carry at most
+   * --read-many-max-bytes of content (4 MiB); an item that would take the
+   * response past it is answered RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE with
+   * metadata field=reads and limit, and nothing of it is loaded: read that path
+   * alone with Read. A call without items answers no results.
+   *
+   * Older services answer UNIMPLEMENTED: clients then use Read per file.
+   */
+  readMany(
+    request: ReadManyRequest,
+    callback: (error: ServiceError | null, response: ReadManyResponse) => void,
+  ): ClientUnaryCall;
+  readMany(
+    request: ReadManyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReadManyResponse) => void,
+  ): ClientUnaryCall;
+  readMany(
+    request: ReadManyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReadManyResponse) => void,
   ): ClientUnaryCall;
   /**
    * Write creates or replaces a file atomically. Refusals: PAYLOAD_TOO_LARGE
