@@ -275,7 +275,8 @@ class Session:
             self._in_flight -= 1
         if state.value() != before:
             self._mark_dirty(channel_id, state.value())
-        self._wakeup.set()
+        if self._heap:  # a queued delivery may fit under max_in_flight now; else the stream has nothing new to send
+            self._wakeup.set()
 
     def cursor(self, channel_id: str) -> int:
         """The channel's current cursor for this session."""
