@@ -37,7 +37,7 @@ from hubsvc.governance.policy import Policy
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
 from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout
-from netkernel.wire import envelope_from_wire, parse_json_object, wire_readable_by
+from netkernel.wire import envelope_from_wal, parse_json_object, wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
 
@@ -437,16 +437,21 @@ class LiveChannels:
         now = self._clock()
         channels = self._channels
         parse = envelope_pb2.Envelope.FromString
-        # Read the next batch (in the store's thread) while folding this one.
         scan = aiter(self._store.scan_wal(list(channels)))
         upcoming = asyncio.ensure_future(anext(scan, None))
         while (page := await upcoming) is not None:
             upcoming = asyncio.ensure_future(anext(scan, None))
+            # One turn of the loop lets the read of the next page start (in the store's
+            # thread) before this one is folded; the fold below never yields.
+            await asyncio.sleep(0)
+            current = None
             for channel_id, data in page:
-                ch = channels[channel_id]
+                if channel_id != current:  # a page is mostly one channel
+                    ch = channels[channel_id]
+                    current, fold, members = channel_id, ch.fold, ch.participants
                 wire = parse(data)
-                ch.fold(envelope_from_wire(wire), now)
-                count(channel_id, ch.participants, wire)
+                fold(envelope_from_wal(wire), now)
+                count(channel_id, members, wire)
             folded += len(page)
         for ch in list(self._channels.values()):
             ch.committed_seq = ch.meta.last_seq = ch.last_seq
@@ -492,7 +497,7 @@ class LiveChannels:
                 async for page in self._store.scan_wal([channel_id]):
                     for _, data in page:
                         wire = envelope_pb2.Envelope.FromString(data)
-                        fresh.fold(envelope_from_wire(wire), self._clock())
+                        fresh.fold(envelope_from_wal(wire), self._clock())
                         self._inboxes.staged(channel_id, fresh.participants, wire)
                 fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
                 if fresh.is_terminal:

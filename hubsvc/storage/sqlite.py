@@ -349,9 +349,12 @@ class SqliteHubStore(HubStore):
         for channel_id in channel_ids:
             last = 0
             while True:
-                rows = await self._fetchall(
-                    "SELECT seq, data FROM wal WHERE channel_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                    [channel_id, last, batch],
+                # One hop to the connection's thread a page (execute and fetch together).
+                rows = list(
+                    await self.db.execute_fetchall(
+                        "SELECT seq, data FROM wal WHERE channel_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                        [channel_id, last, batch],
+                    )
                 )
                 if not rows:
                     break
