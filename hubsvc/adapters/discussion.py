@@ -92,7 +92,7 @@ class DiscussionAdapter:
         if not is_substantive(env) or state.end_reason is not None:
             return state
         turns = state.turns + 1
-        max_turns = discussion_max_turns(spec)
+        max_turns = spec.derived(discussion_max_turns)
         end = "max_turns" if max_turns is not None and turns >= max_turns else None
         nxt = spec.participants[turns % len(spec.participants)]
         return replace(state, turns=turns, expected_next_speaker=nxt, end_reason=end)
