@@ -444,15 +444,14 @@ class LiveChannels:
             # One turn of the loop lets the read of the next page start (in the store's
             # thread) before this one is folded; the fold below never yields.
             await asyncio.sleep(0)
-            current = None
-            for channel_id, data in page:
-                if channel_id != current:  # a page is mostly one channel
-                    ch = channels[channel_id]
-                    current, fold, members = channel_id, ch.fold, ch.participants
+            channel_id, records = page
+            ch = channels[channel_id]
+            fold, members = ch.fold, ch.participants
+            for data in records:
                 wire = parse(data)
                 fold(envelope_from_wal(wire), now)
                 count(channel_id, members, wire)
-            folded += len(page)
+            folded += len(records)
         for ch in list(self._channels.values()):
             ch.committed_seq = ch.meta.last_seq = ch.last_seq
             if ch.is_terminal:  # the close was committed; only the row update was lost
@@ -494,8 +493,8 @@ class LiveChannels:
                     return
                 fresh = ChannelRuntime.from_row(row)
                 self._inboxes.reset(channel_id)  # recounted from what the store holds
-                async for page in self._store.scan_wal([channel_id]):
-                    for _, data in page:
+                async for _, records in self._store.scan_wal([channel_id]):
+                    for data in records:
                         wire = envelope_pb2.Envelope.FromString(data)
                         fresh.fold(envelope_from_wal(wire), self._clock())
                         self._inboxes.staged(channel_id, fresh.participants, wire)
