@@ -7,8 +7,9 @@ hub and the SDK both convert through this module, so they agree byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Generic, Literal, TypeVar
 
 import orjson
@@ -19,6 +20,7 @@ from netkernel.errors import InvalidArgument
 
 N = TypeVar("N", bound=str)
 V = TypeVar("V", bound=int)
+E = TypeVar("E", bound=Envelope)
 
 
 class EnumNames(Generic[N, V]):
@@ -219,39 +221,109 @@ def envelope_to_wire(env: Envelope, *, event_data_json: str | None = None) -> en
     return msg
 
 
+def _event_data(raw: str, max_json_depth: int | None) -> dict[str, Any]:
+    """Parse an envelope's event_data_json ("" = {}); InvalidArgument unless it is a JSON object."""
+    if not raw:
+        return {}
+    try:
+        data = loads_json(raw, max_json_depth)
+    except ValueError:  # orjson.JSONDecodeError, json.JSONDecodeError and JsonTooDeep are ValueErrors
+        data = None
+    if type(data) is not dict:  # exact check on the hot path; parse again for the error message
+        return parse_json_object(raw, "event_data_json", max_json_depth)
+    parsed: dict[str, Any] = data
+    return parsed
+
+
 def envelope_from_wire(msg: envelope_pb2.Envelope, *, max_json_depth: int | None = None) -> Envelope:
     """Build an :class:`Envelope` from the wire message (event_data must be a JSON object).
 
     ``max_json_depth`` bounds event_data's nesting (set it for envelopes from a client)."""
+    return _from_wire(Envelope, msg, _event_data(msg.event_data_json, max_json_depth))
+
+
+def _from_wire(cls: type[E], msg: envelope_pb2.Envelope, data: dict[str, Any]) -> E:
+    """``cls`` built from the wire message's fields and ``data`` as its event_data."""
     priority = _PRIORITY_FROM_WIRE.get(msg.priority)
     if priority is None:
         raise InvalidArgument(f"unknown priority {msg.priority}; use BACKGROUND, NORMAL or URGENT.")
-    raw = msg.event_data_json
-    data: Any = {}
-    if raw:
-        try:
-            data = loads_json(raw, max_json_depth)
-        except ValueError:  # orjson.JSONDecodeError, json.JSONDecodeError and JsonTooDeep are ValueErrors
-            data = None
-        if type(data) is not dict:  # exact check on the hot path; parse again for the error message
-            data = parse_json_object(raw, "event_data_json", max_json_depth)
-    return Envelope(
-        channel_id=msg.channel_id,
-        sender_id=msg.sender_id,
-        audience=list(msg.audience.agent_ids) if msg.HasField("audience") else None,
-        event_type=msg.event_type,
-        event_data=data,
-        envelope_id=msg.envelope_id,
-        task_id=msg.task_id if msg.HasField("task_id") else None,
-        causation_id=msg.causation_id if msg.HasField("causation_id") else None,
-        trace_id=msg.trace_id if msg.HasField("trace_id") else None,
-        priority=priority,
-        depth=msg.depth,
-        idempotency_key=msg.idempotency_key if msg.HasField("idempotency_key") else None,
-        created_at=msg.created_at,
-        ttl_seconds=msg.ttl_seconds if msg.HasField("ttl_seconds") else None,
-        seq=msg.seq,
+    has = msg.HasField
+    # Positional, in field order: a call with 15 keywords costs as much as the rest of the conversion.
+    return cls(
+        msg.channel_id,
+        msg.sender_id,
+        list(msg.audience.agent_ids) if has("audience") else None,
+        msg.event_type,
+        data,
+        msg.envelope_id,
+        msg.task_id if has("task_id") else None,
+        msg.causation_id if has("causation_id") else None,
+        msg.trace_id if has("trace_id") else None,
+        priority,
+        msg.depth,
+        msg.idempotency_key if has("idempotency_key") else None,
+        msg.created_at,
+        msg.ttl_seconds if has("ttl_seconds") else None,
+        msg.seq,
     )
+
+
+_EVENT_DATA_SLOT: Any = Envelope.__dict__["event_data"]
+"""The slot behind ``Envelope.event_data`` (a member descriptor), which :class:`StoredEnvelope` fills late."""
+
+
+class StoredEnvelope(Envelope):
+    """An envelope read back from the hub's WAL, whose ``event_data`` is parsed on first read.
+
+    Rebuilding a channel folds every envelope of its WAL, but most folds never look at
+    event_data (a conversation counts texts; only workflow packets, context sets and a
+    few lifecycle envelopes are read). Every reader still sees exactly what
+    :func:`envelope_from_wire` would have given: the same JSON parsed by the same code,
+    once, then kept. It equals the plain :class:`Envelope` with the same fields.
+    """
+
+    __slots__ = ("_event_data_json",)
+    _event_data_json: str | None
+    """The stored JSON until event_data is first read, then None."""
+
+    @property
+    def event_data(self) -> dict[str, Any]:
+        """Event-specific JSON payload (parsed from the stored JSON on first read)."""
+        raw = self._event_data_json
+        if raw is not None:
+            _EVENT_DATA_SLOT.__set__(self, _event_data(raw, None))
+            self._event_data_json = None
+        value: dict[str, Any] = _EVENT_DATA_SLOT.__get__(self)
+        return value
+
+    @event_data.setter
+    def event_data(self, value: dict[str, Any]) -> None:
+        _EVENT_DATA_SLOT.__set__(self, value)
+        self._event_data_json = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Envelope):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _ENVELOPE_FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # like the dataclass: mutable, so unhashable
+
+
+_ENVELOPE_FIELDS = tuple(f.name for f in dataclasses.fields(Envelope))
+
+
+def envelope_from_wal(msg: envelope_pb2.Envelope) -> Envelope:
+    """An :class:`Envelope` of a committed WAL record, its event_data parsed only if something reads it.
+
+    For rebuilding channels from the hub's own WAL (whose event_data was checked when it was
+    admitted); anything read from a client goes through :func:`envelope_from_wire`."""
+    env = _from_wire(StoredEnvelope, msg, _EMPTY)
+    env._event_data_json = msg.event_data_json
+    return env
+
+
+_EMPTY: dict[str, Any] = {}
+"""Placeholder event_data of a :class:`StoredEnvelope` until its first read (never handed out)."""
 
 
 # The visibility rule, on the wire form (the hub delivers and filters wire messages; the same
@@ -261,6 +333,17 @@ def envelope_from_wire(msg: envelope_pb2.Envelope, *, max_json_depth: int | None
 def wire_visible_to(wire: envelope_pb2.Envelope, agent_id: str) -> bool:
     """Broadcast (no audience), or ``agent_id`` is in the explicit audience."""
     return not wire.HasField("audience") or agent_id in wire.audience.agent_ids
+
+
+def wire_recipients(wire: envelope_pb2.Envelope, participants: Iterable[str]) -> list[str]:
+    """Those of ``participants`` the envelope goes to: every one that may see it, except its sender.
+
+    The fields are read once, not once per participant (the hub counts every envelope this way)."""
+    sender = wire.sender_id
+    if not wire.HasField("audience"):
+        return [p for p in participants if p != sender]
+    audience = set(wire.audience.agent_ids)
+    return [p for p in participants if p != sender and p in audience]
 
 
 def wire_readable_by(wire: envelope_pb2.Envelope, agent_id: str) -> bool:

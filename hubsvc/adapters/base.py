@@ -24,13 +24,14 @@ SDK half of the adapter decides it (:mod:`agentsdk.network.adapters`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from netkernel.envelope import Envelope
 
 S = TypeVar("S")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,19 @@ class ChannelSpec:
     """agent_id -> passport name of every participant."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """Adapter options (normalised by validate_create)."""
+    _derived: dict[Callable[[ChannelSpec], Any], Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def derived(self, compute: Callable[[ChannelSpec], T]) -> T:
+        """``compute(self)``, computed once per spec: what an adapter reads from its knobs on every fold.
+
+        The spec never changes, so neither does the value; a ``compute`` that raises is not kept."""
+        memo = self._derived
+        if compute in memo:
+            return cast(T, memo[compute])
+        value = memo[compute] = compute(self)
+        return value
 
     def resolve(self, ref: str) -> str | None:
         """Agent id of the participant ``ref`` names (an id or a name); None if none."""

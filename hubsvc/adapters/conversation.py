@@ -20,6 +20,11 @@ from hubsvc.adapters.common import (
 from netkernel.envelope import Envelope
 
 
+def conversation_max_turns(spec: ChannelSpec) -> int | None:
+    """The ``max_turns`` knob (None = unlimited)."""
+    return optional_positive_int(spec.knobs, "max_turns", spec=spec)
+
+
 @dataclass(frozen=True)
 class ConversationState:
     """How many substantive envelopes were admitted, and whether the turn limit ended it."""
@@ -61,7 +66,7 @@ class ConversationAdapter:
         if not is_substantive(env) or state.end_reason is not None:
             return state
         turns = state.turns + 1
-        max_turns = optional_positive_int(spec.knobs, "max_turns", spec=spec)
+        max_turns = spec.derived(conversation_max_turns)
         end = "max_turns" if max_turns is not None and turns >= max_turns else None
         return ConversationState(turns=turns, end_reason=end)  # direct construction: fold is on the hydrate hot path
 

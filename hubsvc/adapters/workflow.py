@@ -23,12 +23,13 @@ from hubsvc.adapters.common import (
     require_participants,
     require_sender,
 )
-from hubsvc.adapters.payloads import Packet, canonical_json, parse_context_updates, parse_packet
+from hubsvc.adapters.payloads import ContextUpdates, Packet, canonical_json, parse_context_updates, parse_packet
 from hubsvc.adapters.workflow_graph import MAX_TURNS, parse_workflow_knobs
 from netkernel.envelope import EV_CONTEXT_SET, Envelope
 from netkernel.errors import InvalidArgument
 
 _CONTEXT_SET_WHERE = "ag2.context.set event_data"
+_NO_UPDATES = ContextUpdates()
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class WorkflowAdapter:
 
     def initial_state(self, spec: ChannelSpec) -> WorkflowState:
         """The initial speaker holds the turn; the context holds the ``context`` knob."""
-        config = parse_workflow_knobs(spec)
+        config = spec.derived(parse_workflow_knobs)
         return WorkflowState(current_speaker=config.initial_speaker, context_json=config.context_json)
 
     def validate_send(self, spec: ChannelSpec, state: WorkflowState, env: Envelope) -> None:
@@ -105,8 +106,12 @@ class WorkflowAdapter:
             packet = parse_packet(env, spec=spec)
         except InvalidArgument:
             packet = Packet()  # unreachable for admitted envelopes; the turn still counts
-        config = parse_workflow_knobs(spec)
-        context = packet.updates.apply(state.context)
+        config = spec.derived(parse_workflow_knobs)
+        if packet.updates == _NO_UPDATES:  # the context stays; its canonical text too
+            context, context_json = state.context, state.context_json
+        else:
+            context = packet.updates.apply(state.context)
+            context_json = canonical_json(context)
         turns = state.turns + 1
         decision = config.decide(spec, env.sender_id, packet.routing, context)
         # A transition's own end (terminate / no_transition) wins over the turn limit.
@@ -114,7 +119,7 @@ class WorkflowAdapter:
         return WorkflowState(
             current_speaker=decision.next_speaker,
             turns=turns,
-            context_json=canonical_json(context),
+            context_json=context_json,
             end_reason=end,
         )
 

@@ -37,7 +37,7 @@ from hubsvc.governance.policy import Policy
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
 from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout
-from netkernel.wire import envelope_from_wire, parse_json_object, wire_readable_by
+from netkernel.wire import envelope_from_wal, parse_json_object, wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
 
@@ -437,17 +437,21 @@ class LiveChannels:
         now = self._clock()
         channels = self._channels
         parse = envelope_pb2.Envelope.FromString
-        # Read the next batch (in the store's thread) while folding this one.
         scan = aiter(self._store.scan_wal(list(channels)))
         upcoming = asyncio.ensure_future(anext(scan, None))
         while (page := await upcoming) is not None:
             upcoming = asyncio.ensure_future(anext(scan, None))
-            for channel_id, data in page:
-                ch = channels[channel_id]
+            # One turn of the loop lets the read of the next page start (in the store's
+            # thread) before this one is folded; the fold below never yields.
+            await asyncio.sleep(0)
+            channel_id, records = page
+            ch = channels[channel_id]
+            fold, members = ch.fold, ch.participants
+            for data in records:
                 wire = parse(data)
-                ch.fold(envelope_from_wire(wire), now)
-                count(channel_id, ch.participants, wire)
-            folded += len(page)
+                fold(envelope_from_wal(wire), now)
+                count(channel_id, members, wire)
+            folded += len(records)
         for ch in list(self._channels.values()):
             ch.committed_seq = ch.meta.last_seq = ch.last_seq
             if ch.is_terminal:  # the close was committed; only the row update was lost
@@ -489,10 +493,10 @@ class LiveChannels:
                     return
                 fresh = ChannelRuntime.from_row(row)
                 self._inboxes.reset(channel_id)  # recounted from what the store holds
-                async for page in self._store.scan_wal([channel_id]):
-                    for _, data in page:
+                async for _, records in self._store.scan_wal([channel_id]):
+                    for data in records:
                         wire = envelope_pb2.Envelope.FromString(data)
-                        fresh.fold(envelope_from_wire(wire), self._clock())
+                        fresh.fold(envelope_from_wal(wire), self._clock())
                         self._inboxes.staged(channel_id, fresh.participants, wire)
                 fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
                 if fresh.is_terminal:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from agentnet.v1 import envelope_pb2
 
 from netkernel.errors import InboxFull
-from netkernel.wire import wire_visible_to
+from netkernel.wire import wire_recipients
 
 
 class _Pending:
@@ -83,9 +83,7 @@ class Inboxes:
             members = self._channels[channel_id] = {}
         totals = self._totals
         seq = wire.seq
-        for agent_id in participants:
-            if agent_id == wire.sender_id or not wire_visible_to(wire, agent_id):
-                continue
+        for agent_id in wire_recipients(wire, participants):
             entry = members.get(agent_id)
             if entry is None:
                 entry = members[agent_id] = _Pending(0)

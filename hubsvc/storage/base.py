@@ -174,8 +174,9 @@ class HubStore(abc.ABC):
         """Serialized envelopes with from_seq <= seq <= until_seq (0 = no bound), in seq order."""
 
     @abc.abstractmethod
-    def scan_wal(self, channel_ids: Sequence[str], *, batch: int = 5000) -> AsyncIterator[list[tuple[str, bytes]]]:
-        """(channel_id, envelope bytes) of the given channels in (channel, seq) order, in batches."""
+    def scan_wal(self, channel_ids: Sequence[str], *, batch: int = 5000) -> AsyncIterator[tuple[str, list[bytes]]]:
+        """The given channels' whole WALs, channel by channel: pages of (channel_id, envelope bytes in seq
+        order), at most ``batch`` envelopes a page."""
 
     @abc.abstractmethod
     async def find_envelope(self, envelope_id: str) -> bytes | None:

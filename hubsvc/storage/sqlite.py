@@ -344,21 +344,34 @@ class SqliteHubStore(HubStore):
 
     async def scan_wal(
         self, channel_ids: Sequence[str], *, batch: int = 5000
-    ) -> AsyncIterator[list[tuple[str, bytes]]]:
-        """Stream whole WALs in (channel, seq) order, ``batch`` rows at a time."""
-        for channel_id in channel_ids:
-            last = 0
-            while True:
-                rows = await self._fetchall(
-                    "SELECT seq, data FROM wal WHERE channel_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                    [channel_id, last, batch],
+    ) -> AsyncIterator[tuple[str, list[bytes]]]:
+        """Stream whole WALs channel by channel, a window of ``batch`` seqs a page.
+
+        Each channel's highest seq is read first (one query per 500 channels), so a page
+        query selects the envelope bytes alone: no seq per row to carry, which halves the
+        cost of building the rows. Windows in a gap of the seqs are simply empty."""
+        ids = list(channel_ids)
+        for chunk in _chunks(ids, 500) if ids else []:
+            # A correlated max() per id is one index probe each (a GROUP BY would read every row).
+            ids_sql = ",".join(["(?)"] * len(chunk))
+            tops: dict[str, int] = {
+                r[0]: r[1] or 0
+                for r in await self.db.execute_fetchall(
+                    f"WITH ids(id) AS (VALUES {ids_sql}) "
+                    "SELECT id, (SELECT max(seq) FROM wal WHERE channel_id = ids.id) FROM ids",
+                    chunk,
                 )
-                if not rows:
-                    break
-                last = rows[-1][0]
-                yield [(channel_id, r[1]) for r in rows]
-                if len(rows) < batch:
-                    break
+            }
+            for channel_id in chunk:
+                top = tops.get(channel_id, 0)
+                for low in range(0, top, batch):
+                    # One hop to the connection's thread a page (execute and fetch together).
+                    rows = await self.db.execute_fetchall(
+                        "SELECT data FROM wal WHERE channel_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
+                        [channel_id, low, low + batch],
+                    )
+                    if rows:
+                        yield channel_id, [r[0] for r in rows]
 
     async def find_envelope(self, envelope_id: str) -> bytes | None:
         """Envelope by id."""

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agentnet.v1 import envelope_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,6 +39,7 @@ from netkernel.envelope import (
     Envelope,
 )
 from netkernel.errors import InvalidArgument, ProtocolError
+from netkernel.wire import envelope_from_wal, envelope_from_wire, envelope_to_wire
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOOLS = ("approve", "reject", "handoff")
@@ -352,3 +354,28 @@ def test_lifecycle_and_custom_only_streams_never_advance(type_: str, data: st.Da
     )
     assert run.close_reason is None
     assert all(state == run.states[0] for state in run.states)
+
+
+def rebuild(run: Run, decode: Callable[[envelope_pb2.Envelope], Envelope]) -> ChannelRuntime:
+    """Hydrate as the hub does: fold every WAL entry read back from its stored bytes through ``decode``."""
+    ch = ChannelRuntime.pending(
+        run.spec, ADAPTERS[run.spec.type], intent="", invite_ack_timeout=30.0, ttl=None, now=NOW
+    )
+    for env in run.wal:
+        ch.fold(decode(envelope_pb2.Envelope.FromString(envelope_to_wire(env).SerializeToString())), NOW)
+    return ch
+
+
+@SETTINGS
+@given(st.sampled_from([("consulting", 2), ("conversation", 2), ("discussion", 5), ("workflow", 5)]), st.data())
+def test_folding_stored_envelopes_with_lazy_event_data_rebuilds_the_live_channel(
+    kind: tuple[str, int], data: st.DataObject
+) -> None:
+    """Hydrate parses event_data only when a fold reads it; every channel comes back exactly as it was."""
+    run = data.draw(runs(kind[0], 2, kind[1]))
+    lazy, eager = rebuild(run, envelope_from_wal), rebuild(run, envelope_from_wire)
+    assert lazy.state == eager.state == run.states[-1]
+    assert lazy.meta == eager.meta
+    assert lazy.last_seq == eager.last_seq
+    assert dict(lazy.depths.items()) == dict(eager.depths.items())
+    assert dict(lazy.idempotent.items()) == dict(eager.idempotent.items())
