@@ -13,6 +13,7 @@ from agentnet.v1 import connect_pb2, envelope_pb2
 
 from agentsdk.errors import error_from_rpc
 from hubsvc.core.options import HubOptions
+from tests.hub.arbiters import Desk
 from tests.hub.harness import (
     EV_TEXT,
     Participant,
@@ -178,3 +179,16 @@ async def test_a_failed_write_fails_every_post_of_its_batch_and_leaves_no_gap(hu
     assert after.seq == before.seq + 1
     await alice.close()
     await bob.close()
+
+
+async def test_with_an_arbiter_each_post_of_a_batch_is_asked_on_its_own(tmp_path: Path) -> None:
+    desk = Desk()
+    async with running_hub(tmp_path / "hub.db", arbiter=desk) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        batch = [text(cid, "a"), make_envelope(cid, "secret.plan", {}), text(cid, "b")]
+        results = await alice.post_batch(batch)
+        assert [refusal(r) for r in results] == ["", "RULE_DENIED", ""]
+        assert [d.event_type for d in desk.seen if d.action == "post"][-3:] == [EV_TEXT, "secret.plan", EV_TEXT]
+        assert results[2].envelope.seq == results[0].envelope.seq + 1
+        await alice.close()
+        await bob.close()
