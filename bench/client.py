@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
+
+from agentsdk.network.outbox import Outbox
 
 OnDelivery = Callable[[envelope_pb2.Envelope], None]
 
 
 class BenchPeer:
     """One participant: a Connect stream with pipelined posts and immediate acks (one Ack frame per
-    frame received); asks for batched frames of up to ``max_batch`` entries (0 = one per frame)."""
+    frame received); asks for batched frames of up to ``max_batch`` entries (0 = one per frame) and,
+    like the SDK, sends the posts queued together in one PostBatch frame when the Welcome's
+    ``max_post_batch`` allows (:class:`agentsdk.network.outbox.Outbox`)."""
 
     def __init__(self, channel: grpc.aio.Channel, credential: str, agent_id: str = "", max_batch: int = 0) -> None:
         self.stub = hub_pb2_grpc.HubServiceStub(channel)
@@ -24,7 +28,7 @@ class BenchPeer:
         self.on_delivery: OnDelivery = lambda env: None
         self.ack = True
         self.max_batch = max_batch
-        self._out: asyncio.Queue[connect_pb2.ConnectRequest] = asyncio.Queue()
+        self._out = Outbox()
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
         self._ids = itertools.count()
         self._task: asyncio.Task[None] | None = None
@@ -32,7 +36,7 @@ class BenchPeer:
 
     async def connect(self, channels: list[str] | None = None) -> None:
         """Open the stream (``channels`` become Hello cursors: the relay joins them)."""
-        self._out.put_nowait(
+        self._out.put(
             connect_pb2.ConnectRequest(
                 hello=connect_pb2.Hello(
                     credential=self.credential, cursors={c: 0 for c in channels or []}, max_batch=self.max_batch
@@ -40,11 +44,7 @@ class BenchPeer:
             )
         )
 
-        async def frames() -> AsyncIterator[connect_pb2.ConnectRequest]:
-            while True:
-                yield await self._out.get()
-
-        self._call = self.stub.Connect(frames())
+        self._call = self.stub.Connect(self._out.frames())
         welcomed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def deliver(deliveries: list[connect_pb2.Delivery]) -> None:
@@ -52,7 +52,7 @@ class BenchPeer:
                 entries = [
                     connect_pb2.AckEntry(channel_id=d.envelope.channel_id, seq=d.envelope.seq) for d in deliveries
                 ]
-                self._out.put_nowait(connect_pb2.ConnectRequest(ack=connect_pb2.Ack(entries=entries)))
+                self._out.put(connect_pb2.ConnectRequest(ack=connect_pb2.Ack(entries=entries)))
             for d in deliveries:
                 self.on_delivery(d.envelope)
 
@@ -75,6 +75,7 @@ class BenchPeer:
                 elif kind == "post_result":
                     resolve(frame.post_result)
                 elif kind == "welcome" and not welcomed.done():
+                    self._out.limit = frame.welcome.max_post_batch
                     welcomed.set_result(None)
 
         self._task = asyncio.create_task(read())
@@ -85,7 +86,7 @@ class BenchPeer:
         request_id = str(next(self._ids))
         fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
         self._results[request_id] = fut
-        self._out.put_nowait(connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=env)))
+        self._out.put(connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=env)))
         return fut
 
     async def close(self) -> None:

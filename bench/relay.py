@@ -3,6 +3,8 @@ hub, with no WAL, no registry, no rules and no acks — the most a Python gRPC h
 
 A session joins every channel named in its Hello cursors; a post is stamped with a
 seq, answered with a PostResult and forwarded to every other member of its channel.
+Like the hub, its Welcome says it takes ``post_batch`` frames of up to ``MAX_POST_BATCH``
+posts (each handled as a single post), so clients send it the frames they send the hub.
 A session whose Hello sets ``max_batch`` gets what is queued for it packed into
 ``batch`` frames the way the hub packs them (post results first, at most
 ``max_batch`` entries and ``MAX_BATCH_BYTES``, never waiting to fill one).
@@ -29,6 +31,8 @@ SERVER_OPTIONS = [
 
 MAX_BATCH_BYTES = 1024 * 1024
 """The hub's default --max-batch-bytes."""
+MAX_POST_BATCH = 256
+"""Welcome.max_post_batch: the hub's default --max-batch."""
 
 
 def pack(
@@ -79,26 +83,29 @@ class RelayServicer(hub_pb2_grpc.HubServiceServicer):
             self.members.setdefault(channel_id, {})[me] = queue
             self.seqs.setdefault(channel_id, itertools.count(1))
 
+        def relay(post: connect_pb2.Post) -> None:
+            env = post.envelope
+            env.sender_id = me
+            env.seq = next(self.seqs[env.channel_id])
+            result = connect_pb2.PostResult(request_id=post.request_id, envelope=env)
+            queue.put_nowait(connect_pb2.ConnectResponse(post_result=result))
+            delivery = connect_pb2.ConnectResponse(delivery=connect_pb2.Delivery(envelope=env))
+            for who, q in self.members[env.channel_id].items():
+                if who != me:
+                    q.put_nowait(delivery)
+
         async def read() -> None:
             async for frame in request_iterator:
-                if frame.WhichOneof("frame") != "post":
-                    continue
-                env = frame.post.envelope
-                env.sender_id = me
-                env.seq = next(self.seqs[env.channel_id])
-                queue.put_nowait(
-                    connect_pb2.ConnectResponse(
-                        post_result=connect_pb2.PostResult(request_id=frame.post.request_id, envelope=env)
-                    )
-                )
-                delivery = connect_pb2.ConnectResponse(delivery=connect_pb2.Delivery(envelope=env))
-                for who, q in self.members[env.channel_id].items():
-                    if who != me:
-                        q.put_nowait(delivery)
+                kind = frame.WhichOneof("frame")
+                if kind == "post":
+                    relay(frame.post)
+                elif kind == "post_batch":
+                    for post in frame.post_batch.posts:
+                        relay(post)
 
         reader = asyncio.create_task(read())
         try:
-            yield connect_pb2.ConnectResponse(welcome=connect_pb2.Welcome(agent_id=me))
+            yield connect_pb2.ConnectResponse(welcome=connect_pb2.Welcome(agent_id=me, max_post_batch=MAX_POST_BATCH))
             carry: connect_pb2.ConnectResponse | None = None
             while True:
                 frame, carry = pack(carry if carry is not None else await queue.get(), queue, max_batch)

@@ -5,7 +5,8 @@ with jittered backoff when the stream breaks, hands every envelope to the
 identity's dispatcher exactly once (duplicates after a reconnect are dropped by
 envelope id), processes each channel in order while channels run in parallel,
 acks after processing (the acks of one event-loop turn in one frame), asks the hub
-for batched frames (``max_batch``) and unpacks them in order, and posts envelopes over the stream (falling back to the
+for batched frames (``max_batch``) and unpacks them in order, and posts envelopes over the stream (posts
+queued together go in one PostBatch frame, :mod:`agentsdk.network.outbox`; falling back to the
 unary ``PostEnvelope`` when the stream is down; every post carries an idempotency
 key, so a retry never admits a copy); a post refused with RATE_LIMITED is sent again
 after the hub's ``retry_after_seconds`` (:mod:`agentsdk.backoff`).
@@ -18,13 +19,14 @@ import itertools
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network.acks import AckCoalescer
 from agentsdk.network.cursors import CursorBook
+from agentsdk.network.outbox import Outbox
 from agentsdk.network.turn_context import delivery_scope
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
@@ -72,7 +74,7 @@ class DeliveryStream:
         self.max_backoff = max_backoff
         self.connected = asyncio.Event()
         self.fatal: AgentNetError | None = None
-        self._outbox: asyncio.Queue[connect_pb2.ConnectRequest | None] = asyncio.Queue()
+        self._outbox = Outbox()
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
         self._ids = itertools.count(1)
         self._seen: dict[str, None] = {}
@@ -96,7 +98,7 @@ class DeliveryStream:
     async def stop(self) -> None:
         """End the stream and the channel workers (pending envelopes are redelivered next time)."""
         self._stopping = True
-        self._outbox.put_nowait(None)
+        self._outbox.put(None)
         tasks = [t for t in (self._runner, *self._workers.values()) if t is not None]
         for task in tasks:
             task.cancel()
@@ -107,19 +109,10 @@ class DeliveryStream:
                 log.warning("handler task %s did not stop within 5s of cancellation; abandoning it", task.get_name())
         self.connected.clear()
 
-    async def _frames(
-        self, outbox: asyncio.Queue[connect_pb2.ConnectRequest | None]
-    ) -> AsyncIterator[connect_pb2.ConnectRequest]:
-        while True:
-            frame = await outbox.get()
-            if frame is None:
-                return
-            yield frame
-
     async def _run(self) -> None:
         backoff = 0.05
         while not self._stopping:
-            outbox: asyncio.Queue[connect_pb2.ConnectRequest | None] = asyncio.Queue()
+            outbox = Outbox()
             hello = connect_pb2.Hello(
                 credential=self.credential,
                 cursors=self.cursors.snapshot(),
@@ -127,9 +120,9 @@ class DeliveryStream:
                 max_batch=self.max_batch,
                 client_name=self.client_name,
             )
-            outbox.put_nowait(connect_pb2.ConnectRequest(hello=hello))
+            outbox.put(connect_pb2.ConnectRequest(hello=hello))
             self._outbox = outbox
-            stream = self.rpc.connect(self._frames(outbox))
+            stream = self.rpc.connect(outbox.frames())
             try:
                 async for frame in stream:
                     kind = frame.WhichOneof("frame")
@@ -144,6 +137,7 @@ class DeliveryStream:
                         self._resolve(frame.post_result)
                     elif kind == "welcome":
                         self.cursors.resume(dict(frame.welcome.cursors))
+                        outbox.limit = frame.welcome.max_post_batch  # 0 (an older hub): single Posts
                         self.connected.set()
                         backoff = 0.05
             except AgentNetError as error:
@@ -207,7 +201,7 @@ class DeliveryStream:
 
     def _send_ack(self, ack: connect_pb2.Ack) -> None:
         if self.connected.is_set():  # else the next stream replays what was not acked
-            self._outbox.put_nowait(connect_pb2.ConnectRequest(ack=ack))
+            self._outbox.put(connect_pb2.ConnectRequest(ack=ack))
 
     async def post(self, envelope: envelope_pb2.Envelope, timeout: float = 30.0) -> envelope_pb2.Envelope:
         """Admit ``envelope``; returns it as written. Raises the hub's domain error when refused
@@ -221,9 +215,8 @@ class DeliveryStream:
             request_id = str(next(self._ids))
             fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
             self._results[request_id] = fut
-            self._outbox.put_nowait(
-                connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=envelope))
-            )
+            frame = connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=envelope))
+            self._outbox.put(frame)
             try:
                 result = await asyncio.wait_for(fut, timeout)
             except Unavailable:

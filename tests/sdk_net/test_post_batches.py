@@ -1,0 +1,95 @@
+"""The SDK's send path with PostBatch: posts queued together go out in one frame (never waiting to
+fill one, never reordered against acks and pings), and many concurrent posts all succeed, in order,
+against a hub that takes batches and one that does not."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from agentnet.v1 import connect_pb2, envelope_pb2
+
+from agentsdk.network.delivery import DeliveryStream
+from agentsdk.network.outbox import Outbox
+from agentsdk.transport import HubConnection
+from hubsvc.core.options import HubOptions
+from tests.hub.harness import EV_TEXT, conversation, data_of, make_envelope, running_hub
+
+Frame = connect_pb2.ConnectRequest
+
+
+def post(request_id: str) -> Frame:
+    return Frame(post=connect_pb2.Post(request_id=request_id, envelope=envelope_pb2.Envelope(channel_id="c")))
+
+
+def ack(seq: int) -> Frame:
+    return Frame(ack=connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id="c", seq=seq)]))
+
+
+def shape(frame: Frame) -> str | list[str] | int:
+    """A post's request id, a batch's request ids, an ack's seq."""
+    kind = frame.WhichOneof("frame")
+    if kind == "post":
+        return frame.post.request_id
+    if kind == "post_batch":
+        return [p.request_id for p in frame.post_batch.posts]
+    return frame.ack.entries[0].seq
+
+
+async def written(outbox: Outbox) -> list[str | list[str] | int]:
+    outbox.put(None)
+    return [shape(f) async for f in outbox.frames()]
+
+
+async def test_posts_queued_together_are_packed_up_to_the_limit_in_order() -> None:
+    outbox = Outbox()
+    outbox.limit = 3
+    for frame in (post("1"), post("2"), post("3"), post("4"), post("5"), ack(7), post("6"), ack(8), post("7")):
+        outbox.put(frame)
+    assert await written(outbox) == [["1", "2", "3"], ["4", "5"], 7, "6", 8, "7"]
+
+
+async def test_a_hub_without_post_batch_gets_single_posts() -> None:
+    for limit in (0, 1):
+        outbox = Outbox()
+        outbox.limit = limit
+        for frame in (post("1"), post("2"), ack(3)):
+            outbox.put(frame)
+        assert await written(outbox) == ["1", "2", 3]
+
+
+async def test_the_outbox_never_waits_to_fill_a_batch() -> None:
+    outbox = Outbox()
+    outbox.limit = 100
+    outbox.put(post("1"))
+    assert shape(await asyncio.wait_for(outbox.next(), 5)) == "1"  # alone: sent as it is, at once
+    outbox.put(post("2"))
+    outbox.put(post("3"))
+    assert shape(await asyncio.wait_for(outbox.next(), 5)) == ["2", "3"]
+
+
+@pytest.mark.parametrize("max_batch", [256, 1])
+async def test_many_concurrent_posts_all_succeed_in_order(tmp_path: Path, max_batch: int) -> None:
+    async with running_hub(tmp_path / "hub.db", HubOptions(max_batch=max_batch)) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        await alice.disconnect()
+
+        async def dispatch(env: envelope_pb2.Envelope) -> None:
+            pass
+
+        conn = HubConnection(hub.target)
+        stream = DeliveryStream(conn, alice.credential, dispatch)
+        try:
+            await stream.start()
+            envelopes = [make_envelope(cid, EV_TEXT, {"text": f"m{i}"}) for i in range(120)]
+            admitted = await asyncio.gather(*(stream.post(env) for env in envelopes))
+            seqs = [e.seq for e in admitted]
+            assert seqs == list(range(seqs[0], seqs[0] + 120))  # admitted in the order posted
+            assert [data_of(e)["text"] for e in admitted] == [f"m{i}" for i in range(120)]
+            got = await bob.until(admitted[-1].envelope_id)
+            assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT] == [f"m{i}" for i in range(120)]
+        finally:
+            await stream.stop()
+            await conn.close()
+        await bob.close()
