@@ -435,8 +435,8 @@ export class StreamSession {
 
   /**
    * Send every queued post, packed up to postLimit per frame, in queue order. When
-   * the stream's buffer fills, the rest waits for 'drain' (and packs together with
-   * the posts made meanwhile).
+   * the stream's buffer fills, the rest, and the posts made meanwhile, wait for
+   * 'drain' and then leave packed together.
    */
   private flushPosts(call: ClientDuplexStream<ConnectRequest, ConnectResponse>): void {
     if (call !== this.call) return; // that stream ended: onStreamEnd posted its posts with PostEnvelope
@@ -446,7 +446,8 @@ export class StreamSession {
       this.outPosts = this.outPosts.slice(count);
       if (frame === undefined) return;
       if (count > 1) this.postBatchFrames += 1;
-      if (!this.send(call, frame) && this.outPosts.length > 0) {
+      if (!this.send(call, frame)) {
+        // The buffer is full: posts made from now on queue until the stream drains.
         this.postFlush = true;
         call.once("drain", () => this.flushPosts(call));
         return;
