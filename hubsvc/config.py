@@ -233,7 +233,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         "AGENTNET_HUB_MAX_BATCH",
         d.max_batch,
         "most post results and deliveries the hub packs into one Connect batch frame for a client whose "
-        "Hello.max_batch asks for batches (it gets min(its max_batch, this)); 1 = never batch",
+        "Hello.max_batch asks for batches (it gets min(its max_batch, this)); 1 = never batch; also the most "
+        "posts a client may send in one PostBatch frame (Welcome.max_post_batch)",
         type=int,
     )
     _flag(

@@ -5,7 +5,7 @@ markdown, stream cursors and acks, ping nonces) and the repeated fields that are
 from __future__ import annotations
 
 from hubsvc.core.options import HubOptions
-from netkernel.errors import PayloadTooLarge
+from netkernel.errors import AgentNetError, InvalidArgument, PayloadTooLarge
 from servicekit.limits import Bound, FieldLimits, RequestLimits
 
 _PAYLOAD_HINT = "store big content in the knowledge service and send a reference"
@@ -41,4 +41,16 @@ def hub_request_limits(options: HubOptions) -> RequestLimits:
         FieldLimits(options.max_id_bytes, options.max_text_bytes, options.max_repeated_items),
         overrides,
         UNIQUE_FIELDS,
+    )
+
+
+def post_batch_refusal(count: int, max_batch: int) -> AgentNetError | None:
+    """Why a Connect ``post_batch`` frame of ``count`` posts ends the stream (empty, or over the hub's
+    --max-batch), or None. The posts' own fields are each post's business (its PostResult)."""
+    if 0 < count <= max_batch:
+        return None
+    what = "is empty" if count == 0 else f"has {count} posts, over the limit of {max_batch} (Welcome.max_post_batch)"
+    return InvalidArgument(
+        f"post_batch.posts {what}; send between 1 and {max_batch} posts per PostBatch frame.",
+        metadata={"field": "post_batch.posts", "items": str(count), "limit": str(max_batch)},
     )

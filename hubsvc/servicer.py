@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
-from agentnet.v1 import connect_pb2, hub_pb2, hub_pb2_grpc
+from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc
 
 from hubsvc.core.delivery import Session
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations import Operations
+from hubsvc.core.posts import Admitted
 from hubsvc.core.tool_calls import ToolCalls
 from hubsvc.core.util import to_timestamp
-from hubsvc.field_limits import hub_request_limits
+from hubsvc.field_limits import hub_request_limits, post_batch_refusal
 from hubsvc.rpc import (
     AGENT,
     AGENT_OR_OPERATOR,
@@ -29,6 +30,7 @@ from hubsvc.rpc import (
     stream_rpc,
     unary_rpc,
 )
+from netkernel.envelope import Envelope
 from netkernel.errors import AgentNetError, ProtocolError, Unavailable
 from netkernel.wire import envelope_from_wire
 from servicekit.boundary import ErrorBoundary, domain_error
@@ -90,12 +92,18 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         try:
             async for frame in frames:
                 kind = frame.WhichOneof("frame")
-                refusal = self.limits.refusal(frame) if kind != "post" else None  # a post's is its PostResult
+                if kind == "post":  # a post over a field limit gets its PostResult error
+                    await self._stream_posts(agent_id, session, [frame.post])
+                    continue
+                if kind == "post_batch":  # only the count ends the stream; each post's limits are its own
+                    refusal = post_batch_refusal(len(frame.post_batch.posts), self.core.options.max_batch)
+                else:
+                    refusal = self.limits.refusal(frame)
                 if refusal is not None:
                     session.close(refusal)
                     return
-                if kind == "post":
-                    await self._stream_post(agent_id, session, frame.post)
+                if kind == "post_batch":
+                    await self._stream_posts(agent_id, session, frame.post_batch.posts)
                 elif kind == "ack":
                     for entry in frame.ack.entries:
                         session.ack(entry.channel_id, entry.seq)
@@ -111,29 +119,57 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         finally:
             session.close()
 
-    async def _stream_post(self, agent_id: str, session: Session, post: connect_pb2.Post) -> None:
-        request_id = post.request_id
+    async def _stream_posts(self, agent_id: str, session: Session, posts: Sequence[connect_pb2.Post]) -> None:
+        """Admit a frame's posts in order; each gets its PostResult once its commit is done."""
 
-        def result(**kwargs: Any) -> None:
+        def result(request_id: str, **kwargs: Any) -> None:
             session.control(
                 connect_pb2.ConnectResponse(post_result=connect_pb2.PostResult(request_id=request_id, **kwargs))
             )
 
-        try:
-            self.limits.check(post)
-            env = envelope_from_wire(post.envelope, max_json_depth=self.core.options.max_json_depth)
-            fut, wire, duplicate = await self.core.admit(agent_id, env, event_data_json=post.envelope.event_data_json)
-        except Exception as exc:  # the same decision as the RPC boundary, answered in the stream
-            result(error=error_detail(domain_error(exc, "HubServicer.Connect (post)")))
+        request_ids: list[str] = []
+        envelopes: list[tuple[Envelope, str | None]] = []
+        for post in posts:
+            try:
+                self.limits.check(post)
+                env = envelope_from_wire(post.envelope, max_json_depth=self.core.options.max_json_depth)
+            except Exception as exc:  # the same decision as the RPC boundary, answered in the stream
+                result(post.request_id, error=error_detail(domain_error(exc, "HubServicer.Connect (post)")))
+                continue
+            request_ids.append(post.request_id)
+            envelopes.append((env, post.envelope.event_data_json))
+        if not envelopes:
             return
+        if len(envelopes) == 1:  # the common single Post: no list round trip through the core
+            env, raw = envelopes[0]
+            try:
+                outcomes: list[Admitted | Exception] = [await self.core.admit(agent_id, env, event_data_json=raw)]
+            except Exception as exc:
+                outcomes = [exc]
+        else:
+            outcomes = await self.core.admit_many(agent_id, envelopes)
+        # One commit callback per commit future (a batch's posts into one channel share one).
+        waiting: dict[int, tuple[asyncio.Future[None], list[tuple[str, envelope_pb2.Envelope, bool]]]] = {}
+        for request_id, outcome in zip(request_ids, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                result(request_id, error=error_detail(domain_error(outcome, "HubServicer.Connect (post)")))
+                continue
+            fut, wire, duplicate = outcome
+            waiting.setdefault(id(fut), (fut, []))[1].append((request_id, wire, duplicate))
 
-        def committed(f: asyncio.Future[None]) -> None:
-            if f.cancelled() or f.exception() is not None:
-                result(error=error_detail(Unavailable("the WAL write failed; retry")))
-            else:
-                result(envelope=wire, duplicate=duplicate)
+        def answer(answers: list[tuple[str, envelope_pb2.Envelope, bool]]) -> Callable[[asyncio.Future[None]], None]:
+            def committed(f: asyncio.Future[None]) -> None:
+                failed = f.cancelled() or f.exception() is not None
+                for request_id, wire, duplicate in answers:
+                    if failed:
+                        result(request_id, error=error_detail(Unavailable("the WAL write failed; retry")))
+                    else:
+                        result(request_id, envelope=wire, duplicate=duplicate)
 
-        fut.add_done_callback(committed)
+            return committed
+
+        for fut, answers in waiting.values():
+            fut.add_done_callback(answer(answers))
 
     # -- identity -----------------------------------------------------------------------
 

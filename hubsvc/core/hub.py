@@ -133,6 +133,7 @@ class HubCore:
         # The calls served by one part, bound straight to it (posting is a hot path: no extra frame).
         self.post = self.posts.post
         self.admit = self.posts.admit
+        self.admit_many = self.posts.admit_many
         self.can_send = self.posts.can_send
         self.open_channel = self.channels.open
         self.close_channel = self.channels.close

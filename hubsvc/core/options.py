@@ -48,7 +48,8 @@ class HubOptions:
     the seq the error names (ReadWal). A single envelope larger than this is still sent."""
     max_batch: int = 256
     """Most post results and deliveries in one Connect ``batch`` frame (Hello.max_batch asks for up to this;
-    clients that ask for nothing get one per frame)."""
+    clients that ask for nothing get one per frame), and most posts in one ``post_batch`` frame a client
+    sends (Welcome.max_post_batch)."""
     max_batch_bytes: int = 1024 * 1024
     """Most bytes of post results and envelopes in one ``batch`` frame (an entry larger than this goes alone);
     at most half the gRPC message limit, so a batch always fits in a message."""

@@ -107,6 +107,7 @@ class Sessions:
             session_id=session.session_id,
             cursors=cursors,
             keepalive_seconds=self._options.keepalive_seconds,
+            max_post_batch=self._options.max_batch,
         )
         self._spawn(self._replay(session, marks, cursors), f"replay-{agent_id}")
         return session, welcome

@@ -1,0 +1,180 @@
+"""PostBatch on a real hub: several posts in one Connect frame, each handled exactly as a single
+Post would be (in order, admitted or refused on its own, its own PostResult only once committed),
+the frame itself bounded by the hub's --max-batch (Welcome.max_post_batch)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import grpc
+from agentnet.v1 import connect_pb2, envelope_pb2
+
+from agentsdk.errors import error_from_rpc
+from hubsvc.core.options import HubOptions
+from tests.hub.harness import (
+    EV_TEXT,
+    Participant,
+    RunningHub,
+    conversation,
+    data_of,
+    list_audit,
+    make_envelope,
+    open_channel,
+    register,
+    running_hub,
+)
+
+
+def text(channel_id: str, body: str, **fields: object) -> envelope_pb2.Envelope:
+    return make_envelope(channel_id, EV_TEXT, {"text": body}, **fields)
+
+
+def refusal(result: connect_pb2.PostResult) -> str:
+    """The refusal's reason ("" when the post was admitted)."""
+    return result.error.reason if result.WhichOneof("result") == "error" else ""
+
+
+def stored_ids(db: Path, channel_id: str) -> set[str]:
+    """The envelope ids the hub's database file holds for the channel (read from a second connection)."""
+    con = sqlite3.connect(db, timeout=10)
+    try:
+        return {r[0] for r in con.execute("SELECT envelope_id FROM wal WHERE channel_id = ?", [channel_id])}
+    finally:
+        con.close()
+
+
+async def test_welcome_reports_the_largest_post_batch(tmp_path: Path) -> None:
+    async with running_hub(tmp_path / "hub.db", HubOptions(max_batch=17)) as hub:
+        alice = await register(hub.target, "alice")
+        welcome = await alice.connect()
+        assert welcome.max_post_batch == 17
+        await alice.close()
+
+
+async def test_a_batch_is_admitted_in_order_with_one_result_each(conv: tuple[Participant, Participant, str]) -> None:
+    alice, bob, cid = conv
+    results = await alice.post_batch([text(cid, f"m{i}") for i in range(20)])
+    assert [refusal(r) for r in results] == [""] * 20
+    seqs = [r.envelope.seq for r in results]
+    assert seqs == list(range(seqs[0], seqs[0] + 20))
+    assert [data_of(r.envelope)["text"] for r in results] == [f"m{i}" for i in range(20)]
+    got = await bob.until(results[-1].envelope.envelope_id)
+    assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT] == [f"m{i}" for i in range(20)]
+
+
+async def test_a_post_refused_mid_batch_gets_its_error_and_the_others_are_admitted(hub: RunningHub) -> None:
+    alice, bob, cid = await conversation(hub.target)
+    carol = await register(hub.target, "carol")
+    await carol.connect()
+    other = await open_channel(bob, "conversation", [carol])  # alice is not a participant
+    batch = [
+        text(cid, "a"),
+        text(cid, "b", audience=[carol.agent_id]),  # not a participant of cid: refused by the channel's rules
+        text(cid, "c", trace_id="t" * 5000),  # over a field limit: refused before admission
+        text(other, "d"),  # a channel alice is not in
+        text(cid, "e"),
+    ]
+    results = await alice.post_batch(batch)
+    assert [refusal(r) for r in results] == ["", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "NOT_PARTICIPANT", ""]
+    assert results[2].error.metadata["field"] == "envelope.trace_id"
+    assert results[4].envelope.seq == results[0].envelope.seq + 1
+    got = await bob.until(results[4].envelope.envelope_id)
+    assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT] == ["a", "e"]
+    refused = [r for r in await list_audit(hub, kind="post_refused") if r.actor_id == alice.agent_id]
+    assert len(refused) == 2  # the channel's refusals are audited, as for single posts
+    for p in (alice, bob, carol):
+        await p.close()
+
+
+async def test_a_channel_that_ends_mid_batch_refuses_the_rest(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    bob = await register(hub.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    cid = await open_channel(alice, "conversation", [bob], knobs={"max_turns": 3})
+    results = await alice.post_batch([text(cid, f"m{i}") for i in range(5)])
+    assert [refusal(r) for r in results] == ["", "", "", "CHANNEL_CLOSED", "CHANNEL_CLOSED"]
+    closed = await bob.next_of("ag2.channel.closed")
+    assert closed.seq == results[2].envelope.seq + 1
+    await alice.close()
+    await bob.close()
+
+
+async def test_an_idempotent_retry_inside_a_batch_is_its_duplicate(conv: tuple[Participant, Participant, str]) -> None:
+    alice, bob, cid = conv
+    first, retry, other, again = await alice.post_batch(
+        [
+            text(cid, "once", idempotency_key="k1"),
+            text(cid, "once", idempotency_key="k1"),
+            text(cid, "two", idempotency_key="k2"),
+            text(cid, "once", idempotency_key="k1"),
+        ]
+    )
+    assert not first.duplicate and not other.duplicate
+    assert retry.duplicate and again.duplicate
+    assert retry.envelope.envelope_id == again.envelope.envelope_id == first.envelope.envelope_id
+    assert other.envelope.seq == first.envelope.seq + 1
+    # and across frames: a later batch retrying k2 gets the committed original
+    (later,) = await alice.post_batch([text(cid, "two", idempotency_key="k2")])
+    assert later.duplicate and later.envelope.envelope_id == other.envelope.envelope_id
+    got = await bob.until(other.envelope.envelope_id)
+    assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT] == ["once", "two"]
+
+
+async def _ended_by(alice: Participant, batch: connect_pb2.PostBatch) -> grpc.aio.AioRpcError:
+    alice._outbox.put_nowait(connect_pb2.ConnectRequest(post_batch=batch))
+    assert alice._reader is not None
+    await alice._reader
+    assert alice.stream_error is not None
+    return alice.stream_error
+
+
+async def test_an_empty_or_oversized_batch_ends_the_stream_and_admits_nothing(tmp_path: Path) -> None:
+    async with running_hub(tmp_path / "hub.db", HubOptions(max_batch=4)) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        for count in (0, 5):
+            await alice.connect()
+            posts = [connect_pb2.Post(request_id=str(i), envelope=text(cid, f"m{i}")) for i in range(count)]
+            err = await _ended_by(alice, connect_pb2.PostBatch(posts=posts))
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert error_from_rpc(err).metadata["field"] == "post_batch.posts"
+            assert "post_batch.posts" in (err.details() or "")
+        await alice.connect()
+        marker = await alice.say(cid, "marker")
+        got = await bob.until(marker.envelope_id)
+        assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT] == ["marker"]
+        await alice.close()
+        await bob.close()
+
+
+async def test_results_come_only_once_the_batch_is_committed(hub: RunningHub) -> None:
+    alice, bob, cid = await conversation(hub.target)
+    stored: list[set[str]] = []
+    futures = alice.send_batch([text(cid, f"m{i}") for i in range(30)])
+    for fut in futures:
+        result = await asyncio.wait_for(fut, 10)
+        stored.append(stored_ids(hub.db, cid))  # read the file the moment the result arrives
+        assert result.envelope.envelope_id in stored[-1]
+    await alice.close()
+    await bob.close()
+
+
+async def test_a_failed_write_fails_every_post_of_its_batch_and_leaves_no_gap(hub: RunningHub) -> None:
+    alice, bob, cid = await conversation(hub.target)
+    before = await alice.say(cid, "before")
+    con = sqlite3.connect(hub.db, timeout=10)
+    try:
+        con.execute(
+            "CREATE TRIGGER boom BEFORE INSERT ON wal WHEN NEW.text = 'boom' BEGIN SELECT RAISE(ABORT, 'boom'); END"
+        )
+        con.commit()
+    finally:
+        con.close()
+    results = await alice.post_batch([text(cid, "x"), text(cid, "boom"), text(cid, "y")])
+    assert [refusal(r) for r in results] == ["UNAVAILABLE"] * 3  # one bundle: nothing of it was written
+    after = await alice.say(cid, "after")  # the channel was rebuilt from the store: no seq gap
+    assert after.seq == before.seq + 1
+    await alice.close()
+    await bob.close()
