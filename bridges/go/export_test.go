@@ -11,3 +11,22 @@ func ResumeCursors(s *Session) map[string]uint64 {
 	defer s.mu.Unlock()
 	return maps.Clone(s.trk.base)
 }
+
+// PostBatchFrames is how many PostBatch frames s sent (for tests).
+func PostBatchFrames(s *Session) uint64 { return s.postBatchFrames.Load() }
+
+// HoldWrites keeps s's current stream from writing until release is called,
+// so the posts made meanwhile queue up (for tests of the packing).
+func HoldWrites(s *Session) (release func()) {
+	st := s.current()
+	st.sendMu.Lock()
+	return st.sendMu.Unlock
+}
+
+// QueuedPosts is how many posts wait for s's current stream's writer.
+func QueuedPosts(s *Session) int {
+	st := s.current()
+	st.omu.Lock()
+	defer st.omu.Unlock()
+	return len(st.outq)
+}

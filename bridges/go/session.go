@@ -33,6 +33,14 @@ type ConnectOptions struct {
 	// goes through the same dedup, cursors and invite handling, in the
 	// hub's order.
 	MaxBatch int
+	// MaxPostBatch is the most posts the Session packs into one PostBatch
+	// frame. Posts made while the stream is busy writing queue up, and the
+	// next write sends all of them (never waiting for more) in one frame; a
+	// lone post goes as a plain Post. 0 = as many as the hub accepts
+	// (Welcome.max_post_batch); NoBatch sends a frame per post. A hub that
+	// predates PostBatch (max_post_batch 0) always gets single Posts. Each
+	// post still gets its own result or error.
+	MaxPostBatch int
 	// AutoAck acks every envelope as soon as it is handed out on
 	// Envelopes(), instead of waiting for Envelope.Ack. The deliveries of one
 	// Batch frame are acked in one Ack frame.
@@ -56,7 +64,8 @@ type ConnectOptions struct {
 	Logger *slog.Logger
 }
 
-// NoBatch as ConnectOptions.MaxBatch asks the hub for single frames only.
+// NoBatch as ConnectOptions.MaxBatch asks the hub for single frames only;
+// as ConnectOptions.MaxPostBatch it sends a frame per post.
 const NoBatch = -1
 
 // defaultMaxBatch is ConnectOptions.MaxBatch when it is 0.
@@ -106,8 +115,9 @@ type Session struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	frames      atomic.Uint64 // delivery-carrying frames received (numbers them)
-	batchFrames atomic.Uint64 // Batch frames received (for tests)
+	frames          atomic.Uint64 // delivery-carrying frames received (numbers them)
+	batchFrames     atomic.Uint64 // Batch frames received (for tests)
+	postBatchFrames atomic.Uint64 // PostBatch frames sent (for tests)
 }
 
 // stream is one Connect attempt.
@@ -121,6 +131,10 @@ type stream struct {
 	nonce     atomic.Uint64
 
 	sendMu sync.Mutex
+
+	omu       sync.Mutex // guards outq
+	outq      []*outPost // posts waiting for the writer (see sendPost)
+	postLimit int        // most posts per frame (1 = single Posts)
 
 	pmu      sync.Mutex
 	pending  map[string]chan *agentnetv1.PostResult
@@ -504,6 +518,7 @@ func (s *Session) dial(ctx context.Context) (*stream, error) {
 	st := &stream{
 		s: s, bidi: bidi, cancel: cancel, started: time.Now(),
 		keepalive: time.Duration(welcome.GetKeepaliveSeconds()) * time.Second,
+		postLimit: postLimit(welcome.GetMaxPostBatch(), s.opts.MaxPostBatch),
 		pending:   map[string]chan *agentnetv1.PostResult{},
 		done:      make(chan struct{}),
 	}
@@ -686,10 +701,7 @@ func (s *Session) postStream(ctx context.Context, w *agentnetv1.Envelope) (*Enve
 	if !st.register(id, ch) {
 		return nil, errStreamDown
 	}
-	err := st.send(&agentnetv1.ConnectRequest{Frame: &agentnetv1.ConnectRequest_Post{
-		Post: &agentnetv1.Post{RequestId: id, Envelope: w},
-	}})
-	if err != nil {
+	if err := st.sendPost(&agentnetv1.Post{RequestId: id, Envelope: w}); err != nil {
 		st.unregister(id)
 		return nil, errStreamDown
 	}

@@ -2,8 +2,9 @@ import { type ClientDuplexStream, type Metadata, status as GrpcStatus } from "@g
 import { type Cursors, CursorBook, type CursorStore } from "./cursors";
 import { type AgentEnvelope, decodeEnvelope, encodePost, EventType, HUB_SENDER, type PostInput } from "./envelope";
 import { AgentNetError, RateLimitedError, Reason } from "./errors";
-import type { ConnectRequest, ConnectResponse, Delivery, Envelope, HubServiceClient, PostResult } from "./gen";
+import type { ConnectRequest, ConnectResponse, Delivery, Envelope, HubServiceClient, Post, PostResult } from "./gen";
 import { isJsonObject, type JsonObject } from "./json";
+import { packPosts, postLimit } from "./postbatch";
 import { AsyncQueue } from "./queue";
 
 /** Where the Connect stream is. */
@@ -34,6 +35,8 @@ export interface SessionInfo {
   resumeCursors: Cursors;
   /** Interval at which the bridge pings an idle stream. */
   keepaliveSeconds: number;
+  /** Most posts the hub accepts in one PostBatch frame (0 = a hub without PostBatch). */
+  maxPostBatch: number;
 }
 
 /** A channel invite as handed to {@link ConnectOptions.onInvite}. */
@@ -83,6 +86,16 @@ export interface ConnectOptions {
    * handling, in the hub's order, and a frame's acks leave in one Ack frame.
    */
   maxBatch?: number;
+  /**
+   * Most posts the bridge packs into one `PostBatch` frame. Posts made together
+   * (in the same turn of the event loop, or while the stream's write buffer is
+   * full) leave in one frame once the stream can write, without waiting for more;
+   * a lone post goes as a plain `Post`. Default: as many as the hub accepts
+   * (Welcome `max_post_batch`); 0 = a frame per post. A hub that predates
+   * PostBatch (`max_post_batch` 0) always gets single Posts. Each post still
+   * resolves or rejects on its own.
+   */
+  maxPostBatch?: number;
   /** Client identification for the hub's logs. */
   clientName?: string;
   /**
@@ -184,6 +197,12 @@ export class StreamSession {
   private info: SessionInfo | undefined;
   private waiters: Waiter[] = [];
   private readonly posts = new Map<string, PendingPost>();
+  /** Posts waiting for the stream's writer (sent by flushPosts). */
+  private outPosts: Post[] = [];
+  /** A flush of outPosts is scheduled or waits for the stream's 'drain'. */
+  private postFlush = false;
+  /** Most posts per frame on the current stream (1 = single Posts). */
+  private postLimit = 1;
   private nextRequestId = 1;
   private nextNonce = 1;
   private ackBatch: Array<{ channelId: string; seq: number }> = [];
@@ -202,6 +221,8 @@ export class StreamSession {
   private readonly sleepers = new Set<() => void>();
   /** Batch frames received (for tests). @internal */
   batchFrames = 0;
+  /** PostBatch frames sent (for tests). @internal */
+  postBatchFrames = 0;
 
   constructor(private readonly host: SessionHost) {}
 
@@ -313,7 +334,10 @@ export class StreamSession {
     const requestId = `r${this.nextRequestId++}`;
     return new Promise<AgentEnvelope>((resolve, reject) => {
       this.posts.set(requestId, { envelope, resolve, reject });
-      this.send(call, { frame: { $case: "post", value: { requestId, envelope } } });
+      this.outPosts.push({ requestId, envelope });
+      if (this.postFlush) return;
+      this.postFlush = true;
+      queueMicrotask(() => this.flushPosts(call));
     });
   }
 
@@ -398,12 +422,36 @@ export class StreamSession {
     });
   }
 
-  private send(call: ClientDuplexStream<ConnectRequest, ConnectResponse>, request: ConnectRequest): void {
+  /** Write one frame; false when the stream's buffer is full (wait for 'drain'). */
+  private send(call: ClientDuplexStream<ConnectRequest, ConnectResponse>, request: ConnectRequest): boolean {
     this.lastSent = Date.now();
     try {
-      call.write(request);
+      return call.write(request);
     } catch {
       // The stream is ending; its error/status handler takes over.
+      return true;
+    }
+  }
+
+  /**
+   * Send every queued post, packed up to postLimit per frame, in queue order. When
+   * the stream's buffer fills, the rest, and the posts made meanwhile, wait for
+   * 'drain' and then leave packed together.
+   */
+  private flushPosts(call: ClientDuplexStream<ConnectRequest, ConnectResponse>): void {
+    if (call !== this.call) return; // that stream ended: onStreamEnd posted its posts with PostEnvelope
+    this.postFlush = false;
+    while (this.outPosts.length > 0) {
+      const { frame, count } = packPosts(this.outPosts, this.postLimit);
+      this.outPosts = this.outPosts.slice(count);
+      if (frame === undefined) return;
+      if (count > 1) this.postBatchFrames += 1;
+      if (!this.send(call, frame)) {
+        // The buffer is full: posts made from now on queue until the stream drains.
+        this.postFlush = true;
+        call.once("drain", () => this.flushPosts(call));
+        return;
+      }
     }
   }
 
@@ -419,7 +467,9 @@ export class StreamSession {
           sessionId: w.sessionId,
           resumeCursors: { ...w.cursors },
           keepaliveSeconds: w.keepaliveSeconds,
+          maxPostBatch: w.maxPostBatch,
         };
+        this.postLimit = postLimit(w.maxPostBatch, this.options.maxPostBatch);
         clearTimeout(this.welcomeTimer);
         this.book.seed(w.cursors); // the resume cursors the hub replays above
         this.attempts = 0;
@@ -590,6 +640,8 @@ export class StreamSession {
     this.stopKeepalive();
     clearTimeout(this.welcomeTimer);
     this.ackBatch = [];
+    this.outPosts = [];
+    this.postFlush = false;
     this.retryPostsUnary();
     const done = this.streamDone;
     this.streamDone = undefined;
