@@ -46,15 +46,18 @@ class GroupCommitStore(HubStore):
         self._writer = asyncio.create_task(self._write_loop(), name="hub-store-writer")
 
     async def _stop_writer(self) -> None:
-        """Let the writer drain what is queued, then stop it (call from ``close``)."""
-        if self._writer is None:
+        """Let the writer write everything queued (cursors included), then end it (call from ``close``).
+
+        The writer ends at a stop marker rather than by cancellation: cancelling it in the middle
+        of a store call would cut that write short (and a client library may swallow the
+        cancellation, leaving the task waiting forever).
+        """
+        writer = self._writer
+        if writer is None:
             return
-        await self._enqueue(_Item(Writes()))
-        self._writer.cancel()
-        try:
-            await self._writer
-        except asyncio.CancelledError:
-            pass
+        if not writer.done():
+            self._enqueue(_Item(Writes(), stop=True))
+        await writer
         self._writer = None
 
     def submit(self, writes: Writes) -> asyncio.Future[None]:
@@ -78,8 +81,11 @@ class GroupCommitStore(HubStore):
                 group.append(self._queue.get_nowait())
             run: list[_Item] = []
             cursors: list[_Item] = []
+            stops: list[_Item] = []
             for item in group:
-                if item.writes.only_cursors():
+                if item.stop:
+                    stops.append(item)
+                elif item.writes.only_cursors():
                     cursors.append(item)  # advisory: written once the others' callers are answered
                 elif item.unfence is None:
                     run.append(item)
@@ -91,6 +97,10 @@ class GroupCommitStore(HubStore):
                     _resolve(item.fut)
             await self._commit_run(run)
             await self._commit_run(cursors)
+            if stops:
+                for item in stops:
+                    _resolve(item.fut)
+                return
 
     async def _commit_run(self, run: list[_Item]) -> None:
         """Commit a run of bundles in one ``_apply``; if that fails, one bundle per call."""
@@ -150,10 +160,12 @@ class GroupCommitStore(HubStore):
 
 @dataclass(slots=True)
 class _Item:
-    """A queued bundle, or (``unfence`` set) the marker lifting a channel's fence."""
+    """A queued bundle, the marker lifting a channel's fence (``unfence``), or the writer's end (``stop``)."""
 
     writes: Writes
     unfence: str | None = None
+    stop: bool = False
+    """The writer's last item: it ends once the group holding this marker is written."""
     fut: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
