@@ -10,7 +10,8 @@ from hubsvc.config import HubConfig, parse_args
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.source import PolicySource
 from hubsvc.server import start_hub
-from hubsvc.storage import SqliteHubStore
+from hubsvc.storage import HubStore, SqliteHubStore
+from hubsvc.storage.redis_store import RedisHubStore, StoreUnreachable
 from servicekit.auth import ensure_secret_file
 from servicekit.runtime import configure_logging, serve_until_signal
 from servicekit.tls import TlsConfigError
@@ -18,12 +19,21 @@ from servicekit.tls import TlsConfigError
 log = logging.getLogger("agentnet.hub")
 
 
+def make_store(config: HubConfig) -> HubStore:
+    """The store ``--store`` names: the SQLite file (--db), or Redis at the URL."""
+    if config.store == "sqlite":
+        return SqliteHubStore(config.database, synchronous=config.synchronous)
+    return RedisHubStore(config.store)
+
+
 async def run(config: HubConfig, *, arbiter: Arbiter | None = None) -> None:
     """Serve the hub with ``config`` until a stop signal arrives (``arbiter``: the one ``--arbiter`` names)."""
     operator_token = ensure_secret_file(config.operator_token_path)
     log.info("operator calls (ListAudit) authenticate with the token in %s", config.operator_token_path)
+    store = make_store(config)
+    log.info("hub state: %s", f"Redis {store.address}" if isinstance(store, RedisHubStore) else config.database)
     hub = await start_hub(
-        SqliteHubStore(config.database, synchronous=config.synchronous),
+        store,
         host=config.host,
         port=config.port,
         operator_token=operator_token,
@@ -50,6 +60,8 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(run(config, arbiter=arbiter))
     except TlsConfigError as exc:
         sys.exit(f"agentnet-hub: {exc}")
+    except StoreUnreachable as exc:
+        sys.exit(f"agentnet-hub: --store: {exc}")
 
 
 if __name__ == "__main__":

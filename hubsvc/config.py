@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ class HubConfig:
     """Directory for the embedded SQLite database (AGENTNET_DATA_DIR)."""
     db_path: Path | None = None
     """SQLite file; default ``<data_dir>/hub.db`` (AGENTNET_HUB_DB)."""
+    store: str = "sqlite"
+    """Where the hub keeps its state: "sqlite" (the --db file) or a ``redis://HOST:PORT/DB`` URL
+    (AGENTNET_HUB_STORE; docs/scale-out.md)."""
     log_level: str = "INFO"
     """Logging level (AGENTNET_LOG_LEVEL)."""
     synchronous: str = "NORMAL"
@@ -123,6 +127,25 @@ class HubConfig:
         return self.db_path if self.db_path is not None else self.data_dir / "hub.db"
 
 
+def check_store(value: str) -> str:
+    """``value`` if it names a store ("sqlite" or a redis:// / rediss:// URL); else ValueError saying why."""
+    if value == "sqlite":
+        return value
+    parsed = urllib.parse.urlsplit(value)
+    if parsed.scheme not in ("redis", "rediss"):
+        raise ValueError(f"must be 'sqlite' or a redis://HOST:PORT/DB URL, not {value!r}")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if not parsed.hostname or port == -1:
+        raise ValueError(f"{parsed.scheme}:// URL needs a host and a numeric port, e.g. redis://127.0.0.1:6379/0")
+    db = parsed.path.strip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"the Redis database must be a number (redis://HOST:PORT/0), not {db!r}")
+    return value
+
+
 def _flag(
     parser: argparse.ArgumentParser, flag: str, env_var: str, default: Any, help: str, *, type: Any = str, **kw: Any
 ) -> None:
@@ -183,6 +206,13 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     _flag(parser, "--port", "AGENTNET_HUB_PORT", d.port, "TCP port (0 = any free)", type=int)
     _flag(parser, "--data-dir", "AGENTNET_DATA_DIR", d.data_dir, "directory for embedded storage", type=Path)
     _flag(parser, "--db", "AGENTNET_HUB_DB", None, "SQLite file (default: <data-dir>/hub.db)", type=Path)
+    _flag(
+        parser,
+        "--store",
+        "AGENTNET_HUB_STORE",
+        d.store,
+        "where the hub keeps its state: 'sqlite' (the --db file) or redis://HOST:PORT/DB (docs/scale-out.md)",
+    )
     _flag(parser, "--log-level", "AGENTNET_LOG_LEVEL", d.log_level, "log level")
     _flag(
         parser,
@@ -337,6 +367,10 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
             "--tls-bind-identity needs --tls-client-ca (and --tls-cert, --tls-key): the hub binds "
             "identities to verified client certificates"
         )
+    try:
+        check_store(args.store)
+    except ValueError as exc:
+        parser.error(f"--store (AGENTNET_HUB_STORE) {exc}")
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
     for flag, *_ in _SIZE_FLAGS:
@@ -367,6 +401,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         port=args.port,
         data_dir=args.data_dir,
         db_path=args.db,
+        store=args.store,
         log_level=args.log_level,
         synchronous=args.synchronous,
         invite_ack_timeout=args.invite_ack_timeout,

@@ -93,3 +93,24 @@ def test_the_batch_limits_are_flags(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     with pytest.raises(SystemExit):
         parse_args(["--max-batch-bytes", str(16 * 1024 * 1024)])  # a batch must fit in one gRPC message
     assert "--max-batch-bytes must be in (0, 8388608]" in capsys.readouterr().err
+
+
+def test_the_store_is_a_flag_and_an_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    assert parse_args([]).store == "sqlite"
+    assert parse_args(["--store", "redis://10.0.0.5:6379/2"]).store == "redis://10.0.0.5:6379/2"
+    monkeypatch.setenv("AGENTNET_HUB_STORE", "rediss://cache.internal:6380/0")
+    assert parse_args([]).store == "rediss://cache.internal:6380/0"
+    for bad, why in [
+        ("postgres://db:5432/hub", "must be 'sqlite' or a redis://HOST:PORT/DB URL"),
+        ("redis://:6379/0", "needs a host and a numeric port"),
+        ("redis://host:port/0", "needs a host and a numeric port"),
+        ("redis://host:6379/hub", "database must be a number"),
+    ]:
+        with pytest.raises(SystemExit):
+            parse_args(["--store", bad])
+        err = capsys.readouterr().err
+        assert "--store (AGENTNET_HUB_STORE)" in err and why in err, err

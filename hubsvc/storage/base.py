@@ -4,8 +4,8 @@ Everything durable goes through :meth:`HubStore.commit`, which takes a
 :class:`Writes` bundle and returns once it is committed. Implementations group
 concurrent bundles into one transaction (group commit), apply bundles in
 submission order, and commit each bundle atomically. Reads are plain async
-queries. SQLite (:mod:`hubsvc.storage.sqlite`) is the only backend today; this
-interface is what a future backend (e.g. Redis for scale-out replicas) implements.
+queries. Backends: SQLite (:mod:`hubsvc.storage.sqlite`, the default) and Redis
+(:mod:`hubsvc.storage.redis_store`, docs/scale-out.md).
 """
 
 from __future__ import annotations

@@ -1,13 +1,54 @@
-"""Fixtures for hub integration tests: a real hub on a free port."""
+"""Fixtures for hub integration tests: a real hub on a free port, on each store.
+
+Every test of a module that builds hubs with the harness (the ``hub`` fixture or
+``running_hub``) runs twice: on SQLite and on Redis (the session's redis-server, DB 1,
+flushed after each test). A test that is about the SQLite file itself carries
+``@pytest.mark.sqlite_only("why")`` and runs on SQLite alone.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
+from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
+from tests.redis_server import RedisServer
+
+STORES = ["sqlite", "redis"]
+REDIS_DB = 1
+"""The DB number hub tests use (the knowledge tests use DB 0 of the same server)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run harness-built hub tests on every store, unless marked ``sqlite_only``."""
+    module = metafunc.module
+    uses_harness = "hub" in metafunc.fixturenames or hasattr(module, "running_hub") or hasattr(module, "make_store")
+    if uses_harness and metafunc.definition.get_closest_marker("sqlite_only") is None:
+        metafunc.parametrize("hub_store", STORES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def hub_store(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The store kind hubs of this test use ("sqlite" unless parametrised)."""
+    kind = getattr(request, "param", "sqlite")
+    if kind != "redis":
+        yield kind
+        return
+    server: RedisServer = request.getfixturevalue("redis_server")
+    harness.STORE.kind, harness.STORE.redis_url = "redis", server.url(REDIS_DB)
+    try:
+        yield kind
+    finally:
+        harness.STORE.kind, harness.STORE.redis_url = "sqlite", ""
+        client = redis.Redis(host="127.0.0.1", port=server.port, db=REDIS_DB)
+        try:
+            client.flushdb()
+        finally:
+            client.close()
 
 
 @pytest.fixture

@@ -7,10 +7,12 @@ SDK is a separate layer), exactly as a bridge in another language would.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,8 @@ from grpc_status import rpc_status
 from agentsdk.errors import error_from_reason, error_from_rpc
 from hubsvc.core.options import HubOptions
 from hubsvc.server import HubServer, start_hub
-from hubsvc.storage import SqliteHubStore
+from hubsvc.storage import HubStore, SqliteHubStore
+from hubsvc.storage.redis_store import RedisHubStore
 from tests.eventually import assert_eventually
 
 __all__ = ["assert_eventually"]  # re-exported: the hub tests import it from here
@@ -30,6 +33,27 @@ EV_TEXT = "ag2.msg.text"
 OPERATOR_TOKEN = "operator-token-for-tests"
 RPC_DEADLINE = 10.0
 """Seconds a harness call may go unanswered: a hub that hangs fails the test here, not as a pytest timeout."""
+
+
+@dataclass
+class StoreChoice:
+    """The store kind hubs of the running test use (set per test by tests/hub/conftest.py)."""
+
+    kind: str = "sqlite"
+    """"sqlite" or "redis"."""
+    redis_url: str = ""
+
+
+STORE = StoreChoice()
+
+
+def make_store(db: Path) -> HubStore:
+    """The store of the current kind for ``db``: the SQLite file itself, or the Redis keys under a
+    prefix derived from the path (the same path reopens the same data, as a restart does)."""
+    if STORE.kind == "redis":
+        digest = hashlib.sha256(str(db).encode()).hexdigest()[:16]
+        return RedisHubStore(STORE.redis_url, prefix=f"hubtest:{digest}:")
+    return SqliteHubStore(db)
 
 
 class RunningHub:
@@ -49,8 +73,8 @@ class RunningHub:
 
 @asynccontextmanager
 async def running_hub(db: Path, options: HubOptions | None = None, **kwargs: Any) -> AsyncIterator[RunningHub]:
-    """Start a hub on a free port; stop it afterwards."""
-    server = await start_hub(SqliteHubStore(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs)
+    """Start a hub on a free port with the test's store kind (:data:`STORE`); stop it afterwards."""
+    server = await start_hub(make_store(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs)
     try:
         yield RunningHub(server, db)
     finally:

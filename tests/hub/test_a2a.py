@@ -20,7 +20,7 @@ from agentsdk.errors import (
     Timeout,
 )
 from hubsvc.core.hub import HubCore
-from hubsvc.storage import ExecutionRow, SqliteHubStore, Writes
+from hubsvc.storage import ExecutionRow, Writes
 from tests.hub.harness import (
     EV_TEXT,
     Participant,
@@ -28,6 +28,7 @@ from tests.hub.harness import (
     assert_eventually,
     call,
     data_of,
+    make_store,
     register,
 )
 
@@ -320,7 +321,7 @@ async def test_three_level_call_chain_is_one_execution_tree(hub: RunningHub) -> 
 
 async def test_executions_left_running_by_a_stopped_hub_are_marked_failed(tmp_path: Path) -> None:
     db = tmp_path / "hub.db"
-    store = SqliteHubStore(db)
+    store = make_store(db)
     await store.open()
     record = a2a_pb2.Execution(
         execution_id="e1", root_session_id="r1", caller_id="x", target_id="y", status=a2a_pb2.INVOCATION_STATUS_RUNNING
@@ -331,7 +332,7 @@ async def test_executions_left_running_by_a_stopped_hub_are_marked_failed(tmp_pa
     )
     await store.close()
 
-    core = HubCore(SqliteHubStore(db))
+    core = HubCore(make_store(db))
     await core.start()
     try:
         [failed] = await core.executions.list("x", "r1", 0)

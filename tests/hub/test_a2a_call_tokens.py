@@ -48,6 +48,7 @@ async def read_wal(hub: RunningHub, channel_id: str, metadata: tuple[tuple[str, 
         return [r.envelope for r in await call(collect(stream))]
 
 
+@pytest.mark.sqlite_only("dumps every table of the SQLite file")
 async def test_no_call_token_is_written_to_the_channel_log_or_readable_by_anyone(hub: RunningHub) -> None:
     a = await a2a_agent(hub.target, "a")
     b = await a2a_agent(hub.target, "b")

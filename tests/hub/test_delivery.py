@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -186,20 +185,16 @@ async def test_acked_cursors_are_stored_by_the_flush_loop(tmp_path: Path) -> Non
     async with running_hub(db, HubOptions(cursor_flush_interval=0.02)) as hub:
         alice, bob, cid = await conversation(hub.target)
 
-        def stored() -> list[int]:
-            con = sqlite3.connect(db)
-            try:
-                sql = "SELECT seq FROM cursors WHERE agent_id = ? AND channel_id = ?"
-                return [r[0] for r in con.execute(sql, (bob.agent_id, cid))]
-            finally:
-                con.close()
+        async def stored(last: int) -> bool:
+            """The store holds bob's cursor of the channel at ``last``."""
+            return (await hub.core.store.load_cursors(bob.agent_id)).get(cid) == last
 
         for round_ in range(2):  # the second round checks a session is flushed again after its first flush
             said = [await alice.say(cid, f"m{round_}.{i}") for i in range(3)]
             for _ in said:
                 await bob.next_of("ag2.msg.text")
             last = said[-1].seq
-            await assert_eventually(lambda last=last: stored() == [last])
+            await assert_eventually(lambda last=last: stored(last))
         await alice.close()
         await bob.close()
 

@@ -35,6 +35,8 @@ from tests.hub.harness import (
     running_hub,
 )
 
+pytestmark = pytest.mark.sqlite_only("genuine write failures come from triggers added to the SQLite file")
+
 
 def sql(db: Path, statement: str) -> None:
     """Run one statement on the hub's database file from a second connection (schema changes included)."""

@@ -1,19 +1,14 @@
-"""Fixtures: a real redis-server, every backend, and every backend behind the real knowledge service."""
+"""Fixtures: every backend (Redis on the session redis-server of tests/conftest.py), and behind the service."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
-import redis
 
 from agentsdk.knowledge import (
     DiskKnowledgeStore,
@@ -30,71 +25,6 @@ from tests.procs import ServiceProcess, start_service
 
 LOCAL_KINDS = ["memory", "sqlite", "disk", "redis", "locked-memory"]
 REMOTE_KINDS = ["remote-memory", "remote-sqlite", "remote-disk", "remote-redis", "remote-subprocess"]
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_for_ping(port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if client.ping():
-                    return True
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
-        return False
-    finally:
-        client.close()
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Start a throw-away redis-server on a free port for the session; yield its URL."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not on PATH: run `make redis-server` to install it (CI does)")
-    directory = tmp_path_factory.mktemp("redis")
-    for _ in range(3):  # the free port may be taken between probing and binding
-        port = free_port()
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(directory),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        if _wait_for_ping(port, proc, timeout=10):
-            break
-        proc.kill()
-        proc.wait()
-    else:
-        pytest.fail("redis-server did not answer PING on three free ports")
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,179 @@
+"""Group commit with per-bundle failure and channel fences, independent of the backend.
+
+:class:`GroupCommitStore` implements :meth:`HubStore.submit` and :meth:`HubStore.lift_fence`
+(see their contract in :mod:`hubsvc.storage.base`) over one abstract method, :meth:`_apply`,
+which writes a list of bundles atomically or raises. A single writer task drains every
+bundle queued at that moment into one ``_apply`` call, then resolves the callers in order.
+If that call fails, the bundles are written again one per call, so only the failing
+bundle's caller sees the failure and its channels are fenced. Cursor-only bundles
+(advisory) are written after the other bundles of their group are answered.
+
+:class:`~hubsvc.storage.redis_store.RedisHubStore` uses it; ``SqliteHubStore`` still
+carries its own copy of the same loop (to be switched over once its write path settles).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from hubsvc.storage.base import HubStore, Writes
+from netkernel.errors import Unavailable
+
+log = logging.getLogger("agentnet.hub.storage")
+
+MAX_GROUP = 2000
+"""Bundles merged into one ``_apply`` call at most."""
+
+
+class GroupCommitStore(HubStore):
+    """A :class:`HubStore` whose writes go through one group-committing writer task."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._fenced: set[str] = set()
+        """Channels whose last write failed; their later bundles fail until lift_fence."""
+
+    @abc.abstractmethod
+    async def _apply(self, group: list[Writes]) -> None:
+        """Write the bundles, in order, all or nothing; raise (having written nothing) on failure."""
+
+    def _start_writer(self) -> None:
+        """Start the writer task (call from ``open``)."""
+        self._writer = asyncio.create_task(self._write_loop(), name="hub-store-writer")
+
+    async def _stop_writer(self) -> None:
+        """Let the writer write everything queued (cursors included), then end it (call from ``close``).
+
+        The writer ends at a stop marker rather than by cancellation: cancelling it in the middle
+        of a store call would cut that write short (and a client library may swallow the
+        cancellation, leaving the task waiting forever).
+        """
+        writer = self._writer
+        if writer is None:
+            return
+        if not writer.done():
+            self._enqueue(_Item(Writes(), stop=True))
+        await writer
+        self._writer = None
+
+    def submit(self, writes: Writes) -> asyncio.Future[None]:
+        """Enqueue ``writes``; the future resolves when its group is committed."""
+        return self._enqueue(_Item(writes))
+
+    def lift_fence(self, channel_id: str) -> asyncio.Future[None]:
+        """Enqueue the end of ``channel_id``'s fence (see :meth:`HubStore.submit`)."""
+        return self._enqueue(_Item(Writes(), unfence=channel_id))
+
+    def _enqueue(self, item: _Item) -> asyncio.Future[None]:
+        if self._writer is None:
+            raise RuntimeError(f"{type(self).__name__} is not open")
+        self._queue.put_nowait(item)
+        return item.fut
+
+    async def _write_loop(self) -> None:
+        while True:
+            group = [await self._queue.get()]
+            while len(group) < MAX_GROUP and not self._queue.empty():
+                group.append(self._queue.get_nowait())
+            run: list[_Item] = []
+            cursors: list[_Item] = []
+            stops: list[_Item] = []
+            for item in group:
+                if item.stop:
+                    stops.append(item)
+                elif item.writes.only_cursors():
+                    cursors.append(item)  # advisory: written once the others' callers are answered
+                elif item.unfence is None:
+                    run.append(item)
+                else:
+                    # Bundles before the marker still see the fence; those after it do not.
+                    await self._commit_run(run)
+                    run = []
+                    self._fenced.discard(item.unfence)
+                    _resolve(item.fut)
+            await self._commit_run(run)
+            await self._commit_run(cursors)
+            if stops:
+                for item in stops:
+                    _resolve(item.fut)
+                return
+
+    async def _commit_run(self, run: list[_Item]) -> None:
+        """Commit a run of bundles in one ``_apply``; if that fails, one bundle per call."""
+        run = [item for item in run if not self._refuse_fenced(item)]
+        if not run:
+            return
+        try:
+            await self._apply([item.writes for item in run])
+        except Exception as exc:
+            if len(run) == 1:
+                self._fail(run[0], exc)
+                return
+            log.warning("group commit of %d bundles failed (%s); writing them one by one", len(run), exc)
+            for item in run:
+                if self._refuse_fenced(item):  # an earlier bundle of this run failed on the same channel
+                    continue
+                try:
+                    await self._apply([item.writes])
+                except Exception as one:
+                    self._fail(item, one)
+                else:
+                    _resolve(item.fut)
+            return
+        for item in run:
+            _resolve(item.fut)
+
+    def _refuse_fenced(self, item: _Item) -> bool:
+        """Fail ``item`` if it writes a fenced channel (an earlier write to it failed); True if so."""
+        if not self._fenced:
+            return False
+        fenced = self._fenced.intersection(channels_of(item.writes))
+        if not fenced:
+            return False
+        channel_id = min(fenced)
+        if not item.fut.done():
+            item.fut.set_exception(
+                Unavailable(
+                    f"an earlier write to channel '{channel_id}' failed, so this one was not written (no gap is "
+                    "ever committed); the hub is rebuilding the channel from storage — retry.",
+                    metadata={"channel_id": channel_id, "cause": "store_write_failed"},
+                )
+            )
+        return True
+
+    def _fail(self, item: _Item, exc: Exception) -> None:
+        """A bundle could not be written: fail its caller alone and fence its channels."""
+        log.error("a write bundle failed and was not written: %r", exc)
+        self._fenced.update(channels_of(item.writes))
+        if not item.fut.done():
+            err = Unavailable(
+                f"the hub could not store this write ({type(exc).__name__}); nothing of it was written — retry.",
+                metadata={"cause": "store_write_failed"},
+            )
+            err.__cause__ = exc
+            item.fut.set_exception(err)
+
+
+@dataclass(slots=True)
+class _Item:
+    """A queued bundle, the marker lifting a channel's fence (``unfence``), or the writer's end (``stop``)."""
+
+    writes: Writes
+    unfence: str | None = None
+    stop: bool = False
+    """The writer's last item: it ends once the group holding this marker is written."""
+    fut: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def channels_of(writes: Writes) -> set[str]:
+    """The channels a bundle writes (WAL rows or channel rows)."""
+    return {w.channel_id for w in writes.wal} | {c.channel_id for c in writes.channels}

@@ -1,0 +1,690 @@
+"""Redis implementation of :class:`HubStore` (``python -m hubsvc --store redis://HOST:PORT/DB``).
+
+Same semantics as :mod:`hubsvc.storage.sqlite`: bundles are group-committed in submission
+order, each atomically, a failing bundle fails alone and fences its channels
+(:mod:`hubsvc.storage.group_commit`). docs/scale-out.md describes the deployment.
+
+Key layout (``P`` = the key prefix, default ``agentnet:hub:``). Every key of one channel
+carries the hash tag ``{c:<channel_id>}``, so a Redis Cluster keeps a channel on one shard:
+
+* ``P{c:<id>}:wal`` — the WAL, a Stream whose entry ids are ``<seq>-0`` (``XRANGE`` reads by
+  seq; a later step ``XREAD``\\s it for cross-replica delivery); field ``d`` = envelope bytes.
+* ``P{c:<id>}:texts`` — EV_TEXT rows only, a Stream with the same ids: ``s`` sender,
+  ``c`` created_at, ``x`` text (what SearchContext / QuoteContext scan).
+* ``P{c:<id>}:last`` — the last committed seq; ``P{c:<id>}:idem`` — hash
+  ``<sender>\\0<key>`` → seq; ``P{c:<id>}:meta`` — hash live / record / seed / order;
+  ``P{c:<id>}:members`` — set of agent ids.
+
+Global records carry the hash tag ``{g}``: ``P{g}:agents`` (hash id → packed row),
+``P{g}:agent_names`` / ``P{g}:agent_name_of`` (the live-name index, unique like SQLite's),
+``P{g}:channels:live`` (set), ``P{g}:channel_order`` (counter),
+``P{g}:member_channels:<agent>`` (zset channel → creation order), ``P{g}:envelopes``
+(hash envelope id → channel, seq), ``P{g}:cursors:<agent>`` (hash channel → seq),
+``P{g}:tasks`` / ``P{g}:task_meta`` / ``P{g}:tasks:live``, ``P{g}:exec`` /
+``P{g}:exec:meta`` / ``P{g}:exec:all`` / ``P{g}:exec:root:<root>`` /
+``P{g}:exec:roots_of:<agent>`` / ``P{g}:exec:running``, and ``P{g}:audit`` (hash id →
+packed record) with ``P{g}:audit_seq`` (INCR) and id indexes ``P{g}:audit:all``,
+``P{g}:audit:kind:<kind>``, ``P{g}:audit:subject:<subject>``.
+
+A group of bundles is written by ONE Lua script (``EVALSHA``) naming every key it touches:
+it first checks, for each channel, that the stored last seq equals the first new row's
+seq − 1 and that no idempotency key (nor live agent name) of the rows is taken; on any
+mismatch it writes nothing and returns the conflict, which :meth:`_apply` raises as
+:class:`StoreConflict` (the group is then retried one bundle at a time, so only the
+conflicting bundle fails). Otherwise it appends the rows and updates last seq, the
+idempotency index, the channel record and the global records. On one Redis server a
+script is atomic, so every bundle — channel and global keys together — is all or nothing.
+A script naming keys of several slots is refused by a Cluster; the Cluster split is a
+later step (docs/scale-out.md says which order keeps a crash between slots safe).
+
+A write is acknowledged only once Redis has replied. Whether Redis then survives its own
+crash depends on its persistence settings: :meth:`open` reads ``appendonly`` /
+``appendfsync`` and warns when the append-only file is off.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, TaskRow, WalRow, Writes
+from hubsvc.storage.group_commit import GroupCommitStore
+
+log = logging.getLogger("agentnet.hub.storage")
+
+DEFAULT_PREFIX = "agentnet:hub:"
+_TEXT_SCAN_CHUNK = 2000
+"""EV_TEXT rows one search script call examines at most (it blocks Redis while it runs)."""
+_PAGE = 1000
+"""Ids read per call where a read pages through an index."""
+
+# The commit script. ARGV[1] = number of check ops; then the check ops; then the write ops.
+# Each op is an opcode followed by its operands; key operands are 1-based indexes into KEYS.
+# Returns {1} when written, {0, reason} (having written nothing) on a conflict.
+_COMMIT = """#!lua
+local a = ARGV
+local function k(i) return KEYS[tonumber(a[i])] end
+local nchecks, i = tonumber(a[1]), 2
+for _ = 1, nchecks do
+  local op = a[i]
+  if op == 'seq' then
+    local last = tonumber(redis.call('GET', k(i + 1)) or '0')
+    if last ~= tonumber(a[i + 2]) then
+      return {0, 'channel ' .. a[i + 3] .. ' is at seq ' .. last .. ', not ' .. a[i + 2]}
+    end
+    i = i + 4
+  elseif op == 'idem' then
+    if redis.call('HEXISTS', k(i + 1), a[i + 2]) == 1 then
+      return {0, 'idempotency key already taken in channel ' .. a[i + 3]}
+    end
+    i = i + 4
+  elseif op == 'name' then
+    local owner = redis.call('HGET', k(i + 1), a[i + 2])
+    if owner and owner ~= a[i + 3] then return {0, 'agent name ' .. a[i + 2] .. ' is taken'} end
+    i = i + 4
+  else
+    return redis.error_reply('unknown check op ' .. tostring(op))
+  end
+end
+while i <= #a do
+  local op = a[i]
+  if op == 'xadd' then
+    local n = tonumber(a[i + 3])
+    local args = {'XADD', k(i + 1), a[i + 2]}
+    for j = 0, 2 * n - 1 do args[#args + 1] = a[i + 4 + j] end
+    redis.call(unpack(args))
+    i = i + 4 + 2 * n
+  elseif op == 'set' then
+    redis.call('SET', k(i + 1), a[i + 2]); i = i + 3
+  elseif op == 'hset' then
+    redis.call('HSET', k(i + 1), a[i + 2], a[i + 3]); i = i + 4
+  elseif op == 'hsetnx' then
+    redis.call('HSETNX', k(i + 1), a[i + 2], a[i + 3]); i = i + 4
+  elseif op == 'sadd' then
+    redis.call('SADD', k(i + 1), a[i + 2]); i = i + 3
+  elseif op == 'srem' then
+    redis.call('SREM', k(i + 1), a[i + 2]); i = i + 3
+  elseif op == 'cursor' then
+    local cur = tonumber(redis.call('HGET', k(i + 1), a[i + 2]) or '-1')
+    if tonumber(a[i + 3]) > cur then redis.call('HSET', k(i + 1), a[i + 2], a[i + 3]) end
+    i = i + 4
+  elseif op == 'agent' then
+    -- agents, names, name_of, id, packed row, name, removed
+    local names, name_of, id = k(i + 2), k(i + 3), a[i + 4]
+    local old = redis.call('HGET', name_of, id)
+    if old and redis.call('HGET', names, old) == id then redis.call('HDEL', names, old) end
+    if a[i + 7] == '0' then
+      redis.call('HSET', names, a[i + 6], id)
+      redis.call('HSET', name_of, id, a[i + 6])
+    else
+      redis.call('HDEL', name_of, id)
+    end
+    redis.call('HSET', k(i + 1), id, a[i + 5])
+    i = i + 8
+  elseif op == 'channel' then
+    -- meta, order counter, live set, members set, channel id, live, record, seed, n, member zsets..., member ids...
+    local meta, id, n = k(i + 1), a[i + 5], tonumber(a[i + 9])
+    local order = redis.call('HGET', meta, 'order')
+    if not order then
+      order = redis.call('INCR', k(i + 2))
+      redis.call('HSET', meta, 'order', order)
+    end
+    redis.call('HSET', meta, 'live', a[i + 6], 'record', a[i + 7], 'seed', a[i + 8])
+    if a[i + 6] == '1' then redis.call('SADD', k(i + 3), id) else redis.call('SREM', k(i + 3), id) end
+    for j = 1, n do
+      local member = a[i + 9 + n + j]
+      redis.call('SADD', k(i + 4), member)
+      redis.call('ZADD', KEYS[tonumber(a[i + 9 + j])], 'NX', order, id)
+    end
+    i = i + 10 + 2 * n
+  elseif op == 'exec' then
+    -- record hash, meta hash, counter, all zset, root zset, caller roots, target roots, running set,
+    -- id, record, packed meta, running, started_at, root
+    local id = a[i + 9]
+    if redis.call('HEXISTS', k(i + 2), id) == 0 then
+      local member = string.format('%020d', redis.call('INCR', k(i + 3))) .. ':' .. id
+      redis.call('HSET', k(i + 2), id, a[i + 11])
+      redis.call('ZADD', k(i + 4), a[i + 13], member)
+      redis.call('ZADD', k(i + 5), a[i + 13], member)
+      redis.call('SADD', k(i + 6), a[i + 14])
+      redis.call('SADD', k(i + 7), a[i + 14])
+    end
+    redis.call('HSET', k(i + 1), id, a[i + 10])
+    if a[i + 12] == '1' then redis.call('SADD', k(i + 8), id) else redis.call('SREM', k(i + 8), id) end
+    i = i + 15
+  elseif op == 'audit' then
+    -- counter, records, all, by kind, by subject, packed record
+    local id = redis.call('INCR', k(i + 1))
+    redis.call('HSET', k(i + 2), id, a[i + 6])
+    for j = 3, 5 do redis.call('ZADD', k(i + j), id, id) end
+    i = i + 7
+  else
+    return redis.error_reply('unknown write op ' .. tostring(op))
+  end
+end
+return {1}
+"""
+
+# Scan EV_TEXT rows of one channel newest first, at most ARGV[2] rows from ARGV[1] ("+" or an
+# exclusive "(<seq>-0"). ARGV[3]: 'q' = text contains ARGV[4] (ASCII case-insensitive, like
+# SQLite's lower()), 's' = sender is ARGV[4]. Stops after ARGV[5] matches.
+# Returns {exhausted (0/1), last id examined, {id, created_at, ...matches}}.
+_SCAN_TEXTS = """
+local entries = redis.call('XREVRANGE', KEYS[1], ARGV[1], '-', 'COUNT', tonumber(ARGV[2]))
+local mode, needle, want = ARGV[3], ARGV[4], tonumber(ARGV[5])
+if mode == 'q' then needle = string.lower(needle) end
+local out, found, last = {}, 0, ''
+for n, e in ipairs(entries) do
+  last = e[1]
+  local f, s, c, x = e[2], '', '', ''
+  for j = 1, #f, 2 do
+    if f[j] == 's' then s = f[j + 1] elseif f[j] == 'c' then c = f[j + 1] elseif f[j] == 'x' then x = f[j + 1] end
+  end
+  local hit
+  if mode == 's' then hit = (s == needle) else hit = string.find(string.lower(x), needle, 1, true) ~= nil end
+  if hit then
+    out[#out + 1] = e[1]; out[#out + 1] = c; found = found + 1
+    if found >= want then
+      return {(n == #entries and #entries < tonumber(ARGV[2])) and 1 or 0, last, out}
+    end
+  end
+end
+return {(#entries < tonumber(ARGV[2])) and 1 or 0, last, out}
+"""
+
+
+class StoreConflict(Exception):
+    """The store already holds something a bundle assumed free (a seq, an idempotency key, a
+    live agent name): another writer got there first. Nothing of the bundle was written."""
+
+
+class StoreUnreachable(ConnectionError):
+    """Redis did not answer when the store was opened."""
+
+
+class RedisHubStore(GroupCommitStore):
+    """The hub's state in Redis (one server; see the module docstring for the key layout).
+
+    ``url_or_client`` is a Redis URL (the store creates and closes its client) or a
+    ``redis.asyncio.Redis`` built with ``decode_responses=False`` (the caller keeps it).
+    """
+
+    def __init__(self, url_or_client: str | aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        super().__init__()
+        if "{" in prefix or "}" in prefix:
+            raise ValueError(f"the key prefix may not contain braces (they delimit hash tags): {prefix!r}")
+        if isinstance(url_or_client, str):
+            self._client: aioredis.Redis = aioredis.Redis.from_url(url_or_client)
+            self._owns_client = True
+        else:
+            if url_or_client.connection_pool.connection_kwargs.get("decode_responses"):
+                raise ValueError("RedisHubStore needs a client with decode_responses=False (it stores bytes)")
+            self._client, self._owns_client = url_or_client, False
+        self._p = prefix
+        self._g = prefix + "{g}:"
+        self._commit_script = self._client.register_script(_COMMIT)
+        self._scan_script = self._client.register_script(_SCAN_TEXTS)
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix of this store."""
+        return self._p
+
+    @property
+    def address(self) -> str:
+        """``host:port/db`` of the server (no credentials), for messages."""
+        kwargs = self._client.connection_pool.connection_kwargs
+        if "path" in kwargs:
+            return f"unix:{kwargs['path']}/{kwargs.get('db', 0)}"
+        return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+    # -- keys ------------------------------------------------------------------------
+
+    def _c(self, channel_id: str, name: str) -> str:
+        """A key of one channel (hash tag ``{c:<id>}``)."""
+        return f"{self._p}{{c:{channel_id}}}:{name}"
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Check that Redis answers, warn if its persistence cannot keep acked writes, start the writer."""
+        try:
+            await self._client.ping()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise StoreUnreachable(f"cannot reach Redis at {self.address}: {exc}") from exc
+        await self._check_durability()
+        self._start_writer()
+
+    async def _check_durability(self) -> None:
+        try:
+            config = await self._client.config_get("append*")
+        except redis.exceptions.ResponseError as exc:  # CONFIG renamed or disabled by the operator
+            log.warning("could not read Redis's persistence settings (%s); make sure appendonly is yes", exc)
+            return
+        settings = {_text(k): _text(v) for k, v in config.items() if k is not None and v is not None}
+        if settings.get("appendonly") != "yes":
+            log.warning(
+                "Redis runs with appendonly=%s: acknowledged posts are lost if Redis restarts. Set "
+                "'appendonly yes' and 'appendfsync always' (or everysec: at most 1 s lost on power loss); "
+                "docs/scale-out.md",
+                settings.get("appendonly", "?"),
+            )
+        elif settings.get("appendfsync") != "always":
+            log.info(
+                "Redis appendfsync=%s: a power loss may lose up to about a second of acknowledged writes "
+                "(a killed hub process loses none)",
+                settings.get("appendfsync", "?"),
+            )
+
+    async def close(self) -> None:
+        """Drain the queue, stop the writer and close the client if the store created it."""
+        await self._stop_writer()
+        if self._owns_client:
+            await self._client.aclose()
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def _apply(self, group: list[Writes]) -> None:
+        """Write the bundles with one script call; raise :class:`StoreConflict` (nothing written) on a conflict."""
+        plan = _Plan(self)
+        for writes in group:
+            plan.add(writes)
+        if plan.empty:
+            return
+        result = cast("list[Any]", await self._commit_script(keys=plan.keys, args=plan.args()))
+        if int(result[0]) != 1:
+            raise StoreConflict(_text(result[1]))
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def load_agents(self) -> list[AgentRow]:
+        """Every identity."""
+        rows = await self._client.hgetall(self._g + "agents")
+        return [_agent(_text(agent_id), _bytes(packed)) for agent_id, packed in rows.items()]
+
+    async def load_live_channels(self) -> list[ChannelRow]:
+        """Channels not yet ended."""
+        ids = sorted(_text(m) for m in await self._client.smembers(self._g + "channels:live"))
+        return [row for row in await self._channels(ids) if row is not None and row.live]
+
+    async def _channels(self, ids: Sequence[str]) -> list[ChannelRow | None]:
+        async with self._client.pipeline(transaction=False) as pipe:
+            for channel_id in ids:
+                pipe.hmget(self._c(channel_id, "meta"), ["live", "record", "seed"])
+            found = await pipe.execute()
+        out: list[ChannelRow | None] = []
+        for channel_id, (live, record, seed) in zip(ids, found, strict=True):
+            out.append(None if record is None else ChannelRow(channel_id, live == b"1", bytes(record), bytes(seed)))
+        return out
+
+    async def get_channel(self, channel_id: str) -> ChannelRow | None:
+        """One channel."""
+        return (await self._channels([channel_id]))[0]
+
+    async def list_channels_for(self, agent_id: str, *, include_ended: bool, limit: int) -> list[ChannelRow]:
+        """Channels of one member, newest first (by first write, like SQLite's rowid)."""
+        key = self._g + "member_channels:" + agent_id
+        out: list[ChannelRow] = []
+        start = 0
+        while limit < 0 or len(out) < limit:
+            ids = [_text(m) for m in cast("list[bytes]", await self._client.zrevrange(key, start, start + _PAGE - 1))]
+            for row in await self._channels(ids):
+                if row is not None and (include_ended or row.live):
+                    out.append(row)
+            if len(ids) < _PAGE:
+                break
+            start += _PAGE
+        return out[:limit]
+
+    async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
+        """A seq range of one channel."""
+        entries = await self._client.xrange(
+            self._c(channel_id, "wal"),
+            min=f"{max(from_seq, 0)}-0",
+            max=f"{until_seq}-0" if until_seq else "+",
+            count=limit if limit > 0 else None,
+        )
+        return _datas(entries)
+
+    async def scan_wal(
+        self, channel_ids: Sequence[str], *, batch: int = 5000
+    ) -> AsyncIterator[list[tuple[str, bytes]]]:
+        """Stream whole WALs in (channel, seq) order, ``batch`` rows at a time (XRANGE pages)."""
+        for channel_id in channel_ids:
+            key, low = self._c(channel_id, "wal"), "-"
+            while True:
+                entries = await self._client.xrange(key, min=low, max="+", count=batch)
+                if not entries:
+                    break
+                low = "(" + _text(entries[-1][0] or b"")
+                yield [(channel_id, data) for data in _datas(entries)]
+                if len(entries) < batch:
+                    break
+
+    async def _envelope_at(self, channel_id: str, seq: int) -> bytes | None:
+        entries = await self._client.xrange(self._c(channel_id, "wal"), min=f"{seq}-0", max=f"{seq}-0")
+        datas = _datas(entries)
+        return datas[0] if datas else None
+
+    async def find_envelope(self, envelope_id: str) -> bytes | None:
+        """Envelope by id (the global index names its channel and seq)."""
+        where = await self._client.hget(self._g + "envelopes", envelope_id)
+        if where is None:
+            return None
+        channel_id, seq = _unpack(_bytes(where))
+        return await self._envelope_at(channel_id.decode(), int(seq))
+
+    async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
+        """The envelope written under an idempotency key."""
+        seq = await self._client.hget(self._c(channel_id, "idem"), _idem_field(sender_id, key))
+        return None if seq is None else await self._envelope_at(channel_id, int(seq))
+
+    async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:
+        """ASCII-case-insensitive substring search over EV_TEXT bodies (an exact scan, chunked per call)."""
+        return await self._texts(channel_ids, "q", query, limit)
+
+    async def texts_from(self, channel_ids: Sequence[str], sender_id: str, limit: int) -> list[bytes]:
+        """Latest texts of one sender."""
+        return await self._texts(channel_ids, "s", sender_id, limit)
+
+    async def _texts(self, channel_ids: Sequence[str], mode: str, needle: str, limit: int) -> list[bytes]:
+        """Newest matching EV_TEXT envelopes of the channels (by created_at, then seq), at most ``limit``."""
+        if limit <= 0:
+            return []
+        hits: list[tuple[str, int, str]] = []  # (created_at, seq, channel_id)
+        for channel_id in channel_ids:
+            upper, found = "+", 0
+            while found < limit:
+                done, last, out = cast(
+                    "list[Any]",
+                    await self._scan_script(
+                        keys=[self._c(channel_id, "texts")],
+                        args=[upper, _TEXT_SCAN_CHUNK, mode, needle, limit - found],
+                    ),
+                )
+                for j in range(0, len(out), 2):
+                    hits.append((_text(out[j + 1]), int(_text(out[j]).split("-")[0]), channel_id))
+                found += len(out) // 2
+                if int(done) or not last:
+                    break
+                upper = "(" + _text(last)
+        hits.sort(reverse=True)
+        hits = hits[:limit]
+        async with self._client.pipeline(transaction=False) as pipe:
+            for _, seq, channel_id in hits:
+                pipe.xrange(self._c(channel_id, "wal"), min=f"{seq}-0", max=f"{seq}-0")
+            found_entries = await pipe.execute()
+        return [bytes(entries[0][1][b"d"]) for entries in found_entries if entries]
+
+    async def load_cursors(self, agent_id: str) -> dict[str, int]:
+        """Ack cursors of one agent."""
+        rows = await self._client.hgetall(self._g + "cursors:" + agent_id)
+        return {_text(k): int(v) for k, v in rows.items()}
+
+    async def load_tasks(self, *, live_only: bool) -> list[TaskRow]:
+        """Tasks."""
+        if live_only:
+            ids = sorted(_text(m) for m in await self._client.smembers(self._g + "tasks:live"))
+        else:
+            ids = sorted(_text(m) for m in await self._client.hkeys(self._g + "tasks"))
+        return [row for row in await self._tasks(ids) if row is not None]
+
+    async def _tasks(self, ids: Sequence[str]) -> list[TaskRow | None]:
+        if not ids:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.hmget(self._g + "tasks", list(ids))
+            pipe.hmget(self._g + "task_meta", list(ids))
+            pipe.smismember(self._g + "tasks:live", list(ids))
+            records, metas, live = await pipe.execute()
+        out: list[TaskRow | None] = []
+        for task_id, record, meta, is_live in zip(ids, records, metas, live, strict=True):
+            if record is None or meta is None:
+                out.append(None)
+                continue
+            owner, channel = _unpack(meta)
+            out.append(TaskRow(task_id, owner.decode(), channel.decode(), not is_live, bytes(record)))
+        return out
+
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        """One task."""
+        return (await self._tasks([task_id]))[0]
+
+    async def load_running_executions(self) -> list[ExecutionRow]:
+        """Executions still marked running."""
+        ids = sorted(_text(m) for m in await self._client.smembers(self._g + "exec:running"))
+        if not ids:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.hmget(self._g + "exec", ids)
+            pipe.hmget(self._g + "exec:meta", ids)
+            records, metas = await pipe.execute()
+        out = []
+        for execution_id, record, meta in zip(ids, records, metas, strict=True):
+            if record is None or meta is None:
+                continue
+            root, caller, target, started = (v.decode() for v in _unpack(meta))
+            out.append(ExecutionRow(execution_id, root, caller, target, True, float(started), bytes(record)))
+        return out
+
+    async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:
+        """Executions of one root session, or of every root session ``member_id`` took part in (all when "")."""
+        count = limit if limit >= 0 else -1
+        if root_session_id:
+            roots = [self._g + "exec:root:" + root_session_id]
+        elif not member_id:
+            roots = [self._g + "exec:all"]
+        else:
+            members = await self._client.smembers(self._g + "exec:roots_of:" + member_id)
+            roots = [self._g + "exec:root:" + _text(r) for r in members]
+        ordered: list[tuple[float, str]] = []
+        for key in roots:
+            page = await self._client.zrangebyscore(key, "-inf", "+inf", start=0, num=count, withscores=True)
+            ordered.extend((float(score), _text(member)) for member, score in cast("list[tuple[bytes, float]]", page))
+        ordered.sort()  # (started_at, insertion number): SQLite's (started_at, rowid)
+        if count >= 0:
+            ordered = ordered[:count]
+        ids = [member.partition(":")[2] for _, member in ordered]
+        if not ids:
+            return []
+        records = await self._client.hmget(self._g + "exec", ids)
+        return [_bytes(r) for r in records if r is not None]
+
+    async def root_session_members(self, root_session_id: str) -> set[str]:
+        """Callers and targets of a root session's executions."""
+        members = await self._client.zrange(self._g + "exec:root:" + root_session_id, 0, -1)
+        ids = [_text(m).partition(":")[2] for m in cast("list[bytes]", members)]
+        if not ids:
+            return set()
+        metas = await self._client.hmget(self._g + "exec:meta", ids)
+        out: set[str] = set()
+        for meta in metas:
+            if meta is not None:
+                _, caller, target, _ = _unpack(_bytes(meta))
+                out.update((caller.decode(), target.decode()))
+        return out
+
+    async def list_audit(self, *, kind: str, subject_id: str, after_id: int, limit: int) -> list[AuditRow]:
+        """Audit records in id order (paging the most selective index, filtering by the other field)."""
+        if subject_id:
+            key = self._g + "audit:subject:" + subject_id
+        elif kind:
+            key = self._g + "audit:kind:" + kind
+        else:
+            key = self._g + "audit:all"
+        out: list[AuditRow] = []
+        low = f"({after_id}"
+        while limit < 0 or len(out) < limit:
+            page = cast("list[bytes]", await self._client.zrangebyscore(key, low, "+inf", start=0, num=_PAGE))
+            ids = [int(m) for m in page]
+            if not ids:
+                break
+            records = await self._client.hmget(self._g + "audit", [str(i) for i in ids])
+            for audit_id, packed in zip(ids, records, strict=True):
+                if packed is None:
+                    continue
+                row = _audit(audit_id, _bytes(packed))
+                if (not kind or row.kind == kind) and (not subject_id or row.subject_id == subject_id):
+                    out.append(row)
+            if len(ids) < _PAGE:
+                break
+            low = f"({ids[-1]}"
+        return out if limit < 0 else out[:limit]
+
+
+class _Plan:
+    """The keys and ops of one commit script call."""
+
+    def __init__(self, store: RedisHubStore) -> None:
+        self._store = store
+        self.keys: list[str] = []
+        self._index: dict[str, int] = {}
+        self._checks: list[list[Any]] = []
+        self._writes: list[Any] = []
+        self._last: dict[str, int] = {}
+        """Channel → the last seq this plan writes so far."""
+        self._idem: set[tuple[str, str]] = set()
+        self._names: dict[str, str] = {}
+        self.empty = True
+
+    def k(self, key: str) -> int:
+        """The 1-based KEYS index of ``key`` (added on first use)."""
+        index = self._index.get(key)
+        if index is None:
+            self.keys.append(key)
+            index = self._index[key] = len(self.keys)
+        return index
+
+    def args(self) -> list[Any]:
+        """ARGV: the check count, the checks, the writes."""
+        return [len(self._checks), *(v for check in self._checks for v in check), *self._writes]
+
+    def add(self, writes: Writes) -> None:
+        """Add one bundle's ops (in the order SQLite writes them)."""
+        s, g = self._store, self._store._g
+        for a in writes.agents:
+            if not a.removed:
+                owner = self._names.setdefault(a.name, a.agent_id)
+                if owner != a.agent_id:
+                    raise StoreConflict(f"agent name {a.name} is claimed twice in one group")
+                self._checks.append(["name", self.k(g + "agent_names"), a.name, a.agent_id])
+            self._writes += ["agent", self.k(g + "agents"), self.k(g + "agent_names"), self.k(g + "agent_name_of"),
+                             a.agent_id, _pack(a.name, a.cred_hash, "1" if a.removed else "0", a.record), a.name,
+                             "1" if a.removed else "0"]  # fmt: skip
+        for c in writes.channels:
+            members = _members(c.record)
+            self._writes += ["channel", self.k(s._c(c.channel_id, "meta")), self.k(g + "channel_order"),
+                             self.k(g + "channels:live"), self.k(s._c(c.channel_id, "members")), c.channel_id,
+                             "1" if c.live else "0", c.record, c.seed, len(members),
+                             *(self.k(g + "member_channels:" + m) for m in members), *members]  # fmt: skip
+        for w in writes.wal:
+            self._wal(w)
+        for agent_id, channel_id, seq in writes.cursors:
+            self._writes += ["cursor", self.k(g + "cursors:" + agent_id), channel_id, seq]
+        for t in writes.tasks:
+            self._writes += ["hset", self.k(g + "tasks"), t.task_id, t.record]
+            self._writes += ["hsetnx", self.k(g + "task_meta"), t.task_id, _pack(t.owner_id, t.channel_id)]
+            self._writes += ["srem" if t.terminal else "sadd", self.k(g + "tasks:live"), t.task_id]
+        for e in writes.executions:
+            self._writes += ["exec", self.k(g + "exec"), self.k(g + "exec:meta"), self.k(g + "exec:counter"),
+                             self.k(g + "exec:all"), self.k(g + "exec:root:" + e.root_session_id),
+                             self.k(g + "exec:roots_of:" + e.caller_id), self.k(g + "exec:roots_of:" + e.target_id),
+                             self.k(g + "exec:running"), e.execution_id, e.record,
+                             _pack(e.root_session_id, e.caller_id, e.target_id, repr(e.started_at)),
+                             "1" if e.running else "0", repr(e.started_at), e.root_session_id]  # fmt: skip
+        for kind, actor_id, subject_id, detail_json, created_at in writes.audit:
+            self._writes += ["audit", self.k(g + "audit_seq"), self.k(g + "audit"), self.k(g + "audit:all"),
+                             self.k(g + "audit:kind:" + kind), self.k(g + "audit:subject:" + subject_id),
+                             _pack(kind, actor_id, subject_id, detail_json, repr(created_at))]  # fmt: skip
+        self.empty = self.empty and not writes
+
+    def _wal(self, w: WalRow) -> None:
+        s, g = self._store, self._store._g
+        if w.seq < 1:
+            raise StoreConflict(f"seq {w.seq} of channel {w.channel_id} is not positive")
+        last_key = s._c(w.channel_id, "last")
+        previous = self._last.get(w.channel_id)
+        if previous is None:
+            self._checks.append(["seq", self.k(last_key), w.seq - 1, w.channel_id])
+        elif w.seq != previous + 1:
+            raise StoreConflict(f"channel {w.channel_id}: seq {w.seq} does not follow {previous}")
+        self._last[w.channel_id] = w.seq
+        entry_id = f"{w.seq}-0"
+        self._writes += ["xadd", self.k(s._c(w.channel_id, "wal")), entry_id, 1, "d", w.data]
+        if w.text is not None:
+            self._writes += ["xadd", self.k(s._c(w.channel_id, "texts")), entry_id, 3, "s", w.sender_id,
+                             "c", w.created_at, "x", w.text]  # fmt: skip
+        if w.idempotency_key is not None:
+            field = _idem_field(w.sender_id, w.idempotency_key)
+            if (w.channel_id, field) in self._idem:
+                raise StoreConflict(f"idempotency key written twice in channel {w.channel_id}")
+            self._idem.add((w.channel_id, field))
+            idem = self.k(s._c(w.channel_id, "idem"))
+            self._checks.append(["idem", idem, field, w.channel_id])
+            self._writes += ["hset", idem, field, w.seq]
+        self._writes += ["hset", self.k(g + "envelopes"), w.envelope_id, _pack(w.channel_id, str(w.seq))]
+        self._writes += ["set", self.k(last_key), w.seq]
+
+
+def _idem_field(sender_id: str, key: str) -> str:
+    return f"{sender_id}\0{key}"
+
+
+def _pack(*parts: str | bytes) -> bytes:
+    """Length-prefixed concatenation (4-byte big-endian length before each part)."""
+    out = bytearray()
+    for part in parts:
+        raw = part.encode() if isinstance(part, str) else part
+        out += struct.pack(">I", len(raw)) + raw
+    return bytes(out)
+
+
+def _unpack(packed: bytes) -> list[bytes]:
+    """The parts :func:`_pack` joined."""
+    parts: list[bytes] = []
+    at = 0
+    while at < len(packed):
+        (size,) = struct.unpack_from(">I", packed, at)
+        parts.append(packed[at + 4 : at + 4 + size])
+        at += 4 + size
+    return parts
+
+
+def _agent(agent_id: str, packed: bytes) -> AgentRow:
+    name, cred_hash, removed, record = _unpack(packed)
+    return AgentRow(agent_id, name.decode(), cred_hash.decode(), record, removed == b"1")
+
+
+def _audit(audit_id: int, packed: bytes) -> AuditRow:
+    kind, actor_id, subject_id, detail_json, created_at = (v.decode() for v in _unpack(packed))
+    return AuditRow(audit_id, kind, actor_id, subject_id, detail_json, float(created_at))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _bytes(value: object) -> bytes:
+    """A reply value as bytes (the client is built without decode_responses)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(f"unexpected Redis reply {type(value).__name__}")
+
+
+def _datas(entries: object) -> list[bytes]:
+    """The ``d`` (envelope) field of each entry of an XRANGE reply."""
+    return [_bytes(fields[b"d"]) for _, fields in cast("list[tuple[bytes, dict[bytes, bytes]]]", entries or [])]
+
+
+def _members(record: bytes) -> list[str]:
+    from agentnet.v1 import channel_pb2
+
+    meta = channel_pb2.ChannelMetadata.FromString(record)
+    return [p.agent_id for p in meta.participants]

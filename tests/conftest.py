@@ -1,0 +1,28 @@
+"""Fixtures shared by every test package."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.redis_server import RedisServer, RedisServerMissing, start_redis_server
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One throw-away redis-server for the whole session (tests isolate by DB number or key prefix)."""
+    try:
+        server = start_redis_server(tmp_path_factory.mktemp("redis"))
+    except RedisServerMissing as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisServer) -> str:
+    """URL of DB 0 of the session's redis-server."""
+    return redis_server.url(0)

@@ -1,0 +1,213 @@
+"""The Redis store itself: compare-and-append conflicts, and a hub process on ``--store redis://``.
+
+The hub behaviour suite runs on Redis too (tests/hub/conftest.py); these tests cover what
+only Redis has: a second writer of the same keys, and the flag of ``python -m hubsvc``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+from agentnet.v1 import channel_pb2, hub_pb2
+
+from agentsdk.errors import Unavailable
+from hubsvc.storage import AgentRow, ChannelRow, WalRow, Writes
+from hubsvc.storage.redis_store import RedisHubStore, StoreConflict
+from tests.hub.harness import EV_TEXT, Participant, collect, open_channel, register
+from tests.procs import ROOT, start_service
+from tests.redis_server import RedisServer
+
+DB = 2
+"""The DB number of these tests (flushed after each)."""
+
+
+@pytest.fixture
+async def url(redis_server: RedisServer) -> AsyncIterator[str]:
+    yield redis_server.url(DB)
+    client = aioredis.Redis.from_url(redis_server.url(DB))
+    await client.flushdb()
+    await client.aclose()
+
+
+def row(channel_id: str, seq: int, *, key: str | None = None, sender: str = "a1") -> WalRow:
+    envelope_id = f"{channel_id}-{seq}-{uuid.uuid4().hex[:6]}"
+    return WalRow(channel_id, seq, envelope_id, sender, EV_TEXT, key, f"text {seq}", "2026-01-01T00:00:00Z",
+                  envelope_id.encode())  # fmt: skip
+
+
+def channel(channel_id: str, *members: str) -> ChannelRow:
+    meta = channel_pb2.ChannelMetadata(channel_id=channel_id)
+    for m in members:
+        meta.participants.add(agent_id=m)
+    return ChannelRow(channel_id, True, meta.SerializeToString())
+
+
+async def dump(client: aioredis.Redis) -> dict[bytes, object]:
+    """Every key with its type and content, to compare before and after."""
+    out: dict[bytes, object] = {}
+    for key in sorted(await client.keys("*")):
+        kind = (await client.type(key)).decode()
+        if kind == "stream":
+            out[key] = await client.xrange(key)
+        elif kind == "hash":
+            out[key] = await client.hgetall(key)
+        elif kind == "set":
+            out[key] = sorted(await client.smembers(key))
+        elif kind == "zset":
+            out[key] = await client.zrange(key, 0, -1, withscores=True)
+        else:
+            out[key] = await client.get(key)
+    return out
+
+
+async def test_a_second_writer_that_appended_first_makes_the_first_one_conflict_and_change_nothing(url: str) -> None:
+    prefix = "cas:"
+    one, two = RedisHubStore(url, prefix=prefix), RedisHubStore(url, prefix=prefix)
+    await one.open()
+    await two.open()
+    client = aioredis.Redis.from_url(url)
+    try:
+        await one.commit(Writes(channels=[channel("c1", "a1", "a2")], wal=[row("c1", 1, key="k1")]))
+        # Replica two admits seq 2 first; replica one still believes the channel is at seq 1.
+        await two.commit(Writes(wal=[row("c1", 2)]))
+        before = await dump(client)
+        stale = Writes(
+            wal=[row("c1", 2, key="k2")],
+            channels=[channel("c1", "a1", "a2", "a3")],
+            agents=[AgentRow("a3", "carol", "hash", b"record")],
+            cursors=[("a3", "c1", 2)],
+            audit=[("joined", "a3", "c1", "{}", 1.0)],
+        )
+        with pytest.raises(Unavailable) as refused:
+            await one.commit(stale)
+        assert isinstance(refused.value.__cause__, StoreConflict)
+        assert "is at seq 2, not 1" in str(refused.value.__cause__)
+        assert await dump(client) == before  # not one key of the bundle changed
+        # A reused idempotency key conflicts the same way, even at the right seq.
+        await one.lift_fence("c1")
+        with pytest.raises(Unavailable) as reused:
+            await one.commit(Writes(wal=[row("c1", 3, key="k1")], audit=[("x", "a1", "c1", "{}", 2.0)]))
+        assert "idempotency key already taken" in str(reused.value.__cause__)
+        assert await dump(client) == before
+        # What the other writer stored is what both read.
+        assert [d.decode().split("-")[1] for d in await one.read_wal("c1", 0, 0, 0)] == ["1", "2"]
+    finally:
+        await client.aclose()
+        await one.close()
+        await two.close()
+
+
+async def test_a_conflicting_bundle_fails_alone_in_its_group_and_fences_its_channel(url: str) -> None:
+    store = RedisHubStore(url, prefix="group:")
+    await store.open()
+    try:
+        await store.commit(Writes(channels=[channel("c1", "a1"), channel("c2", "a1")], wal=[row("c1", 1)]))
+        # Queued together, so one group: the middle bundle skips a seq.
+        first = store.submit(Writes(wal=[row("c1", 2)]))
+        gap = store.submit(Writes(wal=[row("c2", 5)]))
+        other = store.submit(Writes(wal=[row("c1", 3)], audit=[("k", "a1", "c1", "{}", 1.0)]))
+        fenced = store.submit(Writes(wal=[row("c2", 1)]))
+        results = await asyncio.gather(first, gap, other, fenced, return_exceptions=True)
+        assert results[0] is None and results[2] is None
+        assert isinstance(results[1], Unavailable) and isinstance(results[3], Unavailable)
+        assert "earlier write to channel 'c2' failed" in str(results[3])
+        await store.lift_fence("c2")
+        await store.commit(Writes(wal=[row("c2", 1)]))
+        assert len(await store.read_wal("c1", 0, 0, 0)) == 3 and len(await store.read_wal("c2", 0, 0, 0)) == 1
+        assert [r.kind for r in await store.list_audit(kind="", subject_id="", after_id=0, limit=10)] == ["k"]
+    finally:
+        await store.close()
+
+
+async def test_a_live_agent_name_is_unique_like_sqlites_index(url: str) -> None:
+    store = RedisHubStore(url, prefix="names:")
+    await store.open()
+    try:
+        await store.commit(Writes(agents=[AgentRow("a1", "alice", "h", b"r")]))
+        with pytest.raises(Unavailable) as taken:
+            await store.commit(Writes(agents=[AgentRow("a2", "alice", "h", b"r")]))
+        assert "agent name alice is taken" in str(taken.value.__cause__)
+        await store.commit(Writes(agents=[AgentRow("a1", "alice", "h", b"r", removed=True)]))
+        await store.commit(Writes(agents=[AgentRow("a2", "alice", "h", b"r")]))  # free once removed
+        assert {(a.agent_id, a.removed) for a in await store.load_agents()} == {("a1", True), ("a2", False)}
+    finally:
+        await store.close()
+
+
+async def test_a_hub_process_on_redis_serves_and_hydrates_after_a_kill(url: str, tmp_path: Path) -> None:
+    args = ["--store", url, "--data-dir", str(tmp_path)]
+    hub = start_service("hubsvc", args, cwd=ROOT)
+    try:
+        assert any("Redis 127.0.0.1" in line for line in hub.output)
+        alice = await register(hub.target, "alice")
+        bob = await register(hub.target, "bob")
+        await alice.connect()
+        await bob.connect()
+        cid = await open_channel(alice, "conversation", [bob])
+        said = [await alice.say(cid, f"m{i}") for i in range(5)]
+        for p in (alice, bob):
+            await p.close()
+    finally:
+        hub.terminate(signal.SIGKILL)  # every post above was acknowledged: Redis has it
+
+    restarted = start_service("hubsvc", args, cwd=ROOT)
+    try:
+        bob2 = Participant(restarted.target, bob.record, bob.credential)
+        wal = [
+            item.envelope
+            for item in await collect(bob2.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=bob2.metadata))
+        ]
+        assert [w.seq for w in wal] == list(range(1, len(wal) + 1))
+        assert [w.envelope_id for w in wal if w.event_type == EV_TEXT] == [s.envelope_id for s in said]
+        desc = await bob2.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+        assert desc.channel.last_seq == len(wal)
+        alice2 = Participant(restarted.target, alice.record, alice.credential)
+        await alice2.connect()
+        await bob2.connect(cursors={cid: said[-1].seq})
+        after = await alice2.say(cid, "after the restart")
+        assert after.seq == len(wal) + 1
+        assert (await bob2.next_of(EV_TEXT)).envelope_id == after.envelope_id
+        for p in (alice2, bob2):
+            await p.close()
+    finally:
+        assert restarted.terminate(signal.SIGTERM) == 0
+
+
+async def test_an_unreachable_redis_stops_the_hub_with_a_message_naming_the_flag(tmp_path: Path) -> None:
+    from tests.redis_server import free_port
+
+    with pytest.raises(RuntimeError) as failed:
+        start_service(
+            "hubsvc", ["--store", f"redis://127.0.0.1:{free_port()}/0", "--data-dir", str(tmp_path)], cwd=ROOT
+        )
+    assert "agentnet-hub: --store: cannot reach Redis at 127.0.0.1:" in str(failed.value)
+
+
+async def test_close_writes_what_was_queued_cursors_included_and_returns(url: str) -> None:
+    """Close writes the queued cursor-only bundles (written after their group) and returns.
+
+    The writer used to be cancelled at close, possibly mid-call; redis-py sometimes swallows a
+    cancellation, which left the writer waiting forever and close() hanging (seen in the hub
+    suite, not reproducible on demand). It now ends at a stop marker instead."""
+    store = RedisHubStore(url, prefix="close:")
+    await store.open()
+    await store.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1)]))
+    await store.close()
+    for attempt in range(1, 21):
+        store = RedisHubStore(url, prefix="close:")
+        await store.open()
+        for seq in range(1, 4):
+            store.submit(Writes(cursors=[(f"a{attempt}", "c1", seq)]))  # advisory: nobody awaits them
+        await asyncio.wait_for(store.close(), 10)
+        again = RedisHubStore(url, prefix="close:")
+        await again.open()
+        try:
+            assert await again.load_cursors(f"a{attempt}") == {"c1": 3}
+        finally:
+            await again.close()
