@@ -353,8 +353,8 @@ class RedisHubStore(GroupCommitStore):
 
     async def scan_wal(
         self, channel_ids: Sequence[str], *, batch: int = 5000
-    ) -> AsyncIterator[list[tuple[str, bytes]]]:
-        """Stream whole WALs in (channel, seq) order, ``batch`` rows at a time (XRANGE pages)."""
+    ) -> AsyncIterator[tuple[str, list[bytes]]]:
+        """Stream whole WALs channel by channel, in seq order, ``batch`` envelopes a page (XRANGE pages)."""
         for channel_id in channel_ids:
             key, low = self._c(channel_id, "wal"), "-"
             while True:
@@ -362,7 +362,7 @@ class RedisHubStore(GroupCommitStore):
                 if not entries:
                     break
                 low = "(" + _text(entries[-1][0] or b"")
-                yield [(channel_id, data) for data in _datas(entries)]
+                yield channel_id, _datas(entries)
                 if len(entries) < batch:
                     break
 

@@ -9,10 +9,12 @@ import sqlite3
 from pathlib import Path
 
 import grpc
+import pytest
 from agentnet.v1 import connect_pb2, envelope_pb2
 
 from agentsdk.errors import error_from_rpc
 from hubsvc.core.options import HubOptions
+from hubsvc.storage import HubStore
 from tests.hub.arbiters import Desk
 from tests.hub.harness import (
     EV_TEXT,
@@ -22,6 +24,7 @@ from tests.hub.harness import (
     data_of,
     list_audit,
     make_envelope,
+    make_store,
     open_channel,
     register,
     running_hub,
@@ -37,13 +40,9 @@ def refusal(result: connect_pb2.PostResult) -> str:
     return result.error.reason if result.WhichOneof("result") == "error" else ""
 
 
-def stored_ids(db: Path, channel_id: str) -> set[str]:
-    """The envelope ids the hub's database file holds for the channel (read from a second connection)."""
-    con = sqlite3.connect(db, timeout=10)
-    try:
-        return {r[0] for r in con.execute("SELECT envelope_id FROM wal WHERE channel_id = ?", [channel_id])}
-    finally:
-        con.close()
+async def stored_ids(store: HubStore, channel_id: str) -> set[str]:
+    """The envelope ids the hub's store holds for the channel (read through a second store client)."""
+    return {envelope_pb2.Envelope.FromString(data).envelope_id for data in await store.read_wal(channel_id, 0, 0, 0)}
 
 
 async def test_welcome_reports_the_largest_post_batch(tmp_path: Path) -> None:
@@ -155,16 +154,20 @@ async def test_an_empty_or_oversized_batch_ends_the_stream_and_admits_nothing(tm
 
 async def test_results_come_only_once_the_batch_is_committed(hub: RunningHub) -> None:
     alice, bob, cid = await conversation(hub.target)
-    stored: list[set[str]] = []
-    futures = alice.send_batch([text(cid, f"m{i}") for i in range(30)])
-    for fut in futures:
-        result = await asyncio.wait_for(fut, 10)
-        stored.append(stored_ids(hub.db, cid))  # read the file the moment the result arrives
-        assert result.envelope.envelope_id in stored[-1]
+    reader = make_store(hub.db)  # the same SQLite file or Redis keys, through a connection of its own
+    await reader.open()
+    try:
+        futures = alice.send_batch([text(cid, f"m{i}") for i in range(30)])
+        for fut in futures:
+            result = await asyncio.wait_for(fut, 10)
+            assert result.envelope.envelope_id in await stored_ids(reader, cid)  # stored when the result arrives
+    finally:
+        await reader.close()
     await alice.close()
     await bob.close()
 
 
+@pytest.mark.sqlite_only("the write failure comes from a trigger added to the SQLite file")
 async def test_a_failed_write_fails_every_post_of_its_batch_and_leaves_no_gap(hub: RunningHub) -> None:
     alice, bob, cid = await conversation(hub.target)
     before = await alice.say(cid, "before")
