@@ -8,8 +8,8 @@ If that call fails, the bundles are written again one per call, so only the fail
 bundle's caller sees the failure and its channels are fenced. Cursor-only bundles
 (advisory) are written after the other bundles of their group are answered.
 
-:class:`~hubsvc.storage.redis_store.RedisHubStore` uses it; ``SqliteHubStore`` still
-carries its own copy of the same loop (to be switched over once its write path settles).
+:class:`~hubsvc.storage.sqlite.SqliteHubStore` and
+:class:`~hubsvc.storage.redis_store.RedisHubStore` both write through it.
 """
 
 from __future__ import annotations

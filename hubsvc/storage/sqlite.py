@@ -1,27 +1,23 @@
 """SQLite (aiosqlite) implementation of :class:`HubStore` with group commit.
 
-One connection, WAL journal mode. ``commit`` enqueues a bundle; a single writer
-task drains every bundle queued at that moment into one transaction, commits,
-then resolves the callers in order. If that transaction fails, the bundles are
-written again one per transaction, so only the failing bundle's caller sees the
-failure (and its channels are fenced; see :meth:`HubStore.submit`). ``synchronous=NORMAL`` (the default here)
-survives a killed process without losing a committed transaction; ``FULL``
-also survives power loss at the cost of one fsync per group.
+One connection, WAL journal mode. Group commit, failure isolation and fences are
+:class:`~hubsvc.storage.group_commit.GroupCommitStore`'s: every bundle queued at one
+moment becomes one transaction here (one multi-row statement in the common case).
+``synchronous=NORMAL`` (the default here) survives a killed process without losing a
+committed transaction; ``FULL`` also survives power loss at the cost of one fsync per group.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, HubStore, TaskRow, WalRow, Writes
-from netkernel.errors import Unavailable
+from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, TaskRow, WalRow, Writes
+from hubsvc.storage.group_commit import GroupCommitStore
 from netkernel.files import private_database
 from netkernel.log_hygiene import mute_parameter_echo
 
@@ -60,7 +56,6 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE INDEX IF NOT EXISTS audit_kind ON audit(kind, audit_id);
 """
 
-_MAX_GROUP = 2000  # bundles merged into one transaction at most
 _WAL_INSERT = (
     "INSERT INTO wal(channel_id, seq, envelope_id, sender_id, event_type, idem_key, text, created_at, data) VALUES "
 )
@@ -81,19 +76,16 @@ def _wal_params(rows: list[WalRow]) -> list[Any]:
     return params
 
 
-class SqliteHubStore(HubStore):
+class SqliteHubStore(GroupCommitStore):
     """The default hub store: one SQLite file."""
 
     def __init__(self, path: Path | str, *, synchronous: str = "NORMAL") -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        super().__init__()
         self._path = str(path)
         self._synchronous = synchronous.upper()
         self._db: aiosqlite.Connection | None = None
-        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
-        self._fenced: set[str] = set()
-        """Channels whose last write failed; their later bundles fail until lift_fence."""
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -113,111 +105,14 @@ class SqliteHubStore(HubStore):
         await self._db.execute("PRAGMA busy_timeout=5000")
         await self._db.execute("PRAGMA cache_size=-65536")
         await self._db.executescript(_SCHEMA)
-        self._writer = asyncio.create_task(self._write_loop(), name="hub-store-writer")
+        self._start_writer()
 
     async def close(self) -> None:
-        """Drain the queue, stop the writer and close the file."""
-        if self._writer is not None:
-            await self._enqueue(_Item(Writes()))
-            self._writer.cancel()
-            try:
-                await self._writer
-            except asyncio.CancelledError:
-                pass
-            self._writer = None
+        """Write everything queued, stop the writer and close the file."""
+        await self._stop_writer()
         if self._db is not None:
             await self._db.close()
             self._db = None
-
-    def submit(self, writes: Writes) -> asyncio.Future[None]:
-        """Enqueue ``writes``; the future resolves when its group is committed."""
-        return self._enqueue(_Item(writes))
-
-    def lift_fence(self, channel_id: str) -> asyncio.Future[None]:
-        """Enqueue the end of ``channel_id``'s fence (see :meth:`HubStore.submit`)."""
-        return self._enqueue(_Item(Writes(), unfence=channel_id))
-
-    def _enqueue(self, item: _Item) -> asyncio.Future[None]:
-        if self._writer is None:
-            raise RuntimeError("SqliteHubStore is not open")
-        self._queue.put_nowait(item)
-        return item.fut
-
-    async def _write_loop(self) -> None:
-        while True:
-            group = [await self._queue.get()]
-            while len(group) < _MAX_GROUP and not self._queue.empty():
-                group.append(self._queue.get_nowait())
-            run: list[_Item] = []
-            cursors: list[_Item] = []
-            for item in group:
-                if item.writes.only_cursors():
-                    cursors.append(item)  # advisory: written once the others' callers are answered
-                elif item.unfence is None:
-                    run.append(item)
-                else:
-                    # Bundles before the marker still see the fence; those after it do not.
-                    await self._commit_run(run)
-                    run = []
-                    self._fenced.discard(item.unfence)
-                    _resolve(item.fut)
-            await self._commit_run(run)
-            await self._commit_run(cursors)
-
-    async def _commit_run(self, run: list[_Item]) -> None:
-        """Commit a run of bundles in one transaction; if that fails, one bundle per transaction."""
-        run = [item for item in run if not self._refuse_fenced(item)]
-        if not run:
-            return
-        try:
-            await self._apply([item.writes for item in run])
-        except Exception as exc:
-            if len(run) == 1:
-                self._fail(run[0], exc)
-                return
-            log.warning("group commit of %d bundles failed (%s); writing them one by one", len(run), exc)
-            for item in run:
-                if self._refuse_fenced(item):  # an earlier bundle of this run failed on the same channel
-                    continue
-                try:
-                    await self._apply([item.writes])
-                except Exception as one:
-                    self._fail(item, one)
-                else:
-                    _resolve(item.fut)
-            return
-        for item in run:
-            _resolve(item.fut)
-
-    def _refuse_fenced(self, item: _Item) -> bool:
-        """Fail ``item`` if it writes a fenced channel (an earlier write to it failed); True if so."""
-        if not self._fenced:
-            return False
-        fenced = self._fenced.intersection(_channels_of(item.writes))
-        if not fenced:
-            return False
-        channel_id = min(fenced)
-        if not item.fut.done():
-            item.fut.set_exception(
-                Unavailable(
-                    f"an earlier write to channel '{channel_id}' failed, so this one was not written (no gap is "
-                    "ever committed); the hub is rebuilding the channel from storage — retry.",
-                    metadata={"channel_id": channel_id, "cause": "store_write_failed"},
-                )
-            )
-        return True
-
-    def _fail(self, item: _Item, exc: Exception) -> None:
-        """A bundle could not be written: fail its caller alone and fence its channels."""
-        log.error("a write bundle failed and was rolled back: %r", exc)
-        self._fenced.update(_channels_of(item.writes))
-        if not item.fut.done():
-            err = Unavailable(
-                f"the hub could not store this write ({type(exc).__name__}); nothing of it was written — retry.",
-                metadata={"cause": "store_write_failed"},
-            )
-            err.__cause__ = exc
-            item.fut.set_exception(err)
 
     async def _apply(self, group: list[Writes]) -> None:
         """Write the bundles in one atomic transaction (or one statement); raises, rolled back, on failure."""
@@ -470,25 +365,6 @@ class SqliteHubStore(HubStore):
         sql += " ORDER BY audit_id LIMIT ?"
         params.append(limit)
         return [AuditRow(*r) for r in await self._fetchall(sql, params)]
-
-
-@dataclass(slots=True)
-class _Item:
-    """A queued bundle, or (``unfence`` set) the marker lifting a channel's fence."""
-
-    writes: Writes
-    unfence: str | None = None
-    fut: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-def _channels_of(writes: Writes) -> set[str]:
-    """The channels a bundle writes (WAL rows or channel rows)."""
-    return {w.channel_id for w in writes.wal} | {c.channel_id for c in writes.channels}
 
 
 def _execution_params(e: ExecutionRow) -> tuple[Any, ...]:
