@@ -51,6 +51,42 @@ _TURN_EVENT_TYPES = frozenset({EV_TEXT, EV_PACKET})
 """The substantive event types whose live deliveries carry ``Delivery.can_send``."""
 
 
+class _Signal:
+    """An asyncio event for one waiter at a time, without ``asyncio.Event``'s waiter deque.
+
+    A hub keeps a session per connected participant, most of them idle; each session's two
+    events cost about 2 KiB as ``asyncio.Event`` and a few dozen bytes as this. Each signal
+    of a session has one waiter by construction (the stream's writer, the replay task)."""
+
+    __slots__ = ("_set", "_waiter")
+
+    def __init__(self, value: bool = False) -> None:
+        self._set = value
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        """Set the flag and wake the waiter, if any."""
+        self._set = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def clear(self) -> None:
+        """Reset the flag."""
+        self._set = False
+
+    async def wait(self) -> None:
+        """Return once the flag is set (at once if it is)."""
+        if self._set:
+            return
+        assert self._waiter is None, "a session signal has one waiter at a time"
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+
 def is_expired(wire: envelope_pb2.Envelope, now: float) -> bool:
     """True when the envelope's own TTL ran out."""
     if not wire.HasField("ttl_seconds") or not wire.created_at:
@@ -120,9 +156,8 @@ class Session:
         self._counter = itertools.count()
         self._control: deque[tuple[connect_pb2.ConnectResponse, int]] = deque()
         self._pong: tuple[connect_pb2.ConnectResponse, int] | None = None
-        self._wakeup = asyncio.Event()
-        self._room = asyncio.Event()
-        self._room.set()
+        self._wakeup = _Signal()
+        self._room = _Signal(True)
         self._in_flight = 0
         self._cursors: dict[str, _ChannelCursor] = {}
         self._replaying = True
