@@ -44,32 +44,44 @@ crash depends on its persistence settings: :meth:`open` reads ``appendonly`` /
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, cast
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any, ParamSpec, TypeVar, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions
 
 from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, TaskRow, WalRow, Writes
 from hubsvc.storage.group_commit import GroupCommitStore
+from netkernel.errors import Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
 
 DEFAULT_PREFIX = "agentnet:hub:"
+DEFAULT_TIMEOUT = 5.0
+"""Seconds a Redis connect or call may take before it fails (``--redis-timeout``)."""
 _TEXT_SCAN_CHUNK = 2000
 """EV_TEXT rows one search script call examines at most (it blocks Redis while it runs)."""
 _PAGE = 1000
 """Ids read per call where a read pages through an index."""
 
-# The commit script. ARGV[1] = number of check ops; then the check ops; then the write ops.
-# Each op is an opcode followed by its operands; key operands are 1-based indexes into KEYS.
-# Returns {1} when written, {0, reason} (having written nothing) on a conflict.
+# The commit script. ARGV[1] = the deadline in microseconds of Redis's TIME (0 = none); ARGV[2] =
+# number of check ops; then the check ops; then the write ops. Each op is an opcode followed by its
+# operands; key operands are 1-based indexes into KEYS. Returns {1} when written, {0, reason}
+# (having written nothing) on a conflict, {2, reason} (nothing written) when it runs after its deadline.
 _COMMIT = """#!lua
 local a = ARGV
 local function k(i) return KEYS[tonumber(a[i])] end
-local nchecks, i = tonumber(a[1]), 2
+local deadline = tonumber(a[1])
+if deadline > 0 then
+  local now = redis.call('TIME')
+  local late = tonumber(now[1]) * 1000000 + tonumber(now[2]) - deadline
+  if late > 0 then return {2, 'the commit reached Redis ' .. late .. ' us after its deadline'} end
+end
+local nchecks, i = tonumber(a[2]), 3
 for _ = 1, nchecks do
   local op = a[i]
   if op == 'seq' then
@@ -207,19 +219,62 @@ class StoreUnreachable(ConnectionError):
     """Redis did not answer when the store was opened."""
 
 
+class StoreLate(Exception):
+    """A commit script ran after its deadline (the hub had given up waiting); it wrote nothing."""
+
+
+#: What a Redis that does not answer (in time) raises: the store's failures no bundle causes.
+_UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, StoreLate)
+
+_R = TypeVar("_R")
+_P = ParamSpec("_P")
+
+
+def _unavailable(exc: Exception) -> Unavailable:
+    """The client-facing error of a read Redis did not answer."""
+    err = Unavailable(
+        f"the hub's store (Redis) did not answer ({type(exc).__name__}); nothing was changed — retry.",
+        metadata={"cause": "store_unreachable"},
+    )
+    err.__cause__ = exc
+    return err
+
+
+def _read(fn: Callable[_P, Coroutine[Any, Any, _R]]) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """A read that fails with UNAVAILABLE (not a bug's INTERNAL) when Redis does not answer in time."""
+
+    @functools.wraps(fn)
+    async def read(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await fn(*args, **kwargs)
+        except _UNREACHABLE as exc:
+            raise _unavailable(exc) from exc
+
+    return read
+
+
 class RedisHubStore(GroupCommitStore):
     """The hub's state in Redis (one server; see the module docstring for the key layout).
 
-    ``url_or_client`` is a Redis URL (the store creates and closes its client) or a
-    ``redis.asyncio.Redis`` built with ``decode_responses=False`` (the caller keeps it).
+    ``url_or_client`` is a Redis URL (the store creates and closes its client, whose connects
+    and calls give up after ``timeout`` seconds) or a ``redis.asyncio.Redis`` built with
+    ``decode_responses=False`` (the caller keeps it and sets its timeouts; ``timeout`` then
+    only sets the commit deadline).
     """
 
-    def __init__(self, url_or_client: str | aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self, url_or_client: str | aioredis.Redis, *, prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
         super().__init__()
         if "{" in prefix or "}" in prefix:
             raise ValueError(f"the key prefix may not contain braces (they delimit hash tags): {prefix!r}")
+        if not 0 < timeout < float("inf"):
+            raise ValueError(f"the Redis timeout must be a positive number of seconds, not {timeout!r}")
+        self._timeout = timeout
         if isinstance(url_or_client, str):
-            self._client: aioredis.Redis = aioredis.Redis.from_url(url_or_client)
+            self._client: aioredis.Redis = aioredis.Redis.from_url(
+                url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout
+            )
             self._owns_client = True
         else:
             if url_or_client.connection_pool.connection_kwargs.get("decode_responses"):
@@ -290,23 +345,39 @@ class RedisHubStore(GroupCommitStore):
     # -- writes ------------------------------------------------------------------------
 
     async def _apply(self, group: list[Writes]) -> None:
-        """Write the bundles with one script call; raise :class:`StoreConflict` (nothing written) on a conflict."""
+        """Write the bundles with one script call; raise :class:`StoreConflict` (nothing written) on a conflict.
+
+        The script carries a deadline, ``timeout`` after it is sent: one that reaches a stalled
+        Redis only after the store gave up on it (and failed its callers) writes nothing.
+        """
         plan = _Plan(self)
         for writes in group:
             plan.add(writes)
         if plan.empty:
             return
-        result = cast("list[Any]", await self._commit_script(keys=plan.keys, args=plan.args()))
+        deadline = int((time.time() + self._timeout) * 1_000_000)
+        result = cast("list[Any]", await self._commit_script(keys=plan.keys, args=[deadline, *plan.args()]))
+        if int(result[0]) == 2:
+            raise StoreLate(
+                f"{_text(result[1])}: Redis stalled, or its clock is ahead of this host's by more than the "
+                "--redis-timeout (keep both on NTP)"
+            )
         if int(result[0]) != 1:
             raise StoreConflict(_text(result[1]))
 
+    def _retry_alone(self, exc: Exception) -> bool:
+        """A conflict is one bundle's; a Redis that did not answer fails the whole group at once."""
+        return not isinstance(exc, _UNREACHABLE)
+
     # -- reads -------------------------------------------------------------------------
 
+    @_read
     async def load_agents(self) -> list[AgentRow]:
         """Every identity."""
         rows = await self._client.hgetall(self._g + "agents")
         return [_agent(_text(agent_id), _bytes(packed)) for agent_id, packed in rows.items()]
 
+    @_read
     async def load_live_channels(self) -> list[ChannelRow]:
         """Channels not yet ended."""
         ids = sorted(_text(m) for m in await self._client.smembers(self._g + "channels:live"))
@@ -322,10 +393,12 @@ class RedisHubStore(GroupCommitStore):
             out.append(None if record is None else ChannelRow(channel_id, live == b"1", bytes(record), bytes(seed)))
         return out
 
+    @_read
     async def get_channel(self, channel_id: str) -> ChannelRow | None:
         """One channel."""
         return (await self._channels([channel_id]))[0]
 
+    @_read
     async def list_channels_for(self, agent_id: str, *, include_ended: bool, limit: int) -> list[ChannelRow]:
         """Channels of one member, newest first (by first write, like SQLite's rowid)."""
         key = self._g + "member_channels:" + agent_id
@@ -341,6 +414,7 @@ class RedisHubStore(GroupCommitStore):
             start += _PAGE
         return out[:limit]
 
+    @_read
     async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
         """A seq range of one channel."""
         entries = await self._client.xrange(
@@ -358,7 +432,7 @@ class RedisHubStore(GroupCommitStore):
         for channel_id in channel_ids:
             key, low = self._c(channel_id, "wal"), "-"
             while True:
-                entries = await self._client.xrange(key, min=low, max="+", count=batch)
+                entries = await self._wal_page(key, low, batch)
                 if not entries:
                     break
                 low = "(" + _text(entries[-1][0] or b"")
@@ -366,11 +440,16 @@ class RedisHubStore(GroupCommitStore):
                 if len(entries) < batch:
                     break
 
+    @_read
+    async def _wal_page(self, key: str, low: str, batch: int) -> Any:
+        return await self._client.xrange(key, min=low, max="+", count=batch)
+
     async def _envelope_at(self, channel_id: str, seq: int) -> bytes | None:
         entries = await self._client.xrange(self._c(channel_id, "wal"), min=f"{seq}-0", max=f"{seq}-0")
         datas = _datas(entries)
         return datas[0] if datas else None
 
+    @_read
     async def find_envelope(self, envelope_id: str) -> bytes | None:
         """Envelope by id (the global index names its channel and seq)."""
         where = await self._client.hget(self._g + "envelopes", envelope_id)
@@ -379,15 +458,18 @@ class RedisHubStore(GroupCommitStore):
         channel_id, seq = _unpack(_bytes(where))
         return await self._envelope_at(channel_id.decode(), int(seq))
 
+    @_read
     async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
         """The envelope written under an idempotency key."""
         seq = await self._client.hget(self._c(channel_id, "idem"), _idem_field(sender_id, key))
         return None if seq is None else await self._envelope_at(channel_id, int(seq))
 
+    @_read
     async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:
         """ASCII-case-insensitive substring search over EV_TEXT bodies (an exact scan, chunked per call)."""
         return await self._texts(channel_ids, "q", query, limit)
 
+    @_read
     async def texts_from(self, channel_ids: Sequence[str], sender_id: str, limit: int) -> list[bytes]:
         """Latest texts of one sender."""
         return await self._texts(channel_ids, "s", sender_id, limit)
@@ -421,11 +503,13 @@ class RedisHubStore(GroupCommitStore):
             found_entries = await pipe.execute()
         return [bytes(entries[0][1][b"d"]) for entries in found_entries if entries]
 
+    @_read
     async def load_cursors(self, agent_id: str) -> dict[str, int]:
         """Ack cursors of one agent."""
         rows = await self._client.hgetall(self._g + "cursors:" + agent_id)
         return {_text(k): int(v) for k, v in rows.items()}
 
+    @_read
     async def load_tasks(self, *, live_only: bool) -> list[TaskRow]:
         """Tasks."""
         if live_only:
@@ -451,10 +535,12 @@ class RedisHubStore(GroupCommitStore):
             out.append(TaskRow(task_id, owner.decode(), channel.decode(), not is_live, bytes(record)))
         return out
 
+    @_read
     async def get_task(self, task_id: str) -> TaskRow | None:
         """One task."""
         return (await self._tasks([task_id]))[0]
 
+    @_read
     async def load_running_executions(self) -> list[ExecutionRow]:
         """Executions still marked running."""
         ids = sorted(_text(m) for m in await self._client.smembers(self._g + "exec:running"))
@@ -472,6 +558,7 @@ class RedisHubStore(GroupCommitStore):
             out.append(ExecutionRow(execution_id, root, caller, target, True, float(started), bytes(record)))
         return out
 
+    @_read
     async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:
         """Executions of one root session, or of every root session ``member_id`` took part in (all when "")."""
         count = limit if limit >= 0 else -1
@@ -495,6 +582,7 @@ class RedisHubStore(GroupCommitStore):
         records = await self._client.hmget(self._g + "exec", ids)
         return [_bytes(r) for r in records if r is not None]
 
+    @_read
     async def root_session_members(self, root_session_id: str) -> set[str]:
         """Callers and targets of a root session's executions."""
         members = await self._client.zrange(self._g + "exec:root:" + root_session_id, 0, -1)
@@ -509,6 +597,7 @@ class RedisHubStore(GroupCommitStore):
                 out.update((caller.decode(), target.decode()))
         return out
 
+    @_read
     async def list_audit(self, *, kind: str, subject_id: str, after_id: int, limit: int) -> list[AuditRow]:
         """Audit records in id order (paging the most selective index, filtering by the other field)."""
         if subject_id:
