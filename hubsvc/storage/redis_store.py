@@ -70,14 +70,15 @@ _PAGE = 1000
 
 # The commit script. ARGV[1] = the deadline in microseconds of Redis's TIME (0 = none); ARGV[2] =
 # number of check ops; then the check ops; then the write ops. Each op is an opcode followed by its
-# operands; key operands are 1-based indexes into KEYS. Returns {1} when written, {0, reason}
-# (having written nothing) on a conflict, {2, reason} (nothing written) when it runs after its deadline.
+# operands; key operands are 1-based indexes into KEYS. Returns {1, seconds, microseconds} (Redis's
+# TIME when it ran) when written, {0, reason} (having written nothing) on a conflict, {2, reason}
+# (nothing written) when it runs after its deadline.
 _COMMIT = """#!lua
 local a = ARGV
 local function k(i) return KEYS[tonumber(a[i])] end
 local deadline = tonumber(a[1])
+local now = redis.call('TIME')
 if deadline > 0 then
-  local now = redis.call('TIME')
   local late = tonumber(now[1]) * 1000000 + tonumber(now[2]) - deadline
   if late > 0 then return {2, 'the commit reached Redis ' .. late .. ' us after its deadline'} end
 end
@@ -179,7 +180,7 @@ while i <= #a do
     return redis.error_reply('unknown write op ' .. tostring(op))
   end
 end
-return {1}
+return {1, now[1], now[2]}
 """
 
 # Scan EV_TEXT rows of one channel newest first, at most ARGV[2] rows from ARGV[1] ("+" or an
@@ -271,6 +272,8 @@ class RedisHubStore(GroupCommitStore):
         if not 0 < timeout < float("inf"):
             raise ValueError(f"the Redis timeout must be a positive number of seconds, not {timeout!r}")
         self._timeout = timeout
+        self._offset_us = 0.0
+        """Redis's clock minus this host's, in microseconds, as last measured (see :meth:`_redis_now_us`)."""
         if isinstance(url_or_client, str):
             self._client: aioredis.Redis = aioredis.Redis.from_url(
                 url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout
@@ -313,6 +316,7 @@ class RedisHubStore(GroupCommitStore):
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise StoreUnreachable(f"cannot reach Redis at {self.address}: {exc}") from exc
         await self._check_durability()
+        await self._measure_offset()
         self._start_writer()
 
     async def _check_durability(self) -> None:
@@ -347,23 +351,42 @@ class RedisHubStore(GroupCommitStore):
     async def _apply(self, group: list[Writes]) -> None:
         """Write the bundles with one script call; raise :class:`StoreConflict` (nothing written) on a conflict.
 
-        The script carries a deadline, ``timeout`` after it is sent: one that reaches a stalled
-        Redis only after the store gave up on it (and failed its callers) writes nothing.
+        The script carries a deadline, ``timeout`` after it is sent, in Redis's own clock (the
+        offset is measured, see :meth:`_learn_offset`): one that reaches a stalled Redis only
+        after the store gave up on it (and failed its callers) writes nothing.
         """
         plan = _Plan(self)
         for writes in group:
             plan.add(writes)
         if plan.empty:
             return
-        deadline = int((time.time() + self._timeout) * 1_000_000)
+        sent = time.monotonic()
+        deadline = int(sent * 1_000_000 + self._offset_us + self._timeout * 1_000_000)
         result = cast("list[Any]", await self._commit_script(keys=plan.keys, args=[deadline, *plan.args()]))
         if int(result[0]) == 2:
-            raise StoreLate(
-                f"{_text(result[1])}: Redis stalled, or its clock is ahead of this host's by more than the "
-                "--redis-timeout (keep both on NTP)"
-            )
+            await self._measure_offset()  # in case Redis's clock was stepped since the last measurement
+            raise StoreLate(f"{_text(result[1])}: Redis stalled longer than the --redis-timeout")
         if int(result[0]) != 1:
             raise StoreConflict(_text(result[1]))
+        self._learn_offset(int(result[1]) * 1_000_000 + int(result[2]), sent, time.monotonic())
+
+    async def _measure_offset(self) -> None:
+        """Measure Redis's clock against this host's monotonic clock with one TIME call."""
+        sent = time.monotonic()
+        seconds, micros = await self._client.time()
+        self._learn_offset(seconds * 1_000_000 + micros, sent, time.monotonic())
+
+    def _learn_offset(self, redis_us: int, sent: float, answered: float) -> None:
+        """Learn Redis's clock (its TIME, read between ``sent`` and ``answered`` on this host's
+        monotonic clock) as an offset from this host's monotonic clock.
+
+        The deadline a commit carries is in Redis's clock, so the hosts' clocks need not agree
+        and a step of this host's wall clock changes nothing: only the measurement's error
+        (half a quick round trip) and the drift since the last commit count. A slow answer (a
+        stall) measures nothing and is not used; a commit refused as late measures again."""
+        if answered - sent > min(0.1, self._timeout / 2):
+            return
+        self._offset_us = redis_us - (sent + answered) / 2 * 1_000_000
 
     def _retry_alone(self, exc: Exception) -> bool:
         """A conflict is one bundle's; a Redis that did not answer fails the whole group at once."""

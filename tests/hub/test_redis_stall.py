@@ -1,4 +1,5 @@
-"""A stalled Redis (SIGSTOP) fails the hub's writes and reads with UNAVAILABLE instead of blocking them.
+"""A stalled Redis (SIGSTOP) fails the hub's writes and reads with UNAVAILABLE instead of blocking them;
+a commit that reaches Redis after its deadline (in Redis's clock, whatever this host's says) writes nothing.
 
 Each test freezes its own redis-server (not the session's, which other tests share).
 """
@@ -87,6 +88,30 @@ async def test_a_commit_and_a_read_on_a_frozen_redis_fail_unavailable_and_write_
         await store.commit(Writes(wal=[row("c1", 2)]))
         await store.commit(Writes(wal=[row("c2", 1)]))
         assert len(await store.read_wal("c1", 0, 0, 0)) == 2 and len(await store.read_wal("c2", 0, 0, 0)) == 1
+    finally:
+        await observer.aclose()
+        await store.close()
+
+
+async def test_a_step_of_redis_clock_fails_one_commit_then_the_offset_is_measured_again(
+    own_redis: RedisServer,
+) -> None:
+    store = RedisHubStore(own_redis.url(), prefix="step:", timeout=0.5)
+    await store.open()
+    observer = aioredis.Redis.from_url(own_redis.url())
+    try:
+        await store.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1)]))
+        before = await dump(observer)
+        # As if Redis's clock had been stepped an hour forward since the store measured it: the next
+        # deadline lies in Redis's past, so that script refuses itself; the store then measures again.
+        store._offset_us -= 3600 * 1_000_000
+        with pytest.raises(Unavailable) as late:
+            await store.commit(Writes(wal=[row("c1", 2)]))
+        assert late.value.metadata["cause"] == "store_write_failed"
+        assert await dump(observer) == before
+        await store.lift_fence("c1")
+        await store.commit(Writes(wal=[row("c1", 2)]))
+        assert len(await store.read_wal("c1", 0, 0, 0)) == 2
     finally:
         await observer.aclose()
         await store.close()
