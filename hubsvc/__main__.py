@@ -23,7 +23,7 @@ def make_store(config: HubConfig) -> HubStore:
     """The store ``--store`` names: the SQLite file (--db), or Redis at the URL."""
     if config.store == "sqlite":
         return SqliteHubStore(config.database, synchronous=config.synchronous)
-    return RedisHubStore(config.store)
+    return RedisHubStore(config.store, timeout=config.redis_timeout)
 
 
 async def run(config: HubConfig, *, arbiter: Arbiter | None = None) -> None:

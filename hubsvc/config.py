@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hubsvc.core.options import HubOptions
+from hubsvc.storage.redis_store import DEFAULT_TIMEOUT as DEFAULT_REDIS_TIMEOUT
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 from servicekit.tls import ServerTls, add_tls_arguments, env_flag, tls_from_args
 
@@ -32,6 +33,8 @@ class HubConfig:
     store: str = "sqlite"
     """Where the hub keeps its state: "sqlite" (the --db file) or a ``redis://HOST:PORT/DB`` URL
     (AGENTNET_HUB_STORE; docs/scale-out.md)."""
+    redis_timeout: float = DEFAULT_REDIS_TIMEOUT
+    """Seconds a Redis connect or call may take before it fails with UNAVAILABLE (AGENTNET_HUB_REDIS_TIMEOUT)."""
     log_level: str = "INFO"
     """Logging level (AGENTNET_LOG_LEVEL)."""
     synchronous: str = "NORMAL"
@@ -213,6 +216,15 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         d.store,
         "where the hub keeps its state: 'sqlite' (the --db file) or redis://HOST:PORT/DB (docs/scale-out.md)",
     )
+    _flag(
+        parser,
+        "--redis-timeout",
+        "AGENTNET_HUB_REDIS_TIMEOUT",
+        d.redis_timeout,
+        "with --store redis://: seconds a Redis connect or call may take; a stalled Redis then fails the "
+        "writes of that commit and the reads waiting on it with UNAVAILABLE instead of blocking them",
+        type=float,
+    )
     _flag(parser, "--log-level", "AGENTNET_LOG_LEVEL", d.log_level, "log level")
     _flag(
         parser,
@@ -371,6 +383,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         check_store(args.store)
     except ValueError as exc:
         parser.error(f"--store (AGENTNET_HUB_STORE) {exc}")
+    if not 0 < args.redis_timeout <= 3600:
+        parser.error("--redis-timeout (AGENTNET_HUB_REDIS_TIMEOUT) must be in (0, 3600] seconds")
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
     for flag, *_ in _SIZE_FLAGS:
@@ -402,6 +416,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         data_dir=args.data_dir,
         db_path=args.db,
         store=args.store,
+        redis_timeout=args.redis_timeout,
         log_level=args.log_level,
         synchronous=args.synchronous,
         invite_ack_timeout=args.invite_ack_timeout,

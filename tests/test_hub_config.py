@@ -114,3 +114,18 @@ def test_the_store_is_a_flag_and_an_environment_variable(
             parse_args(["--store", bad])
         err = capsys.readouterr().err
         assert "--store (AGENTNET_HUB_STORE)" in err and why in err, err
+
+
+def test_the_redis_timeout_is_a_flag_and_an_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    assert parse_args([]).redis_timeout == 5.0
+    assert parse_args(["--redis-timeout", "0.25"]).redis_timeout == 0.25
+    monkeypatch.setenv("AGENTNET_HUB_REDIS_TIMEOUT", "12")
+    assert parse_args([]).redis_timeout == 12.0
+    for bad in ("0", "-1", "nan", "3601"):
+        with pytest.raises(SystemExit):
+            parse_args(["--redis-timeout", bad])
+        assert "--redis-timeout (AGENTNET_HUB_REDIS_TIMEOUT) must be in (0, 3600] seconds" in capsys.readouterr().err

@@ -41,6 +41,14 @@ class GroupCommitStore(HubStore):
     async def _apply(self, group: list[Writes]) -> None:
         """Write the bundles, in order, all or nothing; raise (having written nothing) on failure."""
 
+    def _retry_alone(self, exc: Exception) -> bool:
+        """Whether a group that failed with ``exc`` is written again one bundle per call.
+
+        True by default (one bundle may be at fault); a backend returns False for a failure
+        that no bundle causes (the store did not answer), so each bundle is not tried again.
+        """
+        return True
+
     def _start_writer(self) -> None:
         """Start the writer task (call from ``open``)."""
         self._writer = asyncio.create_task(self._write_loop(), name="hub-store-writer")
@@ -110,8 +118,9 @@ class GroupCommitStore(HubStore):
         try:
             await self._apply([item.writes for item in run])
         except Exception as exc:
-            if len(run) == 1:
-                self._fail(run[0], exc)
+            if len(run) == 1 or not self._retry_alone(exc):
+                for item in run:
+                    self._fail(item, exc)
                 return
             log.warning("group commit of %d bundles failed (%s); writing them one by one", len(run), exc)
             for item in run:

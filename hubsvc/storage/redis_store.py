@@ -44,32 +44,45 @@ crash depends on its persistence settings: :meth:`open` reads ``appendonly`` /
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, cast
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any, ParamSpec, TypeVar, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions
 
 from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, TaskRow, WalRow, Writes
 from hubsvc.storage.group_commit import GroupCommitStore
+from netkernel.errors import Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
 
 DEFAULT_PREFIX = "agentnet:hub:"
+DEFAULT_TIMEOUT = 5.0
+"""Seconds a Redis connect or call may take before it fails (``--redis-timeout``)."""
 _TEXT_SCAN_CHUNK = 2000
 """EV_TEXT rows one search script call examines at most (it blocks Redis while it runs)."""
 _PAGE = 1000
 """Ids read per call where a read pages through an index."""
 
-# The commit script. ARGV[1] = number of check ops; then the check ops; then the write ops.
-# Each op is an opcode followed by its operands; key operands are 1-based indexes into KEYS.
-# Returns {1} when written, {0, reason} (having written nothing) on a conflict.
+# The commit script. ARGV[1] = the deadline in microseconds of Redis's TIME (0 = none); ARGV[2] =
+# number of check ops; then the check ops; then the write ops. Each op is an opcode followed by its
+# operands; key operands are 1-based indexes into KEYS. Returns {1, seconds, microseconds} (Redis's
+# TIME when it ran) when written, {0, reason} (having written nothing) on a conflict, {2, reason}
+# (nothing written) when it runs after its deadline.
 _COMMIT = """#!lua
 local a = ARGV
 local function k(i) return KEYS[tonumber(a[i])] end
-local nchecks, i = tonumber(a[1]), 2
+local deadline = tonumber(a[1])
+local now = redis.call('TIME')
+if deadline > 0 then
+  local late = tonumber(now[1]) * 1000000 + tonumber(now[2]) - deadline
+  if late > 0 then return {2, 'the commit reached Redis ' .. late .. ' us after its deadline'} end
+end
+local nchecks, i = tonumber(a[2]), 3
 for _ = 1, nchecks do
   local op = a[i]
   if op == 'seq' then
@@ -167,7 +180,7 @@ while i <= #a do
     return redis.error_reply('unknown write op ' .. tostring(op))
   end
 end
-return {1}
+return {1, now[1], now[2]}
 """
 
 # Scan EV_TEXT rows of one channel newest first, at most ARGV[2] rows from ARGV[1] ("+" or an
@@ -207,19 +220,64 @@ class StoreUnreachable(ConnectionError):
     """Redis did not answer when the store was opened."""
 
 
+class StoreLate(Exception):
+    """A commit script ran after its deadline (the hub had given up waiting); it wrote nothing."""
+
+
+#: What a Redis that does not answer (in time) raises: the store's failures no bundle causes.
+_UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, StoreLate)
+
+_R = TypeVar("_R")
+_P = ParamSpec("_P")
+
+
+def _unavailable(exc: Exception) -> Unavailable:
+    """The client-facing error of a read Redis did not answer."""
+    err = Unavailable(
+        f"the hub's store (Redis) did not answer ({type(exc).__name__}); nothing was changed — retry.",
+        metadata={"cause": "store_unreachable"},
+    )
+    err.__cause__ = exc
+    return err
+
+
+def _read(fn: Callable[_P, Coroutine[Any, Any, _R]]) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """A read that fails with UNAVAILABLE (not a bug's INTERNAL) when Redis does not answer in time."""
+
+    @functools.wraps(fn)
+    async def read(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await fn(*args, **kwargs)
+        except _UNREACHABLE as exc:
+            raise _unavailable(exc) from exc
+
+    return read
+
+
 class RedisHubStore(GroupCommitStore):
     """The hub's state in Redis (one server; see the module docstring for the key layout).
 
-    ``url_or_client`` is a Redis URL (the store creates and closes its client) or a
-    ``redis.asyncio.Redis`` built with ``decode_responses=False`` (the caller keeps it).
+    ``url_or_client`` is a Redis URL (the store creates and closes its client, whose connects
+    and calls give up after ``timeout`` seconds) or a ``redis.asyncio.Redis`` built with
+    ``decode_responses=False`` (the caller keeps it and sets its timeouts; ``timeout`` then
+    only sets the commit deadline).
     """
 
-    def __init__(self, url_or_client: str | aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self, url_or_client: str | aioredis.Redis, *, prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
         super().__init__()
         if "{" in prefix or "}" in prefix:
             raise ValueError(f"the key prefix may not contain braces (they delimit hash tags): {prefix!r}")
+        if not 0 < timeout < float("inf"):
+            raise ValueError(f"the Redis timeout must be a positive number of seconds, not {timeout!r}")
+        self._timeout = timeout
+        self._offset_us = 0.0
+        """Redis's clock minus this host's, in microseconds, as last measured (see :meth:`_redis_now_us`)."""
         if isinstance(url_or_client, str):
-            self._client: aioredis.Redis = aioredis.Redis.from_url(url_or_client)
+            self._client: aioredis.Redis = aioredis.Redis.from_url(
+                url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout
+            )
             self._owns_client = True
         else:
             if url_or_client.connection_pool.connection_kwargs.get("decode_responses"):
@@ -258,6 +316,7 @@ class RedisHubStore(GroupCommitStore):
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise StoreUnreachable(f"cannot reach Redis at {self.address}: {exc}") from exc
         await self._check_durability()
+        await self._measure_offset()
         self._start_writer()
 
     async def _check_durability(self) -> None:
@@ -290,23 +349,58 @@ class RedisHubStore(GroupCommitStore):
     # -- writes ------------------------------------------------------------------------
 
     async def _apply(self, group: list[Writes]) -> None:
-        """Write the bundles with one script call; raise :class:`StoreConflict` (nothing written) on a conflict."""
+        """Write the bundles with one script call; raise :class:`StoreConflict` (nothing written) on a conflict.
+
+        The script carries a deadline, ``timeout`` after it is sent, in Redis's own clock (the
+        offset is measured, see :meth:`_learn_offset`): one that reaches a stalled Redis only
+        after the store gave up on it (and failed its callers) writes nothing.
+        """
         plan = _Plan(self)
         for writes in group:
             plan.add(writes)
         if plan.empty:
             return
-        result = cast("list[Any]", await self._commit_script(keys=plan.keys, args=plan.args()))
+        sent = time.monotonic()
+        deadline = int(sent * 1_000_000 + self._offset_us + self._timeout * 1_000_000)
+        result = cast("list[Any]", await self._commit_script(keys=plan.keys, args=[deadline, *plan.args()]))
+        if int(result[0]) == 2:
+            await self._measure_offset()  # in case Redis's clock was stepped since the last measurement
+            raise StoreLate(f"{_text(result[1])}: Redis stalled longer than the --redis-timeout")
         if int(result[0]) != 1:
             raise StoreConflict(_text(result[1]))
+        self._learn_offset(int(result[1]) * 1_000_000 + int(result[2]), sent, time.monotonic())
+
+    async def _measure_offset(self) -> None:
+        """Measure Redis's clock against this host's monotonic clock with one TIME call."""
+        sent = time.monotonic()
+        seconds, micros = await self._client.time()
+        self._learn_offset(seconds * 1_000_000 + micros, sent, time.monotonic())
+
+    def _learn_offset(self, redis_us: int, sent: float, answered: float) -> None:
+        """Learn Redis's clock (its TIME, read between ``sent`` and ``answered`` on this host's
+        monotonic clock) as an offset from this host's monotonic clock.
+
+        The deadline a commit carries is in Redis's clock, so the hosts' clocks need not agree
+        and a step of this host's wall clock changes nothing: only the measurement's error
+        (half a quick round trip) and the drift since the last commit count. A slow answer (a
+        stall) measures nothing and is not used; a commit refused as late measures again."""
+        if answered - sent > min(0.1, self._timeout / 2):
+            return
+        self._offset_us = redis_us - (sent + answered) / 2 * 1_000_000
+
+    def _retry_alone(self, exc: Exception) -> bool:
+        """A conflict is one bundle's; a Redis that did not answer fails the whole group at once."""
+        return not isinstance(exc, _UNREACHABLE)
 
     # -- reads -------------------------------------------------------------------------
 
+    @_read
     async def load_agents(self) -> list[AgentRow]:
         """Every identity."""
         rows = await self._client.hgetall(self._g + "agents")
         return [_agent(_text(agent_id), _bytes(packed)) for agent_id, packed in rows.items()]
 
+    @_read
     async def load_live_channels(self) -> list[ChannelRow]:
         """Channels not yet ended."""
         ids = sorted(_text(m) for m in await self._client.smembers(self._g + "channels:live"))
@@ -322,10 +416,12 @@ class RedisHubStore(GroupCommitStore):
             out.append(None if record is None else ChannelRow(channel_id, live == b"1", bytes(record), bytes(seed)))
         return out
 
+    @_read
     async def get_channel(self, channel_id: str) -> ChannelRow | None:
         """One channel."""
         return (await self._channels([channel_id]))[0]
 
+    @_read
     async def list_channels_for(self, agent_id: str, *, include_ended: bool, limit: int) -> list[ChannelRow]:
         """Channels of one member, newest first (by first write, like SQLite's rowid)."""
         key = self._g + "member_channels:" + agent_id
@@ -341,6 +437,7 @@ class RedisHubStore(GroupCommitStore):
             start += _PAGE
         return out[:limit]
 
+    @_read
     async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
         """A seq range of one channel."""
         entries = await self._client.xrange(
@@ -358,7 +455,7 @@ class RedisHubStore(GroupCommitStore):
         for channel_id in channel_ids:
             key, low = self._c(channel_id, "wal"), "-"
             while True:
-                entries = await self._client.xrange(key, min=low, max="+", count=batch)
+                entries = await self._wal_page(key, low, batch)
                 if not entries:
                     break
                 low = "(" + _text(entries[-1][0] or b"")
@@ -366,11 +463,16 @@ class RedisHubStore(GroupCommitStore):
                 if len(entries) < batch:
                     break
 
+    @_read
+    async def _wal_page(self, key: str, low: str, batch: int) -> Any:
+        return await self._client.xrange(key, min=low, max="+", count=batch)
+
     async def _envelope_at(self, channel_id: str, seq: int) -> bytes | None:
         entries = await self._client.xrange(self._c(channel_id, "wal"), min=f"{seq}-0", max=f"{seq}-0")
         datas = _datas(entries)
         return datas[0] if datas else None
 
+    @_read
     async def find_envelope(self, envelope_id: str) -> bytes | None:
         """Envelope by id (the global index names its channel and seq)."""
         where = await self._client.hget(self._g + "envelopes", envelope_id)
@@ -379,15 +481,18 @@ class RedisHubStore(GroupCommitStore):
         channel_id, seq = _unpack(_bytes(where))
         return await self._envelope_at(channel_id.decode(), int(seq))
 
+    @_read
     async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
         """The envelope written under an idempotency key."""
         seq = await self._client.hget(self._c(channel_id, "idem"), _idem_field(sender_id, key))
         return None if seq is None else await self._envelope_at(channel_id, int(seq))
 
+    @_read
     async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:
         """ASCII-case-insensitive substring search over EV_TEXT bodies (an exact scan, chunked per call)."""
         return await self._texts(channel_ids, "q", query, limit)
 
+    @_read
     async def texts_from(self, channel_ids: Sequence[str], sender_id: str, limit: int) -> list[bytes]:
         """Latest texts of one sender."""
         return await self._texts(channel_ids, "s", sender_id, limit)
@@ -421,11 +526,13 @@ class RedisHubStore(GroupCommitStore):
             found_entries = await pipe.execute()
         return [bytes(entries[0][1][b"d"]) for entries in found_entries if entries]
 
+    @_read
     async def load_cursors(self, agent_id: str) -> dict[str, int]:
         """Ack cursors of one agent."""
         rows = await self._client.hgetall(self._g + "cursors:" + agent_id)
         return {_text(k): int(v) for k, v in rows.items()}
 
+    @_read
     async def load_tasks(self, *, live_only: bool) -> list[TaskRow]:
         """Tasks."""
         if live_only:
@@ -451,10 +558,12 @@ class RedisHubStore(GroupCommitStore):
             out.append(TaskRow(task_id, owner.decode(), channel.decode(), not is_live, bytes(record)))
         return out
 
+    @_read
     async def get_task(self, task_id: str) -> TaskRow | None:
         """One task."""
         return (await self._tasks([task_id]))[0]
 
+    @_read
     async def load_running_executions(self) -> list[ExecutionRow]:
         """Executions still marked running."""
         ids = sorted(_text(m) for m in await self._client.smembers(self._g + "exec:running"))
@@ -472,6 +581,7 @@ class RedisHubStore(GroupCommitStore):
             out.append(ExecutionRow(execution_id, root, caller, target, True, float(started), bytes(record)))
         return out
 
+    @_read
     async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:
         """Executions of one root session, or of every root session ``member_id`` took part in (all when "")."""
         count = limit if limit >= 0 else -1
@@ -495,6 +605,7 @@ class RedisHubStore(GroupCommitStore):
         records = await self._client.hmget(self._g + "exec", ids)
         return [_bytes(r) for r in records if r is not None]
 
+    @_read
     async def root_session_members(self, root_session_id: str) -> set[str]:
         """Callers and targets of a root session's executions."""
         members = await self._client.zrange(self._g + "exec:root:" + root_session_id, 0, -1)
@@ -509,6 +620,7 @@ class RedisHubStore(GroupCommitStore):
                 out.update((caller.decode(), target.decode()))
         return out
 
+    @_read
     async def list_audit(self, *, kind: str, subject_id: str, after_id: int, limit: int) -> list[AuditRow]:
         """Audit records in id order (paging the most selective index, filtering by the other field)."""
         if subject_id:
