@@ -10,6 +10,7 @@ retry on RATE_LIMITED as the connection's ``rate_limit_backoff`` says (:mod:`age
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -168,7 +169,11 @@ class HubRpc:
     async def post_envelope(
         self, request: hub_pb2.PostEnvelopeRequest, *, timeout: float | None = None
     ) -> hub_pb2.PostEnvelopeResponse:
-        """``PostEnvelope``: admit one envelope."""
+        """``PostEnvelope``: admit one envelope. An envelope without an idempotency key gets one here,
+        so gRPC's retry after a lost answer (:data:`agentsdk.transport.POST_RETRY_SERVICE_CONFIG`) never
+        admits it twice."""
+        if not request.envelope.HasField("idempotency_key"):
+            request.envelope.idempotency_key = uuid.uuid4().hex
         return await self._posting(self.connection.stub.PostEnvelope, request, hub_pb2.PostEnvelopeResponse, timeout)
 
     async def can_send(

@@ -7,6 +7,7 @@ exception the server raised (:func:`netkernel.errors.error_from_rpc`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
 from typing import Protocol, Self, TypeVar
@@ -16,37 +17,75 @@ from agentnet.v1 import hub_pb2_grpc
 from google.protobuf.message import Message
 
 from agentsdk.backoff import RateLimitBackoff
-from agentsdk.tls import TlsSetting, open_channel
-from netkernel.errors import InternalError, error_from_rpc
+from agentsdk.targets import HubTargets, hub_target
+from agentsdk.tls import TlsSetting, open_channel, tls_config
+from netkernel.errors import InternalError, InvalidArgument, error_from_rpc
 
 ResponseT = TypeVar("ResponseT", bound=Message)
 
 Metadata = tuple[tuple[str, str], ...]
 """gRPC call metadata (key, value) pairs."""
 
-#: Options for long-lived agent connections: keepalive so dead peers are noticed.
+POST_RETRY_SERVICE_CONFIG = {
+    "methodConfig": [
+        {
+            "name": [{"service": "agentnet.v1.HubService", "method": "PostEnvelope"}],
+            "waitForReady": True,
+            "timeout": "30s",
+            "retryPolicy": {
+                "maxAttempts": 5,
+                "initialBackoff": "0.1s",
+                "maxBackoff": "2s",
+                "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"],
+            },
+        }
+    ]
+}
+"""gRPC's own retry for ``PostEnvelope`` (safe: every post the SDK sends carries an idempotency
+key, so a retried post is admitted once): a post whose hub died before answering is sent again,
+waiting (at most 30 s unless the call's deadline is shorter) for a hub to be reachable, on whichever
+of the targets answers (docs/scale-out.md "Client failover")."""
+
+#: Options for long-lived agent connections: keepalive so dead peers are noticed; reconnect
+#: attempts at most 2 s apart, so a standby hub that comes up is found within about 2 s;
+#: the post retry above.
 CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
+    ("grpc.enable_retries", 1),
+    ("grpc.service_config", json.dumps(POST_RETRY_SERVICE_CONFIG)),
 )
 
 
 class HubConnection:
-    """A gRPC channel to one hub, shared by every identity of a client; ``tls`` as in
+    """A gRPC channel to a hub, shared by every identity of a client; ``target`` one address or
+    several replicas to fail over between (:mod:`agentsdk.targets`); ``tls`` as in
     :mod:`agentsdk.tls` (None: plaintext)."""
 
     def __init__(
-        self, target: str, tls: TlsSetting = None, *, rate_limit_backoff: RateLimitBackoff | None = None
+        self, target: HubTargets, tls: TlsSetting = None, *, rate_limit_backoff: RateLimitBackoff | None = None
     ) -> None:
-        self.target = target
+        parsed = hub_target(target)
+        config = tls_config(tls)
+        if parsed.several and config is not None and not config.server_name:
+            raise InvalidArgument(
+                f"TLS with several hub addresses {list(parsed.addresses)!r} needs TlsConfig(server_name=...): "
+                "the one name every replica's certificate carries (gRPC has no single host to verify otherwise)"
+            )
+        self.target = parsed.grpc_target
+        """The gRPC target (``ipv4:a:p,b:q`` when several addresses were given)."""
+        self.addresses = parsed.addresses
+        """The hub addresses as given."""
         self.tls = tls
         """The TLS setting the channel was opened with (None: plaintext)."""
         self.rate_limit_backoff = rate_limit_backoff or RateLimitBackoff()
         """How calls that post retry on RATE_LIMITED (:mod:`agentsdk.backoff`)."""
-        self.channel = open_channel(target, tls, CHANNEL_OPTIONS)
+        self.channel = open_channel(self.target, tls, CHANNEL_OPTIONS)
         self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
 
     async def close(self) -> None:

@@ -32,6 +32,7 @@ from agentsdk.network.credentials import CredentialFile, SavedIdentity
 from agentsdk.network.cursors import CursorBook, CursorStore, JsonFileCursorStore
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
+from agentsdk.targets import HubTargets
 from agentsdk.tls import TlsSetting
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
@@ -88,13 +89,20 @@ class HubClient:
     @asynccontextmanager
     async def connect(
         cls,
-        target: str,
+        target: HubTargets,
         *,
         tls: TlsSetting = None,
         rate_limit_backoff: RateLimitBackoff | None = None,
         registration_token: str = "",
     ) -> AsyncIterator[HubClient]:
         """Connect to the hub at ``host:port``; disconnects every identity on exit.
+
+        ``target`` may list several hub replicas (``["10.0.0.1:50051", "10.0.0.2:50051"]`` or
+        ``"10.0.0.1:50051,10.0.0.2:50051"``; IP addresses of one family) or be one DNS name with
+        several addresses (``"dns:///hub.example:50051"``): gRPC connects to the first that answers
+        and moves to another when it fails; streams resume from their cursors
+        (:mod:`agentsdk.targets`, docs/scale-out.md "Client failover"). A bad list raises
+        InvalidArgument. With TLS and several addresses, ``TlsConfig(server_name=...)`` is required.
 
         ``tls``: ``True`` (verify the hub against gRPC's default roots), a
         :class:`~agentsdk.tls.TlsConfig` (private CA, client certificate for mTLS, server name), or
