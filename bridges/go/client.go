@@ -117,6 +117,7 @@ type clientOptions struct {
 	a2a      *A2ASettings
 	ruleJSON string
 	tls      *TLSConfig
+	targets  []string
 }
 
 // WithDialOptions adds gRPC dial options. They are applied after the
@@ -124,6 +125,18 @@ type clientOptions struct {
 // growing to 10 s), so e.g. grpc.WithTransportCredentials here replaces them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *clientOptions) { o.dial = append(o.dial, opts...) }
+}
+
+// WithTargets names further hub replicas (host:port each) besides the target
+// given to Register, RegisterHuman or Dial; that target may then be "". The
+// client connects to the first address that answers, in order, and when its
+// hub dies it moves to another one by itself (gRPC's pick_first over every
+// address); a Session resumes there from its cursors. The replicas must share
+// one store (python -m hubsvc --store redis://...). A single "dns:///name:port"
+// target whose name has several addresses fails over the same way without
+// this option.
+func WithTargets(addrs ...string) Option {
+	return func(o *clientOptions) { o.targets = append(o.targets, addrs...) }
 }
 
 // WithConn uses an existing connection instead of dialing one; Close then
@@ -160,8 +173,9 @@ func newClient(target string, o *clientOptions) (*Client, error) {
 	if o.conn != nil {
 		return &Client{conn: o.conn, hub: agentnetv1.NewHubServiceClient(o.conn)}, nil
 	}
-	if target == "" {
-		return nil, invalidArgument("hub target is empty; pass host:port, e.g. 127.0.0.1:50051")
+	target, hubs, err := resolveTargets(target, o.targets)
+	if err != nil {
+		return nil, err
 	}
 	transport, err := o.transportOption()
 	if err != nil {
@@ -175,7 +189,8 @@ func newClient(target string, o *clientOptions) (*Client, error) {
 			Backoff:           backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	}, o.dial...)
+	}, hubs...)
+	dial = append(dial, o.dial...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("agentnet: dial %s: %w", target, err)
