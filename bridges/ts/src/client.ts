@@ -38,6 +38,7 @@ import {
   type SessionInfo,
   StreamSession,
 } from "./session";
+import { channelTarget } from "./targets";
 import { type TlsOptions, tlsChannel } from "./tls";
 
 /** Per-call options of every unary method. */
@@ -58,6 +59,14 @@ export interface ClientOptions {
   channelOptions?: ChannelOptions;
   /** Default deadline of unary calls in ms (default 30000; 0 = none). */
   callTimeoutMs?: number;
+  /**
+   * Further replicas of the hub (IP `host:port` each) besides the `target` argument.
+   * The client connects to the first address that answers, in order, and moves to
+   * another by itself when its hub dies (grpc-js `pick_first` over an `ipv4:`/`ipv6:`
+   * address list); a connected session resumes there from its cursors. The replicas
+   * must share one store (`python -m hubsvc --store redis://...`).
+   */
+  targets?: readonly string[];
 }
 
 /** A passport to register: `name` is required, everything else optional. */
@@ -778,7 +787,7 @@ function makeStub(target: string, options: ClientOptions): HubServiceClient {
     throw new AgentNetError({ code: 3, reason: Reason.INVALID_ARGUMENT, message: "pass either tls or credentials, not both" });
   }
   const tls = options.tls === undefined ? undefined : tlsChannel(options.tls);
-  return new HubServiceClient(target, tls?.credentials ?? options.credentials ?? grpcCredentials.createInsecure(), {
+  return new HubServiceClient(channelTarget(target, options.targets), tls?.credentials ?? options.credentials ?? grpcCredentials.createInsecure(), {
     ...DEFAULT_CHANNEL_OPTIONS,
     ...tls?.channelOptions,
     ...options.channelOptions,

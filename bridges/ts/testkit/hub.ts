@@ -29,6 +29,8 @@ export interface HubProcess {
    * Connect streams before closing them).
    */
   restart(signal?: "SIGTERM" | "SIGKILL"): Promise<void>;
+  /** SIGKILL it (a crash) and leave it down: its target refuses connections from then on. */
+  kill(): Promise<void>;
   /** SIGTERM, wait for exit (SIGKILL after 10 s), remove the data directory. */
   stop(): Promise<void>;
 }
@@ -139,6 +141,10 @@ export async function startHub(extraArgs: string[] = []): Promise<HubProcess> {
       current = await spawnHub(dir, extraArgs);
       forwarder.pointTo(current.target);
     },
+    async kill(): Promise<void> {
+      forwarder.pointTo(undefined);
+      await terminate(current.child, "SIGKILL");
+    },
     async stop(): Promise<void> {
       await forwarder.close();
       await terminate(current.child);
@@ -184,6 +190,7 @@ export function useHub(extraArgs: string[] = []): TestHub {
       return current().dir;
     },
     restart: (signal) => current().restart(signal),
+    kill: () => current().kill(),
     stop: () => current().stop(),
   };
   return { hub, clients };
