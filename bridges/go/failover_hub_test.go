@@ -57,19 +57,31 @@ func TestFailoverToStandbyReplica(t *testing.T) {
 	}
 	ch := conv.Channel.GetChannelId()
 
-	// bob's handler: records each text it is handed and acks it.
+	// bob's handler records each text it is handed and acks it, except that
+	// once armed it keeps the next three unacked across the failover: the
+	// standby replays them (bob's cursor stops below them), and the Session
+	// must not hand them out again.
 	var mu sync.Mutex
 	var seen []seenText
+	var held []*agentnet.Envelope
+	arm := false
 	go func() {
 		for env := range bs.Envelopes() {
-			if env.ChannelID == ch && env.EventType == agentnet.EventText && env.SenderID == alice.AgentID() {
-				mu.Lock()
+			mu.Lock()
+			text := env.ChannelID == ch && env.EventType == agentnet.EventText && env.SenderID == alice.AgentID()
+			if text {
 				seen = append(seen, seenText{env.EnvelopeID, env.Seq})
-				mu.Unlock()
 			}
+			if text && arm && len(held) < 3 {
+				held = append(held, env)
+				mu.Unlock()
+				continue
+			}
+			mu.Unlock()
 			_ = env.Ack()
 		}
 	}()
+	heldCount := func() int { mu.Lock(); defer mu.Unlock(); return len(held) }
 
 	// alice posts without pause; a post that fails is retried with the same
 	// idempotency key until it is acknowledged.
@@ -102,6 +114,10 @@ func TestFailoverToStandbyReplica(t *testing.T) {
 		}
 	}()
 	eventually(t, ctx, "alice's first posts acknowledged", func() bool { return ackedCount() >= 5 })
+	mu.Lock()
+	arm = true
+	mu.Unlock()
+	eventually(t, ctx, "bob to hold three envelopes unacked", func() bool { return heldCount() == 3 })
 	a.Kill()
 	eventually(t, ctx, "bob to notice his hub died", func() bool { return !bs.Connected() })
 	beforeB := ackedCount()
@@ -127,7 +143,13 @@ func TestFailoverToStandbyReplica(t *testing.T) {
 	})
 	mu.Lock()
 	got := append([]seenText(nil), seen...)
+	for _, env := range held { // processed at last: bob's cursor moves past them
+		if err := env.Ack(); err != nil {
+			t.Errorf("ack after failover: %v", err)
+		}
+	}
 	mu.Unlock()
+	eventually(t, ctx, "bob's cursor to pass every text", func() bool { return bs.Cursors()[ch] >= got[len(got)-1].seq })
 	count := map[string]int{}
 	for i, s := range got {
 		count[s.id]++
