@@ -40,12 +40,18 @@ test("a client given two replicas moves to the standby when its hub is killed, l
   const opened = await alice.openChannel({ type: "conversation", targets: [bob.agentId], waitUntilOpened: true });
   const channelId = opened.channel.channelId;
 
-  // bob's handler records alice's texts and acks everything
+  // bob's handler records alice's texts and acks them, except that once armed it keeps
+  // the next three unacked across the failover: the standby replays them (bob's cursor
+  // stops below them), and the bridge must not hand them out again.
   const seen: InboundEnvelope[] = [];
+  const held: InboundEnvelope[] = [];
+  let arm = false;
   const handler = (async () => {
     for await (const env of bob.envelopes()) {
-      if (env.channelId === channelId && env.senderId === alice.agentId && env.text !== undefined) seen.push(env);
-      env.ack();
+      const text = env.channelId === channelId && env.senderId === alice.agentId && env.text !== undefined;
+      if (text) seen.push(env);
+      if (text && arm && held.length < 3) held.push(env);
+      else env.ack();
     }
   })();
   handler.catch(() => undefined);
@@ -69,6 +75,8 @@ test("a client given two replicas moves to the standby when its hub is killed, l
   })();
 
   await waitFor(() => acked.length >= 5, "alice's first posts acknowledged", 20_000);
+  arm = true;
+  await waitFor(() => held.length === 3, "bob to hold three envelopes unacked", 20_000);
   await a.kill();
   await waitFor(() => bob.connectionState !== "connected", "bob to notice his hub died", 20_000);
   const beforeB = acked.length;
@@ -89,6 +97,9 @@ test("a client given two replicas moves to the standby when its hub is killed, l
     assert.ok((seen[i]?.seq ?? 0) > (seen[i - 1]?.seq ?? 0), `seq ${seen[i]?.seq} after ${seen[i - 1]?.seq}`);
   }
   assert.deepEqual([...ids].sort(), [...want].sort(), "bob's handler saw exactly the acknowledged posts");
+  for (const env of held) env.ack(); // processed at last: bob's cursor moves past them
+  const last = seen[seen.length - 1]?.seq ?? 0;
+  await waitFor(() => (bob.cursors()[channelId] ?? 0) >= last, "bob's cursor to pass every text", 20_000);
 });
 
 test("a client whose first address is dead connects through the next", async () => {
