@@ -134,7 +134,8 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // address); a Session resumes there from its cursors. The replicas must share
 // one store (python -m hubsvc --store redis://...). A single "dns:///name:port"
 // target whose name has several addresses fails over the same way without
-// this option.
+// this option. An address that is not host:port is refused with an
+// INVALID_ARGUMENT *Error; with WithConn the option has no effect.
 func WithTargets(addrs ...string) Option {
 	return func(o *clientOptions) { o.targets = append(o.targets, addrs...) }
 }
