@@ -64,7 +64,8 @@ export interface ClientOptions {
    * The client connects to the first address that answers, in order, and moves to
    * another by itself when its hub dies (grpc-js `pick_first` over an `ipv4:`/`ipv6:`
    * address list); a connected session resumes there from its cursors. The replicas
-   * must share one store (`python -m hubsvc --store redis://...`).
+   * must share one store (`python -m hubsvc --store redis://...`). Over TLS, several
+   * targets need `tls.serverName` (a name every replica's certificate carries).
    */
   targets?: readonly string[];
 }
@@ -786,8 +787,17 @@ function makeStub(target: string, options: ClientOptions): HubServiceClient {
   if (options.tls !== undefined && options.credentials !== undefined) {
     throw new AgentNetError({ code: 3, reason: Reason.INVALID_ARGUMENT, message: "pass either tls or credentials, not both" });
   }
+  const channel = channelTarget(target, options.targets);
+  if (options.tls !== undefined && !options.tls.serverName && /^ipv[46]:.*,/.test(channel)) {
+    // grpc-js checks every replica's certificate against one name: the first address unless told
+    throw new AgentNetError({
+      code: 3,
+      reason: Reason.INVALID_ARGUMENT,
+      message: "several hub targets over TLS need tls.serverName: a name every replica's certificate carries",
+    });
+  }
   const tls = options.tls === undefined ? undefined : tlsChannel(options.tls);
-  return new HubServiceClient(channelTarget(target, options.targets), tls?.credentials ?? options.credentials ?? grpcCredentials.createInsecure(), {
+  return new HubServiceClient(channel, tls?.credentials ?? options.credentials ?? grpcCredentials.createInsecure(), {
     ...DEFAULT_CHANNEL_OPTIONS,
     ...tls?.channelOptions,
     ...options.channelOptions,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { AgentNetError, type Client, type InboundEnvelope, Reason, register } from "../src";
+import { AgentNetError, Client, type InboundEnvelope, Reason, register } from "../src";
 import { channelTarget } from "../src/targets";
 import { TcpForwarder } from "../testkit/forwarder";
 import { type HubProcess, startHub } from "../testkit/hub";
@@ -123,4 +123,11 @@ test("several targets must be IP host:port of one family", () => {
       (err: unknown) => err instanceof AgentNetError && err.reason === Reason.INVALID_ARGUMENT,
     );
   }
+});
+
+test("several targets over TLS need a server name every replica's certificate carries", () => {
+  assert.throws(
+    () => Client.fromCredential("127.0.0.1:1", "cred", "id", { targets: ["127.0.0.1:2"], tls: { caFile: "/nonexistent/ca.pem" } }),
+    (err: unknown) => err instanceof AgentNetError && err.reason === Reason.INVALID_ARGUMENT && /serverName/.test(err.message),
+  );
 });
