@@ -32,6 +32,14 @@ class RedisServer:
         """``redis://127.0.0.1:<port>/<db>``."""
         return f"redis://127.0.0.1:{self.port}/{db}"
 
+    def flush(self, db: int) -> None:
+        """Empty database ``db`` (what a test that used it leaves behind)."""
+        client = redis.Redis(host="127.0.0.1", port=self.port, db=db)
+        try:
+            client.flushdb()
+        finally:
+            client.close()
+
     def stop(self) -> None:
         """Terminate the server (kill it if it does not exit within 10 s)."""
         self.proc.terminate()

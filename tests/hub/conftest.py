@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
@@ -44,11 +43,7 @@ def hub_store(request: pytest.FixtureRequest) -> Iterator[str]:
         yield kind
     finally:
         harness.STORE.kind, harness.STORE.redis_url = "sqlite", ""
-        client = redis.Redis(host="127.0.0.1", port=server.port, db=REDIS_DB)
-        try:
-            client.flushdb()
-        finally:
-            client.close()
+        server.flush(REDIS_DB)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,11 +28,9 @@ DB = 2
 
 
 @pytest.fixture
-async def url(redis_server: RedisServer) -> AsyncIterator[str]:
+def url(redis_server: RedisServer) -> Iterator[str]:
     yield redis_server.url(DB)
-    client = aioredis.Redis.from_url(redis_server.url(DB))
-    await client.flushdb()
-    await client.aclose()
+    redis_server.flush(DB)
 
 
 def row(channel_id: str, seq: int, *, key: str | None = None, sender: str = "a1") -> WalRow:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-import redis.asyncio as aioredis
 
 from agentsdk.errors import InvalidArgument
 from agentsdk.network.hub_client import HubClient
@@ -32,11 +31,9 @@ DB = 5
 
 
 @pytest.fixture
-async def url(redis_server: RedisServer) -> AsyncIterator[str]:
+def url(redis_server: RedisServer) -> Iterator[str]:
     yield redis_server.url(DB)
-    client = aioredis.Redis.from_url(redis_server.url(DB))
-    await client.flushdb()
-    await client.aclose()
+    redis_server.flush(DB)
 
 
 def test_several_targets_become_one_pick_first_target_and_bad_lists_are_refused() -> None:
