@@ -106,7 +106,7 @@ class HubCore:
             live_channels=lambda: self.channels.live(),
             spawn=self.spawn,
             on_cursor=self.inboxes.cursor,
-            turn_probe=lambda agent_id, channel_id: self.posts.can_send(agent_id, channel_id, EV_TEXT)[0],
+            turn_probe=lambda agent_id, channel_id: self.posts.refusal(agent_id, channel_id, EV_TEXT) is None,
         )
         self.channels = LiveChannels(
             store,

@@ -248,17 +248,23 @@ class Posts:
 
     def can_send(self, caller: str, channel_id: str, event_type: str) -> tuple[bool, AgentNetError | None, list[str]]:
         """Would a post of ``event_type`` by ``caller`` pass now? (allowed, refusal, expected_next)."""
+        refusal = self.refusal(caller, channel_id, event_type)
         ch = self._channels.get(channel_id)
+        return refusal is None, refusal, ch.expected_next() if ch is not None else []
+
+    def refusal(self, caller: str, channel_id: str, event_type: str) -> AgentNetError | None:
+        """Why a post of ``event_type`` by ``caller`` would be refused now (None: it would pass);
+        the channel's rules only, as :meth:`can_send` answers (also each delivery's ``can_send``)."""
+        ch = self._channels.get(channel_id)
+        if ch is None:
+            return ChannelClosed(f"channel '{channel_id}' is not live (closed, expired or unknown).")
+        if caller not in ch.participants:
+            return NotParticipant(f"you are not a participant of channel '{channel_id}'.")
         probe = Envelope(
             channel_id=channel_id, sender_id=caller, audience=None, event_type=event_type or EV_TEXT, event_data={}
         )
-        if ch is None:
-            return False, ChannelClosed(f"channel '{channel_id}' is not live (closed, expired or unknown)."), []
-        expected = ch.expected_next()
-        if caller not in ch.participants:
-            return False, NotParticipant(f"you are not a participant of channel '{channel_id}'."), expected
         try:
             self._admission.validate(ch, caller, probe)
         except AgentNetError as err:
-            return False, err, expected
-        return True, None, expected
+            return err
+        return None
