@@ -15,6 +15,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+from agentnet.v1 import channel_pb2
+
 
 @dataclass(frozen=True, slots=True)
 class WalRow:
@@ -54,6 +56,10 @@ class ChannelRow:
     record: bytes
     seed: bytes = b""
     """Serialized seed Envelope ("" = none)."""
+
+    def member_ids(self) -> list[str]:
+        """The participants' agent ids, read from the record (what a store indexes the channel by)."""
+        return [p.agent_id for p in channel_pb2.ChannelMetadata.FromString(self.record).participants]
 
 
 @dataclass(frozen=True, slots=True)

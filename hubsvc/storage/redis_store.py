@@ -689,7 +689,7 @@ class _Plan:
                              a.agent_id, _pack(a.name, a.cred_hash, "1" if a.removed else "0", a.record), a.name,
                              "1" if a.removed else "0"]  # fmt: skip
         for c in writes.channels:
-            members = _members(c.record)
+            members = c.member_ids()
             self._writes += ["channel", self.k(s._c(c.channel_id, "meta")), self.k(g + "channel_order"),
                              self.k(g + "channels:live"), self.k(s._c(c.channel_id, "members")), c.channel_id,
                              "1" if c.live else "0", c.record, c.seed, len(members),
@@ -793,10 +793,3 @@ def _bytes(value: object) -> bytes:
 def _datas(entries: object) -> list[bytes]:
     """The ``d`` (envelope) field of each entry of an XRANGE reply."""
     return [_bytes(fields[b"d"]) for _, fields in cast("list[tuple[bytes, dict[bytes, bytes]]]", entries or [])]
-
-
-def _members(record: bytes) -> list[str]:
-    from agentnet.v1 import channel_pb2
-
-    meta = channel_pb2.ChannelMetadata.FromString(record)
-    return [p.agent_id for p in meta.participants]

@@ -155,7 +155,7 @@ class SqliteHubStore(GroupCommitStore):
                 )
                 await db.executemany(
                     "INSERT OR IGNORE INTO channel_members(agent_id, channel_id) VALUES (?,?)",
-                    [(m, c.channel_id) for c in merged.channels for m in _members(c.record)],
+                    [(m, c.channel_id) for c in merged.channels for m in c.member_ids()],
                 )
             for start in range(0, len(merged.wal), _MAX_ROWS_PER_STATEMENT):
                 chunk = merged.wal[start : start + _MAX_ROWS_PER_STATEMENT]
@@ -373,10 +373,3 @@ def _execution_params(e: ExecutionRow) -> tuple[Any, ...]:
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
-
-
-def _members(record: bytes) -> list[str]:
-    from agentnet.v1 import channel_pb2
-
-    meta = channel_pb2.ChannelMetadata.FromString(record)
-    return [p.agent_id for p in meta.participants]
