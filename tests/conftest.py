@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.redis_server import RedisServer, RedisServerMissing, start_redis_server
+
+# Tests check behaviour, never timings: a property example that runs slowly on a loaded
+# machine (CI, helpers sharing the cores) is not a failure.
+settings.register_profile("agentnet", deadline=None)
+settings.load_profile("agentnet")
 
 
 @pytest.fixture(scope="session")
