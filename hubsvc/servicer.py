@@ -30,11 +30,13 @@ from hubsvc.rpc import (
     unary_rpc,
 )
 from netkernel.envelope import Envelope
-from netkernel.errors import AgentNetError, ProtocolError, Unavailable
+from netkernel.errors import AgentNetError, LostRace, ProtocolError, Unavailable
 from netkernel.wire import envelope_from_wire
 from servicekit.boundary import ErrorBoundary, domain_error, error_detail
 
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
+_Answer = tuple[str, envelope_pb2.Envelope, bool, Envelope, str | None]
+"""A post waiting for its commit: request id, envelope as written, duplicate, the post and its event_data JSON."""
 log = logging.getLogger("agentnet.hub.servicer")
 
 
@@ -148,19 +150,29 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         else:
             outcomes = await self.core.admit_many(agent_id, envelopes)
         # One commit callback per commit future (a batch's posts into one channel share one).
-        waiting: dict[int, tuple[asyncio.Future[None], list[tuple[str, envelope_pb2.Envelope, bool]]]] = {}
-        for request_id, outcome in zip(request_ids, outcomes, strict=True):
+        waiting: dict[int, tuple[asyncio.Future[None], list[_Answer]]] = {}
+        for request_id, (env, raw), outcome in zip(request_ids, envelopes, outcomes, strict=True):
             if isinstance(outcome, Exception):
                 result(request_id, error=error_detail(domain_error(outcome, "HubServicer.Connect (post)")))
                 continue
             fut, wire, duplicate = outcome
-            waiting.setdefault(id(fut), (fut, []))[1].append((request_id, wire, duplicate))
+            waiting.setdefault(id(fut), (fut, []))[1].append((request_id, wire, duplicate, env, raw))
 
-        def answer(answers: list[tuple[str, envelope_pb2.Envelope, bool]]) -> Callable[[asyncio.Future[None]], None]:
+        async def readmit(request_id: str, env: Envelope, raw: str | None) -> None:
+            try:
+                wire, duplicate = await self.core.post(agent_id, env, event_data_json=raw)
+            except Exception as exc:
+                result(request_id, error=error_detail(domain_error(exc, "HubServicer.Connect (post)")))
+            else:
+                result(request_id, envelope=wire, duplicate=duplicate)
+
+        def answer(answers: list[_Answer]) -> Callable[[asyncio.Future[None]], None]:
             def committed(f: asyncio.Future[None]) -> None:
-                failed = f.cancelled() or f.exception() is not None
-                for request_id, wire, duplicate in answers:
-                    if failed:
+                error = None if f.cancelled() else f.exception()
+                for request_id, wire, duplicate, env, raw in answers:
+                    if isinstance(error, LostRace):  # nothing was stored: admit it again against the fresh state
+                        self.core.spawn(readmit(request_id, env, raw), "readmit-post")
+                    elif f.cancelled() or error is not None:
                         result(request_id, error=error_detail(Unavailable("the WAL write failed; retry")))
                     else:
                         result(request_id, envelope=wire, duplicate=duplicate)

@@ -191,6 +191,13 @@ class Unavailable(AgentNetError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class LostRace(Unavailable):
+    """Inside the hub: a write was not stored because another hub replica's write to the same
+    channel reached the shared store first (or an earlier write of the channel lost such a
+    race). Nothing of it was written, so the hub admits the post again against the channel's
+    fresh state; a client sees UNAVAILABLE only if that keeps failing."""
+
+
 class InternalError(AgentNetError):
     """A bug in the server; nothing was changed."""
 

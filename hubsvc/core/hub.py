@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from agentnet.v1 import a2a_pb2, identity_pb2
@@ -39,6 +40,7 @@ from hubsvc.core.live_channels import LiveChannels
 from hubsvc.core.options import HubOptions
 from hubsvc.core.posts import Posts
 from hubsvc.core.registry import Registry
+from hubsvc.core.replica_sync import ReplicaSync
 from hubsvc.core.sessions import Sessions
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock, audit_row, system_clock
@@ -48,6 +50,7 @@ from hubsvc.governance.inbox import Inboxes
 from hubsvc.governance.policy import Policy, parse_rule
 from hubsvc.governance.rate import RateLimiter
 from hubsvc.storage import HubStore, Writes
+from hubsvc.storage.base import Change
 from netkernel.envelope import EV_TEXT
 from netkernel.errors import InvalidArgument, Unavailable
 
@@ -148,12 +151,17 @@ class HubCore:
         self.iter_wal = self.channels.iter_wal
         self.connect = self.sessions.connect
         self.disconnect = self.sessions.disconnect
+        self.replicas: ReplicaSync | None = None
+        """Applies the other replicas' commits when the store is shared (its change feed)."""
 
     # -- lifecycle --------------------------------------------------------------------
 
     async def start(self) -> None:
         """Open storage, load identities and tasks, hydrate live channels, start the cursor flusher and task sweeper."""
         await self.store.open()
+        feed = self.store.feed
+        # Taken before anything is loaded: what other replicas commit from here on is applied.
+        position = await feed.position() if feed is not None else ""
         await self.registry.load()
         await self.tasks.load()
         await self.executions.load()
@@ -163,6 +171,23 @@ class HubCore:
             asyncio.create_task(self.tasks.expiry_loop(self.options.sweep_interval), name="hub-sweeper"),
             asyncio.create_task(self.expectations.run(), name="hub-expectations"),
         ]
+        if feed is not None:
+            self.replicas = ReplicaSync(
+                feed, position, self.channels, self.inboxes, records=self._apply_change, refresh_all=self._refresh_all
+            )
+            self._loops.append(asyncio.create_task(self.replicas.run(), name="hub-replica-sync"))
+
+    async def _apply_change(self, change: Change) -> None:
+        """Re-read the records another replica's commit wrote."""
+        await self.apply_remote(agents=change.agents, tasks=change.tasks, executions=change.executions)
+
+    async def _refresh_all(self) -> None:
+        """Re-read every record and catch every channel up (the change feed was trimmed past us)."""
+        agents = [row.agent_id for row in await self.store.load_agents()]
+        tasks = [row.task_id for row in await self.store.load_tasks(live_only=False)]
+        executions = [row.execution_id for row in await self.store.load_running_executions()]
+        await self.apply_remote(agents=agents, tasks=tasks, executions=executions)
+        await self.channels.catch_up_all()
 
     async def hydrate(self) -> int:
         """Rebuild every live channel by folding its WAL; returns the envelopes folded."""
@@ -179,6 +204,8 @@ class HubCore:
     async def stop(self) -> None:
         """Close every session, flush cursors and close storage."""
         self.close_sessions()
+        if self.replicas is not None:
+            self.replicas.stop()
         for loop_task in self._loops:
             loop_task.cancel()
         for loop_task in self._loops:
@@ -262,3 +289,8 @@ class HubCore:
         self.governance.forget(agent_id)
         self.rate.forget(agent_id)
         return closed
+
+    async def apply_remote(
+        self, *, agents: Iterable[str] = (), tasks: Iterable[str] = (), executions: Iterable[str] = ()
+    ) -> None:
+        """PLACEHOLDER until the shared-state branch merges."""

@@ -30,16 +30,21 @@ from hubsvc.core.intake import Intake
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
-from hubsvc.core.util import Clock, check_seconds, from_timestamp, new_id
+from hubsvc.core.util import BoundedDict, Clock, check_seconds, from_timestamp, new_id
 from hubsvc.governance.arbiter import Action
 from hubsvc.governance.expectations import KNOB, resolve_expectations, to_knob
 from hubsvc.governance.policy import Policy
-from hubsvc.storage import HubStore
+from hubsvc.storage import ChannelRow, HubStore
 from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
 from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout
 from netkernel.wire import envelope_from_wal, parse_json_object, wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
+
+_CATCH_UP_PAGE = 1000
+"""WAL records one store read of a catch-up returns at most."""
+_ENDED_MEMORY = 10_000
+"""Ended channels whose last seq is remembered (see :meth:`LiveChannels.catch_up`)."""
 
 Watcher = Callable[[envelope_pb2.Envelope], None]
 """Called with each committed envelope of a watched channel."""
@@ -85,6 +90,8 @@ class LiveChannels:
         self._policy = policy
         self._channels: dict[str, ChannelRuntime] = {}
         self._watchers: dict[str, set[Watcher]] = {}
+        self._ended: BoundedDict[str, int] = BoundedDict(_ENDED_MEMORY)
+        """Channels that ended here → their last seq (a late change of one is not published again)."""
         self.settled: Settled = lambda ch: None
         """Called after each commit and rebuild of a channel (the expectation timers re-arm from it)."""
 
@@ -402,18 +409,26 @@ class LiveChannels:
                 ch.keyed_wires[wire.envelope_id] = wire
             if ended_tasks:
                 self._tasks.apply(ended_tasks)
-            ch.committed_seq = max(ch.committed_seq, wires[-1].seq if wires else 0)
+            self._publish(ch, wires, ended)
+
+        fut.add_done_callback(committed)
+        return fut
+
+    def _publish(self, ch: ChannelRuntime, wires: list[envelope_pb2.Envelope], ended: bool) -> None:
+        """``wires`` of ``ch`` are committed: hand them to the members' sessions and the watchers;
+        an ``ended`` channel leaves the table."""
+        ch.committed_seq = max(ch.committed_seq, wires[-1].seq if wires else 0)
+        if wires:
             self._deliver(ch, wires)
             watchers = self._watchers.get(ch.channel_id)
             if watchers:
                 self._notify(list(watchers), wires)
-            if ended and self._channels.get(ch.channel_id) is ch:
+        if ended:
+            self._ended[ch.channel_id] = ch.committed_seq
+            if self._channels.get(ch.channel_id) is ch:
                 del self._channels[ch.channel_id]
                 self._inboxes.release(ch.channel_id)
-            self.settled(ch)
-
-        fut.add_done_callback(committed)
-        return fut
+        self.settled(ch)
 
     @staticmethod
     def _notify(watchers: list[Watcher], wires: list[envelope_pb2.Envelope]) -> None:
@@ -491,29 +506,87 @@ class LiveChannels:
                     self._channels.pop(channel_id, None)
                     self._inboxes.release(channel_id)
                     return
-                fresh = ChannelRuntime.from_row(row)
                 self._inboxes.reset(channel_id)  # recounted from what the store holds
-                async for _, records in self._store.scan_wal([channel_id]):
-                    for data in records:
-                        wire = envelope_pb2.Envelope.FromString(data)
-                        fresh.fold(envelope_from_wal(wire), self._clock())
-                        self._inboxes.staged(channel_id, fresh.participants, wire)
-                fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
-                if fresh.is_terminal:
-                    self._channels.pop(channel_id, None)
-                    self._inboxes.release(channel_id)
-                else:
-                    self._channels[channel_id] = fresh
-                    self._arm_timers(fresh)
-                self.settled(fresh)
-                log.warning(
-                    "channel %s rebuilt from storage after a failed write (last seq %d)", channel_id, fresh.last_seq
-                )
+                fresh, unseen = await self._rebuild(row, ch.committed_seq)
+                # What the store holds beyond what this replica published: another replica's
+                # posts (it won the race) or a write whose reply was lost after it was stored.
+                self._adopt(fresh, unseen)
+                log.info("channel %s rebuilt from storage after a failed write (seq %d)", channel_id, fresh.last_seq)
         finally:
             if self._channels.get(channel_id) is ch:  # the rebuild itself failed
                 self._channels.pop(channel_id, None)
                 self._inboxes.release(channel_id)
             ch.rebuilt.set()
+
+    async def _rebuild(self, row: ChannelRow, published: int) -> tuple[ChannelRuntime, list[envelope_pb2.Envelope]]:
+        """A runtime folded from the channel's whole WAL (its envelopes counted in the inboxes),
+        and the envelopes above seq ``published``."""
+        fresh = ChannelRuntime.from_row(row)
+        unseen: list[envelope_pb2.Envelope] = []
+        async for _, records in self._store.scan_wal([row.channel_id]):
+            for data in records:
+                wire = envelope_pb2.Envelope.FromString(data)
+                fresh.fold(envelope_from_wal(wire), self._clock())
+                self._inboxes.staged(row.channel_id, fresh.participants, wire)
+                if wire.seq > published:
+                    unseen.append(wire)
+        fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
+        return fresh, unseen
+
+    def _adopt(self, fresh: ChannelRuntime, unseen: list[envelope_pb2.Envelope]) -> None:
+        """Put a rebuilt runtime in the table (an ended one leaves it) and publish ``unseen``."""
+        self._channels[fresh.channel_id] = fresh
+        if not fresh.is_terminal:
+            self._arm_timers(fresh)
+        self._publish(fresh, unseen, fresh.is_terminal)
+
+    # -- other replicas' commits ------------------------------------------------------
+
+    async def catch_up_all(self) -> None:
+        """Catch up every channel live here or live in the store."""
+        ids = {row.channel_id for row in await self._store.load_live_channels()} | set(self._channels)
+        await asyncio.gather(*(self.catch_up(channel_id, 0) for channel_id in ids))
+
+    async def catch_up(self, channel_id: str, seq: int) -> None:
+        """Another replica committed the channel up to ``seq`` (0: its row changed): fold what
+        this replica lacks, in seq order, and publish it to the members connected here.
+
+        A channel not live here is read from the store (another replica opened it; an ended
+        one is still published once, so members here see its invites and its end). When this
+        replica has its own write of the channel in flight, nothing is folded: that write
+        loses the race in the store, and the rebuild after it publishes what it lacked.
+        """
+        async with self.locked(channel_id) as ch:
+            if ch is None:
+                known = self._ended.get(channel_id)
+                if known is not None and known >= seq:
+                    return
+                row = await self._store.get_channel(channel_id)
+                if row is None or channel_id in self._channels:  # never written, or opened meanwhile
+                    return
+                fresh, unseen = await self._rebuild(row, known or 0)
+                self._adopt(fresh, unseen)
+                return
+            if (seq and ch.committed_seq >= seq) or ch.last_seq > ch.committed_seq:
+                return
+            was_pending = ch.meta.state == PENDING
+            wires: list[envelope_pb2.Envelope] = []
+            now = self._clock()
+            while True:
+                rows = await self._store.read_wal(channel_id, ch.last_seq + 1, 0, _CATCH_UP_PAGE)
+                for data in rows:
+                    wire = envelope_pb2.Envelope.FromString(data)
+                    ch.fold(envelope_from_wal(wire), now)
+                    self._inboxes.staged(channel_id, ch.participants, wire)
+                    wires.append(wire)
+                if len(rows) < _CATCH_UP_PAGE:
+                    break
+            if not wires:
+                return
+            ch.meta.last_seq = ch.last_seq
+            if was_pending and ch.meta.state != PENDING:
+                self._arm_ttl(ch)
+            self._publish(ch, wires, ch.is_terminal)
 
     @contextlib.asynccontextmanager
     async def locked(self, channel_id: str) -> AsyncIterator[ChannelRuntime | None]:

@@ -21,13 +21,15 @@ from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_TEXT, Envelope
-from netkernel.errors import AgentNetError, ChannelClosed, NotParticipant, RateLimited
+from netkernel.errors import AgentNetError, ChannelClosed, LostRace, NotParticipant, RateLimited
 
 Audit = Callable[[str, str, str, dict[str, Any]], None]
 GovernPost = Callable[[str, Envelope, ChannelRuntime | None], Awaitable[None]]
 """The arbiter's say on a post (sender, envelope, live channel); raises the refusal."""
 Admitted = tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]
 """An admitted post: its commit future, the envelope as written, and whether it was a retry (duplicate)."""
+MAX_READMISSIONS = 8
+"""Times :meth:`Posts.post` admits a post whose write keeps losing races to other replicas."""
 
 
 class Posts:
@@ -53,10 +55,23 @@ class Posts:
     async def post(
         self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
     ) -> tuple[envelope_pb2.Envelope, bool]:
-        """Admit ``env`` from ``sender_id`` and wait for its commit; returns (as written, duplicate)."""
-        fut, wire, duplicate = await self.admit(sender_id, env, event_data_json=event_data_json)
-        await fut
-        return wire, duplicate
+        """Admit ``env`` from ``sender_id`` and wait for its commit; returns (as written, duplicate).
+
+        A post whose write lost a race to another replica (:class:`LostRace`: nothing of it was
+        stored) is admitted again once the channel is rebuilt from the store, so it is checked
+        against the state that won: admitted after it, refused (say NOT_YOUR_TURN), or answered
+        as the duplicate of the same idempotency key posted through the other replica.
+        """
+        for attempt in range(1, MAX_READMISSIONS + 1):
+            fut, wire, duplicate = await self.admit(sender_id, env, event_data_json=event_data_json)
+            try:
+                await fut
+            except LostRace:
+                if attempt == MAX_READMISSIONS:
+                    raise
+                continue
+            return wire, duplicate
+        raise AssertionError("unreachable")
 
     async def admit(
         self, sender_id: str, env: Envelope, *, event_data_json: str | None = None

@@ -126,8 +126,57 @@ class AuditRow:
     created_at: float
 
 
+class StoreConflict(Exception):
+    """Raised by a backend's write: the store already holds something a bundle assumed free (a
+    seq, an idempotency key, a live agent name): another writer (another hub replica sharing the
+    store) got there first. Nothing of the bundle was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one commit on the shared store changed, as the change feed tells the other replicas."""
+
+    origin: str
+    """The replica that committed it (:attr:`ChangeFeed.replica_id`)."""
+    channels: dict[str, int]
+    """Channel id → its last seq after the commit (0: only the channel's row changed)."""
+    agents: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    executions: tuple[str, ...] = ()
+    cursors: tuple[tuple[str, str, int], ...] = ()
+    """(agent_id, channel_id, seq) acked cursors."""
+
+
+class ChangeFeed(abc.ABC):
+    """The ordered record of every commit to a store shared by several hub replicas.
+
+    Each commit appends one :class:`Change` atomically with its writes, so a replica that
+    reads the feed from a position it took *before* loading its state misses nothing.
+    """
+
+    replica_id: str
+    """This replica's id (the ``origin`` of the changes it commits)."""
+
+    @abc.abstractmethod
+    async def position(self) -> str:
+        """The feed's current end: :meth:`read` from it returns only later changes."""
+
+    @abc.abstractmethod
+    async def read(self, after: str, block: float) -> tuple[str, list[Change]]:
+        """The changes after ``after`` (waiting up to ``block`` seconds for one) and the position
+        to read from next. Raises :class:`FeedGap` if changes after ``after`` were trimmed."""
+
+
+class FeedGap(Exception):
+    """The feed no longer holds every change after the asked position: the reader must refresh
+    everything it holds from the store."""
+
+
 class HubStore(abc.ABC):
     """Durable state of one hub."""
+
+    feed: ChangeFeed | None = None
+    """The change feed when several replicas share this store (None: this process is alone)."""
 
     @abc.abstractmethod
     async def open(self) -> None:

@@ -5,7 +5,10 @@
 which writes a list of bundles atomically or raises. A single writer task drains every
 bundle queued at that moment into one ``_apply`` call, then resolves the callers in order.
 If that call fails, the bundles are written again one per call, so only the failing
-bundle's caller sees the failure and its channels are fenced. Cursor-only bundles
+bundle's caller sees the failure and its channels are fenced. A bundle that lost a race to
+another replica (the backend raised :class:`StoreConflict`) fails with :class:`LostRace`, and
+so do the fenced bundles after it: nothing of them was written, so they may be admitted again.
+Cursor-only bundles
 (advisory) are written after the other bundles of their group are answered.
 
 :class:`~hubsvc.storage.sqlite.SqliteHubStore` and
@@ -19,8 +22,8 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-from hubsvc.storage.base import HubStore, Writes
-from netkernel.errors import Unavailable
+from hubsvc.storage.base import HubStore, StoreConflict, Writes
+from netkernel.errors import LostRace, Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
 
@@ -34,8 +37,8 @@ class GroupCommitStore(HubStore):
     def __init__(self) -> None:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
-        self._fenced: set[str] = set()
-        """Channels whose last write failed; their later bundles fail until lift_fence."""
+        self._fenced: dict[str, bool] = {}
+        """Channels whose last write failed (→ whether it lost a race); their later bundles fail until lift_fence."""
 
     @abc.abstractmethod
     async def _apply(self, group: list[Writes]) -> None:
@@ -101,7 +104,7 @@ class GroupCommitStore(HubStore):
                     # Bundles before the marker still see the fence; those after it do not.
                     await self._commit_run(run)
                     run = []
-                    self._fenced.discard(item.unfence)
+                    self._fenced.pop(item.unfence, None)
                     _resolve(item.fut)
             await self._commit_run(run)
             await self._commit_run(cursors)
@@ -140,13 +143,14 @@ class GroupCommitStore(HubStore):
         """Fail ``item`` if it writes a fenced channel (an earlier write to it failed); True if so."""
         if not self._fenced:
             return False
-        fenced = self._fenced.intersection(channels_of(item.writes))
+        fenced = sorted(self._fenced.keys() & channels_of(item.writes))
         if not fenced:
             return False
-        channel_id = min(fenced)
+        channel_id = fenced[0]
         if not item.fut.done():
+            error = LostRace if self._fenced[channel_id] else Unavailable
             item.fut.set_exception(
-                Unavailable(
+                error(
                     f"an earlier write to channel '{channel_id}' failed, so this one was not written (no gap is "
                     "ever committed); the hub is rebuilding the channel from storage — retry.",
                     metadata={"channel_id": channel_id, "cause": "store_write_failed"},
@@ -156,13 +160,26 @@ class GroupCommitStore(HubStore):
 
     def _fail(self, item: _Item, exc: Exception) -> None:
         """A bundle could not be written: fail its caller alone and fence its channels."""
-        log.error("a write bundle failed and was not written: %r", exc)
-        self._fenced.update(channels_of(item.writes))
+        race = isinstance(exc, StoreConflict)
+        if race:
+            log.info("a write bundle lost a race to another replica and was not written: %s", exc)
+        else:
+            log.error("a write bundle failed and was not written: %r", exc)
+        for channel_id in channels_of(item.writes):
+            self._fenced[channel_id] = race
         if not item.fut.done():
-            err = Unavailable(
-                f"the hub could not store this write ({type(exc).__name__}); nothing of it was written — retry.",
-                metadata={"cause": "store_write_failed"},
-            )
+            err: Unavailable
+            if race:
+                err = LostRace(
+                    f"another hub replica wrote to this channel first ({exc}); nothing of this write was stored — "
+                    "retry.",
+                    metadata={"cause": "lost_race"},
+                )
+            else:
+                err = Unavailable(
+                    f"the hub could not store this write ({type(exc).__name__}); nothing of it was written — retry.",
+                    metadata={"cause": "store_write_failed"},
+                )
             err.__cause__ = exc
             item.fut.set_exception(err)
 

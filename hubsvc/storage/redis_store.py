@@ -24,7 +24,8 @@ Global records carry the hash tag ``{g}``: ``P{g}:agents`` (hash id → packed r
 ``P{g}:exec:meta`` / ``P{g}:exec:all`` / ``P{g}:exec:root:<root>`` /
 ``P{g}:exec:roots_of:<agent>`` / ``P{g}:exec:running``, and ``P{g}:audit`` (hash id →
 packed record) with ``P{g}:audit_seq`` (INCR) and id indexes ``P{g}:audit:all``,
-``P{g}:audit:kind:<kind>``, ``P{g}:audit:subject:<subject>``.
+``P{g}:audit:kind:<kind>``, ``P{g}:audit:subject:<subject>``; ``P{g}:feed`` with
+``P{g}:feed_seq`` is the change feed the replicas follow (:mod:`hubsvc.storage.redis_feed`).
 
 A group of bundles is written by ONE Lua script (``EVALSHA``) naming every key it touches:
 it first checks, for each channel, that the stored last seq equals the first new row's
@@ -32,7 +33,8 @@ seq − 1 and that no idempotency key (nor live agent name) of the rows is taken
 mismatch it writes nothing and returns the conflict, which :meth:`_apply` raises as
 :class:`StoreConflict` (the group is then retried one bundle at a time, so only the
 conflicting bundle fails). Otherwise it appends the rows and updates last seq, the
-idempotency index, the channel record and the global records. On one Redis server a
+idempotency index, the channel record and the global records, and last appends the group's
+entry to the change feed. On one Redis server a
 script is atomic, so every bundle — channel and global keys together — is all or nothing.
 A script naming keys of several slots is refused by a Cluster; the Cluster split is a
 later step (docs/scale-out.md says which order keeps a crash between slots safe).
@@ -54,8 +56,19 @@ from typing import Any, ParamSpec, TypeVar, cast
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, TaskRow, WalRow, Writes
+from hubsvc.storage import redis_feed
+from hubsvc.storage.base import (
+    AgentRow,
+    AuditRow,
+    ChannelRow,
+    ExecutionRow,
+    StoreConflict,
+    TaskRow,
+    WalRow,
+    Writes,
+)
 from hubsvc.storage.group_commit import GroupCommitStore
+from hubsvc.storage.redis_feed import RedisChangeFeed
 from netkernel.errors import Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
@@ -112,6 +125,14 @@ while i <= #a do
     for j = 0, 2 * n - 1 do args[#args + 1] = a[i + 4 + j] end
     redis.call(unpack(args))
     i = i + 4 + 2 * n
+  elseif op == 'feed' then
+    -- stream, counter, approximate max length, n field/value pairs
+    local n = tonumber(a[i + 4])
+    local number = redis.call('INCR', k(i + 2))
+    local args = {'XADD', k(i + 1), 'MAXLEN', '~', a[i + 3], number .. '-0'}
+    for j = 0, 2 * n - 1 do args[#args + 1] = a[i + 5 + j] end
+    redis.call(unpack(args))
+    i = i + 5 + 2 * n
   elseif op == 'set' then
     redis.call('SET', k(i + 1), a[i + 2]); i = i + 3
   elseif op == 'hset' then
@@ -211,11 +232,6 @@ return {(#entries < tonumber(ARGV[2])) and 1 or 0, last, out}
 """
 
 
-class StoreConflict(Exception):
-    """The store already holds something a bundle assumed free (a seq, an idempotency key, a
-    live agent name): another writer got there first. Nothing of the bundle was written."""
-
-
 class StoreUnreachable(ConnectionError):
     """Redis did not answer when the store was opened."""
 
@@ -286,6 +302,7 @@ class RedisHubStore(GroupCommitStore):
         self._p = prefix
         self._g = prefix + "{g}:"
         self._commit_script = self._client.register_script(_COMMIT)
+        self.feed: RedisChangeFeed = RedisChangeFeed(self._client, self._g + "feed", self._g + "feed_seq")
         self._scan_script = self._client.register_script(_SCAN_TEXTS)
 
     @property
@@ -663,6 +680,10 @@ class _Plan:
         self._idem: set[tuple[str, str]] = set()
         self._names: dict[str, str] = {}
         self.empty = True
+        self._changed: dict[str, list[Any]] = {"a": [], "t": [], "x": [], "u": []}
+        """What the plan writes besides WAL rows, for the change feed: agent, task, execution ids, cursors."""
+        self._rows: dict[str, int] = {}
+        """Channels whose row the plan writes (→ 0, the feed's "row only")."""
 
     def k(self, key: str) -> int:
         """The 1-based KEYS index of ``key`` (added on first use)."""
@@ -673,8 +694,18 @@ class _Plan:
         return index
 
     def args(self) -> list[Any]:
-        """ARGV: the check count, the checks, the writes."""
-        return [len(self._checks), *(v for check in self._checks for v in check), *self._writes]
+        """ARGV: the check count, the checks, the writes (the last one appends the change feed's entry)."""
+        store, changed = self._store, self._changed
+        fields = redis_feed.encode(
+            store.feed.replica_id,
+            self._rows | self._last,
+            changed["a"],
+            changed["t"],
+            changed["x"],
+            changed["u"],
+        )
+        feed = ["feed", self.k(store.feed.key), self.k(store.feed.counter), redis_feed.FEED_MAXLEN, len(fields) // 2]
+        return [len(self._checks), *(v for check in self._checks for v in check), *self._writes, *feed, *fields]
 
     def add(self, writes: Writes) -> None:
         """Add one bundle's ops (in the order SQLite writes them)."""
@@ -688,7 +719,13 @@ class _Plan:
             self._writes += ["agent", self.k(g + "agents"), self.k(g + "agent_names"), self.k(g + "agent_name_of"),
                              a.agent_id, _pack(a.name, a.cred_hash, "1" if a.removed else "0", a.record), a.name,
                              "1" if a.removed else "0"]  # fmt: skip
+        changed = self._changed
+        changed["a"] += [a.agent_id for a in writes.agents]
+        changed["t"] += [t.task_id for t in writes.tasks]
+        changed["x"] += [e.execution_id for e in writes.executions]
+        changed["u"] += writes.cursors
         for c in writes.channels:
+            self._rows.setdefault(c.channel_id, 0)
             members = c.member_ids()
             self._writes += ["channel", self.k(s._c(c.channel_id, "meta")), self.k(g + "channel_order"),
                              self.k(g + "channels:live"), self.k(s._c(c.channel_id, "members")), c.channel_id,

@@ -18,7 +18,8 @@ from agentnet.v1 import channel_pb2, hub_pb2
 
 from agentsdk.errors import Unavailable
 from hubsvc.storage import AgentRow, ChannelRow, WalRow, Writes
-from hubsvc.storage.redis_store import RedisHubStore, StoreConflict
+from hubsvc.storage.base import StoreConflict
+from hubsvc.storage.redis_store import RedisHubStore
 from tests.hub.harness import EV_TEXT, Participant, collect, open_channel, register
 from tests.procs import ROOT, start_service
 from tests.redis_server import RedisServer

@@ -1,0 +1,100 @@
+"""The change feed of hub replicas sharing one Redis (:class:`~hubsvc.storage.base.ChangeFeed`).
+
+Every commit script of :class:`~hubsvc.storage.redis_store.RedisHubStore` ends by appending one
+entry to the Stream ``P{g}:feed`` in the same atomic step as its writes. The entry id is
+``<n>-0`` with ``n`` taken from the counter ``P{g}:feed_seq`` (INCR), so ids are consecutive and
+a reader can tell when entries it has not read were trimmed (the stream keeps about
+:data:`FEED_MAXLEN` entries). Fields: ``r`` (the committing replica's id) and ``j``, a JSON
+object: ``c`` maps each channel whose WAL grew to its last seq after the commit (0 when only
+the channel's row changed); ``a``, ``t`` and ``x`` list the agent, task and execution ids
+whose records were written; ``u`` lists the acked cursors as ``[agent id, channel id, seq]``.
+
+Why a Stream and not pub/sub: a replica that is busy, restarting its connection or briefly
+partitioned misses pub/sub messages for good, while it reads a Stream from where it stopped,
+and the consecutive ids prove it missed nothing. The entries are small (ids, not envelopes):
+the envelopes themselves are read from each channel's WAL stream (docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+
+from hubsvc.storage.base import Change, ChangeFeed, FeedGap
+
+FEED_MAXLEN = 100_000
+"""Entries the feed keeps at least (trimmed approximately past this); a replica that falls
+further behind refreshes everything it holds from the store."""
+_READ_COUNT = 1000
+"""Entries one read returns at most."""
+
+
+class RedisChangeFeed(ChangeFeed):
+    """Reads the feed of one Redis store; ``key``/``counter`` are the stream and its id counter."""
+
+    def __init__(self, client: aioredis.Redis, key: str, counter: str) -> None:
+        self.replica_id = uuid.uuid4().hex
+        self._client = client
+        self.key = key
+        self.counter = counter
+
+    async def position(self) -> str:
+        """The number of the last entry appended so far ("0" for an empty feed)."""
+        value = await self._client.get(self.counter)
+        return "0" if value is None else str(int(value))
+
+    async def read(self, after: str, block: float) -> tuple[str, list[Change]]:
+        """Entries after number ``after``, waiting up to ``block`` seconds; FeedGap if some were trimmed."""
+        answer = cast(
+            "list[Any]",
+            await self._client.xread({self.key: f"{after}-0"}, count=_READ_COUNT, block=max(1, int(block * 1000))),
+        )
+        if not answer:
+            return after, []
+        entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", answer[0][1])
+        expected = int(after) + 1
+        changes = []
+        for entry_id, fields in entries:
+            number = int(entry_id.split(b"-", 1)[0])
+            if number != expected:
+                raise FeedGap(f"the change feed skips from entry {expected - 1} to {number} (trimmed)")
+            expected = number + 1
+            changes.append(decode(fields))
+        return str(expected - 1), changes
+
+
+def encode(
+    replica_id: str,
+    channels: dict[str, int],
+    agents: Iterable[str],
+    tasks: Iterable[str],
+    executions: Iterable[str],
+    cursors: Iterable[tuple[str, str, int]],
+) -> list[Any]:
+    """The field/value list of one feed entry."""
+    body: dict[str, Any] = {"c": channels}
+    for name, ids in (("a", agents), ("t", tasks), ("x", executions)):
+        unique = list(dict.fromkeys(ids))
+        if unique:
+            body[name] = unique
+    acked = [list(cursor) for cursor in cursors]
+    if acked:
+        body["u"] = acked
+    return ["r", replica_id, "j", json.dumps(body, separators=(",", ":"))]
+
+
+def decode(fields: dict[bytes, bytes]) -> Change:
+    """A :class:`Change` from one entry's fields."""
+    body = json.loads(fields.get(b"j", b"{}"))
+    return Change(
+        origin=fields.get(b"r", b"").decode(),
+        channels={str(k): int(v) for k, v in body.get("c", {}).items()},
+        agents=tuple(body.get("a", ())),
+        tasks=tuple(body.get("t", ())),
+        executions=tuple(body.get("x", ())),
+        cursors=tuple((str(a), str(c), int(s)) for a, c, s in body.get("u", ())),
+    )

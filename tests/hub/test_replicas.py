@@ -1,0 +1,188 @@
+"""Several hub replicas on one Redis: each applies the others' commits (the change feed).
+
+The replicas run in this process (each a real gRPC server on its own port, each with its own
+RedisHubStore on the same keys); participants reach different replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+from agentnet.v1 import envelope_pb2, hub_pb2
+
+from netkernel.errors import NotYourTurn
+from tests.hub import harness
+from tests.hub.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
+from tests.redis_server import RedisServer
+
+REDIS_DB = 2
+"""The DB number of these tests (hub tests use 1, knowledge tests 0)."""
+
+
+@pytest.fixture
+def on_redis(redis_server: RedisServer) -> Iterator[None]:
+    """Hubs built by the harness use the session's redis-server (flushed afterwards)."""
+    harness.STORE.kind, harness.STORE.redis_url = "redis", redis_server.url(REDIS_DB)
+    try:
+        yield
+    finally:
+        harness.STORE.kind, harness.STORE.redis_url = "sqlite", ""
+        redis_server.flush(REDIS_DB)
+
+
+class Replicas:
+    """Replicas sharing one store, started on demand."""
+
+    def __init__(self, stack: AsyncExitStack, db: Path) -> None:
+        self._stack, self._db = stack, db
+        self.hubs: list[RunningHub] = []
+
+    async def start(self) -> RunningHub:
+        hub = await self._stack.enter_async_context(harness.running_hub(self._db))
+        self.hubs.append(hub)
+        return hub
+
+
+@pytest.fixture
+async def replicas(on_redis: None, tmp_path: Path) -> AsyncIterator[Replicas]:
+    async with AsyncExitStack() as stack:
+        yield Replicas(stack, tmp_path / "hub.db")
+
+
+async def read_wal(p: Participant, channel_id: str) -> list[envelope_pb2.Envelope]:
+    """The channel's whole WAL as ``p`` reads it through its replica."""
+    stream = p.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=channel_id), metadata=p.metadata, timeout=10)
+    return [item.envelope async for item in stream]
+
+
+def on(hub: RunningHub, p: Participant) -> Participant:
+    """``p``'s identity reaching ``hub``."""
+    return Participant(hub.target, p.record, p.credential)
+
+
+async def test_a_conversation_across_replicas(replicas: Replicas) -> None:
+    a = await replicas.start()
+    alice = await register(a.target, "alice")
+    bobs = await register(a.target, "bob")
+    b = await replicas.start()
+    bob = on(b, bobs)
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "conversation", [bob])  # bob's invite and ack go through b
+    sent = await alice.say(channel_id, "hello from a")
+    got = await bob.next(lambda e: e.event_type == "ag2.msg.text")
+    assert (got.seq, got.envelope_id) == (sent.seq, sent.envelope_id)
+    answer = await bob.say(channel_id, "hello from b")
+    back = await alice.next(lambda e: e.event_type == "ag2.msg.text")
+    assert (back.seq, back.envelope_id) == (answer.seq, answer.envelope_id)
+    await alice.close()
+    await bob.close()
+
+
+async def three_in_a_discussion(replicas: Replicas) -> tuple[list[list[Participant]], str]:
+    """alice, bob and carol in an opened discussion; each identity reachable through every replica
+    (``people[i][r]`` is identity i on replica r; the streams of replica 0 are connected)."""
+    a = await replicas.start()
+    names = [await register(a.target, n) for n in ("alice", "bob", "carol")]
+    for _ in range(2):
+        await replicas.start()
+    people = [[on(hub, p) for hub in replicas.hubs] for p in names]
+    for per_replica in people:
+        await per_replica[0].connect()
+    channel_id = await open_channel(people[0][0], "discussion", [people[1][0], people[2][0]])
+    return people, channel_id
+
+
+async def test_a_turn_raced_through_every_replica_is_admitted_once(replicas: Replicas) -> None:
+    people, channel_id = await three_in_a_discussion(replicas)
+    admitted: list[int] = []
+    for turn in range(9):
+        speaker = people[turn % 3]  # strict round robin: alice, bob, carol, alice, ...
+
+        async def attempt(p: Participant, n: int = turn) -> int | str:
+            env = make_envelope(channel_id, "ag2.msg.text", {"text": f"turn {n} via {p.channel}"})
+            try:
+                response = await p.rpc("PostEnvelope", hub_pb2.PostEnvelopeRequest(envelope=env))
+            except NotYourTurn:
+                return "not your turn"
+            return int(response.envelope.seq)
+
+        outcomes = await asyncio.gather(*(attempt(p) for p in speaker))
+        seqs = [o for o in outcomes if isinstance(o, int)]
+        assert len(seqs) == 1, outcomes  # exactly one replica's write won the turn
+        assert outcomes.count("not your turn") == 2, outcomes
+        admitted += seqs
+    rows = await replicas.hubs[0].core.store.read_wal(channel_id, 1, 0, 0)
+    stored = [envelope_pb2.Envelope.FromString(row) for row in rows]
+    assert [e.seq for e in stored] == list(range(1, len(stored) + 1))  # contiguous, no seq twice
+    texts = [e for e in stored if e.event_type == "ag2.msg.text"]
+    assert [e.seq for e in texts] == admitted
+    assert [e.sender_id for e in texts] == [people[t % 3][0].agent_id for t in range(9)]
+
+
+async def spread_trio(replicas: Replicas) -> list[Participant]:
+    """alice, bob and carol, each connected to a different one of three replicas."""
+    a = await replicas.start()
+    names = [await register(a.target, n) for n in ("alice", "bob", "carol")]
+    for _ in range(2):
+        await replicas.start()
+    people = [on(hub, p) for hub, p in zip(replicas.hubs, names, strict=True)]
+    for p in people:
+        await p.connect()
+    return people
+
+
+async def test_a_discussion_and_a_workflow_run_to_completion_across_replicas(replicas: Replicas) -> None:
+    alice, bob, carol = await spread_trio(replicas)
+    disc = await open_channel(alice, "discussion", [bob, carol], knobs={"max_rounds": 2})
+    with pytest.raises(NotYourTurn):
+        await carol.say(disc, "me first")  # refused by carol's replica, which applied the opening
+    for speaker in (alice, bob, carol) * 2:
+        await speaker.say(disc, f"turn of {speaker.name}")
+    for p in (alice, bob, carol):
+        closed = await p.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == disc)
+        assert data_of(closed)["reason"] == "max_turns"
+    knobs = {
+        "transitions": [
+            {"condition": {"type": "tool_called", "tool": "approve"}, "target": {"type": "terminate"}, "priority": 5},
+            {"condition": {"type": "always"}, "target": {"type": "round_robin"}},
+        ]
+    }
+    flow = await open_channel(bob, "workflow", [carol, alice], knobs=knobs)
+    await bob.say(flow, "kick off")
+    await carol.post(flow, "ag2.packet", {"routing": {"tool_called": None}, "context_updates": {}, "body": "draft"})
+    with pytest.raises(NotYourTurn):
+        await carol.post(flow, "ag2.packet", {"routing": {}, "context_updates": {}, "body": "again"})
+    await alice.post(flow, "ag2.packet", {"routing": {"tool_called": "approve"}, "context_updates": {}, "body": "ok"})
+    for p in (alice, bob, carol):
+        closed = await p.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == flow)
+        assert data_of(closed)["reason"] == "workflow_terminated"
+    # Every member got every envelope addressed to it (its own posts come back as PostResults), in
+    # seq order, with an unbroken prev_seq chain.
+    for p in (alice, bob, carol):
+        for channel_id in (disc, flow):
+            chain = [(prev, seq) for cid, prev, seq in p.chain if cid == channel_id]
+            assert [prev for prev, _ in chain[1:]] == [seq for _, seq in chain[:-1]], (p.name, chain)
+            visible = [e.seq for e in await read_wal(p, channel_id) if e.sender_id != p.agent_id]
+            assert [seq for _, seq in chain] == visible
+
+
+async def test_stream_posts_racing_for_one_turn_are_admitted_once(replicas: Replicas) -> None:
+    people, channel_id = await three_in_a_discussion(replicas)
+    for per_replica in people:
+        for p in per_replica[1:]:
+            await p.connect()
+    for turn in range(6):
+        speaker = people[turn % 3]
+        outcomes = await asyncio.gather(
+            *(p.say(channel_id, f"turn {turn} through replica {r}") for r, p in enumerate(speaker)),
+            return_exceptions=True,
+        )
+        won = [o for o in outcomes if isinstance(o, envelope_pb2.Envelope)]
+        assert len(won) == 1 and all(isinstance(o, NotYourTurn) for o in outcomes if o not in won), outcomes
+    rows = await replicas.hubs[0].core.store.read_wal(channel_id, 1, 0, 0)
+    assert [envelope_pb2.Envelope.FromString(r).seq for r in rows] == list(range(1, len(rows) + 1))
