@@ -64,6 +64,8 @@ class ChannelRuntime:
     """Highest admitted seq (committed or about to be)."""
     committed_seq: int = 0
     """Highest seq known committed."""
+    last_commit: asyncio.Future[None] | None = None
+    """The commit of the latest batch submitted (batches of a channel commit in order)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     depths: BoundedDict[str, int] = field(default_factory=lambda: BoundedDict(4096))
     """envelope_id -> depth of recent envelopes (causation on the reply path)."""

@@ -390,7 +390,7 @@ class LiveChannels:
             batch.writes.tasks.extend(self._tasks.rows(ended_tasks))
         elif batch.opened:
             self._arm_ttl(ch)
-        fut = self._store.submit(batch.writes)
+        fut = ch.last_commit = self._store.submit(batch.writes)
         wires = batch.wires
         ended = batch.ended is not None
         keyed = [w for w in wires if w.HasField("idempotency_key")]
@@ -552,9 +552,7 @@ class LiveChannels:
         this replica lacks, in seq order, and publish it to the members connected here.
 
         A channel not live here is read from the store (another replica opened it; an ended
-        one is still published once, so members here see its invites and its end). When this
-        replica has its own write of the channel in flight, nothing is folded: that write
-        loses the race in the store, and the rebuild after it publishes what it lacked.
+        one is still published once, so members here see its invites and its end).
         """
         async with self.locked(channel_id) as ch:
             if ch is None:
@@ -567,7 +565,14 @@ class LiveChannels:
                 fresh, unseen = await self._rebuild(row, known or 0)
                 self._adopt(fresh, unseen)
                 return
-            if (seq and ch.committed_seq >= seq) or ch.last_seq > ch.committed_seq:
+            if ch.last_seq > ch.committed_seq and ch.last_commit is not None:
+                # This replica's own write is in flight: once it settles, either it is committed
+                # (and the other replica's envelopes follow it) or it lost the race, and the
+                # rebuild after it publishes what this replica lacked.
+                await asyncio.wait([ch.last_commit])
+                if ch.stale:
+                    return
+            if seq and ch.committed_seq >= seq:
                 return
             was_pending = ch.meta.state == PENDING
             wires: list[envelope_pb2.Envelope] = []
