@@ -23,7 +23,7 @@ from hubsvc.storage.base import Change, ChangeFeed, FeedGap
 log = logging.getLogger("agentnet.hub.replicas")
 
 ApplyRecords = Callable[[Change], Awaitable[None]]
-"""Re-reads the identities, tasks and executions a change names."""
+"""Re-reads the identities, tasks, executions and stream holders a change names."""
 RefreshAll = Callable[[], Awaitable[None]]
 """Re-reads every record and catches every channel up (after the feed was trimmed past us)."""
 
@@ -100,11 +100,12 @@ class ReplicaSync:
             agents=tuple(a for c in changes for a in c.agents),
             tasks=tuple(t for c in changes for t in c.tasks),
             executions=tuple(x for c in changes for x in c.executions),
+            sessions=tuple(a for c in changes for a in c.sessions),
         )
         for change in changes:
             for channel_id, seq in change.channels.items():
                 merged.channels[channel_id] = max(seq, merged.channels.get(channel_id, 0))
-        if merged.agents or merged.tasks or merged.executions:
+        if merged.agents or merged.tasks or merged.executions or merged.sessions:
             await self._records(merged)
         await asyncio.gather(*(self._channels.catch_up(c, s) for c, s in merged.channels.items()))
         for change in changes:

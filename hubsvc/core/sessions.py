@@ -84,6 +84,7 @@ class Sessions:
         # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
         self._sessions[agent_id] = session
         self._registry.touch(agent_id, online=True)
+        self._store.submit(Writes(sessions=[(agent_id, session.session_id, True)]))  # other replicas: replaced
         stored = await self._store.load_cursors(agent_id)
         marks: dict[str, int] = {}
         for ch in list(self._live_channels()):
@@ -142,6 +143,25 @@ class Sessions:
         if self._sessions.get(session.agent_id) is session:
             del self._sessions[session.agent_id]
             self._registry.touch(session.agent_id, online=False)
+            self._store.submit(Writes(sessions=[(session.agent_id, session.session_id, False)]))
+
+    def holder_changed(self, agent_id: str, holder: str | None) -> None:
+        """Another replica recorded ``holder`` as the identity's current stream (None: it has
+        none): a stream of it here that is not that one was replaced, as on one hub."""
+        session = self._sessions.get(agent_id)
+        if session is not None and holder is not None and holder != session.session_id:
+            del self._sessions[agent_id]
+            session.close(
+                Unavailable(
+                    "this stream was replaced by a newer Connect stream of the same agent (through another "
+                    "hub replica).",
+                    metadata={"cause": "replaced"},
+                )
+            )
+            self._flush([session])
+            session = None
+        if session is None:
+            self._registry.touch(agent_id, online=holder is not None)
 
     def deliver(self, ch: ChannelRuntime, wires: list[envelope_pb2.Envelope]) -> None:
         """Offer committed envelopes of ``ch`` to its connected members (each session filters by audience)."""

@@ -100,17 +100,28 @@ class Writes:
     """A2A execution upserts."""
     audit: list[tuple[str, str, str, str, float]] = field(default_factory=list)
     """(kind, actor_id, subject_id, detail_json, created_at) audit appends."""
+    sessions: list[tuple[str, str, bool]] = field(default_factory=list)
+    """(agent_id, session_id, connected): a Connect stream began or ended. Only a store shared by
+    replicas records them (the identity's current stream, :meth:`HubStore.session_of`); a
+    single-process store has nothing to tell and ignores them."""
 
     def only_cursors(self) -> bool:
         """Holds cursor upserts and nothing else: advisory writes nobody waits on, so a store may
         write them after the bundles queued with them are answered."""
         return bool(self.cursors) and not (
-            self.wal or self.agents or self.channels or self.tasks or self.executions or self.audit
+            self.wal or self.agents or self.channels or self.tasks or self.executions or self.audit or self.sessions
         )
 
     def __bool__(self) -> bool:
         return bool(
-            self.wal or self.agents or self.channels or self.cursors or self.tasks or self.executions or self.audit
+            self.wal
+            or self.agents
+            or self.channels
+            or self.cursors
+            or self.tasks
+            or self.executions
+            or self.audit
+            or self.sessions
         )
 
 
@@ -145,6 +156,8 @@ class Change:
     executions: tuple[str, ...] = ()
     cursors: tuple[tuple[str, str, int], ...] = ()
     """(agent_id, channel_id, seq) acked cursors."""
+    sessions: tuple[str, ...] = ()
+    """Identities whose Connect stream began or ended (:meth:`HubStore.session_of` says which holds now)."""
 
 
 class ChangeFeed(abc.ABC):
@@ -207,6 +220,11 @@ class HubStore(abc.ABC):
     async def commit(self, writes: Writes) -> None:
         """Durably apply ``writes`` and wait for it."""
         await self.submit(writes)
+
+    async def session_of(self, agent_id: str) -> str | None:
+        """The session id of ``agent_id``'s current Connect stream on any replica (None: none),
+        as recorded by :attr:`Writes.sessions`; a single-process store records none."""
+        return None
 
     @abc.abstractmethod
     async def load_agents(self) -> list[AgentRow]:

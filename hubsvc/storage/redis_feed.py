@@ -7,7 +7,8 @@ a reader can tell when entries it has not read were trimmed (the stream keeps ab
 :data:`FEED_MAXLEN` entries). Fields: ``r`` (the committing replica's id) and ``j``, a JSON
 object: ``c`` maps each channel whose WAL grew to its last seq after the commit (0 when only
 the channel's row changed); ``a``, ``t`` and ``x`` list the agent, task and execution ids
-whose records were written; ``u`` lists the acked cursors as ``[agent id, channel id, seq]``.
+whose records were written, ``s`` the identities whose Connect stream began or ended; ``u``
+lists the acked cursors as ``[agent id, channel id, seq]``.
 
 Why a Stream and not pub/sub: a replica that is busy, restarting its connection or briefly
 partitioned misses pub/sub messages for good, while it reads a Stream from where it stopped,
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -67,23 +67,14 @@ class RedisChangeFeed(ChangeFeed):
         return str(expected - 1), changes
 
 
-def encode(
-    replica_id: str,
-    channels: dict[str, int],
-    agents: Iterable[str],
-    tasks: Iterable[str],
-    executions: Iterable[str],
-    cursors: Iterable[tuple[str, str, int]],
-) -> list[Any]:
-    """The field/value list of one feed entry."""
+def encode(replica_id: str, channels: dict[str, int], records: dict[str, list[Any]]) -> list[Any]:
+    """The field/value list of one feed entry: ``records`` maps "a", "t", "x", "s" to the agent,
+    task, execution and session-holder ids written, and "u" to the acked cursors."""
     body: dict[str, Any] = {"c": channels}
-    for name, ids in (("a", agents), ("t", tasks), ("x", executions)):
-        unique = list(dict.fromkeys(ids))
+    for name, values in records.items():
+        unique = list(dict.fromkeys(values)) if name != "u" else [list(cursor) for cursor in values]
         if unique:
             body[name] = unique
-    acked = [list(cursor) for cursor in cursors]
-    if acked:
-        body["u"] = acked
     return ["r", replica_id, "j", json.dumps(body, separators=(",", ":"))]
 
 
@@ -97,4 +88,5 @@ def decode(fields: dict[bytes, bytes]) -> Change:
         tasks=tuple(body.get("t", ())),
         executions=tuple(body.get("x", ())),
         cursors=tuple((str(a), str(c), int(s)) for a, c, s in body.get("u", ())),
+        sessions=tuple(body.get("s", ())),
     )

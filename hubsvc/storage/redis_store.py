@@ -25,7 +25,8 @@ Global records carry the hash tag ``{g}``: ``P{g}:agents`` (hash id → packed r
 ``P{g}:exec:roots_of:<agent>`` / ``P{g}:exec:running``, and ``P{g}:audit`` (hash id →
 packed record) with ``P{g}:audit_seq`` (INCR) and id indexes ``P{g}:audit:all``,
 ``P{g}:audit:kind:<kind>``, ``P{g}:audit:subject:<subject>``; ``P{g}:feed`` with
-``P{g}:feed_seq`` is the change feed the replicas follow (:mod:`hubsvc.storage.redis_feed`).
+``P{g}:feed_seq`` is the change feed the replicas follow (:mod:`hubsvc.storage.redis_feed`);
+``P{g}:sessions`` (hash agent id → session id) names each identity's current Connect stream.
 
 A group of bundles is written by ONE Lua script (``EVALSHA``) naming every key it touches:
 it first checks, for each channel, that the stored last seq equals the first new row's
@@ -137,6 +138,9 @@ while i <= #a do
     redis.call('SET', k(i + 1), a[i + 2]); i = i + 3
   elseif op == 'hset' then
     redis.call('HSET', k(i + 1), a[i + 2], a[i + 3]); i = i + 4
+  elseif op == 'hdelif' then
+    if redis.call('HGET', k(i + 1), a[i + 2]) == a[i + 3] then redis.call('HDEL', k(i + 1), a[i + 2]) end
+    i = i + 4
   elseif op == 'hsetnx' then
     redis.call('HSETNX', k(i + 1), a[i + 2], a[i + 3]); i = i + 4
   elseif op == 'sadd' then
@@ -412,6 +416,12 @@ class RedisHubStore(GroupCommitStore):
     # -- reads -------------------------------------------------------------------------
 
     @_read
+    async def session_of(self, agent_id: str) -> str | None:
+        """The session id holding the identity's Connect stream on some replica (None: none)."""
+        value = await self._client.hget(self._g + "sessions", agent_id)
+        return None if value is None else _text(value)
+
+    @_read
     async def load_agents(self) -> list[AgentRow]:
         """Every identity."""
         rows = await self._client.hgetall(self._g + "agents")
@@ -680,8 +690,9 @@ class _Plan:
         self._idem: set[tuple[str, str]] = set()
         self._names: dict[str, str] = {}
         self.empty = True
-        self._changed: dict[str, list[Any]] = {"a": [], "t": [], "x": [], "u": []}
-        """What the plan writes besides WAL rows, for the change feed: agent, task, execution ids, cursors."""
+        self._changed: dict[str, list[Any]] = {"a": [], "t": [], "x": [], "s": [], "u": []}
+        """What the plan writes besides WAL rows, for the change feed: agent, task, execution and
+        session-holder ids, cursors."""
         self._rows: dict[str, int] = {}
         """Channels whose row the plan writes (→ 0, the feed's "row only")."""
 
@@ -696,14 +707,7 @@ class _Plan:
     def args(self) -> list[Any]:
         """ARGV: the check count, the checks, the writes (the last one appends the change feed's entry)."""
         store, changed = self._store, self._changed
-        fields = redis_feed.encode(
-            store.feed.replica_id,
-            self._rows | self._last,
-            changed["a"],
-            changed["t"],
-            changed["x"],
-            changed["u"],
-        )
+        fields = redis_feed.encode(store.feed.replica_id, self._rows | self._last, changed)
         feed = ["feed", self.k(store.feed.key), self.k(store.feed.counter), redis_feed.FEED_MAXLEN, len(fields) // 2]
         return [len(self._checks), *(v for check in self._checks for v in check), *self._writes, *feed, *fields]
 
@@ -724,6 +728,9 @@ class _Plan:
         changed["t"] += [t.task_id for t in writes.tasks]
         changed["x"] += [e.execution_id for e in writes.executions]
         changed["u"] += writes.cursors
+        for agent_id, session_id, connected in writes.sessions:
+            changed["s"].append(agent_id)
+            self._writes += ["hset" if connected else "hdelif", self.k(g + "sessions"), agent_id, session_id]
         for c in writes.channels:
             self._rows.setdefault(c.channel_id, 0)
             members = c.member_ids()

@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import grpc
 import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2
 
 from netkernel.errors import NotYourTurn
+from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
 from tests.redis_server import RedisServer
@@ -171,18 +173,56 @@ async def test_a_discussion_and_a_workflow_run_to_completion_across_replicas(rep
             assert [seq for _, seq in chain] == visible
 
 
-async def test_stream_posts_racing_for_one_turn_are_admitted_once(replicas: Replicas) -> None:
+async def test_a_stream_post_racing_unary_posts_for_one_turn_is_admitted_once(replicas: Replicas) -> None:
+    # One identity holds one Connect stream (a second one, through any replica, replaces it), so
+    # the stream post through replica 0 races unary PostEnvelope calls through replicas 1 and 2.
     people, channel_id = await three_in_a_discussion(replicas)
-    for per_replica in people:
-        for p in per_replica[1:]:
-            await p.connect()
     for turn in range(6):
         speaker = people[turn % 3]
+        text = {"text": f"turn {turn}"}
         outcomes = await asyncio.gather(
-            *(p.say(channel_id, f"turn {turn} through replica {r}") for r, p in enumerate(speaker)),
+            speaker[0].say(channel_id, f"turn {turn} on the stream"),
+            *(
+                p.rpc(
+                    "PostEnvelope",
+                    hub_pb2.PostEnvelopeRequest(envelope=make_envelope(channel_id, "ag2.msg.text", text)),
+                )
+                for p in speaker[1:]
+            ),
             return_exceptions=True,
         )
-        won = [o for o in outcomes if isinstance(o, envelope_pb2.Envelope)]
-        assert len(won) == 1 and all(isinstance(o, NotYourTurn) for o in outcomes if o not in won), outcomes
+        won = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert len(won) == 1, outcomes
+        assert all(isinstance(o, NotYourTurn) for o in outcomes if isinstance(o, BaseException)), outcomes
     rows = await replicas.hubs[0].core.store.read_wal(channel_id, 1, 0, 0)
     assert [envelope_pb2.Envelope.FromString(r).seq for r in rows] == list(range(1, len(rows) + 1))
+
+
+async def test_a_stream_through_another_replica_replaces_the_first_and_presence_is_shared(
+    replicas: Replicas,
+) -> None:
+    a = await replicas.start()
+    alice = await register(a.target, "alice")
+    bobs = await register(a.target, "bob")
+    b, c = await replicas.start(), await replicas.start()
+    bob_on_a, bob_on_b = bobs, on(b, bobs)
+    watcher = on(c, alice)
+
+    async def online() -> bool:
+        listing = await watcher.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+        return any(r.online for r in listing.agents if r.agent_id == bobs.agent_id)
+
+    assert not await online()
+    await bob_on_a.connect()
+    await assert_eventually(online)
+    await bob_on_b.connect()  # the same identity again, through another replica
+    await assert_eventually(lambda: bob_on_a.stream_error is not None)
+    assert bob_on_a.stream_error is not None and bob_on_a.stream_error.code() == grpc.StatusCode.UNAVAILABLE
+    assert "replaced" in (bob_on_a.stream_error.details() or "")
+    assert await online()  # still connected (through b), though a's stream ended
+    await bob_on_b.close()
+
+    async def offline() -> bool:
+        return not await online()
+
+    await assert_eventually(offline)
