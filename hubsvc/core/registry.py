@@ -191,11 +191,28 @@ class Registry:
                     ],
                 )
             )
+        except Exception:
+            await self._name_taken_elsewhere(name)
+            raise
         finally:
             self._reserved.discard(name)
         self._by_id[agent_id] = entry
         self._by_name[name] = agent_id
         return record, f"{agent_id}.{secret}"
+
+    async def _name_taken_elsewhere(self, name: str) -> None:
+        """After a failed registration write: ALREADY_EXISTS if another replica registered ``name``
+        first (the store refused the write), learning that identity here."""
+        try:
+            holder = await self._store.get_agent_named(name)
+        except Exception:
+            return  # the store is unreachable: the write's own error says so
+        if holder is not None:
+            await self.reload(holder.agent_id)
+            raise AlreadyExists(
+                f"an agent named {name!r} is already registered; pick another name or unregister it first.",
+                metadata={"name": name},
+            ) from None
 
     async def unregister(self, agent_id: str) -> None:
         """Remove an identity (its name becomes free once the removal committed)."""

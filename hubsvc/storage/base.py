@@ -205,6 +205,10 @@ class HubStore(abc.ABC):
         """One identity (a removed one flagged), None when the id was never registered."""
 
     @abc.abstractmethod
+    async def get_agent_named(self, name: str) -> AgentRow | None:
+        """The live (not removed) identity holding passport name ``name``, if any."""
+
+    @abc.abstractmethod
     async def load_live_channels(self) -> list[ChannelRow]:
         """Every channel not yet CLOSED or EXPIRED."""
 

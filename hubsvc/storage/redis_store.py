@@ -438,6 +438,15 @@ class RedisHubStore(GroupCommitStore):
         return None if packed is None else _agent(agent_id, _bytes(packed))
 
     @_read
+    async def get_agent_named(self, name: str) -> AgentRow | None:
+        """The live identity of a name (the live-name index)."""
+        agent_id = await self._client.hget(self._g + "agent_names", name)
+        if agent_id is None:
+            return None
+        packed = await self._client.hget(self._g + "agents", agent_id)
+        return None if packed is None else _agent(_text(agent_id), _bytes(packed))
+
+    @_read
     async def load_live_channels(self) -> list[ChannelRow]:
         """Channels not yet ended."""
         ids = sorted(_text(m) for m in await self._client.smembers(self._g + "channels:live"))

@@ -264,6 +264,13 @@ class SqliteHubStore(GroupCommitStore):
         )
         return AgentRow(rows[0][0], rows[0][1], rows[0][2], bytes(rows[0][3]), bool(rows[0][4])) if rows else None
 
+    async def get_agent_named(self, name: str) -> AgentRow | None:
+        """The live identity of a name (the unique index agents_live_name)."""
+        rows = await self._fetchall(
+            "SELECT agent_id, name, cred_hash, record, removed FROM agents WHERE name = ? AND removed = 0", [name]
+        )
+        return AgentRow(rows[0][0], rows[0][1], rows[0][2], bytes(rows[0][3]), False) if rows else None
+
     async def load_live_channels(self) -> list[ChannelRow]:
         """Channels not yet ended."""
         rows = await self._fetchall("SELECT channel_id, live, record, seed FROM channels WHERE live = 1")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from agentnet.v1 import hub_pb2, task_pb2
 
-from agentsdk.errors import FailedPrecondition, NotFound, Unauthenticated
+from agentsdk.errors import AlreadyExists, FailedPrecondition, NotFound, Unauthenticated
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import audit_row, hash_secret
 from hubsvc.storage import Writes
@@ -121,6 +121,16 @@ async def test_an_identity_registered_changed_and_removed_on_one_replica_is_seen
         assert again.agent_id != x.agent_id
         for p in (x, x_via_b, again):
             await p.close()
+
+
+async def test_a_name_registered_on_one_replica_is_taken_on_another(tmp_path: Path) -> None:
+    db = tmp_path / "hub.db"
+    async with running_hub(db) as hub_a, running_hub(db) as hub_b:
+        first = await register(hub_a.target, "yara")
+        with pytest.raises(AlreadyExists, match="'yara' is already registered"):
+            await register(hub_b.target, "yara")  # B did not know yet; the store refused its write
+        assert hub_b.core.registry.resolve("yara").agent_id == first.agent_id  # and now B knows
+        await first.close()
 
 
 async def test_a_task_changed_on_one_replica_is_seen_on_another(tmp_path: Path) -> None:

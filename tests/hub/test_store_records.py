@@ -62,6 +62,16 @@ async def test_get_agent_reads_one_identity_removed_or_not(store: HubStore) -> N
     assert await store.get_agent("a1") == AgentRow("a1", "ann", "h1", b"rec2", True)
 
 
+async def test_get_agent_named_reads_the_live_holder_of_a_name(store: HubStore) -> None:
+    assert await store.get_agent_named("ann") is None
+    await store.commit(Writes(agents=[AgentRow("a1", "ann", "h1", b"rec1")]))
+    assert await store.get_agent_named("ann") == AgentRow("a1", "ann", "h1", b"rec1")
+    await store.commit(Writes(agents=[AgentRow("a1", "ann", "h1", b"rec1", True)]))
+    assert await store.get_agent_named("ann") is None
+    await store.commit(Writes(agents=[AgentRow("a2", "ann", "h2", b"rec2")]))
+    assert await store.get_agent_named("ann") == AgentRow("a2", "ann", "h2", b"rec2")
+
+
 async def test_get_execution_reads_one_execution_running_or_ended(store: HubStore) -> None:
     assert await store.get_execution("e1") is None
     await store.commit(Writes(executions=[execution("e1", running=True)]))
