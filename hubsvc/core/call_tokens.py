@@ -43,6 +43,7 @@ class CallTokens:
                 Writes(call_tokens=[CallTokenRow(digest, record.execution_id, record.target_id, expires_at)])
             )
         except Exception:
+            await self._executions.reload(record.execution_id)  # the store's word: ended elsewhere?
             if await self._executions.find_running(record.execution_id) is None:
                 raise ExecutionEnded(record.execution_id) from None
             raise

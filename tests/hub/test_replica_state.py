@@ -248,3 +248,29 @@ async def test_a_task_completed_on_one_replica_is_not_expired_by_another(tmp_pat
         row = await hub_b.core.store.get_task(task_id)
         assert row is not None and task_pb2.TaskMetadata.FromString(row.record).state == task_pb2.TASK_STATE_COMPLETED
         await owner.close()
+
+
+async def test_an_execution_another_replica_ended_stops_verifying_its_tokens(tmp_path: Path) -> None:
+    db = tmp_path / "hub.db"
+    async with running_hub(db) as hub_a:
+        a = await a2a_agent(hub_a.target, "a")
+        b = await a2a_agent(hub_a.target, "b")
+        call = asyncio.create_task(a.rpc("InvokeAgent", invoke(b, "hold on")))
+        question = await b.next(lambda e: e.event_type == EV_TEXT)
+        execution_id = data_of(question)["a2a"]["execution_id"]
+        token = await b.rpc("RefreshCallToken", hub_pb2.RefreshCallTokenRequest(execution_id=execution_id))
+        # A replica that starts now marks the execution it finds running failed (today's limit,
+        # docs/scale-out.md). A still knows the token (memory first) until it is told ...
+        async with running_hub(db):
+            found = await hub_a.core.call_tokens.lookup(token.call_token)
+            assert found is not None and found[0].record.execution_id == execution_id
+            await hub_a.core.apply_remote(executions=[execution_id])
+            assert await hub_a.core.call_tokens.lookup(token.call_token) is None
+            with pytest.raises(Unauthenticated, match="unknown call token"):
+                await b.rpc("RefreshCallToken", hub_pb2.RefreshCallTokenRequest(call_token=token.call_token))
+            with pytest.raises(FailedPrecondition, match="is not running"):
+                await b.rpc("RefreshCallToken", hub_pb2.RefreshCallTokenRequest(execution_id=execution_id))
+        await b.say(question.channel_id, "done")
+        assert (await call).status == COMPLETED  # the caller still gets the real outcome
+        await a.close()
+        await b.close()
