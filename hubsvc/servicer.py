@@ -265,7 +265,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self, caller: str, request: hub_pb2.RefreshCallTokenRequest
     ) -> hub_pb2.RefreshCallTokenResponse:
         """A call token for the A2A call the caller answers (by execution id), or a fresh one for a token."""
-        token, expires_at = self.ops.a2a.refresh(caller, request.call_token, request.execution_id)
+        token, expires_at = await self.ops.a2a.refresh(caller, request.call_token, request.execution_id)
         return hub_pb2.RefreshCallTokenResponse(call_token=token, expires_at=to_timestamp(expires_at))
 
     @unary_rpc(AGENT_OR_OPERATOR)

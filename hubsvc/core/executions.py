@@ -4,11 +4,16 @@ Executions form trees: a call made while answering another call is its child
 (``parent_execution_id``), and every execution of a tree shares the root session
 id. Executions left running by a stopped hub process are marked failed at start
 (their callers were waiting on an RPC of that process).
+
+Which executions run, and their targets, is answered on any replica: this replica's own
+(:attr:`ExecutionLog.running`, whose callers wait on it) from memory, the others' from
+their stored rows (:meth:`ExecutionLog.find_running`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 
 from agentnet.v1 import a2a_pb2
 
@@ -20,12 +25,63 @@ DEFAULT_LIST_LIMIT = 100
 RUNNING = a2a_pb2.INVOCATION_STATUS_RUNNING
 
 
+_MAX_DEPTH_WALK = 10_000
+"""Parents followed at most to find a stored execution's depth (a guard; real chains are short)."""
+
+
+@dataclass
+class Running:
+    """A running execution, how deep in its call chain it is (1 = called outside any dispatch),
+    and the call tokens this replica issued for it (secret hash -> expiry)."""
+
+    record: a2a_pb2.Execution
+    depth: int
+    tokens: dict[str, float] = field(default_factory=dict)
+
+
 class ExecutionLog:
     """Records, ends and lists A2A executions."""
 
     def __init__(self, store: HubStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
+        self.running: dict[str, Running] = {}
+        """The executions this replica runs (InvokeAgent adds and removes them)."""
+
+    async def find_running(self, execution_id: str) -> Running | None:
+        """The running execution ``execution_id``: this replica's, else the stored row of one another
+        replica runs (its tokens are then in the store only); None when it ended or never existed."""
+        running = self.running.get(execution_id)
+        if running is not None:
+            return running
+        row = await self._store.get_execution(execution_id)
+        if row is None or not row.running:
+            return None
+        record = a2a_pb2.Execution.FromString(row.record)
+        return Running(record, await self._depth(record))
+
+    async def _depth(self, record: a2a_pb2.Execution) -> int:
+        """1 + the number of stored ancestors of ``record``."""
+        depth, parent = 1, record.parent_execution_id
+        while parent and depth < _MAX_DEPTH_WALK:
+            known = self.running.get(parent)
+            if known is not None:
+                return depth + known.depth
+            row = await self._store.get_execution(parent)
+            if row is None:
+                break
+            depth += 1
+            parent = a2a_pb2.Execution.FromString(row.record).parent_execution_id
+        return depth
+
+    async def reload(self, execution_id: str) -> None:
+        """Another replica changed ``execution_id``: if this replica runs it and the stored row has
+        ended (e.g. marked failed), forget it here too, so its call tokens stop verifying."""
+        if execution_id not in self.running:
+            return
+        row = await self._store.get_execution(execution_id)
+        if row is None or not row.running:
+            self.running.pop(execution_id, None)
 
     async def load(self) -> None:
         """Fail the executions a previous hub process left running."""

@@ -15,8 +15,9 @@ Where things happen:
   resume, replay, per-participant queues, acks and cursor flushing;
 * :mod:`~hubsvc.core.expectation_timers` — channel expectations: deadlines armed from the
   WAL, the actions that fire once;
-* :mod:`~hubsvc.core.registry`, :mod:`~hubsvc.core.tasks`, :mod:`~hubsvc.core.executions`
-  — identities, the task mirror and the A2A execution log.
+* :mod:`~hubsvc.core.registry`, :mod:`~hubsvc.core.tasks`, :mod:`~hubsvc.core.executions`,
+  :mod:`~hubsvc.core.call_tokens` — identities, the task mirror, the A2A execution log and
+  its call tokens (:meth:`HubCore.apply_remote` refreshes them when another replica changed them).
 
 HubCore starts and stops them together and exposes the calls the servicer, the
 operations and the tests use.
@@ -32,6 +33,7 @@ from typing import Any
 from agentnet.v1 import a2a_pb2, identity_pb2
 
 from hubsvc.core.admission import Admission
+from hubsvc.core.call_tokens import CallTokens
 from hubsvc.core.enforcement import Enforcement
 from hubsvc.core.executions import ExecutionLog
 from hubsvc.core.expectation_timers import ExpectationTimers
@@ -79,6 +81,7 @@ class HubCore:
         self.registry = Registry(store, clock, on_change=self.governance.forget)
         self.tasks = TaskMirror(store, clock, self.audit)
         self.executions = ExecutionLog(store, clock)
+        self.call_tokens = CallTokens(store, self.executions, self.options, clock)
         record_of = self.registry.record_of
         self.inboxes = Inboxes(Derived(self.governance, record_of, lambda e: e.inbox()).get, self.registry.name_for)
         """What waits for each identity (the inbox cap, docs/governance.md "Inbox caps")."""
@@ -223,6 +226,21 @@ class HubCore:
             await asyncio.wait(list(self._background), timeout=5.0)
         await self.store.close()
 
+    async def apply_remote(
+        self, *, agents: Iterable[str] = (), tasks: Iterable[str] = (), executions: Iterable[str] = ()
+    ) -> None:
+        """Another replica committed changes to these identities, tasks and executions: re-read
+        each from the store and make it current here (an identity that is gone loses its
+        sessions and rate bucket; waiters of a task wake). Channels are refreshed separately."""
+        for agent_id in dict.fromkeys(agents):
+            if await self.registry.reload(agent_id):
+                self.sessions.close(agent_id, Unavailable("this identity was unregistered."))
+                self.rate.forget(agent_id)
+        for task_id in dict.fromkeys(tasks):
+            await self.tasks.reload(task_id)
+        for execution_id in dict.fromkeys(executions):
+            await self.executions.reload(execution_id)
+
     # -- shared services of the parts -------------------------------------------------
 
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
@@ -291,8 +309,3 @@ class HubCore:
         self.governance.forget(agent_id)
         self.rate.forget(agent_id)
         return closed
-
-    async def apply_remote(
-        self, *, agents: Iterable[str] = (), tasks: Iterable[str] = (), executions: Iterable[str] = ()
-    ) -> None:
-        """PLACEHOLDER until the shared-state branch merges."""

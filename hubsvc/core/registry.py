@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agentnet.v1 import a2a_pb2, identity_pb2
 
-from hubsvc.core.util import Clock, audit_row, hash_secret, new_id, new_secret, to_timestamp
+from hubsvc.core.util import Clock, audit_row, from_timestamp, hash_secret, new_id, new_secret, to_timestamp
 from hubsvc.storage import AgentRow, HubStore, Writes
 from netkernel.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
 from netkernel.identity import Passport, Resume
@@ -66,6 +66,32 @@ class Registry:
             entry = AgentEntry(identity_pb2.AgentRecord.FromString(row.record), row.cred_hash)
             self._by_id[row.agent_id] = entry
             self._by_name[row.name] = row.agent_id
+
+    async def reload(self, agent_id: str) -> bool:
+        """Make the stored row of ``agent_id`` current in memory (another replica registered, changed
+        or removed it): insert, update or drop the entry and its name; returns whether the identity
+        is gone. What only this replica knows stays: presence (``online``) and the latest
+        ``last_seen_at``. Governance caches forget the identity (``on_change``)."""
+        row = await self._store.get_agent(agent_id)
+        old = self._by_id.get(agent_id)
+        if old is not None and self._by_name.get(old.name) == agent_id:
+            del self._by_name[old.name]
+        if row is None or row.removed:
+            self._by_id.pop(agent_id, None)
+            self._on_change(agent_id)
+            return True
+        record = identity_pb2.AgentRecord.FromString(row.record)
+        if old is not None:
+            record.online = old.record.online
+            if from_timestamp(old.record.last_seen_at) > from_timestamp(record.last_seen_at):
+                record.last_seen_at.CopyFrom(old.record.last_seen_at)
+            old.record.CopyFrom(record)  # in place: holders of the entry see the change
+            old.cred_hash = row.cred_hash
+        else:
+            self._by_id[agent_id] = AgentEntry(record, row.cred_hash)
+        self._by_name[row.name] = agent_id
+        self._on_change(agent_id)
+        return False
 
     def __contains__(self, agent_id: str) -> bool:
         return agent_id in self._by_id
@@ -165,11 +191,28 @@ class Registry:
                     ],
                 )
             )
+        except Exception:
+            await self._name_taken_elsewhere(name)
+            raise
         finally:
             self._reserved.discard(name)
         self._by_id[agent_id] = entry
         self._by_name[name] = agent_id
         return record, f"{agent_id}.{secret}"
+
+    async def _name_taken_elsewhere(self, name: str) -> None:
+        """After a failed registration write: ALREADY_EXISTS if another replica registered ``name``
+        first (the store refused the write), learning that identity here."""
+        try:
+            holder = await self._store.get_agent_named(name)
+        except Exception:
+            return  # the store is unreachable: the write's own error says so
+        if holder is not None:
+            await self.reload(holder.agent_id)
+            raise AlreadyExists(
+                f"an agent named {name!r} is already registered; pick another name or unregister it first.",
+                metadata={"name": name},
+            ) from None
 
     async def unregister(self, agent_id: str) -> None:
         """Remove an identity (its name becomes free once the removal committed)."""

@@ -17,7 +17,7 @@ from typing import Any
 from agentnet.v1 import task_pb2
 
 from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
-from hubsvc.storage import HubStore, TaskRow, Writes
+from hubsvc.storage import TASK_LIVE, TASK_NEW, HubStore, TaskRow, Writes
 from netkernel.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 log = logging.getLogger("agentnet.hub")
@@ -131,7 +131,7 @@ class TaskMirror:
                     task.result_json = _check_json(payload_json, "payload_json")
                 task.error = error
         task.updated_at.CopyFrom(to_timestamp(now))
-        await self._save(task)
+        await self._save(task, TASK_NEW if kind == task_pb2.TASK_EVENT_KIND_STARTED else TASK_LIVE)
         return task
 
     async def request_cancel(self, task_id: str, reason: str) -> task_pb2.TaskMetadata:
@@ -142,7 +142,7 @@ class TaskMirror:
         task.cancel_requested = True
         task.cancel_reason = reason
         task.updated_at.CopyFrom(to_timestamp(self._clock()))
-        await self._save(task)
+        await self._save(task, TASK_LIVE)
         return task
 
     def end_for_channel(self, channel_id: str, reason: str) -> list[task_pb2.TaskMetadata]:
@@ -184,14 +184,53 @@ class TaskMirror:
         """Every ``interval`` seconds, expire the running tasks past their expiry, until cancelled."""
         while True:
             await asyncio.sleep(interval)
-            expired = self.expire_due()
-            if expired:
-                try:
-                    await self._store.commit(Writes(tasks=self.rows(expired)))
-                except Exception:
-                    log.exception("could not store %d expired tasks; retrying at the next sweep", len(expired))
-                    continue
-                self.apply(expired)
+            await self.expire()
+
+    async def expire(self) -> list[task_pb2.TaskMetadata]:
+        """Expire the running tasks past their expiry; returns those this hub expired.
+
+        Each expiry is its own write, conditional on the stored task still running
+        (:data:`~hubsvc.storage.TASK_LIVE`): when several replicas sweep the same task, the
+        first write wins and the others, refused, read the task's stored state instead — so
+        one expiry (and one ``task_terminated`` audit record) is committed. A write that fails
+        for another reason is tried again at the next sweep."""
+        expired = self.expire_due()
+        results = await asyncio.gather(
+            *(self._store.submit(Writes(tasks=[self._row(t, TASK_LIVE)])) for t in expired), return_exceptions=True
+        )
+        done = []
+        for task, result in zip(expired, results, strict=True):
+            if result is None:
+                self._apply(task)
+                done.append(task)
+                continue
+            try:
+                ended = await self.reload(task.task_id)
+            except Exception:
+                ended = False
+            if not ended:
+                log.warning(
+                    "could not store the expiry of task %s (%s); retrying at the next sweep", task.task_id, result
+                )
+        return done
+
+    async def reload(self, task_id: str) -> bool:
+        """Make the stored state of ``task_id`` current in memory (another replica changed it) and
+        wake its waiters; True when the stored task has ended. A task that ended in memory stays
+        ended (a task ends once). Audits nothing: the replica whose write ended it did."""
+        row = await self._store.get_task(task_id)
+        if row is None:
+            self._live.pop(task_id, None)
+            self._notify(task_id)
+            return False
+        task = task_pb2.TaskMetadata.FromString(row.record)
+        if task.state in TERMINAL:
+            self._live.pop(task_id, None)
+            self._ended[task_id] = task
+        elif task_id not in self._ended:
+            self._live[task_id] = task
+        self._notify(task_id)
+        return task.state in TERMINAL
 
     async def wait(self, task_id: str, timeout: float) -> tuple[task_pb2.TaskMetadata, bool]:
         """Block until the task is terminal or ``timeout`` passes; returns (task, timed_out)."""
@@ -210,9 +249,24 @@ class TaskMirror:
             except TimeoutError:
                 pass
 
-    async def _save(self, task: task_pb2.TaskMetadata) -> None:
-        """Write the task's new state, then make it current (a failed write changes nothing)."""
-        await self._store.commit(Writes(tasks=[self._row(task)]))
+    async def _save(self, task: task_pb2.TaskMetadata, expect: str) -> None:
+        """Write the task's new state if the stored task is as ``expect`` says, then make it current
+        (a failed write changes nothing here). A write refused because another replica started or
+        ended the task first is FAILED_PRECONDITION, like the same report on that replica."""
+        try:
+            await self._store.commit(Writes(tasks=[self._row(task, expect)]))
+        except Exception:
+            try:
+                ended = await self.reload(task.task_id)
+            except Exception:
+                ended = False
+            if expect == TASK_NEW and (task.task_id in self._live or ended):
+                raise FailedPrecondition(
+                    f"task {task.task_id!r} was already started; report progress or completion instead."
+                ) from None
+            if expect == TASK_LIVE and ended:
+                raise FailedPrecondition(f"task {task.task_id!r} already ended; it cannot change again.") from None
+            raise
         self._apply(task)
 
     def _apply(self, task: task_pb2.TaskMetadata) -> None:
@@ -235,8 +289,9 @@ class TaskMirror:
             event.set()
 
     @staticmethod
-    def _row(task: task_pb2.TaskMetadata) -> TaskRow:
-        return TaskRow(task.task_id, task.owner_id, task.channel_id, task.state in TERMINAL, task.SerializeToString())
+    def _row(task: task_pb2.TaskMetadata, expect: str = "") -> TaskRow:
+        terminal = task.state in TERMINAL
+        return TaskRow(task.task_id, task.owner_id, task.channel_id, terminal, task.SerializeToString(), expect)
 
 
 def _copy(task: task_pb2.TaskMetadata) -> task_pb2.TaskMetadata:

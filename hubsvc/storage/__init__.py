@@ -1,6 +1,31 @@
 """Hub storage: one interface (:class:`HubStore`), one implementation per backend."""
 
-from hubsvc.storage.base import AgentRow, ChannelRow, ExecutionRow, HubStore, TaskRow, WalRow, Writes
+from hubsvc.storage.base import (
+    TASK_LIVE,
+    TASK_NEW,
+    AgentRow,
+    CallTokenRow,
+    ChannelRow,
+    ExecutionRow,
+    HubStore,
+    StoreConflict,
+    TaskRow,
+    WalRow,
+    Writes,
+)
 from hubsvc.storage.sqlite import SqliteHubStore
 
-__all__ = ["AgentRow", "ChannelRow", "ExecutionRow", "HubStore", "SqliteHubStore", "TaskRow", "WalRow", "Writes"]
+__all__ = [
+    "TASK_LIVE",
+    "TASK_NEW",
+    "AgentRow",
+    "CallTokenRow",
+    "ChannelRow",
+    "ExecutionRow",
+    "HubStore",
+    "SqliteHubStore",
+    "StoreConflict",
+    "TaskRow",
+    "WalRow",
+    "Writes",
+]

@@ -62,6 +62,12 @@ class ChannelRow:
         return [p.agent_id for p in channel_pb2.ChannelMetadata.FromString(self.record).participants]
 
 
+TASK_NEW = "new"
+"""A :attr:`TaskRow.expect`: the store holds no task with this id yet (a start)."""
+TASK_LIVE = "live"
+"""A :attr:`TaskRow.expect`: the stored task exists and has not ended (a report, a cancel request, an expiry)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TaskRow:
     """A task: its serialized ``TaskMetadata``."""
@@ -71,6 +77,10 @@ class TaskRow:
     channel_id: str
     terminal: bool
     record: bytes
+    expect: str = ""
+    """What the stored task must be for this write (:data:`TASK_NEW`, :data:`TASK_LIVE`; "" = anything).
+    When it is not, the bundle writes nothing and fails with :class:`StoreConflict`: so of two
+    replicas ending one task, only the first write counts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,24 @@ class ExecutionRow:
     record: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class CallTokenRow:
+    """An A2A call token: the SHA-256 of its secret, the execution it was issued for, the agent it
+    was issued to and when it expires. Removed with the execution's end (an ended row, ``running``
+    False, deletes every token of its execution in the same commit)."""
+
+    token_hash: str
+    execution_id: str
+    agent_id: str
+    expires_at: float
+
+
+class StoreConflict(Exception):
+    """The store already holds something a bundle assumed free or unchanged (a seq, an idempotency
+    key, a live agent name, a task that ended): another writer got there first. Nothing of the
+    bundle was written."""
+
+
 @dataclass
 class Writes:
     """A bundle of writes committed atomically, in this order."""
@@ -98,6 +126,8 @@ class Writes:
     tasks: list[TaskRow] = field(default_factory=list)
     executions: list[ExecutionRow] = field(default_factory=list)
     """A2A execution upserts."""
+    call_tokens: list[CallTokenRow] = field(default_factory=list)
+    """A2A call tokens issued (see :class:`CallTokenRow` for when they are removed)."""
     audit: list[tuple[str, str, str, str, float]] = field(default_factory=list)
     """(kind, actor_id, subject_id, detail_json, created_at) audit appends."""
     sessions: list[tuple[str, str, bool]] = field(default_factory=list)
@@ -109,7 +139,14 @@ class Writes:
         """Holds cursor upserts and nothing else: advisory writes nobody waits on, so a store may
         write them after the bundles queued with them are answered."""
         return bool(self.cursors) and not (
-            self.wal or self.agents or self.channels or self.tasks or self.executions or self.audit or self.sessions
+            self.wal
+            or self.agents
+            or self.channels
+            or self.tasks
+            or self.executions
+            or self.call_tokens
+            or self.audit
+            or self.sessions
         )
 
     def __bool__(self) -> bool:
@@ -120,6 +157,7 @@ class Writes:
             or self.cursors
             or self.tasks
             or self.executions
+            or self.call_tokens
             or self.audit
             or self.sessions
         )
@@ -135,12 +173,6 @@ class AuditRow:
     subject_id: str
     detail_json: str
     created_at: float
-
-
-class StoreConflict(Exception):
-    """Raised by a backend's write: the store already holds something a bundle assumed free (a
-    seq, an idempotency key, a live agent name): another writer (another hub replica sharing the
-    store) got there first. Nothing of the bundle was written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +263,14 @@ class HubStore(abc.ABC):
         """Every registered identity (removed ones included, flagged)."""
 
     @abc.abstractmethod
+    async def get_agent(self, agent_id: str) -> AgentRow | None:
+        """One identity (a removed one flagged), None when the id was never registered."""
+
+    @abc.abstractmethod
+    async def get_agent_named(self, name: str) -> AgentRow | None:
+        """The live (not removed) identity holding passport name ``name``, if any."""
+
+    @abc.abstractmethod
     async def load_live_channels(self) -> list[ChannelRow]:
         """Every channel not yet CLOSED or EXPIRED."""
 
@@ -282,6 +322,14 @@ class HubStore(abc.ABC):
     @abc.abstractmethod
     async def load_running_executions(self) -> list[ExecutionRow]:
         """A2A executions still marked running (left by a stopped hub)."""
+
+    @abc.abstractmethod
+    async def get_execution(self, execution_id: str) -> ExecutionRow | None:
+        """One A2A execution, running or ended."""
+
+    @abc.abstractmethod
+    async def get_call_token(self, token_hash: str) -> CallTokenRow | None:
+        """The call token with this secret hash, while its execution has not ended."""
 
     @abc.abstractmethod
     async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:

@@ -22,7 +22,9 @@ Global records carry the hash tag ``{g}``: ``P{g}:agents`` (hash id → packed r
 (hash envelope id → channel, seq), ``P{g}:cursors:<agent>`` (hash channel → seq),
 ``P{g}:tasks`` / ``P{g}:task_meta`` / ``P{g}:tasks:live``, ``P{g}:exec`` /
 ``P{g}:exec:meta`` / ``P{g}:exec:all`` / ``P{g}:exec:root:<root>`` /
-``P{g}:exec:roots_of:<agent>`` / ``P{g}:exec:running``, and ``P{g}:audit`` (hash id →
+``P{g}:exec:roots_of:<agent>`` / ``P{g}:exec:running``, A2A call tokens ``P{g}:call_tokens``
+(hash secret hash → execution, agent, expiry) with ``P{g}:call_tokens:<execution>`` (set of
+its hashes, deleted with the execution's end), and ``P{g}:audit`` (hash id →
 packed record) with ``P{g}:audit_seq`` (INCR) and id indexes ``P{g}:audit:all``,
 ``P{g}:audit:kind:<kind>``, ``P{g}:audit:subject:<subject>``; ``P{g}:feed`` with
 ``P{g}:feed_seq`` is the change feed the replicas follow (:mod:`hubsvc.storage.redis_feed`);
@@ -30,7 +32,9 @@ packed record) with ``P{g}:audit_seq`` (INCR) and id indexes ``P{g}:audit:all``,
 
 A group of bundles is written by ONE Lua script (``EVALSHA``) naming every key it touches:
 it first checks, for each channel, that the stored last seq equals the first new row's
-seq − 1 and that no idempotency key (nor live agent name) of the rows is taken; on any
+seq − 1, that no idempotency key (nor live agent name) of the rows is taken, and that a task
+row's expected state (``TaskRow.expect``: not stored yet / stored and running) holds and
+that the execution of a new call token is still running; on any
 mismatch it writes nothing and returns the conflict, which :meth:`_apply` raises as
 :class:`StoreConflict` (the group is then retried one bundle at a time, so only the
 conflicting bundle fails). Otherwise it appends the rows and updates last seq, the
@@ -59,8 +63,11 @@ import redis.exceptions
 
 from hubsvc.storage import redis_feed
 from hubsvc.storage.base import (
+    TASK_LIVE,
+    TASK_NEW,
     AgentRow,
     AuditRow,
+    CallTokenRow,
     ChannelRow,
     ExecutionRow,
     StoreConflict,
@@ -114,6 +121,20 @@ for _ = 1, nchecks do
     local owner = redis.call('HGET', k(i + 1), a[i + 2])
     if owner and owner ~= a[i + 3] then return {0, 'agent name ' .. a[i + 2] .. ' is taken'} end
     i = i + 4
+  elseif op == 'task' then
+    -- tasks hash, live set, task id, 'new' (no such task yet) or 'live' (stored and not ended)
+    local known = redis.call('HEXISTS', k(i + 1), a[i + 3]) == 1
+    if a[i + 4] == 'new' and known then return {0, 'task ' .. a[i + 3] .. ' already exists'} end
+    if a[i + 4] == 'live' and not (known and redis.call('SISMEMBER', k(i + 2), a[i + 3]) == 1) then
+      return {0, 'task ' .. a[i + 3] .. ' is not running'}
+    end
+    i = i + 5
+  elseif op == 'running' then
+    -- running set, execution id: a call token is stored only while its execution runs
+    if redis.call('SISMEMBER', k(i + 1), a[i + 2]) == 0 then
+      return {0, 'execution ' .. a[i + 2] .. ' is not running'}
+    end
+    i = i + 3
   else
     return redis.error_reply('unknown check op ' .. tostring(op))
   end
@@ -195,6 +216,12 @@ while i <= #a do
     redis.call('HSET', k(i + 1), id, a[i + 10])
     if a[i + 12] == '1' then redis.call('SADD', k(i + 8), id) else redis.call('SREM', k(i + 8), id) end
     i = i + 15
+  elseif op == 'untoken' then
+    -- token hash, the execution's token set: forget every call token of an ended execution
+    local hashes = redis.call('SMEMBERS', k(i + 2))
+    for _, h in ipairs(hashes) do redis.call('HDEL', k(i + 1), h) end
+    redis.call('DEL', k(i + 2))
+    i = i + 3
   elseif op == 'audit' then
     -- counter, records, all, by kind, by subject, packed record
     local id = redis.call('INCR', k(i + 1))
@@ -428,6 +455,21 @@ class RedisHubStore(GroupCommitStore):
         return [_agent(_text(agent_id), _bytes(packed)) for agent_id, packed in rows.items()]
 
     @_read
+    async def get_agent(self, agent_id: str) -> AgentRow | None:
+        """One identity (removed ones flagged)."""
+        packed = await self._client.hget(self._g + "agents", agent_id)
+        return None if packed is None else _agent(agent_id, _bytes(packed))
+
+    @_read
+    async def get_agent_named(self, name: str) -> AgentRow | None:
+        """The live identity of a name (the live-name index)."""
+        agent_id = await self._client.hget(self._g + "agent_names", name)
+        if agent_id is None:
+            return None
+        packed = await self._client.hget(self._g + "agents", agent_id)
+        return None if packed is None else _agent(_text(agent_id), _bytes(packed))
+
+    @_read
     async def load_live_channels(self) -> list[ChannelRow]:
         """Channels not yet ended."""
         ids = sorted(_text(m) for m in await self._client.smembers(self._g + "channels:live"))
@@ -609,6 +651,28 @@ class RedisHubStore(GroupCommitStore):
         return out
 
     @_read
+    async def get_execution(self, execution_id: str) -> ExecutionRow | None:
+        """One execution."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.hget(self._g + "exec", execution_id)
+            pipe.hget(self._g + "exec:meta", execution_id)
+            pipe.sismember(self._g + "exec:running", execution_id)
+            record, meta, running = await pipe.execute()
+        if record is None or meta is None:
+            return None
+        root, caller, target, started = (v.decode() for v in _unpack(meta))
+        return ExecutionRow(execution_id, root, caller, target, bool(running), float(started), bytes(record))
+
+    @_read
+    async def get_call_token(self, token_hash: str) -> CallTokenRow | None:
+        """A call token of an execution that has not ended."""
+        packed = await self._client.hget(self._g + "call_tokens", token_hash)
+        if packed is None:
+            return None
+        execution_id, agent_id, expires_at = (v.decode() for v in _unpack(_bytes(packed)))
+        return CallTokenRow(token_hash, execution_id, agent_id, float(expires_at))
+
+    @_read
     async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:
         """Executions of one root session, or of every root session ``member_id`` took part in (all when "")."""
         count = limit if limit >= 0 else -1
@@ -689,6 +753,10 @@ class _Plan:
         """Channel → the last seq this plan writes so far."""
         self._idem: set[tuple[str, str]] = set()
         self._names: dict[str, str] = {}
+        self._task_ended: dict[str, bool] = {}
+        """Task → whether the last row this plan writes for it so far is terminal."""
+        self._running: dict[str, bool] = {}
+        """Execution → whether the last row this plan writes for it so far is running."""
         self.empty = True
         self._changed: dict[str, list[Any]] = {"a": [], "t": [], "x": [], "s": [], "u": []}
         """What the plan writes besides WAL rows, for the change feed: agent, task, execution and
@@ -743,21 +811,46 @@ class _Plan:
         for agent_id, channel_id, seq in writes.cursors:
             self._writes += ["cursor", self.k(g + "cursors:" + agent_id), channel_id, seq]
         for t in writes.tasks:
+            self._task_check(t)
             self._writes += ["hset", self.k(g + "tasks"), t.task_id, t.record]
             self._writes += ["hsetnx", self.k(g + "task_meta"), t.task_id, _pack(t.owner_id, t.channel_id)]
             self._writes += ["srem" if t.terminal else "sadd", self.k(g + "tasks:live"), t.task_id]
         for e in writes.executions:
+            self._running[e.execution_id] = e.running
             self._writes += ["exec", self.k(g + "exec"), self.k(g + "exec:meta"), self.k(g + "exec:counter"),
                              self.k(g + "exec:all"), self.k(g + "exec:root:" + e.root_session_id),
                              self.k(g + "exec:roots_of:" + e.caller_id), self.k(g + "exec:roots_of:" + e.target_id),
                              self.k(g + "exec:running"), e.execution_id, e.record,
                              _pack(e.root_session_id, e.caller_id, e.target_id, repr(e.started_at)),
                              "1" if e.running else "0", repr(e.started_at), e.root_session_id]  # fmt: skip
+            if not e.running:
+                self._writes += ["untoken", self.k(g + "call_tokens"), self.k(g + "call_tokens:" + e.execution_id)]
+        for ct in writes.call_tokens:
+            running = self._running.get(ct.execution_id)
+            if running is None:
+                self._checks.append(["running", self.k(g + "exec:running"), ct.execution_id])
+            elif not running:
+                raise StoreConflict(f"execution {ct.execution_id} ended earlier in this group")
+            self._writes += ["hset", self.k(g + "call_tokens"), ct.token_hash,
+                             _pack(ct.execution_id, ct.agent_id, repr(ct.expires_at))]  # fmt: skip
+            self._writes += ["sadd", self.k(g + "call_tokens:" + ct.execution_id), ct.token_hash]
         for kind, actor_id, subject_id, detail_json, created_at in writes.audit:
             self._writes += ["audit", self.k(g + "audit_seq"), self.k(g + "audit"), self.k(g + "audit:all"),
                              self.k(g + "audit:kind:" + kind), self.k(g + "audit:subject:" + subject_id),
                              _pack(kind, actor_id, subject_id, detail_json, repr(created_at))]  # fmt: skip
         self.empty = self.empty and not writes
+
+    def _task_check(self, t: TaskRow) -> None:
+        """Check ``t.expect`` against an earlier row of this plan, or add a check op against the store."""
+        ended = self._task_ended.get(t.task_id)
+        self._task_ended[t.task_id] = t.terminal
+        if not t.expect:
+            return
+        if ended is None:
+            g = self._store._g
+            self._checks.append(["task", self.k(g + "tasks"), self.k(g + "tasks:live"), t.task_id, t.expect])
+        elif t.expect == TASK_NEW or (t.expect == TASK_LIVE and ended):
+            raise StoreConflict(f"task {t.task_id} was already written {'ended' if ended else 'running'} in this group")
 
     def _wal(self, w: WalRow) -> None:
         s, g = self._store, self._store._g

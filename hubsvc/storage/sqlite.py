@@ -16,7 +16,19 @@ from typing import Any
 
 import aiosqlite
 
-from hubsvc.storage.base import AgentRow, AuditRow, ChannelRow, ExecutionRow, TaskRow, WalRow, Writes
+from hubsvc.storage.base import (
+    TASK_LIVE,
+    TASK_NEW,
+    AgentRow,
+    AuditRow,
+    CallTokenRow,
+    ChannelRow,
+    ExecutionRow,
+    StoreConflict,
+    TaskRow,
+    WalRow,
+    Writes,
+)
 from hubsvc.storage.group_commit import GroupCommitStore
 from netkernel.files import private_database
 from netkernel.log_hygiene import mute_parameter_echo
@@ -50,6 +62,9 @@ CREATE TABLE IF NOT EXISTS executions (
 CREATE INDEX IF NOT EXISTS executions_root ON executions(root_session_id, started_at);
 CREATE INDEX IF NOT EXISTS executions_caller ON executions(caller_id);
 CREATE INDEX IF NOT EXISTS executions_target ON executions(target_id);
+CREATE TABLE IF NOT EXISTS call_tokens (
+  token_hash TEXT PRIMARY KEY, execution_id TEXT NOT NULL, agent_id TEXT NOT NULL, expires_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS call_tokens_execution ON call_tokens(execution_id);
 CREATE TABLE IF NOT EXISTS audit (
   audit_id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, actor_id TEXT NOT NULL,
   subject_id TEXT NOT NULL, detail_json TEXT NOT NULL, created_at REAL NOT NULL);
@@ -124,11 +139,13 @@ class SqliteHubStore(GroupCommitStore):
             merged.cursors.extend(writes.cursors)
             merged.tasks.extend(writes.tasks)
             merged.executions.extend(writes.executions)
+            merged.call_tokens.extend(writes.call_tokens)
             merged.audit.extend(writes.audit)
         if not merged:
             return
         db = self.db
-        others = merged.agents or merged.channels or merged.tasks or merged.executions or merged.audit
+        others = bool(merged.agents or merged.channels or merged.tasks or merged.executions)
+        others = others or bool(merged.call_tokens or merged.audit)
         if not others and not merged.cursors and len(merged.wal) <= _MAX_ROWS_PER_STATEMENT:
             # The common case: one multi-row INSERT is one atomic, durable statement, so the
             # group costs a single round trip to the database thread instead of three.
@@ -139,6 +156,7 @@ class SqliteHubStore(GroupCommitStore):
             return
         await db.execute("BEGIN IMMEDIATE")
         try:
+            await self._check(group)  # inside the transaction: no other writer between check and write
             if merged.agents:
                 await db.executemany(
                     "INSERT INTO agents(agent_id, name, cred_hash, record, removed) VALUES (?,?,?,?,?) "
@@ -175,6 +193,15 @@ class SqliteHubStore(GroupCommitStore):
                     "record=excluded.record",
                     [_execution_params(e) for e in merged.executions],
                 )
+            ended = [(e.execution_id,) for e in merged.executions if not e.running]
+            if merged.call_tokens:
+                await db.executemany(
+                    "INSERT OR REPLACE INTO call_tokens(token_hash, execution_id, agent_id, expires_at) "
+                    "VALUES (?,?,?,?)",
+                    [(t.token_hash, t.execution_id, t.agent_id, t.expires_at) for t in merged.call_tokens],
+                )
+            if ended:  # an execution's end removes its call tokens (a token is stored only while it runs)
+                await db.executemany("DELETE FROM call_tokens WHERE execution_id = ?", ended)
             if merged.audit:
                 await db.executemany(
                     "INSERT INTO audit(kind, actor_id, subject_id, detail_json, created_at) VALUES (?,?,?,?,?)",
@@ -184,6 +211,36 @@ class SqliteHubStore(GroupCommitStore):
         except BaseException:
             await db.execute("ROLLBACK")
             raise
+
+    async def _check(self, group: list[Writes]) -> None:
+        """Raise :class:`StoreConflict` unless every task row's ``expect`` holds and every new call
+        token's execution runs, judged by the earlier rows of the group, else by the stored rows."""
+        task_ended: dict[str, bool] = {}
+        running: dict[str, bool] = {}
+        for writes in group:
+            for t in writes.tasks:
+                ended = task_ended.get(t.task_id)
+                if t.expect and ended is None:
+                    rows = await self._fetchall("SELECT terminal FROM tasks WHERE task_id = ?", [t.task_id])
+                    ended = bool(rows[0][0]) if rows else None
+                    if (t.expect == TASK_NEW and rows) or (t.expect == TASK_LIVE and ended is not False):
+                        raise StoreConflict(
+                            f"task {t.task_id} is {'not running' if t.expect == TASK_LIVE else 'known'}"
+                        )
+                elif t.expect == TASK_NEW or (t.expect == TASK_LIVE and ended):
+                    raise StoreConflict(f"task {t.task_id} was already written in this group")
+                task_ended[t.task_id] = t.terminal
+            for e in writes.executions:
+                running[e.execution_id] = e.running
+            for c in writes.call_tokens:
+                is_running = running.get(c.execution_id)
+                if is_running is None:
+                    rows = await self._fetchall(
+                        "SELECT running FROM executions WHERE execution_id = ?", [c.execution_id]
+                    )
+                    is_running = bool(rows and rows[0][0])
+                if not is_running:
+                    raise StoreConflict(f"execution {c.execution_id} is not running")
 
     async def _upsert_cursors(self, rows: list[tuple[str, str, int]]) -> None:
         """Move cursors forward (never back) in one multi-row statement."""
@@ -199,6 +256,20 @@ class SqliteHubStore(GroupCommitStore):
         """Every identity."""
         rows = await self._fetchall("SELECT agent_id, name, cred_hash, record, removed FROM agents")
         return [AgentRow(r[0], r[1], r[2], bytes(r[3]), bool(r[4])) for r in rows]
+
+    async def get_agent(self, agent_id: str) -> AgentRow | None:
+        """One identity."""
+        rows = await self._fetchall(
+            "SELECT agent_id, name, cred_hash, record, removed FROM agents WHERE agent_id = ?", [agent_id]
+        )
+        return AgentRow(rows[0][0], rows[0][1], rows[0][2], bytes(rows[0][3]), bool(rows[0][4])) if rows else None
+
+    async def get_agent_named(self, name: str) -> AgentRow | None:
+        """The live identity of a name (the unique index agents_live_name)."""
+        rows = await self._fetchall(
+            "SELECT agent_id, name, cred_hash, record, removed FROM agents WHERE name = ? AND removed = 0", [name]
+        )
+        return AgentRow(rows[0][0], rows[0][1], rows[0][2], bytes(rows[0][3]), False) if rows else None
 
     async def load_live_channels(self) -> list[ChannelRow]:
         """Channels not yet ended."""
@@ -327,6 +398,25 @@ class SqliteHubStore(GroupCommitStore):
             "FROM executions WHERE running = 1"
         )
         return [ExecutionRow(r[0], r[1], r[2], r[3], bool(r[4]), r[5], bytes(r[6])) for r in rows]
+
+    async def get_execution(self, execution_id: str) -> ExecutionRow | None:
+        """One execution."""
+        rows = await self._fetchall(
+            "SELECT execution_id, root_session_id, caller_id, target_id, running, started_at, record "
+            "FROM executions WHERE execution_id = ?",
+            [execution_id],
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return ExecutionRow(r[0], r[1], r[2], r[3], bool(r[4]), r[5], bytes(r[6]))
+
+    async def get_call_token(self, token_hash: str) -> CallTokenRow | None:
+        """A call token of an execution that has not ended."""
+        rows = await self._fetchall(
+            "SELECT token_hash, execution_id, agent_id, expires_at FROM call_tokens WHERE token_hash = ?", [token_hash]
+        )
+        return CallTokenRow(*rows[0]) if rows else None
 
     async def list_executions(self, *, root_session_id: str, member_id: str, limit: int) -> list[bytes]:
         """Executions of one root session, or of every root session ``member_id`` took part in (all when "")."""

@@ -9,25 +9,28 @@ token it presents) and to a shared root session.
 Call tokens never enter the channel: the dispatch is part of the channel's WAL, which
 every member (the caller too) and the operator read, so it names only the execution;
 its target asks for a token with ``RefreshCallToken{execution_id}`` when it makes a
-nested call. Tokens live only in memory (as hashes): a token is useful only while its
-execution runs, and an execution cannot outlive the hub process (its caller waits on an
-RPC of this hub), so running executions left by a stopped hub are marked failed at start.
+nested call. Tokens are stored as hashes while their execution runs
+(:mod:`hubsvc.core.call_tokens`), so a token one replica issued verifies on any other; an
+execution cannot outlive the hub process that runs it (its caller waits on an RPC there),
+so running executions left by a stopped hub are marked failed at start, which drops their
+tokens.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from agentnet.v1 import a2a_pb2, hub_pb2, identity_pb2
 from google.protobuf.json_format import MessageToDict
 
+from hubsvc.core.call_tokens import ExecutionEnded
+from hubsvc.core.executions import Running
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.messages import MessageOps
 from hubsvc.core.registry import AgentEntry
-from hubsvc.core.util import check_seconds, hash_secret, new_id, new_secret
+from hubsvc.core.util import check_seconds, new_id
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
     ChannelClosed,
@@ -77,22 +80,12 @@ def check_custom_headers(headers: Mapping[str, str]) -> None:
             )
 
 
-@dataclass
-class _Running:
-    """A running execution and the call tokens issued for it (secret hash -> expiry)."""
-
-    record: a2a_pb2.Execution
-    depth: int
-    tokens: dict[str, float] = field(default_factory=dict)
-
-
 class A2AOps:
     """DiscoverAgents, InvokeAgent, RefreshCallToken and ListExecutions (SetA2ASettings is in agents.py)."""
 
     def __init__(self, core: HubCore, messages: MessageOps) -> None:
         self.core = core
         self.messages = messages
-        self._running: dict[str, _Running] = {}
 
     # -- discovery ------------------------------------------------------------------------
 
@@ -142,7 +135,7 @@ class A2AOps:
         if not request.message.strip():
             raise InvalidArgument("message is empty; say what the agent should do.", metadata={"field": "message"})
         check_custom_headers(request.custom_headers)
-        parent = self._verify_token(caller, request.call_token) if request.call_token else None
+        parent = await self._verify_token(caller, request.call_token) if request.call_token else None
         target = self._target(caller, request.agent_id, request.skill)
         depth = parent.depth + 1 if parent is not None else 1
         self.core.rules.check_call_depth("invoke", caller, depth, target.name)
@@ -163,8 +156,7 @@ class A2AOps:
         )
         log = self.core.executions
         log.start(record)
-        running = _Running(record, depth)
-        self._running[record.execution_id] = running
+        log.running[record.execution_id] = Running(record, depth)
         try:
             # No call token here: the dispatch is stored in the channel's WAL (see the module doc).
             dispatch = a2a_pb2.A2ADispatch(
@@ -199,7 +191,7 @@ class A2AOps:
             await log.save(record)
             raise
         finally:
-            self._running.pop(record.execution_id, None)
+            log.running.pop(record.execution_id, None)
         log.end(record, status, error)
         self.core.audit(
             "a2a_invoked",
@@ -277,24 +269,25 @@ class A2AOps:
 
     # -- call tokens ----------------------------------------------------------------------
 
-    def _issue(self, running: _Running) -> tuple[str, float]:
-        secret = new_secret()
-        now = self.core.clock()
-        expires_at = now + self.core.options.a2a_token_ttl
-        grace = self.core.options.a2a_token_grace
-        running.tokens = {h: exp for h, exp in running.tokens.items() if exp + grace > now}
-        running.tokens[hash_secret(secret)] = expires_at
-        return f"{running.record.execution_id}.{secret}", expires_at
+    async def _issue(self, running: Running) -> tuple[str, float]:
+        try:
+            return await self.core.call_tokens.issue(running)
+        except ExecutionEnded:
+            raise self._not_running(running.record.execution_id) from None
 
-    def _answering(self, caller: str, execution_id: str) -> _Running:
-        """The running execution ``execution_id``, which ``caller`` must be the target of."""
-        running = self._running.get(execution_id)
+    @staticmethod
+    def _not_running(execution_id: str) -> FailedPrecondition:
+        return FailedPrecondition(
+            f"execution {execution_id!r} is not running (it has ended, or never existed); a call token is "
+            "issued only while you answer the A2A dispatch with that execution_id.",
+            metadata={"execution_id": execution_id},
+        )
+
+    async def _answering(self, caller: str, execution_id: str) -> Running:
+        """The running execution ``execution_id`` (on any replica), which ``caller`` must be the target of."""
+        running = await self.core.executions.find_running(execution_id)
         if running is None:
-            raise FailedPrecondition(
-                f"execution {execution_id!r} is not running (it has ended, or never existed); a call token is "
-                "issued only while you answer the A2A dispatch with that execution_id.",
-                metadata={"execution_id": execution_id},
-            )
+            raise self._not_running(execution_id)
         if running.record.target_id != caller:
             raise PermissionDenied(
                 "this execution is another agent's A2A call; ask for a token of the dispatch you are answering.",
@@ -302,16 +295,15 @@ class A2AOps:
             )
         return running
 
-    def _lookup(self, caller: str, token: str) -> tuple[_Running, float]:
-        execution_id, _, secret = token.partition(".")
-        running = self._running.get(execution_id)
-        expires_at = running.tokens.get(hash_secret(secret)) if running is not None and secret else None
-        if running is None or expires_at is None:
+    async def _lookup(self, caller: str, token: str) -> tuple[Running, float]:
+        found = await self.core.call_tokens.lookup(token)
+        if found is None:
             raise Unauthenticated(
                 "unknown call token, or its call has already ended; use the call_token of the A2A dispatch "
                 "you are answering, and only while you answer it.",
                 metadata={"field": "call_token"},
             )
+        running, expires_at = found
         if running.record.target_id != caller:
             raise PermissionDenied(
                 "this call token was issued to another agent; use the token of your own A2A dispatch.",
@@ -319,8 +311,8 @@ class A2AOps:
             )
         return running, expires_at
 
-    def _verify_token(self, caller: str, token: str) -> _Running:
-        running, expires_at = self._lookup(caller, token)
+    async def _verify_token(self, caller: str, token: str) -> Running:
+        running, expires_at = await self._lookup(caller, token)
         if self.core.clock() >= expires_at:
             raise TokenExpired(
                 "your call token has expired; exchange it with RefreshCallToken and retry "
@@ -329,7 +321,7 @@ class A2AOps:
             )
         return running
 
-    def refresh(self, caller: str, token: str, execution_id: str = "") -> tuple[str, float]:
+    async def refresh(self, caller: str, token: str, execution_id: str = "") -> tuple[str, float]:
         """A fresh call token: for the running execution ``execution_id`` the caller is the
         target of, or in exchange for ``token`` (still valid or expired within the grace period)."""
         if bool(token) == bool(execution_id):
@@ -339,12 +331,12 @@ class A2AOps:
                 metadata={"field": "execution_id" if execution_id else "call_token"},
             )
         if execution_id:
-            return self._issue(self._answering(caller, execution_id))
-        running, expires_at = self._lookup(caller, token)
+            return await self._issue(await self._answering(caller, execution_id))
+        running, expires_at = await self._lookup(caller, token)
         if self.core.clock() >= expires_at + self.core.options.a2a_token_grace:
             raise TokenExpired(
                 f"this call token expired more than {self.core.options.a2a_token_grace:g}s ago and can no longer be "
                 "refreshed.",
                 metadata={"execution_id": running.record.execution_id},
             )
-        return self._issue(running)
+        return await self._issue(running)
