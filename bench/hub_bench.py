@@ -308,7 +308,13 @@ async def spread_one_way(
     setups = []
     for k in range(channels):
         pair = [targets[k % n], targets[k % n if colocated else (k + 1) % n]]
-        setups.append(await setup_hub(pair, 2, "conversation", f"spread{n}-{k}", max_batch))
+        try:
+            setups.append(await setup_hub(pair, 2, "conversation", f"spread{n}-{k}", max_batch))
+        except (TimeoutError, grpc.aio.AioRpcError) as exc:
+            raise RuntimeError(
+                f"conversation {k} did not open with its agents on {pair}: across replicas this workload needs "
+                "cross-replica delivery (--replicas-colocated runs without it)"
+            ) from exc
     per_channel, per_window = max(1, count // channels), max(1, window // channels)
     try:
         t0 = time.perf_counter()
