@@ -41,11 +41,6 @@ def hub(durable_redis: RedisServer, tmp_path: Path) -> Iterator[Replicas]:
         yield group
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LiveChannels._recover forgets a channel whose rebuild could not read the store: after Redis is "
-    "back, posts to it are refused as 'closed (reason: unknown)' until the hub restarts",
-)
 async def test_the_hub_goes_on_after_redis_restarts_and_keeps_everything_acknowledged(
     durable_redis: RedisServer, hub: Replicas
 ) -> None:
