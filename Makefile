@@ -82,7 +82,7 @@ serve: setup ## run the hub (:50051) and knowledge service (:50052) on embedded 
 	.venv-autogen/bin/python -m pip install -q "autogen-core==$(AUTOGEN_VERSION)" "autogen-ext[grpc]==$(AUTOGEN_VERSION)"
 	@touch $@
 
-bench: setup .venv-autogen/.installed ## run the benchmarks in bench/ (not tests); AutoGen gets its own venv
+bench: setup redis-server .venv-autogen/.installed ## run the benchmarks in bench/ (not tests); AutoGen gets its own venv, the Redis rows a redis-server
 	$(PY) -m bench $(BENCH_ARGS)
 
 clean: ## remove build output and local tools (keeps data/)

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ import grpc
 from agentnet.v1 import envelope_pb2, hub_pb2
 
 from bench.client import BenchPeer, register, text
+from tests.redis_server import RedisServer, start_redis_server
+from tests.replicas import replicas
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,9 +82,13 @@ class Setup:
             await c.close()
 
 
-async def setup_hub(target: str, n: int, channel_type: str, tag: str, max_batch: int = 0) -> Setup:
-    """Register ``n`` agents, connect each on its own connection, open a channel, ack invites."""
-    chans = [grpc.aio.insecure_channel(target) for _ in range(n)]
+async def setup_hub(target: str | Sequence[str], n: int, channel_type: str, tag: str, max_batch: int = 0) -> Setup:
+    """Register ``n`` agents, connect each on its own connection, open a channel, ack invites.
+
+    ``target`` is one hub, or one per agent (agent ``i`` registers and connects at ``target[i]``;
+    the first agent opens the channel on its hub)."""
+    targets = [target] * n if isinstance(target, str) else list(target)
+    chans = [grpc.aio.insecure_channel(t) for t in targets]
     peers = []
     for i, ch in enumerate(chans):
         agent_id, cred = await register(ch, f"{tag}-{i}")
@@ -238,8 +245,11 @@ def autogen(agents_python: str | None, iterations: int, count: int) -> dict[str,
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-async def run_remote(kind: str, proc: Proc, iterations: int, count: int, window: int, max_batch: int) -> dict[str, Any]:
-    """The three network workloads against the hub or the relay (clients ask both for the same batches)."""
+async def run_remote(
+    kind: str, proc: Proc, iterations: int, count: int, window: int, max_batch: int, *, fanout: bool = True
+) -> dict[str, Any]:
+    """The network workloads against the hub or the relay (clients ask both for the same batches);
+    ``fanout=False`` skips the 8-way fan-out (round trip and one-way throughput only)."""
     results: dict[str, Any] = {}
 
     async def build(n: int, channel_type: str, tag: str) -> Setup:
@@ -253,10 +263,82 @@ async def run_remote(kind: str, proc: Proc, iterations: int, count: int, window:
     s = await build(2, "conversation", "tput")
     results["throughput"] = await one_way(s, count, window)
     await s.close()
+    if not fanout:
+        return results
     s = await build(9, "discussion", "fan")
     results["fanout"] = await one_way(s, max(1, count // 4), window, event_type="bench.tick")
     await s.close()
     return results
+
+
+REDIS_ARGS = ("--appendonly", "yes", "--appendfsync", "everysec")
+"""The benchmark's Redis: the AOF on, fsynced once a second, which keeps what the SQLite hub's
+default ``--synchronous NORMAL`` keeps (nothing acknowledged lost when a process dies; up to about
+a second on power loss). docs/scale-out.md has the table."""
+
+
+def start_bench_redis(directory: Path) -> RedisServer:
+    """A redis-server of the benchmark's own (loopback, a free port, its AOF in ``directory``)."""
+    return start_redis_server(directory, REDIS_ARGS)
+
+
+async def redis_hub(
+    redis: RedisServer, tmp: str, iterations: int, count: int, window: int, max_batch: int
+) -> dict[str, Any]:
+    """Round trip and one-way throughput against one hub replica on Redis (DB 0, emptied first),
+    with the same workload code as the SQLite hub's rows."""
+    redis.flush(0)
+    hub = start(
+        ["hubsvc", "--port", "0", "--store", redis.url(0), "--data-dir", f"{tmp}/redis-hub", "--log-level", "WARNING"]
+    )
+    try:
+        return await run_remote("hub", hub, iterations, count, window, max_batch, fanout=False)
+    finally:
+        hub.stop()
+
+
+async def spread_one_way(
+    targets: Sequence[str], channels: int, count: int, window: int, max_batch: int, *, colocated: bool
+) -> float:
+    """``channels`` two-agent conversations over the hubs ``targets``: channel ``k``'s sender on
+    hub ``k mod n``, its receiver on the next hub (``colocated``: on the same hub). Every sender
+    posts ``count // channels`` envelopes with ``window // channels`` outstanding, all at once;
+    returns total deliveries per second (until the last receiver has all of its channel's)."""
+    n = len(targets)
+    setups = []
+    for k in range(channels):
+        pair = [targets[k % n], targets[k % n if colocated else (k + 1) % n]]
+        try:
+            setups.append(await setup_hub(pair, 2, "conversation", f"spread{n}-{k}", max_batch))
+        except (TimeoutError, grpc.aio.AioRpcError) as exc:
+            raise RuntimeError(
+                f"conversation {k} did not open with its agents on {pair}: across replicas this workload needs "
+                "cross-replica delivery (--replicas-colocated runs without it)"
+            ) from exc
+    per_channel, per_window = max(1, count // channels), max(1, window // channels)
+    try:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one_way(s, per_channel, per_window) for s in setups))
+        return per_channel * channels / (time.perf_counter() - t0)
+    finally:
+        for s in setups:
+            await s.close()
+
+
+async def replica_scaling(
+    redis: RedisServer, tmp: str, n: int, channels: int, count: int, window: int, max_batch: int, colocated: bool
+) -> dict[str, Any]:
+    """Total deliveries/s of the same load (:func:`spread_one_way`) on ``n`` replicas and on one,
+    each on a freshly emptied Redis DB. Across replicas (``colocated=False``) this needs
+    cross-replica delivery; ``colocated=True`` keeps each channel on one replica."""
+    result: dict[str, Any] = {"replicas": n, "channels": channels, "colocated": colocated}
+    for label, size in (("one", 1), ("many", n)):
+        redis.flush(0)
+        with replicas(
+            redis.url(0), Path(tmp) / f"replicas-{size}", size, extra_args=["--log-level", "WARNING"]
+        ) as hubs:
+            result[label] = await spread_one_way(hubs.targets, channels, count, window, max_batch, colocated=colocated)
+    return result
 
 
 def ratio(a: float, b: float) -> str:
@@ -274,6 +356,26 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             relay.stop()
             hub.stop()
+        if args.redis or args.replicas:
+            redis = start_bench_redis(Path(tmp) / "redis")
+            try:
+                if args.redis:
+                    report["redis_hub"] = await redis_hub(
+                        redis, tmp, args.iterations, args.count, args.window, args.max_batch
+                    )
+                if args.replicas:
+                    report["replicas"] = await replica_scaling(
+                        redis,
+                        tmp,
+                        args.replicas,
+                        args.replica_channels,
+                        args.count,
+                        args.window,
+                        args.max_batch,
+                        args.replicas_colocated,
+                    )
+            finally:
+                redis.stop()
     report["autogen"] = autogen(args.autogen_python, args.iterations, args.count)
     report["hydrate"] = hydrate_rate(args.hydrate_envelopes, args.hydrate_mix)
     report["hydrate"]["mix"] = args.hydrate_mix
@@ -300,6 +402,7 @@ def print_report(r: dict[str, Any]) -> None:
             f"{label:<34}{floor[key]:>14.0f}{hub[key]:>14.0f}{agv}"
             f"   hub/floor {ratio(hub[key], floor[key])} (>= {floor_target}x){extra}"
         )
+    print_redis(r)
     h = r["hydrate"]
     label = f"hydrate ({h.get('mix', 'conversation')})"
     print(f"{label:<34}{h['envelopes']:>10} envelopes in {h['seconds']:.2f}s = {h['rate']:.0f}/s (>= 200000/s)")
@@ -307,6 +410,26 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"{'idle connected agent RSS':<34}{i['kb_per_agent']:>10.1f} KB/agent at {args_idle(r)} agents (<= 30 KB)")
     if ag is None:
         print("autogen: not measured (run `make bench`, which installs autogen-ext[grpc] in .venv-autogen)")
+
+
+def print_redis(r: dict[str, Any]) -> None:
+    """The Redis rows: one replica on Redis against the SQLite hub above, and replica scaling."""
+    red, hub = r.get("redis_hub"), r["hub"]
+    if red is not None:
+        print(f"\n{'hub on Redis vs hub on SQLite':<34}{'sqlite':>14}{'redis':>14}   redis/sqlite")
+        for label, a, b in (
+            ("round trip p50", hub["rtt"]["p50_ms"], red["rtt"]["p50_ms"]),
+            ("round trip p99", hub["rtt"]["p99_ms"], red["rtt"]["p99_ms"]),
+        ):
+            print(f"{label:<34}{a:>12.3f}ms{b:>12.3f}ms   {ratio(b, a)}")
+        a, b = hub["throughput"], red["throughput"]
+        print(f"{'one-way throughput (msg/s)':<34}{a:>14.0f}{b:>14.0f}   {ratio(b, a)}")
+    rep = r.get("replicas")
+    if rep is not None:
+        where = "each channel on one replica" if rep["colocated"] else "each channel's two agents on two replicas"
+        label = f"{rep['replicas']} replicas vs 1 (deliveries/s)"
+        print(f"{label:<34}{rep['one']:>14.0f}{rep['many']:>14.0f}   {ratio(rep['many'], rep['one'])}")
+        print(f"  ({rep['channels']} conversations, {where}; same total load on both)")
 
 
 def args_idle(r: dict[str, Any]) -> int:
@@ -334,6 +457,25 @@ def main() -> None:
     parser.add_argument("--idle-agents", type=int, default=1000)
     parser.add_argument(
         "--autogen-python", default=os.environ.get("AUTOGEN_PYTHON", str(ROOT / ".venv-autogen" / "bin" / "python"))
+    )
+    parser.add_argument(
+        "--redis",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure one hub replica on Redis (a redis-server the benchmark starts) against the SQLite hub",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        help="also measure N hub replicas against one on the same total load (0 = off; across replicas "
+        "it needs cross-replica delivery)",
+    )
+    parser.add_argument("--replica-channels", type=int, default=12, help="conversations of the --replicas workload")
+    parser.add_argument(
+        "--replicas-colocated",
+        action="store_true",
+        help="put both agents of each --replicas channel on the same replica (runs without cross-replica delivery)",
     )
     parser.add_argument("--json", action="store_true", help="print the raw JSON report too")
     args = parser.parse_args()

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
@@ -27,6 +27,8 @@ class RedisServer:
     proc: subprocess.Popen[bytes]
     port: int
     directory: Path
+    extra_args: Sequence[str] = field(default=())
+    """The arguments it was started with beyond port, bind, persistence off and directory."""
 
     def url(self, db: int = 0) -> str:
         """``redis://127.0.0.1:<port>/<db>``."""
@@ -49,6 +51,20 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait()
 
+    def restart(self) -> None:
+        """Start the server again (after :meth:`stop`) on the same port, directory and arguments.
+
+        With ``appendonly yes`` among ``extra_args`` it loads its append-only file, as a Redis
+        restarted by its operator does."""
+        if self.proc.poll() is None:
+            raise RuntimeError("redis-server is still running: stop it first")
+        proc = _spawn(self.port, self.directory, self.extra_args)
+        if not _wait_for_ping(self.port, proc, timeout=10):
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"redis-server did not start again on port {self.port}")
+        self.proc = proc
+
 
 class RedisServerMissing(RuntimeError):
     """redis-server is not installed."""
@@ -56,21 +72,25 @@ class RedisServerMissing(RuntimeError):
 
 def start_redis_server(directory: Path, extra_args: Sequence[str] = ()) -> RedisServer:
     """Start redis-server without persistence (unless ``extra_args`` turn it on) and wait for PING."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise RedisServerMissing("redis-server is not on PATH: run `make redis-server` to install it (CI does)")
     directory.mkdir(parents=True, exist_ok=True)
     for _ in range(3):  # the free port may be taken between probing and binding
         port = free_port()
-        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        proc = subprocess.Popen(
-            [*args, "--dir", str(directory), *extra_args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        proc = _spawn(port, directory, extra_args)
         if _wait_for_ping(port, proc, timeout=10):
-            return RedisServer(proc, port, directory)
+            return RedisServer(proc, port, directory, tuple(extra_args))
         proc.kill()
         proc.wait()
     raise RuntimeError("redis-server did not answer PING on three free ports")
+
+
+def _spawn(port: int, directory: Path, extra_args: Sequence[str]) -> subprocess.Popen[bytes]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RedisServerMissing("redis-server is not on PATH: run `make redis-server` to install it (CI does)")
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    return subprocess.Popen(
+        [*args, "--dir", str(directory), *extra_args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def _wait_for_ping(port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:

@@ -36,7 +36,7 @@ from hubsvc.governance.expectations import KNOB, resolve_expectations, to_knob
 from hubsvc.governance.policy import Policy
 from hubsvc.storage import ChannelRow, HubStore
 from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
-from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout
+from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout, Unavailable
 from netkernel.wire import envelope_from_wal, parse_json_object, wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
@@ -497,6 +497,7 @@ class LiveChannels:
         bundle of the channel has been written or failed, so the store's state is final.
         """
         channel_id = ch.channel_id
+        unreachable = False
         try:
             async with ch.lock:
                 ch.cancel_timers()
@@ -512,8 +513,13 @@ class LiveChannels:
                 # posts (it won the race) or a write whose reply was lost after it was stored.
                 self._adopt(fresh, unseen)
                 log.info("channel %s rebuilt from storage after a failed write (seq %d)", channel_id, fresh.last_seq)
+        except Unavailable:
+            # The store did not answer (Redis down or restarting): the channel stays, stale, and
+            # the next use of it (see locked) tries the rebuild again.
+            unreachable = True
+            log.warning("channel %s could not be rebuilt yet: its store did not answer", channel_id)
         finally:
-            if self._channels.get(channel_id) is ch:  # the rebuild itself failed
+            if self._channels.get(channel_id) is ch and not unreachable:  # the rebuild itself failed
                 self._channels.pop(channel_id, None)
                 self._inboxes.release(channel_id)
             ch.rebuilt.set()
@@ -602,7 +608,16 @@ class LiveChannels:
                 yield None
                 return
             if ch.stale:
+                if ch.rebuilt.is_set():  # its last rebuild found the store unreachable: try again
+                    ch.rebuilt = asyncio.Event()
+                    self._spawn(self._recover(ch), f"recover-{channel_id}")
                 await ch.rebuilt.wait()
+                if self._channels.get(channel_id) is ch:
+                    raise Unavailable(
+                        f"channel '{channel_id}' is being rebuilt from the hub's store after a failed write, and "
+                        "the store does not answer; nothing was changed — retry.",
+                        metadata={"channel_id": channel_id, "cause": "store_unreachable"},
+                    )
                 continue
             async with ch.lock:
                 if ch.stale:

@@ -1,14 +1,16 @@
 """Client failover: an SDK client given several hub targets moves to a standby hub on the same
 Redis store when its hub is SIGKILLed, and nothing is lost or handled twice (issue #17).
 
-Real processes: a redis-server, hub A and then hub B (``python -m hubsvc --store redis://``),
-both on loopback; the client lists B's port before anything listens there."""
+Real processes: a redis-server, hub A and then hub B (``python -m hubsvc --store redis://``,
+started by ``tests/replicas.py``), both on loopback; the clients list B's port before anything
+listens there. Once with one sequential poster, once under load (several channels, several
+posts in flight in each)."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import grpc
@@ -22,8 +24,8 @@ from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.identity import Passport
 from tests.eventually import assert_eventually
-from tests.procs import ROOT, ServiceProcess, start_service
-from tests.redis_server import RedisServer, free_port
+from tests.redis_server import RedisServer
+from tests.replicas import replicas
 
 DOWN = grpc.ChannelConnectivity.TRANSIENT_FAILURE
 DB = 5
@@ -61,58 +63,79 @@ def test_several_targets_become_one_pick_first_target_and_bad_lists_are_refused(
     assert "needs TlsConfig(server_name=...)" in str(tls.value)
 
 
-def start_hub(url: str, data_dir: Path, port: int = 0) -> ServiceProcess:
-    return start_service("hubsvc", ["--store", url, "--data-dir", str(data_dir)], cwd=ROOT, port=port)
+@pytest.mark.parametrize(
+    ("pairs", "in_flight", "per_poster"),
+    [(1, 1, 40), (4, 8, 48)],
+    ids=["one-sequential-poster", "under-load-4-channels-8-in-flight-each"],
+)
+async def test_clients_given_two_targets_move_to_the_standby_hub_and_lose_nothing(
+    url: str, tmp_path: Path, pairs: int, in_flight: int, per_poster: int
+) -> None:
+    """Hub A serves ``pairs`` conversations, each posted into by ``in_flight`` concurrent tasks
+    of its opener; A is SIGKILLed in the middle and standby B starts on the spare port."""
+    with replicas(url, tmp_path, 1, standbys=1) as hubs:
+        targets = hubs.targets  # B's port is listed before anything listens there
+        handled: list[list[Envelope]] = [[] for _ in range(pairs)]
+        async with AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(HubClient.connect(targets if i % 2 else ",".join(targets)))
+                for i in range(2 * pairs)
+            ]
+            senders = [
+                await clients[2 * i].register_human(Passport(name=f"alice{i}", kind="human")) for i in range(pairs)
+            ]
+            receivers = [
+                await clients[2 * i + 1].register_human(Passport(name=f"bob{i}", kind="human")) for i in range(pairs)
+            ]
+            for i, receiver in enumerate(receivers):
+                receiver.on_envelope(_recorder(handled[i]))
+            chans = [await senders[i].open(type="conversation", target=f"bob{i}") for i in range(pairs)]
+            posted = [[await senders[i].send(chans[i].channel_id, f"before {i}")] for i in range(pairs)]
+            await assert_eventually(lambda: all(len(h) == 1 for h in handled))
 
+            async def post_stream(i: int, task: int) -> list[Envelope]:
+                return [await senders[i].send(chans[i].channel_id, f"during {i}.{task}.{n}") for n in range(per_poster)]
 
-async def test_a_client_given_two_targets_moves_to_the_standby_hub_and_loses_nothing(url: str, tmp_path: Path) -> None:
-    hub_a = start_hub(url, tmp_path)
-    spare = free_port()  # hub B's port: nothing listens there yet
-    targets = [f"127.0.0.1:{hub_a.port}", f"127.0.0.1:{spare}"]
-    hub_b: ServiceProcess | None = None
-    handled: list[Envelope] = []
-    try:
-        async with HubClient.connect(targets) as one, HubClient.connect(",".join(targets)) as other:
-            alice = await one.register_human(Passport(name="alice", kind="human"))
-            bob = await other.register_human(Passport(name="bob", kind="human"))
-
-            async def record(env: Envelope) -> None:
-                if env.event_type == EV_TEXT:
-                    handled.append(env)
-
-            bob.on_envelope(record)
-            ch = await alice.open(type="conversation", target="bob")
-            posted = [await alice.send(ch.channel_id, f"before {i}") for i in range(5)]
-            await assert_eventually(lambda: _assert_len(handled, 5))
-
-            async def post_stream() -> list[Envelope]:
-                return [await alice.send(ch.channel_id, f"during {i}") for i in range(40)]
-
-            poster = asyncio.create_task(post_stream())
-            await assert_eventually(lambda: _assert_len(handled, 15))  # A dies in the middle of the stream
-            hub_a.terminate(signal.SIGKILL)
-            # Both clients find no hub at either address before B starts: posts wait and retry meanwhile.
-            for hub in (one, other):
+            posters = [asyncio.create_task(post_stream(i, t)) for i in range(pairs) for t in range(in_flight)]
+            total = pairs * in_flight * per_poster
+            # A dies in the middle of the load.
+            await assert_eventually(lambda: _assert_len([e for h in handled for e in h], pairs + total // 3))
+            assert not all(p.done() for p in posters)  # the kill lands in the middle of the load
+            hubs.kill(0)
+            # No client finds a hub at either address before B starts: posts wait and retry meanwhile.
+            for hub in clients:
                 await assert_eventually(lambda hub=hub: hub.connection.channel.get_state() == DOWN, timeout=30)
-            hub_b = await asyncio.to_thread(start_hub, url, tmp_path, spare)
-            posted += await asyncio.wait_for(poster, 60)  # posts in flight when A died were retried on B
-            reply = await bob.send(ch.channel_id, "after the move")  # bob's posts succeed again
-            posted += [await alice.send(ch.channel_id, "last")]
-            await assert_eventually(lambda: _assert_len(handled, len(posted)), timeout=30)
+            await asyncio.to_thread(hubs.restart, 1)
+            during = await asyncio.wait_for(asyncio.gather(*posters), 120)  # posts in flight when A died: retried on B
+            for k, acked in enumerate(during):
+                posted[k // in_flight] += acked
+            replies = [await receivers[i].send(chans[i].channel_id, "after the move") for i in range(pairs)]
+            for i in range(pairs):
+                posted[i].append(await senders[i].send(chans[i].channel_id, "last"))
+            await assert_eventually(lambda: all(len(handled[i]) >= len(posted[i]) for i in range(pairs)), timeout=60)
 
-            # Every post acknowledged to alice reached bob's handler exactly once, in seq order.
-            assert [e.envelope_id for e in handled] == [p.envelope_id for p in posted]
-            assert [e.seq for e in handled] == sorted(e.seq for e in handled)
-            # The WAL (read through hub B) holds each post exactly once, seqs contiguous.
-            wal = await bob.read_wal(ch.channel_id)
-            assert [e.seq for e in wal] == list(range(1, len(wal) + 1))
-            texts = [e.text for e in wal if e.event_type == EV_TEXT]
-            assert sorted(texts) == sorted([p.text for p in posted] + ["after the move"])
-            assert reply.envelope_id in [e.envelope_id for e in wal]
-    finally:
-        hub_a.terminate(signal.SIGKILL)
-        if hub_b is not None:
-            assert hub_b.terminate(signal.SIGTERM) == 0
+            for i in range(pairs):
+                # Every post acknowledged to the sender reached the receiver's handler exactly once, in seq order.
+                by_seq = sorted(posted[i], key=lambda e: e.seq)
+                assert [e.envelope_id for e in handled[i]] == [p.envelope_id for p in by_seq]
+                # The WAL (read through hub B) holds each post exactly once, seqs contiguous: a post
+                # retried with its idempotency key after A died was not admitted a second time.
+                wal = await receivers[i].read_wal(chans[i].channel_id)
+                assert [e.seq for e in wal] == list(range(1, len(wal) + 1))
+                texts = [e for e in wal if e.event_type == EV_TEXT]
+                assert sorted(e.text for e in texts) == sorted([p.text for p in posted[i]] + ["after the move"])
+                keys = [e.idempotency_key for e in texts if e.sender_id == senders[i].agent_id]
+                assert None not in keys and len(set(keys)) == len(keys) == len(posted[i])
+                assert {e.envelope_id for e in texts} >= {p.envelope_id for p in posted[i]} | {replies[i].envelope_id}
+        assert hubs.stop_all() == [None, 0]
+
+
+def _recorder(into: list[Envelope]) -> Callable[[Envelope], Awaitable[None]]:
+    async def record(env: Envelope) -> None:
+        if env.event_type == EV_TEXT:
+            into.append(env)
+
+    return record
 
 
 def _assert_len(items: list[Envelope], n: int) -> bool:
