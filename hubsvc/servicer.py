@@ -173,7 +173,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                     if isinstance(error, LostRace):  # nothing was stored: admit it again against the fresh state
                         self.core.spawn(readmit(request_id, env, raw), "readmit-post")
                     elif f.cancelled() or error is not None:
-                        result(request_id, error=error_detail(Unavailable("the WAL write failed; retry")))
+                        failed = error if isinstance(error, AgentNetError) else Unavailable("the write failed; retry")
+                        result(request_id, error=error_detail(failed))
                     else:
                         result(request_id, envelope=wire, duplicate=duplicate)
 

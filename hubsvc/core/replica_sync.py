@@ -59,15 +59,22 @@ class ReplicaSync:
         """Follow the feed until cancelled. Applying a change is idempotent, so after any failure
         (the store did not answer) the same changes are read and applied again, with backoff."""
         delay = 0.05
+        failing = False
         while not self._stopped:
             try:
                 await self.step()
+                if failing:
+                    # The store answers again: channels whose rebuild found it unreachable are
+                    # rebuilt now (their timers re-armed), not on their next use.
+                    await self._channels.catch_up_all()
+                    failing = False
                 delay = 0.05
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if self._stopped:  # a client library may turn the cancellation into an error
                     return
+                failing = True
                 log.warning("could not apply the change feed (%r); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RETRY_MAX)
