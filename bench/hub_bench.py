@@ -467,9 +467,9 @@ def main() -> None:
     parser.add_argument(
         "--replicas",
         type=int,
-        default=0,
-        help="also measure N hub replicas against one on the same total load (0 = off; across replicas "
-        "it needs cross-replica delivery)",
+        default=3,
+        help="also measure N hub replicas against one on the same total load, each channel's two agents on "
+        "two replicas (0 = off)",
     )
     parser.add_argument("--replica-channels", type=int, default=12, help="conversations of the --replicas workload")
     parser.add_argument(
