@@ -568,6 +568,9 @@ class LiveChannels:
                 row = await self._store.get_channel(channel_id)
                 if row is None or channel_id in self._channels:  # never written, or opened meanwhile
                     return
+                for agent_id in row.member_ids():  # acks made before this replica knew the channel
+                    cursor = (await self._store.load_cursors(agent_id)).get(channel_id, 0)
+                    self._inboxes.load_floor(agent_id, channel_id, cursor)
                 fresh, unseen = await self._rebuild(row, known or 0)
                 self._adopt(fresh, unseen)
                 return

@@ -7,18 +7,20 @@ RedisHubStore on the same keys); participants reach different replicas.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2
 
-from netkernel.errors import NotYourTurn
+from netkernel.errors import InboxFull, NotYourTurn
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
+from tests.hub.test_inbox_caps import inbox_policy
 from tests.redis_server import RedisServer
 
 REDIS_DB = 2
@@ -43,8 +45,8 @@ class Replicas:
         self._stack, self._db = stack, db
         self.hubs: list[RunningHub] = []
 
-    async def start(self) -> RunningHub:
-        hub = await self._stack.enter_async_context(harness.running_hub(self._db))
+    async def start(self, **kwargs: Any) -> RunningHub:
+        hub = await self._stack.enter_async_context(harness.running_hub(self._db, **kwargs))
         self.hubs.append(hub)
         return hub
 
@@ -226,3 +228,32 @@ async def test_a_stream_through_another_replica_replaces_the_first_and_presence_
         return not await online()
 
     await assert_eventually(offline)
+
+
+async def test_an_inbox_cap_counts_acks_made_through_another_replica(replicas: Replicas) -> None:
+    policy = inbox_policy("bob", 2)
+    a = await replicas.start(policy=policy)
+    alice = await register(a.target, "alice")
+    bobs = await register(a.target, "bob")
+    b = await replicas.start(policy=policy)
+    bob = on(b, bobs)
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "conversation", [bob])
+    await bob.sync()
+    bob.auto_ack = False
+
+    def pending_on_a(n: int) -> Callable[[], bool]:
+        return lambda: a.core.inboxes.pending(bobs.agent_id) == n
+
+    # b writes bob's acks every cursor flush interval; the change feed then tells a.
+    await assert_eventually(pending_on_a(0))
+    await alice.say(channel_id, "one")
+    await alice.say(channel_id, "two")
+    with pytest.raises(InboxFull):  # refused by a, which counts what b delivered and bob did not ack
+        await alice.say(channel_id, "three")
+    first = await bob.next_of("ag2.msg.text")
+    bob.ack(channel_id, first.seq)
+    await bob.sync()
+    await assert_eventually(pending_on_a(1))
+    await alice.say(channel_id, "three, now that bob caught up")
