@@ -11,12 +11,14 @@ routing is done by the agents' own handoff tools through the round-end packet.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
+    fold_each,
     is_substantive,
     named_window,
     not_your_turn,
@@ -122,6 +124,10 @@ class WorkflowAdapter:
             context_json=context_json,
             end_reason=end,
         )
+
+    def fold_run(self, spec: ChannelSpec, state: WorkflowState, envs: Sequence[Envelope]) -> WorkflowState:
+        """``fold`` of each in turn."""
+        return fold_each(self, spec, state, envs)
 
     def on_accepted(self, spec: ChannelSpec, state: WorkflowState, env: Envelope) -> Accepted:
         """Close with the end reason once the envelope just folded ended the workflow."""

@@ -432,11 +432,12 @@ class LiveChannels:
         for row in rows:
             self._channels[row.channel_id] = ChannelRuntime.from_row(row)
         await self._load_inbox_floors()
-        count = self._inboxes.staged
+        count = self._inboxes.staged_run
         folded = 0
         now = self._clock()
         channels = self._channels
         parse = envelope_pb2.Envelope.FromString
+        stored = envelope_from_wal
         scan = aiter(self._store.scan_wal(list(channels)))
         upcoming = asyncio.ensure_future(anext(scan, None))
         while (page := await upcoming) is not None:
@@ -446,12 +447,10 @@ class LiveChannels:
             await asyncio.sleep(0)
             channel_id, records = page
             ch = channels[channel_id]
-            fold, members = ch.fold, ch.participants
-            for data in records:
-                wire = parse(data)
-                fold(envelope_from_wal(wire), now)
-                count(channel_id, members, wire)
-            folded += len(records)
+            wires = list(map(parse, records))
+            ch.fold_run(list(map(stored, wires)), now)
+            count(channel_id, ch.participants, wires)
+            folded += len(wires)
         for ch in list(self._channels.values()):
             ch.committed_seq = ch.meta.last_seq = ch.last_seq
             if ch.is_terminal:  # the close was committed; only the row update was lost
