@@ -303,13 +303,18 @@ class StoredEnvelope(Envelope):
     __hash__ = None  # type: ignore[assignment]  # like the dataclass: mutable, so unhashable
 
 
-def _copied(env: _WireView, data: dict[str, Any] | None = None) -> None:
+def _copied(env: StoredEnvelope, data: dict[str, Any] | None = None) -> None:
     """Copy every field of a view's wire message into its slots (``data`` as event_data, if given); it is a plain
     :class:`StoredEnvelope` from then on. Raises (changing nothing) where :func:`envelope_from_wire` would."""
     msg = env._wire
     fields = _wire_fields(msg, _event_data(msg.event_data_json, None) if data is None else data)
-    env.__class__ = StoredEnvelope
+    _plain(env)
     Envelope.__init__(env, *fields)
+
+
+def _plain(env: StoredEnvelope) -> None:
+    """From now on ``env`` reads and writes its own fields (the same layout: no view properties)."""
+    env.__class__ = StoredEnvelope
 
 
 def _field(name: str, read: Callable[[Any], Any] | None = None, *, copy: bool = False) -> Any:
@@ -333,7 +338,10 @@ def _field(name: str, read: Callable[[Any], Any] | None = None, *, copy: bool = 
     return property(read, write)
 
 
-def _optional(name: str) -> Callable[[Any], Any]:
+_Optional = Literal["task_id", "causation_id", "trace_id", "idempotency_key", "ttl_seconds"]
+
+
+def _optional(name: _Optional) -> Callable[[Any], Any]:
     def read(env: _WireView) -> Any:
         msg = env._wire
         return getattr(msg, name) if msg.HasField(name) else None
@@ -356,7 +364,7 @@ class _WireView(StoredEnvelope):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # dataclasses.replace builds a new one of the same class from every field: a plain one.
-        self.__class__ = StoredEnvelope
+        _plain(self)
         Envelope.__init__(self, *args, **kwargs)
 
     channel_id = _field("channel_id")

@@ -386,10 +386,10 @@ def test_folding_stored_envelopes_with_lazy_event_data_rebuilds_the_live_channel
 def test_folding_a_run_at_once_gives_the_state_of_folding_each_in_turn(
     kind: tuple[str, int], data: st.DataObject
 ) -> None:
-    """fold_run (hydrate's fold) equals fold of each envelope in turn, for any stream (limits included) split anywhere."""
+    """fold_run (hydrate's fold) equals fold of each in turn, for any stream (limits included) split anywhere."""
     type_, max_n = kind
     adapter = ADAPTERS[type_]
-    spec = data.draw(specs(type_, 2 if type_ != "discussion" else 2, max_n if type_ != "consulting" else 2))
+    spec = data.draw(specs(type_, 2, max_n))
     if type_ == "workflow":
         spec = replace(spec, knobs=data.draw(workflow_knobs(spec)))
     elif type_ in ("conversation", "discussion"):

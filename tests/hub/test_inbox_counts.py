@@ -1,4 +1,4 @@
-"""Inboxes.staged_run (hydrate counts a channel's WAL a run at a time) counts exactly as staged does, envelope by envelope."""
+"""Inboxes.staged_run (hydrate counts a channel's WAL a run at a time) counts as staged does, envelope by envelope."""
 
 from __future__ import annotations
 
