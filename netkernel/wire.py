@@ -285,10 +285,10 @@ class StoredEnvelope(Envelope):
     Rebuilding a channel folds every envelope of its WAL, but a fold reads few fields (a
     conversation reads the event type and seq; only workflow packets, context sets and a few
     lifecycle envelopes read event_data). So a stored envelope starts as a view of its wire
-    message: each read field comes from the message as it is read. The first read of
-    ``event_data`` or ``audience`` (mutable values, kept once handed out), or any write, copies
-    every field into the envelope once, the same conversion :func:`envelope_from_wire` makes
-    (the JSON parsed by the same code). Every reader sees exactly what :func:`envelope_from_wire`
+    message: each field comes from the message as it is read, and event_data is parsed on its
+    first read (by the same code as :func:`envelope_from_wire`), then kept. The first read of
+    ``audience`` (a list, kept once handed out) or any write to another field copies every
+    field into the envelope once. Every reader sees exactly what :func:`envelope_from_wire`
     would have given; it equals the plain :class:`Envelope` with the same fields.
     """
 
@@ -303,18 +303,23 @@ class StoredEnvelope(Envelope):
     __hash__ = None  # type: ignore[assignment]  # like the dataclass: mutable, so unhashable
 
 
-def _copied(env: StoredEnvelope, data: dict[str, Any] | None = None) -> None:
-    """Copy every field of a view's wire message into its slots (``data`` as event_data, if given); it is a plain
-    :class:`StoredEnvelope` from then on. Raises (changing nothing) where :func:`envelope_from_wire` would."""
+_EVENT_DATA_SLOT = _FIELD_SLOTS["event_data"]
+
+
+def _copied(env: StoredEnvelope) -> None:
+    """Copy every field of a view's wire message into its slots: a plain :class:`StoredEnvelope` from then on.
+
+    Raises (changing nothing) where :func:`envelope_from_wire` would."""
     msg = env._wire
-    fields = _wire_fields(msg, _event_data(msg.event_data_json, None) if data is None else data)
-    _plain(env)
+    data = _event_data(msg.event_data_json, None) if type(env) is _WireView else _EVENT_DATA_SLOT.__get__(env)
+    fields = _wire_fields(msg, data)
+    _become(env, StoredEnvelope)
     Envelope.__init__(env, *fields)
 
 
-def _plain(env: StoredEnvelope) -> None:
-    """From now on ``env`` reads and writes its own fields (the same layout: no view properties)."""
-    env.__class__ = StoredEnvelope
+def _become(env: StoredEnvelope, cls: type[StoredEnvelope]) -> None:
+    """Switch ``env`` to ``cls`` (the same layout; only which fields are read from the wire differs)."""
+    env.__class__ = cls
 
 
 def _field(name: str, read: Callable[[Any], Any] | None = None, *, copy: bool = False) -> Any:
@@ -322,11 +327,11 @@ def _field(name: str, read: Callable[[Any], Any] | None = None, *, copy: bool = 
     field once every field was copied; a write copies every field first."""
     slot = _FIELD_SLOTS[name]
 
-    def write(env: _WireView, value: Any) -> None:
-        _copied(env, value if name == "event_data" else None)
+    def write(env: StoredEnvelope, value: Any) -> None:
+        _copied(env)
         slot.__set__(env, value)
 
-    def copy_then_read(env: _WireView) -> Any:
+    def copy_then_read(env: StoredEnvelope) -> Any:
         _copied(env)
         return slot.__get__(env)
 
@@ -342,14 +347,14 @@ _Optional = Literal["task_id", "causation_id", "trace_id", "idempotency_key", "t
 
 
 def _optional(name: _Optional) -> Callable[[Any], Any]:
-    def read(env: _WireView) -> Any:
+    def read(env: StoredEnvelope) -> Any:
         msg = env._wire
         return getattr(msg, name) if msg.HasField(name) else None
 
     return read
 
 
-def _priority(env: _WireView) -> Priority:
+def _priority(env: StoredEnvelope) -> Priority:
     value = env._wire.priority
     priority = _PRIORITY_FROM_WIRE.get(value)
     if priority is None:
@@ -357,21 +362,20 @@ def _priority(env: _WireView) -> Priority:
     return priority
 
 
-class _WireView(StoredEnvelope):
-    """A :class:`StoredEnvelope` not yet copied from its wire message (its class until then)."""
+class _ParsedView(StoredEnvelope):
+    """A stored envelope whose event_data was read (it keeps it); every other field still comes from the wire."""
 
     __slots__ = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # dataclasses.replace builds a new one of the same class from every field: a plain one.
-        _plain(self)
+        _become(self, StoredEnvelope)
         Envelope.__init__(self, *args, **kwargs)
 
     channel_id = _field("channel_id")
     sender_id = _field("sender_id")
     audience = _field("audience", copy=True)
     event_type = _field("event_type")
-    event_data = _field("event_data", copy=True)
     envelope_id = _field("envelope_id")
     task_id = _field("task_id", _optional("task_id"))
     causation_id = _field("causation_id", _optional("causation_id"))
@@ -384,6 +388,24 @@ class _WireView(StoredEnvelope):
     seq = _field("seq")
 
 
+class _WireView(_ParsedView):
+    """A stored envelope as built: every field, event_data too, comes from the wire."""
+
+    __slots__ = ()
+
+    @property
+    def event_data(self) -> dict[str, Any]:
+        """Event-specific JSON payload (parsed from the stored JSON on first read, then kept)."""
+        data = _event_data(self._wire.event_data_json, None)
+        self.event_data = data
+        return data
+
+    @event_data.setter
+    def event_data(self, value: dict[str, Any]) -> None:
+        _EVENT_DATA_SLOT.__set__(self, value)
+        _become(self, _ParsedView)
+
+
 _new = object.__new__
 
 
@@ -392,7 +414,7 @@ def envelope_from_wal(msg: envelope_pb2.Envelope) -> Envelope:
 
     For rebuilding channels from the hub's own WAL (checked when it was admitted; ``msg`` must not
     change afterwards); anything read from a client goes through :func:`envelope_from_wire`."""
-    env: _WireView = _new(_WireView)
+    env: StoredEnvelope = _new(_WireView)
     env._wire = msg
     return env
 
