@@ -11,8 +11,9 @@ routing is done by the agents' own handoff tools through the round-end packet.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
@@ -32,6 +33,8 @@ from netkernel.errors import InvalidArgument
 
 _CONTEXT_SET_WHERE = "ag2.context.set event_data"
 _NO_UPDATES = ContextUpdates()
+_UNREAD: Mapping[str, Any] = MappingProxyType({})
+"""The context passed to ``decide`` when no condition reads it."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,9 @@ class WorkflowAdapter:
             packet = Packet()  # unreachable for admitted envelopes; the turn still counts
         config = spec.derived(parse_workflow_knobs)
         if packet.updates == _NO_UPDATES:  # the context stays; its canonical text too
-            context, context_json = state.context, state.context_json
+            context_json = state.context_json
+            # Parsed only for a condition that reads it.
+            context: Mapping[str, Any] = state.context if config.reads_context else _UNREAD
         else:
             context = packet.updates.apply(state.context)
             context_json = canonical_json(context)
