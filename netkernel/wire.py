@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+import operator
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Literal, TypeVar
 
 import orjson
@@ -244,12 +245,17 @@ def envelope_from_wire(msg: envelope_pb2.Envelope, *, max_json_depth: int | None
 
 def _from_wire(cls: type[E], msg: envelope_pb2.Envelope, data: dict[str, Any]) -> E:
     """``cls`` built from the wire message's fields and ``data`` as its event_data."""
+    # Positional, in field order: a call with 15 keywords costs as much as the rest of the conversion.
+    return cls(*_wire_fields(msg, data))
+
+
+def _wire_fields(msg: envelope_pb2.Envelope, data: dict[str, Any]) -> tuple[Any, ...]:
+    """The :class:`Envelope` fields, in order, of the wire message with ``data`` as its event_data."""
     priority = _PRIORITY_FROM_WIRE.get(msg.priority)
     if priority is None:
         raise InvalidArgument(f"unknown priority {msg.priority}; use BACKGROUND, NORMAL or URGENT.")
     has = msg.HasField
-    # Positional, in field order: a call with 15 keywords costs as much as the rest of the conversion.
-    return cls(
+    return (
         msg.channel_id,
         msg.sender_id,
         list(msg.audience.agent_ids) if has("audience") else None,
@@ -268,38 +274,26 @@ def _from_wire(cls: type[E], msg: envelope_pb2.Envelope, data: dict[str, Any]) -
     )
 
 
-_EVENT_DATA_SLOT: Any = Envelope.__dict__["event_data"]
-"""The slot behind ``Envelope.event_data`` (a member descriptor), which :class:`StoredEnvelope` fills late."""
+_FIELD_SLOTS: dict[str, Any] = {f.name: Envelope.__dict__[f.name] for f in dataclasses.fields(Envelope)}
+"""Each field's slot (a member descriptor) of :class:`Envelope`, which a :class:`StoredEnvelope` fills late."""
+_ENVELOPE_FIELDS = tuple(_FIELD_SLOTS)
 
 
 class StoredEnvelope(Envelope):
-    """An envelope read back from the hub's WAL, whose ``event_data`` is parsed on first read.
+    """An envelope read back from the hub's WAL (:func:`envelope_from_wal`), read from its wire message.
 
-    Rebuilding a channel folds every envelope of its WAL, but most folds never look at
-    event_data (a conversation counts texts; only workflow packets, context sets and a
-    few lifecycle envelopes are read). Every reader still sees exactly what
-    :func:`envelope_from_wire` would have given: the same JSON parsed by the same code,
-    once, then kept. It equals the plain :class:`Envelope` with the same fields.
+    Rebuilding a channel folds every envelope of its WAL, but a fold reads few fields (a
+    conversation reads the event type and seq; only workflow packets, context sets and a few
+    lifecycle envelopes read event_data). So a stored envelope starts as a view of its wire
+    message: each field comes from the message as it is read, and event_data is parsed on its
+    first read (by the same code as :func:`envelope_from_wire`), then kept. The first read of
+    ``audience`` (a list, kept once handed out) or any write to another field copies every
+    field into the envelope once. Every reader sees exactly what :func:`envelope_from_wire`
+    would have given; it equals the plain :class:`Envelope` with the same fields.
     """
 
-    __slots__ = ("_event_data_json",)
-    _event_data_json: str | None
-    """The stored JSON until event_data is first read, then None."""
-
-    @property
-    def event_data(self) -> dict[str, Any]:
-        """Event-specific JSON payload (parsed from the stored JSON on first read)."""
-        raw = self._event_data_json
-        if raw is not None:
-            _EVENT_DATA_SLOT.__set__(self, _event_data(raw, None))
-            self._event_data_json = None
-        value: dict[str, Any] = _EVENT_DATA_SLOT.__get__(self)
-        return value
-
-    @event_data.setter
-    def event_data(self, value: dict[str, Any]) -> None:
-        _EVENT_DATA_SLOT.__set__(self, value)
-        self._event_data_json = None
+    __slots__ = ("_wire",)
+    _wire: envelope_pb2.Envelope
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Envelope):
@@ -309,21 +303,120 @@ class StoredEnvelope(Envelope):
     __hash__ = None  # type: ignore[assignment]  # like the dataclass: mutable, so unhashable
 
 
-_ENVELOPE_FIELDS = tuple(f.name for f in dataclasses.fields(Envelope))
+_EVENT_DATA_SLOT = _FIELD_SLOTS["event_data"]
+
+
+def _copied(env: StoredEnvelope) -> None:
+    """Copy every field of a view's wire message into its slots: a plain :class:`StoredEnvelope` from then on.
+
+    Raises (changing nothing) where :func:`envelope_from_wire` would."""
+    msg = env._wire
+    data = _event_data(msg.event_data_json, None) if type(env) is _WireView else _EVENT_DATA_SLOT.__get__(env)
+    fields = _wire_fields(msg, data)
+    _become(env, StoredEnvelope)
+    Envelope.__init__(env, *fields)
+
+
+def _become(env: StoredEnvelope, cls: type[StoredEnvelope]) -> None:
+    """Switch ``env`` to ``cls`` (the same layout; only which fields are read from the wire differs)."""
+    env.__class__ = cls
+
+
+def _field(name: str, read: Callable[[Any], Any] | None = None, *, copy: bool = False) -> Any:
+    """The view's property of the field ``name``: the wire's field, ``read(view)``, or with ``copy`` the
+    field once every field was copied; a write copies every field first."""
+    slot = _FIELD_SLOTS[name]
+
+    def write(env: StoredEnvelope, value: Any) -> None:
+        _copied(env)
+        slot.__set__(env, value)
+
+    def copy_then_read(env: StoredEnvelope) -> Any:
+        _copied(env)
+        return slot.__get__(env)
+
+    if copy:
+        return property(copy_then_read, write)
+    if read is None:
+        # A C getter: no Python frame per read (the fields a fold reads most).
+        return property(operator.attrgetter(f"_wire.{name}"), write)
+    return property(read, write)
+
+
+_Optional = Literal["task_id", "causation_id", "trace_id", "idempotency_key", "ttl_seconds"]
+
+
+def _optional(name: _Optional) -> Callable[[Any], Any]:
+    def read(env: StoredEnvelope) -> Any:
+        msg = env._wire
+        return getattr(msg, name) if msg.HasField(name) else None
+
+    return read
+
+
+def _priority(env: StoredEnvelope) -> Priority:
+    value = env._wire.priority
+    priority = _PRIORITY_FROM_WIRE.get(value)
+    if priority is None:
+        raise InvalidArgument(f"unknown priority {value}; use BACKGROUND, NORMAL or URGENT.")
+    return priority
+
+
+class _ParsedView(StoredEnvelope):
+    """A stored envelope whose event_data was read (it keeps it); every other field still comes from the wire."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # dataclasses.replace builds a new one of the same class from every field: a plain one.
+        _become(self, StoredEnvelope)
+        Envelope.__init__(self, *args, **kwargs)
+
+    channel_id = _field("channel_id")
+    sender_id = _field("sender_id")
+    audience = _field("audience", copy=True)
+    event_type = _field("event_type")
+    envelope_id = _field("envelope_id")
+    task_id = _field("task_id", _optional("task_id"))
+    causation_id = _field("causation_id", _optional("causation_id"))
+    trace_id = _field("trace_id", _optional("trace_id"))
+    priority = _field("priority", _priority)
+    depth = _field("depth")
+    idempotency_key = _field("idempotency_key", _optional("idempotency_key"))
+    created_at = _field("created_at")
+    ttl_seconds = _field("ttl_seconds", _optional("ttl_seconds"))
+    seq = _field("seq")
+
+
+class _WireView(_ParsedView):
+    """A stored envelope as built: every field, event_data too, comes from the wire."""
+
+    __slots__ = ()
+
+    @property
+    def event_data(self) -> dict[str, Any]:
+        """Event-specific JSON payload (parsed from the stored JSON on first read, then kept)."""
+        data = _event_data(self._wire.event_data_json, None)
+        self.event_data = data
+        return data
+
+    @event_data.setter
+    def event_data(self, value: dict[str, Any]) -> None:
+        _EVENT_DATA_SLOT.__set__(self, value)
+        _become(self, _ParsedView)
+
+
+_new = object.__new__
 
 
 def envelope_from_wal(msg: envelope_pb2.Envelope) -> Envelope:
-    """An :class:`Envelope` of a committed WAL record, its event_data parsed only if something reads it.
+    """An :class:`Envelope` of a committed WAL record that reads its fields from ``msg`` as they are read.
 
-    For rebuilding channels from the hub's own WAL (whose event_data was checked when it was
-    admitted); anything read from a client goes through :func:`envelope_from_wire`."""
-    env = _from_wire(StoredEnvelope, msg, _EMPTY)
-    env._event_data_json = msg.event_data_json
+    For rebuilding channels from the hub's own WAL (checked when it was admitted; ``msg`` must not
+    change afterwards); anything read from a client goes through :func:`envelope_from_wire`."""
+    env: StoredEnvelope = _new(_WireView)
+    env._wire = msg
     return env
-
-
-_EMPTY: dict[str, Any] = {}
-"""Placeholder event_data of a :class:`StoredEnvelope` until its first read (never handed out)."""
 
 
 # The visibility rule, on the wire form (the hub delivers and filters wire messages; the same

@@ -95,3 +95,82 @@ def test_recipients_are_the_participants_that_see_it_except_the_sender(
         msg.audience.agent_ids.extend(audience)
     expected = [p for p in PEOPLE if p != sender and wire_visible_to(msg, p)]
     assert wire_recipients(msg, PEOPLE) == expected
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Envelope))
+optional_text = st.one_of(st.none(), st.sampled_from(["", "x", "é"]))
+
+
+@st.composite
+def wires(draw: st.DrawFn) -> envelope_pb2.Envelope:
+    """A stamped wire envelope with any of its optional fields set (an empty string is set too)."""
+    msg = wire(draw(st.sampled_from(["", "{}", '{"text":"hi"}', '{"n":[1,{"m":2.5}]}'])))
+    msg.depth = draw(st.integers(0, 3))
+    msg.priority = draw(st.sampled_from(list(envelope_pb2.Priority.values())))
+    for name in ("task_id", "causation_id", "trace_id", "idempotency_key"):
+        value = draw(optional_text)
+        if value is not None:
+            setattr(msg, name, value)
+    if draw(st.booleans()):
+        msg.ttl_seconds = draw(st.integers(0, 5))
+    if draw(st.booleans()):
+        msg.audience.agent_ids.extend(draw(st.lists(st.sampled_from(PEOPLE), unique=True)))
+    return msg
+
+
+@given(wires(), st.permutations(FIELDS), st.integers(0, len(FIELDS)))
+def test_every_field_read_in_any_order_is_the_eager_one(msg: envelope_pb2.Envelope, order: list[str], n: int) -> None:
+    """The view reads a field from the wire message until event_data or audience is read; either way each is exact."""
+    lazy, eager = envelope_from_wal(msg), envelope_from_wire(msg)
+    for name in order[:n]:
+        assert getattr(lazy, name) == getattr(eager, name), name
+    assert lazy == eager
+    assert dataclasses.astuple(lazy) == dataclasses.astuple(eager)
+
+
+@given(wires(), st.lists(st.sampled_from(FIELDS), max_size=3), st.sampled_from(FIELDS), st.permutations(FIELDS))
+def test_writing_any_field_keeps_it_and_every_other(
+    msg: envelope_pb2.Envelope, read_first: list[str], written: str, order: list[str]
+) -> None:
+    lazy, eager = envelope_from_wal(msg), envelope_from_wire(msg)
+    for name in read_first:
+        getattr(lazy, name)
+    value: object = {"new": 1} if written == "event_data" else ["a9"] if written == "audience" else 99
+    setattr(lazy, written, value)
+    setattr(eager, written, value)
+    for name in order:
+        assert getattr(lazy, name) == getattr(eager, name), name
+    assert msg == envelope_pb2.Envelope.FromString(msg.SerializeToString())  # the wire message is untouched
+    assert lazy.seq == 99 if written == "seq" else msg.seq
+
+
+def test_a_read_audience_is_kept_like_any_list() -> None:
+    msg = wire("{}")
+    msg.audience.agent_ids.extend(["a2"])
+    env = envelope_from_wal(msg)
+    assert env.audience is not None
+    env.audience.append("a3")
+    assert env.audience == ["a2", "a3"] and list(msg.audience.agent_ids) == ["a2"]
+
+
+def test_replacing_a_field_of_an_unread_one_gives_a_plain_copy() -> None:
+    env = envelope_from_wal(wire('{"text":"stored"}', task_id="t"))
+    copy = dataclasses.replace(env, seq=8)
+    assert copy == dataclasses.replace(envelope_from_wire(wire('{"text":"stored"}', task_id="t")), seq=8)
+    assert env.seq == 7
+
+
+def test_an_unknown_priority_fails_on_read_as_the_eager_conversion_does() -> None:
+    msg = wire("{}")
+    msg.priority = 42  # type: ignore[assignment]
+    env = envelope_from_wal(msg)
+    assert env.seq == 7
+    with pytest.raises(InvalidArgument) as lazy_error:
+        _ = env.priority
+    with pytest.raises(InvalidArgument) as eager_error:
+        envelope_from_wire(msg)
+    assert str(lazy_error.value) == str(eager_error.value)
+    assert env.event_data == {}
+    with pytest.raises(InvalidArgument):
+        _ = env.audience  # copying every field fails the same way, and changes nothing
+    assert env.seq == 7

@@ -12,7 +12,7 @@ serialisation point:
    channel with reason X"). The post is answered, delivered and acked only after its write
    commits; if the commit fails, the channel is rebuilt from the WAL, so a folded but
    uncommitted envelope never reaches anyone;
-4. on restart, ``fold`` over the whole WAL rebuilds the state (hydrate).
+4. on restart, ``fold_run`` over the whole WAL, a run at a time, rebuilds the state (hydrate).
 
 ``fold`` sees every admitted envelope, including lifecycle and custom event types;
 those never advance turn state. Because ``fold`` and ``validate_send`` are pure
@@ -24,7 +24,7 @@ SDK half of the adapter decides it (:mod:`agentsdk.network.adapters`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
@@ -103,6 +103,13 @@ class Adapter(Protocol, Generic[S]):
 
     def fold(self, spec: ChannelSpec, state: S, env: Envelope) -> S:
         """Return the state after ``env`` was admitted (pure; must not mutate ``state``)."""
+        ...
+
+    def fold_run(self, spec: ChannelSpec, state: S, envs: Sequence[Envelope]) -> S:
+        """``fold`` of each of ``envs`` in turn, in one call (hydrate folds the WAL a run at a time).
+
+        The same state as the loop (pure; must not mutate ``state``); :func:`~hubsvc.adapters.common.fold_each`
+        is that loop, for an adapter with no shortcut."""
         ...
 
     def on_accepted(self, spec: ChannelSpec, state: S, env: Envelope) -> Accepted:

@@ -6,10 +6,11 @@ person) reading it can recover without looking anything up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
-from hubsvc.adapters.base import ChannelSpec
+from hubsvc.adapters.base import Adapter, ChannelSpec
 from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope
 from netkernel.errors import ChannelClosed, InvalidArgument, NotParticipant, NotYourTurn
 
@@ -17,6 +18,31 @@ from netkernel.errors import ChannelClosed, InvalidArgument, NotParticipant, Not
 def is_substantive(env: Envelope) -> bool:
     """True for envelopes that take a turn (EV_TEXT and EV_PACKET)."""
     return env.event_type in SUBSTANTIVE_EVENT_TYPES
+
+
+_EVENT_TYPE = operator.attrgetter("event_type")
+S = TypeVar("S")
+
+
+def substantive_count(envs: Sequence[Envelope]) -> int:
+    """How many of ``envs`` take a turn (read without a Python call per envelope)."""
+    return sum(map(SUBSTANTIVE_EVENT_TYPES.__contains__, map(_EVENT_TYPE, envs)))
+
+
+def counted_turns(turns: int, n: int, max_turns: int | None) -> tuple[int, str | None]:
+    """(turns, end reason) after ``n`` more substantive envelopes, each counted until ``max_turns`` is reached
+    ("max_turns" then; None = unlimited): what folding them one by one gives."""
+    if max_turns is None or turns + n < max_turns:
+        return turns + n, None
+    return max(turns + 1, max_turns), "max_turns"
+
+
+def fold_each(adapter: Adapter[S], spec: ChannelSpec, state: S, envs: Sequence[Envelope]) -> S:
+    """``adapter.fold`` of each of ``envs`` in turn: :meth:`Adapter.fold_run` without a shortcut."""
+    fold = adapter.fold
+    for env in envs:
+        state = fold(spec, state, env)
+    return state
 
 
 def named_window(spec: ChannelSpec) -> tuple[str, int]:

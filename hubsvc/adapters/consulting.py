@@ -7,12 +7,14 @@ This is the channel ``delegate`` opens.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
+    fold_each,
     is_substantive,
     not_your_turn,
     require_participants,
@@ -84,6 +86,10 @@ class ConsultingAdapter:
         if not is_substantive(env) or state.replied:
             return state
         return replace(state, replied=True) if state.asked else replace(state, asked=True)
+
+    def fold_run(self, spec: ChannelSpec, state: ConsultingState, envs: Sequence[Envelope]) -> ConsultingState:
+        """``fold`` of each in turn."""
+        return fold_each(self, spec, state, envs)
 
     def on_accepted(self, spec: ChannelSpec, state: ConsultingState, env: Envelope) -> Accepted:
         """Close with ``consulting_complete`` once the reply is in."""

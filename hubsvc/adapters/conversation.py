@@ -6,16 +6,19 @@ Optional knob ``max_turns`` (positive int) closes the channel with reason
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
+    counted_turns,
     is_substantive,
     optional_positive_int,
     require_participants,
     require_sender,
+    substantive_count,
 )
 from netkernel.envelope import Envelope
 
@@ -69,6 +72,16 @@ class ConversationAdapter:
         max_turns = spec.derived(conversation_max_turns)
         end = "max_turns" if max_turns is not None and turns >= max_turns else None
         return ConversationState(turns=turns, end_reason=end)  # direct construction: fold is on the hydrate hot path
+
+    def fold_run(self, spec: ChannelSpec, state: ConversationState, envs: Sequence[Envelope]) -> ConversationState:
+        """``fold`` of each in turn: the substantive ones count, up to the limit."""
+        if state.end_reason is not None:
+            return state
+        n = substantive_count(envs)
+        if not n:
+            return state
+        turns, end = counted_turns(state.turns, n, spec.derived(conversation_max_turns))
+        return ConversationState(turns=turns, end_reason=end)
 
     def on_accepted(self, spec: ChannelSpec, state: ConversationState, env: Envelope) -> Accepted:
         """Close with ``max_turns`` when the envelope just folded reached the limit."""

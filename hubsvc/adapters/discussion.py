@@ -8,12 +8,14 @@ The order is ``spec.participants`` (initiator first): the next speaker is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
+    counted_turns,
     is_substantive,
     label,
     named_window,
@@ -21,6 +23,7 @@ from hubsvc.adapters.common import (
     optional_positive_int,
     require_participants,
     require_sender,
+    substantive_count,
 )
 from netkernel.envelope import Envelope
 from netkernel.errors import InvalidArgument
@@ -96,6 +99,17 @@ class DiscussionAdapter:
         end = "max_turns" if max_turns is not None and turns >= max_turns else None
         nxt = spec.participants[turns % len(spec.participants)]
         # Direct construction (every field given): dataclasses.replace costs more than the rest of the fold.
+        return DiscussionState(expected_next_speaker=nxt, turns=turns, end_reason=end)
+
+    def fold_run(self, spec: ChannelSpec, state: DiscussionState, envs: Sequence[Envelope]) -> DiscussionState:
+        """``fold`` of each in turn: the substantive ones pass the turn on, up to the limit."""
+        if state.end_reason is not None:
+            return state
+        n = substantive_count(envs)
+        if not n:
+            return state
+        turns, end = counted_turns(state.turns, n, spec.derived(discussion_max_turns))
+        nxt = spec.participants[turns % len(spec.participants)]
         return DiscussionState(expected_next_speaker=nxt, turns=turns, end_reason=end)
 
     def on_accepted(self, spec: ChannelSpec, state: DiscussionState, env: Envelope) -> Accepted:

@@ -11,12 +11,15 @@ routing is done by the agents' own handoff tools through the round-end packet.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     channel_closed,
+    fold_each,
     is_substantive,
     named_window,
     not_your_turn,
@@ -30,6 +33,8 @@ from netkernel.errors import InvalidArgument
 
 _CONTEXT_SET_WHERE = "ag2.context.set event_data"
 _NO_UPDATES = ContextUpdates()
+_UNREAD: Mapping[str, Any] = MappingProxyType({})
+"""The context passed to ``decide`` when no condition reads it."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,9 @@ class WorkflowAdapter:
             packet = Packet()  # unreachable for admitted envelopes; the turn still counts
         config = spec.derived(parse_workflow_knobs)
         if packet.updates == _NO_UPDATES:  # the context stays; its canonical text too
-            context, context_json = state.context, state.context_json
+            context_json = state.context_json
+            # Parsed only for a condition that reads it.
+            context: Mapping[str, Any] = state.context if config.reads_context else _UNREAD
         else:
             context = packet.updates.apply(state.context)
             context_json = canonical_json(context)
@@ -122,6 +129,10 @@ class WorkflowAdapter:
             context_json=context_json,
             end_reason=end,
         )
+
+    def fold_run(self, spec: ChannelSpec, state: WorkflowState, envs: Sequence[Envelope]) -> WorkflowState:
+        """``fold`` of each in turn."""
+        return fold_each(self, spec, state, envs)
 
     def on_accepted(self, spec: ChannelSpec, state: WorkflowState, env: Envelope) -> Accepted:
         """Close with the end reason once the envelope just folded ended the workflow."""

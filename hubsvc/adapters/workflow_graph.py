@@ -22,6 +22,7 @@ condition holds decides. Unknown keys inside a transition, condition or target a
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -140,11 +141,21 @@ class WorkflowConfig:
     transitions: tuple[Transition, ...]
     """In declaration order."""
 
-    @property
+    @functools.cached_property
     def ranked(self) -> tuple[Transition, ...]:
         """Transitions in evaluation order: descending priority, ties in declaration order."""
         # sorted() is stable, so equal priorities keep their declaration order.
         return tuple(sorted(self.transitions, key=lambda t: -t.priority))
+
+    @functools.cached_property
+    def reads_context(self) -> bool:
+        """Whether any condition reads the context vars (``decide`` ignores them otherwise)."""
+        level = [t.condition for t in self.transitions]
+        while level:
+            if any(c.type == "context_equals" for c in level):
+                return True
+            level = [c for parent in level for c in parent.all_of]
+        return False
 
     def to_knobs(self) -> dict[str, Any]:
         """The normalised knobs (ids, defaults filled in)."""

@@ -91,6 +91,30 @@ class Inboxes:
                 entry.seqs.append(seq)
                 totals[agent_id] = totals.get(agent_id, 0) + 1
 
+    def staged_run(self, channel_id: str, participants: Sequence[str], wires: Sequence[envelope_pb2.Envelope]) -> None:
+        """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in seq order).
+
+        Rebuilding a channel counts its whole WAL: each field of an envelope is read once, then
+        each participant's count is taken in one pass."""
+        members = self._channels.get(channel_id)
+        if members is None:
+            members = self._channels[channel_id] = {}
+        rows = [(w.seq, w.sender_id, w.audience.agent_ids if w.HasField("audience") else None) for w in wires]
+        totals = self._totals
+        for agent_id in participants:
+            entry = members.get(agent_id)
+            floor = 0 if entry is None else entry.floor
+            seqs = [
+                seq
+                for seq, sender, audience in rows
+                if seq > floor and sender != agent_id and (audience is None or agent_id in audience)
+            ]
+            if seqs:
+                if entry is None:
+                    entry = members[agent_id] = _Pending(0)
+                entry.seqs.extend(seqs)
+                totals[agent_id] = totals.get(agent_id, 0) + len(seqs)
+
     def cursor(self, agent_id: str, channel_id: str, cursor: int) -> None:
         """``agent_id``'s cursor in the channel moved to ``cursor``: what it passed no longer counts."""
         members = self._channels.get(channel_id)
