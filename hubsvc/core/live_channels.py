@@ -535,14 +535,21 @@ class LiveChannels:
         fresh = ChannelRuntime.from_row(row)
         unseen: list[envelope_pb2.Envelope] = []
         async for _, records in self._store.scan_wal([row.channel_id]):
-            for data in records:
-                wire = envelope_pb2.Envelope.FromString(data)
-                fresh.fold(envelope_from_wal(wire), self._clock())
-                self._inboxes.staged(row.channel_id, fresh.participants, wire)
-                if wire.seq > published:
-                    unseen.append(wire)
+            unseen += [wire for wire in self._fold(fresh, records) if wire.seq > published]
         fresh.committed_seq = fresh.meta.last_seq = fresh.last_seq
         return fresh, unseen
+
+    def _fold(self, ch: ChannelRuntime, records: list[bytes]) -> list[envelope_pb2.Envelope]:
+        """Fold stored envelopes into ``ch`` a run at a time (as hydrate does), counting them in the
+        inboxes; returns them as wire messages."""
+        folded: list[envelope_pb2.Envelope] = []
+        now = self._clock()
+        for low in range(0, len(records), FOLD_RUN):
+            wires = list(map(envelope_pb2.Envelope.FromString, records[low : low + FOLD_RUN]))
+            ch.fold_run(list(map(envelope_from_wal, wires)), now)
+            self._inboxes.staged_run(ch.channel_id, ch.participants, wires)
+            folded += wires
+        return folded
 
     def _adopt(self, fresh: ChannelRuntime, unseen: list[envelope_pb2.Envelope]) -> None:
         """Put a rebuilt runtime in the table (an ended one leaves it) and publish ``unseen``."""
@@ -590,14 +597,9 @@ class LiveChannels:
                 return
             was_pending = ch.meta.state == PENDING
             wires: list[envelope_pb2.Envelope] = []
-            now = self._clock()
             while True:
                 rows = await self._store.read_wal(channel_id, ch.last_seq + 1, 0, _CATCH_UP_PAGE)
-                for data in rows:
-                    wire = envelope_pb2.Envelope.FromString(data)
-                    ch.fold(envelope_from_wal(wire), now)
-                    self._inboxes.staged(channel_id, ch.participants, wire)
-                    wires.append(wire)
+                wires += self._fold(ch, rows)
                 if len(rows) < _CATCH_UP_PAGE:
                     break
             if not wires:
