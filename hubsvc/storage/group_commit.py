@@ -9,7 +9,10 @@ bundle's caller sees the failure and its channels are fenced. A bundle that lost
 another replica (the backend raised :class:`StoreConflict`) fails with :class:`LostRace`, and
 so do the fenced bundles after it: nothing of them was written, so they may be admitted again.
 Cursor-only bundles
-(advisory) are written after the other bundles of their group are answered.
+(advisory) are written after the other bundles of their group are answered. A bundle
+submitted while the writer is idle with nothing queued would be a group of one: a backend
+may write it at once instead (:meth:`GroupCommitStore._apply_now`), saving the writer's
+wake-up; it fails and fences exactly as that group would.
 
 :class:`~hubsvc.storage.sqlite.SqliteHubStore` and
 :class:`~hubsvc.storage.redis_store.RedisHubStore` both write through it.

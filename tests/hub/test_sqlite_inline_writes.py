@@ -52,7 +52,9 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteHubStore]:
 async def test_a_lone_write_on_an_idle_loop_commits_inline_and_is_read_by_other_connections(
     store: SqliteHubStore, tmp_path: Path
 ) -> None:
-    await store.submit(Writes(wal=[row("a", 1)]))
+    fut = store.submit(Writes(wal=[row("a", 1)]))
+    assert fut.done()  # the writer was idle: written at submit, not one loop turn later
+    await fut
     assert store.inline_commits == 1
     assert seqs(tmp_path / "hub.db", "a") == [1]
     assert await store.read_wal("a", 1, 0, 0) == [b"x"]  # the thread's connection sees it too
