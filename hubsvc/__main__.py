@@ -22,7 +22,9 @@ log = logging.getLogger("agentnet.hub")
 def make_store(config: HubConfig) -> HubStore:
     """The store ``--store`` names: the SQLite file (--db), or Redis at the URL."""
     if config.store == "sqlite":
-        return SqliteHubStore(config.database, synchronous=config.synchronous)
+        return SqliteHubStore(
+            config.database, synchronous=config.synchronous, inline_write_rows=config.sqlite_inline_rows
+        )
     return RedisHubStore(config.store, timeout=config.redis_timeout)
 
 

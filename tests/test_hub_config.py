@@ -129,3 +129,18 @@ def test_the_redis_timeout_is_a_flag_and_an_environment_variable(
         with pytest.raises(SystemExit):
             parse_args(["--redis-timeout", bad])
         assert "--redis-timeout (AGENTNET_HUB_REDIS_TIMEOUT) must be in (0, 3600] seconds" in capsys.readouterr().err
+
+
+def test_the_sqlite_inline_write_limit_is_a_flag_and_an_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    assert parse_args([]).sqlite_inline_rows == 16
+    assert parse_args(["--sqlite-inline-rows", "0"]).sqlite_inline_rows == 0
+    monkeypatch.setenv("AGENTNET_HUB_SQLITE_INLINE_ROWS", "64")
+    assert parse_args([]).sqlite_inline_rows == 64
+    for bad in ("-1", "3001"):
+        with pytest.raises(SystemExit):
+            parse_args(["--sqlite-inline-rows", bad])
+        assert "--sqlite-inline-rows (AGENTNET_HUB_SQLITE_INLINE_ROWS) must be in [0, 3000]" in capsys.readouterr().err

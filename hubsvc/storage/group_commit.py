@@ -9,7 +9,10 @@ bundle's caller sees the failure and its channels are fenced. A bundle that lost
 another replica (the backend raised :class:`StoreConflict`) fails with :class:`LostRace`, and
 so do the fenced bundles after it: nothing of them was written, so they may be admitted again.
 Cursor-only bundles
-(advisory) are written after the other bundles of their group are answered.
+(advisory) are written after the other bundles of their group are answered. A bundle
+submitted while the writer is idle with nothing queued would be a group of one: a backend
+may write it at once instead (:meth:`GroupCommitStore._apply_now`), saving the writer's
+wake-up; it fails and fences exactly as that group would.
 
 :class:`~hubsvc.storage.sqlite.SqliteHubStore` and
 :class:`~hubsvc.storage.redis_store.RedisHubStore` both write through it.
@@ -39,6 +42,8 @@ class GroupCommitStore(HubStore):
         self._writer: asyncio.Task[None] | None = None
         self._fenced: dict[str, bool] = {}
         """Channels whose last write failed (→ whether it lost a race); their later bundles fail until lift_fence."""
+        self._idle = False
+        """The writer waits for a bundle (none is being written)."""
 
     @abc.abstractmethod
     async def _apply(self, group: list[Writes]) -> None:
@@ -71,9 +76,33 @@ class GroupCommitStore(HubStore):
         await writer
         self._writer = None
 
+    def _apply_now(self, writes: Writes) -> bool:
+        """Write one bundle synchronously if the backend can do so cheaply now; True if written,
+        False to queue it (raise, having written nothing, on failure). False by default."""
+        return False
+
     def submit(self, writes: Writes) -> asyncio.Future[None]:
-        """Enqueue ``writes``; the future resolves when its group is committed."""
-        return self._enqueue(_Item(writes))
+        """Enqueue ``writes``; the future resolves when its group is committed.
+
+        With the writer idle and nothing queued, the bundle would be a group of its own, so the
+        backend may write it at once (:meth:`_apply_now`): same transaction, one hop less."""
+        item = _Item(writes)
+        if self._idle and self._queue.empty() and not writes.only_cursors() and self._commit_now(item):
+            return item.fut
+        return self._enqueue(item)
+
+    def _commit_now(self, item: _Item) -> bool:
+        """:meth:`_commit_run` of ``item`` alone, synchronously; False if the backend declined."""
+        if self._refuse_fenced(item):
+            return True
+        try:
+            if not self._apply_now(item.writes):
+                return False
+        except Exception as exc:
+            self._fail(item, exc)
+            return True
+        _resolve(item.fut)
+        return True
 
     def lift_fence(self, channel_id: str) -> asyncio.Future[None]:
         """Enqueue the end of ``channel_id``'s fence (see :meth:`HubStore.submit`)."""
@@ -87,7 +116,11 @@ class GroupCommitStore(HubStore):
 
     async def _write_loop(self) -> None:
         while True:
-            group = [await self._queue.get()]
+            self._idle = True
+            try:
+                group = [await self._queue.get()]
+            finally:
+                self._idle = False
             while len(group) < MAX_GROUP and not self._queue.empty():
                 group.append(self._queue.get_nowait())
             run: list[_Item] = []

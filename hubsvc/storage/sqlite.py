@@ -5,12 +5,28 @@ One connection, WAL journal mode. Group commit, failure isolation and fences are
 moment becomes one transaction here (one multi-row statement in the common case).
 ``synchronous=NORMAL`` (the default here) survives a killed process without losing a
 committed transaction; ``FULL`` also survives power loss at the cost of one fsync per group.
+
+Writes normally run on aiosqlite's thread, so the event loop keeps admitting posts while a
+group commits. A group of at most ``inline_write_rows`` WAL rows (and nothing else) that
+finds the event loop with no other callback ready is written inline instead, on a second
+connection to the same file (same ``synchronous``, same single statement, so the same
+durability and the same all-or-nothing failure): the loop had nothing else to do meanwhile,
+and the hand-off to the thread and back would only add two thread wake-ups to the commit's
+latency. A lone bundle submitted while the writer is idle is written that way at once
+(:meth:`~hubsvc.storage.group_commit.GroupCommitStore._apply_now`). The inline connection
+never waits for a lock (a busy database sends the write to the thread) and never checkpoints,
+which could block the loop for milliseconds: after ``_INLINE_RUN`` inline commits in a row
+the next write goes through the thread, whose commit checkpoints the WAL as it always does
+once the WAL is large, so the WAL file stays bounded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +97,8 @@ _CURSOR_UPSERT = (
     "ON CONFLICT(agent_id, channel_id) DO UPDATE SET seq=max(seq, excluded.seq)"
 )
 _MAX_CURSORS_PER_STATEMENT = 10000  # 3 parameters a row
+_INLINE_RUN = 64
+"""Inline commits in a row at most; then one goes through the thread (and checkpoints if due)."""
 
 
 def _wal_params(rows: list[WalRow]) -> list[Any]:
@@ -94,13 +112,22 @@ def _wal_params(rows: list[WalRow]) -> list[Any]:
 class SqliteHubStore(GroupCommitStore):
     """The default hub store: one SQLite file."""
 
-    def __init__(self, path: Path | str, *, synchronous: str = "NORMAL") -> None:
+    def __init__(self, path: Path | str, *, synchronous: str = "NORMAL", inline_write_rows: int = 16) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        if inline_write_rows < 0:
+            raise ValueError(f"inline_write_rows must be >= 0, not {inline_write_rows}")
         super().__init__()
         self._path = str(path)
         self._synchronous = synchronous.upper()
+        self._inline_write_rows = inline_write_rows
+        """Largest group of WAL rows written inline on an idle loop (0: never inline)."""
         self._db: aiosqlite.Connection | None = None
+        self._inline: sqlite3.Connection | None = None
+        self._inline_run = 0
+        """Inline commits since the last commit through the thread."""
+        self.inline_commits = 0
+        """Writes committed inline since open (diagnostics)."""
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -120,11 +147,16 @@ class SqliteHubStore(GroupCommitStore):
         await self._db.execute("PRAGMA busy_timeout=5000")
         await self._db.execute("PRAGMA cache_size=-65536")
         await self._db.executescript(_SCHEMA)
+        if self._inline_write_rows and self._path not in ("", ":memory:"):  # a second :memory: is another db
+            self._inline = _inline_connection(self._path, self._synchronous)
         self._start_writer()
 
     async def close(self) -> None:
         """Write everything queued, stop the writer and close the file."""
         await self._stop_writer()
+        if self._inline is not None:
+            self._inline.close()
+            self._inline = None
         if self._db is not None:
             await self._db.close()
             self._db = None
@@ -146,6 +178,9 @@ class SqliteHubStore(GroupCommitStore):
         db = self.db
         others = bool(merged.agents or merged.channels or merged.tasks or merged.executions)
         others = others or bool(merged.call_tokens or merged.audit)
+        if not others and not merged.cursors and self._write_inline(merged.wal):
+            return
+        self._inline_run = 0  # this write goes through the thread, whose commit checkpoints when due
         if not others and not merged.cursors and len(merged.wal) <= _MAX_ROWS_PER_STATEMENT:
             # The common case: one multi-row INSERT is one atomic, durable statement, so the
             # group costs a single round trip to the database thread instead of three.
@@ -241,6 +276,32 @@ class SqliteHubStore(GroupCommitStore):
                     is_running = bool(rows and rows[0][0])
                 if not is_running:
                     raise StoreConflict(f"execution {c.execution_id} is not running")
+
+    def _apply_now(self, writes: Writes) -> bool:
+        """Write a bundle of WAL rows alone inline, if :meth:`_write_inline` may (see the module doc)."""
+        return _wal_only(writes) and self._write_inline(writes.wal)
+
+    def _write_inline(self, rows: list[WalRow]) -> bool:
+        """Insert ``rows`` (one statement) on the inline connection if they are few and the loop has
+        nothing else ready; True if committed, False to write them through the thread (raises,
+        having written nothing, as the thread would)."""
+        conn = self._inline
+        if conn is None or not rows or len(rows) > self._inline_write_rows or self._inline_run >= _INLINE_RUN:
+            return False
+        # The callbacks the loop will run next (asyncio's base event loop keeps them there; another
+        # loop implementation never writes inline). Any: let them run while the thread writes.
+        ready = getattr(asyncio.get_running_loop(), "_ready", None)
+        if ready is None or len(ready):
+            return False
+        try:
+            conn.execute(_WAL_INSERT + ",".join([_WAL_ROW] * len(rows)), _wal_params(rows))
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                return False  # nothing written; the thread's connection waits for the lock instead
+            raise
+        self._inline_run += 1
+        self.inline_commits += 1
+        return True
 
     async def _upsert_cursors(self, rows: list[tuple[str, str, int]]) -> None:
         """Move cursors forward (never back) in one multi-row statement."""
@@ -455,6 +516,22 @@ class SqliteHubStore(GroupCommitStore):
         sql += " ORDER BY audit_id LIMIT ?"
         params.append(limit)
         return [AuditRow(*r) for r in await self._fetchall(sql, params)]
+
+
+def _wal_only(writes: Writes) -> bool:
+    """The bundle holds WAL rows and nothing else (judged by every field, so a new kind of row is never
+    left out of an inline write)."""
+    return all(not getattr(writes, f.name) for f in fields(writes) if f.name != "wal")
+
+
+def _inline_connection(path: str, synchronous: str) -> sqlite3.Connection:
+    """A second connection to ``path`` for inline writes: autocommit, the same durability, no
+    waiting for a lock (busy: the write goes through the thread) and no checkpoints."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA busy_timeout=0")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    return conn
 
 
 def _execution_params(e: ExecutionRow) -> tuple[Any, ...]:

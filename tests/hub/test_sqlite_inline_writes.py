@@ -1,0 +1,141 @@
+"""SQLite writes committed inline on an idle event loop (see hubsvc/storage/sqlite.py).
+
+A write that finds the loop with nothing else to do skips the hand-off to the database
+thread. It must stay what a thread write is: grouped with the bundles queued with it, failing
+one bad bundle alone, readable by every connection once answered, and it must not let the
+WAL file grow without bound (the inline connection never checkpoints).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from hubsvc.storage.base import WalRow, Writes
+from hubsvc.storage.sqlite import SqliteHubStore
+from netkernel.errors import Unavailable
+
+
+def row(channel_id: str, seq: int, data: bytes = b"x") -> WalRow:
+    """A WAL row of ``channel_id`` at ``seq``."""
+    return WalRow(
+        channel_id, seq, f"{channel_id}-{seq}", "sender", "ag2.msg.text", None, None, "2026-01-01T00:00:00Z", data
+    )
+
+
+def seqs(db: Path, channel_id: str) -> list[int]:
+    """The seqs the file holds for ``channel_id``, read through a connection of its own."""
+    con = sqlite3.connect(db)
+    try:
+        return [r[0] for r in con.execute("SELECT seq FROM wal WHERE channel_id = ? ORDER BY seq", [channel_id])]
+    finally:
+        con.close()
+
+
+def busy_loop() -> None:
+    """Leave a callback ready on the loop, so the next submit is queued for the writer task."""
+    asyncio.get_running_loop().call_soon(lambda: None)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteHubStore]:
+    s = SqliteHubStore(tmp_path / "hub.db")
+    await s.open()
+    yield s
+    await s.close()
+
+
+async def test_a_lone_write_on_an_idle_loop_commits_inline_and_is_read_by_other_connections(
+    store: SqliteHubStore, tmp_path: Path
+) -> None:
+    fut = store.submit(Writes(wal=[row("a", 1)]))
+    assert fut.done()  # the writer was idle: written at submit, not one loop turn later
+    await fut
+    assert store.inline_commits == 1
+    assert seqs(tmp_path / "hub.db", "a") == [1]
+    assert await store.read_wal("a", 1, 0, 0) == [b"x"]  # the thread's connection sees it too
+
+
+async def test_bundles_queued_together_are_still_one_inline_group(store: SqliteHubStore, tmp_path: Path) -> None:
+    busy_loop()
+    futs = [store.submit(Writes(wal=[row("a", seq)])) for seq in (1, 2, 3)]
+    await asyncio.gather(*futs)
+    assert store.inline_commits == 1  # one statement for the three bundles
+    assert seqs(tmp_path / "hub.db", "a") == [1, 2, 3]
+
+
+async def test_a_bad_bundle_of_an_inline_group_fails_alone(store: SqliteHubStore, tmp_path: Path) -> None:
+    await store.submit(Writes(wal=[row("a", 1)]))
+    busy_loop()
+    good = store.submit(Writes(wal=[row("a", 2)]))
+    bad = store.submit(Writes(wal=[row("a", 1)]))  # the seq is taken: a genuine constraint failure
+    other = store.submit(Writes(wal=[row("b", 1)]))
+    await good
+    with pytest.raises(Unavailable):
+        await bad
+    await other
+    assert seqs(tmp_path / "hub.db", "a") == [1, 2]
+    assert seqs(tmp_path / "hub.db", "b") == [1]
+    with pytest.raises(Unavailable):  # the failed channel is fenced, inline as on the thread
+        await store.submit(Writes(wal=[row("a", 3)]))
+    assert store.inline_commits >= 2  # the first write and the retries of the group (one went inline at least)
+
+
+async def test_a_lone_bad_write_fails_alone_and_fences_its_channel(store: SqliteHubStore, tmp_path: Path) -> None:
+    await store.submit(Writes(wal=[row("a", 1)]))
+    with pytest.raises(Unavailable):
+        await store.submit(Writes(wal=[row("a", 1)]))
+    with pytest.raises(Unavailable):
+        await store.submit(Writes(wal=[row("a", 2)]))
+    await store.submit(Writes(wal=[row("b", 1)]))
+    await store.lift_fence("a")
+    await store.submit(Writes(wal=[row("a", 2)]))
+    assert seqs(tmp_path / "hub.db", "a") == [1, 2]
+    assert seqs(tmp_path / "hub.db", "b") == [1]
+
+
+async def test_the_wal_file_stays_bounded_under_inline_writes(store: SqliteHubStore, tmp_path: Path) -> None:
+    data = bytes(4096)
+    writes = 3000  # about 24 MB of WAL frames if nothing ever checkpointed
+    for seq in range(1, writes + 1):
+        await store.submit(Writes(wal=[row("a", seq, data)]))
+    assert store.inline_commits > writes * 9 // 10
+    assert len(seqs(tmp_path / "hub.db", "a")) == writes
+    assert (tmp_path / "hub.db-wal").stat().st_size < 8 * 1024 * 1024
+
+
+async def test_inline_writes_can_be_turned_off(tmp_path: Path) -> None:
+    store = SqliteHubStore(tmp_path / "hub.db", inline_write_rows=0)
+    await store.open()
+    try:
+        await store.submit(Writes(wal=[row("a", 1)]))
+        assert store.inline_commits == 0
+        assert seqs(tmp_path / "hub.db", "a") == [1]
+    finally:
+        await store.close()
+
+
+async def test_a_write_larger_than_the_inline_limit_goes_through_the_thread(tmp_path: Path) -> None:
+    store = SqliteHubStore(tmp_path / "hub.db", inline_write_rows=2)
+    await store.open()
+    try:
+        await store.submit(Writes(wal=[row("a", 1), row("a", 2), row("a", 3)]))
+        assert store.inline_commits == 0
+        await store.submit(Writes(wal=[row("a", 4), row("a", 5)]))
+        assert store.inline_commits == 1
+        assert seqs(tmp_path / "hub.db", "a") == [1, 2, 3, 4, 5]
+    finally:
+        await store.close()
+
+
+async def test_a_bundle_with_more_than_wal_rows_is_written_whole_through_the_thread(
+    store: SqliteHubStore, tmp_path: Path
+) -> None:
+    await store.submit(Writes(wal=[row("a", 1)], audit=[("post_refused", "x", "a", "{}", 1.0)]))
+    assert store.inline_commits == 0
+    assert seqs(tmp_path / "hub.db", "a") == [1]
+    assert [r.kind for r in await store.list_audit(kind="", subject_id="a", after_id=0, limit=10)] == ["post_refused"]
