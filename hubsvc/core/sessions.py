@@ -53,6 +53,8 @@ class Sessions:
         """Whether an agent may post ag2.msg.text into a channel now (stamped on substantive deliveries)."""
         self._sessions: dict[str, Session] = {}
         self._dirty: set[Session] = set()
+        self._cursor_write: asyncio.Future[None] | None = None
+        """The latest cursor write queued (writes commit in order: once it is done, so are the earlier)."""
         """Sessions whose cursors moved since they were last written."""
 
     async def connect(self, agent_id: str, hello: connect_pb2.Hello) -> tuple[Session, connect_pb2.Welcome]:
@@ -85,6 +87,11 @@ class Sessions:
         self._sessions[agent_id] = session
         self._registry.touch(agent_id, online=True)
         self._store.submit(Writes(sessions=[(agent_id, session.session_id, True)]))  # other replicas: replaced
+        written = self._cursor_write
+        if written is not None and not written.done():
+            # The acks a stream of this agent flushed as it ended (a reconnect follows at once):
+            # read the stored cursors after they are written, not before.
+            await asyncio.wait([written])
         stored = await self._store.load_cursors(agent_id)
         marks: dict[str, int] = {}
         for ch in list(self._live_channels()):
@@ -203,4 +210,4 @@ class Sessions:
         self._dirty.difference_update(sessions)
         rows = [(session.agent_id, c, s) for session in sessions for c, s in session.take_dirty().items()]
         if rows:
-            self._store.submit(Writes(cursors=rows))
+            self._cursor_write = self._store.submit(Writes(cursors=rows))
