@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentnet.v1 import hub_pb2_grpc
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import TracerProvider
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentnet.v1 import knowledge_pb2_grpc
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import TracerProvider
 
 from knowledgestore.base import StoreBase
 from knowledgesvc.auth import TokenAuthority

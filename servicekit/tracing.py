@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 
 import grpc
+from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -65,7 +66,7 @@ def _exporter(name: str, env: Mapping[str, str]) -> SpanExporter:
     return OTLPSpanExporter()
 
 
-def server_interceptors(provider: TracerProvider | None) -> list[grpc.aio.ServerInterceptor]:
+def server_interceptors(provider: trace.TracerProvider | None) -> list[grpc.aio.ServerInterceptor]:
     """The gRPC server interceptors of a traced service (none when ``provider`` is None)."""
     if provider is None:
         return []

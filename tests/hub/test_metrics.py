@@ -73,9 +73,11 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
 
         async def replayed() -> bool:
             now = await scrape(url)
-            return value(now, "agentnet_hub_replayed_envelopes_total") - value(
-                after, "agentnet_hub_replayed_envelopes_total"
-            ) == 3
+            return (
+                value(now, "agentnet_hub_replayed_envelopes_total")
+                - value(after, "agentnet_hub_replayed_envelopes_total")
+                == 3
+            )
 
         await assert_eventually(replayed)
         await alice.close()
