@@ -84,6 +84,6 @@ async def test_a_post_its_commit_delivery_and_answering_turn_form_one_trace(
         assert parent_of(answer_admitted) == answer.context.span_id
 
         # what the WAL keeps: the admission span's traceparent, so a later read continues the trace
-        stored = [e for e in await user.read_wal(ch.channel_id) if e.envelope_id == ping.envelope_id][0]
+        stored = next(e for e in await user.read_wal(ch.channel_id) if e.envelope_id == ping.envelope_id)
         flags = int(admitted.context.trace_flags)
         assert stored.trace_id == f"00-{trace_id:032x}-{admitted.context.span_id:016x}-{flags:02x}"
