@@ -15,6 +15,7 @@ from typing import Protocol, Self, TypeVar
 import grpc
 from agentnet.v1 import hub_pb2_grpc
 from google.protobuf.message import Message
+from opentelemetry import trace
 
 from agentsdk.backoff import RateLimitBackoff
 from agentsdk.targets import HubTargets, hub_target
@@ -65,10 +66,16 @@ CHANNEL_OPTIONS = (
 class HubConnection:
     """A gRPC channel to a hub, shared by every identity of a client; ``target`` one address or
     several replicas to fail over between (:mod:`agentsdk.targets`); ``tls`` as in
-    :mod:`agentsdk.tls` (None: plaintext)."""
+    :mod:`agentsdk.tls` (None: plaintext); ``tracer_provider`` records the SDK's spans (None: the
+    global OpenTelemetry provider, which records nothing until the application configures one)."""
 
     def __init__(
-        self, target: HubTargets, tls: TlsSetting = None, *, rate_limit_backoff: RateLimitBackoff | None = None
+        self,
+        target: HubTargets,
+        tls: TlsSetting = None,
+        *,
+        rate_limit_backoff: RateLimitBackoff | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
         parsed = hub_target(target)
         config = tls_config(tls)
@@ -85,6 +92,8 @@ class HubConnection:
         """The TLS setting the channel was opened with (None: plaintext)."""
         self.rate_limit_backoff = rate_limit_backoff or RateLimitBackoff()
         """How calls that post retry on RATE_LIMITED (:mod:`agentsdk.backoff`)."""
+        self.tracer = trace.get_tracer("agentsdk", tracer_provider=tracer_provider)
+        """Where the SDK's spans go: each post and each handler turn (docs/operations.md "Tracing")."""
         self.channel = open_channel(self.target, tls, CHANNEL_OPTIONS)
         self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
 

@@ -6,6 +6,8 @@ import asyncio
 import logging
 import sys
 
+from opentelemetry.sdk.trace import TracerProvider
+
 from hubsvc.config import HubConfig, parse_args
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.source import PolicySource
@@ -15,6 +17,7 @@ from hubsvc.storage.redis_store import RedisHubStore, StoreUnreachable
 from servicekit.auth import ensure_secret_file
 from servicekit.runtime import configure_logging, serve_until_signal
 from servicekit.tls import TlsConfigError
+from servicekit.tracing import tracer_provider_from_env
 
 log = logging.getLogger("agentnet.hub")
 
@@ -28,8 +31,11 @@ def make_store(config: HubConfig) -> HubStore:
     return RedisHubStore(config.store, timeout=config.redis_timeout)
 
 
-async def run(config: HubConfig, *, arbiter: Arbiter | None = None) -> None:
-    """Serve the hub with ``config`` until a stop signal arrives (``arbiter``: the one ``--arbiter`` names)."""
+async def run(
+    config: HubConfig, *, arbiter: Arbiter | None = None, tracer_provider: TracerProvider | None = None
+) -> None:
+    """Serve the hub with ``config`` until a stop signal arrives (``arbiter``: the one ``--arbiter`` names;
+    ``tracer_provider``: the one the ``OTEL_*`` environment configures, servicekit/tracing.py)."""
     operator_token = ensure_secret_file(config.operator_token_path)
     log.info("operator calls (ListAudit) authenticate with the token in %s", config.operator_token_path)
     store = make_store(config)
@@ -44,22 +50,31 @@ async def run(config: HubConfig, *, arbiter: Arbiter | None = None) -> None:
         tls_bind_identity=config.tls_bind_identity,
         policy=config.policy,
         arbiter=arbiter,
+        metrics=config.metrics,
+        tracer_provider=tracer_provider,
     )
-    await serve_until_signal("agentnet-hub", config.host, hub)
+    if hub.metrics_server is not None:
+        log.info("metrics served on %s", hub.metrics_server.url)
+    try:
+        await serve_until_signal("agentnet-hub", config.host, hub)
+    finally:
+        if tracer_provider is not None:
+            tracer_provider.shutdown()  # exports the spans still buffered
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``agentnet-hub``)."""
     config = parse_args(argv)
     configure_logging(config.log_level)
-    try:  # a policy or arbiter that cannot be used stops the hub before it serves anything
+    try:  # a policy, arbiter or tracing setting that cannot be used stops the hub before it serves anything
         if config.policy is not None:
             PolicySource(config.policy)  # checked here for a clear exit; start_hub loads and watches it
         arbiter = load_arbiter(config.arbiter) if config.arbiter else None
+        tracer_provider = tracer_provider_from_env("agentnet-hub")
     except ValueError as err:
         sys.exit(f"agentnet-hub: {err}")
     try:
-        asyncio.run(run(config, arbiter=arbiter))
+        asyncio.run(run(config, arbiter=arbiter, tracer_provider=tracer_provider))
     except TlsConfigError as exc:
         sys.exit(f"agentnet-hub: {exc}")
     except StoreUnreachable as exc:

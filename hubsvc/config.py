@@ -11,6 +11,7 @@ from typing import Any
 
 from hubsvc.core.options import HubOptions
 from hubsvc.storage.redis_store import DEFAULT_TIMEOUT as DEFAULT_REDIS_TIMEOUT
+from servicekit.metrics import MetricsSettings, add_metrics_arguments, metrics_from_args
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 from servicekit.tls import ServerTls, add_tls_arguments, env_flag, tls_from_args
 
@@ -95,6 +96,9 @@ class HubConfig:
     tls_bind_identity: bool = False
     """Accept an agent credential only on a connection whose client certificate names that agent
     (--tls-bind-identity, AGENTNET_HUB_TLS_BIND_IDENTITY; needs --tls-client-ca)."""
+    metrics: MetricsSettings | None = None
+    """Where Prometheus metrics are served (--metrics-port, --metrics-host; AGENTNET_HUB_METRICS_PORT /
+    _HOST); None = not served."""
 
     def options(self) -> HubOptions:
         """The core options these settings imply."""
@@ -376,6 +380,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     for flag, env_var, default, help in _SIZE_FLAGS:
         _flag(parser, flag, env_var, default, help, type=int)
     add_tls_arguments(parser, "AGENTNET_HUB_")
+    add_metrics_arguments(parser, "AGENTNET_HUB_")
     parser.add_argument(
         "--tls-bind-identity",
         action="store_true",
@@ -386,6 +391,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     args = parser.parse_args(argv)
     tls = tls_from_args(parser, args, args.host)
+    metrics = metrics_from_args(parser, args)
     if args.tls_bind_identity and (tls is None or not tls.mutual):
         parser.error(
             "--tls-bind-identity needs --tls-client-ca (and --tls-cert, --tls-key): the hub binds "
@@ -458,4 +464,5 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         policy_poll_interval=args.policy_poll_interval,
         arbiter=args.arbiter,
         arbiter_timeout=args.arbiter_timeout,
+        metrics=metrics,
     )

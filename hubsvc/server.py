@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentnet.v1 import hub_pb2_grpc
+from opentelemetry.trace import TracerProvider
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
@@ -18,10 +19,14 @@ from hubsvc.core.util import Clock, system_clock
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.policy import Policy
 from hubsvc.governance.source import PolicySource
+from hubsvc.metrics import HubMetrics
+from hubsvc.recorder import NO_RECORDER
 from hubsvc.servicer import HUB_SERVICE, HubServicer
 from hubsvc.storage import HubStore
+from servicekit.metrics import MetricsServer, MetricsSettings, start_metrics_server
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
 from servicekit.tls import ServerTls
+from servicekit.tracing import server_interceptors
 
 
 @dataclass
@@ -31,6 +36,10 @@ class HubServer:
     core: HubCore
     running: RunningServer
     host: str
+    metrics: HubMetrics | None = None
+    """The hub's metrics (None: not served)."""
+    metrics_server: MetricsServer | None = None
+    """Where they are served (``metrics_server.url``)."""
 
     @property
     def port(self) -> int:
@@ -47,6 +56,8 @@ class HubServer:
         stop the server within the grace period, then flush and close the store."""
         await self.running.stop(grace_seconds, on_stopping=self.core.close_sessions)
         await self.core.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
 
 
 async def start_hub(
@@ -62,6 +73,8 @@ async def start_hub(
     tls_bind_identity: bool = False,
     policy: Policy | Path | str | None = None,
     arbiter: Arbiter | str | None = None,
+    metrics: MetricsSettings | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> HubServer:
     """Open ``store``, hydrate the hub and serve it on ``host:port`` (0 = a free port).
 
@@ -72,6 +85,9 @@ async def start_hub(
     YAML / JSON policy file, reloaded when it changes (every ``options.policy_poll_interval``
     seconds); an invalid file raises ValueError. ``arbiter`` is an
     :class:`~hubsvc.governance.arbiter.Arbiter` or its ``module:attribute`` name.
+    ``metrics`` serves Prometheus metrics on its host and port (``hubsvc/metrics.py``; port 0 = a free
+    one, ``HubServer.metrics_server.url``; None: no metrics); ``tracer_provider`` records the spans of
+    posts, commits, deliveries and unary RPCs (``servicekit/tracing.py``; None: no tracing).
     """
     if tls_bind_identity and (tls is None or not tls.mutual):
         raise ValueError("tls_bind_identity needs TLS with a client CA (tls=ServerTls(..., client_ca_file=...))")
@@ -80,7 +96,17 @@ async def start_hub(
     source = PolicySource(policy)
     if isinstance(arbiter, str):
         arbiter = load_arbiter(arbiter)
-    core = HubCore(store, options=options, clock=clock, policy=source.policy, arbiter=arbiter)
+    recorder = HubMetrics() if metrics is not None else None
+    tracer = tracer_provider.get_tracer("agentnet.hub") if tracer_provider is not None else None
+    core = HubCore(
+        store,
+        options=options,
+        clock=clock,
+        policy=source.policy,
+        arbiter=arbiter,
+        recorder=recorder or NO_RECORDER,
+        tracer=tracer,
+    )
     await core.start()
     source.loaded(core.audit)
     if source.path is not None:
@@ -89,9 +115,22 @@ async def start_hub(
     spec = ServiceSpec(
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
     )
+    metrics_server = None
     try:
-        running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes, tls=tls)
+        if recorder is not None and metrics is not None:
+            recorder.observe(core)
+            metrics_server = await start_metrics_server(recorder.registry, metrics.host, metrics.port)
+        running = await start_server(
+            [spec],
+            host=host,
+            port=port,
+            max_message_bytes=max_message_bytes,
+            tls=tls,
+            interceptors=server_interceptors(tracer_provider),
+        )
     except BaseException:
+        if metrics_server is not None:
+            await metrics_server.stop()
         await core.stop()
         raise
-    return HubServer(core, running, host)
+    return HubServer(core, running, host, recorder, metrics_server)

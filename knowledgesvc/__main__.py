@@ -13,6 +13,7 @@ from knowledgesvc.server import start_knowledge
 from netkernel.files import private_dir
 from servicekit.runtime import configure_logging, serve_until_signal
 from servicekit.tls import TlsConfigError
+from servicekit.tracing import tracer_provider_from_env
 
 log = logging.getLogger("agentnet.knowledge")
 
@@ -24,6 +25,10 @@ class StartupError(Exception):
 async def run(config: KnowledgeConfig) -> None:
     """Serve the knowledge service with ``config`` until a stop signal arrives, then close the store."""
     private_dir(config.data_dir)
+    try:
+        tracer_provider = tracer_provider_from_env("agentnet-knowledge")
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
     try:
         authority = load_authority(config.tokens_file, config.data_dir)
     except TokensFileError as exc:
@@ -49,12 +54,18 @@ async def run(config: KnowledgeConfig) -> None:
                 read_many_max_items=config.read_many_max_items,
                 read_many_max_bytes=config.read_many_max_bytes,
                 tls=config.tls,
+                metrics=config.metrics,
+                tracer_provider=tracer_provider,
             )
         except TlsConfigError as exc:
             raise StartupError(str(exc)) from None
+        if server.metrics_server is not None:
+            log.info("metrics served on %s", server.metrics_server.url)
         await serve_until_signal("agentnet-knowledge", config.host, server)
     finally:
         await store.close()
+        if tracer_provider is not None:
+            tracer_provider.shutdown()  # exports the spans still buffered
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledgesvc.servicer import MAX_RESPONSE_BYTES, READ_BUDGET_BYTES, READ_MANY_MAX_BYTES, READ_MANY_MAX_ITEMS
+from servicekit.metrics import MetricsSettings, add_metrics_arguments, metrics_from_args
 from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 BACKENDS = ("memory", "sqlite", "disk", "redis")
@@ -45,6 +46,9 @@ class KnowledgeConfig:
     tls: ServerTls | None = None
     """TLS settings (--tls-cert, --tls-key, --tls-client-ca; AGENTNET_KNOWLEDGE_TLS_*); None serves plaintext,
     which only a loopback host or --insecure (AGENTNET_KNOWLEDGE_INSECURE) allows."""
+    metrics: MetricsSettings | None = None
+    """Where Prometheus metrics are served (--metrics-port, --metrics-host; AGENTNET_KNOWLEDGE_METRICS_PORT /
+    _HOST); None = not served."""
 
 
 def _positive_int(text: str) -> int:
@@ -130,6 +134,7 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
         "--log-level", default=env.get("AGENTNET_LOG_LEVEL", d.log_level), help="log level (AGENTNET_LOG_LEVEL)"
     )
     add_tls_arguments(parser, "AGENTNET_KNOWLEDGE_")
+    add_metrics_arguments(parser, "AGENTNET_KNOWLEDGE_")
     a = parser.parse_args(argv)
     if a.read_many_max_bytes > MAX_RESPONSE_BYTES:
         parser.error(
@@ -151,4 +156,5 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
         read_many_max_bytes=a.read_many_max_bytes,
         log_level=a.log_level,
         tls=tls,
+        metrics=metrics_from_args(parser, a),
     )

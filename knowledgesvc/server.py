@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentnet.v1 import knowledge_pb2_grpc
+from opentelemetry.trace import TracerProvider
 
 from knowledgestore.base import StoreBase
 from knowledgesvc.auth import TokenAuthority
+from knowledgesvc.metrics import KnowledgeMetrics, backend_name
 from knowledgesvc.servicer import (
     KNOWLEDGE_SERVICE,
     READ_BUDGET_BYTES,
@@ -17,8 +19,10 @@ from knowledgesvc.servicer import (
     WATCH_BACKLOG,
     KnowledgeServicer,
 )
+from servicekit.metrics import MetricsServer, MetricsSettings, start_metrics_server
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
 from servicekit.tls import ServerTls
+from servicekit.tracing import server_interceptors
 
 
 @dataclass
@@ -29,6 +33,10 @@ class KnowledgeServer:
     host: str
     servicer: KnowledgeServicer
     """The servicer (its ``read_budget`` shows what concurrent reads hold)."""
+    metrics: KnowledgeMetrics | None = None
+    """The service's metrics (None: not served)."""
+    metrics_server: MetricsServer | None = None
+    """Where they are served (``metrics_server.url``)."""
 
     @property
     def target(self) -> str:
@@ -38,6 +46,8 @@ class KnowledgeServer:
     async def stop(self, grace_seconds: float = 5.0) -> None:
         """Report NOT_SERVING and stop within the grace period."""
         await self.running.stop(grace_seconds)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
 
 
 async def start_knowledge(
@@ -53,9 +63,14 @@ async def start_knowledge(
     read_many_max_bytes: int = READ_MANY_MAX_BYTES,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     tls: ServerTls | None = None,
+    metrics: MetricsSettings | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> KnowledgeServer:
     """Serve the opened ``store`` on ``host:port`` (0 = a free port), authorising with ``authority``;
-    ``tls`` serves TLS (mTLS with a client CA; ``servicekit.tls``)."""
+    ``tls`` serves TLS (mTLS with a client CA; ``servicekit.tls``). ``metrics`` serves Prometheus
+    metrics on its host and port (0 = a free one; None: none); ``tracer_provider`` records a span per
+    unary call (None: no tracing)."""
+    recorder = KnowledgeMetrics(backend_name(store)) if metrics is not None else None
     servicer = KnowledgeServicer(
         store,
         authority,
@@ -64,10 +79,26 @@ async def start_knowledge(
         read_budget_bytes=read_budget_bytes,
         read_many_max_items=read_many_max_items,
         read_many_max_bytes=read_many_max_bytes,
+        recorder=recorder,
     )
     spec = ServiceSpec(
         KNOWLEDGE_SERVICE.full_name,
         lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
     )
-    running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes, tls=tls)
-    return KnowledgeServer(running, host, servicer)
+    metrics_server = None
+    if recorder is not None and metrics is not None:
+        metrics_server = await start_metrics_server(recorder.registry, metrics.host, metrics.port)
+    try:
+        running = await start_server(
+            [spec],
+            host=host,
+            port=port,
+            max_message_bytes=max_message_bytes,
+            tls=tls,
+            interceptors=server_interceptors(tracer_provider),
+        )
+    except BaseException:
+        if metrics_server is not None:
+            await metrics_server.stop()
+        raise
+    return KnowledgeServer(running, host, servicer, recorder, metrics_server)

@@ -17,6 +17,7 @@ from knowledgestore.convert import event_to_proto
 from knowledgestore.paths import MAX_PATH_BYTES, validate_namespace
 from knowledgestore.types import ChangeEvent, FileInfo
 from knowledgesvc.auth import TokenAuthority
+from knowledgesvc.metrics import KnowledgeRecorder, measured, measured_stream
 from netkernel.errors import AgentNetError, InvalidArgument, PayloadTooLarge, Unavailable
 from servicekit.boundary import domain_error, error_detail, stream_boundary, unary_boundary
 from servicekit.budget import ByteBudget
@@ -87,8 +88,11 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         read_budget_bytes: int = READ_BUDGET_BYTES,
         read_many_max_items: int = READ_MANY_MAX_ITEMS,
         read_many_max_bytes: int = READ_MANY_MAX_BYTES,
+        recorder: KnowledgeRecorder | None = None,
     ) -> None:
         self._root = store
+        self.recorder = recorder if recorder is not None else KnowledgeRecorder()
+        """Told each call's operation, outcome and time (knowledgesvc/metrics.py)."""
         self.read_budget = ByteBudget(read_budget_bytes)
         """What concurrent reads hold: N reads of big files load at most this many bytes at once."""
         self._authority = authority
@@ -117,6 +121,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
             )
 
     @unary_boundary
+    @measured("read")
     async def Read(self, request: knowledge_pb2.ReadRequest, context: Any) -> knowledge_pb2.ReadResponse:
         """Return a file's content, size and version (an oversized file is refused before it is read).
 
@@ -144,6 +149,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
             return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
 
     @unary_boundary
+    @measured("read_many")
     async def ReadMany(self, request: knowledge_pb2.ReadManyRequest, context: Any) -> knowledge_pb2.ReadManyResponse:
         """Several Reads in one call, each authorised and checked as :meth:`Read` and answered with its own
         file or error; the small files of one namespace come from one storage call.
@@ -203,6 +209,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
             )
 
     @unary_boundary
+    @measured("write")
     async def Write(self, request: knowledge_pb2.WriteRequest, context: Any) -> knowledge_pb2.WriteResponse:
         """Create or replace a file."""
         store = self._store(request, context)
@@ -210,24 +217,28 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         return knowledge_pb2.WriteResponse(version=info.version, size=info.size)
 
     @unary_boundary
+    @measured("list")
     async def List(self, request: knowledge_pb2.ListRequest, context: Any) -> knowledge_pb2.ListResponse:
         """Immediate children of a directory."""
         entries = await self._store(request, context).list(request.path)
         return knowledge_pb2.ListResponse(entries=entries)
 
     @unary_boundary
+    @measured("delete")
     async def Delete(self, request: knowledge_pb2.DeleteRequest, context: Any) -> knowledge_pb2.DeleteResponse:
         """Remove a file."""
         await self._store(request, context).delete(request.path)
         return knowledge_pb2.DeleteResponse()
 
     @unary_boundary
+    @measured("exists")
     async def Exists(self, request: knowledge_pb2.ExistsRequest, context: Any) -> knowledge_pb2.ExistsResponse:
         """Whether a file exists."""
         exists = await self._store(request, context).exists(request.path)
         return knowledge_pb2.ExistsResponse(exists=exists)
 
     @unary_boundary
+    @measured("append")
     async def Append(self, request: knowledge_pb2.AppendRequest, context: Any) -> knowledge_pb2.AppendResponse:
         """Append text; report where it landed."""
         store = self._store(request, context)
@@ -235,6 +246,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         return knowledge_pb2.AppendResponse(offset=result.offset, size=result.size, version=result.version)
 
     @unary_boundary
+    @measured("read_range")
     async def ReadRange(self, request: knowledge_pb2.ReadRangeRequest, context: Any) -> knowledge_pb2.ReadRangeResponse:
         """Everything from a byte offset on, and the offset to continue from (oversized: refused before reading).
 
@@ -255,6 +267,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
             return knowledge_pb2.ReadRangeResponse(content=content, next_offset=request.offset + size)
 
     @stream_boundary
+    @measured_stream("watch")
     async def Watch(
         self, request: knowledge_pb2.WatchRequest, context: Any
     ) -> AsyncIterator[knowledge_pb2.WatchResponse]:

@@ -93,6 +93,7 @@ async def start_server(
     port: int,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     tls: ServerTls | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> RunningServer:
     """The one way an agentnet service is served: register ``specs`` plus health and
     reflection on a server with :func:`server_options`, bind ``host:port`` (0 = a free
@@ -100,9 +101,9 @@ async def start_server(
 
     With ``tls`` the port serves TLS (mTLS with a client CA) and follows certificate files
     replaced on disk (:mod:`servicekit.tls`); unusable files raise ``TlsConfigError`` before
-    anything is bound."""
+    anything is bound. ``interceptors`` wrap every call (the tracing of servicekit/tracing.py)."""
     credentials, reloader = server_credentials(tls) if tls is not None else (None, None)
-    server = grpc.aio.server(options=server_options(max_message_bytes))
+    server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
     for spec in specs:
         spec.register(server)
     health_servicer = health.aio.HealthServicer()

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from agentnet.v1 import envelope_pb2, hub_pb2, identity_pb2
+from opentelemetry import trace
 
 from agentsdk.a2a.client import AgentToAgent
 from agentsdk.a2a.settings import A2ASettings
@@ -33,6 +34,7 @@ from agentsdk.tools import Tool
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
 from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, Timeout
 from netkernel.identity import Passport
+from netkernel.tracecontext import traceparent_of
 from netkernel.wire import envelope_from_wire, envelope_to_wire
 
 if TYPE_CHECKING:
@@ -187,13 +189,27 @@ class NetworkClient:
         """Post any envelope (custom event types, workflow packets, invite acks); returns it as admitted.
 
         An empty ``sender_id`` is filled with this client's id; another identity's id is
-        sent as is, and the hub refuses it (PERMISSION_DENIED), as for any bridge.
+        sent as is, and the hub refuses it (PERMISSION_DENIED), as for any bridge. Without a
+        ``trace_id`` of its own the envelope carries the W3C traceparent of this post's span (a
+        child of the running handler turn's span, so a reply continues the trace it answers).
         """
-        wire = envelope_to_wire(dataclasses.replace(envelope, sender_id=envelope.sender_id or self.agent_id))
-        if self._stream is None:
-            response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
-            return envelope_from_wire(response.envelope)
-        return envelope_from_wire(await self._stream.post(wire))
+        with self._hub.connection.tracer.start_as_current_span(
+            "agentnet.post",
+            kind=trace.SpanKind.PRODUCER,
+            attributes={"agentnet.channel_id": envelope.channel_id, "agentnet.event_type": envelope.event_type},
+        ) as span:
+            wire = envelope_to_wire(dataclasses.replace(envelope, sender_id=envelope.sender_id or self.agent_id))
+            if not wire.HasField("trace_id"):  # a client's own trace_id is sent as it is
+                traceparent = traceparent_of(span)  # inside a handler turn: that turn's trace goes on
+                if traceparent is not None:
+                    wire.trace_id = traceparent
+            if self._stream is None:
+                response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
+                posted = response.envelope
+            else:
+                posted = await self._stream.post(wire)
+            span.set_attributes({"agentnet.seq": posted.seq, "agentnet.envelope_id": posted.envelope_id})
+            return envelope_from_wire(posted)
 
     async def send_envelope(self, envelope: Envelope) -> Envelope:
         """Same as :meth:`post_envelope` (the spelling agent handlers use)."""

@@ -20,8 +20,10 @@ import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
+from opentelemetry import trace
 
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network.acks import AckCoalescer
@@ -38,6 +40,7 @@ from netkernel.errors import (
     Unavailable,
     error_from_reason,
 )
+from netkernel.tracecontext import context_of
 
 _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
 log = logging.getLogger("agentnet.sdk")
@@ -181,7 +184,10 @@ class DeliveryStream:
             if not delivery.expired and env.envelope_id not in self._seen:
                 self._remember(env.envelope_id)
                 try:
-                    with delivery_scope(env.envelope_id, delivery.can_send if delivery.HasField("can_send") else None):
+                    with (
+                        delivery_scope(env.envelope_id, delivery.can_send if delivery.HasField("can_send") else None),
+                        self._turn_span(env),
+                    ):
                         await self.dispatch(env)
                 except asyncio.CancelledError:
                     raise
@@ -193,6 +199,21 @@ class DeliveryStream:
                 # Nothing follows a channel's end: retire its worker (a replay would start a new one).
                 del self._channels[channel_id], self._workers[channel_id]
                 return
+
+    def _turn_span(self, env: envelope_pb2.Envelope) -> AbstractContextManager[trace.Span]:
+        """The handler turn's span, current while the handler runs: a child of the trace context the
+        envelope carries (its ``trace_id``, a W3C traceparent), so the reply's post continues the trace."""
+        return self.conn.tracer.start_as_current_span(
+            "agentnet.handle",
+            context=context_of(env.trace_id) if env.trace_id else None,
+            kind=trace.SpanKind.CONSUMER,
+            attributes={
+                "agentnet.channel_id": env.channel_id,
+                "agentnet.seq": env.seq,
+                "agentnet.envelope_id": env.envelope_id,
+                "agentnet.event_type": env.event_type,
+            },
+        )
 
     def _remember(self, envelope_id: str) -> None:
         self._seen[envelope_id] = None

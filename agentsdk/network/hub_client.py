@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from agentnet.v1 import envelope_pb2, hub_pb2, identity_pb2
+from opentelemetry.trace import TracerProvider
 
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.backoff import RateLimitBackoff
@@ -94,6 +95,7 @@ class HubClient:
         tls: TlsSetting = None,
         rate_limit_backoff: RateLimitBackoff | None = None,
         registration_token: str = "",
+        tracer_provider: TracerProvider | None = None,
     ) -> AsyncIterator[HubClient]:
         """Connect to the hub at ``host:port``; disconnects every identity on exit.
 
@@ -110,10 +112,11 @@ class HubClient:
         ``rate_limit_backoff`` bounds how the calls that post retry on RATE_LIMITED
         (default: 5 attempts, 30 s of waiting; :class:`~agentsdk.backoff.RateLimitBackoff`).
         ``registration_token`` is sent with ``register`` / ``register_human``: the hub's operator
-        token, which a hub whose policy closes registration requires (docs/governance.md)."""
-        client = cls(
-            HubConnection(target, tls, rate_limit_backoff=rate_limit_backoff), registration_token=registration_token
-        )
+        token, which a hub whose policy closes registration requires (docs/governance.md).
+        ``tracer_provider`` records the SDK's spans (each post, each handler turn; None: OpenTelemetry's
+        global provider); the trace context travels in each envelope's ``trace_id`` (docs/operations.md)."""
+        connection = HubConnection(target, tls, rate_limit_backoff=rate_limit_backoff, tracer_provider=tracer_provider)
+        client = cls(connection, registration_token=registration_token)
         try:
             yield client
         finally:
@@ -568,6 +571,7 @@ class Hub(HubClient):
         clock: Callable[[], float] | None = None,
         policy: Policy | str | Path | None = None,
         arbiter: Arbiter | str | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> AsyncIterator[Hub]:
         """Start a hub on SQLite ``path`` (a temporary file when None) and serve it on ``host:port`` (0 = free port).
 
@@ -575,8 +579,9 @@ class Hub(HubClient):
         wall clock (seconds since the epoch), e.g. to let tests move time forward. ``policy`` is
         the governance policy (a ``Policy`` or the path of a YAML / JSON policy file, reloaded when
         it changes) and ``arbiter`` the governance arbiter (an object or ``module:attribute``); see
-        docs/governance.md. The hub is
-        built by the same factory as ``python -m hubsvc`` (health, reflection, limits)."""
+        docs/governance.md. ``tracer_provider`` records the spans of the hub and of this client
+        (docs/operations.md "Tracing"; None: none from the hub, OpenTelemetry's global provider for the
+        client). The hub is built by the same factory as ``python -m hubsvc`` (health, reflection, limits)."""
         # The SDK depends on the hub service only here, and only when an embedded hub is asked for.
         from hubsvc.core.util import system_clock
         from hubsvc.server import start_hub
@@ -594,8 +599,9 @@ class Hub(HubClient):
                 clock=clock or system_clock,
                 policy=policy,
                 arbiter=arbiter,
+                tracer_provider=tracer_provider,
             )
-            hub = cls(HubConnection(server.target), server, operator_token)
+            hub = cls(HubConnection(server.target, tracer_provider=tracer_provider), server, operator_token)
             try:
                 yield hub
             finally:

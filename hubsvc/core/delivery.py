@@ -27,10 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentnet.v1 import connect_pb2, envelope_pb2
+from opentelemetry import trace
 
 from hubsvc.core.util import Clock, parse_iso_z
+from hubsvc.recorder import NO_RECORDER, Recorder
 from netkernel.envelope import EV_PACKET, EV_TEXT
 from netkernel.errors import AgentNetError, InboxFull
+from netkernel.tracecontext import context_of
 from netkernel.wire import wire_visible_to
 
 _PRIORITY_RANK = {
@@ -142,6 +145,8 @@ class Session:
         on_dirty: Callable[[Session], None] | None = None,
         on_cursor: Callable[[str, str, int], None] | None = None,
         turn_probe: TurnProbe | None = None,
+        recorder: Recorder = NO_RECORDER,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.session_id = session_id
@@ -174,6 +179,17 @@ class Session:
         """Told ``(agent_id, channel_id, cursor)`` whenever a cursor moves (the inbox count follows it)."""
         self._turn_probe = turn_probe
         """Asked, when a live substantive delivery is written, for its ``can_send`` (None: left unset)."""
+        self._recorder = recorder
+        """Told about every frame of deliveries written (hubsvc/metrics.py)."""
+        self._tracer = tracer
+        """Records a delivery span per queued envelope that carries a trace context (None: tracing off)."""
+        self._spans: dict[tuple[str, int], trace.Span] = {}
+        """The open delivery spans: (channel_id, seq) → span, from queued until written (or dropped)."""
+
+    @property
+    def queued_envelopes(self) -> int:
+        """Deliveries queued and not yet written (live ones held back during replay included)."""
+        return len(self._heap) + len(self._buffer)
 
     @property
     def queued_frames(self) -> int:
@@ -268,7 +284,34 @@ class Session:
             return
         rank = _PRIORITY_RANK.get(wire.priority, 1)
         heapq.heappush(self._heap, (rank, next(self._counter), wire.channel_id, wire, replay, prev, size))
+        if self._tracer is not None and wire.trace_id:
+            self._trace(wire, replay)
         self._wakeup.set()
+
+    def _trace(self, wire: envelope_pb2.Envelope, replay: bool) -> None:
+        """Open the delivery span of a queued envelope, a child of the context its ``trace_id`` carries
+        (read from the WAL for a replay or another replica's commit, so the trace goes on)."""
+        parent = context_of(wire.trace_id)
+        if parent is None or self._tracer is None:
+            return
+        self._spans[(wire.channel_id, wire.seq)] = self._tracer.start_span(
+            "agentnet.hub.deliver",
+            context=parent,
+            kind=trace.SpanKind.PRODUCER,
+            attributes={
+                "agentnet.channel_id": wire.channel_id,
+                "agentnet.seq": wire.seq,
+                "agentnet.envelope_id": wire.envelope_id,
+                "agentnet.recipient_id": self.agent_id,
+                "agentnet.replay": replay,
+            },
+        )
+
+    def _end_span(self, channel_id: str, seq: int, outcome: str) -> None:
+        span = self._spans.pop((channel_id, seq), None)
+        if span is not None:
+            span.set_attribute("agentnet.delivery", outcome)
+            span.end()
 
     def _skip(self, state: _ChannelCursor, wire: envelope_pb2.Envelope) -> None:
         before = state.value()
@@ -338,6 +381,9 @@ class Session:
         if not self._closed:
             self._closed = True
             self._close_error = error
+            if self._spans:
+                for channel_id, seq in list(self._spans):
+                    self._end_span(channel_id, seq, "dropped")
             self._heap.clear()
             self._buffer.clear()
             self._control.clear()
@@ -420,6 +466,8 @@ class Session:
             if results:
                 return results[0]
             return self._single(deliveries[0]) if deliveries else None
+        if deliveries:
+            self._recorder.delivered(len(deliveries))
         response = connect_pb2.ConnectResponse()
         batch = response.batch
         for frame in results:
@@ -429,6 +477,7 @@ class Session:
         return response
 
     def _single(self, outgoing: _Outgoing) -> connect_pb2.ConnectResponse:
+        self._recorder.delivered(1)
         response = connect_pb2.ConnectResponse()
         self._fill(response.delivery, outgoing)
         return response
@@ -437,6 +486,8 @@ class Session:
         """Take the first queued delivery (None when it was acked meanwhile) and count it in flight."""
         _, _, channel_id, wire, replay, prev, size = heapq.heappop(self._heap)
         self._release(size)
+        if self._spans:
+            self._end_span(channel_id, wire.seq, "written")
         state = self._cursors[channel_id]
         if wire.seq not in state.outstanding:
             return None

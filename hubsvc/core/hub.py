@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentnet.v1 import a2a_pb2, identity_pb2
+from opentelemetry.trace import Tracer
 
 from hubsvc.core.admission import Admission
 from hubsvc.core.call_tokens import CallTokens
@@ -51,8 +52,10 @@ from hubsvc.governance.governor import Derived, Governance
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.governance.policy import Policy, parse_rule
 from hubsvc.governance.rate import RateLimiter
+from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore, Writes
 from hubsvc.storage.base import Change
+from hubsvc.storage.group_commit import GroupCommitStore
 from netkernel.envelope import EV_TEXT
 from netkernel.errors import InvalidArgument, Unavailable
 
@@ -70,10 +73,18 @@ class HubCore:
         clock: Clock = system_clock,
         policy: Policy | None = None,
         arbiter: Arbiter | None = None,
+        recorder: Recorder = NO_RECORDER,
+        tracer: Tracer | None = None,
     ) -> None:
         self.store = store
         self.options = options or HubOptions()
         self.clock = clock
+        self.recorder = recorder
+        """Where the parts report their metric events (hubsvc/metrics.py; a no-op without metrics)."""
+        self.tracer = tracer
+        """Records the spans of posts, commits and deliveries (None: tracing off; servicekit/tracing.py)."""
+        if isinstance(store, GroupCommitStore):
+            store.recorder = recorder
         self._background: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self.governance = Governance(policy)
@@ -113,6 +124,8 @@ class HubCore:
             spawn=self.spawn,
             on_cursor=self.inboxes.cursor,
             turn_probe=lambda agent_id, channel_id: self.posts.refusal(agent_id, channel_id, EV_TEXT) is None,
+            recorder=recorder,
+            tracer=tracer,
         )
         self.channels = LiveChannels(
             store,
@@ -137,6 +150,8 @@ class HubCore:
             self.intake,
             self.audit,
             govern=self.rules.post if arbiter is not None else None,
+            recorder=recorder,
+            tracer=tracer,
         )
         # The calls served by one part, bound straight to it (posting is a hot path: no extra frame).
         self.post = self.posts.post
@@ -176,7 +191,13 @@ class HubCore:
         ]
         if feed is not None:
             self.replicas = ReplicaSync(
-                feed, position, self.channels, self.inboxes, records=self._apply_change, refresh_all=self._refresh_all
+                feed,
+                position,
+                self.channels,
+                self.inboxes,
+                records=self._apply_change,
+                refresh_all=self._refresh_all,
+                recorder=self.recorder,
             )
             self._loops.append(asyncio.create_task(self.replicas.run(), name="hub-replica-sync"))
 

@@ -14,14 +14,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agentnet.v1 import envelope_pb2
+from opentelemetry import trace
 
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels import LiveChannels
+from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.errors import AgentNetError, ChannelClosed, LostRace, NotParticipant, RateLimited
+from netkernel.tracecontext import context_of, traceparent_of
 
 Audit = Callable[[str, str, str, dict[str, Any]], None]
 GovernPost = Callable[[str, Envelope, ChannelRuntime | None], Awaitable[None]]
@@ -44,8 +47,14 @@ class Posts:
         audit: Audit,
         *,
         govern: GovernPost | None = None,
+        recorder: Recorder = NO_RECORDER,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self._store = store
+        self._recorder = recorder
+        """Told each admission and refusal (hubsvc/metrics.py)."""
+        self._tracer = tracer
+        """Records the admission and commit spans of each post (None: tracing off)."""
         self._channels = channels
         self._admission = admission
         self._intake = intake
@@ -83,6 +92,14 @@ class Posts:
         (nothing is written then). Every refusal is audited as ``post_refused``, except
         RATE_LIMITED, which the rate limiter audits itself (throttled, for every path).
         """
+        if self._tracer is not None:
+            return await self._traced_admit(self._tracer, sender_id, env, event_data_json)
+        return await self._admit_once(sender_id, env, event_data_json)
+
+    async def _admit_once(
+        self, sender_id: str, env: Envelope, event_data_json: str | None
+    ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
+        """:meth:`admit` without its spans."""
         try:
             if self._govern is not None:
                 await self._govern(sender_id, env, self._channels.get(env.channel_id))
@@ -104,7 +121,7 @@ class Posts:
         post is asked and admitted on its own, since the arbiter's answer is awaited.
         """
         outcomes: list[Admitted | Exception] = []
-        if self._govern is not None:
+        if self._govern is not None or self._tracer is not None:  # each post asked / traced on its own
             for env, raw in posts:
                 try:
                     outcomes.append(await self.admit(sender_id, env, event_data_json=raw))
@@ -121,8 +138,58 @@ class Posts:
             start = end
         return outcomes
 
+    async def _traced_admit(
+        self, tracer: trace.Tracer, sender_id: str, env: Envelope, event_data_json: str | None
+    ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
+        """:meth:`admit` inside the post's admission span, with a commit span from submit to commit.
+
+        The span is a child of the context the envelope's ``trace_id`` carries (a W3C traceparent),
+        or of the current one. An envelope without a ``trace_id``, or with a traceparent, is
+        written carrying the admission span's traceparent (as any participant of a trace updates
+        the parent id), so its deliveries, read live or later from the WAL, continue the trace;
+        any other ``trace_id`` is the client's own and is written unchanged.
+        """
+        parent = context_of(env.trace_id)
+        span = tracer.start_span(
+            "agentnet.hub.post",
+            context=parent,
+            kind=trace.SpanKind.SERVER,
+            attributes={
+                "agentnet.channel_id": env.channel_id,
+                "agentnet.event_type": env.event_type,
+                "agentnet.sender_id": sender_id,
+            },
+        )
+        if env.trace_id is None or parent is not None:
+            env.trace_id = traceparent_of(span) or env.trace_id
+        try:
+            fut, wire, duplicate = await self._admit_once(sender_id, env, event_data_json)
+        except Exception as err:
+            reason = err.reason if isinstance(err, AgentNetError) else "INTERNAL"
+            span.set_attribute("agentnet.refused", reason)
+            span.set_status(trace.StatusCode.ERROR, reason)
+            span.end()
+            raise
+        span.set_attributes(
+            {"agentnet.seq": wire.seq, "agentnet.envelope_id": wire.envelope_id, "agentnet.duplicate": duplicate}
+        )
+        commit = tracer.start_span("agentnet.hub.commit", context=trace.set_span_in_context(span))
+
+        def committed(f: asyncio.Future[None]) -> None:
+            error = None if f.cancelled() else f.exception()
+            if f.cancelled() or error is not None:
+                reason = error.reason if isinstance(error, AgentNetError) else "CANCELLED"
+                for s in (commit, span):
+                    s.set_status(trace.StatusCode.ERROR, reason)
+            commit.end()
+            span.end()
+
+        fut.add_done_callback(committed)
+        return fut, wire, duplicate
+
     def _refused(self, sender_id: str, env: Envelope, err: Exception) -> Exception:
         """Audit a refused post as ``post_refused`` (not RATE_LIMITED: the limiter audits it); returns ``err``."""
+        self._recorder.refused(err.reason if isinstance(err, AgentNetError) else "INTERNAL")
         if isinstance(err, AgentNetError) and not isinstance(err, RateLimited):
             detail = {"reason": err.reason, "event_type": env.event_type, "message": err.message}
             if "rule" in err.metadata:  # a governance refusal: which rule, and which part of it
@@ -138,7 +205,9 @@ class Posts:
             ch = await self._channel_for_post(sender_id, env.channel_id, live)
             batch = Batch()
             earlier, wire, duplicate = await self._stage(ch, sender_id, env, event_data_json, batch, None)
-            return (earlier if earlier is not None else self._channels.commit(ch, batch)), wire, duplicate
+            fut = earlier if earlier is not None else self._channels.commit(ch, batch)
+            self._recorder.admitted(1, int(duplicate))
+            return fut, wire, duplicate
 
     async def _admit_run(
         self, sender_id: str, channel_id: str, run: Sequence[tuple[Envelope, str | None]]
@@ -180,6 +249,9 @@ class Posts:
                     else:
                         for i, wire, duplicate in staged:
                             outcomes[i] = (fut, wire, duplicate)
+        admitted = [outcome for outcome in outcomes if isinstance(outcome, tuple)]
+        if admitted:
+            self._recorder.admitted(len(admitted), sum(duplicate for _, _, duplicate in admitted))
         return [outcome for outcome in outcomes if outcome is not None]
 
     async def _stage(

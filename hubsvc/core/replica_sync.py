@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.governance.inbox import Inboxes
+from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage.base import Change, ChangeFeed, FeedGap
 
 log = logging.getLogger("agentnet.hub.replicas")
@@ -45,6 +47,7 @@ class ReplicaSync:
         *,
         records: ApplyRecords,
         refresh_all: RefreshAll,
+        recorder: Recorder = NO_RECORDER,
     ) -> None:
         self._feed = feed
         self.position = position
@@ -53,6 +56,7 @@ class ReplicaSync:
         self._inboxes = inboxes
         self._records = records
         self._refresh_all = refresh_all
+        self._recorder = recorder
         self._stopped = False
 
     async def run(self) -> None:
@@ -96,6 +100,8 @@ class ReplicaSync:
         theirs = [c for c in changes if c.origin != self._feed.replica_id]
         if theirs:
             await self.apply(theirs)
+            now = time.time()
+            self._recorder.feed_applied(len(theirs), [now - c.committed_at for c in theirs if c.committed_at])
         self.position = position
 
     async def apply(self, changes: Sequence[Change]) -> None:

@@ -16,12 +16,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agentnet.v1 import channel_pb2, connect_pb2, envelope_pb2
+from opentelemetry.trace import Tracer
 
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.delivery import Session, TurnProbe
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.util import Clock, new_id
+from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore, Writes
 from netkernel.errors import AgentNetError, Unavailable
 
@@ -40,6 +42,8 @@ class Sessions:
         spawn: Callable[[Any, str], asyncio.Task[Any]],
         on_cursor: Callable[[str, str, int], None] | None = None,
         turn_probe: TurnProbe | None = None,
+        recorder: Recorder = NO_RECORDER,
+        tracer: Tracer | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -51,6 +55,10 @@ class Sessions:
         """Told ``(agent_id, channel_id, cursor)`` whenever an agent's cursor moves (acks, skips, a Hello ahead)."""
         self._turn_probe = turn_probe
         """Whether an agent may post ag2.msg.text into a channel now (stamped on substantive deliveries)."""
+        self._recorder = recorder
+        """Told about replays and every delivery frame (hubsvc/metrics.py)."""
+        self._tracer = tracer
+        """Records a span per traced delivery (None: tracing off)."""
         self._sessions: dict[str, Session] = {}
         self._dirty: set[Session] = set()
         self._cursor_write: asyncio.Future[None] | None = None
@@ -82,6 +90,8 @@ class Sessions:
             on_dirty=self._note_dirty,
             on_cursor=self._on_cursor,
             turn_probe=self._turn_probe,
+            recorder=self._recorder,
+            tracer=self._tracer,
         )
         # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
         self._sessions[agent_id] = session
@@ -140,6 +150,7 @@ class Sessions:
                         wire = envelope_pb2.Envelope.FromString(data)
                         session.replay(wire, len(data))
                         next_seq = wire.seq + 1
+                    self._recorder.replayed(len(page))
         finally:
             session.finish_replay(marks)
 
@@ -179,6 +190,12 @@ class Sessions:
             size = wire.ByteSize()
             for session in sessions:
                 session.offer(wire, size)
+
+    def queue_stats(self) -> tuple[int, int, int, int]:
+        """(connected streams, queued deliveries, queued bytes, the largest stream's queued bytes)."""
+        sessions = list(self._sessions.values())
+        sizes = [s.buffered_bytes for s in sessions]
+        return len(sessions), sum(s.queued_envelopes for s in sessions), sum(sizes), max(sizes, default=0)
 
     def close(self, agent_id: str, error: AgentNetError) -> None:
         """End the agent's stream, if it has one, with ``error``."""

@@ -190,6 +190,8 @@ class Change:
     """(agent_id, channel_id, seq) acked cursors."""
     sessions: tuple[str, ...] = ()
     """Identities whose Connect stream began or ended (:meth:`HubStore.session_of` says which holds now)."""
+    committed_at: float = 0.0
+    """Wall-clock time (epoch seconds) the committing replica wrote it (0: unknown); the feed lag metric."""
 
 
 class ChangeFeed(abc.ABC):
@@ -222,6 +224,8 @@ class HubStore(abc.ABC):
 
     feed: ChangeFeed | None = None
     """The change feed when several replicas share this store (None: this process is alone)."""
+    kind: str = "store"
+    """The backend's name in metrics (``store`` label): "sqlite" or "redis"."""
 
     @abc.abstractmethod
     async def open(self) -> None:

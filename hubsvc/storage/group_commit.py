@@ -23,8 +23,10 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
+from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage.base import HubStore, StoreConflict, Writes
 from netkernel.errors import LostRace, Unavailable
 
@@ -44,6 +46,13 @@ class GroupCommitStore(HubStore):
         """Channels whose last write failed (→ whether it lost a race); their later bundles fail until lift_fence."""
         self._idle = False
         """The writer waits for a bundle (none is being written)."""
+        self.recorder: Recorder = NO_RECORDER
+        """Told each group's size and commit time, and each bundle that was not written (hubsvc/metrics.py)."""
+
+    @property
+    def write_queue(self) -> int:
+        """Bundles queued for the writer and not yet taken into a group."""
+        return self._queue.qsize()
 
     @abc.abstractmethod
     async def _apply(self, group: list[Writes]) -> None:
@@ -95,12 +104,14 @@ class GroupCommitStore(HubStore):
         """:meth:`_commit_run` of ``item`` alone, synchronously; False if the backend declined."""
         if self._refuse_fenced(item):
             return True
+        started = time.perf_counter()
         try:
             if not self._apply_now(item.writes):
                 return False
         except Exception as exc:
             self._fail(item, exc)
             return True
+        self.recorder.committed(self.kind, 1, time.perf_counter() - started)
         _resolve(item.fut)
         return True
 
@@ -151,6 +162,7 @@ class GroupCommitStore(HubStore):
         run = [item for item in run if not self._refuse_fenced(item)]
         if not run:
             return
+        started = time.perf_counter()
         try:
             await self._apply([item.writes for item in run])
         except Exception as exc:
@@ -169,6 +181,7 @@ class GroupCommitStore(HubStore):
                 else:
                     _resolve(item.fut)
             return
+        self.recorder.committed(self.kind, len(run), time.perf_counter() - started)
         for item in run:
             _resolve(item.fut)
 
@@ -194,6 +207,7 @@ class GroupCommitStore(HubStore):
     def _fail(self, item: _Item, exc: Exception) -> None:
         """A bundle could not be written: fail its caller alone and fence its channels."""
         race = isinstance(exc, StoreConflict)
+        self.recorder.commit_failed(self.kind, "lost_race" if race else "store_write_failed")
         if race:
             log.info("a write bundle lost a race to another replica and was not written: %s", exc)
         else:

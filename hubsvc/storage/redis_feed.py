@@ -8,7 +8,8 @@ a reader can tell when entries it has not read were trimmed (the stream keeps ab
 object: ``c`` maps each channel whose WAL grew to its last seq after the commit (0 when only
 the channel's row changed); ``a``, ``t`` and ``x`` list the agent, task and execution ids
 whose records were written, ``s`` the identities whose Connect stream began or ended; ``u``
-lists the acked cursors as ``[agent id, channel id, seq]``.
+lists the acked cursors as ``[agent id, channel id, seq]``. ``w`` is the committing replica's wall-clock
+time (epoch seconds): the followers' lag metric.
 
 Why a Stream and not pub/sub: a replica that is busy, restarting its connection or briefly
 partitioned misses pub/sub messages for good, while it reads a Stream from where it stopped,
@@ -19,6 +20,7 @@ the envelopes themselves are read from each channel's WAL stream (docs/scale-out
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any, cast
 
@@ -75,7 +77,7 @@ def encode(replica_id: str, channels: dict[str, int], records: dict[str, list[An
         unique = list(dict.fromkeys(values)) if name != "u" else [list(cursor) for cursor in values]
         if unique:
             body[name] = unique
-    return ["r", replica_id, "j", json.dumps(body, separators=(",", ":"))]
+    return ["r", replica_id, "j", json.dumps(body, separators=(",", ":")), "w", f"{time.time():.6f}"]
 
 
 def decode(fields: dict[bytes, bytes]) -> Change:
@@ -89,4 +91,5 @@ def decode(fields: dict[bytes, bytes]) -> Change:
         executions=tuple(body.get("x", ())),
         cursors=tuple((str(a), str(c), int(s)) for a, c, s in body.get("u", ())),
         sessions=tuple(body.get("s", ())),
+        committed_at=float(fields.get(b"w", b"0") or 0),
     )

@@ -310,6 +310,8 @@ class RedisHubStore(GroupCommitStore):
     only sets the commit deadline).
     """
 
+    kind = "redis"
+
     def __init__(
         self, url_or_client: str | aioredis.Redis, *, prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT
     ) -> None:

@@ -112,6 +112,8 @@ def _wal_params(rows: list[WalRow]) -> list[Any]:
 class SqliteHubStore(GroupCommitStore):
     """The default hub store: one SQLite file."""
 
+    kind = "sqlite"
+
     def __init__(self, path: Path | str, *, synchronous: str = "NORMAL", inline_write_rows: int = 16) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")

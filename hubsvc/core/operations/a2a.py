@@ -33,6 +33,7 @@ from hubsvc.core.registry import AgentEntry
 from hubsvc.core.util import check_seconds, new_id
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
+    AgentNetError,
     ChannelClosed,
     FailedPrecondition,
     InvalidArgument,
@@ -130,7 +131,23 @@ class A2AOps:
     # -- invocation -----------------------------------------------------------------------
 
     async def invoke(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> hub_pb2.InvokeAgentResponse:
-        """Run one call: check it, record a child execution, consult the target, wait for the outcome."""
+        """Run one call: check it, record a child execution, consult the target, wait for the outcome
+        (counted by outcome in the hub's metrics)."""
+        try:
+            response = await self._invoke(caller, request)
+        except asyncio.CancelledError:
+            self.core.recorder.a2a_call("CANCELLED")
+            raise
+        except AgentNetError as err:
+            self.core.recorder.a2a_call(err.reason)
+            raise
+        except Exception:
+            self.core.recorder.a2a_call("INTERNAL")
+            raise
+        self.core.recorder.a2a_call(INVOCATION_STATUS.name_of(response.status, "failed").replace("-", "_"))
+        return response
+
+    async def _invoke(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> hub_pb2.InvokeAgentResponse:
         timeout = self._timeout(request)
         if not request.message.strip():
             raise InvalidArgument("message is empty; say what the agent should do.", metadata={"field": "message"})

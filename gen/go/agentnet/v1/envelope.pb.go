@@ -216,7 +216,16 @@ type Envelope struct {
 	TaskId *string `protobuf:"bytes,7,opt,name=task_id,json=taskId,proto3,oneof" json:"task_id,omitempty"`
 	// The envelope_id this one is "in reply to".
 	CausationId *string `protobuf:"bytes,8,opt,name=causation_id,json=causationId,proto3,oneof" json:"causation_id,omitempty"`
-	// Free-form trace id propagated across channels for observability (at most 256 bytes).
+	// Trace id propagated across channels for observability (at most 256 bytes).
+	// Free-form, except that a W3C trace context `traceparent` value
+	// ("00-<32 hex trace id>-<16 hex parent span id>-<2 hex flags>") is read as the
+	// OpenTelemetry context the envelope belongs to: a hub with tracing on records
+	// the post's admission as a child span and writes the envelope with that span
+	// as the parent (same trace id), so its commit, its deliveries (live, replayed
+	// from the WAL or sent by another replica) and the turn that answers it join
+	// the trace; a post without a trace_id starts a new trace there. Any other
+	// value is stored and delivered unchanged. The Python SDK sets it from the
+	// current span (docs/operations.md "Tracing").
 	TraceId *string `protobuf:"bytes,9,opt,name=trace_id,json=traceId,proto3,oneof" json:"trace_id,omitempty"`
 	// Delivery priority.
 	Priority Priority `protobuf:"varint,10,opt,name=priority,proto3,enum=agentnet.v1.Priority" json:"priority,omitempty"`

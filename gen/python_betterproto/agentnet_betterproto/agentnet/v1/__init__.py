@@ -2125,7 +2125,16 @@ class Envelope(betterproto2.Message):
 
     trace_id: "str | None" = betterproto2.field(9, betterproto2.TYPE_STRING, optional=True)
     """
-    Free-form trace id propagated across channels for observability (at most 256 bytes).
+    Trace id propagated across channels for observability (at most 256 bytes).
+    Free-form, except that a W3C trace context `traceparent` value
+    ("00-<32 hex trace id>-<16 hex parent span id>-<2 hex flags>") is read as the
+    OpenTelemetry context the envelope belongs to: a hub with tracing on records
+    the post's admission as a child span and writes the envelope with that span
+    as the parent (same trace id), so its commit, its deliveries (live, replayed
+    from the WAL or sent by another replica) and the turn that answers it join
+    the trace; a post without a trace_id starts a new trace there. Any other
+    value is stored and delivered unchanged. The Python SDK sets it from the
+    current span (docs/operations.md "Tracing").
     """
 
     priority: "Priority" = betterproto2.field(10, betterproto2.TYPE_ENUM, default_factory=lambda: Priority(0))

@@ -1,0 +1,226 @@
+"""The hub's Prometheus metrics (served on ``--metrics-port``; docs/operations.md "Metrics").
+
+:class:`HubMetrics` is the :class:`~hubsvc.recorder.Recorder` the core calls when metrics
+are on: counters and histograms, each label child bound once up front so a call is one
+locked add. Gauges (connected streams, queued deliveries and bytes, the store's write
+queue, live channels) cost nothing between scrapes: :class:`_HubGauges` reads them from the
+core when ``/metrics`` is scraped. Labels have bounded values only (reason strings of
+netkernel/errors.py, store kinds, outcomes); never agent or channel ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from hubsvc.recorder import Recorder
+
+if TYPE_CHECKING:
+    from hubsvc.core.hub import HubCore
+
+_COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Seconds: a group commit takes well under a millisecond on SQLite, more on a remote Redis."""
+_GROUP_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2000)
+"""Bundles per group (at most 2000, hubsvc/storage/group_commit.py MAX_GROUP)."""
+_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Seconds from another replica's commit until this replica applied it."""
+
+
+class HubMetrics(Recorder):
+    """The hub's metrics in their own registry (several hubs in one process never mix counts)."""
+
+    __slots__ = (
+        "_a2a",
+        "_a2a_calls",
+        "_commit_failures",
+        "_commit_seconds",
+        "_commits",
+        "_delivered",
+        "_duplicates",
+        "_feed_applied",
+        "_feed_lag",
+        "_frames",
+        "_group_bundles",
+        "_new",
+        "_refusals",
+        "_refused",
+        "_replayed",
+        "registry",
+    )
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        admitted = Counter(
+            "agentnet_hub_posts_admitted",
+            "Posts admitted (Connect Post / PostBatch and PostEnvelope); kind=duplicate: an idempotent retry "
+            "answered with the envelope first written.",
+            ["kind"],
+            registry=r,
+        )
+        self._new = admitted.labels(kind="new")
+        self._duplicates = admitted.labels(kind="duplicate")
+        self._refusals = Counter(
+            "agentnet_hub_posts_refused",
+            "Posts refused, by the reason string of the refusal (docs/errors.md).",
+            ["reason"],
+            registry=r,
+        )
+        self._refused: dict[str, Counter] = {}
+        self._commit_seconds = Histogram(
+            "agentnet_hub_commit_seconds",
+            "Seconds one group commit took in the store (every bundle queued at that moment, one transaction "
+            "or script).",
+            ["store"],
+            buckets=_COMMIT_BUCKETS,
+            registry=r,
+        )
+        self._group_bundles = Histogram(
+            "agentnet_hub_commit_group_bundles",
+            "Write bundles (a post or a run of posts, a registration, cursors, ...) per group commit.",
+            ["store"],
+            buckets=_GROUP_BUCKETS,
+            registry=r,
+        )
+        self._commits: dict[str, tuple[Histogram, Histogram]] = {}
+        self._commit_failures = Counter(
+            "agentnet_hub_commit_failures",
+            "Write bundles not stored: cause=store_write_failed (the store failed) or lost_race (another replica "
+            "wrote the channel first; the post is admitted again).",
+            ["store", "cause"],
+            registry=r,
+        )
+        self._frames = Counter(
+            "agentnet_hub_delivery_frames", "Connect frames carrying deliveries (a Delivery or a Batch).", registry=r
+        )
+        self._delivered = Counter(
+            "agentnet_hub_delivered_envelopes", "Envelopes written to Connect streams (replays included).", registry=r
+        )
+        self._replayed = Counter(
+            "agentnet_hub_replayed_envelopes",
+            "Envelopes read from the WAL to replay to a resuming Connect stream.",
+            registry=r,
+        )
+        self._a2a = Counter(
+            "agentnet_hub_a2a_calls",
+            "InvokeAgent calls by outcome: completed, input_required, failed (the callee's answer), or the "
+            "reason of a call that ended with an error (e.g. TIMEOUT, RULE_DENIED, CANCELLED).",
+            ["outcome"],
+            registry=r,
+        )
+        self._a2a_calls: dict[str, Counter] = {}
+        self._feed_applied = Counter(
+            "agentnet_hub_feed_entries_applied",
+            "Change-feed entries of other hub replicas applied here (a shared Redis store).",
+            registry=r,
+        )
+        self._feed_lag = Histogram(
+            "agentnet_hub_feed_lag_seconds",
+            "Seconds from another replica's commit to this replica applying it (wall clocks of two hosts: keep "
+            "them synchronised).",
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+
+    def observe(self, core: HubCore) -> None:
+        """Add the gauges read from ``core`` at scrape time."""
+        self.registry.register(_HubGauges(core))
+
+    # -- Recorder -----------------------------------------------------------------------
+
+    def admitted(self, posts: int, duplicates: int = 0) -> None:
+        """Count admitted posts."""
+        if posts > duplicates:
+            self._new.inc(posts - duplicates)
+        if duplicates:
+            self._duplicates.inc(duplicates)
+
+    def refused(self, reason: str) -> None:
+        """Count a refused post by reason."""
+        child = self._refused.get(reason)
+        if child is None:
+            child = self._refused[reason] = self._refusals.labels(reason=reason)
+        child.inc()
+
+    def committed(self, store: str, bundles: int, seconds: float) -> None:
+        """Observe one group commit."""
+        pair = self._commits.get(store)
+        if pair is None:
+            pair = self._commits[store] = (
+                self._commit_seconds.labels(store=store),
+                self._group_bundles.labels(store=store),
+            )
+        pair[0].observe(seconds)
+        pair[1].observe(bundles)
+
+    def commit_failed(self, store: str, cause: str) -> None:
+        """Count a bundle that was not stored."""
+        self._commit_failures.labels(store=store, cause=cause).inc()
+
+    def delivered(self, envelopes: int) -> None:
+        """Count one delivery frame and its envelopes."""
+        self._frames.inc()
+        self._delivered.inc(envelopes)
+
+    def replayed(self, envelopes: int) -> None:
+        """Count envelopes read from the WAL for a replay."""
+        self._replayed.inc(envelopes)
+
+    def a2a_call(self, outcome: str) -> None:
+        """Count an ended InvokeAgent call."""
+        child = self._a2a_calls.get(outcome)
+        if child is None:
+            child = self._a2a_calls[outcome] = self._a2a.labels(outcome=outcome)
+        child.inc()
+
+    def feed_applied(self, entries: int, lag_seconds: list[float]) -> None:
+        """Count applied feed entries and observe their lag."""
+        self._feed_applied.inc(entries)
+        for lag in lag_seconds:
+            self._feed_lag.observe(max(0.0, lag))
+
+
+class _HubGauges(Collector):
+    """The hub's gauges, read from the core when scraped (on the hub's event loop)."""
+
+    def __init__(self, core: HubCore) -> None:
+        self._core = core
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """One sample of each gauge."""
+        core = self._core
+        streams, envelopes, queued, largest = core.sessions.queue_stats()
+        yield GaugeMetricFamily("agentnet_hub_connected_streams", "Connect streams open on this hub.", value=streams)
+        yield GaugeMetricFamily(
+            "agentnet_hub_session_queued_envelopes",
+            "Deliveries queued for Connect streams and not yet written to them (all streams).",
+            value=envelopes,
+        )
+        yield GaugeMetricFamily(
+            "agentnet_hub_session_queued_bytes",
+            "Bytes queued for Connect streams and not yet written to them (all streams; each stream is bounded by "
+            "--max-stream-buffer-bytes).",
+            value=queued,
+        )
+        yield GaugeMetricFamily(
+            "agentnet_hub_session_queued_bytes_max",
+            "Bytes queued for the most backed-up Connect stream (a slow consumer nears --max-stream-buffer-bytes).",
+            value=largest,
+        )
+        store = core.store
+        writes = GaugeMetricFamily(
+            "agentnet_hub_store_write_queue_bundles",
+            "Write bundles waiting for the store's writer (not yet in a group commit).",
+            labels=["store"],
+        )
+        writes.add_metric([store.kind], getattr(store, "write_queue", 0))
+        yield writes
+        yield GaugeMetricFamily(
+            "agentnet_hub_live_channels",
+            "Channels live in this hub's memory.",
+            value=sum(1 for _ in core.channels.live()),
+        )

@@ -1,0 +1,89 @@
+"""One trace across the network: a post, its commit, its delivery and the handler turn that answers it.
+
+A real hub and real SDK clients in one process, each recording into its own in-memory span
+exporter (no global OpenTelemetry state is touched); the trace context travels in the
+envelope's ``trace_id`` (a W3C traceparent), as it does between processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from agentsdk import Agent
+from agentsdk.network import Hub
+from agentsdk.testing import ScriptedOpenAIServer
+from netkernel.envelope import EV_TEXT
+from netkernel.identity import Passport
+from tests.eventually import assert_eventually
+from tests.sdk_net.llm import llm
+
+
+@pytest.fixture
+def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
+
+
+def named(spans: list[ReadableSpan], name: str, envelope_id: str) -> ReadableSpan:
+    found = [s for s in spans if s.name == name and (s.attributes or {}).get("agentnet.envelope_id") == envelope_id]
+    assert len(found) == 1, (name, envelope_id, [s.name for s in spans])
+    return found[0]
+
+
+def parent_of(span: ReadableSpan) -> int:
+    assert span.parent is not None, span.name
+    return span.parent.span_id
+
+
+async def test_a_post_its_commit_delivery_and_answering_turn_form_one_trace(
+    spans: tuple[TracerProvider, InMemorySpanExporter], servers: list[ScriptedOpenAIServer]
+) -> None:
+    provider, exporter = spans
+    _, config = llm(servers, "pong")
+    async with Hub.open(tracer_provider=provider) as hub:
+        worker = await hub.register(Agent("worker", config=config), Passport(name="worker"))
+        user = await hub.register_human(Passport(name="user", kind="human"))
+        ch = await user.open(type="conversation", target="worker")
+        ping = await user.send(ch.channel_id, "ping")
+        reply = await user.next_envelope(predicate=lambda e: e.event_type == EV_TEXT, timeout=20)
+        assert reply.text == "pong" and reply.causation_id == ping.envelope_id
+
+        def finished() -> list[ReadableSpan]:
+            done = list(exporter.get_finished_spans())
+            ended = {(s.name, (s.attributes or {}).get("agentnet.envelope_id")) for s in done}
+            wanted = {("agentnet.handle", ping.envelope_id), ("agentnet.hub.post", reply.envelope_id)}
+            return done if wanted <= ended else []
+
+        done = await assert_eventually(finished)
+        post = named(done, "agentnet.post", ping.envelope_id)  # the user's SDK, a root span
+        admitted = named(done, "agentnet.hub.post", ping.envelope_id)
+        delivered = named(done, "agentnet.hub.deliver", ping.envelope_id)
+        turn = named(done, "agentnet.handle", ping.envelope_id)
+        answer = named(done, "agentnet.post", reply.envelope_id)
+        answer_admitted = named(done, "agentnet.hub.post", reply.envelope_id)
+        # the commit span carries no envelope id: it is the admission span's child
+        commits = [s for s in done if s.name == "agentnet.hub.commit" and parent_of(s) == admitted.context.span_id]
+        assert len(commits) == 1
+        trace_id = post.context.trace_id
+        for span in (admitted, commits[0], delivered, turn, answer, answer_admitted):
+            assert span.context.trace_id == trace_id, span.name
+        assert post.parent is None
+        assert parent_of(admitted) == post.context.span_id
+        assert parent_of(delivered) == admitted.context.span_id
+        assert (delivered.attributes or {}).get("agentnet.recipient_id") == worker.agent_id
+        assert parent_of(turn) == admitted.context.span_id  # the context the envelope carried in its trace_id
+        assert parent_of(answer) == turn.context.span_id
+        assert parent_of(answer_admitted) == answer.context.span_id
+
+        # what the WAL keeps: the admission span's traceparent, so a later read continues the trace
+        stored = next(e for e in await user.read_wal(ch.channel_id) if e.envelope_id == ping.envelope_id)
+        flags = int(admitted.context.trace_flags)
+        assert stored.trace_id == f"00-{trace_id:032x}-{admitted.context.span_id:016x}-{flags:02x}"
