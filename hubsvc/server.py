@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentnet.v1 import hub_pb2_grpc
+from agentnet.v1 import hub_pb2_grpc, operator_pb2_grpc
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
@@ -18,6 +18,7 @@ from hubsvc.core.util import Clock, system_clock
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.policy import Policy
 from hubsvc.governance.source import PolicySource
+from hubsvc.operator_servicer import OPERATOR_SERVICE, OperatorServicer
 from hubsvc.servicer import HUB_SERVICE, HubServicer
 from hubsvc.storage import HubStore
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
@@ -89,8 +90,15 @@ async def start_hub(
     spec = ServiceSpec(
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
     )
+    operator = OperatorServicer(servicer.ops.operator, servicer.auth, servicer.limits)
+    operator_spec = ServiceSpec(
+        OPERATOR_SERVICE.full_name,
+        lambda server: operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server),
+    )
     try:
-        running = await start_server([spec], host=host, port=port, max_message_bytes=max_message_bytes, tls=tls)
+        running = await start_server(
+            [spec, operator_spec], host=host, port=port, max_message_bytes=max_message_bytes, tls=tls
+        )
     except BaseException:
         await core.stop()
         raise

@@ -74,6 +74,8 @@ class HubCore:
         self.store = store
         self.options = options or HubOptions()
         self.clock = clock
+        self.started_at = clock()
+        """When this hub was built (the operator's status reports its uptime)."""
         self._background: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self.governance = Governance(policy)
