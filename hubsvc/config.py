@@ -428,7 +428,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         )
     if not 0 < args.rate_audit_window <= 86400:
         parser.error("--rate-audit-window must be in (0, 86400] seconds")
-    if not 1 <= args.max_operator_page <= 100_000:
+    if not 1 <= args.max_operator_page_size <= 100_000:
         parser.error("--max-operator-page-size must be in [1, 100000]")
     if not 0 < args.audit_poll_interval <= 60:
         parser.error("--audit-poll-interval must be in (0, 60] seconds")
@@ -462,7 +462,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         max_batch=args.max_batch,
         max_batch_bytes=args.max_batch_bytes,
         rate_audit_window=args.rate_audit_window,
-        max_operator_page=args.max_operator_page,
+        max_operator_page=args.max_operator_page_size,
         audit_poll_interval=args.audit_poll_interval,
         operator_token_file=args.operator_token_file,
         tls=tls,
