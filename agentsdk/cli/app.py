@@ -361,7 +361,7 @@ def describe(
         if json_:
             _out().print_json(render.dumps({"kind": kind, kind: render.as_json(message)}))
             return
-        rows = [[key, render.dumps(value) if not isinstance(value, str) else value] for key, value in _flat(message)]
+        rows = render.channel_rows(message) if kind == "channel" else render.field_rows(message)
         _out().print(render.table(f"{kind} {what}", ["field", "value"], rows))
 
     _run(ctx, work)
@@ -379,10 +379,6 @@ async def _describe(client: OperatorClient, what: str) -> tuple[str, Any]:
         except NotFound:
             continue
     raise NotFound(f"no channel, task or agent is named {what!r}.")
-
-
-def _flat(message: Any) -> list[tuple[str, Any]]:
-    return list(render.as_json(message).items())
 
 
 # -- WALs -----------------------------------------------------------------------------------

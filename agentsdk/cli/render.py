@@ -95,6 +95,42 @@ def channels_table(channels: Iterable[channel_pb2.ChannelMetadata]) -> Table:
     )
 
 
+def field_rows(message: Message) -> list[list[str]]:
+    """A message's fields as (name, value) rows; nested values as JSON."""
+    return [[key, value if isinstance(value, str) else dumps(value)] for key, value in as_json(message).items()]
+
+
+def channel_rows(described: Any) -> list[list[str]]:
+    """An OperatorService DescribeChannel answer as rows: metadata, participants, whose turn, adapter state."""
+    c: channel_pb2.ChannelMetadata = described.channel
+    names = {p.agent_id: p.name or p.agent_id for p in c.participants}
+    participants = ", ".join(
+        f"{p.name or p.agent_id} ({enum_name(channel_pb2.ParticipantRole, p.role, 'PARTICIPANT_ROLE_')}"
+        + (", acked)" if p.acked else ")")
+        for p in c.participants
+    )
+    rows = [
+        ["channel", c.channel_id],
+        ["type", c.type],
+        ["state", channel_state(c.state) + (f" ({c.close_reason})" if c.close_reason else "")],
+        ["participants", participants],
+        [
+            "whose turn",
+            ", ".join(names.get(a, a) for a in described.expected_next) or ("anyone" if described.live else ""),
+        ],
+        ["last seq", str(c.last_seq)],
+        ["created", when(c.created_at)],
+        ["intent", c.intent],
+    ]
+    if c.expires_at.seconds:
+        rows.append(["expires", when(c.expires_at)])
+    if c.closed_at.seconds:
+        rows.append(["ended", when(c.closed_at)])
+    if described.adapter_state_json:
+        rows.append(["adapter state", described.adapter_state_json])
+    return rows
+
+
 def tasks_table(tasks: Iterable[task_pb2.TaskMetadata]) -> Table:
     """Tasks, one per row."""
     return table(
