@@ -126,11 +126,6 @@ async def _names(client: OperatorClient, as_agent: bool) -> dict[str, str]:
     return {a.agent_id: a.name for a in await client.agents()}
 
 
-def _operator_only(as_agent: bool, what: str) -> None:
-    if as_agent:
-        raise PermissionDenied(f"{what} is an operator read: an agent credential cannot make it.")
-
-
 @app.callback()
 def main_options(
     ctx: typer.Context,
@@ -220,9 +215,8 @@ def status(ctx: typer.Context, json_: JsonOption = False) -> None:
         hub_health, knowledge_health = await asyncio.gather(
             _health(settings.hub, settings), _health(settings.knowledge, settings)
         )
-        client, as_agent = _client(settings)
+        client, _ = _client(settings)
         async with client:
-            _operator_only(as_agent, "status")
             st = await client.status()
         if json_:
             data = render.as_json(st)
@@ -260,9 +254,8 @@ def agents(
     """Every registered identity, by name."""
 
     async def work(settings: Settings) -> None:
-        client, as_agent = _client(settings)
+        client, _ = _client(settings)
         async with client:
-            _operator_only(as_agent, "agents")
             found = await client.agents(online_only=online, limit=limit)
         if json_:
             _out().print_json(render.dumps([render.as_json(a) for a in found]))
@@ -310,9 +303,8 @@ def channels(
     """Every channel, newest first."""
 
     async def work(settings: Settings) -> None:
-        client, as_agent = _client(settings)
+        client, _ = _client(settings)
         async with client:
-            _operator_only(as_agent, "channels")
             found = await client.channels(states=_states(state or []), type=type_, limit=limit)
         if json_:
             _out().print_json(render.dumps([render.as_json(c) for c in found]))
@@ -332,9 +324,8 @@ def tasks(
     """Running tasks (every task with --all), newest first."""
 
     async def work(settings: Settings) -> None:
-        client, as_agent = _client(settings)
+        client, _ = _client(settings)
         async with client:
-            _operator_only(as_agent, "tasks")
             found = await client.tasks(include_ended=all_, limit=limit)
         if json_:
             _out().print_json(render.dumps([render.as_json(t) for t in found]))
@@ -353,9 +344,8 @@ def describe(
     """One channel (metadata, participants, whose turn), task or agent."""
 
     async def work(settings: Settings) -> None:
-        client, as_agent = _client(settings)
+        client, _ = _client(settings)
         async with client:
-            _operator_only(as_agent, "describe")
             found = await _describe(client, what)
         kind, message = found
         if json_:
@@ -498,7 +488,6 @@ def calls(
     async def work(settings: Settings) -> None:
         client, as_agent = _client(settings)
         async with client:
-            _operator_only(as_agent, "calls")
             try:
                 found = await client.list_executions(execution_id=execution, limit=limit)
             except NotFound:
