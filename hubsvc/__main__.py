@@ -29,7 +29,7 @@ def make_store(config: HubConfig) -> HubStore:
 async def run(config: HubConfig, *, arbiter: Arbiter | None = None) -> None:
     """Serve the hub with ``config`` until a stop signal arrives (``arbiter``: the one ``--arbiter`` names)."""
     operator_token = ensure_secret_file(config.operator_token_path)
-    log.info("operator calls (OperatorService, ListAudit) authenticate with the token in %s", config.operator_token_path)
+    log.info("operator calls (OperatorService, ListAudit) use the token in %s", config.operator_token_path)
     store = make_store(config)
     log.info("hub state: %s", f"Redis {store.address}" if isinstance(store, RedisHubStore) else config.database)
     hub = await start_hub(

@@ -537,15 +537,8 @@ class RedisHubStore(GroupCommitStore):
         return [(o, row) for (o, _), row in zip(ordered, rows, strict=True) if row is not None]
 
     def location(self) -> tuple[str, str]:
-        """("redis", redis://HOST:PORT/DB): the connection's address without its credentials."""
-        kwargs = self._client.connection_pool.connection_kwargs
-        if "path" in kwargs:
-            return ("redis", f"unix://{kwargs['path']}?db={kwargs.get('db', 0)}")
-        scheme = "rediss" if kwargs.get("ssl") or "ssl_cert_reqs" in kwargs else "redis"
-        return (
-            "redis",
-            f"{scheme}://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}",
-        )
+        """("redis", HOST:PORT/DB): :attr:`address`, without credentials."""
+        return ("redis", self.address)
 
     @_read
     async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:

@@ -66,6 +66,8 @@ class Streaming:
         self.lines: list[str] = []
         self.errors: list[str] = []
         self._printed = threading.Condition()
+        self._ended = 0
+        """How many of the two pipes reached their end."""
         for stream, sink in ((self.proc.stdout, self.lines), (self.proc.stderr, self.errors)):
             threading.Thread(target=self._pump, args=(stream, sink), daemon=True).start()
 
@@ -75,6 +77,7 @@ class Streaming:
                 sink.append(line.rstrip("\n"))
                 self._printed.notify_all()
         with self._printed:
+            self._ended += 1
             self._printed.notify_all()
 
     def wait_for(
@@ -89,7 +92,7 @@ class Streaming:
                 if found is not None:
                     return found
                 left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None and not self._printed.wait(0.5):
+                if left <= 0 or self._ended == 2:  # out of time, or both pipes closed
                     raise AssertionError(f"{what}: not printed; printed {self.lines!r}, errors {self.errors!r}")
                 self._printed.wait(left)
 
@@ -106,7 +109,8 @@ class Streaming:
 
 async def _seed(network: Network) -> None:
     """alice and bob (bob's identity saved in a credential file) talk in a conversation; alice runs a
-    task; "caller" calls "callee" over A2A in root session "cli-session"."""
+    task; "caller" calls "callee" over A2A in root session "cli-session". (The fixture then writes
+    notes/readme.md to the knowledge service.)"""
     async with HubClient.connect(network.hub.target) as hub:
         alice = await hub.register_human(Passport(name="alice", kind="human"))
         bob = await hub.register_human(Passport(name="bob", kind="human"), credential_file=network.bob_credential_file)
@@ -136,6 +140,8 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
     try:
         net = Network(hub, knowledge, data, bob_credential_file=root / "bob.json")
         asyncio.run(_seed(net))
+        written = net.run("knowledge", "put", "notes/readme.md", input="what the agents know\n")
+        assert written.exit_code == 0, written.output
         yield net
     finally:
         hub.terminate()

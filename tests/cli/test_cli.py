@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
+from agentsdk.cli.app import PROGRESS_AT
 from agentsdk.network import HubClient, Passport
 from tests.cli.conftest import Network
-from tests.hub.harness import register
+from tests.hub.harness import EV_TEXT, make_envelope, open_channel, register
+from tests.procs import ROOT
 
 
 def _json(result: Any) -> Any:
@@ -97,13 +101,13 @@ def test_audit_and_calls(network: Network) -> None:
 
 
 def test_knowledge_put_ls_cat_rm(network: Network) -> None:
-    assert "wrote notes/plan.md" in _ok(network.run("knowledge", "put", "notes/plan.md", input="step one\n"))
-    assert _ok(network.run("knowledge", "ls", "notes")).split() == ["plan.md"]
-    assert _json(network.run("knowledge", "ls", "notes", "--json")) == ["plan.md"]
-    assert _ok(network.run("knowledge", "cat", "notes/plan.md")) == "step one\n"
-    assert _json(network.run("knowledge", "cat", "notes/plan.md", "--json"))["content"] == "step one\n"
-    assert "deleted notes/plan.md" in _ok(network.run("knowledge", "rm", "notes/plan.md"))
-    missing = network.run("knowledge", "cat", "notes/plan.md")
+    assert "wrote drafts/plan.md" in _ok(network.run("knowledge", "put", "drafts/plan.md", input="step one\n"))
+    assert _ok(network.run("knowledge", "ls", "drafts")).split() == ["plan.md"]
+    assert _json(network.run("knowledge", "ls", "drafts", "--json")) == ["plan.md"]
+    assert _ok(network.run("knowledge", "cat", "drafts/plan.md")) == "step one\n"
+    assert _json(network.run("knowledge", "cat", "drafts/plan.md", "--json"))["content"] == "step one\n"
+    assert "deleted drafts/plan.md" in _ok(network.run("knowledge", "rm", "drafts/plan.md"))
+    missing = network.run("knowledge", "cat", "drafts/plan.md")
     assert missing.exit_code == 5 and "NOT_FOUND" in missing.stderr
 
 
@@ -175,3 +179,50 @@ def test_refusals_say_why_and_what_to_do(network: Network, tmp_path: Path) -> No
 
     down = network.run("agents", env={"AGENTNET_HUB": "127.0.0.1:1"})
     assert down.exit_code == 3 and "is the hub running at 127.0.0.1:1" in down.stderr
+
+
+def test_the_operations_doc_examples_run(network: Network) -> None:
+    """Every command line of docs/operations.md's agentnet section runs (the live ones print, then stop)."""
+    doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("## The agentnet command line", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)[0]
+    commands = [line for line in block.splitlines() if line.strip()]
+    assert len(commands) >= 10
+    for line in commands:
+        args = shlex.split(line.replace("$CHANNEL", network.channel_id).replace("$TASK", network.task_id))
+        assert args[0] == "agentnet", line
+        if "tail" in args or "--follow" in args or "watch" in args:
+            live = network.spawn(*args[1:])
+            try:
+                live.wait_for(lambda _line: True, line, stderr="watch" in args)
+            finally:
+                live.stop()
+            continue
+        result = network.run(*args[1:])
+        assert result.exit_code == 0, (line, result.output)
+        assert result.stdout.strip(), line
+
+
+def test_wal_dumps_a_large_wal_in_order(network: Network) -> None:
+    """A WAL past the progress-bar threshold (the bar goes to stderr) is dumped whole, in seq order."""
+
+    async def fill() -> str:
+        alice = await register(network.hub.target, "writer")
+        bob = await register(network.hub.target, "reader")
+        await alice.connect()
+        await bob.connect()
+        channel_id = await open_channel(alice, "conversation", [bob])
+        try:
+            envelopes = [make_envelope(channel_id, EV_TEXT, {"text": f"line {i}"}) for i in range(PROGRESS_AT + 50)]
+            for start in range(0, len(envelopes), 200):
+                results = await alice.post_batch(envelopes[start : start + 200])
+                assert all(r.WhichOneof("result") == "envelope" for r in results)
+        finally:
+            await alice.close()
+            await bob.close()
+        return channel_id
+
+    channel_id = asyncio.run(fill())
+    lines = _ok(network.run("wal", channel_id, "--json")).splitlines()
+    texts = [json.loads(line)["event_data"].get("text") for line in lines]
+    assert [t for t in texts if t] == [f"line {i}" for i in range(PROGRESS_AT + 50)]

@@ -121,8 +121,8 @@ type GetStatusResponse struct {
 	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
 	// Where the hub keeps its state: "sqlite" or "redis".
 	StoreKind string `protobuf:"bytes,2,opt,name=store_kind,json=storeKind,proto3" json:"store_kind,omitempty"`
-	// The store's address: the SQLite file's path, or redis://HOST:PORT/DB
-	// (never a password or user name).
+	// The store's address: the SQLite file's path, or HOST:PORT/DB of the
+	// Redis server (never a password or user name).
 	StoreAddress string `protobuf:"bytes,3,opt,name=store_address,json=storeAddress,proto3" json:"store_address,omitempty"`
 	// This replica's id on a shared store (the id it writes into the change
 	// feed); "" on SQLite.

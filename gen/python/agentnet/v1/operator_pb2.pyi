@@ -90,8 +90,8 @@ class GetStatusResponse(_message.Message):
     store_kind: _builtins.str
     """Where the hub keeps its state: "sqlite" or "redis"."""
     store_address: _builtins.str
-    """The store's address: the SQLite file's path, or redis://HOST:PORT/DB
-    (never a password or user name).
+    """The store's address: the SQLite file's path, or HOST:PORT/DB of the
+    Redis server (never a password or user name).
     """
     replica_id: _builtins.str
     """This replica's id on a shared store (the id it writes into the change

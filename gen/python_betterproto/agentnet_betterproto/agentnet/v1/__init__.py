@@ -2440,8 +2440,8 @@ class GetStatusResponse(betterproto2.Message):
 
     store_address: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
     """
-    The store's address: the SQLite file's path, or redis://HOST:PORT/DB
-    (never a password or user name).
+    The store's address: the SQLite file's path, or HOST:PORT/DB of the
+    Redis server (never a password or user name).
     """
 
     replica_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)

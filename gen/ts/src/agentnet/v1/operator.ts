@@ -47,8 +47,8 @@ export interface GetStatusResponse {
   /** Where the hub keeps its state: "sqlite" or "redis". */
   storeKind: string;
   /**
-   * The store's address: the SQLite file's path, or redis://HOST:PORT/DB
-   * (never a password or user name).
+   * The store's address: the SQLite file's path, or HOST:PORT/DB of the
+   * Redis server (never a password or user name).
    */
   storeAddress: string;
   /**
