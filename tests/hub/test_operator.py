@@ -18,9 +18,13 @@ from tests.hub.harness import (
     RunningHub,
     assert_eventually,
     data_of,
+    open_channel,
     register,
 )
 from tests.hub.test_a2a import a2a_agent, answering, invoke
+from tests.hub.test_replicas import Replicas, on, on_redis, replicas
+
+__all__ = ["on_redis", "replicas"]  # the replica fixtures, used by the last test
 
 OPENED = channel_pb2.CHANNEL_STATE_OPENED
 CLOSED = channel_pb2.CHANNEL_STATE_CLOSED
@@ -266,3 +270,44 @@ async def _agents_token(hub: RunningHub, operator: OperatorClient) -> str:
     for name in ("x1", "x2"):
         await register(hub.target, name)
     return (await operator.list_agents(page_size=1)).next_page_token
+
+
+async def _view(operator: OperatorClient, channel_id: str) -> tuple[object, ...]:
+    """What an operator sees of the network through one replica (the per-replica fields left out)."""
+    status = await operator.status()
+    described = await operator.describe_channel(channel_id)
+    return (
+        status.identities,
+        status.online,
+        [(c.state, c.count) for c in status.live_channels],
+        [(a.name, a.online) for a in await operator.agents()],
+        [c.channel_id for c in await operator.channels()],
+        (described.channel.last_seq, list(described.expected_next), described.adapter_state_json),
+        [e.envelope_id async for e in operator.read_wal(channel_id)],
+        [r.audit_id for r in await operator.list_audit()],
+    )
+
+
+async def test_every_replica_gives_the_same_answers_but_its_own_streams(replicas: Replicas) -> None:
+    a = await replicas.start()
+    b = await replicas.start()
+    alice = await register(a.target, "alice")
+    bob = on(b, await register(a.target, "bob"))
+    await alice.connect()
+    await bob.connect()  # through b
+    channel_id = await open_channel(alice, "conversation", [bob])
+    await alice.say(channel_id, "hello from a")
+    await bob.say(channel_id, "hello from b")
+    async with OperatorClient(a.target, a.operator_token) as via_a, OperatorClient(b.target, b.operator_token) as via_b:
+        seen_a = await _view(via_a, channel_id)
+        await assert_eventually(lambda: _same(via_b, channel_id, seen_a))
+        assert seen_a[:3] == (2, 2, [(OPENED, 1)])
+        status_a, status_b = await via_a.status(), await via_b.status()
+        assert (status_a.connected_streams, status_b.connected_streams) == (1, 1)  # each counts its own
+        assert status_a.replica_id and status_b.replica_id and status_a.replica_id != status_b.replica_id
+    await alice.close()
+    await bob.close()
+
+
+async def _same(operator: OperatorClient, channel_id: str, expected: tuple[object, ...]) -> bool:
+    return await _view(operator, channel_id) == expected

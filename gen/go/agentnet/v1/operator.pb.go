@@ -466,7 +466,8 @@ func (x *OperatorServiceDescribeAgentResponse) GetAgent() *AgentRecord {
 // OperatorServiceListChannelsRequest pages through every channel, newest first.
 type OperatorServiceListChannelsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only channels in these states (none = every state). At most 4 items.
+	// Only channels in these states (none = every state);
+	// CHANNEL_STATE_UNSPECIFIED is INVALID_ARGUMENT.
 	States []ChannelState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=agentnet.v1.ChannelState" json:"states,omitempty"`
 	// Only channels of this type, e.g. "conversation" ("" = any).
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`

@@ -65,12 +65,14 @@ const (
 type OperatorServiceClient interface {
 	// GetStatus is the hub's version, store, uptime and counts.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
-	// ListAgents is every registered identity, by name; NOT_FOUND never.
+	// ListAgents is every registered identity, by name, hidden ones included.
 	ListAgents(ctx context.Context, in *OperatorServiceListAgentsRequest, opts ...grpc.CallOption) (*OperatorServiceListAgentsResponse, error)
 	// DescribeAgent is one identity's full record; NOT_FOUND for an unknown id
 	// or name.
 	DescribeAgent(ctx context.Context, in *OperatorServiceDescribeAgentRequest, opts ...grpc.CallOption) (*OperatorServiceDescribeAgentResponse, error)
 	// ListChannels is every channel, newest first, optionally by state and type.
+	// On Redis a page of ended channels scans the channels' keys (the store keeps
+	// no index of ended channels): an operator read, not for a hot path.
 	ListChannels(ctx context.Context, in *OperatorServiceListChannelsRequest, opts ...grpc.CallOption) (*OperatorServiceListChannelsResponse, error)
 	// DescribeChannel is one channel's metadata, participants, whose turn it is
 	// and its adapter's state; NOT_FOUND for an unknown channel.
@@ -259,12 +261,14 @@ type OperatorService_FollowAuditClient = grpc.ServerStreamingClient[FollowAuditR
 type OperatorServiceServer interface {
 	// GetStatus is the hub's version, store, uptime and counts.
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
-	// ListAgents is every registered identity, by name; NOT_FOUND never.
+	// ListAgents is every registered identity, by name, hidden ones included.
 	ListAgents(context.Context, *OperatorServiceListAgentsRequest) (*OperatorServiceListAgentsResponse, error)
 	// DescribeAgent is one identity's full record; NOT_FOUND for an unknown id
 	// or name.
 	DescribeAgent(context.Context, *OperatorServiceDescribeAgentRequest) (*OperatorServiceDescribeAgentResponse, error)
 	// ListChannels is every channel, newest first, optionally by state and type.
+	// On Redis a page of ended channels scans the channels' keys (the store keeps
+	// no index of ended channels): an operator read, not for a hot path.
 	ListChannels(context.Context, *OperatorServiceListChannelsRequest) (*OperatorServiceListChannelsResponse, error)
 	// DescribeChannel is one channel's metadata, participants, whose turn it is
 	// and its adapter's state; NOT_FOUND for an unknown channel.

@@ -260,7 +260,9 @@ class OperatorServiceListChannelsRequest(_message.Message):
     """The previous answer's next_page_token ("" = the newest)."""
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[_channel_pb2.ChannelState.ValueType]:
-        """Only channels in these states (none = every state). At most 4 items."""
+        """Only channels in these states (none = every state);
+        CHANNEL_STATE_UNSPECIFIED is INVALID_ARGUMENT.
+        """
 
     def __init__(
         self,

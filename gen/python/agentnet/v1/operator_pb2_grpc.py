@@ -151,7 +151,7 @@ class OperatorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListAgents(self, request, context):
-        """ListAgents is every registered identity, by name; NOT_FOUND never.
+        """ListAgents is every registered identity, by name, hidden ones included.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -167,6 +167,8 @@ class OperatorServiceServicer:
 
     def ListChannels(self, request, context):
         """ListChannels is every channel, newest first, optionally by state and type.
+        On Redis a page of ended channels scans the channels' keys (the store keeps
+        no index of ended channels): an operator read, not for a hot path.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -63,13 +63,16 @@ class OperatorServiceStub:
     GetStatus: _grpc.UnaryUnaryMultiCallable[_operator_pb2.GetStatusRequest, _operator_pb2.GetStatusResponse]
     """GetStatus is the hub's version, store, uptime and counts."""
     ListAgents: _grpc.UnaryUnaryMultiCallable[_operator_pb2.OperatorServiceListAgentsRequest, _operator_pb2.OperatorServiceListAgentsResponse]
-    """ListAgents is every registered identity, by name; NOT_FOUND never."""
+    """ListAgents is every registered identity, by name, hidden ones included."""
     DescribeAgent: _grpc.UnaryUnaryMultiCallable[_operator_pb2.OperatorServiceDescribeAgentRequest, _operator_pb2.OperatorServiceDescribeAgentResponse]
     """DescribeAgent is one identity's full record; NOT_FOUND for an unknown id
     or name.
     """
     ListChannels: _grpc.UnaryUnaryMultiCallable[_operator_pb2.OperatorServiceListChannelsRequest, _operator_pb2.OperatorServiceListChannelsResponse]
-    """ListChannels is every channel, newest first, optionally by state and type."""
+    """ListChannels is every channel, newest first, optionally by state and type.
+    On Redis a page of ended channels scans the channels' keys (the store keeps
+    no index of ended channels): an operator read, not for a hot path.
+    """
     DescribeChannel: _grpc.UnaryUnaryMultiCallable[_operator_pb2.OperatorServiceDescribeChannelRequest, _operator_pb2.OperatorServiceDescribeChannelResponse]
     """DescribeChannel is one channel's metadata, participants, whose turn it is
     and its adapter's state; NOT_FOUND for an unknown channel.
@@ -135,13 +138,16 @@ class OperatorServiceAsyncStub(OperatorServiceStub):
     GetStatus: _aio.UnaryUnaryMultiCallable[_operator_pb2.GetStatusRequest, _operator_pb2.GetStatusResponse]  # type: ignore[assignment]
     """GetStatus is the hub's version, store, uptime and counts."""
     ListAgents: _aio.UnaryUnaryMultiCallable[_operator_pb2.OperatorServiceListAgentsRequest, _operator_pb2.OperatorServiceListAgentsResponse]  # type: ignore[assignment]
-    """ListAgents is every registered identity, by name; NOT_FOUND never."""
+    """ListAgents is every registered identity, by name, hidden ones included."""
     DescribeAgent: _aio.UnaryUnaryMultiCallable[_operator_pb2.OperatorServiceDescribeAgentRequest, _operator_pb2.OperatorServiceDescribeAgentResponse]  # type: ignore[assignment]
     """DescribeAgent is one identity's full record; NOT_FOUND for an unknown id
     or name.
     """
     ListChannels: _aio.UnaryUnaryMultiCallable[_operator_pb2.OperatorServiceListChannelsRequest, _operator_pb2.OperatorServiceListChannelsResponse]  # type: ignore[assignment]
-    """ListChannels is every channel, newest first, optionally by state and type."""
+    """ListChannels is every channel, newest first, optionally by state and type.
+    On Redis a page of ended channels scans the channels' keys (the store keeps
+    no index of ended channels): an operator read, not for a hot path.
+    """
     DescribeChannel: _aio.UnaryUnaryMultiCallable[_operator_pb2.OperatorServiceDescribeChannelRequest, _operator_pb2.OperatorServiceDescribeChannelResponse]  # type: ignore[assignment]
     """DescribeChannel is one channel's metadata, participants, whose turn it is
     and its adapter's state; NOT_FOUND for an unknown channel.
@@ -216,7 +222,7 @@ class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _operator_pb2.OperatorServiceListAgentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_operator_pb2.OperatorServiceListAgentsResponse, _abc.Awaitable[_operator_pb2.OperatorServiceListAgentsResponse]]:
-        """ListAgents is every registered identity, by name; NOT_FOUND never."""
+        """ListAgents is every registered identity, by name, hidden ones included."""
 
     @_abc_1.abstractmethod
     def DescribeAgent(
@@ -234,7 +240,10 @@ class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _operator_pb2.OperatorServiceListChannelsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_operator_pb2.OperatorServiceListChannelsResponse, _abc.Awaitable[_operator_pb2.OperatorServiceListChannelsResponse]]:
-        """ListChannels is every channel, newest first, optionally by state and type."""
+        """ListChannels is every channel, newest first, optionally by state and type.
+        On Redis a page of ended channels scans the channels' keys (the store keeps
+        no index of ended channels): an operator read, not for a hot path.
+        """
 
     @_abc_1.abstractmethod
     def DescribeChannel(

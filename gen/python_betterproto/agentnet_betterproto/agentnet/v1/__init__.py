@@ -3222,7 +3222,8 @@ class OperatorServiceListChannelsRequest(betterproto2.Message):
 
     states: "list[ChannelState]" = betterproto2.field(1, betterproto2.TYPE_ENUM, repeated=True)
     """
-    Only channels in these states (none = every state). At most 4 items.
+    Only channels in these states (none = every state);
+    CHANNEL_STATE_UNSPECIFIED is INVALID_ARGUMENT.
     """
 
     type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -5796,7 +5797,7 @@ class OperatorServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "OperatorServiceListAgentsResponse":
         """
-        ListAgents is every registered identity, by name; NOT_FOUND never.
+        ListAgents is every registered identity, by name, hidden ones included.
         """
 
         return await self._unary_unary(
@@ -5840,6 +5841,8 @@ class OperatorServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "OperatorServiceListChannelsResponse":
         """
         ListChannels is every channel, newest first, optionally by state and type.
+        On Redis a page of ended channels scans the channels' keys (the store keeps
+        no index of ended channels): an operator read, not for a hot path.
         """
 
         return await self._unary_unary(

@@ -106,7 +106,10 @@ export interface OperatorServiceDescribeAgentResponse {
 
 /** OperatorServiceListChannelsRequest pages through every channel, newest first. */
 export interface OperatorServiceListChannelsRequest {
-  /** Only channels in these states (none = every state). At most 4 items. */
+  /**
+   * Only channels in these states (none = every state);
+   * CHANNEL_STATE_UNSPECIFIED is INVALID_ARGUMENT.
+   */
   states: ChannelState[];
   /** Only channels of this type, e.g. "conversation" ("" = any). */
   type: string;
@@ -2414,7 +2417,7 @@ export const OperatorServiceService = {
     responseSerialize: (value: GetStatusResponse): Buffer => Buffer.from(GetStatusResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetStatusResponse => GetStatusResponse.decode(value),
   },
-  /** ListAgents is every registered identity, by name; NOT_FOUND never. */
+  /** ListAgents is every registered identity, by name, hidden ones included. */
   listAgents: {
     path: "/agentnet.v1.OperatorService/ListAgents" as const,
     requestStream: false as const,
@@ -2445,7 +2448,11 @@ export const OperatorServiceService = {
     responseDeserialize: (value: Buffer): OperatorServiceDescribeAgentResponse =>
       OperatorServiceDescribeAgentResponse.decode(value),
   },
-  /** ListChannels is every channel, newest first, optionally by state and type. */
+  /**
+   * ListChannels is every channel, newest first, optionally by state and type.
+   * On Redis a page of ended channels scans the channels' keys (the store keeps
+   * no index of ended channels): an operator read, not for a hot path.
+   */
   listChannels: {
     path: "/agentnet.v1.OperatorService/ListChannels" as const,
     requestStream: false as const,
@@ -2563,14 +2570,18 @@ export const OperatorServiceService = {
 export interface OperatorServiceServer extends UntypedServiceImplementation {
   /** GetStatus is the hub's version, store, uptime and counts. */
   getStatus: handleUnaryCall<GetStatusRequest, GetStatusResponse>;
-  /** ListAgents is every registered identity, by name; NOT_FOUND never. */
+  /** ListAgents is every registered identity, by name, hidden ones included. */
   listAgents: handleUnaryCall<OperatorServiceListAgentsRequest, OperatorServiceListAgentsResponse>;
   /**
    * DescribeAgent is one identity's full record; NOT_FOUND for an unknown id
    * or name.
    */
   describeAgent: handleUnaryCall<OperatorServiceDescribeAgentRequest, OperatorServiceDescribeAgentResponse>;
-  /** ListChannels is every channel, newest first, optionally by state and type. */
+  /**
+   * ListChannels is every channel, newest first, optionally by state and type.
+   * On Redis a page of ended channels scans the channels' keys (the store keeps
+   * no index of ended channels): an operator read, not for a hot path.
+   */
   listChannels: handleUnaryCall<OperatorServiceListChannelsRequest, OperatorServiceListChannelsResponse>;
   /**
    * DescribeChannel is one channel's metadata, participants, whose turn it is
@@ -2624,7 +2635,7 @@ export interface OperatorServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetStatusResponse) => void,
   ): ClientUnaryCall;
-  /** ListAgents is every registered identity, by name; NOT_FOUND never. */
+  /** ListAgents is every registered identity, by name, hidden ones included. */
   listAgents(
     request: OperatorServiceListAgentsRequest,
     callback: (error: ServiceError | null, response: OperatorServiceListAgentsResponse) => void,
@@ -2659,7 +2670,11 @@ export interface OperatorServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: OperatorServiceDescribeAgentResponse) => void,
   ): ClientUnaryCall;
-  /** ListChannels is every channel, newest first, optionally by state and type. */
+  /**
+   * ListChannels is every channel, newest first, optionally by state and type.
+   * On Redis a page of ended channels scans the channels' keys (the store keeps
+   * no index of ended channels): an operator read, not for a hot path.
+   */
   listChannels(
     request: OperatorServiceListChannelsRequest,
     callback: (error: ServiceError | null, response: OperatorServiceListChannelsResponse) => void,
