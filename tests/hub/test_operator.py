@@ -311,3 +311,26 @@ async def test_every_replica_gives_the_same_answers_but_its_own_streams(replicas
 
 async def _same(operator: OperatorClient, channel_id: str, expected: tuple[object, ...]) -> bool:
     return await _view(operator, channel_id) == expected
+
+
+async def test_a_page_token_after_the_longest_name_is_accepted(hub: RunningHub, operator: OperatorClient) -> None:
+    longest = "a" * 64  # the longest passport name; the token carries the last name of its page
+    await register(hub.target, longest)
+    await register(hub.target, "b")
+    first = await operator.list_agents(page_size=1)
+    assert [a.name for a in first.agents] == [longest]
+    second = await operator.list_agents(page_size=1, page_token=first.next_page_token)
+    assert [a.name for a in second.agents] == ["b"]
+
+
+async def test_a_page_token_after_the_longest_task_id_is_accepted(
+    hub: RunningHub, operator: OperatorClient, conv: tuple[Participant, Participant, str]
+) -> None:
+    alice, _, _ = conv
+    longest = "t" * hub.core.options.max_id_bytes  # the token carries the last task id of its page
+    for task_id in ("a-task", longest):  # the longest is the newest: the first page's last
+        await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(task_id=task_id, kind=task_pb2.TASK_EVENT_KIND_STARTED))
+    first = await operator.list_tasks(page_size=1)
+    assert [t.task_id for t in first.tasks] == [longest]
+    second = await operator.list_tasks(page_size=1, page_token=first.next_page_token)
+    assert [t.task_id for t in second.tasks] == ["a-task"]

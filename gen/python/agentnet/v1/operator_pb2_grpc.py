@@ -41,7 +41,8 @@ class OperatorServiceStub:
     Pages: every list takes page_size (0 = 100; at most the hub's
     --max-operator-page-size, 1000 by default; more, or a negative size, is
     INVALID_ARGUMENT) and page_token (the previous answer's next_page_token;
-    "" = the first page; a token this hub did not issue is INVALID_ARGUMENT).
+    "" = the first page; a token this hub did not issue is INVALID_ARGUMENT; a
+    token is at most 4 x --max-id-bytes, 1 KiB by default).
     An empty next_page_token means there is no more.
 
     Several replicas on one Redis (docs/scale-out.md): identities, channels,
@@ -129,7 +130,8 @@ class OperatorServiceServicer:
     Pages: every list takes page_size (0 = 100; at most the hub's
     --max-operator-page-size, 1000 by default; more, or a negative size, is
     INVALID_ARGUMENT) and page_token (the previous answer's next_page_token;
-    "" = the first page; a token this hub did not issue is INVALID_ARGUMENT).
+    "" = the first page; a token this hub did not issue is INVALID_ARGUMENT; a
+    token is at most 4 x --max-id-bytes, 1 KiB by default).
     An empty next_page_token means there is no more.
 
     Several replicas on one Redis (docs/scale-out.md): identities, channels,
@@ -306,7 +308,8 @@ class OperatorService:
     Pages: every list takes page_size (0 = 100; at most the hub's
     --max-operator-page-size, 1000 by default; more, or a negative size, is
     INVALID_ARGUMENT) and page_token (the previous answer's next_page_token;
-    "" = the first page; a token this hub did not issue is INVALID_ARGUMENT).
+    "" = the first page; a token this hub did not issue is INVALID_ARGUMENT; a
+    token is at most 4 x --max-id-bytes, 1 KiB by default).
     An empty next_page_token means there is no more.
 
     Several replicas on one Redis (docs/scale-out.md): identities, channels,
