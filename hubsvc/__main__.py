@@ -37,7 +37,7 @@ async def run(
     """Serve the hub with ``config`` until a stop signal arrives (``arbiter``: the one ``--arbiter`` names;
     ``tracer_provider``: the one the ``OTEL_*`` environment configures, servicekit/tracing.py)."""
     operator_token = ensure_secret_file(config.operator_token_path)
-    log.info("operator calls (ListAudit) authenticate with the token in %s", config.operator_token_path)
+    log.info("operator calls (OperatorService, ListAudit) use the token in %s", config.operator_token_path)
     store = make_store(config)
     log.info("hub state: %s", f"Redis {store.address}" if isinstance(store, RedisHubStore) else config.database)
     hub = await start_hub(

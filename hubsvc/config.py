@@ -72,6 +72,10 @@ class HubConfig:
     rate_audit_window: float = HubOptions.rate_audit_window
     """Seconds during which an identity's RATE_LIMITED refusals after the first are audited as one count
     (AGENTNET_HUB_RATE_AUDIT_WINDOW)."""
+    max_operator_page: int = HubOptions.max_operator_page
+    """Most items in one page of an OperatorService list (AGENTNET_HUB_MAX_OPERATOR_PAGE_SIZE)."""
+    audit_poll_interval: float = HubOptions.audit_poll_interval
+    """Seconds between a FollowAudit stream's looks for new records (AGENTNET_HUB_AUDIT_POLL_INTERVAL)."""
     max_stream_buffer_bytes: int = HubOptions.max_stream_buffer_bytes
     """Bytes queued for one client stream before the hub ends it (AGENTNET_HUB_MAX_STREAM_BUFFER_BYTES)."""
     max_batch: int = HubOptions.max_batch
@@ -120,6 +124,8 @@ class HubConfig:
             max_batch=self.max_batch,
             max_batch_bytes=self.max_batch_bytes,
             rate_audit_window=self.rate_audit_window,
+            max_operator_page=self.max_operator_page,
+            audit_poll_interval=self.audit_poll_interval,
             policy_poll_interval=self.policy_poll_interval,
             arbiter_timeout=self.arbiter_timeout,
         )
@@ -339,6 +345,22 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--max-operator-page-size",
+        "AGENTNET_HUB_MAX_OPERATOR_PAGE_SIZE",
+        d.max_operator_page,
+        "most items in one page of an OperatorService list (a larger page_size is refused)",
+        type=int,
+    )
+    _flag(
+        parser,
+        "--audit-poll-interval",
+        "AGENTNET_HUB_AUDIT_POLL_INTERVAL",
+        d.audit_poll_interval,
+        "seconds between an OperatorService FollowAudit stream's looks for new audit records",
+        type=float,
+    )
+    _flag(
+        parser,
         "--operator-token-file",
         "AGENTNET_HUB_OPERATOR_TOKEN_FILE",
         None,
@@ -426,6 +448,10 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         )
     if not 0 < args.rate_audit_window <= 86400:
         parser.error("--rate-audit-window must be in (0, 86400] seconds")
+    if not 1 <= args.max_operator_page_size <= 100_000:
+        parser.error("--max-operator-page-size must be in [1, 100000]")
+    if not 0 < args.audit_poll_interval <= 60:
+        parser.error("--audit-poll-interval must be in (0, 60] seconds")
     if not 0 < args.policy_poll_interval <= 3600:
         parser.error("--policy-poll-interval must be in (0, 3600] seconds")
     if not 0 < args.arbiter_timeout <= 600:
@@ -457,6 +483,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         max_batch=args.max_batch,
         max_batch_bytes=args.max_batch_bytes,
         rate_audit_window=args.rate_audit_window,
+        max_operator_page=args.max_operator_page_size,
+        audit_poll_interval=args.audit_poll_interval,
         operator_token_file=args.operator_token_file,
         tls=tls,
         tls_bind_identity=args.tls_bind_identity,

@@ -1,6 +1,6 @@
 """The hub's request field limits: :class:`servicekit.limits.RequestLimits` set from
 :class:`~hubsvc.core.options.HubOptions`, with the hub's per-field overrides (payloads, skill
-markdown, stream cursors and acks, ping nonces) and the repeated fields that are sets of ids."""
+markdown, stream cursors and acks, ping nonces, operator page tokens) and the repeated fields that are sets of ids."""
 
 from __future__ import annotations
 
@@ -23,6 +23,12 @@ PAYLOAD_FIELDS = (
 SKILL_FIELDS = ("agentnet.v1.RegisterRequest.skill_md", "agentnet.v1.SetSkillRequest.skill_md")
 #: Per-stream bookkeeping a client may send in bulk: one entry per channel it follows.
 STREAM_ENTRY_FIELDS = ("agentnet.v1.Hello.cursors", "agentnet.v1.Ack.entries")
+#: OperatorService page tokens: each carries an id or name (at most --max-id-bytes) and a position,
+#: base64-encoded, so they are bounded by a multiple of the id limit rather than by it.
+PAGE_TOKEN_FIELDS = tuple(
+    f"agentnet.v1.OperatorService{rpc}Request.page_token" for rpc in ("ListAgents", "ListChannels", "ListTasks")
+)
+PAGE_TOKEN_FACTOR = 4
 #: Repeated fields that name each agent at most once (a repeat is refused).
 UNIQUE_FIELDS = frozenset(
     {"agentnet.v1.Audience.agent_ids", "agentnet.v1.SayRequest.audience", "agentnet.v1.OpenChannelRequest.targets"}
@@ -37,6 +43,7 @@ def hub_request_limits(options: HubOptions) -> RequestLimits:
     overrides.update({name: skill for name in SKILL_FIELDS})
     overrides.update({name: Bound(options.max_stream_entries) for name in STREAM_ENTRY_FIELDS})
     overrides["agentnet.v1.Ping.nonce"] = Bound(2**64 - 1)  # echoed in the Pong, never stored
+    overrides.update({name: Bound(PAGE_TOKEN_FACTOR * options.max_id_bytes) for name in PAGE_TOKEN_FIELDS})
     return RequestLimits(
         FieldLimits(options.max_id_bytes, options.max_text_bytes, options.max_repeated_items),
         overrides,

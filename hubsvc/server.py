@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentnet.v1 import hub_pb2_grpc
+from agentnet.v1 import hub_pb2_grpc, operator_pb2_grpc
 from opentelemetry.trace import TracerProvider
 
 from hubsvc.core.hub import HubCore
@@ -20,6 +20,7 @@ from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.policy import Policy
 from hubsvc.governance.source import PolicySource
 from hubsvc.metrics import HubMetrics
+from hubsvc.operator_servicer import OPERATOR_SERVICE, OperatorServicer
 from hubsvc.recorder import NO_RECORDER
 from hubsvc.servicer import HUB_SERVICE, HubServicer
 from hubsvc.storage import HubStore
@@ -115,13 +116,18 @@ async def start_hub(
     spec = ServiceSpec(
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
     )
+    operator = OperatorServicer(servicer.ops.operator, servicer.auth, servicer.limits)
+    operator_spec = ServiceSpec(
+        OPERATOR_SERVICE.full_name,
+        lambda server: operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server),
+    )
     metrics_server = None
     try:
         if recorder is not None and metrics is not None:
             recorder.observe(core)
             metrics_server = await start_metrics_server(recorder.registry, metrics.host, metrics.port)
         running = await start_server(
-            [spec],
+            [spec, operator_spec],
             host=host,
             port=port,
             max_message_bytes=max_message_bytes,

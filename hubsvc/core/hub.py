@@ -85,6 +85,8 @@ class HubCore:
         """Records the spans of posts, commits and deliveries (None: tracing off; servicekit/tracing.py)."""
         if isinstance(store, GroupCommitStore):
             store.recorder = recorder
+        self.started_at = clock()
+        """When this hub was built (the operator's status reports its uptime)."""
         self._background: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self.governance = Governance(policy)

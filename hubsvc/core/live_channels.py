@@ -147,16 +147,27 @@ class LiveChannels:
         return bool(self._watchers.get(channel_id))
 
     async def read_wal(
-        self, caller: str, channel_id: str, from_seq: int = 0, until_seq: int = 0, limit: int = 0
+        self, caller: str | None, channel_id: str, from_seq: int = 0, until_seq: int = 0, limit: int = 0
     ) -> list[envelope_pb2.Envelope]:
-        """The caller-visible part of a committed seq range of the channel's WAL."""
+        """The caller-visible part of a committed seq range of the channel's WAL (all of it for the
+        operator: ``caller`` None)."""
         return [wire async for wire in self.iter_wal(caller, channel_id, from_seq, until_seq, limit)]
 
     async def iter_wal(
-        self, caller: str, channel_id: str, from_seq: int = 0, until_seq: int = 0, limit: int = 0, *, page: int = 1000
+        self,
+        caller: str | None,
+        channel_id: str,
+        from_seq: int = 0,
+        until_seq: int = 0,
+        limit: int = 0,
+        *,
+        page: int = 1000,
     ) -> AsyncIterator[envelope_pb2.Envelope]:
         """Like :meth:`read_wal`, one store page of ``page`` records at a time (a stream holds one page)."""
-        await self.require_member(caller, channel_id)
+        if caller is None:
+            await self.meta(channel_id)  # NotFound for an unknown channel
+        else:
+            await self.require_member(caller, channel_id)
         ch = self._channels.get(channel_id)
         ceiling = ch.committed_seq if ch is not None else 0
         if ch is not None:
@@ -170,7 +181,7 @@ class LiveChannels:
             for data in rows:
                 wire = envelope_pb2.Envelope.FromString(data)
                 next_seq = wire.seq + 1
-                if wire_readable_by(wire, caller):
+                if caller is None or wire_readable_by(wire, caller):
                     yield wire
                     sent += 1
                     if limit and sent >= limit:

@@ -73,3 +73,7 @@ class HubOptions:
     arbiter_timeout: float = 2.0
     """Seconds the hub waits for the arbiter's verdict; a slower arbiter refuses the action (RULE_DENIED,
     check ``arbiter.timeout``)."""
+    max_operator_page: int = 1000
+    """Most items an OperatorService list answers in one page (its page_size; larger is INVALID_ARGUMENT)."""
+    audit_poll_interval: float = 0.5
+    """Seconds between an OperatorService FollowAudit stream's looks for new audit records."""

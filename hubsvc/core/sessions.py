@@ -154,6 +154,10 @@ class Sessions:
         finally:
             session.finish_replay(marks)
 
+    def connected(self) -> int:
+        """Connect streams open on this replica (each replica counts its own)."""
+        return len(self._sessions)
+
     def disconnect(self, session: Session) -> None:
         """The stream ended: flush the session's cursors and forget it."""
         session.close()

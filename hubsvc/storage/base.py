@@ -287,6 +287,15 @@ class HubStore(abc.ABC):
         """Channels ``agent_id`` participates in, newest first."""
 
     @abc.abstractmethod
+    async def list_channels(self, *, live_only: bool, before: int, limit: int) -> list[tuple[int, ChannelRow]]:
+        """Every channel (only live ones with ``live_only``), newest first, as (creation order, row)
+        pairs: those created before order ``before`` (0 = from the newest), at most ``limit``."""
+
+    def location(self) -> tuple[str, str]:
+        """(kind, address) of the store for an operator's status: never a password."""
+        return (type(self).__name__, "")
+
+    @abc.abstractmethod
     async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
         """Serialized envelopes with from_seq <= seq <= until_seq (0 = no bound), in seq order."""
 

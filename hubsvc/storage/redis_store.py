@@ -509,6 +509,40 @@ class RedisHubStore(GroupCommitStore):
         return out[:limit]
 
     @_read
+    async def list_channels(self, *, live_only: bool, before: int, limit: int) -> list[tuple[int, ChannelRow]]:
+        """Every channel, newest first (by creation order). Keeps no global index of ended channels:
+        every call SCANs the channels' meta keys (an operator read, not a hot path)."""
+        if live_only:
+            ids = [_text(m) for m in await self._client.smembers(self._g + "channels:live")]
+        else:
+            ids = []
+            head, tail = f"{self._p}{{c:", "}:meta"
+            async for key in self._client.scan_iter(match=f"{_glob_escape(self._p)}{{c:*}}:meta", count=1000):
+                name = _text(key)
+                if name.startswith(head) and name.endswith(tail):
+                    ids.append(name[len(head) : -len(tail)])
+        if not ids:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            for channel_id in ids:
+                pipe.hget(self._c(channel_id, "meta"), "order")
+            orders = await pipe.execute()
+        ordered = sorted(
+            (
+                (int(o), c)
+                for o, c in zip(orders, ids, strict=True)
+                if o is not None and (not before or int(o) < before)
+            ),
+            reverse=True,
+        )[:limit]
+        rows = await self._channels([c for _, c in ordered])
+        return [(o, row) for (o, _), row in zip(ordered, rows, strict=True) if row is not None]
+
+    def location(self) -> tuple[str, str]:
+        """("redis", HOST:PORT/DB): :attr:`address`, without credentials."""
+        return ("redis", self.address)
+
+    @_read
     async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
         """A seq range of one channel."""
         entries = await self._client.xrange(
@@ -740,6 +774,11 @@ class RedisHubStore(GroupCommitStore):
                 break
             low = f"({ids[-1]}"
         return out if limit < 0 else out[:limit]
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally in a Redis glob pattern (SCAN MATCH)."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
 class _Plan:

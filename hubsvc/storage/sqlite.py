@@ -358,6 +358,18 @@ class SqliteHubStore(GroupCommitStore):
         rows = await self._fetchall(sql, [agent_id, limit])
         return [ChannelRow(r[0], bool(r[1]), bytes(r[2]), bytes(r[3])) for r in rows]
 
+    async def list_channels(self, *, live_only: bool, before: int, limit: int) -> list[tuple[int, ChannelRow]]:
+        """Every channel, newest first (rowid order approximates creation order)."""
+        sql = "SELECT rowid, channel_id, live, record, seed FROM channels WHERE rowid < ?"
+        if live_only:
+            sql += " AND live = 1"
+        rows = await self._fetchall(sql + " ORDER BY rowid DESC LIMIT ?", [before or 2**63 - 1, limit])
+        return [(r[0], ChannelRow(r[1], bool(r[2]), bytes(r[3]), bytes(r[4]))) for r in rows]
+
+    def location(self) -> tuple[str, str]:
+        """("sqlite", the database file's path)."""
+        return ("sqlite", self._path)
+
     async def read_wal(self, channel_id: str, from_seq: int, until_seq: int, limit: int) -> list[bytes]:
         """A seq range of one channel."""
         sql = "SELECT data FROM wal WHERE channel_id = ? AND seq >= ?"

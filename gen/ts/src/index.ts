@@ -8,4 +8,5 @@ export * from "./agentnet/v1/errors";
 export * from "./agentnet/v1/hub";
 export * from "./agentnet/v1/identity";
 export * from "./agentnet/v1/knowledge";
+export * from "./agentnet/v1/operator";
 export * from "./agentnet/v1/task";

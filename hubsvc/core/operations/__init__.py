@@ -14,6 +14,7 @@ from hubsvc.core.operations.audit import AuditOps
 from hubsvc.core.operations.channels import ChannelOps
 from hubsvc.core.operations.context import ContextOps
 from hubsvc.core.operations.messages import MessageOps
+from hubsvc.core.operations.operator import OperatorOps
 from hubsvc.core.operations.tasks import TaskOps
 from hubsvc.core.operations.tools import ToolOps
 
@@ -31,6 +32,7 @@ class Operations:
         self.tools = ToolOps(core)
         self.audit = AuditOps(core)
         self.a2a = A2AOps(core, self.messages)
+        self.operator = OperatorOps(core, self.channels)
 
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "ContextOps",
     "MessageOps",
     "Operations",
+    "OperatorOps",
     "TaskOps",
     "ToolOps",
 ]

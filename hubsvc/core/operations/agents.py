@@ -10,7 +10,8 @@ from hubsvc.core.util import from_timestamp
 from netkernel.errors import InvalidArgument
 
 
-def _summary(entry: AgentEntry) -> identity_pb2.AgentSummary:
+def summary(entry: AgentEntry) -> identity_pb2.AgentSummary:
+    """The list form of a registry entry."""
     r = entry.record
     return identity_pb2.AgentSummary(
         agent_id=r.agent_id,
@@ -79,7 +80,7 @@ class AgentOps:
             out.sort(key=lambda e: from_timestamp(e.record.registered_at))
         else:
             out.sort(key=lambda e: from_timestamp(e.record.last_seen_at), reverse=True)
-        return [_summary(e) for e in out[: limit or 20]]
+        return [summary(e) for e in out[: limit or 20]]
 
     def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
         """The full profile of the agent named by id or passport name."""

@@ -110,12 +110,16 @@ class ChannelOps:
         return out
 
     async def stream_wal(
-        self, caller: str, channel_id: str, from_seq: int, until_seq: int, limit: int, *, follow: bool
+        self, caller: str | None, channel_id: str, from_seq: int, until_seq: int, limit: int, *, follow: bool
     ) -> AsyncIterator[envelope_pb2.Envelope]:
-        """The visible WAL; with ``follow``, then every new envelope until the channel ends."""
+        """The visible WAL (all of it for the operator: ``caller`` None); with ``follow``, then every
+        new envelope until the channel ends."""
         if limit < 0:
             raise InvalidArgument("limit must not be negative.")
-        await self.core.require_member(caller, channel_id)
+        if caller is None:
+            await self.core.channel_meta(channel_id)  # NotFound for an unknown channel
+        else:
+            await self.core.require_member(caller, channel_id)
         if not follow:
             async for wire in self.core.iter_wal(caller, channel_id, from_seq, until_seq, limit, page=STREAM_PAGE):
                 yield wire
@@ -140,7 +144,7 @@ class ChannelOps:
                 return
             while True:
                 wire = await follower.next(resume_from=last + 1)
-                if wire.seq <= last or not wire_readable_by(wire, caller):
+                if wire.seq <= last or (caller is not None and not wire_readable_by(wire, caller)):
                     continue
                 if until_seq and wire.seq > until_seq:
                     return

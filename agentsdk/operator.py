@@ -1,0 +1,283 @@
+"""OperatorClient: the hub's operator reads (``agentnet.v1.OperatorService``), one typed method each.
+
+What the ``agentnet`` command line and an operator console are built on. Every call carries a
+bearer secret: the hub's operator token (``<data-dir>/hub-operator.token``), or an agent's
+credential for the few reads an agent may make itself (:meth:`OperatorClient.read_wal` with
+``as_agent=True``). Failures raise the hub's domain exception (:mod:`netkernel.errors`):
+``Unauthenticated`` without a valid secret, ``PermissionDenied`` for an agent credential on an
+operator call, ``NotFound``, ``Unavailable`` for an unreachable hub.
+
+``target`` is one ``host:port`` or several replicas (:mod:`agentsdk.targets`); ``tls`` as in
+:mod:`agentsdk.tls`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from types import TracebackType
+from typing import Self
+
+from agentnet.v1 import (
+    a2a_pb2,
+    channel_pb2,
+    envelope_pb2,
+    hub_pb2,
+    hub_pb2_grpc,
+    identity_pb2,
+    operator_pb2,
+    operator_pb2_grpc,
+    task_pb2,
+)
+
+from agentsdk.targets import HubTargets, hub_target
+from agentsdk.tls import TlsSetting, open_channel, tls_config
+from agentsdk.transport import CHANNEL_OPTIONS, bearer, server_stream, unary
+from netkernel.errors import InvalidArgument
+
+__all__ = ["OperatorClient", "execution_children"]
+
+
+class OperatorClient:
+    """The operator's view of one hub (or of its replicas), authenticated with ``secret``.
+
+    ``timeout`` bounds each unary call (streams have none). Use ``async with`` or :meth:`close`."""
+
+    def __init__(
+        self, target: HubTargets, secret: str, *, tls: TlsSetting = None, timeout: float | None = 30.0
+    ) -> None:
+        parsed = hub_target(target)
+        config = tls_config(tls)
+        if parsed.several and config is not None and not config.server_name:
+            raise InvalidArgument(
+                f"TLS with several hub addresses {list(parsed.addresses)!r} needs TlsConfig(server_name=...)"
+            )
+        self.target = parsed.grpc_target
+        """The gRPC target."""
+        self._channel = open_channel(self.target, tls, CHANNEL_OPTIONS)
+        self._operator = operator_pb2_grpc.OperatorServiceStub(self._channel)
+        self._hub = hub_pb2_grpc.HubServiceStub(self._channel)
+        self._metadata = bearer(secret)
+        self._timeout = timeout
+
+    async def close(self) -> None:
+        """Close the connection (every stream on it ends)."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- unary reads --------------------------------------------------------------------
+
+    async def status(self) -> operator_pb2.GetStatusResponse:
+        """Version, store, uptime and counts."""
+        return await unary(
+            self._operator.GetStatus,
+            operator_pb2.GetStatusRequest(),
+            operator_pb2.GetStatusResponse,
+            metadata=self._metadata,
+            timeout=self._timeout,
+        )
+
+    async def list_agents(
+        self, *, online_only: bool = False, page_size: int = 0, page_token: str = ""
+    ) -> operator_pb2.OperatorServiceListAgentsResponse:
+        """One page of every identity, by name."""
+        request = operator_pb2.OperatorServiceListAgentsRequest(
+            online_only=online_only, page_size=page_size, page_token=page_token
+        )
+        return await unary(
+            self._operator.ListAgents,
+            request,
+            operator_pb2.OperatorServiceListAgentsResponse,
+            metadata=self._metadata,
+            timeout=self._timeout,
+        )
+
+    async def agents(self, *, online_only: bool = False, limit: int = 0) -> list[identity_pb2.AgentSummary]:
+        """Every identity (at most ``limit``; 0 = all), page after page."""
+        out: list[identity_pb2.AgentSummary] = []
+        token = ""
+        while True:
+            page = await self.list_agents(online_only=online_only, page_token=token)
+            out.extend(page.agents)
+            token = page.next_page_token
+            if not token or (limit and len(out) >= limit):
+                return out[:limit] if limit else out
+
+    async def describe_agent(self, agent: str) -> identity_pb2.AgentRecord:
+        """One identity's record, by id or passport name."""
+        response = await unary(
+            self._operator.DescribeAgent,
+            operator_pb2.OperatorServiceDescribeAgentRequest(agent=agent),
+            operator_pb2.OperatorServiceDescribeAgentResponse,
+            metadata=self._metadata,
+            timeout=self._timeout,
+        )
+        return response.agent
+
+    async def list_channels(
+        self,
+        *,
+        states: Iterable[channel_pb2.ChannelState.ValueType] = (),
+        type: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> operator_pb2.OperatorServiceListChannelsResponse:
+        """One page of every channel, newest first."""
+        request = operator_pb2.OperatorServiceListChannelsRequest(
+            states=list(states), type=type, page_size=page_size, page_token=page_token
+        )
+        return await unary(
+            self._operator.ListChannels,
+            request,
+            operator_pb2.OperatorServiceListChannelsResponse,
+            metadata=self._metadata,
+            timeout=self._timeout,
+        )
+
+    async def channels(
+        self, *, states: Iterable[channel_pb2.ChannelState.ValueType] = (), type: str = "", limit: int = 0
+    ) -> list[channel_pb2.ChannelMetadata]:
+        """Every channel newest first (at most ``limit``; 0 = all), page after page."""
+        wanted = list(states)
+        out: list[channel_pb2.ChannelMetadata] = []
+        token = ""
+        while True:
+            page = await self.list_channels(states=wanted, type=type, page_token=token)
+            out.extend(page.channels)
+            token = page.next_page_token
+            if not token or (limit and len(out) >= limit):
+                return out[:limit] if limit else out
+
+    async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
+        """One channel: metadata, whose turn it is, adapter state."""
+        return await unary(
+            self._operator.DescribeChannel,
+            operator_pb2.OperatorServiceDescribeChannelRequest(channel_id=channel_id),
+            operator_pb2.OperatorServiceDescribeChannelResponse,
+            metadata=self._metadata,
+            timeout=self._timeout,
+        )
+
+    async def list_tasks(
+        self, *, include_ended: bool = False, page_size: int = 0, page_token: str = ""
+    ) -> operator_pb2.OperatorServiceListTasksResponse:
+        """One page of every task, newest first."""
+        request = operator_pb2.OperatorServiceListTasksRequest(
+            include_ended=include_ended, page_size=page_size, page_token=page_token
+        )
+        return await unary(
+            self._operator.ListTasks,
+            request,
+            operator_pb2.OperatorServiceListTasksResponse,
+            metadata=self._metadata,
+            timeout=self._timeout,
+        )
+
+    async def tasks(self, *, include_ended: bool = False, limit: int = 0) -> list[task_pb2.TaskMetadata]:
+        """Every task newest first (at most ``limit``; 0 = all), page after page."""
+        out: list[task_pb2.TaskMetadata] = []
+        token = ""
+        while True:
+            page = await self.list_tasks(include_ended=include_ended, page_token=token)
+            out.extend(page.tasks)
+            token = page.next_page_token
+            if not token or (limit and len(out) >= limit):
+                return out[:limit] if limit else out
+
+    async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
+        """One task."""
+        response = await unary(
+            self._operator.GetTask,
+            operator_pb2.OperatorServiceGetTaskRequest(task_id=task_id),
+            operator_pb2.OperatorServiceGetTaskResponse,
+            metadata=self._metadata,
+            timeout=self._timeout,
+        )
+        return response.task
+
+    async def list_executions(
+        self, *, root_session_id: str = "", execution_id: str = "", limit: int = 0
+    ) -> operator_pb2.OperatorServiceListExecutionsResponse:
+        """A root session's A2A call tree, or one execution's subtree, in start order."""
+        request = operator_pb2.OperatorServiceListExecutionsRequest(limit=limit)
+        if root_session_id:
+            request.root_session_id = root_session_id
+        if execution_id:
+            request.execution_id = execution_id
+        return await unary(
+            self._operator.ListExecutions,
+            request,
+            operator_pb2.OperatorServiceListExecutionsResponse,
+            metadata=self._metadata,
+            timeout=self._timeout,
+        )
+
+    async def list_audit(
+        self, *, kind: str = "", subject_id: str = "", after_id: int = 0, limit: int = 0
+    ) -> list[hub_pb2.AuditRecord]:
+        """Audit records after ``after_id`` in id order (HubService.ListAudit; 0 = 100)."""
+        request = hub_pb2.ListAuditRequest(kind=kind, subject_id=subject_id, after_id=after_id, limit=limit)
+        response = await unary(
+            self._hub.ListAudit, request, hub_pb2.ListAuditResponse, metadata=self._metadata, timeout=self._timeout
+        )
+        return list(response.records)
+
+    # -- streams ------------------------------------------------------------------------
+
+    async def read_wal(
+        self,
+        channel_id: str,
+        *,
+        from_seq: int = 0,
+        until_seq: int = 0,
+        limit: int = 0,
+        follow: bool = False,
+        as_agent: bool = False,
+    ) -> AsyncIterator[envelope_pb2.Envelope]:
+        """A channel's WAL from ``from_seq``; with ``follow``, then each new envelope until it ends.
+
+        ``as_agent``: the secret is an agent credential and this is that agent's view (HubService
+        ReadWal: only channels it is in, only envelopes addressed to it)."""
+        if as_agent:
+            agent_request = hub_pb2.ReadWalRequest(
+                channel_id=channel_id, from_seq=from_seq, until_seq=until_seq, limit=limit, follow=follow
+            )
+            async for item in server_stream(
+                self._hub.ReadWal, agent_request, hub_pb2.ReadWalResponse, metadata=self._metadata
+            ):
+                yield item.envelope
+            return
+        request = operator_pb2.OperatorServiceReadWalRequest(
+            channel_id=channel_id, from_seq=from_seq, until_seq=until_seq, limit=limit, follow=follow
+        )
+        async for response in server_stream(
+            self._operator.ReadWal, request, operator_pb2.OperatorServiceReadWalResponse, metadata=self._metadata
+        ):
+            yield response.envelope
+
+    async def follow_audit(
+        self, *, kind: str = "", subject_id: str = "", after_id: int = 0
+    ) -> AsyncIterator[hub_pb2.AuditRecord]:
+        """The audit log after ``after_id``, then each new record as it is written (until cancelled)."""
+        request = operator_pb2.FollowAuditRequest(kind=kind, subject_id=subject_id, after_id=after_id)
+        async for response in server_stream(
+            self._operator.FollowAudit, request, operator_pb2.FollowAuditResponse, metadata=self._metadata
+        ):
+            yield response.record
+
+
+def execution_children(executions: Iterable[a2a_pb2.Execution]) -> dict[str, list[a2a_pb2.Execution]]:
+    """The executions by their parent execution id ("" = called from outside any A2A call), in start order."""
+    items = list(executions)
+    children: dict[str, list[a2a_pb2.Execution]] = {}
+    ids = {e.execution_id for e in items}
+    for e in items:
+        parent = e.parent_execution_id if e.parent_execution_id in ids else ""
+        children.setdefault(parent, []).append(e)
+    return children

@@ -1,0 +1,265 @@
+"""The operator's reads (OperatorService): status, identities, channels, WALs, tasks, A2A call
+trees and the audit log, whatever their audience. Nothing here changes the hub.
+
+On a shared store every answer comes from the store or from what the change feed keeps equal on
+every replica; only :attr:`Status.connected_streams` is this replica's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+from collections.abc import AsyncIterator, Iterable
+from importlib import metadata
+from typing import Any
+
+from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, hub_pb2, identity_pb2, operator_pb2, task_pb2
+
+from hubsvc.core.hub import HubCore
+from hubsvc.core.operations.agents import summary
+from hubsvc.core.operations.audit import MAX_AUDIT_ID, audit_record
+from hubsvc.core.operations.channels import ChannelOps
+from hubsvc.core.util import from_timestamp, to_timestamp
+from netkernel.errors import InvalidArgument, NotFound
+from netkernel.wire import dumps_json
+
+DEFAULT_PAGE = 100
+"""Items in a page when the request asks for 0."""
+AUDIT_PAGE = 500
+"""Audit records a FollowAudit stream reads from the store at a time."""
+_LIVE_STATES = frozenset({channel_pb2.CHANNEL_STATE_PENDING, channel_pb2.CHANNEL_STATE_OPENED})
+_STATES = frozenset(channel_pb2.ChannelState.values()) - {channel_pb2.CHANNEL_STATE_UNSPECIFIED}
+
+
+def _version() -> str:
+    try:
+        return metadata.version("agent-network")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _encode_token(kind: str, value: Any) -> str:
+    raw = json.dumps([kind, value], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(kind: str, token: str) -> Any:
+    """The position a page token carries (None for ""); InvalidArgument for a token not issued here."""
+    if not token:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        found_kind, value = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError):
+        found_kind, value = None, None
+    if found_kind != kind:
+        raise InvalidArgument(
+            f"page_token is not a {kind} page token of this hub: pass the next_page_token of the previous "
+            'answer unchanged, or "" for the first page.',
+            metadata={"field": "page_token"},
+        )
+    return value
+
+
+class OperatorOps:
+    """What OperatorService runs; ``channels`` is the shared WAL streaming of ReadWal."""
+
+    def __init__(self, core: HubCore, channels: ChannelOps) -> None:
+        self.core = core
+        self.channels = channels
+
+    def page_size(self, requested: int, field: str = "page_size") -> int:
+        """``requested`` (0 = the default) checked against ``--max-operator-page-size``."""
+        limit = self.core.options.max_operator_page
+        if requested < 0 or requested > limit:
+            raise InvalidArgument(
+                f"{field} {requested} is out of range: ask for 1 to {limit} items (0 = {min(DEFAULT_PAGE, limit)}; "
+                "the hub's --max-operator-page-size) and page with next_page_token.",
+                metadata={"field": field, "value": str(requested), "limit": str(limit)},
+            )
+        return requested or min(DEFAULT_PAGE, limit)
+
+    # -- status -------------------------------------------------------------------------
+
+    def status(self) -> operator_pb2.GetStatusResponse:
+        """Version, store, this replica, uptime and counts."""
+        core = self.core
+        kind, address = core.store.location()
+        entries = list(core.registry.entries())
+        by_state: dict[channel_pb2.ChannelState.ValueType, int] = {}
+        for ch in core.channels.live():
+            by_state[ch.meta.state] = by_state.get(ch.meta.state, 0) + 1
+        now = core.clock()
+        feed = core.store.feed
+        return operator_pb2.GetStatusResponse(
+            version=_version(),
+            store_kind=kind,
+            store_address=address,
+            replica_id=feed.replica_id if feed is not None else "",
+            started_at=to_timestamp(core.started_at),
+            uptime_seconds=max(0.0, now - core.started_at),
+            identities=len(entries),
+            online=sum(1 for e in entries if e.record.online),
+            live_channels=[
+                operator_pb2.ChannelStateCount(state=state, count=count) for state, count in sorted(by_state.items())
+            ],
+            running_tasks=len(core.tasks.live()),
+            connected_streams=core.sessions.connected(),
+        )
+
+    # -- identities ---------------------------------------------------------------------
+
+    def list_agents(
+        self, *, online_only: bool, page_size: int, page_token: str
+    ) -> tuple[list[identity_pb2.AgentSummary], str]:
+        """Every identity by name (hidden ones too), one page; returns (agents, next page token)."""
+        size = self.page_size(page_size)
+        after = _decode_token("agents", page_token)
+        entries = sorted(
+            (e for e in self.core.registry.entries() if not online_only or e.record.online), key=lambda e: e.name
+        )
+        if after is not None:
+            entries = [e for e in entries if e.name > str(after)]
+        page = entries[:size]
+        token = _encode_token("agents", page[-1].name) if len(entries) > size else ""
+        return [summary(e) for e in page], token
+
+    def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
+        """One identity's record by id or name (NotFound otherwise)."""
+        if not ref:
+            raise InvalidArgument("name the agent by agent id or passport name.", metadata={"field": "agent"})
+        return self.core.registry.resolve(ref).record
+
+    # -- channels -----------------------------------------------------------------------
+
+    async def list_channels(
+        self, *, states: Iterable[int], type: str, page_size: int, page_token: str
+    ) -> tuple[list[channel_pb2.ChannelMetadata], str]:
+        """Every channel newest first, filtered by state and type, one page."""
+        size = self.page_size(page_size)
+        wanted = set(states)
+        if wanted - _STATES:
+            raise InvalidArgument(
+                "states must name channel states (PENDING, OPENED, CLOSED, EXPIRED).", metadata={"field": "states"}
+            )
+        before = _decode_token("channels", page_token)
+        if before is not None and (not isinstance(before, int) or before <= 0):
+            raise InvalidArgument("page_token is not a channels page token of this hub.")
+        cursor = before or 0
+        live_only = bool(wanted) and wanted <= _LIVE_STATES
+        out: list[channel_pb2.ChannelMetadata] = []
+        before_next = 0
+        while True:
+            rows = await self.core.store.list_channels(live_only=live_only, before=cursor, limit=size)
+            for order, row in rows:
+                live = self.core.live_channel(row.channel_id)
+                meta = live.meta if live is not None else channel_pb2.ChannelMetadata.FromString(row.record)
+                cursor = order
+                if (wanted and meta.state not in wanted) or (type and meta.type != type):
+                    continue
+                if len(out) == size:  # one more exists: this page ends before it
+                    return out, _encode_token("channels", before_next)
+                out.append(meta)
+                before_next = order
+            if len(rows) < size:
+                return out, ""
+
+    async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
+        """Metadata, whose turn it is and the adapter's state (NotFound for an unknown channel)."""
+        if not channel_id:
+            raise InvalidArgument("name the channel: channel_id is empty.", metadata={"field": "channel_id"})
+        meta = await self.core.channel_meta(channel_id)
+        response = operator_pb2.OperatorServiceDescribeChannelResponse(channel=meta)
+        ch = self.core.live_channel(channel_id)
+        if ch is not None:
+            response.live = True
+            response.expected_next.extend(ch.expected_next())
+            response.adapter_state_json = dumps_json(ch.adapter.state_json(ch.state))
+        return response
+
+    def stream_wal(
+        self, channel_id: str, from_seq: int, until_seq: int, limit: int, *, follow: bool
+    ) -> AsyncIterator[envelope_pb2.Envelope]:
+        """Any channel's whole WAL (the agent ReadWal's stream and bounded follower, unfiltered)."""
+        if not channel_id:
+            raise InvalidArgument("name the channel: channel_id is empty.", metadata={"field": "channel_id"})
+        return self.channels.stream_wal(None, channel_id, from_seq, until_seq, limit, follow=follow)
+
+    # -- tasks --------------------------------------------------------------------------
+
+    async def list_tasks(
+        self, *, include_ended: bool, page_size: int, page_token: str
+    ) -> tuple[list[task_pb2.TaskMetadata], str]:
+        """Every task newest first (running ones only unless ``include_ended``), one page."""
+        size = self.page_size(page_size)
+        after = _decode_token("tasks", page_token)
+        rows = await self.core.store.load_tasks(live_only=not include_ended)
+        tasks = [task_pb2.TaskMetadata.FromString(r.record) for r in rows]
+        keyed = sorted(((from_timestamp(t.created_at), t.task_id, t) for t in tasks), reverse=True, key=lambda k: k[:2])
+        if after is not None:
+            try:
+                mark = (float(after[0]), str(after[1]))
+            except (TypeError, ValueError, IndexError):
+                raise InvalidArgument("page_token is not a tasks page token of this hub.") from None
+            keyed = [k for k in keyed if k[:2] < mark]
+        page = keyed[:size]
+        token = _encode_token("tasks", list(page[-1][:2])) if len(keyed) > size else ""
+        return [t for _, _, t in page], token
+
+    async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
+        """One task (NotFound otherwise)."""
+        if not task_id:
+            raise InvalidArgument("name the task: task_id is empty.", metadata={"field": "task_id"})
+        row = await self.core.store.get_task(task_id)
+        if row is None:
+            raise NotFound(f"no task with id {task_id!r}; list them with ListTasks.", metadata={"task_id": task_id})
+        return task_pb2.TaskMetadata.FromString(row.record)
+
+    # -- A2A ----------------------------------------------------------------------------
+
+    async def list_executions(
+        self, *, root_session_id: str, execution_id: str, limit: int
+    ) -> tuple[list[a2a_pb2.Execution], bool]:
+        """A root session's executions, or one execution's subtree, in start order (at most ``limit``);
+        returns (executions, truncated)."""
+        size = self.page_size(limit, "limit")
+        if bool(root_session_id) == bool(execution_id):
+            raise InvalidArgument("name exactly one tree: root_session_id or execution_id.")
+        root = root_session_id
+        if execution_id:
+            row = await self.core.store.get_execution(execution_id)
+            if row is None:
+                raise NotFound(
+                    f"no A2A execution with id {execution_id!r}; list a root session's with root_session_id.",
+                    metadata={"execution_id": execution_id},
+                )
+            root = row.root_session_id
+        bound = -1 if execution_id else size + 1
+        rows = await self.core.store.list_executions(root_session_id=root, member_id="", limit=bound)
+        executions = [a2a_pb2.Execution.FromString(r) for r in rows]
+        if execution_id:
+            below = {execution_id}
+            subtree = []
+            for e in executions:  # start order: a caller starts before what it calls
+                if e.execution_id in below or e.parent_execution_id in below:
+                    below.add(e.execution_id)
+                    subtree.append(e)
+            executions = subtree
+        return executions[:size], len(executions) > size
+
+    # -- audit --------------------------------------------------------------------------
+
+    async def follow_audit(self, kind: str, subject_id: str, after_id: int) -> AsyncIterator[hub_pb2.AuditRecord]:
+        """The audit records after ``after_id``, then each new one as it is written (until cancelled)."""
+        while after_id < MAX_AUDIT_ID:
+            rows = await self.core.store.list_audit(
+                kind=kind, subject_id=subject_id, after_id=after_id, limit=AUDIT_PAGE
+            )
+            for row in rows:
+                yield audit_record(row)
+                after_id = row.audit_id
+            if len(rows) < AUDIT_PAGE:
+                await asyncio.sleep(self.core.options.audit_poll_interval)
+        await asyncio.Event().wait()  # nothing can come after the largest id: wait for the client to go
