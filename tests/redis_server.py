@@ -1,4 +1,5 @@
-"""Throw-away redis-server processes for the tests (loopback, a free port, a private directory)."""
+"""Throw-away redis-server processes for the tests (loopback, a free port, a private directory),
+alone or as a small Redis Cluster (:func:`start_redis_cluster`)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,73 @@ class RedisServer:
 
 
 class RedisServerMissing(RuntimeError):
-    """redis-server is not installed."""
+    """redis-server (or redis-cli, for a Cluster) is not installed."""
+
+
+@dataclass
+class RedisCluster:
+    """A running Redis Cluster of redis-servers on 127.0.0.1, each a master of a share of the slots."""
+
+    nodes: list[RedisServer]
+
+    def url(self) -> str:
+        """``redis+cluster://127.0.0.1:<p1>,127.0.0.1:<p2>,…`` (the hub's ``--store`` form)."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def flush(self) -> None:
+        """Empty every node (a Cluster has only database 0: tests isolate by key prefix)."""
+        for node in self.nodes:
+            node.flush(0)
+
+    def stop(self) -> None:
+        """Terminate every node."""
+        for node in self.nodes:
+            node.stop()
+
+
+def start_redis_cluster(directory: Path, masters: int = 3, extra_args: Sequence[str] = ()) -> RedisCluster:
+    """Start ``masters`` cluster-enabled redis-servers (one directory each), join them into one
+    Cluster without replicas (``redis-cli --cluster create``) and wait until every node reports
+    ``cluster_state:ok`` and knows every other node."""
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        raise RedisServerMissing("redis-cli is not on PATH: run `make redis-server` to install it (CI does)")
+    args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", *extra_args]
+    nodes: list[RedisServer] = []
+    try:
+        for i in range(masters):
+            nodes.append(start_redis_server(directory / f"node{i}", args))
+        addresses = [f"127.0.0.1:{n.port}" for n in nodes]
+        created = subprocess.run(
+            [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True,
+            timeout=60,
+        )
+        if created.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout.decode()} {created.stderr.decode()}")
+        _wait_for_cluster(nodes, timeout=30)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return RedisCluster(nodes)
+
+
+def _wait_for_cluster(nodes: Sequence[RedisServer], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    pending = list(nodes)
+    while pending:
+        client = redis.Redis(host="127.0.0.1", port=pending[0].port, socket_timeout=1)
+        try:
+            info = client.cluster("INFO")
+        finally:
+            client.close()
+        if info.get("cluster_state") == "ok" and int(info.get("cluster_known_nodes", 0)) == len(nodes):
+            pending.pop(0)
+        elif time.monotonic() > deadline:
+            raise RuntimeError(f"the Redis Cluster did not become ready on port {pending[0].port}: {info}")
+        else:
+            time.sleep(0.05)
 
 
 def start_redis_server(directory: Path, extra_args: Sequence[str] = ()) -> RedisServer:

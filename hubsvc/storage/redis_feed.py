@@ -22,9 +22,8 @@ import json
 import uuid
 from typing import Any, cast
 
-import redis.asyncio as aioredis
-
 from hubsvc.storage.base import Change, ChangeFeed, FeedGap
+from hubsvc.storage.redis_connect import RedisClient
 
 FEED_MAXLEN = 100_000
 """Entries the feed keeps at least (trimmed approximately past this); a replica that falls
@@ -36,7 +35,7 @@ _READ_COUNT = 1000
 class RedisChangeFeed(ChangeFeed):
     """Reads the feed of one Redis store; ``key``/``counter`` are the stream and its id counter."""
 
-    def __init__(self, client: aioredis.Redis, key: str, counter: str) -> None:
+    def __init__(self, client: RedisClient, key: str, counter: str) -> None:
         self.replica_id = uuid.uuid4().hex
         self._client = client
         self.key = key
