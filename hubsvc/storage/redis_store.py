@@ -342,7 +342,12 @@ class RedisHubStore(GroupCommitStore):
         self._p = f"{{{prefix}}}" if isinstance(self._client, RedisCluster) else prefix
         self._g = self._p + "{g}:"
         self._commit_script = self._client.register_script(_COMMIT)
-        self.feed: RedisChangeFeed = RedisChangeFeed(self._client, self._g + "feed", self._g + "feed_seq")
+        self.feed: RedisChangeFeed = RedisChangeFeed(
+            self._client,
+            self._g + "feed",
+            self._g + "feed_seq",
+            self._on_home_node if isinstance(self._client, RedisCluster) else None,
+        )
         self._scan_script = self._client.register_script(_SCAN_TEXTS)
 
     @property

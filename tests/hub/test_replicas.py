@@ -19,21 +19,29 @@ from netkernel.errors import NotYourTurn
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisCluster, RedisServer
 
 REDIS_DB = 2
 """The DB number of these tests (hub tests use 1, knowledge tests 0)."""
 
 
-@pytest.fixture
-def on_redis(redis_server: RedisServer) -> Iterator[None]:
-    """Hubs built by the harness use the session's redis-server (flushed afterwards)."""
-    harness.STORE.kind, harness.STORE.redis_url = "redis", redis_server.url(REDIS_DB)
+@pytest.fixture(params=["server", "cluster"])
+def on_redis(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Hubs built by the harness use the session's redis-server, or its local Redis Cluster
+    (flushed afterwards)."""
+    target: RedisServer | RedisCluster
+    if request.param == "server":
+        target = request.getfixturevalue("redis_server")
+        url = target.url(REDIS_DB)
+    else:
+        target = request.getfixturevalue("redis_cluster")
+        url = target.url()
+    harness.STORE.kind, harness.STORE.redis_url = "redis", url
     try:
         yield
     finally:
         harness.STORE.kind, harness.STORE.redis_url = "sqlite", ""
-        redis_server.flush(REDIS_DB)
+        target.flush(REDIS_DB) if isinstance(target, RedisServer) else target.flush()
 
 
 class Replicas:
