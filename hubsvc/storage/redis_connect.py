@@ -47,7 +47,9 @@ def parse_cluster_url(url: str) -> ClusterUrl:
         raise ValueError(f"a Redis Cluster URL starts with redis+cluster:// or rediss+cluster://, not {url!r}")
     location, _, path = rest.partition("/")
     if path.strip("/") not in ("", "0") or "?" in rest or "#" in rest:
-        raise ValueError(f"a Redis Cluster has only database 0: write no /DB, query or fragment, not {url!r} ({example})")
+        raise ValueError(
+            f"a Redis Cluster has only database 0: write no /DB, query or fragment, not {url!r} ({example})"
+        )
     credentials, at, hosts = location.rpartition("@")
     username = password = None
     if at:

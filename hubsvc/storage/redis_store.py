@@ -62,6 +62,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar, cast
 
 import redis.exceptions
+from redis.asyncio.cluster import RedisCluster
 
 from hubsvc.storage import redis_feed
 from hubsvc.storage.base import (
@@ -78,7 +79,7 @@ from hubsvc.storage.base import (
     Writes,
 )
 from hubsvc.storage.group_commit import GroupCommitStore
-from hubsvc.storage.redis_connect import RedisClient, RedisCluster, connect
+from hubsvc.storage.redis_connect import RedisClient, connect
 from hubsvc.storage.redis_feed import RedisChangeFeed
 from netkernel.errors import Unavailable
 

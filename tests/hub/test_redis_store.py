@@ -11,10 +11,11 @@ import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
-from redis.asyncio.cluster import RedisCluster
 from agentnet.v1 import channel_pb2, hub_pb2
+from redis.asyncio.cluster import RedisCluster
 
 from agentsdk.errors import Unavailable
 from hubsvc.storage import AgentRow, ChannelRow, WalRow, Writes
@@ -63,7 +64,7 @@ async def dump(client: RedisClient) -> dict[bytes, object]:
         keys = await client.keys("*", target_nodes=RedisCluster.PRIMARIES)
     else:
         keys = await client.keys("*")
-    for key in sorted(keys):
+    for key in sorted(cast("list[bytes]", keys)):
         kind = (await client.type(key)).decode()
         if kind == "stream":
             out[key] = await client.xrange(key)
@@ -213,9 +214,15 @@ async def test_on_a_cluster_every_key_of_the_hub_is_in_the_one_slot_its_prefix_n
     client = connect(redis_cluster.url(), 5)
     assert isinstance(client, RedisCluster)
     try:
-        await store.commit(Writes(channels=[channel("c1", "a1"), channel("c2", "a1")], wal=[row("c1", 1, key="k")],
-                                  agents=[AgentRow("a1", "alice", "h", b"r")], audit=[("k", "a1", "c1", "{}", 1.0)]))  # fmt: skip
-        keys = await client.keys("*", target_nodes=RedisCluster.PRIMARIES)
+        await store.commit(
+            Writes(
+                channels=[channel("c1", "a1"), channel("c2", "a1")],
+                wal=[row("c1", 1, key="k")],
+                agents=[AgentRow("a1", "alice", "h", b"r")],
+                audit=[("k", "a1", "c1", "{}", 1.0)],
+            )
+        )
+        keys = cast("list[bytes]", await client.keys("*", target_nodes=RedisCluster.PRIMARIES))
         assert {k.split(b"}", 1)[0] for k in keys} == {b"{slot:"}
         assert {b"{slot:}{c:c1}:wal", b"{slot:}{g}:feed", b"{slot:}{g}:audit"} <= set(keys)
         assert len({client.keyslot(k) for k in keys}) == 1

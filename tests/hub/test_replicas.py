@@ -7,7 +7,8 @@ RedisHubStore on the same keys); participants reach different replicas.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import functools
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -29,19 +30,19 @@ REDIS_DB = 2
 def on_redis(request: pytest.FixtureRequest) -> Iterator[None]:
     """Hubs built by the harness use the session's redis-server, or its local Redis Cluster
     (flushed afterwards)."""
-    target: RedisServer | RedisCluster
+    flush: Callable[[], None]
     if request.param == "server":
-        target = request.getfixturevalue("redis_server")
-        url = target.url(REDIS_DB)
+        server: RedisServer = request.getfixturevalue("redis_server")
+        url, flush = server.url(REDIS_DB), functools.partial(server.flush, REDIS_DB)
     else:
-        target = request.getfixturevalue("redis_cluster")
-        url = target.url()
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        url, flush = cluster.url(), cluster.flush
     harness.STORE.kind, harness.STORE.redis_url = "redis", url
     try:
         yield
     finally:
         harness.STORE.kind, harness.STORE.redis_url = "sqlite", ""
-        target.flush(REDIS_DB) if isinstance(target, RedisServer) else target.flush()
+        flush()
 
 
 class Replicas:
