@@ -4,8 +4,8 @@ Same semantics as :mod:`hubsvc.storage.sqlite`: bundles are group-committed in s
 order, each atomically, a failing bundle fails alone and fences its channels
 (:mod:`hubsvc.storage.group_commit`). docs/scale-out.md describes the deployment.
 
-Key layout (``P`` = the key prefix, default ``agentnet:hub:``). Every key of one channel
-carries the hash tag ``{c:<channel_id>}``, so a Redis Cluster keeps a channel on one shard:
+Key layout (``P`` = the key prefix, default ``agentnet:hub:``; ``{P}`` on a Cluster, below).
+Every key of one channel carries the tag ``{c:<channel_id>}``:
 
 * ``P{c:<id>}:wal`` — the WAL, a Stream whose entry ids are ``<seq>-0`` (``XRANGE`` reads by
   seq; a later step ``XREAD``\\s it for cross-replica delivery); field ``d`` = envelope bytes.
