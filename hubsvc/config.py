@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hubsvc.core.options import HubOptions
+from hubsvc.storage.redis_connect import is_cluster_url, parse_cluster_url
 from hubsvc.storage.redis_store import DEFAULT_TIMEOUT as DEFAULT_REDIS_TIMEOUT
 from servicekit.metrics import MetricsSettings, add_metrics_arguments, metrics_from_args
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
@@ -32,8 +33,8 @@ class HubConfig:
     db_path: Path | None = None
     """SQLite file; default ``<data_dir>/hub.db`` (AGENTNET_HUB_DB)."""
     store: str = "sqlite"
-    """Where the hub keeps its state: "sqlite" (the --db file) or a ``redis://HOST:PORT/DB`` URL
-    (AGENTNET_HUB_STORE; docs/scale-out.md)."""
+    """Where the hub keeps its state: "sqlite" (the --db file), a ``redis://HOST:PORT/DB`` URL or a
+    Redis Cluster's ``redis+cluster://HOST:PORT[,HOST:PORT…]`` (AGENTNET_HUB_STORE; docs/scale-out.md)."""
     redis_timeout: float = DEFAULT_REDIS_TIMEOUT
     """Seconds a Redis connect or call may take before it fails with UNAVAILABLE (AGENTNET_HUB_REDIS_TIMEOUT)."""
     log_level: str = "INFO"
@@ -144,12 +145,19 @@ class HubConfig:
 
 
 def check_store(value: str) -> str:
-    """``value`` if it names a store ("sqlite" or a redis:// / rediss:// URL); else ValueError saying why."""
+    """``value`` if it names a store ("sqlite", a redis:// / rediss:// URL, or a Redis Cluster's
+    redis+cluster:// / rediss+cluster:// URL); else ValueError saying why."""
     if value == "sqlite":
+        return value
+    if is_cluster_url(value):
+        parse_cluster_url(value)
         return value
     parsed = urllib.parse.urlsplit(value)
     if parsed.scheme not in ("redis", "rediss"):
-        raise ValueError(f"must be 'sqlite' or a redis://HOST:PORT/DB URL, not {value!r}")
+        raise ValueError(
+            "must be 'sqlite', a redis://HOST:PORT/DB URL or a redis+cluster://HOST:PORT[,HOST:PORT…] URL "
+            f"(a Redis Cluster), not {value!r}"
+        )
     try:
         port = parsed.port
     except ValueError:
@@ -227,7 +235,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         "--store",
         "AGENTNET_HUB_STORE",
         d.store,
-        "where the hub keeps its state: 'sqlite' (the --db file) or redis://HOST:PORT/DB (docs/scale-out.md)",
+        "where the hub keeps its state: 'sqlite' (the --db file), redis://HOST:PORT/DB, or a Redis Cluster "
+        "as redis+cluster://HOST:PORT[,HOST:PORT...] (docs/scale-out.md)",
     )
     _flag(
         parser,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from tests.redis_server import RedisServer, RedisServerMissing, start_redis_server
+from tests.redis_server import RedisCluster, RedisServer, RedisServerMissing, start_redis_cluster, start_redis_server
 
 # Tests check behaviour, never timings: a property example that runs slowly on a loaded
 # machine (CI, helpers sharing the cores) is not a failure.
@@ -32,3 +32,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 def redis_url(redis_server: RedisServer) -> str:
     """URL of DB 0 of the session's redis-server."""
     return redis_server.url(0)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """One throw-away local Redis Cluster (three masters, no replicas) for the whole session
+    (only database 0: tests isolate by key prefix and flush every node afterwards)."""
+    try:
+        cluster = start_redis_cluster(tmp_path_factory.mktemp("redis-cluster"))
+    except RedisServerMissing as exc:
+        pytest.fail(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

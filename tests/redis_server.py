@@ -1,4 +1,5 @@
-"""Throw-away redis-server processes for the tests (loopback, a free port, a private directory)."""
+"""Throw-away redis-server processes for the tests (loopback, a free port, a private directory),
+alone or as a small Redis Cluster (:func:`start_redis_cluster`)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,106 @@ class RedisServer:
 
 
 class RedisServerMissing(RuntimeError):
-    """redis-server is not installed."""
+    """redis-server (or redis-cli, for a Cluster) is not installed."""
+
+
+@dataclass
+class RedisCluster:
+    """A running Redis Cluster of redis-servers on 127.0.0.1, each a master of a share of the slots."""
+
+    nodes: list[RedisServer]
+
+    def url(self) -> str:
+        """``redis+cluster://127.0.0.1:<p1>,127.0.0.1:<p2>,…`` (the hub's ``--store`` form)."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def flush(self) -> None:
+        """Empty every running master (a Cluster has only database 0: tests isolate by key prefix)."""
+        for node in self.nodes:
+            if node.proc.poll() is not None:
+                continue
+            client = redis.Redis(host="127.0.0.1", port=node.port)
+            try:
+                if client.info("replication")["role"] == "master":
+                    client.flushdb()
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        """Terminate every node (those still running)."""
+        for node in self.nodes:
+            if node.proc.poll() is None:
+                node.stop()
+
+    def owner_of(self, slot: int) -> tuple[int, list[int]]:
+        """The ports of the master serving ``slot`` and of its replicas, as a running node sees them."""
+        for node in self.nodes:
+            if node.proc.poll() is not None:
+                continue
+            client = redis.Redis(host="127.0.0.1", port=node.port, socket_timeout=1)
+            try:
+                slots = client.cluster("SLOTS")
+            finally:
+                client.close()
+            for low, high, primary, *replicas in slots:  # CLUSTER SLOTS: [low, high, [host, port, id], …]
+                if int(low) <= slot <= int(high):
+                    return int(primary[1]), [int(r[1]) for r in replicas]
+        raise RuntimeError(f"no running node serves slot {slot}")
+
+    def node(self, port: int) -> RedisServer:
+        """The node on ``port``."""
+        return next(n for n in self.nodes if n.port == port)
+
+
+def start_redis_cluster(
+    directory: Path, masters: int = 3, replicas: int = 0, extra_args: Sequence[str] = ()
+) -> RedisCluster:
+    """Start ``masters`` × (1 + ``replicas``) cluster-enabled redis-servers (one directory each),
+    join them into one Cluster of ``masters`` masters with ``replicas`` replicas each
+    (``redis-cli --cluster create``) and wait until every node reports ``cluster_state:ok`` and
+    knows every other node."""
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        raise RedisServerMissing("redis-cli is not on PATH: run `make redis-server` to install it (CI does)")
+    args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", *extra_args]
+    nodes: list[RedisServer] = []
+    try:
+        for i in range(masters * (1 + replicas)):
+            nodes.append(start_redis_server(directory / f"node{i}", args))
+        addresses = [f"127.0.0.1:{n.port}" for n in nodes]
+        created = subprocess.run(
+            [cli, "--cluster", "create", *addresses, "--cluster-replicas", str(replicas), "--cluster-yes"],
+            capture_output=True,
+            timeout=60,
+        )
+        if created.returncode != 0:
+            output = (created.stdout + created.stderr).decode()
+            raise RuntimeError(f"redis-cli --cluster create failed: {output}")
+        _wait_for_cluster(nodes, replicas, timeout=30)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return RedisCluster(nodes)
+
+
+def _wait_for_cluster(nodes: Sequence[RedisServer], replicas: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    pending = list(nodes)
+    while pending:
+        client = redis.Redis(host="127.0.0.1", port=pending[0].port, socket_timeout=1)
+        try:
+            info = client.cluster("INFO")
+            slots = client.cluster("SLOTS")
+        finally:
+            client.close()
+        ready = info.get("cluster_state") == "ok" and int(info.get("cluster_known_nodes", 0)) == len(nodes)
+        if ready and all(len(entry) >= 3 + replicas for entry in slots):  # [low, high, master, *replicas]
+            pending.pop(0)
+        elif time.monotonic() > deadline:
+            raise RuntimeError(f"the Redis Cluster did not become ready on port {pending[0].port}: {info}")
+        else:
+            time.sleep(0.05)
 
 
 def start_redis_server(directory: Path, extra_args: Sequence[str] = ()) -> RedisServer:

@@ -105,10 +105,31 @@ def test_the_store_is_a_flag_and_an_environment_variable(
     monkeypatch.setenv("AGENTNET_HUB_STORE", "rediss://cache.internal:6380/0")
     assert parse_args([]).store == "rediss://cache.internal:6380/0"
     for bad, why in [
-        ("postgres://db:5432/hub", "must be 'sqlite' or a redis://HOST:PORT/DB URL"),
+        ("postgres://db:5432/hub", "must be 'sqlite', a redis://HOST:PORT/DB URL or a redis+cluster://"),
         ("redis://:6379/0", "needs a host and a numeric port"),
         ("redis://host:port/0", "needs a host and a numeric port"),
         ("redis://host:6379/hub", "database must be a number"),
+    ]:
+        with pytest.raises(SystemExit):
+            parse_args(["--store", bad])
+        err = capsys.readouterr().err
+        assert "--store (AGENTNET_HUB_STORE)" in err and why in err, err
+
+
+def test_a_redis_cluster_store_is_a_list_of_seed_nodes_and_a_bad_one_says_what_is_wrong(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    for good in ["redis+cluster://10.0.0.1:7000", "redis+cluster://10.0.0.1:7000,10.0.0.2:7001/",
+                 "rediss+cluster://hub:s3cret@[::1]:7000,cache.internal:7000"]:  # fmt: skip
+        assert parse_args(["--store", good]).store == good
+    for bad, why in [
+        ("redis+cluster://", "needs a host and a port in 1..65535"),
+        ("redis+cluster://10.0.0.1:7000,10.0.0.2", "needs a host and a port in 1..65535, not '10.0.0.2'"),
+        ("redis+cluster://10.0.0.1:70000", "not '10.0.0.1:70000'"),
+        ("redis+cluster://10.0.0.1:7000/2", "a Redis Cluster has only database 0"),
+        ("redis+sentinel://10.0.0.1:7000", "must be 'sqlite', a redis://HOST:PORT/DB URL or a redis+cluster://"),
     ]:
         with pytest.raises(SystemExit):
             parse_args(["--store", bad])

@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any, cast
 
-import redis.asyncio as aioredis
-
 from hubsvc.storage.base import Change, ChangeFeed, FeedGap
+from hubsvc.storage.redis_connect import RedisClient
 
 FEED_MAXLEN = 100_000
 """Entries the feed keeps at least (trimmed approximately past this); a replica that falls
@@ -38,9 +38,15 @@ _READ_COUNT = 1000
 class RedisChangeFeed(ChangeFeed):
     """Reads the feed of one Redis store; ``key``/``counter`` are the stream and its id counter."""
 
-    def __init__(self, client: aioredis.Redis, key: str, counter: str) -> None:
+    def __init__(
+        self, client: RedisClient, key: str, counter: str, route: Callable[[], dict[str, Any]] | None = None
+    ) -> None:
         self.replica_id = uuid.uuid4().hex
         self._client = client
+        self._route = route
+        """On a Cluster: the arguments that send XREAD straight to the node of the feed's slot (the
+        client would otherwise ask that node for the command's keys first, one more round trip
+        per read)."""
         self.key = key
         self.counter = counter
 
@@ -51,10 +57,14 @@ class RedisChangeFeed(ChangeFeed):
 
     async def read(self, after: str, block: float) -> tuple[str, list[Change]]:
         """Entries after number ``after``, waiting up to ``block`` seconds; FeedGap if some were trimmed."""
-        answer = cast(
-            "list[Any]",
-            await self._client.xread({self.key: f"{after}-0"}, count=_READ_COUNT, block=max(1, int(block * 1000))),
-        )
+        block_ms = max(1, int(block * 1000))
+        if self._route is None:
+            reply = await self._client.xread({self.key: f"{after}-0"}, count=_READ_COUNT, block=block_ms)
+        else:
+            reply = await self._client.execute_command(
+                "XREAD", "COUNT", _READ_COUNT, "BLOCK", block_ms, "STREAMS", self.key, f"{after}-0", **self._route()
+            )
+        answer = cast("list[Any]", reply)
         if not answer:
             return after, []
         entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", answer[0][1])

@@ -4,8 +4,8 @@ Same semantics as :mod:`hubsvc.storage.sqlite`: bundles are group-committed in s
 order, each atomically, a failing bundle fails alone and fences its channels
 (:mod:`hubsvc.storage.group_commit`). docs/scale-out.md describes the deployment.
 
-Key layout (``P`` = the key prefix, default ``agentnet:hub:``). Every key of one channel
-carries the hash tag ``{c:<channel_id>}``, so a Redis Cluster keeps a channel on one shard:
+Key layout (``P`` = the key prefix, default ``agentnet:hub:``; ``{P}`` on a Cluster, below).
+Every key of one channel carries the tag ``{c:<channel_id>}``:
 
 * ``P{c:<id>}:wal`` — the WAL, a Stream whose entry ids are ``<seq>-0`` (``XRANGE`` reads by
   seq; a later step ``XREAD``\\s it for cross-replica delivery); field ``d`` = envelope bytes.
@@ -41,8 +41,11 @@ conflicting bundle fails). Otherwise it appends the rows and updates last seq, t
 idempotency index, the channel record and the global records, and last appends the group's
 entry to the change feed. On one Redis server a
 script is atomic, so every bundle — channel and global keys together — is all or nothing.
-A script naming keys of several slots is refused by a Cluster; the Cluster split is a
-later step (docs/scale-out.md says which order keeps a crash between slots safe).
+On a Redis Cluster (``redis+cluster://`` URL, :mod:`hubsvc.storage.redis_connect`) the whole
+prefix becomes the hash tag (``{P}`` in front of every key, e.g. ``{agentnet:hub:}{c:<id>}:wal``),
+so every key of the hub is in one slot and the same atomic script runs on that slot's master;
+splitting the hub over shards is a later step (docs/scale-out.md says which order keeps a crash
+between slots safe).
 
 A write is acknowledged only once Redis has replied. Whether Redis then survives its own
 crash depends on its persistence settings: :meth:`open` reads ``appendonly`` /
@@ -58,8 +61,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar, cast
 
-import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.cluster import RedisCluster
 
 from hubsvc.storage import redis_feed
 from hubsvc.storage.base import (
@@ -76,6 +79,7 @@ from hubsvc.storage.base import (
     Writes,
 )
 from hubsvc.storage.group_commit import GroupCommitStore
+from hubsvc.storage.redis_connect import RedisClient, connect
 from hubsvc.storage.redis_feed import RedisChangeFeed
 from netkernel.errors import Unavailable
 
@@ -272,7 +276,13 @@ class StoreLate(Exception):
 
 
 #: What a Redis that does not answer (in time) raises: the store's failures no bundle causes.
-_UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, StoreLate)
+_UNREACHABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    StoreLate,
+    redis.exceptions.ClusterDownError,  # a Cluster whose master of the hub's slot failed, until a replica takes over
+    redis.exceptions.RedisClusterException,  # a Cluster none of whose nodes answers
+)
 
 _R = TypeVar("_R")
 _P = ParamSpec("_P")
@@ -302,10 +312,11 @@ def _read(fn: Callable[_P, Coroutine[Any, Any, _R]]) -> Callable[_P, Coroutine[A
 
 
 class RedisHubStore(GroupCommitStore):
-    """The hub's state in Redis (one server; see the module docstring for the key layout).
+    """The hub's state in Redis (one server or a Cluster; see the module docstring for the key layout).
 
-    ``url_or_client`` is a Redis URL (the store creates and closes its client, whose connects
-    and calls give up after ``timeout`` seconds) or a ``redis.asyncio.Redis`` built with
+    ``url_or_client`` is a Redis URL (``redis://``, or ``redis+cluster://`` for a Cluster: the
+    store creates and closes its client, whose connects and calls give up after ``timeout``
+    seconds) or a ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` built with
     ``decode_responses=False`` (the caller keeps it and sets its timeouts; ``timeout`` then
     only sets the commit deadline).
     """
@@ -313,7 +324,7 @@ class RedisHubStore(GroupCommitStore):
     kind = "redis"
 
     def __init__(
-        self, url_or_client: str | aioredis.Redis, *, prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT
+        self, url_or_client: str | RedisClient, *, prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT
     ) -> None:
         super().__init__()
         if "{" in prefix or "}" in prefix:
@@ -324,18 +335,22 @@ class RedisHubStore(GroupCommitStore):
         self._offset_us = 0.0
         """Redis's clock minus this host's, in microseconds, as last measured (see :meth:`_redis_now_us`)."""
         if isinstance(url_or_client, str):
-            self._client: aioredis.Redis = aioredis.Redis.from_url(
-                url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout
-            )
+            self._client: RedisClient = connect(url_or_client, timeout)
             self._owns_client = True
         else:
-            if url_or_client.connection_pool.connection_kwargs.get("decode_responses"):
+            if _connection_kwargs(url_or_client).get("decode_responses"):
                 raise ValueError("RedisHubStore needs a client with decode_responses=False (it stores bytes)")
             self._client, self._owns_client = url_or_client, False
-        self._p = prefix
-        self._g = prefix + "{g}:"
+        # On a Cluster the prefix is the hash tag of every key: one slot, so one atomic script.
+        self._p = f"{{{prefix}}}" if isinstance(self._client, RedisCluster) else prefix
+        self._g = self._p + "{g}:"
         self._commit_script = self._client.register_script(_COMMIT)
-        self.feed: RedisChangeFeed = RedisChangeFeed(self._client, self._g + "feed", self._g + "feed_seq")
+        self.feed: RedisChangeFeed = RedisChangeFeed(
+            self._client,
+            self._g + "feed",
+            self._g + "feed_seq",
+            self._on_home_node if isinstance(self._client, RedisCluster) else None,
+        )
         self._scan_script = self._client.register_script(_SCAN_TEXTS)
 
     @property
@@ -345,7 +360,9 @@ class RedisHubStore(GroupCommitStore):
 
     @property
     def address(self) -> str:
-        """``host:port/db`` of the server (no credentials), for messages."""
+        """``host:port/db`` of the server, or ``cluster host:port,…`` (no credentials), for messages."""
+        if isinstance(self._client, RedisCluster):
+            return "cluster " + ",".join(node.name for node in self._client.startup_nodes)
         kwargs = self._client.connection_pool.connection_kwargs
         if "path" in kwargs:
             return f"unix:{kwargs['path']}/{kwargs.get('db', 0)}"
@@ -357,13 +374,20 @@ class RedisHubStore(GroupCommitStore):
         """A key of one channel (hash tag ``{c:<id>}``)."""
         return f"{self._p}{{c:{channel_id}}}:{name}"
 
+    def _on_home_node(self) -> dict[str, Any]:
+        """Arguments that send a keyless command (TIME, CONFIG) where the commit script runs: on a
+        Cluster, to the master of the hub's slot (asked again on every call: a failover moves it)."""
+        if isinstance(self._client, RedisCluster):
+            return {"target_nodes": self._client.get_node_from_key(self._g + "feed")}
+        return {}
+
     # -- lifecycle ---------------------------------------------------------------------
 
     async def open(self) -> None:
         """Check that Redis answers, warn if its persistence cannot keep acked writes, start the writer."""
         try:
             await self._client.ping()
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        except _UNREACHABLE as exc:
             raise StoreUnreachable(f"cannot reach Redis at {self.address}: {exc}") from exc
         await self._check_durability()
         await self._measure_offset()
@@ -371,7 +395,7 @@ class RedisHubStore(GroupCommitStore):
 
     async def _check_durability(self) -> None:
         try:
-            config = await self._client.config_get("append*")
+            config = await self._client.config_get("append*", **self._on_home_node())
         except redis.exceptions.ResponseError as exc:  # CONFIG renamed or disabled by the operator
             log.warning("could not read Redis's persistence settings (%s); make sure appendonly is yes", exc)
             return
@@ -423,7 +447,7 @@ class RedisHubStore(GroupCommitStore):
     async def _measure_offset(self) -> None:
         """Measure Redis's clock against this host's monotonic clock with one TIME call."""
         sent = time.monotonic()
-        seconds, micros = await self._client.time()
+        seconds, micros = await self._client.time(**self._on_home_node())
         self._learn_offset(seconds * 1_000_000 + micros, sent, time.monotonic())
 
     def _learn_offset(self, redis_us: int, sent: float, answered: float) -> None:
@@ -919,6 +943,13 @@ class _Plan:
             self._writes += ["hset", idem, field, w.seq]
         self._writes += ["hset", self.k(g + "envelopes"), w.envelope_id, _pack(w.channel_id, str(w.seq))]
         self._writes += ["set", self.k(last_key), w.seq]
+
+
+def _connection_kwargs(client: RedisClient) -> dict[str, Any]:
+    """The connection settings a client was built with."""
+    if isinstance(client, RedisCluster):
+        return dict(client.get_connection_kwargs())
+    return dict(client.connection_pool.connection_kwargs)
 
 
 def _idem_field(sender_id: str, key: str) -> str:

@@ -4,20 +4,30 @@ Every test of a module that builds hubs with the harness (the ``hub`` fixture or
 ``running_hub``) runs twice: on SQLite and on Redis (the session's redis-server, DB 1,
 flushed after each test). A test that is about the SQLite file itself carries
 ``@pytest.mark.sqlite_only("why")`` and runs on SQLite alone.
+
+``AGENTNET_HUB_TEST_STORES`` (comma-separated) replaces the store kinds, e.g.
+``redis-cluster`` runs the harness-built tests on the session's local Redis Cluster
+(``redis+cluster://``, the hub's keys under one hash tag) instead; the replica and store
+tests (test_replicas.py, test_redis_store.py) run on the Cluster in every run.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import functools
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisCluster, RedisServer
 
-STORES = ["sqlite", "redis"]
+STORE_KINDS = ("sqlite", "redis", "redis-cluster")
+STORES = [k for k in os.environ.get("AGENTNET_HUB_TEST_STORES", "sqlite,redis").split(",") if k]
+if not set(STORES) <= set(STORE_KINDS):
+    raise ValueError(f"AGENTNET_HUB_TEST_STORES may name {', '.join(STORE_KINDS)}, not {STORES}")
 REDIS_DB = 1
 """The DB number hub tests use (the knowledge tests use DB 0 of the same server)."""
 
@@ -34,16 +44,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def hub_store(request: pytest.FixtureRequest) -> Iterator[str]:
     """The store kind hubs of this test use ("sqlite" unless parametrised)."""
     kind = getattr(request, "param", "sqlite")
-    if kind != "redis":
+    if kind == "sqlite":
         yield kind
         return
-    server: RedisServer = request.getfixturevalue("redis_server")
-    harness.STORE.kind, harness.STORE.redis_url = "redis", server.url(REDIS_DB)
+    flush: Callable[[], None]
+    if kind == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        url, flush = server.url(REDIS_DB), functools.partial(server.flush, REDIS_DB)
+    else:
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        url, flush = cluster.url(), cluster.flush
+    harness.STORE.kind, harness.STORE.redis_url = "redis", url
     try:
         yield kind
     finally:
         harness.STORE.kind, harness.STORE.redis_url = "sqlite", ""
-        server.flush(REDIS_DB)
+        flush()
 
 
 @pytest.fixture

@@ -11,27 +11,37 @@ import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
-import redis.asyncio as aioredis
 from agentnet.v1 import channel_pb2, hub_pb2
+from redis.asyncio.cluster import RedisCluster
 
 from agentsdk.errors import Unavailable
 from hubsvc.storage import AgentRow, ChannelRow, WalRow, Writes
 from hubsvc.storage.base import StoreConflict
+from hubsvc.storage.redis_connect import RedisClient, connect
 from hubsvc.storage.redis_store import RedisHubStore
 from tests.hub.harness import EV_TEXT, Participant, collect, open_channel, register
 from tests.procs import ROOT, start_service
+from tests.redis_server import RedisCluster as LocalCluster
 from tests.redis_server import RedisServer
 
 DB = 2
 """The DB number of these tests (flushed after each)."""
 
 
-@pytest.fixture
-def url(redis_server: RedisServer) -> Iterator[str]:
-    yield redis_server.url(DB)
-    redis_server.flush(DB)
+@pytest.fixture(params=["server", "cluster"])
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """DB 2 of the session's redis-server, or its local Redis Cluster (``redis+cluster://``)."""
+    if request.param == "server":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        yield server.url(DB)
+        server.flush(DB)
+    else:
+        cluster: LocalCluster = request.getfixturevalue("redis_cluster")
+        yield cluster.url()
+        cluster.flush()
 
 
 def row(channel_id: str, seq: int, *, key: str | None = None, sender: str = "a1") -> WalRow:
@@ -47,10 +57,14 @@ def channel(channel_id: str, *members: str) -> ChannelRow:
     return ChannelRow(channel_id, True, meta.SerializeToString())
 
 
-async def dump(client: aioredis.Redis) -> dict[bytes, object]:
+async def dump(client: RedisClient) -> dict[bytes, object]:
     """Every key with its type and content, to compare before and after."""
     out: dict[bytes, object] = {}
-    for key in sorted(await client.keys("*")):
+    if isinstance(client, RedisCluster):
+        keys = await client.keys("*", target_nodes=RedisCluster.PRIMARIES)
+    else:
+        keys = await client.keys("*")
+    for key in sorted(cast("list[bytes]", keys)):
         kind = (await client.type(key)).decode()
         if kind == "stream":
             out[key] = await client.xrange(key)
@@ -70,7 +84,7 @@ async def test_a_second_writer_that_appended_first_makes_the_first_one_conflict_
     one, two = RedisHubStore(url, prefix=prefix), RedisHubStore(url, prefix=prefix)
     await one.open()
     await two.open()
-    client = aioredis.Redis.from_url(url)
+    client = connect(url, 5)
     try:
         await one.commit(Writes(channels=[channel("c1", "a1", "a2")], wal=[row("c1", 1, key="k1")]))
         # Replica two admits seq 2 first; replica one still believes the channel is at seq 1.
@@ -143,7 +157,8 @@ async def test_a_hub_process_on_redis_serves_and_hydrates_after_a_kill(url: str,
     args = ["--store", url, "--data-dir", str(tmp_path)]
     hub = start_service("hubsvc", args, cwd=ROOT)
     try:
-        assert any("Redis 127.0.0.1" in line for line in hub.output)
+        where = "Redis cluster 127.0.0.1:" if url.startswith("redis+cluster") else "Redis 127.0.0.1:"
+        assert any(where in line for line in hub.output)
         alice = await register(hub.target, "alice")
         bob = await register(hub.target, "bob")
         await alice.connect()
@@ -178,14 +193,44 @@ async def test_a_hub_process_on_redis_serves_and_hydrates_after_a_kill(url: str,
         assert restarted.terminate(signal.SIGTERM) == 0
 
 
-async def test_an_unreachable_redis_stops_the_hub_with_a_message_naming_the_flag(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scheme", ["redis", "redis+cluster"])
+async def test_an_unreachable_redis_stops_the_hub_with_a_message_naming_the_flag(tmp_path: Path, scheme: str) -> None:
     from tests.redis_server import free_port
 
+    url = f"{scheme}://127.0.0.1:{free_port()}" + ("/0" if scheme == "redis" else "")
     with pytest.raises(RuntimeError) as failed:
-        start_service(
-            "hubsvc", ["--store", f"redis://127.0.0.1:{free_port()}/0", "--data-dir", str(tmp_path)], cwd=ROOT
+        start_service("hubsvc", ["--store", url, "--data-dir", str(tmp_path)], cwd=ROOT)
+    where = "cluster 127.0.0.1:" if scheme == "redis+cluster" else "127.0.0.1:"
+    assert f"agentnet-hub: --store: cannot reach Redis at {where}" in str(failed.value)
+
+
+async def test_on_a_cluster_every_key_of_the_hub_is_in_the_one_slot_its_prefix_names(
+    redis_cluster: LocalCluster,
+) -> None:
+    """The prefix is the hash tag: the single atomic commit script can run (no CROSSSLOT), and
+    two hubs with different prefixes may live on different shards of one Cluster."""
+    store = RedisHubStore(redis_cluster.url(), prefix="slot:")
+    await store.open()
+    client = connect(redis_cluster.url(), 5)
+    assert isinstance(client, RedisCluster)
+    try:
+        await store.commit(
+            Writes(
+                channels=[channel("c1", "a1"), channel("c2", "a1")],
+                wal=[row("c1", 1, key="k")],
+                agents=[AgentRow("a1", "alice", "h", b"r")],
+                audit=[("k", "a1", "c1", "{}", 1.0)],
+            )
         )
-    assert "agentnet-hub: --store: cannot reach Redis at 127.0.0.1:" in str(failed.value)
+        keys = cast("list[bytes]", await client.keys("*", target_nodes=RedisCluster.PRIMARIES))
+        assert {k.split(b"}", 1)[0] for k in keys} == {b"{slot:"}
+        assert {b"{slot:}{c:c1}:wal", b"{slot:}{g}:feed", b"{slot:}{g}:audit"} <= set(keys)
+        assert len({client.keyslot(k) for k in keys}) == 1
+        assert [d.decode().split("-")[1] for d in await store.read_wal("c1", 0, 0, 0)] == ["1"]
+    finally:
+        await client.aclose()
+        await store.close()
+        redis_cluster.flush()
 
 
 async def test_close_writes_what_was_queued_cursors_included_and_returns(url: str) -> None:

@@ -1,0 +1,81 @@
+"""The Redis client a ``--store`` URL names: one server (``redis://``) or a Redis Cluster
+(``redis+cluster://HOST:PORT[,HOST:PORT…]``).
+
+A Cluster URL lists one or more of the Cluster's nodes (seeds): the client asks any of them for
+the slot map and then talks to whichever node holds a key, following the Cluster when slots move
+or a replica takes over a failed master. A Cluster has only database 0, so the URL has no
+database path. ``rediss+cluster://`` uses TLS; ``user:password@`` before the first node
+authenticates with every node. docs/scale-out.md "On a Redis Cluster".
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+RedisClient: TypeAlias = "aioredis.Redis | RedisCluster"
+"""What the store talks to: a client of one server, or of a Cluster."""
+
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+
+@dataclass(frozen=True)
+class ClusterUrl:
+    """A parsed ``redis+cluster://`` URL."""
+
+    nodes: tuple[tuple[str, int], ...]
+    """The seed nodes (host, port)."""
+    tls: bool
+    username: str | None
+    password: str | None
+
+
+def is_cluster_url(url: str) -> bool:
+    """Whether ``url`` names a Redis Cluster (``redis+cluster://`` / ``rediss+cluster://``)."""
+    return url.partition("://")[0].lower() in CLUSTER_SCHEMES
+
+
+def parse_cluster_url(url: str) -> ClusterUrl:
+    """The seed nodes and options of a Cluster URL; ValueError saying what is wrong otherwise."""
+    scheme, sep, rest = url.partition("://")
+    example = "e.g. redis+cluster://10.0.0.1:7000,10.0.0.2:7000"
+    if not sep or scheme.lower() not in CLUSTER_SCHEMES:
+        raise ValueError(f"a Redis Cluster URL starts with redis+cluster:// or rediss+cluster://, not {url!r}")
+    location, _, path = rest.partition("/")
+    if path.strip("/") not in ("", "0") or "?" in rest or "#" in rest:
+        raise ValueError(
+            f"a Redis Cluster has only database 0: write no /DB, query or fragment, not {url!r} ({example})"
+        )
+    credentials, at, hosts = location.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = credentials.partition(":")
+        username = urllib.parse.unquote(user) or None
+        password = urllib.parse.unquote(secret) if colon else None
+    nodes: list[tuple[str, int]] = []
+    for entry in hosts.split(","):
+        host, colon, port = entry.strip().rpartition(":")
+        host = host.strip("[]")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"every Cluster node needs a host and a port in 1..65535, not {entry!r} ({example})")
+        nodes.append((host, int(port)))
+    return ClusterUrl(tuple(nodes), scheme.lower() == "rediss+cluster", username, password)
+
+
+def connect(url: str, timeout: float) -> RedisClient:
+    """A client (not yet connected) for ``url`` whose connects and calls give up after ``timeout`` s."""
+    if not is_cluster_url(url):
+        return aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    parsed = parse_cluster_url(url)
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in parsed.nodes],
+        ssl=parsed.tls,
+        username=parsed.username,
+        password=parsed.password,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+    )
