@@ -571,6 +571,20 @@ class LiveChannels:
 
     # -- other replicas' commits ------------------------------------------------------
 
+    async def refresh_if_behind(self, channel_id: str) -> bool:
+        """Whether the store holds more of the channel than this replica has published (another
+        replica committed to it and the change feed has not told this one yet); if so, the
+        channel is caught up first. Always False on a store no other replica shares."""
+        if self._store.feed is None:
+            return False
+        stored = await self._store.channel_seq(channel_id)
+        ch = self._channels.get(channel_id)
+        known = ch.committed_seq if ch is not None else self._ended.get(channel_id, 0)
+        if stored <= known:
+            return False
+        await self.catch_up(channel_id, stored)
+        return True
+
     async def catch_up_all(self) -> None:
         """Catch up every channel live here or live in the store."""
         ids = {row.channel_id for row in await self._store.load_live_channels()} | set(self._channels)

@@ -23,7 +23,16 @@ from hubsvc.core.live_channels import LiveChannels
 from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_TEXT, Envelope
-from netkernel.errors import AgentNetError, ChannelClosed, LostRace, NotParticipant, RateLimited
+from netkernel.errors import (
+    AgentNetError,
+    ChannelClosed,
+    LostRace,
+    NotFound,
+    NotParticipant,
+    NotYourTurn,
+    ProtocolError,
+    RateLimited,
+)
 from netkernel.tracecontext import context_of, traceparent_of
 
 Audit = Callable[[str, str, str, dict[str, Any]], None]
@@ -31,6 +40,8 @@ GovernPost = Callable[[str, Envelope, ChannelRuntime | None], Awaitable[None]]
 """The arbiter's say on a post (sender, envelope, live channel); raises the refusal."""
 Admitted = tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]
 """An admitted post: its commit future, the envelope as written, and whether it was a retry (duplicate)."""
+_MAYBE_STALE = (NotYourTurn, ChannelClosed, NotFound, ProtocolError)
+"""Refusals that depend on the channel's state (which a replica's copy may not have caught up with)."""
 MAX_READMISSIONS = 8
 """Times :meth:`Posts.post` admits a post whose write keeps losing races to other replicas."""
 
@@ -103,6 +114,14 @@ class Posts:
         try:
             if self._govern is not None:
                 await self._govern(sender_id, env, self._channels.get(env.channel_id))
+            try:
+                return await self._admit(sender_id, env, event_data_json)
+            except _MAYBE_STALE:
+                # On a store shared by replicas this replica's copy of the channel may lag what
+                # another one committed (the change feed has not told it yet): a refusal that
+                # depends on the channel's state is only given once the copy is current.
+                if self._store.feed is None or not await self._channels.refresh_if_behind(env.channel_id):
+                    raise
             return await self._admit(sender_id, env, event_data_json)
         except Exception as err:
             self._refused(sender_id, env, err)
@@ -210,28 +229,48 @@ class Posts:
             return fut, wire, duplicate
 
     async def _admit_run(
-        self, sender_id: str, channel_id: str, run: Sequence[tuple[Envelope, str | None]]
+        self,
+        sender_id: str,
+        channel_id: str,
+        run: Sequence[tuple[Envelope, str | None]],
+        *,
+        screened: list[int] | None = None,
+        rechecked: bool = False,
     ) -> list[Admitted | Exception]:
-        """Admit posts into one channel under one hold of its lock, staged into one batch."""
+        """Admit posts into one channel under one hold of its lock, staged into one batch.
+
+        ``screened``: the indexes of ``run`` already screened (None: screen them all now).
+        A refusal that may come from this replica's stale copy of the channel stops the run
+        there; the rest is admitted again once the copy is refreshed (see :meth:`_admit_once`).
+        """
         outcomes: list[Admitted | Exception | None] = [None] * len(run)
-        screened: list[int] = []
-        for i, (env, raw) in enumerate(run):
-            try:
-                self._intake.screen(sender_id, env, raw)
-                screened.append(i)
-            except Exception as err:
-                outcomes[i] = self._refused(sender_id, env, err)
+        if screened is None:
+            screened = []
+            for i, (env, raw) in enumerate(run):
+                try:
+                    self._intake.screen(sender_id, env, raw)
+                    screened.append(i)
+                except Exception as err:
+                    outcomes[i] = self._refused(sender_id, env, err)
         staged: list[tuple[int, envelope_pb2.Envelope, bool]] = []
         """Posts answered by this batch's commit: (index, envelope as written, duplicate)."""
+        stale_at: int | None = None
+        """Where a refusal stopped the run that a fresher copy of the channel might not give."""
         if screened:
             batch = Batch()
             keyed: dict[str, envelope_pb2.Envelope] = {}
             async with self._channels.locked(channel_id) as live:
-                for i in screened:
+                for n, i in enumerate(screened):
                     env, raw = run[i]
                     try:
                         ch = await self._channel_for_post(sender_id, channel_id, live)
                         earlier, wire, duplicate = await self._stage(ch, sender_id, env, raw, batch, keyed)
+                    except _MAYBE_STALE as err:
+                        if self._store.feed is not None and not rechecked:
+                            stale_at = n
+                            break
+                        outcomes[i] = self._refused(sender_id, env, err)
+                        continue
                     except Exception as err:
                         outcomes[i] = self._refused(sender_id, env, err)
                         continue
@@ -252,6 +291,14 @@ class Posts:
         admitted = [outcome for outcome in outcomes if isinstance(outcome, tuple)]
         if admitted:
             self._recorder.admitted(len(admitted), sum(duplicate for _, _, duplicate in admitted))
+        if stale_at is not None:
+            # Posts from the one refused on: again, on a fresh copy if the store was ahead (else
+            # the refusal stands and is given again, and the posts after it go on as usual).
+            rest = screened[stale_at:]
+            behind = await self._channels.refresh_if_behind(channel_id)
+            again = await self._admit_run(sender_id, channel_id, run, screened=rest, rechecked=not behind)
+            for i, outcome in zip(rest, again, strict=True):
+                outcomes[i] = outcome
         return [outcome for outcome in outcomes if outcome is not None]
 
     async def _stage(

@@ -257,6 +257,10 @@ class HubStore(abc.ABC):
         """Durably apply ``writes`` and wait for it."""
         await self.submit(writes)
 
+    @abc.abstractmethod
+    async def channel_seq(self, channel_id: str) -> int:
+        """The last seq the store holds for the channel (0: none)."""
+
     async def session_of(self, agent_id: str) -> str | None:
         """The session id of ``agent_id``'s current Connect stream on any replica (None: none),
         as recorded by :attr:`Writes.sessions`; a single-process store records none."""

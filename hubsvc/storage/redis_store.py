@@ -299,12 +299,19 @@ def _unavailable(exc: Exception) -> Unavailable:
 
 
 def _read(fn: Callable[_P, Coroutine[Any, Any, _R]]) -> Callable[_P, Coroutine[Any, Any, _R]]:
-    """A read that fails with UNAVAILABLE (not a bug's INTERNAL) when Redis does not answer in time."""
+    """A read that fails with UNAVAILABLE (not a bug's INTERNAL) when Redis does not answer in time.
+
+    A read whose connection broke (the pool's connection to a Redis that has restarted since
+    it was last used) is tried once more, on a new connection: reads change nothing. Writes
+    are never retried this way: a commit script whose reply was lost may have run."""
 
     @functools.wraps(fn)
     async def read(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
-            return await fn(*args, **kwargs)
+            try:
+                return await fn(*args, **kwargs)
+            except redis.exceptions.ConnectionError:
+                return await fn(*args, **kwargs)
         except _UNREACHABLE as exc:
             raise _unavailable(exc) from exc
 
@@ -467,6 +474,12 @@ class RedisHubStore(GroupCommitStore):
         return not isinstance(exc, _UNREACHABLE)
 
     # -- reads -------------------------------------------------------------------------
+
+    @_read
+    async def channel_seq(self, channel_id: str) -> int:
+        """The channel's last committed seq (its ``last`` key)."""
+        value = await self._client.get(self._c(channel_id, "last"))
+        return 0 if value is None else int(value)
 
     @_read
     async def session_of(self, agent_id: str) -> str | None:

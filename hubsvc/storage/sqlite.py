@@ -414,6 +414,11 @@ class SqliteHubStore(GroupCommitStore):
                     if rows:
                         yield channel_id, [r[0] for r in rows]
 
+    async def channel_seq(self, channel_id: str) -> int:
+        """The channel's last seq in the WAL (the primary key's last entry)."""
+        rows = await self._fetchall("SELECT max(seq) FROM wal WHERE channel_id = ?", [channel_id])
+        return int(rows[0][0] or 0) if rows else 0
+
     async def find_envelope(self, envelope_id: str) -> bytes | None:
         """Envelope by id."""
         rows = await self._fetchall("SELECT data FROM wal WHERE envelope_id = ?", [envelope_id])

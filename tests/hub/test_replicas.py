@@ -266,3 +266,30 @@ async def test_an_inbox_cap_counts_acks_made_through_another_replica(replicas: R
     await bob.sync()
     await assert_eventually(pending_on_a(1))
     await alice.say(channel_id, "three, now that bob caught up")
+
+
+async def test_a_replica_the_feed_has_not_told_yet_reads_the_store_before_refusing(replicas: Replicas) -> None:
+    a = await replicas.start()
+    names = [await register(a.target, n) for n in ("alice", "bob")]
+    b = await replicas.start()
+    alice, bob = on(a, names[0]), on(b, names[1])
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "discussion", [bob])
+    # b stops following the change feed: from here on it learns of a's commits only from the store.
+    sync = b.core.replicas
+    assert sync is not None
+    sync.stop()
+    await assert_eventually(lambda: all(t.done() for t in b.core._loops if t.get_name() == "hub-replica-sync"))
+    await alice.say(channel_id, "alice's turn, admitted through a")
+    # b's copy still says it is alice's turn; before refusing bob it finds the store ahead and catches up.
+    await bob.say(channel_id, "bob's turn, through b")
+    await alice.say(channel_id, "alice again")
+    [result] = await bob.post_batch([make_envelope(channel_id, "ag2.msg.text", {"text": "bob, in a batch"})])
+    assert result.WhichOneof("result") == "envelope", result
+    with pytest.raises(NotYourTurn):  # a real refusal is still given (the store is not ahead)
+        await bob.say(channel_id, "bob twice")
+    # A channel opened through a that b does not hold at all: bob's invite ack through b finds it.
+    request = hub_pb2.OpenChannelRequest(type="conversation", targets=[bob.agent_id])
+    opened = (await alice.rpc("OpenChannel", request)).channel.channel_id
+    assert (await bob.post(opened, "ag2.channel.invite_ack", {})).seq > 0
