@@ -23,7 +23,12 @@ def make_store(config: HubConfig) -> HubStore:
     """The store ``--store`` names: the SQLite file (--db), or Redis at the URL."""
     if config.store == "sqlite":
         return SqliteHubStore(config.database, synchronous=config.synchronous)
-    return RedisHubStore(config.store, timeout=config.redis_timeout)
+    return RedisHubStore(
+        config.store,
+        timeout=config.redis_timeout,
+        wait_replicas=config.redis_wait_replicas,
+        wait_timeout=config.redis_wait_timeout,
+    )
 
 
 async def run(config: HubConfig, *, arbiter: Arbiter | None = None) -> None:
