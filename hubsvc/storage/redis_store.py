@@ -457,13 +457,13 @@ class RedisHubStore(GroupCommitStore):
                 pipe.evalsha(self._commit_script.sha, len(keys), *keys, *args)
                 pipe.wait(self._wait_replicas, self._wait_ms)
                 try:
-                    result, confirmed = cast("list[Any]", await pipe.execute())
+                    result, confirmed = cast("tuple[list[Any], int]", await pipe.execute())
                 except redis.exceptions.NoScriptError:  # Redis restarted without it: nothing was written
                     if attempt == 2:
                         raise
                     self._commit_script.sha = _text(await self._client.script_load(_COMMIT))
                     continue
-                return cast("list[Any]", result), int(confirmed)
+                return result, int(confirmed)
         raise AssertionError("unreachable")
 
     async def _measure_offset(self) -> None:

@@ -213,8 +213,9 @@ class SqliteHubStore(GroupCommitStore):
             raise
 
     async def _check(self, group: list[Writes]) -> None:
-        """Raise :class:`StoreConflict` unless every task row's ``expect`` holds and every new call
-        token's execution (and that of an execution row with ``expect_running``) runs, judged by the earlier rows of the group, else by the stored rows."""
+        """Raise :class:`StoreConflict` unless every task row's ``expect`` holds and the execution of
+        every new call token (and of every execution row with ``expect_running``) runs, judged by
+        the earlier rows of the group, else by the stored rows."""
         task_ended: dict[str, bool] = {}
         running: dict[str, bool] = {}
         for writes in group:

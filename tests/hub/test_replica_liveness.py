@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from agentnet.v1 import a2a_pb2, hub_pb2
 
+from agentsdk.errors import Unauthenticated, Unavailable
 from hubsvc.core.executions import REPLICA_LOST
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import hash_secret
@@ -61,7 +62,9 @@ async def test_starting_a_replica_does_not_fail_the_calls_another_runs(on_redis:
         await starting_a_replica_does_not_fail_the_calls_another_runs(on_redis, stack, tmp_path)
 
 
-async def starting_a_replica_does_not_fail_the_calls_another_runs(on_redis: str, stack: AsyncExitStack, tmp_path: Path) -> None:
+async def starting_a_replica_does_not_fail_the_calls_another_runs(
+    on_redis: str, stack: AsyncExitStack, tmp_path: Path
+) -> None:
     hub_a = await replica(stack, on_redis)
     a = await a2a_agent(hub_a.target, "a")
     b = await a2a_agent(hub_a.target, "b")
@@ -92,7 +95,9 @@ async def test_the_calls_of_a_killed_replica_are_failed_once_by_a_survivor(on_re
         await the_calls_of_a_killed_replica_are_failed_once_by_a_survivor(on_redis, stack, tmp_path)
 
 
-async def the_calls_of_a_killed_replica_are_failed_once_by_a_survivor(on_redis: str, stack: AsyncExitStack, tmp_path: Path) -> None:
+async def the_calls_of_a_killed_replica_are_failed_once_by_a_survivor(
+    on_redis: str, stack: AsyncExitStack, tmp_path: Path
+) -> None:
     # Replica A is a real process; B and C run here and sweep for dead replicas' calls.
     args = ["--store", on_redis, "--data-dir", str(tmp_path / "a"), "--replica-ttl", "1", "--replica-refresh", "0.1"]
     proc_a = start_service("hubsvc", args, cwd=ROOT)
@@ -112,7 +117,7 @@ async def the_calls_of_a_killed_replica_are_failed_once_by_a_survivor(on_redis: 
         assert await hub_c.core.executions.fail_orphans() == []
 
         proc_a.terminate(signal.SIGKILL)  # no clean stop: its liveness key stays until it lapses
-        with pytest.raises(Exception):  # noqa: B017 — the caller's replica is gone: the RPC fails
+        with pytest.raises(Unavailable):  # the caller's replica is gone: its RPC fails
             await call
         await a.close()
         await b.close()
@@ -127,7 +132,7 @@ async def the_calls_of_a_killed_replica_are_failed_once_by_a_survivor(on_redis: 
         assert (execution.execution_id, execution.error) == (execution_id, REPLICA_LOST)
         assert execution.HasField("ended_at")
         assert await hub_b.core.store.get_call_token(digest) is None  # its tokens left with its end
-        with pytest.raises(Exception, match="unknown call token"):  # noqa: B017
+        with pytest.raises(Unauthenticated, match="unknown call token"):
             await on(hub_c, b).rpc("RefreshCallToken", hub_pb2.RefreshCallTokenRequest(call_token=token.call_token))
         # Both survivors kept sweeping; the execution was failed once: one end record, and no
         # later sweep changes it.
