@@ -17,7 +17,8 @@ from agentnet.v1 import hub_pb2, task_pb2
 from agentsdk.errors import AlreadyExists, FailedPrecondition, NotFound, Unauthenticated
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import audit_row, hash_secret
-from hubsvc.storage import Writes
+from hubsvc.storage import ExecutionRow, Writes
+from netkernel.errors import LostRace
 from tests.clock import FakeClock
 from tests.hub.harness import (
     EV_TEXT,
@@ -284,3 +285,19 @@ async def test_an_execution_another_replica_ended_stops_verifying_its_tokens(tmp
         assert (await call).status == COMPLETED  # the caller still gets the real outcome
         await a.close()
         await b.close()
+
+
+async def test_an_execution_is_ended_conditionally_once(tmp_path: Path) -> None:
+    """An end written with ``expect_running`` commits only while the stored execution runs (how
+    replicas fail a dead replica's call once)."""
+    async with running_hub(tmp_path / "hub.db", QUIET) as hub:
+        store = hub.core.store
+        record = b"\x0a\x02e1"  # any bytes: the store keeps the record opaque
+        await store.commit(Writes(executions=[ExecutionRow("e1", "r1", "x", "y", True, 1.0, record, "gone")]))
+        ended = ExecutionRow("e1", "r1", "x", "y", False, 1.0, record, expect_running=True)
+        await store.commit(Writes(executions=[ended]))
+        with pytest.raises(LostRace):
+            await store.commit(Writes(executions=[ended], audit=[audit_row("second", "", "", {}, 0.0)]))
+        row = await store.get_execution("e1")
+        assert row is not None and not row.running
+        assert [r for r in await list_audit(hub) if r.kind == "second"] == []  # the refused bundle wrote nothing
