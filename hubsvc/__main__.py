@@ -28,7 +28,12 @@ def make_store(config: HubConfig) -> HubStore:
         return SqliteHubStore(
             config.database, synchronous=config.synchronous, inline_write_rows=config.sqlite_inline_rows
         )
-    return RedisHubStore(config.store, timeout=config.redis_timeout)
+    return RedisHubStore(
+        config.store,
+        timeout=config.redis_timeout,
+        wait_replicas=config.redis_wait_replicas,
+        wait_timeout=config.redis_wait_timeout,
+    )
 
 
 async def run(

@@ -12,6 +12,7 @@ from typing import Any
 from hubsvc.core.options import HubOptions
 from hubsvc.storage.redis_connect import is_cluster_url, parse_cluster_url
 from hubsvc.storage.redis_store import DEFAULT_TIMEOUT as DEFAULT_REDIS_TIMEOUT
+from hubsvc.storage.redis_store import DEFAULT_WAIT_TIMEOUT as DEFAULT_REDIS_WAIT_TIMEOUT
 from servicekit.metrics import MetricsSettings, add_metrics_arguments, metrics_from_args
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 from servicekit.tls import ServerTls, add_tls_arguments, env_flag, tls_from_args
@@ -37,6 +38,16 @@ class HubConfig:
     Redis Cluster's ``redis+cluster://HOST:PORT[,HOST:PORT…]`` (AGENTNET_HUB_STORE; docs/scale-out.md)."""
     redis_timeout: float = DEFAULT_REDIS_TIMEOUT
     """Seconds a Redis connect or call may take before it fails with UNAVAILABLE (AGENTNET_HUB_REDIS_TIMEOUT)."""
+    redis_wait_replicas: int = 0
+    """Redis replicas that must confirm a commit before it is acknowledged; 0 = the primary's reply is
+    enough (AGENTNET_HUB_REDIS_WAIT_REPLICAS)."""
+    redis_wait_timeout: float = DEFAULT_REDIS_WAIT_TIMEOUT
+    """Seconds a commit waits for those confirmations before it fails with UNAVAILABLE
+    (AGENTNET_HUB_REDIS_WAIT_TIMEOUT)."""
+    replica_ttl: float = HubOptions.replica_ttl
+    """Seconds a hub replica's liveness key lives without a refresh (AGENTNET_HUB_REPLICA_TTL)."""
+    replica_refresh: float = HubOptions.replica_refresh
+    """Seconds between refreshes of the liveness key (AGENTNET_HUB_REPLICA_REFRESH)."""
     log_level: str = "INFO"
     """Logging level (AGENTNET_LOG_LEVEL)."""
     synchronous: str = "NORMAL"
@@ -129,6 +140,8 @@ class HubConfig:
             audit_poll_interval=self.audit_poll_interval,
             policy_poll_interval=self.policy_poll_interval,
             arbiter_timeout=self.arbiter_timeout,
+            replica_ttl=self.replica_ttl,
+            replica_refresh=self.replica_refresh,
         )
 
     @property
@@ -245,6 +258,42 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         d.redis_timeout,
         "with --store redis://: seconds a Redis connect or call may take; a stalled Redis then fails the "
         "writes of that commit and the reads waiting on it with UNAVAILABLE instead of blocking them",
+        type=float,
+    )
+    _flag(
+        parser,
+        "--redis-wait-replicas",
+        "AGENTNET_HUB_REDIS_WAIT_REPLICAS",
+        d.redis_wait_replicas,
+        "with --store redis://: acknowledge a commit only once this many Redis replicas have it (Redis WAIT); "
+        "0 = the primary's reply is enough",
+        type=int,
+    )
+    _flag(
+        parser,
+        "--redis-wait-timeout",
+        "AGENTNET_HUB_REDIS_WAIT_TIMEOUT",
+        d.redis_wait_timeout,
+        "with --redis-wait-replicas: seconds a commit waits for the replicas; fewer confirmations fail its "
+        "posts with UNAVAILABLE (stored on the primary: retry with the same idempotency key)",
+        type=float,
+    )
+    _flag(
+        parser,
+        "--replica-ttl",
+        "AGENTNET_HUB_REPLICA_TTL",
+        d.replica_ttl,
+        "with --store redis://: seconds this replica's liveness key lives without a refresh; once it lapses, "
+        "the other replicas fail the A2A calls this replica was running",
+        type=float,
+    )
+    _flag(
+        parser,
+        "--replica-refresh",
+        "AGENTNET_HUB_REPLICA_REFRESH",
+        d.replica_refresh,
+        "seconds between refreshes of the liveness key (and sweeps for the calls of stopped replicas); "
+        "well below --replica-ttl",
         type=float,
     )
     _flag(parser, "--log-level", "AGENTNET_LOG_LEVEL", d.log_level, "log level")
@@ -434,6 +483,25 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         parser.error(f"--store (AGENTNET_HUB_STORE) {exc}")
     if not 0 < args.redis_timeout <= 3600:
         parser.error("--redis-timeout (AGENTNET_HUB_REDIS_TIMEOUT) must be in (0, 3600] seconds")
+    if args.redis_wait_replicas < 0:
+        parser.error("--redis-wait-replicas (AGENTNET_HUB_REDIS_WAIT_REPLICAS) must not be negative")
+    if args.redis_wait_replicas and is_cluster_url(args.store):
+        parser.error(
+            "--redis-wait-replicas (AGENTNET_HUB_REDIS_WAIT_REPLICAS) is not supported with a redis+cluster:// "
+            "store yet: the Cluster's own replicas and failover protect its shards (docs/scale-out.md)"
+        )
+    if args.redis_wait_replicas and not 0 < args.redis_wait_timeout < args.redis_timeout:
+        parser.error(
+            "--redis-wait-timeout (AGENTNET_HUB_REDIS_WAIT_TIMEOUT) must be positive and shorter than "
+            "--redis-timeout (the commit call would time out first)"
+        )
+    if not 0 < args.replica_ttl <= 3600:
+        parser.error("--replica-ttl (AGENTNET_HUB_REPLICA_TTL) must be in (0, 3600] seconds")
+    if not 0 < args.replica_refresh < args.replica_ttl:
+        parser.error(
+            "--replica-refresh (AGENTNET_HUB_REPLICA_REFRESH) must be positive and below --replica-ttl, "
+            "or a live replica's key lapses between refreshes"
+        )
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
     if not 0 <= args.sqlite_inline_rows <= 3000:
@@ -472,6 +540,10 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         db_path=args.db,
         store=args.store,
         redis_timeout=args.redis_timeout,
+        redis_wait_replicas=args.redis_wait_replicas,
+        redis_wait_timeout=args.redis_wait_timeout,
+        replica_ttl=args.replica_ttl,
+        replica_refresh=args.replica_refresh,
         log_level=args.log_level,
         synchronous=args.synchronous,
         sqlite_inline_rows=args.sqlite_inline_rows,

@@ -206,3 +206,29 @@ def _wait_for_ping(port: int, proc: subprocess.Popen[bytes], timeout: float) -> 
         return False
     finally:
         client.close()
+
+
+def start_redis_replica(directory: Path, primary: RedisServer) -> RedisServer:
+    """Start a redis-server replicating ``primary`` (``--replicaof``) and wait until its link is up
+    and the primary counts it."""
+    replica = start_redis_server(directory, ["--replicaof", "127.0.0.1", str(primary.port)])
+    deadline = time.monotonic() + 10
+    client = redis.Redis(host="127.0.0.1", port=replica.port, socket_timeout=1)
+    try:
+        while client.info("replication").get("master_link_status") != "up" or connected_replicas(primary) < 1:
+            if time.monotonic() > deadline:
+                replica.stop()
+                raise RuntimeError(f"the replica of port {primary.port} did not link up within 10 s")
+            time.sleep(0.05)
+    finally:
+        client.close()
+    return replica
+
+
+def connected_replicas(server: RedisServer) -> int:
+    """How many replicas are connected to ``server`` (INFO replication)."""
+    client = redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=1)
+    try:
+        return int(client.info("replication").get("connected_slaves", 0))
+    finally:
+        client.close()

@@ -2,8 +2,12 @@
 
 Executions form trees: a call made while answering another call is its child
 (``parent_execution_id``), and every execution of a tree shares the root session
-id. Executions left running by a stopped hub process are marked failed at start
-(their callers were waiting on an RPC of that process).
+id. An execution whose hub process stopped before it ended is marked failed: its caller was
+waiting on an RPC of that process. Alone on its store, a hub fails every execution it finds
+running when it starts. Replicas sharing a store record which replica owns each execution (the
+one whose InvokeAgent waits for it) and keep a liveness key each; a running execution whose
+owner's liveness lapsed is failed by the first live replica to notice (:meth:`ExecutionLog.fail_orphans`,
+a write conditional on the execution still running, so it happens once).
 
 Which executions run, and their targets, is answered on any replica: this replica's own
 (:attr:`ExecutionLog.running`, whose callers wait on it) from memory, the others' from
@@ -17,13 +21,19 @@ from dataclasses import dataclass, field
 
 from agentnet.v1 import a2a_pb2
 
-from hubsvc.core.util import Clock, to_timestamp
+from hubsvc.core.util import Clock, audit_row, to_timestamp
 from hubsvc.storage import ExecutionRow, HubStore, Writes
-from netkernel.errors import InvalidArgument, PermissionDenied
+from netkernel.errors import InvalidArgument, LostRace, PermissionDenied
 
 DEFAULT_LIST_LIMIT = 100
 RUNNING = a2a_pb2.INVOCATION_STATUS_RUNNING
 
+
+REPLICA_LOST = (
+    "the hub replica that ran this call stopped before the call ended (its liveness lapsed), so its "
+    "outcome is lost; call again"
+)
+"""The error of an execution failed because its owner replica died."""
 
 _MAX_DEPTH_WALK = 10_000
 """Parents followed at most to find a stored execution's depth (a guard; real chains are short)."""
@@ -47,6 +57,8 @@ class ExecutionLog:
         self._clock = clock
         self.running: dict[str, Running] = {}
         """The executions this replica runs (InvokeAgent adds and removes them)."""
+        self.owner = store.liveness.replica_id if store.liveness is not None else ""
+        """This replica's id, recorded as the owner of the executions it starts ("" when alone)."""
 
     async def find_running(self, execution_id: str) -> Running | None:
         """The running execution ``execution_id``: this replica's, else the stored row of one another
@@ -84,13 +96,50 @@ class ExecutionLog:
             self.running.pop(execution_id, None)
 
     async def load(self) -> None:
-        """Fail the executions a previous hub process left running."""
+        """Fail the executions a stopped hub process left running: alone on the store, every one
+        stored as running; with replicas, those whose owner is not alive (:meth:`fail_orphans`)."""
+        if self._store.liveness is not None:
+            await self.fail_orphans()
+            return
         rows = await self._store.load_running_executions()
         records = [a2a_pb2.Execution.FromString(row.record) for row in rows]
         for record in records:
             self.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the hub restarted while the call was running")
         if records:
             await self.save(*records)
+
+    async def fail_orphans(self) -> list[str]:
+        """Fail the running executions whose owner replica is no longer alive; returns those this
+        replica failed. Each is written on its own, conditional on the stored execution still running
+        (and with its ``a2a_invoked`` audit record), so however many replicas notice, it ends once."""
+        liveness = self._store.liveness
+        if liveness is None:
+            return []
+        rows = [r for r in await self._store.load_running_executions() if r.owner != self.owner]
+        if not rows:
+            return []
+        alive = await liveness.alive([r.owner for r in rows])
+        failed = []
+        for row in rows:
+            if row.owner in alive:
+                continue
+            record = a2a_pb2.Execution.FromString(row.record)
+            self.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, REPLICA_LOST)
+            detail = {
+                "execution_id": record.execution_id,
+                "status": a2a_pb2.InvocationStatus.Name(record.status),
+                "replica_lost": row.owner,
+            }
+            writes = Writes(
+                executions=[_row(record, expect_running=True)],
+                audit=[audit_row("a2a_invoked", record.caller_id, record.target_id, detail, self._clock())],
+            )
+            try:
+                await self._store.commit(writes)
+            except LostRace:
+                continue  # another replica failed it first, or its owner wrote its end
+            failed.append(record.execution_id)
+        return failed
 
     def start(self, record: a2a_pb2.Execution) -> None:
         """Stamp a new execution as running now (save it with :meth:`save`)."""
@@ -106,7 +155,7 @@ class ExecutionLog:
     def submit(self, *records: a2a_pb2.Execution) -> asyncio.Future[None]:
         """Queue the records' write; the future resolves once it is durable. Writes commit in
         submission order, so anything committed after this includes it."""
-        return self._store.submit(Writes(executions=[_row(r) for r in records]))
+        return self._store.submit(Writes(executions=[_row(r, owner=self.owner) for r in records]))
 
     async def save(self, *records: a2a_pb2.Execution) -> None:
         """Durably write the records."""
@@ -134,7 +183,7 @@ class ExecutionLog:
         return [a2a_pb2.Execution.FromString(row) for row in rows]
 
 
-def _row(record: a2a_pb2.Execution) -> ExecutionRow:
+def _row(record: a2a_pb2.Execution, *, owner: str = "", expect_running: bool = False) -> ExecutionRow:
     return ExecutionRow(
         record.execution_id,
         record.root_session_id,
@@ -143,4 +192,6 @@ def _row(record: a2a_pb2.Execution) -> ExecutionRow:
         record.status == RUNNING,
         record.started_at.seconds + record.started_at.nanos / 1e9,
         record.SerializeToString(),
+        owner,
+        expect_running,
     )

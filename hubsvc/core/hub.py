@@ -43,6 +43,7 @@ from hubsvc.core.live_channels import LiveChannels
 from hubsvc.core.options import HubOptions
 from hubsvc.core.posts import Posts
 from hubsvc.core.registry import Registry
+from hubsvc.core.replica_liveness import ReplicaLiveness
 from hubsvc.core.replica_sync import ReplicaSync
 from hubsvc.core.sessions import Sessions
 from hubsvc.core.tasks import TaskMirror
@@ -173,15 +174,21 @@ class HubCore:
         self.disconnect = self.sessions.disconnect
         self.replicas: ReplicaSync | None = None
         """Applies the other replicas' commits when the store is shared (its change feed)."""
+        liveness = store.liveness
+        self.liveness = ReplicaLiveness(liveness, self.executions, self.options) if liveness is not None else None
+        """Keeps this replica alive in a shared store and fails the calls of replicas that died."""
 
     # -- lifecycle --------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open storage, load identities and tasks, hydrate live channels, start the cursor flusher and task sweeper."""
+        """Open storage, load identities and tasks, hydrate live channels, start the cursor flusher and task
+        sweeper (and, with replicas, the liveness refresh and the sweep for calls of stopped replicas)."""
         await self.store.open()
         feed = self.store.feed
         # Taken before anything is loaded: what other replicas commit from here on is applied.
         position = await feed.position() if feed is not None else ""
+        if self.liveness is not None:
+            await self.liveness.beat()  # alive before it records itself as the owner of any call
         await self.registry.load()
         await self.tasks.load()
         await self.executions.load()
@@ -191,6 +198,9 @@ class HubCore:
             asyncio.create_task(self.tasks.expiry_loop(self.options.sweep_interval), name="hub-sweeper"),
             asyncio.create_task(self.expectations.run(), name="hub-expectations"),
         ]
+        if self.liveness is not None:
+            self._loops.append(asyncio.create_task(self.liveness.beat_loop(), name="hub-liveness"))
+            self._loops.append(asyncio.create_task(self.liveness.sweep_loop(), name="hub-orphan-calls"))
         if feed is not None:
             self.replicas = ReplicaSync(
                 feed,
@@ -247,6 +257,8 @@ class HubCore:
             for task in list(self._background):
                 task.cancel()
             await asyncio.wait(list(self._background), timeout=5.0)
+        if self.liveness is not None:
+            await self.liveness.leave()
         await self.store.close()
 
     async def apply_remote(

@@ -57,6 +57,12 @@ class HubOptions:
     """Seconds between batched writes of acked cursors."""
     sweep_interval: float = 1.0
     """Seconds between sweeps for expired tasks."""
+    replica_ttl: float = 5.0
+    """With replicas sharing a store: seconds a replica's liveness key lives without a refresh. Once it
+    lapses, the other replicas fail the A2A calls that replica was running (its callers are gone)."""
+    replica_refresh: float = 1.0
+    """Seconds between refreshes of this replica's liveness key (and sweeps for calls of stopped
+    replicas); well below ``replica_ttl``, so a few slow refreshes do not make a live replica look dead."""
     keepalive_seconds: int = 20
     """Ping interval suggested to clients in Welcome."""
     a2a_token_ttl: float = 300.0

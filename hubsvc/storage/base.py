@@ -94,6 +94,13 @@ class ExecutionRow:
     running: bool
     started_at: float
     record: bytes
+    owner: str = ""
+    """The replica whose InvokeAgent waits for the call (:attr:`Liveness.replica_id`; "" on a
+    single-process store). Stored with the execution's first row; later rows do not change it."""
+    expect_running: bool = False
+    """The stored execution must still be running for this write: else the bundle writes nothing and
+    fails with :class:`StoreConflict` (of several replicas failing a dead replica's call, only the
+    first write counts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +113,11 @@ class CallTokenRow:
     execution_id: str
     agent_id: str
     expires_at: float
+
+
+class StoreUnconfirmed(Exception):
+    """The primary stored the group, but fewer of its replicas than required confirmed it in time:
+    the write is kept unless the primary fails before its replicas catch up."""
 
 
 class StoreConflict(Exception):
@@ -219,6 +231,25 @@ class FeedGap(Exception):
     everything it holds from the store."""
 
 
+class Liveness(abc.ABC):
+    """Which hub replicas sharing a store are alive: each keeps a key with a time to live fresh."""
+
+    replica_id: str
+    """This replica's id (the same as its change feed's)."""
+
+    @abc.abstractmethod
+    async def beat(self, ttl: float) -> None:
+        """Mark this replica alive for the next ``ttl`` seconds."""
+
+    @abc.abstractmethod
+    async def alive(self, replica_ids: Sequence[str]) -> set[str]:
+        """Those of ``replica_ids`` whose liveness has not lapsed."""
+
+    @abc.abstractmethod
+    async def leave(self) -> None:
+        """Mark this replica gone now (a clean stop)."""
+
+
 class HubStore(abc.ABC):
     """Durable state of one hub."""
 
@@ -226,6 +257,8 @@ class HubStore(abc.ABC):
     """The change feed when several replicas share this store (None: this process is alone)."""
     kind: str = "store"
     """The backend's name in metrics (``store`` label): "sqlite" or "redis"."""
+    liveness: Liveness | None = None
+    """The replicas' liveness when several share this store (None: this process is alone)."""
 
     @abc.abstractmethod
     async def open(self) -> None:

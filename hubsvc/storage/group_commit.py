@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from hubsvc.recorder import NO_RECORDER, Recorder
-from hubsvc.storage.base import HubStore, StoreConflict, Writes
+from hubsvc.storage.base import HubStore, StoreConflict, StoreUnconfirmed, Writes
 from netkernel.errors import LostRace, Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
@@ -210,6 +210,8 @@ class GroupCommitStore(HubStore):
         self.recorder.commit_failed(self.kind, "lost_race" if race else "store_write_failed")
         if race:
             log.info("a write bundle lost a race to another replica and was not written: %s", exc)
+        elif isinstance(exc, StoreUnconfirmed):
+            log.error("a write bundle is stored but its Redis replicas did not confirm it: %s", exc)
         else:
             log.error("a write bundle failed and was not written: %r", exc)
         for channel_id in channels_of(item.writes):
@@ -221,6 +223,13 @@ class GroupCommitStore(HubStore):
                     f"another hub replica wrote to this channel first ({exc}); nothing of this write was stored — "
                     "retry.",
                     metadata={"cause": "lost_race"},
+                )
+            elif isinstance(exc, StoreUnconfirmed):
+                err = Unavailable(
+                    f"this write is stored on the Redis primary but not confirmed by its replicas ({exc}), so "
+                    "a failover could lose it — retry with the same idempotency key: if it was kept, the retry "
+                    "is answered with the stored result (duplicate: true) instead of writing it again.",
+                    metadata={"cause": "store_unconfirmed"},
                 )
             else:
                 err = Unavailable(

@@ -74,13 +74,15 @@ from hubsvc.storage.base import (
     ChannelRow,
     ExecutionRow,
     StoreConflict,
+    StoreUnconfirmed,
     TaskRow,
     WalRow,
     Writes,
 )
 from hubsvc.storage.group_commit import GroupCommitStore
-from hubsvc.storage.redis_connect import RedisClient, connect
+from hubsvc.storage.redis_connect import RedisClient, connect, is_cluster_url
 from hubsvc.storage.redis_feed import RedisChangeFeed
+from hubsvc.storage.redis_liveness import RedisLiveness
 from netkernel.errors import Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
@@ -88,6 +90,8 @@ log = logging.getLogger("agentnet.hub.storage")
 DEFAULT_PREFIX = "agentnet:hub:"
 DEFAULT_TIMEOUT = 5.0
 """Seconds a Redis connect or call may take before it fails (``--redis-timeout``)."""
+DEFAULT_WAIT_TIMEOUT = 1.0
+"""Seconds a commit waits for its Redis replicas' confirmation (``--redis-wait-timeout``)."""
 _TEXT_SCAN_CHUNK = 2000
 """EV_TEXT rows one search script call examines at most (it blocks Redis while it runs)."""
 _PAGE = 1000
@@ -331,14 +335,34 @@ class RedisHubStore(GroupCommitStore):
     kind = "redis"
 
     def __init__(
-        self, url_or_client: str | RedisClient, *, prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT
+        self,
+        url_or_client: str | RedisClient,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        timeout: float = DEFAULT_TIMEOUT,
+        wait_replicas: int = 0,
+        wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
     ) -> None:
         super().__init__()
         if "{" in prefix or "}" in prefix:
             raise ValueError(f"the key prefix may not contain braces (they delimit hash tags): {prefix!r}")
         if not 0 < timeout < float("inf"):
             raise ValueError(f"the Redis timeout must be a positive number of seconds, not {timeout!r}")
+        if wait_replicas and isinstance(url_or_client, str) and is_cluster_url(url_or_client):
+            raise ValueError(
+                "--redis-wait-replicas is not supported with a Redis Cluster store yet: a Cluster's own "
+                "replicas and failover protect its shards (docs/scale-out.md)"
+            )
+        if wait_replicas < 0:
+            raise ValueError(f"the number of Redis replicas to wait for may not be negative, not {wait_replicas!r}")
+        if wait_replicas and not 0 < wait_timeout < timeout:
+            raise ValueError(
+                f"the Redis replica wait ({wait_timeout!r} s) must be positive and shorter than the Redis "
+                f"timeout ({timeout!r} s), or the commit call would time out first"
+            )
         self._timeout = timeout
+        self._wait_replicas = wait_replicas
+        self._wait_ms = max(1, int(wait_timeout * 1000))
         self._offset_us = 0.0
         """Redis's clock minus this host's, in microseconds, as last measured (see :meth:`_redis_now_us`)."""
         if isinstance(url_or_client, str):
@@ -358,6 +382,7 @@ class RedisHubStore(GroupCommitStore):
             self._g + "feed_seq",
             self._on_home_node if isinstance(self._client, RedisCluster) else None,
         )
+        self.liveness: RedisLiveness = RedisLiveness(self._client, self._g + "replica:", self.feed.replica_id)
         self._scan_script = self._client.register_script(_SCAN_TEXTS)
 
     @property
@@ -443,13 +468,41 @@ class RedisHubStore(GroupCommitStore):
             return
         sent = time.monotonic()
         deadline = int(sent * 1_000_000 + self._offset_us + self._timeout * 1_000_000)
-        result = cast("list[Any]", await self._commit_script(keys=plan.keys, args=[deadline, *plan.args()]))
+        args = [deadline, *plan.args()]
+        confirmed = 0
+        if self._wait_replicas:
+            result, confirmed = await self._commit_and_wait(plan.keys, args)
+        else:
+            result = cast("list[Any]", await self._commit_script(keys=plan.keys, args=args))
         if int(result[0]) == 2:
             await self._measure_offset()  # in case Redis's clock was stepped since the last measurement
             raise StoreLate(f"{_text(result[1])}: Redis stalled longer than the --redis-timeout")
         if int(result[0]) != 1:
             raise StoreConflict(_text(result[1]))
         self._learn_offset(int(result[1]) * 1_000_000 + int(result[2]), sent, time.monotonic())
+        if confirmed < self._wait_replicas:
+            raise StoreUnconfirmed(
+                f"only {int(confirmed)} of the {self._wait_replicas} Redis replicas required "
+                f"(--redis-wait-replicas) confirmed it within {self._wait_ms} ms"
+            )
+
+    async def _commit_and_wait(self, keys: list[str], args: list[Any]) -> tuple[list[Any], int]:
+        """Run the commit script and then ``WAIT`` for the replicas, on one connection in one round
+        trip (a pipeline): WAIT counts the replicas holding every write of *its* connection. Returns
+        the script's result and the number of replicas that confirmed."""
+        for attempt in (1, 2):
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.evalsha(self._commit_script.sha, len(keys), *keys, *args)
+                pipe.wait(self._wait_replicas, self._wait_ms)
+                try:
+                    result, confirmed = cast("tuple[list[Any], int]", await pipe.execute())
+                except redis.exceptions.NoScriptError:  # Redis restarted without it: nothing was written
+                    if attempt == 2:
+                        raise
+                    self._commit_script.sha = _text(await self._client.script_load(_COMMIT))
+                    continue
+                return result, int(confirmed)
+        raise AssertionError("unreachable")
 
     async def _measure_offset(self) -> None:
         """Measure Redis's clock against this host's monotonic clock with one TIME call."""
@@ -470,8 +523,9 @@ class RedisHubStore(GroupCommitStore):
         self._offset_us = redis_us - (sent + answered) / 2 * 1_000_000
 
     def _retry_alone(self, exc: Exception) -> bool:
-        """A conflict is one bundle's; a Redis that did not answer fails the whole group at once."""
-        return not isinstance(exc, _UNREACHABLE)
+        """A conflict is one bundle's; a Redis that did not answer fails the whole group at once, and
+        so does a group its replicas did not confirm (it is stored: writing it again would conflict)."""
+        return not isinstance(exc, (*_UNREACHABLE, StoreUnconfirmed))
 
     # -- reads -------------------------------------------------------------------------
 
@@ -719,8 +773,7 @@ class RedisHubStore(GroupCommitStore):
         for execution_id, record, meta in zip(ids, records, metas, strict=True):
             if record is None or meta is None:
                 continue
-            root, caller, target, started = (v.decode() for v in _unpack(meta))
-            out.append(ExecutionRow(execution_id, root, caller, target, True, float(started), bytes(record)))
+            out.append(_execution(execution_id, True, bytes(record), _bytes(meta)))
         return out
 
     @_read
@@ -733,8 +786,7 @@ class RedisHubStore(GroupCommitStore):
             record, meta, running = await pipe.execute()
         if record is None or meta is None:
             return None
-        root, caller, target, started = (v.decode() for v in _unpack(meta))
-        return ExecutionRow(execution_id, root, caller, target, bool(running), float(started), bytes(record))
+        return _execution(execution_id, bool(running), bytes(record), _bytes(meta))
 
     @_read
     async def get_call_token(self, token_hash: str) -> CallTokenRow | None:
@@ -780,7 +832,7 @@ class RedisHubStore(GroupCommitStore):
         out: set[str] = set()
         for meta in metas:
             if meta is not None:
-                _, caller, target, _ = _unpack(_bytes(meta))
+                _, caller, target, *_ = _unpack(_bytes(meta))
                 out.update((caller.decode(), target.decode()))
         return out
 
@@ -894,21 +946,19 @@ class _Plan:
             self._writes += ["hsetnx", self.k(g + "task_meta"), t.task_id, _pack(t.owner_id, t.channel_id)]
             self._writes += ["srem" if t.terminal else "sadd", self.k(g + "tasks:live"), t.task_id]
         for e in writes.executions:
+            if e.expect_running:
+                self._running_check(e.execution_id)
             self._running[e.execution_id] = e.running
             self._writes += ["exec", self.k(g + "exec"), self.k(g + "exec:meta"), self.k(g + "exec:counter"),
                              self.k(g + "exec:all"), self.k(g + "exec:root:" + e.root_session_id),
                              self.k(g + "exec:roots_of:" + e.caller_id), self.k(g + "exec:roots_of:" + e.target_id),
                              self.k(g + "exec:running"), e.execution_id, e.record,
-                             _pack(e.root_session_id, e.caller_id, e.target_id, repr(e.started_at)),
+                             _pack(e.root_session_id, e.caller_id, e.target_id, repr(e.started_at), e.owner),
                              "1" if e.running else "0", repr(e.started_at), e.root_session_id]  # fmt: skip
             if not e.running:
                 self._writes += ["untoken", self.k(g + "call_tokens"), self.k(g + "call_tokens:" + e.execution_id)]
         for ct in writes.call_tokens:
-            running = self._running.get(ct.execution_id)
-            if running is None:
-                self._checks.append(["running", self.k(g + "exec:running"), ct.execution_id])
-            elif not running:
-                raise StoreConflict(f"execution {ct.execution_id} ended earlier in this group")
+            self._running_check(ct.execution_id)
             self._writes += ["hset", self.k(g + "call_tokens"), ct.token_hash,
                              _pack(ct.execution_id, ct.agent_id, repr(ct.expires_at))]  # fmt: skip
             self._writes += ["sadd", self.k(g + "call_tokens:" + ct.execution_id), ct.token_hash]
@@ -917,6 +967,14 @@ class _Plan:
                              self.k(g + "audit:kind:" + kind), self.k(g + "audit:subject:" + subject_id),
                              _pack(kind, actor_id, subject_id, detail_json, repr(created_at))]  # fmt: skip
         self.empty = self.empty and not writes
+
+    def _running_check(self, execution_id: str) -> None:
+        """Require the execution to be running: by an earlier row of this plan, else a check op."""
+        running = self._running.get(execution_id)
+        if running is None:
+            self._checks.append(["running", self.k(self._store._g + "exec:running"), execution_id])
+        elif not running:
+            raise StoreConflict(f"execution {execution_id} ended earlier in this group")
 
     def _task_check(self, t: TaskRow) -> None:
         """Check ``t.expect`` against an earlier row of this plan, or add a check op against the store."""
@@ -992,6 +1050,13 @@ def _unpack(packed: bytes) -> list[bytes]:
 def _agent(agent_id: str, packed: bytes) -> AgentRow:
     name, cred_hash, removed, record = _unpack(packed)
     return AgentRow(agent_id, name.decode(), cred_hash.decode(), record, removed == b"1")
+
+
+def _execution(execution_id: str, running: bool, record: bytes, meta: bytes) -> ExecutionRow:
+    """An execution row from its record and packed meta (root, caller, target, started, owner —
+    rows written before owners were recorded have no owner)."""
+    root, caller, target, started, *owner = (v.decode() for v in _unpack(meta))
+    return ExecutionRow(execution_id, root, caller, target, running, float(started), record, owner[0] if owner else "")
 
 
 def _audit(audit_id: int, packed: bytes) -> AuditRow:

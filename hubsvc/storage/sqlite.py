@@ -250,8 +250,9 @@ class SqliteHubStore(GroupCommitStore):
             raise
 
     async def _check(self, group: list[Writes]) -> None:
-        """Raise :class:`StoreConflict` unless every task row's ``expect`` holds and every new call
-        token's execution runs, judged by the earlier rows of the group, else by the stored rows."""
+        """Raise :class:`StoreConflict` unless every task row's ``expect`` holds and the execution of
+        every new call token (and of every execution row with ``expect_running``) runs, judged by
+        the earlier rows of the group, else by the stored rows."""
         task_ended: dict[str, bool] = {}
         running: dict[str, bool] = {}
         for writes in group:
@@ -268,16 +269,20 @@ class SqliteHubStore(GroupCommitStore):
                     raise StoreConflict(f"task {t.task_id} was already written in this group")
                 task_ended[t.task_id] = t.terminal
             for e in writes.executions:
+                if e.expect_running:
+                    await self._require_running(e.execution_id, running)
                 running[e.execution_id] = e.running
             for c in writes.call_tokens:
-                is_running = running.get(c.execution_id)
-                if is_running is None:
-                    rows = await self._fetchall(
-                        "SELECT running FROM executions WHERE execution_id = ?", [c.execution_id]
-                    )
-                    is_running = bool(rows and rows[0][0])
-                if not is_running:
-                    raise StoreConflict(f"execution {c.execution_id} is not running")
+                await self._require_running(c.execution_id, running)
+
+    async def _require_running(self, execution_id: str, running: dict[str, bool]) -> None:
+        """StoreConflict unless the execution runs: by the group's earlier rows (``running``), else as stored."""
+        is_running = running.get(execution_id)
+        if is_running is None:
+            rows = await self._fetchall("SELECT running FROM executions WHERE execution_id = ?", [execution_id])
+            is_running = bool(rows and rows[0][0])
+        if not is_running:
+            raise StoreConflict(f"execution {execution_id} is not running")
 
     def _apply_now(self, writes: Writes) -> bool:
         """Write a bundle of WAL rows alone inline, if :meth:`_write_inline` may (see the module doc)."""

@@ -17,7 +17,8 @@ from agentnet.v1 import hub_pb2, task_pb2
 from agentsdk.errors import AlreadyExists, FailedPrecondition, NotFound, Unauthenticated
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import audit_row, hash_secret
-from hubsvc.storage import Writes
+from hubsvc.storage import ExecutionRow, Writes
+from netkernel.errors import LostRace
 from tests.clock import FakeClock
 from tests.hub.harness import (
     EV_TEXT,
@@ -43,6 +44,13 @@ def on(hub: RunningHub, who: Participant) -> Participant:
 async def flushed(hub: RunningHub) -> None:
     """Wait until every write this replica queued so far (audit records too) is committed."""
     await hub.core.store.commit(Writes(audit=[audit_row("test_marker", "", "", {}, 0.0)]))
+
+
+async def ended(hub: RunningHub, execution_id: str) -> bool:
+    """Whether the store holds ``execution_id`` as ended (sweeping once for calls of dead replicas)."""
+    await hub.core.executions.fail_orphans()
+    row = await hub.core.store.get_execution(execution_id)
+    return row is not None and not row.running
 
 
 async def test_a_call_token_issued_by_one_replica_verifies_on_another(tmp_path: Path) -> None:
@@ -250,18 +258,23 @@ async def test_a_task_completed_on_one_replica_is_not_expired_by_another(tmp_pat
         await owner.close()
 
 
-async def test_an_execution_another_replica_ended_stops_verifying_its_tokens(tmp_path: Path) -> None:
+async def test_an_execution_another_replica_ended_stops_verifying_its_tokens(tmp_path: Path, hub_store: str) -> None:
     db = tmp_path / "hub.db"
-    async with running_hub(db) as hub_a:
+    # On Redis, A's liveness key lapses right after it starts (no refresh): to the other
+    # replicas A looks dead, as after a stall longer than its TTL, while it still serves.
+    stalled = HubOptions(replica_ttl=0.2, replica_refresh=3600.0)
+    async with running_hub(db, stalled) as hub_a:
         a = await a2a_agent(hub_a.target, "a")
         b = await a2a_agent(hub_a.target, "b")
         call = asyncio.create_task(a.rpc("InvokeAgent", invoke(b, "hold on")))
         question = await b.next(lambda e: e.event_type == EV_TEXT)
         execution_id = data_of(question)["a2a"]["execution_id"]
         token = await b.rpc("RefreshCallToken", hub_pb2.RefreshCallTokenRequest(execution_id=execution_id))
-        # A replica that starts now marks the execution it finds running failed (today's limit,
-        # docs/scale-out.md). Once A is told, it no longer verifies the token ...
-        async with running_hub(db):
+        # Alone on SQLite, a hub that starts fails every execution it finds running (the process
+        # that ran it is assumed gone); on Redis, a replica fails those whose owner is not alive.
+        async with running_hub(db, QUIET) as hub_b:
+            if hub_store == "redis":  # B's sweep (or this one) fails it once A's key has lapsed
+                await assert_eventually(lambda: ended(hub_b, execution_id))
             await hub_a.core.apply_remote(executions=[execution_id])  # what the change feed does on Redis
             assert await hub_a.core.call_tokens.lookup(token.call_token) is None
             with pytest.raises(Unauthenticated, match="unknown call token"):
@@ -272,3 +285,19 @@ async def test_an_execution_another_replica_ended_stops_verifying_its_tokens(tmp
         assert (await call).status == COMPLETED  # the caller still gets the real outcome
         await a.close()
         await b.close()
+
+
+async def test_an_execution_is_ended_conditionally_once(tmp_path: Path) -> None:
+    """An end written with ``expect_running`` commits only while the stored execution runs (how
+    replicas fail a dead replica's call once)."""
+    async with running_hub(tmp_path / "hub.db", QUIET) as hub:
+        store = hub.core.store
+        record = b"\x0a\x02e1"  # any bytes: the store keeps the record opaque
+        await store.commit(Writes(executions=[ExecutionRow("e1", "r1", "x", "y", True, 1.0, record, "gone")]))
+        ended = ExecutionRow("e1", "r1", "x", "y", False, 1.0, record, expect_running=True)
+        await store.commit(Writes(executions=[ended]))
+        with pytest.raises(LostRace):
+            await store.commit(Writes(executions=[ended], audit=[audit_row("second", "", "", {}, 0.0)]))
+        row = await store.get_execution("e1")
+        assert row is not None and not row.running
+        assert [r for r in await list_audit(hub) if r.kind == "second"] == []  # the refused bundle wrote nothing
