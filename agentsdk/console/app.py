@@ -63,7 +63,7 @@ SECURITY_HEADERS = [
     ),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make form POSTs "Origin: null"
     (b"cache-control", b"no-store"),
 ]
 HERE = Path(__file__).parent
