@@ -542,6 +542,10 @@ def console(
     live_rows: Annotated[
         int, typer.Option(envvar="AGENTNET_CONSOLE_LIVE_ROWS", help="Rows a live page keeps (the oldest go).")
     ] = ConsoleOptions.live_rows,
+    event_text_bytes: Annotated[
+        int,
+        typer.Option(envvar="AGENTNET_CONSOLE_EVENT_TEXT_BYTES", help="Bytes of an envelope's event data shown."),
+    ] = ConsoleOptions.max_event_text_bytes,
 ) -> None:
     """Serve the live web console for operators (log in with the hub's operator token)."""
     from agentsdk.console.app import Console
@@ -555,6 +559,7 @@ def console(
             max_sessions=max_sessions,
             max_live_streams=max_live_streams,
             live_rows=live_rows,
+            max_event_text_bytes=event_text_bytes,
         )
         tls = settings.tls_setting()
         sock = bind(host, port, insecure=insecure)

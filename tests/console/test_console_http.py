@@ -284,3 +284,18 @@ def test_a_live_stream_stops_at_logout(console: ConsoleProcess, hub: Hub) -> Non
 def test_the_console_refuses_a_non_loopback_address(hub: Hub, tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="not a loopback address"):
         start_console(hub.target, "--host", "0.0.0.0", cwd=tmp_path, timeout=20)
+
+
+def test_every_option_the_operations_doc_lists_is_a_console_option() -> None:
+    from typer.testing import CliRunner
+
+    from agentsdk.cli.app import app
+    from tests.procs import ROOT
+
+    doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("## The web console", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(--[a-z-]+)` \| `(AGENTNET_CONSOLE_[A-Z_]+)`", section, re.MULTILINE))
+    assert len(documented) == 9
+    help_text = CliRunner().invoke(app, ["console", "--help"], env={"COLUMNS": "300"}).stdout
+    for flag, env in documented:
+        assert flag in help_text and env in help_text, flag
