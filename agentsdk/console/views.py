@@ -125,7 +125,7 @@ async def newest_audit_id(client: OperatorClient, *, kind: str = "", subject_id:
 
     if not await any_after(0):
         return 0
-    low, high = 0, 1024
+    low, high = 0, 64
     while await any_after(high):  # a record above `high`: look twice as far
         low, high = high, high * 2
     while high - low > 1:  # a record above `low`, none above `high`

@@ -162,6 +162,10 @@ def test_main_views_and_their_screenshots(
     browser.get(console.url + "/channels?state=opened")
     row = _wait(browser, "the conversation", lambda d: [r for r in _rows(d, "tr.channel") if demo.channel_id in r.text])
     assert "alice, bob" in row[0].text and "anyone" in row[0].text
+    assert not [r for r in _rows(browser, "tr.channel") if "consulting" in r.text]
+    browser.get(console.url + "/channels")
+    states = [r.find_element(By.CSS_SELECTOR, ".state").text for r in _rows(browser, "tr.channel")]
+    assert sorted(states) == ["closed", "closed", "opened"]  # the two A2A calls' consulting channels
     _screenshot(browser, shots, "channels")
 
     browser.get(console.url + "/tasks")
@@ -237,6 +241,12 @@ def test_a_thousand_agents_are_shown_a_page_at_a_time(
     assert seen == sorted(seen)
     browser.find_element(By.ID, "first-page").click()
     _wait(browser, "the first page again", lambda d: _rows(d, "tr.agent")[0].text.startswith("alice"))
+
+    browser.get(console.url + "/audit?kind=agent_registered")  # the newest records: the last registrations
+    _wait(browser, "the audit stream", lambda d: d.find_element(By.ID, "live-status").text == "live")
+    audit = _rows(browser, "tr.audit")
+    assert len(audit) == 100 and int(audit[-1].get_attribute("data-id")) > 1000
+    assert all("load-" in r.text for r in audit)
 
 
 async def _long_channel(target: str, count: int) -> tuple[str, Any, Any]:
