@@ -439,7 +439,8 @@ class Console:
         )
 
     async def calls(self, request: Request, session: Session) -> Response:
-        """The A2A call tree of an execution (its subtree) or of a root session."""
+        """The A2A call tree of an execution (its subtree) or of a root session; without one, the
+        latest calls (from the audit log) to pick from."""
         wanted = request.query_params.get("id", "").strip()
         tree: list[views.CallNode] = []
         truncated = False
@@ -454,7 +455,8 @@ class Console:
                 session.client, [a for e in found.executions for a in (e.caller_id, e.target_id)]
             )
             tree, truncated = views.call_tree(list(found.executions), names), found.truncated
-        return self._view("calls.html", session, "calls", wanted=wanted, tree=tree, truncated=truncated)
+        recent = [] if wanted else await views.recent_calls(session.client, self.options.page_size)
+        return self._view("calls.html", session, "calls", wanted=wanted, tree=tree, truncated=truncated, recent=recent)
 
     # -- live streams --------------------------------------------------------------------
 

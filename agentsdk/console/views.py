@@ -211,5 +211,43 @@ async def agent_names(client: OperatorClient, agent_ids: Iterable[str]) -> dict[
     return dict(await asyncio.gather(*(one(a) for a in set(agent_ids) if a)))
 
 
+@dataclass(frozen=True)
+class RecentCall:
+    """An A2A call that ended, from the audit log (``a2a_invoked``)."""
+
+    execution_id: str
+    caller: str
+    target: str
+    status: str
+    at: str
+
+
+async def recent_calls(client: OperatorClient, page_size: int) -> list[RecentCall]:
+    """The A2A calls among the newest ``page_size`` ``a2a_invoked`` audit ids, newest first."""
+    newest = await newest_audit_id(client, kind="a2a_invoked")
+    if not newest:
+        return []
+    records = await client.list_audit(kind="a2a_invoked", after_id=max(0, newest - page_size), limit=page_size)
+    names = await agent_names(client, [a for r in records for a in (r.actor_id, r.subject_id)])
+    calls = []
+    for r in reversed(records):
+        try:
+            detail = json.loads(r.detail_json) if r.detail_json else {}
+        except ValueError:
+            continue
+        if not isinstance(detail, dict) or not detail.get("execution_id"):
+            continue
+        calls.append(
+            RecentCall(
+                execution_id=str(detail["execution_id"]),
+                caller=names.get(r.actor_id, r.actor_id),
+                target=names.get(r.subject_id, r.subject_id),
+                status=str(detail.get("status", "")).removeprefix("INVOCATION_STATUS_").lower(),
+                at=when(r.created_at),
+            )
+        )
+    return calls
+
+
 CHANNEL_STATES = {channel_state(v): v for v in channel_pb2.ChannelState.values() if v}
 """Channel states by their short name (pending, opened, closed, expired)."""

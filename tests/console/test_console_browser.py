@@ -176,6 +176,12 @@ def test_main_views_and_their_screenshots(
     assert "agent_registered" in browser.find_element(By.ID, "audit").text
     _screenshot(browser, shots, "audit")
 
+    browser.get(console.url + "/calls")
+    recent = _rows(browser, "tr.recent-call")
+    assert len(recent) == 2 and all("coordinator → summariser" in r.text and "completed" in r.text for r in recent)
+    recent[0].find_element(By.CSS_SELECTOR, "a").click()
+    _wait(browser, "one call's tree", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#call-tree li.call")) == 1)
+
     browser.get(console.url + "/calls?id=release-2.4")
     tree = browser.find_element(By.ID, "call-tree")
     calls = tree.find_elements(By.CSS_SELECTOR, "li.call")
