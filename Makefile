@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 include tools/versions.env
 
-.PHONY: help setup proto check-gen lint test test-bridges serve bench tools node-deps go-deps bridges-deps redis-server clean
+.PHONY: help setup proto check-gen lint test test-bridges serve bench tools node-deps go-deps bridges-deps redis-server chromium clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -55,6 +55,9 @@ test-bridges: setup go-deps bridges-deps ## the Go and TypeScript bridge test su
 redis-server: ## install Debian's redis-server when it is missing (tests start their own instances)
 	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 
+chromium: ## install Debian's chromium and chromium-driver when missing (the console's browser tests drive them)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
 proto: tools ## regenerate every stub tree under gen/ from proto/
 	bash scripts/gen_proto.sh
 
@@ -70,7 +73,7 @@ lint: setup ## ruff, mypy on hand-written code, buf lint
 	$(VENV)/bin/mypy
 	cd proto && ../$(VENV)/bin/buf lint
 
-test: setup node-deps go-deps bridges-deps redis-server test-bridges ## run the whole test suite
+test: setup node-deps go-deps bridges-deps redis-server chromium test-bridges ## run the whole test suite
 	$(PY) -m pytest -q
 
 serve: setup ## run the hub (:50051) and knowledge service (:50052) on embedded SQLite; Ctrl-C stops both

@@ -1,6 +1,6 @@
 """The ``agentnet`` commands (typer): status, agents, channels, tasks, describe, tail, wal, audit,
-calls and knowledge. Every command has ``--json``; a failure prints the reason and what to do and
-exits non-zero (:data:`EXIT_CODES`)."""
+calls, knowledge and console (the web console: :mod:`agentsdk.console`). Every command has ``--json``;
+a failure prints the reason and what to do and exits non-zero (:data:`EXIT_CODES`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from rich.text import Text
 
 from agentsdk.cli import render
 from agentsdk.cli.settings import DEFAULT_HUB, DEFAULT_KNOWLEDGE, Settings, SettingsError
+from agentsdk.console.options import ConsoleOptions
 from agentsdk.knowledge.rpc import KnowledgeRpc
 from agentsdk.operator import OperatorClient
 from agentsdk.tls import open_channel
@@ -502,6 +503,70 @@ def calls(
         _out().print(render.call_tree(list(found.executions), names, title))
 
     _run(ctx, work)
+
+
+# -- console --------------------------------------------------------------------------------
+
+
+@app.command()
+def console(
+    ctx: typer.Context,
+    host: Annotated[
+        str, typer.Option(envvar="AGENTNET_CONSOLE_HOST", help="Listen on this address (loopback unless --insecure).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(envvar="AGENTNET_CONSOLE_PORT", help="Listen on this port (0 = any free one).")
+    ] = 8080,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            envvar="AGENTNET_CONSOLE_INSECURE",
+            help="Allow a non-loopback address (plain HTTP: only behind a TLS-terminating proxy).",
+        ),
+    ] = False,
+    page_size: Annotated[
+        int, typer.Option(envvar="AGENTNET_CONSOLE_PAGE_SIZE", help="Rows per page (1 to 1000).")
+    ] = ConsoleOptions.page_size,
+    session_idle: Annotated[
+        float,
+        typer.Option(envvar="AGENTNET_CONSOLE_SESSION_IDLE", help="Seconds a session may stay unused before it ends."),
+    ] = ConsoleOptions.session_idle_seconds,
+    max_sessions: Annotated[
+        int,
+        typer.Option(envvar="AGENTNET_CONSOLE_MAX_SESSIONS", help="Sessions at once (a new one ends the oldest)."),
+    ] = ConsoleOptions.max_sessions,
+    max_live_streams: Annotated[
+        int, typer.Option(envvar="AGENTNET_CONSOLE_MAX_LIVE_STREAMS", help="Live streams open at once (more: 503).")
+    ] = ConsoleOptions.max_live_streams,
+    live_rows: Annotated[
+        int, typer.Option(envvar="AGENTNET_CONSOLE_LIVE_ROWS", help="Rows a live page keeps (the oldest go).")
+    ] = ConsoleOptions.live_rows,
+    event_text_bytes: Annotated[
+        int,
+        typer.Option(envvar="AGENTNET_CONSOLE_EVENT_TEXT_BYTES", help="Bytes of an envelope's event data shown."),
+    ] = ConsoleOptions.max_event_text_bytes,
+) -> None:
+    """Serve the live web console for operators (log in with the hub's operator token)."""
+    from agentsdk.console.app import Console
+    from agentsdk.console.server import ConsoleAddressError, bind, serve
+
+    settings = _settings(ctx)
+    try:
+        options = ConsoleOptions(
+            page_size=page_size,
+            session_idle_seconds=session_idle,
+            max_sessions=max_sessions,
+            max_live_streams=max_live_streams,
+            live_rows=live_rows,
+            max_event_text_bytes=event_text_bytes,
+        )
+        tls = settings.tls_setting()
+        sock = bind(host, port, insecure=insecure)
+    except (ValueError, SettingsError, ConsoleAddressError) as err:
+        _err().print(f"[red]error:[/red] {escape(str(err))}")
+        raise typer.Exit(2) from None
+    serve(Console(settings.hub, tls=tls, timeout=settings.timeout, options=options), sock)
 
 
 # -- knowledge ------------------------------------------------------------------------------
