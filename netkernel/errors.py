@@ -216,9 +216,12 @@ def _all_error_classes() -> list[type[AgentNetError]]:
 
 
 #: reason string -> exception class; the single error table.
-ERROR_CLASSES: dict[str, type[AgentNetError]] = {
-    cls.reason: cls for cls in _all_error_classes() if cls is not AgentNetError
-}
+ERROR_CLASSES: dict[str, type[AgentNetError]] = {}
+for _cls in _all_error_classes():
+    # A subclass sharing its parent's reason (LostRace: an UNAVAILABLE marked inside the hub)
+    # does not take the reason over: a client gets the parent class.
+    if _cls is not AgentNetError:
+        ERROR_CLASSES.setdefault(_cls.reason, _cls)
 
 
 def error_status(error: AgentNetError) -> grpc.Status:
