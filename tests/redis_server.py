@@ -14,11 +14,26 @@ from pathlib import Path
 import redis
 
 
-def free_port() -> int:
-    """A TCP port that was free a moment ago."""
+def free_port(*, bus_offset: int = 0) -> int:
+    """A TCP port that was free a moment ago; with ``bus_offset``, one whose port + ``bus_offset``
+    is a valid port that was free too (a Cluster node also listens on its port + 10000)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if not bus_offset:
+            return port
+        if port + bus_offset <= 65535 and _bindable(port + bus_offset):
+            return port
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @dataclass
@@ -173,8 +188,9 @@ def _wait_for_cluster(nodes: Sequence[RedisServer], replicas: int, timeout: floa
 def start_redis_server(directory: Path, extra_args: Sequence[str] = ()) -> RedisServer:
     """Start redis-server without persistence (unless ``extra_args`` turn it on) and wait for PING."""
     directory.mkdir(parents=True, exist_ok=True)
+    cluster = "--cluster-enabled" in extra_args
     for _ in range(3):  # the free port may be taken between probing and binding
-        port = free_port()
+        port = free_port(bus_offset=10000 if cluster else 0)
         proc = _spawn(port, directory, extra_args)
         if _wait_for_ping(port, proc, timeout=10):
             return RedisServer(proc, port, directory, tuple(extra_args))
