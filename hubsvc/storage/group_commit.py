@@ -195,12 +195,13 @@ class GroupCommitStore(HubStore):
         channel_id = fenced[0]
         if not item.fut.done():
             error = LostRace if self._fenced[channel_id] else Unavailable
-            item.fut.set_exception(
+            _refuse(
+                item.fut,
                 error(
                     f"an earlier write to channel '{channel_id}' failed, so this one was not written (no gap is "
                     "ever committed); the hub is rebuilding the channel from storage — retry.",
                     metadata={"channel_id": channel_id, "cause": "store_write_failed"},
-                )
+                ),
             )
         return True
 
@@ -237,7 +238,7 @@ class GroupCommitStore(HubStore):
                     metadata={"cause": "store_write_failed"},
                 )
             err.__cause__ = exc
-            item.fut.set_exception(err)
+            _refuse(item.fut, err)
 
 
 @dataclass(slots=True)
@@ -249,6 +250,14 @@ class _Item:
     stop: bool = False
     """The writer's last item: it ends once the group holding this marker is written."""
     fut: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+def _refuse(fut: asyncio.Future[None], err: Exception) -> None:
+    """Fail ``fut`` with ``err``. The failure is logged here (by :meth:`GroupCommitStore._fail`),
+    so a bundle nobody awaits (an audit record, acked cursors) is not reported a second time by
+    asyncio as a "Future exception was never retrieved"; an awaiting caller still gets ``err``."""
+    fut.set_exception(err)
+    fut.exception()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
