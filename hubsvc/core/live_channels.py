@@ -461,7 +461,7 @@ class LiveChannels:
         rows = await self._store.load_live_channels()
         for row in rows:
             self._channels[row.channel_id] = ChannelRuntime.from_row(row)
-        await self._load_inbox_floors()
+        await self._load_inbox_floors((ch.channel_id, ch.participants) for ch in self._channels.values())
         count = self._inboxes.staged_run
         folded = 0
         now = self._clock()
@@ -494,12 +494,13 @@ class LiveChannels:
         log.info("hydrated %d live channels from %d envelopes", len(self._channels), folded)
         return folded
 
-    async def _load_inbox_floors(self) -> None:
-        """Every participant's stored cursor in each live channel: what lies above it counts as pending."""
+    async def _load_inbox_floors(self, channels: Iterable[tuple[str, Iterable[str]]]) -> None:
+        """Every participant's stored cursor in each of ``channels`` ((channel id, participant ids)):
+        what lies above it counts as pending."""
         by_agent: dict[str, list[str]] = {}
-        for ch in self._channels.values():
-            for agent_id in ch.participants:
-                by_agent.setdefault(agent_id, []).append(ch.channel_id)
+        for channel_id, participants in channels:
+            for agent_id in participants:
+                by_agent.setdefault(agent_id, []).append(channel_id)
         for agent_id, channel_ids in by_agent.items():
             cursors = await self._store.load_cursors(agent_id)
             for channel_id in channel_ids:
@@ -605,9 +606,8 @@ class LiveChannels:
                 row = await self._store.get_channel(channel_id)
                 if row is None or channel_id in self._channels:  # never written, or opened meanwhile
                     return
-                for agent_id in row.member_ids():  # acks made before this replica knew the channel
-                    cursor = (await self._store.load_cursors(agent_id)).get(channel_id, 0)
-                    self._inboxes.load_floor(agent_id, channel_id, cursor)
+                # Acks made before this replica knew the channel.
+                await self._load_inbox_floors([(channel_id, row.member_ids())])
                 fresh, unseen = await self._rebuild(row, known or 0)
                 self._adopt(fresh, unseen)
                 return
