@@ -22,17 +22,15 @@ from agentnet.v1 import (
     channel_pb2,
     envelope_pb2,
     hub_pb2,
-    hub_pb2_grpc,
     identity_pb2,
     operator_pb2,
     operator_pb2_grpc,
     task_pb2,
 )
 
-from agentsdk.targets import HubTargets, hub_target
-from agentsdk.tls import TlsSetting, open_channel, tls_config
-from agentsdk.transport import CHANNEL_OPTIONS, bearer, server_stream, unary
-from netkernel.errors import InvalidArgument
+from agentsdk.targets import HubTargets
+from agentsdk.tls import TlsSetting
+from agentsdk.transport import HubConnection, bearer, server_stream, unary
 
 __all__ = ["OperatorClient", "execution_children"]
 
@@ -45,23 +43,17 @@ class OperatorClient:
     def __init__(
         self, target: HubTargets, secret: str, *, tls: TlsSetting = None, timeout: float | None = 30.0
     ) -> None:
-        parsed = hub_target(target)
-        config = tls_config(tls)
-        if parsed.several and config is not None and not config.server_name:
-            raise InvalidArgument(
-                f"TLS with several hub addresses {list(parsed.addresses)!r} needs TlsConfig(server_name=...)"
-            )
-        self.target = parsed.grpc_target
+        self._connection = HubConnection(target, tls)
+        self.target = self._connection.target
         """The gRPC target."""
-        self._channel = open_channel(self.target, tls, CHANNEL_OPTIONS)
-        self._operator = operator_pb2_grpc.OperatorServiceStub(self._channel)
-        self._hub = hub_pb2_grpc.HubServiceStub(self._channel)
+        self._operator = operator_pb2_grpc.OperatorServiceStub(self._connection.channel)
+        self._hub = self._connection.stub
         self._metadata = bearer(secret)
         self._timeout = timeout
 
     async def close(self) -> None:
         """Close the connection (every stream on it ends)."""
-        await self._channel.close()
+        await self._connection.close()
 
     async def __aenter__(self) -> Self:
         return self
