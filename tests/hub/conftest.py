@@ -13,16 +13,14 @@ tests (test_replicas.py, test_redis_store.py) run on the Cluster in every run.
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
-from tests.redis_server import RedisCluster, RedisServer
 
 STORE_KINDS = ("sqlite", "redis", "redis-cluster")
 STORES = [k for k in os.environ.get("AGENTNET_HUB_TEST_STORES", "sqlite,redis").split(",") if k]
@@ -47,19 +45,8 @@ def hub_store(request: pytest.FixtureRequest) -> Iterator[str]:
     if kind == "sqlite":
         yield kind
         return
-    flush: Callable[[], None]
-    if kind == "redis":
-        server: RedisServer = request.getfixturevalue("redis_server")
-        url, flush = server.url(REDIS_DB), functools.partial(server.flush, REDIS_DB)
-    else:
-        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
-        url, flush = cluster.url(), cluster.flush
-    harness.STORE.kind, harness.STORE.redis_url = "redis", url
-    try:
+    with harness.on_redis(request, kind, REDIS_DB):
         yield kind
-    finally:
-        harness.STORE.kind, harness.STORE.redis_url = "sqlite", ""
-        flush()
 
 
 @pytest.fixture

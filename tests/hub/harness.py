@@ -7,16 +7,18 @@ SDK is a separate layer), exactly as a bridge in another language would.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
 from grpc_status import rpc_status
 
@@ -26,6 +28,7 @@ from hubsvc.server import HubServer, start_hub
 from hubsvc.storage import HubStore, SqliteHubStore
 from hubsvc.storage.redis_store import RedisHubStore
 from tests.eventually import assert_eventually
+from tests.redis_server import RedisCluster, RedisServer
 
 __all__ = ["assert_eventually"]  # re-exported: the hub tests import it from here
 
@@ -45,6 +48,25 @@ class StoreChoice:
 
 
 STORE = StoreChoice()
+
+
+@contextmanager
+def on_redis(request: pytest.FixtureRequest, kind: str, db: int) -> Iterator[None]:
+    """While it lasts, hubs built here use the session's redis-server (database ``db``, ``kind``
+    "redis") or its local Redis Cluster (``kind`` "cluster"); emptied afterwards."""
+    flush: Callable[[], None]
+    if kind == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        url, flush = server.url(db), functools.partial(server.flush, db)
+    else:
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        url, flush = cluster.url(), cluster.flush
+    STORE.kind, STORE.redis_url = "redis", url
+    try:
+        yield
+    finally:
+        STORE.kind, STORE.redis_url = "sqlite", ""
+        flush()
 
 
 def make_store(db: Path) -> HubStore:

@@ -15,7 +15,6 @@ from servicekit.metrics import MetricsSettings
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import EV_TEXT, Participant, RunningHub, open_channel, register
-from tests.redis_server import RedisServer
 from tests.scrape import scrape, value
 
 REDIS_DB = 3
@@ -23,13 +22,9 @@ REDIS_DB = 3
 
 
 @pytest.fixture
-def on_redis(redis_server: RedisServer) -> Iterator[None]:
-    harness.STORE.kind, harness.STORE.redis_url = "redis", redis_server.url(REDIS_DB)
-    try:
+def on_redis(request: pytest.FixtureRequest) -> Iterator[None]:
+    with harness.on_redis(request, "redis", REDIS_DB):
         yield
-    finally:
-        harness.STORE.kind, harness.STORE.redis_url = "sqlite", ""
-        redis_server.flush(REDIS_DB)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ RedisHubStore on the same keys); participants reach different replicas.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -22,7 +21,6 @@ from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
 from tests.hub.test_inbox_caps import inbox_policy
-from tests.redis_server import RedisCluster, RedisServer
 
 REDIS_DB = 2
 """The DB number of these tests (hub tests use 1, knowledge tests 0)."""
@@ -32,19 +30,8 @@ REDIS_DB = 2
 def on_redis(request: pytest.FixtureRequest) -> Iterator[None]:
     """Hubs built by the harness use the session's redis-server, or its local Redis Cluster
     (flushed afterwards)."""
-    flush: Callable[[], None]
-    if request.param == "server":
-        server: RedisServer = request.getfixturevalue("redis_server")
-        url, flush = server.url(REDIS_DB), functools.partial(server.flush, REDIS_DB)
-    else:
-        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
-        url, flush = cluster.url(), cluster.flush
-    harness.STORE.kind, harness.STORE.redis_url = "redis", url
-    try:
+    with harness.on_redis(request, "redis" if request.param == "server" else "cluster", REDIS_DB):
         yield
-    finally:
-        harness.STORE.kind, harness.STORE.redis_url = "sqlite", ""
-        flush()
 
 
 class Replicas:
