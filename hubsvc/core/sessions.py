@@ -96,7 +96,7 @@ class Sessions:
         # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
         self._sessions[agent_id] = session
         self._registry.touch(agent_id, online=True)
-        self._store.submit(Writes(sessions=[(agent_id, session.session_id, True)]))  # other replicas: replaced
+        self._record_holder(agent_id, session.session_id, True)
         written = self._cursor_write
         if written is not None and not written.done():
             # The acks a stream of this agent flushed as it ended (a reconnect follows at once):
@@ -165,7 +165,13 @@ class Sessions:
         if self._sessions.get(session.agent_id) is session:
             del self._sessions[session.agent_id]
             self._registry.touch(session.agent_id, online=False)
-            self._store.submit(Writes(sessions=[(session.agent_id, session.session_id, False)]))
+            self._record_holder(session.agent_id, session.session_id, False)
+
+    def _record_holder(self, agent_id: str, session_id: str, connected: bool) -> None:
+        """Tell the other replicas sharing the store that this stream began or ended (a stream of the
+        same identity they hold is then replaced); a store no other replica shares has no one to tell."""
+        if self._store.feed is not None:
+            self._store.submit(Writes(sessions=[(agent_id, session_id, connected)]))
 
     def holder_changed(self, agent_id: str, holder: str | None) -> None:
         """Another replica recorded ``holder`` as the identity's current stream (None: it has
