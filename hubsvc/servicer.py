@@ -181,7 +181,10 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             return committed
 
         for fut, answers in waiting.values():
-            fut.add_done_callback(answer(answers))
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                answer(answers)(fut)  # committed at once (inline): answered now, after its deliveries
+            else:
+                fut.add_done_callback(answer(answers))
 
     # -- identity -----------------------------------------------------------------------
 
