@@ -170,6 +170,14 @@ def test_agents_are_listed_a_page_at_a_time(logged_in: TestClient, seeded: Seede
     assert bad.status_code == 400 and "INVALID_ARGUMENT" in bad.text
 
 
+def test_an_agent_page_shows_its_record_and_skills(logged_in: TestClient, seeded: Seeded) -> None:
+    page = logged_in.get("/agents/agent-03")
+    assert page.status_code == 200, page.text
+    assert "agent-03" in page.text and "search" in page.text  # the resume's claimed skills
+    missing = logged_in.get("/agents/nobody-here")
+    assert missing.status_code == 404 and "NOT_FOUND" in missing.text
+
+
 def _seqs(html: str) -> list[int]:
     return [int(s) for s in re.findall(r'<tr class="env [^"]+" data-seq="(\d+)">', html)]
 
