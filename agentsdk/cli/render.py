@@ -37,6 +37,17 @@ def as_json(message: Message) -> dict[str, Any]:
     return data
 
 
+def to_json(value: Any) -> Any:
+    """``value`` as JSON data: messages as :func:`as_json`, lists and dicts item by item."""
+    if isinstance(value, Message):
+        return as_json(value)
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    return value
+
+
 def dumps(value: Any) -> str:
     """One line of JSON."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
