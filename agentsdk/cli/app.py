@@ -583,6 +583,13 @@ def console(
         int,
         typer.Option(envvar="AGENTNET_CONSOLE_EVENT_TEXT_BYTES", help="Bytes of an envelope's event data shown."),
     ] = ConsoleOptions.max_event_text_bytes,
+    list_refresh: Annotated[
+        float,
+        typer.Option(
+            envvar="AGENTNET_CONSOLE_LIST_REFRESH",
+            help="Seconds between an open list page's reads of the hub (its rows update live).",
+        ),
+    ] = ConsoleOptions.list_refresh_seconds,
 ) -> None:
     """Serve the live web console for operators (log in with the hub's operator token)."""
     from agentsdk.console.app import Console
@@ -597,6 +604,7 @@ def console(
             max_live_streams=max_live_streams,
             live_rows=live_rows,
             max_event_text_bytes=event_text_bytes,
+            list_refresh_seconds=list_refresh,
         )
         tls = settings.tls_setting()
         sock = bind(host, port, insecure=insecure)
