@@ -35,6 +35,10 @@ from agentsdk.tls import TlsSetting
 from agentsdk.transport import HubConnection, ResponseT, UnaryMethod, bearer, server_stream, unary
 from netkernel.errors import NotFound
 
+AUDIT_WINDOW = 10_000
+"""Audit ids :meth:`OperatorClient.latest_audit` reads at a time (ListAudit's largest limit: a window is
+always read whole)."""
+
 __all__ = ["AgentView", "OperatorClient", "OperatorOnly", "execution_children", "execution_subtree"]
 
 
@@ -223,6 +227,41 @@ class OperatorClient:
         )
         return list(response.records)
 
+    async def newest_audit_id(self, *, kind: str = "", subject_id: str = "") -> int:
+        """The id of the newest audit record matching the filters (0 = none), in about 2·log2(id) reads
+        (ListAudit reads forward from an id only)."""
+
+        async def any_after(audit_id: int) -> bool:
+            return bool(await self.list_audit(kind=kind, subject_id=subject_id, after_id=audit_id, limit=1))
+
+        if not await any_after(0):
+            return 0
+        low, high = 0, 64
+        while await any_after(high):  # a record above `high`: look twice as far
+            low, high = high, high * 2
+        while high - low > 1:  # a record above `low`, none above `high`
+            middle = (low + high) // 2
+            if await any_after(middle):
+                low = middle
+            else:
+                high = middle
+        return high
+
+    async def latest_audit(
+        self, *, kind: str = "", subject_id: str = "", limit: int = 100
+    ) -> list[hub_pb2.AuditRecord]:
+        """The newest ``limit`` audit records matching the filters, in id order: windows of ids read
+        backwards from the newest until ``limit`` records are found or the log's start is reached."""
+        newest = await self.newest_audit_id(kind=kind, subject_id=subject_id)
+        found: list[hub_pb2.AuditRecord] = []
+        end = newest
+        while end > 0 and len(found) < limit:
+            start = max(0, end - AUDIT_WINDOW)
+            page = await self.list_audit(kind=kind, subject_id=subject_id, after_id=start, limit=AUDIT_WINDOW)
+            found = [r for r in page if r.audit_id <= end] + found
+            end = start
+        return found[-limit:]
+
     # -- streams ------------------------------------------------------------------------
 
     async def read_wal(
@@ -323,6 +362,12 @@ class AgentView:
         self, *, kind: str = "", subject_id: str = "", after_id: int = 0, limit: int = 0
     ) -> list[hub_pb2.AuditRecord]:
         """Operator only: the audit log records every identity's actions."""
+        raise OperatorOnly(_AUDIT_IS_OPERATORS)
+
+    async def latest_audit(
+        self, *, kind: str = "", subject_id: str = "", limit: int = 100
+    ) -> list[hub_pb2.AuditRecord]:
+        """Operator only (as :meth:`list_audit`)."""
         raise OperatorOnly(_AUDIT_IS_OPERATORS)
 
     async def follow_audit(

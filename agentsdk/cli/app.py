@@ -493,17 +493,28 @@ def audit(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new records (Ctrl-C stops).")] = False,
     kind: Annotated[str, typer.Option(help="Only this kind, e.g. post_refused.")] = "",
     subject: Annotated[str, typer.Option(help="Only records about this agent, channel or task id.")] = "",
-    after: Annotated[int, typer.Option(help="Only records after this audit id.")] = 0,
-    limit: Annotated[int, typer.Option(help="Without --follow: at most this many (0 = 100).")] = 0,
+    after: Annotated[
+        int | None, typer.Option(help="Records after this audit id (0 = from the start) instead of the newest.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="At most this many records (the newest ones unless --after).")] = 100,
     json_: JsonOption = False,
 ) -> None:
-    """The hub's audit log (refusals, registrations, channel ends, policy reloads, …); operator only."""
+    """The hub's audit log (refusals, registrations, channel ends, policy reloads, …): the newest records,
+    or those after --after; --follow then prints each new one. Operator only."""
 
     async def work(settings: Settings) -> None:
         out = _out()
+        if not 1 <= limit <= 10_000:
+            raise InvalidArgument(f"--limit {limit} is out of range: ask for 1 to 10000 records.")
         async with _client(settings) as client:
-            if not follow:
+            if after is not None and follow:
+                records, start = [], after
+            elif after is not None:
                 records = await client.list_audit(kind=kind, subject_id=subject, after_id=after, limit=limit)
+            else:  # the newest records (a follower prints them first, then each new one)
+                records = await client.latest_audit(kind=kind, subject_id=subject, limit=limit)
+                start = records[0].audit_id - 1 if records else 0
+            if not follow:
                 rows = (
                     [str(r.audit_id), render.when(r.created_at), r.kind, r.actor_id, r.subject_id, r.detail_json]
                     for r in records
@@ -511,7 +522,7 @@ def audit(
                 columns = ["id", "at (UTC)", "kind", "actor", "subject", "detail"]
                 _show(json_, records, lambda: render.table("audit", columns, rows))
                 return
-            async for r in client.follow_audit(kind=kind, subject_id=subject, after_id=after):
+            async for r in client.follow_audit(kind=kind, subject_id=subject, after_id=start):
                 _show_line(out, json_, r, partial(_audit_line, r))
 
     _run(ctx, work)

@@ -269,3 +269,17 @@ def test_knowledge_refusals_say_what_to_do(network: Network, tmp_path: Path) -> 
     assert missing_source.exception is None or isinstance(missing_source.exception, SystemExit)
     missing = network.run("knowledge", "cat", "drafts/never-written.md")
     assert missing.exit_code == 5 and "knowledge ls" in missing.stderr and "channels" not in missing.stderr
+
+
+def test_audit_shows_the_newest_records_unless_asked_for_older(network: Network) -> None:
+    every = _json(network.run("audit", "--after", "0", "--limit", "10000", "--json"))
+    assert len(every) > 3
+    newest = _json(network.run("audit", "--limit", "2", "--json"))
+    assert [r["audit_id"] for r in newest] == [r["audit_id"] for r in every[-2:]]
+    oldest = _json(network.run("audit", "--after", "0", "--limit", "2", "--json"))
+    assert [r["audit_id"] for r in oldest] == [r["audit_id"] for r in every[:2]]
+    registered = [r for r in every if r["kind"] == "agent_registered"]
+    newest_of_kind = _json(network.run("audit", "--kind", "agent_registered", "--limit", "1", "--json"))
+    assert [r["audit_id"] for r in newest_of_kind] == [registered[-1]["audit_id"]]
+    bad = network.run("audit", "--limit", "0")
+    assert bad.exit_code == 2 and "--limit 0 is out of range" in bad.stderr
