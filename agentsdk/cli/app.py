@@ -392,7 +392,8 @@ def tasks(
     async def work(settings: Settings) -> None:
         async with _client(settings) as client:
             found = await client.tasks(include_ended=all_, limit=limit)
-        _show(json_, found, lambda: render.tasks_table(found))
+            names = {} if json_ else await _agent_names(client, (t.owner_id for t in found))
+        _show(json_, found, lambda: render.tasks_table(found, names))
 
     _run(ctx, work)
 
@@ -408,7 +409,13 @@ def describe(
     async def work(settings: Settings) -> None:
         async with _client(settings) as client:
             kind, message = await _describe(client, what)
-        rows = render.channel_rows(message) if kind == "channel" else render.field_rows(message)
+            owner = await _agent_names(client, [message.owner_id]) if kind == "task" and not json_ else {}
+        if kind == "channel":
+            rows = render.channel_rows(message)
+        elif kind == "task":
+            rows = render.task_rows(message, owner)
+        else:
+            rows = render.field_rows(message)
         _show(json_, {"kind": kind, kind: message}, lambda: render.table(f"{kind} {what}", ["field", "value"], rows))
 
     _run(ctx, work)

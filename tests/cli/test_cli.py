@@ -56,6 +56,7 @@ def test_agents_and_channels_and_tasks(network: Network) -> None:
 
     out = _ok(network.run("tasks"))
     assert network.task_id in out and "write the report" in out and "running" in out
+    assert "alice" in out and network.names["alice"] not in out  # the owner by name
     [task] = _json(network.run("tasks", "--json"))
     assert (task["task_id"], task["state"]) == (network.task_id, "TASK_STATE_RUNNING")
 
@@ -66,7 +67,9 @@ def test_describe_a_channel_a_task_and_an_agent(network: Network) -> None:
     assert "whose turn" in out and "conversation" in out and "opened" in out
     described = _json(network.run("describe", network.channel_id, "--json"))
     assert described["kind"] == "channel" and described["channel"]["live"] is True
-    assert "write the report" in _ok(network.run("describe", network.task_id))
+    task = _ok(network.run("describe", network.task_id))
+    assert "write the report" in task and f"alice ({network.names['alice']})" in task
+    assert "TASK_STATE" not in task and "running" in task
     agent = _json(network.run("describe", "bob", "--json"))
     assert (agent["kind"], agent["agent"]["agent_id"]) == ("agent", network.names["bob"])
 
