@@ -31,6 +31,7 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.messages import MessageOps
 from hubsvc.core.registry import AgentEntry
 from hubsvc.core.util import check_seconds, new_id
+from netkernel.a2a_outcome import reply_outcome
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
     AgentNetError,
@@ -49,8 +50,6 @@ RESERVED_HEADER_PREFIX = "a2a-"
 CANCEL_REASON = "a2a_canceled"
 """The close reason of a consulting channel whose caller cancelled the call (the call ends CANCELED)."""
 DEFAULT_DISCOVER_LIMIT = 50
-_REPLY_STATUSES = ("completed", "input-required", "failed")
-"""What a callee's reply may claim in ``event_data.a2a.status`` (anything else reads as completed)."""
 
 
 def may_call(caller: identity_pb2.AgentRecord, target: identity_pb2.AgentRecord) -> bool:
@@ -353,16 +352,8 @@ class A2AOps:
             if (err.metadata or {}).get("reason") == CANCEL_REASON:
                 return a2a_pb2.INVOCATION_STATUS_CANCELED, "", "the caller cancelled the call"
             return a2a_pb2.INVOCATION_STATUS_FAILED, "", err.message
-        data = envelope_from_wire(reply).event_data
-        text = data.get("text", "")
-        text = text if isinstance(text, str) else ""
-        meta = data.get("a2a")
-        outcome = meta if isinstance(meta, dict) else {}
-        claimed = outcome.get("status")
-        status = INVOCATION_STATUS.by_name[claimed if claimed in _REPLY_STATUSES else "completed"]
-        if status == a2a_pb2.INVOCATION_STATUS_FAILED:
-            return status, "", str(outcome.get("error") or text or f"{target.name} failed")
-        return status, text, ""
+        status, result, error = reply_outcome(envelope_from_wire(reply).event_data, target.name)
+        return INVOCATION_STATUS.by_name[status], result, error
 
     async def _abandon(self, caller: str, record: a2a_pb2.Execution) -> None:
         """Record a call its caller gave up on and close its channel."""
