@@ -59,3 +59,130 @@ async def test_a_blocking_send_completes_with_the_answer(net: Net, binding: str)
     assert task.id and task.context_id
     got = await client.get_task(a2a.GetTaskRequest(id=task.id))
     assert got.status.state == a2a.TASK_STATE_COMPLETED and got.artifacts[0].parts[0].text == "covered: POL-123"
+
+
+class Gate:
+    """An agent turn that waits until released (a task that stays running while the test acts)."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self, messages: list[dict[str, str]], _tools: object) -> str:
+        self.entered.set()
+        await self.release.wait()
+        return "released: " + str(messages[-1]["content"]).split()[-1]
+
+
+async def test_a_non_blocking_send_returns_working_and_get_task_sees_it_complete(net: Net, binding: str) -> None:
+    gate = Gate()
+    await net.hub.register(Agent("slow", config=ScriptedConfig([gate])), Passport(name="slow"), a2a=ENABLED)
+    client = await net.client("slow", binding)
+    request = a2a.SendMessageRequest(
+        message=user_message("work on W-1"), configuration=a2a.SendMessageConfiguration(return_immediately=True)
+    )
+    [response] = await collect(client, request)
+    assert response.task.status.state == a2a.TASK_STATE_WORKING
+    await gate.entered.wait()
+    assert (await client.get_task(a2a.GetTaskRequest(id=response.task.id))).status.state == a2a.TASK_STATE_WORKING
+    gate.release.set()
+
+    async def completed() -> a2a.Task:
+        task = await client.get_task(a2a.GetTaskRequest(id=response.task.id))
+        assert task.status.state == a2a.TASK_STATE_COMPLETED
+        return task
+
+    task = await assert_eventually(completed)
+    assert task.artifacts[0].parts[0].text == "released: W-1"
+
+
+async def test_list_tasks_lists_the_callers_tasks_with_the_agent(net: Net, binding: str) -> None:
+    await net.hub.register(
+        Agent("policy", config=ScriptedConfig(["one", "two"])), Passport(name="policy"), a2a=ENABLED
+    )
+    client = await net.client("policy", binding)
+    first = (await collect(client, a2a.SendMessageRequest(message=user_message("first"))))[0].task
+    second_msg = user_message("second", context_id=first.context_id)
+    second = (await collect(client, a2a.SendMessageRequest(message=second_msg)))[0].task
+    assert second.context_id == first.context_id and second.id != first.id
+    listed = await client.list_tasks(a2a.ListTasksRequest(include_artifacts=True))
+    assert {t.id for t in listed.tasks} == {first.id, second.id} and listed.total_size == 2
+    assert {t.artifacts[0].parts[0].text for t in listed.tasks} == {"one", "two"}
+    page = await client.list_tasks(a2a.ListTasksRequest(page_size=1))
+    assert len(page.tasks) == 1 and page.next_page_token
+    rest = await client.list_tasks(a2a.ListTasksRequest(page_size=1, page_token=page.next_page_token))
+    assert {page.tasks[0].id, rest.tasks[0].id} == {first.id, second.id} and not rest.next_page_token
+    done = await client.list_tasks(a2a.ListTasksRequest(status=a2a.TASK_STATE_FAILED))
+    assert list(done.tasks) == []
+
+
+async def test_a_streamed_send_sends_working_then_the_artifact_then_completed(net: Net, binding: str) -> None:
+    await net.hub.register(Agent("policy", config=ScriptedConfig(["all good"])), Passport(name="policy"), a2a=ENABLED)
+    client = await net.client("policy", binding, streaming=True)
+    responses = await collect(client, a2a.SendMessageRequest(message=user_message("check")))
+    kinds = [r.WhichOneof("payload") for r in responses]
+    assert kinds == ["task", "status_update", "artifact_update", "status_update"]
+    assert responses[1].status_update.status.state == a2a.TASK_STATE_WORKING
+    assert responses[2].artifact_update.artifact.parts[0].text == "all good"
+    assert responses[3].status_update.status.state == a2a.TASK_STATE_COMPLETED
+    ids = [(r.status_update if r.HasField("status_update") else r.artifact_update).metadata["eventId"] for r in responses[1:]]
+    assert len(set(ids)) == 3
+
+
+async def test_cancel_task_cancels_a_running_task(net: Net, binding: str) -> None:
+    gate = Gate()
+    await net.hub.register(Agent("slow", config=ScriptedConfig([gate])), Passport(name="slow"), a2a=ENABLED)
+    client = await net.client("slow", binding)
+    request = a2a.SendMessageRequest(
+        message=user_message("long job"), configuration=a2a.SendMessageConfiguration(return_immediately=True)
+    )
+    task = (await collect(client, request))[0].task
+    await gate.entered.wait()
+    cancelled = await client.cancel_task(a2a.CancelTaskRequest(id=task.id))
+    assert cancelled.status.state == a2a.TASK_STATE_CANCELED
+    assert (await client.get_task(a2a.GetTaskRequest(id=task.id))).status.state == a2a.TASK_STATE_CANCELED
+    with pytest.raises(Exception, match="cannot be cancelled"):
+        await client.cancel_task(a2a.CancelTaskRequest(id=task.id))
+    gate.release.set()
+
+
+async def test_input_required_then_the_follow_up_message_continues_the_same_task(net: Net, binding: str) -> None:
+    from agentsdk.events import ToolCall
+
+    def approve(messages: list[dict[str, str]], _tools: object) -> str:
+        return "approved by " + str(messages[-1]["content"]).split()[-1]
+
+    script = ScriptedConfig(
+        [ToolCall("r1", "request_input", {"question": "Who approves refunds over $500?"}), "asked", approve]
+    )
+    await net.hub.register(Agent("refunds", config=script), Passport(name="refunds"), a2a=ENABLED)
+    client = await net.client("refunds", binding)
+    asked = (await collect(client, a2a.SendMessageRequest(message=user_message("Refund $900"))))[0].task
+    assert asked.status.state == a2a.TASK_STATE_INPUT_REQUIRED
+    assert asked.status.message.parts[0].text == "Who approves refunds over $500?"
+    follow_up = user_message("Approver: Dana", task_id=asked.id, context_id=asked.context_id)
+    done = (await collect(client, a2a.SendMessageRequest(message=follow_up)))[0].task
+    assert (done.id, done.context_id) == (asked.id, asked.context_id)
+    assert done.status.state == a2a.TASK_STATE_COMPLETED
+    assert done.artifacts[-1].parts[0].text == "approved by Dana"
+    with pytest.raises(Exception, match="only an input-required task takes another message"):
+        await collect(client, a2a.SendMessageRequest(message=user_message("again", task_id=asked.id)))
+
+
+async def test_an_agent_the_caller_may_not_see_refuses_and_no_token_is_refused(net: Net, binding: str) -> None:
+    await net.hub.register(Agent("policy", config=ScriptedConfig([])), Passport(name="policy"), a2a=ENABLED)
+    client = await net.client("policy", binding)
+    await net.hub.register(
+        Agent("private", config=ScriptedConfig([])),
+        Passport(name="private"),
+        a2a=A2ASettings(enabled=True, allowed_callers=["ops-*"]),
+    )
+    # A client built from policy's card, but naming "private" as the tenant: refused as unknown.
+    request = a2a.SendMessageRequest(message=user_message("hi"), tenant="private")
+    with pytest.raises(Exception, match="no agent 'private' you may call"):
+        await collect(client, request)
+    anonymous = await net.client("policy", binding, token="")
+    with pytest.raises(Exception) as refused:
+        await collect(anonymous, a2a.SendMessageRequest(message=user_message("hi")))
+    expected = "HTTP Error 401" if binding == "JSONRPC" else "UNAUTHENTICATED: this gateway needs 'Authorization: Bearer"
+    assert expected in str(refused.value)
