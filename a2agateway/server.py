@@ -118,7 +118,7 @@ class Gateway:
         self.cards = Cards(self.hub, Addresses(public_url + JSONRPC_PATH, grpc_target), options.max_tasks_listed)
         self.handler = GatewayHandler(self.hub, self.cards, options.max_tasks_listed)
         if self.grpc_server is not None:
-            a2a_grpc.add_A2AServiceServicer_to_server(GrpcHandler(self.handler), self.grpc_server)
+            a2a_grpc.add_A2AServiceServicer_to_server(GrpcHandler(self.handler), self.grpc_server)  # type: ignore[no-untyped-call]
         self.app = BodyLimit(self._starlette(), options.max_request_bytes)
         self._uvicorn = _Server(
             uvicorn.Config(self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)

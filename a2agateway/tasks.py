@@ -33,7 +33,7 @@ COMPLETE_REASON = "consulting_complete"
 EVENT_ID_KEY = "eventId"
 """The metadata key of a stream event's position."""
 
-STATES: dict[int, a2a.TaskState.ValueType] = {
+STATES: dict[int, a2a.TaskState] = {
     hub_a2a.INVOCATION_STATUS_RUNNING: a2a.TASK_STATE_WORKING,
     hub_a2a.INVOCATION_STATUS_COMPLETED: a2a.TASK_STATE_COMPLETED,
     hub_a2a.INVOCATION_STATUS_INPUT_REQUIRED: a2a.TASK_STATE_INPUT_REQUIRED,
@@ -125,7 +125,7 @@ def wal_events(
     """The A2A events one envelope of ``execution``'s consulting channel makes, each stamped with its EventId."""
     events: list[a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent] = []
 
-    def status(state: a2a.TaskState.ValueType, text: str = "") -> None:
+    def status(state: a2a.TaskState, text: str = "") -> None:
         update = a2a.TaskStatusUpdateEvent(task_id=task_id, context_id=context_id)
         update.status.state = state
         if envelope.HasField("created_time"):

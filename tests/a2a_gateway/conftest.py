@@ -53,7 +53,9 @@ class Net:
             supported_protocol_bindings=[binding],
             grpc_channel_factory=grpc.aio.insecure_channel,
         )
-        return ClientFactory(config).create(card, interceptors=[AuthInterceptor(HubCredential(self.token if token is None else token))])
+        return ClientFactory(config).create(
+            card, interceptors=[AuthInterceptor(HubCredential(self.token if token is None else token))]
+        )
 
 
 @pytest.fixture(params=["JSONRPC", "GRPC"])

@@ -48,9 +48,7 @@ async def test_a_blocking_send_completes_with_the_answer(net: Net, binding: str)
     def answer(messages: list[dict[str, str]], _tools: object) -> str:
         return "covered: " + str(messages[-1]["content"]).split()[-1]
 
-    await net.hub.register(
-        Agent("policy", config=ScriptedConfig([answer])), Passport(name="policy"), a2a=ENABLED
-    )
+    await net.hub.register(Agent("policy", config=ScriptedConfig([answer])), Passport(name="policy"), a2a=ENABLED)
     client = await net.client("policy", binding)
     [response] = await collect(client, a2a.SendMessageRequest(message=user_message("Look up POL-123")))
     task = response.task
@@ -97,9 +95,7 @@ async def test_a_non_blocking_send_returns_working_and_get_task_sees_it_complete
 
 
 async def test_list_tasks_lists_the_callers_tasks_with_the_agent(net: Net, binding: str) -> None:
-    await net.hub.register(
-        Agent("policy", config=ScriptedConfig(["one", "two"])), Passport(name="policy"), a2a=ENABLED
-    )
+    await net.hub.register(Agent("policy", config=ScriptedConfig(["one", "two"])), Passport(name="policy"), a2a=ENABLED)
     client = await net.client("policy", binding)
     first = (await collect(client, a2a.SendMessageRequest(message=user_message("first"))))[0].task
     second_msg = user_message("second", context_id=first.context_id)
@@ -125,7 +121,10 @@ async def test_a_streamed_send_sends_working_then_the_artifact_then_completed(ne
     assert responses[1].status_update.status.state == a2a.TASK_STATE_WORKING
     assert responses[2].artifact_update.artifact.parts[0].text == "all good"
     assert responses[3].status_update.status.state == a2a.TASK_STATE_COMPLETED
-    ids = [(r.status_update if r.HasField("status_update") else r.artifact_update).metadata["eventId"] for r in responses[1:]]
+    ids = [
+        (r.status_update if r.HasField("status_update") else r.artifact_update).metadata["eventId"]
+        for r in responses[1:]
+    ]
     assert len(set(ids)) == 3
 
 
@@ -184,5 +183,50 @@ async def test_an_agent_the_caller_may_not_see_refuses_and_no_token_is_refused(n
     anonymous = await net.client("policy", binding, token="")
     with pytest.raises(Exception) as refused:
         await collect(anonymous, a2a.SendMessageRequest(message=user_message("hi")))
-    expected = "HTTP Error 401" if binding == "JSONRPC" else "UNAUTHENTICATED: this gateway needs 'Authorization: Bearer"
+    expected = (
+        "HTTP Error 401" if binding == "JSONRPC" else "UNAUTHENTICATED: this gateway needs 'Authorization: Bearer"
+    )
     assert expected in str(refused.value)
+
+
+def event_id(response: a2a.StreamResponse) -> str:
+    """The gateway's eventId of a status or artifact event."""
+    event = response.status_update if response.HasField("status_update") else response.artifact_update
+    return str(event.metadata["eventId"])
+
+
+async def test_a_dropped_subscription_resumes_after_its_last_event_without_loss_or_repeat(
+    net: Net, binding: str
+) -> None:
+    gate = Gate()
+    await net.hub.register(Agent("slow", config=ScriptedConfig([gate])), Passport(name="slow"), a2a=ENABLED)
+    request = a2a.SendMessageRequest(
+        message=user_message("job J-7"), configuration=a2a.SendMessageConfiguration(return_immediately=True)
+    )
+    task_id = (await collect(await net.client("slow", binding), request))[0].task.id
+    await gate.entered.wait()
+    client = await net.client("slow", binding, streaming=True)
+
+    first = client.subscribe(a2a.SubscribeToTaskRequest(id=task_id)).__aiter__()
+    snapshot = await anext(first)
+    working = await anext(first)
+    assert snapshot.task.status.state == a2a.TASK_STATE_WORKING
+    assert working.status_update.status.state == a2a.TASK_STATE_WORKING
+    await first.aclose()  # the connection drops mid-task
+
+    gate.release.set()  # the task goes on without a subscriber
+    from a2a.client import ClientCallContext
+
+    resume = ClientCallContext(service_parameters={"Last-Event-ID": event_id(working)})
+    rest = [r async for r in client.subscribe(a2a.SubscribeToTaskRequest(id=task_id), context=resume)]
+    assert [r.WhichOneof("payload") for r in rest] == ["artifact_update", "status_update"]
+    assert rest[0].artifact_update.artifact.parts[0].text == "released: J-7"
+    assert rest[1].status_update.status.state == a2a.TASK_STATE_COMPLETED
+    assert len({event_id(working), *map(event_id, rest)}) == 3
+
+    # Resuming after the artifact gives exactly the last event; after the last, nothing.
+    after_artifact = ClientCallContext(service_parameters={"Last-Event-ID": event_id(rest[0])})
+    last = [r async for r in client.subscribe(a2a.SubscribeToTaskRequest(id=task_id), context=after_artifact)]
+    assert [event_id(r) for r in last] == [event_id(rest[1])]
+    after_last = ClientCallContext(service_parameters={"Last-Event-ID": event_id(rest[1])})
+    assert [r async for r in client.subscribe(a2a.SubscribeToTaskRequest(id=task_id), context=after_last)] == []
