@@ -230,3 +230,66 @@ async def test_a_dropped_subscription_resumes_after_its_last_event_without_loss_
     assert [event_id(r) for r in last] == [event_id(rest[1])]
     after_last = ClientCallContext(service_parameters={"Last-Event-ID": event_id(rest[1])})
     assert [r async for r in client.subscribe(a2a.SubscribeToTaskRequest(id=task_id), context=after_last)] == []
+
+
+async def test_message_metadata_travels_as_custom_headers_and_a2a_keys_are_refused(net: Net, binding: str) -> None:
+    from google.protobuf import struct_pb2
+
+    from agentsdk.a2a import get_current_custom_headers
+
+    def echo(_messages: object, _tools: object) -> str:
+        headers = get_current_custom_headers()
+        return f"{headers.get('x-tenant')} {headers.get('x-a2a-extensions')}"
+
+    await net.hub.register(Agent("policy", config=ScriptedConfig([echo])), Passport(name="policy"), a2a=ENABLED)
+    client = await net.client("policy", binding)
+    metadata = struct_pb2.Struct()
+    metadata.update({"x-tenant": "acme"})
+    message = user_message("hi", metadata=metadata, extensions=["https://example.com/ext/v1"])
+    task = (await collect(client, a2a.SendMessageRequest(message=message)))[0].task
+    assert task.artifacts[0].parts[0].text == "acme https://example.com/ext/v1"
+    reserved = struct_pb2.Struct()
+    reserved.update({"A2A-Token": "x"})
+    with pytest.raises(Exception, match="reserved 'a2a-' prefix"):
+        await collect(client, a2a.SendMessageRequest(message=user_message("hi", metadata=reserved)))
+    assert len((await client.list_tasks(a2a.ListTasksRequest())).tasks) == 1  # the refused send started nothing
+
+
+async def test_tasks_outlive_the_gateway_that_started_them(net: Net, binding: str) -> None:
+    from a2agateway.config import GatewayOptions
+    from a2agateway.server import start_gateway
+
+    gate = Gate()
+    await net.hub.register(Agent("slow", config=ScriptedConfig([gate])), Passport(name="slow"), a2a=ENABLED)
+    request = a2a.SendMessageRequest(
+        message=user_message("job K-1"), configuration=a2a.SendMessageConfiguration(return_immediately=True)
+    )
+    task_id = (await collect(await net.client("slow", binding), request))[0].task.id
+    await gate.entered.wait()
+    await net.gateway.stop()  # the gateway that started the task goes away
+    net.gateway = await start_gateway(GatewayOptions(port=0, grpc_port=0, hub=net.hub.target))
+    client = await net.client("slow", binding)
+    assert (await client.get_task(a2a.GetTaskRequest(id=task_id))).status.state == a2a.TASK_STATE_WORKING
+    gate.release.set()
+
+    async def completed() -> bool:
+        task = await client.get_task(a2a.GetTaskRequest(id=task_id))
+        assert task.status.state == a2a.TASK_STATE_COMPLETED
+        return task.artifacts[0].parts[0].text == "released: K-1"
+
+    await assert_eventually(completed)
+
+
+async def test_a_request_body_over_the_limit_is_refused_with_what_to_do(net: Net) -> None:
+    import httpx
+
+    limit = net.gateway.options.max_request_bytes
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{net.gateway.url}/a2a",
+            content=b"x" * (limit + 1),
+            headers={"Authorization": f"Bearer {net.token}", "Content-Type": "application/json"},
+        )
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert error["code"] == -32600 and "--max-request-bytes" in error["message"]
