@@ -293,3 +293,12 @@ async def test_a_request_body_over_the_limit_is_refused_with_what_to_do(net: Net
     assert response.status_code == 413
     error = response.json()["error"]
     assert error["code"] == -32600 and "--max-request-bytes" in error["message"]
+
+
+async def test_a_grpc_message_over_the_limit_is_resource_exhausted(net: Net) -> None:
+    await net.hub.register(Agent("policy", config=ScriptedConfig([])), Passport(name="policy"), a2a=ENABLED)
+    client = await net.client("policy", "GRPC")
+    huge = "x" * (net.gateway.options.max_request_bytes + 1)
+    with pytest.raises(Exception, match="RESOURCE_EXHAUSTED"):
+        await collect(client, a2a.SendMessageRequest(message=user_message(huge)))
+    assert list((await client.list_tasks(a2a.ListTasksRequest())).tasks) == []

@@ -587,7 +587,10 @@ class HubServiceServicer:
     def CancelExecution(self, request, context):
         """CancelExecution cancels a running A2A execution: only its caller may, the
         callee's consulting channel is closed (reason "a2a_canceled") and the
-        execution ends with status CANCELED. Refusals: INVALID_ARGUMENT (empty id);
+        execution ends with status CANCELED (the response shows it; asked of a hub
+        replica other than the one running the call, the response may still show
+        RUNNING for the moment that replica takes to record it: GetExecution then
+        shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
         NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
         FAILED_PRECONDITION (the execution has already ended).
         """

@@ -264,7 +264,10 @@ class HubServiceStub:
     CancelExecution: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CancelExecutionRequest, _hub_pb2.CancelExecutionResponse]
     """CancelExecution cancels a running A2A execution: only its caller may, the
     callee's consulting channel is closed (reason "a2a_canceled") and the
-    execution ends with status CANCELED. Refusals: INVALID_ARGUMENT (empty id);
+    execution ends with status CANCELED (the response shows it; asked of a hub
+    replica other than the one running the call, the response may still show
+    RUNNING for the moment that replica takes to record it: GetExecution then
+    shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
     NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
     FAILED_PRECONDITION (the execution has already ended).
     """
@@ -543,7 +546,10 @@ class HubServiceAsyncStub(HubServiceStub):
     CancelExecution: _aio.UnaryUnaryMultiCallable[_hub_pb2.CancelExecutionRequest, _hub_pb2.CancelExecutionResponse]  # type: ignore[assignment]
     """CancelExecution cancels a running A2A execution: only its caller may, the
     callee's consulting channel is closed (reason "a2a_canceled") and the
-    execution ends with status CANCELED. Refusals: INVALID_ARGUMENT (empty id);
+    execution ends with status CANCELED (the response shows it; asked of a hub
+    replica other than the one running the call, the response may still show
+    RUNNING for the moment that replica takes to record it: GetExecution then
+    shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
     NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
     FAILED_PRECONDITION (the execution has already ended).
     """
@@ -993,7 +999,10 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.CancelExecutionResponse, _abc.Awaitable[_hub_pb2.CancelExecutionResponse]]:
         """CancelExecution cancels a running A2A execution: only its caller may, the
         callee's consulting channel is closed (reason "a2a_canceled") and the
-        execution ends with status CANCELED. Refusals: INVALID_ARGUMENT (empty id);
+        execution ends with status CANCELED (the response shows it; asked of a hub
+        replica other than the one running the call, the response may still show
+        RUNNING for the moment that replica takes to record it: GetExecution then
+        shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
         NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
         FAILED_PRECONDITION (the execution has already ended).
         """
