@@ -34,8 +34,8 @@ class GatewayOptions:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     """Largest JSON-RPC request body or gRPC request message; larger is refused (AGENTNET_A2A_MAX_REQUEST_BYTES)."""
     max_tasks_listed: int = 1000
-    """Executions read from the hub to answer one ListTasks or to follow one task's turns
-    (AGENTNET_A2A_MAX_TASKS_LISTED)."""
+    """Executions read from the hub to answer one ListTasks or to follow one task's calls, and agents
+    read to list the cards (AGENTNET_A2A_MAX_TASKS_LISTED)."""
     hub_tls: bool = False
     """Connect to the hub over TLS (gRPC's default roots unless --hub-ca-file) (AGENTNET_A2A_HUB_TLS)."""
     hub_ca_file: str = ""

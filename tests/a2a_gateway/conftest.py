@@ -67,12 +67,12 @@ def binding(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def net() -> AsyncIterator[Net]:
     async with Hub.open() as hub:
-        gateway = await start_gateway(GatewayOptions(port=0, grpc_port=0, hub=hub.target))
+        alice = await hub.register_human(Passport(name="alice", kind="human"))
+        net = Net(hub, await start_gateway(GatewayOptions(port=0, grpc_port=0, hub=hub.target)), alice.credential)
         try:
-            alice = await hub.register_human(Passport(name="alice", kind="human"))
-            yield Net(hub, gateway, alice.credential)
+            yield net
         finally:
-            await gateway.stop()
+            await net.gateway.stop()  # the one running now (a test may have replaced it)
 
 
 def user_message(text: str, **fields: Any) -> a2a.Message:
