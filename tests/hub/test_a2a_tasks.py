@@ -111,3 +111,15 @@ async def test_cancel_and_get_refuse_an_empty_id(hub: RunningHub) -> None:
     ):
         with pytest.raises(InvalidArgument):
             await caller.rpc(method, request)
+
+
+async def test_a_continuation_naming_another_agent_is_refused(hub: RunningHub) -> None:
+    caller = await a2a_agent(hub.target, "caller")
+    callee = await a2a_agent(hub.target, "callee")
+    other = await a2a_agent(hub.target, "other")
+    async with answering(callee, lambda _d: ("Which account?", {"status": "input-required"})):
+        first = await caller.rpc("InvokeAgent", invoke(callee, "refund me"))
+    with pytest.raises(InvalidArgument, match="names another agent"):
+        await caller.rpc("InvokeAgent", invoke(other, "ACC-9", continues_execution_id=first.execution_id))
+    with pytest.raises(NotFound):
+        await caller.rpc("InvokeAgent", invoke("", "ACC-9", continues_execution_id="no-such-execution"))
