@@ -31,12 +31,14 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.messages import MessageOps
 from hubsvc.core.registry import AgentEntry
 from hubsvc.core.util import check_seconds, new_id
+from netkernel.a2a_outcome import reply_outcome
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
     AgentNetError,
     ChannelClosed,
     FailedPrecondition,
     InvalidArgument,
+    NotFound,
     PermissionDenied,
     Timeout,
     TokenExpired,
@@ -45,9 +47,9 @@ from netkernel.errors import (
 from netkernel.wire import INVOCATION_STATUS, envelope_from_wire
 
 RESERVED_HEADER_PREFIX = "a2a-"
+CANCEL_REASON = "a2a_canceled"
+"""The close reason of a consulting channel whose caller cancelled the call (the call ends CANCELED)."""
 DEFAULT_DISCOVER_LIMIT = 50
-_REPLY_STATUSES = ("completed", "input-required", "failed")
-"""What a callee's reply may claim in ``event_data.a2a.status`` (anything else reads as completed)."""
 
 
 def may_call(caller: identity_pb2.AgentRecord, target: identity_pb2.AgentRecord) -> bool:
@@ -132,44 +134,113 @@ class A2AOps:
 
     async def invoke(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> hub_pb2.InvokeAgentResponse:
         """Run one call: check it, record a child execution, consult the target, wait for the outcome
-        (counted by outcome in the hub's metrics)."""
+        (counted by outcome in the hub's metrics). A ``detach`` call returns once started (RUNNING);
+        the hub then waits for its outcome in the background."""
         try:
-            response = await self._invoke(caller, request)
-        except asyncio.CancelledError:
-            self.core.recorder.a2a_call("CANCELLED")
-            raise
+            started = await self._start(caller, request)
         except AgentNetError as err:
             self.core.recorder.a2a_call(err.reason)
             raise
         except Exception:
             self.core.recorder.a2a_call("INTERNAL")
             raise
-        self.core.recorder.a2a_call(INVOCATION_STATUS.name_of(response.status, "failed").replace("-", "_"))
-        return response
+        if request.detach:
+            self.core.spawn(self._finish(caller, *started), "a2a-detached")
+            record = started[0]
+            return hub_pb2.InvokeAgentResponse(
+                status=a2a_pb2.INVOCATION_STATUS_RUNNING,
+                execution_id=record.execution_id,
+                root_session_id=record.root_session_id,
+            )
+        return await self._finish(caller, *started)
 
-    async def _invoke(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> hub_pb2.InvokeAgentResponse:
+    async def _finish(
+        self, caller: str, record: a2a_pb2.Execution, target: AgentEntry, timeout: float
+    ) -> hub_pb2.InvokeAgentResponse:
+        """Wait for a started call's outcome, record it and count it."""
+        log = self.core.executions
+        try:
+            status, result, error = await self._outcome(caller, record.channel_id, target, timeout)
+        except asyncio.CancelledError:
+            log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
+            self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
+            self.core.recorder.a2a_call("CANCELLED")
+            self._forget(record)
+            raise
+        except Exception as err:
+            log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, f"{type(err).__name__}: {err}")
+            try:
+                await log.save(record)
+            finally:
+                self._forget(record)
+            self.core.recorder.a2a_call(getattr(err, "reason", "INTERNAL"))
+            raise
+        log.end(record, status, error)
+        record.result = result
+        self.core.audit(
+            "a2a_invoked",
+            caller,
+            target.agent_id,
+            {"execution_id": record.execution_id, "status": a2a_pb2.InvocationStatus.Name(status)},
+        )
+        try:
+            await log.save(record)  # shares its group commit with the audit record
+        finally:
+            self._forget(record)
+        self.core.recorder.a2a_call(INVOCATION_STATUS.name_of(status, "failed").replace("-", "_"))
+        return hub_pb2.InvokeAgentResponse(
+            status=status,
+            result=result,
+            error=error,
+            execution_id=record.execution_id,
+            root_session_id=record.root_session_id,
+        )
+
+    def _forget(self, record: a2a_pb2.Execution) -> None:
+        """The call ended here: no longer running on this replica; wake CancelExecution waiting for it."""
+        running = self.core.executions.running.pop(record.execution_id, None)
+        if running is not None:
+            running.ended.set()
+
+    async def _start(
+        self, caller: str, request: hub_pb2.InvokeAgentRequest
+    ) -> tuple[a2a_pb2.Execution, AgentEntry, float]:
+        """Check a call, record its execution as running and open its consulting channel."""
         timeout = self._timeout(request)
         if not request.message.strip():
             raise InvalidArgument("message is empty; say what the agent should do.", metadata={"field": "message"})
         check_custom_headers(request.custom_headers)
-        parent = await self._verify_token(caller, request.call_token) if request.call_token else None
-        target = self._target(caller, request.agent_id, request.skill)
-        depth = parent.depth + 1 if parent is not None else 1
+        continued = await self._continued(caller, request) if request.continues_execution_id else None
+        parent = (
+            await self._verify_token(caller, request.call_token) if request.call_token and continued is None else None
+        )
+        target = self._target(caller, continued.target_id if continued else request.agent_id, request.skill)
+        if continued is not None:
+            depth = await self.core.executions.depth_of(continued)
+        else:
+            depth = parent.depth + 1 if parent is not None else 1
         self.core.rules.check_call_depth("invoke", caller, depth, target.name)
-        if parent is not None:
+        if continued is not None:
+            root = continued.root_session_id
+        elif parent is not None:
             root = parent.record.root_session_id
         else:
             root = request.root_session_id or new_id()
             await self.core.executions.require_member(caller, root, "add calls to it")
         question = text_envelope("", caller, request.message, depth=depth)
         self.core.intake.count(caller, question)  # before anything is recorded: RATE_LIMITED changes nothing
+        if continued is not None:
+            parent_id = continued.parent_execution_id
+        else:
+            parent_id = parent.record.execution_id if parent is not None else ""
         record = a2a_pb2.Execution(
             execution_id=new_id(),
-            parent_execution_id=parent.record.execution_id if parent is not None else "",
+            parent_execution_id=parent_id,
             root_session_id=root,
             caller_id=caller,
             target_id=target.agent_id,
             skill=request.skill,
+            continues_execution_id=continued.execution_id if continued is not None else "",
         )
         log = self.core.executions
         log.start(record)
@@ -198,28 +269,48 @@ class A2AOps:
             )
             await recorded
             record.channel_id = ch.channel_id
-            status, result, error = await self._outcome(caller, ch.channel_id, target, timeout)
+            await log.save(record)  # the running record names its channel (GetExecution, CancelExecution)
         except asyncio.CancelledError:
             log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
             self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
+            self._forget(record)
             raise
         except Exception as err:
             log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, f"{type(err).__name__}: {err}")
             await log.save(record)
+            self._forget(record)
             raise
-        finally:
-            log.running.pop(record.execution_id, None)
-        log.end(record, status, error)
-        self.core.audit(
-            "a2a_invoked",
-            caller,
-            target.agent_id,
-            {"execution_id": record.execution_id, "status": a2a_pb2.InvocationStatus.Name(status)},
-        )
-        await log.save(record)  # shares its group commit with the audit record
-        return hub_pb2.InvokeAgentResponse(
-            status=status, result=result, error=error, execution_id=record.execution_id, root_session_id=root
-        )
+        return record, target, timeout
+
+    async def _continued(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> a2a_pb2.Execution:
+        """The input-required execution of ``caller`` that ``request`` answers (checked)."""
+        ref = request.continues_execution_id
+        row = await self.core.executions.get(ref)
+        if row is None:
+            raise NotFound(
+                f"no execution {ref!r}; continue an execution InvokeAgent returned.", metadata={"execution_id": ref}
+            )
+        if row.caller_id != caller:
+            raise PermissionDenied(
+                "only the caller of an execution may answer its question.", metadata={"execution_id": ref}
+            )
+        if request.agent_id and self.core.registry.resolve(request.agent_id).agent_id != row.target_id:
+            raise InvalidArgument(
+                "agent_id names another agent than the execution you continue; leave it empty or name its target.",
+                metadata={"field": "agent_id"},
+            )
+        if row.status != a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED:
+            raise FailedPrecondition(
+                f"execution {ref!r} is {INVOCATION_STATUS.name_of(row.status, 'failed')}, not input-required; only a "
+                "call that asked a question can be continued.",
+                metadata={"execution_id": ref},
+            )
+        if await self.core.executions.continuation_of(row) is not None:
+            raise FailedPrecondition(
+                f"execution {ref!r} was already answered; continue the latest execution of the conversation.",
+                metadata={"execution_id": ref},
+            )
+        return row
 
     def _timeout(self, request: hub_pb2.InvokeAgentRequest) -> float:
         if not request.HasField("timeout_seconds"):
@@ -229,6 +320,7 @@ class A2AOps:
         )
 
     def _target(self, caller: str, ref: str, skill: str) -> AgentEntry:
+        """The callee ``ref``, checked: not the caller, accepting the caller, offering ``skill``."""
         if not ref:
             raise InvalidArgument("agent_id is empty; pick one from DiscoverAgents.", metadata={"field": "agent_id"})
         target = self.core.registry.resolve(ref)
@@ -257,17 +349,11 @@ class A2AOps:
         except Timeout:
             return a2a_pb2.INVOCATION_STATUS_FAILED, "", f"{target.name} did not answer within {timeout:g}s"
         except ChannelClosed as err:
+            if (err.metadata or {}).get("reason") == CANCEL_REASON:
+                return a2a_pb2.INVOCATION_STATUS_CANCELED, "", "the caller cancelled the call"
             return a2a_pb2.INVOCATION_STATUS_FAILED, "", err.message
-        data = envelope_from_wire(reply).event_data
-        text = data.get("text", "")
-        text = text if isinstance(text, str) else ""
-        meta = data.get("a2a")
-        outcome = meta if isinstance(meta, dict) else {}
-        claimed = outcome.get("status")
-        status = INVOCATION_STATUS.by_name[claimed if claimed in _REPLY_STATUSES else "completed"]
-        if status == a2a_pb2.INVOCATION_STATUS_FAILED:
-            return status, "", str(outcome.get("error") or text or f"{target.name} failed")
-        return status, text, ""
+        status, result, error = reply_outcome(envelope_from_wire(reply).event_data, target.name)
+        return INVOCATION_STATUS.by_name[status], result, error
 
     async def _abandon(self, caller: str, record: a2a_pb2.Execution) -> None:
         """Record a call its caller gave up on and close its channel."""
@@ -279,6 +365,43 @@ class A2AOps:
                 pass  # already ended
 
     # -- executions -----------------------------------------------------------------------
+
+    async def get_execution(self, viewer: str, execution_id: str) -> a2a_pb2.Execution:
+        """One execution of a root session ``viewer`` took part in (NOT_FOUND otherwise)."""
+        if not execution_id:
+            raise InvalidArgument("execution_id is empty.", metadata={"field": "execution_id"})
+        record = await self.core.executions.get(execution_id)
+        if record is None or not await self.core.executions.is_member(viewer, record.root_session_id):
+            raise NotFound(
+                f"no execution {execution_id!r} in a call tree you took part in.",
+                metadata={"execution_id": execution_id},
+            )
+        return record
+
+    async def cancel(self, caller: str, execution_id: str) -> a2a_pb2.Execution:
+        """Cancel a running execution ``caller`` made: close its channel; it ends CANCELED."""
+        record = await self.get_execution(caller, execution_id)
+        if record.caller_id != caller:
+            raise PermissionDenied(
+                "only the caller of an execution may cancel it.", metadata={"execution_id": execution_id}
+            )
+        if record.status != a2a_pb2.INVOCATION_STATUS_RUNNING or not record.channel_id:
+            raise FailedPrecondition(
+                f"execution {execution_id!r} is not running (it is "
+                f"{INVOCATION_STATUS.name_of(record.status, 'running')}); only a running call can be cancelled.",
+                metadata={"execution_id": execution_id},
+            )
+        running = self.core.executions.running.get(execution_id)
+        try:
+            await self.core.close_channel(caller, record.channel_id, CANCEL_REASON)
+        except ChannelClosed:
+            raise FailedPrecondition(
+                f"execution {execution_id!r} has already ended; GetExecution shows its outcome.",
+                metadata={"execution_id": execution_id},
+            ) from None
+        if running is not None:
+            await running.ended.wait()  # this replica waits for the outcome: recorded CANCELED
+        return await self.get_execution(caller, execution_id)
 
     async def list_executions(self, viewer: str | None, root_session_id: str, limit: int) -> list[a2a_pb2.Execution]:
         """An execution tree the viewer took part in (any tree, or every execution, for the operator: None)."""

@@ -3069,8 +3069,19 @@ type InvokeAgentRequest struct {
 	// session that other agents started can be joined only by agents already part
 	// of it. Ignored when call_token is set (the token's root session is used).
 	RootSessionId string `protobuf:"bytes,7,opt,name=root_session_id,json=rootSessionId,proto3" json:"root_session_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Return as soon as the call has started (status RUNNING, with execution_id and
+	// root_session_id) instead of waiting for the answer; the hub waits for it and
+	// records the outcome on the execution (GetExecution, ListExecutions).
+	Detach bool `protobuf:"varint,8,opt,name=detach,proto3" json:"detach,omitempty"`
+	// Answer an execution of this caller that ended input-required: the call goes
+	// to the same target in the same root session (root_session_id and call_token
+	// are then ignored) and its execution records this id. Refusals: NOT_FOUND
+	// (unknown execution); PERMISSION_DENIED (another caller's execution);
+	// INVALID_ARGUMENT (another target); FAILED_PRECONDITION (not input-required,
+	// or already answered).
+	ContinuesExecutionId string `protobuf:"bytes,9,opt,name=continues_execution_id,json=continuesExecutionId,proto3" json:"continues_execution_id,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *InvokeAgentRequest) Reset() {
@@ -3148,6 +3159,20 @@ func (x *InvokeAgentRequest) GetCallToken() string {
 func (x *InvokeAgentRequest) GetRootSessionId() string {
 	if x != nil {
 		return x.RootSessionId
+	}
+	return ""
+}
+
+func (x *InvokeAgentRequest) GetDetach() bool {
+	if x != nil {
+		return x.Detach
+	}
+	return false
+}
+
+func (x *InvokeAgentRequest) GetContinuesExecutionId() string {
+	if x != nil {
+		return x.ContinuesExecutionId
 	}
 	return ""
 }
@@ -3449,6 +3474,190 @@ func (x *ListExecutionsResponse) GetExecutions() []*Execution {
 	return nil
 }
 
+// GetExecutionRequest names one execution.
+type GetExecutionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The execution (InvokeAgentResponse.execution_id).
+	ExecutionId   string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExecutionRequest) Reset() {
+	*x = GetExecutionRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExecutionRequest) ProtoMessage() {}
+
+func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
+func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *GetExecutionRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+// GetExecutionResponse is the execution as recorded.
+type GetExecutionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The execution.
+	Execution     *Execution `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExecutionResponse) Reset() {
+	*x = GetExecutionResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExecutionResponse) ProtoMessage() {}
+
+func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
+func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetExecutionResponse) GetExecution() *Execution {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+// CancelExecutionRequest names the running execution to cancel.
+type CancelExecutionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The execution (InvokeAgentResponse.execution_id).
+	ExecutionId   string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionRequest) Reset() {
+	*x = CancelExecutionRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionRequest) ProtoMessage() {}
+
+func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
+func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *CancelExecutionRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+// CancelExecutionResponse is the execution once cancelled.
+type CancelExecutionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The execution (status CANCELED).
+	Execution     *Execution `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionResponse) Reset() {
+	*x = CancelExecutionResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionResponse) ProtoMessage() {}
+
+func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
+func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *CancelExecutionResponse) GetExecution() *Execution {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
 // ToolSchema describes one tool in the OpenAI function-tool shape.
 type ToolSchema struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3466,7 +3675,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3687,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3700,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -3535,7 +3744,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3756,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3769,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListToolsRequest) GetChannelId() string {
@@ -3588,7 +3797,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3809,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3822,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolSchema {
@@ -3646,7 +3855,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3658,7 +3867,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3671,7 +3880,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -3720,7 +3929,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +3941,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +3954,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -3776,7 +3985,7 @@ type DelegateRequest struct {
 
 func (x *DelegateRequest) Reset() {
 	*x = DelegateRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3788,7 +3997,7 @@ func (x *DelegateRequest) String() string {
 func (*DelegateRequest) ProtoMessage() {}
 
 func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3801,7 +4010,7 @@ func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateRequest.ProtoReflect.Descriptor instead.
 func (*DelegateRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DelegateRequest) GetTarget() string {
@@ -3854,7 +4063,7 @@ type DelegateResponse struct {
 
 func (x *DelegateResponse) Reset() {
 	*x = DelegateResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3866,7 +4075,7 @@ func (x *DelegateResponse) String() string {
 func (*DelegateResponse) ProtoMessage() {}
 
 func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3879,7 +4088,7 @@ func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateResponse.ProtoReflect.Descriptor instead.
 func (*DelegateResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DelegateResponse) GetText() string {
@@ -3921,7 +4130,7 @@ type SayRequest struct {
 
 func (x *SayRequest) Reset() {
 	*x = SayRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3933,7 +4142,7 @@ func (x *SayRequest) String() string {
 func (*SayRequest) ProtoMessage() {}
 
 func (x *SayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3946,7 +4155,7 @@ func (x *SayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayRequest.ProtoReflect.Descriptor instead.
 func (*SayRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SayRequest) GetContent() string {
@@ -3988,7 +4197,7 @@ type SayResponse struct {
 
 func (x *SayResponse) Reset() {
 	*x = SayResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4000,7 +4209,7 @@ func (x *SayResponse) String() string {
 func (*SayResponse) ProtoMessage() {}
 
 func (x *SayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4013,7 +4222,7 @@ func (x *SayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayResponse.ProtoReflect.Descriptor instead.
 func (*SayResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SayResponse) GetEnvelope() *Envelope {
@@ -4045,7 +4254,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4057,7 +4266,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4070,7 +4279,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AuditRecord) GetAuditId() uint64 {
@@ -4132,7 +4341,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +4353,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +4366,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListAuditRequest) GetKind() string {
@@ -4199,7 +4408,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4211,7 +4420,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4224,7 +4433,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -4431,7 +4640,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"inputModes\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\"N\n" +
 	"\x16DiscoverAgentsResponse\x124\n" +
-	"\x06agents\x18\x01 \x03(\v2\x1c.agentnet.v1.DiscoveredAgentR\x06agents\"\x85\x03\n" +
+	"\x06agents\x18\x01 \x03(\v2\x1c.agentnet.v1.DiscoveredAgentR\x06agents\"\xd3\x03\n" +
 	"\x12InvokeAgentRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -4440,7 +4649,9 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x0ecustom_headers\x18\x05 \x03(\v22.agentnet.v1.InvokeAgentRequest.CustomHeadersEntryR\rcustomHeaders\x12\x1d\n" +
 	"\n" +
 	"call_token\x18\x06 \x01(\tR\tcallToken\x12&\n" +
-	"\x0froot_session_id\x18\a \x01(\tR\rrootSessionId\x1a@\n" +
+	"\x0froot_session_id\x18\a \x01(\tR\rrootSessionId\x12\x16\n" +
+	"\x06detach\x18\b \x01(\bR\x06detach\x124\n" +
+	"\x16continues_execution_id\x18\t \x01(\tR\x14continuesExecutionId\x1a@\n" +
 	"\x12CustomHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
@@ -4466,7 +4677,15 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x16ListExecutionsResponse\x126\n" +
 	"\n" +
 	"executions\x18\x01 \x03(\v2\x16.agentnet.v1.ExecutionR\n" +
-	"executions\"\xa9\x01\n" +
+	"executions\"8\n" +
+	"\x13GetExecutionRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"L\n" +
+	"\x14GetExecutionResponse\x124\n" +
+	"\texecution\x18\x01 \x01(\v2\x16.agentnet.v1.ExecutionR\texecution\";\n" +
+	"\x16CancelExecutionRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"O\n" +
+	"\x17CancelExecutionResponse\x124\n" +
+	"\texecution\x18\x01 \x01(\v2\x16.agentnet.v1.ExecutionR\texecution\"\xa9\x01\n" +
 	"\n" +
 	"ToolSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -4539,7 +4758,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ToolSource\x12\x1b\n" +
 	"\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_SOURCE_PLUGIN\x10\x01\x12\x17\n" +
-	"\x13TOOL_SOURCE_ADAPTER\x10\x022\x8d\x14\n" +
+	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xc0\x15\n" +
 	"\n" +
 	"HubService\x12H\n" +
 	"\aConnect\x12\x1b.agentnet.v1.ConnectRequest\x1a\x1c.agentnet.v1.ConnectResponse(\x010\x01\x12G\n" +
@@ -4572,7 +4791,9 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x0eDiscoverAgents\x12\".agentnet.v1.DiscoverAgentsRequest\x1a#.agentnet.v1.DiscoverAgentsResponse\x12P\n" +
 	"\vInvokeAgent\x12\x1f.agentnet.v1.InvokeAgentRequest\x1a .agentnet.v1.InvokeAgentResponse\x12_\n" +
 	"\x10RefreshCallToken\x12$.agentnet.v1.RefreshCallTokenRequest\x1a%.agentnet.v1.RefreshCallTokenResponse\x12Y\n" +
-	"\x0eListExecutions\x12\".agentnet.v1.ListExecutionsRequest\x1a#.agentnet.v1.ListExecutionsResponse\x12J\n" +
+	"\x0eListExecutions\x12\".agentnet.v1.ListExecutionsRequest\x1a#.agentnet.v1.ListExecutionsResponse\x12S\n" +
+	"\fGetExecution\x12 .agentnet.v1.GetExecutionRequest\x1a!.agentnet.v1.GetExecutionResponse\x12\\\n" +
+	"\x0fCancelExecution\x12#.agentnet.v1.CancelExecutionRequest\x1a$.agentnet.v1.CancelExecutionResponse\x12J\n" +
 	"\tListTools\x12\x1d.agentnet.v1.ListToolsRequest\x1a\x1e.agentnet.v1.ListToolsResponse\x12G\n" +
 	"\bCallTool\x12\x1c.agentnet.v1.CallToolRequest\x1a\x1d.agentnet.v1.CallToolResponse\x12G\n" +
 	"\bDelegate\x12\x1c.agentnet.v1.DelegateRequest\x1a\x1d.agentnet.v1.DelegateResponse\x128\n" +
@@ -4592,7 +4813,7 @@ func file_agentnet_v1_hub_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_hub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_agentnet_v1_hub_proto_goTypes = []any{
 	(TaskScope)(0),                   // 0: agentnet.v1.TaskScope
 	(ToolSource)(0),                  // 1: agentnet.v1.ToolSource
@@ -4650,152 +4871,162 @@ var file_agentnet_v1_hub_proto_goTypes = []any{
 	(*RefreshCallTokenResponse)(nil), // 53: agentnet.v1.RefreshCallTokenResponse
 	(*ListExecutionsRequest)(nil),    // 54: agentnet.v1.ListExecutionsRequest
 	(*ListExecutionsResponse)(nil),   // 55: agentnet.v1.ListExecutionsResponse
-	(*ToolSchema)(nil),               // 56: agentnet.v1.ToolSchema
-	(*ListToolsRequest)(nil),         // 57: agentnet.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),        // 58: agentnet.v1.ListToolsResponse
-	(*CallToolRequest)(nil),          // 59: agentnet.v1.CallToolRequest
-	(*CallToolResponse)(nil),         // 60: agentnet.v1.CallToolResponse
-	(*DelegateRequest)(nil),          // 61: agentnet.v1.DelegateRequest
-	(*DelegateResponse)(nil),         // 62: agentnet.v1.DelegateResponse
-	(*SayRequest)(nil),               // 63: agentnet.v1.SayRequest
-	(*SayResponse)(nil),              // 64: agentnet.v1.SayResponse
-	(*AuditRecord)(nil),              // 65: agentnet.v1.AuditRecord
-	(*ListAuditRequest)(nil),         // 66: agentnet.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),        // 67: agentnet.v1.ListAuditResponse
-	nil,                              // 68: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	(*Passport)(nil),                 // 69: agentnet.v1.Passport
-	(*Resume)(nil),                   // 70: agentnet.v1.Resume
-	(*A2ASettings)(nil),              // 71: agentnet.v1.A2ASettings
-	(*AgentRecord)(nil),              // 72: agentnet.v1.AgentRecord
-	(PassportKind)(0),                // 73: agentnet.v1.PassportKind
-	(*AgentSummary)(nil),             // 74: agentnet.v1.AgentSummary
-	(*Envelope)(nil),                 // 75: agentnet.v1.Envelope
-	(*ChannelMetadata)(nil),          // 76: agentnet.v1.ChannelMetadata
-	(*ErrorDetail)(nil),              // 77: agentnet.v1.ErrorDetail
-	(TaskEventKind)(0),               // 78: agentnet.v1.TaskEventKind
-	(*TaskMetadata)(nil),             // 79: agentnet.v1.TaskMetadata
-	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
-	(*DiscoveredAgent)(nil),          // 81: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),            // 82: agentnet.v1.InvocationStatus
-	(*Execution)(nil),                // 83: agentnet.v1.Execution
-	(*ConnectRequest)(nil),           // 84: agentnet.v1.ConnectRequest
-	(*ConnectResponse)(nil),          // 85: agentnet.v1.ConnectResponse
+	(*GetExecutionRequest)(nil),      // 56: agentnet.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),     // 57: agentnet.v1.GetExecutionResponse
+	(*CancelExecutionRequest)(nil),   // 58: agentnet.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),  // 59: agentnet.v1.CancelExecutionResponse
+	(*ToolSchema)(nil),               // 60: agentnet.v1.ToolSchema
+	(*ListToolsRequest)(nil),         // 61: agentnet.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),        // 62: agentnet.v1.ListToolsResponse
+	(*CallToolRequest)(nil),          // 63: agentnet.v1.CallToolRequest
+	(*CallToolResponse)(nil),         // 64: agentnet.v1.CallToolResponse
+	(*DelegateRequest)(nil),          // 65: agentnet.v1.DelegateRequest
+	(*DelegateResponse)(nil),         // 66: agentnet.v1.DelegateResponse
+	(*SayRequest)(nil),               // 67: agentnet.v1.SayRequest
+	(*SayResponse)(nil),              // 68: agentnet.v1.SayResponse
+	(*AuditRecord)(nil),              // 69: agentnet.v1.AuditRecord
+	(*ListAuditRequest)(nil),         // 70: agentnet.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),        // 71: agentnet.v1.ListAuditResponse
+	nil,                              // 72: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	(*Passport)(nil),                 // 73: agentnet.v1.Passport
+	(*Resume)(nil),                   // 74: agentnet.v1.Resume
+	(*A2ASettings)(nil),              // 75: agentnet.v1.A2ASettings
+	(*AgentRecord)(nil),              // 76: agentnet.v1.AgentRecord
+	(PassportKind)(0),                // 77: agentnet.v1.PassportKind
+	(*AgentSummary)(nil),             // 78: agentnet.v1.AgentSummary
+	(*Envelope)(nil),                 // 79: agentnet.v1.Envelope
+	(*ChannelMetadata)(nil),          // 80: agentnet.v1.ChannelMetadata
+	(*ErrorDetail)(nil),              // 81: agentnet.v1.ErrorDetail
+	(TaskEventKind)(0),               // 82: agentnet.v1.TaskEventKind
+	(*TaskMetadata)(nil),             // 83: agentnet.v1.TaskMetadata
+	(*timestamppb.Timestamp)(nil),    // 84: google.protobuf.Timestamp
+	(*DiscoveredAgent)(nil),          // 85: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),            // 86: agentnet.v1.InvocationStatus
+	(*Execution)(nil),                // 87: agentnet.v1.Execution
+	(*ConnectRequest)(nil),           // 88: agentnet.v1.ConnectRequest
+	(*ConnectResponse)(nil),          // 89: agentnet.v1.ConnectResponse
 }
 var file_agentnet_v1_hub_proto_depIdxs = []int32{
-	69, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
-	70, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
-	71, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	72, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
-	69, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
-	70, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
-	72, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
-	73, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
-	74, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	72, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	72, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
-	70, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
-	72, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
-	75, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
-	76, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	76, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	76, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	73, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
+	74, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
+	75, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	76, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
+	73, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
+	74, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
+	76, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
+	77, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
+	78, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	76, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	76, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
+	74, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
+	76, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
+	79, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
+	80, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	80, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	80, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
 	22, // 17: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
-	76, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	75, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	75, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
-	75, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
-	77, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
-	78, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
-	79, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	80, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	79, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	79, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
+	79, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
+	81, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
+	82, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
+	83, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
 	0,  // 25: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
-	79, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	79, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	79, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	79, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	80, // 30: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
+	83, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	83, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	83, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	83, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	84, // 30: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
 	41, // 31: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
 	41, // 32: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	71, // 33: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	72, // 34: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	81, // 35: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	68, // 36: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	82, // 37: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	80, // 38: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	83, // 39: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	1,  // 40: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
-	56, // 41: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	75, // 42: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	80, // 43: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
-	65, // 44: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	84, // 45: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,  // 46: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,  // 47: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,  // 48: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,  // 49: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10, // 50: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12, // 51: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14, // 52: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16, // 53: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	18, // 54: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	20, // 55: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	23, // 56: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	25, // 57: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	27, // 58: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	29, // 59: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	31, // 60: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	33, // 61: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	35, // 62: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	37, // 63: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	39, // 64: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	42, // 65: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	44, // 66: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	46, // 67: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	48, // 68: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	50, // 69: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	52, // 70: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	54, // 71: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	57, // 72: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	59, // 73: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	61, // 74: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	63, // 75: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	66, // 76: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	85, // 77: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,  // 78: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,  // 79: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,  // 80: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,  // 81: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11, // 82: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13, // 83: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15, // 84: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17, // 85: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	19, // 86: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	21, // 87: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	24, // 88: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	26, // 89: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	28, // 90: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	30, // 91: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	32, // 92: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	34, // 93: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	36, // 94: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	38, // 95: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	40, // 96: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	43, // 97: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	45, // 98: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	47, // 99: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	49, // 100: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	51, // 101: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	53, // 102: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	55, // 103: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	58, // 104: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	60, // 105: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	62, // 106: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	64, // 107: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	67, // 108: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	77, // [77:109] is the sub-list for method output_type
-	45, // [45:77] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	75, // 33: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	76, // 34: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	85, // 35: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	72, // 36: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	86, // 37: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	84, // 38: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	87, // 39: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	87, // 40: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	87, // 41: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	1,  // 42: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
+	60, // 43: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
+	79, // 44: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	84, // 45: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	69, // 46: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
+	88, // 47: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,  // 48: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,  // 49: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,  // 50: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,  // 51: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10, // 52: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12, // 53: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14, // 54: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16, // 55: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	18, // 56: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	20, // 57: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	23, // 58: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	25, // 59: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	27, // 60: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	29, // 61: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	31, // 62: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	33, // 63: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	35, // 64: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	37, // 65: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	39, // 66: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	42, // 67: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	44, // 68: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	46, // 69: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	48, // 70: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	50, // 71: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	52, // 72: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	54, // 73: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	56, // 74: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
+	58, // 75: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
+	61, // 76: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	63, // 77: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	65, // 78: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	67, // 79: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	70, // 80: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	89, // 81: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,  // 82: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,  // 83: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,  // 84: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,  // 85: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11, // 86: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13, // 87: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15, // 88: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17, // 89: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	19, // 90: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	21, // 91: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	24, // 92: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	26, // 93: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	28, // 94: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	30, // 95: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	32, // 96: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	34, // 97: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	36, // 98: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	38, // 99: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	40, // 100: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	43, // 101: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	45, // 102: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	47, // 103: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	49, // 104: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	51, // 105: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	53, // 106: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	55, // 107: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	57, // 108: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
+	59, // 109: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
+	62, // 110: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	64, // 111: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	66, // 112: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	68, // 113: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	71, // 114: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	81, // [81:115] is the sub-list for method output_type
+	47, // [47:81] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }
@@ -4821,14 +5052,14 @@ func file_agentnet_v1_hub_proto_init() {
 	}
 	file_agentnet_v1_hub_proto_msgTypes[29].OneofWrappers = []any{}
 	file_agentnet_v1_hub_proto_msgTypes[48].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[61].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[65].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_hub_proto_rawDesc), len(file_agentnet_v1_hub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   67,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

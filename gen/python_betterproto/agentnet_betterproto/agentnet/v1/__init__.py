@@ -20,6 +20,8 @@ __all__ = (
     "CallToolResponse",
     "CanSendRequest",
     "CanSendResponse",
+    "CancelExecutionRequest",
+    "CancelExecutionResponse",
     "CancelTaskRequest",
     "CancelTaskResponse",
     "ChangeEvent",
@@ -53,6 +55,8 @@ __all__ = (
     "ExistsResponse",
     "FollowAuditRequest",
     "FollowAuditResponse",
+    "GetExecutionRequest",
+    "GetExecutionResponse",
     "GetStatusRequest",
     "GetStatusResponse",
     "GetTaskRequest",
@@ -491,6 +495,12 @@ class InvocationStatus(betterproto2.Enum):
     The invocation is still running (only seen in execution listings).
     """
 
+    CANCELED = 5
+    """
+    The caller cancelled the running invocation with CancelExecution (or closed
+    its consulting channel with reason "a2a_canceled"); the callee's channel was closed.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -499,6 +509,7 @@ class InvocationStatus(betterproto2.Enum):
             2: "INVOCATION_STATUS_INPUT_REQUIRED",
             3: "INVOCATION_STATUS_FAILED",
             4: "INVOCATION_STATUS_RUNNING",
+            5: "INVOCATION_STATUS_CANCELED",
         }
 
     @classmethod
@@ -509,6 +520,7 @@ class InvocationStatus(betterproto2.Enum):
             "INVOCATION_STATUS_INPUT_REQUIRED": 2,
             "INVOCATION_STATUS_FAILED": 3,
             "INVOCATION_STATUS_RUNNING": 4,
+            "INVOCATION_STATUS_CANCELED": 5,
         }
 
 
@@ -1311,6 +1323,36 @@ class CallToolResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "CallToolResponse", CallToolResponse)
+
+
+@dataclass(eq=False, repr=False)
+class CancelExecutionRequest(betterproto2.Message):
+    """
+    CancelExecutionRequest names the running execution to cancel.
+    """
+
+    execution_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The execution (InvokeAgentResponse.execution_id).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "CancelExecutionRequest", CancelExecutionRequest)
+
+
+@dataclass(eq=False, repr=False)
+class CancelExecutionResponse(betterproto2.Message):
+    """
+    CancelExecutionResponse is the execution once cancelled.
+    """
+
+    execution: "Execution | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The execution (status CANCELED).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "CancelExecutionResponse", CancelExecutionResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2339,6 +2381,18 @@ class Execution(betterproto2.Message):
     Error text of a failed call.
     """
 
+    continues_execution_id: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    """
+    The input-required execution this call answers (InvokeAgentRequest.continues_execution_id):
+    the same caller, target and root session; "" for a new call.
+    """
+
+    result: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    """
+    The callee's answer (completed) or question (input-required), as InvokeAgentResponse.result;
+    empty while running and for failed or canceled calls.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "Execution", Execution)
 
@@ -2417,6 +2471,36 @@ class FollowAuditResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "FollowAuditResponse", FollowAuditResponse)
+
+
+@dataclass(eq=False, repr=False)
+class GetExecutionRequest(betterproto2.Message):
+    """
+    GetExecutionRequest names one execution.
+    """
+
+    execution_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The execution (InvokeAgentResponse.execution_id).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "GetExecutionRequest", GetExecutionRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetExecutionResponse(betterproto2.Message):
+    """
+    GetExecutionResponse is the execution as recorded.
+    """
+
+    execution: "Execution | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The execution.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "GetExecutionResponse", GetExecutionResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2627,6 +2711,23 @@ class InvokeAgentRequest(betterproto2.Message):
     the id of the user's session or channel; "" = a new root session. A root
     session that other agents started can be joined only by agents already part
     of it. Ignored when call_token is set (the token's root session is used).
+    """
+
+    detach: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+    """
+    Return as soon as the call has started (status RUNNING, with execution_id and
+    root_session_id) instead of waiting for the answer; the hub waits for it and
+    records the outcome on the execution (GetExecution, ListExecutions).
+    """
+
+    continues_execution_id: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    """
+    Answer an execution of this caller that ended input-required: the call goes
+    to the same target in the same root session (root_session_id and call_token
+    are then ignored) and its execution records this id. Refusals: NOT_FOUND
+    (unknown execution); PERMISSION_DENIED (another caller's execution);
+    INVALID_ARGUMENT (another target); FAILED_PRECONDITION (not input-required,
+    or already answered).
     """
 
 
@@ -5360,6 +5461,58 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.HubService/ListExecutions",
             message,
             ListExecutionsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_execution(
+        self,
+        message: "GetExecutionRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetExecutionResponse":
+        """
+        GetExecution returns one A2A execution to an agent that took part in its root
+        session (its caller, its target, or another agent of the call tree).
+        Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+        a root session the caller took no part in).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/GetExecution",
+            message,
+            GetExecutionResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def cancel_execution(
+        self,
+        message: "CancelExecutionRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "CancelExecutionResponse":
+        """
+        CancelExecution cancels a running A2A execution: only its caller may, the
+        callee's consulting channel is closed (reason "a2a_canceled") and the
+        execution ends with status CANCELED (the response shows it; asked of a hub
+        replica other than the one running the call, the response may still show
+        RUNNING for the moment that replica takes to record it: GetExecution then
+        shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+        NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+        FAILED_PRECONDITION (the execution has already ended).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/CancelExecution",
+            message,
+            CancelExecutionResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,

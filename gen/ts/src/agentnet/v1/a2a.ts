@@ -20,6 +20,11 @@ export enum InvocationStatus {
   INVOCATION_STATUS_FAILED = 3,
   /** INVOCATION_STATUS_RUNNING - The invocation is still running (only seen in execution listings). */
   INVOCATION_STATUS_RUNNING = 4,
+  /**
+   * INVOCATION_STATUS_CANCELED - The caller cancelled the running invocation with CancelExecution (or closed
+   * its consulting channel with reason "a2a_canceled"); the callee's channel was closed.
+   */
+  INVOCATION_STATUS_CANCELED = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -40,6 +45,9 @@ export function invocationStatusFromJSON(object: any): InvocationStatus {
     case 4:
     case "INVOCATION_STATUS_RUNNING":
       return InvocationStatus.INVOCATION_STATUS_RUNNING;
+    case 5:
+    case "INVOCATION_STATUS_CANCELED":
+      return InvocationStatus.INVOCATION_STATUS_CANCELED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -59,6 +67,8 @@ export function invocationStatusToJSON(object: InvocationStatus): string {
       return "INVOCATION_STATUS_FAILED";
     case InvocationStatus.INVOCATION_STATUS_RUNNING:
       return "INVOCATION_STATUS_RUNNING";
+    case InvocationStatus.INVOCATION_STATUS_CANCELED:
+      return "INVOCATION_STATUS_CANCELED";
     case InvocationStatus.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -134,6 +144,16 @@ export interface Execution {
     | undefined;
   /** Error text of a failed call. */
   error: string;
+  /**
+   * The input-required execution this call answers (InvokeAgentRequest.continues_execution_id):
+   * the same caller, target and root session; "" for a new call.
+   */
+  continuesExecutionId: string;
+  /**
+   * The callee's answer (completed) or question (input-required), as InvokeAgentResponse.result;
+   * empty while running and for failed or canceled calls.
+   */
+  result: string;
 }
 
 /**
@@ -523,6 +543,8 @@ function createBaseExecution(): Execution {
     startedAt: undefined,
     endedAt: undefined,
     error: "",
+    continuesExecutionId: "",
+    result: "",
   };
 }
 
@@ -560,6 +582,12 @@ export const Execution: MessageFns<Execution> = {
     }
     if (message.error !== "") {
       writer.uint32(90).string(message.error);
+    }
+    if (message.continuesExecutionId !== "") {
+      writer.uint32(98).string(message.continuesExecutionId);
+    }
+    if (message.result !== "") {
+      writer.uint32(106).string(message.result);
     }
     return writer;
   },
@@ -665,6 +693,22 @@ export const Execution: MessageFns<Execution> = {
             message.error = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.continuesExecutionId = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.result = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -722,6 +766,12 @@ export const Execution: MessageFns<Execution> = {
         ? fromJsonTimestamp(object.ended_at)
         : undefined,
       error: isSet(object.error) ? globalThis.String(object.error) : "",
+      continuesExecutionId: isSet(object.continuesExecutionId)
+        ? globalThis.String(object.continuesExecutionId)
+        : isSet(object.continues_execution_id)
+        ? globalThis.String(object.continues_execution_id)
+        : "",
+      result: isSet(object.result) ? globalThis.String(object.result) : "",
     };
   },
 
@@ -760,6 +810,12 @@ export const Execution: MessageFns<Execution> = {
     if (message.error !== "") {
       obj.error = message.error;
     }
+    if (message.continuesExecutionId !== "") {
+      obj.continuesExecutionId = message.continuesExecutionId;
+    }
+    if (message.result !== "") {
+      obj.result = message.result;
+    }
     return obj;
   },
 
@@ -779,6 +835,8 @@ export const Execution: MessageFns<Execution> = {
     message.startedAt = object.startedAt ?? undefined;
     message.endedAt = object.endedAt ?? undefined;
     message.error = object.error ?? "";
+    message.continuesExecutionId = object.continuesExecutionId ?? "";
+    message.result = object.result ?? "";
     return message;
   },
 };
