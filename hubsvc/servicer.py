@@ -327,7 +327,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_rpc(AGENT)
     async def CanSend(self, caller: str, request: hub_pb2.CanSendRequest) -> hub_pb2.CanSendResponse:
         """Would a post pass now?"""
-        allowed, refusal, expected = self.core.can_send(caller, request.channel_id, request.event_type)
+        allowed, refusal, expected = await self.core.can_send(
+            caller, request.channel_id, request.event_type, request.causation_id
+        )
         response = hub_pb2.CanSendResponse(allowed=allowed, expected_next=expected)
         if refusal is not None:
             response.refusal.CopyFrom(error_detail(refusal))

@@ -57,7 +57,6 @@ from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore, Writes
 from hubsvc.storage.base import Change
 from hubsvc.storage.group_commit import GroupCommitStore
-from netkernel.envelope import EV_TEXT
 from netkernel.errors import InvalidArgument, Unavailable
 
 log = logging.getLogger("agentnet.hub")
@@ -126,7 +125,10 @@ class HubCore:
             live_channels=lambda: self.channels.live(),
             spawn=self.spawn,
             on_cursor=self.inboxes.cursor,
-            turn_probe=lambda agent_id, channel_id: self.posts.refusal(agent_id, channel_id, EV_TEXT) is None,
+            # With an arbiter the delivery leaves can_send unset: only CanSend asks the arbiter.
+            turn_probe=None
+            if arbiter is not None
+            else lambda agent, channel, cause: self.posts.reply_refusal(agent, channel, cause) is None,
             recorder=recorder,
             tracer=tracer,
         )

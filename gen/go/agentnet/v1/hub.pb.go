@@ -1806,7 +1806,12 @@ type CanSendRequest struct {
 	// The channel.
 	ChannelId string `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
 	// The event type the caller would post; "" = "ag2.msg.text".
-	EventType     string `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	EventType string `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// The envelope the post would answer (the causation_id it will carry), if
+	// any: a post inherits that envelope's delegation depth, so the depth limit
+	// (--max-depth, a rule's max_depth) is checked as for the post itself.
+	// "" = a post answering nothing (depth 0).
+	CausationId   string `protobuf:"bytes,3,opt,name=causation_id,json=causationId,proto3" json:"causation_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1855,10 +1860,17 @@ func (x *CanSendRequest) GetEventType() string {
 	return ""
 }
 
+func (x *CanSendRequest) GetCausationId() string {
+	if x != nil {
+		return x.CausationId
+	}
+	return ""
+}
+
 // CanSendResponse answers CanSend.
 type CanSendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// True when a post of that type would pass validate_send now.
+	// True when a post of that type would pass those checks now.
 	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
 	// Why not, when not allowed.
 	Refusal *ErrorDetail `protobuf:"bytes,2,opt,name=refusal,proto3" json:"refusal,omitempty"`
@@ -4345,12 +4357,13 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"g\n" +
 	"\x14PostEnvelopeResponse\x121\n" +
 	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"N\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"q\n" +
 	"\x0eCanSendRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x1d\n" +
 	"\n" +
-	"event_type\x18\x02 \x01(\tR\teventType\"\x84\x01\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12!\n" +
+	"\fcausation_id\x18\x03 \x01(\tR\vcausationId\"\x84\x01\n" +
 	"\x0fCanSendResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x122\n" +
 	"\arefusal\x18\x02 \x01(\v2\x18.agentnet.v1.ErrorDetailR\arefusal\x12#\n" +

@@ -192,9 +192,13 @@ type HubServiceClient interface {
 	PostEnvelope(ctx context.Context, in *PostEnvelopeRequest, opts ...grpc.CallOption) (*PostEnvelopeResponse, error)
 	// CanSend says whether the caller may post a substantive envelope now. Use it
 	// whenever DescribeChannel's expected_next is empty: that means "anyone or no
-	// one", which only CanSend resolves for the caller. A refusal is returned in
-	// CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-	// channel); NOT_PARTICIPANT.
+	// one", which only CanSend resolves for the caller. It runs the checks the
+	// post itself would pass that do not spend anything: the channel's rules, the
+	// delegation depth (of the envelope named by causation_id) and the
+	// governance arbiter (asked as for a post); not the rate limit or inbox caps.
+	// A refusal is returned in CanSendResponse.refusal, not as an error.
+	// Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+	// RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
 	CanSend(ctx context.Context, in *CanSendRequest, opts ...grpc.CallOption) (*CanSendResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
@@ -774,9 +778,13 @@ type HubServiceServer interface {
 	PostEnvelope(context.Context, *PostEnvelopeRequest) (*PostEnvelopeResponse, error)
 	// CanSend says whether the caller may post a substantive envelope now. Use it
 	// whenever DescribeChannel's expected_next is empty: that means "anyone or no
-	// one", which only CanSend resolves for the caller. A refusal is returned in
-	// CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-	// channel); NOT_PARTICIPANT.
+	// one", which only CanSend resolves for the caller. It runs the checks the
+	// post itself would pass that do not spend anything: the channel's rules, the
+	// delegation depth (of the envelope named by causation_id) and the
+	// governance arbiter (asked as for a post); not the rate limit or inbox caps.
+	// A refusal is returned in CanSendResponse.refusal, not as an error.
+	// Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+	// RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
 	CanSend(context.Context, *CanSendRequest) (*CanSendResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's

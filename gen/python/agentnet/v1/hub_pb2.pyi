@@ -939,19 +939,27 @@ class CanSendRequest(_message.Message):
 
     CHANNEL_ID_FIELD_NUMBER: _builtins.int
     EVENT_TYPE_FIELD_NUMBER: _builtins.int
+    CAUSATION_ID_FIELD_NUMBER: _builtins.int
     channel_id: _builtins.str
     """The channel."""
     event_type: _builtins.str
     """The event type the caller would post; "" = "ag2.msg.text"."""
+    causation_id: _builtins.str
+    """The envelope the post would answer (the causation_id it will carry), if
+    any: a post inherits that envelope's delegation depth, so the depth limit
+    (--max-depth, a rule's max_depth) is checked as for the post itself.
+    "" = a post answering nothing (depth 0).
+    """
     def __init__(
         self,
         *,
         channel_id: _builtins.str = ...,
         event_type: _builtins.str = ...,
+        causation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_id", b"channel_id", "event_type", b"event_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["causation_id", b"causation_id", "channel_id", b"channel_id", "event_type", b"event_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -967,7 +975,7 @@ class CanSendResponse(_message.Message):
     REFUSAL_FIELD_NUMBER: _builtins.int
     EXPECTED_NEXT_FIELD_NUMBER: _builtins.int
     allowed: _builtins.bool
-    """True when a post of that type would pass validate_send now."""
+    """True when a post of that type would pass those checks now."""
     @_builtins.property
     def refusal(self) -> _errors_pb2.ErrorDetail:
         """Why not, when not allowed."""

@@ -433,9 +433,13 @@ class HubServiceServicer:
     def CanSend(self, request, context):
         """CanSend says whether the caller may post a substantive envelope now. Use it
         whenever DescribeChannel's expected_next is empty: that means "anyone or no
-        one", which only CanSend resolves for the caller. A refusal is returned in
-        CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-        channel); NOT_PARTICIPANT.
+        one", which only CanSend resolves for the caller. It runs the checks the
+        post itself would pass that do not spend anything: the channel's rules, the
+        delegation depth (of the envelope named by causation_id) and the
+        governance arbiter (asked as for a post); not the rate limit or inbox caps.
+        A refusal is returned in CanSendResponse.refusal, not as an error.
+        Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+        RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1370,6 +1370,14 @@ class CanSendRequest(betterproto2.Message):
     The event type the caller would post; "" = "ag2.msg.text".
     """
 
+    causation_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The envelope the post would answer (the causation_id it will carry), if
+    any: a post inherits that envelope's delegation depth, so the depth limit
+    (--max-depth, a rule's max_depth) is checked as for the post itself.
+    "" = a post answering nothing (depth 0).
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "CanSendRequest", CanSendRequest)
 
@@ -1382,7 +1390,7 @@ class CanSendResponse(betterproto2.Message):
 
     allowed: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
     """
-    True when a post of that type would pass validate_send now.
+    True when a post of that type would pass those checks now.
     """
 
     refusal: "ErrorDetail | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
@@ -1857,13 +1865,15 @@ class Delivery(betterproto2.Message):
     can_send: "bool | None" = betterproto2.field(5, betterproto2.TYPE_BOOL, optional=True)
     """
     For a live (not replayed, not expired) ag2.msg.text or ag2.msg.packet
-    delivery: what CanSend(channel_id, "ag2.msg.text") would have answered this
-    participant when the hub wrote the frame — whether it may post a
-    substantive envelope now (its turn, in turn-taking channel types). A client
+    delivery: what CanSend(channel_id, "ag2.msg.text", causation_id = this
+    envelope) would have answered this participant when the hub wrote the
+    frame — whether it may post a substantive reply now (its turn, in
+    turn-taking channel types; the depth limit). A client
     that answers deliveries can skip the CanSend call: the answer may be stale
     by the time it posts, exactly as CanSend's may, and the post's own result
     decides. Unset when the hub did not compute it (other event types, replays,
-    expired slots, hubs older than this field): call CanSend.
+    expired slots, a hub with a governance arbiter, which only CanSend asks,
+    hubs older than this field): call CanSend.
     """
 
 
@@ -5060,9 +5070,13 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         CanSend says whether the caller may post a substantive envelope now. Use it
         whenever DescribeChannel's expected_next is empty: that means "anyone or no
-        one", which only CanSend resolves for the caller. A refusal is returned in
-        CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-        channel); NOT_PARTICIPANT.
+        one", which only CanSend resolves for the caller. It runs the checks the
+        post itself would pass that do not spend anything: the channel's rules, the
+        delegation depth (of the envelope named by causation_id) and the
+        governance arbiter (asked as for a post); not the rate limit or inbox caps.
+        A refusal is returned in CanSendResponse.refusal, not as an error.
+        Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+        RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
         """
 
         return await self._unary_unary(

@@ -480,11 +480,18 @@ export interface CanSendRequest {
   channelId: string;
   /** The event type the caller would post; "" = "ag2.msg.text". */
   eventType: string;
+  /**
+   * The envelope the post would answer (the causation_id it will carry), if
+   * any: a post inherits that envelope's delegation depth, so the depth limit
+   * (--max-depth, a rule's max_depth) is checked as for the post itself.
+   * "" = a post answering nothing (depth 0).
+   */
+  causationId: string;
 }
 
 /** CanSendResponse answers CanSend. */
 export interface CanSendResponse {
-  /** True when a post of that type would pass validate_send now. */
+  /** True when a post of that type would pass those checks now. */
   allowed: boolean;
   /** Why not, when not allowed. */
   refusal?:
@@ -3530,7 +3537,7 @@ export const PostEnvelopeResponse: MessageFns<PostEnvelopeResponse> = {
 };
 
 function createBaseCanSendRequest(): CanSendRequest {
-  return { channelId: "", eventType: "" };
+  return { channelId: "", eventType: "", causationId: "" };
 }
 
 export const CanSendRequest: MessageFns<CanSendRequest> = {
@@ -3540,6 +3547,9 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
     }
     if (message.eventType !== "") {
       writer.uint32(18).string(message.eventType);
+    }
+    if (message.causationId !== "") {
+      writer.uint32(26).string(message.causationId);
     }
     return writer;
   },
@@ -3573,6 +3583,14 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
             message.eventType = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.causationId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3597,6 +3615,11 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
         : isSet(object.event_type)
         ? globalThis.String(object.event_type)
         : "",
+      causationId: isSet(object.causationId)
+        ? globalThis.String(object.causationId)
+        : isSet(object.causation_id)
+        ? globalThis.String(object.causation_id)
+        : "",
     };
   },
 
@@ -3608,6 +3631,9 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
     if (message.eventType !== "") {
       obj.eventType = message.eventType;
     }
+    if (message.causationId !== "") {
+      obj.causationId = message.causationId;
+    }
     return obj;
   },
 
@@ -3618,6 +3644,7 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
     const message = createBaseCanSendRequest();
     message.channelId = object.channelId ?? "";
     message.eventType = object.eventType ?? "";
+    message.causationId = object.causationId ?? "";
     return message;
   },
 };
@@ -7973,9 +8000,13 @@ export const HubServiceService = {
   /**
    * CanSend says whether the caller may post a substantive envelope now. Use it
    * whenever DescribeChannel's expected_next is empty: that means "anyone or no
-   * one", which only CanSend resolves for the caller. A refusal is returned in
-   * CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-   * channel); NOT_PARTICIPANT.
+   * one", which only CanSend resolves for the caller. It runs the checks the
+   * post itself would pass that do not spend anything: the channel's rules, the
+   * delegation depth (of the envelope named by causation_id) and the
+   * governance arbiter (asked as for a post); not the rate limit or inbox caps.
+   * A refusal is returned in CanSendResponse.refusal, not as an error.
+   * Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+   * RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
    */
   canSend: {
     path: "/agentnet.v1.HubService/CanSend" as const,
@@ -8387,9 +8418,13 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   /**
    * CanSend says whether the caller may post a substantive envelope now. Use it
    * whenever DescribeChannel's expected_next is empty: that means "anyone or no
-   * one", which only CanSend resolves for the caller. A refusal is returned in
-   * CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-   * channel); NOT_PARTICIPANT.
+   * one", which only CanSend resolves for the caller. It runs the checks the
+   * post itself would pass that do not spend anything: the channel's rules, the
+   * delegation depth (of the envelope named by causation_id) and the
+   * governance arbiter (asked as for a post); not the rate limit or inbox caps.
+   * A refusal is returned in CanSendResponse.refusal, not as an error.
+   * Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+   * RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
    */
   canSend: handleUnaryCall<CanSendRequest, CanSendResponse>;
   /**
@@ -8822,9 +8857,13 @@ export interface HubServiceClient extends Client {
   /**
    * CanSend says whether the caller may post a substantive envelope now. Use it
    * whenever DescribeChannel's expected_next is empty: that means "anyone or no
-   * one", which only CanSend resolves for the caller. A refusal is returned in
-   * CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-   * channel); NOT_PARTICIPANT.
+   * one", which only CanSend resolves for the caller. It runs the checks the
+   * post itself would pass that do not spend anything: the channel's rules, the
+   * delegation depth (of the envelope named by causation_id) and the
+   * governance arbiter (asked as for a post); not the rate limit or inbox caps.
+   * A refusal is returned in CanSendResponse.refusal, not as an error.
+   * Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+   * RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
    */
   canSend(
     request: CanSendRequest,
