@@ -205,6 +205,7 @@ class LiveChannels:
         seed_counted: bool = False,
         dispatch: dict[str, Any] | None = None,
         action: Action = "open_channel",
+        on_checked: Callable[[], object] | None = None,
     ) -> ChannelRuntime:
         """Create a PENDING channel and invite the targets (returns once the invites are committed).
 
@@ -216,7 +217,9 @@ class LiveChannels:
         the hub writes ``event_data.a2a`` dispatches, never a client. ``seed_counted``: the caller
         took the seed's rate token already (InvokeAgent does, before it records the call), so
         it is not counted twice. ``action`` (open_channel, delegate or invoke) is what the
-        governance check and its audit record call it.
+        governance check and its audit record call it. ``on_checked`` runs once every check
+        passed, just before the channel's writes are submitted (InvokeAgent records its call
+        there, so a refused call records nothing and a recorded one commits before its channel).
         """
         adapter = get_adapter(type)
         if not targets:
@@ -282,6 +285,8 @@ class LiveChannels:
         for target in members:
             self._admission.post_as_hub(ch, EV_CHANNEL_INVITE, invite, [target], batch)
         batch.writes.audit.append(("channel_created", initiator, channel_id, json.dumps({"type": adapter.type}), now))
+        if on_checked is not None:
+            on_checked()
         async with ch.lock:  # new and unseen: acquired without waiting
             self._channels[channel_id] = ch
             fut = self.commit(ch, batch)

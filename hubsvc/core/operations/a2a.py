@@ -183,9 +183,10 @@ class A2AOps:
                 skill=request.skill,
                 custom_headers=dict(request.custom_headers),
             )
-            # Recorded as running in the same group commit as the channel it opens (writes
-            # commit in order, so the channel's commit implies this one).
-            recorded = log.submit(record)
+            # Recorded as running once the policy allowed the call (a refused call never started:
+            # nothing is recorded), in the same group commit as the channel it opens (writes commit
+            # in order, so the channel's commit implies this one).
+            recorded: list[asyncio.Future[None]] = []
             ch = await self.core.open_channel(
                 caller,
                 type="consulting",
@@ -195,15 +196,19 @@ class A2AOps:
                 seed_counted=True,
                 dispatch=MessageToDict(dispatch, preserving_proto_field_name=True),
                 action="invoke",
+                on_checked=lambda: recorded.append(log.submit(record)),
             )
-            await recorded
+            await recorded[0]
             record.channel_id = ch.channel_id
             status, result, error = await self._outcome(caller, ch.channel_id, target, timeout)
         except asyncio.CancelledError:
-            log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
-            self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
+            if recorded:  # else cancelled while the policy was asked: the call never started
+                log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
+                self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
             raise
         except Exception as err:
+            if not recorded:
+                raise  # refused before the call started (a rule, the arbiter, the inbox cap): nothing to end
             log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, f"{type(err).__name__}: {err}")
             await log.save(record)
             raise

@@ -245,7 +245,7 @@ type HubServiceClient interface {
 	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
 	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
 	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-	// metadata recipient, rule).
+	// metadata recipient, rule). A refused call records no execution.
 	InvokeAgent(ctx context.Context, in *InvokeAgentRequest, opts ...grpc.CallOption) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the
@@ -831,7 +831,7 @@ type HubServiceServer interface {
 	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
 	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
 	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-	// metadata recipient, rule).
+	// metadata recipient, rule). A refused call records no execution.
 	InvokeAgent(context.Context, *InvokeAgentRequest) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the

@@ -536,7 +536,7 @@ class HubServiceServicer:
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule).
+        metadata recipient, rule). A refused call records no execution.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -239,7 +239,7 @@ class HubServiceStub:
     PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
     the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
     and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-    metadata recipient, rule).
+    metadata recipient, rule). A refused call records no execution.
     """
     RefreshCallToken: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -509,7 +509,7 @@ class HubServiceAsyncStub(HubServiceStub):
     PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
     the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
     and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-    metadata recipient, rule).
+    metadata recipient, rule). A refused call records no execution.
     """
     RefreshCallToken: _aio.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]  # type: ignore[assignment]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -926,7 +926,7 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule).
+        metadata recipient, rule). A refused call records no execution.
         """
 
     @_abc_1.abstractmethod

@@ -8153,7 +8153,7 @@ export const HubServiceService = {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule).
+   * metadata recipient, rule). A refused call records no execution.
    */
   invokeAgent: {
     path: "/agentnet.v1.HubService/InvokeAgent" as const,
@@ -8485,7 +8485,7 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule).
+   * metadata recipient, rule). A refused call records no execution.
    */
   invokeAgent: handleUnaryCall<InvokeAgentRequest, InvokeAgentResponse>;
   /**
@@ -9064,7 +9064,7 @@ export interface HubServiceClient extends Client {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule).
+   * metadata recipient, rule). A refused call records no execution.
    */
   invokeAgent(
     request: InvokeAgentRequest,
