@@ -219,7 +219,7 @@ class Posts:
     async def _admit(
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        self._intake.screen(sender_id, env, event_data_json)
+        self._intake.screen(env, event_data_json)
         async with self._channels.locked(env.channel_id) as live:  # waits out a rebuild after a failed write
             ch = await self._channel_for_post(sender_id, env.channel_id, live)
             batch = Batch()
@@ -248,7 +248,7 @@ class Posts:
             screened = []
             for i, (env, raw) in enumerate(run):
                 try:
-                    self._intake.screen(sender_id, env, raw)
+                    self._intake.screen(env, raw)
                     screened.append(i)
                 except Exception as err:
                     outcomes[i] = self._refused(sender_id, env, err)
@@ -326,6 +326,7 @@ class Posts:
                 return original[0], original[1], True
         self._admission.validate(ch, sender_id, env)
         self._intake.check_inbox(sender_id, ch.participants, env)
+        self._intake.count(sender_id, env)  # last: a post refused above takes no rate token
         wire = self._admission.accept(ch, env, batch, event_data_json)
         if key is not None and keyed is not None:
             keyed[wire.envelope_id] = wire

@@ -162,7 +162,6 @@ class A2AOps:
             root = request.root_session_id or new_id()
             await self.core.executions.require_member(caller, root, "add calls to it")
         question = text_envelope("", caller, request.message, depth=depth)
-        self.core.intake.count(caller, question)  # before anything is recorded: RATE_LIMITED changes nothing
         record = a2a_pb2.Execution(
             execution_id=new_id(),
             parent_execution_id=parent.record.execution_id if parent is not None else "",
@@ -193,7 +192,6 @@ class A2AOps:
                 targets=[target.agent_id],
                 intent=f"a2a: {request.skill}" if request.skill else "a2a",
                 seed=question,
-                seed_counted=True,
                 dispatch=MessageToDict(dispatch, preserving_proto_field_name=True),
                 action="invoke",
                 on_checked=lambda: recorded.append(log.submit(record)),
