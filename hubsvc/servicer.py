@@ -200,6 +200,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             human=False,
             rule_json=request.rule_json,
             by_operator=caller,
+            idempotency_key=request.idempotency_key,
         )
         return hub_pb2.RegisterResponse(agent=record, credential=credential)
 
@@ -207,7 +208,14 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def RegisterHuman(self, caller: bool, request: hub_pb2.RegisterHumanRequest) -> hub_pb2.RegisterHumanResponse:
         """Register a human participant (``caller``: the operator token was presented)."""
         record, credential = await self.core.register(
-            request.passport, request.resume, None, None, human=True, rule_json=request.rule_json, by_operator=caller
+            request.passport,
+            request.resume,
+            None,
+            None,
+            human=True,
+            rule_json=request.rule_json,
+            by_operator=caller,
+            idempotency_key=request.idempotency_key,
         )
         return hub_pb2.RegisterHumanResponse(agent=record, credential=credential)
 

@@ -3979,6 +3979,17 @@ class RegisterHumanRequest(betterproto2.Message):
     An invalid rule is INVALID_ARGUMENT naming the problem. Empty = none.
     """
 
+    idempotency_key: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    Optional: makes a retry safe. A RegisterHuman retried with the same key and
+    the same content (after a lost reply) returns the same identity and
+    credential instead of a second identity or ALREADY_EXISTS; the key with
+    different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+    (metadata field=idempotency_key). The credential is derived from the
+    key: use a fresh random value of 16 to 128 characters (e.g. a UUID) per
+    registration, and keep it as secret as the credential. Empty = none.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "RegisterHumanRequest", RegisterHumanRequest)
 
@@ -4039,6 +4050,17 @@ class RegisterRequest(betterproto2.Message):
     must allow an action, and the smallest limit wins. Kept in
     AgentRecord.rule_json. An invalid rule is INVALID_ARGUMENT naming the
     problem. Empty = no rule of its own.
+    """
+
+    idempotency_key: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    """
+    Optional: makes a retry safe. A Register retried with the same key and
+    the same content (after a lost reply) returns the same identity and
+    credential instead of a second identity or ALREADY_EXISTS; the key with
+    different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+    (metadata field=idempotency_key). The credential is derived from the
+    key: use a fresh random value of 16 to 128 characters (e.g. a UUID) per
+    registration, and keep it as secret as the credential. Empty = none.
     """
 
 

@@ -163,6 +163,16 @@ export interface RegisterRequest {
    * problem. Empty = no rule of its own.
    */
   ruleJson: string;
+  /**
+   * Optional: makes a retry safe. A Register retried with the same key and
+   * the same content (after a lost reply) returns the same identity and
+   * credential instead of a second identity or ALREADY_EXISTS; the key with
+   * different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+   * (metadata field=idempotency_key). The credential is derived from the
+   * key: use a fresh random value of 16 to 128 characters (e.g. a UUID) per
+   * registration, and keep it as secret as the credential. Empty = none.
+   */
+  idempotencyKey: string;
 }
 
 /** RegisterResponse returns the new identity and its credential. */
@@ -195,6 +205,16 @@ export interface RegisterHumanRequest {
    * An invalid rule is INVALID_ARGUMENT naming the problem. Empty = none.
    */
   ruleJson: string;
+  /**
+   * Optional: makes a retry safe. A RegisterHuman retried with the same key and
+   * the same content (after a lost reply) returns the same identity and
+   * credential instead of a second identity or ALREADY_EXISTS; the key with
+   * different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+   * (metadata field=idempotency_key). The credential is derived from the
+   * key: use a fresh random value of 16 to 128 characters (e.g. a UUID) per
+   * registration, and keep it as secret as the credential. Empty = none.
+   */
+  idempotencyKey: string;
 }
 
 /** RegisterHumanResponse returns the new identity and its credential. */
@@ -935,7 +955,14 @@ export interface ListAuditResponse {
 }
 
 function createBaseRegisterRequest(): RegisterRequest {
-  return { passport: undefined, resume: undefined, skillMd: undefined, a2a: undefined, ruleJson: "" };
+  return {
+    passport: undefined,
+    resume: undefined,
+    skillMd: undefined,
+    a2a: undefined,
+    ruleJson: "",
+    idempotencyKey: "",
+  };
 }
 
 export const RegisterRequest: MessageFns<RegisterRequest> = {
@@ -954,6 +981,9 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
     }
     if (message.ruleJson !== "") {
       writer.uint32(42).string(message.ruleJson);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(50).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -1011,6 +1041,14 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
             message.ruleJson = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1038,6 +1076,11 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
         : isSet(object.rule_json)
         ? globalThis.String(object.rule_json)
         : "",
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
     };
   },
 
@@ -1058,6 +1101,9 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
     if (message.ruleJson !== "") {
       obj.ruleJson = message.ruleJson;
     }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
+    }
     return obj;
   },
 
@@ -1075,6 +1121,7 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
     message.skillMd = object.skillMd ?? undefined;
     message.a2a = (object.a2a !== undefined && object.a2a !== null) ? A2ASettings.fromPartial(object.a2a) : undefined;
     message.ruleJson = object.ruleJson ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
     return message;
   },
 };
@@ -1167,7 +1214,7 @@ export const RegisterResponse: MessageFns<RegisterResponse> = {
 };
 
 function createBaseRegisterHumanRequest(): RegisterHumanRequest {
-  return { passport: undefined, resume: undefined, ruleJson: "" };
+  return { passport: undefined, resume: undefined, ruleJson: "", idempotencyKey: "" };
 }
 
 export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
@@ -1180,6 +1227,9 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
     }
     if (message.ruleJson !== "") {
       writer.uint32(26).string(message.ruleJson);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(34).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -1221,6 +1271,14 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
             message.ruleJson = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1242,6 +1300,11 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
         : isSet(object.rule_json)
         ? globalThis.String(object.rule_json)
         : "",
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
     };
   },
 
@@ -1255,6 +1318,9 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
     }
     if (message.ruleJson !== "") {
       obj.ruleJson = message.ruleJson;
+    }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
     }
     return obj;
   },
@@ -1271,6 +1337,7 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
       ? Resume.fromPartial(object.resume)
       : undefined;
     message.ruleJson = object.ruleJson ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
     return message;
   },
 };
