@@ -153,8 +153,9 @@ type RegisterRequest struct {
 	// credential instead of a second identity or ALREADY_EXISTS; the key with
 	// different content (another name, resume, skill, ...) is INVALID_ARGUMENT
 	// (metadata field=idempotency_key). The credential is derived from the
-	// key: use a fresh random value of 16 to 128 characters (e.g. a UUID) per
-	// registration, and keep it as secret as the credential. Empty = none.
+	// key: use a fresh random value of at least 16 characters (e.g. a UUID;
+	// at most --max-id-bytes) per registration, and keep it as secret as the
+	// credential. Empty = none.
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -307,8 +308,9 @@ type RegisterHumanRequest struct {
 	// credential instead of a second identity or ALREADY_EXISTS; the key with
 	// different content (another name, resume, skill, ...) is INVALID_ARGUMENT
 	// (metadata field=idempotency_key). The credential is derived from the
-	// key: use a fresh random value of 16 to 128 characters (e.g. a UUID) per
-	// registration, and keep it as secret as the credential. Empty = none.
+	// key: use a fresh random value of at least 16 characters (e.g. a UUID;
+	// at most --max-id-bytes) per registration, and keep it as secret as the
+	// credential. Empty = none.
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

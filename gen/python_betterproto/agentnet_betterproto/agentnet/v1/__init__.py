@@ -3986,8 +3986,9 @@ class RegisterHumanRequest(betterproto2.Message):
     credential instead of a second identity or ALREADY_EXISTS; the key with
     different content (another name, resume, skill, ...) is INVALID_ARGUMENT
     (metadata field=idempotency_key). The credential is derived from the
-    key: use a fresh random value of 16 to 128 characters (e.g. a UUID) per
-    registration, and keep it as secret as the credential. Empty = none.
+    key: use a fresh random value of at least 16 characters (e.g. a UUID;
+    at most --max-id-bytes) per registration, and keep it as secret as the
+    credential. Empty = none.
     """
 
 
@@ -4059,8 +4060,9 @@ class RegisterRequest(betterproto2.Message):
     credential instead of a second identity or ALREADY_EXISTS; the key with
     different content (another name, resume, skill, ...) is INVALID_ARGUMENT
     (metadata field=idempotency_key). The credential is derived from the
-    key: use a fresh random value of 16 to 128 characters (e.g. a UUID) per
-    registration, and keep it as secret as the credential. Empty = none.
+    key: use a fresh random value of at least 16 characters (e.g. a UUID;
+    at most --max-id-bytes) per registration, and keep it as secret as the
+    credential. Empty = none.
     """
 
 
