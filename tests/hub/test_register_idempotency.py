@@ -11,6 +11,9 @@ from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2
 
 from netkernel.errors import AlreadyExists, InvalidArgument
 from tests.hub.harness import RPC_DEADLINE, Participant, RunningHub, call
+from tests.hub.test_replicas import Replicas, on_redis, replicas
+
+__all__ = ["on_redis", "replicas"]  # the replica fixtures
 
 KEY = "5f0c1b52-1d4e-4c8a-9a57-3f1f6a2d9b10"
 
@@ -54,3 +57,13 @@ async def test_register_human_takes_a_key_too_and_short_keys_are_refused(hub: Ru
     assert (again.agent.agent_id, again.credential) == (first.agent.agent_id, first.credential)
     with pytest.raises(InvalidArgument, match="at least 16"):
         await register(hub, "short", "abc")
+
+
+async def test_a_retry_through_another_replica_gets_the_same_identity(replicas: Replicas) -> None:
+    first_hub, second_hub = await replicas.start(), await replicas.start()
+    first = await register(first_hub, "ann", KEY)
+    again = await register(second_hub, "ann", KEY)  # the retry reached another replica
+    assert (again.agent.agent_id, again.credential) == (first.agent.agent_id, first.credential)
+    me = Participant(second_hub.target, again.agent, again.credential)
+    listed = await me.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+    assert [a.name for a in listed.agents].count("ann") == 1
