@@ -244,7 +244,9 @@ class App:
         if envelope.event_type == EV_CHANNEL_INVITE:
             await accept_invite(client, envelope.channel_id)
             return
-        if envelope.event_type != EV_TEXT or not await client.can_send(envelope.channel_id):
+        if envelope.event_type != EV_TEXT or not await client.can_send(
+            envelope.channel_id, causation_id=envelope.envelope_id
+        ):
             return
         dispatch = Dispatch.from_envelope(envelope)
         with dispatch_scope(dispatch):

@@ -63,6 +63,10 @@ CHANNEL_OPTIONS = (
 )
 
 
+DEFAULT_MAX_QUEUED_DELIVERY_BYTES = 64 * 1024 * 1024
+"""Default of ``HubConnection(max_queued_delivery_bytes=...)``: 64 MiB of deliveries waiting per stream."""
+
+
 class HubConnection:
     """A gRPC channel to a hub, shared by every identity of a client; ``target`` one address or
     several replicas to fail over between (:mod:`agentsdk.targets`); ``tls`` as in
@@ -76,7 +80,13 @@ class HubConnection:
         *,
         rate_limit_backoff: RateLimitBackoff | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        max_queued_delivery_bytes: int = DEFAULT_MAX_QUEUED_DELIVERY_BYTES,
     ) -> None:
+        if max_queued_delivery_bytes < 1:
+            raise InvalidArgument(
+                f"max_queued_delivery_bytes is {max_queued_delivery_bytes}; give a positive number of bytes "
+                f"(default {DEFAULT_MAX_QUEUED_DELIVERY_BYTES})."
+            )
         parsed = hub_target(target)
         config = tls_config(tls)
         if parsed.several and config is not None and not config.server_name:
@@ -92,6 +102,9 @@ class HubConnection:
         """The TLS setting the channel was opened with (None: plaintext)."""
         self.rate_limit_backoff = rate_limit_backoff or RateLimitBackoff()
         """How calls that post retry on RATE_LIMITED (:mod:`agentsdk.backoff`)."""
+        self.max_queued_delivery_bytes = max_queued_delivery_bytes
+        """Most bytes of deliveries each identity's Connect stream holds waiting for its handlers; beyond
+        it the stream stops reading until they catch up (:class:`agentsdk.network.delivery.DeliveryStream`)."""
         self.tracer = trace.get_tracer("agentsdk", tracer_provider=tracer_provider)
         """Where the SDK's spans go: each post and each handler turn (docs/operations.md "Tracing")."""
         self.channel = open_channel(self.target, tls, CHANNEL_OPTIONS, client_span_interceptors(tracer_provider))

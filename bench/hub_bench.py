@@ -27,8 +27,8 @@ import grpc
 from agentnet.v1 import envelope_pb2, hub_pb2
 
 from bench.client import BenchPeer, register, text
-from tests.redis_server import RedisServer, start_redis_server
-from tests.replicas import replicas
+from localprocs.redis_server import RedisServer, start_redis_server
+from localprocs.replicas import replicas
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,9 +4,17 @@ markdown, stream cursors and acks, ping nonces, operator page tokens) and the re
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.message import Message
+
 from hubsvc.core.options import HubOptions
 from netkernel.errors import AgentNetError, InvalidArgument, PayloadTooLarge
 from servicekit.limits import Bound, FieldLimits, RequestLimits
+
+Audit = Callable[[str, str, str, dict[str, Any]], None]
+"""``HubCore.audit``: (kind, actor, subject, detail)."""
 
 _PAYLOAD_HINT = "store big content in the knowledge service and send a reference"
 
@@ -61,3 +69,28 @@ def post_batch_refusal(count: int, max_batch: int) -> AgentNetError | None:
         f"post_batch.posts {what}; send between 1 and {max_batch} posts per PostBatch frame.",
         metadata={"field": "post_batch.posts", "items": str(count), "limit": str(max_batch)},
     )
+
+
+class RefusalAudit:
+    """Audits a request refused by a field limit, like every other refusal (docs/governance.md "Audit").
+
+    A post (a ``PostEnvelope`` request, a ``Connect`` post) is ``post_refused`` (subject: its
+    channel), as if admission had refused it; any other request is ``request_refused``
+    (subject: the RPC). The detail names the reason, the field, its size and the limit, never
+    the field's content; the audit row clips every string it keeps (``netkernel.clip``).
+    """
+
+    def __init__(self, audit: Audit) -> None:
+        self._audit = audit
+
+    def __call__(self, actor: object, rpc: str, request: Message, err: AgentNetError) -> None:
+        """Audit ``err``, the refusal of ``request`` (RPC ``rpc``) sent by ``actor`` (an agent id; else "")."""
+        caller = actor if isinstance(actor, str) else ""
+        detail: dict[str, Any] = {"reason": err.reason, "message": err.message}
+        detail.update({k: v for k, v in err.metadata.items() if k in ("field", "size", "items", "limit")})
+        envelope = getattr(request, "envelope", None)
+        if envelope is not None and envelope.DESCRIPTOR.full_name == "agentnet.v1.Envelope":
+            detail["event_type"] = envelope.event_type
+            self._audit("post_refused", caller, envelope.channel_id, detail)
+        else:
+            self._audit("request_refused", caller, rpc, detail)

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from agentnet.v1 import operator_pb2, operator_pb2_grpc
 
 from hubsvc.core.operations import OperatorOps
+from hubsvc.field_limits import RefusalAudit
 from hubsvc.rpc import OPERATOR, Authenticator, stream_rpc, unary_rpc
 from servicekit.limits import RequestLimits
 
@@ -21,10 +22,13 @@ OPERATOR_SERVICE = operator_pb2.DESCRIPTOR.services_by_name["OperatorService"]
 class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
     """Serves agentnet.v1.OperatorService over the hub's operations, authenticated like the hub's RPCs."""
 
-    def __init__(self, ops: OperatorOps, auth: Authenticator, limits: RequestLimits) -> None:
+    def __init__(
+        self, ops: OperatorOps, auth: Authenticator, limits: RequestLimits, audit_refusal: RefusalAudit
+    ) -> None:
         self.ops = ops
         self.auth = auth
         self.limits = limits
+        self.audit_refusal = audit_refusal
 
     @unary_rpc(OPERATOR)
     async def GetStatus(self, caller: None, request: operator_pb2.GetStatusRequest) -> operator_pb2.GetStatusResponse:

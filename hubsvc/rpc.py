@@ -31,6 +31,7 @@ from google.protobuf.message import Message
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.util import hash_secret
+from hubsvc.field_limits import RefusalAudit
 from netkernel.errors import PermissionDenied, ProtocolError, Unauthenticated
 from servicekit.auth import bearer_token
 from servicekit.boundary import stream_boundary, unary_boundary
@@ -167,6 +168,16 @@ class Authenticated(Protocol):
 
     auth: Authenticator
     limits: RequestLimits
+    audit_refusal: RefusalAudit
+    """Audits a request the field limits refused."""
+
+
+def check_limits(servicer: Authenticated, caller: object, rpc: str, request: Message) -> None:
+    """Refuse ``request`` when a field is over its limit, auditing the refusal."""
+    refusal = servicer.limits.refusal(request)
+    if refusal is not None:
+        servicer.audit_refusal(caller, rpc, request, refusal)
+        raise refusal
 
 
 S = TypeVar("S", bound=Authenticated)
@@ -182,7 +193,7 @@ def unary_rpc(
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> Resp:
             caller = self.auth.caller(auth, context, request)
-            self.limits.check(cast(Message, request))
+            check_limits(self, caller, handler.__name__, cast(Message, request))
             return await handler(self, caller, request)
 
         return unary_boundary(method)
@@ -199,7 +210,7 @@ def stream_rpc(
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> AsyncIterator[Resp]:
             caller = self.auth.caller(auth, context, request)
-            self.limits.check(cast(Message, request))
+            check_limits(self, caller, handler.__name__, cast(Message, request))
             async for item in handler(self, caller, request):
                 yield item
 

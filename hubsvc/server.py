@@ -117,7 +117,7 @@ async def start_hub(
     spec = ServiceSpec(
         HUB_SERVICE.full_name, lambda server: hub_pb2_grpc.add_HubServiceServicer_to_server(servicer, server)
     )
-    operator = OperatorServicer(servicer.ops.operator, servicer.auth, servicer.limits)
+    operator = OperatorServicer(servicer.ops.operator, servicer.auth, servicer.limits, servicer.audit_refusal)
     operator_spec = ServiceSpec(
         OPERATOR_SERVICE.full_name,
         lambda server: operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server),

@@ -18,7 +18,7 @@ from hubsvc.core.operations import Operations
 from hubsvc.core.posts import Admitted
 from hubsvc.core.tool_calls import ToolCalls
 from hubsvc.core.util import to_timestamp
-from hubsvc.field_limits import hub_request_limits, post_batch_refusal
+from hubsvc.field_limits import RefusalAudit, hub_request_limits, post_batch_refusal
 from hubsvc.rpc import (
     AGENT,
     AGENT_OR_OPERATOR,
@@ -26,6 +26,7 @@ from hubsvc.rpc import (
     REGISTER,
     Authenticator,
     Ctx,
+    check_limits,
     stream_rpc,
     unary_rpc,
 )
@@ -51,6 +52,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self.core = core
         self.auth = Authenticator(core, operator_token, bind_identity=bind_identity)
         self.limits = hub_request_limits(core.options)
+        self.audit_refusal = RefusalAudit(core.audit)
         self.ops = Operations(core)
         self.tool_calls = ToolCalls(self.ops)
 
@@ -67,7 +69,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                 if hello is None:
                     return
                 agent_id, first = hello
-                self.limits.check(first)
+                check_limits(self, agent_id, "Connect", first)
                 session, welcome = await self.core.connect(agent_id, first)
             except AgentNetError as refused:  # a refused stream start is logged (bugs are, by the boundary)
                 log.warning("Connect from %s refused: %s %s", context.peer(), refused.reason, refused.message)
@@ -100,6 +102,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                     refusal = post_batch_refusal(len(frame.post_batch.posts), self.core.options.max_batch)
                 else:
                     refusal = self.limits.refusal(frame)
+                    if refusal is not None:
+                        self.audit_refusal(agent_id, "Connect", frame, refusal)
                 if refusal is not None:
                     session.close(refusal)
                     return
@@ -132,7 +136,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         envelopes: list[tuple[Envelope, str | None]] = []
         for post in posts:
             try:
-                self.limits.check(post)
+                check_limits(self, agent_id, "Connect", post)
                 env = envelope_from_wire(post.envelope, max_json_depth=self.core.options.max_json_depth)
             except Exception as exc:  # the same decision as the RPC boundary, answered in the stream
                 result(post.request_id, error=error_detail(domain_error(exc, "HubServicer.Connect (post)")))
@@ -199,6 +203,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             human=False,
             rule_json=request.rule_json,
             by_operator=caller,
+            idempotency_key=request.idempotency_key,
         )
         return hub_pb2.RegisterResponse(agent=record, credential=credential)
 
@@ -206,7 +211,14 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def RegisterHuman(self, caller: bool, request: hub_pb2.RegisterHumanRequest) -> hub_pb2.RegisterHumanResponse:
         """Register a human participant (``caller``: the operator token was presented)."""
         record, credential = await self.core.register(
-            request.passport, request.resume, None, None, human=True, rule_json=request.rule_json, by_operator=caller
+            request.passport,
+            request.resume,
+            None,
+            None,
+            human=True,
+            rule_json=request.rule_json,
+            by_operator=caller,
+            idempotency_key=request.idempotency_key,
         )
         return hub_pb2.RegisterHumanResponse(agent=record, credential=credential)
 
@@ -342,7 +354,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_rpc(AGENT)
     async def CanSend(self, caller: str, request: hub_pb2.CanSendRequest) -> hub_pb2.CanSendResponse:
         """Would a post pass now?"""
-        allowed, refusal, expected = self.core.can_send(caller, request.channel_id, request.event_type)
+        allowed, refusal, expected = await self.core.can_send(
+            caller, request.channel_id, request.event_type, request.causation_id
+        )
         response = hub_pb2.CanSendResponse(allowed=allowed, expected_next=expected)
         if refusal is not None:
             response.refusal.CopyFrom(error_detail(refusal))

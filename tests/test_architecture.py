@@ -20,8 +20,19 @@ ALLOWED = {
     "hubsvc": {"hubsvc", "servicekit", "netkernel"},
     # The A2A gateway is a client of the hub (beside the SDK, whose TLS and errors it uses), never inside it.
     "a2agateway": {"a2agateway", "agentsdk", "servicekit", "netkernel"},
+    "localprocs": {"localprocs"},
 }
-OURS = {"netkernel", "servicekit", "knowledgestore", "knowledgesvc", "hubsvc", "agentsdk", "a2agateway"}
+OURS = {
+    "netkernel",
+    "servicekit",
+    "knowledgestore",
+    "knowledgesvc",
+    "hubsvc",
+    "agentsdk",
+    "a2agateway",
+    "localprocs",
+    "tests",
+}
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -42,6 +53,14 @@ def test_imports_only_point_down_the_layers(package: str) -> None:
         for path in sorted((ROOT / package).rglob("*.py"))
     }
     assert {file: bad for file, bad in offenders.items() if bad} == {}
+
+
+def test_the_benchmarks_do_not_depend_on_the_tests() -> None:
+    """What they share with the tests (service processes, redis-server, replicas) is in localprocs/."""
+    users = sorted(
+        str(path.relative_to(ROOT)) for path in (ROOT / "bench").rglob("*.py") if "tests" in imported_packages(path)
+    )
+    assert users == []
 
 
 def test_the_sdk_imports_the_hub_only_for_the_embedded_hub() -> None:

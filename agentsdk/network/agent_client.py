@@ -255,7 +255,7 @@ async def default_handler(envelope: Envelope, client: NetworkClient) -> None:
 async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
     may_post = delivered_can_send(envelope.envelope_id)  # the hub said so in the delivery: no CanSend call
     if may_post is None:
-        may_post = await client.can_send(envelope.channel_id)
+        may_post = await client.can_send(envelope.channel_id, causation_id=envelope.envelope_id)
     if not may_post:
         return  # not our turn, or the channel is closing
     metadata, state, _expected = await client.channel_info(envelope.channel_id)

@@ -243,9 +243,11 @@ class NetworkClient:
         state = json.loads(response.adapter_state_json) if response.adapter_state_json else {}
         return metadata, state, list(response.expected_next)
 
-    async def can_send(self, channel_id: str, event_type: str = EV_TEXT) -> bool:
-        """Whether a post of ``event_type`` would be admitted now."""
-        response = await self.rpc.can_send(hub_pb2.CanSendRequest(channel_id=channel_id, event_type=event_type))
+    async def can_send(self, channel_id: str, event_type: str = EV_TEXT, *, causation_id: str = "") -> bool:
+        """Whether a post of ``event_type`` (answering envelope ``causation_id``, if given: its
+        delegation depth counts) would be admitted now."""
+        request = hub_pb2.CanSendRequest(channel_id=channel_id, event_type=event_type, causation_id=causation_id)
+        response = await self.rpc.can_send(request)
         return response.allowed
 
     async def read_wal(self, channel_id: str, *, from_seq: int = 0, until_seq: int = 0) -> list[Envelope]:

@@ -10,6 +10,14 @@ queued together go in one PostBatch frame, :mod:`agentsdk.network.outbox`; falli
 unary ``PostEnvelope`` when the stream is down; every post carries an idempotency
 key, so a retry never admits a copy); a post refused with RATE_LIMITED is sent again
 after the hub's ``retry_after_seconds`` (:mod:`agentsdk.backoff`).
+
+What waits for the handlers is bounded in bytes (``HubConnection.max_queued_delivery_bytes``,
+all channels together): beyond it the stream stops reading frames until the handlers catch
+up, so gRPC's flow control holds the rest at the hub, whose own per-stream byte budget then
+applies (a client that stays behind too long is ended with INBOX_FULL and resumes from its
+cursors) — nothing is dropped. While reading is paused, posts go by the unary ``PostEnvelope``
+(their results would wait behind the unread frames), including those already sent on the
+stream, which are sent again under the same idempotency key.
 """
 
 from __future__ import annotations
@@ -81,7 +89,14 @@ class DeliveryStream:
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
         self._ids = itertools.count(1)
         self._seen: dict[str, None] = {}
-        self._channels: dict[str, asyncio.Queue[connect_pb2.Delivery]] = {}
+        self._channels: dict[str, asyncio.Queue[tuple[connect_pb2.Delivery, int]]] = {}
+        self.max_queued_bytes = conn.max_queued_delivery_bytes
+        """Bytes of deliveries the channel queues may hold before the stream stops reading."""
+        self.queued_bytes = 0
+        """Bytes of the deliveries waiting in the channel queues (each counted until its handler starts)."""
+        self.paused = False
+        """True while the stream does not read because the queues are over :attr:`max_queued_bytes`."""
+        self._drained = asyncio.Event()
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
@@ -143,6 +158,8 @@ class DeliveryStream:
                         outbox.limit = frame.welcome.max_post_batch  # 0 (an older hub): single Posts
                         self.connected.set()
                         backoff = 0.05
+                    if self.queued_bytes > self.max_queued_bytes:
+                        await self._pause()
             except AgentNetError as error:
                 if isinstance(error, (Unauthenticated, PermissionDenied)):
                     self.fatal = error
@@ -157,6 +174,19 @@ class DeliveryStream:
                 return
             await asyncio.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, self.max_backoff)
+
+    async def _pause(self) -> None:
+        """Stop reading until the handlers took the queues back under :attr:`max_queued_bytes`."""
+        self.paused = True
+        # Results of posts sent on the stream wait behind the unread frames: send those posts
+        # again by PostEnvelope (same idempotency key), as when the stream breaks.
+        self._fail_pending(Unavailable("the stream paused reading while its handlers catch up"))
+        try:
+            while self.queued_bytes > self.max_queued_bytes:
+                self._drained.clear()
+                await self._drained.wait()
+        finally:
+            self.paused = False
 
     def _fail_pending(self, error: AgentNetError) -> None:
         results, self._results = self._results, {}
@@ -175,11 +205,16 @@ class DeliveryStream:
         if queue is None:
             queue = self._channels[channel_id] = asyncio.Queue()
             self._workers[channel_id] = asyncio.create_task(self._work(channel_id, queue), name=f"channel-{channel_id}")
-        queue.put_nowait(delivery)
+        size = delivery.ByteSize()
+        self.queued_bytes += size
+        queue.put_nowait((delivery, size))
 
-    async def _work(self, channel_id: str, queue: asyncio.Queue[connect_pb2.Delivery]) -> None:
+    async def _work(self, channel_id: str, queue: asyncio.Queue[tuple[connect_pb2.Delivery, int]]) -> None:
         while True:
-            delivery = await queue.get()
+            delivery, size = await queue.get()
+            self.queued_bytes -= size
+            if self.queued_bytes <= self.max_queued_bytes:
+                self._drained.set()
             env = delivery.envelope
             if not delivery.expired and env.envelope_id not in self._seen:
                 self._remember(env.envelope_id)
@@ -232,7 +267,7 @@ class DeliveryStream:
         return await retry_rate_limited(lambda: self._post_once(envelope, timeout), self.conn.rate_limit_backoff)
 
     async def _post_once(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
-        if self.connected.is_set():
+        if self.connected.is_set() and not self.paused:
             request_id = str(next(self._ids))
             fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
             self._results[request_id] = fut

@@ -35,7 +35,7 @@ from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
 from agentsdk.targets import HubTargets
 from agentsdk.tls import TlsSetting
-from agentsdk.transport import HubConnection
+from agentsdk.transport import DEFAULT_MAX_QUEUED_DELIVERY_BYTES, HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.errors import (
     FailedPrecondition,
@@ -96,6 +96,7 @@ class HubClient:
         rate_limit_backoff: RateLimitBackoff | None = None,
         registration_token: str = "",
         tracer_provider: TracerProvider | None = None,
+        max_queued_delivery_bytes: int = DEFAULT_MAX_QUEUED_DELIVERY_BYTES,
     ) -> AsyncIterator[HubClient]:
         """Connect to the hub at ``host:port``; disconnects every identity on exit.
 
@@ -114,8 +115,17 @@ class HubClient:
         ``registration_token`` is sent with ``register`` / ``register_human``: the hub's operator
         token, which a hub whose policy closes registration requires (docs/governance.md).
         ``tracer_provider`` records the SDK's spans (each post, each handler turn; None: OpenTelemetry's
-        global provider); the trace context travels in each envelope's ``trace_id`` (docs/operations.md)."""
-        connection = HubConnection(target, tls, rate_limit_backoff=rate_limit_backoff, tracer_provider=tracer_provider)
+        global provider); the trace context travels in each envelope's ``trace_id`` (docs/operations.md).
+        ``max_queued_delivery_bytes`` bounds the deliveries each identity's stream holds for its handlers
+        (default 64 MiB): beyond it the stream stops reading until they catch up (backpressure; nothing
+        is dropped; docs/network.md)."""
+        connection = HubConnection(
+            target,
+            tls,
+            rate_limit_backoff=rate_limit_backoff,
+            tracer_provider=tracer_provider,
+            max_queued_delivery_bytes=max_queued_delivery_bytes,
+        )
         client = cls(connection, registration_token=registration_token)
         try:
             yield client

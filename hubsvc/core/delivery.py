@@ -47,8 +47,9 @@ _PRIORITY_RANK = {
 _Outgoing = tuple[envelope_pb2.Envelope, bool, int]
 """A delivery taken from the queue: (envelope, replay, prev_seq)."""
 
-TurnProbe = Callable[[str, str], bool]
-"""``(agent_id, channel_id)`` → may that participant post an ag2.msg.text there now (CanSend's answer)."""
+TurnProbe = Callable[[str, str, str], bool]
+"""``(agent_id, channel_id, envelope_id)`` → may that participant post an ag2.msg.text reply to the
+envelope there now (CanSend's answer)."""
 
 _TURN_EVENT_TYPES = frozenset({EV_TEXT, EV_PACKET})
 """The substantive event types whose live deliveries carry ``Delivery.can_send``."""
@@ -511,6 +512,6 @@ class Session:
         else:
             delivery.envelope.CopyFrom(wire)
             if not replay and self._turn_probe is not None and wire.event_type in _TURN_EVENT_TYPES:
-                delivery.can_send = self._turn_probe(self.agent_id, wire.channel_id)
+                delivery.can_send = self._turn_probe(self.agent_id, wire.channel_id, wire.envelope_id)
         delivery.replay = replay
         delivery.prev_seq = prev

@@ -57,7 +57,6 @@ from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore, Writes
 from hubsvc.storage.base import Change
 from hubsvc.storage.group_commit import GroupCommitStore
-from netkernel.envelope import EV_TEXT
 from netkernel.errors import InvalidArgument, Unavailable
 
 log = logging.getLogger("agentnet.hub")
@@ -126,7 +125,10 @@ class HubCore:
             live_channels=lambda: self.channels.live(),
             spawn=self.spawn,
             on_cursor=self.inboxes.cursor,
-            turn_probe=lambda agent_id, channel_id: self.posts.refusal(agent_id, channel_id, EV_TEXT) is None,
+            # With an arbiter the delivery leaves can_send unset: only CanSend asks the arbiter.
+            turn_probe=None
+            if arbiter is not None
+            else lambda agent, channel, cause: self.posts.reply_refusal(agent, channel, cause) is None,
             recorder=recorder,
             tracer=tracer,
         )
@@ -317,11 +319,13 @@ class HubCore:
         human: bool,
         rule_json: str = "",
         by_operator: bool = False,
+        idempotency_key: str = "",
     ) -> tuple[identity_pb2.AgentRecord, str]:
         """Register an agent / remote agent (``human=False``) or a human (``human=True``).
 
         ``rule_json`` is the identity's own rule (it can only narrow the policy); ``by_operator``
-        says the call carried the operator token (the registration rules do not apply then)."""
+        says the call carried the operator token (the registration rules do not apply then);
+        ``idempotency_key`` makes a retry return the identity and credential it created."""
         if human:
             if passport.kind not in (identity_pb2.PASSPORT_KIND_UNSPECIFIED, identity_pb2.PASSPORT_KIND_HUMAN):
                 raise InvalidArgument("RegisterHuman registers kind human only; use Register for agents.")
@@ -334,7 +338,9 @@ class HubCore:
         await self.rules.register(passport, resume, by_operator=by_operator)
         if rule_json:
             parse_rule(rule_json)  # INVALID_ARGUMENT naming the problem
-        return await self.registry.register(passport, resume, skill_md, a2a, rule_json=rule_json)
+        return await self.registry.register(
+            passport, resume, skill_md, a2a, rule_json=rule_json, idempotency_key=idempotency_key
+        )
 
     async def unregister(self, agent_id: str) -> list[str]:
         """Remove an identity; its live channels close with reason "participant_left"."""

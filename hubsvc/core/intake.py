@@ -1,14 +1,16 @@
 """Intake: the one seam every envelope a client originates passes, with its stateful checks.
 
 :meth:`Intake.screen` runs :meth:`Admission.screen <hubsvc.core.admission.Admission.screen>`
-(pure: shape, size, no forged dispatch) and then takes a token from the sender's rate
-bucket (:mod:`hubsvc.governance.rate`). Every path calls it — a post (PostEnvelope, a
-Connect ``Post``, Say, a task's cancel request, CallTool actions that post, invite acks)
-through :mod:`hubsvc.core.posts`, and the seed of a channel being opened (OpenChannel's
-message or seed envelope, Delegate's prompt, InvokeAgent's question) through
-:mod:`hubsvc.core.live_channels` — so every envelope an identity originates counts once.
-:meth:`Intake.check_inbox` is the inbox cap (:mod:`hubsvc.governance.inbox`), checked
-for the recipients of the same envelopes once their audience is known.
+(pure: shape, size, no forged dispatch); :meth:`Intake.check_inbox` is the inbox cap
+(:mod:`hubsvc.governance.inbox`), checked for the recipients once the envelope's audience
+is known; :meth:`Intake.count` takes a token from the sender's rate bucket
+(:mod:`hubsvc.governance.rate`) last, once every check that can refuse the envelope has
+passed and with no await before it is staged, so a refused envelope takes no token. Every
+path calls them — a post (PostEnvelope, a Connect ``Post``, Say, a task's cancel request,
+CallTool actions that post, invite acks) through :mod:`hubsvc.core.posts`, and the seed of
+a channel being opened (OpenChannel's message or seed envelope, Delegate's prompt,
+InvokeAgent's question) through :mod:`hubsvc.core.live_channels` — so every envelope an
+identity originates counts once.
 """
 
 from __future__ import annotations
@@ -29,16 +31,14 @@ class Intake:
         self.rate = rate
         self.inboxes = inboxes
 
-    def screen(self, sender_id: str, env: Envelope, event_data_json: str | None = None, *, count: bool = True) -> None:
-        """Refuse a malformed envelope, then one over the sender's rate (neither changes anything).
-
-        ``count=False``: the envelope's token was taken already, by :meth:`count`."""
+    def screen(self, env: Envelope, event_data_json: str | None = None) -> None:
+        """Refuse a malformed envelope (changes nothing; its rate token is taken by :meth:`count`)."""
         self._admission.screen(env, event_data_json)
-        if count:
-            self.count(sender_id, env)
 
     def count(self, sender_id: str, env: Envelope) -> None:
-        """Take the sender's rate token for ``env`` (RateLimited when none is left; nothing taken then)."""
+        """Take the sender's rate token for ``env`` (RateLimited when none is left; nothing taken then).
+
+        Called last, once nothing else can refuse ``env`` and with no await before it is staged."""
         self.rate.take(sender_id, env.channel_id, env.event_type)
 
     def check_inbox(self, sender_id: str, participants: Iterable[str], env: Envelope) -> None:

@@ -202,21 +202,22 @@ class LiveChannels:
         ttl_seconds: float | None = None,
         invite_ack_timeout: float | None = None,
         seed: Envelope | None = None,
-        seed_counted: bool = False,
         dispatch: dict[str, Any] | None = None,
         action: Action = "open_channel",
+        on_checked: Callable[[], object] | None = None,
     ) -> ChannelRuntime:
         """Create a PENDING channel and invite the targets (returns once the invites are committed).
 
         The whole request is checked first, the seed through the same
-        :meth:`~hubsvc.core.intake.Intake.screen` as any post (rate included) and the
-        targets' inbox caps; nothing is registered
+        :class:`~hubsvc.core.intake.Intake` checks as any post (screen, the targets' inbox
+        caps, then its rate token); nothing is registered
         before that, and a channel whose creation fails to commit leaves memory again.
         ``dispatch`` is the A2A dispatch InvokeAgent attaches to its (screened) seed: only
-        the hub writes ``event_data.a2a`` dispatches, never a client. ``seed_counted``: the caller
-        took the seed's rate token already (InvokeAgent does, before it records the call), so
-        it is not counted twice. ``action`` (open_channel, delegate or invoke) is what the
-        governance check and its audit record call it.
+        the hub writes ``event_data.a2a`` dispatches, never a client. ``action`` (open_channel,
+        delegate or invoke) is what the governance check and its audit record call it.
+        ``on_checked`` runs once every check passed, just before the channel's writes are
+        submitted (InvokeAgent records its call there, so a refused call records nothing and
+        a recorded one commits before its channel).
         """
         adapter = get_adapter(type)
         if not targets:
@@ -260,8 +261,9 @@ class LiveChannels:
         ttl = ttl_seconds if ttl_seconds is not None else self._options.default_channel_ttl
         if seed is not None:
             seed = dataclasses.replace(seed, channel_id=channel_id, event_data=dict(seed.event_data))
-            self._intake.screen(initiator, seed, count=not seed_counted)
+            self._intake.screen(seed)
             self._intake.check_inbox(initiator, members, seed)
+            self._intake.count(initiator, seed)  # last: a refused seed takes no rate token
             if dispatch is not None:
                 seed.event_data["a2a"] = dispatch
         ch = ChannelRuntime.pending(
@@ -282,6 +284,8 @@ class LiveChannels:
         for target in members:
             self._admission.post_as_hub(ch, EV_CHANNEL_INVITE, invite, [target], batch)
         batch.writes.audit.append(("channel_created", initiator, channel_id, json.dumps({"type": adapter.type}), now))
+        if on_checked is not None:
+            on_checked()
         async with ch.lock:  # new and unseen: acquired without waiting
             self._channels[channel_id] = ch
             fut = self.commit(ch, batch)

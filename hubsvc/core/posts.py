@@ -219,7 +219,7 @@ class Posts:
     async def _admit(
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        self._intake.screen(sender_id, env, event_data_json)
+        self._intake.screen(env, event_data_json)
         async with self._channels.locked(env.channel_id) as live:  # waits out a rebuild after a failed write
             ch = await self._channel_for_post(sender_id, env.channel_id, live)
             batch = Batch()
@@ -248,7 +248,7 @@ class Posts:
             screened = []
             for i, (env, raw) in enumerate(run):
                 try:
-                    self._intake.screen(sender_id, env, raw)
+                    self._intake.screen(env, raw)
                     screened.append(i)
                 except Exception as err:
                     outcomes[i] = self._refused(sender_id, env, err)
@@ -326,6 +326,7 @@ class Posts:
                 return original[0], original[1], True
         self._admission.validate(ch, sender_id, env)
         self._intake.check_inbox(sender_id, ch.participants, env)
+        self._intake.count(sender_id, env)  # last: a post refused above takes no rate token
         wire = self._admission.accept(ch, env, batch, event_data_json)
         if key is not None and keyed is not None:
             keyed[wire.envelope_id] = wire
@@ -380,25 +381,48 @@ class Posts:
         done.set_result(None)
         return done, wire
 
-    def can_send(self, caller: str, channel_id: str, event_type: str) -> tuple[bool, AgentNetError | None, list[str]]:
-        """Would a post of ``event_type`` by ``caller`` pass now? (allowed, refusal, expected_next)."""
-        refusal = self.refusal(caller, channel_id, event_type)
+    async def can_send(
+        self, caller: str, channel_id: str, event_type: str, causation_id: str = ""
+    ) -> tuple[bool, AgentNetError | None, list[str]]:
+        """Would a post of ``event_type`` by ``caller`` (answering ``causation_id``) pass now?
+        (allowed, refusal, expected_next). :meth:`refusal`, then the arbiter as for the post."""
+        probe = _probe(caller, channel_id, event_type, causation_id)
+        refusal = self.refusal(caller, probe)
         ch = self._channels.get(channel_id)
+        if refusal is None and self._govern is not None:
+            try:
+                await self._govern(caller, probe, ch)
+            except AgentNetError as err:
+                refusal = err
         return refusal is None, refusal, ch.expected_next() if ch is not None else []
 
-    def refusal(self, caller: str, channel_id: str, event_type: str) -> AgentNetError | None:
-        """Why a post of ``event_type`` by ``caller`` would be refused now (None: it would pass);
-        the channel's rules only, as :meth:`can_send` answers (also each delivery's ``can_send``)."""
+    def refusal(self, caller: str, probe: Envelope) -> AgentNetError | None:
+        """Why ``probe`` (from :func:`_probe`) would be refused now (None: it would pass): the channel's
+        rules and the delegation depth, as :meth:`can_send` answers (also each delivery's ``can_send``)."""
+        channel_id = probe.channel_id
         ch = self._channels.get(channel_id)
         if ch is None:
             return ChannelClosed(f"channel '{channel_id}' is not live (closed, expired or unknown).")
         if caller not in ch.participants:
             return NotParticipant(f"you are not a participant of channel '{channel_id}'.")
-        probe = Envelope(
-            channel_id=channel_id, sender_id=caller, audience=None, event_type=event_type or EV_TEXT, event_data={}
-        )
         try:
             self._admission.validate(ch, caller, probe)
         except AgentNetError as err:
             return err
         return None
+
+    def reply_refusal(self, caller: str, channel_id: str, causation_id: str) -> AgentNetError | None:
+        """:meth:`refusal` of an ag2.msg.text reply to ``causation_id`` (each delivery's ``can_send``)."""
+        return self.refusal(caller, _probe(caller, channel_id, EV_TEXT, causation_id))
+
+
+def _probe(caller: str, channel_id: str, event_type: str, causation_id: str) -> Envelope:
+    """The post CanSend asks about: ``event_type`` (default ag2.msg.text) answering ``causation_id``."""
+    return Envelope(
+        channel_id=channel_id,
+        sender_id=caller,
+        audience=None,
+        event_type=event_type or EV_TEXT,
+        event_data={},
+        causation_id=causation_id or None,
+    )

@@ -7,6 +7,8 @@ Credentials are ``<agent_id>.<secret>``; only a SHA-256 of the secret is kept.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import hmac
 import re
 from collections.abc import Callable, Iterable
@@ -55,6 +57,8 @@ class Registry:
         self._by_name: dict[str, str] = {}
         self._reserved: set[str] = set()
         """Names whose registration is being written."""
+        self._keyed_writes: dict[str, asyncio.Future[None]] = {}
+        """Ids of registrations with an idempotency key being written (a retry waits for them)."""
         self._writing = asyncio.Lock()
         """Serialises updates of existing identities (write, then apply in memory)."""
 
@@ -148,12 +152,25 @@ class Registry:
         a2a: a2a_pb2.A2ASettings | None,
         *,
         rule_json: str = "",
+        idempotency_key: str = "",
     ) -> tuple[identity_pb2.AgentRecord, str]:
         """Create an identity (``rule_json``: its own, already validated, governance rule); returns its
         record and credential.
 
         The name is reserved while its write is in flight (a concurrent Register of it gets
-        ALREADY_EXISTS); the identity exists in memory only once the write committed."""
+        ALREADY_EXISTS); the identity exists in memory only once the write committed. With an
+        ``idempotency_key`` the id and the credential are derived from the key (and the
+        credential also from the content, :func:`keyed_identity`), so a retry of the same
+        request finds the identity it created and gets the same credential back; the key with
+        other content is INVALID_ARGUMENT."""
+        if idempotency_key:
+            content = (passport, resume, skill_md, a2a, rule_json)
+            agent_id, secret = keyed_identity(idempotency_key, _fingerprint(*content))
+            earlier = await self._keyed_earlier(agent_id, secret)
+            if earlier is not None:
+                return earlier, f"{agent_id}.{secret}"
+        else:
+            agent_id, secret = new_id(), new_secret()
         name = passport.name
         if not _NAME.fullmatch(name):
             raise InvalidArgument(
@@ -167,8 +184,6 @@ class Registry:
             )
         if passport.kind not in PASSPORT_KIND.by_value:
             passport.kind = identity_pb2.PASSPORT_KIND_AGENT
-        agent_id = new_id()
-        secret = new_secret()
         now = self._clock()
         record = identity_pb2.AgentRecord(agent_id=agent_id, passport=passport, resume=resume, rule_json=rule_json)
         record.registered_at.CopyFrom(to_timestamp(now))
@@ -178,6 +193,9 @@ class Registry:
         self._set_skill(record, skill_md)
         entry = AgentEntry(record, hash_secret(secret))
         self._reserved.add(name)
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if idempotency_key:
+            self._keyed_writes[agent_id] = written
         try:
             await self._store.commit(
                 Writes(
@@ -196,9 +214,31 @@ class Registry:
             raise
         finally:
             self._reserved.discard(name)
+            self._keyed_writes.pop(agent_id, None)
+            written.set_result(None)
         self._by_id[agent_id] = entry
         self._by_name[name] = agent_id
         return record, f"{agent_id}.{secret}"
+
+    async def _keyed_earlier(self, agent_id: str, secret: str) -> identity_pb2.AgentRecord | None:
+        """The record of the live identity an earlier Register with the same key created (None: none),
+        read from the store when this replica does not know it yet; INVALID_ARGUMENT when that
+        Register had other content (its credential, derived from the content, differs)."""
+        while agent_id in self._keyed_writes:  # the original is being written: answer as it ends
+            await asyncio.shield(self._keyed_writes[agent_id])
+        entry = self._by_id.get(agent_id)
+        if entry is None:
+            row = await self._store.get_agent(agent_id)
+            if row is None or row.removed or await self.reload(agent_id):
+                return None
+            entry = self._by_id[agent_id]
+        if not hmac.compare_digest(entry.cred_hash, hash_secret(secret)):
+            raise InvalidArgument(
+                f"idempotency_key was used by an earlier registration with other content (agent {entry.name!r}); "
+                "send a new key for a new registration, or retry with exactly the same request.",
+                metadata={"field": "idempotency_key", "agent_id": agent_id},
+            )
+        return entry.record
 
     async def _name_taken_elsewhere(self, name: str) -> None:
         """After a failed registration write: ALREADY_EXISTS if another replica registered ``name``
@@ -302,3 +342,45 @@ class Registry:
 
     def _audit(self, kind: str, subject: str, detail: dict[str, object]) -> tuple[str, str, str, str, float]:
         return audit_row(kind, subject, subject, dict(detail), self._clock())
+
+
+MIN_IDEMPOTENCY_KEY_CHARS = 16
+"""Shortest Register idempotency key: the credential is derived from it, so it must be hard to guess."""
+
+
+def keyed_identity(key: str, fingerprint: bytes) -> tuple[str, str]:
+    """The agent id and credential secret a Register with idempotency key ``key`` gets.
+
+    The id depends on the key alone (a reuse of the key finds it); the secret on the key and the
+    request's content (``fingerprint``), so a reuse with other content does not match the stored
+    credential hash. Both are one-way: the id reveals nothing of the key or the secret."""
+    if len(key) < MIN_IDEMPOTENCY_KEY_CHARS:
+        raise InvalidArgument(
+            f"idempotency_key has {len(key)} characters; use at least {MIN_IDEMPOTENCY_KEY_CHARS} random ones "
+            "(e.g. a UUID): the credential is derived from it.",
+            metadata={"field": "idempotency_key"},
+        )
+    raw = key.encode()
+    agent_id = hashlib.sha256(b"agentnet.register.id\0" + raw).hexdigest()[:32]
+    mac = hmac.new(raw, b"agentnet.register.secret\0" + fingerprint, hashlib.sha256).digest()
+    return agent_id, base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
+
+def _fingerprint(
+    passport: identity_pb2.Passport,
+    resume: identity_pb2.Resume,
+    skill_md: str | None,
+    a2a: a2a_pb2.A2ASettings | None,
+    rule_json: str,
+) -> bytes:
+    """A digest of what a Register asks for (equal requests, equal digests)."""
+    digest = hashlib.sha256()
+    for part in (
+        passport.SerializeToString(deterministic=True),
+        resume.SerializeToString(deterministic=True),
+        b"-" if skill_md is None else b"+" + skill_md.encode(),
+        b"-" if a2a is None else b"+" + a2a.SerializeToString(deterministic=True),
+        rule_json.encode(),
+    ):
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.digest()

@@ -24,8 +24,10 @@ class Governance:
         self.policy = policy or Policy()
         self._cache: dict[str, tuple[identity_pb2.AgentRecord, Effective]] = {}
         self.version = 0
-        """Moves on every :meth:`replace` and :meth:`forget`: values derived from effective rules
-        (:class:`Derived`) are recomputed when it moved."""
+        """Moves on every :meth:`replace`: values derived from effective rules (:class:`Derived`)
+        are all recomputed when it moved."""
+        self._forgetters: list[Callable[[str], None]] = []
+        """Told each identity :meth:`forget` drops (the :class:`Derived` caches drop its value)."""
 
     def replace(self, policy: Policy) -> None:
         """Put ``policy`` in force (every later decision uses it)."""
@@ -34,9 +36,14 @@ class Governance:
         self.version += 1
 
     def forget(self, agent_id: str) -> None:
-        """Drop what is cached for an identity (its record changed or it left)."""
+        """Drop what is cached for an identity (its record changed or it left), and only that."""
         self._cache.pop(agent_id, None)
-        self.version += 1
+        for forget in self._forgetters:
+            forget(agent_id)
+
+    def on_forget(self, forget: Callable[[str], None]) -> None:
+        """Call ``forget(agent_id)`` whenever :meth:`forget` drops an identity."""
+        self._forgetters.append(forget)
 
     def effective(self, record: identity_pb2.AgentRecord) -> Effective:
         """The rules governing the identity with this record (default, matching entries, its own rule)."""
@@ -58,8 +65,8 @@ class Derived(Generic[T]):
     """One value per identity derived from its effective rules (its rate, its inbox cap), cached.
 
     A hit costs one dict lookup (hot paths ask it per post and per recipient); the whole
-    cache is dropped when the policy is replaced or an identity is forgotten
-    (:attr:`Governance.version`), so it holds at most one entry per registered identity.
+    cache is dropped when the policy is replaced (:attr:`Governance.version`), an identity's
+    entry when it is forgotten, so it holds at most one entry per registered identity.
     """
 
     def __init__(
@@ -73,6 +80,10 @@ class Derived(Generic[T]):
         self._derive = derive
         self._values: dict[str, T | None] = {}
         self._version = governance.version
+        governance.on_forget(self._forget)
+
+    def _forget(self, agent_id: str) -> None:
+        self._values.pop(agent_id, None)
 
     def get(self, agent_id: str) -> T | None:
         """The value for ``agent_id`` (None when no rule sets it, or for an unknown identity)."""

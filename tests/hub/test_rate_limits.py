@@ -16,7 +16,7 @@ from agentnet.v1 import a2a_pb2, hub_pb2
 from hubsvc.core.options import HubOptions
 from hubsvc.governance.policy import PeerSelector, Policy, RateRule, RateSpec, Rule, RuleEntry
 from hubsvc.governance.rate import RateLimiter
-from netkernel.errors import RateLimited, Timeout
+from netkernel.errors import InvalidArgument, NotFound, ProtocolError, RateLimited, Timeout
 from tests.clock import FakeClock
 from tests.hub.harness import (
     EV_TEXT,
@@ -238,3 +238,20 @@ def test_buckets_of_idle_identities_do_not_accumulate() -> None:
     assert [a[3].get("suppressed") for a in audits] == [None]
     limiter.forget("flooder")
     assert [(a[1], a[3].get("suppressed")) for a in audits] == [("flooder", None), ("flooder", 2)]
+
+
+async def test_a_post_refused_by_the_channel_takes_no_token(
+    hub: RunningHub, conv: tuple[Participant, Participant, str]
+) -> None:
+    alice, _bob, channel_id = conv
+    hub.core.governance.replace(rate_policy("alice", per_second=0.001, burst=2))
+    with pytest.raises(InvalidArgument, match="non-participants"):
+        await alice.say(channel_id, "to a stranger", audience=["nobody"])
+    with pytest.raises(ProtocolError, match="no open invite"):
+        await alice.post(channel_id, "ag2.channel.invite_ack", {})
+    with pytest.raises(NotFound):
+        await alice.say("no-such-" + channel_id, "nowhere")
+    await alice.say(channel_id, "first")  # both tokens are still there
+    await alice.say(channel_id, "second")
+    with pytest.raises(RateLimited):
+        await alice.say(channel_id, "third")

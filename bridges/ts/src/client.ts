@@ -84,12 +84,19 @@ export interface RegisterOptions extends ClientOptions {
   a2a?: Partial<A2ASettings>;
   /** Governance rule of this agent's own; it can only narrow the hub's policy (docs/governance.md). */
   rule?: JsonObject;
+  /**
+   * A fresh random value (at least 16 characters): a retry with it returns the same identity and
+   * credential (docs/hub.md). Keep it as secret as the credential.
+   */
+  idempotencyKey?: string;
 }
 
 /** Extra fields of {@link registerHuman}. */
 export interface RegisterHumanOptions extends ClientOptions {
   /** Governance rule for this participant. */
   rule?: JsonObject;
+  /** As {@link RegisterOptions.idempotencyKey}. */
+  idempotencyKey?: string;
 }
 
 /** Options of {@link Client.openChannel}. */
@@ -508,9 +515,12 @@ export class Client {
     return res.channels;
   }
 
-  /** Would a post of `eventType` (default text) be admitted now? */
-  async canSend(channelId: string, eventType = "", call?: CallOptions): Promise<CanSendResult> {
-    const res = await this.unary(this.raw.canSend, { channelId, eventType }, call);
+  /**
+   * Would a post of `eventType` (default text) be admitted now? `causationId`: the envelope the post
+   * would answer (its delegation depth counts, as for the post).
+   */
+  async canSend(channelId: string, eventType = "", call?: CallOptions, causationId = ""): Promise<CanSendResult> {
+    const res = await this.unary(this.raw.canSend, { channelId, eventType, causationId }, call);
     return {
       allowed: res.allowed,
       refusal: res.refusal !== undefined && !res.allowed ? AgentNetError.fromErrorDetail(res.refusal) : undefined,
@@ -889,6 +899,7 @@ export async function register(
       skillMd: options.skillMd,
       a2a: options.a2a === undefined ? undefined : A2ASettings.fromPartial(options.a2a),
       ruleJson: options.rule === undefined ? "" : JSON.stringify(options.rule),
+      idempotencyKey: options.idempotencyKey ?? "",
     },
     options,
   );
@@ -909,6 +920,7 @@ export async function registerHuman(
       passport: fullPassport(passport, PassportKind.PASSPORT_KIND_HUMAN),
       resume: fullResume(resume),
       ruleJson: options.rule === undefined ? "" : JSON.stringify(options.rule),
+      idempotencyKey: options.idempotencyKey ?? "",
     },
     options,
   );

@@ -228,7 +228,6 @@ class A2AOps:
             root = request.root_session_id or new_id()
             await self.core.executions.require_member(caller, root, "add calls to it")
         question = text_envelope("", caller, request.message, depth=depth)
-        self.core.intake.count(caller, question)  # before anything is recorded: RATE_LIMITED changes nothing
         if continued is not None:
             parent_id = continued.parent_execution_id
         else:
@@ -245,6 +244,7 @@ class A2AOps:
         log = self.core.executions
         log.start(record)
         log.running[record.execution_id] = Running(record, depth)
+        recorded: list[asyncio.Future[None]] = []
         try:
             # No call token here: the dispatch is stored in the channel's WAL (see the module doc).
             dispatch = a2a_pb2.A2ADispatch(
@@ -254,30 +254,32 @@ class A2AOps:
                 skill=request.skill,
                 custom_headers=dict(request.custom_headers),
             )
-            # Recorded as running in the same group commit as the channel it opens (writes
-            # commit in order, so the channel's commit implies this one).
-            recorded = log.submit(record)
+            # Recorded as running once the policy allowed the call (a refused call never started:
+            # nothing is recorded), in the same group commit as the channel it opens (writes commit
+            # in order, so the channel's commit implies this one).
             ch = await self.core.open_channel(
                 caller,
                 type="consulting",
                 targets=[target.agent_id],
                 intent=f"a2a: {request.skill}" if request.skill else "a2a",
                 seed=question,
-                seed_counted=True,
                 dispatch=MessageToDict(dispatch, preserving_proto_field_name=True),
                 action="invoke",
+                on_checked=lambda: recorded.append(log.submit(record)),
             )
-            await recorded
+            await recorded[0]
             record.channel_id = ch.channel_id
             await log.save(record)  # the running record names its channel (GetExecution, CancelExecution)
         except asyncio.CancelledError:
-            log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
-            self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
+            if recorded:  # else cancelled while the policy was asked: the call never started
+                log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
+                self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
             self._forget(record)
             raise
         except Exception as err:
-            log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, f"{type(err).__name__}: {err}")
-            await log.save(record)
+            if recorded:  # else refused before the call started (a rule, the arbiter, the inbox cap): nothing to end
+                log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, f"{type(err).__name__}: {err}")
+                await log.save(record)
             self._forget(record)
             raise
         return record, target, timeout

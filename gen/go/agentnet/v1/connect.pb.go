@@ -782,13 +782,15 @@ type Delivery struct {
 	// handle it; ack it so the cursor moves on.
 	Expired bool `protobuf:"varint,4,opt,name=expired,proto3" json:"expired,omitempty"`
 	// For a live (not replayed, not expired) ag2.msg.text or ag2.msg.packet
-	// delivery: what CanSend(channel_id, "ag2.msg.text") would have answered this
-	// participant when the hub wrote the frame — whether it may post a
-	// substantive envelope now (its turn, in turn-taking channel types). A client
+	// delivery: what CanSend(channel_id, "ag2.msg.text", causation_id = this
+	// envelope) would have answered this participant when the hub wrote the
+	// frame — whether it may post a substantive reply now (its turn, in
+	// turn-taking channel types; the depth limit). A client
 	// that answers deliveries can skip the CanSend call: the answer may be stale
 	// by the time it posts, exactly as CanSend's may, and the post's own result
 	// decides. Unset when the hub did not compute it (other event types, replays,
-	// expired slots, hubs older than this field): call CanSend.
+	// expired slots, a hub with a governance arbiter, which only CanSend asks,
+	// hubs older than this field): call CanSend.
 	CanSend       *bool `protobuf:"varint,5,opt,name=can_send,json=canSend,proto3,oneof" json:"can_send,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -147,9 +147,18 @@ type RegisterRequest struct {
 	// must allow an action, and the smallest limit wins. Kept in
 	// AgentRecord.rule_json. An invalid rule is INVALID_ARGUMENT naming the
 	// problem. Empty = no rule of its own.
-	RuleJson      string `protobuf:"bytes,5,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RuleJson string `protobuf:"bytes,5,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	// Optional: makes a retry safe. A Register retried with the same key and
+	// the same content (after a lost reply) returns the same identity and
+	// credential instead of a second identity or ALREADY_EXISTS; the key with
+	// different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+	// (metadata field=idempotency_key). The credential is derived from the
+	// key: use a fresh random value of at least 16 characters (e.g. a UUID;
+	// at most --max-id-bytes) per registration, and keep it as secret as the
+	// credential. Empty = none.
+	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
@@ -213,6 +222,13 @@ func (x *RegisterRequest) GetA2A() *A2ASettings {
 func (x *RegisterRequest) GetRuleJson() string {
 	if x != nil {
 		return x.RuleJson
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -286,9 +302,18 @@ type RegisterHumanRequest struct {
 	// must allow an action, and the smallest limit wins. Kept in
 	// AgentRecord.rule_json and enforced on everything this participant does.
 	// An invalid rule is INVALID_ARGUMENT naming the problem. Empty = none.
-	RuleJson      string `protobuf:"bytes,3,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RuleJson string `protobuf:"bytes,3,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	// Optional: makes a retry safe. A RegisterHuman retried with the same key and
+	// the same content (after a lost reply) returns the same identity and
+	// credential instead of a second identity or ALREADY_EXISTS; the key with
+	// different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+	// (metadata field=idempotency_key). The credential is derived from the
+	// key: use a fresh random value of at least 16 characters (e.g. a UUID;
+	// at most --max-id-bytes) per registration, and keep it as secret as the
+	// credential. Empty = none.
+	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegisterHumanRequest) Reset() {
@@ -338,6 +363,13 @@ func (x *RegisterHumanRequest) GetResume() *Resume {
 func (x *RegisterHumanRequest) GetRuleJson() string {
 	if x != nil {
 		return x.RuleJson
+	}
+	return ""
+}
+
+func (x *RegisterHumanRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -1806,7 +1838,12 @@ type CanSendRequest struct {
 	// The channel.
 	ChannelId string `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
 	// The event type the caller would post; "" = "ag2.msg.text".
-	EventType     string `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	EventType string `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// The envelope the post would answer (the causation_id it will carry), if
+	// any: a post inherits that envelope's delegation depth, so the depth limit
+	// (--max-depth, a rule's max_depth) is checked as for the post itself.
+	// "" = a post answering nothing (depth 0).
+	CausationId   string `protobuf:"bytes,3,opt,name=causation_id,json=causationId,proto3" json:"causation_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1855,10 +1892,17 @@ func (x *CanSendRequest) GetEventType() string {
 	return ""
 }
 
+func (x *CanSendRequest) GetCausationId() string {
+	if x != nil {
+		return x.CausationId
+	}
+	return ""
+}
+
 // CanSendResponse answers CanSend.
 type CanSendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// True when a post of that type would pass validate_send now.
+	// True when a post of that type would pass those checks now.
 	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
 	// Why not, when not allowed.
 	Refusal *ErrorDetail `protobuf:"bytes,2,opt,name=refusal,proto3" json:"refusal,omitempty"`
@@ -4447,23 +4491,25 @@ var File_agentnet_v1_hub_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\n" +
-	"\x15agentnet/v1/hub.proto\x12\vagentnet.v1\x1a\x15agentnet/v1/a2a.proto\x1a\x19agentnet/v1/channel.proto\x1a\x19agentnet/v1/connect.proto\x1a\x1aagentnet/v1/envelope.proto\x1a\x18agentnet/v1/errors.proto\x1a\x1aagentnet/v1/identity.proto\x1a\x16agentnet/v1/task.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x01\n" +
+	"\x15agentnet/v1/hub.proto\x12\vagentnet.v1\x1a\x15agentnet/v1/a2a.proto\x1a\x19agentnet/v1/channel.proto\x1a\x19agentnet/v1/connect.proto\x1a\x1aagentnet/v1/envelope.proto\x1a\x18agentnet/v1/errors.proto\x1a\x1aagentnet/v1/identity.proto\x1a\x16agentnet/v1/task.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x02\n" +
 	"\x0fRegisterRequest\x121\n" +
 	"\bpassport\x18\x01 \x01(\v2\x15.agentnet.v1.PassportR\bpassport\x12+\n" +
 	"\x06resume\x18\x02 \x01(\v2\x13.agentnet.v1.ResumeR\x06resume\x12\x1e\n" +
 	"\bskill_md\x18\x03 \x01(\tH\x00R\askillMd\x88\x01\x01\x12*\n" +
 	"\x03a2a\x18\x04 \x01(\v2\x18.agentnet.v1.A2ASettingsR\x03a2a\x12\x1b\n" +
-	"\trule_json\x18\x05 \x01(\tR\bruleJsonB\v\n" +
+	"\trule_json\x18\x05 \x01(\tR\bruleJson\x12'\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKeyB\v\n" +
 	"\t_skill_md\"b\n" +
 	"\x10RegisterResponse\x12.\n" +
 	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x02 \x01(\tR\n" +
-	"credential\"\x93\x01\n" +
+	"credential\"\xbc\x01\n" +
 	"\x14RegisterHumanRequest\x121\n" +
 	"\bpassport\x18\x01 \x01(\v2\x15.agentnet.v1.PassportR\bpassport\x12+\n" +
 	"\x06resume\x18\x02 \x01(\v2\x13.agentnet.v1.ResumeR\x06resume\x12\x1b\n" +
-	"\trule_json\x18\x03 \x01(\tR\bruleJson\"g\n" +
+	"\trule_json\x18\x03 \x01(\tR\bruleJson\x12'\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\"g\n" +
 	"\x15RegisterHumanResponse\x12.\n" +
 	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\x12\x1e\n" +
 	"\n" +
@@ -4554,12 +4600,13 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"g\n" +
 	"\x14PostEnvelopeResponse\x121\n" +
 	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"N\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"q\n" +
 	"\x0eCanSendRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x1d\n" +
 	"\n" +
-	"event_type\x18\x02 \x01(\tR\teventType\"\x84\x01\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12!\n" +
+	"\fcausation_id\x18\x03 \x01(\tR\vcausationId\"\x84\x01\n" +
 	"\x0fCanSendResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x122\n" +
 	"\arefusal\x18\x02 \x01(\v2\x18.agentnet.v1.ErrorDetailR\arefusal\x12#\n" +

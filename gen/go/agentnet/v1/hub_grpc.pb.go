@@ -194,9 +194,13 @@ type HubServiceClient interface {
 	PostEnvelope(ctx context.Context, in *PostEnvelopeRequest, opts ...grpc.CallOption) (*PostEnvelopeResponse, error)
 	// CanSend says whether the caller may post a substantive envelope now. Use it
 	// whenever DescribeChannel's expected_next is empty: that means "anyone or no
-	// one", which only CanSend resolves for the caller. A refusal is returned in
-	// CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-	// channel); NOT_PARTICIPANT.
+	// one", which only CanSend resolves for the caller. It runs the checks the
+	// post itself would pass that do not spend anything: the channel's rules, the
+	// delegation depth (of the envelope named by causation_id) and the
+	// governance arbiter (asked as for a post); not the rate limit or inbox caps.
+	// A refusal is returned in CanSendResponse.refusal, not as an error.
+	// Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+	// RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
 	CanSend(ctx context.Context, in *CanSendRequest, opts ...grpc.CallOption) (*CanSendResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
@@ -243,7 +247,7 @@ type HubServiceClient interface {
 	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
 	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
 	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-	// metadata recipient, rule).
+	// metadata recipient, rule). A refused call records no execution.
 	InvokeAgent(ctx context.Context, in *InvokeAgentRequest, opts ...grpc.CallOption) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the
@@ -810,9 +814,13 @@ type HubServiceServer interface {
 	PostEnvelope(context.Context, *PostEnvelopeRequest) (*PostEnvelopeResponse, error)
 	// CanSend says whether the caller may post a substantive envelope now. Use it
 	// whenever DescribeChannel's expected_next is empty: that means "anyone or no
-	// one", which only CanSend resolves for the caller. A refusal is returned in
-	// CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-	// channel); NOT_PARTICIPANT.
+	// one", which only CanSend resolves for the caller. It runs the checks the
+	// post itself would pass that do not spend anything: the channel's rules, the
+	// delegation depth (of the envelope named by causation_id) and the
+	// governance arbiter (asked as for a post); not the rate limit or inbox caps.
+	// A refusal is returned in CanSendResponse.refusal, not as an error.
+	// Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+	// RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
 	CanSend(context.Context, *CanSendRequest) (*CanSendResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
@@ -859,7 +867,7 @@ type HubServiceServer interface {
 	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
 	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
 	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-	// metadata recipient, rule).
+	// metadata recipient, rule). A refused call records no execution.
 	InvokeAgent(context.Context, *InvokeAgentRequest) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the

@@ -85,6 +85,7 @@ class RegisterRequest(_message.Message):
     SKILL_MD_FIELD_NUMBER: _builtins.int
     A2A_FIELD_NUMBER: _builtins.int
     RULE_JSON_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     skill_md: _builtins.str
     """Skill markdown with optional frontmatter. Absent = the hub renders a
     fallback skill from passport and resume. At most --max-skill-bytes
@@ -97,6 +98,16 @@ class RegisterRequest(_message.Message):
     must allow an action, and the smallest limit wins. Kept in
     AgentRecord.rule_json. An invalid rule is INVALID_ARGUMENT naming the
     problem. Empty = no rule of its own.
+    """
+    idempotency_key: _builtins.str
+    """Optional: makes a retry safe. A Register retried with the same key and
+    the same content (after a lost reply) returns the same identity and
+    credential instead of a second identity or ALREADY_EXISTS; the key with
+    different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+    (metadata field=idempotency_key). The credential is derived from the
+    key: use a fresh random value of at least 16 characters (e.g. a UUID;
+    at most --max-id-bytes) per registration, and keep it as secret as the
+    credential. Empty = none.
     """
     @_builtins.property
     def passport(self) -> _identity_pb2.Passport:
@@ -118,10 +129,11 @@ class RegisterRequest(_message.Message):
         skill_md: _builtins.str | None = ...,
         a2a: _a2a_pb2.A2ASettings | None = ...,
         rule_json: _builtins.str = ...,
+        idempotency_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_skill_md", b"_skill_md", "a2a", b"a2a", "passport", b"passport", "resume", b"resume", "skill_md", b"skill_md"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_skill_md", b"_skill_md", "a2a", b"a2a", "passport", b"passport", "resume", b"resume", "rule_json", b"rule_json", "skill_md", b"skill_md"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_skill_md", b"_skill_md", "a2a", b"a2a", "idempotency_key", b"idempotency_key", "passport", b"passport", "resume", b"resume", "rule_json", b"rule_json", "skill_md", b"skill_md"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__skill_md: _TypeAlias = _typing.Literal["skill_md"]  # noqa: Y015
     _WhichOneofArgType__skill_md: _TypeAlias = _typing.Literal["_skill_md", b"_skill_md"]  # noqa: Y015
@@ -166,6 +178,7 @@ class RegisterHumanRequest(_message.Message):
     PASSPORT_FIELD_NUMBER: _builtins.int
     RESUME_FIELD_NUMBER: _builtins.int
     RULE_JSON_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     rule_json: _builtins.str
     """Optional governance rule for this participant, as a JSON object (the
     "rule" part of the policy file: access, limits, rate, inbox;
@@ -174,6 +187,16 @@ class RegisterHumanRequest(_message.Message):
     must allow an action, and the smallest limit wins. Kept in
     AgentRecord.rule_json and enforced on everything this participant does.
     An invalid rule is INVALID_ARGUMENT naming the problem. Empty = none.
+    """
+    idempotency_key: _builtins.str
+    """Optional: makes a retry safe. A RegisterHuman retried with the same key and
+    the same content (after a lost reply) returns the same identity and
+    credential instead of a second identity or ALREADY_EXISTS; the key with
+    different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+    (metadata field=idempotency_key). The credential is derived from the
+    key: use a fresh random value of at least 16 characters (e.g. a UUID;
+    at most --max-id-bytes) per registration, and keep it as secret as the
+    credential. Empty = none.
     """
     @_builtins.property
     def passport(self) -> _identity_pb2.Passport:
@@ -189,10 +212,11 @@ class RegisterHumanRequest(_message.Message):
         passport: _identity_pb2.Passport | None = ...,
         resume: _identity_pb2.Resume | None = ...,
         rule_json: _builtins.str = ...,
+        idempotency_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["passport", b"passport", "resume", b"resume"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["passport", b"passport", "resume", b"resume", "rule_json", b"rule_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "passport", b"passport", "resume", b"resume", "rule_json", b"rule_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -939,19 +963,27 @@ class CanSendRequest(_message.Message):
 
     CHANNEL_ID_FIELD_NUMBER: _builtins.int
     EVENT_TYPE_FIELD_NUMBER: _builtins.int
+    CAUSATION_ID_FIELD_NUMBER: _builtins.int
     channel_id: _builtins.str
     """The channel."""
     event_type: _builtins.str
     """The event type the caller would post; "" = "ag2.msg.text"."""
+    causation_id: _builtins.str
+    """The envelope the post would answer (the causation_id it will carry), if
+    any: a post inherits that envelope's delegation depth, so the depth limit
+    (--max-depth, a rule's max_depth) is checked as for the post itself.
+    "" = a post answering nothing (depth 0).
+    """
     def __init__(
         self,
         *,
         channel_id: _builtins.str = ...,
         event_type: _builtins.str = ...,
+        causation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_id", b"channel_id", "event_type", b"event_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["causation_id", b"causation_id", "channel_id", b"channel_id", "event_type", b"event_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -967,7 +999,7 @@ class CanSendResponse(_message.Message):
     REFUSAL_FIELD_NUMBER: _builtins.int
     EXPECTED_NEXT_FIELD_NUMBER: _builtins.int
     allowed: _builtins.bool
-    """True when a post of that type would pass validate_send now."""
+    """True when a post of that type would pass those checks now."""
     @_builtins.property
     def refusal(self) -> _errors_pb2.ErrorDetail:
         """Why not, when not allowed."""

@@ -443,9 +443,13 @@ class HubServiceServicer:
     def CanSend(self, request, context):
         """CanSend says whether the caller may post a substantive envelope now. Use it
         whenever DescribeChannel's expected_next is empty: that means "anyone or no
-        one", which only CanSend resolves for the caller. A refusal is returned in
-        CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-        channel); NOT_PARTICIPANT.
+        one", which only CanSend resolves for the caller. It runs the checks the
+        post itself would pass that do not spend anything: the channel's rules, the
+        delegation depth (of the envelope named by causation_id) and the
+        governance arbiter (asked as for a post); not the rate limit or inbox caps.
+        A refusal is returned in CanSendResponse.refusal, not as an error.
+        Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+        RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -542,7 +546,7 @@ class HubServiceServicer:
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule).
+        metadata recipient, rule). A refused call records no execution.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

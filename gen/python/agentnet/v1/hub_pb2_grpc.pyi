@@ -179,9 +179,13 @@ class HubServiceStub:
     CanSend: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CanSendRequest, _hub_pb2.CanSendResponse]
     """CanSend says whether the caller may post a substantive envelope now. Use it
     whenever DescribeChannel's expected_next is empty: that means "anyone or no
-    one", which only CanSend resolves for the caller. A refusal is returned in
-    CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-    channel); NOT_PARTICIPANT.
+    one", which only CanSend resolves for the caller. It runs the checks the
+    post itself would pass that do not spend anything: the channel's rules, the
+    delegation depth (of the envelope named by causation_id) and the
+    governance arbiter (asked as for a post); not the rate limit or inbox caps.
+    A refusal is returned in CanSendResponse.refusal, not as an error.
+    Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+    RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
     """
     ReportTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ReportTaskRequest, _hub_pb2.ReportTaskResponse]
     """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
@@ -235,7 +239,7 @@ class HubServiceStub:
     PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
     the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
     and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-    metadata recipient, rule).
+    metadata recipient, rule). A refused call records no execution.
     """
     RefreshCallToken: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -461,9 +465,13 @@ class HubServiceAsyncStub(HubServiceStub):
     CanSend: _aio.UnaryUnaryMultiCallable[_hub_pb2.CanSendRequest, _hub_pb2.CanSendResponse]  # type: ignore[assignment]
     """CanSend says whether the caller may post a substantive envelope now. Use it
     whenever DescribeChannel's expected_next is empty: that means "anyone or no
-    one", which only CanSend resolves for the caller. A refusal is returned in
-    CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-    channel); NOT_PARTICIPANT.
+    one", which only CanSend resolves for the caller. It runs the checks the
+    post itself would pass that do not spend anything: the channel's rules, the
+    delegation depth (of the envelope named by causation_id) and the
+    governance arbiter (asked as for a post); not the rate limit or inbox caps.
+    A refusal is returned in CanSendResponse.refusal, not as an error.
+    Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+    RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
     """
     ReportTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.ReportTaskRequest, _hub_pb2.ReportTaskResponse]  # type: ignore[assignment]
     """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
@@ -517,7 +525,7 @@ class HubServiceAsyncStub(HubServiceStub):
     PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
     the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
     and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-    metadata recipient, rule).
+    metadata recipient, rule). A refused call records no execution.
     """
     RefreshCallToken: _aio.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]  # type: ignore[assignment]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -830,9 +838,13 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.CanSendResponse, _abc.Awaitable[_hub_pb2.CanSendResponse]]:
         """CanSend says whether the caller may post a substantive envelope now. Use it
         whenever DescribeChannel's expected_next is empty: that means "anyone or no
-        one", which only CanSend resolves for the caller. A refusal is returned in
-        CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-        channel); NOT_PARTICIPANT.
+        one", which only CanSend resolves for the caller. It runs the checks the
+        post itself would pass that do not spend anything: the channel's rules, the
+        delegation depth (of the envelope named by causation_id) and the
+        governance arbiter (asked as for a post); not the rate limit or inbox caps.
+        A refusal is returned in CanSendResponse.refusal, not as an error.
+        Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+        RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
         """
 
     @_abc_1.abstractmethod
@@ -946,7 +958,7 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule).
+        metadata recipient, rule). A refused call records no execution.
         """
 
     @_abc_1.abstractmethod

@@ -1412,6 +1412,14 @@ class CanSendRequest(betterproto2.Message):
     The event type the caller would post; "" = "ag2.msg.text".
     """
 
+    causation_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The envelope the post would answer (the causation_id it will carry), if
+    any: a post inherits that envelope's delegation depth, so the depth limit
+    (--max-depth, a rule's max_depth) is checked as for the post itself.
+    "" = a post answering nothing (depth 0).
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "CanSendRequest", CanSendRequest)
 
@@ -1424,7 +1432,7 @@ class CanSendResponse(betterproto2.Message):
 
     allowed: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
     """
-    True when a post of that type would pass validate_send now.
+    True when a post of that type would pass those checks now.
     """
 
     refusal: "ErrorDetail | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
@@ -1899,13 +1907,15 @@ class Delivery(betterproto2.Message):
     can_send: "bool | None" = betterproto2.field(5, betterproto2.TYPE_BOOL, optional=True)
     """
     For a live (not replayed, not expired) ag2.msg.text or ag2.msg.packet
-    delivery: what CanSend(channel_id, "ag2.msg.text") would have answered this
-    participant when the hub wrote the frame — whether it may post a
-    substantive envelope now (its turn, in turn-taking channel types). A client
+    delivery: what CanSend(channel_id, "ag2.msg.text", causation_id = this
+    envelope) would have answered this participant when the hub wrote the
+    frame — whether it may post a substantive reply now (its turn, in
+    turn-taking channel types; the depth limit). A client
     that answers deliveries can skip the CanSend call: the answer may be stale
     by the time it posts, exactly as CanSend's may, and the post's own result
     decides. Unset when the hub did not compute it (other event types, replays,
-    expired slots, hubs older than this field): call CanSend.
+    expired slots, a hub with a governance arbiter, which only CanSend asks,
+    hubs older than this field): call CanSend.
     """
 
 
@@ -4070,6 +4080,18 @@ class RegisterHumanRequest(betterproto2.Message):
     An invalid rule is INVALID_ARGUMENT naming the problem. Empty = none.
     """
 
+    idempotency_key: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    Optional: makes a retry safe. A RegisterHuman retried with the same key and
+    the same content (after a lost reply) returns the same identity and
+    credential instead of a second identity or ALREADY_EXISTS; the key with
+    different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+    (metadata field=idempotency_key). The credential is derived from the
+    key: use a fresh random value of at least 16 characters (e.g. a UUID;
+    at most --max-id-bytes) per registration, and keep it as secret as the
+    credential. Empty = none.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "RegisterHumanRequest", RegisterHumanRequest)
 
@@ -4130,6 +4152,18 @@ class RegisterRequest(betterproto2.Message):
     must allow an action, and the smallest limit wins. Kept in
     AgentRecord.rule_json. An invalid rule is INVALID_ARGUMENT naming the
     problem. Empty = no rule of its own.
+    """
+
+    idempotency_key: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    """
+    Optional: makes a retry safe. A Register retried with the same key and
+    the same content (after a lost reply) returns the same identity and
+    credential instead of a second identity or ALREADY_EXISTS; the key with
+    different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+    (metadata field=idempotency_key). The credential is derived from the
+    key: use a fresh random value of at least 16 characters (e.g. a UUID;
+    at most --max-id-bytes) per registration, and keep it as secret as the
+    credential. Empty = none.
     """
 
 
@@ -5161,9 +5195,13 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         CanSend says whether the caller may post a substantive envelope now. Use it
         whenever DescribeChannel's expected_next is empty: that means "anyone or no
-        one", which only CanSend resolves for the caller. A refusal is returned in
-        CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-        channel); NOT_PARTICIPANT.
+        one", which only CanSend resolves for the caller. It runs the checks the
+        post itself would pass that do not spend anything: the channel's rules, the
+        delegation depth (of the envelope named by causation_id) and the
+        governance arbiter (asked as for a post); not the rate limit or inbox caps.
+        A refusal is returned in CanSendResponse.refusal, not as an error.
+        Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+        RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
         """
 
         return await self._unary_unary(
@@ -5400,7 +5438,7 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule).
+        metadata recipient, rule). A refused call records no execution.
         """
 
         return await self._unary_unary(

@@ -226,13 +226,15 @@ export interface Delivery {
   expired: boolean;
   /**
    * For a live (not replayed, not expired) ag2.msg.text or ag2.msg.packet
-   * delivery: what CanSend(channel_id, "ag2.msg.text") would have answered this
-   * participant when the hub wrote the frame — whether it may post a
-   * substantive envelope now (its turn, in turn-taking channel types). A client
+   * delivery: what CanSend(channel_id, "ag2.msg.text", causation_id = this
+   * envelope) would have answered this participant when the hub wrote the
+   * frame — whether it may post a substantive reply now (its turn, in
+   * turn-taking channel types; the depth limit). A client
    * that answers deliveries can skip the CanSend call: the answer may be stale
    * by the time it posts, exactly as CanSend's may, and the post's own result
    * decides. Unset when the hub did not compute it (other event types, replays,
-   * expired slots, hubs older than this field): call CanSend.
+   * expired slots, a hub with a governance arbiter, which only CanSend asks,
+   * hubs older than this field): call CanSend.
    */
   canSend?: boolean | undefined;
 }

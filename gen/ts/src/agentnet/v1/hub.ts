@@ -163,6 +163,17 @@ export interface RegisterRequest {
    * problem. Empty = no rule of its own.
    */
   ruleJson: string;
+  /**
+   * Optional: makes a retry safe. A Register retried with the same key and
+   * the same content (after a lost reply) returns the same identity and
+   * credential instead of a second identity or ALREADY_EXISTS; the key with
+   * different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+   * (metadata field=idempotency_key). The credential is derived from the
+   * key: use a fresh random value of at least 16 characters (e.g. a UUID;
+   * at most --max-id-bytes) per registration, and keep it as secret as the
+   * credential. Empty = none.
+   */
+  idempotencyKey: string;
 }
 
 /** RegisterResponse returns the new identity and its credential. */
@@ -195,6 +206,17 @@ export interface RegisterHumanRequest {
    * An invalid rule is INVALID_ARGUMENT naming the problem. Empty = none.
    */
   ruleJson: string;
+  /**
+   * Optional: makes a retry safe. A RegisterHuman retried with the same key and
+   * the same content (after a lost reply) returns the same identity and
+   * credential instead of a second identity or ALREADY_EXISTS; the key with
+   * different content (another name, resume, skill, ...) is INVALID_ARGUMENT
+   * (metadata field=idempotency_key). The credential is derived from the
+   * key: use a fresh random value of at least 16 characters (e.g. a UUID;
+   * at most --max-id-bytes) per registration, and keep it as secret as the
+   * credential. Empty = none.
+   */
+  idempotencyKey: string;
 }
 
 /** RegisterHumanResponse returns the new identity and its credential. */
@@ -480,11 +502,18 @@ export interface CanSendRequest {
   channelId: string;
   /** The event type the caller would post; "" = "ag2.msg.text". */
   eventType: string;
+  /**
+   * The envelope the post would answer (the causation_id it will carry), if
+   * any: a post inherits that envelope's delegation depth, so the depth limit
+   * (--max-depth, a rule's max_depth) is checked as for the post itself.
+   * "" = a post answering nothing (depth 0).
+   */
+  causationId: string;
 }
 
 /** CanSendResponse answers CanSend. */
 export interface CanSendResponse {
-  /** True when a post of that type would pass validate_send now. */
+  /** True when a post of that type would pass those checks now. */
   allowed: boolean;
   /** Why not, when not allowed. */
   refusal?:
@@ -967,7 +996,14 @@ export interface ListAuditResponse {
 }
 
 function createBaseRegisterRequest(): RegisterRequest {
-  return { passport: undefined, resume: undefined, skillMd: undefined, a2a: undefined, ruleJson: "" };
+  return {
+    passport: undefined,
+    resume: undefined,
+    skillMd: undefined,
+    a2a: undefined,
+    ruleJson: "",
+    idempotencyKey: "",
+  };
 }
 
 export const RegisterRequest: MessageFns<RegisterRequest> = {
@@ -986,6 +1022,9 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
     }
     if (message.ruleJson !== "") {
       writer.uint32(42).string(message.ruleJson);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(50).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -1043,6 +1082,14 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
             message.ruleJson = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1070,6 +1117,11 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
         : isSet(object.rule_json)
         ? globalThis.String(object.rule_json)
         : "",
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
     };
   },
 
@@ -1090,6 +1142,9 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
     if (message.ruleJson !== "") {
       obj.ruleJson = message.ruleJson;
     }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
+    }
     return obj;
   },
 
@@ -1107,6 +1162,7 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
     message.skillMd = object.skillMd ?? undefined;
     message.a2a = (object.a2a !== undefined && object.a2a !== null) ? A2ASettings.fromPartial(object.a2a) : undefined;
     message.ruleJson = object.ruleJson ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
     return message;
   },
 };
@@ -1199,7 +1255,7 @@ export const RegisterResponse: MessageFns<RegisterResponse> = {
 };
 
 function createBaseRegisterHumanRequest(): RegisterHumanRequest {
-  return { passport: undefined, resume: undefined, ruleJson: "" };
+  return { passport: undefined, resume: undefined, ruleJson: "", idempotencyKey: "" };
 }
 
 export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
@@ -1212,6 +1268,9 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
     }
     if (message.ruleJson !== "") {
       writer.uint32(26).string(message.ruleJson);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(34).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -1253,6 +1312,14 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
             message.ruleJson = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1274,6 +1341,11 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
         : isSet(object.rule_json)
         ? globalThis.String(object.rule_json)
         : "",
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
     };
   },
 
@@ -1287,6 +1359,9 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
     }
     if (message.ruleJson !== "") {
       obj.ruleJson = message.ruleJson;
+    }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
     }
     return obj;
   },
@@ -1303,6 +1378,7 @@ export const RegisterHumanRequest: MessageFns<RegisterHumanRequest> = {
       ? Resume.fromPartial(object.resume)
       : undefined;
     message.ruleJson = object.ruleJson ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
     return message;
   },
 };
@@ -3569,7 +3645,7 @@ export const PostEnvelopeResponse: MessageFns<PostEnvelopeResponse> = {
 };
 
 function createBaseCanSendRequest(): CanSendRequest {
-  return { channelId: "", eventType: "" };
+  return { channelId: "", eventType: "", causationId: "" };
 }
 
 export const CanSendRequest: MessageFns<CanSendRequest> = {
@@ -3579,6 +3655,9 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
     }
     if (message.eventType !== "") {
       writer.uint32(18).string(message.eventType);
+    }
+    if (message.causationId !== "") {
+      writer.uint32(26).string(message.causationId);
     }
     return writer;
   },
@@ -3612,6 +3691,14 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
             message.eventType = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.causationId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3636,6 +3723,11 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
         : isSet(object.event_type)
         ? globalThis.String(object.event_type)
         : "",
+      causationId: isSet(object.causationId)
+        ? globalThis.String(object.causationId)
+        : isSet(object.causation_id)
+        ? globalThis.String(object.causation_id)
+        : "",
     };
   },
 
@@ -3647,6 +3739,9 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
     if (message.eventType !== "") {
       obj.eventType = message.eventType;
     }
+    if (message.causationId !== "") {
+      obj.causationId = message.causationId;
+    }
     return obj;
   },
 
@@ -3657,6 +3752,7 @@ export const CanSendRequest: MessageFns<CanSendRequest> = {
     const message = createBaseCanSendRequest();
     message.channelId = object.channelId ?? "";
     message.eventType = object.eventType ?? "";
+    message.causationId = object.causationId ?? "";
     return message;
   },
 };
@@ -8334,9 +8430,13 @@ export const HubServiceService = {
   /**
    * CanSend says whether the caller may post a substantive envelope now. Use it
    * whenever DescribeChannel's expected_next is empty: that means "anyone or no
-   * one", which only CanSend resolves for the caller. A refusal is returned in
-   * CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-   * channel); NOT_PARTICIPANT.
+   * one", which only CanSend resolves for the caller. It runs the checks the
+   * post itself would pass that do not spend anything: the channel's rules, the
+   * delegation depth (of the envelope named by causation_id) and the
+   * governance arbiter (asked as for a post); not the rate limit or inbox caps.
+   * A refusal is returned in CanSendResponse.refusal, not as an error.
+   * Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+   * RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
    */
   canSend: {
     path: "/agentnet.v1.HubService/CanSend" as const,
@@ -8483,7 +8583,7 @@ export const HubServiceService = {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule).
+   * metadata recipient, rule). A refused call records no execution.
    */
   invokeAgent: {
     path: "/agentnet.v1.HubService/InvokeAgent" as const,
@@ -8785,9 +8885,13 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   /**
    * CanSend says whether the caller may post a substantive envelope now. Use it
    * whenever DescribeChannel's expected_next is empty: that means "anyone or no
-   * one", which only CanSend resolves for the caller. A refusal is returned in
-   * CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-   * channel); NOT_PARTICIPANT.
+   * one", which only CanSend resolves for the caller. It runs the checks the
+   * post itself would pass that do not spend anything: the channel's rules, the
+   * delegation depth (of the envelope named by causation_id) and the
+   * governance arbiter (asked as for a post); not the rate limit or inbox caps.
+   * A refusal is returned in CanSendResponse.refusal, not as an error.
+   * Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+   * RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
    */
   canSend: handleUnaryCall<CanSendRequest, CanSendResponse>;
   /**
@@ -8848,7 +8952,7 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule).
+   * metadata recipient, rule). A refused call records no execution.
    */
   invokeAgent: handleUnaryCall<InvokeAgentRequest, InvokeAgentResponse>;
   /**
@@ -9238,9 +9342,13 @@ export interface HubServiceClient extends Client {
   /**
    * CanSend says whether the caller may post a substantive envelope now. Use it
    * whenever DescribeChannel's expected_next is empty: that means "anyone or no
-   * one", which only CanSend resolves for the caller. A refusal is returned in
-   * CanSendResponse.refusal, not as an error. Refusals: NOT_FOUND (unknown
-   * channel); NOT_PARTICIPANT.
+   * one", which only CanSend resolves for the caller. It runs the checks the
+   * post itself would pass that do not spend anything: the channel's rules, the
+   * delegation depth (of the envelope named by causation_id) and the
+   * governance arbiter (asked as for a post); not the rate limit or inbox caps.
+   * A refusal is returned in CanSendResponse.refusal, not as an error.
+   * Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
+   * RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
    */
   canSend(
     request: CanSendRequest,
@@ -9441,7 +9549,7 @@ export interface HubServiceClient extends Client {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule).
+   * metadata recipient, rule). A refused call records no execution.
    */
   invokeAgent(
     request: InvokeAgentRequest,
