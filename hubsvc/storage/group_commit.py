@@ -165,6 +165,13 @@ class GroupCommitStore(HubStore):
         started = time.perf_counter()
         try:
             await self._apply([item.writes for item in run])
+        except PartlyWritten as partial:
+            for item, error in zip(run, partial.errors, strict=True):
+                if error is None:
+                    _resolve(item.fut)
+                elif not self._refuse_fenced(item):  # not written because an earlier one failed
+                    self._fail(item, error)
+            return
         except Exception as exc:
             if len(run) == 1 or not self._retry_alone(exc):
                 for item in run:
@@ -239,6 +246,15 @@ class GroupCommitStore(HubStore):
                 )
             err.__cause__ = exc
             _refuse(item.fut, err)
+
+
+class PartlyWritten(Exception):
+    """Raised by an ``_apply`` that writes bundles separately (Redis with channels spread over a
+    Cluster's slots): ``errors[i]`` is why bundle ``i`` was not written, None if it was."""
+
+    def __init__(self, errors: list[Exception | None]) -> None:
+        super().__init__(f"{sum(e is not None for e in errors)} of {len(errors)} bundles were not written")
+        self.errors = errors
 
 
 @dataclass(slots=True)

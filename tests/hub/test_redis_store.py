@@ -31,16 +31,17 @@ DB = 2
 """The DB number of these tests (flushed after each)."""
 
 
-@pytest.fixture(params=["server", "cluster"])
+@pytest.fixture(params=["server", "cluster", "cluster-spread"])
 def url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """DB 2 of the session's redis-server, or its local Redis Cluster (``redis+cluster://``)."""
+    """DB 2 of the session's redis-server, or its local Redis Cluster (``redis+cluster://``), the
+    hub in one slot or its channels spread over the shards (``?spread=1``)."""
     if request.param == "server":
         server: RedisServer = request.getfixturevalue("redis_server")
         yield server.url(DB)
         server.flush(DB)
     else:
         cluster: LocalCluster = request.getfixturevalue("redis_cluster")
-        yield cluster.url()
+        yield cluster.url() + ("?spread=1" if request.param == "cluster-spread" else "")
         cluster.flush()
 
 
@@ -93,7 +94,8 @@ async def test_a_second_writer_that_appended_first_makes_the_first_one_conflict_
         stale = Writes(
             wal=[row("c1", 2, key="k2")],
             channels=[channel("c1", "a1", "a2", "a3")],
-            agents=[AgentRow("a3", "carol", "hash", b"record")],
+            # (spread=1 refuses a channel write carrying a name claim outright: a removed row claims none)
+            agents=[AgentRow("a3", "carol", "hash", b"record", removed="spread=1" in url)],
             cursors=[("a3", "c1", 2)],
             audit=[("joined", "a3", "c1", "{}", 1.0)],
         )
@@ -120,7 +122,8 @@ async def test_a_conflicting_bundle_fails_alone_in_its_group_and_fences_its_chan
     store = RedisHubStore(url, prefix="group:")
     await store.open()
     try:
-        await store.commit(Writes(channels=[channel("c1", "a1"), channel("c2", "a1")], wal=[row("c1", 1)]))
+        await store.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1)]))
+        await store.commit(Writes(channels=[channel("c2", "a1")]))  # (spread=1: one channel per bundle)
         # Queued together, so one group: the middle bundle skips a seq.
         first = store.submit(Writes(wal=[row("c1", 2)]))
         gap = store.submit(Writes(wal=[row("c2", 5)]))
