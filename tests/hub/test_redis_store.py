@@ -258,3 +258,26 @@ async def test_close_writes_what_was_queued_cursors_included_and_returns(url: st
             assert await again.load_cursors(f"a{attempt}") == {"c1": 3}
         finally:
             await again.close()
+
+
+async def test_a_bundle_queued_behind_a_refused_one_of_its_channel_is_not_written_either(url: str) -> None:
+    """The second bundle's own seq check would pass (the other writer's row sits where the first
+    bundle's should), but it was admitted on top of the first: it must not land on the other's row."""
+    one, two = RedisHubStore(url, prefix="chain:"), RedisHubStore(url, prefix="chain:")
+    await one.open()
+    await two.open()
+    try:
+        await one.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1)]))
+        theirs = row("c1", 2, sender="a2")
+        await two.commit(Writes(wal=[theirs]))
+        # Queued together (one group): replica one still believes the channel is at seq 1.
+        stale = one.submit(Writes(wal=[row("c1", 2, key="s2")]))
+        behind = one.submit(Writes(wal=[row("c1", 3, key="s3")]))
+        results = await asyncio.gather(stale, behind, return_exceptions=True)
+        assert all(isinstance(r, Unavailable) for r in results), results
+        wal = await one.read_wal("c1", 0, 0, 0)
+        assert len(wal) == 2 and wal[1] == theirs.data
+        assert await one.channel_seq("c1") == 2
+    finally:
+        await one.close()
+        await two.close()
