@@ -76,8 +76,8 @@ def _spread(query: str, url: str) -> bool:
     unknown = sorted(set(options) - {"spread"})
     if unknown or any(len(v) != 1 or v[0] not in ("0", "1") for v in options.values()):
         raise ValueError(
-            f"a Redis Cluster URL takes one option, spread=0 or spread=1 (e.g. redis+cluster://10.0.0.1:7000?spread=1), "
-            f"not {'?' + query!r} in {url!r}"
+            "a Redis Cluster URL takes one option, spread=0 or spread=1 "
+            f"(e.g. redis+cluster://10.0.0.1:7000?spread=1), not {'?' + query!r} in {url!r}"
         )
     return options.get("spread", ["0"])[0] == "1"
 

@@ -636,7 +636,9 @@ class RedisHubStore(GroupCommitStore):
             plan = _Plan(self)
             try:
                 if broken & _channels_of(writes):
-                    raise StoreConflict(f"an earlier write to channel {sorted(broken & _channels_of(writes))[0]} failed")
+                    raise StoreConflict(
+                        f"an earlier write to channel {sorted(broken & _channels_of(writes))[0]} failed"
+                    )
                 plan.add(writes)
                 call = None if plan.empty else plan.spread_calls(previous)
                 if call is not None and call[1] is not None:
@@ -675,7 +677,7 @@ class RedisHubStore(GroupCommitStore):
         async with self._client.pipeline(transaction=False) as pipe:
             for keys, args in calls:
                 pipe.execute_command("EVALSHA", self._commit_script.sha, len(keys), *keys, *args)
-            results = cast("list[Any]", await pipe.execute(raise_on_error=False))
+            results = await pipe.execute(raise_on_error=False)
         if any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
             await self._register_scripts()  # a node restarted or failed over: those calls wrote nothing
         return results
@@ -869,7 +871,8 @@ class RedisHubStore(GroupCommitStore):
         every call SCANs the channels' meta keys (an operator read, not a hot path)."""
         if self.spread:  # the creation order is a global index (written by each channel's first global part)
             ordered_all = cast(
-                "list[tuple[bytes, float]]", await self._client.zrange(self._g + "channels:order", 0, -1, withscores=True)
+                "list[tuple[bytes, float]]",
+                await self._client.zrange(self._g + "channels:order", 0, -1, withscores=True),
             )
             live = {_text(m) for m in await self._client.smembers(self._g + "channels:live")} if live_only else None
             picked = sorted(
@@ -947,7 +950,7 @@ class RedisHubStore(GroupCommitStore):
         async with self._client.pipeline(transaction=False) as pipe:
             for key in keys:
                 pipe.xrange(key, min="-", max="+", count=batch)
-            return cast("list[Any]", await pipe.execute())
+            return await pipe.execute()
 
     @_read
     async def _wal_page(self, key: str, low: str, batch: int) -> Any:

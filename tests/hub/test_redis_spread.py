@@ -54,7 +54,9 @@ async def test_channels_land_on_several_masters_each_channel_in_one_slot(
     await asyncio.gather(
         *(spread_store.commit(Writes(channels=[channel(c, "a1")], wal=[row(c, 1, key="k")])) for c in ids)
     )
-    await asyncio.gather(*(spread_store.commit(Writes(wal=[row(c, 2)], audit=[("k", "a1", c, "{}", 1.0)])) for c in ids))
+    await asyncio.gather(
+        *(spread_store.commit(Writes(wal=[row(c, 2)], audit=[("k", "a1", c, "{}", 1.0)])) for c in ids)
+    )
     client = connect(spread_url, 5)
     assert isinstance(client, RedisCluster)
     try:
