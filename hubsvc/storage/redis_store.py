@@ -651,7 +651,11 @@ class RedisHubStore(GroupCommitStore):
         sent, deadline = self._deadline()
         channel_parts = [(i, call[1][1]) for i, call in enumerate(calls) if call is not None and call[1] is not None]
         if channel_parts:
-            results = await self._run_scripts([(part.keys, [deadline, *part.args()]) for _, part in channel_parts])
+            results = await self._run_scripts(
+                [(part.keys, [deadline, *part.args()]) for _, part in channel_parts],
+                errors,
+                [i for i, _ in channel_parts],
+            )
             for (i, _), result in zip(channel_parts, results, strict=True):
                 errors[i] = self._outcome(result)
             self._crash_between_parts(group, errors, calls)
@@ -660,7 +664,7 @@ class RedisHubStore(GroupCommitStore):
         done: list[tuple[bytes, bytes]] = []
         if global_parts:
             batch = [(keys, [deadline, *args]) for i, (_, _, (keys, args)) in global_parts]
-            results = await self._run_scripts(batch)
+            results = await self._run_scripts(batch, errors, [i for i, _ in global_parts])
             for (i, (bundle_id, part, _)), result in zip(global_parts, results, strict=True):
                 errors[i] = self._outcome(result)
                 if errors[i] is None and not isinstance(result, Exception):
@@ -672,12 +676,28 @@ class RedisHubStore(GroupCommitStore):
         if any(e is not None for e in errors):
             raise PartlyWritten(errors)
 
-    async def _run_scripts(self, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
-        """Run commit script calls (KEYS, ARGV) in one pipeline; each result, or the exception of that call."""
-        async with self._client.pipeline(transaction=False) as pipe:
-            for keys, args in calls:
-                pipe.execute_command("EVALSHA", self._commit_script.sha, len(keys), *keys, *args)
-            results = await pipe.execute(raise_on_error=False)
+    async def _run_scripts(
+        self,
+        calls: Sequence[tuple[list[str], list[Any]]],
+        errors: list[Exception | None] | None = None,
+        bundles: Sequence[int] = (),
+    ) -> list[Any]:
+        """Run commit script calls (KEYS, ARGV) in one pipeline; each result, or the exception of that call.
+
+        If the pipeline as a whole fails (Redis did not answer) and ``errors`` is given, raise
+        :class:`PartlyWritten` with that failure for the ``bundles`` (indexes into ``errors``) —
+        some of their calls may have run; the others keep what ``errors`` says."""
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    pipe.execute_command("EVALSHA", self._commit_script.sha, len(keys), *keys, *args)
+                results = await pipe.execute(raise_on_error=False)
+        except Exception as exc:
+            if errors is None:
+                raise
+            for i in bundles:
+                errors[i] = exc
+            raise PartlyWritten(errors) from exc
         if any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
             await self._register_scripts()  # a node restarted or failed over: those calls wrote nothing
         return results
