@@ -43,9 +43,17 @@ entry to the change feed. On one Redis server a
 script is atomic, so every bundle — channel and global keys together — is all or nothing.
 On a Redis Cluster (``redis+cluster://`` URL, :mod:`hubsvc.storage.redis_connect`) the whole
 prefix becomes the hash tag (``{P}`` in front of every key, e.g. ``{agentnet:hub:}{c:<id>}:wal``),
-so every key of the hub is in one slot and the same atomic script runs on that slot's master;
-splitting the hub over shards is a later step (docs/scale-out.md says which order keeps a crash
-between slots safe).
+so every key of the hub is in one slot and the same atomic script runs on that slot's master.
+
+With ``?spread=1`` on a Cluster URL (:attr:`RedisHubStore.spread`) each channel's keys carry the
+channel's own hash tag, ``{Pc:<id>}:wal`` etc., plus ``{Pc:<id>}:outbox`` (bundle id → the
+bundle's global part, while pending) and ``{Pc:<id>}:lastb`` (last bundle written); the global
+keys keep ``{P}{g}:`` and add ``channels:order`` (creation order) and ``outbox:done``. A bundle
+is then written as a channel part (checks, WAL, channel record, outbox entry: one script on the
+channel's slot) followed by its global part (one script on the global slot that applies once,
+by the done set); :meth:`RedisHubStore.complete_pending` applies global parts left behind by a
+writer that died between the two (at open and every :data:`OUTBOX_SWEEP` seconds).
+docs/scale-out.md "Channels spread over the shards".
 
 A write is acknowledged only once Redis has replied. Whether Redis then survives its own
 crash depends on its persistence settings: :meth:`open` reads ``appendonly`` /
