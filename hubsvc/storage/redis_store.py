@@ -440,6 +440,8 @@ class RedisHubStore(GroupCommitStore):
         self._sweep_interval = sweep_interval
         self._sweeper: asyncio.Task[None] | None = None
         self._sweep_stop = asyncio.Event()
+        self._forgetting: set[asyncio.Task[None]] = set()
+        """Deletions of applied outbox entries under way."""
         self._seen: set[tuple[bytes, bytes]] = set()
         """Outbox entries (key, bundle id) the last sweep found pending."""
         self._raw_prefix = prefix
@@ -473,6 +475,10 @@ class RedisHubStore(GroupCommitStore):
         return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
     # -- keys ------------------------------------------------------------------------
+
+    def channel_key(self, channel_id: str, name: str) -> str:
+        """The key ``name`` (``wal``, ``last``, …) of one channel: its slot is the channel's shard."""
+        return self._c(channel_id, name)
 
     def _c(self, channel_id: str, name: str) -> str:
         """A key of one channel (hash tag ``{c:<id>}``; ``{<prefix>c:<id>}`` with the spread layout)."""
@@ -560,6 +566,8 @@ class RedisHubStore(GroupCommitStore):
             await self._sweeper
             self._sweeper = None
         await self._stop_writer()
+        if self._forgetting:
+            await asyncio.gather(*self._forgetting)
         if self._owns_client:
             await self._client.aclose()
 
@@ -679,8 +687,10 @@ class RedisHubStore(GroupCommitStore):
                     self._learn_offset(int(result[1]) * 1_000_000 + int(result[2]), sent, time.monotonic())
                     if part is not None:
                         done.append((self._c(part[0], "outbox").encode(), bundle_id.encode()))
-        if done:
-            await self._forget_outbox(done)
+        if done:  # in the background: the callers need not wait for it
+            task = asyncio.create_task(self._forget_outbox(done))
+            self._forgetting.add(task)
+            task.add_done_callback(self._forgetting.discard)
         if any(e is not None for e in errors):
             raise PartlyWritten(errors)
 
@@ -743,7 +753,7 @@ class RedisHubStore(GroupCommitStore):
                 for key, bundle_id in entries:
                     pipe.hdel(key, bundle_id)
                 await pipe.execute(raise_on_error=False)
-        except _UNREACHABLE as exc:
+        except Exception as exc:  # best effort: what is left is found done and deleted by a sweep
             log.info("could not delete %d applied outbox entries (%r); a later sweep will", len(entries), exc)
 
     async def complete_pending(self, *, immediately: bool = False) -> int:
