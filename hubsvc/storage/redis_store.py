@@ -113,9 +113,10 @@ OUTBOX_SWEEP = 5.0
 """Seconds between two looks for bundles whose global part is missing (spread layout): an entry
 seen in two looks in a row is completed, so a replica that died between the parts is made up for
 within about twice this."""
-_DONE_KEEP = 86_400
-"""Seconds a bundle id stays in the done set (spread layout) — far longer than any completer holds
-an outbox entry before applying it."""
+_DONE_KEEP = 60
+"""Seconds a bundle id stays in the done set (spread layout) at least — at least ten times the
+Redis timeout: every global part is sent with a deadline, and a completer reads the outbox entry
+again just before sending it, so an entry is never applied later than that after it was done."""
 CRASH_BETWEEN_PARTS_ENV = "AGENTNET_HUB_TEST_CRASH_BETWEEN_PARTS"
 """Test-only fault: with the spread layout, a process whose environment sets this to an idempotency
 key exits (``os._exit``) right after the channel part of the bundle carrying that key committed,
@@ -278,9 +279,10 @@ while i <= #a do
     for j = 1, n do redis.call('ZADD', KEYS[tonumber(a[i + 6 + j])], 'NX', order, id) end
     i = i + 7 + n
   elseif op == 'done' then
-    -- (spread) done zset, bundle id, seconds to remember it
-    redis.call('ZADD', k(i + 1), now[1], a[i + 2])
-    redis.call('ZREMRANGEBYSCORE', k(i + 1), '-inf', tonumber(now[1]) - tonumber(a[i + 3]))
+    -- (spread) done zset, bundle id, seconds to remember it once its outbox entry is gone: done
+    -- until then (score +inf); the store rescores it with the time it deleted the outbox entry
+    redis.call('ZADD', k(i + 1), '+inf', a[i + 2])
+    redis.call('ZREMRANGEBYSCORE', k(i + 1), '-inf', '(' .. (tonumber(now[1]) - tonumber(a[i + 3])))
     i = i + 4
   elseif op == 'untoken' then
     -- token hash, the execution's token set: forget every call token of an ended execution
@@ -458,6 +460,11 @@ class RedisHubStore(GroupCommitStore):
         )
         self.liveness: RedisLiveness = RedisLiveness(self._client, self._g + "replica:", self.feed.replica_id)
         self._scan_script = self._client.register_script(_SCAN_TEXTS)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a Redis call may take (``--redis-timeout``); a commit's deadline is this after sending."""
+        return self._timeout
 
     @property
     def prefix(self) -> str:
@@ -746,13 +753,24 @@ class RedisHubStore(GroupCommitStore):
                 os._exit(70)
 
     async def _forget_outbox(self, entries: Sequence[tuple[bytes, bytes]]) -> None:
-        """Delete outbox entries whose global part is applied (best effort: a sweep finds leftovers
-        done and deletes them)."""
+        """Delete outbox entries whose global part is applied, then let their done marks lapse
+        (best effort: a sweep finds leftovers done and deletes them).
+
+        A done mark stays (score +inf) while its outbox entry exists; once the entry is deleted
+        it gets the deletion time as score and the global script trims it some
+        :data:`_DONE_KEEP` seconds later — long after any completer that read the entry before
+        the deletion could still apply it (it reads again right before, and sends a deadline)."""
         try:
             async with self._client.pipeline(transaction=False) as pipe:
                 for key, bundle_id in entries:
                     pipe.hdel(key, bundle_id)
-                await pipe.execute(raise_on_error=False)
+                deleted = await pipe.execute(raise_on_error=False)
+            gone = [
+                bundle_id for (_, bundle_id), d in zip(entries, deleted, strict=True) if not isinstance(d, Exception)
+            ]
+            if gone:
+                redis_now = (time.monotonic() * 1_000_000 + self._offset_us) / 1_000_000
+                await self._client.zadd(self._g + "outbox:done", dict.fromkeys(gone, redis_now), xx=True)
         except Exception as exc:  # best effort: what is left is found done and deleted by a sweep
             log.info("could not delete %d applied outbox entries (%r); a later sweep will", len(entries), exc)
 
@@ -778,8 +796,14 @@ class RedisHubStore(GroupCommitStore):
         self._seen = set(pending) - set(ripe)
         completed = 0
         for key, bundle_id in ripe:
-            call_keys, args = _unpack_call(pending[(key, bundle_id)])
-            result = cast("list[Any]", await self._commit_script(keys=call_keys, args=[0, *args]))
+            # Read again right before applying (and apply with a deadline): an entry applied and
+            # deleted meanwhile is skipped, so no completer applies one long after it was done.
+            packed = await self._client.hget(key, bundle_id)
+            if packed is None:
+                continue
+            call_keys, args = _unpack_call(_bytes(packed))
+            _, deadline = self._deadline()
+            result = cast("list[Any]", await self._commit_script(keys=call_keys, args=[deadline, *args]))
             failure = self._outcome(result)
             if failure is not None:
                 log.error("could not complete bundle %s of %s: %s", _text(bundle_id), _text(key), failure)
@@ -792,7 +816,7 @@ class RedisHubStore(GroupCommitStore):
                     _text(bundle_id),
                     _text(key),
                 )
-            await self._client.hdel(key, bundle_id)
+            await self._forget_outbox([(key, bundle_id)])
         return completed
 
     async def _sweep_loop(self) -> None:
@@ -1304,7 +1328,7 @@ class _Plan:
             raise ValueError("with spread=1 a bundle that writes a channel may not carry global checks")
         done = store._g + "outbox:done"
         g.checks.insert(0, ["once", g.k(done), bundle_id])
-        g.writes += ["done", g.k(done), bundle_id, _DONE_KEEP]
+        g.writes += ["done", g.k(done), bundle_id, max(_DONE_KEEP, int(10 * store.timeout))]
         global_call = (g.keys, g.args(self._feed()))
         ((channel_id, part),) = self._parts.items()
         last_bundle = part.k(store._c(channel_id, "lastb"))

@@ -126,6 +126,32 @@ async def test_a_global_part_missing_after_its_writer_stopped_is_completed_once_
         await again.close()
 
 
+async def test_a_bundle_done_before_its_outbox_entry_was_deleted_is_not_applied_again(
+    spread_store: RedisHubStore, spread_url: str
+) -> None:
+    """The writer died after the global part, before deleting the outbox entry: its done mark
+    stays (it lapses only once the entry is gone), so whoever finds the entry, however late,
+    applies nothing and deletes it."""
+    await spread_store.commit(Writes(channels=[channel("c1", "a1")]))
+    plan = _Plan(spread_store)
+    plan.add(Writes(wal=[row("c1", 1)], audit=[("once", "a1", "c1", "{}", 1.0)]))
+    bundle_id, part, global_call = plan.spread_calls()
+    assert part is not None
+    results = await spread_store._run_scripts([(part[1].keys, [0, *part[1].args()])])
+    results += await spread_store._run_scripts([(global_call[0], [0, *global_call[1]])])
+    assert [int(r[0]) for r in results] == [1, 1]
+    client = connect(spread_url, 5)
+    try:
+        done = "{spread:}{g}:outbox:done"
+        assert await client.zscore(done, bundle_id) == float("inf")  # kept while the entry exists
+        assert await spread_store.complete_pending(immediately=True) == 0
+        assert len(await spread_store.list_audit(kind="once", subject_id="", after_id=0, limit=10)) == 1
+        assert not await client.exists(spread_store.channel_key("c1", "outbox"))
+        assert await client.zscore(done, bundle_id) != float("inf")  # lapses some time after the deletion
+    finally:
+        await client.aclose()
+
+
 async def test_a_channel_write_carrying_a_global_check_is_refused_whole(spread_store: RedisHubStore) -> None:
     """Only channel parts may refuse with the spread layout, so a bundle that writes a channel and
     claims a name (a global check) is refused before anything is sent."""
