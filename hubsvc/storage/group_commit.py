@@ -5,7 +5,8 @@
 which writes a list of bundles atomically or raises. A single writer task drains every
 bundle queued at that moment into one ``_apply`` call, then resolves the callers in order.
 If that call fails, the bundles are written again one per call, so only the failing
-bundle's caller sees the failure and its channels are fenced. A bundle that lost a race to
+bundle's caller sees the failure and its channels are fenced (a backend that writes bundles
+separately says which failed instead, :class:`PartlyWritten`). A bundle that lost a race to
 another replica (the backend raised :class:`StoreConflict`) fails with :class:`LostRace`, and
 so do the fenced bundles after it: nothing of them was written, so they may be admitted again.
 Cursor-only bundles
@@ -166,6 +167,9 @@ class GroupCommitStore(HubStore):
         try:
             await self._apply([item.writes for item in run])
         except PartlyWritten as partial:
+            written = sum(error is None for error in partial.errors)
+            if written:
+                self.recorder.committed(self.kind, written, time.perf_counter() - started)
             for item, error in zip(run, partial.errors, strict=True):
                 if error is None:
                     _resolve(item.fut)
