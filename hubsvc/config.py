@@ -249,7 +249,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         "AGENTNET_HUB_STORE",
         d.store,
         "where the hub keeps its state: 'sqlite' (the --db file), redis://HOST:PORT/DB, or a Redis Cluster "
-        "as redis+cluster://HOST:PORT[,HOST:PORT...] (docs/scale-out.md)",
+        "as redis+cluster://HOST:PORT[,HOST:PORT...][?spread=1] (docs/scale-out.md)",
     )
     _flag(
         parser,

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,10 +39,17 @@ class ServiceProcess:
 
 
 def start_service(
-    module: str, args: Sequence[str], *, cwd: Path, timeout: float = 30.0, port: int = 0
+    module: str,
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float = 30.0,
+    port: int = 0,
+    env: Mapping[str, str] | None = None,
 ) -> ServiceProcess:
-    """Run ``python -m <module> --port <port> <args>`` and wait for its "listening on" line."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    """Run ``python -m <module> --port <port> <args>`` (``env`` added to this process's environment)
+    and wait for its "listening on" line."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     proc = subprocess.Popen(
         [sys.executable, "-m", module, "--port", str(port), *args],
         cwd=cwd,

@@ -5,7 +5,8 @@
 which writes a list of bundles atomically or raises. A single writer task drains every
 bundle queued at that moment into one ``_apply`` call, then resolves the callers in order.
 If that call fails, the bundles are written again one per call, so only the failing
-bundle's caller sees the failure and its channels are fenced. A bundle that lost a race to
+bundle's caller sees the failure and its channels are fenced (a backend that writes bundles
+separately says which failed instead, :class:`PartlyWritten`). A bundle that lost a race to
 another replica (the backend raised :class:`StoreConflict`) fails with :class:`LostRace`, and
 so do the fenced bundles after it: nothing of them was written, so they may be admitted again.
 Cursor-only bundles
@@ -167,6 +168,16 @@ class GroupCommitStore(HubStore):
         started = time.perf_counter()
         try:
             await self._apply([item.writes for item in run])
+        except PartlyWritten as partial:
+            written = sum(error is None for error in partial.errors)
+            if written:
+                self.recorder.committed(self.kind, written, time.perf_counter() - started)
+            for item, error in zip(run, partial.errors, strict=True):
+                if error is None:
+                    _resolve(item.fut)
+                elif not self._refuse_fenced(item):  # not written because an earlier one failed
+                    self._fail(item, error)
+            return
         except Exception as exc:
             if len(run) == 1 or not self._retry_alone(exc):
                 for item in run:
@@ -247,6 +258,15 @@ class GroupCommitStore(HubStore):
                 )
             err.__cause__ = exc
             _refuse(item.fut, err)
+
+
+class PartlyWritten(Exception):
+    """Raised by an ``_apply`` that writes bundles separately (Redis with channels spread over a
+    Cluster's slots): ``errors[i]`` is why bundle ``i`` was not written, None if it was."""
+
+    def __init__(self, errors: list[Exception | None]) -> None:
+        super().__init__(f"{sum(e is not None for e in errors)} of {len(errors)} bundles were not written")
+        self.errors = errors
 
 
 @dataclass(slots=True)

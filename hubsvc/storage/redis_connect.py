@@ -5,7 +5,9 @@ A Cluster URL lists one or more of the Cluster's nodes (seeds): the client asks 
 the slot map and then talks to whichever node holds a key, following the Cluster when slots move
 or a replica takes over a failed master. A Cluster has only database 0, so the URL has no
 database path. ``rediss+cluster://`` uses TLS; ``user:password@`` before the first node
-authenticates with every node. docs/scale-out.md "On a Redis Cluster".
+authenticates with every node. ``?spread=1`` spreads one hub's channels over the Cluster's
+shards (each channel's keys under its own hash tag) instead of keeping the whole hub in one slot.
+docs/scale-out.md "On a Redis Cluster" and "Channels spread over the shards".
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class ClusterUrl:
     tls: bool
     username: str | None
     password: str | None
+    spread: bool = False
+    """``?spread=1``: each channel's keys under the channel's own hash tag (docs/scale-out.md)."""
 
 
 def is_cluster_url(url: str) -> bool:
@@ -45,11 +49,11 @@ def parse_cluster_url(url: str) -> ClusterUrl:
     example = "e.g. redis+cluster://10.0.0.1:7000,10.0.0.2:7000"
     if not sep or scheme.lower() not in CLUSTER_SCHEMES:
         raise ValueError(f"a Redis Cluster URL starts with redis+cluster:// or rediss+cluster://, not {url!r}")
+    rest, _, query = rest.partition("?")
     location, _, path = rest.partition("/")
-    if path.strip("/") not in ("", "0") or "?" in rest or "#" in rest:
-        raise ValueError(
-            f"a Redis Cluster has only database 0: write no /DB, query or fragment, not {url!r} ({example})"
-        )
+    if path.strip("/") not in ("", "0") or "#" in rest or "#" in query:
+        raise ValueError(f"a Redis Cluster has only database 0: write no /DB or fragment, not {url!r} ({example})")
+    spread = _spread(query, url)
     credentials, at, hosts = location.rpartition("@")
     username = password = None
     if at:
@@ -63,7 +67,19 @@ def parse_cluster_url(url: str) -> ClusterUrl:
         if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"every Cluster node needs a host and a port in 1..65535, not {entry!r} ({example})")
         nodes.append((host, int(port)))
-    return ClusterUrl(tuple(nodes), scheme.lower() == "rediss+cluster", username, password)
+    return ClusterUrl(tuple(nodes), scheme.lower() == "rediss+cluster", username, password, spread)
+
+
+def _spread(query: str, url: str) -> bool:
+    """The ``spread`` option of a Cluster URL's query (the only option it takes)."""
+    options = urllib.parse.parse_qs(query, keep_blank_values=True) if query else {}
+    unknown = sorted(set(options) - {"spread"})
+    if unknown or any(len(v) != 1 or v[0] not in ("0", "1") for v in options.values()):
+        raise ValueError(
+            "a Redis Cluster URL takes one option, spread=0 or spread=1 "
+            f"(e.g. redis+cluster://10.0.0.1:7000?spread=1), not {'?' + query!r} in {url!r}"
+        )
+    return options.get("spread", ["0"])[0] == "1"
 
 
 def connect(url: str, timeout: float) -> RedisClient:

@@ -43,9 +43,17 @@ entry to the change feed. On one Redis server a
 script is atomic, so every bundle — channel and global keys together — is all or nothing.
 On a Redis Cluster (``redis+cluster://`` URL, :mod:`hubsvc.storage.redis_connect`) the whole
 prefix becomes the hash tag (``{P}`` in front of every key, e.g. ``{agentnet:hub:}{c:<id>}:wal``),
-so every key of the hub is in one slot and the same atomic script runs on that slot's master;
-splitting the hub over shards is a later step (docs/scale-out.md says which order keeps a crash
-between slots safe).
+so every key of the hub is in one slot and the same atomic script runs on that slot's master.
+
+With ``?spread=1`` on a Cluster URL (:attr:`RedisHubStore.spread`) each channel's keys carry the
+channel's own hash tag, ``{Pc:<id>}:wal`` etc., plus ``{Pc:<id>}:outbox`` (bundle id → the
+bundle's global part, while pending) and ``{Pc:<id>}:lastb`` (last bundle written); the global
+keys keep ``{P}{g}:`` and add ``channels:order`` (creation order) and ``outbox:done``. A bundle
+is then written as a channel part (checks, WAL, channel record, outbox entry: one script on the
+channel's slot) followed by its global part (one script on the global slot that applies once,
+by the done set); :meth:`RedisHubStore.complete_pending` applies global parts left behind by a
+writer that died between the two (at open and every :data:`OUTBOX_SWEEP` seconds).
+docs/scale-out.md "Channels spread over the shards".
 
 A write is acknowledged only once Redis has replied. Whether Redis then survives its own
 crash depends on its persistence settings: :meth:`open` reads ``appendonly`` /
@@ -54,10 +62,13 @@ crash depends on its persistence settings: :meth:`open` reads ``appendonly`` /
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
+import os
 import struct
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -79,8 +90,8 @@ from hubsvc.storage.base import (
     WalRow,
     Writes,
 )
-from hubsvc.storage.group_commit import GroupCommitStore
-from hubsvc.storage.redis_connect import RedisClient, connect, is_cluster_url
+from hubsvc.storage.group_commit import GroupCommitStore, PartlyWritten
+from hubsvc.storage.redis_connect import RedisClient, connect, is_cluster_url, parse_cluster_url
 from hubsvc.storage.redis_feed import RedisChangeFeed
 from hubsvc.storage.redis_liveness import RedisLiveness
 from netkernel.errors import Unavailable
@@ -96,12 +107,27 @@ _TEXT_SCAN_CHUNK = 2000
 """EV_TEXT rows one search script call examines at most (it blocks Redis while it runs)."""
 _PAGE = 1000
 """Ids read per call where a read pages through an index."""
+_WAL_CHANNELS = 256
+"""Channels whose first WAL page one pipeline reads (hydrate)."""
+OUTBOX_SWEEP = 5.0
+"""Seconds between two looks for bundles whose global part is missing (spread layout): an entry
+seen in two looks in a row is completed, so a replica that died between the parts is made up for
+within about twice this."""
+_DONE_KEEP = 60
+"""Seconds a bundle id stays in the done set (spread layout) at least — at least ten times the
+Redis timeout: every global part is sent with a deadline, and a completer reads the outbox entry
+again just before sending it, so an entry is never applied later than that after it was done."""
+CRASH_BETWEEN_PARTS_ENV = "AGENTNET_HUB_TEST_CRASH_BETWEEN_PARTS"
+"""Test-only fault: with the spread layout, a process whose environment sets this to an idempotency
+key exits (``os._exit``) right after the channel part of the bundle carrying that key committed,
+before its global part (tests/hub/test_redis_spread.py)."""
 
 # The commit script. ARGV[1] = the deadline in microseconds of Redis's TIME (0 = none); ARGV[2] =
 # number of check ops; then the check ops; then the write ops. Each op is an opcode followed by its
 # operands; key operands are 1-based indexes into KEYS. Returns {1, seconds, microseconds} (Redis's
 # TIME when it ran) when written, {0, reason} (having written nothing) on a conflict, {2, reason}
-# (nothing written) when it runs after its deadline.
+# (nothing written) when it runs after its deadline, {3, seconds, microseconds} (nothing written) when
+# a 'once' check finds the bundle's global part applied already (spread layout, below).
 _COMMIT = """#!lua
 local a = ARGV
 local function k(i) return KEYS[tonumber(a[i])] end
@@ -137,6 +163,17 @@ for _ = 1, nchecks do
       return {0, 'task ' .. a[i + 3] .. ' is not running'}
     end
     i = i + 5
+  elseif op == 'once' then
+    -- done zset, bundle id: a bundle whose global part was applied already writes nothing again
+    if redis.call('ZSCORE', k(i + 1), a[i + 2]) then return {3, now[1], now[2]} end
+    i = i + 3
+  elseif op == 'after' then
+    -- (spread) the channel's last-bundle key, the bundle id it must hold, channel id: the bundle
+    -- written before this one in the same group committed (and nothing else came in between)
+    if redis.call('GET', k(i + 1)) ~= a[i + 2] then
+      return {0, 'an earlier write to channel ' .. a[i + 3] .. ' in the same group was not written'}
+    end
+    i = i + 4
   elseif op == 'running' then
     -- running set, execution id: a call token is stored only while its execution runs
     if redis.call('SISMEMBER', k(i + 1), a[i + 2]) == 0 then
@@ -224,6 +261,29 @@ while i <= #a do
     redis.call('HSET', k(i + 1), id, a[i + 10])
     if a[i + 12] == '1' then redis.call('SADD', k(i + 8), id) else redis.call('SREM', k(i + 8), id) end
     i = i + 15
+  elseif op == 'chmeta' then
+    -- (spread) meta, members set, live, record, seed, n, member ids...
+    local n = tonumber(a[i + 6])
+    redis.call('HSET', k(i + 1), 'live', a[i + 3], 'record', a[i + 4], 'seed', a[i + 5])
+    for j = 1, n do redis.call('SADD', k(i + 2), a[i + 6 + j]) end
+    i = i + 7 + n
+  elseif op == 'chglobal' then
+    -- (spread) order zset, order counter, live set, channel id, live, n, member zsets...
+    local id, n = a[i + 4], tonumber(a[i + 6])
+    local order = redis.call('ZSCORE', k(i + 1), id)
+    if not order then
+      order = redis.call('INCR', k(i + 2))
+      redis.call('ZADD', k(i + 1), order, id)
+    end
+    if a[i + 5] == '1' then redis.call('SADD', k(i + 3), id) else redis.call('SREM', k(i + 3), id) end
+    for j = 1, n do redis.call('ZADD', KEYS[tonumber(a[i + 6 + j])], 'NX', order, id) end
+    i = i + 7 + n
+  elseif op == 'done' then
+    -- (spread) done zset, bundle id, seconds to remember it once its outbox entry is gone: done
+    -- until then (score +inf); the store rescores it with the time it deleted the outbox entry
+    redis.call('ZADD', k(i + 1), '+inf', a[i + 2])
+    redis.call('ZREMRANGEBYSCORE', k(i + 1), '-inf', '(' .. (tonumber(now[1]) - tonumber(a[i + 3])))
+    i = i + 4
   elseif op == 'untoken' then
     -- token hash, the execution's token set: forget every call token of an ended execution
     local hashes = redis.call('SMEMBERS', k(i + 2))
@@ -342,6 +402,8 @@ class RedisHubStore(GroupCommitStore):
         timeout: float = DEFAULT_TIMEOUT,
         wait_replicas: int = 0,
         wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
+        spread: bool = False,
+        sweep_interval: float = OUTBOX_SWEEP,
     ) -> None:
         super().__init__()
         if "{" in prefix or "}" in prefix:
@@ -366,13 +428,27 @@ class RedisHubStore(GroupCommitStore):
         self._offset_us = 0.0
         """Redis's clock minus this host's, in microseconds, as last measured (see :meth:`_redis_now_us`)."""
         if isinstance(url_or_client, str):
+            spread = spread or (is_cluster_url(url_or_client) and parse_cluster_url(url_or_client).spread)
             self._client: RedisClient = connect(url_or_client, timeout)
             self._owns_client = True
         else:
             if _connection_kwargs(url_or_client).get("decode_responses"):
                 raise ValueError("RedisHubStore needs a client with decode_responses=False (it stores bytes)")
             self._client, self._owns_client = url_or_client, False
-        # On a Cluster the prefix is the hash tag of every key: one slot, so one atomic script.
+        if spread and not isinstance(self._client, RedisCluster):
+            raise ValueError("spread=1 spreads channels over a Redis Cluster's shards: use a redis+cluster:// URL")
+        self.spread = spread
+        """Each channel's keys carry the channel's own hash tag (spread over the Cluster's slots)."""
+        self._sweep_interval = sweep_interval
+        self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_stop = asyncio.Event()
+        self._forgetting: set[asyncio.Task[None]] = set()
+        """Deletions of applied outbox entries under way."""
+        self._seen: set[tuple[bytes, bytes]] = set()
+        """Outbox entries (key, bundle id) the last sweep found pending."""
+        self._raw_prefix = prefix
+        # On a Cluster the prefix is the hash tag of every key: one slot, so one atomic script. With
+        # spread, the global keys keep that tag and each channel's keys get the channel's own.
         self._p = f"{{{prefix}}}" if isinstance(self._client, RedisCluster) else prefix
         self._g = self._p + "{g}:"
         self._commit_script = self._client.register_script(_COMMIT)
@@ -384,6 +460,11 @@ class RedisHubStore(GroupCommitStore):
         )
         self.liveness: RedisLiveness = RedisLiveness(self._client, self._g + "replica:", self.feed.replica_id)
         self._scan_script = self._client.register_script(_SCAN_TEXTS)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a Redis call may take (``--redis-timeout``); a commit's deadline is this after sending."""
+        return self._timeout
 
     @property
     def prefix(self) -> str:
@@ -402,8 +483,14 @@ class RedisHubStore(GroupCommitStore):
 
     # -- keys ------------------------------------------------------------------------
 
+    def channel_key(self, channel_id: str, name: str) -> str:
+        """The key ``name`` (``wal``, ``last``, …) of one channel: its slot is the channel's shard."""
+        return self._c(channel_id, name)
+
     def _c(self, channel_id: str, name: str) -> str:
-        """A key of one channel (hash tag ``{c:<id>}``)."""
+        """A key of one channel (hash tag ``{c:<id>}``; ``{<prefix>c:<id>}`` with the spread layout)."""
+        if self.spread:
+            return f"{{{self._raw_prefix}c:{channel_id}}}:{name}"
         return f"{self._p}{{c:{channel_id}}}:{name}"
 
     def _on_home_node(self) -> dict[str, Any]:
@@ -421,9 +508,42 @@ class RedisHubStore(GroupCommitStore):
             await self._client.ping()
         except _UNREACHABLE as exc:
             raise StoreUnreachable(f"cannot reach Redis at {self.address}: {exc}") from exc
+        await self._check_layout()
         await self._check_durability()
         await self._measure_offset()
         self._start_writer()
+        if self.spread:
+            await self._register_scripts()
+            await self.complete_pending(immediately=True)
+            self._sweep_stop.clear()
+            self._sweeper = asyncio.create_task(self._sweep_loop(), name="hub-store-outbox-sweep")
+
+    async def _check_layout(self) -> None:
+        """Refuse to open keys written with the other layout (``spread``): replicas sharing a store
+        must agree on where a channel's keys are. The first store to open records its layout."""
+        key = self._g + "layout"
+        mine = "spread" if self.spread else "single"
+        if not isinstance(self._client, RedisCluster):
+            return
+        stored = await self._client.get(key)
+        if stored is None:
+            # Keys written before the layout was recorded are the single-slot layout.
+            existing = await self._client.exists(self._g + "feed_seq")
+            if existing and self.spread:
+                stored = b"single"
+            else:
+                await self._client.set(key, mine, nx=True)
+                stored = await self._client.get(key)
+        if _text(stored or b"") != mine:
+            raise ValueError(
+                f"the hub's keys under prefix {self._raw_prefix!r} were written with "
+                f"spread={'1' if mine == 'single' else '0'} and this store has spread={'1' if self.spread else '0'}: "
+                "give every replica the same --store URL"
+            )
+
+    async def _register_scripts(self) -> None:
+        """Load the commit script on every master (pipelined calls use EVALSHA without a fallback)."""
+        self._commit_script.sha = _text(await self._client.script_load(_COMMIT))
 
     async def _check_durability(self) -> None:
         try:
@@ -448,7 +568,13 @@ class RedisHubStore(GroupCommitStore):
 
     async def close(self) -> None:
         """Drain the queue, stop the writer and close the client if the store created it."""
+        if self._sweeper is not None:
+            self._sweep_stop.set()
+            await self._sweeper
+            self._sweeper = None
         await self._stop_writer()
+        if self._forgetting:
+            await asyncio.gather(*self._forgetting)
         if self._owns_client:
             await self._client.aclose()
 
@@ -461,6 +587,9 @@ class RedisHubStore(GroupCommitStore):
         offset is measured, see :meth:`_learn_offset`): one that reaches a stalled Redis only
         after the store gave up on it (and failed its callers) writes nothing.
         """
+        if self.spread:
+            await self._apply_spread(group)
+            return
         plan = _Plan(self)
         for writes in group:
             plan.add(writes)
@@ -503,6 +632,205 @@ class RedisHubStore(GroupCommitStore):
                     continue
                 return result, int(confirmed)
         raise AssertionError("unreachable")
+
+    def _deadline(self) -> tuple[float, int]:
+        """(now on this host's monotonic clock, the deadline of a script sent now in Redis's microseconds)."""
+        sent = time.monotonic()
+        return sent, int(sent * 1_000_000 + self._offset_us + self._timeout * 1_000_000)
+
+    async def _apply_spread(self, group: list[Writes]) -> None:
+        """Write the bundles with the spread layout; raise :class:`PartlyWritten` naming each failure.
+
+        Every bundle's channel part (its checks, WAL rows, last seq, idempotency keys, channel
+        record and members, and its outbox entry) runs as one script on the channel's slot — all
+        bundles' parts in one pipeline, which sends each node its parts in submission order. Then
+        the global parts of the bundles whose channel part committed (and of the bundles without
+        one) run on the global slot, in submission order, in a second pipeline. Only channel
+        parts (and bundles without one) can be refused, so a bundle is either refused having
+        written nothing or written whole, the global part maybe later (:meth:`complete_pending`).
+        """
+        errors: list[Exception | None] = [None] * len(group)
+        calls: list[tuple[str, tuple[str, _Part] | None, tuple[list[str], list[Any]]] | None] = []
+        broken: set[str] = set()
+        """Channels with an earlier bundle of this group that cannot be written: later ones are not sent."""
+        previous: dict[str, str] = {}
+        """Channel → the bundle of this group written to it last so far."""
+        for i, writes in enumerate(group):
+            plan = _Plan(self)
+            try:
+                if broken & _channels_of(writes):
+                    raise StoreConflict(
+                        f"an earlier write to channel {sorted(broken & _channels_of(writes))[0]} failed"
+                    )
+                plan.add(writes)
+                call = None if plan.empty else plan.spread_calls(previous)
+                if call is not None and call[1] is not None:
+                    previous[call[1][0]] = call[0]
+                calls.append(call)
+            except (StoreConflict, ValueError) as exc:
+                errors[i] = exc
+                broken |= _channels_of(writes)
+                calls.append(None)
+        sent, deadline = self._deadline()
+        channel_parts = [(i, call[1][1]) for i, call in enumerate(calls) if call is not None and call[1] is not None]
+        if channel_parts:
+            results = await self._run_scripts(
+                [(part.keys, [deadline, *part.args()]) for _, part in channel_parts],
+                errors,
+                [i for i, _ in channel_parts],
+            )
+            for (i, _), result in zip(channel_parts, results, strict=True):
+                errors[i] = self._outcome(result)
+            self._crash_between_parts(group, errors, calls)
+        sent, deadline = self._deadline()
+        global_parts = [(i, call) for i, call in enumerate(calls) if call is not None and errors[i] is None]
+        done: list[tuple[bytes, bytes]] = []
+        if global_parts:
+            batch = [(keys, [deadline, *args]) for i, (_, _, (keys, args)) in global_parts]
+            results = await self._run_scripts(batch, errors, [i for i, _ in global_parts])
+            for (i, (bundle_id, part, _)), result in zip(global_parts, results, strict=True):
+                errors[i] = self._outcome(result)
+                if errors[i] is None and not isinstance(result, Exception):
+                    self._learn_offset(int(result[1]) * 1_000_000 + int(result[2]), sent, time.monotonic())
+                    if part is not None:
+                        done.append((self._c(part[0], "outbox").encode(), bundle_id.encode()))
+        if done:  # in the background: the callers need not wait for it
+            task = asyncio.create_task(self._forget_outbox(done))
+            self._forgetting.add(task)
+            task.add_done_callback(self._forgetting.discard)
+        if any(e is not None for e in errors):
+            raise PartlyWritten(errors)
+
+    async def _run_scripts(
+        self,
+        calls: Sequence[tuple[list[str], list[Any]]],
+        errors: list[Exception | None] | None = None,
+        bundles: Sequence[int] = (),
+    ) -> list[Any]:
+        """Run commit script calls (KEYS, ARGV) in one pipeline; each result, or the exception of that call.
+
+        If the pipeline as a whole fails (Redis did not answer) and ``errors`` is given, raise
+        :class:`PartlyWritten` with that failure for the ``bundles`` (indexes into ``errors``) —
+        some of their calls may have run; the others keep what ``errors`` says."""
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    pipe.execute_command("EVALSHA", self._commit_script.sha, len(keys), *keys, *args)
+                results = await pipe.execute(raise_on_error=False)
+        except Exception as exc:
+            if errors is None:
+                raise
+            for i in bundles:
+                errors[i] = exc
+            raise PartlyWritten(errors) from exc
+        if any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
+            await self._register_scripts()  # a node restarted or failed over: those calls wrote nothing
+        return results
+
+    @staticmethod
+    def _outcome(result: Any) -> Exception | None:
+        """The failure a commit script call's result means (None: written, or applied before)."""
+        if isinstance(result, Exception):
+            return result
+        code = int(result[0])
+        if code in (1, 3):
+            return None
+        if code == 2:
+            return StoreLate(f"{_text(result[1])}: Redis stalled longer than the --redis-timeout")
+        return StoreConflict(_text(result[1]))
+
+    @staticmethod
+    def _crash_between_parts(
+        group: list[Writes], errors: list[Exception | None], calls: Sequence[object | None]
+    ) -> None:
+        """Test-only fault (:data:`CRASH_BETWEEN_PARTS_ENV`): die between a bundle's two parts."""
+        key = os.environ.get(CRASH_BETWEEN_PARTS_ENV)
+        if not key:
+            return
+        for writes, error, call in zip(group, errors, calls, strict=True):
+            if call is not None and error is None and any(w.idempotency_key == key for w in writes.wal):
+                log.error("%s=%s: exiting between the parts of a commit (test fault)", CRASH_BETWEEN_PARTS_ENV, key)
+                os._exit(70)
+
+    async def _forget_outbox(self, entries: Sequence[tuple[bytes, bytes]]) -> None:
+        """Delete outbox entries whose global part is applied, then let their done marks lapse
+        (best effort: a sweep finds leftovers done and deletes them).
+
+        A done mark stays (score +inf) while its outbox entry exists; once the entry is deleted
+        it gets the deletion time as score and the global script trims it some
+        :data:`_DONE_KEEP` seconds later — long after any completer that read the entry before
+        the deletion could still apply it (it reads again right before, and sends a deadline)."""
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key, bundle_id in entries:
+                    pipe.hdel(key, bundle_id)
+                deleted = await pipe.execute(raise_on_error=False)
+            gone = [
+                bundle_id for (_, bundle_id), d in zip(entries, deleted, strict=True) if not isinstance(d, Exception)
+            ]
+            if gone:
+                redis_now = (time.monotonic() * 1_000_000 + self._offset_us) / 1_000_000
+                await self._client.zadd(self._g + "outbox:done", dict.fromkeys(gone, redis_now), xx=True)
+        except Exception as exc:  # best effort: what is left is found done and deleted by a sweep
+            log.info("could not delete %d applied outbox entries (%r); a later sweep will", len(entries), exc)
+
+    async def complete_pending(self, *, immediately: bool = False) -> int:
+        """Apply the global part of every bundle left in a channel's outbox (spread layout): a
+        writer that died, or whose global part failed, between the parts. Returns how many.
+
+        Found by SCAN over every master (outbox keys exist only while they hold an entry). With
+        ``immediately`` (at open) every entry is completed; otherwise only those a previous call
+        found too, so a writer whose global part is on its way is not raced for nothing (racing it
+        is harmless: a global part applies once, by the done set)."""
+        pattern = "{" + _glob_escape(self._raw_prefix) + "c:*}:outbox"
+        keys = [_bytes(k) async for k in self._client.scan_iter(match=pattern, count=1000)]
+        if not keys:
+            self._seen = set()
+            return 0
+        async with self._client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hgetall(key)
+            found = cast("list[dict[bytes, bytes]]", await pipe.execute())
+        pending = {(key, bid): blob for key, entries in zip(keys, found, strict=True) for bid, blob in entries.items()}
+        ripe = [entry for entry in pending if immediately or entry in self._seen]
+        self._seen = set(pending) - set(ripe)
+        completed = 0
+        for key, bundle_id in ripe:
+            # Read again right before applying (and apply with a deadline): an entry applied and
+            # deleted meanwhile is skipped, so no completer applies one long after it was done.
+            packed = await self._client.hget(key, bundle_id)
+            if packed is None:
+                continue
+            call_keys, args = _unpack_call(_bytes(packed))
+            _, deadline = self._deadline()
+            result = cast("list[Any]", await self._commit_script(keys=call_keys, args=[deadline, *args]))
+            failure = self._outcome(result)
+            if failure is not None:
+                log.error("could not complete bundle %s of %s: %s", _text(bundle_id), _text(key), failure)
+                continue
+            if int(result[0]) == 1:
+                completed += 1
+                log.warning(
+                    "completed the global part (audit, indexes, change feed) of bundle %s of %s: its writer "
+                    "stopped between the parts",
+                    _text(bundle_id),
+                    _text(key),
+                )
+            await self._forget_outbox([(key, bundle_id)])
+        return completed
+
+    async def _sweep_loop(self) -> None:
+        """Every ``sweep_interval`` seconds, :meth:`complete_pending` (until :meth:`close`)."""
+        while not self._sweep_stop.is_set():
+            try:
+                await asyncio.wait_for(self._sweep_stop.wait(), self._sweep_interval)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self.complete_pending()
+            except Exception as exc:  # the store does not answer: the next sweep tries again
+                log.warning("could not look for bundles to complete (%r); retrying", exc)
 
     async def _measure_offset(self) -> None:
         """Measure Redis's clock against this host's monotonic clock with one TIME call."""
@@ -603,6 +931,22 @@ class RedisHubStore(GroupCommitStore):
     async def list_channels(self, *, live_only: bool, before: int, limit: int) -> list[tuple[int, ChannelRow]]:
         """Every channel, newest first (by creation order). Keeps no global index of ended channels:
         every call SCANs the channels' meta keys (an operator read, not a hot path)."""
+        if self.spread:  # the creation order is a global index (written by each channel's first global part)
+            ordered_all = cast(
+                "list[tuple[bytes, float]]",
+                await self._client.zrange(self._g + "channels:order", 0, -1, withscores=True),
+            )
+            live = {_text(m) for m in await self._client.smembers(self._g + "channels:live")} if live_only else None
+            picked = sorted(
+                (
+                    (int(o), c)
+                    for c, o in ((_text(m), score) for m, score in ordered_all)
+                    if (live is None or c in live) and (not before or int(o) < before)
+                ),
+                reverse=True,
+            )[:limit]
+            spread_rows = await self._channels([c for _, c in picked])
+            return [(o, row) for (o, _), row in zip(picked, spread_rows, strict=True) if row is not None]
         if live_only:
             ids = [_text(m) for m in await self._client.smembers(self._g + "channels:live")]
         else:
@@ -647,17 +991,28 @@ class RedisHubStore(GroupCommitStore):
     async def scan_wal(
         self, channel_ids: Sequence[str], *, batch: int = 5000
     ) -> AsyncIterator[tuple[str, list[bytes]]]:
-        """Stream whole WALs channel by channel, in seq order, ``batch`` envelopes a page (XRANGE pages)."""
-        for channel_id in channel_ids:
-            key, low = self._c(channel_id, "wal"), "-"
-            while True:
-                entries = await self._wal_page(key, low, batch)
-                if not entries:
-                    break
-                low = "(" + _text(entries[-1][0] or b"")
-                yield channel_id, _datas(entries)
-                if len(entries) < batch:
-                    break
+        """Stream whole WALs channel by channel, in seq order, ``batch`` envelopes a page (XRANGE pages).
+
+        The first page of up to :data:`_WAL_CHANNELS` channels is read in one pipeline (on a
+        Cluster, one batch per node), the further pages of a long WAL one call each."""
+        ids = list(channel_ids)
+        for low_index in range(0, len(ids), _WAL_CHANNELS):
+            chunk = ids[low_index : low_index + _WAL_CHANNELS]
+            firsts = await self._wal_first_pages([self._c(c, "wal") for c in chunk], batch)
+            for channel_id, entries in zip(chunk, firsts, strict=True):
+                key = self._c(channel_id, "wal")
+                while entries:
+                    yield channel_id, _datas(entries)
+                    if len(entries) < batch:
+                        break
+                    entries = await self._wal_page(key, "(" + _text(entries[-1][0] or b""), batch)
+
+    @_read
+    async def _wal_first_pages(self, keys: Sequence[str], batch: int) -> list[Any]:
+        async with self._client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.xrange(key, min="-", max="+", count=batch)
+            return await pipe.execute()
 
     @_read
     async def _wal_page(self, key: str, low: str, batch: int) -> Any:
@@ -865,20 +1220,48 @@ class RedisHubStore(GroupCommitStore):
         return out if limit < 0 else out[:limit]
 
 
+def _channels_of(writes: Writes) -> set[str]:
+    """The channels a bundle writes (WAL rows or channel rows)."""
+    return {w.channel_id for w in writes.wal} | {c.channel_id for c in writes.channels}
+
+
 def _glob_escape(text: str) -> str:
     """``text`` matched literally in a Redis glob pattern (SCAN MATCH)."""
     return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
+class _Part:
+    """The keys and ops of one commit script call (one slot)."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self._index: dict[str, int] = {}
+        self.checks: list[list[Any]] = []
+        self.writes: list[Any] = []
+
+    def k(self, key: str) -> int:
+        """The 1-based KEYS index of ``key`` (added on first use)."""
+        index = self._index.get(key)
+        if index is None:
+            self.keys.append(key)
+            index = self._index[key] = len(self.keys)
+        return index
+
+    def args(self, tail: Sequence[Any] = ()) -> list[Any]:
+        """ARGV after the deadline: the check count, the checks, the writes, then ``tail``."""
+        return [len(self.checks), *(v for check in self.checks for v in check), *self.writes, *tail]
+
+
 class _Plan:
-    """The keys and ops of one commit script call."""
+    """The keys and ops of one commit: one script call (:attr:`whole`), or with the spread layout
+    one call per channel part plus one for the global part (:meth:`spread_calls`)."""
 
     def __init__(self, store: RedisHubStore) -> None:
         self._store = store
-        self.keys: list[str] = []
-        self._index: dict[str, int] = {}
-        self._checks: list[list[Any]] = []
-        self._writes: list[Any] = []
+        self._spread = store.spread
+        self._global = _Part()
+        self._parts: dict[str, _Part] = {}
+        """Channel → its part (spread layout only)."""
         self._last: dict[str, int] = {}
         """Channel → the last seq this plan writes so far."""
         self._idem: set[tuple[str, str]] = set()
@@ -894,33 +1277,79 @@ class _Plan:
         self._rows: dict[str, int] = {}
         """Channels whose row the plan writes (→ 0, the feed's "row only")."""
 
-    def k(self, key: str) -> int:
-        """The 1-based KEYS index of ``key`` (added on first use)."""
-        index = self._index.get(key)
-        if index is None:
-            self.keys.append(key)
-            index = self._index[key] = len(self.keys)
-        return index
+    @property
+    def keys(self) -> list[str]:
+        """KEYS of the single script call (layout without spread)."""
+        return self._global.keys
+
+    def _part(self, channel_id: str) -> _Part:
+        """Where a channel's keys are written: its own part with the spread layout, else the one script."""
+        if not self._spread:
+            return self._global
+        part = self._parts.get(channel_id)
+        if part is None:
+            part = self._parts[channel_id] = _Part()
+        return part
+
+    def _feed(self) -> list[Any]:
+        """The write op appending the change feed's entry (last op of the global part)."""
+        store, g = self._store, self._global
+        fields = redis_feed.encode(store.feed.replica_id, self._rows | self._last, self._changed)
+        return ["feed", g.k(store.feed.key), g.k(store.feed.counter), redis_feed.FEED_MAXLEN, len(fields) // 2, *fields]
 
     def args(self) -> list[Any]:
-        """ARGV: the check count, the checks, the writes (the last one appends the change feed's entry)."""
-        store, changed = self._store, self._changed
-        fields = redis_feed.encode(store.feed.replica_id, self._rows | self._last, changed)
-        feed = ["feed", self.k(store.feed.key), self.k(store.feed.counter), redis_feed.FEED_MAXLEN, len(fields) // 2]
-        return [len(self._checks), *(v for check in self._checks for v in check), *self._writes, *feed, *fields]
+        """ARGV of the single script call: the check count, the checks, the writes, the feed entry."""
+        return self._global.args(self._feed())
+
+    def spread_calls(
+        self, after: dict[str, str] | None = None
+    ) -> tuple[str, tuple[str, _Part] | None, tuple[list[str], list[Any]]]:
+        """With the spread layout: the bundle id, the channel part (channel id, part) if any, and the
+        global part's (KEYS, ARGV after the deadline).
+
+        A bundle with a channel part records its global part in the channel's outbox (hash
+        ``outbox``, field = bundle id) in the channel part's own script, and its global part
+        first checks that the bundle is not done yet and marks it done (zset ``outbox:done``), so
+        whoever finds the outbox entry may apply it again (:meth:`RedisHubStore.complete_pending`).
+        ``after`` maps a channel to the bundle written to it just before in the same group: this
+        one's channel part then requires the channel's ``lastb`` key to name that bundle (it
+        committed, and no other writer came in between); every channel part sets ``lastb``.
+        """
+        if len(self._parts) > 1:
+            raise ValueError(
+                f"a bundle writes {len(self._parts)} channels ({', '.join(sorted(self._parts))}); with "
+                "spread=1 a bundle may write one channel (its parts could not commit together)"
+            )
+        bundle_id = uuid.uuid4().hex
+        g, store = self._global, self._store
+        if not self._parts:
+            return bundle_id, None, (g.keys, g.args(self._feed()))
+        if g.checks:
+            raise ValueError("with spread=1 a bundle that writes a channel may not carry global checks")
+        done = store._g + "outbox:done"
+        g.checks.insert(0, ["once", g.k(done), bundle_id])
+        g.writes += ["done", g.k(done), bundle_id, max(_DONE_KEEP, int(10 * store.timeout))]
+        global_call = (g.keys, g.args(self._feed()))
+        ((channel_id, part),) = self._parts.items()
+        last_bundle = part.k(store._c(channel_id, "lastb"))
+        if after and channel_id in after:
+            part.checks.append(["after", last_bundle, after[channel_id], channel_id])
+        part.writes += ["hset", part.k(store._c(channel_id, "outbox")), bundle_id, _pack_call(*global_call)]
+        part.writes += ["set", last_bundle, bundle_id]
+        return bundle_id, (channel_id, part), global_call
 
     def add(self, writes: Writes) -> None:
         """Add one bundle's ops (in the order SQLite writes them)."""
-        s, g = self._store, self._store._g
+        s, g, gp = self._store, self._store._g, self._global
         for a in writes.agents:
             if not a.removed:
                 owner = self._names.setdefault(a.name, a.agent_id)
                 if owner != a.agent_id:
                     raise StoreConflict(f"agent name {a.name} is claimed twice in one group")
-                self._checks.append(["name", self.k(g + "agent_names"), a.name, a.agent_id])
-            self._writes += ["agent", self.k(g + "agents"), self.k(g + "agent_names"), self.k(g + "agent_name_of"),
-                             a.agent_id, _pack(a.name, a.cred_hash, "1" if a.removed else "0", a.record), a.name,
-                             "1" if a.removed else "0"]  # fmt: skip
+                gp.checks.append(["name", gp.k(g + "agent_names"), a.name, a.agent_id])
+            gp.writes += ["agent", gp.k(g + "agents"), gp.k(g + "agent_names"), gp.k(g + "agent_name_of"),
+                          a.agent_id, _pack(a.name, a.cred_hash, "1" if a.removed else "0", a.record), a.name,
+                          "1" if a.removed else "0"]  # fmt: skip
         changed = self._changed
         changed["a"] += [a.agent_id for a in writes.agents]
         changed["t"] += [t.task_id for t in writes.tasks]
@@ -928,51 +1357,61 @@ class _Plan:
         changed["u"] += writes.cursors
         for agent_id, session_id, connected in writes.sessions:
             changed["s"].append(agent_id)
-            self._writes += ["hset" if connected else "hdelif", self.k(g + "sessions"), agent_id, session_id]
+            gp.writes += ["hset" if connected else "hdelif", gp.k(g + "sessions"), agent_id, session_id]
         for c in writes.channels:
             self._rows.setdefault(c.channel_id, 0)
             members = c.member_ids()
-            self._writes += ["channel", self.k(s._c(c.channel_id, "meta")), self.k(g + "channel_order"),
-                             self.k(g + "channels:live"), self.k(s._c(c.channel_id, "members")), c.channel_id,
-                             "1" if c.live else "0", c.record, c.seed, len(members),
-                             *(self.k(g + "member_channels:" + m) for m in members), *members]  # fmt: skip
+            live = "1" if c.live else "0"
+            if self._spread:
+                cp = self._part(c.channel_id)
+                cp.writes += ["chmeta", cp.k(s._c(c.channel_id, "meta")), cp.k(s._c(c.channel_id, "members")),
+                              live, c.record, c.seed, len(members), *members]  # fmt: skip
+                gp.writes += ["chglobal", gp.k(g + "channels:order"), gp.k(g + "channel_order"),
+                              gp.k(g + "channels:live"), c.channel_id, live, len(members),
+                              *(gp.k(g + "member_channels:" + m) for m in members)]  # fmt: skip
+                continue
+            gp.writes += ["channel", gp.k(s._c(c.channel_id, "meta")), gp.k(g + "channel_order"),
+                          gp.k(g + "channels:live"), gp.k(s._c(c.channel_id, "members")), c.channel_id,
+                          live, c.record, c.seed, len(members),
+                          *(gp.k(g + "member_channels:" + m) for m in members), *members]  # fmt: skip
         for w in writes.wal:
             self._wal(w)
         for agent_id, channel_id, seq in writes.cursors:
-            self._writes += ["cursor", self.k(g + "cursors:" + agent_id), channel_id, seq]
+            gp.writes += ["cursor", gp.k(g + "cursors:" + agent_id), channel_id, seq]
         for t in writes.tasks:
             self._task_check(t)
-            self._writes += ["hset", self.k(g + "tasks"), t.task_id, t.record]
-            self._writes += ["hsetnx", self.k(g + "task_meta"), t.task_id, _pack(t.owner_id, t.channel_id)]
-            self._writes += ["srem" if t.terminal else "sadd", self.k(g + "tasks:live"), t.task_id]
+            gp.writes += ["hset", gp.k(g + "tasks"), t.task_id, t.record]
+            gp.writes += ["hsetnx", gp.k(g + "task_meta"), t.task_id, _pack(t.owner_id, t.channel_id)]
+            gp.writes += ["srem" if t.terminal else "sadd", gp.k(g + "tasks:live"), t.task_id]
         for e in writes.executions:
             if e.expect_running:
                 self._running_check(e.execution_id)
             self._running[e.execution_id] = e.running
-            self._writes += ["exec", self.k(g + "exec"), self.k(g + "exec:meta"), self.k(g + "exec:counter"),
-                             self.k(g + "exec:all"), self.k(g + "exec:root:" + e.root_session_id),
-                             self.k(g + "exec:roots_of:" + e.caller_id), self.k(g + "exec:roots_of:" + e.target_id),
-                             self.k(g + "exec:running"), e.execution_id, e.record,
-                             _pack(e.root_session_id, e.caller_id, e.target_id, repr(e.started_at), e.owner),
-                             "1" if e.running else "0", repr(e.started_at), e.root_session_id]  # fmt: skip
+            gp.writes += ["exec", gp.k(g + "exec"), gp.k(g + "exec:meta"), gp.k(g + "exec:counter"),
+                          gp.k(g + "exec:all"), gp.k(g + "exec:root:" + e.root_session_id),
+                          gp.k(g + "exec:roots_of:" + e.caller_id), gp.k(g + "exec:roots_of:" + e.target_id),
+                          gp.k(g + "exec:running"), e.execution_id, e.record,
+                          _pack(e.root_session_id, e.caller_id, e.target_id, repr(e.started_at), e.owner),
+                          "1" if e.running else "0", repr(e.started_at), e.root_session_id]  # fmt: skip
             if not e.running:
-                self._writes += ["untoken", self.k(g + "call_tokens"), self.k(g + "call_tokens:" + e.execution_id)]
+                gp.writes += ["untoken", gp.k(g + "call_tokens"), gp.k(g + "call_tokens:" + e.execution_id)]
         for ct in writes.call_tokens:
             self._running_check(ct.execution_id)
-            self._writes += ["hset", self.k(g + "call_tokens"), ct.token_hash,
-                             _pack(ct.execution_id, ct.agent_id, repr(ct.expires_at))]  # fmt: skip
-            self._writes += ["sadd", self.k(g + "call_tokens:" + ct.execution_id), ct.token_hash]
+            gp.writes += ["hset", gp.k(g + "call_tokens"), ct.token_hash,
+                          _pack(ct.execution_id, ct.agent_id, repr(ct.expires_at))]  # fmt: skip
+            gp.writes += ["sadd", gp.k(g + "call_tokens:" + ct.execution_id), ct.token_hash]
         for kind, actor_id, subject_id, detail_json, created_at in writes.audit:
-            self._writes += ["audit", self.k(g + "audit_seq"), self.k(g + "audit"), self.k(g + "audit:all"),
-                             self.k(g + "audit:kind:" + kind), self.k(g + "audit:subject:" + subject_id),
-                             _pack(kind, actor_id, subject_id, detail_json, repr(created_at))]  # fmt: skip
+            gp.writes += ["audit", gp.k(g + "audit_seq"), gp.k(g + "audit"), gp.k(g + "audit:all"),
+                          gp.k(g + "audit:kind:" + kind), gp.k(g + "audit:subject:" + subject_id),
+                          _pack(kind, actor_id, subject_id, detail_json, repr(created_at))]  # fmt: skip
         self.empty = self.empty and not writes
 
     def _running_check(self, execution_id: str) -> None:
         """Require the execution to be running: by an earlier row of this plan, else a check op."""
         running = self._running.get(execution_id)
         if running is None:
-            self._checks.append(["running", self.k(self._store._g + "exec:running"), execution_id])
+            gp = self._global
+            gp.checks.append(["running", gp.k(self._store._g + "exec:running"), execution_id])
         elif not running:
             raise StoreConflict(f"execution {execution_id} ended earlier in this group")
 
@@ -983,37 +1422,50 @@ class _Plan:
         if not t.expect:
             return
         if ended is None:
-            g = self._store._g
-            self._checks.append(["task", self.k(g + "tasks"), self.k(g + "tasks:live"), t.task_id, t.expect])
+            g, gp = self._store._g, self._global
+            gp.checks.append(["task", gp.k(g + "tasks"), gp.k(g + "tasks:live"), t.task_id, t.expect])
         elif t.expect == TASK_NEW or (t.expect == TASK_LIVE and ended):
             raise StoreConflict(f"task {t.task_id} was already written {'ended' if ended else 'running'} in this group")
 
     def _wal(self, w: WalRow) -> None:
-        s, g = self._store, self._store._g
+        s, g, gp = self._store, self._store._g, self._global
+        cp = self._part(w.channel_id)
         if w.seq < 1:
             raise StoreConflict(f"seq {w.seq} of channel {w.channel_id} is not positive")
         last_key = s._c(w.channel_id, "last")
         previous = self._last.get(w.channel_id)
         if previous is None:
-            self._checks.append(["seq", self.k(last_key), w.seq - 1, w.channel_id])
+            cp.checks.append(["seq", cp.k(last_key), w.seq - 1, w.channel_id])
         elif w.seq != previous + 1:
             raise StoreConflict(f"channel {w.channel_id}: seq {w.seq} does not follow {previous}")
         self._last[w.channel_id] = w.seq
         entry_id = f"{w.seq}-0"
-        self._writes += ["xadd", self.k(s._c(w.channel_id, "wal")), entry_id, 1, "d", w.data]
+        cp.writes += ["xadd", cp.k(s._c(w.channel_id, "wal")), entry_id, 1, "d", w.data]
         if w.text is not None:
-            self._writes += ["xadd", self.k(s._c(w.channel_id, "texts")), entry_id, 3, "s", w.sender_id,
-                             "c", w.created_at, "x", w.text]  # fmt: skip
+            cp.writes += ["xadd", cp.k(s._c(w.channel_id, "texts")), entry_id, 3, "s", w.sender_id,
+                          "c", w.created_at, "x", w.text]  # fmt: skip
         if w.idempotency_key is not None:
             field = _idem_field(w.sender_id, w.idempotency_key)
             if (w.channel_id, field) in self._idem:
                 raise StoreConflict(f"idempotency key written twice in channel {w.channel_id}")
             self._idem.add((w.channel_id, field))
-            idem = self.k(s._c(w.channel_id, "idem"))
-            self._checks.append(["idem", idem, field, w.channel_id])
-            self._writes += ["hset", idem, field, w.seq]
-        self._writes += ["hset", self.k(g + "envelopes"), w.envelope_id, _pack(w.channel_id, str(w.seq))]
-        self._writes += ["set", self.k(last_key), w.seq]
+            idem = cp.k(s._c(w.channel_id, "idem"))
+            cp.checks.append(["idem", idem, field, w.channel_id])
+            cp.writes += ["hset", idem, field, w.seq]
+        gp.writes += ["hset", gp.k(g + "envelopes"), w.envelope_id, _pack(w.channel_id, str(w.seq))]
+        cp.writes += ["set", cp.k(last_key), w.seq]
+
+
+def _pack_call(keys: Sequence[str], args: Sequence[Any]) -> bytes:
+    """One script call (KEYS, ARGV after the deadline) as bytes, for a channel's outbox."""
+    return _pack(str(len(keys)), *keys, *(a if isinstance(a, (str, bytes)) else str(a) for a in args))
+
+
+def _unpack_call(packed: bytes) -> tuple[list[str], list[bytes]]:
+    """The (KEYS, ARGV) :func:`_pack_call` packed."""
+    parts = _unpack(packed)
+    n = int(parts[0])
+    return [p.decode() for p in parts[1 : 1 + n]], parts[1 + n :]
 
 
 def _connection_kwargs(client: RedisClient) -> dict[str, Any]:

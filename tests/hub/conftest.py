@@ -7,8 +7,9 @@ flushed after each test). A test that is about the SQLite file itself carries
 
 ``AGENTNET_HUB_TEST_STORES`` (comma-separated) replaces the store kinds, e.g.
 ``redis-cluster`` runs the harness-built tests on the session's local Redis Cluster
-(``redis+cluster://``, the hub's keys under one hash tag) instead; the replica and store
-tests (test_replicas.py, test_redis_store.py) run on the Cluster in every run.
+(``redis+cluster://``, the hub's keys under one hash tag) instead, ``redis-cluster-spread`` on
+the Cluster with each channel under its own hash tag (``?spread=1``); the replica and store
+tests (test_replicas.py, test_redis_store.py) run on the Cluster, both layouts, in every run.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
 
-STORE_KINDS = ("sqlite", "redis", "redis-cluster")
+STORE_KINDS = ("sqlite", "redis", "redis-cluster", "redis-cluster-spread")
 STORES = [k for k in os.environ.get("AGENTNET_HUB_TEST_STORES", "sqlite,redis").split(",") if k]
 if not set(STORES) <= set(STORE_KINDS):
     raise ValueError(f"AGENTNET_HUB_TEST_STORES may name {', '.join(STORE_KINDS)}, not {STORES}")

@@ -53,14 +53,15 @@ STORE = StoreChoice()
 @contextmanager
 def on_redis(request: pytest.FixtureRequest, kind: str, db: int) -> Iterator[None]:
     """While it lasts, hubs built here use the session's redis-server (database ``db``, ``kind``
-    "redis") or its local Redis Cluster (``kind`` "cluster"); emptied afterwards."""
+    "redis") or its local Redis Cluster (``kind`` "cluster", or "cluster-spread" for the layout
+    that spreads channels over the shards, ``?spread=1``); emptied afterwards."""
     flush: Callable[[], None]
     if kind == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
         url, flush = server.url(db), functools.partial(server.flush, db)
     else:
         cluster: RedisCluster = request.getfixturevalue("redis_cluster")
-        url, flush = cluster.url(), cluster.flush
+        url, flush = cluster.url() + ("?spread=1" if kind.endswith("spread") else ""), cluster.flush
     STORE.kind, STORE.redis_url = "redis", url
     try:
         yield

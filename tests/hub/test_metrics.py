@@ -27,6 +27,7 @@ async def test_metrics_are_off_unless_asked_for(tmp_path: Path) -> None:
 
 async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path, hub_store: str) -> None:
     async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
+        store = hub.core.store.kind  # "redis" for every Redis test store kind (server or Cluster)
         alice, bob, cid = await conversation(hub.target)
         url = metrics_url(hub)
         before = await scrape(url)
@@ -49,14 +50,14 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
         # bob got 6 envelopes (alice's own posts are not delivered back to her), in at most 6 frames
         assert delta("agentnet_hub_delivered_envelopes_total") == 6
         assert 1 <= delta("agentnet_hub_delivery_frames_total") <= 6
-        groups = delta("agentnet_hub_commit_seconds_count", store=hub_store)
+        groups = delta("agentnet_hub_commit_seconds_count", store=store)
         assert groups >= 1
-        assert delta("agentnet_hub_commit_group_bundles_count", store=hub_store) == groups
-        assert delta("agentnet_hub_commit_group_bundles_sum", store=hub_store) >= 6  # each admitted post: a bundle
-        assert delta("agentnet_hub_commit_seconds_sum", store=hub_store) > 0
+        assert delta("agentnet_hub_commit_group_bundles_count", store=store) == groups
+        assert delta("agentnet_hub_commit_group_bundles_sum", store=store) >= 6  # each admitted post: a bundle
+        assert delta("agentnet_hub_commit_seconds_sum", store=store) > 0
         assert value(after, "agentnet_hub_connected_streams") == 2
         assert value(after, "agentnet_hub_live_channels") == 1
-        assert value(after, "agentnet_hub_store_write_queue_bundles", store=hub_store) >= 0
+        assert value(after, "agentnet_hub_store_write_queue_bundles", store=store) >= 0
         assert value(after, "agentnet_hub_session_queued_bytes") >= 0
         # no label carries an agent or channel id
         ids = {alice.agent_id, bob.agent_id, cid}

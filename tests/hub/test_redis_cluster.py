@@ -40,9 +40,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
         started.stop()
 
 
-@pytest.fixture
-def on_cluster(cluster: RedisCluster) -> Iterator[None]:
-    harness.STORE.kind, harness.STORE.redis_url = "redis", cluster.url()
+@pytest.fixture(params=["one-slot", "spread"])
+def on_cluster(cluster: RedisCluster, request: pytest.FixtureRequest) -> Iterator[None]:
+    """Hubs on the Cluster, the whole hub in one slot or its channels spread (``?spread=1``)."""
+    spread = "?spread=1" if request.param == "spread" else ""
+    harness.STORE.kind, harness.STORE.redis_url = "redis", cluster.url() + spread
     try:
         yield
     finally:
@@ -54,7 +56,8 @@ async def test_the_hub_goes_on_after_the_master_of_its_slot_fails_over_to_a_repl
     on_cluster: None, cluster: RedisCluster, tmp_path: Path
 ) -> None:
     """Two hub replicas on the Cluster; bob follows alice's posts through the other replica (the
-    change feed), before and after the failover."""
+    change feed), before and after the failover of the master holding the channel (the hub's
+    one slot, or with spread=1 the channel's own slot)."""
     async with harness.running_hub(tmp_path / "hub.db") as hub, harness.running_hub(tmp_path / "hub.db") as other:
         alice, bobs, channel_id = await harness.conversation(hub.target)
         await bobs.close()
@@ -64,7 +67,7 @@ async def test_the_hub_goes_on_after_the_master_of_its_slot_fails_over_to_a_repl
         assert [e.envelope_id for e in await bob.until(said[-1].envelope_id)][-1] == said[-1].envelope_id
         store = hub.core.store
         assert isinstance(store, RedisHubStore)
-        slot = key_slot(store.prefix.encode())
+        slot = key_slot(store.channel_key(channel_id, "wal").encode())
         master, replicas = cluster.owner_of(slot)
         assert replicas, "the hub's slot has no replica to fail over to"
         client = redis.Redis(host="127.0.0.1", port=master)
@@ -95,5 +98,8 @@ async def test_the_hub_goes_on_after_the_master_of_its_slot_fails_over_to_a_repl
         assert [e.seq for e in wal] == list(range(1, len(wal) + 1))
         texts = [e.envelope_id for e in wal if e.event_type == EV_TEXT]
         assert texts == [s.envelope_id for s in said] + [after.envelope_id]
+        # The killed node comes back as the promoted one's replica (the next test may need it).
+        cluster.node(master).restart()
+        await harness.assert_eventually(lambda: master in cluster.owner_of(slot)[1], timeout=30, interval=0.2)
         await alice.close()
         await bob.close()

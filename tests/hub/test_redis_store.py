@@ -31,16 +31,17 @@ DB = 2
 """The DB number of these tests (flushed after each)."""
 
 
-@pytest.fixture(params=["server", "cluster"])
+@pytest.fixture(params=["server", "cluster", "cluster-spread"])
 def url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """DB 2 of the session's redis-server, or its local Redis Cluster (``redis+cluster://``)."""
+    """DB 2 of the session's redis-server, or its local Redis Cluster (``redis+cluster://``), the
+    hub in one slot or its channels spread over the shards (``?spread=1``)."""
     if request.param == "server":
         server: RedisServer = request.getfixturevalue("redis_server")
         yield server.url(DB)
         server.flush(DB)
     else:
         cluster: LocalCluster = request.getfixturevalue("redis_cluster")
-        yield cluster.url()
+        yield cluster.url() + ("?spread=1" if request.param == "cluster-spread" else "")
         cluster.flush()
 
 
@@ -93,7 +94,8 @@ async def test_a_second_writer_that_appended_first_makes_the_first_one_conflict_
         stale = Writes(
             wal=[row("c1", 2, key="k2")],
             channels=[channel("c1", "a1", "a2", "a3")],
-            agents=[AgentRow("a3", "carol", "hash", b"record")],
+            # (spread=1 refuses a channel write carrying a name claim outright: a removed row claims none)
+            agents=[AgentRow("a3", "carol", "hash", b"record", removed="spread=1" in url)],
             cursors=[("a3", "c1", 2)],
             audit=[("joined", "a3", "c1", "{}", 1.0)],
         )
@@ -120,7 +122,8 @@ async def test_a_conflicting_bundle_fails_alone_in_its_group_and_fences_its_chan
     store = RedisHubStore(url, prefix="group:")
     await store.open()
     try:
-        await store.commit(Writes(channels=[channel("c1", "a1"), channel("c2", "a1")], wal=[row("c1", 1)]))
+        await store.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1)]))
+        await store.commit(Writes(channels=[channel("c2", "a1")]))  # (spread=1: one channel per bundle)
         # Queued together, so one group: the middle bundle skips a seq.
         first = store.submit(Writes(wal=[row("c1", 2)]))
         gap = store.submit(Writes(wal=[row("c2", 5)]))
@@ -255,3 +258,26 @@ async def test_close_writes_what_was_queued_cursors_included_and_returns(url: st
             assert await again.load_cursors(f"a{attempt}") == {"c1": 3}
         finally:
             await again.close()
+
+
+async def test_a_bundle_queued_behind_a_refused_one_of_its_channel_is_not_written_either(url: str) -> None:
+    """The second bundle's own seq check would pass (the other writer's row sits where the first
+    bundle's should), but it was admitted on top of the first: it must not land on the other's row."""
+    one, two = RedisHubStore(url, prefix="chain:"), RedisHubStore(url, prefix="chain:")
+    await one.open()
+    await two.open()
+    try:
+        await one.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1)]))
+        theirs = row("c1", 2, sender="a2")
+        await two.commit(Writes(wal=[theirs]))
+        # Queued together (one group): replica one still believes the channel is at seq 1.
+        stale = one.submit(Writes(wal=[row("c1", 2, key="s2")]))
+        behind = one.submit(Writes(wal=[row("c1", 3, key="s3")]))
+        results = await asyncio.gather(stale, behind, return_exceptions=True)
+        assert all(isinstance(r, Unavailable) for r in results), results
+        wal = await one.read_wal("c1", 0, 0, 0)
+        assert len(wal) == 2 and wal[1] == theirs.data
+        assert await one.channel_seq("c1") == 2
+    finally:
+        await one.close()
+        await two.close()

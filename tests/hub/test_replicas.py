@@ -26,11 +26,11 @@ REDIS_DB = 2
 """The DB number of these tests (hub tests use 1, knowledge tests 0)."""
 
 
-@pytest.fixture(params=["server", "cluster"])
+@pytest.fixture(params=["server", "cluster", "cluster-spread"])
 def on_redis(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Hubs built by the harness use the session's redis-server, or its local Redis Cluster
-    (flushed afterwards)."""
-    with harness.on_redis(request, "redis" if request.param == "server" else "cluster", REDIS_DB):
+    """Hubs built by the harness use the session's redis-server, or its local Redis Cluster with
+    the hub in one slot or its channels spread over the shards (flushed afterwards)."""
+    with harness.on_redis(request, "redis" if request.param == "server" else request.param, REDIS_DB):
         yield
 
 
