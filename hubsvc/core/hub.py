@@ -317,6 +317,7 @@ class HubCore:
         human: bool,
         rule_json: str = "",
         by_operator: bool = False,
+        remote_a2a: a2a_pb2.RemoteA2AAgent | None = None,
     ) -> tuple[identity_pb2.AgentRecord, str]:
         """Register an agent / remote agent (``human=False``) or a human (``human=True``).
 
@@ -334,7 +335,7 @@ class HubCore:
         await self.rules.register(passport, resume, by_operator=by_operator)
         if rule_json:
             parse_rule(rule_json)  # INVALID_ARGUMENT naming the problem
-        return await self.registry.register(passport, resume, skill_md, a2a, rule_json=rule_json)
+        return await self.registry.register(passport, resume, skill_md, a2a, rule_json=rule_json, remote_a2a=remote_a2a)
 
     async def unregister(self, agent_id: str) -> list[str]:
         """Remove an identity; its live channels close with reason "participant_left"."""

@@ -30,8 +30,9 @@ from hubsvc.core.executions import Running
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.messages import MessageOps
 from hubsvc.core.registry import AgentEntry
-from hubsvc.core.util import check_seconds, new_id
-from netkernel.envelope import text_envelope
+from hubsvc.core.remote_a2a import RemoteA2A, RemoteCard, card_base, is_url, name_from_card
+from hubsvc.core.util import check_seconds, new_id, to_timestamp
+from netkernel.envelope import Envelope, text_envelope
 from netkernel.errors import (
     AgentNetError,
     ChannelClosed,
@@ -46,6 +47,8 @@ from netkernel.wire import INVOCATION_STATUS, envelope_from_wire
 
 RESERVED_HEADER_PREFIX = "a2a-"
 DEFAULT_DISCOVER_LIMIT = 50
+_CONTINUATION_SCAN = 1000
+"""Executions of a root session looked through for a remote task to continue."""
 _REPLY_STATUSES = ("completed", "input-required", "failed")
 """What a callee's reply may claim in ``event_data.a2a.status`` (anything else reads as completed)."""
 
@@ -87,6 +90,48 @@ class A2AOps:
     def __init__(self, core: HubCore, messages: MessageOps) -> None:
         self.core = core
         self.messages = messages
+        self.remote = RemoteA2A(core.options)
+        """Outbound calls to outside A2A agents (off unless --a2a-outbound-allow names destinations)."""
+
+    # -- outside A2A agents ---------------------------------------------------------------
+
+    async def register_remote(
+        self, request: hub_pb2.RegisterRemoteA2AAgentRequest, *, by_operator: bool
+    ) -> tuple[identity_pb2.AgentRecord, str]:
+        """Fetch an outside agent's card and register it as a remote_agent identity."""
+        fetched = await self.remote.fetch_card(request.card_url)
+        passport = identity_pb2.Passport()
+        passport.CopyFrom(request.passport)
+        passport.kind = identity_pb2.PASSPORT_KIND_REMOTE_AGENT
+        passport.name = passport.name or name_from_card(fetched.card.name)
+        passport.description = passport.description or fetched.card.description
+        return await self.core.register(
+            passport,
+            identity_pb2.Resume(),
+            None,
+            fetched.settings(request.a2a if request.HasField("a2a") else None),
+            human=False,
+            rule_json=request.rule_json,
+            by_operator=by_operator,
+            remote_a2a=self._stamped(fetched),
+        )
+
+    async def refresh_remote(self, caller: str) -> identity_pb2.AgentRecord:
+        """Fetch the caller's card again and replace what its identity took from it."""
+        record = self.core.registry.get(caller).record
+        if not record.HasField("remote_a2a"):
+            raise FailedPrecondition(
+                "RefreshRemoteA2AAgent refreshes an outside A2A agent registered with RegisterRemoteA2AAgent; "
+                "call it with the credential that registration returned.",
+            )
+        fetched = await self.remote.fetch_card(record.remote_a2a.card_url)
+        return await self.core.registry.set_remote_a2a(caller, self._stamped(fetched), fetched.settings(record.a2a))
+
+    def _stamped(self, fetched: RemoteCard) -> a2a_pb2.RemoteA2AAgent:
+        endpoint = a2a_pb2.RemoteA2AAgent()
+        endpoint.CopyFrom(fetched.endpoint)
+        endpoint.fetched_at.CopyFrom(to_timestamp(self.core.clock()))
+        return endpoint
 
     # -- discovery ------------------------------------------------------------------------
 
@@ -153,9 +198,11 @@ class A2AOps:
             raise InvalidArgument("message is empty; say what the agent should do.", metadata={"field": "message"})
         check_custom_headers(request.custom_headers)
         parent = await self._verify_token(caller, request.call_token) if request.call_token else None
-        target = self._target(caller, request.agent_id, request.skill)
+        target_id, target_name, endpoint = await self._resolve(caller, request.agent_id, request.skill)
+        if endpoint is not None:
+            self.remote.policy.check(endpoint.url, "the agent's interface")  # refused before anything is recorded
         depth = parent.depth + 1 if parent is not None else 1
-        self.core.rules.check_call_depth("invoke", caller, depth, target.name)
+        self.core.rules.check_call_depth("invoke", caller, depth, target_name)
         if parent is not None:
             root = parent.record.root_session_id
         else:
@@ -168,37 +215,20 @@ class A2AOps:
             parent_execution_id=parent.record.execution_id if parent is not None else "",
             root_session_id=root,
             caller_id=caller,
-            target_id=target.agent_id,
+            target_id=target_id,
             skill=request.skill,
         )
         log = self.core.executions
+        joined = parent is not None or bool(request.root_session_id)
         log.start(record)
         log.running[record.execution_id] = Running(record, depth)
         try:
-            # No call token here: the dispatch is stored in the channel's WAL (see the module doc).
-            dispatch = a2a_pb2.A2ADispatch(
-                execution_id=record.execution_id,
-                root_session_id=root,
-                message=request.message,
-                skill=request.skill,
-                custom_headers=dict(request.custom_headers),
-            )
-            # Recorded as running in the same group commit as the channel it opens (writes
-            # commit in order, so the channel's commit implies this one).
-            recorded = log.submit(record)
-            ch = await self.core.open_channel(
-                caller,
-                type="consulting",
-                targets=[target.agent_id],
-                intent=f"a2a: {request.skill}" if request.skill else "a2a",
-                seed=question,
-                seed_counted=True,
-                dispatch=MessageToDict(dispatch, preserving_proto_field_name=True),
-                action="invoke",
-            )
-            await recorded
-            record.channel_id = ch.channel_id
-            status, result, error = await self._outcome(caller, ch.channel_id, target, timeout)
+            if endpoint is not None:
+                status, result, error = await self._call_remote(record, endpoint, request, timeout, joined=joined)
+            else:
+                status, result, error = await self._consult(
+                    caller, record, request, question, (target_id, target_name), timeout
+                )
         except asyncio.CancelledError:
             log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
             self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
@@ -213,13 +243,117 @@ class A2AOps:
         self.core.audit(
             "a2a_invoked",
             caller,
-            target.agent_id,
+            target_id,
             {"execution_id": record.execution_id, "status": a2a_pb2.InvocationStatus.Name(status)},
         )
         await log.save(record)  # shares its group commit with the audit record
         return hub_pb2.InvokeAgentResponse(
             status=status, result=result, error=error, execution_id=record.execution_id, root_session_id=root
         )
+
+    async def _consult(
+        self,
+        caller: str,
+        record: a2a_pb2.Execution,
+        request: hub_pb2.InvokeAgentRequest,
+        question: Envelope,
+        target: tuple[str, str],
+        timeout: float,
+    ) -> tuple[a2a_pb2.InvocationStatus.ValueType, str, str]:
+        """A call to a hub agent (``target``: its id and name): the question of a consulting channel,
+        answered by its reply."""
+        target_id, target_name = target
+        log = self.core.executions
+        root = record.root_session_id
+        # No call token here: the dispatch is stored in the channel's WAL (see the module doc).
+        dispatch = a2a_pb2.A2ADispatch(
+            execution_id=record.execution_id,
+            root_session_id=root,
+            message=request.message,
+            skill=request.skill,
+            custom_headers=dict(request.custom_headers),
+        )
+        # Recorded as running in the same group commit as the channel it opens (writes
+        # commit in order, so the channel's commit implies this one).
+        recorded = log.submit(record)
+        ch = await self.core.open_channel(
+            caller,
+            type="consulting",
+            targets=[target_id],
+            intent=f"a2a: {request.skill}" if request.skill else "a2a",
+            seed=question,
+            seed_counted=True,
+            dispatch=MessageToDict(dispatch, preserving_proto_field_name=True),
+            action="invoke",
+        )
+        await recorded
+        record.channel_id = ch.channel_id
+        return await self._outcome(caller, ch.channel_id, target_id, target_name, timeout)
+
+    async def _call_remote(
+        self,
+        record: a2a_pb2.Execution,
+        endpoint: a2a_pb2.RemoteA2AAgent,
+        request: hub_pb2.InvokeAgentRequest,
+        timeout: float,
+        *,
+        joined: bool,
+    ) -> tuple[a2a_pb2.InvocationStatus.ValueType, str, str]:
+        """A call to an outside A2A agent, made by the hub; continues the task the same caller left
+        input-required with the same target in the same (joined) root session."""
+        await self.core.executions.save(record)  # running, before anything is sent
+        task_id, context_id = await self._continuation(record) if joined else ("", "")
+        outcome = await self.remote.send(
+            endpoint,
+            request.message,
+            skill=request.skill,
+            headers=request.custom_headers,
+            timeout=timeout,
+            task_id=task_id,
+            context_id=context_id,
+        )
+        record.remote_task_id = outcome.task_id
+        record.remote_context_id = outcome.context_id
+        return outcome.status, outcome.result, outcome.error
+
+    async def _continuation(self, record: a2a_pb2.Execution) -> tuple[str, str]:
+        """The remote task and context to continue: those of the caller's latest earlier call to the
+        same target in this root session, when that call ended input-required."""
+        earlier = await self.core.executions.list(None, record.root_session_id, _CONTINUATION_SCAN)
+        for execution in reversed(earlier):
+            if execution.execution_id == record.execution_id:
+                continue
+            if execution.caller_id == record.caller_id and execution.target_id == record.target_id:
+                if execution.status == a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED and execution.remote_task_id:
+                    return execution.remote_task_id, execution.remote_context_id
+                break
+        return "", ""
+
+    async def _resolve(self, caller: str, ref: str, skill: str) -> tuple[str, str, a2a_pb2.RemoteA2AAgent | None]:
+        """The target's id, name and, for an outside agent, where it lives. A URL names the registered
+        remote_agent identity with that card or interface URL (its visibility rules apply), else an
+        ad-hoc call to the card there (the operator's --a2a-outbound-allow is the only gate)."""
+        if not is_url(ref):
+            target = self._target(caller, ref, skill)
+            remote = target.record.remote_a2a if target.record.HasField("remote_a2a") else None
+            return target.agent_id, target.name, remote
+        for entry in self.core.registry.entries():
+            remote = entry.record.remote_a2a
+            if entry.record.HasField("remote_a2a") and ref.rstrip("/") in (
+                remote.card_url,
+                remote.url.rstrip("/"),
+                card_base(remote.card_url),
+            ):
+                target = self._target(caller, entry.agent_id, skill)
+                return target.agent_id, target.name, remote
+        fetched = await self.remote.fetch_card(ref)
+        offered = [s.id or s.name for s in fetched.card.skills]
+        if skill and not matches_any(offered, [skill]):
+            raise InvalidArgument(
+                f"the A2A agent at {ref} does not offer skill {skill!r}; it offers {offered}.",
+                metadata={"field": "skill"},
+            )
+        return fetched.endpoint.card_url, fetched.card.name or ref, fetched.endpoint
 
     def _timeout(self, request: hub_pb2.InvokeAgentRequest) -> float:
         if not request.HasField("timeout_seconds"):
@@ -248,14 +382,14 @@ class A2AOps:
         return target
 
     async def _outcome(
-        self, caller: str, channel_id: str, target: AgentEntry, timeout: float
+        self, caller: str, channel_id: str, target_id: str, target_name: str, timeout: float
     ) -> tuple[a2a_pb2.InvocationStatus.ValueType, str, str]:
         try:
             reply = await self.messages.await_reply(
-                caller, channel_id, target.agent_id, timeout, timeout_reason="a2a_timeout"
+                caller, channel_id, target_id, timeout, timeout_reason="a2a_timeout"
             )
         except Timeout:
-            return a2a_pb2.INVOCATION_STATUS_FAILED, "", f"{target.name} did not answer within {timeout:g}s"
+            return a2a_pb2.INVOCATION_STATUS_FAILED, "", f"{target_name} did not answer within {timeout:g}s"
         except ChannelClosed as err:
             return a2a_pb2.INVOCATION_STATUS_FAILED, "", err.message
         data = envelope_from_wire(reply).event_data
@@ -266,7 +400,7 @@ class A2AOps:
         claimed = outcome.get("status")
         status = INVOCATION_STATUS.by_name[claimed if claimed in _REPLY_STATUSES else "completed"]
         if status == a2a_pb2.INVOCATION_STATUS_FAILED:
-            return status, "", str(outcome.get("error") or text or f"{target.name} failed")
+            return status, "", str(outcome.get("error") or text or f"{target_name} failed")
         return status, text, ""
 
     async def _abandon(self, caller: str, record: a2a_pb2.Execution) -> None:

@@ -223,6 +223,16 @@ class HubServiceStub:
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.ListAuditRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.ListAuditResponse.FromString,
                 _registered_method=True)
+        self.RegisterRemoteA2AAgent = channel.unary_unary(
+                '/agentnet.v1.HubService/RegisterRemoteA2AAgent',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentResponse.FromString,
+                _registered_method=True)
+        self.RefreshRemoteA2AAgent = channel.unary_unary(
+                '/agentnet.v1.HubService/RefreshRemoteA2AAgent',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentResponse.FromString,
+                _registered_method=True)
 
 
 class HubServiceServicer:
@@ -623,6 +633,35 @@ class HubServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RegisterRemoteA2AAgent(self, request, context):
+        """RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+        kind remote_agent: the hub fetches its Agent Card from card_url and fills
+        the identity's A2A description, skills, capabilities and input modes from
+        it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+        call). Registration rules are those of Register. Refusals:
+        FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+        PERMISSION_DENIED (card_url, or the interface the card names, is not
+        allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+        http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+        gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+        fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+        ALREADY_EXISTS and the registration refusals of Register.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RefreshRemoteA2AAgent(self, request, context):
+        """RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+        a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+        credential that returned) and replaces what the identity took from it.
+        Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+        those of RegisterRemoteA2AAgent about the card.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HubServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -785,6 +824,16 @@ def add_HubServiceServicer_to_server(servicer, server):
                     servicer.ListAudit,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.ListAuditRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.ListAuditResponse.SerializeToString,
+            ),
+            'RegisterRemoteA2AAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterRemoteA2AAgent,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentResponse.SerializeToString,
+            ),
+            'RefreshRemoteA2AAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.RefreshRemoteA2AAgent,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1679,6 +1728,60 @@ class HubService:
             '/agentnet.v1.HubService/ListAudit',
             agentnet_dot_v1_dot_hub__pb2.ListAuditRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.ListAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterRemoteA2AAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/RegisterRemoteA2AAgent',
+            agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RefreshRemoteA2AAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/RefreshRemoteA2AAgent',
+            agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,
