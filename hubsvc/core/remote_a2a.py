@@ -286,10 +286,9 @@ class RemoteA2A:
         if task_id:
             message.task_id = task_id
             message.context_id = context_id
-        meta: dict[str, object] = {HEADERS_KEY: dict(headers)}
+        message.metadata.update({HEADERS_KEY: dict(headers)})
         if skill:
-            meta[SKILL_KEY] = skill
-        message.metadata.update(meta)
+            message.metadata.update({SKILL_KEY: skill})
         request = a2a.SendMessageRequest(message=message)
         card = a2a.AgentCard(
             name=endpoint.card_name,
@@ -315,7 +314,7 @@ class RemoteA2A:
                 answer = event
             return _outcome(answer)
         except Exception as err:
-            return Outcome(FAILED, error=_failure(endpoint, err, timeout))
+            return Outcome(FAILED, error=_failure(endpoint, err, timeout, self.max_bytes))
         finally:
             await client.close()
             await http.aclose()
@@ -329,12 +328,15 @@ class RemoteA2A:
         return grpc.aio.insecure_channel(target, options=options)
 
 
-def _failure(endpoint: a2a_pb2.RemoteA2AAgent, err: Exception, timeout: float) -> str:
+def _failure(endpoint: a2a_pb2.RemoteA2AAgent, err: Exception, timeout: float, endpoint_limit: int) -> str:
+    """Why a call failed, for InvokeAgent's ``error`` (too large, a timeout, or the remote's error)."""
     where = f"the A2A agent {endpoint.card_name or endpoint.url!r} at {endpoint.url}"
     cause: BaseException | None = err
     while cause is not None:
-        if isinstance(cause, _TooLarge):
-            return f"{where} answered too much: {cause}"
+        if isinstance(cause, _TooLarge) or (
+            isinstance(cause, grpc.aio.AioRpcError) and cause.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        ):
+            return f"{where} answered too much: {_too_large(endpoint_limit)}"
         if isinstance(cause, (httpx.TimeoutException, TimeoutError)) or (
             isinstance(cause, grpc.aio.AioRpcError) and cause.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         ):
