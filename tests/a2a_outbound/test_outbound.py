@@ -12,7 +12,7 @@ import pytest
 
 from agentsdk import Agent, ScriptedConfig
 from agentsdk.a2a import A2ASettings, AgentToAgent
-from agentsdk.errors import FailedPrecondition, InvalidArgument, PayloadTooLarge, PermissionDenied
+from agentsdk.errors import FailedPrecondition, InvalidArgument, PayloadTooLarge, PermissionDenied, Unavailable
 from agentsdk.events import ToolCall
 from agentsdk.network import AgentClient, Hub, Passport
 from hubsvc.core.options import HubOptions
@@ -54,6 +54,10 @@ async def test_registered_remote_agent_is_discovered_and_answers(hub: Hub, remot
 
     found = await a2a_of(router).discover_agents(skills=["policy-lookup"])
     assert [a.name for a in found] == ["outside"]
+    stranger = await caller_of(hub, "stranger", project="other")
+    assert await a2a_of(stranger).discover_agents(skills=["policy-lookup"]) == []  # the usual project scope
+    with pytest.raises(PermissionDenied):
+        await a2a_of(stranger).invoke_agent(registered.agent_id, "hi")
     assert found[0].description == "Looks up insurance policies (outside the hub)"
 
     resp = await a2a_of(router).invoke_agent(found[0].agent_id, "Look up POL-123", skill="policy-lookup")
@@ -237,3 +241,18 @@ async def test_llm_tools_call_the_outside_agent(hub: Hub, remote: RemoteAgent) -
     names = [(hub.name_for(e.caller_id), hub.name_for(e.target_id), e.status) for e in tree]
     assert names == [("alice", "router", "completed"), ("router", "outside", "completed")]
     assert tree[1].parent_execution_id == tree[0].execution_id
+
+
+async def test_unreachable_outside_agents(hub: Hub) -> None:
+    """A card that cannot be read is refused (UNAVAILABLE, nothing recorded); a registered agent that
+    went away fails the call."""
+    router = await caller_of(hub)
+    async with serve_remote_agent("JSONRPC") as remote:
+        registered = await hub.register_remote_a2a_agent(remote.card_url, Passport(name="outside", project="claims"))
+        base = remote.base_url
+    with pytest.raises(Unavailable, match="could not fetch the Agent Card"):
+        await a2a_of(router).invoke_agent(base + "/elsewhere", "hi")
+    assert await a2a_of(router).list_executions() == []
+    resp = await a2a_of(router).invoke_agent(registered.agent_id, "hi")
+    assert resp.status == "failed"
+    assert resp.error.startswith(f"the A2A agent 'outside-policy' at {base}/a2a failed: ")

@@ -3047,7 +3047,8 @@ func (x *DiscoverAgentsResponse) GetAgents() []*DiscoveredAgent {
 // InvokeAgentRequest calls an agent.
 type InvokeAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The target.
+	// The target: an agent id or name, or the http(s) URL of an outside A2A
+	// agent (its card's URL or its base URL; docs/a2a.md "Calling outside A2A agents").
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`

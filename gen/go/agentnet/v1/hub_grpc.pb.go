@@ -243,7 +243,11 @@ type HubServiceClient interface {
 	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
 	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
 	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-	// metadata recipient, rule).
+	// metadata recipient, rule). A target that is an outside A2A agent (a
+	// remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+	// refused with FAILED_PRECONDITION (outbound calls off: no
+	// --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+	// and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
 	InvokeAgent(ctx context.Context, in *InvokeAgentRequest, opts ...grpc.CallOption) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the
@@ -864,7 +868,11 @@ type HubServiceServer interface {
 	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
 	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
 	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-	// metadata recipient, rule).
+	// metadata recipient, rule). A target that is an outside A2A agent (a
+	// remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+	// refused with FAILED_PRECONDITION (outbound calls off: no
+	// --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+	// and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
 	InvokeAgent(context.Context, *InvokeAgentRequest) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the

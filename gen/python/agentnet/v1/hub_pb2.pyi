@@ -1596,7 +1596,9 @@ class InvokeAgentRequest(_message.Message):
     CALL_TOKEN_FIELD_NUMBER: _builtins.int
     ROOT_SESSION_ID_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
-    """The target."""
+    """The target: an agent id or name, or the http(s) URL of an outside A2A
+    agent (its card's URL or its base URL; docs/a2a.md "Calling outside A2A agents").
+    """
     message: _builtins.str
     """The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     skill: _builtins.str

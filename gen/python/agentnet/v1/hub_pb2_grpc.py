@@ -542,7 +542,11 @@ class HubServiceServicer:
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule).
+        metadata recipient, rule). A target that is an outside A2A agent (a
+        remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+        refused with FAILED_PRECONDITION (outbound calls off: no
+        --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+        and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -235,7 +235,11 @@ class HubServiceStub:
     PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
     the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
     and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-    metadata recipient, rule).
+    metadata recipient, rule). A target that is an outside A2A agent (a
+    remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+    refused with FAILED_PRECONDITION (outbound calls off: no
+    --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+    and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
     """
     RefreshCallToken: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -522,7 +526,11 @@ class HubServiceAsyncStub(HubServiceStub):
     PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
     the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
     and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-    metadata recipient, rule).
+    metadata recipient, rule). A target that is an outside A2A agent (a
+    remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+    refused with FAILED_PRECONDITION (outbound calls off: no
+    --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+    and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
     """
     RefreshCallToken: _aio.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]  # type: ignore[assignment]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -956,7 +964,11 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule).
+        metadata recipient, rule). A target that is an outside A2A agent (a
+        remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+        refused with FAILED_PRECONDITION (outbound calls off: no
+        --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+        and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
         """
 
     @_abc_1.abstractmethod

@@ -2609,7 +2609,8 @@ class InvokeAgentRequest(betterproto2.Message):
 
     agent_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The target.
+    The target: an agent id or name, or the http(s) URL of an outside A2A
+    agent (its card's URL or its base URL; docs/a2a.md "Calling outside A2A agents").
     """
 
     message: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -5453,7 +5454,11 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule).
+        metadata recipient, rule). A target that is an outside A2A agent (a
+        remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+        refused with FAILED_PRECONDITION (outbound calls off: no
+        --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+        and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
         """
 
         return await self._unary_unary(

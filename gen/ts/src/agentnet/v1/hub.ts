@@ -690,7 +690,10 @@ export interface DiscoverAgentsResponse {
 
 /** InvokeAgentRequest calls an agent. */
 export interface InvokeAgentRequest {
-  /** The target. */
+  /**
+   * The target: an agent id or name, or the http(s) URL of an outside A2A
+   * agent (its card's URL or its base URL; docs/a2a.md "Calling outside A2A agents").
+   */
   agentId: string;
   /** The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   message: string;
@@ -8509,7 +8512,11 @@ export const HubServiceService = {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule).
+   * metadata recipient, rule). A target that is an outside A2A agent (a
+   * remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+   * refused with FAILED_PRECONDITION (outbound calls off: no
+   * --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+   * and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
    */
   invokeAgent: {
     path: "/agentnet.v1.HubService/InvokeAgent" as const,
@@ -8881,7 +8888,11 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule).
+   * metadata recipient, rule). A target that is an outside A2A agent (a
+   * remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+   * refused with FAILED_PRECONDITION (outbound calls off: no
+   * --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+   * and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
    */
   invokeAgent: handleUnaryCall<InvokeAgentRequest, InvokeAgentResponse>;
   /**
@@ -9479,7 +9490,11 @@ export interface HubServiceClient extends Client {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule).
+   * metadata recipient, rule). A target that is an outside A2A agent (a
+   * remote_a2a identity, or an http(s) URL) is called by the hub; it is also
+   * refused with FAILED_PRECONDITION (outbound calls off: no
+   * --a2a-outbound-allow) or PERMISSION_DENIED (its address is not allowed),
+   * and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot be read.
    */
   invokeAgent(
     request: InvokeAgentRequest,
