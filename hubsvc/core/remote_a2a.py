@@ -38,10 +38,10 @@ WELL_KNOWN_CARD_PATH = "/.well-known/agent-card.json"
 """Where a base URL's card is read from (A2A's well-known path)."""
 BINDINGS = (TransportProtocol.JSONRPC, TransportProtocol.GRPC)
 """The protocol bindings the hub calls over, as the card names them."""
-HEADERS_KEY = "custom_headers"
-"""The key of ``Message.metadata`` that carries InvokeAgent's custom headers (an object of strings)."""
 SKILL_KEY = "skill"
-"""The key of ``Message.metadata`` that carries InvokeAgent's skill, when one is given."""
+"""The key of ``SendMessageRequest.metadata`` that carries InvokeAgent's skill, when one is given.
+InvokeAgent's custom headers are the message's ``metadata``, one string value per header (the hub's
+A2A gateway reads them back the same way)."""
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 COMPLETED = a2a_pb2.INVOCATION_STATUS_COMPLETED
@@ -286,10 +286,10 @@ class RemoteA2A:
         if task_id:
             message.task_id = task_id
             message.context_id = context_id
-        message.metadata.update({HEADERS_KEY: dict(headers)})
-        if skill:
-            message.metadata.update({SKILL_KEY: skill})
+        message.metadata.update(dict(headers))
         request = a2a.SendMessageRequest(message=message)
+        if skill:
+            request.metadata.update({SKILL_KEY: skill})
         card = a2a.AgentCard(
             name=endpoint.card_name,
             supported_interfaces=[

@@ -6,7 +6,7 @@ What the agent does depends on the text it is sent:
 * ``fail ...`` — the task fails with the status message "the remote broke";
 * ``ask ...`` — the task asks for input ("which policy?"); the follow-up message on the same task
   completes it with ``got: <follow-up text>``;
-* ``headers`` — completes with the message's metadata as JSON (what the hub forwarded);
+* ``headers`` — completes with the message's and the request's metadata as JSON (what the hub forwarded);
 * ``big`` — completes with an artifact of 200 000 characters;
 * ``slow`` — answers only once ``release`` is set (the server sets it when it stops);
 * anything else — completes with the artifact ``echo: <text>``.
@@ -62,7 +62,8 @@ class Executor(AgentExecutor):
         elif text.startswith("ask"):
             await updater.requires_input(updater.new_agent_message([new_text_part("which policy?")]))
         elif text == "headers":
-            await updater.add_artifact([new_text_part(json.dumps(MessageToDict(message.metadata), sort_keys=True))])
+            seen = {"message": MessageToDict(message.metadata), "request": context.metadata}
+            await updater.add_artifact([new_text_part(json.dumps(seen, sort_keys=True))])
             await updater.complete()
         elif text == "slow":
             await self.release.wait()

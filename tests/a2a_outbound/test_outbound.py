@@ -88,7 +88,7 @@ async def test_custom_headers_travel_as_message_metadata(hub: Hub, remote: Remot
         registered.agent_id, "headers", skill="policy-lookup", custom_headers={"x-tenant": "acme"}
     )
     assert resp.status == "completed"
-    assert json.loads(resp.result) == {"custom_headers": {"x-tenant": "acme"}, "skill": "policy-lookup"}
+    assert json.loads(resp.result) == {"message": {"x-tenant": "acme"}, "request": {"skill": "policy-lookup"}}
 
 
 async def test_input_required_round_trip_continues_the_remote_task(hub: Hub, remote: RemoteAgent) -> None:

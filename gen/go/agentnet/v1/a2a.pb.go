@@ -296,9 +296,9 @@ type Execution struct {
 	// For a call to an outside A2A agent (a remote_a2a identity or a URL): the
 	// remote task's id and context id, so a later call of the same caller to the
 	// same target in the same root session continues a task left input-required.
-	RemoteTaskId string `protobuf:"bytes,12,opt,name=remote_task_id,json=remoteTaskId,proto3" json:"remote_task_id,omitempty"`
+	RemoteTaskId string `protobuf:"bytes,14,opt,name=remote_task_id,json=remoteTaskId,proto3" json:"remote_task_id,omitempty"`
 	// See remote_task_id.
-	RemoteContextId string `protobuf:"bytes,13,opt,name=remote_context_id,json=remoteContextId,proto3" json:"remote_context_id,omitempty"`
+	RemoteContextId string `protobuf:"bytes,15,opt,name=remote_context_id,json=remoteContextId,proto3" json:"remote_context_id,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -727,8 +727,8 @@ const file_agentnet_v1_a2a_proto_rawDesc = "" +
 	"\bended_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12$\n" +
-	"\x0eremote_task_id\x18\f \x01(\tR\fremoteTaskId\x12*\n" +
-	"\x11remote_context_id\x18\r \x01(\tR\x0fremoteContextId\"\x94\x03\n" +
+	"\x0eremote_task_id\x18\x0e \x01(\tR\fremoteTaskId\x12*\n" +
+	"\x11remote_context_id\x18\x0f \x01(\tR\x0fremoteContextId\"\x94\x03\n" +
 	"\vA2ADispatch\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12&\n" +
 	"\x0froot_session_id\x18\x02 \x01(\tR\rrootSessionId\x12\x18\n" +

@@ -2350,14 +2350,14 @@ class Execution(betterproto2.Message):
     Error text of a failed call.
     """
 
-    remote_task_id: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    remote_task_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
     """
     For a call to an outside A2A agent (a remote_a2a identity or a URL): the
     remote task's id and context id, so a later call of the same caller to the
     same target in the same root session continues a task left input-required.
     """
 
-    remote_context_id: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    remote_context_id: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
     """
     See remote_task_id.
     """

@@ -594,10 +594,10 @@ export const Execution: MessageFns<Execution> = {
       writer.uint32(90).string(message.error);
     }
     if (message.remoteTaskId !== "") {
-      writer.uint32(98).string(message.remoteTaskId);
+      writer.uint32(114).string(message.remoteTaskId);
     }
     if (message.remoteContextId !== "") {
-      writer.uint32(106).string(message.remoteContextId);
+      writer.uint32(122).string(message.remoteContextId);
     }
     return writer;
   },
@@ -703,16 +703,16 @@ export const Execution: MessageFns<Execution> = {
             message.error = reader.string();
             continue;
           }
-          case 12: {
-            if (tag !== 98) {
+          case 14: {
+            if (tag !== 114) {
               break;
             }
 
             message.remoteTaskId = reader.string();
             continue;
           }
-          case 13: {
-            if (tag !== 106) {
+          case 15: {
+            if (tag !== 122) {
               break;
             }
 
