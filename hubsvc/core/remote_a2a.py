@@ -107,10 +107,15 @@ def _host_port(url: str, what: str) -> tuple[str, int]:
 
 
 def _matches(pattern: str, host: str, port: int) -> bool:
-    if ":" in pattern and not pattern.startswith("["):
+    """Whether ``host``:``port`` matches ``host``, ``host:port`` or (IPv6) ``[addr]`` / ``[addr]:port``."""
+    if pattern.startswith("["):
+        want_host, _, rest = pattern[1:].partition("]")
+        want_port = rest.removeprefix(":") or "*"
+    elif ":" in pattern:
         want_host, _, want_port = pattern.rpartition(":")
-        return fnmatchcase(host, want_host) and fnmatchcase(str(port), want_port)
-    return fnmatchcase(host, pattern.strip("[]"))
+    else:
+        want_host, want_port = pattern, "*"
+    return fnmatchcase(host, want_host) and fnmatchcase(str(port), want_port)
 
 
 @dataclass(frozen=True)
