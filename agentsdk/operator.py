@@ -1,9 +1,10 @@
 """OperatorClient: the hub's operator reads (``agentnet.v1.OperatorService``), one typed method each.
 
 What the ``agentnet`` command line and an operator console are built on. Every call carries a
-bearer secret: the hub's operator token (``<data-dir>/hub-operator.token``), or an agent's
-credential for the few reads an agent may make itself (:meth:`OperatorClient.read_wal` with
-``as_agent=True``). Failures raise the hub's domain exception (:mod:`netkernel.errors`):
+bearer secret: the hub's operator token (``<data-dir>/hub-operator.token``). :class:`AgentView`
+makes the same reads with an agent's credential through ``HubService``, answered as the hub
+answers that agent (what the command line shows with ``--credential-file``). Failures raise the hub's domain
+exception (:mod:`netkernel.errors`):
 ``Unauthenticated`` without a valid secret, ``PermissionDenied`` for an agent credential on an
 operator call, ``NotFound``, ``Unavailable`` for an unreachable hub.
 
@@ -27,12 +28,18 @@ from agentnet.v1 import (
     operator_pb2_grpc,
     task_pb2,
 )
+from google.protobuf.message import Message
 
 from agentsdk.targets import HubTargets
 from agentsdk.tls import TlsSetting
-from agentsdk.transport import HubConnection, bearer, server_stream, unary
+from agentsdk.transport import HubConnection, ResponseT, UnaryMethod, bearer, server_stream, unary
+from netkernel.errors import NotFound
 
-__all__ = ["OperatorClient", "execution_children"]
+AUDIT_WINDOW = 10_000
+"""Audit ids :meth:`OperatorClient.latest_audit` reads at a time (ListAudit's largest limit: a window is
+always read whole)."""
+
+__all__ = ["AgentView", "OperatorClient", "OperatorOnly", "execution_children", "execution_subtree"]
 
 
 class OperatorClient:
@@ -220,6 +227,41 @@ class OperatorClient:
         )
         return list(response.records)
 
+    async def newest_audit_id(self, *, kind: str = "", subject_id: str = "") -> int:
+        """The id of the newest audit record matching the filters (0 = none), in about 2·log2(id) reads
+        (ListAudit reads forward from an id only)."""
+
+        async def any_after(audit_id: int) -> bool:
+            return bool(await self.list_audit(kind=kind, subject_id=subject_id, after_id=audit_id, limit=1))
+
+        if not await any_after(0):
+            return 0
+        low, high = 0, 64
+        while await any_after(high):  # a record above `high`: look twice as far
+            low, high = high, high * 2
+        while high - low > 1:  # a record above `low`, none above `high`
+            middle = (low + high) // 2
+            if await any_after(middle):
+                low = middle
+            else:
+                high = middle
+        return high
+
+    async def latest_audit(
+        self, *, kind: str = "", subject_id: str = "", limit: int = 100
+    ) -> list[hub_pb2.AuditRecord]:
+        """The newest ``limit`` audit records matching the filters, in id order: windows of ids read
+        backwards from the newest until ``limit`` records are found or the log's start is reached."""
+        newest = await self.newest_audit_id(kind=kind, subject_id=subject_id)
+        found: list[hub_pb2.AuditRecord] = []
+        end = newest
+        while end > 0 and len(found) < limit:
+            start = max(0, end - AUDIT_WINDOW)
+            page = await self.list_audit(kind=kind, subject_id=subject_id, after_id=start, limit=AUDIT_WINDOW)
+            found = [r for r in page if r.audit_id <= end] + found
+            end = start
+        return found[-limit:]
+
     # -- streams ------------------------------------------------------------------------
 
     async def read_wal(
@@ -230,21 +272,8 @@ class OperatorClient:
         until_seq: int = 0,
         limit: int = 0,
         follow: bool = False,
-        as_agent: bool = False,
     ) -> AsyncIterator[envelope_pb2.Envelope]:
-        """A channel's WAL from ``from_seq``; with ``follow``, then each new envelope until it ends.
-
-        ``as_agent``: the secret is an agent credential and this is that agent's view (HubService
-        ReadWal: only channels it is in, only envelopes addressed to it)."""
-        if as_agent:
-            agent_request = hub_pb2.ReadWalRequest(
-                channel_id=channel_id, from_seq=from_seq, until_seq=until_seq, limit=limit, follow=follow
-            )
-            async for item in server_stream(
-                self._hub.ReadWal, agent_request, hub_pb2.ReadWalResponse, metadata=self._metadata
-            ):
-                yield item.envelope
-            return
+        """A channel's WAL from ``from_seq``; with ``follow``, then each new envelope until it ends."""
         request = operator_pb2.OperatorServiceReadWalRequest(
             channel_id=channel_id, from_seq=from_seq, until_seq=until_seq, limit=limit, follow=follow
         )
@@ -273,3 +302,171 @@ def execution_children(executions: Iterable[a2a_pb2.Execution]) -> dict[str, lis
         parent = e.parent_execution_id if e.parent_execution_id in ids else ""
         children.setdefault(parent, []).append(e)
     return children
+
+
+_LIVE_STATES = (channel_pb2.CHANNEL_STATE_PENDING, channel_pb2.CHANNEL_STATE_OPENED)
+AGENT_LIST_LIMIT = 1000
+"""Most items an agent's list asks the hub for (the HubService lists have no pages)."""
+
+
+_AUDIT_IS_OPERATORS = (
+    "the audit log records every identity's actions, so only the operator token reads it: use --token-file "
+    "(the hub's hub-operator.token) instead of an agent credential."
+)
+
+
+class OperatorOnly(Exception):
+    """A read only the operator token may make; the message says why and what to use instead."""
+
+
+class AgentView:
+    """What one agent may read of the network through ``HubService`` with its own credential: the
+    same reads as :class:`OperatorClient`, answered as the hub answers that agent (identities it may
+    see, its channels, tasks it owns or shares a channel with, call trees it took part in).
+
+    Reads only the operator may make (the status counts, the audit log) raise :class:`OperatorOnly`."""
+
+    def __init__(
+        self, target: HubTargets, credential: str, *, tls: TlsSetting = None, timeout: float | None = 30.0
+    ) -> None:
+        self._connection = HubConnection(target, tls)
+        self._hub = self._connection.stub
+        self._metadata = bearer(credential)
+        self._timeout = timeout
+        self.agent_id = credential.split(".", 1)[0]
+        """The agent this credential belongs to (a credential is ``<agent id>.<secret>``)."""
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._connection.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _unary(self, method: UnaryMethod, request: Message, response_type: type[ResponseT]) -> ResponseT:
+        return await unary(method, request, response_type, metadata=self._metadata, timeout=self._timeout)
+
+    async def status(self) -> operator_pb2.GetStatusResponse:
+        """Operator only: the hub's counts cover every identity."""
+        raise OperatorOnly(
+            "the hub's status (version, store, counts) is for the operator: use the operator token "
+            "(--token-file); with an agent credential, `status` shows the services' health and who you are."
+        )
+
+    async def list_audit(
+        self, *, kind: str = "", subject_id: str = "", after_id: int = 0, limit: int = 0
+    ) -> list[hub_pb2.AuditRecord]:
+        """Operator only: the audit log records every identity's actions."""
+        raise OperatorOnly(_AUDIT_IS_OPERATORS)
+
+    async def latest_audit(
+        self, *, kind: str = "", subject_id: str = "", limit: int = 100
+    ) -> list[hub_pb2.AuditRecord]:
+        """Operator only (as :meth:`list_audit`)."""
+        raise OperatorOnly(_AUDIT_IS_OPERATORS)
+
+    async def follow_audit(
+        self, *, kind: str = "", subject_id: str = "", after_id: int = 0
+    ) -> AsyncIterator[hub_pb2.AuditRecord]:
+        """Operator only (as :meth:`list_audit`)."""
+        raise OperatorOnly(_AUDIT_IS_OPERATORS)
+        yield  # pragma: no cover - makes this an async generator like OperatorClient.follow_audit
+
+    async def me(self) -> identity_pb2.AgentRecord:
+        """The credential's own identity (UNAUTHENTICATED when the hub does not know the credential)."""
+        return await self.describe_agent(self.agent_id)
+
+    async def agents(self, *, online_only: bool = False, limit: int = 0) -> list[identity_pb2.AgentSummary]:
+        """The identities this agent may see, by name (at most ``limit``; 0 = up to 1000)."""
+        request = hub_pb2.ListAgentsRequest(limit=AGENT_LIST_LIMIT)
+        found = (await self._unary(self._hub.ListAgents, request, hub_pb2.ListAgentsResponse)).agents
+        out = [a for a in found if a.online or not online_only]
+        return out[:limit] if limit else out
+
+    async def describe_agent(self, agent: str) -> identity_pb2.AgentRecord:
+        """One identity's record, by id or passport name."""
+        for request in (hub_pb2.DescribeAgentRequest(agent_id=agent), hub_pb2.DescribeAgentRequest(name=agent)):
+            try:
+                return (await self._unary(self._hub.DescribeAgent, request, hub_pb2.DescribeAgentResponse)).agent
+            except NotFound:
+                continue
+        raise NotFound(f"no agent with id or name {agent!r}.", metadata={"agent": agent})
+
+    async def channels(
+        self, *, states: Iterable[channel_pb2.ChannelState.ValueType] = (), type: str = "", limit: int = 0
+    ) -> list[channel_pb2.ChannelMetadata]:
+        """This agent's channels newest first, filtered by state and type."""
+        wanted = set(states)
+        request = hub_pb2.ListChannelsRequest(
+            include_ended=not wanted or not wanted <= set(_LIVE_STATES), type=type, limit=AGENT_LIST_LIMIT
+        )
+        found = (await self._unary(self._hub.ListChannels, request, hub_pb2.ListChannelsResponse)).channels
+        out = [c for c in found if not wanted or c.state in wanted]
+        return out[:limit] if limit else out
+
+    async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
+        """One of this agent's channels: metadata, whose turn it is, adapter state."""
+        request = hub_pb2.DescribeChannelRequest(channel_id=channel_id)
+        found = await self._unary(self._hub.DescribeChannel, request, hub_pb2.DescribeChannelResponse)
+        return operator_pb2.OperatorServiceDescribeChannelResponse(
+            channel=found.channel,
+            live=found.channel.state in _LIVE_STATES,
+            expected_next=found.expected_next,
+            adapter_state_json=found.adapter_state_json,
+        )
+
+    async def tasks(self, *, include_ended: bool = False, limit: int = 0) -> list[task_pb2.TaskMetadata]:
+        """The tasks this agent may see (its own and those of its channels), newest first."""
+        request = hub_pb2.ListTasksRequest(
+            scope=hub_pb2.TASK_SCOPE_ALL, include_ended=include_ended, limit=limit or AGENT_LIST_LIMIT
+        )
+        return list((await self._unary(self._hub.ListTasks, request, hub_pb2.ListTasksResponse)).tasks)
+
+    async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
+        """One task."""
+        request = hub_pb2.GetTaskRequest(task_id=task_id)
+        return (await self._unary(self._hub.GetTask, request, hub_pb2.GetTaskResponse)).task
+
+    async def list_executions(
+        self, *, root_session_id: str = "", execution_id: str = "", limit: int = 0
+    ) -> operator_pb2.OperatorServiceListExecutionsResponse:
+        """A root session's A2A call tree this agent took part in, or one execution's subtree among the
+        calls it took part in (NotFound when it took part in no such execution)."""
+        size = limit or 100
+        request = hub_pb2.ListExecutionsRequest(root_session_id=root_session_id, limit=AGENT_LIST_LIMIT)
+        found = list((await self._unary(self._hub.ListExecutions, request, hub_pb2.ListExecutionsResponse)).executions)
+        if execution_id:
+            found = execution_subtree(found, execution_id)
+            if not found:
+                raise NotFound(
+                    f"no A2A execution {execution_id!r} this agent took part in.",
+                    metadata={"execution_id": execution_id},
+                )
+        return operator_pb2.OperatorServiceListExecutionsResponse(executions=found[:size], truncated=len(found) > size)
+
+    async def read_wal(
+        self, channel_id: str, *, from_seq: int = 0, until_seq: int = 0, limit: int = 0, follow: bool = False
+    ) -> AsyncIterator[envelope_pb2.Envelope]:
+        """One of this agent's channels' WAL, filtered to what is addressed to it; ``follow`` as
+        :meth:`OperatorClient.read_wal`."""
+        request = hub_pb2.ReadWalRequest(
+            channel_id=channel_id, from_seq=from_seq, until_seq=until_seq, limit=limit, follow=follow
+        )
+        async for item in server_stream(self._hub.ReadWal, request, hub_pb2.ReadWalResponse, metadata=self._metadata):
+            yield item.envelope
+
+
+def execution_subtree(executions: Iterable[a2a_pb2.Execution], execution_id: str) -> list[a2a_pb2.Execution]:
+    """``execution_id`` and every call below it, from executions in start order (empty when absent)."""
+    below = {execution_id}
+    subtree = []
+    for e in executions:  # start order: a caller starts before what it calls
+        if e.execution_id in below or e.parent_execution_id in below:
+            below.add(e.execution_id)
+            subtree.append(e)
+    return subtree

@@ -76,9 +76,18 @@ def tls_config(tls: TlsSetting) -> TlsConfig | None:
     raise TypeError(f"tls must be a TlsConfig, True or None, not {type(tls).__name__}")
 
 
-def open_channel(target: str, tls: TlsSetting, options: Sequence[ChannelOption] = ()) -> grpc.aio.Channel:
-    """A ``grpc.aio`` channel to ``target``: TLS as ``tls`` says, plaintext without it."""
+def open_channel(
+    target: str,
+    tls: TlsSetting,
+    options: Sequence[ChannelOption] = (),
+    interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+) -> grpc.aio.Channel:
+    """A ``grpc.aio`` channel to ``target``: TLS as ``tls`` says, plaintext without it; ``interceptors``
+    wrap its calls (the SDK's client spans)."""
     config = tls_config(tls)
+    wrap = list(interceptors) or None
     if config is None:
-        return grpc.aio.insecure_channel(target, options=list(options))
-    return grpc.aio.secure_channel(target, config.channel_credentials(), options=[*options, *config.channel_options()])
+        return grpc.aio.insecure_channel(target, options=list(options), interceptors=wrap)
+    return grpc.aio.secure_channel(
+        target, config.channel_credentials(), options=[*options, *config.channel_options()], interceptors=wrap
+    )

@@ -94,7 +94,7 @@ class HubConnection:
         """How calls that post retry on RATE_LIMITED (:mod:`agentsdk.backoff`)."""
         self.tracer = trace.get_tracer("agentsdk", tracer_provider=tracer_provider)
         """Where the SDK's spans go: each post and each handler turn (docs/operations.md "Tracing")."""
-        self.channel = open_channel(self.target, tls, CHANNEL_OPTIONS)
+        self.channel = open_channel(self.target, tls, CHANNEL_OPTIONS, client_span_interceptors(tracer_provider))
         self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
 
     async def close(self) -> None:
@@ -108,6 +108,20 @@ class HubConnection:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+def client_span_interceptors(provider: trace.TracerProvider | None) -> list[grpc.aio.ClientInterceptor]:
+    """A client span per unary RPC (OpenTelemetry's gRPC instrumentation: the call carries its
+    ``traceparent``, so the service's RPC span is its child). Only when tracing is configured: a
+    ``provider`` given, or a global one set before the connection opens (otherwise every call would pay
+    for a span nobody records). Streams (``Connect``, ``ReadWal``) get none: a post in a stream
+    carries its context in the envelope."""
+    if provider is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return []
+    from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+    every = aio_client_interceptors(tracer_provider=provider)  # type: ignore[no-untyped-call]
+    return [i for i in every if isinstance(i, grpc.aio.UnaryUnaryClientInterceptor)]
 
 
 def bearer(credential: str) -> Metadata:

@@ -15,7 +15,7 @@ from hubsvc.server import start_hub
 from hubsvc.storage import HubStore, SqliteHubStore
 from hubsvc.storage.redis_store import RedisHubStore, StoreUnreachable
 from servicekit.auth import ensure_secret_file
-from servicekit.runtime import configure_logging, serve_until_signal
+from servicekit.runtime import PortUnavailable, configure_logging, serve_until_signal
 from servicekit.tls import TlsConfigError
 from servicekit.tracing import tracer_provider_from_env
 
@@ -58,8 +58,6 @@ async def run(
         metrics=config.metrics,
         tracer_provider=tracer_provider,
     )
-    if hub.metrics_server is not None:
-        log.info("metrics served on %s", hub.metrics_server.url)
     try:
         await serve_until_signal("agentnet-hub", config.host, hub)
     finally:
@@ -84,6 +82,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"agentnet-hub: {exc}")
     except StoreUnreachable as exc:
         sys.exit(f"agentnet-hub: --store: {exc}")
+    except PortUnavailable as exc:
+        sys.exit(f"agentnet-hub: {exc}")
 
 
 if __name__ == "__main__":

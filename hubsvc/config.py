@@ -448,7 +448,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         "--audit-poll-interval",
         "AGENTNET_HUB_AUDIT_POLL_INTERVAL",
         d.audit_poll_interval,
-        "seconds between an OperatorService FollowAudit stream's looks for new audit records",
+        "seconds between an OperatorService FollowAudit stream's looks in the store for audit records other "
+        "replicas wrote (this hub's own records are sent at once)",
         type=float,
     )
     _flag(

@@ -24,7 +24,7 @@ from hubsvc.operator_servicer import OPERATOR_SERVICE, OperatorServicer
 from hubsvc.recorder import NO_RECORDER
 from hubsvc.servicer import HUB_SERVICE, HubServicer
 from hubsvc.storage import HubStore
-from servicekit.metrics import MetricsServer, MetricsSettings, start_metrics_server
+from servicekit.metrics import MetricsServer, MetricsSettings
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
 from servicekit.tls import ServerTls
 from servicekit.tracing import server_interceptors
@@ -39,8 +39,11 @@ class HubServer:
     host: str
     metrics: HubMetrics | None = None
     """The hub's metrics (None: not served)."""
-    metrics_server: MetricsServer | None = None
-    """Where they are served (``metrics_server.url``)."""
+
+    @property
+    def metrics_server(self) -> MetricsServer | None:
+        """Where the metrics are served (``metrics_server.url``; None: not served)."""
+        return self.running.metrics_server
 
     @property
     def port(self) -> int:
@@ -57,8 +60,6 @@ class HubServer:
         stop the server within the grace period, then flush and close the store."""
         await self.running.stop(grace_seconds, on_stopping=self.core.close_sessions)
         await self.core.stop()
-        if self.metrics_server is not None:
-            await self.metrics_server.stop()
 
 
 async def start_hub(
@@ -121,11 +122,9 @@ async def start_hub(
         OPERATOR_SERVICE.full_name,
         lambda server: operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server),
     )
-    metrics_server = None
+    if recorder is not None:
+        recorder.observe(core)
     try:
-        if recorder is not None and metrics is not None:
-            recorder.observe(core)
-            metrics_server = await start_metrics_server(recorder.registry, metrics.host, metrics.port)
         running = await start_server(
             [spec, operator_spec],
             host=host,
@@ -133,10 +132,9 @@ async def start_hub(
             max_message_bytes=max_message_bytes,
             tls=tls,
             interceptors=server_interceptors(tracer_provider),
+            metrics=(recorder.registry, metrics) if recorder is not None and metrics is not None else None,
         )
     except BaseException:
-        if metrics_server is not None:
-            await metrics_server.stop()
         await core.stop()
         raise
-    return HubServer(core, running, host, recorder, metrics_server)
+    return HubServer(core, running, host, recorder)

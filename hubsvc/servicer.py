@@ -181,7 +181,10 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             return committed
 
         for fut, answers in waiting.values():
-            fut.add_done_callback(answer(answers))
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                answer(answers)(fut)  # committed at once (inline): answered now, after its deliveries
+            else:
+                fut.add_done_callback(answer(answers))
 
     # -- identity -----------------------------------------------------------------------
 
@@ -291,6 +294,18 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         """An A2A call tree (any tree, or every execution, for the operator)."""
         executions = await self.ops.a2a.list_executions(caller, request.root_session_id, request.limit)
         return hub_pb2.ListExecutionsResponse(executions=executions)
+
+    @unary_rpc(AGENT)
+    async def GetExecution(self, caller: str, request: hub_pb2.GetExecutionRequest) -> hub_pb2.GetExecutionResponse:
+        """One A2A execution of a call tree the caller took part in."""
+        return hub_pb2.GetExecutionResponse(execution=await self.ops.a2a.get_execution(caller, request.execution_id))
+
+    @unary_rpc(AGENT)
+    async def CancelExecution(
+        self, caller: str, request: hub_pb2.CancelExecutionRequest
+    ) -> hub_pb2.CancelExecutionResponse:
+        """Cancel a running A2A execution the caller made."""
+        return hub_pb2.CancelExecutionResponse(execution=await self.ops.a2a.cancel(caller, request.execution_id))
 
     # -- channels -----------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from knowledgesvc.backend import open_backend
 from knowledgesvc.config import KnowledgeConfig, parse_args
 from knowledgesvc.server import start_knowledge
 from netkernel.files import private_dir
-from servicekit.runtime import configure_logging, serve_until_signal
+from servicekit.runtime import PortUnavailable, configure_logging, serve_until_signal
 from servicekit.tls import TlsConfigError
 from servicekit.tracing import tracer_provider_from_env
 
@@ -59,8 +59,6 @@ async def run(config: KnowledgeConfig) -> None:
             )
         except TlsConfigError as exc:
             raise StartupError(str(exc)) from None
-        if server.metrics_server is not None:
-            log.info("metrics served on %s", server.metrics_server.url)
         await serve_until_signal("agentnet-knowledge", config.host, server)
     finally:
         await store.close()
@@ -74,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     configure_logging(config.log_level)
     try:
         asyncio.run(run(config))
-    except StartupError as exc:
+    except (StartupError, PortUnavailable) as exc:
         sys.exit(f"agentnet-knowledge: {exc}")
 
 

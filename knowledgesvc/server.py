@@ -19,7 +19,7 @@ from knowledgesvc.servicer import (
     WATCH_BACKLOG,
     KnowledgeServicer,
 )
-from servicekit.metrics import MetricsServer, MetricsSettings, start_metrics_server
+from servicekit.metrics import MetricsServer, MetricsSettings
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
 from servicekit.tls import ServerTls
 from servicekit.tracing import server_interceptors
@@ -35,8 +35,11 @@ class KnowledgeServer:
     """The servicer (its ``read_budget`` shows what concurrent reads hold)."""
     metrics: KnowledgeMetrics | None = None
     """The service's metrics (None: not served)."""
-    metrics_server: MetricsServer | None = None
-    """Where they are served (``metrics_server.url``)."""
+
+    @property
+    def metrics_server(self) -> MetricsServer | None:
+        """Where the metrics are served (``metrics_server.url``; None: not served)."""
+        return self.running.metrics_server
 
     @property
     def target(self) -> str:
@@ -46,8 +49,6 @@ class KnowledgeServer:
     async def stop(self, grace_seconds: float = 5.0) -> None:
         """Report NOT_SERVING and stop within the grace period."""
         await self.running.stop(grace_seconds)
-        if self.metrics_server is not None:
-            await self.metrics_server.stop()
 
 
 async def start_knowledge(
@@ -85,20 +86,13 @@ async def start_knowledge(
         KNOWLEDGE_SERVICE.full_name,
         lambda server: knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server(servicer, server),
     )
-    metrics_server = None
-    if recorder is not None and metrics is not None:
-        metrics_server = await start_metrics_server(recorder.registry, metrics.host, metrics.port)
-    try:
-        running = await start_server(
-            [spec],
-            host=host,
-            port=port,
-            max_message_bytes=max_message_bytes,
-            tls=tls,
-            interceptors=server_interceptors(tracer_provider),
-        )
-    except BaseException:
-        if metrics_server is not None:
-            await metrics_server.stop()
-        raise
-    return KnowledgeServer(running, host, servicer, recorder, metrics_server)
+    running = await start_server(
+        [spec],
+        host=host,
+        port=port,
+        max_message_bytes=max_message_bytes,
+        tls=tls,
+        interceptors=server_interceptors(tracer_provider),
+        metrics=(recorder.registry, metrics) if recorder is not None and metrics is not None else None,
+    )
+    return KnowledgeServer(running, host, servicer, recorder)

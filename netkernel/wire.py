@@ -80,7 +80,7 @@ TASK_STATE: EnumNames[str, task_pb2.TaskState.ValueType] = EnumNames(
         "expired": task_pb2.TASK_STATE_EXPIRED,
     }
 )
-InvocationStatus = Literal["completed", "input-required", "failed", "running"]
+InvocationStatus = Literal["completed", "input-required", "failed", "running", "canceled"]
 """Outcome of an A2A call ("running" only appears in execution listings)."""
 INVOCATION_STATUS: EnumNames[InvocationStatus, a2a_pb2.InvocationStatus.ValueType] = EnumNames(
     {
@@ -88,6 +88,7 @@ INVOCATION_STATUS: EnumNames[InvocationStatus, a2a_pb2.InvocationStatus.ValueTyp
         "input-required": a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED,
         "failed": a2a_pb2.INVOCATION_STATUS_FAILED,
         "running": a2a_pb2.INVOCATION_STATUS_RUNNING,
+        "canceled": a2a_pb2.INVOCATION_STATUS_CANCELED,
     }
 )
 CHANGE_KIND: EnumNames[str, knowledge_pb2.ChangeKind.ValueType] = EnumNames(

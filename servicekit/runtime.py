@@ -16,11 +16,18 @@ from typing import Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client import CollectorRegistry
 
+from servicekit.metrics import MetricsServer, MetricsSettings, start_metrics_server
 from servicekit.reflection import enable_reflection
 from servicekit.tls import CertificateReloader, ServerTls, server_credentials
 
 log = logging.getLogger("agentnet.service")
+
+
+class PortUnavailable(OSError):
+    """A service's gRPC or metrics port cannot be bound (the message names the flag to change)."""
+
 
 #: Calls gRPC core may hold before the server's (single-threaded, Python) request loop picks them
 #: up. Core's defaults (1,000 soft / 3,000 hard) cancel a growing share of a burst beyond the soft
@@ -75,15 +82,19 @@ class RunningServer:
     """Full names of the services served (health reports each)."""
     tls: CertificateReloader | None = None
     """The certificate reloader when serving TLS (None: plaintext)."""
+    metrics_server: MetricsServer | None = None
+    """The service's Prometheus endpoint (None: metrics are off); stopped with the server."""
 
     async def stop(self, grace_seconds: float, *, on_stopping: Callable[[], None] | None = None) -> None:
         """Report NOT_SERVING, call ``on_stopping`` (e.g. end long-lived streams, so the grace
         period is not spent waiting on them), then stop, letting calls in progress finish
-        within the grace period."""
+        within the grace period; then close the metrics endpoint."""
         await set_serving(self.health, self.names, False)
         if on_stopping is not None:
             on_stopping()
         await self.server.stop(grace_seconds)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
 
 
 async def start_server(
@@ -94,6 +105,7 @@ async def start_server(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     tls: ServerTls | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    metrics: tuple[CollectorRegistry, MetricsSettings] | None = None,
 ) -> RunningServer:
     """The one way an agentnet service is served: register ``specs`` plus health and
     reflection on a server with :func:`server_options`, bind ``host:port`` (0 = a free
@@ -101,8 +113,42 @@ async def start_server(
 
     With ``tls`` the port serves TLS (mTLS with a client CA) and follows certificate files
     replaced on disk (:mod:`servicekit.tls`); unusable files raise ``TlsConfigError`` before
-    anything is bound. ``interceptors`` wrap every call (the tracing of servicekit/tracing.py)."""
+    anything is bound. ``interceptors`` wrap every call (the tracing of servicekit/tracing.py).
+    ``metrics`` (a registry and where to serve it) starts the Prometheus endpoint first
+    (:mod:`servicekit.metrics`); it is closed again if the gRPC port cannot be served, and by
+    :meth:`RunningServer.stop`."""
     credentials, reloader = server_credentials(tls) if tls is not None else (None, None)
+    metrics_server = None
+    if metrics is not None:
+        registry, settings = metrics
+        try:
+            metrics_server = await start_metrics_server(registry, settings.host, settings.port)
+        except OSError as err:
+            raise PortUnavailable(
+                f"could not serve metrics on {settings.host}:{settings.port} ({err.strerror or err}); is the port "
+                "in use? Pick another with --metrics-port."
+            ) from None
+        log.info("metrics served on %s", metrics_server.url)
+    try:
+        return await _start_grpc(
+            specs, host, port, max_message_bytes, credentials, reloader, interceptors, metrics_server
+        )
+    except BaseException:
+        if metrics_server is not None:
+            await metrics_server.stop()
+        raise
+
+
+async def _start_grpc(
+    specs: Sequence[ServiceSpec],
+    host: str,
+    port: int,
+    max_message_bytes: int,
+    credentials: grpc.ServerCredentials | None,
+    reloader: CertificateReloader | None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor],
+    metrics_server: MetricsServer | None,
+) -> RunningServer:
     server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
     for spec in specs:
         spec.register(server)
@@ -111,11 +157,16 @@ async def start_server(
     names = [spec.full_name for spec in specs]
     enable_reflection([*names, health.SERVICE_NAME], server)
     address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"  # IPv6
-    bound = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
+    try:  # grpc reports a port it cannot bind as 0 or, in newer releases, with a RuntimeError
+        bound = (
+            server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
+        )
+    except RuntimeError:
+        bound = 0
     if bound == 0:
-        raise OSError(f"could not bind {host}:{port}; is the port in use? Pick another with --port.")
+        raise PortUnavailable(f"could not bind {host}:{port}; is the port in use? Pick another with --port.")
     await server.start()
-    running = RunningServer(server, health_servicer, bound, names, reloader)
+    running = RunningServer(server, health_servicer, bound, names, reloader, metrics_server)
     await set_serving(health_servicer, names, True)
     return running
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import grpc
 import typer
-from agentnet.v1 import channel_pb2, envelope_pb2, identity_pb2, knowledge_pb2
+from agentnet.v1 import channel_pb2, hub_pb2, identity_pb2, knowledge_pb2, operator_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import Progress
 from rich.text import Text
@@ -23,7 +25,7 @@ from agentsdk.cli import render
 from agentsdk.cli.settings import DEFAULT_HUB, DEFAULT_KNOWLEDGE, Settings, SettingsError
 from agentsdk.console.options import ConsoleOptions
 from agentsdk.knowledge.rpc import KnowledgeRpc
-from agentsdk.operator import OperatorClient
+from agentsdk.operator import AgentView, OperatorClient, OperatorOnly
 from agentsdk.tls import open_channel
 from netkernel.errors import (
     AgentNetError,
@@ -76,25 +78,37 @@ def _settings(ctx: typer.Context) -> Settings:
     return settings
 
 
+Reader = OperatorClient | AgentView
+"""What a command reads through: the operator's view, or one agent's (``--credential-file``)."""
+
+
 def _hint(error: AgentNetError, settings: Settings, service: str) -> str:
     """What to do about ``error``."""
     where = settings.hub if service == "hub" else settings.knowledge
     flag = "--hub / AGENTNET_HUB" if service == "hub" else "--knowledge / AGENTNET_KNOWLEDGE"
     if isinstance(error, Unavailable):
         return f"is the {service} running at {where}? Point {flag} at it (and check the TLS options)."
-    if isinstance(error, Unauthenticated):
-        if service == "knowledge":
+    if service == "knowledge":
+        if isinstance(error, Unauthenticated):
             return "the knowledge service does not know this token: check --knowledge-token-file."
+        if isinstance(error, PermissionDenied):
+            return "the token does not grant this namespace: use --namespace with one it grants."
+        if isinstance(error, NotFound):
+            return "check the path: `agentnet knowledge ls DIR` lists a directory."
+        return "see docs/errors.md for this reason."
+    if isinstance(error, Unauthenticated):
         return "the hub does not know this secret: check --token-file (the hub's hub-operator.token) or the credential."
     if isinstance(error, PermissionDenied | NotParticipant):
-        return (
-            "this needs the hub's operator token: drop --credential-file / AGENTNET_CREDENTIAL and use "
-            "--token-file (or, for an agent's own view, a channel that agent is in)."
-            if service == "hub"
-            else "the token does not grant this namespace: use --namespace with one it grants."
-        )
+        if settings.as_agent():
+            return (
+                "an agent sees only its own channels, tasks and calls: pick one of `agentnet channels` / `tasks`, "
+                "or use the operator token (--token-file) instead of the agent credential."
+            )
+        return "this needs the hub's operator token: check --token-file (the hub's hub-operator.token)."
     if isinstance(error, NotFound):
-        return "check the id (agentnet channels / agents / tasks list them)."
+        return "check the id: `agentnet channels`, `agents`, `tasks` and `calls` list them."
+    if isinstance(error, InvalidArgument):
+        return "check the command's arguments (`agentnet COMMAND --help`)."
     return "see docs/errors.md for this reason."
 
 
@@ -106,6 +120,9 @@ def _run(ctx: typer.Context, work: Callable[[Settings], Coroutine[Any, Any, None
     except SettingsError as err:
         _err().print(f"[red]error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
+    except OperatorOnly as err:
+        _err().print(f"[red]error:[/red] operator only: {escape(str(err))}")
+        raise typer.Exit(4) from None
     except AgentNetError as err:
         code = next((c for cls, c in EXIT_CODES.items() if isinstance(err, cls)), 1)
         _err().print(f"[red]error:[/red] {escape(err.reason)}: {escape(err.message)}")
@@ -115,16 +132,45 @@ def _run(ctx: typer.Context, work: Callable[[Settings], Coroutine[Any, Any, None
         raise typer.Exit(130) from None
 
 
-def _client(settings: Settings) -> tuple[OperatorClient, bool]:
+def _client(settings: Settings) -> Reader:
+    """The operator's view with the operator token, or the agent's with an agent credential."""
     secret, as_agent = settings.secret()
-    return OperatorClient(settings.hub, secret, tls=settings.tls_setting(), timeout=settings.timeout), as_agent
-
-
-async def _names(client: OperatorClient, as_agent: bool) -> dict[str, str]:
-    """Agent id → name for rendering (empty for an agent's view: its names are the ids)."""
     if as_agent:
-        return {}
-    return {a.agent_id: a.name for a in await client.agents()}
+        return AgentView(settings.hub, secret, tls=settings.tls_setting(), timeout=settings.timeout)
+    return OperatorClient(settings.hub, secret, tls=settings.tls_setting(), timeout=settings.timeout)
+
+
+def _channel_names(described: operator_pb2.OperatorServiceDescribeChannelResponse) -> dict[str, str]:
+    """Agent id → name of a channel's participants (the senders of its envelopes)."""
+    return {p.agent_id: p.name for p in described.channel.participants if p.name}
+
+
+async def _agent_names(client: Reader, agent_ids: Iterable[str]) -> dict[str, str]:
+    """Agent id → name of these identities (one DescribeAgent each; an unknown one keeps its id)."""
+
+    async def name(agent_id: str) -> tuple[str, str]:
+        try:
+            return agent_id, (await client.describe_agent(agent_id)).passport.name or agent_id
+        except NotFound:
+            return agent_id, agent_id
+
+    return dict(await asyncio.gather(*(name(a) for a in set(agent_ids) if a)))
+
+
+def _show(json_: bool, value: Any, human: Callable[[], RenderableType]) -> None:
+    """Print ``value`` as one JSON document with ``--json``, else what ``human`` draws."""
+    if json_:
+        _out().print_json(render.dumps(render.to_json(value)))
+    else:
+        _out().print(human())
+
+
+def _show_line(out: Console, json_: bool, value: Any, human: Callable[[], RenderableType]) -> None:
+    """One item of a stream: a JSON line with ``--json``, else what ``human`` draws."""
+    if json_:
+        out.print(render.dumps(render.to_json(value)), markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print(human())
 
 
 @app.callback()
@@ -210,34 +256,59 @@ async def _health(target: str, settings: Settings) -> str:
 
 @app.command()
 def status(ctx: typer.Context, json_: JsonOption = False) -> None:
-    """Health of the hub and the knowledge service; the hub's version, store, uptime and counts."""
+    """Health of the hub and the knowledge service; the hub's version, store, uptime and counts (with an
+    agent credential: who you are, your live channels and running tasks)."""
 
     async def work(settings: Settings) -> None:
         hub_health, knowledge_health = await asyncio.gather(
             _health(settings.hub, settings), _health(settings.knowledge, settings)
         )
-        client, _ = _client(settings)
-        async with client:
-            st = await client.status()
-        if json_:
-            data = render.as_json(st)
-            data["health"] = {"hub": hub_health, "knowledge": knowledge_health}
-            _out().print_json(render.dumps(data))
-            return
-        live = ", ".join(f"{render.channel_state(c.state)} {c.count}" for c in st.live_channels) or "none"
-        rows = [
+        health = [
             ["hub", f"{settings.hub}: {hub_health}"],
             ["knowledge", f"{settings.knowledge}: {knowledge_health}"],
+        ]
+        health_json = {"hub": hub_health, "knowledge": knowledge_health}
+        client = _client(settings)
+        async with client:
+            if isinstance(client, AgentView):
+                me = await client.me()
+                live = await client.channels(
+                    states=[channel_pb2.CHANNEL_STATE_PENDING, channel_pb2.CHANNEL_STATE_OPENED]
+                )
+                running = await client.tasks()
+                by_state = Counter(render.channel_state(c.state) for c in live)
+                rows = [
+                    *health,
+                    ["agent", f"{me.passport.name} ({me.agent_id})"],
+                    ["your live channels", ", ".join(f"{k} {v}" for k, v in sorted(by_state.items())) or "none"],
+                    ["your running tasks", str(len(running))],
+                ]
+                value = {
+                    "health": health_json,
+                    "agent": me,
+                    "live_channels": dict(by_state),
+                    "running_tasks": len(running),
+                }
+                _show(json_, value, lambda: render.table("agentnet status (agent view)", ["", ""], rows))
+                return
+            st = await client.status()
+        live_text = ", ".join(f"{render.channel_state(c.state)} {c.count}" for c in st.live_channels) or "none"
+        rows = [
+            *health,
             ["version", st.version],
             ["store", f"{st.store_kind} {st.store_address}"],
             *([["replica", st.replica_id]] if st.replica_id else []),
             ["uptime", f"{st.uptime_seconds:.0f} s (since {render.when(st.started_at)} UTC)"],
             ["identities", f"{st.identities} ({st.online} online)"],
-            ["live channels", live],
+            ["live channels", live_text],
             ["running tasks", str(st.running_tasks)],
             ["connected streams", f"{st.connected_streams} (this replica)"],
         ]
-        _out().print(render.table("agentnet status", ["", ""], rows))
+        _show(
+            json_,
+            {**render.as_json(st), "health": health_json},
+            lambda: render.table("agentnet status", ["", ""], rows),
+        )
 
     _run(ctx, work)
 
@@ -252,15 +323,11 @@ def agents(
     limit: Annotated[int, typer.Option(help="At most this many (0 = all).")] = 0,
     json_: JsonOption = False,
 ) -> None:
-    """Every registered identity, by name."""
+    """Every registered identity, by name (with an agent credential: those the agent may see)."""
 
     async def work(settings: Settings) -> None:
-        client, _ = _client(settings)
-        async with client:
+        async with _client(settings) as client:
             found = await client.agents(online_only=online, limit=limit)
-        if json_:
-            _out().print_json(render.dumps([render.as_json(a) for a in found]))
-            return
         rows = (
             [
                 a.name,
@@ -272,7 +339,8 @@ def agents(
             ]
             for a in found
         )
-        _out().print(render.table("agents", ["name", "agent", "kind", "online", "capabilities", "description"], rows))
+        columns = ["name", "agent", "kind", "online", "capabilities", "description"]
+        _show(json_, found, lambda: render.table("agents", columns, rows))
 
     _run(ctx, work)
 
@@ -301,16 +369,13 @@ def channels(
     limit: Annotated[int, typer.Option(help="At most this many (0 = all).")] = 0,
     json_: JsonOption = False,
 ) -> None:
-    """Every channel, newest first."""
+    """Every channel, newest first (with an agent credential: the agent's channels)."""
 
     async def work(settings: Settings) -> None:
-        client, _ = _client(settings)
-        async with client:
-            found = await client.channels(states=_states(state or []), type=type_, limit=limit)
-        if json_:
-            _out().print_json(render.dumps([render.as_json(c) for c in found]))
-            return
-        _out().print(render.channels_table(found))
+        states = _states(state or [])
+        async with _client(settings) as client:
+            found = await client.channels(states=states, type=type_, limit=limit)
+        _show(json_, found, lambda: render.channels_table(found))
 
     _run(ctx, work)
 
@@ -322,16 +387,13 @@ def tasks(
     limit: Annotated[int, typer.Option(help="At most this many (0 = all).")] = 0,
     json_: JsonOption = False,
 ) -> None:
-    """Running tasks (every task with --all), newest first."""
+    """Running tasks (every task with --all), newest first (with an agent credential: those it may see)."""
 
     async def work(settings: Settings) -> None:
-        client, _ = _client(settings)
-        async with client:
+        async with _client(settings) as client:
             found = await client.tasks(include_ended=all_, limit=limit)
-        if json_:
-            _out().print_json(render.dumps([render.as_json(t) for t in found]))
-            return
-        _out().print(render.tasks_table(found))
+            names = {} if json_ else await _agent_names(client, (t.owner_id for t in found))
+        _show(json_, found, lambda: render.tasks_table(found, names))
 
     _run(ctx, work)
 
@@ -345,20 +407,21 @@ def describe(
     """One channel (metadata, participants, whose turn), task or agent."""
 
     async def work(settings: Settings) -> None:
-        client, _ = _client(settings)
-        async with client:
-            found = await _describe(client, what)
-        kind, message = found
-        if json_:
-            _out().print_json(render.dumps({"kind": kind, kind: render.as_json(message)}))
-            return
-        rows = render.channel_rows(message) if kind == "channel" else render.field_rows(message)
-        _out().print(render.table(f"{kind} {what}", ["field", "value"], rows))
+        async with _client(settings) as client:
+            kind, message = await _describe(client, what)
+            owner = await _agent_names(client, [message.owner_id]) if kind == "task" and not json_ else {}
+        if kind == "channel":
+            rows = render.channel_rows(message)
+        elif kind == "task":
+            rows = render.task_rows(message, owner)
+        else:
+            rows = render.field_rows(message)
+        _show(json_, {"kind": kind, kind: message}, lambda: render.table(f"{kind} {what}", ["field", "value"], rows))
 
     _run(ctx, work)
 
 
-async def _describe(client: OperatorClient, what: str) -> tuple[str, Any]:
+async def _describe(client: Reader, what: str) -> tuple[str, Any]:
     lookups: list[tuple[str, Callable[[str], Awaitable[Any]]]] = [
         ("channel", client.describe_channel),
         ("task", client.get_task),
@@ -385,21 +448,13 @@ def tail(
     """Follow a channel live: its envelopes so far, then each as it is committed, until it ends (Ctrl-C stops)."""
 
     async def work(settings: Settings) -> None:
-        client, as_agent = _client(settings)
-        async with client:
-            names = await _names(client, as_agent)
+        async with _client(settings) as client:
+            names = _channel_names(await client.describe_channel(channel))
             out = _out()
-            async for env in client.read_wal(channel, from_seq=from_seq, follow=True, as_agent=as_agent):
-                _print_envelope(out, env, names, json_)
+            async for env in client.read_wal(channel, from_seq=from_seq, follow=True):
+                _show_line(out, json_, env, partial(render.envelope_line, env, names))
 
     _run(ctx, work)
-
-
-def _print_envelope(out: Console, env: envelope_pb2.Envelope, names: dict[str, str], json_: bool) -> None:
-    if json_:
-        out.print(render.dumps(render.as_json(env)), markup=False, highlight=False, soft_wrap=True)
-    else:
-        out.print(render.envelope_line(env, names))
 
 
 @app.command()
@@ -413,23 +468,17 @@ def wal(
     """Dump a channel's WAL (a progress bar on stderr for a large one)."""
 
     async def work(settings: Settings) -> None:
-        client, as_agent = _client(settings)
-        async with client:
-            names = await _names(client, as_agent)
-            total = 0
-            if not as_agent:
-                last = (await client.describe_channel(channel)).channel.last_seq
-                total = max(0, (until_seq or last) - max(from_seq, 1) + 1)
+        async with _client(settings) as client:
+            described = await client.describe_channel(channel)
+            names = _channel_names(described)
+            last = described.channel.last_seq
+            total = max(0, (until_seq or last) - max(from_seq, 1) + 1)
             out = _out()
-            stream = client.read_wal(channel, from_seq=from_seq, until_seq=until_seq, as_agent=as_agent)
-            if total < PROGRESS_AT:
-                async for env in stream:
-                    _print_envelope(out, env, names, json_)
-                return
-            with Progress(console=_err(), transient=True) as progress:
+            stream = client.read_wal(channel, from_seq=from_seq, until_seq=until_seq)
+            with Progress(console=_err(), transient=True, disable=total < PROGRESS_AT) as progress:
                 bar = progress.add_task(f"reading {channel}", total=total)
                 async for env in stream:
-                    _print_envelope(out, env, names, json_)
+                    _show_line(out, json_, env, partial(render.envelope_line, env, names))
                     progress.advance(bar)
 
     _run(ctx, work)
@@ -438,41 +487,50 @@ def wal(
 # -- audit and calls ------------------------------------------------------------------------
 
 
+def _audit_line(r: hub_pb2.AuditRecord) -> Text:
+    line = Text(f"{r.audit_id:>6} {render.when(r.created_at)} ", style="dim")
+    line.append(r.kind, style="bold")
+    line.append(f" actor={r.actor_id or 'hub'} subject={r.subject_id} {r.detail_json}")
+    return line
+
+
 @app.command()
 def audit(
     ctx: typer.Context,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new records (Ctrl-C stops).")] = False,
     kind: Annotated[str, typer.Option(help="Only this kind, e.g. post_refused.")] = "",
     subject: Annotated[str, typer.Option(help="Only records about this agent, channel or task id.")] = "",
-    after: Annotated[int, typer.Option(help="Only records after this audit id.")] = 0,
-    limit: Annotated[int, typer.Option(help="Without --follow: at most this many (0 = 100).")] = 0,
+    after: Annotated[
+        int | None, typer.Option(help="Records after this audit id (0 = from the start) instead of the newest.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="At most this many records (the newest ones unless --after).")] = 100,
     json_: JsonOption = False,
 ) -> None:
-    """The hub's audit log (refusals, registrations, channel ends, policy reloads, …)."""
+    """The hub's audit log (refusals, registrations, channel ends, policy reloads, …): the newest records,
+    or those after --after; --follow then prints each new one. Operator only."""
 
     async def work(settings: Settings) -> None:
-        client, _ = _client(settings)
         out = _out()
-        async with client:
-            if not follow:
+        if not 1 <= limit <= 10_000:
+            raise InvalidArgument(f"--limit {limit} is out of range: ask for 1 to 10000 records.")
+        async with _client(settings) as client:
+            if after is not None and follow:
+                records, start = [], after
+            elif after is not None:
                 records = await client.list_audit(kind=kind, subject_id=subject, after_id=after, limit=limit)
-                if json_:
-                    out.print_json(render.dumps([render.as_json(r) for r in records]))
-                    return
+            else:  # the newest records (a follower prints them first, then each new one)
+                records = await client.latest_audit(kind=kind, subject_id=subject, limit=limit)
+                start = records[0].audit_id - 1 if records else 0
+            if not follow:
                 rows = (
                     [str(r.audit_id), render.when(r.created_at), r.kind, r.actor_id, r.subject_id, r.detail_json]
                     for r in records
                 )
-                out.print(render.table("audit", ["id", "at (UTC)", "kind", "actor", "subject", "detail"], rows))
+                columns = ["id", "at (UTC)", "kind", "actor", "subject", "detail"]
+                _show(json_, records, lambda: render.table("audit", columns, rows))
                 return
-            async for r in client.follow_audit(kind=kind, subject_id=subject, after_id=after):
-                if json_:
-                    out.print(render.dumps(render.as_json(r)), markup=False, highlight=False, soft_wrap=True)
-                else:
-                    line = Text(f"{r.audit_id:>6} {render.when(r.created_at)} ", style="dim")
-                    line.append(r.kind, style="bold")
-                    line.append(f" actor={r.actor_id or 'hub'} subject={r.subject_id} {r.detail_json}")
-                    out.print(line)
+            async for r in client.follow_audit(kind=kind, subject_id=subject, after_id=start):
+                _show_line(out, json_, r, partial(_audit_line, r))
 
     _run(ctx, work)
 
@@ -484,23 +542,20 @@ def calls(
     limit: Annotated[int, typer.Option(help="At most this many executions (0 = 100).")] = 0,
     json_: JsonOption = False,
 ) -> None:
-    """An A2A call tree: who called whom, with each call's status."""
+    """An A2A call tree: who called whom, with each call's status (with an agent credential: calls it took
+    part in)."""
 
     async def work(settings: Settings) -> None:
-        client, as_agent = _client(settings)
-        async with client:
+        async with _client(settings) as client:
             try:
                 found = await client.list_executions(execution_id=execution, limit=limit)
             except NotFound:
                 found = await client.list_executions(root_session_id=execution, limit=limit)
                 if not found.executions:
                     raise NotFound(f"no A2A execution or root session is named {execution!r}.") from None
-            names = await _names(client, as_agent)
-        if json_:
-            _out().print_json(render.dumps(render.as_json(found)))
-            return
+            names = await _agent_names(client, (a for e in found.executions for a in (e.caller_id, e.target_id)))
         title = f"A2A calls of {execution}" + (" (truncated)" if found.truncated else "")
-        _out().print(render.call_tree(list(found.executions), names, title))
+        _show(json_, found, lambda: render.call_tree(list(found.executions), names, title))
 
     _run(ctx, work)
 
@@ -546,6 +601,13 @@ def console(
         int,
         typer.Option(envvar="AGENTNET_CONSOLE_EVENT_TEXT_BYTES", help="Bytes of an envelope's event data shown."),
     ] = ConsoleOptions.max_event_text_bytes,
+    list_refresh: Annotated[
+        float,
+        typer.Option(
+            envvar="AGENTNET_CONSOLE_LIST_REFRESH",
+            help="Seconds between an open list page's reads of the hub (its rows update live).",
+        ),
+    ] = ConsoleOptions.list_refresh_seconds,
 ) -> None:
     """Serve the live web console for operators (log in with the hub's operator token)."""
     from agentsdk.console.app import Console
@@ -560,6 +622,7 @@ def console(
             max_live_streams=max_live_streams,
             live_rows=live_rows,
             max_event_text_bytes=event_text_bytes,
+            list_refresh_seconds=list_refresh,
         )
         tls = settings.tls_setting()
         sock = bind(host, port, insecure=insecure)
@@ -589,11 +652,7 @@ def knowledge_ls(
     async def work(settings: Settings) -> None:
         request = knowledge_pb2.ListRequest(namespace=settings.namespace, path=path)
         response = await _with_knowledge(settings, lambda rpc: rpc.list(request))
-        if json_:
-            _out().print_json(render.dumps(list(response.entries)))
-            return
-        for entry in response.entries:
-            _out().print(entry, markup=False)
+        _show(json_, list(response.entries), lambda: Text("\n".join(response.entries)))
 
     _run(ctx, work, "knowledge")
 
@@ -606,9 +665,9 @@ def knowledge_cat(ctx: typer.Context, path: Annotated[str, typer.Argument()], js
         request = knowledge_pb2.ReadRequest(namespace=settings.namespace, path=path)
         response = await _with_knowledge(settings, lambda rpc: rpc.read(request))
         if json_:
-            _out().print_json(render.dumps({"path": path, **render.as_json(response)}))
+            _show(json_, {"path": path, **render.as_json(response)}, Text)
             return
-        sys.stdout.write(response.content)
+        sys.stdout.write(response.content)  # the file as it is, not drawn
         sys.stdout.flush()
 
     _run(ctx, work, "knowledge")
@@ -624,13 +683,17 @@ def knowledge_put(
     """Write a file from a local file or stdin."""
 
     async def work(settings: Settings) -> None:
-        content = source.read_text(encoding="utf-8") if source is not None else sys.stdin.read()
+        try:
+            content = source.read_text(encoding="utf-8") if source is not None else sys.stdin.read()
+        except (OSError, UnicodeDecodeError) as err:
+            raise SettingsError(
+                f"cannot read {source or 'stdin'}: {getattr(err, 'strerror', None) or err}. Give a readable UTF-8 "
+                "text file, or pipe the content on stdin."
+            ) from None
         request = knowledge_pb2.WriteRequest(namespace=settings.namespace, path=path, content=content)
         response = await _with_knowledge(settings, lambda rpc: rpc.write(request))
-        if json_:
-            _out().print_json(render.dumps({"path": path, **render.as_json(response)}))
-            return
-        _out().print(f"wrote {path} ({response.size} bytes, version {response.version})", markup=False)
+        wrote = Text(f"wrote {path} ({response.size} bytes, version {response.version})")
+        _show(json_, {"path": path, **render.as_json(response)}, lambda: wrote)
 
     _run(ctx, work, "knowledge")
 
@@ -642,12 +705,14 @@ def knowledge_rm(ctx: typer.Context, path: Annotated[str, typer.Argument()], jso
     async def work(settings: Settings) -> None:
         request = knowledge_pb2.DeleteRequest(namespace=settings.namespace, path=path)
         await _with_knowledge(settings, lambda rpc: rpc.delete(request))
-        if json_:
-            _out().print_json(render.dumps({"path": path, "deleted": True}))
-            return
-        _out().print(f"deleted {path}", markup=False)
+        _show(json_, {"path": path, "deleted": True}, lambda: Text(f"deleted {path}"))
 
     _run(ctx, work, "knowledge")
+
+
+def _change_line(change: knowledge_pb2.ChangeEvent) -> Text:
+    kind = render.enum_name(knowledge_pb2.ChangeKind, change.kind, "CHANGE_KIND_")
+    return Text(f"{kind:<8} {change.path}  v{change.version} {change.size} bytes")
 
 
 @knowledge_app.command("watch")
@@ -667,12 +732,7 @@ def knowledge_watch(
                     if frame.WhichOneof("frame") == "subscribed":
                         _err().print(f"watching {prefix or '/'} in {settings.namespace}", markup=False)
                         continue
-                    change = frame.change
-                    if json_:
-                        out.print(render.dumps(render.as_json(change)), markup=False, soft_wrap=True)
-                    else:
-                        kind = render.enum_name(knowledge_pb2.ChangeKind, change.kind, "CHANGE_KIND_")
-                        out.print(f"{kind:<8} {change.path}  v{change.version} {change.size} bytes", markup=False)
+                    _show_line(out, json_, frame.change, partial(_change_line, frame.change))
             finally:
                 stream.cancel()
 

@@ -37,6 +37,17 @@ def as_json(message: Message) -> dict[str, Any]:
     return data
 
 
+def to_json(value: Any) -> Any:
+    """``value`` as JSON data: messages as :func:`as_json`, lists and dicts item by item."""
+    if isinstance(value, Message):
+        return as_json(value)
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    return value
+
+
 def dumps(value: Any) -> str:
     """One line of JSON."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
@@ -131,16 +142,48 @@ def channel_rows(described: Any) -> list[list[str]]:
     return rows
 
 
-def tasks_table(tasks: Iterable[task_pb2.TaskMetadata]) -> Table:
-    """Tasks, one per row."""
+def tasks_table(tasks: Iterable[task_pb2.TaskMetadata], names: Mapping[str, str]) -> Table:
+    """Tasks, one per row (owners by name where ``names`` knows them)."""
     return table(
         "tasks",
         ["task", "title", "state", "owner", "channel", "created", "updated"],
         (
-            [t.task_id, t.title, task_state(t.state), t.owner_id, t.channel_id, when(t.created_at), when(t.updated_at)]
+            [
+                t.task_id,
+                t.title,
+                task_state(t.state),
+                names.get(t.owner_id, t.owner_id),
+                t.channel_id,
+                when(t.created_at),
+                when(t.updated_at),
+            ]
             for t in tasks
         ),
     )
+
+
+def task_rows(t: task_pb2.TaskMetadata, names: Mapping[str, str]) -> list[list[str]]:
+    """One task as (field, value) rows: its state by name, its owner by name, times as UTC text."""
+    rows = [
+        ["task", t.task_id],
+        ["title", t.title],
+        ["state", task_state(t.state) + (" (cancel requested)" if t.cancel_requested else "")],
+        [
+            "owner",
+            f"{names[t.owner_id]} ({t.owner_id})" if names.get(t.owner_id, t.owner_id) != t.owner_id else t.owner_id,
+        ],
+        ["channel", t.channel_id],
+        ["created", when(t.created_at)],
+        ["updated", when(t.updated_at)],
+    ]
+    optional = [
+        ("expires", when(t.expires_at)),
+        ("progress", t.progress_json),
+        ("result", t.result_json),
+        ("error", t.error),
+        ("cancel reason", t.cancel_reason),
+    ]
+    return rows + [[k, v] for k, v in optional if v]
 
 
 def sender_style(sender_id: str) -> str:

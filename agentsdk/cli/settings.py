@@ -78,6 +78,10 @@ class Settings:
             raise SettingsError(f"the operator token file {path} is empty: it should hold the hub's operator token.")
         return token, False
 
+    def as_agent(self) -> bool:
+        """Whether the command runs as an agent (a credential file or ``AGENTNET_CREDENTIAL`` is given)."""
+        return self.credential_file is not None or bool(os.environ.get("AGENTNET_CREDENTIAL", "").strip())
+
     def _agent_credential(self) -> str:
         if self.credential_file is not None:
             saved = CredentialFile(self.credential_file).load()

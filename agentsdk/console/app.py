@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -102,6 +103,11 @@ def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
+def _digest(html: str) -> str:
+    """A short fingerprint of rendered rows: the live stream sends them only when the page shows others."""
+    return hashlib.sha256(html.encode()).hexdigest()[:16]
+
+
 def _int_param(request: Request, name: str) -> int:
     """A non-negative integer query parameter (0 when absent)."""
     raw = request.query_params.get(name, "")
@@ -161,6 +167,7 @@ class Console:
             Route("/tasks", self._page(self.tasks)),
             Route("/audit", self._page(self.audit)),
             Route("/audit/live", self._live(self.audit_live)),
+            Route("/live/{name}", self._live(self.list_live)),
             Route("/calls", self._page(self.calls)),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
@@ -319,14 +326,15 @@ class Console:
         return self._view("overview.html", session, "overview", status=status)
 
     async def agents(self, request: Request, session: Session) -> Response:
-        """One page of identities by name: online state, kind, capabilities and domains."""
+        """One page of identities by name: online state, kind, capabilities and domains (kept current live)."""
+        return await self._list_page("agents", request, session)
+
+    async def _agents(self, request: Request, session: Session) -> dict[str, Any]:
         online = request.query_params.get("online") == "1"
         page = await session.client.list_agents(
             online_only=online, page_size=self.options.page_size, page_token=request.query_params.get("page_token", "")
         )
-        return self._view(
-            "agents.html", session, "agents", page=page, online=online, token=request.query_params.get("page_token", "")
-        )
+        return {"page": page, "online": online, "token": request.query_params.get("page_token", "")}
 
     async def agent(self, request: Request, session: Session) -> Response:
         """One identity's record: passport, resume, skill, A2A settings, presence."""
@@ -334,7 +342,11 @@ class Console:
         return self._view("agent.html", session, "agents", record=record)
 
     async def channels(self, request: Request, session: Session) -> Response:
-        """One page of channels (newest first) by state and type, with participants and whose turn it is."""
+        """One page of channels (newest first) by state and type, with participants and whose turn it is
+        (kept current live)."""
+        return await self._list_page("channels", request, session)
+
+    async def _channels(self, request: Request, session: Session) -> dict[str, Any]:
         state = request.query_params.get("state", "")
         if state and state not in views.CHANNEL_STATES:
             raise InvalidArgument(
@@ -348,17 +360,14 @@ class Console:
             page_token=request.query_params.get("page_token", ""),
         )
         turns = await views.channel_turns(session.client, page.channels)
-        return self._view(
-            "channels.html",
-            session,
-            "channels",
-            page=page,
-            turns=turns,
-            state=state,
-            type=type_,
-            states=list(views.CHANNEL_STATES),
-            token=request.query_params.get("page_token", ""),
-        )
+        return {
+            "page": page,
+            "turns": turns,
+            "state": state,
+            "type": type_,
+            "states": list(views.CHANNEL_STATES),
+            "token": request.query_params.get("page_token", ""),
+        }
 
     async def channel(self, request: Request, session: Session) -> Response:
         """A channel: who is in it and whose turn it is, and one page of its envelopes (the newest page
@@ -391,21 +400,34 @@ class Console:
         )
 
     async def tasks(self, request: Request, session: Session) -> Response:
-        """One page of tasks, newest first (running only unless ``all=1``)."""
+        """One page of tasks, newest first (running only unless ``all=1``; kept current live)."""
+        return await self._list_page("tasks", request, session)
+
+    async def _tasks(self, request: Request, session: Session) -> dict[str, Any]:
         include_ended = request.query_params.get("all") == "1"
         page = await session.client.list_tasks(
             include_ended=include_ended,
             page_size=self.options.page_size,
             page_token=request.query_params.get("page_token", ""),
         )
-        return self._view(
-            "tasks.html",
-            session,
-            "tasks",
-            page=page,
-            include_ended=include_ended,
-            token=request.query_params.get("page_token", ""),
-        )
+        return {"page": page, "include_ended": include_ended, "token": request.query_params.get("page_token", "")}
+
+    def _list_reader(self, name: str) -> Callable[[Request, Session], Awaitable[dict[str, Any]]]:
+        """What a list page shows (its template's context), read from the hub."""
+        readers: dict[str, Callable[[Request, Session], Awaitable[dict[str, Any]]]] = {
+            "agents": self._agents,
+            "channels": self._channels,
+            "tasks": self._tasks,
+        }
+        return readers[name]
+
+    async def _list_page(self, name: str, request: Request, session: Session) -> Response:
+        """A list page (agents, channels, tasks) whose rows its live stream keeps current."""
+        context = await self._list_reader(name)(request, session)
+        shown = _digest(self.templates.get_template(f"_{name}_rows.html").render(**context))
+        query = "&".join(f"{k}={quote(v, safe='')}" for k, v in request.query_params.items() if k != "shown")
+        live_url = f"/live/{name}?{query}&shown={shown}" if query else f"/live/{name}?shown={shown}"
+        return self._view(f"{name}.html", session, name, live_url=live_url, **context)
 
     async def audit(self, request: Request, session: Session) -> Response:
         """A page of the audit log: the newest records (followed live), or those after ``after``."""
@@ -539,6 +561,58 @@ class Console:
 
         stream = session.client.read_wal(channel_id, from_seq=after + 1, follow=True)
         return self._follow(session, stream, on_envelope, on_idle, "the channel ended")
+
+    async def list_live(self, request: Request, session: Session) -> AsyncIterator[str]:
+        """A list page's rows, read again every ``list_refresh_seconds`` and sent when they changed (the
+        hub has no change stream for its lists: one page read per interval and open page)."""
+        name = request.path_params["name"]
+        if name not in ("agents", "channels", "tasks"):
+            raise NotFound(f"no live list {name[:40]!r}: agents, channels or tasks.")
+        read = self._list_reader(name)
+        rows = self.templates.get_template(f"_{name}_rows.html")
+        first = rows.render(**await read(request, session))  # bad filters fail here, before the stream starts
+        shown = request.query_params.get("shown", "")
+        return self._refresh(
+            session, first, first if _digest(first) == shown else "", lambda: read(request, session), rows
+        )
+
+    async def _refresh(
+        self,
+        session: Session,
+        first: str,
+        shown: str,
+        read: Callable[[], Awaitable[dict[str, Any]]],
+        rows: jinja2.Template,
+    ) -> AsyncIterator[str]:
+        """``first`` (the rows now) unless the page already shows them (``shown``), then each change."""
+        if first != shown:
+            shown = first
+            yield _sse("replace", {"id": "list-rows", "html": shown})
+        else:
+            yield ": the page is current\n\n"
+        ended = asyncio.create_task(session.ended.wait())
+        quiet = 0.0
+        try:
+            while True:
+                done, _ = await asyncio.wait({ended}, timeout=self.options.list_refresh_seconds)
+                if done:
+                    yield _sse("end", {"message": "logged out"})
+                    return
+                try:
+                    html = rows.render(**await read())
+                except AgentNetError as err:
+                    yield _sse("end", {"message": f"stopped: {err.reason}: {err.message}"})
+                    return
+                if html != shown:
+                    shown, quiet = html, 0.0
+                    yield _sse("replace", {"id": "list-rows", "html": html})
+                    continue
+                quiet += self.options.list_refresh_seconds
+                if quiet >= KEEPALIVE_SECONDS:
+                    quiet = 0.0
+                    yield ": keepalive\n\n"
+        finally:
+            ended.cancel()
 
     async def audit_live(self, request: Request, session: Session) -> AsyncIterator[str]:
         """Audit records after ``after`` (matching ``kind`` and ``subject``) as they are written."""

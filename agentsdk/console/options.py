@@ -24,12 +24,17 @@ class ConsoleOptions:
     """Rows a live page keeps: the browser drops the oldest beyond it."""
     max_event_text_bytes: int = 4096
     """An envelope's event data is shown up to this many bytes (then clipped)."""
+    list_refresh_seconds: float = 2.0
+    """An open list page (agents, channels, tasks) reads its page from the hub again this often and shows
+    what changed; in (0, 3600]."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page size {self.page_size} is out of range: use 1 to {MAX_PAGE_SIZE}.")
         if self.session_idle_seconds <= 0:
             raise ValueError(f"session idle timeout {self.session_idle_seconds} must be positive.")
+        if not 0 < self.list_refresh_seconds <= 3600:
+            raise ValueError(f"list refresh {self.list_refresh_seconds} must be in (0, 3600] seconds.")
         for name in ("max_sessions", "max_live_streams", "live_rows", "max_event_text_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name.replace('_', ' ')} must be at least 1.")

@@ -118,23 +118,8 @@ def wal_window(last_seq: int, before: int, page_size: int) -> tuple[int, int]:
 
 
 async def newest_audit_id(client: OperatorClient, *, kind: str = "", subject_id: str = "") -> int:
-    """The id of the newest audit record (matching the filters; 0 = none), in about 2·log2(id) reads."""
-
-    async def any_after(audit_id: int) -> bool:
-        return bool(await client.list_audit(kind=kind, subject_id=subject_id, after_id=audit_id, limit=1))
-
-    if not await any_after(0):
-        return 0
-    low, high = 0, 64
-    while await any_after(high):  # a record above `high`: look twice as far
-        low, high = high, high * 2
-    while high - low > 1:  # a record above `low`, none above `high`
-        middle = (low + high) // 2
-        if await any_after(middle):
-            low = middle
-        else:
-            high = middle
-    return high
+    """The id of the newest audit record matching the filters (0 = none): :meth:`OperatorClient.newest_audit_id`."""
+    return await client.newest_audit_id(kind=kind, subject_id=subject_id)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ const (
 	InvocationFailed = agentnetv1.InvocationStatus_INVOCATION_STATUS_FAILED
 	// InvocationRunning: the call is still running (only in execution listings).
 	InvocationRunning = agentnetv1.InvocationStatus_INVOCATION_STATUS_RUNNING
+	// InvocationCanceled: the caller cancelled the call (CancelExecution).
+	InvocationCanceled = agentnetv1.InvocationStatus_INVOCATION_STATUS_CANCELED
 )
 
 // A2A reply statuses (A2AReply.status in a callee's reply).

@@ -47,6 +47,8 @@ class Running:
     record: a2a_pb2.Execution
     depth: int
     tokens: dict[str, float] = field(default_factory=dict)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once this replica recorded the call's outcome (CancelExecution waits for it)."""
 
 
 class ExecutionLog:
@@ -71,6 +73,28 @@ class ExecutionLog:
             return None
         record = a2a_pb2.Execution.FromString(row.record)
         return Running(record, await self._depth(record))
+
+    async def get(self, execution_id: str) -> a2a_pb2.Execution | None:
+        """The stored execution ``execution_id`` (running or ended), None when unknown."""
+        row = await self._store.get_execution(execution_id)
+        return None if row is None else a2a_pb2.Execution.FromString(row.record)
+
+    async def depth_of(self, record: a2a_pb2.Execution) -> int:
+        """How deep ``record`` is in its call chain (1 = called outside any dispatch)."""
+        return await self._depth(record)
+
+    async def continuation_of(self, record: a2a_pb2.Execution) -> a2a_pb2.Execution | None:
+        """The execution that answered ``record``'s question (InvokeAgent continues_execution_id), if any."""
+        rows = await self._store.list_executions(root_session_id=record.root_session_id, member_id="", limit=1_000_000)
+        for row in rows:
+            other = a2a_pb2.Execution.FromString(row)
+            if other.continues_execution_id == record.execution_id:
+                return other
+        return None
+
+    async def is_member(self, agent_id: str, root_session_id: str) -> bool:
+        """Whether ``agent_id`` took part in ``root_session_id`` (as a caller or a target)."""
+        return agent_id in await self._store.root_session_members(root_session_id)
 
     async def _depth(self, record: a2a_pb2.Execution) -> int:
         """1 + the number of stored ancestors of ``record``."""

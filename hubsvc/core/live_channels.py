@@ -426,7 +426,10 @@ class LiveChannels:
                 self._tasks.apply(ended_tasks)
             self._publish(ch, wires, ended)
 
-        fut.add_done_callback(committed)
+        if fut.done() and not fut.cancelled() and fut.exception() is None:
+            committed(fut)  # written at once (inline): deliver now rather than a loop turn later
+        else:
+            fut.add_done_callback(committed)
         return fut
 
     def _publish(self, ch: ChannelRuntime, wires: list[envelope_pb2.Envelope], ended: bool) -> None:

@@ -91,4 +91,5 @@ class HubOptions:
     max_operator_page: int = 1000
     """Most items an OperatorService list answers in one page (its page_size; larger is INVALID_ARGUMENT)."""
     audit_poll_interval: float = 0.5
-    """Seconds between an OperatorService FollowAudit stream's looks for new audit records."""
+    """Seconds between an OperatorService FollowAudit stream's looks in the store for audit records other
+    replicas wrote (this hub's own commits wake the stream at once)."""

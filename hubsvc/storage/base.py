@@ -250,6 +250,32 @@ class Liveness(abc.ABC):
         """Mark this replica gone now (a clean stop)."""
 
 
+class AuditBell:
+    """Rung each time this process commits audit records, so a FollowAudit stream reads them at once
+    instead of at its next poll of the store (which remains for the records of other replicas)."""
+
+    def __init__(self) -> None:
+        self._rung = asyncio.Event()
+
+    def ring(self) -> None:
+        """Wake every waiter of the current round and start a new round."""
+        self._rung.set()
+        self._rung = asyncio.Event()
+
+    def round(self) -> asyncio.Event:
+        """The current round: take it *before* reading the store, then :meth:`wait` on it, so a commit
+        between the read and the wait is not missed."""
+        return self._rung
+
+    @staticmethod
+    async def wait(round: asyncio.Event, timeout: float) -> None:
+        """Until ``round`` is rung or ``timeout`` seconds pass."""
+        try:
+            await asyncio.wait_for(round.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
 class HubStore(abc.ABC):
     """Durable state of one hub."""
 
@@ -259,6 +285,8 @@ class HubStore(abc.ABC):
     """The backend's name in metrics (``store`` label): "sqlite" or "redis"."""
     liveness: Liveness | None = None
     """The replicas' liveness when several share this store (None: this process is alone)."""
+    audit_bell: AuditBell
+    """Rung when this process commits audit records (set by the backend's ``__init__``)."""
 
     @abc.abstractmethod
     async def open(self) -> None:

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from hubsvc.recorder import NO_RECORDER, Recorder
-from hubsvc.storage.base import HubStore, StoreConflict, StoreUnconfirmed, Writes
+from hubsvc.storage.base import AuditBell, HubStore, StoreConflict, StoreUnconfirmed, Writes
 from netkernel.errors import LostRace, Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
@@ -48,6 +48,8 @@ class GroupCommitStore(HubStore):
         """The writer waits for a bundle (none is being written)."""
         self.recorder: Recorder = NO_RECORDER
         """Told each group's size and commit time, and each bundle that was not written (hubsvc/metrics.py)."""
+        self.audit_bell = AuditBell()
+        """Rung after a committed bundle holding audit records (OperatorService.FollowAudit waits on it)."""
 
     @property
     def write_queue(self) -> int:
@@ -112,7 +114,7 @@ class GroupCommitStore(HubStore):
             self._fail(item, exc)
             return True
         self.recorder.committed(self.kind, 1, time.perf_counter() - started)
-        _resolve(item.fut)
+        self._committed(item)
         return True
 
     def lift_fence(self, channel_id: str) -> asyncio.Future[None]:
@@ -179,11 +181,17 @@ class GroupCommitStore(HubStore):
                 except Exception as one:
                     self._fail(item, one)
                 else:
-                    _resolve(item.fut)
+                    self._committed(item)
             return
         self.recorder.committed(self.kind, len(run), time.perf_counter() - started)
         for item in run:
-            _resolve(item.fut)
+            self._committed(item)
+
+    def _committed(self, item: _Item) -> None:
+        """``item`` is stored: answer its caller, and wake the audit followers if it held audit records."""
+        _resolve(item.fut)
+        if item.writes.audit:
+            self.audit_bell.ring()
 
     def _refuse_fenced(self, item: _Item) -> bool:
         """Fail ``item`` if it writes a fenced channel (an earlier write to it failed); True if so."""

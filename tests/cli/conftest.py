@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,10 +131,9 @@ async def _seed(network: Network) -> None:
         await p.close()
 
 
-@pytest.fixture(scope="module")
-def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
-    """The services, seeded; stopped after the module."""
-    root = tmp_path_factory.mktemp("agentnet-cli")
+@contextmanager
+def _running(root: Path) -> Iterator[Network]:
+    """A hub and a knowledge service under ``root``, seeded; stopped on exit."""
     data = root / "data"
     hub = start_service("hubsvc", ["--data-dir", str(data)], cwd=root)
     knowledge = start_service("knowledgesvc", ["--data-dir", str(data)], cwd=root)
@@ -146,3 +146,18 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
     finally:
         hub.terminate()
         knowledge.terminate()
+
+
+@pytest.fixture(scope="module")
+def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
+    """The seeded services, shared by the module's tests that only read: a test that changes the hub
+    (posts, registers, opens channels) takes :func:`fresh_network`, so no test sees another's data."""
+    with _running(tmp_path_factory.mktemp("agentnet-cli")) as net:
+        yield net
+
+
+@pytest.fixture
+def fresh_network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
+    """Seeded services of this test alone (for a test that changes what the hub holds)."""
+    with _running(tmp_path_factory.mktemp("agentnet-cli-fresh")) as net:
+        yield net

@@ -56,6 +56,7 @@ def test_agents_and_channels_and_tasks(network: Network) -> None:
 
     out = _ok(network.run("tasks"))
     assert network.task_id in out and "write the report" in out and "running" in out
+    assert "alice" in out and network.names["alice"] not in out  # the owner by name
     [task] = _json(network.run("tasks", "--json"))
     assert (task["task_id"], task["state"]) == (network.task_id, "TASK_STATE_RUNNING")
 
@@ -66,7 +67,9 @@ def test_describe_a_channel_a_task_and_an_agent(network: Network) -> None:
     assert "whose turn" in out and "conversation" in out and "opened" in out
     described = _json(network.run("describe", network.channel_id, "--json"))
     assert described["kind"] == "channel" and described["channel"]["live"] is True
-    assert "write the report" in _ok(network.run("describe", network.task_id))
+    task = _ok(network.run("describe", network.task_id))
+    assert "write the report" in task and f"alice ({network.names['alice']})" in task
+    assert "TASK_STATE" not in task and "running" in task
     agent = _json(network.run("describe", "bob", "--json"))
     assert (agent["kind"], agent["agent"]["agent_id"]) == ("agent", network.names["bob"])
 
@@ -124,35 +127,42 @@ def test_knowledge_watch_prints_changes(network: Network, tmp_path: Path) -> Non
         watch.stop()
 
 
-def test_tail_shows_a_message_posted_through_the_sdk(network: Network) -> None:
-    tail = network.spawn("tail", network.channel_id, "--json")
-    plain = network.spawn("--credential-file", str(network.bob_credential_file), "tail", network.channel_id)
+def test_tail_shows_a_message_posted_through_the_sdk(fresh_network: Network) -> None:
+    tail = fresh_network.spawn("tail", fresh_network.channel_id, "--json")
+    plain = fresh_network.spawn(
+        "--credential-file", str(fresh_network.bob_credential_file), "tail", fresh_network.channel_id
+    )
     try:
         tail.wait_for(lambda line: "hi alice" in line, "the stored envelopes")
         plain.wait_for(lambda line: "hi alice" in line, "bob's view of the stored envelopes")
 
         async def post() -> None:
-            async with HubClient.connect(network.hub.target) as hub:
+            async with HubClient.connect(fresh_network.hub.target) as hub:
                 bob = await hub.register_human(
-                    Passport(name="bob", kind="human"), credential_file=network.bob_credential_file
+                    Passport(name="bob", kind="human"), credential_file=fresh_network.bob_credential_file
                 )
-                await bob.send(network.channel_id, "live from the SDK")
+                await bob.send(fresh_network.channel_id, "live from the SDK")
 
         asyncio.run(post())
         line = tail.wait_for(lambda line: "live from the SDK" in line, "the new message")
         envelope = json.loads(line)
-        assert (envelope["sender_id"], envelope["event_data"]["text"]) == (network.names["bob"], "live from the SDK")
+        assert (envelope["sender_id"], envelope["event_data"]["text"]) == (
+            fresh_network.names["bob"],
+            "live from the SDK",
+        )
         plain.wait_for(lambda line: "live from the SDK" in line, "the new message in bob's view")
     finally:
         assert tail.stop() == 130
         plain.stop()
 
 
-def test_audit_follow_prints_new_records(network: Network) -> None:
-    follow = network.spawn("audit", "--follow", "--kind", "agent_registered")
+def test_audit_follow_prints_new_records(fresh_network: Network) -> None:
+    follow = fresh_network.spawn("audit", "--follow", "--kind", "agent_registered")
     try:
-        follow.wait_for(lambda line: "agent_registered" in line and network.names["alice"] in line, "alice's record")
-        dave = asyncio.run(register(network.hub.target, "dave"))
+        follow.wait_for(
+            lambda line: "agent_registered" in line and fresh_network.names["alice"] in line, "alice's record"
+        )
+        dave = asyncio.run(register(fresh_network.hub.target, "dave"))
         follow.wait_for(lambda line: dave.agent_id in line, "dave's registration")
     finally:
         follow.stop()
@@ -166,9 +176,10 @@ def test_refusals_say_why_and_what_to_do(network: Network, tmp_path: Path) -> No
     wrong = network.run("channels", env={"AGENTNET_DATA_DIR": str(tmp_path), "AGENTNET_OPERATOR_TOKEN": "wrong"})
     assert wrong.exit_code == 4 and "UNAUTHENTICATED" in wrong.stderr and "hint:" in wrong.stderr
 
-    as_agent = network.run("--credential-file", str(network.bob_credential_file), "channels")
-    assert as_agent.exit_code == 4 and "PERMISSION_DENIED" in as_agent.stderr
-    assert "operator token" in as_agent.stderr and network.channel_id not in as_agent.output
+    for args in (["audit"], ["audit", "--follow"]):
+        as_agent = network.run("--credential-file", str(network.bob_credential_file), *args)
+        assert as_agent.exit_code == 4 and "operator only" in as_agent.stderr, args
+        assert "--token-file" in as_agent.stderr and "Traceback" not in as_agent.output, args
 
     for args in (["wal", "no-such-channel"], ["describe", "nothing-here"], ["calls", "no-such-call"]):
         unknown = network.run(*args)
@@ -203,12 +214,12 @@ def test_the_operations_doc_examples_run(network: Network) -> None:
         assert result.stdout.strip(), line
 
 
-def test_wal_dumps_a_large_wal_in_order(network: Network) -> None:
+def test_wal_dumps_a_large_wal_in_order(fresh_network: Network) -> None:
     """A WAL past the progress-bar threshold (the bar goes to stderr) is dumped whole, in seq order."""
 
     async def fill() -> str:
-        alice = await register(network.hub.target, "writer")
-        bob = await register(network.hub.target, "reader")
+        alice = await register(fresh_network.hub.target, "writer")
+        bob = await register(fresh_network.hub.target, "reader")
         await alice.connect()
         await bob.connect()
         channel_id = await open_channel(alice, "conversation", [bob])
@@ -223,6 +234,55 @@ def test_wal_dumps_a_large_wal_in_order(network: Network) -> None:
         return channel_id
 
     channel_id = asyncio.run(fill())
-    lines = _ok(network.run("wal", channel_id, "--json")).splitlines()
+    lines = _ok(fresh_network.run("wal", channel_id, "--json")).splitlines()
     texts = [json.loads(line)["event_data"].get("text") for line in lines]
     assert [t for t in texts if t] == [f"line {i}" for i in range(PROGRESS_AT + 50)]
+
+
+def test_an_agent_credential_shows_that_agents_view(network: Network) -> None:
+    """With bob's credential every command an agent may use answers as the hub answers bob: his
+    identity, the identities he may see, his channels (named, not by id), call trees he took no part
+    in refused with what to do instead."""
+    as_bob = ["--credential-file", str(network.bob_credential_file)]
+    status = _json(network.run(*as_bob, "status", "--json"))
+    assert status["health"] == {"hub": "serving", "knowledge": "serving"}
+    assert (status["agent"]["agent_id"], status["live_channels"]) == (network.names["bob"], {"opened": 1})
+    assert "bob" in _ok(network.run(*as_bob, "status"))
+
+    assert {"alice", "bob"} <= {a["name"] for a in _json(network.run(*as_bob, "agents", "--json"))}
+    assert [c["channel_id"] for c in _json(network.run(*as_bob, "channels", "--json"))] == [network.channel_id]
+    assert _json(network.run(*as_bob, "channels", "--state", "closed", "--json")) == []  # the A2A channel is not his
+    assert _json(network.run(*as_bob, "tasks", "--json")) == []  # alice's task is in no channel of his
+    described = _json(network.run(*as_bob, "describe", network.channel_id, "--json"))
+    assert described["kind"] == "channel" and described["channel"]["live"] is True
+    assert "alice (initiator, acked), bob (target, acked)" in _ok(network.run(*as_bob, "describe", network.channel_id))
+    assert _json(network.run(*as_bob, "describe", "alice", "--json"))["agent"]["agent_id"] == network.names["alice"]
+    assert "write the report" in _ok(network.run(*as_bob, "describe", network.task_id))
+
+    out = _ok(network.run(*as_bob, "wal", network.channel_id))
+    assert "alice: hello bob" in out and "bob: hi alice" in out  # names, not ids
+
+    not_his = network.run(*as_bob, "calls", "cli-session")
+    assert not_his.exit_code == 4 and "PERMISSION_DENIED" in not_his.stderr and "hint:" in not_his.stderr
+
+
+def test_knowledge_refusals_say_what_to_do(network: Network, tmp_path: Path) -> None:
+    missing_source = network.run("knowledge", "put", "drafts/x.md", str(tmp_path / "no-such-file"))
+    assert missing_source.exit_code == 2 and "cannot read" in missing_source.stderr
+    assert missing_source.exception is None or isinstance(missing_source.exception, SystemExit)
+    missing = network.run("knowledge", "cat", "drafts/never-written.md")
+    assert missing.exit_code == 5 and "knowledge ls" in missing.stderr and "channels" not in missing.stderr
+
+
+def test_audit_shows_the_newest_records_unless_asked_for_older(network: Network) -> None:
+    every = _json(network.run("audit", "--after", "0", "--limit", "10000", "--json"))
+    assert len(every) > 3
+    newest = _json(network.run("audit", "--limit", "2", "--json"))
+    assert [r["audit_id"] for r in newest] == [r["audit_id"] for r in every[-2:]]
+    oldest = _json(network.run("audit", "--after", "0", "--limit", "2", "--json"))
+    assert [r["audit_id"] for r in oldest] == [r["audit_id"] for r in every[:2]]
+    registered = [r for r in every if r["kind"] == "agent_registered"]
+    newest_of_kind = _json(network.run("audit", "--kind", "agent_registered", "--limit", "1", "--json"))
+    assert [r["audit_id"] for r in newest_of_kind] == [registered[-1]["audit_id"]]
+    bad = network.run("audit", "--limit", "0")
+    assert bad.exit_code == 2 and "--limit 0 is out of range" in bad.stderr

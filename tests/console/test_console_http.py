@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from agentnet.v1 import hub_pb2, task_pb2
 from starlette.testclient import TestClient
 
 from agentsdk.console.app import COOKIE, Console
@@ -170,6 +171,14 @@ def test_agents_are_listed_a_page_at_a_time(logged_in: TestClient, seeded: Seede
     assert bad.status_code == 400 and "INVALID_ARGUMENT" in bad.text
 
 
+def test_an_agent_page_shows_its_record_and_skills(logged_in: TestClient, seeded: Seeded) -> None:
+    page = logged_in.get("/agents/agent-03")
+    assert page.status_code == 200, page.text
+    assert "agent-03" in page.text and "search" in page.text  # the resume's claimed skills
+    missing = logged_in.get("/agents/nobody-here")
+    assert missing.status_code == 404 and "NOT_FOUND" in missing.text
+
+
 def _seqs(html: str) -> list[int]:
     return [int(s) for s in re.findall(r'<tr class="env [^"]+" data-seq="(\d+)">', html)]
 
@@ -218,7 +227,7 @@ def test_the_audit_page_shows_the_newest_records(logged_in: TestClient, seeded: 
 @pytest.fixture(scope="module")
 def console(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleProcess]:
     """``agentnet console`` against the module's hub."""
-    process = start_console(hub.target, cwd=tmp_path_factory.mktemp("console"))
+    process = start_console(hub.target, "--list-refresh", "0.2", cwd=tmp_path_factory.mktemp("console"))
     try:
         yield process
     finally:
@@ -266,6 +275,35 @@ def test_the_channel_stream_sends_each_envelope_as_it_is_committed(
         loop_thread.run(reader.close())
 
 
+def test_the_list_pages_follow_the_hub_live(console: ConsoleProcess, hub: Hub, loop_thread: LoopThread) -> None:
+    """An open Agents or Tasks page gets its rows again when the hub's list changed: a new identity,
+    a task started after the page was read."""
+    with httpx.Client(base_url=console.url, timeout=30, follow_redirects=False) as http:
+        assert login(http, hub.token).status_code == 303
+        for path, change, shows in [
+            ("/agents", lambda: register(hub.target, "aaa-live-newcomer"), "aaa-live-newcomer"),
+            ("/tasks", lambda: _start_task(hub.target, "a task started while watching"), "a task started while"),
+        ]:
+            page = http.get(path).text
+            live_url = re.search(r'<tbody id="list-rows" data-live-url="([^"]+)"', page)
+            assert live_url, path
+            assert shows not in page
+            with http.stream("GET", live_url.group(1).replace("&amp;", "&")) as stream:
+                assert stream.status_code == 200
+                events = _events(stream)  # the page is current: nothing is sent until the list changes
+                loop_thread.run(change())
+                for event, data in events:
+                    assert (event, data["id"]) == ("replace", "list-rows"), (event, data)
+                    if shows in data["html"]:
+                        break
+        assert http.get("/live/nothing").status_code == 400
+
+
+async def _start_task(target: str, title: str) -> None:
+    owner = await register(target, f"owner-{len(title)}")
+    await owner.rpc("ReportTask", hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title))
+
+
 def test_a_live_stream_stops_at_logout(console: ConsoleProcess, hub: Hub) -> None:
     with httpx.Client(base_url=console.url, timeout=30, follow_redirects=False) as http:
         assert login(http, hub.token).status_code == 303
@@ -295,7 +333,7 @@ def test_every_option_the_operations_doc_lists_is_a_console_option() -> None:
     doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     section = doc.split("## The web console", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `(--[a-z-]+)` \| `(AGENTNET_CONSOLE_[A-Z_]+)`", section, re.MULTILINE))
-    assert len(documented) == 9
+    assert len(documented) == 10
     help_text = CliRunner().invoke(app, ["console", "--help"], env={"COLUMNS": "300"}).stdout
     for flag, env in documented:
         assert flag in help_text and env in help_text, flag

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from agentnet.v1 import a2a_pb2, channel_pb2, hub_pb2, task_pb2
 
 from agentsdk.operator import OperatorClient
+from hubsvc.core.options import HubOptions
 from netkernel.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from tests.hub.harness import (
     EV_TEXT,
@@ -20,6 +22,7 @@ from tests.hub.harness import (
     data_of,
     open_channel,
     register,
+    running_hub,
 )
 from tests.hub.test_a2a import a2a_agent, answering, invoke
 from tests.hub.test_replicas import Replicas, on, on_redis, replicas
@@ -208,6 +211,29 @@ async def test_follow_audit_sends_the_log_then_new_records(hub: RunningHub, oper
         follower.cancel()
     later = [r async for r in _first(operator.follow_audit(kind="agent_registered", after_id=records[0].audit_id))]
     assert [r.audit_id for r in later] == [records[1].audit_id]
+
+
+async def test_follow_audit_is_woken_by_the_append_not_the_poll(tmp_path: Path) -> None:
+    """A record this hub commits reaches a FollowAudit stream at once: with the store poll set to a
+    minute (the hub's maximum), a new registration still arrives within the test's wait."""
+    async with (
+        running_hub(tmp_path / "hub.db", HubOptions(audit_poll_interval=60.0)) as slow_poll,
+        OperatorClient(slow_poll.target, slow_poll.operator_token) as client,
+    ):
+        records: list[hub_pb2.AuditRecord] = []
+
+        async def follow() -> None:
+            async for record in client.follow_audit(kind="agent_registered"):
+                records.append(record)
+
+        follower = asyncio.create_task(follow())
+        try:
+            await register(slow_poll.target, "alice")
+            await assert_eventually(lambda: [json.loads(r.detail_json)["name"] for r in records] == ["alice"])
+            await register(slow_poll.target, "bob")
+            await assert_eventually(lambda: [json.loads(r.detail_json)["name"] for r in records] == ["alice", "bob"])
+        finally:
+            follower.cancel()
 
 
 async def _first(stream: AsyncIterator[hub_pb2.AuditRecord]) -> AsyncIterator[hub_pb2.AuditRecord]:

@@ -13,6 +13,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 from agentsdk import Agent
 from agentsdk.network import Hub
@@ -87,3 +88,27 @@ async def test_a_post_its_commit_delivery_and_answering_turn_form_one_trace(
         stored = next(e for e in await user.read_wal(ch.channel_id) if e.envelope_id == ping.envelope_id)
         flags = int(admitted.context.trace_flags)
         assert stored.trace_id == f"00-{trace_id:032x}-{admitted.context.span_id:016x}-{flags:02x}"
+
+
+async def test_the_sdks_unary_calls_are_client_spans_the_hubs_rpc_spans_continue(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """OpenChannel from the SDK: a client span in the SDK, the hub's server span of the same RPC its
+    child (the context travels in the call's traceparent metadata). Streams get no RPC span."""
+    provider, exporter = spans
+    async with Hub.open(tracer_provider=provider) as hub:
+        await hub.register_human(Passport(name="bob", kind="human"))
+        alice = await hub.register_human(Passport(name="alice", kind="human"))
+        await alice.open(type="conversation", target="bob")
+        method = "/agentnet.v1.HubService/OpenChannel"
+
+        def both() -> list[ReadableSpan]:
+            return [s for s in exporter.get_finished_spans() if s.name == method]
+
+        found = await assert_eventually(lambda: len(both()) == 2 and both())
+        [client] = [s for s in found if s.kind == SpanKind.CLIENT]
+        [server] = [s for s in found if s.kind == SpanKind.SERVER]
+        assert server.context.trace_id == client.context.trace_id
+        assert parent_of(server) == client.context.span_id
+        names = {s.name for s in exporter.get_finished_spans()}
+        assert "/agentnet.v1.HubService/Connect" not in names

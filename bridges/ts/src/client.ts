@@ -640,6 +640,9 @@ export class Client {
         customHeaders: options.customHeaders ?? {},
         callToken: options.callToken ?? "",
         rootSessionId: options.rootSessionId ?? "",
+        // This method waits for the answer: it never detaches, and starts a new call.
+        detach: false,
+        continuesExecutionId: "",
       },
       options,
       ((timeoutSeconds ?? 300) + 10) * 1000,

@@ -252,14 +252,18 @@ class OperatorOps:
     # -- audit --------------------------------------------------------------------------
 
     async def follow_audit(self, kind: str, subject_id: str, after_id: int) -> AsyncIterator[hub_pb2.AuditRecord]:
-        """The audit records after ``after_id``, then each new one as it is written (until cancelled)."""
+        """The audit records after ``after_id``, then each new one as it is written (until cancelled): at
+        once for this hub's records (the store's audit bell), within ``--audit-poll-interval`` for those
+        other replicas on a shared store commit."""
+        bell = self.core.store.audit_bell
         while after_id < MAX_AUDIT_ID:
+            rung = bell.round()  # before the read: a commit after it wakes the wait below
             rows = await self.core.store.list_audit(
                 kind=kind, subject_id=subject_id, after_id=after_id, limit=AUDIT_PAGE
             )
             for row in rows:
                 yield audit_record(row)
                 after_id = row.audit_id
-            if len(rows) < AUDIT_PAGE:
-                await asyncio.sleep(self.core.options.audit_poll_interval)
+            if len(rows) < AUDIT_PAGE:  # woken by this hub's next audit commit; polls for other replicas'
+                await bell.wait(rung, self.core.options.audit_poll_interval)
         await asyncio.Event().wait()  # nothing can come after the largest id: wait for the client to go

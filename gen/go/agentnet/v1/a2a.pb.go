@@ -36,6 +36,9 @@ const (
 	InvocationStatus_INVOCATION_STATUS_FAILED InvocationStatus = 3
 	// The invocation is still running (only seen in execution listings).
 	InvocationStatus_INVOCATION_STATUS_RUNNING InvocationStatus = 4
+	// The caller cancelled the running invocation with CancelExecution (or closed
+	// its consulting channel with reason "a2a_canceled"); the callee's channel was closed.
+	InvocationStatus_INVOCATION_STATUS_CANCELED InvocationStatus = 5
 )
 
 // Enum value maps for InvocationStatus.
@@ -46,6 +49,7 @@ var (
 		2: "INVOCATION_STATUS_INPUT_REQUIRED",
 		3: "INVOCATION_STATUS_FAILED",
 		4: "INVOCATION_STATUS_RUNNING",
+		5: "INVOCATION_STATUS_CANCELED",
 	}
 	InvocationStatus_value = map[string]int32{
 		"INVOCATION_STATUS_UNSPECIFIED":    0,
@@ -53,6 +57,7 @@ var (
 		"INVOCATION_STATUS_INPUT_REQUIRED": 2,
 		"INVOCATION_STATUS_FAILED":         3,
 		"INVOCATION_STATUS_RUNNING":        4,
+		"INVOCATION_STATUS_CANCELED":       5,
 	}
 )
 
@@ -293,9 +298,16 @@ type Execution struct {
 	EndedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	// Error text of a failed call.
 	Error string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	// The input-required execution this call answers (InvokeAgentRequest.continues_execution_id):
+	// the same caller, target and root session; "" for a new call.
+	ContinuesExecutionId string `protobuf:"bytes,12,opt,name=continues_execution_id,json=continuesExecutionId,proto3" json:"continues_execution_id,omitempty"`
+	// The callee's answer (completed) or question (input-required), as InvokeAgentResponse.result;
+	// empty while running and for failed or canceled calls.
+	Result string `protobuf:"bytes,13,opt,name=result,proto3" json:"result,omitempty"`
 	// For a call to an outside A2A agent (a remote_a2a identity or a URL): the
-	// remote task's id and context id, so a later call of the same caller to the
-	// same target in the same root session continues a task left input-required.
+	// remote task's id and context id, so a later call that continues this one
+	// (continues_execution_id, or the same caller calling the same target again in
+	// the same root session) continues the remote task left input-required.
 	RemoteTaskId string `protobuf:"bytes,14,opt,name=remote_task_id,json=remoteTaskId,proto3" json:"remote_task_id,omitempty"`
 	// See remote_task_id.
 	RemoteContextId string `protobuf:"bytes,15,opt,name=remote_context_id,json=remoteContextId,proto3" json:"remote_context_id,omitempty"`
@@ -406,6 +418,20 @@ func (x *Execution) GetEndedAt() *timestamppb.Timestamp {
 func (x *Execution) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *Execution) GetContinuesExecutionId() string {
+	if x != nil {
+		return x.ContinuesExecutionId
+	}
+	return ""
+}
+
+func (x *Execution) GetResult() string {
+	if x != nil {
+		return x.Result
 	}
 	return ""
 }
@@ -711,7 +737,7 @@ const file_agentnet_v1_a2a_proto_rawDesc = "" +
 	"\x06skills\x18\x04 \x03(\tR\x06skills\x12\"\n" +
 	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12\x1f\n" +
 	"\vinput_modes\x18\x06 \x03(\tR\n" +
-	"inputModes\"\x86\x04\n" +
+	"inputModes\"\xd4\x04\n" +
 	"\tExecution\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12.\n" +
 	"\x13parent_execution_id\x18\x02 \x01(\tR\x11parentExecutionId\x12&\n" +
@@ -726,7 +752,9 @@ const file_agentnet_v1_a2a_proto_rawDesc = "" +
 	"started_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
 	"\bended_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x14\n" +
-	"\x05error\x18\v \x01(\tR\x05error\x12$\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x124\n" +
+	"\x16continues_execution_id\x18\f \x01(\tR\x14continuesExecutionId\x12\x16\n" +
+	"\x06result\x18\r \x01(\tR\x06result\x12$\n" +
 	"\x0eremote_task_id\x18\x0e \x01(\tR\fremoteTaskId\x12*\n" +
 	"\x11remote_context_id\x18\x0f \x01(\tR\x0fremoteContextId\"\x94\x03\n" +
 	"\vA2ADispatch\x12!\n" +
@@ -751,13 +779,14 @@ const file_agentnet_v1_a2a_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x04 \x01(\tR\x0fprotocolVersion\x12\x1b\n" +
 	"\tcard_name\x18\x05 \x01(\tR\bcardName\x129\n" +
 	"\n" +
-	"fetched_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfetchedAt*\xb9\x01\n" +
+	"fetched_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfetchedAt*\xd9\x01\n" +
 	"\x10InvocationStatus\x12!\n" +
 	"\x1dINVOCATION_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bINVOCATION_STATUS_COMPLETED\x10\x01\x12$\n" +
 	" INVOCATION_STATUS_INPUT_REQUIRED\x10\x02\x12\x1c\n" +
 	"\x18INVOCATION_STATUS_FAILED\x10\x03\x12\x1d\n" +
-	"\x19INVOCATION_STATUS_RUNNING\x10\x04BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
+	"\x19INVOCATION_STATUS_RUNNING\x10\x04\x12\x1e\n" +
+	"\x1aINVOCATION_STATUS_CANCELED\x10\x05BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
 
 var (
 	file_agentnet_v1_a2a_proto_rawDescOnce sync.Once

@@ -3070,8 +3070,19 @@ type InvokeAgentRequest struct {
 	// session that other agents started can be joined only by agents already part
 	// of it. Ignored when call_token is set (the token's root session is used).
 	RootSessionId string `protobuf:"bytes,7,opt,name=root_session_id,json=rootSessionId,proto3" json:"root_session_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Return as soon as the call has started (status RUNNING, with execution_id and
+	// root_session_id) instead of waiting for the answer; the hub waits for it and
+	// records the outcome on the execution (GetExecution, ListExecutions).
+	Detach bool `protobuf:"varint,8,opt,name=detach,proto3" json:"detach,omitempty"`
+	// Answer an execution of this caller that ended input-required: the call goes
+	// to the same target in the same root session (root_session_id and call_token
+	// are then ignored) and its execution records this id. Refusals: NOT_FOUND
+	// (unknown execution); PERMISSION_DENIED (another caller's execution);
+	// INVALID_ARGUMENT (another target); FAILED_PRECONDITION (not input-required,
+	// or already answered).
+	ContinuesExecutionId string `protobuf:"bytes,9,opt,name=continues_execution_id,json=continuesExecutionId,proto3" json:"continues_execution_id,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *InvokeAgentRequest) Reset() {
@@ -3149,6 +3160,20 @@ func (x *InvokeAgentRequest) GetCallToken() string {
 func (x *InvokeAgentRequest) GetRootSessionId() string {
 	if x != nil {
 		return x.RootSessionId
+	}
+	return ""
+}
+
+func (x *InvokeAgentRequest) GetDetach() bool {
+	if x != nil {
+		return x.Detach
+	}
+	return false
+}
+
+func (x *InvokeAgentRequest) GetContinuesExecutionId() string {
+	if x != nil {
+		return x.ContinuesExecutionId
 	}
 	return ""
 }
@@ -3450,6 +3475,190 @@ func (x *ListExecutionsResponse) GetExecutions() []*Execution {
 	return nil
 }
 
+// GetExecutionRequest names one execution.
+type GetExecutionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The execution (InvokeAgentResponse.execution_id).
+	ExecutionId   string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExecutionRequest) Reset() {
+	*x = GetExecutionRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExecutionRequest) ProtoMessage() {}
+
+func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
+func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *GetExecutionRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+// GetExecutionResponse is the execution as recorded.
+type GetExecutionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The execution.
+	Execution     *Execution `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExecutionResponse) Reset() {
+	*x = GetExecutionResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExecutionResponse) ProtoMessage() {}
+
+func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
+func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetExecutionResponse) GetExecution() *Execution {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+// CancelExecutionRequest names the running execution to cancel.
+type CancelExecutionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The execution (InvokeAgentResponse.execution_id).
+	ExecutionId   string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionRequest) Reset() {
+	*x = CancelExecutionRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionRequest) ProtoMessage() {}
+
+func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
+func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *CancelExecutionRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+// CancelExecutionResponse is the execution once cancelled.
+type CancelExecutionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The execution (status CANCELED).
+	Execution     *Execution `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionResponse) Reset() {
+	*x = CancelExecutionResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionResponse) ProtoMessage() {}
+
+func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
+func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *CancelExecutionResponse) GetExecution() *Execution {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
 // ToolSchema describes one tool in the OpenAI function-tool shape.
 type ToolSchema struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3467,7 +3676,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +3688,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +3701,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -3536,7 +3745,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3548,7 +3757,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3561,7 +3770,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListToolsRequest) GetChannelId() string {
@@ -3589,7 +3798,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +3810,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +3823,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolSchema {
@@ -3647,7 +3856,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +3868,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +3881,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -3721,7 +3930,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3942,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3955,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -3777,7 +3986,7 @@ type DelegateRequest struct {
 
 func (x *DelegateRequest) Reset() {
 	*x = DelegateRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3789,7 +3998,7 @@ func (x *DelegateRequest) String() string {
 func (*DelegateRequest) ProtoMessage() {}
 
 func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3802,7 +4011,7 @@ func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateRequest.ProtoReflect.Descriptor instead.
 func (*DelegateRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DelegateRequest) GetTarget() string {
@@ -3855,7 +4064,7 @@ type DelegateResponse struct {
 
 func (x *DelegateResponse) Reset() {
 	*x = DelegateResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +4076,7 @@ func (x *DelegateResponse) String() string {
 func (*DelegateResponse) ProtoMessage() {}
 
 func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +4089,7 @@ func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateResponse.ProtoReflect.Descriptor instead.
 func (*DelegateResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DelegateResponse) GetText() string {
@@ -3922,7 +4131,7 @@ type SayRequest struct {
 
 func (x *SayRequest) Reset() {
 	*x = SayRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +4143,7 @@ func (x *SayRequest) String() string {
 func (*SayRequest) ProtoMessage() {}
 
 func (x *SayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4156,7 @@ func (x *SayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayRequest.ProtoReflect.Descriptor instead.
 func (*SayRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SayRequest) GetContent() string {
@@ -3989,7 +4198,7 @@ type SayResponse struct {
 
 func (x *SayResponse) Reset() {
 	*x = SayResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4001,7 +4210,7 @@ func (x *SayResponse) String() string {
 func (*SayResponse) ProtoMessage() {}
 
 func (x *SayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4014,7 +4223,7 @@ func (x *SayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayResponse.ProtoReflect.Descriptor instead.
 func (*SayResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SayResponse) GetEnvelope() *Envelope {
@@ -4046,7 +4255,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4267,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4280,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AuditRecord) GetAuditId() uint64 {
@@ -4133,7 +4342,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4145,7 +4354,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4158,7 +4367,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListAuditRequest) GetKind() string {
@@ -4200,7 +4409,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4421,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4434,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -4259,7 +4468,7 @@ type RegisterRemoteA2AAgentRequest struct {
 
 func (x *RegisterRemoteA2AAgentRequest) Reset() {
 	*x = RegisterRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4271,7 +4480,7 @@ func (x *RegisterRemoteA2AAgentRequest) String() string {
 func (*RegisterRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4284,7 +4493,7 @@ func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RegisterRemoteA2AAgentRequest) GetCardUrl() string {
@@ -4329,7 +4538,7 @@ type RegisterRemoteA2AAgentResponse struct {
 
 func (x *RegisterRemoteA2AAgentResponse) Reset() {
 	*x = RegisterRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4341,7 +4550,7 @@ func (x *RegisterRemoteA2AAgentResponse) String() string {
 func (*RegisterRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4354,7 +4563,7 @@ func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RegisterRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -4380,7 +4589,7 @@ type RefreshRemoteA2AAgentRequest struct {
 
 func (x *RefreshRemoteA2AAgentRequest) Reset() {
 	*x = RefreshRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4392,7 +4601,7 @@ func (x *RefreshRemoteA2AAgentRequest) String() string {
 func (*RefreshRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4405,7 +4614,7 @@ func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
 }
 
 // RefreshRemoteA2AAgentResponse returns the updated entry.
@@ -4419,7 +4628,7 @@ type RefreshRemoteA2AAgentResponse struct {
 
 func (x *RefreshRemoteA2AAgentResponse) Reset() {
 	*x = RefreshRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4640,7 @@ func (x *RefreshRemoteA2AAgentResponse) String() string {
 func (*RefreshRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4444,7 +4653,7 @@ func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RefreshRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -4651,7 +4860,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"inputModes\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\"N\n" +
 	"\x16DiscoverAgentsResponse\x124\n" +
-	"\x06agents\x18\x01 \x03(\v2\x1c.agentnet.v1.DiscoveredAgentR\x06agents\"\x85\x03\n" +
+	"\x06agents\x18\x01 \x03(\v2\x1c.agentnet.v1.DiscoveredAgentR\x06agents\"\xd3\x03\n" +
 	"\x12InvokeAgentRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -4660,7 +4869,9 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x0ecustom_headers\x18\x05 \x03(\v22.agentnet.v1.InvokeAgentRequest.CustomHeadersEntryR\rcustomHeaders\x12\x1d\n" +
 	"\n" +
 	"call_token\x18\x06 \x01(\tR\tcallToken\x12&\n" +
-	"\x0froot_session_id\x18\a \x01(\tR\rrootSessionId\x1a@\n" +
+	"\x0froot_session_id\x18\a \x01(\tR\rrootSessionId\x12\x16\n" +
+	"\x06detach\x18\b \x01(\bR\x06detach\x124\n" +
+	"\x16continues_execution_id\x18\t \x01(\tR\x14continuesExecutionId\x1a@\n" +
 	"\x12CustomHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
@@ -4686,7 +4897,15 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x16ListExecutionsResponse\x126\n" +
 	"\n" +
 	"executions\x18\x01 \x03(\v2\x16.agentnet.v1.ExecutionR\n" +
-	"executions\"\xa9\x01\n" +
+	"executions\"8\n" +
+	"\x13GetExecutionRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"L\n" +
+	"\x14GetExecutionResponse\x124\n" +
+	"\texecution\x18\x01 \x01(\v2\x16.agentnet.v1.ExecutionR\texecution\";\n" +
+	"\x16CancelExecutionRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"O\n" +
+	"\x17CancelExecutionResponse\x124\n" +
+	"\texecution\x18\x01 \x01(\v2\x16.agentnet.v1.ExecutionR\texecution\"\xa9\x01\n" +
 	"\n" +
 	"ToolSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -4772,7 +4991,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ToolSource\x12\x1b\n" +
 	"\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_SOURCE_PLUGIN\x10\x01\x12\x17\n" +
-	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xf0\x15\n" +
+	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xa3\x17\n" +
 	"\n" +
 	"HubService\x12H\n" +
 	"\aConnect\x12\x1b.agentnet.v1.ConnectRequest\x1a\x1c.agentnet.v1.ConnectResponse(\x010\x01\x12G\n" +
@@ -4805,7 +5024,9 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x0eDiscoverAgents\x12\".agentnet.v1.DiscoverAgentsRequest\x1a#.agentnet.v1.DiscoverAgentsResponse\x12P\n" +
 	"\vInvokeAgent\x12\x1f.agentnet.v1.InvokeAgentRequest\x1a .agentnet.v1.InvokeAgentResponse\x12_\n" +
 	"\x10RefreshCallToken\x12$.agentnet.v1.RefreshCallTokenRequest\x1a%.agentnet.v1.RefreshCallTokenResponse\x12Y\n" +
-	"\x0eListExecutions\x12\".agentnet.v1.ListExecutionsRequest\x1a#.agentnet.v1.ListExecutionsResponse\x12J\n" +
+	"\x0eListExecutions\x12\".agentnet.v1.ListExecutionsRequest\x1a#.agentnet.v1.ListExecutionsResponse\x12S\n" +
+	"\fGetExecution\x12 .agentnet.v1.GetExecutionRequest\x1a!.agentnet.v1.GetExecutionResponse\x12\\\n" +
+	"\x0fCancelExecution\x12#.agentnet.v1.CancelExecutionRequest\x1a$.agentnet.v1.CancelExecutionResponse\x12J\n" +
 	"\tListTools\x12\x1d.agentnet.v1.ListToolsRequest\x1a\x1e.agentnet.v1.ListToolsResponse\x12G\n" +
 	"\bCallTool\x12\x1c.agentnet.v1.CallToolRequest\x1a\x1d.agentnet.v1.CallToolResponse\x12G\n" +
 	"\bDelegate\x12\x1c.agentnet.v1.DelegateRequest\x1a\x1d.agentnet.v1.DelegateResponse\x128\n" +
@@ -4827,7 +5048,7 @@ func file_agentnet_v1_hub_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_hub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_agentnet_v1_hub_proto_goTypes = []any{
 	(TaskScope)(0),                         // 0: agentnet.v1.TaskScope
 	(ToolSource)(0),                        // 1: agentnet.v1.ToolSource
@@ -4885,164 +5106,174 @@ var file_agentnet_v1_hub_proto_goTypes = []any{
 	(*RefreshCallTokenResponse)(nil),       // 53: agentnet.v1.RefreshCallTokenResponse
 	(*ListExecutionsRequest)(nil),          // 54: agentnet.v1.ListExecutionsRequest
 	(*ListExecutionsResponse)(nil),         // 55: agentnet.v1.ListExecutionsResponse
-	(*ToolSchema)(nil),                     // 56: agentnet.v1.ToolSchema
-	(*ListToolsRequest)(nil),               // 57: agentnet.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),              // 58: agentnet.v1.ListToolsResponse
-	(*CallToolRequest)(nil),                // 59: agentnet.v1.CallToolRequest
-	(*CallToolResponse)(nil),               // 60: agentnet.v1.CallToolResponse
-	(*DelegateRequest)(nil),                // 61: agentnet.v1.DelegateRequest
-	(*DelegateResponse)(nil),               // 62: agentnet.v1.DelegateResponse
-	(*SayRequest)(nil),                     // 63: agentnet.v1.SayRequest
-	(*SayResponse)(nil),                    // 64: agentnet.v1.SayResponse
-	(*AuditRecord)(nil),                    // 65: agentnet.v1.AuditRecord
-	(*ListAuditRequest)(nil),               // 66: agentnet.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 67: agentnet.v1.ListAuditResponse
-	(*RegisterRemoteA2AAgentRequest)(nil),  // 68: agentnet.v1.RegisterRemoteA2AAgentRequest
-	(*RegisterRemoteA2AAgentResponse)(nil), // 69: agentnet.v1.RegisterRemoteA2AAgentResponse
-	(*RefreshRemoteA2AAgentRequest)(nil),   // 70: agentnet.v1.RefreshRemoteA2AAgentRequest
-	(*RefreshRemoteA2AAgentResponse)(nil),  // 71: agentnet.v1.RefreshRemoteA2AAgentResponse
-	nil,                                    // 72: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	(*Passport)(nil),                       // 73: agentnet.v1.Passport
-	(*Resume)(nil),                         // 74: agentnet.v1.Resume
-	(*A2ASettings)(nil),                    // 75: agentnet.v1.A2ASettings
-	(*AgentRecord)(nil),                    // 76: agentnet.v1.AgentRecord
-	(PassportKind)(0),                      // 77: agentnet.v1.PassportKind
-	(*AgentSummary)(nil),                   // 78: agentnet.v1.AgentSummary
-	(*Envelope)(nil),                       // 79: agentnet.v1.Envelope
-	(*ChannelMetadata)(nil),                // 80: agentnet.v1.ChannelMetadata
-	(*ErrorDetail)(nil),                    // 81: agentnet.v1.ErrorDetail
-	(TaskEventKind)(0),                     // 82: agentnet.v1.TaskEventKind
-	(*TaskMetadata)(nil),                   // 83: agentnet.v1.TaskMetadata
-	(*timestamppb.Timestamp)(nil),          // 84: google.protobuf.Timestamp
-	(*DiscoveredAgent)(nil),                // 85: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),                  // 86: agentnet.v1.InvocationStatus
-	(*Execution)(nil),                      // 87: agentnet.v1.Execution
-	(*ConnectRequest)(nil),                 // 88: agentnet.v1.ConnectRequest
-	(*ConnectResponse)(nil),                // 89: agentnet.v1.ConnectResponse
+	(*GetExecutionRequest)(nil),            // 56: agentnet.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),           // 57: agentnet.v1.GetExecutionResponse
+	(*CancelExecutionRequest)(nil),         // 58: agentnet.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),        // 59: agentnet.v1.CancelExecutionResponse
+	(*ToolSchema)(nil),                     // 60: agentnet.v1.ToolSchema
+	(*ListToolsRequest)(nil),               // 61: agentnet.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),              // 62: agentnet.v1.ListToolsResponse
+	(*CallToolRequest)(nil),                // 63: agentnet.v1.CallToolRequest
+	(*CallToolResponse)(nil),               // 64: agentnet.v1.CallToolResponse
+	(*DelegateRequest)(nil),                // 65: agentnet.v1.DelegateRequest
+	(*DelegateResponse)(nil),               // 66: agentnet.v1.DelegateResponse
+	(*SayRequest)(nil),                     // 67: agentnet.v1.SayRequest
+	(*SayResponse)(nil),                    // 68: agentnet.v1.SayResponse
+	(*AuditRecord)(nil),                    // 69: agentnet.v1.AuditRecord
+	(*ListAuditRequest)(nil),               // 70: agentnet.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 71: agentnet.v1.ListAuditResponse
+	(*RegisterRemoteA2AAgentRequest)(nil),  // 72: agentnet.v1.RegisterRemoteA2AAgentRequest
+	(*RegisterRemoteA2AAgentResponse)(nil), // 73: agentnet.v1.RegisterRemoteA2AAgentResponse
+	(*RefreshRemoteA2AAgentRequest)(nil),   // 74: agentnet.v1.RefreshRemoteA2AAgentRequest
+	(*RefreshRemoteA2AAgentResponse)(nil),  // 75: agentnet.v1.RefreshRemoteA2AAgentResponse
+	nil,                                    // 76: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	(*Passport)(nil),                       // 77: agentnet.v1.Passport
+	(*Resume)(nil),                         // 78: agentnet.v1.Resume
+	(*A2ASettings)(nil),                    // 79: agentnet.v1.A2ASettings
+	(*AgentRecord)(nil),                    // 80: agentnet.v1.AgentRecord
+	(PassportKind)(0),                      // 81: agentnet.v1.PassportKind
+	(*AgentSummary)(nil),                   // 82: agentnet.v1.AgentSummary
+	(*Envelope)(nil),                       // 83: agentnet.v1.Envelope
+	(*ChannelMetadata)(nil),                // 84: agentnet.v1.ChannelMetadata
+	(*ErrorDetail)(nil),                    // 85: agentnet.v1.ErrorDetail
+	(TaskEventKind)(0),                     // 86: agentnet.v1.TaskEventKind
+	(*TaskMetadata)(nil),                   // 87: agentnet.v1.TaskMetadata
+	(*timestamppb.Timestamp)(nil),          // 88: google.protobuf.Timestamp
+	(*DiscoveredAgent)(nil),                // 89: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),                  // 90: agentnet.v1.InvocationStatus
+	(*Execution)(nil),                      // 91: agentnet.v1.Execution
+	(*ConnectRequest)(nil),                 // 92: agentnet.v1.ConnectRequest
+	(*ConnectResponse)(nil),                // 93: agentnet.v1.ConnectResponse
 }
 var file_agentnet_v1_hub_proto_depIdxs = []int32{
-	73, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
-	74, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
-	75, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	76, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
-	73, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
-	74, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
-	76, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
-	77, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
-	78, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	76, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	76, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
-	74, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
-	76, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
-	79, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
-	80, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	80, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	80, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	77, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
+	78, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
+	79, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	80, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
+	77, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
+	78, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
+	80, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
+	81, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
+	82, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	80, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	80, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
+	78, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
+	80, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
+	83, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
+	84, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	84, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	84, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
 	22, // 17: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
-	80, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	79, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	79, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
-	79, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
-	81, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
-	82, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
-	83, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	84, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	83, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	83, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
+	83, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
+	85, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
+	86, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
+	87, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
 	0,  // 25: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
-	83, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	83, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	83, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	83, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	84, // 30: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
+	87, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	87, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	87, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	87, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	88, // 30: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
 	41, // 31: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
 	41, // 32: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	75, // 33: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	76, // 34: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	85, // 35: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	72, // 36: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	86, // 37: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	84, // 38: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	87, // 39: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	1,  // 40: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
-	56, // 41: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	79, // 42: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	84, // 43: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
-	65, // 44: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	73, // 45: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
-	75, // 46: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	76, // 47: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	76, // 48: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	88, // 49: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,  // 50: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,  // 51: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,  // 52: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,  // 53: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10, // 54: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12, // 55: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14, // 56: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16, // 57: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	18, // 58: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	20, // 59: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	23, // 60: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	25, // 61: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	27, // 62: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	29, // 63: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	31, // 64: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	33, // 65: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	35, // 66: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	37, // 67: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	39, // 68: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	42, // 69: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	44, // 70: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	46, // 71: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	48, // 72: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	50, // 73: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	52, // 74: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	54, // 75: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	57, // 76: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	59, // 77: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	61, // 78: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	63, // 79: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	66, // 80: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	68, // 81: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
-	70, // 82: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
-	89, // 83: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,  // 84: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,  // 85: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,  // 86: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,  // 87: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11, // 88: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13, // 89: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15, // 90: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17, // 91: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	19, // 92: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	21, // 93: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	24, // 94: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	26, // 95: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	28, // 96: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	30, // 97: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	32, // 98: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	34, // 99: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	36, // 100: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	38, // 101: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	40, // 102: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	43, // 103: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	45, // 104: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	47, // 105: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	49, // 106: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	51, // 107: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	53, // 108: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	55, // 109: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	58, // 110: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	60, // 111: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	62, // 112: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	64, // 113: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	67, // 114: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	69, // 115: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
-	71, // 116: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
-	83, // [83:117] is the sub-list for method output_type
-	49, // [49:83] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	79, // 33: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	80, // 34: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	89, // 35: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	76, // 36: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	90, // 37: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	88, // 38: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	91, // 39: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	91, // 40: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	91, // 41: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	1,  // 42: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
+	60, // 43: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
+	83, // 44: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	88, // 45: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	69, // 46: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
+	77, // 47: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
+	79, // 48: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	80, // 49: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	80, // 50: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	92, // 51: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,  // 52: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,  // 53: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,  // 54: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,  // 55: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10, // 56: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12, // 57: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14, // 58: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16, // 59: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	18, // 60: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	20, // 61: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	23, // 62: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	25, // 63: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	27, // 64: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	29, // 65: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	31, // 66: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	33, // 67: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	35, // 68: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	37, // 69: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	39, // 70: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	42, // 71: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	44, // 72: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	46, // 73: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	48, // 74: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	50, // 75: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	52, // 76: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	54, // 77: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	56, // 78: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
+	58, // 79: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
+	61, // 80: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	63, // 81: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	65, // 82: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	67, // 83: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	70, // 84: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	72, // 85: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
+	74, // 86: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
+	93, // 87: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,  // 88: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,  // 89: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,  // 90: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,  // 91: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11, // 92: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13, // 93: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15, // 94: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17, // 95: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	19, // 96: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	21, // 97: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	24, // 98: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	26, // 99: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	28, // 100: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	30, // 101: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	32, // 102: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	34, // 103: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	36, // 104: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	38, // 105: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	40, // 106: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	43, // 107: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	45, // 108: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	47, // 109: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	49, // 110: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	51, // 111: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	53, // 112: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	55, // 113: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	57, // 114: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
+	59, // 115: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
+	62, // 116: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	64, // 117: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	66, // 118: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	68, // 119: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	71, // 120: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	73, // 121: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
+	75, // 122: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
+	87, // [87:123] is the sub-list for method output_type
+	51, // [51:87] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }
@@ -5068,14 +5299,14 @@ func file_agentnet_v1_hub_proto_init() {
 	}
 	file_agentnet_v1_hub_proto_msgTypes[29].OneofWrappers = []any{}
 	file_agentnet_v1_hub_proto_msgTypes[48].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[61].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[65].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_hub_proto_rawDesc), len(file_agentnet_v1_hub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   71,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,8 @@ const (
 	HubService_InvokeAgent_FullMethodName            = "/agentnet.v1.HubService/InvokeAgent"
 	HubService_RefreshCallToken_FullMethodName       = "/agentnet.v1.HubService/RefreshCallToken"
 	HubService_ListExecutions_FullMethodName         = "/agentnet.v1.HubService/ListExecutions"
+	HubService_GetExecution_FullMethodName           = "/agentnet.v1.HubService/GetExecution"
+	HubService_CancelExecution_FullMethodName        = "/agentnet.v1.HubService/CancelExecution"
 	HubService_ListTools_FullMethodName              = "/agentnet.v1.HubService/ListTools"
 	HubService_CallTool_FullMethodName               = "/agentnet.v1.HubService/CallTool"
 	HubService_Delegate_FullMethodName               = "/agentnet.v1.HubService/Delegate"
@@ -265,6 +267,20 @@ type HubServiceClient interface {
 	// Refusals: PERMISSION_DENIED (a root session the caller took no part in);
 	// INVALID_ARGUMENT (negative limit).
 	ListExecutions(ctx context.Context, in *ListExecutionsRequest, opts ...grpc.CallOption) (*ListExecutionsResponse, error)
+	// GetExecution returns one A2A execution to an agent that took part in its root
+	// session (its caller, its target, or another agent of the call tree).
+	// Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+	// a root session the caller took no part in).
+	GetExecution(ctx context.Context, in *GetExecutionRequest, opts ...grpc.CallOption) (*GetExecutionResponse, error)
+	// CancelExecution cancels a running A2A execution: only its caller may, the
+	// callee's consulting channel is closed (reason "a2a_canceled") and the
+	// execution ends with status CANCELED (the response shows it; asked of a hub
+	// replica other than the one running the call, the response may still show
+	// RUNNING for the moment that replica takes to record it: GetExecution then
+	// shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+	// NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+	// FAILED_PRECONDITION (the execution has already ended).
+	CancelExecution(ctx context.Context, in *CancelExecutionRequest, opts ...grpc.CallOption) (*CancelExecutionResponse, error)
 	// ListTools returns the JSON schemas of the tools the caller may use right
 	// now: the five plugin tools and the adapter tools of `channel_id` for this turn.
 	// Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
@@ -610,6 +626,26 @@ func (c *hubServiceClient) ListExecutions(ctx context.Context, in *ListExecution
 	return out, nil
 }
 
+func (c *hubServiceClient) GetExecution(ctx context.Context, in *GetExecutionRequest, opts ...grpc.CallOption) (*GetExecutionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetExecutionResponse)
+	err := c.cc.Invoke(ctx, HubService_GetExecution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) CancelExecution(ctx context.Context, in *CancelExecutionRequest, opts ...grpc.CallOption) (*CancelExecutionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelExecutionResponse)
+	err := c.cc.Invoke(ctx, HubService_CancelExecution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *hubServiceClient) ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListToolsResponse)
@@ -890,6 +926,20 @@ type HubServiceServer interface {
 	// Refusals: PERMISSION_DENIED (a root session the caller took no part in);
 	// INVALID_ARGUMENT (negative limit).
 	ListExecutions(context.Context, *ListExecutionsRequest) (*ListExecutionsResponse, error)
+	// GetExecution returns one A2A execution to an agent that took part in its root
+	// session (its caller, its target, or another agent of the call tree).
+	// Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+	// a root session the caller took no part in).
+	GetExecution(context.Context, *GetExecutionRequest) (*GetExecutionResponse, error)
+	// CancelExecution cancels a running A2A execution: only its caller may, the
+	// callee's consulting channel is closed (reason "a2a_canceled") and the
+	// execution ends with status CANCELED (the response shows it; asked of a hub
+	// replica other than the one running the call, the response may still show
+	// RUNNING for the moment that replica takes to record it: GetExecution then
+	// shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+	// NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+	// FAILED_PRECONDITION (the execution has already ended).
+	CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error)
 	// ListTools returns the JSON schemas of the tools the caller may use right
 	// now: the five plugin tools and the adapter tools of `channel_id` for this turn.
 	// Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
@@ -1033,6 +1083,12 @@ func (UnimplementedHubServiceServer) RefreshCallToken(context.Context, *RefreshC
 }
 func (UnimplementedHubServiceServer) ListExecutions(context.Context, *ListExecutionsRequest) (*ListExecutionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListExecutions not implemented")
+}
+func (UnimplementedHubServiceServer) GetExecution(context.Context, *GetExecutionRequest) (*GetExecutionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetExecution not implemented")
+}
+func (UnimplementedHubServiceServer) CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelExecution not implemented")
 }
 func (UnimplementedHubServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
@@ -1544,6 +1600,42 @@ func _HubService_ListExecutions_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HubService_GetExecution_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetExecutionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).GetExecution(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_GetExecution_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).GetExecution(ctx, req.(*GetExecutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_CancelExecution_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelExecutionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).CancelExecution(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_CancelExecution_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).CancelExecution(ctx, req.(*CancelExecutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _HubService_ListTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListToolsRequest)
 	if err := dec(in); err != nil {
@@ -1776,6 +1868,14 @@ var HubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListExecutions",
 			Handler:    _HubService_ListExecutions_Handler,
+		},
+		{
+			MethodName: "GetExecution",
+			Handler:    _HubService_GetExecution_Handler,
+		},
+		{
+			MethodName: "CancelExecution",
+			Handler:    _HubService_CancelExecution_Handler,
 		},
 		{
 			MethodName: "ListTools",

@@ -96,8 +96,9 @@ type OperatorServiceClient interface {
 	// both are given.
 	ListExecutions(ctx context.Context, in *OperatorServiceListExecutionsRequest, opts ...grpc.CallOption) (*OperatorServiceListExecutionsResponse, error)
 	// FollowAudit streams the audit log from after_id, in audit_id order, then
-	// each new record as it is written (the hub looks for new records every
-	// --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+	// each new record as it is written, until the client cancels: a record the
+	// answering hub commits is sent at once; on a store several replicas share,
+	// the others' records within --audit-poll-interval seconds (0.5 by default).
 	// For a one-off read use HubService.ListAudit.
 	FollowAudit(ctx context.Context, in *FollowAuditRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FollowAuditResponse], error)
 }
@@ -293,8 +294,9 @@ type OperatorServiceServer interface {
 	// both are given.
 	ListExecutions(context.Context, *OperatorServiceListExecutionsRequest) (*OperatorServiceListExecutionsResponse, error)
 	// FollowAudit streams the audit log from after_id, in audit_id order, then
-	// each new record as it is written (the hub looks for new records every
-	// --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+	// each new record as it is written, until the client cancels: a record the
+	// answering hub commits is sent at once; on a store several replicas share,
+	// the others' records within --audit-poll-interval seconds (0.5 by default).
 	// For a one-off read use HubService.ListAudit.
 	FollowAudit(*FollowAuditRequest, grpc.ServerStreamingServer[FollowAuditResponse]) error
 	mustEmbedUnimplementedOperatorServiceServer()

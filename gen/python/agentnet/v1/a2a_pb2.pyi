@@ -41,6 +41,10 @@ class _InvocationStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Invo
     """The target failed, refused, or did not answer in time; `error` says why."""
     INVOCATION_STATUS_RUNNING: _InvocationStatus.ValueType  # 4
     """The invocation is still running (only seen in execution listings)."""
+    INVOCATION_STATUS_CANCELED: _InvocationStatus.ValueType  # 5
+    """The caller cancelled the running invocation with CancelExecution (or closed
+    its consulting channel with reason "a2a_canceled"); the callee's channel was closed.
+    """
 
 class InvocationStatus(_InvocationStatus, metaclass=_InvocationStatusEnumTypeWrapper):
     """InvocationStatus is the outcome of an A2A invocation."""
@@ -55,6 +59,10 @@ INVOCATION_STATUS_FAILED: InvocationStatus.ValueType  # 3
 """The target failed, refused, or did not answer in time; `error` says why."""
 INVOCATION_STATUS_RUNNING: InvocationStatus.ValueType  # 4
 """The invocation is still running (only seen in execution listings)."""
+INVOCATION_STATUS_CANCELED: InvocationStatus.ValueType  # 5
+"""The caller cancelled the running invocation with CancelExecution (or closed
+its consulting channel with reason "a2a_canceled"); the callee's channel was closed.
+"""
 Global___InvocationStatus: _TypeAlias = InvocationStatus  # noqa: Y015
 
 @_typing.final
@@ -178,6 +186,8 @@ class Execution(_message.Message):
     STARTED_AT_FIELD_NUMBER: _builtins.int
     ENDED_AT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    CONTINUES_EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
     REMOTE_TASK_ID_FIELD_NUMBER: _builtins.int
     REMOTE_CONTEXT_ID_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
@@ -198,10 +208,19 @@ class Execution(_message.Message):
     """The consulting channel that carried the call."""
     error: _builtins.str
     """Error text of a failed call."""
+    continues_execution_id: _builtins.str
+    """The input-required execution this call answers (InvokeAgentRequest.continues_execution_id):
+    the same caller, target and root session; "" for a new call.
+    """
+    result: _builtins.str
+    """The callee's answer (completed) or question (input-required), as InvokeAgentResponse.result;
+    empty while running and for failed or canceled calls.
+    """
     remote_task_id: _builtins.str
     """For a call to an outside A2A agent (a remote_a2a identity or a URL): the
-    remote task's id and context id, so a later call of the same caller to the
-    same target in the same root session continues a task left input-required.
+    remote task's id and context id, so a later call that continues this one
+    (continues_execution_id, or the same caller calling the same target again in
+    the same root session) continues the remote task left input-required.
     """
     remote_context_id: _builtins.str
     """See remote_task_id."""
@@ -227,12 +246,14 @@ class Execution(_message.Message):
         started_at: _timestamp_pb2.Timestamp | None = ...,
         ended_at: _timestamp_pb2.Timestamp | None = ...,
         error: _builtins.str = ...,
+        continues_execution_id: _builtins.str = ...,
+        result: _builtins.str = ...,
         remote_task_id: _builtins.str = ...,
         remote_context_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ended_at", b"ended_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller_id", b"caller_id", "channel_id", b"channel_id", "ended_at", b"ended_at", "error", b"error", "execution_id", b"execution_id", "parent_execution_id", b"parent_execution_id", "remote_context_id", b"remote_context_id", "remote_task_id", b"remote_task_id", "root_session_id", b"root_session_id", "skill", b"skill", "started_at", b"started_at", "status", b"status", "target_id", b"target_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller_id", b"caller_id", "channel_id", b"channel_id", "continues_execution_id", b"continues_execution_id", "ended_at", b"ended_at", "error", b"error", "execution_id", b"execution_id", "parent_execution_id", b"parent_execution_id", "remote_context_id", b"remote_context_id", "remote_task_id", b"remote_task_id", "result", b"result", "root_session_id", b"root_session_id", "skill", b"skill", "started_at", b"started_at", "status", b"status", "target_id", b"target_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

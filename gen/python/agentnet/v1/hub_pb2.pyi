@@ -1595,6 +1595,8 @@ class InvokeAgentRequest(_message.Message):
     CUSTOM_HEADERS_FIELD_NUMBER: _builtins.int
     CALL_TOKEN_FIELD_NUMBER: _builtins.int
     ROOT_SESSION_ID_FIELD_NUMBER: _builtins.int
+    DETACH_FIELD_NUMBER: _builtins.int
+    CONTINUES_EXECUTION_ID_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The target: an agent id or name, or the http(s) URL of an outside A2A
     agent (its card's URL or its base URL; docs/a2a.md "Calling outside A2A agents").
@@ -1618,6 +1620,19 @@ class InvokeAgentRequest(_message.Message):
     session that other agents started can be joined only by agents already part
     of it. Ignored when call_token is set (the token's root session is used).
     """
+    detach: _builtins.bool
+    """Return as soon as the call has started (status RUNNING, with execution_id and
+    root_session_id) instead of waiting for the answer; the hub waits for it and
+    records the outcome on the execution (GetExecution, ListExecutions).
+    """
+    continues_execution_id: _builtins.str
+    """Answer an execution of this caller that ended input-required: the call goes
+    to the same target in the same root session (root_session_id and call_token
+    are then ignored) and its execution records this id. Refusals: NOT_FOUND
+    (unknown execution); PERMISSION_DENIED (another caller's execution);
+    INVALID_ARGUMENT (another target); FAILED_PRECONDITION (not input-required,
+    or already answered).
+    """
     @_builtins.property
     def custom_headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Headers forwarded to the callee. A key starting with "a2a-" (any case) is
@@ -1635,10 +1650,12 @@ class InvokeAgentRequest(_message.Message):
         custom_headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         call_token: _builtins.str = ...,
         root_session_id: _builtins.str = ...,
+        detach: _builtins.bool = ...,
+        continues_execution_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_timeout_seconds", b"_timeout_seconds", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_timeout_seconds", b"_timeout_seconds", "agent_id", b"agent_id", "call_token", b"call_token", "custom_headers", b"custom_headers", "message", b"message", "root_session_id", b"root_session_id", "skill", b"skill", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_timeout_seconds", b"_timeout_seconds", "agent_id", b"agent_id", "call_token", b"call_token", "continues_execution_id", b"continues_execution_id", "custom_headers", b"custom_headers", "detach", b"detach", "message", b"message", "root_session_id", b"root_session_id", "skill", b"skill", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__timeout_seconds: _TypeAlias = _typing.Literal["timeout_seconds"]  # noqa: Y015
     _WhichOneofArgType__timeout_seconds: _TypeAlias = _typing.Literal["_timeout_seconds", b"_timeout_seconds"]  # noqa: Y015
@@ -1794,6 +1811,98 @@ class ListExecutionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListExecutionsResponse: _TypeAlias = ListExecutionsResponse  # noqa: Y015
+
+@_typing.final
+class GetExecutionRequest(_message.Message):
+    """GetExecutionRequest names one execution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """The execution (InvokeAgentResponse.execution_id)."""
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetExecutionRequest: _TypeAlias = GetExecutionRequest  # noqa: Y015
+
+@_typing.final
+class GetExecutionResponse(_message.Message):
+    """GetExecutionResponse is the execution as recorded."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def execution(self) -> _a2a_pb2.Execution:
+        """The execution."""
+
+    def __init__(
+        self,
+        *,
+        execution: _a2a_pb2.Execution | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetExecutionResponse: _TypeAlias = GetExecutionResponse  # noqa: Y015
+
+@_typing.final
+class CancelExecutionRequest(_message.Message):
+    """CancelExecutionRequest names the running execution to cancel."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """The execution (InvokeAgentResponse.execution_id)."""
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelExecutionRequest: _TypeAlias = CancelExecutionRequest  # noqa: Y015
+
+@_typing.final
+class CancelExecutionResponse(_message.Message):
+    """CancelExecutionResponse is the execution once cancelled."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def execution(self) -> _a2a_pb2.Execution:
+        """The execution (status CANCELED)."""
+
+    def __init__(
+        self,
+        *,
+        execution: _a2a_pb2.Execution | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelExecutionResponse: _TypeAlias = CancelExecutionResponse  # noqa: Y015
 
 @_typing.final
 class ToolSchema(_message.Message):

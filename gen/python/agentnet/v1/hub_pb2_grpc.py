@@ -198,6 +198,16 @@ class HubServiceStub:
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.ListExecutionsRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.ListExecutionsResponse.FromString,
                 _registered_method=True)
+        self.GetExecution = channel.unary_unary(
+                '/agentnet.v1.HubService/GetExecution',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.GetExecutionRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.GetExecutionResponse.FromString,
+                _registered_method=True)
+        self.CancelExecution = channel.unary_unary(
+                '/agentnet.v1.HubService/CancelExecution',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.CancelExecutionRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.CancelExecutionResponse.FromString,
+                _registered_method=True)
         self.ListTools = channel.unary_unary(
                 '/agentnet.v1.HubService/ListTools',
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.ListToolsRequest.SerializeToString,
@@ -578,6 +588,30 @@ class HubServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetExecution(self, request, context):
+        """GetExecution returns one A2A execution to an agent that took part in its root
+        session (its caller, its target, or another agent of the call tree).
+        Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+        a root session the caller took no part in).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelExecution(self, request, context):
+        """CancelExecution cancels a running A2A execution: only its caller may, the
+        callee's consulting channel is closed (reason "a2a_canceled") and the
+        execution ends with status CANCELED (the response shows it; asked of a hub
+        replica other than the one running the call, the response may still show
+        RUNNING for the moment that replica takes to record it: GetExecution then
+        shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+        NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+        FAILED_PRECONDITION (the execution has already ended).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListTools(self, request, context):
         """ListTools returns the JSON schemas of the tools the caller may use right
         now: the five plugin tools and the adapter tools of `channel_id` for this turn.
@@ -803,6 +837,16 @@ def add_HubServiceServicer_to_server(servicer, server):
                     servicer.ListExecutions,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.ListExecutionsRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.ListExecutionsResponse.SerializeToString,
+            ),
+            'GetExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetExecution,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.GetExecutionRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.GetExecutionResponse.SerializeToString,
+            ),
+            'CancelExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelExecution,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.CancelExecutionRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.CancelExecutionResponse.SerializeToString,
             ),
             'ListTools': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTools,
@@ -1597,6 +1641,60 @@ class HubService:
             '/agentnet.v1.HubService/ListExecutions',
             agentnet_dot_v1_dot_hub__pb2.ListExecutionsRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.ListExecutionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/GetExecution',
+            agentnet_dot_v1_dot_hub__pb2.GetExecutionRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.GetExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/CancelExecution',
+            agentnet_dot_v1_dot_hub__pb2.CancelExecutionRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.CancelExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,

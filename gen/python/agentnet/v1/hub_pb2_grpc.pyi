@@ -259,6 +259,22 @@ class HubServiceStub:
     Refusals: PERMISSION_DENIED (a root session the caller took no part in);
     INVALID_ARGUMENT (negative limit).
     """
+    GetExecution: _grpc.UnaryUnaryMultiCallable[_hub_pb2.GetExecutionRequest, _hub_pb2.GetExecutionResponse]
+    """GetExecution returns one A2A execution to an agent that took part in its root
+    session (its caller, its target, or another agent of the call tree).
+    Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+    a root session the caller took no part in).
+    """
+    CancelExecution: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CancelExecutionRequest, _hub_pb2.CancelExecutionResponse]
+    """CancelExecution cancels a running A2A execution: only its caller may, the
+    callee's consulting channel is closed (reason "a2a_canceled") and the
+    execution ends with status CANCELED (the response shows it; asked of a hub
+    replica other than the one running the call, the response may still show
+    RUNNING for the moment that replica takes to record it: GetExecution then
+    shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+    NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+    FAILED_PRECONDITION (the execution has already ended).
+    """
     ListTools: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListToolsRequest, _hub_pb2.ListToolsResponse]
     """ListTools returns the JSON schemas of the tools the caller may use right
     now: the five plugin tools and the adapter tools of `channel_id` for this turn.
@@ -549,6 +565,22 @@ class HubServiceAsyncStub(HubServiceStub):
     caller took part in; with the operator token, any root session or every execution.
     Refusals: PERMISSION_DENIED (a root session the caller took no part in);
     INVALID_ARGUMENT (negative limit).
+    """
+    GetExecution: _aio.UnaryUnaryMultiCallable[_hub_pb2.GetExecutionRequest, _hub_pb2.GetExecutionResponse]  # type: ignore[assignment]
+    """GetExecution returns one A2A execution to an agent that took part in its root
+    session (its caller, its target, or another agent of the call tree).
+    Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+    a root session the caller took no part in).
+    """
+    CancelExecution: _aio.UnaryUnaryMultiCallable[_hub_pb2.CancelExecutionRequest, _hub_pb2.CancelExecutionResponse]  # type: ignore[assignment]
+    """CancelExecution cancels a running A2A execution: only its caller may, the
+    callee's consulting channel is closed (reason "a2a_canceled") and the
+    execution ends with status CANCELED (the response shows it; asked of a hub
+    replica other than the one running the call, the response may still show
+    RUNNING for the moment that replica takes to record it: GetExecution then
+    shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+    NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+    FAILED_PRECONDITION (the execution has already ended).
     """
     ListTools: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListToolsRequest, _hub_pb2.ListToolsResponse]  # type: ignore[assignment]
     """ListTools returns the JSON schemas of the tools the caller may use right
@@ -999,6 +1031,34 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         caller took part in; with the operator token, any root session or every execution.
         Refusals: PERMISSION_DENIED (a root session the caller took no part in);
         INVALID_ARGUMENT (negative limit).
+        """
+
+    @_abc_1.abstractmethod
+    def GetExecution(
+        self,
+        request: _hub_pb2.GetExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.GetExecutionResponse, _abc.Awaitable[_hub_pb2.GetExecutionResponse]]:
+        """GetExecution returns one A2A execution to an agent that took part in its root
+        session (its caller, its target, or another agent of the call tree).
+        Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+        a root session the caller took no part in).
+        """
+
+    @_abc_1.abstractmethod
+    def CancelExecution(
+        self,
+        request: _hub_pb2.CancelExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.CancelExecutionResponse, _abc.Awaitable[_hub_pb2.CancelExecutionResponse]]:
+        """CancelExecution cancels a running A2A execution: only its caller may, the
+        callee's consulting channel is closed (reason "a2a_canceled") and the
+        execution ends with status CANCELED (the response shows it; asked of a hub
+        replica other than the one running the call, the response may still show
+        RUNNING for the moment that replica takes to record it: GetExecution then
+        shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+        NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+        FAILED_PRECONDITION (the execution has already ended).
         """
 
     @_abc_1.abstractmethod

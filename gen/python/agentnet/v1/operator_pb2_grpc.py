@@ -223,8 +223,9 @@ class OperatorServiceServicer:
 
     def FollowAudit(self, request, context):
         """FollowAudit streams the audit log from after_id, in audit_id order, then
-        each new record as it is written (the hub looks for new records every
-        --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+        each new record as it is written, until the client cancels: a record the
+        answering hub commits is sent at once; on a store several replicas share,
+        the others' records within --audit-poll-interval seconds (0.5 by default).
         For a one-off read use HubService.ListAudit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

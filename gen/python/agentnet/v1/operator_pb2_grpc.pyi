@@ -99,8 +99,9 @@ class OperatorServiceStub:
     """
     FollowAudit: _grpc.UnaryStreamMultiCallable[_operator_pb2.FollowAuditRequest, _operator_pb2.FollowAuditResponse]
     """FollowAudit streams the audit log from after_id, in audit_id order, then
-    each new record as it is written (the hub looks for new records every
-    --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+    each new record as it is written, until the client cancels: a record the
+    answering hub commits is sent at once; on a store several replicas share,
+    the others' records within --audit-poll-interval seconds (0.5 by default).
     For a one-off read use HubService.ListAudit.
     """
 
@@ -175,8 +176,9 @@ class OperatorServiceAsyncStub(OperatorServiceStub):
     """
     FollowAudit: _aio.UnaryStreamMultiCallable[_operator_pb2.FollowAuditRequest, _operator_pb2.FollowAuditResponse]  # type: ignore[assignment]
     """FollowAudit streams the audit log from after_id, in audit_id order, then
-    each new record as it is written (the hub looks for new records every
-    --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+    each new record as it is written, until the client cancels: a record the
+    answering hub commits is sent at once; on a store several replicas share,
+    the others' records within --audit-poll-interval seconds (0.5 by default).
     For a one-off read use HubService.ListAudit.
     """
 
@@ -308,8 +310,9 @@ class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_operator_pb2.FollowAuditResponse], _abc.AsyncIterator[_operator_pb2.FollowAuditResponse]]:
         """FollowAudit streams the audit log from after_id, in audit_id order, then
-        each new record as it is written (the hub looks for new records every
-        --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+        each new record as it is written, until the client cancels: a record the
+        answering hub commits is sent at once; on a store several replicas share,
+        the others' records within --audit-poll-interval seconds (0.5 by default).
         For a one-off read use HubService.ListAudit.
         """
 

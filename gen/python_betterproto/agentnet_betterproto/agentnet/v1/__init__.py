@@ -20,6 +20,8 @@ __all__ = (
     "CallToolResponse",
     "CanSendRequest",
     "CanSendResponse",
+    "CancelExecutionRequest",
+    "CancelExecutionResponse",
     "CancelTaskRequest",
     "CancelTaskResponse",
     "ChangeEvent",
@@ -53,6 +55,8 @@ __all__ = (
     "ExistsResponse",
     "FollowAuditRequest",
     "FollowAuditResponse",
+    "GetExecutionRequest",
+    "GetExecutionResponse",
     "GetStatusRequest",
     "GetStatusResponse",
     "GetTaskRequest",
@@ -496,6 +500,12 @@ class InvocationStatus(betterproto2.Enum):
     The invocation is still running (only seen in execution listings).
     """
 
+    CANCELED = 5
+    """
+    The caller cancelled the running invocation with CancelExecution (or closed
+    its consulting channel with reason "a2a_canceled"); the callee's channel was closed.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -504,6 +514,7 @@ class InvocationStatus(betterproto2.Enum):
             2: "INVOCATION_STATUS_INPUT_REQUIRED",
             3: "INVOCATION_STATUS_FAILED",
             4: "INVOCATION_STATUS_RUNNING",
+            5: "INVOCATION_STATUS_CANCELED",
         }
 
     @classmethod
@@ -514,6 +525,7 @@ class InvocationStatus(betterproto2.Enum):
             "INVOCATION_STATUS_INPUT_REQUIRED": 2,
             "INVOCATION_STATUS_FAILED": 3,
             "INVOCATION_STATUS_RUNNING": 4,
+            "INVOCATION_STATUS_CANCELED": 5,
         }
 
 
@@ -1322,6 +1334,36 @@ class CallToolResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "CallToolResponse", CallToolResponse)
+
+
+@dataclass(eq=False, repr=False)
+class CancelExecutionRequest(betterproto2.Message):
+    """
+    CancelExecutionRequest names the running execution to cancel.
+    """
+
+    execution_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The execution (InvokeAgentResponse.execution_id).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "CancelExecutionRequest", CancelExecutionRequest)
+
+
+@dataclass(eq=False, repr=False)
+class CancelExecutionResponse(betterproto2.Message):
+    """
+    CancelExecutionResponse is the execution once cancelled.
+    """
+
+    execution: "Execution | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The execution (status CANCELED).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "CancelExecutionResponse", CancelExecutionResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2350,11 +2392,24 @@ class Execution(betterproto2.Message):
     Error text of a failed call.
     """
 
+    continues_execution_id: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    """
+    The input-required execution this call answers (InvokeAgentRequest.continues_execution_id):
+    the same caller, target and root session; "" for a new call.
+    """
+
+    result: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    """
+    The callee's answer (completed) or question (input-required), as InvokeAgentResponse.result;
+    empty while running and for failed or canceled calls.
+    """
+
     remote_task_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
     """
     For a call to an outside A2A agent (a remote_a2a identity or a URL): the
-    remote task's id and context id, so a later call of the same caller to the
-    same target in the same root session continues a task left input-required.
+    remote task's id and context id, so a later call that continues this one
+    (continues_execution_id, or the same caller calling the same target again in
+    the same root session) continues the remote task left input-required.
     """
 
     remote_context_id: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
@@ -2440,6 +2495,36 @@ class FollowAuditResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "FollowAuditResponse", FollowAuditResponse)
+
+
+@dataclass(eq=False, repr=False)
+class GetExecutionRequest(betterproto2.Message):
+    """
+    GetExecutionRequest names one execution.
+    """
+
+    execution_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The execution (InvokeAgentResponse.execution_id).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "GetExecutionRequest", GetExecutionRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetExecutionResponse(betterproto2.Message):
+    """
+    GetExecutionResponse is the execution as recorded.
+    """
+
+    execution: "Execution | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The execution.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "GetExecutionResponse", GetExecutionResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2651,6 +2736,23 @@ class InvokeAgentRequest(betterproto2.Message):
     the id of the user's session or channel; "" = a new root session. A root
     session that other agents started can be joined only by agents already part
     of it. Ignored when call_token is set (the token's root session is used).
+    """
+
+    detach: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+    """
+    Return as soon as the call has started (status RUNNING, with execution_id and
+    root_session_id) instead of waiting for the answer; the hub waits for it and
+    records the outcome on the execution (GetExecution, ListExecutions).
+    """
+
+    continues_execution_id: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    """
+    Answer an execution of this caller that ended input-required: the call goes
+    to the same target in the same root session (root_session_id and call_token
+    are then ignored) and its execution records this id. Refusals: NOT_FOUND
+    (unknown execution); PERMISSION_DENIED (another caller's execution);
+    INVALID_ARGUMENT (another target); FAILED_PRECONDITION (not input-required,
+    or already answered).
     """
 
 
@@ -5524,6 +5626,58 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def get_execution(
+        self,
+        message: "GetExecutionRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetExecutionResponse":
+        """
+        GetExecution returns one A2A execution to an agent that took part in its root
+        session (its caller, its target, or another agent of the call tree).
+        Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+        a root session the caller took no part in).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/GetExecution",
+            message,
+            GetExecutionResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def cancel_execution(
+        self,
+        message: "CancelExecutionRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "CancelExecutionResponse":
+        """
+        CancelExecution cancels a running A2A execution: only its caller may, the
+        callee's consulting channel is closed (reason "a2a_canceled") and the
+        execution ends with status CANCELED (the response shows it; asked of a hub
+        replica other than the one running the call, the response may still show
+        RUNNING for the moment that replica takes to record it: GetExecution then
+        shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+        NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+        FAILED_PRECONDITION (the execution has already ended).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/CancelExecution",
+            message,
+            CancelExecutionResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def list_tools(
         self,
         message: "ListToolsRequest",
@@ -6209,8 +6363,9 @@ class OperatorServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "AsyncIterator[FollowAuditResponse]":
         """
         FollowAudit streams the audit log from after_id, in audit_id order, then
-        each new record as it is written (the hub looks for new records every
-        --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+        each new record as it is written, until the client cancels: a record the
+        answering hub commits is sent at once; on a store several replicas share,
+        the others' records within --audit-poll-interval seconds (0.5 by default).
         For a one-off read use HubService.ListAudit.
         """
 

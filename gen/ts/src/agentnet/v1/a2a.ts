@@ -20,6 +20,11 @@ export enum InvocationStatus {
   INVOCATION_STATUS_FAILED = 3,
   /** INVOCATION_STATUS_RUNNING - The invocation is still running (only seen in execution listings). */
   INVOCATION_STATUS_RUNNING = 4,
+  /**
+   * INVOCATION_STATUS_CANCELED - The caller cancelled the running invocation with CancelExecution (or closed
+   * its consulting channel with reason "a2a_canceled"); the callee's channel was closed.
+   */
+  INVOCATION_STATUS_CANCELED = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -40,6 +45,9 @@ export function invocationStatusFromJSON(object: any): InvocationStatus {
     case 4:
     case "INVOCATION_STATUS_RUNNING":
       return InvocationStatus.INVOCATION_STATUS_RUNNING;
+    case 5:
+    case "INVOCATION_STATUS_CANCELED":
+      return InvocationStatus.INVOCATION_STATUS_CANCELED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -59,6 +67,8 @@ export function invocationStatusToJSON(object: InvocationStatus): string {
       return "INVOCATION_STATUS_FAILED";
     case InvocationStatus.INVOCATION_STATUS_RUNNING:
       return "INVOCATION_STATUS_RUNNING";
+    case InvocationStatus.INVOCATION_STATUS_CANCELED:
+      return "INVOCATION_STATUS_CANCELED";
     case InvocationStatus.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -135,9 +145,20 @@ export interface Execution {
   /** Error text of a failed call. */
   error: string;
   /**
+   * The input-required execution this call answers (InvokeAgentRequest.continues_execution_id):
+   * the same caller, target and root session; "" for a new call.
+   */
+  continuesExecutionId: string;
+  /**
+   * The callee's answer (completed) or question (input-required), as InvokeAgentResponse.result;
+   * empty while running and for failed or canceled calls.
+   */
+  result: string;
+  /**
    * For a call to an outside A2A agent (a remote_a2a identity or a URL): the
-   * remote task's id and context id, so a later call of the same caller to the
-   * same target in the same root session continues a task left input-required.
+   * remote task's id and context id, so a later call that continues this one
+   * (continues_execution_id, or the same caller calling the same target again in
+   * the same root session) continues the remote task left input-required.
    */
   remoteTaskId: string;
   /** See remote_task_id. */
@@ -553,6 +574,8 @@ function createBaseExecution(): Execution {
     startedAt: undefined,
     endedAt: undefined,
     error: "",
+    continuesExecutionId: "",
+    result: "",
     remoteTaskId: "",
     remoteContextId: "",
   };
@@ -592,6 +615,12 @@ export const Execution: MessageFns<Execution> = {
     }
     if (message.error !== "") {
       writer.uint32(90).string(message.error);
+    }
+    if (message.continuesExecutionId !== "") {
+      writer.uint32(98).string(message.continuesExecutionId);
+    }
+    if (message.result !== "") {
+      writer.uint32(106).string(message.result);
     }
     if (message.remoteTaskId !== "") {
       writer.uint32(114).string(message.remoteTaskId);
@@ -703,6 +732,22 @@ export const Execution: MessageFns<Execution> = {
             message.error = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.continuesExecutionId = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.result = reader.string();
+            continue;
+          }
           case 14: {
             if (tag !== 114) {
               break;
@@ -776,6 +821,12 @@ export const Execution: MessageFns<Execution> = {
         ? fromJsonTimestamp(object.ended_at)
         : undefined,
       error: isSet(object.error) ? globalThis.String(object.error) : "",
+      continuesExecutionId: isSet(object.continuesExecutionId)
+        ? globalThis.String(object.continuesExecutionId)
+        : isSet(object.continues_execution_id)
+        ? globalThis.String(object.continues_execution_id)
+        : "",
+      result: isSet(object.result) ? globalThis.String(object.result) : "",
       remoteTaskId: isSet(object.remoteTaskId)
         ? globalThis.String(object.remoteTaskId)
         : isSet(object.remote_task_id)
@@ -824,6 +875,12 @@ export const Execution: MessageFns<Execution> = {
     if (message.error !== "") {
       obj.error = message.error;
     }
+    if (message.continuesExecutionId !== "") {
+      obj.continuesExecutionId = message.continuesExecutionId;
+    }
+    if (message.result !== "") {
+      obj.result = message.result;
+    }
     if (message.remoteTaskId !== "") {
       obj.remoteTaskId = message.remoteTaskId;
     }
@@ -849,6 +906,8 @@ export const Execution: MessageFns<Execution> = {
     message.startedAt = object.startedAt ?? undefined;
     message.endedAt = object.endedAt ?? undefined;
     message.error = object.error ?? "";
+    message.continuesExecutionId = object.continuesExecutionId ?? "";
+    message.result = object.result ?? "";
     message.remoteTaskId = object.remoteTaskId ?? "";
     message.remoteContextId = object.remoteContextId ?? "";
     return message;

@@ -725,6 +725,21 @@ export interface InvokeAgentRequest {
    * of it. Ignored when call_token is set (the token's root session is used).
    */
   rootSessionId: string;
+  /**
+   * Return as soon as the call has started (status RUNNING, with execution_id and
+   * root_session_id) instead of waiting for the answer; the hub waits for it and
+   * records the outcome on the execution (GetExecution, ListExecutions).
+   */
+  detach: boolean;
+  /**
+   * Answer an execution of this caller that ended input-required: the call goes
+   * to the same target in the same root session (root_session_id and call_token
+   * are then ignored) and its execution records this id. Refusals: NOT_FOUND
+   * (unknown execution); PERMISSION_DENIED (another caller's execution);
+   * INVALID_ARGUMENT (another target); FAILED_PRECONDITION (not input-required,
+   * or already answered).
+   */
+  continuesExecutionId: string;
 }
 
 export interface InvokeAgentRequest_CustomHeadersEntry {
@@ -784,6 +799,30 @@ export interface ListExecutionsRequest {
 export interface ListExecutionsResponse {
   /** The executions. */
   executions: Execution[];
+}
+
+/** GetExecutionRequest names one execution. */
+export interface GetExecutionRequest {
+  /** The execution (InvokeAgentResponse.execution_id). */
+  executionId: string;
+}
+
+/** GetExecutionResponse is the execution as recorded. */
+export interface GetExecutionResponse {
+  /** The execution. */
+  execution?: Execution | undefined;
+}
+
+/** CancelExecutionRequest names the running execution to cancel. */
+export interface CancelExecutionRequest {
+  /** The execution (InvokeAgentResponse.execution_id). */
+  executionId: string;
+}
+
+/** CancelExecutionResponse is the execution once cancelled. */
+export interface CancelExecutionResponse {
+  /** The execution (status CANCELED). */
+  execution?: Execution | undefined;
 }
 
 /** ToolSchema describes one tool in the OpenAI function-tool shape. */
@@ -5643,6 +5682,8 @@ function createBaseInvokeAgentRequest(): InvokeAgentRequest {
     customHeaders: {},
     callToken: "",
     rootSessionId: "",
+    detach: false,
+    continuesExecutionId: "",
   };
 }
 
@@ -5668,6 +5709,12 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
     }
     if (message.rootSessionId !== "") {
       writer.uint32(58).string(message.rootSessionId);
+    }
+    if (message.detach !== false) {
+      writer.uint32(64).bool(message.detach);
+    }
+    if (message.continuesExecutionId !== "") {
+      writer.uint32(74).string(message.continuesExecutionId);
     }
     return writer;
   },
@@ -5744,6 +5791,22 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
             message.rootSessionId = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.detach = reader.bool();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.continuesExecutionId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5807,6 +5870,12 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
         : isSet(object.root_session_id)
         ? globalThis.String(object.root_session_id)
         : "",
+      detach: isSet(object.detach) ? globalThis.Boolean(object.detach) : false,
+      continuesExecutionId: isSet(object.continuesExecutionId)
+        ? globalThis.String(object.continuesExecutionId)
+        : isSet(object.continues_execution_id)
+        ? globalThis.String(object.continues_execution_id)
+        : "",
     };
   },
 
@@ -5839,6 +5908,12 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
     if (message.rootSessionId !== "") {
       obj.rootSessionId = message.rootSessionId;
     }
+    if (message.detach !== false) {
+      obj.detach = message.detach;
+    }
+    if (message.continuesExecutionId !== "") {
+      obj.continuesExecutionId = message.continuesExecutionId;
+    }
     return obj;
   },
 
@@ -5862,6 +5937,8 @@ export const InvokeAgentRequest: MessageFns<InvokeAgentRequest> = {
     );
     message.callToken = object.callToken ?? "";
     message.rootSessionId = object.rootSessionId ?? "";
+    message.detach = object.detach ?? false;
+    message.continuesExecutionId = object.continuesExecutionId ?? "";
     return message;
   },
 };
@@ -6434,6 +6511,290 @@ export const ListExecutionsResponse: MessageFns<ListExecutionsResponse> = {
   fromPartial(object: DeepPartial<ListExecutionsResponse>): ListExecutionsResponse {
     const message = createBaseListExecutionsResponse();
     message.executions = object.executions?.map((e) => Execution.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseGetExecutionRequest(): GetExecutionRequest {
+  return { executionId: "" };
+}
+
+export const GetExecutionRequest: MessageFns<GetExecutionRequest> = {
+  encode(message: GetExecutionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.executionId !== "") {
+      writer.uint32(10).string(message.executionId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetExecutionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetExecutionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.executionId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetExecutionRequest {
+    return {
+      executionId: isSet(object.executionId)
+        ? globalThis.String(object.executionId)
+        : isSet(object.execution_id)
+        ? globalThis.String(object.execution_id)
+        : "",
+    };
+  },
+
+  toJSON(message: GetExecutionRequest): unknown {
+    const obj: any = {};
+    if (message.executionId !== "") {
+      obj.executionId = message.executionId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetExecutionRequest>): GetExecutionRequest {
+    return GetExecutionRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetExecutionRequest>): GetExecutionRequest {
+    const message = createBaseGetExecutionRequest();
+    message.executionId = object.executionId ?? "";
+    return message;
+  },
+};
+
+function createBaseGetExecutionResponse(): GetExecutionResponse {
+  return { execution: undefined };
+}
+
+export const GetExecutionResponse: MessageFns<GetExecutionResponse> = {
+  encode(message: GetExecutionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.execution !== undefined) {
+      Execution.encode(message.execution, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetExecutionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetExecutionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.execution = Execution.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetExecutionResponse {
+    return { execution: isSet(object.execution) ? Execution.fromJSON(object.execution) : undefined };
+  },
+
+  toJSON(message: GetExecutionResponse): unknown {
+    const obj: any = {};
+    if (message.execution !== undefined) {
+      obj.execution = Execution.toJSON(message.execution);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetExecutionResponse>): GetExecutionResponse {
+    return GetExecutionResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetExecutionResponse>): GetExecutionResponse {
+    const message = createBaseGetExecutionResponse();
+    message.execution = (object.execution !== undefined && object.execution !== null)
+      ? Execution.fromPartial(object.execution)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCancelExecutionRequest(): CancelExecutionRequest {
+  return { executionId: "" };
+}
+
+export const CancelExecutionRequest: MessageFns<CancelExecutionRequest> = {
+  encode(message: CancelExecutionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.executionId !== "") {
+      writer.uint32(10).string(message.executionId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CancelExecutionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCancelExecutionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.executionId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CancelExecutionRequest {
+    return {
+      executionId: isSet(object.executionId)
+        ? globalThis.String(object.executionId)
+        : isSet(object.execution_id)
+        ? globalThis.String(object.execution_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CancelExecutionRequest): unknown {
+    const obj: any = {};
+    if (message.executionId !== "") {
+      obj.executionId = message.executionId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<CancelExecutionRequest>): CancelExecutionRequest {
+    return CancelExecutionRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CancelExecutionRequest>): CancelExecutionRequest {
+    const message = createBaseCancelExecutionRequest();
+    message.executionId = object.executionId ?? "";
+    return message;
+  },
+};
+
+function createBaseCancelExecutionResponse(): CancelExecutionResponse {
+  return { execution: undefined };
+}
+
+export const CancelExecutionResponse: MessageFns<CancelExecutionResponse> = {
+  encode(message: CancelExecutionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.execution !== undefined) {
+      Execution.encode(message.execution, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CancelExecutionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCancelExecutionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.execution = Execution.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CancelExecutionResponse {
+    return { execution: isSet(object.execution) ? Execution.fromJSON(object.execution) : undefined };
+  },
+
+  toJSON(message: CancelExecutionResponse): unknown {
+    const obj: any = {};
+    if (message.execution !== undefined) {
+      obj.execution = Execution.toJSON(message.execution);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<CancelExecutionResponse>): CancelExecutionResponse {
+    return CancelExecutionResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CancelExecutionResponse>): CancelExecutionResponse {
+    const message = createBaseCancelExecutionResponse();
+    message.execution = (object.execution !== undefined && object.execution !== null)
+      ? Execution.fromPartial(object.execution)
+      : undefined;
     return message;
   },
 };
@@ -8568,6 +8929,43 @@ export const HubServiceService = {
     responseDeserialize: (value: Buffer): ListExecutionsResponse => ListExecutionsResponse.decode(value),
   },
   /**
+   * GetExecution returns one A2A execution to an agent that took part in its root
+   * session (its caller, its target, or another agent of the call tree).
+   * Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+   * a root session the caller took no part in).
+   */
+  getExecution: {
+    path: "/agentnet.v1.HubService/GetExecution" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetExecutionRequest): Buffer => Buffer.from(GetExecutionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetExecutionRequest => GetExecutionRequest.decode(value),
+    responseSerialize: (value: GetExecutionResponse): Buffer =>
+      Buffer.from(GetExecutionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetExecutionResponse => GetExecutionResponse.decode(value),
+  },
+  /**
+   * CancelExecution cancels a running A2A execution: only its caller may, the
+   * callee's consulting channel is closed (reason "a2a_canceled") and the
+   * execution ends with status CANCELED (the response shows it; asked of a hub
+   * replica other than the one running the call, the response may still show
+   * RUNNING for the moment that replica takes to record it: GetExecution then
+   * shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+   * NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+   * FAILED_PRECONDITION (the execution has already ended).
+   */
+  cancelExecution: {
+    path: "/agentnet.v1.HubService/CancelExecution" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CancelExecutionRequest): Buffer =>
+      Buffer.from(CancelExecutionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CancelExecutionRequest => CancelExecutionRequest.decode(value),
+    responseSerialize: (value: CancelExecutionResponse): Buffer =>
+      Buffer.from(CancelExecutionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CancelExecutionResponse => CancelExecutionResponse.decode(value),
+  },
+  /**
    * ListTools returns the JSON schemas of the tools the caller may use right
    * now: the five plugin tools and the adapter tools of `channel_id` for this turn.
    * Refusals: CHANNEL_CLOSED (channel_id is not live); PERMISSION_DENIED (not a
@@ -8915,6 +9313,24 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * INVALID_ARGUMENT (negative limit).
    */
   listExecutions: handleUnaryCall<ListExecutionsRequest, ListExecutionsResponse>;
+  /**
+   * GetExecution returns one A2A execution to an agent that took part in its root
+   * session (its caller, its target, or another agent of the call tree).
+   * Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+   * a root session the caller took no part in).
+   */
+  getExecution: handleUnaryCall<GetExecutionRequest, GetExecutionResponse>;
+  /**
+   * CancelExecution cancels a running A2A execution: only its caller may, the
+   * callee's consulting channel is closed (reason "a2a_canceled") and the
+   * execution ends with status CANCELED (the response shows it; asked of a hub
+   * replica other than the one running the call, the response may still show
+   * RUNNING for the moment that replica takes to record it: GetExecution then
+   * shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+   * NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+   * FAILED_PRECONDITION (the execution has already ended).
+   */
+  cancelExecution: handleUnaryCall<CancelExecutionRequest, CancelExecutionResponse>;
   /**
    * ListTools returns the JSON schemas of the tools the caller may use right
    * now: the five plugin tools and the adapter tools of `channel_id` for this turn.
@@ -9558,6 +9974,52 @@ export interface HubServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListExecutionsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetExecution returns one A2A execution to an agent that took part in its root
+   * session (its caller, its target, or another agent of the call tree).
+   * Refusals: INVALID_ARGUMENT (empty id); NOT_FOUND (unknown execution, or one of
+   * a root session the caller took no part in).
+   */
+  getExecution(
+    request: GetExecutionRequest,
+    callback: (error: ServiceError | null, response: GetExecutionResponse) => void,
+  ): ClientUnaryCall;
+  getExecution(
+    request: GetExecutionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetExecutionResponse) => void,
+  ): ClientUnaryCall;
+  getExecution(
+    request: GetExecutionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetExecutionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CancelExecution cancels a running A2A execution: only its caller may, the
+   * callee's consulting channel is closed (reason "a2a_canceled") and the
+   * execution ends with status CANCELED (the response shows it; asked of a hub
+   * replica other than the one running the call, the response may still show
+   * RUNNING for the moment that replica takes to record it: GetExecution then
+   * shows CANCELED). Refusals: INVALID_ARGUMENT (empty id);
+   * NOT_FOUND (unknown execution); PERMISSION_DENIED (another agent's call);
+   * FAILED_PRECONDITION (the execution has already ended).
+   */
+  cancelExecution(
+    request: CancelExecutionRequest,
+    callback: (error: ServiceError | null, response: CancelExecutionResponse) => void,
+  ): ClientUnaryCall;
+  cancelExecution(
+    request: CancelExecutionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CancelExecutionResponse) => void,
+  ): ClientUnaryCall;
+  cancelExecution(
+    request: CancelExecutionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CancelExecutionResponse) => void,
   ): ClientUnaryCall;
   /**
    * ListTools returns the JSON schemas of the tools the caller may use right

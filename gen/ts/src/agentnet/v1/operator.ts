@@ -2553,8 +2553,9 @@ export const OperatorServiceService = {
   },
   /**
    * FollowAudit streams the audit log from after_id, in audit_id order, then
-   * each new record as it is written (the hub looks for new records every
-   * --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+   * each new record as it is written, until the client cancels: a record the
+   * answering hub commits is sent at once; on a store several replicas share,
+   * the others' records within --audit-poll-interval seconds (0.5 by default).
    * For a one-off read use HubService.ListAudit.
    */
   followAudit: {
@@ -2612,8 +2613,9 @@ export interface OperatorServiceServer extends UntypedServiceImplementation {
   listExecutions: handleUnaryCall<OperatorServiceListExecutionsRequest, OperatorServiceListExecutionsResponse>;
   /**
    * FollowAudit streams the audit log from after_id, in audit_id order, then
-   * each new record as it is written (the hub looks for new records every
-   * --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+   * each new record as it is written, until the client cancels: a record the
+   * answering hub commits is sent at once; on a store several replicas share,
+   * the others' records within --audit-poll-interval seconds (0.5 by default).
    * For a one-off read use HubService.ListAudit.
    */
   followAudit: handleServerStreamingCall<FollowAuditRequest, FollowAuditResponse>;
@@ -2783,8 +2785,9 @@ export interface OperatorServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * FollowAudit streams the audit log from after_id, in audit_id order, then
-   * each new record as it is written (the hub looks for new records every
-   * --audit-poll-interval seconds, 0.5 by default), until the client cancels.
+   * each new record as it is written, until the client cancels: a record the
+   * answering hub commits is sent at once; on a store several replicas share,
+   * the others' records within --audit-poll-interval seconds (0.5 by default).
    * For a one-off read use HubService.ListAudit.
    */
   followAudit(request: FollowAuditRequest, options?: Partial<CallOptions>): ClientReadableStream<FollowAuditResponse>;
