@@ -210,6 +210,22 @@ class HubRpc:
         """``InvokeAgent``: call another agent and wait for its answer."""
         return await self._posting(self.connection.stub.InvokeAgent, request, hub_pb2.InvokeAgentResponse, timeout)
 
+    async def register_remote_a2a_agent(
+        self, request: hub_pb2.RegisterRemoteA2AAgentRequest, *, timeout: float | None = None
+    ) -> hub_pb2.RegisterRemoteA2AAgentResponse:
+        """``RegisterRemoteA2AAgent``: register an outside A2A agent from its Agent Card."""
+        return await self._unary(
+            self.connection.stub.RegisterRemoteA2AAgent, request, hub_pb2.RegisterRemoteA2AAgentResponse, timeout
+        )
+
+    async def refresh_remote_a2a_agent(
+        self, request: hub_pb2.RefreshRemoteA2AAgentRequest, *, timeout: float | None = None
+    ) -> hub_pb2.RefreshRemoteA2AAgentResponse:
+        """``RefreshRemoteA2AAgent``: fetch the caller's Agent Card again."""
+        return await self._unary(
+            self.connection.stub.RefreshRemoteA2AAgent, request, hub_pb2.RefreshRemoteA2AAgentResponse, timeout
+        )
+
     async def refresh_call_token(
         self, request: hub_pb2.RefreshCallTokenRequest, *, timeout: float | None = None
     ) -> hub_pb2.RefreshCallTokenResponse:

@@ -63,6 +63,13 @@ class HubConfig:
     """Delegation (and A2A call) depth limit (AGENTNET_MAX_DEPTH)."""
     a2a_token_ttl: float = 300.0
     """Seconds an A2A call token stays valid (AGENTNET_A2A_TOKEN_TTL)."""
+    a2a_outbound_allow: tuple[str, ...] = ()
+    """host[:port] globs the hub may call outside A2A agents at; empty = none
+    (AGENTNET_HUB_A2A_OUTBOUND_ALLOW, comma-separated)."""
+    a2a_outbound_max_bytes: int = HubOptions.a2a_outbound_max_bytes
+    """Largest card or answer read from an outside A2A agent (AGENTNET_HUB_A2A_OUTBOUND_MAX_BYTES)."""
+    a2a_outbound_connect_timeout: float = HubOptions.a2a_outbound_connect_timeout
+    """Seconds to connect to an outside A2A agent (AGENTNET_HUB_A2A_OUTBOUND_CONNECT_TIMEOUT)."""
     max_event_data_bytes: int = HubOptions.max_event_data_bytes
     """Largest event data (and text that becomes event data), in bytes (AGENTNET_MAX_EVENT_DATA_BYTES)."""
     max_skill_bytes: int = HubOptions.max_skill_bytes
@@ -123,6 +130,9 @@ class HubConfig:
             cursor_flush_interval=self.cursor_flush_interval,
             max_depth=self.max_depth,
             a2a_token_ttl=self.a2a_token_ttl,
+            a2a_outbound_allow=self.a2a_outbound_allow,
+            a2a_outbound_max_bytes=self.a2a_outbound_max_bytes,
+            a2a_outbound_connect_timeout=self.a2a_outbound_connect_timeout,
             max_event_data_bytes=self.max_event_data_bytes,
             max_skill_bytes=self.max_skill_bytes,
             max_id_bytes=self.max_id_bytes,
@@ -342,6 +352,30 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--a2a-outbound-allow",
+        "AGENTNET_HUB_A2A_OUTBOUND_ALLOW",
+        "",
+        "comma-separated host or host:port glob patterns the hub may call outside A2A agents at "
+        "(e.g. 'agents.example.com,*.internal:8443'); empty = no outbound A2A calls",
+    )
+    _flag(
+        parser,
+        "--a2a-outbound-max-bytes",
+        "AGENTNET_HUB_A2A_OUTBOUND_MAX_BYTES",
+        HubOptions.a2a_outbound_max_bytes,
+        "largest Agent Card or answer read from an outside A2A agent, in bytes",
+        type=int,
+    )
+    _flag(
+        parser,
+        "--a2a-outbound-connect-timeout",
+        "AGENTNET_HUB_A2A_OUTBOUND_CONNECT_TIMEOUT",
+        HubOptions.a2a_outbound_connect_timeout,
+        "seconds to connect to an outside A2A agent (and to read its card)",
+        type=float,
+    )
+    _flag(
+        parser,
         "--max-stream-buffer-bytes",
         "AGENTNET_HUB_MAX_STREAM_BUFFER_BYTES",
         d.max_stream_buffer_bytes,
@@ -505,6 +539,10 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         )
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
+    if args.a2a_outbound_max_bytes <= 0:
+        parser.error("--a2a-outbound-max-bytes (AGENTNET_HUB_A2A_OUTBOUND_MAX_BYTES) must be positive")
+    if not 0 < args.a2a_outbound_connect_timeout < float("inf"):
+        parser.error("--a2a-outbound-connect-timeout (AGENTNET_HUB_A2A_OUTBOUND_CONNECT_TIMEOUT) must be positive")
     if not 0 <= args.sqlite_inline_rows <= 3000:
         parser.error("--sqlite-inline-rows (AGENTNET_HUB_SQLITE_INLINE_ROWS) must be in [0, 3000] envelopes")
     for flag, *_ in _SIZE_FLAGS:
@@ -552,6 +590,9 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         cursor_flush_interval=args.cursor_flush_interval,
         max_depth=args.max_depth,
         a2a_token_ttl=args.a2a_token_ttl,
+        a2a_outbound_allow=tuple(p.strip() for p in args.a2a_outbound_allow.split(",") if p.strip()),
+        a2a_outbound_max_bytes=args.a2a_outbound_max_bytes,
+        a2a_outbound_connect_timeout=args.a2a_outbound_connect_timeout,
         max_event_data_bytes=args.max_event_data_bytes,
         max_skill_bytes=args.max_skill_bytes,
         max_id_bytes=args.max_id_bytes,

@@ -276,6 +276,21 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         """Call an agent and wait for its answer."""
         return await self.ops.a2a.invoke(caller, request)
 
+    @unary_rpc(REGISTER)
+    async def RegisterRemoteA2AAgent(
+        self, caller: bool, request: hub_pb2.RegisterRemoteA2AAgentRequest
+    ) -> hub_pb2.RegisterRemoteA2AAgentResponse:
+        """Register an outside A2A agent from its Agent Card (``caller``: the operator token was presented)."""
+        record, credential = await self.ops.a2a.register_remote(request, by_operator=caller)
+        return hub_pb2.RegisterRemoteA2AAgentResponse(agent=record, credential=credential)
+
+    @unary_rpc(AGENT)
+    async def RefreshRemoteA2AAgent(
+        self, caller: str, request: hub_pb2.RefreshRemoteA2AAgentRequest
+    ) -> hub_pb2.RefreshRemoteA2AAgentResponse:
+        """Fetch the caller's Agent Card again (the caller is an outside A2A agent's identity)."""
+        return hub_pb2.RefreshRemoteA2AAgentResponse(agent=await self.ops.a2a.refresh_remote(caller))
+
     @unary_rpc(AGENT)
     async def RefreshCallToken(
         self, caller: str, request: hub_pb2.RefreshCallTokenRequest

@@ -6,12 +6,14 @@
   and ``invoke_a2a_agent`` (empty when A2A is disabled); :func:`to_langchain_tools` converts them.
 * :func:`get_current_custom_headers`: the headers the caller forwarded, inside the answer.
 * :class:`A2ASettings`: the ``a2a:`` section of ``agent.yaml`` (``hc.register(..., a2a=...)``).
+* :class:`RemoteA2AAgent`: an outside A2A agent registered with ``hc.register_remote_a2a_agent``.
 
 See ``docs/a2a.md``.
 """
 
 from agentsdk.a2a.client import AgentResponse, AgentToAgent, DiscoveredAgent, Execution
 from agentsdk.a2a.context import Dispatch, ReplyStatus, current_dispatch, dispatch_scope, get_current_custom_headers
+from agentsdk.a2a.remote import RemoteA2AAgent
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.a2a.tools import REQUEST_INPUT_TOOL, make_a2a_tools, tool_error
 from agentsdk.langchain import to_langchain_tools
@@ -26,6 +28,7 @@ __all__ = [
     "Dispatch",
     "Execution",
     "InvocationStatus",
+    "RemoteA2AAgent",
     "ReplyStatus",
     "current_dispatch",
     "dispatch_scope",

@@ -144,7 +144,9 @@ class AgentToAgent:
         *,
         root_session_id: str = "",
     ) -> AgentResponse:
-        """Call an agent (id or name) and wait for its answer (``timeout`` seconds; None = the hub's 300).
+        """Call an agent (id or name, or the http(s) URL of an outside A2A agent, which the hub calls for
+        you: docs/a2a.md "Calling outside A2A agents") and wait for its answer (``timeout`` seconds;
+        None = the hub's 300).
 
         Inside the answer to an A2A call, the call is recorded as its child. Elsewhere
         ``root_session_id`` groups the call under a session of yours ("" = a new one).

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from agentnet.v1 import envelope_pb2, hub_pb2, identity_pb2
 from opentelemetry.trace import TracerProvider
 
+from agentsdk.a2a.remote import RemoteA2AAgent
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.backoff import RateLimitBackoff
 from agentsdk.network.agent_client import AgentClient
@@ -204,6 +205,37 @@ class HubClient:
             response = await self.rpc.register(request)
         self._learn(response.agent.agent_id, passport.name)
         return response.agent.agent_id, response.credential
+
+    async def register_remote_a2a_agent(
+        self,
+        card_url: str,
+        passport: Passport | None = None,
+        *,
+        a2a: A2ASettings | None = None,
+        rule: dict[str, Any] | None = None,
+    ) -> RemoteA2AAgent:
+        """Register an outside A2A agent: the hub fetches its Agent Card from ``card_url`` (the card's URL,
+        or the agent's base URL) and creates an identity of kind remote_agent that discovery lists and
+        ``invoke_agent`` calls (the hub makes the call). ``passport`` defaults to the card's name and
+        description; of ``a2a`` only ``enabled`` and ``allowed_callers`` count (default: enabled, anyone
+        of the project), the rest comes from the card. The hub must allow the destination
+        (``--a2a-outbound-allow``): else FailedPrecondition (outbound calls off) or PermissionDenied."""
+        request = hub_pb2.RegisterRemoteA2AAgentRequest(
+            card_url=card_url, rule_json=json.dumps(rule) if rule is not None else ""
+        )
+        if passport is not None:
+            request.passport.CopyFrom(passport.to_wire())
+        if a2a is not None:
+            request.a2a.CopyFrom(a2a.to_wire())
+        response = await self.rpc.register_remote_a2a_agent(request)
+        self._learn(response.agent.agent_id, response.agent.passport.name)
+        return RemoteA2AAgent.from_record(response.agent, response.credential)
+
+    async def refresh_remote_a2a_agent(self, agent: RemoteA2AAgent) -> RemoteA2AAgent:
+        """Have the hub fetch ``agent``'s Agent Card again (its description, skills and interface)."""
+        rpc = self.rpc.as_identity(agent.credential)
+        response = await rpc.refresh_remote_a2a_agent(hub_pb2.RefreshRemoteA2AAgentRequest())
+        return RemoteA2AAgent.from_record(response.agent, agent.credential)
 
     async def register_human(
         self,

@@ -320,6 +320,7 @@ class HubCore:
         rule_json: str = "",
         by_operator: bool = False,
         idempotency_key: str = "",
+        remote_a2a: a2a_pb2.RemoteA2AAgent | None = None,
     ) -> tuple[identity_pb2.AgentRecord, str]:
         """Register an agent / remote agent (``human=False``) or a human (``human=True``).
 
@@ -339,7 +340,7 @@ class HubCore:
         if rule_json:
             parse_rule(rule_json)  # INVALID_ARGUMENT naming the problem
         return await self.registry.register(
-            passport, resume, skill_md, a2a, rule_json=rule_json, idempotency_key=idempotency_key
+            passport, resume, skill_md, a2a, rule_json=rule_json, idempotency_key=idempotency_key, remote_a2a=remote_a2a
         )
 
     async def unregister(self, agent_id: str) -> list[str]:

@@ -74,6 +74,15 @@ class HubOptions:
     and audited as one ``rate_limited`` record (``suppressed=<n>``), not one record each."""
     a2a_default_timeout: float = 300.0
     """Seconds InvokeAgent waits for the callee when the request gives no timeout."""
+    a2a_outbound_allow: tuple[str, ...] = ()
+    """Destinations the hub may call outside A2A agents at, as ``host`` or ``host:port`` glob patterns
+    (``agents.example.com``, ``*.internal:8443``); empty = no outbound A2A calls at all (the hub fetches
+    no card and sends nothing). Both the card URL and the interface the card names must match."""
+    a2a_outbound_max_bytes: int = 1024 * 1024
+    """Largest Agent Card or answer the hub reads from an outside A2A agent, in bytes (a larger card is
+    refused with RESOURCE_EXHAUSTED; a larger answer fails the call)."""
+    a2a_outbound_connect_timeout: float = 10.0
+    """Seconds the hub waits to connect to an outside A2A agent (and to read its card)."""
     policy_poll_interval: float = 2.0
     """Seconds between checks of the policy file for changes (docs/governance.md "The policy file")."""
     arbiter_timeout: float = 2.0

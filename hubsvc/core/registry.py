@@ -153,9 +153,10 @@ class Registry:
         *,
         rule_json: str = "",
         idempotency_key: str = "",
+        remote_a2a: a2a_pb2.RemoteA2AAgent | None = None,
     ) -> tuple[identity_pb2.AgentRecord, str]:
-        """Create an identity (``rule_json``: its own, already validated, governance rule); returns its
-        record and credential.
+        """Create an identity (``rule_json``: its own, already validated, governance rule; ``remote_a2a``:
+        where an outside A2A agent lives); returns its record and credential.
 
         The name is reserved while its write is in flight (a concurrent Register of it gets
         ALREADY_EXISTS); the identity exists in memory only once the write committed. With an
@@ -190,6 +191,8 @@ class Registry:
         record.last_seen_at.CopyFrom(to_timestamp(now))
         if a2a is not None:
             record.a2a.CopyFrom(a2a)
+        if remote_a2a is not None:
+            record.remote_a2a.CopyFrom(remote_a2a)
         self._set_skill(record, skill_md)
         entry = AgentEntry(record, hash_secret(secret))
         self._reserved.add(name)
@@ -289,6 +292,17 @@ class Registry:
     async def set_a2a(self, agent_id: str, a2a: a2a_pb2.A2ASettings) -> identity_pb2.AgentRecord:
         """Replace the A2A settings."""
         return await self._update(agent_id, lambda r: r.a2a.CopyFrom(a2a), "a2a_set", lambda r: {})
+
+    async def set_remote_a2a(
+        self, agent_id: str, remote_a2a: a2a_pb2.RemoteA2AAgent, a2a: a2a_pb2.A2ASettings
+    ) -> identity_pb2.AgentRecord:
+        """Replace where an outside A2A agent lives and what its card advertises; audited as remote_a2a_set."""
+
+        def change(record: identity_pb2.AgentRecord) -> None:
+            record.remote_a2a.CopyFrom(remote_a2a)
+            record.a2a.CopyFrom(a2a)
+
+        return await self._update(agent_id, change, "remote_a2a_set", lambda r: {"card_url": r.remote_a2a.card_url})
 
     async def _update(
         self,

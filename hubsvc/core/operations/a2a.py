@@ -4,7 +4,9 @@ An invocation is a consulting channel from the caller to the target whose questi
 carries an :class:`A2ADispatch` (``event_data["a2a"]``); the target's EV_TEXT reply
 (optionally with an :class:`A2AReply`) ends it. Every invocation is recorded as an
 :class:`Execution` linked to the execution the caller was running in (through the call
-token it presents) and to a shared root session.
+token it presents) and to a shared root session. A call to an outside A2A agent (a
+``remote_agent`` identity, or a URL) is made by the hub instead (:mod:`hubsvc.core.remote_a2a`):
+the same execution record, without a channel.
 
 Call tokens never enter the channel: the dispatch is part of the channel's WAL, which
 every member (the caller too) and the operator read, so it names only the execution;
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from agentnet.v1 import a2a_pb2, hub_pb2, identity_pb2
@@ -30,7 +33,8 @@ from hubsvc.core.executions import Running
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.messages import MessageOps
 from hubsvc.core.registry import AgentEntry
-from hubsvc.core.util import check_seconds, new_id
+from hubsvc.core.remote_a2a import Outcome, RemoteA2A, RemoteCard, card_base, is_url, name_from_card
+from hubsvc.core.util import check_seconds, new_id, to_timestamp
 from netkernel.a2a_outcome import reply_outcome
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
@@ -50,6 +54,9 @@ RESERVED_HEADER_PREFIX = "a2a-"
 CANCEL_REASON = "a2a_canceled"
 """The close reason of a consulting channel whose caller cancelled the call (the call ends CANCELED)."""
 DEFAULT_DISCOVER_LIMIT = 50
+CANCELED_TEXT = "the caller cancelled the call"
+_CONTINUATION_SCAN = 1000
+"""Executions of a root session looked through for a remote task to continue."""
 
 
 def may_call(caller: identity_pb2.AgentRecord, target: identity_pb2.AgentRecord) -> bool:
@@ -83,12 +90,72 @@ def check_custom_headers(headers: Mapping[str, str]) -> None:
             )
 
 
+@dataclass
+class _Started:
+    """A call checked and recorded as running, waiting for its outcome."""
+
+    record: a2a_pb2.Execution
+    target_id: str
+    target_name: str
+    timeout: float
+    endpoint: a2a_pb2.RemoteA2AAgent | None = None
+    """Where an outside target lives (None: a hub agent, consulted in the record's channel)."""
+    request: hub_pb2.InvokeAgentRequest | None = None
+    """What to send an outside target."""
+    remote_task: tuple[str, str] = ("", "")
+    """The outside target's task and context the call continues ("": a new task)."""
+
+
 class A2AOps:
-    """DiscoverAgents, InvokeAgent, RefreshCallToken and ListExecutions (SetA2ASettings is in agents.py)."""
+    """DiscoverAgents, InvokeAgent, executions, call tokens and outside agents (SetA2ASettings is in agents.py)."""
 
     def __init__(self, core: HubCore, messages: MessageOps) -> None:
         self.core = core
         self.messages = messages
+        self.remote = RemoteA2A(core.options)
+        """Outbound calls to outside A2A agents (off unless --a2a-outbound-allow names destinations)."""
+        self._remote_cancels: dict[str, asyncio.Event] = {}
+        """Set to cancel a call to an outside agent running on this replica (CancelExecution)."""
+
+    # -- outside A2A agents ---------------------------------------------------------------
+
+    async def register_remote(
+        self, request: hub_pb2.RegisterRemoteA2AAgentRequest, *, by_operator: bool
+    ) -> tuple[identity_pb2.AgentRecord, str]:
+        """Fetch an outside agent's card and register it as a remote_agent identity."""
+        fetched = await self.remote.fetch_card(request.card_url)
+        passport = identity_pb2.Passport()
+        passport.CopyFrom(request.passport)
+        passport.kind = identity_pb2.PASSPORT_KIND_REMOTE_AGENT
+        passport.name = passport.name or name_from_card(fetched.card.name)
+        passport.description = passport.description or fetched.card.description
+        return await self.core.register(
+            passport,
+            identity_pb2.Resume(),
+            None,
+            fetched.settings(request.a2a if request.HasField("a2a") else None),
+            human=False,
+            rule_json=request.rule_json,
+            by_operator=by_operator,
+            remote_a2a=self._stamped(fetched),
+        )
+
+    async def refresh_remote(self, caller: str) -> identity_pb2.AgentRecord:
+        """Fetch the caller's card again and replace what its identity took from it."""
+        record = self.core.registry.get(caller).record
+        if not record.HasField("remote_a2a"):
+            raise FailedPrecondition(
+                "RefreshRemoteA2AAgent refreshes an outside A2A agent registered with RegisterRemoteA2AAgent; "
+                "call it with the credential that registration returned.",
+            )
+        fetched = await self.remote.fetch_card(record.remote_a2a.card_url)
+        return await self.core.registry.set_remote_a2a(caller, self._stamped(fetched), fetched.settings(record.a2a))
+
+    def _stamped(self, fetched: RemoteCard) -> a2a_pb2.RemoteA2AAgent:
+        endpoint = a2a_pb2.RemoteA2AAgent()
+        endpoint.CopyFrom(fetched.endpoint)
+        endpoint.fetched_at.CopyFrom(to_timestamp(self.core.clock()))
+        return endpoint
 
     # -- discovery ------------------------------------------------------------------------
 
@@ -133,9 +200,9 @@ class A2AOps:
     # -- invocation -----------------------------------------------------------------------
 
     async def invoke(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> hub_pb2.InvokeAgentResponse:
-        """Run one call: check it, record a child execution, consult the target, wait for the outcome
-        (counted by outcome in the hub's metrics). A ``detach`` call returns once started (RUNNING);
-        the hub then waits for its outcome in the background."""
+        """Run one call: check it, record a child execution, consult the target (or call the outside
+        agent), wait for the outcome (counted by outcome in the hub's metrics). A ``detach`` call
+        returns once started (RUNNING); the hub then waits for its outcome in the background."""
         try:
             started = await self._start(caller, request)
         except AgentNetError as err:
@@ -145,24 +212,28 @@ class A2AOps:
             self.core.recorder.a2a_call("INTERNAL")
             raise
         if request.detach:
-            self.core.spawn(self._finish(caller, *started), "a2a-detached")
-            record = started[0]
+            self.core.spawn(self._finish(caller, started), "a2a-detached")
+            record = started.record
             return hub_pb2.InvokeAgentResponse(
                 status=a2a_pb2.INVOCATION_STATUS_RUNNING,
                 execution_id=record.execution_id,
                 root_session_id=record.root_session_id,
             )
-        return await self._finish(caller, *started)
+        return await self._finish(caller, started)
 
-    async def _finish(
-        self, caller: str, record: a2a_pb2.Execution, target: AgentEntry, timeout: float
-    ) -> hub_pb2.InvokeAgentResponse:
+    async def _finish(self, caller: str, started: _Started) -> hub_pb2.InvokeAgentResponse:
         """Wait for a started call's outcome, record it and count it."""
         log = self.core.executions
+        record = started.record
         try:
-            status, result, error = await self._outcome(caller, record.channel_id, target, timeout)
+            if started.endpoint is not None:
+                status, result, error = await self._call_remote(started)
+            else:
+                status, result, error = await self._outcome(
+                    caller, record.channel_id, started.target_id, started.target_name, started.timeout
+                )
         except asyncio.CancelledError:
-            log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
+            log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, CANCELED_TEXT)
             self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
             self.core.recorder.a2a_call("CANCELLED")
             self._forget(record)
@@ -175,12 +246,17 @@ class A2AOps:
                 self._forget(record)
             self.core.recorder.a2a_call(getattr(err, "reason", "INTERNAL"))
             raise
+        if started.endpoint is not None and status != a2a_pb2.INVOCATION_STATUS_CANCELED:
+            stored = await log.get(record.execution_id)
+            if stored is not None and stored.status == a2a_pb2.INVOCATION_STATUS_CANCELED:
+                # CancelExecution on another replica recorded it CANCELED while the outside agent answered.
+                status, result, error = stored.status, "", stored.error
         log.end(record, status, error)
         record.result = result
         self.core.audit(
             "a2a_invoked",
             caller,
-            target.agent_id,
+            started.target_id,
             {"execution_id": record.execution_id, "status": a2a_pb2.InvocationStatus.Name(status)},
         )
         try:
@@ -198,14 +274,14 @@ class A2AOps:
 
     def _forget(self, record: a2a_pb2.Execution) -> None:
         """The call ended here: no longer running on this replica; wake CancelExecution waiting for it."""
+        self._remote_cancels.pop(record.execution_id, None)
         running = self.core.executions.running.pop(record.execution_id, None)
         if running is not None:
             running.ended.set()
 
-    async def _start(
-        self, caller: str, request: hub_pb2.InvokeAgentRequest
-    ) -> tuple[a2a_pb2.Execution, AgentEntry, float]:
-        """Check a call, record its execution as running and open its consulting channel."""
+    async def _start(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> _Started:
+        """Check a call and record its execution as running; for a hub agent, open its consulting
+        channel; for an outside agent, find the remote task it continues."""
         timeout = self._timeout(request)
         if not request.message.strip():
             raise InvalidArgument("message is empty; say what the agent should do.", metadata={"field": "message"})
@@ -214,12 +290,16 @@ class A2AOps:
         parent = (
             await self._verify_token(caller, request.call_token) if request.call_token and continued is None else None
         )
-        target = self._target(caller, continued.target_id if continued else request.agent_id, request.skill)
+        target_id, target_name, endpoint = await self._resolve(
+            caller, continued.target_id if continued else request.agent_id, request.skill
+        )
+        if endpoint is not None:
+            self.remote.policy.check(endpoint.url, "the agent's interface")  # refused before anything is recorded
         if continued is not None:
             depth = await self.core.executions.depth_of(continued)
         else:
             depth = parent.depth + 1 if parent is not None else 1
-        self.core.rules.check_call_depth("invoke", caller, depth, target.name)
+        self.core.rules.check_call_depth("invoke", caller, depth, target_name)
         if continued is not None:
             root = continued.root_session_id
         elif parent is not None:
@@ -237,15 +317,25 @@ class A2AOps:
             parent_execution_id=parent_id,
             root_session_id=root,
             caller_id=caller,
-            target_id=target.agent_id,
+            target_id=target_id,
             skill=request.skill,
             continues_execution_id=continued.execution_id if continued is not None else "",
         )
+        started = _Started(record, target_id, target_name, timeout, endpoint, request)
         log = self.core.executions
         log.start(record)
         log.running[record.execution_id] = Running(record, depth)
         recorded: list[asyncio.Future[None]] = []
         try:
+            if endpoint is not None:
+                started.remote_task = await self._remote_task(
+                    record, continued, joined=parent is not None or bool(request.root_session_id)
+                )
+                self.core.intake.count(caller, question)  # last check: a refused call spends no rate token
+                self._remote_cancels[record.execution_id] = asyncio.Event()
+                recorded.append(log.submit(record))  # running, before anything is sent
+                await recorded[0]
+                return started
             # No call token here: the dispatch is stored in the channel's WAL (see the module doc).
             dispatch = a2a_pb2.A2ADispatch(
                 execution_id=record.execution_id,
@@ -260,7 +350,7 @@ class A2AOps:
             ch = await self.core.open_channel(
                 caller,
                 type="consulting",
-                targets=[target.agent_id],
+                targets=[target_id],
                 intent=f"a2a: {request.skill}" if request.skill else "a2a",
                 seed=question,
                 dispatch=MessageToDict(dispatch, preserving_proto_field_name=True),
@@ -272,7 +362,7 @@ class A2AOps:
             await log.save(record)  # the running record names its channel (GetExecution, CancelExecution)
         except asyncio.CancelledError:
             if recorded:  # else cancelled while the policy was asked: the call never started
-                log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, "the caller cancelled the call")
+                log.end(record, a2a_pb2.INVOCATION_STATUS_FAILED, CANCELED_TEXT)
                 self.core.spawn(self._abandon(caller, record), "a2a-cancelled")
             self._forget(record)
             raise
@@ -282,7 +372,7 @@ class A2AOps:
                 await log.save(record)
             self._forget(record)
             raise
-        return record, target, timeout
+        return started
 
     async def _continued(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> a2a_pb2.Execution:
         """The input-required execution of ``caller`` that ``request`` answers (checked)."""
@@ -296,7 +386,7 @@ class A2AOps:
             raise PermissionDenied(
                 "only the caller of an execution may answer its question.", metadata={"execution_id": ref}
             )
-        if request.agent_id and self.core.registry.resolve(request.agent_id).agent_id != row.target_id:
+        if request.agent_id and not self._names(request.agent_id, row.target_id):
             raise InvalidArgument(
                 "agent_id names another agent than the execution you continue; leave it empty or name its target.",
                 metadata={"field": "agent_id"},
@@ -313,6 +403,101 @@ class A2AOps:
                 metadata={"execution_id": ref},
             )
         return row
+
+    def _names(self, ref: str, target_id: str) -> bool:
+        """Whether the agent reference ``ref`` (an id, a name, or an outside agent's URL) names ``target_id``."""
+        if ref == target_id:
+            return True
+        if is_url(ref):
+            return is_url(target_id) and ref.rstrip("/") in (target_id, card_base(target_id))
+        return self.core.registry.resolve(ref).agent_id == target_id
+
+    def _is_remote(self, target_id: str) -> bool:
+        """Whether an execution's target is an outside A2A agent (an ad-hoc URL or a remote_agent identity)."""
+        if is_url(target_id):
+            return True
+        record = self.core.registry.record_of(target_id)
+        return record is not None and record.HasField("remote_a2a")
+
+    async def _call_remote(self, started: _Started) -> tuple[a2a_pb2.InvocationStatus.ValueType, str, str]:
+        """A call to an outside A2A agent, made by the hub; CancelExecution on this replica ends it CANCELED
+        (the outside agent's task itself is not cancelled)."""
+        record, request, endpoint = started.record, started.request, started.endpoint
+        assert request is not None and endpoint is not None
+        task_id, context_id = started.remote_task
+        canceled = self._remote_cancels.setdefault(record.execution_id, asyncio.Event())
+        sending = asyncio.ensure_future(
+            self.remote.send(
+                endpoint,
+                request.message,
+                skill=request.skill,
+                headers=request.custom_headers,
+                timeout=started.timeout,
+                task_id=task_id,
+                context_id=context_id,
+            )
+        )
+        stopping = asyncio.ensure_future(canceled.wait())
+        try:
+            await asyncio.wait({sending, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not sending.done():
+                sending.cancel()
+        if not sending.done() or sending.cancelled():
+            record.remote_task_id, record.remote_context_id = task_id, context_id
+            return a2a_pb2.INVOCATION_STATUS_CANCELED, "", CANCELED_TEXT
+        outcome: Outcome = sending.result()
+        record.remote_task_id = outcome.task_id
+        record.remote_context_id = outcome.context_id
+        return outcome.status, outcome.result, outcome.error
+
+    async def _remote_task(
+        self, record: a2a_pb2.Execution, continued: a2a_pb2.Execution | None, *, joined: bool
+    ) -> tuple[str, str]:
+        """The remote task and context a call to an outside agent continues: those of the execution it
+        answers (continues_execution_id), else of the caller's latest earlier call to the same target in
+        this (joined) root session when that call ended input-required (which it then continues)."""
+        if continued is not None:
+            return continued.remote_task_id, continued.remote_context_id
+        if not joined:
+            return "", ""
+        earlier = await self.core.executions.list(None, record.root_session_id, _CONTINUATION_SCAN)
+        for execution in reversed(earlier):
+            if execution.execution_id == record.execution_id:
+                continue
+            if execution.caller_id == record.caller_id and execution.target_id == record.target_id:
+                if execution.status == a2a_pb2.INVOCATION_STATUS_INPUT_REQUIRED and execution.remote_task_id:
+                    record.continues_execution_id = execution.execution_id
+                    return execution.remote_task_id, execution.remote_context_id
+                break
+        return "", ""
+
+    async def _resolve(self, caller: str, ref: str, skill: str) -> tuple[str, str, a2a_pb2.RemoteA2AAgent | None]:
+        """The target's id, name and, for an outside agent, where it lives. A URL names the registered
+        remote_agent identity with that card or interface URL (its visibility rules apply), else an
+        ad-hoc call to the card there (the operator's --a2a-outbound-allow is the only gate)."""
+        if not is_url(ref):
+            target = self._target(caller, ref, skill)
+            remote = target.record.remote_a2a if target.record.HasField("remote_a2a") else None
+            return target.agent_id, target.name, remote
+        for entry in self.core.registry.entries():
+            remote = entry.record.remote_a2a
+            if entry.record.HasField("remote_a2a") and ref.rstrip("/") in (
+                remote.card_url,
+                remote.url.rstrip("/"),
+                card_base(remote.card_url),
+            ):
+                target = self._target(caller, entry.agent_id, skill)
+                return target.agent_id, target.name, remote
+        fetched = await self.remote.fetch_card(ref)
+        offered = [s.id or s.name for s in fetched.card.skills]
+        if skill and not matches_any(offered, [skill]):
+            raise InvalidArgument(
+                f"the A2A agent at {ref} does not offer skill {skill!r}; it offers {offered}.",
+                metadata={"field": "skill"},
+            )
+        return fetched.endpoint.card_url, fetched.card.name or ref, fetched.endpoint
 
     def _timeout(self, request: hub_pb2.InvokeAgentRequest) -> float:
         if not request.HasField("timeout_seconds"):
@@ -342,19 +527,20 @@ class A2AOps:
         return target
 
     async def _outcome(
-        self, caller: str, channel_id: str, target: AgentEntry, timeout: float
+        self, caller: str, channel_id: str, target_id: str, target_name: str, timeout: float
     ) -> tuple[a2a_pb2.InvocationStatus.ValueType, str, str]:
+        """A hub agent's answer in the call's consulting channel (CANCELED when CancelExecution closed it)."""
         try:
             reply = await self.messages.await_reply(
-                caller, channel_id, target.agent_id, timeout, timeout_reason="a2a_timeout"
+                caller, channel_id, target_id, timeout, timeout_reason="a2a_timeout"
             )
         except Timeout:
-            return a2a_pb2.INVOCATION_STATUS_FAILED, "", f"{target.name} did not answer within {timeout:g}s"
+            return a2a_pb2.INVOCATION_STATUS_FAILED, "", f"{target_name} did not answer within {timeout:g}s"
         except ChannelClosed as err:
             if (err.metadata or {}).get("reason") == CANCEL_REASON:
-                return a2a_pb2.INVOCATION_STATUS_CANCELED, "", "the caller cancelled the call"
+                return a2a_pb2.INVOCATION_STATUS_CANCELED, "", CANCELED_TEXT
             return a2a_pb2.INVOCATION_STATUS_FAILED, "", err.message
-        status, result, error = reply_outcome(envelope_from_wire(reply).event_data, target.name)
+        status, result, error = reply_outcome(envelope_from_wire(reply).event_data, target_name)
         return INVOCATION_STATUS.by_name[status], result, error
 
     async def _abandon(self, caller: str, record: a2a_pb2.Execution) -> None:
@@ -381,19 +567,24 @@ class A2AOps:
         return record
 
     async def cancel(self, caller: str, execution_id: str) -> a2a_pb2.Execution:
-        """Cancel a running execution ``caller`` made: close its channel; it ends CANCELED."""
+        """Cancel a running execution ``caller`` made; it ends CANCELED. A hub agent's call: close its
+        channel. An outside agent's call: stop waiting for its answer (the remote task is not cancelled)."""
         record = await self.get_execution(caller, execution_id)
         if record.caller_id != caller:
             raise PermissionDenied(
                 "only the caller of an execution may cancel it.", metadata={"execution_id": execution_id}
             )
-        if record.status != a2a_pb2.INVOCATION_STATUS_RUNNING or not record.channel_id:
+        remote = self._is_remote(record.target_id)
+        if record.status != a2a_pb2.INVOCATION_STATUS_RUNNING or not (record.channel_id or remote):
             raise FailedPrecondition(
                 f"execution {execution_id!r} is not running (it is "
                 f"{INVOCATION_STATUS.name_of(record.status, 'running')}); only a running call can be cancelled.",
                 metadata={"execution_id": execution_id},
             )
         running = self.core.executions.running.get(execution_id)
+        if remote:
+            await self._cancel_remote(record, running)
+            return await self.get_execution(caller, execution_id)
         try:
             await self.core.close_channel(caller, record.channel_id, CANCEL_REASON)
         except ChannelClosed:
@@ -404,6 +595,17 @@ class A2AOps:
         if running is not None:
             await running.ended.wait()  # this replica waits for the outcome: recorded CANCELED
         return await self.get_execution(caller, execution_id)
+
+    async def _cancel_remote(self, record: a2a_pb2.Execution, running: Running | None) -> None:
+        """End a call to an outside agent CANCELED: the replica that runs it stops waiting; from
+        another replica, the record is written CANCELED (which the running replica then keeps)."""
+        canceled = self._remote_cancels.get(record.execution_id)
+        if canceled is not None and running is not None:
+            canceled.set()
+            await running.ended.wait()
+            return
+        self.core.executions.end(record, a2a_pb2.INVOCATION_STATUS_CANCELED, CANCELED_TEXT)
+        await self.core.executions.save(record)
 
     async def list_executions(self, viewer: str | None, root_session_id: str, limit: int) -> list[a2a_pb2.Execution]:
         """An execution tree the viewer took part in (any tree, or every execution, for the operator: None)."""

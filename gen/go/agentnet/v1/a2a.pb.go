@@ -303,9 +303,16 @@ type Execution struct {
 	ContinuesExecutionId string `protobuf:"bytes,12,opt,name=continues_execution_id,json=continuesExecutionId,proto3" json:"continues_execution_id,omitempty"`
 	// The callee's answer (completed) or question (input-required), as InvokeAgentResponse.result;
 	// empty while running and for failed or canceled calls.
-	Result        string `protobuf:"bytes,13,opt,name=result,proto3" json:"result,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Result string `protobuf:"bytes,13,opt,name=result,proto3" json:"result,omitempty"`
+	// For a call to an outside A2A agent (a remote_a2a identity or a URL): the
+	// remote task's id and context id, so a later call that continues this one
+	// (continues_execution_id, or the same caller calling the same target again in
+	// the same root session) continues the remote task left input-required.
+	RemoteTaskId string `protobuf:"bytes,14,opt,name=remote_task_id,json=remoteTaskId,proto3" json:"remote_task_id,omitempty"`
+	// See remote_task_id.
+	RemoteContextId string `protobuf:"bytes,15,opt,name=remote_context_id,json=remoteContextId,proto3" json:"remote_context_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
@@ -425,6 +432,20 @@ func (x *Execution) GetContinuesExecutionId() string {
 func (x *Execution) GetResult() string {
 	if x != nil {
 		return x.Result
+	}
+	return ""
+}
+
+func (x *Execution) GetRemoteTaskId() string {
+	if x != nil {
+		return x.RemoteTaskId
+	}
+	return ""
+}
+
+func (x *Execution) GetRemoteContextId() string {
+	if x != nil {
+		return x.RemoteContextId
 	}
 	return ""
 }
@@ -601,6 +622,101 @@ func (x *A2AReply) GetError() string {
 	return ""
 }
 
+// RemoteA2AAgent says where an outside A2A agent lives: the hub fetched its
+// Agent Card from `card_url` (RegisterRemoteA2AAgent) and calls it over the
+// interface the card prefers. Set on AgentRecord.remote_a2a of identities of
+// kind remote_agent registered that way; InvokeAgent on such an identity is an
+// outbound call the hub makes (docs/a2a.md "Calling outside A2A agents").
+type RemoteA2AAgent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the card was fetched from.
+	CardUrl string `protobuf:"bytes,1,opt,name=card_url,json=cardUrl,proto3" json:"card_url,omitempty"`
+	// The interface the hub calls (a URL, or host:port for gRPC).
+	Url string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	// Its protocol binding: "JSONRPC" or "GRPC".
+	ProtocolBinding string `protobuf:"bytes,3,opt,name=protocol_binding,json=protocolBinding,proto3" json:"protocol_binding,omitempty"`
+	// The A2A protocol version the interface declares ("" = unstated).
+	ProtocolVersion string `protobuf:"bytes,4,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// The card's own name.
+	CardName string `protobuf:"bytes,5,opt,name=card_name,json=cardName,proto3" json:"card_name,omitempty"`
+	// When the card was last fetched (registration or RefreshRemoteA2AAgent).
+	FetchedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=fetched_at,json=fetchedAt,proto3" json:"fetched_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteA2AAgent) Reset() {
+	*x = RemoteA2AAgent{}
+	mi := &file_agentnet_v1_a2a_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteA2AAgent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteA2AAgent) ProtoMessage() {}
+
+func (x *RemoteA2AAgent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_a2a_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteA2AAgent.ProtoReflect.Descriptor instead.
+func (*RemoteA2AAgent) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_a2a_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RemoteA2AAgent) GetCardUrl() string {
+	if x != nil {
+		return x.CardUrl
+	}
+	return ""
+}
+
+func (x *RemoteA2AAgent) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *RemoteA2AAgent) GetProtocolBinding() string {
+	if x != nil {
+		return x.ProtocolBinding
+	}
+	return ""
+}
+
+func (x *RemoteA2AAgent) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
+}
+
+func (x *RemoteA2AAgent) GetCardName() string {
+	if x != nil {
+		return x.CardName
+	}
+	return ""
+}
+
+func (x *RemoteA2AAgent) GetFetchedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FetchedAt
+	}
+	return nil
+}
+
 var File_agentnet_v1_a2a_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_a2a_proto_rawDesc = "" +
@@ -621,7 +737,7 @@ const file_agentnet_v1_a2a_proto_rawDesc = "" +
 	"\x06skills\x18\x04 \x03(\tR\x06skills\x12\"\n" +
 	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12\x1f\n" +
 	"\vinput_modes\x18\x06 \x03(\tR\n" +
-	"inputModes\"\x82\x04\n" +
+	"inputModes\"\xd4\x04\n" +
 	"\tExecution\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12.\n" +
 	"\x13parent_execution_id\x18\x02 \x01(\tR\x11parentExecutionId\x12&\n" +
@@ -638,7 +754,9 @@ const file_agentnet_v1_a2a_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x124\n" +
 	"\x16continues_execution_id\x18\f \x01(\tR\x14continuesExecutionId\x12\x16\n" +
-	"\x06result\x18\r \x01(\tR\x06result\"\x94\x03\n" +
+	"\x06result\x18\r \x01(\tR\x06result\x12$\n" +
+	"\x0eremote_task_id\x18\x0e \x01(\tR\fremoteTaskId\x12*\n" +
+	"\x11remote_context_id\x18\x0f \x01(\tR\x0fremoteContextId\"\x94\x03\n" +
 	"\vA2ADispatch\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12&\n" +
 	"\x0froot_session_id\x18\x02 \x01(\tR\rrootSessionId\x12\x18\n" +
@@ -653,7 +771,15 @@ const file_agentnet_v1_a2a_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
 	"\bA2AReply\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error*\xd9\x01\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xeb\x01\n" +
+	"\x0eRemoteA2AAgent\x12\x19\n" +
+	"\bcard_url\x18\x01 \x01(\tR\acardUrl\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12)\n" +
+	"\x10protocol_binding\x18\x03 \x01(\tR\x0fprotocolBinding\x12)\n" +
+	"\x10protocol_version\x18\x04 \x01(\tR\x0fprotocolVersion\x12\x1b\n" +
+	"\tcard_name\x18\x05 \x01(\tR\bcardName\x129\n" +
+	"\n" +
+	"fetched_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfetchedAt*\xd9\x01\n" +
 	"\x10InvocationStatus\x12!\n" +
 	"\x1dINVOCATION_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bINVOCATION_STATUS_COMPLETED\x10\x01\x12$\n" +
@@ -675,7 +801,7 @@ func file_agentnet_v1_a2a_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_a2a_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentnet_v1_a2a_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentnet_v1_a2a_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_agentnet_v1_a2a_proto_goTypes = []any{
 	(InvocationStatus)(0),         // 0: agentnet.v1.InvocationStatus
 	(*A2ASettings)(nil),           // 1: agentnet.v1.A2ASettings
@@ -683,20 +809,22 @@ var file_agentnet_v1_a2a_proto_goTypes = []any{
 	(*Execution)(nil),             // 3: agentnet.v1.Execution
 	(*A2ADispatch)(nil),           // 4: agentnet.v1.A2ADispatch
 	(*A2AReply)(nil),              // 5: agentnet.v1.A2AReply
-	nil,                           // 6: agentnet.v1.A2ADispatch.CustomHeadersEntry
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*RemoteA2AAgent)(nil),        // 6: agentnet.v1.RemoteA2AAgent
+	nil,                           // 7: agentnet.v1.A2ADispatch.CustomHeadersEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_agentnet_v1_a2a_proto_depIdxs = []int32{
 	0, // 0: agentnet.v1.Execution.status:type_name -> agentnet.v1.InvocationStatus
-	7, // 1: agentnet.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
-	7, // 2: agentnet.v1.Execution.ended_at:type_name -> google.protobuf.Timestamp
-	6, // 3: agentnet.v1.A2ADispatch.custom_headers:type_name -> agentnet.v1.A2ADispatch.CustomHeadersEntry
-	7, // 4: agentnet.v1.A2ADispatch.call_token_expires_at:type_name -> google.protobuf.Timestamp
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	8, // 1: agentnet.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
+	8, // 2: agentnet.v1.Execution.ended_at:type_name -> google.protobuf.Timestamp
+	7, // 3: agentnet.v1.A2ADispatch.custom_headers:type_name -> agentnet.v1.A2ADispatch.CustomHeadersEntry
+	8, // 4: agentnet.v1.A2ADispatch.call_token_expires_at:type_name -> google.protobuf.Timestamp
+	8, // 5: agentnet.v1.RemoteA2AAgent.fetched_at:type_name -> google.protobuf.Timestamp
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_a2a_proto_init() }
@@ -710,7 +838,7 @@ func file_agentnet_v1_a2a_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_a2a_proto_rawDesc), len(file_agentnet_v1_a2a_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

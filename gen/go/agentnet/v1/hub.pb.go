@@ -3091,7 +3091,8 @@ func (x *DiscoverAgentsResponse) GetAgents() []*DiscoveredAgent {
 // InvokeAgentRequest calls an agent.
 type InvokeAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The target.
+	// The target: an agent id or name, or the http(s) URL of an outside A2A
+	// agent (its card's URL or its base URL; docs/a2a.md "Calling outside A2A agents").
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
@@ -4487,6 +4488,225 @@ func (x *ListAuditResponse) GetRecords() []*AuditRecord {
 	return nil
 }
 
+// RegisterRemoteA2AAgentRequest registers an outside A2A agent.
+type RegisterRemoteA2AAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Agent Card's URL (e.g. https://host/.well-known/agent-card.json), or
+	// the agent's base URL (the card is then read from
+	// <base>/.well-known/agent-card.json). http or https; its host must be
+	// allowed by the hub's --a2a-outbound-allow.
+	CardUrl string `protobuf:"bytes,1,opt,name=card_url,json=cardUrl,proto3" json:"card_url,omitempty"`
+	// Identity; kind is set to remote_agent. An empty name takes the card's name
+	// (characters other than letters, digits, '.', '_', '-' become '-'); an
+	// empty description takes the card's description.
+	Passport *Passport `protobuf:"bytes,2,opt,name=passport,proto3" json:"passport,omitempty"`
+	// Who may discover and call it: `enabled` and `allowed_callers` are used as
+	// given (absent = enabled, any caller of the project); description, skills,
+	// capabilities and input_modes always come from the card.
+	A2A *A2ASettings `protobuf:"bytes,3,opt,name=a2a,proto3" json:"a2a,omitempty"`
+	// Optional governance rule for the identity, as for RegisterRequest.rule_json.
+	RuleJson      string `protobuf:"bytes,4,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterRemoteA2AAgentRequest) Reset() {
+	*x = RegisterRemoteA2AAgentRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterRemoteA2AAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterRemoteA2AAgentRequest) ProtoMessage() {}
+
+func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
+func (*RegisterRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *RegisterRemoteA2AAgentRequest) GetCardUrl() string {
+	if x != nil {
+		return x.CardUrl
+	}
+	return ""
+}
+
+func (x *RegisterRemoteA2AAgentRequest) GetPassport() *Passport {
+	if x != nil {
+		return x.Passport
+	}
+	return nil
+}
+
+func (x *RegisterRemoteA2AAgentRequest) GetA2A() *A2ASettings {
+	if x != nil {
+		return x.A2A
+	}
+	return nil
+}
+
+func (x *RegisterRemoteA2AAgentRequest) GetRuleJson() string {
+	if x != nil {
+		return x.RuleJson
+	}
+	return ""
+}
+
+// RegisterRemoteA2AAgentResponse returns the new identity and its credential.
+type RegisterRemoteA2AAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registry entry (remote_a2a says where the agent lives).
+	Agent *AgentRecord `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Credential of the identity: RefreshRemoteA2AAgent, SetA2ASettings and
+	// Unregister act on it. Shown once; keep it secret.
+	Credential    string `protobuf:"bytes,2,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterRemoteA2AAgentResponse) Reset() {
+	*x = RegisterRemoteA2AAgentResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterRemoteA2AAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterRemoteA2AAgentResponse) ProtoMessage() {}
+
+func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
+func (*RegisterRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *RegisterRemoteA2AAgentResponse) GetAgent() *AgentRecord {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+func (x *RegisterRemoteA2AAgentResponse) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+// RefreshRemoteA2AAgentRequest re-reads the caller's Agent Card.
+type RefreshRemoteA2AAgentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshRemoteA2AAgentRequest) Reset() {
+	*x = RefreshRemoteA2AAgentRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshRemoteA2AAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshRemoteA2AAgentRequest) ProtoMessage() {}
+
+func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
+func (*RefreshRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
+}
+
+// RefreshRemoteA2AAgentResponse returns the updated entry.
+type RefreshRemoteA2AAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registry entry.
+	Agent         *AgentRecord `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshRemoteA2AAgentResponse) Reset() {
+	*x = RefreshRemoteA2AAgentResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshRemoteA2AAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshRemoteA2AAgentResponse) ProtoMessage() {}
+
+func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
+func (*RefreshRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *RefreshRemoteA2AAgentResponse) GetAgent() *AgentRecord {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
 var File_agentnet_v1_hub_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_hub_proto_rawDesc = "" +
@@ -4796,7 +5016,20 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\bafter_id\x18\x03 \x01(\x04R\aafterId\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x05R\x05limit\"G\n" +
 	"\x11ListAuditResponse\x122\n" +
-	"\arecords\x18\x01 \x03(\v2\x18.agentnet.v1.AuditRecordR\arecords*O\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.agentnet.v1.AuditRecordR\arecords\"\xb6\x01\n" +
+	"\x1dRegisterRemoteA2AAgentRequest\x12\x19\n" +
+	"\bcard_url\x18\x01 \x01(\tR\acardUrl\x121\n" +
+	"\bpassport\x18\x02 \x01(\v2\x15.agentnet.v1.PassportR\bpassport\x12*\n" +
+	"\x03a2a\x18\x03 \x01(\v2\x18.agentnet.v1.A2ASettingsR\x03a2a\x12\x1b\n" +
+	"\trule_json\x18\x04 \x01(\tR\bruleJson\"p\n" +
+	"\x1eRegisterRemoteA2AAgentResponse\x12.\n" +
+	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x02 \x01(\tR\n" +
+	"credential\"\x1e\n" +
+	"\x1cRefreshRemoteA2AAgentRequest\"O\n" +
+	"\x1dRefreshRemoteA2AAgentResponse\x12.\n" +
+	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent*O\n" +
 	"\tTaskScope\x12\x1a\n" +
 	"\x16TASK_SCOPE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eTASK_SCOPE_OWN\x10\x01\x12\x12\n" +
@@ -4805,7 +5038,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ToolSource\x12\x1b\n" +
 	"\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_SOURCE_PLUGIN\x10\x01\x12\x17\n" +
-	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xc0\x15\n" +
+	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xa3\x17\n" +
 	"\n" +
 	"HubService\x12H\n" +
 	"\aConnect\x12\x1b.agentnet.v1.ConnectRequest\x1a\x1c.agentnet.v1.ConnectResponse(\x010\x01\x12G\n" +
@@ -4845,7 +5078,9 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\bCallTool\x12\x1c.agentnet.v1.CallToolRequest\x1a\x1d.agentnet.v1.CallToolResponse\x12G\n" +
 	"\bDelegate\x12\x1c.agentnet.v1.DelegateRequest\x1a\x1d.agentnet.v1.DelegateResponse\x128\n" +
 	"\x03Say\x12\x17.agentnet.v1.SayRequest\x1a\x18.agentnet.v1.SayResponse\x12J\n" +
-	"\tListAudit\x12\x1d.agentnet.v1.ListAuditRequest\x1a\x1e.agentnet.v1.ListAuditResponseBFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
+	"\tListAudit\x12\x1d.agentnet.v1.ListAuditRequest\x1a\x1e.agentnet.v1.ListAuditResponse\x12q\n" +
+	"\x16RegisterRemoteA2AAgent\x12*.agentnet.v1.RegisterRemoteA2AAgentRequest\x1a+.agentnet.v1.RegisterRemoteA2AAgentResponse\x12n\n" +
+	"\x15RefreshRemoteA2AAgent\x12).agentnet.v1.RefreshRemoteA2AAgentRequest\x1a*.agentnet.v1.RefreshRemoteA2AAgentResponseBFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
 
 var (
 	file_agentnet_v1_hub_proto_rawDescOnce sync.Once
@@ -4860,220 +5095,232 @@ func file_agentnet_v1_hub_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_hub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_agentnet_v1_hub_proto_goTypes = []any{
-	(TaskScope)(0),                   // 0: agentnet.v1.TaskScope
-	(ToolSource)(0),                  // 1: agentnet.v1.ToolSource
-	(*RegisterRequest)(nil),          // 2: agentnet.v1.RegisterRequest
-	(*RegisterResponse)(nil),         // 3: agentnet.v1.RegisterResponse
-	(*RegisterHumanRequest)(nil),     // 4: agentnet.v1.RegisterHumanRequest
-	(*RegisterHumanResponse)(nil),    // 5: agentnet.v1.RegisterHumanResponse
-	(*UnregisterRequest)(nil),        // 6: agentnet.v1.UnregisterRequest
-	(*UnregisterResponse)(nil),       // 7: agentnet.v1.UnregisterResponse
-	(*ListAgentsRequest)(nil),        // 8: agentnet.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),       // 9: agentnet.v1.ListAgentsResponse
-	(*DescribeAgentRequest)(nil),     // 10: agentnet.v1.DescribeAgentRequest
-	(*DescribeAgentResponse)(nil),    // 11: agentnet.v1.DescribeAgentResponse
-	(*SetSkillRequest)(nil),          // 12: agentnet.v1.SetSkillRequest
-	(*SetSkillResponse)(nil),         // 13: agentnet.v1.SetSkillResponse
-	(*SetResumeRequest)(nil),         // 14: agentnet.v1.SetResumeRequest
-	(*SetResumeResponse)(nil),        // 15: agentnet.v1.SetResumeResponse
-	(*OpenChannelRequest)(nil),       // 16: agentnet.v1.OpenChannelRequest
-	(*OpenChannelResponse)(nil),      // 17: agentnet.v1.OpenChannelResponse
-	(*CloseChannelRequest)(nil),      // 18: agentnet.v1.CloseChannelRequest
-	(*CloseChannelResponse)(nil),     // 19: agentnet.v1.CloseChannelResponse
-	(*DescribeChannelRequest)(nil),   // 20: agentnet.v1.DescribeChannelRequest
-	(*DescribeChannelResponse)(nil),  // 21: agentnet.v1.DescribeChannelResponse
-	(*DefaultView)(nil),              // 22: agentnet.v1.DefaultView
-	(*ListChannelsRequest)(nil),      // 23: agentnet.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),     // 24: agentnet.v1.ListChannelsResponse
-	(*ReadWalRequest)(nil),           // 25: agentnet.v1.ReadWalRequest
-	(*ReadWalResponse)(nil),          // 26: agentnet.v1.ReadWalResponse
-	(*PostEnvelopeRequest)(nil),      // 27: agentnet.v1.PostEnvelopeRequest
-	(*PostEnvelopeResponse)(nil),     // 28: agentnet.v1.PostEnvelopeResponse
-	(*CanSendRequest)(nil),           // 29: agentnet.v1.CanSendRequest
-	(*CanSendResponse)(nil),          // 30: agentnet.v1.CanSendResponse
-	(*ReportTaskRequest)(nil),        // 31: agentnet.v1.ReportTaskRequest
-	(*ReportTaskResponse)(nil),       // 32: agentnet.v1.ReportTaskResponse
-	(*ListTasksRequest)(nil),         // 33: agentnet.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),        // 34: agentnet.v1.ListTasksResponse
-	(*GetTaskRequest)(nil),           // 35: agentnet.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),          // 36: agentnet.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),          // 37: agentnet.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),         // 38: agentnet.v1.WaitTaskResponse
-	(*CancelTaskRequest)(nil),        // 39: agentnet.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),       // 40: agentnet.v1.CancelTaskResponse
-	(*ContextExcerpt)(nil),           // 41: agentnet.v1.ContextExcerpt
-	(*SearchContextRequest)(nil),     // 42: agentnet.v1.SearchContextRequest
-	(*SearchContextResponse)(nil),    // 43: agentnet.v1.SearchContextResponse
-	(*QuoteContextRequest)(nil),      // 44: agentnet.v1.QuoteContextRequest
-	(*QuoteContextResponse)(nil),     // 45: agentnet.v1.QuoteContextResponse
-	(*SetA2ASettingsRequest)(nil),    // 46: agentnet.v1.SetA2ASettingsRequest
-	(*SetA2ASettingsResponse)(nil),   // 47: agentnet.v1.SetA2ASettingsResponse
-	(*DiscoverAgentsRequest)(nil),    // 48: agentnet.v1.DiscoverAgentsRequest
-	(*DiscoverAgentsResponse)(nil),   // 49: agentnet.v1.DiscoverAgentsResponse
-	(*InvokeAgentRequest)(nil),       // 50: agentnet.v1.InvokeAgentRequest
-	(*InvokeAgentResponse)(nil),      // 51: agentnet.v1.InvokeAgentResponse
-	(*RefreshCallTokenRequest)(nil),  // 52: agentnet.v1.RefreshCallTokenRequest
-	(*RefreshCallTokenResponse)(nil), // 53: agentnet.v1.RefreshCallTokenResponse
-	(*ListExecutionsRequest)(nil),    // 54: agentnet.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),   // 55: agentnet.v1.ListExecutionsResponse
-	(*GetExecutionRequest)(nil),      // 56: agentnet.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),     // 57: agentnet.v1.GetExecutionResponse
-	(*CancelExecutionRequest)(nil),   // 58: agentnet.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),  // 59: agentnet.v1.CancelExecutionResponse
-	(*ToolSchema)(nil),               // 60: agentnet.v1.ToolSchema
-	(*ListToolsRequest)(nil),         // 61: agentnet.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),        // 62: agentnet.v1.ListToolsResponse
-	(*CallToolRequest)(nil),          // 63: agentnet.v1.CallToolRequest
-	(*CallToolResponse)(nil),         // 64: agentnet.v1.CallToolResponse
-	(*DelegateRequest)(nil),          // 65: agentnet.v1.DelegateRequest
-	(*DelegateResponse)(nil),         // 66: agentnet.v1.DelegateResponse
-	(*SayRequest)(nil),               // 67: agentnet.v1.SayRequest
-	(*SayResponse)(nil),              // 68: agentnet.v1.SayResponse
-	(*AuditRecord)(nil),              // 69: agentnet.v1.AuditRecord
-	(*ListAuditRequest)(nil),         // 70: agentnet.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),        // 71: agentnet.v1.ListAuditResponse
-	nil,                              // 72: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	(*Passport)(nil),                 // 73: agentnet.v1.Passport
-	(*Resume)(nil),                   // 74: agentnet.v1.Resume
-	(*A2ASettings)(nil),              // 75: agentnet.v1.A2ASettings
-	(*AgentRecord)(nil),              // 76: agentnet.v1.AgentRecord
-	(PassportKind)(0),                // 77: agentnet.v1.PassportKind
-	(*AgentSummary)(nil),             // 78: agentnet.v1.AgentSummary
-	(*Envelope)(nil),                 // 79: agentnet.v1.Envelope
-	(*ChannelMetadata)(nil),          // 80: agentnet.v1.ChannelMetadata
-	(*ErrorDetail)(nil),              // 81: agentnet.v1.ErrorDetail
-	(TaskEventKind)(0),               // 82: agentnet.v1.TaskEventKind
-	(*TaskMetadata)(nil),             // 83: agentnet.v1.TaskMetadata
-	(*timestamppb.Timestamp)(nil),    // 84: google.protobuf.Timestamp
-	(*DiscoveredAgent)(nil),          // 85: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),            // 86: agentnet.v1.InvocationStatus
-	(*Execution)(nil),                // 87: agentnet.v1.Execution
-	(*ConnectRequest)(nil),           // 88: agentnet.v1.ConnectRequest
-	(*ConnectResponse)(nil),          // 89: agentnet.v1.ConnectResponse
+	(TaskScope)(0),                         // 0: agentnet.v1.TaskScope
+	(ToolSource)(0),                        // 1: agentnet.v1.ToolSource
+	(*RegisterRequest)(nil),                // 2: agentnet.v1.RegisterRequest
+	(*RegisterResponse)(nil),               // 3: agentnet.v1.RegisterResponse
+	(*RegisterHumanRequest)(nil),           // 4: agentnet.v1.RegisterHumanRequest
+	(*RegisterHumanResponse)(nil),          // 5: agentnet.v1.RegisterHumanResponse
+	(*UnregisterRequest)(nil),              // 6: agentnet.v1.UnregisterRequest
+	(*UnregisterResponse)(nil),             // 7: agentnet.v1.UnregisterResponse
+	(*ListAgentsRequest)(nil),              // 8: agentnet.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),             // 9: agentnet.v1.ListAgentsResponse
+	(*DescribeAgentRequest)(nil),           // 10: agentnet.v1.DescribeAgentRequest
+	(*DescribeAgentResponse)(nil),          // 11: agentnet.v1.DescribeAgentResponse
+	(*SetSkillRequest)(nil),                // 12: agentnet.v1.SetSkillRequest
+	(*SetSkillResponse)(nil),               // 13: agentnet.v1.SetSkillResponse
+	(*SetResumeRequest)(nil),               // 14: agentnet.v1.SetResumeRequest
+	(*SetResumeResponse)(nil),              // 15: agentnet.v1.SetResumeResponse
+	(*OpenChannelRequest)(nil),             // 16: agentnet.v1.OpenChannelRequest
+	(*OpenChannelResponse)(nil),            // 17: agentnet.v1.OpenChannelResponse
+	(*CloseChannelRequest)(nil),            // 18: agentnet.v1.CloseChannelRequest
+	(*CloseChannelResponse)(nil),           // 19: agentnet.v1.CloseChannelResponse
+	(*DescribeChannelRequest)(nil),         // 20: agentnet.v1.DescribeChannelRequest
+	(*DescribeChannelResponse)(nil),        // 21: agentnet.v1.DescribeChannelResponse
+	(*DefaultView)(nil),                    // 22: agentnet.v1.DefaultView
+	(*ListChannelsRequest)(nil),            // 23: agentnet.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),           // 24: agentnet.v1.ListChannelsResponse
+	(*ReadWalRequest)(nil),                 // 25: agentnet.v1.ReadWalRequest
+	(*ReadWalResponse)(nil),                // 26: agentnet.v1.ReadWalResponse
+	(*PostEnvelopeRequest)(nil),            // 27: agentnet.v1.PostEnvelopeRequest
+	(*PostEnvelopeResponse)(nil),           // 28: agentnet.v1.PostEnvelopeResponse
+	(*CanSendRequest)(nil),                 // 29: agentnet.v1.CanSendRequest
+	(*CanSendResponse)(nil),                // 30: agentnet.v1.CanSendResponse
+	(*ReportTaskRequest)(nil),              // 31: agentnet.v1.ReportTaskRequest
+	(*ReportTaskResponse)(nil),             // 32: agentnet.v1.ReportTaskResponse
+	(*ListTasksRequest)(nil),               // 33: agentnet.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),              // 34: agentnet.v1.ListTasksResponse
+	(*GetTaskRequest)(nil),                 // 35: agentnet.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),                // 36: agentnet.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),                // 37: agentnet.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),               // 38: agentnet.v1.WaitTaskResponse
+	(*CancelTaskRequest)(nil),              // 39: agentnet.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),             // 40: agentnet.v1.CancelTaskResponse
+	(*ContextExcerpt)(nil),                 // 41: agentnet.v1.ContextExcerpt
+	(*SearchContextRequest)(nil),           // 42: agentnet.v1.SearchContextRequest
+	(*SearchContextResponse)(nil),          // 43: agentnet.v1.SearchContextResponse
+	(*QuoteContextRequest)(nil),            // 44: agentnet.v1.QuoteContextRequest
+	(*QuoteContextResponse)(nil),           // 45: agentnet.v1.QuoteContextResponse
+	(*SetA2ASettingsRequest)(nil),          // 46: agentnet.v1.SetA2ASettingsRequest
+	(*SetA2ASettingsResponse)(nil),         // 47: agentnet.v1.SetA2ASettingsResponse
+	(*DiscoverAgentsRequest)(nil),          // 48: agentnet.v1.DiscoverAgentsRequest
+	(*DiscoverAgentsResponse)(nil),         // 49: agentnet.v1.DiscoverAgentsResponse
+	(*InvokeAgentRequest)(nil),             // 50: agentnet.v1.InvokeAgentRequest
+	(*InvokeAgentResponse)(nil),            // 51: agentnet.v1.InvokeAgentResponse
+	(*RefreshCallTokenRequest)(nil),        // 52: agentnet.v1.RefreshCallTokenRequest
+	(*RefreshCallTokenResponse)(nil),       // 53: agentnet.v1.RefreshCallTokenResponse
+	(*ListExecutionsRequest)(nil),          // 54: agentnet.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),         // 55: agentnet.v1.ListExecutionsResponse
+	(*GetExecutionRequest)(nil),            // 56: agentnet.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),           // 57: agentnet.v1.GetExecutionResponse
+	(*CancelExecutionRequest)(nil),         // 58: agentnet.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),        // 59: agentnet.v1.CancelExecutionResponse
+	(*ToolSchema)(nil),                     // 60: agentnet.v1.ToolSchema
+	(*ListToolsRequest)(nil),               // 61: agentnet.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),              // 62: agentnet.v1.ListToolsResponse
+	(*CallToolRequest)(nil),                // 63: agentnet.v1.CallToolRequest
+	(*CallToolResponse)(nil),               // 64: agentnet.v1.CallToolResponse
+	(*DelegateRequest)(nil),                // 65: agentnet.v1.DelegateRequest
+	(*DelegateResponse)(nil),               // 66: agentnet.v1.DelegateResponse
+	(*SayRequest)(nil),                     // 67: agentnet.v1.SayRequest
+	(*SayResponse)(nil),                    // 68: agentnet.v1.SayResponse
+	(*AuditRecord)(nil),                    // 69: agentnet.v1.AuditRecord
+	(*ListAuditRequest)(nil),               // 70: agentnet.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 71: agentnet.v1.ListAuditResponse
+	(*RegisterRemoteA2AAgentRequest)(nil),  // 72: agentnet.v1.RegisterRemoteA2AAgentRequest
+	(*RegisterRemoteA2AAgentResponse)(nil), // 73: agentnet.v1.RegisterRemoteA2AAgentResponse
+	(*RefreshRemoteA2AAgentRequest)(nil),   // 74: agentnet.v1.RefreshRemoteA2AAgentRequest
+	(*RefreshRemoteA2AAgentResponse)(nil),  // 75: agentnet.v1.RefreshRemoteA2AAgentResponse
+	nil,                                    // 76: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	(*Passport)(nil),                       // 77: agentnet.v1.Passport
+	(*Resume)(nil),                         // 78: agentnet.v1.Resume
+	(*A2ASettings)(nil),                    // 79: agentnet.v1.A2ASettings
+	(*AgentRecord)(nil),                    // 80: agentnet.v1.AgentRecord
+	(PassportKind)(0),                      // 81: agentnet.v1.PassportKind
+	(*AgentSummary)(nil),                   // 82: agentnet.v1.AgentSummary
+	(*Envelope)(nil),                       // 83: agentnet.v1.Envelope
+	(*ChannelMetadata)(nil),                // 84: agentnet.v1.ChannelMetadata
+	(*ErrorDetail)(nil),                    // 85: agentnet.v1.ErrorDetail
+	(TaskEventKind)(0),                     // 86: agentnet.v1.TaskEventKind
+	(*TaskMetadata)(nil),                   // 87: agentnet.v1.TaskMetadata
+	(*timestamppb.Timestamp)(nil),          // 88: google.protobuf.Timestamp
+	(*DiscoveredAgent)(nil),                // 89: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),                  // 90: agentnet.v1.InvocationStatus
+	(*Execution)(nil),                      // 91: agentnet.v1.Execution
+	(*ConnectRequest)(nil),                 // 92: agentnet.v1.ConnectRequest
+	(*ConnectResponse)(nil),                // 93: agentnet.v1.ConnectResponse
 }
 var file_agentnet_v1_hub_proto_depIdxs = []int32{
-	73, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
-	74, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
-	75, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	76, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
-	73, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
-	74, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
-	76, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
-	77, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
-	78, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	76, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	76, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
-	74, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
-	76, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
-	79, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
-	80, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	80, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	80, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	77, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
+	78, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
+	79, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	80, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
+	77, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
+	78, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
+	80, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
+	81, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
+	82, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	80, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	80, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
+	78, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
+	80, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
+	83, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
+	84, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	84, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	84, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
 	22, // 17: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
-	80, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	79, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	79, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
-	79, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
-	81, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
-	82, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
-	83, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	84, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	83, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	83, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
+	83, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
+	85, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
+	86, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
+	87, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
 	0,  // 25: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
-	83, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	83, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	83, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	83, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	84, // 30: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
+	87, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	87, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	87, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	87, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	88, // 30: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
 	41, // 31: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
 	41, // 32: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	75, // 33: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	76, // 34: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	85, // 35: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	72, // 36: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	86, // 37: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	84, // 38: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	87, // 39: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	87, // 40: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	87, // 41: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	79, // 33: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	80, // 34: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	89, // 35: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	76, // 36: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	90, // 37: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	88, // 38: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	91, // 39: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	91, // 40: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	91, // 41: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
 	1,  // 42: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
 	60, // 43: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	79, // 44: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	84, // 45: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	83, // 44: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	88, // 45: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
 	69, // 46: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	88, // 47: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,  // 48: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,  // 49: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,  // 50: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,  // 51: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10, // 52: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12, // 53: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14, // 54: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16, // 55: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	18, // 56: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	20, // 57: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	23, // 58: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	25, // 59: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	27, // 60: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	29, // 61: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	31, // 62: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	33, // 63: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	35, // 64: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	37, // 65: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	39, // 66: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	42, // 67: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	44, // 68: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	46, // 69: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	48, // 70: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	50, // 71: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	52, // 72: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	54, // 73: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	56, // 74: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
-	58, // 75: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
-	61, // 76: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	63, // 77: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	65, // 78: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	67, // 79: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	70, // 80: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	89, // 81: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,  // 82: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,  // 83: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,  // 84: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,  // 85: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11, // 86: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13, // 87: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15, // 88: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17, // 89: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	19, // 90: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	21, // 91: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	24, // 92: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	26, // 93: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	28, // 94: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	30, // 95: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	32, // 96: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	34, // 97: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	36, // 98: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	38, // 99: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	40, // 100: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	43, // 101: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	45, // 102: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	47, // 103: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	49, // 104: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	51, // 105: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	53, // 106: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	55, // 107: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	57, // 108: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
-	59, // 109: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
-	62, // 110: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	64, // 111: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	66, // 112: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	68, // 113: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	71, // 114: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	81, // [81:115] is the sub-list for method output_type
-	47, // [47:81] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	77, // 47: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
+	79, // 48: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	80, // 49: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	80, // 50: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	92, // 51: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,  // 52: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,  // 53: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,  // 54: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,  // 55: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10, // 56: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12, // 57: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14, // 58: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16, // 59: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	18, // 60: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	20, // 61: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	23, // 62: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	25, // 63: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	27, // 64: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	29, // 65: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	31, // 66: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	33, // 67: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	35, // 68: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	37, // 69: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	39, // 70: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	42, // 71: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	44, // 72: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	46, // 73: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	48, // 74: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	50, // 75: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	52, // 76: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	54, // 77: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	56, // 78: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
+	58, // 79: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
+	61, // 80: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	63, // 81: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	65, // 82: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	67, // 83: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	70, // 84: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	72, // 85: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
+	74, // 86: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
+	93, // 87: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,  // 88: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,  // 89: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,  // 90: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,  // 91: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11, // 92: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13, // 93: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15, // 94: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17, // 95: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	19, // 96: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	21, // 97: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	24, // 98: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	26, // 99: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	28, // 100: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	30, // 101: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	32, // 102: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	34, // 103: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	36, // 104: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	38, // 105: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	40, // 106: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	43, // 107: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	45, // 108: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	47, // 109: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	49, // 110: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	51, // 111: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	53, // 112: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	55, // 113: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	57, // 114: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
+	59, // 115: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
+	62, // 116: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	64, // 117: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	66, // 118: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	68, // 119: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	71, // 120: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	73, // 121: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
+	75, // 122: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
+	87, // [87:123] is the sub-list for method output_type
+	51, // [51:87] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }
@@ -5106,7 +5353,7 @@ func file_agentnet_v1_hub_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_hub_proto_rawDesc), len(file_agentnet_v1_hub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   71,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

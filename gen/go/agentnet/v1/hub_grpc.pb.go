@@ -19,40 +19,42 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	HubService_Connect_FullMethodName          = "/agentnet.v1.HubService/Connect"
-	HubService_Register_FullMethodName         = "/agentnet.v1.HubService/Register"
-	HubService_RegisterHuman_FullMethodName    = "/agentnet.v1.HubService/RegisterHuman"
-	HubService_Unregister_FullMethodName       = "/agentnet.v1.HubService/Unregister"
-	HubService_ListAgents_FullMethodName       = "/agentnet.v1.HubService/ListAgents"
-	HubService_DescribeAgent_FullMethodName    = "/agentnet.v1.HubService/DescribeAgent"
-	HubService_SetSkill_FullMethodName         = "/agentnet.v1.HubService/SetSkill"
-	HubService_SetResume_FullMethodName        = "/agentnet.v1.HubService/SetResume"
-	HubService_OpenChannel_FullMethodName      = "/agentnet.v1.HubService/OpenChannel"
-	HubService_CloseChannel_FullMethodName     = "/agentnet.v1.HubService/CloseChannel"
-	HubService_DescribeChannel_FullMethodName  = "/agentnet.v1.HubService/DescribeChannel"
-	HubService_ListChannels_FullMethodName     = "/agentnet.v1.HubService/ListChannels"
-	HubService_ReadWal_FullMethodName          = "/agentnet.v1.HubService/ReadWal"
-	HubService_PostEnvelope_FullMethodName     = "/agentnet.v1.HubService/PostEnvelope"
-	HubService_CanSend_FullMethodName          = "/agentnet.v1.HubService/CanSend"
-	HubService_ReportTask_FullMethodName       = "/agentnet.v1.HubService/ReportTask"
-	HubService_ListTasks_FullMethodName        = "/agentnet.v1.HubService/ListTasks"
-	HubService_GetTask_FullMethodName          = "/agentnet.v1.HubService/GetTask"
-	HubService_WaitTask_FullMethodName         = "/agentnet.v1.HubService/WaitTask"
-	HubService_CancelTask_FullMethodName       = "/agentnet.v1.HubService/CancelTask"
-	HubService_SearchContext_FullMethodName    = "/agentnet.v1.HubService/SearchContext"
-	HubService_QuoteContext_FullMethodName     = "/agentnet.v1.HubService/QuoteContext"
-	HubService_SetA2ASettings_FullMethodName   = "/agentnet.v1.HubService/SetA2ASettings"
-	HubService_DiscoverAgents_FullMethodName   = "/agentnet.v1.HubService/DiscoverAgents"
-	HubService_InvokeAgent_FullMethodName      = "/agentnet.v1.HubService/InvokeAgent"
-	HubService_RefreshCallToken_FullMethodName = "/agentnet.v1.HubService/RefreshCallToken"
-	HubService_ListExecutions_FullMethodName   = "/agentnet.v1.HubService/ListExecutions"
-	HubService_GetExecution_FullMethodName     = "/agentnet.v1.HubService/GetExecution"
-	HubService_CancelExecution_FullMethodName  = "/agentnet.v1.HubService/CancelExecution"
-	HubService_ListTools_FullMethodName        = "/agentnet.v1.HubService/ListTools"
-	HubService_CallTool_FullMethodName         = "/agentnet.v1.HubService/CallTool"
-	HubService_Delegate_FullMethodName         = "/agentnet.v1.HubService/Delegate"
-	HubService_Say_FullMethodName              = "/agentnet.v1.HubService/Say"
-	HubService_ListAudit_FullMethodName        = "/agentnet.v1.HubService/ListAudit"
+	HubService_Connect_FullMethodName                = "/agentnet.v1.HubService/Connect"
+	HubService_Register_FullMethodName               = "/agentnet.v1.HubService/Register"
+	HubService_RegisterHuman_FullMethodName          = "/agentnet.v1.HubService/RegisterHuman"
+	HubService_Unregister_FullMethodName             = "/agentnet.v1.HubService/Unregister"
+	HubService_ListAgents_FullMethodName             = "/agentnet.v1.HubService/ListAgents"
+	HubService_DescribeAgent_FullMethodName          = "/agentnet.v1.HubService/DescribeAgent"
+	HubService_SetSkill_FullMethodName               = "/agentnet.v1.HubService/SetSkill"
+	HubService_SetResume_FullMethodName              = "/agentnet.v1.HubService/SetResume"
+	HubService_OpenChannel_FullMethodName            = "/agentnet.v1.HubService/OpenChannel"
+	HubService_CloseChannel_FullMethodName           = "/agentnet.v1.HubService/CloseChannel"
+	HubService_DescribeChannel_FullMethodName        = "/agentnet.v1.HubService/DescribeChannel"
+	HubService_ListChannels_FullMethodName           = "/agentnet.v1.HubService/ListChannels"
+	HubService_ReadWal_FullMethodName                = "/agentnet.v1.HubService/ReadWal"
+	HubService_PostEnvelope_FullMethodName           = "/agentnet.v1.HubService/PostEnvelope"
+	HubService_CanSend_FullMethodName                = "/agentnet.v1.HubService/CanSend"
+	HubService_ReportTask_FullMethodName             = "/agentnet.v1.HubService/ReportTask"
+	HubService_ListTasks_FullMethodName              = "/agentnet.v1.HubService/ListTasks"
+	HubService_GetTask_FullMethodName                = "/agentnet.v1.HubService/GetTask"
+	HubService_WaitTask_FullMethodName               = "/agentnet.v1.HubService/WaitTask"
+	HubService_CancelTask_FullMethodName             = "/agentnet.v1.HubService/CancelTask"
+	HubService_SearchContext_FullMethodName          = "/agentnet.v1.HubService/SearchContext"
+	HubService_QuoteContext_FullMethodName           = "/agentnet.v1.HubService/QuoteContext"
+	HubService_SetA2ASettings_FullMethodName         = "/agentnet.v1.HubService/SetA2ASettings"
+	HubService_DiscoverAgents_FullMethodName         = "/agentnet.v1.HubService/DiscoverAgents"
+	HubService_InvokeAgent_FullMethodName            = "/agentnet.v1.HubService/InvokeAgent"
+	HubService_RefreshCallToken_FullMethodName       = "/agentnet.v1.HubService/RefreshCallToken"
+	HubService_ListExecutions_FullMethodName         = "/agentnet.v1.HubService/ListExecutions"
+	HubService_GetExecution_FullMethodName           = "/agentnet.v1.HubService/GetExecution"
+	HubService_CancelExecution_FullMethodName        = "/agentnet.v1.HubService/CancelExecution"
+	HubService_ListTools_FullMethodName              = "/agentnet.v1.HubService/ListTools"
+	HubService_CallTool_FullMethodName               = "/agentnet.v1.HubService/CallTool"
+	HubService_Delegate_FullMethodName               = "/agentnet.v1.HubService/Delegate"
+	HubService_Say_FullMethodName                    = "/agentnet.v1.HubService/Say"
+	HubService_ListAudit_FullMethodName              = "/agentnet.v1.HubService/ListAudit"
+	HubService_RegisterRemoteA2AAgent_FullMethodName = "/agentnet.v1.HubService/RegisterRemoteA2AAgent"
+	HubService_RefreshRemoteA2AAgent_FullMethodName  = "/agentnet.v1.HubService/RefreshRemoteA2AAgent"
 )
 
 // HubServiceClient is the client API for HubService service.
@@ -247,7 +249,12 @@ type HubServiceClient interface {
 	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
 	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
 	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-	// metadata recipient, rule). A refused call records no execution.
+	// metadata recipient, rule). A refused call records no execution. A target
+	// that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+	// called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+	// calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+	// not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+	// be read.
 	InvokeAgent(ctx context.Context, in *InvokeAgentRequest, opts ...grpc.CallOption) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the
@@ -313,6 +320,25 @@ type HubServiceClient interface {
 	// ListAudit reads the append-only audit log. Needs the operator token:
 	// an agent credential is PERMISSION_DENIED.
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
+	// RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+	// kind remote_agent: the hub fetches its Agent Card from card_url and fills
+	// the identity's A2A description, skills, capabilities and input modes from
+	// it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+	// call). Registration rules are those of Register. Refusals:
+	// FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+	// PERMISSION_DENIED (card_url, or the interface the card names, is not
+	// allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+	// http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+	// gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+	// fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+	// ALREADY_EXISTS and the registration refusals of Register.
+	RegisterRemoteA2AAgent(ctx context.Context, in *RegisterRemoteA2AAgentRequest, opts ...grpc.CallOption) (*RegisterRemoteA2AAgentResponse, error)
+	// RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+	// a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+	// credential that returned) and replaces what the identity took from it.
+	// Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+	// those of RegisterRemoteA2AAgent about the card.
+	RefreshRemoteA2AAgent(ctx context.Context, in *RefreshRemoteA2AAgentRequest, opts ...grpc.CallOption) (*RefreshRemoteA2AAgentResponse, error)
 }
 
 type hubServiceClient struct {
@@ -675,6 +701,26 @@ func (c *hubServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest, 
 	return out, nil
 }
 
+func (c *hubServiceClient) RegisterRemoteA2AAgent(ctx context.Context, in *RegisterRemoteA2AAgentRequest, opts ...grpc.CallOption) (*RegisterRemoteA2AAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterRemoteA2AAgentResponse)
+	err := c.cc.Invoke(ctx, HubService_RegisterRemoteA2AAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) RefreshRemoteA2AAgent(ctx context.Context, in *RefreshRemoteA2AAgentRequest, opts ...grpc.CallOption) (*RefreshRemoteA2AAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefreshRemoteA2AAgentResponse)
+	err := c.cc.Invoke(ctx, HubService_RefreshRemoteA2AAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HubServiceServer is the server API for HubService service.
 // All implementations must embed UnimplementedHubServiceServer
 // for forward compatibility.
@@ -867,7 +913,12 @@ type HubServiceServer interface {
 	// PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
 	// the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
 	// and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-	// metadata recipient, rule). A refused call records no execution.
+	// metadata recipient, rule). A refused call records no execution. A target
+	// that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+	// called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+	// calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+	// not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+	// be read.
 	InvokeAgent(context.Context, *InvokeAgentRequest) (*InvokeAgentResponse, error)
 	// RefreshCallToken issues a call token for the A2A call the caller is
 	// answering: with `execution_id`, a fresh token for that execution, to the
@@ -933,6 +984,25 @@ type HubServiceServer interface {
 	// ListAudit reads the append-only audit log. Needs the operator token:
 	// an agent credential is PERMISSION_DENIED.
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
+	// RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+	// kind remote_agent: the hub fetches its Agent Card from card_url and fills
+	// the identity's A2A description, skills, capabilities and input modes from
+	// it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+	// call). Registration rules are those of Register. Refusals:
+	// FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+	// PERMISSION_DENIED (card_url, or the interface the card names, is not
+	// allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+	// http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+	// gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+	// fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+	// ALREADY_EXISTS and the registration refusals of Register.
+	RegisterRemoteA2AAgent(context.Context, *RegisterRemoteA2AAgentRequest) (*RegisterRemoteA2AAgentResponse, error)
+	// RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+	// a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+	// credential that returned) and replaces what the identity took from it.
+	// Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+	// those of RegisterRemoteA2AAgent about the card.
+	RefreshRemoteA2AAgent(context.Context, *RefreshRemoteA2AAgentRequest) (*RefreshRemoteA2AAgentResponse, error)
 	mustEmbedUnimplementedHubServiceServer()
 }
 
@@ -1044,6 +1114,12 @@ func (UnimplementedHubServiceServer) Say(context.Context, *SayRequest) (*SayResp
 }
 func (UnimplementedHubServiceServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
+}
+func (UnimplementedHubServiceServer) RegisterRemoteA2AAgent(context.Context, *RegisterRemoteA2AAgentRequest) (*RegisterRemoteA2AAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterRemoteA2AAgent not implemented")
+}
+func (UnimplementedHubServiceServer) RefreshRemoteA2AAgent(context.Context, *RefreshRemoteA2AAgentRequest) (*RefreshRemoteA2AAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefreshRemoteA2AAgent not implemented")
 }
 func (UnimplementedHubServiceServer) mustEmbedUnimplementedHubServiceServer() {}
 func (UnimplementedHubServiceServer) testEmbeddedByValue()                    {}
@@ -1660,6 +1736,42 @@ func _HubService_ListAudit_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HubService_RegisterRemoteA2AAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterRemoteA2AAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).RegisterRemoteA2AAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_RegisterRemoteA2AAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).RegisterRemoteA2AAgent(ctx, req.(*RegisterRemoteA2AAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_RefreshRemoteA2AAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefreshRemoteA2AAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).RefreshRemoteA2AAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_RefreshRemoteA2AAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).RefreshRemoteA2AAgent(ctx, req.(*RefreshRemoteA2AAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HubService_ServiceDesc is the grpc.ServiceDesc for HubService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1794,6 +1906,14 @@ var HubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAudit",
 			Handler:    _HubService_ListAudit_Handler,
+		},
+		{
+			MethodName: "RegisterRemoteA2AAgent",
+			Handler:    _HubService_RegisterRemoteA2AAgent_Handler,
+		},
+		{
+			MethodName: "RefreshRemoteA2AAgent",
+			Handler:    _HubService_RefreshRemoteA2AAgent_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

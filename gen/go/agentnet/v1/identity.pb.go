@@ -308,7 +308,10 @@ type AgentRecord struct {
 	// (RegisterRequest.rule_json / RegisterHumanRequest.rule_json), as JSON;
 	// empty when none. It can only
 	// narrow what the hub's policy allows. Schema: docs/governance.md.
-	RuleJson      string `protobuf:"bytes,10,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	RuleJson string `protobuf:"bytes,10,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	// For an outside A2A agent registered with RegisterRemoteA2AAgent: where it
+	// lives (unset otherwise). InvokeAgent on it is a call the hub makes.
+	RemoteA2A     *RemoteA2AAgent `protobuf:"bytes,11,opt,name=remote_a2a,json=remoteA2a,proto3" json:"remote_a2a,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -411,6 +414,13 @@ func (x *AgentRecord) GetRuleJson() string {
 		return x.RuleJson
 	}
 	return ""
+}
+
+func (x *AgentRecord) GetRemoteA2A() *RemoteA2AAgent {
+	if x != nil {
+		return x.RemoteA2A
+	}
+	return nil
 }
 
 // AgentSummary is the short form returned by listings and peer search.
@@ -545,7 +555,7 @@ const file_agentnet_v1_identity_proto_rawDesc = "" +
 	"\asummary\x18\x03 \x01(\tR\asummary\x12\x1a\n" +
 	"\bexamples\x18\x04 \x03(\tR\bexamples\x12\x14\n" +
 	"\x05tools\x18\x05 \x03(\tR\x05tools\x12\x1c\n" +
-	"\tlanguages\x18\x06 \x03(\tR\tlanguages\"\xaf\x03\n" +
+	"\tlanguages\x18\x06 \x03(\tR\tlanguages\"\xeb\x03\n" +
 	"\vAgentRecord\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x121\n" +
 	"\bpassport\x18\x02 \x01(\v2\x15.agentnet.v1.PassportR\bpassport\x12+\n" +
@@ -558,7 +568,9 @@ const file_agentnet_v1_identity_proto_rawDesc = "" +
 	"\flast_seen_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastSeenAt\x12\x1b\n" +
 	"\trule_json\x18\n" +
-	" \x01(\tR\bruleJson\"\x8d\x02\n" +
+	" \x01(\tR\bruleJson\x12:\n" +
+	"\n" +
+	"remote_a2a\x18\v \x01(\v2\x1b.agentnet.v1.RemoteA2AAgentR\tremoteA2a\"\x8d\x02\n" +
 	"\fAgentSummary\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12-\n" +
@@ -597,6 +609,7 @@ var file_agentnet_v1_identity_proto_goTypes = []any{
 	nil,                           // 5: agentnet.v1.Passport.LabelsEntry
 	(*A2ASettings)(nil),           // 6: agentnet.v1.A2ASettings
 	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*RemoteA2AAgent)(nil),        // 8: agentnet.v1.RemoteA2AAgent
 }
 var file_agentnet_v1_identity_proto_depIdxs = []int32{
 	0, // 0: agentnet.v1.Passport.kind:type_name -> agentnet.v1.PassportKind
@@ -606,12 +619,13 @@ var file_agentnet_v1_identity_proto_depIdxs = []int32{
 	6, // 4: agentnet.v1.AgentRecord.a2a:type_name -> agentnet.v1.A2ASettings
 	7, // 5: agentnet.v1.AgentRecord.registered_at:type_name -> google.protobuf.Timestamp
 	7, // 6: agentnet.v1.AgentRecord.last_seen_at:type_name -> google.protobuf.Timestamp
-	0, // 7: agentnet.v1.AgentSummary.kind:type_name -> agentnet.v1.PassportKind
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	8, // 7: agentnet.v1.AgentRecord.remote_a2a:type_name -> agentnet.v1.RemoteA2AAgent
+	0, // 8: agentnet.v1.AgentSummary.kind:type_name -> agentnet.v1.PassportKind
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_identity_proto_init() }

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gentnet/v1/a2a.proto\x12\x0b\x61gentnet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x01\n\x0b\x41\x32\x41Settings\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\x12\x17\n\x0f\x61llowed_callers\x18\x02 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0e\n\x06skills\x18\x04 \x03(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x05 \x03(\t\x12\x13\n\x0binput_modes\x18\x06 \x03(\t\"\x81\x01\n\x0f\x44iscoveredAgent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0e\n\x06skills\x18\x04 \x03(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x05 \x03(\t\x12\x13\n\x0binput_modes\x18\x06 \x03(\t\"\xec\x02\n\tExecution\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x1b\n\x13parent_execution_id\x18\x02 \x01(\t\x12\x17\n\x0froot_session_id\x18\x03 \x01(\t\x12\x11\n\tcaller_id\x18\x04 \x01(\t\x12\x11\n\ttarget_id\x18\x05 \x01(\t\x12\r\n\x05skill\x18\x06 \x01(\t\x12-\n\x06status\x18\x07 \x01(\x0e\x32\x1d.agentnet.v1.InvocationStatus\x12\x12\n\nchannel_id\x18\x08 \x01(\t\x12.\n\nstarted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nded_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12\x1e\n\x16\x63ontinues_execution_id\x18\x0c \x01(\t\x12\x0e\n\x06result\x18\r \x01(\t\"\xae\x02\n\x0b\x41\x32\x41\x44ispatch\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x17\n\x0froot_session_id\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\r\n\x05skill\x18\x04 \x01(\t\x12\x43\n\x0e\x63ustom_headers\x18\x05 \x03(\x0b\x32+.agentnet.v1.A2ADispatch.CustomHeadersEntry\x12\x16\n\ncall_token\x18\x06 \x01(\tB\x02\x18\x01\x12=\n\x15\x63\x61ll_token_expires_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x02\x18\x01\x1a\x34\n\x12\x43ustomHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\")\n\x08\x41\x32\x41Reply\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t*\xd9\x01\n\x10InvocationStatus\x12!\n\x1dINVOCATION_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n\x1bINVOCATION_STATUS_COMPLETED\x10\x01\x12$\n INVOCATION_STATUS_INPUT_REQUIRED\x10\x02\x12\x1c\n\x18INVOCATION_STATUS_FAILED\x10\x03\x12\x1d\n\x19INVOCATION_STATUS_RUNNING\x10\x04\x12\x1e\n\x1aINVOCATION_STATUS_CANCELED\x10\x05\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gentnet/v1/a2a.proto\x12\x0b\x61gentnet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x01\n\x0b\x41\x32\x41Settings\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\x12\x17\n\x0f\x61llowed_callers\x18\x02 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0e\n\x06skills\x18\x04 \x03(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x05 \x03(\t\x12\x13\n\x0binput_modes\x18\x06 \x03(\t\"\x81\x01\n\x0f\x44iscoveredAgent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0e\n\x06skills\x18\x04 \x03(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x05 \x03(\t\x12\x13\n\x0binput_modes\x18\x06 \x03(\t\"\x9f\x03\n\tExecution\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x1b\n\x13parent_execution_id\x18\x02 \x01(\t\x12\x17\n\x0froot_session_id\x18\x03 \x01(\t\x12\x11\n\tcaller_id\x18\x04 \x01(\t\x12\x11\n\ttarget_id\x18\x05 \x01(\t\x12\r\n\x05skill\x18\x06 \x01(\t\x12-\n\x06status\x18\x07 \x01(\x0e\x32\x1d.agentnet.v1.InvocationStatus\x12\x12\n\nchannel_id\x18\x08 \x01(\t\x12.\n\nstarted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nded_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12\x1e\n\x16\x63ontinues_execution_id\x18\x0c \x01(\t\x12\x0e\n\x06result\x18\r \x01(\t\x12\x16\n\x0eremote_task_id\x18\x0e \x01(\t\x12\x19\n\x11remote_context_id\x18\x0f \x01(\t\"\xae\x02\n\x0b\x41\x32\x41\x44ispatch\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x17\n\x0froot_session_id\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\r\n\x05skill\x18\x04 \x01(\t\x12\x43\n\x0e\x63ustom_headers\x18\x05 \x03(\x0b\x32+.agentnet.v1.A2ADispatch.CustomHeadersEntry\x12\x16\n\ncall_token\x18\x06 \x01(\tB\x02\x18\x01\x12=\n\x15\x63\x61ll_token_expires_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x02\x18\x01\x1a\x34\n\x12\x43ustomHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\")\n\x08\x41\x32\x41Reply\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\xa6\x01\n\x0eRemoteA2AAgent\x12\x10\n\x08\x63\x61rd_url\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x18\n\x10protocol_binding\x18\x03 \x01(\t\x12\x18\n\x10protocol_version\x18\x04 \x01(\t\x12\x11\n\tcard_name\x18\x05 \x01(\t\x12.\n\nfetched_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xd9\x01\n\x10InvocationStatus\x12!\n\x1dINVOCATION_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n\x1bINVOCATION_STATUS_COMPLETED\x10\x01\x12$\n INVOCATION_STATUS_INPUT_REQUIRED\x10\x02\x12\x1c\n\x18INVOCATION_STATUS_FAILED\x10\x03\x12\x1d\n\x19INVOCATION_STATUS_RUNNING\x10\x04\x12\x1e\n\x1aINVOCATION_STATUS_CANCELED\x10\x05\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,18 +39,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_A2ADISPATCH'].fields_by_name['call_token']._serialized_options = b'\030\001'
   _globals['_A2ADISPATCH'].fields_by_name['call_token_expires_at']._loaded_options = None
   _globals['_A2ADISPATCH'].fields_by_name['call_token_expires_at']._serialized_options = b'\030\001'
-  _globals['_INVOCATIONSTATUS']._serialized_start=1057
-  _globals['_INVOCATIONSTATUS']._serialized_end=1274
+  _globals['_INVOCATIONSTATUS']._serialized_start=1277
+  _globals['_INVOCATIONSTATUS']._serialized_end=1494
   _globals['_A2ASETTINGS']._serialized_start=72
   _globals['_A2ASETTINGS']._serialized_end=207
   _globals['_DISCOVEREDAGENT']._serialized_start=210
   _globals['_DISCOVEREDAGENT']._serialized_end=339
   _globals['_EXECUTION']._serialized_start=342
-  _globals['_EXECUTION']._serialized_end=706
-  _globals['_A2ADISPATCH']._serialized_start=709
-  _globals['_A2ADISPATCH']._serialized_end=1011
-  _globals['_A2ADISPATCH_CUSTOMHEADERSENTRY']._serialized_start=959
-  _globals['_A2ADISPATCH_CUSTOMHEADERSENTRY']._serialized_end=1011
-  _globals['_A2AREPLY']._serialized_start=1013
-  _globals['_A2AREPLY']._serialized_end=1054
+  _globals['_EXECUTION']._serialized_end=757
+  _globals['_A2ADISPATCH']._serialized_start=760
+  _globals['_A2ADISPATCH']._serialized_end=1062
+  _globals['_A2ADISPATCH_CUSTOMHEADERSENTRY']._serialized_start=1010
+  _globals['_A2ADISPATCH_CUSTOMHEADERSENTRY']._serialized_end=1062
+  _globals['_A2AREPLY']._serialized_start=1064
+  _globals['_A2AREPLY']._serialized_end=1105
+  _globals['_REMOTEA2AAGENT']._serialized_start=1108
+  _globals['_REMOTEA2AAGENT']._serialized_end=1274
 # @@protoc_insertion_point(module_scope)

@@ -188,6 +188,8 @@ class Execution(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     CONTINUES_EXECUTION_ID_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
+    REMOTE_TASK_ID_FIELD_NUMBER: _builtins.int
+    REMOTE_CONTEXT_ID_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Unique id of this execution."""
     parent_execution_id: _builtins.str
@@ -214,6 +216,14 @@ class Execution(_message.Message):
     """The callee's answer (completed) or question (input-required), as InvokeAgentResponse.result;
     empty while running and for failed or canceled calls.
     """
+    remote_task_id: _builtins.str
+    """For a call to an outside A2A agent (a remote_a2a identity or a URL): the
+    remote task's id and context id, so a later call that continues this one
+    (continues_execution_id, or the same caller calling the same target again in
+    the same root session) continues the remote task left input-required.
+    """
+    remote_context_id: _builtins.str
+    """See remote_task_id."""
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """When the call started."""
@@ -238,10 +248,12 @@ class Execution(_message.Message):
         error: _builtins.str = ...,
         continues_execution_id: _builtins.str = ...,
         result: _builtins.str = ...,
+        remote_task_id: _builtins.str = ...,
+        remote_context_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ended_at", b"ended_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller_id", b"caller_id", "channel_id", b"channel_id", "continues_execution_id", b"continues_execution_id", "ended_at", b"ended_at", "error", b"error", "execution_id", b"execution_id", "parent_execution_id", b"parent_execution_id", "result", b"result", "root_session_id", b"root_session_id", "skill", b"skill", "started_at", b"started_at", "status", b"status", "target_id", b"target_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller_id", b"caller_id", "channel_id", b"channel_id", "continues_execution_id", b"continues_execution_id", "ended_at", b"ended_at", "error", b"error", "execution_id", b"execution_id", "parent_execution_id", b"parent_execution_id", "remote_context_id", b"remote_context_id", "remote_task_id", b"remote_task_id", "result", b"result", "root_session_id", b"root_session_id", "skill", b"skill", "started_at", b"started_at", "status", b"status", "target_id", b"target_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -371,3 +383,52 @@ class A2AReply(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___A2AReply: _TypeAlias = A2AReply  # noqa: Y015
+
+@_typing.final
+class RemoteA2AAgent(_message.Message):
+    """RemoteA2AAgent says where an outside A2A agent lives: the hub fetched its
+    Agent Card from `card_url` (RegisterRemoteA2AAgent) and calls it over the
+    interface the card prefers. Set on AgentRecord.remote_a2a of identities of
+    kind remote_agent registered that way; InvokeAgent on such an identity is an
+    outbound call the hub makes (docs/a2a.md "Calling outside A2A agents").
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CARD_URL_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    PROTOCOL_BINDING_FIELD_NUMBER: _builtins.int
+    PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
+    CARD_NAME_FIELD_NUMBER: _builtins.int
+    FETCHED_AT_FIELD_NUMBER: _builtins.int
+    card_url: _builtins.str
+    """Where the card was fetched from."""
+    url: _builtins.str
+    """The interface the hub calls (a URL, or host:port for gRPC)."""
+    protocol_binding: _builtins.str
+    """Its protocol binding: "JSONRPC" or "GRPC"."""
+    protocol_version: _builtins.str
+    """The A2A protocol version the interface declares ("" = unstated)."""
+    card_name: _builtins.str
+    """The card's own name."""
+    @_builtins.property
+    def fetched_at(self) -> _timestamp_pb2.Timestamp:
+        """When the card was last fetched (registration or RefreshRemoteA2AAgent)."""
+
+    def __init__(
+        self,
+        *,
+        card_url: _builtins.str = ...,
+        url: _builtins.str = ...,
+        protocol_binding: _builtins.str = ...,
+        protocol_version: _builtins.str = ...,
+        card_name: _builtins.str = ...,
+        fetched_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fetched_at", b"fetched_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card_name", b"card_name", "card_url", b"card_url", "fetched_at", b"fetched_at", "protocol_binding", b"protocol_binding", "protocol_version", b"protocol_version", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoteA2AAgent: _TypeAlias = RemoteA2AAgent  # noqa: Y015

@@ -1630,7 +1630,9 @@ class InvokeAgentRequest(_message.Message):
     DETACH_FIELD_NUMBER: _builtins.int
     CONTINUES_EXECUTION_ID_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
-    """The target."""
+    """The target: an agent id or name, or the http(s) URL of an outside A2A
+    agent (its card's URL or its base URL; docs/a2a.md "Calling outside A2A agents").
+    """
     message: _builtins.str
     """The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     skill: _builtins.str
@@ -2324,3 +2326,122 @@ class ListAuditResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAuditResponse: _TypeAlias = ListAuditResponse  # noqa: Y015
+
+@_typing.final
+class RegisterRemoteA2AAgentRequest(_message.Message):
+    """RegisterRemoteA2AAgentRequest registers an outside A2A agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CARD_URL_FIELD_NUMBER: _builtins.int
+    PASSPORT_FIELD_NUMBER: _builtins.int
+    A2A_FIELD_NUMBER: _builtins.int
+    RULE_JSON_FIELD_NUMBER: _builtins.int
+    card_url: _builtins.str
+    """The Agent Card's URL (e.g. https://host/.well-known/agent-card.json), or
+    the agent's base URL (the card is then read from
+    <base>/.well-known/agent-card.json). http or https; its host must be
+    allowed by the hub's --a2a-outbound-allow.
+    """
+    rule_json: _builtins.str
+    """Optional governance rule for the identity, as for RegisterRequest.rule_json."""
+    @_builtins.property
+    def passport(self) -> _identity_pb2.Passport:
+        """Identity; kind is set to remote_agent. An empty name takes the card's name
+        (characters other than letters, digits, '.', '_', '-' become '-'); an
+        empty description takes the card's description.
+        """
+
+    @_builtins.property
+    def a2a(self) -> _a2a_pb2.A2ASettings:
+        """Who may discover and call it: `enabled` and `allowed_callers` are used as
+        given (absent = enabled, any caller of the project); description, skills,
+        capabilities and input_modes always come from the card.
+        """
+
+    def __init__(
+        self,
+        *,
+        card_url: _builtins.str = ...,
+        passport: _identity_pb2.Passport | None = ...,
+        a2a: _a2a_pb2.A2ASettings | None = ...,
+        rule_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["a2a", b"a2a", "passport", b"passport"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["a2a", b"a2a", "card_url", b"card_url", "passport", b"passport", "rule_json", b"rule_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegisterRemoteA2AAgentRequest: _TypeAlias = RegisterRemoteA2AAgentRequest  # noqa: Y015
+
+@_typing.final
+class RegisterRemoteA2AAgentResponse(_message.Message):
+    """RegisterRemoteA2AAgentResponse returns the new identity and its credential."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    credential: _builtins.str
+    """Credential of the identity: RefreshRemoteA2AAgent, SetA2ASettings and
+    Unregister act on it. Shown once; keep it secret.
+    """
+    @_builtins.property
+    def agent(self) -> _identity_pb2.AgentRecord:
+        """The registry entry (remote_a2a says where the agent lives)."""
+
+    def __init__(
+        self,
+        *,
+        agent: _identity_pb2.AgentRecord | None = ...,
+        credential: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "credential", b"credential"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegisterRemoteA2AAgentResponse: _TypeAlias = RegisterRemoteA2AAgentResponse  # noqa: Y015
+
+@_typing.final
+class RefreshRemoteA2AAgentRequest(_message.Message):
+    """RefreshRemoteA2AAgentRequest re-reads the caller's Agent Card."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RefreshRemoteA2AAgentRequest: _TypeAlias = RefreshRemoteA2AAgentRequest  # noqa: Y015
+
+@_typing.final
+class RefreshRemoteA2AAgentResponse(_message.Message):
+    """RefreshRemoteA2AAgentResponse returns the updated entry."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent(self) -> _identity_pb2.AgentRecord:
+        """The registry entry."""
+
+    def __init__(
+        self,
+        *,
+        agent: _identity_pb2.AgentRecord | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RefreshRemoteA2AAgentResponse: _TypeAlias = RefreshRemoteA2AAgentResponse  # noqa: Y015

@@ -233,6 +233,16 @@ class HubServiceStub:
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.ListAuditRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.ListAuditResponse.FromString,
                 _registered_method=True)
+        self.RegisterRemoteA2AAgent = channel.unary_unary(
+                '/agentnet.v1.HubService/RegisterRemoteA2AAgent',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentResponse.FromString,
+                _registered_method=True)
+        self.RefreshRemoteA2AAgent = channel.unary_unary(
+                '/agentnet.v1.HubService/RefreshRemoteA2AAgent',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentResponse.FromString,
+                _registered_method=True)
 
 
 class HubServiceServicer:
@@ -546,7 +556,12 @@ class HubServiceServicer:
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule). A refused call records no execution.
+        metadata recipient, rule). A refused call records no execution. A target
+        that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+        called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+        calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+        not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+        be read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -656,6 +671,35 @@ class HubServiceServicer:
     def ListAudit(self, request, context):
         """ListAudit reads the append-only audit log. Needs the operator token:
         an agent credential is PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterRemoteA2AAgent(self, request, context):
+        """RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+        kind remote_agent: the hub fetches its Agent Card from card_url and fills
+        the identity's A2A description, skills, capabilities and input modes from
+        it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+        call). Registration rules are those of Register. Refusals:
+        FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+        PERMISSION_DENIED (card_url, or the interface the card names, is not
+        allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+        http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+        gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+        fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+        ALREADY_EXISTS and the registration refusals of Register.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RefreshRemoteA2AAgent(self, request, context):
+        """RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+        a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+        credential that returned) and replaces what the identity took from it.
+        Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+        those of RegisterRemoteA2AAgent about the card.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -833,6 +877,16 @@ def add_HubServiceServicer_to_server(servicer, server):
                     servicer.ListAudit,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.ListAuditRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.ListAuditResponse.SerializeToString,
+            ),
+            'RegisterRemoteA2AAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterRemoteA2AAgent,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentResponse.SerializeToString,
+            ),
+            'RefreshRemoteA2AAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.RefreshRemoteA2AAgent,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1781,6 +1835,60 @@ class HubService:
             '/agentnet.v1.HubService/ListAudit',
             agentnet_dot_v1_dot_hub__pb2.ListAuditRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.ListAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterRemoteA2AAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/RegisterRemoteA2AAgent',
+            agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.RegisterRemoteA2AAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RefreshRemoteA2AAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/RefreshRemoteA2AAgent',
+            agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

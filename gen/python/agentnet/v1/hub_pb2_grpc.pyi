@@ -239,7 +239,12 @@ class HubServiceStub:
     PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
     the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
     and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-    metadata recipient, rule). A refused call records no execution.
+    metadata recipient, rule). A refused call records no execution. A target
+    that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+    called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+    calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+    not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+    be read.
     """
     RefreshCallToken: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -313,6 +318,27 @@ class HubServiceStub:
     ListAudit: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListAuditRequest, _hub_pb2.ListAuditResponse]
     """ListAudit reads the append-only audit log. Needs the operator token:
     an agent credential is PERMISSION_DENIED.
+    """
+    RegisterRemoteA2AAgent: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RegisterRemoteA2AAgentRequest, _hub_pb2.RegisterRemoteA2AAgentResponse]
+    """RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+    kind remote_agent: the hub fetches its Agent Card from card_url and fills
+    the identity's A2A description, skills, capabilities and input modes from
+    it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+    call). Registration rules are those of Register. Refusals:
+    FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+    PERMISSION_DENIED (card_url, or the interface the card names, is not
+    allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+    http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+    gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+    fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+    ALREADY_EXISTS and the registration refusals of Register.
+    """
+    RefreshRemoteA2AAgent: _grpc.UnaryUnaryMultiCallable[_hub_pb2.RefreshRemoteA2AAgentRequest, _hub_pb2.RefreshRemoteA2AAgentResponse]
+    """RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+    a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+    credential that returned) and replaces what the identity took from it.
+    Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+    those of RegisterRemoteA2AAgent about the card.
     """
 
 @_typing.type_check_only
@@ -525,7 +551,12 @@ class HubServiceAsyncStub(HubServiceStub):
     PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
     the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
     and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-    metadata recipient, rule). A refused call records no execution.
+    metadata recipient, rule). A refused call records no execution. A target
+    that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+    called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+    calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+    not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+    be read.
     """
     RefreshCallToken: _aio.UnaryUnaryMultiCallable[_hub_pb2.RefreshCallTokenRequest, _hub_pb2.RefreshCallTokenResponse]  # type: ignore[assignment]
     """RefreshCallToken issues a call token for the A2A call the caller is
@@ -599,6 +630,27 @@ class HubServiceAsyncStub(HubServiceStub):
     ListAudit: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListAuditRequest, _hub_pb2.ListAuditResponse]  # type: ignore[assignment]
     """ListAudit reads the append-only audit log. Needs the operator token:
     an agent credential is PERMISSION_DENIED.
+    """
+    RegisterRemoteA2AAgent: _aio.UnaryUnaryMultiCallable[_hub_pb2.RegisterRemoteA2AAgentRequest, _hub_pb2.RegisterRemoteA2AAgentResponse]  # type: ignore[assignment]
+    """RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+    kind remote_agent: the hub fetches its Agent Card from card_url and fills
+    the identity's A2A description, skills, capabilities and input modes from
+    it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+    call). Registration rules are those of Register. Refusals:
+    FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+    PERMISSION_DENIED (card_url, or the interface the card names, is not
+    allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+    http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+    gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+    fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+    ALREADY_EXISTS and the registration refusals of Register.
+    """
+    RefreshRemoteA2AAgent: _aio.UnaryUnaryMultiCallable[_hub_pb2.RefreshRemoteA2AAgentRequest, _hub_pb2.RefreshRemoteA2AAgentResponse]  # type: ignore[assignment]
+    """RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+    a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+    credential that returned) and replaces what the identity took from it.
+    Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+    those of RegisterRemoteA2AAgent about the card.
     """
 
 class HubServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -958,7 +1010,12 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule). A refused call records no execution.
+        metadata recipient, rule). A refused call records no execution. A target
+        that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+        called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+        calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+        not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+        be read.
         """
 
     @_abc_1.abstractmethod
@@ -1086,6 +1143,39 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.ListAuditResponse, _abc.Awaitable[_hub_pb2.ListAuditResponse]]:
         """ListAudit reads the append-only audit log. Needs the operator token:
         an agent credential is PERMISSION_DENIED.
+        """
+
+    @_abc_1.abstractmethod
+    def RegisterRemoteA2AAgent(
+        self,
+        request: _hub_pb2.RegisterRemoteA2AAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.RegisterRemoteA2AAgentResponse, _abc.Awaitable[_hub_pb2.RegisterRemoteA2AAgentResponse]]:
+        """RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+        kind remote_agent: the hub fetches its Agent Card from card_url and fills
+        the identity's A2A description, skills, capabilities and input modes from
+        it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+        call). Registration rules are those of Register. Refusals:
+        FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+        PERMISSION_DENIED (card_url, or the interface the card names, is not
+        allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+        http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+        gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+        fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+        ALREADY_EXISTS and the registration refusals of Register.
+        """
+
+    @_abc_1.abstractmethod
+    def RefreshRemoteA2AAgent(
+        self,
+        request: _hub_pb2.RefreshRemoteA2AAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.RefreshRemoteA2AAgentResponse, _abc.Awaitable[_hub_pb2.RefreshRemoteA2AAgentResponse]]:
+        """RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+        a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+        credential that returned) and replaces what the identity took from it.
+        Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+        those of RegisterRemoteA2AAgent about the card.
         """
 
 def add_HubServiceServicer_to_server(servicer: HubServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -199,6 +199,7 @@ class AgentRecord(_message.Message):
     ONLINE_FIELD_NUMBER: _builtins.int
     LAST_SEEN_AT_FIELD_NUMBER: _builtins.int
     RULE_JSON_FIELD_NUMBER: _builtins.int
+    REMOTE_A2A_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Hub-assigned id (stable for the identity's lifetime)."""
     skill_md: _builtins.str
@@ -235,6 +236,12 @@ class AgentRecord(_message.Message):
     def last_seen_at(self) -> _timestamp_pb2.Timestamp:
         """Last time the identity was seen on any RPC or stream."""
 
+    @_builtins.property
+    def remote_a2a(self) -> _a2a_pb2.RemoteA2AAgent:
+        """For an outside A2A agent registered with RegisterRemoteA2AAgent: where it
+        lives (unset otherwise). InvokeAgent on it is a call the hub makes.
+        """
+
     def __init__(
         self,
         *,
@@ -248,10 +255,11 @@ class AgentRecord(_message.Message):
         online: _builtins.bool = ...,
         last_seen_at: _timestamp_pb2.Timestamp | None = ...,
         rule_json: _builtins.str = ...,
+        remote_a2a: _a2a_pb2.RemoteA2AAgent | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["a2a", b"a2a", "last_seen_at", b"last_seen_at", "passport", b"passport", "registered_at", b"registered_at", "resume", b"resume"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["a2a", b"a2a", "last_seen_at", b"last_seen_at", "passport", b"passport", "registered_at", b"registered_at", "remote_a2a", b"remote_a2a", "resume", b"resume"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["a2a", b"a2a", "agent_id", b"agent_id", "last_seen_at", b"last_seen_at", "online", b"online", "passport", b"passport", "registered_at", b"registered_at", "resume", b"resume", "rule_json", b"rule_json", "skill_is_fallback", b"skill_is_fallback", "skill_md", b"skill_md"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["a2a", b"a2a", "agent_id", b"agent_id", "last_seen_at", b"last_seen_at", "online", b"online", "passport", b"passport", "registered_at", b"registered_at", "remote_a2a", b"remote_a2a", "resume", b"resume", "rule_json", b"rule_json", "skill_is_fallback", b"skill_is_fallback", "skill_md", b"skill_md"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

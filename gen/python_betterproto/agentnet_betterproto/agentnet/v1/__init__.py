@@ -125,10 +125,15 @@ __all__ = (
     "ReadWalResponse",
     "RefreshCallTokenRequest",
     "RefreshCallTokenResponse",
+    "RefreshRemoteA2AAgentRequest",
+    "RefreshRemoteA2AAgentResponse",
     "RegisterHumanRequest",
     "RegisterHumanResponse",
+    "RegisterRemoteA2AAgentRequest",
+    "RegisterRemoteA2AAgentResponse",
     "RegisterRequest",
     "RegisterResponse",
+    "RemoteA2AAgent",
     "ReportTaskRequest",
     "ReportTaskResponse",
     "Resume",
@@ -1075,6 +1080,12 @@ class AgentRecord(betterproto2.Message):
     (RegisterRequest.rule_json / RegisterHumanRequest.rule_json), as JSON;
     empty when none. It can only
     narrow what the hub's policy allows. Schema: docs/governance.md.
+    """
+
+    remote_a2a: "RemoteA2AAgent | None" = betterproto2.field(11, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    For an outside A2A agent registered with RegisterRemoteA2AAgent: where it
+    lives (unset otherwise). InvokeAgent on it is a call the hub makes.
     """
 
 
@@ -2403,6 +2414,19 @@ class Execution(betterproto2.Message):
     empty while running and for failed or canceled calls.
     """
 
+    remote_task_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+    """
+    For a call to an outside A2A agent (a remote_a2a identity or a URL): the
+    remote task's id and context id, so a later call that continues this one
+    (continues_execution_id, or the same caller calling the same target again in
+    the same root session) continues the remote task left input-required.
+    """
+
+    remote_context_id: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+    """
+    See remote_task_id.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "Execution", Execution)
 
@@ -2680,7 +2704,8 @@ class InvokeAgentRequest(betterproto2.Message):
 
     agent_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The target.
+    The target: an agent id or name, or the http(s) URL of an outside A2A
+    agent (its card's URL or its base URL; docs/a2a.md "Calling outside A2A agents").
     """
 
     message: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -4054,6 +4079,33 @@ default_message_pool.register_message("agentnet.v1", "RefreshCallTokenResponse",
 
 
 @dataclass(eq=False, repr=False)
+class RefreshRemoteA2AAgentRequest(betterproto2.Message):
+    """
+    RefreshRemoteA2AAgentRequest re-reads the caller's Agent Card.
+    """
+
+    pass
+
+
+default_message_pool.register_message("agentnet.v1", "RefreshRemoteA2AAgentRequest", RefreshRemoteA2AAgentRequest)
+
+
+@dataclass(eq=False, repr=False)
+class RefreshRemoteA2AAgentResponse(betterproto2.Message):
+    """
+    RefreshRemoteA2AAgentResponse returns the updated entry.
+    """
+
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The registry entry.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "RefreshRemoteA2AAgentResponse", RefreshRemoteA2AAgentResponse)
+
+
+@dataclass(eq=False, repr=False)
 class RegisterHumanRequest(betterproto2.Message):
     """
     RegisterHumanRequest registers a non-LLM participant.
@@ -4114,6 +4166,64 @@ class RegisterHumanResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "RegisterHumanResponse", RegisterHumanResponse)
+
+
+@dataclass(eq=False, repr=False)
+class RegisterRemoteA2AAgentRequest(betterproto2.Message):
+    """
+    RegisterRemoteA2AAgentRequest registers an outside A2A agent.
+    """
+
+    card_url: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The Agent Card's URL (e.g. https://host/.well-known/agent-card.json), or
+    the agent's base URL (the card is then read from
+    <base>/.well-known/agent-card.json). http or https; its host must be
+    allowed by the hub's --a2a-outbound-allow.
+    """
+
+    passport: "Passport | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Identity; kind is set to remote_agent. An empty name takes the card's name
+    (characters other than letters, digits, '.', '_', '-' become '-'); an
+    empty description takes the card's description.
+    """
+
+    a2a: "A2ASettings | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Who may discover and call it: `enabled` and `allowed_callers` are used as
+    given (absent = enabled, any caller of the project); description, skills,
+    capabilities and input_modes always come from the card.
+    """
+
+    rule_json: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    Optional governance rule for the identity, as for RegisterRequest.rule_json.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "RegisterRemoteA2AAgentRequest", RegisterRemoteA2AAgentRequest)
+
+
+@dataclass(eq=False, repr=False)
+class RegisterRemoteA2AAgentResponse(betterproto2.Message):
+    """
+    RegisterRemoteA2AAgentResponse returns the new identity and its credential.
+    """
+
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The registry entry (remote_a2a says where the agent lives).
+    """
+
+    credential: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Credential of the identity: RefreshRemoteA2AAgent, SetA2ASettings and
+    Unregister act on it. Shown once; keep it secret.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "RegisterRemoteA2AAgentResponse", RegisterRemoteA2AAgentResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -4188,6 +4298,52 @@ class RegisterResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "RegisterResponse", RegisterResponse)
+
+
+@dataclass(eq=False, repr=False)
+class RemoteA2AAgent(betterproto2.Message):
+    """
+    RemoteA2AAgent says where an outside A2A agent lives: the hub fetched its
+    Agent Card from `card_url` (RegisterRemoteA2AAgent) and calls it over the
+    interface the card prefers. Set on AgentRecord.remote_a2a of identities of
+    kind remote_agent registered that way; InvokeAgent on such an identity is an
+    outbound call the hub makes (docs/a2a.md "Calling outside A2A agents").
+    """
+
+    card_url: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Where the card was fetched from.
+    """
+
+    url: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The interface the hub calls (a URL, or host:port for gRPC).
+    """
+
+    protocol_binding: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    Its protocol binding: "JSONRPC" or "GRPC".
+    """
+
+    protocol_version: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The A2A protocol version the interface declares ("" = unstated).
+    """
+
+    card_name: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    The card's own name.
+    """
+
+    fetched_at: "datetime.datetime | None" = betterproto2.field(
+        6, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When the card was last fetched (registration or RefreshRemoteA2AAgent).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "RemoteA2AAgent", RemoteA2AAgent)
 
 
 @dataclass(eq=False, repr=False)
@@ -5438,7 +5594,12 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
         the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
         and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-        metadata recipient, rule). A refused call records no execution.
+        metadata recipient, rule). A refused call records no execution. A target
+        that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+        called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+        calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+        not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+        be read.
         """
 
         return await self._unary_unary(
@@ -5680,6 +5841,66 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.HubService/ListAudit",
             message,
             ListAuditResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def register_remote_a_2_a_agent(
+        self,
+        message: "RegisterRemoteA2AAgentRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "RegisterRemoteA2AAgentResponse":
+        """
+        RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+        kind remote_agent: the hub fetches its Agent Card from card_url and fills
+        the identity's A2A description, skills, capabilities and input modes from
+        it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+        call). Registration rules are those of Register. Refusals:
+        FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+        PERMISSION_DENIED (card_url, or the interface the card names, is not
+        allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+        http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+        gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+        fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+        ALREADY_EXISTS and the registration refusals of Register.
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/RegisterRemoteA2AAgent",
+            message,
+            RegisterRemoteA2AAgentResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def refresh_remote_a_2_a_agent(
+        self,
+        message: "RefreshRemoteA2AAgentRequest | None" = None,
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "RefreshRemoteA2AAgentResponse":
+        """
+        RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+        a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+        credential that returned) and replaces what the identity took from it.
+        Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+        those of RegisterRemoteA2AAgent about the card.
+        """
+
+        if message is None:
+            message = RefreshRemoteA2AAgentRequest()
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/RefreshRemoteA2AAgent",
+            message,
+            RefreshRemoteA2AAgentResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,

@@ -154,6 +154,15 @@ export interface Execution {
    * empty while running and for failed or canceled calls.
    */
   result: string;
+  /**
+   * For a call to an outside A2A agent (a remote_a2a identity or a URL): the
+   * remote task's id and context id, so a later call that continues this one
+   * (continues_execution_id, or the same caller calling the same target again in
+   * the same root session) continues the remote task left input-required.
+   */
+  remoteTaskId: string;
+  /** See remote_task_id. */
+  remoteContextId: string;
 }
 
 /**
@@ -210,6 +219,28 @@ export interface A2AReply {
   status: string;
   /** Why the callee failed. */
   error: string;
+}
+
+/**
+ * RemoteA2AAgent says where an outside A2A agent lives: the hub fetched its
+ * Agent Card from `card_url` (RegisterRemoteA2AAgent) and calls it over the
+ * interface the card prefers. Set on AgentRecord.remote_a2a of identities of
+ * kind remote_agent registered that way; InvokeAgent on such an identity is an
+ * outbound call the hub makes (docs/a2a.md "Calling outside A2A agents").
+ */
+export interface RemoteA2AAgent {
+  /** Where the card was fetched from. */
+  cardUrl: string;
+  /** The interface the hub calls (a URL, or host:port for gRPC). */
+  url: string;
+  /** Its protocol binding: "JSONRPC" or "GRPC". */
+  protocolBinding: string;
+  /** The A2A protocol version the interface declares ("" = unstated). */
+  protocolVersion: string;
+  /** The card's own name. */
+  cardName: string;
+  /** When the card was last fetched (registration or RefreshRemoteA2AAgent). */
+  fetchedAt?: Date | undefined;
 }
 
 function createBaseA2ASettings(): A2ASettings {
@@ -545,6 +576,8 @@ function createBaseExecution(): Execution {
     error: "",
     continuesExecutionId: "",
     result: "",
+    remoteTaskId: "",
+    remoteContextId: "",
   };
 }
 
@@ -588,6 +621,12 @@ export const Execution: MessageFns<Execution> = {
     }
     if (message.result !== "") {
       writer.uint32(106).string(message.result);
+    }
+    if (message.remoteTaskId !== "") {
+      writer.uint32(114).string(message.remoteTaskId);
+    }
+    if (message.remoteContextId !== "") {
+      writer.uint32(122).string(message.remoteContextId);
     }
     return writer;
   },
@@ -709,6 +748,22 @@ export const Execution: MessageFns<Execution> = {
             message.result = reader.string();
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.remoteTaskId = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.remoteContextId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -772,6 +827,16 @@ export const Execution: MessageFns<Execution> = {
         ? globalThis.String(object.continues_execution_id)
         : "",
       result: isSet(object.result) ? globalThis.String(object.result) : "",
+      remoteTaskId: isSet(object.remoteTaskId)
+        ? globalThis.String(object.remoteTaskId)
+        : isSet(object.remote_task_id)
+        ? globalThis.String(object.remote_task_id)
+        : "",
+      remoteContextId: isSet(object.remoteContextId)
+        ? globalThis.String(object.remoteContextId)
+        : isSet(object.remote_context_id)
+        ? globalThis.String(object.remote_context_id)
+        : "",
     };
   },
 
@@ -816,6 +881,12 @@ export const Execution: MessageFns<Execution> = {
     if (message.result !== "") {
       obj.result = message.result;
     }
+    if (message.remoteTaskId !== "") {
+      obj.remoteTaskId = message.remoteTaskId;
+    }
+    if (message.remoteContextId !== "") {
+      obj.remoteContextId = message.remoteContextId;
+    }
     return obj;
   },
 
@@ -837,6 +908,8 @@ export const Execution: MessageFns<Execution> = {
     message.error = object.error ?? "";
     message.continuesExecutionId = object.continuesExecutionId ?? "";
     message.result = object.result ?? "";
+    message.remoteTaskId = object.remoteTaskId ?? "";
+    message.remoteContextId = object.remoteContextId ?? "";
     return message;
   },
 };
@@ -1239,6 +1312,175 @@ export const A2AReply: MessageFns<A2AReply> = {
     const message = createBaseA2AReply();
     message.status = object.status ?? "";
     message.error = object.error ?? "";
+    return message;
+  },
+};
+
+function createBaseRemoteA2AAgent(): RemoteA2AAgent {
+  return { cardUrl: "", url: "", protocolBinding: "", protocolVersion: "", cardName: "", fetchedAt: undefined };
+}
+
+export const RemoteA2AAgent: MessageFns<RemoteA2AAgent> = {
+  encode(message: RemoteA2AAgent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.cardUrl !== "") {
+      writer.uint32(10).string(message.cardUrl);
+    }
+    if (message.url !== "") {
+      writer.uint32(18).string(message.url);
+    }
+    if (message.protocolBinding !== "") {
+      writer.uint32(26).string(message.protocolBinding);
+    }
+    if (message.protocolVersion !== "") {
+      writer.uint32(34).string(message.protocolVersion);
+    }
+    if (message.cardName !== "") {
+      writer.uint32(42).string(message.cardName);
+    }
+    if (message.fetchedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.fetchedAt), writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoteA2AAgent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoteA2AAgent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.cardUrl = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.protocolBinding = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.protocolVersion = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.cardName = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.fetchedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoteA2AAgent {
+    return {
+      cardUrl: isSet(object.cardUrl)
+        ? globalThis.String(object.cardUrl)
+        : isSet(object.card_url)
+        ? globalThis.String(object.card_url)
+        : "",
+      url: isSet(object.url) ? globalThis.String(object.url) : "",
+      protocolBinding: isSet(object.protocolBinding)
+        ? globalThis.String(object.protocolBinding)
+        : isSet(object.protocol_binding)
+        ? globalThis.String(object.protocol_binding)
+        : "",
+      protocolVersion: isSet(object.protocolVersion)
+        ? globalThis.String(object.protocolVersion)
+        : isSet(object.protocol_version)
+        ? globalThis.String(object.protocol_version)
+        : "",
+      cardName: isSet(object.cardName)
+        ? globalThis.String(object.cardName)
+        : isSet(object.card_name)
+        ? globalThis.String(object.card_name)
+        : "",
+      fetchedAt: isSet(object.fetchedAt)
+        ? fromJsonTimestamp(object.fetchedAt)
+        : isSet(object.fetched_at)
+        ? fromJsonTimestamp(object.fetched_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: RemoteA2AAgent): unknown {
+    const obj: any = {};
+    if (message.cardUrl !== "") {
+      obj.cardUrl = message.cardUrl;
+    }
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    if (message.protocolBinding !== "") {
+      obj.protocolBinding = message.protocolBinding;
+    }
+    if (message.protocolVersion !== "") {
+      obj.protocolVersion = message.protocolVersion;
+    }
+    if (message.cardName !== "") {
+      obj.cardName = message.cardName;
+    }
+    if (message.fetchedAt !== undefined) {
+      obj.fetchedAt = message.fetchedAt.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RemoteA2AAgent>): RemoteA2AAgent {
+    return RemoteA2AAgent.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RemoteA2AAgent>): RemoteA2AAgent {
+    const message = createBaseRemoteA2AAgent();
+    message.cardUrl = object.cardUrl ?? "";
+    message.url = object.url ?? "";
+    message.protocolBinding = object.protocolBinding ?? "";
+    message.protocolVersion = object.protocolVersion ?? "";
+    message.cardName = object.cardName ?? "";
+    message.fetchedAt = object.fetchedAt ?? undefined;
     return message;
   },
 };

@@ -719,7 +719,10 @@ export interface DiscoverAgentsResponse {
 
 /** InvokeAgentRequest calls an agent. */
 export interface InvokeAgentRequest {
-  /** The target. */
+  /**
+   * The target: an agent id or name, or the http(s) URL of an outside A2A
+   * agent (its card's URL or its base URL; docs/a2a.md "Calling outside A2A agents").
+   */
   agentId: string;
   /** The request text. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   message: string;
@@ -993,6 +996,58 @@ export interface ListAuditRequest {
 export interface ListAuditResponse {
   /** The records. */
   records: AuditRecord[];
+}
+
+/** RegisterRemoteA2AAgentRequest registers an outside A2A agent. */
+export interface RegisterRemoteA2AAgentRequest {
+  /**
+   * The Agent Card's URL (e.g. https://host/.well-known/agent-card.json), or
+   * the agent's base URL (the card is then read from
+   * <base>/.well-known/agent-card.json). http or https; its host must be
+   * allowed by the hub's --a2a-outbound-allow.
+   */
+  cardUrl: string;
+  /**
+   * Identity; kind is set to remote_agent. An empty name takes the card's name
+   * (characters other than letters, digits, '.', '_', '-' become '-'); an
+   * empty description takes the card's description.
+   */
+  passport?:
+    | Passport
+    | undefined;
+  /**
+   * Who may discover and call it: `enabled` and `allowed_callers` are used as
+   * given (absent = enabled, any caller of the project); description, skills,
+   * capabilities and input_modes always come from the card.
+   */
+  a2a?:
+    | A2ASettings
+    | undefined;
+  /** Optional governance rule for the identity, as for RegisterRequest.rule_json. */
+  ruleJson: string;
+}
+
+/** RegisterRemoteA2AAgentResponse returns the new identity and its credential. */
+export interface RegisterRemoteA2AAgentResponse {
+  /** The registry entry (remote_a2a says where the agent lives). */
+  agent?:
+    | AgentRecord
+    | undefined;
+  /**
+   * Credential of the identity: RefreshRemoteA2AAgent, SetA2ASettings and
+   * Unregister act on it. Shown once; keep it secret.
+   */
+  credential: string;
+}
+
+/** RefreshRemoteA2AAgentRequest re-reads the caller's Agent Card. */
+export interface RefreshRemoteA2AAgentRequest {
+}
+
+/** RefreshRemoteA2AAgentResponse returns the updated entry. */
+export interface RefreshRemoteA2AAgentResponse {
+  /** The registry entry. */
+  agent?: AgentRecord | undefined;
 }
 
 function createBaseRegisterRequest(): RegisterRequest {
@@ -8152,6 +8207,341 @@ export const ListAuditResponse: MessageFns<ListAuditResponse> = {
   },
 };
 
+function createBaseRegisterRemoteA2AAgentRequest(): RegisterRemoteA2AAgentRequest {
+  return { cardUrl: "", passport: undefined, a2a: undefined, ruleJson: "" };
+}
+
+export const RegisterRemoteA2AAgentRequest: MessageFns<RegisterRemoteA2AAgentRequest> = {
+  encode(message: RegisterRemoteA2AAgentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.cardUrl !== "") {
+      writer.uint32(10).string(message.cardUrl);
+    }
+    if (message.passport !== undefined) {
+      Passport.encode(message.passport, writer.uint32(18).fork()).join();
+    }
+    if (message.a2a !== undefined) {
+      A2ASettings.encode(message.a2a, writer.uint32(26).fork()).join();
+    }
+    if (message.ruleJson !== "") {
+      writer.uint32(34).string(message.ruleJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegisterRemoteA2AAgentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegisterRemoteA2AAgentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.cardUrl = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.passport = Passport.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.a2a = A2ASettings.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.ruleJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RegisterRemoteA2AAgentRequest {
+    return {
+      cardUrl: isSet(object.cardUrl)
+        ? globalThis.String(object.cardUrl)
+        : isSet(object.card_url)
+        ? globalThis.String(object.card_url)
+        : "",
+      passport: isSet(object.passport) ? Passport.fromJSON(object.passport) : undefined,
+      a2a: isSet(object.a2a) ? A2ASettings.fromJSON(object.a2a) : undefined,
+      ruleJson: isSet(object.ruleJson)
+        ? globalThis.String(object.ruleJson)
+        : isSet(object.rule_json)
+        ? globalThis.String(object.rule_json)
+        : "",
+    };
+  },
+
+  toJSON(message: RegisterRemoteA2AAgentRequest): unknown {
+    const obj: any = {};
+    if (message.cardUrl !== "") {
+      obj.cardUrl = message.cardUrl;
+    }
+    if (message.passport !== undefined) {
+      obj.passport = Passport.toJSON(message.passport);
+    }
+    if (message.a2a !== undefined) {
+      obj.a2a = A2ASettings.toJSON(message.a2a);
+    }
+    if (message.ruleJson !== "") {
+      obj.ruleJson = message.ruleJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RegisterRemoteA2AAgentRequest>): RegisterRemoteA2AAgentRequest {
+    return RegisterRemoteA2AAgentRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RegisterRemoteA2AAgentRequest>): RegisterRemoteA2AAgentRequest {
+    const message = createBaseRegisterRemoteA2AAgentRequest();
+    message.cardUrl = object.cardUrl ?? "";
+    message.passport = (object.passport !== undefined && object.passport !== null)
+      ? Passport.fromPartial(object.passport)
+      : undefined;
+    message.a2a = (object.a2a !== undefined && object.a2a !== null) ? A2ASettings.fromPartial(object.a2a) : undefined;
+    message.ruleJson = object.ruleJson ?? "";
+    return message;
+  },
+};
+
+function createBaseRegisterRemoteA2AAgentResponse(): RegisterRemoteA2AAgentResponse {
+  return { agent: undefined, credential: "" };
+}
+
+export const RegisterRemoteA2AAgentResponse: MessageFns<RegisterRemoteA2AAgentResponse> = {
+  encode(message: RegisterRemoteA2AAgentResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agent !== undefined) {
+      AgentRecord.encode(message.agent, writer.uint32(10).fork()).join();
+    }
+    if (message.credential !== "") {
+      writer.uint32(18).string(message.credential);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegisterRemoteA2AAgentResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegisterRemoteA2AAgentResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agent = AgentRecord.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.credential = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RegisterRemoteA2AAgentResponse {
+    return {
+      agent: isSet(object.agent) ? AgentRecord.fromJSON(object.agent) : undefined,
+      credential: isSet(object.credential) ? globalThis.String(object.credential) : "",
+    };
+  },
+
+  toJSON(message: RegisterRemoteA2AAgentResponse): unknown {
+    const obj: any = {};
+    if (message.agent !== undefined) {
+      obj.agent = AgentRecord.toJSON(message.agent);
+    }
+    if (message.credential !== "") {
+      obj.credential = message.credential;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RegisterRemoteA2AAgentResponse>): RegisterRemoteA2AAgentResponse {
+    return RegisterRemoteA2AAgentResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RegisterRemoteA2AAgentResponse>): RegisterRemoteA2AAgentResponse {
+    const message = createBaseRegisterRemoteA2AAgentResponse();
+    message.agent = (object.agent !== undefined && object.agent !== null)
+      ? AgentRecord.fromPartial(object.agent)
+      : undefined;
+    message.credential = object.credential ?? "";
+    return message;
+  },
+};
+
+function createBaseRefreshRemoteA2AAgentRequest(): RefreshRemoteA2AAgentRequest {
+  return {};
+}
+
+export const RefreshRemoteA2AAgentRequest: MessageFns<RefreshRemoteA2AAgentRequest> = {
+  encode(_: RefreshRemoteA2AAgentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RefreshRemoteA2AAgentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRefreshRemoteA2AAgentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): RefreshRemoteA2AAgentRequest {
+    return {};
+  },
+
+  toJSON(_: RefreshRemoteA2AAgentRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create(base?: DeepPartial<RefreshRemoteA2AAgentRequest>): RefreshRemoteA2AAgentRequest {
+    return RefreshRemoteA2AAgentRequest.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<RefreshRemoteA2AAgentRequest>): RefreshRemoteA2AAgentRequest {
+    const message = createBaseRefreshRemoteA2AAgentRequest();
+    return message;
+  },
+};
+
+function createBaseRefreshRemoteA2AAgentResponse(): RefreshRemoteA2AAgentResponse {
+  return { agent: undefined };
+}
+
+export const RefreshRemoteA2AAgentResponse: MessageFns<RefreshRemoteA2AAgentResponse> = {
+  encode(message: RefreshRemoteA2AAgentResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agent !== undefined) {
+      AgentRecord.encode(message.agent, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RefreshRemoteA2AAgentResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRefreshRemoteA2AAgentResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agent = AgentRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RefreshRemoteA2AAgentResponse {
+    return { agent: isSet(object.agent) ? AgentRecord.fromJSON(object.agent) : undefined };
+  },
+
+  toJSON(message: RefreshRemoteA2AAgentResponse): unknown {
+    const obj: any = {};
+    if (message.agent !== undefined) {
+      obj.agent = AgentRecord.toJSON(message.agent);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RefreshRemoteA2AAgentResponse>): RefreshRemoteA2AAgentResponse {
+    return RefreshRemoteA2AAgentResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RefreshRemoteA2AAgentResponse>): RefreshRemoteA2AAgentResponse {
+    const message = createBaseRefreshRemoteA2AAgentResponse();
+    message.agent = (object.agent !== undefined && object.agent !== null)
+      ? AgentRecord.fromPartial(object.agent)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * HubService is the hub: identities, channels with turn-taking adapters, the
  * durable write-ahead log, delivery, tasks, context, agent-to-agent calls and the
@@ -8583,7 +8973,12 @@ export const HubServiceService = {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule). A refused call records no execution.
+   * metadata recipient, rule). A refused call records no execution. A target
+   * that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+   * called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+   * calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+   * not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+   * be read.
    */
   invokeAgent: {
     path: "/agentnet.v1.HubService/InvokeAgent" as const,
@@ -8754,6 +9149,50 @@ export const HubServiceService = {
     requestDeserialize: (value: Buffer): ListAuditRequest => ListAuditRequest.decode(value),
     responseSerialize: (value: ListAuditResponse): Buffer => Buffer.from(ListAuditResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListAuditResponse => ListAuditResponse.decode(value),
+  },
+  /**
+   * RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+   * kind remote_agent: the hub fetches its Agent Card from card_url and fills
+   * the identity's A2A description, skills, capabilities and input modes from
+   * it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+   * call). Registration rules are those of Register. Refusals:
+   * FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+   * PERMISSION_DENIED (card_url, or the interface the card names, is not
+   * allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+   * http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+   * gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+   * fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+   * ALREADY_EXISTS and the registration refusals of Register.
+   */
+  registerRemoteA2AAgent: {
+    path: "/agentnet.v1.HubService/RegisterRemoteA2AAgent" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RegisterRemoteA2AAgentRequest): Buffer =>
+      Buffer.from(RegisterRemoteA2AAgentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RegisterRemoteA2AAgentRequest => RegisterRemoteA2AAgentRequest.decode(value),
+    responseSerialize: (value: RegisterRemoteA2AAgentResponse): Buffer =>
+      Buffer.from(RegisterRemoteA2AAgentResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RegisterRemoteA2AAgentResponse =>
+      RegisterRemoteA2AAgentResponse.decode(value),
+  },
+  /**
+   * RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+   * a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+   * credential that returned) and replaces what the identity took from it.
+   * Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+   * those of RegisterRemoteA2AAgent about the card.
+   */
+  refreshRemoteA2AAgent: {
+    path: "/agentnet.v1.HubService/RefreshRemoteA2AAgent" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RefreshRemoteA2AAgentRequest): Buffer =>
+      Buffer.from(RefreshRemoteA2AAgentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RefreshRemoteA2AAgentRequest => RefreshRemoteA2AAgentRequest.decode(value),
+    responseSerialize: (value: RefreshRemoteA2AAgentResponse): Buffer =>
+      Buffer.from(RefreshRemoteA2AAgentResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RefreshRemoteA2AAgentResponse => RefreshRemoteA2AAgentResponse.decode(value),
   },
 } as const;
 
@@ -8952,7 +9391,12 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule). A refused call records no execution.
+   * metadata recipient, rule). A refused call records no execution. A target
+   * that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+   * called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+   * calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+   * not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+   * be read.
    */
   invokeAgent: handleUnaryCall<InvokeAgentRequest, InvokeAgentResponse>;
   /**
@@ -9037,6 +9481,29 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * an agent credential is PERMISSION_DENIED.
    */
   listAudit: handleUnaryCall<ListAuditRequest, ListAuditResponse>;
+  /**
+   * RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+   * kind remote_agent: the hub fetches its Agent Card from card_url and fills
+   * the identity's A2A description, skills, capabilities and input modes from
+   * it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+   * call). Registration rules are those of Register. Refusals:
+   * FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+   * PERMISSION_DENIED (card_url, or the interface the card names, is not
+   * allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+   * http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+   * gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+   * fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+   * ALREADY_EXISTS and the registration refusals of Register.
+   */
+  registerRemoteA2AAgent: handleUnaryCall<RegisterRemoteA2AAgentRequest, RegisterRemoteA2AAgentResponse>;
+  /**
+   * RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+   * a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+   * credential that returned) and replaces what the identity took from it.
+   * Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+   * those of RegisterRemoteA2AAgent about the card.
+   */
+  refreshRemoteA2AAgent: handleUnaryCall<RefreshRemoteA2AAgentRequest, RefreshRemoteA2AAgentResponse>;
 }
 
 export interface HubServiceClient extends Client {
@@ -9549,7 +10016,12 @@ export interface HubServiceClient extends Client {
    * PAYLOAD_TOO_LARGE; RESOURCE_EXHAUSTED / RATE_LIMITED (the question is over
    * the caller's rate; metadata retry_after_seconds, rule; nothing is recorded)
    * and RESOURCE_EXHAUSTED / INBOX_FULL (the target's inbox is at its cap;
-   * metadata recipient, rule). A refused call records no execution.
+   * metadata recipient, rule). A refused call records no execution. A target
+   * that is an outside A2A agent (a remote_a2a identity, or an http(s) URL) is
+   * called by the hub; it is also refused with FAILED_PRECONDITION (outbound
+   * calls off: no --a2a-outbound-allow) or PERMISSION_DENIED (its address is
+   * not allowed), and UNAVAILABLE / RESOURCE_EXHAUSTED when a URL's card cannot
+   * be read.
    */
   invokeAgent(
     request: InvokeAgentRequest,
@@ -9770,6 +10242,57 @@ export interface HubServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListAuditResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RegisterRemoteA2AAgent registers an outside A2A agent as an identity of
+   * kind remote_agent: the hub fetches its Agent Card from card_url and fills
+   * the identity's A2A description, skills, capabilities and input modes from
+   * it, so DiscoverAgents lists it and InvokeAgent calls it (the hub makes the
+   * call). Registration rules are those of Register. Refusals:
+   * FAILED_PRECONDITION (outbound A2A calls are off: no --a2a-outbound-allow);
+   * PERMISSION_DENIED (card_url, or the interface the card names, is not
+   * allowed by --a2a-outbound-allow); INVALID_ARGUMENT (card_url is not an
+   * http(s) URL, the card is not a valid Agent Card or offers no JSON-RPC or
+   * gRPC interface, a malformed name); UNAVAILABLE (the card could not be
+   * fetched); RESOURCE_EXHAUSTED (the card is over --a2a-outbound-max-bytes);
+   * ALREADY_EXISTS and the registration refusals of Register.
+   */
+  registerRemoteA2AAgent(
+    request: RegisterRemoteA2AAgentRequest,
+    callback: (error: ServiceError | null, response: RegisterRemoteA2AAgentResponse) => void,
+  ): ClientUnaryCall;
+  registerRemoteA2AAgent(
+    request: RegisterRemoteA2AAgentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RegisterRemoteA2AAgentResponse) => void,
+  ): ClientUnaryCall;
+  registerRemoteA2AAgent(
+    request: RegisterRemoteA2AAgentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RegisterRemoteA2AAgentResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RefreshRemoteA2AAgent fetches the caller's Agent Card again (the caller is
+   * a remote_agent identity registered with RegisterRemoteA2AAgent, using the
+   * credential that returned) and replaces what the identity took from it.
+   * Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
+   * those of RegisterRemoteA2AAgent about the card.
+   */
+  refreshRemoteA2AAgent(
+    request: RefreshRemoteA2AAgentRequest,
+    callback: (error: ServiceError | null, response: RefreshRemoteA2AAgentResponse) => void,
+  ): ClientUnaryCall;
+  refreshRemoteA2AAgent(
+    request: RefreshRemoteA2AAgentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RefreshRemoteA2AAgentResponse) => void,
+  ): ClientUnaryCall;
+  refreshRemoteA2AAgent(
+    request: RefreshRemoteA2AAgentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RefreshRemoteA2AAgentResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -7,7 +7,7 @@
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import { Timestamp } from "../../google/protobuf/timestamp";
-import { A2ASettings } from "./a2a";
+import { A2ASettings, RemoteA2AAgent } from "./a2a";
 
 /** PassportKind says what sort of participant an identity is. */
 export enum PassportKind {
@@ -149,6 +149,11 @@ export interface AgentRecord {
    * narrow what the hub's policy allows. Schema: docs/governance.md.
    */
   ruleJson: string;
+  /**
+   * For an outside A2A agent registered with RegisterRemoteA2AAgent: where it
+   * lives (unset otherwise). InvokeAgent on it is a call the hub makes.
+   */
+  remoteA2a?: RemoteA2AAgent | undefined;
 }
 
 /** AgentSummary is the short form returned by listings and peer search. */
@@ -634,6 +639,7 @@ function createBaseAgentRecord(): AgentRecord {
     online: false,
     lastSeenAt: undefined,
     ruleJson: "",
+    remoteA2a: undefined,
   };
 }
 
@@ -668,6 +674,9 @@ export const AgentRecord: MessageFns<AgentRecord> = {
     }
     if (message.ruleJson !== "") {
       writer.uint32(82).string(message.ruleJson);
+    }
+    if (message.remoteA2a !== undefined) {
+      RemoteA2AAgent.encode(message.remoteA2a, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -765,6 +774,14 @@ export const AgentRecord: MessageFns<AgentRecord> = {
             message.ruleJson = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.remoteA2a = RemoteA2AAgent.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -813,6 +830,11 @@ export const AgentRecord: MessageFns<AgentRecord> = {
         : isSet(object.rule_json)
         ? globalThis.String(object.rule_json)
         : "",
+      remoteA2a: isSet(object.remoteA2a)
+        ? RemoteA2AAgent.fromJSON(object.remoteA2a)
+        : isSet(object.remote_a2a)
+        ? RemoteA2AAgent.fromJSON(object.remote_a2a)
+        : undefined,
     };
   },
 
@@ -848,6 +870,9 @@ export const AgentRecord: MessageFns<AgentRecord> = {
     if (message.ruleJson !== "") {
       obj.ruleJson = message.ruleJson;
     }
+    if (message.remoteA2a !== undefined) {
+      obj.remoteA2a = RemoteA2AAgent.toJSON(message.remoteA2a);
+    }
     return obj;
   },
 
@@ -870,6 +895,9 @@ export const AgentRecord: MessageFns<AgentRecord> = {
     message.online = object.online ?? false;
     message.lastSeenAt = object.lastSeenAt ?? undefined;
     message.ruleJson = object.ruleJson ?? "";
+    message.remoteA2a = (object.remoteA2a !== undefined && object.remoteA2a !== null)
+      ? RemoteA2AAgent.fromPartial(object.remoteA2a)
+      : undefined;
     return message;
   },
 };
