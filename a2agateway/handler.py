@@ -8,6 +8,7 @@ channel WAL (see :mod:`a2agateway.tasks`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from typing import NoReturn
 
@@ -25,7 +26,17 @@ from agentnet.v1 import hub_pb2
 from a2agateway.cards import Cards
 from a2agateway.hub import HubLink
 from a2agateway.refusals import as_a2a_error, grpc_context, not_cancelable, refuse, task_not_found
-from a2agateway.tasks import ENDS_STREAM, Event, EventId, chain_of, metadata_headers, task_of, wal_events
+from a2agateway.tasks import (
+    ENDS_STREAM,
+    EVENT_ID_KEY,
+    Event,
+    EventId,
+    chain_of,
+    metadata_headers,
+    record_events,
+    task_of,
+    wal_events,
+)
 from netkernel.errors import (
     AgentNetError,
     FailedPrecondition,
@@ -45,6 +56,9 @@ NO_TOKEN = (
     "returned): every call runs as that hub identity."
 )
 RUNNING = hub_a2a.INVOCATION_STATUS_RUNNING
+RECORD_POLL_MAX = 1.0
+"""Longest pause, in seconds, between reads of a running call to an outside A2A agent (it has no channel
+to follow, so the gateway reads its execution record until it ends)."""
 
 
 def caller_of(token: str) -> str:
@@ -165,6 +179,12 @@ class GatewayHandler(RequestHandler):
                     metadata={"field": LAST_EVENT_ID},
                 )
             execution = named[0]
+        if not execution.channel_id:  # a call to an outside A2A agent: its record is all there is to follow
+            for event in await self._recorded_outcome(token, execution, task_id, context_id):
+                event_id = EventId.parse(event.metadata.fields[EVENT_ID_KEY].string_value)
+                if after is None or (event_id.seq, event_id.index) > (after.seq, after.index):
+                    yield event
+            return
         async for envelope in self.hub.follow_wal(token, execution.channel_id, after.seq if after else 0):
             for event in wal_events(envelope, execution, task_id, context_id, callee):
                 if after is not None and (envelope.seq, _index(event)) <= (after.seq, after.index):
@@ -172,6 +192,18 @@ class GatewayHandler(RequestHandler):
                 yield event
                 if isinstance(event, a2a.TaskStatusUpdateEvent) and event.status.state in ENDS_STREAM:
                     return
+
+    async def _recorded_outcome(
+        self, token: str, execution: hub_a2a.Execution, task_id: str, context_id: str
+    ) -> list[a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent]:
+        """The events of an execution without a channel, once the hub recorded its outcome (read again
+        with a growing pause, at most ``RECORD_POLL_MAX`` seconds, while it runs)."""
+        pause = 0.05
+        while execution.status == RUNNING:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, RECORD_POLL_MAX)
+            execution = await self.hub.execution(token, execution.execution_id)
+        return record_events(execution, task_id, context_id)
 
     async def on_message_send(self, params: a2a.SendMessageRequest, context: ServerCallContext) -> a2a.Task:
         """SendMessage: start the call; unless returnImmediately, wait for its outcome."""

@@ -119,6 +119,25 @@ def _stamp(event: a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent, event
     event.metadata.update({EVENT_ID_KEY: str(event_id)})
 
 
+def record_events(
+    execution: hub_a2a.Execution, task_id: str, context_id: str
+) -> list[a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent]:
+    """The A2A events of an ended execution as the hub recorded it (a call to an outside A2A agent has
+    no consulting channel to read): its answer as the artifact when completed, then its final status;
+    stamped with seq 0."""
+    events: list[a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent] = []
+    if execution.status == hub_a2a.INVOCATION_STATUS_COMPLETED:
+        artifact = a2a.TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, last_chunk=True)
+        artifact.artifact.CopyFrom(result_artifact(execution, execution.result))
+        events.append(artifact)
+    update = a2a.TaskStatusUpdateEvent(task_id=task_id, context_id=context_id)
+    update.status.CopyFrom(status_of(execution, task_id, context_id))
+    events.append(update)
+    for index, event in enumerate(events):
+        _stamp(event, EventId(execution.execution_id, 0, index))
+    return events
+
+
 def wal_events(
     envelope: envelope_pb2.Envelope, execution: hub_a2a.Execution, task_id: str, context_id: str, callee_name: str
 ) -> list[a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent]:
