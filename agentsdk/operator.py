@@ -15,8 +15,6 @@ operator call, ``NotFound``, ``Unavailable`` for an unreachable hub.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from types import TracebackType
-from typing import Self
 
 from agentnet.v1 import (
     a2a_pb2,
@@ -32,7 +30,7 @@ from google.protobuf.message import Message
 
 from agentsdk.targets import HubTargets
 from agentsdk.tls import TlsSetting
-from agentsdk.transport import HubConnection, ResponseT, UnaryMethod, bearer, server_stream, unary
+from agentsdk.transport import ClosedOnExit, HubConnection, ResponseT, UnaryMethod, bearer, server_stream, unary
 from netkernel.errors import NotFound
 
 AUDIT_WINDOW = 10_000
@@ -42,7 +40,7 @@ always read whole)."""
 __all__ = ["AgentView", "OperatorClient", "OperatorOnly", "execution_children", "execution_subtree"]
 
 
-class OperatorClient:
+class OperatorClient(ClosedOnExit):
     """The operator's view of one hub (or of its replicas), authenticated with ``secret``.
 
     ``timeout`` bounds each unary call (streams have none). Use ``async with`` or :meth:`close`."""
@@ -61,14 +59,6 @@ class OperatorClient:
     async def close(self) -> None:
         """Close the connection (every stream on it ends)."""
         await self._connection.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     # -- unary reads --------------------------------------------------------------------
 
@@ -319,7 +309,7 @@ class OperatorOnly(Exception):
     """A read only the operator token may make; the message says why and what to use instead."""
 
 
-class AgentView:
+class AgentView(ClosedOnExit):
     """What one agent may read of the network through ``HubService`` with its own credential: the
     same reads as :class:`OperatorClient`, answered as the hub answers that agent (identities it may
     see, its channels, tasks it owns or shares a channel with, call trees it took part in).
@@ -339,14 +329,6 @@ class AgentView:
     async def close(self) -> None:
         """Close the connection."""
         await self._connection.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     async def _unary(self, method: UnaryMethod, request: Message, response_type: type[ResponseT]) -> ResponseT:
         return await unary(method, request, response_type, metadata=self._metadata, timeout=self._timeout)

@@ -67,7 +67,24 @@ DEFAULT_MAX_QUEUED_DELIVERY_BYTES = 64 * 1024 * 1024
 """Default of ``HubConnection(max_queued_delivery_bytes=...)``: 64 MiB of deliveries waiting per stream."""
 
 
-class HubConnection:
+class ClosedOnExit:
+    """``async with x:`` gives ``x`` itself and closes it (:meth:`close`) on the way out."""
+
+    async def close(self) -> None:
+        """Release what the object holds."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """:meth:`close`."""
+        await self.close()
+
+
+class HubConnection(ClosedOnExit):
     """A gRPC channel to a hub, shared by every identity of a client; ``target`` one address or
     several replicas to fail over between (:mod:`agentsdk.targets`); ``tls`` as in
     :mod:`agentsdk.tls` (None: plaintext); ``tracer_provider`` records the SDK's spans (None: the
@@ -113,14 +130,6 @@ class HubConnection:
     async def close(self) -> None:
         """Close the channel (every stream on it ends)."""
         await self.channel.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
 
 def client_span_interceptors(provider: trace.TracerProvider | None) -> list[grpc.aio.ClientInterceptor]:

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
 
 from agentnet.v1 import a2a_pb2, hub_pb2
 
 from agentsdk.a2a.context import Dispatch, current_dispatch
 from agentsdk.rpc import HubRpc
 from agentsdk.tls import TlsSetting
-from agentsdk.transport import HubConnection
+from agentsdk.transport import ClosedOnExit, HubConnection
 from netkernel.errors import TokenExpired
 from netkernel.wire import INVOCATION_STATUS, InvocationStatus
 
@@ -66,7 +65,7 @@ def _time(message: a2a_pb2.Execution, name: str) -> datetime | None:
     return getattr(message, name).ToDatetime() if message.HasField(name) else None  # type: ignore[arg-type]
 
 
-class AgentToAgent:
+class AgentToAgent(ClosedOnExit):
     """Client of the hub's A2A RPCs for one identity (its credential is ``auth_token``).
 
     Agents use the pre-authenticated ``client.a2a`` instead of building one. Inside the
@@ -98,14 +97,6 @@ class AgentToAgent:
         """Close the connection if this client opened it."""
         if self._owned:
             await self._connection.close()
-
-    async def __aenter__(self) -> AgentToAgent:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     async def discover_agents(
         self,

@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentnet.v1 import envelope_pb2, hub_pb2, identity_pb2
 from opentelemetry.trace import TracerProvider
@@ -36,7 +35,7 @@ from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
 from agentsdk.targets import HubTargets
 from agentsdk.tls import TlsSetting
-from agentsdk.transport import DEFAULT_MAX_QUEUED_DELIVERY_BYTES, HubConnection
+from agentsdk.transport import DEFAULT_MAX_QUEUED_DELIVERY_BYTES, ClosedOnExit, HubConnection
 from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.errors import (
     FailedPrecondition,
@@ -75,7 +74,7 @@ async def _ignore(envelope: Envelope) -> None:
     """The handler of a client registered with attach_default_handler=False."""
 
 
-class HubClient:
+class HubClient(ClosedOnExit):
     """A connection to a hub, and the identities registered through it."""
 
     def __init__(self, connection: HubConnection, *, registration_token: str = "") -> None:
@@ -138,15 +137,6 @@ class HubClient:
         for c in list(self._clients.values()):
             await c.disconnect()
         await self.connection.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        """:meth:`close`."""
-        await self.close()
 
     def _forget(self, agent_id: str) -> None:
         """Drop an identity that was unregistered."""
