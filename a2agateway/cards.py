@@ -25,7 +25,7 @@ class Addresses:
     """Where clients reach this gateway (written into every card)."""
 
     jsonrpc_url: str
-    """The JSON-RPC endpoint, e.g. http://127.0.0.1:8080/a2a."""
+    """The JSON-RPC endpoint, e.g. http://127.0.0.1:8090/a2a."""
     grpc_target: str
     """host:port of the gRPC listener; "" = none."""
 

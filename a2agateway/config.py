@@ -19,9 +19,9 @@ class GatewayOptions:
 
     host: str = "127.0.0.1"
     """Interface both listeners bind (AGENTNET_A2A_HOST)."""
-    port: int = 8080
+    port: int = 8090
     """HTTP port (cards, JSON-RPC); 0 picks a free one (AGENTNET_A2A_PORT)."""
-    grpc_port: int = 8081
+    grpc_port: int = 8091
     """gRPC port (A2A's gRPC binding); 0 picks a free one; -1 = no gRPC listener (AGENTNET_A2A_GRPC_PORT)."""
     hub: str = "127.0.0.1:50051"
     """The hub's gRPC address (AGENTNET_A2A_HUB, else AGENTNET_HUB)."""
