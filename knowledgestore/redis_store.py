@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.maint_notifications import MaintNotificationsConfig
 
 from knowledgestore.base import StoreBase
 from knowledgestore.feed import ChangeFeed
@@ -90,7 +91,11 @@ class RedisKnowledgeStore(StoreBase):
     def __init__(self, url_or_client: str | aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
         super().__init__()
         if isinstance(url_or_client, str):
-            self._client: aioredis.Redis = aioredis.Redis.from_url(url_or_client)
+            # Maintenance notifications off: redis-py's default ("auto") makes the pool skip the check
+            # that replaces a connection the server closed, so a write after a Redis restart would fail.
+            self._client: aioredis.Redis = aioredis.Redis.from_url(
+                url_or_client, maint_notifications_config=MaintNotificationsConfig(enabled=False)
+            )
             self._owns_client = True
         else:
             if url_or_client.connection_pool.connection_kwargs.get("decode_responses"):

@@ -18,6 +18,7 @@ from typing import TypeAlias
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.maint_notifications import MaintNotificationsConfig
 
 RedisClient: TypeAlias = "aioredis.Redis | RedisCluster"
 """What the store talks to: a client of one server, or of a Cluster."""
@@ -82,10 +83,21 @@ def _spread(query: str, url: str) -> bool:
     return options.get("spread", ["0"])[0] == "1"
 
 
+NO_MAINT_NOTIFICATIONS = MaintNotificationsConfig(enabled=False)
+"""Maintenance notifications (a RESP3 push feature of managed Redis offerings) stay off: redis-py's
+default ("auto") makes its pool skip the check that replaces a pooled connection the server has
+closed, so after a Redis restart a write would take a dead connection and fail."""
+
+
 def connect(url: str, timeout: float) -> RedisClient:
     """A client (not yet connected) for ``url`` whose connects and calls give up after ``timeout`` s."""
     if not is_cluster_url(url):
-        return aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        return aioredis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            maint_notifications_config=NO_MAINT_NOTIFICATIONS,
+        )
     parsed = parse_cluster_url(url)
     return RedisCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in parsed.nodes],
@@ -94,4 +106,5 @@ def connect(url: str, timeout: float) -> RedisClient:
         password=parsed.password,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
+        maint_notifications_config=NO_MAINT_NOTIFICATIONS,
     )

@@ -8,12 +8,17 @@ one hub replica on it (``tests/replicas.py``) and SDK clients over gRPC.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from agentsdk.knowledge import RedisKnowledgeStore
 from agentsdk.network.hub_client import HubClient
+from hubsvc.storage.base import Writes
+from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.errors import Unavailable
 from netkernel.identity import Passport
@@ -90,3 +95,36 @@ async def test_the_hub_goes_on_after_redis_restarts_and_keeps_everything_acknowl
 def _assert_len(items: list[Envelope], n: int) -> bool:
     assert len(items) >= n, len(items)
     return True
+
+
+async def test_the_stores_idle_connections_are_renewed_after_redis_restarts(durable_redis: RedisServer) -> None:
+    """Connections the store's pool held idle across the restart are dead: each is replaced when it is
+    next taken, so no write after the restart fails on one (the failure the hub test above met
+    intermittently: a later post's commit took such a connection). Reads retry once anyway;
+    writes must not (a commit whose reply was lost may have run)."""
+    store = RedisHubStore(durable_redis.url(), prefix="restart:")
+    await store.open()
+    try:
+        await asyncio.gather(*(store.get_agent(f"nobody-{i}") for i in range(8)))  # eight pooled connections
+        # In threads, so the event loop runs on meanwhile and sees Redis close the idle connections.
+        await asyncio.to_thread(durable_redis.stop)
+        await asyncio.to_thread(durable_redis.restart)
+        for i in range(8):  # one after another, each a write of its own
+            await store.submit(Writes(audit=[("restart_test", "", f"write-{i}", "{}", time.time())]))
+        assert len(await store.list_audit(kind="restart_test", subject_id="", after_id=0, limit=100)) == 8
+    finally:
+        await store.close()
+
+
+async def test_a_knowledge_store_writes_again_after_redis_restarts(durable_redis: RedisServer) -> None:
+    """The Redis knowledge backend renews its pool's dead connections the same way."""
+    store = RedisKnowledgeStore(durable_redis.url(), prefix="restart-knowledge:")
+    try:
+        await asyncio.gather(*(store.exists(f"notes/{i}.md") for i in range(8)))  # eight pooled connections
+        await asyncio.to_thread(durable_redis.stop)
+        await asyncio.to_thread(durable_redis.restart)
+        for i in range(8):
+            await store.write(f"notes/{i}.md", f"note {i}")
+        assert await store.read("notes/7.md") == "note 7"
+    finally:
+        await store.close()
