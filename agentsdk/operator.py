@@ -31,6 +31,7 @@ from google.protobuf.message import Message
 from agentsdk.targets import HubTargets
 from agentsdk.tls import TlsSetting
 from agentsdk.transport import ClosedOnExit, HubConnection, ResponseT, UnaryMethod, bearer, server_stream, unary
+from netkernel.call_tree import execution_subtree
 from netkernel.errors import NotFound
 
 AUDIT_WINDOW = 10_000
@@ -441,14 +442,3 @@ class AgentView(ClosedOnExit):
         )
         async for item in server_stream(self._hub.ReadWal, request, hub_pb2.ReadWalResponse, metadata=self._metadata):
             yield item.envelope
-
-
-def execution_subtree(executions: Iterable[a2a_pb2.Execution], execution_id: str) -> list[a2a_pb2.Execution]:
-    """``execution_id`` and every call below it, from executions in start order (empty when absent)."""
-    below = {execution_id}
-    subtree = []
-    for e in executions:  # start order: a caller starts before what it calls
-        if e.execution_id in below or e.parent_execution_id in below:
-            below.add(e.execution_id)
-            subtree.append(e)
-    return subtree

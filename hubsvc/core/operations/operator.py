@@ -22,6 +22,7 @@ from hubsvc.core.operations.agents import summary
 from hubsvc.core.operations.audit import MAX_AUDIT_ID, audit_record
 from hubsvc.core.operations.channels import ChannelOps
 from hubsvc.core.util import from_timestamp, to_timestamp
+from netkernel.call_tree import execution_subtree
 from netkernel.errors import InvalidArgument, NotFound
 from netkernel.wire import dumps_json
 
@@ -240,13 +241,7 @@ class OperatorOps:
         rows = await self.core.store.list_executions(root_session_id=root, member_id="", limit=bound)
         executions = [a2a_pb2.Execution.FromString(r) for r in rows]
         if execution_id:
-            below = {execution_id}
-            subtree = []
-            for e in executions:  # start order: a caller starts before what it calls
-                if e.execution_id in below or e.parent_execution_id in below:
-                    below.add(e.execution_id)
-                    subtree.append(e)
-            executions = subtree
+            executions = execution_subtree(executions, execution_id)
         return executions[:size], len(executions) > size
 
     # -- audit --------------------------------------------------------------------------
