@@ -7,11 +7,7 @@ envelope's ``trace_id`` (a W3C traceparent), as it does between processes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -22,15 +18,6 @@ from netkernel.envelope import EV_TEXT
 from netkernel.identity import Passport
 from tests.eventually import assert_eventually
 from tests.sdk_net.llm import llm
-
-
-@pytest.fixture
-def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def named(spans: list[ReadableSpan], name: str, envelope_id: str) -> ReadableSpan:
