@@ -17,6 +17,17 @@ ROOT = Path(__file__).resolve().parents[1]
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 
+def interrupt(proc: subprocess.Popen[str], timeout: float = 15.0) -> int:
+    """Ctrl-C (SIGINT) a command, then its exit status (killed if it has not exited within ``timeout`` s)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 @dataclass
 class ServiceProcess:
     """A running service subprocess and the port it bound."""

@@ -22,7 +22,7 @@ from typer.testing import CliRunner, Result
 from agentsdk.cli.app import app
 from agentsdk.network import HubClient, Passport
 from tests.hub.test_a2a import a2a_agent, answering, invoke
-from tests.procs import ServiceProcess, start_service
+from tests.procs import ServiceProcess, interrupt, start_service
 
 
 @dataclass
@@ -99,13 +99,7 @@ class Streaming:
 
     def stop(self) -> int:
         """Interrupt it (Ctrl-C) and return its exit status."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(2)
-        try:
-            return self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+        return interrupt(self.proc)
 
 
 async def _seed(network: Network) -> None:

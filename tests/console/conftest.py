@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from tests.procs import ROOT, ServiceProcess, start_service
+from tests.procs import ROOT, ServiceProcess, interrupt, start_service
 
 T = TypeVar("T")
 _LISTENING = re.compile(r"agentnet-console listening on (\S+):(\d+)")
@@ -68,13 +68,7 @@ class ConsoleProcess:
 
     def stop(self) -> int:
         """SIGINT (Ctrl-C), then its exit status."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(2)
-        try:
-            return self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+        return interrupt(self.proc)
 
 
 def start_console(hub: str, *args: str, cwd: Path, timeout: float = 30.0) -> ConsoleProcess:
