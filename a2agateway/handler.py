@@ -181,13 +181,12 @@ class GatewayHandler(RequestHandler):
             execution = named[0]
         if not execution.channel_id:  # a call to an outside A2A agent: its record is all there is to follow
             for event in await self._recorded_outcome(token, execution, task_id, context_id):
-                event_id = EventId.parse(event.metadata.fields[EVENT_ID_KEY].string_value)
-                if after is None or (event_id.seq, event_id.index) > (after.seq, after.index):
+                if _is_after(event, after):
                     yield event
             return
         async for envelope in self.hub.follow_wal(token, execution.channel_id, after.seq if after else 0):
             for event in wal_events(envelope, execution, task_id, context_id, callee):
-                if after is not None and (envelope.seq, _index(event)) <= (after.seq, after.index):
+                if not _is_after(event, after):
                     continue
                 yield event
                 if isinstance(event, a2a.TaskStatusUpdateEvent) and event.status.state in ENDS_STREAM:
@@ -380,8 +379,12 @@ def _no_push() -> PushNotificationNotSupportedError:
     )
 
 
-def _index(event: a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent) -> int:
-    return EventId.parse(event.metadata.fields["eventId"].string_value).index
+def _is_after(event: a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent, after: EventId | None) -> bool:
+    """Whether ``event`` comes after the event ``after`` names (every event does when it is None)."""
+    if after is None:
+        return True
+    event_id = EventId.parse(event.metadata.fields[EVENT_ID_KEY].string_value)
+    return (event_id.seq, event_id.index) > (after.seq, after.index)
 
 
 def _apply(task: a2a.Task, event: a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent) -> None:
