@@ -17,7 +17,7 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.operations import Operations
 from hubsvc.core.posts import Admitted
 from hubsvc.core.tool_calls import ToolCalls
-from hubsvc.core.util import to_timestamp
+from hubsvc.core.util import committed_already, to_timestamp
 from hubsvc.field_limits import RefusalAudit, hub_request_limits, post_batch_refusal
 from hubsvc.rpc import (
     AGENT,
@@ -185,7 +185,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             return committed
 
         for fut, answers in waiting.values():
-            if fut.done() and not fut.cancelled() and fut.exception() is None:
+            if committed_already(fut):
                 answer(answers)(fut)  # committed at once (inline): answered now, after its deliveries
             else:
                 fut.add_done_callback(answer(answers))

@@ -30,7 +30,7 @@ from hubsvc.core.intake import Intake
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
-from hubsvc.core.util import BoundedDict, Clock, check_seconds, from_timestamp, new_id
+from hubsvc.core.util import BoundedDict, Clock, check_seconds, committed_already, from_timestamp, new_id
 from hubsvc.governance.arbiter import Action
 from hubsvc.governance.expectations import KNOB, resolve_expectations, to_knob
 from hubsvc.governance.policy import Policy
@@ -430,7 +430,7 @@ class LiveChannels:
                 self._tasks.apply(ended_tasks)
             self._publish(ch, wires, ended)
 
-        if fut.done() and not fut.cancelled() and fut.exception() is None:
+        if committed_already(fut):
             committed(fut)  # written at once (inline): deliver now rather than a loop turn later
         else:
             fut.add_done_callback(committed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -24,6 +25,12 @@ Clock = Callable[[], float]
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+
+def committed_already(fut: asyncio.Future[None]) -> bool:
+    """Whether a commit future is already resolved with success (the store wrote it at once, inline):
+    its callbacks may then run now instead of one event-loop turn later."""
+    return fut.done() and not fut.cancelled() and fut.exception() is None
 
 
 def new_id() -> str:
