@@ -9,16 +9,20 @@ from collections.abc import Callable
 import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
 
+from agentsdk.network.acks import ACK_DELAY, AckCoalescer
 from agentsdk.network.outbox import Outbox
 
 OnDelivery = Callable[[envelope_pb2.Envelope], None]
 
 
 class BenchPeer:
-    """One participant: a Connect stream with pipelined posts and immediate acks (one Ack frame per
-    frame received); asks for batched frames of up to ``max_batch`` entries (0 = one per frame) and,
-    like the SDK, sends the posts queued together in one PostBatch frame when the Welcome's
-    ``max_post_batch`` allows (:class:`agentsdk.network.outbox.Outbox`)."""
+    """One participant: a Connect stream with pipelined posts; asks for batched frames of up to
+    ``max_batch`` entries (0 = one per frame) and acks and posts the way the SDK does: a delivery is
+    acked once handled, the acks of one event-loop turn go together, riding with the next post
+    within a few milliseconds where the hub reads them there
+    (:class:`agentsdk.network.acks.AckCoalescer`), and the posts queued together go in one
+    PostBatch frame when the Welcome's ``max_post_batch`` allows
+    (:class:`agentsdk.network.outbox.Outbox`)."""
 
     def __init__(self, channel: grpc.aio.Channel, credential: str, agent_id: str = "", max_batch: int = 0) -> None:
         self.stub = hub_pb2_grpc.HubServiceStub(channel)
@@ -29,6 +33,7 @@ class BenchPeer:
         self.ack = True
         self.max_batch = max_batch
         self._out = Outbox()
+        self._acks = AckCoalescer(lambda ack: self._out.put(connect_pb2.ConnectRequest(ack=ack)), flush_at=256)
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
         self._ids = itertools.count()
         self._task: asyncio.Task[None] | None = None
@@ -48,13 +53,10 @@ class BenchPeer:
         welcomed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def deliver(deliveries: list[connect_pb2.Delivery]) -> None:
-            if self.ack:
-                entries = [
-                    connect_pb2.AckEntry(channel_id=d.envelope.channel_id, seq=d.envelope.seq) for d in deliveries
-                ]
-                self._out.put(connect_pb2.ConnectRequest(ack=connect_pb2.Ack(entries=entries)))
             for d in deliveries:
                 self.on_delivery(d.envelope)
+                if self.ack:
+                    self._acks.add(d.envelope.channel_id, d.envelope.seq)
 
         def resolve(result: connect_pb2.PostResult) -> None:
             fut = self._results.pop(result.request_id, None)
@@ -76,6 +78,9 @@ class BenchPeer:
                     resolve(frame.post_result)
                 elif kind == "welcome" and not welcomed.done():
                     self._out.limit = frame.welcome.max_post_batch
+                    if frame.welcome.post_batch_ack:
+                        self._out.carry = self._acks.take
+                        self._acks.delay = ACK_DELAY
                     welcomed.set_result(None)
 
         self._task = asyncio.create_task(read())

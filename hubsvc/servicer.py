@@ -38,6 +38,14 @@ from servicekit.boundary import ErrorBoundary, domain_error, error_detail
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 _Answer = tuple[str, envelope_pb2.Envelope, bool, Envelope, str | None]
 """A post waiting for its commit: request id, envelope as written, duplicate, the post and its event_data JSON."""
+
+
+def _ack(session: Session, ack: connect_pb2.Ack) -> None:
+    """Apply an Ack frame's entries, or those riding in a PostBatch (none when unset)."""
+    for entry in ack.entries:
+        session.ack(entry.channel_id, entry.seq)
+
+
 log = logging.getLogger("agentnet.hub.servicer")
 
 
@@ -98,8 +106,13 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                 if kind == "post":  # a post over a field limit gets its PostResult error
                     await self._stream_posts(agent_id, session, [frame.post])
                     continue
-                if kind == "post_batch":  # only the count ends the stream; each post's limits are its own
-                    refusal = post_batch_refusal(len(frame.post_batch.posts), self.core.options.max_batch)
+                if kind == "post_batch":  # the count and the acks end the stream; each post's limits are its own
+                    batch = frame.post_batch
+                    refusal = post_batch_refusal(len(batch.posts), self.core.options.max_batch)
+                    if refusal is None and batch.HasField("ack"):
+                        refusal = self.limits.refusal(batch.ack, "post_batch.ack.")
+                        if refusal is not None:
+                            self.audit_refusal(agent_id, "Connect", frame, refusal)
                 else:
                     refusal = self.limits.refusal(frame)
                     if refusal is not None:
@@ -108,10 +121,10 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                     session.close(refusal)
                     return
                 if kind == "post_batch":
+                    _ack(session, frame.post_batch.ack)
                     await self._stream_posts(agent_id, session, frame.post_batch.posts)
                 elif kind == "ack":
-                    for entry in frame.ack.entries:
-                        session.ack(entry.channel_id, entry.seq)
+                    _ack(session, frame.ack)
                 elif kind == "ping":
                     session.pong(frame.ping.nonce)
                 elif kind == "hello":

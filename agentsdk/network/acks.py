@@ -1,6 +1,13 @@
-"""Acks of one Connect stream, coalesced: every ack made in the same event-loop turn
-goes out in one ``Ack`` frame (a batch of deliveries processed together is acked in
-one frame; an ack is never held back past the turn it was made in)."""
+"""Acks of one Connect stream, coalesced.
+
+Every ack waits for the end of the event-loop turn it was made in, so the deliveries processed
+together are acked in one ``Ack`` frame. With a hub that reads acks riding in a ``PostBatch``
+(``Welcome.post_batch_ack``) an ack may wait a little longer, :data:`ACK_DELAY` at most, for a
+post to carry it (:meth:`AckCoalescer.take`, called by :class:`~agentsdk.network.outbox.Outbox`
+when it writes posts): a reply and the ack of the envelope it answers then cost one frame. An ack
+never waits longer than that, nor once :attr:`AckCoalescer.flush_at` acks are pending, so the
+hub's flow control (``Hello.max_in_flight``) and its stored cursors stay close behind.
+"""
 
 from __future__ import annotations
 
@@ -10,27 +17,49 @@ from collections.abc import Callable
 from agentnet.v1 import connect_pb2
 
 MAX_ENTRIES_PER_FRAME = 10_000
-"""Most entries per Ack frame (the hub refuses more than its --max-stream-entries, 100 000 by default)."""
+"""Most entries per Ack (the hub refuses more than its --max-stream-entries, 100 000 by default)."""
+ACK_DELAY = 0.005
+"""Seconds an ack may wait for a post to ride on, when the hub reads acks in a PostBatch."""
 
 
 class AckCoalescer:
-    """Collects ``(channel_id, seq)`` acks and hands them to ``send`` as Ack frames at the end of the turn."""
+    """Collects ``(channel_id, seq)`` acks and hands them to ``send`` as Ack frames, or to a post
+    written before then (:meth:`take`)."""
 
-    def __init__(self, send: Callable[[connect_pb2.Ack], None]) -> None:
+    def __init__(self, send: Callable[[connect_pb2.Ack], None], *, flush_at: int = MAX_ENTRIES_PER_FRAME) -> None:
         self._send = send
         self._pending: list[connect_pb2.AckEntry] = []
-        self._scheduled = False
+        self._timer: asyncio.Handle | None = None
+        self.delay = 0.0
+        """Seconds an ack may wait for a post (0: until the end of its turn); :data:`ACK_DELAY`
+        while the stream's hub reads acks riding in a PostBatch."""
+        self.flush_at = flush_at
+        """Pending acks that are sent at once, without waiting for a post."""
 
     def add(self, channel_id: str, seq: int) -> None:
-        """Ack one envelope; sent with every other ack of this event-loop turn."""
+        """Ack one envelope: sent with the acks made around it, in a frame or with a post."""
         self._pending.append(connect_pb2.AckEntry(channel_id=channel_id, seq=seq))
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+        if self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.delay, self.flush) if self.delay else loop.call_soon(self.flush)
+        elif len(self._pending) == self.flush_at and self.delay:
+            self._timer.cancel()
+            self._timer = asyncio.get_running_loop().call_soon(self.flush)
+
+    def take(self) -> connect_pb2.Ack | None:
+        """The pending acks (at most :data:`MAX_ENTRIES_PER_FRAME`), for a post to carry; None if none."""
+        if not self._pending:
+            return None
+        taken, self._pending = self._pending[:MAX_ENTRIES_PER_FRAME], self._pending[MAX_ENTRIES_PER_FRAME:]
+        if not self._pending and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        return connect_pb2.Ack(entries=taken)
 
     def flush(self) -> None:
         """Send what is pending now, in frames of at most :data:`MAX_ENTRIES_PER_FRAME` entries."""
-        self._scheduled = False
-        pending, self._pending = self._pending, []
-        for start in range(0, len(pending), MAX_ENTRIES_PER_FRAME):
-            self._send(connect_pb2.Ack(entries=pending[start : start + MAX_ENTRIES_PER_FRAME]))
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while (ack := self.take()) is not None:
+            self._send(ack)

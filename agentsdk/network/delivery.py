@@ -4,7 +4,8 @@
 with jittered backoff when the stream breaks, hands every envelope to the
 identity's dispatcher exactly once (duplicates after a reconnect are dropped by
 envelope id), processes each channel in order while channels run in parallel,
-acks after processing (the acks of one event-loop turn in one frame), asks the hub
+acks after processing (the acks of one event-loop turn in one frame, or riding with the next
+post, :mod:`agentsdk.network.acks`), asks the hub
 for batched frames (``max_batch``) and unpacks them in order, and posts envelopes over the stream (posts
 queued together go in one PostBatch frame, :mod:`agentsdk.network.outbox`; falling back to the
 unary ``PostEnvelope`` when the stream is down; every post carries an idempotency
@@ -34,7 +35,7 @@ from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 from opentelemetry import trace
 
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
-from agentsdk.network.acks import AckCoalescer
+from agentsdk.network.acks import ACK_DELAY, AckCoalescer
 from agentsdk.network.cursors import CursorBook
 from agentsdk.network.outbox import Outbox
 from agentsdk.network.turn_context import delivery_scope
@@ -100,7 +101,7 @@ class DeliveryStream:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
-        self._acks = AckCoalescer(self._send_ack)
+        self._acks = AckCoalescer(self._send_ack, flush_at=max(1, max_in_flight // 4))
 
     async def start(self, timeout: float = 30.0) -> None:
         """Connect and wait for the first Welcome (raises the hub's error if refused)."""
@@ -156,6 +157,9 @@ class DeliveryStream:
                     elif kind == "welcome":
                         self.cursors.resume(dict(frame.welcome.cursors))
                         outbox.limit = frame.welcome.max_post_batch  # 0 (an older hub): single Posts
+                        carry = frame.welcome.post_batch_ack  # False (an older hub): acks in Ack frames only
+                        outbox.carry = self._acks.take if carry else None
+                        self._acks.delay = ACK_DELAY if carry else 0.0
                         self.connected.set()
                         backoff = 0.05
                     if self.queued_bytes > self.max_queued_bytes:

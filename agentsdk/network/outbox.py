@@ -6,12 +6,16 @@ stream is ready to write go out as one ``post_batch`` frame (at most ``limit`` p
 ``Welcome.max_post_batch``). It never waits to fill a batch: a post alone goes as a single Post,
 and a hub that answered ``max_post_batch`` 0 (older than the field) only ever gets single Posts.
 Frames of other kinds are never reordered against posts: an ack between two posts ends the batch.
+
+With :attr:`Outbox.carry` set (the hub reads acks in a PostBatch, ``Welcome.post_batch_ack``),
+the acks pending when posts are written ride in their frame: a PostBatch, even of one post,
+with ``ack`` set (:mod:`agentsdk.network.acks`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from agentnet.v1 import connect_pb2
 
@@ -25,6 +29,9 @@ class Outbox:
         self.queue: asyncio.Queue[Frame | None] = queue if queue is not None else asyncio.Queue()
         self.limit = 0
         """Most posts per PostBatch frame (set from Welcome.max_post_batch; 0 or 1 = single Posts only)."""
+        self.carry: Callable[[], connect_pb2.Ack | None] | None = None
+        """Where the acks pending when posts are written come from, to ride in their PostBatch
+        (None: acks go only in their own frames)."""
         self._held: list[Frame | None] = []
         """The item taken from the queue that ended a batch (written next)."""
 
@@ -35,12 +42,16 @@ class Outbox:
     async def next(self) -> Frame | None:
         """The next frame to write (queued posts packed), or None at the end."""
         item = self._held.pop() if self._held else await self.queue.get()
-        if item is None or self.limit <= 1 or item.WhichOneof("frame") != "post" or self.queue.empty():
+        if item is None or item.WhichOneof("frame") != "post":
             return item
-        return self.pack(item)
+        ack = self.carry() if self.carry is not None and self.limit > 0 else None
+        if ack is None and (self.limit <= 1 or self.queue.empty()):
+            return item
+        return self.pack(item, ack)
 
-    def pack(self, first: Frame) -> Frame:
-        """``first`` (a Post frame) and the Post frames queued right behind it, as one frame."""
+    def pack(self, first: Frame, ack: connect_pb2.Ack | None = None) -> Frame:
+        """``first`` (a Post frame) and the Post frames queued right behind it, as one frame, with
+        ``ack`` riding in it if given."""
         posts = [first.post]
         queue = self.queue
         while len(posts) < self.limit and not queue.empty():
@@ -49,9 +60,9 @@ class Outbox:
                 self._held.append(item)
                 break
             posts.append(item.post)
-        if len(posts) == 1:
+        if len(posts) == 1 and ack is None:
             return first
-        return Frame(post_batch=connect_pb2.PostBatch(posts=posts))
+        return Frame(post_batch=connect_pb2.PostBatch(posts=posts, ack=ack))
 
     async def frames(self) -> AsyncIterator[Frame]:
         """The frames to write, until None is queued (the request iterator of a Connect call)."""

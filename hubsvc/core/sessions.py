@@ -130,6 +130,7 @@ class Sessions:
             cursors=cursors,
             keepalive_seconds=self._options.keepalive_seconds,
             max_post_batch=self._options.max_batch,
+            post_batch_ack=self._options.max_batch > 0,
         )
         self._spawn(self._replay(session, marks, cursors), f"replay-{agent_id}")
         return session, welcome

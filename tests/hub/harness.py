@@ -308,8 +308,11 @@ class Participant:
             raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
         return result.envelope
 
-    def send_batch(self, envelopes: list[envelope_pb2.Envelope]) -> list[asyncio.Future[connect_pb2.PostResult]]:
-        """Send ``envelopes`` in one PostBatch frame; the futures of their PostResults, in order."""
+    def send_batch(
+        self, envelopes: list[envelope_pb2.Envelope], ack: connect_pb2.Ack | None = None
+    ) -> list[asyncio.Future[connect_pb2.PostResult]]:
+        """Send ``envelopes`` in one PostBatch frame (with ``ack`` riding in it if given); the futures
+        of their PostResults, in order."""
         posts, futures = [], []
         for env in envelopes:
             request_id = str(next(self._ids))
@@ -317,12 +320,15 @@ class Participant:
             self.results[request_id] = fut
             futures.append(fut)
             posts.append(connect_pb2.Post(request_id=request_id, envelope=env))
-        self._outbox.put_nowait(connect_pb2.ConnectRequest(post_batch=connect_pb2.PostBatch(posts=posts)))
+        self._outbox.put_nowait(connect_pb2.ConnectRequest(post_batch=connect_pb2.PostBatch(posts=posts, ack=ack)))
         return futures
 
-    async def post_batch(self, envelopes: list[envelope_pb2.Envelope]) -> list[connect_pb2.PostResult]:
-        """Send ``envelopes`` in one PostBatch frame and wait for every PostResult (refusals included), in order."""
-        return list(await asyncio.wait_for(asyncio.gather(*self.send_batch(envelopes)), 10))
+    async def post_batch(
+        self, envelopes: list[envelope_pb2.Envelope], ack: connect_pb2.Ack | None = None
+    ) -> list[connect_pb2.PostResult]:
+        """Send ``envelopes`` in one PostBatch frame (with ``ack`` riding in it if given) and wait for
+        every PostResult (refusals included), in order."""
+        return list(await asyncio.wait_for(asyncio.gather(*self.send_batch(envelopes, ack)), 10))
 
     async def say(self, channel_id: str, text: str, **fields: Any) -> envelope_pb2.Envelope:
         """Post EV_TEXT."""

@@ -5,6 +5,7 @@ the frame itself bounded by the hub's --max-batch (Welcome.max_post_batch)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
@@ -148,6 +149,49 @@ async def test_an_empty_or_oversized_batch_ends_the_stream_and_admits_nothing(tm
         marker = await alice.say(cid, "marker")
         got = await bob.until(marker.envelope_id)
         assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT] == ["marker"]
+        await alice.close()
+        await bob.close()
+
+
+async def test_acks_riding_in_a_post_batch_are_applied_like_an_ack_frame(tmp_path: Path) -> None:
+    async with running_hub(tmp_path / "hub.db") as hub:
+        alice, bob, cid = await conversation(hub.target)
+        assert bob.welcome is not None and bob.welcome.post_batch_ack
+        last = await alice.say(cid, "before")
+        await bob.until(last.envelope_id)
+        await bob.disconnect()
+        bob.auto_ack = False  # bob acks only inside his own PostBatch frames
+        await bob.connect(max_in_flight=1)  # the hub sends the next delivery only once the last is acked
+        sent = [(await alice.say(cid, f"m{i}")).envelope_id for i in range(3)]
+        seen: list[str] = []
+        while sent[-1] not in seen:
+            delivery = await asyncio.wait_for(bob.inbox.get(), 10)
+            seen.append(delivery.envelope.envelope_id)
+            ack = connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=cid, seq=delivery.envelope.seq)])
+            (result,) = await bob.post_batch([text(cid, f"re {delivery.envelope.seq}")], ack)
+            assert refusal(result) == ""
+        assert seen[-3:] == sent
+        await alice.close()
+        await bob.close()
+
+
+async def test_too_many_riding_acks_end_the_stream_and_admit_nothing(tmp_path: Path) -> None:
+    async with running_hub(tmp_path / "hub.db", HubOptions(max_stream_entries=2)) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        alice.auto_ack = False  # no frame of alice's may race the stream's end
+        ack = connect_pb2.Ack(entries=[connect_pb2.AckEntry(channel_id=cid, seq=s) for s in (1, 2, 3)])
+        batch = connect_pb2.PostBatch(posts=[connect_pb2.Post(request_id="1", envelope=text(cid, "no"))], ack=ack)
+        err = await _ended_by(alice, batch)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_from_rpc(err).metadata["field"] == "post_batch.ack.entries"
+        await alice.connect()
+        marker = await alice.say(cid, "marker")
+        got = await bob.until(marker.envelope_id)
+        assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT] == ["marker"]
+        refused = await list_audit(hub, kind="request_refused")
+        assert [json.loads(r.detail_json)["field"] for r in refused if r.actor_id == alice.agent_id] == [
+            "post_batch.ack.entries"
+        ]
         await alice.close()
         await bob.close()
 

@@ -1,6 +1,7 @@
 """The SDK's send path with PostBatch: posts queued together go out in one frame (never waiting to
-fill one, never reordered against acks and pings), and many concurrent posts all succeed, in order,
-against a hub that takes batches and one that does not."""
+fill one, never reordered against acks and pings), acks ride with the posts written within their
+delay where the hub reads them there, and many concurrent posts all succeed, in order, against a hub
+that takes batches and one that does not."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from pathlib import Path
 import pytest
 from agentnet.v1 import connect_pb2, envelope_pb2
 
+from agentsdk.network.acks import AckCoalescer
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.network.outbox import Outbox
 from agentsdk.transport import HubConnection
 from hubsvc.core.options import HubOptions
+from tests.eventually import assert_eventually
 from tests.hub.harness import EV_TEXT, conversation, data_of, make_envelope, running_hub
 
 Frame = connect_pb2.ConnectRequest
@@ -67,6 +70,73 @@ async def test_the_outbox_never_waits_to_fill_a_batch() -> None:
     outbox.put(post("2"))
     outbox.put(post("3"))
     assert shape(await asyncio.wait_for(outbox.next(), 5)) == ["2", "3"]
+
+
+def entries(ack: connect_pb2.Ack) -> list[tuple[str, int]]:
+    return [(e.channel_id, e.seq) for e in ack.entries]
+
+
+async def test_pending_acks_ride_in_the_next_post_written() -> None:
+    sent: list[connect_pb2.Ack] = []
+    acks = AckCoalescer(sent.append)
+    acks.delay = 60.0  # longer than the test: only a post (or flush_at) takes them
+    outbox = Outbox()
+    outbox.limit, outbox.carry = 4, acks.take
+    acks.add("c", 1)
+    acks.add("c", 2)
+    await asyncio.sleep(0)
+    assert sent == []  # not at the end of the turn: waiting for a post
+    outbox.put(post("1"))
+    frame = await asyncio.wait_for(outbox.next(), 5)
+    assert frame.WhichOneof("frame") == "post_batch"  # a batch of one post, to carry the acks
+    assert [p.request_id for p in frame.post_batch.posts] == ["1"]
+    assert entries(frame.post_batch.ack) == [("c", 1), ("c", 2)]
+    acks.flush()
+    assert sent == []  # nothing was left to go in a frame of its own
+    outbox.put(post("2"))
+    outbox.put(post("3"))
+    acks.add("c", 3)
+    frame = await asyncio.wait_for(outbox.next(), 5)
+    assert [p.request_id for p in frame.post_batch.posts] == ["2", "3"] and entries(frame.post_batch.ack) == [("c", 3)]
+    outbox.put(post("4"))
+    assert shape(await asyncio.wait_for(outbox.next(), 5)) == "4"  # no ack pending: a plain Post
+
+
+async def test_an_ack_with_no_post_to_ride_goes_alone_after_the_delay() -> None:
+    sent: list[connect_pb2.Ack] = []
+    acks = AckCoalescer(sent.append)
+    acks.delay = 0.05
+    acks.add("c", 1)
+    acks.add("c", 2)
+    await asyncio.sleep(0)
+    assert sent == []
+    await assert_eventually(lambda: sent)
+    assert [entries(a) for a in sent] == [[("c", 1), ("c", 2)]]
+
+
+async def test_acks_wait_no_longer_once_flush_at_are_pending() -> None:
+    sent: list[connect_pb2.Ack] = []
+    acks = AckCoalescer(sent.append, flush_at=3)
+    acks.delay = 60.0
+    acks.add("c", 1)
+    acks.add("c", 2)
+    await asyncio.sleep(0)
+    assert sent == []
+    acks.add("c", 3)
+    await asyncio.sleep(0)  # the end of this turn, not the delay
+    assert [entries(a) for a in sent] == [[("c", 1), ("c", 2), ("c", 3)]]
+
+
+async def test_a_hub_without_post_batch_gets_no_riding_acks() -> None:
+    acks = AckCoalescer(lambda ack: None)
+    acks.delay = 60.0
+    outbox = Outbox()
+    outbox.limit, outbox.carry = 0, acks.take  # Welcome.max_post_batch 0: PostBatch not understood
+    acks.add("c", 1)
+    outbox.put(post("1"))
+    assert shape(await asyncio.wait_for(outbox.next(), 5)) == "1"
+    ack = acks.take()
+    assert ack is not None and entries(ack) == [("c", 1)]  # still pending: it goes in an Ack frame
 
 
 @pytest.mark.parametrize("max_batch", [256, 1])

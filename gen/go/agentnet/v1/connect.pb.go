@@ -410,7 +410,11 @@ type Welcome struct {
 	KeepaliveSeconds uint32 `protobuf:"varint,4,opt,name=keepalive_seconds,json=keepaliveSeconds,proto3" json:"keepalive_seconds,omitempty"`
 	// Most posts the hub accepts in one PostBatch frame (its --max-batch, 256 by
 	// default). 0 = this hub does not understand PostBatch: send single Posts.
-	MaxPostBatch  uint32 `protobuf:"varint,5,opt,name=max_post_batch,json=maxPostBatch,proto3" json:"max_post_batch,omitempty"`
+	MaxPostBatch uint32 `protobuf:"varint,5,opt,name=max_post_batch,json=maxPostBatch,proto3" json:"max_post_batch,omitempty"`
+	// True when this hub reads PostBatch.ack: a client may then let its acks ride
+	// in the next PostBatch it writes instead of sending Ack frames of their own.
+	// False (an older hub): send acks only in Ack frames.
+	PostBatchAck  bool `protobuf:"varint,6,opt,name=post_batch_ack,json=postBatchAck,proto3" json:"post_batch_ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -478,6 +482,13 @@ func (x *Welcome) GetMaxPostBatch() uint32 {
 		return x.MaxPostBatch
 	}
 	return 0
+}
+
+func (x *Welcome) GetPostBatchAck() bool {
+	if x != nil {
+		return x.PostBatchAck
+	}
+	return false
 }
 
 // Post submits an envelope. The hub stamps sender_id, envelope_id, created_at and
@@ -550,10 +561,21 @@ func (x *Post) GetEnvelope() *Envelope {
 // larger or empty PostBatch ends the stream with INVALID_ARGUMENT (field
 // post_batch.posts). The frame itself is bounded by the hub's gRPC message
 // limit, like every frame.
+//
+// A PostBatch may also carry acks (only when Welcome.post_batch_ack is true): a
+// client that has acks to send when it writes posts puts them in `ack` rather
+// than writing an Ack frame, so a reply and the ack of what it answers cost one
+// frame. A PostBatch of a single post is valid for this. The hub applies `ack`
+// exactly as an Ack frame, before it admits the posts, with the same limits (at
+// most --max-stream-entries entries; more ends the stream with
+// INVALID_ARGUMENT, field post_batch.ack.entries). Acks are cursors, not posts:
+// they are never refused one by one and get no PostResult.
 type PostBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The posts, in the order they are to be admitted.
-	Posts         []*Post `protobuf:"bytes,1,rep,name=posts,proto3" json:"posts,omitempty"`
+	Posts []*Post `protobuf:"bytes,1,rep,name=posts,proto3" json:"posts,omitempty"`
+	// Acks sent along with the posts (see above); unset = none.
+	Ack           *Ack `protobuf:"bytes,2,opt,name=ack,proto3" json:"ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -591,6 +613,13 @@ func (*PostBatch) Descriptor() ([]byte, []int) {
 func (x *PostBatch) GetPosts() []*Post {
 	if x != nil {
 		return x.Posts
+	}
+	return nil
+}
+
+func (x *PostBatch) GetAck() *Ack {
+	if x != nil {
+		return x.Ack
 	}
 	return nil
 }
@@ -1090,23 +1119,25 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\tmax_batch\x18\x05 \x01(\rR\bmaxBatch\x1a:\n" +
 	"\fCursorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x8f\x02\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xb5\x02\n" +
 	"\aWelcome\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12;\n" +
 	"\acursors\x18\x03 \x03(\v2!.agentnet.v1.Welcome.CursorsEntryR\acursors\x12+\n" +
 	"\x11keepalive_seconds\x18\x04 \x01(\rR\x10keepaliveSeconds\x12$\n" +
-	"\x0emax_post_batch\x18\x05 \x01(\rR\fmaxPostBatch\x1a:\n" +
+	"\x0emax_post_batch\x18\x05 \x01(\rR\fmaxPostBatch\x12$\n" +
+	"\x0epost_batch_ack\x18\x06 \x01(\bR\fpostBatchAck\x1a:\n" +
 	"\fCursorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"X\n" +
 	"\x04Post\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +
-	"\benvelope\x18\x02 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"4\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"X\n" +
 	"\tPostBatch\x12'\n" +
-	"\x05posts\x18\x01 \x03(\v2\x11.agentnet.v1.PostR\x05posts\"\xba\x01\n" +
+	"\x05posts\x18\x01 \x03(\v2\x11.agentnet.v1.PostR\x05posts\x12\"\n" +
+	"\x03ack\x18\x02 \x01(\v2\x10.agentnet.v1.AckR\x03ack\"\xba\x01\n" +
 	"\n" +
 	"PostResult\x12\x1d\n" +
 	"\n" +
@@ -1185,17 +1216,18 @@ var file_agentnet_v1_connect_proto_depIdxs = []int32{
 	14, // 11: agentnet.v1.Welcome.cursors:type_name -> agentnet.v1.Welcome.CursorsEntry
 	15, // 12: agentnet.v1.Post.envelope:type_name -> agentnet.v1.Envelope
 	4,  // 13: agentnet.v1.PostBatch.posts:type_name -> agentnet.v1.Post
-	15, // 14: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
-	16, // 15: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
-	6,  // 16: agentnet.v1.Batch.post_results:type_name -> agentnet.v1.PostResult
-	8,  // 17: agentnet.v1.Batch.deliveries:type_name -> agentnet.v1.Delivery
-	15, // 18: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
-	10, // 19: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	9,  // 14: agentnet.v1.PostBatch.ack:type_name -> agentnet.v1.Ack
+	15, // 15: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
+	16, // 16: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
+	6,  // 17: agentnet.v1.Batch.post_results:type_name -> agentnet.v1.PostResult
+	8,  // 18: agentnet.v1.Batch.deliveries:type_name -> agentnet.v1.Delivery
+	15, // 19: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
+	10, // 20: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_connect_proto_init() }

@@ -236,6 +236,7 @@ class Welcome(_message.Message):
     CURSORS_FIELD_NUMBER: _builtins.int
     KEEPALIVE_SECONDS_FIELD_NUMBER: _builtins.int
     MAX_POST_BATCH_FIELD_NUMBER: _builtins.int
+    POST_BATCH_ACK_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The authenticated participant."""
     session_id: _builtins.str
@@ -245,6 +246,11 @@ class Welcome(_message.Message):
     max_post_batch: _builtins.int
     """Most posts the hub accepts in one PostBatch frame (its --max-batch, 256 by
     default). 0 = this hub does not understand PostBatch: send single Posts.
+    """
+    post_batch_ack: _builtins.bool
+    """True when this hub reads PostBatch.ack: a client may then let its acks ride
+    in the next PostBatch it writes instead of sending Ack frames of their own.
+    False (an older hub): send acks only in Ack frames.
     """
     @_builtins.property
     def cursors(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
@@ -260,10 +266,11 @@ class Welcome(_message.Message):
         cursors: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         keepalive_seconds: _builtins.int = ...,
         max_post_batch: _builtins.int = ...,
+        post_batch_ack: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "cursors", b"cursors", "keepalive_seconds", b"keepalive_seconds", "max_post_batch", b"max_post_batch", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "cursors", b"cursors", "keepalive_seconds", b"keepalive_seconds", "max_post_batch", b"max_post_batch", "post_batch_ack", b"post_batch_ack", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -316,23 +323,38 @@ class PostBatch(_message.Message):
     larger or empty PostBatch ends the stream with INVALID_ARGUMENT (field
     post_batch.posts). The frame itself is bounded by the hub's gRPC message
     limit, like every frame.
+
+    A PostBatch may also carry acks (only when Welcome.post_batch_ack is true): a
+    client that has acks to send when it writes posts puts them in `ack` rather
+    than writing an Ack frame, so a reply and the ack of what it answers cost one
+    frame. A PostBatch of a single post is valid for this. The hub applies `ack`
+    exactly as an Ack frame, before it admits the posts, with the same limits (at
+    most --max-stream-entries entries; more ends the stream with
+    INVALID_ARGUMENT, field post_batch.ack.entries). Acks are cursors, not posts:
+    they are never refused one by one and get no PostResult.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     POSTS_FIELD_NUMBER: _builtins.int
+    ACK_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def posts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Post]:
         """The posts, in the order they are to be admitted."""
+
+    @_builtins.property
+    def ack(self) -> Global___Ack:
+        """Acks sent along with the posts (see above); unset = none."""
 
     def __init__(
         self,
         *,
         posts: _abc.Iterable[Global___Post] | None = ...,
+        ack: Global___Ack | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["posts", b"posts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "posts", b"posts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -3716,11 +3716,25 @@ class PostBatch(betterproto2.Message):
     larger or empty PostBatch ends the stream with INVALID_ARGUMENT (field
     post_batch.posts). The frame itself is bounded by the hub's gRPC message
     limit, like every frame.
+
+    A PostBatch may also carry acks (only when Welcome.post_batch_ack is true): a
+    client that has acks to send when it writes posts puts them in `ack` rather
+    than writing an Ack frame, so a reply and the ack of what it answers cost one
+    frame. A PostBatch of a single post is valid for this. The hub applies `ack`
+    exactly as an Ack frame, before it admits the posts, with the same limits (at
+    most --max-stream-entries entries; more ends the stream with
+    INVALID_ARGUMENT, field post_batch.ack.entries). Acks are cursors, not posts:
+    they are never refused one by one and get no PostResult.
     """
 
     posts: "list[Post]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The posts, in the order they are to be admitted.
+    """
+
+    ack: "Ack | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Acks sent along with the posts (see above); unset = none.
     """
 
 
@@ -4881,6 +4895,13 @@ class Welcome(betterproto2.Message):
     """
     Most posts the hub accepts in one PostBatch frame (its --max-batch, 256 by
     default). 0 = this hub does not understand PostBatch: send single Posts.
+    """
+
+    post_batch_ack: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+    """
+    True when this hub reads PostBatch.ack: a client may then let its acks ride
+    in the next PostBatch it writes instead of sending Ack frames of their own.
+    False (an older hub): send acks only in Ack frames.
     """
 
 

@@ -123,6 +123,12 @@ export interface Welcome {
    * default). 0 = this hub does not understand PostBatch: send single Posts.
    */
   maxPostBatch: number;
+  /**
+   * True when this hub reads PostBatch.ack: a client may then let its acks ride
+   * in the next PostBatch it writes instead of sending Ack frames of their own.
+   * False (an older hub): send acks only in Ack frames.
+   */
+  postBatchAck: boolean;
 }
 
 export interface Welcome_CursorsEntry {
@@ -158,10 +164,21 @@ export interface Post {
  * larger or empty PostBatch ends the stream with INVALID_ARGUMENT (field
  * post_batch.posts). The frame itself is bounded by the hub's gRPC message
  * limit, like every frame.
+ *
+ * A PostBatch may also carry acks (only when Welcome.post_batch_ack is true): a
+ * client that has acks to send when it writes posts puts them in `ack` rather
+ * than writing an Ack frame, so a reply and the ack of what it answers cost one
+ * frame. A PostBatch of a single post is valid for this. The hub applies `ack`
+ * exactly as an Ack frame, before it admits the posts, with the same limits (at
+ * most --max-stream-entries entries; more ends the stream with
+ * INVALID_ARGUMENT, field post_batch.ack.entries). Acks are cursors, not posts:
+ * they are never refused one by one and get no PostResult.
  */
 export interface PostBatch {
   /** The posts, in the order they are to be admitted. */
   posts: Post[];
+  /** Acks sent along with the posts (see above); unset = none. */
+  ack?: Ack | undefined;
 }
 
 /** PostResult is the outcome of one Post. */
@@ -866,7 +883,7 @@ export const Hello_CursorsEntry: MessageFns<Hello_CursorsEntry> = {
 };
 
 function createBaseWelcome(): Welcome {
-  return { agentId: "", sessionId: "", cursors: {}, keepaliveSeconds: 0, maxPostBatch: 0 };
+  return { agentId: "", sessionId: "", cursors: {}, keepaliveSeconds: 0, maxPostBatch: 0, postBatchAck: false };
 }
 
 export const Welcome: MessageFns<Welcome> = {
@@ -885,6 +902,9 @@ export const Welcome: MessageFns<Welcome> = {
     }
     if (message.maxPostBatch !== 0) {
       writer.uint32(40).uint32(message.maxPostBatch);
+    }
+    if (message.postBatchAck !== false) {
+      writer.uint32(48).bool(message.postBatchAck);
     }
     return writer;
   },
@@ -945,6 +965,14 @@ export const Welcome: MessageFns<Welcome> = {
             message.maxPostBatch = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.postBatchAck = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -993,6 +1021,11 @@ export const Welcome: MessageFns<Welcome> = {
         : isSet(object.max_post_batch)
         ? globalThis.Number(object.max_post_batch)
         : 0,
+      postBatchAck: isSet(object.postBatchAck)
+        ? globalThis.Boolean(object.postBatchAck)
+        : isSet(object.post_batch_ack)
+        ? globalThis.Boolean(object.post_batch_ack)
+        : false,
     };
   },
 
@@ -1019,6 +1052,9 @@ export const Welcome: MessageFns<Welcome> = {
     if (message.maxPostBatch !== 0) {
       obj.maxPostBatch = Math.round(message.maxPostBatch);
     }
+    if (message.postBatchAck !== false) {
+      obj.postBatchAck = message.postBatchAck;
+    }
     return obj;
   },
 
@@ -1040,6 +1076,7 @@ export const Welcome: MessageFns<Welcome> = {
     );
     message.keepaliveSeconds = object.keepaliveSeconds ?? 0;
     message.maxPostBatch = object.maxPostBatch ?? 0;
+    message.postBatchAck = object.postBatchAck ?? false;
     return message;
   },
 };
@@ -1221,13 +1258,16 @@ export const Post: MessageFns<Post> = {
 };
 
 function createBasePostBatch(): PostBatch {
-  return { posts: [] };
+  return { posts: [], ack: undefined };
 }
 
 export const PostBatch: MessageFns<PostBatch> = {
   encode(message: PostBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.posts) {
       Post.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.ack !== undefined) {
+      Ack.encode(message.ack, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -1253,6 +1293,14 @@ export const PostBatch: MessageFns<PostBatch> = {
             message.posts.push(Post.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ack = Ack.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1266,13 +1314,19 @@ export const PostBatch: MessageFns<PostBatch> = {
   },
 
   fromJSON(object: any): PostBatch {
-    return { posts: globalThis.Array.isArray(object?.posts) ? object.posts.map((e: any) => Post.fromJSON(e)) : [] };
+    return {
+      posts: globalThis.Array.isArray(object?.posts) ? object.posts.map((e: any) => Post.fromJSON(e)) : [],
+      ack: isSet(object.ack) ? Ack.fromJSON(object.ack) : undefined,
+    };
   },
 
   toJSON(message: PostBatch): unknown {
     const obj: any = {};
     if (message.posts?.length) {
       obj.posts = message.posts.map((e) => Post.toJSON(e));
+    }
+    if (message.ack !== undefined) {
+      obj.ack = Ack.toJSON(message.ack);
     }
     return obj;
   },
@@ -1283,6 +1337,7 @@ export const PostBatch: MessageFns<PostBatch> = {
   fromPartial(object: DeepPartial<PostBatch>): PostBatch {
     const message = createBasePostBatch();
     message.posts = object.posts?.map((e) => Post.fromPartial(e)) || [];
+    message.ack = (object.ack !== undefined && object.ack !== null) ? Ack.fromPartial(object.ack) : undefined;
     return message;
   },
 };
