@@ -8,11 +8,11 @@ committed transaction; ``FULL`` also survives power loss at the cost of one fsyn
 
 Writes normally run on aiosqlite's thread, so the event loop keeps admitting posts while a
 group commits. A group of at most ``inline_write_rows`` WAL rows (and nothing else) that
-finds the event loop with no other callback ready is written inline instead, on a second
-connection to the same file (same ``synchronous``, same single statement, so the same
-durability and the same all-or-nothing failure): the loop had nothing else to do meanwhile,
-and the hand-off to the thread and back would only add two thread wake-ups to the commit's
-latency. A lone bundle submitted while the writer is idle is written that way at once
+finds the event loop with few other callbacks ready (``INLINE_MAX_READY``) is written inline
+instead, on a second connection to the same file (same ``synchronous``, same single statement,
+so the same durability and the same all-or-nothing failure): the loop had little else to do
+meanwhile, and the hand-off to the thread and back would only add two thread wake-ups to the
+commit's latency. A lone bundle submitted while the writer is idle is written that way at once
 (:meth:`~hubsvc.storage.group_commit.GroupCommitStore._apply_now`). The inline connection
 never waits for a lock (a busy database sends the write to the thread) and never checkpoints,
 which could block the loop for milliseconds: after ``_INLINE_RUN`` inline commits in a row
@@ -103,6 +103,11 @@ _CURSOR_UPSERT = (
 _MAX_CURSORS_PER_STATEMENT = 10000  # 3 parameters a row
 _INLINE_RUN = 64
 """Inline commits in a row at most; then one goes through the thread (and checkpoints if due)."""
+INLINE_MAX_READY = 4
+"""Most callbacks the loop may have ready for a write still to go inline. They wait for the insert
+(tens of microseconds); the thread would not run them much sooner — they need the GIL, which the
+thread holds around its statement — and its hand-off costs the commit two thread wake-ups. More
+ready work means load, where writes queued behind the thread's group commit cost less each."""
 
 
 def _wal_params(rows: list[WalRow]) -> list[Any]:
@@ -294,15 +299,15 @@ class SqliteHubStore(GroupCommitStore):
 
     def _write_inline(self, rows: list[WalRow]) -> bool:
         """Insert ``rows`` (one statement) on the inline connection if they are few and the loop has
-        nothing else ready; True if committed, False to write them through the thread (raises,
+        few other callbacks ready; True if committed, False to write them through the thread (raises,
         having written nothing, as the thread would)."""
         conn = self._inline
         if conn is None or not rows or len(rows) > self._inline_write_rows or self._inline_run >= _INLINE_RUN:
             return False
         # The callbacks the loop will run next (asyncio's base event loop keeps them there; another
-        # loop implementation never writes inline). Any: let them run while the thread writes.
+        # loop implementation never writes inline). Many: let them run while the thread writes.
         ready = getattr(asyncio.get_running_loop(), "_ready", None)
-        if ready is None or len(ready):
+        if ready is None or len(ready) > INLINE_MAX_READY:
             return False
         try:
             conn.execute(_WAL_INSERT + ",".join([_WAL_ROW] * len(rows)), _wal_params(rows))

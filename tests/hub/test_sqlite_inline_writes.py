@@ -1,6 +1,6 @@
 """SQLite writes committed inline on an idle event loop (see hubsvc/storage/sqlite.py).
 
-A write that finds the loop with nothing else to do skips the hand-off to the database
+A write that finds the loop with little else to do skips the hand-off to the database
 thread. It must stay what a thread write is: grouped with the bundles queued with it, failing
 one bad bundle alone, readable by every connection once answered, and it must not let the
 WAL file grow without bound (the inline connection never checkpoints).
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hubsvc.storage.base import WalRow, Writes
-from hubsvc.storage.sqlite import SqliteHubStore
+from hubsvc.storage.sqlite import INLINE_MAX_READY, SqliteHubStore
 from netkernel.errors import Unavailable
 
 
@@ -37,8 +37,10 @@ def seqs(db: Path, channel_id: str) -> list[int]:
 
 
 def busy_loop() -> None:
-    """Leave a callback ready on the loop, so the next submit is queued for the writer task."""
-    asyncio.get_running_loop().call_soon(lambda: None)
+    """Leave more callbacks ready on the loop than an inline write lets wait, so the next submit is
+    queued for the writer task."""
+    for _ in range(INLINE_MAX_READY + 1):
+        asyncio.get_running_loop().call_soon(lambda: None)
 
 
 @pytest.fixture
@@ -58,6 +60,18 @@ async def test_a_lone_write_on_an_idle_loop_commits_inline_and_is_read_by_other_
     assert store.inline_commits == 1
     assert seqs(tmp_path / "hub.db", "a") == [1]
     assert await store.read_wal("a", 1, 0, 0) == [b"x"]  # the thread's connection sees it too
+
+
+async def test_a_few_ready_callbacks_still_let_a_write_go_inline_at_once(store: SqliteHubStore, tmp_path: Path) -> None:
+    for _ in range(INLINE_MAX_READY):
+        asyncio.get_running_loop().call_soon(lambda: None)
+    written = store.submit(Writes(wal=[row("c", 1)]))
+    assert written.done() and store.inline_commits == 1  # committed before submit returned
+    busy_loop()
+    queued = store.submit(Writes(wal=[row("c", 2)]))
+    assert not queued.done()  # more ready: queued for the writer task
+    await queued
+    assert seqs(tmp_path / "hub.db", "c") == [1, 2]
 
 
 async def test_bundles_queued_together_are_still_one_inline_group(store: SqliteHubStore, tmp_path: Path) -> None:
