@@ -9,6 +9,7 @@ channel is cancelled when the channel ends.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 from agentnet.v1 import task_pb2
 
 from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
-from hubsvc.storage import TASK_LIVE, TASK_NEW, HubStore, TaskRow, Writes
+from hubsvc.storage import TASK_LIVE, TASK_NEW, AtLimit, HubStore, TaskRow, Writes
 from netkernel.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 log = logging.getLogger("agentnet.hub")
@@ -92,8 +93,10 @@ class TaskMirror:
         payload_json: str = "",
         error: str = "",
         ttl_seconds: float | None = None,
+        hold_limit: int | None = None,
     ) -> task_pb2.TaskMetadata:
-        """Apply one lifecycle report from the task's owner."""
+        """Apply one lifecycle report from the task's owner (a start written with ``hold_limit``, the
+        owner's ``max_running_tasks``, for the store to check: ``TaskRow.hold_limit``)."""
         now = self._clock()
         if kind == task_pb2.TASK_EVENT_KIND_STARTED:
             task_id = task_id or new_id()
@@ -131,7 +134,7 @@ class TaskMirror:
                     task.result_json = _check_json(payload_json, "payload_json")
                 task.error = error
         task.updated_at.CopyFrom(to_timestamp(now))
-        await self._save(task, TASK_NEW if kind == task_pb2.TASK_EVENT_KIND_STARTED else TASK_LIVE)
+        await self._save(task, TASK_NEW if kind == task_pb2.TASK_EVENT_KIND_STARTED else TASK_LIVE, hold_limit)
         return task
 
     async def request_cancel(self, task_id: str, reason: str) -> task_pb2.TaskMetadata:
@@ -249,12 +252,16 @@ class TaskMirror:
             except TimeoutError:
                 pass
 
-    async def _save(self, task: task_pb2.TaskMetadata, expect: str) -> None:
+    async def _save(self, task: task_pb2.TaskMetadata, expect: str, hold_limit: int | None = None) -> None:
         """Write the task's new state if the stored task is as ``expect`` says, then make it current
         (a failed write changes nothing here). A write refused because another replica started or
         ended the task first is FAILED_PRECONDITION, like the same report on that replica."""
         try:
-            await self._store.commit(Writes(tasks=[self._row(task, expect)]))
+            await self._store.commit(
+                Writes(tasks=[dataclasses.replace(self._row(task, expect), hold_limit=hold_limit)])
+            )
+        except AtLimit:
+            raise  # the owner holds its limit of running tasks (the caller answers LimitExceeded)
         except Exception:
             try:
                 ended = await self.reload(task.task_id)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from agentnet.v1 import channel_pb2
 
+from netkernel.errors import LostRace
+
 
 @dataclass(frozen=True, slots=True)
 class WalRow:
@@ -56,6 +58,11 @@ class ChannelRow:
     record: bytes
     seed: bytes = b""
     """Serialized seed Envelope ("" = none)."""
+    hold_limit: int | None = None
+    """Set on the row that creates a channel while its initiator's ``max_open_channels`` applies:
+    a store shared by replicas writes the bundle only if the initiator then holds fewer live
+    channels than this (else :class:`LimitConflict`, nothing written). A single-process store
+    may ignore it (the hub's own count is exact there)."""
 
     def member_ids(self) -> list[str]:
         """The participants' agent ids, read from the record (what a store indexes the channel by)."""
@@ -81,6 +88,9 @@ class TaskRow:
     """What the stored task must be for this write (:data:`TASK_NEW`, :data:`TASK_LIVE`; "" = anything).
     When it is not, the bundle writes nothing and fails with :class:`StoreConflict`: so of two
     replicas ending one task, only the first write counts."""
+    hold_limit: int | None = None
+    """Set on a start while the owner's ``max_running_tasks`` applies: as :attr:`ChannelRow.hold_limit`,
+    for the owner's running tasks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +134,25 @@ class StoreConflict(Exception):
     """The store already holds something a bundle assumed free or unchanged (a seq, an idempotency
     key, a live agent name, a task that ended): another writer got there first. Nothing of the
     bundle was written."""
+
+
+class LimitConflict(StoreConflict):
+    """A bundle would make an identity hold as many live channels or tasks as the ``hold_limit`` of
+    its row allows, or more: the store counted ``held`` already. Nothing of the bundle was written."""
+
+    def __init__(self, message: str, held: int) -> None:
+        super().__init__(message)
+        self.held = held
+
+
+class AtLimit(LostRace):
+    """Inside the hub: the shared store refused a bundle with :class:`LimitConflict` (another
+    replica took the identity's last free slot first). The core answers the caller with the same
+    ``LimitExceeded`` refusal its own count gives; ``held`` is what the store counted."""
+
+    def __init__(self, message: str, held: int) -> None:
+        super().__init__(message, metadata={"cause": "limit_reached"})
+        self.held = held
 
 
 @dataclass

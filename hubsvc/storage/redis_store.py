@@ -84,6 +84,7 @@ from hubsvc.storage.base import (
     CallTokenRow,
     ChannelRow,
     ExecutionRow,
+    LimitConflict,
     StoreConflict,
     StoreUnconfirmed,
     TaskRow,
@@ -117,6 +118,22 @@ _DONE_KEEP = 60
 """Seconds a bundle id stays in the done set (spread layout) at least — at least ten times the
 Redis timeout: every global part is sent with a deadline, and a completer reads the outbox entry
 again just before sending it, so an entry is never applied later than that after it was done."""
+HOLDINGS_MARK = "holdings"
+"""Global key (``P{g}:holdings``) set once the holder sets (``P{g}:holds:…``) hold every live channel
+and task: a store written before they existed has them rebuilt when a store opens it."""
+_REBUILD_CHUNK = 1000
+"""Live channels or tasks one holder-set rebuild script call adds at most."""
+_REBUILD_HOLDINGS = """#!lua
+-- KEYS[1] the mark, KEYS[2] channels:live, KEYS[3] tasks:live, then holder sets; ARGV[1] '1' to set
+-- the mark; then triples (which live set: 2 or 3, holder set index, member): add each still live
+for i = 2, #ARGV, 3 do
+  if redis.call('SISMEMBER', KEYS[tonumber(ARGV[i])], ARGV[i + 2]) == 1 then
+    redis.call('SADD', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2])
+  end
+end
+if ARGV[1] == '1' then redis.call('SET', KEYS[1], '1') end
+return 1
+"""
 CRASH_BETWEEN_PARTS_ENV = "AGENTNET_HUB_TEST_CRASH_BETWEEN_PARTS"
 """Test-only fault: with the spread layout, a process whose environment sets this to an idempotency
 key exits (``os._exit``) right after the channel part of the bundle carrying that key committed,
@@ -125,7 +142,8 @@ before its global part (tests/hub/test_redis_spread.py)."""
 # The commit script. ARGV[1] = the deadline in microseconds of Redis's TIME (0 = none); ARGV[2] =
 # number of check ops; then the check ops; then the write ops. Each op is an opcode followed by its
 # operands; key operands are 1-based indexes into KEYS. Returns {1, seconds, microseconds} (Redis's
-# TIME when it ran) when written, {0, reason} (having written nothing) on a conflict, {2, reason}
+# TIME when it ran) when written, {0, reason} (having written nothing) on a conflict ({4, reason, held}
+# when a 'hold' check finds a holder at its limit), {2, reason}
 # (nothing written) when it runs after its deadline, {3, seconds, microseconds} (nothing written) when
 # a 'once' check finds the bundle's global part applied already (spread layout, below).
 _COMMIT = """#!lua
@@ -174,6 +192,30 @@ for _ = 1, nchecks do
       return {0, 'an earlier write to channel ' .. a[i + 3] .. ' in the same group was not written'}
     end
     i = i + 4
+  elseif op == 'hold' then
+    -- holder set, live set, limit, member, what, n, then n pairs (member, '1' live / '0' ended) this
+    -- commit writes before this row: the holder may add member only while it holds fewer than
+    -- limit live ones (a member of the holder set counts while it is in the live set, so one an
+    -- older writer left behind counts for nothing) or holds member already
+    local id, limit, n = a[i + 4], tonumber(a[i + 3]), tonumber(a[i + 6])
+    local earlier, held, has = {}, 0, false
+    for j = 0, n - 1 do earlier[a[i + 7 + 2 * j]] = a[i + 8 + 2 * j] == '1' end
+    for _, m in ipairs(redis.call('SMEMBERS', k(i + 1))) do
+      if earlier[m] == nil and redis.call('SISMEMBER', k(i + 2), m) == 1 then
+        held = held + 1
+        if m == id then has = true end
+      end
+    end
+    for m, live in pairs(earlier) do
+      if live then
+        held = held + 1
+        if m == id then has = true end
+      end
+    end
+    if not has and held >= limit then
+      return {4, a[i + 5] .. ' limit of ' .. limit .. ' reached (' .. held .. ' held)', held}
+    end
+    i = i + 7 + 2 * n
   elseif op == 'running' then
     -- running set, execution id: a call token is stored only while its execution runs
     if redis.call('SISMEMBER', k(i + 1), a[i + 2]) == 0 then
@@ -460,6 +502,7 @@ class RedisHubStore(GroupCommitStore):
         )
         self.liveness: RedisLiveness = RedisLiveness(self._client, self._g + "replica:", self.feed.replica_id)
         self._scan_script = self._client.register_script(_SCAN_TEXTS)
+        self._rebuild_script = self._client.register_script(_REBUILD_HOLDINGS)
 
     @property
     def timeout(self) -> float:
@@ -487,6 +530,11 @@ class RedisHubStore(GroupCommitStore):
         """The key ``name`` (``wal``, ``last``, …) of one channel: its slot is the channel's shard."""
         return self._c(channel_id, name)
 
+    def holder_key(self, kind: str, agent_id: str) -> str:
+        """The set of live ``kind`` ("channels": those the identity initiated; "tasks": those it owns
+        and runs) an identity holds, kept by the commit script (what the governance limits count)."""
+        return f"{self._g}holds:{kind}:{agent_id}"
+
     def _c(self, channel_id: str, name: str) -> str:
         """A key of one channel (hash tag ``{c:<id>}``; ``{<prefix>c:<id>}`` with the spread layout)."""
         if self.spread:
@@ -509,6 +557,7 @@ class RedisHubStore(GroupCommitStore):
         except _UNREACHABLE as exc:
             raise StoreUnreachable(f"cannot reach Redis at {self.address}: {exc}") from exc
         await self._check_layout()
+        await self._rebuild_holdings()
         await self._check_durability()
         await self._measure_offset()
         self._start_writer()
@@ -539,6 +588,31 @@ class RedisHubStore(GroupCommitStore):
                 f"the hub's keys under prefix {self._raw_prefix!r} were written with "
                 f"spread={'1' if mine == 'single' else '0'} and this store has spread={'1' if self.spread else '0'}: "
                 "give every replica the same --store URL"
+            )
+
+    async def _rebuild_holdings(self) -> None:
+        """Fill the holder sets from the live channels and tasks, once per store (:data:`HOLDINGS_MARK`).
+
+        Idempotent, so replicas opening an old store at once may both do it: each member is added
+        only if it is still live when the script runs, and rows committed meanwhile keep the sets
+        themselves."""
+        mark = self._g + HOLDINGS_MARK
+        if await self._client.exists(mark):
+            return
+        entries = [(2, self.holder_key("channels", row.member_ids()[0]), row.channel_id)
+                   for row in await self.load_live_channels()]  # fmt: skip
+        entries += [(3, self.holder_key("tasks", t.owner_id), t.task_id) for t in await self.load_tasks(live_only=True)]
+        for low in range(0, max(len(entries), 1), _REBUILD_CHUNK):
+            part = _Part()
+            for key in (mark, self._g + "channels:live", self._g + "tasks:live"):
+                part.k(key)
+            args: list[Any] = ["1" if low + _REBUILD_CHUNK >= len(entries) else "0"]
+            for live, holder, member in entries[low : low + _REBUILD_CHUNK]:
+                args += [live, part.k(holder), member]
+            await self._rebuild_script(keys=part.keys, args=args)
+        if entries:
+            log.info(
+                "rebuilt the holder sets of %d live channels and tasks (a store written before them)", len(entries)
             )
 
     async def _register_scripts(self) -> None:
@@ -607,7 +681,7 @@ class RedisHubStore(GroupCommitStore):
             await self._measure_offset()  # in case Redis's clock was stepped since the last measurement
             raise StoreLate(f"{_text(result[1])}: Redis stalled longer than the --redis-timeout")
         if int(result[0]) != 1:
-            raise StoreConflict(_text(result[1]))
+            raise _conflict(result)
         self._learn_offset(int(result[1]) * 1_000_000 + int(result[2]), sent, time.monotonic())
         if confirmed < self._wait_replicas:
             raise StoreUnconfirmed(
@@ -737,7 +811,7 @@ class RedisHubStore(GroupCommitStore):
             return None
         if code == 2:
             return StoreLate(f"{_text(result[1])}: Redis stalled longer than the --redis-timeout")
-        return StoreConflict(_text(result[1]))
+        return _conflict(result)
 
     @staticmethod
     def _crash_between_parts(
@@ -1220,6 +1294,13 @@ class RedisHubStore(GroupCommitStore):
         return out if limit < 0 else out[:limit]
 
 
+def _conflict(result: Sequence[Any]) -> StoreConflict:
+    """The conflict a commit script reported ({0, reason} or, for a holder's limit, {4, reason, held})."""
+    if int(result[0]) == 4:
+        return LimitConflict(_text(result[1]), int(result[2]))
+    return StoreConflict(_text(result[1]))
+
+
 def _channels_of(writes: Writes) -> set[str]:
     """The channels a bundle writes (WAL rows or channel rows)."""
     return {w.channel_id for w in writes.wal} | {c.channel_id for c in writes.channels}
@@ -1270,6 +1351,8 @@ class _Plan:
         """Task → whether the last row this plan writes for it so far is terminal."""
         self._running: dict[str, bool] = {}
         """Execution → whether the last row this plan writes for it so far is running."""
+        self._holds: dict[str, dict[str, bool]] = {}
+        """Holder set → member → whether the last row this plan writes for it so far is live."""
         self.empty = True
         self._changed: dict[str, list[Any]] = {"a": [], "t": [], "x": [], "s": [], "u": []}
         """What the plan writes besides WAL rows, for the change feed: agent, task, execution and
@@ -1362,6 +1445,10 @@ class _Plan:
             self._rows.setdefault(c.channel_id, 0)
             members = c.member_ids()
             live = "1" if c.live else "0"
+            holder = s.holder_key("channels", members[0])  # the initiator's live channels
+            if c.hold_limit is not None and c.live and not self._spread:
+                self._hold_check(holder, g + "channels:live", c.hold_limit, c.channel_id, "max_open_channels")
+            self._hold(holder, c.channel_id, c.live)
             if self._spread:
                 cp = self._part(c.channel_id)
                 cp.writes += ["chmeta", cp.k(s._c(c.channel_id, "meta")), cp.k(s._c(c.channel_id, "members")),
@@ -1380,6 +1467,10 @@ class _Plan:
             gp.writes += ["cursor", gp.k(g + "cursors:" + agent_id), channel_id, seq]
         for t in writes.tasks:
             self._task_check(t)
+            holder = s.holder_key("tasks", t.owner_id)  # the owner's running tasks
+            if t.hold_limit is not None and not t.terminal:
+                self._hold_check(holder, g + "tasks:live", t.hold_limit, t.task_id, "max_running_tasks")
+            self._hold(holder, t.task_id, not t.terminal)
             gp.writes += ["hset", gp.k(g + "tasks"), t.task_id, t.record]
             gp.writes += ["hsetnx", gp.k(g + "task_meta"), t.task_id, _pack(t.owner_id, t.channel_id)]
             gp.writes += ["srem" if t.terminal else "sadd", gp.k(g + "tasks:live"), t.task_id]
@@ -1405,6 +1496,22 @@ class _Plan:
                           gp.k(g + "audit:kind:" + kind), gp.k(g + "audit:subject:" + subject_id),
                           _pack(kind, actor_id, subject_id, detail_json, repr(created_at))]  # fmt: skip
         self.empty = self.empty and not writes
+
+    def _hold_check(self, holder: str, live: str, limit: int, member: str, what: str) -> None:
+        """Require that ``holder`` (a holder set) holds fewer than ``limit`` live members, or ``member``,
+        counting what this plan wrote to it before (a 'hold' check op)."""
+        gp = self._global
+        earlier = self._holds.get(holder, {})
+        pairs = [v for m, on in earlier.items() for v in (m, "1" if on else "0")]
+        gp.checks.append(["hold", gp.k(holder), gp.k(live), limit, member, f"{what} of {holder.rsplit(':', 1)[-1]}",
+                          len(earlier), *pairs])  # fmt: skip
+
+    def _hold(self, holder: str, member: str, live: bool) -> None:
+        """Keep ``holder`` (the set of live channels an initiator holds, or running tasks an owner
+        holds) up to date with a row written: add a live member, remove an ended one."""
+        gp = self._global
+        self._holds.setdefault(holder, {})[member] = live
+        gp.writes += ["sadd" if live else "srem", gp.k(holder), member]
 
     def _running_check(self, execution_id: str) -> None:
         """Require the execution to be running: by an earlier row of this plan, else a check op."""
