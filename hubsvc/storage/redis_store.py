@@ -134,6 +134,12 @@ end
 if ARGV[1] == '1' then redis.call('SET', KEYS[1], '1') end
 return 1
 """
+RESERVED = "holds:reserved"
+"""Global zset (``P{g}:holds:reserved``, spread layout): channel id → until when its holder-set entry
+counts although the channel is not live yet (its channel part is on its way)."""
+_RESERVE_KEEP = 60
+"""Seconds a reservation counts at least (at least ten times the Redis timeout): longer than a
+writer takes between the reservation and its global part, or a sweep to complete that part."""
 CRASH_BETWEEN_PARTS_ENV = "AGENTNET_HUB_TEST_CRASH_BETWEEN_PARTS"
 """Test-only fault: with the spread layout, a process whose environment sets this to an idempotency
 key exits (``os._exit``) right after the channel part of the bundle carrying that key committed,
@@ -193,15 +199,17 @@ for _ = 1, nchecks do
     end
     i = i + 4
   elseif op == 'hold' then
-    -- holder set, live set, limit, member, what, n, then n pairs (member, '1' live / '0' ended) this
-    -- commit writes before this row: the holder may add member only while it holds fewer than
-    -- limit live ones (a member of the holder set counts while it is in the live set, so one an
-    -- older writer left behind counts for nothing) or holds member already
-    local id, limit, n = a[i + 4], tonumber(a[i + 3]), tonumber(a[i + 6])
+    -- holder set, live set, reservations zset, limit, member, what, n, then n pairs (member, '1' live /
+    -- '0' ended) this commit writes before this row: the holder may add member only while it holds
+    -- fewer than limit live ones, or holds member already. A member of the holder set counts while
+    -- it is in the live set or reserved (spread layout: its channel part is on its way), so one a
+    -- writer left behind counts for nothing once its reservation lapsed
+    local id, limit, n = a[i + 5], tonumber(a[i + 4]), tonumber(a[i + 7])
     local earlier, held, has = {}, 0, false
-    for j = 0, n - 1 do earlier[a[i + 7 + 2 * j]] = a[i + 8 + 2 * j] == '1' end
+    for j = 0, n - 1 do earlier[a[i + 8 + 2 * j]] = a[i + 9 + 2 * j] == '1' end
     for _, m in ipairs(redis.call('SMEMBERS', k(i + 1))) do
-      if earlier[m] == nil and redis.call('SISMEMBER', k(i + 2), m) == 1 then
+      if earlier[m] == nil and (redis.call('SISMEMBER', k(i + 2), m) == 1
+          or tonumber(redis.call('ZSCORE', k(i + 3), m) or '0') > tonumber(now[1])) then
         held = held + 1
         if m == id then has = true end
       end
@@ -213,9 +221,9 @@ for _ = 1, nchecks do
       end
     end
     if not has and held >= limit then
-      return {4, a[i + 5] .. ' limit of ' .. limit .. ' reached (' .. held .. ' held)', held}
+      return {4, a[i + 6] .. ' limit of ' .. limit .. ' reached (' .. held .. ' held)', held}
     end
-    i = i + 7 + 2 * n
+    i = i + 8 + 2 * n
   elseif op == 'running' then
     -- running set, execution id: a call token is stored only while its execution runs
     if redis.call('SISMEMBER', k(i + 1), a[i + 2]) == 0 then
@@ -326,6 +334,16 @@ while i <= #a do
     redis.call('ZADD', k(i + 1), '+inf', a[i + 2])
     redis.call('ZREMRANGEBYSCORE', k(i + 1), '-inf', '(' .. (tonumber(now[1]) - tonumber(a[i + 3])))
     i = i + 4
+  elseif op == 'reserve' then
+    -- (spread) reservations zset, member, seconds: the member counts as held until then
+    redis.call('ZREMRANGEBYSCORE', k(i + 1), '-inf', now[1])
+    redis.call('ZADD', k(i + 1), tonumber(now[1]) + tonumber(a[i + 3]), a[i + 2])
+    i = i + 4
+  elseif op == 'unreserve' then
+    -- (spread) holder set, live set, reservations zset, member: its channel part was refused
+    if redis.call('SISMEMBER', k(i + 2), a[i + 4]) == 0 then redis.call('SREM', k(i + 1), a[i + 4]) end
+    redis.call('ZREM', k(i + 3), a[i + 4])
+    i = i + 5
   elseif op == 'untoken' then
     -- token hash, the execution's token set: forget every call token of an ended execution
     local hashes = redis.call('SMEMBERS', k(i + 2))
@@ -729,6 +747,8 @@ class RedisHubStore(GroupCommitStore):
         """Channels with an earlier bundle of this group that cannot be written: later ones are not sent."""
         previous: dict[str, str] = {}
         """Channel → the bundle of this group written to it last so far."""
+        reservations: dict[int, tuple[_Part, _Part]] = {}
+        """Bundle → the reservation of its channel's slot under a limit, and its release."""
         for i, writes in enumerate(group):
             plan = _Plan(self)
             try:
@@ -741,12 +761,21 @@ class RedisHubStore(GroupCommitStore):
                 if call is not None and call[1] is not None:
                     previous[call[1][0]] = call[0]
                 calls.append(call)
+                reservation = plan.reservation()
+                if reservation is not None:
+                    reservations[i] = reservation
             except (StoreConflict, ValueError) as exc:
                 errors[i] = exc
                 broken |= _channels_of(writes)
                 calls.append(None)
+        if reservations:
+            await self._reserve(reservations, errors, calls)
         sent, deadline = self._deadline()
-        channel_parts = [(i, call[1][1]) for i, call in enumerate(calls) if call is not None and call[1] is not None]
+        channel_parts = [
+            (i, call[1][1])
+            for i, call in enumerate(calls)
+            if call is not None and call[1] is not None and errors[i] is None
+        ]
         if channel_parts:
             results = await self._run_scripts(
                 [(part.keys, [deadline, *part.args()]) for _, part in channel_parts],
@@ -756,6 +785,11 @@ class RedisHubStore(GroupCommitStore):
             for (i, _), result in zip(channel_parts, results, strict=True):
                 errors[i] = self._outcome(result)
             self._crash_between_parts(group, errors, calls)
+            refused = [
+                i for i, _ in channel_parts if i in reservations and isinstance(errors[i], (StoreConflict, StoreLate))
+            ]
+            if refused:  # nothing of them was written: free their slots (else the reservations lapse)
+                await self._release([reservations[i][1] for i in refused])
         sent, deadline = self._deadline()
         global_parts = [(i, call) for i, call in enumerate(calls) if call is not None and errors[i] is None]
         done: list[tuple[bytes, bytes]] = []
@@ -774,6 +808,40 @@ class RedisHubStore(GroupCommitStore):
             task.add_done_callback(self._forgetting.discard)
         if any(e is not None for e in errors):
             raise PartlyWritten(errors)
+
+    async def _reserve(
+        self,
+        reservations: dict[int, tuple[_Part, _Part]],
+        errors: list[Exception | None],
+        calls: list[Any],
+    ) -> None:
+        """(spread) Reserve the slots of the bundles that open a channel under a limit, in one pipeline
+        on the global slot, before their channel parts: a bundle whose holder is at its limit fails
+        (:class:`LimitConflict`) having written nothing, and so does every later bundle of its channel."""
+        order = sorted(reservations)
+        _, deadline = self._deadline()
+        pending = [i for i, error in enumerate(errors) if error is None]  # if Redis does not answer, none is sent
+        results = await self._run_scripts(
+            [(reservations[i][0].keys, [deadline, *reservations[i][0].args()]) for i in order], errors, pending
+        )
+        failed = {i for i, result in zip(order, results, strict=True) if self._outcome(result) is not None}
+        for i, result in zip(order, results, strict=True):
+            errors[i] = self._outcome(result)
+        if failed:
+            refused = {c[1][0] for i, c in enumerate(calls) if i in failed and c is not None and c[1] is not None}
+            for i, call in enumerate(calls):
+                if errors[i] is None and call is not None and call[1] is not None and call[1][0] in refused:
+                    errors[i] = StoreConflict(f"an earlier write to channel {call[1][0]} failed")
+            unknown = [reservations[i][1] for i in failed if not isinstance(errors[i], (StoreConflict, StoreLate))]
+            if unknown:  # maybe written (Redis did not answer): release what may be held
+                await self._release(unknown)
+
+    async def _release(self, releases: Sequence[_Part]) -> None:
+        """(spread) Free reserved slots whose channel part was not written (best effort: else they lapse)."""
+        try:
+            await self._run_scripts([(part.keys, [0, *part.args()]) for part in releases])
+        except Exception as exc:
+            log.info("could not release %d reserved slots (%r); they lapse by themselves", len(releases), exc)
 
     async def _run_scripts(
         self,
@@ -1353,6 +1421,8 @@ class _Plan:
         """Execution → whether the last row this plan writes for it so far is running."""
         self._holds: dict[str, dict[str, bool]] = {}
         """Holder set → member → whether the last row this plan writes for it so far is live."""
+        self._reserve: tuple[str, int, str] | None = None
+        """(spread) The holder set, limit and channel of a channel this bundle opens under a limit."""
         self.empty = True
         self._changed: dict[str, list[Any]] = {"a": [], "t": [], "x": [], "s": [], "u": []}
         """What the plan writes besides WAL rows, for the change feed: agent, task, execution and
@@ -1446,8 +1516,11 @@ class _Plan:
             members = c.member_ids()
             live = "1" if c.live else "0"
             holder = s.holder_key("channels", members[0])  # the initiator's live channels
-            if c.hold_limit is not None and c.live and not self._spread:
-                self._hold_check(holder, g + "channels:live", c.hold_limit, c.channel_id, "max_open_channels")
+            if c.hold_limit is not None and c.live:
+                if self._spread:  # the channel part commits first: the slot is reserved before it
+                    self._reserve = (holder, c.hold_limit, c.channel_id)
+                else:
+                    self._hold_check(holder, g + "channels:live", c.hold_limit, c.channel_id, "max_open_channels")
             self._hold(holder, c.channel_id, c.live)
             if self._spread:
                 cp = self._part(c.channel_id)
@@ -1497,14 +1570,38 @@ class _Plan:
                           _pack(kind, actor_id, subject_id, detail_json, repr(created_at))]  # fmt: skip
         self.empty = self.empty and not writes
 
-    def _hold_check(self, holder: str, live: str, limit: int, member: str, what: str) -> None:
+    def _hold_check(
+        self, holder: str, live: str, limit: int, member: str, what: str, part: _Part | None = None
+    ) -> None:
         """Require that ``holder`` (a holder set) holds fewer than ``limit`` live members, or ``member``,
-        counting what this plan wrote to it before (a 'hold' check op)."""
-        gp = self._global
-        earlier = self._holds.get(holder, {})
+        counting what this plan wrote to it before (a 'hold' check op, in ``part``: the global one)."""
+        gp = part or self._global
+        earlier = {} if part is not None else self._holds.get(holder, {})
         pairs = [v for m, on in earlier.items() for v in (m, "1" if on else "0")]
-        gp.checks.append(["hold", gp.k(holder), gp.k(live), limit, member, f"{what} of {holder.rsplit(':', 1)[-1]}",
-                          len(earlier), *pairs])  # fmt: skip
+        gp.checks.append(["hold", gp.k(holder), gp.k(live), gp.k(self._store._g + RESERVED), limit, member,
+                          f"{what} of {holder.rsplit(':', 1)[-1]}", len(earlier), *pairs])  # fmt: skip
+
+    def reservation(self) -> tuple[_Part, _Part] | None:
+        """(spread) For a bundle that opens a channel under a limit: the call reserving the slot on
+        the global slot before the channel part (the 'hold' check, then the member added to the
+        holder set and reserved for :data:`_RESERVE_KEEP` seconds), and the call releasing it if the
+        channel part is refused. None for any other bundle."""
+        if self._reserve is None:
+            return None
+        holder, limit, member = self._reserve
+        g, store = self._store._g, self._store
+        reserve, release = _Part(), _Part()
+        self._hold_check(holder, g + "channels:live", limit, member, "max_open_channels", reserve)
+        reserve.writes += ["sadd", reserve.k(holder), member]
+        reserve.writes += ["reserve", reserve.k(g + RESERVED), member, max(_RESERVE_KEEP, int(10 * store.timeout))]
+        release.writes += [
+            "unreserve",
+            release.k(holder),
+            release.k(g + "channels:live"),
+            release.k(g + RESERVED),
+            member,
+        ]
+        return reserve, release
 
     def _hold(self, holder: str, member: str, live: bool) -> None:
         """Keep ``holder`` (the set of live channels an initiator holds, or running tasks an owner

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,10 @@ import pytest
 from agentnet.v1 import channel_pb2, hub_pb2, task_pb2
 
 from hubsvc.governance.policy import Policy
-from hubsvc.storage import ChannelRow
+from hubsvc.storage import TASK_NEW, AtLimit, ChannelRow, TaskRow, WalRow, Writes
 from hubsvc.storage.redis_connect import connect
-from hubsvc.storage.redis_store import HOLDINGS_MARK, RedisHubStore
-from netkernel.errors import LimitExceeded
+from hubsvc.storage.redis_store import HOLDINGS_MARK, RESERVED, RedisHubStore
+from netkernel.errors import LimitExceeded, LostRace
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, list_audit, register
@@ -164,5 +164,51 @@ async def test_holder_sets_are_rebuilt_for_a_store_written_before_them(layout: s
         await client.aclose()
 
 
-async def _equal(value: Any, expected: Any) -> bool:
+async def _equal(value: Awaitable[int], expected: int) -> bool:
     return (await value) == expected
+
+
+def opening(channel_id: str, limit: int, *, seq: int = 1) -> Writes:
+    """A bundle opening ``channel_id`` (initiator a1) while a1's ``max_open_channels`` is ``limit``."""
+    meta = channel_pb2.ChannelMetadata(channel_id=channel_id)
+    for m in ("a1", "a2"):
+        meta.participants.add(agent_id=m)
+    envelope_id = f"{channel_id}-invite"
+    invite = WalRow(channel_id, seq, envelope_id, "", "ag2.channel.invite", None, None, "2026-01-01T00:00:00Z", b"x")
+    return Writes(channels=[ChannelRow(channel_id, True, meta.SerializeToString(), hold_limit=limit)], wal=[invite])
+
+
+async def test_a_group_takes_only_the_free_slots_and_a_refused_open_holds_nothing(layout: str) -> None:
+    store = RedisHubStore(harness.STORE.redis_url, prefix="limits:")
+    await store.open()
+    client = connect(harness.STORE.redis_url, 5.0)
+    holder, reserved = store.holder_key("channels", "a1"), store.prefix + "{g}:" + RESERVED
+    try:
+        await store.commit(opening("c1", 2))
+        # Queued together, so one group: only the first of three finds a free slot.
+        results = await asyncio.gather(
+            *(store.submit(opening(c, 2)) for c in ("c2", "c3", "c4")), return_exceptions=True
+        )
+        assert results[0] is None
+        assert all(isinstance(r, AtLimit) and r.held == 2 for r in results[1:]), results
+        assert [await store.get_channel(c) for c in ("c3", "c4")] == [None, None]
+        assert await client.smembers(holder) == {b"c1", b"c2"}
+        # An ended channel frees its slot.
+        c1 = opening("c1", 2).channels[0]
+        await store.commit(Writes(channels=[ChannelRow("c1", False, c1.record)]))
+        await store.commit(opening("c6", 2))
+        assert await client.smembers(holder) == {b"c2", b"c6"}
+        # An open refused for another reason (its channel part, a seq gap) keeps no slot either.
+        with pytest.raises(LostRace) as gap:
+            await store.commit(opening("c5", 5, seq=2))
+        assert not isinstance(gap.value, AtLimit)
+        assert await client.smembers(holder) == {b"c2", b"c6"}
+        assert await client.zscore(reserved, "c5") is None
+        # Tasks: the owner's running ones, the same way.
+        starts = [Writes(tasks=[TaskRow(f"t{i}", "a1", "", False, b"r", TASK_NEW, hold_limit=1)]) for i in range(3)]
+        outcomes = await asyncio.gather(*(store.submit(w) for w in starts), return_exceptions=True)
+        assert outcomes[0] is None and all(isinstance(r, AtLimit) for r in outcomes[1:]), outcomes
+        assert [t.task_id for t in await store.load_tasks(live_only=False)] == ["t0"]
+    finally:
+        await client.aclose()
+        await store.close()
