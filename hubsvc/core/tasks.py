@@ -18,7 +18,7 @@ from typing import Any
 from agentnet.v1 import task_pb2
 
 from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
-from hubsvc.storage import TASK_LIVE, TASK_NEW, AtLimit, HubStore, TaskRow, Writes
+from hubsvc.storage import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, AtLimit, HubStore, TaskRow, Writes
 from netkernel.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 log = logging.getLogger("agentnet.hub")
@@ -150,7 +150,9 @@ class TaskMirror:
 
     def end_for_channel(self, channel_id: str, reason: str) -> list[task_pb2.TaskMetadata]:
         """The running tasks of an ending channel, cancelled (copies: commit their :meth:`rows` with the
-        close, then :meth:`apply` them once it committed)."""
+        close, then :meth:`apply` them once it committed). Their rows are written only to a task
+        still live in the store (:data:`~hubsvc.storage.TASK_IF_LIVE`): another replica may have
+        ended one that this replica's copy still shows running."""
         ended = []
         now = self._clock()
         for live in [t for t in self._live.values() if t.channel_id == channel_id]:
@@ -175,13 +177,16 @@ class TaskMirror:
         return expired
 
     def rows(self, tasks: list[task_pb2.TaskMetadata]) -> list[TaskRow]:
-        """The storage rows of task states to commit."""
-        return [self._row(t) for t in tasks]
+        """The storage rows of tasks :meth:`end_for_channel` ended (each written only if still live)."""
+        return [self._row(t, TASK_IF_LIVE) for t in tasks]
 
     def apply(self, tasks: list[task_pb2.TaskMetadata]) -> None:
-        """Make committed task states current in memory."""
+        """Make the committed ends of :meth:`end_for_channel` current in memory, for the tasks still
+        running here (one that ended meanwhile — another replica's end, learnt from the change feed —
+        keeps that end, as the store did)."""
         for task in tasks:
-            self._apply(task)
+            if task.task_id in self._live:
+                self._apply(task)
 
     async def expiry_loop(self, interval: float) -> None:
         """Every ``interval`` seconds, expire the running tasks past their expiry, until cancelled."""

@@ -1,6 +1,7 @@
 """Hub storage: one interface (:class:`HubStore`), one implementation per backend."""
 
 from hubsvc.storage.base import (
+    TASK_IF_LIVE,
     TASK_LIVE,
     TASK_NEW,
     AgentRow,
@@ -18,6 +19,7 @@ from hubsvc.storage.base import (
 from hubsvc.storage.sqlite import SqliteHubStore
 
 __all__ = [
+    "TASK_IF_LIVE",
     "TASK_LIVE",
     "TASK_NEW",
     "AgentRow",

@@ -73,6 +73,10 @@ TASK_NEW = "new"
 """A :attr:`TaskRow.expect`: the store holds no task with this id yet (a start)."""
 TASK_LIVE = "live"
 """A :attr:`TaskRow.expect`: the stored task exists and has not ended (a report, a cancel request, an expiry)."""
+TASK_IF_LIVE = "if_live"
+"""A :attr:`TaskRow.expect` of an ending row: written only if the stored task exists and has not
+ended, else skipped — never a conflict (a channel's close ends its running tasks: a task another
+replica ended first keeps its end, and the close still commits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +89,8 @@ class TaskRow:
     terminal: bool
     record: bytes
     expect: str = ""
-    """What the stored task must be for this write (:data:`TASK_NEW`, :data:`TASK_LIVE`; "" = anything).
+    """What the stored task must be for this write (:data:`TASK_NEW`, :data:`TASK_LIVE`; "" = anything;
+    :data:`TASK_IF_LIVE` skips the row instead of refusing the bundle).
     When it is not, the bundle writes nothing and fails with :class:`StoreConflict`: so of two
     replicas ending one task, only the first write counts."""
     hold_limit: int | None = None

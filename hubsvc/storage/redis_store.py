@@ -28,13 +28,19 @@ its hashes, deleted with the execution's end), and ``P{g}:audit`` (hash id →
 packed record) with ``P{g}:audit_seq`` (INCR) and id indexes ``P{g}:audit:all``,
 ``P{g}:audit:kind:<kind>``, ``P{g}:audit:subject:<subject>``; ``P{g}:feed`` with
 ``P{g}:feed_seq`` is the change feed the replicas follow (:mod:`hubsvc.storage.redis_feed`);
-``P{g}:sessions`` (hash agent id → session id) names each identity's current Connect stream.
+``P{g}:sessions`` (hash agent id → session id) names each identity's current Connect stream;
+``P{g}:holds:channels:<agent>`` / ``P{g}:holds:tasks:<agent>`` (sets) are the live channels an
+identity initiated and the running tasks it owns, kept by the commit script from the rows it
+writes (what ``max_open_channels`` / ``max_running_tasks`` count), and ``P{g}:holdings`` marks
+them complete (a store written before them gets them rebuilt at open).
 
 A group of bundles is written by ONE Lua script (``EVALSHA``) naming every key it touches:
 it first checks, for each channel, that the stored last seq equals the first new row's
 seq − 1, that no idempotency key (nor live agent name) of the rows is taken, and that a task
-row's expected state (``TaskRow.expect``: not stored yet / stored and running) holds and
-that the execution of a new call token is still running; on any
+row's expected state (``TaskRow.expect``: not stored yet / stored and running) holds, that
+the execution of a new call token is still running, and that a holder opening a channel or
+starting a task under a limit (``hold_limit``) holds fewer than it (a :class:`LimitConflict`
+otherwise); on any
 mismatch it writes nothing and returns the conflict, which :meth:`_apply` raises as
 :class:`StoreConflict` (the group is then retried one bundle at a time, so only the
 conflicting bundle fails). Otherwise it appends the rows and updates last seq, the
@@ -48,10 +54,13 @@ so every key of the hub is in one slot and the same atomic script runs on that s
 With ``?spread=1`` on a Cluster URL (:attr:`RedisHubStore.spread`) each channel's keys carry the
 channel's own hash tag, ``{Pc:<id>}:wal`` etc., plus ``{Pc:<id>}:outbox`` (bundle id → the
 bundle's global part, while pending) and ``{Pc:<id>}:lastb`` (last bundle written); the global
-keys keep ``{P}{g}:`` and add ``channels:order`` (creation order) and ``outbox:done``. A bundle
+keys keep ``{P}{g}:`` and add ``channels:order`` (creation order), ``outbox:done`` and
+``holds:reserved`` (open-channel slots reserved before their channel part). A bundle
 is then written as a channel part (checks, WAL, channel record, outbox entry: one script on the
 channel's slot) followed by its global part (one script on the global slot that applies once,
-by the done set); :meth:`RedisHubStore.complete_pending` applies global parts left behind by a
+by the done set); a bundle opening a channel under a limit first reserves its slot with one
+script on the global slot (released if the channel part is refused, else it lapses);
+:meth:`RedisHubStore.complete_pending` applies global parts left behind by a
 writer that died between the two (at open and every :data:`OUTBOX_SWEEP` seconds).
 docs/scale-out.md "Channels spread over the shards".
 
@@ -77,6 +86,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from hubsvc.storage import redis_feed
 from hubsvc.storage.base import (
+    TASK_IF_LIVE,
     TASK_LIVE,
     TASK_NEW,
     AgentRow,
@@ -344,6 +354,15 @@ while i <= #a do
     if redis.call('SISMEMBER', k(i + 2), a[i + 4]) == 0 then redis.call('SREM', k(i + 1), a[i + 4]) end
     redis.call('ZREM', k(i + 3), a[i + 4])
     i = i + 5
+  elseif op == 'endtask' then
+    -- tasks hash, live set, owner's holder set, task id, record: end the task if it is still live
+    -- (a channel's close: a task another writer ended first keeps its end)
+    if redis.call('SISMEMBER', k(i + 2), a[i + 4]) == 1 then
+      redis.call('HSET', k(i + 1), a[i + 4], a[i + 5])
+      redis.call('SREM', k(i + 2), a[i + 4])
+      redis.call('SREM', k(i + 3), a[i + 4])
+    end
+    i = i + 6
   elseif op == 'untoken' then
     -- token hash, the execution's token set: forget every call token of an ended execution
     local hashes = redis.call('SMEMBERS', k(i + 2))
@@ -1539,8 +1558,15 @@ class _Plan:
         for agent_id, channel_id, seq in writes.cursors:
             gp.writes += ["cursor", gp.k(g + "cursors:" + agent_id), channel_id, seq]
         for t in writes.tasks:
-            self._task_check(t)
             holder = s.holder_key("tasks", t.owner_id)  # the owner's running tasks
+            if t.expect == TASK_IF_LIVE:
+                if not t.terminal:
+                    raise ValueError(f"task {t.task_id}: only an ending row may be written 'if live'")
+                self._task_ended[t.task_id] = True
+                self._holds.setdefault(holder, {})[t.task_id] = False
+                gp.writes += ["endtask", gp.k(g + "tasks"), gp.k(g + "tasks:live"), gp.k(holder), t.task_id, t.record]
+                continue
+            self._task_check(t)
             if t.hold_limit is not None and not t.terminal:
                 self._hold_check(holder, g + "tasks:live", t.hold_limit, t.task_id, "max_running_tasks")
             self._hold(holder, t.task_id, not t.terminal)

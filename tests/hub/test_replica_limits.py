@@ -25,9 +25,13 @@ from netkernel.errors import LimitExceeded, LostRace
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, list_audit, register
+from tests.redis_server import RedisServer
+from tests.replicas import replicas
 
 REDIS_DB = 3
 """The DB number of these tests (hub tests use 1, replica tests 2, knowledge tests 0)."""
+PROCESS_DB = 4
+"""The DB number of the test with replica processes."""
 LIMIT = 3
 ATTEMPTS = 12
 STARTED = task_pb2.TASK_EVENT_KIND_STARTED
@@ -212,3 +216,43 @@ async def test_a_group_takes_only_the_free_slots_and_a_refused_open_holds_nothin
     finally:
         await client.aclose()
         await store.close()
+
+
+async def test_three_replica_processes_with_one_policy_file_admit_exactly_the_limit(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The same, with each replica a real ``python -m hubsvc`` process given the same policy file."""
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(f"default:\n  limits: {{max_open_channels: {LIMIT}, max_running_tasks: {LIMIT}}}\n")
+    url = redis_server.url(PROCESS_DB)
+    try:
+        with replicas(url, tmp_path, 3, extra_args=["--policy", str(policy_file)]) as group:
+            alice = await register(group.target(0), "alice")
+            bob = await register(group.target(0), "bob")
+            via = [Participant(t, alice.record, alice.credential) for t in group.targets]
+            request = hub_pb2.OpenChannelRequest(type="conversation", targets=[bob.agent_id])
+            await assert_eventually(lambda: all_answer(via, "ListChannels", hub_pb2.ListChannelsRequest()), timeout=10)
+            opened, errors = split(
+                await asyncio.gather(
+                    *(via[i % 3].rpc("OpenChannel", request) for i in range(ATTEMPTS)), return_exceptions=True
+                )
+            )
+            assert len(opened) == LIMIT, errors
+            assert_limit_refusals(errors, "limits.max_open_channels")
+            starts = [hub_pb2.ReportTaskRequest(task_id=f"t{i}", kind=STARTED) for i in range(ATTEMPTS)]
+            started, errors = split(
+                await asyncio.gather(
+                    *(via[i % 3].rpc("ReportTask", r) for i, r in enumerate(starts)), return_exceptions=True
+                )
+            )
+            assert len(started) == LIMIT, errors
+            assert_limit_refusals(errors, "limits.max_running_tasks")
+    finally:
+        redis_server.flush(PROCESS_DB)
+
+
+async def all_answer(via: list[Participant], method: str, request: Any) -> bool:
+    """Every replica answers ``method`` for the identity (it has learnt it)."""
+    for p in via:
+        await p.rpc(method, request)
+    return True
