@@ -6,12 +6,20 @@ and tasks it holds (counted from the live channels and the task mirror, which ar
 rebuilt from storage at start, so the counts are right after a restart) — consults the
 arbiter, and audits every refusal as ``action_refused`` (who, what, which rule).
 Posts refused by a rule are audited by :mod:`hubsvc.core.posts` as ``post_refused``.
+
+The counts from memory are exact on one hub; with several replicas on one store, each one knows
+the others' opens and starts only once the change feed tells it. So a check that passes here
+hands back a :class:`Slot`: the limit goes into the row the commit writes (``hold_limit``), the
+shared store checks it atomically with the write (docs/scale-out.md "Governance limits across
+replicas"), and a store refusal (:class:`~hubsvc.storage.AtLimit`) becomes the same audited
+``LimitExceeded`` the count here gives.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from agentnet.v1 import identity_pb2
@@ -24,8 +32,9 @@ from hubsvc.governance import checks
 from hubsvc.governance.arbiter import Action, Arbiter, Decision, consult
 from hubsvc.governance.governor import Governance
 from hubsvc.governance.policy import Effective
+from hubsvc.storage import AtLimit
 from netkernel.envelope import Envelope
-from netkernel.errors import AgentNetError, RuleDenied, Unauthenticated
+from netkernel.errors import AgentNetError, RuleDenied, Unauthenticated, Unavailable
 from netkernel.wire import PASSPORT_KIND
 
 Audit = Callable[[str, str, str, dict[str, Any]], None]
@@ -33,6 +42,20 @@ _VERB_TYPE = {"open_channel": "open", "delegate": "delegate in", "invoke": "call
 """How a refusal of a channel type words each action."""
 _VERB_PEER = {"open_channel": "invite", "delegate": "delegate to", "invoke": "call"}
 """How a refusal of a peer words each action."""
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One of an identity's counted slots (an open channel, a running task) that a check granted."""
+
+    limit: int | None
+    """The limit the commit's row carries for the store to check (None: no limit applies)."""
+    refuse: Callable[[int], AgentNetError]
+    """The audited refusal to raise when the store found the identity already holding this many."""
+
+
+NO_SLOT_LIMIT = Slot(None, lambda held: Unavailable(f"the store refused a slot no limit counts ({held} held); retry."))
+"""The slot of an action no limit counts."""
 
 
 def _kind(record: identity_pb2.AgentRecord) -> str:
@@ -130,14 +153,15 @@ class Enforcement:
 
     async def open_channel(
         self, initiator: str, action: Action, channel_type: str, members: list[str], ttl: float | None, depth: int
-    ) -> float | None:
+    ) -> tuple[float | None, Slot]:
         """Check a channel ``initiator`` opens (``action``: open_channel, delegate or invoke) with
-        ``members`` invited; returns its TTL (None = the hub's default). (Delegate and InvokeAgent
-        check the depth they reach before, with :meth:`check_call_depth`; the seed's ``depth`` is
-        for the arbiter.)
+        ``members`` invited; returns its TTL (None = the hub's default) and the open-channel slot
+        it takes. (Delegate and InvokeAgent check the depth they reach before, with
+        :meth:`check_call_depth`; the seed's ``depth`` is for the arbiter.)
 
         Order: channel type, peers, the arbiter, then the count of channels it holds — last,
-        with no await after it, so concurrent opens cannot both take the last slot."""
+        with no await after it, so concurrent opens on this replica cannot both take the last
+        slot (the store checks the slot's limit against every replica's opens)."""
         rules = self.rules_of(initiator)
         what = _VERB_TYPE.get(action, "open")
         try:
@@ -165,7 +189,28 @@ class Enforcement:
         except AgentNetError as err:
             subject = ",".join(self._registry.name_for(m) for m in members)
             raise self.refused(action, initiator, subject, err) from None
-        return ttl
+        return ttl, self._slot(
+            rules,
+            "max_open_channels",
+            "open channels",
+            action,
+            initiator,
+            lambda: ",".join(map(self._registry.name_for, members)),
+        )
+
+    def _slot(
+        self, rules: Effective, field: str, what: str, action: str, actor: str, subject: Callable[[], str]
+    ) -> Slot:
+        """The slot a passed ``limits.<field>`` check grants (its refusal audited like the check's own)."""
+        limit, rule_id = rules.limit(field)
+        if limit is None:
+            return NO_SLOT_LIMIT
+
+        def refuse(held: int) -> AgentNetError:
+            err = checks.limit_exceeded(rule_id, int(limit), field, max(held, int(limit)), what)
+            return self.refused(action, actor, subject(), err)
+
+        return Slot(int(limit), refuse)
 
     # -- depth ------------------------------------------------------------------------
 
@@ -212,9 +257,10 @@ class Enforcement:
     # -- tasks --------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def task_slot(self, owner: str) -> AsyncIterator[None]:
+    async def task_slot(self, owner: str) -> AsyncIterator[Slot]:
         """Hold one of ``owner``'s ``max_running_tasks`` slots while its STARTED report is written
-        (LimitExceeded, audited, when none is free)."""
+        (LimitExceeded, audited, when none is free). The body writes the start with the slot's
+        limit (``TaskRow.hold_limit``); a store refusal of it (:class:`AtLimit`) is the same refusal."""
         rules = self.rules_of(owner)
         if rules.limit("max_running_tasks")[0] is not None:
             running = sum(1 for t in self._tasks.live() if t.owner_id == owner) + self._starting.get(owner, 0)
@@ -222,9 +268,12 @@ class Enforcement:
                 checks.check_count(rules, "max_running_tasks", running, "running tasks")
             except AgentNetError as err:
                 raise self.refused("start_task", owner, owner, err) from None
+        slot = self._slot(rules, "max_running_tasks", "running tasks", "start_task", owner, lambda: owner)
         self._starting[owner] = self._starting.get(owner, 0) + 1
         try:
-            yield
+            yield slot
+        except AtLimit as full:
+            raise slot.refuse(full.held) from None
         finally:
             left = self._starting[owner] - 1
             if left:

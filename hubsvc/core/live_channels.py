@@ -26,6 +26,7 @@ from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import PENDING, ChannelRuntime
+from hubsvc.core.enforcement import NO_SLOT_LIMIT, Slot
 from hubsvc.core.intake import Intake
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
@@ -34,7 +35,7 @@ from hubsvc.core.util import BoundedDict, Clock, check_seconds, committed_alread
 from hubsvc.governance.arbiter import Action
 from hubsvc.governance.expectations import KNOB, resolve_expectations, to_knob
 from hubsvc.governance.policy import Policy
-from hubsvc.storage import ChannelRow, HubStore
+from hubsvc.storage import AtLimit, ChannelRow, HubStore
 from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
 from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout, Unavailable
 from netkernel.wire import envelope_from_wal, parse_json_object, wire_readable_by
@@ -54,9 +55,10 @@ Watcher = Callable[[envelope_pb2.Envelope], None]
 """Called with each committed envelope of a watched channel."""
 Deliver = Callable[[ChannelRuntime, list[envelope_pb2.Envelope]], None]
 """Hands a channel's committed envelopes to its connected members."""
-GovernOpen = Callable[[str, Action, str, list[str], float | None, int], Awaitable[float | None]]
+GovernOpen = Callable[[str, Action, str, list[str], float | None, int], Awaitable[tuple[float | None, Slot]]]
 """The governance check of a new channel: (initiator, action, type, invited ids, asked TTL, seed depth) →
-the TTL to use (None = the hub's default); raises the refusal (``Enforcement.open_channel``)."""
+the TTL to use (None = the hub's default) and the open-channel slot it takes; raises the refusal
+(``Enforcement.open_channel``)."""
 Settled = Callable[[ChannelRuntime], None]
 """Told that a channel's committed state changed: a batch committed (the channel may have
 ended), or the channel was rebuilt from the WAL (hydrate, recover)."""
@@ -234,10 +236,12 @@ class LiveChannels:
             check_seconds(ttl_seconds, "ttl_seconds", limit, absent="the hub's default")
         if invite_ack_timeout is not None:
             check_seconds(invite_ack_timeout, "invite_ack_timeout_seconds", limit, absent="the hub's default")
+        slot = NO_SLOT_LIMIT
         if self._govern is not None:
             # The rules and the arbiter; nothing below awaits until the channel is registered,
-            # so the count of open channels the check saw is still true when it is.
-            ttl_seconds = await self._govern(
+            # so the count of open channels the check saw is still true when it is (on this
+            # replica; the store checks the slot's limit against all of them).
+            ttl_seconds, slot = await self._govern(
                 initiator, action, adapter.type, members, ttl_seconds, seed.depth if seed is not None else 0
             )
         timeout = self._options.invite_ack_timeout if invite_ack_timeout is None else invite_ack_timeout
@@ -271,7 +275,7 @@ class LiveChannels:
         )
         # Stage everything before the channel becomes visible: a failure here changes nothing.
         batch = Batch()
-        batch.writes.channels.append(ch.to_row())
+        batch.writes.channels.append(dataclasses.replace(ch.to_row(), hold_limit=slot.limit))
         invite = {
             "channel_id": channel_id,
             "type": adapter.type,
@@ -290,7 +294,10 @@ class LiveChannels:
             self._channels[channel_id] = ch
             fut = self.commit(ch, batch)
             self._arm_timers(ch)
-        await fut
+        try:
+            await fut
+        except AtLimit as full:  # another replica took the initiator's last slot: nothing was written
+            raise slot.refuse(full.held) from None
         return ch
 
     async def wait(

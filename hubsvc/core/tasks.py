@@ -9,6 +9,7 @@ channel is cancelled when the channel ends.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 from agentnet.v1 import task_pb2
 
 from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
-from hubsvc.storage import TASK_LIVE, TASK_NEW, HubStore, TaskRow, Writes
+from hubsvc.storage import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, AtLimit, HubStore, TaskRow, Writes
 from netkernel.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 log = logging.getLogger("agentnet.hub")
@@ -92,8 +93,10 @@ class TaskMirror:
         payload_json: str = "",
         error: str = "",
         ttl_seconds: float | None = None,
+        hold_limit: int | None = None,
     ) -> task_pb2.TaskMetadata:
-        """Apply one lifecycle report from the task's owner."""
+        """Apply one lifecycle report from the task's owner (a start written with ``hold_limit``, the
+        owner's ``max_running_tasks``, for the store to check: ``TaskRow.hold_limit``)."""
         now = self._clock()
         if kind == task_pb2.TASK_EVENT_KIND_STARTED:
             task_id = task_id or new_id()
@@ -131,7 +134,7 @@ class TaskMirror:
                     task.result_json = _check_json(payload_json, "payload_json")
                 task.error = error
         task.updated_at.CopyFrom(to_timestamp(now))
-        await self._save(task, TASK_NEW if kind == task_pb2.TASK_EVENT_KIND_STARTED else TASK_LIVE)
+        await self._save(task, TASK_NEW if kind == task_pb2.TASK_EVENT_KIND_STARTED else TASK_LIVE, hold_limit)
         return task
 
     async def request_cancel(self, task_id: str, reason: str) -> task_pb2.TaskMetadata:
@@ -147,7 +150,9 @@ class TaskMirror:
 
     def end_for_channel(self, channel_id: str, reason: str) -> list[task_pb2.TaskMetadata]:
         """The running tasks of an ending channel, cancelled (copies: commit their :meth:`rows` with the
-        close, then :meth:`apply` them once it committed)."""
+        close, then :meth:`apply` them once it committed). Their rows are written only to a task
+        still live in the store (:data:`~hubsvc.storage.TASK_IF_LIVE`): another replica may have
+        ended one that this replica's copy still shows running."""
         ended = []
         now = self._clock()
         for live in [t for t in self._live.values() if t.channel_id == channel_id]:
@@ -172,13 +177,16 @@ class TaskMirror:
         return expired
 
     def rows(self, tasks: list[task_pb2.TaskMetadata]) -> list[TaskRow]:
-        """The storage rows of task states to commit."""
-        return [self._row(t) for t in tasks]
+        """The storage rows of tasks :meth:`end_for_channel` ended (each written only if still live)."""
+        return [self._row(t, TASK_IF_LIVE) for t in tasks]
 
     def apply(self, tasks: list[task_pb2.TaskMetadata]) -> None:
-        """Make committed task states current in memory."""
+        """Make the committed ends of :meth:`end_for_channel` current in memory, for the tasks still
+        running here (one that ended meanwhile — another replica's end, learnt from the change feed —
+        keeps that end, as the store did)."""
         for task in tasks:
-            self._apply(task)
+            if task.task_id in self._live:
+                self._apply(task)
 
     async def expiry_loop(self, interval: float) -> None:
         """Every ``interval`` seconds, expire the running tasks past their expiry, until cancelled."""
@@ -249,12 +257,16 @@ class TaskMirror:
             except TimeoutError:
                 pass
 
-    async def _save(self, task: task_pb2.TaskMetadata, expect: str) -> None:
+    async def _save(self, task: task_pb2.TaskMetadata, expect: str, hold_limit: int | None = None) -> None:
         """Write the task's new state if the stored task is as ``expect`` says, then make it current
         (a failed write changes nothing here). A write refused because another replica started or
         ended the task first is FAILED_PRECONDITION, like the same report on that replica."""
         try:
-            await self._store.commit(Writes(tasks=[self._row(task, expect)]))
+            await self._store.commit(
+                Writes(tasks=[dataclasses.replace(self._row(task, expect), hold_limit=hold_limit)])
+            )
+        except AtLimit:
+            raise  # the owner holds its limit of running tasks (the caller answers LimitExceeded)
         except Exception:
             try:
                 ended = await self.reload(task.task_id)

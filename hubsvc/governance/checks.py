@@ -71,11 +71,15 @@ def check_count(rules: Effective, field: str, current: int, what: str) -> None:
     """LimitExceeded when the identity already holds ``current`` of what ``limits.<field>`` caps."""
     limit, rule_id = rules.limit(field)
     if limit is not None and current >= limit:
-        raise LimitExceeded(
-            f"rule {rule_id!r} allows you at most {int(limit)} {what} and you have {current}; "
-            "end one before starting another.",
-            metadata={"rule": rule_id, "limit": str(int(limit)), "check": f"limits.{field}"},
-        )
+        raise limit_exceeded(rule_id, int(limit), field, current, what)
+
+
+def limit_exceeded(rule_id: str, limit: int, field: str, current: int, what: str) -> LimitExceeded:
+    """The refusal of :func:`check_count` (also given when the shared store finds the limit reached)."""
+    return LimitExceeded(
+        f"rule {rule_id!r} allows you at most {limit} {what} and you have {current}; end one before starting another.",
+        metadata={"rule": rule_id, "limit": str(limit), "check": f"limits.{field}"},
+    )
 
 
 def channel_ttl(rules: Effective, requested: float | None) -> float | None:

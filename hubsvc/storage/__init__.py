@@ -1,13 +1,16 @@
 """Hub storage: one interface (:class:`HubStore`), one implementation per backend."""
 
 from hubsvc.storage.base import (
+    TASK_IF_LIVE,
     TASK_LIVE,
     TASK_NEW,
     AgentRow,
+    AtLimit,
     CallTokenRow,
     ChannelRow,
     ExecutionRow,
     HubStore,
+    LimitConflict,
     StoreConflict,
     TaskRow,
     WalRow,
@@ -16,13 +19,16 @@ from hubsvc.storage.base import (
 from hubsvc.storage.sqlite import SqliteHubStore
 
 __all__ = [
+    "TASK_IF_LIVE",
     "TASK_LIVE",
     "TASK_NEW",
     "AgentRow",
+    "AtLimit",
     "CallTokenRow",
     "ChannelRow",
     "ExecutionRow",
     "HubStore",
+    "LimitConflict",
     "SqliteHubStore",
     "StoreConflict",
     "TaskRow",

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from agentnet.v1 import channel_pb2
 
+from netkernel.errors import LostRace
+
 
 @dataclass(frozen=True, slots=True)
 class WalRow:
@@ -56,6 +58,11 @@ class ChannelRow:
     record: bytes
     seed: bytes = b""
     """Serialized seed Envelope ("" = none)."""
+    hold_limit: int | None = None
+    """Set on the row that creates a channel while its initiator's ``max_open_channels`` applies:
+    a store shared by replicas writes the bundle only if the initiator then holds fewer live
+    channels than this (else :class:`LimitConflict`, nothing written). A single-process store
+    may ignore it (the hub's own count is exact there)."""
 
     def member_ids(self) -> list[str]:
         """The participants' agent ids, read from the record (what a store indexes the channel by)."""
@@ -66,6 +73,10 @@ TASK_NEW = "new"
 """A :attr:`TaskRow.expect`: the store holds no task with this id yet (a start)."""
 TASK_LIVE = "live"
 """A :attr:`TaskRow.expect`: the stored task exists and has not ended (a report, a cancel request, an expiry)."""
+TASK_IF_LIVE = "if_live"
+"""A :attr:`TaskRow.expect` of an ending row: written only if the stored task exists and has not
+ended, else skipped — never a conflict (a channel's close ends its running tasks: a task another
+replica ended first keeps its end, and the close still commits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +89,13 @@ class TaskRow:
     terminal: bool
     record: bytes
     expect: str = ""
-    """What the stored task must be for this write (:data:`TASK_NEW`, :data:`TASK_LIVE`; "" = anything).
+    """What the stored task must be for this write (:data:`TASK_NEW`, :data:`TASK_LIVE`; "" = anything;
+    :data:`TASK_IF_LIVE` skips the row instead of refusing the bundle).
     When it is not, the bundle writes nothing and fails with :class:`StoreConflict`: so of two
     replicas ending one task, only the first write counts."""
+    hold_limit: int | None = None
+    """Set on a start while the owner's ``max_running_tasks`` applies: as :attr:`ChannelRow.hold_limit`,
+    for the owner's running tasks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +139,25 @@ class StoreConflict(Exception):
     """The store already holds something a bundle assumed free or unchanged (a seq, an idempotency
     key, a live agent name, a task that ended): another writer got there first. Nothing of the
     bundle was written."""
+
+
+class LimitConflict(StoreConflict):
+    """A bundle would make an identity hold as many live channels or tasks as the ``hold_limit`` of
+    its row allows, or more: the store counted ``held`` already. Nothing of the bundle was written."""
+
+    def __init__(self, message: str, held: int) -> None:
+        super().__init__(message)
+        self.held = held
+
+
+class AtLimit(LostRace):
+    """Inside the hub: the shared store refused a bundle with :class:`LimitConflict` (another
+    replica took the identity's last free slot first). The core answers the caller with the same
+    ``LimitExceeded`` refusal its own count gives; ``held`` is what the store counted."""
+
+    def __init__(self, message: str, held: int) -> None:
+        super().__init__(message, metadata={"cause": "limit_reached"})
+        self.held = held
 
 
 @dataclass

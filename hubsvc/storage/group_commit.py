@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from hubsvc.recorder import NO_RECORDER, Recorder
-from hubsvc.storage.base import AuditBell, HubStore, StoreConflict, StoreUnconfirmed, Writes
+from hubsvc.storage.base import AtLimit, AuditBell, HubStore, LimitConflict, StoreConflict, StoreUnconfirmed, Writes
 from netkernel.errors import LostRace, Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
@@ -238,7 +238,9 @@ class GroupCommitStore(HubStore):
             self._fenced[channel_id] = race
         if not item.fut.done():
             err: Unavailable
-            if race:
+            if isinstance(exc, LimitConflict):
+                err = AtLimit(f"the store refused this write: {exc}; nothing of it was stored.", exc.held)
+            elif race:
                 err = LostRace(
                     f"another hub replica wrote to this channel first ({exc}); nothing of this write was stored — "
                     "retry.",

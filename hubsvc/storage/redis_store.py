@@ -28,13 +28,19 @@ its hashes, deleted with the execution's end), and ``P{g}:audit`` (hash id →
 packed record) with ``P{g}:audit_seq`` (INCR) and id indexes ``P{g}:audit:all``,
 ``P{g}:audit:kind:<kind>``, ``P{g}:audit:subject:<subject>``; ``P{g}:feed`` with
 ``P{g}:feed_seq`` is the change feed the replicas follow (:mod:`hubsvc.storage.redis_feed`);
-``P{g}:sessions`` (hash agent id → session id) names each identity's current Connect stream.
+``P{g}:sessions`` (hash agent id → session id) names each identity's current Connect stream;
+``P{g}:holds:channels:<agent>`` / ``P{g}:holds:tasks:<agent>`` (sets) are the live channels an
+identity initiated and the running tasks it owns, kept by the commit script from the rows it
+writes (what ``max_open_channels`` / ``max_running_tasks`` count), and ``P{g}:holdings`` marks
+them complete (a store written before them gets them rebuilt at open).
 
 A group of bundles is written by ONE Lua script (``EVALSHA``) naming every key it touches:
 it first checks, for each channel, that the stored last seq equals the first new row's
 seq − 1, that no idempotency key (nor live agent name) of the rows is taken, and that a task
-row's expected state (``TaskRow.expect``: not stored yet / stored and running) holds and
-that the execution of a new call token is still running; on any
+row's expected state (``TaskRow.expect``: not stored yet / stored and running) holds, that
+the execution of a new call token is still running, and that a holder opening a channel or
+starting a task under a limit (``hold_limit``) holds fewer than it (a :class:`LimitConflict`
+otherwise); on any
 mismatch it writes nothing and returns the conflict, which :meth:`_apply` raises as
 :class:`StoreConflict` (the group is then retried one bundle at a time, so only the
 conflicting bundle fails). Otherwise it appends the rows and updates last seq, the
@@ -48,10 +54,13 @@ so every key of the hub is in one slot and the same atomic script runs on that s
 With ``?spread=1`` on a Cluster URL (:attr:`RedisHubStore.spread`) each channel's keys carry the
 channel's own hash tag, ``{Pc:<id>}:wal`` etc., plus ``{Pc:<id>}:outbox`` (bundle id → the
 bundle's global part, while pending) and ``{Pc:<id>}:lastb`` (last bundle written); the global
-keys keep ``{P}{g}:`` and add ``channels:order`` (creation order) and ``outbox:done``. A bundle
+keys keep ``{P}{g}:`` and add ``channels:order`` (creation order), ``outbox:done`` and
+``holds:reserved`` (open-channel slots reserved before their channel part). A bundle
 is then written as a channel part (checks, WAL, channel record, outbox entry: one script on the
 channel's slot) followed by its global part (one script on the global slot that applies once,
-by the done set); :meth:`RedisHubStore.complete_pending` applies global parts left behind by a
+by the done set); a bundle opening a channel under a limit first reserves its slot with one
+script on the global slot (released if the channel part is refused, else it lapses);
+:meth:`RedisHubStore.complete_pending` applies global parts left behind by a
 writer that died between the two (at open and every :data:`OUTBOX_SWEEP` seconds).
 docs/scale-out.md "Channels spread over the shards".
 
@@ -77,6 +86,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from hubsvc.storage import redis_feed
 from hubsvc.storage.base import (
+    TASK_IF_LIVE,
     TASK_LIVE,
     TASK_NEW,
     AgentRow,
@@ -84,6 +94,7 @@ from hubsvc.storage.base import (
     CallTokenRow,
     ChannelRow,
     ExecutionRow,
+    LimitConflict,
     StoreConflict,
     StoreUnconfirmed,
     TaskRow,
@@ -117,6 +128,28 @@ _DONE_KEEP = 60
 """Seconds a bundle id stays in the done set (spread layout) at least — at least ten times the
 Redis timeout: every global part is sent with a deadline, and a completer reads the outbox entry
 again just before sending it, so an entry is never applied later than that after it was done."""
+HOLDINGS_MARK = "holdings"
+"""Global key (``P{g}:holdings``) set once the holder sets (``P{g}:holds:…``) hold every live channel
+and task: a store written before they existed has them rebuilt when a store opens it."""
+_REBUILD_CHUNK = 1000
+"""Live channels or tasks one holder-set rebuild script call adds at most."""
+_REBUILD_HOLDINGS = """#!lua
+-- KEYS[1] the mark, KEYS[2] channels:live, KEYS[3] tasks:live, then holder sets; ARGV[1] '1' to set
+-- the mark; then triples (which live set: 2 or 3, holder set index, member): add each still live
+for i = 2, #ARGV, 3 do
+  if redis.call('SISMEMBER', KEYS[tonumber(ARGV[i])], ARGV[i + 2]) == 1 then
+    redis.call('SADD', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2])
+  end
+end
+if ARGV[1] == '1' then redis.call('SET', KEYS[1], '1') end
+return 1
+"""
+RESERVED = "holds:reserved"
+"""Global zset (``P{g}:holds:reserved``, spread layout): channel id → until when its holder-set entry
+counts although the channel is not live yet (its channel part is on its way)."""
+_RESERVE_KEEP = 60
+"""Seconds a reservation counts at least (at least ten times the Redis timeout): longer than a
+writer takes between the reservation and its global part, or a sweep to complete that part."""
 CRASH_BETWEEN_PARTS_ENV = "AGENTNET_HUB_TEST_CRASH_BETWEEN_PARTS"
 """Test-only fault: with the spread layout, a process whose environment sets this to an idempotency
 key exits (``os._exit``) right after the channel part of the bundle carrying that key committed,
@@ -125,7 +158,8 @@ before its global part (tests/hub/test_redis_spread.py)."""
 # The commit script. ARGV[1] = the deadline in microseconds of Redis's TIME (0 = none); ARGV[2] =
 # number of check ops; then the check ops; then the write ops. Each op is an opcode followed by its
 # operands; key operands are 1-based indexes into KEYS. Returns {1, seconds, microseconds} (Redis's
-# TIME when it ran) when written, {0, reason} (having written nothing) on a conflict, {2, reason}
+# TIME when it ran) when written, {0, reason} (having written nothing) on a conflict ({4, reason, held}
+# when a 'hold' check finds a holder at its limit), {2, reason}
 # (nothing written) when it runs after its deadline, {3, seconds, microseconds} (nothing written) when
 # a 'once' check finds the bundle's global part applied already (spread layout, below).
 _COMMIT = """#!lua
@@ -174,6 +208,32 @@ for _ = 1, nchecks do
       return {0, 'an earlier write to channel ' .. a[i + 3] .. ' in the same group was not written'}
     end
     i = i + 4
+  elseif op == 'hold' then
+    -- holder set, live set, reservations zset, limit, member, what, n, then n pairs (member, '1' live /
+    -- '0' ended) this commit writes before this row: the holder may add member only while it holds
+    -- fewer than limit live ones, or holds member already. A member of the holder set counts while
+    -- it is in the live set or reserved (spread layout: its channel part is on its way), so one a
+    -- writer left behind counts for nothing once its reservation lapsed
+    local id, limit, n = a[i + 5], tonumber(a[i + 4]), tonumber(a[i + 7])
+    local earlier, held, has = {}, 0, false
+    for j = 0, n - 1 do earlier[a[i + 8 + 2 * j]] = a[i + 9 + 2 * j] == '1' end
+    for _, m in ipairs(redis.call('SMEMBERS', k(i + 1))) do
+      if earlier[m] == nil and (redis.call('SISMEMBER', k(i + 2), m) == 1
+          or tonumber(redis.call('ZSCORE', k(i + 3), m) or '0') > tonumber(now[1])) then
+        held = held + 1
+        if m == id then has = true end
+      end
+    end
+    for m, live in pairs(earlier) do
+      if live then
+        held = held + 1
+        if m == id then has = true end
+      end
+    end
+    if not has and held >= limit then
+      return {4, a[i + 6] .. ' limit of ' .. limit .. ' reached (' .. held .. ' held)', held}
+    end
+    i = i + 8 + 2 * n
   elseif op == 'running' then
     -- running set, execution id: a call token is stored only while its execution runs
     if redis.call('SISMEMBER', k(i + 1), a[i + 2]) == 0 then
@@ -284,6 +344,25 @@ while i <= #a do
     redis.call('ZADD', k(i + 1), '+inf', a[i + 2])
     redis.call('ZREMRANGEBYSCORE', k(i + 1), '-inf', '(' .. (tonumber(now[1]) - tonumber(a[i + 3])))
     i = i + 4
+  elseif op == 'reserve' then
+    -- (spread) reservations zset, member, seconds: the member counts as held until then
+    redis.call('ZREMRANGEBYSCORE', k(i + 1), '-inf', now[1])
+    redis.call('ZADD', k(i + 1), tonumber(now[1]) + tonumber(a[i + 3]), a[i + 2])
+    i = i + 4
+  elseif op == 'unreserve' then
+    -- (spread) holder set, live set, reservations zset, member: its channel part was refused
+    if redis.call('SISMEMBER', k(i + 2), a[i + 4]) == 0 then redis.call('SREM', k(i + 1), a[i + 4]) end
+    redis.call('ZREM', k(i + 3), a[i + 4])
+    i = i + 5
+  elseif op == 'endtask' then
+    -- tasks hash, live set, owner's holder set, task id, record: end the task if it is still live
+    -- (a channel's close: a task another writer ended first keeps its end)
+    if redis.call('SISMEMBER', k(i + 2), a[i + 4]) == 1 then
+      redis.call('HSET', k(i + 1), a[i + 4], a[i + 5])
+      redis.call('SREM', k(i + 2), a[i + 4])
+      redis.call('SREM', k(i + 3), a[i + 4])
+    end
+    i = i + 6
   elseif op == 'untoken' then
     -- token hash, the execution's token set: forget every call token of an ended execution
     local hashes = redis.call('SMEMBERS', k(i + 2))
@@ -460,6 +539,7 @@ class RedisHubStore(GroupCommitStore):
         )
         self.liveness: RedisLiveness = RedisLiveness(self._client, self._g + "replica:", self.feed.replica_id)
         self._scan_script = self._client.register_script(_SCAN_TEXTS)
+        self._rebuild_script = self._client.register_script(_REBUILD_HOLDINGS)
 
     @property
     def timeout(self) -> float:
@@ -487,6 +567,11 @@ class RedisHubStore(GroupCommitStore):
         """The key ``name`` (``wal``, ``last``, …) of one channel: its slot is the channel's shard."""
         return self._c(channel_id, name)
 
+    def holder_key(self, kind: str, agent_id: str) -> str:
+        """The set of live ``kind`` ("channels": those the identity initiated; "tasks": those it owns
+        and runs) an identity holds, kept by the commit script (what the governance limits count)."""
+        return f"{self._g}holds:{kind}:{agent_id}"
+
     def _c(self, channel_id: str, name: str) -> str:
         """A key of one channel (hash tag ``{c:<id>}``; ``{<prefix>c:<id>}`` with the spread layout)."""
         if self.spread:
@@ -509,6 +594,7 @@ class RedisHubStore(GroupCommitStore):
         except _UNREACHABLE as exc:
             raise StoreUnreachable(f"cannot reach Redis at {self.address}: {exc}") from exc
         await self._check_layout()
+        await self._rebuild_holdings()
         await self._check_durability()
         await self._measure_offset()
         self._start_writer()
@@ -539,6 +625,31 @@ class RedisHubStore(GroupCommitStore):
                 f"the hub's keys under prefix {self._raw_prefix!r} were written with "
                 f"spread={'1' if mine == 'single' else '0'} and this store has spread={'1' if self.spread else '0'}: "
                 "give every replica the same --store URL"
+            )
+
+    async def _rebuild_holdings(self) -> None:
+        """Fill the holder sets from the live channels and tasks, once per store (:data:`HOLDINGS_MARK`).
+
+        Idempotent, so replicas opening an old store at once may both do it: each member is added
+        only if it is still live when the script runs, and rows committed meanwhile keep the sets
+        themselves."""
+        mark = self._g + HOLDINGS_MARK
+        if await self._client.exists(mark):
+            return
+        entries = [(2, self.holder_key("channels", row.member_ids()[0]), row.channel_id)
+                   for row in await self.load_live_channels()]  # fmt: skip
+        entries += [(3, self.holder_key("tasks", t.owner_id), t.task_id) for t in await self.load_tasks(live_only=True)]
+        for low in range(0, max(len(entries), 1), _REBUILD_CHUNK):
+            part = _Part()
+            for key in (mark, self._g + "channels:live", self._g + "tasks:live"):
+                part.k(key)
+            args: list[Any] = ["1" if low + _REBUILD_CHUNK >= len(entries) else "0"]
+            for live, holder, member in entries[low : low + _REBUILD_CHUNK]:
+                args += [live, part.k(holder), member]
+            await self._rebuild_script(keys=part.keys, args=args)
+        if entries:
+            log.info(
+                "rebuilt the holder sets of %d live channels and tasks (a store written before them)", len(entries)
             )
 
     async def _register_scripts(self) -> None:
@@ -607,7 +718,7 @@ class RedisHubStore(GroupCommitStore):
             await self._measure_offset()  # in case Redis's clock was stepped since the last measurement
             raise StoreLate(f"{_text(result[1])}: Redis stalled longer than the --redis-timeout")
         if int(result[0]) != 1:
-            raise StoreConflict(_text(result[1]))
+            raise _conflict(result)
         self._learn_offset(int(result[1]) * 1_000_000 + int(result[2]), sent, time.monotonic())
         if confirmed < self._wait_replicas:
             raise StoreUnconfirmed(
@@ -655,6 +766,8 @@ class RedisHubStore(GroupCommitStore):
         """Channels with an earlier bundle of this group that cannot be written: later ones are not sent."""
         previous: dict[str, str] = {}
         """Channel → the bundle of this group written to it last so far."""
+        reservations: dict[int, tuple[_Part, _Part]] = {}
+        """Bundle → the reservation of its channel's slot under a limit, and its release."""
         for i, writes in enumerate(group):
             plan = _Plan(self)
             try:
@@ -667,12 +780,21 @@ class RedisHubStore(GroupCommitStore):
                 if call is not None and call[1] is not None:
                     previous[call[1][0]] = call[0]
                 calls.append(call)
+                reservation = plan.reservation()
+                if reservation is not None:
+                    reservations[i] = reservation
             except (StoreConflict, ValueError) as exc:
                 errors[i] = exc
                 broken |= _channels_of(writes)
                 calls.append(None)
+        if reservations:
+            await self._reserve(reservations, errors, calls)
         sent, deadline = self._deadline()
-        channel_parts = [(i, call[1][1]) for i, call in enumerate(calls) if call is not None and call[1] is not None]
+        channel_parts = [
+            (i, call[1][1])
+            for i, call in enumerate(calls)
+            if call is not None and call[1] is not None and errors[i] is None
+        ]
         if channel_parts:
             results = await self._run_scripts(
                 [(part.keys, [deadline, *part.args()]) for _, part in channel_parts],
@@ -682,6 +804,11 @@ class RedisHubStore(GroupCommitStore):
             for (i, _), result in zip(channel_parts, results, strict=True):
                 errors[i] = self._outcome(result)
             self._crash_between_parts(group, errors, calls)
+            refused = [
+                i for i, _ in channel_parts if i in reservations and isinstance(errors[i], (StoreConflict, StoreLate))
+            ]
+            if refused:  # nothing of them was written: free their slots (else the reservations lapse)
+                await self._release([reservations[i][1] for i in refused])
         sent, deadline = self._deadline()
         global_parts = [(i, call) for i, call in enumerate(calls) if call is not None and errors[i] is None]
         done: list[tuple[bytes, bytes]] = []
@@ -700,6 +827,40 @@ class RedisHubStore(GroupCommitStore):
             task.add_done_callback(self._forgetting.discard)
         if any(e is not None for e in errors):
             raise PartlyWritten(errors)
+
+    async def _reserve(
+        self,
+        reservations: dict[int, tuple[_Part, _Part]],
+        errors: list[Exception | None],
+        calls: list[Any],
+    ) -> None:
+        """(spread) Reserve the slots of the bundles that open a channel under a limit, in one pipeline
+        on the global slot, before their channel parts: a bundle whose holder is at its limit fails
+        (:class:`LimitConflict`) having written nothing, and so does every later bundle of its channel."""
+        order = sorted(reservations)
+        _, deadline = self._deadline()
+        pending = [i for i, error in enumerate(errors) if error is None]  # if Redis does not answer, none is sent
+        results = await self._run_scripts(
+            [(reservations[i][0].keys, [deadline, *reservations[i][0].args()]) for i in order], errors, pending
+        )
+        failed = {i for i, result in zip(order, results, strict=True) if self._outcome(result) is not None}
+        for i, result in zip(order, results, strict=True):
+            errors[i] = self._outcome(result)
+        if failed:
+            refused = {c[1][0] for i, c in enumerate(calls) if i in failed and c is not None and c[1] is not None}
+            for i, call in enumerate(calls):
+                if errors[i] is None and call is not None and call[1] is not None and call[1][0] in refused:
+                    errors[i] = StoreConflict(f"an earlier write to channel {call[1][0]} failed")
+            unknown = [reservations[i][1] for i in failed if not isinstance(errors[i], (StoreConflict, StoreLate))]
+            if unknown:  # maybe written (Redis did not answer): release what may be held
+                await self._release(unknown)
+
+    async def _release(self, releases: Sequence[_Part]) -> None:
+        """(spread) Free reserved slots whose channel part was not written (best effort: else they lapse)."""
+        try:
+            await self._run_scripts([(part.keys, [0, *part.args()]) for part in releases])
+        except Exception as exc:
+            log.info("could not release %d reserved slots (%r); they lapse by themselves", len(releases), exc)
 
     async def _run_scripts(
         self,
@@ -737,7 +898,7 @@ class RedisHubStore(GroupCommitStore):
             return None
         if code == 2:
             return StoreLate(f"{_text(result[1])}: Redis stalled longer than the --redis-timeout")
-        return StoreConflict(_text(result[1]))
+        return _conflict(result)
 
     @staticmethod
     def _crash_between_parts(
@@ -1220,6 +1381,13 @@ class RedisHubStore(GroupCommitStore):
         return out if limit < 0 else out[:limit]
 
 
+def _conflict(result: Sequence[Any]) -> StoreConflict:
+    """The conflict a commit script reported ({0, reason} or, for a holder's limit, {4, reason, held})."""
+    if int(result[0]) == 4:
+        return LimitConflict(_text(result[1]), int(result[2]))
+    return StoreConflict(_text(result[1]))
+
+
 def _channels_of(writes: Writes) -> set[str]:
     """The channels a bundle writes (WAL rows or channel rows)."""
     return {w.channel_id for w in writes.wal} | {c.channel_id for c in writes.channels}
@@ -1270,6 +1438,10 @@ class _Plan:
         """Task → whether the last row this plan writes for it so far is terminal."""
         self._running: dict[str, bool] = {}
         """Execution → whether the last row this plan writes for it so far is running."""
+        self._holds: dict[str, dict[str, bool]] = {}
+        """Holder set → member → whether the last row this plan writes for it so far is live."""
+        self._reserve: tuple[str, int, str] | None = None
+        """(spread) The holder set, limit and channel of a channel this bundle opens under a limit."""
         self.empty = True
         self._changed: dict[str, list[Any]] = {"a": [], "t": [], "x": [], "s": [], "u": []}
         """What the plan writes besides WAL rows, for the change feed: agent, task, execution and
@@ -1362,6 +1534,13 @@ class _Plan:
             self._rows.setdefault(c.channel_id, 0)
             members = c.member_ids()
             live = "1" if c.live else "0"
+            holder = s.holder_key("channels", members[0])  # the initiator's live channels
+            if c.hold_limit is not None and c.live:
+                if self._spread:  # the channel part commits first: the slot is reserved before it
+                    self._reserve = (holder, c.hold_limit, c.channel_id)
+                else:
+                    self._hold_check(holder, g + "channels:live", c.hold_limit, c.channel_id, "max_open_channels")
+            self._hold(holder, c.channel_id, c.live)
             if self._spread:
                 cp = self._part(c.channel_id)
                 cp.writes += ["chmeta", cp.k(s._c(c.channel_id, "meta")), cp.k(s._c(c.channel_id, "members")),
@@ -1379,7 +1558,18 @@ class _Plan:
         for agent_id, channel_id, seq in writes.cursors:
             gp.writes += ["cursor", gp.k(g + "cursors:" + agent_id), channel_id, seq]
         for t in writes.tasks:
+            holder = s.holder_key("tasks", t.owner_id)  # the owner's running tasks
+            if t.expect == TASK_IF_LIVE:
+                if not t.terminal:
+                    raise ValueError(f"task {t.task_id}: only an ending row may be written 'if live'")
+                self._task_ended[t.task_id] = True
+                self._holds.setdefault(holder, {})[t.task_id] = False
+                gp.writes += ["endtask", gp.k(g + "tasks"), gp.k(g + "tasks:live"), gp.k(holder), t.task_id, t.record]
+                continue
             self._task_check(t)
+            if t.hold_limit is not None and not t.terminal:
+                self._hold_check(holder, g + "tasks:live", t.hold_limit, t.task_id, "max_running_tasks")
+            self._hold(holder, t.task_id, not t.terminal)
             gp.writes += ["hset", gp.k(g + "tasks"), t.task_id, t.record]
             gp.writes += ["hsetnx", gp.k(g + "task_meta"), t.task_id, _pack(t.owner_id, t.channel_id)]
             gp.writes += ["srem" if t.terminal else "sadd", gp.k(g + "tasks:live"), t.task_id]
@@ -1405,6 +1595,46 @@ class _Plan:
                           gp.k(g + "audit:kind:" + kind), gp.k(g + "audit:subject:" + subject_id),
                           _pack(kind, actor_id, subject_id, detail_json, repr(created_at))]  # fmt: skip
         self.empty = self.empty and not writes
+
+    def _hold_check(
+        self, holder: str, live: str, limit: int, member: str, what: str, part: _Part | None = None
+    ) -> None:
+        """Require that ``holder`` (a holder set) holds fewer than ``limit`` live members, or ``member``,
+        counting what this plan wrote to it before (a 'hold' check op, in ``part``: the global one)."""
+        gp = part or self._global
+        earlier = {} if part is not None else self._holds.get(holder, {})
+        pairs = [v for m, on in earlier.items() for v in (m, "1" if on else "0")]
+        gp.checks.append(["hold", gp.k(holder), gp.k(live), gp.k(self._store._g + RESERVED), limit, member,
+                          f"{what} of {holder.rsplit(':', 1)[-1]}", len(earlier), *pairs])  # fmt: skip
+
+    def reservation(self) -> tuple[_Part, _Part] | None:
+        """(spread) For a bundle that opens a channel under a limit: the call reserving the slot on
+        the global slot before the channel part (the 'hold' check, then the member added to the
+        holder set and reserved for :data:`_RESERVE_KEEP` seconds), and the call releasing it if the
+        channel part is refused. None for any other bundle."""
+        if self._reserve is None:
+            return None
+        holder, limit, member = self._reserve
+        g, store = self._store._g, self._store
+        reserve, release = _Part(), _Part()
+        self._hold_check(holder, g + "channels:live", limit, member, "max_open_channels", reserve)
+        reserve.writes += ["sadd", reserve.k(holder), member]
+        reserve.writes += ["reserve", reserve.k(g + RESERVED), member, max(_RESERVE_KEEP, int(10 * store.timeout))]
+        release.writes += [
+            "unreserve",
+            release.k(holder),
+            release.k(g + "channels:live"),
+            release.k(g + RESERVED),
+            member,
+        ]
+        return reserve, release
+
+    def _hold(self, holder: str, member: str, live: bool) -> None:
+        """Keep ``holder`` (the set of live channels an initiator holds, or running tasks an owner
+        holds) up to date with a row written: add a live member, remove an ended one."""
+        gp = self._global
+        self._holds.setdefault(holder, {})[member] = live
+        gp.writes += ["sadd" if live else "srem", gp.k(holder), member]
 
     def _running_check(self, execution_id: str) -> None:
         """Require the execution to be running: by an earlier row of this plan, else a check op."""

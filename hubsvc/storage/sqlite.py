@@ -33,6 +33,7 @@ from typing import Any
 import aiosqlite
 
 from hubsvc.storage.base import (
+    TASK_IF_LIVE,
     TASK_LIVE,
     TASK_NEW,
     AgentRow,
@@ -229,8 +230,12 @@ class SqliteHubStore(GroupCommitStore):
             if merged.tasks:
                 await db.executemany(
                     "INSERT INTO tasks(task_id, owner_id, channel_id, terminal, record) VALUES (?,?,?,?,?) "
-                    "ON CONFLICT(task_id) DO UPDATE SET terminal=excluded.terminal, record=excluded.record",
-                    [(t.task_id, t.owner_id, t.channel_id, int(t.terminal), t.record) for t in merged.tasks],
+                    "ON CONFLICT(task_id) DO UPDATE SET terminal=excluded.terminal, record=excluded.record "
+                    "WHERE ? = 0 OR tasks.terminal = 0",  # a TASK_IF_LIVE row leaves an ended task alone
+                    [
+                        (t.task_id, t.owner_id, t.channel_id, int(t.terminal), t.record, int(t.expect == TASK_IF_LIVE))
+                        for t in merged.tasks
+                    ],
                 )
             if merged.executions:
                 await db.executemany(
@@ -267,6 +272,9 @@ class SqliteHubStore(GroupCommitStore):
         for writes in group:
             for t in writes.tasks:
                 ended = task_ended.get(t.task_id)
+                if t.expect == TASK_IF_LIVE:  # no check: skipped if the task ended
+                    task_ended[t.task_id] = True
+                    continue
                 if t.expect and ended is None:
                     rows = await self._fetchall("SELECT terminal FROM tasks WHERE task_id = ?", [t.task_id])
                     ended = bool(rows[0][0]) if rows else None

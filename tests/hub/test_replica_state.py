@@ -12,12 +12,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agentnet.v1 import hub_pb2, task_pb2
+from agentnet.v1 import channel_pb2, hub_pb2, task_pb2
 
 from agentsdk.errors import AlreadyExists, FailedPrecondition, NotFound, Unauthenticated
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import audit_row, hash_secret
-from hubsvc.storage import ExecutionRow, Writes
+from hubsvc.storage import TASK_LIVE, ExecutionRow, TaskRow, Writes
 from netkernel.errors import LostRace
 from tests.clock import FakeClock
 from tests.hub.harness import (
@@ -25,6 +25,7 @@ from tests.hub.harness import (
     Participant,
     RunningHub,
     assert_eventually,
+    conversation,
     data_of,
     list_audit,
     register,
@@ -177,6 +178,30 @@ async def test_a_replica_with_a_stale_view_cannot_rewrite_an_ended_task(tmp_path
         task_id = (await owner.rpc("ReportTask", start)).task.task_id
         async with running_hub(db) as hub_b:  # loads the running task
             await stale_report_refused(hub_a, hub_b, owner, task_id)
+
+
+async def test_a_close_on_a_stale_view_keeps_the_end_another_replica_gave_a_task(tmp_path: Path) -> None:
+    async with running_hub(tmp_path / "hub.db") as hub:
+        alice, bob, channel_id = await conversation(hub.target)
+        start = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title="t", channel_id=channel_id)
+        task = (await alice.rpc("ReportTask", start)).task
+        # Another replica completes the task, and this one has not learnt it yet (written to the
+        # shared store under this replica's own name, so no change feed tells it).
+        done = task_pb2.TaskMetadata()
+        done.CopyFrom(task)
+        done.state = task_pb2.TASK_STATE_COMPLETED
+        row = TaskRow(task.task_id, alice.agent_id, channel_id, True, done.SerializeToString(), TASK_LIVE)
+        await hub.core.store.commit(Writes(tasks=[row]))
+        assert [t.task_id for t in hub.core.tasks.live()] == [task.task_id]  # the stale view
+        closed = await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=channel_id))
+        assert closed.channel.state == channel_pb2.CHANNEL_STATE_CLOSED  # the close is not failed by the task
+        stored = await hub.core.store.get_task(task.task_id)
+        assert stored is not None and task_pb2.TaskMetadata.FromString(stored.record).state == done.state
+        await hub.core.apply_remote(tasks=[task.task_id])  # what the change feed does once it tells
+        got = await alice.rpc("GetTask", hub_pb2.GetTaskRequest(task_id=task.task_id))
+        assert got.task.state == task_pb2.TASK_STATE_COMPLETED
+        await alice.close()
+        await bob.close()
 
 
 async def stale_report_refused(hub_a: RunningHub, hub_b: RunningHub, owner: Participant, task_id: str) -> None:

@@ -7,6 +7,7 @@ import logging
 
 from agentnet.v1 import hub_pb2, task_pb2
 
+from hubsvc.core.enforcement import NO_SLOT_LIMIT
 from hubsvc.core.hub import HubCore
 from hubsvc.core.tasks import TERMINAL
 from hubsvc.core.util import check_seconds, from_timestamp
@@ -37,7 +38,7 @@ class TaskOps:
             await self.core.require_member(caller, request.channel_id)
         starting = request.kind == task_pb2.TASK_EVENT_KIND_STARTED
         # A STARTED report holds one of the owner's max_running_tasks slots (LIMIT_EXCEEDED when none is free).
-        async with self.core.rules.task_slot(caller) if starting else contextlib.nullcontext():
+        async with self.core.rules.task_slot(caller) if starting else contextlib.nullcontext(NO_SLOT_LIMIT) as slot:
             task = await self.core.tasks.report(
                 caller,
                 request.task_id,
@@ -47,6 +48,7 @@ class TaskOps:
                 payload_json=request.payload_json,
                 error=request.error,
                 ttl_seconds=request.ttl_seconds if request.HasField("ttl_seconds") else None,
+                hold_limit=slot.limit,
             )
         if request.kind == task_pb2.TASK_EVENT_KIND_CANCELLED:
             await self._post_cancelled(task)
