@@ -796,10 +796,10 @@ class RedisHubStore(GroupCommitStore):
             if call is not None and call[1] is not None and errors[i] is None
         ]
         if channel_parts:
-            results = await self._run_scripts(
+            results = await self._run_scripts(  # no answer: every bundle not refused yet fails (some wrote)
                 [(part.keys, [deadline, *part.args()]) for _, part in channel_parts],
                 errors,
-                [i for i, _ in channel_parts],
+                [i for i, error in enumerate(errors) if error is None],
             )
             for (i, _), result in zip(channel_parts, results, strict=True):
                 errors[i] = self._outcome(result)

@@ -9,6 +9,7 @@ and the guard against replicas with different layouts.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
@@ -29,6 +30,7 @@ from tests.hub.harness import EV_TEXT, Participant, RunningHub, make_envelope
 from tests.hub.test_redis_store import channel, row
 from tests.procs import ROOT, start_service
 from tests.redis_server import RedisCluster as LocalCluster
+from tests.redis_server import start_redis_cluster
 
 
 @pytest.fixture
@@ -150,6 +152,33 @@ async def test_a_bundle_done_before_its_outbox_entry_was_deleted_is_not_applied_
         assert await client.zscore(done, bundle_id) != float("inf")  # lapses some time after the deletion
     finally:
         await client.aclose()
+
+
+async def test_a_group_whose_channel_parts_get_no_answer_fails_every_bundle_not_yet_written(
+    tmp_path: Path,
+) -> None:
+    """A group with a channel bundle and a bundle that has only a global part, sent while every
+    master is frozen: the channel parts' pipeline gets no answer, so neither bundle may be answered
+    as written (the global-only one was never sent)."""
+    cluster = start_redis_cluster(tmp_path / "cluster")
+    store = RedisHubStore(cluster.url() + "?spread=1", prefix="frozen:", timeout=0.5)
+    try:
+        await store.open()
+        await store.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1)]))
+        for node in cluster.nodes:
+            os.kill(node.proc.pid, signal.SIGSTOP)
+        try:
+            # Submitted in one turn: one group for the writer.
+            written = store.submit(Writes(wal=[row("c1", 2)]))
+            global_only = store.submit(Writes(audit=[("k", "a1", "s", "{}", 1.0)]))
+            results = await asyncio.wait_for(asyncio.gather(written, global_only, return_exceptions=True), 60)
+        finally:
+            for node in cluster.nodes:
+                os.kill(node.proc.pid, signal.SIGCONT)
+        assert [type(r) for r in results] == [Unavailable, Unavailable], results
+    finally:
+        await store.close()
+        cluster.stop()
 
 
 async def test_a_channel_write_carrying_a_global_check_is_refused_whole(spread_store: RedisHubStore) -> None:
