@@ -122,7 +122,7 @@ type clientOptions struct {
 
 // WithDialOptions adds gRPC dial options. They are applied after the
 // defaults (plain-text transport, or WithTLS's; a reconnect backoff of 200 ms
-// growing to 10 s), so e.g. grpc.WithTransportCredentials here replaces them.
+// growing to 10 s; PostRetryServiceConfig), so e.g. grpc.WithTransportCredentials here replaces them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *clientOptions) { o.dial = append(o.dial, opts...) }
 }
@@ -141,7 +141,8 @@ func WithTargets(addrs ...string) Option {
 }
 
 // WithConn uses an existing connection instead of dialing one; Close then
-// leaves it open.
+// leaves it open. Dial it with grpc.WithDefaultServiceConfig(PostRetryServiceConfig)
+// so posts are retried across a hub failover as on a connection the package dials.
 func WithConn(conn *grpc.ClientConn) Option { return func(o *clientOptions) { o.conn = conn } }
 
 // WithSkill sets the skill markdown at registration (default: the hub
@@ -190,6 +191,8 @@ func newClient(target string, o *clientOptions) (*Client, error) {
 			Backoff:           backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
+		// Retry a post whose hub went away (see PostRetryServiceConfig).
+		grpc.WithDefaultServiceConfig(PostRetryServiceConfig),
 	}, hubs...)
 	dial = append(dial, o.dial...)
 	conn, err := grpc.NewClient(target, dial...)

@@ -34,4 +34,11 @@
 // the effects of processing idempotent (for posts: WithIdempotencyKey derived
 // from the inbound envelope id) to get exactly-once effects across a crash
 // between the effect and the Ack.
+//
+// Posts are admitted once and survive a hub failover: Post fills a missing
+// idempotency key, resends a post whose Connect stream broke before its result
+// with PostEnvelope, and PostEnvelope waits for a reachable hub and is retried
+// by gRPC while the hub is away (PostRetryServiceConfig, bounded by the
+// context or DefaultPostTimeout). A retried post the hub had stored comes back
+// as that envelope with Duplicate set.
 package agentnet

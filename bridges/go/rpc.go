@@ -16,15 +16,43 @@ import (
 
 // ---- posting ------------------------------------------------------------------
 
+// PostRetryServiceConfig is the gRPC service config a Client's connection
+// gets by default: PostEnvelope waits for a reachable hub (waitForReady) and
+// is retried by gRPC when it fails with UNAVAILABLE before an answer (its
+// hub died, or was shutting down), up to 5 attempts, against whichever
+// replica the connection reaches. Retrying is safe because every post
+// carries an idempotency key: a post the dead hub had stored is answered
+// with the stored envelope (Duplicate true). Other errors come back at once.
+const PostRetryServiceConfig = `{"methodConfig": [{
+	"name": [{"service": "agentnet.v1.HubService", "method": "PostEnvelope"}],
+	"waitForReady": true,
+	"retryPolicy": {
+		"maxAttempts": 5,
+		"initialBackoff": "0.1s",
+		"maxBackoff": "2s",
+		"backoffMultiplier": 2,
+		"retryableStatusCodes": ["UNAVAILABLE"]
+	}
+}]}`
+
+// DefaultPostTimeout bounds a PostEnvelope call (retries across a hub
+// failover included) whose context has no deadline.
+const DefaultPostTimeout = 30 * time.Second
+
 // Post admits an envelope and returns it as written to the WAL (with
 // EnvelopeID, Seq and CreatedAt), or the hub's refusal as an *Error.
 //
 // While a Session is connected the post travels over its Connect stream;
 // otherwise (or if the stream drops before the result arrives) it is sent
-// with the unary PostEnvelope RPC. An empty IdempotencyKey is filled with a
-// random one so that such a retry can never admit the envelope twice; the
-// result's Duplicate is true when the hub had admitted it already.
-// env itself is not modified.
+// with the unary PostEnvelope RPC, which waits for a reachable hub and is
+// retried when the hub goes away before answering (PostRetryServiceConfig),
+// so a post survives a hub failover: the caller sees one success. An empty
+// IdempotencyKey is filled with "go-" and 26 random base32 characters so that
+// such a retry can never admit the envelope twice; the result's Duplicate is
+// true when the hub had admitted it already. The wait for a hub is bounded by
+// ctx, or by DefaultPostTimeout when ctx has no deadline. A refusal
+// (NOT_YOUR_TURN, RATE_LIMITED, ...) comes back at once. env itself is not
+// modified.
 func (c *Client) Post(ctx context.Context, env *Envelope) (*Envelope, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
@@ -51,7 +79,15 @@ func (c *Client) Post(ctx context.Context, env *Envelope) (*Envelope, error) {
 	return c.postUnary(ctx, w)
 }
 
+// postUnary posts with PostEnvelope, which gRPC retries while the hub is
+// away (PostRetryServiceConfig), for at most DefaultPostTimeout unless ctx
+// has a deadline.
 func (c *Client) postUnary(ctx context.Context, w *agentnetv1.Envelope) (*Envelope, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultPostTimeout)
+		defer cancel()
+	}
 	resp, err := c.hub.PostEnvelope(c.AuthContext(ctx), &agentnetv1.PostEnvelopeRequest{Envelope: w})
 	if err != nil {
 		return nil, FromStatus(err)

@@ -9,7 +9,17 @@ import {
 } from "@grpc/grpc-js";
 import { type A2ADispatchInfo, type A2AReplyOptions, a2aReplyData, invokeNested, type NestedInvokeOptions } from "./a2a";
 import type { Cursors } from "./cursors";
-import { type AgentEnvelope, decodeEnvelope, encodePost, EventType, type Packet, type PostInput, type PostOptions } from "./envelope";
+import {
+  type AgentEnvelope,
+  decodeEnvelope,
+  decodePosted,
+  encodePost,
+  EventType,
+  type Packet,
+  type PostedEnvelope,
+  type PostInput,
+  type PostOptions,
+} from "./envelope";
 import { AgentNetError, Reason } from "./errors";
 import {
   A2ASettings,
@@ -371,17 +381,17 @@ export class Client {
    * envelopeId, createdAt) after the WAL commit; rejects with an
    * {@link AgentNetError} (e.g. reason `NOT_YOUR_TURN`) when refused.
    */
-  post(input: PostInput): Promise<AgentEnvelope> {
+  post(input: PostInput): Promise<PostedEnvelope> {
     return this.stream.post(input);
   }
 
   /** Post `ag2.msg.text` with `{text}`. */
-  postText(channelId: string, text: string, options: PostOptions = {}): Promise<AgentEnvelope> {
+  postText(channelId: string, text: string, options: PostOptions = {}): Promise<PostedEnvelope> {
     return this.post({ ...options, channelId, eventType: EventType.TEXT, eventData: { text } });
   }
 
   /** Post `ag2.packet` (a workflow round). */
-  postPacket(channelId: string, packet: Packet, options: PostOptions = {}): Promise<AgentEnvelope> {
+  postPacket(channelId: string, packet: Packet, options: PostOptions = {}): Promise<PostedEnvelope> {
     const eventData: JsonObject = {};
     if (packet.body !== undefined) eventData["body"] = packet.body;
     if (packet.routing !== undefined) {
@@ -704,7 +714,7 @@ export class Client {
    * (default; `text` is the result), `input-required` (`text` is your question)
    * or `failed` (`error`, else `text`, says why).
    */
-  replyA2A(question: AgentEnvelope, text: string, options: PostOptions & A2AReplyOptions = {}): Promise<AgentEnvelope> {
+  replyA2A(question: AgentEnvelope, text: string, options: PostOptions & A2AReplyOptions = {}): Promise<PostedEnvelope> {
     const { status, error, ...post } = options;
     return this.post({
       causationId: question.envelopeId,
@@ -722,6 +732,7 @@ export class Client {
     request: Req,
     call: CallOptions = {},
     defaultTimeoutMs?: number,
+    waitForReady = false,
   ): Promise<Res> {
     return new Promise<Res>((resolve, reject) => {
       if (this.closed) {
@@ -734,10 +745,12 @@ export class Client {
       }
       const timeoutMs = call.timeoutMs ?? defaultTimeoutMs ?? this.callTimeoutMs;
       const options: Partial<GrpcCallOptions> = timeoutMs > 0 ? { deadline: Date.now() + timeoutMs } : {};
+      const metadata = this.authMetadata();
+      if (waitForReady) metadata.setOptions({ waitForReady: true });
       let onAbort: (() => void) | undefined;
       let handle: ClientUnaryCall;
       try {
-        handle = method.call(this.raw, request, this.authMetadata(), options, (err, res) => {
+        handle = method.call(this.raw, request, metadata, options, (err, res) => {
           if (onAbort !== undefined) call.signal?.removeEventListener("abort", onAbort);
           if (err !== null) reject(AgentNetError.fromServiceError(err));
           else resolve(res);
@@ -753,9 +766,13 @@ export class Client {
     });
   }
 
-  private async postEnvelopeRaw(envelope: Envelope): Promise<Envelope> {
-    const res = await this.unary(this.raw.postEnvelope, { envelope }, {});
-    return required(res.envelope, "PostEnvelopeResponse.envelope");
+  /**
+   * PostEnvelope, waiting for a reachable hub (for at most `callTimeoutMs`) and
+   * retried by grpc-js while its hub is away ({@link POST_RETRY_SERVICE_CONFIG}).
+   */
+  private async postEnvelopeRaw(envelope: Envelope): Promise<PostedEnvelope> {
+    const res = await this.unary(this.raw.postEnvelope, { envelope }, {}, undefined, true);
+    return decodePosted(required(res.envelope, "PostEnvelopeResponse.envelope"), res.duplicate);
   }
 
   private async *walStream(channelId: string, options: ReadWalOptions, follow: boolean): AsyncIterableIterator<AgentEnvelope> {
@@ -787,13 +804,41 @@ export class Client {
 }
 
 /**
+ * The gRPC service config every client's channel gets by default: grpc-js retries a
+ * PostEnvelope that failed with UNAVAILABLE before an answer (its hub died or was
+ * shutting down), up to 5 attempts, against whichever replica the channel reaches; the
+ * bridge sends PostEnvelope with `waitForReady` (grpc-js takes that from the call, not
+ * from this config), so each attempt waits for a reachable hub. Retrying is safe because
+ * every post carries an idempotency key: a post the dead hub had stored is answered with
+ * the stored envelope (`duplicate: true`). Other errors come back at once. A caller
+ * passing its own `grpc.service_config` in `channelOptions` should include this method
+ * config.
+ */
+export const POST_RETRY_SERVICE_CONFIG = {
+  methodConfig: [
+    {
+      name: [{ service: "agentnet.v1.HubService", method: "PostEnvelope" }],
+      retryPolicy: {
+        maxAttempts: 5,
+        initialBackoff: "0.1s",
+        maxBackoff: "2s",
+        backoffMultiplier: 2,
+        retryableStatusCodes: ["UNAVAILABLE"],
+      },
+    },
+  ],
+};
+
+/**
  * grpc-js backs off reconnecting a failed channel up to 120 s by default; the
  * bridge's own reconnect loop would then wait on it. Keep the channel's backoff
- * short (callers can override these in `channelOptions`).
+ * short, and retry posts across a hub failover (callers can override these in
+ * `channelOptions`).
  */
 const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
   "grpc.initial_reconnect_backoff_ms": 200,
   "grpc.max_reconnect_backoff_ms": 5000,
+  "grpc.service_config": JSON.stringify(POST_RETRY_SERVICE_CONFIG),
 };
 
 function makeStub(target: string, options: ClientOptions): HubServiceClient {

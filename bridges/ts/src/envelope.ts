@@ -96,6 +96,20 @@ export function decodeEnvelope(raw: Envelope): AgentEnvelope {
   };
 }
 
+/** A post's answer: the envelope as admitted, and whether the hub had admitted it already. */
+export interface PostedEnvelope extends AgentEnvelope {
+  /**
+   * True when the hub had already admitted a post with this idempotency key and
+   * answered with that envelope (e.g. a post retried after its hub died).
+   */
+  readonly duplicate: boolean;
+}
+
+/** Decode a post's answer. */
+export function decodePosted(raw: Envelope, duplicate: boolean): PostedEnvelope {
+  return { ...decodeEnvelope(raw), duplicate };
+}
+
 /** Optional envelope fields shared by every post helper. */
 export interface PostOptions {
   /** Explicit recipients (agent ids); undefined = broadcast. */
@@ -113,8 +127,8 @@ export interface PostOptions {
   /** Delegation depth (default 0). */
   depth?: number;
   /**
-   * Idempotency key. When omitted the bridge generates one, so a post whose
-   * result was lost with a broken stream can be retried without a duplicate.
+   * Idempotency key. When omitted the bridge generates `ts-<uuid v4>`, so a post
+   * whose hub went away before answering is retried without a duplicate.
    */
   idempotencyKey?: string;
   /**

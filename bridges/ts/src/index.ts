@@ -13,6 +13,7 @@
  */
 export {
   Client,
+  POST_RETRY_SERVICE_CONFIG,
   register,
   registerHuman,
   type CallOptions,
@@ -47,6 +48,7 @@ export {
   EventType,
   HUB_SENDER,
   type Packet,
+  type PostedEnvelope,
   type PostInput,
   type PostOptions,
   type PriorityInput,

@@ -1,6 +1,6 @@
 import { type ClientDuplexStream, type Metadata, status as GrpcStatus } from "@grpc/grpc-js";
 import { type Cursors, CursorBook, type CursorStore } from "./cursors";
-import { type AgentEnvelope, decodeEnvelope, encodePost, EventType, HUB_SENDER, type PostInput } from "./envelope";
+import { type AgentEnvelope, decodeEnvelope, decodePosted, encodePost, EventType, HUB_SENDER, type PostedEnvelope, type PostInput } from "./envelope";
 import { AgentNetError, RateLimitedError, Reason } from "./errors";
 import type { ConnectRequest, ConnectResponse, Delivery, Envelope, HubServiceClient, Post, PostResult } from "./gen";
 import { isJsonObject, type JsonObject } from "./json";
@@ -146,14 +146,15 @@ export interface SessionHost {
   readonly credential: string;
   readonly agentId: string;
   metadata(): Metadata;
-  postUnary(envelope: Envelope): Promise<Envelope>;
+  /** PostEnvelope, waiting for a hub and retried while the hub is away (the admitted envelope and its duplicate flag). */
+  postUnary(envelope: Envelope): Promise<PostedEnvelope>;
   /** True when this participant's invite to the channel is still open (PENDING, not acked). */
   inviteOpen(channelId: string): Promise<boolean>;
 }
 
 interface PendingPost {
   envelope: Envelope;
-  resolve: (env: AgentEnvelope) => void;
+  resolve: (env: PostedEnvelope) => void;
   reject: (err: AgentNetError) => void;
 }
 
@@ -326,13 +327,13 @@ export class StreamSession {
   }
 
   /** Post over the stream when connected, else with PostEnvelope. */
-  post(input: PostInput): Promise<AgentEnvelope> {
+  post(input: PostInput): Promise<PostedEnvelope> {
     if (this.state === "closed") return Promise.reject(closedError("the client is closed."));
     const envelope = encodePost(input);
     const call = this.call;
     if (this.state !== "connected" || call === undefined) return this.postUnary(envelope);
     const requestId = `r${this.nextRequestId++}`;
-    return new Promise<AgentEnvelope>((resolve, reject) => {
+    return new Promise<PostedEnvelope>((resolve, reject) => {
       this.posts.set(requestId, { envelope, resolve, reject });
       this.outPosts.push({ requestId, envelope });
       if (this.postFlush) return;
@@ -501,7 +502,7 @@ export class StreamSession {
     const pending = this.posts.get(result.requestId);
     if (pending === undefined) return;
     this.posts.delete(result.requestId);
-    if (result.result?.$case === "envelope") pending.resolve(decodeEnvelope(result.result.value));
+    if (result.result?.$case === "envelope") pending.resolve(decodePosted(result.result.value, result.duplicate));
     else if (result.result?.$case === "error") pending.reject(AgentNetError.fromErrorDetail(result.result.value));
     else pending.reject(new AgentNetError({ code: GrpcStatus.INTERNAL, reason: Reason.INTERNAL, message: "empty PostResult" }));
   }
@@ -693,8 +694,8 @@ export class StreamSession {
     }
   }
 
-  private postUnary(envelope: Envelope): Promise<AgentEnvelope> {
-    return this.host.postUnary(envelope).then(decodeEnvelope, (err: unknown) => {
+  private postUnary(envelope: Envelope): Promise<PostedEnvelope> {
+    return this.host.postUnary(envelope).catch((err: unknown) => {
       throw AgentNetError.fromServiceError(err);
     });
   }

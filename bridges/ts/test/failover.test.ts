@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { AgentNetError, Client, type InboundEnvelope, Reason, register } from "../src";
+import { AgentNetError, Client, type InboundEnvelope, type PostedEnvelope, Reason, register } from "../src";
 import { channelTarget } from "../src/targets";
 import { TcpForwarder } from "../testkit/forwarder";
 import { type HubProcess, startHub } from "../testkit/hub";
@@ -56,40 +56,58 @@ test("a client given two replicas moves to the standby when its hub is killed, l
   })();
   handler.catch(() => undefined);
 
-  // alice posts without pause; a failed post is retried with the same idempotency key
-  const acked: string[] = [];
+  // Three of alice's loops post with PostEnvelope (she has no stream) and bob posts over
+  // his Connect stream, each without pause and without retrying: the bridge must carry
+  // every post across the failover itself, so a post it fails ends the test. Every text
+  // is unique, and no poster gives an idempotency key: the bridge makes one.
+  const posts = new PostLog();
+  const names = ["alice-1", "alice-2", "alice-3", "bob"];
   let stop = false;
-  const poster = (async () => {
+  const posters = names.map(async (name) => {
+    const client = name === "bob" ? bob : alice;
     for (let i = 0; !stop; i++) {
-      for (;;) {
-        if (stop) return;
-        try {
-          const env = await alice.postText(channelId, `post ${i}`, { idempotencyKey: `post-${i}` });
-          acked.push(env.envelopeId);
-          break;
-        } catch {
-          await new Promise((resolve) => setTimeout(resolve, 20)); // no replica up: try again
-        }
+      const text = `${name} ${i}`;
+      posts.start(name, text);
+      try {
+        posts.ok(name, text, await client.postText(channelId, text));
+      } catch (err) {
+        posts.fail(name, text, err);
+        return;
       }
     }
-  })();
+  });
 
-  await waitFor(() => acked.length >= 5, "alice's first posts acknowledged", 20_000);
+  await waitFor(() => posts.count() >= 10, "the first posts acknowledged", 20_000);
   arm = true;
   await waitFor(() => held.length === 3, "bob to hold three envelopes unacked", 20_000);
   await a.kill();
   await waitFor(() => bob.connectionState !== "connected", "bob to notice his hub died", 20_000);
-  const beforeB = acked.length;
+  // No hub is up: every poster is waiting on a post (in flight at the kill, or sent
+  // since) that only the standby can answer.
+  const stranded = await waitFor(
+    () => (posts.error !== undefined ? [] : posts.waitingTexts(names).length === names.length && posts.waitingTexts(names)),
+    "every poster to wait on a post while no hub is up",
+    20_000,
+  );
+  assert.equal(posts.error, undefined, `a post failed while the hub was down (the bridge must retry it): ${String(posts.error)}`);
+  const before = new Map(names.map((n) => [n, posts.count(n)]));
   const b = await startHub(["--store", store]);
   hubs.push(b);
   standby.pointTo(b.target);
   await waitFor(() => bob.connectionState === "connected", "bob to reconnect to the standby", 30_000);
-  await waitFor(() => acked.length >= beforeB + 5, "alice's posts acknowledged by the standby", 30_000);
+  await waitFor(
+    () => posts.error !== undefined || names.every((n) => posts.count(n) >= (before.get(n) ?? 0) + 3),
+    "every poster's posts acknowledged by the standby",
+    30_000,
+  );
   stop = true;
-  await poster;
+  await Promise.all(posters);
+  assert.equal(posts.error, undefined, `a post failed across the failover (the bridge must retry it): ${String(posts.error)}`);
+  for (const text of stranded) assert.ok(posts.acked.has(text), `post "${text}", waiting while no hub was up, was acknowledged`);
   await bob.postText(channelId, "bob after failover");
+  await posts.checkWal(alice, channelId);
 
-  const want = [...acked];
+  const want = posts.ids("alice-");
   await waitFor(() => seen.length >= want.length, `bob's handler to see all ${want.length} acknowledged posts`, 30_000);
   const ids = seen.map((e) => e.envelopeId);
   assert.equal(new Set(ids).size, ids.length, "no envelope was handed to bob twice");
@@ -101,6 +119,71 @@ test("a client given two replicas moves to the standby when its hub is killed, l
   const last = seen[seen.length - 1]?.seq ?? 0;
   await waitFor(() => (bob.cursors()[channelId] ?? 0) >= last, "bob's cursor to pass every text", 20_000);
 });
+
+/** The posts of several posters: which is waiting, and what the bridge answered. */
+class PostLog {
+  /** Acknowledged posts by text. */
+  readonly acked = new Map<string, PostedEnvelope>();
+  /** The first failure. */
+  error: unknown;
+  private readonly waiting = new Map<string, string>();
+  private readonly poster = new Map<string, string>();
+  private readonly order: string[] = [];
+
+  start(poster: string, text: string): void {
+    this.waiting.set(poster, text);
+    this.poster.set(text, poster);
+  }
+
+  ok(poster: string, text: string, env: PostedEnvelope): void {
+    this.waiting.delete(poster);
+    this.acked.set(text, env);
+    this.order.push(text);
+  }
+
+  fail(poster: string, text: string, err: unknown): void {
+    this.waiting.delete(poster);
+    this.error ??= new Error(`post "${text}": ${String(err)}`);
+  }
+
+  /** The posts in progress, one per poster that has one. */
+  waitingTexts(posters: string[]): string[] {
+    return posters.flatMap((p) => {
+      const text = this.waiting.get(p);
+      return text === undefined ? [] : [text];
+    });
+  }
+
+  /** How many posts of `poster` (undefined: of all) were acknowledged. */
+  count(poster?: string): number {
+    return this.order.filter((text) => poster === undefined || this.poster.get(text) === poster).length;
+  }
+
+  /** Envelope ids of the acknowledged posts of posters whose name starts with `prefix`. */
+  ids(prefix: string): string[] {
+    return this.order.filter((text) => this.poster.get(text)?.startsWith(prefix)).map((text) => this.acked.get(text)?.envelopeId ?? "");
+  }
+
+  /**
+   * Every acknowledged post is in the channel's WAL exactly once, by idempotency key and
+   * by text, as the envelope the bridge returned, and no post is in it twice.
+   */
+  async checkWal(client: Client, channelId: string): Promise<void> {
+    const wal = (await client.readWal(channelId)).filter((e) => e.text !== undefined);
+    const texts = wal.map((e) => e.text);
+    assert.equal(new Set(texts).size, texts.length, "no post is in the WAL twice");
+    for (const [text, env] of this.acked) {
+      const key = env.raw.idempotencyKey ?? "";
+      assert.match(key, /^ts-[0-9a-f-]{36}$/, `post "${text}": the bridge's idempotency key`);
+      assert.equal(typeof env.duplicate, "boolean", `post "${text}": the answer says whether it was a duplicate`);
+      const stored = wal.filter((e) => e.raw.idempotencyKey === key);
+      assert.equal(stored.length, 1, `acknowledged post "${text}" (key ${key}) is in the WAL once`);
+      assert.equal(stored[0]?.envelopeId, env.envelopeId, `post "${text}": the WAL holds the envelope the bridge answered`);
+      assert.equal(stored[0]?.seq, env.seq);
+      assert.equal(stored[0]?.text, text);
+    }
+  }
+}
 
 test("a client whose first address is dead connects through the next", async () => {
   const live = await startHub();
