@@ -768,7 +768,7 @@ func (s *Session) postStream(ctx context.Context, w *agentnetv1.Envelope) (*Enve
 // ---- deliveries ----------------------------------------------------------------
 
 // onFrame handles the deliveries of one frame (a Delivery, or a Batch's) in
-// order; the acks the Session owes for them at once go out in one Ack frame.
+// order; the acks the Session owes for them at once leave together.
 func (s *Session) onFrame(ds []*agentnetv1.Delivery) {
 	if len(ds) == 0 {
 		return
@@ -861,7 +861,7 @@ func (s *Session) dispatch() {
 		case s.out <- env:
 			if s.opts.AutoAck {
 				// Send the acks once the last queued envelope of env's frame is
-				// out, so a Batch frame is acked in one Ack frame.
+				// out, so a Batch frame is acked in one go.
 				s.qmu.Lock()
 				last := len(s.queue) == 0 || s.queue[0].frame != env.frame
 				s.qmu.Unlock()

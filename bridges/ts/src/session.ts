@@ -85,7 +85,7 @@ export interface ConnectOptions {
    * (Hello `max_batch`; the hub caps it at its `--max-batch`). Default 256;
    * 0 = a frame per post result and delivery, as before batches existed. Batched
    * or not, every delivery goes through the same dedup, cursors and invite
-   * handling, in the hub's order, and a frame's acks leave in one Ack frame.
+   * handling, in the hub's order, and a frame's acks leave together.
    */
   maxBatch?: number;
   /**
@@ -531,7 +531,7 @@ export class StreamSession {
         return;
       case "batch":
         // In the order the hub would have sent them as single frames: post results
-        // first, then the deliveries. Acks queued meanwhile leave in one Ack frame.
+        // first, then the deliveries. Acks queued meanwhile leave together.
         this.batchFrames += 1;
         for (const result of frame.value.postResults) this.onPostResult(result);
         for (const delivery of frame.value.deliveries) this.onDelivery(delivery);
