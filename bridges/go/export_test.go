@@ -12,7 +12,13 @@ func ResumeCursors(s *Session) map[string]uint64 {
 	return maps.Clone(s.trk.base)
 }
 
-// PostBatchFrames is how many PostBatch frames s sent (for tests).
+// AckFrames is how many Ack frames s sent (for tests).
+func AckFrames(s *Session) uint64 { return s.ackFrames.Load() }
+
+// AckRides is how many post frames s sent with acks riding in them (for tests).
+func AckRides(s *Session) uint64 { return s.ackRides.Load() }
+
+// PostBatchFrames is how many PostBatch frames of several posts s sent (for tests).
 func PostBatchFrames(s *Session) uint64 { return s.postBatchFrames.Load() }
 
 // HoldWrites keeps s's current stream from writing until release is called,

@@ -27,26 +27,30 @@ func postLimit(hubMax uint32, opt int) int {
 
 // packPosts packs the first of the queued posts into one frame: all of them
 // up to limit in a PostBatch, or a plain Post when only one goes (one queued,
-// or limit 1). It returns the frame and how many posts it carries.
-func packPosts(queue []*agentnetv1.Post, limit int) (*agentnetv1.ConnectRequest, int) {
+// or limit 1) and no acks ride along. ack (nil = none) rides in the frame, a
+// PostBatch then even of one post. It returns the frame and how many posts it
+// carries.
+func packPosts(queue []*agentnetv1.Post, limit int, ack *agentnetv1.Ack) (*agentnetv1.ConnectRequest, int) {
 	n := min(len(queue), max(limit, 1))
-	switch n {
-	case 0:
+	switch {
+	case n == 0:
 		return nil, 0
-	case 1:
+	case n == 1 && ack == nil:
 		return &agentnetv1.ConnectRequest{Frame: &agentnetv1.ConnectRequest_Post{Post: queue[0]}}, 1
 	}
 	posts := make([]*agentnetv1.Post, n)
 	copy(posts, queue[:n])
 	return &agentnetv1.ConnectRequest{Frame: &agentnetv1.ConnectRequest_PostBatch{
-		PostBatch: &agentnetv1.PostBatch{Posts: posts},
+		PostBatch: &agentnetv1.PostBatch{Posts: posts, Ack: ack},
 	}}, n
 }
 
 // sendPost writes p on the stream. Posts queue while another frame is being
 // written; whoever gets to write next sends everything queued before it (up
 // to the stream's post limit per frame) without waiting for more, so posts
-// made together travel together and in the order they were queued.
+// made together travel together and in the order they were queued. When the
+// stream's hub reads acks in a PostBatch, the acks pending then ride in the
+// frame (see ConnectOptions.AckDelay).
 func (st *stream) sendPost(p *agentnetv1.Post) error {
 	me := &outPost{post: p}
 	st.omu.Lock()
@@ -61,13 +65,23 @@ func (st *stream) sendPost(p *agentnetv1.Post) error {
 		for i := range posts {
 			posts[i] = st.outq[i].post
 		}
-		frame, n := packPosts(posts, st.postLimit)
+		var ack *agentnetv1.Ack
+		if st.ackWait > 0 {
+			if entries := st.s.takeAcks(); len(entries) > 0 {
+				ack = &agentnetv1.Ack{Entries: entries}
+			}
+		}
+		frame, n := packPosts(posts, st.postLimit, ack)
 		batch := st.outq[:n:n]
 		st.outq = st.outq[n:]
 		st.omu.Unlock()
 		err := st.bidi.Send(frame)
-		if n > 1 && err == nil {
+		if err == nil && n > 1 {
 			st.s.postBatchFrames.Add(1)
+		}
+		if err == nil && ack != nil {
+			st.s.ackRides.Add(1)
+			st.s.acksSent(ack.GetEntries())
 		}
 		for _, o := range batch {
 			o.sent, o.err = true, err

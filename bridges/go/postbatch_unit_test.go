@@ -3,6 +3,7 @@ package agentnet
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	agentnetv1 "github.com/agent-network/agent-network/gen/go/agentnet/v1"
 )
@@ -53,7 +54,7 @@ func TestPackPosts(t *testing.T) {
 			var sent []string
 			var got []int
 			for len(q) > 0 {
-				f, n := packPosts(q, tc.limit)
+				f, n := packPosts(q, tc.limit, nil)
 				carried, batch := ids(t, f)
 				if len(carried) != n {
 					t.Fatalf("frame carries %d posts, packPosts says %d", len(carried), n)
@@ -76,7 +77,7 @@ func TestPackPosts(t *testing.T) {
 			}
 		})
 	}
-	if f, n := packPosts(nil, 8); f != nil || n != 0 {
+	if f, n := packPosts(nil, 8, nil); f != nil || n != 0 {
 		t.Fatalf("empty queue packed into %v (%d)", f, n)
 	}
 }
@@ -99,6 +100,47 @@ func TestPostLimit(t *testing.T) {
 	} {
 		if got := postLimit(tc.hub, tc.opt); got != tc.want {
 			t.Errorf("postLimit(%d, %d) = %d, want %d", tc.hub, tc.opt, got, tc.want)
+		}
+	}
+}
+
+// Acks riding along make even a lone post a PostBatch, and go in the first
+// frame only; without acks nothing changes.
+func TestPackPostsWithAcks(t *testing.T) {
+	ack := &agentnetv1.Ack{Entries: []*agentnetv1.AckEntry{{ChannelId: "c", Seq: 7}}}
+	for _, tc := range []struct {
+		queued, limit, n int
+	}{{1, 256, 1}, {1, 1, 1}, {3, 256, 3}, {3, 2, 2}} {
+		f, n := packPosts(queuedPosts(tc.queued), tc.limit, ack)
+		if n != tc.n {
+			t.Fatalf("%d queued by %d: %d posts packed, want %d", tc.queued, tc.limit, n, tc.n)
+		}
+		batch := f.GetPostBatch()
+		if batch == nil || len(batch.GetPosts()) != n || batch.GetAck() != ack {
+			t.Fatalf("%d queued by %d: frame %v, want a PostBatch of %d carrying the ack", tc.queued, tc.limit, f, n)
+		}
+	}
+}
+
+// Acks ride only with a hub that reads them in a PostBatch and takes
+// PostBatch frames at all, and only when AckDelay is not negative.
+func TestAckWait(t *testing.T) {
+	const d = 5 * time.Millisecond
+	for _, tc := range []struct {
+		ack   bool
+		max   uint32
+		delay time.Duration
+		want  time.Duration
+	}{
+		{true, 256, d, d},
+		{true, 1, d, d},
+		{false, 256, d, 0}, // a hub older than post_batch_ack
+		{true, 0, d, 0},    // a hub without PostBatch
+		{true, 256, -1, 0}, // the client opted out
+	} {
+		w := &agentnetv1.Welcome{PostBatchAck: tc.ack, MaxPostBatch: tc.max}
+		if got := ackWait(w, tc.delay); got != tc.want {
+			t.Errorf("ackWait(post_batch_ack %v, max_post_batch %d, %v) = %v, want %v", tc.ack, tc.max, tc.delay, got, tc.want)
 		}
 	}
 }

@@ -43,8 +43,19 @@ type ConnectOptions struct {
 	MaxPostBatch int
 	// AutoAck acks every envelope as soon as it is handed out on
 	// Envelopes(), instead of waiting for Envelope.Ack. The deliveries of one
-	// Batch frame are acked in one Ack frame.
+	// Batch frame are acked together.
 	AutoAck bool
+	// AckDelay is how long an ack may wait for a post to carry it, when the
+	// hub reads acks riding in a PostBatch (Welcome.post_batch_ack): the acks
+	// pending when the Session writes a post go in that post's frame (a lone
+	// post then goes as a PostBatch of one), so a reply and the ack of the
+	// envelope it answers cost the hub one frame. An ack is sent in an Ack
+	// frame of its own once it waited AckDelay without a post, or at once when
+	// a quarter of MaxInFlight acks (at least 2) are pending, so the hub's flow
+	// control and stored cursors stay close behind. 0 = DefaultAckDelay; a
+	// negative value (or a hub that does not read them, or answers
+	// max_post_batch 0) sends every ack in an Ack frame at once.
+	AckDelay time.Duration
 	// OnInvite decides invites addressed to this agent: return true to
 	// accept (post ag2.channel.invite_ack), false to reject. nil accepts
 	// every invite. It runs on its own goroutine; ctx ends with the Session.
@@ -70,6 +81,10 @@ const NoBatch = -1
 
 // defaultMaxBatch is ConnectOptions.MaxBatch when it is 0.
 const defaultMaxBatch = 256
+
+// DefaultAckDelay is ConnectOptions.AckDelay when it is 0: the longest an ack
+// waits for a post to ride in.
+const DefaultAckDelay = 5 * time.Millisecond
 
 // errStreamDown means a stream post could not complete on the stream; the
 // caller falls back to the unary RPC.
@@ -107,9 +122,12 @@ type Session struct {
 	queue []*Envelope
 	qwake chan struct{}
 
-	amu   sync.Mutex
-	acks  []*agentnetv1.AckEntry
-	awake chan struct{}
+	amu     sync.Mutex
+	acks    []*agentnetv1.AckEntry
+	awake   chan struct{}
+	atimer  *time.Timer  // sends the pending acks once they waited ackWait (nil = not armed)
+	ackWait atomic.Int64 // how long an ack may wait for a post on the current stream (ns; 0 = none)
+	flushAt int          // pending acks sent at once, without waiting for a post
 
 	out  chan *Envelope
 	done chan struct{}
@@ -117,7 +135,9 @@ type Session struct {
 
 	frames          atomic.Uint64 // delivery-carrying frames received (numbers them)
 	batchFrames     atomic.Uint64 // Batch frames received (for tests)
-	postBatchFrames atomic.Uint64 // PostBatch frames sent (for tests)
+	postBatchFrames atomic.Uint64 // PostBatch frames of several posts sent (for tests)
+	ackFrames       atomic.Uint64 // Ack frames sent (for tests)
+	ackRides        atomic.Uint64 // post frames sent carrying acks (for tests)
 }
 
 // stream is one Connect attempt.
@@ -132,9 +152,10 @@ type stream struct {
 
 	sendMu sync.Mutex
 
-	omu       sync.Mutex // guards outq
-	outq      []*outPost // posts waiting for the writer (see sendPost)
-	postLimit int        // most posts per frame (1 = single Posts)
+	omu       sync.Mutex    // guards outq
+	outq      []*outPost    // posts waiting for the writer (see sendPost)
+	postLimit int           // most posts per frame (1 = single Posts)
+	ackWait   time.Duration // how long an ack may wait for a post to carry it (0: acks only in Ack frames)
 
 	pmu      sync.Mutex
 	pending  map[string]chan *agentnetv1.PostResult
@@ -155,6 +176,9 @@ func (c *Client) Connect(ctx context.Context, opts ConnectOptions) (*Session, er
 	}
 	if opts.MaxBatch == 0 {
 		opts.MaxBatch = defaultMaxBatch
+	}
+	if opts.AckDelay == 0 {
+		opts.AckDelay = DefaultAckDelay
 	}
 	if opts.Buffer <= 0 {
 		opts.Buffer = 64
@@ -192,6 +216,9 @@ func (c *Client) Connect(ctx context.Context, opts ConnectOptions) (*Session, er
 		awake: make(chan struct{}, 1),
 		out:   make(chan *Envelope, opts.Buffer),
 		done:  make(chan struct{}),
+		// Half of max_in_flight pending means the hub may soon stall; a quarter
+		// sends them well before. A lone ack may always wait for a post.
+		flushAt: max(2, int(opts.MaxInFlight)/4),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 
@@ -519,6 +546,7 @@ func (s *Session) dial(ctx context.Context) (*stream, error) {
 		s: s, bidi: bidi, cancel: cancel, started: time.Now(),
 		keepalive: time.Duration(welcome.GetKeepaliveSeconds()) * time.Second,
 		postLimit: postLimit(welcome.GetMaxPostBatch(), s.opts.MaxPostBatch),
+		ackWait:   ackWait(welcome, s.opts.AckDelay),
 		pending:   map[string]chan *agentnetv1.PostResult{},
 		done:      make(chan struct{}),
 	}
@@ -533,6 +561,7 @@ func (s *Session) dial(ctx context.Context) (*stream, error) {
 		snap = s.trk.snapshot(s.agentID)
 	}
 	s.cur = st
+	s.ackWait.Store(int64(st.ackWait))
 	close(s.up)
 	s.mu.Unlock()
 	if snap != nil {
@@ -548,6 +577,17 @@ func (s *Session) dial(ctx context.Context) (*stream, error) {
 	}
 	s.spawn(st.keepaliveLoop)
 	return st, nil
+}
+
+// ackWait is how long an ack may wait for a post to ride in on a stream
+// whose hub said welcome: delay when the hub reads acks in a PostBatch, 0
+// (acks only in Ack frames) for an older hub, one that takes no PostBatch, or
+// a negative delay.
+func ackWait(welcome *agentnetv1.Welcome, delay time.Duration) time.Duration {
+	if !welcome.GetPostBatchAck() || welcome.GetMaxPostBatch() == 0 || delay < 0 {
+		return 0
+	}
+	return delay
 }
 
 // storeMismatch is the error for a cursor store saved by another agent.
@@ -728,7 +768,7 @@ func (s *Session) postStream(ctx context.Context, w *agentnetv1.Envelope) (*Enve
 // ---- deliveries ----------------------------------------------------------------
 
 // onFrame handles the deliveries of one frame (a Delivery, or a Batch's) in
-// order; the acks the Session owes for them at once go out in one Ack frame.
+// order; the acks the Session owes for them at once leave together.
 func (s *Session) onFrame(ds []*agentnetv1.Delivery) {
 	if len(ds) == 0 {
 		return
@@ -821,7 +861,7 @@ func (s *Session) dispatch() {
 		case s.out <- env:
 			if s.opts.AutoAck {
 				// Send the acks once the last queued envelope of env's frame is
-				// out, so a Batch frame is acked in one Ack frame.
+				// out, so a Batch frame is acked in one go.
 				s.qmu.Lock()
 				last := len(s.queue) == 0 || s.queue[0].frame != env.frame
 				s.qmu.Unlock()
@@ -943,20 +983,49 @@ func (s *Session) saveProcessed(channelID string, seq uint64, ended bool) error 
 // a fraction of a second).
 const forgetEndedAfter = time.Minute
 
-// queueAcks queues entries together (the ack loop sends everything queued in
-// one frame) and, when wake, has the ack loop send them.
+// queueAcks queues entries together and, when wake, has them sent: at once
+// in an Ack frame, or, while the stream's hub reads acks riding in a
+// PostBatch, with the next post written within ackWait (else in an Ack frame
+// then, or at once when flushAt acks are pending).
 func (s *Session) queueAcks(wake bool, entries ...*agentnetv1.AckEntry) {
 	s.amu.Lock()
 	s.acks = append(s.acks, entries...)
-	pending := len(s.acks) > 0
-	s.amu.Unlock()
-	if !wake || !pending {
-		return
+	now := false
+	if wake && len(s.acks) > 0 {
+		wait := time.Duration(s.ackWait.Load())
+		switch {
+		case wait <= 0 || len(s.acks) >= s.flushAt:
+			now = true
+		case s.atimer == nil:
+			s.atimer = time.AfterFunc(wait, s.wakeAcks)
+		}
 	}
+	s.amu.Unlock()
+	if now {
+		s.wakeAcks()
+	}
+}
+
+// wakeAcks has the ack loop send what is pending.
+func (s *Session) wakeAcks() {
 	select {
 	case s.awake <- struct{}{}:
 	default:
 	}
+}
+
+// takeAcks empties the pending acks (for an Ack frame or a post to carry)
+// and disarms the timer that would have sent them.
+func (s *Session) takeAcks() []*agentnetv1.AckEntry {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	entries := s.acks
+	s.acks = nil
+	if s.atimer != nil {
+		s.atimer.Stop()
+		s.atimer = nil
+	}
+	return entries
 }
 
 func (s *Session) ackLoop() {
@@ -975,10 +1044,7 @@ func (s *Session) ackLoop() {
 // dropped: the hub redelivers those envelopes after a reconnect, and the
 // Session then recognises them as processed and acks them again.
 func (s *Session) sendAcks() {
-	s.amu.Lock()
-	entries := s.acks
-	s.acks = nil
-	s.amu.Unlock()
+	entries := s.takeAcks()
 	if len(entries) == 0 {
 		return
 	}
@@ -993,6 +1059,13 @@ func (s *Session) sendAcks() {
 		s.log.Info("agentnet: sending acks failed; they are repeated after the reconnect", "err", err)
 		return
 	}
+	s.ackFrames.Add(1)
+	s.acksSent(entries)
+}
+
+// acksSent notes that entries reached the stream (in an Ack frame or riding
+// in a post's), so ended channels can be forgotten once their end was acked.
+func (s *Session) acksSent(entries []*agentnetv1.AckEntry) {
 	sent := make(map[string]uint64, len(entries))
 	for _, e := range entries {
 		sent[e.GetChannelId()] = max(sent[e.GetChannelId()], e.GetSeq())

@@ -37,6 +37,7 @@ export {
   type BackoffOptions,
   type ConnectionState,
   type ConnectOptions,
+  DEFAULT_ACK_DELAY_MS,
   type EnvelopesOptions,
   type InboundEnvelope,
   type Invite,

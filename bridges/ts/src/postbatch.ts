@@ -1,4 +1,4 @@
-import type { ConnectRequest, Post } from "./gen";
+import type { Ack, ConnectRequest, Post } from "./gen";
 
 /**
  * The most posts one frame may carry: the hub's `Welcome.max_post_batch` (0 = the
@@ -14,15 +14,17 @@ export function postLimit(hubMax: number, option: number | undefined): number {
 
 /**
  * Pack the first of the queued posts into one frame: up to `limit` of them in a
- * PostBatch, or a plain Post when only one goes (one queued, or `limit` 1). Returns
- * the frame and how many posts it carries (0 and no frame for an empty queue).
+ * PostBatch, or a plain Post when only one goes (one queued, or `limit` 1) and no
+ * acks ride along. `ack` (undefined = none) rides in the frame, a PostBatch then even
+ * of one post. Returns the frame and how many posts it carries (0 and no frame for an
+ * empty queue).
  *
  * @internal
  */
-export function packPosts(queue: readonly Post[], limit: number): { frame: ConnectRequest | undefined; count: number } {
+export function packPosts(queue: readonly Post[], limit: number, ack?: Ack): { frame: ConnectRequest | undefined; count: number } {
   const count = Math.min(queue.length, Math.max(1, limit));
   if (count === 0) return { frame: undefined, count };
   const first = queue[0] as Post;
-  if (count === 1) return { frame: { frame: { $case: "post", value: first } }, count };
-  return { frame: { frame: { $case: "postBatch", value: { posts: queue.slice(0, count) } } }, count };
+  if (count === 1 && ack === undefined) return { frame: { frame: { $case: "post", value: first } }, count };
+  return { frame: { frame: { $case: "postBatch", value: { posts: queue.slice(0, count), ack } } }, count };
 }

@@ -37,6 +37,8 @@ export interface SessionInfo {
   keepaliveSeconds: number;
   /** Most posts the hub accepts in one PostBatch frame (0 = a hub without PostBatch). */
   maxPostBatch: number;
+  /** True when the hub reads acks riding in a PostBatch (false: an older hub, acks only in Ack frames). */
+  postBatchAck: boolean;
 }
 
 /** A channel invite as handed to {@link ConnectOptions.onInvite}. */
@@ -83,7 +85,7 @@ export interface ConnectOptions {
    * (Hello `max_batch`; the hub caps it at its `--max-batch`). Default 256;
    * 0 = a frame per post result and delivery, as before batches existed. Batched
    * or not, every delivery goes through the same dedup, cursors and invite
-   * handling, in the hub's order, and a frame's acks leave in one Ack frame.
+   * handling, in the hub's order, and a frame's acks leave together.
    */
   maxBatch?: number;
   /**
@@ -96,6 +98,19 @@ export interface ConnectOptions {
    * resolves or rejects on its own.
    */
   maxPostBatch?: number;
+  /**
+   * How long (ms) an ack may wait for a post to carry it, when the hub reads acks
+   * riding in a `PostBatch` (Welcome `post_batch_ack`, with `max_post_batch` above 0):
+   * the acks pending when the bridge writes posts go in that frame (a lone post then
+   * goes as a PostBatch of one), so a reply and the ack of the envelope it answers
+   * cost the hub one frame. An ack that waited this long without a post goes in an
+   * Ack frame of its own, and so do the pending acks at once when a quarter of
+   * `maxInFlight` (the hub's default 1024 when unset; at least 2) are pending, so the
+   * hub's flow control and stored cursors stay close behind. Default
+   * {@link DEFAULT_ACK_DELAY_MS}; 0 = acks only in Ack frames (those made in one turn
+   * of the event loop together), as with a hub that does not read them.
+   */
+  ackDelayMs?: number;
   /** Client identification for the hub's logs. */
   clientName?: string;
   /**
@@ -176,6 +191,22 @@ const FATAL_CODES = new Set<number>([
 const END_GRACE_MS = 1000;
 const DEFAULT_MAX_BATCH = 256;
 const WELCOME_WATCHDOG_MS = 15_000;
+/** The hub's `max_in_flight` when Hello asks for 0 (its default). */
+const HUB_DEFAULT_MAX_IN_FLIGHT = 1024;
+/** {@link ConnectOptions.ackDelayMs} when unset: the longest an ack waits for a post to ride in. */
+export const DEFAULT_ACK_DELAY_MS = 5;
+
+/**
+ * How long an ack may wait for a post to carry it on a stream whose Welcome said
+ * `postBatchAck` and `maxPostBatch`: `option` (default {@link DEFAULT_ACK_DELAY_MS})
+ * when the hub reads acks riding in a PostBatch, else 0 (acks only in Ack frames).
+ *
+ * @internal
+ */
+export function ackWait(postBatchAck: boolean, maxPostBatch: number, option: number | undefined): number {
+  if (!postBatchAck || maxPostBatch <= 0) return 0;
+  return Math.max(0, option ?? DEFAULT_ACK_DELAY_MS);
+}
 
 function closedError(what: string): AgentNetError {
   return new AgentNetError({ code: GrpcStatus.CANCELLED, reason: "CANCELLED", message: what });
@@ -208,6 +239,10 @@ export class StreamSession {
   private nextNonce = 1;
   private ackBatch: Array<{ channelId: string; seq: number }> = [];
   private ackScheduled = false;
+  /** How long an ack may wait for a post on the current stream (0 = acks only in Ack frames). */
+  private ackWaitMs = 0;
+  /** Sends the pending acks once they waited ackWaitMs. */
+  private ackTimer: NodeJS.Timeout | undefined;
   private attempts = 0;
   private backoffTimer: NodeJS.Timeout | undefined;
   private keepaliveTimer: NodeJS.Timeout | undefined;
@@ -222,8 +257,12 @@ export class StreamSession {
   private readonly sleepers = new Set<() => void>();
   /** Batch frames received (for tests). @internal */
   batchFrames = 0;
-  /** PostBatch frames sent (for tests). @internal */
+  /** PostBatch frames of several posts sent (for tests). @internal */
   postBatchFrames = 0;
+  /** Ack frames sent (for tests). @internal */
+  ackFrames = 0;
+  /** Post frames sent with acks riding in them (for tests). @internal */
+  ackRides = 0;
 
   constructor(private readonly host: SessionHost) {}
 
@@ -435,18 +474,21 @@ export class StreamSession {
   }
 
   /**
-   * Send every queued post, packed up to postLimit per frame, in queue order. When
-   * the stream's buffer fills, the rest, and the posts made meanwhile, wait for
-   * 'drain' and then leave packed together.
+   * Send every queued post, packed up to postLimit per frame, in queue order, the
+   * pending acks riding in the first frame when the hub reads them there. When the
+   * stream's buffer fills, the rest, and the posts made meanwhile, wait for 'drain'
+   * and then leave packed together.
    */
   private flushPosts(call: ClientDuplexStream<ConnectRequest, ConnectResponse>): void {
     if (call !== this.call) return; // that stream ended: onStreamEnd posted its posts with PostEnvelope
     this.postFlush = false;
     while (this.outPosts.length > 0) {
-      const { frame, count } = packPosts(this.outPosts, this.postLimit);
+      const ack = this.ackWaitMs > 0 ? this.takeAcks() : undefined;
+      const { frame, count } = packPosts(this.outPosts, this.postLimit, ack);
       this.outPosts = this.outPosts.slice(count);
       if (frame === undefined) return;
       if (count > 1) this.postBatchFrames += 1;
+      if (ack !== undefined) this.ackRides += 1;
       if (!this.send(call, frame)) {
         // The buffer is full: posts made from now on queue until the stream drains.
         this.postFlush = true;
@@ -469,8 +511,10 @@ export class StreamSession {
           resumeCursors: { ...w.cursors },
           keepaliveSeconds: w.keepaliveSeconds,
           maxPostBatch: w.maxPostBatch,
+          postBatchAck: w.postBatchAck,
         };
         this.postLimit = postLimit(w.maxPostBatch, this.options.maxPostBatch);
+        this.ackWaitMs = ackWait(w.postBatchAck, w.maxPostBatch, this.options.ackDelayMs);
         clearTimeout(this.welcomeTimer);
         this.book.seed(w.cursors); // the resume cursors the hub replays above
         this.attempts = 0;
@@ -487,7 +531,7 @@ export class StreamSession {
         return;
       case "batch":
         // In the order the hub would have sent them as single frames: post results
-        // first, then the deliveries. Acks queued meanwhile leave in one Ack frame.
+        // first, then the deliveries. Acks queued meanwhile leave together.
         this.batchFrames += 1;
         for (const result of frame.value.postResults) this.onPostResult(result);
         for (const delivery of frame.value.deliveries) this.onDelivery(delivery);
@@ -586,21 +630,45 @@ export class StreamSession {
     if (moved) this.persist();
   }
 
+  /**
+   * Queue an ack. It leaves with the acks made in the same turn of the event loop: in
+   * an Ack frame after the turn or, while the hub reads acks riding in a PostBatch,
+   * with the next posts written within ackWaitMs (else in an Ack frame then, or after
+   * the turn once a quarter of maxInFlight acks are pending).
+   */
   private queueAck(channelId: string, seq: number): void {
     if (this.state !== "connected") return; // the next Hello carries the cursor instead
     this.ackBatch.push({ channelId, seq });
     if (this.ackScheduled) return;
+    if (this.ackWaitMs > 0 && this.ackBatch.length < this.ackFlushAt()) {
+      this.ackTimer ??= setTimeout(() => this.flushAcks(), this.ackWaitMs);
+      return;
+    }
     this.ackScheduled = true;
     setImmediate(() => this.flushAcks());
   }
 
-  private flushAcks(): void {
-    this.ackScheduled = false;
+  /** Pending acks sent without waiting for a post: a quarter of the stream's max_in_flight, at least 2. */
+  private ackFlushAt(): number {
+    return Math.max(2, Math.floor((this.options.maxInFlight || HUB_DEFAULT_MAX_IN_FLIGHT) / 4));
+  }
+
+  /** Empty the pending acks (for an Ack frame or posts to carry) and stop the timer that would send them. */
+  private takeAcks(): { entries: Array<{ channelId: string; seq: number }> } | undefined {
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
     const entries = this.ackBatch;
     this.ackBatch = [];
+    return entries.length === 0 ? undefined : { entries };
+  }
+
+  private flushAcks(): void {
+    this.ackScheduled = false;
+    const ack = this.takeAcks();
     const call = this.call;
-    if (entries.length === 0 || call === undefined || this.state !== "connected") return;
-    this.send(call, { frame: { $case: "ack", value: { entries } } });
+    if (ack === undefined || call === undefined || this.state !== "connected") return;
+    this.send(call, { frame: { $case: "ack", value: ack } });
+    this.ackFrames += 1;
   }
 
   private persist(): void {
@@ -640,7 +708,7 @@ export class StreamSession {
     this.info = undefined;
     this.stopKeepalive();
     clearTimeout(this.welcomeTimer);
-    this.ackBatch = [];
+    this.takeAcks(); // unsent acks are dropped: the next Hello carries the cursors instead
     this.outPosts = [];
     this.postFlush = false;
     this.retryPostsUnary();
