@@ -30,21 +30,25 @@ class AckCoalescer:
         self._send = send
         self._pending: list[connect_pb2.AckEntry] = []
         self._timer: asyncio.Handle | None = None
+        self._soon = False
+        """The armed timer sends at the end of this turn (not after the delay)."""
         self.delay = 0.0
         """Seconds an ack may wait for a post (0: until the end of its turn); :data:`ACK_DELAY`
         while the stream's hub reads acks riding in a PostBatch."""
         self.flush_at = flush_at
-        """Pending acks that are sent at once, without waiting for a post."""
+        """Pending acks that go at the end of the turn, without waiting for a post (1: every ack)."""
 
     def add(self, channel_id: str, seq: int) -> None:
         """Ack one envelope: sent with the acks made around it, in a frame or with a post."""
         self._pending.append(connect_pb2.AckEntry(channel_id=channel_id, seq=seq))
-        if self._timer is None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self.delay, self.flush) if self.delay else loop.call_soon(self.flush)
-        elif len(self._pending) == self.flush_at and self.delay:
+        now = not self.delay or len(self._pending) >= self.flush_at
+        if self._timer is not None:
+            if self._soon or not now:
+                return
             self._timer.cancel()
-            self._timer = asyncio.get_running_loop().call_soon(self.flush)
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_soon(self.flush) if now else loop.call_later(self.delay, self.flush)
+        self._soon = now
 
     def take(self) -> connect_pb2.Ack | None:
         """The pending acks (at most :data:`MAX_ENTRIES_PER_FRAME`), for a post to carry; None if none."""

@@ -125,6 +125,11 @@ async def test_acks_wait_no_longer_once_flush_at_are_pending() -> None:
     acks.add("c", 3)
     await asyncio.sleep(0)  # the end of this turn, not the delay
     assert [entries(a) for a in sent] == [[("c", 1), ("c", 2), ("c", 3)]]
+    one = AckCoalescer(sent.append, flush_at=1)  # a tiny max_in_flight: no ack may wait
+    one.delay = 60.0
+    one.add("c", 4)
+    await asyncio.sleep(0)
+    assert entries(sent[-1]) == [("c", 4)]
 
 
 async def test_a_hub_without_post_batch_gets_no_riding_acks() -> None:
