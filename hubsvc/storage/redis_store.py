@@ -38,7 +38,9 @@ A group of bundles is written by ONE Lua script (``EVALSHA``) naming every key i
 it first checks, for each channel, that the stored last seq equals the first new row's
 seq − 1, that no idempotency key (nor live agent name) of the rows is taken, and that a task
 row's expected state (``TaskRow.expect``: not stored yet / stored and running) holds, that
-the execution of a new call token is still running, and that a holder opening a channel or
+the execution of a new call token is still running (and, under ``CallTokenRow.hold_limit``,
+holds fewer unexpired tokens than it: a :class:`LimitConflict` otherwise; the ``tokroom`` write
+then removes the expired ones that make room), and that a holder opening a channel or
 starting a task under a limit (``hold_limit``) holds fewer than it (a :class:`LimitConflict`
 otherwise); on any
 mismatch it writes nothing and returns the conflict, which :meth:`_apply` raises as
