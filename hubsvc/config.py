@@ -63,6 +63,8 @@ class HubConfig:
     """Delegation (and A2A call) depth limit (AGENTNET_MAX_DEPTH)."""
     a2a_token_ttl: float = 300.0
     """Seconds an A2A call token stays valid (AGENTNET_A2A_TOKEN_TTL)."""
+    a2a_max_tokens: int = HubOptions.a2a_max_tokens
+    """Call tokens one A2A execution may hold in the store at once (AGENTNET_HUB_A2A_MAX_TOKENS)."""
     a2a_outbound_allow: tuple[str, ...] = ()
     """host[:port] globs the hub may call outside A2A agents at; empty = none
     (AGENTNET_HUB_A2A_OUTBOUND_ALLOW, comma-separated)."""
@@ -130,6 +132,7 @@ class HubConfig:
             cursor_flush_interval=self.cursor_flush_interval,
             max_depth=self.max_depth,
             a2a_token_ttl=self.a2a_token_ttl,
+            a2a_max_tokens=self.a2a_max_tokens,
             a2a_outbound_allow=self.a2a_outbound_allow,
             a2a_outbound_max_bytes=self.a2a_outbound_max_bytes,
             a2a_outbound_connect_timeout=self.a2a_outbound_connect_timeout,
@@ -352,6 +355,15 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--a2a-max-tokens",
+        "AGENTNET_HUB_A2A_MAX_TOKENS",
+        d.a2a_max_tokens,
+        "call tokens one A2A execution may hold at once; a RefreshCallToken beyond is refused "
+        "(RESOURCE_EXHAUSTED) until one expires",
+        type=int,
+    )
+    _flag(
+        parser,
         "--a2a-outbound-allow",
         "AGENTNET_HUB_A2A_OUTBOUND_ALLOW",
         "",
@@ -539,6 +551,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         )
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
+    if args.a2a_max_tokens < 1:
+        parser.error("--a2a-max-tokens (AGENTNET_HUB_A2A_MAX_TOKENS) must be at least 1")
     if args.a2a_outbound_max_bytes <= 0:
         parser.error("--a2a-outbound-max-bytes (AGENTNET_HUB_A2A_OUTBOUND_MAX_BYTES) must be positive")
     if not 0 < args.a2a_outbound_connect_timeout < float("inf"):
@@ -590,6 +604,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         cursor_flush_interval=args.cursor_flush_interval,
         max_depth=args.max_depth,
         a2a_token_ttl=args.a2a_token_ttl,
+        a2a_max_tokens=args.a2a_max_tokens,
         a2a_outbound_allow=tuple(p.strip() for p in args.a2a_outbound_allow.split(",") if p.strip()),
         a2a_outbound_max_bytes=args.a2a_outbound_max_bytes,
         a2a_outbound_connect_timeout=args.a2a_outbound_connect_timeout,

@@ -129,7 +129,8 @@ class RateLimited(AgentNetError):
 
 
 class LimitExceeded(AgentNetError):
-    """A governance limit is reached (open channels, running tasks); metadata ``rule``, ``limit``."""
+    """A governance limit is reached (open channels, running tasks; metadata ``rule``, ``limit``), or an A2A
+    call holds its most call tokens (metadata ``execution_id``, ``limit``, ``held``)."""
 
     reason = "LIMIT_EXCEEDED"
     code = grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -30,6 +30,20 @@ def test_a_non_positive_token_lifetime_is_refused(capsys: pytest.CaptureFixture[
     assert "--a2a-token-ttl must be positive" in capsys.readouterr().err
 
 
+def test_the_call_token_cap_is_a_flag_and_an_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    assert parse_args([]).options().a2a_max_tokens == 16
+    assert parse_args(["--a2a-max-tokens", "4"]).options().a2a_max_tokens == 4
+    monkeypatch.setenv("AGENTNET_HUB_A2A_MAX_TOKENS", "8")
+    assert parse_args([]).options().a2a_max_tokens == 8
+    with pytest.raises(SystemExit):
+        parse_args(["--a2a-max-tokens", "0"])
+    assert "--a2a-max-tokens (AGENTNET_HUB_A2A_MAX_TOKENS) must be at least 1" in capsys.readouterr().err
+
+
 def test_request_limits_are_flags_and_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
         monkeypatch.delenv(var)

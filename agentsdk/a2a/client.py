@@ -160,7 +160,7 @@ class AgentToAgent(ClosedOnExit):
         except TokenExpired:
             if dispatch is None:
                 raise
-            request.call_token = await self._new_call_token(dispatch)
+            request.call_token = await self._new_call_token(dispatch, expired=request.call_token)
             response = await self._rpc.invoke_agent(request, timeout=deadline)
         return AgentResponse(
             INVOCATION_STATUS.name_of(response.status, "failed"),
@@ -177,12 +177,17 @@ class AgentToAgent(ClosedOnExit):
         response = await self._rpc.refresh_call_token(request)
         return response.call_token, response.expires_at.ToJsonString()
 
-    async def _new_call_token(self, dispatch: Dispatch) -> str:
-        """Ask the hub for a token of the execution ``dispatch`` runs as, and keep it on the dispatch."""
-        dispatch.call_token, dispatch.call_token_expires_at = await self.refresh_call_token(
-            execution_id=dispatch.execution_id
-        )
-        return dispatch.call_token
+    async def _new_call_token(self, dispatch: Dispatch, expired: str = "") -> str:
+        """Ask the hub for a token of the execution ``dispatch`` runs as (to replace ``expired``, or
+        the first), and keep it on the dispatch. Nested calls made at once ask once: a call that
+        finds a token another one got meanwhile uses it."""
+        async with dispatch.call_token_lock:
+            if dispatch.call_token and dispatch.call_token != expired:
+                return dispatch.call_token
+            dispatch.call_token, dispatch.call_token_expires_at = await self.refresh_call_token(
+                execution_id=dispatch.execution_id
+            )
+            return dispatch.call_token
 
     async def list_executions(self, root_session_id: str = "", limit: int = 100) -> list[Execution]:
         """The executions of a root session you took part in ("" = of all of them), in start order."""

@@ -7,6 +7,7 @@ works anywhere in that turn and nested ``invoke_agent`` calls are linked to it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 from collections.abc import Iterator
@@ -34,6 +35,9 @@ class Dispatch:
     nested call (``RefreshCallToken`` by execution id) and again when it expires."""
     call_token_expires_at: str = ""
     """RFC 3339 time the token expires (hub clock); "" until one was obtained."""
+    call_token_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
+    """Held while the token is asked for: nested calls made at once share one request (the hub
+    caps the tokens one call holds, ``--a2a-max-tokens``)."""
     channel_id: str = ""
     """The consulting channel carrying the call."""
     envelope_id: str = ""

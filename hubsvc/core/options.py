@@ -69,6 +69,11 @@ class HubOptions:
     """Seconds an A2A call token stays valid (5 minutes)."""
     a2a_token_grace: float = 3600.0
     """Seconds after expiry during which RefreshCallToken still exchanges a token."""
+    a2a_max_tokens: int = 16
+    """Call tokens one A2A execution may hold in the store at once. Expired tokens make room (those
+    past the grace period are removed, then the oldest expired ones); a RefreshCallToken that would
+    leave more unexpired tokens than this is refused (RESOURCE_EXHAUSTED / LIMIT_EXCEEDED), so
+    every token handed out keeps working until its expiry."""
     rate_audit_window: float = 60.0
     """Seconds after an identity's first RATE_LIMITED refusal during which further refusals are counted
     and audited as one ``rate_limited`` record (``suppressed=<n>``), not one record each."""

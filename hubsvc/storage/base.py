@@ -122,12 +122,22 @@ class ExecutionRow:
 class CallTokenRow:
     """An A2A call token: the SHA-256 of its secret, the execution it was issued for, the agent it
     was issued to and when it expires. Removed with the execution's end (an ended row, ``running``
-    False, deletes every token of its execution in the same commit)."""
+    False, deletes every token of its execution in the same commit), and, when a row with a
+    ``hold_limit`` is stored, as :mod:`hubsvc.storage.call_token_room` says."""
 
     token_hash: str
     execution_id: str
     agent_id: str
     expires_at: float
+    hold_limit: int | None = field(default=None, compare=False)
+    """Set on issue (the hub's ``a2a_max_tokens``): the execution may then hold at most this many
+    tokens, this one included. The commit removes its tokens expired more than ``grace`` before
+    ``issued_at``, then its oldest expired ones while it would hold more; if its unexpired tokens
+    alone reach the limit it fails with :class:`LimitConflict`, nothing written. Not stored."""
+    issued_at: float = field(default=0.0, compare=False)
+    """The hub's clock when the token was issued: a stored token expiring at or before it has expired."""
+    grace: float = field(default=0.0, compare=False)
+    """Seconds after its expiry an expired token may still be exchanged (kept while there is room)."""
 
 
 class StoreUnconfirmed(Exception):

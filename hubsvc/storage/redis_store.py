@@ -38,7 +38,9 @@ A group of bundles is written by ONE Lua script (``EVALSHA``) naming every key i
 it first checks, for each channel, that the stored last seq equals the first new row's
 seq − 1, that no idempotency key (nor live agent name) of the rows is taken, and that a task
 row's expected state (``TaskRow.expect``: not stored yet / stored and running) holds, that
-the execution of a new call token is still running, and that a holder opening a channel or
+the execution of a new call token is still running (and, under ``CallTokenRow.hold_limit``,
+holds fewer unexpired tokens than it: a :class:`LimitConflict` otherwise; the ``tokroom`` write
+then removes the expired ones that make room), and that a holder opening a channel or
 starting a task under a limit (``hold_limit``) holds fewer than it (a :class:`LimitConflict`
 otherwise); on any
 mismatch it writes nothing and returns the conflict, which :meth:`_apply` raises as
@@ -165,6 +167,23 @@ before its global part (tests/hub/test_redis_spread.py)."""
 _COMMIT = """#!lua
 local a = ARGV
 local function k(i) return KEYS[tonumber(a[i])] end
+local function tokens_of(hashes, set)
+  -- an execution's call tokens: {hash, expiry} pairs (expiry: the last part of the packed row)
+  local out = {}
+  for _, h in ipairs(redis.call('SMEMBERS', set)) do
+    local packed, at, part = redis.call('HGET', hashes, h), 1, nil
+    if packed then
+      while at <= #packed do
+        local b1, b2, b3, b4 = string.byte(packed, at, at + 3)
+        local size = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+        part = string.sub(packed, at + 4, at + 3 + size)
+        at = at + 4 + size
+      end
+    end
+    out[#out + 1] = {h, tonumber(part or '0')}
+  end
+  return out
+end
 local deadline = tonumber(a[1])
 local now = redis.call('TIME')
 if deadline > 0 then
@@ -240,6 +259,18 @@ for _ = 1, nchecks do
       return {0, 'execution ' .. a[i + 2] .. ' is not running'}
     end
     i = i + 3
+  elseif op == 'tokens' then
+    -- token hash, the execution's token set, limit, issued at, execution id, tokens of it this
+    -- commit writes before: a new call token only while its unexpired ones stay below the limit
+    local held, now_t = tonumber(a[i + 6]), tonumber(a[i + 4])
+    for _, t in ipairs(tokens_of(k(i + 1), k(i + 2))) do
+      if t[2] > now_t then held = held + 1 end
+    end
+    if held >= tonumber(a[i + 3]) then
+      return {4, 'execution ' .. a[i + 5] .. ' holds ' .. held .. ' unexpired call tokens, its limit of ' .. a[i + 3],
+              held}
+    end
+    i = i + 7
   else
     return redis.error_reply('unknown check op ' .. tostring(op))
   end
@@ -369,6 +400,25 @@ while i <= #a do
     for _, h in ipairs(hashes) do redis.call('HDEL', k(i + 1), h) end
     redis.call('DEL', k(i + 2))
     i = i + 3
+  elseif op == 'tokroom' then
+    -- token hash, the execution's token set, limit, issued at, grace: remove the tokens past
+    -- expiry + grace, then the oldest expired ones while a new token would exceed the limit
+    -- (hubsvc/storage/call_token_room.py make_room)
+    local limit, now_t, grace = tonumber(a[i + 3]), tonumber(a[i + 4]), tonumber(a[i + 5])
+    local held, expired, kept = tokens_of(k(i + 1), k(i + 2)), {}, 0
+    for _, t in ipairs(held) do
+      if t[2] + grace <= now_t then
+        redis.call('HDEL', k(i + 1), t[1]); redis.call('SREM', k(i + 2), t[1])
+      else
+        kept = kept + 1
+        if t[2] <= now_t then expired[#expired + 1] = t end
+      end
+    end
+    table.sort(expired, function(x, y) return x[2] < y[2] or (x[2] == y[2] and x[1] < y[1]) end)
+    for j = 1, math.min(#expired, kept + 1 - limit) do
+      redis.call('HDEL', k(i + 1), expired[j][1]); redis.call('SREM', k(i + 2), expired[j][1])
+    end
+    i = i + 6
   elseif op == 'audit' then
     -- counter, records, all, by kind, by subject, packed record
     local id = redis.call('INCR', k(i + 1))
@@ -1437,6 +1487,8 @@ class _Plan:
         self._task_ended: dict[str, bool] = {}
         """Task → whether the last row this plan writes for it so far is terminal."""
         self._running: dict[str, bool] = {}
+        self._tokens: dict[str, int] = {}
+        """Call tokens of each execution this plan writes so far (the 'tokens' check counts them)."""
         """Execution → whether the last row this plan writes for it so far is running."""
         self._holds: dict[str, dict[str, bool]] = {}
         """Holder set → member → whether the last row this plan writes for it so far is live."""
@@ -1587,9 +1639,14 @@ class _Plan:
                 gp.writes += ["untoken", gp.k(g + "call_tokens"), gp.k(g + "call_tokens:" + e.execution_id)]
         for ct in writes.call_tokens:
             self._running_check(ct.execution_id)
-            gp.writes += ["hset", gp.k(g + "call_tokens"), ct.token_hash,
-                          _pack(ct.execution_id, ct.agent_id, repr(ct.expires_at))]  # fmt: skip
-            gp.writes += ["sadd", gp.k(g + "call_tokens:" + ct.execution_id), ct.token_hash]
+            hashes, held = gp.k(g + "call_tokens"), gp.k(g + "call_tokens:" + ct.execution_id)
+            earlier = self._tokens.get(ct.execution_id, 0)
+            if ct.hold_limit is not None:  # hubsvc/storage/call_token_room.py
+                gp.checks.append(["tokens", hashes, held, ct.hold_limit, repr(ct.issued_at), ct.execution_id, earlier])
+                gp.writes += ["tokroom", hashes, held, ct.hold_limit, repr(ct.issued_at), repr(ct.grace)]
+            self._tokens[ct.execution_id] = earlier + 1
+            gp.writes += ["hset", hashes, ct.token_hash, _pack(ct.execution_id, ct.agent_id, repr(ct.expires_at))]
+            gp.writes += ["sadd", held, ct.token_hash]
         for kind, actor_id, subject_id, detail_json, created_at in writes.audit:
             gp.writes += ["audit", gp.k(g + "audit_seq"), gp.k(g + "audit"), gp.k(g + "audit:all"),
                           gp.k(g + "audit:kind:" + kind), gp.k(g + "audit:subject:" + subject_id),

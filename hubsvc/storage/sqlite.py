@@ -46,6 +46,7 @@ from hubsvc.storage.base import (
     WalRow,
     Writes,
 )
+from hubsvc.storage.call_token_room import check_room, make_room
 from hubsvc.storage.group_commit import GroupCommitStore
 from netkernel.files import private_database
 from netkernel.log_hygiene import mute_parameter_echo
@@ -203,7 +204,7 @@ class SqliteHubStore(GroupCommitStore):
             return
         await db.execute("BEGIN IMMEDIATE")
         try:
-            await self._check(group)  # inside the transaction: no other writer between check and write
+            gone = await self._check(group)  # inside the transaction: no other writer between check and write
             if merged.agents:
                 await db.executemany(
                     "INSERT INTO agents(agent_id, name, cred_hash, record, removed) VALUES (?,?,?,?,?) "
@@ -245,6 +246,8 @@ class SqliteHubStore(GroupCommitStore):
                     [_execution_params(e) for e in merged.executions],
                 )
             ended = [(e.execution_id,) for e in merged.executions if not e.running]
+            if gone:  # call tokens that make room for new ones (hubsvc/storage/call_token_room.py)
+                await db.executemany("DELETE FROM call_tokens WHERE token_hash = ?", [(h,) for h in gone])
             if merged.call_tokens:
                 await db.executemany(
                     "INSERT OR REPLACE INTO call_tokens(token_hash, execution_id, agent_id, expires_at) "
@@ -263,12 +266,16 @@ class SqliteHubStore(GroupCommitStore):
             await db.execute("ROLLBACK")
             raise
 
-    async def _check(self, group: list[Writes]) -> None:
+    async def _check(self, group: list[Writes]) -> list[str]:
         """Raise :class:`StoreConflict` unless every task row's ``expect`` holds and the execution of
         every new call token (and of every execution row with ``expect_running``) runs, judged by
-        the earlier rows of the group, else by the stored rows."""
+        the earlier rows of the group, else by the stored rows; :class:`LimitConflict` when a new
+        call token finds no room. Returns the hashes of the stored call tokens that make room."""
         task_ended: dict[str, bool] = {}
         running: dict[str, bool] = {}
+        tokens: dict[str, dict[str, float]] = {}
+        """Call tokens per execution (hash → expiry) as the group leaves them so far."""
+        gone: list[str] = []
         for writes in group:
             for t in writes.tasks:
                 ended = task_ended.get(t.task_id)
@@ -291,6 +298,21 @@ class SqliteHubStore(GroupCommitStore):
                 running[e.execution_id] = e.running
             for c in writes.call_tokens:
                 await self._require_running(c.execution_id, running)
+                if c.hold_limit is not None:
+                    held = tokens.get(c.execution_id)
+                    if held is None:
+                        rows = await self._fetchall(
+                            "SELECT token_hash, expires_at FROM call_tokens WHERE execution_id = ?", [c.execution_id]
+                        )
+                        held = tokens[c.execution_id] = {h: float(e) for h, e in rows}
+                    check_room(held, c)
+                    for h in make_room(held, c):
+                        del held[h]
+                        gone.append(h)
+                    held[c.token_hash] = c.expires_at
+                elif c.execution_id in tokens:
+                    tokens[c.execution_id][c.token_hash] = c.expires_at
+        return gone
 
     async def _require_running(self, execution_id: str, running: dict[str, bool]) -> None:
         """StoreConflict unless the execution runs: by the group's earlier rows (``running``), else as stored."""

@@ -20,6 +20,7 @@ from hubsvc.storage import (
     TASK_LIVE,
     TASK_NEW,
     AgentRow,
+    AtLimit,
     CallTokenRow,
     ExecutionRow,
     HubStore,
@@ -102,6 +103,27 @@ async def test_a_token_and_its_execution_queued_together_are_judged_in_order(sto
     assert results[:3] == [None, None, None]
     assert isinstance(results[3], Unavailable) and isinstance(results[3].__cause__, StoreConflict)
     assert await store.get_call_token("h") is None and await store.get_call_token("late") is None
+
+
+def capped(token_hash: str, expires_at: float, issued_at: float) -> CallTokenRow:
+    """A token of e3 issued at ``issued_at`` under a limit of 2 tokens, with 100 s of grace."""
+    return CallTokenRow(token_hash, "e3", "b", expires_at, hold_limit=2, issued_at=issued_at, grace=100.0)
+
+
+async def test_call_tokens_under_a_limit_make_room_from_expired_ones_or_are_refused(store: HubStore) -> None:
+    await store.commit(Writes(executions=[execution("e3", running=True)]))
+    # Queued together (one group or several), each counts the ones before it.
+    rows = [capped(f"t{i}", 200.0, 100.0) for i in range(4)]
+    results = await asyncio.gather(*(store.submit(Writes(call_tokens=[r])) for r in rows), return_exceptions=True)
+    assert results[:2] == [None, None]
+    assert all(isinstance(r, AtLimit) and r.held == 2 for r in results[2:]), results
+    assert [await store.get_call_token(f"t{i}") is not None for i in range(4)] == [True, True, False, False]
+    await store.commit(Writes(call_tokens=[capped("t4", 450.0, 250.0)]))  # both expired: the first gives way
+    assert [await store.get_call_token(h) is not None for h in ("t0", "t1", "t4")] == [False, True, True]
+    await store.commit(Writes(call_tokens=[capped("t5", 600.0, 400.0)]))  # t1 is past expiry + grace
+    assert [await store.get_call_token(h) is not None for h in ("t1", "t4", "t5")] == [False, True, True]
+    await refused(store, Writes(call_tokens=[capped("t6", 600.0, 400.0)]))  # t4 and t5 still valid
+    assert await store.get_call_token("t6") is None
 
 
 async def test_a_task_write_is_refused_when_the_stored_task_is_not_as_expected(store: HubStore) -> None:

@@ -577,7 +577,12 @@ class HubServiceServicer:
         set); FAILED_PRECONDITION (the execution is not running: unknown or
         ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
         agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
-        grace period).
+        grace period); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata execution_id,
+        limit, held) when the execution already holds the hub's --a2a-max-tokens
+        (default 16) unexpired tokens: nothing is issued; use a token you already
+        hold, it stays valid until its expiry. Issuing a token removes the
+        execution's tokens expired more than the grace period ago, then its oldest
+        expired ones while it would hold more than that limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

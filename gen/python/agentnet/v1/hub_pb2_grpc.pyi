@@ -256,7 +256,12 @@ class HubServiceStub:
     set); FAILED_PRECONDITION (the execution is not running: unknown or
     ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
     agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
-    grace period).
+    grace period); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata execution_id,
+    limit, held) when the execution already holds the hub's --a2a-max-tokens
+    (default 16) unexpired tokens: nothing is issued; use a token you already
+    hold, it stays valid until its expiry. Issuing a token removes the
+    execution's tokens expired more than the grace period ago, then its oldest
+    expired ones while it would hold more than that limit.
     """
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListExecutionsRequest, _hub_pb2.ListExecutionsResponse]
     """ListExecutions lists A2A executions of one root session (the call tree) the
@@ -568,7 +573,12 @@ class HubServiceAsyncStub(HubServiceStub):
     set); FAILED_PRECONDITION (the execution is not running: unknown or
     ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
     agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
-    grace period).
+    grace period); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata execution_id,
+    limit, held) when the execution already holds the hub's --a2a-max-tokens
+    (default 16) unexpired tokens: nothing is issued; use a token you already
+    hold, it stays valid until its expiry. Issuing a token removes the
+    execution's tokens expired more than the grace period ago, then its oldest
+    expired ones while it would hold more than that limit.
     """
     ListExecutions: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListExecutionsRequest, _hub_pb2.ListExecutionsResponse]  # type: ignore[assignment]
     """ListExecutions lists A2A executions of one root session (the call tree) the
@@ -1033,7 +1043,12 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         set); FAILED_PRECONDITION (the execution is not running: unknown or
         ended); UNAUTHENTICATED (unknown token); PERMISSION_DENIED (another
         agent's execution or token); UNAUTHENTICATED / TOKEN_EXPIRED (past the
-        grace period).
+        grace period); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata execution_id,
+        limit, held) when the execution already holds the hub's --a2a-max-tokens
+        (default 16) unexpired tokens: nothing is issued; use a token you already
+        hold, it stays valid until its expiry. Issuing a token removes the
+        execution's tokens expired more than the grace period ago, then its oldest
+        expired ones while it would hold more than that limit.
         """
 
     @_abc_1.abstractmethod
