@@ -63,6 +63,8 @@ class HubConfig:
     """Delegation (and A2A call) depth limit (AGENTNET_MAX_DEPTH)."""
     a2a_token_ttl: float = 300.0
     """Seconds an A2A call token stays valid (AGENTNET_A2A_TOKEN_TTL)."""
+    a2a_token_grace: float = HubOptions.a2a_token_grace
+    """Seconds after its expiry a call token may still be exchanged (AGENTNET_HUB_A2A_TOKEN_GRACE)."""
     a2a_max_tokens: int = HubOptions.a2a_max_tokens
     """Call tokens one A2A execution may hold in the store at once (AGENTNET_HUB_A2A_MAX_TOKENS)."""
     a2a_outbound_allow: tuple[str, ...] = ()
@@ -132,6 +134,7 @@ class HubConfig:
             cursor_flush_interval=self.cursor_flush_interval,
             max_depth=self.max_depth,
             a2a_token_ttl=self.a2a_token_ttl,
+            a2a_token_grace=self.a2a_token_grace,
             a2a_max_tokens=self.a2a_max_tokens,
             a2a_outbound_allow=self.a2a_outbound_allow,
             a2a_outbound_max_bytes=self.a2a_outbound_max_bytes,
@@ -355,6 +358,14 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     )
     _flag(
         parser,
+        "--a2a-token-grace",
+        "AGENTNET_HUB_A2A_TOKEN_GRACE",
+        d.a2a_token_grace,
+        "seconds after its expiry RefreshCallToken still exchanges a call token (0 = only before)",
+        type=float,
+    )
+    _flag(
+        parser,
         "--a2a-max-tokens",
         "AGENTNET_HUB_A2A_MAX_TOKENS",
         d.a2a_max_tokens,
@@ -551,6 +562,8 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         )
     if args.a2a_token_ttl <= 0:
         parser.error("--a2a-token-ttl must be positive")
+    if not 0 <= args.a2a_token_grace < float("inf"):
+        parser.error("--a2a-token-grace (AGENTNET_HUB_A2A_TOKEN_GRACE) must be 0 or more seconds")
     if args.a2a_max_tokens < 1:
         parser.error("--a2a-max-tokens (AGENTNET_HUB_A2A_MAX_TOKENS) must be at least 1")
     if args.a2a_outbound_max_bytes <= 0:
@@ -604,6 +617,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         cursor_flush_interval=args.cursor_flush_interval,
         max_depth=args.max_depth,
         a2a_token_ttl=args.a2a_token_ttl,
+        a2a_token_grace=args.a2a_token_grace,
         a2a_max_tokens=args.a2a_max_tokens,
         a2a_outbound_allow=tuple(p.strip() for p in args.a2a_outbound_allow.split(",") if p.strip()),
         a2a_outbound_max_bytes=args.a2a_outbound_max_bytes,

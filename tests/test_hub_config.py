@@ -44,6 +44,20 @@ def test_the_call_token_cap_is_a_flag_and_an_environment_variable(
     assert "--a2a-max-tokens (AGENTNET_HUB_A2A_MAX_TOKENS) must be at least 1" in capsys.readouterr().err
 
 
+def test_the_call_token_grace_is_a_flag_and_an_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    assert parse_args([]).options().a2a_token_grace == 3600.0
+    assert parse_args(["--a2a-token-grace", "60"]).options().a2a_token_grace == 60.0
+    monkeypatch.setenv("AGENTNET_HUB_A2A_TOKEN_GRACE", "0")
+    assert parse_args([]).options().a2a_token_grace == 0.0
+    with pytest.raises(SystemExit):
+        parse_args(["--a2a-token-grace", "-1"])
+    assert "--a2a-token-grace (AGENTNET_HUB_A2A_TOKEN_GRACE) must be 0 or more seconds" in capsys.readouterr().err
+
+
 def test_request_limits_are_flags_and_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
         monkeypatch.delenv(var)
