@@ -27,10 +27,13 @@ ResponseT = TypeVar("ResponseT", bound=Message)
 Metadata = tuple[tuple[str, str], ...]
 """gRPC call metadata (key, value) pairs."""
 
-POST_RETRY_SERVICE_CONFIG = {
+KEYED_METHODS = ("PostEnvelope", "Register", "RegisterHuman")
+"""The hub RPCs every SDK call sends with an idempotency key, so gRPC may send them again."""
+
+RETRY_SERVICE_CONFIG = {
     "methodConfig": [
         {
-            "name": [{"service": "agentnet.v1.HubService", "method": "PostEnvelope"}],
+            "name": [{"service": "agentnet.v1.HubService", "method": m} for m in KEYED_METHODS],
             "waitForReady": True,
             "timeout": "30s",
             "retryPolicy": {
@@ -43,14 +46,15 @@ POST_RETRY_SERVICE_CONFIG = {
         }
     ]
 }
-"""gRPC's own retry for ``PostEnvelope`` (safe: every post the SDK sends carries an idempotency
-key, so a retried post is admitted once): a post whose hub died before answering is sent again,
-waiting (at most 30 s unless the call's deadline is shorter) for a hub to be reachable, on whichever
-of the targets answers (docs/scale-out.md "Client failover")."""
+"""gRPC's own retry for the :data:`KEYED_METHODS` (safe: each such call the SDK sends carries an
+idempotency key, so a retried post is admitted once and a retried registration returns the identity
+the first attempt created): a call whose hub died, or whose connection broke, before answering is
+sent again, waiting (at most 30 s unless the call's deadline is shorter) for a hub to be reachable,
+on whichever of the targets answers (docs/scale-out.md "Client failover")."""
 
 #: Options for long-lived agent connections: keepalive so dead peers are noticed; reconnect
 #: attempts at most 2 s apart, so a standby hub that comes up is found within about 2 s;
-#: the post retry above.
+#: the retry of keyed calls above.
 CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 10_000),
@@ -59,7 +63,7 @@ CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
     ("grpc.max_reconnect_backoff_ms", 2_000),
     ("grpc.enable_retries", 1),
-    ("grpc.service_config", json.dumps(POST_RETRY_SERVICE_CONFIG)),
+    ("grpc.service_config", json.dumps(RETRY_SERVICE_CONFIG)),
 )
 
 
