@@ -62,7 +62,7 @@ class TcpForwarder:
         for writers in list(self._open):
             for w in writers:
                 w.transport.abort()
-        done, pending = await asyncio.wait(pipes, timeout=5) if pipes else (set(), set())
+        _, pending = await asyncio.wait(pipes, timeout=5) if pipes else (set(), set())
         for task in pending:  # still dialling the upstream
             task.cancel()
         self._holding = False

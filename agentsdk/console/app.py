@@ -359,7 +359,7 @@ class Console:
             page_size=self.options.page_size,
             page_token=request.query_params.get("page_token", ""),
         )
-        turns = await views.channel_turns(session.client, page.channels)
+        turns = views.channel_turns(page)
         return {
             "page": page,
             "turns": turns,

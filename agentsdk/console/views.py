@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, hub_pb2
+from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, hub_pb2, operator_pb2
 
 from agentsdk.cli.render import channel_state, enum_name, when
 from agentsdk.operator import OperatorClient, execution_children
@@ -18,7 +18,7 @@ from netkernel.errors import NotFound
 SENDER_COLOURS = 8
 """Senders are drawn in one of this many colours (chosen by their id, so a sender keeps its colour)."""
 DESCRIBE_AT_ONCE = 16
-"""DescribeChannel calls in flight at once while a channel list asks whose turn it is."""
+"""DescribeAgent calls in flight at once while a page asks for agents' names."""
 
 
 def clip(text: str, max_bytes: int) -> str:
@@ -96,19 +96,14 @@ def turn_text(channel: channel_pb2.ChannelMetadata, expected_next: Sequence[str]
     return ", ".join(names.get(a, a) for a in expected_next) or "anyone"
 
 
-async def channel_turns(client: OperatorClient, channels: Iterable[channel_pb2.ChannelMetadata]) -> dict[str, str]:
-    """Whose turn it is in each live channel of a page (channel id → names), asked concurrently."""
-    gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
-
-    async def one(channel: channel_pb2.ChannelMetadata) -> tuple[str, str]:
-        async with gate:
-            try:
-                described = await client.describe_channel(channel.channel_id)
-            except NotFound:
-                return channel.channel_id, ""
-        return channel.channel_id, turn_text(described.channel, described.expected_next)
-
-    return dict(await asyncio.gather(*(one(c) for c in channels if is_live(c))))
+def channel_turns(page: operator_pb2.OperatorServiceListChannelsResponse) -> dict[str, str]:
+    """Whose turn it is in each live channel of a page (channel id → names), from the page's own
+    ``turns`` (no call per row)."""
+    return {
+        c.channel_id: turn_text(c, page.turns[c.channel_id].expected_next if c.channel_id in page.turns else [])
+        for c in page.channels
+        if is_live(c)
+    }
 
 
 def wal_window(last_seq: int, before: int, page_size: int) -> tuple[int, int]:

@@ -167,6 +167,17 @@ class OperatorOps:
             if len(rows) < size:
                 return out, ""
 
+    def channel_turns(self, channels: Iterable[channel_pb2.ChannelMetadata]) -> dict[str, operator_pb2.ChannelTurn]:
+        """Whose turn it is in each of ``channels`` that is live here and expects someone (what
+        :meth:`describe_channel` says of it), so a page of channels needs no describe per row."""
+        turns: dict[str, operator_pb2.ChannelTurn] = {}
+        for meta in channels:
+            ch = self.core.live_channel(meta.channel_id)
+            expected = ch.expected_next() if ch is not None else []
+            if expected:
+                turns[meta.channel_id] = operator_pb2.ChannelTurn(expected_next=expected)
+        return turns
+
     async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
         """Metadata, whose turn it is and the adapter's state (NotFound for an unknown channel)."""
         if not channel_id:

@@ -29,6 +29,7 @@ __all__ = (
     "ChannelMetadata",
     "ChannelState",
     "ChannelStateCount",
+    "ChannelTurn",
     "CloseChannelRequest",
     "CloseChannelResponse",
     "ConnectRequest",
@@ -1594,6 +1595,21 @@ class ChannelStateCount(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "ChannelStateCount", ChannelStateCount)
+
+
+@dataclass(eq=False, repr=False)
+class ChannelTurn(betterproto2.Message):
+    """
+    ChannelTurn is whose turn it is in one live channel.
+    """
+
+    expected_next: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The agent ids the channel's adapter expects to speak next.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ChannelTurn", ChannelTurn)
 
 
 @dataclass(eq=False, repr=False)
@@ -3406,6 +3422,15 @@ class OperatorServiceListChannelsResponse(betterproto2.Message):
     next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
     Token of the next (older) page; "" = this was the last.
+    """
+
+    turns: "dict[str, ChannelTurn]" = betterproto2.field(
+        3, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE)
+    )
+    """
+    Whose turn it is in the page's live channels, by channel id (what
+    DescribeChannel's expected_next says, so a list needs no call per row).
+    A live channel where anyone may speak, and an ended channel, has no entry.
     """
 
 
