@@ -2850,12 +2850,18 @@ class ListAgentsRequest(betterproto2.Message):
 
     limit: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
     """
-    Maximum results; 0 = 20, at most 1000.
+    Maximum results (the page size); 0 = 20, at most 1000.
     """
 
     exclude_self: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
     """
     Leave the caller out of the result.
+    """
+
+    page_token: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    The previous answer's next_page_token, with the same filters and sort_by
+    ("" = the first page); a token of another list is INVALID_ARGUMENT.
     """
 
 
@@ -2871,6 +2877,11 @@ class ListAgentsResponse(betterproto2.Message):
     agents: "list[AgentSummary]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     Summaries in the requested order.
+    """
+
+    next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Token of the next page; "" = this was the last.
     """
 
 
@@ -2940,7 +2951,13 @@ class ListChannelsRequest(betterproto2.Message):
 
     limit: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
     """
-    Maximum results; 0 = 100.
+    Maximum results (the page size); 0 = 100.
+    """
+
+    page_token: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The previous answer's next_page_token, with the same filters ("" = the
+    newest); a token of another list is INVALID_ARGUMENT.
     """
 
 
@@ -2956,6 +2973,11 @@ class ListChannelsResponse(betterproto2.Message):
     channels: "list[ChannelMetadata]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The channels.
+    """
+
+    next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Token of the next (older) page; "" = this was the last.
     """
 
 
@@ -3051,7 +3073,14 @@ class ListTasksRequest(betterproto2.Message):
 
     limit: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
     """
-    Maximum results; 0 = 20.
+    Maximum results (the page size); 0 = 20.
+    """
+
+    page_token: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The previous answer's next_page_token, with the same scope and
+    include_ended ("" = the newest); a token of another list is
+    INVALID_ARGUMENT.
     """
 
 
@@ -3067,6 +3096,11 @@ class ListTasksResponse(betterproto2.Message):
     tasks: "list[TaskMetadata]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The tasks.
+    """
+
+    next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Token of the next (older) page; "" = this was the last.
     """
 
 
