@@ -35,6 +35,8 @@ from agentsdk.transport import ClosedOnExit, HubConnection, ResponseT, UnaryMeth
 from netkernel.call_tree import execution_subtree
 from netkernel.errors import NotFound
 
+NAMES_AT_ONCE = 1000
+"""Agent ids :meth:`OperatorClient.names` looks up in one call (the hub's default largest page)."""
 AUDIT_WINDOW = 10_000
 """Audit ids :meth:`OperatorClient.latest_audit` reads at a time (ListAudit's largest limit: a window is
 always read whole)."""
@@ -90,11 +92,11 @@ class OperatorClient(ClosedOnExit):
         )
 
     async def list_agents(
-        self, *, online_only: bool = False, page_size: int = 0, page_token: str = ""
+        self, *, online_only: bool = False, page_size: int = 0, page_token: str = "", agent_ids: Iterable[str] = ()
     ) -> operator_pb2.OperatorServiceListAgentsResponse:
-        """One page of every identity, by name."""
+        """One page of every identity (or only those of ``agent_ids``), by name."""
         request = operator_pb2.OperatorServiceListAgentsRequest(
-            online_only=online_only, page_size=page_size, page_token=page_token
+            online_only=online_only, page_size=page_size, page_token=page_token, agent_ids=list(agent_ids)
         )
         return await unary(
             self._operator.ListAgents,
@@ -112,6 +114,17 @@ class OperatorClient(ClosedOnExit):
             return page.agents, page.next_page_token
 
         return await every_page(read, limit)
+
+    async def names(self, agent_ids: Iterable[str]) -> dict[str, str]:
+        """agent id → name of those of ``agent_ids`` the hub knows: one batched ListAgents lookup (one
+        per :data:`NAMES_AT_ONCE` distinct ids), not a call per id."""
+        ids = sorted({a for a in agent_ids if a})
+        out: dict[str, str] = {}
+        for i in range(0, len(ids), NAMES_AT_ONCE):
+            chunk = ids[i : i + NAMES_AT_ONCE]
+            page = await self.list_agents(agent_ids=chunk, page_size=len(chunk))
+            out.update((a.agent_id, a.name) for a in page.agents)
+        return out
 
     async def describe_agent(self, agent: str) -> identity_pb2.AgentRecord:
         """One identity's record, by id or passport name."""

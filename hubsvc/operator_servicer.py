@@ -41,7 +41,10 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
     ) -> operator_pb2.OperatorServiceListAgentsResponse:
         """Every identity, one page."""
         agents, token = self.ops.list_agents(
-            online_only=request.online_only, page_size=request.page_size, page_token=request.page_token
+            online_only=request.online_only,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            agent_ids=request.agent_ids,
         )
         return operator_pb2.OperatorServiceListAgentsResponse(agents=agents, next_page_token=token)
 

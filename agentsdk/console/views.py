@@ -3,7 +3,6 @@ type, whose turn it is in each live channel, windows of a WAL, and the newest au
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -13,12 +12,9 @@ from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, hub_pb2, operator_pb
 
 from agentsdk.cli.render import channel_state, enum_name, when
 from agentsdk.operator import OperatorClient, execution_children
-from netkernel.errors import NotFound
 
 SENDER_COLOURS = 8
 """Senders are drawn in one of this many colours (chosen by their id, so a sender keeps its colour)."""
-DESCRIBE_AT_ONCE = 16
-"""DescribeAgent calls in flight at once while a page asks for agents' names."""
 
 
 def clip(text: str, max_bytes: int) -> str:
@@ -125,17 +121,20 @@ class AuditRow:
     at: str
     kind: str
     actor: str
+    """The actor's name ("hub" for the hub's own records; the id when the hub knows no such agent)."""
+    actor_id: str
     subject: str
     detail: str
 
 
-def audit_row(record: hub_pb2.AuditRecord, max_bytes: int) -> AuditRow:
-    """An audit record as a row."""
+def audit_row(record: hub_pb2.AuditRecord, max_bytes: int, names: Mapping[str, str]) -> AuditRow:
+    """An audit record as a row, its actor named from ``names`` (agent id → name)."""
     return AuditRow(
         audit_id=record.audit_id,
         at=when(record.created_at),
         kind=record.kind,
-        actor=record.actor_id or "hub",
+        actor=names.get(record.actor_id, record.actor_id) or "hub",
+        actor_id=record.actor_id,
         subject=record.subject_id,
         detail=clip(record.detail_json, max_bytes),
     )
@@ -177,18 +176,10 @@ def call_tree(executions: Sequence[a2a_pb2.Execution], names: Mapping[str, str])
 
 
 async def agent_names(client: OperatorClient, agent_ids: Iterable[str]) -> dict[str, str]:
-    """Names of these agent ids (an unknown id keeps its id), asked concurrently."""
-    gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
-
-    async def one(agent_id: str) -> tuple[str, str]:
-        async with gate:
-            try:
-                record = await client.describe_agent(agent_id)
-            except NotFound:
-                return agent_id, agent_id
-        return agent_id, record.passport.name or agent_id
-
-    return dict(await asyncio.gather(*(one(a) for a in set(agent_ids) if a)))
+    """Names of these agent ids (an unknown id keeps its id), in one batched lookup."""
+    ids = {a for a in agent_ids if a}
+    known = await client.names(ids) if ids else {}
+    return {a: known.get(a, a) for a in ids}
 
 
 @dataclass(frozen=True)

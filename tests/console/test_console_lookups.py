@@ -149,3 +149,29 @@ def test_the_hub_counts_only_the_methods_it_serves(served: Served) -> None:
 
     _, counts = served_while(served, lambda: served.run(calls()))
     assert counts == {"/agentnet.v1.HubService/Register": 1}, counts
+
+
+_AUDIT_ROW = re.compile(r'<tr class="audit"[^>]*>(.*?)</tr>', re.S)
+_ACTOR = re.compile(r'<td class="id actor"(?: title="([^"]*)")?>(.*?)</td>', re.S)
+
+
+def test_the_audit_page_names_its_actors_from_one_lookup(served: Served) -> None:
+    """Each registration is an audit record whose actor is the new agent: a page of them has as many
+    actors as rows, all named from one ListAgents call (ids in the title)."""
+    page_size = 10
+    agents = [served.run(register(served.hub.target, f"actor-{i:02d}")) for i in range(page_size + 5)]
+    ids = {a.agent_id: a.record.passport.name for a in agents}
+    app = Console(served.hub.target, options=ConsoleOptions(page_size=page_size)).app()
+    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
+        assert login(client, served.hub.operator_token).status_code == 303
+        for url in ("/audit?kind=agent_registered", "/audit?kind=agent_registered&after=0"):
+            page, calls = served_while(served, lambda url=url: client.get(url))
+            assert page.status_code == 200, page.text
+            actors = [_ACTOR.search(row) for row in _AUDIT_ROW.findall(page.text)]
+            assert len(actors) == page_size and all(actors), page.text
+            shown = [(html.unescape(m.group(1) or ""), html.unescape(m.group(2)).strip()) for m in actors if m]
+            assert all(agent_id in ids and name == ids[agent_id] for agent_id, name in shown), shown
+            assert calls.get("/agentnet.v1.OperatorService/ListAgents") == 1, calls
+            assert "/agentnet.v1.OperatorService/DescribeAgent" not in calls, calls
+    for a in agents:
+        served.run(a.close())

@@ -88,10 +88,14 @@ class OperatorOps:
     # -- identities ---------------------------------------------------------------------
 
     def list_agents(
-        self, *, online_only: bool, page_size: int, page_token: str
+        self, *, online_only: bool, page_size: int, page_token: str, agent_ids: Iterable[str] = ()
     ) -> tuple[list[identity_pb2.AgentSummary], str]:
-        """Every identity by name (hidden ones too), one page; returns (agents, next page token)."""
-        entries = (e for e in self.core.registry.entries() if not online_only or e.record.online)
+        """Every identity by name (hidden ones too), or only those of ``agent_ids``, one page; returns
+        (agents, next page token)."""
+        registry = self.core.registry
+        wanted = set(agent_ids)
+        known = (registry.get(a) for a in wanted if a in registry) if wanted else registry.entries()
+        entries = (e for e in known if not online_only or e.record.online)
         page, token = keyed_page("agents", entries, lambda e: (e.name,), self.page_size(page_size), page_token)
         return [summary(e) for e in page], token
 

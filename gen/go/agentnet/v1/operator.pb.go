@@ -260,7 +260,11 @@ type OperatorServiceListAgentsRequest struct {
 	// Page size: 0 = 100, at most --max-operator-page-size (1000).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The previous answer's next_page_token ("" = from the start).
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only these identities, by agent id (a batched lookup, e.g. of the names
+	// behind a page of audit records); ids the hub does not know are left out.
+	// Empty = every identity. At most --max-repeated-items (1024) ids.
+	AgentIds      []string `protobuf:"bytes,4,rep,name=agent_ids,json=agentIds,proto3" json:"agent_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -314,6 +318,13 @@ func (x *OperatorServiceListAgentsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *OperatorServiceListAgentsRequest) GetAgentIds() []string {
+	if x != nil {
+		return x.AgentIds
+	}
+	return nil
 }
 
 // OperatorServiceListAgentsResponse is one page of identities, ordered by name.
@@ -1402,13 +1413,14 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\rlive_channels\x18\t \x03(\v2\x1e.agentnet.v1.ChannelStateCountR\fliveChannels\x12#\n" +
 	"\rrunning_tasks\x18\n" +
 	" \x01(\x03R\frunningTasks\x12+\n" +
-	"\x11connected_streams\x18\v \x01(\x03R\x10connectedStreams\"\x7f\n" +
+	"\x11connected_streams\x18\v \x01(\x03R\x10connectedStreams\"\x9c\x01\n" +
 	" OperatorServiceListAgentsRequest\x12\x1f\n" +
 	"\vonline_only\x18\x01 \x01(\bR\n" +
 	"onlineOnly\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"~\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tagent_ids\x18\x04 \x03(\tR\bagentIds\"~\n" +
 	"!OperatorServiceListAgentsResponse\x121\n" +
 	"\x06agents\x18\x01 \x03(\v2\x19.agentnet.v1.AgentSummaryR\x06agents\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\";\n" +

@@ -147,22 +147,31 @@ class OperatorServiceListAgentsRequest(_message.Message):
     ONLINE_ONLY_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    AGENT_IDS_FIELD_NUMBER: _builtins.int
     online_only: _builtins.bool
     """Only identities with a Connect stream open."""
     page_size: _builtins.int
     """Page size: 0 = 100, at most --max-operator-page-size (1000)."""
     page_token: _builtins.str
     """The previous answer's next_page_token ("" = from the start)."""
+    @_builtins.property
+    def agent_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only these identities, by agent id (a batched lookup, e.g. of the names
+        behind a page of audit records); ids the hub does not know are left out.
+        Empty = every identity. At most --max-repeated-items (1024) ids.
+        """
+
     def __init__(
         self,
         *,
         online_only: _builtins.bool = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        agent_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["online_only", b"online_only", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_ids", b"agent_ids", "online_only", b"online_only", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -3381,6 +3381,13 @@ class OperatorServiceListAgentsRequest(betterproto2.Message):
     The previous answer's next_page_token ("" = from the start).
     """
 
+    agent_ids: "list[str]" = betterproto2.field(4, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Only these identities, by agent id (a batched lookup, e.g. of the names
+    behind a page of audit records); ids the hub does not know are left out.
+    Empty = every identity. At most --max-repeated-items (1024) ids.
+    """
+
 
 default_message_pool.register_message(
     "agentnet.v1", "OperatorServiceListAgentsRequest", OperatorServiceListAgentsRequest

@@ -82,6 +82,12 @@ export interface OperatorServiceListAgentsRequest {
   pageSize: number;
   /** The previous answer's next_page_token ("" = from the start). */
   pageToken: string;
+  /**
+   * Only these identities, by agent id (a batched lookup, e.g. of the names
+   * behind a page of audit records); ids the hub does not know are left out.
+   * Empty = every identity. At most --max-repeated-items (1024) ids.
+   */
+  agentIds: string[];
 }
 
 /** OperatorServiceListAgentsResponse is one page of identities, ordered by name. */
@@ -682,7 +688,7 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
 };
 
 function createBaseOperatorServiceListAgentsRequest(): OperatorServiceListAgentsRequest {
-  return { onlineOnly: false, pageSize: 0, pageToken: "" };
+  return { onlineOnly: false, pageSize: 0, pageToken: "", agentIds: [] };
 }
 
 export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAgentsRequest> = {
@@ -695,6 +701,9 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
     }
     if (message.pageToken !== "") {
       writer.uint32(26).string(message.pageToken);
+    }
+    for (const v of message.agentIds) {
+      writer.uint32(34).string(v!);
     }
     return writer;
   },
@@ -736,6 +745,14 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
             message.pageToken = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.agentIds.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -765,6 +782,11 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
         : isSet(object.page_token)
         ? globalThis.String(object.page_token)
         : "",
+      agentIds: globalThis.Array.isArray(object?.agentIds)
+        ? object.agentIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.agent_ids)
+        ? object.agent_ids.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -779,6 +801,9 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
     if (message.pageToken !== "") {
       obj.pageToken = message.pageToken;
     }
+    if (message.agentIds?.length) {
+      obj.agentIds = message.agentIds;
+    }
     return obj;
   },
 
@@ -790,6 +815,7 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
     message.onlineOnly = object.onlineOnly ?? false;
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
+    message.agentIds = object.agentIds?.map((e) => e) || [];
     return message;
   },
 };
