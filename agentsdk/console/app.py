@@ -523,7 +523,14 @@ class Console:
                 if isinstance(item, AgentNetError):
                     yield _sse("end", {"message": f"stopped: {item.reason}: {item.message}"})
                     return
-                for event in await on_item(item):  # type: ignore[arg-type]
+                try:
+                    events = await on_item(item)  # type: ignore[arg-type]
+                except Exception:
+                    if session.ended.is_set():  # logged out meanwhile: its hub connection closed under the read
+                        yield _sse("end", {"message": "logged out"})
+                        return
+                    raise
+                for event in events:
                     yield event
                 if queue.empty():
                     for event in await on_idle():
