@@ -14,7 +14,8 @@ operator call, ``NotFound``, ``Unavailable`` for an unreachable hub.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import TypeVar
 
 from agentnet.v1 import (
     a2a_pb2,
@@ -34,11 +35,28 @@ from agentsdk.transport import ClosedOnExit, HubConnection, ResponseT, UnaryMeth
 from netkernel.call_tree import execution_subtree
 from netkernel.errors import NotFound
 
+NAMES_AT_ONCE = 1000
+"""Agent ids :meth:`OperatorClient.names` looks up in one call (the hub's default largest page)."""
 AUDIT_WINDOW = 10_000
 """Audit ids :meth:`OperatorClient.latest_audit` reads at a time (ListAudit's largest limit: a window is
 always read whole)."""
 
 __all__ = ["AgentView", "OperatorClient", "OperatorOnly", "execution_children", "execution_subtree"]
+
+
+T = TypeVar("T")
+
+
+async def every_page(read: Callable[[str], Awaitable[tuple[Sequence[T], str]]], limit: int = 0) -> list[T]:
+    """The items of a paged list, page after page: ``read(page_token)`` gives a page's items and the
+    next page's token ("" = none), first with ""; stops once ``limit`` items came (0 = all)."""
+    out: list[T] = []
+    token = ""
+    while True:
+        items, token = await read(token)
+        out.extend(items)
+        if not token or (limit and len(out) >= limit):
+            return out[:limit] if limit else out
 
 
 class OperatorClient(ClosedOnExit):
@@ -74,11 +92,11 @@ class OperatorClient(ClosedOnExit):
         )
 
     async def list_agents(
-        self, *, online_only: bool = False, page_size: int = 0, page_token: str = ""
+        self, *, online_only: bool = False, page_size: int = 0, page_token: str = "", agent_ids: Iterable[str] = ()
     ) -> operator_pb2.OperatorServiceListAgentsResponse:
-        """One page of every identity, by name."""
+        """One page of every identity (or only those of ``agent_ids``), by name."""
         request = operator_pb2.OperatorServiceListAgentsRequest(
-            online_only=online_only, page_size=page_size, page_token=page_token
+            online_only=online_only, page_size=page_size, page_token=page_token, agent_ids=list(agent_ids)
         )
         return await unary(
             self._operator.ListAgents,
@@ -90,14 +108,23 @@ class OperatorClient(ClosedOnExit):
 
     async def agents(self, *, online_only: bool = False, limit: int = 0) -> list[identity_pb2.AgentSummary]:
         """Every identity (at most ``limit``; 0 = all), page after page."""
-        out: list[identity_pb2.AgentSummary] = []
-        token = ""
-        while True:
+
+        async def read(token: str) -> tuple[Sequence[identity_pb2.AgentSummary], str]:
             page = await self.list_agents(online_only=online_only, page_token=token)
-            out.extend(page.agents)
-            token = page.next_page_token
-            if not token or (limit and len(out) >= limit):
-                return out[:limit] if limit else out
+            return page.agents, page.next_page_token
+
+        return await every_page(read, limit)
+
+    async def names(self, agent_ids: Iterable[str]) -> dict[str, str]:
+        """agent id → name of those of ``agent_ids`` the hub knows: one batched ListAgents lookup (one
+        per :data:`NAMES_AT_ONCE` distinct ids), not a call per id."""
+        ids = sorted({a for a in agent_ids if a})
+        out: dict[str, str] = {}
+        for i in range(0, len(ids), NAMES_AT_ONCE):
+            chunk = ids[i : i + NAMES_AT_ONCE]
+            page = await self.list_agents(agent_ids=chunk, page_size=len(chunk))
+            out.update((a.agent_id, a.name) for a in page.agents)
+        return out
 
     async def describe_agent(self, agent: str) -> identity_pb2.AgentRecord:
         """One identity's record, by id or passport name."""
@@ -135,14 +162,12 @@ class OperatorClient(ClosedOnExit):
     ) -> list[channel_pb2.ChannelMetadata]:
         """Every channel newest first (at most ``limit``; 0 = all), page after page."""
         wanted = list(states)
-        out: list[channel_pb2.ChannelMetadata] = []
-        token = ""
-        while True:
+
+        async def read(token: str) -> tuple[Sequence[channel_pb2.ChannelMetadata], str]:
             page = await self.list_channels(states=wanted, type=type, page_token=token)
-            out.extend(page.channels)
-            token = page.next_page_token
-            if not token or (limit and len(out) >= limit):
-                return out[:limit] if limit else out
+            return page.channels, page.next_page_token
+
+        return await every_page(read, limit)
 
     async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
         """One channel: metadata, whose turn it is, adapter state."""
@@ -171,14 +196,12 @@ class OperatorClient(ClosedOnExit):
 
     async def tasks(self, *, include_ended: bool = False, limit: int = 0) -> list[task_pb2.TaskMetadata]:
         """Every task newest first (at most ``limit``; 0 = all), page after page."""
-        out: list[task_pb2.TaskMetadata] = []
-        token = ""
-        while True:
+
+        async def read(token: str) -> tuple[Sequence[task_pb2.TaskMetadata], str]:
             page = await self.list_tasks(include_ended=include_ended, page_token=token)
-            out.extend(page.tasks)
-            token = page.next_page_token
-            if not token or (limit and len(out) >= limit):
-                return out[:limit] if limit else out
+            return page.tasks, page.next_page_token
+
+        return await every_page(read, limit)
 
     async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
         """One task."""
@@ -296,8 +319,10 @@ def execution_children(executions: Iterable[a2a_pb2.Execution]) -> dict[str, lis
 
 
 _LIVE_STATES = (channel_pb2.CHANNEL_STATE_PENDING, channel_pb2.CHANNEL_STATE_OPENED)
+AGENT_PAGE_SIZE = 1000
+"""Items per page an agent's list asks the hub for (ListAgents' largest page)."""
 AGENT_LIST_LIMIT = 1000
-"""Most items an agent's list asks the hub for (the HubService lists have no pages)."""
+"""Most executions an agent's call tree asks the hub for (ListExecutions has no pages)."""
 
 
 _AUDIT_IS_OPERATORS = (
@@ -365,11 +390,14 @@ class AgentView(ClosedOnExit):
         return await self.describe_agent(self.agent_id)
 
     async def agents(self, *, online_only: bool = False, limit: int = 0) -> list[identity_pb2.AgentSummary]:
-        """The identities this agent may see, by name (at most ``limit``; 0 = up to 1000)."""
-        request = hub_pb2.ListAgentsRequest(limit=AGENT_LIST_LIMIT)
-        found = (await self._unary(self._hub.ListAgents, request, hub_pb2.ListAgentsResponse)).agents
-        out = [a for a in found if a.online or not online_only]
-        return out[:limit] if limit else out
+        """The identities this agent may see, by name (at most ``limit``; 0 = all), page after page."""
+
+        async def read(token: str) -> tuple[Sequence[identity_pb2.AgentSummary], str]:
+            request = hub_pb2.ListAgentsRequest(limit=AGENT_PAGE_SIZE, page_token=token)
+            page = await self._unary(self._hub.ListAgents, request, hub_pb2.ListAgentsResponse)
+            return [a for a in page.agents if a.online or not online_only], page.next_page_token
+
+        return await every_page(read, limit)
 
     async def describe_agent(self, agent: str) -> identity_pb2.AgentRecord:
         """One identity's record, by id or passport name."""
@@ -383,14 +411,21 @@ class AgentView(ClosedOnExit):
     async def channels(
         self, *, states: Iterable[channel_pb2.ChannelState.ValueType] = (), type: str = "", limit: int = 0
     ) -> list[channel_pb2.ChannelMetadata]:
-        """This agent's channels newest first, filtered by state and type."""
+        """This agent's channels newest first, filtered by state and type (at most ``limit``; 0 = all),
+        page after page."""
         wanted = set(states)
-        request = hub_pb2.ListChannelsRequest(
-            include_ended=not wanted or not wanted <= set(_LIVE_STATES), type=type, limit=AGENT_LIST_LIMIT
-        )
-        found = (await self._unary(self._hub.ListChannels, request, hub_pb2.ListChannelsResponse)).channels
-        out = [c for c in found if not wanted or c.state in wanted]
-        return out[:limit] if limit else out
+
+        async def read(token: str) -> tuple[Sequence[channel_pb2.ChannelMetadata], str]:
+            request = hub_pb2.ListChannelsRequest(
+                include_ended=not wanted or not wanted <= set(_LIVE_STATES),
+                type=type,
+                limit=AGENT_PAGE_SIZE,
+                page_token=token,
+            )
+            page = await self._unary(self._hub.ListChannels, request, hub_pb2.ListChannelsResponse)
+            return [c for c in page.channels if not wanted or c.state in wanted], page.next_page_token
+
+        return await every_page(read, limit)
 
     async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
         """One of this agent's channels: metadata, whose turn it is, adapter state."""
@@ -404,11 +439,17 @@ class AgentView(ClosedOnExit):
         )
 
     async def tasks(self, *, include_ended: bool = False, limit: int = 0) -> list[task_pb2.TaskMetadata]:
-        """The tasks this agent may see (its own and those of its channels), newest first."""
-        request = hub_pb2.ListTasksRequest(
-            scope=hub_pb2.TASK_SCOPE_ALL, include_ended=include_ended, limit=limit or AGENT_LIST_LIMIT
-        )
-        return list((await self._unary(self._hub.ListTasks, request, hub_pb2.ListTasksResponse)).tasks)
+        """The tasks this agent may see (its own and those of its channels), newest first (at most
+        ``limit``; 0 = all), page after page."""
+
+        async def read(token: str) -> tuple[Sequence[task_pb2.TaskMetadata], str]:
+            request = hub_pb2.ListTasksRequest(
+                scope=hub_pb2.TASK_SCOPE_ALL, include_ended=include_ended, limit=AGENT_PAGE_SIZE, page_token=token
+            )
+            page = await self._unary(self._hub.ListTasks, request, hub_pb2.ListTasksResponse)
+            return page.tasks, page.next_page_token
+
+        return await every_page(read, limit)
 
     async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
         """One task."""

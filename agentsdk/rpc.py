@@ -10,6 +10,7 @@ retry on RATE_LIMITED as the connection's ``rate_limit_backoff`` says (:mod:`age
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from collections.abc import AsyncIterator
 from typing import Protocol
@@ -95,13 +96,19 @@ class HubRpc:
     async def register(
         self, request: hub_pb2.RegisterRequest, *, timeout: float | None = None
     ) -> hub_pb2.RegisterResponse:
-        """``Register``: create an agent identity and issue its credential."""
+        """``Register``: create an agent identity and issue its credential. A request without an
+        idempotency key gets a fresh random one here (kept on ``request``), so gRPC's retry after a lost
+        answer (:data:`agentsdk.transport.RETRY_SERVICE_CONFIG`) returns the identity the first attempt
+        created instead of ALREADY_EXISTS."""
+        _key_registration(request)
         return await self._unary(self.connection.stub.Register, request, hub_pb2.RegisterResponse, timeout)
 
     async def register_human(
         self, request: hub_pb2.RegisterHumanRequest, *, timeout: float | None = None
     ) -> hub_pb2.RegisterHumanResponse:
-        """``RegisterHuman``: create a non-LLM participant and issue its credential."""
+        """``RegisterHuman``: create a non-LLM participant and issue its credential (keyed as
+        :meth:`register`)."""
+        _key_registration(request)
         return await self._unary(self.connection.stub.RegisterHuman, request, hub_pb2.RegisterHumanResponse, timeout)
 
     async def unregister(
@@ -170,7 +177,7 @@ class HubRpc:
         self, request: hub_pb2.PostEnvelopeRequest, *, timeout: float | None = None
     ) -> hub_pb2.PostEnvelopeResponse:
         """``PostEnvelope``: admit one envelope. An envelope without an idempotency key gets one here,
-        so gRPC's retry after a lost answer (:data:`agentsdk.transport.POST_RETRY_SERVICE_CONFIG`) never
+        so gRPC's retry after a lost answer (:data:`agentsdk.transport.RETRY_SERVICE_CONFIG`) never
         admits it twice."""
         if not request.envelope.HasField("idempotency_key"):
             request.envelope.idempotency_key = uuid.uuid4().hex
@@ -239,3 +246,10 @@ class HubRpc:
     ) -> hub_pb2.ListExecutionsResponse:
         """``ListExecutions``: the A2A call tree of a root session."""
         return await self._unary(self.connection.stub.ListExecutions, request, hub_pb2.ListExecutionsResponse, timeout)
+
+
+def _key_registration(request: hub_pb2.RegisterRequest | hub_pb2.RegisterHumanRequest) -> None:
+    """Give a registration without an idempotency key one: 32 random hex characters (the hub
+    derives the credential from the key, so it must be unguessable; the hub's minimum is 16)."""
+    if not request.idempotency_key:
+        request.idempotency_key = secrets.token_hex(16)

@@ -27,30 +27,39 @@ ResponseT = TypeVar("ResponseT", bound=Message)
 Metadata = tuple[tuple[str, str], ...]
 """gRPC call metadata (key, value) pairs."""
 
-POST_RETRY_SERVICE_CONFIG = {
+_RETRY_ON_UNAVAILABLE = {
+    "maxAttempts": 5,
+    "initialBackoff": "0.1s",
+    "maxBackoff": "2s",
+    "backoffMultiplier": 2,
+    "retryableStatusCodes": ["UNAVAILABLE"],
+}
+
+RETRY_SERVICE_CONFIG = {
     "methodConfig": [
         {
             "name": [{"service": "agentnet.v1.HubService", "method": "PostEnvelope"}],
             "waitForReady": True,
             "timeout": "30s",
-            "retryPolicy": {
-                "maxAttempts": 5,
-                "initialBackoff": "0.1s",
-                "maxBackoff": "2s",
-                "backoffMultiplier": 2,
-                "retryableStatusCodes": ["UNAVAILABLE"],
-            },
-        }
+            "retryPolicy": _RETRY_ON_UNAVAILABLE,
+        },
+        {
+            "name": [{"service": "agentnet.v1.HubService", "method": m} for m in ("Register", "RegisterHuman")],
+            "retryPolicy": _RETRY_ON_UNAVAILABLE,
+        },
     ]
 }
-"""gRPC's own retry for ``PostEnvelope`` (safe: every post the SDK sends carries an idempotency
-key, so a retried post is admitted once): a post whose hub died before answering is sent again,
-waiting (at most 30 s unless the call's deadline is shorter) for a hub to be reachable, on whichever
-of the targets answers (docs/scale-out.md "Client failover")."""
+"""gRPC's own retry of the calls the SDK sends with an idempotency key, so sending one again is safe:
+``PostEnvelope`` (a retried post is admitted once) and ``Register`` / ``RegisterHuman`` (a retried
+registration returns the identity and credential the first attempt created). A call whose hub died,
+or whose connection broke, before answering is sent again on whichever of the targets answers
+(docs/scale-out.md "Client failover"). A post also waits (at most 30 s unless the call's deadline is
+shorter) for a hub to be reachable; a registration does not, so a client that reaches no hub at all
+(wrong address, plaintext to a TLS hub) learns it within a few attempts (``UNAVAILABLE``)."""
 
 #: Options for long-lived agent connections: keepalive so dead peers are noticed; reconnect
 #: attempts at most 2 s apart, so a standby hub that comes up is found within about 2 s;
-#: the post retry above.
+#: the retry of idempotent calls above.
 CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 10_000),
@@ -59,7 +68,7 @@ CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
     ("grpc.max_reconnect_backoff_ms", 2_000),
     ("grpc.enable_retries", 1),
-    ("grpc.service_config", json.dumps(POST_RETRY_SERVICE_CONFIG)),
+    ("grpc.service_config", json.dumps(RETRY_SERVICE_CONFIG)),
 )
 
 

@@ -31,10 +31,13 @@ PAYLOAD_FIELDS = (
 SKILL_FIELDS = ("agentnet.v1.RegisterRequest.skill_md", "agentnet.v1.SetSkillRequest.skill_md")
 #: Per-stream bookkeeping a client may send in bulk: one entry per channel it follows.
 STREAM_ENTRY_FIELDS = ("agentnet.v1.Hello.cursors", "agentnet.v1.Ack.entries")
-#: OperatorService page tokens: each carries an id or name (at most --max-id-bytes) and a position,
-#: base64-encoded, so they are bounded by a multiple of the id limit rather than by it.
+#: Page tokens (OperatorService's and HubService's lists): each carries an id or name (at most
+#: --max-id-bytes) and a position, base64-encoded, so they are bounded by a multiple of the id limit
+#: rather than by it.
 PAGE_TOKEN_FIELDS = tuple(
-    f"agentnet.v1.OperatorService{rpc}Request.page_token" for rpc in ("ListAgents", "ListChannels", "ListTasks")
+    f"agentnet.v1.{service}{rpc}Request.page_token"
+    for service in ("OperatorService", "")
+    for rpc in ("ListAgents", "ListChannels", "ListTasks")
 )
 PAGE_TOKEN_FACTOR = 4
 #: Repeated fields that name each agent at most once (a repeat is refused).

@@ -18,6 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from hubsvc.recorder import Recorder
+from servicekit.metrics import RpcCounter
 
 if TYPE_CHECKING:
     from hubsvc.core.hub import HubCore
@@ -50,6 +51,7 @@ class HubMetrics(Recorder):
         "_refused",
         "_replayed",
         "registry",
+        "rpc_counter",
     )
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -125,6 +127,17 @@ class HubMetrics(Recorder):
             buckets=_LAG_BUCKETS,
             registry=r,
         )
+
+        self.rpc_counter = RpcCounter(
+            Counter(
+                "agentnet_hub_rpcs",
+                "Calls of the hub's RPCs (HubService, OperatorService, health, reflection) by full method name, "
+                "counted as each starts (a Connect stream once).",
+                ["method"],
+                registry=r,
+            )
+        )
+        """The server interceptor that counts every call (:class:`servicekit.metrics.RpcCounter`)."""
 
     def observe(self, core: HubCore) -> None:
         """Add the gauges read from ``core`` at scrape time."""

@@ -41,7 +41,10 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
     ) -> operator_pb2.OperatorServiceListAgentsResponse:
         """Every identity, one page."""
         agents, token = self.ops.list_agents(
-            online_only=request.online_only, page_size=request.page_size, page_token=request.page_token
+            online_only=request.online_only,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            agent_ids=request.agent_ids,
         )
         return operator_pb2.OperatorServiceListAgentsResponse(agents=agents, next_page_token=token)
 
@@ -56,11 +59,13 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
     async def ListChannels(
         self, caller: None, request: operator_pb2.OperatorServiceListChannelsRequest
     ) -> operator_pb2.OperatorServiceListChannelsResponse:
-        """Every channel, newest first, one page."""
+        """Every channel, newest first, one page, with whose turn it is in its live channels."""
         channels, token = await self.ops.list_channels(
             states=request.states, type=request.type, page_size=request.page_size, page_token=request.page_token
         )
-        return operator_pb2.OperatorServiceListChannelsResponse(channels=channels, next_page_token=token)
+        return operator_pb2.OperatorServiceListChannelsResponse(
+            channels=channels, next_page_token=token, turns=self.ops.channel_turns(channels)
+        )
 
     @unary_rpc(OPERATOR)
     async def DescribeChannel(

@@ -131,7 +131,7 @@ async def start_hub(
             port=port,
             max_message_bytes=max_message_bytes,
             tls=tls,
-            interceptors=server_interceptors(tracer_provider),
+            interceptors=[*server_interceptors(tracer_provider), *([recorder.rpc_counter] if recorder else [])],
             metrics=(recorder.registry, metrics) if recorder is not None and metrics is not None else None,
         )
     except BaseException:

@@ -242,8 +242,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     @unary_rpc(AGENT)
     async def ListAgents(self, caller: str, request: hub_pb2.ListAgentsRequest) -> hub_pb2.ListAgentsResponse:
-        """Filtered identities."""
-        agents = self.ops.agents.find_agents(
+        """Filtered identities, a page at a time."""
+        agents, token = self.ops.agents.find_agents(
             caller,
             kind=request.kind,
             capability=request.capability,
@@ -251,8 +251,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             sort_by=request.sort_by,
             limit=request.limit,
             exclude_self=request.exclude_self,
+            page_token=request.page_token,
         )
-        return hub_pb2.ListAgentsResponse(agents=agents)
+        return hub_pb2.ListAgentsResponse(agents=agents, next_page_token=token)
 
     @unary_rpc(AGENT)
     async def DescribeAgent(self, caller: str, request: hub_pb2.DescribeAgentRequest) -> hub_pb2.DescribeAgentResponse:
@@ -355,11 +356,15 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     @unary_rpc(AGENT)
     async def ListChannels(self, caller: str, request: hub_pb2.ListChannelsRequest) -> hub_pb2.ListChannelsResponse:
-        """The caller's channels."""
-        channels = await self.ops.channels.list_channels(
-            caller, include_ended=request.include_ended, type=request.type, limit=request.limit
+        """The caller's channels, a page at a time."""
+        channels, token = await self.ops.channels.list_channels(
+            caller,
+            include_ended=request.include_ended,
+            type=request.type,
+            limit=request.limit,
+            page_token=request.page_token,
         )
-        return hub_pb2.ListChannelsResponse(channels=channels)
+        return hub_pb2.ListChannelsResponse(channels=channels, next_page_token=token)
 
     @stream_rpc(AGENT)
     async def ReadWal(self, caller: str, request: hub_pb2.ReadWalRequest) -> AsyncIterator[hub_pb2.ReadWalResponse]:
@@ -399,14 +404,15 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
 
     @unary_rpc(AGENT)
     async def ListTasks(self, caller: str, request: hub_pb2.ListTasksRequest) -> hub_pb2.ListTasksResponse:
-        """Tasks."""
-        tasks = await self.ops.tasks.list_tasks(
+        """Tasks, a page at a time."""
+        tasks, token = await self.ops.tasks.list_tasks(
             caller,
             all_scope=request.scope == hub_pb2.TASK_SCOPE_ALL,
             include_ended=request.include_ended,
             limit=request.limit,
+            page_token=request.page_token,
         )
-        return hub_pb2.ListTasksResponse(tasks=tasks)
+        return hub_pb2.ListTasksResponse(tasks=tasks, next_page_token=token)
 
     @unary_rpc(AGENT)
     async def GetTask(self, caller: str, request: hub_pb2.GetTaskRequest) -> hub_pb2.GetTaskResponse:

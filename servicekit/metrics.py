@@ -17,9 +17,11 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+import grpc
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
 log = logging.getLogger("agentnet.metrics")
 
@@ -129,3 +131,28 @@ async def _answer(reader: asyncio.StreamReader, registry: CollectorRegistry) -> 
         return "405 Method Not Allowed", b"use GET /metrics\n", text
     body = generate_latest(registry)
     return "200 OK", b"" if method == b"HEAD" else body, CONTENT_TYPE_LATEST
+
+
+class RpcCounter(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc.aio has no stubs
+    """Counts each call the server has a handler for in ``counter`` (labelled ``method``: the full
+    method name, e.g. ``/agentnet.v1.OperatorService/ListChannels``) as it starts; a call of an
+    unknown method is not counted, so the label's values are bounded by the services served."""
+
+    def __init__(self, counter: Counter) -> None:
+        self._counter = counter
+        self._children: dict[str, Counter] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        """Count the call when a handler serves it."""
+        handler = await continuation(handler_call_details)
+        if handler is not None:
+            method: str = handler_call_details.method
+            child = self._children.get(method)
+            if child is None:
+                child = self._children[method] = self._counter.labels(method=method)
+            child.inc()
+        return handler

@@ -359,7 +359,7 @@ class Console:
             page_size=self.options.page_size,
             page_token=request.query_params.get("page_token", ""),
         )
-        turns = await views.channel_turns(session.client, page.channels)
+        turns = views.channel_turns(page)
         return {
             "page": page,
             "turns": turns,
@@ -443,7 +443,8 @@ class Console:
         records: list[hub_pb2.AuditRecord] = await session.client.list_audit(
             kind=kind, subject_id=subject, after_id=after, limit=self.options.page_size
         )
-        rows = [views.audit_row(r, self.options.max_event_text_bytes) for r in records]
+        names = await views.agent_names(session.client, (r.actor_id for r in records))
+        rows = [views.audit_row(r, self.options.max_event_text_bytes, names) for r in records]
         last_id = records[-1].audit_id if records else after
         return self._view(
             "audit.html",
@@ -522,7 +523,14 @@ class Console:
                 if isinstance(item, AgentNetError):
                     yield _sse("end", {"message": f"stopped: {item.reason}: {item.message}"})
                     return
-                for event in await on_item(item):  # type: ignore[arg-type]
+                try:
+                    events = await on_item(item)  # type: ignore[arg-type]
+                except Exception:
+                    if session.ended.is_set():  # logged out meanwhile: its hub connection closed under the read
+                        yield _sse("end", {"message": "logged out"})
+                        return
+                    raise
+                for event in events:
                     yield event
                 if queue.empty():
                     for event in await on_idle():
@@ -618,9 +626,16 @@ class Console:
         """Audit records after ``after`` (matching ``kind`` and ``subject``) as they are written."""
         after = self._last_event_id(request, _int_param(request, "after"))
         template = self.templates.get_template("_audit.html")
+        # The stream's actors' names: a lookup only for an actor it has not named yet (at most
+        # ``live_rows`` remembered, as many rows as the page keeps).
+        names: dict[str, str] = {}
 
         async def on_record(record: hub_pb2.AuditRecord) -> list[str]:
-            row = views.audit_row(record, self.options.max_event_text_bytes)
+            if record.actor_id and record.actor_id not in names:
+                if len(names) >= self.options.live_rows:
+                    names.clear()
+                names.update(await views.agent_names(session.client, [record.actor_id]))
+            row = views.audit_row(record, self.options.max_event_text_bytes, names)
             return [_sse("row", {"html": template.render(row=row)}, record.audit_id)]
 
         async def nothing() -> list[str]:

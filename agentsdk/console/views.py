@@ -3,22 +3,18 @@ type, whose turn it is in each live channel, windows of a WAL, and the newest au
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, hub_pb2
+from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, hub_pb2, operator_pb2
 
 from agentsdk.cli.render import channel_state, enum_name, when
 from agentsdk.operator import OperatorClient, execution_children
-from netkernel.errors import NotFound
 
 SENDER_COLOURS = 8
 """Senders are drawn in one of this many colours (chosen by their id, so a sender keeps its colour)."""
-DESCRIBE_AT_ONCE = 16
-"""DescribeChannel calls in flight at once while a channel list asks whose turn it is."""
 
 
 def clip(text: str, max_bytes: int) -> str:
@@ -96,19 +92,14 @@ def turn_text(channel: channel_pb2.ChannelMetadata, expected_next: Sequence[str]
     return ", ".join(names.get(a, a) for a in expected_next) or "anyone"
 
 
-async def channel_turns(client: OperatorClient, channels: Iterable[channel_pb2.ChannelMetadata]) -> dict[str, str]:
-    """Whose turn it is in each live channel of a page (channel id → names), asked concurrently."""
-    gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
-
-    async def one(channel: channel_pb2.ChannelMetadata) -> tuple[str, str]:
-        async with gate:
-            try:
-                described = await client.describe_channel(channel.channel_id)
-            except NotFound:
-                return channel.channel_id, ""
-        return channel.channel_id, turn_text(described.channel, described.expected_next)
-
-    return dict(await asyncio.gather(*(one(c) for c in channels if is_live(c))))
+def channel_turns(page: operator_pb2.OperatorServiceListChannelsResponse) -> dict[str, str]:
+    """Whose turn it is in each live channel of a page (channel id → names), from the page's own
+    ``turns`` (no call per row)."""
+    return {
+        c.channel_id: turn_text(c, page.turns[c.channel_id].expected_next if c.channel_id in page.turns else [])
+        for c in page.channels
+        if is_live(c)
+    }
 
 
 def wal_window(last_seq: int, before: int, page_size: int) -> tuple[int, int]:
@@ -130,17 +121,20 @@ class AuditRow:
     at: str
     kind: str
     actor: str
+    """The actor's name ("hub" for the hub's own records; the id when the hub knows no such agent)."""
+    actor_id: str
     subject: str
     detail: str
 
 
-def audit_row(record: hub_pb2.AuditRecord, max_bytes: int) -> AuditRow:
-    """An audit record as a row."""
+def audit_row(record: hub_pb2.AuditRecord, max_bytes: int, names: Mapping[str, str]) -> AuditRow:
+    """An audit record as a row, its actor named from ``names`` (agent id → name)."""
     return AuditRow(
         audit_id=record.audit_id,
         at=when(record.created_at),
         kind=record.kind,
-        actor=record.actor_id or "hub",
+        actor=names.get(record.actor_id, record.actor_id) or "hub",
+        actor_id=record.actor_id,
         subject=record.subject_id,
         detail=clip(record.detail_json, max_bytes),
     )
@@ -182,18 +176,10 @@ def call_tree(executions: Sequence[a2a_pb2.Execution], names: Mapping[str, str])
 
 
 async def agent_names(client: OperatorClient, agent_ids: Iterable[str]) -> dict[str, str]:
-    """Names of these agent ids (an unknown id keeps its id), asked concurrently."""
-    gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
-
-    async def one(agent_id: str) -> tuple[str, str]:
-        async with gate:
-            try:
-                record = await client.describe_agent(agent_id)
-            except NotFound:
-                return agent_id, agent_id
-        return agent_id, record.passport.name or agent_id
-
-    return dict(await asyncio.gather(*(one(a) for a in set(agent_ids) if a)))
+    """Names of these agent ids (an unknown id keeps its id), in one batched lookup."""
+    ids = {a for a in agent_ids if a}
+    known = await client.names(ids) if ids else {}
+    return {a: known.get(a, a) for a in ids}
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ class Sessions:
         for ch in list(self._live_channels()):
             if agent_id in ch.participants:
                 marks[ch.channel_id] = ch.committed_seq
-        for row in await self._store.list_channels_for(agent_id, include_ended=True, limit=1000):
+        for _, row in await self._store.list_channels_for(agent_id, include_ended=True, limit=1000):
             if row.channel_id not in marks and not row.live:
                 marks[row.channel_id] = channel_pb2.ChannelMetadata.FromString(row.record).last_seq
         # The client's own cursor wins (it may know better than the last flushed ack), within

@@ -83,7 +83,7 @@ class ToolCalls:
                 "resume": _to_dict(r.resume),
                 "skill_md": r.skill_md,
             }
-        peers = self.ops.agents.find_agents(
+        peers, _ = self.ops.agents.find_agents(
             caller,
             capability=args.capability or "",
             query=args.query or "",
@@ -109,7 +109,7 @@ class ToolCalls:
     async def _tool_channels(self, caller: str, args: ChannelsArgs, turn: ToolTurn) -> Any:
         channels = self.ops.channels
         if args.action == "list":
-            metas = await channels.list_channels(caller, include_ended=args.state == "all")
+            metas, _ = await channels.list_channels(caller, include_ended=args.state == "all")
             return {
                 "channels": [
                     {
@@ -184,7 +184,7 @@ class ToolCalls:
             task = await tasks.report_task(caller, report)
             return {"task_id": task.task_id, "state": TASK_STATE.name_of(task.state, "unknown")}
         if args.action == "list":
-            listed = await tasks.list_tasks(
+            listed, _ = await tasks.list_tasks(
                 caller, all_scope=args.scope == "all", include_ended=args.state == "all", limit=args.limit
             )
             return {"tasks": [_to_dict(t) for t in listed]}

@@ -392,8 +392,12 @@ class HubStore(abc.ABC):
         """One channel, live or ended."""
 
     @abc.abstractmethod
-    async def list_channels_for(self, agent_id: str, *, include_ended: bool, limit: int) -> list[ChannelRow]:
-        """Channels ``agent_id`` participates in, newest first."""
+    async def list_channels_for(
+        self, agent_id: str, *, include_ended: bool, limit: int, before: int = 0
+    ) -> list[tuple[int, ChannelRow]]:
+        """Channels ``agent_id`` participates in, newest first, as (creation order, row) pairs (the
+        order of :meth:`list_channels`): those created before order ``before`` (0 = from the newest),
+        at most ``limit``."""
 
     @abc.abstractmethod
     async def list_channels(self, *, live_only: bool, before: int, limit: int) -> list[tuple[int, ChannelRow]]:

@@ -1123,17 +1123,24 @@ class RedisHubStore(GroupCommitStore):
         return (await self._channels([channel_id]))[0]
 
     @_read
-    async def list_channels_for(self, agent_id: str, *, include_ended: bool, limit: int) -> list[ChannelRow]:
-        """Channels of one member, newest first (by first write, like SQLite's rowid)."""
+    async def list_channels_for(
+        self, agent_id: str, *, include_ended: bool, limit: int, before: int = 0
+    ) -> list[tuple[int, ChannelRow]]:
+        """Channels of one member, newest first (by creation order, the zset's scores)."""
         key = self._g + "member_channels:" + agent_id
-        out: list[ChannelRow] = []
+        out: list[tuple[int, ChannelRow]] = []
+        top = f"({before}" if before else "+inf"
         start = 0
         while limit < 0 or len(out) < limit:
-            ids = [_text(m) for m in cast("list[bytes]", await self._client.zrevrange(key, start, start + _PAGE - 1))]
-            for row in await self._channels(ids):
+            found = cast(
+                "list[tuple[bytes, float]]",
+                await self._client.zrevrangebyscore(key, top, "-inf", start=start, num=_PAGE, withscores=True),
+            )
+            rows = await self._channels([_text(m) for m, _ in found])
+            for (_, order), row in zip(found, rows, strict=True):
                 if row is not None and (include_ended or row.live):
-                    out.append(row)
-            if len(ids) < _PAGE:
+                    out.append((int(order), row))
+            if len(found) < _PAGE:
                 break
             start += _PAGE
         return out[:limit]

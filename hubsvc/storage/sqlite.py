@@ -404,17 +404,19 @@ class SqliteHubStore(GroupCommitStore):
         )
         return ChannelRow(rows[0][0], bool(rows[0][1]), bytes(rows[0][2]), bytes(rows[0][3])) if rows else None
 
-    async def list_channels_for(self, agent_id: str, *, include_ended: bool, limit: int) -> list[ChannelRow]:
+    async def list_channels_for(
+        self, agent_id: str, *, include_ended: bool, limit: int, before: int = 0
+    ) -> list[tuple[int, ChannelRow]]:
         """Channels of one member, newest first (rowid order approximates creation order)."""
         sql = (
-            "SELECT c.channel_id, c.live, c.record, c.seed FROM channel_members m "
-            "JOIN channels c ON c.channel_id = m.channel_id WHERE m.agent_id = ?"
+            "SELECT c.rowid, c.channel_id, c.live, c.record, c.seed FROM channel_members m "
+            "JOIN channels c ON c.channel_id = m.channel_id WHERE m.agent_id = ? AND c.rowid < ?"
         )
         if not include_ended:
             sql += " AND c.live = 1"
         sql += " ORDER BY c.rowid DESC LIMIT ?"
-        rows = await self._fetchall(sql, [agent_id, limit])
-        return [ChannelRow(r[0], bool(r[1]), bytes(r[2]), bytes(r[3])) for r in rows]
+        rows = await self._fetchall(sql, [agent_id, before or 2**63 - 1, limit])
+        return [(r[0], ChannelRow(r[1], bool(r[2]), bytes(r[3]), bytes(r[4]))) for r in rows]
 
     async def list_channels(self, *, live_only: bool, before: int, limit: int) -> list[tuple[int, ChannelRow]]:
         """Every channel, newest first (rowid order approximates creation order)."""

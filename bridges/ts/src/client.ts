@@ -441,6 +441,7 @@ export class Client {
         sortBy: options.sortBy ?? "",
         limit: options.limit ?? 0,
         excludeSelf: options.excludeSelf ?? false,
+        pageToken: "",
       },
       options,
     );
@@ -519,7 +520,12 @@ export class Client {
   ): Promise<ChannelMetadata[]> {
     const res = await this.unary(
       this.raw.listChannels,
-      { includeEnded: options.includeEnded ?? false, type: options.type ?? "", limit: options.limit ?? 0 },
+      {
+        includeEnded: options.includeEnded ?? false,
+        type: options.type ?? "",
+        limit: options.limit ?? 0,
+        pageToken: "",
+      },
       options,
     );
     return res.channels;

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agentnet.v1 import a2a_pb2, identity_pb2
 
 from hubsvc.core.hub import HubCore
+from hubsvc.core.operations.pages import SortKey, keyed_page
 from hubsvc.core.registry import AgentEntry
 from hubsvc.core.util import from_timestamp
 from netkernel.errors import InvalidArgument
+
+_AGENT_ORDERS: dict[str, Callable[[AgentEntry], SortKey]] = {
+    "name": lambda e: (e.name,),
+    "registered_at": lambda e: (from_timestamp(e.record.registered_at), e.agent_id),
+    "last_seen": lambda e: (-from_timestamp(e.record.last_seen_at), e.agent_id),  # most recent first
+}
+"""ListAgents' ``sort_by`` orders, each a sort key (unique, so a page token marks one place)."""
 
 
 def summary(entry: AgentEntry) -> identity_pb2.AgentSummary:
@@ -41,12 +51,14 @@ class AgentOps:
         sort_by: str = "",
         limit: int = 0,
         exclude_self: bool = False,
-    ) -> list[identity_pb2.AgentSummary]:
-        """Registry search (all filters ANDed); identities an expectation's ``hide`` hides are left out."""
+        page_token: str = "",
+    ) -> tuple[list[identity_pb2.AgentSummary], str]:
+        """Registry search (all filters ANDed), a page of ``limit`` (0 = 20) in ``sort_by`` order and the
+        next page's token; identities an expectation's ``hide`` hides are left out."""
         if limit < 0 or limit > 1000:
             raise InvalidArgument("limit must be between 1 and 1000 (0 = 20).")
         sort_by = sort_by or "name"
-        if sort_by not in ("name", "registered_at", "last_seen"):
+        if sort_by not in _AGENT_ORDERS:
             raise InvalidArgument(f"sort_by {sort_by!r} is unknown; use name, registered_at or last_seen.")
         cap = capability.lower()
         q = query.lower()
@@ -74,13 +86,8 @@ class AgentOps:
                 if q not in haystack:
                     continue
             out.append(entry)
-        if sort_by == "name":
-            out.sort(key=lambda e: e.name)
-        elif sort_by == "registered_at":
-            out.sort(key=lambda e: from_timestamp(e.record.registered_at))
-        else:
-            out.sort(key=lambda e: from_timestamp(e.record.last_seen_at), reverse=True)
-        return [summary(e) for e in out[: limit or 20]]
+        page, token = keyed_page("agents", out, _AGENT_ORDERS[sort_by], limit or 20, page_token)
+        return [summary(e) for e in page], token
 
     def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
         """The full profile of the agent named by id or passport name."""

@@ -9,8 +9,10 @@ from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
 from hubsvc.adapters import get_adapter
 from hubsvc.core.channel import OPENED, TERMINAL, spec_from_meta
 from hubsvc.core.hub import HubCore
+from hubsvc.core.operations.pages import ordered_page
 from hubsvc.core.util import check_seconds
 from hubsvc.core.wal_follow import WalFollower
+from hubsvc.storage.base import ChannelRow
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_CHANNEL_OPENED, Envelope, text_envelope
 from netkernel.errors import InvalidArgument, PermissionDenied
 from netkernel.wire import dumps_json, envelope_from_wire, wire_readable_by
@@ -92,22 +94,24 @@ class ChannelOps:
         return response
 
     async def list_channels(
-        self, caller: str, *, include_ended: bool, type: str = "", limit: int = 0
-    ) -> list[channel_pb2.ChannelMetadata]:
-        """The caller's channels, newest first."""
+        self, caller: str, *, include_ended: bool, type: str = "", limit: int = 0, page_token: str = ""
+    ) -> tuple[list[channel_pb2.ChannelMetadata], str]:
+        """The caller's channels, newest first, a page of ``limit`` (0 = 100); returns (channels,
+        next page token)."""
         if limit < 0:
             raise InvalidArgument("limit must not be negative.")
-        rows = await self.core.store.list_channels_for(caller, include_ended=include_ended, limit=limit or 100)
-        out = []
-        for row in rows:
+
+        def pick(row: ChannelRow) -> channel_pb2.ChannelMetadata | None:
             live = self.core.live_channel(row.channel_id)
             meta = live.meta if live is not None else channel_pb2.ChannelMetadata.FromString(row.record)
-            if type and meta.type != type:
-                continue
-            if not include_ended and meta.state in TERMINAL:
-                continue
-            out.append(meta)
-        return out
+            return None if (type and meta.type != type) or (not include_ended and meta.state in TERMINAL) else meta
+
+        async def fetch(before: int, size: int) -> list[tuple[int, ChannelRow]]:
+            return await self.core.store.list_channels_for(
+                caller, include_ended=include_ended, limit=size, before=before
+            )
+
+        return await ordered_page("channels", fetch, pick, limit or 100, page_token)
 
     async def stream_wal(
         self, caller: str | None, channel_id: str, from_seq: int, until_seq: int, limit: int, *, follow: bool

@@ -57,7 +57,7 @@ class ContextOps:
             await self.core.require_member(caller, channel_id)
             return [channel_id]
         rows = await self.core.store.list_channels_for(caller, include_ended=True, limit=10_000)
-        return [r.channel_id for r in rows]
+        return [r.channel_id for _, r in rows]
 
     def _excerpt(self, wire: envelope_pb2.Envelope) -> hub_pb2.ContextExcerpt:
         text = envelope_from_wire(wire).event_data.get("text", "")

@@ -8,12 +8,8 @@ every replica; only :attr:`Status.connected_streams` is this replica's own.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import json
 from collections.abc import AsyncIterator, Iterable
 from importlib import metadata
-from typing import Any
 
 from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, hub_pb2, identity_pb2, operator_pb2, task_pb2
 
@@ -21,7 +17,9 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.agents import summary
 from hubsvc.core.operations.audit import MAX_AUDIT_ID, audit_record
 from hubsvc.core.operations.channels import ChannelOps
-from hubsvc.core.util import from_timestamp, to_timestamp
+from hubsvc.core.operations.pages import keyed_page, ordered_page, task_order
+from hubsvc.core.util import to_timestamp
+from hubsvc.storage.base import ChannelRow
 from netkernel.call_tree import execution_subtree
 from netkernel.errors import InvalidArgument, NotFound
 from netkernel.wire import dumps_json
@@ -39,29 +37,6 @@ def _version() -> str:
         return metadata.version("agent-network")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-def _encode_token(kind: str, value: Any) -> str:
-    raw = json.dumps([kind, value], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_token(kind: str, token: str) -> Any:
-    """The position a page token carries (None for ""); InvalidArgument for a token not issued here."""
-    if not token:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        found_kind, value = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError):
-        found_kind, value = None, None
-    if found_kind != kind:
-        raise InvalidArgument(
-            f"page_token is not a {kind} page token of this hub: pass the next_page_token of the previous "
-            'answer unchanged, or "" for the first page.',
-            metadata={"field": "page_token"},
-        )
-    return value
 
 
 class OperatorOps:
@@ -113,18 +88,15 @@ class OperatorOps:
     # -- identities ---------------------------------------------------------------------
 
     def list_agents(
-        self, *, online_only: bool, page_size: int, page_token: str
+        self, *, online_only: bool, page_size: int, page_token: str, agent_ids: Iterable[str] = ()
     ) -> tuple[list[identity_pb2.AgentSummary], str]:
-        """Every identity by name (hidden ones too), one page; returns (agents, next page token)."""
-        size = self.page_size(page_size)
-        after = _decode_token("agents", page_token)
-        entries = sorted(
-            (e for e in self.core.registry.entries() if not online_only or e.record.online), key=lambda e: e.name
-        )
-        if after is not None:
-            entries = [e for e in entries if e.name > str(after)]
-        page = entries[:size]
-        token = _encode_token("agents", page[-1].name) if len(entries) > size else ""
+        """Every identity by name (hidden ones too), or only those of ``agent_ids``, one page; returns
+        (agents, next page token)."""
+        registry = self.core.registry
+        wanted = set(agent_ids)
+        known = (registry.get(a) for a in wanted if a in registry) if wanted else registry.entries()
+        entries = (e for e in known if not online_only or e.record.online)
+        page, token = keyed_page("agents", entries, lambda e: (e.name,), self.page_size(page_size), page_token)
         return [summary(e) for e in page], token
 
     def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
@@ -145,27 +117,28 @@ class OperatorOps:
             raise InvalidArgument(
                 "states must name channel states (PENDING, OPENED, CLOSED, EXPIRED).", metadata={"field": "states"}
             )
-        before = _decode_token("channels", page_token)
-        if before is not None and (not isinstance(before, int) or before <= 0):
-            raise InvalidArgument("page_token is not a channels page token of this hub.")
-        cursor = before or 0
         live_only = bool(wanted) and wanted <= _LIVE_STATES
-        out: list[channel_pb2.ChannelMetadata] = []
-        before_next = 0
-        while True:
-            rows = await self.core.store.list_channels(live_only=live_only, before=cursor, limit=size)
-            for order, row in rows:
-                live = self.core.live_channel(row.channel_id)
-                meta = live.meta if live is not None else channel_pb2.ChannelMetadata.FromString(row.record)
-                cursor = order
-                if (wanted and meta.state not in wanted) or (type and meta.type != type):
-                    continue
-                if len(out) == size:  # one more exists: this page ends before it
-                    return out, _encode_token("channels", before_next)
-                out.append(meta)
-                before_next = order
-            if len(rows) < size:
-                return out, ""
+
+        def pick(row: ChannelRow) -> channel_pb2.ChannelMetadata | None:
+            live = self.core.live_channel(row.channel_id)
+            meta = live.meta if live is not None else channel_pb2.ChannelMetadata.FromString(row.record)
+            return None if (wanted and meta.state not in wanted) or (type and meta.type != type) else meta
+
+        async def fetch(before: int, limit: int) -> list[tuple[int, ChannelRow]]:
+            return await self.core.store.list_channels(live_only=live_only, before=before, limit=limit)
+
+        return await ordered_page("channels", fetch, pick, size, page_token)
+
+    def channel_turns(self, channels: Iterable[channel_pb2.ChannelMetadata]) -> dict[str, operator_pb2.ChannelTurn]:
+        """Whose turn it is in each of ``channels`` that is live here and expects someone (what
+        :meth:`describe_channel` says of it), so a page of channels needs no describe per row."""
+        turns: dict[str, operator_pb2.ChannelTurn] = {}
+        for meta in channels:
+            ch = self.core.live_channel(meta.channel_id)
+            expected = ch.expected_next() if ch is not None else []
+            if expected:
+                turns[meta.channel_id] = operator_pb2.ChannelTurn(expected_next=expected)
+        return turns
 
     async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
         """Metadata, whose turn it is and the adapter's state (NotFound for an unknown channel)."""
@@ -194,20 +167,9 @@ class OperatorOps:
         self, *, include_ended: bool, page_size: int, page_token: str
     ) -> tuple[list[task_pb2.TaskMetadata], str]:
         """Every task newest first (running ones only unless ``include_ended``), one page."""
-        size = self.page_size(page_size)
-        after = _decode_token("tasks", page_token)
         rows = await self.core.store.load_tasks(live_only=not include_ended)
         tasks = [task_pb2.TaskMetadata.FromString(r.record) for r in rows]
-        keyed = sorted(((from_timestamp(t.created_at), t.task_id, t) for t in tasks), reverse=True, key=lambda k: k[:2])
-        if after is not None:
-            try:
-                mark = (float(after[0]), str(after[1]))
-            except (TypeError, ValueError, IndexError):
-                raise InvalidArgument("page_token is not a tasks page token of this hub.") from None
-            keyed = [k for k in keyed if k[:2] < mark]
-        page = keyed[:size]
-        token = _encode_token("tasks", list(page[-1][:2])) if len(keyed) > size else ""
-        return [t for _, _, t in page], token
+        return keyed_page("tasks", tasks, task_order, self.page_size(page_size), page_token, descending=True)
 
     async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
         """One task (NotFound otherwise)."""

@@ -9,8 +9,9 @@ from agentnet.v1 import hub_pb2, task_pb2
 
 from hubsvc.core.enforcement import NO_SLOT_LIMIT
 from hubsvc.core.hub import HubCore
+from hubsvc.core.operations.pages import keyed_page, task_order
 from hubsvc.core.tasks import TERMINAL
-from hubsvc.core.util import check_seconds, from_timestamp
+from hubsvc.core.util import check_seconds
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED, Envelope
 from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied
 from netkernel.wire import parse_json
@@ -93,9 +94,9 @@ class TaskOps:
         return True
 
     async def list_tasks(
-        self, caller: str, *, all_scope: bool, include_ended: bool, limit: int
-    ) -> list[task_pb2.TaskMetadata]:
-        """Own or all visible tasks, newest first."""
+        self, caller: str, *, all_scope: bool, include_ended: bool, limit: int, page_token: str = ""
+    ) -> tuple[list[task_pb2.TaskMetadata], str]:
+        """Own or all visible tasks, newest first, a page of ``limit`` (0 = 20) and the next page's token."""
         if limit < 0:
             raise InvalidArgument("limit must not be negative.")
         tasks = await self.core.tasks.all() if include_ended else self.core.tasks.live()
@@ -103,8 +104,7 @@ class TaskOps:
         for task in tasks:
             if task.owner_id == caller or (all_scope and await self._visible_task(caller, task)):
                 picked.append(task)
-        picked.sort(key=lambda t: from_timestamp(t.created_at), reverse=True)
-        return picked[: limit or 20]
+        return keyed_page("tasks", picked, task_order, limit or 20, page_token, descending=True)
 
     async def cancel_task(self, caller: str, task_id: str, reason: str) -> tuple[task_pb2.TaskMetadata, str]:
         """Ask the owner to cancel; posts EV_TASK_CANCEL_REQUEST into the task's channel when it has one."""

@@ -523,10 +523,13 @@ type ListAgentsRequest struct {
 	Query string `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
 	// "name" (default), "registered_at" or "last_seen".
 	SortBy string `protobuf:"bytes,4,opt,name=sort_by,json=sortBy,proto3" json:"sort_by,omitempty"`
-	// Maximum results; 0 = 20, at most 1000.
+	// Maximum results (the page size); 0 = 20, at most 1000.
 	Limit int32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Leave the caller out of the result.
-	ExcludeSelf   bool `protobuf:"varint,6,opt,name=exclude_self,json=excludeSelf,proto3" json:"exclude_self,omitempty"`
+	ExcludeSelf bool `protobuf:"varint,6,opt,name=exclude_self,json=excludeSelf,proto3" json:"exclude_self,omitempty"`
+	// The previous answer's next_page_token, with the same filters and sort_by
+	// ("" = the first page); a token of another list is INVALID_ARGUMENT.
+	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -603,11 +606,20 @@ func (x *ListAgentsRequest) GetExcludeSelf() bool {
 	return false
 }
 
+func (x *ListAgentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListAgentsResponse is the matching identities.
 type ListAgentsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Summaries in the requested order.
-	Agents        []*AgentSummary `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	Agents []*AgentSummary `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	// Token of the next page; "" = this was the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -647,6 +659,13 @@ func (x *ListAgentsResponse) GetAgents() []*AgentSummary {
 		return x.Agents
 	}
 	return nil
+}
+
+func (x *ListAgentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DescribeAgentRequest names one identity.
@@ -1499,8 +1518,11 @@ type ListChannelsRequest struct {
 	IncludeEnded bool `protobuf:"varint,1,opt,name=include_ended,json=includeEnded,proto3" json:"include_ended,omitempty"`
 	// Only this adapter type ("" = any).
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	// Maximum results; 0 = 100.
-	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Maximum results (the page size); 0 = 100.
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The previous answer's next_page_token, with the same filters ("" = the
+	// newest); a token of another list is INVALID_ARGUMENT.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1556,11 +1578,20 @@ func (x *ListChannelsRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListChannelsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListChannelsResponse is the matching channels, newest first.
 type ListChannelsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The channels.
-	Channels      []*ChannelMetadata `protobuf:"bytes,1,rep,name=channels,proto3" json:"channels,omitempty"`
+	Channels []*ChannelMetadata `protobuf:"bytes,1,rep,name=channels,proto3" json:"channels,omitempty"`
+	// Token of the next (older) page; "" = this was the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1600,6 +1631,13 @@ func (x *ListChannelsResponse) GetChannels() []*ChannelMetadata {
 		return x.Channels
 	}
 	return nil
+}
+
+func (x *ListChannelsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // ReadWalRequest selects a WAL range.
@@ -2120,8 +2158,12 @@ type ListTasksRequest struct {
 	Scope TaskScope `protobuf:"varint,1,opt,name=scope,proto3,enum=agentnet.v1.TaskScope" json:"scope,omitempty"`
 	// Include terminal tasks (the tool's state="all").
 	IncludeEnded bool `protobuf:"varint,2,opt,name=include_ended,json=includeEnded,proto3" json:"include_ended,omitempty"`
-	// Maximum results; 0 = 20.
-	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Maximum results (the page size); 0 = 20.
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The previous answer's next_page_token, with the same scope and
+	// include_ended ("" = the newest); a token of another list is
+	// INVALID_ARGUMENT.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2177,11 +2219,20 @@ func (x *ListTasksRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListTasksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListTasksResponse is the matching tasks, newest first.
 type ListTasksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The tasks.
-	Tasks         []*TaskMetadata `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Tasks []*TaskMetadata `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// Token of the next (older) page; "" = this was the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2221,6 +2272,13 @@ func (x *ListTasksResponse) GetTasks() []*TaskMetadata {
 		return x.Tasks
 	}
 	return nil
+}
+
+func (x *ListTasksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetTaskRequest names a task.
@@ -4737,7 +4795,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"credential\"\x13\n" +
 	"\x11UnregisterRequest\"B\n" +
 	"\x12UnregisterResponse\x12,\n" +
-	"\x12closed_channel_ids\x18\x01 \x03(\tR\x10closedChannelIds\"\xca\x01\n" +
+	"\x12closed_channel_ids\x18\x01 \x03(\tR\x10closedChannelIds\"\xe9\x01\n" +
 	"\x11ListAgentsRequest\x12-\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.agentnet.v1.PassportKindR\x04kind\x12\x1e\n" +
 	"\n" +
@@ -4746,9 +4804,12 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x05query\x18\x03 \x01(\tR\x05query\x12\x17\n" +
 	"\asort_by\x18\x04 \x01(\tR\x06sortBy\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12!\n" +
-	"\fexclude_self\x18\x06 \x01(\bR\vexcludeSelf\"G\n" +
+	"\fexclude_self\x18\x06 \x01(\bR\vexcludeSelf\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\"o\n" +
 	"\x12ListAgentsResponse\x121\n" +
-	"\x06agents\x18\x01 \x03(\v2\x19.agentnet.v1.AgentSummaryR\x06agents\"R\n" +
+	"\x06agents\x18\x01 \x03(\v2\x19.agentnet.v1.AgentSummaryR\x06agents\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"R\n" +
 	"\x14DescribeAgentRequest\x12\x1b\n" +
 	"\bagent_id\x18\x01 \x01(\tH\x00R\aagentId\x12\x14\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04nameB\a\n" +
@@ -4800,13 +4861,16 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\fdefault_view\x18\x05 \x01(\v2\x18.agentnet.v1.DefaultViewR\vdefaultView\"@\n" +
 	"\vDefaultView\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x19\n" +
-	"\brecent_n\x18\x02 \x01(\x05R\arecentN\"d\n" +
+	"\brecent_n\x18\x02 \x01(\x05R\arecentN\"\x83\x01\n" +
 	"\x13ListChannelsRequest\x12#\n" +
 	"\rinclude_ended\x18\x01 \x01(\bR\fincludeEnded\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\x05R\x05limit\"P\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"x\n" +
 	"\x14ListChannelsResponse\x128\n" +
-	"\bchannels\x18\x01 \x03(\v2\x1c.agentnet.v1.ChannelMetadataR\bchannels\"\x95\x01\n" +
+	"\bchannels\x18\x01 \x03(\v2\x1c.agentnet.v1.ChannelMetadataR\bchannels\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x95\x01\n" +
 	"\x0eReadWalRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x19\n" +
@@ -4843,13 +4907,16 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ttlSeconds\x88\x01\x01B\x0e\n" +
 	"\f_ttl_seconds\"C\n" +
 	"\x12ReportTaskResponse\x12-\n" +
-	"\x04task\x18\x01 \x01(\v2\x19.agentnet.v1.TaskMetadataR\x04task\"{\n" +
+	"\x04task\x18\x01 \x01(\v2\x19.agentnet.v1.TaskMetadataR\x04task\"\x9a\x01\n" +
 	"\x10ListTasksRequest\x12,\n" +
 	"\x05scope\x18\x01 \x01(\x0e2\x16.agentnet.v1.TaskScopeR\x05scope\x12#\n" +
 	"\rinclude_ended\x18\x02 \x01(\bR\fincludeEnded\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\x05R\x05limit\"D\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"l\n" +
 	"\x11ListTasksResponse\x12/\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x19.agentnet.v1.TaskMetadataR\x05tasks\")\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x19.agentnet.v1.TaskMetadataR\x05tasks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\")\n" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"@\n" +
 	"\x0fGetTaskResponse\x12-\n" +

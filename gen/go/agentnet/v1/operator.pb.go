@@ -260,7 +260,11 @@ type OperatorServiceListAgentsRequest struct {
 	// Page size: 0 = 100, at most --max-operator-page-size (1000).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The previous answer's next_page_token ("" = from the start).
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only these identities, by agent id (a batched lookup, e.g. of the names
+	// behind a page of audit records); ids the hub does not know are left out.
+	// Empty = every identity. At most --max-repeated-items (1024) ids.
+	AgentIds      []string `protobuf:"bytes,4,rep,name=agent_ids,json=agentIds,proto3" json:"agent_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -314,6 +318,13 @@ func (x *OperatorServiceListAgentsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *OperatorServiceListAgentsRequest) GetAgentIds() []string {
+	if x != nil {
+		return x.AgentIds
+	}
+	return nil
 }
 
 // OperatorServiceListAgentsResponse is one page of identities, ordered by name.
@@ -544,6 +555,10 @@ type OperatorServiceListChannelsResponse struct {
 	Channels []*ChannelMetadata `protobuf:"bytes,1,rep,name=channels,proto3" json:"channels,omitempty"`
 	// Token of the next (older) page; "" = this was the last.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// Whose turn it is in the page's live channels, by channel id (what
+	// DescribeChannel's expected_next says, so a list needs no call per row).
+	// A live channel where anyone may speak, and an ended channel, has no entry.
+	Turns         map[string]*ChannelTurn `protobuf:"bytes,3,rep,name=turns,proto3" json:"turns,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -592,6 +607,59 @@ func (x *OperatorServiceListChannelsResponse) GetNextPageToken() string {
 	return ""
 }
 
+func (x *OperatorServiceListChannelsResponse) GetTurns() map[string]*ChannelTurn {
+	if x != nil {
+		return x.Turns
+	}
+	return nil
+}
+
+// ChannelTurn is whose turn it is in one live channel.
+type ChannelTurn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent ids the channel's adapter expects to speak next.
+	ExpectedNext  []string `protobuf:"bytes,1,rep,name=expected_next,json=expectedNext,proto3" json:"expected_next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelTurn) Reset() {
+	*x = ChannelTurn{}
+	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelTurn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelTurn) ProtoMessage() {}
+
+func (x *ChannelTurn) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelTurn.ProtoReflect.Descriptor instead.
+func (*ChannelTurn) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ChannelTurn) GetExpectedNext() []string {
+	if x != nil {
+		return x.ExpectedNext
+	}
+	return nil
+}
+
 // OperatorServiceDescribeChannelRequest names one channel.
 type OperatorServiceDescribeChannelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -603,7 +671,7 @@ type OperatorServiceDescribeChannelRequest struct {
 
 func (x *OperatorServiceDescribeChannelRequest) Reset() {
 	*x = OperatorServiceDescribeChannelRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +683,7 @@ func (x *OperatorServiceDescribeChannelRequest) String() string {
 func (*OperatorServiceDescribeChannelRequest) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +696,7 @@ func (x *OperatorServiceDescribeChannelRequest) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use OperatorServiceDescribeChannelRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeChannelRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{9}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OperatorServiceDescribeChannelRequest) GetChannelId() string {
@@ -658,7 +726,7 @@ type OperatorServiceDescribeChannelResponse struct {
 
 func (x *OperatorServiceDescribeChannelResponse) Reset() {
 	*x = OperatorServiceDescribeChannelResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +738,7 @@ func (x *OperatorServiceDescribeChannelResponse) String() string {
 func (*OperatorServiceDescribeChannelResponse) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +751,7 @@ func (x *OperatorServiceDescribeChannelResponse) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use OperatorServiceDescribeChannelResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeChannelResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{10}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OperatorServiceDescribeChannelResponse) GetChannel() *ChannelMetadata {
@@ -734,7 +802,7 @@ type OperatorServiceReadWalRequest struct {
 
 func (x *OperatorServiceReadWalRequest) Reset() {
 	*x = OperatorServiceReadWalRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +814,7 @@ func (x *OperatorServiceReadWalRequest) String() string {
 func (*OperatorServiceReadWalRequest) ProtoMessage() {}
 
 func (x *OperatorServiceReadWalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +827,7 @@ func (x *OperatorServiceReadWalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceReadWalRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceReadWalRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{11}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OperatorServiceReadWalRequest) GetChannelId() string {
@@ -808,7 +876,7 @@ type OperatorServiceReadWalResponse struct {
 
 func (x *OperatorServiceReadWalResponse) Reset() {
 	*x = OperatorServiceReadWalResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +888,7 @@ func (x *OperatorServiceReadWalResponse) String() string {
 func (*OperatorServiceReadWalResponse) ProtoMessage() {}
 
 func (x *OperatorServiceReadWalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +901,7 @@ func (x *OperatorServiceReadWalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceReadWalResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceReadWalResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{12}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OperatorServiceReadWalResponse) GetEnvelope() *Envelope {
@@ -858,7 +926,7 @@ type OperatorServiceListTasksRequest struct {
 
 func (x *OperatorServiceListTasksRequest) Reset() {
 	*x = OperatorServiceListTasksRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +938,7 @@ func (x *OperatorServiceListTasksRequest) String() string {
 func (*OperatorServiceListTasksRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +951,7 @@ func (x *OperatorServiceListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceListTasksRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{13}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OperatorServiceListTasksRequest) GetIncludeEnded() bool {
@@ -920,7 +988,7 @@ type OperatorServiceListTasksResponse struct {
 
 func (x *OperatorServiceListTasksResponse) Reset() {
 	*x = OperatorServiceListTasksResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1000,7 @@ func (x *OperatorServiceListTasksResponse) String() string {
 func (*OperatorServiceListTasksResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1013,7 @@ func (x *OperatorServiceListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceListTasksResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{14}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OperatorServiceListTasksResponse) GetTasks() []*TaskMetadata {
@@ -973,7 +1041,7 @@ type OperatorServiceGetTaskRequest struct {
 
 func (x *OperatorServiceGetTaskRequest) Reset() {
 	*x = OperatorServiceGetTaskRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1053,7 @@ func (x *OperatorServiceGetTaskRequest) String() string {
 func (*OperatorServiceGetTaskRequest) ProtoMessage() {}
 
 func (x *OperatorServiceGetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1066,7 @@ func (x *OperatorServiceGetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceGetTaskRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceGetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{15}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OperatorServiceGetTaskRequest) GetTaskId() string {
@@ -1019,7 +1087,7 @@ type OperatorServiceGetTaskResponse struct {
 
 func (x *OperatorServiceGetTaskResponse) Reset() {
 	*x = OperatorServiceGetTaskResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1099,7 @@ func (x *OperatorServiceGetTaskResponse) String() string {
 func (*OperatorServiceGetTaskResponse) ProtoMessage() {}
 
 func (x *OperatorServiceGetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1112,7 @@ func (x *OperatorServiceGetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceGetTaskResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceGetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{16}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OperatorServiceGetTaskResponse) GetTask() *TaskMetadata {
@@ -1072,7 +1140,7 @@ type OperatorServiceListExecutionsRequest struct {
 
 func (x *OperatorServiceListExecutionsRequest) Reset() {
 	*x = OperatorServiceListExecutionsRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1152,7 @@ func (x *OperatorServiceListExecutionsRequest) String() string {
 func (*OperatorServiceListExecutionsRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1165,7 @@ func (x *OperatorServiceListExecutionsRequest) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use OperatorServiceListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{17}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OperatorServiceListExecutionsRequest) GetTree() isOperatorServiceListExecutionsRequest_Tree {
@@ -1166,7 +1234,7 @@ type OperatorServiceListExecutionsResponse struct {
 
 func (x *OperatorServiceListExecutionsResponse) Reset() {
 	*x = OperatorServiceListExecutionsResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1246,7 @@ func (x *OperatorServiceListExecutionsResponse) String() string {
 func (*OperatorServiceListExecutionsResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1259,7 @@ func (x *OperatorServiceListExecutionsResponse) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use OperatorServiceListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{18}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OperatorServiceListExecutionsResponse) GetExecutions() []*Execution {
@@ -1224,7 +1292,7 @@ type FollowAuditRequest struct {
 
 func (x *FollowAuditRequest) Reset() {
 	*x = FollowAuditRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1304,7 @@ func (x *FollowAuditRequest) String() string {
 func (*FollowAuditRequest) ProtoMessage() {}
 
 func (x *FollowAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1317,7 @@ func (x *FollowAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowAuditRequest.ProtoReflect.Descriptor instead.
 func (*FollowAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{19}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FollowAuditRequest) GetKind() string {
@@ -1284,7 +1352,7 @@ type FollowAuditResponse struct {
 
 func (x *FollowAuditResponse) Reset() {
 	*x = FollowAuditResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1364,7 @@ func (x *FollowAuditResponse) String() string {
 func (*FollowAuditResponse) ProtoMessage() {}
 
 func (x *FollowAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1377,7 @@ func (x *FollowAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowAuditResponse.ProtoReflect.Descriptor instead.
 func (*FollowAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{20}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FollowAuditResponse) GetRecord() *AuditRecord {
@@ -1345,13 +1413,14 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\rlive_channels\x18\t \x03(\v2\x1e.agentnet.v1.ChannelStateCountR\fliveChannels\x12#\n" +
 	"\rrunning_tasks\x18\n" +
 	" \x01(\x03R\frunningTasks\x12+\n" +
-	"\x11connected_streams\x18\v \x01(\x03R\x10connectedStreams\"\x7f\n" +
+	"\x11connected_streams\x18\v \x01(\x03R\x10connectedStreams\"\x9c\x01\n" +
 	" OperatorServiceListAgentsRequest\x12\x1f\n" +
 	"\vonline_only\x18\x01 \x01(\bR\n" +
 	"onlineOnly\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"~\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tagent_ids\x18\x04 \x03(\tR\bagentIds\"~\n" +
 	"!OperatorServiceListAgentsResponse\x121\n" +
 	"\x06agents\x18\x01 \x03(\v2\x19.agentnet.v1.AgentSummaryR\x06agents\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\";\n" +
@@ -1364,10 +1433,17 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\x87\x01\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\xae\x02\n" +
 	"#OperatorServiceListChannelsResponse\x128\n" +
 	"\bchannels\x18\x01 \x03(\v2\x1c.agentnet.v1.ChannelMetadataR\bchannels\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"F\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12Q\n" +
+	"\x05turns\x18\x03 \x03(\v2;.agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntryR\x05turns\x1aR\n" +
+	"\n" +
+	"TurnsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.agentnet.v1.ChannelTurnR\x05value:\x028\x01\"2\n" +
+	"\vChannelTurn\x12#\n" +
+	"\rexpected_next\x18\x01 \x03(\tR\fexpectedNext\"F\n" +
 	"%OperatorServiceDescribeChannelRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\"\xc7\x01\n" +
@@ -1439,7 +1515,7 @@ func file_agentnet_v1_operator_proto_rawDescGZIP() []byte {
 	return file_agentnet_v1_operator_proto_rawDescData
 }
 
-var file_agentnet_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_agentnet_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_agentnet_v1_operator_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),                       // 0: agentnet.v1.GetStatusRequest
 	(*ChannelStateCount)(nil),                      // 1: agentnet.v1.ChannelStateCount
@@ -1450,67 +1526,71 @@ var file_agentnet_v1_operator_proto_goTypes = []any{
 	(*OperatorServiceDescribeAgentResponse)(nil),   // 6: agentnet.v1.OperatorServiceDescribeAgentResponse
 	(*OperatorServiceListChannelsRequest)(nil),     // 7: agentnet.v1.OperatorServiceListChannelsRequest
 	(*OperatorServiceListChannelsResponse)(nil),    // 8: agentnet.v1.OperatorServiceListChannelsResponse
-	(*OperatorServiceDescribeChannelRequest)(nil),  // 9: agentnet.v1.OperatorServiceDescribeChannelRequest
-	(*OperatorServiceDescribeChannelResponse)(nil), // 10: agentnet.v1.OperatorServiceDescribeChannelResponse
-	(*OperatorServiceReadWalRequest)(nil),          // 11: agentnet.v1.OperatorServiceReadWalRequest
-	(*OperatorServiceReadWalResponse)(nil),         // 12: agentnet.v1.OperatorServiceReadWalResponse
-	(*OperatorServiceListTasksRequest)(nil),        // 13: agentnet.v1.OperatorServiceListTasksRequest
-	(*OperatorServiceListTasksResponse)(nil),       // 14: agentnet.v1.OperatorServiceListTasksResponse
-	(*OperatorServiceGetTaskRequest)(nil),          // 15: agentnet.v1.OperatorServiceGetTaskRequest
-	(*OperatorServiceGetTaskResponse)(nil),         // 16: agentnet.v1.OperatorServiceGetTaskResponse
-	(*OperatorServiceListExecutionsRequest)(nil),   // 17: agentnet.v1.OperatorServiceListExecutionsRequest
-	(*OperatorServiceListExecutionsResponse)(nil),  // 18: agentnet.v1.OperatorServiceListExecutionsResponse
-	(*FollowAuditRequest)(nil),                     // 19: agentnet.v1.FollowAuditRequest
-	(*FollowAuditResponse)(nil),                    // 20: agentnet.v1.FollowAuditResponse
-	(ChannelState)(0),                              // 21: agentnet.v1.ChannelState
-	(*timestamppb.Timestamp)(nil),                  // 22: google.protobuf.Timestamp
-	(*AgentSummary)(nil),                           // 23: agentnet.v1.AgentSummary
-	(*AgentRecord)(nil),                            // 24: agentnet.v1.AgentRecord
-	(*ChannelMetadata)(nil),                        // 25: agentnet.v1.ChannelMetadata
-	(*Envelope)(nil),                               // 26: agentnet.v1.Envelope
-	(*TaskMetadata)(nil),                           // 27: agentnet.v1.TaskMetadata
-	(*Execution)(nil),                              // 28: agentnet.v1.Execution
-	(*AuditRecord)(nil),                            // 29: agentnet.v1.AuditRecord
+	(*ChannelTurn)(nil),                            // 9: agentnet.v1.ChannelTurn
+	(*OperatorServiceDescribeChannelRequest)(nil),  // 10: agentnet.v1.OperatorServiceDescribeChannelRequest
+	(*OperatorServiceDescribeChannelResponse)(nil), // 11: agentnet.v1.OperatorServiceDescribeChannelResponse
+	(*OperatorServiceReadWalRequest)(nil),          // 12: agentnet.v1.OperatorServiceReadWalRequest
+	(*OperatorServiceReadWalResponse)(nil),         // 13: agentnet.v1.OperatorServiceReadWalResponse
+	(*OperatorServiceListTasksRequest)(nil),        // 14: agentnet.v1.OperatorServiceListTasksRequest
+	(*OperatorServiceListTasksResponse)(nil),       // 15: agentnet.v1.OperatorServiceListTasksResponse
+	(*OperatorServiceGetTaskRequest)(nil),          // 16: agentnet.v1.OperatorServiceGetTaskRequest
+	(*OperatorServiceGetTaskResponse)(nil),         // 17: agentnet.v1.OperatorServiceGetTaskResponse
+	(*OperatorServiceListExecutionsRequest)(nil),   // 18: agentnet.v1.OperatorServiceListExecutionsRequest
+	(*OperatorServiceListExecutionsResponse)(nil),  // 19: agentnet.v1.OperatorServiceListExecutionsResponse
+	(*FollowAuditRequest)(nil),                     // 20: agentnet.v1.FollowAuditRequest
+	(*FollowAuditResponse)(nil),                    // 21: agentnet.v1.FollowAuditResponse
+	nil,                                            // 22: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
+	(ChannelState)(0),                              // 23: agentnet.v1.ChannelState
+	(*timestamppb.Timestamp)(nil),                  // 24: google.protobuf.Timestamp
+	(*AgentSummary)(nil),                           // 25: agentnet.v1.AgentSummary
+	(*AgentRecord)(nil),                            // 26: agentnet.v1.AgentRecord
+	(*ChannelMetadata)(nil),                        // 27: agentnet.v1.ChannelMetadata
+	(*Envelope)(nil),                               // 28: agentnet.v1.Envelope
+	(*TaskMetadata)(nil),                           // 29: agentnet.v1.TaskMetadata
+	(*Execution)(nil),                              // 30: agentnet.v1.Execution
+	(*AuditRecord)(nil),                            // 31: agentnet.v1.AuditRecord
 }
 var file_agentnet_v1_operator_proto_depIdxs = []int32{
-	21, // 0: agentnet.v1.ChannelStateCount.state:type_name -> agentnet.v1.ChannelState
-	22, // 1: agentnet.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	23, // 0: agentnet.v1.ChannelStateCount.state:type_name -> agentnet.v1.ChannelState
+	24, // 1: agentnet.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	1,  // 2: agentnet.v1.GetStatusResponse.live_channels:type_name -> agentnet.v1.ChannelStateCount
-	23, // 3: agentnet.v1.OperatorServiceListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	24, // 4: agentnet.v1.OperatorServiceDescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	21, // 5: agentnet.v1.OperatorServiceListChannelsRequest.states:type_name -> agentnet.v1.ChannelState
-	25, // 6: agentnet.v1.OperatorServiceListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	25, // 7: agentnet.v1.OperatorServiceDescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	26, // 8: agentnet.v1.OperatorServiceReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	27, // 9: agentnet.v1.OperatorServiceListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	27, // 10: agentnet.v1.OperatorServiceGetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	28, // 11: agentnet.v1.OperatorServiceListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	29, // 12: agentnet.v1.FollowAuditResponse.record:type_name -> agentnet.v1.AuditRecord
-	0,  // 13: agentnet.v1.OperatorService.GetStatus:input_type -> agentnet.v1.GetStatusRequest
-	3,  // 14: agentnet.v1.OperatorService.ListAgents:input_type -> agentnet.v1.OperatorServiceListAgentsRequest
-	5,  // 15: agentnet.v1.OperatorService.DescribeAgent:input_type -> agentnet.v1.OperatorServiceDescribeAgentRequest
-	7,  // 16: agentnet.v1.OperatorService.ListChannels:input_type -> agentnet.v1.OperatorServiceListChannelsRequest
-	9,  // 17: agentnet.v1.OperatorService.DescribeChannel:input_type -> agentnet.v1.OperatorServiceDescribeChannelRequest
-	11, // 18: agentnet.v1.OperatorService.ReadWal:input_type -> agentnet.v1.OperatorServiceReadWalRequest
-	13, // 19: agentnet.v1.OperatorService.ListTasks:input_type -> agentnet.v1.OperatorServiceListTasksRequest
-	15, // 20: agentnet.v1.OperatorService.GetTask:input_type -> agentnet.v1.OperatorServiceGetTaskRequest
-	17, // 21: agentnet.v1.OperatorService.ListExecutions:input_type -> agentnet.v1.OperatorServiceListExecutionsRequest
-	19, // 22: agentnet.v1.OperatorService.FollowAudit:input_type -> agentnet.v1.FollowAuditRequest
-	2,  // 23: agentnet.v1.OperatorService.GetStatus:output_type -> agentnet.v1.GetStatusResponse
-	4,  // 24: agentnet.v1.OperatorService.ListAgents:output_type -> agentnet.v1.OperatorServiceListAgentsResponse
-	6,  // 25: agentnet.v1.OperatorService.DescribeAgent:output_type -> agentnet.v1.OperatorServiceDescribeAgentResponse
-	8,  // 26: agentnet.v1.OperatorService.ListChannels:output_type -> agentnet.v1.OperatorServiceListChannelsResponse
-	10, // 27: agentnet.v1.OperatorService.DescribeChannel:output_type -> agentnet.v1.OperatorServiceDescribeChannelResponse
-	12, // 28: agentnet.v1.OperatorService.ReadWal:output_type -> agentnet.v1.OperatorServiceReadWalResponse
-	14, // 29: agentnet.v1.OperatorService.ListTasks:output_type -> agentnet.v1.OperatorServiceListTasksResponse
-	16, // 30: agentnet.v1.OperatorService.GetTask:output_type -> agentnet.v1.OperatorServiceGetTaskResponse
-	18, // 31: agentnet.v1.OperatorService.ListExecutions:output_type -> agentnet.v1.OperatorServiceListExecutionsResponse
-	20, // 32: agentnet.v1.OperatorService.FollowAudit:output_type -> agentnet.v1.FollowAuditResponse
-	23, // [23:33] is the sub-list for method output_type
-	13, // [13:23] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	25, // 3: agentnet.v1.OperatorServiceListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	26, // 4: agentnet.v1.OperatorServiceDescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	23, // 5: agentnet.v1.OperatorServiceListChannelsRequest.states:type_name -> agentnet.v1.ChannelState
+	27, // 6: agentnet.v1.OperatorServiceListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	22, // 7: agentnet.v1.OperatorServiceListChannelsResponse.turns:type_name -> agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
+	27, // 8: agentnet.v1.OperatorServiceDescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	28, // 9: agentnet.v1.OperatorServiceReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	29, // 10: agentnet.v1.OperatorServiceListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	29, // 11: agentnet.v1.OperatorServiceGetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	30, // 12: agentnet.v1.OperatorServiceListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	31, // 13: agentnet.v1.FollowAuditResponse.record:type_name -> agentnet.v1.AuditRecord
+	9,  // 14: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry.value:type_name -> agentnet.v1.ChannelTurn
+	0,  // 15: agentnet.v1.OperatorService.GetStatus:input_type -> agentnet.v1.GetStatusRequest
+	3,  // 16: agentnet.v1.OperatorService.ListAgents:input_type -> agentnet.v1.OperatorServiceListAgentsRequest
+	5,  // 17: agentnet.v1.OperatorService.DescribeAgent:input_type -> agentnet.v1.OperatorServiceDescribeAgentRequest
+	7,  // 18: agentnet.v1.OperatorService.ListChannels:input_type -> agentnet.v1.OperatorServiceListChannelsRequest
+	10, // 19: agentnet.v1.OperatorService.DescribeChannel:input_type -> agentnet.v1.OperatorServiceDescribeChannelRequest
+	12, // 20: agentnet.v1.OperatorService.ReadWal:input_type -> agentnet.v1.OperatorServiceReadWalRequest
+	14, // 21: agentnet.v1.OperatorService.ListTasks:input_type -> agentnet.v1.OperatorServiceListTasksRequest
+	16, // 22: agentnet.v1.OperatorService.GetTask:input_type -> agentnet.v1.OperatorServiceGetTaskRequest
+	18, // 23: agentnet.v1.OperatorService.ListExecutions:input_type -> agentnet.v1.OperatorServiceListExecutionsRequest
+	20, // 24: agentnet.v1.OperatorService.FollowAudit:input_type -> agentnet.v1.FollowAuditRequest
+	2,  // 25: agentnet.v1.OperatorService.GetStatus:output_type -> agentnet.v1.GetStatusResponse
+	4,  // 26: agentnet.v1.OperatorService.ListAgents:output_type -> agentnet.v1.OperatorServiceListAgentsResponse
+	6,  // 27: agentnet.v1.OperatorService.DescribeAgent:output_type -> agentnet.v1.OperatorServiceDescribeAgentResponse
+	8,  // 28: agentnet.v1.OperatorService.ListChannels:output_type -> agentnet.v1.OperatorServiceListChannelsResponse
+	11, // 29: agentnet.v1.OperatorService.DescribeChannel:output_type -> agentnet.v1.OperatorServiceDescribeChannelResponse
+	13, // 30: agentnet.v1.OperatorService.ReadWal:output_type -> agentnet.v1.OperatorServiceReadWalResponse
+	15, // 31: agentnet.v1.OperatorService.ListTasks:output_type -> agentnet.v1.OperatorServiceListTasksResponse
+	17, // 32: agentnet.v1.OperatorService.GetTask:output_type -> agentnet.v1.OperatorServiceGetTaskResponse
+	19, // 33: agentnet.v1.OperatorService.ListExecutions:output_type -> agentnet.v1.OperatorServiceListExecutionsResponse
+	21, // 34: agentnet.v1.OperatorService.FollowAudit:output_type -> agentnet.v1.FollowAuditResponse
+	25, // [25:35] is the sub-list for method output_type
+	15, // [15:25] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_operator_proto_init() }
@@ -1524,7 +1604,7 @@ func file_agentnet_v1_operator_proto_init() {
 	file_agentnet_v1_hub_proto_init()
 	file_agentnet_v1_identity_proto_init()
 	file_agentnet_v1_task_proto_init()
-	file_agentnet_v1_operator_proto_msgTypes[17].OneofWrappers = []any{
+	file_agentnet_v1_operator_proto_msgTypes[18].OneofWrappers = []any{
 		(*OperatorServiceListExecutionsRequest_RootSessionId)(nil),
 		(*OperatorServiceListExecutionsRequest_ExecutionId)(nil),
 	}
@@ -1534,7 +1614,7 @@ func file_agentnet_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_operator_proto_rawDesc), len(file_agentnet_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

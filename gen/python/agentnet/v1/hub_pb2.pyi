@@ -303,6 +303,7 @@ class ListAgentsRequest(_message.Message):
     SORT_BY_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     EXCLUDE_SELF_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     kind: _identity_pb2.PassportKind.ValueType
     """Only this kind (unspecified = every kind)."""
     capability: _builtins.str
@@ -312,9 +313,13 @@ class ListAgentsRequest(_message.Message):
     sort_by: _builtins.str
     """"name" (default), "registered_at" or "last_seen"."""
     limit: _builtins.int
-    """Maximum results; 0 = 20, at most 1000."""
+    """Maximum results (the page size); 0 = 20, at most 1000."""
     exclude_self: _builtins.bool
     """Leave the caller out of the result."""
+    page_token: _builtins.str
+    """The previous answer's next_page_token, with the same filters and sort_by
+    ("" = the first page); a token of another list is INVALID_ARGUMENT.
+    """
     def __init__(
         self,
         *,
@@ -324,10 +329,11 @@ class ListAgentsRequest(_message.Message):
         sort_by: _builtins.str = ...,
         limit: _builtins.int = ...,
         exclude_self: _builtins.bool = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capability", b"capability", "exclude_self", b"exclude_self", "kind", b"kind", "limit", b"limit", "query", b"query", "sort_by", b"sort_by"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capability", b"capability", "exclude_self", b"exclude_self", "kind", b"kind", "limit", b"limit", "page_token", b"page_token", "query", b"query", "sort_by", b"sort_by"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -340,6 +346,9 @@ class ListAgentsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next page; "" = this was the last."""
     @_builtins.property
     def agents(self) -> _containers.RepeatedCompositeFieldContainer[_identity_pb2.AgentSummary]:
         """Summaries in the requested order."""
@@ -348,10 +357,11 @@ class ListAgentsResponse(_message.Message):
         self,
         *,
         agents: _abc.Iterable[_identity_pb2.AgentSummary] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -794,22 +804,28 @@ class ListChannelsRequest(_message.Message):
     INCLUDE_ENDED_FIELD_NUMBER: _builtins.int
     TYPE_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     include_ended: _builtins.bool
     """Include CLOSED and EXPIRED channels (the tool's state="all")."""
     type: _builtins.str
     """Only this adapter type ("" = any)."""
     limit: _builtins.int
-    """Maximum results; 0 = 100."""
+    """Maximum results (the page size); 0 = 100."""
+    page_token: _builtins.str
+    """The previous answer's next_page_token, with the same filters ("" = the
+    newest); a token of another list is INVALID_ARGUMENT.
+    """
     def __init__(
         self,
         *,
         include_ended: _builtins.bool = ...,
         type: _builtins.str = ...,
         limit: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_ended", b"include_ended", "limit", b"limit", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_ended", b"include_ended", "limit", b"limit", "page_token", b"page_token", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -822,6 +838,9 @@ class ListChannelsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CHANNELS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next (older) page; "" = this was the last."""
     @_builtins.property
     def channels(self) -> _containers.RepeatedCompositeFieldContainer[_channel_pb2.ChannelMetadata]:
         """The channels."""
@@ -830,10 +849,11 @@ class ListChannelsResponse(_message.Message):
         self,
         *,
         channels: _abc.Iterable[_channel_pb2.ChannelMetadata] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1111,22 +1131,29 @@ class ListTasksRequest(_message.Message):
     SCOPE_FIELD_NUMBER: _builtins.int
     INCLUDE_ENDED_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     scope: Global___TaskScope.ValueType
     """Own or all."""
     include_ended: _builtins.bool
     """Include terminal tasks (the tool's state="all")."""
     limit: _builtins.int
-    """Maximum results; 0 = 20."""
+    """Maximum results (the page size); 0 = 20."""
+    page_token: _builtins.str
+    """The previous answer's next_page_token, with the same scope and
+    include_ended ("" = the newest); a token of another list is
+    INVALID_ARGUMENT.
+    """
     def __init__(
         self,
         *,
         scope: Global___TaskScope.ValueType = ...,
         include_ended: _builtins.bool = ...,
         limit: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_ended", b"include_ended", "limit", b"limit", "scope", b"scope"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_ended", b"include_ended", "limit", b"limit", "page_token", b"page_token", "scope", b"scope"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1139,6 +1166,9 @@ class ListTasksResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TASKS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next (older) page; "" = this was the last."""
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[_task_pb2.TaskMetadata]:
         """The tasks."""
@@ -1147,10 +1177,11 @@ class ListTasksResponse(_message.Message):
         self,
         *,
         tasks: _abc.Iterable[_task_pb2.TaskMetadata] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tasks", b"tasks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "tasks", b"tasks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

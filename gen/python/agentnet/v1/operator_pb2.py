@@ -31,7 +31,7 @@ from agentnet.v1 import task_pb2 as agentnet_dot_v1_dot_task__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentnet/v1/operator.proto\x12\x0b\x61gentnet.v1\x1a\x15\x61gentnet/v1/a2a.proto\x1a\x19\x61gentnet/v1/channel.proto\x1a\x1a\x61gentnet/v1/envelope.proto\x1a\x15\x61gentnet/v1/hub.proto\x1a\x1a\x61gentnet/v1/identity.proto\x1a\x16\x61gentnet/v1/task.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetStatusRequest\"L\n\x11\x43hannelStateCount\x12(\n\x05state\x18\x01 \x01(\x0e\x32\x19.agentnet.v1.ChannelState\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\"\xb8\x02\n\x11GetStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x12\n\nstore_kind\x18\x02 \x01(\t\x12\x15\n\rstore_address\x18\x03 \x01(\t\x12\x12\n\nreplica_id\x18\x04 \x01(\t\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0euptime_seconds\x18\x06 \x01(\x01\x12\x12\n\nidentities\x18\x07 \x01(\x03\x12\x0e\n\x06online\x18\x08 \x01(\x03\x12\x35\n\rlive_channels\x18\t \x03(\x0b\x32\x1e.agentnet.v1.ChannelStateCount\x12\x15\n\rrunning_tasks\x18\n \x01(\x03\x12\x19\n\x11\x63onnected_streams\x18\x0b \x01(\x03\"^\n OperatorServiceListAgentsRequest\x12\x13\n\x0bonline_only\x18\x01 \x01(\x08\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"g\n!OperatorServiceListAgentsResponse\x12)\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x19.agentnet.v1.AgentSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"4\n#OperatorServiceDescribeAgentRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\"O\n$OperatorServiceDescribeAgentResponse\x12\'\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x18.agentnet.v1.AgentRecord\"\x84\x01\n\"OperatorServiceListChannelsRequest\x12)\n\x06states\x18\x01 \x03(\x0e\x32\x19.agentnet.v1.ChannelState\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"n\n#OperatorServiceListChannelsResponse\x12.\n\x08\x63hannels\x18\x01 \x03(\x0b\x32\x1c.agentnet.v1.ChannelMetadata\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\";\n%OperatorServiceDescribeChannelRequest\x12\x12\n\nchannel_id\x18\x01 \x01(\t\"\x98\x01\n&OperatorServiceDescribeChannelResponse\x12-\n\x07\x63hannel\x18\x01 \x01(\x0b\x32\x1c.agentnet.v1.ChannelMetadata\x12\x0c\n\x04live\x18\x02 \x01(\x08\x12\x15\n\rexpected_next\x18\x03 \x03(\t\x12\x1a\n\x12\x61\x64\x61pter_state_json\x18\x04 \x01(\t\"w\n\x1dOperatorServiceReadWalRequest\x12\x12\n\nchannel_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x04\x12\x11\n\tuntil_seq\x18\x03 \x01(\x04\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x0e\n\x06\x66ollow\x18\x05 \x01(\x08\"I\n\x1eOperatorServiceReadWalResponse\x12\'\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x15.agentnet.v1.Envelope\"_\n\x1fOperatorServiceListTasksRequest\x12\x15\n\rinclude_ended\x18\x01 \x01(\x08\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"e\n OperatorServiceListTasksResponse\x12(\n\x05tasks\x18\x01 \x03(\x0b\x32\x19.agentnet.v1.TaskMetadata\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"0\n\x1dOperatorServiceGetTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"I\n\x1eOperatorServiceGetTaskResponse\x12\'\n\x04task\x18\x01 \x01(\x0b\x32\x19.agentnet.v1.TaskMetadata\"p\n$OperatorServiceListExecutionsRequest\x12\x19\n\x0froot_session_id\x18\x01 \x01(\tH\x00\x12\x16\n\x0c\x65xecution_id\x18\x02 \x01(\tH\x00\x12\r\n\x05limit\x18\x03 \x01(\x05\x42\x06\n\x04tree\"f\n%OperatorServiceListExecutionsResponse\x12*\n\nexecutions\x18\x01 \x03(\x0b\x32\x16.agentnet.v1.Execution\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"H\n\x12\x46ollowAuditRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\nsubject_id\x18\x02 \x01(\t\x12\x10\n\x08\x61\x66ter_id\x18\x03 \x01(\x04\"?\n\x13\x46ollowAuditResponse\x12(\n\x06record\x18\x01 \x01(\x0b\x32\x18.agentnet.v1.AuditRecord2\xb0\x08\n\x0fOperatorService\x12J\n\tGetStatus\x12\x1d.agentnet.v1.GetStatusRequest\x1a\x1e.agentnet.v1.GetStatusResponse\x12k\n\nListAgents\x12-.agentnet.v1.OperatorServiceListAgentsRequest\x1a..agentnet.v1.OperatorServiceListAgentsResponse\x12t\n\rDescribeAgent\x12\x30.agentnet.v1.OperatorServiceDescribeAgentRequest\x1a\x31.agentnet.v1.OperatorServiceDescribeAgentResponse\x12q\n\x0cListChannels\x12/.agentnet.v1.OperatorServiceListChannelsRequest\x1a\x30.agentnet.v1.OperatorServiceListChannelsResponse\x12z\n\x0f\x44\x65scribeChannel\x12\x32.agentnet.v1.OperatorServiceDescribeChannelRequest\x1a\x33.agentnet.v1.OperatorServiceDescribeChannelResponse\x12\x64\n\x07ReadWal\x12*.agentnet.v1.OperatorServiceReadWalRequest\x1a+.agentnet.v1.OperatorServiceReadWalResponse0\x01\x12h\n\tListTasks\x12,.agentnet.v1.OperatorServiceListTasksRequest\x1a-.agentnet.v1.OperatorServiceListTasksResponse\x12\x62\n\x07GetTask\x12*.agentnet.v1.OperatorServiceGetTaskRequest\x1a+.agentnet.v1.OperatorServiceGetTaskResponse\x12w\n\x0eListExecutions\x12\x31.agentnet.v1.OperatorServiceListExecutionsRequest\x1a\x32.agentnet.v1.OperatorServiceListExecutionsResponse\x12R\n\x0b\x46ollowAudit\x12\x1f.agentnet.v1.FollowAuditRequest\x1a .agentnet.v1.FollowAuditResponse0\x01\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentnet/v1/operator.proto\x12\x0b\x61gentnet.v1\x1a\x15\x61gentnet/v1/a2a.proto\x1a\x19\x61gentnet/v1/channel.proto\x1a\x1a\x61gentnet/v1/envelope.proto\x1a\x15\x61gentnet/v1/hub.proto\x1a\x1a\x61gentnet/v1/identity.proto\x1a\x16\x61gentnet/v1/task.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetStatusRequest\"L\n\x11\x43hannelStateCount\x12(\n\x05state\x18\x01 \x01(\x0e\x32\x19.agentnet.v1.ChannelState\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\"\xb8\x02\n\x11GetStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x12\n\nstore_kind\x18\x02 \x01(\t\x12\x15\n\rstore_address\x18\x03 \x01(\t\x12\x12\n\nreplica_id\x18\x04 \x01(\t\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0euptime_seconds\x18\x06 \x01(\x01\x12\x12\n\nidentities\x18\x07 \x01(\x03\x12\x0e\n\x06online\x18\x08 \x01(\x03\x12\x35\n\rlive_channels\x18\t \x03(\x0b\x32\x1e.agentnet.v1.ChannelStateCount\x12\x15\n\rrunning_tasks\x18\n \x01(\x03\x12\x19\n\x11\x63onnected_streams\x18\x0b \x01(\x03\"q\n OperatorServiceListAgentsRequest\x12\x13\n\x0bonline_only\x18\x01 \x01(\x08\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x11\n\tagent_ids\x18\x04 \x03(\t\"g\n!OperatorServiceListAgentsResponse\x12)\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x19.agentnet.v1.AgentSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"4\n#OperatorServiceDescribeAgentRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\"O\n$OperatorServiceDescribeAgentResponse\x12\'\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x18.agentnet.v1.AgentRecord\"\x84\x01\n\"OperatorServiceListChannelsRequest\x12)\n\x06states\x18\x01 \x03(\x0e\x32\x19.agentnet.v1.ChannelState\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\x82\x02\n#OperatorServiceListChannelsResponse\x12.\n\x08\x63hannels\x18\x01 \x03(\x0b\x32\x1c.agentnet.v1.ChannelMetadata\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12J\n\x05turns\x18\x03 \x03(\x0b\x32;.agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry\x1a\x46\n\nTurnsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.agentnet.v1.ChannelTurn:\x02\x38\x01\"$\n\x0b\x43hannelTurn\x12\x15\n\rexpected_next\x18\x01 \x03(\t\";\n%OperatorServiceDescribeChannelRequest\x12\x12\n\nchannel_id\x18\x01 \x01(\t\"\x98\x01\n&OperatorServiceDescribeChannelResponse\x12-\n\x07\x63hannel\x18\x01 \x01(\x0b\x32\x1c.agentnet.v1.ChannelMetadata\x12\x0c\n\x04live\x18\x02 \x01(\x08\x12\x15\n\rexpected_next\x18\x03 \x03(\t\x12\x1a\n\x12\x61\x64\x61pter_state_json\x18\x04 \x01(\t\"w\n\x1dOperatorServiceReadWalRequest\x12\x12\n\nchannel_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x04\x12\x11\n\tuntil_seq\x18\x03 \x01(\x04\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x0e\n\x06\x66ollow\x18\x05 \x01(\x08\"I\n\x1eOperatorServiceReadWalResponse\x12\'\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x15.agentnet.v1.Envelope\"_\n\x1fOperatorServiceListTasksRequest\x12\x15\n\rinclude_ended\x18\x01 \x01(\x08\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"e\n OperatorServiceListTasksResponse\x12(\n\x05tasks\x18\x01 \x03(\x0b\x32\x19.agentnet.v1.TaskMetadata\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"0\n\x1dOperatorServiceGetTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"I\n\x1eOperatorServiceGetTaskResponse\x12\'\n\x04task\x18\x01 \x01(\x0b\x32\x19.agentnet.v1.TaskMetadata\"p\n$OperatorServiceListExecutionsRequest\x12\x19\n\x0froot_session_id\x18\x01 \x01(\tH\x00\x12\x16\n\x0c\x65xecution_id\x18\x02 \x01(\tH\x00\x12\r\n\x05limit\x18\x03 \x01(\x05\x42\x06\n\x04tree\"f\n%OperatorServiceListExecutionsResponse\x12*\n\nexecutions\x18\x01 \x03(\x0b\x32\x16.agentnet.v1.Execution\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"H\n\x12\x46ollowAuditRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\nsubject_id\x18\x02 \x01(\t\x12\x10\n\x08\x61\x66ter_id\x18\x03 \x01(\x04\"?\n\x13\x46ollowAuditResponse\x12(\n\x06record\x18\x01 \x01(\x0b\x32\x18.agentnet.v1.AuditRecord2\xb0\x08\n\x0fOperatorService\x12J\n\tGetStatus\x12\x1d.agentnet.v1.GetStatusRequest\x1a\x1e.agentnet.v1.GetStatusResponse\x12k\n\nListAgents\x12-.agentnet.v1.OperatorServiceListAgentsRequest\x1a..agentnet.v1.OperatorServiceListAgentsResponse\x12t\n\rDescribeAgent\x12\x30.agentnet.v1.OperatorServiceDescribeAgentRequest\x1a\x31.agentnet.v1.OperatorServiceDescribeAgentResponse\x12q\n\x0cListChannels\x12/.agentnet.v1.OperatorServiceListChannelsRequest\x1a\x30.agentnet.v1.OperatorServiceListChannelsResponse\x12z\n\x0f\x44\x65scribeChannel\x12\x32.agentnet.v1.OperatorServiceDescribeChannelRequest\x1a\x33.agentnet.v1.OperatorServiceDescribeChannelResponse\x12\x64\n\x07ReadWal\x12*.agentnet.v1.OperatorServiceReadWalRequest\x1a+.agentnet.v1.OperatorServiceReadWalResponse0\x01\x12h\n\tListTasks\x12,.agentnet.v1.OperatorServiceListTasksRequest\x1a-.agentnet.v1.OperatorServiceListTasksResponse\x12\x62\n\x07GetTask\x12*.agentnet.v1.OperatorServiceGetTaskRequest\x1a+.agentnet.v1.OperatorServiceGetTaskResponse\x12w\n\x0eListExecutions\x12\x31.agentnet.v1.OperatorServiceListExecutionsRequest\x1a\x32.agentnet.v1.OperatorServiceListExecutionsResponse\x12R\n\x0b\x46ollowAudit\x12\x1f.agentnet.v1.FollowAuditRequest\x1a .agentnet.v1.FollowAuditResponse0\x01\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,6 +39,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentnet.v1.operator_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1'
+  _globals['_OPERATORSERVICELISTCHANNELSRESPONSE_TURNSENTRY']._loaded_options = None
+  _globals['_OPERATORSERVICELISTCHANNELSRESPONSE_TURNSENTRY']._serialized_options = b'8\001'
   _globals['_GETSTATUSREQUEST']._serialized_start=229
   _globals['_GETSTATUSREQUEST']._serialized_end=247
   _globals['_CHANNELSTATECOUNT']._serialized_start=249
@@ -46,41 +48,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATUSRESPONSE']._serialized_start=328
   _globals['_GETSTATUSRESPONSE']._serialized_end=640
   _globals['_OPERATORSERVICELISTAGENTSREQUEST']._serialized_start=642
-  _globals['_OPERATORSERVICELISTAGENTSREQUEST']._serialized_end=736
-  _globals['_OPERATORSERVICELISTAGENTSRESPONSE']._serialized_start=738
-  _globals['_OPERATORSERVICELISTAGENTSRESPONSE']._serialized_end=841
-  _globals['_OPERATORSERVICEDESCRIBEAGENTREQUEST']._serialized_start=843
-  _globals['_OPERATORSERVICEDESCRIBEAGENTREQUEST']._serialized_end=895
-  _globals['_OPERATORSERVICEDESCRIBEAGENTRESPONSE']._serialized_start=897
-  _globals['_OPERATORSERVICEDESCRIBEAGENTRESPONSE']._serialized_end=976
-  _globals['_OPERATORSERVICELISTCHANNELSREQUEST']._serialized_start=979
-  _globals['_OPERATORSERVICELISTCHANNELSREQUEST']._serialized_end=1111
-  _globals['_OPERATORSERVICELISTCHANNELSRESPONSE']._serialized_start=1113
-  _globals['_OPERATORSERVICELISTCHANNELSRESPONSE']._serialized_end=1223
-  _globals['_OPERATORSERVICEDESCRIBECHANNELREQUEST']._serialized_start=1225
-  _globals['_OPERATORSERVICEDESCRIBECHANNELREQUEST']._serialized_end=1284
-  _globals['_OPERATORSERVICEDESCRIBECHANNELRESPONSE']._serialized_start=1287
-  _globals['_OPERATORSERVICEDESCRIBECHANNELRESPONSE']._serialized_end=1439
-  _globals['_OPERATORSERVICEREADWALREQUEST']._serialized_start=1441
-  _globals['_OPERATORSERVICEREADWALREQUEST']._serialized_end=1560
-  _globals['_OPERATORSERVICEREADWALRESPONSE']._serialized_start=1562
-  _globals['_OPERATORSERVICEREADWALRESPONSE']._serialized_end=1635
-  _globals['_OPERATORSERVICELISTTASKSREQUEST']._serialized_start=1637
-  _globals['_OPERATORSERVICELISTTASKSREQUEST']._serialized_end=1732
-  _globals['_OPERATORSERVICELISTTASKSRESPONSE']._serialized_start=1734
-  _globals['_OPERATORSERVICELISTTASKSRESPONSE']._serialized_end=1835
-  _globals['_OPERATORSERVICEGETTASKREQUEST']._serialized_start=1837
-  _globals['_OPERATORSERVICEGETTASKREQUEST']._serialized_end=1885
-  _globals['_OPERATORSERVICEGETTASKRESPONSE']._serialized_start=1887
-  _globals['_OPERATORSERVICEGETTASKRESPONSE']._serialized_end=1960
-  _globals['_OPERATORSERVICELISTEXECUTIONSREQUEST']._serialized_start=1962
-  _globals['_OPERATORSERVICELISTEXECUTIONSREQUEST']._serialized_end=2074
-  _globals['_OPERATORSERVICELISTEXECUTIONSRESPONSE']._serialized_start=2076
-  _globals['_OPERATORSERVICELISTEXECUTIONSRESPONSE']._serialized_end=2178
-  _globals['_FOLLOWAUDITREQUEST']._serialized_start=2180
-  _globals['_FOLLOWAUDITREQUEST']._serialized_end=2252
-  _globals['_FOLLOWAUDITRESPONSE']._serialized_start=2254
-  _globals['_FOLLOWAUDITRESPONSE']._serialized_end=2317
-  _globals['_OPERATORSERVICE']._serialized_start=2320
-  _globals['_OPERATORSERVICE']._serialized_end=3392
+  _globals['_OPERATORSERVICELISTAGENTSREQUEST']._serialized_end=755
+  _globals['_OPERATORSERVICELISTAGENTSRESPONSE']._serialized_start=757
+  _globals['_OPERATORSERVICELISTAGENTSRESPONSE']._serialized_end=860
+  _globals['_OPERATORSERVICEDESCRIBEAGENTREQUEST']._serialized_start=862
+  _globals['_OPERATORSERVICEDESCRIBEAGENTREQUEST']._serialized_end=914
+  _globals['_OPERATORSERVICEDESCRIBEAGENTRESPONSE']._serialized_start=916
+  _globals['_OPERATORSERVICEDESCRIBEAGENTRESPONSE']._serialized_end=995
+  _globals['_OPERATORSERVICELISTCHANNELSREQUEST']._serialized_start=998
+  _globals['_OPERATORSERVICELISTCHANNELSREQUEST']._serialized_end=1130
+  _globals['_OPERATORSERVICELISTCHANNELSRESPONSE']._serialized_start=1133
+  _globals['_OPERATORSERVICELISTCHANNELSRESPONSE']._serialized_end=1391
+  _globals['_OPERATORSERVICELISTCHANNELSRESPONSE_TURNSENTRY']._serialized_start=1321
+  _globals['_OPERATORSERVICELISTCHANNELSRESPONSE_TURNSENTRY']._serialized_end=1391
+  _globals['_CHANNELTURN']._serialized_start=1393
+  _globals['_CHANNELTURN']._serialized_end=1429
+  _globals['_OPERATORSERVICEDESCRIBECHANNELREQUEST']._serialized_start=1431
+  _globals['_OPERATORSERVICEDESCRIBECHANNELREQUEST']._serialized_end=1490
+  _globals['_OPERATORSERVICEDESCRIBECHANNELRESPONSE']._serialized_start=1493
+  _globals['_OPERATORSERVICEDESCRIBECHANNELRESPONSE']._serialized_end=1645
+  _globals['_OPERATORSERVICEREADWALREQUEST']._serialized_start=1647
+  _globals['_OPERATORSERVICEREADWALREQUEST']._serialized_end=1766
+  _globals['_OPERATORSERVICEREADWALRESPONSE']._serialized_start=1768
+  _globals['_OPERATORSERVICEREADWALRESPONSE']._serialized_end=1841
+  _globals['_OPERATORSERVICELISTTASKSREQUEST']._serialized_start=1843
+  _globals['_OPERATORSERVICELISTTASKSREQUEST']._serialized_end=1938
+  _globals['_OPERATORSERVICELISTTASKSRESPONSE']._serialized_start=1940
+  _globals['_OPERATORSERVICELISTTASKSRESPONSE']._serialized_end=2041
+  _globals['_OPERATORSERVICEGETTASKREQUEST']._serialized_start=2043
+  _globals['_OPERATORSERVICEGETTASKREQUEST']._serialized_end=2091
+  _globals['_OPERATORSERVICEGETTASKRESPONSE']._serialized_start=2093
+  _globals['_OPERATORSERVICEGETTASKRESPONSE']._serialized_end=2166
+  _globals['_OPERATORSERVICELISTEXECUTIONSREQUEST']._serialized_start=2168
+  _globals['_OPERATORSERVICELISTEXECUTIONSREQUEST']._serialized_end=2280
+  _globals['_OPERATORSERVICELISTEXECUTIONSRESPONSE']._serialized_start=2282
+  _globals['_OPERATORSERVICELISTEXECUTIONSRESPONSE']._serialized_end=2384
+  _globals['_FOLLOWAUDITREQUEST']._serialized_start=2386
+  _globals['_FOLLOWAUDITREQUEST']._serialized_end=2458
+  _globals['_FOLLOWAUDITRESPONSE']._serialized_start=2460
+  _globals['_FOLLOWAUDITRESPONSE']._serialized_end=2523
+  _globals['_OPERATORSERVICE']._serialized_start=2526
+  _globals['_OPERATORSERVICE']._serialized_end=3598
 # @@protoc_insertion_point(module_scope)

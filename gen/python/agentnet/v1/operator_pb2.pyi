@@ -147,22 +147,31 @@ class OperatorServiceListAgentsRequest(_message.Message):
     ONLINE_ONLY_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    AGENT_IDS_FIELD_NUMBER: _builtins.int
     online_only: _builtins.bool
     """Only identities with a Connect stream open."""
     page_size: _builtins.int
     """Page size: 0 = 100, at most --max-operator-page-size (1000)."""
     page_token: _builtins.str
     """The previous answer's next_page_token ("" = from the start)."""
+    @_builtins.property
+    def agent_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only these identities, by agent id (a batched lookup, e.g. of the names
+        behind a page of audit records); ids the hub does not know are left out.
+        Empty = every identity. At most --max-repeated-items (1024) ids.
+        """
+
     def __init__(
         self,
         *,
         online_only: _builtins.bool = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        agent_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["online_only", b"online_only", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_ids", b"agent_ids", "online_only", b"online_only", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -286,27 +295,81 @@ class OperatorServiceListChannelsResponse(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class TurnsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___ChannelTurn: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___ChannelTurn | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     CHANNELS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TURNS_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
     """Token of the next (older) page; "" = this was the last."""
     @_builtins.property
     def channels(self) -> _containers.RepeatedCompositeFieldContainer[_channel_pb2.ChannelMetadata]:
         """The channels' metadata."""
 
+    @_builtins.property
+    def turns(self) -> _containers.MessageMap[_builtins.str, Global___ChannelTurn]:
+        """Whose turn it is in the page's live channels, by channel id (what
+        DescribeChannel's expected_next says, so a list needs no call per row).
+        A live channel where anyone may speak, and an ended channel, has no entry.
+        """
+
     def __init__(
         self,
         *,
         channels: _abc.Iterable[_channel_pb2.ChannelMetadata] | None = ...,
         next_page_token: _builtins.str = ...,
+        turns: _abc.Mapping[_builtins.str, Global___ChannelTurn] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "next_page_token", b"next_page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "next_page_token", b"next_page_token", "turns", b"turns"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OperatorServiceListChannelsResponse: _TypeAlias = OperatorServiceListChannelsResponse  # noqa: Y015
+
+@_typing.final
+class ChannelTurn(_message.Message):
+    """ChannelTurn is whose turn it is in one live channel."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXPECTED_NEXT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def expected_next(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The agent ids the channel's adapter expects to speak next."""
+
+    def __init__(
+        self,
+        *,
+        expected_next: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_next", b"expected_next"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChannelTurn: _TypeAlias = ChannelTurn  # noqa: Y015
 
 @_typing.final
 class OperatorServiceDescribeChannelRequest(_message.Message):

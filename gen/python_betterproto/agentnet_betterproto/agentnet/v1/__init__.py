@@ -29,6 +29,7 @@ __all__ = (
     "ChannelMetadata",
     "ChannelState",
     "ChannelStateCount",
+    "ChannelTurn",
     "CloseChannelRequest",
     "CloseChannelResponse",
     "ConnectRequest",
@@ -1597,6 +1598,21 @@ default_message_pool.register_message("agentnet.v1", "ChannelStateCount", Channe
 
 
 @dataclass(eq=False, repr=False)
+class ChannelTurn(betterproto2.Message):
+    """
+    ChannelTurn is whose turn it is in one live channel.
+    """
+
+    expected_next: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The agent ids the channel's adapter expects to speak next.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ChannelTurn", ChannelTurn)
+
+
+@dataclass(eq=False, repr=False)
 class CloseChannelRequest(betterproto2.Message):
     """
     CloseChannelRequest closes a channel.
@@ -2834,12 +2850,18 @@ class ListAgentsRequest(betterproto2.Message):
 
     limit: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
     """
-    Maximum results; 0 = 20, at most 1000.
+    Maximum results (the page size); 0 = 20, at most 1000.
     """
 
     exclude_self: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
     """
     Leave the caller out of the result.
+    """
+
+    page_token: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    The previous answer's next_page_token, with the same filters and sort_by
+    ("" = the first page); a token of another list is INVALID_ARGUMENT.
     """
 
 
@@ -2855,6 +2877,11 @@ class ListAgentsResponse(betterproto2.Message):
     agents: "list[AgentSummary]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     Summaries in the requested order.
+    """
+
+    next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Token of the next page; "" = this was the last.
     """
 
 
@@ -2924,7 +2951,13 @@ class ListChannelsRequest(betterproto2.Message):
 
     limit: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
     """
-    Maximum results; 0 = 100.
+    Maximum results (the page size); 0 = 100.
+    """
+
+    page_token: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The previous answer's next_page_token, with the same filters ("" = the
+    newest); a token of another list is INVALID_ARGUMENT.
     """
 
 
@@ -2940,6 +2973,11 @@ class ListChannelsResponse(betterproto2.Message):
     channels: "list[ChannelMetadata]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The channels.
+    """
+
+    next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Token of the next (older) page; "" = this was the last.
     """
 
 
@@ -3035,7 +3073,14 @@ class ListTasksRequest(betterproto2.Message):
 
     limit: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
     """
-    Maximum results; 0 = 20.
+    Maximum results (the page size); 0 = 20.
+    """
+
+    page_token: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The previous answer's next_page_token, with the same scope and
+    include_ended ("" = the newest); a token of another list is
+    INVALID_ARGUMENT.
     """
 
 
@@ -3051,6 +3096,11 @@ class ListTasksResponse(betterproto2.Message):
     tasks: "list[TaskMetadata]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     The tasks.
+    """
+
+    next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Token of the next (older) page; "" = this was the last.
     """
 
 
@@ -3331,6 +3381,13 @@ class OperatorServiceListAgentsRequest(betterproto2.Message):
     The previous answer's next_page_token ("" = from the start).
     """
 
+    agent_ids: "list[str]" = betterproto2.field(4, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Only these identities, by agent id (a batched lookup, e.g. of the names
+    behind a page of audit records); ids the hub does not know are left out.
+    Empty = every identity. At most --max-repeated-items (1024) ids.
+    """
+
 
 default_message_pool.register_message(
     "agentnet.v1", "OperatorServiceListAgentsRequest", OperatorServiceListAgentsRequest
@@ -3406,6 +3463,15 @@ class OperatorServiceListChannelsResponse(betterproto2.Message):
     next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
     Token of the next (older) page; "" = this was the last.
+    """
+
+    turns: "dict[str, ChannelTurn]" = betterproto2.field(
+        3, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE)
+    )
+    """
+    Whose turn it is in the page's live channels, by channel id (what
+    DescribeChannel's expected_next says, so a list needs no call per row).
+    A live channel where anyone may speak, and an ended channel, has no entry.
     """
 
 

@@ -249,16 +249,23 @@ export interface ListAgentsRequest {
   query: string;
   /** "name" (default), "registered_at" or "last_seen". */
   sortBy: string;
-  /** Maximum results; 0 = 20, at most 1000. */
+  /** Maximum results (the page size); 0 = 20, at most 1000. */
   limit: number;
   /** Leave the caller out of the result. */
   excludeSelf: boolean;
+  /**
+   * The previous answer's next_page_token, with the same filters and sort_by
+   * ("" = the first page); a token of another list is INVALID_ARGUMENT.
+   */
+  pageToken: string;
 }
 
 /** ListAgentsResponse is the matching identities. */
 export interface ListAgentsResponse {
   /** Summaries in the requested order. */
   agents: AgentSummary[];
+  /** Token of the next page; "" = this was the last. */
+  nextPageToken: string;
 }
 
 /** DescribeAgentRequest names one identity. */
@@ -447,14 +454,21 @@ export interface ListChannelsRequest {
   includeEnded: boolean;
   /** Only this adapter type ("" = any). */
   type: string;
-  /** Maximum results; 0 = 100. */
+  /** Maximum results (the page size); 0 = 100. */
   limit: number;
+  /**
+   * The previous answer's next_page_token, with the same filters ("" = the
+   * newest); a token of another list is INVALID_ARGUMENT.
+   */
+  pageToken: string;
 }
 
 /** ListChannelsResponse is the matching channels, newest first. */
 export interface ListChannelsResponse {
   /** The channels. */
   channels: ChannelMetadata[];
+  /** Token of the next (older) page; "" = this was the last. */
+  nextPageToken: string;
 }
 
 /** ReadWalRequest selects a WAL range. */
@@ -563,14 +577,22 @@ export interface ListTasksRequest {
   scope: TaskScope;
   /** Include terminal tasks (the tool's state="all"). */
   includeEnded: boolean;
-  /** Maximum results; 0 = 20. */
+  /** Maximum results (the page size); 0 = 20. */
   limit: number;
+  /**
+   * The previous answer's next_page_token, with the same scope and
+   * include_ended ("" = the newest); a token of another list is
+   * INVALID_ARGUMENT.
+   */
+  pageToken: string;
 }
 
 /** ListTasksResponse is the matching tasks, newest first. */
 export interface ListTasksResponse {
   /** The tasks. */
   tasks: TaskMetadata[];
+  /** Token of the next (older) page; "" = this was the last. */
+  nextPageToken: string;
 }
 
 /** GetTaskRequest names a task. */
@@ -1651,7 +1673,7 @@ export const UnregisterResponse: MessageFns<UnregisterResponse> = {
 };
 
 function createBaseListAgentsRequest(): ListAgentsRequest {
-  return { kind: 0, capability: "", query: "", sortBy: "", limit: 0, excludeSelf: false };
+  return { kind: 0, capability: "", query: "", sortBy: "", limit: 0, excludeSelf: false, pageToken: "" };
 }
 
 export const ListAgentsRequest: MessageFns<ListAgentsRequest> = {
@@ -1673,6 +1695,9 @@ export const ListAgentsRequest: MessageFns<ListAgentsRequest> = {
     }
     if (message.excludeSelf !== false) {
       writer.uint32(48).bool(message.excludeSelf);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(58).string(message.pageToken);
     }
     return writer;
   },
@@ -1738,6 +1763,14 @@ export const ListAgentsRequest: MessageFns<ListAgentsRequest> = {
             message.excludeSelf = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1766,6 +1799,11 @@ export const ListAgentsRequest: MessageFns<ListAgentsRequest> = {
         : isSet(object.exclude_self)
         ? globalThis.Boolean(object.exclude_self)
         : false,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
     };
   },
 
@@ -1789,6 +1827,9 @@ export const ListAgentsRequest: MessageFns<ListAgentsRequest> = {
     if (message.excludeSelf !== false) {
       obj.excludeSelf = message.excludeSelf;
     }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
     return obj;
   },
 
@@ -1803,18 +1844,22 @@ export const ListAgentsRequest: MessageFns<ListAgentsRequest> = {
     message.sortBy = object.sortBy ?? "";
     message.limit = object.limit ?? 0;
     message.excludeSelf = object.excludeSelf ?? false;
+    message.pageToken = object.pageToken ?? "";
     return message;
   },
 };
 
 function createBaseListAgentsResponse(): ListAgentsResponse {
-  return { agents: [] };
+  return { agents: [], nextPageToken: "" };
 }
 
 export const ListAgentsResponse: MessageFns<ListAgentsResponse> = {
   encode(message: ListAgentsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.agents) {
       AgentSummary.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
     }
     return writer;
   },
@@ -1840,6 +1885,14 @@ export const ListAgentsResponse: MessageFns<ListAgentsResponse> = {
             message.agents.push(AgentSummary.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1855,6 +1908,11 @@ export const ListAgentsResponse: MessageFns<ListAgentsResponse> = {
   fromJSON(object: any): ListAgentsResponse {
     return {
       agents: globalThis.Array.isArray(object?.agents) ? object.agents.map((e: any) => AgentSummary.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
     };
   },
 
@@ -1862,6 +1920,9 @@ export const ListAgentsResponse: MessageFns<ListAgentsResponse> = {
     const obj: any = {};
     if (message.agents?.length) {
       obj.agents = message.agents.map((e) => AgentSummary.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
     }
     return obj;
   },
@@ -1872,6 +1933,7 @@ export const ListAgentsResponse: MessageFns<ListAgentsResponse> = {
   fromPartial(object: DeepPartial<ListAgentsResponse>): ListAgentsResponse {
     const message = createBaseListAgentsResponse();
     message.agents = object.agents?.map((e) => AgentSummary.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
     return message;
   },
 };
@@ -3154,7 +3216,7 @@ export const DefaultView: MessageFns<DefaultView> = {
 };
 
 function createBaseListChannelsRequest(): ListChannelsRequest {
-  return { includeEnded: false, type: "", limit: 0 };
+  return { includeEnded: false, type: "", limit: 0, pageToken: "" };
 }
 
 export const ListChannelsRequest: MessageFns<ListChannelsRequest> = {
@@ -3167,6 +3229,9 @@ export const ListChannelsRequest: MessageFns<ListChannelsRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(24).int32(message.limit);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(34).string(message.pageToken);
     }
     return writer;
   },
@@ -3208,6 +3273,14 @@ export const ListChannelsRequest: MessageFns<ListChannelsRequest> = {
             message.limit = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3229,6 +3302,11 @@ export const ListChannelsRequest: MessageFns<ListChannelsRequest> = {
         : false,
       type: isSet(object.type) ? globalThis.String(object.type) : "",
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
     };
   },
 
@@ -3243,6 +3321,9 @@ export const ListChannelsRequest: MessageFns<ListChannelsRequest> = {
     if (message.limit !== 0) {
       obj.limit = Math.round(message.limit);
     }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
     return obj;
   },
 
@@ -3254,18 +3335,22 @@ export const ListChannelsRequest: MessageFns<ListChannelsRequest> = {
     message.includeEnded = object.includeEnded ?? false;
     message.type = object.type ?? "";
     message.limit = object.limit ?? 0;
+    message.pageToken = object.pageToken ?? "";
     return message;
   },
 };
 
 function createBaseListChannelsResponse(): ListChannelsResponse {
-  return { channels: [] };
+  return { channels: [], nextPageToken: "" };
 }
 
 export const ListChannelsResponse: MessageFns<ListChannelsResponse> = {
   encode(message: ListChannelsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.channels) {
       ChannelMetadata.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
     }
     return writer;
   },
@@ -3291,6 +3376,14 @@ export const ListChannelsResponse: MessageFns<ListChannelsResponse> = {
             message.channels.push(ChannelMetadata.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3308,6 +3401,11 @@ export const ListChannelsResponse: MessageFns<ListChannelsResponse> = {
       channels: globalThis.Array.isArray(object?.channels)
         ? object.channels.map((e: any) => ChannelMetadata.fromJSON(e))
         : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
     };
   },
 
@@ -3315,6 +3413,9 @@ export const ListChannelsResponse: MessageFns<ListChannelsResponse> = {
     const obj: any = {};
     if (message.channels?.length) {
       obj.channels = message.channels.map((e) => ChannelMetadata.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
     }
     return obj;
   },
@@ -3325,6 +3426,7 @@ export const ListChannelsResponse: MessageFns<ListChannelsResponse> = {
   fromPartial(object: DeepPartial<ListChannelsResponse>): ListChannelsResponse {
     const message = createBaseListChannelsResponse();
     message.channels = object.channels?.map((e) => ChannelMetadata.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
     return message;
   },
 };
@@ -4170,7 +4272,7 @@ export const ReportTaskResponse: MessageFns<ReportTaskResponse> = {
 };
 
 function createBaseListTasksRequest(): ListTasksRequest {
-  return { scope: 0, includeEnded: false, limit: 0 };
+  return { scope: 0, includeEnded: false, limit: 0, pageToken: "" };
 }
 
 export const ListTasksRequest: MessageFns<ListTasksRequest> = {
@@ -4183,6 +4285,9 @@ export const ListTasksRequest: MessageFns<ListTasksRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(24).int32(message.limit);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(34).string(message.pageToken);
     }
     return writer;
   },
@@ -4224,6 +4329,14 @@ export const ListTasksRequest: MessageFns<ListTasksRequest> = {
             message.limit = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4245,6 +4358,11 @@ export const ListTasksRequest: MessageFns<ListTasksRequest> = {
         ? globalThis.Boolean(object.include_ended)
         : false,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
     };
   },
 
@@ -4259,6 +4377,9 @@ export const ListTasksRequest: MessageFns<ListTasksRequest> = {
     if (message.limit !== 0) {
       obj.limit = Math.round(message.limit);
     }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
     return obj;
   },
 
@@ -4270,18 +4391,22 @@ export const ListTasksRequest: MessageFns<ListTasksRequest> = {
     message.scope = object.scope ?? 0;
     message.includeEnded = object.includeEnded ?? false;
     message.limit = object.limit ?? 0;
+    message.pageToken = object.pageToken ?? "";
     return message;
   },
 };
 
 function createBaseListTasksResponse(): ListTasksResponse {
-  return { tasks: [] };
+  return { tasks: [], nextPageToken: "" };
 }
 
 export const ListTasksResponse: MessageFns<ListTasksResponse> = {
   encode(message: ListTasksResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.tasks) {
       TaskMetadata.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
     }
     return writer;
   },
@@ -4307,6 +4432,14 @@ export const ListTasksResponse: MessageFns<ListTasksResponse> = {
             message.tasks.push(TaskMetadata.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4322,6 +4455,11 @@ export const ListTasksResponse: MessageFns<ListTasksResponse> = {
   fromJSON(object: any): ListTasksResponse {
     return {
       tasks: globalThis.Array.isArray(object?.tasks) ? object.tasks.map((e: any) => TaskMetadata.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
     };
   },
 
@@ -4329,6 +4467,9 @@ export const ListTasksResponse: MessageFns<ListTasksResponse> = {
     const obj: any = {};
     if (message.tasks?.length) {
       obj.tasks = message.tasks.map((e) => TaskMetadata.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
     }
     return obj;
   },
@@ -4339,6 +4480,7 @@ export const ListTasksResponse: MessageFns<ListTasksResponse> = {
   fromPartial(object: DeepPartial<ListTasksResponse>): ListTasksResponse {
     const message = createBaseListTasksResponse();
     message.tasks = object.tasks?.map((e) => TaskMetadata.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
     return message;
   },
 };

@@ -82,6 +82,12 @@ export interface OperatorServiceListAgentsRequest {
   pageSize: number;
   /** The previous answer's next_page_token ("" = from the start). */
   pageToken: string;
+  /**
+   * Only these identities, by agent id (a batched lookup, e.g. of the names
+   * behind a page of audit records); ids the hub does not know are left out.
+   * Empty = every identity. At most --max-repeated-items (1024) ids.
+   */
+  agentIds: string[];
 }
 
 /** OperatorServiceListAgentsResponse is one page of identities, ordered by name. */
@@ -125,6 +131,23 @@ export interface OperatorServiceListChannelsResponse {
   channels: ChannelMetadata[];
   /** Token of the next (older) page; "" = this was the last. */
   nextPageToken: string;
+  /**
+   * Whose turn it is in the page's live channels, by channel id (what
+   * DescribeChannel's expected_next says, so a list needs no call per row).
+   * A live channel where anyone may speak, and an ended channel, has no entry.
+   */
+  turns: { [key: string]: ChannelTurn };
+}
+
+export interface OperatorServiceListChannelsResponse_TurnsEntry {
+  key: string;
+  value?: ChannelTurn | undefined;
+}
+
+/** ChannelTurn is whose turn it is in one live channel. */
+export interface ChannelTurn {
+  /** The agent ids the channel's adapter expects to speak next. */
+  expectedNext: string[];
 }
 
 /** OperatorServiceDescribeChannelRequest names one channel. */
@@ -665,7 +688,7 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
 };
 
 function createBaseOperatorServiceListAgentsRequest(): OperatorServiceListAgentsRequest {
-  return { onlineOnly: false, pageSize: 0, pageToken: "" };
+  return { onlineOnly: false, pageSize: 0, pageToken: "", agentIds: [] };
 }
 
 export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAgentsRequest> = {
@@ -678,6 +701,9 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
     }
     if (message.pageToken !== "") {
       writer.uint32(26).string(message.pageToken);
+    }
+    for (const v of message.agentIds) {
+      writer.uint32(34).string(v!);
     }
     return writer;
   },
@@ -719,6 +745,14 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
             message.pageToken = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.agentIds.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -748,6 +782,11 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
         : isSet(object.page_token)
         ? globalThis.String(object.page_token)
         : "",
+      agentIds: globalThis.Array.isArray(object?.agentIds)
+        ? object.agentIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.agent_ids)
+        ? object.agent_ids.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -762,6 +801,9 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
     if (message.pageToken !== "") {
       obj.pageToken = message.pageToken;
     }
+    if (message.agentIds?.length) {
+      obj.agentIds = message.agentIds;
+    }
     return obj;
   },
 
@@ -773,6 +815,7 @@ export const OperatorServiceListAgentsRequest: MessageFns<OperatorServiceListAge
     message.onlineOnly = object.onlineOnly ?? false;
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
+    message.agentIds = object.agentIds?.map((e) => e) || [];
     return message;
   },
 };
@@ -1142,7 +1185,7 @@ export const OperatorServiceListChannelsRequest: MessageFns<OperatorServiceListC
 };
 
 function createBaseOperatorServiceListChannelsResponse(): OperatorServiceListChannelsResponse {
-  return { channels: [], nextPageToken: "" };
+  return { channels: [], nextPageToken: "", turns: {} };
 }
 
 export const OperatorServiceListChannelsResponse: MessageFns<OperatorServiceListChannelsResponse> = {
@@ -1153,6 +1196,10 @@ export const OperatorServiceListChannelsResponse: MessageFns<OperatorServiceList
     if (message.nextPageToken !== "") {
       writer.uint32(18).string(message.nextPageToken);
     }
+    globalThis.Object.entries(message.turns).forEach(([key, value]: [string, ChannelTurn]) => {
+      OperatorServiceListChannelsResponse_TurnsEntry.encode({ key: key as any, value }, writer.uint32(26).fork())
+        .join();
+    });
     return writer;
   },
 
@@ -1185,6 +1232,17 @@ export const OperatorServiceListChannelsResponse: MessageFns<OperatorServiceList
             message.nextPageToken = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            const entry3 = OperatorServiceListChannelsResponse_TurnsEntry.decode(reader, reader.uint32());
+            if (entry3.value !== undefined) {
+              message.turns[entry3.key] = entry3.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1207,6 +1265,20 @@ export const OperatorServiceListChannelsResponse: MessageFns<OperatorServiceList
         : isSet(object.next_page_token)
         ? globalThis.String(object.next_page_token)
         : "",
+      turns: isObject(object.turns)
+        ? (globalThis.Object.entries(object.turns) as [string, any][]).reduce(
+          (acc: { [key: string]: ChannelTurn }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: ChannelTurn.fromJSON(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
     };
   },
 
@@ -1218,6 +1290,15 @@ export const OperatorServiceListChannelsResponse: MessageFns<OperatorServiceList
     if (message.nextPageToken !== "") {
       obj.nextPageToken = message.nextPageToken;
     }
+    if (message.turns) {
+      const entries = globalThis.Object.entries(message.turns) as [string, ChannelTurn][];
+      if (entries.length > 0) {
+        obj.turns = {};
+        entries.forEach(([k, v]) => {
+          obj.turns[k] = ChannelTurn.toJSON(v);
+        });
+      }
+    }
     return obj;
   },
 
@@ -1228,6 +1309,184 @@ export const OperatorServiceListChannelsResponse: MessageFns<OperatorServiceList
     const message = createBaseOperatorServiceListChannelsResponse();
     message.channels = object.channels?.map((e) => ChannelMetadata.fromPartial(e)) || [];
     message.nextPageToken = object.nextPageToken ?? "";
+    message.turns = (globalThis.Object.entries(object.turns ?? {}) as [string, ChannelTurn][]).reduce(
+      (acc: { [key: string]: ChannelTurn }, [key, value]: [string, ChannelTurn]) => {
+        if (value !== undefined) {
+          acc[key] = ChannelTurn.fromPartial(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseOperatorServiceListChannelsResponse_TurnsEntry(): OperatorServiceListChannelsResponse_TurnsEntry {
+  return { key: "", value: undefined };
+}
+
+export const OperatorServiceListChannelsResponse_TurnsEntry: MessageFns<
+  OperatorServiceListChannelsResponse_TurnsEntry
+> = {
+  encode(
+    message: OperatorServiceListChannelsResponse_TurnsEntry,
+    writer: BinaryWriter = new BinaryWriter(),
+  ): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== undefined) {
+      ChannelTurn.encode(message.value, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OperatorServiceListChannelsResponse_TurnsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOperatorServiceListChannelsResponse_TurnsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = ChannelTurn.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): OperatorServiceListChannelsResponse_TurnsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? ChannelTurn.fromJSON(object.value) : undefined,
+    };
+  },
+
+  toJSON(message: OperatorServiceListChannelsResponse_TurnsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== undefined) {
+      obj.value = ChannelTurn.toJSON(message.value);
+    }
+    return obj;
+  },
+
+  create(
+    base?: DeepPartial<OperatorServiceListChannelsResponse_TurnsEntry>,
+  ): OperatorServiceListChannelsResponse_TurnsEntry {
+    return OperatorServiceListChannelsResponse_TurnsEntry.fromPartial(base ?? {});
+  },
+  fromPartial(
+    object: DeepPartial<OperatorServiceListChannelsResponse_TurnsEntry>,
+  ): OperatorServiceListChannelsResponse_TurnsEntry {
+    const message = createBaseOperatorServiceListChannelsResponse_TurnsEntry();
+    message.key = object.key ?? "";
+    message.value = (object.value !== undefined && object.value !== null)
+      ? ChannelTurn.fromPartial(object.value)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseChannelTurn(): ChannelTurn {
+  return { expectedNext: [] };
+}
+
+export const ChannelTurn: MessageFns<ChannelTurn> = {
+  encode(message: ChannelTurn, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.expectedNext) {
+      writer.uint32(10).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChannelTurn {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChannelTurn();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.expectedNext.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChannelTurn {
+    return {
+      expectedNext: globalThis.Array.isArray(object?.expectedNext)
+        ? object.expectedNext.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.expected_next)
+        ? object.expected_next.map((e: any) => globalThis.String(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ChannelTurn): unknown {
+    const obj: any = {};
+    if (message.expectedNext?.length) {
+      obj.expectedNext = message.expectedNext;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ChannelTurn>): ChannelTurn {
+    return ChannelTurn.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ChannelTurn>): ChannelTurn {
+    const message = createBaseChannelTurn();
+    message.expectedNext = object.expectedNext?.map((e) => e) || [];
     return message;
   },
 };
@@ -2851,6 +3110,10 @@ function longToNumber(int64: { toString(): string }): number {
     throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
   }
   return num;
+}
+
+function isObject(value: any): boolean {
+  return typeof value === "object" && value !== null;
 }
 
 function isSet(value: any): boolean {
