@@ -116,14 +116,18 @@ class OperatorClient(ClosedOnExit):
         return await every_page(read, limit)
 
     async def names(self, agent_ids: Iterable[str]) -> dict[str, str]:
-        """agent id → name of those of ``agent_ids`` the hub knows: one batched ListAgents lookup (one
-        per :data:`NAMES_AT_ONCE` distinct ids), not a call per id."""
+        """agent id → name of those of ``agent_ids`` the hub knows: batched ListAgents lookups (of
+        at most :data:`NAMES_AT_ONCE` distinct ids, paged at the hub's page size), not a call per id."""
         ids = sorted({a for a in agent_ids if a})
         out: dict[str, str] = {}
         for i in range(0, len(ids), NAMES_AT_ONCE):
             chunk = ids[i : i + NAMES_AT_ONCE]
-            page = await self.list_agents(agent_ids=chunk, page_size=len(chunk))
-            out.update((a.agent_id, a.name) for a in page.agents)
+
+            async def read(token: str, chunk: list[str] = chunk) -> tuple[Sequence[identity_pb2.AgentSummary], str]:
+                page = await self.list_agents(agent_ids=chunk, page_token=token)  # the hub's page size
+                return page.agents, page.next_page_token
+
+            out.update((a.agent_id, a.name) for a in await every_page(read))
         return out
 
     async def describe_agent(self, agent: str) -> identity_pb2.AgentRecord:

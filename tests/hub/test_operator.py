@@ -213,6 +213,16 @@ async def test_follow_audit_sends_the_log_then_new_records(hub: RunningHub, oper
     assert [r.audit_id for r in later] == [records[1].audit_id]
 
 
+async def test_names_are_looked_up_whole_on_a_hub_with_small_pages(tmp_path: Path) -> None:
+    async with (
+        running_hub(tmp_path / "hub.db", HubOptions(max_operator_page=2)) as small,
+        OperatorClient(small.target, small.operator_token) as client,
+    ):
+        agents = [await register(small.target, f"named{i}") for i in range(5)]
+        names = await client.names([a.agent_id for a in agents] + ["unknown-id"])
+        assert names == {a.agent_id: f"named{i}" for i, a in enumerate(agents)}
+
+
 async def test_follow_audit_is_woken_by_the_append_not_the_poll(tmp_path: Path) -> None:
     """A record this hub commits reaches a FollowAudit stream at once: with the store poll set to a
     minute (the hub's maximum), a new registration still arrives within the test's wait."""
