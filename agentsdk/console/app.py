@@ -523,13 +523,19 @@ class Console:
                 if isinstance(item, AgentNetError):
                     yield _sse("end", {"message": f"stopped: {item.reason}: {item.message}"})
                     return
+                # A logout closes the session's hub connection, which cancels a read on_item is
+                # waiting for: the logout, not the read's error, is what the stream reports.
+                handler = asyncio.ensure_future(on_item(item))  # type: ignore[arg-type]
                 try:
-                    events = await on_item(item)  # type: ignore[arg-type]
-                except Exception:
-                    if session.ended.is_set():  # logged out meanwhile: its hub connection closed under the read
-                        yield _sse("end", {"message": "logged out"})
-                        return
-                    raise
+                    await asyncio.wait({handler, ended}, return_when="FIRST_COMPLETED")
+                finally:
+                    handler.cancel()  # nothing once it is done
+                if session.ended.is_set():
+                    if handler.done() and not handler.cancelled():
+                        handler.exception()  # retrieved: a read the logout cut short is no error
+                    yield _sse("end", {"message": "logged out"})
+                    return
+                events = handler.result()
                 for event in events:
                     yield event
                 if queue.empty():
