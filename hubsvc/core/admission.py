@@ -61,6 +61,8 @@ class Batch:
     """The channel opened in this batch (its TTL timer is armed when the batch is submitted)."""
     ended: str | None = None
     """The reason the channel ended in this batch (its tasks end in the same commit)."""
+    charged: list[str] = dataclasses.field(default_factory=list)
+    """The sender of each staged envelope that took a rate token (given back if nothing is stored)."""
 
 
 def check_shape(env: Envelope, options: HubOptions) -> None:

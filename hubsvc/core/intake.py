@@ -10,7 +10,11 @@ path calls them — a post (PostEnvelope, a Connect ``Post``, Say, a task's canc
 CallTool actions that post, invite acks) through :mod:`hubsvc.core.posts`, and the seed of
 a channel being opened (OpenChannel's message or seed envelope, Delegate's prompt,
 InvokeAgent's question) through :mod:`hubsvc.core.live_channels` — so every envelope an
-identity originates counts once.
+identity originates counts once. :meth:`Intake.count` notes each token it takes in the list of
+the commit that is to store the envelope (a :class:`~hubsvc.core.admission.Batch`'s ``charged``);
+if that commit fails with nothing stored (a race lost to another replica, a write the store did
+not take), :meth:`Intake.uncount` gives the tokens back — once, for every path, from the commit's
+one failure callback — so a post admitted again after a lost race still counts once.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Iterable
 from hubsvc.core.admission import Admission
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.governance.rate import RateLimiter
+from hubsvc.storage import nothing_stored
 from netkernel.envelope import LIFECYCLE_EVENT_TYPES, Envelope
 
 
@@ -35,11 +40,24 @@ class Intake:
         """Refuse a malformed envelope (changes nothing; its rate token is taken by :meth:`count`)."""
         self._admission.screen(env, event_data_json)
 
-    def count(self, sender_id: str, env: Envelope) -> None:
-        """Take the sender's rate token for ``env`` (RateLimited when none is left; nothing taken then).
+    def count(self, sender_id: str, env: Envelope, charged: list[str]) -> None:
+        """Take the sender's rate token for ``env`` (RateLimited when none is left; nothing taken then),
+        noting it in ``charged``, the list of the commit that is to store ``env`` (see :meth:`uncount`).
 
         Called last, once nothing else can refuse ``env`` and with no await before it is staged."""
-        self.rate.take(sender_id, env.channel_id, env.event_type)
+        if self.rate.take(sender_id, env.channel_id, env.event_type):
+            charged.append(sender_id)
+
+    def uncount(self, charged: list[str], error: BaseException | None) -> None:
+        """The commit whose envelopes took the tokens in ``charged`` failed with ``error``: if it stored
+        nothing of them, give the tokens back (never above a bucket's burst).
+
+        A write stored but unconfirmed keeps its tokens: the client's retry with the same idempotency
+        key is answered as the duplicate, which takes none."""
+        if charged and nothing_stored(error):
+            refund = self.rate.refund
+            for sender_id in charged:
+                refund(sender_id)
 
     def check_inbox(self, sender_id: str, participants: Iterable[str], env: Envelope) -> None:
         """Refuse (InboxFull) an envelope that would reach a recipient whose inbox is at its cap.

@@ -263,18 +263,18 @@ class LiveChannels:
         spec = dataclasses.replace(spec, knobs=knobs)
         now = self._clock()
         ttl = ttl_seconds if ttl_seconds is not None else self._options.default_channel_ttl
+        batch = Batch()
         if seed is not None:
             seed = dataclasses.replace(seed, channel_id=channel_id, event_data=dict(seed.event_data))
             self._intake.screen(seed)
             self._intake.check_inbox(initiator, members, seed)
-            self._intake.count(initiator, seed)  # last: a refused seed takes no rate token
+            self._intake.count(initiator, seed, batch.charged)  # last: a refused seed takes no rate token
             if dispatch is not None:
                 seed.event_data["a2a"] = dispatch
         ch = ChannelRuntime.pending(
             spec, adapter, intent=intent, invite_ack_timeout=timeout, ttl=ttl, now=now, seed=seed
         )
         # Stage everything before the channel becomes visible: a failure here changes nothing.
-        batch = Batch()
         batch.writes.channels.append(dataclasses.replace(ch.to_row(), hold_limit=slot.limit))
         invite = {
             "channel_id": channel_id,
@@ -408,7 +408,9 @@ class LiveChannels:
         An ended channel's tasks end in the same bundle; an opened one gets its TTL timer.
         Once committed, the envelopes go to the members' sessions and the watchers, and an
         ended channel leaves the table; if the commit fails, the runtime is marked stale
-        at once (nothing more is admitted into it) and rebuilt from what the store holds.
+        at once (nothing more is admitted into it) and rebuilt from what the store holds, and
+        the rate tokens the batch's envelopes took are given back if nothing was stored
+        (:meth:`Intake.uncount <hubsvc.core.intake.Intake.uncount>`).
         """
         ended_tasks = []
         if batch.ended is not None:
@@ -418,6 +420,7 @@ class LiveChannels:
             self._arm_ttl(ch)
         fut = ch.last_commit = self._store.submit(batch.writes)
         wires = batch.wires
+        charged = batch.charged
         ended = batch.ended is not None
         keyed = [w for w in wires if w.HasField("idempotency_key")]
         for wire in keyed:
@@ -427,6 +430,7 @@ class LiveChannels:
             for wire in keyed:
                 ch.in_flight.pop(wire.envelope_id, None)
             if f.cancelled() or f.exception() is not None:
+                self._intake.uncount(charged, None if f.cancelled() else f.exception())
                 if not ch.stale:
                     ch.stale = True
                     self._spawn(self._recover(ch), f"recover-{ch.channel_id}")

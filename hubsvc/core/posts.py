@@ -326,7 +326,7 @@ class Posts:
                 return original[0], original[1], True
         self._admission.validate(ch, sender_id, env)
         self._intake.check_inbox(sender_id, ch.participants, env)
-        self._intake.count(sender_id, env)  # last: a post refused above takes no rate token
+        self._intake.count(sender_id, env, batch.charged)  # last: a post refused above takes no rate token
         wire = self._admission.accept(ch, env, batch, event_data_json)
         if key is not None and keyed is not None:
             keyed[wire.envelope_id] = wire

@@ -4,8 +4,10 @@ Each identity whose effective rules set a ``rate`` has a bucket of ``burst`` tok
 refills at ``posts_per_second``; every envelope it originates takes one token, and an
 envelope that finds the bucket empty is refused with :class:`~netkernel.errors.RateLimited`
 (metadata ``retry_after_seconds``: when the next token arrives; ``rule``) without taking
-one. Memory stays bounded: a bucket that has refilled completely is the same as no
-bucket, so idle buckets are dropped (least recently used first, a few per call), and an
+one. A token taken for an envelope whose write then failed with nothing stored is given
+back (:meth:`RateLimiter.refund`, never above ``burst``), so the envelope counts once when it
+is admitted again. Memory stays bounded: a bucket that has refilled completely is the same
+as no bucket, so idle buckets are dropped (least recently used first, a few per call), and an
 identity that leaves is forgotten.
 
 Refusals are audited without letting a flooding client flood the audit log: the first
@@ -76,14 +78,16 @@ class RateLimiter:
         """Buckets held (tests check that memory stays bounded)."""
         return len(self._buckets)
 
-    def take(self, agent_id: str, channel_id: str, event_type: str) -> None:
-        """Take one token for an envelope ``agent_id`` originates; RateLimited (nothing taken) when none is left."""
+    def take(self, agent_id: str, channel_id: str, event_type: str) -> bool:
+        """Take one token for an envelope ``agent_id`` originates; RateLimited (nothing taken) when none is left.
+
+        Returns whether a token was taken (False: no rule limits ``agent_id``)."""
         spec = self._spec_of(agent_id)
         now = self._clock()
         self._evict_idle(now)
         if spec is None:
             self.forget(agent_id)
-            return
+            return False
         bucket = self._buckets.get(agent_id)
         if bucket is None:
             bucket = self._buckets[agent_id] = _Bucket(spec, now)
@@ -96,7 +100,7 @@ class RateLimiter:
             self._flush(agent_id, bucket)
         if bucket.tokens >= 1.0:
             bucket.tokens -= 1.0
-            return
+            return True
         # Rounded up to the millisecond the metadata carries: a client that waits exactly
         # that long finds its token (rounding to nearest could advertise too short a wait, even 0).
         retry_after = math.ceil((1.0 - bucket.tokens) / spec.per_second * 1000.0) / 1000.0
@@ -111,6 +115,16 @@ class RateLimiter:
                 "burst": str(spec.burst),
             },
         )
+
+    def refund(self, agent_id: str, tokens: int = 1) -> None:
+        """Give back ``tokens`` taken for envelopes of ``agent_id`` that were not stored after all.
+
+        The bucket is refilled to now first and never rises above its ``burst``; an identity
+        without a bucket (dropped as full, or forgotten) has nothing to get back."""
+        bucket = self._buckets.get(agent_id)
+        if bucket is not None:
+            bucket.refill(self._clock())
+            bucket.tokens = min(float(bucket.spec.burst), bucket.tokens + tokens)
 
     def forget(self, agent_id: str) -> None:
         """Drop an identity's bucket (it left, or no rule limits it any more), writing its pending count."""

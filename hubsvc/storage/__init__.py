@@ -4,6 +4,7 @@ from hubsvc.storage.base import (
     TASK_IF_LIVE,
     TASK_LIVE,
     TASK_NEW,
+    WRITE_FAILED,
     AgentRow,
     AtLimit,
     CallTokenRow,
@@ -15,6 +16,7 @@ from hubsvc.storage.base import (
     TaskRow,
     WalRow,
     Writes,
+    nothing_stored,
 )
 from hubsvc.storage.sqlite import SqliteHubStore
 
@@ -22,6 +24,7 @@ __all__ = [
     "TASK_IF_LIVE",
     "TASK_LIVE",
     "TASK_NEW",
+    "WRITE_FAILED",
     "AgentRow",
     "AtLimit",
     "CallTokenRow",
@@ -34,4 +37,5 @@ __all__ = [
     "TaskRow",
     "WalRow",
     "Writes",
+    "nothing_stored",
 ]

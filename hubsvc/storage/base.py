@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from agentnet.v1 import channel_pb2
 
-from netkernel.errors import LostRace
+from netkernel.errors import LostRace, Unavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +158,22 @@ class LimitConflict(StoreConflict):
     def __init__(self, message: str, held: int) -> None:
         super().__init__(message)
         self.held = held
+
+
+WRITE_FAILED = "store_write_failed"
+"""The ``cause`` of an UNAVAILABLE commit whose bundle the store did not write (the store failed,
+or an earlier write of its channel did)."""
+
+
+def nothing_stored(error: BaseException | None) -> bool:
+    """Whether a commit that failed with ``error`` stored none of its bundle, as far as the hub knows.
+
+    True for a lost race (:class:`LostRace`, :class:`AtLimit` too) and for a write the store did
+    not take (UNAVAILABLE, cause :data:`WRITE_FAILED`); False for a write stored but not confirmed by
+    Redis replicas (cause ``store_unconfirmed``) and for a cancelled commit (``error`` None)."""
+    return isinstance(error, LostRace) or (
+        isinstance(error, Unavailable) and error.metadata.get("cause") == WRITE_FAILED
+    )
 
 
 class AtLimit(LostRace):

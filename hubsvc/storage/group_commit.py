@@ -28,7 +28,16 @@ import time
 from dataclasses import dataclass, field
 
 from hubsvc.recorder import NO_RECORDER, Recorder
-from hubsvc.storage.base import AtLimit, AuditBell, HubStore, LimitConflict, StoreConflict, StoreUnconfirmed, Writes
+from hubsvc.storage.base import (
+    WRITE_FAILED,
+    AtLimit,
+    AuditBell,
+    HubStore,
+    LimitConflict,
+    StoreConflict,
+    StoreUnconfirmed,
+    Writes,
+)
 from netkernel.errors import LostRace, Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
@@ -219,7 +228,7 @@ class GroupCommitStore(HubStore):
                 error(
                     f"an earlier write to channel '{channel_id}' failed, so this one was not written (no gap is "
                     "ever committed); the hub is rebuilding the channel from storage — retry.",
-                    metadata={"channel_id": channel_id, "cause": "store_write_failed"},
+                    metadata={"channel_id": channel_id, "cause": WRITE_FAILED},
                 ),
             )
         return True
@@ -227,7 +236,7 @@ class GroupCommitStore(HubStore):
     def _fail(self, item: _Item, exc: Exception) -> None:
         """A bundle could not be written: fail its caller alone and fence its channels."""
         race = isinstance(exc, StoreConflict)
-        self.recorder.commit_failed(self.kind, "lost_race" if race else "store_write_failed")
+        self.recorder.commit_failed(self.kind, "lost_race" if race else WRITE_FAILED)
         if race:
             log.info("a write bundle lost a race to another replica and was not written: %s", exc)
         elif isinstance(exc, StoreUnconfirmed):
@@ -256,7 +265,7 @@ class GroupCommitStore(HubStore):
             else:
                 err = Unavailable(
                     f"the hub could not store this write ({type(exc).__name__}); nothing of it was written — retry.",
-                    metadata={"cause": "store_write_failed"},
+                    metadata={"cause": WRITE_FAILED},
                 )
             err.__cause__ = exc
             _refuse(item.fut, err)

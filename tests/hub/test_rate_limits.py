@@ -240,6 +240,38 @@ def test_buckets_of_idle_identities_do_not_accumulate() -> None:
     assert [(a[1], a[3].get("suppressed")) for a in audits] == [("flooder", None), ("flooder", 2)]
 
 
+def test_a_refund_gives_a_token_back_and_never_fills_a_bucket_above_its_burst() -> None:
+    clock = FakeClock(frozen=True)
+    spec: dict[str, RateSpec | None] = {"alice": RateSpec(0.5, 3, "r")}
+    limiter = RateLimiter(clock, lambda *a: None, spec.get)
+    for _ in range(3):
+        assert limiter.take("alice", "c", EV_TEXT)  # a token was taken
+    with pytest.raises(RateLimited):
+        limiter.take("alice", "c", EV_TEXT)
+    limiter.refund("alice")  # one envelope was not stored after all: its token comes back
+    assert limiter.take("alice", "c", EV_TEXT)
+    with pytest.raises(RateLimited):
+        limiter.take("alice", "c", EV_TEXT)
+
+    clock.offset += 4.0  # two tokens arrived (one left to fill the bucket)
+    limiter.refund("alice", 5)  # more back than there is room for: the bucket holds its burst, no more
+    for _ in range(3):
+        limiter.take("alice", "c", EV_TEXT)
+    with pytest.raises(RateLimited):
+        limiter.take("alice", "c", EV_TEXT)
+
+    spec["alice"] = RateSpec(0.5, 1, "r")  # the policy shrank the burst since the tokens were taken
+    limiter.refund("alice", 3)
+    limiter.take("alice", "c", EV_TEXT)
+    with pytest.raises(RateLimited):
+        limiter.take("alice", "c", EV_TEXT)
+
+    limiter.refund("nobody")  # no bucket (never limited, or full and dropped): nothing to give back
+    assert not limiter.take("bob", "c", EV_TEXT)  # no rule limits bob: no token taken
+    limiter.refund("bob")
+    assert len(limiter) == 1
+
+
 async def test_a_post_refused_by_the_channel_takes_no_token(
     hub: RunningHub, conv: tuple[Participant, Participant, str]
 ) -> None:

@@ -24,6 +24,7 @@ from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
 
 from agentsdk.errors import AlreadyExists, Unavailable
 from netkernel.envelope import Envelope, text_envelope
+from netkernel.errors import RateLimited
 from tests.hub.harness import (
     EV_TEXT,
     Participant,
@@ -34,6 +35,7 @@ from tests.hub.harness import (
     register,
     running_hub,
 )
+from tests.hub.test_rate_limits import rate_policy
 
 pytestmark = pytest.mark.sqlite_only("genuine write failures come from triggers added to the SQLite file")
 
@@ -202,3 +204,25 @@ async def test_a_failed_task_report_changes_nothing(hub: RunningHub) -> None:
     task = (await alice.rpc("GetTask", hub_pb2.GetTaskRequest(task_id=task_id))).task
     assert task.state == task_pb2.TASK_STATE_RUNNING
     await alice.close()
+
+
+async def test_a_post_whose_write_failed_gets_its_rate_token_back(hub: RunningHub) -> None:
+    """UNAVAILABLE with nothing written takes no token: the client's retry with the same key pays the one."""
+    alice, bob = await register(hub.target, "alice"), await register(hub.target, "bob")
+    for p in (alice, bob):
+        await p.connect()
+    channel_id = await open_channel(alice, "conversation", [bob])
+    hub.core.governance.replace(rate_policy("alice", per_second=0.001, burst=3))
+    fail_inserts(hub.db, "boom", "wal", "NEW.text = 'boom'")
+    for _ in range(4):  # more failed writes than alice has tokens: each is UNAVAILABLE, never RATE_LIMITED
+        with pytest.raises(Unavailable) as failed:
+            await post_keyed(alice, channel_id, "boom", "kb")
+        assert failed.value.metadata["cause"] == "store_write_failed"
+    sql(hub.db, "DROP TRIGGER boom")
+    assert not (await post_keyed(alice, channel_id, "boom", "kb")).duplicate  # the retry is stored: one token
+    await alice.say(channel_id, "two")
+    await alice.say(channel_id, "three")
+    with pytest.raises(RateLimited):
+        await alice.say(channel_id, "four")
+    for p in (alice, bob):
+        await p.close()

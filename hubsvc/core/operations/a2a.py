@@ -331,10 +331,15 @@ class A2AOps:
                 started.remote_task = await self._remote_task(
                     record, continued, joined=parent is not None or bool(request.root_session_id)
                 )
-                self.core.intake.count(caller, question)  # last check: a refused call spends no rate token
+                charged: list[str] = []
+                self.core.intake.count(caller, question, charged)  # last check: a refused call spends no rate token
                 self._remote_cancels[record.execution_id] = asyncio.Event()
                 recorded.append(log.submit(record))  # running, before anything is sent
-                await recorded[0]
+                try:
+                    await recorded[0]
+                except Exception as err:  # the call was not recorded, so it never started
+                    self.core.intake.uncount(charged, err)
+                    raise
                 return started
             # No call token here: the dispatch is stored in the channel's WAL (see the module doc).
             dispatch = a2a_pb2.A2ADispatch(
