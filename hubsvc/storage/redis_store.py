@@ -1494,9 +1494,9 @@ class _Plan:
         self._task_ended: dict[str, bool] = {}
         """Task → whether the last row this plan writes for it so far is terminal."""
         self._running: dict[str, bool] = {}
+        """Execution → whether the last row this plan writes for it so far is running."""
         self._tokens: dict[str, int] = {}
         """Call tokens of each execution this plan writes so far (the 'tokens' check counts them)."""
-        """Execution → whether the last row this plan writes for it so far is running."""
         self._holds: dict[str, dict[str, bool]] = {}
         """Holder set → member → whether the last row this plan writes for it so far is live."""
         self._reserve: tuple[str, int, str] | None = None
