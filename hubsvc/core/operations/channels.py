@@ -93,6 +93,12 @@ class ChannelOps:
         response.default_view.recent_n = recent_n
         return response
 
+    def current_meta(self, row: ChannelRow) -> channel_pb2.ChannelMetadata:
+        """A stored channel's metadata as it is now: the runtime's when this hub holds the channel
+        live (its row may lag a commit), else the row's."""
+        live = self.core.live_channel(row.channel_id)
+        return live.meta if live is not None else channel_pb2.ChannelMetadata.FromString(row.record)
+
     async def list_channels(
         self, caller: str, *, include_ended: bool, type: str = "", limit: int = 0, page_token: str = ""
     ) -> tuple[list[channel_pb2.ChannelMetadata], str]:
@@ -102,8 +108,7 @@ class ChannelOps:
             raise InvalidArgument("limit must not be negative.")
 
         def pick(row: ChannelRow) -> channel_pb2.ChannelMetadata | None:
-            live = self.core.live_channel(row.channel_id)
-            meta = live.meta if live is not None else channel_pb2.ChannelMetadata.FromString(row.record)
+            meta = self.current_meta(row)
             return None if (type and meta.type != type) or (not include_ended and meta.state in TERMINAL) else meta
 
         async def fetch(before: int, size: int) -> list[tuple[int, ChannelRow]]:

@@ -120,8 +120,7 @@ class OperatorOps:
         live_only = bool(wanted) and wanted <= _LIVE_STATES
 
         def pick(row: ChannelRow) -> channel_pb2.ChannelMetadata | None:
-            live = self.core.live_channel(row.channel_id)
-            meta = live.meta if live is not None else channel_pb2.ChannelMetadata.FromString(row.record)
+            meta = self.channels.current_meta(row)
             return None if (wanted and meta.state not in wanted) or (type and meta.type != type) else meta
 
         async def fetch(before: int, limit: int) -> list[tuple[int, ChannelRow]]:
