@@ -19,11 +19,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentsdk.assembly import AssemblyContext, AssemblyPolicy, run_assembly
-from agentsdk.config import ModelConfig, events_to_messages
+from agentsdk.config import ModelConfig, events_to_messages, streams
 from agentsdk.events import (
     BaseEvent,
     HaltEvent,
+    ImageInput,
     ModelMessage,
+    ModelMessageChunk,
     ModelRequest,
     TextInput,
     ToolCall,
@@ -38,13 +40,16 @@ if TYPE_CHECKING:
     from agentsdk.a2a.client import AgentToAgent
     from agentsdk.knowledge_config import KnowledgeRuntime
 
-__all__ = ["Agent", "AskInput", "EventCallback", "EventFeed", "FinishReason", "Reply"]
+__all__ = ["Agent", "AskInput", "ChunkHandler", "EventCallback", "EventFeed", "FinishReason", "Reply"]
 
 log = logging.getLogger(__name__)
 
 AskInput = str | BaseEvent | Sequence[BaseEvent] | None
-"""What :meth:`Agent.ask` accepts: text, one event, events (``TextInput`` s are grouped
-into one ``ModelRequest``), or ``None`` to run on the stream's history alone."""
+"""What :meth:`Agent.ask` accepts: text, one event, events (``TextInput`` s and ``ImageInput`` s
+are grouped into one ``ModelRequest``), or ``None`` to run on the stream's history alone."""
+
+ChunkHandler = Callable[[ModelMessageChunk], Awaitable[None] | None]
+"""``ask(..., on_chunk=...)``: called with each :class:`ModelMessageChunk` of a streaming model."""
 
 EventCallback = Callable[[BaseEvent], Awaitable[None] | None]
 """An observer: called with every event the agent emits (sync or async)."""
@@ -261,6 +266,7 @@ class Agent:
         tools: Iterable[ToolLike] | None = None,
         dependencies: Mapping[Any, Any] | None = None,
         stream: Stream | None = None,
+        on_chunk: ChunkHandler | None = None,
     ) -> Reply:
         """Run one turn.
 
@@ -269,6 +275,9 @@ class Agent:
         the agent's tools for this call; ``dependencies`` are merged over the agent's,
         which are merged over a registered agent's network ones (its client, hub and,
         inside ``agent.task(...)``, that task), so the network tools work in any turn.
+        When the model streams (``OpenAIConfig(streaming=True)``), each text delta is published
+        to the observers as a :class:`ModelMessageChunk` (not appended to the stream) and handed
+        to ``on_chunk`` (sync or async; awaited before the stream is read on).
         Raises what the model config raises (e.g. ``openai.APIError``) and
         :class:`~agentsdk.tools.MissingDependencyError`; tool failures are shown to the model.
         When it raises, the events emitted so far (the input included) stay in ``stream``.
@@ -280,6 +289,7 @@ class Agent:
             stream=stream if stream is not None else Stream(),
             tools=self.tools_for_call([*knowledge_tools, *(tools or ())]),
             dependencies={**self._network_dependencies(), **self.dependencies, **(dependencies or {})},
+            on_chunk=on_chunk,
         )
         return await turn.run(_input_events(input))
 
@@ -296,11 +306,11 @@ def _input_events(input: AskInput) -> list[BaseEvent]:
         return [ModelRequest([TextInput(input)])] if input else []
     items: Sequence[BaseEvent] = [input] if isinstance(input, BaseEvent) else input
     out: list[BaseEvent] = []
-    texts: list[TextInput | ToolResultEvent] = []
+    texts: list[TextInput | ImageInput | ToolResultEvent] = []
     for item in items:
         if not isinstance(item, BaseEvent):
             raise TypeError(f"ask() input must be a str or events, got {type(item).__name__}")
-        if isinstance(item, TextInput):
+        if isinstance(item, TextInput | ImageInput):
             texts.append(item)
             continue
         if texts:
@@ -320,6 +330,7 @@ class _Turn:
     stream: Stream
     tools: list[Tool]
     dependencies: dict[Any, Any]
+    on_chunk: ChunkHandler | None = None
     events: list[BaseEvent] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     calls: list[ToolCall] = field(default_factory=list)
@@ -374,7 +385,7 @@ class _Turn:
                 if halt is not None:
                     await self.emit(halt)
                     return self.reply("", "halted")
-            message = await self.agent.config.complete(events_to_messages(prompts, history), schemas)
+            message = await self.complete(events_to_messages(prompts, history), schemas, model_call)
             model_call += 1
             await self.emit(message)
             if message.usage is not None:
@@ -385,6 +396,23 @@ class _Turn:
                 return await self.stop_at_round_limit(message.tool_calls)
             rounds += 1
             await self.run_tools(message.tool_calls, by_name)
+
+    async def complete(self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]], call: int) -> ModelMessage:
+        """One model call; a streaming model's deltas go to the observers and ``on_chunk`` as they come."""
+        config = self.agent.config
+        if not streams(config):
+            return await config.complete(messages, schemas)
+
+        async def chunk(delta: str) -> None:
+            event = ModelMessageChunk(delta, call=call)
+            await self.agent.publish(event)
+            if self.on_chunk is not None:
+                result = self.on_chunk(event)
+                if inspect.isawaitable(result):
+                    await result
+
+        completed: ModelMessage = await config.complete(messages, schemas, on_chunk=chunk)  # type: ignore[call-arg]
+        return completed
 
     async def run_tools(self, calls: list[ToolCall], by_name: Mapping[str, Tool]) -> None:
         for call in calls:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentsdk.events import (
     BaseEvent,
     CompactionSummary,
+    ImageInput,
     ModelMessage,
     ModelRequest,
     SystemPrompt,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChatMessage",
+    "ChunkCallback",
     "ModelConfig",
     "OpenAIConfig",
     "ScriptExhaustedError",
@@ -43,14 +45,19 @@ __all__ = [
     "ToolSchema",
     "estimate_tokens",
     "events_to_messages",
+    "message_from_chunks",
     "message_from_completion",
     "reply_to_message",
+    "streams",
 ]
 
 ChatMessage = dict[str, Any]
 """One OpenAI chat message (``{"role": ..., "content": ..., ...}``)."""
 ToolSchema = dict[str, Any]
 """One OpenAI function-tool definition (``Tool.schema()``)."""
+
+ChunkCallback = Callable[[str], Awaitable[None]]
+"""Called with each text delta of a streamed completion, in order (``complete(..., on_chunk=...)``)."""
 
 NO_RESULT = "(no result was recorded for this tool call)"
 """Content of the placeholder ``tool`` message for a call whose result is not in the history."""
@@ -63,6 +70,12 @@ class ModelConfig(Protocol):
     async def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> ModelMessage:
         """Run one completion over OpenAI-format ``messages`` offering ``tools``; return the reply."""
         ...
+
+
+def streams(config: Any) -> bool:
+    """True when ``config`` streams its completions: its ``streaming`` attribute is true, and its
+    ``complete`` then takes ``on_chunk=`` (:data:`ChunkCallback`), called with each text delta."""
+    return getattr(config, "streaming", False) is True
 
 
 # ---------------------------------------------------------------------------- events → messages
@@ -131,12 +144,34 @@ class _MessageBuilder:
         return self.messages
 
 
+def _image_part(image: ImageInput) -> dict[str, Any]:
+    """An OpenAI ``image_url`` content part."""
+    url: dict[str, Any] = {"url": image.model_url}
+    if image.detail:
+        url["detail"] = image.detail
+    return {"type": "image_url", "image_url": url}
+
+
+def _user_message(parts: Sequence[TextInput | ImageInput]) -> ChatMessage:
+    """One ``user`` message: plain text when there are only texts (joined by newlines), else a
+    list of ``text`` and ``image_url`` content parts in order."""
+    if not any(isinstance(p, ImageInput) for p in parts):
+        return {"role": "user", "content": "\n".join(p.text for p in parts if isinstance(p, TextInput))}
+    content = [
+        {"type": "text", "text": p.text} if isinstance(p, TextInput) else _image_part(p)
+        for p in parts
+        if not (isinstance(p, TextInput) and not p.text)
+    ]
+    return {"role": "user", "content": content}
+
+
 def events_to_messages(prompts: Iterable[str], events: Iterable[BaseEvent]) -> list[ChatMessage]:
     """Map system prompts and history events to OpenAI chat messages.
 
     * ``prompts`` (non-empty ones) → one leading ``system`` message, joined by blank lines.
     * :class:`SystemPrompt` → ``system``; :class:`CompactionSummary` → ``system`` with the summary.
-    * :class:`TextInput` / :class:`ModelRequest` → ``user`` (tool-result parts → ``tool``).
+    * :class:`TextInput` / :class:`ImageInput` / :class:`ModelRequest` → ``user`` (tool-result
+      parts → ``tool``); images make the user content a list of ``text`` and ``image_url`` parts.
     * :class:`ModelMessage` → ``assistant`` (with ``tool_calls``).
     * :class:`ToolCallEvent` → merged into the assistant message unless already announced.
     * :class:`ToolResultEvent` → ``tool`` with its ``tool_call_id``.
@@ -154,18 +189,20 @@ def events_to_messages(prompts: Iterable[str], events: Iterable[BaseEvent]) -> l
             builder.add({"role": "system", "content": event.text})
         elif isinstance(event, TextInput):
             builder.add({"role": "user", "content": event.text})
+        elif isinstance(event, ImageInput):
+            builder.add(_user_message([event]))
         elif isinstance(event, ModelRequest):
-            texts: list[str] = []
+            inputs: list[TextInput | ImageInput] = []
             for part in event.parts:
-                if isinstance(part, TextInput):
-                    texts.append(part.text)
+                if isinstance(part, TextInput | ImageInput):
+                    inputs.append(part)
                 else:
-                    if texts:
-                        builder.add({"role": "user", "content": "\n".join(texts)})
-                        texts = []
+                    if inputs:
+                        builder.add(_user_message(inputs))
+                        inputs = []
                     builder.add_result(part)
-            if texts:
-                builder.add({"role": "user", "content": "\n".join(texts)})
+            if inputs:
+                builder.add(_user_message(inputs))
         elif isinstance(event, ModelMessage):
             if event.text or event.tool_calls:
                 builder.add_calls(event.text, event.tool_calls)
@@ -227,6 +264,48 @@ def message_from_completion(completion: Any) -> ModelMessage:
     )
 
 
+async def message_from_chunks(chunks: AsyncIterable[Any], on_chunk: ChunkCallback | None = None) -> ModelMessage:
+    """Join a streamed chat completion (``ChatCompletionChunk`` s, first choice) into a :class:`ModelMessage`.
+
+    ``on_chunk`` is awaited with every non-empty text delta as it arrives; tool calls are
+    assembled from their pieces by ``index``; usage is the chunk that reports it (the last,
+    with ``stream_options.include_usage``)."""
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    usage: Usage | None = None
+    model: str | None = None
+    finish_reason: str | None = None
+    async for chunk in chunks:
+        model = chunk.model or model
+        if chunk.usage is not None:
+            usage = Usage(
+                prompt_tokens=chunk.usage.prompt_tokens or 0,
+                completion_tokens=chunk.usage.completion_tokens or 0,
+                total_tokens=chunk.usage.total_tokens or 0,
+            )
+        for choice in chunk.choices[:1]:
+            finish_reason = choice.finish_reason or finish_reason
+            delta = choice.delta
+            if delta.content:
+                text.append(delta.content)
+                if on_chunk is not None:
+                    await on_chunk(delta.content)
+            for piece in delta.tool_calls or []:
+                acc = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+                acc["id"] = piece.id or acc["id"]
+                if piece.function is not None:
+                    acc["name"] = piece.function.name or acc["name"]
+                    acc["arguments"] += piece.function.arguments or ""
+    tool_calls = []
+    for index in sorted(calls):
+        acc = calls[index]
+        arguments, raw_arguments = _parse_arguments(acc["arguments"])
+        tool_calls.append(ToolCall(id=acc["id"], name=acc["name"], arguments=arguments, raw_arguments=raw_arguments))
+    return ModelMessage(
+        text="".join(text), tool_calls=tool_calls, usage=usage, model=model, finish_reason=finish_reason
+    )
+
+
 # ---------------------------------------------------------------------------- OpenAI
 
 
@@ -253,6 +332,10 @@ class OpenAIConfig:
     """Per-request timeout in seconds."""
     max_retries: int = 2
     """Retries the client makes on connection errors, 429 and 5xx."""
+    streaming: bool = False
+    """Stream each completion (``stream: true`` with ``stream_options.include_usage``): the text
+    arrives as deltas, handed to ``complete``'s ``on_chunk`` (an agent publishes them as
+    :class:`~agentsdk.events.ModelMessageChunk` events; on a hub they go to the channel)."""
     _client: AsyncOpenAI | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -266,8 +349,15 @@ class OpenAIConfig:
             )
         return self._client
 
-    async def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> ModelMessage:
-        """One chat completion (non-streaming): a POST to ``/chat/completions`` through the client.
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSchema], *, on_chunk: ChunkCallback | None = None
+    ) -> ModelMessage:
+        """One chat completion: a POST to ``/chat/completions`` through the client.
+
+        With :attr:`streaming`, the response is read as server-sent chunks: ``on_chunk`` is awaited
+        with each text delta in order (the stream is read no faster than it returns), tool call
+        pieces are joined by index, and the returned message is the whole of it, with the usage
+        of the final chunk.
 
         The body is what ``chat.completions.create`` would send, built here as plain JSON:
         ``create`` first walks every message and tool schema through the client's typed
@@ -285,10 +375,25 @@ class OpenAIConfig:
             body["temperature"] = self.temperature
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
+        if self.streaming:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         if self.extra_body:
             body.update(self.extra_body)
-        completion = await self.client.post("/chat/completions", body=body, cast_to=ChatCompletion)
-        return message_from_completion(completion)
+        if not self.streaming:
+            completion = await self.client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+            return message_from_completion(completion)
+        from openai import AsyncStream
+        from openai.types.chat import ChatCompletionChunk
+
+        chunks = await self.client.post(
+            "/chat/completions",
+            body=body,
+            cast_to=ChatCompletion,
+            stream=True,
+            stream_cls=AsyncStream[ChatCompletionChunk],
+        )
+        return await message_from_chunks(chunks, on_chunk)
 
     async def aclose(self) -> None:
         """Close the HTTP client (a new one is created if the config is used again)."""

@@ -15,7 +15,10 @@ the parts of a ``ModelRequest``) are tagged the same way.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import mimetypes
+import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,7 +36,9 @@ __all__ = [
     "CompactionSummary",
     "EventLogFailed",
     "HaltEvent",
+    "ImageInput",
     "ModelMessage",
+    "ModelMessageChunk",
     "ModelRequest",
     "ObserverAlert",
     "RequestPart",
@@ -76,7 +81,12 @@ def _record(cls: type[_T]) -> type[_T]:
     return cls
 
 
+_BYTES_TAG = "__bytes__"  # bytes values serialise as {"__bytes__": "<base64>"}
+
+
 def _encode(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return {_BYTES_TAG: base64.b64encode(value).decode("ascii")}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {"type": type(value).__name__}
         for f in dataclasses.fields(value):
@@ -93,6 +103,8 @@ def _decode(value: Any) -> Any:
     if isinstance(value, list):
         return [_decode(v) for v in value]
     if isinstance(value, dict):
+        if set(value) == {_BYTES_TAG} and isinstance(value[_BYTES_TAG], str):
+            return base64.b64decode(value[_BYTES_TAG])
         tag = value.get("type")
         if isinstance(tag, str) and tag in _REGISTRY:
             return _build(_REGISTRY[tag], value)
@@ -219,7 +231,63 @@ class ToolResultEvent(BaseEvent):
     """True when the call failed (bad arguments, unknown tool, the tool raised)."""
 
 
-RequestPart = TextInput | ToolResultEvent
+@dataclass(slots=True)
+class ImageInput(BaseEvent):
+    """An image for the model; usually a part of a :class:`ModelRequest` (AG2's ``ImageInput``).
+
+    By reference — ``ImageInput("https://example.com/cat.png")`` — or inline —
+    ``ImageInput(data=raw_bytes, media_type="image/png")``, or ``ImageInput.from_path("cat.png")``.
+    Sent to the model as an OpenAI ``image_url`` content part (inline bytes as a ``data:`` URL);
+    in an envelope it is one item of ``event_data["images"]`` (:meth:`to_event_data`).
+    """
+
+    url: str = ""
+    """The image's http(s) URL (empty for inline data)."""
+    data: bytes = b""
+    """The image's bytes (empty for a URL)."""
+    media_type: str = ""
+    """``image/png``, ``image/jpeg``, ``image/gif`` or ``image/webp``; required with ``data``."""
+    detail: str = ""
+    """``auto``, ``low`` or ``high`` (how closely the model looks); empty leaves it to the model."""
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str], media_type: str | None = None) -> ImageInput:
+        """An inline image read from a file; the media type comes from its extension unless given."""
+        guessed = media_type or mimetypes.guess_type(os.fspath(path))[0]
+        if not guessed or not guessed.startswith("image/"):
+            raise ValueError(f"cannot tell the image media type of {os.fspath(path)!r}; pass media_type=")
+        with open(path, "rb") as f:
+            return cls(data=f.read(), media_type=guessed)
+
+    @property
+    def model_url(self) -> str:
+        """What the model is sent: the URL, or a ``data:<media_type>;base64,…`` URL of the bytes."""
+        if self.url:
+            return self.url
+        return f"data:{self.media_type};base64,{base64.b64encode(self.data).decode('ascii')}"
+
+    def to_event_data(self) -> dict[str, Any]:
+        """The image as one item of an envelope's ``event_data["images"]`` (docs/network.md "Images")."""
+        item: dict[str, Any] = {"url": self.url} if self.url else {"data": base64.b64encode(self.data).decode("ascii")}
+        if self.media_type:
+            item["media_type"] = self.media_type
+        if self.detail:
+            item["detail"] = self.detail
+        return item
+
+    @classmethod
+    def from_event_data(cls, item: dict[str, Any]) -> ImageInput:
+        """Read one item of an envelope's ``event_data["images"]`` back (see :meth:`to_event_data`)."""
+        data = item.get("data")
+        return cls(
+            url=str(item.get("url") or ""),
+            data=base64.b64decode(data) if isinstance(data, str) and data else b"",
+            media_type=str(item.get("media_type") or ""),
+            detail=str(item.get("detail") or ""),
+        )
+
+
+RequestPart = TextInput | ImageInput | ToolResultEvent
 """What a :class:`ModelRequest` may contain."""
 
 
@@ -228,7 +296,7 @@ class ModelRequest(BaseEvent):
     """A message *from the user* to the model (one or more parts)."""
 
     parts: list[RequestPart] = field(default_factory=list)
-    """Text parts become one user message; tool results become ``tool`` messages."""
+    """Text and image parts become one user message; tool results become ``tool`` messages."""
 
     @property
     def text(self) -> str:
@@ -250,6 +318,20 @@ class ModelMessage(BaseEvent):
     """The model that produced it, when known."""
     finish_reason: str | None = None
     """Provider finish reason (``stop``, ``tool_calls``, ``length``, …)."""
+
+
+@dataclass(slots=True)
+class ModelMessageChunk(BaseEvent):
+    """A piece of the assistant's text as the model streams it (``OpenAIConfig(streaming=True)``).
+
+    Published to the agent's observers while the model call runs, never appended to the stream:
+    the :class:`ModelMessage` that follows carries the whole text (AG2's ``ModelMessageChunk``).
+    """
+
+    content: str
+    """The text delta."""
+    call: int = 0
+    """Which model call of the turn it belongs to (0 = the first; one more after each tool round)."""
 
 
 @dataclass(slots=True)

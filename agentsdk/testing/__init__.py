@@ -5,6 +5,13 @@
 
 from __future__ import annotations
 
-from agentsdk.testing.openai_server import Rule, ScriptedOpenAIServer, ServerReply, completion_json
+from agentsdk.testing.openai_server import (
+    Rule,
+    ScriptedOpenAIServer,
+    ServerReply,
+    completion_chunks,
+    completion_json,
+    text_pieces,
+)
 
-__all__ = ["Rule", "ScriptedOpenAIServer", "ServerReply", "completion_json"]
+__all__ = ["Rule", "ScriptedOpenAIServer", "ServerReply", "completion_chunks", "completion_json", "text_pieces"]

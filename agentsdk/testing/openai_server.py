@@ -1,6 +1,7 @@
 """``ScriptedOpenAIServer``: a real local OpenAI-compatible HTTP server for tests and demos.
 
-It serves ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models`` on
+It serves ``POST /v1/chat/completions`` (plain, or ``stream: true`` as server-sent
+``chat.completion.chunk`` events: :func:`completion_chunks`) and ``GET /v1/models`` on
 ``127.0.0.1`` (port 0 → a free port) from a background thread, so the real
 ``openai.AsyncOpenAI`` client can be pointed at :attr:`ScriptedOpenAIServer.base_url`.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 import uuid
@@ -28,7 +30,7 @@ from typing import Any
 from agentsdk.config import estimate_tokens, reply_to_message
 from agentsdk.events import ModelMessage, ToolCall
 
-__all__ = ["Rule", "ScriptedOpenAIServer", "ServerReply", "completion_json"]
+__all__ = ["Rule", "ScriptedOpenAIServer", "ServerReply", "completion_chunks", "completion_json", "text_pieces"]
 
 ServerReply = str | ModelMessage | ToolCall | list[ToolCall] | Callable[[dict[str, Any]], Any]
 """A scripted reply: text, a message, tool call(s), or a callable of the request JSON returning one."""
@@ -74,6 +76,37 @@ def completion_json(message: ModelMessage, request: dict[str, Any]) -> dict[str,
         ],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
+
+
+def text_pieces(text: str) -> list[str]:
+    """How a streamed reply's text is cut into deltas: one per word, with the whitespace after it."""
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+def completion_chunks(message: ModelMessage, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` bodies streaming ``message`` answering ``request``.
+
+    The role first, then one chunk per piece of text (:func:`text_pieces`), each tool call in two
+    pieces (its id and name, then its arguments), the finish reason, and, when the request asked
+    for ``stream_options.include_usage``, a last chunk with no choices and the usage."""
+    whole = completion_json(message, request)
+    base = {"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"], "model": whole["model"]}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        return {**base, "choices": [choice]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out.extend(chunk({"content": piece}) for piece in text_pieces(message.text))
+    for index, call in enumerate(whole["choices"][0]["message"].get("tool_calls") or []):
+        head = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"]}}
+        out.append(chunk({"tool_calls": [head]}))
+        out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": call["function"]["arguments"]}}]}))
+    out.append(chunk({}, whole["choices"][0]["finish_reason"]))
+    options = request.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        out.append({**base, "choices": [], "usage": whole["usage"]})
+    return out
 
 
 class _HttpServer(ThreadingHTTPServer):
@@ -138,6 +171,9 @@ class ScriptedOpenAIServer:
         return copied
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        return completion_json(self._reply(request), request)
+
+    def _reply(self, request: dict[str, Any]) -> ModelMessage:
         with self._lock:
             self._requests.append(request)
             number = len(self._requests)
@@ -161,7 +197,7 @@ class ScriptedOpenAIServer:
                 except Exception as exc:
                     raise _ScriptError(f"the scripted reply raised {type(exc).__name__}: {exc}") from exc
         try:
-            return completion_json(reply_to_message(reply), request)
+            return reply_to_message(reply)
         except TypeError as exc:
             raise _ScriptError(str(exc)) from exc
 
@@ -268,12 +304,24 @@ def _make_handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
                 self._error(400, "expected a JSON object with a 'messages' list", "invalid_request_error")
                 return
-            if request.get("stream"):
-                self._error(400, "ScriptedOpenAIServer does not support stream=true", "invalid_request_error")
-                return
             try:
-                self._send(200, server._answer(request))
+                message = server._reply(request)
             except _ScriptError as exc:
                 self._error(400, f"ScriptedOpenAIServer: {exc}", "scripted_server_error")
+                return
+            if request.get("stream"):
+                self._send_events(completion_chunks(message, request))
+            else:
+                self._send(200, completion_json(message, request))
+
+        def _send_events(self, chunks: list[dict[str, Any]]) -> None:
+            """A server-sent event stream of ``chunks`` ending in ``[DONE]`` (one body with its length)."""
+            lines = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+            data = "".join(lines).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
     return Handler

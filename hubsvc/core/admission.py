@@ -42,6 +42,7 @@ from netkernel.errors import (
     PermissionDenied,
     ProtocolError,
 )
+from netkernel.images import check_images
 from netkernel.wire import dumps_json, envelope_to_wire
 
 log = logging.getLogger("agentnet.hub")
@@ -113,7 +114,8 @@ class Admission:
         Connect) and a seed (OpenChannel's message or seed_envelope, Delegate's prompt,
         InvokeAgent's question before the hub attaches its dispatch) — so the checks
         cannot diverge. Stateless: shape, size, and no forged A2A dispatch; the channel's
-        own rules come later, in :meth:`validate`.
+        own rules come later, in :meth:`validate`. Images a text or packet carries are checked
+        here too (:mod:`netkernel.images`).
         """
         check_shape(env, self.options)
         raw = event_data_json if event_data_json is not None else dumps_json(env.event_data)
@@ -125,6 +127,7 @@ class Admission:
                 metadata={"limit": str(self.options.max_event_data_bytes)},
             )
         refuse_forged_dispatch(env)
+        check_images(env.event_type, env.event_data)
 
     def admit(
         self, ch: ChannelRuntime, sender_id: str, env: Envelope, batch: Batch, event_data_json: str | None = None
