@@ -25,6 +25,7 @@ from agentsdk.config import ModelConfig
 from agentsdk.events import (
     BaseEvent,
     CompactionSummary,
+    ImageInput,
     ModelMessage,
     ModelRequest,
     SystemPrompt,
@@ -47,6 +48,7 @@ __all__ = [
     "ConversationSummaryAggregate",
     "StrategyContext",
     "WorkingMemoryAggregate",
+    "image_label",
     "render_transcript",
     "summarize",
 ]
@@ -149,6 +151,14 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
+def image_label(image: ImageInput) -> str:
+    """How a transcript shows an image: ``[image <url>]``, or ``[image: <media type>, <n> bytes]``
+    for inline data (its bytes are never put in a summarizer prompt)."""
+    if image.url:
+        return f"[image {_clip(image.url, 200)}]"
+    return f"[image: {image.media_type or 'unknown type'}, {len(image.data)} bytes]"
+
+
 def render_transcript(events: Sequence[BaseEvent], *, max_chars_per_event: int = 2_000) -> str:
     """Render conversation events as a plain-text transcript for a summarizer prompt.
 
@@ -160,8 +170,12 @@ def render_transcript(events: Sequence[BaseEvent], *, max_chars_per_event: int =
             for part in event.parts:
                 if isinstance(part, TextInput):
                     lines.append(f"User: {_clip(part.text, max_chars_per_event)}")
+                elif isinstance(part, ImageInput):
+                    lines.append(f"User: {image_label(part)}")
                 else:
                     lines.append(f"Tool result ({part.name}): {_clip(part.content, max_chars_per_event)}")
+        elif isinstance(event, ImageInput):
+            lines.append(f"User: {image_label(event)}")
         elif isinstance(event, TextInput):
             lines.append(f"User: {_clip(event.text, max_chars_per_event)}")
         elif isinstance(event, ModelMessage):

@@ -30,6 +30,7 @@ from agentsdk.events import (
     BaseEvent,
     CompactionSummary,
     HaltEvent,
+    ImageInput,
     ModelMessage,
     ModelRequest,
     ObserverAlert,
@@ -41,6 +42,7 @@ from agentsdk.events import (
 from knowledgestore.types import KnowledgeStore
 
 __all__ = [
+    "IMAGE_CHARS",
     "AlertPolicy",
     "AssemblerMiddleware",
     "ConversationPolicy",
@@ -120,10 +122,28 @@ def tail_groups(
     return [e for group in reversed(kept) for e in group]
 
 
+IMAGE_CHARS = 4 * 765
+"""What one image counts as in :func:`event_chars`: 765 tokens (what OpenAI charges for a
+1024×1024 image at high detail), at 4 characters per token."""
+
+
+def _part_chars(part: BaseEvent) -> int:
+    if isinstance(part, TextInput):
+        return len(part.text)
+    if isinstance(part, ImageInput):
+        return IMAGE_CHARS
+    if isinstance(part, ToolResultEvent):
+        return len(part.content)
+    return 0
+
+
 def event_chars(event: BaseEvent) -> int:
-    """Characters of what the model sees of ``event`` (used for token estimates)."""
+    """Characters of what the model sees of ``event`` (used for token estimates; an image counts
+    :data:`IMAGE_CHARS`)."""
     if isinstance(event, ModelRequest):
-        return sum(len(p.text) if isinstance(p, TextInput) else len(p.content) for p in event.parts)
+        return sum(_part_chars(p) for p in event.parts)
+    if isinstance(event, ImageInput):
+        return IMAGE_CHARS
     if isinstance(event, ModelMessage):
         return len(event.text) + sum(len(c.name) + len(json.dumps(c.arguments)) for c in event.tool_calls)
     if isinstance(event, ToolResultEvent):

@@ -15,9 +15,15 @@ Priority = Literal["background", "normal", "urgent"]
 
 # Substantive events.
 EV_TEXT = "ag2.msg.text"
-"""Plain text; ``event_data = {"text": "<body>"}``."""
+"""Plain text; ``event_data = {"text": "<body>"}``, optionally with ``"images"`` (:mod:`netkernel.images`)."""
 EV_PACKET = "ag2.packet"
 """Workflow round-end capture; ``event_data = {"routing": {...}, "context_updates": {...}, "body": "<text>"}``."""
+
+EV_MSG_CHUNK = "ag2.msg.chunk"
+"""A piece of a reply a model is still streaming (posted by the SDK while a turn runs); a custom
+event type to the hub: delivered to its audience, never takes a turn. ``event_data = {"delta":
+"<text>", "index": <0, 1, … per turn>, "call": <the turn's model call>}``, ``causation_id`` = the
+envelope being answered; the reply itself follows as the normal EV_TEXT / EV_PACKET."""
 
 # Channel lifecycle events.
 EV_CHANNEL_INVITE = "ag2.channel.invite"
@@ -120,14 +126,19 @@ def text_envelope(
     priority: Priority = "normal",
     task_id: str | None = None,
     depth: int = 0,
+    images: list[dict[str, Any]] | None = None,
 ) -> Envelope:
-    """Build an EV_TEXT envelope (``event_data = {"text": text}``)."""
+    """Build an EV_TEXT envelope (``event_data = {"text": text}``, plus ``"images"`` when given:
+    items shaped as :mod:`netkernel.images` describes)."""
+    data: dict[str, Any] = {"text": text}
+    if images:
+        data["images"] = images
     return Envelope(
         channel_id=channel_id,
         sender_id=sender_id,
         audience=audience,
         event_type=EV_TEXT,
-        event_data={"text": text},
+        event_data=data,
         causation_id=causation_id,
         priority=priority,
         task_id=task_id,

@@ -100,3 +100,30 @@ class Resume:
             tools=list(msg.tools),
             languages=list(msg.languages),
         )
+
+
+@dataclass
+class ResumeExample:
+    """One piece of work an agent did (AG2's ``ResumeExample``), for ``client.add_example(...)``.
+
+    The hub keeps a resume's examples as lines of text: an example is stored as :meth:`line`."""
+
+    title: str
+    outcome: str = ""
+    """``completed``, ``failed`` or free-form."""
+    task_id: str | None = None
+    channel_id: str | None = None
+    when: str | None = None
+    note: str = ""
+
+    def line(self) -> str:
+        """The example as one line: ``title — outcome (note) [task …, channel …, when …]``."""
+        text = self.title.strip()
+        if self.outcome:
+            text += f" — {self.outcome}"
+        if self.note:
+            text += f" ({self.note})"
+        refs = [f"{k} {v}" for k, v in (("task", self.task_id), ("channel", self.channel_id), ("when", self.when)) if v]
+        if refs:
+            text += f" [{', '.join(refs)}]"
+        return " ".join(text.split())

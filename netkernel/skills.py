@@ -47,10 +47,31 @@ def parse_skill_frontmatter(skill_md: str) -> ParsedSkill:
     return ParsedSkill({}, text)
 
 
+EXAMPLES_HEADING = "## Examples"
+"""The section of a skill listing the agent's examples (the fallback skill's, and where
+``add_example`` adds to a custom skill)."""
+
+
+def fallback_description(passport: Passport, resume: Resume) -> str:
+    """The ``description`` of a fallback skill: the resume's summary, else the passport's
+    description, else a sentence saying what the identity is."""
+    return resume.summary or passport.description or f"Network-registered {passport.kind or 'agent'}."
+
+
 def render_fallback_skill(passport: Passport, resume: Resume | None = None) -> str:
-    """Render skill markdown (with frontmatter) from a passport and resume."""
+    """Render skill markdown (with frontmatter) from a passport and resume.
+
+    The frontmatter has ``name`` and ``description`` (what a skill's frontmatter carries, AG2's
+    fallback included: :func:`fallback_description`), ``title``, ``kind``, ``generated: true`` and,
+    when the resume has them, ``capabilities`` and ``domains``."""
     resume = resume or Resume()
-    front: dict[str, Any] = {"title": passport.name, "kind": passport.kind or "agent", "generated": True}
+    front: dict[str, Any] = {
+        "name": passport.name,
+        "description": fallback_description(passport, resume),
+        "title": passport.name,
+        "kind": passport.kind or "agent",
+        "generated": True,
+    }
     if resume.claimed_capabilities:
         front["capabilities"] = list(resume.claimed_capabilities)
     if resume.domains:
@@ -78,7 +99,20 @@ def render_fallback_skill(passport: Passport, resume: Resume | None = None) -> s
     if resume.domains:
         lines += ["", "## Domains", ""] + [f"- {d}" for d in resume.domains]
     if resume.examples:
-        lines += ["", "## Good requests", ""] + [f"- {e}" for e in resume.examples]
+        lines += ["", EXAMPLES_HEADING, ""] + [f"- {e}" for e in resume.examples]
     if not (about or resume.claimed_capabilities or resume.domains):
         lines += ["", "No resume was provided; ask this agent what it can do."]
     return "\n".join(lines) + "\n"
+
+
+def add_skill_example(skill_md: str, example: str) -> str:
+    """``skill_md`` with ``- <example>`` added at the end of its ``## Examples`` section (a section
+    appended at the end when it has none)."""
+    lines = skill_md.rstrip("\n").split("\n")
+    start = next((i for i, line in enumerate(lines) if line.strip() == EXAMPLES_HEADING), None)
+    if start is None:
+        return "\n".join([*lines, "", EXAMPLES_HEADING, "", f"- {example}"]) + "\n"
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("#")), len(lines))
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    return "\n".join([*lines[:end], f"- {example}", *lines[end:]]) + "\n"

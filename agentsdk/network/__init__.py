@@ -8,6 +8,7 @@ types and event constants, dependency keys) is importable here; see ``docs/netwo
 """
 
 from agentsdk.backoff import RateLimitBackoff
+from agentsdk.events import ImageInput
 from agentsdk.network.agent_client import (
     AgentClient,
     Task,
@@ -52,6 +53,7 @@ from netkernel.envelope import (
     EV_CHANNEL_OPENED,
     EV_CONTEXT_SET,
     EV_EXPECTATION_VIOLATED,
+    EV_MSG_CHUNK,
     EV_PACKET,
     EV_TASK_CANCEL_REQUEST,
     EV_TASK_CANCELLED,
@@ -60,7 +62,7 @@ from netkernel.envelope import (
     Priority,
     visible_to,
 )
-from netkernel.identity import Passport, PassportKind, Resume
+from netkernel.identity import Passport, PassportKind, Resume, ResumeExample
 from netkernel.skills import ParsedSkill, parse_skill_frontmatter, render_fallback_skill
 
 __all__ = [
@@ -75,6 +77,7 @@ __all__ = [
     "EV_CHANNEL_OPENED",
     "EV_CONTEXT_SET",
     "EV_EXPECTATION_VIOLATED",
+    "EV_MSG_CHUNK",
     "EV_PACKET",
     "EV_TASK_CANCELLED",
     "EV_TASK_CANCEL_REQUEST",
@@ -96,6 +99,7 @@ __all__ = [
     "HubClient",
     "HubInject",
     "HumanClient",
+    "ImageInput",
     "JsonFileCursorStore",
     "NamedTranscript",
     "NamedWindowedSummary",
@@ -108,6 +112,7 @@ __all__ = [
     "Priority",
     "RateLimitBackoff",
     "Resume",
+    "ResumeExample",
     "Task",
     "TaskInject",
     "TlsConfig",

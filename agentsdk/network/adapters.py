@@ -31,6 +31,7 @@ from agentsdk.network.views import ViewPolicy, view_for
 from agentsdk.tools import Inject, Tool
 from netkernel.envelope import EV_PACKET, EV_TEXT, Envelope, text_envelope
 from netkernel.errors import InvalidArgument
+from netkernel.images import envelope_images
 
 __all__ = [
     "ADAPTERS",
@@ -222,10 +223,11 @@ class SdkAdapter:
         return view_for(metadata.default_view.policy, metadata.default_view.recent_n)
 
     def render_envelope(self, env: Envelope) -> str | None:
-        """The text the LLM sees for ``env``: EV_TEXT's text, EV_PACKET's body; None for anything else or empty."""
+        """The text the LLM sees for ``env``: EV_TEXT's text, EV_PACKET's body (``""`` when it has
+        none but carries images, which the views add as image parts); None for anything else or empty."""
         if env.event_type not in (EV_TEXT, EV_PACKET):
             return None
-        return env.text or None
+        return env.text or ("" if envelope_images(env) else None)
 
     def extract_turn_input(self, envelope: Envelope) -> str:
         """The text that triggered this turn (EV_TEXT's text or EV_PACKET's body; ``""`` otherwise)."""

@@ -21,9 +21,19 @@ from agentnet.v1 import hub_pb2, task_pb2
 
 from agentsdk.a2a.context import Dispatch, dispatch_scope
 from agentsdk.a2a.tools import REQUEST_INPUT_TOOL
-from agentsdk.events import BaseEvent, TaskCancelled, TaskCompleted, TaskFailed, TaskProgress, TaskStarted
+from agentsdk.events import (
+    BaseEvent,
+    ImageInput,
+    TaskCancelled,
+    TaskCompleted,
+    TaskFailed,
+    TaskProgress,
+    TaskStarted,
+    TextInput,
+)
 from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
+from agentsdk.network.chunks import DEFAULT_MAX_CHUNK_BYTES, ChunkRelay
 from agentsdk.network.clients import NetworkClient
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
 from agentsdk.network.turn_context import cause_scope, current_task, delivered_can_send, task_scope
@@ -32,6 +42,7 @@ from agentsdk.stream import Stream
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
 from netkernel.errors import AgentNetError
 from netkernel.identity import Passport
+from netkernel.images import envelope_images
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent
@@ -105,6 +116,11 @@ class AgentClient(NetworkClient):
         """Per-channel view overrides (channel_id -> view)."""
         self.view_policy: ViewPolicy | None = None
         """A view for every channel of this agent (None = each adapter's default)."""
+        self.stream_chunks = True
+        """When the model streams (``OpenAIConfig(streaming=True)``), post its text into the channel
+        as ``ag2.msg.chunk`` envelopes while a handler turn runs (docs/network.md "Streaming a reply")."""
+        self.max_chunk_bytes = DEFAULT_MAX_CHUNK_BYTES
+        """The longest delta one chunk envelope carries, in UTF-8 bytes (4096)."""
         self._on_envelope: Callable[[Envelope], Awaitable[None]] = self._run_default_handler
 
     def on_envelope(self, callback: Callable[[Envelope], Awaitable[None]]) -> None:
@@ -252,6 +268,20 @@ async def default_handler(envelope: Envelope, client: NetworkClient) -> None:
     await _process_substantive(envelope, client)
 
 
+def _turn_input(envelope: Envelope, text: str, client: NetworkClient, policy: ViewPolicy) -> str | list[BaseEvent]:
+    """What the turn asks the model: the envelope's text (labelled with the sender's name under a
+    named view), then the images it carries, if any."""
+    if policy.name.startswith("named"):
+        label = f"[{client.hub.name_for(envelope.sender_id)}]:"
+        text = f"{label} {text}" if text else label
+    images = envelope_images(envelope)
+    if not images:
+        return text
+    parts: list[BaseEvent] = [TextInput(text)] if text else []
+    parts.extend(ImageInput.from_event_data(item) for item in images)
+    return parts
+
+
 async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
     may_post = delivered_can_send(envelope.envelope_id)  # the hub said so in the delivery: no CanSend call
     if may_post is None:
@@ -277,13 +307,20 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
     dispatch = Dispatch.from_envelope(envelope)
     if dispatch is not None:
         tools = [*tools, REQUEST_INPUT_TOOL]
-    text = adapter.extract_turn_input(envelope)
-    if policy.name.startswith("named"):
-        text = f"[{client.hub.name_for(envelope.sender_id)}]: {text}"
+    turn_input = _turn_input(envelope, adapter.extract_turn_input(envelope), client, policy)
+    relay = (
+        ChunkRelay(client, envelope.channel_id, envelope.envelope_id, max_chunk_bytes=client.max_chunk_bytes)
+        if client.stream_chunks
+        else None
+    )
     with dispatch_scope(dispatch), cause_scope(envelope.envelope_id):
         try:
             reply = await client.agent.ask(
-                text, tools=tools, dependencies=deps, stream=Stream(stream_id=envelope.channel_id, events=history)
+                turn_input,
+                tools=tools,
+                dependencies=deps,
+                stream=Stream(stream_id=envelope.channel_id, events=history),
+                on_chunk=relay.add if relay is not None else None,
             )
         except Exception as exc:
             if dispatch is None:
@@ -291,6 +328,9 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
             log.exception("agent %s failed to answer A2A call %s", client.name, dispatch.execution_id)
             await client.send_envelope(dispatch.failure(client.agent_id, exc))
             return
+        finally:
+            if relay is not None:
+                await relay.finish()
     out = adapter.build_round_envelope(
         metadata=metadata, sender_id=client.agent_id, reply=reply, events=reply.events, state=state
     )

@@ -15,7 +15,7 @@ import json
 import logging
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -25,15 +25,26 @@ from opentelemetry import trace
 from agentsdk.a2a.client import AgentToAgent
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.a2a.tools import make_a2a_tools
+from agentsdk.events import ImageInput
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.credentials import CredentialFile
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.network.transcripts import TranscriptCache
 from agentsdk.rpc import HubRpc
 from agentsdk.tools import Tool
-from netkernel.envelope import EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope, Priority, text_envelope
+from netkernel.envelope import (
+    EV_CHANNEL_INVITE,
+    EV_CHANNEL_INVITE_ACK,
+    EV_MSG_CHUNK,
+    EV_TEXT,
+    Envelope,
+    Priority,
+    text_envelope,
+)
 from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, Timeout
-from netkernel.identity import Passport
+from netkernel.identity import Passport, Resume, ResumeExample
+from netkernel.images import check_images
+from netkernel.skills import add_skill_example
 from netkernel.tracecontext import traceparent_of
 from netkernel.wire import envelope_from_wire, envelope_to_wire
 
@@ -43,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentnet.sdk")
 
 EnvelopeCallback = Callable[[Envelope], Awaitable[None]]
+"""A push callback: called with each inbound envelope."""
 
 
 def check_queue_bounds(max_queued_envelopes: int, max_queued_bytes: int) -> None:
@@ -60,6 +72,8 @@ class NetworkClient:
         self.agent_id = agent_id
         self.credential = credential
         self.passport = passport
+        """The identity's passport as the hub registered it (``kind`` filled in: ``"agent"``,
+        ``"human"`` or ``"remote_agent"``)."""
         self.rpc = HubRpc(hub.connection, credential)
         """The hub's RPCs, typed, as this identity."""
         self.a2a_settings = A2ASettings()
@@ -72,6 +86,7 @@ class NetworkClient:
         self._a2a_tools: list[Tool] | None = None
         self.transcripts = TranscriptCache()
         """What this identity already read of its channels' WALs (see :meth:`read_wal_before`)."""
+        self._chunk_callbacks: list[EnvelopeCallback] = []
 
     @property
     def name(self) -> str:
@@ -118,7 +133,40 @@ class NetworkClient:
         await stream.start()
 
     async def _dispatch(self, wire: envelope_pb2.Envelope) -> None:
-        await self._handle(envelope_from_wire(wire))
+        envelope = envelope_from_wire(wire)
+        if envelope.event_type == EV_MSG_CHUNK:
+            await self._chunk(envelope)
+            return
+        await self._handle(envelope)
+
+    # -- streamed replies ----------------------------------------------------------------
+
+    def on_chunk(self, callback: EnvelopeCallback) -> None:
+        """Add a callback for the ``ag2.msg.chunk`` envelopes of replies being streamed to you
+        (``event_data["delta"]`` is the text; ``causation_id`` the envelope being answered)."""
+        self._chunk_callbacks.append(callback)
+
+    async def receive_chunk(self, delta: object, *, channel_id: str, parent_envelope_id: str) -> None:
+        """AG2's hook for a piece of a reply still being streamed: a no-op here; override it in a
+        subclass (or use :meth:`on_chunk`) to show the reply as it grows. The complete reply
+        arrives afterwards as a normal envelope; chunk envelopes never reach the envelope
+        handler, the push callbacks or the pull queue."""
+        return None
+
+    async def _chunk(self, envelope: Envelope) -> None:
+        """Hand one chunk envelope to :meth:`receive_chunk` and the :meth:`on_chunk` callbacks."""
+        delta = envelope.event_data.get("delta", "")
+        try:
+            await self.receive_chunk(
+                delta, channel_id=envelope.channel_id, parent_envelope_id=envelope.causation_id or ""
+            )
+        except Exception:
+            log.exception("%s: receive_chunk failed", self.name)
+        for callback in list(self._chunk_callbacks):
+            try:
+                await callback(envelope)
+            except Exception:
+                log.exception("chunk callback %r failed", callback)
 
     async def _handle(self, envelope: Envelope) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -172,8 +220,15 @@ class NetworkClient:
         causation_id: str | None = None,
         priority: Priority = "normal",
         task_id: str | None = None,
+        images: Sequence[ImageInput | Mapping[str, Any]] | None = None,
     ) -> Envelope:
-        """Post an EV_TEXT to ``channel_id``; ``audience`` takes peer names or ids."""
+        """Post an EV_TEXT to ``channel_id``; ``audience`` takes peer names or ids.
+
+        ``images`` go with the text (``event_data["images"]``; an
+        :class:`~agentsdk.events.ImageInput`, or an item shaped as docs/network.md "Images"
+        describes): the recipients' views show them to their models. A malformed image raises
+        InvalidArgument here, before anything is sent."""
+        items = [i.to_event_data() if isinstance(i, ImageInput) else dict(i) for i in images or ()]
         env = text_envelope(
             channel_id,
             self.agent_id,
@@ -182,7 +237,9 @@ class NetworkClient:
             causation_id=causation_id,
             priority=priority,
             task_id=task_id,
+            images=items,
         )
+        check_images(env.event_type, env.event_data)
         return await self.post_envelope(env)
 
     async def post_envelope(self, envelope: Envelope) -> Envelope:
@@ -271,6 +328,29 @@ class NetworkClient:
         fresh = [(envelope_from_wire(wire), wire.ByteSize()) for wire in wires]
         self.transcripts.extend(channel_id, covered, upto, fresh)
         return cached + [envelope for envelope, _ in fresh]
+
+    # -- what peers read about you -------------------------------------------------------
+
+    async def add_example(self, example: ResumeExample | str) -> Resume:
+        """Add an example of your work to your resume and skill (AG2's ``add_example``); returns the resume.
+
+        Reads your record from the hub first (so a resume or skill set meanwhile is kept), appends
+        the example's line (:meth:`ResumeExample.line`) to ``resume.examples`` (SetResume) and,
+        when you registered a skill of your own, to its ``## Examples`` section (SetSkill; a
+        fallback skill is re-rendered from the resume by the hub): peers see it in
+        ``peers(action="describe")``. An empty example raises InvalidArgument."""
+        line = example.line() if isinstance(example, ResumeExample) else " ".join(example.split())
+        if not line:
+            raise InvalidArgument("the example is empty; give it a title (what the work was).")
+        response = await self.rpc.describe_agent(hub_pb2.DescribeAgentRequest(agent_id=self.agent_id))
+        record = response.agent
+        resume = Resume.from_wire(record.resume)
+        resume.examples.append(line)
+        await self.rpc.set_resume(hub_pb2.SetResumeRequest(resume=resume.to_wire()))
+        if record.skill_md and not record.skill_is_fallback:
+            skill_md = add_skill_example(record.skill_md, line)
+            await self.rpc.set_skill(hub_pb2.SetSkillRequest(skill_md=skill_md))
+        return resume
 
     async def disconnect(self) -> None:
         """Stop receiving (envelopes not yet processed are redelivered on the next connect)."""
@@ -374,9 +454,16 @@ class HumanClient(NetworkClient):
             self._callbacks.remove(callback)
 
     async def _dispatch(self, wire: envelope_pb2.Envelope) -> None:
-        await self._receive(envelope_from_wire(wire), wire.ByteSize())
+        envelope = envelope_from_wire(wire)
+        if envelope.event_type == EV_MSG_CHUNK:
+            await self._chunk(envelope)
+            return
+        await self._receive(envelope, wire.ByteSize())
 
     async def _handle(self, envelope: Envelope) -> None:
+        if envelope.event_type == EV_MSG_CHUNK:
+            await self._chunk(envelope)
+            return
         await self._receive(envelope, len(envelope_to_wire(envelope).SerializeToString()))
 
     async def _receive(self, envelope: Envelope, size: int) -> None:

@@ -156,9 +156,14 @@ class HubClient(ClosedOnExit):
         self._names[agent_id] = name
         self._ids[name] = agent_id
 
-    def name_for(self, agent_id: str) -> str:
-        """The passport name of ``agent_id`` when known, else the id itself."""
-        return self._names.get(agent_id, agent_id)
+    def name_for(self, agent_id: str, *, default: str | None = None) -> str:
+        """The passport name of ``agent_id`` when known; else ``default``, or the id itself when no
+        default is given (AG2's ``name_for``: a safe ``NameResolver`` for views, even for an identity
+        unregistered meanwhile). Names are learnt from registrations, channels and ``list_agents``."""
+        name = self._names.get(agent_id)
+        if name is not None:
+            return name
+        return default if default is not None else agent_id
 
     def id_for(self, name_or_id: str) -> str:
         """The agent id of a known name (ids pass through)."""
@@ -175,7 +180,9 @@ class HubClient(ClosedOnExit):
         skill_md: str | None = None,
         a2a: A2ASettings | None = None,
         rule: dict[str, Any] | None = None,
-    ) -> tuple[str, str]:
+    ) -> tuple[str, str, Passport]:
+        """Register; the new identity's id, credential and passport as the hub registered it (its
+        ``kind`` filled in: ``"human"`` for a human, ``"agent"`` when none was given)."""
         response: hub_pb2.RegisterHumanResponse | hub_pb2.RegisterResponse
         rule_json = json.dumps(rule) if rule is not None else ""
         if human:
@@ -194,7 +201,8 @@ class HubClient(ClosedOnExit):
                 request.a2a.CopyFrom(a2a.to_wire())
             response = await self.rpc.register(request)
         self._learn(response.agent.agent_id, passport.name)
-        return response.agent.agent_id, response.credential
+        registered = Passport.from_wire(response.agent.passport) if response.agent.HasField("passport") else passport
+        return response.agent.agent_id, response.credential, registered
 
     async def register_remote_a2a_agent(
         self,
@@ -240,8 +248,13 @@ class HubClient(ClosedOnExit):
         pull: bool | None = None,
         max_queued_envelopes: int = DEFAULT_MAX_QUEUED_ENVELOPES,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        client_class: type[HumanClient] = HumanClient,
     ) -> HumanClient:
         """Register a non-LLM participant and connect it.
+
+        ``client_class`` is the class of the returned client: a :class:`HumanClient` subclass,
+        e.g. one overriding :meth:`~NetworkClient.receive_chunk` to show streamed replies as
+        they grow (AG2's way; docs/network.md "Streaming a reply").
 
         ``credential_file`` makes the identity outlive this process: the first call registers it
         and saves its credential there (0600); later calls resume it from the file (see
@@ -257,7 +270,7 @@ class HubClient(ClosedOnExit):
         hub's policy allows. An invalid rule raises InvalidArgument naming the problem. It is
         set at registration; resuming from ``credential_file`` keeps the rule registered then.
         """
-        make = self._human_maker(auto_ack_invites, pull, max_queued_envelopes, max_queued_bytes)
+        make = self._human_maker(auto_ack_invites, pull, max_queued_envelopes, max_queued_bytes, client_class)
 
         file = CredentialFile(credential_file) if credential_file is not None else None
         saved = file.load() if file is not None else None
@@ -265,8 +278,8 @@ class HubClient(ClosedOnExit):
             client = await self._resume(saved.credential, make, human=True, expected_name=passport.name, file=file)
             await self._update_resume(client, resume)
         else:
-            agent_id, credential = await self._register(passport, resume, human=True, rule=rule)
-            client = make(agent_id, credential, passport)
+            agent_id, credential, registered = await self._register(passport, resume, human=True, rule=rule)
+            client = make(agent_id, credential, registered)
             self._save(client, file, "human")
         if on_envelope is not None:
             client.on_envelope(on_envelope)
@@ -274,13 +287,20 @@ class HubClient(ClosedOnExit):
         return client
 
     def _human_maker(
-        self, auto_ack_invites: bool, pull: bool | None, max_queued_envelopes: int, max_queued_bytes: int
+        self,
+        auto_ack_invites: bool,
+        pull: bool | None,
+        max_queued_envelopes: int,
+        max_queued_bytes: int,
+        client_class: type[HumanClient] = HumanClient,
     ) -> Callable[[str, str, Passport], HumanClient]:
         """Builds the HumanClient of an identity with these options (checked once, here)."""
         check_queue_bounds(max_queued_envelopes, max_queued_bytes)
+        if not (isinstance(client_class, type) and issubclass(client_class, HumanClient)):
+            raise InvalidArgument(f"client_class must be HumanClient or a subclass of it, not {client_class!r}.")
 
         def make(agent_id: str, credential: str, passport: Passport) -> HumanClient:
-            return HumanClient(
+            return client_class(
                 self,
                 agent_id,
                 credential,
@@ -303,13 +323,15 @@ class HubClient(ClosedOnExit):
         pull: bool | None = None,
         max_queued_envelopes: int = DEFAULT_MAX_QUEUED_ENVELOPES,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        client_class: type[HumanClient] = HumanClient,
     ) -> HumanClient:
         """Reconnect an existing human identity by its credential (e.g. after a process restart).
 
         With the same ``cursor_store`` as before, delivery resumes exactly where it stopped.
-        ``register_human(..., credential_file=...)`` does this for you.
+        ``register_human(..., credential_file=...)`` does this for you. ``client_class`` as for
+        :meth:`register_human`.
         """
-        make = self._human_maker(auto_ack_invites, pull, max_queued_envelopes, max_queued_bytes)
+        make = self._human_maker(auto_ack_invites, pull, max_queued_envelopes, max_queued_bytes, client_class)
 
         client = await self._resume(credential, make, human=True)
         if on_envelope is not None:
@@ -381,13 +403,13 @@ class HubClient(ClosedOnExit):
             if settings is not None and settings != client.a2a_settings:
                 await client.set_a2a_settings(settings)
         else:
-            agent_id, credential = await self._register(
+            agent_id, credential, registered = await self._register(
                 passport, resume, human=False, skill_md=skill_md, a2a=settings, rule=rule
             )
-            client = make(agent_id, credential, passport)
+            client = make(agent_id, credential, registered)
             if settings is not None:
                 client.a2a_settings = settings
-            self._save(client, file, passport.kind or "agent")
+            self._save(client, file, registered.kind or "agent")
         await self._equip_and_attach(
             client, agent, attach_plugin, attach_default_handler, on_envelope, cursor_store, file
         )

@@ -20,7 +20,10 @@ names it (``default_view``, see the table in ``docs/network.md``) and
 :func:`view_for` builds it.
 
 Own envelopes become :class:`~agentsdk.events.ModelMessage` (the assistant's
-voice); everyone else's become ``ModelRequest([TextInput(text)])``.
+voice); everyone else's become ``ModelRequest([TextInput(text), *images])``: the images an
+envelope carries (``event_data["images"]``, :mod:`netkernel.images`) follow its text as
+:class:`~agentsdk.events.ImageInput` parts (:func:`request_parts`), so the model sees them. An
+assistant message holds text only, so the images of one's own envelopes are not projected.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from agentsdk.events import BaseEvent, CompactionSummary, ModelMessage, ModelRequest, TextInput
+from agentsdk.events import BaseEvent, CompactionSummary, ImageInput, ModelMessage, ModelRequest, RequestPart, TextInput
 from agentsdk.network.channel import ChannelMetadata
 from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope, readable_by
+from netkernel.images import envelope_images
 
 __all__ = [
     "VIEW_POLICIES",
@@ -44,6 +48,7 @@ __all__ = [
     "WindowedSummary",
     "default_name_resolver",
     "register_view_policy",
+    "request_parts",
     "view_for",
 ]
 
@@ -103,13 +108,23 @@ def _projectable(
     return out
 
 
+def request_parts(env: Envelope, text: str) -> list[RequestPart]:
+    """The parts of a user turn for ``env`` rendered as ``text``: the text (when not empty), then
+    one :class:`~agentsdk.events.ImageInput` per image the envelope carries."""
+    parts: list[RequestPart] = [TextInput(text)] if text else []
+    parts.extend(ImageInput.from_event_data(item) for item in envelope_images(env))
+    return parts or [TextInput(text)]
+
+
 def _to_event(env: Envelope, text: str, participant_id: str, name_for: NameResolver | None) -> BaseEvent:
-    """Own lines → ModelMessage; others → ModelRequest, prefixed with the sender's name when named."""
+    """Own lines → ModelMessage; others → ModelRequest (text, then images), prefixed with the
+    sender's name when named."""
     if env.sender_id == participant_id:
         return ModelMessage(text)
     if name_for is not None:
-        text = f"[{name_for(env.sender_id)}]: {text}"
-    return ModelRequest([TextInput(text)])
+        label = f"[{name_for(env.sender_id)}]:"
+        text = f"{label} {text}" if text else label
+    return ModelRequest(request_parts(env, text))
 
 
 def _check_recent_n(recent_n: int) -> int:

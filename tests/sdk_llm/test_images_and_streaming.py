@@ -106,3 +106,19 @@ async def test_streaming_model_publishes_chunks_and_returns_the_whole_message(se
     assert isinstance(final, ModelMessage) and final.usage is not None and final.usage.total_tokens > 0
     for request in server.requests:
         assert request["stream"] is True and request["stream_options"] == {"include_usage": True}
+
+
+def test_images_in_token_estimates_and_summary_transcripts() -> None:
+    from agentsdk.aggregate import render_transcript
+    from agentsdk.policies import IMAGE_CHARS, event_chars
+
+    request = ModelRequest(
+        [TextInput("look"), ImageInput("https://e.x/a.png"), ImageInput(data=PNG, media_type="image/png")]
+    )
+    assert event_chars(request) == 4 + 2 * IMAGE_CHARS
+    transcript = render_transcript([request])
+    assert transcript.splitlines() == [
+        "User: look",
+        "User: [image https://e.x/a.png]",
+        f"User: [image: image/png, {len(PNG)} bytes]",
+    ]
