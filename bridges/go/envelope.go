@@ -2,6 +2,7 @@ package agentnet
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,11 @@ const (
 	// EventPacket is a workflow packet: event_data {"routing": {...},
 	// "context_updates": {"set": {...}, "delete": [...]}, "body": "..."}.
 	EventPacket = "ag2.packet"
+	// EventMsgChunk is a piece of a reply a model is still streaming:
+	// event_data {"delta": "...", "index": n, "call": n}; CausationID is the
+	// envelope being answered. It never takes a turn; the reply follows as an
+	// EventText or EventPacket.
+	EventMsgChunk = "ag2.msg.chunk"
 	// EventInvite invites the audience to a channel (posted by the hub).
 	EventInvite = "ag2.channel.invite"
 	// EventInviteAck accepts an invite (posted by the invitee, event_data {}).
@@ -325,6 +331,84 @@ func WithTTL(d time.Duration) PostOption { return func(e *Envelope) { e.TTL = d 
 
 // WithDepth sets the delegation depth.
 func WithDepth(depth int32) PostOption { return func(e *Envelope) { e.Depth = depth } }
+
+// Image is one image an EventText or EventPacket carries (event_data
+// "images"): by URL (http or https), or inline Data with its MediaType
+// ("image/png", "image/jpeg", "image/gif" or "image/webp"). Detail ("auto",
+// "low", "high") is passed to the model; "" leaves it out. The hub refuses
+// malformed images, more than 16 per envelope, and payloads over its
+// event_data limit with INVALID_ARGUMENT / PAYLOAD_TOO_LARGE.
+type Image struct {
+	// URL is the image's address ("" for inline data).
+	URL string
+	// Data is the image's bytes (nil for a URL); sent as standard base64.
+	Data []byte
+	// MediaType is the image format; required with Data.
+	MediaType string
+	// Detail is how closely the model looks ("" = the model's default).
+	Detail string
+}
+
+// eventData is the image as one item of event_data "images".
+func (i Image) eventData() map[string]any {
+	item := map[string]any{}
+	if i.URL != "" {
+		item["url"] = i.URL
+	} else {
+		item["data"] = base64.StdEncoding.EncodeToString(i.Data)
+	}
+	if i.MediaType != "" {
+		item["media_type"] = i.MediaType
+	}
+	if i.Detail != "" {
+		item["detail"] = i.Detail
+	}
+	return item
+}
+
+// WithImages attaches images to a text or packet envelope (NewText,
+// NewPacket, PostText, PostPacket); the recipients' models see them.
+func WithImages(images ...Image) PostOption {
+	return func(e *Envelope) {
+		if e.EventData == nil {
+			e.EventData = map[string]any{}
+		}
+		items := make([]any, 0, len(images))
+		for _, img := range images {
+			items = append(items, img.eventData())
+		}
+		e.EventData["images"] = items
+	}
+}
+
+// Images returns the images a text or packet envelope carries (nil for none;
+// items that are not images are skipped).
+func (e *Envelope) Images() []Image {
+	if e == nil || (e.EventType != EventText && e.EventType != EventPacket) {
+		return nil
+	}
+	items, _ := e.EventData["images"].([]any)
+	var out []Image
+	for _, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			continue
+		}
+		img := Image{}
+		img.URL, _ = m["url"].(string)
+		img.MediaType, _ = m["media_type"].(string)
+		img.Detail, _ = m["detail"].(string)
+		if data, ok := m["data"].(string); ok {
+			raw, err := base64.StdEncoding.DecodeString(data)
+			if err != nil {
+				continue
+			}
+			img.Data = raw
+		}
+		out = append(out, img)
+	}
+	return out
+}
 
 // NewText builds an EventText envelope.
 func NewText(channelID, text string, opts ...PostOption) *Envelope {

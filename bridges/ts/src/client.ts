@@ -15,6 +15,8 @@ import {
   decodePosted,
   encodePost,
   EventType,
+  type Image,
+  imageData,
   type Packet,
   type PostedEnvelope,
   type PostInput,
@@ -385,9 +387,16 @@ export class Client {
     return this.stream.post(input);
   }
 
-  /** Post `ag2.msg.text` with `{text}`. */
-  postText(channelId: string, text: string, options: PostOptions = {}): Promise<PostedEnvelope> {
-    return this.post({ ...options, channelId, eventType: EventType.TEXT, eventData: { text } });
+  /** Post `ag2.msg.text` with `{text}`, and `images` when given (see {@link Image}). */
+  postText(
+    channelId: string,
+    text: string,
+    options: PostOptions & { readonly images?: readonly Image[] } = {},
+  ): Promise<PostedEnvelope> {
+    const { images, ...rest } = options;
+    const eventData: JsonObject = { text };
+    if (images !== undefined && images.length > 0) eventData["images"] = images.map(imageData);
+    return this.post({ ...rest, channelId, eventType: EventType.TEXT, eventData });
   }
 
   /** Post `ag2.packet` (a workflow round). */

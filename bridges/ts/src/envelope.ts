@@ -8,6 +8,11 @@ export const EventType = {
   TEXT: "ag2.msg.text",
   /** Workflow round-end capture; `eventData = {routing, context_updates, body}`. Takes a turn. */
   PACKET: "ag2.packet",
+  /**
+   * A piece of a reply a model is still streaming; `eventData = {delta, index, call}`,
+   * `causationId` = the envelope being answered. Never takes a turn; the reply follows.
+   */
+  MSG_CHUNK: "ag2.msg.chunk",
   /** Posted by the hub to each target when a channel is created. */
   CHANNEL_INVITE: "ag2.channel.invite",
   /** Posted by an invitee accepting its invite. */
@@ -108,6 +113,56 @@ export interface PostedEnvelope extends AgentEnvelope {
 /** Decode a post's answer. */
 export function decodePosted(raw: Envelope, duplicate: boolean): PostedEnvelope {
   return { ...decodeEnvelope(raw), duplicate };
+}
+
+/**
+ * One image a text or packet carries (`eventData.images`): by `url` (http or https), or
+ * inline `data` (bytes, sent as standard base64) with its `mediaType` (`image/png`,
+ * `image/jpeg`, `image/gif`, `image/webp`). `detail` (`auto` | `low` | `high`) is passed to
+ * the model. The hub refuses malformed images and more than 16 per envelope
+ * (INVALID_ARGUMENT); their bytes count toward its event_data limit.
+ */
+export interface Image {
+  /** The image's address (omit for inline data). */
+  readonly url?: string;
+  /** The image's bytes (omit for a URL). */
+  readonly data?: Uint8Array;
+  /** The image format; required with `data`. */
+  readonly mediaType?: string;
+  /** How closely the model looks. */
+  readonly detail?: "auto" | "low" | "high";
+}
+
+/** An image as one item of `eventData.images`. */
+export function imageData(image: Image): JsonObject {
+  const item: JsonObject = {};
+  if (image.url !== undefined) item["url"] = image.url;
+  else item["data"] = Buffer.from(image.data ?? new Uint8Array()).toString("base64");
+  if (image.mediaType !== undefined) item["media_type"] = image.mediaType;
+  if (image.detail !== undefined) item["detail"] = image.detail;
+  return item;
+}
+
+/** The images a text or packet envelope carries (`[]` for none; items that are not images are skipped). */
+export function imagesOf(envelope: AgentEnvelope): Image[] {
+  if (envelope.eventType !== EventType.TEXT && envelope.eventType !== EventType.PACKET) return [];
+  const items = envelope.eventData["images"];
+  if (!Array.isArray(items)) return [];
+  const out: Image[] = [];
+  for (const item of items) {
+    if (typeof item !== "object" || item === null || Array.isArray(item)) continue;
+    const url = item["url"];
+    const data = item["data"];
+    const mediaType = item["media_type"];
+    const detail = item["detail"];
+    out.push({
+      ...(typeof url === "string" ? { url } : {}),
+      ...(typeof data === "string" ? { data: new Uint8Array(Buffer.from(data, "base64")) } : {}),
+      ...(typeof mediaType === "string" ? { mediaType } : {}),
+      ...(detail === "auto" || detail === "low" || detail === "high" ? { detail } : {}),
+    });
+  }
+  return out;
 }
 
 /** Optional envelope fields shared by every post helper. */

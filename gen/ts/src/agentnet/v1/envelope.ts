@@ -112,13 +112,27 @@ export interface Envelope {
    * turn). 1-200 characters. The ag2.* types, who posts them and their
    * event_data keys (docs/hub.md "Event types" has the same table):
    *
-   * * "ag2.msg.text" (participant; takes a turn): {"text": string}. The question
+   * * "ag2.msg.text" (participant; takes a turn): {"text": string}, optionally
+   *   "images" (below). The question
    *   of an InvokeAgent call is written by the hub on the caller's behalf
    *   (sender_id = the caller) and adds "a2a": an A2ADispatch as JSON; the
    *   callee's reply may add "a2a": an A2AReply as JSON.
    * * "ag2.packet" (participant; takes a turn; workflow channels):
    *   {"routing": {"tool_called": string | null, "tools_called": [string]},
-   *   "context_updates": {"set": {key: value}, "delete": [key]}, "body": string}.
+   *   "context_updates": {"set": {key: value}, "delete": [key]}, "body": string},
+   *   optionally "images" (below).
+   * * "ag2.msg.chunk" (participant, while a model streams its reply; never
+   *   takes a turn; causation_id = the envelope being answered):
+   *   {"delta": string (at most the sender's chunk size, 4096 UTF-8 bytes by
+   *   default), "index": 0, 1, … per turn, "call": the turn's model call}. The
+   *   reply itself follows as a normal "ag2.msg.text" / "ag2.packet".
+   *
+   * "images" of a text or packet: a list of at most 16 objects, each
+   * {"url": "http(s)://…"} or {"data": standard base64, "media_type":
+   * "image/png" | "image/jpeg" | "image/gif" | "image/webp"}, either with an
+   * optional "media_type" and "detail" ("auto" | "low" | "high"); a URL is at
+   * most 2048 characters. Their bytes count toward event_data's size limit
+   * below. Anything else is INVALID_ARGUMENT naming the item.
    * * "ag2.channel.invite" (sender "hub"; audience: the one invitee):
    *   {"channel_id", "type", "initiator", "initiator_name", "intent",
    *   "participants": [agent id], "knobs": {adapter options}}.
