@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -137,10 +138,18 @@ class Channel:
         causation_id: str | None = None,
         priority: Priority = "normal",
         task_id: str | None = None,
+        images: Sequence[Any] | None = None,
     ) -> Envelope:
-        """Post an EV_TEXT; ``audience`` takes peer names or agent ids (None = broadcast)."""
+        """Post an EV_TEXT; ``audience`` takes peer names or agent ids (None = broadcast); ``images``
+        as for :meth:`NetworkClient.send` (``ImageInput`` s or image objects)."""
         return await self.client.send(
-            self.channel_id, text, audience=audience, causation_id=causation_id, priority=priority, task_id=task_id
+            self.channel_id,
+            text,
+            audience=audience,
+            causation_id=causation_id,
+            priority=priority,
+            task_id=task_id,
+            images=images,
         )
 
     async def close(self, reason: str = "") -> ChannelMetadata:

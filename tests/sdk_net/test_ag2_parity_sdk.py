@@ -77,7 +77,7 @@ async def test_images_reach_the_model_as_image_parts_now_and_in_the_history(
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.png", "detail": "low"}}
     ]
 
-    await user.send(ch.channel_id, "", images=[{"data": base64.b64encode(PNG).decode(), "media_type": "image/png"}])
+    await ch.send("", images=[{"data": base64.b64encode(PNG).decode(), "media_type": "image/png"}])  # Channel.send
     await assert_eventually(lambda: len(server.requests) == 2)
     second = server.requests[1]["messages"]
     history = [m for m in second if m["role"] == "user"]
