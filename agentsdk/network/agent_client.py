@@ -40,7 +40,7 @@ from agentsdk.network.turn_context import cause_scope, current_task, delivered_c
 from agentsdk.network.views import ViewPolicy
 from agentsdk.stream import Stream
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
-from netkernel.errors import AgentNetError
+from netkernel.errors import AgentNetError, InvalidArgument
 from netkernel.identity import Passport
 from netkernel.images import envelope_images
 
@@ -119,9 +119,21 @@ class AgentClient(NetworkClient):
         self.stream_chunks = True
         """When the model streams (``OpenAIConfig(streaming=True)``), post its text into the channel
         as ``ag2.msg.chunk`` envelopes while a handler turn runs (docs/network.md "Streaming a reply")."""
-        self.max_chunk_bytes = DEFAULT_MAX_CHUNK_BYTES
-        """The longest delta one chunk envelope carries, in UTF-8 bytes (4096)."""
+        self._max_chunk_bytes = DEFAULT_MAX_CHUNK_BYTES
         self._on_envelope: Callable[[Envelope], Awaitable[None]] = self._run_default_handler
+
+    @property
+    def max_chunk_bytes(self) -> int:
+        """The longest delta one ``ag2.msg.chunk`` envelope carries, in UTF-8 bytes (default 4096; at least 4)."""
+        return self._max_chunk_bytes
+
+    @max_chunk_bytes.setter
+    def max_chunk_bytes(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 4:
+            raise InvalidArgument(
+                f"max_chunk_bytes must be an integer of at least 4 (one UTF-8 character); got {value!r}"
+            )
+        self._max_chunk_bytes = value
 
     def on_envelope(self, callback: Callable[[Envelope], Awaitable[None]]) -> None:
         """Replace the envelope handler; it is called with ``(envelope,)``."""

@@ -150,6 +150,8 @@ async def test_a_streaming_agent_streams_its_reply_as_chunks_then_posts_it(
     config = OpenAIConfig(model="m", base_url=server.base_url, api_key="test", streaming=True)
     analyst = await hub.register(Agent("analyst", config=config), Passport(name="analyst"))
     analyst.max_chunk_bytes = 8
+    with pytest.raises(InvalidArgument, match="max_chunk_bytes"):
+        analyst.max_chunk_bytes = 3
     user = await hub.register_human(Passport(name="user", kind="human"))
     seen: list[Envelope] = []
 
