@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from agentsdk.a2a.tools import REQUEST_INPUT_TOOL
 from agentsdk.events import BaseEvent, TaskCancelled, TaskCompleted, TaskFailed, TaskProgress, TaskStarted
 from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
-from agentsdk.network.clients import NetworkClient
+from agentsdk.network.clients import EnvelopeCallback, NetworkClient, call_back
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
 from agentsdk.network.turn_context import cause_scope, current_task, delivered_can_send, task_scope
 from agentsdk.network.views import ViewPolicy
@@ -105,17 +105,20 @@ class AgentClient(NetworkClient):
         """Per-channel view overrides (channel_id -> view)."""
         self.view_policy: ViewPolicy | None = None
         """A view for every channel of this agent (None = each adapter's default)."""
-        self._on_envelope: Callable[[Envelope], Awaitable[None]] = self._run_default_handler
+        self._on_envelope: EnvelopeCallback = self._run_default_handler
 
-    def on_envelope(self, callback: Callable[[Envelope], Awaitable[None]]) -> None:
-        """Replace the envelope handler; it is called with ``(envelope,)``."""
+    def on_envelope(self, callback: EnvelopeCallback) -> None:
+        """Replace the envelope handler; it is called with ``(envelope,)``.
+
+        A coroutine function is awaited; a plain function works too (it runs on the event loop,
+        so keep it short)."""
         self._on_envelope = callback
 
     async def _run_default_handler(self, envelope: Envelope) -> None:
         await default_handler(envelope, self)
 
     async def _handle(self, envelope: Envelope) -> None:
-        await self._on_envelope(envelope)
+        await call_back(self._on_envelope, envelope)
 
     # -- tools and tasks ----------------------------------------------------------------
 

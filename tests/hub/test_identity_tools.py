@@ -111,6 +111,11 @@ async def test_task_lifecycle_wait_and_cancel(
     assert waited.task.result_json == '"done"' and json.loads(waited.task.progress_json) == {"p": 50}
     with pytest.raises(errors.FailedPrecondition):
         await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(task_id=tid, kind=task_pb2.TASK_EVENT_KIND_FAILED))
+    # Cancelling a task that ended is a no-op (as in AG2): the task comes back unchanged, nothing is posted.
+    for who in (bob, alice):
+        again = await who.rpc("CancelTask", hub_pb2.CancelTaskRequest(task_id=tid, reason="too late"))
+        assert again.task.state == task_pb2.TASK_STATE_COMPLETED and again.envelope_id == ""
+        assert again.task.cancel_reason == "no longer needed"
     own = await alice.rpc("ListTasks", hub_pb2.ListTasksRequest(include_ended=True))
     assert [t.task_id for t in own.tasks] == [tid]
     assert (await bob.rpc("ListTasks", hub_pb2.ListTasksRequest())).tasks == []
