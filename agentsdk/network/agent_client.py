@@ -262,8 +262,11 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
     if not may_post:
         return  # not our turn, or the channel is closing
     metadata, state, _expected = await client.channel_info(envelope.channel_id)
-    if metadata.last_seq > envelope.seq and await _superseded(client, envelope):
-        return  # a newer substantive envelope arrived meanwhile; its own turn answers it
+    if metadata.last_seq > envelope.seq:  # something came after it: perhaps our own reply already
+        if await client.find_reply(envelope.channel_id, envelope.envelope_id) is not None:
+            return  # answered before (a redelivery after a crash, before the ack was stored): no second reply
+        if await _superseded(client, envelope):
+            return  # a newer substantive envelope arrived meanwhile; its own turn answers it
     adapter = adapter_for(metadata.type)
     wal = await read_wal_until(client, envelope)
     policy = resolve_view_policy(client, metadata)

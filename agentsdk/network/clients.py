@@ -263,6 +263,15 @@ class NetworkClient:
         response = await self.rpc.can_send(request)
         return response.allowed
 
+    async def find_reply(self, channel_id: str, causation_id: str, *, sender: str = "") -> Envelope | None:
+        """The first envelope ``sender`` (a peer name or id; "" = you) posted to ``channel_id`` whose
+        ``causation_id`` is ``causation_id`` — whether that envelope was answered already — or None.
+
+        One indexed lookup on the hub (``FindReply``), whatever the channel's length."""
+        request = hub_pb2.FindReplyRequest(channel_id=channel_id, causation_id=causation_id, sender=sender)
+        response = await self.rpc.find_reply(request)
+        return envelope_from_wire(response.envelope) if response.HasField("envelope") else None
+
     async def read_wal(self, channel_id: str, *, from_seq: int = 0, until_seq: int = 0) -> list[Envelope]:
         """The part of the channel's WAL you may see, in admission order."""
         return await self._hub.read_wal_as(self.credential, channel_id, from_seq=from_seq, until_seq=until_seq)

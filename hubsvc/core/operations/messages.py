@@ -1,4 +1,5 @@
-"""Message operations: say (post text), delegate (a one-shot consultation) and waiting for a peer's reply."""
+"""Message operations: say (post text), delegate (a one-shot consultation), waiting for a peer's reply
+and finding the reply a participant already gave (FindReply)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from hubsvc.core.operations.channels import TERMINAL_EVENTS
 from hubsvc.core.util import check_seconds
 from netkernel.envelope import EV_TEXT, text_envelope
 from netkernel.errors import ChannelClosed, FailedPrecondition, InvalidArgument, Timeout
-from netkernel.wire import envelope_from_wire
+from netkernel.wire import envelope_from_wire, wire_readable_by
 
 
 class MessageOps:
-    """Say and Delegate, and the reply wait Delegate and InvokeAgent share."""
+    """Say, Delegate and FindReply, and the reply wait Delegate and InvokeAgent share."""
 
     def __init__(self, core: HubCore) -> None:
         self.core = core
@@ -32,6 +33,23 @@ class MessageOps:
             caller, text_envelope(channel_id, caller, content, audience=ids, causation_id=causation_id)
         )
         return wire
+
+    async def find_reply(
+        self, caller: str, channel_id: str, causation_id: str, sender: str = ""
+    ) -> envelope_pb2.Envelope | None:
+        """The first envelope ``sender`` (a name or id; "" = the caller) posted to the channel
+        answering ``causation_id``, when the caller may read it; one indexed store lookup."""
+        if not channel_id:
+            raise InvalidArgument("channel_id is empty; name the channel the reply was posted to.")
+        if not causation_id:
+            raise InvalidArgument("causation_id is empty; name the envelope whose reply you look for.")
+        await self.core.require_member(caller, channel_id)
+        sender_id = self.core.registry.resolve(sender).agent_id if sender else caller
+        data = await self.core.store.find_reply(channel_id, sender_id, causation_id)
+        if data is None:
+            return None
+        wire = envelope_pb2.Envelope.FromString(data)
+        return wire if wire_readable_by(wire, caller) else None
 
     async def delegate(
         self,
