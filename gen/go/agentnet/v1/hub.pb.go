@@ -4181,7 +4181,9 @@ func (x *CallToolResponse) GetResultJson() string {
 // DelegateRequest is a one-shot consultation.
 type DelegateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Target by name or agent id (not the caller).
+	// Target by name or agent id (not the caller). A name prefixed with the tool
+	// namespace LLMs echo ("functions.analyst") that matches no agent as given
+	// names the agent without the prefix ("analyst").
 	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
 	// The question. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE.
 	Prompt string `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`

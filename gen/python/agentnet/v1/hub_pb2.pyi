@@ -2186,7 +2186,10 @@ class DelegateRequest(_message.Message):
     TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     CAUSATION_ID_FIELD_NUMBER: _builtins.int
     target: _builtins.str
-    """Target by name or agent id (not the caller)."""
+    """Target by name or agent id (not the caller). A name prefixed with the tool
+    namespace LLMs echo ("functions.analyst") that matches no agent as given
+    names the agent without the prefix ("analyst").
+    """
     prompt: _builtins.str
     """The question. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     capability: _builtins.str

@@ -667,8 +667,9 @@ class HubServiceServicer:
     def Delegate(self, request, context):
         """Delegate opens a consulting channel with the target, sends the prompt, waits
         for the single reply and returns its text (the `delegate` tool).
-        Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-        self); FAILED_PRECONDITION (the target lacks the capability);
+        Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+        names of the peers the caller's rules let it delegate to, and counts the
+        rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
         DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
         max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
         RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting

@@ -313,8 +313,9 @@ class HubServiceStub:
     Delegate: _grpc.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
     for the single reply and returns its text (the `delegate` tool).
-    Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-    self); FAILED_PRECONDITION (the target lacks the capability);
+    Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+    names of the peers the caller's rules let it delegate to, and counts the
+    rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
     DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
     max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
     RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -642,8 +643,9 @@ class HubServiceAsyncStub(HubServiceStub):
     Delegate: _aio.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]  # type: ignore[assignment]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
     for the single reply and returns its text (the `delegate` tool).
-    Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-    self); FAILED_PRECONDITION (the target lacks the capability);
+    Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+    names of the peers the caller's rules let it delegate to, and counts the
+    rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
     DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
     max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
     RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -1166,8 +1168,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.DelegateResponse, _abc.Awaitable[_hub_pb2.DelegateResponse]]:
         """Delegate opens a consulting channel with the target, sends the prompt, waits
         for the single reply and returns its text (the `delegate` tool).
-        Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-        self); FAILED_PRECONDITION (the target lacks the capability);
+        Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+        names of the peers the caller's rules let it delegate to, and counts the
+        rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
         DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
         max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
         RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting

@@ -1814,7 +1814,9 @@ class DelegateRequest(betterproto2.Message):
 
     target: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    Target by name or agent id (not the caller).
+    Target by name or agent id (not the caller). A name prefixed with the tool
+    namespace LLMs echo ("functions.analyst") that matches no agent as given
+    names the agent without the prefix ("analyst").
     """
 
     prompt: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -5942,8 +5944,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         Delegate opens a consulting channel with the target, sends the prompt, waits
         for the single reply and returns its text (the `delegate` tool).
-        Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-        self); FAILED_PRECONDITION (the target lacks the capability);
+        Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+        names of the peers the caller's rules let it delegate to, and counts the
+        rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
         DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
         max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
         RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting

@@ -953,7 +953,11 @@ export interface CallToolResponse {
 
 /** DelegateRequest is a one-shot consultation. */
 export interface DelegateRequest {
-  /** Target by name or agent id (not the caller). */
+  /**
+   * Target by name or agent id (not the caller). A name prefixed with the tool
+   * namespace LLMs echo ("functions.analyst") that matches no agent as given
+   * names the agent without the prefix ("analyst").
+   */
   target: string;
   /** The question. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   prompt: string;
@@ -9465,8 +9469,9 @@ export const HubServiceService = {
   /**
    * Delegate opens a consulting channel with the target, sends the prompt, waits
    * for the single reply and returns its text (the `delegate` tool).
-   * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-   * self); FAILED_PRECONDITION (the target lacks the capability);
+   * Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+   * names of the peers the caller's rules let it delegate to, and counts the
+   * rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
    * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
    * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -9838,8 +9843,9 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   /**
    * Delegate opens a consulting channel with the target, sends the prompt, waits
    * for the single reply and returns its text (the `delegate` tool).
-   * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-   * self); FAILED_PRECONDITION (the target lacks the capability);
+   * Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+   * names of the peers the caller's rules let it delegate to, and counts the
+   * rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
    * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
    * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -10593,8 +10599,9 @@ export interface HubServiceClient extends Client {
   /**
    * Delegate opens a consulting channel with the target, sends the prompt, waits
    * for the single reply and returns its text (the `delegate` tool).
-   * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-   * self); FAILED_PRECONDITION (the target lacks the capability);
+   * Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+   * names of the peers the caller's rules let it delegate to, and counts the
+   * rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
    * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
    * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
