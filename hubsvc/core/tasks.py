@@ -148,7 +148,13 @@ class TaskMirror:
         task.cancel_requested = True
         task.cancel_reason = reason
         task.updated_at.CopyFrom(to_timestamp(self._clock()))
-        await self._save(task, TASK_LIVE)
+        try:
+            await self._save(task, TASK_LIVE)
+        except FailedPrecondition:
+            stored = await self.get(task_id)
+            if stored.state in TERMINAL:
+                return stored  # another replica ended it meanwhile: a no-op as well
+            raise
         return task
 
     def end_for_channel(self, channel_id: str, reason: str) -> list[task_pb2.TaskMetadata]:
