@@ -5,7 +5,8 @@ Two kinds, and the order matters — **inject first, then reduce**:
 * *injection* policies add to ``prompts``: :class:`WorkingMemoryPolicy`,
   :class:`EpisodicMemoryPolicy`, :class:`AlertPolicy`;
 * *reduction* policies shrink ``events``: :class:`ConversationPolicy`,
-  :class:`SlidingWindowPolicy`, :class:`TokenBudgetPolicy`.
+  :class:`SlidingWindowPolicy`, :class:`TokenBudgetPolicy`, and :class:`HistoryLimiter`
+  (AG2's simpler history cap; use it *or* the window/budget policies, not both).
 
 Pass them as ``Agent(assembly=[...])``. :meth:`AssemblerMiddleware.validate_order`
 returns warnings for known bad orderings. The memory policies find the store through
@@ -47,6 +48,7 @@ __all__ = [
     "AssemblerMiddleware",
     "ConversationPolicy",
     "EpisodicMemoryPolicy",
+    "HistoryLimiter",
     "PolicyKind",
     "SlidingWindowPolicy",
     "TokenBudgetPolicy",
@@ -336,6 +338,45 @@ class SlidingWindowPolicy:
         return prompts, kept + halts
 
 
+class HistoryLimiter:
+    """Caps the history at ``max_events`` events, keeping the first request and the newest events.
+
+    AG2's ``HistoryLimiter`` (a middleware there, an assembly policy here; the same effect: it
+    runs before every model call and changes what the model sees, never the stream). When the
+    history is longer than ``max_events``: a leading :class:`~agentsdk.events.ModelRequest` (the
+    task the conversation started with) stays, followed by the newest events that fill the rest
+    of the cap; otherwise the newest ``max_events`` events. Cuts fall between whole tool-call
+    groups (a result never loses its call), so ``max_events`` is a target: the newest group is
+    kept even when it alone is larger. No note is added to the prompts (use
+    :class:`SlidingWindowPolicy` for that); do not combine the two (both trim).
+    """
+
+    name: ClassVar[str] = "history_limiter"
+    kind: ClassVar[PolicyKind] = "reduction"
+
+    def __init__(self, max_events: int) -> None:
+        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+            raise ValueError(
+                f"max_events must be a positive integer (how many events the model sees); got {max_events!r}"
+            )
+        self.max_events = max_events
+        """The cap."""
+
+    async def apply(
+        self, prompts: list[str], events: list[BaseEvent], context: AssemblyContext
+    ) -> tuple[list[str], list[BaseEvent]]:
+        """The first request and the newest events, at most ``max_events`` (whole groups)."""
+        halts, rest = _fresh_halts(events, context)
+        if len(rest) <= self.max_events:
+            return prompts, rest + halts
+        first = rest[0]
+        if isinstance(first, ModelRequest):
+            kept = [first] if self.max_events == 1 else [first, *tail_groups(rest[1:], self.max_events - 1)]
+        else:
+            kept = tail_groups(rest, self.max_events)
+        return prompts, kept + halts
+
+
 class TokenBudgetPolicy:
     """Keeps the newest events that fit ``max_tokens`` together with the prompts.
 
@@ -406,6 +447,8 @@ class AssemblerMiddleware:
         * a memory injection after ``AlertPolicy`` (inject memory, then alerts, then reduce);
         * ``ConversationPolicy`` after a window/budget policy (the window counted events
           that are dropped afterwards);
+        * ``HistoryLimiter`` together with ``SlidingWindowPolicy`` or ``TokenBudgetPolicy``
+          (both trim the history: pick one);
         * the same policy type twice.
         """
         warnings: list[str] = []
@@ -436,6 +479,18 @@ class AssemblerMiddleware:
                     f"ConversationPolicy (position {i}) comes after {type(w_policy).__name__} (position {w_i}): "
                     "the window counted lifecycle events that are dropped afterwards. Filter first."
                 )
+            if isinstance(policy, HistoryLimiter) or isinstance(policy, SlidingWindowPolicy | TokenBudgetPolicy):
+                others = [
+                    p for p in policies[:i] if isinstance(p, HistoryLimiter) != isinstance(policy, HistoryLimiter)
+                ]
+                trimmers = [
+                    p for p in others if isinstance(p, HistoryLimiter | SlidingWindowPolicy | TokenBudgetPolicy)
+                ]
+                if trimmers:
+                    warnings.append(
+                        f"{name} (position {i}) and {type(trimmers[0]).__name__} both trim the history: "
+                        "use HistoryLimiter or the window/budget policies, not both."
+                    )
             if isinstance(policy, AlertPolicy) and alert_at is None:
                 alert_at = i
             if isinstance(policy, SlidingWindowPolicy | TokenBudgetPolicy) and window_at is None:

@@ -189,6 +189,12 @@ class HubRpc:
         """``CanSend``: whether the caller may post now."""
         return await self._unary(self.connection.stub.CanSend, request, hub_pb2.CanSendResponse, timeout)
 
+    async def find_reply(
+        self, request: hub_pb2.FindReplyRequest, *, timeout: float | None = None
+    ) -> hub_pb2.FindReplyResponse:
+        """``FindReply``: the first envelope a participant posted answering an envelope, if any."""
+        return await self._unary(self.connection.stub.FindReply, request, hub_pb2.FindReplyResponse, timeout)
+
     # -- tasks and tools -----------------------------------------------------------------
 
     async def report_task(

@@ -395,6 +395,12 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             response.refusal.CopyFrom(error_detail(refusal))
         return response
 
+    @unary_rpc(AGENT)
+    async def FindReply(self, caller: str, request: hub_pb2.FindReplyRequest) -> hub_pb2.FindReplyResponse:
+        """The reply a participant already posted to an envelope, if any."""
+        wire = await self.ops.messages.find_reply(caller, request.channel_id, request.causation_id, request.sender)
+        return hub_pb2.FindReplyResponse(envelope=wire) if wire is not None else hub_pb2.FindReplyResponse()
+
     # -- tasks --------------------------------------------------------------------------
 
     @unary_rpc(AGENT)

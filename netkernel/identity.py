@@ -39,6 +39,12 @@ class Passport:
     description: str = ""
     labels: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # A typo (kind="humna") fails here, where it was written, not at registration.
+        if self.kind is not None and self.kind not in PASSPORT_KIND.by_name:
+            allowed = ", ".join(repr(k) for k in PASSPORT_KIND.by_name)
+            raise ValueError(f"Passport.kind must be one of {allowed} or None (= 'agent'); got {self.kind!r}")
+
     def to_wire(self) -> identity_pb2.Passport:
         """The wire message."""
         return identity_pb2.Passport(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ from agentsdk.events import (
 from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.chunks import DEFAULT_MAX_CHUNK_BYTES, ChunkRelay
-from agentsdk.network.clients import NetworkClient
+from agentsdk.network.clients import EnvelopeCallback, NetworkClient, call_back
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
 from agentsdk.network.turn_context import cause_scope, current_task, delivered_can_send, task_scope
 from agentsdk.network.views import ViewPolicy
@@ -120,7 +120,7 @@ class AgentClient(NetworkClient):
         """When the model streams (``OpenAIConfig(streaming=True)``), post its text into the channel
         as ``ag2.msg.chunk`` envelopes while a handler turn runs (docs/network.md "Streaming a reply")."""
         self._max_chunk_bytes = DEFAULT_MAX_CHUNK_BYTES
-        self._on_envelope: Callable[[Envelope], Awaitable[None]] = self._run_default_handler
+        self._on_envelope: EnvelopeCallback = self._run_default_handler
 
     @property
     def max_chunk_bytes(self) -> int:
@@ -135,15 +135,18 @@ class AgentClient(NetworkClient):
             )
         self._max_chunk_bytes = value
 
-    def on_envelope(self, callback: Callable[[Envelope], Awaitable[None]]) -> None:
-        """Replace the envelope handler; it is called with ``(envelope,)``."""
+    def on_envelope(self, callback: EnvelopeCallback) -> None:
+        """Replace the envelope handler; it is called with ``(envelope,)``.
+
+        A coroutine function is awaited; a plain function works too (it runs on the event loop,
+        so keep it short)."""
         self._on_envelope = callback
 
     async def _run_default_handler(self, envelope: Envelope) -> None:
         await default_handler(envelope, self)
 
     async def _handle(self, envelope: Envelope) -> None:
-        await self._on_envelope(envelope)
+        await call_back(self._on_envelope, envelope)
 
     # -- tools and tasks ----------------------------------------------------------------
 
@@ -301,8 +304,11 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
     if not may_post:
         return  # not our turn, or the channel is closing
     metadata, state, _expected = await client.channel_info(envelope.channel_id)
-    if metadata.last_seq > envelope.seq and await _superseded(client, envelope):
-        return  # a newer substantive envelope arrived meanwhile; its own turn answers it
+    if metadata.last_seq > envelope.seq:  # something came after it: perhaps our own reply already
+        if await client.find_reply(envelope.channel_id, envelope.envelope_id) is not None:
+            return  # answered before (a redelivery after a crash, before the ack was stored): no second reply
+        if await _superseded(client, envelope):
+            return  # a newer substantive envelope arrived meanwhile; its own turn answers it
     adapter = adapter_for(metadata.type)
     wal = await read_wal_until(client, envelope)
     policy = resolve_view_policy(client, metadata)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -53,8 +54,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentnet.sdk")
 
-EnvelopeCallback = Callable[[Envelope], Awaitable[None]]
-"""A push callback: called with each inbound envelope."""
+EnvelopeCallback = Callable[[Envelope], Awaitable[None] | None]
+"""A push callback: a coroutine function or a plain function, called with ``(envelope,)``."""
+
+
+async def call_back(callback: Callable[[Envelope], Awaitable[None] | None], envelope: Envelope) -> None:
+    """Call ``callback`` with ``envelope``, awaiting what it returns when that is awaitable.
+
+    Every envelope callback of the SDK goes through here, so a plain function works
+    wherever a coroutine function does."""
+    result = callback(envelope)
+    if inspect.isawaitable(result):
+        await result
 
 
 def check_queue_bounds(max_queued_envelopes: int, max_queued_bytes: int) -> None:
@@ -84,6 +95,7 @@ class NetworkClient:
         self._stream: DeliveryStream | None = None
         self._a2a = AgentToAgent(hub.connection.target, credential, connection=hub.connection)
         self._a2a_tools: list[Tool] | None = None
+        self._unregistered: list[str] | None = None
         self.transcripts = TranscriptCache()
         """What this identity already read of its channels' WALs (see :meth:`read_wal_before`)."""
         self._chunk_callbacks: list[EnvelopeCallback] = []
@@ -143,7 +155,8 @@ class NetworkClient:
 
     def on_chunk(self, callback: EnvelopeCallback) -> None:
         """Add a callback for the ``ag2.msg.chunk`` envelopes of replies being streamed to you
-        (``event_data["delta"]`` is the text; ``causation_id`` the envelope being answered)."""
+        (``event_data["delta"]`` is the text; ``causation_id`` the envelope being answered);
+        a coroutine function or a plain function."""
         self._chunk_callbacks.append(callback)
 
     async def receive_chunk(self, delta: object, *, channel_id: str, parent_envelope_id: str) -> None:
@@ -164,7 +177,7 @@ class NetworkClient:
             log.exception("%s: receive_chunk failed", self.name)
         for callback in list(self._chunk_callbacks):
             try:
-                await callback(envelope)
+                await call_back(callback, envelope)
             except Exception:
                 log.exception("chunk callback %r failed", callback)
 
@@ -307,6 +320,15 @@ class NetworkClient:
         response = await self.rpc.can_send(request)
         return response.allowed
 
+    async def find_reply(self, channel_id: str, causation_id: str, *, sender: str = "") -> Envelope | None:
+        """The first envelope ``sender`` (a peer name or id; "" = you) posted to ``channel_id`` whose
+        ``causation_id`` is ``causation_id`` — whether that envelope was answered already — or None.
+
+        One indexed lookup on the hub (``FindReply``), whatever the channel's length."""
+        request = hub_pb2.FindReplyRequest(channel_id=channel_id, causation_id=causation_id, sender=sender)
+        response = await self.rpc.find_reply(request)
+        return envelope_from_wire(response.envelope) if response.HasField("envelope") else None
+
     async def read_wal(self, channel_id: str, *, from_seq: int = 0, until_seq: int = 0) -> list[Envelope]:
         """The part of the channel's WAL you may see, in admission order."""
         return await self._hub.read_wal_as(self.credential, channel_id, from_seq=from_seq, until_seq=until_seq)
@@ -361,13 +383,19 @@ class NetworkClient:
     async def unregister(self) -> list[str]:
         """Retire this identity: the hub removes it (its name becomes free, its live channels close
         with ``participant_left``), the client disconnects and its credential file (and cursor
-        file) is deleted. Returns the ids of the channels that closed."""
+        file) is deleted. Returns the ids of the channels that closed.
+
+        Calling it again on this client is a no-op that returns ``[]`` (the identity is gone
+        already; nothing is asked of the hub)."""
+        if self._unregistered is not None:
+            return []
         response = await self.rpc.unregister(hub_pb2.UnregisterRequest())
+        self._unregistered = list(response.closed_channel_ids)
         await self.disconnect()
         self._hub._forget(self.agent_id)
         if self.credential_file is not None:
             self.credential_file.remove()
-        return list(response.closed_channel_ids)
+        return list(self._unregistered)
 
     async def __aenter__(self) -> Self:
         return self
@@ -390,13 +418,14 @@ class HumanClient(NetworkClient):
     Consume inbound envelopes by push (``on_envelope``), pull (``next_envelope``)
     or streaming (``async for env in client.envelopes()``).
 
-    The pull queue keeps envelopes only for a client that pulls: with ``pull=None`` (the
-    default) while no push callback is registered, with ``pull=True`` always, with
-    ``pull=False`` never. It holds at most ``max_queued_envelopes`` envelopes and
-    ``max_queued_bytes`` bytes (their wire size); when a new envelope would exceed either,
-    the oldest are dropped (the newest is always kept), counted in :attr:`dropped` and
-    logged once per overflow. A dropped envelope is still in the channel's WAL
-    (:meth:`read_wal`).
+    Push and pull combine: every envelope goes to the push callbacks, then to the pull
+    queue. The queue keeps envelopes with ``pull=None`` (the default) and ``pull=True``;
+    with ``pull=False`` it keeps none (a push-only client that wants no copies). It holds
+    at most ``max_queued_envelopes`` envelopes and ``max_queued_bytes`` bytes (their wire
+    size); when a new envelope would exceed either, the oldest are dropped (the newest is
+    always kept), counted in :attr:`dropped` and logged once per overflow (not logged for
+    a default client with push callbacks that never pulled). A dropped envelope is still
+    in the channel's WAL (:meth:`read_wal`).
     """
 
     def __init__(
@@ -415,7 +444,7 @@ class HumanClient(NetworkClient):
         super().__init__(hub, agent_id, credential, passport)
         self.auto_ack_invites = auto_ack_invites
         self.pull = pull
-        """Whether the pull queue keeps envelopes: None = only while no push callback is registered."""
+        """Whether the pull queue keeps envelopes: None (default) and True keep them, False keeps none."""
         self.max_queued_envelopes = max_queued_envelopes
         self.max_queued_bytes = max_queued_bytes
         self.dropped = 0
@@ -426,6 +455,7 @@ class HumanClient(NetworkClient):
         self._overflowing = False
         self._arrived = asyncio.Condition()
         self._closed = False
+        self._pulled = False
 
     @property
     def queued(self) -> int:
@@ -438,14 +468,21 @@ class HumanClient(NetworkClient):
         return self._inbox_bytes
 
     def _keeps_pulled(self) -> bool:
-        return self.pull if self.pull is not None else not self._callbacks
+        return self.pull is not False
+
+    def _quiet_overflow(self) -> bool:
+        """Whether an overflow goes unlogged: a default client consuming by push that never pulled."""
+        return self.pull is None and bool(self._callbacks) and not self._pulled
 
     def on_envelope(self, callback: EnvelopeCallback) -> None:
         """Add a push callback (called for every inbound envelope, in registration order).
 
-        Unless the client was created with ``pull=True``, the pull queue then keeps no further
-        envelopes: a push-only client does not accumulate them. (Pass the callback to
-        ``register_human(on_envelope=...)`` to have it before the first envelope arrives.)"""
+        ``callback`` may be a coroutine function (awaited before the next envelope) or a plain
+        function. The pull queue keeps working beside it (``next_envelope`` / ``envelopes``);
+        a client that only pushes and never pulls keeps just the newest envelopes, within the
+        queue's bounds, and drops older ones without a warning (``pull=False`` keeps none).
+        (Pass the callback to ``register_human(on_envelope=...)`` to have it before the first
+        envelope arrives.)"""
         self._callbacks.append(callback)
 
     def remove_envelope_callback(self, callback: EnvelopeCallback) -> None:
@@ -474,7 +511,7 @@ class HumanClient(NetworkClient):
                 log.warning("could not ack invite to %s: %s", envelope.channel_id, err.message)
         for callback in list(self._callbacks):
             try:
-                await callback(envelope)
+                await call_back(callback, envelope)
             except Exception:
                 log.exception("envelope callback %r failed", callback)
         if not self._keeps_pulled():
@@ -494,7 +531,7 @@ class HumanClient(NetworkClient):
             old, old_size = self._inbox.popleft()
             self._inbox_bytes -= old_size
             dropped += 1
-            if not self._overflowing:
+            if not self._overflowing and not self._quiet_overflow():
                 self._overflowing = True
                 log.warning(
                     "%s: pull queue full (%d envelopes / %d bytes at most); dropping the oldest, first %s seq %d "
@@ -518,11 +555,10 @@ class HumanClient(NetworkClient):
     def _check_pullable(self) -> None:
         if not self._keeps_pulled():
             raise FailedPrecondition(
-                f"{self.name} keeps no pull queue: it has push callbacks (on_envelope) and was not created "
-                "with pull=True. Pass pull=True to register_human to both push and pull."
-                if self.pull is None
-                else f"{self.name} was created with pull=False and keeps no pull queue; consume with on_envelope."
+                f"{self.name} was created with pull=False and keeps no pull queue; consume with on_envelope "
+                "(or register without pull=False to both push and pull)."
             )
+        self._pulled = True
 
     async def next_envelope(
         self, *, predicate: Callable[[Envelope], bool] | None = None, timeout: float | None = None

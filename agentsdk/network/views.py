@@ -11,7 +11,7 @@ and custom event types never appear):
 
 * :class:`FullTranscript` — everything, in order;
 * :class:`WindowedSummary` — the last ``recent_n``, after a :class:`~agentsdk.events.CompactionSummary`
-  placeholder counting what was left out;
+  placeholder counting what was left out and naming who said it;
 * :class:`NamedTranscript` / :class:`NamedWindowedSummary` — the same with every
   line from someone else prefixed ``[<sender name>]: ``.
 
@@ -134,11 +134,27 @@ def _check_recent_n(recent_n: int) -> int:
     return recent_n
 
 
-def _omitted_summary(omitted: int, shown: int) -> CompactionSummary:
-    turns = "turn" if omitted == 1 else "turns"
+MAX_NAMED_SPEAKERS = 10
+"""Most speakers a windowed view's placeholder names; more are counted (``and 3 others``)."""
+
+
+def _omitted_summary(
+    omitted: Sequence[Envelope], shown: int, participant_id: str, name_for: NameResolver
+) -> CompactionSummary:
+    """The placeholder for the envelopes cut from the window: how many, and who said them.
+
+    Speakers are named (``name_for``; the participant itself as ``you``), sorted, at most
+    :data:`MAX_NAMED_SPEAKERS` of them."""
+    names = sorted({"you" if e.sender_id == participant_id else name_for(e.sender_id) for e in omitted})
+    listed = ", ".join(names[:MAX_NAMED_SPEAKERS])
+    if len(names) > MAX_NAMED_SPEAKERS:
+        rest = len(names) - MAX_NAMED_SPEAKERS
+        listed += f" and {rest} other{'s' if rest != 1 else ''}"
+    count = len(omitted)
+    turns = "turn" if count == 1 else "turns"
     return CompactionSummary(
-        summary=f"{omitted} earlier {turns} of this channel omitted; the last {shown} follow.",
-        events_dropped=omitted,
+        summary=f"{count} earlier {turns} of this channel omitted (from {listed}); the last {shown} follow.",
+        events_dropped=count,
     )
 
 
@@ -176,7 +192,8 @@ class NamedTranscript(FullTranscript):
 
 
 class WindowedSummary(ViewPolicy):
-    """The last ``recent_n`` visible substantive envelopes, after a placeholder counting the omitted ones."""
+    """The last ``recent_n`` visible substantive envelopes, after a placeholder counting the omitted
+    ones and naming their speakers."""
 
     name = "windowed_summary"
     _named = False
@@ -197,11 +214,18 @@ class WindowedSummary(ViewPolicy):
         render_envelope: EnvelopeRenderer,
         name_for: NameResolver = default_name_resolver,
     ) -> list[BaseEvent]:
-        """The window; a leading :class:`CompactionSummary` (``events_dropped`` = omitted count) if any were cut."""
+        """The window; a leading :class:`CompactionSummary` if any were cut.
+
+        The placeholder says how many were left out (``events_dropped``) and names who said
+        them (``name_for``, you as ``you``), e.g. ``"3 earlier turns of this channel omitted
+        (from analyst, you); the last 10 follow."``"""
         items = _projectable(wal, participant_id, render_envelope)
         resolver = name_for if self._named else None
         omitted = max(len(items) - self.recent_n, 0)
-        out: list[BaseEvent] = [_omitted_summary(omitted, self.recent_n)] if omitted else []
+        out: list[BaseEvent] = []
+        if omitted:
+            cut = [env for env, _ in items[:omitted]]
+            out.append(_omitted_summary(cut, self.recent_n, participant_id, name_for))
         out.extend(_to_event(env, text, participant_id, resolver) for env, text in items[omitted:])
         return out
 

@@ -317,9 +317,22 @@ func TestErrorReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	cch := cons.Channel.GetChannelId()
-	if _, err := b.c.PostText(ctx, cch, "the answer", agentnet.WithCausation(cons.SeedEnvelopeID)); err != nil {
+	if none, err := b.c.FindReply(ctx, cch, cons.SeedEnvelopeID, ""); err != nil || none != nil {
+		t.Fatalf("FindReply before the reply: %v, %v", none, err)
+	}
+	answer, err := b.c.PostText(ctx, cch, "the answer", agentnet.WithCausation(cons.SeedEnvelopeID))
+	if err != nil {
 		t.Fatalf("reply: %v", err)
 	}
+	// A handler answering the question again (a redelivery) finds its reply first.
+	if found, err := b.c.FindReply(ctx, cch, cons.SeedEnvelopeID, ""); err != nil || found == nil || found.EnvelopeID != answer.EnvelopeID {
+		t.Fatalf("FindReply (own): %v, %v", found, err)
+	}
+	if found, err := a.c.FindReply(ctx, cch, cons.SeedEnvelopeID, "bob"); err != nil || found == nil || found.Text() != "the answer" {
+		t.Fatalf("FindReply (bob's, by name): %v, %v", found, err)
+	}
+	_, err = a.c.FindReply(ctx, cch, "", "")
+	check("FindReply without causation", err, agentnet.ReasonInvalidArgument, codes.InvalidArgument)
 	_, err = b.c.PostText(ctx, cch, "and another thing")
 	check("consulting double reply", err, agentnet.ReasonChannelClosed, codes.FailedPrecondition)
 	_, err = a.c.PostText(ctx, cch, "follow-up")

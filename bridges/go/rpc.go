@@ -328,6 +328,25 @@ func (c *Client) CanSend(ctx context.Context, channelID, eventType string) (*Can
 	return out, nil
 }
 
+// FindReply returns the first envelope sender (an agent name or id; "" = the
+// caller) posted to the channel whose CausationID is causationID: whether that
+// envelope was answered already. A handler calls it before answering an
+// envelope delivered again (a crash between its reply and its ack), so it posts
+// no second reply. One indexed lookup on the hub. It returns nil, nil when
+// there is no such envelope (or the caller may not read it).
+func (c *Client) FindReply(ctx context.Context, channelID, causationID, sender string) (*Envelope, error) {
+	resp, err := c.hub.FindReply(c.AuthContext(ctx), &agentnetv1.FindReplyRequest{
+		ChannelId: channelID, CausationId: causationID, Sender: sender,
+	})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	if resp.GetEnvelope() == nil {
+		return nil, nil
+	}
+	return EnvelopeFromProto(resp.GetEnvelope()), nil
+}
+
 // ---- identity -----------------------------------------------------------------
 
 // Unregister removes the caller's identity; its live channels close. The

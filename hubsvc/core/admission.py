@@ -227,6 +227,7 @@ class Admission:
                 text=text if isinstance(text, str) else None,
                 created_at=env.created_at,
                 data=data,
+                causation_id=env.causation_id or None,
             )
         )
         batch.wires.append(wire)

@@ -214,6 +214,21 @@ class Enforcement:
 
     # -- depth ------------------------------------------------------------------------
 
+    def reachable_peers(self, initiator: str, action: Action) -> list[str]:
+        """Names of the live identities (not ``initiator``) its rules let it reach by ``action``, sorted."""
+        rules = self.rules_of(initiator)
+        reach = _VERB_PEER.get(action, "invite")
+        names = []
+        for entry in self._registry.entries():
+            if entry.agent_id == initiator:
+                continue
+            try:
+                checks.check_peers(rules, [peer_of(entry.record)], reach)
+            except RuleDenied:
+                continue
+            names.append(entry.name)
+        return sorted(names)
+
     def depth_limit(self, agent_id: str) -> tuple[int, str]:
         """The deepest envelope depth ``agent_id`` may post, and the rule that set it ("" = the hub's)."""
         if agent_id not in self._registry:

@@ -216,10 +216,29 @@ class Posts:
             self._audit("post_refused", sender_id, env.channel_id, detail)
         return err
 
+    async def inherit_depth(self, env: Envelope) -> None:
+        """Raise ``env.depth`` to its cause's when the cause is not in its channel's recent memory.
+
+        A reply carries at least the depth of the envelope it answers (the seed's "reply path").
+        Admission takes that from the channel's memory (``ChannelRuntime.depths``: its last
+        envelopes); a cause in another channel (``say`` into another channel while answering a
+        delegated question), or older than that memory, is read here, before the channel's lock:
+        one lookup by envelope id. An unknown cause changes nothing."""
+        cause = env.causation_id
+        if not cause:
+            return
+        ch = self._channels.get(env.channel_id)
+        if ch is not None and cause in ch.depths:
+            return
+        data = await self._store.find_envelope(cause)
+        if data is not None:
+            env.depth = max(env.depth, envelope_pb2.Envelope.FromString(data).depth)
+
     async def _admit(
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
         self._intake.screen(env, event_data_json)
+        await self.inherit_depth(env)
         async with self._channels.locked(env.channel_id) as live:  # waits out a rebuild after a failed write
             ch = await self._channel_for_post(sender_id, env.channel_id, live)
             batch = Batch()
@@ -257,6 +276,8 @@ class Posts:
         stale_at: int | None = None
         """Where a refusal stopped the run that a fresher copy of the channel might not give."""
         if screened:
+            for i in screened:
+                await self.inherit_depth(run[i][0])
             batch = Batch()
             keyed: dict[str, envelope_pb2.Envelope] = {}
             async with self._channels.locked(channel_id) as live:
@@ -387,6 +408,7 @@ class Posts:
         """Would a post of ``event_type`` by ``caller`` (answering ``causation_id``) pass now?
         (allowed, refusal, expected_next). :meth:`refusal`, then the arbiter as for the post."""
         probe = _probe(caller, channel_id, event_type, causation_id)
+        await self.inherit_depth(probe)
         refusal = self.refusal(caller, probe)
         ch = self._channels.get(channel_id)
         if refusal is None and self._govern is not None:

@@ -138,14 +138,23 @@ class TaskMirror:
         return task
 
     async def request_cancel(self, task_id: str, reason: str) -> task_pb2.TaskMetadata:
-        """Mark a cancel request (the caller posts the envelope to the owner)."""
+        """Mark a cancel request (the caller posts the envelope to the owner).
+
+        A task that already ended is returned as it is: cancelling it is a no-op (nothing
+        is written), so a cancel racing the task's end, or sent twice, is not an error."""
         task = _copy(await self.get(task_id))
         if task.state in TERMINAL:
-            raise FailedPrecondition(f"task {task_id!r} already ended; there is nothing to cancel.")
+            return task
         task.cancel_requested = True
         task.cancel_reason = reason
         task.updated_at.CopyFrom(to_timestamp(self._clock()))
-        await self._save(task, TASK_LIVE)
+        try:
+            await self._save(task, TASK_LIVE)
+        except FailedPrecondition:
+            stored = await self.get(task_id)
+            if stored.state in TERMINAL:
+                return stored  # another replica ended it meanwhile: a no-op as well
+            raise
         return task
 
     def end_for_channel(self, channel_id: str, reason: str) -> list[task_pb2.TaskMetadata]:

@@ -36,6 +36,8 @@ class WalRow:
     """Admission time, RFC 3339 UTC (sorts chronologically as text)."""
     data: bytes
     """The serialized wire Envelope."""
+    causation_id: str | None = None
+    """The envelope this one answers (indexed with the sender for :meth:`HubStore.find_reply`), else None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,6 +442,12 @@ class HubStore(abc.ABC):
     @abc.abstractmethod
     async def find_idempotent(self, channel_id: str, sender_id: str, key: str) -> bytes | None:
         """The envelope ``sender_id`` wrote to the channel under idempotency ``key``, if any."""
+
+    @abc.abstractmethod
+    async def find_reply(self, channel_id: str, sender_id: str, causation_id: str) -> bytes | None:
+        """The first envelope ``sender_id`` wrote to the channel whose causation_id is ``causation_id``.
+
+        One indexed lookup (never a WAL scan), on every store."""
 
     @abc.abstractmethod
     async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:

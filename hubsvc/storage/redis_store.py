@@ -12,8 +12,9 @@ Every key of one channel carries the tag ``{c:<channel_id>}``:
 * ``P{c:<id>}:texts`` — EV_TEXT rows only, a Stream with the same ids: ``s`` sender,
   ``c`` created_at, ``x`` text (what SearchContext / QuoteContext scan).
 * ``P{c:<id>}:last`` — the last committed seq; ``P{c:<id>}:idem`` — hash
-  ``<sender>\\0<key>`` → seq; ``P{c:<id>}:meta`` — hash live / record / seed / order;
-  ``P{c:<id>}:members`` — set of agent ids.
+  ``<sender>\\0<key>`` → seq; ``P{c:<id>}:replies`` — hash ``<sender>\\0<causation id>`` →
+  the seq of that sender's first envelope answering that envelope (FindReply);
+  ``P{c:<id>}:meta`` — hash live / record / seed / order; ``P{c:<id>}:members`` — set of agent ids.
 
 Global records carry the hash tag ``{g}``: ``P{g}:agents`` (hash id → packed row),
 ``P{g}:agent_names`` / ``P{g}:agent_name_of`` (the live-name index, unique like SQLite's),
@@ -84,6 +85,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar, cast
 
 import redis.exceptions
+from agentnet.v1 import envelope_pb2
 from redis.asyncio.cluster import RedisCluster
 
 from hubsvc.storage import redis_feed
@@ -133,6 +135,10 @@ again just before sending it, so an entry is never applied later than that after
 HOLDINGS_MARK = "holdings"
 """Global key (``P{g}:holdings``) set once the holder sets (``P{g}:holds:…``) hold every live channel
 and task: a store written before they existed has them rebuilt when a store opens it."""
+REPLIES_MARK = "replies_indexed"
+"""Global key (``P{g}:replies_indexed``) set once every channel's replies hash (FindReply) holds the
+replies of its whole WAL: a store written before the hashes existed has them filled when a store
+opens it (one pass over every WAL, once)."""
 _REBUILD_CHUNK = 1000
 """Live channels or tasks one holder-set rebuild script call adds at most."""
 _REBUILD_HOLDINGS = """#!lua
@@ -645,6 +651,7 @@ class RedisHubStore(GroupCommitStore):
             raise StoreUnreachable(f"cannot reach Redis at {self.address}: {exc}") from exc
         await self._check_layout()
         await self._rebuild_holdings()
+        await self._index_replies()
         await self._check_durability()
         await self._measure_offset()
         self._start_writer()
@@ -701,6 +708,30 @@ class RedisHubStore(GroupCommitStore):
             log.info(
                 "rebuilt the holder sets of %d live channels and tasks (a store written before them)", len(entries)
             )
+
+    async def _index_replies(self) -> None:
+        """Fill the replies hashes from every WAL, once per store (:data:`REPLIES_MARK`).
+
+        A new store is marked at once. HSETNX in seq order keeps each sender's first reply, and is
+        idempotent, so replicas opening an old store at once may both do it; a reply committed
+        meanwhile (by a replica already running) is one too, so FindReply stays right."""
+        mark = self._g + REPLIES_MARK
+        if await self._client.exists(mark):
+            return
+        ids = [row.channel_id for _, row in await self.list_channels(live_only=False, before=0, limit=2**62)]
+        indexed = 0
+        async for channel_id, datas in self.scan_wal(ids):
+            replies = self._c(channel_id, "replies")
+            async with self._client.pipeline(transaction=False) as pipe:
+                for data in datas:
+                    env = envelope_pb2.Envelope.FromString(data)
+                    if env.HasField("causation_id") and env.causation_id:
+                        pipe.hsetnx(replies, _idem_field(env.sender_id, env.causation_id), env.seq)
+                        indexed += 1
+                await pipe.execute()
+        await self._client.set(mark, "1")
+        if indexed:
+            log.info("indexed %d replies of %d channels for FindReply (a store written before it)", indexed, len(ids))
 
     async def _register_scripts(self) -> None:
         """Load the commit script on every master (pipelined calls use EVALSHA without a fallback)."""
@@ -1257,6 +1288,12 @@ class RedisHubStore(GroupCommitStore):
         return None if seq is None else await self._envelope_at(channel_id, int(seq))
 
     @_read
+    async def find_reply(self, channel_id: str, sender_id: str, causation_id: str) -> bytes | None:
+        """The first envelope ``sender_id`` wrote to the channel answering ``causation_id`` (the replies hash)."""
+        seq = await self._client.hget(self._c(channel_id, "replies"), _idem_field(sender_id, causation_id))
+        return None if seq is None else await self._envelope_at(channel_id, int(seq))
+
+    @_read
     async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:
         """ASCII-case-insensitive substring search over EV_TEXT bodies (an exact scan, chunked per call)."""
         return await self._texts(channel_ids, "q", query, limit)
@@ -1746,6 +1783,9 @@ class _Plan:
             idem = cp.k(s._c(w.channel_id, "idem"))
             cp.checks.append(["idem", idem, field, w.channel_id])
             cp.writes += ["hset", idem, field, w.seq]
+        if w.causation_id is not None:  # the first reply stays: a later one answering the same envelope is not it
+            replies = cp.k(s._c(w.channel_id, "replies"))
+            cp.writes += ["hsetnx", replies, _idem_field(w.sender_id, w.causation_id), w.seq]
         gp.writes += ["hset", gp.k(g + "envelopes"), w.envelope_id, _pack(w.channel_id, str(w.seq))]
         cp.writes += ["set", cp.k(last_key), w.seq]
 

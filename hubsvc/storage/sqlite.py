@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+from agentnet.v1 import envelope_pb2
 
 from hubsvc.storage.base import (
     TASK_IF_LIVE,
@@ -65,7 +66,7 @@ CREATE TABLE IF NOT EXISTS channel_members (
 CREATE TABLE IF NOT EXISTS wal (
   channel_id TEXT NOT NULL, seq INTEGER NOT NULL, envelope_id TEXT NOT NULL, sender_id TEXT NOT NULL,
   event_type TEXT NOT NULL, idem_key TEXT, text TEXT, created_at TEXT NOT NULL, data BLOB NOT NULL,
-  PRIMARY KEY (channel_id, seq)) WITHOUT ROWID;
+  causation_id TEXT, PRIMARY KEY (channel_id, seq)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS wal_envelope_id ON wal(envelope_id);
 CREATE UNIQUE INDEX IF NOT EXISTS wal_idem ON wal(channel_id, sender_id, idem_key) WHERE idem_key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS cursors (
@@ -90,14 +91,23 @@ CREATE INDEX IF NOT EXISTS audit_kind ON audit(kind, audit_id);
 """
 
 _WAL_INSERT = (
-    "INSERT INTO wal(channel_id, seq, envelope_id, sender_id, event_type, idem_key, text, created_at, data) VALUES "
+    "INSERT INTO wal(channel_id, seq, envelope_id, sender_id, event_type, idem_key, text, created_at, data, "
+    "causation_id) VALUES "
 )
-_WAL_ROW = "(?,?,?,?,?,?,?,?,?)"
+_WAL_ROW = "(?,?,?,?,?,?,?,?,?,?)"
+_REPLY_INDEX = (
+    "CREATE INDEX IF NOT EXISTS wal_reply ON wal(channel_id, causation_id, sender_id, seq) "
+    "WHERE causation_id IS NOT NULL"
+)
+"""What FindReply looks up: a sender's envelopes answering one envelope (replies only, so posts without a
+cause cost the index nothing)."""
+_BACKFILL_CHUNK = 2000
+"""WAL rows read per step when an older database gets its causation_id column filled in."""
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """Primary result codes of a statement kept from the lock (it wrote nothing)."""
 _BUSY_ATTEMPTS = 5
 """Times a self-committing statement that found the database busy is run (each waits busy_timeout)."""
-_MAX_ROWS_PER_STATEMENT = 3000  # 9 parameters a row, below SQLite's 32766-parameter limit
+_MAX_ROWS_PER_STATEMENT = 3000  # 10 parameters a row, below SQLite's 32766-parameter limit
 _CURSOR_UPSERT = (
     "INSERT INTO cursors(agent_id, channel_id, seq) VALUES {} "
     "ON CONFLICT(agent_id, channel_id) DO UPDATE SET seq=max(seq, excluded.seq)"
@@ -116,7 +126,7 @@ def _wal_params(rows: list[WalRow]) -> list[Any]:
     params: list[Any] = []
     for w in rows:
         params += (w.channel_id, w.seq, w.envelope_id, w.sender_id, w.event_type, w.idempotency_key, w.text,
-                   w.created_at, w.data)  # fmt: skip
+                   w.created_at, w.data, w.causation_id)  # fmt: skip
     return params
 
 
@@ -160,9 +170,42 @@ class SqliteHubStore(GroupCommitStore):
         await self._db.execute("PRAGMA busy_timeout=5000")
         await self._db.execute("PRAGMA cache_size=-65536")
         await self._db.executescript(_SCHEMA)
+        await self._add_causation_column()
+        await self._db.execute(_REPLY_INDEX)
         if self._inline_write_rows and self._path not in ("", ":memory:"):  # a second :memory: is another db
             self._inline = _inline_connection(self._path, self._synchronous)
         self._start_writer()
+
+    async def _add_causation_column(self) -> None:
+        """A database written before FindReply gets the ``causation_id`` column, filled from its rows."""
+        columns = {row[1] for row in await self._fetchall("PRAGMA table_info(wal)", [])}
+        if "causation_id" in columns:
+            return
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            await db.execute("ALTER TABLE wal ADD COLUMN causation_id TEXT")
+            after: tuple[str, int] = ("", -1)
+            while True:
+                rows = await self._fetchall(
+                    "SELECT channel_id, seq, data FROM wal WHERE (channel_id, seq) > (?, ?) "
+                    "ORDER BY channel_id, seq LIMIT ?",
+                    [*after, _BACKFILL_CHUNK],
+                )
+                if not rows:
+                    break
+                updates = []
+                for channel_id, seq, data in rows:
+                    env = envelope_pb2.Envelope.FromString(bytes(data))
+                    if env.HasField("causation_id") and env.causation_id:
+                        updates.append((env.causation_id, channel_id, seq))
+                if updates:
+                    await db.executemany("UPDATE wal SET causation_id = ? WHERE channel_id = ? AND seq = ?", updates)
+                after = (rows[-1][0], rows[-1][1])
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
 
     async def close(self) -> None:
         """Write everything queued, stop the writer and close the file."""
@@ -488,6 +531,14 @@ class SqliteHubStore(GroupCommitStore):
         """The envelope written under an idempotency key (one lookup in the unique index wal_idem)."""
         rows = await self._fetchall(
             "SELECT data FROM wal WHERE channel_id = ? AND sender_id = ? AND idem_key = ?", [channel_id, sender_id, key]
+        )
+        return bytes(rows[0][0]) if rows else None
+
+    async def find_reply(self, channel_id: str, sender_id: str, causation_id: str) -> bytes | None:
+        """The first envelope ``sender_id`` wrote to the channel answering ``causation_id`` (index wal_reply)."""
+        rows = await self._fetchall(
+            "SELECT data FROM wal WHERE channel_id = ? AND causation_id = ? AND sender_id = ? ORDER BY seq LIMIT 1",
+            [channel_id, causation_id, sender_id],
         )
         return bytes(rows[0][0]) if rows else None
 

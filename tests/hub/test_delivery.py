@@ -161,6 +161,35 @@ async def test_causation_kept_and_depth_limit(tmp_path: object) -> None:
         await bob.close()
 
 
+async def test_a_reply_in_another_channel_keeps_the_depth_of_what_it_answers(tmp_path: Path) -> None:
+    # The seed's reply path: an envelope answering a delegated question carries its depth, also
+    # when it is posted into another channel, so a chain cannot reset its depth by changing channel.
+    async with running_hub(tmp_path / "hub.db", HubOptions(max_depth=1)) as hub:
+        alice, bob, carol = [await register(hub.target, n) for n in ("alice", "bob", "carol")]
+        for p in (alice, bob, carol):
+            await p.connect()
+        bob.auto_accept_invites = True
+        side = await open_channel(bob, "conversation", [carol])
+        delegating = asyncio.create_task(
+            alice.rpc("Delegate", hub_pb2.DelegateRequest(target="bob", prompt="q?", timeout_seconds=10))
+        )
+        question = await bob.next(lambda e: e.event_type == "ag2.msg.text" and e.sender_id == alice.agent_id)
+        assert question.depth == 1
+        elsewhere = await bob.say(side, "asking carol about it", causation_id=question.envelope_id)
+        assert elsewhere.depth == 1
+        can = await carol.rpc("CanSend", hub_pb2.CanSendRequest(channel_id=side, causation_id=question.envelope_id))
+        assert can.allowed  # depth 1 is within --max-depth 1
+        with pytest.raises(errors.DepthExceeded):  # one more hop from there is over the limit
+            await carol.rpc(
+                "Delegate",
+                hub_pb2.DelegateRequest(target="alice", prompt="deeper?", causation_id=elsewhere.envelope_id),
+            )
+        await bob.say(question.channel_id, "answer", causation_id=question.envelope_id)
+        assert (await delegating).text == "answer"
+        for p in (alice, bob, carol):
+            await p.close()
+
+
 async def test_reconnect_resumes_from_cursor_without_loss_or_repeat(conv: tuple[Participant, Participant, str]) -> None:
     alice, bob, cid = conv
     for i in range(5):

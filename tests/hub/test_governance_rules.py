@@ -21,6 +21,7 @@ from netkernel.errors import (
     DepthExceeded,
     InvalidArgument,
     LimitExceeded,
+    NotFound,
     RuleDenied,
     Unauthenticated,
 )
@@ -143,6 +144,10 @@ async def test_peer_selector_limits_whom_an_identity_invites_delegates_to_and_ca
         assert "named helper-*; or claiming triage" in err.value.message
         with pytest.raises(RuleDenied, match="does not let you delegate to 'stranger'"):
             await clerk.rpc("Delegate", hub_pb2.DelegateRequest(target="stranger", prompt="hi"))
+        # An unknown target's error lists only the peers the rules let the caller delegate to.
+        with pytest.raises(NotFound) as unknown:
+            await clerk.rpc("Delegate", hub_pb2.DelegateRequest(target="helper-9", prompt="hi"))
+        assert unknown.value.message.endswith("; you may delegate to: helper-1, nurse.")
         await stranger.rpc("SetA2ASettings", hub_pb2.SetA2ASettingsRequest(a2a=a2a_pb2.A2ASettings(enabled=True)))
         with pytest.raises(RuleDenied, match="does not let you call 'stranger'"):
             await clerk.rpc("InvokeAgent", hub_pb2.InvokeAgentRequest(agent_id=stranger.agent_id, message="hi"))

@@ -111,6 +111,11 @@ async def test_task_lifecycle_wait_and_cancel(
     assert waited.task.result_json == '"done"' and json.loads(waited.task.progress_json) == {"p": 50}
     with pytest.raises(errors.FailedPrecondition):
         await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(task_id=tid, kind=task_pb2.TASK_EVENT_KIND_FAILED))
+    # Cancelling a task that ended is a no-op (as in AG2): the task comes back unchanged, nothing is posted.
+    for who in (bob, alice):
+        again = await who.rpc("CancelTask", hub_pb2.CancelTaskRequest(task_id=tid, reason="too late"))
+        assert again.task.state == task_pb2.TASK_STATE_COMPLETED and again.envelope_id == ""
+        assert again.task.cancel_reason == "no longer needed"
     own = await alice.rpc("ListTasks", hub_pb2.ListTasksRequest(include_ended=True))
     assert [t.task_id for t in own.tasks] == [tid]
     assert (await bob.rpc("ListTasks", hub_pb2.ListTasksRequest())).tasks == []
@@ -250,6 +255,46 @@ async def test_delegate_consults_and_returns_reply(trio: tuple[Participant, Part
         await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="alice", prompt="me?"))
     with pytest.raises(errors.Timeout):
         await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="carol", prompt="hello?", timeout_seconds=0.5))
+
+
+async def test_delegate_resolves_functions_prefixed_targets(trio: tuple[Participant, Participant, Participant]) -> None:
+    # LLMs echo the tool namespace into the target ("functions.bob"): it names bob, through the RPC and the tool.
+    alice, bob, _ = trio
+    bob.auto_accept_invites = True
+
+    async def answer(n: int) -> None:
+        for _ in range(n):
+            question = await bob.next_of("ag2.msg.text")
+            await bob.say(question.channel_id, "yes", causation_id=question.envelope_id)
+
+    responder = asyncio.create_task(answer(2))
+    resp = await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="functions.bob", prompt="q?", timeout_seconds=10))
+    assert resp.text == "yes"
+    tool = await alice.rpc(
+        "CallTool",
+        hub_pb2.CallToolRequest(
+            name="delegate", arguments_json=json.dumps({"target": "functions.bob", "prompt": "q?"})
+        ),
+    )
+    assert json.loads(tool.result_json)["text"] == "yes"
+    await responder
+
+
+async def test_an_unknown_delegate_target_lists_the_peers_to_delegate_to(
+    hub: RunningHub, trio: tuple[Participant, Participant, Participant]
+) -> None:
+    alice, _, _ = trio
+    with pytest.raises(errors.NotFound) as info:
+        await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="functions.bobby", prompt="q?"))
+    assert info.value.message == "no agent named or with id 'functions.bobby'; you may delegate to: bob, carol."
+    # The list is bounded: past 20 names the rest are counted.
+    for i in range(22):
+        await register(hub.target, f"peer-{i:02d}")
+    with pytest.raises(errors.NotFound) as info:
+        await alice.rpc("Delegate", hub_pb2.DelegateRequest(target="nobody", prompt="q?"))
+    assert "you may delegate to: bob, carol, peer-00, " in info.value.message
+    assert "peer-17 and 4 more (peers(action='find') lists them)." in info.value.message
+    assert "peer-18" not in info.value.message
 
 
 async def test_refused_posts_are_audited(hub: RunningHub, trio: tuple[Participant, Participant, Participant]) -> None:

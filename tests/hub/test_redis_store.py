@@ -281,3 +281,43 @@ async def test_a_bundle_queued_behind_a_refused_one_of_its_channel_is_not_writte
     finally:
         await one.close()
         await two.close()
+
+
+def reply_row(channel_id: str, seq: int, sender: str, causation_id: str | None) -> WalRow:
+    from agentnet.v1 import envelope_pb2
+
+    wire = envelope_pb2.Envelope(channel_id=channel_id, seq=seq, envelope_id=f"{channel_id}-e{seq}", sender_id=sender)
+    if causation_id is not None:
+        wire.causation_id = causation_id
+    return WalRow(channel_id, seq, wire.envelope_id, sender, EV_TEXT, None, None, "2026-01-01T00:00:00Z",
+                  wire.SerializeToString(), causation_id)  # fmt: skip
+
+
+async def test_find_reply_keeps_the_first_reply_and_an_older_store_gets_indexed(url: str) -> None:
+    rows = [
+        reply_row("c1", 1, "a1", None),
+        reply_row("c1", 2, "b2", "c1-e1"),
+        reply_row("c1", 3, "b2", "c1-e1"),  # a second reply to the same envelope: not the one found
+        reply_row("c1", 4, "a1", "c1-e2"),
+    ]
+    store = RedisHubStore(url, prefix="replies:")
+    await store.open()
+    try:
+        await store.commit(Writes(wal=rows[:2], channels=[channel("c1", "a1", "b2")]))
+        await store.commit(Writes(wal=rows[2:]))
+        assert await store.find_reply("c1", "b2", "c1-e1") == rows[1].data
+        assert await store.find_reply("c1", "a1", "c1-e2") == rows[3].data
+        assert await store.find_reply("c1", "a1", "c1-e1") is None
+        # A store written before the replies hashes: they are filled from the WALs at open.
+        client = store._client
+        await client.delete(store._c("c1", "replies"), store._g + "replies_indexed")
+        assert await store.find_reply("c1", "b2", "c1-e1") is None
+    finally:
+        await store.close()
+    reopened = RedisHubStore(url, prefix="replies:")
+    await reopened.open()
+    try:
+        assert await reopened.find_reply("c1", "b2", "c1-e1") == rows[1].data
+        assert await reopened.find_reply("c1", "a1", "c1-e2") == rows[3].data
+    finally:
+        await reopened.close()

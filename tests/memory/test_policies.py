@@ -24,6 +24,7 @@ from agentsdk.policies import (
     AlertPolicy,
     ConversationPolicy,
     EpisodicMemoryPolicy,
+    HistoryLimiter,
     SlidingWindowPolicy,
     TokenBudgetPolicy,
     WorkingMemoryPolicy,
@@ -136,6 +137,28 @@ async def test_sliding_window_never_splits_a_tool_call() -> None:
         SlidingWindowPolicy(max_events=0)
 
 
+async def test_history_limiter_keeps_the_first_request_and_the_newest_events() -> None:
+    events = [req("task"), ModelMessage("a1"), req("q2"), *tool_round("c1"), ModelMessage("done")]
+    _, out = await HistoryLimiter(max_events=10).apply(["P"], events, ctx())
+    assert out == events  # within the cap: unchanged
+    prompts, out = await HistoryLimiter(max_events=3).apply(["P"], events, ctx())
+    # The task stays; the tool group (3 events) does not fit beside "done" in the 2 left.
+    assert out == [events[0], events[-1]] and prompts == ["P"]  # no note added
+    _, out = await HistoryLimiter(max_events=5).apply([], events, ctx())
+    assert out == [events[0], *events[-4:]]
+    _, out = await HistoryLimiter(max_events=1).apply([], events, ctx())
+    assert out == [events[0]]
+    # Without a leading request: the newest whole groups (the newest one even when larger).
+    _, out = await HistoryLimiter(max_events=2).apply([], events[1:-1], ctx())
+    assert out == events[-4:-1]
+    halt = HaltEvent("stop")
+    _, out = await HistoryLimiter(max_events=1).apply([], [*events, halt], ctx())
+    assert out == [events[0], halt]  # a fresh halt survives the cap
+    for bad in (0, -1, True):
+        with pytest.raises(ValueError, match="max_events"):
+            HistoryLimiter(max_events=bad)
+
+
 async def test_token_budget_counts_prompts() -> None:
     events: list[BaseEvent] = [req("x" * 40), req("y" * 40), req("z" * 40)]  # 10 tokens each
     _, out = await TokenBudgetPolicy(max_tokens=25, transparent=False).apply([], events, ctx())
@@ -186,6 +209,12 @@ def test_validate_order() -> None:
     assert len(warnings) == 1 and warnings[0].startswith("ConversationPolicy (position 1) comes after TokenBudget")
     warnings = AssemblerMiddleware.validate_order([ConversationPolicy(), ConversationPolicy()])
     assert warnings == ["ConversationPolicy appears twice (positions 0 and 1)."]
+    assert AssemblerMiddleware.validate_order([ConversationPolicy(), HistoryLimiter(20)]) == []
+    warnings = AssemblerMiddleware.validate_order([HistoryLimiter(20), SlidingWindowPolicy()])
+    assert warnings == [
+        "SlidingWindowPolicy (position 1) and HistoryLimiter both trim the history: "
+        "use HistoryLimiter or the window/budget policies, not both."
+    ]
 
 
 async def test_assembler_middleware_runs_chain() -> None:

@@ -228,3 +228,20 @@ async def test_agent_task_context_manager(hub: Hub, servers: list[ScriptedOpenAI
     status = await client.call_tool("tasks", {"action": "status", "task_id": failing.task_id})
     assert status["state"] == "TASK_STATE_FAILED" and "nope" in status["error"]
     logging.getLogger(__name__).debug("done")
+
+
+async def test_a_plain_function_is_an_agent_handler(
+    hub: Hub, servers: list[ScriptedOpenAIServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    # on_envelope takes plain functions as well as coroutine functions (each delivery reaches it).
+    _, config = llm(servers)
+    client = await hub.register(Agent("plain", config=config), Passport(name="plain"))
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    ch = await user.open(type="conversation", target="plain")  # the default handler acks the invite
+    seen: list[Envelope] = []
+    client.on_envelope(seen.append)
+    await user.send(ch.channel_id, "hello")
+    await assert_eventually(lambda: [e.text for e in seen if e.event_type == EV_TEXT] == ["hello"])
+    await user.send(ch.channel_id, "again")  # handled after the first one returned
+    await assert_eventually(lambda: [e.text for e in seen if e.event_type == EV_TEXT] == ["hello", "again"])
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a delivery failed"

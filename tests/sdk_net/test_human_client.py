@@ -203,38 +203,51 @@ async def test_the_pull_queue_is_bounded_in_bytes() -> None:
         assert await texts_left(b) == [] and b.dropped >= 1
 
 
-async def test_a_push_only_client_keeps_nothing_for_pulling() -> None:
+async def test_a_client_with_a_push_callback_also_pulls_without_flags() -> None:
+    # As in the seeds (and AG2): on_envelope and next_envelope on one client, no pull=True needed.
     async with Hub.open() as hub:
         a = await hub.register_human(Passport(name="a", kind="human"))
         b = await hub.register_human(Passport(name="b", kind="human"))
-        both = await hub.register_human(Passport(name="both", kind="human"), pull=True)
         pushed: list[str] = []
-        pushed_both: list[str] = []
 
         async def record(env: Envelope) -> None:
             pushed.append(env.event_type)
 
-        async def record_both(env: Envelope) -> None:
-            pushed_both.append(env.event_type)
-
         b.on_envelope(record)
-        both.on_envelope(record_both)
         ch = await a.open(type="conversation", target="b")
-        ch_both = await a.open(type="conversation", target="both")
-        for i in range(50):
+        await a.send(ch.channel_id, "both ways")
+        assert (await b.next_envelope(predicate=is_text, timeout=10)).text == "both ways"
+        await assert_eventually(lambda: pushed.count(EV_TEXT) == 1)
+        await a.send(ch.channel_id, "and streaming")
+        async for env in b.envelopes():  # streaming works beside the callback too
+            if is_text(env):
+                assert env.text == "and streaming"
+                break
+
+
+async def test_a_push_only_client_that_never_pulls_stays_bounded_and_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    async with Hub.open() as hub:
+        a = await hub.register_human(Passport(name="a", kind="human"))
+        b = await hub.register_human(Passport(name="b", kind="human"), max_queued_envelopes=5)
+        off = await hub.register_human(Passport(name="off", kind="human"), pull=False)
+        pushed: list[str] = []
+        pushed_off: list[str] = []
+        b.on_envelope(lambda env: pushed.append(env.event_type))  # a plain function is a callback too
+        off.on_envelope(lambda env: pushed_off.append(env.event_type))
+        ch = await a.open(type="conversation", target="b")
+        ch_off = await a.open(type="conversation", target="off")
+        for i in range(20):
             await a.send(ch.channel_id, f"m{i}")
-            await a.send(ch_both.channel_id, f"m{i}")
-        await assert_eventually(lambda: pushed.count(EV_TEXT) == 50 and pushed_both.count(EV_TEXT) == 50)
-        assert b.queued == 0 and b.queued_bytes == 0 and b.dropped == 0
-        with pytest.raises(errors.FailedPrecondition, match="pull=True"):
-            await b.next_envelope(timeout=1)
-        # pull=True keeps a pull queue beside the callbacks.
-        assert both.queued > 50
-        assert (await both.next_envelope(predicate=is_text, timeout=1)).text == "m0"
-        # Without callbacks (removed), a default client keeps envelopes for pulling again.
-        b.remove_envelope_callback(record)
-        await a.send(ch.channel_id, "pull me")
-        assert (await b.next_envelope(predicate=is_text, timeout=10)).text == "pull me"
+            await a.send(ch_off.channel_id, f"m{i}")
+        await assert_eventually(lambda: pushed.count(EV_TEXT) == 20 and pushed_off.count(EV_TEXT) == 20)
+        # It keeps only the newest envelopes, within its bounds, and drops older ones without a warning.
+        assert b.queued == 5 and b.dropped > 0
+        assert not any("pull queue" in r.getMessage() for r in caplog.records)
+        assert (await b.next_envelope(predicate=is_text, timeout=1)).text == "m15"
+        # pull=False keeps nothing at all; pulling from it is refused with what to do.
+        assert off.queued == 0 and off.dropped == 0
+        with pytest.raises(errors.FailedPrecondition, match="pull=False"):
+            await off.next_envelope(timeout=1)
 
 
 async def test_pull_queue_bounds_must_be_positive() -> None:
@@ -244,3 +257,19 @@ async def test_pull_queue_bounds_must_be_positive() -> None:
         with pytest.raises(errors.InvalidArgument, match="max_queued_bytes"):
             await hub.register_human(Passport(name="a", kind="human"), max_queued_bytes=0)
         assert hub._clients == {}  # nothing was registered
+
+
+async def test_a_second_unregister_is_a_no_op() -> None:
+    async with Hub.open() as hub:
+        a = await hub.register_human(Passport(name="a", kind="human"))
+        await hub.register_human(Passport(name="b", kind="human"))
+        ch = await a.open(type="conversation", target="b")
+        assert await a.unregister() == [ch.channel_id]
+        assert await a.unregister() == []  # the identity is gone already: no error, as in AG2
+        assert [agent.name for agent in await hub.list_agents()] == ["b"]
+
+
+def test_a_passport_kind_typo_fails_at_construction() -> None:
+    with pytest.raises(ValueError, match=r"'agent', 'human', 'remote_agent'.*got 'humna'"):
+        Passport(name="x", kind="humna")  # type: ignore[arg-type]
+    assert Passport(name="x", kind="human").kind == "human" and Passport(name="y").kind is None

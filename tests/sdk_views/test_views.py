@@ -129,6 +129,31 @@ async def test_windowed_summary_window_and_placeholder() -> None:
     assert "4 earlier turns" in summary.summary and "last 3" in summary.summary
 
 
+async def test_windowed_placeholders_name_the_omitted_speakers() -> None:
+    # Who said what was cut, not only how much: names through name_for, the reader as "you", sorted.
+    wal = [text(s, f"m{i}") for i, s in enumerate(["c3", "a1", "b2", "c3", "b2"])]
+    for view in (WindowedSummary(recent_n=2), NamedWindowedSummary(recent_n=2)):
+        out = await view.project(wal, participant_id="a1", channel=META, render_envelope=render, name_for=name_for)
+        summary = out[0]
+        assert isinstance(summary, CompactionSummary) and summary.events_dropped == 3
+        assert summary.summary == "3 earlier turns of this channel omitted (from bob, carol, you); the last 2 follow."
+    # Without a resolver the speakers are their agent ids.
+    out = await WindowedSummary(recent_n=4).project(wal, participant_id="a1", channel=META, render_envelope=render)
+    assert isinstance(out[0], CompactionSummary) and "(from c3)" in out[0].summary
+
+
+async def test_windowed_placeholder_names_a_bounded_number_of_speakers() -> None:
+    from agentsdk.network.views import MAX_NAMED_SPEAKERS
+
+    speakers = [f"p{i:02d}" for i in range(MAX_NAMED_SPEAKERS + 3)]
+    wal = [text(s, f"from {s}") for s in speakers] + [text("a1", "mine")]
+    out = await WindowedSummary(recent_n=1).project(wal, participant_id="a1", channel=META, render_envelope=render)
+    summary = out[0]
+    assert isinstance(summary, CompactionSummary)
+    assert ", ".join(speakers[:MAX_NAMED_SPEAKERS]) + " and 3 others)" in summary.summary
+    assert speakers[-1] not in summary.summary
+
+
 async def test_window_counts_only_what_the_participant_could_see() -> None:
     # Invisible, lifecycle and unrenderable envelopes neither fill the window nor count as omitted.
     wal = [

@@ -553,6 +553,17 @@ export class Client {
     };
   }
 
+  /**
+   * The first envelope `sender` (an agent name or id; "" = you) posted to the channel whose
+   * `causationId` is `causationId` — whether that envelope was answered already — or undefined.
+   * A handler asks before answering an envelope delivered again (a crash between its reply and
+   * its ack), so it posts no second reply. One indexed lookup on the hub.
+   */
+  async findReply(channelId: string, causationId: string, sender = "", call?: CallOptions): Promise<AgentEnvelope | undefined> {
+    const res = await this.unary(this.raw.findReply, { channelId, causationId, sender }, call);
+    return res.envelope === undefined ? undefined : decodeEnvelope(res.envelope);
+  }
+
   /** The visible envelopes of a WAL range, in seq order. */
   async readWal(channelId: string, options: ReadWalOptions = {}): Promise<AgentEnvelope[]> {
     const out: AgentEnvelope[] = [];

@@ -1,21 +1,36 @@
-"""Message operations: say (post text), delegate (a one-shot consultation) and waiting for a peer's reply."""
+"""Message operations: say (post text), delegate (a one-shot consultation), waiting for a peer's reply
+and finding the reply a participant already gave (FindReply)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.channels import TERMINAL_EVENTS
+from hubsvc.core.registry import AgentEntry
 from hubsvc.core.util import check_seconds
 from netkernel.envelope import EV_TEXT, text_envelope
-from netkernel.errors import ChannelClosed, FailedPrecondition, InvalidArgument, Timeout
-from netkernel.wire import envelope_from_wire
+from netkernel.errors import ChannelClosed, FailedPrecondition, InvalidArgument, NotFound, Timeout
+from netkernel.wire import envelope_from_wire, wire_readable_by
+
+FUNCTIONS_PREFIX = "functions."
+"""The tool namespace LLMs echo into a delegate target (``functions.analyst``): tried without it too."""
+MAX_LISTED_PEERS = 20
+"""Most peer names an unknown delegate target's error lists (more are counted)."""
+
+
+def target_candidates(target: str) -> tuple[str, ...]:
+    """The names a delegate target may mean, most literal first: as given, then without ``functions.``."""
+    if target.startswith(FUNCTIONS_PREFIX) and len(target) > len(FUNCTIONS_PREFIX):
+        return (target, target[len(FUNCTIONS_PREFIX) :])
+    return (target,)
 
 
 class MessageOps:
-    """Say and Delegate, and the reply wait Delegate and InvokeAgent share."""
+    """Say, Delegate and FindReply, and the reply wait Delegate and InvokeAgent share."""
 
     def __init__(self, core: HubCore) -> None:
         self.core = core
@@ -33,6 +48,23 @@ class MessageOps:
         )
         return wire
 
+    async def find_reply(
+        self, caller: str, channel_id: str, causation_id: str, sender: str = ""
+    ) -> envelope_pb2.Envelope | None:
+        """The first envelope ``sender`` (a name or id; "" = the caller) posted to the channel
+        answering ``causation_id``, when the caller may read it; one indexed store lookup."""
+        if not channel_id:
+            raise InvalidArgument("channel_id is empty; name the channel the reply was posted to.")
+        if not causation_id:
+            raise InvalidArgument("causation_id is empty; name the envelope whose reply you look for.")
+        await self.core.require_member(caller, channel_id)
+        sender_id = self.core.registry.resolve(sender).agent_id if sender else caller
+        data = await self.core.store.find_reply(channel_id, sender_id, causation_id)
+        if data is None:
+            return None
+        wire = envelope_pb2.Envelope.FromString(data)
+        return wire if wire_readable_by(wire, caller) else None
+
     async def delegate(
         self,
         caller: str,
@@ -47,7 +79,7 @@ class MessageOps:
         if not prompt:
             raise InvalidArgument("prompt is empty; say what to ask.")
         check_seconds(timeout, "timeout_seconds", self.core.options.max_wait_seconds, absent="300 seconds")
-        entry = self.core.registry.resolve(target)
+        entry = self._delegate_target(caller, target)
         if entry.agent_id == caller:
             raise InvalidArgument("you cannot delegate to yourself; pick a peer with peers(action='find').")
         if capability and capability.lower() not in (c.lower() for c in entry.record.resume.claimed_capabilities):
@@ -72,6 +104,23 @@ class MessageOps:
         )
         reply = await self.await_reply(caller, ch.channel_id, entry.agent_id, timeout)
         return envelope_from_wire(reply).event_data.get("text", ""), ch.channel_id, reply.envelope_id
+
+    def _delegate_target(self, caller: str, target: str) -> AgentEntry:
+        """The identity a delegate ``target`` names (``functions.<name>`` as ``<name>``); NotFound
+        listing the peers the caller may delegate to (at most :data:`MAX_LISTED_PEERS`)."""
+        if not target:
+            raise InvalidArgument("target is empty; name the peer to delegate to (peers(action='find') lists them).")
+        for candidate in target_candidates(target):
+            with contextlib.suppress(NotFound):
+                return self.core.registry.resolve(candidate)
+        peers = self.core.rules.reachable_peers(caller, "delegate")
+        if not peers:
+            listed = "there is no peer you may delegate to"
+        else:
+            listed = "you may delegate to: " + ", ".join(peers[:MAX_LISTED_PEERS])
+            if len(peers) > MAX_LISTED_PEERS:
+                listed += f" and {len(peers) - MAX_LISTED_PEERS} more (peers(action='find') lists them)"
+        raise NotFound(f"no agent named or with id {target!r}; {listed}.", metadata={"agent": target})
 
     async def await_reply(
         self, caller: str, channel_id: str, sender: str, timeout: float, *, timeout_reason: str = "delegate_timeout"

@@ -113,6 +113,8 @@ class TaskOps:
             raise PermissionDenied(f"task {task_id!r} is not yours and not in a channel you participate in.")
         task = await self.core.tasks.request_cancel(task_id, reason)
         envelope_id = ""
+        if task.state in TERMINAL:
+            return task, envelope_id  # it ended already: nothing to ask the owner (a no-op, as in AG2)
         if task.channel_id and self.core.live_channel(task.channel_id) is not None and caller != task.owner_id:
             env = Envelope(
                 channel_id=task.channel_id,

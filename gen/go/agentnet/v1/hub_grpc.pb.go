@@ -34,6 +34,7 @@ const (
 	HubService_ReadWal_FullMethodName                = "/agentnet.v1.HubService/ReadWal"
 	HubService_PostEnvelope_FullMethodName           = "/agentnet.v1.HubService/PostEnvelope"
 	HubService_CanSend_FullMethodName                = "/agentnet.v1.HubService/CanSend"
+	HubService_FindReply_FullMethodName              = "/agentnet.v1.HubService/FindReply"
 	HubService_ReportTask_FullMethodName             = "/agentnet.v1.HubService/ReportTask"
 	HubService_ListTasks_FullMethodName              = "/agentnet.v1.HubService/ListTasks"
 	HubService_GetTask_FullMethodName                = "/agentnet.v1.HubService/GetTask"
@@ -204,6 +205,16 @@ type HubServiceClient interface {
 	// Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
 	// RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
 	CanSend(ctx context.Context, in *CanSendRequest, opts ...grpc.CallOption) (*CanSendResponse, error)
+	// FindReply finds the first envelope a participant (the caller, by default)
+	// posted to a channel whose causation_id names a given envelope: whether that
+	// envelope was answered already. A handler asks it before answering an
+	// envelope delivered again (after a crash between its reply and its ack), so
+	// it posts no second reply. One indexed lookup in the store (SQLite and
+	// Redis), never a WAL scan: the cost does not grow with the channel.
+	// The reply is returned only when the caller may read it (the caller's own
+	// always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+	// NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+	FindReply(ctx context.Context, in *FindReplyRequest, opts ...grpc.CallOption) (*FindReplyResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
 	// task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -221,7 +232,8 @@ type HubServiceClient interface {
 	WaitTask(ctx context.Context, in *WaitTaskRequest, opts ...grpc.CallOption) (*WaitTaskResponse, error)
 	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-	// nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+	// nor in a channel you participate in). Cancelling a task that already ended
+	// is a no-op: the task is returned unchanged and no envelope is sent.
 	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
@@ -304,8 +316,9 @@ type HubServiceClient interface {
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
 	// Delegate opens a consulting channel with the target, sends the prompt, waits
 	// for the single reply and returns its text (the `delegate` tool).
-	// Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-	// self); FAILED_PRECONDITION (the target lacks the capability);
+	// Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+	// names of the peers the caller's rules let it delegate to, and counts the
+	// rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
 	// DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
 	// max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
 	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -510,6 +523,16 @@ func (c *hubServiceClient) CanSend(ctx context.Context, in *CanSendRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CanSendResponse)
 	err := c.cc.Invoke(ctx, HubService_CanSend_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) FindReply(ctx context.Context, in *FindReplyRequest, opts ...grpc.CallOption) (*FindReplyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FindReplyResponse)
+	err := c.cc.Invoke(ctx, HubService_FindReply_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -873,6 +896,16 @@ type HubServiceServer interface {
 	// Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
 	// RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
 	CanSend(context.Context, *CanSendRequest) (*CanSendResponse, error)
+	// FindReply finds the first envelope a participant (the caller, by default)
+	// posted to a channel whose causation_id names a given envelope: whether that
+	// envelope was answered already. A handler asks it before answering an
+	// envelope delivered again (after a crash between its reply and its ack), so
+	// it posts no second reply. One indexed lookup in the store (SQLite and
+	// Redis), never a WAL scan: the cost does not grow with the channel.
+	// The reply is returned only when the caller may read it (the caller's own
+	// always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+	// NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+	FindReply(context.Context, *FindReplyRequest) (*FindReplyResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
 	// task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -890,7 +923,8 @@ type HubServiceServer interface {
 	WaitTask(context.Context, *WaitTaskRequest) (*WaitTaskResponse, error)
 	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-	// nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+	// nor in a channel you participate in). Cancelling a task that already ended
+	// is a no-op: the task is returned unchanged and no envelope is sent.
 	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
@@ -973,8 +1007,9 @@ type HubServiceServer interface {
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
 	// Delegate opens a consulting channel with the target, sends the prompt, waits
 	// for the single reply and returns its text (the `delegate` tool).
-	// Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-	// self); FAILED_PRECONDITION (the target lacks the capability);
+	// Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+	// names of the peers the caller's rules let it delegate to, and counts the
+	// rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
 	// DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
 	// max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
 	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -1067,6 +1102,9 @@ func (UnimplementedHubServiceServer) PostEnvelope(context.Context, *PostEnvelope
 }
 func (UnimplementedHubServiceServer) CanSend(context.Context, *CanSendRequest) (*CanSendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CanSend not implemented")
+}
+func (UnimplementedHubServiceServer) FindReply(context.Context, *FindReplyRequest) (*FindReplyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FindReply not implemented")
 }
 func (UnimplementedHubServiceServer) ReportTask(context.Context, *ReportTaskRequest) (*ReportTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportTask not implemented")
@@ -1400,6 +1438,24 @@ func _HubService_CanSend_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HubServiceServer).CanSend(ctx, req.(*CanSendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_FindReply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FindReplyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).FindReply(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_FindReply_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).FindReply(ctx, req.(*FindReplyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1840,6 +1896,10 @@ var HubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CanSend",
 			Handler:    _HubService_CanSend_Handler,
+		},
+		{
+			MethodName: "FindReply",
+			Handler:    _HubService_FindReply_Handler,
 		},
 		{
 			MethodName: "ReportTask",

@@ -1046,6 +1046,62 @@ class CanSendResponse(_message.Message):
 Global___CanSendResponse: _TypeAlias = CanSendResponse  # noqa: Y015
 
 @_typing.final
+class FindReplyRequest(_message.Message):
+    """FindReplyRequest names the envelope whose reply is looked for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_ID_FIELD_NUMBER: _builtins.int
+    CAUSATION_ID_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    channel_id: _builtins.str
+    """The channel the reply was posted to."""
+    causation_id: _builtins.str
+    """The envelope the reply answers (the reply's causation_id)."""
+    sender: _builtins.str
+    """Whose reply: an agent name or id; "" = the caller's own."""
+    def __init__(
+        self,
+        *,
+        channel_id: _builtins.str = ...,
+        causation_id: _builtins.str = ...,
+        sender: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["causation_id", b"causation_id", "channel_id", b"channel_id", "sender", b"sender"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FindReplyRequest: _TypeAlias = FindReplyRequest  # noqa: Y015
+
+@_typing.final
+class FindReplyResponse(_message.Message):
+    """FindReplyResponse answers FindReply."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENVELOPE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def envelope(self) -> _envelope_pb2.Envelope:
+        """The first matching envelope (lowest seq); unset when there is none, or
+        when the caller may not read it (addressed to others).
+        """
+
+    def __init__(
+        self,
+        *,
+        envelope: _envelope_pb2.Envelope | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FindReplyResponse: _TypeAlias = FindReplyResponse  # noqa: Y015
+
+@_typing.final
 class ReportTaskRequest(_message.Message):
     """ReportTaskRequest reports a lifecycle event of a task the caller owns."""
 
@@ -2130,7 +2186,10 @@ class DelegateRequest(_message.Message):
     TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     CAUSATION_ID_FIELD_NUMBER: _builtins.int
     target: _builtins.str
-    """Target by name or agent id (not the caller)."""
+    """Target by name or agent id (not the caller). A name prefixed with the tool
+    namespace LLMs echo ("functions.analyst") that matches no agent as given
+    names the agent without the prefix ("analyst").
+    """
     prompt: _builtins.str
     """The question. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE."""
     capability: _builtins.str

@@ -138,6 +138,11 @@ class HubServiceStub:
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.CanSendRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.CanSendResponse.FromString,
                 _registered_method=True)
+        self.FindReply = channel.unary_unary(
+                '/agentnet.v1.HubService/FindReply',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.FindReplyRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.FindReplyResponse.FromString,
+                _registered_method=True)
         self.ReportTask = channel.unary_unary(
                 '/agentnet.v1.HubService/ReportTask',
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.ReportTaskRequest.SerializeToString,
@@ -465,6 +470,21 @@ class HubServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindReply(self, request, context):
+        """FindReply finds the first envelope a participant (the caller, by default)
+        posted to a channel whose causation_id names a given envelope: whether that
+        envelope was answered already. A handler asks it before answering an
+        envelope delivered again (after a crash between its reply and its ack), so
+        it posts no second reply. One indexed lookup in the store (SQLite and
+        Redis), never a WAL scan: the cost does not grow with the channel.
+        The reply is returned only when the caller may read it (the caller's own
+        always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+        NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReportTask(self, request, context):
         """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
@@ -503,7 +523,8 @@ class HubServiceServicer:
     def CancelTask(self, request, context):
         """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-        nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+        nor in a channel you participate in). Cancelling a task that already ended
+        is a no-op: the task is returned unchanged and no envelope is sent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -646,8 +667,9 @@ class HubServiceServicer:
     def Delegate(self, request, context):
         """Delegate opens a consulting channel with the target, sends the prompt, waits
         for the single reply and returns its text (the `delegate` tool).
-        Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-        self); FAILED_PRECONDITION (the target lacks the capability);
+        Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+        names of the peers the caller's rules let it delegate to, and counts the
+        rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
         DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
         max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
         RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -787,6 +809,11 @@ def add_HubServiceServicer_to_server(servicer, server):
                     servicer.CanSend,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.CanSendRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.CanSendResponse.SerializeToString,
+            ),
+            'FindReply': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindReply,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.FindReplyRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.FindReplyResponse.SerializeToString,
             ),
             'ReportTask': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportTask,
@@ -1327,6 +1354,33 @@ class HubService:
             '/agentnet.v1.HubService/CanSend',
             agentnet_dot_v1_dot_hub__pb2.CanSendRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.CanSendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindReply(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/FindReply',
+            agentnet_dot_v1_dot_hub__pb2.FindReplyRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.FindReplyResponse.FromString,
             options,
             channel_credentials,
             insecure,

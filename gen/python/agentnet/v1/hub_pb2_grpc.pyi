@@ -187,6 +187,17 @@ class HubServiceStub:
     Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
     RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
     """
+    FindReply: _grpc.UnaryUnaryMultiCallable[_hub_pb2.FindReplyRequest, _hub_pb2.FindReplyResponse]
+    """FindReply finds the first envelope a participant (the caller, by default)
+    posted to a channel whose causation_id names a given envelope: whether that
+    envelope was answered already. A handler asks it before answering an
+    envelope delivered again (after a crash between its reply and its ack), so
+    it posts no second reply. One indexed lookup in the store (SQLite and
+    Redis), never a WAL scan: the cost does not grow with the channel.
+    The reply is returned only when the caller may read it (the caller's own
+    always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+    NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+    """
     ReportTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ReportTaskRequest, _hub_pb2.ReportTaskResponse]
     """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
@@ -207,7 +218,8 @@ class HubServiceStub:
     CancelTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CancelTaskRequest, _hub_pb2.CancelTaskResponse]
     """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-    nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+    nor in a channel you participate in). Cancelling a task that already ended
+    is a no-op: the task is returned unchanged and no envelope is sent.
     """
     SearchContext: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -301,8 +313,9 @@ class HubServiceStub:
     Delegate: _grpc.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
     for the single reply and returns its text (the `delegate` tool).
-    Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-    self); FAILED_PRECONDITION (the target lacks the capability);
+    Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+    names of the peers the caller's rules let it delegate to, and counts the
+    rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
     DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
     max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
     RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -504,6 +517,17 @@ class HubServiceAsyncStub(HubServiceStub):
     Refusals: NOT_FOUND (unknown channel); NOT_PARTICIPANT; DEPTH_EXCEEDED;
     RULE_DENIED (the arbiter); the channel's own (NOT_YOUR_TURN, ...).
     """
+    FindReply: _aio.UnaryUnaryMultiCallable[_hub_pb2.FindReplyRequest, _hub_pb2.FindReplyResponse]  # type: ignore[assignment]
+    """FindReply finds the first envelope a participant (the caller, by default)
+    posted to a channel whose causation_id names a given envelope: whether that
+    envelope was answered already. A handler asks it before answering an
+    envelope delivered again (after a crash between its reply and its ack), so
+    it posts no second reply. One indexed lookup in the store (SQLite and
+    Redis), never a WAL scan: the cost does not grow with the channel.
+    The reply is returned only when the caller may read it (the caller's own
+    always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+    NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+    """
     ReportTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.ReportTaskRequest, _hub_pb2.ReportTaskResponse]  # type: ignore[assignment]
     """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
@@ -524,7 +548,8 @@ class HubServiceAsyncStub(HubServiceStub):
     CancelTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.CancelTaskRequest, _hub_pb2.CancelTaskResponse]  # type: ignore[assignment]
     """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-    nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+    nor in a channel you participate in). Cancelling a task that already ended
+    is a no-op: the task is returned unchanged and no envelope is sent.
     """
     SearchContext: _aio.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]  # type: ignore[assignment]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -618,8 +643,9 @@ class HubServiceAsyncStub(HubServiceStub):
     Delegate: _aio.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]  # type: ignore[assignment]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
     for the single reply and returns its text (the `delegate` tool).
-    Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-    self); FAILED_PRECONDITION (the target lacks the capability);
+    Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+    names of the peers the caller's rules let it delegate to, and counts the
+    rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
     DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
     max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
     RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -910,6 +936,23 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
     @_abc_1.abstractmethod
+    def FindReply(
+        self,
+        request: _hub_pb2.FindReplyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.FindReplyResponse, _abc.Awaitable[_hub_pb2.FindReplyResponse]]:
+        """FindReply finds the first envelope a participant (the caller, by default)
+        posted to a channel whose causation_id names a given envelope: whether that
+        envelope was answered already. A handler asks it before answering an
+        envelope delivered again (after a crash between its reply and its ack), so
+        it posts no second reply. One indexed lookup in the store (SQLite and
+        Redis), never a WAL scan: the cost does not grow with the channel.
+        The reply is returned only when the caller may read it (the caller's own
+        always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+        NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+        """
+
+    @_abc_1.abstractmethod
     def ReportTask(
         self,
         request: _hub_pb2.ReportTaskRequest,
@@ -958,7 +1001,8 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.CancelTaskResponse, _abc.Awaitable[_hub_pb2.CancelTaskResponse]]:
         """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-        nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+        nor in a channel you participate in). Cancelling a task that already ended
+        is a no-op: the task is returned unchanged and no envelope is sent.
         """
 
     @_abc_1.abstractmethod
@@ -1124,8 +1168,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_hub_pb2.DelegateResponse, _abc.Awaitable[_hub_pb2.DelegateResponse]]:
         """Delegate opens a consulting channel with the target, sends the prompt, waits
         for the single reply and returns its text (the `delegate` tool).
-        Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-        self); FAILED_PRECONDITION (the target lacks the capability);
+        Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+        names of the peers the caller's rules let it delegate to, and counts the
+        rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
         DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
         max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
         RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting

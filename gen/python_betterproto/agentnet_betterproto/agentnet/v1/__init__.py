@@ -54,6 +54,8 @@ __all__ = (
     "Execution",
     "ExistsRequest",
     "ExistsResponse",
+    "FindReplyRequest",
+    "FindReplyResponse",
     "FollowAuditRequest",
     "FollowAuditResponse",
     "GetExecutionRequest",
@@ -1812,7 +1814,9 @@ class DelegateRequest(betterproto2.Message):
 
     target: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    Target by name or agent id (not the caller).
+    Target by name or agent id (not the caller). A name prefixed with the tool
+    namespace LLMs echo ("functions.analyst") that matches no agent as given
+    names the agent without the prefix ("analyst").
     """
 
     prompt: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -2494,6 +2498,47 @@ class ExistsResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "ExistsResponse", ExistsResponse)
+
+
+@dataclass(eq=False, repr=False)
+class FindReplyRequest(betterproto2.Message):
+    """
+    FindReplyRequest names the envelope whose reply is looked for.
+    """
+
+    channel_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The channel the reply was posted to.
+    """
+
+    causation_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The envelope the reply answers (the reply's causation_id).
+    """
+
+    sender: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    Whose reply: an agent name or id; "" = the caller's own.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "FindReplyRequest", FindReplyRequest)
+
+
+@dataclass(eq=False, repr=False)
+class FindReplyResponse(betterproto2.Message):
+    """
+    FindReplyResponse answers FindReply.
+    """
+
+    envelope: "Envelope | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The first matching envelope (lowest seq); unset when there is none, or
+    when the caller may not read it (addressed to others).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "FindReplyResponse", FindReplyResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -5470,6 +5515,35 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def find_reply(
+        self,
+        message: "FindReplyRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "FindReplyResponse":
+        """
+        FindReply finds the first envelope a participant (the caller, by default)
+        posted to a channel whose causation_id names a given envelope: whether that
+        envelope was answered already. A handler asks it before answering an
+        envelope delivered again (after a crash between its reply and its ack), so
+        it posts no second reply. One indexed lookup in the store (SQLite and
+        Redis), never a WAL scan: the cost does not grow with the channel.
+        The reply is returned only when the caller may read it (the caller's own
+        always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+        NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/FindReply",
+            message,
+            FindReplyResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def report_task(
         self,
         message: "ReportTaskRequest",
@@ -5572,7 +5646,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-        nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+        nor in a channel you participate in). Cancelling a task that already ended
+        is a no-op: the task is returned unchanged and no envelope is sent.
         """
 
         return await self._unary_unary(
@@ -5883,8 +5958,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         """
         Delegate opens a consulting channel with the target, sends the prompt, waits
         for the single reply and returns its text (the `delegate` tool).
-        Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-        self); FAILED_PRECONDITION (the target lacks the capability);
+        Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+        names of the peers the caller's rules let it delegate to, and counts the
+        rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
         DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
         max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
         RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting

@@ -540,6 +540,25 @@ export interface CanSendResponse {
   expectedNext: string[];
 }
 
+/** FindReplyRequest names the envelope whose reply is looked for. */
+export interface FindReplyRequest {
+  /** The channel the reply was posted to. */
+  channelId: string;
+  /** The envelope the reply answers (the reply's causation_id). */
+  causationId: string;
+  /** Whose reply: an agent name or id; "" = the caller's own. */
+  sender: string;
+}
+
+/** FindReplyResponse answers FindReply. */
+export interface FindReplyResponse {
+  /**
+   * The first matching envelope (lowest seq); unset when there is none, or
+   * when the caller may not read it (addressed to others).
+   */
+  envelope?: Envelope | undefined;
+}
+
 /** ReportTaskRequest reports a lifecycle event of a task the caller owns. */
 export interface ReportTaskRequest {
   /** The task; "" with kind STARTED = the hub assigns an id. */
@@ -934,7 +953,11 @@ export interface CallToolResponse {
 
 /** DelegateRequest is a one-shot consultation. */
 export interface DelegateRequest {
-  /** Target by name or agent id (not the caller). */
+  /**
+   * Target by name or agent id (not the caller). A name prefixed with the tool
+   * namespace LLMs echo ("functions.analyst") that matches no agent as given
+   * names the agent without the prefix ("analyst").
+   */
   target: string;
   /** The question. At most --max-event-data-bytes (1 MiB) of UTF-8; longer is PAYLOAD_TOO_LARGE. */
   prompt: string;
@@ -4017,6 +4040,184 @@ export const CanSendResponse: MessageFns<CanSendResponse> = {
       ? ErrorDetail.fromPartial(object.refusal)
       : undefined;
     message.expectedNext = object.expectedNext?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseFindReplyRequest(): FindReplyRequest {
+  return { channelId: "", causationId: "", sender: "" };
+}
+
+export const FindReplyRequest: MessageFns<FindReplyRequest> = {
+  encode(message: FindReplyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.channelId !== "") {
+      writer.uint32(10).string(message.channelId);
+    }
+    if (message.causationId !== "") {
+      writer.uint32(18).string(message.causationId);
+    }
+    if (message.sender !== "") {
+      writer.uint32(26).string(message.sender);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FindReplyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFindReplyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.channelId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.causationId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.sender = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FindReplyRequest {
+    return {
+      channelId: isSet(object.channelId)
+        ? globalThis.String(object.channelId)
+        : isSet(object.channel_id)
+        ? globalThis.String(object.channel_id)
+        : "",
+      causationId: isSet(object.causationId)
+        ? globalThis.String(object.causationId)
+        : isSet(object.causation_id)
+        ? globalThis.String(object.causation_id)
+        : "",
+      sender: isSet(object.sender) ? globalThis.String(object.sender) : "",
+    };
+  },
+
+  toJSON(message: FindReplyRequest): unknown {
+    const obj: any = {};
+    if (message.channelId !== "") {
+      obj.channelId = message.channelId;
+    }
+    if (message.causationId !== "") {
+      obj.causationId = message.causationId;
+    }
+    if (message.sender !== "") {
+      obj.sender = message.sender;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<FindReplyRequest>): FindReplyRequest {
+    return FindReplyRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<FindReplyRequest>): FindReplyRequest {
+    const message = createBaseFindReplyRequest();
+    message.channelId = object.channelId ?? "";
+    message.causationId = object.causationId ?? "";
+    message.sender = object.sender ?? "";
+    return message;
+  },
+};
+
+function createBaseFindReplyResponse(): FindReplyResponse {
+  return { envelope: undefined };
+}
+
+export const FindReplyResponse: MessageFns<FindReplyResponse> = {
+  encode(message: FindReplyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.envelope !== undefined) {
+      Envelope.encode(message.envelope, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FindReplyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFindReplyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.envelope = Envelope.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FindReplyResponse {
+    return { envelope: isSet(object.envelope) ? Envelope.fromJSON(object.envelope) : undefined };
+  },
+
+  toJSON(message: FindReplyResponse): unknown {
+    const obj: any = {};
+    if (message.envelope !== undefined) {
+      obj.envelope = Envelope.toJSON(message.envelope);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<FindReplyResponse>): FindReplyResponse {
+    return FindReplyResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<FindReplyResponse>): FindReplyResponse {
+    const message = createBaseFindReplyResponse();
+    message.envelope = (object.envelope !== undefined && object.envelope !== null)
+      ? Envelope.fromPartial(object.envelope)
+      : undefined;
     return message;
   },
 };
@@ -8980,6 +9181,26 @@ export const HubServiceService = {
     responseDeserialize: (value: Buffer): CanSendResponse => CanSendResponse.decode(value),
   },
   /**
+   * FindReply finds the first envelope a participant (the caller, by default)
+   * posted to a channel whose causation_id names a given envelope: whether that
+   * envelope was answered already. A handler asks it before answering an
+   * envelope delivered again (after a crash between its reply and its ack), so
+   * it posts no second reply. One indexed lookup in the store (SQLite and
+   * Redis), never a WAL scan: the cost does not grow with the channel.
+   * The reply is returned only when the caller may read it (the caller's own
+   * always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+   * NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+   */
+  findReply: {
+    path: "/agentnet.v1.HubService/FindReply" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: FindReplyRequest): Buffer => Buffer.from(FindReplyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): FindReplyRequest => FindReplyRequest.decode(value),
+    responseSerialize: (value: FindReplyResponse): Buffer => Buffer.from(FindReplyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): FindReplyResponse => FindReplyResponse.decode(value),
+  },
+  /**
    * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
    * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -9033,7 +9254,8 @@ export const HubServiceService = {
   /**
    * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-   * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+   * nor in a channel you participate in). Cancelling a task that already ended
+   * is a no-op: the task is returned unchanged and no envelope is sent.
    */
   cancelTask: {
     path: "/agentnet.v1.HubService/CancelTask" as const,
@@ -9247,8 +9469,9 @@ export const HubServiceService = {
   /**
    * Delegate opens a consulting channel with the target, sends the prompt, waits
    * for the single reply and returns its text (the `delegate` tool).
-   * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-   * self); FAILED_PRECONDITION (the target lacks the capability);
+   * Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+   * names of the peers the caller's rules let it delegate to, and counts the
+   * rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
    * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
    * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -9481,6 +9704,18 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    */
   canSend: handleUnaryCall<CanSendRequest, CanSendResponse>;
   /**
+   * FindReply finds the first envelope a participant (the caller, by default)
+   * posted to a channel whose causation_id names a given envelope: whether that
+   * envelope was answered already. A handler asks it before answering an
+   * envelope delivered again (after a crash between its reply and its ack), so
+   * it posts no second reply. One indexed lookup in the store (SQLite and
+   * Redis), never a WAL scan: the cost does not grow with the channel.
+   * The reply is returned only when the caller may read it (the caller's own
+   * always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+   * NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+   */
+  findReply: handleUnaryCall<FindReplyRequest, FindReplyResponse>;
+  /**
    * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
    * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -9502,7 +9737,8 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   /**
    * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-   * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+   * nor in a channel you participate in). Cancelling a task that already ended
+   * is a no-op: the task is returned unchanged and no envelope is sent.
    */
   cancelTask: handleUnaryCall<CancelTaskRequest, CancelTaskResponse>;
   /**
@@ -9607,8 +9843,9 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   /**
    * Delegate opens a consulting channel with the target, sends the prompt, waits
    * for the single reply and returns its text (the `delegate` tool).
-   * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-   * self); FAILED_PRECONDITION (the target lacks the capability);
+   * Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+   * names of the peers the caller's rules let it delegate to, and counts the
+   * rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
    * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
    * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
@@ -9985,6 +10222,32 @@ export interface HubServiceClient extends Client {
     callback: (error: ServiceError | null, response: CanSendResponse) => void,
   ): ClientUnaryCall;
   /**
+   * FindReply finds the first envelope a participant (the caller, by default)
+   * posted to a channel whose causation_id names a given envelope: whether that
+   * envelope was answered already. A handler asks it before answering an
+   * envelope delivered again (after a crash between its reply and its ack), so
+   * it posts no second reply. One indexed lookup in the store (SQLite and
+   * Redis), never a WAL scan: the cost does not grow with the channel.
+   * The reply is returned only when the caller may read it (the caller's own
+   * always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
+   * NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
+   */
+  findReply(
+    request: FindReplyRequest,
+    callback: (error: ServiceError | null, response: FindReplyResponse) => void,
+  ): ClientUnaryCall;
+  findReply(
+    request: FindReplyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: FindReplyResponse) => void,
+  ): ClientUnaryCall;
+  findReply(
+    request: FindReplyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: FindReplyResponse) => void,
+  ): ClientUnaryCall;
+  /**
    * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
    * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -10062,7 +10325,8 @@ export interface HubServiceClient extends Client {
   /**
    * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
-   * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+   * nor in a channel you participate in). Cancelling a task that already ended
+   * is a no-op: the task is returned unchanged and no envelope is sent.
    */
   cancelTask(
     request: CancelTaskRequest,
@@ -10335,8 +10599,9 @@ export interface HubServiceClient extends Client {
   /**
    * Delegate opens a consulting channel with the target, sends the prompt, waits
    * for the single reply and returns its text (the `delegate` tool).
-   * Refusals: NOT_FOUND (unknown target); INVALID_ARGUMENT (empty prompt,
-   * self); FAILED_PRECONDITION (the target lacks the capability);
+   * Refusals: NOT_FOUND (unknown target; the message lists, sorted, at most 20
+   * names of the peers the caller's rules let it delegate to, and counts the
+   * rest); INVALID_ARGUMENT (empty target or prompt, self); FAILED_PRECONDITION (the target lacks the capability);
    * DEPTH_EXCEEDED (above the hub's --max-depth, or the caller's rule's
    * max_depth: metadata rule); PERMISSION_DENIED / RULE_DENIED and
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED as for OpenChannel (a consulting
