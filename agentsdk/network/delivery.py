@@ -45,6 +45,7 @@ from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED
 from netkernel.errors import (
     AgentNetError,
     PermissionDenied,
+    Superseded,
     Unauthenticated,
     Unavailable,
     error_from_reason,
@@ -71,6 +72,8 @@ class DeliveryStream:
         max_batch: int = 256,
         client_name: str = "agentsdk-python",
         max_backoff: float = 2.0,
+        on_fatal: Callable[[AgentNetError], None] | None = None,
+        on_welcome: Callable[[connect_pb2.Welcome], None] | None = None,
     ) -> None:
         self.conn = conn
         self.credential = credential
@@ -86,11 +89,21 @@ class DeliveryStream:
         self.max_backoff = max_backoff
         self.connected = asyncio.Event()
         self.fatal: AgentNetError | None = None
+        """The error that ended the stream for good (no reconnect follows): a refused credential, or
+        SUPERSEDED — a newer Connect stream of the same identity took it over."""
+        self._on_fatal = on_fatal
+        """Told the :attr:`fatal` error once the stream stopped for good."""
+        self._on_welcome = on_welcome
+        """Told every Welcome (the first and each reconnect's), after the cursors were resumed."""
+        self.pending_turns: list[connect_pb2.PendingTurn] = []
+        """The pending turns the latest Welcome listed (what the identity's channels awaited from it then)."""
+        self.resume_turns = True
+        """Whether the handler runs each pending turn a Welcome lists that it did not handle yet."""
         self._outbox = Outbox()
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
         self._ids = itertools.count(1)
         self._seen: dict[str, None] = {}
-        self._channels: dict[str, asyncio.Queue[tuple[connect_pb2.Delivery, int]]] = {}
+        self._channels: dict[str, asyncio.Queue[tuple[connect_pb2.Delivery, int, bool]]] = {}
         self.max_queued_bytes = conn.max_queued_delivery_bytes
         """Bytes of deliveries the channel queues may hold before the stream stops reading."""
         self.queued_bytes = 0
@@ -99,6 +112,8 @@ class DeliveryStream:
         """True while the stream does not read because the queues are over :attr:`max_queued_bytes`."""
         self._drained = asyncio.Event()
         self._workers: dict[str, asyncio.Task[None]] = {}
+        self._fetches: set[asyncio.Task[None]] = set()
+        """Reads of pending turns' envelopes in flight."""
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
         self._acks = AckCoalescer(self._send_ack, flush_at=max(1, max_in_flight // 4))
@@ -118,7 +133,7 @@ class DeliveryStream:
         """End the stream and the channel workers (pending envelopes are redelivered next time)."""
         self._stopping = True
         self._outbox.put(None)
-        tasks = [t for t in (self._runner, *self._workers.values()) if t is not None]
+        tasks = [t for t in (self._runner, *self._workers.values(), *self._fetches) if t is not None]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -162,12 +177,21 @@ class DeliveryStream:
                         self._acks.delay = ACK_DELAY if carry else 0.0
                         self.connected.set()
                         backoff = 0.05
+                        self.pending_turns = list(frame.welcome.pending_turns)
+                        if self.resume_turns:
+                            self._resume_turns(frame.welcome)
+                        if self._on_welcome is not None:
+                            self._on_welcome(frame.welcome)
                     if self.queued_bytes > self.max_queued_bytes:
                         await self._pause()
             except AgentNetError as error:
-                if isinstance(error, (Unauthenticated, PermissionDenied)):
+                if isinstance(error, (Unauthenticated, PermissionDenied, Superseded)):
+                    # SUPERSEDED: a newer stream of this identity took over; reconnecting would take
+                    # it back, and that one would take it back again.
                     self.fatal = error
-                    log.error("hub refused the stream: %s", error.message)
+                    log.error("hub ended the stream for good: %s", error.message)
+                    if self._on_fatal is not None:
+                        self._on_fatal(error)
                     return
                 log.info("stream to %s broke (%s); reconnecting", self.conn.target, error.reason)
             finally:
@@ -203,7 +227,7 @@ class DeliveryStream:
         if fut is not None and not fut.done():
             fut.set_result(result)
 
-    def _route(self, delivery: connect_pb2.Delivery) -> None:
+    def _route(self, delivery: connect_pb2.Delivery, *, resumed: bool = False) -> None:
         channel_id = delivery.envelope.channel_id
         queue = self._channels.get(channel_id)
         if queue is None:
@@ -211,11 +235,32 @@ class DeliveryStream:
             self._workers[channel_id] = asyncio.create_task(self._work(channel_id, queue), name=f"channel-{channel_id}")
         size = delivery.ByteSize()
         self.queued_bytes += size
-        queue.put_nowait((delivery, size))
+        queue.put_nowait((delivery, size, resumed))
 
-    async def _work(self, channel_id: str, queue: asyncio.Queue[tuple[connect_pb2.Delivery, int]]) -> None:
+    def _resume_turns(self, welcome: connect_pb2.Welcome) -> None:
+        """Run the handler on each pending turn of ``welcome`` this stream has not handled: one whose
+        envelope lies above its resume cursor is replayed anyway (and handled then, once); the others
+        were acked earlier without an answer, so they are read from the WAL and handled in their
+        channel's order, without moving the cursor."""
+        for turn in welcome.pending_turns:
+            if turn.envelope_id in self._seen or turn.seq > welcome.cursors.get(turn.channel_id, 0):
+                continue
+            task = asyncio.create_task(self._fetch_turn(turn), name=f"pending-turn-{turn.channel_id}")
+            self._fetches.add(task)
+            task.add_done_callback(self._fetches.discard)
+
+    async def _fetch_turn(self, turn: connect_pb2.PendingTurn) -> None:
+        request = hub_pb2.ReadWalRequest(channel_id=turn.channel_id, from_seq=turn.seq, until_seq=turn.seq)
+        try:
+            async for item in self.rpc.read_wal(request):
+                if item.envelope.envelope_id == turn.envelope_id:
+                    self._route(connect_pb2.Delivery(envelope=item.envelope, replay=True), resumed=True)
+        except AgentNetError as error:
+            log.warning("could not read the pending turn %s of %s: %s", turn.seq, turn.channel_id, error.message)
+
+    async def _work(self, channel_id: str, queue: asyncio.Queue[tuple[connect_pb2.Delivery, int, bool]]) -> None:
         while True:
-            delivery, size = await queue.get()
+            delivery, size, resumed = await queue.get()
             self.queued_bytes -= size
             if self.queued_bytes <= self.max_queued_bytes:
                 self._drained.set()
@@ -232,6 +277,8 @@ class DeliveryStream:
                     raise
                 except Exception:
                     log.exception("handler failed on %s %s", env.event_type, env.envelope_id)
+            if resumed:
+                continue  # read back below the cursor: nothing to ack
             self.cursors.processed(channel_id, delivery.prev_seq, env.seq)
             self._acks.add(channel_id, env.seq)
             if env.event_type in _CHANNEL_ENDED and queue.empty():

@@ -105,6 +105,7 @@ __all__ = (
     "ParticipantRole",
     "Passport",
     "PassportKind",
+    "PendingTurn",
     "Ping",
     "Pong",
     "Post",
@@ -414,6 +415,16 @@ class ErrorReason(betterproto2.Enum):
     tasks); metadata rule and limit. See docs/governance.md.
     """
 
+    SUPERSEDED = 23
+    """
+    FAILED_PRECONDITION: this Connect stream was taken over by a newer Connect
+    stream of the same identity (through this hub or another replica): the
+    newer one now receives the deliveries. Metadata `cause` = "replaced" and
+    `superseded_by` = the newer stream's Welcome.session_id. Do NOT reconnect
+    on it: two processes holding one identity would take the stream from each
+    other forever. Stop, and report it (docs/bridges.md "Replaced streams").
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -440,6 +451,7 @@ class ErrorReason(betterproto2.Enum):
             20: "ERROR_REASON_OUT_OF_RANGE",
             21: "ERROR_REASON_RULE_DENIED",
             22: "ERROR_REASON_LIMIT_EXCEEDED",
+            23: "ERROR_REASON_SUPERSEDED",
         }
 
     @classmethod
@@ -468,6 +480,7 @@ class ErrorReason(betterproto2.Enum):
             "ERROR_REASON_OUT_OF_RANGE": 20,
             "ERROR_REASON_RULE_DENIED": 21,
             "ERROR_REASON_LIMIT_EXCEEDED": 22,
+            "ERROR_REASON_SUPERSEDED": 23,
         }
 
 
@@ -3715,6 +3728,39 @@ default_message_pool.register_message("agentnet.v1", "Passport", Passport)
 
 
 @dataclass(eq=False, repr=False)
+class PendingTurn(betterproto2.Message):
+    """
+    PendingTurn is a turn a channel awaits from the participant: the channel is
+    open, its adapter expects the participant to speak next (DescribeChannel's
+    expected_next names it: consulting, discussion and workflow channels; a
+    conversation expects no one in particular, so it never has pending turns),
+    and the channel's latest substantive envelope (ag2.msg.text or ag2.packet)
+    is someone else's and visible to the participant — it has not answered.
+    A channel where nothing substantive was posted yet has none (nothing to
+    answer). The answer is a post into the channel, usually with causation_id =
+    envelope_id; once it is admitted the turn is no longer pending.
+    """
+
+    channel_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The channel awaiting the turn.
+    """
+
+    seq: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
+    """
+    The seq of the envelope to answer (read it with ReadWal from_seq = until_seq = seq).
+    """
+
+    envelope_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The id of the envelope to answer.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "PendingTurn", PendingTurn)
+
+
+@dataclass(eq=False, repr=False)
 class Ping(betterproto2.Message):
     """
     Ping is a keep-alive from the client.
@@ -4968,6 +5014,25 @@ class Welcome(betterproto2.Message):
     True when this hub reads PostBatch.ack: a client may then let its acks ride
     in the next PostBatch it writes instead of sending Ack frames of their own.
     False (an older hub): send acks only in Ack frames.
+    """
+
+    pending_turns: "list[PendingTurn]" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The turns the participant's live channels await from it when the stream
+    begins (see PendingTurn), in channel order: a client coming back learns what
+    to answer even when it acked those envelopes before it went away (e.g. its
+    handler failed, or its process ended before it replied). At most 1000; see
+    pending_turns_truncated. A pending turn whose envelope lies above its
+    channel's resume cursor (`cursors`) is also replayed: answer it once (drop
+    the second sighting by envelope_id). Computed from the channels as this hub
+    replica has folded them (another replica's latest commit may still be on
+    its way through the change feed, docs/scale-out.md).
+    """
+
+    pending_turns_truncated: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+    """
+    True when the participant has more than 1000 pending turns and only the
+    first 1000 (in channel order) are listed.
     """
 
 
