@@ -2643,6 +2643,45 @@ class GetStatusResponse(betterproto2.Message):
     Connect streams open on THIS replica (each replica counts its own).
     """
 
+    store_healthy: "bool" = betterproto2.field(12, betterproto2.TYPE_BOOL)
+    """
+    Whether the store answered a cheap probe read (the last seq of a channel
+    id no channel has) within 2 seconds while this status was taken. False
+    while the SQLite file cannot be read or the Redis server does not answer;
+    store_error then says why. Health checking (grpc.health.v1) keeps serving
+    meanwhile: the hub answers what it holds in memory.
+    """
+
+    store_probe_seconds: "float" = betterproto2.field(13, betterproto2.TYPE_DOUBLE)
+    """
+    Seconds the probe read took (up to the 2 s it waits).
+    """
+
+    store_error: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+    """
+    Why the probe failed ("" when store_healthy): the store's error message,
+    or "no answer within 2s".
+    """
+
+    pending_inbox_total: "int" = betterproto2.field(15, betterproto2.TYPE_INT64)
+    """
+    Envelopes waiting for their recipients' answers over every identity, as
+    the inbox caps count them (docs/governance.md "Inbox caps": messages of
+    live channels posted since the recipient's last answer there; protocol
+    envelopes never count). Folded from the WAL: the same on every replica.
+    """
+
+    max_pending_inbox: "int" = betterproto2.field(16, betterproto2.TYPE_INT64)
+    """
+    The most envelopes waiting for one identity's answer (0 when none waits):
+    a recipient that stopped answering shows here first.
+    """
+
+    channel_types: "list[str]" = betterproto2.field(17, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The channel types (turn-taking adapters) this hub serves, by name.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "GetStatusResponse", GetStatusResponse)
 
