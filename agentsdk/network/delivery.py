@@ -12,6 +12,12 @@ unary ``PostEnvelope`` when the stream is down; every post carries an idempotenc
 key, so a retry never admits a copy); a post refused with RATE_LIMITED is sent again
 after the hub's ``retry_after_seconds`` (:mod:`agentsdk.backoff`).
 
+A stream ended with SUPERSEDED (a newer Connect of the same identity took it over) or a refused
+credential stops for good (:attr:`DeliveryStream.fatal`): reconnecting would take the stream back.
+Each Welcome's pending turns (channels awaiting this identity's answer) are handed to the
+dispatcher once: those above their resume cursor come as replays anyway, those acked earlier
+without an answer are read back from the WAL, and those this stream already handled are skipped.
+
 What waits for the handlers is bounded in bytes (``HubConnection.max_queued_delivery_bytes``,
 all channels together): beyond it the stream stops reading frames until the handlers catch
 up, so gRPC's flow control holds the rest at the hub, whose own per-stream byte budget then

@@ -1,7 +1,10 @@
 """Connected participants: where a Connect stream's session starts, resumes and ends.
 
-``connect`` resolves the resume cursors (the client's own, else the stored ones),
-replays the WAL above them and then releases the live envelopes; ``deliver`` offers
+``connect`` ends an older stream of the same identity (:func:`superseded`: SUPERSEDED, the one
+mechanism on one hub and, through :meth:`Sessions.holder_changed`, across replicas), resolves the
+resume cursors (the client's own, else the stored ones), lists the pending turns in the Welcome
+(:meth:`~hubsvc.core.channel.ChannelRuntime.pending_turn`, at most :data:`MAX_PENDING_TURNS`),
+replays the WAL above the cursors and then releases the live envelopes; ``deliver`` offers
 every committed envelope to the sessions of its channel's members; the cursors the
 sessions advance on acks (:mod:`hubsvc.core.delivery`) are written to the store by
 the flush loop every ``cursor_flush_interval`` (only the sessions whose cursors moved),
