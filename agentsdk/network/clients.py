@@ -144,6 +144,21 @@ class NetworkClient:
             return []
         return [PendingTurn(t.channel_id, t.seq, t.envelope_id) for t in self._stream.pending_turns]
 
+    async def resume_pending_turns(self) -> int:
+        """Ask the hub for the turns this identity's channels await from it now (``ListPendingTurns``)
+        and run the handler on each of them once; returns how many it started (AG2's
+        ``AgentClient.resume_pending_turns``).
+
+        The client resumes the turns a new stream's Welcome lists by itself, but never one it
+        handled already; call this to run again the turns its handler finished without answering
+        (e.g. the model call failed). A turn whose handler is still running, or whose envelope is
+        still to be delivered, is left alone, so nothing is answered twice."""
+        if self._stream is None:
+            raise FailedPrecondition(f"{self.name} is not connected: connect it (register / resume) first.")
+        stream = self._stream
+        turns, listing = await stream.list_pending_turns()
+        return stream.resume(turns, stream.cursors.snapshot(), rerun_before=listing)
+
     def _stream_ended(self, error: AgentNetError) -> None:
         """The delivery stream stopped for good with ``error`` (see :attr:`stream_error`)."""
         log.warning("%s stopped receiving: %s", self.name, error.message)

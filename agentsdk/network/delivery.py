@@ -34,7 +34,7 @@ import itertools
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
@@ -108,7 +108,11 @@ class DeliveryStream:
         self._outbox = Outbox()
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
         self._ids = itertools.count(1)
-        self._seen: dict[str, None] = {}
+        self._seen: dict[str, int | None] = {}
+        """Envelope ids handed to the dispatcher (the newest 100 000): None while its handler runs, then
+        the :attr:`_listings` count when it finished (a pending-turn listing begun later reflects it)."""
+        self._listings = 0
+        """ListPendingTurns listings begun (see :meth:`list_pending_turns`)."""
         self._channels: dict[str, asyncio.Queue[tuple[connect_pb2.Delivery, int, bool]]] = {}
         self.max_queued_bytes = conn.max_queued_delivery_bytes
         """Bytes of deliveries the channel queues may hold before the stream stops reading."""
@@ -244,16 +248,63 @@ class DeliveryStream:
         queue.put_nowait((delivery, size, resumed))
 
     def _resume_turns(self, welcome: connect_pb2.Welcome) -> None:
-        """Run the handler on each pending turn of ``welcome`` this stream has not handled: one whose
-        envelope lies above its resume cursor is replayed anyway (and handled then, once); the others
-        were acked earlier without an answer, so they are read from the WAL and handled in their
-        channel's order, without moving the cursor."""
-        for turn in welcome.pending_turns:
-            if turn.envelope_id in self._seen or turn.seq > welcome.cursors.get(turn.channel_id, 0):
+        """Run the handler on each pending turn of ``welcome`` this stream has not handled."""
+        self.resume(welcome.pending_turns, welcome.cursors)
+        if welcome.pending_turns_truncated:  # more than one Welcome lists: page through the rest
+            task = asyncio.create_task(self._resume_listed(), name="pending-turns")
+            self._fetches.add(task)
+            task.add_done_callback(self._fetches.discard)
+
+    def resume(
+        self,
+        turns: Iterable[connect_pb2.PendingTurn],
+        cursors: Mapping[str, int],
+        *,
+        rerun_before: int | None = None,
+    ) -> int:
+        """Hand each of ``turns`` to the dispatcher once; returns how many it started.
+
+        One whose envelope lies above its channel's cursor in ``cursors`` is replayed (or delivered)
+        anyway and handled then; the others were acked earlier without an answer, so they are read
+        from the WAL and handled in their channel's order, without moving the cursor. One this stream
+        handed to the dispatcher already is skipped — unless ``rerun_before`` is given and its handler
+        finished before listing number ``rerun_before`` began (so the hub's list saw that it did not
+        answer); one whose handler still runs is always skipped."""
+        started = 0
+        for turn in turns:
+            if turn.seq > cursors.get(turn.channel_id, 0):
                 continue
+            if turn.envelope_id in self._seen:
+                finished = self._seen[turn.envelope_id]
+                if rerun_before is None or finished is None or finished >= rerun_before:
+                    continue
+                del self._seen[turn.envelope_id]  # handled, unanswered: run it again
             task = asyncio.create_task(self._fetch_turn(turn), name=f"pending-turn-{turn.channel_id}")
             self._fetches.add(task)
             task.add_done_callback(self._fetches.discard)
+            started += 1
+        return started
+
+    async def list_pending_turns(self) -> tuple[list[connect_pb2.PendingTurn], int]:
+        """Every turn the identity's live channels await from it now (ListPendingTurns, all pages), and
+        the number of this listing (handlers that finished before it began are reflected in it)."""
+        self._listings += 1
+        listing = self._listings
+        turns: list[connect_pb2.PendingTurn] = []
+        token = ""
+        while True:
+            page = await self.rpc.list_pending_turns(hub_pb2.ListPendingTurnsRequest(limit=1000, page_token=token))
+            turns.extend(page.turns)
+            token = page.next_page_token
+            if not token:
+                return turns, listing
+
+    async def _resume_listed(self) -> None:
+        try:
+            turns, _ = await self.list_pending_turns()
+            self.resume(turns, self.cursors.snapshot())
+        except AgentNetError as error:
+            log.warning("could not list the pending turns: %s", error.message)
 
     async def _fetch_turn(self, turn: connect_pb2.PendingTurn) -> None:
         request = hub_pb2.ReadWalRequest(channel_id=turn.channel_id, from_seq=turn.seq, until_seq=turn.seq)
@@ -283,6 +334,9 @@ class DeliveryStream:
                     raise
                 except Exception:
                     log.exception("handler failed on %s %s", env.event_type, env.envelope_id)
+                finally:
+                    if env.envelope_id in self._seen:
+                        self._seen[env.envelope_id] = self._listings
             if resumed:
                 continue  # read back below the cursor: nothing to ack
             self.cursors.processed(channel_id, delivery.prev_seq, env.seq)

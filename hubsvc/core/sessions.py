@@ -34,6 +34,14 @@ MAX_PENDING_TURNS = 1000
 """Most pending turns one Welcome lists (Welcome.pending_turns_truncated says there were more)."""
 
 
+def pending_turn(ch: ChannelRuntime, agent_id: str) -> connect_pb2.PendingTurn | None:
+    """The turn the live channel ``ch`` awaits from ``agent_id`` now, if any (committed envelopes only)."""
+    turn = ch.pending_turn(agent_id)
+    if turn is None or turn[0] > ch.committed_seq:
+        return None
+    return connect_pb2.PendingTurn(channel_id=ch.channel_id, seq=turn[0], envelope_id=turn[1])
+
+
 def superseded(by: str, *, elsewhere: bool) -> Superseded:
     """The error ending a stream that the newer stream ``by`` (its session id) of the same identity took
     over — the one mechanism on one hub and across replicas (``elsewhere``: through another replica)."""

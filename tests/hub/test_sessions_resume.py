@@ -5,10 +5,11 @@ UNAVAILABLE) and the pending turns a Welcome lists (docs/hub.md "One stream per 
 from __future__ import annotations
 
 import grpc
-from agentnet.v1 import connect_pb2
+import pytest
+from agentnet.v1 import connect_pb2, hub_pb2
 from grpc_status import rpc_status
 
-from netkernel.errors import Superseded, error_from_rpc
+from netkernel.errors import InvalidArgument, Superseded, error_from_rpc
 from tests.hub.harness import (
     EV_TEXT,
     RunningHub,
@@ -110,6 +111,33 @@ async def test_a_pending_turn_above_the_cursor_is_also_replayed(hub: RunningHub)
         assert welcome.cursors[channel_id] < question.seq  # so it comes as a replay too: answer it once
         replayed = await bob.next_of(EV_TEXT)
         assert replayed.envelope_id == question.envelope_id
+    finally:
+        await alice.close()
+        await bob.close()
+
+
+async def test_list_pending_turns_pages_by_channel(hub: RunningHub) -> None:
+    alice = await register(hub.target, "alice")
+    bob = await register(hub.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    try:
+        channels = [await open_channel(alice, "consulting", [bob]) for _ in range(3)]
+        asked = {c: await alice.say(c, f"question in {c}") for c in channels}
+        first = await bob.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest(limit=2))
+        assert len(first.turns) == 2 and first.next_page_token
+        rest = await bob.rpc(
+            "ListPendingTurns", hub_pb2.ListPendingTurnsRequest(limit=2, page_token=first.next_page_token)
+        )
+        assert len(rest.turns) == 1 and rest.next_page_token == ""
+        listed = [(t.channel_id, t.seq, t.envelope_id) for t in [*first.turns, *rest.turns]]
+        assert listed == sorted((c, e.seq, e.envelope_id) for c, e in asked.items())
+        assert (await alice.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest())).turns == []
+        with pytest.raises(InvalidArgument) as refused:
+            await bob.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest(limit=1001))
+        assert refused.value.metadata["field"] == "limit"
+        with pytest.raises(InvalidArgument):
+            await bob.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest(page_token="not-a-token"))
     finally:
         await alice.close()
         await bob.close()

@@ -177,3 +177,37 @@ async def test_the_same_client_reconnecting_does_not_run_a_turn_twice(
     assert not stream._fetches
     assert seen == [question.envelope_id]
     await agent.disconnect()
+
+
+async def test_resume_pending_turns_runs_again_a_turn_whose_handler_failed(
+    hub: Hub, servers: list[ScriptedOpenAIServer]
+) -> None:
+    server, config = llm(servers, "Four.")
+    attempts: list[str] = []
+    clients: list[AgentClient] = []
+
+    async def fails_once(env: Envelope) -> None:
+        if env.event_type == EV_TEXT:
+            attempts.append(env.envelope_id)
+            if len(attempts) == 1:
+                raise RuntimeError("the model endpoint is down")
+        await default_handler(env, clients[0])
+
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    agent = await hub.register(
+        Agent("analyst", prompt="Answer briefly.", config=config), Passport(name="analyst"), on_envelope=fails_once
+    )
+    clients.append(agent)
+    ch = await user.open(type="consulting", target="analyst")
+    question = await user.send(ch.channel_id, "What is 2 + 2?")
+    await assert_eventually(lambda: attempts == [question.envelope_id])
+    stream = agent._stream
+    assert stream is not None
+    await assert_eventually(lambda: stream.cursors.cursor(ch.channel_id) >= question.seq)  # handled, acked
+    assert await agent.resume_pending_turns() == 1  # the hub still awaits the answer: run it again
+    reply = await user.next_envelope(predicate=is_text, timeout=20)
+    assert reply.text == "Four." and reply.causation_id == question.envelope_id
+    assert attempts == [question.envelope_id] * 2 and len(server.requests) == 1
+    await user.next_envelope(predicate=lambda e: e.event_type == EV_CHANNEL_CLOSED, timeout=10)
+    assert await agent.resume_pending_turns() == 0  # answered: nothing is pending
+    await agent.disconnect()

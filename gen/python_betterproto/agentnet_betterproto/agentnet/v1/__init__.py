@@ -76,6 +76,8 @@ __all__ = (
     "ListChannelsResponse",
     "ListExecutionsRequest",
     "ListExecutionsResponse",
+    "ListPendingTurnsRequest",
+    "ListPendingTurnsResponse",
     "ListRequest",
     "ListResponse",
     "ListTasksRequest",
@@ -3070,6 +3072,46 @@ class ListExecutionsResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "ListExecutionsResponse", ListExecutionsResponse)
+
+
+@dataclass(eq=False, repr=False)
+class ListPendingTurnsRequest(betterproto2.Message):
+    """
+    ListPendingTurnsRequest asks for a page of the caller's pending turns.
+    """
+
+    limit: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    Most turns in the page: 0 = 100, at most 1000.
+    """
+
+    page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The previous answer's next_page_token ("" = from the first channel id).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ListPendingTurnsRequest", ListPendingTurnsRequest)
+
+
+@dataclass(eq=False, repr=False)
+class ListPendingTurnsResponse(betterproto2.Message):
+    """
+    ListPendingTurnsResponse is one page of pending turns, by channel id.
+    """
+
+    turns: "list[PendingTurn]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The turns (each channel at most once).
+    """
+
+    next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Token of the next page; "" = this was the last.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ListPendingTurnsResponse", ListPendingTurnsResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -6097,6 +6139,34 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.HubService/RefreshRemoteA2AAgent",
             message,
             RefreshRemoteA2AAgentResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def list_pending_turns(
+        self,
+        message: "ListPendingTurnsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ListPendingTurnsResponse":
+        """
+        ListPendingTurns pages through the turns the caller's live channels await
+        from it now (PendingTurn, connect.proto: its adapter expects the caller to
+        speak and it has not answered the latest substantive envelope): what
+        Welcome.pending_turns lists when a stream begins, for a client that wants
+        them again, has no stream, or was told pending_turns_truncated. Ordered by
+        channel id; a channel has at most one. Computed from the channels as the
+        answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+        negative or above 1000, a page token of another list).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/ListPendingTurns",
+            message,
+            ListPendingTurnsResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
