@@ -395,6 +395,8 @@ class HumanClient(NetworkClient):
         self._overflowing = False
         self._arrived = asyncio.Condition()
         self._closed = False
+        self._wake: asyncio.Task[None] | None = None
+        """Wakes the pullers once the stream stopped for good (see :attr:`stream_error`)."""
 
     @property
     def queued(self) -> int:
@@ -527,7 +529,7 @@ class HumanClient(NetworkClient):
 
     def _stream_ended(self, error: AgentNetError) -> None:
         super()._stream_ended(error)
-        asyncio.get_running_loop().create_task(self._wake_pullers())
+        self._wake = asyncio.get_running_loop().create_task(self._wake_pullers())  # kept: not collected early
 
     async def _wake_pullers(self) -> None:
         async with self._arrived:

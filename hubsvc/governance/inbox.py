@@ -107,17 +107,43 @@ class Inboxes:
         self._count(channel_id, participants, wire.seq, wire.sender_id, wire.event_type, audience)
 
     def staged_run(self, channel_id: str, participants: Sequence[str], wires: Sequence[envelope_pb2.Envelope]) -> None:
-        """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in seq order)."""
-        count = self._count
-        for w in wires:
-            count(
-                channel_id,
-                participants,
-                w.seq,
-                w.sender_id,
-                w.event_type,
-                w.audience.agent_ids if w.HasField("audience") else None,
-            )
+        """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in seq order).
+
+        Rebuilding a channel counts its whole WAL: each field of an envelope is read once, then each
+        participant's last answer in the run and what follows it are taken in one pass each."""
+        substantive = SUBSTANTIVE_EVENT_TYPES
+        rows = [
+            (w.seq, w.sender_id, et in substantive, w.audience.agent_ids if w.HasField("audience") else None)
+            for w in wires
+            if (et := w.event_type) in substantive or not et.startswith(_RESERVED_PREFIX)
+        ]
+        if not rows:
+            return
+        members = self._channels.get(channel_id)
+        if members is None:
+            members = self._channels[channel_id] = {}
+        totals = self._totals
+        for agent_id in participants:
+            entry = members.get(agent_id)
+            answer = max((seq for seq, sender, answers, _ in rows if answers and sender == agent_id), default=0)
+            if answer:
+                if entry is None:
+                    entry = members[agent_id] = _Pending()
+                entry.answered = answer
+                if entry.seqs:
+                    self._subtract(agent_id, len(entry.seqs))
+                    entry.seqs.clear()
+            floor = 0 if entry is None else entry.answered
+            seqs = [
+                seq
+                for seq, sender, _, audience in rows
+                if seq > floor and sender != agent_id and (audience is None or agent_id in audience)
+            ]
+            if seqs:
+                if entry is None:
+                    entry = members[agent_id] = _Pending()
+                entry.seqs.extend(seqs)
+                totals[agent_id] = totals.get(agent_id, 0) + len(seqs)
 
     def _count(
         self,
