@@ -169,6 +169,14 @@ class HubRpc:
             self.connection.stub.DescribeChannel, request, hub_pb2.DescribeChannelResponse, timeout
         )
 
+    async def list_pending_turns(
+        self, request: hub_pb2.ListPendingTurnsRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ListPendingTurnsResponse:
+        """``ListPendingTurns``: a page of the turns the caller's live channels await from it."""
+        return await self._unary(
+            self.connection.stub.ListPendingTurns, request, hub_pb2.ListPendingTurnsResponse, timeout
+        )
+
     def read_wal(self, request: hub_pb2.ReadWalRequest) -> AsyncIterator[hub_pb2.ReadWalResponse]:
         """``ReadWal``: the caller's readable part of a channel's WAL, in seq order."""
         return server_stream(self.connection.stub.ReadWal, request, hub_pb2.ReadWalResponse, metadata=self._metadata)

@@ -34,10 +34,13 @@ STREAM_ENTRY_FIELDS = ("agentnet.v1.Hello.cursors", "agentnet.v1.Ack.entries")
 #: Page tokens (OperatorService's and HubService's lists): each carries an id or name (at most
 #: --max-id-bytes) and a position, base64-encoded, so they are bounded by a multiple of the id limit
 #: rather than by it.
-PAGE_TOKEN_FIELDS = tuple(
-    f"agentnet.v1.{service}{rpc}Request.page_token"
-    for service in ("OperatorService", "")
-    for rpc in ("ListAgents", "ListChannels", "ListTasks")
+PAGE_TOKEN_FIELDS = (
+    *(
+        f"agentnet.v1.{service}{rpc}Request.page_token"
+        for service in ("OperatorService", "")
+        for rpc in ("ListAgents", "ListChannels", "ListTasks")
+    ),
+    "agentnet.v1.ListPendingTurnsRequest.page_token",
 )
 PAGE_TOKEN_FACTOR = 4
 #: Repeated fields that name each agent at most once (a repeat is refused).

@@ -33,7 +33,7 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
     @unary_rpc(OPERATOR)
     async def GetStatus(self, caller: None, request: operator_pb2.GetStatusRequest) -> operator_pb2.GetStatusResponse:
         """Version, store, uptime and counts."""
-        return self.ops.status()
+        return await self.ops.status()
 
     @unary_rpc(OPERATOR)
     async def ListAgents(

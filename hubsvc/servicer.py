@@ -366,6 +366,14 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         )
         return hub_pb2.ListChannelsResponse(channels=channels, next_page_token=token)
 
+    @unary_rpc(AGENT)
+    async def ListPendingTurns(
+        self, caller: str, request: hub_pb2.ListPendingTurnsRequest
+    ) -> hub_pb2.ListPendingTurnsResponse:
+        """The turns the caller's live channels await from it, a page at a time."""
+        turns, token = self.ops.channels.list_pending_turns(caller, limit=request.limit, page_token=request.page_token)
+        return hub_pb2.ListPendingTurnsResponse(turns=turns, next_page_token=token)
+
     @stream_rpc(AGENT)
     async def ReadWal(self, caller: str, request: hub_pb2.ReadWalRequest) -> AsyncIterator[hub_pb2.ReadWalResponse]:
         """A channel's WAL from a seq (optionally following new envelopes)."""

@@ -81,6 +81,14 @@ class FailedPrecondition(AgentNetError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class Superseded(AgentNetError):
+    """A newer Connect stream of the same identity took this one over (metadata ``superseded_by``: its
+    session id). Permanent for the stream it ends: a client stops instead of reconnecting."""
+
+    reason = "SUPERSEDED"
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
 class NotParticipant(AgentNetError):
     """The caller is not a participant of the channel."""
 

@@ -297,12 +297,20 @@ def status(ctx: typer.Context, json_: JsonOption = False) -> None:
             *health,
             ["version", st.version],
             ["store", f"{st.store_kind} {st.store_address}"],
+            [
+                "store health",
+                f"answers ({st.store_probe_seconds * 1000:.1f} ms)"
+                if st.store_healthy
+                else f"NOT ANSWERING: {st.store_error}",
+            ],
             *([["replica", st.replica_id]] if st.replica_id else []),
             ["uptime", f"{st.uptime_seconds:.0f} s (since {render.when(st.started_at)} UTC)"],
             ["identities", f"{st.identities} ({st.online} online)"],
             ["live channels", live_text],
             ["running tasks", str(st.running_tasks)],
             ["connected streams", f"{st.connected_streams} (this replica)"],
+            ["waiting for answers", f"{st.pending_inbox_total} (at most {st.max_pending_inbox} for one identity)"],
+            ["channel types", ", ".join(st.channel_types)],
         ]
         _show(
             json_,

@@ -18,7 +18,7 @@ from agentsdk.network.agent_client import (
     stamp_dependencies,
 )
 from agentsdk.network.channel import Channel, ChannelMetadata, DefaultView
-from agentsdk.network.clients import HumanClient, NetworkClient
+from agentsdk.network.clients import HumanClient, NetworkClient, PendingTurn
 from agentsdk.network.cursors import CursorStore, JsonFileCursorStore
 from agentsdk.network.deps import (
     AGENT_CLIENT_DEP,
@@ -109,6 +109,7 @@ __all__ = [
     "ParsedSkill",
     "Passport",
     "PassportKind",
+    "PendingTurn",
     "Priority",
     "RateLimitBackoff",
     "Resume",

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from agentnet.v1 import envelope_pb2, hub_pb2, identity_pb2
+from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, identity_pb2
 from opentelemetry import trace
 
 from agentsdk.a2a.client import AgentToAgent
@@ -66,6 +66,16 @@ async def call_back(callback: Callable[[Envelope], Awaitable[None] | None], enve
     result = callback(envelope)
     if inspect.isawaitable(result):
         await result
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PendingTurn:
+    """A turn a channel awaits from this identity (the wire's ``Welcome.pending_turns``): the adapter
+    expects it to speak next and it has not answered ``triggering_envelope_id`` (seq ``seq``)."""
+
+    channel_id: str
+    seq: int
+    triggering_envelope_id: str
 
 
 def check_queue_bounds(max_queued_envelopes: int, max_queued_bytes: int) -> None:
@@ -143,6 +153,45 @@ class NetworkClient:
     async def _start(self, stream: DeliveryStream) -> None:
         self._stream = stream
         await stream.start()
+
+    @property
+    def stream_error(self) -> AgentNetError | None:
+        """The error that ended this identity's delivery stream for good, else None. ``Superseded``: a
+        newer ``Connect`` of the same identity (another process, or another client in this one) took
+        the stream over — this client stopped receiving and does not reconnect (docs/hub.md, "One
+        stream per identity"); a refused credential (``Unauthenticated`` / ``PermissionDenied``)."""
+        return self._stream.fatal if self._stream is not None else None
+
+    @property
+    def pending_turns(self) -> list[PendingTurn]:
+        """The turns this identity's channels awaited from it when its stream last began (Welcome's
+        ``pending_turns``: the adapter expects it to speak and it has not answered the latest
+        message). The handler runs each once, without waiting to be asked (docs/network.md)."""
+        if self._stream is None:
+            return []
+        return [PendingTurn(t.channel_id, t.seq, t.envelope_id) for t in self._stream.pending_turns]
+
+    async def resume_pending_turns(self) -> int:
+        """Ask the hub for the turns this identity's channels await from it now (``ListPendingTurns``)
+        and run the handler on each of them once; returns how many it started (AG2's
+        ``AgentClient.resume_pending_turns``).
+
+        The client resumes the turns a new stream's Welcome lists by itself, but never one it
+        handled already; call this to run again the turns its handler finished without answering
+        (e.g. the model call failed). A turn whose handler is still running, or whose envelope is
+        still to be delivered, is left alone, so nothing is answered twice."""
+        if self._stream is None:
+            raise FailedPrecondition(f"{self.name} is not connected: connect it (register / resume) first.")
+        stream = self._stream
+        turns, listing = await stream.list_pending_turns()
+        return stream.resume(turns, stream.cursors.snapshot(), rerun_before=listing)
+
+    def _stream_ended(self, error: AgentNetError) -> None:
+        """The delivery stream stopped for good with ``error`` (see :attr:`stream_error`)."""
+        log.warning("%s stopped receiving: %s", self.name, error.message)
+
+    def _welcomed(self, welcome: connect_pb2.Welcome) -> None:
+        """A stream began (the first or a reconnect's); its pending turns are being resumed."""
 
     async def _dispatch(self, wire: envelope_pb2.Envelope) -> None:
         envelope = envelope_from_wire(wire)
@@ -456,6 +505,8 @@ class HumanClient(NetworkClient):
         self._arrived = asyncio.Condition()
         self._closed = False
         self._pulled = False
+        self._wake: asyncio.Task[None] | None = None
+        """Wakes the pullers once the stream stopped for good (see :attr:`stream_error`)."""
 
     @property
     def queued(self) -> int:
@@ -578,6 +629,8 @@ class HumanClient(NetworkClient):
                     while (found := take()) is None:
                         if self._closed:
                             raise Timeout("the client disconnected before a matching envelope arrived")
+                        if self.stream_error is not None:
+                            raise self.stream_error
                         await self._arrived.wait()
             except TimeoutError:
                 raise Timeout(f"no matching envelope within {timeout:g}s") from None
@@ -588,12 +641,22 @@ class HumanClient(NetworkClient):
         self._check_pullable()
         while True:
             async with self._arrived:
-                while not self._inbox and not self._closed:
+                while not self._inbox and not self._closed and self.stream_error is None:
                     await self._arrived.wait()
                 if not self._inbox:
+                    if self.stream_error is not None and not self._closed:
+                        raise self.stream_error
                     return
                 env = self._take(0)
             yield env
+
+    def _stream_ended(self, error: AgentNetError) -> None:
+        super()._stream_ended(error)
+        self._wake = asyncio.get_running_loop().create_task(self._wake_pullers())  # kept: not collected early
+
+    async def _wake_pullers(self) -> None:
+        async with self._arrived:
+            self._arrived.notify_all()
 
     async def disconnect(self) -> None:
         """Stop receiving and end :meth:`envelopes` iterations."""

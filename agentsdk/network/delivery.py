@@ -12,6 +12,12 @@ unary ``PostEnvelope`` when the stream is down; every post carries an idempotenc
 key, so a retry never admits a copy); a post refused with RATE_LIMITED is sent again
 after the hub's ``retry_after_seconds`` (:mod:`agentsdk.backoff`).
 
+A stream ended with SUPERSEDED (a newer Connect of the same identity took it over) or a refused
+credential stops for good (:attr:`DeliveryStream.fatal`): reconnecting would take the stream back.
+Each Welcome's pending turns (channels awaiting this identity's answer) are handed to the
+dispatcher once: those above their resume cursor come as replays anyway, those acked earlier
+without an answer are read back from the WAL, and those this stream already handled are skipped.
+
 What waits for the handlers is bounded in bytes (``HubConnection.max_queued_delivery_bytes``,
 all channels together): beyond it the stream stops reading frames until the handlers catch
 up, so gRPC's flow control holds the rest at the hub, whose own per-stream byte budget then
@@ -28,7 +34,7 @@ import itertools
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
@@ -45,6 +51,7 @@ from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED
 from netkernel.errors import (
     AgentNetError,
     PermissionDenied,
+    Superseded,
     Unauthenticated,
     Unavailable,
     error_from_reason,
@@ -71,6 +78,8 @@ class DeliveryStream:
         max_batch: int = 256,
         client_name: str = "agentsdk-python",
         max_backoff: float = 2.0,
+        on_fatal: Callable[[AgentNetError], None] | None = None,
+        on_welcome: Callable[[connect_pb2.Welcome], None] | None = None,
     ) -> None:
         self.conn = conn
         self.credential = credential
@@ -86,11 +95,25 @@ class DeliveryStream:
         self.max_backoff = max_backoff
         self.connected = asyncio.Event()
         self.fatal: AgentNetError | None = None
+        """The error that ended the stream for good (no reconnect follows): a refused credential, or
+        SUPERSEDED — a newer Connect stream of the same identity took it over."""
+        self._on_fatal = on_fatal
+        """Told the :attr:`fatal` error once the stream stopped for good."""
+        self._on_welcome = on_welcome
+        """Told every Welcome (the first and each reconnect's), after the cursors were resumed."""
+        self.pending_turns: list[connect_pb2.PendingTurn] = []
+        """The pending turns the latest Welcome listed (what the identity's channels awaited from it then)."""
+        self.resume_turns = True
+        """Whether the handler runs each pending turn a Welcome lists that it did not handle yet."""
         self._outbox = Outbox()
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
         self._ids = itertools.count(1)
-        self._seen: dict[str, None] = {}
-        self._channels: dict[str, asyncio.Queue[tuple[connect_pb2.Delivery, int]]] = {}
+        self._seen: dict[str, int | None] = {}
+        """Envelope ids handed to the dispatcher (the newest 100 000): None while its handler runs, then
+        the :attr:`_listings` count when it finished (a pending-turn listing begun later reflects it)."""
+        self._listings = 0
+        """ListPendingTurns listings begun (see :meth:`list_pending_turns`)."""
+        self._channels: dict[str, asyncio.Queue[tuple[connect_pb2.Delivery, int, bool]]] = {}
         self.max_queued_bytes = conn.max_queued_delivery_bytes
         """Bytes of deliveries the channel queues may hold before the stream stops reading."""
         self.queued_bytes = 0
@@ -99,6 +122,8 @@ class DeliveryStream:
         """True while the stream does not read because the queues are over :attr:`max_queued_bytes`."""
         self._drained = asyncio.Event()
         self._workers: dict[str, asyncio.Task[None]] = {}
+        self._fetches: set[asyncio.Task[None]] = set()
+        """Reads of pending turns' envelopes in flight."""
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
         self._acks = AckCoalescer(self._send_ack, flush_at=max(1, max_in_flight // 4))
@@ -118,7 +143,7 @@ class DeliveryStream:
         """End the stream and the channel workers (pending envelopes are redelivered next time)."""
         self._stopping = True
         self._outbox.put(None)
-        tasks = [t for t in (self._runner, *self._workers.values()) if t is not None]
+        tasks = [t for t in (self._runner, *self._workers.values(), *self._fetches) if t is not None]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -162,12 +187,21 @@ class DeliveryStream:
                         self._acks.delay = ACK_DELAY if carry else 0.0
                         self.connected.set()
                         backoff = 0.05
+                        self.pending_turns = list(frame.welcome.pending_turns)
+                        if self.resume_turns:
+                            self._resume_turns(frame.welcome)
+                        if self._on_welcome is not None:
+                            self._on_welcome(frame.welcome)
                     if self.queued_bytes > self.max_queued_bytes:
                         await self._pause()
             except AgentNetError as error:
-                if isinstance(error, (Unauthenticated, PermissionDenied)):
+                if isinstance(error, (Unauthenticated, PermissionDenied, Superseded)):
+                    # SUPERSEDED: a newer stream of this identity took over; reconnecting would take
+                    # it back, and that one would take it back again.
                     self.fatal = error
-                    log.error("hub refused the stream: %s", error.message)
+                    log.error("hub ended the stream for good: %s", error.message)
+                    if self._on_fatal is not None:
+                        self._on_fatal(error)
                     return
                 log.info("stream to %s broke (%s); reconnecting", self.conn.target, error.reason)
             finally:
@@ -203,7 +237,7 @@ class DeliveryStream:
         if fut is not None and not fut.done():
             fut.set_result(result)
 
-    def _route(self, delivery: connect_pb2.Delivery) -> None:
+    def _route(self, delivery: connect_pb2.Delivery, *, resumed: bool = False) -> None:
         channel_id = delivery.envelope.channel_id
         queue = self._channels.get(channel_id)
         if queue is None:
@@ -211,11 +245,79 @@ class DeliveryStream:
             self._workers[channel_id] = asyncio.create_task(self._work(channel_id, queue), name=f"channel-{channel_id}")
         size = delivery.ByteSize()
         self.queued_bytes += size
-        queue.put_nowait((delivery, size))
+        queue.put_nowait((delivery, size, resumed))
 
-    async def _work(self, channel_id: str, queue: asyncio.Queue[tuple[connect_pb2.Delivery, int]]) -> None:
+    def _resume_turns(self, welcome: connect_pb2.Welcome) -> None:
+        """Run the handler on each pending turn of ``welcome`` this stream has not handled."""
+        self.resume(welcome.pending_turns, welcome.cursors)
+        if welcome.pending_turns_truncated:  # more than one Welcome lists: page through the rest
+            task = asyncio.create_task(self._resume_listed(), name="pending-turns")
+            self._fetches.add(task)
+            task.add_done_callback(self._fetches.discard)
+
+    def resume(
+        self,
+        turns: Iterable[connect_pb2.PendingTurn],
+        cursors: Mapping[str, int],
+        *,
+        rerun_before: int | None = None,
+    ) -> int:
+        """Hand each of ``turns`` to the dispatcher once; returns how many it started.
+
+        One whose envelope lies above its channel's cursor in ``cursors`` is replayed (or delivered)
+        anyway and handled then; the others were acked earlier without an answer, so they are read
+        from the WAL and handled in their channel's order, without moving the cursor. One this stream
+        handed to the dispatcher already is skipped — unless ``rerun_before`` is given and its handler
+        finished before listing number ``rerun_before`` began (so the hub's list saw that it did not
+        answer); one whose handler still runs is always skipped."""
+        started = 0
+        for turn in turns:
+            if turn.seq > cursors.get(turn.channel_id, 0):
+                continue
+            if turn.envelope_id in self._seen:
+                finished = self._seen[turn.envelope_id]
+                if rerun_before is None or finished is None or finished >= rerun_before:
+                    continue
+                del self._seen[turn.envelope_id]  # handled, unanswered: run it again
+            task = asyncio.create_task(self._fetch_turn(turn), name=f"pending-turn-{turn.channel_id}")
+            self._fetches.add(task)
+            task.add_done_callback(self._fetches.discard)
+            started += 1
+        return started
+
+    async def list_pending_turns(self) -> tuple[list[connect_pb2.PendingTurn], int]:
+        """Every turn the identity's live channels await from it now (ListPendingTurns, all pages), and
+        the number of this listing (handlers that finished before it began are reflected in it)."""
+        self._listings += 1
+        listing = self._listings
+        turns: list[connect_pb2.PendingTurn] = []
+        token = ""
         while True:
-            delivery, size = await queue.get()
+            page = await self.rpc.list_pending_turns(hub_pb2.ListPendingTurnsRequest(limit=1000, page_token=token))
+            turns.extend(page.turns)
+            token = page.next_page_token
+            if not token:
+                return turns, listing
+
+    async def _resume_listed(self) -> None:
+        try:
+            turns, _ = await self.list_pending_turns()
+            self.resume(turns, self.cursors.snapshot())
+        except AgentNetError as error:
+            log.warning("could not list the pending turns: %s", error.message)
+
+    async def _fetch_turn(self, turn: connect_pb2.PendingTurn) -> None:
+        request = hub_pb2.ReadWalRequest(channel_id=turn.channel_id, from_seq=turn.seq, until_seq=turn.seq)
+        try:
+            async for item in self.rpc.read_wal(request):
+                if item.envelope.envelope_id == turn.envelope_id:
+                    self._route(connect_pb2.Delivery(envelope=item.envelope, replay=True), resumed=True)
+        except AgentNetError as error:
+            log.warning("could not read the pending turn %s of %s: %s", turn.seq, turn.channel_id, error.message)
+
+    async def _work(self, channel_id: str, queue: asyncio.Queue[tuple[connect_pb2.Delivery, int, bool]]) -> None:
+        while True:
+            delivery, size, resumed = await queue.get()
             self.queued_bytes -= size
             if self.queued_bytes <= self.max_queued_bytes:
                 self._drained.set()
@@ -232,6 +334,11 @@ class DeliveryStream:
                     raise
                 except Exception:
                     log.exception("handler failed on %s %s", env.event_type, env.envelope_id)
+                finally:
+                    if env.envelope_id in self._seen:
+                        self._seen[env.envelope_id] = self._listings
+            if resumed:
+                continue  # read back below the cursor: nothing to ack
             self.cursors.processed(channel_id, delivery.prev_seq, env.seq)
             self._acks.add(channel_id, env.seq)
             if env.event_type in _CHANNEL_ENDED and queue.empty():

@@ -530,7 +530,14 @@ class HubClient(ClosedOnExit):
             cursor_store = cursor_store or JsonFileCursorStore(file.cursors_path)
         self._clients[client.agent_id] = client
         await client._start(
-            DeliveryStream(self.connection, client.credential, client._dispatch, cursors=CursorBook(cursor_store))
+            DeliveryStream(
+                self.connection,
+                client.credential,
+                client._dispatch,
+                cursors=CursorBook(cursor_store),
+                on_fatal=client._stream_ended,
+                on_welcome=client._welcomed,
+            )
         )
 
     def _any_credential(self) -> str:

@@ -71,6 +71,10 @@ const (
 	// ReasonLimitExceeded: a governance limit is reached, e.g. open channels or
 	// running tasks (RESOURCE_EXHAUSTED); see LimitExceededError.
 	ReasonLimitExceeded = "LIMIT_EXCEEDED"
+	// ReasonSuperseded: a newer Connect stream of the same agent took this
+	// one over (FAILED_PRECONDITION; metadata superseded_by = the newer
+	// stream's session id). A Session stops on it with ErrSessionReplaced.
+	ReasonSuperseded = "SUPERSEDED"
 )
 
 // Sentinels of the governance refusals, for errors.Is (they match any *Error
@@ -369,8 +373,11 @@ var ErrClosed = errors.New("agentnet: closed")
 
 // ErrSessionReplaced ends a Session whose stream the hub closed because a
 // newer Connect stream of the same agent took over (another process, or a
-// second Connect). The Session does not reconnect, so two processes of one
-// agent do not keep taking the stream from each other.
+// second Connect, through this hub or another replica): the hub's SUPERSEDED
+// error. The Session does not reconnect, so two processes of one agent do not
+// keep taking the stream from each other. Session.Err wraps both this
+// sentinel and the hub's *Error (reason ReasonSuperseded, metadata
+// superseded_by), so errors.Is(err, ErrSessionReplaced) and AsError work.
 var ErrSessionReplaced = errors.New("agentnet: the hub replaced this Connect stream with a newer one of the same agent")
 
 // invalidArgument builds a client-side INVALID_ARGUMENT *Error (the same

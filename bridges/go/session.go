@@ -109,6 +109,7 @@ type Session struct {
 	cur       *stream
 	agentID   string
 	sessionID string
+	turns     []PendingTurn
 	up        chan struct{} // closed while connected
 	err       error
 	stopped   bool
@@ -296,6 +297,27 @@ func (s *Session) SessionID() string {
 	return s.sessionID
 }
 
+// PendingTurn is a turn a channel awaited from this agent when its current
+// stream began (Welcome.pending_turns): the channel's adapter expects the
+// agent to speak next and it has not answered the envelope EnvelopeID (seq
+// Seq). Read it with ReadWal (FromSeq = UntilSeq = Seq) when it is not also
+// replayed (Seq at or below the channel's resume cursor), answer it once.
+type PendingTurn struct {
+	ChannelID  string
+	Seq        uint64
+	EnvelopeID string
+}
+
+// PendingTurns lists the turns the hub's Welcome of the current stream named
+// (at most 1000; see docs/hub.md "Pending turns"). Deliveries of those whose
+// Seq lies above the resume cursor arrive as replays too: drop the second
+// sighting by envelope id.
+func (s *Session) PendingTurns() []PendingTurn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]PendingTurn(nil), s.turns...)
+}
+
 // Connected reports whether a stream is up right now.
 func (s *Session) Connected() bool {
 	s.mu.Lock()
@@ -423,7 +445,7 @@ func (s *Session) run(st *stream) {
 		}
 		if isReplaced(err) {
 			s.log.Warn("agentnet: stream replaced by a newer one; stopping", "err", err)
-			s.shutdown(ErrSessionReplaced)
+			s.shutdown(fmt.Errorf("%w: %w", ErrSessionReplaced, err))
 			return
 		}
 		if permanent(err) {
@@ -556,6 +578,10 @@ func (s *Session) dial(ctx context.Context) (*stream, error) {
 	s.mu.Lock()
 	s.agentID = welcome.GetAgentId()
 	s.sessionID = welcome.GetSessionId()
+	s.turns = s.turns[:0:0]
+	for _, t := range welcome.GetPendingTurns() {
+		s.turns = append(s.turns, PendingTurn{ChannelID: t.GetChannelId(), Seq: t.GetSeq(), EnvelopeID: t.GetEnvelopeId()})
+	}
 	var snap *CursorState
 	if s.trk.resume(welcome.GetCursors()) {
 		snap = s.trk.snapshot(s.agentID)
@@ -614,10 +640,15 @@ func permanent(err error) bool {
 }
 
 // isReplaced recognises the hub ending a stream because a newer Connect of
-// the same agent took over.
+// the same agent took over: reason SUPERSEDED (hubs before that reason sent
+// UNAVAILABLE with the same message, still recognised by its text).
 func isReplaced(err error) bool {
 	e, ok := AsError(err)
-	return ok && e.Code == codes.Unavailable && strings.Contains(e.Message, "replaced by a newer Connect stream")
+	if !ok {
+		return false
+	}
+	return e.Reason == ReasonSuperseded ||
+		(e.Code == codes.Unavailable && strings.Contains(e.Message, "replaced by a newer Connect stream"))
 }
 
 // ---- one stream ----------------------------------------------------------------

@@ -25,6 +25,7 @@ from netkernel.envelope import (
     EV_CHANNEL_EXPIRED,
     EV_CHANNEL_INVITE_ACK,
     EV_CHANNEL_OPENED,
+    SUBSTANTIVE_EVENT_TYPES,
     Envelope,
 )
 from netkernel.tool_schemas import ADAPTER_TOOLS
@@ -41,6 +42,10 @@ _LIFECYCLE_FOLDED = frozenset({EV_CHANNEL_INVITE_ACK, EV_CHANNEL_OPENED, EV_CHAN
 
 HUB_SENDER = "hub"
 """sender_id of envelopes the hub posts itself (invites, opened, closed, expired)."""
+
+
+def _audience(env: Envelope) -> tuple[str, ...] | None:
+    return None if env.audience is None else tuple(env.audience)
 
 
 def spec_from_meta(meta: channel_pb2.ChannelMetadata) -> ChannelSpec:
@@ -90,6 +95,9 @@ class ChannelRuntime:
     """The channel's expectations (its ``expectations`` knob, resolved when it was opened)."""
     track: ExpectationTrack | None = None
     """The WAL-derived times and firings its expectations need (None: it has none)."""
+    last_turn: tuple[int, str, str, tuple[str, ...] | None] | None = None
+    """The latest substantive envelope (ag2.msg.text / ag2.packet) folded: (seq, envelope_id, sender_id,
+    audience or None for a broadcast) — what a pending turn answers (:meth:`pending_turn`)."""
 
     def __post_init__(self) -> None:
         self.expectations = from_knobs(self.spec.knobs)
@@ -169,6 +177,17 @@ class ChannelRuntime:
         """Agent ids the adapter expects to speak next; [] unless the channel is OPENED."""
         return self.adapter.expected_next(self.spec, self.state) if self.meta.state == OPENED else []
 
+    def pending_turn(self, agent_id: str) -> tuple[int, str] | None:
+        """(seq, envelope_id) of the envelope the channel awaits ``agent_id``'s answer to: the adapter
+        expects it to speak next and the latest substantive envelope, visible to it, is someone else's
+        (it has not answered). None otherwise (also before any substantive envelope: nothing to answer)."""
+        turn = self.last_turn
+        if turn is None or turn[2] == agent_id or (turn[3] is not None and agent_id not in turn[3]):
+            return None
+        if agent_id not in self.expected_next():
+            return None
+        return turn[0], turn[1]
+
     def offered_tools(self, participant_id: str) -> list[str]:
         """The adapter tools ``participant_id`` may use now (["say"] or []; none unless OPENED)."""
         if self.meta.state == OPENED and self.adapter.offers_say(self.spec, self.state, participant_id):
@@ -188,6 +207,8 @@ class ChannelRuntime:
             self.idempotent[(env.sender_id, env.idempotency_key)] = env.envelope_id
         if env.event_type in _LIFECYCLE_FOLDED:
             self._fold_lifecycle(env, now)
+        elif env.event_type in SUBSTANTIVE_EVENT_TYPES:
+            self.last_turn = (env.seq, env.envelope_id, env.sender_id, _audience(env))
         self.state = self.adapter.fold(self.spec, self.state, env)
         if self.track is not None:
             self.track.observe(env, from_hub=env.sender_id == HUB_SENDER)
@@ -208,6 +229,8 @@ class ChannelRuntime:
                 idempotent[(env.sender_id, key)] = env.envelope_id
             if env.event_type in _LIFECYCLE_FOLDED:
                 self._fold_lifecycle(env, now)
+            elif env.event_type in SUBSTANTIVE_EVENT_TYPES:
+                self.last_turn = (env.seq, env.envelope_id, env.sender_id, _audience(env))
         self.last_seq = envs[-1].seq
         self.state = self.adapter.fold_run(self.spec, self.state, envs)
         track = self.track

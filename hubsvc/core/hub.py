@@ -124,7 +124,6 @@ class HubCore:
             clock,
             live_channels=lambda: self.channels.live(),
             spawn=self.spawn,
-            on_cursor=self.inboxes.cursor,
             # With an arbiter the delivery leaves can_send unset: only CanSend asks the arbiter.
             turn_probe=None
             if arbiter is not None
@@ -208,7 +207,6 @@ class HubCore:
                 feed,
                 position,
                 self.channels,
-                self.inboxes,
                 records=self._apply_change,
                 refresh_all=self._refresh_all,
                 recorder=self.recorder,

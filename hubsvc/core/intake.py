@@ -25,7 +25,7 @@ from hubsvc.core.admission import Admission
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.governance.rate import RateLimiter
 from hubsvc.storage import nothing_stored
-from netkernel.envelope import LIFECYCLE_EVENT_TYPES, Envelope
+from netkernel.envelope import Envelope
 
 
 class Intake:
@@ -60,9 +60,8 @@ class Intake:
                 refund(sender_id)
 
     def check_inbox(self, sender_id: str, participants: Iterable[str], env: Envelope) -> None:
-        """Refuse (InboxFull) an envelope that would reach a recipient whose inbox is at its cap.
+        """Refuse (InboxFull) an envelope that would wait for a recipient whose inbox is at its cap.
 
-        Invite answers are exempt: they are the channel's protocol, and refusing them would
-        keep a channel from opening or ending."""
-        if env.event_type not in LIFECYCLE_EVENT_TYPES:
-            self.inboxes.check(sender_id, participants, env.audience)
+        Protocol envelopes (invite answers among them) are exempt: they are not counted, and
+        refusing them would keep a channel from opening or ending."""
+        self.inboxes.check(sender_id, participants, env.audience, env.event_type)

@@ -479,7 +479,6 @@ class LiveChannels:
         rows = await self._store.load_live_channels()
         for row in rows:
             self._channels[row.channel_id] = ChannelRuntime.from_row(row)
-        await self._load_inbox_floors((ch.channel_id, ch.participants) for ch in self._channels.values())
         count = self._inboxes.staged_run
         folded = 0
         now = self._clock()
@@ -512,18 +511,6 @@ class LiveChannels:
         log.info("hydrated %d live channels from %d envelopes", len(self._channels), folded)
         return folded
 
-    async def _load_inbox_floors(self, channels: Iterable[tuple[str, Iterable[str]]]) -> None:
-        """Every participant's stored cursor in each of ``channels`` ((channel id, participant ids)):
-        what lies above it counts as pending."""
-        by_agent: dict[str, list[str]] = {}
-        for channel_id, participants in channels:
-            for agent_id in participants:
-                by_agent.setdefault(agent_id, []).append(channel_id)
-        for agent_id, channel_ids in by_agent.items():
-            cursors = await self._store.load_cursors(agent_id)
-            for channel_id in channel_ids:
-                self._inboxes.load_floor(agent_id, channel_id, cursors.get(channel_id, 0))
-
     async def _recover(self, ch: ChannelRuntime) -> None:
         """A commit of ``ch`` failed: rebuild the channel from what the store really holds.
 
@@ -542,7 +529,7 @@ class LiveChannels:
                     self._channels.pop(channel_id, None)
                     self._inboxes.release(channel_id)
                     return
-                self._inboxes.reset(channel_id)  # recounted from what the store holds
+                self._inboxes.reset(channel_id)  # recounted from the whole WAL the store holds
                 fresh, unseen = await self._rebuild(row, ch.committed_seq)
                 # What the store holds beyond what this replica published: another replica's
                 # posts (it won the race) or a write whose reply was lost after it was stored.
@@ -624,8 +611,6 @@ class LiveChannels:
                 row = await self._store.get_channel(channel_id)
                 if row is None or channel_id in self._channels:  # never written, or opened meanwhile
                     return
-                # Acks made before this replica knew the channel.
-                await self._load_inbox_floors([(channel_id, row.member_ids())])
                 fresh, unseen = await self._rebuild(row, known or 0)
                 self._adopt(fresh, unseen)
                 return

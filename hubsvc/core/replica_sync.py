@@ -6,7 +6,7 @@ appends a :class:`~hubsvc.storage.base.Change` to the store's feed; :class:`Repl
 reads it from a position taken before this replica loaded its state, and applies the changes
 other replicas made: records are re-read from the store (identities, tasks, executions), each
 channel folds and publishes the envelopes it lacks (:meth:`LiveChannels.catch_up`), and acked
-cursors move the inbox counts. If the feed was trimmed past this replica's position, every
+the inbox counts follow the folded WAL. If the feed was trimmed past this replica's position, every
 live channel is caught up from the store instead.
 """
 
@@ -18,7 +18,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from hubsvc.core.live_channels import LiveChannels
-from hubsvc.governance.inbox import Inboxes
 from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage.base import Change, ChangeFeed, FeedGap
 
@@ -43,7 +42,6 @@ class ReplicaSync:
         feed: ChangeFeed,
         position: str,
         channels: LiveChannels,
-        inboxes: Inboxes,
         *,
         records: ApplyRecords,
         refresh_all: RefreshAll,
@@ -53,7 +51,6 @@ class ReplicaSync:
         self.position = position
         """The last feed entry applied."""
         self._channels = channels
-        self._inboxes = inboxes
         self._records = records
         self._refresh_all = refresh_all
         self._recorder = recorder
@@ -106,7 +103,8 @@ class ReplicaSync:
 
     async def apply(self, changes: Sequence[Change]) -> None:
         """Apply other replicas' changes: records first (a new channel's members may be new),
-        then each channel up to its highest seq named (channels in parallel), then cursors."""
+        then each channel up to its highest seq named (channels in parallel; the inbox counts follow
+        the folded envelopes)."""
         merged = Change(
             origin="",
             channels={},
@@ -121,6 +119,3 @@ class ReplicaSync:
         if merged.agents or merged.tasks or merged.executions or merged.sessions:
             await self._records(merged)
         await asyncio.gather(*(self._channels.catch_up(c, s) for c, s in merged.channels.items()))
-        for change in changes:
-            for agent_id, channel_id, seq in change.cursors:
-                self._inboxes.cursor(agent_id, channel_id, seq)

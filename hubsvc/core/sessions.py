@@ -1,7 +1,10 @@
 """Connected participants: where a Connect stream's session starts, resumes and ends.
 
-``connect`` resolves the resume cursors (the client's own, else the stored ones),
-replays the WAL above them and then releases the live envelopes; ``deliver`` offers
+``connect`` ends an older stream of the same identity (:func:`superseded`: SUPERSEDED, the one
+mechanism on one hub and, through :meth:`Sessions.holder_changed`, across replicas), resolves the
+resume cursors (the client's own, else the stored ones), lists the pending turns in the Welcome
+(:meth:`~hubsvc.core.channel.ChannelRuntime.pending_turn`, at most :data:`MAX_PENDING_TURNS`),
+replays the WAL above the cursors and then releases the live envelopes; ``deliver`` offers
 every committed envelope to the sessions of its channel's members; the cursors the
 sessions advance on acks (:mod:`hubsvc.core.delivery`) are written to the store by
 the flush loop every ``cursor_flush_interval`` (only the sessions whose cursors moved),
@@ -25,7 +28,30 @@ from hubsvc.core.registry import Registry
 from hubsvc.core.util import Clock, new_id
 from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore, Writes
-from netkernel.errors import AgentNetError, Unavailable
+from netkernel.errors import AgentNetError, Superseded
+
+MAX_PENDING_TURNS = 1000
+"""Most pending turns one Welcome lists (Welcome.pending_turns_truncated says there were more)."""
+
+
+def pending_turn(ch: ChannelRuntime, agent_id: str) -> connect_pb2.PendingTurn | None:
+    """The turn the live channel ``ch`` awaits from ``agent_id`` now, if any (committed envelopes only)."""
+    turn = ch.pending_turn(agent_id)
+    if turn is None or turn[0] > ch.committed_seq:
+        return None
+    return connect_pb2.PendingTurn(channel_id=ch.channel_id, seq=turn[0], envelope_id=turn[1])
+
+
+def superseded(by: str, *, elsewhere: bool) -> Superseded:
+    """The error ending a stream that the newer stream ``by`` (its session id) of the same identity took
+    over — the one mechanism on one hub and across replicas (``elsewhere``: through another replica)."""
+    where = " (through another hub replica)" if elsewhere else ""
+    return Superseded(
+        f"this stream was replaced by a newer Connect stream of the same agent{where}: the newer one receives "
+        "the deliveries now. Do not reconnect (two processes holding one identity would take the stream from "
+        "each other forever); stop this one, or run each process as its own identity.",
+        metadata={"cause": "replaced", "superseded_by": by},
+    )
 
 
 class Sessions:
@@ -68,19 +94,15 @@ class Sessions:
     async def connect(self, agent_id: str, hello: connect_pb2.Hello) -> tuple[Session, connect_pb2.Welcome]:
         """Open the agent's delivery session, replacing an older one, and start the replay."""
         old = self._sessions.get(agent_id)
+        session_id = new_id()
         if old is not None:
-            old.close(
-                Unavailable(
-                    "this stream was replaced by a newer Connect stream of the same agent.",
-                    metadata={"cause": "replaced"},
-                )
-            )
+            old.close(superseded(session_id, elsewhere=False))
             self._flush([old])
         limit = self._options.max_in_flight
         max_in_flight = min(hello.max_in_flight, limit) if hello.max_in_flight else limit
         session = Session(
             agent_id,
-            new_id(),
+            session_id,
             max_in_flight=max_in_flight,
             max_queued=self._options.max_queued,
             clock=self._clock,
@@ -104,9 +126,19 @@ class Sessions:
             await asyncio.wait([written])
         stored = await self._store.load_cursors(agent_id)
         marks: dict[str, int] = {}
+        turns: list[connect_pb2.PendingTurn] = []
+        truncated = False
         for ch in list(self._live_channels()):
             if agent_id in ch.participants:
                 marks[ch.channel_id] = ch.committed_seq
+                turn = ch.pending_turn(agent_id)
+                if turn is not None and turn[0] <= ch.committed_seq:
+                    if len(turns) < MAX_PENDING_TURNS:
+                        turns.append(
+                            connect_pb2.PendingTurn(channel_id=ch.channel_id, seq=turn[0], envelope_id=turn[1])
+                        )
+                    else:
+                        truncated = True
         for _, row in await self._store.list_channels_for(agent_id, include_ended=True, limit=1000):
             if row.channel_id not in marks and not row.live:
                 marks[row.channel_id] = channel_pb2.ChannelMetadata.FromString(row.record).last_seq
@@ -131,6 +163,8 @@ class Sessions:
             keepalive_seconds=self._options.keepalive_seconds,
             max_post_batch=self._options.max_batch,
             post_batch_ack=self._options.max_batch > 0,
+            pending_turns=turns,
+            pending_turns_truncated=truncated,
         )
         self._spawn(self._replay(session, marks, cursors), f"replay-{agent_id}")
         return session, welcome
@@ -180,13 +214,7 @@ class Sessions:
         session = self._sessions.get(agent_id)
         if session is not None and holder is not None and holder != session.session_id:
             del self._sessions[agent_id]
-            session.close(
-                Unavailable(
-                    "this stream was replaced by a newer Connect stream of the same agent (through another "
-                    "hub replica).",
-                    metadata={"cause": "replaced"},
-                )
-            )
+            session.close(superseded(holder, elsewhere=True))
             self._flush([session])
             session = None
         if session is None:

@@ -1,27 +1,32 @@
 """Inbox caps: how much may wait for an identity (INBOX_FULL beyond).
 
-What is counted: an identity's **pending** envelopes are the envelopes of its *live*
-channels that are visible to it (broadcast, or it is in the audience), that it did not
-send itself, and that lie above its cursor in that channel — exactly what the hub would
-deliver to it if it connected now. Hub-generated envelopes (invites, opened, closed)
-count like any other. The cursor moves when it acknowledges deliveries (and past
-envelopes it is not meant to see), whether it is connected or not: an offline identity
-keeps its last cursor, so everything posted for it meanwhile counts. When a channel
-ends, its envelopes leave the count (they are still replayed on resume, but no longer
-hold the inbox).
+What is counted: an identity's **pending** envelopes are the messages of its *live*
+channels that it has **not answered**: envelopes visible to it (broadcast, or it is in the
+audience) that it did not send, of a counted event type — the substantive ``ag2.msg.text``
+and ``ag2.packet`` and every custom (non-``ag2.``) type — posted after its last answer in
+that channel. Its **answer** is a substantive envelope (``ag2.msg.text`` / ``ag2.packet``)
+it posts into the channel: everything that waited for it there is answered. Protocol
+envelopes — invites and their answers, opened / closed / expired, expectation
+violations, ``ag2.context.set``, ``ag2.task.*`` — never count. Acknowledging a delivery
+does not answer it: a recipient that reads but does not reply keeps holding its inbox
+(the seeds' turn semantics; AG2 1.2.1 also counts until the recipient's next substantive
+post). When a channel ends, its envelopes leave the count.
+
+Everything the count depends on is in the channel's WAL, so it is a fold of committed
+state: every hub replica folding a channel's WAL (its own admissions, other replicas'
+commits through the change feed, a restart's hydrate, a rebuild after a failed write)
+arrives at the same count, and nothing of it is written separately.
 
 The count is staged with the envelope (in admission, under the channel's lock), so posts
 in flight count before they commit; a failed commit rebuilds the channel's count from the
-WAL (:meth:`reset` then :meth:`staged` again). At start, the hub rebuilds every live
-channel's count from the stored cursors and the WAL it folds anyway (:meth:`load_floor`
-before the fold), so the count survives a restart — acks of the last cursor-flush interval
-before a crash count again, as those envelopes are replayed again.
+WAL (:meth:`reset` then :meth:`staged_run` again).
 
 The cap is checked for every envelope a participant posts (and for the seed of a channel
 being opened): a recipient at its cap refuses it with :class:`~netkernel.errors.InboxFull`
-(metadata ``recipient``, ``rule``, ``limit``). Hub-generated envelopes are never refused.
+(metadata ``recipient``, ``rule``, ``limit``), unless the envelope is itself not counted
+(a protocol envelope such as an invite answer). Hub-generated envelopes are never refused.
 Memory: one small int per pending (recipient, envelope), plus one entry per participant
-of each live channel.
+of each live channel that was counted for or answered.
 """
 
 from __future__ import annotations
@@ -31,22 +36,31 @@ from collections.abc import Callable, Iterable, Sequence
 
 from agentnet.v1 import envelope_pb2
 
+from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES
 from netkernel.errors import InboxFull
-from netkernel.wire import wire_recipients
+
+_RESERVED_PREFIX = "ag2."
+
+
+def counts_in_inbox(event_type: str) -> bool:
+    """Whether an envelope of ``event_type`` waits in its recipients' inboxes: the substantive types
+    and every custom (non-``ag2.``) type; the protocol's own ``ag2.`` types (channel lifecycle,
+    invites, context, tasks) never do."""
+    return event_type in SUBSTANTIVE_EVENT_TYPES or not event_type.startswith(_RESERVED_PREFIX)
 
 
 class _Pending:
-    __slots__ = ("floor", "seqs")
+    __slots__ = ("answered", "seqs")
 
-    def __init__(self, floor: int) -> None:
-        self.floor = floor
-        """The participant's cursor in the channel: nothing at or below it counts."""
+    def __init__(self) -> None:
+        self.answered = 0
+        """Seq of the participant's last answer in the channel: nothing at or below it counts."""
         self.seqs: deque[int] = deque()
-        """Counted seqs above the floor, ascending."""
+        """Counted seqs above ``answered``, ascending."""
 
 
 class Inboxes:
-    """Pending envelopes per identity, and the inbox cap check."""
+    """Unanswered envelopes per identity, and the inbox cap check."""
 
     def __init__(self, cap_of: Callable[[str], tuple[int, str] | None], name_of: Callable[[str], str]) -> None:
         self._cap_of = cap_of
@@ -55,11 +69,21 @@ class Inboxes:
         self._totals: dict[str, int] = {}
 
     def pending(self, agent_id: str) -> int:
-        """Envelopes waiting for ``agent_id`` in its live channels (see the module docstring)."""
+        """Envelopes waiting for ``agent_id``'s answer in its live channels (see the module docstring)."""
         return self._totals.get(agent_id, 0)
 
-    def check(self, sender_id: str, participants: Iterable[str], audience: Sequence[str] | None) -> None:
-        """Refuse (InboxFull) an envelope from ``sender_id`` that would reach a recipient at its cap."""
+    def totals(self) -> tuple[int, int]:
+        """(envelopes pending over all identities, the most pending for one identity)."""
+        values = self._totals.values()
+        return sum(values), max(values, default=0)
+
+    def check(
+        self, sender_id: str, participants: Iterable[str], audience: Sequence[str] | None, event_type: str
+    ) -> None:
+        """Refuse (InboxFull) an envelope of ``event_type`` from ``sender_id`` that would wait for a
+        recipient at its cap (an envelope that is not counted never is refused)."""
+        if not counts_in_inbox(event_type):
+            return
         cap_of = self._cap_of
         for recipient in participants:
             if recipient == sender_id or (audience is not None and recipient not in audience):
@@ -71,85 +95,101 @@ class Inboxes:
             if pending >= cap[0]:
                 name = self._name_of(recipient)
                 raise InboxFull(
-                    f"the inbox of {name} is full: {pending} envelopes wait for it (limit {cap[0]}, rule "
-                    f"{cap[1]!r}); retry once it has caught up (it acknowledges deliveries) or post to others.",
+                    f"the inbox of {name} is full: {pending} envelopes wait for its answer (limit {cap[0]}, rule "
+                    f"{cap[1]!r}); retry once it has answered (it posts a reply into those channels, or they "
+                    "end) or post to others.",
                     metadata={"recipient": recipient, "recipient_name": name, "rule": cap[1], "limit": str(cap[0])},
                 )
 
     def staged(self, channel_id: str, participants: Iterable[str], wire: envelope_pb2.Envelope) -> None:
-        """Count a staged (or, at start and after a failed write, folded) envelope for its recipients."""
-        members = self._channels.get(channel_id)
-        if members is None:
-            members = self._channels[channel_id] = {}
-        totals = self._totals
-        seq = wire.seq
-        for agent_id in wire_recipients(wire, participants):
-            entry = members.get(agent_id)
-            if entry is None:
-                entry = members[agent_id] = _Pending(0)
-            if seq > entry.floor:
-                entry.seqs.append(seq)
-                totals[agent_id] = totals.get(agent_id, 0) + 1
+        """Count a staged (or, at start and after a failed write, folded) envelope."""
+        audience = wire.audience.agent_ids if wire.HasField("audience") else None
+        self._count(channel_id, participants, wire.seq, wire.sender_id, wire.event_type, audience)
 
     def staged_run(self, channel_id: str, participants: Sequence[str], wires: Sequence[envelope_pb2.Envelope]) -> None:
         """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in seq order).
 
-        Rebuilding a channel counts its whole WAL: each field of an envelope is read once, then
-        each participant's count is taken in one pass."""
+        Rebuilding a channel counts its whole WAL: each field of an envelope is read once, then each
+        participant's last answer in the run and what follows it are taken in one pass each."""
+        substantive = SUBSTANTIVE_EVENT_TYPES
+        rows = [
+            (w.seq, w.sender_id, et in substantive, w.audience.agent_ids if w.HasField("audience") else None)
+            for w in wires
+            if (et := w.event_type) in substantive or not et.startswith(_RESERVED_PREFIX)
+        ]
+        if not rows:
+            return
         members = self._channels.get(channel_id)
         if members is None:
             members = self._channels[channel_id] = {}
-        rows = [(w.seq, w.sender_id, w.audience.agent_ids if w.HasField("audience") else None) for w in wires]
         totals = self._totals
         for agent_id in participants:
             entry = members.get(agent_id)
-            floor = 0 if entry is None else entry.floor
+            answer = max((seq for seq, sender, answers, _ in rows if answers and sender == agent_id), default=0)
+            if answer:
+                if entry is None:
+                    entry = members[agent_id] = _Pending()
+                entry.answered = answer
+                if entry.seqs:
+                    self._subtract(agent_id, len(entry.seqs))
+                    entry.seqs.clear()
+            floor = 0 if entry is None else entry.answered
             seqs = [
                 seq
-                for seq, sender, audience in rows
+                for seq, sender, _, audience in rows
                 if seq > floor and sender != agent_id and (audience is None or agent_id in audience)
             ]
             if seqs:
                 if entry is None:
-                    entry = members[agent_id] = _Pending(0)
+                    entry = members[agent_id] = _Pending()
                 entry.seqs.extend(seqs)
                 totals[agent_id] = totals.get(agent_id, 0) + len(seqs)
 
-    def cursor(self, agent_id: str, channel_id: str, cursor: int) -> None:
-        """``agent_id``'s cursor in the channel moved to ``cursor``: what it passed no longer counts."""
+    def _count(
+        self,
+        channel_id: str,
+        participants: Iterable[str],
+        seq: int,
+        sender: str,
+        event_type: str,
+        audience: Sequence[str] | None,
+    ) -> None:
+        substantive = event_type in SUBSTANTIVE_EVENT_TYPES
+        if not substantive and event_type.startswith(_RESERVED_PREFIX):
+            return  # a protocol envelope: neither counted nor an answer
         members = self._channels.get(channel_id)
         if members is None:
-            return  # not a live channel: nothing of it counts
-        entry = members.get(agent_id)
-        if entry is None:
-            members[agent_id] = _Pending(cursor)
-            return
-        if cursor <= entry.floor:
-            return
-        entry.floor = cursor
-        seqs = entry.seqs
-        passed = 0
-        while seqs and seqs[0] <= cursor:
-            seqs.popleft()
-            passed += 1
-        if passed:
-            self._subtract(agent_id, passed)
-
-    def load_floor(self, agent_id: str, channel_id: str, cursor: int) -> None:
-        """A stored cursor of a live channel, before its WAL is folded at start."""
-        self._channels.setdefault(channel_id, {})[agent_id] = _Pending(cursor)
+            members = self._channels[channel_id] = {}
+        totals = self._totals
+        for agent_id in participants:
+            if agent_id == sender:
+                if substantive:  # its answer: what waited for it here is answered
+                    entry = members.get(agent_id)
+                    if entry is None:
+                        entry = members[agent_id] = _Pending()
+                    entry.answered = seq
+                    if entry.seqs:
+                        self._subtract(agent_id, len(entry.seqs))
+                        entry.seqs.clear()
+                continue
+            if audience is not None and agent_id not in audience:
+                continue
+            entry = members.get(agent_id)
+            if entry is None:
+                entry = members[agent_id] = _Pending()
+            if seq > entry.answered:
+                entry.seqs.append(seq)
+                totals[agent_id] = totals.get(agent_id, 0) + 1
 
     def reset(self, channel_id: str) -> None:
-        """Uncount the channel's envelopes but keep its cursors (its count is rebuilt from the WAL next)."""
-        for agent_id, entry in self._channels.get(channel_id, {}).items():
+        """Uncount the channel entirely (its count is rebuilt from its whole WAL next)."""
+        for agent_id, entry in self._channels.pop(channel_id, {}).items():
             if entry.seqs:
                 self._subtract(agent_id, len(entry.seqs))
-                entry.seqs.clear()
 
     def release(self, channel_id: str) -> None:
         """The channel ended: none of its envelopes counts any more."""
         self.reset(channel_id)
-        self._channels.pop(channel_id, None)
 
     def _subtract(self, agent_id: str, n: int) -> None:
         left = self._totals.get(agent_id, 0) - n

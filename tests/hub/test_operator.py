@@ -52,6 +52,16 @@ async def test_status_counts_what_the_hub_holds(
     assert status.running_tasks == 0
     assert bool(status.replica_id) == hub_store.startswith("redis")
     assert status.uptime_seconds >= 0
+    # What a dashboard reads besides: the store answers, what waits for answers, the channel types.
+    assert status.store_healthy and status.store_error == "" and 0 <= status.store_probe_seconds < 2
+    assert list(status.channel_types) == ["consulting", "conversation", "discussion", "workflow"]
+    assert (status.pending_inbox_total, status.max_pending_inbox) == (0, 0)
+    alice, bob, channel_id = conv
+    await alice.say(channel_id, "one")
+    await alice.say(channel_id, "two")
+    await bob.say(channel_id, "answered")
+    status = await operator.status()
+    assert (status.pending_inbox_total, status.max_pending_inbox) == (1, 1)  # bob's answer waits for alice
 
 
 async def test_agents_page_by_name_and_filter_online(

@@ -16,9 +16,12 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from agentsdk.operator import OperatorClient
+from hubsvc.server import start_hub
 from hubsvc.storage import Writes
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import Unavailable
+from tests.eventually import assert_eventually
 from tests.hub.test_redis_store import channel, dump, row
 from tests.redis_server import RedisServer, start_redis_server
 
@@ -121,3 +124,24 @@ def test_the_timeout_must_be_positive() -> None:
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="Redis timeout must be a positive number"):
             RedisHubStore("redis://127.0.0.1:6379/0", timeout=bad)
+
+
+async def test_get_status_says_when_the_store_does_not_answer(own_redis: RedisServer, tmp_path: Path) -> None:
+    server = await start_hub(RedisHubStore(own_redis.url(), prefix="status:", timeout=0.5), operator_token="op")
+    try:
+        async with OperatorClient(server.target, "op") as operator:
+            assert (await operator.status()).store_healthy
+            os.kill(own_redis.proc.pid, signal.SIGSTOP)
+            status = await asyncio.wait_for(operator.status(), GIVE_UP)
+            # Still answered (from memory), and it says the store does not answer.
+            assert not status.store_healthy and status.store_error
+            assert status.store_kind == "redis" and status.version
+            os.kill(own_redis.proc.pid, signal.SIGCONT)
+            await assert_eventually(lambda: _healthy(operator))
+    finally:
+        os.kill(own_redis.proc.pid, signal.SIGCONT)
+        await server.stop(0.5)
+
+
+async def _healthy(operator: OperatorClient) -> bool:
+    return (await operator.status()).store_healthy

@@ -16,7 +16,7 @@ import grpc
 import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2
 
-from netkernel.errors import InboxFull, NotYourTurn
+from netkernel.errors import InboxFull, NotYourTurn, Superseded, error_from_rpc
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
@@ -213,10 +213,14 @@ async def test_a_stream_through_another_replica_replaces_the_first_and_presence_
     assert not await online()
     await bob_on_a.connect()
     await assert_eventually(online)
-    await bob_on_b.connect()  # the same identity again, through another replica
+    newer = await bob_on_b.connect()  # the same identity again, through another replica
     await assert_eventually(lambda: bob_on_a.stream_error is not None)
-    assert bob_on_a.stream_error is not None and bob_on_a.stream_error.code() == grpc.StatusCode.UNAVAILABLE
-    assert "replaced" in (bob_on_a.stream_error.details() or "")
+    # The one mechanism of one hub: SUPERSEDED (permanent, no reconnect), naming the newer stream.
+    assert bob_on_a.stream_error is not None and bob_on_a.stream_error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    superseded = error_from_rpc(bob_on_a.stream_error)
+    assert isinstance(superseded, Superseded)
+    assert superseded.metadata == {"cause": "replaced", "superseded_by": newer.session_id}
+    assert "replaced by a newer Connect stream" in superseded.message
     assert await online()  # still connected (through b), though a's stream ended
     await bob_on_b.close()
 
@@ -226,7 +230,7 @@ async def test_a_stream_through_another_replica_replaces_the_first_and_presence_
     await assert_eventually(offline)
 
 
-async def test_an_inbox_cap_counts_acks_made_through_another_replica(replicas: Replicas) -> None:
+async def test_an_inbox_cap_counts_answers_made_through_another_replica(replicas: Replicas) -> None:
     policy = inbox_policy("bob", 2)
     a = await replicas.start(policy=policy)
     alice = await register(a.target, "alice")
@@ -236,23 +240,52 @@ async def test_an_inbox_cap_counts_acks_made_through_another_replica(replicas: R
     await alice.connect()
     await bob.connect()
     channel_id = await open_channel(alice, "conversation", [bob])
-    await bob.sync()
-    bob.auto_ack = False
 
-    def pending_on_a(n: int) -> Callable[[], bool]:
-        return lambda: a.core.inboxes.pending(bobs.agent_id) == n
+    def pending_on(hub: RunningHub, n: int) -> Callable[[], bool]:
+        return lambda: hub.core.inboxes.pending(bobs.agent_id) == n
 
-    # b writes bob's acks every cursor flush interval; the change feed then tells a.
-    await assert_eventually(pending_on_a(0))
+    assert a.core.inboxes.pending(bobs.agent_id) == 0  # the invite and the opening do not count
     await alice.say(channel_id, "one")
     await alice.say(channel_id, "two")
-    with pytest.raises(InboxFull):  # refused by a, which counts what b delivered and bob did not ack
+    await bob.sync()  # bob acked both through b: acks do not answer
+    await assert_eventually(pending_on(b, 2))
+    with pytest.raises(InboxFull):  # refused by a, which counts from the WAL what bob has not answered
         await alice.say(channel_id, "three")
-    first = await bob.next_of("ag2.msg.text")
-    bob.ack(channel_id, first.seq)
+    await bob.say(channel_id, "answering both, through b")
+    await assert_eventually(pending_on(a, 0))  # a folded bob's answer from the change feed
+    await alice.say(channel_id, "three, now that bob answered")
+    await assert_eventually(pending_on(b, 1))
+
+
+async def test_pending_turns_through_another_replica(replicas: Replicas) -> None:
+    a = await replicas.start()
+    alice = await register(a.target, "alice")
+    bobs = await register(a.target, "bob")
+    b = await replicas.start()
+    await alice.connect()
+    bob = on(a, bobs)
+    await bob.connect()
+    channel_id = await open_channel(alice, "consulting", [bob])
+    question = await alice.say(channel_id, "asked through a")
+    await bob.next_of("ag2.msg.text")
     await bob.sync()
-    await assert_eventually(pending_on_a(1))
-    await alice.say(channel_id, "three, now that bob caught up")
+    await bob.close()
+    # bob comes back through b: b folded a's commit from the change feed and lists the turn.
+    bob = on(b, bobs)
+
+    async def listed() -> bool:
+        welcome = await bob.connect()
+        await bob.disconnect()
+        return [(t.channel_id, t.envelope_id) for t in welcome.pending_turns] == [(channel_id, question.envelope_id)]
+
+    await assert_eventually(listed)
+    await bob.connect()
+    await bob.say(channel_id, "answered through b", causation_id=question.envelope_id)
+    await bob.close()
+    late = on(a, bobs)
+    assert list((await late.connect()).pending_turns) == []
+    await late.close()
+    await alice.close()
 
 
 async def test_a_replica_the_feed_has_not_told_yet_reads_the_store_before_refusing(replicas: Replicas) -> None:

@@ -32,6 +32,7 @@ export const Reason = {
   UNAUTHENTICATED: "UNAUTHENTICATED",
   RULE_DENIED: "RULE_DENIED",
   LIMIT_EXCEEDED: "LIMIT_EXCEEDED",
+  SUPERSEDED: "SUPERSEDED",
 } as const;
 
 /** One of the known reasons (a refusal from a newer hub may carry another string). */

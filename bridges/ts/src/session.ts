@@ -39,6 +39,15 @@ export interface SessionInfo {
   maxPostBatch: number;
   /** True when the hub reads acks riding in a PostBatch (false: an older hub, acks only in Ack frames). */
   postBatchAck: boolean;
+  /**
+   * The turns this participant's channels awaited from it when the stream began (Welcome.pending_turns):
+   * the adapter expects it to speak next and it has not answered `envelopeId` (seq `seq`). Read one with
+   * `readWal` (from = until = seq) unless it is replayed too (seq above its channel's resume cursor),
+   * and answer it once (drop a second sighting by envelope id). At most 1000 (`pendingTurnsTruncated`).
+   */
+  pendingTurns: { channelId: string; seq: number; envelopeId: string }[];
+  /** True when the hub had more than 1000 pending turns to list. */
+  pendingTurnsTruncated: boolean;
 }
 
 /** A channel invite as handed to {@link ConnectOptions.onInvite}. */
@@ -179,6 +188,7 @@ interface Waiter {
   timer: NodeJS.Timeout | undefined;
 }
 
+/** Hubs before the SUPERSEDED reason ended a superseded stream with UNAVAILABLE and this text. */
 const REPLACED_MARKER = "replaced by a newer Connect";
 const FATAL_CODES = new Set<number>([
   GrpcStatus.UNAUTHENTICATED,
@@ -512,6 +522,8 @@ export class StreamSession {
           keepaliveSeconds: w.keepaliveSeconds,
           maxPostBatch: w.maxPostBatch,
           postBatchAck: w.postBatchAck,
+          pendingTurns: w.pendingTurns.map((t) => ({ channelId: t.channelId, seq: Number(t.seq), envelopeId: t.envelopeId })),
+          pendingTurnsTruncated: w.pendingTurnsTruncated,
         };
         this.postLimit = postLimit(w.maxPostBatch, this.options.maxPostBatch);
         this.ackWaitMs = ackWait(w.postBatchAck, w.maxPostBatch, this.options.ackDelayMs);
@@ -720,7 +732,9 @@ export class StreamSession {
     }
     const fatal =
       error !== undefined &&
-      (FATAL_CODES.has(error.code) || (error.code === GrpcStatus.UNAVAILABLE && error.message.includes(REPLACED_MARKER)));
+      (FATAL_CODES.has(error.code) ||
+        error.reason === Reason.SUPERSEDED ||
+        (error.code === GrpcStatus.UNAVAILABLE && error.message.includes(REPLACED_MARKER)));
     if (fatal || this.options.reconnect === false) {
       const err =
         error ??

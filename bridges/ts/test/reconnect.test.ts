@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { test } from "node:test";
-import { Client, type InboundEnvelope, JsonFileCursorStore, register } from "../src";
+import { AgentNetError, Client, type InboundEnvelope, JsonFileCursorStore, register } from "../src";
 import { useHub } from "../testkit/hub";
 import { Collector, waitFor } from "../testkit/wait";
 
@@ -120,14 +120,35 @@ test("the stream survives a hub crash and restart: the bridge reconnects by itse
 test("a newer Connect of the same identity replaces the stream: the old client stops", async () => {
   const agent = await register(hub.target, { name: "ts-replaced" });
   clients.push(agent);
-  const errors: string[] = [];
-  await agent.connect({ onError: (e) => errors.push(e.reason) });
+  const errors: AgentNetError[] = [];
+  await agent.connect({ onError: (e) => errors.push(e) });
   const envelopes = agent.envelopes();
   const twin = Client.fromCredential(hub.target, agent.credential, agent.agentId);
   clients.push(twin);
-  await twin.connect();
+  const newer = await twin.connect();
   await waitFor(() => agent.connectionState === "failed", "the replaced client to stop");
-  assert.deepEqual(errors, ["UNAVAILABLE"]);
+  assert.deepEqual(
+    errors.map((e) => [e.code, e.reason, e.metadata.superseded_by]),
+    [[9, "SUPERSEDED", newer.sessionId]],
+  );
   await assert.rejects(envelopes.next(), (err: unknown) => err instanceof Error && /replaced/.test(err.message));
   assert.equal(twin.connectionState, "connected");
+});
+
+test("a client coming back learns the turns its channels await from it (Welcome.pending_turns)", async () => {
+  const alice = await register(hub.target, { name: "ts-pending-a" });
+  const bob = await register(hub.target, { name: "ts-pending-b" });
+  clients.push(alice, bob);
+  new Collector(alice, true);
+  const inbox = new Collector(bob, true);
+  await Promise.all([alice.connect(), bob.connect()]);
+  const { channel } = await alice.openChannel({ type: "consulting", targets: [bob.name], waitUntilOpened: true });
+  const question = await alice.postText(channel.channelId, "still there?");
+  await inbox.waitFor((e) => e.envelopeId === question.envelopeId, "bob to receive the question");
+  await bob.close(); // read (and acked), not answered
+  const again = Client.fromCredential(hub.target, bob.credential, bob.agentId);
+  clients.push(again);
+  const info = await again.connect();
+  assert.deepEqual(info.pendingTurns, [{ channelId: channel.channelId, seq: question.seq, envelopeId: question.envelopeId }]);
+  assert.equal(info.pendingTurnsTruncated, false);
 });

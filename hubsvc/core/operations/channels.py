@@ -1,15 +1,17 @@
-"""Channel operations: open (optionally seeded, optionally waiting until opened), describe, list, stream the WAL."""
+"""Channel operations: open (optionally seeded, optionally waiting until opened), describe, list, stream the
+WAL, the caller's pending turns."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
+from agentnet.v1 import channel_pb2, connect_pb2, envelope_pb2, hub_pb2
 
 from hubsvc.adapters import get_adapter
 from hubsvc.core.channel import OPENED, TERMINAL, spec_from_meta
 from hubsvc.core.hub import HubCore
-from hubsvc.core.operations.pages import ordered_page
+from hubsvc.core.operations.pages import keyed_page, ordered_page
+from hubsvc.core.sessions import MAX_PENDING_TURNS, pending_turn
 from hubsvc.core.util import check_seconds
 from hubsvc.core.wal_follow import WalFollower
 from hubsvc.storage.base import ChannelRow
@@ -117,6 +119,24 @@ class ChannelOps:
             )
 
         return await ordered_page("channels", fetch, pick, limit or 100, page_token)
+
+    def list_pending_turns(
+        self, caller: str, *, limit: int = 0, page_token: str = ""
+    ) -> tuple[list[connect_pb2.PendingTurn], str]:
+        """The turns the caller's live channels await from it, by channel id, a page of ``limit``
+        (0 = 100, at most :data:`MAX_PENDING_TURNS`); returns (turns, next page token)."""
+        if limit < 0 or limit > MAX_PENDING_TURNS:
+            raise InvalidArgument(
+                f"limit {limit} is out of range: ask for 1 to {MAX_PENDING_TURNS} turns (0 = 100) and page with "
+                "next_page_token.",
+                metadata={"field": "limit", "value": str(limit), "limit": str(MAX_PENDING_TURNS)},
+            )
+        turns = [
+            turn
+            for ch in self.core.channels.live()
+            if caller in ch.participants and (turn := pending_turn(ch, caller)) is not None
+        ]
+        return keyed_page("pending_turns", turns, lambda t: (t.channel_id,), limit or 100, page_token)
 
     async def stream_wal(
         self, caller: str | None, channel_id: str, from_seq: int, until_seq: int, limit: int, *, follow: bool

@@ -8,11 +8,13 @@ every replica; only :attr:`Status.connected_streams` is this replica's own.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterable
 from importlib import metadata
 
 from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, hub_pb2, identity_pb2, operator_pb2, task_pb2
 
+from hubsvc.adapters import ADAPTERS
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.agents import summary
 from hubsvc.core.operations.audit import MAX_AUDIT_ID, audit_record
@@ -21,13 +23,17 @@ from hubsvc.core.operations.pages import keyed_page, ordered_page, task_order
 from hubsvc.core.util import to_timestamp
 from hubsvc.storage.base import ChannelRow
 from netkernel.call_tree import execution_subtree
-from netkernel.errors import InvalidArgument, NotFound
+from netkernel.errors import AgentNetError, InvalidArgument, NotFound
 from netkernel.wire import dumps_json
 
 DEFAULT_PAGE = 100
 """Items in a page when the request asks for 0."""
 AUDIT_PAGE = 500
 """Audit records a FollowAudit stream reads from the store at a time."""
+STORE_PROBE_TIMEOUT = 2.0
+"""Seconds GetStatus waits for the store's answer to its probe read (GetStatus.store_healthy)."""
+_PROBE_CHANNEL = "agentnet-status-probe"
+"""The channel id GetStatus reads the last seq of: no channel has it (ids are random hex)."""
 _LIVE_STATES = frozenset({channel_pb2.CHANNEL_STATE_PENDING, channel_pb2.CHANNEL_STATE_OPENED})
 _STATES = frozenset(channel_pb2.ChannelState.values()) - {channel_pb2.CHANNEL_STATE_UNSPECIFIED}
 
@@ -59,9 +65,11 @@ class OperatorOps:
 
     # -- status -------------------------------------------------------------------------
 
-    def status(self) -> operator_pb2.GetStatusResponse:
-        """Version, store, this replica, uptime and counts."""
+    async def status(self) -> operator_pb2.GetStatusResponse:
+        """Version, store (and whether it answers), this replica, uptime and counts."""
         core = self.core
+        healthy, probe_seconds, store_error = await self._probe_store()
+        pending_total, pending_max = core.inboxes.totals()
         kind, address = core.store.location()
         entries = list(core.registry.entries())
         by_state: dict[channel_pb2.ChannelState.ValueType, int] = {}
@@ -83,7 +91,27 @@ class OperatorOps:
             ],
             running_tasks=len(core.tasks.live()),
             connected_streams=core.sessions.connected(),
+            store_healthy=healthy,
+            store_probe_seconds=probe_seconds,
+            store_error=store_error,
+            pending_inbox_total=pending_total,
+            max_pending_inbox=pending_max,
+            channel_types=sorted(ADAPTERS),
         )
+
+    async def _probe_store(self) -> tuple[bool, float, str]:
+        """(whether the store answered a cheap read within :data:`STORE_PROBE_TIMEOUT`, seconds it took,
+        why not). The read is the last seq of a channel id no channel has."""
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(STORE_PROBE_TIMEOUT):
+                await self.core.store.channel_seq(_PROBE_CHANNEL)
+        except TimeoutError:
+            return False, time.monotonic() - started, f"no answer within {STORE_PROBE_TIMEOUT:g}s"
+        except Exception as exc:  # any failure of the store is what this reports
+            message = exc.message if isinstance(exc, AgentNetError) else str(exc) or type(exc).__name__
+            return False, time.monotonic() - started, message
+        return True, time.monotonic() - started, ""
 
     # -- identities ---------------------------------------------------------------------
 

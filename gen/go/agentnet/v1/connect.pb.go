@@ -414,9 +414,22 @@ type Welcome struct {
 	// True when this hub reads PostBatch.ack: a client may then let its acks ride
 	// in the next PostBatch it writes instead of sending Ack frames of their own.
 	// False (an older hub): send acks only in Ack frames.
-	PostBatchAck  bool `protobuf:"varint,6,opt,name=post_batch_ack,json=postBatchAck,proto3" json:"post_batch_ack,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PostBatchAck bool `protobuf:"varint,6,opt,name=post_batch_ack,json=postBatchAck,proto3" json:"post_batch_ack,omitempty"`
+	// The turns the participant's live channels await from it when the stream
+	// begins (see PendingTurn), in channel order: a client coming back learns what
+	// to answer even when it acked those envelopes before it went away (e.g. its
+	// handler failed, or its process ended before it replied). At most 1000; see
+	// pending_turns_truncated. A pending turn whose envelope lies above its
+	// channel's resume cursor (`cursors`) is also replayed: answer it once (drop
+	// the second sighting by envelope_id). Computed from the channels as this hub
+	// replica has folded them (another replica's latest commit may still be on
+	// its way through the change feed, docs/scale-out.md).
+	PendingTurns []*PendingTurn `protobuf:"bytes,7,rep,name=pending_turns,json=pendingTurns,proto3" json:"pending_turns,omitempty"`
+	// True when the participant has more than 1000 pending turns and only the
+	// first 1000 (in channel order) are listed.
+	PendingTurnsTruncated bool `protobuf:"varint,8,opt,name=pending_turns_truncated,json=pendingTurnsTruncated,proto3" json:"pending_turns_truncated,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -491,6 +504,92 @@ func (x *Welcome) GetPostBatchAck() bool {
 	return false
 }
 
+func (x *Welcome) GetPendingTurns() []*PendingTurn {
+	if x != nil {
+		return x.PendingTurns
+	}
+	return nil
+}
+
+func (x *Welcome) GetPendingTurnsTruncated() bool {
+	if x != nil {
+		return x.PendingTurnsTruncated
+	}
+	return false
+}
+
+// PendingTurn is a turn a channel awaits from the participant: the channel is
+// open, its adapter expects the participant to speak next (DescribeChannel's
+// expected_next names it: consulting, discussion and workflow channels; a
+// conversation expects no one in particular, so it never has pending turns),
+// and the channel's latest substantive envelope (ag2.msg.text or ag2.packet)
+// is someone else's and visible to the participant — it has not answered.
+// A channel where nothing substantive was posted yet has none (nothing to
+// answer). The answer is a post into the channel, usually with causation_id =
+// envelope_id; once it is admitted the turn is no longer pending.
+type PendingTurn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The channel awaiting the turn.
+	ChannelId string `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The seq of the envelope to answer (read it with ReadWal from_seq = until_seq = seq).
+	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The id of the envelope to answer.
+	EnvelopeId    string `protobuf:"bytes,3,opt,name=envelope_id,json=envelopeId,proto3" json:"envelope_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingTurn) Reset() {
+	*x = PendingTurn{}
+	mi := &file_agentnet_v1_connect_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingTurn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingTurn) ProtoMessage() {}
+
+func (x *PendingTurn) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_connect_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingTurn.ProtoReflect.Descriptor instead.
+func (*PendingTurn) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PendingTurn) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *PendingTurn) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *PendingTurn) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
 // Post submits an envelope. The hub stamps sender_id, envelope_id, created_at and
 // seq, runs the adapter's validate_send, commits the envelope to the WAL and only
 // then answers with a PostResult and delivers it. Its refusals are PostEnvelope's
@@ -509,7 +608,7 @@ type Post struct {
 
 func (x *Post) Reset() {
 	*x = Post{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[4]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +620,7 @@ func (x *Post) String() string {
 func (*Post) ProtoMessage() {}
 
 func (x *Post) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[4]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +633,7 @@ func (x *Post) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Post.ProtoReflect.Descriptor instead.
 func (*Post) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{4}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Post) GetRequestId() string {
@@ -582,7 +681,7 @@ type PostBatch struct {
 
 func (x *PostBatch) Reset() {
 	*x = PostBatch{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +693,7 @@ func (x *PostBatch) String() string {
 func (*PostBatch) ProtoMessage() {}
 
 func (x *PostBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +706,7 @@ func (x *PostBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostBatch.ProtoReflect.Descriptor instead.
 func (*PostBatch) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{5}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PostBatch) GetPosts() []*Post {
@@ -645,7 +744,7 @@ type PostResult struct {
 
 func (x *PostResult) Reset() {
 	*x = PostResult{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +756,7 @@ func (x *PostResult) String() string {
 func (*PostResult) ProtoMessage() {}
 
 func (x *PostResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +769,7 @@ func (x *PostResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostResult.ProtoReflect.Descriptor instead.
 func (*PostResult) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{6}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PostResult) GetRequestId() string {
@@ -750,7 +849,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +861,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +874,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{7}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Batch) GetPostResults() []*PostResult {
@@ -827,7 +926,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +938,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +951,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{8}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Delivery) GetEnvelope() *Envelope {
@@ -905,7 +1004,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1016,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1029,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{9}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Ack) GetEntries() []*AckEntry {
@@ -953,7 +1052,7 @@ type AckEntry struct {
 
 func (x *AckEntry) Reset() {
 	*x = AckEntry{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1064,7 @@ func (x *AckEntry) String() string {
 func (*AckEntry) ProtoMessage() {}
 
 func (x *AckEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1077,7 @@ func (x *AckEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckEntry.ProtoReflect.Descriptor instead.
 func (*AckEntry) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{10}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AckEntry) GetChannelId() string {
@@ -1006,7 +1105,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1117,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1130,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{11}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Ping) GetNonce() uint64 {
@@ -1052,7 +1151,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1163,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1176,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{12}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -1119,7 +1218,7 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\tmax_batch\x18\x05 \x01(\rR\bmaxBatch\x1a:\n" +
 	"\fCursorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xb5\x02\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xac\x03\n" +
 	"\aWelcome\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
@@ -1127,10 +1226,18 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\acursors\x18\x03 \x03(\v2!.agentnet.v1.Welcome.CursorsEntryR\acursors\x12+\n" +
 	"\x11keepalive_seconds\x18\x04 \x01(\rR\x10keepaliveSeconds\x12$\n" +
 	"\x0emax_post_batch\x18\x05 \x01(\rR\fmaxPostBatch\x12$\n" +
-	"\x0epost_batch_ack\x18\x06 \x01(\bR\fpostBatchAck\x1a:\n" +
+	"\x0epost_batch_ack\x18\x06 \x01(\bR\fpostBatchAck\x12=\n" +
+	"\rpending_turns\x18\a \x03(\v2\x18.agentnet.v1.PendingTurnR\fpendingTurns\x126\n" +
+	"\x17pending_turns_truncated\x18\b \x01(\bR\x15pendingTurnsTruncated\x1a:\n" +
 	"\fCursorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"X\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"_\n" +
+	"\vPendingTurn\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1f\n" +
+	"\venvelope_id\x18\x03 \x01(\tR\n" +
+	"envelopeId\"X\n" +
 	"\x04Post\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +
@@ -1181,53 +1288,55 @@ func file_agentnet_v1_connect_proto_rawDescGZIP() []byte {
 	return file_agentnet_v1_connect_proto_rawDescData
 }
 
-var file_agentnet_v1_connect_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_agentnet_v1_connect_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_agentnet_v1_connect_proto_goTypes = []any{
 	(*ConnectRequest)(nil),  // 0: agentnet.v1.ConnectRequest
 	(*ConnectResponse)(nil), // 1: agentnet.v1.ConnectResponse
 	(*Hello)(nil),           // 2: agentnet.v1.Hello
 	(*Welcome)(nil),         // 3: agentnet.v1.Welcome
-	(*Post)(nil),            // 4: agentnet.v1.Post
-	(*PostBatch)(nil),       // 5: agentnet.v1.PostBatch
-	(*PostResult)(nil),      // 6: agentnet.v1.PostResult
-	(*Batch)(nil),           // 7: agentnet.v1.Batch
-	(*Delivery)(nil),        // 8: agentnet.v1.Delivery
-	(*Ack)(nil),             // 9: agentnet.v1.Ack
-	(*AckEntry)(nil),        // 10: agentnet.v1.AckEntry
-	(*Ping)(nil),            // 11: agentnet.v1.Ping
-	(*Pong)(nil),            // 12: agentnet.v1.Pong
-	nil,                     // 13: agentnet.v1.Hello.CursorsEntry
-	nil,                     // 14: agentnet.v1.Welcome.CursorsEntry
-	(*Envelope)(nil),        // 15: agentnet.v1.Envelope
-	(*ErrorDetail)(nil),     // 16: agentnet.v1.ErrorDetail
+	(*PendingTurn)(nil),     // 4: agentnet.v1.PendingTurn
+	(*Post)(nil),            // 5: agentnet.v1.Post
+	(*PostBatch)(nil),       // 6: agentnet.v1.PostBatch
+	(*PostResult)(nil),      // 7: agentnet.v1.PostResult
+	(*Batch)(nil),           // 8: agentnet.v1.Batch
+	(*Delivery)(nil),        // 9: agentnet.v1.Delivery
+	(*Ack)(nil),             // 10: agentnet.v1.Ack
+	(*AckEntry)(nil),        // 11: agentnet.v1.AckEntry
+	(*Ping)(nil),            // 12: agentnet.v1.Ping
+	(*Pong)(nil),            // 13: agentnet.v1.Pong
+	nil,                     // 14: agentnet.v1.Hello.CursorsEntry
+	nil,                     // 15: agentnet.v1.Welcome.CursorsEntry
+	(*Envelope)(nil),        // 16: agentnet.v1.Envelope
+	(*ErrorDetail)(nil),     // 17: agentnet.v1.ErrorDetail
 }
 var file_agentnet_v1_connect_proto_depIdxs = []int32{
 	2,  // 0: agentnet.v1.ConnectRequest.hello:type_name -> agentnet.v1.Hello
-	4,  // 1: agentnet.v1.ConnectRequest.post:type_name -> agentnet.v1.Post
-	9,  // 2: agentnet.v1.ConnectRequest.ack:type_name -> agentnet.v1.Ack
-	11, // 3: agentnet.v1.ConnectRequest.ping:type_name -> agentnet.v1.Ping
-	5,  // 4: agentnet.v1.ConnectRequest.post_batch:type_name -> agentnet.v1.PostBatch
+	5,  // 1: agentnet.v1.ConnectRequest.post:type_name -> agentnet.v1.Post
+	10, // 2: agentnet.v1.ConnectRequest.ack:type_name -> agentnet.v1.Ack
+	12, // 3: agentnet.v1.ConnectRequest.ping:type_name -> agentnet.v1.Ping
+	6,  // 4: agentnet.v1.ConnectRequest.post_batch:type_name -> agentnet.v1.PostBatch
 	3,  // 5: agentnet.v1.ConnectResponse.welcome:type_name -> agentnet.v1.Welcome
-	6,  // 6: agentnet.v1.ConnectResponse.post_result:type_name -> agentnet.v1.PostResult
-	8,  // 7: agentnet.v1.ConnectResponse.delivery:type_name -> agentnet.v1.Delivery
-	12, // 8: agentnet.v1.ConnectResponse.pong:type_name -> agentnet.v1.Pong
-	7,  // 9: agentnet.v1.ConnectResponse.batch:type_name -> agentnet.v1.Batch
-	13, // 10: agentnet.v1.Hello.cursors:type_name -> agentnet.v1.Hello.CursorsEntry
-	14, // 11: agentnet.v1.Welcome.cursors:type_name -> agentnet.v1.Welcome.CursorsEntry
-	15, // 12: agentnet.v1.Post.envelope:type_name -> agentnet.v1.Envelope
-	4,  // 13: agentnet.v1.PostBatch.posts:type_name -> agentnet.v1.Post
-	9,  // 14: agentnet.v1.PostBatch.ack:type_name -> agentnet.v1.Ack
-	15, // 15: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
-	16, // 16: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
-	6,  // 17: agentnet.v1.Batch.post_results:type_name -> agentnet.v1.PostResult
-	8,  // 18: agentnet.v1.Batch.deliveries:type_name -> agentnet.v1.Delivery
-	15, // 19: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
-	10, // 20: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	7,  // 6: agentnet.v1.ConnectResponse.post_result:type_name -> agentnet.v1.PostResult
+	9,  // 7: agentnet.v1.ConnectResponse.delivery:type_name -> agentnet.v1.Delivery
+	13, // 8: agentnet.v1.ConnectResponse.pong:type_name -> agentnet.v1.Pong
+	8,  // 9: agentnet.v1.ConnectResponse.batch:type_name -> agentnet.v1.Batch
+	14, // 10: agentnet.v1.Hello.cursors:type_name -> agentnet.v1.Hello.CursorsEntry
+	15, // 11: agentnet.v1.Welcome.cursors:type_name -> agentnet.v1.Welcome.CursorsEntry
+	4,  // 12: agentnet.v1.Welcome.pending_turns:type_name -> agentnet.v1.PendingTurn
+	16, // 13: agentnet.v1.Post.envelope:type_name -> agentnet.v1.Envelope
+	5,  // 14: agentnet.v1.PostBatch.posts:type_name -> agentnet.v1.Post
+	10, // 15: agentnet.v1.PostBatch.ack:type_name -> agentnet.v1.Ack
+	16, // 16: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
+	17, // 17: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
+	7,  // 18: agentnet.v1.Batch.post_results:type_name -> agentnet.v1.PostResult
+	9,  // 19: agentnet.v1.Batch.deliveries:type_name -> agentnet.v1.Delivery
+	16, // 20: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
+	11, // 21: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_connect_proto_init() }
@@ -1251,18 +1360,18 @@ func file_agentnet_v1_connect_proto_init() {
 		(*ConnectResponse_Pong)(nil),
 		(*ConnectResponse_Batch)(nil),
 	}
-	file_agentnet_v1_connect_proto_msgTypes[6].OneofWrappers = []any{
+	file_agentnet_v1_connect_proto_msgTypes[7].OneofWrappers = []any{
 		(*PostResult_Envelope)(nil),
 		(*PostResult_Error)(nil),
 	}
-	file_agentnet_v1_connect_proto_msgTypes[8].OneofWrappers = []any{}
+	file_agentnet_v1_connect_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_connect_proto_rawDesc), len(file_agentnet_v1_connect_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

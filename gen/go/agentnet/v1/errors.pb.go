@@ -84,6 +84,13 @@ const (
 	// RESOURCE_EXHAUSTED: a governance limit is reached (open channels, running
 	// tasks); metadata rule and limit. See docs/governance.md.
 	ErrorReason_ERROR_REASON_LIMIT_EXCEEDED ErrorReason = 22
+	// FAILED_PRECONDITION: this Connect stream was taken over by a newer Connect
+	// stream of the same identity (through this hub or another replica): the
+	// newer one now receives the deliveries. Metadata `cause` = "replaced" and
+	// `superseded_by` = the newer stream's Welcome.session_id. Do NOT reconnect
+	// on it: two processes holding one identity would take the stream from each
+	// other forever. Stop, and report it (docs/bridges.md "Replaced streams").
+	ErrorReason_ERROR_REASON_SUPERSEDED ErrorReason = 23
 )
 
 // Enum value maps for ErrorReason.
@@ -112,6 +119,7 @@ var (
 		20: "ERROR_REASON_OUT_OF_RANGE",
 		21: "ERROR_REASON_RULE_DENIED",
 		22: "ERROR_REASON_LIMIT_EXCEEDED",
+		23: "ERROR_REASON_SUPERSEDED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":         0,
@@ -137,6 +145,7 @@ var (
 		"ERROR_REASON_OUT_OF_RANGE":        20,
 		"ERROR_REASON_RULE_DENIED":         21,
 		"ERROR_REASON_LIMIT_EXCEEDED":      22,
+		"ERROR_REASON_SUPERSEDED":          23,
 	}
 )
 
@@ -254,7 +263,7 @@ const file_agentnet_v1_errors_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2&.agentnet.v1.ErrorDetail.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xed\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x8a\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_PROTOCOL_ERROR\x10\x01\x12\x1f\n" +
@@ -279,7 +288,8 @@ const file_agentnet_v1_errors_proto_rawDesc = "" +
 	" ERROR_REASON_FAILED_PRECONDITION\x10\x13\x12\x1d\n" +
 	"\x19ERROR_REASON_OUT_OF_RANGE\x10\x14\x12\x1c\n" +
 	"\x18ERROR_REASON_RULE_DENIED\x10\x15\x12\x1f\n" +
-	"\x1bERROR_REASON_LIMIT_EXCEEDED\x10\x16BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
+	"\x1bERROR_REASON_LIMIT_EXCEEDED\x10\x16\x12\x1b\n" +
+	"\x17ERROR_REASON_SUPERSEDED\x10\x17BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
 
 var (
 	file_agentnet_v1_errors_proto_rawDescOnce sync.Once

@@ -4878,6 +4878,116 @@ func (x *RefreshRemoteA2AAgentResponse) GetAgent() *AgentRecord {
 	return nil
 }
 
+// ListPendingTurnsRequest asks for a page of the caller's pending turns.
+type ListPendingTurnsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most turns in the page: 0 = 100, at most 1000.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The previous answer's next_page_token ("" = from the first channel id).
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingTurnsRequest) Reset() {
+	*x = ListPendingTurnsRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingTurnsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingTurnsRequest) ProtoMessage() {}
+
+func (x *ListPendingTurnsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingTurnsRequest.ProtoReflect.Descriptor instead.
+func (*ListPendingTurnsRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ListPendingTurnsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListPendingTurnsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListPendingTurnsResponse is one page of pending turns, by channel id.
+type ListPendingTurnsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The turns (each channel at most once).
+	Turns []*PendingTurn `protobuf:"bytes,1,rep,name=turns,proto3" json:"turns,omitempty"`
+	// Token of the next page; "" = this was the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingTurnsResponse) Reset() {
+	*x = ListPendingTurnsResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingTurnsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingTurnsResponse) ProtoMessage() {}
+
+func (x *ListPendingTurnsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingTurnsResponse.ProtoReflect.Descriptor instead.
+func (*ListPendingTurnsResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ListPendingTurnsResponse) GetTurns() []*PendingTurn {
+	if x != nil {
+		return x.Turns
+	}
+	return nil
+}
+
+func (x *ListPendingTurnsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_agentnet_v1_hub_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_hub_proto_rawDesc = "" +
@@ -5216,7 +5326,14 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"credential\"\x1e\n" +
 	"\x1cRefreshRemoteA2AAgentRequest\"O\n" +
 	"\x1dRefreshRemoteA2AAgentResponse\x12.\n" +
-	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent*O\n" +
+	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\"N\n" +
+	"\x17ListPendingTurnsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"r\n" +
+	"\x18ListPendingTurnsResponse\x12.\n" +
+	"\x05turns\x18\x01 \x03(\v2\x18.agentnet.v1.PendingTurnR\x05turns\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*O\n" +
 	"\tTaskScope\x12\x1a\n" +
 	"\x16TASK_SCOPE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eTASK_SCOPE_OWN\x10\x01\x12\x12\n" +
@@ -5225,7 +5342,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ToolSource\x12\x1b\n" +
 	"\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_SOURCE_PLUGIN\x10\x01\x12\x17\n" +
-	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xef\x17\n" +
+	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xd0\x18\n" +
 	"\n" +
 	"HubService\x12H\n" +
 	"\aConnect\x12\x1b.agentnet.v1.ConnectRequest\x1a\x1c.agentnet.v1.ConnectResponse(\x010\x01\x12G\n" +
@@ -5268,7 +5385,8 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x03Say\x12\x17.agentnet.v1.SayRequest\x1a\x18.agentnet.v1.SayResponse\x12J\n" +
 	"\tListAudit\x12\x1d.agentnet.v1.ListAuditRequest\x1a\x1e.agentnet.v1.ListAuditResponse\x12q\n" +
 	"\x16RegisterRemoteA2AAgent\x12*.agentnet.v1.RegisterRemoteA2AAgentRequest\x1a+.agentnet.v1.RegisterRemoteA2AAgentResponse\x12n\n" +
-	"\x15RefreshRemoteA2AAgent\x12).agentnet.v1.RefreshRemoteA2AAgentRequest\x1a*.agentnet.v1.RefreshRemoteA2AAgentResponseBFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
+	"\x15RefreshRemoteA2AAgent\x12).agentnet.v1.RefreshRemoteA2AAgentRequest\x1a*.agentnet.v1.RefreshRemoteA2AAgentResponse\x12_\n" +
+	"\x10ListPendingTurns\x12$.agentnet.v1.ListPendingTurnsRequest\x1a%.agentnet.v1.ListPendingTurnsResponseBFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
 
 var (
 	file_agentnet_v1_hub_proto_rawDescOnce sync.Once
@@ -5283,7 +5401,7 @@ func file_agentnet_v1_hub_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_hub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_agentnet_v1_hub_proto_goTypes = []any{
 	(TaskScope)(0),                         // 0: agentnet.v1.TaskScope
 	(ToolSource)(0),                        // 1: agentnet.v1.ToolSource
@@ -5363,157 +5481,163 @@ var file_agentnet_v1_hub_proto_goTypes = []any{
 	(*RegisterRemoteA2AAgentResponse)(nil), // 75: agentnet.v1.RegisterRemoteA2AAgentResponse
 	(*RefreshRemoteA2AAgentRequest)(nil),   // 76: agentnet.v1.RefreshRemoteA2AAgentRequest
 	(*RefreshRemoteA2AAgentResponse)(nil),  // 77: agentnet.v1.RefreshRemoteA2AAgentResponse
-	nil,                                    // 78: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	(*Passport)(nil),                       // 79: agentnet.v1.Passport
-	(*Resume)(nil),                         // 80: agentnet.v1.Resume
-	(*A2ASettings)(nil),                    // 81: agentnet.v1.A2ASettings
-	(*AgentRecord)(nil),                    // 82: agentnet.v1.AgentRecord
-	(PassportKind)(0),                      // 83: agentnet.v1.PassportKind
-	(*AgentSummary)(nil),                   // 84: agentnet.v1.AgentSummary
-	(*Envelope)(nil),                       // 85: agentnet.v1.Envelope
-	(*ChannelMetadata)(nil),                // 86: agentnet.v1.ChannelMetadata
-	(*ErrorDetail)(nil),                    // 87: agentnet.v1.ErrorDetail
-	(TaskEventKind)(0),                     // 88: agentnet.v1.TaskEventKind
-	(*TaskMetadata)(nil),                   // 89: agentnet.v1.TaskMetadata
-	(*timestamppb.Timestamp)(nil),          // 90: google.protobuf.Timestamp
-	(*DiscoveredAgent)(nil),                // 91: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),                  // 92: agentnet.v1.InvocationStatus
-	(*Execution)(nil),                      // 93: agentnet.v1.Execution
-	(*ConnectRequest)(nil),                 // 94: agentnet.v1.ConnectRequest
-	(*ConnectResponse)(nil),                // 95: agentnet.v1.ConnectResponse
+	(*ListPendingTurnsRequest)(nil),        // 78: agentnet.v1.ListPendingTurnsRequest
+	(*ListPendingTurnsResponse)(nil),       // 79: agentnet.v1.ListPendingTurnsResponse
+	nil,                                    // 80: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	(*Passport)(nil),                       // 81: agentnet.v1.Passport
+	(*Resume)(nil),                         // 82: agentnet.v1.Resume
+	(*A2ASettings)(nil),                    // 83: agentnet.v1.A2ASettings
+	(*AgentRecord)(nil),                    // 84: agentnet.v1.AgentRecord
+	(PassportKind)(0),                      // 85: agentnet.v1.PassportKind
+	(*AgentSummary)(nil),                   // 86: agentnet.v1.AgentSummary
+	(*Envelope)(nil),                       // 87: agentnet.v1.Envelope
+	(*ChannelMetadata)(nil),                // 88: agentnet.v1.ChannelMetadata
+	(*ErrorDetail)(nil),                    // 89: agentnet.v1.ErrorDetail
+	(TaskEventKind)(0),                     // 90: agentnet.v1.TaskEventKind
+	(*TaskMetadata)(nil),                   // 91: agentnet.v1.TaskMetadata
+	(*timestamppb.Timestamp)(nil),          // 92: google.protobuf.Timestamp
+	(*DiscoveredAgent)(nil),                // 93: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),                  // 94: agentnet.v1.InvocationStatus
+	(*Execution)(nil),                      // 95: agentnet.v1.Execution
+	(*PendingTurn)(nil),                    // 96: agentnet.v1.PendingTurn
+	(*ConnectRequest)(nil),                 // 97: agentnet.v1.ConnectRequest
+	(*ConnectResponse)(nil),                // 98: agentnet.v1.ConnectResponse
 }
 var file_agentnet_v1_hub_proto_depIdxs = []int32{
-	79, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
-	80, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
-	81, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	82, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
-	79, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
-	80, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
-	82, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
-	83, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
-	84, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	82, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	82, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
-	80, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
-	82, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
-	85, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
-	86, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	86, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	86, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	81, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
+	82, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
+	83, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	84, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
+	81, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
+	82, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
+	84, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
+	85, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
+	86, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	84, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	84, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
+	82, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
+	84, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
+	87, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
+	88, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	88, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	88, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
 	22, // 17: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
-	86, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	85, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	85, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
-	85, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
-	87, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
-	85, // 23: agentnet.v1.FindReplyResponse.envelope:type_name -> agentnet.v1.Envelope
-	88, // 24: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
-	89, // 25: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	88, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	87, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	87, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
+	87, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
+	89, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
+	87, // 23: agentnet.v1.FindReplyResponse.envelope:type_name -> agentnet.v1.Envelope
+	90, // 24: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
+	91, // 25: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
 	0,  // 26: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
-	89, // 27: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	89, // 28: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	89, // 29: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	89, // 30: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	90, // 31: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
+	91, // 27: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	91, // 28: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	91, // 29: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	91, // 30: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	92, // 31: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
 	43, // 32: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
 	43, // 33: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	81, // 34: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	82, // 35: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	91, // 36: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	78, // 37: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	92, // 38: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	90, // 39: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	93, // 40: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	93, // 41: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	93, // 42: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	83, // 34: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	84, // 35: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	93, // 36: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	80, // 37: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	94, // 38: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	92, // 39: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	95, // 40: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	95, // 41: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	95, // 42: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
 	1,  // 43: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
 	62, // 44: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	85, // 45: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	90, // 46: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	87, // 45: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	92, // 46: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
 	71, // 47: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	79, // 48: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
-	81, // 49: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	82, // 50: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	82, // 51: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	94, // 52: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,  // 53: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,  // 54: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,  // 55: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,  // 56: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10, // 57: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12, // 58: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14, // 59: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16, // 60: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	18, // 61: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	20, // 62: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	23, // 63: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	25, // 64: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	27, // 65: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	29, // 66: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	31, // 67: agentnet.v1.HubService.FindReply:input_type -> agentnet.v1.FindReplyRequest
-	33, // 68: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	35, // 69: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	37, // 70: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	39, // 71: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	41, // 72: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	44, // 73: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	46, // 74: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	48, // 75: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	50, // 76: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	52, // 77: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	54, // 78: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	56, // 79: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	58, // 80: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
-	60, // 81: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
-	63, // 82: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	65, // 83: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	67, // 84: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	69, // 85: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	72, // 86: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	74, // 87: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
-	76, // 88: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
-	95, // 89: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,  // 90: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,  // 91: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,  // 92: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,  // 93: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11, // 94: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13, // 95: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15, // 96: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17, // 97: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	19, // 98: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	21, // 99: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	24, // 100: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	26, // 101: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	28, // 102: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	30, // 103: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	32, // 104: agentnet.v1.HubService.FindReply:output_type -> agentnet.v1.FindReplyResponse
-	34, // 105: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	36, // 106: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	38, // 107: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	40, // 108: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	42, // 109: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	45, // 110: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	47, // 111: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	49, // 112: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	51, // 113: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	53, // 114: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	55, // 115: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	57, // 116: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	59, // 117: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
-	61, // 118: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
-	64, // 119: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	66, // 120: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	68, // 121: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	70, // 122: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	73, // 123: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	75, // 124: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
-	77, // 125: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
-	89, // [89:126] is the sub-list for method output_type
-	52, // [52:89] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	81, // 48: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
+	83, // 49: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	84, // 50: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	84, // 51: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	96, // 52: agentnet.v1.ListPendingTurnsResponse.turns:type_name -> agentnet.v1.PendingTurn
+	97, // 53: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,  // 54: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,  // 55: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,  // 56: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,  // 57: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10, // 58: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12, // 59: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14, // 60: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16, // 61: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	18, // 62: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	20, // 63: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	23, // 64: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	25, // 65: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	27, // 66: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	29, // 67: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	31, // 68: agentnet.v1.HubService.FindReply:input_type -> agentnet.v1.FindReplyRequest
+	33, // 69: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	35, // 70: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	37, // 71: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	39, // 72: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	41, // 73: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	44, // 74: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	46, // 75: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	48, // 76: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	50, // 77: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	52, // 78: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	54, // 79: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	56, // 80: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	58, // 81: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
+	60, // 82: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
+	63, // 83: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	65, // 84: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	67, // 85: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	69, // 86: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	72, // 87: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	74, // 88: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
+	76, // 89: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
+	78, // 90: agentnet.v1.HubService.ListPendingTurns:input_type -> agentnet.v1.ListPendingTurnsRequest
+	98, // 91: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,  // 92: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,  // 93: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,  // 94: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,  // 95: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11, // 96: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13, // 97: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15, // 98: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17, // 99: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	19, // 100: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	21, // 101: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	24, // 102: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	26, // 103: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	28, // 104: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	30, // 105: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	32, // 106: agentnet.v1.HubService.FindReply:output_type -> agentnet.v1.FindReplyResponse
+	34, // 107: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	36, // 108: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	38, // 109: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	40, // 110: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	42, // 111: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	45, // 112: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	47, // 113: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	49, // 114: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	51, // 115: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	53, // 116: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	55, // 117: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	57, // 118: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	59, // 119: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
+	61, // 120: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
+	64, // 121: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	66, // 122: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	68, // 123: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	70, // 124: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	73, // 125: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	75, // 126: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
+	77, // 127: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
+	79, // 128: agentnet.v1.HubService.ListPendingTurns:output_type -> agentnet.v1.ListPendingTurnsResponse
+	91, // [91:129] is the sub-list for method output_type
+	53, // [53:91] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }
@@ -5546,7 +5670,7 @@ func file_agentnet_v1_hub_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_hub_proto_rawDesc), len(file_agentnet_v1_hub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   77,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,6 +56,7 @@ const (
 	HubService_ListAudit_FullMethodName              = "/agentnet.v1.HubService/ListAudit"
 	HubService_RegisterRemoteA2AAgent_FullMethodName = "/agentnet.v1.HubService/RegisterRemoteA2AAgent"
 	HubService_RefreshRemoteA2AAgent_FullMethodName  = "/agentnet.v1.HubService/RefreshRemoteA2AAgent"
+	HubService_ListPendingTurns_FullMethodName       = "/agentnet.v1.HubService/ListPendingTurns"
 )
 
 // HubServiceClient is the client API for HubService service.
@@ -357,6 +358,15 @@ type HubServiceClient interface {
 	// Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
 	// those of RegisterRemoteA2AAgent about the card.
 	RefreshRemoteA2AAgent(ctx context.Context, in *RefreshRemoteA2AAgentRequest, opts ...grpc.CallOption) (*RefreshRemoteA2AAgentResponse, error)
+	// ListPendingTurns pages through the turns the caller's live channels await
+	// from it now (PendingTurn, connect.proto: its adapter expects the caller to
+	// speak and it has not answered the latest substantive envelope): what
+	// Welcome.pending_turns lists when a stream begins, for a client that wants
+	// them again, has no stream, or was told pending_turns_truncated. Ordered by
+	// channel id; a channel has at most one. Computed from the channels as the
+	// answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+	// negative or above 1000, a page token of another list).
+	ListPendingTurns(ctx context.Context, in *ListPendingTurnsRequest, opts ...grpc.CallOption) (*ListPendingTurnsResponse, error)
 }
 
 type hubServiceClient struct {
@@ -749,6 +759,16 @@ func (c *hubServiceClient) RefreshRemoteA2AAgent(ctx context.Context, in *Refres
 	return out, nil
 }
 
+func (c *hubServiceClient) ListPendingTurns(ctx context.Context, in *ListPendingTurnsRequest, opts ...grpc.CallOption) (*ListPendingTurnsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPendingTurnsResponse)
+	err := c.cc.Invoke(ctx, HubService_ListPendingTurns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HubServiceServer is the server API for HubService service.
 // All implementations must embed UnimplementedHubServiceServer
 // for forward compatibility.
@@ -1048,6 +1068,15 @@ type HubServiceServer interface {
 	// Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
 	// those of RegisterRemoteA2AAgent about the card.
 	RefreshRemoteA2AAgent(context.Context, *RefreshRemoteA2AAgentRequest) (*RefreshRemoteA2AAgentResponse, error)
+	// ListPendingTurns pages through the turns the caller's live channels await
+	// from it now (PendingTurn, connect.proto: its adapter expects the caller to
+	// speak and it has not answered the latest substantive envelope): what
+	// Welcome.pending_turns lists when a stream begins, for a client that wants
+	// them again, has no stream, or was told pending_turns_truncated. Ordered by
+	// channel id; a channel has at most one. Computed from the channels as the
+	// answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+	// negative or above 1000, a page token of another list).
+	ListPendingTurns(context.Context, *ListPendingTurnsRequest) (*ListPendingTurnsResponse, error)
 	mustEmbedUnimplementedHubServiceServer()
 }
 
@@ -1168,6 +1197,9 @@ func (UnimplementedHubServiceServer) RegisterRemoteA2AAgent(context.Context, *Re
 }
 func (UnimplementedHubServiceServer) RefreshRemoteA2AAgent(context.Context, *RefreshRemoteA2AAgentRequest) (*RefreshRemoteA2AAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RefreshRemoteA2AAgent not implemented")
+}
+func (UnimplementedHubServiceServer) ListPendingTurns(context.Context, *ListPendingTurnsRequest) (*ListPendingTurnsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPendingTurns not implemented")
 }
 func (UnimplementedHubServiceServer) mustEmbedUnimplementedHubServiceServer() {}
 func (UnimplementedHubServiceServer) testEmbeddedByValue()                    {}
@@ -1838,6 +1870,24 @@ func _HubService_RefreshRemoteA2AAgent_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HubService_ListPendingTurns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPendingTurnsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).ListPendingTurns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_ListPendingTurns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).ListPendingTurns(ctx, req.(*ListPendingTurnsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HubService_ServiceDesc is the grpc.ServiceDesc for HubService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1984,6 +2034,10 @@ var HubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RefreshRemoteA2AAgent",
 			Handler:    _HubService_RefreshRemoteA2AAgent_Handler,
+		},
+		{
+			MethodName: "ListPendingTurns",
+			Handler:    _HubService_ListPendingTurns_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

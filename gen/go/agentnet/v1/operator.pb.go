@@ -141,8 +141,29 @@ type GetStatusResponse struct {
 	RunningTasks int64 `protobuf:"varint,10,opt,name=running_tasks,json=runningTasks,proto3" json:"running_tasks,omitempty"`
 	// Connect streams open on THIS replica (each replica counts its own).
 	ConnectedStreams int64 `protobuf:"varint,11,opt,name=connected_streams,json=connectedStreams,proto3" json:"connected_streams,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Whether the store answered a cheap probe read (the last seq of a channel
+	// id no channel has) within 2 seconds while this status was taken. False
+	// while the SQLite file cannot be read or the Redis server does not answer;
+	// store_error then says why. Health checking (grpc.health.v1) keeps serving
+	// meanwhile: the hub answers what it holds in memory.
+	StoreHealthy bool `protobuf:"varint,12,opt,name=store_healthy,json=storeHealthy,proto3" json:"store_healthy,omitempty"`
+	// Seconds the probe read took (up to the 2 s it waits).
+	StoreProbeSeconds float64 `protobuf:"fixed64,13,opt,name=store_probe_seconds,json=storeProbeSeconds,proto3" json:"store_probe_seconds,omitempty"`
+	// Why the probe failed ("" when store_healthy): the store's error message,
+	// or "no answer within 2s".
+	StoreError string `protobuf:"bytes,14,opt,name=store_error,json=storeError,proto3" json:"store_error,omitempty"`
+	// Envelopes waiting for their recipients' answers over every identity, as
+	// the inbox caps count them (docs/governance.md "Inbox caps": messages of
+	// live channels posted since the recipient's last answer there; protocol
+	// envelopes never count). Folded from the WAL: the same on every replica.
+	PendingInboxTotal int64 `protobuf:"varint,15,opt,name=pending_inbox_total,json=pendingInboxTotal,proto3" json:"pending_inbox_total,omitempty"`
+	// The most envelopes waiting for one identity's answer (0 when none waits):
+	// a recipient that stopped answering shows here first.
+	MaxPendingInbox int64 `protobuf:"varint,16,opt,name=max_pending_inbox,json=maxPendingInbox,proto3" json:"max_pending_inbox,omitempty"`
+	// The channel types (turn-taking adapters) this hub serves, by name.
+	ChannelTypes  []string `protobuf:"bytes,17,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -250,6 +271,48 @@ func (x *GetStatusResponse) GetConnectedStreams() int64 {
 		return x.ConnectedStreams
 	}
 	return 0
+}
+
+func (x *GetStatusResponse) GetStoreHealthy() bool {
+	if x != nil {
+		return x.StoreHealthy
+	}
+	return false
+}
+
+func (x *GetStatusResponse) GetStoreProbeSeconds() float64 {
+	if x != nil {
+		return x.StoreProbeSeconds
+	}
+	return 0
+}
+
+func (x *GetStatusResponse) GetStoreError() string {
+	if x != nil {
+		return x.StoreError
+	}
+	return ""
+}
+
+func (x *GetStatusResponse) GetPendingInboxTotal() int64 {
+	if x != nil {
+		return x.PendingInboxTotal
+	}
+	return 0
+}
+
+func (x *GetStatusResponse) GetMaxPendingInbox() int64 {
+	if x != nil {
+		return x.MaxPendingInbox
+	}
+	return 0
+}
+
+func (x *GetStatusResponse) GetChannelTypes() []string {
+	if x != nil {
+		return x.ChannelTypes
+	}
+	return nil
 }
 
 // OperatorServiceListAgentsRequest pages through every identity by name.
@@ -1395,7 +1458,7 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\x10GetStatusRequest\"Z\n" +
 	"\x11ChannelStateCount\x12/\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x19.agentnet.v1.ChannelStateR\x05state\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\xc1\x03\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xb8\x05\n" +
 	"\x11GetStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -1413,7 +1476,14 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\rlive_channels\x18\t \x03(\v2\x1e.agentnet.v1.ChannelStateCountR\fliveChannels\x12#\n" +
 	"\rrunning_tasks\x18\n" +
 	" \x01(\x03R\frunningTasks\x12+\n" +
-	"\x11connected_streams\x18\v \x01(\x03R\x10connectedStreams\"\x9c\x01\n" +
+	"\x11connected_streams\x18\v \x01(\x03R\x10connectedStreams\x12#\n" +
+	"\rstore_healthy\x18\f \x01(\bR\fstoreHealthy\x12.\n" +
+	"\x13store_probe_seconds\x18\r \x01(\x01R\x11storeProbeSeconds\x12\x1f\n" +
+	"\vstore_error\x18\x0e \x01(\tR\n" +
+	"storeError\x12.\n" +
+	"\x13pending_inbox_total\x18\x0f \x01(\x03R\x11pendingInboxTotal\x12*\n" +
+	"\x11max_pending_inbox\x18\x10 \x01(\x03R\x0fmaxPendingInbox\x12#\n" +
+	"\rchannel_types\x18\x11 \x03(\tR\fchannelTypes\"\x9c\x01\n" +
 	" OperatorServiceListAgentsRequest\x12\x1f\n" +
 	"\vonline_only\x18\x01 \x01(\bR\n" +
 	"onlineOnly\x12\x1b\n" +

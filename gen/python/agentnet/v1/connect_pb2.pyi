@@ -237,6 +237,8 @@ class Welcome(_message.Message):
     KEEPALIVE_SECONDS_FIELD_NUMBER: _builtins.int
     MAX_POST_BATCH_FIELD_NUMBER: _builtins.int
     POST_BATCH_ACK_FIELD_NUMBER: _builtins.int
+    PENDING_TURNS_FIELD_NUMBER: _builtins.int
+    PENDING_TURNS_TRUNCATED_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The authenticated participant."""
     session_id: _builtins.str
@@ -252,10 +254,27 @@ class Welcome(_message.Message):
     in the next PostBatch it writes instead of sending Ack frames of their own.
     False (an older hub): send acks only in Ack frames.
     """
+    pending_turns_truncated: _builtins.bool
+    """True when the participant has more than 1000 pending turns and only the
+    first 1000 (in channel order) are listed.
+    """
     @_builtins.property
     def cursors(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """The resume cursor of every channel the participant belongs to: the one sent in
         Hello, else the hub's stored one (advanced by acks). Replay starts above it.
+        """
+
+    @_builtins.property
+    def pending_turns(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingTurn]:
+        """The turns the participant's live channels await from it when the stream
+        begins (see PendingTurn), in channel order: a client coming back learns what
+        to answer even when it acked those envelopes before it went away (e.g. its
+        handler failed, or its process ended before it replied). At most 1000; see
+        pending_turns_truncated. A pending turn whose envelope lies above its
+        channel's resume cursor (`cursors`) is also replayed: answer it once (drop
+        the second sighting by envelope_id). Computed from the channels as this hub
+        replica has folded them (another replica's latest commit may still be on
+        its way through the change feed, docs/scale-out.md).
         """
 
     def __init__(
@@ -267,14 +286,55 @@ class Welcome(_message.Message):
         keepalive_seconds: _builtins.int = ...,
         max_post_batch: _builtins.int = ...,
         post_batch_ack: _builtins.bool = ...,
+        pending_turns: _abc.Iterable[Global___PendingTurn] | None = ...,
+        pending_turns_truncated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "cursors", b"cursors", "keepalive_seconds", b"keepalive_seconds", "max_post_batch", b"max_post_batch", "post_batch_ack", b"post_batch_ack", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "cursors", b"cursors", "keepalive_seconds", b"keepalive_seconds", "max_post_batch", b"max_post_batch", "pending_turns", b"pending_turns", "pending_turns_truncated", b"pending_turns_truncated", "post_batch_ack", b"post_batch_ack", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Welcome: _TypeAlias = Welcome  # noqa: Y015
+
+@_typing.final
+class PendingTurn(_message.Message):
+    """PendingTurn is a turn a channel awaits from the participant: the channel is
+    open, its adapter expects the participant to speak next (DescribeChannel's
+    expected_next names it: consulting, discussion and workflow channels; a
+    conversation expects no one in particular, so it never has pending turns),
+    and the channel's latest substantive envelope (ag2.msg.text or ag2.packet)
+    is someone else's and visible to the participant — it has not answered.
+    A channel where nothing substantive was posted yet has none (nothing to
+    answer). The answer is a post into the channel, usually with causation_id =
+    envelope_id; once it is admitted the turn is no longer pending.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_ID_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    ENVELOPE_ID_FIELD_NUMBER: _builtins.int
+    channel_id: _builtins.str
+    """The channel awaiting the turn."""
+    seq: _builtins.int
+    """The seq of the envelope to answer (read it with ReadWal from_seq = until_seq = seq)."""
+    envelope_id: _builtins.str
+    """The id of the envelope to answer."""
+    def __init__(
+        self,
+        *,
+        channel_id: _builtins.str = ...,
+        seq: _builtins.int = ...,
+        envelope_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_id", b"channel_id", "envelope_id", b"envelope_id", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingTurn: _TypeAlias = PendingTurn  # noqa: Y015
 
 @_typing.final
 class Post(_message.Message):

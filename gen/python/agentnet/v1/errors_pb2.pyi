@@ -87,6 +87,14 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """RESOURCE_EXHAUSTED: a governance limit is reached (open channels, running
     tasks); metadata rule and limit. See docs/governance.md.
     """
+    ERROR_REASON_SUPERSEDED: _ErrorReason.ValueType  # 23
+    """FAILED_PRECONDITION: this Connect stream was taken over by a newer Connect
+    stream of the same identity (through this hub or another replica): the
+    newer one now receives the deliveries. Metadata `cause` = "replaced" and
+    `superseded_by` = the newer stream's Welcome.session_id. Do NOT reconnect
+    on it: two processes holding one identity would take the stream from each
+    other forever. Stop, and report it (docs/bridges.md "Replaced streams").
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the single table of domain errors. Every refusal carries a
@@ -157,6 +165,14 @@ See docs/governance.md.
 ERROR_REASON_LIMIT_EXCEEDED: ErrorReason.ValueType  # 22
 """RESOURCE_EXHAUSTED: a governance limit is reached (open channels, running
 tasks); metadata rule and limit. See docs/governance.md.
+"""
+ERROR_REASON_SUPERSEDED: ErrorReason.ValueType  # 23
+"""FAILED_PRECONDITION: this Connect stream was taken over by a newer Connect
+stream of the same identity (through this hub or another replica): the
+newer one now receives the deliveries. Metadata `cause` = "replaced" and
+`superseded_by` = the newer stream's Welcome.session_id. Do NOT reconnect
+on it: two processes holding one identity would take the stream from each
+other forever. Stop, and report it (docs/bridges.md "Replaced streams").
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 

@@ -5,6 +5,7 @@ isort:skip_file
 
 from agentnet.v1 import a2a_pb2 as _a2a_pb2
 from agentnet.v1 import channel_pb2 as _channel_pb2
+from agentnet.v1 import connect_pb2 as _connect_pb2
 from agentnet.v1 import envelope_pb2 as _envelope_pb2
 from agentnet.v1 import errors_pb2 as _errors_pb2
 from agentnet.v1 import identity_pb2 as _identity_pb2
@@ -2535,3 +2536,57 @@ class RefreshRemoteA2AAgentResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RefreshRemoteA2AAgentResponse: _TypeAlias = RefreshRemoteA2AAgentResponse  # noqa: Y015
+
+@_typing.final
+class ListPendingTurnsRequest(_message.Message):
+    """ListPendingTurnsRequest asks for a page of the caller's pending turns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """Most turns in the page: 0 = 100, at most 1000."""
+    page_token: _builtins.str
+    """The previous answer's next_page_token ("" = from the first channel id)."""
+    def __init__(
+        self,
+        *,
+        limit: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPendingTurnsRequest: _TypeAlias = ListPendingTurnsRequest  # noqa: Y015
+
+@_typing.final
+class ListPendingTurnsResponse(_message.Message):
+    """ListPendingTurnsResponse is one page of pending turns, by channel id."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURNS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next page; "" = this was the last."""
+    @_builtins.property
+    def turns(self) -> _containers.RepeatedCompositeFieldContainer[_connect_pb2.PendingTurn]:
+        """The turns (each channel at most once)."""
+
+    def __init__(
+        self,
+        *,
+        turns: _abc.Iterable[_connect_pb2.PendingTurn] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "turns", b"turns"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPendingTurnsResponse: _TypeAlias = ListPendingTurnsResponse  # noqa: Y015

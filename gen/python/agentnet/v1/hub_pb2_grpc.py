@@ -248,6 +248,11 @@ class HubServiceStub:
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentResponse.FromString,
                 _registered_method=True)
+        self.ListPendingTurns = channel.unary_unary(
+                '/agentnet.v1.HubService/ListPendingTurns',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.ListPendingTurnsRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.ListPendingTurnsResponse.FromString,
+                _registered_method=True)
 
 
 class HubServiceServicer:
@@ -732,6 +737,20 @@ class HubServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPendingTurns(self, request, context):
+        """ListPendingTurns pages through the turns the caller's live channels await
+        from it now (PendingTurn, connect.proto: its adapter expects the caller to
+        speak and it has not answered the latest substantive envelope): what
+        Welcome.pending_turns lists when a stream begins, for a client that wants
+        them again, has no stream, or was told pending_turns_truncated. Ordered by
+        channel id; a channel has at most one. Computed from the channels as the
+        answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+        negative or above 1000, a page token of another list).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HubServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -919,6 +938,11 @@ def add_HubServiceServicer_to_server(servicer, server):
                     servicer.RefreshRemoteA2AAgent,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentResponse.SerializeToString,
+            ),
+            'ListPendingTurns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPendingTurns,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.ListPendingTurnsRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.ListPendingTurnsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1948,6 +1972,33 @@ class HubService:
             '/agentnet.v1.HubService/RefreshRemoteA2AAgent',
             agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.RefreshRemoteA2AAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPendingTurns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/ListPendingTurns',
+            agentnet_dot_v1_dot_hub__pb2.ListPendingTurnsRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.ListPendingTurnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

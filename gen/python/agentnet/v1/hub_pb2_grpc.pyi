@@ -358,6 +358,16 @@ class HubServiceStub:
     Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
     those of RegisterRemoteA2AAgent about the card.
     """
+    ListPendingTurns: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ListPendingTurnsRequest, _hub_pb2.ListPendingTurnsResponse]
+    """ListPendingTurns pages through the turns the caller's live channels await
+    from it now (PendingTurn, connect.proto: its adapter expects the caller to
+    speak and it has not answered the latest substantive envelope): what
+    Welcome.pending_turns lists when a stream begins, for a client that wants
+    them again, has no stream, or was told pending_turns_truncated. Ordered by
+    channel id; a channel has at most one. Computed from the channels as the
+    answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+    negative or above 1000, a page token of another list).
+    """
 
 @_typing.type_check_only
 class HubServiceAsyncStub(HubServiceStub):
@@ -687,6 +697,16 @@ class HubServiceAsyncStub(HubServiceStub):
     credential that returned) and replaces what the identity took from it.
     Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
     those of RegisterRemoteA2AAgent about the card.
+    """
+    ListPendingTurns: _aio.UnaryUnaryMultiCallable[_hub_pb2.ListPendingTurnsRequest, _hub_pb2.ListPendingTurnsResponse]  # type: ignore[assignment]
+    """ListPendingTurns pages through the turns the caller's live channels await
+    from it now (PendingTurn, connect.proto: its adapter expects the caller to
+    speak and it has not answered the latest substantive envelope): what
+    Welcome.pending_turns lists when a stream begins, for a client that wants
+    them again, has no stream, or was told pending_turns_truncated. Ordered by
+    channel id; a channel has at most one. Computed from the channels as the
+    answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+    negative or above 1000, a page token of another list).
     """
 
 class HubServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -1236,6 +1256,22 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         credential that returned) and replaces what the identity took from it.
         Refusals: FAILED_PRECONDITION (the caller is not such an identity) and
         those of RegisterRemoteA2AAgent about the card.
+        """
+
+    @_abc_1.abstractmethod
+    def ListPendingTurns(
+        self,
+        request: _hub_pb2.ListPendingTurnsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.ListPendingTurnsResponse, _abc.Awaitable[_hub_pb2.ListPendingTurnsResponse]]:
+        """ListPendingTurns pages through the turns the caller's live channels await
+        from it now (PendingTurn, connect.proto: its adapter expects the caller to
+        speak and it has not answered the latest substantive envelope): what
+        Welcome.pending_turns lists when a stream begins, for a client that wants
+        them again, has no stream, or was told pending_turns_truncated. Ordered by
+        channel id; a channel has at most one. Computed from the channels as the
+        answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+        negative or above 1000, a page token of another list).
         """
 
 def add_HubServiceServicer_to_server(servicer: HubServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

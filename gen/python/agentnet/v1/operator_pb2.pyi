@@ -85,6 +85,12 @@ class GetStatusResponse(_message.Message):
     LIVE_CHANNELS_FIELD_NUMBER: _builtins.int
     RUNNING_TASKS_FIELD_NUMBER: _builtins.int
     CONNECTED_STREAMS_FIELD_NUMBER: _builtins.int
+    STORE_HEALTHY_FIELD_NUMBER: _builtins.int
+    STORE_PROBE_SECONDS_FIELD_NUMBER: _builtins.int
+    STORE_ERROR_FIELD_NUMBER: _builtins.int
+    PENDING_INBOX_TOTAL_FIELD_NUMBER: _builtins.int
+    MAX_PENDING_INBOX_FIELD_NUMBER: _builtins.int
+    CHANNEL_TYPES_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     """The hub's version (the installed agent-network package)."""
     store_kind: _builtins.str
@@ -107,6 +113,29 @@ class GetStatusResponse(_message.Message):
     """Tasks still running."""
     connected_streams: _builtins.int
     """Connect streams open on THIS replica (each replica counts its own)."""
+    store_healthy: _builtins.bool
+    """Whether the store answered a cheap probe read (the last seq of a channel
+    id no channel has) within 2 seconds while this status was taken. False
+    while the SQLite file cannot be read or the Redis server does not answer;
+    store_error then says why. Health checking (grpc.health.v1) keeps serving
+    meanwhile: the hub answers what it holds in memory.
+    """
+    store_probe_seconds: _builtins.float
+    """Seconds the probe read took (up to the 2 s it waits)."""
+    store_error: _builtins.str
+    """Why the probe failed ("" when store_healthy): the store's error message,
+    or "no answer within 2s".
+    """
+    pending_inbox_total: _builtins.int
+    """Envelopes waiting for their recipients' answers over every identity, as
+    the inbox caps count them (docs/governance.md "Inbox caps": messages of
+    live channels posted since the recipient's last answer there; protocol
+    envelopes never count). Folded from the WAL: the same on every replica.
+    """
+    max_pending_inbox: _builtins.int
+    """The most envelopes waiting for one identity's answer (0 when none waits):
+    a recipient that stopped answering shows here first.
+    """
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """When this hub process started."""
@@ -114,6 +143,10 @@ class GetStatusResponse(_message.Message):
     @_builtins.property
     def live_channels(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChannelStateCount]:
         """Live channels (pending or opened) by state; states with none are left out."""
+
+    @_builtins.property
+    def channel_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The channel types (turn-taking adapters) this hub serves, by name."""
 
     def __init__(
         self,
@@ -129,10 +162,16 @@ class GetStatusResponse(_message.Message):
         live_channels: _abc.Iterable[Global___ChannelStateCount] | None = ...,
         running_tasks: _builtins.int = ...,
         connected_streams: _builtins.int = ...,
+        store_healthy: _builtins.bool = ...,
+        store_probe_seconds: _builtins.float = ...,
+        store_error: _builtins.str = ...,
+        pending_inbox_total: _builtins.int = ...,
+        max_pending_inbox: _builtins.int = ...,
+        channel_types: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["connected_streams", b"connected_streams", "identities", b"identities", "live_channels", b"live_channels", "online", b"online", "replica_id", b"replica_id", "running_tasks", b"running_tasks", "started_at", b"started_at", "store_address", b"store_address", "store_kind", b"store_kind", "uptime_seconds", b"uptime_seconds", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_types", b"channel_types", "connected_streams", b"connected_streams", "identities", b"identities", "live_channels", b"live_channels", "max_pending_inbox", b"max_pending_inbox", "online", b"online", "pending_inbox_total", b"pending_inbox_total", "replica_id", b"replica_id", "running_tasks", b"running_tasks", "started_at", b"started_at", "store_address", b"store_address", "store_error", b"store_error", "store_healthy", b"store_healthy", "store_kind", b"store_kind", "store_probe_seconds", b"store_probe_seconds", "uptime_seconds", b"uptime_seconds", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -78,6 +78,8 @@ __all__ = (
     "ListChannelsResponse",
     "ListExecutionsRequest",
     "ListExecutionsResponse",
+    "ListPendingTurnsRequest",
+    "ListPendingTurnsResponse",
     "ListRequest",
     "ListResponse",
     "ListTasksRequest",
@@ -107,6 +109,7 @@ __all__ = (
     "ParticipantRole",
     "Passport",
     "PassportKind",
+    "PendingTurn",
     "Ping",
     "Pong",
     "Post",
@@ -416,6 +419,16 @@ class ErrorReason(betterproto2.Enum):
     tasks); metadata rule and limit. See docs/governance.md.
     """
 
+    SUPERSEDED = 23
+    """
+    FAILED_PRECONDITION: this Connect stream was taken over by a newer Connect
+    stream of the same identity (through this hub or another replica): the
+    newer one now receives the deliveries. Metadata `cause` = "replaced" and
+    `superseded_by` = the newer stream's Welcome.session_id. Do NOT reconnect
+    on it: two processes holding one identity would take the stream from each
+    other forever. Stop, and report it (docs/bridges.md "Replaced streams").
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -442,6 +455,7 @@ class ErrorReason(betterproto2.Enum):
             20: "ERROR_REASON_OUT_OF_RANGE",
             21: "ERROR_REASON_RULE_DENIED",
             22: "ERROR_REASON_LIMIT_EXCEEDED",
+            23: "ERROR_REASON_SUPERSEDED",
         }
 
     @classmethod
@@ -470,6 +484,7 @@ class ErrorReason(betterproto2.Enum):
             "ERROR_REASON_OUT_OF_RANGE": 20,
             "ERROR_REASON_RULE_DENIED": 21,
             "ERROR_REASON_LIMIT_EXCEEDED": 22,
+            "ERROR_REASON_SUPERSEDED": 23,
         }
 
 
@@ -2689,6 +2704,45 @@ class GetStatusResponse(betterproto2.Message):
     Connect streams open on THIS replica (each replica counts its own).
     """
 
+    store_healthy: "bool" = betterproto2.field(12, betterproto2.TYPE_BOOL)
+    """
+    Whether the store answered a cheap probe read (the last seq of a channel
+    id no channel has) within 2 seconds while this status was taken. False
+    while the SQLite file cannot be read or the Redis server does not answer;
+    store_error then says why. Health checking (grpc.health.v1) keeps serving
+    meanwhile: the hub answers what it holds in memory.
+    """
+
+    store_probe_seconds: "float" = betterproto2.field(13, betterproto2.TYPE_DOUBLE)
+    """
+    Seconds the probe read took (up to the 2 s it waits).
+    """
+
+    store_error: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+    """
+    Why the probe failed ("" when store_healthy): the store's error message,
+    or "no answer within 2s".
+    """
+
+    pending_inbox_total: "int" = betterproto2.field(15, betterproto2.TYPE_INT64)
+    """
+    Envelopes waiting for their recipients' answers over every identity, as
+    the inbox caps count them (docs/governance.md "Inbox caps": messages of
+    live channels posted since the recipient's last answer there; protocol
+    envelopes never count). Folded from the WAL: the same on every replica.
+    """
+
+    max_pending_inbox: "int" = betterproto2.field(16, betterproto2.TYPE_INT64)
+    """
+    The most envelopes waiting for one identity's answer (0 when none waits):
+    a recipient that stopped answering shows here first.
+    """
+
+    channel_types: "list[str]" = betterproto2.field(17, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The channel types (turn-taking adapters) this hub serves, by name.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "GetStatusResponse", GetStatusResponse)
 
@@ -3077,6 +3131,46 @@ class ListExecutionsResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "ListExecutionsResponse", ListExecutionsResponse)
+
+
+@dataclass(eq=False, repr=False)
+class ListPendingTurnsRequest(betterproto2.Message):
+    """
+    ListPendingTurnsRequest asks for a page of the caller's pending turns.
+    """
+
+    limit: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    Most turns in the page: 0 = 100, at most 1000.
+    """
+
+    page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The previous answer's next_page_token ("" = from the first channel id).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ListPendingTurnsRequest", ListPendingTurnsRequest)
+
+
+@dataclass(eq=False, repr=False)
+class ListPendingTurnsResponse(betterproto2.Message):
+    """
+    ListPendingTurnsResponse is one page of pending turns, by channel id.
+    """
+
+    turns: "list[PendingTurn]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The turns (each channel at most once).
+    """
+
+    next_page_token: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Token of the next page; "" = this was the last.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ListPendingTurnsResponse", ListPendingTurnsResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3771,6 +3865,39 @@ class Passport(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "Passport", Passport)
+
+
+@dataclass(eq=False, repr=False)
+class PendingTurn(betterproto2.Message):
+    """
+    PendingTurn is a turn a channel awaits from the participant: the channel is
+    open, its adapter expects the participant to speak next (DescribeChannel's
+    expected_next names it: consulting, discussion and workflow channels; a
+    conversation expects no one in particular, so it never has pending turns),
+    and the channel's latest substantive envelope (ag2.msg.text or ag2.packet)
+    is someone else's and visible to the participant — it has not answered.
+    A channel where nothing substantive was posted yet has none (nothing to
+    answer). The answer is a post into the channel, usually with causation_id =
+    envelope_id; once it is admitted the turn is no longer pending.
+    """
+
+    channel_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The channel awaiting the turn.
+    """
+
+    seq: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
+    """
+    The seq of the envelope to answer (read it with ReadWal from_seq = until_seq = seq).
+    """
+
+    envelope_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The id of the envelope to answer.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "PendingTurn", PendingTurn)
 
 
 @dataclass(eq=False, repr=False)
@@ -5029,6 +5156,25 @@ class Welcome(betterproto2.Message):
     False (an older hub): send acks only in Ack frames.
     """
 
+    pending_turns: "list[PendingTurn]" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The turns the participant's live channels await from it when the stream
+    begins (see PendingTurn), in channel order: a client coming back learns what
+    to answer even when it acked those envelopes before it went away (e.g. its
+    handler failed, or its process ended before it replied). At most 1000; see
+    pending_turns_truncated. A pending turn whose envelope lies above its
+    channel's resume cursor (`cursors`) is also replayed: answer it once (drop
+    the second sighting by envelope_id). Computed from the channels as this hub
+    replica has folded them (another replica's latest commit may still be on
+    its way through the change feed, docs/scale-out.md).
+    """
+
+    pending_turns_truncated: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+    """
+    True when the participant has more than 1000 pending turns and only the
+    first 1000 (in channel order) are listed.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "Welcome", Welcome)
 
@@ -6083,6 +6229,34 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.HubService/RefreshRemoteA2AAgent",
             message,
             RefreshRemoteA2AAgentResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def list_pending_turns(
+        self,
+        message: "ListPendingTurnsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ListPendingTurnsResponse":
+        """
+        ListPendingTurns pages through the turns the caller's live channels await
+        from it now (PendingTurn, connect.proto: its adapter expects the caller to
+        speak and it has not answered the latest substantive envelope): what
+        Welcome.pending_turns lists when a stream begins, for a client that wants
+        them again, has no stream, or was told pending_turns_truncated. Ordered by
+        channel id; a channel has at most one. Computed from the channels as the
+        answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+        negative or above 1000, a page token of another list).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/ListPendingTurns",
+            message,
+            ListPendingTurnsResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,

@@ -129,11 +129,48 @@ export interface Welcome {
    * False (an older hub): send acks only in Ack frames.
    */
   postBatchAck: boolean;
+  /**
+   * The turns the participant's live channels await from it when the stream
+   * begins (see PendingTurn), in channel order: a client coming back learns what
+   * to answer even when it acked those envelopes before it went away (e.g. its
+   * handler failed, or its process ended before it replied). At most 1000; see
+   * pending_turns_truncated. A pending turn whose envelope lies above its
+   * channel's resume cursor (`cursors`) is also replayed: answer it once (drop
+   * the second sighting by envelope_id). Computed from the channels as this hub
+   * replica has folded them (another replica's latest commit may still be on
+   * its way through the change feed, docs/scale-out.md).
+   */
+  pendingTurns: PendingTurn[];
+  /**
+   * True when the participant has more than 1000 pending turns and only the
+   * first 1000 (in channel order) are listed.
+   */
+  pendingTurnsTruncated: boolean;
 }
 
 export interface Welcome_CursorsEntry {
   key: string;
   value: number;
+}
+
+/**
+ * PendingTurn is a turn a channel awaits from the participant: the channel is
+ * open, its adapter expects the participant to speak next (DescribeChannel's
+ * expected_next names it: consulting, discussion and workflow channels; a
+ * conversation expects no one in particular, so it never has pending turns),
+ * and the channel's latest substantive envelope (ag2.msg.text or ag2.packet)
+ * is someone else's and visible to the participant — it has not answered.
+ * A channel where nothing substantive was posted yet has none (nothing to
+ * answer). The answer is a post into the channel, usually with causation_id =
+ * envelope_id; once it is admitted the turn is no longer pending.
+ */
+export interface PendingTurn {
+  /** The channel awaiting the turn. */
+  channelId: string;
+  /** The seq of the envelope to answer (read it with ReadWal from_seq = until_seq = seq). */
+  seq: number;
+  /** The id of the envelope to answer. */
+  envelopeId: string;
 }
 
 /**
@@ -883,7 +920,16 @@ export const Hello_CursorsEntry: MessageFns<Hello_CursorsEntry> = {
 };
 
 function createBaseWelcome(): Welcome {
-  return { agentId: "", sessionId: "", cursors: {}, keepaliveSeconds: 0, maxPostBatch: 0, postBatchAck: false };
+  return {
+    agentId: "",
+    sessionId: "",
+    cursors: {},
+    keepaliveSeconds: 0,
+    maxPostBatch: 0,
+    postBatchAck: false,
+    pendingTurns: [],
+    pendingTurnsTruncated: false,
+  };
 }
 
 export const Welcome: MessageFns<Welcome> = {
@@ -905,6 +951,12 @@ export const Welcome: MessageFns<Welcome> = {
     }
     if (message.postBatchAck !== false) {
       writer.uint32(48).bool(message.postBatchAck);
+    }
+    for (const v of message.pendingTurns) {
+      PendingTurn.encode(v!, writer.uint32(58).fork()).join();
+    }
+    if (message.pendingTurnsTruncated !== false) {
+      writer.uint32(64).bool(message.pendingTurnsTruncated);
     }
     return writer;
   },
@@ -973,6 +1025,22 @@ export const Welcome: MessageFns<Welcome> = {
             message.postBatchAck = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.pendingTurns.push(PendingTurn.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.pendingTurnsTruncated = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1026,6 +1094,16 @@ export const Welcome: MessageFns<Welcome> = {
         : isSet(object.post_batch_ack)
         ? globalThis.Boolean(object.post_batch_ack)
         : false,
+      pendingTurns: globalThis.Array.isArray(object?.pendingTurns)
+        ? object.pendingTurns.map((e: any) => PendingTurn.fromJSON(e))
+        : globalThis.Array.isArray(object?.pending_turns)
+        ? object.pending_turns.map((e: any) => PendingTurn.fromJSON(e))
+        : [],
+      pendingTurnsTruncated: isSet(object.pendingTurnsTruncated)
+        ? globalThis.Boolean(object.pendingTurnsTruncated)
+        : isSet(object.pending_turns_truncated)
+        ? globalThis.Boolean(object.pending_turns_truncated)
+        : false,
     };
   },
 
@@ -1055,6 +1133,12 @@ export const Welcome: MessageFns<Welcome> = {
     if (message.postBatchAck !== false) {
       obj.postBatchAck = message.postBatchAck;
     }
+    if (message.pendingTurns?.length) {
+      obj.pendingTurns = message.pendingTurns.map((e) => PendingTurn.toJSON(e));
+    }
+    if (message.pendingTurnsTruncated !== false) {
+      obj.pendingTurnsTruncated = message.pendingTurnsTruncated;
+    }
     return obj;
   },
 
@@ -1077,6 +1161,8 @@ export const Welcome: MessageFns<Welcome> = {
     message.keepaliveSeconds = object.keepaliveSeconds ?? 0;
     message.maxPostBatch = object.maxPostBatch ?? 0;
     message.postBatchAck = object.postBatchAck ?? false;
+    message.pendingTurns = object.pendingTurns?.map((e) => PendingTurn.fromPartial(e)) || [];
+    message.pendingTurnsTruncated = object.pendingTurnsTruncated ?? false;
     return message;
   },
 };
@@ -1162,6 +1248,115 @@ export const Welcome_CursorsEntry: MessageFns<Welcome_CursorsEntry> = {
     const message = createBaseWelcome_CursorsEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBasePendingTurn(): PendingTurn {
+  return { channelId: "", seq: 0, envelopeId: "" };
+}
+
+export const PendingTurn: MessageFns<PendingTurn> = {
+  encode(message: PendingTurn, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.channelId !== "") {
+      writer.uint32(10).string(message.channelId);
+    }
+    if (message.seq !== 0) {
+      writer.uint32(16).uint64(message.seq);
+    }
+    if (message.envelopeId !== "") {
+      writer.uint32(26).string(message.envelopeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PendingTurn {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePendingTurn();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.channelId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.envelopeId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PendingTurn {
+    return {
+      channelId: isSet(object.channelId)
+        ? globalThis.String(object.channelId)
+        : isSet(object.channel_id)
+        ? globalThis.String(object.channel_id)
+        : "",
+      seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
+      envelopeId: isSet(object.envelopeId)
+        ? globalThis.String(object.envelopeId)
+        : isSet(object.envelope_id)
+        ? globalThis.String(object.envelope_id)
+        : "",
+    };
+  },
+
+  toJSON(message: PendingTurn): unknown {
+    const obj: any = {};
+    if (message.channelId !== "") {
+      obj.channelId = message.channelId;
+    }
+    if (message.seq !== 0) {
+      obj.seq = Math.round(message.seq);
+    }
+    if (message.envelopeId !== "") {
+      obj.envelopeId = message.envelopeId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PendingTurn>): PendingTurn {
+    return PendingTurn.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PendingTurn>): PendingTurn {
+    const message = createBasePendingTurn();
+    message.channelId = object.channelId ?? "";
+    message.seq = object.seq ?? 0;
+    message.envelopeId = object.envelopeId ?? "";
     return message;
   },
 };

@@ -84,6 +84,15 @@ export enum ErrorReason {
    * tasks); metadata rule and limit. See docs/governance.md.
    */
   ERROR_REASON_LIMIT_EXCEEDED = 22,
+  /**
+   * ERROR_REASON_SUPERSEDED - FAILED_PRECONDITION: this Connect stream was taken over by a newer Connect
+   * stream of the same identity (through this hub or another replica): the
+   * newer one now receives the deliveries. Metadata `cause` = "replaced" and
+   * `superseded_by` = the newer stream's Welcome.session_id. Do NOT reconnect
+   * on it: two processes holding one identity would take the stream from each
+   * other forever. Stop, and report it (docs/bridges.md "Replaced streams").
+   */
+  ERROR_REASON_SUPERSEDED = 23,
   UNRECOGNIZED = -1,
 }
 
@@ -158,6 +167,9 @@ export function errorReasonFromJSON(object: any): ErrorReason {
     case 22:
     case "ERROR_REASON_LIMIT_EXCEEDED":
       return ErrorReason.ERROR_REASON_LIMIT_EXCEEDED;
+    case 23:
+    case "ERROR_REASON_SUPERSEDED":
+      return ErrorReason.ERROR_REASON_SUPERSEDED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -213,6 +225,8 @@ export function errorReasonToJSON(object: ErrorReason): string {
       return "ERROR_REASON_RULE_DENIED";
     case ErrorReason.ERROR_REASON_LIMIT_EXCEEDED:
       return "ERROR_REASON_LIMIT_EXCEEDED";
+    case ErrorReason.ERROR_REASON_SUPERSEDED:
+      return "ERROR_REASON_SUPERSEDED";
     case ErrorReason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

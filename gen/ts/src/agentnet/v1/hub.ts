@@ -32,7 +32,7 @@ import {
   invocationStatusToJSON,
 } from "./a2a";
 import { ChannelMetadata } from "./channel";
-import { ConnectRequest, ConnectResponse } from "./connect";
+import { ConnectRequest, ConnectResponse, PendingTurn } from "./connect";
 import { Envelope } from "./envelope";
 import { ErrorDetail } from "./errors";
 import {
@@ -1093,6 +1093,22 @@ export interface RefreshRemoteA2AAgentRequest {
 export interface RefreshRemoteA2AAgentResponse {
   /** The registry entry. */
   agent?: AgentRecord | undefined;
+}
+
+/** ListPendingTurnsRequest asks for a page of the caller's pending turns. */
+export interface ListPendingTurnsRequest {
+  /** Most turns in the page: 0 = 100, at most 1000. */
+  limit: number;
+  /** The previous answer's next_page_token ("" = from the first channel id). */
+  pageToken: string;
+}
+
+/** ListPendingTurnsResponse is one page of pending turns, by channel id. */
+export interface ListPendingTurnsResponse {
+  /** The turns (each channel at most once). */
+  turns: PendingTurn[];
+  /** Token of the next page; "" = this was the last. */
+  nextPageToken: string;
 }
 
 function createBaseRegisterRequest(): RegisterRequest {
@@ -8885,6 +8901,184 @@ export const RefreshRemoteA2AAgentResponse: MessageFns<RefreshRemoteA2AAgentResp
   },
 };
 
+function createBaseListPendingTurnsRequest(): ListPendingTurnsRequest {
+  return { limit: 0, pageToken: "" };
+}
+
+export const ListPendingTurnsRequest: MessageFns<ListPendingTurnsRequest> = {
+  encode(message: ListPendingTurnsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.limit !== 0) {
+      writer.uint32(8).int32(message.limit);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(18).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListPendingTurnsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListPendingTurnsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListPendingTurnsRequest {
+    return {
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListPendingTurnsRequest): unknown {
+    const obj: any = {};
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListPendingTurnsRequest>): ListPendingTurnsRequest {
+    return ListPendingTurnsRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListPendingTurnsRequest>): ListPendingTurnsRequest {
+    const message = createBaseListPendingTurnsRequest();
+    message.limit = object.limit ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListPendingTurnsResponse(): ListPendingTurnsResponse {
+  return { turns: [], nextPageToken: "" };
+}
+
+export const ListPendingTurnsResponse: MessageFns<ListPendingTurnsResponse> = {
+  encode(message: ListPendingTurnsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.turns) {
+      PendingTurn.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListPendingTurnsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListPendingTurnsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turns.push(PendingTurn.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListPendingTurnsResponse {
+    return {
+      turns: globalThis.Array.isArray(object?.turns) ? object.turns.map((e: any) => PendingTurn.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListPendingTurnsResponse): unknown {
+    const obj: any = {};
+    if (message.turns?.length) {
+      obj.turns = message.turns.map((e) => PendingTurn.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListPendingTurnsResponse>): ListPendingTurnsResponse {
+    return ListPendingTurnsResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListPendingTurnsResponse>): ListPendingTurnsResponse {
+    const message = createBaseListPendingTurnsResponse();
+    message.turns = object.turns?.map((e) => PendingTurn.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
 /**
  * HubService is the hub: identities, channels with turn-taking adapters, the
  * durable write-ahead log, delivery, tasks, context, agent-to-agent calls and the
@@ -9564,6 +9758,27 @@ export const HubServiceService = {
       Buffer.from(RefreshRemoteA2AAgentResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RefreshRemoteA2AAgentResponse => RefreshRemoteA2AAgentResponse.decode(value),
   },
+  /**
+   * ListPendingTurns pages through the turns the caller's live channels await
+   * from it now (PendingTurn, connect.proto: its adapter expects the caller to
+   * speak and it has not answered the latest substantive envelope): what
+   * Welcome.pending_turns lists when a stream begins, for a client that wants
+   * them again, has no stream, or was told pending_turns_truncated. Ordered by
+   * channel id; a channel has at most one. Computed from the channels as the
+   * answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+   * negative or above 1000, a page token of another list).
+   */
+  listPendingTurns: {
+    path: "/agentnet.v1.HubService/ListPendingTurns" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListPendingTurnsRequest): Buffer =>
+      Buffer.from(ListPendingTurnsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListPendingTurnsRequest => ListPendingTurnsRequest.decode(value),
+    responseSerialize: (value: ListPendingTurnsResponse): Buffer =>
+      Buffer.from(ListPendingTurnsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListPendingTurnsResponse => ListPendingTurnsResponse.decode(value),
+  },
 } as const;
 
 export interface HubServiceServer extends UntypedServiceImplementation {
@@ -9893,6 +10108,17 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * those of RegisterRemoteA2AAgent about the card.
    */
   refreshRemoteA2AAgent: handleUnaryCall<RefreshRemoteA2AAgentRequest, RefreshRemoteA2AAgentResponse>;
+  /**
+   * ListPendingTurns pages through the turns the caller's live channels await
+   * from it now (PendingTurn, connect.proto: its adapter expects the caller to
+   * speak and it has not answered the latest substantive envelope): what
+   * Welcome.pending_turns lists when a stream begins, for a client that wants
+   * them again, has no stream, or was told pending_turns_truncated. Ordered by
+   * channel id; a channel has at most one. Computed from the channels as the
+   * answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+   * negative or above 1000, a page token of another list).
+   */
+  listPendingTurns: handleUnaryCall<ListPendingTurnsRequest, ListPendingTurnsResponse>;
 }
 
 export interface HubServiceClient extends Client {
@@ -10715,6 +10941,31 @@ export interface HubServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RefreshRemoteA2AAgentResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListPendingTurns pages through the turns the caller's live channels await
+   * from it now (PendingTurn, connect.proto: its adapter expects the caller to
+   * speak and it has not answered the latest substantive envelope): what
+   * Welcome.pending_turns lists when a stream begins, for a client that wants
+   * them again, has no stream, or was told pending_turns_truncated. Ordered by
+   * channel id; a channel has at most one. Computed from the channels as the
+   * answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
+   * negative or above 1000, a page token of another list).
+   */
+  listPendingTurns(
+    request: ListPendingTurnsRequest,
+    callback: (error: ServiceError | null, response: ListPendingTurnsResponse) => void,
+  ): ClientUnaryCall;
+  listPendingTurns(
+    request: ListPendingTurnsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListPendingTurnsResponse) => void,
+  ): ClientUnaryCall;
+  listPendingTurns(
+    request: ListPendingTurnsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListPendingTurnsResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -72,6 +72,35 @@ export interface GetStatusResponse {
   runningTasks: number;
   /** Connect streams open on THIS replica (each replica counts its own). */
   connectedStreams: number;
+  /**
+   * Whether the store answered a cheap probe read (the last seq of a channel
+   * id no channel has) within 2 seconds while this status was taken. False
+   * while the SQLite file cannot be read or the Redis server does not answer;
+   * store_error then says why. Health checking (grpc.health.v1) keeps serving
+   * meanwhile: the hub answers what it holds in memory.
+   */
+  storeHealthy: boolean;
+  /** Seconds the probe read took (up to the 2 s it waits). */
+  storeProbeSeconds: number;
+  /**
+   * Why the probe failed ("" when store_healthy): the store's error message,
+   * or "no answer within 2s".
+   */
+  storeError: string;
+  /**
+   * Envelopes waiting for their recipients' answers over every identity, as
+   * the inbox caps count them (docs/governance.md "Inbox caps": messages of
+   * live channels posted since the recipient's last answer there; protocol
+   * envelopes never count). Folded from the WAL: the same on every replica.
+   */
+  pendingInboxTotal: number;
+  /**
+   * The most envelopes waiting for one identity's answer (0 when none waits):
+   * a recipient that stopped answering shows here first.
+   */
+  maxPendingInbox: number;
+  /** The channel types (turn-taking adapters) this hub serves, by name. */
+  channelTypes: string[];
 }
 
 /** OperatorServiceListAgentsRequest pages through every identity by name. */
@@ -427,6 +456,12 @@ function createBaseGetStatusResponse(): GetStatusResponse {
     liveChannels: [],
     runningTasks: 0,
     connectedStreams: 0,
+    storeHealthy: false,
+    storeProbeSeconds: 0,
+    storeError: "",
+    pendingInboxTotal: 0,
+    maxPendingInbox: 0,
+    channelTypes: [],
   };
 }
 
@@ -464,6 +499,24 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
     }
     if (message.connectedStreams !== 0) {
       writer.uint32(88).int64(message.connectedStreams);
+    }
+    if (message.storeHealthy !== false) {
+      writer.uint32(96).bool(message.storeHealthy);
+    }
+    if (message.storeProbeSeconds !== 0) {
+      writer.uint32(105).double(message.storeProbeSeconds);
+    }
+    if (message.storeError !== "") {
+      writer.uint32(114).string(message.storeError);
+    }
+    if (message.pendingInboxTotal !== 0) {
+      writer.uint32(120).int64(message.pendingInboxTotal);
+    }
+    if (message.maxPendingInbox !== 0) {
+      writer.uint32(128).int64(message.maxPendingInbox);
+    }
+    for (const v of message.channelTypes) {
+      writer.uint32(138).string(v!);
     }
     return writer;
   },
@@ -569,6 +622,54 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
             message.connectedStreams = longToNumber(reader.int64());
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.storeHealthy = reader.bool();
+            continue;
+          }
+          case 13: {
+            if (tag !== 105) {
+              break;
+            }
+
+            message.storeProbeSeconds = reader.double();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.storeError = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.pendingInboxTotal = longToNumber(reader.int64());
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.maxPendingInbox = longToNumber(reader.int64());
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.channelTypes.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -626,6 +727,36 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
         : isSet(object.connected_streams)
         ? globalThis.Number(object.connected_streams)
         : 0,
+      storeHealthy: isSet(object.storeHealthy)
+        ? globalThis.Boolean(object.storeHealthy)
+        : isSet(object.store_healthy)
+        ? globalThis.Boolean(object.store_healthy)
+        : false,
+      storeProbeSeconds: isSet(object.storeProbeSeconds)
+        ? globalThis.Number(object.storeProbeSeconds)
+        : isSet(object.store_probe_seconds)
+        ? globalThis.Number(object.store_probe_seconds)
+        : 0,
+      storeError: isSet(object.storeError)
+        ? globalThis.String(object.storeError)
+        : isSet(object.store_error)
+        ? globalThis.String(object.store_error)
+        : "",
+      pendingInboxTotal: isSet(object.pendingInboxTotal)
+        ? globalThis.Number(object.pendingInboxTotal)
+        : isSet(object.pending_inbox_total)
+        ? globalThis.Number(object.pending_inbox_total)
+        : 0,
+      maxPendingInbox: isSet(object.maxPendingInbox)
+        ? globalThis.Number(object.maxPendingInbox)
+        : isSet(object.max_pending_inbox)
+        ? globalThis.Number(object.max_pending_inbox)
+        : 0,
+      channelTypes: globalThis.Array.isArray(object?.channelTypes)
+        ? object.channelTypes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.channel_types)
+        ? object.channel_types.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -664,6 +795,24 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
     if (message.connectedStreams !== 0) {
       obj.connectedStreams = Math.round(message.connectedStreams);
     }
+    if (message.storeHealthy !== false) {
+      obj.storeHealthy = message.storeHealthy;
+    }
+    if (message.storeProbeSeconds !== 0) {
+      obj.storeProbeSeconds = floatToJson(message.storeProbeSeconds);
+    }
+    if (message.storeError !== "") {
+      obj.storeError = message.storeError;
+    }
+    if (message.pendingInboxTotal !== 0) {
+      obj.pendingInboxTotal = Math.round(message.pendingInboxTotal);
+    }
+    if (message.maxPendingInbox !== 0) {
+      obj.maxPendingInbox = Math.round(message.maxPendingInbox);
+    }
+    if (message.channelTypes?.length) {
+      obj.channelTypes = message.channelTypes;
+    }
     return obj;
   },
 
@@ -683,6 +832,12 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
     message.liveChannels = object.liveChannels?.map((e) => ChannelStateCount.fromPartial(e)) || [];
     message.runningTasks = object.runningTasks ?? 0;
     message.connectedStreams = object.connectedStreams ?? 0;
+    message.storeHealthy = object.storeHealthy ?? false;
+    message.storeProbeSeconds = object.storeProbeSeconds ?? 0;
+    message.storeError = object.storeError ?? "";
+    message.pendingInboxTotal = object.pendingInboxTotal ?? 0;
+    message.maxPendingInbox = object.maxPendingInbox ?? 0;
+    message.channelTypes = object.channelTypes?.map((e) => e) || [];
     return message;
   },
 };
