@@ -83,6 +83,21 @@ async def test_ttl_expires_channel(trio: tuple[Participant, Participant, Partici
     assert desc.channel.state == channel_pb2.CHANNEL_STATE_EXPIRED
 
 
+async def test_ttl_end_posts_closed_too(trio: tuple[Participant, Participant, Participant]) -> None:
+    """A waiter on ag2.channel.closed sees a TTL end as well: closed follows expired, reason "ttl"."""
+    alice, bob, _ = trio
+    cid = await open_channel(alice, "conversation", [bob], ttl_seconds=0.5)
+    closed = await alice.next_of("ag2.channel.closed")
+    assert closed.channel_id == cid and data_of(closed)["reason"] == "ttl"
+    read = await collect(alice.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=alice.metadata))
+    wal = [r.envelope for r in read]
+    ends = [(w.event_type, data_of(w)["reason"]) for w in wal if w.sender_id == "hub" and "reason" in data_of(w)]
+    assert ends == [("ag2.channel.expired", "ttl"), ("ag2.channel.closed", "ttl")]
+    assert wal[-1].event_type == "ag2.channel.closed"
+    desc = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+    assert desc.channel.state == channel_pb2.CHANNEL_STATE_EXPIRED and desc.channel.close_reason == "ttl"
+
+
 async def test_close_by_participant_and_seed_message(trio: tuple[Participant, Participant, Participant]) -> None:
     alice, bob, _ = trio
     bob.auto_accept_invites = True

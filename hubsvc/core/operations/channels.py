@@ -13,12 +13,14 @@ from hubsvc.core.operations.pages import ordered_page
 from hubsvc.core.util import check_seconds
 from hubsvc.core.wal_follow import WalFollower
 from hubsvc.storage.base import ChannelRow
-from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_CHANNEL_OPENED, Envelope, text_envelope
+from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_OPENED, Envelope, text_envelope
 from netkernel.errors import InvalidArgument, PermissionDenied
 from netkernel.wire import dumps_json, envelope_from_wire, wire_readable_by
 
-TERMINAL_EVENTS = (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED)
-"""The event types that end a channel's WAL."""
+TERMINAL_EVENTS = (EV_CHANNEL_CLOSED,)
+"""The event type that ends a channel's WAL: every end posts ``ag2.channel.closed`` last (a TTL end
+posts ``ag2.channel.expired`` just before it; a WAL written before that ends at the expired one, which
+the follow reads to the end of anyway)."""
 STREAM_PAGE = 32
 """WAL records a ReadWal stream reads from the store at a time (what it holds while the client reads)."""
 
