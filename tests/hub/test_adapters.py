@@ -369,6 +369,18 @@ def test_discussion_knob_validation() -> None:
         make_spec("discussion", (A, B), {"max_turns": "ten"})
 
 
+def test_discussion_ordering_knob_accepts_only_round_robin() -> None:
+    """``ordering`` is refused unless it is a value the adapter implements (never accepted and ignored)."""
+    spec = make_spec("discussion", (A, B, C), {"ordering": "round_robin"})
+    assert spec.knobs == {"ordering": "round_robin"}
+    _, _ = run(discussion, spec, [text(A), text(B), text(C), text(A)])  # round robin, as without the knob
+    for bad in ("free", "random", "", 1, ["round_robin"]):
+        with pytest.raises(InvalidArgument) as info:
+            make_spec("discussion", (A, B), {"ordering": bad})
+        assert "'round_robin'" in info.value.message and "allowed" in info.value.message
+        assert info.value.metadata["knob"] == "ordering" and info.value.metadata["allowed"] == "round_robin"
+
+
 def test_discussion_normalised_knobs_are_stable() -> None:
     spec = make_spec("discussion", (A, B, C), {"max_rounds": 3, "other": 1})
     assert discussion.validate_create(spec) == spec.knobs == {"max_turns": 9, "other": 1}

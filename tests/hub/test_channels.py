@@ -260,3 +260,20 @@ async def test_register_rules(hub: RunningHub) -> None:
         await register(hub.target, "bad name!")
     human = await register(hub.target, "person", human=True)
     assert human.record.passport.kind == 2
+
+
+async def test_open_discussion_refuses_an_unknown_ordering(trio: tuple[Participant, Participant, Participant]) -> None:
+    """OpenChannel answers INVALID_ARGUMENT naming the allowed orderings, and creates nothing."""
+    alice, bob, carol = trio
+    request = hub_pb2.OpenChannelRequest(
+        type="discussion", targets=[bob.name, carol.name], knobs_json=json.dumps({"ordering": "free"})
+    )
+    with pytest.raises(errors.InvalidArgument) as info:
+        await alice.rpc("OpenChannel", request)
+    assert "'free'" in info.value.message and "'round_robin'" in info.value.message
+    listed = await alice.rpc("ListChannels", hub_pb2.ListChannelsRequest(include_ended=True))
+    assert not [c for c in listed.channels if c.type == "discussion"]
+    ok = hub_pb2.OpenChannelRequest(
+        type="discussion", targets=[bob.name, carol.name], knobs_json=json.dumps({"ordering": "round_robin"})
+    )
+    assert (await alice.rpc("OpenChannel", ok)).channel.state == channel_pb2.CHANNEL_STATE_PENDING
