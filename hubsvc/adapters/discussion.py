@@ -78,7 +78,7 @@ class DiscussionAdapter:
     type: ClassVar[str] = "discussion"
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
-        """Two or more participants; a known ``ordering``; ``max_turns`` / ``max_rounds`` normalised to ``max_turns``."""
+        """Two or more participants; a known ``ordering``; ``max_turns`` / ``max_rounds`` as ``max_turns``."""
         require_participants(spec, at_least=2)
         check_ordering(spec)
         max_turns = discussion_max_turns(spec)

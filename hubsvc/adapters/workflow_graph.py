@@ -171,7 +171,7 @@ class WorkflowConfig:
 
     @functools.cached_property
     def routing_tools(self) -> frozenset[str]:
-        """Every tool a ``tool_called`` condition names (a packet with only ``tools_called`` routes on the first of them)."""
+        """Every tool a ``tool_called`` condition names (a packet without ``tool_called`` routes on the first)."""
         return frozenset(name for t in self.transitions for name in t.condition.tools())
 
     @functools.cached_property
