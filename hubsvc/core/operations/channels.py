@@ -79,13 +79,16 @@ class ChannelOps:
         return ""
 
     async def describe_channel(self, caller: str, channel_id: str) -> hub_pb2.DescribeChannelResponse:
-        """Metadata, adapter state JSON, expected next speakers, the caller's offered adapter tools
-        and the channel type's default view."""
+        """Metadata, adapter state JSON (an ended channel's final state), expected next speakers, the
+        caller's offered adapter tools and the channel type's default view."""
         meta = await self.core.require_member(caller, channel_id)
         ch = self.core.live_channel(channel_id)
         response = hub_pb2.DescribeChannelResponse(channel=meta)
-        if ch is None:
+        if ch is None:  # ended (or unknown here): its final adapter state, folded from the WAL
             policy, recent_n = get_adapter(meta.type).default_view(spec_from_meta(meta))
+            final = await self.core.final_state(channel_id)
+            if final is not None:
+                response.adapter_state_json = dumps_json(final)
         else:
             policy, recent_n = ch.adapter.default_view(ch.spec)
             response.adapter_state_json = dumps_json(ch.adapter.state_json(ch.state))
