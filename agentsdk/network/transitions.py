@@ -14,7 +14,8 @@ The hub reads a workflow's transition graph from its knobs as JSON (docs/hub.md,
     )
     channel = await user.open(type="workflow", target=["writer", "reviewer"], knobs=graph.to_knobs())
 
-Every value has ``to_json()``; ``open(knobs=...)`` also takes them anywhere inside the
+Field names and factories (``TransitionGraph.round_robin``, ``.sequence``) follow AG2 1.2.1's
+``ag2.network``. Every value has ``to_json()``; ``open(knobs=...)`` also takes them anywhere inside the
 knobs (e.g. ``{"transitions": [Transition(...)]}``). Participants are named by passport
 name or agent id; the hub resolves and validates them when the channel opens. Transitions
 are tried by descending ``priority``, ties in the order given (AG2 1.2.1 tries *ascending*
@@ -23,6 +24,7 @@ priority; this network keeps the hub's documented order).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -73,26 +75,26 @@ class Always(TransitionCondition):
 
 @dataclass(frozen=True)
 class FromSpeaker(TransitionCondition):
-    """Holds when ``speaker`` (a participant's name or id) posted the envelope just folded."""
+    """Holds when ``agent_id`` (a participant's agent id or passport name) posted the envelope just folded."""
 
-    speaker: str
+    agent_id: str
     type: ClassVar[str] = "from_speaker"
 
     def fields(self) -> dict[str, Any]:
         """``speaker``."""
-        return {"speaker": self.speaker}
+        return {"speaker": self.agent_id}
 
 
 @dataclass(frozen=True)
 class ToolCalled(TransitionCondition):
-    """Holds when the packet's routing tool (the first routing call of the turn) is ``tool``."""
+    """Holds when the packet's routing tool (the first routing call of the turn) is ``tool_name``."""
 
-    tool: str
+    tool_name: str
     type: ClassVar[str] = "tool_called"
 
     def fields(self) -> dict[str, Any]:
         """``tool``."""
-        return {"tool": self.tool}
+        return {"tool": self.tool_name}
 
 
 @dataclass(frozen=True)
@@ -121,14 +123,14 @@ class TransitionTarget:
 
 @dataclass(frozen=True)
 class AgentTarget(TransitionTarget):
-    """``agent`` (a participant's name or id) speaks next."""
+    """``agent_id`` (a participant's agent id or passport name) speaks next."""
 
-    agent: str
+    agent_id: str
     type: ClassVar[str] = "agent"
 
     def to_json(self) -> dict[str, Any]:
         """``{"type": "agent", "agent": ...}``."""
-        return {"type": self.type, "agent": self.agent}
+        return {"type": self.type, "agent": self.agent_id}
 
 
 @dataclass(frozen=True)
@@ -186,9 +188,9 @@ class TransitionGraph:
     ``default_target`` (None: the channel closes with ``no_transition``) becomes a last
     ``always`` transition, below every other priority."""
 
-    transitions: Sequence[Transition]
     initial_speaker: str | None = None
     """A participant's name or id (None: the initiator)."""
+    transitions: Sequence[Transition] = ()
     default_target: TransitionTarget | None = None
     max_turns: int | None = None
     """None: the hub's default (50)."""
@@ -213,6 +215,30 @@ class TransitionGraph:
     def to_json(self) -> dict[str, Any]:
         """Same as :meth:`to_knobs`."""
         return self.to_knobs()
+
+    @classmethod
+    def round_robin(cls, participants: Sequence[str], *, max_turns: int | None = None) -> TransitionGraph:
+        """Everyone in participant order, ``participants[0]`` first, until ``max_turns``."""
+        if not participants:
+            raise ValueError("round_robin needs at least one participant (the first speaks first)")
+        return cls(
+            initial_speaker=participants[0],
+            transitions=[Transition(Always(), RoundRobinTarget())],
+            default_target=TerminateTarget(reason="round_robin_complete"),
+            max_turns=max_turns,
+        )
+
+    @classmethod
+    def sequence(cls, steps: Sequence[str]) -> TransitionGraph:
+        """A pipeline: ``steps[0]`` → ``steps[1]`` → … → the channel closes with ``sequence_complete``."""
+        if not steps:
+            raise ValueError("sequence needs at least one step")
+        return cls(
+            initial_speaker=steps[0],
+            transitions=[Transition(FromSpeaker(a), AgentTarget(b)) for a, b in itertools.pairwise(steps)],
+            default_target=TerminateTarget(reason="sequence_complete"),
+            max_turns=len(steps),
+        )
 
 
 def knob_json(value: Any) -> Any:

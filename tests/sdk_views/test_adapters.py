@@ -555,3 +555,17 @@ def test_transition_values_build_the_hub_knobs() -> None:
     state = hub.initial_state(hub_spec)
     after = hub.fold(hub_spec, state, Envelope("ch", "a1", None, EV_TEXT, {"text": "go"}))
     assert after.current_speaker == "b2"
+    # AG2's keyword names and factories.
+    assert FromSpeaker(agent_id="x").to_json() == {"type": "from_speaker", "speaker": "x"}
+    assert ToolCalled(tool_name="t").to_json() == {"type": "tool_called", "tool": "t"}
+    assert AgentTarget(agent_id="y").to_json() == {"type": "agent", "agent": "y"}
+    pipeline = TransitionGraph.sequence(["alice", "bob", "carol"]).to_knobs()
+    pipe_spec = spec("workflow", ("a1", "b2", "c3"), pipeline)
+    reasons = []
+    pipe_state = hub.initial_state(pipe_spec)
+    for sender in ("a1", "b2", "c3"):
+        pipe_state = hub.fold(pipe_spec, pipe_state, Envelope("ch", sender, None, EV_TEXT, {"text": "x"}))
+        reasons.append(pipe_state.end_reason)
+    assert reasons == [None, None, "sequence_complete"]
+    rr = spec("workflow", ("a1", "b2"), TransitionGraph.round_robin(["bob", "alice"], max_turns=3).to_knobs())
+    assert rr.knobs["initial_speaker"] == "b2" and rr.knobs["max_turns"] == 3
