@@ -2015,7 +2015,9 @@ class DescribeChannelResponse(betterproto2.Message):
 
     adapter_state_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    The adapter's folded state as a JSON object (adapter-specific shape).
+    The adapter's folded state as a JSON object (adapter-specific shape). For
+    an ended (CLOSED / EXPIRED) channel: its final state, folded again from the
+    stored WAL when this hub did not see the end (e.g. after a restart).
     """
 
     expected_next: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
@@ -3187,6 +3189,10 @@ class OpenChannelRequest(betterproto2.Message):
     (docs/governance.md "Expectations"). A bad entry, or one that does not
     apply to the type, is INVALID_ARGUMENT naming it. The channel's knobs
     (invite, DescribeChannel) then hold every expectation in force for it.
+    The adapter's own knobs (docs/hub.md "Adapters") are checked too: e.g. a
+    discussion's "ordering" other than "round_robin" (the default and only
+    value) is INVALID_ARGUMENT naming the allowed values; a workflow's
+    transitions are validated in full.
     """
 
     intent: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
@@ -3329,7 +3335,8 @@ class OperatorServiceDescribeChannelResponse(betterproto2.Message):
 
     adapter_state_json: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
     """
-    The adapter's state as a JSON object (e.g. the round, who spoke).
+    The adapter's state as a JSON object (e.g. the round, who spoke); for an
+    ended channel its final state.
     """
 
 
