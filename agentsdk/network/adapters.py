@@ -54,6 +54,7 @@ __all__ = [
     "queue_context_updates",
     "register_adapter",
     "routing_from_events",
+    "routing_signal",
     "routing_tools",
     "routing_value",
 ]
@@ -396,10 +397,47 @@ class DiscussionSdkAdapter(SdkAdapter):
     type = "discussion"
 
 
+def routing_signal(routing: Any) -> str | None:
+    """The line a reader sees for a packet's routing decision, or None when it carries none to show.
+
+    ``[handed off via <tool>] <reason>`` for a routing call with a reason or a Handoff,
+    ``[finished via <tool>: <close reason>] <summary>`` for a Finish."""
+    if not isinstance(routing, Mapping):
+        return None
+    tool = routing.get("tool_called") if isinstance(routing.get("tool_called"), str) else None
+    reason = routing.get("reason") if isinstance(routing.get("reason"), str) else ""
+    if routing.get("kind") == "finish":
+        close = routing.get("close_reason") if isinstance(routing.get("close_reason"), str) else "finished"
+        summary = routing.get("summary") if isinstance(routing.get("summary"), str) else ""
+        head = f"[finished via {tool}: {close}]" if tool else f"[finished: {close}]"
+        return f"{head} {summary}".rstrip()
+    if routing.get("kind") == "handoff" or reason:
+        head = f"[handed off via {tool}]" if tool else "[handed off]"
+        return f"{head} {reason}".rstrip()
+    return None
+
+
 class WorkflowSdkAdapter(SdkAdapter):
     """Workflow (transition graph): the round end is an EV_PACKET carrying routing and context updates."""
 
     type = "workflow"
+
+    def render_envelope(self, env: Envelope) -> str | None:
+        """As the base adapter, with a packet's routing decision (:func:`routing_signal`) as a first line, so
+        the next speaker reads why the turn came to it."""
+        body = super().render_envelope(env)
+        if env.event_type != EV_PACKET:
+            return body
+        signal = routing_signal(env.event_data.get("routing"))
+        if signal is None:
+            return body
+        return f"{signal}\n{body}" if body else signal
+
+    def extract_turn_input(self, envelope: Envelope) -> str:
+        """The packet as :meth:`render_envelope` shows it (its routing line, then its body); EV_TEXT's text."""
+        if envelope.event_type == EV_PACKET:
+            return self.render_envelope(envelope) or ""
+        return super().extract_turn_input(envelope)
 
     def build_round_envelope(
         self,

@@ -569,3 +569,22 @@ def test_transition_values_build_the_hub_knobs() -> None:
     assert reasons == [None, None, "sequence_complete"]
     rr = spec("workflow", ("a1", "b2"), TransitionGraph.round_robin(["bob", "alice"], max_turns=3).to_knobs())
     assert rr.knobs["initial_speaker"] == "b2" and rr.knobs["max_turns"] == 3
+
+
+def test_the_next_speaker_reads_why_the_turn_came_to_it() -> None:
+    """A packet's routing reason / Handoff / Finish shows as a first line of what the LLM reads."""
+    adapter = adapter_for("workflow")
+
+    def packet(routing: dict[str, Any], body: str = "the draft") -> Envelope:
+        return Envelope("ch1", "a1", None, EV_PACKET, {"routing": routing, "body": body})
+
+    reasoned = packet({"tool_called": "to_editor", "reason": "needs polish"})
+    assert adapter.render_envelope(reasoned) == "[handed off via to_editor] needs polish\nthe draft"
+    assert adapter.extract_turn_input(reasoned) == "[handed off via to_editor] needs polish\nthe draft"
+    handoff = packet({"tool_called": "pick", "kind": "handoff", "target": "b2"}, body="")
+    assert adapter.render_envelope(handoff) == "[handed off via pick]"
+    done = packet({"tool_called": "done", "kind": "finish", "close_reason": "shipped", "summary": "ok"})
+    assert adapter.render_envelope(done) == "[finished via done: shipped] ok\nthe draft"
+    plain = packet({"tool_called": "approve", "tools_called": ["approve"]})
+    assert adapter.render_envelope(plain) == "the draft" and adapter.extract_turn_input(plain) == "the draft"
+    assert adapter.render_envelope(packet({}, body="")) is None
