@@ -21,7 +21,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.json_format import MessageToDict
 
 from netkernel.a2a_outcome import reply_outcome
-from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_TEXT
+from netkernel.envelope import EV_CHANNEL_CLOSED, EV_TEXT
 from netkernel.wire import envelope_from_wire
 
 Event = a2a.Task | a2a.Message | a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent
@@ -167,7 +167,7 @@ def wal_events(
             status(a2a.TASK_STATE_INPUT_REQUIRED, result)
         else:
             status(a2a.TASK_STATE_FAILED, error)
-    elif envelope.event_type in (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED):
+    elif envelope.event_type == EV_CHANNEL_CLOSED:  # every end, a TTL one too (after its expired)
         reason = str(envelope_from_wire(envelope).event_data.get("reason", ""))
         if reason == CANCEL_REASON:
             status(a2a.TASK_STATE_CANCELED, "the caller cancelled the task")

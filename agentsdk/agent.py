@@ -33,6 +33,7 @@ from agentsdk.events import (
     ToolResultEvent,
     Usage,
 )
+from agentsdk.routing import Finish, Handoff
 from agentsdk.stream import Stream
 from agentsdk.tools import Tool, ToolLike, as_tool
 
@@ -438,7 +439,8 @@ class _Turn:
                 True,
             )
         output = await found.invoke(call.arguments, self.dependencies)
-        return ToolResultEvent(call.id, call.name, output.content, output.is_error)
+        routing = output.value if isinstance(output.value, Handoff | Finish) else None
+        return ToolResultEvent(call.id, call.name, output.content, output.is_error, routing=routing)
 
     async def stop_at_round_limit(self, calls: list[ToolCall]) -> Reply:
         limit = self.agent.max_tool_rounds

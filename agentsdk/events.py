@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
+from agentsdk.routing import Finish, Handoff
+
 __all__ = [
     "AggregationCompleted",
     "AggregationFailed",
@@ -63,6 +65,7 @@ _REGISTRY: dict[str, type[Any]] = {}
 _RAW = {"raw": True}  # field metadata: a free-form JSON value, never decoded as tagged records
 
 _T = TypeVar("_T")
+_REGISTRY.update({"Handoff": Handoff, "Finish": Finish})  # nested in ToolResultEvent.routing
 
 
 def new_id() -> str:
@@ -229,6 +232,9 @@ class ToolResultEvent(BaseEvent):
     """The result rendered as text (JSON for structured values)."""
     is_error: bool = False
     """True when the call failed (bad arguments, unknown tool, the tool raised)."""
+    routing: Handoff | Finish | None = None
+    """The typed routing value the tool returned (:class:`~agentsdk.routing.Handoff` /
+    :class:`~agentsdk.routing.Finish`), else None; a workflow's round-end packet carries it."""
 
 
 @dataclass(slots=True)

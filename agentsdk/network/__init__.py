@@ -35,6 +35,21 @@ from agentsdk.network.deps import (
 from agentsdk.network.hub_client import AgentSummary, Hub, HubClient
 from agentsdk.network.plugin import NetworkContextPolicy, NetworkPlugin
 from agentsdk.network.service import stop_signal
+from agentsdk.network.transitions import (
+    AgentTarget,
+    Always,
+    ContextEquals,
+    FromSpeaker,
+    RevertToInitiatorTarget,
+    RoundRobinTarget,
+    StayTarget,
+    TerminateTarget,
+    ToolCalled,
+    Transition,
+    TransitionCondition,
+    TransitionGraph,
+    TransitionTarget,
+)
 from agentsdk.network.turn_context import cause_scope, current_cause, current_task
 from agentsdk.network.views import (
     FullTranscript,
@@ -43,6 +58,7 @@ from agentsdk.network.views import (
     ViewPolicy,
     WindowedSummary,
 )
+from agentsdk.routing import Finish, Handoff
 from agentsdk.tls import TlsConfig
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
@@ -87,14 +103,20 @@ __all__ = [
     "AgentClient",
     "AgentClientInject",
     "AgentSummary",
+    "AgentTarget",
+    "Always",
     "Channel",
     "ChannelInject",
     "ChannelMetadata",
     "ChannelStateInject",
+    "ContextEquals",
     "CursorStore",
     "DefaultView",
     "Envelope",
+    "Finish",
+    "FromSpeaker",
     "FullTranscript",
+    "Handoff",
     "Hub",
     "HubClient",
     "HubInject",
@@ -114,9 +136,18 @@ __all__ = [
     "RateLimitBackoff",
     "Resume",
     "ResumeExample",
+    "RevertToInitiatorTarget",
+    "RoundRobinTarget",
+    "StayTarget",
     "Task",
     "TaskInject",
+    "TerminateTarget",
     "TlsConfig",
+    "ToolCalled",
+    "Transition",
+    "TransitionCondition",
+    "TransitionGraph",
+    "TransitionTarget",
     "ViewPolicy",
     "WindowedSummary",
     "cause_scope",

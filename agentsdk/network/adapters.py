@@ -14,6 +14,12 @@ half tells the default handler how to run a turn on a channel of a given type:
 * what to post when the turn ends (:meth:`SdkAdapter.build_round_envelope`: EV_TEXT
   of the reply body, or — on workflow — an EV_PACKET with routing and context updates).
 
+Workflow routing (:func:`routing_from_events`): the turn's routing is its first routing
+call, in the order the LLM made them — a tool that returned a typed
+:class:`~agentsdk.routing.Finish` or :class:`~agentsdk.routing.Handoff`, or a tool a
+``tool_called`` transition names. A later routing call in the same turn still ran (its
+result went to the LLM, it is listed in ``tools_called``) but does not route.
+
 ``adapter_for(type)`` returns the (shared, stateless apart from the tool cache)
 adapter instance of a channel type.
 """
@@ -28,6 +34,7 @@ from agentsdk.events import BaseEvent, ToolCallEvent, ToolResultEvent
 from agentsdk.network.channel import ChannelMetadata
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP
 from agentsdk.network.views import ViewPolicy, view_for
+from agentsdk.routing import Finish, Handoff
 from agentsdk.tools import Inject, Tool
 from netkernel.envelope import EV_PACKET, EV_TEXT, Envelope, text_envelope
 from netkernel.errors import InvalidArgument
@@ -39,6 +46,7 @@ __all__ = [
     "ConsultingSdkAdapter",
     "ConversationSdkAdapter",
     "DiscussionSdkAdapter",
+    "HubNames",
     "RoundReply",
     "SdkAdapter",
     "WorkflowSdkAdapter",
@@ -47,12 +55,22 @@ __all__ = [
     "queue_context_updates",
     "register_adapter",
     "routing_from_events",
+    "routing_signal",
     "routing_tools",
+    "routing_value",
 ]
 
 PENDING_CONTEXT_UPDATES_KEY = "pending_context_updates"
 """Key in the turn's channel-state dict under which tools queue workflow context updates
 (``{"set": {...}, "delete": [...]}``); the workflow round-end packet carries them."""
+
+
+class HubNames(Protocol):
+    """The name directory :meth:`SdkAdapter.build_round_envelope` may use (a :class:`~agentsdk.network.HubClient`)."""
+
+    def id_for(self, name_or_id: str) -> str:
+        """The agent id of a known passport name (ids and unknown names pass through)."""
+        ...
 
 
 class RoundReply(Protocol):
@@ -145,24 +163,53 @@ def routing_tools(knobs: Mapping[str, Any]) -> set[str] | None:
     return names
 
 
+def routing_value(route: Handoff | Finish, tool: str | None = None) -> dict[str, Any]:
+    """The packet ``routing`` keys of a typed routing value (``tool``: the call that returned it)."""
+    if isinstance(route, Finish):
+        out: dict[str, Any] = {"kind": "finish", "close_reason": route.reason}
+        if route.summary:
+            out["summary"] = route.summary
+        return out
+    out = {"kind": "handoff", "target": route.target}
+    if route.reason:
+        out["reason"] = route.reason
+    return out
+
+
 def routing_from_events(events: Iterable[BaseEvent], routing: Collection[str] | None = None) -> dict[str, Any]:
-    """The packet ``routing`` object from a turn's events.
+    """The packet ``routing`` object from a turn's events: the first routing call wins.
 
     ``tools_called`` lists (once each, in first-call order) the tools that ran without
-    an error result; ``tool_called`` is the last of them that is a routing tool
-    (any of them when ``routing`` is ``None``), else ``None``.
+    an error result. ``tool_called`` is the first of them that routes: one that returned a
+    :class:`~agentsdk.routing.Finish` / :class:`~agentsdk.routing.Handoff` (its value adds
+    ``kind`` and ``target`` / ``close_reason``, ``summary``, ``reason``), or one named in
+    ``routing`` (any tool when ``routing`` is ``None``), whose call's string ``reason``
+    argument, if any, becomes ``reason``. ``None`` when no call routes. A later routing call
+    of the same turn ran, and is listed in ``tools_called``, but does not route.
     """
     calls: list[ToolCallEvent] = []
-    failed: set[str] = set()
+    results: dict[str, ToolResultEvent] = {}
     for event in events:
         if isinstance(event, ToolCallEvent):
             calls.append(event)
-        elif isinstance(event, ToolResultEvent) and event.is_error:
-            failed.add(event.call_id)
-    ordered = [c.name for c in calls if c.call_id not in failed]
-    tools_called = list(dict.fromkeys(ordered))
-    candidates = ordered if routing is None else [name for name in ordered if name in routing]
-    return {"tool_called": candidates[-1] if candidates else None, "tools_called": tools_called}
+        elif isinstance(event, ToolResultEvent):
+            results[event.call_id] = event
+    ran = [c for c in calls if not (c.call_id in results and results[c.call_id].is_error)]
+    out: dict[str, Any] = {"tool_called": None, "tools_called": list(dict.fromkeys(c.name for c in ran))}
+    for call in ran:
+        result = results.get(call.call_id)
+        route = result.routing if result is not None else None
+        if route is not None:
+            out["tool_called"] = call.name
+            out.update(routing_value(route))
+            return out
+        if routing is None or call.name in routing:
+            out["tool_called"] = call.name
+            reason = call.arguments.get("reason") if isinstance(call.arguments, Mapping) else None
+            if isinstance(reason, str) and reason:
+                out["reason"] = reason
+            return out
+    return out
 
 
 def queue_context_updates(
@@ -257,19 +304,33 @@ class SdkAdapter:
         context_set: Mapping[str, Any] | None = None,
         context_delete: Sequence[str] | None = None,
         tools_called: Sequence[str] | None = None,
+        reason: str | None = None,
+        handoff: Handoff | None = None,
+        finish: Finish | None = None,
     ) -> Envelope:
         """A workflow EV_PACKET: routing, context updates and body in one envelope.
 
-        ``tools_called`` defaults to ``[tool_called]`` (or ``[]``).
+        ``tools_called`` defaults to ``[tool_called]`` (or ``[]``); ``reason`` says why (the
+        packet's ``routing.reason``). A typed ``handoff`` (the next speaker) or ``finish``
+        (end the workflow with its close reason) decides the turn on the hub instead of the
+        transitions; give at most one.
         """
+        if handoff is not None and finish is not None:
+            raise ValueError("give either handoff= or finish=, not both: a packet routes one way")
         called = list(tools_called) if tools_called is not None else ([tool_called] if tool_called else [])
+        routing: dict[str, Any] = {"tool_called": tool_called, "tools_called": called}
+        if reason:
+            routing["reason"] = reason
+        route = handoff if handoff is not None else finish
+        if route is not None:
+            routing.update(routing_value(route))
         return Envelope(
             channel_id=channel_id,
             sender_id=sender_id,
             audience=None,
             event_type=EV_PACKET,
             event_data={
-                "routing": {"tool_called": tool_called, "tools_called": called},
+                "routing": routing,
                 "context_updates": {"set": dict(context_set or {}), "delete": list(context_delete or [])},
                 "body": body,
             },
@@ -283,8 +344,12 @@ class SdkAdapter:
         reply: RoundReply,
         events: Sequence[BaseEvent] | None = None,
         state: Mapping[str, Any] | None = None,
+        hub: HubNames | None = None,
     ) -> Envelope | None:
-        """What to post when the turn ends: EV_TEXT of the reply body; None when halted or empty."""
+        """What to post when the turn ends: EV_TEXT of the reply body; None when halted or empty.
+
+        ``hub`` (the client's :class:`~agentsdk.network.HubClient`, ``client.hub``) is the name
+        directory; the workflow adapter resolves a Handoff's target name with it."""
         if reply.halted or not reply.body:
             return None
         return self.build_text_envelope(channel_id=metadata.channel_id, sender_id=sender_id, text=reply.body)
@@ -334,10 +399,47 @@ class DiscussionSdkAdapter(SdkAdapter):
     type = "discussion"
 
 
+def routing_signal(routing: Any) -> str | None:
+    """The line a reader sees for a packet's routing decision, or None when it carries none to show.
+
+    ``[handed off via <tool>] <reason>`` for a routing call with a reason or a Handoff,
+    ``[finished via <tool>: <close reason>] <summary>`` for a Finish."""
+    if not isinstance(routing, Mapping):
+        return None
+    tool = routing.get("tool_called") if isinstance(routing.get("tool_called"), str) else None
+    reason = routing.get("reason") if isinstance(routing.get("reason"), str) else ""
+    if routing.get("kind") == "finish":
+        close = routing.get("close_reason") if isinstance(routing.get("close_reason"), str) else "finished"
+        summary = routing.get("summary") if isinstance(routing.get("summary"), str) else ""
+        head = f"[finished via {tool}: {close}]" if tool else f"[finished: {close}]"
+        return f"{head} {summary}".rstrip()
+    if routing.get("kind") == "handoff" or reason:
+        head = f"[handed off via {tool}]" if tool else "[handed off]"
+        return f"{head} {reason}".rstrip()
+    return None
+
+
 class WorkflowSdkAdapter(SdkAdapter):
     """Workflow (transition graph): the round end is an EV_PACKET carrying routing and context updates."""
 
     type = "workflow"
+
+    def render_envelope(self, env: Envelope) -> str | None:
+        """As the base adapter, with a packet's routing decision (:func:`routing_signal`) as a first line, so
+        the next speaker reads why the turn came to it."""
+        body = super().render_envelope(env)
+        if env.event_type != EV_PACKET:
+            return body
+        signal = routing_signal(env.event_data.get("routing"))
+        if signal is None:
+            return body
+        return f"{signal}\n{body}" if body else signal
+
+    def extract_turn_input(self, envelope: Envelope) -> str:
+        """The packet as :meth:`render_envelope` shows it (its routing line, then its body); EV_TEXT's text."""
+        if envelope.event_type == EV_PACKET:
+            return self.render_envelope(envelope) or ""
+        return super().extract_turn_input(envelope)
 
     def build_round_envelope(
         self,
@@ -347,19 +449,24 @@ class WorkflowSdkAdapter(SdkAdapter):
         reply: RoundReply,
         events: Sequence[BaseEvent] | None = None,
         state: Mapping[str, Any] | None = None,
+        hub: HubNames | None = None,
     ) -> Envelope | None:
         """An EV_PACKET: routing from this turn's tool calls, queued context updates, the body.
 
         Posted even with an empty body (the routing is the point); None only when halted.
         ``events`` defaults to ``reply.events``; context updates come from
-        ``state[PENDING_CONTEXT_UPDATES_KEY]`` (see :func:`queue_context_updates`).
+        ``state[PENDING_CONTEXT_UPDATES_KEY]`` (see :func:`queue_context_updates`). With
+        ``hub``, a Handoff's target given as a known passport name is sent as its agent id
+        (the hub accepts either; the id is exact).
         """
         if reply.halted:
             return None
         turn_events: Iterable[BaseEvent] = events if events is not None else getattr(reply, "events", [])
         routing = routing_from_events(turn_events, routing_tools(metadata.knobs))
+        if hub is not None and isinstance(routing.get("target"), str):
+            routing["target"] = hub.id_for(routing["target"])
         context_set, context_delete = _pending_updates(state)
-        return self.build_packet_envelope(
+        env = self.build_packet_envelope(
             channel_id=metadata.channel_id,
             sender_id=sender_id,
             body=reply.body,
@@ -368,6 +475,8 @@ class WorkflowSdkAdapter(SdkAdapter):
             context_set=context_set,
             context_delete=context_delete,
         )
+        env.event_data["routing"] = routing  # with the first routing call's reason and typed value
+        return env
 
 
 ADAPTERS: dict[str, SdkAdapter] = {

@@ -350,7 +350,7 @@ async def _process_substantive(envelope: Envelope, client: AgentClient) -> None:
             if relay is not None:
                 await relay.finish()
     out = adapter.build_round_envelope(
-        metadata=metadata, sender_id=client.agent_id, reply=reply, events=reply.events, state=state
+        metadata=metadata, sender_id=client.agent_id, reply=reply, events=reply.events, state=state, hub=client.hub
     )
     if dispatch is not None and dispatch.input_question is not None:
         out = dispatch.reply(client.agent_id, dispatch.input_question, status="input-required")

@@ -31,6 +31,7 @@ from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.credentials import CredentialFile
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.network.transcripts import TranscriptCache
+from agentsdk.network.transitions import knob_json
 from agentsdk.rpc import HubRpc
 from agentsdk.tools import Tool
 from netkernel.envelope import (
@@ -255,7 +256,7 @@ class NetworkClient:
         request = hub_pb2.OpenChannelRequest(
             type=type,
             targets=targets,
-            knobs_json=json.dumps(knobs) if knobs else "",
+            knobs_json=json.dumps(knobs, default=knob_json) if knobs else "",
             intent=intent,
             wait_until_opened=wait,
         )

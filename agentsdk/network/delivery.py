@@ -342,7 +342,8 @@ class DeliveryStream:
             self.cursors.processed(channel_id, delivery.prev_seq, env.seq)
             self._acks.add(channel_id, env.seq)
             if env.event_type in _CHANNEL_ENDED and queue.empty():
-                # Nothing follows a channel's end: retire its worker (a replay would start a new one).
+                # Nothing follows a channel's end: retire its worker (a replay would start a new one, as
+                # does the closed envelope that follows a TTL end's expired one when it arrives later).
                 del self._channels[channel_id], self._workers[channel_id]
                 return
 

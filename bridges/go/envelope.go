@@ -421,10 +421,33 @@ func NewText(channelID, text string, opts ...PostOption) *Envelope {
 	return e
 }
 
-// Packet is the payload of a workflow EventPacket.
+// Handoff is a typed routing decision: Target (a participant's agent id or
+// name) speaks next, whatever the workflow's transitions say; Reason says why.
+type Handoff struct {
+	Target string
+	Reason string
+}
+
+// Finish is a typed routing decision that ends the workflow: the channel
+// closes with Reason ("" = "finished"; at most 64 characters); Summary is
+// carried for whoever reads the WAL.
+type Finish struct {
+	Summary string
+	Reason  string
+}
+
+// Packet is the payload of a workflow EventPacket. The hub routes it on
+// ToolCalled (the round's one routing tool); a Handoff or a Finish (give at
+// most one; Finish wins) decides before the transitions.
 type Packet struct {
 	// ToolCalled names the transition tool the packet takes ("" = none).
 	ToolCalled string
+	// Reason says why the round routes as it does (routing.reason; "" = none).
+	Reason string
+	// Handoff, when set, names the next speaker (routing.kind "handoff").
+	Handoff *Handoff
+	// Finish, when set, ends the workflow (routing.kind "finish").
+	Finish *Finish
 	// Set holds context keys to set (applied before Delete).
 	Set map[string]any
 	// Delete lists context keys to delete.
@@ -440,6 +463,25 @@ func (p Packet) EventData() map[string]any {
 		routing["tool_called"] = p.ToolCalled
 	} else {
 		routing["tool_called"] = nil
+	}
+	if p.Reason != "" {
+		routing["reason"] = p.Reason
+	}
+	switch {
+	case p.Finish != nil:
+		routing["kind"] = "finish"
+		if p.Finish.Reason != "" {
+			routing["close_reason"] = p.Finish.Reason
+		}
+		if p.Finish.Summary != "" {
+			routing["summary"] = p.Finish.Summary
+		}
+	case p.Handoff != nil:
+		routing["kind"] = "handoff"
+		routing["target"] = p.Handoff.Target
+		if p.Handoff.Reason != "" {
+			routing["reason"] = p.Handoff.Reason
+		}
 	}
 	set := p.Set
 	if set == nil {

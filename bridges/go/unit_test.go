@@ -182,6 +182,19 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	}
 }
 
+func TestTypedPacketRouting(t *testing.T) {
+	handoff := NewPacket("c1", Packet{ToolCalled: "pick", Handoff: &Handoff{Target: "bob", Reason: "knows"}})
+	want := map[string]any{"tool_called": "pick", "kind": "handoff", "target": "bob", "reason": "knows"}
+	if got := handoff.EventData["routing"]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("handoff routing %v, want %v", got, want)
+	}
+	finish := NewPacket("c1", Packet{Reason: "all good", Finish: &Finish{Summary: "done", Reason: "shipped"}})
+	want = map[string]any{"tool_called": nil, "reason": "all good", "kind": "finish", "close_reason": "shipped", "summary": "done"}
+	if got := finish.EventData["routing"]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("finish routing %v, want %v", got, want)
+	}
+}
+
 func TestInviteFrom(t *testing.T) {
 	env := EnvelopeFromProto(&agentnetv1.Envelope{
 		ChannelId: "c1", SenderId: HubSender, EventType: EventInvite,

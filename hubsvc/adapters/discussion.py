@@ -4,6 +4,8 @@ The order is ``spec.participants`` (initiator first): the next speaker is
 ``participants[turns % n]``. Optional knobs ``max_turns`` or ``max_rounds``
 (one round = every participant speaks once) close the channel with reason
 ``max_turns``; validate_create normalises ``max_rounds`` into ``max_turns``.
+The knob ``ordering`` names the turn order: only ``"round_robin"`` (the default) exists;
+any other value is refused at OpenChannel rather than accepted and ignored.
 """
 
 from __future__ import annotations
@@ -45,6 +47,22 @@ def discussion_max_turns(spec: ChannelSpec) -> int | None:
     return max_turns
 
 
+ORDERINGS = ("round_robin",)
+"""The values the ``ordering`` knob accepts (the first is the default)."""
+
+
+def check_ordering(spec: ChannelSpec) -> None:
+    """Refuse an ``ordering`` knob this adapter does not implement (InvalidArgument naming the allowed values)."""
+    ordering = spec.knobs.get("ordering")
+    if ordering is None or (isinstance(ordering, str) and ordering in ORDERINGS):
+        return
+    raise InvalidArgument(
+        f"discussion channel '{spec.channel_id}': knob 'ordering' is {ordering!r}, which is not supported; "
+        f"allowed: {', '.join(repr(o) for o in ORDERINGS)} (the default). Leave it out or give one of those.",
+        metadata={"channel_id": spec.channel_id, "knob": "ordering", "allowed": ",".join(ORDERINGS)},
+    )
+
+
 @dataclass(frozen=True)
 class DiscussionState:
     """Turns taken so far and who speaks next."""
@@ -60,8 +78,9 @@ class DiscussionAdapter:
     type: ClassVar[str] = "discussion"
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
-        """Two or more participants; ``max_turns`` / ``max_rounds`` normalised to ``max_turns``."""
+        """Two or more participants; a known ``ordering``; ``max_turns`` / ``max_rounds`` as ``max_turns``."""
         require_participants(spec, at_least=2)
+        check_ordering(spec)
         max_turns = discussion_max_turns(spec)
         knobs = {k: v for k, v in spec.knobs.items() if k not in ("max_turns", "max_rounds")}
         if max_turns is not None:

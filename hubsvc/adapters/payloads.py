@@ -1,17 +1,27 @@
 """Workflow payload shapes: EV_PACKET routing, context updates, and JSON value helpers.
 
-EV_PACKET ``event_data = {"routing": {"tool_called": name | None, "tools_called": [names]},
-"context_updates": {"set": {...}, "delete": [...]}, "body": "<text>"}``; every part is
-optional, unknown top-level and routing keys are tolerated (forward compatibility), but
-``context_updates`` / EV_CONTEXT_SET accept only ``set`` and ``delete`` so a typo
-cannot silently drop an update. EV_TEXT counts as a packet with no routing and no updates.
+EV_PACKET ``event_data = {"routing": {...}, "context_updates": {"set": {...}, "delete": [...]},
+"body": "<text>"}`` with ``routing``::
+
+    {"tool_called": name | None,     # the routing tool of the turn (the first one the LLM called)
+     "tools_called": [names],        # every tool that ran, a record (routing never reads it when
+                                     # tool_called is set)
+     "reason": "<text>",             # optional: why (the routing call's `reason`, a Handoff's reason)
+     "kind": "handoff" | "finish",   # optional: a typed routing value (Handoff / Finish) decided it
+     "target": "<id or name>",       # kind "handoff": the next speaker, instead of the transitions
+     "close_reason": "<reason>",     # kind "finish": the channel's close reason (default "finished")
+     "summary": "<text>"}            # kind "finish": optional summary
+
+Every part is optional; unknown top-level and routing keys are tolerated (forward
+compatibility), but ``context_updates`` / EV_CONTEXT_SET accept only ``set`` and ``delete``
+so a typo cannot silently drop an update. EV_TEXT counts as a packet with no routing and no updates.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +30,21 @@ from netkernel.envelope import EV_PACKET, Envelope
 from netkernel.errors import InvalidArgument
 
 _UPDATE_KEYS = ("set", "delete")
+ROUTING_KINDS = ("handoff", "finish")
+"""The ``routing.kind`` values: a Handoff (``target`` speaks next) or a Finish (the workflow ends)."""
+DEFAULT_FINISH_REASON = "finished"
+"""The close reason of a Finish that names none."""
+MAX_CLOSE_REASON = 64
+"""Longest close reason a packet's Finish or a terminate target may name (characters)."""
+
+
+def close_reason_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a close reason (a non-empty string of at most 64 characters), or None."""
+    if not isinstance(value, str) or not value.strip():
+        return f"must be a non-empty string, got {value!r}"
+    if len(value) > MAX_CLOSE_REASON:
+        return f"is {len(value)} characters long; at most {MAX_CLOSE_REASON} are allowed"
+    return None
 
 
 def _invalid(spec: ChannelSpec, where: str, problem: str, fix: str) -> InvalidArgument:
@@ -89,14 +114,31 @@ class ContextUpdates:
 
 @dataclass(frozen=True)
 class Routing:
-    """The routing part of a packet: which tool(s) the speaker called this round."""
+    """The routing part of a packet: which tool(s) the speaker called this round, and a typed decision."""
 
     tool_called: str | None = None
     tools_called: tuple[str, ...] = ()
+    reason: str = ""
+    """Why (the routing call's ``reason`` argument, or a Handoff's reason); informational."""
+    kind: str | None = None
+    """``"handoff"`` / ``"finish"`` when a typed routing value decided the turn, else None."""
+    target: str | None = None
+    """A handoff's next speaker (a participant id or name, as sent)."""
+    close_reason: str | None = None
+    """A finish's close reason (None: :data:`DEFAULT_FINISH_REASON`)."""
+    summary: str = ""
+    """A finish's summary; informational."""
 
     def called(self, tool: str) -> bool:
-        """True when ``tool`` is ``tool_called`` or one of ``tools_called``."""
+        """True when ``tool`` ran this turn (``tool_called`` or one of ``tools_called``)."""
         return self.tool_called == tool or tool in self.tools_called
+
+    def routing_tool(self, routing_tools: Collection[str]) -> str | None:
+        """The one tool that routes this packet: ``tool_called`` when set, else the first of
+        ``tools_called`` that is one of ``routing_tools`` (a packet routes on one tool: the first wins)."""
+        if self.tool_called is not None:
+            return self.tool_called
+        return next((t for t in self.tools_called if t in routing_tools), None)
 
 
 @dataclass(frozen=True)
@@ -148,7 +190,42 @@ def parse_routing(data: Any, *, spec: ChannelSpec, where: str) -> Routing:
         tools = []
     if not isinstance(tools, list | tuple) or not all(isinstance(t, str) for t in tools):
         raise _invalid(spec, f"{where}.tools_called", f"must be a list of strings, got {tools!r}", "list tool names")
-    return Routing(tool_called=tool, tools_called=tuple(tools))
+    texts = {}
+    for key in ("reason", "summary"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _invalid(spec, f"{where}.{key}", f"must be a string, got {value!r}", "send text, or leave it out")
+        texts[key] = value or ""
+    kind = data.get("kind")
+    if kind is not None and kind not in ROUTING_KINDS:
+        raise _invalid(
+            spec, f"{where}.kind", f"is {kind!r}", f"use {' or '.join(repr(k) for k in ROUTING_KINDS)}, or leave it out"
+        )
+    target = data.get("target")
+    if kind == "handoff":
+        if not isinstance(target, str) or not target:
+            raise _invalid(spec, f"{where}.target", f"must name the next speaker, got {target!r}", "give an id or name")
+        if spec.resolve(target) is None:
+            names = ", ".join(f"{spec.names.get(p, p)} ({p})" for p in spec.participants)
+            raise _invalid(spec, f"{where}.target", f"'{target}' is not a participant", f"hand off to one of: {names}")
+    elif target is not None:
+        raise _invalid(spec, f"{where}.target", "is only for kind 'handoff'", 'add "kind": "handoff" or remove it')
+    close_reason = data.get("close_reason")
+    if kind == "finish" and close_reason is not None:
+        problem = close_reason_problem(close_reason)
+        if problem:
+            raise _invalid(spec, f"{where}.close_reason", problem, "name why the workflow ended, e.g. 'approved'")
+    elif close_reason is not None:
+        raise _invalid(spec, f"{where}.close_reason", "is only for kind 'finish'", 'add "kind": "finish" or remove it')
+    return Routing(
+        tool_called=tool,
+        tools_called=tuple(tools),
+        reason=texts["reason"],
+        kind=kind,
+        target=target if kind == "handoff" else None,
+        close_reason=close_reason if kind == "finish" else None,
+        summary=texts["summary"],
+    )
 
 
 def parse_packet(env: Envelope, *, spec: ChannelSpec) -> Packet:

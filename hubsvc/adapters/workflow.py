@@ -46,7 +46,8 @@ class WorkflowState:
     context_json: str = "{}"
     """Context vars as canonical JSON text, so the state stays an immutable value."""
     end_reason: str | None = None
-    """``workflow_terminated``, ``no_transition`` or ``max_turns`` once ended."""
+    """``workflow_terminated`` (or a terminate target's own reason), a Finish's close reason, ``no_transition``
+    or ``max_turns`` once ended."""
 
     @property
     def context(self) -> dict[str, Any]:

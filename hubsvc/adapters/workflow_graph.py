@@ -13,10 +13,14 @@ Knobs (participant references are ids or passport names; normalised to ids)::
       | {"type": "context_equals", "key": "<k>", "value": <any JSON>}
       each optionally with "and": [C, ...] (all must hold too)
     T = {"type": "agent", "agent": "<id or name>"} | {"type": "round_robin"} | {"type": "stay"}
-      | {"type": "revert_to_initiator"} | {"type": "terminate"}
+      | {"type": "revert_to_initiator"} | {"type": "terminate", "reason": "<close reason>"}
+      (the terminate reason is optional; default "workflow_terminated")
 
 Transitions are tried by descending priority, ties in declaration order; the first whose
-condition holds decides. Unknown keys inside a transition, condition or target are refused
+condition holds decides. A packet routes on one tool (:meth:`Routing.routing_tool`: the first
+the speaker called); ``context_equals`` with value null also matches a missing key. A typed
+routing value in the packet decides before the transitions: a Finish ends the workflow with
+its close reason, a Handoff names the next speaker. Unknown keys inside a transition, condition or target are refused
 (a typo would otherwise silently change routing); unknown top-level knobs pass through.
 """
 
@@ -30,7 +34,14 @@ from typing import Any
 
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.adapters.common import participant_list
-from hubsvc.adapters.payloads import Routing, canonical_json, json_equal, json_problem
+from hubsvc.adapters.payloads import (
+    DEFAULT_FINISH_REASON,
+    Routing,
+    canonical_json,
+    close_reason_problem,
+    json_equal,
+    json_problem,
+)
 from netkernel.errors import InvalidArgument
 
 DEFAULT_MAX_TURNS = 50
@@ -69,18 +80,23 @@ class Condition:
     all_of: tuple[Condition, ...] = ()
     """The optional ``and`` list."""
 
-    def holds(self, sender: str, routing: Routing, context: Mapping[str, Any]) -> bool:
-        """Whether this condition (and every ``and`` condition) holds for the envelope just folded."""
+    def holds(self, sender: str, tool: str | None, context: Mapping[str, Any]) -> bool:
+        """Whether this condition (and every ``and`` condition) holds for the envelope just folded
+        (``tool``: the packet's routing tool, :meth:`Routing.routing_tool`)."""
         if self.type == "always":
             ok = True
         elif self.type == "from_speaker":
             ok = sender == self.speaker
         elif self.type == "tool_called":
-            ok = self.tool is not None and routing.called(self.tool)
-        else:  # context_equals: the key must exist and be JSON-equal
-            key = self.key or ""
-            ok = key in context and json_equal(context[key], json.loads(self.value_json or "null"))
-        return ok and all(c.holds(sender, routing, context) for c in self.all_of)
+            ok = self.tool is not None and tool == self.tool
+        else:  # context_equals: JSON-equal; a missing key (never set, or deleted) counts as null
+            ok = json_equal(context.get(self.key or ""), json.loads(self.value_json or "null"))
+        return ok and all(c.holds(sender, tool, context) for c in self.all_of)
+
+    def tools(self) -> set[str]:
+        """The tools this condition (with its ``and`` list) routes on."""
+        own = {self.tool} if self.type == "tool_called" and self.tool else set()
+        return own.union(*(c.tools() for c in self.all_of))
 
     def to_json(self) -> dict[str, Any]:
         """The normalised knob form."""
@@ -103,10 +119,16 @@ class Target:
 
     type: str
     agent: str | None = None
+    reason: str | None = None
+    """A terminate target's close reason (None: ``workflow_terminated``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The normalised knob form."""
-        return {"type": self.type, "agent": self.agent} if self.type == "agent" else {"type": self.type}
+        if self.type == "agent":
+            return {"type": self.type, "agent": self.agent}
+        if self.type == "terminate" and self.reason is not None:
+            return {"type": self.type, "reason": self.reason}
+        return {"type": self.type}
 
 
 @dataclass(frozen=True)
@@ -148,6 +170,11 @@ class WorkflowConfig:
         return tuple(sorted(self.transitions, key=lambda t: -t.priority))
 
     @functools.cached_property
+    def routing_tools(self) -> frozenset[str]:
+        """Every tool a ``tool_called`` condition names (a packet without ``tool_called`` routes on the first)."""
+        return frozenset(name for t in self.transitions for name in t.condition.tools())
+
+    @functools.cached_property
     def reads_context(self) -> bool:
         """Whether any condition reads the context vars (``decide`` ignores them otherwise)."""
         level = [t.condition for t in self.transitions]
@@ -167,13 +194,23 @@ class WorkflowConfig:
         }
 
     def decide(self, spec: ChannelSpec, speaker: str, routing: Routing, context: Mapping[str, Any]) -> Decision:
-        """Pick the next speaker after ``speaker``'s envelope (``context`` already updated)."""
+        """Pick the next speaker after ``speaker``'s envelope (``context`` already updated).
+
+        A typed routing value decides first (a Finish ends, a Handoff names the speaker); else
+        the transitions, on the packet's one routing tool."""
+        if routing.kind == "finish":
+            return Decision(next_speaker=speaker, end_reason=routing.close_reason or DEFAULT_FINISH_REASON)
+        if routing.kind == "handoff" and routing.target is not None:
+            chosen = spec.resolve(routing.target)
+            if chosen is not None:  # validate_send refused any other
+                return Decision(next_speaker=chosen)
+        tool = routing.routing_tool(self.routing_tools)
         for transition in self.ranked:
-            if not transition.condition.holds(speaker, routing, context):
+            if not transition.condition.holds(speaker, tool, context):
                 continue
             target = transition.target
             if target.type == "terminate":
-                return Decision(next_speaker=speaker, end_reason=TERMINATED)
+                return Decision(next_speaker=speaker, end_reason=target.reason or TERMINATED)
             if target.type == "agent" and target.agent is not None:
                 return Decision(next_speaker=target.agent)
             if target.type == "round_robin":
@@ -256,8 +293,17 @@ class _KnobParser:
         return Condition(kind, all_of=all_of)
 
     def target(self, value: Any, where: str) -> Target:
-        raw = self.obj(value, where, ("type", "agent"))
+        raw = self.obj(value, where, ("type", "agent", "reason"))
         kind = self.kind(raw, where, TARGET_FIELDS)
+        if "reason" in raw:
+            if kind != "terminate":
+                raise self.fail(
+                    where, f"of type '{kind}' does not take 'reason'", "only terminate names a close reason"
+                )
+            problem = close_reason_problem(raw["reason"])
+            if problem:
+                raise self.fail(f"{where}.reason", problem, "name the close reason, e.g. 'approved'")
+            return Target(kind, reason=raw["reason"])
         if kind != "agent":
             if "agent" in raw:
                 raise self.fail(where, f"of type '{kind}' does not take 'agent'", "remove it, or use type 'agent'")

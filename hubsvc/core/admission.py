@@ -253,11 +253,17 @@ class Admission:
         expired: bool = False,
         detail: dict[str, Any] | None = None,
     ) -> None:
-        """Stage the channel's closed (or expired) envelope, its final row and the audit record."""
+        """Stage the channel's end: its closed envelope (after an expired one when its TTL ended it),
+        its final row and the audit record.
+
+        Every end posts ``ag2.channel.closed`` last, so a waiter on it sees every end; a TTL end
+        posts ``ag2.channel.expired`` just before it (same reason, same commit)."""
         if ch.is_terminal:
             return
-        event = EV_CHANNEL_EXPIRED if expired else EV_CHANNEL_CLOSED
-        self.post_as_hub(ch, event, {"reason": reason, **(detail or {})}, None, batch)
+        data = {"reason": reason, **(detail or {})}
+        if expired:
+            self.post_as_hub(ch, EV_CHANNEL_EXPIRED, data, None, batch)
+        self.post_as_hub(ch, EV_CHANNEL_CLOSED, dict(data), None, batch)
         ch.cancel_timers()
         batch.ended = reason
         batch.writes.channels.append(ch.to_row())

@@ -246,7 +246,7 @@ class ChannelRuntime:
                 member.acked = True
         elif etype == EV_CHANNEL_OPENED:
             self.meta.state = OPENED
-        else:  # closed or expired
+        elif self.meta.state != EXPIRED:  # closed or expired; the closed after an expired keeps EXPIRED
             self.meta.state = EXPIRED if etype == EV_CHANNEL_EXPIRED else CLOSED
             self.meta.close_reason = str(env.event_data.get("reason", ""))
             self.meta.closed_at.CopyFrom(to_timestamp(now))

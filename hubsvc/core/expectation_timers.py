@@ -15,8 +15,10 @@ Actions (docs/governance.md "Expectations"): ``audit`` (an audit row only), ``no
 (the envelope to everyone), ``warn`` (to the violators only), ``hide`` (to the violators,
 who are left out of ListAgents, DiscoverAgents and the ``peers`` tool until they next post
 in that channel or it ends), ``auto_close`` (to everyone, then the channel closes with reason
-``expectation_<name>``). Every firing writes one ``expectation_violated`` audit row per
-violator, in the same commit as its envelope.
+``expectation_<name>``). Every firing writes, in the same commit as its one envelope, one
+``expectation_violated`` audit row per violator — or a single row for the channel (actor "")
+when the expectation is channel-wide (``max_silence``: the channel went silent, no one
+participant did).
 """
 
 from __future__ import annotations
@@ -194,7 +196,11 @@ class ExpectationTimers:
             }
         )
         now = self._clock()
-        batch.writes.audit.extend((AUDIT_KIND, agent_id, ch.channel_id, detail, now) for agent_id in whom)
+        if v.channel_wide:  # one row for the channel, naming who could have ended the silence
+            detail = json.dumps({**json.loads(detail), "expected_of": whom})
+            batch.writes.audit.append((AUDIT_KIND, "", ch.channel_id, detail, now))
+        else:
+            batch.writes.audit.extend((AUDIT_KIND, agent_id, ch.channel_id, detail, now) for agent_id in whom)
 
     # -- hide -------------------------------------------------------------------------
 

@@ -168,6 +168,7 @@ class HubCore:
         self.channel_meta = self.channels.meta
         self.require_member = self.channels.require_member
         self.live_channel = self.channels.get
+        self.final_state = self.channels.final_state
         self.watch = self.channels.watch
         self.read_wal = self.channels.read_wal
         self.iter_wal = self.channels.iter_wal

@@ -23,7 +23,7 @@ from typing import Any
 from agentnet.v1 import channel_pb2, envelope_pb2
 
 from hubsvc.adapters import get_adapter
-from hubsvc.adapters.base import ChannelSpec
+from hubsvc.adapters.base import Adapter, ChannelSpec
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import PENDING, ChannelRuntime
 from hubsvc.core.enforcement import NO_SLOT_LIMIT, Slot
@@ -46,6 +46,8 @@ _CATCH_UP_PAGE = 1000
 """WAL records one store read of a catch-up returns at most."""
 _ENDED_MEMORY = 10_000
 """Ended channels whose last seq is remembered (see :meth:`LiveChannels.catch_up`)."""
+_FINAL_STATES = 256
+"""Ended channels whose final adapter state is kept in memory (others are folded again from the WAL)."""
 FOLD_RUN = 128
 """Envelopes hydrate folds at once. A run's wire messages and envelopes die before the cyclic GC's
 first generation fills (700 allocations), so it never promotes them and rescans them; folding a
@@ -98,6 +100,8 @@ class LiveChannels:
         self._watchers: dict[str, set[Watcher]] = {}
         self._ended: BoundedDict[str, int] = BoundedDict(_ENDED_MEMORY)
         """Channels that ended here → their last seq (a late change of one is not published again)."""
+        self._final: BoundedDict[str, tuple[Adapter[Any], Any]] = BoundedDict(_FINAL_STATES)
+        """Recently ended channels → (adapter, final adapter state): DescribeChannel of an ended channel."""
         self.settled: Settled = lambda ch: None
         """Called after each commit and rebuild of a channel (the expectation timers re-arm from it)."""
 
@@ -120,6 +124,29 @@ class LiveChannels:
         if row is None:
             raise NotFound(f"no channel with id {channel_id!r}; list yours with ListChannels.")
         return channel_pb2.ChannelMetadata.FromString(row.record)
+
+    async def final_state(self, channel_id: str) -> dict[str, Any] | None:
+        """A channel's adapter state as JSON data as its WAL leaves it — an ended channel's final state,
+        kept for analysis — or None when the store has no such channel.
+
+        The state of a channel that ended here is remembered; any other (ended before a restart, or
+        on another replica) is folded again from its stored WAL, as hydrate would."""
+        known = self._final.get(channel_id)
+        if known is None:
+            row = await self._store.get_channel(channel_id)
+            if row is None:
+                return None
+            ch = ChannelRuntime.from_row(row)
+            now = self._clock()
+            async for _, records in self._store.scan_wal([channel_id]):
+                for low in range(0, len(records), FOLD_RUN):
+                    wires = map(envelope_pb2.Envelope.FromString, records[low : low + FOLD_RUN])
+                    ch.fold_run(list(map(envelope_from_wal, wires)), now)
+            known = (ch.adapter, ch.state)
+            if ch.is_terminal:  # an ended channel's WAL never changes again
+                self._final[channel_id] = known
+        adapter, state = known
+        return adapter.state_json(state)
 
     async def require_member(self, agent_id: str, channel_id: str) -> channel_pb2.ChannelMetadata:
         """Metadata of a channel ``agent_id`` participates in (NotParticipant otherwise)."""
@@ -458,6 +485,7 @@ class LiveChannels:
                 self._notify(list(watchers), wires)
         if ended:
             self._ended[ch.channel_id] = ch.committed_seq
+            self._final[ch.channel_id] = (ch.adapter, ch.state)
             if self._channels.get(ch.channel_id) is ch:
                 del self._channels[ch.channel_id]
                 self._inboxes.release(ch.channel_id)

@@ -57,6 +57,10 @@ DESCRIPTIONS: dict[ExpectationName, str] = {
     "turn_within": "take the turn within {s}s of becoming due",
 }
 
+CHANNEL_WIDE: frozenset[ExpectationName] = frozenset({"max_silence"})
+"""Expectations the channel as a whole violates: one firing is one violation (one audit row), whoever
+``expected_of`` names."""
+
 _Overrides = TypeAdapter(dict[ExpectationName, ExpectationSpec | None])
 
 
@@ -213,6 +217,11 @@ class Violation:
     since: float
     deadline: float
     expected_of: tuple[str, ...]
+
+    @property
+    def channel_wide(self) -> bool:
+        """Whether the channel as a whole violated it (``max_silence``) rather than each of ``expected_of``."""
+        return self.name in CHANNEL_WIDE
 
     @property
     def description(self) -> str:

@@ -369,6 +369,18 @@ def test_discussion_knob_validation() -> None:
         make_spec("discussion", (A, B), {"max_turns": "ten"})
 
 
+def test_discussion_ordering_knob_accepts_only_round_robin() -> None:
+    """``ordering`` is refused unless it is a value the adapter implements (never accepted and ignored)."""
+    spec = make_spec("discussion", (A, B, C), {"ordering": "round_robin"})
+    assert spec.knobs == {"ordering": "round_robin"}
+    _, _ = run(discussion, spec, [text(A), text(B), text(C), text(A)])  # round robin, as without the knob
+    for bad in ("free", "random", "", 1, ["round_robin"]):
+        with pytest.raises(InvalidArgument) as info:
+            make_spec("discussion", (A, B), {"ordering": bad})
+        assert "'round_robin'" in info.value.message and "allowed" in info.value.message
+        assert info.value.metadata["knob"] == "ordering" and info.value.metadata["allowed"] == "round_robin"
+
+
 def test_discussion_normalised_knobs_are_stable() -> None:
     spec = make_spec("discussion", (A, B, C), {"max_rounds": 3, "other": 1})
     assert discussion.validate_create(spec) == spec.knobs == {"max_turns": 9, "other": 1}
@@ -806,3 +818,94 @@ def test_workflow_state_does_not_alias_envelope_data() -> None:
     assert state.context == {"k": {"nested": [1]}}
     state.context["k"] = "mutated copy"
     assert state.context == {"k": {"nested": [1]}}
+
+
+# ---------------------------------------------------------------- workflow: one routing tool, typed routing
+
+TWO_ROUTES = {
+    "transitions": [
+        {"condition": {"type": "tool_called", "tool": "to_bob"}, "target": {"type": "agent", "agent": B}},
+        {
+            "condition": {"type": "tool_called", "tool": "to_carol"},
+            "target": {"type": "agent", "agent": C},
+            "priority": 5,
+        },
+        {"condition": {"type": "always"}, "target": {"type": "stay"}},
+    ]
+}
+
+
+def typed(sender: str, routing: dict[str, Any]) -> Envelope:
+    """A workflow EV_PACKET with the given routing object."""
+    return env(sender, EV_PACKET, {"routing": routing, "body": "done"})
+
+
+def test_workflow_routes_on_the_first_routing_tool_only() -> None:
+    """Two routing tools in one turn: the first routes; the second (even of a higher-priority transition) does not."""
+    spec = wf_spec(TWO_ROUTES)
+    assert run(workflow, spec, [packet(A, tool="to_bob", tools=["to_bob", "to_carol"])])[0].current_speaker == B
+    # Without tool_called, the first of tools_called that a transition routes on wins.
+    assert run(workflow, spec, [packet(A, tools=["lookup", "to_bob", "to_carol"])])[0].current_speaker == B
+    assert run(workflow, spec, [packet(A, tools=["to_carol", "to_bob"])])[0].current_speaker == C
+
+
+def test_workflow_context_equals_null_matches_a_missing_key() -> None:
+    knobs = {
+        "context": {"draft": "v1"},
+        "transitions": [
+            {
+                "condition": {"type": "context_equals", "key": "draft", "value": None},
+                "target": {"type": "agent", "agent": C},
+            },
+            {"condition": {"type": "always"}, "target": {"type": "stay"}},
+        ],
+    }
+    spec = wf_spec(knobs)
+    assert run(workflow, spec, [packet(A)])[0].current_speaker == A  # draft is set
+    assert run(workflow, spec, [packet(A, delete=["draft"])])[0].current_speaker == C  # deleted
+    assert run(workflow, spec, [context_set(B, delete=["draft"]), packet(A)])[0].current_speaker == C
+    assert run(workflow, spec, [packet(A, set_={"draft": None})])[0].current_speaker == C  # null itself
+
+
+def test_workflow_terminate_target_names_its_close_reason() -> None:
+    knobs = {"transitions": [{"condition": {"type": "always"}, "target": {"type": "terminate", "reason": "approved"}}]}
+    spec = wf_spec(knobs)
+    assert spec.knobs["transitions"][0]["target"] == {"type": "terminate", "reason": "approved"}
+    state, reasons = run(workflow, spec, [packet(A)])
+    assert reasons == ["approved"] and state.end_reason == "approved"
+    assert workflow.state_json(state)["end_reason"] == "approved"
+    # Without a reason: workflow_terminated, as before.
+    plain = wf_spec({"transitions": [{"condition": {"type": "always"}, "target": {"type": "terminate"}}]})
+    assert run(workflow, plain, [packet(A)])[1] == ["workflow_terminated"]
+    for bad, message in (
+        ({"type": "terminate", "reason": ""}, "non-empty"),
+        ({"type": "terminate", "reason": "x" * 65}, "at most 64"),
+        ({"type": "stay", "reason": "x"}, "does not take 'reason'"),
+    ):
+        with pytest.raises(InvalidArgument, match=message):
+            wf_spec({"transitions": [{"condition": {"type": "always"}, "target": bad}]})
+
+
+def test_workflow_finish_and_handoff_routing_decide_before_the_transitions() -> None:
+    spec = wf_spec(TWO_ROUTES)
+    state, reasons = run(
+        workflow, spec, [typed(A, {"tool_called": "done", "kind": "finish", "close_reason": "shipped"})]
+    )
+    assert reasons == ["shipped"] and state.ended
+    assert run(workflow, spec, [typed(A, {"tool_called": "done", "kind": "finish"})])[1] == ["finished"]
+    # A handoff names the next speaker (id or name), whatever the transitions say.
+    handoff = {"tool_called": "to_bob", "kind": "handoff", "target": "carol", "reason": "carol knows"}
+    assert run(workflow, spec, [typed(A, handoff)])[0].current_speaker == C
+    assert run(workflow, spec, [typed(A, {"kind": "handoff", "target": B})])[0].current_speaker == B
+    state = workflow.initial_state(spec)
+    for routing, message in (
+        ({"kind": "handoff", "target": "mallory"}, "'mallory' is not a participant"),
+        ({"kind": "handoff"}, "must name the next speaker"),
+        ({"kind": "jump"}, "routing.kind is 'jump'"),
+        ({"target": B}, "only for kind 'handoff'"),
+        ({"kind": "finish", "close_reason": ""}, "non-empty"),
+        ({"close_reason": "x"}, "only for kind 'finish'"),
+        ({"reason": 3}, "routing.reason must be a string"),
+    ):
+        with pytest.raises(InvalidArgument, match=message):
+            workflow.validate_send(spec, state, typed(A, routing))

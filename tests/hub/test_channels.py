@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from agentnet.v1 import channel_pb2, hub_pb2
 
 from agentsdk import errors
-from tests.hub.harness import Participant, RunningHub, collect, data_of, open_channel, register
+from agentsdk.operator import OperatorClient
+from tests.hub.harness import Participant, RunningHub, collect, data_of, open_channel, register, running_hub
 
 
 async def test_consulting_one_question_one_reply_then_closed(
@@ -81,6 +83,21 @@ async def test_ttl_expires_channel(trio: tuple[Participant, Participant, Partici
     assert expired.channel_id == cid and data_of(expired)["reason"] == "ttl"
     desc = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
     assert desc.channel.state == channel_pb2.CHANNEL_STATE_EXPIRED
+
+
+async def test_ttl_end_posts_closed_too(trio: tuple[Participant, Participant, Participant]) -> None:
+    """A waiter on ag2.channel.closed sees a TTL end as well: closed follows expired, reason "ttl"."""
+    alice, bob, _ = trio
+    cid = await open_channel(alice, "conversation", [bob], ttl_seconds=0.5)
+    closed = await alice.next_of("ag2.channel.closed")
+    assert closed.channel_id == cid and data_of(closed)["reason"] == "ttl"
+    read = await collect(alice.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid), metadata=alice.metadata))
+    wal = [r.envelope for r in read]
+    ends = [(w.event_type, data_of(w)["reason"]) for w in wal if w.sender_id == "hub" and "reason" in data_of(w)]
+    assert ends == [("ag2.channel.expired", "ttl"), ("ag2.channel.closed", "ttl")]
+    assert wal[-1].event_type == "ag2.channel.closed"
+    desc = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+    assert desc.channel.state == channel_pb2.CHANNEL_STATE_EXPIRED and desc.channel.close_reason == "ttl"
 
 
 async def test_close_by_participant_and_seed_message(trio: tuple[Participant, Participant, Participant]) -> None:
@@ -245,3 +262,59 @@ async def test_register_rules(hub: RunningHub) -> None:
         await register(hub.target, "bad name!")
     human = await register(hub.target, "person", human=True)
     assert human.record.passport.kind == 2
+
+
+async def test_open_discussion_refuses_an_unknown_ordering(trio: tuple[Participant, Participant, Participant]) -> None:
+    """OpenChannel answers INVALID_ARGUMENT naming the allowed orderings, and creates nothing."""
+    alice, bob, carol = trio
+    request = hub_pb2.OpenChannelRequest(
+        type="discussion", targets=[bob.name, carol.name], knobs_json=json.dumps({"ordering": "free"})
+    )
+    with pytest.raises(errors.InvalidArgument) as info:
+        await alice.rpc("OpenChannel", request)
+    assert "'free'" in info.value.message and "'round_robin'" in info.value.message
+    listed = await alice.rpc("ListChannels", hub_pb2.ListChannelsRequest(include_ended=True))
+    assert not [c for c in listed.channels if c.type == "discussion"]
+    ok = hub_pb2.OpenChannelRequest(
+        type="discussion", targets=[bob.name, carol.name], knobs_json=json.dumps({"ordering": "round_robin"})
+    )
+    assert (await alice.rpc("OpenChannel", ok)).channel.state == channel_pb2.CHANNEL_STATE_PENDING
+
+
+async def test_an_ended_channels_adapter_state_stays_readable(tmp_path: Path) -> None:
+    """DescribeChannel (agent and operator) of a CLOSED or EXPIRED channel returns its final adapter state,
+    also from a restarted hub (folded again from the stored WAL)."""
+    db = tmp_path / "ended.db"
+    async with running_hub(db) as hub:
+        alice, bob = await register(hub.target, "alice"), await register(hub.target, "bob")
+        for p in (alice, bob):
+            await p.connect()
+        closed = await open_channel(alice, "discussion", [bob], knobs={"max_turns": 2})
+        await alice.say(closed, "one")
+        await bob.next_of("ag2.msg.text")
+        await bob.say(closed, "two")
+        await alice.next_of("ag2.channel.closed")
+        expired = await open_channel(alice, "conversation", [bob], ttl_seconds=0.5)
+        await alice.say(expired, "hi")
+        await alice.next(lambda e: e.channel_id == expired and e.event_type == "ag2.channel.closed")
+        final = {"turns": 2, "expected_next_speaker": alice.agent_id, "ended": True, "end_reason": "max_turns"}
+        for _ in range(2):  # computed at the close, then remembered
+            desc = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=closed))
+            assert desc.channel.state == channel_pb2.CHANNEL_STATE_CLOSED
+            assert json.loads(desc.adapter_state_json) == final and list(desc.expected_next) == []
+        gone = await bob.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=expired))
+        assert gone.channel.state == channel_pb2.CHANNEL_STATE_EXPIRED
+        expired_state = json.loads(gone.adapter_state_json)
+        assert expired_state["turns"] == 1
+        for p in (alice, bob):
+            await p.close()
+    async with running_hub(db) as restarted:
+        alice2 = Participant(restarted.target, alice.record, alice.credential)
+        desc = await alice2.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=closed))
+        assert json.loads(desc.adapter_state_json) == final
+        gone = await alice2.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=expired))
+        assert json.loads(gone.adapter_state_json) == expired_state
+        async with OperatorClient(restarted.target, restarted.operator_token) as operator:
+            described = await operator.describe_channel(closed)
+            assert not described.live and json.loads(described.adapter_state_json) == final
+        await alice2.close()

@@ -185,7 +185,11 @@ async def test_max_silence_auto_closes_the_channel(
     assert set(data_of(closed)) <= event_table()["ag2.channel.closed"].keys
     meta = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
     assert meta.channel.close_reason == "expectation_max_silence"
-    await audit_rows(hub, cid, 2)  # one row per violator
+    (row,) = await audit_rows(hub, cid, 1)  # max_silence is channel-wide: one row, not one per participant
+    assert row.actor_id == "" and row.subject_id == cid
+    detail = json.loads(row.detail_json)
+    assert detail["expectation"] == "max_silence" and detail["expected_of"] == [alice.agent_id, bob.agent_id]
+    assert len(await violations(alice, cid)) == 1  # and one envelope
 
 
 async def test_acks_within_notifies_about_the_invitee_that_did_not_ack(

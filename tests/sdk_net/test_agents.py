@@ -167,6 +167,55 @@ async def test_workflow_routes_by_tool_called(hub: Hub, servers: list[ScriptedOp
     assert packets[1].event_data["routing"]["tool_called"] == "approve"
 
 
+async def test_workflow_typed_handoff_and_finish(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:
+    """Tools return Handoff / Finish; the graph is built from transition values; Finish names the close reason."""
+    from agentsdk import tool
+    from agentsdk.network import (
+        AgentTarget,
+        Finish,
+        FromSpeaker,
+        Handoff,
+        TerminateTarget,
+        Transition,
+        TransitionGraph,
+    )
+
+    @tool
+    def pick(reason: str) -> Handoff:
+        """Hand the draft to whoever should read it next."""
+        return Handoff("reviewer", reason=reason)
+
+    @tool
+    def done(summary: str) -> Finish:
+        """End the workflow."""
+        return Finish(summary=summary, reason="haiku_done")
+
+    _, cw = llm(servers, ToolCall.create("pick", {"reason": "needs a review"}), "draft v1")
+    _, cr = llm(servers, ToolCall.create("done", {"summary": "good haiku"}), "approved")
+    await hub.register(Agent("writer", config=cw, tools=[pick]), Passport(name="writer"))
+    await hub.register(Agent("reviewer", config=cr, tools=[done]), Passport(name="reviewer"))
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    graph = TransitionGraph(
+        transitions=[Transition(FromSpeaker("user"), AgentTarget("writer"))],
+        default_target=TerminateTarget(reason="unrouted"),
+    )
+    ch = await user.open(type="workflow", target=["writer", "reviewer"], knobs=graph.to_knobs(), message="a haiku")
+    packets = await texts_until_closed(user, ch.channel_id)
+    assert [hub.name_for(p.sender_id) for p in packets] == ["writer", "reviewer"]
+    handoff, finish = (p.event_data["routing"] for p in packets)
+    reviewer_id = packets[1].sender_id
+    assert handoff == {
+        "tool_called": "pick", "tools_called": ["pick"], "kind": "handoff", "target": reviewer_id,
+        "reason": "needs a review",
+    }  # fmt: skip
+    assert finish == {
+        "tool_called": "done", "tools_called": ["done"], "kind": "finish", "close_reason": "haiku_done",
+        "summary": "good haiku",
+    }  # fmt: skip
+    meta, state, _ = await user.channel_info(ch.channel_id)
+    assert meta.close_reason == "haiku_done" and state["end_reason"] == "haiku_done"
+
+
 async def test_delegate_and_peers_tools_run_on_the_hub(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:
     _, expert_cfg = llm(servers, rule=lambda req: f"expert answer to: {last_user(req)}")
     boss_server, boss_cfg = llm(

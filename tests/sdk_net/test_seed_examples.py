@@ -155,9 +155,8 @@ async def test_no_say_handler(hub: Hub, model: OpenAIConfig) -> None:
         stream = Stream(stream_id=meta.channel_id, events=events)
         current_input = adapter.extract_turn_input(envelope)
         reply = await client.agent.ask(current_input, stream=stream, dependencies=deps)  # ← no tools=
-        out = adapter.build_round_envelope(
-            metadata=meta, sender_id=client.agent_id, reply=reply, events=events, state=state
-        )
+        out = adapter.build_round_envelope(metadata=meta, sender_id=client.agent_id, reply=reply,
+                                           events=events, state=state, hub=client._hub)  # fmt: skip
         if out is not None:
             out.causation_id = envelope.envelope_id
             await client.send_envelope(out)

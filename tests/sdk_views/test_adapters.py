@@ -230,7 +230,8 @@ def test_routing_from_events() -> None:
         "tool_called": "approve",
         "tools_called": ["approve", "lookup"],
     }
-    assert routing_from_events(events) == {"tool_called": "lookup", "tools_called": ["approve", "lookup"]}
+    # Any tool may route when the knobs name none: the first call that ran wins.
+    assert routing_from_events(events) == {"tool_called": "approve", "tools_called": ["approve", "lookup"]}
     assert routing_from_events(events, set()) == {"tool_called": None, "tools_called": ["approve", "lookup"]}
     assert routing_from_events([]) == {"tool_called": None, "tools_called": []}
 
@@ -415,3 +416,175 @@ async def test_injected_tool_queues_updates_for_the_packet() -> None:
     assert isinstance(packet, Envelope)
     assert packet.event_data["context_updates"] == {"set": {"approved": True}, "delete": []}
     assert packet.event_data["routing"]["tool_called"] == "approve"
+
+
+# ------------------------------------------------------------------------------------------ routing: first wins
+
+
+def test_two_routing_calls_in_one_turn_the_first_routes() -> None:
+    """The LLM called approve then reject: approve routes (with its reason); reject ran but does not route."""
+    events: list[BaseEvent] = [
+        ToolCallEvent(call_id="c1", name="approve", arguments={"reason": "looks good"}),
+        result("approve", "c1"),
+        ToolCallEvent(call_id="c2", name="reject", arguments={"reason": "changed my mind"}),
+        result("reject", "c2"),
+    ]
+    routing = routing_from_events(events, {"approve", "reject"})
+    assert routing == {"tool_called": "approve", "tools_called": ["approve", "reject"], "reason": "looks good"}
+    adapter = adapter_for("workflow")
+    ids = ("a1", "b2", "c3")
+    hub_spec = spec("workflow", ids, WORKFLOW_KNOBS)
+    m = meta("workflow", ids, knobs=dict(hub_spec.knobs))
+    out = adapter.build_round_envelope(metadata=m, sender_id="a1", reply=reply("", events), events=events)
+    assert out is not None and out.event_data["routing"] == routing
+    hub = get_adapter("workflow")
+    state = hub.initial_state(hub_spec)
+    hub.validate_send(hub_spec, state, out)
+    assert hub.fold(hub_spec, state, out).current_speaker == "c3"  # approve → carol, not reject → initiator
+
+
+def test_typed_handoff_and_finish_route_the_packet() -> None:
+    from agentsdk.network import Finish, Handoff
+
+    handoff = ToolResultEvent(call_id="c1", name="route", content="x", routing=Handoff("carol", reason="she knows"))
+    finish = ToolResultEvent(call_id="c2", name="done", content="x", routing=Finish("all done", reason="shipped"))
+    events: list[BaseEvent] = [call("route", "c1"), handoff, call("done", "c2"), finish]
+    assert routing_from_events(events, set()) == {
+        "tool_called": "route",
+        "tools_called": ["route", "done"],
+        "kind": "handoff",
+        "target": "carol",
+        "reason": "she knows",
+    }
+    assert routing_from_events(events[2:], set()) == {
+        "tool_called": "done",
+        "tools_called": ["done"],
+        "kind": "finish",
+        "close_reason": "shipped",
+        "summary": "all done",
+    }
+    # With the hub's name directory a known name is sent as its id; the hub routes it either way.
+    ids = ("a1", "b2", "c3")
+    hub_spec = spec("workflow", ids, WORKFLOW_KNOBS)
+    m = meta("workflow", ids, knobs=dict(hub_spec.knobs))
+
+    class Names:
+        def id_for(self, name_or_id: str) -> str:
+            return {"carol": "c3"}.get(name_or_id, name_or_id)
+
+    adapter = adapter_for("workflow")
+    out = adapter.build_round_envelope(metadata=m, sender_id="a1", reply=reply("", events), hub=Names())
+    assert out is not None and out.event_data["routing"]["target"] == "c3"
+    hub = get_adapter("workflow")
+    state = hub.initial_state(hub_spec)
+    assert hub.fold(hub_spec, state, out).current_speaker == "c3"
+    done = adapter.build_packet_envelope(channel_id="ch1", sender_id="a1", body="", finish=Finish(reason="shipped"))
+    assert done.event_data["routing"] == {
+        "tool_called": None,
+        "tools_called": [],
+        "kind": "finish",
+        "close_reason": "shipped",
+    }
+    after = hub.fold(hub_spec, state, done)
+    assert after.end_reason == "shipped" and hub.on_accepted(hub_spec, after, done).close_reason == "shipped"
+    with pytest.raises(ValueError, match="not both"):
+        adapter.build_packet_envelope(channel_id="c", sender_id="a", body="", handoff=Handoff("b"), finish=Finish())
+    with pytest.raises(ValueError, match="close reason"):
+        Finish(reason="")
+    with pytest.raises(ValueError, match="target"):
+        Handoff("")
+
+
+def test_a_tool_returning_handoff_keeps_it_on_its_result_event() -> None:
+    """The agent loop keeps the typed value on the ToolResultEvent (and it survives the event log)."""
+    from agentsdk.events import event_from_dict
+    from agentsdk.network import Handoff
+
+    event = ToolResultEvent(call_id="c1", name="route", content="{}", routing=Handoff("bob", "why"))
+    again = event_from_dict(event.to_dict())
+    assert isinstance(again, ToolResultEvent) and again.routing == Handoff("bob", "why")
+
+
+def test_transition_values_build_the_hub_knobs() -> None:
+    from agentsdk.network import (
+        AgentTarget,
+        Always,
+        ContextEquals,
+        FromSpeaker,
+        RevertToInitiatorTarget,
+        RoundRobinTarget,
+        StayTarget,
+        TerminateTarget,
+        ToolCalled,
+        Transition,
+        TransitionGraph,
+    )
+
+    graph = TransitionGraph(
+        initial_speaker="alice",
+        transitions=[
+            Transition(FromSpeaker("alice"), AgentTarget("bob")),
+            Transition(ToolCalled("approve"), TerminateTarget(reason="approved"), priority=10),
+            Transition(
+                ContextEquals("draft", None, also=(ToolCalled("redo"),)), RevertToInitiatorTarget(), priority=-1
+            ),
+            Transition(ToolCalled("again"), StayTarget(), priority=-1),
+        ],
+        default_target=RoundRobinTarget(),
+        max_turns=9,
+        context={"draft": "v1"},
+    )
+    knobs = graph.to_knobs()
+    assert knobs["transitions"][1] == {
+        "condition": {"type": "tool_called", "tool": "approve"},
+        "target": {"type": "terminate", "reason": "approved"},
+        "priority": 10,
+    }
+    assert knobs["transitions"][2]["condition"] == {
+        "type": "context_equals", "key": "draft", "value": None, "and": [{"type": "tool_called", "tool": "redo"}],
+    }  # fmt: skip
+    assert knobs["transitions"][-1] == {
+        "condition": {"type": "always"},
+        "target": {"type": "round_robin"},
+        "priority": -1,
+    }
+    assert Always().to_json() == {"type": "always"}
+    hub_spec = spec("workflow", ("a1", "b2", "c3"), knobs)  # the hub accepts and normalises it
+    assert hub_spec.knobs["initial_speaker"] == "a1" and hub_spec.knobs["max_turns"] == 9
+    hub = get_adapter("workflow")
+    state = hub.initial_state(hub_spec)
+    after = hub.fold(hub_spec, state, Envelope("ch", "a1", None, EV_TEXT, {"text": "go"}))
+    assert after.current_speaker == "b2"
+    # AG2's keyword names and factories.
+    assert FromSpeaker(agent_id="x").to_json() == {"type": "from_speaker", "speaker": "x"}
+    assert ToolCalled(tool_name="t").to_json() == {"type": "tool_called", "tool": "t"}
+    assert AgentTarget(agent_id="y").to_json() == {"type": "agent", "agent": "y"}
+    pipeline = TransitionGraph.sequence(["alice", "bob", "carol"]).to_knobs()
+    pipe_spec = spec("workflow", ("a1", "b2", "c3"), pipeline)
+    reasons = []
+    pipe_state = hub.initial_state(pipe_spec)
+    for sender in ("a1", "b2", "c3"):
+        pipe_state = hub.fold(pipe_spec, pipe_state, Envelope("ch", sender, None, EV_TEXT, {"text": "x"}))
+        reasons.append(pipe_state.end_reason)
+    assert reasons == [None, None, "sequence_complete"]
+    rr = spec("workflow", ("a1", "b2"), TransitionGraph.round_robin(["bob", "alice"], max_turns=3).to_knobs())
+    assert rr.knobs["initial_speaker"] == "b2" and rr.knobs["max_turns"] == 3
+
+
+def test_the_next_speaker_reads_why_the_turn_came_to_it() -> None:
+    """A packet's routing reason / Handoff / Finish shows as a first line of what the LLM reads."""
+    adapter = adapter_for("workflow")
+
+    def packet(routing: dict[str, Any], body: str = "the draft") -> Envelope:
+        return Envelope("ch1", "a1", None, EV_PACKET, {"routing": routing, "body": body})
+
+    reasoned = packet({"tool_called": "to_editor", "reason": "needs polish"})
+    assert adapter.render_envelope(reasoned) == "[handed off via to_editor] needs polish\nthe draft"
+    assert adapter.extract_turn_input(reasoned) == "[handed off via to_editor] needs polish\nthe draft"
+    handoff = packet({"tool_called": "pick", "kind": "handoff", "target": "b2"}, body="")
+    assert adapter.render_envelope(handoff) == "[handed off via pick]"
+    done = packet({"tool_called": "done", "kind": "finish", "close_reason": "shipped", "summary": "ok"})
+    assert adapter.render_envelope(done) == "[finished via done: shipped] ok\nthe draft"
+    plain = packet({"tool_called": "approve", "tools_called": ["approve"]})
+    assert adapter.render_envelope(plain) == "the draft" and adapter.extract_turn_input(plain) == "the draft"
+    assert adapter.render_envelope(packet({}, body="")) is None

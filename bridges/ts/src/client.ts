@@ -407,6 +407,10 @@ export class Client {
       const routing: JsonObject = {};
       if (packet.routing.tool_called !== undefined) routing["tool_called"] = packet.routing.tool_called;
       if (packet.routing.tools_called !== undefined) routing["tools_called"] = [...packet.routing.tools_called];
+      for (const key of ["reason", "kind", "target", "close_reason", "summary"] as const) {
+        const value = packet.routing[key];
+        if (value !== undefined) routing[key] = value;
+      }
       eventData["routing"] = routing;
     }
     if (packet.context_updates !== undefined) {

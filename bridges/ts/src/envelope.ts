@@ -203,12 +203,50 @@ export interface PostInput extends PostOptions {
   eventData?: JsonObject;
 }
 
+/**
+ * The routing of an `ag2.packet`: the hub routes on `tool_called` (the round's one
+ * routing tool; `tools_called` is a record). A typed decision goes first:
+ * `kind: "handoff"` with `target` (a participant id or name) names the next speaker;
+ * `kind: "finish"` ends the workflow with `close_reason` (default `finished`, at most
+ * 64 characters). Build them with {@link handoff} / {@link finish}.
+ */
+export interface PacketRouting {
+  tool_called?: string | null;
+  tools_called?: string[];
+  /** Why the round routes as it does. */
+  reason?: string;
+  kind?: "handoff" | "finish";
+  /** kind "handoff": the next speaker. */
+  target?: string;
+  /** kind "finish": the channel's close reason. */
+  close_reason?: string;
+  /** kind "finish": a summary for whoever reads the WAL. */
+  summary?: string;
+}
+
+/** Routing that hands the turn to `target` (a participant id or name), e.g. `routing: handoff("bob", "knows")`. */
+export function handoff(target: string, reason?: string, toolCalled?: string): PacketRouting {
+  const out: PacketRouting = { kind: "handoff", target };
+  if (reason !== undefined && reason !== "") out.reason = reason;
+  if (toolCalled !== undefined) out.tool_called = toolCalled;
+  return out;
+}
+
+/** Routing that ends the workflow; the channel closes with `reason` (default `finished`). */
+export function finish(options: { reason?: string; summary?: string; toolCalled?: string } = {}): PacketRouting {
+  const out: PacketRouting = { kind: "finish" };
+  if (options.reason !== undefined) out.close_reason = options.reason;
+  if (options.summary !== undefined && options.summary !== "") out.summary = options.summary;
+  if (options.toolCalled !== undefined) out.tool_called = options.toolCalled;
+  return out;
+}
+
 /** The payload of an `ag2.packet` envelope (workflow channels). */
 export interface Packet {
   /** The text of the round. */
   body?: string;
-  /** Which tool(s) the speaker called this round. */
-  routing?: { tool_called?: string | null; tools_called?: string[] };
+  /** Which tool(s) the speaker called this round, and a typed routing decision. */
+  routing?: PacketRouting;
   /** Context variable updates. */
   context_updates?: { set?: JsonObject; delete?: string[] };
 }

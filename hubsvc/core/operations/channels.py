@@ -15,12 +15,14 @@ from hubsvc.core.sessions import MAX_PENDING_TURNS, pending_turn
 from hubsvc.core.util import check_seconds
 from hubsvc.core.wal_follow import WalFollower
 from hubsvc.storage.base import ChannelRow
-from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED, EV_CHANNEL_OPENED, Envelope, text_envelope
+from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_OPENED, Envelope, text_envelope
 from netkernel.errors import InvalidArgument, PermissionDenied
 from netkernel.wire import dumps_json, envelope_from_wire, wire_readable_by
 
-TERMINAL_EVENTS = (EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED)
-"""The event types that end a channel's WAL."""
+TERMINAL_EVENTS = (EV_CHANNEL_CLOSED,)
+"""The event type that ends a channel's WAL: every end posts ``ag2.channel.closed`` last (a TTL end
+posts ``ag2.channel.expired`` just before it; a WAL written before that ends at the expired one, which
+the follow reads to the end of anyway)."""
 STREAM_PAGE = 32
 """WAL records a ReadWal stream reads from the store at a time (what it holds while the client reads)."""
 
@@ -79,13 +81,16 @@ class ChannelOps:
         return ""
 
     async def describe_channel(self, caller: str, channel_id: str) -> hub_pb2.DescribeChannelResponse:
-        """Metadata, adapter state JSON, expected next speakers, the caller's offered adapter tools
-        and the channel type's default view."""
+        """Metadata, adapter state JSON (an ended channel's final state), expected next speakers, the
+        caller's offered adapter tools and the channel type's default view."""
         meta = await self.core.require_member(caller, channel_id)
         ch = self.core.live_channel(channel_id)
         response = hub_pb2.DescribeChannelResponse(channel=meta)
-        if ch is None:
+        if ch is None:  # ended (or unknown here): its final adapter state, folded from the WAL
             policy, recent_n = get_adapter(meta.type).default_view(spec_from_meta(meta))
+            final = await self.core.final_state(channel_id)
+            if final is not None:
+                response.adapter_state_json = dumps_json(final)
         else:
             policy, recent_n = ch.adapter.default_view(ch.spec)
             response.adapter_state_json = dumps_json(ch.adapter.state_json(ch.state))

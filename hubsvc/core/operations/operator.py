@@ -178,6 +178,10 @@ class OperatorOps:
             response.live = True
             response.expected_next.extend(ch.expected_next())
             response.adapter_state_json = dumps_json(ch.adapter.state_json(ch.state))
+        else:  # ended: its final adapter state, kept for analysis
+            final = await self.core.final_state(channel_id)
+            if final is not None:
+                response.adapter_state_json = dumps_json(final)
         return response
 
     def stream_wal(

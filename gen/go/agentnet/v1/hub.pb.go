@@ -1008,6 +1008,10 @@ type OpenChannelRequest struct {
 	// (docs/governance.md "Expectations"). A bad entry, or one that does not
 	// apply to the type, is INVALID_ARGUMENT naming it. The channel's knobs
 	// (invite, DescribeChannel) then hold every expectation in force for it.
+	// The adapter's own knobs (docs/hub.md "Adapters") are checked too: e.g. a
+	// discussion's "ordering" other than "round_robin" (the default and only
+	// value) is INVALID_ARGUMENT naming the allowed values; a workflow's
+	// transitions are validated in full.
 	KnobsJson string `protobuf:"bytes,3,opt,name=knobs_json,json=knobsJson,proto3" json:"knobs_json,omitempty"`
 	// Free-text purpose. At most 64 KiB.
 	Intent string `protobuf:"bytes,4,opt,name=intent,proto3" json:"intent,omitempty"`
@@ -1371,7 +1375,9 @@ type DescribeChannelResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The metadata.
 	Channel *ChannelMetadata `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
-	// The adapter's folded state as a JSON object (adapter-specific shape).
+	// The adapter's folded state as a JSON object (adapter-specific shape). For
+	// an ended (CLOSED / EXPIRED) channel: its final state, folded again from the
+	// stored WAL when this hub did not see the end (e.g. after a restart).
 	AdapterStateJson string `protobuf:"bytes,2,opt,name=adapter_state_json,json=adapterStateJson,proto3" json:"adapter_state_json,omitempty"`
 	// Agent ids the adapter expects to speak next. Empty means "anyone or no
 	// one" (e.g. a conversation, or a channel not open yet or ended): call

@@ -781,7 +781,8 @@ type OperatorServiceDescribeChannelResponse struct {
 	// The agent ids whose turn it is (the adapter's expected next senders;
 	// empty = anyone may speak, or nobody once it ended).
 	ExpectedNext []string `protobuf:"bytes,3,rep,name=expected_next,json=expectedNext,proto3" json:"expected_next,omitempty"`
-	// The adapter's state as a JSON object (e.g. the round, who spoke).
+	// The adapter's state as a JSON object (e.g. the round, who spoke); for an
+	// ended channel its final state.
 	AdapterStateJson string `protobuf:"bytes,4,opt,name=adapter_state_json,json=adapterStateJson,proto3" json:"adapter_state_json,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

@@ -549,6 +549,10 @@ class OpenChannelRequest(_message.Message):
     (docs/governance.md "Expectations"). A bad entry, or one that does not
     apply to the type, is INVALID_ARGUMENT naming it. The channel's knobs
     (invite, DescribeChannel) then hold every expectation in force for it.
+    The adapter's own knobs (docs/hub.md "Adapters") are checked too: e.g. a
+    discussion's "ordering" other than "round_robin" (the default and only
+    value) is INVALID_ARGUMENT naming the allowed values; a workflow's
+    transitions are validated in full.
     """
     intent: _builtins.str
     """Free-text purpose. At most 64 KiB."""
@@ -724,7 +728,10 @@ class DescribeChannelResponse(_message.Message):
     OFFERED_TOOLS_FIELD_NUMBER: _builtins.int
     DEFAULT_VIEW_FIELD_NUMBER: _builtins.int
     adapter_state_json: _builtins.str
-    """The adapter's folded state as a JSON object (adapter-specific shape)."""
+    """The adapter's folded state as a JSON object (adapter-specific shape). For
+    an ended (CLOSED / EXPIRED) channel: its final state, folded again from the
+    stored WAL when this hub did not see the end (e.g. after a restart).
+    """
     @_builtins.property
     def channel(self) -> _channel_pb2.ChannelMetadata:
         """The metadata."""

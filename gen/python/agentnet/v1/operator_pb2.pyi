@@ -447,7 +447,9 @@ class OperatorServiceDescribeChannelResponse(_message.Message):
     empty for an ended channel.
     """
     adapter_state_json: _builtins.str
-    """The adapter's state as a JSON object (e.g. the round, who spoke)."""
+    """The adapter's state as a JSON object (e.g. the round, who spoke); for an
+    ended channel its final state.
+    """
     @_builtins.property
     def channel(self) -> _channel_pb2.ChannelMetadata:
         """Metadata: type, state, participants (with their invite acks), intent,

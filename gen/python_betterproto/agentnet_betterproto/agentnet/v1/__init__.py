@@ -2034,7 +2034,9 @@ class DescribeChannelResponse(betterproto2.Message):
 
     adapter_state_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    The adapter's folded state as a JSON object (adapter-specific shape).
+    The adapter's folded state as a JSON object (adapter-specific shape). For
+    an ended (CLOSED / EXPIRED) channel: its final state, folded again from the
+    stored WAL when this hub did not see the end (e.g. after a restart).
     """
 
     expected_next: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
@@ -2199,9 +2201,16 @@ class Envelope(betterproto2.Message):
       (sender_id = the caller) and adds "a2a": an A2ADispatch as JSON; the
       callee's reply may add "a2a": an A2AReply as JSON.
     * "ag2.packet" (participant; takes a turn; workflow channels):
-      {"routing": {"tool_called": string | null, "tools_called": [string]},
+      {"routing": {"tool_called": string | null, "tools_called": [string],
+      "reason"?: string, "kind"?: "handoff" | "finish", "target"?: string,
+      "close_reason"?: string, "summary"?: string},
       "context_updates": {"set": {key: value}, "delete": [key]}, "body": string},
       optionally "images" (below).
+      The packet routes on tool_called alone (the turn's first routing call;
+      tools_called is a record, read only when tool_called is null). kind
+      "handoff": target (a participant id or name) speaks next; kind "finish":
+      the channel closes with close_reason (default "finished"; 1-64
+      characters). Anything else malformed is INVALID_ARGUMENT.
     * "ag2.msg.chunk" (participant, while a model streams its reply; never
       takes a turn; causation_id = the envelope being answered):
       {"delta": string (at most the sender's chunk size, 4096 UTF-8 bytes by
@@ -2224,13 +2233,14 @@ class Envelope(betterproto2.Message):
       reason "invite_rejected".
     * "ag2.channel.opened" (sender "hub"; every invitee acked):
       {"channel_id", "participants": [agent id]}.
-    * "ag2.channel.closed" (sender "hub"): {"reason": string} plus, by reason,
+    * "ag2.channel.closed" (sender "hub"; the last envelope of every channel,
+      whatever ended it, a TTL too): {"reason": string} plus, by reason,
       "closed_by" (agent id; CloseChannel, "delegate_timeout", "a2a_timeout"),
       "agent_id" ("participant_left"), "error" ("seed_failed") or
       "expectation" and "expected_of": [agent id] ("expectation_<name>": an
       expectation's auto_close action).
     * "ag2.channel.expired" (sender "hub"; the channel's ttl ran out):
-      {"reason": "ttl"}.
+      {"reason": "ttl"}; an "ag2.channel.closed" with the same reason follows it.
     * "ag2.channel.expectation_violated" (sender "hub"; an expectation of the
       channel passed its deadline; audience by action: everyone for
       "notify_channel" and "auto_close", the violators for "warn" and "hide",
@@ -3332,6 +3342,10 @@ class OpenChannelRequest(betterproto2.Message):
     (docs/governance.md "Expectations"). A bad entry, or one that does not
     apply to the type, is INVALID_ARGUMENT naming it. The channel's knobs
     (invite, DescribeChannel) then hold every expectation in force for it.
+    The adapter's own knobs (docs/hub.md "Adapters") are checked too: e.g. a
+    discussion's "ordering" other than "round_robin" (the default and only
+    value) is INVALID_ARGUMENT naming the allowed values; a workflow's
+    transitions are validated in full.
     """
 
     intent: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
@@ -3474,7 +3488,8 @@ class OperatorServiceDescribeChannelResponse(betterproto2.Message):
 
     adapter_state_json: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
     """
-    The adapter's state as a JSON object (e.g. the round, who spoke).
+    The adapter's state as a JSON object (e.g. the round, who spoke); for an
+    ended channel its final state.
     """
 
 

@@ -118,9 +118,16 @@ export interface Envelope {
    *   (sender_id = the caller) and adds "a2a": an A2ADispatch as JSON; the
    *   callee's reply may add "a2a": an A2AReply as JSON.
    * * "ag2.packet" (participant; takes a turn; workflow channels):
-   *   {"routing": {"tool_called": string | null, "tools_called": [string]},
+   *   {"routing": {"tool_called": string | null, "tools_called": [string],
+   *   "reason"?: string, "kind"?: "handoff" | "finish", "target"?: string,
+   *   "close_reason"?: string, "summary"?: string},
    *   "context_updates": {"set": {key: value}, "delete": [key]}, "body": string},
    *   optionally "images" (below).
+   *   The packet routes on tool_called alone (the turn's first routing call;
+   *   tools_called is a record, read only when tool_called is null). kind
+   *   "handoff": target (a participant id or name) speaks next; kind "finish":
+   *   the channel closes with close_reason (default "finished"; 1-64
+   *   characters). Anything else malformed is INVALID_ARGUMENT.
    * * "ag2.msg.chunk" (participant, while a model streams its reply; never
    *   takes a turn; causation_id = the envelope being answered):
    *   {"delta": string (at most the sender's chunk size, 4096 UTF-8 bytes by
@@ -143,13 +150,14 @@ export interface Envelope {
    *   reason "invite_rejected".
    * * "ag2.channel.opened" (sender "hub"; every invitee acked):
    *   {"channel_id", "participants": [agent id]}.
-   * * "ag2.channel.closed" (sender "hub"): {"reason": string} plus, by reason,
+   * * "ag2.channel.closed" (sender "hub"; the last envelope of every channel,
+   *   whatever ended it, a TTL too): {"reason": string} plus, by reason,
    *   "closed_by" (agent id; CloseChannel, "delegate_timeout", "a2a_timeout"),
    *   "agent_id" ("participant_left"), "error" ("seed_failed") or
    *   "expectation" and "expected_of": [agent id] ("expectation_<name>": an
    *   expectation's auto_close action).
    * * "ag2.channel.expired" (sender "hub"; the channel's ttl ran out):
-   *   {"reason": "ttl"}.
+   *   {"reason": "ttl"}; an "ag2.channel.closed" with the same reason follows it.
    * * "ag2.channel.expectation_violated" (sender "hub"; an expectation of the
    *   channel passed its deadline; audience by action: everyone for
    *   "notify_channel" and "auto_close", the violators for "warn" and "hide",

@@ -338,6 +338,10 @@ export interface OpenChannelRequest {
    * (docs/governance.md "Expectations"). A bad entry, or one that does not
    * apply to the type, is INVALID_ARGUMENT naming it. The channel's knobs
    * (invite, DescribeChannel) then hold every expectation in force for it.
+   * The adapter's own knobs (docs/hub.md "Adapters") are checked too: e.g. a
+   * discussion's "ordering" other than "round_robin" (the default and only
+   * value) is INVALID_ARGUMENT naming the allowed values; a workflow's
+   * transitions are validated in full.
    */
   knobsJson: string;
   /** Free-text purpose. At most 64 KiB. */
@@ -414,7 +418,11 @@ export interface DescribeChannelResponse {
   channel?:
     | ChannelMetadata
     | undefined;
-  /** The adapter's folded state as a JSON object (adapter-specific shape). */
+  /**
+   * The adapter's folded state as a JSON object (adapter-specific shape). For
+   * an ended (CLOSED / EXPIRED) channel: its final state, folded again from the
+   * stored WAL when this hub did not see the end (e.g. after a restart).
+   */
   adapterStateJson: string;
   /**
    * Agent ids the adapter expects to speak next. Empty means "anyone or no

@@ -204,7 +204,10 @@ export interface OperatorServiceDescribeChannelResponse {
    * empty = anyone may speak, or nobody once it ended).
    */
   expectedNext: string[];
-  /** The adapter's state as a JSON object (e.g. the round, who spoke). */
+  /**
+   * The adapter's state as a JSON object (e.g. the round, who spoke); for an
+   * ended channel its final state.
+   */
   adapterStateJson: string;
 }
 

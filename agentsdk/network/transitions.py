@@ -1,0 +1,249 @@
+"""Workflow transitions as values: conditions, targets, :class:`Transition` and :class:`TransitionGraph`.
+
+The hub reads a workflow's transition graph from its knobs as JSON (docs/hub.md,
+"Workflow knobs"). These values build that JSON instead of raw dicts::
+
+    graph = TransitionGraph(
+        initial_speaker="user",
+        transitions=[
+            Transition(FromSpeaker("user"), AgentTarget("writer")),
+            Transition(ToolCalled("approve"), TerminateTarget(reason="approved"), priority=10),
+            Transition(ContextEquals("draft", None), AgentTarget("writer")),
+        ],
+        default_target=RoundRobinTarget(),
+    )
+    channel = await user.open(type="workflow", target=["writer", "reviewer"], knobs=graph.to_knobs())
+
+Field names and factories (``TransitionGraph.round_robin``, ``.sequence``) follow AG2 1.2.1's
+``ag2.network``. Every value has ``to_json()``; ``open(knobs=...)`` also takes them anywhere inside the
+knobs (e.g. ``{"transitions": [Transition(...)]}``). Participants are named by passport
+name or agent id; the hub resolves and validates them when the channel opens. Transitions
+are tried by descending ``priority``, ties in the order given (AG2 1.2.1 tries *ascending*
+priority; this network keeps the hub's documented order).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "AgentTarget",
+    "Always",
+    "ContextEquals",
+    "FromSpeaker",
+    "RevertToInitiatorTarget",
+    "RoundRobinTarget",
+    "StayTarget",
+    "TerminateTarget",
+    "ToolCalled",
+    "Transition",
+    "TransitionCondition",
+    "TransitionGraph",
+    "TransitionTarget",
+    "knob_json",
+]
+
+
+@dataclass(frozen=True)
+class TransitionCondition:
+    """When a transition fires; ``also`` adds conditions that must hold too (the knob's ``"and"``)."""
+
+    type: ClassVar[str] = ""
+    also: tuple[TransitionCondition, ...] = field(default=(), kw_only=True)
+
+    def fields(self) -> dict[str, Any]:
+        """The condition's own keys besides ``type`` and ``and``."""
+        return {}
+
+    def to_json(self) -> dict[str, Any]:
+        """The knob form, e.g. ``{"type": "tool_called", "tool": "approve"}``."""
+        out: dict[str, Any] = {"type": self.type, **self.fields()}
+        if self.also:
+            out["and"] = [c.to_json() for c in self.also]
+        return out
+
+
+@dataclass(frozen=True)
+class Always(TransitionCondition):
+    """Always holds."""
+
+    type: ClassVar[str] = "always"
+
+
+@dataclass(frozen=True)
+class FromSpeaker(TransitionCondition):
+    """Holds when ``agent_id`` (a participant's agent id or passport name) posted the envelope just folded."""
+
+    agent_id: str
+    type: ClassVar[str] = "from_speaker"
+
+    def fields(self) -> dict[str, Any]:
+        """``speaker``."""
+        return {"speaker": self.agent_id}
+
+
+@dataclass(frozen=True)
+class ToolCalled(TransitionCondition):
+    """Holds when the packet's routing tool (the first routing call of the turn) is ``tool_name``."""
+
+    tool_name: str
+    type: ClassVar[str] = "tool_called"
+
+    def fields(self) -> dict[str, Any]:
+        """``tool``."""
+        return {"tool": self.tool_name}
+
+
+@dataclass(frozen=True)
+class ContextEquals(TransitionCondition):
+    """Holds when context var ``key`` JSON-equals ``value``; a missing key counts as ``None``."""
+
+    key: str
+    value: Any
+    type: ClassVar[str] = "context_equals"
+
+    def fields(self) -> dict[str, Any]:
+        """``key`` and ``value``."""
+        return {"key": self.key, "value": self.value}
+
+
+@dataclass(frozen=True)
+class TransitionTarget:
+    """Where the turn goes when a transition fires."""
+
+    type: ClassVar[str] = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The knob form, e.g. ``{"type": "round_robin"}``."""
+        return {"type": self.type}
+
+
+@dataclass(frozen=True)
+class AgentTarget(TransitionTarget):
+    """``agent_id`` (a participant's agent id or passport name) speaks next."""
+
+    agent_id: str
+    type: ClassVar[str] = "agent"
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"type": "agent", "agent": ...}``."""
+        return {"type": self.type, "agent": self.agent_id}
+
+
+@dataclass(frozen=True)
+class RoundRobinTarget(TransitionTarget):
+    """The participant after the speaker, in participant order."""
+
+    type: ClassVar[str] = "round_robin"
+
+
+@dataclass(frozen=True)
+class StayTarget(TransitionTarget):
+    """The speaker speaks again."""
+
+    type: ClassVar[str] = "stay"
+
+
+@dataclass(frozen=True)
+class RevertToInitiatorTarget(TransitionTarget):
+    """The channel's initiator speaks next."""
+
+    type: ClassVar[str] = "revert_to_initiator"
+
+
+@dataclass(frozen=True)
+class TerminateTarget(TransitionTarget):
+    """The workflow ends; the channel closes with ``reason`` (None: ``workflow_terminated``).
+
+    A reason is a non-empty string of at most 64 characters (the hub refuses others)."""
+
+    reason: str | None = None
+    type: ClassVar[str] = "terminate"
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"type": "terminate"}``, with ``reason`` when one is named."""
+        return {"type": self.type} if self.reason is None else {"type": self.type, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Transition:
+    """When ``when`` holds, ``then`` picks the next speaker; higher ``priority`` is tried first."""
+
+    when: TransitionCondition
+    then: TransitionTarget
+    priority: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"condition": ..., "target": ..., "priority": ...}``."""
+        return {"condition": self.when.to_json(), "target": self.then.to_json(), "priority": self.priority}
+
+
+@dataclass(frozen=True)
+class TransitionGraph:
+    """A workflow's knobs as one value: who starts, the transitions, and what happens when none fires.
+
+    ``default_target`` (None: the channel closes with ``no_transition``) becomes a last
+    ``always`` transition, below every other priority."""
+
+    initial_speaker: str | None = None
+    """A participant's name or id (None: the initiator)."""
+    transitions: Sequence[Transition] = ()
+    default_target: TransitionTarget | None = None
+    max_turns: int | None = None
+    """None: the hub's default (50)."""
+    context: Mapping[str, Any] | None = None
+    """Initial context vars."""
+
+    def to_knobs(self) -> dict[str, Any]:
+        """The workflow knobs for ``open(type="workflow", knobs=...)``."""
+        transitions = [t.to_json() for t in self.transitions]
+        if self.default_target is not None:
+            lowest = min((t.priority for t in self.transitions), default=0)
+            transitions.append(Transition(Always(), self.default_target, lowest).to_json())
+        knobs: dict[str, Any] = {"transitions": transitions}
+        if self.initial_speaker is not None:
+            knobs["initial_speaker"] = self.initial_speaker
+        if self.max_turns is not None:
+            knobs["max_turns"] = self.max_turns
+        if self.context is not None:
+            knobs["context"] = dict(self.context)
+        return knobs
+
+    def to_json(self) -> dict[str, Any]:
+        """Same as :meth:`to_knobs`."""
+        return self.to_knobs()
+
+    @classmethod
+    def round_robin(cls, participants: Sequence[str], *, max_turns: int | None = None) -> TransitionGraph:
+        """Everyone in participant order, ``participants[0]`` first, until ``max_turns``."""
+        if not participants:
+            raise ValueError("round_robin needs at least one participant (the first speaks first)")
+        return cls(
+            initial_speaker=participants[0],
+            transitions=[Transition(Always(), RoundRobinTarget())],
+            default_target=TerminateTarget(reason="round_robin_complete"),
+            max_turns=max_turns,
+        )
+
+    @classmethod
+    def sequence(cls, steps: Sequence[str]) -> TransitionGraph:
+        """A pipeline: ``steps[0]`` → ``steps[1]`` → … → the channel closes with ``sequence_complete``."""
+        if not steps:
+            raise ValueError("sequence needs at least one step")
+        return cls(
+            initial_speaker=steps[0],
+            transitions=[Transition(FromSpeaker(a), AgentTarget(b)) for a, b in itertools.pairwise(steps)],
+            default_target=TerminateTarget(reason="sequence_complete"),
+            max_turns=len(steps),
+        )
+
+
+def knob_json(value: Any) -> Any:
+    """``json.dumps`` ``default=`` hook: a transition value (anything with ``to_json()``) as its JSON."""
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    raise TypeError(f"{type(value).__name__} value {value!r} is not JSON; knobs hold JSON data or transition values")
