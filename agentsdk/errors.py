@@ -35,11 +35,24 @@ from netkernel.errors import (
     error_status,
 )
 
+# AG2 1.2.1's names for the same classes (ag2.network.errors), so code moving from ag2.network keeps
+# its except clauses (docs/from-ag2.md).
+NetworkError = AgentNetError
+"""AG2's name for :class:`AgentNetError`, the base of every network error."""
+NotFoundError = NotFound
+"""AG2's name for :class:`NotFound`."""
+AccessDeniedError = PermissionDenied
+"""AG2's name for :class:`PermissionDenied` (a rule or the arbiter refused)."""
+AuthError = Unauthenticated
+"""AG2's name for :class:`Unauthenticated` (no, a wrong or a revoked credential)."""
+
 __all__ = [
     "ERROR_CLASSES",
     "ERROR_DOMAIN",
+    "AccessDeniedError",
     "AgentNetError",
     "AlreadyExists",
+    "AuthError",
     "ChannelClosed",
     "DepthExceeded",
     "FailedPrecondition",
@@ -47,7 +60,9 @@ __all__ = [
     "InternalError",
     "InvalidArgument",
     "LimitExceeded",
+    "NetworkError",
     "NotFound",
+    "NotFoundError",
     "NotParticipant",
     "NotYourTurn",
     "OutOfRange",

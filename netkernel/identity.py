@@ -16,6 +16,10 @@ PassportKind = PassportKindName | None
 """What sort of participant an identity is (None = agent)."""
 
 
+PASSPORT_KINDS: tuple[str, ...] = tuple(PASSPORT_KIND.by_name)
+"""The passport kinds a hub registers (``Passport.kind``; None means ``"agent"``)."""
+
+
 def kind_to_wire(kind: PassportKind) -> identity_pb2.PassportKind.ValueType:
     """Wire enum value of a passport kind string (None = UNSPECIFIED)."""
     return identity_pb2.PASSPORT_KIND_UNSPECIFIED if kind is None else PASSPORT_KIND.to_wire(kind)

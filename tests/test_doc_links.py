@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 DOTTED = re.compile(r"`(agentsdk(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 

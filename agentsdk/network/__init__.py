@@ -8,6 +8,14 @@ types and event constants, dependency keys) is importable here; see ``docs/netwo
 """
 
 from agentsdk.backoff import RateLimitBackoff
+from agentsdk.errors import (
+    AccessDeniedError,
+    AuthError,
+    InboxFull,
+    NetworkError,
+    NotFoundError,
+    ProtocolError,
+)
 from agentsdk.events import ImageInput
 from agentsdk.network.agent_client import (
     AgentClient,
@@ -60,6 +68,13 @@ from agentsdk.network.views import (
 )
 from agentsdk.routing import Finish, Handoff
 from agentsdk.tls import TlsConfig
+from netkernel.channel_types import (
+    CONSULTING_TYPE,
+    CONVERSATION_TYPE,
+    DISCUSSION_TYPE,
+    ORDERING_ROUND_ROBIN,
+    WORKFLOW_TYPE,
+)
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
     EV_CHANNEL_EXPIRED,
@@ -78,13 +93,16 @@ from netkernel.envelope import (
     Priority,
     visible_to,
 )
-from netkernel.identity import Passport, PassportKind, Resume, ResumeExample
+from netkernel.identity import PASSPORT_KINDS, Passport, PassportKind, Resume, ResumeExample
 from netkernel.skills import ParsedSkill, parse_skill_frontmatter, render_fallback_skill
 
 __all__ = [
     "AGENT_CLIENT_DEP",
     "CHANNEL_DEP",
     "CHANNEL_STATE_DEP",
+    "CONSULTING_TYPE",
+    "CONVERSATION_TYPE",
+    "DISCUSSION_TYPE",
     "EV_CHANNEL_CLOSED",
     "EV_CHANNEL_EXPIRED",
     "EV_CHANNEL_INVITE",
@@ -99,12 +117,17 @@ __all__ = [
     "EV_TASK_CANCEL_REQUEST",
     "EV_TEXT",
     "HUB_DEP",
+    "ORDERING_ROUND_ROBIN",
+    "PASSPORT_KINDS",
     "TASK_DEP",
+    "WORKFLOW_TYPE",
+    "AccessDeniedError",
     "AgentClient",
     "AgentClientInject",
     "AgentSummary",
     "AgentTarget",
     "Always",
+    "AuthError",
     "Channel",
     "ChannelInject",
     "ChannelMetadata",
@@ -122,17 +145,21 @@ __all__ = [
     "HubInject",
     "HumanClient",
     "ImageInput",
+    "InboxFull",
     "JsonFileCursorStore",
     "NamedTranscript",
     "NamedWindowedSummary",
     "NetworkClient",
     "NetworkContextPolicy",
+    "NetworkError",
     "NetworkPlugin",
+    "NotFoundError",
     "ParsedSkill",
     "Passport",
     "PassportKind",
     "PendingTurn",
     "Priority",
+    "ProtocolError",
     "RateLimitBackoff",
     "Resume",
     "ResumeExample",

@@ -36,6 +36,7 @@ from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP
 from agentsdk.network.views import ViewPolicy, view_for
 from agentsdk.routing import Finish, Handoff
 from agentsdk.tools import Inject, Tool
+from netkernel.channel_types import CONSULTING_TYPE, CONVERSATION_TYPE, DISCUSSION_TYPE, WORKFLOW_TYPE
 from netkernel.envelope import EV_PACKET, EV_TEXT, Envelope, text_envelope
 from netkernel.errors import InvalidArgument
 from netkernel.images import envelope_images
@@ -384,19 +385,19 @@ class SdkAdapter:
 class ConsultingSdkAdapter(SdkAdapter):
     """Consulting (strict one question, one reply)."""
 
-    type = "consulting"
+    type = CONSULTING_TYPE
 
 
 class ConversationSdkAdapter(SdkAdapter):
     """Conversation (free-form, two parties)."""
 
-    type = "conversation"
+    type = CONVERSATION_TYPE
 
 
 class DiscussionSdkAdapter(SdkAdapter):
     """Discussion (round robin)."""
 
-    type = "discussion"
+    type = DISCUSSION_TYPE
 
 
 def routing_signal(routing: Any) -> str | None:
@@ -422,7 +423,7 @@ def routing_signal(routing: Any) -> str | None:
 class WorkflowSdkAdapter(SdkAdapter):
     """Workflow (transition graph): the round end is an EV_PACKET carrying routing and context updates."""
 
-    type = "workflow"
+    type = WORKFLOW_TYPE
 
     def render_envelope(self, env: Envelope) -> str | None:
         """As the base adapter, with a packet's routing decision (:func:`routing_signal`) as a first line, so

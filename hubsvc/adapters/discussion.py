@@ -27,6 +27,7 @@ from hubsvc.adapters.common import (
     require_sender,
     substantive_count,
 )
+from netkernel.channel_types import DISCUSSION_ORDERINGS
 from netkernel.envelope import Envelope
 from netkernel.errors import InvalidArgument
 
@@ -47,7 +48,7 @@ def discussion_max_turns(spec: ChannelSpec) -> int | None:
     return max_turns
 
 
-ORDERINGS = ("round_robin",)
+ORDERINGS = DISCUSSION_ORDERINGS
 """The values the ``ordering`` knob accepts (the first is the default)."""
 
 

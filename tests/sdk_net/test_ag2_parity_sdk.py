@@ -290,3 +290,36 @@ async def test_name_for_takes_a_default_for_unknown_ids(hub: Hub) -> None:
     assert hub.name_for(human.agent_id, default="?") == "h"
     assert hub.name_for("nobody") == "nobody"
     assert hub.name_for("nobody", default="(gone)") == "(gone)"
+
+
+def test_ag2_error_and_vocabulary_names_import_from_agentsdk_network() -> None:
+    """Code moving from ag2.network keeps its imports and except clauses (docs/from-ag2.md)."""
+    from agentsdk import errors
+    from agentsdk.network import (
+        CONSULTING_TYPE,
+        CONVERSATION_TYPE,
+        DISCUSSION_TYPE,
+        ORDERING_ROUND_ROBIN,
+        PASSPORT_KINDS,
+        WORKFLOW_TYPE,
+        AccessDeniedError,
+        AuthError,
+        NetworkError,
+        NotFoundError,
+    )
+
+    assert (NotFoundError, AccessDeniedError, AuthError, NetworkError) == (
+        errors.NotFound,
+        errors.PermissionDenied,
+        errors.Unauthenticated,
+        errors.AgentNetError,
+    )
+    assert issubclass(errors.RuleDenied, AccessDeniedError)
+    assert (CONSULTING_TYPE, CONVERSATION_TYPE, DISCUSSION_TYPE, WORKFLOW_TYPE) == (
+        "consulting",
+        "conversation",
+        "discussion",
+        "workflow",
+    )
+    assert ORDERING_ROUND_ROBIN == "round_robin"
+    assert set(PASSPORT_KINDS) == {"agent", "human", "remote_agent"}
