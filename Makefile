@@ -6,8 +6,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 include tools/versions.env
+# Worker processes of the test suite: tests mostly wait on sockets and timers, so more workers than cores pays.
+TEST_WORKERS ?= 3
 
-.PHONY: help setup proto check-gen lint test test-bridges serve bench tools node-deps go-deps bridges-deps redis-server chromium clean
+.PHONY: help setup proto check-gen lint test test-fast test-bridges serve bench tools node-deps go-deps bridges-deps redis-server chromium clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -74,7 +76,10 @@ lint: setup ## ruff, mypy on hand-written code, buf lint
 	cd proto && ../$(VENV)/bin/buf lint
 
 test: setup node-deps go-deps bridges-deps redis-server chromium test-bridges ## run the whole test suite
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
+
+test-fast: setup node-deps redis-server chromium ## the inner loop: the Python suite without the slow crash tests, stopping at the first failure
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -x -m "not slow"
 
 serve: setup ## run the hub (:50051) and knowledge service (:50052) on embedded SQLite; Ctrl-C stops both
 	@test -f gen/python/agentnet/v1/hub_pb2.py || $(MAKE) proto

@@ -302,7 +302,7 @@ class Participant:
         self.results[request_id] = fut
         env = make_envelope(channel_id, event_type, data, **fields)
         self._outbox.put_nowait(connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=env)))
-        result = await asyncio.wait_for(fut, 10)
+        result = await asyncio.wait_for(fut, 60)  # generous: thousands of posts in flight on a loaded machine
         if result.WhichOneof("result") == "error":
             e = result.error
             raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
