@@ -19,11 +19,12 @@ Knobs (participant references are ids or passport names; normalised to ids)::
 
 Transitions are tried by ascending priority (lower first), ties in declaration order; the
 first whose condition holds decides, and when none holds the default target does (so by
-default the workflow ends with "after_work"). These are AG2 1.2.1's rules. A packet routes on one tool (:meth:`Routing.routing_tool`: the first
-the speaker called); ``context_equals`` with value null also matches a missing key. A typed
-routing value in the packet decides before the transitions: a Finish ends the workflow with
-its close reason, a Handoff names the next speaker. Unknown keys inside a transition, condition or target are refused
-(a typo would otherwise silently change routing); unknown top-level knobs pass through.
+default the workflow ends with "after_work"). These are AG2 1.2.1's rules. A packet routes
+on one tool (:meth:`Routing.routing_tool`: the first the speaker called); ``context_equals``
+with value null also matches a missing key. A typed routing value in the packet decides
+before the transitions: a Finish ends the workflow with its close reason, a Handoff names
+the next speaker. Unknown keys inside a transition, condition or target are refused (a typo
+would otherwise silently change routing); unknown top-level knobs pass through.
 """
 
 from __future__ import annotations
