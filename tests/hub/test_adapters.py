@@ -952,3 +952,27 @@ def test_workflow_finish_and_handoff_routing_decide_before_the_transitions() -> 
     ):
         with pytest.raises(InvalidArgument, match=message):
             workflow.validate_send(spec, state, typed(A, routing))
+
+
+def test_the_workflow_knobs_example_in_docs_means_what_the_doc_says() -> None:
+    """docs/hub.md "Workflow knobs": approve (priority -10) is tried first; unmatched turns go round robin."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "hub.md").read_text()
+    example = doc.split("Workflow knobs", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    knobs = json.loads(example)
+    user, writer, reviewer = "id-u", "id-w", "id-r"
+    names = {user: "user", writer: "writer", reviewer: "reviewer"}
+    raw = ChannelSpec(CID, "workflow", user, (user, writer, reviewer), names, knobs)
+    spec = replace(raw, knobs=workflow.validate_create(raw))
+    assert spec.knobs["default_target"] == {"type": "round_robin"}
+    # The user's kick-off goes to the writer; approve beats from_speaker(user) and ends the workflow.
+    assert run(workflow, spec, [packet(user)])[0].current_speaker == writer
+    assert run(workflow, spec, [packet(user, tool="approve")])[1] == ["approved"]
+    # The writer's turn matches nothing: round robin (the default target) gives the reviewer the turn.
+    state, reasons = run(workflow, spec, [packet(user), packet(writer)])
+    assert state.current_speaker == reviewer and reasons == [None, None]
+    # The reviewer's turn: stage "review" sends it back to the reviewer; else round robin wraps to the user.
+    in_review = [packet(user), packet(writer), packet(reviewer, set_={"stage": "review"})]
+    assert run(workflow, spec, in_review)[0].current_speaker == reviewer
+    assert run(workflow, spec, [packet(user), packet(writer), packet(reviewer)])[0].current_speaker == user
