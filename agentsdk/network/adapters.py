@@ -454,7 +454,9 @@ class WorkflowSdkAdapter(SdkAdapter):
     ) -> Envelope | None:
         """An EV_PACKET: routing from this turn's tool calls, queued context updates, the body.
 
-        Posted even with an empty body (the routing is the point); None only when halted.
+        Posted even with an empty body when a call routes or context updates are queued; None
+        when halted, and for a silent round — no body, no routing call, nothing queued — as AG2
+        posts nothing for it: the turn stays with the speaker (no transition runs).
         ``events`` defaults to ``reply.events``; context updates come from
         ``state[PENDING_CONTEXT_UPDATES_KEY]`` (see :func:`queue_context_updates`). With
         ``hub``, a Handoff's target given as a known passport name is sent as its agent id
@@ -467,6 +469,8 @@ class WorkflowSdkAdapter(SdkAdapter):
         if hub is not None and isinstance(routing.get("target"), str):
             routing["target"] = hub.id_for(routing["target"])
         context_set, context_delete = _pending_updates(state)
+        if not reply.body and routing["tool_called"] is None and not context_set and not context_delete:
+            return None
         env = self.build_packet_envelope(
             channel_id=metadata.channel_id,
             sender_id=sender_id,

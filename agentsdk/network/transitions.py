@@ -7,7 +7,7 @@ The hub reads a workflow's transition graph from its knobs as JSON (docs/hub.md,
         initial_speaker="user",
         transitions=[
             Transition(FromSpeaker("user"), AgentTarget("writer")),
-            Transition(ToolCalled("approve"), TerminateTarget(reason="approved"), priority=10),
+            Transition(ToolCalled("approve"), TerminateTarget(reason="approved"), priority=-10),
             Transition(ContextEquals("draft", None), AgentTarget("writer")),
         ],
         default_target=RoundRobinTarget(),
@@ -17,9 +17,10 @@ The hub reads a workflow's transition graph from its knobs as JSON (docs/hub.md,
 Field names and factories (``TransitionGraph.round_robin``, ``.sequence``) follow AG2 1.2.1's
 ``ag2.network``. Every value has ``to_json()``; ``open(knobs=...)`` also takes them anywhere inside the
 knobs (e.g. ``{"transitions": [Transition(...)]}``). Participants are named by passport
-name or agent id; the hub resolves and validates them when the channel opens. Transitions
-are tried by descending ``priority``, ties in the order given (AG2 1.2.1 tries *ascending*
-priority; this network keeps the hub's documented order).
+name or agent id; the hub resolves and validates them when the channel opens. As in AG2,
+transitions are tried by ascending ``priority`` (lower first), ties in the order given, and
+when none holds ``default_target`` decides (by default ``TerminateTarget()``: the channel
+closes with ``after_work``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from agentsdk.routing import MAX_CLOSE_REASON
 
 __all__ = [
     "AgentTarget",
@@ -156,21 +159,29 @@ class RevertToInitiatorTarget(TransitionTarget):
 
 @dataclass(frozen=True)
 class TerminateTarget(TransitionTarget):
-    """The workflow ends; the channel closes with ``reason`` (None: ``workflow_terminated``).
+    """The workflow ends; the channel closes with ``reason`` (default ``after_work``, as AG2's).
 
-    A reason is a non-empty string of at most 64 characters (the hub refuses others)."""
+    A reason is a non-empty string of at most 64 characters; others raise ValueError here
+    (the hub refuses them too)."""
 
-    reason: str | None = None
+    reason: str = "after_work"
     type: ClassVar[str] = "terminate"
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason.strip() or len(self.reason) > MAX_CLOSE_REASON:
+            raise ValueError(
+                f"TerminateTarget.reason is the channel's close reason: a non-empty string of at most "
+                f"{MAX_CLOSE_REASON} characters; got {self.reason!r} (leave it out for 'after_work')"
+            )
+
     def to_json(self) -> dict[str, Any]:
-        """``{"type": "terminate"}``, with ``reason`` when one is named."""
-        return {"type": self.type} if self.reason is None else {"type": self.type, "reason": self.reason}
+        """``{"type": "terminate", "reason": ...}``."""
+        return {"type": self.type, "reason": self.reason}
 
 
 @dataclass(frozen=True)
 class Transition:
-    """When ``when`` holds, ``then`` picks the next speaker; higher ``priority`` is tried first."""
+    """When ``when`` holds, ``then`` picks the next speaker; lower ``priority`` is tried first, ties in list order."""
 
     when: TransitionCondition
     then: TransitionTarget
@@ -185,25 +196,31 @@ class Transition:
 class TransitionGraph:
     """A workflow's knobs as one value: who starts, the transitions, and what happens when none fires.
 
-    ``default_target`` (None: the channel closes with ``no_transition``) becomes a last
-    ``always`` transition, below every other priority."""
+    ``default_target`` decides a turn no transition matches; the default ``TerminateTarget()``
+    closes the channel with ``after_work`` (AG2's default)."""
 
     initial_speaker: str | None = None
     """A participant's name or id (None: the initiator)."""
     transitions: Sequence[Transition] = ()
-    default_target: TransitionTarget | None = None
+    default_target: TransitionTarget = field(default_factory=TerminateTarget)
     max_turns: int | None = None
     """None: the hub's default (50)."""
     context: Mapping[str, Any] | None = None
     """Initial context vars."""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.default_target, TransitionTarget):
+            raise TypeError(
+                f"TransitionGraph.default_target must be a transition target, got {self.default_target!r}; "
+                "leave it out to end unmatched turns with TerminateTarget() ('after_work')"
+            )
+
     def to_knobs(self) -> dict[str, Any]:
         """The workflow knobs for ``open(type="workflow", knobs=...)``."""
-        transitions = [t.to_json() for t in self.transitions]
-        if self.default_target is not None:
-            lowest = min((t.priority for t in self.transitions), default=0)
-            transitions.append(Transition(Always(), self.default_target, lowest).to_json())
-        knobs: dict[str, Any] = {"transitions": transitions}
+        knobs: dict[str, Any] = {
+            "transitions": [t.to_json() for t in self.transitions],
+            "default_target": self.default_target.to_json(),
+        }
         if self.initial_speaker is not None:
             knobs["initial_speaker"] = self.initial_speaker
         if self.max_turns is not None:

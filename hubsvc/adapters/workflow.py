@@ -46,8 +46,8 @@ class WorkflowState:
     context_json: str = "{}"
     """Context vars as canonical JSON text, so the state stays an immutable value."""
     end_reason: str | None = None
-    """``workflow_terminated`` (or a terminate target's own reason), a Finish's close reason, ``no_transition``
-    or ``max_turns`` once ended."""
+    """Once ended: a terminate target's reason (``after_work`` when it names none, as when no transition
+    holds and there is no other default target), a Finish's close reason, or ``max_turns``."""
 
     @property
     def context(self) -> dict[str, Any]:
@@ -122,7 +122,7 @@ class WorkflowAdapter:
             context_json = canonical_json(context)
         turns = state.turns + 1
         decision = config.decide(spec, env.sender_id, packet.routing, context)
-        # A transition's own end (terminate / no_transition) wins over the turn limit.
+        # The graph's own end (a terminate target, the default one too) wins over the turn limit.
         end = decision.end_reason or (MAX_TURNS if turns >= config.max_turns else None)
         return WorkflowState(
             current_speaker=decision.next_speaker,

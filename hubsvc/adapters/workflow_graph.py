@@ -5,8 +5,9 @@ Knobs (participant references are ids or passport names; normalised to ids)::
     {"initial_speaker": "<id or name>",          # default: the initiator
      "max_turns": int > 0,                        # default 50
      "context": {...},                            # initial context vars, a JSON object; default {}
-     "transitions": [                             # required, non-empty
-        {"condition": C, "target": T, "priority": int}, ...]}   # priority default 0
+     "transitions": [                             # default []
+        {"condition": C, "target": T, "priority": int}, ...],   # priority default 0
+     "default_target": T}                         # when no transition holds; default {"type": "terminate"}
 
     C = {"type": "always"} | {"type": "from_speaker", "speaker": "<id or name>"}
       | {"type": "tool_called", "tool": "<name>"}
@@ -14,14 +15,16 @@ Knobs (participant references are ids or passport names; normalised to ids)::
       each optionally with "and": [C, ...] (all must hold too)
     T = {"type": "agent", "agent": "<id or name>"} | {"type": "round_robin"} | {"type": "stay"}
       | {"type": "revert_to_initiator"} | {"type": "terminate", "reason": "<close reason>"}
-      (the terminate reason is optional; default "workflow_terminated")
+      (the terminate reason is optional; default "after_work")
 
-Transitions are tried by descending priority, ties in declaration order; the first whose
-condition holds decides. A packet routes on one tool (:meth:`Routing.routing_tool`: the first
-the speaker called); ``context_equals`` with value null also matches a missing key. A typed
-routing value in the packet decides before the transitions: a Finish ends the workflow with
-its close reason, a Handoff names the next speaker. Unknown keys inside a transition, condition or target are refused
-(a typo would otherwise silently change routing); unknown top-level knobs pass through.
+Transitions are tried by ascending priority (lower first), ties in declaration order; the
+first whose condition holds decides, and when none holds the default target does (so by
+default the workflow ends with "after_work"). These are AG2 1.2.1's rules. A packet routes
+on one tool (:meth:`Routing.routing_tool`: the first the speaker called); ``context_equals``
+with value null also matches a missing key. A typed routing value in the packet decides
+before the transitions: a Finish ends the workflow with its close reason, a Handoff names
+the next speaker. Unknown keys inside a transition, condition or target are refused (a typo
+would otherwise silently change routing); unknown top-level knobs pass through.
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ from hubsvc.adapters.payloads import (
 from netkernel.errors import InvalidArgument
 
 DEFAULT_MAX_TURNS = 50
-TERMINATED = "workflow_terminated"
-NO_TRANSITION = "no_transition"
+AFTER_WORK = "after_work"
+"""The close reason of a terminate target that names none (the default target's, too)."""
 MAX_TURNS = "max_turns"
 
 # Per type: the keys it requires besides "type" (plus the optional "and" for conditions).
@@ -120,7 +123,7 @@ class Target:
     type: str
     agent: str | None = None
     reason: str | None = None
-    """A terminate target's close reason (None: ``workflow_terminated``)."""
+    """A terminate target's close reason (None: ``after_work``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The normalised knob form."""
@@ -162,12 +165,14 @@ class WorkflowConfig:
     """Initial context vars as canonical JSON."""
     transitions: tuple[Transition, ...]
     """In declaration order."""
+    default_target: Target = Target("terminate")
+    """Decides when no transition holds (default: end with ``after_work``)."""
 
     @functools.cached_property
     def ranked(self) -> tuple[Transition, ...]:
-        """Transitions in evaluation order: descending priority, ties in declaration order."""
+        """Transitions in evaluation order: ascending priority (lower first), ties in declaration order."""
         # sorted() is stable, so equal priorities keep their declaration order.
-        return tuple(sorted(self.transitions, key=lambda t: -t.priority))
+        return tuple(sorted(self.transitions, key=lambda t: t.priority))
 
     @functools.cached_property
     def routing_tools(self) -> frozenset[str]:
@@ -191,13 +196,14 @@ class WorkflowConfig:
             "max_turns": self.max_turns,
             "context": json.loads(self.context_json),
             "transitions": [t.to_json() for t in self.transitions],
+            "default_target": self.default_target.to_json(),
         }
 
     def decide(self, spec: ChannelSpec, speaker: str, routing: Routing, context: Mapping[str, Any]) -> Decision:
         """Pick the next speaker after ``speaker``'s envelope (``context`` already updated).
 
         A typed routing value decides first (a Finish ends, a Handoff names the speaker); else
-        the transitions, on the packet's one routing tool."""
+        the transitions, on the packet's one routing tool; else the default target."""
         if routing.kind == "finish":
             return Decision(next_speaker=speaker, end_reason=routing.close_reason or DEFAULT_FINISH_REASON)
         if routing.kind == "handoff" and routing.target is not None:
@@ -205,21 +211,17 @@ class WorkflowConfig:
             if chosen is not None:  # validate_send refused any other
                 return Decision(next_speaker=chosen)
         tool = routing.routing_tool(self.routing_tools)
-        for transition in self.ranked:
-            if not transition.condition.holds(speaker, tool, context):
-                continue
-            target = transition.target
-            if target.type == "terminate":
-                return Decision(next_speaker=speaker, end_reason=target.reason or TERMINATED)
-            if target.type == "agent" and target.agent is not None:
-                return Decision(next_speaker=target.agent)
-            if target.type == "round_robin":
-                order = spec.participants
-                return Decision(next_speaker=order[(order.index(speaker) + 1) % len(order)])
-            if target.type == "revert_to_initiator":
-                return Decision(next_speaker=spec.initiator)
-            return Decision(next_speaker=speaker)  # stay
-        return Decision(next_speaker=speaker, end_reason=NO_TRANSITION)
+        target = next((t.target for t in self.ranked if t.condition.holds(speaker, tool, context)), self.default_target)
+        if target.type == "terminate":
+            return Decision(next_speaker=speaker, end_reason=target.reason or AFTER_WORK)
+        if target.type == "agent" and target.agent is not None:
+            return Decision(next_speaker=target.agent)
+        if target.type == "round_robin":
+            order = spec.participants
+            return Decision(next_speaker=order[(order.index(speaker) + 1) % len(order)])
+        if target.type == "revert_to_initiator":
+            return Decision(next_speaker=spec.initiator)
+        return Decision(next_speaker=speaker)  # stay
 
 
 class _KnobParser:
@@ -320,7 +322,7 @@ class _KnobParser:
         priority = raw.get("priority", 0)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise self.fail(
-                f"{where}.priority", f"must be an integer, got {priority!r}", "higher runs first; default 0"
+                f"{where}.priority", f"must be an integer, got {priority!r}", "lower is tried first; default 0"
             )
         return Transition(
             self.condition(raw["condition"], f"{where}.condition"),
@@ -347,10 +349,14 @@ class _KnobParser:
         if problem:
             raise self.fail("knob 'context'", f"is not JSON: {problem}", "use strings, finite numbers, lists, objects")
         transitions = knobs.get("transitions")
-        if not isinstance(transitions, list | tuple) or not transitions:
-            raise self.fail("knob 'transitions'", f"must be a non-empty list, got {transitions!r}", f"e.g. {_EXAMPLE}")
+        if transitions is None:
+            transitions = []
+        if not isinstance(transitions, list | tuple):
+            raise self.fail("knob 'transitions'", f"must be a list, got {transitions!r}", f"e.g. {_EXAMPLE}")
         parsed = tuple(self.transition(t, f"transitions[{i}]") for i, t in enumerate(transitions))
-        return WorkflowConfig(speaker, max_turns, canonical_json(context), parsed)
+        default = knobs.get("default_target")
+        default_target = Target("terminate") if default is None else self.target(default, "knob 'default_target'")
+        return WorkflowConfig(speaker, max_turns, canonical_json(context), parsed, default_target)
 
 
 def parse_workflow_knobs(spec: ChannelSpec) -> WorkflowConfig:

@@ -414,6 +414,7 @@ def test_workflow_knob_defaults_and_name_resolution() -> None:
         "initial_speaker": B,
         "max_turns": 50,
         "context": {},
+        "default_target": {"type": "terminate"},
         "transitions": [
             {
                 "condition": {"type": "from_speaker", "speaker": B},
@@ -440,9 +441,15 @@ def test_workflow_default_initial_speaker_is_initiator() -> None:
 @pytest.mark.parametrize(
     ("knobs", "fragment"),
     [
-        ({}, "knob 'transitions' must be a non-empty list"),
-        ({"transitions": []}, "knob 'transitions' must be a non-empty list"),
-        ({"transitions": {"condition": {}}}, "knob 'transitions' must be a non-empty list"),
+        ({"transitions": {"condition": {}}}, "knob 'transitions' must be a list"),
+        ({"transitions": "always"}, "knob 'transitions' must be a list"),
+        ({"default_target": "terminate"}, "knob 'default_target' must be an object"),
+        ({"default_target": {"type": "jump"}}, "knob 'default_target'.type is 'jump'"),
+        (
+            {"default_target": {"type": "agent", "agent": "zed"}},
+            "knob 'default_target'.agent 'zed' is not a participant",
+        ),
+        ({"default_target": {"type": "stay", "reason": "x"}}, "knob 'default_target' of type 'stay' does not take"),
         ({"transitions": ["x"]}, "transitions[0] must be an object"),
         ({"transitions": [{"target": {"type": "stay"}}]}, "transitions[0] has no 'condition'"),
         ({"transitions": [{"condition": {"type": "always"}}]}, "transitions[0] has no 'target'"),
@@ -589,22 +596,50 @@ def test_workflow_revert_to_initiator_from_another_speaker() -> None:
 
 
 def test_workflow_terminate_closes() -> None:
+    """A terminate target without a reason closes with after_work (AG2's TerminateTarget default)."""
     spec = wf_spec({"transitions": [{"condition": {"type": "always"}, "target": {"type": "terminate"}}]})
     state, reasons = run(workflow, spec, [packet(A)])
-    assert reasons == ["workflow_terminated"]
+    assert reasons == ["after_work"]
     assert workflow.expected_next(spec, state) == []
     assert workflow.state_json(state)["ended"] is True
-    with pytest.raises(ChannelClosed, match="workflow_terminated"):
+    with pytest.raises(ChannelClosed, match="after_work"):
         workflow.validate_send(spec, state, packet(A))
 
 
-def test_workflow_no_transition_closes() -> None:
-    spec = wf_spec(
-        {"transitions": [{"condition": {"type": "tool_called", "tool": "next"}, "target": {"type": "round_robin"}}]}
-    )
+def test_workflow_no_matching_transition_takes_the_default_target() -> None:
+    """No transition holds: the default target decides; without one the workflow ends with after_work (AG2)."""
+    next_only = [{"condition": {"type": "tool_called", "tool": "next"}, "target": {"type": "round_robin"}}]
+    spec = wf_spec({"transitions": next_only})
     state, reasons = run(workflow, spec, [packet(A, tool="next"), packet(B, tool="other")])
-    assert reasons == [None, "no_transition"]
-    assert state.end_reason == "no_transition" and state.turns == 2
+    assert reasons == [None, "after_work"]
+    assert state.end_reason == "after_work" and state.turns == 2
+    # A default target of another kind picks the next speaker instead.
+    to_carol = wf_spec({"transitions": next_only, "default_target": {"type": "agent", "agent": "carol"}})
+    assert to_carol.knobs["default_target"] == {"type": "agent", "agent": C}
+    state, reasons = run(workflow, to_carol, [packet(A, tool="other")])
+    assert reasons == [None] and state.current_speaker == C
+    stay = wf_spec({"transitions": next_only, "default_target": {"type": "stay"}})
+    assert run(workflow, stay, [packet(A)])[0].current_speaker == A
+    named = wf_spec({"transitions": next_only, "default_target": {"type": "terminate", "reason": "unrouted"}})
+    assert run(workflow, named, [packet(A)])[1] == ["unrouted"]
+    # Every transition is tried before the default target, whatever its priority.
+    late = wf_spec(
+        {
+            "transitions": [{"condition": {"type": "always"}, "target": {"type": "agent", "agent": B}, "priority": 99}],
+            "default_target": {"type": "agent", "agent": C},
+        }
+    )
+    assert run(workflow, late, [packet(A)])[0].current_speaker == B
+
+
+def test_workflow_without_transitions_uses_only_the_default_target() -> None:
+    """AG2's graph defaults to no transitions: every turn goes to the default target."""
+    for knobs in ({}, {"transitions": []}):
+        spec = wf_spec(knobs)
+        assert spec.knobs["transitions"] == [] and spec.knobs["default_target"] == {"type": "terminate"}
+        assert run(workflow, spec, [packet(A)])[1] == ["after_work"]
+    rr = wf_spec({"default_target": {"type": "round_robin"}, "max_turns": 3})
+    assert run(workflow, rr, [packet(A), packet(B), packet(C)])[1] == [None, None, "max_turns"]
 
 
 def test_workflow_max_turns_and_terminate_precedence() -> None:
@@ -620,7 +655,7 @@ def test_workflow_max_turns_and_terminate_precedence() -> None:
         ],
     }
     _, reasons = run(workflow, wf_spec(knobs), [packet(A), packet(B, tool="finish")])
-    assert reasons == [None, "workflow_terminated"]
+    assert reasons == [None, "after_work"]
 
 
 def test_workflow_from_speaker_condition() -> None:
@@ -709,20 +744,28 @@ def test_workflow_and_conditions() -> None:
     }
     spec = wf_spec(knobs)
     assert spec.knobs["transitions"][0]["condition"]["and"] == [{"type": "tool_called", "tool": "approve"}]
-    assert run(workflow, spec, [packet(A, tool="approve")])[1] == ["workflow_terminated"]
+    assert run(workflow, spec, [packet(A, tool="approve")])[1] == ["after_work"]
     assert run(workflow, spec, [packet(A, tool="nope")])[0].current_speaker == B
     assert run(workflow, spec, [packet(A), packet(B, tool="approve")])[0].current_speaker == C
 
 
 def test_workflow_priority_beats_declaration_order_and_ties_keep_it() -> None:
+    """Lower priority is tried first (AG2's order); equal priorities in declaration order."""
     knobs = {
         "transitions": [
             {"condition": {"type": "always"}, "target": {"type": "agent", "agent": B}},
-            {"condition": {"type": "always"}, "target": {"type": "agent", "agent": C}, "priority": 5},
-            {"condition": {"type": "always"}, "target": {"type": "agent", "agent": A}, "priority": 5},
+            {"condition": {"type": "always"}, "target": {"type": "agent", "agent": C}, "priority": -5},
+            {"condition": {"type": "always"}, "target": {"type": "agent", "agent": A}, "priority": -5},
         ]
     }
     assert run(workflow, wf_spec(knobs), [packet(A)])[0].current_speaker == C
+    higher_later = {
+        "transitions": [
+            {"condition": {"type": "always"}, "target": {"type": "agent", "agent": B}, "priority": 10},
+            {"condition": {"type": "always"}, "target": {"type": "agent", "agent": C}, "priority": 1},
+        ]
+    }
+    assert run(workflow, wf_spec(higher_later), [packet(A)])[0].current_speaker == C
     ties = {
         "transitions": [
             {"condition": {"type": "always"}, "target": {"type": "agent", "agent": C}},
@@ -828,7 +871,7 @@ TWO_ROUTES = {
         {
             "condition": {"type": "tool_called", "tool": "to_carol"},
             "target": {"type": "agent", "agent": C},
-            "priority": 5,
+            "priority": -5,  # tried first (lower priority first)
         },
         {"condition": {"type": "always"}, "target": {"type": "stay"}},
     ]
@@ -841,7 +884,7 @@ def typed(sender: str, routing: dict[str, Any]) -> Envelope:
 
 
 def test_workflow_routes_on_the_first_routing_tool_only() -> None:
-    """Two routing tools in one turn: the first routes; the second (even of a higher-priority transition) does not."""
+    """Two routing tools in one turn: the first routes; the second (even of a transition tried first) does not."""
     spec = wf_spec(TWO_ROUTES)
     assert run(workflow, spec, [packet(A, tool="to_bob", tools=["to_bob", "to_carol"])])[0].current_speaker == B
     # Without tool_called, the first of tools_called that a transition routes on wins.
@@ -874,9 +917,9 @@ def test_workflow_terminate_target_names_its_close_reason() -> None:
     state, reasons = run(workflow, spec, [packet(A)])
     assert reasons == ["approved"] and state.end_reason == "approved"
     assert workflow.state_json(state)["end_reason"] == "approved"
-    # Without a reason: workflow_terminated, as before.
+    # Without a reason: after_work, AG2's TerminateTarget default.
     plain = wf_spec({"transitions": [{"condition": {"type": "always"}, "target": {"type": "terminate"}}]})
-    assert run(workflow, plain, [packet(A)])[1] == ["workflow_terminated"]
+    assert run(workflow, plain, [packet(A)])[1] == ["after_work"]
     for bad, message in (
         ({"type": "terminate", "reason": ""}, "non-empty"),
         ({"type": "terminate", "reason": "x" * 65}, "at most 64"),
@@ -909,3 +952,27 @@ def test_workflow_finish_and_handoff_routing_decide_before_the_transitions() -> 
     ):
         with pytest.raises(InvalidArgument, match=message):
             workflow.validate_send(spec, state, typed(A, routing))
+
+
+def test_the_workflow_knobs_example_in_docs_means_what_the_doc_says() -> None:
+    """docs/hub.md "Workflow knobs": approve (priority -10) is tried first; unmatched turns go round robin."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "hub.md").read_text()
+    example = doc.split("Workflow knobs", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    knobs = json.loads(example)
+    user, writer, reviewer = "id-u", "id-w", "id-r"
+    names = {user: "user", writer: "writer", reviewer: "reviewer"}
+    raw = ChannelSpec(CID, "workflow", user, (user, writer, reviewer), names, knobs)
+    spec = replace(raw, knobs=workflow.validate_create(raw))
+    assert spec.knobs["default_target"] == {"type": "round_robin"}
+    # The user's kick-off goes to the writer; approve beats from_speaker(user) and ends the workflow.
+    assert run(workflow, spec, [packet(user)])[0].current_speaker == writer
+    assert run(workflow, spec, [packet(user, tool="approve")])[1] == ["approved"]
+    # The writer's turn matches nothing: round robin (the default target) gives the reviewer the turn.
+    state, reasons = run(workflow, spec, [packet(user), packet(writer)])
+    assert state.current_speaker == reviewer and reasons == [None, None]
+    # The reviewer's turn: stage "review" sends it back to the reviewer; else round robin wraps to the user.
+    in_review = [packet(user), packet(writer), packet(reviewer, set_={"stage": "review"})]
+    assert run(workflow, spec, in_review)[0].current_speaker == reviewer
+    assert run(workflow, spec, [packet(user), packet(writer), packet(reviewer)])[0].current_speaker == user

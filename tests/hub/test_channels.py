@@ -162,7 +162,7 @@ async def test_workflow_packets_route_and_context_set(trio: tuple[Participant, P
     knobs = {
         "transitions": [
             {"condition": {"type": "from_speaker", "speaker": "alice"}, "target": {"type": "agent", "agent": "bob"}},
-            {"condition": {"type": "tool_called", "tool": "approve"}, "target": {"type": "terminate"}, "priority": 5},
+            {"condition": {"type": "tool_called", "tool": "approve"}, "target": {"type": "terminate"}, "priority": -5},
             {"condition": {"type": "always"}, "target": {"type": "round_robin"}},
         ]
     }
@@ -177,7 +177,7 @@ async def test_workflow_packets_route_and_context_set(trio: tuple[Participant, P
     assert list(state.expected_next) == [carol.agent_id]
     await carol.post(cid, "ag2.packet", {"routing": {"tool_called": "approve"}, "context_updates": {}, "body": "ok"})
     closed = await alice.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == cid)
-    assert data_of(closed)["reason"] == "workflow_terminated"
+    assert data_of(closed)["reason"] == "after_work"
 
 
 async def test_open_refusals(hub: RunningHub, trio: tuple[Participant, Participant, Participant]) -> None:

@@ -14,8 +14,10 @@ from agentsdk import Agent
 from agentsdk.events import ToolCall
 from agentsdk.network import (
     EV_CHANNEL_CLOSED,
+    EV_CONTEXT_SET,
     EV_PACKET,
     EV_TEXT,
+    ChannelInject,
     Envelope,
     Hub,
     Passport,
@@ -153,7 +155,7 @@ async def test_workflow_routes_by_tool_called(hub: Hub, servers: list[ScriptedOp
                 "condition": {"type": "from_speaker", "speaker": "writer"},
                 "target": {"type": "agent", "agent": "reviewer"},
             },
-            {"condition": {"type": "tool_called", "tool": "approve"}, "target": {"type": "terminate"}, "priority": 5},
+            {"condition": {"type": "tool_called", "tool": "approve"}, "target": {"type": "terminate"}, "priority": -5},
             {"condition": {"type": "always"}, "target": {"type": "revert_to_initiator"}},
         ]
     }
@@ -214,6 +216,71 @@ async def test_workflow_typed_handoff_and_finish(hub: Hub, servers: list[Scripte
     }  # fmt: skip
     meta, state, _ = await user.channel_info(ch.channel_id)
     assert meta.close_reason == "haiku_done" and state["end_reason"] == "haiku_done"
+
+
+async def test_workflow_helpers_set_and_delete_context_from_a_tool_body(
+    hub: Hub, servers: list[ScriptedOpenAIServer]
+) -> None:
+    """AG2's set_context / delete_context post ag2.context.set on the tool's own workflow channel at once,
+    so a ContextEquals transition sees the value when the turn's packet is folded."""
+    from agentsdk import tool
+    from agentsdk.network import (
+        AgentTarget,
+        ContextEquals,
+        FromSpeaker,
+        TerminateTarget,
+        Transition,
+        TransitionGraph,
+    )
+    from agentsdk.network.workflow_helpers import delete_context, set_context
+
+    @tool
+    async def classify(category: str, channel: ChannelInject) -> str:
+        """File the request under a category."""
+        await set_context(channel, "category", category)
+        await delete_context(channel, "draft")
+        return "ok"
+
+    _, cw = llm(servers, ToolCall.create("classify", {"category": "billing"}), "filed")
+    _, cb = llm(servers, "refund issued")
+    await hub.register(Agent("triage", config=cw, tools=[classify]), Passport(name="triage"))
+    await hub.register(Agent("billing", config=cb), Passport(name="billing"))
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    graph = TransitionGraph(
+        transitions=[
+            Transition(FromSpeaker("user"), AgentTarget("triage")),
+            Transition(ContextEquals("category", "billing"), AgentTarget("billing"), priority=-1),
+            Transition(FromSpeaker("billing"), TerminateTarget(reason="resolved"), priority=-2),
+        ],
+        context={"draft": "v0"},
+    )
+    ch = await user.open(type="workflow", target=["triage", "billing"], knobs=graph.to_knobs(), message="refund?")
+    packets = await texts_until_closed(user, ch.channel_id)
+    assert [(hub.name_for(p.sender_id), p.event_data["body"]) for p in packets] == [
+        ("triage", "filed"),
+        ("billing", "refund issued"),
+    ]
+    meta, state, _ = await user.channel_info(ch.channel_id)
+    assert meta.close_reason == "resolved" and state["context"] == {"category": "billing"}
+    sets = [e for e in await user.read_wal(ch.channel_id) if e.event_type == EV_CONTEXT_SET]
+    assert [(hub.name_for(e.sender_id), e.event_data) for e in sets] == [
+        ("triage", {"set": {"category": "billing"}}),
+        ("triage", {"delete": ["draft"]}),
+    ]
+
+
+async def test_workflow_helpers_refuse_a_channel_that_is_not_a_workflow(hub: Hub) -> None:
+    from agentsdk.errors import FailedPrecondition
+    from agentsdk.network.workflow_helpers import delete_context, set_context
+
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    await hub.register_human(Passport(name="peer", kind="human"))
+    ch = await user.open(type="conversation", target="peer")
+    with pytest.raises(FailedPrecondition, match=r"set_context\(\) needs a workflow channel.*'conversation'"):
+        await set_context(ch, "k", 1)
+    with pytest.raises(FailedPrecondition, match=r"delete_context\(\) needs a workflow channel"):
+        await delete_context(ch, "k")
+    assert not [e for e in await user.read_wal(ch.channel_id) if e.event_type == EV_CONTEXT_SET]
 
 
 async def test_delegate_and_peers_tools_run_on_the_hub(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:

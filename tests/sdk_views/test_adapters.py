@@ -278,6 +278,23 @@ def test_workflow_round_envelope_defaults() -> None:
     assert adapter.build_round_envelope(metadata=m, sender_id="a1", reply=reply("x", halted=True)) is None
 
 
+def test_workflow_silent_round_posts_nothing() -> None:
+    """No body, no routing call and nothing queued: no packet (as AG2), so the turn stays with the speaker."""
+    adapter = adapter_for("workflow")
+    knobs = {"transitions": [{"condition": {"type": "tool_called", "tool": "approve"}, "target": {"type": "stay"}}]}
+    m = meta("workflow", ("a1", "b2"), knobs=knobs)
+    assert adapter.build_round_envelope(metadata=m, sender_id="a1", reply=reply("", []), state={}) is None
+    # A tool ran but it does not route: still silent.
+    ran: list[BaseEvent] = [call("lookup", "c1"), result("lookup", "c1")]
+    assert adapter.build_round_envelope(metadata=m, sender_id="a1", reply=reply("", ran), state={}) is None
+    # Queued context updates are posted (they ride on the packet and would be lost otherwise).
+    state: dict[str, Any] = {}
+    queue_context_updates(state, set={"k": 1})
+    queued = adapter.build_round_envelope(metadata=m, sender_id="a1", reply=reply("", ran), state=state)
+    assert queued is not None and queued.event_data["context_updates"] == {"set": {"k": 1}, "delete": []}
+    assert queued.event_data["body"] == ""
+
+
 def test_build_packet_envelope() -> None:
     adapter = adapter_for("workflow")
     out = adapter.build_packet_envelope(
@@ -543,11 +560,8 @@ def test_transition_values_build_the_hub_knobs() -> None:
     assert knobs["transitions"][2]["condition"] == {
         "type": "context_equals", "key": "draft", "value": None, "and": [{"type": "tool_called", "tool": "redo"}],
     }  # fmt: skip
-    assert knobs["transitions"][-1] == {
-        "condition": {"type": "always"},
-        "target": {"type": "round_robin"},
-        "priority": -1,
-    }
+    assert len(knobs["transitions"]) == 4  # the default target is its own knob, not a transition
+    assert knobs["default_target"] == {"type": "round_robin"}
     assert Always().to_json() == {"type": "always"}
     hub_spec = spec("workflow", ("a1", "b2", "c3"), knobs)  # the hub accepts and normalises it
     assert hub_spec.knobs["initial_speaker"] == "a1" and hub_spec.knobs["max_turns"] == 9
@@ -569,6 +583,47 @@ def test_transition_values_build_the_hub_knobs() -> None:
     assert reasons == [None, None, "sequence_complete"]
     rr = spec("workflow", ("a1", "b2"), TransitionGraph.round_robin(["bob", "alice"], max_turns=3).to_knobs())
     assert rr.knobs["initial_speaker"] == "b2" and rr.knobs["max_turns"] == 3
+    rr_state = hub.initial_state(rr)
+    for sender in ("b2", "a1", "b2"):
+        rr_state = hub.fold(rr, rr_state, Envelope("ch", sender, None, EV_TEXT, {"text": "x"}))
+    assert rr_state.end_reason == "max_turns"  # as AG2: the round robin never terminates by itself
+
+
+def test_transition_graph_has_ag2s_priority_order_and_default_target() -> None:
+    """Lower priority is tried first; an unmatched turn takes default_target, TerminateTarget() by default."""
+    from agentsdk.network import AgentTarget, Always, TerminateTarget, ToolCalled, Transition, TransitionGraph
+
+    hub = get_adapter("workflow")
+    ids = ("a1", "b2", "c3")
+
+    def after(graph: TransitionGraph, routing: dict[str, Any] | None = None) -> Any:
+        hub_spec = spec("workflow", ids, graph.to_knobs())
+        data = {"routing": routing or {}, "body": "x"}
+        return hub.fold(hub_spec, hub.initial_state(hub_spec), Envelope("ch", "a1", None, EV_PACKET, data))
+
+    ordered = TransitionGraph(
+        transitions=[
+            Transition(Always(), AgentTarget("b2"), priority=10),
+            Transition(Always(), AgentTarget("c3"), priority=1),
+            Transition(Always(), AgentTarget("a1"), priority=1),
+        ]
+    )
+    assert after(ordered).current_speaker == "c3"
+    assert TerminateTarget().reason == "after_work"
+    assert TerminateTarget().to_json() == {"type": "terminate", "reason": "after_work"}
+    unmatched = TransitionGraph(transitions=[Transition(ToolCalled("next"), AgentTarget("b2"))])
+    assert unmatched.to_knobs()["default_target"] == {"type": "terminate", "reason": "after_work"}
+    assert after(unmatched).end_reason == "after_work"
+    assert after(unmatched, {"tool_called": "next"}).current_speaker == "b2"
+    assert after(TransitionGraph()).end_reason == "after_work"  # no transitions at all: AG2's default graph
+    # The default target is tried after every transition, whatever their priorities.
+    late = TransitionGraph(
+        transitions=[Transition(Always(), AgentTarget("c3"), priority=99)], default_target=AgentTarget("b2")
+    )
+    assert after(late).current_speaker == "c3"
+    for bad in ("", " ", "x" * 65):
+        with pytest.raises(ValueError, match="close reason"):
+            TerminateTarget(reason=bad)
 
 
 def test_the_next_speaker_reads_why_the_turn_came_to_it() -> None:
