@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import importlib
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
+
+from hubsvc.governance.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
@@ -66,3 +69,22 @@ def test_every_name_the_ag2_page_maps_to_imports() -> None:
         else:
             missing.append(dotted)
     assert not missing, f"docs/from-ag2.md names what agentsdk does not have: {missing}"
+
+
+def test_the_ag2_expectation_defaults_of_the_ag2_page_load_as_a_policy(tmp_path: Path) -> None:
+    """docs/from-ag2.md's policy file gives each channel type AG2's built-in deadline and action."""
+    doc = (ROOT / "docs" / "from-ag2.md").read_text()
+    (block,) = re.findall(r"```yaml\n(.*?)```", doc, flags=re.S)
+    path = tmp_path / "policy.yaml"
+    path.write_text(textwrap.dedent(block))
+    policy = load_policy(path)
+    got = {
+        kind: {name: (spec.seconds, spec.action) for name, spec in entries.items() if spec is not None}
+        for kind, entries in policy.expectations.items()
+    }
+    assert got == {
+        "consulting": {"acks_within": (30, "auto_close"), "reply_within": (600, "auto_close")},
+        "conversation": {"max_silence": (3600, "audit")},
+        "discussion": {"turn_within": (600, "hide")},
+        "workflow": {"turn_within": (600, "auto_close")},
+    }
