@@ -197,6 +197,20 @@ class HubRpc:
         """``ReportTask``: record a lifecycle event of the caller's task."""
         return await self._unary(self.connection.stub.ReportTask, request, hub_pb2.ReportTaskResponse, timeout)
 
+    async def checkpoint_task(
+        self, request: hub_pb2.CheckpointTaskRequest, *, timeout: float | None = None
+    ) -> hub_pb2.CheckpointTaskResponse:
+        """``CheckpointTask``: save the checkpoint of the caller's running task."""
+        return await self._unary(self.connection.stub.CheckpointTask, request, hub_pb2.CheckpointTaskResponse, timeout)
+
+    async def read_task_checkpoint(
+        self, request: hub_pb2.ReadTaskCheckpointRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ReadTaskCheckpointResponse:
+        """``ReadTaskCheckpoint``: the last checkpoint of the caller's task."""
+        return await self._unary(
+            self.connection.stub.ReadTaskCheckpoint, request, hub_pb2.ReadTaskCheckpointResponse, timeout
+        )
+
     async def call_tool(
         self, request: hub_pb2.CallToolRequest, *, timeout: float | None = None
     ) -> hub_pb2.CallToolResponse:

@@ -431,6 +431,28 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         task, envelope_id = await self.ops.tasks.cancel_task(caller, request.task_id, request.reason)
         return hub_pb2.CancelTaskResponse(task=task, envelope_id=envelope_id)
 
+    @unary_rpc(AGENT)
+    async def CheckpointTask(
+        self, caller: str, request: hub_pb2.CheckpointTaskRequest
+    ) -> hub_pb2.CheckpointTaskResponse:
+        """Save the checkpoint of the caller's running task."""
+        row = await self.ops.tasks.checkpoint_task(caller, request.task_id, request.state_json)
+        return hub_pb2.CheckpointTaskResponse(
+            saved_at=to_timestamp(row.saved_at), size_bytes=len(row.state_json.encode())
+        )
+
+    @unary_rpc(AGENT)
+    async def ReadTaskCheckpoint(
+        self, caller: str, request: hub_pb2.ReadTaskCheckpointRequest
+    ) -> hub_pb2.ReadTaskCheckpointResponse:
+        """The last checkpoint of the caller's task."""
+        row = await self.ops.tasks.read_task_checkpoint(caller, request.task_id)
+        if row is None:
+            return hub_pb2.ReadTaskCheckpointResponse(found=False)
+        return hub_pb2.ReadTaskCheckpointResponse(
+            found=True, state_json=row.state_json, saved_at=to_timestamp(row.saved_at)
+        )
+
     # -- context ------------------------------------------------------------------------
 
     @unary_rpc(AGENT)

@@ -54,6 +54,19 @@ class Task:
     title: str = ""
     channel_id: str = ""
     ended: bool = False
+    resumed_state: dict[str, Any] | None = None
+    """The checkpoint of the ``resume_from`` task read on entry (None: no ``resume_from``, or that
+    task had no checkpoint); the exact object its owner last passed to :meth:`checkpoint`."""
+
+    async def checkpoint(self, state: dict[str, Any]) -> None:
+        """Save ``state`` (a JSON object) as this task's checkpoint on the hub, replacing the last one.
+
+        Durable in the hub's store: after a restart the owner reads it back with
+        ``agent.task(..., resume_from=<this task_id>)`` (``task.resumed_state``) or
+        :meth:`AgentClient.read_task_checkpoint`. A no-op once the task ended, as in AG2."""
+        if self.ended:
+            return
+        await self.client.checkpoint_task(self.task_id, state)
 
     async def progress(self, payload: Any) -> None:
         """Report progress (any JSON value)."""
@@ -147,9 +160,28 @@ class AgentClient(NetworkClient):
         )
         return json.loads(response.result_json)
 
+    async def checkpoint_task(self, task_id: str, state: dict[str, Any]) -> None:
+        """Save ``state`` (a JSON object, at most the hub's --max-checkpoint-bytes) as the checkpoint
+        of this agent's running task ``task_id`` (CheckpointTask)."""
+        await self.rpc.checkpoint_task(hub_pb2.CheckpointTaskRequest(task_id=task_id, state_json=json.dumps(state)))
+
+    async def read_task_checkpoint(self, task_id: str) -> dict[str, Any] | None:
+        """The last checkpoint of this agent's task ``task_id`` (running or ended), None when it has none
+        (ReadTaskCheckpoint; only the task's owner may read it)."""
+        response = await self.rpc.read_task_checkpoint(hub_pb2.ReadTaskCheckpointRequest(task_id=task_id))
+        if not response.found:
+            return None
+        state: dict[str, Any] = json.loads(response.state_json)
+        return state
+
     @asynccontextmanager
-    async def task(self, title: str = "", *, channel_id: str = "", ttl: float | None = None) -> AsyncIterator[Task]:
+    async def task(
+        self, title: str = "", *, channel_id: str = "", ttl: float | None = None, resume_from: str | None = None
+    ) -> AsyncIterator[Task]:
         """Own a task for the block, mirrored to the hub; inside, tools see it as TaskInject.
+
+        ``resume_from`` names an earlier task of this agent (e.g. one a crashed run left): its
+        last checkpoint is read before the new task starts and is ``task.resumed_state``.
 
         The task is current for this block's context only (a context variable): concurrent
         blocks, each in its own asyncio task, see their own task, and ``agent.ask`` inside
@@ -157,11 +189,12 @@ class AgentClient(NetworkClient):
 
         STARTED on entry, COMPLETED on a clean exit (unless ended inside), FAILED when the block raises.
         """
+        resumed = await self.read_task_checkpoint(resume_from) if resume_from is not None else None
         request = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id)
         if ttl is not None:
             request.ttl_seconds = ttl
         response = await self.rpc.report_task(request)
-        task = Task(response.task.task_id, self, title, channel_id)
+        task = Task(response.task.task_id, self, title, channel_id, resumed_state=resumed)
         await task._reported(task_pb2.TASK_EVENT_KIND_STARTED)
         with task_scope(task):
             try:

@@ -99,6 +99,17 @@ class TaskRow:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointRow:
+    """A task's checkpoint (CheckpointTask): the owner's JSON object, replaced by each save."""
+
+    task_id: str
+    owner_id: str
+    state_json: str
+    saved_at: float
+    """The hub's clock when it was stored (epoch seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutionRow:
     """An A2A execution: its serialized ``agentnet.v1.Execution`` plus indexed columns."""
 
@@ -196,6 +207,8 @@ class Writes:
     cursors: list[tuple[str, str, int]] = field(default_factory=list)
     """(agent_id, channel_id, seq) cursor upserts."""
     tasks: list[TaskRow] = field(default_factory=list)
+    checkpoints: list[CheckpointRow] = field(default_factory=list)
+    """Task checkpoint upserts (one per task: the last one written wins)."""
     executions: list[ExecutionRow] = field(default_factory=list)
     """A2A execution upserts."""
     call_tokens: list[CallTokenRow] = field(default_factory=list)
@@ -215,6 +228,7 @@ class Writes:
             or self.agents
             or self.channels
             or self.tasks
+            or self.checkpoints
             or self.executions
             or self.call_tokens
             or self.audit
@@ -228,6 +242,7 @@ class Writes:
             or self.channels
             or self.cursors
             or self.tasks
+            or self.checkpoints
             or self.executions
             or self.call_tokens
             or self.audit
@@ -460,6 +475,10 @@ class HubStore(abc.ABC):
     @abc.abstractmethod
     async def get_task(self, task_id: str) -> TaskRow | None:
         """One task."""
+
+    @abc.abstractmethod
+    async def get_checkpoint(self, task_id: str) -> CheckpointRow | None:
+        """The task's last checkpoint (None: none was saved)."""
 
     @abc.abstractmethod
     async def load_running_executions(self) -> list[ExecutionRow]:

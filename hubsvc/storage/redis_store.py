@@ -20,7 +20,8 @@ Global records carry the hash tag ``{g}``: ``P{g}:agents`` (hash id → packed r
 ``P{g}:channels:live`` (set), ``P{g}:channel_order`` (counter),
 ``P{g}:member_channels:<agent>`` (zset channel → creation order), ``P{g}:envelopes``
 (hash envelope id → channel, seq), ``P{g}:cursors:<agent>`` (hash channel → seq),
-``P{g}:tasks`` / ``P{g}:task_meta`` / ``P{g}:tasks:live``, ``P{g}:exec`` /
+``P{g}:tasks`` / ``P{g}:task_meta`` / ``P{g}:tasks:live``, ``P{g}:checkpoints`` (hash task id →
+packed owner, saved-at time, state), ``P{g}:exec`` /
 ``P{g}:exec:meta`` / ``P{g}:exec:all`` / ``P{g}:exec:root:<root>`` /
 ``P{g}:exec:roots_of:<agent>`` / ``P{g}:exec:running``, A2A call tokens ``P{g}:call_tokens``
 (hash secret hash → execution, agent, expiry) with ``P{g}:call_tokens:<execution>`` (set of
@@ -95,6 +96,7 @@ from hubsvc.storage.base import (
     AuditRow,
     CallTokenRow,
     ChannelRow,
+    CheckpointRow,
     ExecutionRow,
     LimitConflict,
     StoreConflict,
@@ -1333,6 +1335,15 @@ class RedisHubStore(GroupCommitStore):
         return (await self._tasks([task_id]))[0]
 
     @_read
+    async def get_checkpoint(self, task_id: str) -> CheckpointRow | None:
+        """The task's last checkpoint."""
+        packed = await self._client.hget(self._g + "checkpoints", task_id)
+        if packed is None:
+            return None
+        owner, saved_at, state = (v.decode() for v in _unpack(_bytes(packed)))
+        return CheckpointRow(task_id, owner, state, float(saved_at))
+
+    @_read
     async def load_running_executions(self) -> list[ExecutionRow]:
         """Executions still marked running."""
         ids = sorted(_text(m) for m in await self._client.smembers(self._g + "exec:running"))
@@ -1632,6 +1643,13 @@ class _Plan:
             gp.writes += ["hset", gp.k(g + "tasks"), t.task_id, t.record]
             gp.writes += ["hsetnx", gp.k(g + "task_meta"), t.task_id, _pack(t.owner_id, t.channel_id)]
             gp.writes += ["srem" if t.terminal else "sadd", gp.k(g + "tasks:live"), t.task_id]
+        for ck in writes.checkpoints:  # one hash field per task: the last checkpoint written wins
+            gp.writes += [
+                "hset",
+                gp.k(g + "checkpoints"),
+                ck.task_id,
+                _pack(ck.owner_id, repr(ck.saved_at), ck.state_json),
+            ]
         for e in writes.executions:
             if e.expect_running:
                 self._running_check(e.execution_id)

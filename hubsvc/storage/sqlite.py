@@ -40,6 +40,7 @@ from hubsvc.storage.base import (
     AuditRow,
     CallTokenRow,
     ChannelRow,
+    CheckpointRow,
     ExecutionRow,
     StoreConflict,
     TaskRow,
@@ -74,6 +75,8 @@ CREATE TABLE IF NOT EXISTS cursors (
 CREATE TABLE IF NOT EXISTS tasks (
   task_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, channel_id TEXT NOT NULL,
   terminal INTEGER NOT NULL, record BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS task_checkpoints (
+  task_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, state_json TEXT NOT NULL, saved_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS executions (
   execution_id TEXT PRIMARY KEY, root_session_id TEXT NOT NULL, caller_id TEXT NOT NULL,
   target_id TEXT NOT NULL, running INTEGER NOT NULL, started_at REAL NOT NULL, record BLOB NOT NULL);
@@ -183,13 +186,14 @@ class SqliteHubStore(GroupCommitStore):
             merged.channels.extend(writes.channels)
             merged.cursors.extend(writes.cursors)
             merged.tasks.extend(writes.tasks)
+            merged.checkpoints.extend(writes.checkpoints)
             merged.executions.extend(writes.executions)
             merged.call_tokens.extend(writes.call_tokens)
             merged.audit.extend(writes.audit)
         if not merged:
             return
         db = self.db
-        others = bool(merged.agents or merged.channels or merged.tasks or merged.executions)
+        others = bool(merged.agents or merged.channels or merged.tasks or merged.checkpoints or merged.executions)
         others = others or bool(merged.call_tokens or merged.audit)
         if not others and not merged.cursors and self._write_inline(merged.wal):
             return
@@ -237,6 +241,11 @@ class SqliteHubStore(GroupCommitStore):
                         (t.task_id, t.owner_id, t.channel_id, int(t.terminal), t.record, int(t.expect == TASK_IF_LIVE))
                         for t in merged.tasks
                     ],
+                )
+            if merged.checkpoints:
+                await db.executemany(
+                    "INSERT OR REPLACE INTO task_checkpoints(task_id, owner_id, state_json, saved_at) VALUES (?,?,?,?)",
+                    [(c.task_id, c.owner_id, c.state_json, c.saved_at) for c in merged.checkpoints],
                 )
             if merged.executions:
                 await db.executemany(
@@ -530,6 +539,13 @@ class SqliteHubStore(GroupCommitStore):
             "SELECT task_id, owner_id, channel_id, terminal, record FROM tasks WHERE task_id = ?", [task_id]
         )
         return TaskRow(rows[0][0], rows[0][1], rows[0][2], bool(rows[0][3]), bytes(rows[0][4])) if rows else None
+
+    async def get_checkpoint(self, task_id: str) -> CheckpointRow | None:
+        """The task's last checkpoint."""
+        rows = await self._fetchall(
+            "SELECT task_id, owner_id, state_json, saved_at FROM task_checkpoints WHERE task_id = ?", [task_id]
+        )
+        return CheckpointRow(rows[0][0], rows[0][1], rows[0][2], float(rows[0][3])) if rows else None
 
     async def load_running_executions(self) -> list[ExecutionRow]:
         """Executions still marked running."""

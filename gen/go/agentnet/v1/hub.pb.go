@@ -2595,6 +2595,228 @@ func (x *CancelTaskResponse) GetEnvelopeId() string {
 	return ""
 }
 
+// CheckpointTaskRequest saves a task's checkpoint.
+type CheckpointTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's running task.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The checkpoint: a JSON object, at most --max-checkpoint-bytes (1 MiB) of
+	// UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64)
+	// levels. It replaces the task's previous checkpoint.
+	StateJson     string `protobuf:"bytes,2,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointTaskRequest) Reset() {
+	*x = CheckpointTaskRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointTaskRequest) ProtoMessage() {}
+
+func (x *CheckpointTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointTaskRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointTaskRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CheckpointTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CheckpointTaskRequest) GetStateJson() string {
+	if x != nil {
+		return x.StateJson
+	}
+	return ""
+}
+
+// CheckpointTaskResponse confirms the checkpoint is stored.
+type CheckpointTaskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the hub stored it.
+	SavedAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=saved_at,json=savedAt,proto3" json:"saved_at,omitempty"`
+	// Size of state_json in bytes.
+	SizeBytes     int64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointTaskResponse) Reset() {
+	*x = CheckpointTaskResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointTaskResponse) ProtoMessage() {}
+
+func (x *CheckpointTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointTaskResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointTaskResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CheckpointTaskResponse) GetSavedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SavedAt
+	}
+	return nil
+}
+
+func (x *CheckpointTaskResponse) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+// ReadTaskCheckpointRequest reads a task's last checkpoint.
+type ReadTaskCheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's task (running or ended).
+	TaskId        string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadTaskCheckpointRequest) Reset() {
+	*x = ReadTaskCheckpointRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadTaskCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadTaskCheckpointRequest) ProtoMessage() {}
+
+func (x *ReadTaskCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadTaskCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*ReadTaskCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ReadTaskCheckpointRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+// ReadTaskCheckpointResponse is the task's last checkpoint, if any.
+type ReadTaskCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the task has no checkpoint (state_json is then "").
+	Found bool `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	// The JSON object last passed to CheckpointTask.
+	StateJson string `protobuf:"bytes,2,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	// When it was stored.
+	SavedAt       *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=saved_at,json=savedAt,proto3" json:"saved_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadTaskCheckpointResponse) Reset() {
+	*x = ReadTaskCheckpointResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadTaskCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadTaskCheckpointResponse) ProtoMessage() {}
+
+func (x *ReadTaskCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadTaskCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*ReadTaskCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ReadTaskCheckpointResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *ReadTaskCheckpointResponse) GetStateJson() string {
+	if x != nil {
+		return x.StateJson
+	}
+	return ""
+}
+
+func (x *ReadTaskCheckpointResponse) GetSavedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SavedAt
+	}
+	return nil
+}
+
 // ContextExcerpt is one past EV_TEXT envelope.
 type ContextExcerpt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2621,7 +2843,7 @@ type ContextExcerpt struct {
 
 func (x *ContextExcerpt) Reset() {
 	*x = ContextExcerpt{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2855,7 @@ func (x *ContextExcerpt) String() string {
 func (*ContextExcerpt) ProtoMessage() {}
 
 func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2868,7 @@ func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextExcerpt.ProtoReflect.Descriptor instead.
 func (*ContextExcerpt) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ContextExcerpt) GetChannelId() string {
@@ -2720,7 +2942,7 @@ type SearchContextRequest struct {
 
 func (x *SearchContextRequest) Reset() {
 	*x = SearchContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2954,7 @@ func (x *SearchContextRequest) String() string {
 func (*SearchContextRequest) ProtoMessage() {}
 
 func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2967,7 @@ func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextRequest.ProtoReflect.Descriptor instead.
 func (*SearchContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SearchContextRequest) GetQuery() string {
@@ -2780,7 +3002,7 @@ type SearchContextResponse struct {
 
 func (x *SearchContextResponse) Reset() {
 	*x = SearchContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +3014,7 @@ func (x *SearchContextResponse) String() string {
 func (*SearchContextResponse) ProtoMessage() {}
 
 func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +3027,7 @@ func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextResponse.ProtoReflect.Descriptor instead.
 func (*SearchContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SearchContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -2830,7 +3052,7 @@ type QuoteContextRequest struct {
 
 func (x *QuoteContextRequest) Reset() {
 	*x = QuoteContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +3064,7 @@ func (x *QuoteContextRequest) String() string {
 func (*QuoteContextRequest) ProtoMessage() {}
 
 func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +3077,7 @@ func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextRequest.ProtoReflect.Descriptor instead.
 func (*QuoteContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *QuoteContextRequest) GetSpeaker() string {
@@ -2890,7 +3112,7 @@ type QuoteContextResponse struct {
 
 func (x *QuoteContextResponse) Reset() {
 	*x = QuoteContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2902,7 +3124,7 @@ func (x *QuoteContextResponse) String() string {
 func (*QuoteContextResponse) ProtoMessage() {}
 
 func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2915,7 +3137,7 @@ func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextResponse.ProtoReflect.Descriptor instead.
 func (*QuoteContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *QuoteContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -2936,7 +3158,7 @@ type SetA2ASettingsRequest struct {
 
 func (x *SetA2ASettingsRequest) Reset() {
 	*x = SetA2ASettingsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3170,7 @@ func (x *SetA2ASettingsRequest) String() string {
 func (*SetA2ASettingsRequest) ProtoMessage() {}
 
 func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3183,7 @@ func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetA2ASettingsRequest) GetA2A() *A2ASettings {
@@ -2982,7 +3204,7 @@ type SetA2ASettingsResponse struct {
 
 func (x *SetA2ASettingsResponse) Reset() {
 	*x = SetA2ASettingsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2994,7 +3216,7 @@ func (x *SetA2ASettingsResponse) String() string {
 func (*SetA2ASettingsResponse) ProtoMessage() {}
 
 func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3007,7 +3229,7 @@ func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetA2ASettingsResponse) GetAgent() *AgentRecord {
@@ -3037,7 +3259,7 @@ type DiscoverAgentsRequest struct {
 
 func (x *DiscoverAgentsRequest) Reset() {
 	*x = DiscoverAgentsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3271,7 @@ func (x *DiscoverAgentsRequest) String() string {
 func (*DiscoverAgentsRequest) ProtoMessage() {}
 
 func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3284,7 @@ func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsRequest.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DiscoverAgentsRequest) GetProjectId() string {
@@ -3111,7 +3333,7 @@ type DiscoverAgentsResponse struct {
 
 func (x *DiscoverAgentsResponse) Reset() {
 	*x = DiscoverAgentsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3345,7 @@ func (x *DiscoverAgentsResponse) String() string {
 func (*DiscoverAgentsResponse) ProtoMessage() {}
 
 func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3358,7 @@ func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsResponse.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DiscoverAgentsResponse) GetAgents() []*DiscoveredAgent {
@@ -3189,7 +3411,7 @@ type InvokeAgentRequest struct {
 
 func (x *InvokeAgentRequest) Reset() {
 	*x = InvokeAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3201,7 +3423,7 @@ func (x *InvokeAgentRequest) String() string {
 func (*InvokeAgentRequest) ProtoMessage() {}
 
 func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3214,7 +3436,7 @@ func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentRequest.ProtoReflect.Descriptor instead.
 func (*InvokeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *InvokeAgentRequest) GetAgentId() string {
@@ -3299,7 +3521,7 @@ type InvokeAgentResponse struct {
 
 func (x *InvokeAgentResponse) Reset() {
 	*x = InvokeAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3533,7 @@ func (x *InvokeAgentResponse) String() string {
 func (*InvokeAgentResponse) ProtoMessage() {}
 
 func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3546,7 @@ func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentResponse.ProtoReflect.Descriptor instead.
 func (*InvokeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *InvokeAgentResponse) GetStatus() InvocationStatus {
@@ -3378,7 +3600,7 @@ type RefreshCallTokenRequest struct {
 
 func (x *RefreshCallTokenRequest) Reset() {
 	*x = RefreshCallTokenRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3390,7 +3612,7 @@ func (x *RefreshCallTokenRequest) String() string {
 func (*RefreshCallTokenRequest) ProtoMessage() {}
 
 func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +3625,7 @@ func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenRequest.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RefreshCallTokenRequest) GetCallToken() string {
@@ -3433,7 +3655,7 @@ type RefreshCallTokenResponse struct {
 
 func (x *RefreshCallTokenResponse) Reset() {
 	*x = RefreshCallTokenResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3445,7 +3667,7 @@ func (x *RefreshCallTokenResponse) String() string {
 func (*RefreshCallTokenResponse) ProtoMessage() {}
 
 func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3458,7 +3680,7 @@ func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenResponse.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RefreshCallTokenResponse) GetCallToken() string {
@@ -3489,7 +3711,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3501,7 +3723,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3514,7 +3736,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListExecutionsRequest) GetRootSessionId() string {
@@ -3542,7 +3764,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3776,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3789,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -3588,7 +3810,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3822,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3835,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetExecutionRequest) GetExecutionId() string {
@@ -3634,7 +3856,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +3868,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +3881,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetExecutionResponse) GetExecution() *Execution {
@@ -3680,7 +3902,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3692,7 +3914,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3705,7 +3927,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CancelExecutionRequest) GetExecutionId() string {
@@ -3726,7 +3948,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3960,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3973,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CancelExecutionResponse) GetExecution() *Execution {
@@ -3778,7 +4000,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3790,7 +4012,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3803,7 +4025,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -3847,7 +4069,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +4081,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3872,7 +4094,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListToolsRequest) GetChannelId() string {
@@ -3900,7 +4122,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4134,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4147,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolSchema {
@@ -3958,7 +4180,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4192,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4205,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -4032,7 +4254,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4266,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4279,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -4088,7 +4310,7 @@ type DelegateRequest struct {
 
 func (x *DelegateRequest) Reset() {
 	*x = DelegateRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4100,7 +4322,7 @@ func (x *DelegateRequest) String() string {
 func (*DelegateRequest) ProtoMessage() {}
 
 func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4113,7 +4335,7 @@ func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateRequest.ProtoReflect.Descriptor instead.
 func (*DelegateRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DelegateRequest) GetTarget() string {
@@ -4166,7 +4388,7 @@ type DelegateResponse struct {
 
 func (x *DelegateResponse) Reset() {
 	*x = DelegateResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4178,7 +4400,7 @@ func (x *DelegateResponse) String() string {
 func (*DelegateResponse) ProtoMessage() {}
 
 func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4191,7 +4413,7 @@ func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateResponse.ProtoReflect.Descriptor instead.
 func (*DelegateResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DelegateResponse) GetText() string {
@@ -4233,7 +4455,7 @@ type SayRequest struct {
 
 func (x *SayRequest) Reset() {
 	*x = SayRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4245,7 +4467,7 @@ func (x *SayRequest) String() string {
 func (*SayRequest) ProtoMessage() {}
 
 func (x *SayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4258,7 +4480,7 @@ func (x *SayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayRequest.ProtoReflect.Descriptor instead.
 func (*SayRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SayRequest) GetContent() string {
@@ -4300,7 +4522,7 @@ type SayResponse struct {
 
 func (x *SayResponse) Reset() {
 	*x = SayResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4312,7 +4534,7 @@ func (x *SayResponse) String() string {
 func (*SayResponse) ProtoMessage() {}
 
 func (x *SayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4325,7 +4547,7 @@ func (x *SayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayResponse.ProtoReflect.Descriptor instead.
 func (*SayResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SayResponse) GetEnvelope() *Envelope {
@@ -4357,7 +4579,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4369,7 +4591,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4382,7 +4604,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AuditRecord) GetAuditId() uint64 {
@@ -4444,7 +4666,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4456,7 +4678,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4469,7 +4691,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListAuditRequest) GetKind() string {
@@ -4511,7 +4733,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4523,7 +4745,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4536,7 +4758,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -4570,7 +4792,7 @@ type RegisterRemoteA2AAgentRequest struct {
 
 func (x *RegisterRemoteA2AAgentRequest) Reset() {
 	*x = RegisterRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4582,7 +4804,7 @@ func (x *RegisterRemoteA2AAgentRequest) String() string {
 func (*RegisterRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4595,7 +4817,7 @@ func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RegisterRemoteA2AAgentRequest) GetCardUrl() string {
@@ -4640,7 +4862,7 @@ type RegisterRemoteA2AAgentResponse struct {
 
 func (x *RegisterRemoteA2AAgentResponse) Reset() {
 	*x = RegisterRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4652,7 +4874,7 @@ func (x *RegisterRemoteA2AAgentResponse) String() string {
 func (*RegisterRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4665,7 +4887,7 @@ func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RegisterRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -4691,7 +4913,7 @@ type RefreshRemoteA2AAgentRequest struct {
 
 func (x *RefreshRemoteA2AAgentRequest) Reset() {
 	*x = RefreshRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4703,7 +4925,7 @@ func (x *RefreshRemoteA2AAgentRequest) String() string {
 func (*RefreshRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4716,7 +4938,7 @@ func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{76}
 }
 
 // RefreshRemoteA2AAgentResponse returns the updated entry.
@@ -4730,7 +4952,7 @@ type RefreshRemoteA2AAgentResponse struct {
 
 func (x *RefreshRemoteA2AAgentResponse) Reset() {
 	*x = RefreshRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4742,7 +4964,7 @@ func (x *RefreshRemoteA2AAgentResponse) String() string {
 func (*RefreshRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4755,7 +4977,7 @@ func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RefreshRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -4933,7 +5155,22 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x12CancelTaskResponse\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.agentnet.v1.TaskMetadataR\x04task\x12\x1f\n" +
 	"\venvelope_id\x18\x02 \x01(\tR\n" +
-	"envelopeId\"\x92\x02\n" +
+	"envelopeId\"O\n" +
+	"\x15CheckpointTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x02 \x01(\tR\tstateJson\"n\n" +
+	"\x16CheckpointTaskResponse\x125\n" +
+	"\bsaved_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"4\n" +
+	"\x19ReadTaskCheckpointRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x88\x01\n" +
+	"\x1aReadTaskCheckpointResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x02 \x01(\tR\tstateJson\x125\n" +
+	"\bsaved_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\"\x92\x02\n" +
 	"\x0eContextExcerpt\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x1f\n" +
@@ -5105,7 +5342,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ToolSource\x12\x1b\n" +
 	"\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_SOURCE_PLUGIN\x10\x01\x12\x17\n" +
-	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xa3\x17\n" +
+	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xe5\x18\n" +
 	"\n" +
 	"HubService\x12H\n" +
 	"\aConnect\x12\x1b.agentnet.v1.ConnectRequest\x1a\x1c.agentnet.v1.ConnectResponse(\x010\x01\x12G\n" +
@@ -5131,7 +5368,9 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\aGetTask\x12\x1b.agentnet.v1.GetTaskRequest\x1a\x1c.agentnet.v1.GetTaskResponse\x12G\n" +
 	"\bWaitTask\x12\x1c.agentnet.v1.WaitTaskRequest\x1a\x1d.agentnet.v1.WaitTaskResponse\x12M\n" +
 	"\n" +
-	"CancelTask\x12\x1e.agentnet.v1.CancelTaskRequest\x1a\x1f.agentnet.v1.CancelTaskResponse\x12V\n" +
+	"CancelTask\x12\x1e.agentnet.v1.CancelTaskRequest\x1a\x1f.agentnet.v1.CancelTaskResponse\x12Y\n" +
+	"\x0eCheckpointTask\x12\".agentnet.v1.CheckpointTaskRequest\x1a#.agentnet.v1.CheckpointTaskResponse\x12e\n" +
+	"\x12ReadTaskCheckpoint\x12&.agentnet.v1.ReadTaskCheckpointRequest\x1a'.agentnet.v1.ReadTaskCheckpointResponse\x12V\n" +
 	"\rSearchContext\x12!.agentnet.v1.SearchContextRequest\x1a\".agentnet.v1.SearchContextResponse\x12S\n" +
 	"\fQuoteContext\x12 .agentnet.v1.QuoteContextRequest\x1a!.agentnet.v1.QuoteContextResponse\x12Y\n" +
 	"\x0eSetA2ASettings\x12\".agentnet.v1.SetA2ASettingsRequest\x1a#.agentnet.v1.SetA2ASettingsResponse\x12Y\n" +
@@ -5162,7 +5401,7 @@ func file_agentnet_v1_hub_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_hub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_agentnet_v1_hub_proto_goTypes = []any{
 	(TaskScope)(0),                         // 0: agentnet.v1.TaskScope
 	(ToolSource)(0),                        // 1: agentnet.v1.ToolSource
@@ -5205,189 +5444,199 @@ var file_agentnet_v1_hub_proto_goTypes = []any{
 	(*WaitTaskResponse)(nil),               // 38: agentnet.v1.WaitTaskResponse
 	(*CancelTaskRequest)(nil),              // 39: agentnet.v1.CancelTaskRequest
 	(*CancelTaskResponse)(nil),             // 40: agentnet.v1.CancelTaskResponse
-	(*ContextExcerpt)(nil),                 // 41: agentnet.v1.ContextExcerpt
-	(*SearchContextRequest)(nil),           // 42: agentnet.v1.SearchContextRequest
-	(*SearchContextResponse)(nil),          // 43: agentnet.v1.SearchContextResponse
-	(*QuoteContextRequest)(nil),            // 44: agentnet.v1.QuoteContextRequest
-	(*QuoteContextResponse)(nil),           // 45: agentnet.v1.QuoteContextResponse
-	(*SetA2ASettingsRequest)(nil),          // 46: agentnet.v1.SetA2ASettingsRequest
-	(*SetA2ASettingsResponse)(nil),         // 47: agentnet.v1.SetA2ASettingsResponse
-	(*DiscoverAgentsRequest)(nil),          // 48: agentnet.v1.DiscoverAgentsRequest
-	(*DiscoverAgentsResponse)(nil),         // 49: agentnet.v1.DiscoverAgentsResponse
-	(*InvokeAgentRequest)(nil),             // 50: agentnet.v1.InvokeAgentRequest
-	(*InvokeAgentResponse)(nil),            // 51: agentnet.v1.InvokeAgentResponse
-	(*RefreshCallTokenRequest)(nil),        // 52: agentnet.v1.RefreshCallTokenRequest
-	(*RefreshCallTokenResponse)(nil),       // 53: agentnet.v1.RefreshCallTokenResponse
-	(*ListExecutionsRequest)(nil),          // 54: agentnet.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),         // 55: agentnet.v1.ListExecutionsResponse
-	(*GetExecutionRequest)(nil),            // 56: agentnet.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),           // 57: agentnet.v1.GetExecutionResponse
-	(*CancelExecutionRequest)(nil),         // 58: agentnet.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),        // 59: agentnet.v1.CancelExecutionResponse
-	(*ToolSchema)(nil),                     // 60: agentnet.v1.ToolSchema
-	(*ListToolsRequest)(nil),               // 61: agentnet.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),              // 62: agentnet.v1.ListToolsResponse
-	(*CallToolRequest)(nil),                // 63: agentnet.v1.CallToolRequest
-	(*CallToolResponse)(nil),               // 64: agentnet.v1.CallToolResponse
-	(*DelegateRequest)(nil),                // 65: agentnet.v1.DelegateRequest
-	(*DelegateResponse)(nil),               // 66: agentnet.v1.DelegateResponse
-	(*SayRequest)(nil),                     // 67: agentnet.v1.SayRequest
-	(*SayResponse)(nil),                    // 68: agentnet.v1.SayResponse
-	(*AuditRecord)(nil),                    // 69: agentnet.v1.AuditRecord
-	(*ListAuditRequest)(nil),               // 70: agentnet.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 71: agentnet.v1.ListAuditResponse
-	(*RegisterRemoteA2AAgentRequest)(nil),  // 72: agentnet.v1.RegisterRemoteA2AAgentRequest
-	(*RegisterRemoteA2AAgentResponse)(nil), // 73: agentnet.v1.RegisterRemoteA2AAgentResponse
-	(*RefreshRemoteA2AAgentRequest)(nil),   // 74: agentnet.v1.RefreshRemoteA2AAgentRequest
-	(*RefreshRemoteA2AAgentResponse)(nil),  // 75: agentnet.v1.RefreshRemoteA2AAgentResponse
-	nil,                                    // 76: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	(*Passport)(nil),                       // 77: agentnet.v1.Passport
-	(*Resume)(nil),                         // 78: agentnet.v1.Resume
-	(*A2ASettings)(nil),                    // 79: agentnet.v1.A2ASettings
-	(*AgentRecord)(nil),                    // 80: agentnet.v1.AgentRecord
-	(PassportKind)(0),                      // 81: agentnet.v1.PassportKind
-	(*AgentSummary)(nil),                   // 82: agentnet.v1.AgentSummary
-	(*Envelope)(nil),                       // 83: agentnet.v1.Envelope
-	(*ChannelMetadata)(nil),                // 84: agentnet.v1.ChannelMetadata
-	(*ErrorDetail)(nil),                    // 85: agentnet.v1.ErrorDetail
-	(TaskEventKind)(0),                     // 86: agentnet.v1.TaskEventKind
-	(*TaskMetadata)(nil),                   // 87: agentnet.v1.TaskMetadata
-	(*timestamppb.Timestamp)(nil),          // 88: google.protobuf.Timestamp
-	(*DiscoveredAgent)(nil),                // 89: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),                  // 90: agentnet.v1.InvocationStatus
-	(*Execution)(nil),                      // 91: agentnet.v1.Execution
-	(*ConnectRequest)(nil),                 // 92: agentnet.v1.ConnectRequest
-	(*ConnectResponse)(nil),                // 93: agentnet.v1.ConnectResponse
+	(*CheckpointTaskRequest)(nil),          // 41: agentnet.v1.CheckpointTaskRequest
+	(*CheckpointTaskResponse)(nil),         // 42: agentnet.v1.CheckpointTaskResponse
+	(*ReadTaskCheckpointRequest)(nil),      // 43: agentnet.v1.ReadTaskCheckpointRequest
+	(*ReadTaskCheckpointResponse)(nil),     // 44: agentnet.v1.ReadTaskCheckpointResponse
+	(*ContextExcerpt)(nil),                 // 45: agentnet.v1.ContextExcerpt
+	(*SearchContextRequest)(nil),           // 46: agentnet.v1.SearchContextRequest
+	(*SearchContextResponse)(nil),          // 47: agentnet.v1.SearchContextResponse
+	(*QuoteContextRequest)(nil),            // 48: agentnet.v1.QuoteContextRequest
+	(*QuoteContextResponse)(nil),           // 49: agentnet.v1.QuoteContextResponse
+	(*SetA2ASettingsRequest)(nil),          // 50: agentnet.v1.SetA2ASettingsRequest
+	(*SetA2ASettingsResponse)(nil),         // 51: agentnet.v1.SetA2ASettingsResponse
+	(*DiscoverAgentsRequest)(nil),          // 52: agentnet.v1.DiscoverAgentsRequest
+	(*DiscoverAgentsResponse)(nil),         // 53: agentnet.v1.DiscoverAgentsResponse
+	(*InvokeAgentRequest)(nil),             // 54: agentnet.v1.InvokeAgentRequest
+	(*InvokeAgentResponse)(nil),            // 55: agentnet.v1.InvokeAgentResponse
+	(*RefreshCallTokenRequest)(nil),        // 56: agentnet.v1.RefreshCallTokenRequest
+	(*RefreshCallTokenResponse)(nil),       // 57: agentnet.v1.RefreshCallTokenResponse
+	(*ListExecutionsRequest)(nil),          // 58: agentnet.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),         // 59: agentnet.v1.ListExecutionsResponse
+	(*GetExecutionRequest)(nil),            // 60: agentnet.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),           // 61: agentnet.v1.GetExecutionResponse
+	(*CancelExecutionRequest)(nil),         // 62: agentnet.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),        // 63: agentnet.v1.CancelExecutionResponse
+	(*ToolSchema)(nil),                     // 64: agentnet.v1.ToolSchema
+	(*ListToolsRequest)(nil),               // 65: agentnet.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),              // 66: agentnet.v1.ListToolsResponse
+	(*CallToolRequest)(nil),                // 67: agentnet.v1.CallToolRequest
+	(*CallToolResponse)(nil),               // 68: agentnet.v1.CallToolResponse
+	(*DelegateRequest)(nil),                // 69: agentnet.v1.DelegateRequest
+	(*DelegateResponse)(nil),               // 70: agentnet.v1.DelegateResponse
+	(*SayRequest)(nil),                     // 71: agentnet.v1.SayRequest
+	(*SayResponse)(nil),                    // 72: agentnet.v1.SayResponse
+	(*AuditRecord)(nil),                    // 73: agentnet.v1.AuditRecord
+	(*ListAuditRequest)(nil),               // 74: agentnet.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 75: agentnet.v1.ListAuditResponse
+	(*RegisterRemoteA2AAgentRequest)(nil),  // 76: agentnet.v1.RegisterRemoteA2AAgentRequest
+	(*RegisterRemoteA2AAgentResponse)(nil), // 77: agentnet.v1.RegisterRemoteA2AAgentResponse
+	(*RefreshRemoteA2AAgentRequest)(nil),   // 78: agentnet.v1.RefreshRemoteA2AAgentRequest
+	(*RefreshRemoteA2AAgentResponse)(nil),  // 79: agentnet.v1.RefreshRemoteA2AAgentResponse
+	nil,                                    // 80: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	(*Passport)(nil),                       // 81: agentnet.v1.Passport
+	(*Resume)(nil),                         // 82: agentnet.v1.Resume
+	(*A2ASettings)(nil),                    // 83: agentnet.v1.A2ASettings
+	(*AgentRecord)(nil),                    // 84: agentnet.v1.AgentRecord
+	(PassportKind)(0),                      // 85: agentnet.v1.PassportKind
+	(*AgentSummary)(nil),                   // 86: agentnet.v1.AgentSummary
+	(*Envelope)(nil),                       // 87: agentnet.v1.Envelope
+	(*ChannelMetadata)(nil),                // 88: agentnet.v1.ChannelMetadata
+	(*ErrorDetail)(nil),                    // 89: agentnet.v1.ErrorDetail
+	(TaskEventKind)(0),                     // 90: agentnet.v1.TaskEventKind
+	(*TaskMetadata)(nil),                   // 91: agentnet.v1.TaskMetadata
+	(*timestamppb.Timestamp)(nil),          // 92: google.protobuf.Timestamp
+	(*DiscoveredAgent)(nil),                // 93: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),                  // 94: agentnet.v1.InvocationStatus
+	(*Execution)(nil),                      // 95: agentnet.v1.Execution
+	(*ConnectRequest)(nil),                 // 96: agentnet.v1.ConnectRequest
+	(*ConnectResponse)(nil),                // 97: agentnet.v1.ConnectResponse
 }
 var file_agentnet_v1_hub_proto_depIdxs = []int32{
-	77, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
-	78, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
-	79, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	80, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
-	77, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
-	78, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
-	80, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
-	81, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
-	82, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	80, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	80, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
-	78, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
-	80, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
-	83, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
-	84, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	84, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	84, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	81, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
+	82, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
+	83, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	84, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
+	81, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
+	82, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
+	84, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
+	85, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
+	86, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	84, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	84, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
+	82, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
+	84, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
+	87, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
+	88, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	88, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	88, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
 	22, // 17: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
-	84, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	83, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	83, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
-	83, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
-	85, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
-	86, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
-	87, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	88, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	87, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	87, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
+	87, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
+	89, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
+	90, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
+	91, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
 	0,  // 25: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
-	87, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	87, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	87, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	87, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	88, // 30: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
-	41, // 31: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	41, // 32: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	79, // 33: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	80, // 34: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	89, // 35: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	76, // 36: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	90, // 37: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	88, // 38: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	91, // 39: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	91, // 40: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	91, // 41: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	1,  // 42: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
-	60, // 43: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	83, // 44: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	88, // 45: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
-	69, // 46: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	77, // 47: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
-	79, // 48: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	80, // 49: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	80, // 50: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	92, // 51: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,  // 52: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,  // 53: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,  // 54: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,  // 55: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10, // 56: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12, // 57: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14, // 58: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16, // 59: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	18, // 60: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	20, // 61: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	23, // 62: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	25, // 63: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	27, // 64: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	29, // 65: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	31, // 66: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	33, // 67: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	35, // 68: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	37, // 69: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	39, // 70: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	42, // 71: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	44, // 72: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	46, // 73: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	48, // 74: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	50, // 75: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	52, // 76: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	54, // 77: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	56, // 78: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
-	58, // 79: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
-	61, // 80: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	63, // 81: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	65, // 82: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	67, // 83: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	70, // 84: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	72, // 85: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
-	74, // 86: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
-	93, // 87: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,  // 88: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,  // 89: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,  // 90: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,  // 91: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11, // 92: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13, // 93: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15, // 94: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17, // 95: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	19, // 96: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	21, // 97: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	24, // 98: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	26, // 99: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	28, // 100: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	30, // 101: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	32, // 102: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	34, // 103: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	36, // 104: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	38, // 105: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	40, // 106: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	43, // 107: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	45, // 108: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	47, // 109: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	49, // 110: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	51, // 111: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	53, // 112: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	55, // 113: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	57, // 114: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
-	59, // 115: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
-	62, // 116: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	64, // 117: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	66, // 118: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	68, // 119: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	71, // 120: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	73, // 121: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
-	75, // 122: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
-	87, // [87:123] is the sub-list for method output_type
-	51, // [51:87] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	91, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	91, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	91, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	91, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	92, // 30: agentnet.v1.CheckpointTaskResponse.saved_at:type_name -> google.protobuf.Timestamp
+	92, // 31: agentnet.v1.ReadTaskCheckpointResponse.saved_at:type_name -> google.protobuf.Timestamp
+	92, // 32: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
+	45, // 33: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	45, // 34: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	83, // 35: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	84, // 36: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	93, // 37: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	80, // 38: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	94, // 39: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	92, // 40: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	95, // 41: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	95, // 42: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	95, // 43: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	1,  // 44: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
+	64, // 45: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
+	87, // 46: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	92, // 47: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	73, // 48: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
+	81, // 49: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
+	83, // 50: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	84, // 51: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	84, // 52: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	96, // 53: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,  // 54: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,  // 55: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,  // 56: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,  // 57: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10, // 58: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12, // 59: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14, // 60: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16, // 61: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	18, // 62: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	20, // 63: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	23, // 64: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	25, // 65: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	27, // 66: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	29, // 67: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	31, // 68: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	33, // 69: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	35, // 70: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	37, // 71: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	39, // 72: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	41, // 73: agentnet.v1.HubService.CheckpointTask:input_type -> agentnet.v1.CheckpointTaskRequest
+	43, // 74: agentnet.v1.HubService.ReadTaskCheckpoint:input_type -> agentnet.v1.ReadTaskCheckpointRequest
+	46, // 75: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	48, // 76: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	50, // 77: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	52, // 78: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	54, // 79: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	56, // 80: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	58, // 81: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	60, // 82: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
+	62, // 83: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
+	65, // 84: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	67, // 85: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	69, // 86: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	71, // 87: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	74, // 88: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	76, // 89: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
+	78, // 90: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
+	97, // 91: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,  // 92: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,  // 93: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,  // 94: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,  // 95: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11, // 96: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13, // 97: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15, // 98: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17, // 99: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	19, // 100: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	21, // 101: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	24, // 102: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	26, // 103: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	28, // 104: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	30, // 105: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	32, // 106: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	34, // 107: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	36, // 108: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	38, // 109: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	40, // 110: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	42, // 111: agentnet.v1.HubService.CheckpointTask:output_type -> agentnet.v1.CheckpointTaskResponse
+	44, // 112: agentnet.v1.HubService.ReadTaskCheckpoint:output_type -> agentnet.v1.ReadTaskCheckpointResponse
+	47, // 113: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	49, // 114: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	51, // 115: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	53, // 116: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	55, // 117: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	57, // 118: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	59, // 119: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	61, // 120: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
+	63, // 121: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
+	66, // 122: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	68, // 123: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	70, // 124: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	72, // 125: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	75, // 126: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	77, // 127: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
+	79, // 128: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
+	91, // [91:129] is the sub-list for method output_type
+	53, // [53:91] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }
@@ -5412,15 +5661,15 @@ func file_agentnet_v1_hub_proto_init() {
 		(*OpenChannelRequest_SeedEnvelope)(nil),
 	}
 	file_agentnet_v1_hub_proto_msgTypes[29].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[48].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[65].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[52].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[69].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_hub_proto_rawDesc), len(file_agentnet_v1_hub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   75,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

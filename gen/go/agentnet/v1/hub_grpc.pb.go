@@ -39,6 +39,8 @@ const (
 	HubService_GetTask_FullMethodName                = "/agentnet.v1.HubService/GetTask"
 	HubService_WaitTask_FullMethodName               = "/agentnet.v1.HubService/WaitTask"
 	HubService_CancelTask_FullMethodName             = "/agentnet.v1.HubService/CancelTask"
+	HubService_CheckpointTask_FullMethodName         = "/agentnet.v1.HubService/CheckpointTask"
+	HubService_ReadTaskCheckpoint_FullMethodName     = "/agentnet.v1.HubService/ReadTaskCheckpoint"
 	HubService_SearchContext_FullMethodName          = "/agentnet.v1.HubService/SearchContext"
 	HubService_QuoteContext_FullMethodName           = "/agentnet.v1.HubService/QuoteContext"
 	HubService_SetA2ASettings_FullMethodName         = "/agentnet.v1.HubService/SetA2ASettings"
@@ -223,6 +225,21 @@ type HubServiceClient interface {
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
 	// nor in a channel you participate in); FAILED_PRECONDITION (already ended).
 	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
+	// CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+	// owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+	// where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+	// wins, durable in the hub's store. Only the task's owner may save, and only
+	// while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+	// (another agent's task); FAILED_PRECONDITION (the task already ended);
+	// INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+	// --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+	// 1 MiB by default).
+	CheckpointTask(ctx context.Context, in *CheckpointTaskRequest, opts ...grpc.CallOption) (*CheckpointTaskResponse, error)
+	// ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+	// false when none was saved), running or ended. Only the task's owner may read
+	// it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+	// agent's task).
+	ReadTaskCheckpoint(ctx context.Context, in *ReadTaskCheckpointRequest, opts ...grpc.CallOption) (*ReadTaskCheckpointResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
 	// (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
@@ -566,6 +583,26 @@ func (c *hubServiceClient) CancelTask(ctx context.Context, in *CancelTaskRequest
 	return out, nil
 }
 
+func (c *hubServiceClient) CheckpointTask(ctx context.Context, in *CheckpointTaskRequest, opts ...grpc.CallOption) (*CheckpointTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointTaskResponse)
+	err := c.cc.Invoke(ctx, HubService_CheckpointTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) ReadTaskCheckpoint(ctx context.Context, in *ReadTaskCheckpointRequest, opts ...grpc.CallOption) (*ReadTaskCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadTaskCheckpointResponse)
+	err := c.cc.Invoke(ctx, HubService_ReadTaskCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *hubServiceClient) SearchContext(ctx context.Context, in *SearchContextRequest, opts ...grpc.CallOption) (*SearchContextResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SearchContextResponse)
@@ -892,6 +929,21 @@ type HubServiceServer interface {
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
 	// nor in a channel you participate in); FAILED_PRECONDITION (already ended).
 	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
+	// CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+	// owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+	// where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+	// wins, durable in the hub's store. Only the task's owner may save, and only
+	// while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+	// (another agent's task); FAILED_PRECONDITION (the task already ended);
+	// INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+	// --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+	// 1 MiB by default).
+	CheckpointTask(context.Context, *CheckpointTaskRequest) (*CheckpointTaskResponse, error)
+	// ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+	// false when none was saved), running or ended. Only the task's owner may read
+	// it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+	// agent's task).
+	ReadTaskCheckpoint(context.Context, *ReadTaskCheckpointRequest) (*ReadTaskCheckpointResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
 	// (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
@@ -1082,6 +1134,12 @@ func (UnimplementedHubServiceServer) WaitTask(context.Context, *WaitTaskRequest)
 }
 func (UnimplementedHubServiceServer) CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelTask not implemented")
+}
+func (UnimplementedHubServiceServer) CheckpointTask(context.Context, *CheckpointTaskRequest) (*CheckpointTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckpointTask not implemented")
+}
+func (UnimplementedHubServiceServer) ReadTaskCheckpoint(context.Context, *ReadTaskCheckpointRequest) (*ReadTaskCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadTaskCheckpoint not implemented")
 }
 func (UnimplementedHubServiceServer) SearchContext(context.Context, *SearchContextRequest) (*SearchContextResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SearchContext not implemented")
@@ -1494,6 +1552,42 @@ func _HubService_CancelTask_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HubService_CheckpointTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).CheckpointTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_CheckpointTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).CheckpointTask(ctx, req.(*CheckpointTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_ReadTaskCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadTaskCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).ReadTaskCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_ReadTaskCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).ReadTaskCheckpoint(ctx, req.(*ReadTaskCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _HubService_SearchContext_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SearchContextRequest)
 	if err := dec(in); err != nil {
@@ -1860,6 +1954,14 @@ var HubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelTask",
 			Handler:    _HubService_CancelTask_Handler,
+		},
+		{
+			MethodName: "CheckpointTask",
+			Handler:    _HubService_CheckpointTask_Handler,
+		},
+		{
+			MethodName: "ReadTaskCheckpoint",
+			Handler:    _HubService_ReadTaskCheckpoint_Handler,
 		},
 		{
 			MethodName: "SearchContext",

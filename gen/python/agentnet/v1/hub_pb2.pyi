@@ -1346,6 +1346,117 @@ class CancelTaskResponse(_message.Message):
 Global___CancelTaskResponse: _TypeAlias = CancelTaskResponse  # noqa: Y015
 
 @_typing.final
+class CheckpointTaskRequest(_message.Message):
+    """CheckpointTaskRequest saves a task's checkpoint."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    STATE_JSON_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    """The caller's running task."""
+    state_json: _builtins.str
+    """The checkpoint: a JSON object, at most --max-checkpoint-bytes (1 MiB) of
+    UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64)
+    levels. It replaces the task's previous checkpoint.
+    """
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+        state_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["state_json", b"state_json", "task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckpointTaskRequest: _TypeAlias = CheckpointTaskRequest  # noqa: Y015
+
+@_typing.final
+class CheckpointTaskResponse(_message.Message):
+    """CheckpointTaskResponse confirms the checkpoint is stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SAVED_AT_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    size_bytes: _builtins.int
+    """Size of state_json in bytes."""
+    @_builtins.property
+    def saved_at(self) -> _timestamp_pb2.Timestamp:
+        """When the hub stored it."""
+
+    def __init__(
+        self,
+        *,
+        saved_at: _timestamp_pb2.Timestamp | None = ...,
+        size_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["saved_at", b"saved_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["saved_at", b"saved_at", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckpointTaskResponse: _TypeAlias = CheckpointTaskResponse  # noqa: Y015
+
+@_typing.final
+class ReadTaskCheckpointRequest(_message.Message):
+    """ReadTaskCheckpointRequest reads a task's last checkpoint."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    """The caller's task (running or ended)."""
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadTaskCheckpointRequest: _TypeAlias = ReadTaskCheckpointRequest  # noqa: Y015
+
+@_typing.final
+class ReadTaskCheckpointResponse(_message.Message):
+    """ReadTaskCheckpointResponse is the task's last checkpoint, if any."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FOUND_FIELD_NUMBER: _builtins.int
+    STATE_JSON_FIELD_NUMBER: _builtins.int
+    SAVED_AT_FIELD_NUMBER: _builtins.int
+    found: _builtins.bool
+    """False when the task has no checkpoint (state_json is then "")."""
+    state_json: _builtins.str
+    """The JSON object last passed to CheckpointTask."""
+    @_builtins.property
+    def saved_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was stored."""
+
+    def __init__(
+        self,
+        *,
+        found: _builtins.bool = ...,
+        state_json: _builtins.str = ...,
+        saved_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["saved_at", b"saved_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["found", b"found", "saved_at", b"saved_at", "state_json", b"state_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadTaskCheckpointResponse: _TypeAlias = ReadTaskCheckpointResponse  # noqa: Y015
+
+@_typing.final
 class ContextExcerpt(_message.Message):
     """ContextExcerpt is one past EV_TEXT envelope."""
 

@@ -163,6 +163,16 @@ class HubServiceStub:
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.CancelTaskRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.CancelTaskResponse.FromString,
                 _registered_method=True)
+        self.CheckpointTask = channel.unary_unary(
+                '/agentnet.v1.HubService/CheckpointTask',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.CheckpointTaskRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.CheckpointTaskResponse.FromString,
+                _registered_method=True)
+        self.ReadTaskCheckpoint = channel.unary_unary(
+                '/agentnet.v1.HubService/ReadTaskCheckpoint',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointResponse.FromString,
+                _registered_method=True)
         self.SearchContext = channel.unary_unary(
                 '/agentnet.v1.HubService/SearchContext',
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.SearchContextRequest.SerializeToString,
@@ -509,6 +519,31 @@ class HubServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckpointTask(self, request, context):
+        """CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+        owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+        where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+        wins, durable in the hub's store. Only the task's owner may save, and only
+        while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+        (another agent's task); FAILED_PRECONDITION (the task already ended);
+        INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+        --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+        1 MiB by default).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadTaskCheckpoint(self, request, context):
+        """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+        false when none was saved), running or ended. Only the task's owner may read
+        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+        agent's task).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SearchContext(self, request, context):
         """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
         contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
@@ -812,6 +847,16 @@ def add_HubServiceServicer_to_server(servicer, server):
                     servicer.CancelTask,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.CancelTaskRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.CancelTaskResponse.SerializeToString,
+            ),
+            'CheckpointTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckpointTask,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.CheckpointTaskRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.CheckpointTaskResponse.SerializeToString,
+            ),
+            'ReadTaskCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadTaskCheckpoint,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointResponse.SerializeToString,
             ),
             'SearchContext': grpc.unary_unary_rpc_method_handler(
                     servicer.SearchContext,
@@ -1462,6 +1507,60 @@ class HubService:
             '/agentnet.v1.HubService/CancelTask',
             agentnet_dot_v1_dot_hub__pb2.CancelTaskRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.CancelTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckpointTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/CheckpointTask',
+            agentnet_dot_v1_dot_hub__pb2.CheckpointTaskRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.CheckpointTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadTaskCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/ReadTaskCheckpoint',
+            agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

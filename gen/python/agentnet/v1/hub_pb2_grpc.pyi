@@ -209,6 +209,23 @@ class HubServiceStub:
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
     nor in a channel you participate in); FAILED_PRECONDITION (already ended).
     """
+    CheckpointTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CheckpointTaskRequest, _hub_pb2.CheckpointTaskResponse]
+    """CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+    owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+    where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+    wins, durable in the hub's store. Only the task's owner may save, and only
+    while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+    (another agent's task); FAILED_PRECONDITION (the task already ended);
+    INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+    --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+    1 MiB by default).
+    """
+    ReadTaskCheckpoint: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ReadTaskCheckpointRequest, _hub_pb2.ReadTaskCheckpointResponse]
+    """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+    false when none was saved), running or ended. Only the task's owner may read
+    it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+    agent's task).
+    """
     SearchContext: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
     contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
@@ -525,6 +542,23 @@ class HubServiceAsyncStub(HubServiceStub):
     """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
     nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+    """
+    CheckpointTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.CheckpointTaskRequest, _hub_pb2.CheckpointTaskResponse]  # type: ignore[assignment]
+    """CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+    owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+    where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+    wins, durable in the hub's store. Only the task's owner may save, and only
+    while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+    (another agent's task); FAILED_PRECONDITION (the task already ended);
+    INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+    --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+    1 MiB by default).
+    """
+    ReadTaskCheckpoint: _aio.UnaryUnaryMultiCallable[_hub_pb2.ReadTaskCheckpointRequest, _hub_pb2.ReadTaskCheckpointResponse]  # type: ignore[assignment]
+    """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+    false when none was saved), running or ended. Only the task's owner may read
+    it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+    agent's task).
     """
     SearchContext: _aio.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]  # type: ignore[assignment]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -959,6 +993,35 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
         nor in a channel you participate in); FAILED_PRECONDITION (already ended).
+        """
+
+    @_abc_1.abstractmethod
+    def CheckpointTask(
+        self,
+        request: _hub_pb2.CheckpointTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.CheckpointTaskResponse, _abc.Awaitable[_hub_pb2.CheckpointTaskResponse]]:
+        """CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+        owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+        where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+        wins, durable in the hub's store. Only the task's owner may save, and only
+        while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+        (another agent's task); FAILED_PRECONDITION (the task already ended);
+        INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+        --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+        1 MiB by default).
+        """
+
+    @_abc_1.abstractmethod
+    def ReadTaskCheckpoint(
+        self,
+        request: _hub_pb2.ReadTaskCheckpointRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.ReadTaskCheckpointResponse, _abc.Awaitable[_hub_pb2.ReadTaskCheckpointResponse]]:
+        """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+        false when none was saved), running or ended. Only the task's owner may read
+        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+        agent's task).
         """
 
     @_abc_1.abstractmethod

@@ -30,6 +30,8 @@ __all__ = (
     "ChannelState",
     "ChannelStateCount",
     "ChannelTurn",
+    "CheckpointTaskRequest",
+    "CheckpointTaskResponse",
     "CloseChannelRequest",
     "CloseChannelResponse",
     "ConnectRequest",
@@ -122,6 +124,8 @@ __all__ = (
     "ReadRangeResponse",
     "ReadRequest",
     "ReadResponse",
+    "ReadTaskCheckpointRequest",
+    "ReadTaskCheckpointResponse",
     "ReadWalRequest",
     "ReadWalResponse",
     "RefreshCallTokenRequest",
@@ -1610,6 +1614,50 @@ class ChannelTurn(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "ChannelTurn", ChannelTurn)
+
+
+@dataclass(eq=False, repr=False)
+class CheckpointTaskRequest(betterproto2.Message):
+    """
+    CheckpointTaskRequest saves a task's checkpoint.
+    """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The caller's running task.
+    """
+
+    state_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The checkpoint: a JSON object, at most --max-checkpoint-bytes (1 MiB) of
+    UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64)
+    levels. It replaces the task's previous checkpoint.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "CheckpointTaskRequest", CheckpointTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class CheckpointTaskResponse(betterproto2.Message):
+    """
+    CheckpointTaskResponse confirms the checkpoint is stored.
+    """
+
+    saved_at: "datetime.datetime | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When the hub stored it.
+    """
+
+    size_bytes: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    Size of state_json in bytes.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "CheckpointTaskResponse", CheckpointTaskResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -4063,6 +4111,48 @@ default_message_pool.register_message("agentnet.v1", "ReadResponse", ReadRespons
 
 
 @dataclass(eq=False, repr=False)
+class ReadTaskCheckpointRequest(betterproto2.Message):
+    """
+    ReadTaskCheckpointRequest reads a task's last checkpoint.
+    """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The caller's task (running or ended).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReadTaskCheckpointRequest", ReadTaskCheckpointRequest)
+
+
+@dataclass(eq=False, repr=False)
+class ReadTaskCheckpointResponse(betterproto2.Message):
+    """
+    ReadTaskCheckpointResponse is the task's last checkpoint, if any.
+    """
+
+    found: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+    """
+    False when the task has no checkpoint (state_json is then "").
+    """
+
+    state_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The JSON object last passed to CheckpointTask.
+    """
+
+    saved_at: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When it was stored.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReadTaskCheckpointResponse", ReadTaskCheckpointResponse)
+
+
+@dataclass(eq=False, repr=False)
 class ReadWalRequest(betterproto2.Message):
     """
     ReadWalRequest selects a WAL range.
@@ -5565,6 +5655,59 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.HubService/CancelTask",
             message,
             CancelTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def checkpoint_task(
+        self,
+        message: "CheckpointTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "CheckpointTaskResponse":
+        """
+        CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+        owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+        where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+        wins, durable in the hub's store. Only the task's owner may save, and only
+        while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+        (another agent's task); FAILED_PRECONDITION (the task already ended);
+        INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+        --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+        1 MiB by default).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/CheckpointTask",
+            message,
+            CheckpointTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def read_task_checkpoint(
+        self,
+        message: "ReadTaskCheckpointRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ReadTaskCheckpointResponse":
+        """
+        ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+        false when none was saved), running or ended. Only the task's owner may read
+        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+        agent's task).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/ReadTaskCheckpoint",
+            message,
+            ReadTaskCheckpointResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,

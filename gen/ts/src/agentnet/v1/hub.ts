@@ -649,6 +649,44 @@ export interface CancelTaskResponse {
   envelopeId: string;
 }
 
+/** CheckpointTaskRequest saves a task's checkpoint. */
+export interface CheckpointTaskRequest {
+  /** The caller's running task. */
+  taskId: string;
+  /**
+   * The checkpoint: a JSON object, at most --max-checkpoint-bytes (1 MiB) of
+   * UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64)
+   * levels. It replaces the task's previous checkpoint.
+   */
+  stateJson: string;
+}
+
+/** CheckpointTaskResponse confirms the checkpoint is stored. */
+export interface CheckpointTaskResponse {
+  /** When the hub stored it. */
+  savedAt?:
+    | Date
+    | undefined;
+  /** Size of state_json in bytes. */
+  sizeBytes: number;
+}
+
+/** ReadTaskCheckpointRequest reads a task's last checkpoint. */
+export interface ReadTaskCheckpointRequest {
+  /** The caller's task (running or ended). */
+  taskId: string;
+}
+
+/** ReadTaskCheckpointResponse is the task's last checkpoint, if any. */
+export interface ReadTaskCheckpointResponse {
+  /** False when the task has no checkpoint (state_json is then ""). */
+  found: boolean;
+  /** The JSON object last passed to CheckpointTask. */
+  stateJson: string;
+  /** When it was stored. */
+  savedAt?: Date | undefined;
+}
+
 /** ContextExcerpt is one past EV_TEXT envelope. */
 export interface ContextExcerpt {
   /** Its channel. */
@@ -4991,6 +5029,374 @@ export const CancelTaskResponse: MessageFns<CancelTaskResponse> = {
   },
 };
 
+function createBaseCheckpointTaskRequest(): CheckpointTaskRequest {
+  return { taskId: "", stateJson: "" };
+}
+
+export const CheckpointTaskRequest: MessageFns<CheckpointTaskRequest> = {
+  encode(message: CheckpointTaskRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    if (message.stateJson !== "") {
+      writer.uint32(18).string(message.stateJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckpointTaskRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckpointTaskRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.stateJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CheckpointTaskRequest {
+    return {
+      taskId: isSet(object.taskId)
+        ? globalThis.String(object.taskId)
+        : isSet(object.task_id)
+        ? globalThis.String(object.task_id)
+        : "",
+      stateJson: isSet(object.stateJson)
+        ? globalThis.String(object.stateJson)
+        : isSet(object.state_json)
+        ? globalThis.String(object.state_json)
+        : "",
+    };
+  },
+
+  toJSON(message: CheckpointTaskRequest): unknown {
+    const obj: any = {};
+    if (message.taskId !== "") {
+      obj.taskId = message.taskId;
+    }
+    if (message.stateJson !== "") {
+      obj.stateJson = message.stateJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<CheckpointTaskRequest>): CheckpointTaskRequest {
+    return CheckpointTaskRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CheckpointTaskRequest>): CheckpointTaskRequest {
+    const message = createBaseCheckpointTaskRequest();
+    message.taskId = object.taskId ?? "";
+    message.stateJson = object.stateJson ?? "";
+    return message;
+  },
+};
+
+function createBaseCheckpointTaskResponse(): CheckpointTaskResponse {
+  return { savedAt: undefined, sizeBytes: 0 };
+}
+
+export const CheckpointTaskResponse: MessageFns<CheckpointTaskResponse> = {
+  encode(message: CheckpointTaskResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.savedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.savedAt), writer.uint32(10).fork()).join();
+    }
+    if (message.sizeBytes !== 0) {
+      writer.uint32(16).int64(message.sizeBytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckpointTaskResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckpointTaskResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.savedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.sizeBytes = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CheckpointTaskResponse {
+    return {
+      savedAt: isSet(object.savedAt)
+        ? fromJsonTimestamp(object.savedAt)
+        : isSet(object.saved_at)
+        ? fromJsonTimestamp(object.saved_at)
+        : undefined,
+      sizeBytes: isSet(object.sizeBytes)
+        ? globalThis.Number(object.sizeBytes)
+        : isSet(object.size_bytes)
+        ? globalThis.Number(object.size_bytes)
+        : 0,
+    };
+  },
+
+  toJSON(message: CheckpointTaskResponse): unknown {
+    const obj: any = {};
+    if (message.savedAt !== undefined) {
+      obj.savedAt = message.savedAt.toISOString();
+    }
+    if (message.sizeBytes !== 0) {
+      obj.sizeBytes = Math.round(message.sizeBytes);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<CheckpointTaskResponse>): CheckpointTaskResponse {
+    return CheckpointTaskResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CheckpointTaskResponse>): CheckpointTaskResponse {
+    const message = createBaseCheckpointTaskResponse();
+    message.savedAt = object.savedAt ?? undefined;
+    message.sizeBytes = object.sizeBytes ?? 0;
+    return message;
+  },
+};
+
+function createBaseReadTaskCheckpointRequest(): ReadTaskCheckpointRequest {
+  return { taskId: "" };
+}
+
+export const ReadTaskCheckpointRequest: MessageFns<ReadTaskCheckpointRequest> = {
+  encode(message: ReadTaskCheckpointRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReadTaskCheckpointRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReadTaskCheckpointRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReadTaskCheckpointRequest {
+    return {
+      taskId: isSet(object.taskId)
+        ? globalThis.String(object.taskId)
+        : isSet(object.task_id)
+        ? globalThis.String(object.task_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ReadTaskCheckpointRequest): unknown {
+    const obj: any = {};
+    if (message.taskId !== "") {
+      obj.taskId = message.taskId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ReadTaskCheckpointRequest>): ReadTaskCheckpointRequest {
+    return ReadTaskCheckpointRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReadTaskCheckpointRequest>): ReadTaskCheckpointRequest {
+    const message = createBaseReadTaskCheckpointRequest();
+    message.taskId = object.taskId ?? "";
+    return message;
+  },
+};
+
+function createBaseReadTaskCheckpointResponse(): ReadTaskCheckpointResponse {
+  return { found: false, stateJson: "", savedAt: undefined };
+}
+
+export const ReadTaskCheckpointResponse: MessageFns<ReadTaskCheckpointResponse> = {
+  encode(message: ReadTaskCheckpointResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.found !== false) {
+      writer.uint32(8).bool(message.found);
+    }
+    if (message.stateJson !== "") {
+      writer.uint32(18).string(message.stateJson);
+    }
+    if (message.savedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.savedAt), writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReadTaskCheckpointResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReadTaskCheckpointResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.found = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.stateJson = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.savedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReadTaskCheckpointResponse {
+    return {
+      found: isSet(object.found) ? globalThis.Boolean(object.found) : false,
+      stateJson: isSet(object.stateJson)
+        ? globalThis.String(object.stateJson)
+        : isSet(object.state_json)
+        ? globalThis.String(object.state_json)
+        : "",
+      savedAt: isSet(object.savedAt)
+        ? fromJsonTimestamp(object.savedAt)
+        : isSet(object.saved_at)
+        ? fromJsonTimestamp(object.saved_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: ReadTaskCheckpointResponse): unknown {
+    const obj: any = {};
+    if (message.found !== false) {
+      obj.found = message.found;
+    }
+    if (message.stateJson !== "") {
+      obj.stateJson = message.stateJson;
+    }
+    if (message.savedAt !== undefined) {
+      obj.savedAt = message.savedAt.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ReadTaskCheckpointResponse>): ReadTaskCheckpointResponse {
+    return ReadTaskCheckpointResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReadTaskCheckpointResponse>): ReadTaskCheckpointResponse {
+    const message = createBaseReadTaskCheckpointResponse();
+    message.found = object.found ?? false;
+    message.stateJson = object.stateJson ?? "";
+    message.savedAt = object.savedAt ?? undefined;
+    return message;
+  },
+};
+
 function createBaseContextExcerpt(): ContextExcerpt {
   return {
     channelId: "",
@@ -9045,6 +9451,45 @@ export const HubServiceService = {
     responseDeserialize: (value: Buffer): CancelTaskResponse => CancelTaskResponse.decode(value),
   },
   /**
+   * CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+   * owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+   * where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+   * wins, durable in the hub's store. Only the task's owner may save, and only
+   * while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+   * (another agent's task); FAILED_PRECONDITION (the task already ended);
+   * INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+   * --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+   * 1 MiB by default).
+   */
+  checkpointTask: {
+    path: "/agentnet.v1.HubService/CheckpointTask" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CheckpointTaskRequest): Buffer =>
+      Buffer.from(CheckpointTaskRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CheckpointTaskRequest => CheckpointTaskRequest.decode(value),
+    responseSerialize: (value: CheckpointTaskResponse): Buffer =>
+      Buffer.from(CheckpointTaskResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CheckpointTaskResponse => CheckpointTaskResponse.decode(value),
+  },
+  /**
+   * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+   * false when none was saved), running or ended. Only the task's owner may read
+   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+   * agent's task).
+   */
+  readTaskCheckpoint: {
+    path: "/agentnet.v1.HubService/ReadTaskCheckpoint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReadTaskCheckpointRequest): Buffer =>
+      Buffer.from(ReadTaskCheckpointRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReadTaskCheckpointRequest => ReadTaskCheckpointRequest.decode(value),
+    responseSerialize: (value: ReadTaskCheckpointResponse): Buffer =>
+      Buffer.from(ReadTaskCheckpointResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReadTaskCheckpointResponse => ReadTaskCheckpointResponse.decode(value),
+  },
+  /**
    * SearchContext finds past EV_TEXT envelopes visible to the caller whose text
    * contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
    * (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
@@ -9505,6 +9950,25 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
    */
   cancelTask: handleUnaryCall<CancelTaskRequest, CancelTaskResponse>;
+  /**
+   * CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+   * owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+   * where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+   * wins, durable in the hub's store. Only the task's owner may save, and only
+   * while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+   * (another agent's task); FAILED_PRECONDITION (the task already ended);
+   * INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+   * --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+   * 1 MiB by default).
+   */
+  checkpointTask: handleUnaryCall<CheckpointTaskRequest, CheckpointTaskResponse>;
+  /**
+   * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+   * false when none was saved), running or ended. Only the task's owner may read
+   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+   * agent's task).
+   */
+  readTaskCheckpoint: handleUnaryCall<ReadTaskCheckpointRequest, ReadTaskCheckpointResponse>;
   /**
    * SearchContext finds past EV_TEXT envelopes visible to the caller whose text
    * contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
@@ -10078,6 +10542,53 @@ export interface HubServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CancelTaskResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+   * owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+   * where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+   * wins, durable in the hub's store. Only the task's owner may save, and only
+   * while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+   * (another agent's task); FAILED_PRECONDITION (the task already ended);
+   * INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+   * --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+   * 1 MiB by default).
+   */
+  checkpointTask(
+    request: CheckpointTaskRequest,
+    callback: (error: ServiceError | null, response: CheckpointTaskResponse) => void,
+  ): ClientUnaryCall;
+  checkpointTask(
+    request: CheckpointTaskRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CheckpointTaskResponse) => void,
+  ): ClientUnaryCall;
+  checkpointTask(
+    request: CheckpointTaskRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CheckpointTaskResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+   * false when none was saved), running or ended. Only the task's owner may read
+   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+   * agent's task).
+   */
+  readTaskCheckpoint(
+    request: ReadTaskCheckpointRequest,
+    callback: (error: ServiceError | null, response: ReadTaskCheckpointResponse) => void,
+  ): ClientUnaryCall;
+  readTaskCheckpoint(
+    request: ReadTaskCheckpointRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReadTaskCheckpointResponse) => void,
+  ): ClientUnaryCall;
+  readTaskCheckpoint(
+    request: ReadTaskCheckpointRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReadTaskCheckpointResponse) => void,
   ): ClientUnaryCall;
   /**
    * SearchContext finds past EV_TEXT envelopes visible to the caller whose text
