@@ -43,6 +43,8 @@ type (
 	PassportKind = agentnetv1.PassportKind
 	// ChannelState is a channel's lifecycle position.
 	ChannelState = agentnetv1.ChannelState
+	// TaskMetadata is the hub's mirror of a task owned by one agent.
+	TaskMetadata = agentnetv1.TaskMetadata
 )
 
 // Passport kinds.

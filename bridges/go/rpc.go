@@ -669,6 +669,69 @@ func (c *Client) ListExecutions(ctx context.Context, rootSessionID string, limit
 	return resp.GetExecutions(), nil
 }
 
+// ---- tasks --------------------------------------------------------------------
+
+// StartTask starts a task the caller owns (ReportTask STARTED) in channelID
+// ("" = none) and returns its mirror; end it with EndTask.
+func (c *Client) StartTask(ctx context.Context, title, channelID string) (*TaskMetadata, error) {
+	resp, err := c.hub.ReportTask(c.AuthContext(ctx), &agentnetv1.ReportTaskRequest{
+		Kind: agentnetv1.TaskEventKind_TASK_EVENT_KIND_STARTED, Title: title, ChannelId: channelID,
+	})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp.GetTask(), nil
+}
+
+// EndTask ends the caller's task: with result (any JSON value, nil = none)
+// when errText is "", else as failed with errText.
+func (c *Client) EndTask(ctx context.Context, taskID string, result any, errText string) (*TaskMetadata, error) {
+	req := &agentnetv1.ReportTaskRequest{TaskId: taskID, Kind: agentnetv1.TaskEventKind_TASK_EVENT_KIND_COMPLETED}
+	if errText != "" {
+		req.Kind, req.Error = agentnetv1.TaskEventKind_TASK_EVENT_KIND_FAILED, errText
+	} else if result != nil {
+		raw, err := json.Marshal(result)
+		if err != nil {
+			return nil, invalidArgument("result is not JSON-serialisable: %v", err)
+		}
+		req.PayloadJson = string(raw)
+	}
+	resp, err := c.hub.ReportTask(c.AuthContext(ctx), req)
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp.GetTask(), nil
+}
+
+// CheckpointTask saves state (a JSON object: a map, or a struct that
+// marshals to one) as the checkpoint of the caller's running task taskID,
+// replacing the last one (AG2's checkpoint_task). The hub keeps it durably
+// and refuses one over its --max-checkpoint-bytes (PAYLOAD_TOO_LARGE).
+func (c *Client) CheckpointTask(ctx context.Context, taskID string, state any) error {
+	raw, err := json.Marshal(state)
+	if err != nil {
+		return invalidArgument("checkpoint state is not JSON-serialisable: %v", err)
+	}
+	_, err = c.hub.CheckpointTask(c.AuthContext(ctx), &agentnetv1.CheckpointTaskRequest{
+		TaskId: taskID, StateJson: string(raw),
+	})
+	return FromStatus(err)
+}
+
+// ReadTaskCheckpoint returns the last checkpoint of the caller's task taskID
+// (running or ended), or nil when none was saved (AG2's
+// read_task_checkpoint): a restarted agent resumes from it.
+func (c *Client) ReadTaskCheckpoint(ctx context.Context, taskID string) (json.RawMessage, error) {
+	resp, err := c.hub.ReadTaskCheckpoint(c.AuthContext(ctx), &agentnetv1.ReadTaskCheckpointRequest{TaskId: taskID})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	if !resp.GetFound() {
+		return nil, nil
+	}
+	return json.RawMessage(resp.GetStateJson()), nil
+}
+
 // ---- helpers ------------------------------------------------------------------
 
 // waitSeconds turns an explicit timeout, or else the context's remaining

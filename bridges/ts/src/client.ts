@@ -37,6 +37,8 @@ import {
   PassportKind,
   type RefreshCallTokenResponse,
   type Resume,
+  TaskEventKind,
+  type TaskMetadata,
   type ToolSource,
 } from "./gen";
 import { type JsonObject, type JsonValue, parseJsonObject, parseJsonValue } from "./json";
@@ -594,6 +596,63 @@ export class Client {
       options,
     );
     return parseJsonValue(res.resultJson);
+  }
+
+  // -- tasks -----------------------------------------------------------------------
+
+  /** Start a task this identity owns (ReportTask STARTED), in `channelId` ("" = none); returns its mirror. */
+  async startTask(title: string, options: CallOptions & { channelId?: string; ttlSeconds?: number } = {}): Promise<TaskMetadata> {
+    const res = await this.unary(
+      this.raw.reportTask,
+      {
+        taskId: "",
+        kind: TaskEventKind.TASK_EVENT_KIND_STARTED,
+        title,
+        channelId: options.channelId ?? "",
+        payloadJson: "",
+        error: "",
+        ttlSeconds: options.ttlSeconds,
+      },
+      options,
+    );
+    return required(res.task, "ReportTaskResponse.task");
+  }
+
+  /** End this identity's task: completed with `result` (any JSON value), or failed when `error` is given. */
+  async endTask(taskId: string, outcome: { result?: JsonValue; error?: string } = {}, call?: CallOptions): Promise<TaskMetadata> {
+    const failed = outcome.error !== undefined && outcome.error !== "";
+    const res = await this.unary(
+      this.raw.reportTask,
+      {
+        taskId,
+        kind: failed ? TaskEventKind.TASK_EVENT_KIND_FAILED : TaskEventKind.TASK_EVENT_KIND_COMPLETED,
+        title: "",
+        channelId: "",
+        payloadJson: !failed && outcome.result !== undefined ? JSON.stringify(outcome.result) : "",
+        error: failed ? (outcome.error ?? "") : "",
+        ttlSeconds: undefined,
+      },
+      call,
+    );
+    return required(res.task, "ReportTaskResponse.task");
+  }
+
+  /**
+   * Save `state` as the checkpoint of this identity's running task, replacing the last one
+   * (AG2's `checkpoint_task`). Durable on the hub; at most its `--max-checkpoint-bytes`
+   * (PAYLOAD_TOO_LARGE beyond); only the task's owner may save, while the task runs.
+   */
+  async checkpointTask(taskId: string, state: JsonObject, call?: CallOptions): Promise<void> {
+    await this.unary(this.raw.checkpointTask, { taskId, stateJson: JSON.stringify(state) }, call);
+  }
+
+  /**
+   * The last checkpoint of this identity's task (running or ended), or `undefined` when none
+   * was saved (AG2's `read_task_checkpoint`): what a restarted agent resumes from.
+   */
+  async readTaskCheckpoint(taskId: string, call?: CallOptions): Promise<JsonObject | undefined> {
+    const res = await this.unary(this.raw.readTaskCheckpoint, { taskId }, call);
+    return res.found ? parseJsonObject(res.stateJson) : undefined;
   }
 
   /** One-shot consultation: open a consulting channel, ask, wait for the single reply. */

@@ -1,0 +1,73 @@
+package agentnet_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	agentnet "github.com/agent-network/agent-network/bridges/go"
+	"github.com/agent-network/agent-network/bridges/go/internal/testhub"
+)
+
+// A Go agent checkpoints a long task, the hub and the agent restart, and the
+// agent (the same identity, from its saved credentials) reads the checkpoint
+// back; another identity may not read it.
+func TestTaskCheckpointSurvivesRestarts(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 60*time.Second)
+	dir := t.TempDir()
+	h := testhub.StartIn(t, dir)
+	owner, err := agentnet.Register(ctx, h.Addr, &agentnet.Passport{Name: "go-cruncher", Kind: agentnet.KindRemoteAgent}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := owner.Credentials()
+	task, err := owner.StartTask(ctx, "crunch", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := owner.ReadTaskCheckpoint(ctx, task.GetTaskId()); err != nil || cp != nil {
+		t.Fatalf("checkpoint before any save: %s, %v", cp, err)
+	}
+	for step := 1; step <= 2; step++ {
+		if err := owner.CheckpointTask(ctx, task.GetTaskId(), map[string]any{"step": step}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := owner.CheckpointTask(ctx, task.GetTaskId(), []int{1}); !isReason(err, agentnet.ReasonInvalidArgument) {
+		t.Fatalf("a checkpoint that is not a JSON object: %v, want INVALID_ARGUMENT", err)
+	}
+	_ = owner.Close()
+	h.Stop()
+
+	h2 := testhub.StartIn(t, dir) // the same database: the hub restarted
+	again, err := agentnet.Dial(h2.Addr, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = again.Close() })
+	raw, err := again.ReadTaskCheckpoint(ctx, task.GetTaskId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]int
+	if err := json.Unmarshal(raw, &state); err != nil || state["step"] != 2 {
+		t.Fatalf("checkpoint after the restarts: %s (%v), want step 2", raw, err)
+	}
+	if _, err := again.EndTask(ctx, task.GetTaskId(), map[string]any{"sum": 3}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.CheckpointTask(ctx, task.GetTaskId(), map[string]any{"late": true}); !isReason(err, agentnet.ReasonFailedPrecondition) {
+		t.Fatalf("a checkpoint of an ended task: %v, want FAILED_PRECONDITION", err)
+	}
+	other := register(t, ctx, h2.Addr, "go-other")
+	if _, err := other.ReadTaskCheckpoint(ctx, task.GetTaskId()); !isReason(err, agentnet.ReasonPermissionDenied) {
+		t.Fatalf("another identity reading the checkpoint: %v, want PERMISSION_DENIED", err)
+	}
+}
+
+func isReason(err error, reason string) bool {
+	var e *agentnet.Error
+	return errors.As(err, &e) && e.Reason == reason
+}

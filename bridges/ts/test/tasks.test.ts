@@ -1,0 +1,37 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { AgentNetError, Client, Reason, register } from "../src";
+import { useHub } from "../testkit/hub";
+
+const { hub, clients } = useHub();
+
+async function refused(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (err) {
+    assert.ok(err instanceof AgentNetError, String(err));
+    return err.reason;
+  }
+  assert.fail("the call was not refused");
+}
+
+test("a task's checkpoint survives a hub restart and is read back by its owner only", async () => {
+  const owner = await register(hub.target, { name: "ts-cruncher" });
+  const other = await register(hub.target, { name: "ts-cruncher-other" });
+  clients.push(owner, other);
+  const task = await owner.startTask("crunch");
+  assert.equal(await owner.readTaskCheckpoint(task.taskId), undefined);
+  await owner.checkpointTask(task.taskId, { step: 1 });
+  await owner.checkpointTask(task.taskId, { step: 2, seen: ["a"] });
+
+  await hub.restart("SIGKILL"); // a crash: the checkpoint was stored before the call returned
+  const again = Client.fromCredential(hub.target, owner.credential, owner.agentId); // the agent restarted too
+  clients.push(again);
+  assert.deepEqual(await again.readTaskCheckpoint(task.taskId), { step: 2, seen: ["a"] });
+  assert.equal(await refused(other.readTaskCheckpoint(task.taskId)), Reason.PERMISSION_DENIED);
+  assert.equal(await refused(other.checkpointTask(task.taskId, { mine: true })), Reason.PERMISSION_DENIED);
+
+  await again.endTask(task.taskId, { result: { sum: 3 } });
+  assert.equal(await refused(again.checkpointTask(task.taskId, { late: true })), Reason.FAILED_PRECONDITION);
+  assert.deepEqual(await again.readTaskCheckpoint(task.taskId), { step: 2, seen: ["a"] });
+});
