@@ -703,6 +703,19 @@ func (c *Client) EndTask(ctx context.Context, taskID string, result any, errText
 	return resp.GetTask(), nil
 }
 
+// CancelTask asks the owner of task taskID to cancel it (the owner gets an
+// urgent ag2.task.cancel_request when the task has a channel): the task must
+// be the caller's or belong to a channel the caller participates in
+// (PERMISSION_DENIED otherwise; FAILED_PRECONDITION once it ended). The
+// `tasks` tool's action "cancel" (CallTool) is the same call.
+func (c *Client) CancelTask(ctx context.Context, taskID, reason string) (*TaskMetadata, error) {
+	resp, err := c.hub.CancelTask(c.AuthContext(ctx), &agentnetv1.CancelTaskRequest{TaskId: taskID, Reason: reason})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp.GetTask(), nil
+}
+
 // CheckpointTask saves state (a JSON object: a map, or a struct that
 // marshals to one) as the checkpoint of the caller's running task taskID,
 // replacing the last one (AG2's checkpoint_task). The hub keeps it durably

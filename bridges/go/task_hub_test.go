@@ -71,3 +71,42 @@ func isReason(err error, reason string) bool {
 	var e *agentnet.Error
 	return errors.As(err, &e) && e.Reason == reason
 }
+
+// The tasks tool's "cancel" action and CancelTask follow the same rules: the
+// owner may ask, an identity outside the task's channel may not.
+func TestTaskCancelByToolAndRPC(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 40*time.Second)
+	h := testhub.Start(t)
+	owner := register(t, ctx, h.Addr, "go-task-owner")
+	stranger := register(t, ctx, h.Addr, "go-task-stranger")
+	first, err := owner.StartTask(ctx, "one", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stranger.CallTool(ctx, agentnet.ToolCall{Name: "tasks", Arguments: map[string]any{"action": "cancel", "task_id": first.GetTaskId()}}); !isReason(err, agentnet.ReasonPermissionDenied) {
+		t.Fatalf("a stranger's tasks(cancel): %v, want PERMISSION_DENIED", err)
+	}
+	if _, err := stranger.CancelTask(ctx, first.GetTaskId(), "mine"); !isReason(err, agentnet.ReasonPermissionDenied) {
+		t.Fatalf("a stranger's CancelTask: %v, want PERMISSION_DENIED", err)
+	}
+	raw, err := owner.CallTool(ctx, agentnet.ToolCall{Name: "tasks", Arguments: map[string]any{"action": "cancel", "task_id": first.GetTaskId(), "reason": "enough"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		CancelRequested bool   `json:"cancel_requested"`
+		CancelReason    string `json:"cancel_reason"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil || !got.CancelRequested || got.CancelReason != "enough" {
+		t.Fatalf("tasks(cancel) answered %s (%v)", raw, err)
+	}
+	second, err := owner.StartTask(ctx, "two", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := owner.CancelTask(ctx, second.GetTaskId(), "also")
+	if err != nil || !task.GetCancelRequested() {
+		t.Fatalf("CancelTask: %v, %v", task, err)
+	}
+}

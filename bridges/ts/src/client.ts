@@ -638,6 +638,17 @@ export class Client {
   }
 
   /**
+   * Ask the owner of a task to cancel it (an urgent `ag2.task.cancel_request` reaches the owner
+   * when the task has a channel). The task must be this identity's or belong to a channel it
+   * participates in (PERMISSION_DENIED otherwise; FAILED_PRECONDITION once it ended); the
+   * `tasks` tool's `action: "cancel"` is the same call.
+   */
+  async cancelTask(taskId: string, reason = "", call?: CallOptions): Promise<TaskMetadata> {
+    const res = await this.unary(this.raw.cancelTask, { taskId, reason }, call);
+    return required(res.task, "CancelTaskResponse.task");
+  }
+
+  /**
    * Save `state` as the checkpoint of this identity's running task, replacing the last one
    * (AG2's `checkpoint_task`). Durable on the hub; at most its `--max-checkpoint-bytes`
    * (PAYLOAD_TOO_LARGE beyond); only the task's owner may save, while the task runs.

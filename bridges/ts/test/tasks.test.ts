@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { AgentNetError, Client, Reason, register } from "../src";
+import { AgentNetError, Client, isJsonObject, Reason, register } from "../src";
 import { useHub } from "../testkit/hub";
 
 const { hub, clients } = useHub();
@@ -34,4 +34,17 @@ test("a task's checkpoint survives a hub restart and is read back by its owner o
   await again.endTask(task.taskId, { result: { sum: 3 } });
   assert.equal(await refused(again.checkpointTask(task.taskId, { late: true })), Reason.FAILED_PRECONDITION);
   assert.deepEqual(await again.readTaskCheckpoint(task.taskId), { step: 2, seen: ["a"] });
+});
+
+test("the tasks tool's cancel action and cancelTask follow CancelTask's rules", async () => {
+  const owner = await register(hub.target, { name: "ts-task-owner" });
+  const stranger = await register(hub.target, { name: "ts-task-stranger" });
+  clients.push(owner, stranger);
+  const first = await owner.startTask("one");
+  assert.equal(await refused(stranger.callTool("tasks", { action: "cancel", task_id: first.taskId })), Reason.PERMISSION_DENIED);
+  assert.equal(await refused(stranger.cancelTask(first.taskId, "mine")), Reason.PERMISSION_DENIED);
+  const viaTool = await owner.callTool("tasks", { action: "cancel", task_id: first.taskId, reason: "enough" });
+  assert.ok(isJsonObject(viaTool) && viaTool["cancel_requested"] === true && viaTool["cancel_reason"] === "enough", JSON.stringify(viaTool));
+  const second = await owner.startTask("two");
+  assert.equal((await owner.cancelTask(second.taskId, "also")).cancelRequested, true);
 });

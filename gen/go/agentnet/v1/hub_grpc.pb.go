@@ -221,7 +221,8 @@ type HubServiceClient interface {
 	// timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
 	// INVALID_ARGUMENT (timeout_seconds out of range).
 	WaitTask(ctx context.Context, in *WaitTaskRequest, opts ...grpc.CallOption) (*WaitTaskResponse, error)
-	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+	// the `tasks` tool's action "cancel" runs it with the same rules.
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
 	// nor in a channel you participate in); FAILED_PRECONDITION (already ended).
 	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
@@ -317,7 +318,8 @@ type HubServiceClient interface {
 	// and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
 	// for an unknown tool name (the message lists the known ones) or arguments
 	// that do not match the tool's schema; otherwise the refusals of the RPC the
-	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+	// with action "cancel" as CancelTask).
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
 	// Delegate opens a consulting channel with the target, sends the prompt, waits
 	// for the single reply and returns its text (the `delegate` tool).
@@ -925,7 +927,8 @@ type HubServiceServer interface {
 	// timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
 	// INVALID_ARGUMENT (timeout_seconds out of range).
 	WaitTask(context.Context, *WaitTaskRequest) (*WaitTaskResponse, error)
-	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+	// the `tasks` tool's action "cancel" runs it with the same rules.
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
 	// nor in a channel you participate in); FAILED_PRECONDITION (already ended).
 	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
@@ -1021,7 +1024,8 @@ type HubServiceServer interface {
 	// and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
 	// for an unknown tool name (the message lists the known ones) or arguments
 	// that do not match the tool's schema; otherwise the refusals of the RPC the
-	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+	// with action "cancel" as CancelTask).
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
 	// Delegate opens a consulting channel with the target, sends the prompt, waits
 	// for the single reply and returns its text (the `delegate` tool).

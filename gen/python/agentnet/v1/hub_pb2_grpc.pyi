@@ -205,7 +205,8 @@ class HubServiceStub:
     INVALID_ARGUMENT (timeout_seconds out of range).
     """
     CancelTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CancelTaskRequest, _hub_pb2.CancelTaskResponse]
-    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+    the `tasks` tool's action "cancel" runs it with the same rules.
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
     nor in a channel you participate in); FAILED_PRECONDITION (already ended).
     """
@@ -313,7 +314,8 @@ class HubServiceStub:
     and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
     for an unknown tool name (the message lists the known ones) or arguments
     that do not match the tool's schema; otherwise the refusals of the RPC the
-    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+    with action "cancel" as CancelTask).
     """
     Delegate: _grpc.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
@@ -539,7 +541,8 @@ class HubServiceAsyncStub(HubServiceStub):
     INVALID_ARGUMENT (timeout_seconds out of range).
     """
     CancelTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.CancelTaskRequest, _hub_pb2.CancelTaskResponse]  # type: ignore[assignment]
-    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+    the `tasks` tool's action "cancel" runs it with the same rules.
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
     nor in a channel you participate in); FAILED_PRECONDITION (already ended).
     """
@@ -647,7 +650,8 @@ class HubServiceAsyncStub(HubServiceStub):
     and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
     for an unknown tool name (the message lists the known ones) or arguments
     that do not match the tool's schema; otherwise the refusals of the RPC the
-    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+    with action "cancel" as CancelTask).
     """
     Delegate: _aio.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]  # type: ignore[assignment]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
@@ -990,7 +994,8 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.CancelTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.CancelTaskResponse, _abc.Awaitable[_hub_pb2.CancelTaskResponse]]:
-        """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+        """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+        the `tasks` tool's action "cancel" runs it with the same rules.
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
         nor in a channel you participate in); FAILED_PRECONDITION (already ended).
         """
@@ -1176,7 +1181,8 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
         for an unknown tool name (the message lists the known ones) or arguments
         that do not match the tool's schema; otherwise the refusals of the RPC the
-        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+        with action "cancel" as CancelTask).
         """
 
     @_abc_1.abstractmethod

@@ -5646,7 +5646,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "CancelTaskResponse":
         """
-        CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+        CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+        the `tasks` tool's action "cancel" runs it with the same rules.
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
         nor in a channel you participate in); FAILED_PRECONDITION (already ended).
         """
@@ -5989,7 +5990,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
         for an unknown tool name (the message lists the known ones) or arguments
         that do not match the tool's schema; otherwise the refusals of the RPC the
-        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+        with action "cancel" as CancelTask).
         """
 
         return await self._unary_unary(

@@ -9437,7 +9437,8 @@ export const HubServiceService = {
     responseDeserialize: (value: Buffer): WaitTaskResponse => WaitTaskResponse.decode(value),
   },
   /**
-   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+   * the `tasks` tool's action "cancel" runs it with the same rules.
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
    * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
    */
@@ -9678,7 +9679,8 @@ export const HubServiceService = {
    * and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
    * for an unknown tool name (the message lists the known ones) or arguments
    * that do not match the tool's schema; otherwise the refusals of the RPC the
-   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+   * with action "cancel" as CancelTask).
    */
   callTool: {
     path: "/agentnet.v1.HubService/CallTool" as const,
@@ -9945,7 +9947,8 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    */
   waitTask: handleUnaryCall<WaitTaskRequest, WaitTaskResponse>;
   /**
-   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+   * the `tasks` tool's action "cancel" runs it with the same rules.
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
    * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
    */
@@ -10065,7 +10068,8 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
    * for an unknown tool name (the message lists the known ones) or arguments
    * that do not match the tool's schema; otherwise the refusals of the RPC the
-   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+   * with action "cancel" as CancelTask).
    */
   callTool: handleUnaryCall<CallToolRequest, CallToolResponse>;
   /**
@@ -10524,7 +10528,8 @@ export interface HubServiceClient extends Client {
     callback: (error: ServiceError | null, response: WaitTaskResponse) => void,
   ): ClientUnaryCall;
   /**
-   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+   * the `tasks` tool's action "cancel" runs it with the same rules.
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
    * nor in a channel you participate in); FAILED_PRECONDITION (already ended).
    */
@@ -10826,7 +10831,8 @@ export interface HubServiceClient extends Client {
    * and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
    * for an unknown tool name (the message lists the known ones) or arguments
    * that do not match the tool's schema; otherwise the refusals of the RPC the
-   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+   * with action "cancel" as CancelTask).
    */
   callTool(
     request: CallToolRequest,
