@@ -123,6 +123,18 @@ class HubRpc:
         """``SetResume``: replace the caller's resume."""
         return await self._unary(self.connection.stub.SetResume, request, hub_pb2.SetResumeResponse, timeout)
 
+    async def set_rule(
+        self, request: hub_pb2.SetRuleRequest, *, timeout: float | None = None
+    ) -> hub_pb2.SetRuleResponse:
+        """``SetRule``: replace the caller's own governance rule."""
+        return await self._unary(self.connection.stub.SetRule, request, hub_pb2.SetRuleResponse, timeout)
+
+    async def get_rule(
+        self, request: hub_pb2.GetRuleRequest, *, timeout: float | None = None
+    ) -> hub_pb2.GetRuleResponse:
+        """``GetRule``: the rules governing the caller."""
+        return await self._unary(self.connection.stub.GetRule, request, hub_pb2.GetRuleResponse, timeout)
+
     async def list_agents(
         self, request: hub_pb2.ListAgentsRequest, *, timeout: float | None = None
     ) -> hub_pb2.ListAgentsResponse:

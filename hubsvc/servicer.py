@@ -5,6 +5,7 @@ converts messages and calls one core handler or operation (:mod:`hubsvc.core.ope
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -270,6 +271,22 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def SetResume(self, caller: str, request: hub_pb2.SetResumeRequest) -> hub_pb2.SetResumeResponse:
         """Replace the caller's resume."""
         return hub_pb2.SetResumeResponse(agent=await self.ops.agents.set_resume(caller, request.resume))
+
+    @unary_rpc(AGENT_OR_OPERATOR)
+    async def SetRule(self, caller: str | None, request: hub_pb2.SetRuleRequest) -> hub_pb2.SetRuleResponse:
+        """Replace an identity's own governance rule."""
+        record = await self.ops.agents.set_rule(caller, request.agent_id, request.rule_json)
+        return hub_pb2.SetRuleResponse(agent=record)
+
+    @unary_rpc(AGENT_OR_OPERATOR)
+    async def GetRule(self, caller: str | None, request: hub_pb2.GetRuleRequest) -> hub_pb2.GetRuleResponse:
+        """The rules governing an identity."""
+        own, rules, effective = self.ops.agents.get_rule(caller, request.agent_id)
+        return hub_pb2.GetRuleResponse(
+            rule_json=own,
+            rules=[hub_pb2.AppliedRule(id=rule_id, rule_json=text) for rule_id, text in rules],
+            effective_json=json.dumps(effective),
+        )
 
     @unary_rpc(AGENT)
     async def SetA2ASettings(

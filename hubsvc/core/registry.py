@@ -10,6 +10,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -304,15 +305,28 @@ class Registry:
 
         return await self._update(agent_id, change, "remote_a2a_set", lambda r: {"card_url": r.remote_a2a.card_url})
 
+    async def set_rule(self, agent_id: str, rule_json: str, actor: str) -> identity_pb2.AgentRecord:
+        """Replace the identity's own rule (already validated; "" = none); audited as rule_set by ``actor``."""
+
+        def change(record: identity_pb2.AgentRecord) -> None:
+            record.rule_json = rule_json
+
+        return await self._update(
+            agent_id, change, "rule_set", lambda r: {"rule": json.loads(r.rule_json or "null")}, actor=actor
+        )
+
     async def _update(
         self,
         agent_id: str,
         change: Callable[[identity_pb2.AgentRecord], None],
         kind: str,
         detail: Callable[[identity_pb2.AgentRecord], dict[str, object]],
+        *,
+        actor: str = "",
     ) -> identity_pb2.AgentRecord:
         """Write ``change`` applied to a copy of the record, then apply it in memory (serialised, so
-        memory always equals the last committed row)."""
+        memory always equals the last committed row); audited as ``kind`` by ``actor`` (default: the
+        identity itself)."""
         async with self._writing:
             entry = self.get(agent_id)
             updated = identity_pb2.AgentRecord()
@@ -320,7 +334,8 @@ class Registry:
             change(updated)
             await self._store.commit(
                 Writes(
-                    agents=[self._row(updated, entry.cred_hash)], audit=[self._audit(kind, agent_id, detail(updated))]
+                    agents=[self._row(updated, entry.cred_hash)],
+                    audit=[audit_row(kind, actor or agent_id, agent_id, detail(updated), self._clock())],
                 )
             )
             change(entry.record)

@@ -986,6 +986,276 @@ func (x *SetResumeResponse) GetAgent() *AgentRecord {
 	return nil
 }
 
+// SetRuleRequest replaces an identity's own governance rule.
+type SetRuleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The identity ("" = the calling agent; required with the operator token).
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The new rule as JSON (the policy file's rule schema: access, limits, rate,
+	// inbox; unknown keys are INVALID_ARGUMENT); "" removes the own rule.
+	RuleJson      string `protobuf:"bytes,2,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRuleRequest) Reset() {
+	*x = SetRuleRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRuleRequest) ProtoMessage() {}
+
+func (x *SetRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRuleRequest.ProtoReflect.Descriptor instead.
+func (*SetRuleRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SetRuleRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *SetRuleRequest) GetRuleJson() string {
+	if x != nil {
+		return x.RuleJson
+	}
+	return ""
+}
+
+// SetRuleResponse is the identity's record with its new rule.
+type SetRuleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registry entry (rule_json is the new rule).
+	Agent         *AgentRecord `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRuleResponse) Reset() {
+	*x = SetRuleResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRuleResponse) ProtoMessage() {}
+
+func (x *SetRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRuleResponse.ProtoReflect.Descriptor instead.
+func (*SetRuleResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SetRuleResponse) GetAgent() *AgentRecord {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+// GetRuleRequest reads the rules governing an identity.
+type GetRuleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The identity ("" = the calling agent; required with the operator token).
+	AgentId       string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRuleRequest) Reset() {
+	*x = GetRuleRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRuleRequest) ProtoMessage() {}
+
+func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRuleRequest.ProtoReflect.Descriptor instead.
+func (*GetRuleRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetRuleRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+// AppliedRule is one rule that governs an identity.
+type AppliedRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "default", a policy entry's id, or "own".
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The rule as JSON (fields it does not set are absent).
+	RuleJson      string `protobuf:"bytes,2,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedRule) Reset() {
+	*x = AppliedRule{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedRule) ProtoMessage() {}
+
+func (x *AppliedRule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedRule.ProtoReflect.Descriptor instead.
+func (*AppliedRule) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AppliedRule) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AppliedRule) GetRuleJson() string {
+	if x != nil {
+		return x.RuleJson
+	}
+	return ""
+}
+
+// GetRuleResponse is the identity's own rule and everything that governs it.
+type GetRuleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its own rule as JSON ("" = none).
+	RuleJson string `protobuf:"bytes,1,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	// Every rule that applies, in the order they are checked; an action is allowed
+	// only when all of them allow it.
+	Rules []*AppliedRule `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	// The combined result as a JSON object: "limits" (each limit the rules set:
+	// {"value", "rule"} — the smallest wins), "rate" ({"posts_per_second",
+	// "burst", "rule"} or null) and "inbox" ({"max_pending", "rule"} or null).
+	EffectiveJson string `protobuf:"bytes,3,opt,name=effective_json,json=effectiveJson,proto3" json:"effective_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRuleResponse) Reset() {
+	*x = GetRuleResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRuleResponse) ProtoMessage() {}
+
+func (x *GetRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRuleResponse.ProtoReflect.Descriptor instead.
+func (*GetRuleResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetRuleResponse) GetRuleJson() string {
+	if x != nil {
+		return x.RuleJson
+	}
+	return ""
+}
+
+func (x *GetRuleResponse) GetRules() []*AppliedRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *GetRuleResponse) GetEffectiveJson() string {
+	if x != nil {
+		return x.EffectiveJson
+	}
+	return ""
+}
+
 // OpenChannelRequest opens a channel from the caller to one or more targets.
 type OpenChannelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1037,7 +1307,7 @@ type OpenChannelRequest struct {
 
 func (x *OpenChannelRequest) Reset() {
 	*x = OpenChannelRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[14]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1319,7 @@ func (x *OpenChannelRequest) String() string {
 func (*OpenChannelRequest) ProtoMessage() {}
 
 func (x *OpenChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[14]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1332,7 @@ func (x *OpenChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenChannelRequest.ProtoReflect.Descriptor instead.
 func (*OpenChannelRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{14}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OpenChannelRequest) GetType() string {
@@ -1177,7 +1447,7 @@ type OpenChannelResponse struct {
 
 func (x *OpenChannelResponse) Reset() {
 	*x = OpenChannelResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[15]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1459,7 @@ func (x *OpenChannelResponse) String() string {
 func (*OpenChannelResponse) ProtoMessage() {}
 
 func (x *OpenChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[15]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1472,7 @@ func (x *OpenChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenChannelResponse.ProtoReflect.Descriptor instead.
 func (*OpenChannelResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{15}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OpenChannelResponse) GetChannel() *ChannelMetadata {
@@ -1232,7 +1502,7 @@ type CloseChannelRequest struct {
 
 func (x *CloseChannelRequest) Reset() {
 	*x = CloseChannelRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[16]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1514,7 @@ func (x *CloseChannelRequest) String() string {
 func (*CloseChannelRequest) ProtoMessage() {}
 
 func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[16]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1527,7 @@ func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelRequest.ProtoReflect.Descriptor instead.
 func (*CloseChannelRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{16}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CloseChannelRequest) GetChannelId() string {
@@ -1285,7 +1555,7 @@ type CloseChannelResponse struct {
 
 func (x *CloseChannelResponse) Reset() {
 	*x = CloseChannelResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[17]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1567,7 @@ func (x *CloseChannelResponse) String() string {
 func (*CloseChannelResponse) ProtoMessage() {}
 
 func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[17]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1580,7 @@ func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelResponse.ProtoReflect.Descriptor instead.
 func (*CloseChannelResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{17}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CloseChannelResponse) GetChannel() *ChannelMetadata {
@@ -1331,7 +1601,7 @@ type DescribeChannelRequest struct {
 
 func (x *DescribeChannelRequest) Reset() {
 	*x = DescribeChannelRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[18]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1613,7 @@ func (x *DescribeChannelRequest) String() string {
 func (*DescribeChannelRequest) ProtoMessage() {}
 
 func (x *DescribeChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[18]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1626,7 @@ func (x *DescribeChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeChannelRequest.ProtoReflect.Descriptor instead.
 func (*DescribeChannelRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{18}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeChannelRequest) GetChannelId() string {
@@ -1391,7 +1661,7 @@ type DescribeChannelResponse struct {
 
 func (x *DescribeChannelResponse) Reset() {
 	*x = DescribeChannelResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[19]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1673,7 @@ func (x *DescribeChannelResponse) String() string {
 func (*DescribeChannelResponse) ProtoMessage() {}
 
 func (x *DescribeChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[19]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1686,7 @@ func (x *DescribeChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeChannelResponse.ProtoReflect.Descriptor instead.
 func (*DescribeChannelResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{19}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeChannelResponse) GetChannel() *ChannelMetadata {
@@ -1469,7 +1739,7 @@ type DefaultView struct {
 
 func (x *DefaultView) Reset() {
 	*x = DefaultView{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1751,7 @@ func (x *DefaultView) String() string {
 func (*DefaultView) ProtoMessage() {}
 
 func (x *DefaultView) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1764,7 @@ func (x *DefaultView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DefaultView.ProtoReflect.Descriptor instead.
 func (*DefaultView) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{20}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DefaultView) GetPolicy() string {
@@ -1529,7 +1799,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1811,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1824,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{21}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListChannelsRequest) GetIncludeEnded() bool {
@@ -1598,7 +1868,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1880,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1893,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{22}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*ChannelMetadata {
@@ -1660,7 +1930,7 @@ type ReadWalRequest struct {
 
 func (x *ReadWalRequest) Reset() {
 	*x = ReadWalRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1942,7 @@ func (x *ReadWalRequest) String() string {
 func (*ReadWalRequest) ProtoMessage() {}
 
 func (x *ReadWalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1955,7 @@ func (x *ReadWalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadWalRequest.ProtoReflect.Descriptor instead.
 func (*ReadWalRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{23}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadWalRequest) GetChannelId() string {
@@ -1734,7 +2004,7 @@ type ReadWalResponse struct {
 
 func (x *ReadWalResponse) Reset() {
 	*x = ReadWalResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +2016,7 @@ func (x *ReadWalResponse) String() string {
 func (*ReadWalResponse) ProtoMessage() {}
 
 func (x *ReadWalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +2029,7 @@ func (x *ReadWalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadWalResponse.ProtoReflect.Descriptor instead.
 func (*ReadWalResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{24}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadWalResponse) GetEnvelope() *Envelope {
@@ -1780,7 +2050,7 @@ type PostEnvelopeRequest struct {
 
 func (x *PostEnvelopeRequest) Reset() {
 	*x = PostEnvelopeRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +2062,7 @@ func (x *PostEnvelopeRequest) String() string {
 func (*PostEnvelopeRequest) ProtoMessage() {}
 
 func (x *PostEnvelopeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +2075,7 @@ func (x *PostEnvelopeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostEnvelopeRequest.ProtoReflect.Descriptor instead.
 func (*PostEnvelopeRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{25}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PostEnvelopeRequest) GetEnvelope() *Envelope {
@@ -1828,7 +2098,7 @@ type PostEnvelopeResponse struct {
 
 func (x *PostEnvelopeResponse) Reset() {
 	*x = PostEnvelopeResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2110,7 @@ func (x *PostEnvelopeResponse) String() string {
 func (*PostEnvelopeResponse) ProtoMessage() {}
 
 func (x *PostEnvelopeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2123,7 @@ func (x *PostEnvelopeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostEnvelopeResponse.ProtoReflect.Descriptor instead.
 func (*PostEnvelopeResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{26}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PostEnvelopeResponse) GetEnvelope() *Envelope {
@@ -1888,7 +2158,7 @@ type CanSendRequest struct {
 
 func (x *CanSendRequest) Reset() {
 	*x = CanSendRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2170,7 @@ func (x *CanSendRequest) String() string {
 func (*CanSendRequest) ProtoMessage() {}
 
 func (x *CanSendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2183,7 @@ func (x *CanSendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CanSendRequest.ProtoReflect.Descriptor instead.
 func (*CanSendRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{27}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CanSendRequest) GetChannelId() string {
@@ -1953,7 +2223,7 @@ type CanSendResponse struct {
 
 func (x *CanSendResponse) Reset() {
 	*x = CanSendResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2235,7 @@ func (x *CanSendResponse) String() string {
 func (*CanSendResponse) ProtoMessage() {}
 
 func (x *CanSendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2248,7 @@ func (x *CanSendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CanSendResponse.ProtoReflect.Descriptor instead.
 func (*CanSendResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{28}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CanSendResponse) GetAllowed() bool {
@@ -2028,7 +2298,7 @@ type ReportTaskRequest struct {
 
 func (x *ReportTaskRequest) Reset() {
 	*x = ReportTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2310,7 @@ func (x *ReportTaskRequest) String() string {
 func (*ReportTaskRequest) ProtoMessage() {}
 
 func (x *ReportTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2323,7 @@ func (x *ReportTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTaskRequest.ProtoReflect.Descriptor instead.
 func (*ReportTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{29}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReportTaskRequest) GetTaskId() string {
@@ -2116,7 +2386,7 @@ type ReportTaskResponse struct {
 
 func (x *ReportTaskResponse) Reset() {
 	*x = ReportTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2398,7 @@ func (x *ReportTaskResponse) String() string {
 func (*ReportTaskResponse) ProtoMessage() {}
 
 func (x *ReportTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2411,7 @@ func (x *ReportTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTaskResponse.ProtoReflect.Descriptor instead.
 func (*ReportTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{30}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReportTaskResponse) GetTask() *TaskMetadata {
@@ -2170,7 +2440,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2452,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2465,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{31}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListTasksRequest) GetScope() TaskScope {
@@ -2239,7 +2509,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2521,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2534,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{32}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskMetadata {
@@ -2292,7 +2562,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2574,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2587,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{33}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -2338,7 +2608,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2620,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2633,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{34}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetTaskResponse) GetTask() *TaskMetadata {
@@ -2387,7 +2657,7 @@ type WaitTaskRequest struct {
 
 func (x *WaitTaskRequest) Reset() {
 	*x = WaitTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2669,7 @@ func (x *WaitTaskRequest) String() string {
 func (*WaitTaskRequest) ProtoMessage() {}
 
 func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2682,7 @@ func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
 func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{35}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WaitTaskRequest) GetTaskId() string {
@@ -2442,7 +2712,7 @@ type WaitTaskResponse struct {
 
 func (x *WaitTaskResponse) Reset() {
 	*x = WaitTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2724,7 @@ func (x *WaitTaskResponse) String() string {
 func (*WaitTaskResponse) ProtoMessage() {}
 
 func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2737,7 @@ func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
 func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{36}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WaitTaskResponse) GetTask() *TaskMetadata {
@@ -2497,7 +2767,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2779,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2792,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{37}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CancelTaskRequest) GetTaskId() string {
@@ -2553,7 +2823,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2835,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2848,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{38}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CancelTaskResponse) GetTask() *TaskMetadata {
@@ -2610,7 +2880,7 @@ type CheckpointTaskRequest struct {
 
 func (x *CheckpointTaskRequest) Reset() {
 	*x = CheckpointTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2892,7 @@ func (x *CheckpointTaskRequest) String() string {
 func (*CheckpointTaskRequest) ProtoMessage() {}
 
 func (x *CheckpointTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2905,7 @@ func (x *CheckpointTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointTaskRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CheckpointTaskRequest) GetTaskId() string {
@@ -2665,7 +2935,7 @@ type CheckpointTaskResponse struct {
 
 func (x *CheckpointTaskResponse) Reset() {
 	*x = CheckpointTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2947,7 @@ func (x *CheckpointTaskResponse) String() string {
 func (*CheckpointTaskResponse) ProtoMessage() {}
 
 func (x *CheckpointTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2960,7 @@ func (x *CheckpointTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointTaskResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CheckpointTaskResponse) GetSavedAt() *timestamppb.Timestamp {
@@ -2718,7 +2988,7 @@ type ReadTaskCheckpointRequest struct {
 
 func (x *ReadTaskCheckpointRequest) Reset() {
 	*x = ReadTaskCheckpointRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +3000,7 @@ func (x *ReadTaskCheckpointRequest) String() string {
 func (*ReadTaskCheckpointRequest) ProtoMessage() {}
 
 func (x *ReadTaskCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +3013,7 @@ func (x *ReadTaskCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadTaskCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*ReadTaskCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReadTaskCheckpointRequest) GetTaskId() string {
@@ -2768,7 +3038,7 @@ type ReadTaskCheckpointResponse struct {
 
 func (x *ReadTaskCheckpointResponse) Reset() {
 	*x = ReadTaskCheckpointResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +3050,7 @@ func (x *ReadTaskCheckpointResponse) String() string {
 func (*ReadTaskCheckpointResponse) ProtoMessage() {}
 
 func (x *ReadTaskCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +3063,7 @@ func (x *ReadTaskCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadTaskCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*ReadTaskCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReadTaskCheckpointResponse) GetFound() bool {
@@ -2843,7 +3113,7 @@ type ContextExcerpt struct {
 
 func (x *ContextExcerpt) Reset() {
 	*x = ContextExcerpt{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +3125,7 @@ func (x *ContextExcerpt) String() string {
 func (*ContextExcerpt) ProtoMessage() {}
 
 func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3138,7 @@ func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextExcerpt.ProtoReflect.Descriptor instead.
 func (*ContextExcerpt) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ContextExcerpt) GetChannelId() string {
@@ -2942,7 +3212,7 @@ type SearchContextRequest struct {
 
 func (x *SearchContextRequest) Reset() {
 	*x = SearchContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3224,7 @@ func (x *SearchContextRequest) String() string {
 func (*SearchContextRequest) ProtoMessage() {}
 
 func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3237,7 @@ func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextRequest.ProtoReflect.Descriptor instead.
 func (*SearchContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SearchContextRequest) GetQuery() string {
@@ -3002,7 +3272,7 @@ type SearchContextResponse struct {
 
 func (x *SearchContextResponse) Reset() {
 	*x = SearchContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3014,7 +3284,7 @@ func (x *SearchContextResponse) String() string {
 func (*SearchContextResponse) ProtoMessage() {}
 
 func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3027,7 +3297,7 @@ func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextResponse.ProtoReflect.Descriptor instead.
 func (*SearchContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SearchContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -3052,7 +3322,7 @@ type QuoteContextRequest struct {
 
 func (x *QuoteContextRequest) Reset() {
 	*x = QuoteContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3334,7 @@ func (x *QuoteContextRequest) String() string {
 func (*QuoteContextRequest) ProtoMessage() {}
 
 func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3347,7 @@ func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextRequest.ProtoReflect.Descriptor instead.
 func (*QuoteContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *QuoteContextRequest) GetSpeaker() string {
@@ -3112,7 +3382,7 @@ type QuoteContextResponse struct {
 
 func (x *QuoteContextResponse) Reset() {
 	*x = QuoteContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3124,7 +3394,7 @@ func (x *QuoteContextResponse) String() string {
 func (*QuoteContextResponse) ProtoMessage() {}
 
 func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3137,7 +3407,7 @@ func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextResponse.ProtoReflect.Descriptor instead.
 func (*QuoteContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *QuoteContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -3158,7 +3428,7 @@ type SetA2ASettingsRequest struct {
 
 func (x *SetA2ASettingsRequest) Reset() {
 	*x = SetA2ASettingsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3440,7 @@ func (x *SetA2ASettingsRequest) String() string {
 func (*SetA2ASettingsRequest) ProtoMessage() {}
 
 func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3453,7 @@ func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetA2ASettingsRequest) GetA2A() *A2ASettings {
@@ -3204,7 +3474,7 @@ type SetA2ASettingsResponse struct {
 
 func (x *SetA2ASettingsResponse) Reset() {
 	*x = SetA2ASettingsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3216,7 +3486,7 @@ func (x *SetA2ASettingsResponse) String() string {
 func (*SetA2ASettingsResponse) ProtoMessage() {}
 
 func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3229,7 +3499,7 @@ func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetA2ASettingsResponse) GetAgent() *AgentRecord {
@@ -3259,7 +3529,7 @@ type DiscoverAgentsRequest struct {
 
 func (x *DiscoverAgentsRequest) Reset() {
 	*x = DiscoverAgentsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3541,7 @@ func (x *DiscoverAgentsRequest) String() string {
 func (*DiscoverAgentsRequest) ProtoMessage() {}
 
 func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3554,7 @@ func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsRequest.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DiscoverAgentsRequest) GetProjectId() string {
@@ -3333,7 +3603,7 @@ type DiscoverAgentsResponse struct {
 
 func (x *DiscoverAgentsResponse) Reset() {
 	*x = DiscoverAgentsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3615,7 @@ func (x *DiscoverAgentsResponse) String() string {
 func (*DiscoverAgentsResponse) ProtoMessage() {}
 
 func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3628,7 @@ func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsResponse.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DiscoverAgentsResponse) GetAgents() []*DiscoveredAgent {
@@ -3411,7 +3681,7 @@ type InvokeAgentRequest struct {
 
 func (x *InvokeAgentRequest) Reset() {
 	*x = InvokeAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3423,7 +3693,7 @@ func (x *InvokeAgentRequest) String() string {
 func (*InvokeAgentRequest) ProtoMessage() {}
 
 func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3436,7 +3706,7 @@ func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentRequest.ProtoReflect.Descriptor instead.
 func (*InvokeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *InvokeAgentRequest) GetAgentId() string {
@@ -3521,7 +3791,7 @@ type InvokeAgentResponse struct {
 
 func (x *InvokeAgentResponse) Reset() {
 	*x = InvokeAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3803,7 @@ func (x *InvokeAgentResponse) String() string {
 func (*InvokeAgentResponse) ProtoMessage() {}
 
 func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3816,7 @@ func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentResponse.ProtoReflect.Descriptor instead.
 func (*InvokeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *InvokeAgentResponse) GetStatus() InvocationStatus {
@@ -3600,7 +3870,7 @@ type RefreshCallTokenRequest struct {
 
 func (x *RefreshCallTokenRequest) Reset() {
 	*x = RefreshCallTokenRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3612,7 +3882,7 @@ func (x *RefreshCallTokenRequest) String() string {
 func (*RefreshCallTokenRequest) ProtoMessage() {}
 
 func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3625,7 +3895,7 @@ func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenRequest.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RefreshCallTokenRequest) GetCallToken() string {
@@ -3655,7 +3925,7 @@ type RefreshCallTokenResponse struct {
 
 func (x *RefreshCallTokenResponse) Reset() {
 	*x = RefreshCallTokenResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3667,7 +3937,7 @@ func (x *RefreshCallTokenResponse) String() string {
 func (*RefreshCallTokenResponse) ProtoMessage() {}
 
 func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3680,7 +3950,7 @@ func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenResponse.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RefreshCallTokenResponse) GetCallToken() string {
@@ -3711,7 +3981,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3723,7 +3993,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3736,7 +4006,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListExecutionsRequest) GetRootSessionId() string {
@@ -3764,7 +4034,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +4046,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3789,7 +4059,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -3810,7 +4080,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3822,7 +4092,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3835,7 +4105,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetExecutionRequest) GetExecutionId() string {
@@ -3856,7 +4126,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +4138,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +4151,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetExecutionResponse) GetExecution() *Execution {
@@ -3902,7 +4172,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4184,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4197,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CancelExecutionRequest) GetExecutionId() string {
@@ -3948,7 +4218,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4230,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4243,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CancelExecutionResponse) GetExecution() *Execution {
@@ -4000,7 +4270,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4012,7 +4282,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4025,7 +4295,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -4069,7 +4339,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4081,7 +4351,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4094,7 +4364,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListToolsRequest) GetChannelId() string {
@@ -4122,7 +4392,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4134,7 +4404,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4147,7 +4417,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolSchema {
@@ -4180,7 +4450,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4192,7 +4462,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4205,7 +4475,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -4254,7 +4524,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +4536,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +4549,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -4310,7 +4580,7 @@ type DelegateRequest struct {
 
 func (x *DelegateRequest) Reset() {
 	*x = DelegateRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4322,7 +4592,7 @@ func (x *DelegateRequest) String() string {
 func (*DelegateRequest) ProtoMessage() {}
 
 func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4335,7 +4605,7 @@ func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateRequest.ProtoReflect.Descriptor instead.
 func (*DelegateRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DelegateRequest) GetTarget() string {
@@ -4388,7 +4658,7 @@ type DelegateResponse struct {
 
 func (x *DelegateResponse) Reset() {
 	*x = DelegateResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4400,7 +4670,7 @@ func (x *DelegateResponse) String() string {
 func (*DelegateResponse) ProtoMessage() {}
 
 func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4413,7 +4683,7 @@ func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateResponse.ProtoReflect.Descriptor instead.
 func (*DelegateResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DelegateResponse) GetText() string {
@@ -4455,7 +4725,7 @@ type SayRequest struct {
 
 func (x *SayRequest) Reset() {
 	*x = SayRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4467,7 +4737,7 @@ func (x *SayRequest) String() string {
 func (*SayRequest) ProtoMessage() {}
 
 func (x *SayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4480,7 +4750,7 @@ func (x *SayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayRequest.ProtoReflect.Descriptor instead.
 func (*SayRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SayRequest) GetContent() string {
@@ -4522,7 +4792,7 @@ type SayResponse struct {
 
 func (x *SayResponse) Reset() {
 	*x = SayResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4534,7 +4804,7 @@ func (x *SayResponse) String() string {
 func (*SayResponse) ProtoMessage() {}
 
 func (x *SayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4547,7 +4817,7 @@ func (x *SayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayResponse.ProtoReflect.Descriptor instead.
 func (*SayResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SayResponse) GetEnvelope() *Envelope {
@@ -4579,7 +4849,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4591,7 +4861,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4604,7 +4874,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AuditRecord) GetAuditId() uint64 {
@@ -4666,7 +4936,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4678,7 +4948,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4691,7 +4961,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListAuditRequest) GetKind() string {
@@ -4733,7 +5003,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4745,7 +5015,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4758,7 +5028,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -4792,7 +5062,7 @@ type RegisterRemoteA2AAgentRequest struct {
 
 func (x *RegisterRemoteA2AAgentRequest) Reset() {
 	*x = RegisterRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4804,7 +5074,7 @@ func (x *RegisterRemoteA2AAgentRequest) String() string {
 func (*RegisterRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4817,7 +5087,7 @@ func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{74}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RegisterRemoteA2AAgentRequest) GetCardUrl() string {
@@ -4862,7 +5132,7 @@ type RegisterRemoteA2AAgentResponse struct {
 
 func (x *RegisterRemoteA2AAgentResponse) Reset() {
 	*x = RegisterRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4874,7 +5144,7 @@ func (x *RegisterRemoteA2AAgentResponse) String() string {
 func (*RegisterRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4887,7 +5157,7 @@ func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{75}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RegisterRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -4913,7 +5183,7 @@ type RefreshRemoteA2AAgentRequest struct {
 
 func (x *RefreshRemoteA2AAgentRequest) Reset() {
 	*x = RefreshRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4925,7 +5195,7 @@ func (x *RefreshRemoteA2AAgentRequest) String() string {
 func (*RefreshRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4938,7 +5208,7 @@ func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{76}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{81}
 }
 
 // RefreshRemoteA2AAgentResponse returns the updated entry.
@@ -4952,7 +5222,7 @@ type RefreshRemoteA2AAgentResponse struct {
 
 func (x *RefreshRemoteA2AAgentResponse) Reset() {
 	*x = RefreshRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4964,7 +5234,7 @@ func (x *RefreshRemoteA2AAgentResponse) String() string {
 func (*RefreshRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4977,7 +5247,7 @@ func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{77}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RefreshRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -5045,7 +5315,21 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x10SetResumeRequest\x12+\n" +
 	"\x06resume\x18\x01 \x01(\v2\x13.agentnet.v1.ResumeR\x06resume\"C\n" +
 	"\x11SetResumeResponse\x12.\n" +
-	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\"\xd0\x03\n" +
+	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\"H\n" +
+	"\x0eSetRuleRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1b\n" +
+	"\trule_json\x18\x02 \x01(\tR\bruleJson\"A\n" +
+	"\x0fSetRuleResponse\x12.\n" +
+	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\"+\n" +
+	"\x0eGetRuleRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\":\n" +
+	"\vAppliedRule\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\trule_json\x18\x02 \x01(\tR\bruleJson\"\x85\x01\n" +
+	"\x0fGetRuleResponse\x12\x1b\n" +
+	"\trule_json\x18\x01 \x01(\tR\bruleJson\x12.\n" +
+	"\x05rules\x18\x02 \x03(\v2\x18.agentnet.v1.AppliedRuleR\x05rules\x12%\n" +
+	"\x0eeffective_json\x18\x03 \x01(\tR\reffectiveJson\"\xd0\x03\n" +
 	"\x12OpenChannelRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\atargets\x18\x02 \x03(\tR\atargets\x12\x1d\n" +
@@ -5342,7 +5626,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ToolSource\x12\x1b\n" +
 	"\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_SOURCE_PLUGIN\x10\x01\x12\x17\n" +
-	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xe5\x18\n" +
+	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xf1\x19\n" +
 	"\n" +
 	"HubService\x12H\n" +
 	"\aConnect\x12\x1b.agentnet.v1.ConnectRequest\x1a\x1c.agentnet.v1.ConnectResponse(\x010\x01\x12G\n" +
@@ -5354,7 +5638,9 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ListAgents\x12\x1e.agentnet.v1.ListAgentsRequest\x1a\x1f.agentnet.v1.ListAgentsResponse\x12V\n" +
 	"\rDescribeAgent\x12!.agentnet.v1.DescribeAgentRequest\x1a\".agentnet.v1.DescribeAgentResponse\x12G\n" +
 	"\bSetSkill\x12\x1c.agentnet.v1.SetSkillRequest\x1a\x1d.agentnet.v1.SetSkillResponse\x12J\n" +
-	"\tSetResume\x12\x1d.agentnet.v1.SetResumeRequest\x1a\x1e.agentnet.v1.SetResumeResponse\x12P\n" +
+	"\tSetResume\x12\x1d.agentnet.v1.SetResumeRequest\x1a\x1e.agentnet.v1.SetResumeResponse\x12D\n" +
+	"\aSetRule\x12\x1b.agentnet.v1.SetRuleRequest\x1a\x1c.agentnet.v1.SetRuleResponse\x12D\n" +
+	"\aGetRule\x12\x1b.agentnet.v1.GetRuleRequest\x1a\x1c.agentnet.v1.GetRuleResponse\x12P\n" +
 	"\vOpenChannel\x12\x1f.agentnet.v1.OpenChannelRequest\x1a .agentnet.v1.OpenChannelResponse\x12S\n" +
 	"\fCloseChannel\x12 .agentnet.v1.CloseChannelRequest\x1a!.agentnet.v1.CloseChannelResponse\x12\\\n" +
 	"\x0fDescribeChannel\x12#.agentnet.v1.DescribeChannelRequest\x1a$.agentnet.v1.DescribeChannelResponse\x12S\n" +
@@ -5401,7 +5687,7 @@ func file_agentnet_v1_hub_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_hub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_agentnet_v1_hub_proto_goTypes = []any{
 	(TaskScope)(0),                         // 0: agentnet.v1.TaskScope
 	(ToolSource)(0),                        // 1: agentnet.v1.ToolSource
@@ -5419,224 +5705,235 @@ var file_agentnet_v1_hub_proto_goTypes = []any{
 	(*SetSkillResponse)(nil),               // 13: agentnet.v1.SetSkillResponse
 	(*SetResumeRequest)(nil),               // 14: agentnet.v1.SetResumeRequest
 	(*SetResumeResponse)(nil),              // 15: agentnet.v1.SetResumeResponse
-	(*OpenChannelRequest)(nil),             // 16: agentnet.v1.OpenChannelRequest
-	(*OpenChannelResponse)(nil),            // 17: agentnet.v1.OpenChannelResponse
-	(*CloseChannelRequest)(nil),            // 18: agentnet.v1.CloseChannelRequest
-	(*CloseChannelResponse)(nil),           // 19: agentnet.v1.CloseChannelResponse
-	(*DescribeChannelRequest)(nil),         // 20: agentnet.v1.DescribeChannelRequest
-	(*DescribeChannelResponse)(nil),        // 21: agentnet.v1.DescribeChannelResponse
-	(*DefaultView)(nil),                    // 22: agentnet.v1.DefaultView
-	(*ListChannelsRequest)(nil),            // 23: agentnet.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),           // 24: agentnet.v1.ListChannelsResponse
-	(*ReadWalRequest)(nil),                 // 25: agentnet.v1.ReadWalRequest
-	(*ReadWalResponse)(nil),                // 26: agentnet.v1.ReadWalResponse
-	(*PostEnvelopeRequest)(nil),            // 27: agentnet.v1.PostEnvelopeRequest
-	(*PostEnvelopeResponse)(nil),           // 28: agentnet.v1.PostEnvelopeResponse
-	(*CanSendRequest)(nil),                 // 29: agentnet.v1.CanSendRequest
-	(*CanSendResponse)(nil),                // 30: agentnet.v1.CanSendResponse
-	(*ReportTaskRequest)(nil),              // 31: agentnet.v1.ReportTaskRequest
-	(*ReportTaskResponse)(nil),             // 32: agentnet.v1.ReportTaskResponse
-	(*ListTasksRequest)(nil),               // 33: agentnet.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),              // 34: agentnet.v1.ListTasksResponse
-	(*GetTaskRequest)(nil),                 // 35: agentnet.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),                // 36: agentnet.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),                // 37: agentnet.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),               // 38: agentnet.v1.WaitTaskResponse
-	(*CancelTaskRequest)(nil),              // 39: agentnet.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),             // 40: agentnet.v1.CancelTaskResponse
-	(*CheckpointTaskRequest)(nil),          // 41: agentnet.v1.CheckpointTaskRequest
-	(*CheckpointTaskResponse)(nil),         // 42: agentnet.v1.CheckpointTaskResponse
-	(*ReadTaskCheckpointRequest)(nil),      // 43: agentnet.v1.ReadTaskCheckpointRequest
-	(*ReadTaskCheckpointResponse)(nil),     // 44: agentnet.v1.ReadTaskCheckpointResponse
-	(*ContextExcerpt)(nil),                 // 45: agentnet.v1.ContextExcerpt
-	(*SearchContextRequest)(nil),           // 46: agentnet.v1.SearchContextRequest
-	(*SearchContextResponse)(nil),          // 47: agentnet.v1.SearchContextResponse
-	(*QuoteContextRequest)(nil),            // 48: agentnet.v1.QuoteContextRequest
-	(*QuoteContextResponse)(nil),           // 49: agentnet.v1.QuoteContextResponse
-	(*SetA2ASettingsRequest)(nil),          // 50: agentnet.v1.SetA2ASettingsRequest
-	(*SetA2ASettingsResponse)(nil),         // 51: agentnet.v1.SetA2ASettingsResponse
-	(*DiscoverAgentsRequest)(nil),          // 52: agentnet.v1.DiscoverAgentsRequest
-	(*DiscoverAgentsResponse)(nil),         // 53: agentnet.v1.DiscoverAgentsResponse
-	(*InvokeAgentRequest)(nil),             // 54: agentnet.v1.InvokeAgentRequest
-	(*InvokeAgentResponse)(nil),            // 55: agentnet.v1.InvokeAgentResponse
-	(*RefreshCallTokenRequest)(nil),        // 56: agentnet.v1.RefreshCallTokenRequest
-	(*RefreshCallTokenResponse)(nil),       // 57: agentnet.v1.RefreshCallTokenResponse
-	(*ListExecutionsRequest)(nil),          // 58: agentnet.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),         // 59: agentnet.v1.ListExecutionsResponse
-	(*GetExecutionRequest)(nil),            // 60: agentnet.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),           // 61: agentnet.v1.GetExecutionResponse
-	(*CancelExecutionRequest)(nil),         // 62: agentnet.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),        // 63: agentnet.v1.CancelExecutionResponse
-	(*ToolSchema)(nil),                     // 64: agentnet.v1.ToolSchema
-	(*ListToolsRequest)(nil),               // 65: agentnet.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),              // 66: agentnet.v1.ListToolsResponse
-	(*CallToolRequest)(nil),                // 67: agentnet.v1.CallToolRequest
-	(*CallToolResponse)(nil),               // 68: agentnet.v1.CallToolResponse
-	(*DelegateRequest)(nil),                // 69: agentnet.v1.DelegateRequest
-	(*DelegateResponse)(nil),               // 70: agentnet.v1.DelegateResponse
-	(*SayRequest)(nil),                     // 71: agentnet.v1.SayRequest
-	(*SayResponse)(nil),                    // 72: agentnet.v1.SayResponse
-	(*AuditRecord)(nil),                    // 73: agentnet.v1.AuditRecord
-	(*ListAuditRequest)(nil),               // 74: agentnet.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 75: agentnet.v1.ListAuditResponse
-	(*RegisterRemoteA2AAgentRequest)(nil),  // 76: agentnet.v1.RegisterRemoteA2AAgentRequest
-	(*RegisterRemoteA2AAgentResponse)(nil), // 77: agentnet.v1.RegisterRemoteA2AAgentResponse
-	(*RefreshRemoteA2AAgentRequest)(nil),   // 78: agentnet.v1.RefreshRemoteA2AAgentRequest
-	(*RefreshRemoteA2AAgentResponse)(nil),  // 79: agentnet.v1.RefreshRemoteA2AAgentResponse
-	nil,                                    // 80: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	(*Passport)(nil),                       // 81: agentnet.v1.Passport
-	(*Resume)(nil),                         // 82: agentnet.v1.Resume
-	(*A2ASettings)(nil),                    // 83: agentnet.v1.A2ASettings
-	(*AgentRecord)(nil),                    // 84: agentnet.v1.AgentRecord
-	(PassportKind)(0),                      // 85: agentnet.v1.PassportKind
-	(*AgentSummary)(nil),                   // 86: agentnet.v1.AgentSummary
-	(*Envelope)(nil),                       // 87: agentnet.v1.Envelope
-	(*ChannelMetadata)(nil),                // 88: agentnet.v1.ChannelMetadata
-	(*ErrorDetail)(nil),                    // 89: agentnet.v1.ErrorDetail
-	(TaskEventKind)(0),                     // 90: agentnet.v1.TaskEventKind
-	(*TaskMetadata)(nil),                   // 91: agentnet.v1.TaskMetadata
-	(*timestamppb.Timestamp)(nil),          // 92: google.protobuf.Timestamp
-	(*DiscoveredAgent)(nil),                // 93: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),                  // 94: agentnet.v1.InvocationStatus
-	(*Execution)(nil),                      // 95: agentnet.v1.Execution
-	(*ConnectRequest)(nil),                 // 96: agentnet.v1.ConnectRequest
-	(*ConnectResponse)(nil),                // 97: agentnet.v1.ConnectResponse
+	(*SetRuleRequest)(nil),                 // 16: agentnet.v1.SetRuleRequest
+	(*SetRuleResponse)(nil),                // 17: agentnet.v1.SetRuleResponse
+	(*GetRuleRequest)(nil),                 // 18: agentnet.v1.GetRuleRequest
+	(*AppliedRule)(nil),                    // 19: agentnet.v1.AppliedRule
+	(*GetRuleResponse)(nil),                // 20: agentnet.v1.GetRuleResponse
+	(*OpenChannelRequest)(nil),             // 21: agentnet.v1.OpenChannelRequest
+	(*OpenChannelResponse)(nil),            // 22: agentnet.v1.OpenChannelResponse
+	(*CloseChannelRequest)(nil),            // 23: agentnet.v1.CloseChannelRequest
+	(*CloseChannelResponse)(nil),           // 24: agentnet.v1.CloseChannelResponse
+	(*DescribeChannelRequest)(nil),         // 25: agentnet.v1.DescribeChannelRequest
+	(*DescribeChannelResponse)(nil),        // 26: agentnet.v1.DescribeChannelResponse
+	(*DefaultView)(nil),                    // 27: agentnet.v1.DefaultView
+	(*ListChannelsRequest)(nil),            // 28: agentnet.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),           // 29: agentnet.v1.ListChannelsResponse
+	(*ReadWalRequest)(nil),                 // 30: agentnet.v1.ReadWalRequest
+	(*ReadWalResponse)(nil),                // 31: agentnet.v1.ReadWalResponse
+	(*PostEnvelopeRequest)(nil),            // 32: agentnet.v1.PostEnvelopeRequest
+	(*PostEnvelopeResponse)(nil),           // 33: agentnet.v1.PostEnvelopeResponse
+	(*CanSendRequest)(nil),                 // 34: agentnet.v1.CanSendRequest
+	(*CanSendResponse)(nil),                // 35: agentnet.v1.CanSendResponse
+	(*ReportTaskRequest)(nil),              // 36: agentnet.v1.ReportTaskRequest
+	(*ReportTaskResponse)(nil),             // 37: agentnet.v1.ReportTaskResponse
+	(*ListTasksRequest)(nil),               // 38: agentnet.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),              // 39: agentnet.v1.ListTasksResponse
+	(*GetTaskRequest)(nil),                 // 40: agentnet.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),                // 41: agentnet.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),                // 42: agentnet.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),               // 43: agentnet.v1.WaitTaskResponse
+	(*CancelTaskRequest)(nil),              // 44: agentnet.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),             // 45: agentnet.v1.CancelTaskResponse
+	(*CheckpointTaskRequest)(nil),          // 46: agentnet.v1.CheckpointTaskRequest
+	(*CheckpointTaskResponse)(nil),         // 47: agentnet.v1.CheckpointTaskResponse
+	(*ReadTaskCheckpointRequest)(nil),      // 48: agentnet.v1.ReadTaskCheckpointRequest
+	(*ReadTaskCheckpointResponse)(nil),     // 49: agentnet.v1.ReadTaskCheckpointResponse
+	(*ContextExcerpt)(nil),                 // 50: agentnet.v1.ContextExcerpt
+	(*SearchContextRequest)(nil),           // 51: agentnet.v1.SearchContextRequest
+	(*SearchContextResponse)(nil),          // 52: agentnet.v1.SearchContextResponse
+	(*QuoteContextRequest)(nil),            // 53: agentnet.v1.QuoteContextRequest
+	(*QuoteContextResponse)(nil),           // 54: agentnet.v1.QuoteContextResponse
+	(*SetA2ASettingsRequest)(nil),          // 55: agentnet.v1.SetA2ASettingsRequest
+	(*SetA2ASettingsResponse)(nil),         // 56: agentnet.v1.SetA2ASettingsResponse
+	(*DiscoverAgentsRequest)(nil),          // 57: agentnet.v1.DiscoverAgentsRequest
+	(*DiscoverAgentsResponse)(nil),         // 58: agentnet.v1.DiscoverAgentsResponse
+	(*InvokeAgentRequest)(nil),             // 59: agentnet.v1.InvokeAgentRequest
+	(*InvokeAgentResponse)(nil),            // 60: agentnet.v1.InvokeAgentResponse
+	(*RefreshCallTokenRequest)(nil),        // 61: agentnet.v1.RefreshCallTokenRequest
+	(*RefreshCallTokenResponse)(nil),       // 62: agentnet.v1.RefreshCallTokenResponse
+	(*ListExecutionsRequest)(nil),          // 63: agentnet.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),         // 64: agentnet.v1.ListExecutionsResponse
+	(*GetExecutionRequest)(nil),            // 65: agentnet.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),           // 66: agentnet.v1.GetExecutionResponse
+	(*CancelExecutionRequest)(nil),         // 67: agentnet.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),        // 68: agentnet.v1.CancelExecutionResponse
+	(*ToolSchema)(nil),                     // 69: agentnet.v1.ToolSchema
+	(*ListToolsRequest)(nil),               // 70: agentnet.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),              // 71: agentnet.v1.ListToolsResponse
+	(*CallToolRequest)(nil),                // 72: agentnet.v1.CallToolRequest
+	(*CallToolResponse)(nil),               // 73: agentnet.v1.CallToolResponse
+	(*DelegateRequest)(nil),                // 74: agentnet.v1.DelegateRequest
+	(*DelegateResponse)(nil),               // 75: agentnet.v1.DelegateResponse
+	(*SayRequest)(nil),                     // 76: agentnet.v1.SayRequest
+	(*SayResponse)(nil),                    // 77: agentnet.v1.SayResponse
+	(*AuditRecord)(nil),                    // 78: agentnet.v1.AuditRecord
+	(*ListAuditRequest)(nil),               // 79: agentnet.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 80: agentnet.v1.ListAuditResponse
+	(*RegisterRemoteA2AAgentRequest)(nil),  // 81: agentnet.v1.RegisterRemoteA2AAgentRequest
+	(*RegisterRemoteA2AAgentResponse)(nil), // 82: agentnet.v1.RegisterRemoteA2AAgentResponse
+	(*RefreshRemoteA2AAgentRequest)(nil),   // 83: agentnet.v1.RefreshRemoteA2AAgentRequest
+	(*RefreshRemoteA2AAgentResponse)(nil),  // 84: agentnet.v1.RefreshRemoteA2AAgentResponse
+	nil,                                    // 85: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	(*Passport)(nil),                       // 86: agentnet.v1.Passport
+	(*Resume)(nil),                         // 87: agentnet.v1.Resume
+	(*A2ASettings)(nil),                    // 88: agentnet.v1.A2ASettings
+	(*AgentRecord)(nil),                    // 89: agentnet.v1.AgentRecord
+	(PassportKind)(0),                      // 90: agentnet.v1.PassportKind
+	(*AgentSummary)(nil),                   // 91: agentnet.v1.AgentSummary
+	(*Envelope)(nil),                       // 92: agentnet.v1.Envelope
+	(*ChannelMetadata)(nil),                // 93: agentnet.v1.ChannelMetadata
+	(*ErrorDetail)(nil),                    // 94: agentnet.v1.ErrorDetail
+	(TaskEventKind)(0),                     // 95: agentnet.v1.TaskEventKind
+	(*TaskMetadata)(nil),                   // 96: agentnet.v1.TaskMetadata
+	(*timestamppb.Timestamp)(nil),          // 97: google.protobuf.Timestamp
+	(*DiscoveredAgent)(nil),                // 98: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),                  // 99: agentnet.v1.InvocationStatus
+	(*Execution)(nil),                      // 100: agentnet.v1.Execution
+	(*ConnectRequest)(nil),                 // 101: agentnet.v1.ConnectRequest
+	(*ConnectResponse)(nil),                // 102: agentnet.v1.ConnectResponse
 }
 var file_agentnet_v1_hub_proto_depIdxs = []int32{
-	81, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
-	82, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
-	83, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	84, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
-	81, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
-	82, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
-	84, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
-	85, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
-	86, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	84, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	84, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
-	82, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
-	84, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
-	87, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
-	88, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	88, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	88, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	22, // 17: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
-	88, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	87, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	87, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
-	87, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
-	89, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
-	90, // 23: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
-	91, // 24: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	0,  // 25: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
-	91, // 26: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	91, // 27: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	91, // 28: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	91, // 29: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	92, // 30: agentnet.v1.CheckpointTaskResponse.saved_at:type_name -> google.protobuf.Timestamp
-	92, // 31: agentnet.v1.ReadTaskCheckpointResponse.saved_at:type_name -> google.protobuf.Timestamp
-	92, // 32: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
-	45, // 33: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	45, // 34: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	83, // 35: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	84, // 36: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	93, // 37: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	80, // 38: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	94, // 39: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	92, // 40: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	95, // 41: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	95, // 42: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	95, // 43: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	1,  // 44: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
-	64, // 45: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	87, // 46: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	92, // 47: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
-	73, // 48: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	81, // 49: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
-	83, // 50: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	84, // 51: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	84, // 52: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	96, // 53: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,  // 54: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,  // 55: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,  // 56: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,  // 57: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10, // 58: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12, // 59: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14, // 60: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16, // 61: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	18, // 62: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	20, // 63: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	23, // 64: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	25, // 65: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	27, // 66: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	29, // 67: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	31, // 68: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	33, // 69: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	35, // 70: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	37, // 71: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	39, // 72: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	41, // 73: agentnet.v1.HubService.CheckpointTask:input_type -> agentnet.v1.CheckpointTaskRequest
-	43, // 74: agentnet.v1.HubService.ReadTaskCheckpoint:input_type -> agentnet.v1.ReadTaskCheckpointRequest
-	46, // 75: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	48, // 76: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	50, // 77: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	52, // 78: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	54, // 79: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	56, // 80: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	58, // 81: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	60, // 82: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
-	62, // 83: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
-	65, // 84: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	67, // 85: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	69, // 86: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	71, // 87: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	74, // 88: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	76, // 89: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
-	78, // 90: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
-	97, // 91: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,  // 92: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,  // 93: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,  // 94: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,  // 95: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11, // 96: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13, // 97: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15, // 98: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17, // 99: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	19, // 100: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	21, // 101: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	24, // 102: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	26, // 103: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	28, // 104: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	30, // 105: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	32, // 106: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	34, // 107: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	36, // 108: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	38, // 109: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	40, // 110: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	42, // 111: agentnet.v1.HubService.CheckpointTask:output_type -> agentnet.v1.CheckpointTaskResponse
-	44, // 112: agentnet.v1.HubService.ReadTaskCheckpoint:output_type -> agentnet.v1.ReadTaskCheckpointResponse
-	47, // 113: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	49, // 114: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	51, // 115: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	53, // 116: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	55, // 117: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	57, // 118: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	59, // 119: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	61, // 120: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
-	63, // 121: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
-	66, // 122: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	68, // 123: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	70, // 124: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	72, // 125: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	75, // 126: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	77, // 127: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
-	79, // 128: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
-	91, // [91:129] is the sub-list for method output_type
-	53, // [53:91] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	86,  // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
+	87,  // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
+	88,  // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	89,  // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
+	86,  // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
+	87,  // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
+	89,  // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
+	90,  // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
+	91,  // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	89,  // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	89,  // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
+	87,  // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
+	89,  // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
+	89,  // 13: agentnet.v1.SetRuleResponse.agent:type_name -> agentnet.v1.AgentRecord
+	19,  // 14: agentnet.v1.GetRuleResponse.rules:type_name -> agentnet.v1.AppliedRule
+	92,  // 15: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
+	93,  // 16: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	93,  // 17: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	93,  // 18: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	27,  // 19: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
+	93,  // 20: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	92,  // 21: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	92,  // 22: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
+	92,  // 23: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
+	94,  // 24: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
+	95,  // 25: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
+	96,  // 26: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	0,   // 27: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
+	96,  // 28: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	96,  // 29: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	96,  // 30: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	96,  // 31: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	97,  // 32: agentnet.v1.CheckpointTaskResponse.saved_at:type_name -> google.protobuf.Timestamp
+	97,  // 33: agentnet.v1.ReadTaskCheckpointResponse.saved_at:type_name -> google.protobuf.Timestamp
+	97,  // 34: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
+	50,  // 35: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	50,  // 36: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	88,  // 37: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	89,  // 38: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	98,  // 39: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	85,  // 40: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	99,  // 41: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	97,  // 42: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	100, // 43: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	100, // 44: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	100, // 45: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	1,   // 46: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
+	69,  // 47: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
+	92,  // 48: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	97,  // 49: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	78,  // 50: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
+	86,  // 51: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
+	88,  // 52: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	89,  // 53: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	89,  // 54: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	101, // 55: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,   // 56: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,   // 57: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,   // 58: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,   // 59: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10,  // 60: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12,  // 61: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14,  // 62: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16,  // 63: agentnet.v1.HubService.SetRule:input_type -> agentnet.v1.SetRuleRequest
+	18,  // 64: agentnet.v1.HubService.GetRule:input_type -> agentnet.v1.GetRuleRequest
+	21,  // 65: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	23,  // 66: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	25,  // 67: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	28,  // 68: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	30,  // 69: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	32,  // 70: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	34,  // 71: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	36,  // 72: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	38,  // 73: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	40,  // 74: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	42,  // 75: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	44,  // 76: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	46,  // 77: agentnet.v1.HubService.CheckpointTask:input_type -> agentnet.v1.CheckpointTaskRequest
+	48,  // 78: agentnet.v1.HubService.ReadTaskCheckpoint:input_type -> agentnet.v1.ReadTaskCheckpointRequest
+	51,  // 79: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	53,  // 80: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	55,  // 81: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	57,  // 82: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	59,  // 83: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	61,  // 84: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	63,  // 85: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	65,  // 86: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
+	67,  // 87: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
+	70,  // 88: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	72,  // 89: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	74,  // 90: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	76,  // 91: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	79,  // 92: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	81,  // 93: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
+	83,  // 94: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
+	102, // 95: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,   // 96: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,   // 97: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,   // 98: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,   // 99: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11,  // 100: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13,  // 101: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15,  // 102: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17,  // 103: agentnet.v1.HubService.SetRule:output_type -> agentnet.v1.SetRuleResponse
+	20,  // 104: agentnet.v1.HubService.GetRule:output_type -> agentnet.v1.GetRuleResponse
+	22,  // 105: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	24,  // 106: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	26,  // 107: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	29,  // 108: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	31,  // 109: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	33,  // 110: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	35,  // 111: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	37,  // 112: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	39,  // 113: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	41,  // 114: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	43,  // 115: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	45,  // 116: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	47,  // 117: agentnet.v1.HubService.CheckpointTask:output_type -> agentnet.v1.CheckpointTaskResponse
+	49,  // 118: agentnet.v1.HubService.ReadTaskCheckpoint:output_type -> agentnet.v1.ReadTaskCheckpointResponse
+	52,  // 119: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	54,  // 120: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	56,  // 121: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	58,  // 122: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	60,  // 123: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	62,  // 124: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	64,  // 125: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	66,  // 126: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
+	68,  // 127: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
+	71,  // 128: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	73,  // 129: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	75,  // 130: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	77,  // 131: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	80,  // 132: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	82,  // 133: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
+	84,  // 134: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
+	95,  // [95:135] is the sub-list for method output_type
+	55,  // [55:95] is the sub-list for method input_type
+	55,  // [55:55] is the sub-list for extension type_name
+	55,  // [55:55] is the sub-list for extension extendee
+	0,   // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }
@@ -5656,20 +5953,20 @@ func file_agentnet_v1_hub_proto_init() {
 		(*DescribeAgentRequest_AgentId)(nil),
 		(*DescribeAgentRequest_Name)(nil),
 	}
-	file_agentnet_v1_hub_proto_msgTypes[14].OneofWrappers = []any{
+	file_agentnet_v1_hub_proto_msgTypes[19].OneofWrappers = []any{
 		(*OpenChannelRequest_Message)(nil),
 		(*OpenChannelRequest_SeedEnvelope)(nil),
 	}
-	file_agentnet_v1_hub_proto_msgTypes[29].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[52].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[69].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[34].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[57].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[74].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_hub_proto_rawDesc), len(file_agentnet_v1_hub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   79,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,8 @@ const (
 	HubService_DescribeAgent_FullMethodName          = "/agentnet.v1.HubService/DescribeAgent"
 	HubService_SetSkill_FullMethodName               = "/agentnet.v1.HubService/SetSkill"
 	HubService_SetResume_FullMethodName              = "/agentnet.v1.HubService/SetResume"
+	HubService_SetRule_FullMethodName                = "/agentnet.v1.HubService/SetRule"
+	HubService_GetRule_FullMethodName                = "/agentnet.v1.HubService/GetRule"
 	HubService_OpenChannel_FullMethodName            = "/agentnet.v1.HubService/OpenChannel"
 	HubService_CloseChannel_FullMethodName           = "/agentnet.v1.HubService/CloseChannel"
 	HubService_DescribeChannel_FullMethodName        = "/agentnet.v1.HubService/DescribeChannel"
@@ -144,6 +146,23 @@ type HubServiceClient interface {
 	SetSkill(ctx context.Context, in *SetSkillRequest, opts ...grpc.CallOption) (*SetSkillResponse, error)
 	// SetResume replaces the caller's resume (audited as resume_set).
 	SetResume(ctx context.Context, in *SetResumeRequest, opts ...grpc.CallOption) (*SetResumeResponse, error)
+	// SetRule replaces an identity's own governance rule (the rule_json given at
+	// registration) after registration, as AG2's set_rule: an agent sets its own
+	// (agent_id "" or its id), the operator token sets any identity's. The rule is
+	// validated like the policy file's rules, audited as `rule_set`, and enforced
+	// from the identity's next call on (on other replicas as soon as the change
+	// feed brings the new record, within milliseconds). Like any own rule it only
+	// narrows what the policy allows; what an agent must not undo belongs in the
+	// policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+	// without agent_id); PERMISSION_DENIED (an agent naming another identity);
+	// NOT_FOUND (unknown identity).
+	SetRule(ctx context.Context, in *SetRuleRequest, opts ...grpc.CallOption) (*SetRuleResponse, error)
+	// GetRule returns the rules governing an identity: its own rule and every
+	// rule that applies to it (the policy's default, the matching entries, its
+	// own), with the limits they combine to. An agent reads its own (agent_id ""
+	// or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+	// agent naming another identity); NOT_FOUND (unknown identity).
+	GetRule(ctx context.Context, in *GetRuleRequest, opts ...grpc.CallOption) (*GetRuleResponse, error)
 	// OpenChannel creates a channel, invites the targets and optionally seeds it
 	// with a first envelope once every invitee acked (an invitee accepts by
 	// posting an "ag2.channel.invite_ack" envelope into the channel).
@@ -450,6 +469,26 @@ func (c *hubServiceClient) SetResume(ctx context.Context, in *SetResumeRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetResumeResponse)
 	err := c.cc.Invoke(ctx, HubService_SetResume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) SetRule(ctx context.Context, in *SetRuleRequest, opts ...grpc.CallOption) (*SetRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRuleResponse)
+	err := c.cc.Invoke(ctx, HubService_SetRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) GetRule(ctx context.Context, in *GetRuleRequest, opts ...grpc.CallOption) (*GetRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRuleResponse)
+	err := c.cc.Invoke(ctx, HubService_GetRule_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -850,6 +889,23 @@ type HubServiceServer interface {
 	SetSkill(context.Context, *SetSkillRequest) (*SetSkillResponse, error)
 	// SetResume replaces the caller's resume (audited as resume_set).
 	SetResume(context.Context, *SetResumeRequest) (*SetResumeResponse, error)
+	// SetRule replaces an identity's own governance rule (the rule_json given at
+	// registration) after registration, as AG2's set_rule: an agent sets its own
+	// (agent_id "" or its id), the operator token sets any identity's. The rule is
+	// validated like the policy file's rules, audited as `rule_set`, and enforced
+	// from the identity's next call on (on other replicas as soon as the change
+	// feed brings the new record, within milliseconds). Like any own rule it only
+	// narrows what the policy allows; what an agent must not undo belongs in the
+	// policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+	// without agent_id); PERMISSION_DENIED (an agent naming another identity);
+	// NOT_FOUND (unknown identity).
+	SetRule(context.Context, *SetRuleRequest) (*SetRuleResponse, error)
+	// GetRule returns the rules governing an identity: its own rule and every
+	// rule that applies to it (the policy's default, the matching entries, its
+	// own), with the limits they combine to. An agent reads its own (agent_id ""
+	// or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+	// agent naming another identity); NOT_FOUND (unknown identity).
+	GetRule(context.Context, *GetRuleRequest) (*GetRuleResponse, error)
 	// OpenChannel creates a channel, invites the targets and optionally seeds it
 	// with a first envelope once every invitee acked (an invitee accepts by
 	// posting an "ag2.channel.invite_ack" envelope into the channel).
@@ -1103,6 +1159,12 @@ func (UnimplementedHubServiceServer) SetSkill(context.Context, *SetSkillRequest)
 func (UnimplementedHubServiceServer) SetResume(context.Context, *SetResumeRequest) (*SetResumeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetResume not implemented")
 }
+func (UnimplementedHubServiceServer) SetRule(context.Context, *SetRuleRequest) (*SetRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRule not implemented")
+}
+func (UnimplementedHubServiceServer) GetRule(context.Context, *GetRuleRequest) (*GetRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRule not implemented")
+}
 func (UnimplementedHubServiceServer) OpenChannel(context.Context, *OpenChannelRequest) (*OpenChannelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OpenChannel not implemented")
 }
@@ -1343,6 +1405,42 @@ func _HubService_SetResume_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HubServiceServer).SetResume(ctx, req.(*SetResumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_SetRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).SetRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_SetRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).SetRule(ctx, req.(*SetRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_GetRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).GetRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_GetRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).GetRule(ctx, req.(*GetRuleRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1914,6 +2012,14 @@ var HubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetResume",
 			Handler:    _HubService_SetResume_Handler,
+		},
+		{
+			MethodName: "SetRule",
+			Handler:    _HubService_SetRule_Handler,
+		},
+		{
+			MethodName: "GetRule",
+			Handler:    _HubService_GetRule_Handler,
 		},
 		{
 			MethodName: "OpenChannel",

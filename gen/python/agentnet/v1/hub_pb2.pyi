@@ -516,6 +516,143 @@ class SetResumeResponse(_message.Message):
 Global___SetResumeResponse: _TypeAlias = SetResumeResponse  # noqa: Y015
 
 @_typing.final
+class SetRuleRequest(_message.Message):
+    """SetRuleRequest replaces an identity's own governance rule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    RULE_JSON_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The identity ("" = the calling agent; required with the operator token)."""
+    rule_json: _builtins.str
+    """The new rule as JSON (the policy file's rule schema: access, limits, rate,
+    inbox; unknown keys are INVALID_ARGUMENT); "" removes the own rule.
+    """
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        rule_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "rule_json", b"rule_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetRuleRequest: _TypeAlias = SetRuleRequest  # noqa: Y015
+
+@_typing.final
+class SetRuleResponse(_message.Message):
+    """SetRuleResponse is the identity's record with its new rule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent(self) -> _identity_pb2.AgentRecord:
+        """The registry entry (rule_json is the new rule)."""
+
+    def __init__(
+        self,
+        *,
+        agent: _identity_pb2.AgentRecord | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetRuleResponse: _TypeAlias = SetRuleResponse  # noqa: Y015
+
+@_typing.final
+class GetRuleRequest(_message.Message):
+    """GetRuleRequest reads the rules governing an identity."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The identity ("" = the calling agent; required with the operator token)."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRuleRequest: _TypeAlias = GetRuleRequest  # noqa: Y015
+
+@_typing.final
+class AppliedRule(_message.Message):
+    """AppliedRule is one rule that governs an identity."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    RULE_JSON_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """"default", a policy entry's id, or "own"."""
+    rule_json: _builtins.str
+    """The rule as JSON (fields it does not set are absent)."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        rule_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "rule_json", b"rule_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppliedRule: _TypeAlias = AppliedRule  # noqa: Y015
+
+@_typing.final
+class GetRuleResponse(_message.Message):
+    """GetRuleResponse is the identity's own rule and everything that governs it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RULE_JSON_FIELD_NUMBER: _builtins.int
+    RULES_FIELD_NUMBER: _builtins.int
+    EFFECTIVE_JSON_FIELD_NUMBER: _builtins.int
+    rule_json: _builtins.str
+    """Its own rule as JSON ("" = none)."""
+    effective_json: _builtins.str
+    """The combined result as a JSON object: "limits" (each limit the rules set:
+    {"value", "rule"} — the smallest wins), "rate" ({"posts_per_second",
+    "burst", "rule"} or null) and "inbox" ({"max_pending", "rule"} or null).
+    """
+    @_builtins.property
+    def rules(self) -> _containers.RepeatedCompositeFieldContainer[Global___AppliedRule]:
+        """Every rule that applies, in the order they are checked; an action is allowed
+        only when all of them allow it.
+        """
+
+    def __init__(
+        self,
+        *,
+        rule_json: _builtins.str = ...,
+        rules: _abc.Iterable[Global___AppliedRule] | None = ...,
+        effective_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_json", b"effective_json", "rule_json", b"rule_json", "rules", b"rules"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRuleResponse: _TypeAlias = GetRuleResponse  # noqa: Y015
+
+@_typing.final
 class OpenChannelRequest(_message.Message):
     """OpenChannelRequest opens a channel from the caller to one or more targets."""
 

@@ -103,6 +103,16 @@ class HubServiceStub:
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.SetResumeRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.SetResumeResponse.FromString,
                 _registered_method=True)
+        self.SetRule = channel.unary_unary(
+                '/agentnet.v1.HubService/SetRule',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.SetRuleRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.SetRuleResponse.FromString,
+                _registered_method=True)
+        self.GetRule = channel.unary_unary(
+                '/agentnet.v1.HubService/GetRule',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.GetRuleRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.GetRuleResponse.FromString,
+                _registered_method=True)
         self.OpenChannel = channel.unary_unary(
                 '/agentnet.v1.HubService/OpenChannel',
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.OpenChannelRequest.SerializeToString,
@@ -373,6 +383,33 @@ class HubServiceServicer:
 
     def SetResume(self, request, context):
         """SetResume replaces the caller's resume (audited as resume_set).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetRule(self, request, context):
+        """SetRule replaces an identity's own governance rule (the rule_json given at
+        registration) after registration, as AG2's set_rule: an agent sets its own
+        (agent_id "" or its id), the operator token sets any identity's. The rule is
+        validated like the policy file's rules, audited as `rule_set`, and enforced
+        from the identity's next call on (on other replicas as soon as the change
+        feed brings the new record, within milliseconds). Like any own rule it only
+        narrows what the policy allows; what an agent must not undo belongs in the
+        policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+        without agent_id); PERMISSION_DENIED (an agent naming another identity);
+        NOT_FOUND (unknown identity).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRule(self, request, context):
+        """GetRule returns the rules governing an identity: its own rule and every
+        rule that applies to it (the policy's default, the matching entries, its
+        own), with the limits they combine to. An agent reads its own (agent_id ""
+        or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+        agent naming another identity); NOT_FOUND (unknown identity).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -790,6 +827,16 @@ def add_HubServiceServicer_to_server(servicer, server):
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.SetResumeRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.SetResumeResponse.SerializeToString,
             ),
+            'SetRule': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRule,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.SetRuleRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.SetRuleResponse.SerializeToString,
+            ),
+            'GetRule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRule,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.GetRuleRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.GetRuleResponse.SerializeToString,
+            ),
             'OpenChannel': grpc.unary_unary_rpc_method_handler(
                     servicer.OpenChannel,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.OpenChannelRequest.FromString,
@@ -1185,6 +1232,60 @@ class HubService:
             '/agentnet.v1.HubService/SetResume',
             agentnet_dot_v1_dot_hub__pb2.SetResumeRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.SetResumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetRule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/SetRule',
+            agentnet_dot_v1_dot_hub__pb2.SetRuleRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.SetRuleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/GetRule',
+            agentnet_dot_v1_dot_hub__pb2.GetRuleRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.GetRuleResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -119,6 +119,25 @@ class HubServiceStub:
     """
     SetResume: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SetResumeRequest, _hub_pb2.SetResumeResponse]
     """SetResume replaces the caller's resume (audited as resume_set)."""
+    SetRule: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SetRuleRequest, _hub_pb2.SetRuleResponse]
+    """SetRule replaces an identity's own governance rule (the rule_json given at
+    registration) after registration, as AG2's set_rule: an agent sets its own
+    (agent_id "" or its id), the operator token sets any identity's. The rule is
+    validated like the policy file's rules, audited as `rule_set`, and enforced
+    from the identity's next call on (on other replicas as soon as the change
+    feed brings the new record, within milliseconds). Like any own rule it only
+    narrows what the policy allows; what an agent must not undo belongs in the
+    policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+    without agent_id); PERMISSION_DENIED (an agent naming another identity);
+    NOT_FOUND (unknown identity).
+    """
+    GetRule: _grpc.UnaryUnaryMultiCallable[_hub_pb2.GetRuleRequest, _hub_pb2.GetRuleResponse]
+    """GetRule returns the rules governing an identity: its own rule and every
+    rule that applies to it (the policy's default, the matching entries, its
+    own), with the limits they combine to. An agent reads its own (agent_id ""
+    or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+    agent naming another identity); NOT_FOUND (unknown identity).
+    """
     OpenChannel: _grpc.UnaryUnaryMultiCallable[_hub_pb2.OpenChannelRequest, _hub_pb2.OpenChannelResponse]
     """OpenChannel creates a channel, invites the targets and optionally seeds it
     with a first envelope once every invitee acked (an invitee accepts by
@@ -455,6 +474,25 @@ class HubServiceAsyncStub(HubServiceStub):
     """
     SetResume: _aio.UnaryUnaryMultiCallable[_hub_pb2.SetResumeRequest, _hub_pb2.SetResumeResponse]  # type: ignore[assignment]
     """SetResume replaces the caller's resume (audited as resume_set)."""
+    SetRule: _aio.UnaryUnaryMultiCallable[_hub_pb2.SetRuleRequest, _hub_pb2.SetRuleResponse]  # type: ignore[assignment]
+    """SetRule replaces an identity's own governance rule (the rule_json given at
+    registration) after registration, as AG2's set_rule: an agent sets its own
+    (agent_id "" or its id), the operator token sets any identity's. The rule is
+    validated like the policy file's rules, audited as `rule_set`, and enforced
+    from the identity's next call on (on other replicas as soon as the change
+    feed brings the new record, within milliseconds). Like any own rule it only
+    narrows what the policy allows; what an agent must not undo belongs in the
+    policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+    without agent_id); PERMISSION_DENIED (an agent naming another identity);
+    NOT_FOUND (unknown identity).
+    """
+    GetRule: _aio.UnaryUnaryMultiCallable[_hub_pb2.GetRuleRequest, _hub_pb2.GetRuleResponse]  # type: ignore[assignment]
+    """GetRule returns the rules governing an identity: its own rule and every
+    rule that applies to it (the policy's default, the matching entries, its
+    own), with the limits they combine to. An agent reads its own (agent_id ""
+    or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+    agent naming another identity); NOT_FOUND (unknown identity).
+    """
     OpenChannel: _aio.UnaryUnaryMultiCallable[_hub_pb2.OpenChannelRequest, _hub_pb2.OpenChannelResponse]  # type: ignore[assignment]
     """OpenChannel creates a channel, invites the targets and optionally seeds it
     with a first envelope once every invitee acked (an invitee accepts by
@@ -836,6 +874,37 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.SetResumeResponse, _abc.Awaitable[_hub_pb2.SetResumeResponse]]:
         """SetResume replaces the caller's resume (audited as resume_set)."""
+
+    @_abc_1.abstractmethod
+    def SetRule(
+        self,
+        request: _hub_pb2.SetRuleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.SetRuleResponse, _abc.Awaitable[_hub_pb2.SetRuleResponse]]:
+        """SetRule replaces an identity's own governance rule (the rule_json given at
+        registration) after registration, as AG2's set_rule: an agent sets its own
+        (agent_id "" or its id), the operator token sets any identity's. The rule is
+        validated like the policy file's rules, audited as `rule_set`, and enforced
+        from the identity's next call on (on other replicas as soon as the change
+        feed brings the new record, within milliseconds). Like any own rule it only
+        narrows what the policy allows; what an agent must not undo belongs in the
+        policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+        without agent_id); PERMISSION_DENIED (an agent naming another identity);
+        NOT_FOUND (unknown identity).
+        """
+
+    @_abc_1.abstractmethod
+    def GetRule(
+        self,
+        request: _hub_pb2.GetRuleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.GetRuleResponse, _abc.Awaitable[_hub_pb2.GetRuleResponse]]:
+        """GetRule returns the rules governing an identity: its own rule and every
+        rule that applies to it (the policy's default, the matching entries, its
+        own), with the limits they combine to. An agent reads its own (agent_id ""
+        or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+        agent naming another identity); NOT_FOUND (unknown identity).
+        """
 
     @_abc_1.abstractmethod
     def OpenChannel(

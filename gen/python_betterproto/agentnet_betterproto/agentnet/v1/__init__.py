@@ -13,6 +13,7 @@ __all__ = (
     "AgentSummary",
     "AppendRequest",
     "AppendResponse",
+    "AppliedRule",
     "Audience",
     "AuditRecord",
     "Batch",
@@ -60,6 +61,8 @@ __all__ = (
     "FollowAuditResponse",
     "GetExecutionRequest",
     "GetExecutionResponse",
+    "GetRuleRequest",
+    "GetRuleResponse",
     "GetStatusRequest",
     "GetStatusResponse",
     "GetTaskRequest",
@@ -150,6 +153,8 @@ __all__ = (
     "SetA2ASettingsResponse",
     "SetResumeRequest",
     "SetResumeResponse",
+    "SetRuleRequest",
+    "SetRuleResponse",
     "SetSkillRequest",
     "SetSkillResponse",
     "TaskEventKind",
@@ -1195,6 +1200,26 @@ class AppendResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "AppendResponse", AppendResponse)
+
+
+@dataclass(eq=False, repr=False)
+class AppliedRule(betterproto2.Message):
+    """
+    AppliedRule is one rule that governs an identity.
+    """
+
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    "default", a policy entry's id, or "own".
+    """
+
+    rule_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The rule as JSON (fields it does not set are absent).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "AppliedRule", AppliedRule)
 
 
 @dataclass(eq=False, repr=False)
@@ -2599,6 +2624,49 @@ class GetExecutionResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "GetExecutionResponse", GetExecutionResponse)
+
+
+@dataclass(eq=False, repr=False)
+class GetRuleRequest(betterproto2.Message):
+    """
+    GetRuleRequest reads the rules governing an identity.
+    """
+
+    agent_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The identity ("" = the calling agent; required with the operator token).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "GetRuleRequest", GetRuleRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetRuleResponse(betterproto2.Message):
+    """
+    GetRuleResponse is the identity's own rule and everything that governs it.
+    """
+
+    rule_json: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Its own rule as JSON ("" = none).
+    """
+
+    rules: "list[AppliedRule]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    Every rule that applies, in the order they are checked; an action is allowed
+    only when all of them allow it.
+    """
+
+    effective_json: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The combined result as a JSON object: "limits" (each limit the rules set:
+    {"value", "rule"} — the smallest wins), "rate" ({"posts_per_second",
+    "burst", "rule"} or null) and "inbox" ({"max_pending", "rule"} or null).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "GetRuleResponse", GetRuleResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -4766,6 +4834,42 @@ default_message_pool.register_message("agentnet.v1", "SetResumeResponse", SetRes
 
 
 @dataclass(eq=False, repr=False)
+class SetRuleRequest(betterproto2.Message):
+    """
+    SetRuleRequest replaces an identity's own governance rule.
+    """
+
+    agent_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The identity ("" = the calling agent; required with the operator token).
+    """
+
+    rule_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The new rule as JSON (the policy file's rule schema: access, limits, rate,
+    inbox; unknown keys are INVALID_ARGUMENT); "" removes the own rule.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "SetRuleRequest", SetRuleRequest)
+
+
+@dataclass(eq=False, repr=False)
+class SetRuleResponse(betterproto2.Message):
+    """
+    SetRuleResponse is the identity's record with its new rule.
+    """
+
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The registry entry (rule_json is the new rule).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "SetRuleResponse", SetRuleResponse)
+
+
+@dataclass(eq=False, repr=False)
 class SetSkillRequest(betterproto2.Message):
     """
     SetSkillRequest replaces the caller's skill markdown.
@@ -5345,6 +5449,61 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.HubService/SetResume",
             message,
             SetResumeResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def set_rule(
+        self,
+        message: "SetRuleRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "SetRuleResponse":
+        """
+        SetRule replaces an identity's own governance rule (the rule_json given at
+        registration) after registration, as AG2's set_rule: an agent sets its own
+        (agent_id "" or its id), the operator token sets any identity's. The rule is
+        validated like the policy file's rules, audited as `rule_set`, and enforced
+        from the identity's next call on (on other replicas as soon as the change
+        feed brings the new record, within milliseconds). Like any own rule it only
+        narrows what the policy allows; what an agent must not undo belongs in the
+        policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+        without agent_id); PERMISSION_DENIED (an agent naming another identity);
+        NOT_FOUND (unknown identity).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/SetRule",
+            message,
+            SetRuleResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_rule(
+        self,
+        message: "GetRuleRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetRuleResponse":
+        """
+        GetRule returns the rules governing an identity: its own rule and every
+        rule that applies to it (the policy's default, the matching entries, its
+        own), with the limits they combine to. An agent reads its own (agent_id ""
+        or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+        agent naming another identity); NOT_FOUND (unknown identity).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/GetRule",
+            message,
+            GetRuleResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,

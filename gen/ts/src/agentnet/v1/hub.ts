@@ -314,6 +314,54 @@ export interface SetResumeResponse {
   agent?: AgentRecord | undefined;
 }
 
+/** SetRuleRequest replaces an identity's own governance rule. */
+export interface SetRuleRequest {
+  /** The identity ("" = the calling agent; required with the operator token). */
+  agentId: string;
+  /**
+   * The new rule as JSON (the policy file's rule schema: access, limits, rate,
+   * inbox; unknown keys are INVALID_ARGUMENT); "" removes the own rule.
+   */
+  ruleJson: string;
+}
+
+/** SetRuleResponse is the identity's record with its new rule. */
+export interface SetRuleResponse {
+  /** The registry entry (rule_json is the new rule). */
+  agent?: AgentRecord | undefined;
+}
+
+/** GetRuleRequest reads the rules governing an identity. */
+export interface GetRuleRequest {
+  /** The identity ("" = the calling agent; required with the operator token). */
+  agentId: string;
+}
+
+/** AppliedRule is one rule that governs an identity. */
+export interface AppliedRule {
+  /** "default", a policy entry's id, or "own". */
+  id: string;
+  /** The rule as JSON (fields it does not set are absent). */
+  ruleJson: string;
+}
+
+/** GetRuleResponse is the identity's own rule and everything that governs it. */
+export interface GetRuleResponse {
+  /** Its own rule as JSON ("" = none). */
+  ruleJson: string;
+  /**
+   * Every rule that applies, in the order they are checked; an action is allowed
+   * only when all of them allow it.
+   */
+  rules: AppliedRule[];
+  /**
+   * The combined result as a JSON object: "limits" (each limit the rules set:
+   * {"value", "rule"} — the smallest wins), "rate" ({"posts_per_second",
+   * "burst", "rule"} or null) and "inbox" ({"max_pending", "rule"} or null).
+   */
+  effectiveJson: string;
+}
+
 /** OpenChannelRequest opens a channel from the caller to one or more targets. */
 export interface OpenChannelRequest {
   /** Adapter type: "consulting", "conversation", "discussion" or "workflow". */
@@ -2424,6 +2472,439 @@ export const SetResumeResponse: MessageFns<SetResumeResponse> = {
     message.agent = (object.agent !== undefined && object.agent !== null)
       ? AgentRecord.fromPartial(object.agent)
       : undefined;
+    return message;
+  },
+};
+
+function createBaseSetRuleRequest(): SetRuleRequest {
+  return { agentId: "", ruleJson: "" };
+}
+
+export const SetRuleRequest: MessageFns<SetRuleRequest> = {
+  encode(message: SetRuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agentId !== "") {
+      writer.uint32(10).string(message.agentId);
+    }
+    if (message.ruleJson !== "") {
+      writer.uint32(18).string(message.ruleJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ruleJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRuleRequest {
+    return {
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+      ruleJson: isSet(object.ruleJson)
+        ? globalThis.String(object.ruleJson)
+        : isSet(object.rule_json)
+        ? globalThis.String(object.rule_json)
+        : "",
+    };
+  },
+
+  toJSON(message: SetRuleRequest): unknown {
+    const obj: any = {};
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    if (message.ruleJson !== "") {
+      obj.ruleJson = message.ruleJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SetRuleRequest>): SetRuleRequest {
+    return SetRuleRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SetRuleRequest>): SetRuleRequest {
+    const message = createBaseSetRuleRequest();
+    message.agentId = object.agentId ?? "";
+    message.ruleJson = object.ruleJson ?? "";
+    return message;
+  },
+};
+
+function createBaseSetRuleResponse(): SetRuleResponse {
+  return { agent: undefined };
+}
+
+export const SetRuleResponse: MessageFns<SetRuleResponse> = {
+  encode(message: SetRuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agent !== undefined) {
+      AgentRecord.encode(message.agent, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agent = AgentRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRuleResponse {
+    return { agent: isSet(object.agent) ? AgentRecord.fromJSON(object.agent) : undefined };
+  },
+
+  toJSON(message: SetRuleResponse): unknown {
+    const obj: any = {};
+    if (message.agent !== undefined) {
+      obj.agent = AgentRecord.toJSON(message.agent);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SetRuleResponse>): SetRuleResponse {
+    return SetRuleResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SetRuleResponse>): SetRuleResponse {
+    const message = createBaseSetRuleResponse();
+    message.agent = (object.agent !== undefined && object.agent !== null)
+      ? AgentRecord.fromPartial(object.agent)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseGetRuleRequest(): GetRuleRequest {
+  return { agentId: "" };
+}
+
+export const GetRuleRequest: MessageFns<GetRuleRequest> = {
+  encode(message: GetRuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agentId !== "") {
+      writer.uint32(10).string(message.agentId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetRuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetRuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetRuleRequest {
+    return {
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+    };
+  },
+
+  toJSON(message: GetRuleRequest): unknown {
+    const obj: any = {};
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetRuleRequest>): GetRuleRequest {
+    return GetRuleRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetRuleRequest>): GetRuleRequest {
+    const message = createBaseGetRuleRequest();
+    message.agentId = object.agentId ?? "";
+    return message;
+  },
+};
+
+function createBaseAppliedRule(): AppliedRule {
+  return { id: "", ruleJson: "" };
+}
+
+export const AppliedRule: MessageFns<AppliedRule> = {
+  encode(message: AppliedRule, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.ruleJson !== "") {
+      writer.uint32(18).string(message.ruleJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AppliedRule {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAppliedRule();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ruleJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AppliedRule {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      ruleJson: isSet(object.ruleJson)
+        ? globalThis.String(object.ruleJson)
+        : isSet(object.rule_json)
+        ? globalThis.String(object.rule_json)
+        : "",
+    };
+  },
+
+  toJSON(message: AppliedRule): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.ruleJson !== "") {
+      obj.ruleJson = message.ruleJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AppliedRule>): AppliedRule {
+    return AppliedRule.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AppliedRule>): AppliedRule {
+    const message = createBaseAppliedRule();
+    message.id = object.id ?? "";
+    message.ruleJson = object.ruleJson ?? "";
+    return message;
+  },
+};
+
+function createBaseGetRuleResponse(): GetRuleResponse {
+  return { ruleJson: "", rules: [], effectiveJson: "" };
+}
+
+export const GetRuleResponse: MessageFns<GetRuleResponse> = {
+  encode(message: GetRuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.ruleJson !== "") {
+      writer.uint32(10).string(message.ruleJson);
+    }
+    for (const v of message.rules) {
+      AppliedRule.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.effectiveJson !== "") {
+      writer.uint32(26).string(message.effectiveJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetRuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetRuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.ruleJson = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.rules.push(AppliedRule.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.effectiveJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetRuleResponse {
+    return {
+      ruleJson: isSet(object.ruleJson)
+        ? globalThis.String(object.ruleJson)
+        : isSet(object.rule_json)
+        ? globalThis.String(object.rule_json)
+        : "",
+      rules: globalThis.Array.isArray(object?.rules) ? object.rules.map((e: any) => AppliedRule.fromJSON(e)) : [],
+      effectiveJson: isSet(object.effectiveJson)
+        ? globalThis.String(object.effectiveJson)
+        : isSet(object.effective_json)
+        ? globalThis.String(object.effective_json)
+        : "",
+    };
+  },
+
+  toJSON(message: GetRuleResponse): unknown {
+    const obj: any = {};
+    if (message.ruleJson !== "") {
+      obj.ruleJson = message.ruleJson;
+    }
+    if (message.rules?.length) {
+      obj.rules = message.rules.map((e) => AppliedRule.toJSON(e));
+    }
+    if (message.effectiveJson !== "") {
+      obj.effectiveJson = message.effectiveJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetRuleResponse>): GetRuleResponse {
+    return GetRuleResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetRuleResponse>): GetRuleResponse {
+    const message = createBaseGetRuleResponse();
+    message.ruleJson = object.ruleJson ?? "";
+    message.rules = object.rules?.map((e) => AppliedRule.fromPartial(e)) || [];
+    message.effectiveJson = object.effectiveJson ?? "";
     return message;
   },
 };
@@ -9251,6 +9732,43 @@ export const HubServiceService = {
     responseDeserialize: (value: Buffer): SetResumeResponse => SetResumeResponse.decode(value),
   },
   /**
+   * SetRule replaces an identity's own governance rule (the rule_json given at
+   * registration) after registration, as AG2's set_rule: an agent sets its own
+   * (agent_id "" or its id), the operator token sets any identity's. The rule is
+   * validated like the policy file's rules, audited as `rule_set`, and enforced
+   * from the identity's next call on (on other replicas as soon as the change
+   * feed brings the new record, within milliseconds). Like any own rule it only
+   * narrows what the policy allows; what an agent must not undo belongs in the
+   * policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+   * without agent_id); PERMISSION_DENIED (an agent naming another identity);
+   * NOT_FOUND (unknown identity).
+   */
+  setRule: {
+    path: "/agentnet.v1.HubService/SetRule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetRuleRequest): Buffer => Buffer.from(SetRuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetRuleRequest => SetRuleRequest.decode(value),
+    responseSerialize: (value: SetRuleResponse): Buffer => Buffer.from(SetRuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetRuleResponse => SetRuleResponse.decode(value),
+  },
+  /**
+   * GetRule returns the rules governing an identity: its own rule and every
+   * rule that applies to it (the policy's default, the matching entries, its
+   * own), with the limits they combine to. An agent reads its own (agent_id ""
+   * or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+   * agent naming another identity); NOT_FOUND (unknown identity).
+   */
+  getRule: {
+    path: "/agentnet.v1.HubService/GetRule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetRuleRequest): Buffer => Buffer.from(GetRuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetRuleRequest => GetRuleRequest.decode(value),
+    responseSerialize: (value: GetRuleResponse): Buffer => Buffer.from(GetRuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetRuleResponse => GetRuleResponse.decode(value),
+  },
+  /**
    * OpenChannel creates a channel, invites the targets and optionally seeds it
    * with a first envelope once every invitee acked (an invitee accepts by
    * posting an "ag2.channel.invite_ack" envelope into the channel).
@@ -9854,6 +10372,27 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   /** SetResume replaces the caller's resume (audited as resume_set). */
   setResume: handleUnaryCall<SetResumeRequest, SetResumeResponse>;
   /**
+   * SetRule replaces an identity's own governance rule (the rule_json given at
+   * registration) after registration, as AG2's set_rule: an agent sets its own
+   * (agent_id "" or its id), the operator token sets any identity's. The rule is
+   * validated like the policy file's rules, audited as `rule_set`, and enforced
+   * from the identity's next call on (on other replicas as soon as the change
+   * feed brings the new record, within milliseconds). Like any own rule it only
+   * narrows what the policy allows; what an agent must not undo belongs in the
+   * policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+   * without agent_id); PERMISSION_DENIED (an agent naming another identity);
+   * NOT_FOUND (unknown identity).
+   */
+  setRule: handleUnaryCall<SetRuleRequest, SetRuleResponse>;
+  /**
+   * GetRule returns the rules governing an identity: its own rule and every
+   * rule that applies to it (the policy's default, the matching entries, its
+   * own), with the limits they combine to. An agent reads its own (agent_id ""
+   * or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+   * agent naming another identity); NOT_FOUND (unknown identity).
+   */
+  getRule: handleUnaryCall<GetRuleRequest, GetRuleResponse>;
+  /**
    * OpenChannel creates a channel, invites the targets and optionally seeds it
    * with a first envelope once every invitee acked (an invitee accepts by
    * posting an "ag2.channel.invite_ack" envelope into the channel).
@@ -10288,6 +10827,55 @@ export interface HubServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetResumeResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * SetRule replaces an identity's own governance rule (the rule_json given at
+   * registration) after registration, as AG2's set_rule: an agent sets its own
+   * (agent_id "" or its id), the operator token sets any identity's. The rule is
+   * validated like the policy file's rules, audited as `rule_set`, and enforced
+   * from the identity's next call on (on other replicas as soon as the change
+   * feed brings the new record, within milliseconds). Like any own rule it only
+   * narrows what the policy allows; what an agent must not undo belongs in the
+   * policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+   * without agent_id); PERMISSION_DENIED (an agent naming another identity);
+   * NOT_FOUND (unknown identity).
+   */
+  setRule(
+    request: SetRuleRequest,
+    callback: (error: ServiceError | null, response: SetRuleResponse) => void,
+  ): ClientUnaryCall;
+  setRule(
+    request: SetRuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetRuleResponse) => void,
+  ): ClientUnaryCall;
+  setRule(
+    request: SetRuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetRuleResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetRule returns the rules governing an identity: its own rule and every
+   * rule that applies to it (the policy's default, the matching entries, its
+   * own), with the limits they combine to. An agent reads its own (agent_id ""
+   * or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+   * agent naming another identity); NOT_FOUND (unknown identity).
+   */
+  getRule(
+    request: GetRuleRequest,
+    callback: (error: ServiceError | null, response: GetRuleResponse) => void,
+  ): ClientUnaryCall;
+  getRule(
+    request: GetRuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetRuleResponse) => void,
+  ): ClientUnaryCall;
+  getRule(
+    request: GetRuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetRuleResponse) => void,
   ): ClientUnaryCall;
   /**
    * OpenChannel creates a channel, invites the targets and optionally seeds it
