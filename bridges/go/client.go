@@ -45,6 +45,9 @@ type (
 	ChannelState = agentnetv1.ChannelState
 	// TaskMetadata is the hub's mirror of a task owned by one agent.
 	TaskMetadata = agentnetv1.TaskMetadata
+	// RuleReport is what GetRule answers: an identity's own rule, every rule
+	// that governs it and what they combine to.
+	RuleReport = agentnetv1.GetRuleResponse
 )
 
 // Passport kinds.

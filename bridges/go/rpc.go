@@ -397,6 +397,39 @@ func (c *Client) SetResume(ctx context.Context, resume *Resume) (*AgentRecord, e
 	return resp.GetAgent(), nil
 }
 
+// SetRule replaces the caller's own governance rule (AG2's set_rule): rule
+// is anything that marshals to the policy file's rule object (access,
+// limits, rate, inbox); nil removes it. The hub validates it
+// (INVALID_ARGUMENT naming the problem), audits it as rule_set and enforces
+// it from the next call on. Like the rule given at registration it only
+// narrows what the hub's policy allows.
+func (c *Client) SetRule(ctx context.Context, rule any) (*AgentRecord, error) {
+	text := ""
+	if rule != nil {
+		raw, err := json.Marshal(rule)
+		if err != nil {
+			return nil, invalidArgument("rule is not JSON-serialisable: %v", err)
+		}
+		text = string(raw)
+	}
+	resp, err := c.hub.SetRule(c.AuthContext(ctx), &agentnetv1.SetRuleRequest{RuleJson: text})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp.GetAgent(), nil
+}
+
+// GetRule returns the rules governing the caller: its own rule (RuleJson),
+// every rule that applies (Rules: the policy's default, matching entries,
+// its own) and what they combine to (EffectiveJson).
+func (c *Client) GetRule(ctx context.Context) (*RuleReport, error) {
+	resp, err := c.hub.GetRule(c.AuthContext(ctx), &agentnetv1.GetRuleRequest{})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp, nil
+}
+
 // ---- tools --------------------------------------------------------------------
 
 // ListToolsRequest selects the tools ListTools returns.

@@ -462,6 +462,31 @@ export class Client {
     return required(res.agent, "SetResumeResponse.agent");
   }
 
+  /**
+   * Replace this identity's own governance rule (AG2's `set_rule`; `null` removes it): the policy
+   * file's rule shape (`access`, `limits`, `rate`, `inbox`). Validated by the hub
+   * (INVALID_ARGUMENT naming the problem), audited as `rule_set`, enforced from the next call on;
+   * like the rule given at registration it only narrows what the hub's policy allows.
+   */
+  async setRule(rule: JsonObject | null, call?: CallOptions): Promise<AgentRecord> {
+    const res = await this.unary(this.raw.setRule, { agentId: "", ruleJson: rule === null ? "" : JSON.stringify(rule) }, call);
+    return required(res.agent, "SetRuleResponse.agent");
+  }
+
+  /**
+   * The rules governing this identity: its own (`rule`, `undefined` when none), every rule that
+   * applies (`rules`: the policy's default, matching entries, its own) and what they combine to
+   * (`effective`: `limits`, `rate`, `inbox`).
+   */
+  async getRule(call?: CallOptions): Promise<{ rule: JsonObject | undefined; rules: { id: string; rule: JsonObject }[]; effective: JsonObject }> {
+    const res = await this.unary(this.raw.getRule, { agentId: "" }, call);
+    return {
+      rule: res.ruleJson === "" ? undefined : parseJsonObject(res.ruleJson),
+      rules: res.rules.map((r) => ({ id: r.id, rule: parseJsonObject(r.ruleJson) })),
+      effective: parseJsonObject(res.effectiveJson),
+    };
+  }
+
   /** Remove this identity (its live channels close); returns the closed channel ids. */
   async unregister(call?: CallOptions): Promise<string[]> {
     const res = await this.unary(this.raw.unregister, {}, call);
