@@ -51,3 +51,24 @@ func TestSetRuleAfterRegistration(t *testing.T) {
 		t.Fatalf("open after removing the rule: %v", err)
 	}
 }
+
+// A Go agent restricts who may reach it (access.inbound_from): an identity
+// its selector does not pick is refused with RULE_DENIED at OpenChannel.
+func TestInboundFromRefusesOthers(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 40*time.Second)
+	h := testhub.Start(t)
+	vip := register(t, ctx, h.Addr, "go-vip")
+	stranger := register(t, ctx, h.Addr, "go-stranger")
+	assistant := register(t, ctx, h.Addr, "go-assistant-1")
+	if _, err := vip.SetRule(ctx, map[string]any{"access": map[string]any{"inbound_from": map[string]any{"names": []string{"go-assistant-*"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := stranger.OpenChannel(ctx, agentnet.OpenChannelRequest{Type: "consulting", Targets: []string{"go-vip"}})
+	if !isReason(err, agentnet.ReasonRuleDenied) {
+		t.Fatalf("a stranger opening a channel with the vip: %v, want RULE_DENIED", err)
+	}
+	if _, err := assistant.OpenChannel(ctx, agentnet.OpenChannelRequest{Type: "consulting", Targets: []string{"go-vip"}}); err != nil {
+		t.Fatalf("an assistant opening a channel with the vip: %v", err)
+	}
+}

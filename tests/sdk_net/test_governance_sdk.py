@@ -64,3 +64,18 @@ async def test_rules_change_after_registration_by_the_agent_or_the_operator() ->
         assert effective["rules"][-1] == {"id": "own", "rule": {"limits": {"max_open_channels": 0}}}
         await agent.set_rule(None)
         await agent.open(type="consulting", target="peer")
+
+
+async def test_an_agent_restricts_who_may_reach_it_with_inbound_from() -> None:
+    async with Hub.open() as hub:
+        await hub.register(
+            Agent("vip", config=UNUSED_MODEL),
+            Passport(name="vip"),
+            rule={"access": {"inbound_from": {"names": ["assistant-*"]}}},
+        )
+        stranger = await hub.register_human(Passport(name="stranger", kind="human"))
+        assistant = await hub.register_human(Passport(name="assistant-1", kind="human"))
+        with pytest.raises(RuleDenied, match="'vip' does not accept invitations from you") as refused:
+            await stranger.open(type="consulting", target="vip")
+        assert refused.value.metadata["check"] == "access.inbound_from"
+        await assistant.open(type="consulting", target="vip")

@@ -30,3 +30,13 @@ test("setRule narrows this identity's own rule after registration; getRule reads
   await agent.setRule(null);
   await agent.openChannel({ type: "conversation", targets: [peer.name] });
 });
+
+test("inbound_from in an identity's own rule refuses whom it does not pick (RULE_DENIED)", async () => {
+  const vip = await register(hub.target, { name: "ts-vip" });
+  const stranger = await register(hub.target, { name: "ts-stranger" });
+  const assistant = await register(hub.target, { name: "ts-assistant-1" });
+  clients.push(vip, stranger, assistant);
+  await vip.setRule({ access: { inbound_from: { names: ["ts-assistant-*"] } } });
+  assert.equal(await refused(stranger.openChannel({ type: "consulting", targets: [vip.name] })), Reason.RULE_DENIED);
+  await assistant.openChannel({ type: "consulting", targets: [vip.name] });
+});

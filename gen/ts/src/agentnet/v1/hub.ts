@@ -9777,7 +9777,9 @@ export const HubServiceService = {
    * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
    * PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
    * rule does not allow the type (check access.channel_types), a target
-   * (access.peers) or ttl_seconds above the rule's maximum
+   * (access.peers), a target's own rules do not accept the caller (check
+   * access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+   * check it the same way) or ttl_seconds is above the rule's maximum
    * (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
    * already holds max_open_channels pending or open channels it opened;
@@ -10401,7 +10403,9 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
    * PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
    * rule does not allow the type (check access.channel_types), a target
-   * (access.peers) or ttl_seconds above the rule's maximum
+   * (access.peers), a target's own rules do not accept the caller (check
+   * access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+   * check it the same way) or ttl_seconds is above the rule's maximum
    * (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
    * already holds max_open_channels pending or open channels it opened;
@@ -10886,7 +10890,9 @@ export interface HubServiceClient extends Client {
    * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
    * PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
    * rule does not allow the type (check access.channel_types), a target
-   * (access.peers) or ttl_seconds above the rule's maximum
+   * (access.peers), a target's own rules do not accept the caller (check
+   * access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+   * check it the same way) or ttl_seconds is above the rule's maximum
    * (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
    * already holds max_open_channels pending or open channels it opened;
