@@ -260,7 +260,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def DescribeAgent(self, caller: str, request: hub_pb2.DescribeAgentRequest) -> hub_pb2.DescribeAgentResponse:
         """One identity's full profile."""
         ref = request.agent_id if request.WhichOneof("agent") == "agent_id" else request.name
-        return hub_pb2.DescribeAgentResponse(agent=self.ops.agents.describe_agent(ref))
+        return hub_pb2.DescribeAgentResponse(
+            agent=await self.ops.agents.with_observed(self.ops.agents.describe_agent(ref))
+        )
 
     @unary_rpc(AGENT)
     async def SetSkill(self, caller: str, request: hub_pb2.SetSkillRequest) -> hub_pb2.SetSkillResponse:

@@ -187,7 +187,9 @@ class Registry:
         if passport.kind not in PASSPORT_KIND.by_value:
             passport.kind = identity_pb2.PASSPORT_KIND_AGENT
         now = self._clock()
-        record = identity_pb2.AgentRecord(agent_id=agent_id, passport=passport, resume=resume, rule_json=rule_json)
+        record = identity_pb2.AgentRecord(
+            agent_id=agent_id, passport=passport, resume=claims_only(resume), rule_json=rule_json
+        )
         record.registered_at.CopyFrom(to_timestamp(now))
         record.last_seen_at.CopyFrom(to_timestamp(now))
         if a2a is not None:
@@ -284,7 +286,7 @@ class Registry:
         """Replace the resume; audited as resume_set (a fallback skill is re-rendered)."""
 
         def change(record: identity_pb2.AgentRecord) -> None:
-            record.resume.CopyFrom(resume)
+            record.resume.CopyFrom(claims_only(resume))
             if record.skill_is_fallback:
                 self._set_skill(record, None)
 
@@ -371,6 +373,18 @@ class Registry:
 
     def _audit(self, kind: str, subject: str, detail: dict[str, object]) -> tuple[str, str, str, str, float]:
         return audit_row(kind, subject, subject, dict(detail), self._clock())
+
+
+def claims_only(resume: identity_pb2.Resume) -> identity_pb2.Resume:
+    """A client's resume without what only the hub stamps (``observed``, ``last_updated``): the hub's
+    observations live in the store beside the record and are filled in when the record is read."""
+    if not resume.observed and not resume.HasField("last_updated"):
+        return resume
+    out = identity_pb2.Resume()
+    out.CopyFrom(resume)
+    out.observed.clear()
+    out.ClearField("last_updated")
+    return out
 
 
 MIN_IDEMPOTENCY_KEY_CHARS = 16

@@ -18,7 +18,7 @@ from typing import Any
 from agentnet.v1 import task_pb2
 
 from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
-from hubsvc.storage import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, AtLimit, HubStore, TaskRow, Writes
+from hubsvc.storage import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, AtLimit, HubStore, ObservationRow, TaskRow, Writes
 from netkernel.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 log = logging.getLogger("agentnet.hub")
@@ -94,6 +94,7 @@ class TaskMirror:
         error: str = "",
         ttl_seconds: float | None = None,
         hold_limit: int | None = None,
+        capability: str = "",
     ) -> task_pb2.TaskMetadata:
         """Apply one lifecycle report from the task's owner (a start written with ``hold_limit``, the
         owner's ``max_running_tasks``, for the store to check: ``TaskRow.hold_limit``)."""
@@ -110,6 +111,7 @@ class TaskMirror:
                 channel_id=channel_id,
                 title=title,
                 state=task_pb2.TASK_STATE_RUNNING,
+                capability=capability,
             )
             task.created_at.CopyFrom(to_timestamp(now))
             if ttl_seconds is not None:
@@ -204,7 +206,11 @@ class TaskMirror:
         for another reason is tried again at the next sweep."""
         expired = self.expire_due()
         results = await asyncio.gather(
-            *(self._store.submit(Writes(tasks=[self._row(t, TASK_LIVE)])) for t in expired), return_exceptions=True
+            *(
+                self._store.submit(Writes(tasks=[self._row(t, TASK_LIVE)], observations=observation(t)))
+                for t in expired
+            ),
+            return_exceptions=True,
         )
         done = []
         for task, result in zip(expired, results, strict=True):
@@ -263,7 +269,10 @@ class TaskMirror:
         ended the task first is FAILED_PRECONDITION, like the same report on that replica."""
         try:
             await self._store.commit(
-                Writes(tasks=[dataclasses.replace(self._row(task, expect), hold_limit=hold_limit)])
+                Writes(
+                    tasks=[dataclasses.replace(self._row(task, expect), hold_limit=hold_limit)],
+                    observations=observation(task),
+                )
             )
         except AtLimit:
             raise  # the owner holds its limit of running tasks (the caller answers LimitExceeded)
@@ -304,6 +313,26 @@ class TaskMirror:
     def _row(task: task_pb2.TaskMetadata, expect: str = "") -> TaskRow:
         terminal = task.state in TERMINAL
         return TaskRow(task.task_id, task.owner_id, task.channel_id, terminal, task.SerializeToString(), expect)
+
+
+_OUTCOME = {
+    task_pb2.TASK_STATE_COMPLETED: "completed",
+    task_pb2.TASK_STATE_FAILED: "failed",
+    task_pb2.TASK_STATE_EXPIRED: "expired",
+    task_pb2.TASK_STATE_CANCELLED: "cancelled",
+}
+
+
+def observation(task: task_pb2.TaskMetadata) -> list[ObservationRow]:
+    """What a write ending ``task`` adds to its owner's track record (AG2's Resume.observed): one count
+    of its outcome under its capability, with its start-to-end latency; nothing for an untagged or a
+    running task. Written only with a conditional end (an owner's report, an expiry), so it counts once."""
+    outcome = _OUTCOME.get(task.state)
+    if not task.capability or outcome is None:
+        return []
+    ended = from_timestamp(task.updated_at)
+    latency_ms = max(0, round((ended - from_timestamp(task.created_at)) * 1000))
+    return [ObservationRow(task.owner_id, task.capability, outcome, latency_ms, ended)]
 
 
 def _copy(task: task_pb2.TaskMetadata) -> task_pb2.TaskMetadata:

@@ -109,6 +109,36 @@ class CheckpointRow:
     """The hub's clock when it was stored (epoch seconds)."""
 
 
+OUTCOMES = ("completed", "failed", "expired", "cancelled")
+"""How a task may end, as :class:`ObservationRow` counts it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationRow:
+    """One ended task of an identity tagged with a capability: adds 1 to its counts (written in the
+    bundle that ends the task, so a task counts once however many replicas race to end it)."""
+
+    agent_id: str
+    capability: str
+    outcome: str
+    """One of :data:`OUTCOMES`."""
+    latency_ms: int
+    at: float
+    """When the task ended (epoch seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedCounts:
+    """An identity's track record of one capability, as stored."""
+
+    completed: int = 0
+    failed: int = 0
+    expired: int = 0
+    cancelled: int = 0
+    last_latency_ms: int = 0
+    last_updated: float = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutionRow:
     """An A2A execution: its serialized ``agentnet.v1.Execution`` plus indexed columns."""
@@ -209,6 +239,8 @@ class Writes:
     tasks: list[TaskRow] = field(default_factory=list)
     checkpoints: list[CheckpointRow] = field(default_factory=list)
     """Task checkpoint upserts (one per task: the last one written wins)."""
+    observations: list[ObservationRow] = field(default_factory=list)
+    """Capability counts to add to (AG2's Resume.observed)."""
     executions: list[ExecutionRow] = field(default_factory=list)
     """A2A execution upserts."""
     call_tokens: list[CallTokenRow] = field(default_factory=list)
@@ -229,6 +261,7 @@ class Writes:
             or self.channels
             or self.tasks
             or self.checkpoints
+            or self.observations
             or self.executions
             or self.call_tokens
             or self.audit
@@ -243,6 +276,7 @@ class Writes:
             or self.cursors
             or self.tasks
             or self.checkpoints
+            or self.observations
             or self.executions
             or self.call_tokens
             or self.audit
@@ -479,6 +513,10 @@ class HubStore(abc.ABC):
     @abc.abstractmethod
     async def get_checkpoint(self, task_id: str) -> CheckpointRow | None:
         """The task's last checkpoint (None: none was saved)."""
+
+    @abc.abstractmethod
+    async def load_observed(self, agent_id: str) -> dict[str, ObservedCounts]:
+        """The identity's counts per capability (empty: none observed)."""
 
     @abc.abstractmethod
     async def load_running_executions(self) -> list[ExecutionRow]:

@@ -11,8 +11,9 @@ from agentnet.v1 import a2a_pb2, identity_pb2
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.pages import SortKey, keyed_page
 from hubsvc.core.registry import AgentEntry
-from hubsvc.core.util import from_timestamp
+from hubsvc.core.util import from_timestamp, to_timestamp
 from hubsvc.governance.policy import Effective, parse_rule
+from hubsvc.storage import HubStore
 from netkernel.errors import InvalidArgument, PermissionDenied
 
 _AGENT_ORDERS: dict[str, Callable[[AgentEntry], SortKey]] = {
@@ -98,6 +99,10 @@ class AgentOps:
             raise InvalidArgument("name the agent by agent_id or name.")
         return self.core.registry.resolve(ref).record
 
+    async def with_observed(self, record: identity_pb2.AgentRecord) -> identity_pb2.AgentRecord:
+        """``record`` with the hub's observed track record in its resume (:func:`with_observed`)."""
+        return await with_observed(self.core.store, record)
+
     async def set_skill(self, caller: str, skill_md: str) -> identity_pb2.AgentRecord:
         """Replace the caller's skill (empty = back to the fallback)."""
         return await self.core.registry.set_skill(caller, skill_md)
@@ -157,3 +162,28 @@ def combined(effective: Effective) -> dict[str, Any]:
         "rate": None if rate is None else {"posts_per_second": rate.per_second, "burst": rate.burst, "rule": rate.rule},
         "inbox": None if inbox is None else {"max_pending": inbox[0], "rule": inbox[1]},
     }
+
+
+async def with_observed(store: HubStore, record: identity_pb2.AgentRecord) -> identity_pb2.AgentRecord:
+    """``record`` with the hub's observed track record in its resume (a copy; the stored counts of
+    every capability its ended tasks were tagged with, and when they last changed)."""
+    counts = await store.load_observed(record.agent_id)
+    if not counts:
+        return record
+    out = identity_pb2.AgentRecord()
+    out.CopyFrom(record)
+    for capability, c in counts.items():
+        n = c.completed + c.failed + c.expired + c.cancelled
+        stat = out.resume.observed[capability]
+        stat.n, stat.completed, stat.failed, stat.expired, stat.cancelled = (
+            n,
+            c.completed,
+            c.failed,
+            c.expired,
+            c.cancelled,
+        )
+        stat.success_rate = c.completed / n if n else 0.0
+        stat.last_latency_ms = c.last_latency_ms
+        stat.last_updated.CopyFrom(to_timestamp(c.last_updated))
+    out.resume.last_updated.CopyFrom(to_timestamp(max(c.last_updated for c in counts.values())))
+    return out

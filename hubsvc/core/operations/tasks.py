@@ -51,6 +51,7 @@ class TaskOps:
                 error=request.error,
                 ttl_seconds=request.ttl_seconds if request.HasField("ttl_seconds") else None,
                 hold_limit=slot.limit,
+                capability=request.capability,
             )
         if request.kind == task_pb2.TASK_EVENT_KIND_CANCELLED:
             await self._post_cancelled(task)

@@ -2291,7 +2291,11 @@ type ReportTaskRequest struct {
 	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	// Lifetime from start (STARTED only); absent = no expiry. Finite, positive
 	// and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
-	TtlSeconds    *float64 `protobuf:"fixed64,7,opt,name=ttl_seconds,json=ttlSeconds,proto3,oneof" json:"ttl_seconds,omitempty"`
+	TtlSeconds *float64 `protobuf:"fixed64,7,opt,name=ttl_seconds,json=ttlSeconds,proto3,oneof" json:"ttl_seconds,omitempty"`
+	// Capability the task exercises (STARTED only; "" = none): when the task
+	// ends, the hub updates the owner's Resume.observed[capability] (AG2's
+	// TaskSpec.capability / record_observation).
+	Capability    string `protobuf:"bytes,8,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2373,6 +2377,13 @@ func (x *ReportTaskRequest) GetTtlSeconds() float64 {
 		return *x.TtlSeconds
 	}
 	return 0
+}
+
+func (x *ReportTaskRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
 }
 
 // ReportTaskResponse returns the updated mirror.
@@ -5400,7 +5411,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x0fCanSendResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x122\n" +
 	"\arefusal\x18\x02 \x01(\v2\x18.agentnet.v1.ErrorDetailR\arefusal\x12#\n" +
-	"\rexpected_next\x18\x03 \x03(\tR\fexpectedNext\"\x80\x02\n" +
+	"\rexpected_next\x18\x03 \x03(\tR\fexpectedNext\"\xa0\x02\n" +
 	"\x11ReportTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12.\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1a.agentnet.v1.TaskEventKindR\x04kind\x12\x14\n" +
@@ -5410,7 +5421,10 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\fpayload_json\x18\x05 \x01(\tR\vpayloadJson\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12$\n" +
 	"\vttl_seconds\x18\a \x01(\x01H\x00R\n" +
-	"ttlSeconds\x88\x01\x01B\x0e\n" +
+	"ttlSeconds\x88\x01\x01\x12\x1e\n" +
+	"\n" +
+	"capability\x18\b \x01(\tR\n" +
+	"capabilityB\x0e\n" +
 	"\f_ttl_seconds\"C\n" +
 	"\x12ReportTaskResponse\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.agentnet.v1.TaskMetadataR\x04task\"\x9a\x01\n" +

@@ -1195,6 +1195,7 @@ class ReportTaskRequest(_message.Message):
     PAYLOAD_JSON_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     TTL_SECONDS_FIELD_NUMBER: _builtins.int
+    CAPABILITY_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     """The task; "" with kind STARTED = the hub assigns an id."""
     kind: _task_pb2.TaskEventKind.ValueType
@@ -1214,6 +1215,11 @@ class ReportTaskRequest(_message.Message):
     """Lifetime from start (STARTED only); absent = no expiry. Finite, positive
     and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
     """
+    capability: _builtins.str
+    """Capability the task exercises (STARTED only; "" = none): when the task
+    ends, the hub updates the owner's Resume.observed[capability] (AG2's
+    TaskSpec.capability / record_observation).
+    """
     def __init__(
         self,
         *,
@@ -1224,10 +1230,11 @@ class ReportTaskRequest(_message.Message):
         payload_json: _builtins.str = ...,
         error: _builtins.str = ...,
         ttl_seconds: _builtins.float | None = ...,
+        capability: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_ttl_seconds", b"_ttl_seconds", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ttl_seconds", b"_ttl_seconds", "channel_id", b"channel_id", "error", b"error", "kind", b"kind", "payload_json", b"payload_json", "task_id", b"task_id", "title", b"title", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ttl_seconds", b"_ttl_seconds", "capability", b"capability", "channel_id", b"channel_id", "error", b"error", "kind", b"kind", "payload_json", b"payload_json", "task_id", b"task_id", "title", b"title", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__ttl_seconds: _TypeAlias = _typing.Literal["ttl_seconds"]  # noqa: Y015
     _WhichOneofArgType__ttl_seconds: _TypeAlias = _typing.Literal["_ttl_seconds", b"_ttl_seconds"]  # noqa: Y015

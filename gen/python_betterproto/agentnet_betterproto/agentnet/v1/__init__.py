@@ -87,6 +87,7 @@ __all__ = (
     "ListTasksResponse",
     "ListToolsRequest",
     "ListToolsResponse",
+    "ObservedStat",
     "OpenChannelRequest",
     "OpenChannelResponse",
     "OperatorServiceDescribeAgentRequest",
@@ -3259,6 +3260,61 @@ default_message_pool.register_message("agentnet.v1", "ListToolsResponse", ListTo
 
 
 @dataclass(eq=False, repr=False)
+class ObservedStat(betterproto2.Message):
+    """
+    ObservedStat is the track record of one capability: how the identity's
+    tasks tagged with it ended. A task counts once, when it ends by its owner's
+    report (COMPLETED, FAILED, CANCELLED) or by expiry (EXPIRED); a task a
+    channel's end cancels is not counted.
+    """
+
+    n: "int" = betterproto2.field(1, betterproto2.TYPE_INT64)
+    """
+    Tasks that ended (the sum of the four below).
+    """
+
+    completed: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    Ended COMPLETED.
+    """
+
+    failed: "int" = betterproto2.field(3, betterproto2.TYPE_INT64)
+    """
+    Ended FAILED.
+    """
+
+    expired: "int" = betterproto2.field(4, betterproto2.TYPE_INT64)
+    """
+    Ended EXPIRED.
+    """
+
+    cancelled: "int" = betterproto2.field(5, betterproto2.TYPE_INT64)
+    """
+    Ended CANCELLED by the owner.
+    """
+
+    success_rate: "float" = betterproto2.field(6, betterproto2.TYPE_DOUBLE)
+    """
+    completed / n (0 when n is 0).
+    """
+
+    last_latency_ms: "int" = betterproto2.field(7, betterproto2.TYPE_INT64)
+    """
+    Milliseconds from start to end of the latest task that ended.
+    """
+
+    last_updated: "datetime.datetime | None" = betterproto2.field(
+        8, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When the latest task ended.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ObservedStat", ObservedStat)
+
+
+@dataclass(eq=False, repr=False)
 class OpenChannelRequest(betterproto2.Message):
     """
     OpenChannelRequest opens a channel from the caller to one or more targets.
@@ -4628,6 +4684,13 @@ class ReportTaskRequest(betterproto2.Message):
     and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
     """
 
+    capability: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    """
+    Capability the task exercises (STARTED only; "" = none): when the task
+    ends, the hub updates the owner's Resume.observed[capability] (AG2's
+    TaskSpec.capability / record_observation).
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "ReportTaskRequest", ReportTaskRequest)
 
@@ -4681,6 +4744,24 @@ class Resume(betterproto2.Message):
     languages: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
     """
     Languages the agent works in.
+    """
+
+    observed: "dict[str, ObservedStat]" = betterproto2.field(
+        7, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE)
+    )
+    """
+    The hub's observed track record per capability (AG2's Resume.observed):
+    one entry per capability the identity's ended tasks were tagged with
+    (ReportTaskRequest.capability). Stamped by the hub from what it observes,
+    durable, and filled in by DescribeAgent; ignored when a client sends it
+    (Register, SetResume).
+    """
+
+    last_updated: "datetime.datetime | None" = betterproto2.field(
+        8, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When `observed` last changed (unset = never); hub-stamped.
     """
 
 
@@ -4975,6 +5056,12 @@ class TaskMetadata(betterproto2.Message):
     cancel_reason: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
     """
     Reason given with the cancel request.
+    """
+
+    capability: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+    """
+    Capability the task exercises ("" = none): its end updates the owner's
+    Resume.observed[capability].
     """
 
 

@@ -610,7 +610,15 @@ export interface ReportTaskRequest {
    * Lifetime from start (STARTED only); absent = no expiry. Finite, positive
    * and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
    */
-  ttlSeconds?: number | undefined;
+  ttlSeconds?:
+    | number
+    | undefined;
+  /**
+   * Capability the task exercises (STARTED only; "" = none): when the task
+   * ends, the hub updates the owner's Resume.observed[capability] (AG2's
+   * TaskSpec.capability / record_observation).
+   */
+  capability: string;
 }
 
 /** ReportTaskResponse returns the updated mirror. */
@@ -4541,7 +4549,16 @@ export const CanSendResponse: MessageFns<CanSendResponse> = {
 };
 
 function createBaseReportTaskRequest(): ReportTaskRequest {
-  return { taskId: "", kind: 0, title: "", channelId: "", payloadJson: "", error: "", ttlSeconds: undefined };
+  return {
+    taskId: "",
+    kind: 0,
+    title: "",
+    channelId: "",
+    payloadJson: "",
+    error: "",
+    ttlSeconds: undefined,
+    capability: "",
+  };
 }
 
 export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
@@ -4566,6 +4583,9 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
     }
     if (message.ttlSeconds !== undefined) {
       writer.uint32(57).double(message.ttlSeconds);
+    }
+    if (message.capability !== "") {
+      writer.uint32(66).string(message.capability);
     }
     return writer;
   },
@@ -4639,6 +4659,14 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
             message.ttlSeconds = reader.double();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.capability = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4676,6 +4704,7 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
         : isSet(object.ttl_seconds)
         ? globalThis.Number(object.ttl_seconds)
         : undefined,
+      capability: isSet(object.capability) ? globalThis.String(object.capability) : "",
     };
   },
 
@@ -4702,6 +4731,9 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
     if (message.ttlSeconds !== undefined) {
       obj.ttlSeconds = floatToJson(message.ttlSeconds);
     }
+    if (message.capability !== "") {
+      obj.capability = message.capability;
+    }
     return obj;
   },
 
@@ -4717,6 +4749,7 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
     message.payloadJson = object.payloadJson ?? "";
     message.error = object.error ?? "";
     message.ttlSeconds = object.ttlSeconds ?? undefined;
+    message.capability = object.capability ?? "";
     return message;
   },
 };
