@@ -60,7 +60,7 @@ from netkernel.envelope import (
     Priority,
     visible_to,
 )
-from netkernel.identity import Passport, PassportKind, Resume
+from netkernel.identity import ObservedStat, Passport, PassportKind, Resume
 from netkernel.skills import ParsedSkill, parse_skill_frontmatter, render_fallback_skill
 
 __all__ = [
@@ -102,6 +102,7 @@ __all__ = [
     "NetworkClient",
     "NetworkContextPolicy",
     "NetworkPlugin",
+    "ObservedStat",
     "ParsedSkill",
     "Passport",
     "PassportKind",

@@ -176,9 +176,18 @@ class AgentClient(NetworkClient):
 
     @asynccontextmanager
     async def task(
-        self, title: str = "", *, channel_id: str = "", ttl: float | None = None, resume_from: str | None = None
+        self,
+        title: str = "",
+        *,
+        channel_id: str = "",
+        ttl: float | None = None,
+        resume_from: str | None = None,
+        capability: str = "",
     ) -> AsyncIterator[Task]:
         """Own a task for the block, mirrored to the hub; inside, tools see it as TaskInject.
+
+        ``capability`` tags the task (AG2's ``capability=``): when it ends, the hub counts its outcome in
+        this agent's ``Resume.observed[capability]`` (see :meth:`HubClient.get_resume`).
 
         ``resume_from`` names an earlier task of this agent (e.g. one a crashed run left): its
         last checkpoint is read before the new task starts and is ``task.resumed_state``.
@@ -190,7 +199,9 @@ class AgentClient(NetworkClient):
         STARTED on entry, COMPLETED on a clean exit (unless ended inside), FAILED when the block raises.
         """
         resumed = await self.read_task_checkpoint(resume_from) if resume_from is not None else None
-        request = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id)
+        request = hub_pb2.ReportTaskRequest(
+            kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id, capability=capability
+        )
         if ttl is not None:
             request.ttl_seconds = ttl
         response = await self.rpc.report_task(request)

@@ -49,3 +49,20 @@ async def test_a_restarted_agent_resumes_from_its_last_checkpoint_after_a_hub_re
         stranger = await hc.register(Agent("stranger", config=ScriptedConfig([])), Passport(name="stranger"))
         with pytest.raises(PermissionDenied):
             await stranger.read_task_checkpoint(first)
+
+
+async def test_tasks_tagged_with_a_capability_build_the_agents_observed_track_record() -> None:
+    async with Hub.open() as hub:
+        agent = Agent("analyst", config=ScriptedConfig([]))
+        await hub.register(agent, Passport(name="analyst"))
+        async with agent.task("one", capability="analysis"):
+            pass
+        with pytest.raises(Crash):
+            async with agent.task("two", capability="analysis"):
+                raise Crash
+        observer = await hub.register_human(Passport(name="observer", kind="human"))
+        del observer
+        resume = await hub.get_resume("analyst")
+        stat = resume.observed["analysis"]
+        assert (stat.n, stat.completed, stat.failed, stat.success_rate) == (2, 1, 1, 0.5)
+        assert stat.last_updated is not None and resume.last_updated == stat.last_updated
