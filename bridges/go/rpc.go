@@ -704,11 +704,23 @@ func (c *Client) ListExecutions(ctx context.Context, rootSessionID string, limit
 
 // ---- tasks --------------------------------------------------------------------
 
-// StartTask starts a task the caller owns (ReportTask STARTED) in channelID
-// ("" = none) and returns its mirror; end it with EndTask.
-func (c *Client) StartTask(ctx context.Context, title, channelID string) (*TaskMetadata, error) {
+// StartTaskRequest describes a task to start.
+type StartTaskRequest struct {
+	// Title is a short human-readable title.
+	Title string
+	// ChannelID is the channel the task belongs to ("" = none).
+	ChannelID string
+	// Capability tags the task ("" = none): when it ends, the hub counts its
+	// outcome in the owner's Resume.Observed[Capability] (AG2's capability).
+	Capability string
+}
+
+// StartTask starts a task the caller owns (ReportTask STARTED) and returns
+// its mirror; end it with EndTask.
+func (c *Client) StartTask(ctx context.Context, req StartTaskRequest) (*TaskMetadata, error) {
 	resp, err := c.hub.ReportTask(c.AuthContext(ctx), &agentnetv1.ReportTaskRequest{
-		Kind: agentnetv1.TaskEventKind_TASK_EVENT_KIND_STARTED, Title: title, ChannelId: channelID,
+		Kind: agentnetv1.TaskEventKind_TASK_EVENT_KIND_STARTED, Title: req.Title, ChannelId: req.ChannelID,
+		Capability: req.Capability,
 	})
 	if err != nil {
 		return nil, FromStatus(err)

@@ -23,7 +23,7 @@ func TestTaskCheckpointSurvivesRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	creds := owner.Credentials()
-	task, err := owner.StartTask(ctx, "crunch", "")
+	task, err := owner.StartTask(ctx, agentnet.StartTaskRequest{Title: "crunch"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestTaskCancelByToolAndRPC(t *testing.T) {
 	h := testhub.Start(t)
 	owner := register(t, ctx, h.Addr, "go-task-owner")
 	stranger := register(t, ctx, h.Addr, "go-task-stranger")
-	first, err := owner.StartTask(ctx, "one", "")
+	first, err := owner.StartTask(ctx, agentnet.StartTaskRequest{Title: "one"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +101,42 @@ func TestTaskCancelByToolAndRPC(t *testing.T) {
 	if err := json.Unmarshal(raw, &got); err != nil || !got.CancelRequested || got.CancelReason != "enough" {
 		t.Fatalf("tasks(cancel) answered %s (%v)", raw, err)
 	}
-	second, err := owner.StartTask(ctx, "two", "")
+	second, err := owner.StartTask(ctx, agentnet.StartTaskRequest{Title: "two"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	task, err := owner.CancelTask(ctx, second.GetTaskId(), "also")
 	if err != nil || !task.GetCancelRequested() {
 		t.Fatalf("CancelTask: %v, %v", task, err)
+	}
+}
+
+// Tasks tagged with a capability build the owner's observed track record,
+// which DescribeAgent shows in its resume.
+func TestObservedCapabilityStats(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 40*time.Second)
+	h := testhub.Start(t)
+	owner := register(t, ctx, h.Addr, "go-observed")
+	peer := register(t, ctx, h.Addr, "go-observer")
+	for _, failed := range []string{"", "", "boom"} {
+		task, err := owner.StartTask(ctx, agentnet.StartTaskRequest{Title: "job", Capability: "go-analysis"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := owner.EndTask(ctx, task.GetTaskId(), nil, failed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := peer.DescribeAgent(ctx, "go-observed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat := rec.GetResume().GetObserved()["go-analysis"]
+	if stat.GetN() != 3 || stat.GetCompleted() != 2 || stat.GetFailed() != 1 || stat.GetLastUpdated() == nil {
+		t.Fatalf("observed %v, want 3 tasks: 2 completed, 1 failed", stat)
+	}
+	if rec.GetResume().GetLastUpdated() == nil {
+		t.Fatal("resume.last_updated is not set")
 	}
 }

@@ -86,7 +86,7 @@ export interface ClientOptions {
 export type PassportInit = { name: string } & Partial<Omit<Passport, "name">>;
 
 /** A resume to register (every field optional). */
-export type ResumeInit = Partial<Resume>;
+export type ResumeInit = Partial<Omit<Resume, "observed" | "lastUpdated">>;
 
 /** Extra fields of {@link register}. */
 export interface RegisterOptions extends ClientOptions {
@@ -625,8 +625,15 @@ export class Client {
 
   // -- tasks -----------------------------------------------------------------------
 
-  /** Start a task this identity owns (ReportTask STARTED), in `channelId` ("" = none); returns its mirror. */
-  async startTask(title: string, options: CallOptions & { channelId?: string; ttlSeconds?: number } = {}): Promise<TaskMetadata> {
+  /**
+   * Start a task this identity owns (ReportTask STARTED), in `channelId` ("" = none); returns its mirror.
+   * `capability` tags it: when it ends, the hub counts its outcome in this identity's
+   * `resume.observed[capability]` (read it with `describeAgent`).
+   */
+  async startTask(
+    title: string,
+    options: CallOptions & { channelId?: string; ttlSeconds?: number; capability?: string } = {},
+  ): Promise<TaskMetadata> {
     const res = await this.unary(
       this.raw.reportTask,
       {
@@ -637,6 +644,7 @@ export class Client {
         payloadJson: "",
         error: "",
         ttlSeconds: options.ttlSeconds,
+        capability: options.capability ?? "",
       },
       options,
     );
@@ -656,6 +664,7 @@ export class Client {
         payloadJson: !failed && outcome.result !== undefined ? JSON.stringify(outcome.result) : "",
         error: failed ? (outcome.error ?? "") : "",
         ttlSeconds: undefined,
+        capability: "",
       },
       call,
     );
@@ -991,6 +1000,8 @@ function fullResume(resume: ResumeInit = {}): Resume {
     examples: [...(resume.examples ?? [])],
     tools: [...(resume.tools ?? [])],
     languages: [...(resume.languages ?? [])],
+    observed: {}, // the hub's to stamp: it ignores what a client sends
+    lastUpdated: undefined,
   };
 }
 

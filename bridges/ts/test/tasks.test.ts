@@ -48,3 +48,18 @@ test("the tasks tool's cancel action and cancelTask follow CancelTask's rules", 
   const second = await owner.startTask("two");
   assert.equal((await owner.cancelTask(second.taskId, "also")).cancelRequested, true);
 });
+
+test("tasks tagged with a capability build the owner's observed track record (describeAgent)", async () => {
+  const owner = await register(hub.target, { name: "ts-observed" });
+  const peer = await register(hub.target, { name: "ts-observer" });
+  clients.push(owner, peer);
+  for (const error of ["", "", "boom"]) {
+    const task = await owner.startTask("job", { capability: "ts-analysis" });
+    await owner.endTask(task.taskId, { error });
+  }
+  const record = await peer.describeAgent({ name: owner.name });
+  const stat = record.resume?.observed["ts-analysis"];
+  assert.ok(stat !== undefined, JSON.stringify(record.resume));
+  assert.deepEqual([stat.n, stat.completed, stat.failed], [3, 2, 1]);
+  assert.ok(stat.lastUpdated !== undefined && record.resume?.lastUpdated !== undefined);
+});
