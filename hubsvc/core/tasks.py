@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentnet.v1 import task_pb2
+from opentelemetry import trace
 
 from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
 from hubsvc.storage import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, AtLimit, HubStore, ObservationRow, TaskRow, Writes
@@ -50,10 +51,18 @@ def _check_json(text: str, what: str) -> str:
 class TaskMirror:
     """All tasks the hub knows."""
 
-    def __init__(self, store: HubStore, clock: Clock, audit: Callable[[str, str, str, dict[str, Any]], Any]) -> None:
+    def __init__(
+        self,
+        store: HubStore,
+        clock: Clock,
+        audit: Callable[[str, str, str, dict[str, Any]], Any],
+        tracer: trace.Tracer | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._audit = audit
+        self._tracer = tracer
+        """Records each task's lifecycle as one span when it ends (None: no tracing, no cost)."""
         self._live: dict[str, task_pb2.TaskMetadata] = {}
         self._ended: BoundedDict[str, task_pb2.TaskMetadata] = BoundedDict(10_000)
         """Recently ended tasks, so readers never see a stale row while its write is in flight."""
@@ -300,6 +309,8 @@ class TaskMirror:
     def _finish(self, task: task_pb2.TaskMetadata) -> None:
         if task.task_id in self._live:
             self._audit("task_terminated", task.owner_id, task.task_id, {"state": task_pb2.TaskState.Name(task.state)})
+            if self._tracer is not None:
+                _record_span(self._tracer, task)
         self._live.pop(task.task_id, None)
         self._ended[task.task_id] = task
         self._notify(task.task_id)
@@ -313,6 +324,27 @@ class TaskMirror:
     def _row(task: task_pb2.TaskMetadata, expect: str = "") -> TaskRow:
         terminal = task.state in TERMINAL
         return TaskRow(task.task_id, task.owner_id, task.channel_id, terminal, task.SerializeToString(), expect)
+
+
+def _record_span(tracer: trace.Tracer, task: task_pb2.TaskMetadata) -> None:
+    """The task's lifecycle as one span, from its start to the end this replica wrote (both times from
+    the task's record, so a task started before a restart or on another replica is whole too)."""
+    span = tracer.start_span(
+        "agentnet.hub.task",
+        start_time=task.created_at.ToNanoseconds(),
+        attributes={
+            "agentnet.task_id": task.task_id,
+            "agentnet.owner_id": task.owner_id,
+            "agentnet.channel_id": task.channel_id,
+            "agentnet.title": task.title,
+            "agentnet.capability": task.capability,
+            "agentnet.task_state": task_pb2.TaskState.Name(task.state),
+            "agentnet.error": task.error,
+        },
+    )
+    if task.state in (task_pb2.TASK_STATE_FAILED, task_pb2.TASK_STATE_EXPIRED):
+        span.set_status(trace.StatusCode.ERROR, task.error or task_pb2.TaskState.Name(task.state))
+    span.end(end_time=task.updated_at.ToNanoseconds())
 
 
 _OUTCOME = {
