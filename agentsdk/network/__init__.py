@@ -10,6 +10,7 @@ types and event constants, dependency keys) is importable here; see ``docs/netwo
 from agentsdk.backoff import RateLimitBackoff
 from agentsdk.network.agent_client import (
     AgentClient,
+    HubBackedCheckpointStore,
     Task,
     default_handler,
     read_wal_until,
@@ -93,6 +94,7 @@ __all__ = [
     "Envelope",
     "FullTranscript",
     "Hub",
+    "HubBackedCheckpointStore",
     "HubClient",
     "HubInject",
     "HumanClient",

@@ -94,6 +94,23 @@ class Task:
         await self.client.agent.publish(_task_event(self, kind, payload, error))
 
 
+class HubBackedCheckpointStore:
+    """Task checkpoints kept by the hub, as AG2's ``HubBackedCheckpointStore``: ``write`` / ``read``
+    by task id through an agent's client (CheckpointTask / ReadTaskCheckpoint; only the task's owner
+    may use them). ``Task.checkpoint`` and ``agent.task(..., resume_from=...)`` use the same calls."""
+
+    def __init__(self, client: AgentClient) -> None:
+        self._client = client
+
+    async def write(self, task_id: str, state: dict[str, Any]) -> None:
+        """Save ``state`` as the checkpoint of the client's running task ``task_id``."""
+        await self._client.checkpoint_task(task_id, dict(state))
+
+    async def read(self, task_id: str) -> dict[str, Any] | None:
+        """The last checkpoint of the client's task ``task_id``, None when it has none."""
+        return await self._client.read_task_checkpoint(task_id)
+
+
 def _task_event(task: Task, kind: task_pb2.TaskEventKind.ValueType, payload: Any, error: str) -> BaseEvent:
     if kind == task_pb2.TASK_EVENT_KIND_STARTED:
         return TaskStarted(task.task_id, task.title)

@@ -11,7 +11,7 @@ import pytest
 from agentsdk import Agent
 from agentsdk.config import ScriptedConfig
 from agentsdk.errors import PermissionDenied
-from agentsdk.network import Hub, Passport
+from agentsdk.network import Hub, HubBackedCheckpointStore, Passport
 from agentsdk.network.hub_client import HubClient
 
 
@@ -46,6 +46,8 @@ async def test_a_restarted_agent_resumes_from_its_last_checkpoint_after_a_hub_re
         assert await client.read_task_checkpoint(task.task_id) is None
         async with agent.task("fresh") as fresh:
             assert fresh.resumed_state is None
+        store = HubBackedCheckpointStore(client)  # AG2's name for the same two calls
+        assert await store.read(first) == {"next_batch": 2, "sums": [0, 1]}
         stranger = await hc.register(Agent("stranger", config=ScriptedConfig([])), Passport(name="stranger"))
         with pytest.raises(PermissionDenied):
             await stranger.read_task_checkpoint(first)
