@@ -14,8 +14,9 @@ operator call, ``NotFound``, ``Unavailable`` for an unreachable hub.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agentnet.v1 import (
     a2a_pb2,
@@ -233,6 +234,22 @@ class OperatorClient(ClosedOnExit):
             operator_pb2.OperatorServiceListExecutionsResponse,
             metadata=self._metadata,
             timeout=self._timeout,
+        )
+
+    async def set_rule(self, agent_id: str, rule: dict[str, Any] | None) -> identity_pb2.AgentRecord:
+        """Replace identity ``agent_id``'s own governance rule (HubService.SetRule; None removes it):
+        validated, audited as ``rule_set`` by "operator", enforced from that identity's next call."""
+        request = hub_pb2.SetRuleRequest(agent_id=agent_id, rule_json=json.dumps(rule) if rule is not None else "")
+        response = await unary(
+            self._hub.SetRule, request, hub_pb2.SetRuleResponse, metadata=self._metadata, timeout=self._timeout
+        )
+        return response.agent
+
+    async def get_rule(self, agent_id: str) -> hub_pb2.GetRuleResponse:
+        """The rules governing identity ``agent_id`` and what they combine to (HubService.GetRule)."""
+        request = hub_pb2.GetRuleRequest(agent_id=agent_id)
+        return await unary(
+            self._hub.GetRule, request, hub_pb2.GetRuleResponse, metadata=self._metadata, timeout=self._timeout
         )
 
     async def list_audit(

@@ -123,6 +123,18 @@ class HubRpc:
         """``SetResume``: replace the caller's resume."""
         return await self._unary(self.connection.stub.SetResume, request, hub_pb2.SetResumeResponse, timeout)
 
+    async def set_rule(
+        self, request: hub_pb2.SetRuleRequest, *, timeout: float | None = None
+    ) -> hub_pb2.SetRuleResponse:
+        """``SetRule``: replace the caller's own governance rule."""
+        return await self._unary(self.connection.stub.SetRule, request, hub_pb2.SetRuleResponse, timeout)
+
+    async def get_rule(
+        self, request: hub_pb2.GetRuleRequest, *, timeout: float | None = None
+    ) -> hub_pb2.GetRuleResponse:
+        """``GetRule``: the rules governing the caller."""
+        return await self._unary(self.connection.stub.GetRule, request, hub_pb2.GetRuleResponse, timeout)
+
     async def list_agents(
         self, request: hub_pb2.ListAgentsRequest, *, timeout: float | None = None
     ) -> hub_pb2.ListAgentsResponse:
@@ -210,6 +222,20 @@ class HubRpc:
     ) -> hub_pb2.ReportTaskResponse:
         """``ReportTask``: record a lifecycle event of the caller's task."""
         return await self._unary(self.connection.stub.ReportTask, request, hub_pb2.ReportTaskResponse, timeout)
+
+    async def checkpoint_task(
+        self, request: hub_pb2.CheckpointTaskRequest, *, timeout: float | None = None
+    ) -> hub_pb2.CheckpointTaskResponse:
+        """``CheckpointTask``: save the checkpoint of the caller's running task."""
+        return await self._unary(self.connection.stub.CheckpointTask, request, hub_pb2.CheckpointTaskResponse, timeout)
+
+    async def read_task_checkpoint(
+        self, request: hub_pb2.ReadTaskCheckpointRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ReadTaskCheckpointResponse:
+        """``ReadTaskCheckpoint``: the last checkpoint of the caller's task."""
+        return await self._unary(
+            self.connection.stub.ReadTaskCheckpoint, request, hub_pb2.ReadTaskCheckpointResponse, timeout
+        )
 
     async def call_tool(
         self, request: hub_pb2.CallToolRequest, *, timeout: float | None = None

@@ -77,6 +77,8 @@ class HubConfig:
     max_event_data_bytes: int = HubOptions.max_event_data_bytes
     """Largest event data (and text that becomes event data), in bytes (AGENTNET_MAX_EVENT_DATA_BYTES)."""
     max_skill_bytes: int = HubOptions.max_skill_bytes
+    max_checkpoint_bytes: int = HubOptions.max_checkpoint_bytes
+    """Largest task checkpoint, in bytes (AGENTNET_MAX_CHECKPOINT_BYTES)."""
     """Largest skill markdown, in bytes (AGENTNET_MAX_SKILL_BYTES)."""
     max_id_bytes: int = HubOptions.max_id_bytes
     """Longest id, key, token or short name in a request, in bytes (AGENTNET_MAX_ID_BYTES)."""
@@ -141,6 +143,7 @@ class HubConfig:
             a2a_outbound_connect_timeout=self.a2a_outbound_connect_timeout,
             max_event_data_bytes=self.max_event_data_bytes,
             max_skill_bytes=self.max_skill_bytes,
+            max_checkpoint_bytes=self.max_checkpoint_bytes,
             max_id_bytes=self.max_id_bytes,
             max_text_bytes=self.max_text_bytes,
             max_repeated_items=self.max_repeated_items,
@@ -220,6 +223,12 @@ _SIZE_FLAGS = (
         "AGENTNET_MAX_SKILL_BYTES",
         HubOptions.max_skill_bytes,
         "largest skill markdown in bytes; PAYLOAD_TOO_LARGE beyond",
+    ),
+    (
+        "--max-checkpoint-bytes",
+        "AGENTNET_MAX_CHECKPOINT_BYTES",
+        HubOptions.max_checkpoint_bytes,
+        "largest task checkpoint (CheckpointTask.state_json) in bytes; PAYLOAD_TOO_LARGE beyond",
     ),
     (
         "--max-id-bytes",
@@ -624,6 +633,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         a2a_outbound_connect_timeout=args.a2a_outbound_connect_timeout,
         max_event_data_bytes=args.max_event_data_bytes,
         max_skill_bytes=args.max_skill_bytes,
+        max_checkpoint_bytes=args.max_checkpoint_bytes,
         max_id_bytes=args.max_id_bytes,
         max_text_bytes=args.max_text_bytes,
         max_repeated_items=args.max_repeated_items,

@@ -28,6 +28,8 @@ PAYLOAD_FIELDS = (
     "agentnet.v1.CallToolRequest.arguments_json",
     "agentnet.v1.ReportTaskRequest.payload_json",
 )
+CHECKPOINT_FIELD = "agentnet.v1.CheckpointTaskRequest.state_json"
+_CHECKPOINT_HINT = "checkpoint less state (e.g. a reference to content stored in the knowledge service)"
 SKILL_FIELDS = ("agentnet.v1.RegisterRequest.skill_md", "agentnet.v1.SetSkillRequest.skill_md")
 #: Per-stream bookkeeping a client may send in bulk: one entry per channel it follows.
 STREAM_ENTRY_FIELDS = ("agentnet.v1.Hello.cursors", "agentnet.v1.Ack.entries")
@@ -55,6 +57,7 @@ def hub_request_limits(options: HubOptions) -> RequestLimits:
     skill = Bound(options.max_skill_bytes, PayloadTooLarge, "shorten the skill markdown")
     overrides = {name: payload for name in PAYLOAD_FIELDS}
     overrides.update({name: skill for name in SKILL_FIELDS})
+    overrides[CHECKPOINT_FIELD] = Bound(options.max_checkpoint_bytes, PayloadTooLarge, _CHECKPOINT_HINT)
     overrides.update({name: Bound(options.max_stream_entries) for name in STREAM_ENTRY_FIELDS})
     overrides["agentnet.v1.Ping.nonce"] = Bound(2**64 - 1)  # echoed in the Pong, never stored
     overrides.update({name: Bound(PAGE_TOKEN_FACTOR * options.max_id_bytes) for name in PAGE_TOKEN_FIELDS})

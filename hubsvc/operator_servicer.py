@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from agentnet.v1 import operator_pb2, operator_pb2_grpc
 
 from hubsvc.core.operations import OperatorOps
+from hubsvc.core.operations.agents import with_observed
 from hubsvc.field_limits import RefusalAudit
 from hubsvc.rpc import OPERATOR, Authenticator, stream_rpc, unary_rpc
 from servicekit.limits import RequestLimits
@@ -53,7 +54,8 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         self, caller: None, request: operator_pb2.OperatorServiceDescribeAgentRequest
     ) -> operator_pb2.OperatorServiceDescribeAgentResponse:
         """One identity's record."""
-        return operator_pb2.OperatorServiceDescribeAgentResponse(agent=self.ops.describe_agent(request.agent))
+        record = await with_observed(self.ops.core.store, self.ops.describe_agent(request.agent))
+        return operator_pb2.OperatorServiceDescribeAgentResponse(agent=record)
 
     @unary_rpc(OPERATOR)
     async def ListChannels(

@@ -5,6 +5,7 @@ converts messages and calls one core handler or operation (:mod:`hubsvc.core.ope
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -259,7 +260,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def DescribeAgent(self, caller: str, request: hub_pb2.DescribeAgentRequest) -> hub_pb2.DescribeAgentResponse:
         """One identity's full profile."""
         ref = request.agent_id if request.WhichOneof("agent") == "agent_id" else request.name
-        return hub_pb2.DescribeAgentResponse(agent=self.ops.agents.describe_agent(ref))
+        return hub_pb2.DescribeAgentResponse(
+            agent=await self.ops.agents.with_observed(self.ops.agents.describe_agent(ref))
+        )
 
     @unary_rpc(AGENT)
     async def SetSkill(self, caller: str, request: hub_pb2.SetSkillRequest) -> hub_pb2.SetSkillResponse:
@@ -270,6 +273,22 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def SetResume(self, caller: str, request: hub_pb2.SetResumeRequest) -> hub_pb2.SetResumeResponse:
         """Replace the caller's resume."""
         return hub_pb2.SetResumeResponse(agent=await self.ops.agents.set_resume(caller, request.resume))
+
+    @unary_rpc(AGENT_OR_OPERATOR)
+    async def SetRule(self, caller: str | None, request: hub_pb2.SetRuleRequest) -> hub_pb2.SetRuleResponse:
+        """Replace an identity's own governance rule."""
+        record = await self.ops.agents.set_rule(caller, request.agent_id, request.rule_json)
+        return hub_pb2.SetRuleResponse(agent=record)
+
+    @unary_rpc(AGENT_OR_OPERATOR)
+    async def GetRule(self, caller: str | None, request: hub_pb2.GetRuleRequest) -> hub_pb2.GetRuleResponse:
+        """The rules governing an identity."""
+        own, rules, effective = self.ops.agents.get_rule(caller, request.agent_id)
+        return hub_pb2.GetRuleResponse(
+            rule_json=own,
+            rules=[hub_pb2.AppliedRule(id=rule_id, rule_json=text) for rule_id, text in rules],
+            effective_json=json.dumps(effective),
+        )
 
     @unary_rpc(AGENT)
     async def SetA2ASettings(
@@ -444,6 +463,28 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         """Ask a task's owner to cancel."""
         task, envelope_id = await self.ops.tasks.cancel_task(caller, request.task_id, request.reason)
         return hub_pb2.CancelTaskResponse(task=task, envelope_id=envelope_id)
+
+    @unary_rpc(AGENT)
+    async def CheckpointTask(
+        self, caller: str, request: hub_pb2.CheckpointTaskRequest
+    ) -> hub_pb2.CheckpointTaskResponse:
+        """Save the checkpoint of the caller's running task."""
+        row = await self.ops.tasks.checkpoint_task(caller, request.task_id, request.state_json)
+        return hub_pb2.CheckpointTaskResponse(
+            saved_at=to_timestamp(row.saved_at), size_bytes=len(row.state_json.encode())
+        )
+
+    @unary_rpc(AGENT)
+    async def ReadTaskCheckpoint(
+        self, caller: str, request: hub_pb2.ReadTaskCheckpointRequest
+    ) -> hub_pb2.ReadTaskCheckpointResponse:
+        """The last checkpoint of the caller's task."""
+        row = await self.ops.tasks.read_task_checkpoint(caller, request.task_id)
+        if row is None:
+            return hub_pb2.ReadTaskCheckpointResponse(found=False)
+        return hub_pb2.ReadTaskCheckpointResponse(
+            found=True, state_json=row.state_json, saved_at=to_timestamp(row.saved_at)
+        )
 
     # -- context ------------------------------------------------------------------------
 

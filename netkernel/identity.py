@@ -7,6 +7,7 @@ wire messages in ``agentnet.v1.identity_pb2``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentnet.v1 import identity_pb2
 
@@ -77,9 +78,28 @@ class Passport:
         )
 
 
+@dataclass(frozen=True)
+class ObservedStat:
+    """The hub's track record of one capability (AG2's ``ObservedStat``): how the identity's tasks
+    tagged with it ended."""
+
+    n: int = 0
+    completed: int = 0
+    failed: int = 0
+    expired: int = 0
+    cancelled: int = 0
+    success_rate: float = 0.0
+    """``completed / n``."""
+    last_latency_ms: int = 0
+    """Start to end of the latest task that ended, in milliseconds."""
+    last_updated: float | None = None
+    """When the latest task ended (epoch seconds)."""
+
+
 @dataclass
 class Resume:
-    """What an agent claims it can do (searched by ``peers(action="find")``)."""
+    """What an agent claims it can do (searched by ``peers(action="find")``), and what the hub
+    observed it do (``observed``, ``last_updated``: stamped by the hub, read-only)."""
 
     claimed_capabilities: list[str] = field(default_factory=list)
     domains: list[str] = field(default_factory=list)
@@ -87,6 +107,10 @@ class Resume:
     examples: list[str] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     languages: list[str] = field(default_factory=list)
+    observed: dict[str, ObservedStat] = field(default_factory=dict, compare=False)
+    """Per capability, how the identity's tasks tagged with it ended (the hub's, never sent by a client)."""
+    last_updated: float | None = field(default=None, compare=False)
+    """When ``observed`` last changed (epoch seconds; None = never)."""
 
     def to_wire(self) -> identity_pb2.Resume:
         """The wire message."""
@@ -109,6 +133,20 @@ class Resume:
             examples=list(msg.examples),
             tools=list(msg.tools),
             languages=list(msg.languages),
+            observed={
+                capability: ObservedStat(
+                    stat.n,
+                    stat.completed,
+                    stat.failed,
+                    stat.expired,
+                    stat.cancelled,
+                    stat.success_rate,
+                    stat.last_latency_ms,
+                    _seconds(stat.last_updated) if stat.HasField("last_updated") else None,
+                )
+                for capability, stat in msg.observed.items()
+            },
+            last_updated=_seconds(msg.last_updated) if msg.HasField("last_updated") else None,
         )
 
 
@@ -137,3 +175,8 @@ class ResumeExample:
         if refs:
             text += f" [{', '.join(refs)}]"
         return " ".join(text.split())
+
+
+def _seconds(ts: Any) -> float:
+    """A protobuf Timestamp as epoch seconds."""
+    return float(ts.seconds) + float(ts.nanos) / 1e9

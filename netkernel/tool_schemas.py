@@ -47,9 +47,10 @@ class ChannelsArgs(_Args):
 
 class TasksArgs(_Args):
     """Tasks. Active (inside your own task): action="progress" (payload), "complete" (result?).
-    Observation: "list" (scope, state, limit), "status" (task_id), "wait" (task_id, timeout, poll_interval)."""
+    Observation: "list" (scope, state, limit), "status" (task_id), "wait" (task_id, timeout, poll_interval),
+    "cancel" (task_id, reason?): ask the owner of a task that is yours or in a channel you are in to cancel it."""
 
-    action: Literal["progress", "complete", "list", "status", "wait"]
+    action: Literal["progress", "complete", "list", "status", "wait", "cancel"]
     payload: Any = Field(None, description="progress: any JSON value")
     result: Any = Field(None, description="complete: any JSON value")
     scope: Literal["own", "all"] = "own"
@@ -58,6 +59,7 @@ class TasksArgs(_Args):
     task_id: str | None = None
     timeout: float = Field(300.0, gt=0)
     poll_interval: float = Field(0.1, gt=0)
+    reason: str | None = Field(None, description="cancel: why, shown to the task's owner")
 
 
 class ContextArgs(_Args):

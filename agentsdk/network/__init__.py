@@ -19,6 +19,7 @@ from agentsdk.errors import (
 from agentsdk.events import ImageInput
 from agentsdk.network.agent_client import (
     AgentClient,
+    HubBackedCheckpointStore,
     Task,
     default_handler,
     read_wal_until,
@@ -93,7 +94,7 @@ from netkernel.envelope import (
     Priority,
     visible_to,
 )
-from netkernel.identity import PASSPORT_KINDS, Passport, PassportKind, Resume, ResumeExample
+from netkernel.identity import PASSPORT_KINDS, ObservedStat, Passport, PassportKind, Resume, ResumeExample
 from netkernel.skills import ParsedSkill, parse_skill_frontmatter, render_fallback_skill
 
 __all__ = [
@@ -141,6 +142,7 @@ __all__ = [
     "FullTranscript",
     "Handoff",
     "Hub",
+    "HubBackedCheckpointStore",
     "HubClient",
     "HubInject",
     "HumanClient",
@@ -154,6 +156,7 @@ __all__ = [
     "NetworkError",
     "NetworkPlugin",
     "NotFoundError",
+    "ObservedStat",
     "ParsedSkill",
     "Passport",
     "PassportKind",

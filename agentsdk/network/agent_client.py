@@ -65,6 +65,19 @@ class Task:
     title: str = ""
     channel_id: str = ""
     ended: bool = False
+    resumed_state: dict[str, Any] | None = None
+    """The checkpoint of the ``resume_from`` task read on entry (None: no ``resume_from``, or that
+    task had no checkpoint); the exact object its owner last passed to :meth:`checkpoint`."""
+
+    async def checkpoint(self, state: dict[str, Any]) -> None:
+        """Save ``state`` (a JSON object) as this task's checkpoint on the hub, replacing the last one.
+
+        Durable in the hub's store: after a restart the owner reads it back with
+        ``agent.task(..., resume_from=<this task_id>)`` (``task.resumed_state``) or
+        :meth:`AgentClient.read_task_checkpoint`. A no-op once the task ended, as in AG2."""
+        if self.ended:
+            return
+        await self.client.checkpoint_task(self.task_id, state)
 
     async def progress(self, payload: Any) -> None:
         """Report progress (any JSON value)."""
@@ -90,6 +103,23 @@ class Task:
         if kind not in (task_pb2.TASK_EVENT_KIND_STARTED, task_pb2.TASK_EVENT_KIND_PROGRESS):
             self.ended = True
         await self.client.agent.publish(_task_event(self, kind, payload, error))
+
+
+class HubBackedCheckpointStore:
+    """Task checkpoints kept by the hub, as AG2's ``HubBackedCheckpointStore``: ``write`` / ``read``
+    by task id through an agent's client (CheckpointTask / ReadTaskCheckpoint; only the task's owner
+    may use them). ``Task.checkpoint`` and ``agent.task(..., resume_from=...)`` use the same calls."""
+
+    def __init__(self, client: AgentClient) -> None:
+        self._client = client
+
+    async def write(self, task_id: str, state: dict[str, Any]) -> None:
+        """Save ``state`` as the checkpoint of the client's running task ``task_id``."""
+        await self._client.checkpoint_task(task_id, dict(state))
+
+    async def read(self, task_id: str) -> dict[str, Any] | None:
+        """The last checkpoint of the client's task ``task_id``, None when it has none."""
+        return await self._client.read_task_checkpoint(task_id)
 
 
 def _task_event(task: Task, kind: task_pb2.TaskEventKind.ValueType, payload: Any, error: str) -> BaseEvent:
@@ -178,9 +208,37 @@ class AgentClient(NetworkClient):
         )
         return json.loads(response.result_json)
 
+    async def checkpoint_task(self, task_id: str, state: dict[str, Any]) -> None:
+        """Save ``state`` (a JSON object, at most the hub's --max-checkpoint-bytes) as the checkpoint
+        of this agent's running task ``task_id`` (CheckpointTask)."""
+        await self.rpc.checkpoint_task(hub_pb2.CheckpointTaskRequest(task_id=task_id, state_json=json.dumps(state)))
+
+    async def read_task_checkpoint(self, task_id: str) -> dict[str, Any] | None:
+        """The last checkpoint of this agent's task ``task_id`` (running or ended), None when it has none
+        (ReadTaskCheckpoint; only the task's owner may read it)."""
+        response = await self.rpc.read_task_checkpoint(hub_pb2.ReadTaskCheckpointRequest(task_id=task_id))
+        if not response.found:
+            return None
+        state: dict[str, Any] = json.loads(response.state_json)
+        return state
+
     @asynccontextmanager
-    async def task(self, title: str = "", *, channel_id: str = "", ttl: float | None = None) -> AsyncIterator[Task]:
+    async def task(
+        self,
+        title: str = "",
+        *,
+        channel_id: str = "",
+        ttl: float | None = None,
+        resume_from: str | None = None,
+        capability: str = "",
+    ) -> AsyncIterator[Task]:
         """Own a task for the block, mirrored to the hub; inside, tools see it as TaskInject.
+
+        ``capability`` tags the task (AG2's ``capability=``): when it ends, the hub counts its outcome in
+        this agent's ``Resume.observed[capability]`` (see :meth:`HubClient.get_resume`).
+
+        ``resume_from`` names an earlier task of this agent (e.g. one a crashed run left): its
+        last checkpoint is read before the new task starts and is ``task.resumed_state``.
 
         The task is current for this block's context only (a context variable): concurrent
         blocks, each in its own asyncio task, see their own task, and ``agent.ask`` inside
@@ -188,11 +246,14 @@ class AgentClient(NetworkClient):
 
         STARTED on entry, COMPLETED on a clean exit (unless ended inside), FAILED when the block raises.
         """
-        request = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id)
+        resumed = await self.read_task_checkpoint(resume_from) if resume_from is not None else None
+        request = hub_pb2.ReportTaskRequest(
+            kind=task_pb2.TASK_EVENT_KIND_STARTED, title=title, channel_id=channel_id, capability=capability
+        )
         if ttl is not None:
             request.ttl_seconds = ttl
         response = await self.rpc.report_task(request)
-        task = Task(response.task.task_id, self, title, channel_id)
+        task = Task(response.task.task_id, self, title, channel_id, resumed_state=resumed)
         await task._reported(task_pb2.TASK_EVENT_KIND_STARTED)
         with task_scope(task):
             try:

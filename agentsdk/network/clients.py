@@ -151,6 +151,30 @@ class NetworkClient:
         await self.rpc.set_a2a_settings(hub_pb2.SetA2ASettingsRequest(a2a=settings.to_wire()))
         self.a2a_settings = settings
 
+    async def set_rule(self, rule: dict[str, Any] | None) -> None:
+        """Replace this identity's own governance rule (AG2's ``set_rule``; None removes it).
+
+        The rule has the policy file's shape (``access``, ``limits``, ``rate``, ``inbox``;
+        docs/governance.md), is validated by the hub (InvalidArgument naming the problem),
+        audited as ``rule_set`` and enforced from the next call on. Like the rule given at
+        registration it only narrows what the hub's policy allows."""
+        await self.rpc.set_rule(hub_pb2.SetRuleRequest(rule_json=json.dumps(rule) if rule is not None else ""))
+
+    async def get_rule(self) -> dict[str, Any] | None:
+        """This identity's own governance rule (AG2's ``get_rule``; None when it has none)."""
+        response = await self.rpc.get_rule(hub_pb2.GetRuleRequest())
+        rule: dict[str, Any] | None = json.loads(response.rule_json) if response.rule_json else None
+        return rule
+
+    async def effective_rule(self) -> dict[str, Any]:
+        """Everything that governs this identity: ``{"rules": [{"id", "rule"}, ...], "limits": ...,
+        "rate": ..., "inbox": ...}`` — every rule that applies (the policy's default, the matching
+        entries, its own; an action needs all of them to allow it) and what they combine to."""
+        response = await self.rpc.get_rule(hub_pb2.GetRuleRequest())
+        combined: dict[str, Any] = json.loads(response.effective_json)
+        rules = [{"id": r.id, "rule": json.loads(r.rule_json)} for r in response.rules]
+        return {"rules": rules, **combined}
+
     async def _start(self, stream: DeliveryStream) -> None:
         self._stream = stream
         await stream.start()

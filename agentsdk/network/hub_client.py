@@ -573,6 +573,15 @@ class HubClient(ClosedOnExit):
             )
         return out
 
+    async def get_resume(self, agent: str) -> Resume:
+        """The resume of an identity (by id or passport name) as the hub holds it, with the hub's
+        observed track record (AG2's ``get_resume``): ``resume.observed[capability]`` counts how its
+        tasks tagged with that capability ended, ``resume.last_updated`` says when that last changed."""
+        request = hub_pb2.DescribeAgentRequest(agent_id=agent)  # the hub resolves an id or a name
+        response = await self.rpc.as_identity(self._any_credential()).describe_agent(request)
+        self._learn(response.agent.agent_id, response.agent.passport.name)
+        return Resume.from_wire(response.agent.resume)
+
     async def read_wal_as(
         self, credential: str, channel_id: str, *, from_seq: int = 0, until_seq: int = 0
     ) -> list[Envelope]:

@@ -43,6 +43,11 @@ type (
 	PassportKind = agentnetv1.PassportKind
 	// ChannelState is a channel's lifecycle position.
 	ChannelState = agentnetv1.ChannelState
+	// TaskMetadata is the hub's mirror of a task owned by one agent.
+	TaskMetadata = agentnetv1.TaskMetadata
+	// RuleReport is what GetRule answers: an identity's own rule, every rule
+	// that governs it and what they combine to.
+	RuleReport = agentnetv1.GetRuleResponse
 )
 
 // Passport kinds.

@@ -416,6 +416,39 @@ func (c *Client) SetResume(ctx context.Context, resume *Resume) (*AgentRecord, e
 	return resp.GetAgent(), nil
 }
 
+// SetRule replaces the caller's own governance rule (AG2's set_rule): rule
+// is anything that marshals to the policy file's rule object (access,
+// limits, rate, inbox); nil removes it. The hub validates it
+// (INVALID_ARGUMENT naming the problem), audits it as rule_set and enforces
+// it from the next call on. Like the rule given at registration it only
+// narrows what the hub's policy allows.
+func (c *Client) SetRule(ctx context.Context, rule any) (*AgentRecord, error) {
+	text := ""
+	if rule != nil {
+		raw, err := json.Marshal(rule)
+		if err != nil {
+			return nil, invalidArgument("rule is not JSON-serialisable: %v", err)
+		}
+		text = string(raw)
+	}
+	resp, err := c.hub.SetRule(c.AuthContext(ctx), &agentnetv1.SetRuleRequest{RuleJson: text})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp.GetAgent(), nil
+}
+
+// GetRule returns the rules governing the caller: its own rule (RuleJson),
+// every rule that applies (Rules: the policy's default, matching entries,
+// its own) and what they combine to (EffectiveJson).
+func (c *Client) GetRule(ctx context.Context) (*RuleReport, error) {
+	resp, err := c.hub.GetRule(c.AuthContext(ctx), &agentnetv1.GetRuleRequest{})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp, nil
+}
+
 // ---- tools --------------------------------------------------------------------
 
 // ListToolsRequest selects the tools ListTools returns.
@@ -686,6 +719,94 @@ func (c *Client) ListExecutions(ctx context.Context, rootSessionID string, limit
 		return nil, FromStatus(err)
 	}
 	return resp.GetExecutions(), nil
+}
+
+// ---- tasks --------------------------------------------------------------------
+
+// StartTaskRequest describes a task to start.
+type StartTaskRequest struct {
+	// Title is a short human-readable title.
+	Title string
+	// ChannelID is the channel the task belongs to ("" = none).
+	ChannelID string
+	// Capability tags the task ("" = none): when it ends, the hub counts its
+	// outcome in the owner's Resume.Observed[Capability] (AG2's capability).
+	Capability string
+}
+
+// StartTask starts a task the caller owns (ReportTask STARTED) and returns
+// its mirror; end it with EndTask.
+func (c *Client) StartTask(ctx context.Context, req StartTaskRequest) (*TaskMetadata, error) {
+	resp, err := c.hub.ReportTask(c.AuthContext(ctx), &agentnetv1.ReportTaskRequest{
+		Kind: agentnetv1.TaskEventKind_TASK_EVENT_KIND_STARTED, Title: req.Title, ChannelId: req.ChannelID,
+		Capability: req.Capability,
+	})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp.GetTask(), nil
+}
+
+// EndTask ends the caller's task: with result (any JSON value, nil = none)
+// when errText is "", else as failed with errText.
+func (c *Client) EndTask(ctx context.Context, taskID string, result any, errText string) (*TaskMetadata, error) {
+	req := &agentnetv1.ReportTaskRequest{TaskId: taskID, Kind: agentnetv1.TaskEventKind_TASK_EVENT_KIND_COMPLETED}
+	if errText != "" {
+		req.Kind, req.Error = agentnetv1.TaskEventKind_TASK_EVENT_KIND_FAILED, errText
+	} else if result != nil {
+		raw, err := json.Marshal(result)
+		if err != nil {
+			return nil, invalidArgument("result is not JSON-serialisable: %v", err)
+		}
+		req.PayloadJson = string(raw)
+	}
+	resp, err := c.hub.ReportTask(c.AuthContext(ctx), req)
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp.GetTask(), nil
+}
+
+// CancelTask asks the owner of task taskID to cancel it (the owner gets an
+// urgent ag2.task.cancel_request when the task has a channel): the task must
+// be the caller's or belong to a channel the caller participates in
+// (PERMISSION_DENIED otherwise; FAILED_PRECONDITION once it ended). The
+// `tasks` tool's action "cancel" (CallTool) is the same call.
+func (c *Client) CancelTask(ctx context.Context, taskID, reason string) (*TaskMetadata, error) {
+	resp, err := c.hub.CancelTask(c.AuthContext(ctx), &agentnetv1.CancelTaskRequest{TaskId: taskID, Reason: reason})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return resp.GetTask(), nil
+}
+
+// CheckpointTask saves state (a JSON object: a map, or a struct that
+// marshals to one) as the checkpoint of the caller's running task taskID,
+// replacing the last one (AG2's checkpoint_task). The hub keeps it durably
+// and refuses one over its --max-checkpoint-bytes (PAYLOAD_TOO_LARGE).
+func (c *Client) CheckpointTask(ctx context.Context, taskID string, state any) error {
+	raw, err := json.Marshal(state)
+	if err != nil {
+		return invalidArgument("checkpoint state is not JSON-serialisable: %v", err)
+	}
+	_, err = c.hub.CheckpointTask(c.AuthContext(ctx), &agentnetv1.CheckpointTaskRequest{
+		TaskId: taskID, StateJson: string(raw),
+	})
+	return FromStatus(err)
+}
+
+// ReadTaskCheckpoint returns the last checkpoint of the caller's task taskID
+// (running or ended), or nil when none was saved (AG2's
+// read_task_checkpoint): a restarted agent resumes from it.
+func (c *Client) ReadTaskCheckpoint(ctx context.Context, taskID string) (json.RawMessage, error) {
+	resp, err := c.hub.ReadTaskCheckpoint(c.AuthContext(ctx), &agentnetv1.ReadTaskCheckpointRequest{TaskId: taskID})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	if !resp.GetFound() {
+		return nil, nil
+	}
+	return json.RawMessage(resp.GetStateJson()), nil
 }
 
 // ---- helpers ------------------------------------------------------------------

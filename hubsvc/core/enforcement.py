@@ -42,6 +42,8 @@ _VERB_TYPE = {"open_channel": "open", "delegate": "delegate in", "invoke": "call
 """How a refusal of a channel type words each action."""
 _VERB_PEER = {"open_channel": "invite", "delegate": "delegate to", "invoke": "call"}
 """How a refusal of a peer words each action."""
+_NOUN_INBOUND = {"open_channel": "invitations", "delegate": "delegations", "invoke": "calls"}
+"""How a target's inbound refusal words each action."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +172,10 @@ class Enforcement:
             reach = _VERB_PEER.get(action, "invite")
             checks.check_peers(rules, peers, reach)
             me = peer_of(self._registry.get(initiator).record)
+            inbound = _NOUN_INBOUND.get(action, "invitations")
+            for member, peer in zip(members, peers, strict=True):
+                if member != initiator:  # each target's own say over who reaches it (AG2's inbound_from)
+                    checks.check_inbound(self.rules_of(member), peer, me, inbound)
             await self._consult(
                 Decision(
                     action,

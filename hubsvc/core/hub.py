@@ -92,7 +92,7 @@ class HubCore:
         self.governance = Governance(policy)
         """The policy in force (docs/governance.md) and each identity's effective rules."""
         self.registry = Registry(store, clock, on_change=self.governance.forget)
-        self.tasks = TaskMirror(store, clock, self.audit)
+        self.tasks = TaskMirror(store, clock, self.audit, tracer)
         self.executions = ExecutionLog(store, clock)
         self.call_tokens = CallTokens(store, self.executions, self.options, clock)
         record_of = self.registry.record_of

@@ -19,6 +19,8 @@ class HubOptions:
     """Largest event_data_json accepted, in UTF-8 bytes (PAYLOAD_TOO_LARGE beyond); also bounds the
     request text that becomes event data (Say content, Delegate prompt, InvokeAgent message, …)."""
     max_skill_bytes: int = 256 * 1024
+    max_checkpoint_bytes: int = 1024 * 1024
+    """Largest task checkpoint (CheckpointTask.state_json), in UTF-8 bytes (PAYLOAD_TOO_LARGE beyond)."""
     """Largest skill markdown (Register, SetSkill), in UTF-8 bytes (PAYLOAD_TOO_LARGE beyond)."""
     max_id_bytes: int = 256
     """Longest id, key, token or short name in a request, in UTF-8 bytes (INVALID_ARGUMENT beyond)."""

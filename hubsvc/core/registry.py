@@ -10,6 +10,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -186,7 +187,9 @@ class Registry:
         if passport.kind not in PASSPORT_KIND.by_value:
             passport.kind = identity_pb2.PASSPORT_KIND_AGENT
         now = self._clock()
-        record = identity_pb2.AgentRecord(agent_id=agent_id, passport=passport, resume=resume, rule_json=rule_json)
+        record = identity_pb2.AgentRecord(
+            agent_id=agent_id, passport=passport, resume=claims_only(resume), rule_json=rule_json
+        )
         record.registered_at.CopyFrom(to_timestamp(now))
         record.last_seen_at.CopyFrom(to_timestamp(now))
         if a2a is not None:
@@ -283,7 +286,7 @@ class Registry:
         """Replace the resume; audited as resume_set (a fallback skill is re-rendered)."""
 
         def change(record: identity_pb2.AgentRecord) -> None:
-            record.resume.CopyFrom(resume)
+            record.resume.CopyFrom(claims_only(resume))
             if record.skill_is_fallback:
                 self._set_skill(record, None)
 
@@ -304,15 +307,28 @@ class Registry:
 
         return await self._update(agent_id, change, "remote_a2a_set", lambda r: {"card_url": r.remote_a2a.card_url})
 
+    async def set_rule(self, agent_id: str, rule_json: str, actor: str) -> identity_pb2.AgentRecord:
+        """Replace the identity's own rule (already validated; "" = none); audited as rule_set by ``actor``."""
+
+        def change(record: identity_pb2.AgentRecord) -> None:
+            record.rule_json = rule_json
+
+        return await self._update(
+            agent_id, change, "rule_set", lambda r: {"rule": json.loads(r.rule_json or "null")}, actor=actor
+        )
+
     async def _update(
         self,
         agent_id: str,
         change: Callable[[identity_pb2.AgentRecord], None],
         kind: str,
         detail: Callable[[identity_pb2.AgentRecord], dict[str, object]],
+        *,
+        actor: str = "",
     ) -> identity_pb2.AgentRecord:
         """Write ``change`` applied to a copy of the record, then apply it in memory (serialised, so
-        memory always equals the last committed row)."""
+        memory always equals the last committed row); audited as ``kind`` by ``actor`` (default: the
+        identity itself)."""
         async with self._writing:
             entry = self.get(agent_id)
             updated = identity_pb2.AgentRecord()
@@ -320,7 +336,8 @@ class Registry:
             change(updated)
             await self._store.commit(
                 Writes(
-                    agents=[self._row(updated, entry.cred_hash)], audit=[self._audit(kind, agent_id, detail(updated))]
+                    agents=[self._row(updated, entry.cred_hash)],
+                    audit=[audit_row(kind, actor or agent_id, agent_id, detail(updated), self._clock())],
                 )
             )
             change(entry.record)
@@ -356,6 +373,18 @@ class Registry:
 
     def _audit(self, kind: str, subject: str, detail: dict[str, object]) -> tuple[str, str, str, str, float]:
         return audit_row(kind, subject, subject, dict(detail), self._clock())
+
+
+def claims_only(resume: identity_pb2.Resume) -> identity_pb2.Resume:
+    """A client's resume without what only the hub stamps (``observed``, ``last_updated``): the hub's
+    observations live in the store beside the record and are filled in when the record is read."""
+    if not resume.observed and not resume.HasField("last_updated"):
+        return resume
+    out = identity_pb2.Resume()
+    out.CopyFrom(resume)
+    out.observed.clear()
+    out.ClearField("last_updated")
+    return out
 
 
 MIN_IDEMPOTENCY_KEY_CHARS = 16

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from agentnet.v1 import task_pb2
+from opentelemetry import trace
 
 from hubsvc.core.util import BoundedDict, Clock, from_timestamp, new_id, to_timestamp
-from hubsvc.storage import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, AtLimit, HubStore, TaskRow, Writes
+from hubsvc.storage import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, AtLimit, HubStore, ObservationRow, TaskRow, Writes
 from netkernel.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 log = logging.getLogger("agentnet.hub")
@@ -50,10 +51,18 @@ def _check_json(text: str, what: str) -> str:
 class TaskMirror:
     """All tasks the hub knows."""
 
-    def __init__(self, store: HubStore, clock: Clock, audit: Callable[[str, str, str, dict[str, Any]], Any]) -> None:
+    def __init__(
+        self,
+        store: HubStore,
+        clock: Clock,
+        audit: Callable[[str, str, str, dict[str, Any]], Any],
+        tracer: trace.Tracer | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._audit = audit
+        self._tracer = tracer
+        """Records each task's lifecycle as one span when it ends (None: no tracing, no cost)."""
         self._live: dict[str, task_pb2.TaskMetadata] = {}
         self._ended: BoundedDict[str, task_pb2.TaskMetadata] = BoundedDict(10_000)
         """Recently ended tasks, so readers never see a stale row while its write is in flight."""
@@ -94,6 +103,7 @@ class TaskMirror:
         error: str = "",
         ttl_seconds: float | None = None,
         hold_limit: int | None = None,
+        capability: str = "",
     ) -> task_pb2.TaskMetadata:
         """Apply one lifecycle report from the task's owner (a start written with ``hold_limit``, the
         owner's ``max_running_tasks``, for the store to check: ``TaskRow.hold_limit``)."""
@@ -110,6 +120,7 @@ class TaskMirror:
                 channel_id=channel_id,
                 title=title,
                 state=task_pb2.TASK_STATE_RUNNING,
+                capability=capability,
             )
             task.created_at.CopyFrom(to_timestamp(now))
             if ttl_seconds is not None:
@@ -213,7 +224,11 @@ class TaskMirror:
         for another reason is tried again at the next sweep."""
         expired = self.expire_due()
         results = await asyncio.gather(
-            *(self._store.submit(Writes(tasks=[self._row(t, TASK_LIVE)])) for t in expired), return_exceptions=True
+            *(
+                self._store.submit(Writes(tasks=[self._row(t, TASK_LIVE)], observations=observation(t)))
+                for t in expired
+            ),
+            return_exceptions=True,
         )
         done = []
         for task, result in zip(expired, results, strict=True):
@@ -272,7 +287,10 @@ class TaskMirror:
         ended the task first is FAILED_PRECONDITION, like the same report on that replica."""
         try:
             await self._store.commit(
-                Writes(tasks=[dataclasses.replace(self._row(task, expect), hold_limit=hold_limit)])
+                Writes(
+                    tasks=[dataclasses.replace(self._row(task, expect), hold_limit=hold_limit)],
+                    observations=observation(task),
+                )
             )
         except AtLimit:
             raise  # the owner holds its limit of running tasks (the caller answers LimitExceeded)
@@ -300,6 +318,8 @@ class TaskMirror:
     def _finish(self, task: task_pb2.TaskMetadata) -> None:
         if task.task_id in self._live:
             self._audit("task_terminated", task.owner_id, task.task_id, {"state": task_pb2.TaskState.Name(task.state)})
+            if self._tracer is not None:
+                _record_span(self._tracer, task)
         self._live.pop(task.task_id, None)
         self._ended[task.task_id] = task
         self._notify(task.task_id)
@@ -313,6 +333,47 @@ class TaskMirror:
     def _row(task: task_pb2.TaskMetadata, expect: str = "") -> TaskRow:
         terminal = task.state in TERMINAL
         return TaskRow(task.task_id, task.owner_id, task.channel_id, terminal, task.SerializeToString(), expect)
+
+
+def _record_span(tracer: trace.Tracer, task: task_pb2.TaskMetadata) -> None:
+    """The task's lifecycle as one span, from its start to the end this replica wrote (both times from
+    the task's record, so a task started before a restart or on another replica is whole too)."""
+    span = tracer.start_span(
+        "agentnet.hub.task",
+        start_time=task.created_at.ToNanoseconds(),
+        attributes={
+            "agentnet.task_id": task.task_id,
+            "agentnet.owner_id": task.owner_id,
+            "agentnet.channel_id": task.channel_id,
+            "agentnet.title": task.title,
+            "agentnet.capability": task.capability,
+            "agentnet.task_state": task_pb2.TaskState.Name(task.state),
+            "agentnet.error": task.error,
+        },
+    )
+    if task.state in (task_pb2.TASK_STATE_FAILED, task_pb2.TASK_STATE_EXPIRED):
+        span.set_status(trace.StatusCode.ERROR, task.error or task_pb2.TaskState.Name(task.state))
+    span.end(end_time=task.updated_at.ToNanoseconds())
+
+
+_OUTCOME = {
+    task_pb2.TASK_STATE_COMPLETED: "completed",
+    task_pb2.TASK_STATE_FAILED: "failed",
+    task_pb2.TASK_STATE_EXPIRED: "expired",
+    task_pb2.TASK_STATE_CANCELLED: "cancelled",
+}
+
+
+def observation(task: task_pb2.TaskMetadata) -> list[ObservationRow]:
+    """What a write ending ``task`` adds to its owner's track record (AG2's Resume.observed): one count
+    of its outcome under its capability, with its start-to-end latency; nothing for an untagged or a
+    running task. Written only with a conditional end (an owner's report, an expiry), so it counts once."""
+    outcome = _OUTCOME.get(task.state)
+    if not task.capability or outcome is None:
+        return []
+    ended = from_timestamp(task.updated_at)
+    latency_ms = max(0, round((ended - from_timestamp(task.created_at)) * 1000))
+    return [ObservationRow(task.owner_id, task.capability, outcome, latency_ms, ended)]
 
 
 def _copy(task: task_pb2.TaskMetadata) -> task_pb2.TaskMetadata:

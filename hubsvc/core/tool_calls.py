@@ -75,7 +75,7 @@ class ToolCalls:
         if args.action == "describe":
             if not args.name:
                 raise InvalidArgument("peers(action='describe') needs name.")
-            r = self.ops.agents.describe_agent(args.name)
+            r = await self.ops.agents.with_observed(self.ops.agents.describe_agent(args.name))
             return {
                 "agent_id": r.agent_id,
                 # the same short kind names as find ("agent", "human", "remote_agent")
@@ -192,6 +192,9 @@ class ToolCalls:
             raise InvalidArgument(f"tasks(action='{args.action}') needs task_id.")
         if args.action == "status":
             return _to_dict(await tasks.get_task(args.task_id))
+        if args.action == "cancel":  # CancelTask's rules: the caller's task, or one in a channel it is in
+            task, envelope_id = await tasks.cancel_task(caller, args.task_id, args.reason or "")
+            return {**_to_dict(task), "envelope_id": envelope_id}
         task, timed_out = await tasks.wait_task(args.task_id, args.timeout)
         return {**_to_dict(task), "timed_out": timed_out}
 

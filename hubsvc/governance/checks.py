@@ -67,6 +67,20 @@ def check_peers(rules: Effective, peers: Sequence[Peer], action: str) -> None:
                 )
 
 
+def check_inbound(target_rules: Effective, target: Peer, initiator: Peer, action: str) -> None:
+    """RuleDenied (check ``access.inbound_from``) unless every rule of ``target`` lets ``initiator``
+    reach it (``action``: "invitations", "delegations" or "calls")."""
+    for rule_id, rule in target_rules.rules:
+        selector = rule.access.inbound_from if rule.access is not None else None
+        if selector is not None and not initiator.matches(selector):
+            accepts = describe_selector(selector)
+            raise RuleDenied(
+                f"{target.name!r} does not accept {action} from you ({initiator.name!r}, kind {initiator.kind}): "
+                f"its rule {rule_id!r} accepts {accepts}.",
+                metadata={"rule": rule_id, "check": "access.inbound_from", "peer": target.name},
+            )
+
+
 def check_count(rules: Effective, field: str, current: int, what: str) -> None:
     """LimitExceeded when the identity already holds ``current`` of what ``limits.<field>`` caps."""
     limit, rule_id = rules.limit(field)

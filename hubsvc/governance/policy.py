@@ -68,6 +68,9 @@ class AccessRule(_Strict):
     """Channel types it may open (``None`` = every type)."""
     peers: PeerSelector | None = None
     """Whom it may open channels with, invite, delegate to or call over A2A (``None`` = anyone)."""
+    inbound_from: PeerSelector | None = None
+    """Who may open channels with it, invite it, delegate to it or call it over A2A (``None`` = anyone):
+    AG2's inbound access filter, checked against the initiator on each target's rules."""
 
 
 class LimitsRule(_Strict):

@@ -101,6 +101,47 @@ class TaskRow:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointRow:
+    """A task's checkpoint (CheckpointTask): the owner's JSON object, replaced by each save."""
+
+    task_id: str
+    owner_id: str
+    state_json: str
+    saved_at: float
+    """The hub's clock when it was stored (epoch seconds)."""
+
+
+OUTCOMES = ("completed", "failed", "expired", "cancelled")
+"""How a task may end, as :class:`ObservationRow` counts it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationRow:
+    """One ended task of an identity tagged with a capability: adds 1 to its counts (written in the
+    bundle that ends the task, so a task counts once however many replicas race to end it)."""
+
+    agent_id: str
+    capability: str
+    outcome: str
+    """One of :data:`OUTCOMES`."""
+    latency_ms: int
+    at: float
+    """When the task ended (epoch seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedCounts:
+    """An identity's track record of one capability, as stored."""
+
+    completed: int = 0
+    failed: int = 0
+    expired: int = 0
+    cancelled: int = 0
+    last_latency_ms: int = 0
+    last_updated: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutionRow:
     """An A2A execution: its serialized ``agentnet.v1.Execution`` plus indexed columns."""
 
@@ -198,6 +239,10 @@ class Writes:
     cursors: list[tuple[str, str, int]] = field(default_factory=list)
     """(agent_id, channel_id, seq) cursor upserts."""
     tasks: list[TaskRow] = field(default_factory=list)
+    checkpoints: list[CheckpointRow] = field(default_factory=list)
+    """Task checkpoint upserts (one per task: the last one written wins)."""
+    observations: list[ObservationRow] = field(default_factory=list)
+    """Capability counts to add to (AG2's Resume.observed)."""
     executions: list[ExecutionRow] = field(default_factory=list)
     """A2A execution upserts."""
     call_tokens: list[CallTokenRow] = field(default_factory=list)
@@ -217,6 +262,8 @@ class Writes:
             or self.agents
             or self.channels
             or self.tasks
+            or self.checkpoints
+            or self.observations
             or self.executions
             or self.call_tokens
             or self.audit
@@ -230,6 +277,8 @@ class Writes:
             or self.channels
             or self.cursors
             or self.tasks
+            or self.checkpoints
+            or self.observations
             or self.executions
             or self.call_tokens
             or self.audit
@@ -468,6 +517,14 @@ class HubStore(abc.ABC):
     @abc.abstractmethod
     async def get_task(self, task_id: str) -> TaskRow | None:
         """One task."""
+
+    @abc.abstractmethod
+    async def get_checkpoint(self, task_id: str) -> CheckpointRow | None:
+        """The task's last checkpoint (None: none was saved)."""
+
+    @abc.abstractmethod
+    async def load_observed(self, agent_id: str) -> dict[str, ObservedCounts]:
+        """The identity's counts per capability (empty: none observed)."""
 
     @abc.abstractmethod
     async def load_running_executions(self) -> list[ExecutionRow]:

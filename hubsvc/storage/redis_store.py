@@ -21,7 +21,9 @@ Global records carry the hash tag ``{g}``: ``P{g}:agents`` (hash id → packed r
 ``P{g}:channels:live`` (set), ``P{g}:channel_order`` (counter),
 ``P{g}:member_channels:<agent>`` (zset channel → creation order), ``P{g}:envelopes``
 (hash envelope id → channel, seq), ``P{g}:cursors:<agent>`` (hash channel → seq),
-``P{g}:tasks`` / ``P{g}:task_meta`` / ``P{g}:tasks:live``, ``P{g}:exec`` /
+``P{g}:tasks`` / ``P{g}:task_meta`` / ``P{g}:tasks:live``, ``P{g}:checkpoints`` (hash task id →
+packed owner, saved-at time, state), ``P{g}:observed:<agent>`` (hash ``<capability>\\0<outcome>`` →
+count, ``…\\0latency``, ``…\\0at``), ``P{g}:exec`` /
 ``P{g}:exec:meta`` / ``P{g}:exec:all`` / ``P{g}:exec:root:<root>`` /
 ``P{g}:exec:roots_of:<agent>`` / ``P{g}:exec:running``, A2A call tokens ``P{g}:call_tokens``
 (hash secret hash → execution, agent, expiry) with ``P{g}:call_tokens:<execution>`` (set of
@@ -97,8 +99,10 @@ from hubsvc.storage.base import (
     AuditRow,
     CallTokenRow,
     ChannelRow,
+    CheckpointRow,
     ExecutionRow,
     LimitConflict,
+    ObservedCounts,
     StoreConflict,
     StoreUnconfirmed,
     TaskRow,
@@ -304,6 +308,11 @@ while i <= #a do
   elseif op == 'hdelif' then
     if redis.call('HGET', k(i + 1), a[i + 2]) == a[i + 3] then redis.call('HDEL', k(i + 1), a[i + 2]) end
     i = i + 4
+  elseif op == 'observe' then
+    -- observed hash of an agent, capability, outcome, latency ms, time: add 1 to the outcome's count
+    redis.call('HINCRBY', k(i + 1), a[i + 2] .. '\0' .. a[i + 3], 1)
+    redis.call('HSET', k(i + 1), a[i + 2] .. '\0latency', a[i + 4], a[i + 2] .. '\0at', a[i + 5])
+    i = i + 6
   elseif op == 'hsetnx' then
     redis.call('HSETNX', k(i + 1), a[i + 2], a[i + 3]); i = i + 4
   elseif op == 'sadd' then
@@ -1370,6 +1379,35 @@ class RedisHubStore(GroupCommitStore):
         return (await self._tasks([task_id]))[0]
 
     @_read
+    async def get_checkpoint(self, task_id: str) -> CheckpointRow | None:
+        """The task's last checkpoint."""
+        packed = await self._client.hget(self._g + "checkpoints", task_id)
+        if packed is None:
+            return None
+        owner, saved_at, state = (v.decode() for v in _unpack(_bytes(packed)))
+        return CheckpointRow(task_id, owner, state, float(saved_at))
+
+    @_read
+    async def load_observed(self, agent_id: str) -> dict[str, ObservedCounts]:
+        """The identity's counts per capability."""
+        fields = await self._client.hgetall(self._g + "observed:" + agent_id)
+        by_capability: dict[str, dict[str, str]] = {}
+        for key, value in fields.items():
+            capability, _, name = _text(key).rpartition("\0")
+            by_capability.setdefault(capability, {})[name] = _text(value)
+        return {
+            capability: ObservedCounts(
+                completed=int(v.get("completed", "0")),
+                failed=int(v.get("failed", "0")),
+                expired=int(v.get("expired", "0")),
+                cancelled=int(v.get("cancelled", "0")),
+                last_latency_ms=int(v.get("latency", "0")),
+                last_updated=float(v.get("at", "0")),
+            )
+            for capability, v in by_capability.items()
+        }
+
+    @_read
     async def load_running_executions(self) -> list[ExecutionRow]:
         """Executions still marked running."""
         ids = sorted(_text(m) for m in await self._client.smembers(self._g + "exec:running"))
@@ -1669,6 +1707,16 @@ class _Plan:
             gp.writes += ["hset", gp.k(g + "tasks"), t.task_id, t.record]
             gp.writes += ["hsetnx", gp.k(g + "task_meta"), t.task_id, _pack(t.owner_id, t.channel_id)]
             gp.writes += ["srem" if t.terminal else "sadd", gp.k(g + "tasks:live"), t.task_id]
+        for ck in writes.checkpoints:  # one hash field per task: the last checkpoint written wins
+            gp.writes += [
+                "hset",
+                gp.k(g + "checkpoints"),
+                ck.task_id,
+                _pack(ck.owner_id, repr(ck.saved_at), ck.state_json),
+            ]
+        for ob in writes.observations:  # HINCRBY in the script: an increment, atomic with the task's end
+            gp.writes += ["observe", gp.k(g + "observed:" + ob.agent_id), ob.capability, ob.outcome]
+            gp.writes += [ob.latency_ms, repr(ob.at)]
         for e in writes.executions:
             if e.expect_running:
                 self._running_check(e.execution_id)

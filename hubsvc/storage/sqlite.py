@@ -34,6 +34,7 @@ import aiosqlite
 from agentnet.v1 import envelope_pb2
 
 from hubsvc.storage.base import (
+    OUTCOMES,
     TASK_IF_LIVE,
     TASK_LIVE,
     TASK_NEW,
@@ -41,7 +42,9 @@ from hubsvc.storage.base import (
     AuditRow,
     CallTokenRow,
     ChannelRow,
+    CheckpointRow,
     ExecutionRow,
+    ObservedCounts,
     StoreConflict,
     TaskRow,
     WalRow,
@@ -75,6 +78,13 @@ CREATE TABLE IF NOT EXISTS cursors (
 CREATE TABLE IF NOT EXISTS tasks (
   task_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, channel_id TEXT NOT NULL,
   terminal INTEGER NOT NULL, record BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS task_checkpoints (
+  task_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, state_json TEXT NOT NULL, saved_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS observed (
+  agent_id TEXT NOT NULL, capability TEXT NOT NULL, completed INTEGER NOT NULL DEFAULT 0,
+  failed INTEGER NOT NULL DEFAULT 0, expired INTEGER NOT NULL DEFAULT 0, cancelled INTEGER NOT NULL DEFAULT 0,
+  last_latency_ms INTEGER NOT NULL DEFAULT 0, last_updated REAL NOT NULL DEFAULT 0,
+  PRIMARY KEY (agent_id, capability)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS executions (
   execution_id TEXT PRIMARY KEY, root_session_id TEXT NOT NULL, caller_id TEXT NOT NULL,
   target_id TEXT NOT NULL, running INTEGER NOT NULL, started_at REAL NOT NULL, record BLOB NOT NULL);
@@ -226,13 +236,16 @@ class SqliteHubStore(GroupCommitStore):
             merged.channels.extend(writes.channels)
             merged.cursors.extend(writes.cursors)
             merged.tasks.extend(writes.tasks)
+            merged.checkpoints.extend(writes.checkpoints)
+            merged.observations.extend(writes.observations)
             merged.executions.extend(writes.executions)
             merged.call_tokens.extend(writes.call_tokens)
             merged.audit.extend(writes.audit)
         if not merged:
             return
         db = self.db
-        others = bool(merged.agents or merged.channels or merged.tasks or merged.executions)
+        others = bool(merged.agents or merged.channels or merged.tasks or merged.checkpoints or merged.executions)
+        others = others or bool(merged.observations)
         others = others or bool(merged.call_tokens or merged.audit)
         if not others and not merged.cursors and self._write_inline(merged.wal):
             return
@@ -280,6 +293,20 @@ class SqliteHubStore(GroupCommitStore):
                         (t.task_id, t.owner_id, t.channel_id, int(t.terminal), t.record, int(t.expect == TASK_IF_LIVE))
                         for t in merged.tasks
                     ],
+                )
+            if merged.checkpoints:
+                await db.executemany(
+                    "INSERT OR REPLACE INTO task_checkpoints(task_id, owner_id, state_json, saved_at) VALUES (?,?,?,?)",
+                    [(c.task_id, c.owner_id, c.state_json, c.saved_at) for c in merged.checkpoints],
+                )
+            for ob in merged.observations:  # an increment: never a read-modify-write of the counts
+                if ob.outcome not in OUTCOMES:
+                    raise ValueError(f"unknown task outcome {ob.outcome!r}")
+                await db.execute(
+                    f"INSERT INTO observed(agent_id, capability, {ob.outcome}, last_latency_ms, last_updated) "
+                    f"VALUES (?,?,1,?,?) ON CONFLICT(agent_id, capability) DO UPDATE SET {ob.outcome}={ob.outcome}+1, "
+                    "last_latency_ms=excluded.last_latency_ms, last_updated=excluded.last_updated",
+                    (ob.agent_id, ob.capability, ob.latency_ms, ob.at),
                 )
             if merged.executions:
                 await db.executemany(
@@ -581,6 +608,22 @@ class SqliteHubStore(GroupCommitStore):
             "SELECT task_id, owner_id, channel_id, terminal, record FROM tasks WHERE task_id = ?", [task_id]
         )
         return TaskRow(rows[0][0], rows[0][1], rows[0][2], bool(rows[0][3]), bytes(rows[0][4])) if rows else None
+
+    async def get_checkpoint(self, task_id: str) -> CheckpointRow | None:
+        """The task's last checkpoint."""
+        rows = await self._fetchall(
+            "SELECT task_id, owner_id, state_json, saved_at FROM task_checkpoints WHERE task_id = ?", [task_id]
+        )
+        return CheckpointRow(rows[0][0], rows[0][1], rows[0][2], float(rows[0][3])) if rows else None
+
+    async def load_observed(self, agent_id: str) -> dict[str, ObservedCounts]:
+        """The identity's counts per capability."""
+        rows = await self._fetchall(
+            "SELECT capability, completed, failed, expired, cancelled, last_latency_ms, last_updated FROM observed "
+            "WHERE agent_id = ?",
+            [agent_id],
+        )
+        return {r[0]: ObservedCounts(r[1], r[2], r[3], r[4], r[5], float(r[6])) for r in rows}
 
     async def load_running_executions(self) -> list[ExecutionRow]:
         """Executions still marked running."""

@@ -158,6 +158,39 @@ async def test_peer_selector_limits_whom_an_identity_invites_delegates_to_and_ca
             assert row["rule"] == "desk" and row["actor_id"] == clerk.agent_id
 
 
+async def test_inbound_from_limits_who_may_open_invite_delegate_to_and_call_an_identity(tmp_path: Path) -> None:
+    """AG2's ``access.inbound_from``: the target's rule picks who may reach it (the opener's own rules allow it)."""
+    async with running_hub(tmp_path / "hub.db") as hub:
+        vip = await register(hub.target, "vip")
+        inbound = json.dumps({"access": {"inbound_from": {"names": ["assistant-*"]}}})
+        await vip.rpc("SetRule", hub_pb2.SetRuleRequest(rule_json=inbound))
+        assistant = await register(hub.target, "assistant-1")
+        stranger = await register(hub.target, "stranger")
+        other = await register(hub.target, "other")
+        await vip.rpc("SetA2ASettings", hub_pb2.SetA2ASettingsRequest(a2a=a2a_pb2.A2ASettings(enabled=True)))
+        with pytest.raises(RuleDenied, match="'vip' does not accept invitations from you") as err:
+            await stranger.rpc("OpenChannel", open_request("discussion", other, vip))
+        assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
+        assert err.value.metadata == {"rule": "own", "check": "access.inbound_from", "peer": "vip"}
+        assert "its rule 'own' accepts peers named assistant-*" in err.value.message
+        with pytest.raises(RuleDenied, match="'vip' does not accept delegations from you"):
+            await stranger.rpc("Delegate", hub_pb2.DelegateRequest(target="vip", prompt="hi"))
+        with pytest.raises(RuleDenied, match="'vip' does not accept calls from you"):
+            await stranger.rpc("InvokeAgent", hub_pb2.InvokeAgentRequest(agent_id=vip.agent_id, message="hi"))
+        tool = hub_pb2.CallToolRequest(
+            name="channels", arguments_json=json.dumps({"action": "open", "type": "consulting", "target": "vip"})
+        )
+        with pytest.raises(RuleDenied, match="'vip' does not accept invitations from you"):
+            await stranger.rpc("CallTool", tool)
+        await assistant.rpc("OpenChannel", open_request("consulting", vip))  # picked by the selector
+        await vip.rpc(
+            "OpenChannel", open_request("consulting", stranger)
+        )  # it restricts who reaches it, not whom it reaches
+        for action in ("open_channel", "delegate", "invoke"):
+            row = await audited(hub, "action_refused", action=action, check="access.inbound_from")
+            assert row["actor_id"] == stranger.agent_id and row["reason"] == "RULE_DENIED"
+
+
 async def test_resume_change_is_seen_by_capability_rules(tmp_path: Path) -> None:
     """Governance forgets an identity's cached rules when its record changes."""
     rules = policy(

@@ -359,3 +359,33 @@ async def test_list_audit_after_the_last_possible_id_is_empty_and_beyond_it_out_
     for after_id in (2**63, 2**64 - 1):  # uint64 on the wire: beyond every id SQLite can hold
         with pytest.raises(errors.OutOfRange):
             await list_audit(hub, after_id=after_id)
+
+
+async def test_the_tasks_tool_cancels_with_the_rules_of_cancel_task(
+    trio: tuple[Participant, Participant, Participant],
+) -> None:
+    alice, bob, carol = trio
+
+    async def tool(p: Participant, args: dict[str, object]) -> dict[str, object]:
+        resp = await p.rpc("CallTool", hub_pb2.CallToolRequest(name="tasks", arguments_json=json.dumps(args)))
+        return dict(json.loads(resp.result_json))
+
+    schema = next(t for t in (await bob.rpc("ListTools", hub_pb2.ListToolsRequest())).tools if t.name == "tasks")
+    assert "cancel" in json.loads(schema.parameters_json_schema)["properties"]["action"]["enum"]
+    cid = await open_channel(alice, "conversation", [bob])
+    started = await alice.rpc(
+        "ReportTask", hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title="crunch", channel_id=cid)
+    )
+    tid = started.task.task_id
+    with pytest.raises(errors.PermissionDenied, match="not yours"):  # carol is not in the task's channel
+        await tool(carol, {"action": "cancel", "task_id": tid, "reason": "mine now"})
+    with pytest.raises(errors.InvalidArgument, match="needs task_id"):
+        await tool(bob, {"action": "cancel"})
+    cancelled = await tool(bob, {"action": "cancel", "task_id": tid, "reason": "no longer needed"})
+    assert cancelled["cancel_requested"] is True and cancelled["envelope_id"]
+    request = await alice.next_of("ag2.task.cancel_request")
+    assert data_of(request) == {"task_id": tid, "reason": "no longer needed"}
+    assert request.sender_id == bob.agent_id
+    await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(task_id=tid, kind=task_pb2.TASK_EVENT_KIND_CANCELLED))
+    with pytest.raises(errors.FailedPrecondition, match="already ended"):
+        await tool(bob, {"action": "cancel", "task_id": tid})

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentnet.v1 import hub_pb2, task_pb2
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from tests.hub.harness import EV_TEXT, assert_eventually, conversation, running_hub
 
@@ -76,5 +78,58 @@ async def test_without_a_tracer_the_hub_leaves_trace_ids_alone(tmp_path: Path) -
         alice, bob, cid = await conversation(hub.target)
         assert not (await alice.say(cid, "plain")).HasField("trace_id")
         assert (await alice.say(cid, "traced", trace_id=CLIENT_PARENT)).trace_id == CLIENT_PARENT
+        await alice.close()
+        await bob.close()
+
+
+def task_spans(exporter: InMemorySpanExporter, task_id: str) -> list[ReadableSpan]:
+    return [
+        s
+        for s in exporter.get_finished_spans()
+        if s.name == "agentnet.hub.task" and (s.attributes or {}).get("agentnet.task_id") == task_id
+    ]
+
+
+async def test_a_tasks_lifecycle_is_one_span_from_its_start_to_its_end(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, exporter = spans
+    async with running_hub(tmp_path / "hub.db", tracer_provider=provider) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        started = await alice.rpc(
+            "ReportTask",
+            hub_pb2.ReportTaskRequest(
+                kind=task_pb2.TASK_EVENT_KIND_STARTED, title="crunch", channel_id=cid, capability="math"
+            ),
+        )
+        task_id = started.task.task_id
+        await alice.rpc(
+            "ReportTask", hub_pb2.ReportTaskRequest(task_id=task_id, kind=task_pb2.TASK_EVENT_KIND_PROGRESS)
+        )
+        assert task_spans(exporter, task_id) == []  # still running: no span ended yet
+        ended = await alice.rpc(
+            "ReportTask",
+            hub_pb2.ReportTaskRequest(task_id=task_id, kind=task_pb2.TASK_EVENT_KIND_FAILED, error="boom"),
+        )
+        [span] = task_spans(exporter, task_id)
+        attributes = dict(span.attributes or {})
+        assert attributes == {
+            "agentnet.task_id": task_id,
+            "agentnet.owner_id": alice.agent_id,
+            "agentnet.channel_id": cid,
+            "agentnet.title": "crunch",
+            "agentnet.capability": "math",
+            "agentnet.task_state": "TASK_STATE_FAILED",
+            "agentnet.error": "boom",
+        }
+        assert span.start_time == started.task.created_at.ToNanoseconds()
+        assert span.end_time == ended.task.updated_at.ToNanoseconds()
+        assert span.status.status_code == StatusCode.ERROR
+        done = await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED))
+        await alice.rpc(
+            "ReportTask", hub_pb2.ReportTaskRequest(task_id=done.task.task_id, kind=task_pb2.TASK_EVENT_KIND_COMPLETED)
+        )
+        [ok] = task_spans(exporter, done.task.task_id)
+        assert ok.status.status_code == StatusCode.UNSET
         await alice.close()
         await bob.close()

@@ -10,6 +10,7 @@ from agentsdk import Agent
 from agentsdk.config import OpenAIConfig
 from agentsdk.errors import LimitExceeded, RuleDenied, Unauthenticated
 from agentsdk.network import Hub, HubClient, Passport
+from agentsdk.operator import OperatorClient
 from hubsvc.governance.policy import Policy
 
 UNUSED_MODEL = OpenAIConfig(model="unused", base_url="http://127.0.0.1:9/v1", api_key="unused")
@@ -41,3 +42,40 @@ async def test_a_closed_hub_registers_only_with_the_registration_token() -> None
         async with HubClient.connect(hub.target, registration_token=hub.operator_token) as hc:
             staff = await hc.register_human(Passport(name="staff", kind="human"))
             assert staff.agent_id
+
+
+async def test_rules_change_after_registration_by_the_agent_or_the_operator() -> None:
+    async with Hub.open() as hub:
+        await hub.register_human(Passport(name="peer", kind="human"))
+        agent = await hub.register(Agent("worker", config=UNUSED_MODEL), Passport(name="worker"))
+        assert await agent.get_rule() is None
+        await agent.set_rule({"access": {"channel_types": ["consulting"]}})  # AG2's agent.set_rule
+        assert await agent.get_rule() == {"access": {"channel_types": ["consulting"]}}
+        with pytest.raises(RuleDenied, match="rule 'own'"):
+            await agent.open(type="conversation", target="peer")
+        async with OperatorClient(hub.target, hub.operator_token) as operator:
+            await operator.set_rule(agent.agent_id, {"limits": {"max_open_channels": 0}})
+            read = await operator.get_rule(agent.agent_id)
+            assert [r.id for r in read.rules] == ["default", "own"]
+        with pytest.raises(LimitExceeded, match="rule 'own' allows you at most 0 open channels"):
+            await agent.open(type="consulting", target="peer")
+        effective = await agent.effective_rule()
+        assert effective["limits"] == {"max_open_channels": {"value": 0, "rule": "own"}}
+        assert effective["rules"][-1] == {"id": "own", "rule": {"limits": {"max_open_channels": 0}}}
+        await agent.set_rule(None)
+        await agent.open(type="consulting", target="peer")
+
+
+async def test_an_agent_restricts_who_may_reach_it_with_inbound_from() -> None:
+    async with Hub.open() as hub:
+        await hub.register(
+            Agent("vip", config=UNUSED_MODEL),
+            Passport(name="vip"),
+            rule={"access": {"inbound_from": {"names": ["assistant-*"]}}},
+        )
+        stranger = await hub.register_human(Passport(name="stranger", kind="human"))
+        assistant = await hub.register_human(Passport(name="assistant-1", kind="human"))
+        with pytest.raises(RuleDenied, match="'vip' does not accept invitations from you") as refused:
+            await stranger.open(type="consulting", target="vip")
+        assert refused.value.metadata["check"] == "access.inbound_from"
+        await assistant.open(type="consulting", target="vip")

@@ -39,6 +39,8 @@ import {
   PassportKind,
   type RefreshCallTokenResponse,
   type Resume,
+  TaskEventKind,
+  type TaskMetadata,
   type ToolSource,
 } from "./gen";
 import { type JsonObject, type JsonValue, parseJsonObject, parseJsonValue } from "./json";
@@ -86,7 +88,7 @@ export interface ClientOptions {
 export type PassportInit = { name: string } & Partial<Omit<Passport, "name">>;
 
 /** A resume to register (every field optional). */
-export type ResumeInit = Partial<Resume>;
+export type ResumeInit = Partial<Omit<Resume, "observed" | "lastUpdated">>;
 
 /** Extra fields of {@link register}. */
 export interface RegisterOptions extends ClientOptions {
@@ -473,6 +475,31 @@ export class Client {
     return required(res.agent, "SetResumeResponse.agent");
   }
 
+  /**
+   * Replace this identity's own governance rule (AG2's `set_rule`; `null` removes it): the policy
+   * file's rule shape (`access`, `limits`, `rate`, `inbox`). Validated by the hub
+   * (INVALID_ARGUMENT naming the problem), audited as `rule_set`, enforced from the next call on;
+   * like the rule given at registration it only narrows what the hub's policy allows.
+   */
+  async setRule(rule: JsonObject | null, call?: CallOptions): Promise<AgentRecord> {
+    const res = await this.unary(this.raw.setRule, { agentId: "", ruleJson: rule === null ? "" : JSON.stringify(rule) }, call);
+    return required(res.agent, "SetRuleResponse.agent");
+  }
+
+  /**
+   * The rules governing this identity: its own (`rule`, `undefined` when none), every rule that
+   * applies (`rules`: the policy's default, matching entries, its own) and what they combine to
+   * (`effective`: `limits`, `rate`, `inbox`).
+   */
+  async getRule(call?: CallOptions): Promise<{ rule: JsonObject | undefined; rules: { id: string; rule: JsonObject }[]; effective: JsonObject }> {
+    const res = await this.unary(this.raw.getRule, { agentId: "" }, call);
+    return {
+      rule: res.ruleJson === "" ? undefined : parseJsonObject(res.ruleJson),
+      rules: res.rules.map((r) => ({ id: r.id, rule: parseJsonObject(r.ruleJson) })),
+      effective: parseJsonObject(res.effectiveJson),
+    };
+  }
+
   /** Remove this identity (its live channels close); returns the closed channel ids. */
   async unregister(call?: CallOptions): Promise<string[]> {
     const res = await this.unary(this.raw.unregister, {}, call);
@@ -618,6 +645,83 @@ export class Client {
       options,
     );
     return parseJsonValue(res.resultJson);
+  }
+
+  // -- tasks -----------------------------------------------------------------------
+
+  /**
+   * Start a task this identity owns (ReportTask STARTED), in `channelId` ("" = none); returns its mirror.
+   * `capability` tags it: when it ends, the hub counts its outcome in this identity's
+   * `resume.observed[capability]` (read it with `describeAgent`).
+   */
+  async startTask(
+    title: string,
+    options: CallOptions & { channelId?: string; ttlSeconds?: number; capability?: string } = {},
+  ): Promise<TaskMetadata> {
+    const res = await this.unary(
+      this.raw.reportTask,
+      {
+        taskId: "",
+        kind: TaskEventKind.TASK_EVENT_KIND_STARTED,
+        title,
+        channelId: options.channelId ?? "",
+        payloadJson: "",
+        error: "",
+        ttlSeconds: options.ttlSeconds,
+        capability: options.capability ?? "",
+      },
+      options,
+    );
+    return required(res.task, "ReportTaskResponse.task");
+  }
+
+  /** End this identity's task: completed with `result` (any JSON value), or failed when `error` is given. */
+  async endTask(taskId: string, outcome: { result?: JsonValue; error?: string } = {}, call?: CallOptions): Promise<TaskMetadata> {
+    const failed = outcome.error !== undefined && outcome.error !== "";
+    const res = await this.unary(
+      this.raw.reportTask,
+      {
+        taskId,
+        kind: failed ? TaskEventKind.TASK_EVENT_KIND_FAILED : TaskEventKind.TASK_EVENT_KIND_COMPLETED,
+        title: "",
+        channelId: "",
+        payloadJson: !failed && outcome.result !== undefined ? JSON.stringify(outcome.result) : "",
+        error: failed ? (outcome.error ?? "") : "",
+        ttlSeconds: undefined,
+        capability: "",
+      },
+      call,
+    );
+    return required(res.task, "ReportTaskResponse.task");
+  }
+
+  /**
+   * Ask the owner of a task to cancel it (an urgent `ag2.task.cancel_request` reaches the owner
+   * when the task has a channel). The task must be this identity's or belong to a channel it
+   * participates in (PERMISSION_DENIED otherwise; FAILED_PRECONDITION once it ended); the
+   * `tasks` tool's `action: "cancel"` is the same call.
+   */
+  async cancelTask(taskId: string, reason = "", call?: CallOptions): Promise<TaskMetadata> {
+    const res = await this.unary(this.raw.cancelTask, { taskId, reason }, call);
+    return required(res.task, "CancelTaskResponse.task");
+  }
+
+  /**
+   * Save `state` as the checkpoint of this identity's running task, replacing the last one
+   * (AG2's `checkpoint_task`). Durable on the hub; at most its `--max-checkpoint-bytes`
+   * (PAYLOAD_TOO_LARGE beyond); only the task's owner may save, while the task runs.
+   */
+  async checkpointTask(taskId: string, state: JsonObject, call?: CallOptions): Promise<void> {
+    await this.unary(this.raw.checkpointTask, { taskId, stateJson: JSON.stringify(state) }, call);
+  }
+
+  /**
+   * The last checkpoint of this identity's task (running or ended), or `undefined` when none
+   * was saved (AG2's `read_task_checkpoint`): what a restarted agent resumes from.
+   */
+  async readTaskCheckpoint(taskId: string, call?: CallOptions): Promise<JsonObject | undefined> {
+    const res = await this.unary(this.raw.readTaskCheckpoint, { taskId }, call);
+    return res.found ? parseJsonObject(res.stateJson) : undefined;
   }
 
   /** One-shot consultation: open a consulting channel, ask, wait for the single reply. */
@@ -920,6 +1024,8 @@ function fullResume(resume: ResumeInit = {}): Resume {
     examples: [...(resume.examples ?? [])],
     tools: [...(resume.tools ?? [])],
     languages: [...(resume.languages ?? [])],
+    observed: {}, // the hub's to stamp: it ignores what a client sends
+    lastUpdated: undefined,
   };
 }
 

@@ -1,16 +1,20 @@
-"""Identity operations: find and describe agents, and replace the caller's skill, resume or A2A settings."""
+"""Identity operations: find and describe agents, replace the caller's skill, resume or A2A settings,
+and set or read an identity's governance rule."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from agentnet.v1 import a2a_pb2, identity_pb2
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.pages import SortKey, keyed_page
 from hubsvc.core.registry import AgentEntry
-from hubsvc.core.util import from_timestamp
-from netkernel.errors import InvalidArgument
+from hubsvc.core.util import from_timestamp, to_timestamp
+from hubsvc.governance.policy import Effective, parse_rule
+from hubsvc.storage import HubStore
+from netkernel.errors import InvalidArgument, PermissionDenied
 
 _AGENT_ORDERS: dict[str, Callable[[AgentEntry], SortKey]] = {
     "name": lambda e: (e.name,),
@@ -36,7 +40,7 @@ def summary(entry: AgentEntry) -> identity_pb2.AgentSummary:
 
 
 class AgentOps:
-    """ListAgents, DescribeAgent, SetSkill, SetResume and SetA2ASettings."""
+    """ListAgents, DescribeAgent, SetSkill, SetResume, SetA2ASettings, SetRule and GetRule."""
 
     def __init__(self, core: HubCore) -> None:
         self.core = core
@@ -95,6 +99,10 @@ class AgentOps:
             raise InvalidArgument("name the agent by agent_id or name.")
         return self.core.registry.resolve(ref).record
 
+    async def with_observed(self, record: identity_pb2.AgentRecord) -> identity_pb2.AgentRecord:
+        """``record`` with the hub's observed track record in its resume (:func:`with_observed`)."""
+        return await with_observed(self.core.store, record)
+
     async def set_skill(self, caller: str, skill_md: str) -> identity_pb2.AgentRecord:
         """Replace the caller's skill (empty = back to the fallback)."""
         return await self.core.registry.set_skill(caller, skill_md)
@@ -106,3 +114,76 @@ class AgentOps:
     async def set_a2a(self, caller: str, a2a: a2a_pb2.A2ASettings) -> identity_pb2.AgentRecord:
         """Replace the caller's A2A settings."""
         return await self.core.registry.set_a2a(caller, a2a)
+
+    def _rule_subject(self, caller: str | None, agent_id: str, what: str) -> str:
+        """The identity a SetRule / GetRule call is about: the calling agent's own (``agent_id`` "" or
+        its id), any identity for the operator (``caller`` None, ``agent_id`` required)."""
+        if caller is None:
+            if not agent_id:
+                raise InvalidArgument(f"{what} with the operator token needs agent_id: name the identity.")
+            return self.core.registry.get(agent_id).agent_id
+        if agent_id and agent_id != caller:
+            raise PermissionDenied(
+                f"{what} with an agent credential is about your own rule (agent_id '' or yours); another "
+                "identity's rule is for the hub's operator (the operator token), whose own constraints belong "
+                "in the policy file."
+            )
+        return caller
+
+    async def set_rule(self, caller: str | None, agent_id: str, rule_json: str) -> identity_pb2.AgentRecord:
+        """Replace an identity's own rule (validated as the policy file's rules; "" removes it); audited."""
+        subject = self._rule_subject(caller, agent_id, "SetRule")
+        normalized = parse_rule(rule_json).model_dump_json(exclude_none=True) if rule_json else ""
+        return await self.core.registry.set_rule(subject, normalized, caller or "operator")
+
+    def get_rule(self, caller: str | None, agent_id: str) -> tuple[str, list[tuple[str, str]], dict[str, Any]]:
+        """(own rule JSON, every rule that applies as (id, JSON), the combined limits) of an identity."""
+        subject = self._rule_subject(caller, agent_id, "GetRule")
+        record = self.core.registry.get(subject).record
+        effective = self.core.governance.effective(record)
+        rules = [(rule_id, rule.model_dump_json(exclude_none=True)) for rule_id, rule in effective.rules]
+        return record.rule_json, rules, combined(effective)
+
+
+LIMIT_FIELDS = ("max_open_channels", "max_running_tasks", "default_ttl_seconds", "max_ttl_seconds", "max_depth")
+
+
+def combined(effective: Effective) -> dict[str, Any]:
+    """What an identity's rules combine to: each limit set (the smallest value, and its rule), rate and inbox."""
+    limits: dict[str, Any] = {}
+    for field in LIMIT_FIELDS:
+        value, rule_id = effective.limit(field)
+        if value is not None:
+            limits[field] = {"value": value, "rule": rule_id}
+    rate = effective.rate()
+    inbox = effective.inbox()
+    return {
+        "limits": limits,
+        "rate": None if rate is None else {"posts_per_second": rate.per_second, "burst": rate.burst, "rule": rate.rule},
+        "inbox": None if inbox is None else {"max_pending": inbox[0], "rule": inbox[1]},
+    }
+
+
+async def with_observed(store: HubStore, record: identity_pb2.AgentRecord) -> identity_pb2.AgentRecord:
+    """``record`` with the hub's observed track record in its resume (a copy; the stored counts of
+    every capability its ended tasks were tagged with, and when they last changed)."""
+    counts = await store.load_observed(record.agent_id)
+    if not counts:
+        return record
+    out = identity_pb2.AgentRecord()
+    out.CopyFrom(record)
+    for capability, c in counts.items():
+        n = c.completed + c.failed + c.expired + c.cancelled
+        stat = out.resume.observed[capability]
+        stat.n, stat.completed, stat.failed, stat.expired, stat.cancelled = (
+            n,
+            c.completed,
+            c.failed,
+            c.expired,
+            c.cancelled,
+        )
+        stat.success_rate = c.completed / n if n else 0.0
+        stat.last_latency_ms = c.last_latency_ms
+        stat.last_updated.CopyFrom(to_timestamp(c.last_updated))
+    out.resume.last_updated.CopyFrom(to_timestamp(max(c.last_updated for c in counts.values())))
+    return out

@@ -12,15 +12,16 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.pages import keyed_page, task_order
 from hubsvc.core.tasks import TERMINAL
 from hubsvc.core.util import check_seconds
+from hubsvc.storage import CheckpointRow, Writes
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED, Envelope
-from netkernel.errors import AgentNetError, InvalidArgument, PermissionDenied
-from netkernel.wire import parse_json
+from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, PermissionDenied
+from netkernel.wire import parse_json, parse_json_object
 
 log = logging.getLogger("agentnet.hub")
 
 
 class TaskOps:
-    """ReportTask, ListTasks, GetTask, WaitTask and CancelTask."""
+    """ReportTask, ListTasks, GetTask, WaitTask, CancelTask, CheckpointTask and ReadTaskCheckpoint."""
 
     def __init__(self, core: HubCore) -> None:
         self.core = core
@@ -50,6 +51,7 @@ class TaskOps:
                 error=request.error,
                 ttl_seconds=request.ttl_seconds if request.HasField("ttl_seconds") else None,
                 hold_limit=slot.limit,
+                capability=request.capability,
             )
         if request.kind == task_pb2.TASK_EVENT_KIND_CANCELLED:
             await self._post_cancelled(task)
@@ -128,3 +130,28 @@ class TaskOps:
             wire, _ = await self.core.post(caller, env)
             envelope_id = wire.envelope_id
         return task, envelope_id
+
+    async def checkpoint_task(self, caller: str, task_id: str, state_json: str) -> CheckpointRow:
+        """Store ``state_json`` (a JSON object; its size is bounded by the request's field limit,
+        --max-checkpoint-bytes) as the checkpoint of the caller's running task, replacing the last one."""
+        task = await self.core.tasks.get(task_id)
+        if task.owner_id != caller:
+            raise PermissionDenied(f"task {task_id!r} is owned by another agent; only its owner checkpoints it.")
+        if task.state in TERMINAL:
+            raise FailedPrecondition(
+                f"task {task_id!r} already ended ({task_pb2.TaskState.Name(task.state)}); "
+                "checkpoint a task while it runs, and start a new task with resume_from to go on."
+            )
+        if not state_json:
+            raise InvalidArgument("state_json is empty; send the checkpoint as a JSON object.")
+        parse_json_object(state_json, "state_json", self.core.options.max_json_depth)
+        row = CheckpointRow(task_id, caller, state_json, self.core.clock())
+        await self.core.store.commit(Writes(checkpoints=[row]))
+        return row
+
+    async def read_task_checkpoint(self, caller: str, task_id: str) -> CheckpointRow | None:
+        """The last checkpoint of the caller's task (running or ended), None when it has none."""
+        task = await self.core.tasks.get(task_id)
+        if task.owner_id != caller:
+            raise PermissionDenied(f"task {task_id!r} is owned by another agent; only its owner reads its checkpoint.")
+        return await self.core.store.get_checkpoint(task_id)

@@ -986,6 +986,276 @@ func (x *SetResumeResponse) GetAgent() *AgentRecord {
 	return nil
 }
 
+// SetRuleRequest replaces an identity's own governance rule.
+type SetRuleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The identity ("" = the calling agent; required with the operator token).
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The new rule as JSON (the policy file's rule schema: access, limits, rate,
+	// inbox; unknown keys are INVALID_ARGUMENT); "" removes the own rule.
+	RuleJson      string `protobuf:"bytes,2,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRuleRequest) Reset() {
+	*x = SetRuleRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRuleRequest) ProtoMessage() {}
+
+func (x *SetRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRuleRequest.ProtoReflect.Descriptor instead.
+func (*SetRuleRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SetRuleRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *SetRuleRequest) GetRuleJson() string {
+	if x != nil {
+		return x.RuleJson
+	}
+	return ""
+}
+
+// SetRuleResponse is the identity's record with its new rule.
+type SetRuleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registry entry (rule_json is the new rule).
+	Agent         *AgentRecord `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRuleResponse) Reset() {
+	*x = SetRuleResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRuleResponse) ProtoMessage() {}
+
+func (x *SetRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRuleResponse.ProtoReflect.Descriptor instead.
+func (*SetRuleResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SetRuleResponse) GetAgent() *AgentRecord {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+// GetRuleRequest reads the rules governing an identity.
+type GetRuleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The identity ("" = the calling agent; required with the operator token).
+	AgentId       string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRuleRequest) Reset() {
+	*x = GetRuleRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRuleRequest) ProtoMessage() {}
+
+func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRuleRequest.ProtoReflect.Descriptor instead.
+func (*GetRuleRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetRuleRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+// AppliedRule is one rule that governs an identity.
+type AppliedRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "default", a policy entry's id, or "own".
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The rule as JSON (fields it does not set are absent).
+	RuleJson      string `protobuf:"bytes,2,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedRule) Reset() {
+	*x = AppliedRule{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedRule) ProtoMessage() {}
+
+func (x *AppliedRule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedRule.ProtoReflect.Descriptor instead.
+func (*AppliedRule) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AppliedRule) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AppliedRule) GetRuleJson() string {
+	if x != nil {
+		return x.RuleJson
+	}
+	return ""
+}
+
+// GetRuleResponse is the identity's own rule and everything that governs it.
+type GetRuleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its own rule as JSON ("" = none).
+	RuleJson string `protobuf:"bytes,1,opt,name=rule_json,json=ruleJson,proto3" json:"rule_json,omitempty"`
+	// Every rule that applies, in the order they are checked; an action is allowed
+	// only when all of them allow it.
+	Rules []*AppliedRule `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	// The combined result as a JSON object: "limits" (each limit the rules set:
+	// {"value", "rule"} — the smallest wins), "rate" ({"posts_per_second",
+	// "burst", "rule"} or null) and "inbox" ({"max_pending", "rule"} or null).
+	EffectiveJson string `protobuf:"bytes,3,opt,name=effective_json,json=effectiveJson,proto3" json:"effective_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRuleResponse) Reset() {
+	*x = GetRuleResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRuleResponse) ProtoMessage() {}
+
+func (x *GetRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRuleResponse.ProtoReflect.Descriptor instead.
+func (*GetRuleResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetRuleResponse) GetRuleJson() string {
+	if x != nil {
+		return x.RuleJson
+	}
+	return ""
+}
+
+func (x *GetRuleResponse) GetRules() []*AppliedRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *GetRuleResponse) GetEffectiveJson() string {
+	if x != nil {
+		return x.EffectiveJson
+	}
+	return ""
+}
+
 // OpenChannelRequest opens a channel from the caller to one or more targets.
 type OpenChannelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1041,7 +1311,7 @@ type OpenChannelRequest struct {
 
 func (x *OpenChannelRequest) Reset() {
 	*x = OpenChannelRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[14]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1323,7 @@ func (x *OpenChannelRequest) String() string {
 func (*OpenChannelRequest) ProtoMessage() {}
 
 func (x *OpenChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[14]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1336,7 @@ func (x *OpenChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenChannelRequest.ProtoReflect.Descriptor instead.
 func (*OpenChannelRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{14}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OpenChannelRequest) GetType() string {
@@ -1181,7 +1451,7 @@ type OpenChannelResponse struct {
 
 func (x *OpenChannelResponse) Reset() {
 	*x = OpenChannelResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[15]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1463,7 @@ func (x *OpenChannelResponse) String() string {
 func (*OpenChannelResponse) ProtoMessage() {}
 
 func (x *OpenChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[15]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1476,7 @@ func (x *OpenChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenChannelResponse.ProtoReflect.Descriptor instead.
 func (*OpenChannelResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{15}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OpenChannelResponse) GetChannel() *ChannelMetadata {
@@ -1236,7 +1506,7 @@ type CloseChannelRequest struct {
 
 func (x *CloseChannelRequest) Reset() {
 	*x = CloseChannelRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[16]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1518,7 @@ func (x *CloseChannelRequest) String() string {
 func (*CloseChannelRequest) ProtoMessage() {}
 
 func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[16]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1531,7 @@ func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelRequest.ProtoReflect.Descriptor instead.
 func (*CloseChannelRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{16}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CloseChannelRequest) GetChannelId() string {
@@ -1289,7 +1559,7 @@ type CloseChannelResponse struct {
 
 func (x *CloseChannelResponse) Reset() {
 	*x = CloseChannelResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[17]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1571,7 @@ func (x *CloseChannelResponse) String() string {
 func (*CloseChannelResponse) ProtoMessage() {}
 
 func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[17]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1584,7 @@ func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelResponse.ProtoReflect.Descriptor instead.
 func (*CloseChannelResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{17}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CloseChannelResponse) GetChannel() *ChannelMetadata {
@@ -1335,7 +1605,7 @@ type DescribeChannelRequest struct {
 
 func (x *DescribeChannelRequest) Reset() {
 	*x = DescribeChannelRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[18]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1617,7 @@ func (x *DescribeChannelRequest) String() string {
 func (*DescribeChannelRequest) ProtoMessage() {}
 
 func (x *DescribeChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[18]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1630,7 @@ func (x *DescribeChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeChannelRequest.ProtoReflect.Descriptor instead.
 func (*DescribeChannelRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{18}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeChannelRequest) GetChannelId() string {
@@ -1397,7 +1667,7 @@ type DescribeChannelResponse struct {
 
 func (x *DescribeChannelResponse) Reset() {
 	*x = DescribeChannelResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[19]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1679,7 @@ func (x *DescribeChannelResponse) String() string {
 func (*DescribeChannelResponse) ProtoMessage() {}
 
 func (x *DescribeChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[19]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1692,7 @@ func (x *DescribeChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeChannelResponse.ProtoReflect.Descriptor instead.
 func (*DescribeChannelResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{19}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeChannelResponse) GetChannel() *ChannelMetadata {
@@ -1475,7 +1745,7 @@ type DefaultView struct {
 
 func (x *DefaultView) Reset() {
 	*x = DefaultView{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1757,7 @@ func (x *DefaultView) String() string {
 func (*DefaultView) ProtoMessage() {}
 
 func (x *DefaultView) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[20]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1770,7 @@ func (x *DefaultView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DefaultView.ProtoReflect.Descriptor instead.
 func (*DefaultView) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{20}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DefaultView) GetPolicy() string {
@@ -1535,7 +1805,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1817,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[21]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1830,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{21}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListChannelsRequest) GetIncludeEnded() bool {
@@ -1604,7 +1874,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1886,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[22]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1899,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{22}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*ChannelMetadata {
@@ -1666,7 +1936,7 @@ type ReadWalRequest struct {
 
 func (x *ReadWalRequest) Reset() {
 	*x = ReadWalRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1948,7 @@ func (x *ReadWalRequest) String() string {
 func (*ReadWalRequest) ProtoMessage() {}
 
 func (x *ReadWalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[23]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1961,7 @@ func (x *ReadWalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadWalRequest.ProtoReflect.Descriptor instead.
 func (*ReadWalRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{23}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadWalRequest) GetChannelId() string {
@@ -1740,7 +2010,7 @@ type ReadWalResponse struct {
 
 func (x *ReadWalResponse) Reset() {
 	*x = ReadWalResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +2022,7 @@ func (x *ReadWalResponse) String() string {
 func (*ReadWalResponse) ProtoMessage() {}
 
 func (x *ReadWalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[24]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +2035,7 @@ func (x *ReadWalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadWalResponse.ProtoReflect.Descriptor instead.
 func (*ReadWalResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{24}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadWalResponse) GetEnvelope() *Envelope {
@@ -1786,7 +2056,7 @@ type PostEnvelopeRequest struct {
 
 func (x *PostEnvelopeRequest) Reset() {
 	*x = PostEnvelopeRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +2068,7 @@ func (x *PostEnvelopeRequest) String() string {
 func (*PostEnvelopeRequest) ProtoMessage() {}
 
 func (x *PostEnvelopeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[25]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +2081,7 @@ func (x *PostEnvelopeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostEnvelopeRequest.ProtoReflect.Descriptor instead.
 func (*PostEnvelopeRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{25}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PostEnvelopeRequest) GetEnvelope() *Envelope {
@@ -1834,7 +2104,7 @@ type PostEnvelopeResponse struct {
 
 func (x *PostEnvelopeResponse) Reset() {
 	*x = PostEnvelopeResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2116,7 @@ func (x *PostEnvelopeResponse) String() string {
 func (*PostEnvelopeResponse) ProtoMessage() {}
 
 func (x *PostEnvelopeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[26]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2129,7 @@ func (x *PostEnvelopeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostEnvelopeResponse.ProtoReflect.Descriptor instead.
 func (*PostEnvelopeResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{26}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PostEnvelopeResponse) GetEnvelope() *Envelope {
@@ -1894,7 +2164,7 @@ type CanSendRequest struct {
 
 func (x *CanSendRequest) Reset() {
 	*x = CanSendRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2176,7 @@ func (x *CanSendRequest) String() string {
 func (*CanSendRequest) ProtoMessage() {}
 
 func (x *CanSendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[27]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2189,7 @@ func (x *CanSendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CanSendRequest.ProtoReflect.Descriptor instead.
 func (*CanSendRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{27}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CanSendRequest) GetChannelId() string {
@@ -1959,7 +2229,7 @@ type CanSendResponse struct {
 
 func (x *CanSendResponse) Reset() {
 	*x = CanSendResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2241,7 @@ func (x *CanSendResponse) String() string {
 func (*CanSendResponse) ProtoMessage() {}
 
 func (x *CanSendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[28]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2254,7 @@ func (x *CanSendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CanSendResponse.ProtoReflect.Descriptor instead.
 func (*CanSendResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{28}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CanSendResponse) GetAllowed() bool {
@@ -2023,7 +2293,7 @@ type FindReplyRequest struct {
 
 func (x *FindReplyRequest) Reset() {
 	*x = FindReplyRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2305,7 @@ func (x *FindReplyRequest) String() string {
 func (*FindReplyRequest) ProtoMessage() {}
 
 func (x *FindReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[29]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2318,7 @@ func (x *FindReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReplyRequest.ProtoReflect.Descriptor instead.
 func (*FindReplyRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{29}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FindReplyRequest) GetChannelId() string {
@@ -2084,7 +2354,7 @@ type FindReplyResponse struct {
 
 func (x *FindReplyResponse) Reset() {
 	*x = FindReplyResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2366,7 @@ func (x *FindReplyResponse) String() string {
 func (*FindReplyResponse) ProtoMessage() {}
 
 func (x *FindReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[30]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2379,7 @@ func (x *FindReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReplyResponse.ProtoReflect.Descriptor instead.
 func (*FindReplyResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{30}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FindReplyResponse) GetEnvelope() *Envelope {
@@ -2138,14 +2408,18 @@ type ReportTaskRequest struct {
 	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	// Lifetime from start (STARTED only); absent = no expiry. Finite, positive
 	// and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
-	TtlSeconds    *float64 `protobuf:"fixed64,7,opt,name=ttl_seconds,json=ttlSeconds,proto3,oneof" json:"ttl_seconds,omitempty"`
+	TtlSeconds *float64 `protobuf:"fixed64,7,opt,name=ttl_seconds,json=ttlSeconds,proto3,oneof" json:"ttl_seconds,omitempty"`
+	// Capability the task exercises (STARTED only; "" = none): when the task
+	// ends, the hub updates the owner's Resume.observed[capability] (AG2's
+	// TaskSpec.capability / record_observation).
+	Capability    string `protobuf:"bytes,8,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportTaskRequest) Reset() {
 	*x = ReportTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2431,7 @@ func (x *ReportTaskRequest) String() string {
 func (*ReportTaskRequest) ProtoMessage() {}
 
 func (x *ReportTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[31]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2444,7 @@ func (x *ReportTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTaskRequest.ProtoReflect.Descriptor instead.
 func (*ReportTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{31}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReportTaskRequest) GetTaskId() string {
@@ -2222,6 +2496,13 @@ func (x *ReportTaskRequest) GetTtlSeconds() float64 {
 	return 0
 }
 
+func (x *ReportTaskRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
 // ReportTaskResponse returns the updated mirror.
 type ReportTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2233,7 +2514,7 @@ type ReportTaskResponse struct {
 
 func (x *ReportTaskResponse) Reset() {
 	*x = ReportTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2526,7 @@ func (x *ReportTaskResponse) String() string {
 func (*ReportTaskResponse) ProtoMessage() {}
 
 func (x *ReportTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[32]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2539,7 @@ func (x *ReportTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTaskResponse.ProtoReflect.Descriptor instead.
 func (*ReportTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{32}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReportTaskResponse) GetTask() *TaskMetadata {
@@ -2287,7 +2568,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2580,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[33]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2593,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{33}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListTasksRequest) GetScope() TaskScope {
@@ -2356,7 +2637,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2649,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[34]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2662,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{34}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskMetadata {
@@ -2409,7 +2690,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2702,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[35]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2715,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{35}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -2455,7 +2736,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2748,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2761,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{36}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetTaskResponse) GetTask() *TaskMetadata {
@@ -2504,7 +2785,7 @@ type WaitTaskRequest struct {
 
 func (x *WaitTaskRequest) Reset() {
 	*x = WaitTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2797,7 @@ func (x *WaitTaskRequest) String() string {
 func (*WaitTaskRequest) ProtoMessage() {}
 
 func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2810,7 @@ func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
 func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{37}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WaitTaskRequest) GetTaskId() string {
@@ -2559,7 +2840,7 @@ type WaitTaskResponse struct {
 
 func (x *WaitTaskResponse) Reset() {
 	*x = WaitTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2852,7 @@ func (x *WaitTaskResponse) String() string {
 func (*WaitTaskResponse) ProtoMessage() {}
 
 func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2865,7 @@ func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
 func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{38}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WaitTaskResponse) GetTask() *TaskMetadata {
@@ -2614,7 +2895,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +2907,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,7 +2920,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CancelTaskRequest) GetTaskId() string {
@@ -2670,7 +2951,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2963,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2976,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CancelTaskResponse) GetTask() *TaskMetadata {
@@ -2710,6 +2991,228 @@ func (x *CancelTaskResponse) GetEnvelopeId() string {
 		return x.EnvelopeId
 	}
 	return ""
+}
+
+// CheckpointTaskRequest saves a task's checkpoint.
+type CheckpointTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's running task.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The checkpoint: a JSON object, at most --max-checkpoint-bytes (1 MiB) of
+	// UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64)
+	// levels. It replaces the task's previous checkpoint.
+	StateJson     string `protobuf:"bytes,2,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointTaskRequest) Reset() {
+	*x = CheckpointTaskRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointTaskRequest) ProtoMessage() {}
+
+func (x *CheckpointTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointTaskRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointTaskRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *CheckpointTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CheckpointTaskRequest) GetStateJson() string {
+	if x != nil {
+		return x.StateJson
+	}
+	return ""
+}
+
+// CheckpointTaskResponse confirms the checkpoint is stored.
+type CheckpointTaskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the hub stored it.
+	SavedAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=saved_at,json=savedAt,proto3" json:"saved_at,omitempty"`
+	// Size of state_json in bytes.
+	SizeBytes     int64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointTaskResponse) Reset() {
+	*x = CheckpointTaskResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointTaskResponse) ProtoMessage() {}
+
+func (x *CheckpointTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointTaskResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointTaskResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *CheckpointTaskResponse) GetSavedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SavedAt
+	}
+	return nil
+}
+
+func (x *CheckpointTaskResponse) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+// ReadTaskCheckpointRequest reads a task's last checkpoint.
+type ReadTaskCheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's task (running or ended).
+	TaskId        string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadTaskCheckpointRequest) Reset() {
+	*x = ReadTaskCheckpointRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadTaskCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadTaskCheckpointRequest) ProtoMessage() {}
+
+func (x *ReadTaskCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadTaskCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*ReadTaskCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ReadTaskCheckpointRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+// ReadTaskCheckpointResponse is the task's last checkpoint, if any.
+type ReadTaskCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the task has no checkpoint (state_json is then "").
+	Found bool `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	// The JSON object last passed to CheckpointTask.
+	StateJson string `protobuf:"bytes,2,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	// When it was stored.
+	SavedAt       *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=saved_at,json=savedAt,proto3" json:"saved_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadTaskCheckpointResponse) Reset() {
+	*x = ReadTaskCheckpointResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadTaskCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadTaskCheckpointResponse) ProtoMessage() {}
+
+func (x *ReadTaskCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadTaskCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*ReadTaskCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ReadTaskCheckpointResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *ReadTaskCheckpointResponse) GetStateJson() string {
+	if x != nil {
+		return x.StateJson
+	}
+	return ""
+}
+
+func (x *ReadTaskCheckpointResponse) GetSavedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SavedAt
+	}
+	return nil
 }
 
 // ContextExcerpt is one past EV_TEXT envelope.
@@ -2738,7 +3241,7 @@ type ContextExcerpt struct {
 
 func (x *ContextExcerpt) Reset() {
 	*x = ContextExcerpt{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +3253,7 @@ func (x *ContextExcerpt) String() string {
 func (*ContextExcerpt) ProtoMessage() {}
 
 func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +3266,7 @@ func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextExcerpt.ProtoReflect.Descriptor instead.
 func (*ContextExcerpt) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ContextExcerpt) GetChannelId() string {
@@ -2837,7 +3340,7 @@ type SearchContextRequest struct {
 
 func (x *SearchContextRequest) Reset() {
 	*x = SearchContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +3352,7 @@ func (x *SearchContextRequest) String() string {
 func (*SearchContextRequest) ProtoMessage() {}
 
 func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,7 +3365,7 @@ func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextRequest.ProtoReflect.Descriptor instead.
 func (*SearchContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SearchContextRequest) GetQuery() string {
@@ -2897,7 +3400,7 @@ type SearchContextResponse struct {
 
 func (x *SearchContextResponse) Reset() {
 	*x = SearchContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3412,7 @@ func (x *SearchContextResponse) String() string {
 func (*SearchContextResponse) ProtoMessage() {}
 
 func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3425,7 @@ func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextResponse.ProtoReflect.Descriptor instead.
 func (*SearchContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SearchContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -2947,7 +3450,7 @@ type QuoteContextRequest struct {
 
 func (x *QuoteContextRequest) Reset() {
 	*x = QuoteContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3462,7 @@ func (x *QuoteContextRequest) String() string {
 func (*QuoteContextRequest) ProtoMessage() {}
 
 func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3475,7 @@ func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextRequest.ProtoReflect.Descriptor instead.
 func (*QuoteContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *QuoteContextRequest) GetSpeaker() string {
@@ -3007,7 +3510,7 @@ type QuoteContextResponse struct {
 
 func (x *QuoteContextResponse) Reset() {
 	*x = QuoteContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3522,7 @@ func (x *QuoteContextResponse) String() string {
 func (*QuoteContextResponse) ProtoMessage() {}
 
 func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3535,7 @@ func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextResponse.ProtoReflect.Descriptor instead.
 func (*QuoteContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *QuoteContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -3053,7 +3556,7 @@ type SetA2ASettingsRequest struct {
 
 func (x *SetA2ASettingsRequest) Reset() {
 	*x = SetA2ASettingsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3065,7 +3568,7 @@ func (x *SetA2ASettingsRequest) String() string {
 func (*SetA2ASettingsRequest) ProtoMessage() {}
 
 func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3078,7 +3581,7 @@ func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetA2ASettingsRequest) GetA2A() *A2ASettings {
@@ -3099,7 +3602,7 @@ type SetA2ASettingsResponse struct {
 
 func (x *SetA2ASettingsResponse) Reset() {
 	*x = SetA2ASettingsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3614,7 @@ func (x *SetA2ASettingsResponse) String() string {
 func (*SetA2ASettingsResponse) ProtoMessage() {}
 
 func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3627,7 @@ func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetA2ASettingsResponse) GetAgent() *AgentRecord {
@@ -3154,7 +3657,7 @@ type DiscoverAgentsRequest struct {
 
 func (x *DiscoverAgentsRequest) Reset() {
 	*x = DiscoverAgentsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3669,7 @@ func (x *DiscoverAgentsRequest) String() string {
 func (*DiscoverAgentsRequest) ProtoMessage() {}
 
 func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3682,7 @@ func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsRequest.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DiscoverAgentsRequest) GetProjectId() string {
@@ -3228,7 +3731,7 @@ type DiscoverAgentsResponse struct {
 
 func (x *DiscoverAgentsResponse) Reset() {
 	*x = DiscoverAgentsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3743,7 @@ func (x *DiscoverAgentsResponse) String() string {
 func (*DiscoverAgentsResponse) ProtoMessage() {}
 
 func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3756,7 @@ func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsResponse.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DiscoverAgentsResponse) GetAgents() []*DiscoveredAgent {
@@ -3306,7 +3809,7 @@ type InvokeAgentRequest struct {
 
 func (x *InvokeAgentRequest) Reset() {
 	*x = InvokeAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3821,7 @@ func (x *InvokeAgentRequest) String() string {
 func (*InvokeAgentRequest) ProtoMessage() {}
 
 func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3834,7 @@ func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentRequest.ProtoReflect.Descriptor instead.
 func (*InvokeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *InvokeAgentRequest) GetAgentId() string {
@@ -3416,7 +3919,7 @@ type InvokeAgentResponse struct {
 
 func (x *InvokeAgentResponse) Reset() {
 	*x = InvokeAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +3931,7 @@ func (x *InvokeAgentResponse) String() string {
 func (*InvokeAgentResponse) ProtoMessage() {}
 
 func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +3944,7 @@ func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentResponse.ProtoReflect.Descriptor instead.
 func (*InvokeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *InvokeAgentResponse) GetStatus() InvocationStatus {
@@ -3495,7 +3998,7 @@ type RefreshCallTokenRequest struct {
 
 func (x *RefreshCallTokenRequest) Reset() {
 	*x = RefreshCallTokenRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +4010,7 @@ func (x *RefreshCallTokenRequest) String() string {
 func (*RefreshCallTokenRequest) ProtoMessage() {}
 
 func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +4023,7 @@ func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenRequest.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RefreshCallTokenRequest) GetCallToken() string {
@@ -3550,7 +4053,7 @@ type RefreshCallTokenResponse struct {
 
 func (x *RefreshCallTokenResponse) Reset() {
 	*x = RefreshCallTokenResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +4065,7 @@ func (x *RefreshCallTokenResponse) String() string {
 func (*RefreshCallTokenResponse) ProtoMessage() {}
 
 func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +4078,7 @@ func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenResponse.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RefreshCallTokenResponse) GetCallToken() string {
@@ -3606,7 +4109,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +4121,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +4134,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListExecutionsRequest) GetRootSessionId() string {
@@ -3659,7 +4162,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3671,7 +4174,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3684,7 +4187,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -3705,7 +4208,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3717,7 +4220,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3730,7 +4233,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetExecutionRequest) GetExecutionId() string {
@@ -3751,7 +4254,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3763,7 +4266,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3776,7 +4279,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetExecutionResponse) GetExecution() *Execution {
@@ -3797,7 +4300,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +4312,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +4325,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CancelExecutionRequest) GetExecutionId() string {
@@ -3843,7 +4346,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3855,7 +4358,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3868,7 +4371,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CancelExecutionResponse) GetExecution() *Execution {
@@ -3895,7 +4398,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +4410,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +4423,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -3964,7 +4467,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3976,7 +4479,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3989,7 +4492,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListToolsRequest) GetChannelId() string {
@@ -4017,7 +4520,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4029,7 +4532,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4042,7 +4545,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolSchema {
@@ -4075,7 +4578,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4087,7 +4590,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4100,7 +4603,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -4149,7 +4652,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4161,7 +4664,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4174,7 +4677,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -4207,7 +4710,7 @@ type DelegateRequest struct {
 
 func (x *DelegateRequest) Reset() {
 	*x = DelegateRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4219,7 +4722,7 @@ func (x *DelegateRequest) String() string {
 func (*DelegateRequest) ProtoMessage() {}
 
 func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4232,7 +4735,7 @@ func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateRequest.ProtoReflect.Descriptor instead.
 func (*DelegateRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DelegateRequest) GetTarget() string {
@@ -4285,7 +4788,7 @@ type DelegateResponse struct {
 
 func (x *DelegateResponse) Reset() {
 	*x = DelegateResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4800,7 @@ func (x *DelegateResponse) String() string {
 func (*DelegateResponse) ProtoMessage() {}
 
 func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4813,7 @@ func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateResponse.ProtoReflect.Descriptor instead.
 func (*DelegateResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DelegateResponse) GetText() string {
@@ -4352,7 +4855,7 @@ type SayRequest struct {
 
 func (x *SayRequest) Reset() {
 	*x = SayRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4364,7 +4867,7 @@ func (x *SayRequest) String() string {
 func (*SayRequest) ProtoMessage() {}
 
 func (x *SayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4377,7 +4880,7 @@ func (x *SayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayRequest.ProtoReflect.Descriptor instead.
 func (*SayRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SayRequest) GetContent() string {
@@ -4419,7 +4922,7 @@ type SayResponse struct {
 
 func (x *SayResponse) Reset() {
 	*x = SayResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4934,7 @@ func (x *SayResponse) String() string {
 func (*SayResponse) ProtoMessage() {}
 
 func (x *SayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4444,7 +4947,7 @@ func (x *SayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayResponse.ProtoReflect.Descriptor instead.
 func (*SayResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SayResponse) GetEnvelope() *Envelope {
@@ -4476,7 +4979,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4488,7 +4991,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4501,7 +5004,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AuditRecord) GetAuditId() uint64 {
@@ -4563,7 +5066,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4575,7 +5078,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4588,7 +5091,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListAuditRequest) GetKind() string {
@@ -4630,7 +5133,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4642,7 +5145,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4655,7 +5158,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -4689,7 +5192,7 @@ type RegisterRemoteA2AAgentRequest struct {
 
 func (x *RegisterRemoteA2AAgentRequest) Reset() {
 	*x = RegisterRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4701,7 +5204,7 @@ func (x *RegisterRemoteA2AAgentRequest) String() string {
 func (*RegisterRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4714,7 +5217,7 @@ func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RegisterRemoteA2AAgentRequest) GetCardUrl() string {
@@ -4759,7 +5262,7 @@ type RegisterRemoteA2AAgentResponse struct {
 
 func (x *RegisterRemoteA2AAgentResponse) Reset() {
 	*x = RegisterRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4771,7 +5274,7 @@ func (x *RegisterRemoteA2AAgentResponse) String() string {
 func (*RegisterRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4784,7 +5287,7 @@ func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RegisterRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -4810,7 +5313,7 @@ type RefreshRemoteA2AAgentRequest struct {
 
 func (x *RefreshRemoteA2AAgentRequest) Reset() {
 	*x = RefreshRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4822,7 +5325,7 @@ func (x *RefreshRemoteA2AAgentRequest) String() string {
 func (*RefreshRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4835,7 +5338,7 @@ func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{74}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{83}
 }
 
 // RefreshRemoteA2AAgentResponse returns the updated entry.
@@ -4849,7 +5352,7 @@ type RefreshRemoteA2AAgentResponse struct {
 
 func (x *RefreshRemoteA2AAgentResponse) Reset() {
 	*x = RefreshRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4861,7 +5364,7 @@ func (x *RefreshRemoteA2AAgentResponse) String() string {
 func (*RefreshRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4874,7 +5377,7 @@ func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{75}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RefreshRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -4897,7 +5400,7 @@ type ListPendingTurnsRequest struct {
 
 func (x *ListPendingTurnsRequest) Reset() {
 	*x = ListPendingTurnsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4909,7 +5412,7 @@ func (x *ListPendingTurnsRequest) String() string {
 func (*ListPendingTurnsRequest) ProtoMessage() {}
 
 func (x *ListPendingTurnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4922,7 +5425,7 @@ func (x *ListPendingTurnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingTurnsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingTurnsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{76}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListPendingTurnsRequest) GetLimit() int32 {
@@ -4952,7 +5455,7 @@ type ListPendingTurnsResponse struct {
 
 func (x *ListPendingTurnsResponse) Reset() {
 	*x = ListPendingTurnsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4964,7 +5467,7 @@ func (x *ListPendingTurnsResponse) String() string {
 func (*ListPendingTurnsResponse) ProtoMessage() {}
 
 func (x *ListPendingTurnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4977,7 +5480,7 @@ func (x *ListPendingTurnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingTurnsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingTurnsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{77}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListPendingTurnsResponse) GetTurns() []*PendingTurn {
@@ -5052,7 +5555,21 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x10SetResumeRequest\x12+\n" +
 	"\x06resume\x18\x01 \x01(\v2\x13.agentnet.v1.ResumeR\x06resume\"C\n" +
 	"\x11SetResumeResponse\x12.\n" +
-	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\"\xd0\x03\n" +
+	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\"H\n" +
+	"\x0eSetRuleRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1b\n" +
+	"\trule_json\x18\x02 \x01(\tR\bruleJson\"A\n" +
+	"\x0fSetRuleResponse\x12.\n" +
+	"\x05agent\x18\x01 \x01(\v2\x18.agentnet.v1.AgentRecordR\x05agent\"+\n" +
+	"\x0eGetRuleRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\":\n" +
+	"\vAppliedRule\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\trule_json\x18\x02 \x01(\tR\bruleJson\"\x85\x01\n" +
+	"\x0fGetRuleResponse\x12\x1b\n" +
+	"\trule_json\x18\x01 \x01(\tR\bruleJson\x12.\n" +
+	"\x05rules\x18\x02 \x03(\v2\x18.agentnet.v1.AppliedRuleR\x05rules\x12%\n" +
+	"\x0eeffective_json\x18\x03 \x01(\tR\reffectiveJson\"\xd0\x03\n" +
 	"\x12OpenChannelRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\atargets\x18\x02 \x03(\tR\atargets\x12\x1d\n" +
@@ -5130,7 +5647,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\fcausation_id\x18\x02 \x01(\tR\vcausationId\x12\x16\n" +
 	"\x06sender\x18\x03 \x01(\tR\x06sender\"F\n" +
 	"\x11FindReplyResponse\x121\n" +
-	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"\x80\x02\n" +
+	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"\xa0\x02\n" +
 	"\x11ReportTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12.\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1a.agentnet.v1.TaskEventKindR\x04kind\x12\x14\n" +
@@ -5140,7 +5657,10 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\fpayload_json\x18\x05 \x01(\tR\vpayloadJson\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12$\n" +
 	"\vttl_seconds\x18\a \x01(\x01H\x00R\n" +
-	"ttlSeconds\x88\x01\x01B\x0e\n" +
+	"ttlSeconds\x88\x01\x01\x12\x1e\n" +
+	"\n" +
+	"capability\x18\b \x01(\tR\n" +
+	"capabilityB\x0e\n" +
 	"\f_ttl_seconds\"C\n" +
 	"\x12ReportTaskResponse\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.agentnet.v1.TaskMetadataR\x04task\"\x9a\x01\n" +
@@ -5169,7 +5689,22 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\x12CancelTaskResponse\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.agentnet.v1.TaskMetadataR\x04task\x12\x1f\n" +
 	"\venvelope_id\x18\x02 \x01(\tR\n" +
-	"envelopeId\"\x92\x02\n" +
+	"envelopeId\"O\n" +
+	"\x15CheckpointTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x02 \x01(\tR\tstateJson\"n\n" +
+	"\x16CheckpointTaskResponse\x125\n" +
+	"\bsaved_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"4\n" +
+	"\x19ReadTaskCheckpointRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x88\x01\n" +
+	"\x1aReadTaskCheckpointResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x02 \x01(\tR\tstateJson\x125\n" +
+	"\bsaved_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\"\x92\x02\n" +
 	"\x0eContextExcerpt\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x1f\n" +
@@ -5348,7 +5883,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ToolSource\x12\x1b\n" +
 	"\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_SOURCE_PLUGIN\x10\x01\x12\x17\n" +
-	"\x13TOOL_SOURCE_ADAPTER\x10\x022\xd0\x18\n" +
+	"\x13TOOL_SOURCE_ADAPTER\x10\x022\x9e\x1b\n" +
 	"\n" +
 	"HubService\x12H\n" +
 	"\aConnect\x12\x1b.agentnet.v1.ConnectRequest\x1a\x1c.agentnet.v1.ConnectResponse(\x010\x01\x12G\n" +
@@ -5360,7 +5895,9 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ListAgents\x12\x1e.agentnet.v1.ListAgentsRequest\x1a\x1f.agentnet.v1.ListAgentsResponse\x12V\n" +
 	"\rDescribeAgent\x12!.agentnet.v1.DescribeAgentRequest\x1a\".agentnet.v1.DescribeAgentResponse\x12G\n" +
 	"\bSetSkill\x12\x1c.agentnet.v1.SetSkillRequest\x1a\x1d.agentnet.v1.SetSkillResponse\x12J\n" +
-	"\tSetResume\x12\x1d.agentnet.v1.SetResumeRequest\x1a\x1e.agentnet.v1.SetResumeResponse\x12P\n" +
+	"\tSetResume\x12\x1d.agentnet.v1.SetResumeRequest\x1a\x1e.agentnet.v1.SetResumeResponse\x12D\n" +
+	"\aSetRule\x12\x1b.agentnet.v1.SetRuleRequest\x1a\x1c.agentnet.v1.SetRuleResponse\x12D\n" +
+	"\aGetRule\x12\x1b.agentnet.v1.GetRuleRequest\x1a\x1c.agentnet.v1.GetRuleResponse\x12P\n" +
 	"\vOpenChannel\x12\x1f.agentnet.v1.OpenChannelRequest\x1a .agentnet.v1.OpenChannelResponse\x12S\n" +
 	"\fCloseChannel\x12 .agentnet.v1.CloseChannelRequest\x1a!.agentnet.v1.CloseChannelResponse\x12\\\n" +
 	"\x0fDescribeChannel\x12#.agentnet.v1.DescribeChannelRequest\x1a$.agentnet.v1.DescribeChannelResponse\x12S\n" +
@@ -5375,7 +5912,9 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\aGetTask\x12\x1b.agentnet.v1.GetTaskRequest\x1a\x1c.agentnet.v1.GetTaskResponse\x12G\n" +
 	"\bWaitTask\x12\x1c.agentnet.v1.WaitTaskRequest\x1a\x1d.agentnet.v1.WaitTaskResponse\x12M\n" +
 	"\n" +
-	"CancelTask\x12\x1e.agentnet.v1.CancelTaskRequest\x1a\x1f.agentnet.v1.CancelTaskResponse\x12V\n" +
+	"CancelTask\x12\x1e.agentnet.v1.CancelTaskRequest\x1a\x1f.agentnet.v1.CancelTaskResponse\x12Y\n" +
+	"\x0eCheckpointTask\x12\".agentnet.v1.CheckpointTaskRequest\x1a#.agentnet.v1.CheckpointTaskResponse\x12e\n" +
+	"\x12ReadTaskCheckpoint\x12&.agentnet.v1.ReadTaskCheckpointRequest\x1a'.agentnet.v1.ReadTaskCheckpointResponse\x12V\n" +
 	"\rSearchContext\x12!.agentnet.v1.SearchContextRequest\x1a\".agentnet.v1.SearchContextResponse\x12S\n" +
 	"\fQuoteContext\x12 .agentnet.v1.QuoteContextRequest\x1a!.agentnet.v1.QuoteContextResponse\x12Y\n" +
 	"\x0eSetA2ASettings\x12\".agentnet.v1.SetA2ASettingsRequest\x1a#.agentnet.v1.SetA2ASettingsResponse\x12Y\n" +
@@ -5407,7 +5946,7 @@ func file_agentnet_v1_hub_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_hub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_agentnet_v1_hub_proto_goTypes = []any{
 	(TaskScope)(0),                         // 0: agentnet.v1.TaskScope
 	(ToolSource)(0),                        // 1: agentnet.v1.ToolSource
@@ -5425,225 +5964,246 @@ var file_agentnet_v1_hub_proto_goTypes = []any{
 	(*SetSkillResponse)(nil),               // 13: agentnet.v1.SetSkillResponse
 	(*SetResumeRequest)(nil),               // 14: agentnet.v1.SetResumeRequest
 	(*SetResumeResponse)(nil),              // 15: agentnet.v1.SetResumeResponse
-	(*OpenChannelRequest)(nil),             // 16: agentnet.v1.OpenChannelRequest
-	(*OpenChannelResponse)(nil),            // 17: agentnet.v1.OpenChannelResponse
-	(*CloseChannelRequest)(nil),            // 18: agentnet.v1.CloseChannelRequest
-	(*CloseChannelResponse)(nil),           // 19: agentnet.v1.CloseChannelResponse
-	(*DescribeChannelRequest)(nil),         // 20: agentnet.v1.DescribeChannelRequest
-	(*DescribeChannelResponse)(nil),        // 21: agentnet.v1.DescribeChannelResponse
-	(*DefaultView)(nil),                    // 22: agentnet.v1.DefaultView
-	(*ListChannelsRequest)(nil),            // 23: agentnet.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),           // 24: agentnet.v1.ListChannelsResponse
-	(*ReadWalRequest)(nil),                 // 25: agentnet.v1.ReadWalRequest
-	(*ReadWalResponse)(nil),                // 26: agentnet.v1.ReadWalResponse
-	(*PostEnvelopeRequest)(nil),            // 27: agentnet.v1.PostEnvelopeRequest
-	(*PostEnvelopeResponse)(nil),           // 28: agentnet.v1.PostEnvelopeResponse
-	(*CanSendRequest)(nil),                 // 29: agentnet.v1.CanSendRequest
-	(*CanSendResponse)(nil),                // 30: agentnet.v1.CanSendResponse
-	(*FindReplyRequest)(nil),               // 31: agentnet.v1.FindReplyRequest
-	(*FindReplyResponse)(nil),              // 32: agentnet.v1.FindReplyResponse
-	(*ReportTaskRequest)(nil),              // 33: agentnet.v1.ReportTaskRequest
-	(*ReportTaskResponse)(nil),             // 34: agentnet.v1.ReportTaskResponse
-	(*ListTasksRequest)(nil),               // 35: agentnet.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),              // 36: agentnet.v1.ListTasksResponse
-	(*GetTaskRequest)(nil),                 // 37: agentnet.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),                // 38: agentnet.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),                // 39: agentnet.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),               // 40: agentnet.v1.WaitTaskResponse
-	(*CancelTaskRequest)(nil),              // 41: agentnet.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),             // 42: agentnet.v1.CancelTaskResponse
-	(*ContextExcerpt)(nil),                 // 43: agentnet.v1.ContextExcerpt
-	(*SearchContextRequest)(nil),           // 44: agentnet.v1.SearchContextRequest
-	(*SearchContextResponse)(nil),          // 45: agentnet.v1.SearchContextResponse
-	(*QuoteContextRequest)(nil),            // 46: agentnet.v1.QuoteContextRequest
-	(*QuoteContextResponse)(nil),           // 47: agentnet.v1.QuoteContextResponse
-	(*SetA2ASettingsRequest)(nil),          // 48: agentnet.v1.SetA2ASettingsRequest
-	(*SetA2ASettingsResponse)(nil),         // 49: agentnet.v1.SetA2ASettingsResponse
-	(*DiscoverAgentsRequest)(nil),          // 50: agentnet.v1.DiscoverAgentsRequest
-	(*DiscoverAgentsResponse)(nil),         // 51: agentnet.v1.DiscoverAgentsResponse
-	(*InvokeAgentRequest)(nil),             // 52: agentnet.v1.InvokeAgentRequest
-	(*InvokeAgentResponse)(nil),            // 53: agentnet.v1.InvokeAgentResponse
-	(*RefreshCallTokenRequest)(nil),        // 54: agentnet.v1.RefreshCallTokenRequest
-	(*RefreshCallTokenResponse)(nil),       // 55: agentnet.v1.RefreshCallTokenResponse
-	(*ListExecutionsRequest)(nil),          // 56: agentnet.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),         // 57: agentnet.v1.ListExecutionsResponse
-	(*GetExecutionRequest)(nil),            // 58: agentnet.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),           // 59: agentnet.v1.GetExecutionResponse
-	(*CancelExecutionRequest)(nil),         // 60: agentnet.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),        // 61: agentnet.v1.CancelExecutionResponse
-	(*ToolSchema)(nil),                     // 62: agentnet.v1.ToolSchema
-	(*ListToolsRequest)(nil),               // 63: agentnet.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),              // 64: agentnet.v1.ListToolsResponse
-	(*CallToolRequest)(nil),                // 65: agentnet.v1.CallToolRequest
-	(*CallToolResponse)(nil),               // 66: agentnet.v1.CallToolResponse
-	(*DelegateRequest)(nil),                // 67: agentnet.v1.DelegateRequest
-	(*DelegateResponse)(nil),               // 68: agentnet.v1.DelegateResponse
-	(*SayRequest)(nil),                     // 69: agentnet.v1.SayRequest
-	(*SayResponse)(nil),                    // 70: agentnet.v1.SayResponse
-	(*AuditRecord)(nil),                    // 71: agentnet.v1.AuditRecord
-	(*ListAuditRequest)(nil),               // 72: agentnet.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 73: agentnet.v1.ListAuditResponse
-	(*RegisterRemoteA2AAgentRequest)(nil),  // 74: agentnet.v1.RegisterRemoteA2AAgentRequest
-	(*RegisterRemoteA2AAgentResponse)(nil), // 75: agentnet.v1.RegisterRemoteA2AAgentResponse
-	(*RefreshRemoteA2AAgentRequest)(nil),   // 76: agentnet.v1.RefreshRemoteA2AAgentRequest
-	(*RefreshRemoteA2AAgentResponse)(nil),  // 77: agentnet.v1.RefreshRemoteA2AAgentResponse
-	(*ListPendingTurnsRequest)(nil),        // 78: agentnet.v1.ListPendingTurnsRequest
-	(*ListPendingTurnsResponse)(nil),       // 79: agentnet.v1.ListPendingTurnsResponse
-	nil,                                    // 80: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	(*Passport)(nil),                       // 81: agentnet.v1.Passport
-	(*Resume)(nil),                         // 82: agentnet.v1.Resume
-	(*A2ASettings)(nil),                    // 83: agentnet.v1.A2ASettings
-	(*AgentRecord)(nil),                    // 84: agentnet.v1.AgentRecord
-	(PassportKind)(0),                      // 85: agentnet.v1.PassportKind
-	(*AgentSummary)(nil),                   // 86: agentnet.v1.AgentSummary
-	(*Envelope)(nil),                       // 87: agentnet.v1.Envelope
-	(*ChannelMetadata)(nil),                // 88: agentnet.v1.ChannelMetadata
-	(*ErrorDetail)(nil),                    // 89: agentnet.v1.ErrorDetail
-	(TaskEventKind)(0),                     // 90: agentnet.v1.TaskEventKind
-	(*TaskMetadata)(nil),                   // 91: agentnet.v1.TaskMetadata
-	(*timestamppb.Timestamp)(nil),          // 92: google.protobuf.Timestamp
-	(*DiscoveredAgent)(nil),                // 93: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),                  // 94: agentnet.v1.InvocationStatus
-	(*Execution)(nil),                      // 95: agentnet.v1.Execution
-	(*PendingTurn)(nil),                    // 96: agentnet.v1.PendingTurn
-	(*ConnectRequest)(nil),                 // 97: agentnet.v1.ConnectRequest
-	(*ConnectResponse)(nil),                // 98: agentnet.v1.ConnectResponse
+	(*SetRuleRequest)(nil),                 // 16: agentnet.v1.SetRuleRequest
+	(*SetRuleResponse)(nil),                // 17: agentnet.v1.SetRuleResponse
+	(*GetRuleRequest)(nil),                 // 18: agentnet.v1.GetRuleRequest
+	(*AppliedRule)(nil),                    // 19: agentnet.v1.AppliedRule
+	(*GetRuleResponse)(nil),                // 20: agentnet.v1.GetRuleResponse
+	(*OpenChannelRequest)(nil),             // 21: agentnet.v1.OpenChannelRequest
+	(*OpenChannelResponse)(nil),            // 22: agentnet.v1.OpenChannelResponse
+	(*CloseChannelRequest)(nil),            // 23: agentnet.v1.CloseChannelRequest
+	(*CloseChannelResponse)(nil),           // 24: agentnet.v1.CloseChannelResponse
+	(*DescribeChannelRequest)(nil),         // 25: agentnet.v1.DescribeChannelRequest
+	(*DescribeChannelResponse)(nil),        // 26: agentnet.v1.DescribeChannelResponse
+	(*DefaultView)(nil),                    // 27: agentnet.v1.DefaultView
+	(*ListChannelsRequest)(nil),            // 28: agentnet.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),           // 29: agentnet.v1.ListChannelsResponse
+	(*ReadWalRequest)(nil),                 // 30: agentnet.v1.ReadWalRequest
+	(*ReadWalResponse)(nil),                // 31: agentnet.v1.ReadWalResponse
+	(*PostEnvelopeRequest)(nil),            // 32: agentnet.v1.PostEnvelopeRequest
+	(*PostEnvelopeResponse)(nil),           // 33: agentnet.v1.PostEnvelopeResponse
+	(*CanSendRequest)(nil),                 // 34: agentnet.v1.CanSendRequest
+	(*CanSendResponse)(nil),                // 35: agentnet.v1.CanSendResponse
+	(*FindReplyRequest)(nil),               // 36: agentnet.v1.FindReplyRequest
+	(*FindReplyResponse)(nil),              // 37: agentnet.v1.FindReplyResponse
+	(*ReportTaskRequest)(nil),              // 38: agentnet.v1.ReportTaskRequest
+	(*ReportTaskResponse)(nil),             // 39: agentnet.v1.ReportTaskResponse
+	(*ListTasksRequest)(nil),               // 40: agentnet.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),              // 41: agentnet.v1.ListTasksResponse
+	(*GetTaskRequest)(nil),                 // 42: agentnet.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),                // 43: agentnet.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),                // 44: agentnet.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),               // 45: agentnet.v1.WaitTaskResponse
+	(*CancelTaskRequest)(nil),              // 46: agentnet.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),             // 47: agentnet.v1.CancelTaskResponse
+	(*CheckpointTaskRequest)(nil),          // 48: agentnet.v1.CheckpointTaskRequest
+	(*CheckpointTaskResponse)(nil),         // 49: agentnet.v1.CheckpointTaskResponse
+	(*ReadTaskCheckpointRequest)(nil),      // 50: agentnet.v1.ReadTaskCheckpointRequest
+	(*ReadTaskCheckpointResponse)(nil),     // 51: agentnet.v1.ReadTaskCheckpointResponse
+	(*ContextExcerpt)(nil),                 // 52: agentnet.v1.ContextExcerpt
+	(*SearchContextRequest)(nil),           // 53: agentnet.v1.SearchContextRequest
+	(*SearchContextResponse)(nil),          // 54: agentnet.v1.SearchContextResponse
+	(*QuoteContextRequest)(nil),            // 55: agentnet.v1.QuoteContextRequest
+	(*QuoteContextResponse)(nil),           // 56: agentnet.v1.QuoteContextResponse
+	(*SetA2ASettingsRequest)(nil),          // 57: agentnet.v1.SetA2ASettingsRequest
+	(*SetA2ASettingsResponse)(nil),         // 58: agentnet.v1.SetA2ASettingsResponse
+	(*DiscoverAgentsRequest)(nil),          // 59: agentnet.v1.DiscoverAgentsRequest
+	(*DiscoverAgentsResponse)(nil),         // 60: agentnet.v1.DiscoverAgentsResponse
+	(*InvokeAgentRequest)(nil),             // 61: agentnet.v1.InvokeAgentRequest
+	(*InvokeAgentResponse)(nil),            // 62: agentnet.v1.InvokeAgentResponse
+	(*RefreshCallTokenRequest)(nil),        // 63: agentnet.v1.RefreshCallTokenRequest
+	(*RefreshCallTokenResponse)(nil),       // 64: agentnet.v1.RefreshCallTokenResponse
+	(*ListExecutionsRequest)(nil),          // 65: agentnet.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),         // 66: agentnet.v1.ListExecutionsResponse
+	(*GetExecutionRequest)(nil),            // 67: agentnet.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),           // 68: agentnet.v1.GetExecutionResponse
+	(*CancelExecutionRequest)(nil),         // 69: agentnet.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),        // 70: agentnet.v1.CancelExecutionResponse
+	(*ToolSchema)(nil),                     // 71: agentnet.v1.ToolSchema
+	(*ListToolsRequest)(nil),               // 72: agentnet.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),              // 73: agentnet.v1.ListToolsResponse
+	(*CallToolRequest)(nil),                // 74: agentnet.v1.CallToolRequest
+	(*CallToolResponse)(nil),               // 75: agentnet.v1.CallToolResponse
+	(*DelegateRequest)(nil),                // 76: agentnet.v1.DelegateRequest
+	(*DelegateResponse)(nil),               // 77: agentnet.v1.DelegateResponse
+	(*SayRequest)(nil),                     // 78: agentnet.v1.SayRequest
+	(*SayResponse)(nil),                    // 79: agentnet.v1.SayResponse
+	(*AuditRecord)(nil),                    // 80: agentnet.v1.AuditRecord
+	(*ListAuditRequest)(nil),               // 81: agentnet.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 82: agentnet.v1.ListAuditResponse
+	(*RegisterRemoteA2AAgentRequest)(nil),  // 83: agentnet.v1.RegisterRemoteA2AAgentRequest
+	(*RegisterRemoteA2AAgentResponse)(nil), // 84: agentnet.v1.RegisterRemoteA2AAgentResponse
+	(*RefreshRemoteA2AAgentRequest)(nil),   // 85: agentnet.v1.RefreshRemoteA2AAgentRequest
+	(*RefreshRemoteA2AAgentResponse)(nil),  // 86: agentnet.v1.RefreshRemoteA2AAgentResponse
+	(*ListPendingTurnsRequest)(nil),        // 87: agentnet.v1.ListPendingTurnsRequest
+	(*ListPendingTurnsResponse)(nil),       // 88: agentnet.v1.ListPendingTurnsResponse
+	nil,                                    // 89: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	(*Passport)(nil),                       // 90: agentnet.v1.Passport
+	(*Resume)(nil),                         // 91: agentnet.v1.Resume
+	(*A2ASettings)(nil),                    // 92: agentnet.v1.A2ASettings
+	(*AgentRecord)(nil),                    // 93: agentnet.v1.AgentRecord
+	(PassportKind)(0),                      // 94: agentnet.v1.PassportKind
+	(*AgentSummary)(nil),                   // 95: agentnet.v1.AgentSummary
+	(*Envelope)(nil),                       // 96: agentnet.v1.Envelope
+	(*ChannelMetadata)(nil),                // 97: agentnet.v1.ChannelMetadata
+	(*ErrorDetail)(nil),                    // 98: agentnet.v1.ErrorDetail
+	(TaskEventKind)(0),                     // 99: agentnet.v1.TaskEventKind
+	(*TaskMetadata)(nil),                   // 100: agentnet.v1.TaskMetadata
+	(*timestamppb.Timestamp)(nil),          // 101: google.protobuf.Timestamp
+	(*DiscoveredAgent)(nil),                // 102: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),                  // 103: agentnet.v1.InvocationStatus
+	(*Execution)(nil),                      // 104: agentnet.v1.Execution
+	(*PendingTurn)(nil),                    // 105: agentnet.v1.PendingTurn
+	(*ConnectRequest)(nil),                 // 106: agentnet.v1.ConnectRequest
+	(*ConnectResponse)(nil),                // 107: agentnet.v1.ConnectResponse
 }
 var file_agentnet_v1_hub_proto_depIdxs = []int32{
-	81, // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
-	82, // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
-	83, // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	84, // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
-	81, // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
-	82, // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
-	84, // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
-	85, // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
-	86, // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	84, // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	84, // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
-	82, // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
-	84, // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
-	87, // 13: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
-	88, // 14: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	88, // 15: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	88, // 16: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	22, // 17: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
-	88, // 18: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	87, // 19: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	87, // 20: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
-	87, // 21: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
-	89, // 22: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
-	87, // 23: agentnet.v1.FindReplyResponse.envelope:type_name -> agentnet.v1.Envelope
-	90, // 24: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
-	91, // 25: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	0,  // 26: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
-	91, // 27: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	91, // 28: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	91, // 29: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	91, // 30: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	92, // 31: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
-	43, // 32: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	43, // 33: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	83, // 34: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	84, // 35: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	93, // 36: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	80, // 37: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	94, // 38: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	92, // 39: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	95, // 40: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	95, // 41: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	95, // 42: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	1,  // 43: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
-	62, // 44: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	87, // 45: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	92, // 46: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
-	71, // 47: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	81, // 48: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
-	83, // 49: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	84, // 50: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	84, // 51: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	96, // 52: agentnet.v1.ListPendingTurnsResponse.turns:type_name -> agentnet.v1.PendingTurn
-	97, // 53: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,  // 54: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,  // 55: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,  // 56: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,  // 57: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10, // 58: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12, // 59: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14, // 60: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16, // 61: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	18, // 62: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	20, // 63: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	23, // 64: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	25, // 65: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	27, // 66: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	29, // 67: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	31, // 68: agentnet.v1.HubService.FindReply:input_type -> agentnet.v1.FindReplyRequest
-	33, // 69: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	35, // 70: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	37, // 71: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	39, // 72: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	41, // 73: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	44, // 74: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	46, // 75: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	48, // 76: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	50, // 77: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	52, // 78: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	54, // 79: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	56, // 80: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	58, // 81: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
-	60, // 82: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
-	63, // 83: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	65, // 84: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	67, // 85: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	69, // 86: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	72, // 87: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	74, // 88: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
-	76, // 89: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
-	78, // 90: agentnet.v1.HubService.ListPendingTurns:input_type -> agentnet.v1.ListPendingTurnsRequest
-	98, // 91: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,  // 92: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,  // 93: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,  // 94: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,  // 95: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11, // 96: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13, // 97: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15, // 98: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17, // 99: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	19, // 100: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	21, // 101: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	24, // 102: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	26, // 103: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	28, // 104: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	30, // 105: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	32, // 106: agentnet.v1.HubService.FindReply:output_type -> agentnet.v1.FindReplyResponse
-	34, // 107: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	36, // 108: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	38, // 109: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	40, // 110: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	42, // 111: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	45, // 112: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	47, // 113: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	49, // 114: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	51, // 115: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	53, // 116: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	55, // 117: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	57, // 118: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	59, // 119: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
-	61, // 120: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
-	64, // 121: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	66, // 122: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	68, // 123: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	70, // 124: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	73, // 125: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	75, // 126: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
-	77, // 127: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
-	79, // 128: agentnet.v1.HubService.ListPendingTurns:output_type -> agentnet.v1.ListPendingTurnsResponse
-	91, // [91:129] is the sub-list for method output_type
-	53, // [53:91] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	90,  // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
+	91,  // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
+	92,  // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	93,  // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
+	90,  // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
+	91,  // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
+	93,  // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
+	94,  // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
+	95,  // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	93,  // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	93,  // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
+	91,  // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
+	93,  // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
+	93,  // 13: agentnet.v1.SetRuleResponse.agent:type_name -> agentnet.v1.AgentRecord
+	19,  // 14: agentnet.v1.GetRuleResponse.rules:type_name -> agentnet.v1.AppliedRule
+	96,  // 15: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
+	97,  // 16: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	97,  // 17: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	97,  // 18: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	27,  // 19: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
+	97,  // 20: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	96,  // 21: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	96,  // 22: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
+	96,  // 23: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
+	98,  // 24: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
+	96,  // 25: agentnet.v1.FindReplyResponse.envelope:type_name -> agentnet.v1.Envelope
+	99,  // 26: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
+	100, // 27: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	0,   // 28: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
+	100, // 29: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	100, // 30: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	100, // 31: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	100, // 32: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	101, // 33: agentnet.v1.CheckpointTaskResponse.saved_at:type_name -> google.protobuf.Timestamp
+	101, // 34: agentnet.v1.ReadTaskCheckpointResponse.saved_at:type_name -> google.protobuf.Timestamp
+	101, // 35: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
+	52,  // 36: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	52,  // 37: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	92,  // 38: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	93,  // 39: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	102, // 40: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	89,  // 41: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	103, // 42: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	101, // 43: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	104, // 44: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	104, // 45: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	104, // 46: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	1,   // 47: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
+	71,  // 48: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
+	96,  // 49: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	101, // 50: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 51: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
+	90,  // 52: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
+	92,  // 53: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	93,  // 54: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	93,  // 55: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	105, // 56: agentnet.v1.ListPendingTurnsResponse.turns:type_name -> agentnet.v1.PendingTurn
+	106, // 57: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,   // 58: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,   // 59: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,   // 60: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,   // 61: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10,  // 62: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12,  // 63: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14,  // 64: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16,  // 65: agentnet.v1.HubService.SetRule:input_type -> agentnet.v1.SetRuleRequest
+	18,  // 66: agentnet.v1.HubService.GetRule:input_type -> agentnet.v1.GetRuleRequest
+	21,  // 67: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	23,  // 68: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	25,  // 69: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	28,  // 70: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	30,  // 71: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	32,  // 72: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	34,  // 73: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	36,  // 74: agentnet.v1.HubService.FindReply:input_type -> agentnet.v1.FindReplyRequest
+	38,  // 75: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	40,  // 76: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	42,  // 77: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	44,  // 78: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	46,  // 79: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	48,  // 80: agentnet.v1.HubService.CheckpointTask:input_type -> agentnet.v1.CheckpointTaskRequest
+	50,  // 81: agentnet.v1.HubService.ReadTaskCheckpoint:input_type -> agentnet.v1.ReadTaskCheckpointRequest
+	53,  // 82: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	55,  // 83: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	57,  // 84: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	59,  // 85: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	61,  // 86: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	63,  // 87: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	65,  // 88: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	67,  // 89: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
+	69,  // 90: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
+	72,  // 91: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	74,  // 92: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	76,  // 93: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	78,  // 94: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	81,  // 95: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	83,  // 96: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
+	85,  // 97: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
+	87,  // 98: agentnet.v1.HubService.ListPendingTurns:input_type -> agentnet.v1.ListPendingTurnsRequest
+	107, // 99: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,   // 100: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,   // 101: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,   // 102: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,   // 103: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11,  // 104: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13,  // 105: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15,  // 106: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17,  // 107: agentnet.v1.HubService.SetRule:output_type -> agentnet.v1.SetRuleResponse
+	20,  // 108: agentnet.v1.HubService.GetRule:output_type -> agentnet.v1.GetRuleResponse
+	22,  // 109: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	24,  // 110: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	26,  // 111: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	29,  // 112: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	31,  // 113: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	33,  // 114: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	35,  // 115: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	37,  // 116: agentnet.v1.HubService.FindReply:output_type -> agentnet.v1.FindReplyResponse
+	39,  // 117: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	41,  // 118: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	43,  // 119: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	45,  // 120: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	47,  // 121: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	49,  // 122: agentnet.v1.HubService.CheckpointTask:output_type -> agentnet.v1.CheckpointTaskResponse
+	51,  // 123: agentnet.v1.HubService.ReadTaskCheckpoint:output_type -> agentnet.v1.ReadTaskCheckpointResponse
+	54,  // 124: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	56,  // 125: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	58,  // 126: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	60,  // 127: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	62,  // 128: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	64,  // 129: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	66,  // 130: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	68,  // 131: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
+	70,  // 132: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
+	73,  // 133: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	75,  // 134: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	77,  // 135: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	79,  // 136: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	82,  // 137: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	84,  // 138: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
+	86,  // 139: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
+	88,  // 140: agentnet.v1.HubService.ListPendingTurns:output_type -> agentnet.v1.ListPendingTurnsResponse
+	99,  // [99:141] is the sub-list for method output_type
+	57,  // [57:99] is the sub-list for method input_type
+	57,  // [57:57] is the sub-list for extension type_name
+	57,  // [57:57] is the sub-list for extension extendee
+	0,   // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }
@@ -5663,20 +6223,20 @@ func file_agentnet_v1_hub_proto_init() {
 		(*DescribeAgentRequest_AgentId)(nil),
 		(*DescribeAgentRequest_Name)(nil),
 	}
-	file_agentnet_v1_hub_proto_msgTypes[14].OneofWrappers = []any{
+	file_agentnet_v1_hub_proto_msgTypes[19].OneofWrappers = []any{
 		(*OpenChannelRequest_Message)(nil),
 		(*OpenChannelRequest_SeedEnvelope)(nil),
 	}
-	file_agentnet_v1_hub_proto_msgTypes[31].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[50].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[67].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[36].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[59].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[76].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_hub_proto_rawDesc), len(file_agentnet_v1_hub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   79,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

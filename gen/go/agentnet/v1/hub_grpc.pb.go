@@ -27,6 +27,8 @@ const (
 	HubService_DescribeAgent_FullMethodName          = "/agentnet.v1.HubService/DescribeAgent"
 	HubService_SetSkill_FullMethodName               = "/agentnet.v1.HubService/SetSkill"
 	HubService_SetResume_FullMethodName              = "/agentnet.v1.HubService/SetResume"
+	HubService_SetRule_FullMethodName                = "/agentnet.v1.HubService/SetRule"
+	HubService_GetRule_FullMethodName                = "/agentnet.v1.HubService/GetRule"
 	HubService_OpenChannel_FullMethodName            = "/agentnet.v1.HubService/OpenChannel"
 	HubService_CloseChannel_FullMethodName           = "/agentnet.v1.HubService/CloseChannel"
 	HubService_DescribeChannel_FullMethodName        = "/agentnet.v1.HubService/DescribeChannel"
@@ -40,6 +42,8 @@ const (
 	HubService_GetTask_FullMethodName                = "/agentnet.v1.HubService/GetTask"
 	HubService_WaitTask_FullMethodName               = "/agentnet.v1.HubService/WaitTask"
 	HubService_CancelTask_FullMethodName             = "/agentnet.v1.HubService/CancelTask"
+	HubService_CheckpointTask_FullMethodName         = "/agentnet.v1.HubService/CheckpointTask"
+	HubService_ReadTaskCheckpoint_FullMethodName     = "/agentnet.v1.HubService/ReadTaskCheckpoint"
 	HubService_SearchContext_FullMethodName          = "/agentnet.v1.HubService/SearchContext"
 	HubService_QuoteContext_FullMethodName           = "/agentnet.v1.HubService/QuoteContext"
 	HubService_SetA2ASettings_FullMethodName         = "/agentnet.v1.HubService/SetA2ASettings"
@@ -144,6 +148,23 @@ type HubServiceClient interface {
 	SetSkill(ctx context.Context, in *SetSkillRequest, opts ...grpc.CallOption) (*SetSkillResponse, error)
 	// SetResume replaces the caller's resume (audited as resume_set).
 	SetResume(ctx context.Context, in *SetResumeRequest, opts ...grpc.CallOption) (*SetResumeResponse, error)
+	// SetRule replaces an identity's own governance rule (the rule_json given at
+	// registration) after registration, as AG2's set_rule: an agent sets its own
+	// (agent_id "" or its id), the operator token sets any identity's. The rule is
+	// validated like the policy file's rules, audited as `rule_set`, and enforced
+	// from the identity's next call on (on other replicas as soon as the change
+	// feed brings the new record, within milliseconds). Like any own rule it only
+	// narrows what the policy allows; what an agent must not undo belongs in the
+	// policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+	// without agent_id); PERMISSION_DENIED (an agent naming another identity);
+	// NOT_FOUND (unknown identity).
+	SetRule(ctx context.Context, in *SetRuleRequest, opts ...grpc.CallOption) (*SetRuleResponse, error)
+	// GetRule returns the rules governing an identity: its own rule and every
+	// rule that applies to it (the policy's default, the matching entries, its
+	// own), with the limits they combine to. An agent reads its own (agent_id ""
+	// or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+	// agent naming another identity); NOT_FOUND (unknown identity).
+	GetRule(ctx context.Context, in *GetRuleRequest, opts ...grpc.CallOption) (*GetRuleResponse, error)
 	// OpenChannel creates a channel, invites the targets and optionally seeds it
 	// with a first envelope once every invitee acked (an invitee accepts by
 	// posting an "ag2.channel.invite_ack" envelope into the channel).
@@ -152,7 +173,9 @@ type HubServiceClient interface {
 	// unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
 	// PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
 	// rule does not allow the type (check access.channel_types), a target
-	// (access.peers) or ttl_seconds above the rule's maximum
+	// (access.peers), a target's own rules do not accept the caller (check
+	// access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+	// check it the same way) or ttl_seconds is above the rule's maximum
 	// (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
 	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
 	// already holds max_open_channels pending or open channels it opened;
@@ -231,11 +254,27 @@ type HubServiceClient interface {
 	// timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
 	// INVALID_ARGUMENT (timeout_seconds out of range).
 	WaitTask(ctx context.Context, in *WaitTaskRequest, opts ...grpc.CallOption) (*WaitTaskResponse, error)
-	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+	// the `tasks` tool's action "cancel" runs it with the same rules.
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
 	// nor in a channel you participate in). Cancelling a task that already ended
 	// is a no-op: the task is returned unchanged and no envelope is sent.
 	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
+	// CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+	// owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+	// where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+	// wins, durable in the hub's store. Only the task's owner may save, and only
+	// while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+	// (another agent's task); FAILED_PRECONDITION (the task already ended);
+	// INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+	// --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+	// 1 MiB by default).
+	CheckpointTask(ctx context.Context, in *CheckpointTaskRequest, opts ...grpc.CallOption) (*CheckpointTaskResponse, error)
+	// ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+	// false when none was saved), running or ended. Only the task's owner may read
+	// it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+	// agent's task).
+	ReadTaskCheckpoint(ctx context.Context, in *ReadTaskCheckpointRequest, opts ...grpc.CallOption) (*ReadTaskCheckpointResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
 	// (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
@@ -313,7 +352,8 @@ type HubServiceClient interface {
 	// and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
 	// for an unknown tool name (the message lists the known ones) or arguments
 	// that do not match the tool's schema; otherwise the refusals of the RPC the
-	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+	// with action "cancel" as CancelTask).
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
 	// Delegate opens a consulting channel with the target, sends the prompt, waits
 	// for the single reply and returns its text (the `delegate` tool).
@@ -460,6 +500,26 @@ func (c *hubServiceClient) SetResume(ctx context.Context, in *SetResumeRequest, 
 	return out, nil
 }
 
+func (c *hubServiceClient) SetRule(ctx context.Context, in *SetRuleRequest, opts ...grpc.CallOption) (*SetRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRuleResponse)
+	err := c.cc.Invoke(ctx, HubService_SetRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) GetRule(ctx context.Context, in *GetRuleRequest, opts ...grpc.CallOption) (*GetRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRuleResponse)
+	err := c.cc.Invoke(ctx, HubService_GetRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *hubServiceClient) OpenChannel(ctx context.Context, in *OpenChannelRequest, opts ...grpc.CallOption) (*OpenChannelResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(OpenChannelResponse)
@@ -593,6 +653,26 @@ func (c *hubServiceClient) CancelTask(ctx context.Context, in *CancelTaskRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelTaskResponse)
 	err := c.cc.Invoke(ctx, HubService_CancelTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) CheckpointTask(ctx context.Context, in *CheckpointTaskRequest, opts ...grpc.CallOption) (*CheckpointTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointTaskResponse)
+	err := c.cc.Invoke(ctx, HubService_CheckpointTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) ReadTaskCheckpoint(ctx context.Context, in *ReadTaskCheckpointRequest, opts ...grpc.CallOption) (*ReadTaskCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadTaskCheckpointResponse)
+	err := c.cc.Invoke(ctx, HubService_ReadTaskCheckpoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -854,6 +934,23 @@ type HubServiceServer interface {
 	SetSkill(context.Context, *SetSkillRequest) (*SetSkillResponse, error)
 	// SetResume replaces the caller's resume (audited as resume_set).
 	SetResume(context.Context, *SetResumeRequest) (*SetResumeResponse, error)
+	// SetRule replaces an identity's own governance rule (the rule_json given at
+	// registration) after registration, as AG2's set_rule: an agent sets its own
+	// (agent_id "" or its id), the operator token sets any identity's. The rule is
+	// validated like the policy file's rules, audited as `rule_set`, and enforced
+	// from the identity's next call on (on other replicas as soon as the change
+	// feed brings the new record, within milliseconds). Like any own rule it only
+	// narrows what the policy allows; what an agent must not undo belongs in the
+	// policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+	// without agent_id); PERMISSION_DENIED (an agent naming another identity);
+	// NOT_FOUND (unknown identity).
+	SetRule(context.Context, *SetRuleRequest) (*SetRuleResponse, error)
+	// GetRule returns the rules governing an identity: its own rule and every
+	// rule that applies to it (the policy's default, the matching entries, its
+	// own), with the limits they combine to. An agent reads its own (agent_id ""
+	// or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+	// agent naming another identity); NOT_FOUND (unknown identity).
+	GetRule(context.Context, *GetRuleRequest) (*GetRuleResponse, error)
 	// OpenChannel creates a channel, invites the targets and optionally seeds it
 	// with a first envelope once every invitee acked (an invitee accepts by
 	// posting an "ag2.channel.invite_ack" envelope into the channel).
@@ -862,7 +959,9 @@ type HubServiceServer interface {
 	// unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
 	// PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
 	// rule does not allow the type (check access.channel_types), a target
-	// (access.peers) or ttl_seconds above the rule's maximum
+	// (access.peers), a target's own rules do not accept the caller (check
+	// access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+	// check it the same way) or ttl_seconds is above the rule's maximum
 	// (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
 	// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
 	// already holds max_open_channels pending or open channels it opened;
@@ -941,11 +1040,27 @@ type HubServiceServer interface {
 	// timed_out = true, not an error). Refusals: NOT_FOUND (unknown task);
 	// INVALID_ARGUMENT (timeout_seconds out of range).
 	WaitTask(context.Context, *WaitTaskRequest) (*WaitTaskResponse, error)
-	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+	// CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+	// the `tasks` tool's action "cancel" runs it with the same rules.
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
 	// nor in a channel you participate in). Cancelling a task that already ended
 	// is a no-op: the task is returned unchanged and no envelope is sent.
 	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
+	// CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+	// owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+	// where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+	// wins, durable in the hub's store. Only the task's owner may save, and only
+	// while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+	// (another agent's task); FAILED_PRECONDITION (the task already ended);
+	// INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+	// --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+	// 1 MiB by default).
+	CheckpointTask(context.Context, *CheckpointTaskRequest) (*CheckpointTaskResponse, error)
+	// ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+	// false when none was saved), running or ended. Only the task's owner may read
+	// it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+	// agent's task).
+	ReadTaskCheckpoint(context.Context, *ReadTaskCheckpointRequest) (*ReadTaskCheckpointResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
 	// (empty query, limit above 1000); NOT_FOUND / NOT_PARTICIPANT for channel_id.
@@ -1023,7 +1138,8 @@ type HubServiceServer interface {
 	// and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
 	// for an unknown tool name (the message lists the known ones) or arguments
 	// that do not match the tool's schema; otherwise the refusals of the RPC the
-	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+	// tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+	// with action "cancel" as CancelTask).
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
 	// Delegate opens a consulting channel with the target, sends the prompt, waits
 	// for the single reply and returns its text (the `delegate` tool).
@@ -1111,6 +1227,12 @@ func (UnimplementedHubServiceServer) SetSkill(context.Context, *SetSkillRequest)
 func (UnimplementedHubServiceServer) SetResume(context.Context, *SetResumeRequest) (*SetResumeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetResume not implemented")
 }
+func (UnimplementedHubServiceServer) SetRule(context.Context, *SetRuleRequest) (*SetRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRule not implemented")
+}
+func (UnimplementedHubServiceServer) GetRule(context.Context, *GetRuleRequest) (*GetRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRule not implemented")
+}
 func (UnimplementedHubServiceServer) OpenChannel(context.Context, *OpenChannelRequest) (*OpenChannelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OpenChannel not implemented")
 }
@@ -1149,6 +1271,12 @@ func (UnimplementedHubServiceServer) WaitTask(context.Context, *WaitTaskRequest)
 }
 func (UnimplementedHubServiceServer) CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelTask not implemented")
+}
+func (UnimplementedHubServiceServer) CheckpointTask(context.Context, *CheckpointTaskRequest) (*CheckpointTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckpointTask not implemented")
+}
+func (UnimplementedHubServiceServer) ReadTaskCheckpoint(context.Context, *ReadTaskCheckpointRequest) (*ReadTaskCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadTaskCheckpoint not implemented")
 }
 func (UnimplementedHubServiceServer) SearchContext(context.Context, *SearchContextRequest) (*SearchContextResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SearchContext not implemented")
@@ -1351,6 +1479,42 @@ func _HubService_SetResume_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HubServiceServer).SetResume(ctx, req.(*SetResumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_SetRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).SetRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_SetRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).SetRule(ctx, req.(*SetRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_GetRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).GetRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_GetRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).GetRule(ctx, req.(*GetRuleRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1578,6 +1742,42 @@ func _HubService_CancelTask_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HubServiceServer).CancelTask(ctx, req.(*CancelTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_CheckpointTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).CheckpointTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_CheckpointTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).CheckpointTask(ctx, req.(*CheckpointTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_ReadTaskCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadTaskCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).ReadTaskCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_ReadTaskCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).ReadTaskCheckpoint(ctx, req.(*ReadTaskCheckpointRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1924,6 +2124,14 @@ var HubService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _HubService_SetResume_Handler,
 		},
 		{
+			MethodName: "SetRule",
+			Handler:    _HubService_SetRule_Handler,
+		},
+		{
+			MethodName: "GetRule",
+			Handler:    _HubService_GetRule_Handler,
+		},
+		{
 			MethodName: "OpenChannel",
 			Handler:    _HubService_OpenChannel_Handler,
 		},
@@ -1970,6 +2178,14 @@ var HubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelTask",
 			Handler:    _HubService_CancelTask_Handler,
+		},
+		{
+			MethodName: "CheckpointTask",
+			Handler:    _HubService_CheckpointTask_Handler,
+		},
+		{
+			MethodName: "ReadTaskCheckpoint",
+			Handler:    _HubService_ReadTaskCheckpoint_Handler,
 		},
 		{
 			MethodName: "SearchContext",

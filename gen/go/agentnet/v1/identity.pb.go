@@ -205,7 +205,15 @@ type Resume struct {
 	// Tools the agent brings of its own.
 	Tools []string `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Languages the agent works in.
-	Languages     []string `protobuf:"bytes,6,rep,name=languages,proto3" json:"languages,omitempty"`
+	Languages []string `protobuf:"bytes,6,rep,name=languages,proto3" json:"languages,omitempty"`
+	// The hub's observed track record per capability (AG2's Resume.observed):
+	// one entry per capability the identity's ended tasks were tagged with
+	// (ReportTaskRequest.capability). Stamped by the hub from what it observes,
+	// durable, and filled in by DescribeAgent; ignored when a client sends it
+	// (Register, SetResume).
+	Observed map[string]*ObservedStat `protobuf:"bytes,7,rep,name=observed,proto3" json:"observed,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When `observed` last changed (unset = never); hub-stamped.
+	LastUpdated   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_updated,json=lastUpdated,proto3" json:"last_updated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -282,6 +290,132 @@ func (x *Resume) GetLanguages() []string {
 	return nil
 }
 
+func (x *Resume) GetObserved() map[string]*ObservedStat {
+	if x != nil {
+		return x.Observed
+	}
+	return nil
+}
+
+func (x *Resume) GetLastUpdated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUpdated
+	}
+	return nil
+}
+
+// ObservedStat is the track record of one capability: how the identity's
+// tasks tagged with it ended. A task counts once, when it ends by its owner's
+// report (COMPLETED, FAILED, CANCELLED) or by expiry (EXPIRED); a task a
+// channel's end cancels is not counted.
+type ObservedStat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tasks that ended (the sum of the four below).
+	N int64 `protobuf:"varint,1,opt,name=n,proto3" json:"n,omitempty"`
+	// Ended COMPLETED.
+	Completed int64 `protobuf:"varint,2,opt,name=completed,proto3" json:"completed,omitempty"`
+	// Ended FAILED.
+	Failed int64 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Ended EXPIRED.
+	Expired int64 `protobuf:"varint,4,opt,name=expired,proto3" json:"expired,omitempty"`
+	// Ended CANCELLED by the owner.
+	Cancelled int64 `protobuf:"varint,5,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// completed / n (0 when n is 0).
+	SuccessRate float64 `protobuf:"fixed64,6,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
+	// Milliseconds from start to end of the latest task that ended.
+	LastLatencyMs int64 `protobuf:"varint,7,opt,name=last_latency_ms,json=lastLatencyMs,proto3" json:"last_latency_ms,omitempty"`
+	// When the latest task ended.
+	LastUpdated   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_updated,json=lastUpdated,proto3" json:"last_updated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObservedStat) Reset() {
+	*x = ObservedStat{}
+	mi := &file_agentnet_v1_identity_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObservedStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObservedStat) ProtoMessage() {}
+
+func (x *ObservedStat) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_identity_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObservedStat.ProtoReflect.Descriptor instead.
+func (*ObservedStat) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_identity_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ObservedStat) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *ObservedStat) GetCompleted() int64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *ObservedStat) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *ObservedStat) GetExpired() int64 {
+	if x != nil {
+		return x.Expired
+	}
+	return 0
+}
+
+func (x *ObservedStat) GetCancelled() int64 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
+func (x *ObservedStat) GetSuccessRate() float64 {
+	if x != nil {
+		return x.SuccessRate
+	}
+	return 0
+}
+
+func (x *ObservedStat) GetLastLatencyMs() int64 {
+	if x != nil {
+		return x.LastLatencyMs
+	}
+	return 0
+}
+
+func (x *ObservedStat) GetLastUpdated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUpdated
+	}
+	return nil
+}
+
 // AgentRecord is the hub's registry entry for one identity.
 type AgentRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -318,7 +452,7 @@ type AgentRecord struct {
 
 func (x *AgentRecord) Reset() {
 	*x = AgentRecord{}
-	mi := &file_agentnet_v1_identity_proto_msgTypes[2]
+	mi := &file_agentnet_v1_identity_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +464,7 @@ func (x *AgentRecord) String() string {
 func (*AgentRecord) ProtoMessage() {}
 
 func (x *AgentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_identity_proto_msgTypes[2]
+	mi := &file_agentnet_v1_identity_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +477,7 @@ func (x *AgentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentRecord.ProtoReflect.Descriptor instead.
 func (*AgentRecord) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_identity_proto_rawDescGZIP(), []int{2}
+	return file_agentnet_v1_identity_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AgentRecord) GetAgentId() string {
@@ -448,7 +582,7 @@ type AgentSummary struct {
 
 func (x *AgentSummary) Reset() {
 	*x = AgentSummary{}
-	mi := &file_agentnet_v1_identity_proto_msgTypes[3]
+	mi := &file_agentnet_v1_identity_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +594,7 @@ func (x *AgentSummary) String() string {
 func (*AgentSummary) ProtoMessage() {}
 
 func (x *AgentSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_identity_proto_msgTypes[3]
+	mi := &file_agentnet_v1_identity_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +607,7 @@ func (x *AgentSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSummary.ProtoReflect.Descriptor instead.
 func (*AgentSummary) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_identity_proto_rawDescGZIP(), []int{3}
+	return file_agentnet_v1_identity_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AgentSummary) GetAgentId() string {
@@ -548,14 +682,28 @@ const file_agentnet_v1_identity_proto_rawDesc = "" +
 	"\x06labels\x18\b \x03(\v2!.agentnet.v1.Passport.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbf\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x03\n" +
 	"\x06Resume\x121\n" +
 	"\x14claimed_capabilities\x18\x01 \x03(\tR\x13claimedCapabilities\x12\x18\n" +
 	"\adomains\x18\x02 \x03(\tR\adomains\x12\x18\n" +
 	"\asummary\x18\x03 \x01(\tR\asummary\x12\x1a\n" +
 	"\bexamples\x18\x04 \x03(\tR\bexamples\x12\x14\n" +
 	"\x05tools\x18\x05 \x03(\tR\x05tools\x12\x1c\n" +
-	"\tlanguages\x18\x06 \x03(\tR\tlanguages\"\xeb\x03\n" +
+	"\tlanguages\x18\x06 \x03(\tR\tlanguages\x12=\n" +
+	"\bobserved\x18\a \x03(\v2!.agentnet.v1.Resume.ObservedEntryR\bobserved\x12=\n" +
+	"\flast_updated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vlastUpdated\x1aV\n" +
+	"\rObservedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.agentnet.v1.ObservedStatR\x05value:\x028\x01\"\x94\x02\n" +
+	"\fObservedStat\x12\f\n" +
+	"\x01n\x18\x01 \x01(\x03R\x01n\x12\x1c\n" +
+	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x18\n" +
+	"\aexpired\x18\x04 \x01(\x03R\aexpired\x12\x1c\n" +
+	"\tcancelled\x18\x05 \x01(\x03R\tcancelled\x12!\n" +
+	"\fsuccess_rate\x18\x06 \x01(\x01R\vsuccessRate\x12&\n" +
+	"\x0flast_latency_ms\x18\a \x01(\x03R\rlastLatencyMs\x12=\n" +
+	"\flast_updated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vlastUpdated\"\xeb\x03\n" +
 	"\vAgentRecord\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x121\n" +
 	"\bpassport\x18\x02 \x01(\v2\x15.agentnet.v1.PassportR\bpassport\x12+\n" +
@@ -599,33 +747,39 @@ func file_agentnet_v1_identity_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_identity_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentnet_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_agentnet_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_agentnet_v1_identity_proto_goTypes = []any{
 	(PassportKind)(0),             // 0: agentnet.v1.PassportKind
 	(*Passport)(nil),              // 1: agentnet.v1.Passport
 	(*Resume)(nil),                // 2: agentnet.v1.Resume
-	(*AgentRecord)(nil),           // 3: agentnet.v1.AgentRecord
-	(*AgentSummary)(nil),          // 4: agentnet.v1.AgentSummary
-	nil,                           // 5: agentnet.v1.Passport.LabelsEntry
-	(*A2ASettings)(nil),           // 6: agentnet.v1.A2ASettings
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
-	(*RemoteA2AAgent)(nil),        // 8: agentnet.v1.RemoteA2AAgent
+	(*ObservedStat)(nil),          // 3: agentnet.v1.ObservedStat
+	(*AgentRecord)(nil),           // 4: agentnet.v1.AgentRecord
+	(*AgentSummary)(nil),          // 5: agentnet.v1.AgentSummary
+	nil,                           // 6: agentnet.v1.Passport.LabelsEntry
+	nil,                           // 7: agentnet.v1.Resume.ObservedEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*A2ASettings)(nil),           // 9: agentnet.v1.A2ASettings
+	(*RemoteA2AAgent)(nil),        // 10: agentnet.v1.RemoteA2AAgent
 }
 var file_agentnet_v1_identity_proto_depIdxs = []int32{
-	0, // 0: agentnet.v1.Passport.kind:type_name -> agentnet.v1.PassportKind
-	5, // 1: agentnet.v1.Passport.labels:type_name -> agentnet.v1.Passport.LabelsEntry
-	1, // 2: agentnet.v1.AgentRecord.passport:type_name -> agentnet.v1.Passport
-	2, // 3: agentnet.v1.AgentRecord.resume:type_name -> agentnet.v1.Resume
-	6, // 4: agentnet.v1.AgentRecord.a2a:type_name -> agentnet.v1.A2ASettings
-	7, // 5: agentnet.v1.AgentRecord.registered_at:type_name -> google.protobuf.Timestamp
-	7, // 6: agentnet.v1.AgentRecord.last_seen_at:type_name -> google.protobuf.Timestamp
-	8, // 7: agentnet.v1.AgentRecord.remote_a2a:type_name -> agentnet.v1.RemoteA2AAgent
-	0, // 8: agentnet.v1.AgentSummary.kind:type_name -> agentnet.v1.PassportKind
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	0,  // 0: agentnet.v1.Passport.kind:type_name -> agentnet.v1.PassportKind
+	6,  // 1: agentnet.v1.Passport.labels:type_name -> agentnet.v1.Passport.LabelsEntry
+	7,  // 2: agentnet.v1.Resume.observed:type_name -> agentnet.v1.Resume.ObservedEntry
+	8,  // 3: agentnet.v1.Resume.last_updated:type_name -> google.protobuf.Timestamp
+	8,  // 4: agentnet.v1.ObservedStat.last_updated:type_name -> google.protobuf.Timestamp
+	1,  // 5: agentnet.v1.AgentRecord.passport:type_name -> agentnet.v1.Passport
+	2,  // 6: agentnet.v1.AgentRecord.resume:type_name -> agentnet.v1.Resume
+	9,  // 7: agentnet.v1.AgentRecord.a2a:type_name -> agentnet.v1.A2ASettings
+	8,  // 8: agentnet.v1.AgentRecord.registered_at:type_name -> google.protobuf.Timestamp
+	8,  // 9: agentnet.v1.AgentRecord.last_seen_at:type_name -> google.protobuf.Timestamp
+	10, // 10: agentnet.v1.AgentRecord.remote_a2a:type_name -> agentnet.v1.RemoteA2AAgent
+	0,  // 11: agentnet.v1.AgentSummary.kind:type_name -> agentnet.v1.PassportKind
+	3,  // 12: agentnet.v1.Resume.ObservedEntry.value:type_name -> agentnet.v1.ObservedStat
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_identity_proto_init() }
@@ -640,7 +794,7 @@ func file_agentnet_v1_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_identity_proto_rawDesc), len(file_agentnet_v1_identity_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

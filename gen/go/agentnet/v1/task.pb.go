@@ -180,7 +180,10 @@ type TaskMetadata struct {
 	// True once a peer asked the owner to cancel.
 	CancelRequested bool `protobuf:"varint,12,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// Reason given with the cancel request.
-	CancelReason  string `protobuf:"bytes,13,opt,name=cancel_reason,json=cancelReason,proto3" json:"cancel_reason,omitempty"`
+	CancelReason string `protobuf:"bytes,13,opt,name=cancel_reason,json=cancelReason,proto3" json:"cancel_reason,omitempty"`
+	// Capability the task exercises ("" = none): its end updates the owner's
+	// Resume.observed[capability].
+	Capability    string `protobuf:"bytes,14,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,11 +309,18 @@ func (x *TaskMetadata) GetCancelReason() string {
 	return ""
 }
 
+func (x *TaskMetadata) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
 var File_agentnet_v1_task_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x16agentnet/v1/task.proto\x12\vagentnet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x04\n" +
+	"\x16agentnet/v1/task.proto\x12\vagentnet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x04\n" +
 	"\fTaskMetadata\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x1d\n" +
@@ -330,7 +340,10 @@ const file_agentnet_v1_task_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12)\n" +
 	"\x10cancel_requested\x18\f \x01(\bR\x0fcancelRequested\x12#\n" +
-	"\rcancel_reason\x18\r \x01(\tR\fcancelReason*\xa2\x01\n" +
+	"\rcancel_reason\x18\r \x01(\tR\fcancelReason\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x0e \x01(\tR\n" +
+	"capability*\xa2\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_RUNNING\x10\x01\x12\x18\n" +

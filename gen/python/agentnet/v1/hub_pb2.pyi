@@ -517,6 +517,143 @@ class SetResumeResponse(_message.Message):
 Global___SetResumeResponse: _TypeAlias = SetResumeResponse  # noqa: Y015
 
 @_typing.final
+class SetRuleRequest(_message.Message):
+    """SetRuleRequest replaces an identity's own governance rule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    RULE_JSON_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The identity ("" = the calling agent; required with the operator token)."""
+    rule_json: _builtins.str
+    """The new rule as JSON (the policy file's rule schema: access, limits, rate,
+    inbox; unknown keys are INVALID_ARGUMENT); "" removes the own rule.
+    """
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        rule_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "rule_json", b"rule_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetRuleRequest: _TypeAlias = SetRuleRequest  # noqa: Y015
+
+@_typing.final
+class SetRuleResponse(_message.Message):
+    """SetRuleResponse is the identity's record with its new rule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent(self) -> _identity_pb2.AgentRecord:
+        """The registry entry (rule_json is the new rule)."""
+
+    def __init__(
+        self,
+        *,
+        agent: _identity_pb2.AgentRecord | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetRuleResponse: _TypeAlias = SetRuleResponse  # noqa: Y015
+
+@_typing.final
+class GetRuleRequest(_message.Message):
+    """GetRuleRequest reads the rules governing an identity."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The identity ("" = the calling agent; required with the operator token)."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRuleRequest: _TypeAlias = GetRuleRequest  # noqa: Y015
+
+@_typing.final
+class AppliedRule(_message.Message):
+    """AppliedRule is one rule that governs an identity."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    RULE_JSON_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """"default", a policy entry's id, or "own"."""
+    rule_json: _builtins.str
+    """The rule as JSON (fields it does not set are absent)."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        rule_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "rule_json", b"rule_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppliedRule: _TypeAlias = AppliedRule  # noqa: Y015
+
+@_typing.final
+class GetRuleResponse(_message.Message):
+    """GetRuleResponse is the identity's own rule and everything that governs it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RULE_JSON_FIELD_NUMBER: _builtins.int
+    RULES_FIELD_NUMBER: _builtins.int
+    EFFECTIVE_JSON_FIELD_NUMBER: _builtins.int
+    rule_json: _builtins.str
+    """Its own rule as JSON ("" = none)."""
+    effective_json: _builtins.str
+    """The combined result as a JSON object: "limits" (each limit the rules set:
+    {"value", "rule"} — the smallest wins), "rate" ({"posts_per_second",
+    "burst", "rule"} or null) and "inbox" ({"max_pending", "rule"} or null).
+    """
+    @_builtins.property
+    def rules(self) -> _containers.RepeatedCompositeFieldContainer[Global___AppliedRule]:
+        """Every rule that applies, in the order they are checked; an action is allowed
+        only when all of them allow it.
+        """
+
+    def __init__(
+        self,
+        *,
+        rule_json: _builtins.str = ...,
+        rules: _abc.Iterable[Global___AppliedRule] | None = ...,
+        effective_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_json", b"effective_json", "rule_json", b"rule_json", "rules", b"rules"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRuleResponse: _TypeAlias = GetRuleResponse  # noqa: Y015
+
+@_typing.final
 class OpenChannelRequest(_message.Message):
     """OpenChannelRequest opens a channel from the caller to one or more targets."""
 
@@ -1122,6 +1259,7 @@ class ReportTaskRequest(_message.Message):
     PAYLOAD_JSON_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     TTL_SECONDS_FIELD_NUMBER: _builtins.int
+    CAPABILITY_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     """The task; "" with kind STARTED = the hub assigns an id."""
     kind: _task_pb2.TaskEventKind.ValueType
@@ -1141,6 +1279,11 @@ class ReportTaskRequest(_message.Message):
     """Lifetime from start (STARTED only); absent = no expiry. Finite, positive
     and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
     """
+    capability: _builtins.str
+    """Capability the task exercises (STARTED only; "" = none): when the task
+    ends, the hub updates the owner's Resume.observed[capability] (AG2's
+    TaskSpec.capability / record_observation).
+    """
     def __init__(
         self,
         *,
@@ -1151,10 +1294,11 @@ class ReportTaskRequest(_message.Message):
         payload_json: _builtins.str = ...,
         error: _builtins.str = ...,
         ttl_seconds: _builtins.float | None = ...,
+        capability: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_ttl_seconds", b"_ttl_seconds", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ttl_seconds", b"_ttl_seconds", "channel_id", b"channel_id", "error", b"error", "kind", b"kind", "payload_json", b"payload_json", "task_id", b"task_id", "title", b"title", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ttl_seconds", b"_ttl_seconds", "capability", b"capability", "channel_id", b"channel_id", "error", b"error", "kind", b"kind", "payload_json", b"payload_json", "task_id", b"task_id", "title", b"title", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__ttl_seconds: _TypeAlias = _typing.Literal["ttl_seconds"]  # noqa: Y015
     _WhichOneofArgType__ttl_seconds: _TypeAlias = _typing.Literal["_ttl_seconds", b"_ttl_seconds"]  # noqa: Y015
@@ -1408,6 +1552,117 @@ class CancelTaskResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelTaskResponse: _TypeAlias = CancelTaskResponse  # noqa: Y015
+
+@_typing.final
+class CheckpointTaskRequest(_message.Message):
+    """CheckpointTaskRequest saves a task's checkpoint."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    STATE_JSON_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    """The caller's running task."""
+    state_json: _builtins.str
+    """The checkpoint: a JSON object, at most --max-checkpoint-bytes (1 MiB) of
+    UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64)
+    levels. It replaces the task's previous checkpoint.
+    """
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+        state_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["state_json", b"state_json", "task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckpointTaskRequest: _TypeAlias = CheckpointTaskRequest  # noqa: Y015
+
+@_typing.final
+class CheckpointTaskResponse(_message.Message):
+    """CheckpointTaskResponse confirms the checkpoint is stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SAVED_AT_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    size_bytes: _builtins.int
+    """Size of state_json in bytes."""
+    @_builtins.property
+    def saved_at(self) -> _timestamp_pb2.Timestamp:
+        """When the hub stored it."""
+
+    def __init__(
+        self,
+        *,
+        saved_at: _timestamp_pb2.Timestamp | None = ...,
+        size_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["saved_at", b"saved_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["saved_at", b"saved_at", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckpointTaskResponse: _TypeAlias = CheckpointTaskResponse  # noqa: Y015
+
+@_typing.final
+class ReadTaskCheckpointRequest(_message.Message):
+    """ReadTaskCheckpointRequest reads a task's last checkpoint."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    """The caller's task (running or ended)."""
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadTaskCheckpointRequest: _TypeAlias = ReadTaskCheckpointRequest  # noqa: Y015
+
+@_typing.final
+class ReadTaskCheckpointResponse(_message.Message):
+    """ReadTaskCheckpointResponse is the task's last checkpoint, if any."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FOUND_FIELD_NUMBER: _builtins.int
+    STATE_JSON_FIELD_NUMBER: _builtins.int
+    SAVED_AT_FIELD_NUMBER: _builtins.int
+    found: _builtins.bool
+    """False when the task has no checkpoint (state_json is then "")."""
+    state_json: _builtins.str
+    """The JSON object last passed to CheckpointTask."""
+    @_builtins.property
+    def saved_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was stored."""
+
+    def __init__(
+        self,
+        *,
+        found: _builtins.bool = ...,
+        state_json: _builtins.str = ...,
+        saved_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["saved_at", b"saved_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["found", b"found", "saved_at", b"saved_at", "state_json", b"state_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadTaskCheckpointResponse: _TypeAlias = ReadTaskCheckpointResponse  # noqa: Y015
 
 @_typing.final
 class ContextExcerpt(_message.Message):

@@ -103,6 +103,16 @@ class HubServiceStub:
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.SetResumeRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.SetResumeResponse.FromString,
                 _registered_method=True)
+        self.SetRule = channel.unary_unary(
+                '/agentnet.v1.HubService/SetRule',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.SetRuleRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.SetRuleResponse.FromString,
+                _registered_method=True)
+        self.GetRule = channel.unary_unary(
+                '/agentnet.v1.HubService/GetRule',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.GetRuleRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.GetRuleResponse.FromString,
+                _registered_method=True)
         self.OpenChannel = channel.unary_unary(
                 '/agentnet.v1.HubService/OpenChannel',
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.OpenChannelRequest.SerializeToString,
@@ -167,6 +177,16 @@ class HubServiceStub:
                 '/agentnet.v1.HubService/CancelTask',
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.CancelTaskRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.CancelTaskResponse.FromString,
+                _registered_method=True)
+        self.CheckpointTask = channel.unary_unary(
+                '/agentnet.v1.HubService/CheckpointTask',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.CheckpointTaskRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.CheckpointTaskResponse.FromString,
+                _registered_method=True)
+        self.ReadTaskCheckpoint = channel.unary_unary(
+                '/agentnet.v1.HubService/ReadTaskCheckpoint',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointResponse.FromString,
                 _registered_method=True)
         self.SearchContext = channel.unary_unary(
                 '/agentnet.v1.HubService/SearchContext',
@@ -378,6 +398,33 @@ class HubServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetRule(self, request, context):
+        """SetRule replaces an identity's own governance rule (the rule_json given at
+        registration) after registration, as AG2's set_rule: an agent sets its own
+        (agent_id "" or its id), the operator token sets any identity's. The rule is
+        validated like the policy file's rules, audited as `rule_set`, and enforced
+        from the identity's next call on (on other replicas as soon as the change
+        feed brings the new record, within milliseconds). Like any own rule it only
+        narrows what the policy allows; what an agent must not undo belongs in the
+        policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+        without agent_id); PERMISSION_DENIED (an agent naming another identity);
+        NOT_FOUND (unknown identity).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRule(self, request, context):
+        """GetRule returns the rules governing an identity: its own rule and every
+        rule that applies to it (the policy's default, the matching entries, its
+        own), with the limits they combine to. An agent reads its own (agent_id ""
+        or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+        agent naming another identity); NOT_FOUND (unknown identity).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def OpenChannel(self, request, context):
         """OpenChannel creates a channel, invites the targets and optionally seeds it
         with a first envelope once every invitee acked (an invitee accepts by
@@ -387,7 +434,9 @@ class HubServiceServicer:
         unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
         PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
         rule does not allow the type (check access.channel_types), a target
-        (access.peers) or ttl_seconds above the rule's maximum
+        (access.peers), a target's own rules do not accept the caller (check
+        access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+        check it the same way) or ttl_seconds is above the rule's maximum
         (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
         RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
         already holds max_open_channels pending or open channels it opened;
@@ -526,10 +575,36 @@ class HubServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelTask(self, request, context):
-        """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+        """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+        the `tasks` tool's action "cancel" runs it with the same rules.
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
         nor in a channel you participate in). Cancelling a task that already ended
         is a no-op: the task is returned unchanged and no envelope is sent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckpointTask(self, request, context):
+        """CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+        owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+        where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+        wins, durable in the hub's store. Only the task's owner may save, and only
+        while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+        (another agent's task); FAILED_PRECONDITION (the task already ended);
+        INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+        --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+        1 MiB by default).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadTaskCheckpoint(self, request, context):
+        """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+        false when none was saved), running or ended. Only the task's owner may read
+        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+        agent's task).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -663,7 +738,8 @@ class HubServiceServicer:
         and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
         for an unknown tool name (the message lists the known ones) or arguments
         that do not match the tool's schema; otherwise the refusals of the RPC the
-        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+        with action "cancel" as CancelTask).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -794,6 +870,16 @@ def add_HubServiceServicer_to_server(servicer, server):
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.SetResumeRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.SetResumeResponse.SerializeToString,
             ),
+            'SetRule': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRule,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.SetRuleRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.SetRuleResponse.SerializeToString,
+            ),
+            'GetRule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRule,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.GetRuleRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.GetRuleResponse.SerializeToString,
+            ),
             'OpenChannel': grpc.unary_unary_rpc_method_handler(
                     servicer.OpenChannel,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.OpenChannelRequest.FromString,
@@ -858,6 +944,16 @@ def add_HubServiceServicer_to_server(servicer, server):
                     servicer.CancelTask,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.CancelTaskRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.CancelTaskResponse.SerializeToString,
+            ),
+            'CheckpointTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckpointTask,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.CheckpointTaskRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.CheckpointTaskResponse.SerializeToString,
+            ),
+            'ReadTaskCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadTaskCheckpoint,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointResponse.SerializeToString,
             ),
             'SearchContext': grpc.unary_unary_rpc_method_handler(
                     servicer.SearchContext,
@@ -1189,6 +1285,60 @@ class HubService:
             '/agentnet.v1.HubService/SetResume',
             agentnet_dot_v1_dot_hub__pb2.SetResumeRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.SetResumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetRule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/SetRule',
+            agentnet_dot_v1_dot_hub__pb2.SetRuleRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.SetRuleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/GetRule',
+            agentnet_dot_v1_dot_hub__pb2.GetRuleRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.GetRuleResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1540,6 +1690,60 @@ class HubService:
             '/agentnet.v1.HubService/CancelTask',
             agentnet_dot_v1_dot_hub__pb2.CancelTaskRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.CancelTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckpointTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/CheckpointTask',
+            agentnet_dot_v1_dot_hub__pb2.CheckpointTaskRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.CheckpointTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadTaskCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/ReadTaskCheckpoint',
+            agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.ReadTaskCheckpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

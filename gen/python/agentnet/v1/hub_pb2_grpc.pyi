@@ -119,6 +119,25 @@ class HubServiceStub:
     """
     SetResume: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SetResumeRequest, _hub_pb2.SetResumeResponse]
     """SetResume replaces the caller's resume (audited as resume_set)."""
+    SetRule: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SetRuleRequest, _hub_pb2.SetRuleResponse]
+    """SetRule replaces an identity's own governance rule (the rule_json given at
+    registration) after registration, as AG2's set_rule: an agent sets its own
+    (agent_id "" or its id), the operator token sets any identity's. The rule is
+    validated like the policy file's rules, audited as `rule_set`, and enforced
+    from the identity's next call on (on other replicas as soon as the change
+    feed brings the new record, within milliseconds). Like any own rule it only
+    narrows what the policy allows; what an agent must not undo belongs in the
+    policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+    without agent_id); PERMISSION_DENIED (an agent naming another identity);
+    NOT_FOUND (unknown identity).
+    """
+    GetRule: _grpc.UnaryUnaryMultiCallable[_hub_pb2.GetRuleRequest, _hub_pb2.GetRuleResponse]
+    """GetRule returns the rules governing an identity: its own rule and every
+    rule that applies to it (the policy's default, the matching entries, its
+    own), with the limits they combine to. An agent reads its own (agent_id ""
+    or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+    agent naming another identity); NOT_FOUND (unknown identity).
+    """
     OpenChannel: _grpc.UnaryUnaryMultiCallable[_hub_pb2.OpenChannelRequest, _hub_pb2.OpenChannelResponse]
     """OpenChannel creates a channel, invites the targets and optionally seeds it
     with a first envelope once every invitee acked (an invitee accepts by
@@ -128,7 +147,9 @@ class HubServiceStub:
     unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
     PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
     rule does not allow the type (check access.channel_types), a target
-    (access.peers) or ttl_seconds above the rule's maximum
+    (access.peers), a target's own rules do not accept the caller (check
+    access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+    check it the same way) or ttl_seconds is above the rule's maximum
     (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
     RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
     already holds max_open_channels pending or open channels it opened;
@@ -216,10 +237,28 @@ class HubServiceStub:
     INVALID_ARGUMENT (timeout_seconds out of range).
     """
     CancelTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CancelTaskRequest, _hub_pb2.CancelTaskResponse]
-    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+    the `tasks` tool's action "cancel" runs it with the same rules.
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
     nor in a channel you participate in). Cancelling a task that already ended
     is a no-op: the task is returned unchanged and no envelope is sent.
+    """
+    CheckpointTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.CheckpointTaskRequest, _hub_pb2.CheckpointTaskResponse]
+    """CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+    owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+    where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+    wins, durable in the hub's store. Only the task's owner may save, and only
+    while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+    (another agent's task); FAILED_PRECONDITION (the task already ended);
+    INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+    --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+    1 MiB by default).
+    """
+    ReadTaskCheckpoint: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ReadTaskCheckpointRequest, _hub_pb2.ReadTaskCheckpointResponse]
+    """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+    false when none was saved), running or ended. Only the task's owner may read
+    it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+    agent's task).
     """
     SearchContext: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -308,7 +347,8 @@ class HubServiceStub:
     and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
     for an unknown tool name (the message lists the known ones) or arguments
     that do not match the tool's schema; otherwise the refusals of the RPC the
-    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+    with action "cancel" as CancelTask).
     """
     Delegate: _grpc.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
@@ -459,6 +499,25 @@ class HubServiceAsyncStub(HubServiceStub):
     """
     SetResume: _aio.UnaryUnaryMultiCallable[_hub_pb2.SetResumeRequest, _hub_pb2.SetResumeResponse]  # type: ignore[assignment]
     """SetResume replaces the caller's resume (audited as resume_set)."""
+    SetRule: _aio.UnaryUnaryMultiCallable[_hub_pb2.SetRuleRequest, _hub_pb2.SetRuleResponse]  # type: ignore[assignment]
+    """SetRule replaces an identity's own governance rule (the rule_json given at
+    registration) after registration, as AG2's set_rule: an agent sets its own
+    (agent_id "" or its id), the operator token sets any identity's. The rule is
+    validated like the policy file's rules, audited as `rule_set`, and enforced
+    from the identity's next call on (on other replicas as soon as the change
+    feed brings the new record, within milliseconds). Like any own rule it only
+    narrows what the policy allows; what an agent must not undo belongs in the
+    policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+    without agent_id); PERMISSION_DENIED (an agent naming another identity);
+    NOT_FOUND (unknown identity).
+    """
+    GetRule: _aio.UnaryUnaryMultiCallable[_hub_pb2.GetRuleRequest, _hub_pb2.GetRuleResponse]  # type: ignore[assignment]
+    """GetRule returns the rules governing an identity: its own rule and every
+    rule that applies to it (the policy's default, the matching entries, its
+    own), with the limits they combine to. An agent reads its own (agent_id ""
+    or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+    agent naming another identity); NOT_FOUND (unknown identity).
+    """
     OpenChannel: _aio.UnaryUnaryMultiCallable[_hub_pb2.OpenChannelRequest, _hub_pb2.OpenChannelResponse]  # type: ignore[assignment]
     """OpenChannel creates a channel, invites the targets and optionally seeds it
     with a first envelope once every invitee acked (an invitee accepts by
@@ -468,7 +527,9 @@ class HubServiceAsyncStub(HubServiceStub):
     unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
     PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
     rule does not allow the type (check access.channel_types), a target
-    (access.peers) or ttl_seconds above the rule's maximum
+    (access.peers), a target's own rules do not accept the caller (check
+    access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+    check it the same way) or ttl_seconds is above the rule's maximum
     (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
     RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
     already holds max_open_channels pending or open channels it opened;
@@ -556,10 +617,28 @@ class HubServiceAsyncStub(HubServiceStub):
     INVALID_ARGUMENT (timeout_seconds out of range).
     """
     CancelTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.CancelTaskRequest, _hub_pb2.CancelTaskResponse]  # type: ignore[assignment]
-    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+    """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+    the `tasks` tool's action "cancel" runs it with the same rules.
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
     nor in a channel you participate in). Cancelling a task that already ended
     is a no-op: the task is returned unchanged and no envelope is sent.
+    """
+    CheckpointTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.CheckpointTaskRequest, _hub_pb2.CheckpointTaskResponse]  # type: ignore[assignment]
+    """CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+    owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+    where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+    wins, durable in the hub's store. Only the task's owner may save, and only
+    while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+    (another agent's task); FAILED_PRECONDITION (the task already ended);
+    INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+    --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+    1 MiB by default).
+    """
+    ReadTaskCheckpoint: _aio.UnaryUnaryMultiCallable[_hub_pb2.ReadTaskCheckpointRequest, _hub_pb2.ReadTaskCheckpointResponse]  # type: ignore[assignment]
+    """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+    false when none was saved), running or ended. Only the task's owner may read
+    it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+    agent's task).
     """
     SearchContext: _aio.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]  # type: ignore[assignment]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -648,7 +727,8 @@ class HubServiceAsyncStub(HubServiceStub):
     and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
     for an unknown tool name (the message lists the known ones) or arguments
     that do not match the tool's schema; otherwise the refusals of the RPC the
-    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+    tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+    with action "cancel" as CancelTask).
     """
     Delegate: _aio.UnaryUnaryMultiCallable[_hub_pb2.DelegateRequest, _hub_pb2.DelegateResponse]  # type: ignore[assignment]
     """Delegate opens a consulting channel with the target, sends the prompt, waits
@@ -846,6 +926,37 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         """SetResume replaces the caller's resume (audited as resume_set)."""
 
     @_abc_1.abstractmethod
+    def SetRule(
+        self,
+        request: _hub_pb2.SetRuleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.SetRuleResponse, _abc.Awaitable[_hub_pb2.SetRuleResponse]]:
+        """SetRule replaces an identity's own governance rule (the rule_json given at
+        registration) after registration, as AG2's set_rule: an agent sets its own
+        (agent_id "" or its id), the operator token sets any identity's. The rule is
+        validated like the policy file's rules, audited as `rule_set`, and enforced
+        from the identity's next call on (on other replicas as soon as the change
+        feed brings the new record, within milliseconds). Like any own rule it only
+        narrows what the policy allows; what an agent must not undo belongs in the
+        policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+        without agent_id); PERMISSION_DENIED (an agent naming another identity);
+        NOT_FOUND (unknown identity).
+        """
+
+    @_abc_1.abstractmethod
+    def GetRule(
+        self,
+        request: _hub_pb2.GetRuleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.GetRuleResponse, _abc.Awaitable[_hub_pb2.GetRuleResponse]]:
+        """GetRule returns the rules governing an identity: its own rule and every
+        rule that applies to it (the policy's default, the matching entries, its
+        own), with the limits they combine to. An agent reads its own (agent_id ""
+        or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+        agent naming another identity); NOT_FOUND (unknown identity).
+        """
+
+    @_abc_1.abstractmethod
     def OpenChannel(
         self,
         request: _hub_pb2.OpenChannelRequest,
@@ -859,7 +970,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
         PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
         rule does not allow the type (check access.channel_types), a target
-        (access.peers) or ttl_seconds above the rule's maximum
+        (access.peers), a target's own rules do not accept the caller (check
+        access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+        check it the same way) or ttl_seconds is above the rule's maximum
         (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
         RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
         already holds max_open_channels pending or open channels it opened;
@@ -1019,10 +1132,40 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _hub_pb2.CancelTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.CancelTaskResponse, _abc.Awaitable[_hub_pb2.CancelTaskResponse]]:
-        """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+        """CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+        the `tasks` tool's action "cancel" runs it with the same rules.
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
         nor in a channel you participate in). Cancelling a task that already ended
         is a no-op: the task is returned unchanged and no envelope is sent.
+        """
+
+    @_abc_1.abstractmethod
+    def CheckpointTask(
+        self,
+        request: _hub_pb2.CheckpointTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.CheckpointTaskResponse, _abc.Awaitable[_hub_pb2.CheckpointTaskResponse]]:
+        """CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+        owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+        where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+        wins, durable in the hub's store. Only the task's owner may save, and only
+        while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+        (another agent's task); FAILED_PRECONDITION (the task already ended);
+        INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+        --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+        1 MiB by default).
+        """
+
+    @_abc_1.abstractmethod
+    def ReadTaskCheckpoint(
+        self,
+        request: _hub_pb2.ReadTaskCheckpointRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.ReadTaskCheckpointResponse, _abc.Awaitable[_hub_pb2.ReadTaskCheckpointResponse]]:
+        """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+        false when none was saved), running or ended. Only the task's owner may read
+        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+        agent's task).
         """
 
     @_abc_1.abstractmethod
@@ -1177,7 +1320,8 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
         for an unknown tool name (the message lists the known ones) or arguments
         that do not match the tool's schema; otherwise the refusals of the RPC the
-        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+        with action "cancel" as CancelTask).
         """
 
     @_abc_1.abstractmethod

@@ -26,7 +26,7 @@ from agentnet.v1 import a2a_pb2 as agentnet_dot_v1_dot_a2a__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentnet/v1/identity.proto\x12\x0b\x61gentnet.v1\x1a\x15\x61gentnet/v1/a2a.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x01\n\x08Passport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x04kind\x18\x02 \x01(\x0e\x32\x19.agentnet.v1.PassportKind\x12\r\n\x05owner\x18\x03 \x01(\t\x12\x10\n\x08provider\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0f\n\x07project\x18\x06 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x07 \x01(\t\x12\x31\n\x06labels\x18\x08 \x03(\x0b\x32!.agentnet.v1.Passport.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"|\n\x06Resume\x12\x1c\n\x14\x63laimed_capabilities\x18\x01 \x03(\t\x12\x0f\n\x07\x64omains\x18\x02 \x03(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t\x12\x10\n\x08\x65xamples\x18\x04 \x03(\t\x12\r\n\x05tools\x18\x05 \x03(\t\x12\x11\n\tlanguages\x18\x06 \x03(\t\"\xfa\x02\n\x0b\x41gentRecord\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\'\n\x08passport\x18\x02 \x01(\x0b\x32\x15.agentnet.v1.Passport\x12#\n\x06resume\x18\x03 \x01(\x0b\x32\x13.agentnet.v1.Resume\x12\x10\n\x08skill_md\x18\x04 \x01(\t\x12\x19\n\x11skill_is_fallback\x18\x05 \x01(\x08\x12%\n\x03\x61\x32\x61\x18\x06 \x01(\x0b\x32\x18.agentnet.v1.A2ASettings\x12\x31\n\rregistered_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06online\x18\x08 \x01(\x08\x12\x30\n\x0clast_seen_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\trule_json\x18\n \x01(\t\x12/\n\nremote_a2a\x18\x0b \x01(\x0b\x32\x1b.agentnet.v1.RemoteA2AAgent\"\xbc\x01\n\x0c\x41gentSummary\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\'\n\x04kind\x18\x03 \x01(\x0e\x32\x19.agentnet.v1.PassportKind\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x1c\n\x14\x63laimed_capabilities\x18\x05 \x03(\t\x12\x0f\n\x07\x64omains\x18\x06 \x03(\t\x12\x0e\n\x06online\x18\x07 \x01(\x08\x12\x0f\n\x07project\x18\x08 \x01(\t*\x7f\n\x0cPassportKind\x12\x1d\n\x19PASSPORT_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13PASSPORT_KIND_AGENT\x10\x01\x12\x17\n\x13PASSPORT_KIND_HUMAN\x10\x02\x12\x1e\n\x1aPASSPORT_KIND_REMOTE_AGENT\x10\x03\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentnet/v1/identity.proto\x12\x0b\x61gentnet.v1\x1a\x15\x61gentnet/v1/a2a.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x01\n\x08Passport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x04kind\x18\x02 \x01(\x0e\x32\x19.agentnet.v1.PassportKind\x12\r\n\x05owner\x18\x03 \x01(\t\x12\x10\n\x08provider\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0f\n\x07project\x18\x06 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x07 \x01(\t\x12\x31\n\x06labels\x18\x08 \x03(\x0b\x32!.agentnet.v1.Passport.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xaf\x02\n\x06Resume\x12\x1c\n\x14\x63laimed_capabilities\x18\x01 \x03(\t\x12\x0f\n\x07\x64omains\x18\x02 \x03(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t\x12\x10\n\x08\x65xamples\x18\x04 \x03(\t\x12\r\n\x05tools\x18\x05 \x03(\t\x12\x11\n\tlanguages\x18\x06 \x03(\t\x12\x33\n\x08observed\x18\x07 \x03(\x0b\x32!.agentnet.v1.Resume.ObservedEntry\x12\x30\n\x0clast_updated\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1aJ\n\rObservedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.agentnet.v1.ObservedStat:\x02\x38\x01\"\xc1\x01\n\x0cObservedStat\x12\t\n\x01n\x18\x01 \x01(\x03\x12\x11\n\tcompleted\x18\x02 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x03 \x01(\x03\x12\x0f\n\x07\x65xpired\x18\x04 \x01(\x03\x12\x11\n\tcancelled\x18\x05 \x01(\x03\x12\x14\n\x0csuccess_rate\x18\x06 \x01(\x01\x12\x17\n\x0flast_latency_ms\x18\x07 \x01(\x03\x12\x30\n\x0clast_updated\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xfa\x02\n\x0b\x41gentRecord\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\'\n\x08passport\x18\x02 \x01(\x0b\x32\x15.agentnet.v1.Passport\x12#\n\x06resume\x18\x03 \x01(\x0b\x32\x13.agentnet.v1.Resume\x12\x10\n\x08skill_md\x18\x04 \x01(\t\x12\x19\n\x11skill_is_fallback\x18\x05 \x01(\x08\x12%\n\x03\x61\x32\x61\x18\x06 \x01(\x0b\x32\x18.agentnet.v1.A2ASettings\x12\x31\n\rregistered_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06online\x18\x08 \x01(\x08\x12\x30\n\x0clast_seen_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\trule_json\x18\n \x01(\t\x12/\n\nremote_a2a\x18\x0b \x01(\x0b\x32\x1b.agentnet.v1.RemoteA2AAgent\"\xbc\x01\n\x0c\x41gentSummary\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\'\n\x04kind\x18\x03 \x01(\x0e\x32\x19.agentnet.v1.PassportKind\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x1c\n\x14\x63laimed_capabilities\x18\x05 \x03(\t\x12\x0f\n\x07\x64omains\x18\x06 \x03(\t\x12\x0e\n\x06online\x18\x07 \x01(\x08\x12\x0f\n\x07project\x18\x08 \x01(\t*\x7f\n\x0cPassportKind\x12\x1d\n\x19PASSPORT_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13PASSPORT_KIND_AGENT\x10\x01\x12\x17\n\x13PASSPORT_KIND_HUMAN\x10\x02\x12\x1e\n\x1aPASSPORT_KIND_REMOTE_AGENT\x10\x03\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,16 +36,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1'
   _globals['_PASSPORT_LABELSENTRY']._loaded_options = None
   _globals['_PASSPORT_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_PASSPORTKIND']._serialized_start=1049
-  _globals['_PASSPORTKIND']._serialized_end=1176
+  _globals['_RESUME_OBSERVEDENTRY']._loaded_options = None
+  _globals['_RESUME_OBSERVEDENTRY']._serialized_options = b'8\001'
+  _globals['_PASSPORTKIND']._serialized_start=1425
+  _globals['_PASSPORTKIND']._serialized_end=1552
   _globals['_PASSPORT']._serialized_start=100
   _globals['_PASSPORT']._serialized_end=349
   _globals['_PASSPORT_LABELSENTRY']._serialized_start=304
   _globals['_PASSPORT_LABELSENTRY']._serialized_end=349
-  _globals['_RESUME']._serialized_start=351
-  _globals['_RESUME']._serialized_end=475
-  _globals['_AGENTRECORD']._serialized_start=478
-  _globals['_AGENTRECORD']._serialized_end=856
-  _globals['_AGENTSUMMARY']._serialized_start=859
-  _globals['_AGENTSUMMARY']._serialized_end=1047
+  _globals['_RESUME']._serialized_start=352
+  _globals['_RESUME']._serialized_end=655
+  _globals['_RESUME_OBSERVEDENTRY']._serialized_start=581
+  _globals['_RESUME_OBSERVEDENTRY']._serialized_end=655
+  _globals['_OBSERVEDSTAT']._serialized_start=658
+  _globals['_OBSERVEDSTAT']._serialized_end=851
+  _globals['_AGENTRECORD']._serialized_start=854
+  _globals['_AGENTRECORD']._serialized_end=1232
+  _globals['_AGENTSUMMARY']._serialized_start=1235
+  _globals['_AGENTSUMMARY']._serialized_end=1423
 # @@protoc_insertion_point(module_scope)

@@ -137,12 +137,35 @@ class Resume(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ObservedEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___ObservedStat: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___ObservedStat | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     CLAIMED_CAPABILITIES_FIELD_NUMBER: _builtins.int
     DOMAINS_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
     EXAMPLES_FIELD_NUMBER: _builtins.int
     TOOLS_FIELD_NUMBER: _builtins.int
     LANGUAGES_FIELD_NUMBER: _builtins.int
+    OBSERVED_FIELD_NUMBER: _builtins.int
+    LAST_UPDATED_FIELD_NUMBER: _builtins.int
     summary: _builtins.str
     """A paragraph describing the agent."""
     @_builtins.property
@@ -165,6 +188,19 @@ class Resume(_message.Message):
     def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Languages the agent works in."""
 
+    @_builtins.property
+    def observed(self) -> _containers.MessageMap[_builtins.str, Global___ObservedStat]:
+        """The hub's observed track record per capability (AG2's Resume.observed):
+        one entry per capability the identity's ended tasks were tagged with
+        (ReportTaskRequest.capability). Stamped by the hub from what it observes,
+        durable, and filled in by DescribeAgent; ignored when a client sends it
+        (Register, SetResume).
+        """
+
+    @_builtins.property
+    def last_updated(self) -> _timestamp_pb2.Timestamp:
+        """When `observed` last changed (unset = never); hub-stamped."""
+
     def __init__(
         self,
         *,
@@ -174,14 +210,72 @@ class Resume(_message.Message):
         examples: _abc.Iterable[_builtins.str] | None = ...,
         tools: _abc.Iterable[_builtins.str] | None = ...,
         languages: _abc.Iterable[_builtins.str] | None = ...,
+        observed: _abc.Mapping[_builtins.str, Global___ObservedStat] | None = ...,
+        last_updated: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_updated", b"last_updated"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claimed_capabilities", b"claimed_capabilities", "domains", b"domains", "examples", b"examples", "languages", b"languages", "summary", b"summary", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claimed_capabilities", b"claimed_capabilities", "domains", b"domains", "examples", b"examples", "languages", b"languages", "last_updated", b"last_updated", "observed", b"observed", "summary", b"summary", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Resume: _TypeAlias = Resume  # noqa: Y015
+
+@_typing.final
+class ObservedStat(_message.Message):
+    """ObservedStat is the track record of one capability: how the identity's
+    tasks tagged with it ended. A task counts once, when it ends by its owner's
+    report (COMPLETED, FAILED, CANCELLED) or by expiry (EXPIRED); a task a
+    channel's end cancels is not counted.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    N_FIELD_NUMBER: _builtins.int
+    COMPLETED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    EXPIRED_FIELD_NUMBER: _builtins.int
+    CANCELLED_FIELD_NUMBER: _builtins.int
+    SUCCESS_RATE_FIELD_NUMBER: _builtins.int
+    LAST_LATENCY_MS_FIELD_NUMBER: _builtins.int
+    LAST_UPDATED_FIELD_NUMBER: _builtins.int
+    n: _builtins.int
+    """Tasks that ended (the sum of the four below)."""
+    completed: _builtins.int
+    """Ended COMPLETED."""
+    failed: _builtins.int
+    """Ended FAILED."""
+    expired: _builtins.int
+    """Ended EXPIRED."""
+    cancelled: _builtins.int
+    """Ended CANCELLED by the owner."""
+    success_rate: _builtins.float
+    """completed / n (0 when n is 0)."""
+    last_latency_ms: _builtins.int
+    """Milliseconds from start to end of the latest task that ended."""
+    @_builtins.property
+    def last_updated(self) -> _timestamp_pb2.Timestamp:
+        """When the latest task ended."""
+
+    def __init__(
+        self,
+        *,
+        n: _builtins.int = ...,
+        completed: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        expired: _builtins.int = ...,
+        cancelled: _builtins.int = ...,
+        success_rate: _builtins.float = ...,
+        last_latency_ms: _builtins.int = ...,
+        last_updated: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_updated", b"last_updated"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "completed", b"completed", "expired", b"expired", "failed", b"failed", "last_latency_ms", b"last_latency_ms", "last_updated", b"last_updated", "n", b"n", "success_rate", b"success_rate"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ObservedStat: _TypeAlias = ObservedStat  # noqa: Y015
 
 @_typing.final
 class AgentRecord(_message.Message):

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x61gentnet/v1/task.proto\x12\x0b\x61gentnet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x02\n\x0cTaskMetadata\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x12\n\nchannel_id\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12%\n\x05state\x18\x05 \x01(\x0e\x32\x16.agentnet.v1.TaskState\x12\x15\n\rprogress_json\x18\x06 \x01(\t\x12\x13\n\x0bresult_json\x18\x07 \x01(\t\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x0c \x01(\x08\x12\x15\n\rcancel_reason\x18\r \x01(\t*\xa2\x01\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12TASK_STATE_RUNNING\x10\x01\x12\x18\n\x14TASK_STATE_COMPLETED\x10\x02\x12\x15\n\x11TASK_STATE_FAILED\x10\x03\x12\x18\n\x14TASK_STATE_CANCELLED\x10\x04\x12\x16\n\x12TASK_STATE_EXPIRED\x10\x05*\xc5\x01\n\rTaskEventKind\x12\x1f\n\x1bTASK_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17TASK_EVENT_KIND_STARTED\x10\x01\x12\x1c\n\x18TASK_EVENT_KIND_PROGRESS\x10\x02\x12\x1d\n\x19TASK_EVENT_KIND_COMPLETED\x10\x03\x12\x1a\n\x16TASK_EVENT_KIND_FAILED\x10\x04\x12\x1d\n\x19TASK_EVENT_KIND_CANCELLED\x10\x05\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x61gentnet/v1/task.proto\x12\x0b\x61gentnet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x03\n\x0cTaskMetadata\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x12\n\nchannel_id\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12%\n\x05state\x18\x05 \x01(\x0e\x32\x16.agentnet.v1.TaskState\x12\x15\n\rprogress_json\x18\x06 \x01(\t\x12\x13\n\x0bresult_json\x18\x07 \x01(\t\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x0c \x01(\x08\x12\x15\n\rcancel_reason\x18\r \x01(\t\x12\x12\n\ncapability\x18\x0e \x01(\t*\xa2\x01\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12TASK_STATE_RUNNING\x10\x01\x12\x18\n\x14TASK_STATE_COMPLETED\x10\x02\x12\x15\n\x11TASK_STATE_FAILED\x10\x03\x12\x18\n\x14TASK_STATE_CANCELLED\x10\x04\x12\x16\n\x12TASK_STATE_EXPIRED\x10\x05*\xc5\x01\n\rTaskEventKind\x12\x1f\n\x1bTASK_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17TASK_EVENT_KIND_STARTED\x10\x01\x12\x1c\n\x18TASK_EVENT_KIND_PROGRESS\x10\x02\x12\x1d\n\x19TASK_EVENT_KIND_COMPLETED\x10\x03\x12\x1a\n\x16TASK_EVENT_KIND_FAILED\x10\x04\x12\x1d\n\x19TASK_EVENT_KIND_CANCELLED\x10\x05\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,10 +33,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentnet.v1.task_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1'
-  _globals['_TASKSTATE']._serialized_start=451
-  _globals['_TASKSTATE']._serialized_end=613
-  _globals['_TASKEVENTKIND']._serialized_start=616
-  _globals['_TASKEVENTKIND']._serialized_end=813
+  _globals['_TASKSTATE']._serialized_start=471
+  _globals['_TASKSTATE']._serialized_end=633
+  _globals['_TASKEVENTKIND']._serialized_start=636
+  _globals['_TASKEVENTKIND']._serialized_end=833
   _globals['_TASKMETADATA']._serialized_start=73
-  _globals['_TASKMETADATA']._serialized_end=448
+  _globals['_TASKMETADATA']._serialized_end=468
 # @@protoc_insertion_point(module_scope)

@@ -109,6 +109,7 @@ class TaskMetadata(_message.Message):
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
     CANCEL_REQUESTED_FIELD_NUMBER: _builtins.int
     CANCEL_REASON_FIELD_NUMBER: _builtins.int
+    CAPABILITY_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     """Owner-chosen or hub-assigned id."""
     owner_id: _builtins.str
@@ -129,6 +130,10 @@ class TaskMetadata(_message.Message):
     """True once a peer asked the owner to cancel."""
     cancel_reason: _builtins.str
     """Reason given with the cancel request."""
+    capability: _builtins.str
+    """Capability the task exercises ("" = none): its end updates the owner's
+    Resume.observed[capability].
+    """
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the task started."""
@@ -157,10 +162,11 @@ class TaskMetadata(_message.Message):
         expires_at: _timestamp_pb2.Timestamp | None = ...,
         cancel_requested: _builtins.bool = ...,
         cancel_reason: _builtins.str = ...,
+        capability: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "expires_at", b"expires_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel_reason", b"cancel_reason", "cancel_requested", b"cancel_requested", "channel_id", b"channel_id", "created_at", b"created_at", "error", b"error", "expires_at", b"expires_at", "owner_id", b"owner_id", "progress_json", b"progress_json", "result_json", b"result_json", "state", b"state", "task_id", b"task_id", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel_reason", b"cancel_reason", "cancel_requested", b"cancel_requested", "capability", b"capability", "channel_id", b"channel_id", "created_at", b"created_at", "error", b"error", "expires_at", b"expires_at", "owner_id", b"owner_id", "progress_json", b"progress_json", "result_json", b"result_json", "state", b"state", "task_id", b"task_id", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

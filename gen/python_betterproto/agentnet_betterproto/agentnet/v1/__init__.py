@@ -13,6 +13,7 @@ __all__ = (
     "AgentSummary",
     "AppendRequest",
     "AppendResponse",
+    "AppliedRule",
     "Audience",
     "AuditRecord",
     "Batch",
@@ -30,6 +31,8 @@ __all__ = (
     "ChannelState",
     "ChannelStateCount",
     "ChannelTurn",
+    "CheckpointTaskRequest",
+    "CheckpointTaskResponse",
     "CloseChannelRequest",
     "CloseChannelResponse",
     "ConnectRequest",
@@ -60,6 +63,8 @@ __all__ = (
     "FollowAuditResponse",
     "GetExecutionRequest",
     "GetExecutionResponse",
+    "GetRuleRequest",
+    "GetRuleResponse",
     "GetStatusRequest",
     "GetStatusResponse",
     "GetTaskRequest",
@@ -86,6 +91,7 @@ __all__ = (
     "ListTasksResponse",
     "ListToolsRequest",
     "ListToolsResponse",
+    "ObservedStat",
     "OpenChannelRequest",
     "OpenChannelResponse",
     "OperatorServiceDescribeAgentRequest",
@@ -127,6 +133,8 @@ __all__ = (
     "ReadRangeResponse",
     "ReadRequest",
     "ReadResponse",
+    "ReadTaskCheckpointRequest",
+    "ReadTaskCheckpointResponse",
     "ReadWalRequest",
     "ReadWalResponse",
     "RefreshCallTokenRequest",
@@ -151,6 +159,8 @@ __all__ = (
     "SetA2ASettingsResponse",
     "SetResumeRequest",
     "SetResumeResponse",
+    "SetRuleRequest",
+    "SetRuleResponse",
     "SetSkillRequest",
     "SetSkillResponse",
     "TaskEventKind",
@@ -1211,6 +1221,26 @@ default_message_pool.register_message("agentnet.v1", "AppendResponse", AppendRes
 
 
 @dataclass(eq=False, repr=False)
+class AppliedRule(betterproto2.Message):
+    """
+    AppliedRule is one rule that governs an identity.
+    """
+
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    "default", a policy entry's id, or "own".
+    """
+
+    rule_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The rule as JSON (fields it does not set are absent).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "AppliedRule", AppliedRule)
+
+
+@dataclass(eq=False, repr=False)
 class Audience(betterproto2.Message):
     """
     Audience is an explicit recipient list. An Envelope without an audience is a
@@ -1627,6 +1657,50 @@ class ChannelTurn(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "ChannelTurn", ChannelTurn)
+
+
+@dataclass(eq=False, repr=False)
+class CheckpointTaskRequest(betterproto2.Message):
+    """
+    CheckpointTaskRequest saves a task's checkpoint.
+    """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The caller's running task.
+    """
+
+    state_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The checkpoint: a JSON object, at most --max-checkpoint-bytes (1 MiB) of
+    UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64)
+    levels. It replaces the task's previous checkpoint.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "CheckpointTaskRequest", CheckpointTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class CheckpointTaskResponse(betterproto2.Message):
+    """
+    CheckpointTaskResponse confirms the checkpoint is stored.
+    """
+
+    saved_at: "datetime.datetime | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When the hub stored it.
+    """
+
+    size_bytes: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    Size of state_json in bytes.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "CheckpointTaskResponse", CheckpointTaskResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2638,6 +2712,49 @@ default_message_pool.register_message("agentnet.v1", "GetExecutionResponse", Get
 
 
 @dataclass(eq=False, repr=False)
+class GetRuleRequest(betterproto2.Message):
+    """
+    GetRuleRequest reads the rules governing an identity.
+    """
+
+    agent_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The identity ("" = the calling agent; required with the operator token).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "GetRuleRequest", GetRuleRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetRuleResponse(betterproto2.Message):
+    """
+    GetRuleResponse is the identity's own rule and everything that governs it.
+    """
+
+    rule_json: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Its own rule as JSON ("" = none).
+    """
+
+    rules: "list[AppliedRule]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    Every rule that applies, in the order they are checked; an action is allowed
+    only when all of them allow it.
+    """
+
+    effective_json: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The combined result as a JSON object: "limits" (each limit the rules set:
+    {"value", "rule"} — the smallest wins), "rate" ({"posts_per_second",
+    "burst", "rule"} or null) and "inbox" ({"max_pending", "rule"} or null).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "GetRuleResponse", GetRuleResponse)
+
+
+@dataclass(eq=False, repr=False)
 class GetStatusRequest(betterproto2.Message):
     """
     GetStatusRequest asks for the hub's status.
@@ -3303,6 +3420,61 @@ class ListToolsResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "ListToolsResponse", ListToolsResponse)
+
+
+@dataclass(eq=False, repr=False)
+class ObservedStat(betterproto2.Message):
+    """
+    ObservedStat is the track record of one capability: how the identity's
+    tasks tagged with it ended. A task counts once, when it ends by its owner's
+    report (COMPLETED, FAILED, CANCELLED) or by expiry (EXPIRED); a task a
+    channel's end cancels is not counted.
+    """
+
+    n: "int" = betterproto2.field(1, betterproto2.TYPE_INT64)
+    """
+    Tasks that ended (the sum of the four below).
+    """
+
+    completed: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    Ended COMPLETED.
+    """
+
+    failed: "int" = betterproto2.field(3, betterproto2.TYPE_INT64)
+    """
+    Ended FAILED.
+    """
+
+    expired: "int" = betterproto2.field(4, betterproto2.TYPE_INT64)
+    """
+    Ended EXPIRED.
+    """
+
+    cancelled: "int" = betterproto2.field(5, betterproto2.TYPE_INT64)
+    """
+    Ended CANCELLED by the owner.
+    """
+
+    success_rate: "float" = betterproto2.field(6, betterproto2.TYPE_DOUBLE)
+    """
+    completed / n (0 when n is 0).
+    """
+
+    last_latency_ms: "int" = betterproto2.field(7, betterproto2.TYPE_INT64)
+    """
+    Milliseconds from start to end of the latest task that ended.
+    """
+
+    last_updated: "datetime.datetime | None" = betterproto2.field(
+        8, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When the latest task ended.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ObservedStat", ObservedStat)
 
 
 @dataclass(eq=False, repr=False)
@@ -4264,6 +4436,48 @@ default_message_pool.register_message("agentnet.v1", "ReadResponse", ReadRespons
 
 
 @dataclass(eq=False, repr=False)
+class ReadTaskCheckpointRequest(betterproto2.Message):
+    """
+    ReadTaskCheckpointRequest reads a task's last checkpoint.
+    """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The caller's task (running or ended).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReadTaskCheckpointRequest", ReadTaskCheckpointRequest)
+
+
+@dataclass(eq=False, repr=False)
+class ReadTaskCheckpointResponse(betterproto2.Message):
+    """
+    ReadTaskCheckpointResponse is the task's last checkpoint, if any.
+    """
+
+    found: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+    """
+    False when the task has no checkpoint (state_json is then "").
+    """
+
+    state_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The JSON object last passed to CheckpointTask.
+    """
+
+    saved_at: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When it was stored.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReadTaskCheckpointResponse", ReadTaskCheckpointResponse)
+
+
+@dataclass(eq=False, repr=False)
 class ReadWalRequest(betterproto2.Message):
     """
     ReadWalRequest selects a WAL range.
@@ -4671,6 +4885,13 @@ class ReportTaskRequest(betterproto2.Message):
     and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
     """
 
+    capability: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    """
+    Capability the task exercises (STARTED only; "" = none): when the task
+    ends, the hub updates the owner's Resume.observed[capability] (AG2's
+    TaskSpec.capability / record_observation).
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "ReportTaskRequest", ReportTaskRequest)
 
@@ -4724,6 +4945,24 @@ class Resume(betterproto2.Message):
     languages: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
     """
     Languages the agent works in.
+    """
+
+    observed: "dict[str, ObservedStat]" = betterproto2.field(
+        7, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE)
+    )
+    """
+    The hub's observed track record per capability (AG2's Resume.observed):
+    one entry per capability the identity's ended tasks were tagged with
+    (ReportTaskRequest.capability). Stamped by the hub from what it observes,
+    durable, and filled in by DescribeAgent; ignored when a client sends it
+    (Register, SetResume).
+    """
+
+    last_updated: "datetime.datetime | None" = betterproto2.field(
+        8, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When `observed` last changed (unset = never); hub-stamped.
     """
 
 
@@ -4877,6 +5116,42 @@ default_message_pool.register_message("agentnet.v1", "SetResumeResponse", SetRes
 
 
 @dataclass(eq=False, repr=False)
+class SetRuleRequest(betterproto2.Message):
+    """
+    SetRuleRequest replaces an identity's own governance rule.
+    """
+
+    agent_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The identity ("" = the calling agent; required with the operator token).
+    """
+
+    rule_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The new rule as JSON (the policy file's rule schema: access, limits, rate,
+    inbox; unknown keys are INVALID_ARGUMENT); "" removes the own rule.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "SetRuleRequest", SetRuleRequest)
+
+
+@dataclass(eq=False, repr=False)
+class SetRuleResponse(betterproto2.Message):
+    """
+    SetRuleResponse is the identity's record with its new rule.
+    """
+
+    agent: "AgentRecord | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The registry entry (rule_json is the new rule).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "SetRuleResponse", SetRuleResponse)
+
+
+@dataclass(eq=False, repr=False)
 class SetSkillRequest(betterproto2.Message):
     """
     SetSkillRequest replaces the caller's skill markdown.
@@ -4982,6 +5257,12 @@ class TaskMetadata(betterproto2.Message):
     cancel_reason: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
     """
     Reason given with the cancel request.
+    """
+
+    capability: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+    """
+    Capability the task exercises ("" = none): its end updates the owner's
+    Resume.observed[capability].
     """
 
 
@@ -5480,6 +5761,61 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def set_rule(
+        self,
+        message: "SetRuleRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "SetRuleResponse":
+        """
+        SetRule replaces an identity's own governance rule (the rule_json given at
+        registration) after registration, as AG2's set_rule: an agent sets its own
+        (agent_id "" or its id), the operator token sets any identity's. The rule is
+        validated like the policy file's rules, audited as `rule_set`, and enforced
+        from the identity's next call on (on other replicas as soon as the change
+        feed brings the new record, within milliseconds). Like any own rule it only
+        narrows what the policy allows; what an agent must not undo belongs in the
+        policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+        without agent_id); PERMISSION_DENIED (an agent naming another identity);
+        NOT_FOUND (unknown identity).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/SetRule",
+            message,
+            SetRuleResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_rule(
+        self,
+        message: "GetRuleRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetRuleResponse":
+        """
+        GetRule returns the rules governing an identity: its own rule and every
+        rule that applies to it (the policy's default, the matching entries, its
+        own), with the limits they combine to. An agent reads its own (agent_id ""
+        or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+        agent naming another identity); NOT_FOUND (unknown identity).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/GetRule",
+            message,
+            GetRuleResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def open_channel(
         self,
         message: "OpenChannelRequest",
@@ -5497,7 +5833,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
         PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
         rule does not allow the type (check access.channel_types), a target
-        (access.peers) or ttl_seconds above the rule's maximum
+        (access.peers), a target's own rules do not accept the caller (check
+        access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+        check it the same way) or ttl_seconds is above the rule's maximum
         (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
         RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
         already holds max_open_channels pending or open channels it opened;
@@ -5805,7 +6143,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         metadata: "MetadataLike | None" = None,
     ) -> "CancelTaskResponse":
         """
-        CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+        CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+        the `tasks` tool's action "cancel" runs it with the same rules.
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
         nor in a channel you participate in). Cancelling a task that already ended
         is a no-op: the task is returned unchanged and no envelope is sent.
@@ -5815,6 +6154,59 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.HubService/CancelTask",
             message,
             CancelTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def checkpoint_task(
+        self,
+        message: "CheckpointTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "CheckpointTaskResponse":
+        """
+        CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+        owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+        where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+        wins, durable in the hub's store. Only the task's owner may save, and only
+        while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+        (another agent's task); FAILED_PRECONDITION (the task already ended);
+        INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+        --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+        1 MiB by default).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/CheckpointTask",
+            message,
+            CheckpointTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def read_task_checkpoint(
+        self,
+        message: "ReadTaskCheckpointRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ReadTaskCheckpointResponse":
+        """
+        ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+        false when none was saved), running or ended. Only the task's owner may read
+        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+        agent's task).
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/ReadTaskCheckpoint",
+            message,
+            ReadTaskCheckpointResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -6096,7 +6488,8 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
         for an unknown tool name (the message lists the known ones) or arguments
         that do not match the tool's schema; otherwise the refusals of the RPC the
-        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+        tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+        with action "cancel" as CancelTask).
         """
 
         return await self._unary_unary(

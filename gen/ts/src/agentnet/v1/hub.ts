@@ -314,6 +314,54 @@ export interface SetResumeResponse {
   agent?: AgentRecord | undefined;
 }
 
+/** SetRuleRequest replaces an identity's own governance rule. */
+export interface SetRuleRequest {
+  /** The identity ("" = the calling agent; required with the operator token). */
+  agentId: string;
+  /**
+   * The new rule as JSON (the policy file's rule schema: access, limits, rate,
+   * inbox; unknown keys are INVALID_ARGUMENT); "" removes the own rule.
+   */
+  ruleJson: string;
+}
+
+/** SetRuleResponse is the identity's record with its new rule. */
+export interface SetRuleResponse {
+  /** The registry entry (rule_json is the new rule). */
+  agent?: AgentRecord | undefined;
+}
+
+/** GetRuleRequest reads the rules governing an identity. */
+export interface GetRuleRequest {
+  /** The identity ("" = the calling agent; required with the operator token). */
+  agentId: string;
+}
+
+/** AppliedRule is one rule that governs an identity. */
+export interface AppliedRule {
+  /** "default", a policy entry's id, or "own". */
+  id: string;
+  /** The rule as JSON (fields it does not set are absent). */
+  ruleJson: string;
+}
+
+/** GetRuleResponse is the identity's own rule and everything that governs it. */
+export interface GetRuleResponse {
+  /** Its own rule as JSON ("" = none). */
+  ruleJson: string;
+  /**
+   * Every rule that applies, in the order they are checked; an action is allowed
+   * only when all of them allow it.
+   */
+  rules: AppliedRule[];
+  /**
+   * The combined result as a JSON object: "limits" (each limit the rules set:
+   * {"value", "rule"} — the smallest wins), "rate" ({"posts_per_second",
+   * "burst", "rule"} or null) and "inbox" ({"max_pending", "rule"} or null).
+   */
+  effectiveJson: string;
+}
+
 /** OpenChannelRequest opens a channel from the caller to one or more targets. */
 export interface OpenChannelRequest {
   /** Adapter type: "consulting", "conversation", "discussion" or "workflow". */
@@ -589,7 +637,15 @@ export interface ReportTaskRequest {
    * Lifetime from start (STARTED only); absent = no expiry. Finite, positive
    * and at most --max-ttl-seconds (a year); else INVALID_ARGUMENT.
    */
-  ttlSeconds?: number | undefined;
+  ttlSeconds?:
+    | number
+    | undefined;
+  /**
+   * Capability the task exercises (STARTED only; "" = none): when the task
+   * ends, the hub updates the owner's Resume.observed[capability] (AG2's
+   * TaskSpec.capability / record_observation).
+   */
+  capability: string;
 }
 
 /** ReportTaskResponse returns the updated mirror. */
@@ -674,6 +730,44 @@ export interface CancelTaskResponse {
    * no channel and the request went through the task mirror only).
    */
   envelopeId: string;
+}
+
+/** CheckpointTaskRequest saves a task's checkpoint. */
+export interface CheckpointTaskRequest {
+  /** The caller's running task. */
+  taskId: string;
+  /**
+   * The checkpoint: a JSON object, at most --max-checkpoint-bytes (1 MiB) of
+   * UTF-8 (longer is PAYLOAD_TOO_LARGE), nested at most --max-json-depth (64)
+   * levels. It replaces the task's previous checkpoint.
+   */
+  stateJson: string;
+}
+
+/** CheckpointTaskResponse confirms the checkpoint is stored. */
+export interface CheckpointTaskResponse {
+  /** When the hub stored it. */
+  savedAt?:
+    | Date
+    | undefined;
+  /** Size of state_json in bytes. */
+  sizeBytes: number;
+}
+
+/** ReadTaskCheckpointRequest reads a task's last checkpoint. */
+export interface ReadTaskCheckpointRequest {
+  /** The caller's task (running or ended). */
+  taskId: string;
+}
+
+/** ReadTaskCheckpointResponse is the task's last checkpoint, if any. */
+export interface ReadTaskCheckpointResponse {
+  /** False when the task has no checkpoint (state_json is then ""). */
+  found: boolean;
+  /** The JSON object last passed to CheckpointTask. */
+  stateJson: string;
+  /** When it was stored. */
+  savedAt?: Date | undefined;
 }
 
 /** ContextExcerpt is one past EV_TEXT envelope. */
@@ -2433,6 +2527,439 @@ export const SetResumeResponse: MessageFns<SetResumeResponse> = {
     message.agent = (object.agent !== undefined && object.agent !== null)
       ? AgentRecord.fromPartial(object.agent)
       : undefined;
+    return message;
+  },
+};
+
+function createBaseSetRuleRequest(): SetRuleRequest {
+  return { agentId: "", ruleJson: "" };
+}
+
+export const SetRuleRequest: MessageFns<SetRuleRequest> = {
+  encode(message: SetRuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agentId !== "") {
+      writer.uint32(10).string(message.agentId);
+    }
+    if (message.ruleJson !== "") {
+      writer.uint32(18).string(message.ruleJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ruleJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRuleRequest {
+    return {
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+      ruleJson: isSet(object.ruleJson)
+        ? globalThis.String(object.ruleJson)
+        : isSet(object.rule_json)
+        ? globalThis.String(object.rule_json)
+        : "",
+    };
+  },
+
+  toJSON(message: SetRuleRequest): unknown {
+    const obj: any = {};
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    if (message.ruleJson !== "") {
+      obj.ruleJson = message.ruleJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SetRuleRequest>): SetRuleRequest {
+    return SetRuleRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SetRuleRequest>): SetRuleRequest {
+    const message = createBaseSetRuleRequest();
+    message.agentId = object.agentId ?? "";
+    message.ruleJson = object.ruleJson ?? "";
+    return message;
+  },
+};
+
+function createBaseSetRuleResponse(): SetRuleResponse {
+  return { agent: undefined };
+}
+
+export const SetRuleResponse: MessageFns<SetRuleResponse> = {
+  encode(message: SetRuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agent !== undefined) {
+      AgentRecord.encode(message.agent, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agent = AgentRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRuleResponse {
+    return { agent: isSet(object.agent) ? AgentRecord.fromJSON(object.agent) : undefined };
+  },
+
+  toJSON(message: SetRuleResponse): unknown {
+    const obj: any = {};
+    if (message.agent !== undefined) {
+      obj.agent = AgentRecord.toJSON(message.agent);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SetRuleResponse>): SetRuleResponse {
+    return SetRuleResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SetRuleResponse>): SetRuleResponse {
+    const message = createBaseSetRuleResponse();
+    message.agent = (object.agent !== undefined && object.agent !== null)
+      ? AgentRecord.fromPartial(object.agent)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseGetRuleRequest(): GetRuleRequest {
+  return { agentId: "" };
+}
+
+export const GetRuleRequest: MessageFns<GetRuleRequest> = {
+  encode(message: GetRuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agentId !== "") {
+      writer.uint32(10).string(message.agentId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetRuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetRuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetRuleRequest {
+    return {
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+    };
+  },
+
+  toJSON(message: GetRuleRequest): unknown {
+    const obj: any = {};
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetRuleRequest>): GetRuleRequest {
+    return GetRuleRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetRuleRequest>): GetRuleRequest {
+    const message = createBaseGetRuleRequest();
+    message.agentId = object.agentId ?? "";
+    return message;
+  },
+};
+
+function createBaseAppliedRule(): AppliedRule {
+  return { id: "", ruleJson: "" };
+}
+
+export const AppliedRule: MessageFns<AppliedRule> = {
+  encode(message: AppliedRule, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.ruleJson !== "") {
+      writer.uint32(18).string(message.ruleJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AppliedRule {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAppliedRule();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ruleJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AppliedRule {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      ruleJson: isSet(object.ruleJson)
+        ? globalThis.String(object.ruleJson)
+        : isSet(object.rule_json)
+        ? globalThis.String(object.rule_json)
+        : "",
+    };
+  },
+
+  toJSON(message: AppliedRule): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.ruleJson !== "") {
+      obj.ruleJson = message.ruleJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AppliedRule>): AppliedRule {
+    return AppliedRule.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AppliedRule>): AppliedRule {
+    const message = createBaseAppliedRule();
+    message.id = object.id ?? "";
+    message.ruleJson = object.ruleJson ?? "";
+    return message;
+  },
+};
+
+function createBaseGetRuleResponse(): GetRuleResponse {
+  return { ruleJson: "", rules: [], effectiveJson: "" };
+}
+
+export const GetRuleResponse: MessageFns<GetRuleResponse> = {
+  encode(message: GetRuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.ruleJson !== "") {
+      writer.uint32(10).string(message.ruleJson);
+    }
+    for (const v of message.rules) {
+      AppliedRule.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.effectiveJson !== "") {
+      writer.uint32(26).string(message.effectiveJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetRuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetRuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.ruleJson = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.rules.push(AppliedRule.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.effectiveJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetRuleResponse {
+    return {
+      ruleJson: isSet(object.ruleJson)
+        ? globalThis.String(object.ruleJson)
+        : isSet(object.rule_json)
+        ? globalThis.String(object.rule_json)
+        : "",
+      rules: globalThis.Array.isArray(object?.rules) ? object.rules.map((e: any) => AppliedRule.fromJSON(e)) : [],
+      effectiveJson: isSet(object.effectiveJson)
+        ? globalThis.String(object.effectiveJson)
+        : isSet(object.effective_json)
+        ? globalThis.String(object.effective_json)
+        : "",
+    };
+  },
+
+  toJSON(message: GetRuleResponse): unknown {
+    const obj: any = {};
+    if (message.ruleJson !== "") {
+      obj.ruleJson = message.ruleJson;
+    }
+    if (message.rules?.length) {
+      obj.rules = message.rules.map((e) => AppliedRule.toJSON(e));
+    }
+    if (message.effectiveJson !== "") {
+      obj.effectiveJson = message.effectiveJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetRuleResponse>): GetRuleResponse {
+    return GetRuleResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetRuleResponse>): GetRuleResponse {
+    const message = createBaseGetRuleResponse();
+    message.ruleJson = object.ruleJson ?? "";
+    message.rules = object.rules?.map((e) => AppliedRule.fromPartial(e)) || [];
+    message.effectiveJson = object.effectiveJson ?? "";
     return message;
   },
 };
@@ -4247,7 +4774,16 @@ export const FindReplyResponse: MessageFns<FindReplyResponse> = {
 };
 
 function createBaseReportTaskRequest(): ReportTaskRequest {
-  return { taskId: "", kind: 0, title: "", channelId: "", payloadJson: "", error: "", ttlSeconds: undefined };
+  return {
+    taskId: "",
+    kind: 0,
+    title: "",
+    channelId: "",
+    payloadJson: "",
+    error: "",
+    ttlSeconds: undefined,
+    capability: "",
+  };
 }
 
 export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
@@ -4272,6 +4808,9 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
     }
     if (message.ttlSeconds !== undefined) {
       writer.uint32(57).double(message.ttlSeconds);
+    }
+    if (message.capability !== "") {
+      writer.uint32(66).string(message.capability);
     }
     return writer;
   },
@@ -4345,6 +4884,14 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
             message.ttlSeconds = reader.double();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.capability = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4382,6 +4929,7 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
         : isSet(object.ttl_seconds)
         ? globalThis.Number(object.ttl_seconds)
         : undefined,
+      capability: isSet(object.capability) ? globalThis.String(object.capability) : "",
     };
   },
 
@@ -4408,6 +4956,9 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
     if (message.ttlSeconds !== undefined) {
       obj.ttlSeconds = floatToJson(message.ttlSeconds);
     }
+    if (message.capability !== "") {
+      obj.capability = message.capability;
+    }
     return obj;
   },
 
@@ -4423,6 +4974,7 @@ export const ReportTaskRequest: MessageFns<ReportTaskRequest> = {
     message.payloadJson = object.payloadJson ?? "";
     message.error = object.error ?? "";
     message.ttlSeconds = object.ttlSeconds ?? undefined;
+    message.capability = object.capability ?? "";
     return message;
   },
 };
@@ -5212,6 +5764,374 @@ export const CancelTaskResponse: MessageFns<CancelTaskResponse> = {
       ? TaskMetadata.fromPartial(object.task)
       : undefined;
     message.envelopeId = object.envelopeId ?? "";
+    return message;
+  },
+};
+
+function createBaseCheckpointTaskRequest(): CheckpointTaskRequest {
+  return { taskId: "", stateJson: "" };
+}
+
+export const CheckpointTaskRequest: MessageFns<CheckpointTaskRequest> = {
+  encode(message: CheckpointTaskRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    if (message.stateJson !== "") {
+      writer.uint32(18).string(message.stateJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckpointTaskRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckpointTaskRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.stateJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CheckpointTaskRequest {
+    return {
+      taskId: isSet(object.taskId)
+        ? globalThis.String(object.taskId)
+        : isSet(object.task_id)
+        ? globalThis.String(object.task_id)
+        : "",
+      stateJson: isSet(object.stateJson)
+        ? globalThis.String(object.stateJson)
+        : isSet(object.state_json)
+        ? globalThis.String(object.state_json)
+        : "",
+    };
+  },
+
+  toJSON(message: CheckpointTaskRequest): unknown {
+    const obj: any = {};
+    if (message.taskId !== "") {
+      obj.taskId = message.taskId;
+    }
+    if (message.stateJson !== "") {
+      obj.stateJson = message.stateJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<CheckpointTaskRequest>): CheckpointTaskRequest {
+    return CheckpointTaskRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CheckpointTaskRequest>): CheckpointTaskRequest {
+    const message = createBaseCheckpointTaskRequest();
+    message.taskId = object.taskId ?? "";
+    message.stateJson = object.stateJson ?? "";
+    return message;
+  },
+};
+
+function createBaseCheckpointTaskResponse(): CheckpointTaskResponse {
+  return { savedAt: undefined, sizeBytes: 0 };
+}
+
+export const CheckpointTaskResponse: MessageFns<CheckpointTaskResponse> = {
+  encode(message: CheckpointTaskResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.savedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.savedAt), writer.uint32(10).fork()).join();
+    }
+    if (message.sizeBytes !== 0) {
+      writer.uint32(16).int64(message.sizeBytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckpointTaskResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckpointTaskResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.savedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.sizeBytes = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CheckpointTaskResponse {
+    return {
+      savedAt: isSet(object.savedAt)
+        ? fromJsonTimestamp(object.savedAt)
+        : isSet(object.saved_at)
+        ? fromJsonTimestamp(object.saved_at)
+        : undefined,
+      sizeBytes: isSet(object.sizeBytes)
+        ? globalThis.Number(object.sizeBytes)
+        : isSet(object.size_bytes)
+        ? globalThis.Number(object.size_bytes)
+        : 0,
+    };
+  },
+
+  toJSON(message: CheckpointTaskResponse): unknown {
+    const obj: any = {};
+    if (message.savedAt !== undefined) {
+      obj.savedAt = message.savedAt.toISOString();
+    }
+    if (message.sizeBytes !== 0) {
+      obj.sizeBytes = Math.round(message.sizeBytes);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<CheckpointTaskResponse>): CheckpointTaskResponse {
+    return CheckpointTaskResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CheckpointTaskResponse>): CheckpointTaskResponse {
+    const message = createBaseCheckpointTaskResponse();
+    message.savedAt = object.savedAt ?? undefined;
+    message.sizeBytes = object.sizeBytes ?? 0;
+    return message;
+  },
+};
+
+function createBaseReadTaskCheckpointRequest(): ReadTaskCheckpointRequest {
+  return { taskId: "" };
+}
+
+export const ReadTaskCheckpointRequest: MessageFns<ReadTaskCheckpointRequest> = {
+  encode(message: ReadTaskCheckpointRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReadTaskCheckpointRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReadTaskCheckpointRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReadTaskCheckpointRequest {
+    return {
+      taskId: isSet(object.taskId)
+        ? globalThis.String(object.taskId)
+        : isSet(object.task_id)
+        ? globalThis.String(object.task_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ReadTaskCheckpointRequest): unknown {
+    const obj: any = {};
+    if (message.taskId !== "") {
+      obj.taskId = message.taskId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ReadTaskCheckpointRequest>): ReadTaskCheckpointRequest {
+    return ReadTaskCheckpointRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReadTaskCheckpointRequest>): ReadTaskCheckpointRequest {
+    const message = createBaseReadTaskCheckpointRequest();
+    message.taskId = object.taskId ?? "";
+    return message;
+  },
+};
+
+function createBaseReadTaskCheckpointResponse(): ReadTaskCheckpointResponse {
+  return { found: false, stateJson: "", savedAt: undefined };
+}
+
+export const ReadTaskCheckpointResponse: MessageFns<ReadTaskCheckpointResponse> = {
+  encode(message: ReadTaskCheckpointResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.found !== false) {
+      writer.uint32(8).bool(message.found);
+    }
+    if (message.stateJson !== "") {
+      writer.uint32(18).string(message.stateJson);
+    }
+    if (message.savedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.savedAt), writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReadTaskCheckpointResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReadTaskCheckpointResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.found = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.stateJson = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.savedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReadTaskCheckpointResponse {
+    return {
+      found: isSet(object.found) ? globalThis.Boolean(object.found) : false,
+      stateJson: isSet(object.stateJson)
+        ? globalThis.String(object.stateJson)
+        : isSet(object.state_json)
+        ? globalThis.String(object.state_json)
+        : "",
+      savedAt: isSet(object.savedAt)
+        ? fromJsonTimestamp(object.savedAt)
+        : isSet(object.saved_at)
+        ? fromJsonTimestamp(object.saved_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: ReadTaskCheckpointResponse): unknown {
+    const obj: any = {};
+    if (message.found !== false) {
+      obj.found = message.found;
+    }
+    if (message.stateJson !== "") {
+      obj.stateJson = message.stateJson;
+    }
+    if (message.savedAt !== undefined) {
+      obj.savedAt = message.savedAt.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ReadTaskCheckpointResponse>): ReadTaskCheckpointResponse {
+    return ReadTaskCheckpointResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReadTaskCheckpointResponse>): ReadTaskCheckpointResponse {
+    const message = createBaseReadTaskCheckpointResponse();
+    message.found = object.found ?? false;
+    message.stateJson = object.stateJson ?? "";
+    message.savedAt = object.savedAt ?? undefined;
     return message;
   },
 };
@@ -9248,6 +10168,43 @@ export const HubServiceService = {
     responseDeserialize: (value: Buffer): SetResumeResponse => SetResumeResponse.decode(value),
   },
   /**
+   * SetRule replaces an identity's own governance rule (the rule_json given at
+   * registration) after registration, as AG2's set_rule: an agent sets its own
+   * (agent_id "" or its id), the operator token sets any identity's. The rule is
+   * validated like the policy file's rules, audited as `rule_set`, and enforced
+   * from the identity's next call on (on other replicas as soon as the change
+   * feed brings the new record, within milliseconds). Like any own rule it only
+   * narrows what the policy allows; what an agent must not undo belongs in the
+   * policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+   * without agent_id); PERMISSION_DENIED (an agent naming another identity);
+   * NOT_FOUND (unknown identity).
+   */
+  setRule: {
+    path: "/agentnet.v1.HubService/SetRule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetRuleRequest): Buffer => Buffer.from(SetRuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetRuleRequest => SetRuleRequest.decode(value),
+    responseSerialize: (value: SetRuleResponse): Buffer => Buffer.from(SetRuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetRuleResponse => SetRuleResponse.decode(value),
+  },
+  /**
+   * GetRule returns the rules governing an identity: its own rule and every
+   * rule that applies to it (the policy's default, the matching entries, its
+   * own), with the limits they combine to. An agent reads its own (agent_id ""
+   * or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+   * agent naming another identity); NOT_FOUND (unknown identity).
+   */
+  getRule: {
+    path: "/agentnet.v1.HubService/GetRule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetRuleRequest): Buffer => Buffer.from(GetRuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetRuleRequest => GetRuleRequest.decode(value),
+    responseSerialize: (value: GetRuleResponse): Buffer => Buffer.from(GetRuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetRuleResponse => GetRuleResponse.decode(value),
+  },
+  /**
    * OpenChannel creates a channel, invites the targets and optionally seeds it
    * with a first envelope once every invitee acked (an invitee accepts by
    * posting an "ag2.channel.invite_ack" envelope into the channel).
@@ -9256,7 +10213,9 @@ export const HubServiceService = {
    * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
    * PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
    * rule does not allow the type (check access.channel_types), a target
-   * (access.peers) or ttl_seconds above the rule's maximum
+   * (access.peers), a target's own rules do not accept the caller (check
+   * access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+   * check it the same way) or ttl_seconds is above the rule's maximum
    * (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
    * already holds max_open_channels pending or open channels it opened;
@@ -9454,7 +10413,8 @@ export const HubServiceService = {
     responseDeserialize: (value: Buffer): WaitTaskResponse => WaitTaskResponse.decode(value),
   },
   /**
-   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+   * the `tasks` tool's action "cancel" runs it with the same rules.
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
    * nor in a channel you participate in). Cancelling a task that already ended
    * is a no-op: the task is returned unchanged and no envelope is sent.
@@ -9467,6 +10427,45 @@ export const HubServiceService = {
     requestDeserialize: (value: Buffer): CancelTaskRequest => CancelTaskRequest.decode(value),
     responseSerialize: (value: CancelTaskResponse): Buffer => Buffer.from(CancelTaskResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): CancelTaskResponse => CancelTaskResponse.decode(value),
+  },
+  /**
+   * CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+   * owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+   * where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+   * wins, durable in the hub's store. Only the task's owner may save, and only
+   * while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+   * (another agent's task); FAILED_PRECONDITION (the task already ended);
+   * INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+   * --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+   * 1 MiB by default).
+   */
+  checkpointTask: {
+    path: "/agentnet.v1.HubService/CheckpointTask" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CheckpointTaskRequest): Buffer =>
+      Buffer.from(CheckpointTaskRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CheckpointTaskRequest => CheckpointTaskRequest.decode(value),
+    responseSerialize: (value: CheckpointTaskResponse): Buffer =>
+      Buffer.from(CheckpointTaskResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CheckpointTaskResponse => CheckpointTaskResponse.decode(value),
+  },
+  /**
+   * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+   * false when none was saved), running or ended. Only the task's owner may read
+   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+   * agent's task).
+   */
+  readTaskCheckpoint: {
+    path: "/agentnet.v1.HubService/ReadTaskCheckpoint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReadTaskCheckpointRequest): Buffer =>
+      Buffer.from(ReadTaskCheckpointRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReadTaskCheckpointRequest => ReadTaskCheckpointRequest.decode(value),
+    responseSerialize: (value: ReadTaskCheckpointResponse): Buffer =>
+      Buffer.from(ReadTaskCheckpointResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReadTaskCheckpointResponse => ReadTaskCheckpointResponse.decode(value),
   },
   /**
    * SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -9657,7 +10656,8 @@ export const HubServiceService = {
    * and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
    * for an unknown tool name (the message lists the known ones) or arguments
    * that do not match the tool's schema; otherwise the refusals of the RPC the
-   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+   * with action "cancel" as CancelTask).
    */
   callTool: {
     path: "/agentnet.v1.HubService/CallTool" as const,
@@ -9853,6 +10853,27 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   /** SetResume replaces the caller's resume (audited as resume_set). */
   setResume: handleUnaryCall<SetResumeRequest, SetResumeResponse>;
   /**
+   * SetRule replaces an identity's own governance rule (the rule_json given at
+   * registration) after registration, as AG2's set_rule: an agent sets its own
+   * (agent_id "" or its id), the operator token sets any identity's. The rule is
+   * validated like the policy file's rules, audited as `rule_set`, and enforced
+   * from the identity's next call on (on other replicas as soon as the change
+   * feed brings the new record, within milliseconds). Like any own rule it only
+   * narrows what the policy allows; what an agent must not undo belongs in the
+   * policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+   * without agent_id); PERMISSION_DENIED (an agent naming another identity);
+   * NOT_FOUND (unknown identity).
+   */
+  setRule: handleUnaryCall<SetRuleRequest, SetRuleResponse>;
+  /**
+   * GetRule returns the rules governing an identity: its own rule and every
+   * rule that applies to it (the policy's default, the matching entries, its
+   * own), with the limits they combine to. An agent reads its own (agent_id ""
+   * or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+   * agent naming another identity); NOT_FOUND (unknown identity).
+   */
+  getRule: handleUnaryCall<GetRuleRequest, GetRuleResponse>;
+  /**
    * OpenChannel creates a channel, invites the targets and optionally seeds it
    * with a first envelope once every invitee acked (an invitee accepts by
    * posting an "ag2.channel.invite_ack" envelope into the channel).
@@ -9861,7 +10882,9 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
    * PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
    * rule does not allow the type (check access.channel_types), a target
-   * (access.peers) or ttl_seconds above the rule's maximum
+   * (access.peers), a target's own rules do not accept the caller (check
+   * access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+   * check it the same way) or ttl_seconds is above the rule's maximum
    * (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
    * already holds max_open_channels pending or open channels it opened;
@@ -9958,12 +10981,32 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    */
   waitTask: handleUnaryCall<WaitTaskRequest, WaitTaskResponse>;
   /**
-   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+   * the `tasks` tool's action "cancel" runs it with the same rules.
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
    * nor in a channel you participate in). Cancelling a task that already ended
    * is a no-op: the task is returned unchanged and no envelope is sent.
    */
   cancelTask: handleUnaryCall<CancelTaskRequest, CancelTaskResponse>;
+  /**
+   * CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+   * owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+   * where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+   * wins, durable in the hub's store. Only the task's owner may save, and only
+   * while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+   * (another agent's task); FAILED_PRECONDITION (the task already ended);
+   * INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+   * --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+   * 1 MiB by default).
+   */
+  checkpointTask: handleUnaryCall<CheckpointTaskRequest, CheckpointTaskResponse>;
+  /**
+   * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+   * false when none was saved), running or ended. Only the task's owner may read
+   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+   * agent's task).
+   */
+  readTaskCheckpoint: handleUnaryCall<ReadTaskCheckpointRequest, ReadTaskCheckpointResponse>;
   /**
    * SearchContext finds past EV_TEXT envelopes visible to the caller whose text
    * contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
@@ -10060,7 +11103,8 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
    * for an unknown tool name (the message lists the known ones) or arguments
    * that do not match the tool's schema; otherwise the refusals of the RPC the
-   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+   * with action "cancel" as CancelTask).
    */
   callTool: handleUnaryCall<CallToolRequest, CallToolResponse>;
   /**
@@ -10293,6 +11337,55 @@ export interface HubServiceClient extends Client {
     callback: (error: ServiceError | null, response: SetResumeResponse) => void,
   ): ClientUnaryCall;
   /**
+   * SetRule replaces an identity's own governance rule (the rule_json given at
+   * registration) after registration, as AG2's set_rule: an agent sets its own
+   * (agent_id "" or its id), the operator token sets any identity's. The rule is
+   * validated like the policy file's rules, audited as `rule_set`, and enforced
+   * from the identity's next call on (on other replicas as soon as the change
+   * feed brings the new record, within milliseconds). Like any own rule it only
+   * narrows what the policy allows; what an agent must not undo belongs in the
+   * policy file. Refusals: INVALID_ARGUMENT (not a valid rule; an operator call
+   * without agent_id); PERMISSION_DENIED (an agent naming another identity);
+   * NOT_FOUND (unknown identity).
+   */
+  setRule(
+    request: SetRuleRequest,
+    callback: (error: ServiceError | null, response: SetRuleResponse) => void,
+  ): ClientUnaryCall;
+  setRule(
+    request: SetRuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetRuleResponse) => void,
+  ): ClientUnaryCall;
+  setRule(
+    request: SetRuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetRuleResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetRule returns the rules governing an identity: its own rule and every
+   * rule that applies to it (the policy's default, the matching entries, its
+   * own), with the limits they combine to. An agent reads its own (agent_id ""
+   * or its id), the operator any identity's. Refusals: PERMISSION_DENIED (an
+   * agent naming another identity); NOT_FOUND (unknown identity).
+   */
+  getRule(
+    request: GetRuleRequest,
+    callback: (error: ServiceError | null, response: GetRuleResponse) => void,
+  ): ClientUnaryCall;
+  getRule(
+    request: GetRuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetRuleResponse) => void,
+  ): ClientUnaryCall;
+  getRule(
+    request: GetRuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetRuleResponse) => void,
+  ): ClientUnaryCall;
+  /**
    * OpenChannel creates a channel, invites the targets and optionally seeds it
    * with a first envelope once every invitee acked (an invitee accepts by
    * posting an "ag2.channel.invite_ack" envelope into the channel).
@@ -10301,7 +11394,9 @@ export interface HubServiceClient extends Client {
    * unknown target; PERMISSION_DENIED for a seed_envelope naming another sender;
    * PERMISSION_DENIED / RULE_DENIED (metadata rule, check) when a governance
    * rule does not allow the type (check access.channel_types), a target
-   * (access.peers) or ttl_seconds above the rule's maximum
+   * (access.peers), a target's own rules do not accept the caller (check
+   * access.inbound_from, metadata peer = that target; Delegate and InvokeAgent
+   * check it the same way) or ttl_seconds is above the rule's maximum
    * (limits.max_ttl_seconds), or the arbiter refuses (rule=arbiter);
    * RESOURCE_EXHAUSTED / LIMIT_EXCEEDED (metadata rule, limit) when the caller
    * already holds max_open_channels pending or open channels it opened;
@@ -10557,7 +11652,8 @@ export interface HubServiceClient extends Client {
     callback: (error: ServiceError | null, response: WaitTaskResponse) => void,
   ): ClientUnaryCall;
   /**
-   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST).
+   * CancelTask asks the task's owner to cancel (posts EV_TASK_CANCEL_REQUEST);
+   * the `tasks` tool's action "cancel" runs it with the same rules.
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (neither your task
    * nor in a channel you participate in). Cancelling a task that already ended
    * is a no-op: the task is returned unchanged and no envelope is sent.
@@ -10576,6 +11672,53 @@ export interface HubServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CancelTaskResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CheckpointTask saves the caller's task's checkpoint: an opaque JSON object the
+   * owner reads back with ReadTaskCheckpoint after a restart, to resume the task
+   * where it stopped (AG2's checkpoint_task). One checkpoint per task, last write
+   * wins, durable in the hub's store. Only the task's owner may save, and only
+   * while the task runs. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED
+   * (another agent's task); FAILED_PRECONDITION (the task already ended);
+   * INVALID_ARGUMENT (state_json not a JSON object, or nested deeper than
+   * --max-json-depth); PAYLOAD_TOO_LARGE (state_json over --max-checkpoint-bytes,
+   * 1 MiB by default).
+   */
+  checkpointTask(
+    request: CheckpointTaskRequest,
+    callback: (error: ServiceError | null, response: CheckpointTaskResponse) => void,
+  ): ClientUnaryCall;
+  checkpointTask(
+    request: CheckpointTaskRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CheckpointTaskResponse) => void,
+  ): ClientUnaryCall;
+  checkpointTask(
+    request: CheckpointTaskRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CheckpointTaskResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
+   * false when none was saved), running or ended. Only the task's owner may read
+   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
+   * agent's task).
+   */
+  readTaskCheckpoint(
+    request: ReadTaskCheckpointRequest,
+    callback: (error: ServiceError | null, response: ReadTaskCheckpointResponse) => void,
+  ): ClientUnaryCall;
+  readTaskCheckpoint(
+    request: ReadTaskCheckpointRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReadTaskCheckpointResponse) => void,
+  ): ClientUnaryCall;
+  readTaskCheckpoint(
+    request: ReadTaskCheckpointRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReadTaskCheckpointResponse) => void,
   ): ClientUnaryCall;
   /**
    * SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -10813,7 +11956,8 @@ export interface HubServiceClient extends Client {
    * and returns the JSON result the LLM should see. Refusals: INVALID_ARGUMENT
    * for an unknown tool name (the message lists the known ones) or arguments
    * that do not match the tool's schema; otherwise the refusals of the RPC the
-   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate).
+   * tool runs (e.g. `say` as PostEnvelope, `delegate` as Delegate, `tasks`
+   * with action "cancel" as CancelTask).
    */
   callTool(
     request: CallToolRequest,

@@ -107,6 +107,46 @@ export interface Resume {
   tools: string[];
   /** Languages the agent works in. */
   languages: string[];
+  /**
+   * The hub's observed track record per capability (AG2's Resume.observed):
+   * one entry per capability the identity's ended tasks were tagged with
+   * (ReportTaskRequest.capability). Stamped by the hub from what it observes,
+   * durable, and filled in by DescribeAgent; ignored when a client sends it
+   * (Register, SetResume).
+   */
+  observed: { [key: string]: ObservedStat };
+  /** When `observed` last changed (unset = never); hub-stamped. */
+  lastUpdated?: Date | undefined;
+}
+
+export interface Resume_ObservedEntry {
+  key: string;
+  value?: ObservedStat | undefined;
+}
+
+/**
+ * ObservedStat is the track record of one capability: how the identity's
+ * tasks tagged with it ended. A task counts once, when it ends by its owner's
+ * report (COMPLETED, FAILED, CANCELLED) or by expiry (EXPIRED); a task a
+ * channel's end cancels is not counted.
+ */
+export interface ObservedStat {
+  /** Tasks that ended (the sum of the four below). */
+  n: number;
+  /** Ended COMPLETED. */
+  completed: number;
+  /** Ended FAILED. */
+  failed: number;
+  /** Ended EXPIRED. */
+  expired: number;
+  /** Ended CANCELLED by the owner. */
+  cancelled: number;
+  /** completed / n (0 when n is 0). */
+  successRate: number;
+  /** Milliseconds from start to end of the latest task that ended. */
+  lastLatencyMs: number;
+  /** When the latest task ended. */
+  lastUpdated?: Date | undefined;
 }
 
 /** AgentRecord is the hub's registry entry for one identity. */
@@ -473,7 +513,16 @@ export const Passport_LabelsEntry: MessageFns<Passport_LabelsEntry> = {
 };
 
 function createBaseResume(): Resume {
-  return { claimedCapabilities: [], domains: [], summary: "", examples: [], tools: [], languages: [] };
+  return {
+    claimedCapabilities: [],
+    domains: [],
+    summary: "",
+    examples: [],
+    tools: [],
+    languages: [],
+    observed: {},
+    lastUpdated: undefined,
+  };
 }
 
 export const Resume: MessageFns<Resume> = {
@@ -495,6 +544,12 @@ export const Resume: MessageFns<Resume> = {
     }
     for (const v of message.languages) {
       writer.uint32(50).string(v!);
+    }
+    globalThis.Object.entries(message.observed).forEach(([key, value]: [string, ObservedStat]) => {
+      Resume_ObservedEntry.encode({ key: key as any, value }, writer.uint32(58).fork()).join();
+    });
+    if (message.lastUpdated !== undefined) {
+      Timestamp.encode(toTimestamp(message.lastUpdated), writer.uint32(66).fork()).join();
     }
     return writer;
   },
@@ -560,6 +615,25 @@ export const Resume: MessageFns<Resume> = {
             message.languages.push(reader.string());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            const entry7 = Resume_ObservedEntry.decode(reader, reader.uint32());
+            if (entry7.value !== undefined) {
+              message.observed[entry7.key] = entry7.value;
+            }
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.lastUpdated = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -586,6 +660,25 @@ export const Resume: MessageFns<Resume> = {
       languages: globalThis.Array.isArray(object?.languages)
         ? object.languages.map((e: any) => globalThis.String(e))
         : [],
+      observed: isObject(object.observed)
+        ? (globalThis.Object.entries(object.observed) as [string, any][]).reduce(
+          (acc: { [key: string]: ObservedStat }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: ObservedStat.fromJSON(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      lastUpdated: isSet(object.lastUpdated)
+        ? fromJsonTimestamp(object.lastUpdated)
+        : isSet(object.last_updated)
+        ? fromJsonTimestamp(object.last_updated)
+        : undefined,
     };
   },
 
@@ -609,6 +702,18 @@ export const Resume: MessageFns<Resume> = {
     if (message.languages?.length) {
       obj.languages = message.languages;
     }
+    if (message.observed) {
+      const entries = globalThis.Object.entries(message.observed) as [string, ObservedStat][];
+      if (entries.length > 0) {
+        obj.observed = {};
+        entries.forEach(([k, v]) => {
+          obj.observed[k] = ObservedStat.toJSON(v);
+        });
+      }
+    }
+    if (message.lastUpdated !== undefined) {
+      obj.lastUpdated = message.lastUpdated.toISOString();
+    }
     return obj;
   },
 
@@ -623,6 +728,305 @@ export const Resume: MessageFns<Resume> = {
     message.examples = object.examples?.map((e) => e) || [];
     message.tools = object.tools?.map((e) => e) || [];
     message.languages = object.languages?.map((e) => e) || [];
+    message.observed = (globalThis.Object.entries(object.observed ?? {}) as [string, ObservedStat][]).reduce(
+      (acc: { [key: string]: ObservedStat }, [key, value]: [string, ObservedStat]) => {
+        if (value !== undefined) {
+          acc[key] = ObservedStat.fromPartial(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.lastUpdated = object.lastUpdated ?? undefined;
+    return message;
+  },
+};
+
+function createBaseResume_ObservedEntry(): Resume_ObservedEntry {
+  return { key: "", value: undefined };
+}
+
+export const Resume_ObservedEntry: MessageFns<Resume_ObservedEntry> = {
+  encode(message: Resume_ObservedEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== undefined) {
+      ObservedStat.encode(message.value, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Resume_ObservedEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResume_ObservedEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = ObservedStat.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Resume_ObservedEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? ObservedStat.fromJSON(object.value) : undefined,
+    };
+  },
+
+  toJSON(message: Resume_ObservedEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== undefined) {
+      obj.value = ObservedStat.toJSON(message.value);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Resume_ObservedEntry>): Resume_ObservedEntry {
+    return Resume_ObservedEntry.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Resume_ObservedEntry>): Resume_ObservedEntry {
+    const message = createBaseResume_ObservedEntry();
+    message.key = object.key ?? "";
+    message.value = (object.value !== undefined && object.value !== null)
+      ? ObservedStat.fromPartial(object.value)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseObservedStat(): ObservedStat {
+  return {
+    n: 0,
+    completed: 0,
+    failed: 0,
+    expired: 0,
+    cancelled: 0,
+    successRate: 0,
+    lastLatencyMs: 0,
+    lastUpdated: undefined,
+  };
+}
+
+export const ObservedStat: MessageFns<ObservedStat> = {
+  encode(message: ObservedStat, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.n !== 0) {
+      writer.uint32(8).int64(message.n);
+    }
+    if (message.completed !== 0) {
+      writer.uint32(16).int64(message.completed);
+    }
+    if (message.failed !== 0) {
+      writer.uint32(24).int64(message.failed);
+    }
+    if (message.expired !== 0) {
+      writer.uint32(32).int64(message.expired);
+    }
+    if (message.cancelled !== 0) {
+      writer.uint32(40).int64(message.cancelled);
+    }
+    if (message.successRate !== 0) {
+      writer.uint32(49).double(message.successRate);
+    }
+    if (message.lastLatencyMs !== 0) {
+      writer.uint32(56).int64(message.lastLatencyMs);
+    }
+    if (message.lastUpdated !== undefined) {
+      Timestamp.encode(toTimestamp(message.lastUpdated), writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ObservedStat {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseObservedStat();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.n = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.completed = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.failed = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expired = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.cancelled = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 49) {
+              break;
+            }
+
+            message.successRate = reader.double();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.lastLatencyMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.lastUpdated = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ObservedStat {
+    return {
+      n: isSet(object.n) ? globalThis.Number(object.n) : 0,
+      completed: isSet(object.completed) ? globalThis.Number(object.completed) : 0,
+      failed: isSet(object.failed) ? globalThis.Number(object.failed) : 0,
+      expired: isSet(object.expired) ? globalThis.Number(object.expired) : 0,
+      cancelled: isSet(object.cancelled) ? globalThis.Number(object.cancelled) : 0,
+      successRate: isSet(object.successRate)
+        ? globalThis.Number(object.successRate)
+        : isSet(object.success_rate)
+        ? globalThis.Number(object.success_rate)
+        : 0,
+      lastLatencyMs: isSet(object.lastLatencyMs)
+        ? globalThis.Number(object.lastLatencyMs)
+        : isSet(object.last_latency_ms)
+        ? globalThis.Number(object.last_latency_ms)
+        : 0,
+      lastUpdated: isSet(object.lastUpdated)
+        ? fromJsonTimestamp(object.lastUpdated)
+        : isSet(object.last_updated)
+        ? fromJsonTimestamp(object.last_updated)
+        : undefined,
+    };
+  },
+
+  toJSON(message: ObservedStat): unknown {
+    const obj: any = {};
+    if (message.n !== 0) {
+      obj.n = Math.round(message.n);
+    }
+    if (message.completed !== 0) {
+      obj.completed = Math.round(message.completed);
+    }
+    if (message.failed !== 0) {
+      obj.failed = Math.round(message.failed);
+    }
+    if (message.expired !== 0) {
+      obj.expired = Math.round(message.expired);
+    }
+    if (message.cancelled !== 0) {
+      obj.cancelled = Math.round(message.cancelled);
+    }
+    if (message.successRate !== 0) {
+      obj.successRate = floatToJson(message.successRate);
+    }
+    if (message.lastLatencyMs !== 0) {
+      obj.lastLatencyMs = Math.round(message.lastLatencyMs);
+    }
+    if (message.lastUpdated !== undefined) {
+      obj.lastUpdated = message.lastUpdated.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ObservedStat>): ObservedStat {
+    return ObservedStat.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ObservedStat>): ObservedStat {
+    const message = createBaseObservedStat();
+    message.n = object.n ?? 0;
+    message.completed = object.completed ?? 0;
+    message.failed = object.failed ?? 0;
+    message.expired = object.expired ?? 0;
+    message.cancelled = object.cancelled ?? 0;
+    message.successRate = object.successRate ?? 0;
+    message.lastLatencyMs = object.lastLatencyMs ?? 0;
+    message.lastUpdated = object.lastUpdated ?? undefined;
     return message;
   },
 };
@@ -1100,6 +1504,10 @@ export const AgentSummary: MessageFns<AgentSummary> = {
   },
 };
 
+function floatToJson(value: number | null | undefined): number | string | null | undefined {
+  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
+}
+
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 
 type DeepPartial<T> = T extends Builtin ? T
@@ -1129,6 +1537,17 @@ function fromJsonTimestamp(o: any): Date {
   } else {
     return fromTimestamp(Timestamp.fromJSON(o));
   }
+}
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
 }
 
 function isObject(value: any): boolean {

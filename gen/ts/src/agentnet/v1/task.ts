@@ -170,6 +170,11 @@ export interface TaskMetadata {
   cancelRequested: boolean;
   /** Reason given with the cancel request. */
   cancelReason: string;
+  /**
+   * Capability the task exercises ("" = none): its end updates the owner's
+   * Resume.observed[capability].
+   */
+  capability: string;
 }
 
 function createBaseTaskMetadata(): TaskMetadata {
@@ -187,6 +192,7 @@ function createBaseTaskMetadata(): TaskMetadata {
     expiresAt: undefined,
     cancelRequested: false,
     cancelReason: "",
+    capability: "",
   };
 }
 
@@ -230,6 +236,9 @@ export const TaskMetadata: MessageFns<TaskMetadata> = {
     }
     if (message.cancelReason !== "") {
       writer.uint32(106).string(message.cancelReason);
+    }
+    if (message.capability !== "") {
+      writer.uint32(114).string(message.capability);
     }
     return writer;
   },
@@ -351,6 +360,14 @@ export const TaskMetadata: MessageFns<TaskMetadata> = {
             message.cancelReason = reader.string();
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.capability = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -418,6 +435,7 @@ export const TaskMetadata: MessageFns<TaskMetadata> = {
         : isSet(object.cancel_reason)
         ? globalThis.String(object.cancel_reason)
         : "",
+      capability: isSet(object.capability) ? globalThis.String(object.capability) : "",
     };
   },
 
@@ -462,6 +480,9 @@ export const TaskMetadata: MessageFns<TaskMetadata> = {
     if (message.cancelReason !== "") {
       obj.cancelReason = message.cancelReason;
     }
+    if (message.capability !== "") {
+      obj.capability = message.capability;
+    }
     return obj;
   },
 
@@ -483,6 +504,7 @@ export const TaskMetadata: MessageFns<TaskMetadata> = {
     message.expiresAt = object.expiresAt ?? undefined;
     message.cancelRequested = object.cancelRequested ?? false;
     message.cancelReason = object.cancelReason ?? "";
+    message.capability = object.capability ?? "";
     return message;
   },
 };

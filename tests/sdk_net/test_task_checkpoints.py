@@ -1,0 +1,70 @@
+"""A long task resumed after its agent and the hub restarted: ``task.checkpoint(state)`` inside
+``async with agent.task(...)``, then ``agent.task(..., resume_from=<that task>)`` in the next run
+reads the last checkpoint back as ``task.resumed_state`` (AG2's Task.checkpoint / resume_from)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentsdk import Agent
+from agentsdk.config import ScriptedConfig
+from agentsdk.errors import PermissionDenied
+from agentsdk.network import Hub, HubBackedCheckpointStore, Passport
+from agentsdk.network.hub_client import HubClient
+
+
+class Crash(Exception):
+    """The first run dies in the middle of its task."""
+
+
+async def first_run(target: str, credential_file: Path) -> str:
+    async with HubClient.connect(target) as hc:
+        agent = Agent("cruncher", config=ScriptedConfig([]))
+        await hc.register(agent, Passport(name="cruncher"), credential_file=credential_file)
+        with pytest.raises(Crash):
+            async with agent.task("crunch 3 batches") as task:
+                for batch in range(2):
+                    await task.checkpoint({"next_batch": batch + 1, "sums": list(range(batch + 1))})
+                raise Crash
+        return task.task_id
+
+
+async def test_a_restarted_agent_resumes_from_its_last_checkpoint_after_a_hub_restart(tmp_path: Path) -> None:
+    db, cred = tmp_path / "hub.db", tmp_path / "cruncher.cred"
+    async with Hub.open(path=db) as hub:
+        first = await first_run(hub.target, cred)
+    async with Hub.open(path=db) as hub, HubClient.connect(hub.target) as hc:  # both restarted
+        agent = Agent("cruncher", config=ScriptedConfig([]))
+        client = await hc.register(agent, Passport(name="cruncher"), credential_file=cred)  # the same identity
+        async with agent.task("crunch 3 batches", resume_from=first) as task:
+            assert task.resumed_state == {"next_batch": 2, "sums": [0, 1]}
+            assert task.task_id != first
+        assert await client.read_task_checkpoint(task.task_id) is None  # the new task saved none
+        await task.checkpoint({"after": "end"})  # a no-op once the task ended, as in AG2
+        assert await client.read_task_checkpoint(task.task_id) is None
+        async with agent.task("fresh") as fresh:
+            assert fresh.resumed_state is None
+        store = HubBackedCheckpointStore(client)  # AG2's name for the same two calls
+        assert await store.read(first) == {"next_batch": 2, "sums": [0, 1]}
+        stranger = await hc.register(Agent("stranger", config=ScriptedConfig([])), Passport(name="stranger"))
+        with pytest.raises(PermissionDenied):
+            await stranger.read_task_checkpoint(first)
+
+
+async def test_tasks_tagged_with_a_capability_build_the_agents_observed_track_record() -> None:
+    async with Hub.open() as hub:
+        agent = Agent("analyst", config=ScriptedConfig([]))
+        await hub.register(agent, Passport(name="analyst"))
+        async with agent.task("one", capability="analysis"):
+            pass
+        with pytest.raises(Crash):
+            async with agent.task("two", capability="analysis"):
+                raise Crash
+        observer = await hub.register_human(Passport(name="observer", kind="human"))
+        del observer
+        resume = await hub.get_resume("analyst")
+        stat = resume.observed["analysis"]
+        assert (stat.n, stat.completed, stat.failed, stat.success_rate) == (2, 1, 1, 0.5)
+        assert stat.last_updated is not None and resume.last_updated == stat.last_updated
