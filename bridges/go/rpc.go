@@ -347,6 +347,25 @@ func (c *Client) FindReply(ctx context.Context, channelID, causationID, sender s
 	return EnvelopeFromProto(resp.GetEnvelope()), nil
 }
 
+// ListPendingTurns lists, one page at a time, the turns the caller's channels
+// await from it now: the adapter expects it to speak next and it has not
+// answered the latest message (docs/hub.md "Pending turns"). limit 0 = 100, at
+// most 1000; pageToken "" = the first page. It returns the turns and the next
+// page's token ("" = that was the last page).
+func (c *Client) ListPendingTurns(ctx context.Context, limit int32, pageToken string) ([]PendingTurn, string, error) {
+	resp, err := c.hub.ListPendingTurns(c.AuthContext(ctx), &agentnetv1.ListPendingTurnsRequest{
+		Limit: limit, PageToken: pageToken,
+	})
+	if err != nil {
+		return nil, "", FromStatus(err)
+	}
+	turns := make([]PendingTurn, 0, len(resp.GetTurns()))
+	for _, t := range resp.GetTurns() {
+		turns = append(turns, PendingTurn{ChannelID: t.GetChannelId(), Seq: t.GetSeq(), EnvelopeID: t.GetEnvelopeId()})
+	}
+	return turns, resp.GetNextPageToken(), nil
+}
+
 // ---- identity -----------------------------------------------------------------
 
 // Unregister removes the caller's identity; its live channels close. The

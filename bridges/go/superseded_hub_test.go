@@ -62,6 +62,11 @@ func TestSupersededSessionStopsAndPendingTurnsAreListed(t *testing.T) {
 		turns[0].Seq != question.Seq {
 		t.Fatalf("pending turns %+v, want the question %s", turns, question.EnvelopeID)
 	}
+	// ListPendingTurns answers the same while it stays unanswered.
+	listed, next, err := twin.ListPendingTurns(ctx, 0, "")
+	if err != nil || next != "" || len(listed) != 1 || listed[0] != turns[0] {
+		t.Fatalf("ListPendingTurns = %+v, %q, %v; want %+v", listed, next, err, turns)
+	}
 	// The newer session keeps the stream (the older never reconnects to take it back).
 	if _, err := twin.Post(ctx, &agentnet.Envelope{ChannelID: cid, EventType: agentnet.EventText,
 		EventData: map[string]any{"text": "yes"}, CausationID: question.EnvelopeID}); err != nil {

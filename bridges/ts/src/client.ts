@@ -595,6 +595,26 @@ export class Client {
     return res.envelope === undefined ? undefined : decodeEnvelope(res.envelope);
   }
 
+  /**
+   * The turns this identity's channels await from it now, one page at a time (docs/hub.md
+   * "Pending turns"): the adapter expects it to speak next and it has not answered the latest
+   * message. `limit` 0 = 100, at most 1000; `pageToken` "" = the first page; `nextPageToken` ""
+   * = that was the last page.
+   */
+  async listPendingTurns(
+    options: CallOptions & { limit?: number; pageToken?: string } = {},
+  ): Promise<{ turns: { channelId: string; seq: number; envelopeId: string }[]; nextPageToken: string }> {
+    const res = await this.unary(
+      this.raw.listPendingTurns,
+      { limit: options.limit ?? 0, pageToken: options.pageToken ?? "" },
+      options,
+    );
+    return {
+      turns: res.turns.map((t) => ({ channelId: t.channelId, seq: Number(t.seq), envelopeId: t.envelopeId })),
+      nextPageToken: res.nextPageToken,
+    };
+  }
+
   /** The visible envelopes of a WAL range, in seq order. */
   async readWal(channelId: string, options: ReadWalOptions = {}): Promise<AgentEnvelope[]> {
     const out: AgentEnvelope[] = [];

@@ -151,4 +151,5 @@ test("a client coming back learns the turns its channels await from it (Welcome.
   const info = await again.connect();
   assert.deepEqual(info.pendingTurns, [{ channelId: channel.channelId, seq: question.seq, envelopeId: question.envelopeId }]);
   assert.equal(info.pendingTurnsTruncated, false);
+  assert.deepEqual(await again.listPendingTurns(), { turns: info.pendingTurns, nextPageToken: "" });
 });
