@@ -174,6 +174,8 @@ type Client struct {
 	record  *AgentRecord
 	session *Session
 	closed  bool
+	// unregistered is set once Unregister succeeded: a second call is a no-op.
+	unregistered bool
 }
 
 func newClient(target string, o *clientOptions) (*Client, error) {

@@ -369,12 +369,22 @@ func (c *Client) ListPendingTurns(ctx context.Context, limit int32, pageToken st
 // ---- identity -----------------------------------------------------------------
 
 // Unregister removes the caller's identity; its live channels close. The
-// ids of the closed channels are returned.
+// ids of the closed channels are returned. A second call on the same Client
+// is a no-op that returns no ids (as the Python SDK's unregister).
 func (c *Client) Unregister(ctx context.Context) ([]string, error) {
+	c.mu.Lock()
+	done := c.unregistered
+	c.mu.Unlock()
+	if done {
+		return nil, nil
+	}
 	resp, err := c.hub.Unregister(c.AuthContext(ctx), &agentnetv1.UnregisterRequest{})
 	if err != nil {
 		return nil, FromStatus(err)
 	}
+	c.mu.Lock()
+	c.unregistered = true
+	c.mu.Unlock()
 	return resp.GetClosedChannelIds(), nil
 }
 

@@ -277,6 +277,8 @@ export class Client {
   private readonly callTimeoutMs: number;
   private readonly stream: StreamSession;
   private closed = false;
+  /** Set once unregister succeeded: a second call is a no-op. */
+  private unregistered = false;
 
   private constructor(
     raw: HubServiceClient,
@@ -500,9 +502,11 @@ export class Client {
     };
   }
 
-  /** Remove this identity (its live channels close); returns the closed channel ids. */
+  /** Remove this identity (its live channels close); returns the closed channel ids (none on a second call). */
   async unregister(call?: CallOptions): Promise<string[]> {
+    if (this.unregistered) return []; // a second call is a no-op, as the Python SDK's
     const res = await this.unary(this.raw.unregister, {}, call);
+    this.unregistered = true;
     return res.closedChannelIds;
   }
 
