@@ -221,6 +221,7 @@ class ChannelRuntime:
         if not envs:
             return
         depths, idempotent = self.depths, self.idempotent
+        last_turn: Envelope | None = None
         for env in envs:
             if env.depth:
                 depths[env.envelope_id] = env.depth
@@ -230,7 +231,9 @@ class ChannelRuntime:
             if env.event_type in _LIFECYCLE_FOLDED:
                 self._fold_lifecycle(env, now)
             elif env.event_type in SUBSTANTIVE_EVENT_TYPES:
-                self.last_turn = (env.seq, env.envelope_id, env.sender_id, _audience(env))
+                last_turn = env
+        if last_turn is not None:  # only the run's last one counts: read its audience once
+            self.last_turn = (last_turn.seq, last_turn.envelope_id, last_turn.sender_id, _audience(last_turn))
         self.last_seq = envs[-1].seq
         self.state = self.adapter.fold_run(self.spec, self.state, envs)
         track = self.track
