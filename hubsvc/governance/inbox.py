@@ -123,16 +123,10 @@ class Inboxes:
         if members is None:
             members = self._channels[channel_id] = {}
         totals = self._totals
+        last_answer = {sender: seq for seq, sender, answers, _ in rows if answers}  # rows ascend: the last wins
         for agent_id in participants:
-            entry = members.get(agent_id)
-            answer = max((seq for seq, sender, answers, _ in rows if answers and sender == agent_id), default=0)
-            if answer:
-                if entry is None:
-                    entry = members[agent_id] = _Pending()
-                entry.answered = answer
-                if entry.seqs:
-                    self._subtract(agent_id, len(entry.seqs))
-                    entry.seqs.clear()
+            answer = last_answer.get(agent_id)
+            entry = members.get(agent_id) if answer is None else self._answered(members, agent_id, answer)
             floor = 0 if entry is None else entry.answered
             seqs = [
                 seq
@@ -164,13 +158,7 @@ class Inboxes:
         for agent_id in participants:
             if agent_id == sender:
                 if substantive:  # its answer: what waited for it here is answered
-                    entry = members.get(agent_id)
-                    if entry is None:
-                        entry = members[agent_id] = _Pending()
-                    entry.answered = seq
-                    if entry.seqs:
-                        self._subtract(agent_id, len(entry.seqs))
-                        entry.seqs.clear()
+                    self._answered(members, agent_id, seq)
                 continue
             if audience is not None and agent_id not in audience:
                 continue
@@ -180,6 +168,17 @@ class Inboxes:
             if seq > entry.answered:
                 entry.seqs.append(seq)
                 totals[agent_id] = totals.get(agent_id, 0) + 1
+
+    def _answered(self, members: dict[str, _Pending], agent_id: str, seq: int) -> _Pending:
+        """``agent_id`` answered in the channel at ``seq``: what waited for it there no longer counts."""
+        entry = members.get(agent_id)
+        if entry is None:
+            entry = members[agent_id] = _Pending()
+        entry.answered = seq
+        if entry.seqs:
+            self._subtract(agent_id, len(entry.seqs))
+            entry.seqs.clear()
+        return entry
 
     def reset(self, channel_id: str) -> None:
         """Uncount the channel entirely (its count is rebuilt from its whole WAL next)."""
