@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hubsvc.config import HubConfig, parse_args
+from hubsvc.config import HubConfig, hub_option_specs, parse_args
+from hubsvc.core.options import HubOptions, Range, option_specs
 
 
 def test_defaults_environment_and_flags(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,7 +28,7 @@ def test_defaults_environment_and_flags(monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_non_positive_token_lifetime_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         parse_args(["--a2a-token-ttl", "0"])
-    assert "--a2a-token-ttl must be positive" in capsys.readouterr().err
+    assert "--a2a-token-ttl (AGENTNET_A2A_TOKEN_TTL) must be positive" in capsys.readouterr().err
 
 
 def test_the_call_token_cap_is_a_flag_and_an_environment_variable(
@@ -88,7 +89,7 @@ def test_request_limits_are_flags_and_environment_variables(monkeypatch: pytest.
 def test_a_non_positive_size_limit_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         parse_args(["--max-repeated-items", "0"])
-    assert "--max-repeated-items must be positive" in capsys.readouterr().err
+    assert "--max-repeated-items (AGENTNET_MAX_REPEATED_ITEMS) must be positive" in capsys.readouterr().err
 
 
 def test_the_request_limits_are_flags(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,7 +101,7 @@ def test_the_request_limits_are_flags(monkeypatch: pytest.MonkeyPatch, capsys: p
             parse_args([flag, "inf"])
     with pytest.raises(SystemExit):
         parse_args(["--max-json-depth", "0"])
-    assert "--max-json-depth must be at least 1" in capsys.readouterr().err
+    assert "--max-json-depth (AGENTNET_MAX_JSON_DEPTH) must be at least 1" in capsys.readouterr().err
 
 
 def test_the_cursor_flush_interval_is_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,7 +109,10 @@ def test_the_cursor_flush_interval_is_a_flag(capsys: pytest.CaptureFixture[str])
     for bad in ("0", "nan", "61"):
         with pytest.raises(SystemExit):
             parse_args(["--cursor-flush-interval", bad])
-    assert "--cursor-flush-interval must be in (0, 60] seconds" in capsys.readouterr().err
+    assert (
+        "--cursor-flush-interval (AGENTNET_HUB_CURSOR_FLUSH_INTERVAL) must be in (0, 60] seconds"
+        in capsys.readouterr().err
+    )
 
 
 def test_the_batch_limits_are_flags(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,10 +121,10 @@ def test_the_batch_limits_are_flags(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     assert (options.max_batch, options.max_batch_bytes) == (32, 65536)
     with pytest.raises(SystemExit):
         parse_args(["--max-batch", "0"])
-    assert "--max-batch must be in [1, 100000]" in capsys.readouterr().err
+    assert "--max-batch (AGENTNET_HUB_MAX_BATCH) must be in [1, 100000]" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parse_args(["--max-batch-bytes", str(16 * 1024 * 1024)])  # a batch must fit in one gRPC message
-    assert "--max-batch-bytes must be in (0, 8388608]" in capsys.readouterr().err
+    assert "--max-batch-bytes (AGENTNET_HUB_MAX_BATCH_BYTES) must be in (0, 8388608]" in capsys.readouterr().err
 
 
 def test_the_store_is_a_flag_and_an_environment_variable(
@@ -193,3 +197,79 @@ def test_the_sqlite_inline_write_limit_is_a_flag_and_an_environment_variable(
         with pytest.raises(SystemExit):
             parse_args(["--sqlite-inline-rows", bad])
         assert "--sqlite-inline-rows (AGENTNET_HUB_SQLITE_INLINE_ROWS) must be in [0, 3000]" in capsys.readouterr().err
+
+
+def _as_text(value: object) -> str:
+    """How an operator writes ``value`` on the command line."""
+    return ",".join(value) if isinstance(value, tuple) else str(value)
+
+
+def test_every_option_is_declared_once_with_a_flag_a_variable_and_help() -> None:
+    specs = hub_option_specs()
+    assert len(specs) > 40
+    flags = [spec.flag for _, spec in specs]
+    envs = [spec.env for _, spec in specs]
+    assert len(set(flags)) == len(flags) and len(set(envs)) == len(envs)
+    for name, spec in specs:
+        assert spec.flag.startswith("--") and spec.env.startswith("AGENTNET_") and spec.help.strip(), name
+    # Every core option an operator can set is one of them: the parser covers the whole declaration.
+    assert {f.name for f, _ in option_specs(HubOptions)} <= {name for name, _ in specs}
+
+
+def test_the_derived_parser_round_trips_every_default_through_its_flag_and_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    defaults = HubConfig()
+    assert parse_args([]) == defaults
+    assert parse_args([]).options() == HubOptions()
+    for name, spec in hub_option_specs():
+        default = getattr(defaults, name)
+        if default is None or default == () or isinstance(default, bool):
+            continue  # unset, or a switch (--tls-bind-identity needs TLS: tests/security/test_server_tls.py)
+        text = _as_text(default)
+        assert getattr(parse_args([spec.flag, text]), name) == default, spec.flag
+        monkeypatch.setenv(spec.env, text)
+        assert parse_args([]) == defaults, spec.env
+        monkeypatch.delenv(spec.env)
+
+
+def test_every_bound_is_checked_for_the_flag_and_the_variable_alike(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for var in [v for v in os.environ if v.startswith("AGENTNET_")]:
+        monkeypatch.delenv(var)
+    checked = [(name, spec) for name, spec in hub_option_specs() if isinstance(spec.check, Range)]
+    assert len(checked) > 25
+    for _, spec in checked:
+        assert isinstance(spec.check, Range) and spec.check.low is not None
+        below = str(spec.check.low - 1)
+        with pytest.raises(SystemExit):
+            parse_args([spec.flag, below])
+        assert f"{spec.flag} ({spec.env}) must be" in capsys.readouterr().err
+        monkeypatch.setenv(spec.env, below)
+        with pytest.raises(SystemExit):
+            parse_args([])
+        assert f"{spec.flag} ({spec.env}) must be" in capsys.readouterr().err
+        monkeypatch.delenv(spec.env)
+
+
+def test_an_environment_variable_that_is_not_a_number_says_which_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AGENTNET_HUB_MAX_BATCH", "lots")
+    with pytest.raises(SystemExit):
+        parse_args([])
+    assert "AGENTNET_HUB_MAX_BATCH='lots' is not a valid value for --max-batch (int)" in capsys.readouterr().err
+
+
+def test_docs_list_every_declared_flag_with_its_variable() -> None:
+    """docs/operations.md names each flag beside its environment variable, so the page cannot drift."""
+    lines = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text().splitlines()
+    missing = [
+        spec.flag
+        for _, spec in hub_option_specs()
+        if not any(f"`{spec.flag}`" in line and spec.env in line for line in lines)
+    ]
+    assert missing == []
