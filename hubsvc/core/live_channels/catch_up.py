@@ -1,0 +1,90 @@
+"""Other replicas' commits: folding and publishing what a replica sharing the store committed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentnet.v1 import envelope_pb2
+
+from hubsvc.core.channel import PENDING
+from hubsvc.core.live_channels.rebuild import Publish, Rebuilder
+from hubsvc.core.live_channels.table import ChannelTable
+from hubsvc.core.live_channels.timers import ChannelTimers
+from hubsvc.storage import HubStore
+
+_CATCH_UP_PAGE = 1000
+"""WAL records one store read of a catch-up returns at most."""
+
+
+class CatchUp:
+    """Brings this replica's channels up to what the store holds (told by the change feed, or asked)."""
+
+    def __init__(
+        self, table: ChannelTable, store: HubStore, rebuilder: Rebuilder, timers: ChannelTimers, publish: Publish
+    ) -> None:
+        self._table = table
+        self._store = store
+        self._rebuilder = rebuilder
+        self._timers = timers
+        self._publish = publish
+
+    async def refresh_if_behind(self, channel_id: str) -> bool:
+        """Whether the store holds more of the channel than this replica has published (another
+        replica committed to it and the change feed has not told this one yet); if so, the
+        channel is caught up first. Always False on a store no other replica shares."""
+        if self._store.feed is None:
+            return False
+        stored = await self._store.channel_seq(channel_id)
+        ch = self._table.channels.get(channel_id)
+        known = ch.committed_seq if ch is not None else self._table.ended.get(channel_id, 0)
+        if stored <= known:
+            return False
+        await self.catch_up(channel_id, stored)
+        return True
+
+    async def catch_up_all(self) -> None:
+        """Catch up every channel live here or live in the store."""
+        ids = {row.channel_id for row in await self._store.load_live_channels()} | set(self._table.channels)
+        await asyncio.gather(*(self.catch_up(channel_id, 0) for channel_id in ids))
+
+    async def catch_up(self, channel_id: str, seq: int) -> None:
+        """Another replica committed the channel up to ``seq`` (0: its row changed): fold what
+        this replica lacks, in seq order, and publish it to the members connected here.
+
+        A channel not live here is read from the store (another replica opened it; an ended
+        one is still published once, so members here see its invites and its end).
+        """
+        rebuilder = self._rebuilder
+        async with rebuilder.locked(channel_id) as ch:
+            if ch is None:
+                known = self._table.ended.get(channel_id)
+                if known is not None and known >= seq:
+                    return
+                row = await self._store.get_channel(channel_id)
+                if row is None or channel_id in self._table.channels:  # never written, or opened meanwhile
+                    return
+                fresh, unseen = await rebuilder.rebuild(row, known or 0)
+                rebuilder.adopt(fresh, unseen)
+                return
+            if ch.last_seq > ch.committed_seq and ch.last_commit is not None:
+                # This replica's own write is in flight: once it settles, either it is committed
+                # (and the other replica's envelopes follow it) or it lost the race, and the
+                # rebuild after it publishes what this replica lacked.
+                await asyncio.wait([ch.last_commit])
+                if ch.stale:
+                    return
+            if seq and ch.committed_seq >= seq:
+                return
+            was_pending = ch.meta.state == PENDING
+            wires: list[envelope_pb2.Envelope] = []
+            while True:
+                rows = await self._store.read_wal(channel_id, ch.last_seq + 1, 0, _CATCH_UP_PAGE)
+                wires += rebuilder.fold(ch, rows)
+                if len(rows) < _CATCH_UP_PAGE:
+                    break
+            if not wires:
+                return
+            ch.meta.last_seq = ch.last_seq
+            if was_pending and ch.meta.state != PENDING:
+                self._timers.arm_ttl(ch)
+            self._publish(ch, wires, ch.is_terminal)
