@@ -221,6 +221,7 @@ def _add_option(parser: argparse.ArgumentParser, name: str, spec: OptionSpec, de
         type=parse,
         default=default,
         choices=spec.choices or None,
+        metavar=None if spec.choices else spec.flag[2:].replace("-", "_").upper(),
         help=f"{spec.help} [{spec.env}]",
     )
 

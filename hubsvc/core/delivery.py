@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from agentnet.v1 import connect_pb2, envelope_pb2
 from opentelemetry import trace
 
+from hubsvc.core.options import HubOptions
 from hubsvc.core.util import Clock, parse_iso_z
 from hubsvc.recorder import NO_RECORDER, Recorder
 from netkernel.envelope import EV_PACKET, EV_TEXT
@@ -140,9 +141,9 @@ class Session:
         max_in_flight: int,
         max_queued: int,
         clock: Clock,
-        max_bytes: int = 32 * 1024 * 1024,
+        max_bytes: int = HubOptions.max_stream_buffer_bytes,
         max_batch: int = 1,
-        max_batch_bytes: int = 1024 * 1024,
+        max_batch_bytes: int = HubOptions.max_batch_bytes,
         on_dirty: Callable[[Session], None] | None = None,
         on_cursor: Callable[[str, str, int], None] | None = None,
         turn_probe: TurnProbe | None = None,
