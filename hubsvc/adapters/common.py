@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from hubsvc.adapters.base import Adapter, ChannelSpec
+from netkernel.channel_types import VIEW_NAMED_WINDOWED_SUMMARY
 from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope
 from netkernel.errors import ChannelClosed, InvalidArgument, NotParticipant, NotYourTurn
 
@@ -45,9 +46,15 @@ def fold_each(adapter: Adapter[S], spec: ChannelSpec, state: S, envs: Sequence[E
     return state
 
 
+EVERY_TYPE_EXPECTATIONS: frozenset[str] = frozenset({"acks_within", "max_silence"})
+"""The expectations every channel type has: the invite's acks, and silence of the whole channel."""
+TURN_EXPECTATIONS: frozenset[str] = EVERY_TYPE_EXPECTATIONS | {"turn_within"}
+"""The expectations of a type whose adapter names who is due (``expected_next``): ``turn_within`` too."""
+
+
 def named_window(spec: ChannelSpec) -> tuple[str, int]:
     """The default view of N-party channels: a named windowed summary of ``max(2 * N, 4)`` envelopes."""
-    return "named_windowed_summary", max(2 * len(spec.participants), 4)
+    return VIEW_NAMED_WINDOWED_SUMMARY, max(2 * len(spec.participants), 4)
 
 
 def label(spec: ChannelSpec, agent_id: str) -> str:

@@ -36,6 +36,7 @@ from hubsvc.core.registry import AgentEntry
 from hubsvc.core.remote_a2a import Outcome, RemoteA2A, RemoteCard, card_base, is_url, name_from_card
 from hubsvc.core.util import check_seconds, new_id, to_timestamp
 from netkernel.a2a_outcome import reply_outcome
+from netkernel.channel_types import CONSULTING_TYPE
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
     AgentNetError,
@@ -354,7 +355,7 @@ class A2AOps:
             # in order, so the channel's commit implies this one).
             ch = await self.core.open_channel(
                 caller,
-                type="consulting",
+                type=CONSULTING_TYPE,
                 targets=[target_id],
                 intent=f"a2a: {request.skill}" if request.skill else "a2a",
                 seed=question,
