@@ -7,7 +7,7 @@ person) reading it can recover without looking anything up.
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 from hubsvc.adapters.base import Adapter, ChannelSpec
@@ -104,14 +104,25 @@ def require_participants(spec: ChannelSpec, *, exactly: int | None = None, at_le
         )
 
 
+def not_participant(channel_id: str, action: str = "use it") -> NotParticipant:
+    """The hub's one refusal of a non-participant (``NOT_PARTICIPANT``, gRPC ``PERMISSION_DENIED``):
+    ``action`` says what only participants may do (e.g. ``"post"``)."""
+    return NotParticipant(
+        f"you are not a participant of channel '{channel_id}'; only its participants may {action}.",
+        metadata={"channel_id": channel_id},
+    )
+
+
+def require_participant(agent_id: str, participants: Collection[str], channel_id: str, action: str = "use it") -> None:
+    """The hub's one membership check: :func:`not_participant` unless ``agent_id`` is one of
+    ``participants`` (agent ids). Posts, reads, ``ListTools``, ``CanSend`` and the adapters all call it."""
+    if agent_id not in participants:
+        raise not_participant(channel_id, action)
+
+
 def require_sender(spec: ChannelSpec, env: Envelope) -> None:
     """Refuse a post from an agent that is not a participant (the core checks this too)."""
-    if env.sender_id not in spec.participants:
-        raise NotParticipant(
-            f"'{env.sender_id}' is not a participant of {spec.type} channel '{spec.channel_id}' "
-            f"(participants: {participant_list(spec)}); only participants may post to it.",
-            metadata={"channel_id": spec.channel_id, "sender_id": env.sender_id},
-        )
+    require_participant(env.sender_id, spec.participants, spec.channel_id, "post")
 
 
 def positive_int(value: Any, *, spec: ChannelSpec, key: str) -> int:

@@ -24,6 +24,7 @@ from agentnet.v1 import channel_pb2, envelope_pb2
 
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import Adapter, ChannelSpec
+from hubsvc.adapters.common import require_participant
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import PENDING, ChannelRuntime
 from hubsvc.core.enforcement import NO_SLOT_LIMIT, Slot
@@ -37,7 +38,7 @@ from hubsvc.governance.expectations import KNOB, resolve_expectations, to_knob
 from hubsvc.governance.policy import Policy
 from hubsvc.storage import AtLimit, ChannelRow, HubStore
 from netkernel.envelope import EV_CHANNEL_INVITE, Envelope
-from netkernel.errors import InvalidArgument, NotFound, NotParticipant, Timeout, Unavailable
+from netkernel.errors import InvalidArgument, NotFound, Timeout, Unavailable
 from netkernel.wire import envelope_from_wal, parse_json_object, wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
@@ -151,11 +152,7 @@ class LiveChannels:
     async def require_member(self, agent_id: str, channel_id: str) -> channel_pb2.ChannelMetadata:
         """Metadata of a channel ``agent_id`` participates in (NotParticipant otherwise)."""
         meta = await self.meta(channel_id)
-        if all(p.agent_id != agent_id for p in meta.participants):
-            raise NotParticipant(
-                f"you are not a participant of channel '{channel_id}'; only its participants may use it.",
-                metadata={"channel_id": channel_id},
-            )
+        require_participant(agent_id, [p.agent_id for p in meta.participants], channel_id)
         return meta
 
     def watch(self, channel_id: str, watcher: Watcher) -> Callable[[], None]:
