@@ -49,8 +49,9 @@ VIEW_NAMES: Final[tuple[str, ...]] = (
 """The built-in views a hub adapter may name as a channel's default (``DescribeChannel.default_view``)."""
 
 DEFAULT_WAIT_SECONDS: Final = 300.0
-"""How long a wait lasts when the caller names no timeout: ``WaitTask``, ``Delegate`` and the
-``tasks`` (``wait``) and ``delegate`` tools (a timeout of 0 / absent means this)."""
+"""How long a wait lasts when the caller names no timeout: ``WaitTask``, ``Delegate``, ``InvokeAgent``
+(the hub's ``a2a_default_timeout``) and the ``tasks`` (``wait``) and ``delegate`` tools (a timeout of
+0 / absent means this)."""
 
 
 def channel_type_problem(value: str, known: tuple[str, ...] | list[str] = CHANNEL_TYPES) -> str | None:

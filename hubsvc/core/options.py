@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from netkernel.channel_types import DEFAULT_WAIT_SECONDS
+
 
 @dataclass(frozen=True)
 class HubOptions:
@@ -79,7 +81,7 @@ class HubOptions:
     rate_audit_window: float = 60.0
     """Seconds after an identity's first RATE_LIMITED refusal during which further refusals are counted
     and audited as one ``rate_limited`` record (``suppressed=<n>``), not one record each."""
-    a2a_default_timeout: float = 300.0
+    a2a_default_timeout: float = DEFAULT_WAIT_SECONDS
     """Seconds InvokeAgent waits for the callee when the request gives no timeout."""
     a2a_outbound_allow: tuple[str, ...] = ()
     """Destinations the hub may call outside A2A agents at, as ``host`` or ``host:port`` glob patterns
