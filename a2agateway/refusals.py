@@ -20,28 +20,18 @@ from starlette.exceptions import HTTPException
 from netkernel.errors import (
     AgentNetError,
     FailedPrecondition,
-    InboxFull,
     InvalidArgument,
-    LimitExceeded,
     NotFound,
     PayloadTooLarge,
-    PermissionDenied,
     ProtocolError,
-    RateLimited,
-    Unauthenticated,
-    Unavailable,
     error_status,
+    http_status,
 )
 
-_HTTP_STATUS: tuple[tuple[type[AgentNetError], int], ...] = (
-    (Unauthenticated, 401),
-    (PermissionDenied, 403),
-    (RateLimited, 429),
-    (InboxFull, 429),
-    (LimitExceeded, 429),
-    (Unavailable, 503),
-)
-"""Refusals the JSON-RPC binding answers with an HTTP status (A2A's JSON-RPC has no code for them)."""
+HTTP_ANSWERED: frozenset[int] = frozenset({401, 403, 429, 503})
+"""The HTTP statuses (:func:`netkernel.errors.http_status`) the JSON-RPC binding answers with: who-you-are,
+how-much and try-later refusals, for which A2A's JSON-RPC has no error code; other refusals become
+JSON-RPC errors (:func:`as_a2a_error`)."""
 
 
 def grpc_context(context: ServerCallContext) -> grpc.aio.ServicerContext | None:
@@ -67,10 +57,10 @@ async def refuse(err: AgentNetError | A2AError, context: ServerCallContext) -> N
         raise AssertionError("abort_with_status returns only by raising")
     if isinstance(err, A2AError):
         raise err
-    for kind, status in _HTTP_STATUS:
-        if isinstance(err, kind):
-            headers = {"WWW-Authenticate": 'Bearer realm="agent-network"'} if status == 401 else None
-            raise HTTPException(status_code=status, detail=err.message, headers=headers)
+    status = http_status(err)
+    if status in HTTP_ANSWERED:
+        headers = {"WWW-Authenticate": 'Bearer realm="agent-network"'} if status == 401 else None
+        raise HTTPException(status_code=status, detail=err.message, headers=headers)
     raise as_a2a_error(err)
 
 

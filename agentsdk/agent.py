@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentsdk.assembly import AssemblyContext, AssemblyPolicy, run_assembly
-from agentsdk.config import ModelConfig, events_to_messages, streams
+from agentsdk.config import ModelConfig, streams
 from agentsdk.events import (
     BaseEvent,
     HaltEvent,
@@ -33,6 +33,7 @@ from agentsdk.events import (
     ToolResultEvent,
     Usage,
 )
+from agentsdk.llm_messages import events_to_messages
 from agentsdk.routing import Finish, Handoff
 from agentsdk.stream import Stream
 from agentsdk.tools import Tool, ToolLike, as_tool

@@ -31,6 +31,7 @@ from hubsvc.rpc import (
     stream_rpc,
     unary_rpc,
 )
+from netkernel.channel_types import DEFAULT_WAIT_SECONDS
 from netkernel.envelope import Envelope
 from netkernel.errors import AgentNetError, LostRace, ProtocolError, Unavailable
 from netkernel.wire import envelope_from_wire
@@ -455,7 +456,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_rpc(AGENT)
     async def WaitTask(self, caller: str, request: hub_pb2.WaitTaskRequest) -> hub_pb2.WaitTaskResponse:
         """Wait for a task to end."""
-        task, timed_out = await self.ops.tasks.wait_task(request.task_id, request.timeout_seconds or 300.0)
+        task, timed_out = await self.ops.tasks.wait_task(
+            request.task_id, request.timeout_seconds or DEFAULT_WAIT_SECONDS
+        )
         return hub_pb2.WaitTaskResponse(task=task, timed_out=timed_out)
 
     @unary_rpc(AGENT)
@@ -524,7 +527,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             request.target,
             request.prompt,
             capability=request.capability,
-            timeout=request.timeout_seconds or 300.0,
+            timeout=request.timeout_seconds or DEFAULT_WAIT_SECONDS,
             causation_id=request.causation_id,
         )
         return hub_pb2.DelegateResponse(text=text, channel_id=channel_id, envelope_id=envelope_id)

@@ -17,7 +17,8 @@ Priority = Literal["background", "normal", "urgent"]
 EV_TEXT = "ag2.msg.text"
 """Plain text; ``event_data = {"text": "<body>"}``, optionally with ``"images"`` (:mod:`netkernel.images`)."""
 EV_PACKET = "ag2.packet"
-"""Workflow round-end capture; ``event_data = {"routing": {...}, "context_updates": {...}, "body": "<text>"}``."""
+"""Workflow round-end capture; ``event_data = {"routing": {...}, "context_updates": {...}, "body": "<text>"}``
+(the shape: :mod:`netkernel.packet`)."""
 
 EV_MSG_CHUNK = "ag2.msg.chunk"
 """A piece of a reply a model is still streaming (posted by the SDK while a turn runs); a custom

@@ -242,6 +242,34 @@ def error_status(error: AgentNetError) -> grpc.Status:
     return rpc_status.to_status(proto)
 
 
+HTTP_STATUS: tuple[tuple[type[AgentNetError], int], ...] = (
+    (Unauthenticated, 401),
+    (NotParticipant, 403),
+    (PermissionDenied, 403),
+    (PayloadTooLarge, 413),
+    (RateLimited, 429),
+    (InboxFull, 429),
+    (LimitExceeded, 429),
+    (InvalidArgument, 400),
+    (NotFound, 404),
+    (AlreadyExists, 409),
+    (FailedPrecondition, 409),
+    (ProtocolError, 409),
+    (Superseded, 409),
+    (Timeout, 504),
+    (Unimplemented, 501),
+    (Unavailable, 503),
+)
+"""The HTTP status of each refusal, for the services that answer over HTTP (the A2A gateway, the
+console): the first entry ``err`` is an instance of wins (subclasses — ``RuleDenied``, ``OutOfRange``,
+``ChannelClosed``, ``TokenExpired`` — take their parent's); anything else is 500."""
+
+
+def http_status(err: AgentNetError) -> int:
+    """The HTTP status of ``err`` (:data:`HTTP_STATUS`; 500 for a class it does not list)."""
+    return next((status for kind, status in HTTP_STATUS if isinstance(err, kind)), 500)
+
+
 def error_from_reason(
     reason: str, message: str, metadata: Mapping[str, str] | None = None, *, code: int | None = None
 ) -> AgentNetError:

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from netkernel.channel_types import DEFAULT_WAIT_SECONDS, ChannelTypeName
+
 
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -36,7 +38,7 @@ class ChannelsArgs(_Args):
 
     action: Literal["list", "open", "info", "close"]
     state: Literal["active", "all"] = "active"
-    type: Literal["consulting", "conversation", "discussion", "workflow"] | None = None
+    type: ChannelTypeName | None = None
     target: str | list[str] | None = Field(None, description="open: peer name, or names for discussion/workflow")
     knobs: dict[str, Any] | None = Field(None, description="open: adapter options")
     intent: str | None = None
@@ -57,7 +59,7 @@ class TasksArgs(_Args):
     state: Literal["active", "all"] = "active"
     limit: int = Field(20, ge=1, le=1000)
     task_id: str | None = None
-    timeout: float = Field(300.0, gt=0)
+    timeout: float = Field(DEFAULT_WAIT_SECONDS, gt=0)
     poll_interval: float = Field(0.1, gt=0)
     reason: str | None = Field(None, description="cancel: why, shown to the task's owner")
 
@@ -82,7 +84,7 @@ class DelegateArgs(_Args):
     target: str = Field(description="peer name")
     prompt: str
     capability: str | None = None
-    timeout: float = Field(300.0, gt=0)
+    timeout: float = Field(DEFAULT_WAIT_SECONDS, gt=0)
 
 
 class SayArgs(_Args):

@@ -95,3 +95,72 @@ def test_no_hand_written_hub_module_is_over_600_lines() -> None:
         and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert too_long == {}
+
+
+#: Where a channel type's or a view's name may be written as a string literal: the vocabulary module (the one
+#: declaration every other file imports) and, per name, the places where the same word means something else.
+VOCABULARY_MODULE = "netkernel/channel_types.py"
+OTHER_MEANINGS = {
+    # An SDK assembly (reduction) policy that keeps the conversation events: not the channel type.
+    ("agentsdk/policies.py", "conversation"),
+}
+SOURCE_PACKAGES = ("netkernel", "servicekit", "knowledgestore", "knowledgesvc", "hubsvc", "agentsdk", "a2agateway")
+
+
+def _string_literals(path: Path) -> set[str]:
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+
+
+def test_a_channel_type_or_view_name_is_written_once() -> None:
+    """One vocabulary: the code spells a channel type or a view by its netkernel constant, so a new channel
+    type is declared in its adapter (and the vocabulary), not in every list that names the types."""
+    from netkernel.channel_types import CHANNEL_TYPES, VIEW_NAMES
+
+    names = set(CHANNEL_TYPES) | set(VIEW_NAMES)
+    found = sorted(
+        (rel, name)
+        for package in SOURCE_PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (rel := str(path.relative_to(ROOT))) != VOCABULARY_MODULE
+        for name in _string_literals(path) & names
+        if (rel, name) not in OTHER_MEANINGS
+    )
+    assert found == []
+    # The TypeScript bridge writes the list once too (its OpenChannel type is derived from it) ...
+    code = re.compile(r'"(' + "|".join(sorted(CHANNEL_TYPES)) + r')"')
+    ts_lists = {
+        str(path.relative_to(ROOT)): code.findall(re.sub(r"//.*|/\*[\s\S]*?\*/", "", path.read_text()))
+        for path in sorted((ROOT / "bridges" / "ts" / "src").glob("*.ts"))
+    }
+    assert {path: found for path, found in ts_lists.items() if found} == {
+        "bridges/ts/src/channel_types.ts": list(CHANNEL_TYPES)
+    }
+
+
+def test_the_adapter_registries_and_the_policy_read_the_one_list() -> None:
+    from agentsdk.network.adapters import ADAPTERS as SDK_ADAPTERS
+    from hubsvc.adapters import ADAPTERS
+    from hubsvc.governance.policy import CHANNEL_TYPES as POLICY_TYPES
+    from hubsvc.governance.policy import EXPECTATION_TYPES
+    from netkernel.channel_types import CHANNEL_TYPES
+    from netkernel.tool_schemas import ChannelsArgs
+
+    assert tuple(ADAPTERS) == CHANNEL_TYPES == POLICY_TYPES
+    assert set(CHANNEL_TYPES) <= set(SDK_ADAPTERS)  # a test may register a custom SDK adapter beside them
+    assert ChannelsArgs.model_json_schema()["properties"]["type"]["anyOf"][0]["enum"] == list(CHANNEL_TYPES)
+    assert {n for adapter in ADAPTERS.values() for n in adapter.expectations} == set(EXPECTATION_TYPES)
+
+
+def test_the_message_conversion_is_where_its_name_says() -> None:
+    """Envelopes reach the model as views' events (agentsdk/network/views.py), then as chat messages
+    (agentsdk/llm_messages.py); agentsdk/config.py only re-exports the second."""
+    defined = {
+        node.name
+        for node in ast.parse((ROOT / "agentsdk" / "config.py").read_text()).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    assert not defined & {"events_to_messages", "message_from_completion", "message_from_chunks"}

@@ -133,3 +133,40 @@ async def test_error_boundary_inside_a_stream_ends_it_with_the_status(
     err = errors.error_from_rpc(info.value)
     assert type(err) is cls
     assert "boom" not in err.message
+
+
+def test_one_http_status_table_serves_the_gateway_and_the_console() -> None:
+    from a2agateway.refusals import HTTP_ANSWERED
+    from netkernel.errors import HTTP_STATUS, http_status
+
+    expected = {
+        "UNAUTHENTICATED": 401,
+        "TOKEN_EXPIRED": 401,
+        "NOT_PARTICIPANT": 403,
+        "PERMISSION_DENIED": 403,
+        "RULE_DENIED": 403,
+        "PAYLOAD_TOO_LARGE": 413,
+        "RATE_LIMITED": 429,
+        "INBOX_FULL": 429,
+        "LIMIT_EXCEEDED": 429,
+        "INVALID_ARGUMENT": 400,
+        "OUT_OF_RANGE": 400,
+        "NOT_FOUND": 404,
+        "ALREADY_EXISTS": 409,
+        "FAILED_PRECONDITION": 409,
+        "CHANNEL_CLOSED": 409,
+        "NOT_YOUR_TURN": 409,
+        "DEPTH_EXCEEDED": 409,
+        "PROTOCOL_ERROR": 409,
+        "SUPERSEDED": 409,
+        "TIMEOUT": 504,
+        "UNIMPLEMENTED": 501,
+        "UNAVAILABLE": 503,
+        "INTERNAL": 500,
+    }
+    assert {reason: http_status(cls("x")) for reason, cls in errors.ERROR_CLASSES.items()} == expected
+    assert HTTP_ANSWERED <= {status for _, status in HTTP_STATUS}
+    # The console's page and the gateway's answer come from that one function.
+    for path in ("agentsdk/console/app.py", "a2agateway/refusals.py"):
+        source = (ROOT / path).read_text()
+        assert "http_status(err)" in source and not re.search(r"\b(NotFound|Unauthenticated): 40[14]\b", source), path

@@ -12,6 +12,7 @@ from agentsdk.a2a.context import Dispatch, current_dispatch
 from agentsdk.rpc import HubRpc
 from agentsdk.tls import TlsSetting
 from agentsdk.transport import ClosedOnExit, HubConnection
+from netkernel.channel_types import DEFAULT_WAIT_SECONDS
 from netkernel.errors import TokenExpired
 from netkernel.wire import INVOCATION_STATUS, InvocationStatus
 
@@ -151,7 +152,7 @@ class AgentToAgent(ClosedOnExit):
         )
         if timeout is not None:
             request.timeout_seconds = timeout
-        deadline = (timeout if timeout is not None else 300.0) + _RPC_MARGIN
+        deadline = (timeout if timeout is not None else DEFAULT_WAIT_SECONDS) + _RPC_MARGIN
         dispatch = current_dispatch()
         if dispatch is not None:
             request.call_token = dispatch.call_token or await self._new_call_token(dispatch)

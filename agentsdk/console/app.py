@@ -38,10 +38,9 @@ from netkernel.errors import (
     AgentNetError,
     InvalidArgument,
     NotFound,
-    OutOfRange,
     PermissionDenied,
     Unauthenticated,
-    Unavailable,
+    http_status,
 )
 
 T = TypeVar("T")
@@ -198,7 +197,7 @@ class Console:
                 await self.sessions.end(session.sid)  # the hub no longer takes this token
                 return RedirectResponse("/login", status_code=303)
             except AgentNetError as err:
-                status = {NotFound: 404, InvalidArgument: 400, OutOfRange: 400, Unavailable: 503}.get(type(err), 500)
+                status = http_status(err)
                 return self.render("error.html", status, session=session, error=err, hub=self.hub, active="")
 
         return endpoint

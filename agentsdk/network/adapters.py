@@ -40,6 +40,15 @@ from netkernel.channel_types import CONSULTING_TYPE, CONVERSATION_TYPE, DISCUSSI
 from netkernel.envelope import EV_PACKET, EV_TEXT, Envelope, text_envelope
 from netkernel.errors import InvalidArgument
 from netkernel.images import envelope_images
+from netkernel.packet import (
+    DEFAULT_FINISH_REASON,
+    KIND_FINISH,
+    KIND_HANDOFF,
+    ROUTING,
+    UPDATE_DELETE,
+    UPDATE_SET,
+    packet_data,
+)
 
 __all__ = [
     "ADAPTERS",
@@ -167,11 +176,11 @@ def routing_tools(knobs: Mapping[str, Any]) -> set[str] | None:
 def routing_value(route: Handoff | Finish, tool: str | None = None) -> dict[str, Any]:
     """The packet ``routing`` keys of a typed routing value (``tool``: the call that returned it)."""
     if isinstance(route, Finish):
-        out: dict[str, Any] = {"kind": "finish", "close_reason": route.reason}
+        out: dict[str, Any] = {"kind": KIND_FINISH, "close_reason": route.reason}
         if route.summary:
             out["summary"] = route.summary
         return out
-    out = {"kind": "handoff", "target": route.target}
+    out = {"kind": KIND_HANDOFF, "target": route.target}
     if route.reason:
         out["reason"] = route.reason
     return out
@@ -224,9 +233,9 @@ def queue_context_updates(
     The round-end EV_PACKET carries everything queued this turn. A later ``set`` of a
     key cancels its queued delete and vice versa.
     """
-    pending = state.setdefault(PENDING_CONTEXT_UPDATES_KEY, {"set": {}, "delete": []})
-    set_part: dict[str, Any] = pending.setdefault("set", {})
-    delete_part: list[str] = pending.setdefault("delete", [])
+    pending = state.setdefault(PENDING_CONTEXT_UPDATES_KEY, {UPDATE_SET: {}, UPDATE_DELETE: []})
+    set_part: dict[str, Any] = pending.setdefault(UPDATE_SET, {})
+    delete_part: list[str] = pending.setdefault(UPDATE_DELETE, [])
     for key, value in (set or {}).items():
         set_part[key] = value
         if key in delete_part:
@@ -241,8 +250,8 @@ def _pending_updates(state: Mapping[str, Any] | None) -> tuple[dict[str, Any], l
     pending = (state or {}).get(PENDING_CONTEXT_UPDATES_KEY)
     if not isinstance(pending, Mapping):
         return {}, []
-    set_part = pending.get("set")
-    delete_part = pending.get("delete")
+    set_part = pending.get(UPDATE_SET)
+    delete_part = pending.get(UPDATE_DELETE)
     return (
         dict(set_part) if isinstance(set_part, Mapping) else {},
         [k for k in delete_part if isinstance(k, str)] if isinstance(delete_part, list | tuple) else [],
@@ -330,11 +339,7 @@ class SdkAdapter:
             sender_id=sender_id,
             audience=None,
             event_type=EV_PACKET,
-            event_data={
-                "routing": routing,
-                "context_updates": {"set": dict(context_set or {}), "delete": list(context_delete or [])},
-                "body": body,
-            },
+            event_data=packet_data(body, routing, context_set, context_delete),
         )
 
     def build_round_envelope(
@@ -409,12 +414,12 @@ def routing_signal(routing: Any) -> str | None:
         return None
     tool = routing.get("tool_called") if isinstance(routing.get("tool_called"), str) else None
     reason = routing.get("reason") if isinstance(routing.get("reason"), str) else ""
-    if routing.get("kind") == "finish":
-        close = routing.get("close_reason") if isinstance(routing.get("close_reason"), str) else "finished"
+    if routing.get("kind") == KIND_FINISH:
+        close = routing.get("close_reason") if isinstance(routing.get("close_reason"), str) else DEFAULT_FINISH_REASON
         summary = routing.get("summary") if isinstance(routing.get("summary"), str) else ""
         head = f"[finished via {tool}: {close}]" if tool else f"[finished: {close}]"
         return f"{head} {summary}".rstrip()
-    if routing.get("kind") == "handoff" or reason:
+    if routing.get("kind") == KIND_HANDOFF or reason:
         head = f"[handed off via {tool}]" if tool else "[handed off]"
         return f"{head} {reason}".rstrip()
     return None
@@ -431,7 +436,7 @@ class WorkflowSdkAdapter(SdkAdapter):
         body = super().render_envelope(env)
         if env.event_type != EV_PACKET:
             return body
-        signal = routing_signal(env.event_data.get("routing"))
+        signal = routing_signal(env.event_data.get(ROUTING))
         if signal is None:
             return body
         return f"{signal}\n{body}" if body else signal
@@ -480,7 +485,7 @@ class WorkflowSdkAdapter(SdkAdapter):
             context_set=context_set,
             context_delete=context_delete,
         )
-        env.event_data["routing"] = routing  # with the first routing call's reason and typed value
+        env.event_data[ROUTING] = routing  # with the first routing call's reason and typed value
         return env
 
 

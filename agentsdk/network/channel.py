@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentnet.v1 import channel_pb2, hub_pb2
 
+from netkernel.channel_types import VIEW_FULL_TRANSCRIPT
 from netkernel.envelope import Envelope, Priority
 from netkernel.wire import CHANNEL_STATE
 
@@ -32,7 +33,7 @@ class ParticipantInfo:
 class DefaultView:
     """The view an LLM participant gets of a channel unless it picked its own, as the hub names it."""
 
-    policy: str = "full_transcript"
+    policy: str = VIEW_FULL_TRANSCRIPT
     """Registry name of the view (see :data:`agentsdk.network.views.VIEW_POLICIES`)."""
     recent_n: int | None = None
     """How many recent envelopes a windowed view shows (None for full views)."""

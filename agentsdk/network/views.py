@@ -34,6 +34,12 @@ from typing import Protocol, runtime_checkable
 
 from agentsdk.events import BaseEvent, CompactionSummary, ImageInput, ModelMessage, ModelRequest, RequestPart, TextInput
 from agentsdk.network.channel import ChannelMetadata
+from netkernel.channel_types import (
+    VIEW_FULL_TRANSCRIPT,
+    VIEW_NAMED_TRANSCRIPT,
+    VIEW_NAMED_WINDOWED_SUMMARY,
+    VIEW_WINDOWED_SUMMARY,
+)
 from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope, readable_by
 from netkernel.images import envelope_images
 
@@ -161,7 +167,7 @@ def _omitted_summary(
 class FullTranscript(ViewPolicy):
     """Every visible substantive envelope, in order; speakers told apart only by role (two parties)."""
 
-    name = "full_transcript"
+    name = VIEW_FULL_TRANSCRIPT
     _named = False
 
     def __repr__(self) -> str:
@@ -187,7 +193,7 @@ class FullTranscript(ViewPolicy):
 class NamedTranscript(FullTranscript):
     """Like :class:`FullTranscript`, but lines from others are prefixed ``[<sender name>]: ``."""
 
-    name = "named_transcript"
+    name = VIEW_NAMED_TRANSCRIPT
     _named = True
 
 
@@ -195,7 +201,7 @@ class WindowedSummary(ViewPolicy):
     """The last ``recent_n`` visible substantive envelopes, after a placeholder counting the omitted
     ones and naming their speakers."""
 
-    name = "windowed_summary"
+    name = VIEW_WINDOWED_SUMMARY
     _named = False
 
     def __init__(self, recent_n: int = 10) -> None:
@@ -233,7 +239,7 @@ class WindowedSummary(ViewPolicy):
 class NamedWindowedSummary(WindowedSummary):
     """Like :class:`WindowedSummary`, but lines from others are prefixed ``[<sender name>]: ``."""
 
-    name = "named_windowed_summary"
+    name = VIEW_NAMED_WINDOWED_SUMMARY
     _named = True
 
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 from typing import Any
 
 from agentsdk.network.channel import Channel
+from netkernel.channel_types import WORKFLOW_TYPE
 from netkernel.envelope import EV_CONTEXT_SET, Envelope
 from netkernel.errors import FailedPrecondition, InvalidArgument
+from netkernel.packet import UPDATE_DELETE, UPDATE_SET
 from netkernel.wire import dumps_json
 
 __all__ = ["delete_context", "set_context"]
-
-WORKFLOW_TYPE = "workflow"
 
 
 def _require_workflow(channel: Channel, helper: str) -> None:
@@ -75,7 +75,7 @@ async def set_context(channel: Channel, key: str, value: Any) -> None:
             f"set_context() value for '{key}' is not JSON data ({exc}); use strings, finite numbers, "
             "booleans, None, lists and dicts."
         ) from exc
-    await _post(channel, {"set": {key: value}})
+    await _post(channel, {UPDATE_SET: {key: value}})
 
 
 async def delete_context(channel: Channel, key: str) -> None:
@@ -84,4 +84,4 @@ async def delete_context(channel: Channel, key: str) -> None:
     FailedPrecondition for a channel that is not a workflow; InvalidArgument for an empty key."""
     _require_workflow(channel, "delete_context")
     _require_key(key, "delete_context")
-    await _post(channel, {"delete": [key]})
+    await _post(channel, {UPDATE_DELETE: [key]})

@@ -84,7 +84,11 @@ class Adapter(Protocol, Generic[S]):
     """The hub half of a channel type."""
 
     type: ClassVar[str]
-    """Channel type name, e.g. "consulting"."""
+    """Channel type name (one of :data:`netkernel.channel_types.CHANNEL_TYPES` for the built-in ones)."""
+    expectations: ClassVar[frozenset[str]]
+    """The channel expectations (``docs/governance.md``) that mean something on this type: the policy
+    accepts a type's entry only for these (``hubsvc.governance.policy.EXPECTATION_TYPES`` is read
+    from the adapters)."""
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Check participant count and knobs; return normalised knobs (names resolved to ids).

@@ -7,10 +7,11 @@ person) reading it can recover without looking anything up.
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 from hubsvc.adapters.base import Adapter, ChannelSpec
+from netkernel.channel_types import VIEW_NAMED_WINDOWED_SUMMARY
 from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES, Envelope
 from netkernel.errors import ChannelClosed, InvalidArgument, NotParticipant, NotYourTurn
 
@@ -45,9 +46,15 @@ def fold_each(adapter: Adapter[S], spec: ChannelSpec, state: S, envs: Sequence[E
     return state
 
 
+EVERY_TYPE_EXPECTATIONS: frozenset[str] = frozenset({"acks_within", "max_silence"})
+"""The expectations every channel type has: the invite's acks, and silence of the whole channel."""
+TURN_EXPECTATIONS: frozenset[str] = EVERY_TYPE_EXPECTATIONS | {"turn_within"}
+"""The expectations of a type whose adapter names who is due (``expected_next``): ``turn_within`` too."""
+
+
 def named_window(spec: ChannelSpec) -> tuple[str, int]:
     """The default view of N-party channels: a named windowed summary of ``max(2 * N, 4)`` envelopes."""
-    return "named_windowed_summary", max(2 * len(spec.participants), 4)
+    return VIEW_NAMED_WINDOWED_SUMMARY, max(2 * len(spec.participants), 4)
 
 
 def label(spec: ChannelSpec, agent_id: str) -> str:
@@ -97,14 +104,25 @@ def require_participants(spec: ChannelSpec, *, exactly: int | None = None, at_le
         )
 
 
+def not_participant(channel_id: str, action: str = "use it") -> NotParticipant:
+    """The hub's one refusal of a non-participant (``NOT_PARTICIPANT``, gRPC ``PERMISSION_DENIED``):
+    ``action`` says what only participants may do (e.g. ``"post"``)."""
+    return NotParticipant(
+        f"you are not a participant of channel '{channel_id}'; only its participants may {action}.",
+        metadata={"channel_id": channel_id},
+    )
+
+
+def require_participant(agent_id: str, participants: Collection[str], channel_id: str, action: str = "use it") -> None:
+    """The hub's one membership check: :func:`not_participant` unless ``agent_id`` is one of
+    ``participants`` (agent ids). Posts, reads, ``ListTools``, ``CanSend`` and the adapters all call it."""
+    if agent_id not in participants:
+        raise not_participant(channel_id, action)
+
+
 def require_sender(spec: ChannelSpec, env: Envelope) -> None:
     """Refuse a post from an agent that is not a participant (the core checks this too)."""
-    if env.sender_id not in spec.participants:
-        raise NotParticipant(
-            f"'{env.sender_id}' is not a participant of {spec.type} channel '{spec.channel_id}' "
-            f"(participants: {participant_list(spec)}); only participants may post to it.",
-            metadata={"channel_id": spec.channel_id, "sender_id": env.sender_id},
-        )
+    require_participant(env.sender_id, spec.participants, spec.channel_id, "post")
 
 
 def positive_int(value: Any, *, spec: ChannelSpec, key: str) -> int:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
+    TURN_EXPECTATIONS,
     channel_closed,
     fold_each,
     is_substantive,
@@ -20,6 +21,7 @@ from hubsvc.adapters.common import (
     require_participants,
     require_sender,
 )
+from netkernel.channel_types import CONSULTING_TYPE, VIEW_FULL_TRANSCRIPT
 from netkernel.envelope import Envelope
 
 CLOSE_REASON = "consulting_complete"
@@ -52,7 +54,8 @@ class ConsultingState:
 class ConsultingAdapter:
     """Hub half of the consulting channel type (strict 1Q1R)."""
 
-    type: ClassVar[str] = "consulting"
+    type: ClassVar[str] = CONSULTING_TYPE
+    expectations: ClassVar[frozenset[str]] = TURN_EXPECTATIONS | {"reply_within"}
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Exactly two participants; consulting has no knobs of its own (others pass through)."""
@@ -103,7 +106,7 @@ class ConsultingAdapter:
 
     def default_view(self, spec: ChannelSpec) -> tuple[str, int]:
         """The full transcript (one question, one reply)."""
-        return "full_transcript", 0
+        return VIEW_FULL_TRANSCRIPT, 0
 
     def offers_say(self, spec: ChannelSpec, state: ConsultingState, participant_id: str) -> bool:
         """``say`` only for the participant whose turn it is (no one once replied)."""

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
+    EVERY_TYPE_EXPECTATIONS,
     channel_closed,
     counted_turns,
     is_substantive,
@@ -20,6 +21,7 @@ from hubsvc.adapters.common import (
     require_sender,
     substantive_count,
 )
+from netkernel.channel_types import CONVERSATION_TYPE, VIEW_WINDOWED_SUMMARY
 from netkernel.envelope import Envelope
 
 
@@ -39,7 +41,8 @@ class ConversationState:
 class ConversationAdapter:
     """Hub half of the conversation channel type."""
 
-    type: ClassVar[str] = "conversation"
+    type: ClassVar[str] = CONVERSATION_TYPE
+    expectations: ClassVar[frozenset[str]] = EVERY_TYPE_EXPECTATIONS
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Exactly two participants; ``max_turns`` if given must be a positive int."""
@@ -95,7 +98,7 @@ class ConversationAdapter:
 
     def default_view(self, spec: ChannelSpec) -> tuple[str, int]:
         """A windowed summary of the last 10 envelopes."""
-        return "windowed_summary", 10
+        return VIEW_WINDOWED_SUMMARY, 10
 
     def offers_say(self, spec: ChannelSpec, state: ConversationState, participant_id: str) -> bool:
         """``say`` for every participant while the channel still takes turns."""

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
+    TURN_EXPECTATIONS,
     channel_closed,
     counted_turns,
     is_substantive,
@@ -27,7 +28,7 @@ from hubsvc.adapters.common import (
     require_sender,
     substantive_count,
 )
-from netkernel.channel_types import DISCUSSION_ORDERINGS
+from netkernel.channel_types import DISCUSSION_ORDERINGS, DISCUSSION_TYPE
 from netkernel.envelope import Envelope
 from netkernel.errors import InvalidArgument
 
@@ -76,7 +77,8 @@ class DiscussionState:
 class DiscussionAdapter:
     """Hub half of the discussion channel type (strict round robin)."""
 
-    type: ClassVar[str] = "discussion"
+    type: ClassVar[str] = DISCUSSION_TYPE
+    expectations: ClassVar[frozenset[str]] = TURN_EXPECTATIONS
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Two or more participants; a known ``ordering``; ``max_turns`` / ``max_rounds`` as ``max_turns``."""

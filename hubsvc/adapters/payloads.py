@@ -1,17 +1,7 @@
-"""Workflow payload shapes: EV_PACKET routing, context updates, and JSON value helpers.
+"""Workflow payloads as the hub reads them: EV_PACKET routing, context updates, and JSON value helpers.
 
-EV_PACKET ``event_data = {"routing": {...}, "context_updates": {"set": {...}, "delete": [...]},
-"body": "<text>"}`` with ``routing``::
-
-    {"tool_called": name | None,     # the routing tool of the turn (the first one the LLM called)
-     "tools_called": [names],        # every tool that ran, a record (routing never reads it when
-                                     # tool_called is set)
-     "reason": "<text>",             # optional: why (the routing call's `reason`, a Handoff's reason)
-     "kind": "handoff" | "finish",   # optional: a typed routing value (Handoff / Finish) decided it
-     "target": "<id or name>",       # kind "handoff": the next speaker, instead of the transitions
-     "close_reason": "<reason>",     # kind "finish": the channel's close reason (default "finished")
-     "summary": "<text>"}            # kind "finish": optional summary
-
+The packet's shape (``routing``, ``context_updates``, ``body``, the routing keys and kinds) is
+written once in :mod:`netkernel.packet`; this module validates a received one against it.
 Every part is optional; unknown top-level and routing keys are tolerated (forward
 compatibility), but ``context_updates`` / EV_CONTEXT_SET accept only ``set`` and ``delete``
 so a typo cannot silently drop an update. EV_TEXT counts as a packet with no routing and no updates.
@@ -28,12 +18,18 @@ from typing import Any
 from hubsvc.adapters.base import ChannelSpec
 from netkernel.envelope import EV_PACKET, Envelope
 from netkernel.errors import InvalidArgument
+from netkernel.packet import (
+    BODY,
+    CONTEXT_UPDATES,
+    KIND_FINISH,
+    KIND_HANDOFF,
+    ROUTING,
+    ROUTING_KINDS,
+    UPDATE_DELETE,
+    UPDATE_KEYS,
+    UPDATE_SET,
+)
 
-_UPDATE_KEYS = ("set", "delete")
-ROUTING_KINDS = ("handoff", "finish")
-"""The ``routing.kind`` values: a Handoff (``target`` speaks next) or a Finish (the workflow ends)."""
-DEFAULT_FINISH_REASON = "finished"
-"""The close reason of a Finish that names none."""
 MAX_CLOSE_REASON = 64
 """Longest close reason a packet's Finish or a terminate target may name (characters)."""
 
@@ -157,10 +153,10 @@ def parse_context_updates(data: Any, *, spec: ChannelSpec, where: str) -> Contex
         raise _invalid(
             spec, where, f"must be an object, got {type(data).__name__}", 'send {"set": {...}, "delete": [...]}'
         )
-    unknown = sorted(str(k) for k in data if k not in _UPDATE_KEYS)
+    unknown = sorted(str(k) for k in data if k not in UPDATE_KEYS)
     if unknown:
         raise _invalid(spec, where, f"has unknown key(s) {unknown}", "use only 'set' (an object) and 'delete' (a list)")
-    set_part = data.get("set")
+    set_part = data.get(UPDATE_SET)
     if set_part is None:
         set_part = {}
     if not isinstance(set_part, Mapping):
@@ -168,7 +164,7 @@ def parse_context_updates(data: Any, *, spec: ChannelSpec, where: str) -> Contex
     problem = json_problem(set_part)
     if problem:
         raise _invalid(spec, f"{where}.set", f"is not JSON: {problem}", "use strings, finite numbers, lists, objects")
-    delete = data.get("delete")
+    delete = data.get(UPDATE_DELETE)
     if delete is None:
         delete = []
     if not isinstance(delete, list | tuple) or not all(isinstance(k, str) for k in delete):
@@ -202,7 +198,7 @@ def parse_routing(data: Any, *, spec: ChannelSpec, where: str) -> Routing:
             spec, f"{where}.kind", f"is {kind!r}", f"use {' or '.join(repr(k) for k in ROUTING_KINDS)}, or leave it out"
         )
     target = data.get("target")
-    if kind == "handoff":
+    if kind == KIND_HANDOFF:
         if not isinstance(target, str) or not target:
             raise _invalid(spec, f"{where}.target", f"must name the next speaker, got {target!r}", "give an id or name")
         if spec.resolve(target) is None:
@@ -211,7 +207,7 @@ def parse_routing(data: Any, *, spec: ChannelSpec, where: str) -> Routing:
     elif target is not None:
         raise _invalid(spec, f"{where}.target", "is only for kind 'handoff'", 'add "kind": "handoff" or remove it')
     close_reason = data.get("close_reason")
-    if kind == "finish" and close_reason is not None:
+    if kind == KIND_FINISH and close_reason is not None:
         problem = close_reason_problem(close_reason)
         if problem:
             raise _invalid(spec, f"{where}.close_reason", problem, "name why the workflow ended, e.g. 'approved'")
@@ -222,8 +218,8 @@ def parse_routing(data: Any, *, spec: ChannelSpec, where: str) -> Routing:
         tools_called=tuple(tools),
         reason=texts["reason"],
         kind=kind,
-        target=target if kind == "handoff" else None,
-        close_reason=close_reason if kind == "finish" else None,
+        target=target if kind == KIND_HANDOFF else None,
+        close_reason=close_reason if kind == KIND_FINISH else None,
         summary=texts["summary"],
     )
 
@@ -235,10 +231,10 @@ def parse_packet(env: Envelope, *, spec: ChannelSpec) -> Packet:
     data = env.event_data
     if not isinstance(data, Mapping):
         raise _invalid(spec, "ag2.packet event_data", "must be an object", "send routing, context_updates and body")
-    body = data.get("body")
+    body = data.get(BODY)
     if body is not None and not isinstance(body, str):
         raise _invalid(spec, "ag2.packet body", f"must be a string, got {type(body).__name__}", "send the text")
     return Packet(
-        routing=parse_routing(data.get("routing"), spec=spec, where="ag2.packet routing"),
-        updates=parse_context_updates(data.get("context_updates"), spec=spec, where="ag2.packet context_updates"),
+        routing=parse_routing(data.get(ROUTING), spec=spec, where="ag2.packet routing"),
+        updates=parse_context_updates(data.get(CONTEXT_UPDATES), spec=spec, where="ag2.packet context_updates"),
     )

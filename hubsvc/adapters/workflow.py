@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
+    TURN_EXPECTATIONS,
     channel_closed,
     fold_each,
     is_substantive,
@@ -28,6 +29,7 @@ from hubsvc.adapters.common import (
 )
 from hubsvc.adapters.payloads import ContextUpdates, Packet, canonical_json, parse_context_updates, parse_packet
 from hubsvc.adapters.workflow_graph import MAX_TURNS, parse_workflow_knobs
+from netkernel.channel_types import WORKFLOW_TYPE
 from netkernel.envelope import EV_CONTEXT_SET, Envelope
 from netkernel.errors import InvalidArgument
 
@@ -64,7 +66,8 @@ class WorkflowState:
 class WorkflowAdapter:
     """Hub half of the workflow channel type."""
 
-    type: ClassVar[str] = "workflow"
+    type: ClassVar[str] = WORKFLOW_TYPE
+    expectations: ClassVar[frozenset[str]] = TURN_EXPECTATIONS
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Two or more participants and valid knobs; returns the knobs with ids and defaults."""

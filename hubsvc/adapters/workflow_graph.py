@@ -38,7 +38,6 @@ from typing import Any
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.adapters.common import participant_list
 from hubsvc.adapters.payloads import (
-    DEFAULT_FINISH_REASON,
     Routing,
     canonical_json,
     close_reason_problem,
@@ -46,6 +45,7 @@ from hubsvc.adapters.payloads import (
     json_problem,
 )
 from netkernel.errors import InvalidArgument
+from netkernel.packet import DEFAULT_FINISH_REASON, KIND_FINISH, KIND_HANDOFF
 
 DEFAULT_MAX_TURNS = 50
 AFTER_WORK = "after_work"
@@ -204,9 +204,9 @@ class WorkflowConfig:
 
         A typed routing value decides first (a Finish ends, a Handoff names the speaker); else
         the transitions, on the packet's one routing tool; else the default target."""
-        if routing.kind == "finish":
+        if routing.kind == KIND_FINISH:
             return Decision(next_speaker=speaker, end_reason=routing.close_reason or DEFAULT_FINISH_REASON)
-        if routing.kind == "handoff" and routing.target is not None:
+        if routing.kind == KIND_HANDOFF and routing.target is not None:
             chosen = spec.resolve(routing.target)
             if chosen is not None:  # validate_send refused any other
                 return Decision(next_speaker=chosen)

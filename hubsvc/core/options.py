@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, TypeVar
 
+from netkernel.channel_types import DEFAULT_WAIT_SECONDS
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 
 T = TypeVar("T")
@@ -342,7 +343,7 @@ class HubOptions:
     )
     """Seconds after an identity's first RATE_LIMITED refusal during which further refusals are counted
     and audited as one ``rate_limited`` record (``suppressed=<n>``), not one record each."""
-    a2a_default_timeout: float = 300.0
+    a2a_default_timeout: float = DEFAULT_WAIT_SECONDS
     """Seconds InvokeAgent waits for the callee when the request gives no timeout."""
     a2a_outbound_allow: tuple[str, ...] = option(
         (),

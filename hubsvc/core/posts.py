@@ -16,6 +16,7 @@ from typing import Any
 from agentnet.v1 import envelope_pb2
 from opentelemetry import trace
 
+from hubsvc.adapters.common import not_participant, require_participant
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.intake import Intake
@@ -28,7 +29,6 @@ from netkernel.errors import (
     ChannelClosed,
     LostRace,
     NotFound,
-    NotParticipant,
     NotYourTurn,
     ProtocolError,
     RateLimited,
@@ -357,19 +357,12 @@ class Posts:
         """``ch`` (the live channel, or None) if ``sender_id`` may post into it; else why not."""
         if ch is None:
             meta = await self._channels.meta(channel_id)  # NotFound for unknown ids
-            if all(p.agent_id != sender_id for p in meta.participants):
-                raise NotParticipant(
-                    f"you are not a participant of channel '{channel_id}'.", metadata={"channel_id": channel_id}
-                )
+            require_participant(sender_id, [p.agent_id for p in meta.participants], channel_id, "post")
             raise ChannelClosed(
                 f"channel '{channel_id}' is closed (reason: {meta.close_reason or 'unknown'}); open a new channel.",
                 metadata={"channel_id": channel_id, "reason": meta.close_reason},
             )
-        if sender_id not in ch.participants:
-            raise NotParticipant(
-                f"you are not a participant of channel '{channel_id}'; only its participants may post.",
-                metadata={"channel_id": channel_id},
-            )
+        require_participant(sender_id, ch.participants, channel_id, "post")
         return ch
 
     async def _idempotent(
@@ -426,7 +419,7 @@ class Posts:
         if ch is None:
             return ChannelClosed(f"channel '{channel_id}' is not live (closed, expired or unknown).")
         if caller not in ch.participants:
-            return NotParticipant(f"you are not a participant of channel '{channel_id}'.")
+            return not_participant(channel_id, "post")
         try:
             self._admission.validate(ch, caller, probe)
         except AgentNetError as err:

@@ -20,11 +20,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from hubsvc.adapters import ADAPTERS
 from netkernel.errors import InvalidArgument
 
 Seconds = Annotated[float, Field(gt=0, le=365 * 86400)]
@@ -35,7 +36,8 @@ Glob = Annotated[str, Field(min_length=1, max_length=256)]
 """An ``fnmatch`` pattern (``*``, ``?``, ``[...]``), matched case-sensitively."""
 
 PASSPORT_KINDS = ("agent", "remote_agent", "human")
-CHANNEL_TYPES = ("consulting", "conversation", "discussion", "workflow")
+CHANNEL_TYPES: tuple[str, ...] = tuple(ADAPTERS)
+"""The channel types a policy may name: the hub's adapter registry's."""
 
 
 class _Strict(BaseModel):
@@ -136,13 +138,11 @@ ExpectationAction = Literal["audit", "notify_channel", "warn", "hide", "auto_clo
 
 
 EXPECTATION_TYPES: dict[str, frozenset[str] | None] = {
-    "acks_within": None,
-    "reply_within": frozenset({"consulting"}),
-    "max_silence": None,
-    "turn_within": frozenset({"consulting", "discussion", "workflow"}),
+    name: frozenset(t for t, adapter in ADAPTERS.items() if name in adapter.expectations)
+    for name in get_args(ExpectationName)
 }
-"""The channel types each expectation applies to (None = every type). ``turn_within`` needs
-an adapter that names who is due (in a conversation anyone may speak at any time)."""
+"""The channel types each expectation applies to, read from the adapters' ``expectations`` (``turn_within``
+needs an adapter that names who is due: in a conversation anyone may speak at any time)."""
 
 
 class ExpectationSpec(_Strict):

@@ -10,6 +10,8 @@ import pytest
 from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2, task_pb2
 
 from agentsdk import errors
+from hubsvc.adapters import ADAPTERS
+from netkernel.channel_types import CHANNEL_TYPES
 from tests.hub.harness import (
     Participant,
     RunningHub,
@@ -197,6 +199,29 @@ async def test_list_tools_follows_the_say_table(trio: tuple[Participant, Partici
         alice, "workflow", [bob], knobs={"transitions": [{"condition": {"type": "always"}, "target": {"type": "stay"}}]}
     )
     assert "say" not in names(await alice.rpc("ListTools", hub_pb2.ListToolsRequest(channel_id=wf)))
+
+
+async def test_list_tools_refuses_a_non_participant_as_every_channel_rpc_does(
+    trio: tuple[Participant, Participant, Participant],
+) -> None:
+    alice, bob, carol = trio
+    cid = await open_channel(alice, "conversation", [bob])
+    with pytest.raises(errors.NotParticipant, match="only its participants may list its tools") as info:
+        await carol.rpc("ListTools", hub_pb2.ListToolsRequest(channel_id=cid))
+    assert info.value.metadata == {"channel_id": cid}
+    with pytest.raises(errors.NotParticipant, match="only its participants may post") as posted:
+        await carol.say(cid, "let me in")
+    assert posted.value.metadata == {"channel_id": cid}
+
+
+async def test_the_channels_tool_offers_exactly_the_channel_types(
+    trio: tuple[Participant, Participant, Participant],
+) -> None:
+    tools = (await trio[0].rpc("ListTools", hub_pb2.ListToolsRequest())).tools
+    schema = json.loads(next(t for t in tools if t.name == "channels").parameters_json_schema)
+    typed = next(s for s in schema["properties"]["type"]["anyOf"] if "enum" in s)
+    assert typed == {"enum": list(CHANNEL_TYPES), "type": "string"}
+    assert tuple(ADAPTERS) == CHANNEL_TYPES
 
 
 async def test_call_tool_peers_channels_context_say(trio: tuple[Participant, Participant, Participant]) -> None:

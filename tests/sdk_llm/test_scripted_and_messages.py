@@ -196,3 +196,12 @@ def test_scripted_server_sends_each_response_in_one_write() -> None:
                 )
                 assert len(payload) == length, f"the first read held {len(payload)} of {length} body bytes"
                 assert json.loads(payload)["choices"][0]["message"]["content"] == "at once"
+
+
+def test_the_message_conversion_lives_in_llm_messages_and_config_re_exports_it() -> None:
+    import agentsdk.config as config
+    import agentsdk.llm_messages as llm_messages
+
+    for name in ("events_to_messages", "message_from_completion", "message_from_chunks", "ChatMessage", "NO_RESULT"):
+        assert getattr(config, name) is getattr(llm_messages, name), name
+    assert config.events_to_messages.__module__ == "agentsdk.llm_messages"

@@ -8,6 +8,7 @@ import {
   type ServiceError,
 } from "@grpc/grpc-js";
 import { type A2ADispatchInfo, type A2AReplyOptions, a2aReplyData, invokeNested, type NestedInvokeOptions } from "./a2a";
+import type { ChannelType } from "./channel_types";
 import type { Cursors } from "./cursors";
 import {
   type AgentEnvelope,
@@ -115,8 +116,8 @@ export interface RegisterHumanOptions extends ClientOptions {
 
 /** Options of {@link Client.openChannel}. */
 export interface OpenChannelOptions {
-  /** Adapter type. */
-  type: "consulting" | "conversation" | "discussion" | "workflow";
+  /** Adapter type, one of {@link CHANNEL_TYPES}. */
+  type: ChannelType;
   /** Invitees by agent id or name (consulting and conversation: exactly one). */
   targets: readonly string[];
   /** Adapter options, e.g. `{max_turns: 6}`. */

@@ -91,6 +91,7 @@ export {
   findErrorInfo,
   type RpcStatus,
 } from "./status";
+export { CHANNEL_TYPES, type ChannelType } from "./channel_types";
 export { type Cursors, type CursorStore, JsonFileCursorStore, MemoryCursorStore } from "./cursors";
 export { isJsonObject, type JsonObject, type JsonValue } from "./json";
 /** The generated agentnet.v1 message types and enums (see `./pb`). */

@@ -9,11 +9,12 @@ from typing import Any
 from agentnet.v1 import channel_pb2, envelope_pb2
 
 from hubsvc.adapters.base import Adapter
+from hubsvc.adapters.common import require_participant
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.util import BoundedDict, Clock
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.storage import HubStore
-from netkernel.errors import NotFound, NotParticipant
+from netkernel.errors import NotFound
 from netkernel.wire import envelope_from_wal, wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
@@ -95,11 +96,7 @@ class ChannelTable:
     async def require_member(self, agent_id: str, channel_id: str) -> channel_pb2.ChannelMetadata:
         """Metadata of a channel ``agent_id`` participates in (NotParticipant otherwise)."""
         meta = await self.meta(channel_id)
-        if all(p.agent_id != agent_id for p in meta.participants):
-            raise NotParticipant(
-                f"you are not a participant of channel '{channel_id}'; only its participants may use it.",
-                metadata={"channel_id": channel_id},
-            )
+        require_participant(agent_id, [p.agent_id for p in meta.participants], channel_id)
         return meta
 
     def watch(self, channel_id: str, watcher: Watcher) -> Callable[[], None]:

@@ -12,6 +12,7 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.channels import TERMINAL_EVENTS
 from hubsvc.core.registry import AgentEntry
 from hubsvc.core.util import check_seconds
+from netkernel.channel_types import CONSULTING_TYPE, DEFAULT_WAIT_SECONDS
 from netkernel.envelope import EV_TEXT, text_envelope
 from netkernel.errors import ChannelClosed, FailedPrecondition, InvalidArgument, NotFound, Timeout
 from netkernel.wire import envelope_from_wire, wire_readable_by
@@ -72,13 +73,15 @@ class MessageOps:
         prompt: str,
         *,
         capability: str = "",
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_WAIT_SECONDS,
         causation_id: str = "",
     ) -> tuple[str, str, str]:
         """Consult ``target`` once: returns (reply text, channel id, reply envelope id)."""
         if not prompt:
             raise InvalidArgument("prompt is empty; say what to ask.")
-        check_seconds(timeout, "timeout_seconds", self.core.options.max_wait_seconds, absent="300 seconds")
+        check_seconds(
+            timeout, "timeout_seconds", self.core.options.max_wait_seconds, absent=f"{DEFAULT_WAIT_SECONDS:g} seconds"
+        )
         entry = self._delegate_target(caller, target)
         if entry.agent_id == caller:
             raise InvalidArgument("you cannot delegate to yourself; pick a peer with peers(action='find').")
@@ -96,7 +99,7 @@ class MessageOps:
         seed = text_envelope("", caller, prompt, depth=depth, causation_id=causation_id or None)
         ch = await self.core.open_channel(
             caller,
-            type="consulting",
+            type=CONSULTING_TYPE,
             targets=[entry.agent_id],
             intent=f"delegate: {capability}" if capability else "delegate",
             seed=seed,

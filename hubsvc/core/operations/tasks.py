@@ -13,6 +13,7 @@ from hubsvc.core.operations.pages import keyed_page, task_order
 from hubsvc.core.tasks import TERMINAL
 from hubsvc.core.util import check_seconds
 from hubsvc.storage import CheckpointRow, Writes
+from netkernel.channel_types import DEFAULT_WAIT_SECONDS
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED, Envelope
 from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, PermissionDenied
 from netkernel.wire import parse_json, parse_json_object
@@ -80,7 +81,9 @@ class TaskOps:
 
     async def wait_task(self, task_id: str, timeout: float) -> tuple[task_pb2.TaskMetadata, bool]:
         """Wait up to ``timeout`` seconds for the task to end; returns (task, timed out while still running)."""
-        check_seconds(timeout, "timeout_seconds", self.core.options.max_wait_seconds, absent="300 seconds")
+        check_seconds(
+            timeout, "timeout_seconds", self.core.options.max_wait_seconds, absent=f"{DEFAULT_WAIT_SECONDS:g} seconds"
+        )
         task, timed_out = await self.core.tasks.wait(task_id, timeout)
         return task, timed_out and task.state not in TERMINAL
 

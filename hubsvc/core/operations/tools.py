@@ -6,8 +6,9 @@ import json
 
 from agentnet.v1 import hub_pb2
 
+from hubsvc.adapters.common import require_participant
 from hubsvc.core.hub import HubCore
-from netkernel.errors import ChannelClosed, PermissionDenied
+from netkernel.errors import ChannelClosed
 from netkernel.tool_schemas import ALL_TOOLS, PLUGIN_TOOLS, description, parameters_schema
 
 
@@ -26,8 +27,7 @@ class ToolOps:
         if channel_id and ch is None:
             raise ChannelClosed(f"channel '{channel_id}' is not live; no adapter tools are offered.")
         if ch is not None:
-            if caller not in ch.participants:
-                raise PermissionDenied(f"you are not a participant of channel '{channel_id}'.")
+            require_participant(caller, ch.participants, channel_id, "list its tools")
             names += [(n, hub_pb2.TOOL_SOURCE_ADAPTER) for n in ch.offered_tools(caller)]
         return [
             hub_pb2.ToolSchema(

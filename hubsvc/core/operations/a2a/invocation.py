@@ -34,6 +34,7 @@ from hubsvc.core.registry import AgentEntry
 from hubsvc.core.remote_a2a import card_base, is_url
 from hubsvc.core.util import check_seconds, new_id
 from netkernel.a2a_outcome import reply_outcome
+from netkernel.channel_types import CONSULTING_TYPE
 from netkernel.envelope import text_envelope
 from netkernel.errors import (
     AgentNetError,
@@ -232,7 +233,7 @@ class Invocations:
             # in order, so the channel's commit implies this one).
             ch = await self.core.open_channel(
                 caller,
-                type="consulting",
+                type=CONSULTING_TYPE,
                 targets=[target_id],
                 intent=f"a2a: {request.skill}" if request.skill else "a2a",
                 seed=question,
