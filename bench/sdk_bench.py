@@ -25,6 +25,7 @@ each lean peer has its own channel. Defaults are the SDK's (pull queue on, traci
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -50,6 +51,15 @@ from agentsdk.operator import AgentView
 from bench.client import BenchPeer, register, text
 
 __all__ = ["SdkSetup", "agent_turns", "agent_view_reads", "run_sdk", "sdk_one_way", "sdk_round_trips"]
+
+
+_RUNS = itertools.count()
+"""Numbers the identities' names, so the workloads may run again against the same hub."""
+
+
+def unique(name: str) -> str:
+    """``name`` with a suffix no earlier workload of this process used (names are unique on a hub)."""
+    return f"{name}-{next(_RUNS)}"
 
 
 @dataclass
@@ -79,6 +89,7 @@ async def setup_sdk(target: str, n: int, channel_type: str, tag: str) -> SdkSetu
     of ``channel_type`` to the others (their invites auto-acked) and waits until it is OPENED."""
     stack = AsyncExitStack()
     clients = []
+    tag = unique(tag)
     for i in range(n):
         hc = await stack.enter_async_context(HubClient.connect(target))
         clients.append(await hc.register_human(Passport(name=f"{tag}-{i}", kind="human")))
@@ -161,7 +172,7 @@ async def agent_turns(target: str, iterations: int, warmup: int) -> dict[str, fl
     """The lean client asks an SDK Agent (``HubClient.register``, a handler of its own answering each
     text with ``client.send``; no model call) in a conversation; round trip p50/p99."""
     async with HubClient.connect(target) as hc:
-        agent = Agent("bench-responder", config=ScriptedConfig([]))
+        agent = Agent(unique("bench-responder"), config=ScriptedConfig([]))
         responder: AgentClient | None = None
 
         async def handle(env: Envelope) -> None:
@@ -173,7 +184,7 @@ async def agent_turns(target: str, iterations: int, warmup: int) -> dict[str, fl
 
         responder = await hc.register(agent, on_envelope=handle)
         grpc_channel = grpc.aio.insecure_channel(target)
-        agent_id, credential = await register(grpc_channel, "bench-asker")
+        agent_id, credential = await register(grpc_channel, unique("bench-asker"))
         asker = BenchPeer(grpc_channel, credential, agent_id, max_batch=256)
         await asker.connect()
         try:
@@ -212,8 +223,8 @@ async def agent_view_reads(target: str, iterations: int) -> dict[str, float]:
     """``AgentView.describe_channel`` one call after the other against the raw stub's
     ``DescribeChannel`` (same credential, same channel, alternating blocks); p50 of each in ms."""
     async with HubClient.connect(target) as hc:
-        a = await hc.register_human(Passport(name="view-a", kind="human"))
-        b = await hc.register_human(Passport(name="view-b", kind="human"))
+        a = await hc.register_human(Passport(name=unique("view-a"), kind="human"))
+        b = await hc.register_human(Passport(name=unique("view-b"), kind="human"))
         channel = await a.open(type="conversation", target=b.agent_id)
         await channel.send("hello")
         raw_channel = grpc.aio.insecure_channel(target)
