@@ -64,14 +64,22 @@ def retry_after(err: RateLimited) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-async def retry_rate_limited(attempt: Callable[[], Awaitable[T]], policy: RateLimitBackoff) -> T:
-    """``await attempt()``, retried after the hub's ``retry_after_seconds`` while ``policy`` allows."""
+async def retry_rate_limited(
+    attempt: Callable[[], Awaitable[T]], policy: RateLimitBackoff, *, refused: RateLimited | None = None
+) -> T:
+    """``await attempt()``, retried after the hub's ``retry_after_seconds`` while ``policy`` allows.
+
+    ``refused``: the caller made the first attempt itself and it was refused with this error (a
+    caller's fast path); the retries go on from there, counted as if made here."""
     waited = 0.0
     attempts = 0
     while True:
         attempts += 1
         try:
-            return await attempt()
+            if refused is None:
+                return await attempt()
+            first, refused = refused, None
+            raise first  # handled below like any refused attempt
         except RateLimited as err:
             base = retry_after(err)
             if base is None or attempts >= policy.max_attempts:

@@ -133,12 +133,42 @@ class HubConnection(ClosedOnExit):
         it the stream stops reading until they catch up (:class:`agentsdk.network.delivery.DeliveryStream`)."""
         self.tracer = trace.get_tracer("agentsdk", tracer_provider=tracer_provider)
         """Where the SDK's spans go: each post and each handler turn (docs/operations.md "Tracing")."""
+        self._tracer_provider = tracer_provider
+        self._global_tracing = False
         self.channel = open_channel(self.target, tls, CHANNEL_OPTIONS, client_span_interceptors(tracer_provider))
         self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
+
+    @property
+    def tracing(self) -> bool:
+        """Whether :attr:`tracer` may record spans: a provider was given (other than OpenTelemetry's
+        no-op one), or none was and a global provider is set now. When False every span the SDK
+        would start is a no-op, so the post and handler paths skip making them (they still pass on
+        the trace context an envelope carries, exactly as the no-op spans would)."""
+        provider = self._tracer_provider
+        if provider is not None:
+            return not isinstance(provider, trace.NoOpTracerProvider)
+        if not self._global_tracing:
+            self._global_tracing = global_tracer_provider_set()  # once set, it stays (set once)
+        return self._global_tracing
 
     async def close(self) -> None:
         """Close the channel (every stream on it ends)."""
         await self.channel.close()
+
+
+_UNKNOWN = object()
+
+
+def global_tracer_provider_set() -> bool:
+    """Whether OpenTelemetry's global tracer provider is set (a proxy tracer then records through it).
+
+    ``trace.get_tracer_provider()`` answers it too but reads the environment on every call while
+    none is set (several microseconds, on every post); the provider it stands for is kept in
+    ``opentelemetry.trace._TRACER_PROVIDER``, read directly when this OpenTelemetry has it."""
+    provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is _UNKNOWN:  # another layout of the API package: ask the public way
+        return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return provider is not None
 
 
 def client_span_interceptors(provider: trace.TracerProvider | None) -> list[grpc.aio.ClientInterceptor]:

@@ -27,6 +27,7 @@ import grpc
 from agentnet.v1 import envelope_pb2, hub_pb2
 
 from bench.client import BenchPeer, register, text
+from bench.sdk_bench import run_sdk
 from localprocs.redis_server import RedisServer, start_redis_server
 from localprocs.replicas import replicas
 
@@ -247,6 +248,8 @@ def autogen(agents_python: str | None, iterations: int, count: int) -> dict[str,
 
 WORKLOADS = ("rtt", "throughput", "fanout")
 """The network workloads, in the order they run."""
+SDK_WORKLOADS = {"rtt": ("rtt", "agent_turn", "agent_view"), "throughput": ("throughput",), "fanout": ("fanout",)}
+"""The SDK workloads (:mod:`bench.sdk_bench`) run right after each network workload's floor and hub rows."""
 
 
 async def run_remote(
@@ -362,14 +365,18 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         hub = start(["hubsvc", "--port", "0", "--db", f"{tmp}/hub.db", "--log-level", "WARNING"])
         try:
             report["floor"], report["hub"] = {}, {}
-            # Each workload on both systems before the next one: the benchmark's client process is
-            # then in the same state for both (not fresh for the floor and, for the hub, aged by the
-            # floor's 60,000 deliveries of the heavier workloads).
+            if args.sdk:
+                report["sdk"] = {}
+            # Each workload on both systems (and through the SDK) before the next one: the benchmark's
+            # client process is then in the same state for all (not fresh for the floor and, for the hub,
+            # aged by the floor's 60,000 deliveries of the heavier workloads).
             for workload in WORKLOADS:
                 for name, kind, proc in (("floor", "relay", relay), ("hub", "hub", hub)):
                     report[name] |= await run_remote(
                         kind, proc, args.iterations, args.count, args.window, args.max_batch, (workload,)
                     )
+                for sdk_workload in SDK_WORKLOADS[workload] if args.sdk else ():
+                    report["sdk"] |= await run_sdk(hub.target, sdk_workload, args.iterations, args.count, args.window)
         finally:
             relay.stop()
             hub.stop()
@@ -419,6 +426,7 @@ def print_report(r: dict[str, Any]) -> None:
             f"{label:<34}{floor[key]:>14.0f}{hub[key]:>14.0f}{agv}"
             f"   hub/floor {ratio(hub[key], floor[key])} (>= {floor_target}x){extra}"
         )
+    print_sdk(r)
     print_redis(r)
     h = r["hydrate"]
     label = f"hydrate ({h.get('mix', 'conversation')})"
@@ -427,6 +435,44 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"{'idle connected agent RSS':<34}{i['kb_per_agent']:>10.1f} KB/agent at {args_idle(r)} agents (<= 30 KB)")
     if ag is None:
         print("autogen: not measured (run `make bench`, which installs autogen-ext[grpc] in .venv-autogen)")
+
+
+def print_sdk(r: dict[str, Any]) -> None:
+    """The SDK rows (:mod:`bench.sdk_bench`) beside the lean client's, with their ratios and targets."""
+    sdk, floor, hub, ag = r.get("sdk"), r["floor"], r["hub"], r.get("autogen")
+    if sdk is None:
+        return
+    print(f"\n{'SDK path (agentsdk.network)':<34}{'floor':>14}{'lean client':>14}{'SDK':>14}   ratios (target)")
+    for q in ("p50", "p99"):
+        key = f"{q}_ms"
+        note = f"   SDK/floor {ratio(sdk['rtt'][key], floor['rtt'][key])}"
+        note += " (<= 1.5x)" if q == "p50" else ""
+        note += f", SDK/lean {ratio(sdk['rtt'][key], hub['rtt'][key])}"
+        values = f"{floor['rtt'][key]:>12.3f}ms{hub['rtt'][key]:>12.3f}ms{sdk['rtt'][key]:>12.3f}ms"
+        print(f"{'round trip ' + q:<34}{values}{note}")
+    for key, label, lean_target, ag_target in (
+        ("throughput", "one-way throughput (msg/s)", " (>= 0.8x)", 1.5),
+        ("fanout", "8-way fan-out (deliveries/s)", "", 2.0),
+    ):
+        note = f"   SDK/lean {ratio(sdk[key], hub[key])}{lean_target}"
+        note += f", SDK/autogen {ratio(sdk[key], ag[key])} (>= {ag_target}x)" if ag else ""
+        print(f"{label:<34}{floor[key]:>14.0f}{hub[key]:>14.0f}{sdk[key]:>14.0f}{note}")
+    turn = sdk["agent_turn"]
+    for q in ("p50", "p99"):
+        key = f"{q}_ms"
+        extra = turn[key] - hub["rtt"][key]
+        target = " (<= 0.3 ms)" if q == "p50" else ""
+        print(
+            f"{'agent handler turn ' + q:<34}{'':>14}{hub['rtt'][key]:>12.3f}ms{turn[key]:>12.3f}ms"
+            f"   turn - lean round trip {extra:+.3f} ms{target}"
+        )
+    view = sdk["agent_view"]
+    print(
+        f"{'AgentView.describe_channel p50':<34}{'':>14}{view['raw_p50_ms']:>12.3f}ms{view['view_p50_ms']:>12.3f}ms"
+        f"   AgentView/raw stub {ratio(view['view_p50_ms'], view['raw_p50_ms'])}"
+    )
+    if not ag:
+        print("  (SDK/autogen: autogen not measured)")
 
 
 def print_redis(r: dict[str, Any]) -> None:
@@ -493,6 +539,12 @@ def main() -> None:
         "--replicas-colocated",
         action="store_true",
         help="put both agents of each --replicas channel on the same replica (runs without cross-replica delivery)",
+    )
+    parser.add_argument(
+        "--sdk",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the workloads through the public SDK (bench/sdk_bench.py) against the same hub",
     )
     parser.add_argument("--json", action="store_true", help="print the raw JSON report too")
     args = parser.parse_args()

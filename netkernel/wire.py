@@ -157,9 +157,13 @@ def loads_json(text: str, max_depth: int | None = None) -> Any:
     return value
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""The encoder of :func:`dumps_json`, made once (``json.dumps`` with these options builds one per call)."""
+
+
 def dumps_json(value: Any) -> str:
     """Compact, exact JSON (ints stay ints, non-ASCII kept as is)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _COMPACT.encode(value)
 
 
 def parse_json_object(text: str, what: str, max_depth: int | None = None) -> dict[str, Any]:

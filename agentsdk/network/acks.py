@@ -28,7 +28,8 @@ class AckCoalescer:
 
     def __init__(self, send: Callable[[connect_pb2.Ack], None], *, flush_at: int = MAX_ENTRIES_PER_FRAME) -> None:
         self._send = send
-        self._pending: list[connect_pb2.AckEntry] = []
+        self._pending: list[tuple[str, int]] = []
+        """``(channel_id, seq)`` of the acks not handed out yet (made entries only when they go)."""
         self._timer: asyncio.Handle | None = None
         self._soon = False
         """The armed timer sends at the end of this turn (not after the delay)."""
@@ -40,7 +41,7 @@ class AckCoalescer:
 
     def add(self, channel_id: str, seq: int) -> None:
         """Ack one envelope: sent with the acks made around it, in a frame or with a post."""
-        self._pending.append(connect_pb2.AckEntry(channel_id=channel_id, seq=seq))
+        self._pending.append((channel_id, seq))
         now = not self.delay or len(self._pending) >= self.flush_at
         if self._timer is not None:
             if self._soon or not now:
@@ -58,7 +59,11 @@ class AckCoalescer:
         if not self._pending and self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        return connect_pb2.Ack(entries=taken)
+        ack = connect_pb2.Ack()
+        add = ack.entries.add
+        for channel_id, seq in taken:
+            add(channel_id=channel_id, seq=seq)
+        return ack
 
     def flush(self) -> None:
         """Send what is pending now, in frames of at most :data:`MAX_ENTRIES_PER_FRAME` entries."""

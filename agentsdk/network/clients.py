@@ -65,7 +65,7 @@ async def call_back(callback: Callable[[Envelope], Awaitable[None] | None], enve
     Every envelope callback of the SDK goes through here, so a plain function works
     wherever a coroutine function does."""
     result = callback(envelope)
-    if inspect.isawaitable(result):
+    if result is not None and inspect.isawaitable(result):
         await result
 
 
@@ -337,23 +337,44 @@ class NetworkClient:
         ``trace_id`` of its own the envelope carries the W3C traceparent of this post's span (a
         child of the running handler turn's span, so a reply continues the trace it answers).
         """
-        with self._hub.connection.tracer.start_as_current_span(
+        connection = self._hub.connection
+        if not connection.tracing:
+            # No span would be recorded: skip making a no-op one. The envelope still carries the
+            # context that no-op span would have named, the current one (a handler turn's: the
+            # trace the delivered envelope carried goes on).
+            wire = self._wire_of(envelope)
+            if not wire.HasField("trace_id"):
+                traceparent = traceparent_of(trace.get_current_span())
+                if traceparent is not None:
+                    wire.trace_id = traceparent
+            return envelope_from_wire(await self._post_wire(wire))
+        with connection.tracer.start_as_current_span(
             "agentnet.post",
             kind=trace.SpanKind.PRODUCER,
             attributes={"agentnet.channel_id": envelope.channel_id, "agentnet.event_type": envelope.event_type},
         ) as span:
-            wire = envelope_to_wire(dataclasses.replace(envelope, sender_id=envelope.sender_id or self.agent_id))
+            wire = self._wire_of(envelope)
             if not wire.HasField("trace_id"):  # a client's own trace_id is sent as it is
                 traceparent = traceparent_of(span)  # inside a handler turn: that turn's trace goes on
                 if traceparent is not None:
                     wire.trace_id = traceparent
-            if self._stream is None:
-                response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
-                posted = response.envelope
-            else:
-                posted = await self._stream.post(wire)
+            posted = await self._post_wire(wire)
             span.set_attributes({"agentnet.seq": posted.seq, "agentnet.envelope_id": posted.envelope_id})
             return envelope_from_wire(posted)
+
+    def _wire_of(self, envelope: Envelope) -> envelope_pb2.Envelope:
+        """``envelope`` as the wire message to post, its empty ``sender_id`` filled with this client's id."""
+        wire = envelope_to_wire(envelope)
+        if not envelope.sender_id:
+            wire.sender_id = self.agent_id
+        return wire
+
+    async def _post_wire(self, wire: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
+        """Post ``wire`` over the delivery stream (PostEnvelope while not connected); the admitted envelope."""
+        if self._stream is None:
+            response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
+            return response.envelope
+        return await self._stream.post(wire)
 
     async def send_envelope(self, envelope: Envelope) -> Envelope:
         """Same as :meth:`post_envelope` (the spelling agent handlers use)."""
@@ -528,6 +549,8 @@ class HumanClient(NetworkClient):
         self._inbox_bytes = 0
         self._overflowing = False
         self._arrived = asyncio.Condition()
+        self._waiting = 0
+        """Pullers waiting on :attr:`_arrived` (none: an arrival needs no lock nor notify)."""
         self._closed = False
         self._pulled = False
         self._wake: asyncio.Task[None] | None = None
@@ -591,6 +614,11 @@ class HumanClient(NetworkClient):
             except Exception:
                 log.exception("envelope callback %r failed", callback)
         if not self._keeps_pulled():
+            return
+        if not self._waiting:
+            # Nobody waits to be told; a puller holds the lock only while it waits (or takes, without
+            # awaiting), so it is free and the next puller finds the envelope in the queue.
+            self._enqueue(envelope, size)
             return
         async with self._arrived:
             self._enqueue(envelope, size)
@@ -656,7 +684,7 @@ class HumanClient(NetworkClient):
                             raise Timeout("the client disconnected before a matching envelope arrived")
                         if self.stream_error is not None:
                             raise self.stream_error
-                        await self._arrived.wait()
+                        await self._wait_arrival()
             except TimeoutError:
                 raise Timeout(f"no matching envelope within {timeout:g}s") from None
         return found
@@ -667,13 +695,21 @@ class HumanClient(NetworkClient):
         while True:
             async with self._arrived:
                 while not self._inbox and not self._closed and self.stream_error is None:
-                    await self._arrived.wait()
+                    await self._wait_arrival()
                 if not self._inbox:
                     if self.stream_error is not None and not self._closed:
                         raise self.stream_error
                     return
                 env = self._take(0)
             yield env
+
+    async def _wait_arrival(self) -> None:
+        """Wait on :attr:`_arrived` (its lock held), counted in :attr:`_waiting`."""
+        self._waiting += 1
+        try:
+            await self._arrived.wait()
+        finally:
+            self._waiting -= 1
 
     def _stream_ended(self, error: AgentNetError) -> None:
         super()._stream_ended(error)

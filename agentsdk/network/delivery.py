@@ -32,8 +32,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import random
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 
@@ -44,19 +44,27 @@ from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network.acks import ACK_DELAY, AckCoalescer
 from agentsdk.network.cursors import CursorBook
 from agentsdk.network.outbox import Outbox
-from agentsdk.network.turn_context import delivery_scope
+from agentsdk.network.turn_context import enter_delivery, exit_delivery
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED
 from netkernel.errors import (
     AgentNetError,
     PermissionDenied,
+    RateLimited,
     Superseded,
     Unauthenticated,
     Unavailable,
     error_from_reason,
 )
 from netkernel.tracecontext import context_of
+
+
+def _expire(fut: asyncio.Future[connect_pb2.PostResult]) -> None:
+    """A post's deadline passed: its wait ends with TimeoutError (as ``asyncio.wait_for``'s would)."""
+    if not fut.done():
+        fut.set_exception(TimeoutError())
+
 
 _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
 log = logging.getLogger("agentnet.sdk")
@@ -324,17 +332,19 @@ class DeliveryStream:
             env = delivery.envelope
             if not delivery.expired and env.envelope_id not in self._seen:
                 self._remember(env.envelope_id)
+                token = enter_delivery(env.envelope_id, delivery.can_send if delivery.HasField("can_send") else None)
                 try:
-                    with (
-                        delivery_scope(env.envelope_id, delivery.can_send if delivery.HasField("can_send") else None),
-                        self._turn_span(env),
-                    ):
-                        await self.dispatch(env)
+                    if self.conn.tracing:
+                        with self._turn_span(env):
+                            await self.dispatch(env)
+                    else:
+                        await self._dispatch_untraced(env)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("handler failed on %s %s", env.event_type, env.envelope_id)
                 finally:
+                    exit_delivery(token)
                     if env.envelope_id in self._seen:
                         self._seen[env.envelope_id] = self._listings
             if resumed:
@@ -362,6 +372,24 @@ class DeliveryStream:
             },
         )
 
+    async def _dispatch_untraced(self, env: envelope_pb2.Envelope) -> None:
+        """The handler turn when no span would be recorded (:attr:`HubConnection.tracing` False).
+
+        What the no-op tracer's span would do, without making one: the span current while the
+        handler runs names the context the envelope carries (so the reply's post continues that
+        trace), else the one current already (then there is nothing to make current)."""
+        context = context_of(env.trace_id) if env.trace_id else None
+        if context is not None:
+            span = trace.get_current_span(context)
+        else:
+            current = trace.get_current_span()
+            if isinstance(current, trace.NonRecordingSpan):
+                await self.dispatch(env)
+                return
+            span = trace.NonRecordingSpan(current.get_span_context())
+        with trace.use_span(span, end_on_exit=True):
+            await self.dispatch(env)
+
     def _remember(self, envelope_id: str) -> None:
         self._seen[envelope_id] = None
         if len(self._seen) > 100_000:
@@ -375,21 +403,33 @@ class DeliveryStream:
         """Admit ``envelope``; returns it as written. Raises the hub's domain error when refused
         (RATE_LIMITED only once the connection's ``rate_limit_backoff`` gave up)."""
         if not envelope.HasField("idempotency_key"):
-            envelope.idempotency_key = uuid.uuid4().hex
-        return await retry_rate_limited(lambda: self._post_once(envelope, timeout), self.conn.rate_limit_backoff)
+            envelope.idempotency_key = os.urandom(16).hex()
+        try:
+            return await self._post_once(envelope, timeout)
+        except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
+            return await retry_rate_limited(
+                lambda: self._post_once(envelope, timeout), self.conn.rate_limit_backoff, refused=refused
+            )
 
     async def _post_once(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
         if self.connected.is_set() and not self.paused:
             request_id = str(next(self._ids))
-            fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            fut: asyncio.Future[connect_pb2.PostResult] = loop.create_future()
             self._results[request_id] = fut
-            frame = connect_pb2.ConnectRequest(post=connect_pb2.Post(request_id=request_id, envelope=envelope))
+            frame = connect_pb2.ConnectRequest()
+            post = frame.post
+            post.request_id = request_id
+            post.envelope.CopyFrom(envelope)  # several times cheaper than Post(envelope=...), which copies too
             self._outbox.put(frame)
+            # The deadline as a timer on the future (asyncio.wait_for would wrap it in another one).
+            timer = loop.call_later(timeout, _expire, fut)
             try:
-                result = await asyncio.wait_for(fut, timeout)
+                result = await fut
             except Unavailable:
                 result = None  # the stream broke: retry below, the idempotency key makes it safe
             finally:
+                timer.cancel()
                 self._results.pop(request_id, None)
             if result is not None:
                 if result.WhichOneof("result") == "error":

@@ -62,7 +62,12 @@ class Outbox:
             posts.append(item.post)
         if len(posts) == 1 and ack is None:
             return first
-        return Frame(post_batch=connect_pb2.PostBatch(posts=posts, ack=ack))
+        frame = Frame()  # filled in place: PostBatch(posts=...) inside Frame(post_batch=...) copies each post twice
+        batch = frame.post_batch
+        batch.posts.extend(posts)
+        if ack is not None:
+            batch.ack.CopyFrom(ack)
+        return frame
 
     async def frames(self) -> AsyncIterator[Frame]:
         """The frames to write, until None is queued (the request iterator of a Connect call)."""

@@ -17,7 +17,16 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["cause_scope", "current_cause", "current_task", "delivered_can_send", "delivery_scope", "task_scope"]
+__all__ = [
+    "cause_scope",
+    "current_cause",
+    "current_task",
+    "delivered_can_send",
+    "delivery_scope",
+    "enter_delivery",
+    "exit_delivery",
+    "task_scope",
+]
 
 _task: contextvars.ContextVar[Any] = contextvars.ContextVar("agentsdk_current_task", default=None)
 _cause: contextvars.ContextVar[str] = contextvars.ContextVar("agentsdk_current_cause", default="")
@@ -67,8 +76,19 @@ def delivered_can_send(envelope_id: str) -> bool | None:
 @contextlib.contextmanager
 def delivery_scope(envelope_id: str, can_send: bool | None) -> Iterator[None]:
     """While ``envelope_id``'s handler runs, remember what its delivery said about posting now."""
-    token = _delivered.set((envelope_id, can_send))
+    token = enter_delivery(envelope_id, can_send)
     try:
         yield
     finally:
-        _delivered.reset(token)
+        exit_delivery(token)
+
+
+def enter_delivery(envelope_id: str, can_send: bool | None) -> contextvars.Token[tuple[str, bool | None]]:
+    """:func:`delivery_scope` without the context manager (the delivery stream's per-envelope path):
+    remember what ``envelope_id``'s delivery said; pass the token to :func:`exit_delivery` after."""
+    return _delivered.set((envelope_id, can_send))
+
+
+def exit_delivery(token: contextvars.Token[tuple[str, bool | None]]) -> None:
+    """End what :func:`enter_delivery` began."""
+    _delivered.reset(token)

@@ -168,3 +168,33 @@ async def test_many_concurrent_posts_all_succeed_in_order(tmp_path: Path, max_ba
             await stream.stop()
             await conn.close()
         await bob.close()
+
+
+async def test_a_post_cancelled_in_the_turn_its_result_arrives_ends_cancelled(tmp_path: Path) -> None:
+    """Cancelling a post (a handler stopped by ``disconnect``) is never lost, even when the hub's
+    result arrives in the same event-loop turn: ``asyncio.wait_for`` (Python 3.11) returned the result
+    then and swallowed the cancellation, so a stopping client's handler task went on to wait for
+    its next envelope and ``disconnect`` gave up on it after 5 s."""
+    async with running_hub(tmp_path / "hub.db") as hub:
+        alice, bob, cid = await conversation(hub.target)
+        await alice.disconnect()
+
+        async def dispatch(env: envelope_pb2.Envelope) -> None:
+            pass
+
+        conn = HubConnection(hub.target)
+        stream = DeliveryStream(conn, alice.credential, dispatch)
+        try:
+            await stream.start()
+            post = asyncio.create_task(stream.post(make_envelope(cid, EV_TEXT, {"text": "hi"})))
+            await asyncio.sleep(0)  # the post is written and waits for its result (a round trip away)
+            [result] = stream._results.values()
+            accepted: list[bool] = []
+            result.add_done_callback(lambda _: accepted.append(post.cancel()))  # as its result arrives
+            await asyncio.wait({post}, timeout=10)
+            assert len(accepted) == 1 and post.done()
+            assert post.cancelled() or not accepted[0]  # a cancel the task took is never lost
+        finally:
+            await stream.stop()
+            await conn.close()
+        await bob.close()

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import NoOpTracerProvider, SpanKind
 
 from agentsdk import Agent
-from agentsdk.network import Hub
+from agentsdk.network import Envelope, Hub, HubClient
 from agentsdk.testing import ScriptedOpenAIServer
+from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT
 from netkernel.identity import Passport
 from tests.eventually import assert_eventually
@@ -99,3 +100,47 @@ async def test_the_sdks_unary_calls_are_client_spans_the_hubs_rpc_spans_continue
         assert parent_of(server) == client.context.span_id
         names = {s.name for s in exporter.get_finished_spans()}
         assert "/agentnet.v1.HubService/Connect" not in names
+
+
+async def test_clients_without_tracing_make_no_spans_yet_pass_on_the_trace_an_envelope_carries(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """SDK clients with no tracer provider (none given, no global one) skip their spans entirely; what
+    they post is what OpenTelemetry's no-op spans gave: no trace context of their own, and inside a
+    handler turn the context the delivered envelope carried, so the traced hub's spans stay one trace."""
+    provider, exporter = spans
+    async with Hub.open(tracer_provider=provider) as hub, HubClient.connect(hub.target) as hc:
+        assert not hc.connection.tracing  # the premise: nothing would record the SDK's spans
+        user = await hc.register_human(Passport(name="user", kind="human"))
+        answerer = await hc.register_human(Passport(name="answerer", kind="human"))
+
+        async def answer(env: Envelope) -> None:
+            if env.event_type == EV_TEXT and env.sender_id == user.agent_id:
+                await answerer.send(env.channel_id, "pong", causation_id=env.envelope_id)
+
+        answerer.on_envelope(answer)
+        ch = await user.open(type="conversation", target="answerer")
+        ping = await user.send(ch.channel_id, "ping")
+        reply = await user.next_envelope(predicate=lambda e: e.event_type == EV_TEXT, timeout=20)
+        assert reply.causation_id == ping.envelope_id
+
+        def admitted() -> list[ReadableSpan]:
+            done = [s for s in exporter.get_finished_spans() if s.name == "agentnet.hub.post"]
+            ids = {(s.attributes or {}).get("agentnet.envelope_id") for s in done}
+            return done if {ping.envelope_id, reply.envelope_id} <= ids else []
+
+        done = await assert_eventually(admitted)
+        ping_admitted = named(done, "agentnet.hub.post", ping.envelope_id)
+        reply_admitted = named(done, "agentnet.hub.post", reply.envelope_id)
+        assert ping_admitted.parent is None  # the untraced post carried no context of its own
+        assert reply_admitted.context.trace_id == ping_admitted.context.trace_id
+        assert parent_of(reply_admitted) == ping_admitted.context.span_id  # the delivered ping's context
+        assert not [s for s in exporter.get_finished_spans() if s.name in ("agentnet.post", "agentnet.handle")]
+
+
+async def test_a_connection_traces_when_a_recording_provider_is_given() -> None:
+    """``HubConnection.tracing``: a provider given counts unless it is OpenTelemetry's no-op one; with
+    none given it follows the global provider (unset in the tests)."""
+    for provider, tracing in ((TracerProvider(), True), (NoOpTracerProvider(), False), (None, False)):
+        async with HubConnection("127.0.0.1:1", tracer_provider=provider) as connection:
+            assert connection.tracing is tracing, provider
