@@ -9,7 +9,7 @@ include tools/versions.env
 # Worker processes of the test suite: tests mostly wait on sockets and timers, so more workers than cores pays.
 TEST_WORKERS ?= 3
 
-.PHONY: help setup proto check-gen lint test test-fast test-bridges serve bench tools node-deps go-deps bridges-deps redis-server chromium clean
+.PHONY: help setup proto check-gen lint test test-fast test-bridges serve bench bench-bridges tools node-deps go-deps bridges-deps redis-server chromium clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -92,6 +92,11 @@ serve: setup ## run the hub (:50051) and knowledge service (:50052) on embedded 
 
 bench: setup redis-server .venv-autogen/.installed ## run the benchmarks in bench/ (not tests); AutoGen gets its own venv, the Redis rows a redis-server
 	$(PY) -m bench $(BENCH_ARGS)
+
+BENCH_BRIDGES_TIME ?= 3s
+bench-bridges: setup go-deps bridges-deps ## the Go and TypeScript bridges on bench/hub_bench.py's workloads against a real hub (not tests; BENCH_BRIDGES_TIME per Go benchmark, BENCH_BRIDGES_ARGS for the TS script)
+	cd bridges/go && go test -run '^$$' -bench . -benchtime $(BENCH_BRIDGES_TIME) -timeout 20m .
+	cd bridges/ts && npm run bench -- $(BENCH_BRIDGES_ARGS)
 
 clean: ## remove build output and local tools (keeps data/)
 	rm -rf tools/bin tools/node_modules gen/ts/node_modules gen/ts/dist build dist *.egg-info .venv-autogen \

@@ -1,6 +1,10 @@
 package agentnet
 
-import agentnetv1 "github.com/agent-network/agent-network/gen/go/agentnet/v1"
+import (
+	"runtime"
+
+	agentnetv1 "github.com/agent-network/agent-network/gen/go/agentnet/v1"
+)
 
 // outPost is a Post waiting for the stream's writer. Its fields after post
 // are written and read only under the stream's sendMu.
@@ -59,6 +63,13 @@ func (st *stream) sendPost(p *agentnetv1.Post) error {
 
 	st.sendMu.Lock()
 	defer st.sendMu.Unlock()
+	if !me.sent && st.postLimit > 1 {
+		// Let the goroutines that are about to post (say, those a Batch frame of post
+		// results just released) queue theirs first, so they leave in this frame: a
+		// writer that never waits would find the queue almost always empty and send a
+		// frame per post, which costs the hub several times more per post.
+		runtime.Gosched()
+	}
 	for !me.sent {
 		st.omu.Lock()
 		posts := make([]*agentnetv1.Post, min(len(st.outq), st.postLimit))

@@ -75,6 +75,10 @@ class ChannelRuntime:
     """Highest seq known committed."""
     last_commit: asyncio.Future[None] | None = None
     """The commit of the latest batch submitted (batches of a channel commit in order)."""
+    unpublished: int = 0
+    """Batches submitted whose commit has not been handled yet (their envelopes not yet handed to the
+    sessions): a batch written inline is delivered at once only when it is the only one, so sessions
+    always get a channel's envelopes in seq order."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     depths: BoundedDict[str, int] = field(default_factory=lambda: BoundedDict(4096))
     """envelope_id -> depth of recent envelopes (causation on the reply path)."""

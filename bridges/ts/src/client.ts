@@ -88,8 +88,15 @@ export interface ClientOptions {
 /** A passport to register: `name` is required, everything else optional. */
 export type PassportInit = { name: string } & Partial<Omit<Passport, "name">>;
 
-/** A resume to register (every field optional). */
-export type ResumeInit = Partial<Omit<Resume, "observed" | "lastUpdated">>;
+/**
+ * A resume to register or set (every field optional). It takes every field of
+ * {@link Resume}, so a resume read back (`describeAgent(...).resume`) can be sent
+ * again as it is, as the Go bridge's `Register` / `SetResume` take the whole
+ * message. `observed` and `lastUpdated` are sent too, but they are the hub's: it
+ * stamps them from the tasks it saw end and ignores what a client sends, so setting
+ * a resume never changes the track record.
+ */
+export type ResumeInit = Partial<Resume>;
 
 /** Extra fields of {@link register}. */
 export interface RegisterOptions extends ClientOptions {
@@ -1049,8 +1056,9 @@ function fullResume(resume: ResumeInit = {}): Resume {
     examples: [...(resume.examples ?? [])],
     tools: [...(resume.tools ?? [])],
     languages: [...(resume.languages ?? [])],
-    observed: {}, // the hub's to stamp: it ignores what a client sends
-    lastUpdated: undefined,
+    // The hub's to stamp: sent as given (as the Go bridge does), ignored by the hub.
+    observed: { ...(resume.observed ?? {}) },
+    lastUpdated: resume.lastUpdated,
   };
 }
 

@@ -63,3 +63,30 @@ test("tasks tagged with a capability build the owner's observed track record (de
   assert.deepEqual([stat.n, stat.completed, stat.failed], [3, 2, 1]);
   assert.ok(stat.lastUpdated !== undefined && record.resume?.lastUpdated !== undefined);
 });
+
+// ResumeInit takes the whole Resume, so a resume read back can be sent again as it is
+// (observed and lastUpdated included, as the Go bridge sends them); the hub ignores those
+// two: a fabricated track record at registration never shows, and setting a resume
+// keeps the record the hub built.
+test("a resume read back is sent again as it is; the hub keeps its own observed track record", async () => {
+  const forged = { n: 9, completed: 9, failed: 0, expired: 0, cancelled: 0, successRate: 1, lastLatencyMs: 5, lastUpdated: new Date() };
+  const owner = await register(hub.target, { name: "ts-resume-back" }, { summary: "first", observed: { "ts-forged": forged }, lastUpdated: new Date() });
+  const peer = await register(hub.target, { name: "ts-resume-reader" });
+  clients.push(owner, peer);
+  const fresh = await peer.describeAgent({ agentId: owner.agentId });
+  assert.equal(fresh.resume?.summary, "first");
+  assert.deepEqual(fresh.resume?.observed, {}, "a client's observed is ignored");
+  assert.equal(fresh.resume?.lastUpdated, undefined, "a client's lastUpdated is ignored");
+
+  const task = await owner.startTask("job", { capability: "ts-kept" });
+  await owner.endTask(task.taskId);
+  const before = await peer.describeAgent({ agentId: owner.agentId });
+  assert.ok(before.resume !== undefined && before.resume.observed["ts-kept"]?.n === 1, JSON.stringify(before.resume));
+  const changed = await owner.setResume({ ...before.resume, summary: "second", observed: { "ts-kept": forged } });
+  assert.equal(changed.resume?.summary, "second");
+  const after = await peer.describeAgent({ agentId: owner.agentId });
+  assert.equal(after.resume?.summary, "second");
+  assert.deepEqual(Object.keys(after.resume?.observed ?? {}), ["ts-kept"]);
+  assert.equal(after.resume?.observed["ts-kept"]?.n, 1, "the hub's count, not the one sent");
+  assert.ok(after.resume?.lastUpdated !== undefined);
+});

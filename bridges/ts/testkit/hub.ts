@@ -153,6 +153,41 @@ export async function startHub(extraArgs: string[] = []): Promise<HubProcess> {
   };
 }
 
+/** A hub that clients dial directly, without a forwarder (so it cannot restart). */
+export interface DirectHub {
+  /** `127.0.0.1:<port>` the hub itself listens on. */
+  readonly target: string;
+  /** Its data directory (removed by stop()). */
+  readonly dir: string;
+  /** SIGTERM, wait for exit (SIGKILL after 10 s), remove the data directory. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Start a hub on a free port with a fresh database, for clients to dial directly:
+ * for benchmarks, where startHub()'s forwarder would copy every byte on the
+ * clients' own event loop.
+ */
+export async function startDirectHub(extraArgs: string[] = []): Promise<DirectHub> {
+  const dir = await mkdtemp(join(tmpdir(), "agentnet-ts-"));
+  let child: ChildProcess;
+  let target: string;
+  try {
+    ({ child, target } = await spawnHub(dir, extraArgs));
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  return {
+    target,
+    dir,
+    async stop(): Promise<void> {
+      await terminate(child);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** What useHub() gives a test file. */
 export interface TestHub {
   /**

@@ -68,6 +68,7 @@ class Commits:
         elif batch.opened:
             self._timers.arm_ttl(ch)
         fut = ch.last_commit = self._store.submit(batch.writes)
+        ch.unpublished += 1
         wires = batch.wires
         charged = batch.charged
         ended = batch.ended is not None
@@ -76,6 +77,7 @@ class Commits:
             ch.in_flight[wire.envelope_id] = (wire, fut)
 
         def committed(f: asyncio.Future[None]) -> None:
+            ch.unpublished -= 1
             for wire in keyed:
                 ch.in_flight.pop(wire.envelope_id, None)
             if f.cancelled() or f.exception() is not None:
@@ -90,9 +92,13 @@ class Commits:
                 self._tasks.apply(ended_tasks)
             self.publish(ch, wires, ended)
 
-        if committed_already(fut):
+        if committed_already(fut) and ch.unpublished == 1:
             committed(fut)  # written at once (inline): deliver now rather than a loop turn later
         else:
+            # Also when written inline while an earlier batch's commit is still to be handled: the
+            # store resolved that one first, so its callback is already scheduled and runs before
+            # this one. Handled now, this batch's envelopes would reach the sessions ahead of that
+            # one's, and a session drops an envelope whose seq is below one it was given.
             fut.add_done_callback(committed)
         return fut
 
