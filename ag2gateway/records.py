@@ -90,6 +90,39 @@ def _iso_or_none(ts: timestamp_pb2.Timestamp) -> str | None:
 
 # -- envelopes --------------------------------------------------------------------------------------
 
+EV_PACKET = "ag2.packet"
+
+
+def packet_from_ag2(data: dict[str, Any]) -> dict[str, Any]:
+    """A workflow packet's event_data with AG2's routing spelled as the hub reads it: AG2's ``kind``
+    ``"text"`` is the hub's no kind, its ``tool`` the hub's ``tool_called``, a finish's ``reason`` the
+    hub's ``close_reason`` (AG2's keys stay beside the hub's)."""
+    routing = data.get("routing")
+    if not isinstance(routing, dict):
+        return data
+    out = dict(routing)
+    if out.get("kind") == "text":
+        del out["kind"]
+    if isinstance(out.get("tool"), str) and "tool_called" not in out:
+        out["tool_called"] = out["tool"]
+    if out.get("kind") == "finish" and isinstance(out.get("reason"), str) and "close_reason" not in out:
+        out["close_reason"] = out["reason"]
+    return {**data, "routing": out}
+
+
+def packet_to_ag2(data: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`packet_from_ag2`, for a packet any participant (AG2 or not) posted."""
+    routing = data.get("routing")
+    if not isinstance(routing, dict):
+        return {**data, "routing": {"kind": "text"}}
+    out = dict(routing)
+    out.setdefault("kind", "text")
+    if isinstance(out.get("tool_called"), str):
+        out.setdefault("tool", out["tool_called"])
+    if out["kind"] == "finish" and isinstance(out.get("close_reason"), str):
+        out.setdefault("reason", out["close_reason"])
+    return {**data, "routing": out}
+
 
 class IdMemory:
     """AG2 ids of hub envelopes this connection has seen, so a ``causation_id`` (a hub id) is shown as
@@ -119,7 +152,7 @@ def envelope_to_ag2(env: envelope_pb2.Envelope, memory: IdMemory) -> dict[str, A
         "sender_id": env.sender_id,
         "audience": list(env.audience.agent_ids) if env.HasField("audience") else None,
         "event_type": EVENT_TO_AG2.get(env.event_type, env.event_type),
-        "event_data": json.loads(env.event_data_json) if env.event_data_json else {},
+        "event_data": _event_data_to_ag2(env),
         "envelope_id": ag2,
         "task_id": env.task_id if env.HasField("task_id") else None,
         "causation_id": memory.ag2(env.causation_id) if env.HasField("causation_id") else None,
@@ -130,6 +163,11 @@ def envelope_to_ag2(env: envelope_pb2.Envelope, memory: IdMemory) -> dict[str, A
         "created_at": env.created_at,
         "ttl_seconds": env.ttl_seconds if env.HasField("ttl_seconds") else None,
     }
+
+
+def _event_data_to_ag2(env: envelope_pb2.Envelope) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(env.event_data_json) if env.event_data_json else {}
+    return packet_to_ag2(data) if env.event_type == EV_PACKET else data
 
 
 def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
@@ -153,7 +191,7 @@ def envelope_from_ag2(data: Any) -> envelope_pb2.Envelope:
     out = envelope_pb2.Envelope(
         channel_id=channel_id,
         event_type=EVENT_FROM_AG2.get(event_type, event_type),
-        event_data_json=json.dumps(event_data),
+        event_data_json=json.dumps(packet_from_ag2(event_data) if event_type == EV_PACKET else event_data),
     )
     audience = data.get("audience")
     if audience is not None:
