@@ -13,7 +13,7 @@ import traceback
 from typing import Any
 
 from ag2 import Agent
-from ag2.network import AuthBlock, HubClient, Passport, Resume
+from ag2.network import EV_TEXT, AuthBlock, Envelope, HubClient, Passport, Resume
 from ag2.network.transport import WsLink
 from ag2.testing import TestConfig
 
@@ -80,7 +80,12 @@ async def run(cmd: dict[str, Any]) -> Any:
         return {"channel_id": channel.channel_id, "metadata": channel.metadata.to_dict()}
     if op == "send":
         client = state["clients"][cmd["who"]]
-        return {"envelope_id": await client.send(cmd["channel_id"], cmd["text"])}
+        if hasattr(client, "send"):
+            return {"envelope_id": await client.send(cmd["channel_id"], cmd["text"])}
+        envelope = Envelope(
+            channel_id=cmd["channel_id"], sender_id="", audience=None, event_type=EV_TEXT, event_data={"text": cmd["text"]}
+        )
+        return {"envelope_id": await client.send_envelope(envelope)}
     if op == "received":
         return state["received"].get(cmd["who"], [])
     if op == "rpc":
