@@ -48,7 +48,9 @@ class IdentityStream:
 
     def _hello(self) -> connect_pb2.ConnectRequest:
         return connect_pb2.ConnectRequest(
-            hello=connect_pb2.Hello(credential=self.rpc.credential, max_in_flight=MAX_IN_FLIGHT, client_name="ag2gateway")
+            hello=connect_pb2.Hello(
+                credential=self.rpc.credential, max_in_flight=MAX_IN_FLIGHT, client_name="ag2gateway"
+            )
         )
 
     async def _frames(self) -> AsyncIterator[connect_pb2.ConnectRequest]:

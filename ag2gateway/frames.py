@@ -73,7 +73,13 @@ class Pong(_Inbound):
 
 
 Inbound = Hello | Request | Receipt | Ping | Pong
-_MODELS: dict[str, type[_Inbound]] = {"hello": Hello, "request": Request, "receipt": Receipt, "ping": Ping, "pong": Pong}
+_MODELS: dict[str, type[_Inbound]] = {
+    "hello": Hello,
+    "request": Request,
+    "receipt": Receipt,
+    "ping": Ping,
+    "pong": Pong,
+}
 
 
 class FrameError(ValueError):
@@ -127,12 +133,26 @@ def error(code: str, message: str, envelope_id: str | None = None) -> dict[str, 
 
 def response_ok(request_id: str, result: Any) -> dict[str, Any]:
     """A request's result."""
-    return {"kind": "response", "request_id": request_id, "ok": True, "result": result, "error_code": "", "error_message": ""}
+    return {
+        "kind": "response",
+        "request_id": request_id,
+        "ok": True,
+        "result": result,
+        "error_code": "",
+        "error_message": "",
+    }
 
 
 def response_error(request_id: str, code: str, message: str) -> dict[str, Any]:
     """A request's refusal (AG2's client re-raises the class ``code`` names)."""
-    return {"kind": "response", "request_id": request_id, "ok": False, "result": None, "error_code": code, "error_message": message}
+    return {
+        "kind": "response",
+        "request_id": request_id,
+        "ok": False,
+        "result": None,
+        "error_code": code,
+        "error_message": message,
+    }
 
 
 def notify(envelope: dict[str, Any], recipient_id: str) -> dict[str, Any]:

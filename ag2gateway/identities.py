@@ -87,7 +87,10 @@ class Identities:
                     "register with scheme 'api_key', or start the gateway with --allow-none-auth",
                 )
             return self._mac(f"none\0{name}")
-        raise Ag2Refusal(frames.AUTH_FAILED, f"unknown auth scheme: {scheme!r}; this gateway accepts 'api_key' (and 'none' if allowed)")
+        raise Ag2Refusal(
+            frames.AUTH_FAILED,
+            f"unknown auth scheme: {scheme!r}; this gateway accepts 'api_key' (and 'none' if allowed)",
+        )
 
     async def _register(self, passport: identity_pb2.Passport, key: str) -> tuple[identity_pb2.AgentRecord, str]:
         rpc = self.hub.rpc()
@@ -102,8 +105,10 @@ class Identities:
         raw = params.get("passport")
         passport = records.passport_from_ag2(raw)
         assert isinstance(raw, dict)
-        auth = raw.get("auth") if isinstance(raw.get("auth"), dict) else {}
-        claim = auth.get("claim") if isinstance(auth, dict) and isinstance(auth.get("claim"), dict) else {}
+        auth = raw.get("auth")
+        claim: dict[str, Any] = {}
+        if isinstance(auth, dict) and isinstance(auth.get("claim"), dict):
+            claim = auth["claim"]
         key = self.key(passport.name, records.scheme_of(raw), claim)
         resume = records.resume_from_ag2(params.get("resume"))
         rule_json = records.rule_from_ag2(params.get("rule"))
@@ -135,7 +140,9 @@ class Identities:
         stored = described.agent.passport
         registered = stored.labels.get(records.AUTH_SCHEME_LABEL)
         if registered is None:
-            raise Ag2Refusal(frames.AUTH_FAILED, f"{name!r} was not registered through an AG2 gateway; it cannot attach here")
+            raise Ag2Refusal(
+                frames.AUTH_FAILED, f"{name!r} was not registered through an AG2 gateway; it cannot attach here"
+            )
         if scheme != registered:
             raise Ag2Refusal(
                 frames.AUTH_FAILED, f"auth scheme {scheme!r} does not match {name!r}'s registered scheme {registered!r}"

@@ -31,7 +31,11 @@ MAX_NAMES = 256
 """Agent ids one ``names_for`` resolves."""
 MAX_WAL = 10_000
 """Envelopes one ``read_wal`` returns (AG2 reads whole WALs; longer channels are cut here)."""
-_KINDS = {"agent": identity_pb2.PASSPORT_KIND_AGENT, "human": identity_pb2.PASSPORT_KIND_HUMAN, "remote_agent": identity_pb2.PASSPORT_KIND_REMOTE_AGENT}
+_KINDS = {
+    "agent": identity_pb2.PASSPORT_KIND_AGENT,
+    "human": identity_pb2.PASSPORT_KIND_HUMAN,
+    "remote_agent": identity_pb2.PASSPORT_KIND_REMOTE_AGENT,
+}
 
 
 def op(name: str) -> Callable[[Op], Op]:
@@ -142,7 +146,9 @@ async def list_agents(conn: Connection, params: dict[str, Any]) -> Any:
     """``ListAgents`` (the gateway's directory identity left out), each as a passport."""
     kind = params.get("kind")
     request = hub_pb2.ListAgentsRequest(
-        kind=_KINDS.get(kind, identity_pb2.PASSPORT_KIND_UNSPECIFIED) if isinstance(kind, str) else 0,
+        kind=_KINDS.get(kind, identity_pb2.PASSPORT_KIND_UNSPECIFIED)
+        if isinstance(kind, str)
+        else identity_pb2.PASSPORT_KIND_UNSPECIFIED,
         capability=params.get("capability") or "",
         query=params.get("query") or "",
         sort_by=params.get("sort_by") or "",
@@ -310,7 +316,9 @@ async def find_envelope_by_causation(conn: Connection, params: dict[str, Any]) -
 async def can_send(conn: Connection, params: dict[str, Any]) -> Any:
     """``CanSend`` as the sender (a substantive text when no event type is named, as AG2's probe)."""
     event_type = params.get("event_type") or "ag2.msg.text"
-    request = hub_pb2.CanSendRequest(channel_id=_str(params, "channel_id"), event_type=records.EVENT_FROM_AG2.get(event_type, event_type))
+    request = hub_pb2.CanSendRequest(
+        channel_id=_str(params, "channel_id"), event_type=records.EVENT_FROM_AG2.get(event_type, event_type)
+    )
     try:
         return (await conn.as_agent(params.get("sender_id")).can_send(request)).allowed
     except NotFound:
@@ -350,7 +358,10 @@ async def report_turn_failure(conn: Connection, params: dict[str, Any]) -> Any:
 async def fire_task_event(conn: Connection, params: dict[str, Any]) -> Any:
     """No hub RPC: a TaskMirror failure report, logged by the gateway."""
     if params.get("kind") != "mirror_failed":
-        raise Ag2Refusal(frames.ACCESS_DENIED, f"only 'mirror_failed' task events are accepted over the wire, got {params.get('kind')!r}")
+        raise Ag2Refusal(
+            frames.ACCESS_DENIED,
+            f"only 'mirror_failed' task events are accepted over the wire, got {params.get('kind')!r}",
+        )
     log.warning("AG2 task mirror failure: task=%s %s", params.get("task_id"), str(params.get("payload"))[:500])
 
 

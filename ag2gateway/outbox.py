@@ -32,7 +32,9 @@ class Outbox:
     async def put(self, frame: bytes) -> None:
         """Queue ``frame``, waiting while the queue is over its limit (dropped once closed)."""
         async with self._changed:
-            await self._changed.wait_for(lambda: self._closed or self._bytes == 0 or self._bytes + len(frame) <= self.limit)
+            await self._changed.wait_for(
+                lambda: self._closed or self._bytes == 0 or self._bytes + len(frame) <= self.limit
+            )
             if self._closed:
                 return
             self._frames.append(frame)

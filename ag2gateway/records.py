@@ -442,13 +442,16 @@ def knobs_to_ag2(knobs_json: str) -> dict[str, Any]:
 def channel_to_ag2(meta: channel_pb2.ChannelMetadata) -> dict[str, Any]:
     """AG2's ``ChannelMetadata.to_dict()`` of a hub channel."""
     knobs: dict[str, Any] = json.loads(meta.knobs_json) if meta.knobs_json else {}
-    labels = knobs.get("labels") if isinstance(knobs.get("labels"), dict) else {}
+    raw_labels = knobs.get("labels")
+    labels: dict[str, Any] = dict(raw_labels) if isinstance(raw_labels, dict) else {}
     if meta.intent:
         labels = {**labels, "intent": meta.intent}
     creator = next((p.agent_id for p in meta.participants if p.role == channel_pb2.PARTICIPANT_ROLE_INITIATOR), "")
     other_role = "respondent" if meta.type in _TWO_PARTY else "participant"
     participants = []
-    for order, p in enumerate(sorted(meta.participants, key=lambda p: p.role != channel_pb2.PARTICIPANT_ROLE_INITIATOR)):
+    for order, p in enumerate(
+        sorted(meta.participants, key=lambda p: p.role != channel_pb2.PARTICIPANT_ROLE_INITIATOR)
+    ):
         role = "initiator" if p.role == channel_pb2.PARTICIPANT_ROLE_INITIATOR else other_role
         participants.append({"agent_id": p.agent_id, "role": role, "order": order, "joined_at": ""})
     pending = meta.state == channel_pb2.CHANNEL_STATE_PENDING

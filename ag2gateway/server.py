@@ -69,7 +69,10 @@ class Ag2Gateway:
 
     async def _serve(self, ws: ServerConnection) -> None:
         conn = Connection(
-            self.hub, self.identities, Outbox(self.options.max_queue_bytes), max_in_flight_requests=self.options.max_requests
+            self.hub,
+            self.identities,
+            Outbox(self.options.max_queue_bytes),
+            max_in_flight_requests=self.options.max_requests,
         )
         self.connections.add(conn)
         writer = asyncio.create_task(self._write(ws, conn))

@@ -46,7 +46,9 @@ async def run(cmd: dict[str, Any]) -> Any:
     if op == "agent":
         hub = await _hub(cmd.get("conn", "main"))
         agent = Agent(cmd["name"], config=TestConfig(*cmd.get("replies", [])))
-        client = await hub.register(agent, _passport(cmd["name"], cmd.get("token")), Resume(summary=cmd.get("summary", "")))
+        client = await hub.register(
+            agent, _passport(cmd["name"], cmd.get("token")), Resume(summary=cmd.get("summary", ""))
+        )
         original = client._on_envelope
 
         async def watch(envelope: Any) -> None:
@@ -83,7 +85,11 @@ async def run(cmd: dict[str, Any]) -> Any:
         if hasattr(client, "send"):
             return {"envelope_id": await client.send(cmd["channel_id"], cmd["text"])}
         envelope = Envelope(
-            channel_id=cmd["channel_id"], sender_id="", audience=None, event_type=EV_TEXT, event_data={"text": cmd["text"]}
+            channel_id=cmd["channel_id"],
+            sender_id="",
+            audience=None,
+            event_type=EV_TEXT,
+            event_data={"text": cmd["text"]},
         )
         return {"envelope_id": await client.send_envelope(envelope)}
     if op == "received":

@@ -54,7 +54,7 @@ async def test_a_wrong_api_key_does_not_attach(net: Net) -> None:
 
 
 async def test_the_none_scheme_is_refused_unless_the_operator_allows_it(net: Net) -> None:
-    with pytest.raises(Ag2Error, match="AuthError: .*allow-none-auth"):
+    with pytest.raises(Ag2Error, match=r"AuthError: .*allow-none-auth"):
         await net.ag2("human", name="dave", token=None)
 
 

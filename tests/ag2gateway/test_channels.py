@@ -22,7 +22,11 @@ async def test_a_human_consults_an_ag2_agent_and_gets_its_answer(net: Net) -> No
     opened = await ag2("open", who="alice", type="consulting", targets=["bob"])
     assert opened["metadata"]["manifest"]["type"] == "consulting"
     [initiator, respondent] = opened["metadata"]["participants"]
-    assert (initiator["role"], respondent["role"], respondent["agent_id"]) == ("initiator", "respondent", bob["agent_id"])
+    assert (initiator["role"], respondent["role"], respondent["agent_id"]) == (
+        "initiator",
+        "respondent",
+        bob["agent_id"],
+    )
 
     async def channel_open() -> None:
         meta = await ag2("call", name="get_channel", args=[opened["channel_id"]])
