@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from agentnet.v1 import hub_pb2, identity_pb2
+from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
 
 from ag2gateway import frames, ids, records
 from ag2gateway.refusals import Ag2Refusal
@@ -378,6 +378,80 @@ def _bound_any(conn: Connection) -> HubRpc:
     for bound in conn.bound.values():
         return bound.rpc
     raise Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
+
+
+@op("observe_task")
+async def observe_task(conn: Connection, params: dict[str, Any]) -> Any:
+    """``ReportTask`` (started) as the task's owner: AG2's TaskMirror saw ``agent.task(...)`` begin."""
+    meta = params["metadata"]
+    spec = meta.get("spec") or {}
+    request = hub_pb2.ReportTaskRequest(
+        task_id=_str(meta, "task_id"),
+        kind=task_pb2.TASK_EVENT_KIND_STARTED,
+        title=str(spec.get("title") or ""),
+        channel_id=meta.get("channel_id") or "",
+        capability=spec.get("capability") or "",
+    )
+    await conn.as_agent(meta.get("owner_id")).report_task(request)
+
+
+@op("update_task")
+async def update_task(conn: Connection, params: dict[str, Any]) -> Any:
+    """``ReportTask`` (progress or the end) as the task's owner."""
+    task_id = _str(params, "task_id")
+    state = params.get("state") or "running"
+    kind = records.TASK_EVENT_FROM_AG2.get(state)
+    if kind is None:
+        raise Ag2Refusal(
+            frames.PROTOCOL_ERROR, f"params.state {state!r} cannot be reported; the hub expires tasks itself"
+        )
+    payload = params.get("result") if kind == task_pb2.TASK_EVENT_KIND_COMPLETED else params.get("progress")
+    request = hub_pb2.ReportTaskRequest(
+        task_id=task_id,
+        kind=kind,
+        payload_json=json.dumps(payload) if payload is not None else "",
+        error=str(params.get("error") or ""),
+    )
+    last: Exception | None = None
+    for bound in list(conn.bound.values()):  # AG2 names no owner here: the bound identity that owns it
+        try:
+            await bound.rpc.report_task(request)
+            return None
+        except Exception as err:
+            last = err
+    raise last or Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
+
+
+@op("get_task")
+async def get_task(conn: Connection, params: dict[str, Any]) -> Any:
+    """``GetTask`` as a bound identity that may see it."""
+    request = hub_pb2.GetTaskRequest(task_id=_str(params, "task_id"))
+    last: Exception | None = None
+    for bound in list(conn.bound.values()):
+        try:
+            return records.task_to_ag2((await conn.hub.missing(bound.rpc.credential).get_task(request)).task)
+        except Exception as err:
+            last = err
+    raise last or Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
+
+
+@op("list_tasks")
+async def list_tasks(conn: Connection, params: dict[str, Any]) -> Any:
+    """``ListTasks`` (every task the bound identities may see), filtered as AG2's ``list_tasks``."""
+    limit = min(int(params.get("limit") or 50), 1000)
+    seen: dict[str, Any] = {}
+    for bound in list(conn.bound.values()):
+        request = hub_pb2.ListTasksRequest(scope=hub_pb2.TASK_SCOPE_ALL, include_ended=True, limit=limit)
+        for task in (await conn.hub.missing(bound.rpc.credential).list_tasks(request)).tasks:
+            seen.setdefault(task.task_id, records.task_to_ag2(task))
+    out = [
+        t
+        for t in seen.values()
+        if params.get("agent_id") in (None, t["owner_id"])
+        and params.get("channel_id") in (None, t["channel_id"])
+        and params.get("state") in (None, t["state"])
+    ]
+    return out[:limit]
 
 
 @op("checkpoint_task")

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from agentnet.v1 import channel_pb2, envelope_pb2, identity_pb2
+from agentnet.v1 import channel_pb2, envelope_pb2, identity_pb2, task_pb2
 from google.protobuf import timestamp_pb2
 
 from ag2gateway import ids
@@ -345,9 +345,9 @@ def default_rule() -> dict[str, Any]:
 
 
 def rule_from_ag2(data: Any) -> str:
-    """The hub rule JSON of an AG2 rule: its ``access.inbound_from`` (the one AG2 access rule the hub
-    has under the same name); "" for AG2's permissive default. Other AG2 rule fields are refused
-    rather than ignored, so a rule never silently does less than its author wrote."""
+    """The hub rule JSON of an AG2 rule: its ``access.inbound_from`` name globs (the one AG2 access rule
+    the hub has under the same name, as ``{"names": [...]}``); "" for AG2's permissive default. Other
+    AG2 rule fields are refused rather than ignored, so a rule never silently does less than its author wrote."""
     if data is None:
         return ""
     if not isinstance(data, dict):
@@ -365,7 +365,9 @@ def rule_from_ag2(data: Any) -> str:
         raise InvalidArgument("AG2 rule limits are set through the hub's policy file here (docs/governance.md)")
     if inbound == ["*"]:
         return ""
-    return json.dumps({"access": {"inbound_from": inbound}})
+    if not isinstance(inbound, list) or not all(isinstance(g, str) for g in inbound):
+        raise InvalidArgument("rule.access.inbound_from must be a list of name globs")
+    return json.dumps({"access": {"inbound_from": {"names": inbound}}})
 
 
 def rule_to_ag2(rule_json: str) -> dict[str, Any]:
@@ -373,9 +375,49 @@ def rule_to_ag2(rule_json: str) -> dict[str, Any]:
     rule = default_rule()
     if rule_json:
         access = json.loads(rule_json).get("access") or {}
-        if "inbound_from" in access:
-            rule["access"]["inbound_from"] = list(access["inbound_from"])
+        inbound = access.get("inbound_from")
+        if isinstance(inbound, dict):
+            rule["access"]["inbound_from"] = list(inbound.get("names") or [])
     return rule
+
+
+# -- tasks ----------------------------------------------------------------------------------------
+
+_TASK_STATE_TO_AG2 = {
+    task_pb2.TASK_STATE_RUNNING: "running",
+    task_pb2.TASK_STATE_COMPLETED: "completed",
+    task_pb2.TASK_STATE_FAILED: "failed",
+    task_pb2.TASK_STATE_CANCELLED: "cancelled",
+    task_pb2.TASK_STATE_EXPIRED: "expired",
+}
+TASK_EVENT_FROM_AG2 = {
+    "running": task_pb2.TASK_EVENT_KIND_PROGRESS,
+    "completed": task_pb2.TASK_EVENT_KIND_COMPLETED,
+    "failed": task_pb2.TASK_EVENT_KIND_FAILED,
+    "cancelled": task_pb2.TASK_EVENT_KIND_CANCELLED,
+}
+"""AG2 ``update_task`` states → the hub's task event (``expired`` is the hub's to decide)."""
+
+
+def task_to_ag2(task: task_pb2.TaskMetadata) -> dict[str, Any]:
+    """AG2's ``TaskMetadata.to_dict()`` of a hub task."""
+    state = _TASK_STATE_TO_AG2.get(task.state, "created")
+    ended = state not in ("created", "running")
+    return {
+        "task_id": task.task_id,
+        "owner_id": task.owner_id,
+        "spec": {"title": task.title, "description": "", "payload": {}, "capability": task.capability or None},
+        "state": state,
+        "created_at": iso(task.created_at),
+        "started_at": iso(task.created_at) or None,
+        "completed_at": (iso(task.updated_at) or None) if ended else None,
+        "expires_at": _iso_or_none(task.expires_at),
+        "last_progress_at": _iso_or_none(task.updated_at),
+        "progress": json.loads(task.progress_json) if task.progress_json else {},
+        "result": json.loads(task.result_json) if task.result_json else None,
+        "error": task.error,
+        "channel_id": task.channel_id or None,
+    }
 
 
 # -- channels -------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ reads one JSON command per stdin line, answers one JSON line on stdout ({"ok": t
 """
 
 import asyncio
+import dataclasses
 import json
 import sys
 import traceback
@@ -101,8 +102,8 @@ async def run(cmd: dict[str, Any]) -> Any:
         hub = await _hub(cmd.get("conn", "main"))
         result = await getattr(hub, cmd["name"])(*cmd.get("args", []), **cmd.get("kwargs", {}))
         if isinstance(result, list):
-            return [r.to_dict() if hasattr(r, "to_dict") else r for r in result]
-        return result.to_dict() if hasattr(result, "to_dict") else result
+            return [_plain(r) for r in result]
+        return _plain(result)
     if op == "raw":
         # A hand-made frame on a fresh WebSocket: what the gateway answers, and whether it stays open.
         from websockets.asyncio.client import connect
@@ -123,6 +124,14 @@ async def run(cmd: dict[str, Any]) -> Any:
         await hub.close()
         return None
     raise ValueError(f"unknown op {op!r}")
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
 
 
 async def main() -> None:
