@@ -130,8 +130,8 @@ class Connection:
             raise Ag2Refusal(frames.ACCESS_DENIED, f"a connection holds at most {MAX_IDENTITIES} identities")
         rpc = self.hub.rpc(credential)
 
-        async def deliver(env: envelope_pb2.Envelope, replay: bool) -> None:
-            await self._deliver(agent_id, env, replay)
+        async def deliver(env: envelope_pb2.Envelope, replay: bool, first: bool) -> None:
+            await self._deliver(agent_id, env, replay and first)
 
         stream = IdentityStream(rpc, agent_id, deliver)
         bound = Bound(agent_id, rpc, stream)
@@ -150,6 +150,7 @@ class Connection:
             await bound.stream.close()
 
     async def _deliver(self, agent_id: str, env: envelope_pb2.Envelope, replay: bool) -> None:
+        """Send one delivery as a notify; a replay of the attach's first stream honours its since_envelope_id."""
         bound = self.bound.get(agent_id)
         if bound is None:
             return

@@ -17,8 +17,9 @@ from netkernel.errors import AgentNetError, Superseded, Unauthenticated
 
 log = logging.getLogger(__name__)
 
-Deliver = Callable[[envelope_pb2.Envelope, bool], Awaitable[None]]
-"""Hands one delivery (envelope, replay) to the connection; waits while its outbox is full."""
+Deliver = Callable[[envelope_pb2.Envelope, bool, bool], Awaitable[None]]
+"""Hands one delivery (envelope, replay, of the first stream) to the connection; waits while its outbox is
+full. A replay of a later stream (after the hub ended the first) is what the client has not seen yet."""
 
 MAX_IN_FLIGHT = 256
 """Deliveries the hub may have outstanding (not yet acked by the AG2 client) per identity."""
@@ -37,6 +38,7 @@ class IdentityStream:
         self._task: asyncio.Task[None] | None = None
         self._welcome: asyncio.Future[connect_pb2.Welcome] | None = None
         self._closed = False
+        self._first = True
         self.ended: str = ""
         """Why the stream stopped for good ("" while it runs): superseded, unregistered."""
 
@@ -86,6 +88,7 @@ class IdentityStream:
                     return
             if self._closed:
                 return
+            self._first = False
             await asyncio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX)
 
@@ -104,10 +107,10 @@ class IdentityStream:
                     if frame.welcome.keepalive_seconds:
                         keepalive = asyncio.create_task(self._keepalive(frame.welcome.keepalive_seconds))
                 elif which == "delivery":
-                    await self._deliver(frame.delivery.envelope, frame.delivery.replay)
+                    await self._deliver(frame.delivery.envelope, frame.delivery.replay, self._first)
                 elif which == "batch":
                     for delivery in frame.batch.deliveries:
-                        await self._deliver(delivery.envelope, delivery.replay)
+                        await self._deliver(delivery.envelope, delivery.replay, self._first)
         finally:
             if keepalive is not None:
                 keepalive.cancel()

@@ -82,7 +82,7 @@ async def _describe(conn: Connection, name_or_id: str) -> identity_pb2.AgentReco
 async def register(conn: Connection, params: dict[str, Any]) -> Any:
     """Register (or find again, with the same claim) and bind to this connection."""
     record, credential = await conn.identities.register(params)
-    await conn.bind(record.agent_id, credential, since=None)
+    await conn.bind(record.agent_id, credential)
     return records.passport_to_ag2(record)
 
 

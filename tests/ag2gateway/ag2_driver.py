@@ -107,12 +107,17 @@ async def run(cmd: dict[str, Any]) -> Any:
     if op == "raw":
         # A hand-made frame on a fresh WebSocket: what the gateway answers, and whether it stays open.
         from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed
 
-        async with connect(state["url"]) as ws:
+        async with connect(state["url"], max_size=None) as ws:
             answers = []
             for frame in cmd["frames"]:
-                await ws.send(frame)
-                answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+                try:
+                    await ws.send(frame)
+                    answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+                except ConnectionClosed as closed:
+                    answers.append({"closed": closed.rcvd.code if closed.rcvd else None})
+                    break
             return answers
     if op == "close":
         for hub in state["hubs"].values():
