@@ -23,6 +23,8 @@ full. A replay of a later stream (after the hub ended the first) is what the cli
 
 MAX_IN_FLIGHT = 256
 """Deliveries the hub may have outstanding (not yet acked by the AG2 client) per identity."""
+MAX_BATCH = 256
+"""Deliveries the hub may pack into one frame (``Hello.max_batch``)."""
 _RETRY_FIRST, _RETRY_MAX = 0.2, 5.0
 
 
@@ -51,7 +53,10 @@ class IdentityStream:
     def _hello(self) -> connect_pb2.ConnectRequest:
         return connect_pb2.ConnectRequest(
             hello=connect_pb2.Hello(
-                credential=self.rpc.credential, max_in_flight=MAX_IN_FLIGHT, client_name="ag2gateway"
+                credential=self.rpc.credential,
+                max_in_flight=MAX_IN_FLIGHT,
+                max_batch=MAX_BATCH,
+                client_name="ag2gateway",
             )
         )
 
@@ -61,6 +66,16 @@ class IdentityStream:
             item = await self._requests.get()
             if item is None:
                 return
+            if item.WhichOneof("frame") == "ack":  # acks queued together travel in one Ack frame
+                while not self._requests.empty():
+                    more = self._requests.get_nowait()
+                    if more is None or more.WhichOneof("frame") != "ack":
+                        yield item
+                        item = more
+                        break
+                    item.ack.entries.extend(more.ack.entries)
+                if item is None:
+                    return
             yield item
 
     async def _run(self) -> None:
