@@ -41,6 +41,8 @@ class Bound:
         self.stream = stream
         self.since: str | None = ""
         """The hello's since_envelope_id: replayed envelopes at or below it are acked, not sent."""
+        self.ready = asyncio.Event()
+        """Set once the client may get notifies for it (after the welcome of a hello, as AG2's hub sends them)."""
 
 
 class Connection:
@@ -103,12 +105,13 @@ class Connection:
     async def _hello(self, frame: frames.Hello) -> None:
         try:
             record, credential = await self.identities.attach(frame.name, frame.auth_scheme, frame.auth_claim)
-            await self.bind(record.agent_id, credential, since=frame.since_envelope_id)
+            bound = await self.bind(record.agent_id, credential, since=frame.since_envelope_id, ready=False)
         except Exception as err:
             code, message = code_of(err)
             await self.send(frames.error(code, message))
             return
         await self.send(frames.welcome(self.endpoint_id, datetime.now(UTC).isoformat()))
+        bound.ready.set()
 
     def _receipt(self, frame: frames.Receipt) -> None:
         bound = self.bound.get(frame.recipient_id)
@@ -121,8 +124,9 @@ class Connection:
 
     # -- identities --------------------------------------------------------------------------------
 
-    async def bind(self, agent_id: str, credential: str, *, since: str | None = "") -> None:
-        """Bind an identity to this connection and start its hub stream (a rebind replaces the old one)."""
+    async def bind(self, agent_id: str, credential: str, *, since: str | None = "", ready: bool = True) -> Bound:
+        """Bind an identity to this connection and start its hub stream (a rebind replaces the old one);
+        ``ready=False`` holds its notifies until the caller sets ``Bound.ready``."""
         old = self.bound.pop(agent_id, None)
         if old is not None:
             await old.stream.close()
@@ -136,12 +140,15 @@ class Connection:
         stream = IdentityStream(rpc, agent_id, deliver)
         bound = Bound(agent_id, rpc, stream)
         bound.since = since
+        if ready:
+            bound.ready.set()
         self.bound[agent_id] = bound
         try:
             await stream.start()
         except Exception:
             self.bound.pop(agent_id, None)
             raise
+        return bound
 
     async def unbind(self, agent_id: str) -> None:
         """Stop an identity's stream (after Unregister)."""
@@ -154,6 +161,7 @@ class Connection:
         bound = self.bound.get(agent_id)
         if bound is None:
             return
+        await bound.ready.wait()
         self._channel_agent.setdefault(env.channel_id, agent_id)
         data = records.envelope_to_ag2(env, self.memory)
         if replay and (bound.since is None or (bound.since and data["envelope_id"] <= bound.since)):

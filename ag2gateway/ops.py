@@ -55,7 +55,7 @@ async def dispatch(conn: Connection, name: str, params: dict[str, Any]) -> Any:
         raise Ag2Refusal(frames.PROTOCOL_ERROR, f"unknown control-plane op: {name!r}")
     try:
         return await fn(conn, params)
-    except (KeyError, TypeError) as err:
+    except (KeyError, TypeError, ValueError) as err:
         raise Ag2Refusal(frames.PROTOCOL_ERROR, f"bad params for {name!r}: {err!r}") from None
 
 

@@ -9,6 +9,7 @@ reads one JSON command per stdin line, answers one JSON line on stdout ({"ok": t
 import asyncio
 import dataclasses
 import json
+import ssl
 import sys
 import traceback
 from typing import Any
@@ -35,7 +36,8 @@ def _record(name: str):
 
 async def _hub(conn: str, url: str | None = None) -> HubClient:
     if conn not in state["hubs"]:
-        state["hubs"][conn] = await HubClient(WsLink(url or state["url"])).open()
+        ssl_context = ssl.create_default_context(cafile=state["ca"]) if state.get("ca") else None
+        state["hubs"][conn] = await HubClient(WsLink(url or state["url"], ssl_context=ssl_context)).open()
     return state["hubs"][conn]
 
 
@@ -43,6 +45,7 @@ async def run(cmd: dict[str, Any]) -> Any:
     op = cmd["op"]
     if op == "url":
         state["url"] = cmd["url"]
+        state["ca"] = cmd.get("ca")  # wss://: the CA the gateway's certificate chains to
         return None
     if op == "agent":
         hub = await _hub(cmd.get("conn", "main"))
