@@ -74,3 +74,31 @@ async def test_a_bad_frame_gets_a_protocol_error_and_the_connection_stays_open(n
     assert (answers[2]["ok"], answers[2]["error_code"]) == (False, "protocol_error")
     assert "no_such_op" in answers[2]["error_message"]
     assert (answers[3]["ok"], answers[3]["result"]) == (True, None)
+
+
+async def test_since_envelope_id_replays_only_above_it_and_none_replays_nothing(net: Net) -> None:
+    ag2 = net.ag2
+    await ag2("human", name="bob", token=TOKEN.format("bob"), conn="bob")
+    await ag2("human", name="alice", token=TOKEN.format("alice"))
+    opened = await ag2("open", who="alice", type="conversation", targets=["bob"])
+    await _opened(net, opened["channel_id"])
+    await ag2("drop", conn="bob")
+    sent = [(await ag2("send", who="alice", channel_id=opened["channel_id"], text=t))["envelope_id"] for t in "abc"]
+
+    async def bob_texts(n: int) -> list[str]:
+        got = [e["envelope_id"] for e in await ag2("received", who="bob") if e["event_type"] == "ag2.msg.text"]
+        assert len(got) == n, got
+        return got
+
+    before = len([e for e in await ag2("received", who="bob") if e["event_type"] == "ag2.msg.text"])
+    await ag2("attach_human", conn="bob2", name="bob", token=TOKEN.format("bob"), since=sent[0])
+    assert (await assert_eventually(lambda: bob_texts(before + 2), timeout=15))[before:] == sent[1:]
+    await ag2("drop", conn="bob2")
+    await ag2("send", who="alice", channel_id=opened["channel_id"], text="d")
+    await ag2("attach_human", conn="bob3", name="bob", token=TOKEN.format("bob"), since=None)
+    await ag2("rpc", name="find_agent_id", params={"name": "bob"}, conn="bob3")  # a round trip after the welcome
+    assert len(await bob_texts(before + 2)) == before + 2  # None: nothing replayed, "d" stays unacked
+    await ag2("drop", conn="bob3")
+    await ag2("attach_human", conn="bob4", name="bob", token=TOKEN.format("bob"))
+    got = await assert_eventually(lambda: bob_texts(before + 3), timeout=15)
+    assert got[-1] > sent[-1]  # "d" only: "a" was acked for bob by the since of the first attach
