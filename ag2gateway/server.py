@@ -90,14 +90,18 @@ class Ag2Gateway:
 
     @staticmethod
     async def _write(ws: ServerConnection, conn: Connection) -> None:
-        while True:
-            frame = await conn.outbox.get()
-            if frame is None:
-                return
-            try:
+        try:
+            while True:
+                frame = await conn.outbox.get()
+                if frame is None:
+                    return
                 await ws.send(frame.decode())
-            except ConnectionClosed:
-                return
+        except ConnectionClosed:
+            pass
+        finally:
+            # Nothing will drain the outbox any more: release ops and deliveries waiting to queue into it,
+            # so the connection's read loop (which may wait for a free op slot) ends and cleans up.
+            await conn.outbox.close()
 
     async def stop(self) -> None:
         """Close every connection and the listener, then the hub link."""
