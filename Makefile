@@ -8,8 +8,9 @@ PY := $(VENV)/bin/python
 include tools/versions.env
 # Worker processes of the test suite: tests mostly wait on sockets and timers, so more workers than cores pays.
 TEST_WORKERS ?= 3
+AG2_VERSION ?= 1.2.1
 
-.PHONY: help setup proto check-gen lint test test-fast test-bridges serve bench bench-bridges tools node-deps go-deps bridges-deps redis-server chromium clean
+.PHONY: ag2-venv help setup proto check-gen lint test test-fast test-bridges serve bench bench-bridges tools node-deps go-deps bridges-deps redis-server chromium clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -75,22 +76,30 @@ lint: setup ## ruff, mypy on hand-written code, buf lint
 	$(VENV)/bin/mypy
 	cd proto && ../$(VENV)/bin/buf lint
 
-test: setup node-deps go-deps bridges-deps redis-server chromium test-bridges ## run the whole test suite
+test: setup node-deps go-deps bridges-deps redis-server chromium ag2-venv test-bridges ## run the whole test suite
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
-test-fast: setup node-deps redis-server chromium ## the inner loop: the Python suite without the slow crash tests, stopping at the first failure
+test-fast: setup node-deps redis-server chromium ag2-venv ## the inner loop: the Python suite without the slow crash tests, stopping at the first failure
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -x -m "not slow"
 
 serve: setup ## run the hub (:50051) and knowledge service (:50052) on embedded SQLite; Ctrl-C stops both
 	@test -f gen/python/agentnet/v1/hub_pb2.py || $(MAKE) proto
 	bash scripts/serve.sh
 
+ag2-venv: .venv-ag2/.installed ## the released AG2 1.2.1 in its own venv (the AG2 gateway's tests drive it as a subprocess)
+
+# AG2's client pins its own pydantic / websockets ranges, so it gets a venv of its own, as AutoGen does.
+.venv-ag2/.installed:
+	@test -x .venv-ag2/bin/python || $(PYTHON) -m venv .venv-ag2
+	.venv-ag2/bin/python -m pip install -q "ag2==$(AG2_VERSION)" "websockets>=15,<18" "watchdog>=7.1"
+	@touch $@
+
 .venv-autogen/.installed:
 	@test -x .venv-autogen/bin/python || $(PYTHON) -m venv .venv-autogen
 	.venv-autogen/bin/python -m pip install -q "autogen-core==$(AUTOGEN_VERSION)" "autogen-ext[grpc]==$(AUTOGEN_VERSION)"
 	@touch $@
 
-bench: setup redis-server .venv-autogen/.installed ## run the benchmarks in bench/ (not tests); AutoGen gets its own venv, the Redis rows a redis-server
+bench: setup redis-server .venv-autogen/.installed .venv-ag2/.installed ## run the benchmarks in bench/ (not tests); AutoGen gets its own venv, the Redis rows a redis-server
 	$(PY) -m bench $(BENCH_ARGS)
 
 BENCH_BRIDGES_TIME ?= 3s
@@ -99,5 +108,5 @@ bench-bridges: setup go-deps bridges-deps ## the Go and TypeScript bridges on be
 	cd bridges/ts && npm run bench -- $(BENCH_BRIDGES_ARGS)
 
 clean: ## remove build output and local tools (keeps data/)
-	rm -rf tools/bin tools/node_modules gen/ts/node_modules gen/ts/dist build dist *.egg-info .venv-autogen \
+	rm -rf tools/bin tools/node_modules gen/ts/node_modules gen/ts/dist build dist *.egg-info .venv-autogen .venv-ag2 \
 	  bridges/ts/node_modules bridges/ts/dist

@@ -7,12 +7,13 @@ import sys
 
 
 def main() -> None:
-    """Run the hub, turns, A2A and knowledge benchmarks, passing extra flags to the hub one."""
+    """Run the hub, turns, A2A, knowledge and AG2 gateway benchmarks, passing extra flags to the hub one."""
     for module, args in (
         ("bench.hub_bench", sys.argv[1:]),
         ("bench.turns_bench", []),
         ("bench.a2a_bench", []),
         ("bench.knowledge_bench", []),
+        ("bench.ag2_bench", []),
     ):
         print(f"\n### {module}", flush=True)
         subprocess.run([sys.executable, "-m", module, *args], check=True)

@@ -20,6 +20,8 @@ ALLOWED = {
     "hubsvc": {"hubsvc", "servicekit", "netkernel"},
     # The A2A gateway is a client of the hub (beside the SDK, whose TLS and errors it uses), never inside it.
     "a2agateway": {"a2agateway", "agentsdk", "servicekit", "netkernel"},
+    # The AG2 WebSocket gateway likewise: a hub client speaking AG2's protocol to AG2 clients.
+    "ag2gateway": {"ag2gateway", "agentsdk", "servicekit", "netkernel"},
     "localprocs": {"localprocs"},
 }
 OURS = {
@@ -30,6 +32,7 @@ OURS = {
     "hubsvc",
     "agentsdk",
     "a2agateway",
+    "ag2gateway",
     "localprocs",
     "tests",
 }
@@ -73,7 +76,7 @@ def test_the_sdk_imports_the_hub_only_for_the_embedded_hub() -> None:
 def test_every_path_the_architecture_page_names_exists() -> None:
     paths = set(
         re.findall(
-            r"`((?:netkernel|servicekit|knowledgestore|knowledgesvc|hubsvc|agentsdk|a2agateway)/[\w/.]*)`",
+            r"`((?:netkernel|servicekit|knowledgestore|knowledgesvc|hubsvc|agentsdk|a2agateway|ag2gateway)/[\w/.]*)`",
             DOC.read_text(),
         )
     )

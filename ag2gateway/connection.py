@@ -1,0 +1,218 @@
+"""One AG2 WebSocket connection: the identities bound to it, their hub streams, and its frames.
+
+A connection may hold several identities (AG2's ``HubClient`` registers any number of agents over
+one link); each has its own hub credential and ``Connect`` stream. A request runs as the identity
+it names (``sender_id``, ``creator_id``, ``agent_id`` …) or, for channel ops, as a bound
+participant of the channel; discovery reads before any identity is bound run as the gateway's
+directory identity (:mod:`ag2gateway.identities`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from agentnet.v1 import envelope_pb2
+
+from ag2gateway import frames, ids, records
+from ag2gateway.delivery import IdentityStream
+from ag2gateway.hub import HubLink
+from ag2gateway.identities import Identities
+from ag2gateway.outbox import Outbox
+from ag2gateway.refusals import Ag2Refusal, code_of
+from agentsdk.rpc import HubRpc
+from netkernel.errors import AgentNetError, NotFound, NotParticipant, PermissionDenied
+
+log = logging.getLogger(__name__)
+
+MAX_IDENTITIES = 64
+"""Identities one connection may bind; more is refused (access_denied)."""
+
+
+class Bound:
+    """One identity bound to the connection."""
+
+    def __init__(self, agent_id: str, rpc: HubRpc, stream: IdentityStream) -> None:
+        self.agent_id = agent_id
+        self.rpc = rpc
+        self.stream = stream
+        self.since: str | None = ""
+        """The hello's since_envelope_id: replayed envelopes at or below it are acked, not sent."""
+        self.ready = asyncio.Event()
+        """Set once the client may get notifies for it (after the welcome of a hello, as AG2's hub sends them)."""
+
+
+class Connection:
+    """The gateway side of one AG2 ``WsLink``."""
+
+    def __init__(self, hub: HubLink, identities: Identities, outbox: Outbox, *, max_in_flight_requests: int) -> None:
+        self.hub = hub
+        self.identities = identities
+        self.outbox = outbox
+        self.endpoint_id = uuid.uuid4().hex
+        self.bound: dict[str, Bound] = {}
+        self.memory = records.IdMemory()
+        self._channel_agent: dict[str, str] = {}
+        self._requests = asyncio.Semaphore(max_in_flight_requests)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- frames ----------------------------------------------------------------------------------
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        """Queue one outbound frame (waits while the outbox is full)."""
+        await self.outbox.put(frames.encode(frame))
+
+    async def handle(self, raw: str | bytes) -> None:
+        """One inbound WebSocket message."""
+        try:
+            frame = frames.decode(raw)
+        except frames.FrameError as err:
+            if err.request_id is not None:
+                await self.send(frames.response_error(err.request_id, frames.PROTOCOL_ERROR, err.message))
+            else:
+                await self.send(frames.error(frames.PROTOCOL_ERROR, err.message))
+            return
+        if isinstance(frame, frames.Request):
+            await self._requests.acquire()  # bounds the ops one connection runs at once
+            task = asyncio.create_task(self._request(frame))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif isinstance(frame, frames.Hello):
+            await self._hello(frame)
+        elif isinstance(frame, frames.Receipt):
+            self._receipt(frame)
+        elif isinstance(frame, frames.Ping):
+            await self.send(frames.pong())
+
+    async def _request(self, frame: frames.Request) -> None:
+        from ag2gateway.ops import dispatch
+
+        try:
+            result = await dispatch(self, frame.op, frame.params)
+        except Exception as err:
+            if not isinstance(err, AgentNetError | Ag2Refusal):
+                log.exception("op %s failed", frame.op)
+            code, message = code_of(err)
+            await self.send(frames.response_error(frame.request_id, code, message))
+        else:
+            await self.send(frames.response_ok(frame.request_id, result))
+        finally:
+            self._requests.release()
+
+    async def _hello(self, frame: frames.Hello) -> None:
+        try:
+            record, credential = await self.identities.attach(frame.name, frame.auth_scheme, frame.auth_claim)
+            bound = await self.bind(record.agent_id, credential, since=frame.since_envelope_id, ready=False)
+        except Exception as err:
+            code, message = code_of(err)
+            await self.send(frames.error(code, message))
+            return
+        await self.send(frames.welcome(self.endpoint_id, datetime.now(UTC).isoformat()))
+        bound.ready.set()
+
+    def _receipt(self, frame: frames.Receipt) -> None:
+        bound = self.bound.get(frame.recipient_id)
+        ref = ids.parse(frame.envelope_id)
+        if bound is None or ref is None or not frame.channel_id or frame.status != "ack":
+            if frame.status == "nack":
+                log.warning("nack from %s for %s: %s", frame.recipient_id, frame.envelope_id, frame.reason[:200])
+            return  # as AG2's hub: a receipt it cannot attribute is dropped; a nack leaves the cursor
+        bound.stream.ack(frame.channel_id, ref.seq)
+
+    # -- identities --------------------------------------------------------------------------------
+
+    async def bind(self, agent_id: str, credential: str, *, since: str | None = "", ready: bool = True) -> Bound:
+        """Bind an identity to this connection and start its hub stream (a rebind replaces the old one);
+        ``ready=False`` holds its notifies until the caller sets ``Bound.ready``."""
+        old = self.bound.pop(agent_id, None)
+        if old is not None:
+            await old.stream.close()
+        if len(self.bound) >= MAX_IDENTITIES:
+            raise Ag2Refusal(frames.ACCESS_DENIED, f"a connection holds at most {MAX_IDENTITIES} identities")
+        rpc = self.hub.rpc(credential)
+
+        async def deliver(env: envelope_pb2.Envelope, replay: bool, first: bool) -> None:
+            await self._deliver(agent_id, env, replay and first)
+
+        stream = IdentityStream(rpc, agent_id, deliver)
+        bound = Bound(agent_id, rpc, stream)
+        bound.since = since
+        if ready:
+            bound.ready.set()
+        self.bound[agent_id] = bound
+        try:
+            await stream.start()
+        except Exception:
+            self.bound.pop(agent_id, None)
+            raise
+        return bound
+
+    async def unbind(self, agent_id: str) -> None:
+        """Stop an identity's stream (after Unregister)."""
+        bound = self.bound.pop(agent_id, None)
+        if bound is not None:
+            await bound.stream.close()
+
+    async def _deliver(self, agent_id: str, env: envelope_pb2.Envelope, replay: bool) -> None:
+        """Send one delivery as a notify; a replay of the attach's first stream honours its since_envelope_id."""
+        bound = self.bound.get(agent_id)
+        if bound is None:
+            return
+        await bound.ready.wait()
+        self._channel_agent.setdefault(env.channel_id, agent_id)
+        data = records.envelope_to_ag2(env, self.memory)
+        if replay and (bound.since is None or (bound.since and data["envelope_id"] <= bound.since)):
+            if bound.since is not None:
+                bound.stream.ack(env.channel_id, env.seq)  # the client says it has it
+            return
+        await self.send(frames.notify(data, agent_id))
+
+    def as_agent(self, agent_id: Any) -> HubRpc:
+        """The RPCs of a bound identity (access_denied for one not bound here)."""
+        bound = self.bound.get(agent_id) if isinstance(agent_id, str) else None
+        if bound is None:
+            raise Ag2Refusal(frames.ACCESS_DENIED, f"connection is not bound to agent {agent_id!r}")
+        return bound.rpc
+
+    def reader(self) -> HubRpc:
+        """Who runs a discovery read: the first bound identity, else the gateway's directory identity."""
+        for bound in self.bound.values():
+            return bound.rpc
+        return self.identities.directory_rpc()
+
+    def learn_channel(self, channel_id: str, agent_id: str) -> None:
+        """Note which bound identity takes part in ``channel_id``."""
+        self._channel_agent[channel_id] = agent_id
+
+    def channel_candidates(self, channel_id: Any) -> list[HubRpc]:
+        """The bound identities to try for an op on ``channel_id``: the one known to take part first."""
+        if not isinstance(channel_id, str) or not channel_id:
+            raise Ag2Refusal(frames.PROTOCOL_ERROR, "params.channel_id must be a non-empty string")
+        if not self.bound:
+            raise Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
+        known = self._channel_agent.get(channel_id)
+        order = sorted(self.bound.values(), key=lambda b: b.agent_id != known)
+        return [b.rpc for b in order]
+
+    async def on_channel(self, channel_id: Any, call: Any) -> Any:
+        """Run ``call(rpc)`` as a bound participant of the channel (tried in turn)."""
+        last: Exception | None = None
+        for rpc in self.channel_candidates(channel_id):
+            try:
+                return await call(rpc)
+            except (NotParticipant, PermissionDenied, NotFound) as err:
+                last = err
+        assert last is not None
+        raise last
+
+    async def close(self) -> None:
+        """The client went away: stop every op and hub stream (unacked deliveries replay on the next attach)."""
+        for task in list(self._tasks):
+            task.cancel()
+        for bound in list(self.bound.values()):
+            await bound.stream.close()
+        self.bound.clear()
+        await self.outbox.close()

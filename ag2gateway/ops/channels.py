@@ -1,0 +1,182 @@
+"""AG2's channel, envelope and WAL ops (and the turn-failure report, which has no hub RPC)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from agentnet.v1 import hub_pb2
+
+from ag2gateway import frames, ids, records
+from ag2gateway.ops.registry import op, text_param
+from ag2gateway.refusals import Ag2Refusal
+from agentsdk.rpc import HubRpc
+from netkernel.errors import NotFound
+
+if TYPE_CHECKING:
+    from ag2gateway.connection import Connection
+
+log = logging.getLogger(__name__)
+
+MAX_WAL = 10_000
+"""Envelopes one ``read_wal`` returns (AG2 reads whole WALs; longer channels are cut here)."""
+
+
+def _ttl(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and value[:-1].isdigit() and value[-1] in "smhd":
+        return float(int(value[:-1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[value[-1]])
+    raise Ag2Refusal(frames.PROTOCOL_ERROR, f"params.ttl must be seconds or a duration like '2h', got {value!r}")
+
+
+@op("create_channel")
+async def create_channel(conn: Connection, params: dict[str, Any]) -> Any:
+    """``OpenChannel`` as the creator (invites go out; the channel opens once every invitee acked)."""
+    creator = params.get("creator_id")
+    rpc = conn.as_agent(creator)
+    channel_type = text_param(params, "manifest_type")
+    participants = params["participants"]
+    if not isinstance(participants, list) or not all(isinstance(p, str) for p in participants):
+        raise Ag2Refusal(frames.PROTOCOL_ERROR, "params.participants must be a list of agent ids")
+    knobs = records.knobs_from_ag2(channel_type, params.get("knobs"), params.get("labels"))
+    request = hub_pb2.OpenChannelRequest(
+        type=channel_type,
+        targets=[p for p in participants if p != creator],
+        knobs_json=json.dumps(knobs) if knobs else "",
+        intent=params.get("intent") or "",
+    )
+    ttl = _ttl(params.get("ttl"))
+    if ttl is not None:
+        request.ttl_seconds = ttl
+    meta = (await rpc.open_channel(request)).channel
+    conn.learn_channel(meta.channel_id, str(creator))
+    return records.channel_to_ag2(meta)
+
+
+@op("get_channel")
+async def get_channel(conn: Connection, params: dict[str, Any]) -> Any:
+    """``DescribeChannel`` as a bound participant."""
+
+    async def call(rpc: HubRpc) -> Any:
+        meta = (await rpc.describe_channel(hub_pb2.DescribeChannelRequest(channel_id=params["channel_id"]))).channel
+        return records.channel_to_ag2(meta)
+
+    return await conn.on_channel(params.get("channel_id"), call)
+
+
+@op("list_channels")
+async def list_channels(conn: Connection, params: dict[str, Any]) -> Any:
+    """``ListChannels`` of the named identity (or of every identity bound here)."""
+    limit = min(int(params.get("limit") or 50), 1000)
+    agent_id = params.get("agent_id")
+    agents = [agent_id] if agent_id is not None else list(conn.bound)
+    seen: dict[str, Any] = {}
+    for agent in agents:
+        conn.as_agent(agent)
+        missing = conn.hub.missing(conn.bound[agent].rpc.credential)
+        response = await missing.list_channels(hub_pb2.ListChannelsRequest(include_ended=True, limit=limit))
+        for meta in response.channels:
+            conn.learn_channel(meta.channel_id, agent)
+            seen.setdefault(meta.channel_id, records.channel_to_ag2(meta))
+    return list(seen.values())[:limit]
+
+
+@op("close_channel")
+async def close_channel(conn: Connection, params: dict[str, Any]) -> Any:
+    """``CloseChannel`` as a bound participant."""
+
+    async def call(rpc: HubRpc) -> Any:
+        request = hub_pb2.CloseChannelRequest(channel_id=params["channel_id"], reason=params.get("reason") or "")
+        return records.channel_to_ag2((await rpc.close_channel(request)).channel)
+
+    return await conn.on_channel(params.get("channel_id"), call)
+
+
+@op("post_envelope")
+async def post_envelope(conn: Connection, params: dict[str, Any]) -> Any:
+    """``PostEnvelope`` as the envelope's sender; returns the AG2 id of the admitted envelope."""
+    raw = params["envelope"]
+    env = records.envelope_from_ag2(raw)
+    sender = raw.get("sender_id")
+    rpc = conn.as_agent(sender)
+    admitted = (await rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=env))).envelope
+    conn.learn_channel(admitted.channel_id, str(sender))
+    return records.envelope_to_ag2(admitted, conn.memory)["envelope_id"]
+
+
+@op("read_wal")
+async def read_wal(conn: Connection, params: dict[str, Any]) -> Any:
+    """``ReadWal`` as a bound participant: what it may read, in admission order (``since`` / ``until``
+    are list positions, as AG2's)."""
+    since = int(params.get("since") or 0)
+    until = params.get("until")
+
+    async def call(rpc: HubRpc) -> Any:
+        request = hub_pb2.ReadWalRequest(channel_id=params["channel_id"], limit=MAX_WAL)
+        return [r.envelope async for r in rpc.read_wal(request)]
+
+    envelopes = await conn.on_channel(params.get("channel_id"), call)
+    out = [records.envelope_to_ag2(e, conn.memory) for e in envelopes]
+    return out[since : None if until is None else int(until)]
+
+
+@op("find_envelope_by_causation")
+async def find_envelope_by_causation(conn: Connection, params: dict[str, Any]) -> Any:
+    """``FindReply``: the sender's envelope answering ``causation_id``, or None."""
+    request = hub_pb2.FindReplyRequest(
+        channel_id=text_param(params, "channel_id"),
+        causation_id=ids.hub_envelope_id(text_param(params, "causation_id")),
+        sender=text_param(params, "sender_id"),
+    )
+
+    async def call(rpc: HubRpc) -> Any:
+        response = await rpc.find_reply(request)
+        return records.envelope_to_ag2(response.envelope, conn.memory) if response.HasField("envelope") else None
+
+    return await conn.on_channel(request.channel_id, call)
+
+
+@op("can_send")
+async def can_send(conn: Connection, params: dict[str, Any]) -> Any:
+    """``CanSend`` as the sender (a substantive text when no event type is named, as AG2's probe)."""
+    event_type = params.get("event_type") or "ag2.msg.text"
+    request = hub_pb2.CanSendRequest(
+        channel_id=text_param(params, "channel_id"), event_type=records.EVENT_FROM_AG2.get(event_type, event_type)
+    )
+    try:
+        return (await conn.as_agent(params.get("sender_id")).can_send(request)).allowed
+    except NotFound:
+        return False
+
+
+@op("pending_turns_for")
+async def pending_turns_for(conn: Connection, params: dict[str, Any]) -> Any:
+    """``ListPendingTurns`` as the identity, each as AG2's ``PendingTurn``."""
+    rpc = conn.as_agent(params.get("agent_id"))
+    turns = (await rpc.list_pending_turns(hub_pb2.ListPendingTurnsRequest(limit=1000))).turns
+    out = []
+    for turn in turns:
+        trigger, at = None, ""
+        if turn.seq:
+            request = hub_pb2.ReadWalRequest(channel_id=turn.channel_id, from_seq=turn.seq, until_seq=turn.seq, limit=1)
+            async for r in rpc.read_wal(request):
+                trigger, at = records.envelope_to_ag2(r.envelope, conn.memory)["envelope_id"], r.envelope.created_at
+        out.append({"channel_id": turn.channel_id, "triggering_envelope_id": trigger, "expected_at": at})
+    return out
+
+
+@op("report_turn_failure")
+async def report_turn_failure(conn: Connection, params: dict[str, Any]) -> Any:
+    """No hub RPC: logged by the gateway (the hub's audit log does not see it)."""
+    conn.as_agent(params.get("agent_id"))
+    log.warning(
+        "AG2 turn failure: agent=%s channel=%s envelope=%s error=%s",
+        params.get("agent_id"),
+        params.get("channel_id"),
+        params.get("envelope_id"),
+        str(params.get("error", ""))[:500],
+    )

@@ -1,0 +1,58 @@
+"""The op table: each AG2 op registers itself here; :func:`dispatch` runs one."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from agentnet.v1 import hub_pb2, identity_pb2
+
+from ag2gateway import frames
+from ag2gateway.refusals import Ag2Refusal
+from netkernel.errors import NotFound
+
+if TYPE_CHECKING:
+    from ag2gateway.connection import Connection
+
+log = logging.getLogger(__name__)
+
+Op = Callable[["Connection", dict[str, Any]], Awaitable[Any]]
+OPS: dict[str, Op] = {}
+
+
+def op(name: str) -> Callable[[Op], Op]:
+    """Register an op under AG2's name for it."""
+
+    def register(fn: Op) -> Op:
+        OPS[name] = fn
+        return fn
+
+    return register
+
+
+async def dispatch(conn: Connection, name: str, params: dict[str, Any]) -> Any:
+    """Run one op (protocol_error for an unknown one, as AG2's hub answers)."""
+    fn = OPS.get(name)
+    if fn is None:
+        raise Ag2Refusal(frames.PROTOCOL_ERROR, f"unknown control-plane op: {name!r}")
+    try:
+        return await fn(conn, params)
+    except (KeyError, TypeError, ValueError) as err:
+        raise Ag2Refusal(frames.PROTOCOL_ERROR, f"bad params for {name!r}: {err!r}") from None
+
+
+def text_param(params: dict[str, Any], key: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str) or not value:
+        raise Ag2Refusal(frames.PROTOCOL_ERROR, f"params.{key} must be a non-empty string")
+    return value
+
+
+async def describe(conn: Connection, name_or_id: str) -> identity_pb2.AgentRecord:
+    rpc = conn.reader()
+    try:
+        request = hub_pb2.DescribeAgentRequest(agent_id=name_or_id)
+        return (await rpc.describe_agent(request)).agent
+    except NotFound:
+        return (await rpc.describe_agent(hub_pb2.DescribeAgentRequest(name=name_or_id))).agent

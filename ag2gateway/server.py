@@ -1,0 +1,124 @@
+"""The gateway's WebSocket listener (``websockets``): one :class:`Connection` per client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import ssl
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from ag2gateway.config import Ag2GatewayOptions
+from ag2gateway.connection import Connection
+from ag2gateway.hub import HubLink
+from ag2gateway.identities import Identities
+from ag2gateway.outbox import Outbox
+from servicekit.auth import ensure_secret_file
+
+log = logging.getLogger(__name__)
+
+
+def _ssl_context(options: Ag2GatewayOptions) -> ssl.SSLContext | None:
+    if options.tls is None:
+        return None
+    options.tls.check()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(options.tls.cert_file, options.tls.key_file)
+    if options.tls.client_ca_file is not None:
+        context.load_verify_locations(options.tls.client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+class Ag2Gateway:
+    """A running gateway: its hub link, its directory identity and its listener."""
+
+    def __init__(self, options: Ag2GatewayOptions) -> None:
+        self.options = options
+        self.hub = HubLink(options.hub, options.hub_tls_config())
+        self.identities = Identities(
+            self.hub, ensure_secret_file(options.secret_file), allow_none_auth=options.allow_none_auth
+        )
+        self._server: Server | None = None
+        self.port = 0
+        self.connections: set[Connection] = set()
+
+    @property
+    def url(self) -> str:
+        """The URL AG2 clients give ``WsLink``."""
+        scheme = "wss" if self.options.tls else "ws"
+        host = f"[{self.options.host}]" if ":" in self.options.host else self.options.host
+        return f"{scheme}://{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Register the directory identity, then listen."""
+        await self.identities.start()
+        self._server = await serve(
+            self._serve,
+            self.options.host,
+            self.options.port,
+            ssl=_ssl_context(self.options),
+            max_size=self.options.max_frame_bytes,
+            max_queue=16,
+            write_limit=self.options.max_queue_bytes,
+        )
+        self.port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self.options.port
+
+    async def _serve(self, ws: ServerConnection) -> None:
+        conn = Connection(
+            self.hub,
+            self.identities,
+            Outbox(self.options.max_queue_bytes),
+            max_in_flight_requests=self.options.max_requests,
+        )
+        self.connections.add(conn)
+        writer = asyncio.create_task(self._write(ws, conn))
+        try:
+            async for message in ws:
+                await conn.handle(message)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.connections.discard(conn)
+            await conn.close()
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writer
+
+    @staticmethod
+    async def _write(ws: ServerConnection, conn: Connection) -> None:
+        try:
+            while True:
+                frame = await conn.outbox.get()
+                if frame is None:
+                    return
+                await ws.send(frame.decode())
+        except ConnectionClosed:
+            pass
+        finally:
+            # Nothing will drain the outbox any more: release ops and deliveries waiting to queue into it,
+            # so the connection's read loop (which may wait for a free op slot) ends and cleans up.
+            await conn.outbox.close()
+
+    async def stop(self) -> None:
+        """Close every connection and the listener, then the hub link."""
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+        await self.hub.close()
+
+
+async def start_gateway(options: Ag2GatewayOptions) -> Ag2Gateway:
+    """Build and start a gateway (tests and ``python -m ag2gateway``)."""
+    gateway = Ag2Gateway(options)
+    await gateway.start()
+    return gateway
+
+
+def describe(gateway: Ag2Gateway) -> str:
+    """The line the process prints once listening."""
+    return json.dumps({"url": gateway.url, "hub": gateway.options.hub})

@@ -1,0 +1,129 @@
+"""``python -m bench.ag2_bench``: unmodified AG2 1.2.1 clients on AG2's own hub (released package, disk
+store, its WebSocket link) vs the same clients through the AG2 gateway in front of our hub (durable
+SQLite WAL). Same workloads (``bench/ag2_peer.py``): request/reply round trip, one-way throughput,
+8-way fan-out. Each server is its own process; the AG2 clients run in ``.venv-ag2`` (``make ag2-venv``).
+Prints the figures and the ratios against DESIGN.md's targets (round trip no slower, throughput >= 2x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+AG2_PYTHON = os.environ.get("AG2_PYTHON", str(ROOT / ".venv-ag2" / "bin" / "python"))
+PEER = str(ROOT / "bench" / "ag2_peer.py")
+
+
+def _start(cmd: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:
+    popen = subprocess.Popen(
+        cmd, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert popen.stdout is not None
+    for line in popen.stdout:
+        if marker in line:
+            return popen, line
+    raise RuntimeError(f"{cmd} did not start")
+
+
+def _stop(popen: subprocess.Popen[str]) -> None:
+    if popen.stdin is not None:
+        popen.stdin.close()
+    popen.terminate()
+    try:
+        popen.wait(15)
+    except subprocess.TimeoutExpired:
+        popen.kill()
+
+
+def _run(url: str, iterations: int, count: int) -> dict[str, float]:
+    out = subprocess.run(
+        [AG2_PYTHON, PEER, "run", url, "--iterations", str(iterations), "--count", str(count)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def measure(iterations: int, count: int) -> dict[str, Any]:
+    """Both rows."""
+    with tempfile.TemporaryDirectory(prefix="ag2-bench-") as tmp:
+        ag2_hub, line = _start([AG2_PYTHON, PEER, "serve", f"{tmp}/ag2-store"], "listening on")
+        try:
+            ag2 = _run(line.rsplit(" ", 1)[1].strip(), iterations, count)
+        finally:
+            _stop(ag2_hub)
+        hub, line = _start(
+            [sys.executable, "-m", "hubsvc", "--port", "0", "--db", f"{tmp}/hub.db", "--log-level", "WARNING"],
+            "listening on",
+        )
+        try:
+            target = line.rsplit(" ", 1)[1].strip()
+            gateway, line = _start(
+                [
+                    sys.executable,
+                    "-m",
+                    "ag2gateway",
+                    "--hub",
+                    target,
+                    "--port",
+                    "0",
+                    "--allow-none-auth",
+                    "--secret-file",
+                    f"{tmp}/gw.secret",
+                    "--log-level",
+                    "WARNING",
+                ],
+                "ag2gateway listening",
+            )
+            try:
+                url = json.loads(line.removeprefix("ag2gateway listening "))["url"]
+                ours = _run(url, iterations, count)
+            finally:
+                _stop(gateway)
+        finally:
+            _stop(hub)
+    return {"ag2_hub": ag2, "gateway_hub": ours}
+
+
+def print_report(r: dict[str, Any]) -> None:
+    """The table and the ratios."""
+    ag2, ours = r["ag2_hub"], r["gateway_hub"]
+    print(f"{'workload (AG2 1.2.1 clients)':<34}{'AG2 hub':>14}{'gateway+hub':>14}   ratio (target)")
+    for key, target in (
+        ("rtt_p50_ms", "<= 1.0x"),
+        ("rtt_p99_ms", ""),
+        ("throughput_per_s", ">= 2.0x"),
+        ("fanout8_deliveries_per_s", ""),
+    ):
+        ratio = ours[key] / ag2[key] if ag2[key] else float("nan")
+        print(f"{key:<34}{ag2[key]:>14.1f}{ours[key]:>14.1f}   {ratio:.2f}x {('(' + target + ')') if target else ''}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.ag2_bench", description=__doc__)
+    parser.add_argument("--iterations", type=int, default=200, help="round trips measured (after 20 warm-up)")
+    parser.add_argument("--count", type=int, default=1000, help="envelopes of the throughput workload")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    if not Path(AG2_PYTHON).exists():
+        sys.exit("the AG2 venv is missing: run `make ag2-venv`")
+    report = measure(args.iterations, args.count)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_report(report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Drives unmodified AG2 1.2.1 clients (``ag2.network.HubClient(WsLink(url))``) for the gateway tests.
+
+Runs in the separate ``.venv-ag2`` (the released ``ag2==1.2.1`` with ``websockets``), never in ours:
+reads one JSON command per stdin line, answers one JSON line on stdout ({"ok": true, ...} or
+{"ok": false, "error": "<class>: <message>"}). Agents answer with AG2's own scripted model
+(``ag2.testing.TestConfig``); humans are ``HubClient.register_human`` participants.
+"""
+
+import asyncio
+import dataclasses
+import json
+import ssl
+import sys
+import traceback
+from typing import Any
+
+from ag2 import Agent
+from ag2.network import EV_TEXT, AuthBlock, Envelope, HubClient, Passport, Resume
+from ag2.network.transport import WsLink
+from ag2.testing import TestConfig
+
+state: dict[str, Any] = {"hubs": {}, "clients": {}, "received": {}}
+
+
+def _passport(name: str, token: str | None, kind: str | None = None) -> Passport:
+    auth = AuthBlock(scheme="api_key", claim={"token": token}) if token is not None else AuthBlock()
+    return Passport(name=name, auth=auth, kind=kind)
+
+
+def _record(name: str):
+    async def callback(envelope: Any) -> None:
+        state["received"].setdefault(name, []).append(envelope.to_dict())
+
+    return callback
+
+
+async def _hub(conn: str, url: str | None = None) -> HubClient:
+    if conn not in state["hubs"]:
+        ssl_context = ssl.create_default_context(cafile=state["ca"]) if state.get("ca") else None
+        state["hubs"][conn] = await HubClient(WsLink(url or state["url"], ssl_context=ssl_context)).open()
+    return state["hubs"][conn]
+
+
+async def run(cmd: dict[str, Any]) -> Any:
+    op = cmd["op"]
+    if op == "url":
+        state["url"] = cmd["url"]
+        state["ca"] = cmd.get("ca")  # wss://: the CA the gateway's certificate chains to
+        return None
+    if op == "agent":
+        hub = await _hub(cmd.get("conn", "main"))
+        agent = Agent(cmd["name"], config=TestConfig(*cmd.get("replies", [])))
+        client = await hub.register(
+            agent, _passport(cmd["name"], cmd.get("token")), Resume(summary=cmd.get("summary", ""))
+        )
+        original = client._on_envelope
+
+        async def watch(envelope: Any) -> None:
+            await _record(cmd["name"])(envelope)
+            await original(envelope)
+
+        client.on_envelope(watch)
+        state["clients"][cmd["name"]] = client
+        return {"agent_id": client.agent_id, "passport": client.passport.to_dict()}
+    if op == "human":
+        hub = await _hub(cmd.get("conn", "main"))
+        human = await hub.register_human(_passport(cmd["name"], cmd.get("token"), "human"))
+        human.on_envelope(_record(cmd["name"]))
+        state["clients"][cmd["name"]] = human
+        return {"agent_id": human.agent_id}
+    if op == "attach_human":
+        hub = await _hub(cmd["conn"], cmd.get("url"))
+        client = await hub.attach(
+            Agent(cmd["name"], config=TestConfig()),
+            cmd["name"],
+            passport=_passport(cmd["name"], cmd.get("token")),
+            since_envelope_id=cmd.get("since", ""),
+            attach_plugin=False,
+        )
+        client.on_envelope(_record(cmd["name"]))
+        state["clients"][cmd["name"]] = client
+        return {"agent_id": client.agent_id}
+    if op == "open":
+        client = state["clients"][cmd["who"]]
+        channel = await client.open(type=cmd["type"], target=cmd["targets"], knobs=cmd.get("knobs"))
+        return {"channel_id": channel.channel_id, "metadata": channel.metadata.to_dict()}
+    if op == "send":
+        client = state["clients"][cmd["who"]]
+        if hasattr(client, "send"):
+            return {"envelope_id": await client.send(cmd["channel_id"], cmd["text"])}
+        envelope = Envelope(
+            channel_id=cmd["channel_id"],
+            sender_id="",
+            audience=None,
+            event_type=EV_TEXT,
+            event_data={"text": cmd["text"]},
+        )
+        return {"envelope_id": await client.send_envelope(envelope)}
+    if op == "received":
+        return state["received"].get(cmd["who"], [])
+    if op == "rpc":
+        hub = await _hub(cmd.get("conn", "main"))
+        return await hub._rpc(cmd["name"], cmd.get("params", {}))
+    if op == "call":
+        hub = await _hub(cmd.get("conn", "main"))
+        result = await getattr(hub, cmd["name"])(*cmd.get("args", []), **cmd.get("kwargs", {}))
+        if isinstance(result, list):
+            return [_plain(r) for r in result]
+        return _plain(result)
+    if op == "raw":
+        # A hand-made frame on a fresh WebSocket: what the gateway answers, and whether it stays open.
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed
+
+        async with connect(state["url"], max_size=None) as ws:
+            answers = []
+            for frame in cmd["frames"]:
+                try:
+                    await ws.send(frame)
+                    answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+                except ConnectionClosed as closed:
+                    answers.append({"closed": closed.rcvd.code if closed.rcvd else None})
+                    break
+            return answers
+    if op == "close":
+        for hub in state["hubs"].values():
+            await hub.close()
+        state["hubs"].clear()
+        return None
+    if op == "drop":
+        hub = state["hubs"].pop(cmd["conn"])
+        await hub.close()
+        return None
+    raise ValueError(f"unknown op {op!r}")
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+async def main() -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while True:
+        line = await reader.readline()
+        if not line:
+            return
+        cmd = json.loads(line)
+        try:
+            out = {"ok": True, "result": await run(cmd)}
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(out, default=str) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,39 @@
+"""Every buffer a client can fill is bounded: inbound frame size, outbound bytes queued per connection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+
+from ag2gateway.outbox import Outbox
+from ag2gateway.server import start_gateway
+from tests.ag2gateway.conftest import Net
+
+
+async def test_a_frame_over_the_limit_closes_the_connection_with_1009(net: Net) -> None:
+    small = await start_gateway(replace(net.options, max_frame_bytes=4096))
+    try:
+        await net.ag2("url", url=small.url)
+        ping = json.dumps({"kind": "ping"})
+        answers = await net.ag2("raw", frames=[ping, json.dumps({"kind": "ping", "pad": "x" * 8192}), ping])
+        assert answers == [{"kind": "pong"}, {"closed": 1009}]  # "message too big"; nothing after it is read
+    finally:
+        await small.stop()
+
+
+async def test_the_outbox_holds_at_most_its_limit_in_bytes() -> None:
+    box = Outbox(limit=10)
+    await box.put(b"12345678")
+    blocked = asyncio.create_task(box.put(b"abcdef"))  # 8 + 6 > 10: waits for the writer
+    await asyncio.sleep(0)
+    assert not blocked.done() and box.queued_bytes == 8
+    assert await box.get() == b"12345678"
+    await blocked
+    assert box.queued_bytes == 6
+    big = asyncio.create_task(box.put(b"y" * 50))  # larger than the limit: goes alone, once the box is empty
+    await asyncio.sleep(0)
+    assert not big.done()
+    assert await box.get() == b"abcdef"
+    await big
+    assert box.queued_bytes == 50

@@ -1,0 +1,88 @@
+"""An AG2 agent and an agentsdk agent in one channel: each sees the other's turns in its own shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agentsdk import Agent, ScriptedConfig
+from agentsdk.network import Passport
+from tests.ag2gateway.conftest import ROOT, Net
+from tests.ag2gateway.test_channels import TOKEN, _opened
+from tests.eventually import assert_eventually
+
+
+async def test_an_ag2_agent_and_an_agentsdk_agent_take_turns_in_one_discussion(net: Net) -> None:
+    ag2 = net.ag2
+    bob = await ag2("agent", name="bob", token=TOKEN.format("bob"), replies=["bob (ag2) says hi"])
+    sdk = await net.hub.register(Agent("sdkbot", config=ScriptedConfig(["sdkbot says hi"])), Passport(name="sdkbot"))
+    await ag2("human", name="alice", token=TOKEN.format("alice"))
+    opened = await ag2("open", who="alice", type="discussion", targets=["bob", "sdkbot"])
+    await _opened(net, opened["channel_id"])
+    sent = await ag2("send", who="alice", channel_id=opened["channel_id"], text="introduce yourselves")
+
+    async def both_answered() -> bool:
+        texts = [e for e in await ag2("received", who="alice") if e["event_type"] == "ag2.msg.text"]
+        assert [(e["sender_id"], e["event_data"]["text"]) for e in texts] == [
+            (bob["agent_id"], "bob (ag2) says hi"),
+            (sdk.agent_id, "sdkbot says hi"),
+        ]
+        assert texts[0]["causation_id"] == sent["envelope_id"]  # the AG2 id AG2 clients know
+        return True
+
+    await assert_eventually(both_answered, timeout=30)
+    # The AG2 agent's answer, read back by the agentsdk side, is an ordinary hub envelope.
+    wal = await sdk.read_wal(opened["channel_id"])
+    bodies = [(e.sender_id, e.text) for e in wal if e.event_type == "ag2.msg.text"]
+    assert bodies[1:] == [(bob["agent_id"], "bob (ag2) says hi"), (sdk.agent_id, "sdkbot says hi")]
+
+
+@pytest.fixture(scope="module")
+def go_panelist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Go bridge's discussion_participant example, built once."""
+    if shutil.which("go") is None:
+        pytest.fail("go is not on PATH; this test runs the Go bridge's discussion_participant (make go-deps)")
+    binary = tmp_path_factory.mktemp("go") / "discussion_participant"
+    subprocess.run(
+        ["go", "build", "-o", str(binary), "./examples/discussion_participant"],
+        cwd=ROOT / "bridges" / "go",
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return binary
+
+
+async def test_ag2_agentsdk_and_go_bridge_agents_share_one_discussion(net: Net, go_panelist: Path) -> None:
+    ag2 = net.ag2
+    go = await asyncio.create_subprocess_exec(
+        str(go_panelist), "--hub", net.hub.target, "--name", "go-panelist", stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert go.stdout is not None
+        ready = json.loads(await asyncio.wait_for(go.stdout.readline(), 60))
+        assert ready["event"] == "ready"
+        bob = await ag2("agent", name="bob", token=TOKEN.format("bob"), replies=["bob (ag2) says hi"])
+        sdk = await net.hub.register(
+            Agent("sdkbot", config=ScriptedConfig(["sdkbot says hi"])), Passport(name="sdkbot")
+        )
+        await ag2("human", name="alice", token=TOKEN.format("alice"))
+        opened = await ag2("open", who="alice", type="discussion", targets=["bob", "sdkbot", "go-panelist"])
+        await _opened(net, opened["channel_id"])
+        await ag2("send", who="alice", channel_id=opened["channel_id"], text="introduce yourselves")
+
+        async def all_three() -> bool:
+            texts = [e for e in await ag2("received", who="alice") if e["event_type"] == "ag2.msg.text"]
+            assert [e["sender_id"] for e in texts] == [bob["agent_id"], sdk.agent_id, ready["agent_id"]]
+            assert texts[2]["event_data"]["text"] == 'go-agent round 1: go-panelist heard "sdkbot says hi"'
+            return True
+
+        await assert_eventually(all_three, timeout=30)
+    finally:
+        go.terminate()
+        await go.wait()
