@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import cast
@@ -23,6 +23,7 @@ from redis.asyncio.cluster import RedisCluster
 from agentsdk.errors import Unavailable
 from hubsvc.server import start_hub
 from hubsvc.storage import AgentRow, Writes
+from hubsvc.storage.faults import StoreFaults
 from hubsvc.storage.redis_connect import connect
 from hubsvc.storage.redis_store import RedisHubStore
 from tests.hub import harness
@@ -255,3 +256,46 @@ async def test_a_replica_that_dies_between_the_parts_is_made_up_for_by_another(
         # The channel goes on: alice's next post through the survivor follows it.
         after = await alice.say(channel_id, "after")
         assert after.seq == got.seq + 1
+
+
+class StopBetweenParts(StoreFaults):
+    """Records the idempotency keys of the bundles each call of the fault point is told of, and
+    stops the writer there (raises) when it meets the bundle keyed ``key``."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.seen: list[list[str | None]] = []
+
+    def between_parts(self, written: Sequence[Writes]) -> None:
+        keys = [w.idempotency_key for writes in written for w in writes.wal]
+        self.seen.append(keys)
+        if self.key in keys:
+            raise RuntimeError("the writer stopped between the parts")
+
+
+async def test_the_fault_seam_is_told_of_each_bundle_between_its_parts(spread_url: str) -> None:
+    """The store's fault point between the parts is told of exactly the bundles whose channel part
+    committed; a writer stopped there leaves the global part to another store, which completes it."""
+    faults = StopBetweenParts("k2")
+    store = RedisHubStore(spread_url, prefix="faults:", faults=faults)
+    await store.open()
+    try:
+        await store.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1, key="k1")]))
+        stopped = row("c1", 2, key="k2")
+        with pytest.raises(Unavailable):
+            await store.commit(Writes(wal=[stopped]))
+        assert faults.seen == [["k1"], ["k2"]]
+        assert await store.find_envelope(stopped.envelope_id) is None  # its global part never ran
+        # A bundle whose channel part is refused (seq 2 is taken) never reaches the point.
+        await store.lift_fence("c1")
+        with pytest.raises(Unavailable):
+            await store.commit(Writes(wal=[row("c1", 2, key="k3")]))
+        assert faults.seen == [["k1"], ["k2"], []]
+        other = RedisHubStore(spread_url, prefix="faults:")
+        await other.open()  # completes what it finds pending
+        try:
+            assert await other.find_envelope(stopped.envelope_id) == stopped.data
+        finally:
+            await other.close()
+    finally:
+        await store.close()
