@@ -13,6 +13,7 @@ from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.source import PolicySource
 from hubsvc.server import start_hub
 from hubsvc.storage import HubStore, SqliteHubStore
+from hubsvc.storage.faults import StoreFaults
 from hubsvc.storage.redis_store import RedisHubStore, StoreUnreachable
 from servicekit.auth import ensure_secret_file
 from servicekit.runtime import PortUnavailable, configure_logging, serve_until_signal
@@ -22,8 +23,9 @@ from servicekit.tracing import tracer_provider_from_env
 log = logging.getLogger("agentnet.hub")
 
 
-def make_store(config: HubConfig) -> HubStore:
-    """The store ``--store`` names: the SQLite file (--db), or Redis at the URL."""
+def make_store(config: HubConfig, *, faults: StoreFaults | None = None) -> HubStore:
+    """The store ``--store`` names: the SQLite file (--db), or Redis at the URL (told of its fault
+    points by ``faults``: tests only, :mod:`hubsvc.storage.faults`)."""
     if config.store == "sqlite":
         return SqliteHubStore(
             config.database, synchronous=config.synchronous, inline_write_rows=config.sqlite_inline_rows
@@ -33,17 +35,23 @@ def make_store(config: HubConfig) -> HubStore:
         timeout=config.redis_timeout,
         wait_replicas=config.redis_wait_replicas,
         wait_timeout=config.redis_wait_timeout,
+        faults=faults,
     )
 
 
 async def run(
-    config: HubConfig, *, arbiter: Arbiter | None = None, tracer_provider: TracerProvider | None = None
+    config: HubConfig,
+    *,
+    arbiter: Arbiter | None = None,
+    tracer_provider: TracerProvider | None = None,
+    faults: StoreFaults | None = None,
 ) -> None:
     """Serve the hub with ``config`` until a stop signal arrives (``arbiter``: the one ``--arbiter`` names;
-    ``tracer_provider``: the one the ``OTEL_*`` environment configures, servicekit/tracing.py)."""
+    ``tracer_provider``: the one the ``OTEL_*`` environment configures, servicekit/tracing.py; ``faults``:
+    the store's fault points, tests only)."""
     operator_token = ensure_secret_file(config.operator_token_path)
     log.info("operator calls (OperatorService, ListAudit) use the token in %s", config.operator_token_path)
-    store = make_store(config)
+    store = make_store(config, faults=faults)
     log.info("hub state: %s", f"Redis {store.address}" if isinstance(store, RedisHubStore) else config.database)
     hub = await start_hub(
         store,
@@ -65,8 +73,9 @@ async def run(
             tracer_provider.shutdown()  # exports the spans still buffered
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point (``agentnet-hub``)."""
+def main(argv: list[str] | None = None, *, faults: StoreFaults | None = None) -> None:
+    """Console entry point (``agentnet-hub``). ``faults`` makes the store fail at named points: a test's
+    own entry point passes it (tests/hub/crashing_hub.py); the command line never does."""
     config = parse_args(argv)
     configure_logging(config.log_level)
     try:  # a policy, arbiter or tracing setting that cannot be used stops the hub before it serves anything
@@ -77,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as err:
         sys.exit(f"agentnet-hub: {err}")
     try:
-        asyncio.run(run(config, arbiter=arbiter, tracer_provider=tracer_provider))
+        asyncio.run(run(config, arbiter=arbiter, tracer_provider=tracer_provider, faults=faults))
     except TlsConfigError as exc:
         sys.exit(f"agentnet-hub: {exc}")
     except StoreUnreachable as exc:

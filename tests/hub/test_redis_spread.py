@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import cast
@@ -23,9 +23,11 @@ from redis.asyncio.cluster import RedisCluster
 from agentsdk.errors import Unavailable
 from hubsvc.server import start_hub
 from hubsvc.storage import AgentRow, Writes
+from hubsvc.storage.faults import StoreFaults
 from hubsvc.storage.redis_connect import connect
-from hubsvc.storage.redis_store import CRASH_BETWEEN_PARTS_ENV, RedisHubStore, _Plan
+from hubsvc.storage.redis_store import RedisHubStore
 from tests.hub import harness
+from tests.hub.crashing_hub import EXIT_STATUS
 from tests.hub.harness import EV_TEXT, Participant, RunningHub, make_envelope
 from tests.hub.test_redis_store import channel, row
 from tests.procs import ROOT, start_service
@@ -100,11 +102,11 @@ async def test_a_global_part_missing_after_its_writer_stopped_is_completed_once_
     await spread_store.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1)]))
     position = await spread_store.feed.position()
     orphan = row("c1", 2, key="k2")
-    plan = _Plan(spread_store)
+    plan = spread_store._plan()
     plan.add(Writes(wal=[orphan], audit=[("orphaned", "a1", "c1", "{}", 2.0)]))
     bundle_id, part, (global_keys, global_args) = plan.spread_calls()
     assert part is not None
-    (result,) = await spread_store._run_scripts([(part[1].keys, [0, *part[1].args()])])
+    (result,) = await spread_store._script.run_many([(part[1].keys, [0, *part[1].args()])])
     assert int(result[0]) == 1
     assert len(await spread_store.read_wal("c1", 0, 0, 0)) == 2
     assert await spread_store.find_envelope(orphan.envelope_id) is None  # the global part is missing
@@ -119,7 +121,7 @@ async def test_a_global_part_missing_after_its_writer_stopped_is_completed_once_
         assert [c.channels for c in changes] == [{"c1": 2}]
         assert changes[0].origin == spread_store.feed.replica_id  # the writer's, so its own replicas skip it
         # The same global part applied again (a late writer, a second completer) changes nothing.
-        (late,) = await again._run_scripts([(global_keys, [0, *global_args])])
+        (late,) = await again._script.run_many([(global_keys, [0, *global_args])])
         assert int(late[0]) == 3
         assert len(await again.list_audit(kind="orphaned", subject_id="", after_id=0, limit=10)) == 1
         assert await again.complete_pending(immediately=True) == 0
@@ -135,12 +137,12 @@ async def test_a_bundle_done_before_its_outbox_entry_was_deleted_is_not_applied_
     stays (it lapses only once the entry is gone), so whoever finds the entry, however late,
     applies nothing and deletes it."""
     await spread_store.commit(Writes(channels=[channel("c1", "a1")]))
-    plan = _Plan(spread_store)
+    plan = spread_store._plan()
     plan.add(Writes(wal=[row("c1", 1)], audit=[("once", "a1", "c1", "{}", 1.0)]))
     bundle_id, part, global_call = plan.spread_calls()
     assert part is not None
-    results = await spread_store._run_scripts([(part[1].keys, [0, *part[1].args()])])
-    results += await spread_store._run_scripts([(global_call[0], [0, *global_call[1]])])
+    results = await spread_store._script.run_many([(part[1].keys, [0, *part[1].args()])])
+    results += await spread_store._script.run_many([(global_call[0], [0, *global_call[1]])])
     assert [int(r[0]) for r in results] == [1, 1]
     client = connect(spread_url, 5)
     try:
@@ -229,11 +231,10 @@ async def test_a_replica_that_dies_between_the_parts_is_made_up_for_by_another(
         first = await alice.say(channel_id, "through the survivor")
         assert (await bob.next_of(EV_TEXT)).envelope_id == first.envelope_id
 
-        doomed = start_service(
-            "hubsvc",
-            ["--store", spread_url, "--data-dir", str(tmp_path)],
+        doomed = start_service(  # the hub, exiting between the parts of the bundle keyed "die-here"
+            "tests.hub.crashing_hub",
+            ["--exit-between-parts", "die-here", "--store", spread_url, "--data-dir", str(tmp_path)],
             cwd=ROOT,
-            env={CRASH_BETWEEN_PARTS_ENV: "die-here"},
         )
         try:
             bobs_turn = await bob.say(channel_id, "your turn")
@@ -242,7 +243,7 @@ async def test_a_replica_that_dies_between_the_parts_is_made_up_for_by_another(
 
             with pytest.raises(Exception):  # noqa: B017 - the process dies mid-call: any transport error
                 await alice_there.rpc("PostEnvelope", hub_pb2.PostEnvelopeRequest(envelope=post), timeout=10)
-            assert doomed.proc.wait(timeout=15) == 70  # it exited between the parts, not otherwise
+            assert doomed.proc.wait(timeout=15) == EXIT_STATUS  # it exited between the parts, not otherwise
         finally:
             doomed.terminate(signal.SIGKILL)
         assert bobs_turn.seq == first.seq + 1
@@ -255,3 +256,46 @@ async def test_a_replica_that_dies_between_the_parts_is_made_up_for_by_another(
         # The channel goes on: alice's next post through the survivor follows it.
         after = await alice.say(channel_id, "after")
         assert after.seq == got.seq + 1
+
+
+class StopBetweenParts(StoreFaults):
+    """Records the idempotency keys of the bundles each call of the fault point is told of, and
+    stops the writer there (raises) when it meets the bundle keyed ``key``."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.seen: list[list[str | None]] = []
+
+    def between_parts(self, written: Sequence[Writes]) -> None:
+        keys = [w.idempotency_key for writes in written for w in writes.wal]
+        self.seen.append(keys)
+        if self.key in keys:
+            raise RuntimeError("the writer stopped between the parts")
+
+
+async def test_the_fault_seam_is_told_of_each_bundle_between_its_parts(spread_url: str) -> None:
+    """The store's fault point between the parts is told of exactly the bundles whose channel part
+    committed; a writer stopped there leaves the global part to another store, which completes it."""
+    faults = StopBetweenParts("k2")
+    store = RedisHubStore(spread_url, prefix="faults:", faults=faults)
+    await store.open()
+    try:
+        await store.commit(Writes(channels=[channel("c1", "a1")], wal=[row("c1", 1, key="k1")]))
+        stopped = row("c1", 2, key="k2")
+        with pytest.raises(Unavailable):
+            await store.commit(Writes(wal=[stopped]))
+        assert faults.seen == [["k1"], ["k2"]]
+        assert await store.find_envelope(stopped.envelope_id) is None  # its global part never ran
+        # A bundle whose channel part is refused (seq 2 is taken) never reaches the point.
+        await store.lift_fence("c1")
+        with pytest.raises(Unavailable):
+            await store.commit(Writes(wal=[row("c1", 2, key="k3")]))
+        assert faults.seen == [["k1"], ["k2"], []]
+        other = RedisHubStore(spread_url, prefix="faults:")
+        await other.open()  # completes what it finds pending
+        try:
+            assert await other.find_envelope(stopped.envelope_id) == stopped.data
+        finally:
+            await other.close()
+    finally:
+        await store.close()

@@ -107,7 +107,7 @@ async def test_a_step_of_redis_clock_fails_one_commit_then_the_offset_is_measure
         before = await dump(observer)
         # As if Redis's clock had been stepped an hour forward since the store measured it: the next
         # deadline lies in Redis's past, so that script refuses itself; the store then measures again.
-        store._offset_us -= 3600 * 1_000_000
+        store._clock.offset_us -= 3600 * 1_000_000
         with pytest.raises(Unavailable) as late:
             await store.commit(Writes(wal=[row("c1", 2)]))
         assert late.value.metadata["cause"] == "store_write_failed"

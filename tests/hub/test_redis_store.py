@@ -310,7 +310,7 @@ async def test_find_reply_keeps_the_first_reply_and_an_older_store_gets_indexed(
         assert await store.find_reply("c1", "a1", "c1-e1") is None
         # A store written before the replies hashes: they are filled from the WALs at open.
         client = store._client
-        await client.delete(store._c("c1", "replies"), store._g + "replies_indexed")
+        await client.delete(store.channel_key("c1", "replies"), store._keys.g + "replies_indexed")
         assert await store.find_reply("c1", "b2", "c1-e1") is None
     finally:
         await store.close()

@@ -1,4 +1,4 @@
-"""SQLite writes committed inline on an idle event loop (see hubsvc/storage/sqlite.py).
+"""SQLite writes committed inline on an idle event loop (see hubsvc/storage/sqlite/writes.py).
 
 A write that finds the loop with little else to do skips the hand-off to the database
 thread. It must stay what a thread write is: grouped with the bundles queued with it, failing
