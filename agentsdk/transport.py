@@ -170,12 +170,24 @@ class UnaryMethod(Protocol):
         ...
 
 
+class StreamCall(Protocol):
+    """What the SDK uses of a running ``grpc.aio`` server-streaming call."""
+
+    def __aiter__(self) -> AsyncIterator[object]:
+        """The responses in order."""
+        ...
+
+    def cancel(self) -> bool:
+        """End the call."""
+        ...
+
+
 class ServerStreamMethod(Protocol):
     """A unary-stream method of a ``grpc.aio`` stub."""
 
     def __call__(
         self, request: Message, *, metadata: Metadata | None = None, timeout: float | None = None
-    ) -> AsyncIterator[object]:
+    ) -> StreamCall:
         """Start the call; iterate it for the responses."""
         ...
 
@@ -210,9 +222,13 @@ async def server_stream(
     *,
     metadata: Metadata | None = None,
 ) -> AsyncIterator[ResponseT]:
-    """Run a server-streaming RPC; failures raise the server's domain exception class."""
+    """Run a server-streaming RPC; failures raise the server's domain exception class. The call is
+    cancelled when the caller stops early (closes the iterator, e.g. leaves its ``async for``)."""
+    call = method(request, metadata=metadata)
     try:
-        async for item in method(request, metadata=metadata):
+        async for item in call:
             yield checked(item, response_type)
     except grpc.aio.AioRpcError as err:
         raise error_from_rpc(err) from None
+    finally:
+        call.cancel()
