@@ -33,7 +33,7 @@ from netkernel.errors import AgentNetError
 from servicekit.boundary import stream_boundary, unary_boundary
 from servicekit.limits import RequestLimits
 
-__all__ = ["NAMESPACE", "PER_ITEM", "Auth", "Caller", "KnowledgeRequest", "stream_rpc", "unary_rpc"]
+__all__ = ["DECLARED", "NAMESPACE", "PER_ITEM", "Auth", "Caller", "KnowledgeRequest", "stream_rpc", "unary_rpc"]
 
 C = TypeVar("C")
 Req = TypeVar("Req")
@@ -63,6 +63,11 @@ NAMESPACE: Auth[StoreBase] = Auth("namespace")
 """The request names one namespace; the handler gets that namespace's store."""
 PER_ITEM: Auth[Caller] = Auth("per-item")
 """The request's items name their namespaces; the handler gets the :class:`Caller` to check each."""
+
+
+DECLARED: dict[str, Auth[Any]] = {}
+"""Each declared RPC handler (``KnowledgeServicer.Read`` …) → its auth mode, so a test can check that
+every RPC of the service passes the seam."""
 
 
 class Seam(Protocol):
@@ -125,6 +130,8 @@ def unary_rpc(
     authenticated and checked as ``auth`` says, under the error boundary."""
 
     def decorate(handler: Callable[[S, C, Req], Awaitable[Resp]]) -> Callable[[S, Req, Any], Awaitable[Resp]]:
+        DECLARED[handler.__qualname__] = auth
+
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Any) -> Resp:
             return await handler(self, _given(auth, self, request, context), request)
@@ -140,6 +147,8 @@ def stream_rpc(
     """Declare a server-streaming RPC's auth mode, like :func:`unary_rpc`."""
 
     def decorate(handler: Callable[[S, C, Req], AsyncIterator[Resp]]) -> Callable[[S, Req, Any], AsyncIterator[Resp]]:
+        DECLARED[handler.__qualname__] = auth
+
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Any) -> AsyncIterator[Resp]:
             async for item in handler(self, _given(auth, self, request, context), request):

@@ -80,3 +80,31 @@ def test_every_path_the_architecture_page_names_exists() -> None:
     assert len(paths) > 30
     missing = sorted(p for p in paths if not (ROOT / p).exists())
     assert missing == []
+
+
+#: The typed client layer: the only modules that hold a stub of our services.
+TYPED_LAYER = {"agentsdk/rpc.py", "agentsdk/knowledge/rpc.py", "agentsdk/transport.py"}
+OUR_STUBS = {"HubServiceStub", "OperatorServiceStub", "KnowledgeServiceStub"}
+
+
+def stub_uses(path: Path) -> list[str]:
+    """Where ``path`` builds one of our services' stubs, reads a connection's ``stub`` or looks a
+    method up by name with ``getattr`` on a stub (line: what)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and (node.attr in OUR_STUBS or node.attr in {"stub", "_stub"}):
+            found.append(f"{node.lineno}: {node.attr}")
+        elif isinstance(node, ast.Name) and node.id in OUR_STUBS:
+            found.append(f"{node.lineno}: {node.id}")
+    return found
+
+
+@pytest.mark.parametrize("package", ["agentsdk", "a2agateway"])
+def test_clients_call_our_services_only_through_the_typed_layer(package: str) -> None:
+    """docs/architecture.md "The SDK": HubRpc, OperatorRpc and KnowledgeRpc are the only holders of a stub."""
+    uses = {
+        str(path.relative_to(ROOT)): stub_uses(path)
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in TYPED_LAYER
+    }
+    assert {file: found for file, found in uses.items() if found} == {}
