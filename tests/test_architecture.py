@@ -108,3 +108,37 @@ def test_clients_call_our_services_only_through_the_typed_layer(package: str) ->
         if str(path.relative_to(ROOT)) not in TYPED_LAYER
     }
     assert {file: found for file, found in uses.items() if found} == {}
+
+
+def example_sources() -> dict[str, str]:
+    """What a user copies: every ```python block of README.md and docs/, and every file of examples/."""
+    sources: dict[str, str] = {}
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.DOTALL)
+        sources.update({f"{doc.relative_to(ROOT)} block {i}": block for i, block in enumerate(blocks)})
+    for path in sorted((ROOT / "examples").rglob("*.py")):
+        sources[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    return sources
+
+
+def imported_modules(source: str) -> set[str]:
+    """Full names of the modules ``source`` imports (``from a.b import c`` → ``a.b``), read line by line
+    (a doc's block may be a fragment that does not parse alone)."""
+    found = re.findall(r"^\s*(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+))", source, re.MULTILINE)
+    return {a or b for a, b in found}
+
+
+def test_docs_and_examples_import_only_public_modules() -> None:
+    """A module whose name starts with ``_`` (``agentsdk/network/_outbox.py`` …) is internal: it may
+    change without notice, so what users copy imports the public facade (``agentsdk.network`` …)."""
+    sources = example_sources()
+    assert len(sources) > 10
+    private = {
+        where: sorted(
+            m
+            for m in imported_modules(code)
+            if m.split(".")[0] in OURS and any(p.startswith("_") for p in m.split("."))
+        )
+        for where, code in sources.items()
+    }
+    assert {where: found for where, found in private.items() if found} == {}
