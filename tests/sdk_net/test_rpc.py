@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2, knowledge_pb2, operator_pb2
@@ -18,6 +18,7 @@ from agentsdk.network import EV_TEXT, Hub, Passport
 from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import ConnectStream, HubRpc, OperatorRpc
 from netkernel.errors import NotFound, NotParticipant, PermissionDenied, Unauthenticated
+from tests.eventually import assert_eventually
 
 
 @pytest.fixture
@@ -156,3 +157,17 @@ async def test_the_rpcs_the_layer_gained_reach_the_hub(hub: Hub) -> None:
     assert any("find me" in d for d in data)
     with pytest.raises(PermissionDenied):
         await OperatorRpc(hub.connection, alice.credential).get_status(operator_pb2.GetStatusRequest())
+
+
+async def test_a_stream_the_reader_stops_is_cancelled_at_the_hub(hub: Hub) -> None:
+    """The A2A gateway leaves a ReadWal follow when its A2A client goes: the hub lets the follower go."""
+    alice = await hub.register_human(Passport(name="alice", kind="human"))
+    await hub.register_human(Passport(name="bob", kind="human"))
+    channel = await alice.open(type="conversation", target="bob")
+    stream = alice.rpc.read_wal(hub_pb2.ReadWalRequest(channel_id=channel.channel_id, follow=True))
+    assert isinstance(stream, AsyncGenerator)
+    first = await anext(stream)
+    assert first.envelope.channel_id == channel.channel_id
+    await assert_eventually(lambda: hub.server.core.channels.watched(channel.channel_id))
+    await stream.aclose()
+    await assert_eventually(lambda: not hub.server.core.channels.watched(channel.channel_id))
