@@ -1,11 +1,15 @@
-"""HubRpc: the ``agentnet.v1.HubService`` RPCs the SDK uses, one typed method each.
+"""The typed client layer of the hub: :class:`HubRpc` (every ``agentnet.v1.HubService`` RPC) and
+:class:`OperatorRpc` (every ``agentnet.v1.OperatorService`` RPC), one typed method each, named after
+the RPC in snake case (``tests/sdk_net/test_rpc.py`` checks both against the services' descriptors;
+:class:`agentsdk.knowledge.rpc.KnowledgeRpc` is the knowledge service's).
 
-Every method takes the RPC's request message and returns its response message, so
-mypy checks both; a failure raises the hub's domain exception
-(:mod:`netkernel.errors`). A ``HubRpc`` acts as one identity: it sends the
-credential it was built with (none for ``Register`` / ``RegisterHuman``). The calls
-that post (``PostEnvelope``, ``OpenChannel``, ``CallTool``, ``InvokeAgent``) back off and
-retry on RATE_LIMITED as the connection's ``rate_limit_backoff`` says (:mod:`agentsdk.backoff`).
+Every method takes the RPC's request message and returns its response message (a streaming RPC
+returns its stream), so mypy checks both; a failure raises the hub's domain exception
+(:mod:`netkernel.errors`). A ``HubRpc`` acts as one identity: it sends the credential it was built
+with (none for ``Register`` / ``RegisterHuman``; the operator token for the operator's calls). A unary
+method takes ``timeout`` seconds (None: no deadline). The calls that post (``PostEnvelope``,
+``OpenChannel``, ``CallTool``, ``InvokeAgent``, ``Delegate``, ``Say``) back off and retry on
+RATE_LIMITED as the connection's ``rate_limit_backoff`` says (:mod:`agentsdk.backoff`).
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ class ConnectStream:
 
 
 class HubRpc:
-    """The hub's RPCs as one identity (``credential`` "" = anonymous, for registration)."""
+    """Every HubService RPC as one identity (``credential`` "" = anonymous, for registration; the
+    operator token for the operator's calls: ``SetRule`` / ``GetRule`` of any identity, ``ListAudit``)."""
 
     def __init__(
         self, connection: HubConnection, credential: str = "", *, backoff: RateLimitBackoff | None = None

@@ -1,5 +1,6 @@
 """The gRPC side of the SDK: one channel to a hub, bearer credentials, and the typed
-call helpers under :class:`agentsdk.rpc.HubRpc` and :class:`agentsdk.knowledge.rpc.KnowledgeRpc`.
+call helpers under the typed layer (:class:`agentsdk.rpc.HubRpc`, :class:`agentsdk.rpc.OperatorRpc`,
+:class:`agentsdk.knowledge.rpc.KnowledgeRpc`).
 
 Every helper checks the response's message type and raises the same domain
 exception the server raised (:func:`netkernel.errors.error_from_rpc`).
