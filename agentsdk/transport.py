@@ -1,4 +1,4 @@
-"""The gRPC side of the SDK: one channel to a hub, bearer credentials, and the typed
+"""The gRPC side of the SDK: one channel to a hub, bearer credentials, and the
 call helpers under the typed layer (:class:`agentsdk.rpc.HubRpc`, :class:`agentsdk.rpc.OperatorRpc`,
 :class:`agentsdk.knowledge.rpc.KnowledgeRpc`).
 
