@@ -8,8 +8,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 from netkernel.extras import DISTRIBUTION, EXTRAS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,23 +47,29 @@ def test_the_sdk_hub_and_knowledge_service_work_without_the_optional_packages() 
     assert run(f"import sys; {blocked}; {imports}; print('ok')").strip() == "ok"
 
 
-@pytest.mark.parametrize(
-    ("code", "extra"),
-    [
-        ("import agentsdk.cli.app", "cli"),
-        ("import agentsdk.console.app", "console"),
-        ("import agentsdk.console.server", "console"),
-        ("import a2agateway.server", "a2a"),
-        ("import agentsdk.langgraph", "langgraph"),
-        ("import agentsdk.knowledge as k; k.RedisKnowledgeStore", "redis"),
-        ("import knowledgestore.redis_store", "redis"),
-        ("import hubsvc.__main__", "hub"),
-    ],
-)
-def test_a_missing_optional_package_names_the_extra_to_install(code: str, extra: str) -> None:
+#: Each optional part (an import, or an attribute read) and the extra its error must name.
+PARTS = [
+    ("import agentsdk.cli.app", "cli"),
+    ("import agentsdk.console.app", "console"),
+    ("import agentsdk.console.server", "console"),
+    ("import a2agateway.server", "a2a"),
+    ("import agentsdk.langgraph", "langgraph"),
+    ("import agentsdk.knowledge as k; k.RedisKnowledgeStore", "redis"),
+    ("import knowledgestore.redis_store", "redis"),
+    ("import hubsvc.__main__", "hub"),
+]
+
+
+def test_a_missing_optional_package_names_the_extra_to_install() -> None:
+    """One process with every optional package absent tries each part; each fails with its extra."""
     blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in OPTIONAL)
-    program = f"import sys; {blocked}\ntry:\n    {code}\nexcept ImportError as exc:\n    print(exc)\n"
-    assert f"pip install '{DISTRIBUTION}[{extra}]'" in run(program)
+    cases = "".join(
+        f"try:\n    {code}\n    print('imported')\nexcept ImportError as exc:\n    print(exc)\n" for code, _ in PARTS
+    )
+    lines = run(f"import sys; {blocked}\n{cases}").splitlines()
+    assert len(lines) == len(PARTS)
+    for (code, extra), line in zip(PARTS, lines, strict=True):
+        assert f"pip install '{DISTRIBUTION}[{extra}]'" in line, code
 
 
 def test_pyproject_declares_the_extras_and_dev_installs_them_all() -> None:
