@@ -131,7 +131,7 @@ class HubConnection(ClosedOnExit):
         """How calls that post retry on RATE_LIMITED (:mod:`agentsdk.backoff`)."""
         self.max_queued_delivery_bytes = max_queued_delivery_bytes
         """Most bytes of deliveries each identity's Connect stream holds waiting for its handlers; beyond
-        it the stream stops reading until they catch up (:class:`agentsdk.network.delivery.DeliveryStream`)."""
+        it the stream stops reading until they catch up (:class:`agentsdk.network._delivery.DeliveryStream`)."""
         self.tracer = trace.get_tracer("agentsdk", tracer_provider=tracer_provider)
         """Where the SDK's spans go: each post and each handler turn (docs/operations.md "Tracing")."""
         self.channel = open_channel(self.target, tls, CHANNEL_OPTIONS, client_span_interceptors(tracer_provider))

@@ -15,7 +15,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 
 from agentsdk.knowledge.rpc import KnowledgeRpc, WatchStream
 from agentsdk.network import EV_TEXT, Hub, Passport
-from agentsdk.network.delivery import DeliveryStream
+from agentsdk.network._delivery import DeliveryStream
 from agentsdk.rpc import ConnectStream, HubRpc, OperatorRpc
 from netkernel.errors import NotFound, NotParticipant, PermissionDenied, Unauthenticated
 from tests.eventually import assert_eventually
