@@ -6,3 +6,7 @@ the hub's public gRPC API, called as the client's hub identity (its bearer token
 credential), so the hub's visibility rules apply unchanged. Tasks live in the hub's execution
 records, so any gateway answers for any task. docs/a2a.md describes the mapping.
 """
+
+from netkernel.extras import require
+
+require("a2a", "a2a.server", "starlette", "sse_starlette", "uvicorn")

@@ -8,7 +8,7 @@ from a2a.types import a2a_pb2 as a2a
 from agentnet.v1 import a2a_pb2 as hub_a2a
 from agentnet.v1 import hub_pb2
 
-from a2agateway.hub import HubLink
+from a2agateway.hub import RPC_TIMEOUT, HubLink
 from netkernel.errors import NotFound
 
 SECURITY_SCHEME = "hubCredential"
@@ -116,7 +116,8 @@ class Cards:
     async def _description(self, token: str, agent: hub_a2a.DiscoveredAgent) -> str:
         if agent.description:
             return agent.description
-        described = await self.hub.call(token, "DescribeAgent", hub_pb2.DescribeAgentRequest(agent_id=agent.agent_id))
+        request = hub_pb2.DescribeAgentRequest(agent_id=agent.agent_id)
+        described = await self.hub.rpc(token).describe_agent(request, timeout=RPC_TIMEOUT)
         return skill_summary(described.agent.skill_md) or f"The hub agent {agent.name}."
 
     async def card(self, token: str, name: str) -> a2a.AgentCard:

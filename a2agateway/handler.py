@@ -24,7 +24,7 @@ from agentnet.v1 import a2a_pb2 as hub_a2a
 from agentnet.v1 import hub_pb2
 
 from a2agateway.cards import Cards
-from a2agateway.hub import HubLink
+from a2agateway.hub import RPC_TIMEOUT, HubLink
 from a2agateway.refusals import as_a2a_error, grpc_context, not_cancelable, refuse, task_not_found
 from a2agateway.tasks import (
     ENDS_STREAM,
@@ -161,7 +161,7 @@ class GatewayHandler(RequestHandler):
             request.continues_execution_id = last.execution_id
         elif message.context_id:
             request.root_session_id = message.context_id
-        started = await self.hub.call(token, "InvokeAgent", request)
+        started = await self.hub.rpc(token).invoke_agent(request, timeout=RPC_TIMEOUT)
         return [*earlier, await self.hub.execution(token, started.execution_id)], agent
 
     async def _events(
@@ -242,9 +242,8 @@ class GatewayHandler(RequestHandler):
             token = self._token(context)
             chain = await self._task(token, params.id, params.tenant)
             after = self._last_event_id(context)
-            callee = (
-                await self.hub.call(token, "DescribeAgent", hub_pb2.DescribeAgentRequest(agent_id=chain[-1].target_id))
-            ).agent.passport.name
+            described = hub_pb2.DescribeAgentRequest(agent_id=chain[-1].target_id)
+            callee = (await self.hub.rpc(token).describe_agent(described, timeout=RPC_TIMEOUT)).agent.passport.name
             if after is None:
                 task = task_of(chain)
                 started = True
@@ -331,7 +330,7 @@ class GatewayHandler(RequestHandler):
                 raise not_cancelable(params.id, f"it is {a2a.TaskState.Name(task_of(chain).status.state)}.")
             try:
                 request = hub_pb2.CancelExecutionRequest(execution_id=chain[-1].execution_id)
-                cancelled = (await self.hub.call(token, "CancelExecution", request)).execution
+                cancelled = (await self.hub.rpc(token).cancel_execution(request, timeout=RPC_TIMEOUT)).execution
             except FailedPrecondition as err:
                 raise not_cancelable(params.id, err.message) from None
             return task_of([*chain[:-1], cancelled])

@@ -1,6 +1,6 @@
 """Run a LangGraph agent on the network: :class:`App` (A2A tools, a checkpointer, the hub identity).
 
-Needs ``langgraph`` and ``langchain-core`` (the project's dev extras pin them). The shape::
+Needs ``langgraph`` and ``langchain-core``: ``pip install 'agent-network[langgraph]'``. The shape::
 
     app = App(app_name="router-agent")
 
@@ -47,11 +47,14 @@ from agentsdk.tls import TlsSetting
 from agentsdk.tools import ToolLike
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_TEXT, Envelope, text_envelope
+from netkernel.extras import require
 from netkernel.identity import Passport
 
 if TYPE_CHECKING:
     from langchain_core.tools import StructuredTool
     from langgraph.checkpoint.memory import InMemorySaver
+
+require("langgraph", "langgraph", "langchain_core")
 
 log = logging.getLogger("agentnet.sdk.langgraph")
 

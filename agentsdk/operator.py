@@ -9,7 +9,8 @@ exception (:mod:`netkernel.errors`):
 operator call, ``NotFound``, ``Unavailable`` for an unreachable hub.
 
 ``target`` is one ``host:port`` or several replicas (:mod:`agentsdk.targets`); ``tls`` as in
-:mod:`agentsdk.tls`.
+:mod:`agentsdk.tls`. Both make every call through the typed layer (:class:`agentsdk.rpc.OperatorRpc`,
+:class:`agentsdk.rpc.HubRpc`).
 """
 
 from __future__ import annotations
@@ -25,14 +26,13 @@ from agentnet.v1 import (
     hub_pb2,
     identity_pb2,
     operator_pb2,
-    operator_pb2_grpc,
     task_pb2,
 )
-from google.protobuf.message import Message
 
+from agentsdk.rpc import HubRpc, OperatorRpc
 from agentsdk.targets import HubTargets
 from agentsdk.tls import TlsSetting
-from agentsdk.transport import ClosedOnExit, HubConnection, ResponseT, UnaryMethod, bearer, server_stream, unary
+from agentsdk.transport import ClosedOnExit, HubConnection
 from netkernel.call_tree import execution_subtree
 from netkernel.errors import NotFound
 
@@ -71,9 +71,9 @@ class OperatorClient(ClosedOnExit):
         self._connection = HubConnection(target, tls)
         self.target = self._connection.target
         """The gRPC target."""
-        self._operator = operator_pb2_grpc.OperatorServiceStub(self._connection.channel)
-        self._hub = self._connection.stub
-        self._metadata = bearer(secret)
+        self._operator = OperatorRpc(self._connection, secret)
+        self._hub = HubRpc(self._connection, secret)
+        """HubService's operator calls (SetRule, GetRule, ListAudit) with the same token."""
         self._timeout = timeout
 
     async def close(self) -> None:
@@ -84,13 +84,7 @@ class OperatorClient(ClosedOnExit):
 
     async def status(self) -> operator_pb2.GetStatusResponse:
         """Version, store, uptime and counts."""
-        return await unary(
-            self._operator.GetStatus,
-            operator_pb2.GetStatusRequest(),
-            operator_pb2.GetStatusResponse,
-            metadata=self._metadata,
-            timeout=self._timeout,
-        )
+        return await self._operator.get_status(operator_pb2.GetStatusRequest(), timeout=self._timeout)
 
     async def list_agents(
         self, *, online_only: bool = False, page_size: int = 0, page_token: str = "", agent_ids: Iterable[str] = ()
@@ -99,13 +93,7 @@ class OperatorClient(ClosedOnExit):
         request = operator_pb2.OperatorServiceListAgentsRequest(
             online_only=online_only, page_size=page_size, page_token=page_token, agent_ids=list(agent_ids)
         )
-        return await unary(
-            self._operator.ListAgents,
-            request,
-            operator_pb2.OperatorServiceListAgentsResponse,
-            metadata=self._metadata,
-            timeout=self._timeout,
-        )
+        return await self._operator.list_agents(request, timeout=self._timeout)
 
     async def agents(self, *, online_only: bool = False, limit: int = 0) -> list[identity_pb2.AgentSummary]:
         """Every identity (at most ``limit``; 0 = all), page after page."""
@@ -133,12 +121,8 @@ class OperatorClient(ClosedOnExit):
 
     async def describe_agent(self, agent: str) -> identity_pb2.AgentRecord:
         """One identity's record, by id or passport name."""
-        response = await unary(
-            self._operator.DescribeAgent,
-            operator_pb2.OperatorServiceDescribeAgentRequest(agent=agent),
-            operator_pb2.OperatorServiceDescribeAgentResponse,
-            metadata=self._metadata,
-            timeout=self._timeout,
+        response = await self._operator.describe_agent(
+            operator_pb2.OperatorServiceDescribeAgentRequest(agent=agent), timeout=self._timeout
         )
         return response.agent
 
@@ -154,13 +138,7 @@ class OperatorClient(ClosedOnExit):
         request = operator_pb2.OperatorServiceListChannelsRequest(
             states=list(states), type=type, page_size=page_size, page_token=page_token
         )
-        return await unary(
-            self._operator.ListChannels,
-            request,
-            operator_pb2.OperatorServiceListChannelsResponse,
-            metadata=self._metadata,
-            timeout=self._timeout,
-        )
+        return await self._operator.list_channels(request, timeout=self._timeout)
 
     async def channels(
         self, *, states: Iterable[channel_pb2.ChannelState.ValueType] = (), type: str = "", limit: int = 0
@@ -176,12 +154,8 @@ class OperatorClient(ClosedOnExit):
 
     async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
         """One channel: metadata, whose turn it is, adapter state."""
-        return await unary(
-            self._operator.DescribeChannel,
-            operator_pb2.OperatorServiceDescribeChannelRequest(channel_id=channel_id),
-            operator_pb2.OperatorServiceDescribeChannelResponse,
-            metadata=self._metadata,
-            timeout=self._timeout,
+        return await self._operator.describe_channel(
+            operator_pb2.OperatorServiceDescribeChannelRequest(channel_id=channel_id), timeout=self._timeout
         )
 
     async def list_tasks(
@@ -191,13 +165,7 @@ class OperatorClient(ClosedOnExit):
         request = operator_pb2.OperatorServiceListTasksRequest(
             include_ended=include_ended, page_size=page_size, page_token=page_token
         )
-        return await unary(
-            self._operator.ListTasks,
-            request,
-            operator_pb2.OperatorServiceListTasksResponse,
-            metadata=self._metadata,
-            timeout=self._timeout,
-        )
+        return await self._operator.list_tasks(request, timeout=self._timeout)
 
     async def tasks(self, *, include_ended: bool = False, limit: int = 0) -> list[task_pb2.TaskMetadata]:
         """Every task newest first (at most ``limit``; 0 = all), page after page."""
@@ -210,12 +178,8 @@ class OperatorClient(ClosedOnExit):
 
     async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
         """One task."""
-        response = await unary(
-            self._operator.GetTask,
-            operator_pb2.OperatorServiceGetTaskRequest(task_id=task_id),
-            operator_pb2.OperatorServiceGetTaskResponse,
-            metadata=self._metadata,
-            timeout=self._timeout,
+        response = await self._operator.get_task(
+            operator_pb2.OperatorServiceGetTaskRequest(task_id=task_id), timeout=self._timeout
         )
         return response.task
 
@@ -228,38 +192,26 @@ class OperatorClient(ClosedOnExit):
             request.root_session_id = root_session_id
         if execution_id:
             request.execution_id = execution_id
-        return await unary(
-            self._operator.ListExecutions,
-            request,
-            operator_pb2.OperatorServiceListExecutionsResponse,
-            metadata=self._metadata,
-            timeout=self._timeout,
-        )
+        return await self._operator.list_executions(request, timeout=self._timeout)
 
     async def set_rule(self, agent_id: str, rule: dict[str, Any] | None) -> identity_pb2.AgentRecord:
         """Replace identity ``agent_id``'s own governance rule (HubService.SetRule; None removes it):
         validated, audited as ``rule_set`` by "operator", enforced from that identity's next call."""
         request = hub_pb2.SetRuleRequest(agent_id=agent_id, rule_json=json.dumps(rule) if rule is not None else "")
-        response = await unary(
-            self._hub.SetRule, request, hub_pb2.SetRuleResponse, metadata=self._metadata, timeout=self._timeout
-        )
+        response = await self._hub.set_rule(request, timeout=self._timeout)
         return response.agent
 
     async def get_rule(self, agent_id: str) -> hub_pb2.GetRuleResponse:
         """The rules governing identity ``agent_id`` and what they combine to (HubService.GetRule)."""
         request = hub_pb2.GetRuleRequest(agent_id=agent_id)
-        return await unary(
-            self._hub.GetRule, request, hub_pb2.GetRuleResponse, metadata=self._metadata, timeout=self._timeout
-        )
+        return await self._hub.get_rule(request, timeout=self._timeout)
 
     async def list_audit(
         self, *, kind: str = "", subject_id: str = "", after_id: int = 0, limit: int = 0
     ) -> list[hub_pb2.AuditRecord]:
         """Audit records after ``after_id`` in id order (HubService.ListAudit; 0 = 100)."""
         request = hub_pb2.ListAuditRequest(kind=kind, subject_id=subject_id, after_id=after_id, limit=limit)
-        response = await unary(
-            self._hub.ListAudit, request, hub_pb2.ListAuditResponse, metadata=self._metadata, timeout=self._timeout
-        )
+        response = await self._hub.list_audit(request, timeout=self._timeout)
         return list(response.records)
 
     async def newest_audit_id(self, *, kind: str = "", subject_id: str = "") -> int:
@@ -312,9 +264,7 @@ class OperatorClient(ClosedOnExit):
         request = operator_pb2.OperatorServiceReadWalRequest(
             channel_id=channel_id, from_seq=from_seq, until_seq=until_seq, limit=limit, follow=follow
         )
-        async for response in server_stream(
-            self._operator.ReadWal, request, operator_pb2.OperatorServiceReadWalResponse, metadata=self._metadata
-        ):
+        async for response in self._operator.read_wal(request):
             yield response.envelope
 
     async def follow_audit(
@@ -322,9 +272,7 @@ class OperatorClient(ClosedOnExit):
     ) -> AsyncIterator[hub_pb2.AuditRecord]:
         """The audit log after ``after_id``, then each new record as it is written (until cancelled)."""
         request = operator_pb2.FollowAuditRequest(kind=kind, subject_id=subject_id, after_id=after_id)
-        async for response in server_stream(
-            self._operator.FollowAudit, request, operator_pb2.FollowAuditResponse, metadata=self._metadata
-        ):
+        async for response in self._operator.follow_audit(request):
             yield response.record
 
 
@@ -367,8 +315,7 @@ class AgentView(ClosedOnExit):
         self, target: HubTargets, credential: str, *, tls: TlsSetting = None, timeout: float | None = 30.0
     ) -> None:
         self._connection = HubConnection(target, tls)
-        self._hub = self._connection.stub
-        self._metadata = bearer(credential)
+        self._hub = HubRpc(self._connection, credential)
         self._timeout = timeout
         self.agent_id = credential.split(".", 1)[0]
         """The agent this credential belongs to (a credential is ``<agent id>.<secret>``)."""
@@ -376,9 +323,6 @@ class AgentView(ClosedOnExit):
     async def close(self) -> None:
         """Close the connection."""
         await self._connection.close()
-
-    async def _unary(self, method: UnaryMethod, request: Message, response_type: type[ResponseT]) -> ResponseT:
-        return await unary(method, request, response_type, metadata=self._metadata, timeout=self._timeout)
 
     async def status(self) -> operator_pb2.GetStatusResponse:
         """Operator only: the hub's counts cover every identity."""
@@ -415,7 +359,7 @@ class AgentView(ClosedOnExit):
 
         async def read(token: str) -> tuple[Sequence[identity_pb2.AgentSummary], str]:
             request = hub_pb2.ListAgentsRequest(limit=AGENT_PAGE_SIZE, page_token=token)
-            page = await self._unary(self._hub.ListAgents, request, hub_pb2.ListAgentsResponse)
+            page = await self._hub.list_agents(request, timeout=self._timeout)
             return [a for a in page.agents if a.online or not online_only], page.next_page_token
 
         return await every_page(read, limit)
@@ -424,7 +368,7 @@ class AgentView(ClosedOnExit):
         """One identity's record, by id or passport name."""
         for request in (hub_pb2.DescribeAgentRequest(agent_id=agent), hub_pb2.DescribeAgentRequest(name=agent)):
             try:
-                return (await self._unary(self._hub.DescribeAgent, request, hub_pb2.DescribeAgentResponse)).agent
+                return (await self._hub.describe_agent(request, timeout=self._timeout)).agent
             except NotFound:
                 continue
         raise NotFound(f"no agent with id or name {agent!r}.", metadata={"agent": agent})
@@ -443,7 +387,7 @@ class AgentView(ClosedOnExit):
                 limit=AGENT_PAGE_SIZE,
                 page_token=token,
             )
-            page = await self._unary(self._hub.ListChannels, request, hub_pb2.ListChannelsResponse)
+            page = await self._hub.list_channels(request, timeout=self._timeout)
             return [c for c in page.channels if not wanted or c.state in wanted], page.next_page_token
 
         return await every_page(read, limit)
@@ -451,7 +395,7 @@ class AgentView(ClosedOnExit):
     async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
         """One of this agent's channels: metadata, whose turn it is, adapter state."""
         request = hub_pb2.DescribeChannelRequest(channel_id=channel_id)
-        found = await self._unary(self._hub.DescribeChannel, request, hub_pb2.DescribeChannelResponse)
+        found = await self._hub.describe_channel(request, timeout=self._timeout)
         return operator_pb2.OperatorServiceDescribeChannelResponse(
             channel=found.channel,
             live=found.channel.state in _LIVE_STATES,
@@ -467,7 +411,7 @@ class AgentView(ClosedOnExit):
             request = hub_pb2.ListTasksRequest(
                 scope=hub_pb2.TASK_SCOPE_ALL, include_ended=include_ended, limit=AGENT_PAGE_SIZE, page_token=token
             )
-            page = await self._unary(self._hub.ListTasks, request, hub_pb2.ListTasksResponse)
+            page = await self._hub.list_tasks(request, timeout=self._timeout)
             return page.tasks, page.next_page_token
 
         return await every_page(read, limit)
@@ -475,7 +419,7 @@ class AgentView(ClosedOnExit):
     async def get_task(self, task_id: str) -> task_pb2.TaskMetadata:
         """One task."""
         request = hub_pb2.GetTaskRequest(task_id=task_id)
-        return (await self._unary(self._hub.GetTask, request, hub_pb2.GetTaskResponse)).task
+        return (await self._hub.get_task(request, timeout=self._timeout)).task
 
     async def list_executions(
         self, *, root_session_id: str = "", execution_id: str = "", limit: int = 0
@@ -484,7 +428,7 @@ class AgentView(ClosedOnExit):
         calls it took part in (NotFound when it took part in no such execution)."""
         size = limit or 100
         request = hub_pb2.ListExecutionsRequest(root_session_id=root_session_id, limit=AGENT_LIST_LIMIT)
-        found = list((await self._unary(self._hub.ListExecutions, request, hub_pb2.ListExecutionsResponse)).executions)
+        found = list((await self._hub.list_executions(request, timeout=self._timeout)).executions)
         if execution_id:
             found = execution_subtree(found, execution_id)
             if not found:
@@ -502,5 +446,5 @@ class AgentView(ClosedOnExit):
         request = hub_pb2.ReadWalRequest(
             channel_id=channel_id, from_seq=from_seq, until_seq=until_seq, limit=limit, follow=follow
         )
-        async for item in server_stream(self._hub.ReadWal, request, hub_pb2.ReadWalResponse, metadata=self._metadata):
+        async for item in self._hub.read_wal(request):
             yield item.envelope

@@ -1,11 +1,15 @@
-"""HubRpc: the ``agentnet.v1.HubService`` RPCs the SDK uses, one typed method each.
+"""The typed client layer of the hub: :class:`HubRpc` (every ``agentnet.v1.HubService`` RPC) and
+:class:`OperatorRpc` (every ``agentnet.v1.OperatorService`` RPC), one typed method each, named after
+the RPC in snake case (``tests/sdk_net/test_rpc.py`` checks both against the services' descriptors;
+:class:`agentsdk.knowledge.rpc.KnowledgeRpc` is the knowledge service's).
 
-Every method takes the RPC's request message and returns its response message, so
-mypy checks both; a failure raises the hub's domain exception
-(:mod:`netkernel.errors`). A ``HubRpc`` acts as one identity: it sends the
-credential it was built with (none for ``Register`` / ``RegisterHuman``). The calls
-that post (``PostEnvelope``, ``OpenChannel``, ``CallTool``, ``InvokeAgent``) back off and
-retry on RATE_LIMITED as the connection's ``rate_limit_backoff`` says (:mod:`agentsdk.backoff`).
+Every method takes the RPC's request message and returns its response message (a streaming RPC
+returns its stream), so mypy checks both; a failure raises the hub's domain exception
+(:mod:`netkernel.errors`). A ``HubRpc`` acts as one identity: it sends the credential it was built
+with (none for ``Register`` / ``RegisterHuman``; the operator token for the operator's calls). A unary
+method takes ``timeout`` seconds (None: no deadline). The calls that post (``PostEnvelope``,
+``OpenChannel``, ``CallTool``, ``InvokeAgent``, ``Delegate``, ``Say``) back off and retry on
+RATE_LIMITED as the connection's ``rate_limit_backoff`` says (:mod:`agentsdk.backoff`).
 """
 
 from __future__ import annotations
@@ -13,29 +17,25 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import AsyncIterator
-from typing import Protocol
 
 import grpc
-from agentnet.v1 import connect_pb2, hub_pb2
+from agentnet.v1 import connect_pb2, hub_pb2, operator_pb2, operator_pb2_grpc
 from google.protobuf.message import Message
 
 from agentsdk.backoff import RateLimitBackoff, retry_rate_limited
-from agentsdk.transport import HubConnection, ResponseT, UnaryMethod, bearer, checked, server_stream, unary
+from agentsdk.transport import (
+    HubConnection,
+    ResponseT,
+    StreamCall,
+    UnaryMethod,
+    bearer,
+    checked,
+    server_stream,
+    unary,
+)
 from netkernel.errors import error_from_rpc
 
-__all__ = ["ConnectStream", "HubRpc", "StreamCall"]
-
-
-class StreamCall(Protocol):
-    """What the SDK uses of a running ``grpc.aio`` streaming call."""
-
-    def __aiter__(self) -> AsyncIterator[object]:
-        """The responses in order."""
-        ...
-
-    def cancel(self) -> bool:
-        """End the call."""
-        ...
+__all__ = ["ConnectStream", "HubRpc", "OperatorRpc", "StreamCall"]
 
 
 class ConnectStream:
@@ -58,7 +58,8 @@ class ConnectStream:
 
 
 class HubRpc:
-    """The hub's RPCs as one identity (``credential`` "" = anonymous, for registration)."""
+    """Every HubService RPC as one identity (``credential`` "" = anonymous, for registration; the
+    operator token for the operator's calls: ``SetRule`` / ``GetRule`` of any identity, ``ListAudit``)."""
 
     def __init__(
         self, connection: HubConnection, credential: str = "", *, backoff: RateLimitBackoff | None = None
@@ -88,7 +89,7 @@ class HubRpc:
     # -- live session ---------------------------------------------------------------------
 
     def connect(self, requests: AsyncIterator[connect_pb2.ConnectRequest]) -> ConnectStream:
-        """Open ``Connect`` with the client's frames (the credential travels in their ``Hello``)."""
+        """``Connect``: open the live stream with the client's frames (the credential travels in their ``Hello``)."""
         return ConnectStream(self.connection.stub.Connect(requests))
 
     # -- identities ----------------------------------------------------------------------
@@ -181,6 +182,12 @@ class HubRpc:
             self.connection.stub.DescribeChannel, request, hub_pb2.DescribeChannelResponse, timeout
         )
 
+    async def list_channels(
+        self, request: hub_pb2.ListChannelsRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ListChannelsResponse:
+        """``ListChannels``: a page of the channels the caller participates in, newest first."""
+        return await self._unary(self.connection.stub.ListChannels, request, hub_pb2.ListChannelsResponse, timeout)
+
     async def list_pending_turns(
         self, request: hub_pb2.ListPendingTurnsRequest, *, timeout: float | None = None
     ) -> hub_pb2.ListPendingTurnsResponse:
@@ -223,6 +230,31 @@ class HubRpc:
         """``ReportTask``: record a lifecycle event of the caller's task."""
         return await self._unary(self.connection.stub.ReportTask, request, hub_pb2.ReportTaskResponse, timeout)
 
+    async def list_tasks(
+        self, request: hub_pb2.ListTasksRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ListTasksResponse:
+        """``ListTasks``: a page of tasks (the caller's own or all it may see; live or all)."""
+        return await self._unary(self.connection.stub.ListTasks, request, hub_pb2.ListTasksResponse, timeout)
+
+    async def get_task(
+        self, request: hub_pb2.GetTaskRequest, *, timeout: float | None = None
+    ) -> hub_pb2.GetTaskResponse:
+        """``GetTask``: one task's current metadata."""
+        return await self._unary(self.connection.stub.GetTask, request, hub_pb2.GetTaskResponse, timeout)
+
+    async def wait_task(
+        self, request: hub_pb2.WaitTaskRequest, *, timeout: float | None = None
+    ) -> hub_pb2.WaitTaskResponse:
+        """``WaitTask``: wait until a task ends or the request's ``timeout_seconds`` pass (``timed_out``,
+        not an error); give a ``timeout`` longer than that wait."""
+        return await self._unary(self.connection.stub.WaitTask, request, hub_pb2.WaitTaskResponse, timeout)
+
+    async def cancel_task(
+        self, request: hub_pb2.CancelTaskRequest, *, timeout: float | None = None
+    ) -> hub_pb2.CancelTaskResponse:
+        """``CancelTask``: cancel a task (a no-op for one that already ended)."""
+        return await self._unary(self.connection.stub.CancelTask, request, hub_pb2.CancelTaskResponse, timeout)
+
     async def checkpoint_task(
         self, request: hub_pb2.CheckpointTaskRequest, *, timeout: float | None = None
     ) -> hub_pb2.CheckpointTaskResponse:
@@ -237,11 +269,42 @@ class HubRpc:
             self.connection.stub.ReadTaskCheckpoint, request, hub_pb2.ReadTaskCheckpointResponse, timeout
         )
 
+    # -- context ------------------------------------------------------------------------
+
+    async def search_context(
+        self, request: hub_pb2.SearchContextRequest, *, timeout: float | None = None
+    ) -> hub_pb2.SearchContextResponse:
+        """``SearchContext``: past text envelopes visible to the caller that contain a query."""
+        return await self._unary(self.connection.stub.SearchContext, request, hub_pb2.SearchContextResponse, timeout)
+
+    async def quote_context(
+        self, request: hub_pb2.QuoteContextRequest, *, timeout: float | None = None
+    ) -> hub_pb2.QuoteContextResponse:
+        """``QuoteContext``: one speaker's most recent text envelopes."""
+        return await self._unary(self.connection.stub.QuoteContext, request, hub_pb2.QuoteContextResponse, timeout)
+
+    async def list_tools(
+        self, request: hub_pb2.ListToolsRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ListToolsResponse:
+        """``ListTools``: the JSON schemas of the tools the caller may use now (in a channel: this turn's)."""
+        return await self._unary(self.connection.stub.ListTools, request, hub_pb2.ListToolsResponse, timeout)
+
     async def call_tool(
         self, request: hub_pb2.CallToolRequest, *, timeout: float | None = None
     ) -> hub_pb2.CallToolResponse:
         """``CallTool``: run one network tool with JSON arguments."""
         return await self._posting(self.connection.stub.CallTool, request, hub_pb2.CallToolResponse, timeout)
+
+    async def delegate(
+        self, request: hub_pb2.DelegateRequest, *, timeout: float | None = None
+    ) -> hub_pb2.DelegateResponse:
+        """``Delegate``: open a consulting channel to an agent and wait for its reply (posts: retried on
+        RATE_LIMITED)."""
+        return await self._posting(self.connection.stub.Delegate, request, hub_pb2.DelegateResponse, timeout)
+
+    async def say(self, request: hub_pb2.SayRequest, *, timeout: float | None = None) -> hub_pb2.SayResponse:
+        """``Say``: post a text message into a channel (posts: retried on RATE_LIMITED)."""
+        return await self._posting(self.connection.stub.Say, request, hub_pb2.SayResponse, timeout)
 
     # -- agent to agent ------------------------------------------------------------------
 
@@ -286,6 +349,114 @@ class HubRpc:
     ) -> hub_pb2.ListExecutionsResponse:
         """``ListExecutions``: the A2A call tree of a root session."""
         return await self._unary(self.connection.stub.ListExecutions, request, hub_pb2.ListExecutionsResponse, timeout)
+
+    async def get_execution(
+        self, request: hub_pb2.GetExecutionRequest, *, timeout: float | None = None
+    ) -> hub_pb2.GetExecutionResponse:
+        """``GetExecution``: one A2A execution of a call tree the caller took part in."""
+        return await self._unary(self.connection.stub.GetExecution, request, hub_pb2.GetExecutionResponse, timeout)
+
+    async def cancel_execution(
+        self, request: hub_pb2.CancelExecutionRequest, *, timeout: float | None = None
+    ) -> hub_pb2.CancelExecutionResponse:
+        """``CancelExecution``: cancel a running A2A execution the caller started."""
+        return await self._unary(
+            self.connection.stub.CancelExecution, request, hub_pb2.CancelExecutionResponse, timeout
+        )
+
+    # -- operator -----------------------------------------------------------------------
+
+    async def list_audit(
+        self, request: hub_pb2.ListAuditRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ListAuditResponse:
+        """``ListAudit``: audit records after an id, in id order (the operator token only)."""
+        return await self._unary(self.connection.stub.ListAudit, request, hub_pb2.ListAuditResponse, timeout)
+
+
+class OperatorRpc:
+    """The ``agentnet.v1.OperatorService`` RPCs (served on the hub's port), one typed method each, as the
+    holder of the operator ``token``: each takes the request message and returns the response message;
+    a failure raises the hub's domain exception (``PermissionDenied`` for an agent credential)."""
+
+    def __init__(self, connection: HubConnection, token: str) -> None:
+        self.connection = connection
+        self._stub = operator_pb2_grpc.OperatorServiceStub(connection.channel)
+        self._metadata = bearer(token)
+
+    async def _unary(
+        self, method: UnaryMethod, request: Message, response_type: type[ResponseT], timeout: float | None
+    ) -> ResponseT:
+        return await unary(method, request, response_type, metadata=self._metadata, timeout=timeout)
+
+    async def get_status(
+        self, request: operator_pb2.GetStatusRequest, *, timeout: float | None = None
+    ) -> operator_pb2.GetStatusResponse:
+        """``GetStatus``: the hub's version, store, uptime and counts."""
+        return await self._unary(self._stub.GetStatus, request, operator_pb2.GetStatusResponse, timeout)
+
+    async def list_agents(
+        self, request: operator_pb2.OperatorServiceListAgentsRequest, *, timeout: float | None = None
+    ) -> operator_pb2.OperatorServiceListAgentsResponse:
+        """``ListAgents``: a page of every identity (or of those named), by name."""
+        return await self._unary(
+            self._stub.ListAgents, request, operator_pb2.OperatorServiceListAgentsResponse, timeout
+        )
+
+    async def describe_agent(
+        self, request: operator_pb2.OperatorServiceDescribeAgentRequest, *, timeout: float | None = None
+    ) -> operator_pb2.OperatorServiceDescribeAgentResponse:
+        """``DescribeAgent``: one identity's full record, by id or name."""
+        return await self._unary(
+            self._stub.DescribeAgent, request, operator_pb2.OperatorServiceDescribeAgentResponse, timeout
+        )
+
+    async def list_channels(
+        self, request: operator_pb2.OperatorServiceListChannelsRequest, *, timeout: float | None = None
+    ) -> operator_pb2.OperatorServiceListChannelsResponse:
+        """``ListChannels``: a page of every channel, newest first, optionally by state and type."""
+        return await self._unary(
+            self._stub.ListChannels, request, operator_pb2.OperatorServiceListChannelsResponse, timeout
+        )
+
+    async def describe_channel(
+        self, request: operator_pb2.OperatorServiceDescribeChannelRequest, *, timeout: float | None = None
+    ) -> operator_pb2.OperatorServiceDescribeChannelResponse:
+        """``DescribeChannel``: one channel's metadata, whether it is live, whose turn it is, adapter state."""
+        return await self._unary(
+            self._stub.DescribeChannel, request, operator_pb2.OperatorServiceDescribeChannelResponse, timeout
+        )
+
+    def read_wal(
+        self, request: operator_pb2.OperatorServiceReadWalRequest
+    ) -> AsyncIterator[operator_pb2.OperatorServiceReadWalResponse]:
+        """``ReadWal``: any channel's WAL in seq order, unfiltered; with ``follow``, then each new envelope."""
+        return server_stream(
+            self._stub.ReadWal, request, operator_pb2.OperatorServiceReadWalResponse, metadata=self._metadata
+        )
+
+    async def list_tasks(
+        self, request: operator_pb2.OperatorServiceListTasksRequest, *, timeout: float | None = None
+    ) -> operator_pb2.OperatorServiceListTasksResponse:
+        """``ListTasks``: a page of every task, newest first."""
+        return await self._unary(self._stub.ListTasks, request, operator_pb2.OperatorServiceListTasksResponse, timeout)
+
+    async def get_task(
+        self, request: operator_pb2.OperatorServiceGetTaskRequest, *, timeout: float | None = None
+    ) -> operator_pb2.OperatorServiceGetTaskResponse:
+        """``GetTask``: one task."""
+        return await self._unary(self._stub.GetTask, request, operator_pb2.OperatorServiceGetTaskResponse, timeout)
+
+    async def list_executions(
+        self, request: operator_pb2.OperatorServiceListExecutionsRequest, *, timeout: float | None = None
+    ) -> operator_pb2.OperatorServiceListExecutionsResponse:
+        """``ListExecutions``: a root session's A2A call tree, or one execution and its subtree."""
+        return await self._unary(
+            self._stub.ListExecutions, request, operator_pb2.OperatorServiceListExecutionsResponse, timeout
+        )
+
+    def follow_audit(self, request: operator_pb2.FollowAuditRequest) -> AsyncIterator[operator_pb2.FollowAuditResponse]:
+        """``FollowAudit``: the audit log after an id, then each new record as it is written (until cancelled)."""
+        return server_stream(self._stub.FollowAudit, request, operator_pb2.FollowAuditResponse, metadata=self._metadata)
 
 
 def _key_registration(request: hub_pb2.RegisterRequest | hub_pb2.RegisterHumanRequest) -> None:

@@ -1,5 +1,6 @@
-"""The gRPC side of the SDK: one channel to a hub, bearer credentials, and the typed
-call helpers under :class:`agentsdk.rpc.HubRpc` and :class:`agentsdk.knowledge.rpc.KnowledgeRpc`.
+"""The gRPC side of the SDK: one channel to a hub, bearer credentials, and the
+call helpers under the typed layer (:class:`agentsdk.rpc.HubRpc`, :class:`agentsdk.rpc.OperatorRpc`,
+:class:`agentsdk.knowledge.rpc.KnowledgeRpc`).
 
 Every helper checks the response's message type and raises the same domain
 exception the server raised (:func:`netkernel.errors.error_from_rpc`).
@@ -130,7 +131,7 @@ class HubConnection(ClosedOnExit):
         """How calls that post retry on RATE_LIMITED (:mod:`agentsdk.backoff`)."""
         self.max_queued_delivery_bytes = max_queued_delivery_bytes
         """Most bytes of deliveries each identity's Connect stream holds waiting for its handlers; beyond
-        it the stream stops reading until they catch up (:class:`agentsdk.network.delivery.DeliveryStream`)."""
+        it the stream stops reading until they catch up (:class:`agentsdk.network._delivery.DeliveryStream`)."""
         self.tracer = trace.get_tracer("agentsdk", tracer_provider=tracer_provider)
         """Where the SDK's spans go: each post and each handler turn (docs/operations.md "Tracing")."""
         self._tracer_provider = tracer_provider
@@ -200,12 +201,24 @@ class UnaryMethod(Protocol):
         ...
 
 
+class StreamCall(Protocol):
+    """What the SDK uses of a running ``grpc.aio`` server-streaming call."""
+
+    def __aiter__(self) -> AsyncIterator[object]:
+        """The responses in order."""
+        ...
+
+    def cancel(self) -> bool:
+        """End the call."""
+        ...
+
+
 class ServerStreamMethod(Protocol):
     """A unary-stream method of a ``grpc.aio`` stub."""
 
     def __call__(
         self, request: Message, *, metadata: Metadata | None = None, timeout: float | None = None
-    ) -> AsyncIterator[object]:
+    ) -> StreamCall:
         """Start the call; iterate it for the responses."""
         ...
 
@@ -240,9 +253,13 @@ async def server_stream(
     *,
     metadata: Metadata | None = None,
 ) -> AsyncIterator[ResponseT]:
-    """Run a server-streaming RPC; failures raise the server's domain exception class."""
+    """Run a server-streaming RPC; failures raise the server's domain exception class. The call is
+    cancelled when the caller stops early (closes the iterator, e.g. leaves its ``async for``)."""
+    call = method(request, metadata=metadata)
     try:
-        async for item in method(request, metadata=metadata):
+        async for item in call:
             yield checked(item, response_type)
     except grpc.aio.AioRpcError as err:
         raise error_from_rpc(err) from None
+    finally:
+        call.cancel()

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
 
-from agentsdk.network.acks import ACK_DELAY, AckCoalescer
-from agentsdk.network.outbox import Outbox
+from agentsdk.network._acks import ACK_DELAY, AckCoalescer
+from agentsdk.network._outbox import Outbox
 
 OnDelivery = Callable[[envelope_pb2.Envelope], None]
 
@@ -20,9 +20,9 @@ class BenchPeer:
     ``max_batch`` entries (0 = one per frame) and acks and posts the way the SDK does: a delivery is
     acked once handled, the acks of one event-loop turn go together, riding with the next post
     within a few milliseconds where the hub reads them there
-    (:class:`agentsdk.network.acks.AckCoalescer`), and the posts queued together go in one
+    (:class:`agentsdk.network._acks.AckCoalescer`), and the posts queued together go in one
     PostBatch frame when the Welcome's ``max_post_batch`` allows
-    (:class:`agentsdk.network.outbox.Outbox`)."""
+    (:class:`agentsdk.network._outbox.Outbox`)."""
 
     def __init__(self, channel: grpc.aio.Channel, credential: str, agent_id: str = "", max_batch: int = 0) -> None:
         self.stub = hub_pb2_grpc.HubServiceStub(channel)

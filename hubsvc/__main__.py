@@ -8,6 +8,13 @@ import sys
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from netkernel.extras import missing_extra
+
+try:
+    import redis  # noqa: F401  (the command line loads the Redis store: hubsvc/config.py, --store)
+except ImportError as exc:
+    raise missing_extra("hub", exc) from exc
+
 from hubsvc.config import HubConfig, parse_args
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.source import PolicySource

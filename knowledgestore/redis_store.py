@@ -21,9 +21,14 @@ import json
 import logging
 from typing import Any, cast
 
-import redis.asyncio as aioredis
-import redis.exceptions
-from redis.maint_notifications import MaintNotificationsConfig
+from netkernel.extras import missing_extra
+
+try:
+    import redis.asyncio as aioredis
+    import redis.exceptions
+    from redis.maint_notifications import MaintNotificationsConfig
+except ImportError as exc:
+    raise missing_extra("redis", exc) from exc
 
 from knowledgestore.base import StoreBase
 from knowledgestore.feed import ChangeFeed

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import stat
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from netkernel.errors import PermissionDenied, Unauthenticated
@@ -56,15 +57,30 @@ class TokenAuthority:
             log.warning("tokens file %s is accessible to other users; restrict it with chmod 600", path)
         return cls(parse_tokens(text, str(path)))
 
-    def authorize(self, metadata: Iterable[tuple[str, str | bytes]], namespace: str) -> None:
-        """Raise Unauthenticated without a known token, PermissionDenied if it does not grant ``namespace``."""
+    def authenticate(self, metadata: Iterable[tuple[str, str | bytes]]) -> Grant:
+        """The grant of the call's bearer token; Unauthenticated without a known token."""
         token = bearer_token(metadata)
         if token is None:
             raise Unauthenticated("missing credential: send the metadata 'authorization: Bearer <token>'")
         globs = self._grants.get(_digest(token))
         if globs is None:
             raise Unauthenticated("unknown token: use a token from the service's tokens file or knowledge.token")
-        if not any(fnmatch.fnmatchcase(namespace, glob) for glob in globs):
+        return Grant(globs)
+
+    def authorize(self, metadata: Iterable[tuple[str, str | bytes]], namespace: str) -> None:
+        """Raise Unauthenticated without a known token, PermissionDenied if it does not grant ``namespace``."""
+        self.authenticate(metadata).check(namespace)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The namespaces one authenticated token may use (fnmatch globs)."""
+
+    globs: tuple[str, ...]
+
+    def check(self, namespace: str) -> None:
+        """PermissionDenied unless a glob matches ``namespace``."""
+        if not any(fnmatch.fnmatchcase(namespace, glob) for glob in self.globs):
             raise PermissionDenied(
                 f"this token is not granted namespace {namespace!r}", metadata={"namespace": namespace}
             )

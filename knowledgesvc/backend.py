@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from knowledgestore.base import StoreBase
 from knowledgestore.memory_store import MemoryKnowledgeStore
-from knowledgestore.redis_store import RedisKnowledgeStore
 from knowledgestore.sqlite_store import SqliteKnowledgeStore
 from knowledgesvc.config import KnowledgeConfig
 
@@ -20,5 +19,7 @@ def open_backend(config: KnowledgeConfig) -> StoreBase:
 
         return DiskKnowledgeStore(config.data_dir / "knowledge")
     if config.backend == "redis":
+        from knowledgestore.redis_store import RedisKnowledgeStore  # optional dependency ([redis])
+
         return RedisKnowledgeStore(config.redis_url, prefix=config.redis_prefix)
     raise ValueError(f"unknown backend {config.backend!r}; choose one of memory, sqlite, disk, redis")

@@ -1,25 +1,28 @@
-"""The KnowledgeService gRPC servicer (thin: auth, namespaces, conversion).
+"""The KnowledgeService gRPC servicer (thin: conversion and the read budget).
 
-Store behaviour lives in ``agentsdk.knowledge``; domain errors raised there
-become gRPC statuses in the ``unary_boundary`` / ``stream_boundary`` wrappers.
+Each method declares its auth mode (:mod:`knowledgesvc.rpc`, the request seam: the token
+authenticated once, the namespace granted, the field limits, metrics and the error boundary) and
+gets the namespace's store; store behaviour lives in :mod:`knowledgestore`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any, TypeAlias
 
 from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 
 from knowledgestore.base import ReadWithin, StoreBase
 from knowledgestore.convert import event_to_proto
-from knowledgestore.paths import MAX_PATH_BYTES, validate_namespace
+from knowledgestore.paths import MAX_PATH_BYTES
 from knowledgestore.types import ChangeEvent, FileInfo
 from knowledgesvc.auth import TokenAuthority
-from knowledgesvc.metrics import KnowledgeRecorder, measured, measured_stream
+from knowledgesvc.metrics import KnowledgeRecorder
+from knowledgesvc.rpc import NAMESPACE, PER_ITEM, Caller, KnowledgeRequest, stream_rpc, unary_rpc
+
+__all__ = ["KNOWLEDGE_SERVICE", "KnowledgeRequest", "KnowledgeServicer", "knowledge_request_limits"]
 from netkernel.errors import AgentNetError, InvalidArgument, PayloadTooLarge, Unavailable
-from servicekit.boundary import domain_error, error_detail, stream_boundary, unary_boundary
+from servicekit.boundary import domain_error, error_detail
 from servicekit.budget import ByteBudget
 from servicekit.limits import Bound, RequestLimits
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
@@ -28,18 +31,6 @@ KNOWLEDGE_SERVICE = knowledge_pb2.DESCRIPTOR.services_by_name["KnowledgeService"
 
 #: Largest content a response may carry: the message limit minus room for the other fields.
 MAX_RESPONSE_BYTES = DEFAULT_MAX_MESSAGE_BYTES - 64 * 1024
-
-#: Every request message: each carries the namespace it acts on.
-KnowledgeRequest: TypeAlias = (
-    knowledge_pb2.ReadRequest
-    | knowledge_pb2.WriteRequest
-    | knowledge_pb2.ListRequest
-    | knowledge_pb2.DeleteRequest
-    | knowledge_pb2.ExistsRequest
-    | knowledge_pb2.AppendRequest
-    | knowledge_pb2.ReadRangeRequest
-    | knowledge_pb2.WatchRequest
-)
 
 
 def knowledge_request_limits(max_write_bytes: int) -> RequestLimits:
@@ -90,26 +81,20 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         read_many_max_bytes: int = READ_MANY_MAX_BYTES,
         recorder: KnowledgeRecorder | None = None,
     ) -> None:
-        self._root = store
+        self.root = store
+        """The store whose namespaces the requests act on."""
         self.recorder = recorder if recorder is not None else KnowledgeRecorder()
         """Told each call's operation, outcome and time (knowledgesvc/metrics.py)."""
         self.read_budget = ByteBudget(read_budget_bytes)
         """What concurrent reads hold: N reads of big files load at most this many bytes at once."""
-        self._authority = authority
-        self._limits = knowledge_request_limits(max_write_bytes)
+        self.authority = authority
+        """Who may use which namespace (each call's token is authenticated once, by the seam)."""
+        self.limits = knowledge_request_limits(max_write_bytes)
+        """The request field limits the seam checks."""
         self._watch_backlog = watch_backlog
         self._small_read_bytes = min(SMALL_READ_BYTES, read_budget_bytes // 64)
         self._read_many_max_items = read_many_max_items
         self._read_many_max_bytes = min(read_many_max_bytes, MAX_RESPONSE_BYTES)
-
-    def _store(self, request: KnowledgeRequest, context: Any) -> StoreBase:
-        """Authenticate the caller, check the namespace name and its grant, then the request's field
-        limits; return the namespace's store."""
-        namespace = request.namespace
-        metadata = [(item[0], item[1]) for item in context.invocation_metadata() or ()]
-        self._authority.authorize(metadata, validate_namespace(namespace))
-        self._limits.check(request)
-        return self._root.namespace(namespace)
 
     @staticmethod
     def _check_response_size(path: str, size: int) -> None:
@@ -120,14 +105,12 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
                 metadata={"path": path, "size": str(size), "limit": str(MAX_RESPONSE_BYTES)},
             )
 
-    @unary_boundary
-    @measured("read")
-    async def Read(self, request: knowledge_pb2.ReadRequest, context: Any) -> knowledge_pb2.ReadResponse:
+    @unary_rpc(NAMESPACE)
+    async def Read(self, store: StoreBase, request: knowledge_pb2.ReadRequest) -> knowledge_pb2.ReadResponse:
         """Return a file's content, size and version (an oversized file is refused before it is read).
 
         A small file is read in one storage call holding ``SMALL_READ_BYTES`` of the budget; a bigger one
         is sized first, then read holding its size."""
-        store = self._store(request, context)
         async with self.read_budget.hold(self._small_read_bytes):
             small = await store.read_within(request.path, self._small_read_bytes)
         return await self._read_response(store, request.path, small)
@@ -148,9 +131,8 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
             self._check_response_size(path, info.size)  # it may have grown in between
             return knowledge_pb2.ReadResponse(content=content, version=info.version, size=info.size)
 
-    @unary_boundary
-    @measured("read_many")
-    async def ReadMany(self, request: knowledge_pb2.ReadManyRequest, context: Any) -> knowledge_pb2.ReadManyResponse:
+    @unary_rpc(PER_ITEM)
+    async def ReadMany(self, caller: Caller, request: knowledge_pb2.ReadManyRequest) -> knowledge_pb2.ReadManyResponse:
         """Several Reads in one call, each authorised and checked as :meth:`Read` and answered with its own
         file or error; the small files of one namespace come from one storage call.
 
@@ -167,7 +149,7 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
         by_store: dict[StoreBase, list[int]] = {}
         for i, item in enumerate(reads):
             try:
-                store = self._store(item, context)
+                store = caller.store(item)
             except Exception as exc:  # the item's refusal, exactly as Read would end its call
                 outcomes[i] = domain_error(exc, "KnowledgeServicer.ReadMany")
             else:
@@ -208,50 +190,43 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
                 metadata={"field": "reads", "path": path, "size": str(size), "limit": str(self._read_many_max_bytes)},
             )
 
-    @unary_boundary
-    @measured("write")
-    async def Write(self, request: knowledge_pb2.WriteRequest, context: Any) -> knowledge_pb2.WriteResponse:
+    @unary_rpc(NAMESPACE)
+    async def Write(self, store: StoreBase, request: knowledge_pb2.WriteRequest) -> knowledge_pb2.WriteResponse:
         """Create or replace a file."""
-        store = self._store(request, context)
         info = await store.write_info(request.path, request.content)
         return knowledge_pb2.WriteResponse(version=info.version, size=info.size)
 
-    @unary_boundary
-    @measured("list")
-    async def List(self, request: knowledge_pb2.ListRequest, context: Any) -> knowledge_pb2.ListResponse:
+    @unary_rpc(NAMESPACE)
+    async def List(self, store: StoreBase, request: knowledge_pb2.ListRequest) -> knowledge_pb2.ListResponse:
         """Immediate children of a directory."""
-        entries = await self._store(request, context).list(request.path)
+        entries = await store.list(request.path)
         return knowledge_pb2.ListResponse(entries=entries)
 
-    @unary_boundary
-    @measured("delete")
-    async def Delete(self, request: knowledge_pb2.DeleteRequest, context: Any) -> knowledge_pb2.DeleteResponse:
+    @unary_rpc(NAMESPACE)
+    async def Delete(self, store: StoreBase, request: knowledge_pb2.DeleteRequest) -> knowledge_pb2.DeleteResponse:
         """Remove a file."""
-        await self._store(request, context).delete(request.path)
+        await store.delete(request.path)
         return knowledge_pb2.DeleteResponse()
 
-    @unary_boundary
-    @measured("exists")
-    async def Exists(self, request: knowledge_pb2.ExistsRequest, context: Any) -> knowledge_pb2.ExistsResponse:
+    @unary_rpc(NAMESPACE)
+    async def Exists(self, store: StoreBase, request: knowledge_pb2.ExistsRequest) -> knowledge_pb2.ExistsResponse:
         """Whether a file exists."""
-        exists = await self._store(request, context).exists(request.path)
+        exists = await store.exists(request.path)
         return knowledge_pb2.ExistsResponse(exists=exists)
 
-    @unary_boundary
-    @measured("append")
-    async def Append(self, request: knowledge_pb2.AppendRequest, context: Any) -> knowledge_pb2.AppendResponse:
+    @unary_rpc(NAMESPACE)
+    async def Append(self, store: StoreBase, request: knowledge_pb2.AppendRequest) -> knowledge_pb2.AppendResponse:
         """Append text; report where it landed."""
-        store = self._store(request, context)
         result = await store.append_info(request.path, request.text)
         return knowledge_pb2.AppendResponse(offset=result.offset, size=result.size, version=result.version)
 
-    @unary_boundary
-    @measured("read_range")
-    async def ReadRange(self, request: knowledge_pb2.ReadRangeRequest, context: Any) -> knowledge_pb2.ReadRangeResponse:
+    @unary_rpc(NAMESPACE)
+    async def ReadRange(
+        self, store: StoreBase, request: knowledge_pb2.ReadRangeRequest
+    ) -> knowledge_pb2.ReadRangeResponse:
         """Everything from a byte offset on, and the offset to continue from (oversized: refused before reading).
 
         Up to ``SMALL_READ_BYTES`` are read in one storage call, as in :meth:`Read`."""
-        store = self._store(request, context)
         async with self.read_budget.hold(self._small_read_bytes):
             small = await store.read_range_within(request.path, request.offset, self._small_read_bytes)
         if isinstance(small, str):
@@ -266,13 +241,11 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
             self._check_response_size(request.path, size)
             return knowledge_pb2.ReadRangeResponse(content=content, next_offset=request.offset + size)
 
-    @stream_boundary
-    @measured_stream("watch")
+    @stream_rpc(NAMESPACE)
     async def Watch(
-        self, request: knowledge_pb2.WatchRequest, context: Any
+        self, store: StoreBase, request: knowledge_pb2.WatchRequest
     ) -> AsyncIterator[knowledge_pb2.WatchResponse]:
         """Confirm the subscription, then stream changes until the client cancels."""
-        store = self._store(request, context)
         # None marks an overflow: the client fell watch_backlog changes behind.
         queue: asyncio.Queue[ChangeEvent | None] = asyncio.Queue()
         overflowed = False

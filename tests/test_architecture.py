@@ -196,3 +196,65 @@ def test_the_stores_read_no_environment() -> None:
         if re.search(r"\bos\.environ\b|\bgetenv\(", path.read_text(encoding="utf-8"))
     )
     assert readers == []
+
+
+#: The typed client layer: the only modules that hold a stub of our services.
+TYPED_LAYER = {"agentsdk/rpc.py", "agentsdk/knowledge/rpc.py", "agentsdk/transport.py"}
+OUR_STUBS = {"HubServiceStub", "OperatorServiceStub", "KnowledgeServiceStub"}
+
+
+def stub_uses(path: Path) -> list[str]:
+    """Where ``path`` builds one of our services' stubs, reads a connection's ``stub`` or looks a
+    method up by name with ``getattr`` on a stub (line: what)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and (node.attr in OUR_STUBS or node.attr in {"stub", "_stub"}):
+            found.append(f"{node.lineno}: {node.attr}")
+        elif isinstance(node, ast.Name) and node.id in OUR_STUBS:
+            found.append(f"{node.lineno}: {node.id}")
+    return found
+
+
+@pytest.mark.parametrize("package", ["agentsdk", "a2agateway", "ag2gateway"])
+def test_clients_call_our_services_only_through_the_typed_layer(package: str) -> None:
+    """docs/architecture.md "The SDK": HubRpc, OperatorRpc and KnowledgeRpc are the only holders of a stub."""
+    uses = {
+        str(path.relative_to(ROOT)): stub_uses(path)
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in TYPED_LAYER
+    }
+    assert {file: found for file, found in uses.items() if found} == {}
+
+
+def example_sources() -> dict[str, str]:
+    """What a user copies: every ```python block of README.md and docs/, and every file of examples/."""
+    sources: dict[str, str] = {}
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.DOTALL)
+        sources.update({f"{doc.relative_to(ROOT)} block {i}": block for i, block in enumerate(blocks)})
+    for path in sorted((ROOT / "examples").rglob("*.py")):
+        sources[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    return sources
+
+
+def imported_modules(source: str) -> set[str]:
+    """Full names of the modules ``source`` imports (``from a.b import c`` → ``a.b``), read line by line
+    (a doc's block may be a fragment that does not parse alone)."""
+    found = re.findall(r"^\s*(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+))", source, re.MULTILINE)
+    return {a or b for a, b in found}
+
+
+def test_docs_and_examples_import_only_public_modules() -> None:
+    """A module whose name starts with ``_`` (``agentsdk/network/_outbox.py`` …) is internal: it may
+    change without notice, so what users copy imports the public facade (``agentsdk.network`` …)."""
+    sources = example_sources()
+    assert len(sources) > 10
+    private = {
+        where: sorted(
+            m
+            for m in imported_modules(code)
+            if m.split(".")[0] in OURS and any(p.startswith("_") for p in m.split("."))
+        )
+        for where, code in sources.items()
+    }
+    assert {where: found for where, found in private.items() if found} == {}

@@ -77,8 +77,9 @@ async def list_channels(conn: Connection, params: dict[str, Any]) -> Any:
     seen: dict[str, Any] = {}
     for agent in agents:
         conn.as_agent(agent)
-        missing = conn.hub.missing(conn.bound[agent].rpc.credential)
-        response = await missing.list_channels(hub_pb2.ListChannelsRequest(include_ended=True, limit=limit))
+        response = await conn.bound[agent].rpc.list_channels(
+            hub_pb2.ListChannelsRequest(include_ended=True, limit=limit)
+        )
         for meta in response.channels:
             conn.learn_channel(meta.channel_id, agent)
             seen.setdefault(meta.channel_id, records.channel_to_ag2(meta))

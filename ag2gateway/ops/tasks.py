@@ -67,7 +67,7 @@ async def get_task(conn: Connection, params: dict[str, Any]) -> Any:
     last: Exception | None = None
     for bound in list(conn.bound.values()):
         try:
-            return records.task_to_ag2((await conn.hub.missing(bound.rpc.credential).get_task(request)).task)
+            return records.task_to_ag2((await bound.rpc.get_task(request)).task)
         except Exception as err:
             last = err
     raise last or Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
@@ -80,7 +80,7 @@ async def list_tasks(conn: Connection, params: dict[str, Any]) -> Any:
     seen: dict[str, Any] = {}
     for bound in list(conn.bound.values()):
         request = hub_pb2.ListTasksRequest(scope=hub_pb2.TASK_SCOPE_ALL, include_ended=True, limit=limit)
-        for task in (await conn.hub.missing(bound.rpc.credential).list_tasks(request)).tasks:
+        for task in (await bound.rpc.list_tasks(request)).tasks:
             seen.setdefault(task.task_id, records.task_to_ag2(task))
     out = [
         t

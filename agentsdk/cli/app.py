@@ -36,6 +36,7 @@ from netkernel.errors import (
     Unauthenticated,
     Unavailable,
 )
+from netkernel.extras import MissingExtra
 
 T = TypeVar("T")
 
@@ -618,8 +619,12 @@ def console(
     ] = ConsoleOptions.list_refresh_seconds,
 ) -> None:
     """Serve the live web console for operators (log in with the hub's operator token)."""
-    from agentsdk.console.app import Console
-    from agentsdk.console.server import ConsoleAddressError, bind, serve
+    try:
+        from agentsdk.console.app import Console
+        from agentsdk.console.server import ConsoleAddressError, bind, serve
+    except MissingExtra as err:  # starlette, uvicorn or jinja2 not installed
+        _err().print(f"[red]error:[/red] {escape(str(err))}")
+        raise typer.Exit(2) from None
 
     settings = _settings(ctx)
     try:

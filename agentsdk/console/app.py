@@ -19,14 +19,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote
 
-import jinja2
 from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2, identity_pb2
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from netkernel.extras import missing_extra
+
+try:
+    import jinja2
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+except ImportError as exc:
+    raise missing_extra("console", exc) from exc
 
 from agentsdk.cli.render import channel_state, enum_name, task_state, when
 from agentsdk.console import views

@@ -12,7 +12,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import uvicorn
+from netkernel.extras import missing_extra
+
+try:
+    import uvicorn
+except ImportError as exc:
+    raise missing_extra("console", exc) from exc
 
 from agentsdk.console.app import Console
 

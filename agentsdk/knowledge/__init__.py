@@ -1,8 +1,9 @@
 """Path-addressed agent memory: the KnowledgeStore protocol and its backends.
 
-``from agentsdk.knowledge import SqliteKnowledgeStore`` etc. ``DiskKnowledgeStore``
-is imported on first access, so this package imports without the optional
-watchdog dependency; accessing it then raises ImportError naming the extra.
+``from agentsdk.knowledge import SqliteKnowledgeStore`` etc. ``DiskKnowledgeStore`` and
+``RedisKnowledgeStore`` are imported on first access, so this package imports without the
+optional watchdog and redis packages; accessing one without its package raises ImportError
+naming the extra (``[disk]``, ``[redis]``).
 See ``docs/knowledge.md``.
 """
 
@@ -17,7 +18,6 @@ from knowledgestore.base import StoreBase
 from knowledgestore.locked import LockedKnowledgeStore
 from knowledgestore.memory_store import MemoryKnowledgeStore
 from knowledgestore.paths import normalize_path
-from knowledgestore.redis_store import RedisKnowledgeStore
 from knowledgestore.sqlite_store import SqliteKnowledgeStore
 from knowledgestore.types import (
     AppendResult,
@@ -31,6 +31,7 @@ from knowledgestore.types import (
 
 if TYPE_CHECKING:
     from knowledgestore.disk_store import DiskKnowledgeStore
+    from knowledgestore.redis_store import RedisKnowledgeStore
 
 __all__ = [
     "AppendResult",
@@ -54,9 +55,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy so that `import agentsdk.knowledge` works without watchdog installed.
+    # Lazy so that `import agentsdk.knowledge` works without watchdog or redis installed.
     if name == "DiskKnowledgeStore":
         from knowledgestore.disk_store import DiskKnowledgeStore
 
         return DiskKnowledgeStore
+    if name == "RedisKnowledgeStore":
+        from knowledgestore.redis_store import RedisKnowledgeStore
+
+        return RedisKnowledgeStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,6 +17,7 @@ from agentsdk.errors import (
     ProtocolError,
 )
 from agentsdk.events import ImageInput
+from agentsdk.network._cursors import CursorStore, JsonFileCursorStore
 from agentsdk.network.agent_client import (
     AgentClient,
     HubBackedCheckpointStore,
@@ -28,7 +29,6 @@ from agentsdk.network.agent_client import (
 )
 from agentsdk.network.channel import Channel, ChannelMetadata, DefaultView
 from agentsdk.network.clients import HumanClient, NetworkClient, PendingTurn
-from agentsdk.network.cursors import CursorStore, JsonFileCursorStore
 from agentsdk.network.deps import (
     AGENT_CLIENT_DEP,
     CHANNEL_DEP,

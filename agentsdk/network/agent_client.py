@@ -31,9 +31,9 @@ from agentsdk.events import (
     TaskStarted,
     TextInput,
 )
+from agentsdk.network._chunks import DEFAULT_MAX_CHUNK_BYTES, ChunkRelay
 from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
-from agentsdk.network.chunks import DEFAULT_MAX_CHUNK_BYTES, ChunkRelay
 from agentsdk.network.clients import EnvelopeCallback, NetworkClient, call_back
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, CHANNEL_STATE_DEP, HUB_DEP, TASK_DEP
 from agentsdk.network.turn_context import cause_scope, current_task, delivered_can_send, task_scope

@@ -27,10 +27,10 @@ from agentsdk.a2a.client import AgentToAgent
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.a2a.tools import make_a2a_tools
 from agentsdk.events import ImageInput
+from agentsdk.network._delivery import DeliveryStream
+from agentsdk.network._transcripts import TranscriptCache
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.credentials import CredentialFile
-from agentsdk.network.delivery import DeliveryStream
-from agentsdk.network.transcripts import TranscriptCache
 from agentsdk.network.transitions import knob_json
 from agentsdk.rpc import HubRpc
 from agentsdk.tools import Tool
@@ -433,7 +433,7 @@ class NetworkClient:
 
         Everything below such a seq is committed and never changes, so this reads from the
         hub only what :attr:`transcripts` does not hold yet (see
-        :mod:`agentsdk.network.transcripts`). The envelopes are shared with the cache:
+        :mod:`agentsdk.network._transcripts`). The envelopes are shared with the cache:
         treat them as read-only."""
         upto = seq - 1
         if upto < 1:

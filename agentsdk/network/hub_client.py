@@ -19,6 +19,8 @@ from opentelemetry.trace import TracerProvider
 from agentsdk.a2a.remote import RemoteA2AAgent
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.backoff import RateLimitBackoff
+from agentsdk.network._cursors import CursorBook, CursorStore, JsonFileCursorStore
+from agentsdk.network._delivery import DeliveryStream
 from agentsdk.network.agent_client import AgentClient
 from agentsdk.network.channel import ChannelMetadata
 from agentsdk.network.clients import (
@@ -30,8 +32,6 @@ from agentsdk.network.clients import (
     check_queue_bounds,
 )
 from agentsdk.network.credentials import CredentialFile, SavedIdentity
-from agentsdk.network.cursors import CursorBook, CursorStore, JsonFileCursorStore
-from agentsdk.network.delivery import DeliveryStream
 from agentsdk.rpc import HubRpc
 from agentsdk.targets import HubTargets
 from agentsdk.tls import TlsSetting

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from agentnet.v1 import envelope_pb2
 
-from agentsdk.network.delivery import DeliveryStream
+from agentsdk.network._delivery import DeliveryStream
 from agentsdk.transport import HubConnection
 from netkernel.errors import InvalidArgument
 from tests.eventually import assert_eventually

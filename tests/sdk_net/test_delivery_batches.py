@@ -8,8 +8,8 @@ from pathlib import Path
 
 from agentnet.v1 import connect_pb2, envelope_pb2
 
-from agentsdk.network.acks import MAX_ENTRIES_PER_FRAME, AckCoalescer
-from agentsdk.network.delivery import DeliveryStream
+from agentsdk.network._acks import MAX_ENTRIES_PER_FRAME, AckCoalescer
+from agentsdk.network._delivery import DeliveryStream
 from agentsdk.transport import HubConnection
 from tests.eventually import assert_eventually
 from tests.hub.harness import conversation, data_of, running_hub

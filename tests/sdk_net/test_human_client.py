@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agentsdk import errors
+from agentsdk.network._cursors import JsonFileCursorStore
 from agentsdk.network.clients import HumanClient
-from agentsdk.network.cursors import JsonFileCursorStore
 from agentsdk.network.hub_client import Hub, HubClient
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_INVITE, EV_CHANNEL_INVITE_ACK, EV_TEXT, Envelope
 from netkernel.identity import Passport

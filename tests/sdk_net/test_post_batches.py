@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from agentnet.v1 import connect_pb2, envelope_pb2
 
-from agentsdk.network.acks import AckCoalescer
-from agentsdk.network.delivery import DeliveryStream
-from agentsdk.network.outbox import Outbox
+from agentsdk.network._acks import AckCoalescer
+from agentsdk.network._delivery import DeliveryStream
+from agentsdk.network._outbox import Outbox
 from agentsdk.transport import HubConnection
 from hubsvc.core.options import HubOptions
 from tests.eventually import assert_eventually

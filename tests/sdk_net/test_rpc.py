@@ -1,17 +1,24 @@
-"""The typed RPC layer (agentsdk.rpc.HubRpc) against a real hub: typed messages in and out,
-the hub's domain exceptions on failure, for unary, server-streaming and Connect calls."""
+"""The typed RPC layer (agentsdk.rpc.HubRpc and OperatorRpc, agentsdk.knowledge.rpc.KnowledgeRpc): one
+method per RPC of each service's descriptor, and against a real hub typed messages in and out, the hub's
+domain exceptions on failure, for unary, server-streaming and Connect calls."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import inspect
+import re
+import typing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 import pytest
-from agentnet.v1 import envelope_pb2, hub_pb2
+from agentnet.v1 import envelope_pb2, hub_pb2, knowledge_pb2, operator_pb2
+from google.protobuf.descriptor import ServiceDescriptor
 
+from agentsdk.knowledge.rpc import KnowledgeRpc, WatchStream
 from agentsdk.network import EV_TEXT, Hub, Passport
-from agentsdk.network.delivery import DeliveryStream
-from agentsdk.rpc import HubRpc
-from netkernel.errors import NotParticipant, Unauthenticated
+from agentsdk.network._delivery import DeliveryStream
+from agentsdk.rpc import ConnectStream, HubRpc, OperatorRpc
+from netkernel.errors import NotFound, NotParticipant, PermissionDenied, Unauthenticated
+from tests.eventually import assert_eventually
 
 
 @pytest.fixture
@@ -56,3 +63,111 @@ async def test_a_refused_connect_stream_raises_the_hubs_exception(hub: Hub) -> N
     with pytest.raises(Unauthenticated):
         await stream.start(timeout=10)
     await stream.stop()
+
+
+# -- the layer against the services' descriptors ---------------------------------------------------
+
+
+def snake_case(rpc: str) -> str:
+    """``RegisterRemoteA2AAgent`` → ``register_remote_a2a_agent`` (how a typed method is named)."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z0-9])(?=[A-Z][a-z])", "_", rpc).lower()
+
+
+def public_methods(cls: type) -> dict[str, Callable[..., object]]:
+    return {
+        name: member
+        for name, member in vars(cls).items()
+        if not name.startswith("_") and inspect.isfunction(member) and name != "as_identity"
+    }
+
+
+STREAM_TYPES = {"ConnectStream": ConnectStream, "WatchStream": WatchStream}
+
+
+@pytest.mark.parametrize(
+    ("cls", "service"),
+    [
+        (HubRpc, hub_pb2.DESCRIPTOR.services_by_name["HubService"]),
+        (OperatorRpc, operator_pb2.DESCRIPTOR.services_by_name["OperatorService"]),
+        (KnowledgeRpc, knowledge_pb2.DESCRIPTOR.services_by_name["KnowledgeService"]),
+    ],
+    ids=["HubService", "OperatorService", "KnowledgeService"],
+)
+def test_every_rpc_of_the_service_has_exactly_one_typed_method(cls: type, service: ServiceDescriptor) -> None:
+    """One method per RPC (and nothing else), named after it, typed with the RPC's own request and
+    response messages, with a docstring; a unary RPC is a coroutine, a streaming one is not (it
+    returns the stream: an async iterator of the response type, or a stream object reading it)."""
+    methods = public_methods(cls)
+    assert sorted(methods) == sorted(snake_case(m.name) for m in service.methods)
+    for rpc in service.methods:
+        method = methods[snake_case(rpc.name)]
+        hints = typing.get_type_hints(method, globalns=vars(inspect.getmodule(method)) | STREAM_TYPES)
+        request, response = rpc.input_type.full_name, rpc.output_type.full_name
+        assert method.__doc__ and method.__doc__.startswith(f"``{rpc.name}``"), rpc.name
+        first = next(iter(p for p in inspect.signature(method).parameters if p != "self"))
+        given = hints[first]
+        if rpc.client_streaming:
+            assert typing.get_origin(given) is AsyncIterator, rpc.name
+            (given,) = typing.get_args(given)
+        assert given.DESCRIPTOR.full_name == request, rpc.name
+        returned = hints["return"]
+        if not rpc.server_streaming:
+            assert inspect.iscoroutinefunction(method), rpc.name
+            assert returned.DESCRIPTOR.full_name == response, rpc.name
+            continue
+        assert not inspect.iscoroutinefunction(method), rpc.name
+        if typing.get_origin(returned) is AsyncIterator:
+            (item,) = typing.get_args(returned)
+        else:  # a stream object: its frames are the response type
+            reader = getattr(returned, "__aiter__", None) or returned.read
+            item_hint = typing.get_type_hints(reader, globalns=vars(inspect.getmodule(returned)))["return"]
+            item = next(a for a in typing.get_args(item_hint) if a is not type(None))
+        assert item.DESCRIPTOR.full_name == response, rpc.name
+
+
+async def test_the_rpcs_the_layer_gained_reach_the_hub(hub: Hub) -> None:
+    """A few of the methods the layer gained, each against the running hub: the channel list, a say,
+    the context search, the task reads and the operator's reads (HubService.ListAudit and OperatorService)."""
+    alice = await hub.register_human(Passport(name="alice", kind="human"))
+    await hub.register_human(Passport(name="bob", kind="human"))
+    channel = await alice.open(type="conversation", target="bob")
+    listed = await alice.rpc.list_channels(hub_pb2.ListChannelsRequest())
+    assert [c.channel_id for c in listed.channels] == [channel.channel_id]
+    await alice.rpc.say(hub_pb2.SayRequest(channel_id=channel.channel_id, content="find me"))
+    found = await alice.rpc.search_context(hub_pb2.SearchContextRequest(query="FIND"))
+    assert [e.text for e in found.excerpts] == ["find me"]
+    tools = await alice.rpc.list_tools(hub_pb2.ListToolsRequest(channel_id=channel.channel_id))
+    assert "say" in {t.name for t in tools.tools}
+    with pytest.raises(NotFound):
+        await alice.rpc.get_task(hub_pb2.GetTaskRequest(task_id="no-such-task"))
+    with pytest.raises(PermissionDenied):
+        await alice.rpc.list_audit(hub_pb2.ListAuditRequest())
+    operator = HubRpc(hub.connection, hub.operator_token)
+    audit = await operator.list_audit(hub_pb2.ListAuditRequest(limit=1000))
+    assert "channel_created" in {r.kind for r in audit.records}
+    operator_rpc = OperatorRpc(hub.connection, hub.operator_token)
+    status = await operator_rpc.get_status(operator_pb2.GetStatusRequest(), timeout=10)
+    assert status.identities >= 2
+    described = await operator_rpc.describe_channel(
+        operator_pb2.OperatorServiceDescribeChannelRequest(channel_id=channel.channel_id)
+    )
+    assert described.live
+    request = operator_pb2.OperatorServiceReadWalRequest(channel_id=channel.channel_id)
+    data = [item.envelope.event_data_json async for item in operator_rpc.read_wal(request)]
+    assert any("find me" in d for d in data)
+    with pytest.raises(PermissionDenied):
+        await OperatorRpc(hub.connection, alice.credential).get_status(operator_pb2.GetStatusRequest())
+
+
+async def test_a_stream_the_reader_stops_is_cancelled_at_the_hub(hub: Hub) -> None:
+    """The A2A gateway leaves a ReadWal follow when its A2A client goes: the hub lets the follower go."""
+    alice = await hub.register_human(Passport(name="alice", kind="human"))
+    await hub.register_human(Passport(name="bob", kind="human"))
+    channel = await alice.open(type="conversation", target="bob")
+    stream = alice.rpc.read_wal(hub_pb2.ReadWalRequest(channel_id=channel.channel_id, follow=True))
+    assert isinstance(stream, AsyncGenerator)
+    first = await anext(stream)
+    assert first.envelope.channel_id == channel.channel_id
+    await assert_eventually(lambda: hub.server.core.channels.watched(channel.channel_id))
+    await stream.aclose()
+    await assert_eventually(lambda: not hub.server.core.channels.watched(channel.channel_id))

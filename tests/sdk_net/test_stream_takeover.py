@@ -21,7 +21,7 @@ from agentsdk.network import (
     Passport,
     default_handler,
 )
-from agentsdk.network.cursors import JsonFileCursorStore
+from agentsdk.network._cursors import JsonFileCursorStore
 from agentsdk.testing import ScriptedOpenAIServer
 from tests.eventually import assert_eventually
 from tests.sdk_net.llm import llm

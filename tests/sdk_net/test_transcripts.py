@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentsdk.network._transcripts import TranscriptCache
 from agentsdk.network.hub_client import Hub
-from agentsdk.network.transcripts import TranscriptCache
 from netkernel.envelope import Envelope
 from netkernel.identity import Passport
 

@@ -5,9 +5,9 @@ with jittered backoff when the stream breaks, hands every envelope to the
 identity's dispatcher exactly once (duplicates after a reconnect are dropped by
 envelope id), processes each channel in order while channels run in parallel,
 acks after processing (the acks of one event-loop turn in one frame, or riding with the next
-post, :mod:`agentsdk.network.acks`), asks the hub
+post, :mod:`agentsdk.network._acks`), asks the hub
 for batched frames (``max_batch``) and unpacks them in order, and posts envelopes over the stream (posts
-queued together go in one PostBatch frame, :mod:`agentsdk.network.outbox`; falling back to the
+queued together go in one PostBatch frame, :mod:`agentsdk.network._outbox`; falling back to the
 unary ``PostEnvelope`` when the stream is down; every post carries an idempotency
 key, so a retry never admits a copy); a post refused with RATE_LIMITED is sent again
 after the hub's ``retry_after_seconds`` (:mod:`agentsdk.backoff`).
@@ -41,9 +41,9 @@ from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 from opentelemetry import trace
 
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
-from agentsdk.network.acks import ACK_DELAY, AckCoalescer
-from agentsdk.network.cursors import CursorBook
-from agentsdk.network.outbox import Outbox
+from agentsdk.network._acks import ACK_DELAY, AckCoalescer
+from agentsdk.network._cursors import CursorBook
+from agentsdk.network._outbox import Outbox
 from agentsdk.network.turn_context import enter_delivery, exit_delivery
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection

@@ -3,7 +3,7 @@
 Every ack waits for the end of the event-loop turn it was made in, so the deliveries processed
 together are acked in one ``Ack`` frame. With a hub that reads acks riding in a ``PostBatch``
 (``Welcome.post_batch_ack``) an ack may wait a little longer, :data:`ACK_DELAY` at most, for a
-post to carry it (:meth:`AckCoalescer.take`, called by :class:`~agentsdk.network.outbox.Outbox`
+post to carry it (:meth:`AckCoalescer.take`, called by :class:`~agentsdk.network._outbox.Outbox`
 when it writes posts): a reply and the ack of the envelope it answers then cost one frame. An ack
 never waits longer than that, nor once :attr:`AckCoalescer.flush_at` acks are pending, so the
 hub's flow control (``Hello.max_in_flight``) and its stored cursors stay close behind.

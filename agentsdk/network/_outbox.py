@@ -9,7 +9,7 @@ Frames of other kinds are never reordered against posts: an ack between two post
 
 With :attr:`Outbox.carry` set (the hub reads acks in a PostBatch, ``Welcome.post_batch_ack``),
 the acks pending when posts are written ride in their frame: a PostBatch, even of one post,
-with ``ack`` set (:mod:`agentsdk.network.acks`).
+with ``ack`` set (:mod:`agentsdk.network._acks`).
 """
 
 from __future__ import annotations
