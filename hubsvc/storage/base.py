@@ -493,6 +493,11 @@ class HubStore(abc.ABC):
         """The envelope ``sender_id`` wrote to the channel under idempotency ``key``, if any."""
 
     @abc.abstractmethod
+    async def find_idempotent_many(self, channel_id: str, sender_id: str, keys: Sequence[str]) -> dict[str, bytes]:
+        """:meth:`find_idempotent` for many keys of one sender in one lookup: key -> envelope, for the keys
+        the channel holds (a key absent from the answer was never written)."""
+
+    @abc.abstractmethod
     async def find_reply(self, channel_id: str, sender_id: str, causation_id: str) -> bytes | None:
         """The first envelope ``sender_id`` wrote to the channel whose causation_id is ``causation_id``.
 

@@ -242,3 +242,45 @@ async def test_with_an_arbiter_each_post_of_a_batch_is_asked_on_its_own(tmp_path
         assert results[2].envelope.seq == results[0].envelope.seq + 1
         await alice.close()
         await bob.close()
+
+
+async def test_retries_past_the_window_of_recent_keys_are_answered_from_the_store(
+    conv: tuple[Participant, Participant, str],
+) -> None:
+    """Once a channel's window of recent keys (4096) has forgotten some, a batch asks the store for its keys
+    in one lookup: a retry of a forgotten key, one the window still holds and a fresh one are each exact."""
+    alice, bob, cid = conv
+    originals: list[connect_pb2.PostResult] = []
+    for start in range(0, 4200, 256):
+        originals += await alice.post_batch(
+            [text(cid, f"m{i}", idempotency_key=f"k{i}") for i in range(start, min(start + 256, 4200))]
+        )
+    assert [refusal(r) for r in originals] == [""] * 4200
+    old, recent, fresh, fresh_again = await alice.post_batch(
+        [
+            text(cid, "m0", idempotency_key="k0"),  # forgotten by the window: the store answers
+            text(cid, "m4199", idempotency_key="k4199"),  # still in the window
+            text(cid, "new", idempotency_key="fresh"),
+            text(cid, "new", idempotency_key="fresh"),  # the same new key twice in one batch
+        ]
+    )
+    assert old.duplicate and old.envelope.envelope_id == originals[0].envelope.envelope_id
+    assert recent.duplicate and recent.envelope.envelope_id == originals[-1].envelope.envelope_id
+    assert not fresh.duplicate and fresh.envelope.seq == originals[-1].envelope.seq + 1
+    assert fresh_again.duplicate and fresh_again.envelope.envelope_id == fresh.envelope.envelope_id
+    got = await bob.until(fresh.envelope.envelope_id)
+    assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT][-2:] == ["m4199", "new"]
+
+
+async def test_the_store_finds_many_idempotency_keys_at_once(tmp_path: Path) -> None:
+    async with running_hub(tmp_path / "hub.db") as hub:
+        alice, _bob, cid = await conversation(hub.target)
+        written = await alice.post_batch([text(cid, f"m{i}", idempotency_key=f"k{i}") for i in range(3)])
+        store = hub.core.store
+        found = await store.find_idempotent_many(cid, alice.agent_id, ["k0", "k2", "nope"])
+        assert {k: envelope_pb2.Envelope.FromString(v).envelope_id for k, v in found.items()} == {
+            "k0": written[0].envelope.envelope_id,
+            "k2": written[2].envelope.envelope_id,
+        }
+        assert await store.find_idempotent_many(cid, "someone-else", ["k0"]) == {}
+        await alice.close()

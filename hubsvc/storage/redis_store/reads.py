@@ -190,6 +190,19 @@ class ChannelReads:
         return None if seq is None else await self._envelope_at(channel_id, int(seq))
 
     @read
+    async def find_idempotent_many(self, channel_id: str, sender_id: str, keys: Sequence[str]) -> dict[str, bytes]:
+        """The envelopes written under any of ``keys``: one HMGET of the channel's idempotency hash, then a
+        read of each hit (a retry; fresh keys, the usual case, cost the HMGET alone)."""
+        seqs = await self._client.hmget(
+            self._keys.channel(channel_id, "idem"), [idem_field(sender_id, k) for k in keys]
+        )
+        found: dict[str, bytes] = {}
+        for key, seq in zip(keys, seqs, strict=True):
+            if seq is not None and (data := await self._envelope_at(channel_id, int(seq))) is not None:
+                found[key] = data
+        return found
+
+    @read
     async def find_reply(self, channel_id: str, sender_id: str, causation_id: str) -> bytes | None:
         """The first envelope ``sender_id`` wrote to the channel answering ``causation_id`` (the replies hash)."""
         seq = await self._client.hget(self._keys.channel(channel_id, "replies"), idem_field(sender_id, causation_id))

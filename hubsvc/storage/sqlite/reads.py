@@ -17,6 +17,9 @@ from hubsvc.storage.base import (
 )
 from hubsvc.storage.sqlite.connection import SqliteConnection
 
+_KEYS_PER_QUERY = 500
+"""Idempotency keys asked in one query (well under SQLite's limit of bound parameters)."""
+
 
 class SqliteReads(SqliteConnection):
     """The reads of :class:`~hubsvc.storage.sqlite.store.SqliteHubStore` (a mixin)."""
@@ -134,6 +137,19 @@ class SqliteReads(SqliteConnection):
             "SELECT data FROM wal WHERE channel_id = ? AND sender_id = ? AND idem_key = ?", [channel_id, sender_id, key]
         )
         return bytes(rows[0][0]) if rows else None
+
+    async def find_idempotent_many(self, channel_id: str, sender_id: str, keys: Sequence[str]) -> dict[str, bytes]:
+        """The envelopes written under any of ``keys``: one query in the unique index wal_idem per 500 keys."""
+        found: dict[str, bytes] = {}
+        for start in range(0, len(keys), _KEYS_PER_QUERY):
+            chunk = list(keys[start : start + _KEYS_PER_QUERY])
+            rows = await self._fetchall(
+                "SELECT idem_key, data FROM wal WHERE channel_id = ? AND sender_id = ? AND idem_key IN "
+                f"({', '.join('?' * len(chunk))})",
+                [channel_id, sender_id, *chunk],
+            )
+            found.update((key, bytes(data)) for key, data in rows)
+        return found
 
     async def find_reply(self, channel_id: str, sender_id: str, causation_id: str) -> bytes | None:
         """The first envelope ``sender_id`` wrote to the channel answering ``causation_id`` (index wal_reply)."""
