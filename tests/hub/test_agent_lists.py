@@ -49,11 +49,15 @@ async def test_an_agent_credential_lists_more_than_a_thousand_of_everything(tmp_
             peers = await _in_chunks([lambda n=n: register(hub.target, n, via=channel) for n in names])
         for peer in peers:
             await peer.channel.close()  # only their ids are needed
-        # A conversation with each peer (pending: nobody acks, so it stays live) and a task each.
+        # A conversation with each peer (pending: nobody acks, so it stays live for as long as its invite
+        # may go unanswered: an hour, not the default 30 s a loaded machine could outlast) and a task each.
         opened = await _in_chunks(
             [
                 lambda p=p: alice.rpc(
-                    "OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=[p.agent_id])
+                    "OpenChannel",
+                    hub_pb2.OpenChannelRequest(
+                        type="conversation", targets=[p.agent_id], invite_ack_timeout_seconds=3600
+                    ),
                 )
                 for p in peers
             ]
