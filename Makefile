@@ -9,6 +9,10 @@ include tools/versions.env
 # Worker processes of the test suite: tests mostly wait on sockets and timers, so more workers than cores pays.
 TEST_WORKERS ?= 3
 AG2_VERSION ?= 1.2.1
+# The tests start hundreds of Python processes (hubs, services, CLIs, example scripts): let each reuse the
+# bytecode of the project's modules (__pycache__/, ignored by git) instead of compiling them again, even where
+# the environment sets PYTHONDONTWRITEBYTECODE (an empty value turns it off).
+export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: ag2-venv help setup proto check-gen lint test test-fast test-bridges serve bench bench-bridges tools node-deps go-deps bridges-deps redis-server chromium clean
 
@@ -76,8 +80,19 @@ lint: setup ## ruff, mypy on hand-written code, buf lint
 	$(VENV)/bin/mypy
 	cd proto && ../$(VENV)/bin/buf lint
 
-test: setup node-deps go-deps bridges-deps redis-server chromium ag2-venv test-bridges ## run the whole test suite
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+# The bridge suites run alongside pytest (both mostly wait on hub processes); their output is kept in
+# build/test-bridges.log and printed once pytest is done, and the target fails when either fails.
+# bridges/ts is compiled first: later builds (npm test's, tests/bridges' fixture) find nothing changed
+# and write nothing (tsconfig's "incremental"), so neither rewrites dist/ while the other runs from it.
+test: setup node-deps go-deps bridges-deps redis-server chromium ag2-venv ## run the whole test suite (Go and TS bridges alongside pytest)
+	cd bridges/ts && npm run build --silent
+	@mkdir -p build; \
+	$(MAKE) --no-print-directory test-bridges >build/test-bridges.log 2>&1 & bridges=$$!; \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) 2>&1 | tee build/pytest.log; pytest_rc=$${PIPESTATUS[0]}; \
+	wait $$bridges; bridges_rc=$$?; \
+	echo "--- make test-bridges (exit $$bridges_rc) ---"; cat build/test-bridges.log; \
+	echo "--- pytest (exit $$pytest_rc) ---"; tail -n 1 build/pytest.log; \
+	test $$pytest_rc -eq 0 && test $$bridges_rc -eq 0
 
 test-fast: setup node-deps redis-server chromium ag2-venv ## the inner loop: the Python suite without the slow crash tests, stopping at the first failure
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -x -m "not slow"

@@ -389,18 +389,29 @@ def make_envelope(
 
 
 async def register(
-    target: str, name: str, *, human: bool = False, capabilities: list[str] | None = None, **passport: Any
+    target: str,
+    name: str,
+    *,
+    human: bool = False,
+    capabilities: list[str] | None = None,
+    via: grpc.aio.Channel | None = None,
+    **passport: Any,
 ) -> Participant:
-    """Register an identity and return its participant (not yet connected)."""
-    async with grpc.aio.insecure_channel(target) as ch:
-        stub = hub_pb2_grpc.HubServiceStub(ch)
-        p = identity_pb2.Passport(name=name, **passport)
-        resume = identity_pb2.Resume(claimed_capabilities=capabilities or [])
-        if human:
-            pending = stub.RegisterHuman(hub_pb2.RegisterHumanRequest(passport=p, resume=resume), timeout=RPC_DEADLINE)
-        else:
-            pending = stub.Register(hub_pb2.RegisterRequest(passport=p, resume=resume), timeout=RPC_DEADLINE)
-        resp = await call(pending, deadline=RPC_DEADLINE, what="Register")
+    """Register an identity and return its participant (not yet connected).
+
+    ``via`` is an open channel to ``target`` to register over (a test registering hundreds of
+    identities shares one instead of opening a connection for each); by default a channel of its own."""
+    if via is None:
+        async with grpc.aio.insecure_channel(target) as ch:
+            return await register(target, name, human=human, capabilities=capabilities, via=ch, **passport)
+    stub = hub_pb2_grpc.HubServiceStub(via)
+    p = identity_pb2.Passport(name=name, **passport)
+    resume = identity_pb2.Resume(claimed_capabilities=capabilities or [])
+    if human:
+        pending = stub.RegisterHuman(hub_pb2.RegisterHumanRequest(passport=p, resume=resume), timeout=RPC_DEADLINE)
+    else:
+        pending = stub.Register(hub_pb2.RegisterRequest(passport=p, resume=resume), timeout=RPC_DEADLINE)
+    resp = await call(pending, deadline=RPC_DEADLINE, what="Register")
     return Participant(target, resp.agent, resp.credential)
 
 

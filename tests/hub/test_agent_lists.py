@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import grpc
 import pytest
 from agentnet.v1 import hub_pb2, task_pb2
 
@@ -44,12 +45,19 @@ async def test_an_agent_credential_lists_more_than_a_thousand_of_everything(tmp_
     async with running_hub(tmp_path / "hub.db") as hub:
         alice = await register(hub.target, "alice")
         names = [f"peer-{i:04d}" for i in range(N)]
-        peers = await _in_chunks([lambda n=n: register(hub.target, n) for n in names])
-        # A conversation with each peer (pending: nobody acks, so it stays live) and a task each.
+        async with grpc.aio.insecure_channel(hub.target) as channel:  # one connection for the thousand
+            peers = await _in_chunks([lambda n=n: register(hub.target, n, via=channel) for n in names])
+        for peer in peers:
+            await peer.channel.close()  # only their ids are needed
+        # A conversation with each peer (pending: nobody acks, so it stays live for as long as its invite
+        # may go unanswered: an hour, not the default 30 s a loaded machine could outlast) and a task each.
         opened = await _in_chunks(
             [
                 lambda p=p: alice.rpc(
-                    "OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=[p.agent_id])
+                    "OpenChannel",
+                    hub_pb2.OpenChannelRequest(
+                        type="conversation", targets=[p.agent_id], invite_ack_timeout_seconds=3600
+                    ),
                 )
                 for p in peers
             ]
