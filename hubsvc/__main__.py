@@ -8,20 +8,14 @@ import sys
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from netkernel.extras import missing_extra
-
-try:
-    import redis  # noqa: F401  (the command line loads the Redis store: hubsvc/config.py, --store)
-except ImportError as exc:
-    raise missing_extra("hub", exc) from exc
-
 from hubsvc.config import HubConfig, parse_args
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.source import PolicySource
 from hubsvc.server import start_hub
 from hubsvc.storage import HubStore, SqliteHubStore
 from hubsvc.storage.faults import StoreFaults
-from hubsvc.storage.redis_store import RedisHubStore, StoreUnreachable
+from hubsvc.storage.redis_settings import StoreUnreachable
+from netkernel.extras import require
 from servicekit.auth import ensure_secret_file
 from servicekit.runtime import PortUnavailable, configure_logging, serve_until_signal
 from servicekit.tls import TlsConfigError
@@ -37,6 +31,9 @@ def make_store(config: HubConfig, *, faults: StoreFaults | None = None) -> HubSt
         return SqliteHubStore(
             config.database, synchronous=config.synchronous, inline_write_rows=config.sqlite_inline_rows
         )
+    require("redis", "redis")  # the Redis store loads on --store redis://… only (a clear error without the extra)
+    from hubsvc.storage.redis_store import RedisHubStore
+
     return RedisHubStore(
         config.store,
         timeout=config.redis_timeout,
@@ -59,7 +56,7 @@ async def run(
     operator_token = ensure_secret_file(config.operator_token_path)
     log.info("operator calls (OperatorService, ListAudit) use the token in %s", config.operator_token_path)
     store = make_store(config, faults=faults)
-    log.info("hub state: %s", f"Redis {store.address}" if isinstance(store, RedisHubStore) else config.database)
+    log.info("hub state: %s", config.database if config.store == "sqlite" else f"Redis {getattr(store, 'address', '')}")
     hub = await start_hub(
         store,
         host=config.host,

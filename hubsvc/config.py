@@ -24,9 +24,9 @@ from hubsvc.core.options import (
     option,
     option_specs,
 )
-from hubsvc.storage.redis_connect import is_cluster_url, parse_cluster_url
-from hubsvc.storage.redis_store import DEFAULT_TIMEOUT as DEFAULT_REDIS_TIMEOUT
-from hubsvc.storage.redis_store import DEFAULT_WAIT_TIMEOUT as DEFAULT_REDIS_WAIT_TIMEOUT
+from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT as DEFAULT_REDIS_TIMEOUT
+from hubsvc.storage.redis_settings import DEFAULT_WAIT_TIMEOUT as DEFAULT_REDIS_WAIT_TIMEOUT
+from hubsvc.storage.redis_settings import is_cluster_url, parse_cluster_url
 from servicekit.metrics import MetricsSettings, add_metrics_arguments, metrics_from_args
 from servicekit.tls import ServerTls, add_tls_arguments, env_flag, tls_from_args
 

@@ -23,7 +23,6 @@ EXTRAS: dict[str, str] = {
     "a2a": "the inbound A2A gateway, python -m a2agateway (a2a-sdk's HTTP and gRPC server, uvicorn)",
     "ag2": "the AG2 WebSocket gateway, python -m ag2gateway (websockets)",
     "redis": "the Redis stores: the hub's --store redis://, the knowledge service's and RedisKnowledgeStore",
-    "hub": "the hub's own process, python -m hubsvc / agentnet-hub (its command line loads the Redis store)",
     "langgraph": "agentsdk.langgraph.App (langgraph, langchain-core)",
     "langchain": "agentsdk.langchain.to_langchain_tools (langchain-core)",
     "disk": "DiskKnowledgeStore's change watching (watchdog)",

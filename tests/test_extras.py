@@ -43,7 +43,9 @@ def test_the_sdk_hub_and_knowledge_service_work_without_the_optional_packages() 
     """With every optional package absent the SDK, the embedded hub (Hub.open) and the knowledge
     service's process still import."""
     blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in OPTIONAL)
-    imports = "; ".join(f"import {m}" for m in [*SDK_MODULES, "hubsvc.server", "knowledgesvc.__main__"])
+    imports = "; ".join(
+        f"import {m}" for m in [*SDK_MODULES, "hubsvc.server", "hubsvc.__main__", "knowledgesvc.__main__"]
+    )
     assert run(f"import sys; {blocked}; {imports}; print('ok')").strip() == "ok"
 
 
@@ -56,7 +58,10 @@ PARTS = [
     ("import agentsdk.langgraph", "langgraph"),
     ("import agentsdk.knowledge as k; k.RedisKnowledgeStore", "redis"),
     ("import knowledgestore.redis_store", "redis"),
-    ("import hubsvc.__main__", "hub"),
+    (
+        "import hubsvc.__main__ as m, hubsvc.config as c; m.make_store(c.parse_args(['--store', 'redis://h:1']))",
+        "redis",
+    ),
 ]
 
 

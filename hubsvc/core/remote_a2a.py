@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import grpc
-import httpx
-from a2a.client import ClientCallContext, ClientConfig, ClientFactory
-from a2a.client.card_resolver import parse_agent_card
 from a2a.types import a2a_pb2 as a2a
 from a2a.utils.constants import TransportProtocol
 from agentnet.v1 import a2a_pb2
@@ -33,6 +31,9 @@ from agentnet.v1 import a2a_pb2
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import new_id
 from netkernel.errors import FailedPrecondition, InvalidArgument, PayloadTooLarge, PermissionDenied, Unavailable
+
+if TYPE_CHECKING:
+    import httpx
 
 WELL_KNOWN_CARD_PATH = "/.well-known/agent-card.json"
 """Where a base URL's card is read from (A2A's well-known path)."""
@@ -153,56 +154,6 @@ class Outcome:
     context_id: str = ""
 
 
-class _TooLarge(httpx.RequestError):
-    """An answer over the byte limit (raised while reading it, so nothing more is read)."""
-
-
-class _Bounded(httpx.AsyncByteStream):
-    """A response body that refuses to grow past ``limit`` bytes."""
-
-    def __init__(self, inner: httpx.AsyncByteStream, limit: int, request: httpx.Request) -> None:
-        self._inner = inner
-        self._limit = limit
-        self._request = request
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        seen = 0
-        async for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._limit:
-                raise _TooLarge(_too_large(self._limit), request=self._request)
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _BoundedTransport(httpx.AsyncBaseTransport):
-    """httpx's transport with every response body bounded in bytes."""
-
-    def __init__(self, limit: int) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-        self._limit = limit
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        length = response.headers.get("content-length", "")
-        if length.isdigit() and int(length) > self._limit:
-            await response.aclose()
-            raise _TooLarge(_too_large(self._limit), request=request)
-        stream = response.stream
-        assert isinstance(stream, httpx.AsyncByteStream)
-        response.stream = _Bounded(stream, self._limit, request)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _too_large(limit: int) -> str:
-    return f"the answer is larger than {limit} bytes (the hub's --a2a-outbound-max-bytes)"
-
-
 class RemoteA2A:
     """Fetches cards of, and sends messages to, outside A2A agents within the operator's bounds."""
 
@@ -212,8 +163,9 @@ class RemoteA2A:
         self.connect_timeout = options.a2a_outbound_connect_timeout
 
     def _http(self, read_timeout: float) -> httpx.AsyncClient:
-        timeout = httpx.Timeout(read_timeout, connect=self.connect_timeout)
-        return httpx.AsyncClient(transport=_BoundedTransport(self.max_bytes), timeout=timeout, follow_redirects=False)
+        from hubsvc.core.bounded_http import bounded_client  # httpx loads on the first outbound call
+
+        return bounded_client(self.max_bytes, read_timeout, self.connect_timeout)
 
     async def fetch_card(self, ref: str) -> RemoteCard:
         """The card at ``ref`` (a card URL or an agent's base URL) and the interface to call.
@@ -227,10 +179,14 @@ class RemoteA2A:
             )
         url = card_location(ref)
         self.policy.check(url, "card URL")
+        import httpx
+
+        from hubsvc.core.bounded_http import TooLarge
+
         async with self._http(self.connect_timeout) as http:
             try:
                 response = await http.get(url, headers={"accept": "application/json"})
-            except _TooLarge:
+            except TooLarge:
                 raise PayloadTooLarge(
                     f"the Agent Card at {url} is larger than {self.max_bytes} bytes (--a2a-outbound-max-bytes).",
                     metadata={"card_url": url},
@@ -246,6 +202,8 @@ class RemoteA2A:
                 "check the URL (redirects are not followed).",
                 metadata={"card_url": url},
             )
+        from a2a.client.card_resolver import parse_agent_card  # a2a.client is loaded on first use: hub startup skips it
+
         try:
             card = parse_agent_card(json.loads(response.content))
         except Exception as err:
@@ -305,6 +263,8 @@ class RemoteA2A:
                 )
             ],
         )
+        from a2a.client import ClientCallContext, ClientConfig, ClientFactory  # on first use, as above
+
         http = self._http(timeout)
         config = ClientConfig(
             streaming=False,
@@ -335,13 +295,17 @@ class RemoteA2A:
 
 def _failure(endpoint: a2a_pb2.RemoteA2AAgent, err: Exception, timeout: float, endpoint_limit: int) -> str:
     """Why a call failed, for InvokeAgent's ``error`` (too large, a timeout, or the remote's error)."""
+    import httpx
+
+    from hubsvc.core.bounded_http import TooLarge, too_large
+
     where = f"the A2A agent {endpoint.card_name or endpoint.url!r} at {endpoint.url}"
     cause: BaseException | None = err
     while cause is not None:
-        if isinstance(cause, _TooLarge) or (
+        if isinstance(cause, TooLarge) or (
             isinstance(cause, grpc.aio.AioRpcError) and cause.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         ):
-            return f"{where} answered too much: {_too_large(endpoint_limit)}"
+            return f"{where} answered too much: {too_large(endpoint_limit)}"
         if isinstance(cause, (httpx.TimeoutException, TimeoutError)) or (
             isinstance(cause, grpc.aio.AioRpcError) and cause.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         ):

@@ -12,76 +12,18 @@ docs/scale-out.md "On a Redis Cluster" and "Channels spread over the shards".
 
 from __future__ import annotations
 
-import urllib.parse
-from dataclasses import dataclass
 from typing import TypeAlias
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.maint_notifications import MaintNotificationsConfig
 
+from hubsvc.storage.redis_settings import CLUSTER_SCHEMES, ClusterUrl, is_cluster_url, parse_cluster_url
+
+__all__ = ["CLUSTER_SCHEMES", "ClusterUrl", "RedisClient", "connect", "is_cluster_url", "parse_cluster_url"]
+
 RedisClient: TypeAlias = "aioredis.Redis | RedisCluster"
 """What the store talks to: a client of one server, or of a Cluster."""
-
-CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
-
-
-@dataclass(frozen=True)
-class ClusterUrl:
-    """A parsed ``redis+cluster://`` URL."""
-
-    nodes: tuple[tuple[str, int], ...]
-    """The seed nodes (host, port)."""
-    tls: bool
-    username: str | None
-    password: str | None
-    spread: bool = False
-    """``?spread=1``: each channel's keys under the channel's own hash tag (docs/scale-out.md)."""
-
-
-def is_cluster_url(url: str) -> bool:
-    """Whether ``url`` names a Redis Cluster (``redis+cluster://`` / ``rediss+cluster://``)."""
-    return url.partition("://")[0].lower() in CLUSTER_SCHEMES
-
-
-def parse_cluster_url(url: str) -> ClusterUrl:
-    """The seed nodes and options of a Cluster URL; ValueError saying what is wrong otherwise."""
-    scheme, sep, rest = url.partition("://")
-    example = "e.g. redis+cluster://10.0.0.1:7000,10.0.0.2:7000"
-    if not sep or scheme.lower() not in CLUSTER_SCHEMES:
-        raise ValueError(f"a Redis Cluster URL starts with redis+cluster:// or rediss+cluster://, not {url!r}")
-    rest, _, query = rest.partition("?")
-    location, _, path = rest.partition("/")
-    if path.strip("/") not in ("", "0") or "#" in rest or "#" in query:
-        raise ValueError(f"a Redis Cluster has only database 0: write no /DB or fragment, not {url!r} ({example})")
-    spread = _spread(query, url)
-    credentials, at, hosts = location.rpartition("@")
-    username = password = None
-    if at:
-        user, colon, secret = credentials.partition(":")
-        username = urllib.parse.unquote(user) or None
-        password = urllib.parse.unquote(secret) if colon else None
-    nodes: list[tuple[str, int]] = []
-    for entry in hosts.split(","):
-        host, colon, port = entry.strip().rpartition(":")
-        host = host.strip("[]")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"every Cluster node needs a host and a port in 1..65535, not {entry!r} ({example})")
-        nodes.append((host, int(port)))
-    return ClusterUrl(tuple(nodes), scheme.lower() == "rediss+cluster", username, password, spread)
-
-
-def _spread(query: str, url: str) -> bool:
-    """The ``spread`` option of a Cluster URL's query (the only option it takes)."""
-    options = urllib.parse.parse_qs(query, keep_blank_values=True) if query else {}
-    unknown = sorted(set(options) - {"spread"})
-    if unknown or any(len(v) != 1 or v[0] not in ("0", "1") for v in options.values()):
-        raise ValueError(
-            "a Redis Cluster URL takes one option, spread=0 or spread=1 "
-            f"(e.g. redis+cluster://10.0.0.1:7000?spread=1), not {'?' + query!r} in {url!r}"
-        )
-    return options.get("spread", ["0"])[0] == "1"
-
 
 NO_MAINT_NOTIFICATIONS = MaintNotificationsConfig(enabled=False)
 """Maintenance notifications (a RESP3 push feature of managed Redis offerings) stay off: redis-py's

@@ -26,10 +26,11 @@ The change feed (:mod:`hubsvc.storage.redis_feed`), replica liveness
 named point through :class:`~hubsvc.storage.faults.StoreFaults` (the ``faults`` argument).
 """
 
+from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT, DEFAULT_WAIT_TIMEOUT
 from hubsvc.storage.redis_store.failures import StoreLate, StoreUnreachable
 from hubsvc.storage.redis_store.keys import DEFAULT_PREFIX, HOLDINGS_MARK, REPLIES_MARK, RESERVED
 from hubsvc.storage.redis_store.spread import OUTBOX_SWEEP
-from hubsvc.storage.redis_store.store import DEFAULT_TIMEOUT, DEFAULT_WAIT_TIMEOUT, RedisHubStore
+from hubsvc.storage.redis_store.store import RedisHubStore
 
 __all__ = [
     "DEFAULT_PREFIX",

@@ -9,12 +9,11 @@ from typing import Any, ParamSpec, TypeVar
 import redis.exceptions
 
 from hubsvc.storage.base import LimitConflict, StoreConflict
+from hubsvc.storage.redis_settings import StoreUnreachable
 from hubsvc.storage.redis_store.codec import text
 from netkernel.errors import Unavailable
 
-
-class StoreUnreachable(ConnectionError):
-    """Redis did not answer when the store was opened."""
+__all__ = ["UNREACHABLE", "StoreLate", "StoreUnreachable", "read"]
 
 
 class StoreLate(Exception):

@@ -22,6 +22,7 @@ from hubsvc.storage.group_commit import GroupCommitStore
 from hubsvc.storage.redis_connect import RedisClient, connect, is_cluster_url, parse_cluster_url
 from hubsvc.storage.redis_feed import RedisChangeFeed
 from hubsvc.storage.redis_liveness import RedisLiveness
+from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT, DEFAULT_WAIT_TIMEOUT
 from hubsvc.storage.redis_store import scripts, upkeep
 from hubsvc.storage.redis_store.commit import CommitScript, RedisClock, commit_group
 from hubsvc.storage.redis_store.failures import UNREACHABLE, StoreUnreachable
@@ -30,11 +31,6 @@ from hubsvc.storage.redis_store.plan import Plan
 from hubsvc.storage.redis_store.reads import ChannelReads
 from hubsvc.storage.redis_store.records import RecordReads
 from hubsvc.storage.redis_store.spread import OUTBOX_SWEEP, SpreadWriter
-
-DEFAULT_TIMEOUT = 5.0
-"""Seconds a Redis connect or call may take before it fails (``--redis-timeout``)."""
-DEFAULT_WAIT_TIMEOUT = 1.0
-"""Seconds a commit waits for its Redis replicas' confirmation (``--redis-wait-timeout``)."""
 
 
 class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
