@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 
 from ag2gateway.config import parse_options
 from ag2gateway.server import describe, start_gateway
-from servicekit.runtime import configure_logging
+from servicekit.runtime import announce_and_wait, configure_logging
 
 
 async def main() -> None:
@@ -15,13 +14,10 @@ async def main() -> None:
     options = parse_options()
     configure_logging(options.log_level)
     gateway = await start_gateway(options)
-    print(f"ag2gateway listening {describe(gateway)}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await gateway.stop()
+    try:
+        await announce_and_wait(f"ag2gateway listening {describe(gateway)}")
+    finally:
+        await gateway.stop()
 
 
 if __name__ == "__main__":

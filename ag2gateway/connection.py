@@ -41,6 +41,10 @@ class Bound:
         self.stream = stream
         self.since: str | None = ""
         """The hello's since_envelope_id: replayed envelopes at or below it are acked, not sent."""
+        self.notified: dict[str, int] = {}
+        """channel_id -> the highest seq sent to the client as a notify on this attach."""
+        self.receipted: dict[str, int] = {}
+        """channel_id -> the highest seq the client acknowledged with a receipt on this attach."""
         self.ready = asyncio.Event()
         """Set once the client may get notifies for it (after the welcome of a hello, as AG2's hub sends them)."""
 
@@ -120,6 +124,7 @@ class Connection:
             if frame.status == "nack":
                 log.warning("nack from %s for %s: %s", frame.recipient_id, frame.envelope_id, frame.reason[:200])
             return  # as AG2's hub: a receipt it cannot attribute is dropped; a nack leaves the cursor
+        bound.receipted[frame.channel_id] = max(ref.seq, bound.receipted.get(frame.channel_id, 0))
         bound.stream.ack(frame.channel_id, ref.seq)
 
     # -- identities --------------------------------------------------------------------------------
@@ -163,11 +168,19 @@ class Connection:
             return
         await bound.ready.wait()
         self._channel_agent.setdefault(env.channel_id, agent_id)
+        if env.seq <= bound.notified.get(env.channel_id, 0):
+            # Sent on this attach already: the hub replays it because its stored cursor is behind (it
+            # restarted before storing the ack). Not sent twice; acked again if the client has receipted
+            # it (the new hub session knows nothing of the old one's acks), else its receipt will be.
+            if env.seq <= bound.receipted.get(env.channel_id, 0):
+                bound.stream.ack(env.channel_id, env.seq)
+            return
         data = records.envelope_to_ag2(env, self.memory)
         if replay and (bound.since is None or (bound.since and data["envelope_id"] <= bound.since)):
             if bound.since is not None:
                 bound.stream.ack(env.channel_id, env.seq)  # the client says it has it
             return
+        bound.notified[env.channel_id] = env.seq
         await self.send(frames.notify(data, agent_id))
 
     def as_agent(self, agent_id: Any) -> HubRpc:
@@ -207,6 +220,17 @@ class Connection:
                 last = err
         assert last is not None
         raise last
+
+    async def as_any_bound(self, call: Any) -> Any:
+        """Run ``call(rpc)`` as each bound identity in turn until one may (AG2's task ops name no owner:
+        the bound identity that owns the task answers); the last refusal when none may."""
+        last: Exception | None = None
+        for bound in list(self.bound.values()):
+            try:
+                return await call(bound.rpc)
+            except Exception as err:
+                last = err
+        raise last or Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
 
     async def close(self) -> None:
         """The client went away: stop every op and hub stream (unacked deliveries replay on the next attach)."""

@@ -187,22 +187,30 @@ class Served(Protocol):
         """Stop serving and release the service's resources."""
 
 
+async def announce_and_wait(announcement: str) -> None:
+    """Print ``announcement`` (a process's "listening" line), then return once SIGINT or SIGTERM arrives.
+
+    The handlers are installed before the line is printed: a signal sent right after a test or
+    script reads it is caught."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(announcement, flush=True)
+    await stop.wait()
+
+
 async def serve_until_signal(program: str, host: str, served: Served) -> None:
     """Announce ``served``, wait for SIGINT or SIGTERM, then stop it cleanly.
 
     Prints ``<program> listening on <host>:<port>`` once serving (tests and scripts read
     the actual port from that line when started with port 0).
     """
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # before the announcement: a signal right after it must be caught
-        loop.add_signal_handler(sig, stop.set)
     running = served.running
-    print(f"{program} listening on {host}:{running.port}", flush=True)
     security = "plaintext" if running.tls is None else "TLS"
     log.info("%s serving %s on %s:%d (%s)", program, ", ".join(running.names), host, running.port, security)
     try:
-        await stop.wait()
+        await announce_and_wait(f"{program} listening on {host}:{running.port}")
     finally:
         log.info("%s shutting down", program)
         await served.stop()

@@ -50,27 +50,16 @@ async def update_task(conn: Connection, params: dict[str, Any]) -> Any:
         payload_json=json.dumps(payload) if payload is not None else "",
         error=str(params.get("error") or ""),
     )
-    last: Exception | None = None
-    for bound in list(conn.bound.values()):  # AG2 names no owner here: the bound identity that owns it
-        try:
-            await bound.rpc.report_task(request)
-            return None
-        except Exception as err:
-            last = err
-    raise last or Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
+    await conn.as_any_bound(lambda rpc: rpc.report_task(request))
+    return None
 
 
 @op("get_task")
 async def get_task(conn: Connection, params: dict[str, Any]) -> Any:
     """``GetTask`` as a bound identity that may see it."""
     request = hub_pb2.GetTaskRequest(task_id=text_param(params, "task_id"))
-    last: Exception | None = None
-    for bound in list(conn.bound.values()):
-        try:
-            return records.task_to_ag2((await bound.rpc.get_task(request)).task)
-        except Exception as err:
-            last = err
-    raise last or Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
+    response = await conn.as_any_bound(lambda rpc: rpc.get_task(request))
+    return records.task_to_ag2(response.task)
 
 
 @op("list_tasks")
@@ -98,28 +87,16 @@ async def checkpoint_task(conn: Connection, params: dict[str, Any]) -> Any:
     request = hub_pb2.CheckpointTaskRequest(
         task_id=text_param(params, "task_id"), state_json=json.dumps(params["state"])
     )
-    last: Exception | None = None
-    for bound in list(conn.bound.values()):
-        try:
-            await bound.rpc.checkpoint_task(request)
-            return None
-        except Exception as err:
-            last = err
-    raise last or Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
+    await conn.as_any_bound(lambda rpc: rpc.checkpoint_task(request))
+    return None
 
 
 @op("read_task_checkpoint")
 async def read_task_checkpoint(conn: Connection, params: dict[str, Any]) -> Any:
     """``ReadTaskCheckpoint``; None when none is stored."""
     request = hub_pb2.ReadTaskCheckpointRequest(task_id=text_param(params, "task_id"))
-    last: Exception | None = None
-    for bound in list(conn.bound.values()):
-        try:
-            response = await bound.rpc.read_task_checkpoint(request)
-            return json.loads(response.state_json) if response.found else None
-        except Exception as err:
-            last = err
-    raise last or Ag2Refusal(frames.ACCESS_DENIED, "connection has no bound agent")
+    response = await conn.as_any_bound(lambda rpc: rpc.read_task_checkpoint(request))
+    return json.loads(response.state_json) if response.found else None
 
 
 @op("fire_task_event")
