@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +20,40 @@ from tests.redis_server import RedisCluster, RedisServer, RedisServerMissing, st
 # machine (CI, helpers sharing the cores) is not a failure.
 settings.register_profile("agentnet", deadline=None)
 settings.load_profile("agentnet")
+
+
+TASK_DUMP_LEAD_SECONDS = 20.0
+"""How long before pytest-timeout fails a hung async test its asyncio tasks' stacks are printed."""
+
+
+@pytest.fixture(autouse=True)
+def _print_tasks_of_a_hung_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """When an async test is about to hit pytest-timeout, print where each of its tasks waits.
+
+    pytest-timeout prints the threads' stacks, and a hung async test's main thread is always
+    in the event loop's ``select``: the awaiting task is what says which call never returned.
+    """
+    timeout = float(request.config.getini("timeout") or 0)
+    marker = request.node.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        timeout = float(marker.args[0])
+    if not inspect.iscoroutinefunction(getattr(request.node, "function", None)) or timeout <= TASK_DUMP_LEAD_SECONDS:
+        yield
+        return
+    loop = request.getfixturevalue("_function_scoped_runner").get_loop()
+
+    def dump() -> None:
+        print(f"+++ asyncio tasks of {request.node.nodeid}, {TASK_DUMP_LEAD_SECONDS:g} s before its timeout +++")
+        for task in asyncio.all_tasks(loop):
+            task.print_stack(file=sys.stdout)
+
+    timer = threading.Timer(timeout - TASK_DUMP_LEAD_SECONDS, lambda: loop.call_soon_threadsafe(dump))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,18 @@ def _record(name: str):
     return callback
 
 
+class _RecordOnFiling(dict):
+    """``HubClient._clients`` that gives each client filed in it a recorder for ``name``."""
+
+    def __init__(self, clients: dict[str, Any], name: str) -> None:
+        super().__init__(clients)
+        self.name = name
+
+    def __setitem__(self, agent_id: str, client: Any) -> None:
+        client.on_envelope(_record(self.name))
+        super().__setitem__(agent_id, client)
+
+
 async def _hub(conn: str, url: str | None = None) -> HubClient:
     if conn not in state["hubs"]:
         ssl_context = ssl.create_default_context(cafile=state["ca"]) if state.get("ca") else None
@@ -70,14 +82,20 @@ async def run(cmd: dict[str, Any]) -> Any:
         return {"agent_id": human.agent_id}
     if op == "attach_human":
         hub = await _hub(cmd["conn"], cmd.get("url"))
-        client = await hub.attach(
-            Agent(cmd["name"], config=TestConfig()),
-            cmd["name"],
-            passport=_passport(cmd["name"], cmd.get("token")),
-            since_envelope_id=cmd.get("since", ""),
-            attach_plugin=False,
-        )
-        client.on_envelope(_record(cmd["name"]))
+        # AG2's attach() files the new client in ``hub._clients`` before its handshake, and the
+        # replay starts right after the Welcome frame: a callback set after attach() returns can
+        # miss a replayed envelope. Install the recorder the moment the client is filed.
+        hub._clients = _RecordOnFiling(hub._clients, cmd["name"])
+        try:
+            client = await hub.attach(
+                Agent(cmd["name"], config=TestConfig()),
+                cmd["name"],
+                passport=_passport(cmd["name"], cmd.get("token")),
+                since_envelope_id=cmd.get("since", ""),
+                attach_plugin=False,
+            )
+        finally:
+            hub._clients = dict(hub._clients)
         state["clients"][cmd["name"]] = client
         return {"agent_id": client.agent_id}
     if op == "open":
