@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import sys
 import threading
 from collections.abc import Iterator
 
@@ -45,7 +44,9 @@ def _print_tasks_of_a_hung_test(request: pytest.FixtureRequest) -> Iterator[None
     def dump() -> None:
         print(f"+++ asyncio tasks of {request.node.nodeid}, {TASK_DUMP_LEAD_SECONDS:g} s before its timeout +++")
         for task in asyncio.all_tasks(loop):
-            task.print_stack(file=sys.stdout)
+            print(f"{task!r}:")
+            for frame in task.get_stack():  # oldest first; a coroutine suspended in C has no line
+                print(f"    {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
 
     timer = threading.Timer(timeout - TASK_DUMP_LEAD_SECONDS, lambda: loop.call_soon_threadsafe(dump))
     timer.daemon = True

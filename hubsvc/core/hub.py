@@ -58,6 +58,7 @@ from hubsvc.storage import HubStore, Writes
 from hubsvc.storage.base import Change
 from hubsvc.storage.group_commit import GroupCommitStore
 from netkernel.errors import InvalidArgument, Unavailable
+from servicekit.tasks import cancel_and_wait
 
 log = logging.getLogger("agentnet.hub")
 
@@ -245,19 +246,10 @@ class HubCore:
         self.close_sessions()
         if self.replicas is not None:
             self.replicas.stop()
-        for loop_task in self._loops:
-            loop_task.cancel()
-        for loop_task in self._loops:
-            try:
-                await loop_task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._loops)
         self.sessions.flush_cursors()
         self.channels.cancel_timers()
-        if self._background:
-            for task in list(self._background):
-                task.cancel()
-            await asyncio.wait(list(self._background), timeout=5.0)
+        await cancel_and_wait(list(self._background))
         if self.liveness is not None:
             await self.liveness.leave()
         await self.store.close()
