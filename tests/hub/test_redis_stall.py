@@ -20,6 +20,7 @@ from agentsdk.operator import OperatorClient
 from hubsvc.server import start_hub
 from hubsvc.storage import Writes
 from hubsvc.storage.redis_store import RedisHubStore
+from hubsvc.storage.redis_store.commit import RedisClock
 from netkernel.errors import Unavailable
 from tests.eventually import assert_eventually
 from tests.hub.test_redis_store import channel, dump, row
@@ -118,6 +119,16 @@ async def test_a_step_of_redis_clock_fails_one_commit_then_the_offset_is_measure
     finally:
         await observer.aclose()
         await store.close()
+
+
+async def test_the_first_measurement_of_redis_clock_is_used_however_slow_and_later_slow_ones_are_not() -> None:
+    clock = RedisClock(aioredis.Redis(), 0.5, dict)  # learn() reads no Redis: the client never connects
+    clock.learn(10_000_000, sent=1.0, answered=2.0)  # a 1 s answer (a loaded host), the first one
+    assert clock.measured and clock.offset_us == pytest.approx(10_000_000 - 1.5e6)
+    clock.learn(99_000_000, sent=3.0, answered=4.0)  # a stall once measured: not used
+    assert clock.offset_us == pytest.approx(10_000_000 - 1.5e6)
+    clock.learn(20_000_000, sent=5.0, answered=5.01)  # a quick answer: used
+    assert clock.offset_us == pytest.approx(20_000_000 - 5.005e6)
 
 
 def test_the_timeout_must_be_positive() -> None:

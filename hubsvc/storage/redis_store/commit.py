@@ -44,6 +44,8 @@ class RedisClock:
         self._home_node = home_node
         self.offset_us = 0.0
         """Redis's clock minus this host's, in microseconds, as last measured (see :meth:`learn`)."""
+        self.measured = False
+        """Whether :attr:`offset_us` holds a measurement yet."""
 
     async def measure(self) -> None:
         """Measure Redis's clock against this host's monotonic clock with one TIME call."""
@@ -58,10 +60,13 @@ class RedisClock:
         The deadline a commit carries is in Redis's clock, so the hosts' clocks need not agree
         and a step of this host's wall clock changes nothing: only the measurement's error
         (half a quick round trip) and the drift since the last commit count. A slow answer (a
-        stall) measures nothing and is not used; a commit refused as late measures again."""
-        if answered - sent > min(0.1, self._timeout / 2):
+        stall) is not used once the clock has been measured; a commit refused as late measures
+        again. The first answer is used however slow it was: an offset off by half a slow round
+        trip moves deadlines by that much, where no offset at all puts every deadline in the past."""
+        if self.measured and answered - sent > min(0.1, self._timeout / 2):
             return
         self.offset_us = redis_us - (sent + answered) / 2 * 1_000_000
+        self.measured = True
 
     def learn_from(self, result: Sequence[Any], sent: float) -> None:
         """Learn from a written commit's result ({1, seconds, microseconds}), sent at ``sent``."""
