@@ -9,7 +9,12 @@ from typing import Any
 from netkernel.errors import AgentNetError
 
 
-async def assert_eventually(check: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:
+DEFAULT_TIMEOUT = 20.0
+"""Seconds a condition may take by default: generous, because a test waits only as long as the
+condition takes, and three pytest workers with their hubs share two cores in ``make test``."""
+
+
+async def assert_eventually(check: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT, interval: float = 0.02) -> Any:
     """Poll ``check`` (sync or async) until it returns truthy without raising."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
