@@ -107,7 +107,16 @@ OTHER_MEANINGS = {
     # An SDK assembly (reduction) policy that keeps the conversation events: not the channel type.
     ("agentsdk/policies.py", "conversation"),
 }
-SOURCE_PACKAGES = ("netkernel", "servicekit", "knowledgestore", "knowledgesvc", "hubsvc", "agentsdk", "a2agateway")
+SOURCE_PACKAGES = (
+    "netkernel",
+    "servicekit",
+    "knowledgestore",
+    "knowledgesvc",
+    "hubsvc",
+    "agentsdk",
+    "a2agateway",
+    "ag2gateway",
+)
 
 
 def _string_literals(path: Path) -> set[str]:

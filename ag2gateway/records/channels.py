@@ -8,6 +8,15 @@ from typing import Any
 from agentnet.v1 import channel_pb2
 
 from ag2gateway.records.common import iso, iso_or_none
+from netkernel.channel_types import (
+    CONSULTING_TYPE,
+    CONVERSATION_TYPE,
+    DISCUSSION_TYPE,
+    VIEW_FULL_TRANSCRIPT,
+    VIEW_NAMED_WINDOWED_SUMMARY,
+    VIEW_WINDOWED_SUMMARY,
+    WORKFLOW_TYPE,
+)
 from netkernel.errors import InvalidArgument
 
 _STATE_TO_AG2 = {
@@ -16,21 +25,24 @@ _STATE_TO_AG2 = {
     channel_pb2.CHANNEL_STATE_CLOSED: "closed",
     channel_pb2.CHANNEL_STATE_EXPIRED: "expired",
 }
-_TWO_PARTY = {"consulting", "conversation"}
+_TWO_PARTY = {CONSULTING_TYPE, CONVERSATION_TYPE}
 """Channel types whose non-initiator is AG2's ``respondent`` (the others' are ``participant``)."""
 _VIEWS = {
-    "consulting": "full_transcript",
-    "conversation": "windowed_summary",
-    "discussion": "named_windowed_summary",
-    "workflow": "named_windowed_summary",
+    CONSULTING_TYPE: VIEW_FULL_TRANSCRIPT,
+    CONVERSATION_TYPE: VIEW_WINDOWED_SUMMARY,
+    DISCUSSION_TYPE: VIEW_NAMED_WINDOWED_SUMMARY,
+    WORKFLOW_TYPE: VIEW_NAMED_WINDOWED_SUMMARY,
 }
 _PARTICIPANTS = {
-    "consulting": {"min": 2, "max": 2, "roles": ["initiator", "respondent"]},
-    "conversation": {"min": 2, "max": 2, "roles": ["initiator", "respondent"]},
-    "discussion": {"min": 2, "max": None, "roles": []},
-    "workflow": {"min": 2, "max": None, "roles": []},
+    CONSULTING_TYPE: {"min": 2, "max": 2, "roles": ["initiator", "respondent"]},
+    CONVERSATION_TYPE: {"min": 2, "max": 2, "roles": ["initiator", "respondent"]},
+    DISCUSSION_TYPE: {"min": 2, "max": None, "roles": []},
+    WORKFLOW_TYPE: {"min": 2, "max": None, "roles": []},
 }
-_KNOBS_SCHEMA: dict[str, dict[str, str]] = {"discussion": {"ordering": "str"}, "workflow": {"graph": "TransitionGraph"}}
+_KNOBS_SCHEMA: dict[str, dict[str, str]] = {
+    DISCUSSION_TYPE: {"ordering": "str"},
+    WORKFLOW_TYPE: {"graph": "TransitionGraph"},
+}
 
 
 _AG2_KNOBS = ("graph", "context_vars", "labels")
@@ -64,7 +76,7 @@ def knobs_from_ag2(channel_type: str, knobs: Any, labels: Any) -> dict[str, Any]
     if isinstance(labels, dict) and labels:
         out["labels"] = labels
     graph = out.get("graph")
-    if channel_type == "workflow" and isinstance(graph, dict):
+    if channel_type == WORKFLOW_TYPE and isinstance(graph, dict):
         try:
             out["initial_speaker"] = graph["initial_speaker"]
             out["transitions"] = [
@@ -115,7 +127,7 @@ def channel_to_ag2(meta: channel_pb2.ChannelMetadata) -> dict[str, Any]:
             "version": 1,
             "participants": _PARTICIPANTS.get(meta.type, {"min": 2, "max": None, "roles": []}),
             "knobs_schema": _KNOBS_SCHEMA.get(meta.type, {}),
-            "default_view_policy": _VIEWS.get(meta.type, "full_transcript"),
+            "default_view_policy": _VIEWS.get(meta.type, VIEW_FULL_TRANSCRIPT),
             "expectations": [],
         },
         "creator_id": creator,
