@@ -36,6 +36,8 @@ EV_TEXT = "ag2.msg.text"
 OPERATOR_TOKEN = "operator-token-for-tests"
 RPC_DEADLINE = 10.0
 """Seconds a harness call may go unanswered: a hub that hangs fails the test here, not as a pytest timeout."""
+WELCOME_DEADLINE = 30.0
+"""Seconds a Connect may wait for its Welcome (the replay's marks come from the store: slow on loaded cores)."""
 
 
 @dataclass
@@ -242,7 +244,10 @@ class Participant:
                 raise
 
         self._reader = asyncio.create_task(read())
-        self.welcome = await asyncio.wait_for(welcomed, 10)
+        try:
+            self.welcome = await asyncio.wait_for(welcomed, WELCOME_DEADLINE)
+        except TimeoutError:
+            raise AssertionError(f"no Welcome within {WELCOME_DEADLINE:g} s of Hello: the hub hangs") from None
         return self.welcome
 
     def _on_result(self, result: connect_pb2.PostResult) -> None:
