@@ -61,6 +61,7 @@ class Ag2Gateway:
             self.options.host,
             self.options.port,
             ssl=_ssl_context(self.options),
+            compression="deflate" if self.options.ws_compression else None,
             max_size=self.options.max_frame_bytes,
             max_queue=16,
             write_limit=self.options.max_queue_bytes,
