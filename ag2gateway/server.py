@@ -96,7 +96,7 @@ class Ag2Gateway:
                 frame = await conn.outbox.get()
                 if frame is None:
                     return
-                await ws.send(frame.decode())
+                await ws.send(frame, text=True)  # UTF-8 JSON already: sent as a text frame, not decoded and re-encoded
         except ConnectionClosed:
             pass
         finally:
