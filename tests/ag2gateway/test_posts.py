@@ -4,6 +4,7 @@ calls; a post made while that stream is down goes as ``PostEnvelope``. The hub's
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from agentnet.v1 import envelope_pb2, hub_pb2
@@ -94,8 +95,13 @@ async def test_a_post_while_the_stream_is_down_goes_as_post_envelope(tmp_path: P
             second = await stream.post(text("streamed"))
             assert await _post_envelope_calls(hub) == before + 1
             assert second.seq > first.seq > 0 and second.sender_id == alice.agent_id
-            got = [await bob.next(lambda e: e.event_type == EV_TEXT) for _ in range(2)]
-            assert [e.envelope_id for e in got] == [first.envelope_id, second.envelope_id]
+            many = await asyncio.gather(*(stream.post(text(f"n{i}")) for i in range(50)))  # packed in PostBatches
+            assert [e.seq for e in many] == list(range(second.seq + 1, second.seq + 51))  # in the order posted
+            assert await _post_envelope_calls(hub) == before + 1
+            got = [await bob.next(lambda e: e.event_type == EV_TEXT) for _ in range(52)]
+            assert [e.envelope_id for e in got] == [first.envelope_id, second.envelope_id] + [
+                e.envelope_id for e in many
+            ]
             read = hub_pb2.ReadWalRequest(channel_id=channel_id, from_seq=second.seq, until_seq=second.seq)
             assert [r.envelope.envelope_id async for r in link.rpc(bob.credential).read_wal(read)] == [
                 second.envelope_id
