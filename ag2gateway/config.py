@@ -38,6 +38,10 @@ class Ag2GatewayOptions:
     """Outbound bytes one connection may have queued (AGENTNET_AG2_MAX_QUEUE_BYTES)."""
     max_requests: int = 64
     """Ops one connection may run at once; the next waits (AGENTNET_AG2_MAX_REQUESTS)."""
+    ws_compression: bool = False
+    """Accept a client's offer of WebSocket per-message deflate (AGENTNET_AG2_WS_COMPRESSION). Off by default:
+    AG2's ``WsLink`` offers it, and compressing every small JSON frame cost the gateway (and the client)
+    more CPU than any other step of a notify; turn it on for large payloads over a slow network."""
     tls: ServerTls | None = None
     """wss:// for clients (--tls-cert / --tls-key); None: plaintext, loopback only unless --insecure."""
     hub_tls: bool = False
@@ -98,6 +102,12 @@ def parse_options(argv: list[str] | None = None) -> Ag2GatewayOptions:
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=f"{text} [{var}]")
     parser.add_argument("--allow-none-auth", action="store_true", default=env_flag(env.get(ENV + "ALLOW_NONE_AUTH")))
     parser.add_argument("--hub-tls", action="store_true", default=env_flag(env.get(ENV + "HUB_TLS")))
+    parser.add_argument(
+        "--ws-compression",
+        action="store_true",
+        default=env_flag(env.get(ENV + "WS_COMPRESSION")),
+        help=f"accept clients' per-message deflate [{ENV}WS_COMPRESSION]",
+    )
     parser.add_argument("--log-level", default=env.get("AGENTNET_LOG_LEVEL", defaults.log_level))
     add_tls_arguments(parser, ENV)
     args = parser.parse_args(argv)

@@ -183,12 +183,16 @@ class Connection:
         bound.notified[env.channel_id] = env.seq
         await self.send(frames.notify(data, agent_id))
 
-    def as_agent(self, agent_id: Any) -> HubRpc:
-        """The RPCs of a bound identity (access_denied for one not bound here)."""
+    def identity(self, agent_id: Any) -> Bound:
+        """A bound identity (access_denied for one not bound here)."""
         bound = self.bound.get(agent_id) if isinstance(agent_id, str) else None
         if bound is None:
             raise Ag2Refusal(frames.ACCESS_DENIED, f"connection is not bound to agent {agent_id!r}")
-        return bound.rpc
+        return bound
+
+    def as_agent(self, agent_id: Any) -> HubRpc:
+        """The RPCs of a bound identity (access_denied for one not bound here)."""
+        return self.identity(agent_id).rpc
 
     def reader(self) -> HubRpc:
         """Who runs a discovery read: the first bound identity, else the gateway's directory identity."""

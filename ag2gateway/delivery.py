@@ -1,19 +1,33 @@
 """One bound identity's hub ``Connect`` stream: deliveries become AG2 ``notify`` frames, AG2
-receipts become the hub's acks (the hub stores the cursors they reach), and a stream the hub ends
-(a hub restart, a replica going away) is opened again with back-off, resuming from the hub's
-stored cursors, so nothing is lost and nothing acked is sent twice."""
+receipts become the hub's acks (the hub stores the cursors they reach), the identity's posts go
+over it too, and a stream the hub ends (a hub restart, a replica going away) is opened again with
+back-off, resuming from the hub's stored cursors, so nothing is lost and nothing acked is sent twice.
+
+Posts and acks share the stream's writing side (agentsdk's :class:`~agentsdk.network._outbox.Outbox`
+and :class:`~agentsdk.network._acks.AckCoalescer`): the posts queued when the stream is ready to
+write go as one ``PostBatch`` frame, with the acks pending then riding in it, and the hub answers
+each post with its ``PostResult`` only once its commit is done — so an AG2 ``post_envelope`` is
+still answered only after the hub committed the envelope, at a fraction of a unary call's cost.
+A post made while the stream is down, or queued but not yet written when it ends, goes by the
+unary ``PostEnvelope``; one written to a stream that ended before its result came is refused
+UNAVAILABLE (the hub may or may not have admitted it, exactly as a unary call cut off mid-way).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from agentnet.v1 import connect_pb2, envelope_pb2
+from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
+from agentsdk.backoff import NO_RETRY, retry_rate_limited
+from agentsdk.network._acks import AckCoalescer
+from agentsdk.network._outbox import Outbox
 from agentsdk.rpc import ConnectStream, HubRpc
-from netkernel.errors import AgentNetError, Superseded, Unauthenticated
+from netkernel.errors import AgentNetError, Superseded, Unauthenticated, Unavailable, error_from_reason
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +41,23 @@ MAX_BATCH = 256
 """Deliveries the hub may pack into one frame (``Hello.max_batch``)."""
 _RETRY_FIRST, _RETRY_MAX = 0.2, 5.0
 
+_Frame = connect_pb2.ConnectRequest
+
+
+class _Unsent(Exception):
+    """A post the ended stream never wrote: it goes by the unary PostEnvelope instead."""
+
+
+class _Pending:
+    """One post waiting for its PostResult on the stream."""
+
+    __slots__ = ("future", "written")
+
+    def __init__(self, future: asyncio.Future[connect_pb2.PostResult]) -> None:
+        self.future = future
+        self.written = False
+        """Handed to gRPC: once the stream ends, its outcome is unknown."""
+
 
 class IdentityStream:
     """The live hub session of one identity bound to an AG2 connection."""
@@ -35,7 +66,15 @@ class IdentityStream:
         self.rpc = rpc
         self.agent_id = agent_id
         self._deliver = deliver
-        self._requests: asyncio.Queue[connect_pb2.ConnectRequest | None] = asyncio.Queue()
+        self._unary = HubRpc(rpc.connection, rpc.credential, backoff=NO_RETRY)
+        """PostEnvelope while the stream is down, inside :meth:`post`'s own RATE_LIMITED retry."""
+        self._outbox = Outbox()
+        self._acks = AckCoalescer(self._send_ack)
+        self._ids = itertools.count(1)
+        self._pending: dict[str, _Pending] = {}
+        """Posts written or queued on the current stream, by request id, until their PostResult."""
+        self._live = False
+        """The current stream got its Welcome and has not ended: posts may go over it."""
         self._stream: ConnectStream | None = None
         self._task: asyncio.Task[None] | None = None
         self._welcome: asyncio.Future[connect_pb2.Welcome] | None = None
@@ -60,29 +99,34 @@ class IdentityStream:
             )
         )
 
-    async def _frames(self) -> AsyncIterator[connect_pb2.ConnectRequest]:
+    async def _frames(self, outbox: Outbox) -> AsyncIterator[_Frame]:
+        """The stream's request frames: the Hello, then the outbox (posts packed, acks riding along)."""
         yield self._hello()
-        while True:
-            item = await self._requests.get()
-            if item is None:
-                return
-            if item.WhichOneof("frame") == "ack":  # acks queued together travel in one Ack frame
-                while not self._requests.empty():
-                    more = self._requests.get_nowait()
-                    if more is None or more.WhichOneof("frame") != "ack":
-                        yield item
-                        item = more
-                        break
-                    item.ack.entries.extend(more.ack.entries)
-                if item is None:
-                    return
-            yield item
+        while (frame := await outbox.next()) is not None:
+            which = frame.WhichOneof("frame")
+            if which == "post":
+                self._written(frame.post)
+            elif which == "post_batch":
+                for post in frame.post_batch.posts:
+                    self._written(post)
+            yield frame
+
+    def _written(self, post: connect_pb2.Post) -> None:
+        pending = self._pending.get(post.request_id)
+        if pending is not None:
+            pending.written = True
+
+    def _send_ack(self, ack: connect_pb2.Ack) -> None:
+        frame = _Frame()
+        frame.ack.CopyFrom(ack)
+        self._outbox.put(frame)
 
     async def _run(self) -> None:
         delay = _RETRY_FIRST
         while not self._closed:
-            self._requests = asyncio.Queue()
-            self._stream = self.rpc.connect(self._frames())
+            self._acks.flush()  # acks made for the ended stream are moot: its session's cursors are gone
+            self._outbox = outbox = Outbox()
+            self._stream = self.rpc.connect(self._frames(outbox))
             try:
                 await self._pump(self._stream)
             except (Superseded, Unauthenticated) as err:
@@ -101,11 +145,26 @@ class IdentityStream:
                 if self._welcome is not None and not self._welcome.done():
                     self._fail_welcome(err)
                     return
+            finally:
+                self._end_posts()
             if self._closed:
                 return
             self._first = False
             await asyncio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX)
+
+    def _end_posts(self) -> None:
+        """The stream ended: posts it never wrote go unary, those it wrote have no known outcome."""
+        self._live = False
+        pending, self._pending = self._pending, {}
+        for post in pending.values():
+            if not post.future.done():
+                if post.written:
+                    post.future.set_exception(
+                        Unavailable("the hub stream ended before the post's result; it may have been admitted")
+                    )
+                else:
+                    post.future.set_exception(_Unsent())
 
     def _fail_welcome(self, err: BaseException) -> None:
         if self._welcome is not None and not self._welcome.done():
@@ -116,16 +175,25 @@ class IdentityStream:
         try:
             async for frame in stream:
                 which = frame.WhichOneof("frame")
-                if which == "welcome":
-                    if self._welcome is not None and not self._welcome.done():
-                        self._welcome.set_result(frame.welcome)
-                    if frame.welcome.keepalive_seconds:
-                        keepalive = asyncio.create_task(self._keepalive(frame.welcome.keepalive_seconds))
-                elif which == "delivery":
-                    await self._deliver(frame.delivery.envelope, frame.delivery.replay, self._first)
-                elif which == "batch":
+                if which == "batch":
+                    for result in frame.batch.post_results:
+                        self._resolve(result)
                     for delivery in frame.batch.deliveries:
                         await self._deliver(delivery.envelope, delivery.replay, self._first)
+                elif which == "delivery":
+                    await self._deliver(frame.delivery.envelope, frame.delivery.replay, self._first)
+                elif which == "post_result":
+                    self._resolve(frame.post_result)
+                elif which == "welcome":
+                    welcome = frame.welcome
+                    self._outbox.limit = welcome.max_post_batch  # 0 (an older hub): single Posts
+                    if welcome.post_batch_ack:  # acks pending when posts are written ride in their frame
+                        self._outbox.carry = self._acks.take
+                    self._live = True
+                    if self._welcome is not None and not self._welcome.done():
+                        self._welcome.set_result(welcome)
+                    if welcome.keepalive_seconds:
+                        keepalive = asyncio.create_task(self._keepalive(welcome.keepalive_seconds))
         finally:
             if keepalive is not None:
                 keepalive.cancel()
@@ -135,17 +203,53 @@ class IdentityStream:
         while True:
             await asyncio.sleep(seconds)
             nonce += 1
-            self._requests.put_nowait(connect_pb2.ConnectRequest(ping=connect_pb2.Ping(nonce=nonce)))
+            self._outbox.put(connect_pb2.ConnectRequest(ping=connect_pb2.Ping(nonce=nonce)))
+
+    def _resolve(self, result: connect_pb2.PostResult) -> None:
+        pending = self._pending.pop(result.request_id, None)
+        if pending is not None and not pending.future.done():
+            pending.future.set_result(result)
 
     def ack(self, channel_id: str, seq: int) -> None:
-        """The AG2 client processed the envelope at ``seq``: the hub's cursor may pass it."""
-        entry = connect_pb2.AckEntry(channel_id=channel_id, seq=seq)
-        self._requests.put_nowait(connect_pb2.ConnectRequest(ack=connect_pb2.Ack(entries=[entry])))
+        """The AG2 client processed the envelope at ``seq``: the hub's cursor may pass it. Acks never
+        wait for a post: those of one event-loop turn go in one frame at its end, or ride in a
+        PostBatch written before then (so a clean hub stop right after a receipt stores its cursor)."""
+        self._acks.add(channel_id, seq)
+
+    async def post(self, envelope: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
+        """Admit ``envelope`` as this identity; returns it as the hub committed it (the hub's domain
+        error when refused; RATE_LIMITED retried as the connection's ``rate_limit_backoff`` allows)."""
+        return await retry_rate_limited(lambda: self._post_once(envelope), self.rpc.connection.rate_limit_backoff)
+
+    async def _post_once(self, envelope: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
+        if self._live:
+            request_id = str(next(self._ids))
+            pending = _Pending(asyncio.get_running_loop().create_future())
+            self._pending[request_id] = pending
+            frame = _Frame()
+            post = frame.post
+            post.request_id = request_id
+            post.envelope.CopyFrom(envelope)
+            self._outbox.put(frame)
+            try:
+                result = await pending.future
+            except _Unsent:
+                pass
+            else:
+                if result.WhichOneof("result") == "error":
+                    e = result.error
+                    raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
+                return result.envelope
+            finally:
+                self._pending.pop(request_id, None)
+        request = hub_pb2.PostEnvelopeRequest(envelope=envelope)
+        return (await self._unary.post_envelope(request)).envelope
 
     async def close(self) -> None:
         """End the stream (acks already sent reach the hub first)."""
         self._closed = True
-        self._requests.put_nowait(None)
+        self._acks.flush()
+        self._outbox.put(None)
         if self._task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), 2.0)

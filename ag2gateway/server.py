@@ -61,6 +61,7 @@ class Ag2Gateway:
             self.options.host,
             self.options.port,
             ssl=_ssl_context(self.options),
+            compression="deflate" if self.options.ws_compression else None,
             max_size=self.options.max_frame_bytes,
             max_queue=16,
             write_limit=self.options.max_queue_bytes,
@@ -95,7 +96,7 @@ class Ag2Gateway:
                 frame = await conn.outbox.get()
                 if frame is None:
                     return
-                await ws.send(frame.decode())
+                await ws.send(frame, text=True)  # UTF-8 JSON already: sent as a text frame, not decoded and re-encoded
         except ConnectionClosed:
             pass
         finally:

@@ -2,7 +2,8 @@
 store, its WebSocket link) vs the same clients through the AG2 gateway in front of our hub (durable
 SQLite WAL). Same workloads (``bench/ag2_peer.py``): request/reply round trip, one-way throughput,
 8-way fan-out. Each server is its own process; the AG2 clients run in ``.venv-ag2`` (``make ag2-venv``).
-Prints the figures and the ratios against DESIGN.md's targets (round trip no slower, throughput >= 2x).
+Prints the figures, the ratios against DESIGN.md's targets (round trip no slower, throughput >= 2x) and
+each server process's CPU milliseconds per delivered envelope (steadier than rates on a busy machine).
 """
 
 from __future__ import annotations
@@ -42,7 +43,21 @@ def _stop(popen: subprocess.Popen[str]) -> None:
         popen.kill()
 
 
-def _run(url: str, iterations: int, count: int) -> dict[str, float]:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _deliveries(iterations: int, count: int) -> int:
+    """Envelopes delivered over all three workloads (round trip: ping + pong, 20 warm-up rounds included)."""
+    return (iterations + 20) * 2 + count + max(count // 8, 8) * 8
+
+
+def _run(url: str, iterations: int, count: int, servers: dict[str, subprocess.Popen[str]]) -> dict[str, float]:
+    """The three workloads against ``url``, plus each server process's CPU ms per delivered envelope
+    (``cpu_ms_per_delivery_<name>``: less noisy than wall-clock rates on a shared machine)."""
+    before = {name: _cpu_seconds(p.pid) for name, p in servers.items()}
     out = subprocess.run(
         [AG2_PYTHON, PEER, "run", url, "--iterations", str(iterations), "--count", str(count)],
         cwd=ROOT,
@@ -52,7 +67,11 @@ def _run(url: str, iterations: int, count: int) -> dict[str, float]:
     )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    figures = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    for name, p in servers.items():
+        used = _cpu_seconds(p.pid) - before[name]
+        figures[f"cpu_ms_per_delivery_{name}"] = used * 1000 / _deliveries(iterations, count)
+    return figures
 
 
 def measure(iterations: int, count: int) -> dict[str, Any]:
@@ -60,7 +79,7 @@ def measure(iterations: int, count: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ag2-bench-") as tmp:
         ag2_hub, line = _start([AG2_PYTHON, PEER, "serve", f"{tmp}/ag2-store"], "listening on")
         try:
-            ag2 = _run(line.rsplit(" ", 1)[1].strip(), iterations, count)
+            ag2 = _run(line.rsplit(" ", 1)[1].strip(), iterations, count, {"ag2_hub": ag2_hub})
         finally:
             _stop(ag2_hub)
         hub, line = _start(
@@ -88,7 +107,7 @@ def measure(iterations: int, count: int) -> dict[str, Any]:
             )
             try:
                 url = json.loads(line.removeprefix("ag2gateway listening "))["url"]
-                ours = _run(url, iterations, count)
+                ours = _run(url, iterations, count, {"gateway": gateway, "hub": hub})
             finally:
                 _stop(gateway)
         finally:
@@ -108,6 +127,11 @@ def print_report(r: dict[str, Any]) -> None:
     ):
         ratio = ours[key] / ag2[key] if ag2[key] else float("nan")
         print(f"{key:<34}{ag2[key]:>14.1f}{ours[key]:>14.1f}   {ratio:.2f}x {('(' + target + ')') if target else ''}")
+    ours_cpu = ours["cpu_ms_per_delivery_gateway"] + ours["cpu_ms_per_delivery_hub"]
+    print(
+        f"{'cpu_ms_per_delivery':<34}{ag2['cpu_ms_per_delivery_ag2_hub']:>14.3f}{ours_cpu:>14.3f}"
+        f"   (gateway {ours['cpu_ms_per_delivery_gateway']:.3f} + hub {ours['cpu_ms_per_delivery_hub']:.3f})"
+    )
 
 
 def main() -> None:

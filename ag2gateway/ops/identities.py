@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,8 @@ log = logging.getLogger(__name__)
 
 MAX_NAMES = 256
 """Agent ids one ``names_for`` resolves."""
+DESCRIBES_AT_ONCE = 16
+"""``DescribeAgent`` calls one ``list_agents`` has in flight at once (its passports are fetched concurrently)."""
 _KINDS = {
     "agent": identity_pb2.PASSPORT_KIND_AGENT,
     "human": identity_pb2.PASSPORT_KIND_HUMAN,
@@ -103,12 +106,14 @@ async def list_agents(conn: Connection, params: dict[str, Any]) -> Any:
         limit=min(int(params.get("limit") or 50), 1000),
     )
     summaries = (await conn.reader().list_agents(request)).agents
-    out = []
-    for summary in summaries:
-        if summary.name == conn.identities.directory_name:
-            continue
-        out.append(records.passport_to_ag2(await describe(conn, summary.agent_id)))
-    return out
+    gate = asyncio.Semaphore(DESCRIBES_AT_ONCE)
+
+    async def passport(agent_id: str) -> Any:
+        async with gate:
+            return records.passport_to_ag2(await describe(conn, agent_id))
+
+    wanted = [s.agent_id for s in summaries if s.name != conn.identities.directory_name]
+    return list(await asyncio.gather(*(passport(agent_id) for agent_id in wanted)))
 
 
 @op("set_resume")

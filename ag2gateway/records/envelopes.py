@@ -6,10 +6,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from agentnet.v1 import envelope_pb2
 
 from ag2gateway import ids
 from netkernel.errors import InvalidArgument
+from netkernel.wire import loads_json
 
 EVENT_TO_AG2 = {
     "ag2.channel.invite_ack": "ag2.channel.invite.ack",
@@ -106,8 +108,17 @@ def envelope_to_ag2(env: envelope_pb2.Envelope, memory: IdMemory) -> dict[str, A
 
 
 def _event_data_to_ag2(env: envelope_pb2.Envelope) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(env.event_data_json) if env.event_data_json else {}
+    data: dict[str, Any] = loads_json(env.event_data_json) if env.event_data_json else {}
     return packet_to_ag2(data) if env.event_type == EV_PACKET else data
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    """``data`` as JSON text: orjson, several times faster than ``json.dumps`` (a frame's JSON was parsed by
+    orjson, so it writes it back exactly; what it refuses, e.g. an integer beyond 64 bits, ``json.dumps`` writes)."""
+    try:
+        return orjson.dumps(data).decode()
+    except TypeError:
+        return json.dumps(data)
 
 
 def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
@@ -131,7 +142,7 @@ def envelope_from_ag2(data: Any) -> envelope_pb2.Envelope:
     out = envelope_pb2.Envelope(
         channel_id=channel_id,
         event_type=EVENT_FROM_AG2.get(event_type, event_type),
-        event_data_json=json.dumps(packet_from_ag2(event_data) if event_type == EV_PACKET else event_data),
+        event_data_json=_dumps(packet_from_ag2(event_data) if event_type == EV_PACKET else event_data),
     )
     audience = data.get("audience")
     if audience is not None:

@@ -6,6 +6,9 @@ stream is ready to write go out as one ``post_batch`` frame (at most ``limit`` p
 ``Welcome.max_post_batch``). It never waits to fill a batch: a post alone goes as a single Post,
 and a hub that answered ``max_post_batch`` 0 (older than the field) only ever gets single Posts.
 Frames of other kinds are never reordered against posts: an ack between two posts ends the batch.
+A batch also holds at most :data:`MAX_BATCH_BYTES` of posts (a larger first post goes alone), so
+many large posts queued at once never make a frame over the hub's gRPC message limit (16 MiB by
+default), which would end the whole stream instead of refusing one post.
 
 With :attr:`Outbox.carry` set (the hub reads acks in a PostBatch, ``Welcome.post_batch_ack``),
 the acks pending when posts are written ride in their frame: a PostBatch, even of one post,
@@ -20,6 +23,9 @@ from collections.abc import AsyncIterator, Callable
 from agentnet.v1 import connect_pb2
 
 Frame = connect_pb2.ConnectRequest
+
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+"""Most bytes of posts packed into one PostBatch frame (its first post goes whatever its size)."""
 
 
 class Outbox:
@@ -53,10 +59,15 @@ class Outbox:
         """``first`` (a Post frame) and the Post frames queued right behind it, as one frame, with
         ``ack`` riding in it if given."""
         posts = [first.post]
+        size = first.post.ByteSize()
         queue = self.queue
         while len(posts) < self.limit and not queue.empty():
             item = queue.get_nowait()
             if item is None or item.WhichOneof("frame") != "post":
+                self._held.append(item)
+                break
+            size += item.post.ByteSize()
+            if size > MAX_BATCH_BYTES:  # it starts the next frame
                 self._held.append(item)
                 break
             posts.append(item.post)

@@ -37,3 +37,23 @@ async def test_the_outbox_holds_at_most_its_limit_in_bytes() -> None:
     assert await box.get() == b"abcdef"
     await big
     assert box.queued_bytes == 50
+
+
+async def _extensions(url: str) -> list[str]:
+    """The WebSocket extensions the gateway agreed to with a client that offers per-message deflate."""
+    from websockets.asyncio.client import connect
+
+    async with connect(url, compression="deflate") as ws:
+        await ws.send(json.dumps({"kind": "ping"}))
+        assert json.loads(await ws.recv()) == {"kind": "pong"}
+        return [extension.name for extension in ws.protocol.extensions]
+
+
+async def test_per_message_deflate_is_declined_unless_turned_on(net: Net) -> None:
+    """A client's deflate offer (AG2's WsLink makes it) is declined by default; --ws-compression accepts it."""
+    assert await _extensions(net.gateway.url) == []
+    compressing = await start_gateway(replace(net.options, ws_compression=True))
+    try:
+        assert await _extensions(compressing.url) == ["permessage-deflate"]
+    finally:
+        await compressing.stop()

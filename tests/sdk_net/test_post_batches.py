@@ -13,7 +13,7 @@ from agentnet.v1 import connect_pb2, envelope_pb2
 
 from agentsdk.network._acks import AckCoalescer
 from agentsdk.network._delivery import DeliveryStream
-from agentsdk.network._outbox import Outbox
+from agentsdk.network._outbox import MAX_BATCH_BYTES, Outbox
 from agentsdk.transport import HubConnection
 from hubsvc.core.options import HubOptions
 from tests.eventually import assert_eventually
@@ -51,6 +51,22 @@ async def test_posts_queued_together_are_packed_up_to_the_limit_in_order() -> No
     for frame in (post("1"), post("2"), post("3"), post("4"), post("5"), ack(7), post("6"), ack(8), post("7")):
         outbox.put(frame)
     assert await written(outbox) == [["1", "2", "3"], ["4", "5"], 7, "6", 8, "7"]
+
+
+async def test_a_batch_holds_at_most_max_batch_bytes_of_posts() -> None:
+    """Large posts queued together are split into frames of at most MAX_BATCH_BYTES (a larger one alone)."""
+
+    def big(request_id: str, size: int) -> Frame:
+        frame = post(request_id)
+        frame.post.envelope.event_data_json = "x" * size
+        return frame
+
+    third = MAX_BATCH_BYTES // 3
+    outbox = Outbox()
+    outbox.limit = 100
+    for frame in (big("1", third), big("2", third), big("3", third), big("4", MAX_BATCH_BYTES), post("5")):
+        outbox.put(frame)
+    assert await written(outbox) == [["1", "2"], "3", "4", "5"]
 
 
 async def test_a_hub_without_post_batch_gets_single_posts() -> None:

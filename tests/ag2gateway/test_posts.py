@@ -1,0 +1,113 @@
+"""AG2 posts travel on the sender's hub ``Connect`` stream (``PostBatch``), not as unary ``PostEnvelope``
+calls; a post made while that stream is down goes as ``PostEnvelope``. The hub's own
+``agentnet_hub_rpcs_total`` counter says which RPCs it served."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agentnet.v1 import envelope_pb2, hub_pb2
+
+from ag2gateway.config import Ag2GatewayOptions
+from ag2gateway.delivery import IdentityStream
+from ag2gateway.hub import HubLink
+from ag2gateway.server import start_gateway
+from servicekit.metrics import MetricsSettings
+from tests.ag2gateway.conftest import Driver, start_driver
+from tests.ag2gateway.test_channels import TOKEN, texts
+from tests.eventually import assert_eventually
+from tests.hub.harness import EV_TEXT, RunningHub, open_channel, register, running_hub
+from tests.scrape import scrape, value
+
+POST_ENVELOPE = "/agentnet.v1.HubService/PostEnvelope"
+
+
+async def _post_envelope_calls(hub: RunningHub) -> float:
+    """How many PostEnvelope calls the hub served so far."""
+    server = hub.server.metrics_server
+    assert server is not None
+    return value(await scrape(server.url), "agentnet_hub_rpcs_total", method=POST_ENVELOPE)
+
+
+async def test_an_ag2_clients_posts_go_over_its_connect_stream_in_order(tmp_path: Path) -> None:
+    async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
+        gateway = await start_gateway(Ag2GatewayOptions(port=0, hub=hub.target, secret_file=tmp_path / "s"))
+        ag2 = await start_driver()
+        try:
+            await ag2("url", url=gateway.url)
+            await ag2("human", name="alice", token=TOKEN.format("alice"))
+            await ag2("human", name="bob", token=TOKEN.format("bob"))
+            opened = await ag2("open", who="alice", type="conversation", targets=["bob"])
+            channel_id = opened["channel_id"]
+
+            async def active() -> bool:
+                assert (await ag2("call", name="get_channel", args=[channel_id]))["state"] == "active"
+                return True
+
+            await assert_eventually(active, timeout=15)
+            before = await _post_envelope_calls(hub)
+            sent = [f"text {i}" for i in range(20)]
+            ids = [await _send(ag2, channel_id, text) for text in sent]
+            assert ids == sorted(ids) and len(set(ids)) == len(ids)  # AG2 ids sort in admission order
+
+            async def bob_has_all() -> bool:
+                assert texts(await ag2("received", who="bob")) == sent
+                return True
+
+            await assert_eventually(bob_has_all, timeout=15)
+            assert await _post_envelope_calls(hub) == before  # no unary post: all went on alice's stream
+        finally:
+            await ag2.stop()
+            await gateway.stop()
+
+
+async def _send(ag2: Driver, channel_id: str, text: str) -> str:
+    """Alice posts one text through the gateway; its AG2 envelope id."""
+    return str((await ag2("send", who="alice", channel_id=channel_id, text=text))["envelope_id"])
+
+
+async def test_a_post_while_the_stream_is_down_goes_as_post_envelope(tmp_path: Path) -> None:
+    async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
+        alice = await register(hub.target, "alice", human=True)
+        bob = await register(hub.target, "bob", human=True)
+        await alice.connect()
+        await bob.connect()
+        channel_id = await open_channel(alice, "conversation", [bob])
+        link = HubLink(hub.target, None)
+        delivered: list[int] = []
+
+        async def deliver(env: envelope_pb2.Envelope, replay: bool, first: bool) -> None:
+            delivered.append(env.seq)
+
+        stream = IdentityStream(link.rpc(alice.credential), alice.agent_id, deliver)
+        try:
+
+            def text(body: str) -> envelope_pb2.Envelope:
+                return envelope_pb2.Envelope(
+                    channel_id=channel_id, event_type=EV_TEXT, event_data_json=f'{{"text": "{body}"}}'
+                )
+
+            before = await _post_envelope_calls(hub)
+            first = await stream.post(text("unary"))  # not started: no stream to post on
+            assert await _post_envelope_calls(hub) == before + 1
+            await stream.start()
+            second = await stream.post(text("streamed"))
+            assert await _post_envelope_calls(hub) == before + 1
+            assert second.seq > first.seq > 0 and second.sender_id == alice.agent_id
+            many = await asyncio.gather(*(stream.post(text(f"n{i}")) for i in range(50)))  # packed in PostBatches
+            assert [e.seq for e in many] == list(range(second.seq + 1, second.seq + 51))  # in the order posted
+            assert await _post_envelope_calls(hub) == before + 1
+            got = [await bob.next(lambda e: e.event_type == EV_TEXT) for _ in range(52)]
+            assert [e.envelope_id for e in got] == [first.envelope_id, second.envelope_id] + [
+                e.envelope_id for e in many
+            ]
+            read = hub_pb2.ReadWalRequest(channel_id=channel_id, from_seq=second.seq, until_seq=second.seq)
+            assert [r.envelope.envelope_id async for r in link.rpc(bob.credential).read_wal(read)] == [
+                second.envelope_id
+            ]  # answered only once committed: the WAL holds it
+        finally:
+            await stream.close()
+            await link.close()
+            await alice.close()
+            await bob.close()
