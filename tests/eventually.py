@@ -8,7 +8,6 @@ from typing import Any
 
 from netkernel.errors import AgentNetError
 
-
 DEFAULT_TIMEOUT = 20.0
 """Seconds a condition may take by default: generous, because a test waits only as long as the
 condition takes, and three pytest workers with their hubs share two cores in ``make test``."""
