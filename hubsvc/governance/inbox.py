@@ -31,8 +31,11 @@ of each live channel that was counted for or answered.
 
 from __future__ import annotations
 
+import operator
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from itertools import compress
 
 from agentnet.v1 import envelope_pb2
 
@@ -40,6 +43,10 @@ from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES
 from netkernel.errors import InboxFull
 
 _RESERVED_PREFIX = "ag2."
+_EVENT_TYPE = operator.attrgetter("event_type")
+_SEQ = operator.attrgetter("seq")
+_SENDER = operator.attrgetter("sender_id")
+_ADDRESSED = operator.methodcaller("HasField", "audience")
 
 
 def counts_in_inbox(event_type: str) -> bool:
@@ -106,38 +113,57 @@ class Inboxes:
         audience = wire.audience.agent_ids if wire.HasField("audience") else None
         self._count(channel_id, participants, wire.seq, wire.sender_id, wire.event_type, audience)
 
-    def staged_run(self, channel_id: str, participants: Sequence[str], wires: Sequence[envelope_pb2.Envelope]) -> None:
-        """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in seq order).
+    def staged_run(
+        self,
+        channel_id: str,
+        participants: Sequence[str],
+        wires: Sequence[envelope_pb2.Envelope],
+        event_types: Sequence[str] | None = None,
+    ) -> None:
+        """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in ascending
+        seq order); ``event_types``: their event types, when the caller read them already.
 
-        Rebuilding a channel counts its whole WAL: each field of an envelope is read once, then each
-        participant's last answer in the run and what follows it are taken in one pass each."""
-        substantive = SUBSTANTIVE_EVENT_TYPES
-        rows = [
-            (w.seq, w.sender_id, et in substantive, w.audience.agent_ids if w.HasField("audience") else None)
-            for w in wires
-            if (et := w.event_type) in substantive or not et.startswith(_RESERVED_PREFIX)
-        ]
-        if not rows:
+        Rebuilding a channel counts its whole WAL: each field of an envelope is read once (in C, a
+        column at a time), then each participant's last answer in the run and what follows it are
+        taken in one pass each."""
+        types = list(map(_EVENT_TYPE, wires)) if event_types is None else event_types
+        counted_type = {etype: counts_in_inbox(etype) for etype in set(types)}  # a run holds few types
+        counted = list(map(counted_type.__getitem__, types))
+        if not any(counted):
             return
+        if not all(counted):
+            wires = list(compress(wires, counted))
+            types = list(compress(types, counted))
+        seqs = list(map(_SEQ, wires))
+        senders = list(map(_SENDER, wires))
+        addressed = list(map(_ADDRESSED, wires))
+        audiences = None
+        if any(addressed):
+            audiences = [w.audience.agent_ids if a else None for w, a in zip(wires, addressed, strict=True)]
         members = self._channels.get(channel_id)
         if members is None:
             members = self._channels[channel_id] = {}
         totals = self._totals
-        last_answer = {sender: seq for seq, sender, answers, _ in rows if answers}  # rows ascend: the last wins
+        answers = list(map(SUBSTANTIVE_EVENT_TYPES.__contains__, types))
+        # Each participant's last answer in the run (the seqs ascend: the last one wins).
+        last_answer = dict(zip(compress(senders, answers), compress(seqs, answers), strict=True))
         for agent_id in participants:
             answer = last_answer.get(agent_id)
             entry = members.get(agent_id) if answer is None else self._answered(members, agent_id, answer)
-            floor = 0 if entry is None else entry.answered
-            seqs = [
-                seq
-                for seq, sender, _, audience in rows
-                if seq > floor and sender != agent_id and (audience is None or agent_id in audience)
-            ]
-            if seqs:
+            start = bisect_right(seqs, 0 if entry is None else entry.answered)  # the first seq above its answer
+            if audiences is None:
+                mine = list(compress(seqs[start:], map(agent_id.__ne__, senders[start:])))
+            else:
+                mine = [
+                    seq
+                    for seq, sender, audience in zip(seqs[start:], senders[start:], audiences[start:], strict=True)
+                    if sender != agent_id and (audience is None or agent_id in audience)
+                ]
+            if mine:
                 if entry is None:
                     entry = members[agent_id] = _Pending()
-                entry.seqs.extend(seqs)
-                totals[agent_id] = totals.get(agent_id, 0) + len(seqs)
+                entry.seqs.extend(mine)
+                totals[agent_id] = totals.get(agent_id, 0) + len(mine)
 
     def _count(
         self,

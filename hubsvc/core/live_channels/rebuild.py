@@ -11,6 +11,7 @@ from typing import Any
 
 from agentnet.v1 import envelope_pb2
 
+from hubsvc.adapters.base import EnvelopeRun
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.live_channels.commits import Settled
 from hubsvc.core.live_channels.table import FOLD_RUN, ChannelTable
@@ -19,7 +20,6 @@ from hubsvc.core.util import Clock
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.storage import ChannelRow, HubStore
 from netkernel.errors import Unavailable
-from netkernel.wire import envelope_from_wal
 
 log = logging.getLogger("agentnet.hub")
 
@@ -61,7 +61,7 @@ class Rebuilder:
         folded = 0
         now = self._clock()
         parse = envelope_pb2.Envelope.FromString
-        stored = envelope_from_wal
+        stored = EnvelopeRun.stored
         scan = aiter(self._store.scan_wal(list(channels)))
         upcoming = asyncio.ensure_future(anext(scan, None))
         while (page := await upcoming) is not None:
@@ -71,11 +71,12 @@ class Rebuilder:
             await asyncio.sleep(0)
             channel_id, records = page
             ch = channels[channel_id]
-            fold_run, members = ch.fold_run, ch.participants
+            fold, members = ch.fold_stored, ch.participants
             for low in range(0, len(records), FOLD_RUN):
                 wires = list(map(parse, records[low : low + FOLD_RUN]))
-                fold_run(list(map(stored, wires)), now)
-                count(channel_id, members, wires)
+                run = stored(wires)
+                fold(run, now)
+                count(channel_id, members, wires, run.event_types)
             folded += len(records)
         for ch in list(channels.values()):
             ch.committed_seq = ch.meta.last_seq = ch.last_seq
@@ -137,8 +138,9 @@ class Rebuilder:
         now = self._clock()
         for low in range(0, len(records), FOLD_RUN):
             wires = list(map(envelope_pb2.Envelope.FromString, records[low : low + FOLD_RUN]))
-            ch.fold_run(list(map(envelope_from_wal, wires)), now)
-            self._inboxes.staged_run(ch.channel_id, ch.participants, wires)
+            run = EnvelopeRun.stored(wires)
+            ch.fold_stored(run, now)
+            self._inboxes.staged_run(ch.channel_id, ch.participants, wires, run.event_types)
             folded += wires
         return folded
 
