@@ -32,10 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, overload
 
-from agentnet.v1 import envelope_pb2
-
 from netkernel.envelope import Envelope
-from netkernel.wire import envelope_from_wal
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -85,22 +82,15 @@ _EVENT_TYPE = operator.attrgetter("event_type")
 class EnvelopeRun(Sequence[Envelope]):
     """A run of one channel's admitted envelopes in seq order, as hydrate folds it: a sequence of the
     envelopes that also holds each one's event type (:attr:`event_types`), read once for every fold
-    of the run. A run of stored envelopes (:meth:`stored`) builds the envelopes themselves (as
-    :func:`~netkernel.wire.envelope_from_wal` reads them) only when first indexed or iterated, so a
-    fold that reads the event types alone never builds one."""
+    of the run. A run of stored envelopes (``hubsvc.core.stored_run.StoredRun``) builds the
+    envelopes themselves only when first indexed or iterated, so a fold that reads the event types
+    alone never builds one."""
 
-    __slots__ = ("_envelopes", "event_types", "wires")
+    __slots__ = ("_envelopes", "event_types")
 
-    def __init__(
-        self,
-        event_types: list[str],
-        envelopes: list[Envelope] | None,
-        wires: Sequence[envelope_pb2.Envelope] = (),
-    ) -> None:
+    def __init__(self, event_types: list[str], envelopes: list[Envelope] | None) -> None:
         self.event_types = event_types
         """The event type of each envelope, in order (never changed)."""
-        self.wires = wires
-        """The stored wire messages of a :meth:`stored` run (empty for a run made :meth:`of` envelopes)."""
         self._envelopes = envelopes
 
     @classmethod
@@ -109,18 +99,17 @@ class EnvelopeRun(Sequence[Envelope]):
         envelopes = list(envs)
         return cls(list(map(_EVENT_TYPE, envelopes)), envelopes)
 
-    @classmethod
-    def stored(cls, wires: Sequence[envelope_pb2.Envelope]) -> EnvelopeRun:
-        """The run of committed WAL records ``wires`` (which must not change afterwards)."""
-        return cls(list(map(_EVENT_TYPE, wires)), None, wires)
-
     @property
     def envelopes(self) -> list[Envelope]:
-        """The envelopes (a stored run builds them on the first read)."""
+        """The envelopes (a run built without them builds them on the first read)."""
         envelopes = self._envelopes
         if envelopes is None:
-            envelopes = self._envelopes = list(map(envelope_from_wal, self.wires))
+            envelopes = self._envelopes = self._build()
         return envelopes
+
+    def _build(self) -> list[Envelope]:
+        """The envelopes of a run made without them (a subclass's job)."""
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return len(self.event_types)
@@ -140,7 +129,7 @@ class EnvelopeRun(Sequence[Envelope]):
 
 def event_types_of(envs: Sequence[Envelope]) -> Sequence[str]:
     """The event type of each of ``envs`` (an :class:`EnvelopeRun` has them already)."""
-    if type(envs) is EnvelopeRun:
+    if isinstance(envs, EnvelopeRun):
         return envs.event_types
     return list(map(_EVENT_TYPE, envs))
 

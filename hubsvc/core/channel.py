@@ -8,7 +8,6 @@ fold together turn the channel's WAL into its live state, so hydrate is just
 from __future__ import annotations
 
 import asyncio
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +15,8 @@ from typing import Any
 from agentnet.v1 import channel_pb2, envelope_pb2
 
 from hubsvc.adapters import get_adapter
-from hubsvc.adapters.base import Adapter, ChannelSpec, EnvelopeRun
+from hubsvc.adapters.base import Adapter, ChannelSpec
+from hubsvc.core.stored_run import StoredRun
 from hubsvc.core.util import BoundedDict, from_timestamp, to_timestamp
 from hubsvc.governance.expectations import ChannelFacts, ExpectationTrack, from_knobs
 from hubsvc.governance.policy import ExpectationName, ExpectationSpec
@@ -30,7 +30,7 @@ from netkernel.envelope import (
     Envelope,
 )
 from netkernel.tool_schemas import ADAPTER_TOOLS
-from netkernel.wire import dumps_json, envelope_from_wal, envelope_from_wire, envelope_to_wire, parse_json_object
+from netkernel.wire import dumps_json, envelope_from_wire, envelope_to_wire, parse_json_object
 
 PENDING = channel_pb2.CHANNEL_STATE_PENDING
 OPENED = channel_pb2.CHANNEL_STATE_OPENED
@@ -43,9 +43,6 @@ _LIFECYCLE_FOLDED = frozenset({EV_CHANNEL_INVITE_ACK, EV_CHANNEL_OPENED, EV_CHAN
 
 HUB_SENDER = "hub"
 """sender_id of envelopes the hub posts itself (invites, opened, closed, expired)."""
-
-_DEPTH = operator.attrgetter("depth")
-_KEYED = operator.methodcaller("HasField", "idempotency_key")
 
 
 def _audience(env: Envelope) -> tuple[str, ...] | None:
@@ -249,37 +246,36 @@ class ChannelRuntime:
             for env in envs:
                 track.observe(env, from_hub=env.sender_id == HUB_SENDER)
 
-    def fold_stored(self, run: EnvelopeRun, now: float) -> None:
-        """:meth:`fold_run` of a run of stored envelopes (:meth:`EnvelopeRun.stored`): hydrate's fold.
+    def fold_stored(self, run: StoredRun, now: float) -> None:
+        """:meth:`fold_run` of a run of stored envelopes: hydrate's fold.
 
-        The same state as :meth:`fold_run` of the run's envelopes, read from the wire messages in
-        one pass per field (in C where it can: most runs have no depth, no key and no lifecycle
-        envelope); the adapter gets the run itself, and only an adapter or an expectation track
+        The same state as :meth:`fold_run` of the run's envelopes, read from the run's columns
+        (most runs have no depth, no key and no lifecycle envelope, so no record of them is
+        parsed); the adapter gets the run itself, and only an adapter or an expectation track
         that reads the envelopes builds them."""
-        wires = run.wires
-        if not wires:
+        types = run.event_types
+        if not types:
             return
-        if any(map(_DEPTH, wires)):
+        if run.deep:
             depths = self.depths
-            for wire in wires:
+            for wire in run.wires:
                 if wire.depth:
                     depths[wire.envelope_id] = wire.depth
-        keyed = list(filter(_KEYED, wires))
+        keyed = run.keyed()
         if keyed:
             idempotent = self.idempotent
             for wire in keyed:
                 idempotent[(wire.sender_id, wire.idempotency_key)] = wire.envelope_id
-        types = run.event_types
         if not _LIFECYCLE_FOLDED.isdisjoint(types):
-            for wire, etype in zip(wires, types, strict=True):
+            for index, etype in enumerate(types):
                 if etype in _LIFECYCLE_FOLDED:
-                    self._fold_lifecycle(envelope_from_wal(wire), now)
+                    self._fold_lifecycle(run.envelope(index), now)
         for index in range(len(types) - 1, -1, -1):
             if types[index] in SUBSTANTIVE_EVENT_TYPES:  # the run's last turn (never a lifecycle type)
-                env = envelope_from_wal(wires[index])
+                env = run.envelope(index)
                 self.last_turn = (env.seq, env.envelope_id, env.sender_id, _audience(env))
                 break
-        self.last_seq = wires[-1].seq
+        self.last_seq = run.seqs[-1]
         self.state = self.adapter.fold_run(self.spec, self.state, run)
         track = self.track
         if track is not None:

@@ -113,38 +113,45 @@ class Inboxes:
         audience = wire.audience.agent_ids if wire.HasField("audience") else None
         self._count(channel_id, participants, wire.seq, wire.sender_id, wire.event_type, audience)
 
-    def staged_run(
+    def staged_run(self, channel_id: str, participants: Sequence[str], wires: Sequence[envelope_pb2.Envelope]) -> None:
+        """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in ascending
+        seq order): :meth:`staged_columns` of their fields."""
+        addressed = list(map(_ADDRESSED, wires))
+        audiences: list[Sequence[str] | None] | None = None
+        if any(addressed):
+            audiences = [w.audience.agent_ids if a else None for w, a in zip(wires, addressed, strict=True)]
+        seqs, senders, types = list(map(_SEQ, wires)), list(map(_SENDER, wires)), list(map(_EVENT_TYPE, wires))
+        self.staged_columns(channel_id, participants, seqs, senders, types, audiences)
+
+    def staged_columns(
         self,
         channel_id: str,
         participants: Sequence[str],
-        wires: Sequence[envelope_pb2.Envelope],
-        event_types: Sequence[str] | None = None,
+        seqs: Sequence[int],
+        senders: Sequence[str],
+        event_types: Sequence[str],
+        audiences: Sequence[Sequence[str] | None] | None,
     ) -> None:
-        """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in ascending
-        seq order); ``event_types``: their event types, when the caller read them already.
+        """:meth:`staged` for each envelope of a run of one channel's envelopes, given as columns: their
+        seqs (ascending), senders, event types and audiences (None for a broadcast; ``audiences``
+        None when none has one).
 
-        Rebuilding a channel counts its whole WAL: each field of an envelope is read once (in C, a
-        column at a time), then each participant's last answer in the run and what follows it are
-        taken in one pass each."""
-        types = list(map(_EVENT_TYPE, wires)) if event_types is None else event_types
-        counted_type = {etype: counts_in_inbox(etype) for etype in set(types)}  # a run holds few types
-        counted = list(map(counted_type.__getitem__, types))
+        Rebuilding a channel counts its whole WAL: each participant's last answer in the run and
+        what follows it are taken in one pass each, a column at a time (in C, with no audience)."""
+        counted_type = {etype: counts_in_inbox(etype) for etype in set(event_types)}  # a run holds few types
+        counted = list(map(counted_type.__getitem__, event_types))
         if not any(counted):
             return
         if not all(counted):
-            wires = list(compress(wires, counted))
-            types = list(compress(types, counted))
-        seqs = list(map(_SEQ, wires))
-        senders = list(map(_SENDER, wires))
-        addressed = list(map(_ADDRESSED, wires))
-        audiences = None
-        if any(addressed):
-            audiences = [w.audience.agent_ids if a else None for w, a in zip(wires, addressed, strict=True)]
+            seqs, senders = list(compress(seqs, counted)), list(compress(senders, counted))
+            event_types = list(compress(event_types, counted))
+            if audiences is not None:
+                audiences = list(compress(audiences, counted))
         members = self._channels.get(channel_id)
         if members is None:
             members = self._channels[channel_id] = {}
         totals = self._totals
-        answers = list(map(SUBSTANTIVE_EVENT_TYPES.__contains__, types))
+        answers = list(map(SUBSTANTIVE_EVENT_TYPES.__contains__, event_types))
         # Each participant's last answer in the run (the seqs ascend: the last one wins).
         last_answer = dict(zip(compress(senders, answers), compress(seqs, answers), strict=True))
         for agent_id in participants:

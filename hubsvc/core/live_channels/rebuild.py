@@ -11,11 +11,11 @@ from typing import Any
 
 from agentnet.v1 import envelope_pb2
 
-from hubsvc.adapters.base import EnvelopeRun
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.live_channels.commits import Settled
 from hubsvc.core.live_channels.table import FOLD_RUN, ChannelTable
 from hubsvc.core.live_channels.timers import ChannelTimers
+from hubsvc.core.stored_run import StoredRun
 from hubsvc.core.util import Clock
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.storage import ChannelRow, HubStore
@@ -57,11 +57,9 @@ class Rebuilder:
         channels = self._table.channels
         for row in rows:
             channels[row.channel_id] = ChannelRuntime.from_row(row)
-        count = self._inboxes.staged_run
+        count = self._inboxes.staged_columns
         folded = 0
         now = self._clock()
-        parse = envelope_pb2.Envelope.FromString
-        stored = EnvelopeRun.stored
         scan = aiter(self._store.scan_wal(list(channels)))
         upcoming = asyncio.ensure_future(anext(scan, None))
         while (page := await upcoming) is not None:
@@ -73,10 +71,9 @@ class Rebuilder:
             ch = channels[channel_id]
             fold, members = ch.fold_stored, ch.participants
             for low in range(0, len(records), FOLD_RUN):
-                wires = list(map(parse, records[low : low + FOLD_RUN]))
-                run = stored(wires)
+                run = StoredRun(records[low : low + FOLD_RUN])
                 fold(run, now)
-                count(channel_id, members, wires, run.event_types)
+                count(channel_id, members, run.seqs, run.senders, run.event_types, run.audiences())
             folded += len(records)
         for ch in list(channels.values()):
             ch.committed_seq = ch.meta.last_seq = ch.last_seq
@@ -137,11 +134,12 @@ class Rebuilder:
         folded: list[envelope_pb2.Envelope] = []
         now = self._clock()
         for low in range(0, len(records), FOLD_RUN):
-            wires = list(map(envelope_pb2.Envelope.FromString, records[low : low + FOLD_RUN]))
-            run = EnvelopeRun.stored(wires)
+            run = StoredRun(records[low : low + FOLD_RUN])
             ch.fold_stored(run, now)
-            self._inboxes.staged_run(ch.channel_id, ch.participants, wires, run.event_types)
-            folded += wires
+            self._inboxes.staged_columns(
+                ch.channel_id, ch.participants, run.seqs, run.senders, run.event_types, run.audiences()
+            )
+            folded += run.wires
         return folded
 
     def adopt(self, fresh: ChannelRuntime, unseen: list[envelope_pb2.Envelope]) -> None:
