@@ -272,8 +272,9 @@ class ChannelRuntime:
                     self._fold_lifecycle(run.envelope(index), now)
         for index in range(len(types) - 1, -1, -1):
             if types[index] in SUBSTANTIVE_EVENT_TYPES:  # the run's last turn (never a lifecycle type)
-                env = run.envelope(index)
-                self.last_turn = (env.seq, env.envelope_id, env.sender_id, _audience(env))
+                wire = run.wire(index)
+                audience = tuple(wire.audience.agent_ids) if wire.HasField("audience") else None
+                self.last_turn = (wire.seq, wire.envelope_id, wire.sender_id, audience)
                 break
         self.last_seq = run.seqs[-1]
         self.state = self.adapter.fold_run(self.spec, self.state, run)

@@ -66,7 +66,6 @@ _SEQ = operator.attrgetter("seq")
 _SENDER = operator.attrgetter("sender_id")
 _EVENT_TYPE = operator.attrgetter("event_type")
 _KEYED = operator.methodcaller("HasField", "idempotency_key")
-_ADDRESSED = operator.methodcaller("HasField", "audience")
 
 
 class StoredRun(EnvelopeRun):
@@ -122,12 +121,11 @@ class StoredRun(EnvelopeRun):
         """The messages of the records that carry an idempotency key, in order."""
         return list(filter(_KEYED, self.wires)) if self._keyed else []
 
-    def audiences(self) -> list[Sequence[str] | None] | None:
-        """Each record's audience (None for a broadcast), or None when no record of the run has one."""
+    def audiences(self) -> dict[int, Sequence[str]]:
+        """The index of each record that has an audience → its audience ({} when all are broadcasts)."""
         if not self._addressed:
-            return None
-        wires = self.wires
-        return [w.audience.agent_ids if a else None for w, a in zip(wires, map(_ADDRESSED, wires), strict=True)]
+            return {}
+        return {index: w.audience.agent_ids for index, w in enumerate(self.wires) if w.HasField("audience")}
 
     def _build(self) -> list[Envelope]:
         return list(map(envelope_from_wal, self.wires))

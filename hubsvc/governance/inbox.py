@@ -34,8 +34,8 @@ from __future__ import annotations
 import operator
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from itertools import compress
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import accumulate, compress
 
 from agentnet.v1 import envelope_pb2
 
@@ -46,7 +46,6 @@ _RESERVED_PREFIX = "ag2."
 _EVENT_TYPE = operator.attrgetter("event_type")
 _SEQ = operator.attrgetter("seq")
 _SENDER = operator.attrgetter("sender_id")
-_ADDRESSED = operator.methodcaller("HasField", "audience")
 
 
 def counts_in_inbox(event_type: str) -> bool:
@@ -116,10 +115,7 @@ class Inboxes:
     def staged_run(self, channel_id: str, participants: Sequence[str], wires: Sequence[envelope_pb2.Envelope]) -> None:
         """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in ascending
         seq order): :meth:`staged_columns` of their fields."""
-        addressed = list(map(_ADDRESSED, wires))
-        audiences: list[Sequence[str] | None] | None = None
-        if any(addressed):
-            audiences = [w.audience.agent_ids if a else None for w, a in zip(wires, addressed, strict=True)]
+        audiences = {i: w.audience.agent_ids for i, w in enumerate(wires) if w.HasField("audience")}
         seqs, senders, types = list(map(_SEQ, wires)), list(map(_SENDER, wires)), list(map(_EVENT_TYPE, wires))
         self.staged_columns(channel_id, participants, seqs, senders, types, audiences)
 
@@ -130,23 +126,24 @@ class Inboxes:
         seqs: Sequence[int],
         senders: Sequence[str],
         event_types: Sequence[str],
-        audiences: Sequence[Sequence[str] | None] | None,
+        audiences: Mapping[int, Sequence[str]],
     ) -> None:
         """:meth:`staged` for each envelope of a run of one channel's envelopes, given as columns: their
-        seqs (ascending), senders, event types and audiences (None for a broadcast; ``audiences``
-        None when none has one).
+        seqs (ascending), senders and event types, and ``audiences``: the index of each envelope that
+        has an audience → its audience (the others are broadcasts).
 
         Rebuilding a channel counts its whole WAL: each participant's last answer in the run and
-        what follows it are taken in one pass each, a column at a time (in C, with no audience)."""
+        what follows it are taken in one pass each, a column at a time (in C)."""
         counted_type = {etype: counts_in_inbox(etype) for etype in set(event_types)}  # a run holds few types
         counted = list(map(counted_type.__getitem__, event_types))
         if not any(counted):
             return
         if not all(counted):
+            if audiences:  # renumbered among the counted envelopes
+                at = list(accumulate(counted))  # at[i] - 1: the index of envelope i among the counted ones
+                audiences = {at[i] - 1: audience for i, audience in audiences.items() if counted[i]}
             seqs, senders = list(compress(seqs, counted)), list(compress(senders, counted))
             event_types = list(compress(event_types, counted))
-            if audiences is not None:
-                audiences = list(compress(audiences, counted))
         members = self._channels.get(channel_id)
         if members is None:
             members = self._channels[channel_id] = {}
@@ -158,14 +155,14 @@ class Inboxes:
             answer = last_answer.get(agent_id)
             entry = members.get(agent_id) if answer is None else self._answered(members, agent_id, answer)
             start = bisect_right(seqs, 0 if entry is None else entry.answered)  # the first seq above its answer
-            if audiences is None:
-                mine = list(compress(seqs[start:], map(agent_id.__ne__, senders[start:])))
+            if audiences:
+                waits = list(map(agent_id.__ne__, senders))  # not its own
+                for index, audience in audiences.items():
+                    if agent_id not in audience:
+                        waits[index] = False  # not addressed to it
+                mine = list(compress(seqs[start:], waits[start:]))
             else:
-                mine = [
-                    seq
-                    for seq, sender, audience in zip(seqs[start:], senders[start:], audiences[start:], strict=True)
-                    if sender != agent_id and (audience is None or agent_id in audience)
-                ]
+                mine = list(compress(seqs[start:], map(agent_id.__ne__, senders[start:])))
             if mine:
                 if entry is None:
                     entry = members[agent_id] = _Pending()

@@ -78,11 +78,8 @@ def test_a_stored_run_holds_each_records_fields(wal: tuple[Any, list[bytes]], cu
         assert run.senders == [w.sender_id for w in messages]
         assert run.deep == any(w.depth for w in messages)
         assert run.keyed() == [w for w in messages if w.HasField("idempotency_key")]
-        audiences = [list(w.audience.agent_ids) if w.HasField("audience") else None for w in messages]
-        found = run.audiences()
-        assert (None if found is None else [None if a is None else list(a) for a in found]) == (
-            audiences if any(a is not None for a in audiences) else None
-        )
+        audiences = {i: list(w.audience.agent_ids) for i, w in enumerate(messages) if w.HasField("audience")}
+        assert {i: list(a) for i, a in run.audiences().items()} == audiences
         assert run.wires == messages
         assert list(run) == [envelope_from_wire(w) for w in messages]
 
