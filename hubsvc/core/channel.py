@@ -249,10 +249,10 @@ class ChannelRuntime:
     def fold_stored(self, run: StoredRun, now: float) -> None:
         """:meth:`fold_run` of a run of stored envelopes: hydrate's fold.
 
-        The same state as :meth:`fold_run` of the run's envelopes, read from the run's columns
-        (most runs have no depth, no key and no lifecycle envelope, so no record of them is
-        parsed); the adapter gets the run itself, and only an adapter or an expectation track
-        that reads the envelopes builds them."""
+        The same state as :meth:`fold_run` of the run's envelopes, read from the run's columns:
+        most runs have no depth, no key and no lifecycle envelope, so only the record of their
+        last turn is parsed. The adapter gets the run itself; only an adapter or an expectation
+        track that reads the envelopes builds them."""
         types = run.event_types
         if not types:
             return
