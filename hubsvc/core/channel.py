@@ -219,7 +219,8 @@ class ChannelRuntime:
             self.track.observe(env, from_hub=env.sender_id == HUB_SENDER)
 
     def fold_run(self, envs: Sequence[Envelope], now: float) -> None:
-        """:meth:`fold` of each of ``envs`` in turn (hydrate folds the WAL a run at a time).
+        """:meth:`fold` of each of ``envs`` in turn (hydrate folds the stored WAL a run at a time with
+        :meth:`fold_stored`, which gives the same state).
 
         The lifecycle, the adapter state and the expectation track are independent folds
         of the same envelopes, so each takes the whole run in turn (the adapter in one call)."""
