@@ -12,7 +12,10 @@ serialisation point:
    channel with reason X"). The post is answered, delivered and acked only after its write
    commits; if the commit fails, the channel is rebuilt from the WAL, so a folded but
    uncommitted envelope never reaches anyone;
-4. on restart, ``fold_run`` over the whole WAL, a run at a time, rebuilds the state (hydrate).
+4. on restart, ``fold_run`` over the whole WAL, a run at a time, rebuilds the state (hydrate). The
+   run hydrate passes is an :class:`EnvelopeRun`: a sequence of the envelopes that also holds their
+   event types, read once for every fold of the run (an adapter whose state depends on the event
+   types alone never needs the envelopes themselves).
 
 ``fold`` sees every admitted envelope, including lifecycle and custom event types;
 those never advance turn state. Because ``fold`` and ``validate_send`` are pure
@@ -24,9 +27,10 @@ SDK half of the adapter decides it (:mod:`agentsdk.network.adapters`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, overload
 
 from netkernel.envelope import Envelope
 
@@ -70,6 +74,64 @@ class ChannelSpec:
             if name == ref and agent_id in self.participants:
                 return agent_id
         return None
+
+
+_EVENT_TYPE = operator.attrgetter("event_type")
+
+
+class EnvelopeRun(Sequence[Envelope]):
+    """A run of one channel's admitted envelopes in seq order, as hydrate folds it: a sequence of the
+    envelopes that also holds each one's event type (:attr:`event_types`), read once for every fold
+    of the run. A run of stored envelopes (``hubsvc.core.stored_run.StoredRun``) builds the
+    envelopes themselves only when first indexed or iterated, so a fold that reads the event types
+    alone never builds one."""
+
+    __slots__ = ("_envelopes", "event_types")
+
+    def __init__(self, event_types: list[str], envelopes: list[Envelope] | None) -> None:
+        self.event_types = event_types
+        """The event type of each envelope, in order (never changed)."""
+        self._envelopes = envelopes
+
+    @classmethod
+    def of(cls, envs: Sequence[Envelope]) -> EnvelopeRun:
+        """The run of ``envs``."""
+        envelopes = list(envs)
+        return cls(list(map(_EVENT_TYPE, envelopes)), envelopes)
+
+    @property
+    def envelopes(self) -> list[Envelope]:
+        """The envelopes (a run built without them builds them on the first read)."""
+        envelopes = self._envelopes
+        if envelopes is None:
+            envelopes = self._envelopes = self._build()
+        return envelopes
+
+    def _build(self) -> list[Envelope]:
+        """The envelopes of a run made without them (a subclass's job)."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.event_types)
+
+    @overload
+    def __getitem__(self, index: int) -> Envelope: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Envelope]: ...
+
+    def __getitem__(self, index: int | slice) -> Envelope | Sequence[Envelope]:
+        return self.envelopes[index]
+
+    def __iter__(self) -> Iterator[Envelope]:
+        return iter(self.envelopes)
+
+
+def event_types_of(envs: Sequence[Envelope]) -> Sequence[str]:
+    """The event type of each of ``envs`` (an :class:`EnvelopeRun` has them already)."""
+    if isinstance(envs, EnvelopeRun):
+        return envs.event_types
+    return list(map(_EVENT_TYPE, envs))
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.common import (
     TURN_EXPECTATIONS,
     channel_closed,
-    fold_each,
     is_substantive,
     not_your_turn,
     require_participants,
     require_sender,
+    substantive_count,
 )
 from netkernel.channel_types import CONSULTING_TYPE, VIEW_FULL_TRANSCRIPT
 from netkernel.envelope import Envelope
@@ -91,8 +91,15 @@ class ConsultingAdapter:
         return replace(state, replied=True) if state.asked else replace(state, asked=True)
 
     def fold_run(self, spec: ChannelSpec, state: ConsultingState, envs: Sequence[Envelope]) -> ConsultingState:
-        """``fold`` of each in turn."""
-        return fold_each(self, spec, state, envs)
+        """``fold`` of each in turn: the first substantive one asks, the next replies, the rest change nothing."""
+        if state.replied:
+            return state
+        n = substantive_count(envs)
+        if not n:
+            return state
+        if state.asked:
+            return replace(state, replied=True)
+        return replace(state, asked=True, replied=n >= 2)
 
     def on_accepted(self, spec: ChannelSpec, state: ConsultingState, env: Envelope) -> Accepted:
         """Close with ``consulting_complete`` once the reply is in."""

@@ -16,6 +16,7 @@ from agentnet.v1 import channel_pb2, envelope_pb2
 
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import Adapter, ChannelSpec
+from hubsvc.core.stored_run import StoredRun
 from hubsvc.core.util import BoundedDict, from_timestamp, to_timestamp
 from hubsvc.governance.expectations import ChannelFacts, ExpectationTrack, from_knobs
 from hubsvc.governance.policy import ExpectationName, ExpectationSpec
@@ -218,7 +219,8 @@ class ChannelRuntime:
             self.track.observe(env, from_hub=env.sender_id == HUB_SENDER)
 
     def fold_run(self, envs: Sequence[Envelope], now: float) -> None:
-        """:meth:`fold` of each of ``envs`` in turn (hydrate folds the WAL a run at a time).
+        """:meth:`fold` of each of ``envs`` in turn (hydrate folds the stored WAL a run at a time with
+        :meth:`fold_stored`, which gives the same state).
 
         The lifecycle, the adapter state and the expectation track are independent folds
         of the same envelopes, so each takes the whole run in turn (the adapter in one call)."""
@@ -243,6 +245,43 @@ class ChannelRuntime:
         track = self.track
         if track is not None:
             for env in envs:
+                track.observe(env, from_hub=env.sender_id == HUB_SENDER)
+
+    def fold_stored(self, run: StoredRun, now: float) -> None:
+        """:meth:`fold_run` of a run of stored envelopes: hydrate's fold.
+
+        The same state as :meth:`fold_run` of the run's envelopes, read from the run's columns:
+        most runs have no depth, no key and no lifecycle envelope, so only the record of their
+        last turn is parsed. The adapter gets the run itself; only an adapter or an expectation
+        track that reads the envelopes builds them."""
+        types = run.event_types
+        if not types:
+            return
+        if run.deep:
+            depths = self.depths
+            for wire in run.wires:
+                if wire.depth:
+                    depths[wire.envelope_id] = wire.depth
+        keyed = run.keyed()
+        if keyed:
+            idempotent = self.idempotent
+            for wire in keyed:
+                idempotent[(wire.sender_id, wire.idempotency_key)] = wire.envelope_id
+        if not _LIFECYCLE_FOLDED.isdisjoint(types):
+            for index, etype in enumerate(types):
+                if etype in _LIFECYCLE_FOLDED:
+                    self._fold_lifecycle(run.envelope(index), now)
+        for index in range(len(types) - 1, -1, -1):
+            if types[index] in SUBSTANTIVE_EVENT_TYPES:  # the run's last turn (never a lifecycle type)
+                wire = run.wire(index)
+                audience = tuple(wire.audience.agent_ids) if wire.HasField("audience") else None
+                self.last_turn = (wire.seq, wire.envelope_id, wire.sender_id, audience)
+                break
+        self.last_seq = run.seqs[-1]
+        self.state = self.adapter.fold_run(self.spec, self.state, run)
+        track = self.track
+        if track is not None:
+            for env in run:
                 track.observe(env, from_hub=env.sender_id == HUB_SENDER)
 
     def _fold_lifecycle(self, env: Envelope, now: float) -> None:

@@ -31,8 +31,11 @@ of each live channel that was counted for or answered.
 
 from __future__ import annotations
 
+import operator
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import accumulate, compress
 
 from agentnet.v1 import envelope_pb2
 
@@ -40,6 +43,9 @@ from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES
 from netkernel.errors import InboxFull
 
 _RESERVED_PREFIX = "ag2."
+_EVENT_TYPE = operator.attrgetter("event_type")
+_SEQ = operator.attrgetter("seq")
+_SENDER = operator.attrgetter("sender_id")
 
 
 def counts_in_inbox(event_type: str) -> bool:
@@ -107,37 +113,61 @@ class Inboxes:
         self._count(channel_id, participants, wire.seq, wire.sender_id, wire.event_type, audience)
 
     def staged_run(self, channel_id: str, participants: Sequence[str], wires: Sequence[envelope_pb2.Envelope]) -> None:
-        """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in seq order).
+        """:meth:`staged` for each of ``wires`` in turn (a run of one channel's envelopes, in ascending
+        seq order): :meth:`staged_columns` of their fields."""
+        audiences = {i: w.audience.agent_ids for i, w in enumerate(wires) if w.HasField("audience")}
+        seqs, senders, types = list(map(_SEQ, wires)), list(map(_SENDER, wires)), list(map(_EVENT_TYPE, wires))
+        self.staged_columns(channel_id, participants, seqs, senders, types, audiences)
 
-        Rebuilding a channel counts its whole WAL: each field of an envelope is read once, then each
-        participant's last answer in the run and what follows it are taken in one pass each."""
-        substantive = SUBSTANTIVE_EVENT_TYPES
-        rows = [
-            (w.seq, w.sender_id, et in substantive, w.audience.agent_ids if w.HasField("audience") else None)
-            for w in wires
-            if (et := w.event_type) in substantive or not et.startswith(_RESERVED_PREFIX)
-        ]
-        if not rows:
+    def staged_columns(
+        self,
+        channel_id: str,
+        participants: Sequence[str],
+        seqs: Sequence[int],
+        senders: Sequence[str],
+        event_types: Sequence[str],
+        audiences: Mapping[int, Sequence[str]],
+    ) -> None:
+        """:meth:`staged` for each envelope of a run of one channel's envelopes, given as columns: their
+        seqs (ascending), senders and event types, and ``audiences``: the index of each envelope that
+        has an audience → its audience (the others are broadcasts).
+
+        Rebuilding a channel counts its whole WAL: each participant's last answer in the run and
+        what follows it are taken in one pass each, a column at a time (in C)."""
+        counted_type = {etype: counts_in_inbox(etype) for etype in set(event_types)}  # a run holds few types
+        counted = list(map(counted_type.__getitem__, event_types))
+        if not any(counted):
             return
+        if not all(counted):
+            if audiences:  # renumbered among the counted envelopes
+                at = list(accumulate(counted))  # at[i] - 1: the index of envelope i among the counted ones
+                audiences = {at[i] - 1: audience for i, audience in audiences.items() if counted[i]}
+            seqs, senders = list(compress(seqs, counted)), list(compress(senders, counted))
+            event_types = list(compress(event_types, counted))
         members = self._channels.get(channel_id)
         if members is None:
             members = self._channels[channel_id] = {}
         totals = self._totals
-        last_answer = {sender: seq for seq, sender, answers, _ in rows if answers}  # rows ascend: the last wins
+        answers = list(map(SUBSTANTIVE_EVENT_TYPES.__contains__, event_types))
+        # Each participant's last answer in the run (the seqs ascend: the last one wins).
+        last_answer = dict(zip(compress(senders, answers), compress(seqs, answers), strict=True))
         for agent_id in participants:
             answer = last_answer.get(agent_id)
             entry = members.get(agent_id) if answer is None else self._answered(members, agent_id, answer)
-            floor = 0 if entry is None else entry.answered
-            seqs = [
-                seq
-                for seq, sender, _, audience in rows
-                if seq > floor and sender != agent_id and (audience is None or agent_id in audience)
-            ]
-            if seqs:
+            start = bisect_right(seqs, 0 if entry is None else entry.answered)  # the first seq above its answer
+            if audiences:
+                waits = list(map(agent_id.__ne__, senders))  # not its own
+                for index, audience in audiences.items():
+                    if agent_id not in audience:
+                        waits[index] = False  # not addressed to it
+                mine = list(compress(seqs[start:], waits[start:]))
+            else:
+                mine = list(compress(seqs[start:], map(agent_id.__ne__, senders[start:])))
+            if mine:
                 if entry is None:
                     entry = members[agent_id] = _Pending()
-                entry.seqs.extend(seqs)
-                totals[agent_id] = totals.get(agent_id, 0) + len(seqs)
+                entry.seqs.extend(mine)
+                totals[agent_id] = totals.get(agent_id, 0) + len(mine)
 
     def _count(
         self,

@@ -15,11 +15,11 @@ from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.live_channels.commits import Settled
 from hubsvc.core.live_channels.table import FOLD_RUN, ChannelTable
 from hubsvc.core.live_channels.timers import ChannelTimers
+from hubsvc.core.stored_run import StoredRun
 from hubsvc.core.util import Clock
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.storage import ChannelRow, HubStore
 from netkernel.errors import Unavailable
-from netkernel.wire import envelope_from_wal
 
 log = logging.getLogger("agentnet.hub")
 
@@ -57,11 +57,9 @@ class Rebuilder:
         channels = self._table.channels
         for row in rows:
             channels[row.channel_id] = ChannelRuntime.from_row(row)
-        count = self._inboxes.staged_run
+        count = self._inboxes.staged_columns
         folded = 0
         now = self._clock()
-        parse = envelope_pb2.Envelope.FromString
-        stored = envelope_from_wal
         scan = aiter(self._store.scan_wal(list(channels)))
         upcoming = asyncio.ensure_future(anext(scan, None))
         while (page := await upcoming) is not None:
@@ -71,11 +69,11 @@ class Rebuilder:
             await asyncio.sleep(0)
             channel_id, records = page
             ch = channels[channel_id]
-            fold_run, members = ch.fold_run, ch.participants
+            fold, members = ch.fold_stored, ch.participants
             for low in range(0, len(records), FOLD_RUN):
-                wires = list(map(parse, records[low : low + FOLD_RUN]))
-                fold_run(list(map(stored, wires)), now)
-                count(channel_id, members, wires)
+                run = StoredRun(records[low : low + FOLD_RUN])
+                fold(run, now)
+                count(channel_id, members, run.seqs, run.senders, run.event_types, run.audiences())
             folded += len(records)
         for ch in list(channels.values()):
             ch.committed_seq = ch.meta.last_seq = ch.last_seq
@@ -136,10 +134,12 @@ class Rebuilder:
         folded: list[envelope_pb2.Envelope] = []
         now = self._clock()
         for low in range(0, len(records), FOLD_RUN):
-            wires = list(map(envelope_pb2.Envelope.FromString, records[low : low + FOLD_RUN]))
-            ch.fold_run(list(map(envelope_from_wal, wires)), now)
-            self._inboxes.staged_run(ch.channel_id, ch.participants, wires)
-            folded += wires
+            run = StoredRun(records[low : low + FOLD_RUN])
+            ch.fold_stored(run, now)
+            self._inboxes.staged_columns(
+                ch.channel_id, ch.participants, run.seqs, run.senders, run.event_types, run.audiences()
+            )
+            folded += run.wires
         return folded
 
     def adopt(self, fresh: ChannelRuntime, unseen: list[envelope_pb2.Envelope]) -> None:

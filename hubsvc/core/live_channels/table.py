@@ -11,11 +11,12 @@ from agentnet.v1 import channel_pb2, envelope_pb2
 from hubsvc.adapters.base import Adapter
 from hubsvc.adapters.common import require_participant
 from hubsvc.core.channel import ChannelRuntime
+from hubsvc.core.stored_run import StoredRun
 from hubsvc.core.util import BoundedDict, Clock
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.storage import HubStore
 from netkernel.errors import NotFound
-from netkernel.wire import envelope_from_wal, wire_readable_by
+from netkernel.wire import wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
 
@@ -85,8 +86,7 @@ class ChannelTable:
             now = self._clock()
             async for _, records in self._store.scan_wal([channel_id]):
                 for low in range(0, len(records), FOLD_RUN):
-                    wires = map(envelope_pb2.Envelope.FromString, records[low : low + FOLD_RUN])
-                    ch.fold_run(list(map(envelope_from_wal, wires)), now)
+                    ch.fold_stored(StoredRun(records[low : low + FOLD_RUN]), now)
             known = (ch.adapter, ch.state)
             if ch.is_terminal:  # an ended channel's WAL never changes again
                 self.final[channel_id] = known

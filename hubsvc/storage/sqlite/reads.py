@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from itertools import chain
 from typing import Any
 
 from hubsvc.storage.base import (
@@ -119,7 +120,7 @@ class SqliteReads(SqliteConnection):
                         [channel_id, low, low + batch],
                     )
                     if rows:
-                        yield channel_id, [r[0] for r in rows]
+                        yield channel_id, list(chain.from_iterable(rows))  # each row is (data,)
 
     async def channel_seq(self, channel_id: str) -> int:
         """The channel's last seq in the WAL (the primary key's last entry)."""
