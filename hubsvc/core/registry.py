@@ -216,7 +216,7 @@ class Registry:
                 )
             )
         except Exception:
-            await self._name_taken_elsewhere(name)
+            await self._name_taken_elsewhere(name, agent_id)
             raise
         finally:
             self._reserved.discard(name)
@@ -246,15 +246,19 @@ class Registry:
             )
         return entry.record
 
-    async def _name_taken_elsewhere(self, name: str) -> None:
-        """After a failed registration write: ALREADY_EXISTS if another replica registered ``name``
-        first (the store refused the write), learning that identity here."""
+    async def _name_taken_elsewhere(self, name: str, agent_id: str) -> None:
+        """After a failed registration write of ``agent_id``: ALREADY_EXISTS if another replica
+        registered ``name`` first (the store refused the write), learning that identity here. A write
+        that was stored after all (on the Redis primary, unconfirmed by its replicas) is learned too,
+        and its own error stands: the caller is told to retry with the same idempotency key."""
         try:
             holder = await self._store.get_agent_named(name)
         except Exception:
             return  # the store is unreachable: the write's own error says so
         if holder is not None:
             await self.reload(holder.agent_id)
+            if holder.agent_id == agent_id:
+                return
             raise AlreadyExists(
                 f"an agent named {name!r} is already registered; pick another name or unregister it first.",
                 metadata={"name": name},

@@ -13,12 +13,13 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import grpc
 import pytest
-from agentnet.v1 import envelope_pb2, hub_pb2
+from agentnet.v1 import envelope_pb2, hub_pb2, hub_pb2_grpc, identity_pb2
 
 from hubsvc.server import start_hub
 from hubsvc.storage.redis_store import RedisHubStore
-from netkernel.errors import Unavailable
+from netkernel.errors import Unavailable, error_from_rpc
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import EV_TEXT, Participant, RunningHub, conversation, make_envelope
@@ -38,8 +39,9 @@ def primary(tmp_path: Path) -> Iterator[RedisServer]:
 
 @asynccontextmanager
 async def hub_waiting(primary: RedisServer, replicas: int) -> AsyncIterator[RunningHub]:
-    """A hub on ``primary`` whose commits wait for ``replicas`` Redis replicas (at most 0.3 s)."""
-    store = RedisHubStore(primary.url(0), wait_replicas=replicas, wait_timeout=0.3)
+    """A hub on ``primary`` whose commits wait for ``replicas`` Redis replicas (at most 1 s: a linked
+    replica on loaded cores can take longer than a fraction of a second to confirm)."""
+    store = RedisHubStore(primary.url(0), wait_replicas=replicas, wait_timeout=1.0)
     server = await start_hub(store, operator_token=harness.OPERATOR_TOKEN)
     try:
         yield RunningHub(server, Path("unused"))
@@ -78,6 +80,26 @@ async def test_more_replicas_than_connected_fail_the_post_unavailable_and_the_re
             await bob.close()
     finally:
         replica.stop()
+
+
+async def test_a_registration_stored_but_unconfirmed_says_so_and_its_keyed_retry_gets_the_same_identity(
+    primary: RedisServer,
+) -> None:
+    async with hub_waiting(primary, 1) as hub, grpc.aio.insecure_channel(hub.target) as channel:  # no replica runs
+        stub = hub_pb2_grpc.HubServiceStub(channel)
+        request = hub_pb2.RegisterRequest(
+            passport=identity_pb2.Passport(name="carol"), idempotency_key="7f3c9a51d2e84b06a1c5e9f0b3d7a2c4"
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await stub.Register(request, timeout=10)
+        # Its own write, not "already registered": the name is carol's because this very call stored it.
+        refusal = error_from_rpc(failed.value)
+        assert isinstance(refusal, Unavailable) and UNCONFIRMED in str(refusal), refusal
+        again = await stub.Register(request, timeout=10)
+        assert again.agent.passport.name == "carol"
+        assert [row.agent_id for row in [await hub.core.store.get_agent_named("carol")] if row] == [
+            again.agent.agent_id
+        ]
 
 
 async def test_a_stopped_replica_fails_the_post_unavailable_and_the_retry_is_answered_once(
