@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor, OneofDescriptor
 from google.protobuf.message import Message
 from hypothesis import strategies as st
 
@@ -26,6 +26,23 @@ Pool = Mapping[str, Sequence[str]]
 
 Exclude = Callable[[str, str, Any], bool]
 """(message full name, field name, value) -> True to keep that value out of the generated requests."""
+
+_BUILT: dict[tuple[object, ...], tuple[tuple[object, ...], st.SearchStrategy[Any]]] = {}
+
+
+def _once(parts: tuple[object, ...], build: Callable[[], st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
+    """The strategy ``build()`` makes for ``parts`` (descriptors, the pool, ``exclude``, a depth), built once.
+
+    Hypothesis works out a new strategy object's properties the first time it draws from it; building a
+    field's strategies again for every value drawn was most of the fuzz modules' time. The entry keeps
+    ``parts`` alive, so their ids (the key) are not reused by other objects.
+    """
+    key = tuple(p if isinstance(p, int | str) else id(p) for p in parts)
+    entry = _BUILT.get(key)
+    if entry is None:
+        entry = _BUILT[key] = (parts, build())
+    return entry[1]
+
 
 _EDGE_STRINGS = [
     "",
@@ -117,6 +134,10 @@ def json_texts(pool: Pool) -> st.SearchStrategy[str]:
 
 
 def _scalar(field: FieldDescriptor, pool: Pool) -> st.SearchStrategy[Any]:
+    return _once((field, pool), lambda: _build_scalar(field, pool))
+
+
+def _build_scalar(field: FieldDescriptor, pool: Pool) -> st.SearchStrategy[Any]:
     t = field.type
     if t == FieldDescriptor.TYPE_STRING:
         if field.name.endswith("_json"):
@@ -145,6 +166,12 @@ def messages(
     descriptor: Descriptor, pool: Pool, exclude: Exclude | None = None, depth: int = 3
 ) -> st.SearchStrategy[Message]:
     """A strategy of instances of the message type ``descriptor`` (see the module docstring)."""
+    return _once((descriptor, pool, exclude, depth), lambda: _build_messages(descriptor, pool, exclude, depth))
+
+
+def _build_messages(
+    descriptor: Descriptor, pool: Pool, exclude: Exclude | None, depth: int
+) -> st.SearchStrategy[Message]:
     from google.protobuf import message_factory
 
     cls = message_factory.GetMessageClass(descriptor)
@@ -152,7 +179,7 @@ def messages(
     @st.composite
     def build(draw: st.DrawFn) -> Message:
         msg = cls()
-        chosen_oneofs = {o.name: draw(st.sampled_from([None, *[f.name for f in o.fields]])) for o in descriptor.oneofs}
+        chosen_oneofs = {o.name: draw(_oneof_choice(o)) for o in descriptor.oneofs}
         for field in descriptor.fields:
             oneof = field.containing_oneof
             if oneof is not None and chosen_oneofs[oneof.name] != field.name:
@@ -165,14 +192,29 @@ def messages(
     return build()
 
 
+_REPEATS = st.sampled_from([0, 1, 2, 3, 5, 1_000])
+"""How many values a repeated field gets."""
+
+
+def _oneof_choice(oneof: OneofDescriptor) -> st.SearchStrategy[str | None]:
+    """Which field of ``oneof`` is set (None: none)."""
+    return _once((oneof,), lambda: st.sampled_from([None, *[f.name for f in oneof.fields]]))
+
+
+def _field_choice(descriptor: Descriptor) -> st.SearchStrategy[FieldDescriptor]:
+    """Any field of the message type ``descriptor``."""
+    return _once((descriptor, "field"), lambda: st.sampled_from(list(descriptor.fields)))
+
+
 def _value(draw: st.DrawFn, field: FieldDescriptor, pool: Pool, exclude: Exclude | None, depth: int) -> Any:
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         return draw(messages(field.message_type, pool, exclude, depth - 1))
-    strategy = _scalar(field, pool)
-    if exclude is not None:
-        name = field.containing_type.full_name
-        strategy = strategy.filter(lambda v: not exclude(name, field.name, v))
-    return draw(strategy)
+    if exclude is None:
+        return draw(_scalar(field, pool))
+    name = field.containing_type.full_name
+    return draw(
+        _once((field, pool, exclude), lambda: _scalar(field, pool).filter(lambda v: not exclude(name, field.name, v)))
+    )
 
 
 def _fill(
@@ -192,7 +234,7 @@ def _fill(
                 target[key] = _value(draw, value_field, pool, exclude, depth)
         return
     if field.is_repeated:
-        many = draw(st.sampled_from([0, 1, 2, 3, 5, 1_000]))
+        many = draw(_REPEATS)
         if many == 1_000:  # one value many times over (a short one: the message must stay under the size limit)
             one = _value(draw, field, pool, exclude, depth)
             if isinstance(one, str | bytes):
@@ -228,10 +270,10 @@ def mutations(base: Message, pool: Pool, exclude: Exclude | None = None) -> st.S
         msg.CopyFrom(base)
         for _ in range(draw(st.integers(1, 2))):
             target = msg
-            field = draw(st.sampled_from(list(target.DESCRIPTOR.fields)))
+            field = draw(_field_choice(target.DESCRIPTOR))
             if field.type == FieldDescriptor.TYPE_MESSAGE and not field.is_repeated and draw(st.booleans()):
                 target = getattr(target, field.name)
-                field = draw(st.sampled_from(list(target.DESCRIPTOR.fields)))
+                field = draw(_field_choice(target.DESCRIPTOR))
             target.ClearField(field.name)
             _fill(draw, target, field, pool, exclude, 2)
         return msg

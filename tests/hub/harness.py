@@ -239,6 +239,7 @@ class Participant:
                 self.stream_error = err
                 if not welcomed.done():
                     welcomed.set_exception(error_from_rpc(err))
+                self._fail_pending(err)
             except asyncio.CancelledError:
                 call_.cancel()
                 raise
@@ -249,6 +250,16 @@ class Participant:
         except TimeoutError:
             raise AssertionError(f"no Welcome within {WELCOME_DEADLINE:g} s of Hello: the hub hangs") from None
         return self.welcome
+
+    def _fail_pending(self, err: grpc.aio.AioRpcError) -> None:
+        """Fail the posts and pings still waiting on a stream that broke (e.g. the hub was killed): their
+        answers can no longer come, so they raise the stream's error now instead of at their own timeout."""
+        waiting: list[asyncio.Future[Any]] = [*self.results.values(), *self._pongs.values()]
+        self.results.clear()
+        self._pongs.clear()
+        for fut in waiting:
+            if not fut.done():
+                fut.set_exception(error_from_rpc(err))
 
     def _on_result(self, result: connect_pb2.PostResult) -> None:
         fut = self.results.pop(result.request_id, None)
