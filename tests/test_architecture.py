@@ -107,16 +107,7 @@ OTHER_MEANINGS = {
     # An SDK assembly (reduction) policy that keeps the conversation events: not the channel type.
     ("agentsdk/policies.py", "conversation"),
 }
-SOURCE_PACKAGES = (
-    "netkernel",
-    "servicekit",
-    "knowledgestore",
-    "knowledgesvc",
-    "hubsvc",
-    "agentsdk",
-    "a2agateway",
-    "ag2gateway",
-)
+SOURCE_PACKAGES = tuple(sorted(OURS - {"localprocs", "tests"}))
 
 
 def _string_literals(path: Path) -> set[str]:
