@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import json
 import logging
 from typing import Any, cast
@@ -44,6 +43,7 @@ from knowledgestore.paths import (
 from knowledgestore.text import check_offset, decode_text, encode_text, query_offset
 from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
 from netkernel.errors import NotFound
+from netkernel.tasks import cancel_and_wait
 
 log = logging.getLogger("agentnet.knowledge")
 
@@ -257,9 +257,7 @@ class RedisKnowledgeStore(StoreBase):
         await self._feed.close()
         listener, self._listener = self._listener, None
         if listener is not None:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            await cancel_and_wait([listener])
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
             await pubsub.aclose()

@@ -1,4 +1,4 @@
-"""Stopping background tasks that lose a cancellation (servicekit.tasks.cancel_and_wait)."""
+"""Stopping background tasks that lose a cancellation (netkernel.tasks.cancel_and_wait)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from servicekit.tasks import cancel_and_wait
+from netkernel.tasks import cancel_and_wait
 
 
 async def _loses_its_first_cancellation(swallowed: list[int]) -> None:

@@ -58,7 +58,7 @@ from hubsvc.storage import HubStore, Writes
 from hubsvc.storage.base import Change
 from hubsvc.storage.group_commit import GroupCommitStore
 from netkernel.errors import InvalidArgument, Unavailable
-from servicekit.tasks import cancel_and_wait
+from netkernel.tasks import cancel_and_wait
 
 log = logging.getLogger("agentnet.hub")
 

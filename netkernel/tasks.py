@@ -1,4 +1,4 @@
-"""Stopping a server's background tasks when a library may swallow a cancellation.
+"""Stopping background tasks when a library may swallow a cancellation.
 
 On Python 3.11, ``asyncio.wait_for`` returns its inner call's result when that call completes
 in the same loop iteration as the caller is cancelled, and the cancellation is lost (fixed in
