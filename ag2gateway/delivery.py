@@ -25,9 +25,9 @@ from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network._acks import AckCoalescer
-from agentsdk.network._outbox import Outbox
+from agentsdk.network._outbox import Outbox, posted_envelope
 from agentsdk.rpc import ConnectStream, HubRpc
-from netkernel.errors import AgentNetError, Superseded, Unauthenticated, Unavailable, error_from_reason
+from netkernel.errors import AgentNetError, Superseded, Unauthenticated, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -236,10 +236,7 @@ class IdentityStream:
             except _Unsent:
                 pass
             else:
-                if result.WhichOneof("result") == "error":
-                    e = result.error
-                    raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
-                return result.envelope
+                return posted_envelope(result)
             finally:
                 self._pending.pop(request_id, None)
         request = hub_pb2.PostEnvelopeRequest(envelope=envelope)

@@ -43,7 +43,7 @@ from opentelemetry import trace
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network._acks import ACK_DELAY, AckCoalescer
 from agentsdk.network._cursors import CursorBook
-from agentsdk.network._outbox import Outbox
+from agentsdk.network._outbox import Outbox, posted_envelope
 from agentsdk.network.turn_context import enter_delivery, exit_delivery
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
@@ -55,7 +55,6 @@ from netkernel.errors import (
     Superseded,
     Unauthenticated,
     Unavailable,
-    error_from_reason,
 )
 from netkernel.tracecontext import context_of
 
@@ -432,9 +431,6 @@ class DeliveryStream:
                 timer.cancel()
                 self._results.pop(request_id, None)
             if result is not None:
-                if result.WhichOneof("result") == "error":
-                    e = result.error
-                    raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
-                return result.envelope
+                return posted_envelope(result)
         response = await self._fallback.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=envelope), timeout=timeout)
         return response.envelope

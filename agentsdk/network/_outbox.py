@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from agentnet.v1 import connect_pb2
+from agentnet.v1 import connect_pb2, envelope_pb2
+
+from netkernel.errors import error_from_reason
 
 Frame = connect_pb2.ConnectRequest
 
@@ -84,3 +86,12 @@ class Outbox:
         """The frames to write, until None is queued (the request iterator of a Connect call)."""
         while (frame := await self.next()) is not None:
             yield frame
+
+
+def posted_envelope(result: connect_pb2.PostResult) -> envelope_pb2.Envelope:
+    """The envelope a post's ``PostResult`` says the hub committed; the hub's domain error when it
+    refused the post."""
+    if result.WhichOneof("result") == "error":
+        e = result.error
+        raise error_from_reason(e.reason, e.message, dict(e.metadata), code=e.code)
+    return result.envelope
