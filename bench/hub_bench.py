@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from agentnet.v1 import envelope_pb2, hub_pb2
 
 from bench.client import BenchPeer, register, text
 from bench.sdk_bench import run_sdk
+from bench.timing import timed_round_trips
 from localprocs.redis_server import RedisServer, start_redis_server
 from localprocs.replicas import replicas
 
@@ -139,20 +139,7 @@ async def round_trips(s: Setup, iterations: int, warmup: int) -> dict[str, float
             waiting.pop(0).set_result(None)
 
     a.on_delivery = a_got
-    samples = []
-    for i in range(warmup + iterations):
-        fut = asyncio.get_running_loop().create_future()
-        waiting.append(fut)
-        t0 = time.perf_counter()
-        a.post_nowait(text(s.channel_id, "ping"))
-        await asyncio.wait_for(fut, 30)
-        if i >= warmup:
-            samples.append(time.perf_counter() - t0)
-    samples.sort()
-    return {
-        "p50_ms": statistics.median(samples) * 1000,
-        "p99_ms": samples[int(len(samples) * 0.99) - 1] * 1000,
-    }
+    return await timed_round_trips(lambda: a.post_nowait(text(s.channel_id, "ping")), waiting, iterations, warmup)
 
 
 async def one_way(s: Setup, count: int, window: int, event_type: str = "ag2.msg.text") -> float:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import statistics
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -49,6 +48,7 @@ from agentsdk.network import (
 )
 from agentsdk.operator import AgentView
 from bench.client import BenchPeer, register, text
+from bench.timing import percentiles, timed_round_trips
 
 __all__ = ["SdkSetup", "agent_turns", "agent_view_reads", "run_sdk", "sdk_one_way", "sdk_round_trips"]
 
@@ -73,15 +73,6 @@ class SdkSetup:
     async def close(self) -> None:
         """Disconnect every client and close their connections."""
         await self.stack.aclose()
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    """p50 / p99 in milliseconds of ``samples`` (seconds), as ``hub_bench.round_trips`` reports them."""
-    samples = sorted(samples)
-    return {
-        "p50_ms": statistics.median(samples) * 1000,
-        "p99_ms": samples[max(0, int(len(samples) * 0.99) - 1)] * 1000,
-    }
 
 
 async def setup_sdk(target: str, n: int, channel_type: str, tag: str) -> SdkSetup:
@@ -112,17 +103,7 @@ async def sdk_round_trips(s: SdkSetup, iterations: int, warmup: int) -> dict[str
 
     b.on_envelope(answer)
     a.on_envelope(got)
-    samples = []
-    loop = asyncio.get_running_loop()
-    for i in range(warmup + iterations):
-        fut = loop.create_future()
-        waiting.append(fut)
-        t0 = time.perf_counter()
-        await s.channel.send("ping")
-        await asyncio.wait_for(fut, 30)
-        if i >= warmup:
-            samples.append(time.perf_counter() - t0)
-    return percentiles(samples)
+    return await timed_round_trips(lambda: s.channel.send("ping"), waiting, iterations, warmup)
 
 
 async def sdk_one_way(s: SdkSetup, count: int, window: int, event_type: str = EV_TEXT) -> float:
@@ -203,17 +184,9 @@ async def agent_turns(target: str, iterations: int, warmup: int) -> dict[str, fl
             )
             await asyncio.wait_for(opened, 30)
             channel_id = resp.channel.channel_id
-            samples = []
-            loop = asyncio.get_running_loop()
-            for i in range(warmup + iterations):
-                fut = loop.create_future()
-                waiting.append(fut)
-                t0 = time.perf_counter()
-                asker.post_nowait(text(channel_id, "ping"))
-                await asyncio.wait_for(fut, 30)
-                if i >= warmup:
-                    samples.append(time.perf_counter() - t0)
-            return percentiles(samples)
+            return await timed_round_trips(
+                lambda: asker.post_nowait(text(channel_id, "ping")), waiting, iterations, warmup
+            )
         finally:
             await asker.close()
             await grpc_channel.close()
