@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-
-from opentelemetry.sdk.trace import TracerProvider
+from typing import TYPE_CHECKING
 
 from hubsvc.config import HubConfig, parse_args
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
@@ -20,6 +19,9 @@ from servicekit.auth import ensure_secret_file
 from servicekit.runtime import PortUnavailable, configure_logging, serve_until_signal
 from servicekit.tls import TlsConfigError
 from servicekit.tracing import tracer_provider_from_env
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 log = logging.getLogger("agentnet.hub")
 

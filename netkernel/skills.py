@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from netkernel.identity import Passport, Resume
 
 
@@ -37,6 +35,8 @@ def parse_skill_frontmatter(skill_md: str) -> ParsedSkill:
         if lines[i].strip() == "---":
             header = "".join(lines[1:i])
             body = "".join(lines[i + 1 :]).lstrip("\n")
+            import yaml  # loaded on the first skill read, not at every service's start
+
             try:
                 data = yaml.safe_load(header) if header.strip() else {}
             except yaml.YAMLError:
@@ -76,6 +76,8 @@ def render_fallback_skill(passport: Passport, resume: Resume | None = None) -> s
         front["capabilities"] = list(resume.claimed_capabilities)
     if resume.domains:
         front["domains"] = list(resume.domains)
+    import yaml
+
     lines = [
         "---",
         yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip(),

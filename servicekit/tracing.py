@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import grpc
 from opentelemetry import trace
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+if TYPE_CHECKING:  # the SDK is loaded only when tracing is on (it costs every service start ~50 ms)
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = ["STREAMING_METHODS", "server_interceptors", "tracer_provider_from_env"]
 
@@ -40,6 +42,10 @@ def tracer_provider_from_env(service_name: str, env: Mapping[str, str] | None = 
     names = [n for n in names if n != "none"]
     if not names:
         return None
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     exporters = [_exporter(name, env) for name in names]
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: service_name}
     provider = TracerProvider(resource=Resource.create(attributes))  # the sampler comes from OTEL_TRACES_SAMPLER
@@ -50,6 +56,8 @@ def tracer_provider_from_env(service_name: str, env: Mapping[str, str] | None = 
 
 def _exporter(name: str, env: Mapping[str, str]) -> SpanExporter:
     if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
         return ConsoleSpanExporter()
     if name != "otlp":
         raise ValueError(f"OTEL_TRACES_EXPORTER={name!r} is not supported; use otlp, console or none")

@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import grpc
-from a2a.types import a2a_pb2 as a2a
-from a2a.utils.constants import TransportProtocol
 from agentnet.v1 import a2a_pb2
 
 from hubsvc.core.options import HubOptions
@@ -34,11 +32,13 @@ from netkernel.errors import FailedPrecondition, InvalidArgument, PayloadTooLarg
 
 if TYPE_CHECKING:
     import httpx
+    from a2a.types import a2a_pb2 as a2a
 
 WELL_KNOWN_CARD_PATH = "/.well-known/agent-card.json"
 """Where a base URL's card is read from (A2A's well-known path)."""
-BINDINGS = (TransportProtocol.JSONRPC, TransportProtocol.GRPC)
-"""The protocol bindings the hub calls over, as the card names them."""
+BINDINGS = ("JSONRPC", "GRPC")
+"""The protocol bindings the hub calls over, as the card names them (a2a-sdk's ``TransportProtocol``
+values; a2a-sdk is loaded on the first call, not at hub startup)."""
 SKILL_KEY = "skill"
 """The key of ``SendMessageRequest.metadata`` that carries InvokeAgent's skill, when one is given.
 InvokeAgent's custom headers are the message's ``metadata``, one string value per header (the hub's
@@ -245,6 +245,8 @@ class RemoteA2A:
         """Send one message and wait (at most ``timeout`` seconds) for the remote task to end or ask
         for input. Transport failures, remote errors and timeouts are FAILED outcomes, not raised."""
         self.policy.check(endpoint.url, "the agent's interface")
+        from a2a.types import a2a_pb2 as a2a
+
         message = a2a.Message(message_id=new_id(), role=a2a.ROLE_USER, parts=[a2a.Part(text=text)])
         if task_id:
             message.task_id = task_id
@@ -322,6 +324,8 @@ def _text(parts: Iterable[a2a.Part]) -> str:
 
 def _outcome(answer: a2a.StreamResponse | None) -> Outcome:
     """Map the remote's answer (a direct message, or its task) to an Outcome."""
+    from a2a.types import a2a_pb2 as a2a
+
     if answer is None:
         return Outcome(FAILED, error="the remote agent sent no answer")
     if answer.HasField("message"):
@@ -344,6 +348,8 @@ def _outcome(answer: a2a.StreamResponse | None) -> Outcome:
 
 
 def _last_agent_text(task: a2a.Task) -> str:
+    from a2a.types import a2a_pb2 as a2a
+
     for message in reversed(task.history):
         if message.role == a2a.ROLE_AGENT:
             return _text(message.parts)

@@ -22,7 +22,6 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hubsvc.adapters import ADAPTERS
@@ -251,6 +250,8 @@ def parse_rule(text: str, *, what: str = "rule_json") -> Rule:
 
 def load_policy(path: Path) -> Policy:
     """Read and validate a policy file (YAML or JSON); ValueError says what is wrong and where."""
+    import yaml  # only a hub given a policy file reads YAML: the others start without it
+
     text = path.read_text(encoding="utf-8")
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
