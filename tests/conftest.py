@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import signal
 import threading
 from collections.abc import Iterator
 
@@ -19,6 +20,18 @@ from tests.redis_server import RedisCluster, RedisServer, RedisServerMissing, st
 # machine (CI, helpers sharing the cores) is not a failure.
 settings.register_profile("agentnet", deadline=None)
 settings.load_profile("agentnet")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let the processes the tests start be interrupted with SIGINT, as from a terminal.
+
+    A suite started as a background job of a non-interactive shell (``make test &`` in a script,
+    ``nohup``) has SIGINT ignored, and a child process inherits that: the CLI and service tests
+    that stop what they started with Ctrl-C would then wait for it in vain and kill it. A caught
+    handler is not inherited (exec resets it), so the children start with the default action.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 TASK_DUMP_LEAD_SECONDS = 20.0
