@@ -43,6 +43,7 @@ from opentelemetry import trace
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network._acks import ACK_DELAY, AckCoalescer
 from agentsdk.network._cursors import CursorBook
+from agentsdk.network._deadlines import Deadlines
 from agentsdk.network._outbox import Outbox, posted_envelope
 from agentsdk.network.turn_context import enter_delivery, exit_delivery
 from agentsdk.rpc import HubRpc
@@ -114,6 +115,8 @@ class DeliveryStream:
         """Whether the handler runs each pending turn a Welcome lists that it did not handle yet."""
         self._outbox = Outbox()
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
+        self._deadlines = Deadlines(lambda: self._results, _expire)
+        """Fails the posts whose result did not come within their timeout (one timer for all)."""
         self._ids = itertools.count(1)
         self._seen: dict[str, int | None] = {}
         """Envelope ids handed to the dispatcher (the newest 100 000): None while its handler runs, then
@@ -150,6 +153,7 @@ class DeliveryStream:
         """End the stream and the channel workers (pending envelopes are redelivered next time)."""
         self._stopping = True
         self._outbox.put(None)
+        self._deadlines.cancel()
         tasks = [t for t in (self._runner, *self._workers.values(), *self._fetches) if t is not None]
         for task in tasks:
             task.cancel()
@@ -413,22 +417,20 @@ class DeliveryStream:
     async def _post_once(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
         if self.connected.is_set() and not self.paused:
             request_id = str(next(self._ids))
-            loop = asyncio.get_running_loop()
-            fut: asyncio.Future[connect_pb2.PostResult] = loop.create_future()
+            fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
             self._results[request_id] = fut
             frame = connect_pb2.ConnectRequest()
             post = frame.post
             post.request_id = request_id
             post.envelope.CopyFrom(envelope)  # several times cheaper than Post(envelope=...), which copies too
             self._outbox.put(frame)
-            # The deadline as a timer on the future (asyncio.wait_for would wrap it in another one).
-            timer = loop.call_later(timeout, _expire, fut)
+            # The deadline fails the future (asyncio.wait_for would wrap it in another one).
+            self._deadlines.add(request_id, timeout)
             try:
                 result = await fut
             except Unavailable:
                 result = None  # the stream broke: retry below, the idempotency key makes it safe
             finally:
-                timer.cancel()
                 self._results.pop(request_id, None)
             if result is not None:
                 return posted_envelope(result)
