@@ -118,6 +118,11 @@ class DeliveryStream:
         self._deadlines = Deadlines(lambda: self._results, _expire)
         """Fails the posts whose result did not come within their timeout (one timer for all)."""
         self._ids = itertools.count(1)
+        self._key_prefix = os.urandom(8).hex()
+        self._keys = itertools.count(1)
+        """The idempotency keys of this stream's posts: 64 random bits of its own, then a counter (32
+        hex digits, as unique as random ones for an identity's posts; the hub's index of a channel's keys
+        takes keys that follow each other in order more cheaply than random ones)."""
         self._seen: dict[str, int | None] = {}
         """Envelope ids handed to the dispatcher (the newest 100 000): None while its handler runs, then
         the :attr:`_listings` count when it finished (a pending-turn listing begun later reflects it)."""
@@ -406,7 +411,7 @@ class DeliveryStream:
         """Admit ``envelope``; returns it as written. Raises the hub's domain error when refused
         (RATE_LIMITED only once the connection's ``rate_limit_backoff`` gave up)."""
         if not envelope.HasField("idempotency_key"):
-            envelope.idempotency_key = os.urandom(16).hex()
+            envelope.idempotency_key = f"{self._key_prefix}{next(self._keys):016x}"
         try:
             return await self._post_once(envelope, timeout)
         except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
