@@ -338,23 +338,26 @@ class DeliveryStream:
             if self.queued_bytes <= self.max_queued_bytes:
                 self._drained.set()
             env = delivery.envelope
-            if not delivery.expired and env.envelope_id not in self._seen:
-                self._remember(env.envelope_id)
-                token = enter_delivery(env.envelope_id, delivery.can_send if delivery.HasField("can_send") else None)
+            envelope_id = env.envelope_id  # each read of a message's field makes a new str
+            if not delivery.expired and envelope_id not in self._seen:
+                self._remember(envelope_id)
+                token = enter_delivery(envelope_id, delivery.can_send if delivery.HasField("can_send") else None)
                 try:
                     if self.conn.tracing:
                         with self._turn_span(env):
                             await self.dispatch(env)
+                    elif not env.trace_id and isinstance(trace.get_current_span(), trace.NonRecordingSpan):
+                        await self.dispatch(env)  # what _dispatch_untraced does then, one coroutine less
                     else:
                         await self._dispatch_untraced(env)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("handler failed on %s %s", env.event_type, env.envelope_id)
+                    log.exception("handler failed on %s %s", env.event_type, envelope_id)
                 finally:
                     exit_delivery(token)
-                    if env.envelope_id in self._seen:
-                        self._seen[env.envelope_id] = self._listings
+                    if envelope_id in self._seen:
+                        self._seen[envelope_id] = self._listings
             if resumed:
                 continue  # read back below the cursor: nothing to ack
             self.cursors.processed(channel_id, delivery.prev_seq, env.seq)

@@ -315,7 +315,7 @@ class NetworkClient:
         :class:`~agentsdk.events.ImageInput`, or an item shaped as docs/network.md "Images"
         describes): the recipients' views show them to their models. A malformed image raises
         InvalidArgument here, before anything is sent."""
-        items = [i.to_event_data() if isinstance(i, ImageInput) else dict(i) for i in images or ()]
+        items = [i.to_event_data() if isinstance(i, ImageInput) else dict(i) for i in images] if images else None
         env = text_envelope(
             channel_id,
             self.agent_id,
@@ -610,7 +610,9 @@ class HumanClient(NetworkClient):
                 log.warning("could not ack invite to %s: %s", envelope.channel_id, err.message)
         for callback in list(self._callbacks):
             try:
-                await call_back(callback, envelope)
+                result = callback(envelope)  # call_back's work, without a coroutine of its own per envelope
+                if result is not None and inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.exception("envelope callback %r failed", callback)
         if not self._keeps_pulled():
