@@ -34,6 +34,7 @@ import itertools
 import logging
 import os
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 
@@ -70,6 +71,29 @@ _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
 log = logging.getLogger("agentnet.sdk")
 
 Dispatch = Callable[[envelope_pb2.Envelope], Awaitable[None]]
+_Item = tuple[connect_pb2.Delivery, int, bool]
+"""A delivery waiting for its channel's worker: (delivery, its size in bytes, read back for a pending turn)."""
+
+
+class _ChannelQueue:
+    """The deliveries of one channel waiting for its worker (what an ``asyncio.Queue`` would do for
+    one consumer and no bound, without a coroutine per ``get`` and an Event per ``put``)."""
+
+    __slots__ = ("items", "waiter")
+
+    def __init__(self) -> None:
+        self.items: deque[_Item] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+        """Set while the worker waits for the next delivery."""
+
+    def put(self, item: _Item) -> None:
+        """Queue ``item`` and wake the worker if it waits."""
+        self.items.append(item)
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 class DeliveryStream:
@@ -128,7 +152,7 @@ class DeliveryStream:
         the :attr:`_listings` count when it finished (a pending-turn listing begun later reflects it)."""
         self._listings = 0
         """ListPendingTurns listings begun (see :meth:`list_pending_turns`)."""
-        self._channels: dict[str, asyncio.Queue[tuple[connect_pb2.Delivery, int, bool]]] = {}
+        self._channels: dict[str, _ChannelQueue] = {}
         self.max_queued_bytes = conn.max_queued_delivery_bytes
         """Bytes of deliveries the channel queues may hold before the stream stops reading."""
         self.queued_bytes = 0
@@ -257,11 +281,11 @@ class DeliveryStream:
         channel_id = delivery.envelope.channel_id
         queue = self._channels.get(channel_id)
         if queue is None:
-            queue = self._channels[channel_id] = asyncio.Queue()
+            queue = self._channels[channel_id] = _ChannelQueue()
             self._workers[channel_id] = asyncio.create_task(self._work(channel_id, queue), name=f"channel-{channel_id}")
         size = delivery.ByteSize()
         self.queued_bytes += size
-        queue.put_nowait((delivery, size, resumed))
+        queue.put((delivery, size, resumed))
 
     def _resume_turns(self, welcome: connect_pb2.Welcome) -> None:
         """Run the handler on each pending turn of ``welcome`` this stream has not handled."""
@@ -331,9 +355,15 @@ class DeliveryStream:
         except AgentNetError as error:
             log.warning("could not read the pending turn %s of %s: %s", turn.seq, turn.channel_id, error.message)
 
-    async def _work(self, channel_id: str, queue: asyncio.Queue[tuple[connect_pb2.Delivery, int, bool]]) -> None:
+    async def _work(self, channel_id: str, queue: _ChannelQueue) -> None:
+        items = queue.items
+        loop = asyncio.get_running_loop()
         while True:
-            delivery, size, resumed = await queue.get()
+            if not items:
+                queue.waiter = waiter = loop.create_future()
+                await waiter
+                continue
+            delivery, size, resumed = items.popleft()
             self.queued_bytes -= size
             if self.queued_bytes <= self.max_queued_bytes:
                 self._drained.set()
@@ -362,7 +392,7 @@ class DeliveryStream:
                 continue  # read back below the cursor: nothing to ack
             self.cursors.processed(channel_id, delivery.prev_seq, env.seq)
             self._acks.add(channel_id, env.seq)
-            if env.event_type in _CHANNEL_ENDED and queue.empty():
+            if env.event_type in _CHANNEL_ENDED and not items:
                 # Nothing follows a channel's end: retire its worker (a replay would start a new one, as
                 # does the closed envelope that follows a TTL end's expired one when it arrives later).
                 del self._channels[channel_id], self._workers[channel_id]

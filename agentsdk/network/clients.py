@@ -369,12 +369,16 @@ class NetworkClient:
             wire.sender_id = self.agent_id
         return wire
 
-    async def _post_wire(self, wire: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
-        """Post ``wire`` over the delivery stream (PostEnvelope while not connected); the admitted envelope."""
+    def _post_wire(self, wire: envelope_pb2.Envelope) -> Awaitable[envelope_pb2.Envelope]:
+        """Post ``wire`` over the delivery stream (PostEnvelope while not connected); awaits the admitted
+        envelope (the stream's own coroutine when connected: no coroutine of this one per post)."""
         if self._stream is None:
-            response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
-            return response.envelope
-        return await self._stream.post(wire)
+            return self._post_unary(wire)
+        return self._stream.post(wire)
+
+    async def _post_unary(self, wire: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
+        response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
+        return response.envelope
 
     async def send_envelope(self, envelope: Envelope) -> Envelope:
         """Same as :meth:`post_envelope` (the spelling agent handlers use)."""
