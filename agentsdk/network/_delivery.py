@@ -34,6 +34,7 @@ import itertools
 import logging
 import os
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 
@@ -43,6 +44,7 @@ from opentelemetry import trace
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network._acks import ACK_DELAY, AckCoalescer
 from agentsdk.network._cursors import CursorBook
+from agentsdk.network._deadlines import Deadlines
 from agentsdk.network._outbox import Outbox, posted_envelope
 from agentsdk.network.turn_context import enter_delivery, exit_delivery
 from agentsdk.rpc import HubRpc
@@ -69,6 +71,29 @@ _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
 log = logging.getLogger("agentnet.sdk")
 
 Dispatch = Callable[[envelope_pb2.Envelope], Awaitable[None]]
+_Item = tuple[connect_pb2.Delivery, int, bool]
+"""A delivery waiting for its channel's worker: (delivery, its size in bytes, read back for a pending turn)."""
+
+
+class _ChannelQueue:
+    """The deliveries of one channel waiting for its worker (what an ``asyncio.Queue`` would do for
+    one consumer and no bound, without a coroutine per ``get`` and an Event per ``put``)."""
+
+    __slots__ = ("items", "waiter")
+
+    def __init__(self) -> None:
+        self.items: deque[_Item] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+        """Set while the worker waits for the next delivery."""
+
+    def put(self, item: _Item) -> None:
+        """Queue ``item`` and wake the worker if it waits."""
+        self.items.append(item)
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 class DeliveryStream:
@@ -114,13 +139,20 @@ class DeliveryStream:
         """Whether the handler runs each pending turn a Welcome lists that it did not handle yet."""
         self._outbox = Outbox()
         self._results: dict[str, asyncio.Future[connect_pb2.PostResult]] = {}
+        self._deadlines = Deadlines(lambda: self._results, _expire)
+        """Fails the posts whose result did not come within their timeout (one timer for all)."""
         self._ids = itertools.count(1)
+        self._key_prefix = os.urandom(8).hex()
+        self._keys = itertools.count(1)
+        """The idempotency keys of this stream's posts: 64 random bits of its own, then a counter (32
+        hex digits, as unique as random ones for an identity's posts; the hub's index of a channel's keys
+        takes keys that follow each other in order more cheaply than random ones)."""
         self._seen: dict[str, int | None] = {}
         """Envelope ids handed to the dispatcher (the newest 100 000): None while its handler runs, then
         the :attr:`_listings` count when it finished (a pending-turn listing begun later reflects it)."""
         self._listings = 0
         """ListPendingTurns listings begun (see :meth:`list_pending_turns`)."""
-        self._channels: dict[str, asyncio.Queue[tuple[connect_pb2.Delivery, int, bool]]] = {}
+        self._channels: dict[str, _ChannelQueue] = {}
         self.max_queued_bytes = conn.max_queued_delivery_bytes
         """Bytes of deliveries the channel queues may hold before the stream stops reading."""
         self.queued_bytes = 0
@@ -150,6 +182,7 @@ class DeliveryStream:
         """End the stream and the channel workers (pending envelopes are redelivered next time)."""
         self._stopping = True
         self._outbox.put(None)
+        self._deadlines.cancel()
         tasks = [t for t in (self._runner, *self._workers.values(), *self._fetches) if t is not None]
         for task in tasks:
             task.cancel()
@@ -248,11 +281,11 @@ class DeliveryStream:
         channel_id = delivery.envelope.channel_id
         queue = self._channels.get(channel_id)
         if queue is None:
-            queue = self._channels[channel_id] = asyncio.Queue()
+            queue = self._channels[channel_id] = _ChannelQueue()
             self._workers[channel_id] = asyncio.create_task(self._work(channel_id, queue), name=f"channel-{channel_id}")
         size = delivery.ByteSize()
         self.queued_bytes += size
-        queue.put_nowait((delivery, size, resumed))
+        queue.put((delivery, size, resumed))
 
     def _resume_turns(self, welcome: connect_pb2.Welcome) -> None:
         """Run the handler on each pending turn of ``welcome`` this stream has not handled."""
@@ -322,35 +355,44 @@ class DeliveryStream:
         except AgentNetError as error:
             log.warning("could not read the pending turn %s of %s: %s", turn.seq, turn.channel_id, error.message)
 
-    async def _work(self, channel_id: str, queue: asyncio.Queue[tuple[connect_pb2.Delivery, int, bool]]) -> None:
+    async def _work(self, channel_id: str, queue: _ChannelQueue) -> None:
+        items = queue.items
+        loop = asyncio.get_running_loop()
         while True:
-            delivery, size, resumed = await queue.get()
+            if not items:
+                queue.waiter = waiter = loop.create_future()
+                await waiter
+                continue
+            delivery, size, resumed = items.popleft()
             self.queued_bytes -= size
             if self.queued_bytes <= self.max_queued_bytes:
                 self._drained.set()
             env = delivery.envelope
-            if not delivery.expired and env.envelope_id not in self._seen:
-                self._remember(env.envelope_id)
-                token = enter_delivery(env.envelope_id, delivery.can_send if delivery.HasField("can_send") else None)
+            envelope_id = env.envelope_id  # each read of a message's field makes a new str
+            if not delivery.expired and envelope_id not in self._seen:
+                self._remember(envelope_id)
+                token = enter_delivery(envelope_id, delivery.can_send if delivery.HasField("can_send") else None)
                 try:
                     if self.conn.tracing:
                         with self._turn_span(env):
                             await self.dispatch(env)
+                    elif not env.trace_id and isinstance(trace.get_current_span(), trace.NonRecordingSpan):
+                        await self.dispatch(env)  # what _dispatch_untraced does then, one coroutine less
                     else:
                         await self._dispatch_untraced(env)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("handler failed on %s %s", env.event_type, env.envelope_id)
+                    log.exception("handler failed on %s %s", env.event_type, envelope_id)
                 finally:
                     exit_delivery(token)
-                    if env.envelope_id in self._seen:
-                        self._seen[env.envelope_id] = self._listings
+                    if envelope_id in self._seen:
+                        self._seen[envelope_id] = self._listings
             if resumed:
                 continue  # read back below the cursor: nothing to ack
             self.cursors.processed(channel_id, delivery.prev_seq, env.seq)
             self._acks.add(channel_id, env.seq)
-            if env.event_type in _CHANNEL_ENDED and queue.empty():
+            if env.event_type in _CHANNEL_ENDED and not items:
                 # Nothing follows a channel's end: retire its worker (a replay would start a new one, as
                 # does the closed envelope that follows a TTL end's expired one when it arrives later).
                 del self._channels[channel_id], self._workers[channel_id]
@@ -402,7 +444,7 @@ class DeliveryStream:
         """Admit ``envelope``; returns it as written. Raises the hub's domain error when refused
         (RATE_LIMITED only once the connection's ``rate_limit_backoff`` gave up)."""
         if not envelope.HasField("idempotency_key"):
-            envelope.idempotency_key = os.urandom(16).hex()
+            envelope.idempotency_key = f"{self._key_prefix}{next(self._keys):016x}"
         try:
             return await self._post_once(envelope, timeout)
         except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
@@ -413,22 +455,20 @@ class DeliveryStream:
     async def _post_once(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
         if self.connected.is_set() and not self.paused:
             request_id = str(next(self._ids))
-            loop = asyncio.get_running_loop()
-            fut: asyncio.Future[connect_pb2.PostResult] = loop.create_future()
+            fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
             self._results[request_id] = fut
             frame = connect_pb2.ConnectRequest()
             post = frame.post
             post.request_id = request_id
             post.envelope.CopyFrom(envelope)  # several times cheaper than Post(envelope=...), which copies too
             self._outbox.put(frame)
-            # The deadline as a timer on the future (asyncio.wait_for would wrap it in another one).
-            timer = loop.call_later(timeout, _expire, fut)
+            # The deadline fails the future (asyncio.wait_for would wrap it in another one).
+            self._deadlines.add(request_id, timeout)
             try:
                 result = await fut
             except Unavailable:
                 result = None  # the stream broke: retry below, the idempotency key makes it safe
             finally:
-                timer.cancel()
                 self._results.pop(request_id, None)
             if result is not None:
                 return posted_envelope(result)

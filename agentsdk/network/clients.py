@@ -315,7 +315,7 @@ class NetworkClient:
         :class:`~agentsdk.events.ImageInput`, or an item shaped as docs/network.md "Images"
         describes): the recipients' views show them to their models. A malformed image raises
         InvalidArgument here, before anything is sent."""
-        items = [i.to_event_data() if isinstance(i, ImageInput) else dict(i) for i in images or ()]
+        items = [i.to_event_data() if isinstance(i, ImageInput) else dict(i) for i in images] if images else None
         env = text_envelope(
             channel_id,
             self.agent_id,
@@ -369,12 +369,16 @@ class NetworkClient:
             wire.sender_id = self.agent_id
         return wire
 
-    async def _post_wire(self, wire: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
-        """Post ``wire`` over the delivery stream (PostEnvelope while not connected); the admitted envelope."""
+    def _post_wire(self, wire: envelope_pb2.Envelope) -> Awaitable[envelope_pb2.Envelope]:
+        """Post ``wire`` over the delivery stream (PostEnvelope while not connected); awaits the admitted
+        envelope (the stream's own coroutine when connected: no coroutine of this one per post)."""
         if self._stream is None:
-            response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
-            return response.envelope
-        return await self._stream.post(wire)
+            return self._post_unary(wire)
+        return self._stream.post(wire)
+
+    async def _post_unary(self, wire: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
+        response = await self.rpc.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=wire))
+        return response.envelope
 
     async def send_envelope(self, envelope: Envelope) -> Envelope:
         """Same as :meth:`post_envelope` (the spelling agent handlers use)."""
@@ -610,7 +614,9 @@ class HumanClient(NetworkClient):
                 log.warning("could not ack invite to %s: %s", envelope.channel_id, err.message)
         for callback in list(self._callbacks):
             try:
-                await call_back(callback, envelope)
+                result = callback(envelope)  # call_back's work, without a coroutine of its own per envelope
+                if result is not None and inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.exception("envelope callback %r failed", callback)
         if not self._keeps_pulled():

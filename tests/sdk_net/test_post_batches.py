@@ -178,6 +178,13 @@ async def test_many_concurrent_posts_all_succeed_in_order(tmp_path: Path, max_ba
             seqs = [e.seq for e in admitted]
             assert seqs == list(range(seqs[0], seqs[0] + 120))  # admitted in the order posted
             assert [data_of(e)["text"] for e in admitted] == [f"m{i}" for i in range(120)]
+            # Each post carried a key of its own (32 hex digits), which the hub kept; a post that
+            # brings its own key keeps it, and a retry under it returns the original.
+            keys = [e.idempotency_key for e in admitted]
+            assert len(set(keys)) == 120 and all(len(k) == 32 and int(k, 16) >= 0 for k in keys)
+            again = make_envelope(cid, EV_TEXT, {"text": "m0 again"})
+            again.idempotency_key = keys[0]
+            assert (await stream.post(again)).envelope_id == admitted[0].envelope_id
             got = await bob.until(admitted[-1].envelope_id)
             assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT] == [f"m{i}" for i in range(120)]
         finally:

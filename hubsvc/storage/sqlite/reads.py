@@ -20,6 +20,19 @@ from hubsvc.storage.sqlite.connection import SqliteConnection
 
 _KEYS_PER_QUERY = 500
 """Idempotency keys asked in one query (well under SQLite's limit of bound parameters)."""
+IDEMPOTENT_MANY = (
+    "SELECT idem_key, data FROM wal INDEXED BY wal_idem WHERE channel_id = ? AND sender_id = ? AND idem_key IN ({})"
+)
+"""The envelopes of a sender's keys in a channel (``{}``: one ``?`` per key). ``INDEXED BY``: without
+table statistics SQLite's planner takes the primary key's ``channel_id`` prefix for an ``IN`` list and
+reads every row of the channel (tens of milliseconds per query on a channel of 20 000 envelopes,
+where the index answers in well under one)."""
+FIND_REPLY = (
+    "SELECT data FROM wal INDEXED BY wal_reply WHERE channel_id = ? AND causation_id = ? AND sender_id = ? "
+    "ORDER BY seq LIMIT 1"
+)
+"""A sender's first envelope answering one envelope; ``INDEXED BY`` for the same reason as
+:data:`IDEMPOTENT_MANY` (the planner picks the primary key's prefix and scans the whole channel)."""
 
 
 class SqliteReads(SqliteConnection):
@@ -145,19 +158,14 @@ class SqliteReads(SqliteConnection):
         for start in range(0, len(keys), _KEYS_PER_QUERY):
             chunk = list(keys[start : start + _KEYS_PER_QUERY])
             rows = await self._fetchall(
-                "SELECT idem_key, data FROM wal WHERE channel_id = ? AND sender_id = ? AND idem_key IN "
-                f"({', '.join('?' * len(chunk))})",
-                [channel_id, sender_id, *chunk],
+                IDEMPOTENT_MANY.format(", ".join("?" * len(chunk))), [channel_id, sender_id, *chunk]
             )
             found.update((key, bytes(data)) for key, data in rows)
         return found
 
     async def find_reply(self, channel_id: str, sender_id: str, causation_id: str) -> bytes | None:
         """The first envelope ``sender_id`` wrote to the channel answering ``causation_id`` (index wal_reply)."""
-        rows = await self._fetchall(
-            "SELECT data FROM wal WHERE channel_id = ? AND causation_id = ? AND sender_id = ? ORDER BY seq LIMIT 1",
-            [channel_id, causation_id, sender_id],
-        )
+        rows = await self._fetchall(FIND_REPLY, [channel_id, causation_id, sender_id])
         return bytes(rows[0][0]) if rows else None
 
     async def search_text(self, channel_ids: Sequence[str], query: str, limit: int) -> list[bytes]:
