@@ -243,4 +243,4 @@ class Connection:
         for bound in list(self.bound.values()):
             await bound.stream.close()
         self.bound.clear()
-        await self.outbox.close()
+        self.outbox.close()

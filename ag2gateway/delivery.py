@@ -5,7 +5,9 @@ back-off, resuming from the hub's stored cursors, so nothing is lost and nothing
 
 Posts and acks share the stream's writing side (agentsdk's :class:`~agentsdk.network._outbox.Outbox`
 and :class:`~agentsdk.network._acks.AckCoalescer`): the posts queued when the stream is ready to
-write go as one ``PostBatch`` frame, with the acks pending then riding in it, and the hub answers
+write go as one ``PostBatch`` frame, with the acks pending then riding in it (an ack waits a few
+milliseconds for a post to carry it, as the SDK's do: a request/reply loop then sends no Ack frame at
+all, one gRPC write and one hub frame less per receipt), and the hub answers
 each post with its ``PostResult`` only once its commit is done — so an AG2 ``post_envelope`` is
 still answered only after the hub committed the envelope, at a fraction of a unary call's cost.
 A post made while the stream is down, or queued but not yet written when it ends, goes by the
@@ -24,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
-from agentsdk.network._acks import AckCoalescer
+from agentsdk.network._acks import ACK_DELAY, AckCoalescer
 from agentsdk.network._outbox import Outbox, posted_envelope
 from agentsdk.rpc import ConnectStream, HubRpc
 from netkernel.errors import AgentNetError, Superseded, Unauthenticated, Unavailable
@@ -62,14 +64,16 @@ class _Pending:
 class IdentityStream:
     """The live hub session of one identity bound to an AG2 connection."""
 
-    def __init__(self, rpc: HubRpc, agent_id: str, deliver: Deliver) -> None:
+    def __init__(self, rpc: HubRpc, agent_id: str, deliver: Deliver, *, ack_delay: float = ACK_DELAY) -> None:
         self.rpc = rpc
         self.agent_id = agent_id
         self._deliver = deliver
         self._unary = HubRpc(rpc.connection, rpc.credential, backoff=NO_RETRY)
         """PostEnvelope while the stream is down, inside :meth:`post`'s own RATE_LIMITED retry."""
         self._outbox = Outbox()
-        self._acks = AckCoalescer(self._send_ack)
+        self._acks = AckCoalescer(self._send_ack, flush_at=max(1, MAX_IN_FLIGHT // 4))
+        self._ack_delay = ack_delay
+        """Seconds an ack may wait for a post to carry it, with a hub that reads acks in a PostBatch."""
         self._ids = itertools.count(1)
         self._pending: dict[str, _Pending] = {}
         """Posts written or queued on the current stream, by request id, until their PostResult."""
@@ -189,6 +193,7 @@ class IdentityStream:
                     self._outbox.limit = welcome.max_post_batch  # 0 (an older hub): single Posts
                     if welcome.post_batch_ack:  # acks pending when posts are written ride in their frame
                         self._outbox.carry = self._acks.take
+                    self._acks.delay = self._ack_delay if welcome.post_batch_ack else 0.0
                     self._live = True
                     if self._welcome is not None and not self._welcome.done():
                         self._welcome.set_result(welcome)
@@ -211,10 +216,18 @@ class IdentityStream:
             pending.future.set_result(result)
 
     def ack(self, channel_id: str, seq: int) -> None:
-        """The AG2 client processed the envelope at ``seq``: the hub's cursor may pass it. Acks never
-        wait for a post: those of one event-loop turn go in one frame at its end, or ride in a
-        PostBatch written before then (so a clean hub stop right after a receipt stores its cursor)."""
+        """The AG2 client processed the envelope at ``seq``: the hub's cursor may pass it. With a hub
+        that reads acks riding in a PostBatch, an ack waits up to ``ack_delay`` (5 ms) for a post of
+        this identity to carry it (the next ping of a request/reply loop, the reply a handler makes
+        to the envelope after it), else goes in an Ack frame of its own; ``MAX_IN_FLIGHT // 4`` pending
+        acks go at the end of the turn. An older hub gets the acks of one event-loop turn in one frame
+        at its end."""
         self._acks.add(channel_id, seq)
+
+    @property
+    def acks_pending(self) -> int:
+        """Acks made and not yet handed to the stream (waiting for a post to ride on, or the delay)."""
+        return self._acks.pending
 
     async def post(self, envelope: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
         """Admit ``envelope`` as this identity; returns it as the hub committed it (the hub's domain
