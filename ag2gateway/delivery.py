@@ -29,7 +29,7 @@ from agentsdk.backoff import NO_RETRY, retry_rate_limited
 from agentsdk.network._acks import ACK_DELAY, AckCoalescer
 from agentsdk.network._outbox import Outbox, posted_envelope
 from agentsdk.rpc import ConnectStream, HubRpc
-from netkernel.errors import AgentNetError, Superseded, Unauthenticated, Unavailable
+from netkernel.errors import AgentNetError, RateLimited, Superseded, Unauthenticated, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,10 @@ class _Pending:
         self.future = future
         self.written = False
         """Handed to gRPC: once the stream ends, its outcome is unknown."""
+
+
+_Queued = tuple[str, _Pending]
+"""A post put on the live stream: its request id and what waits for its PostResult."""
 
 
 class IdentityStream:
@@ -229,21 +233,42 @@ class IdentityStream:
         """Acks made and not yet handed to the stream (waiting for a post to ride on, or the delay)."""
         return self._acks.pending
 
-    async def post(self, envelope: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
-        """Admit ``envelope`` as this identity; returns it as the hub committed it (the hub's domain
-        error when refused; RATE_LIMITED retried as the connection's ``rate_limit_backoff`` allows)."""
-        return await retry_rate_limited(lambda: self._post_once(envelope), self.rpc.connection.rate_limit_backoff)
+    def post(self, envelope: envelope_pb2.Envelope) -> Awaitable[envelope_pb2.Envelope]:
+        """Admit ``envelope`` as this identity; the awaitable returns it as the hub committed it (the
+        hub's domain error when refused; RATE_LIMITED retried as the connection's ``rate_limit_backoff``
+        allows). While the stream is live the post is queued on it now, in the caller's turn: posts
+        keep the order they were made in, and the stream writes it without waiting for the caller's
+        task to run again."""
+        return self._posted(envelope, self._queue(envelope))
 
-    async def _post_once(self, envelope: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
-        if self._live:
-            request_id = str(next(self._ids))
-            pending = _Pending(asyncio.get_running_loop().create_future())
-            self._pending[request_id] = pending
-            frame = _Frame()
-            post = frame.post
-            post.request_id = request_id
-            post.envelope.CopyFrom(envelope)
-            self._outbox.put(frame)
+    async def _posted(self, envelope: envelope_pb2.Envelope, queued: _Queued | None) -> envelope_pb2.Envelope:
+        try:
+            return await self._outcome(envelope, queued)
+        except RateLimited as err:
+            return await retry_rate_limited(
+                lambda: self._outcome(envelope, self._queue(envelope)),
+                self.rpc.connection.rate_limit_backoff,
+                refused=err,
+            )
+
+    def _queue(self, envelope: envelope_pb2.Envelope) -> _Queued | None:
+        """Put the post on the live stream (None: the stream is down, it goes unary)."""
+        if not self._live:
+            return None
+        request_id = str(next(self._ids))
+        pending = _Pending(asyncio.get_running_loop().create_future())
+        self._pending[request_id] = pending
+        frame = _Frame()
+        post = frame.post
+        post.request_id = request_id
+        post.envelope.CopyFrom(envelope)
+        self._outbox.put(frame)
+        return request_id, pending
+
+    async def _outcome(self, envelope: envelope_pb2.Envelope, queued: _Queued | None) -> envelope_pb2.Envelope:
+        """The committed envelope: the queued post's PostResult, else a unary PostEnvelope."""
+        if queued is not None:
+            request_id, pending = queued
             try:
                 result = await pending.future
             except _Unsent:

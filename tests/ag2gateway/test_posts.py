@@ -57,6 +57,15 @@ async def test_an_ag2_clients_posts_go_over_its_connect_stream_in_order(tmp_path
                 return True
 
             await assert_eventually(bob_has_all, timeout=15)
+            at_once = [f"at once {i}" for i in range(30)]  # 30 requests in flight together
+            ids = await ag2("send_many", who="alice", channel_id=channel_id, texts=at_once)
+            assert ids == sorted(ids) and len(set(ids)) == len(ids)  # admitted in the order the frames were read
+
+            async def bob_has_them_in_order() -> bool:
+                assert texts(await ag2("received", who="bob")) == sent + at_once
+                return True
+
+            await assert_eventually(bob_has_them_in_order, timeout=15)
             assert await _post_envelope_calls(hub) == before  # no unary post: all went on alice's stream
         finally:
             await ag2.stop()
