@@ -10,8 +10,10 @@ directory identity (:mod:`ag2gateway.identities`).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import uuid
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +23,7 @@ from ag2gateway import frames, ids, records
 from ag2gateway.delivery import IdentityStream
 from ag2gateway.hub import HubLink
 from ag2gateway.identities import Identities
+from ag2gateway.ops.registry import start
 from ag2gateway.outbox import Outbox
 from ag2gateway.refusals import Ag2Refusal, code_of
 from agentsdk.rpc import HubRpc
@@ -81,7 +84,11 @@ class Connection:
             return
         if isinstance(frame, frames.Request):
             await self._requests.acquire()  # bounds the ops one connection runs at once
-            task = asyncio.create_task(self._request(frame))
+            try:
+                pending = start(self, frame.op, frame.params)  # its first part now: a post is queued in read order
+            except Exception as err:
+                pending = _failed(err)
+            task = asyncio.create_task(self._request(frame, pending))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         elif isinstance(frame, frames.Hello):
@@ -91,11 +98,9 @@ class Connection:
         elif isinstance(frame, frames.Ping):
             await self.send(frames.pong())
 
-    async def _request(self, frame: frames.Request) -> None:
-        from ag2gateway.ops import dispatch
-
+    async def _request(self, frame: frames.Request, pending: Awaitable[Any]) -> None:
         try:
-            result = await dispatch(self, frame.op, frame.params)
+            result = await pending
         except Exception as err:
             if not isinstance(err, AgentNetError | Ag2Refusal):
                 log.exception("op %s failed", frame.op)
@@ -105,6 +110,8 @@ class Connection:
             await self.send(frames.response_ok(frame.request_id, result))
         finally:
             self._requests.release()
+            if inspect.iscoroutine(pending):
+                pending.close()  # cancelled before it ran (the connection closed): not left unawaited
 
     async def _hello(self, frame: frames.Hello) -> None:
         try:
@@ -243,4 +250,9 @@ class Connection:
         for bound in list(self.bound.values()):
             await bound.stream.close()
         self.bound.clear()
-        await self.outbox.close()
+        self.outbox.close()
+
+
+async def _failed(err: Exception) -> Any:
+    """An op that failed as it began: raised where its response is made."""
+    raise err

@@ -5,7 +5,9 @@ back-off, resuming from the hub's stored cursors, so nothing is lost and nothing
 
 Posts and acks share the stream's writing side (agentsdk's :class:`~agentsdk.network._outbox.Outbox`
 and :class:`~agentsdk.network._acks.AckCoalescer`): the posts queued when the stream is ready to
-write go as one ``PostBatch`` frame, with the acks pending then riding in it, and the hub answers
+write go as one ``PostBatch`` frame, with the acks pending then riding in it (an ack waits a few
+milliseconds for a post to carry it, as the SDK's do: a request/reply loop then sends no Ack frame at
+all, one gRPC write and one hub frame less per receipt), and the hub answers
 each post with its ``PostResult`` only once its commit is done — so an AG2 ``post_envelope`` is
 still answered only after the hub committed the envelope, at a fraction of a unary call's cost.
 A post made while the stream is down, or queued but not yet written when it ends, goes by the
@@ -24,10 +26,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
 from agentsdk.backoff import NO_RETRY, retry_rate_limited
-from agentsdk.network._acks import AckCoalescer
+from agentsdk.network._acks import ACK_DELAY, AckCoalescer
 from agentsdk.network._outbox import Outbox, posted_envelope
 from agentsdk.rpc import ConnectStream, HubRpc
-from netkernel.errors import AgentNetError, Superseded, Unauthenticated, Unavailable
+from netkernel.errors import AgentNetError, RateLimited, Superseded, Unauthenticated, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +61,23 @@ class _Pending:
         """Handed to gRPC: once the stream ends, its outcome is unknown."""
 
 
+_Queued = tuple[str, _Pending]
+"""A post put on the live stream: its request id and what waits for its PostResult."""
+
+
 class IdentityStream:
     """The live hub session of one identity bound to an AG2 connection."""
 
-    def __init__(self, rpc: HubRpc, agent_id: str, deliver: Deliver) -> None:
+    def __init__(self, rpc: HubRpc, agent_id: str, deliver: Deliver, *, ack_delay: float = ACK_DELAY) -> None:
         self.rpc = rpc
         self.agent_id = agent_id
         self._deliver = deliver
         self._unary = HubRpc(rpc.connection, rpc.credential, backoff=NO_RETRY)
         """PostEnvelope while the stream is down, inside :meth:`post`'s own RATE_LIMITED retry."""
         self._outbox = Outbox()
-        self._acks = AckCoalescer(self._send_ack)
+        self._acks = AckCoalescer(self._send_ack, flush_at=max(1, MAX_IN_FLIGHT // 4))
+        self._ack_delay = ack_delay
+        """Seconds an ack may wait for a post to carry it, with a hub that reads acks in a PostBatch."""
         self._ids = itertools.count(1)
         self._pending: dict[str, _Pending] = {}
         """Posts written or queued on the current stream, by request id, until their PostResult."""
@@ -189,6 +197,7 @@ class IdentityStream:
                     self._outbox.limit = welcome.max_post_batch  # 0 (an older hub): single Posts
                     if welcome.post_batch_ack:  # acks pending when posts are written ride in their frame
                         self._outbox.carry = self._acks.take
+                    self._acks.delay = self._ack_delay if welcome.post_batch_ack else 0.0
                     self._live = True
                     if self._welcome is not None and not self._welcome.done():
                         self._welcome.set_result(welcome)
@@ -211,26 +220,55 @@ class IdentityStream:
             pending.future.set_result(result)
 
     def ack(self, channel_id: str, seq: int) -> None:
-        """The AG2 client processed the envelope at ``seq``: the hub's cursor may pass it. Acks never
-        wait for a post: those of one event-loop turn go in one frame at its end, or ride in a
-        PostBatch written before then (so a clean hub stop right after a receipt stores its cursor)."""
+        """The AG2 client processed the envelope at ``seq``: the hub's cursor may pass it. With a hub
+        that reads acks riding in a PostBatch, an ack waits up to ``ack_delay`` (5 ms) for a post of
+        this identity to carry it (the next ping of a request/reply loop, the reply a handler makes
+        to the envelope after it), else goes in an Ack frame of its own; ``MAX_IN_FLIGHT // 4`` pending
+        acks go at the end of the turn. An older hub gets the acks of one event-loop turn in one frame
+        at its end."""
         self._acks.add(channel_id, seq)
 
-    async def post(self, envelope: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
-        """Admit ``envelope`` as this identity; returns it as the hub committed it (the hub's domain
-        error when refused; RATE_LIMITED retried as the connection's ``rate_limit_backoff`` allows)."""
-        return await retry_rate_limited(lambda: self._post_once(envelope), self.rpc.connection.rate_limit_backoff)
+    @property
+    def acks_pending(self) -> int:
+        """Acks made and not yet handed to the stream (waiting for a post to ride on, or the delay)."""
+        return self._acks.pending
 
-    async def _post_once(self, envelope: envelope_pb2.Envelope) -> envelope_pb2.Envelope:
-        if self._live:
-            request_id = str(next(self._ids))
-            pending = _Pending(asyncio.get_running_loop().create_future())
-            self._pending[request_id] = pending
-            frame = _Frame()
-            post = frame.post
-            post.request_id = request_id
-            post.envelope.CopyFrom(envelope)
-            self._outbox.put(frame)
+    def post(self, envelope: envelope_pb2.Envelope) -> Awaitable[envelope_pb2.Envelope]:
+        """Admit ``envelope`` as this identity; the awaitable returns it as the hub committed it (the
+        hub's domain error when refused; RATE_LIMITED retried as the connection's ``rate_limit_backoff``
+        allows). While the stream is live the post is queued on it now, in the caller's turn: posts
+        keep the order they were made in, and the stream writes it without waiting for the caller's
+        task to run again."""
+        return self._posted(envelope, self._queue(envelope))
+
+    async def _posted(self, envelope: envelope_pb2.Envelope, queued: _Queued | None) -> envelope_pb2.Envelope:
+        try:
+            return await self._outcome(envelope, queued)
+        except RateLimited as err:
+            return await retry_rate_limited(
+                lambda: self._outcome(envelope, self._queue(envelope)),
+                self.rpc.connection.rate_limit_backoff,
+                refused=err,
+            )
+
+    def _queue(self, envelope: envelope_pb2.Envelope) -> _Queued | None:
+        """Put the post on the live stream (None: the stream is down, it goes unary)."""
+        if not self._live:
+            return None
+        request_id = str(next(self._ids))
+        pending = _Pending(asyncio.get_running_loop().create_future())
+        self._pending[request_id] = pending
+        frame = _Frame()
+        post = frame.post
+        post.request_id = request_id
+        post.envelope.CopyFrom(envelope)
+        self._outbox.put(frame)
+        return request_id, pending
+
+    async def _outcome(self, envelope: envelope_pb2.Envelope, queued: _Queued | None) -> envelope_pb2.Envelope:
+        """The committed envelope: the queued post's PostResult, else a unary PostEnvelope."""
+        if queued is not None:
+            request_id, pending = queued
             try:
                 result = await pending.future
             except _Unsent:

@@ -21,6 +21,7 @@ from agentnet.v1 import envelope_pb2
 _TIME = 14
 _SEQ = 12
 _HEAD = _TIME + _SEQ
+"""Hex digits of the time and seq parts (:func:`ag2_id` spells them out in its format)."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,8 @@ class HubRef:
 
 def ag2_id(env: envelope_pb2.Envelope) -> str:
     """The AG2 id of an admitted hub envelope."""
-    micros = env.created_time.seconds * 1_000_000 + env.created_time.nanos // 1000
-    return f"{micros:0{_TIME}x}{env.seq:0{_SEQ}x}{env.envelope_id}"
+    created = env.created_time  # read once: each access of a sub-message makes a new wrapper
+    return f"{created.seconds * 1_000_000 + created.nanos // 1000:014x}{env.seq:012x}{env.envelope_id}"
 
 
 def parse(ag2: str) -> HubRef | None:

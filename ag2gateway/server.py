@@ -69,14 +69,17 @@ class Ag2Gateway:
         self.port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self.options.port
 
     async def _serve(self, ws: ServerConnection) -> None:
+        async def send(frame: bytes) -> None:
+            await ws.send(frame, text=True)  # UTF-8 JSON already: sent as a text frame, not decoded and re-encoded
+
         conn = Connection(
             self.hub,
             self.identities,
-            Outbox(self.options.max_queue_bytes),
+            Outbox(self.options.max_queue_bytes, send),
             max_in_flight_requests=self.options.max_requests,
         )
         self.connections.add(conn)
-        writer = asyncio.create_task(self._write(ws, conn))
+        writer = asyncio.create_task(conn.outbox.run())
         try:
             async for message in ws:
                 await conn.handle(message)
@@ -88,21 +91,6 @@ class Ag2Gateway:
             writer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await writer
-
-    @staticmethod
-    async def _write(ws: ServerConnection, conn: Connection) -> None:
-        try:
-            while True:
-                frame = await conn.outbox.get()
-                if frame is None:
-                    return
-                await ws.send(frame, text=True)  # UTF-8 JSON already: sent as a text frame, not decoded and re-encoded
-        except ConnectionClosed:
-            pass
-        finally:
-            # Nothing will drain the outbox any more: release ops and deliveries waiting to queue into it,
-            # so the connection's read loop (which may wait for a free op slot) ends and cleans up.
-            await conn.outbox.close()
 
     async def stop(self) -> None:
         """Close every connection and the listener, then the hub link."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from agentnet.v1 import hub_pb2
+from agentnet.v1 import envelope_pb2, hub_pb2
 
 from ag2gateway import frames, ids, records
 from ag2gateway.ops.registry import op, text_param
@@ -98,14 +99,19 @@ async def close_channel(conn: Connection, params: dict[str, Any]) -> Any:
 
 
 @op("post_envelope")
-async def post_envelope(conn: Connection, params: dict[str, Any]) -> Any:
+def post_envelope(conn: Connection, params: dict[str, Any]) -> Awaitable[Any]:
     """A post as the envelope's sender, over its Connect stream (answered once the hub committed it);
-    returns the AG2 id of the admitted envelope."""
+    returns the AG2 id of the admitted envelope. The post is queued on the stream as the request
+    frame is read: one event-loop turn sooner than in the op's task, and in the order read."""
     raw = params["envelope"]
     env = records.envelope_from_ag2(raw)
     sender = raw.get("sender_id")
-    admitted = await conn.identity(sender).stream.post(env)
-    conn.learn_channel(admitted.channel_id, str(sender))
+    return _posted(conn, conn.identity(sender).stream.post(env), str(sender))
+
+
+async def _posted(conn: Connection, posting: Awaitable[envelope_pb2.Envelope], sender: str) -> str:
+    admitted = await posting
+    conn.learn_channel(admitted.channel_id, sender)
     ag2 = ids.ag2_id(admitted)
     conn.memory.remember(admitted.envelope_id, ag2)  # as envelope_to_ag2 would, without converting the rest
     return ag2

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Op = Callable[["Connection", dict[str, Any]], Awaitable[Any]]
+"""An op: called as its request frame is read, it returns what the response waits for. An ``async def``
+op does all its work when that is awaited; a plain function returning an awaitable does its first
+part at once, in the frame's turn (``post_envelope`` queues the post on the sender's stream there)."""
 OPS: dict[str, Op] = {}
 
 
@@ -31,15 +34,32 @@ def op(name: str) -> Callable[[Op], Op]:
     return register
 
 
-async def dispatch(conn: Connection, name: str, params: dict[str, Any]) -> Any:
-    """Run one op (protocol_error for an unknown one, as AG2's hub answers)."""
+def start(conn: Connection, name: str, params: dict[str, Any]) -> Awaitable[Any]:
+    """Begin one op (its first part runs now, see :data:`Op`); awaiting the result finishes it.
+    Raises protocol_error for an unknown op (as AG2's hub answers) or bad params."""
     fn = OPS.get(name)
     if fn is None:
         raise Ag2Refusal(frames.PROTOCOL_ERROR, f"unknown control-plane op: {name!r}")
     try:
-        return await fn(conn, params)
+        return _finish(name, fn(conn, params))
     except (KeyError, TypeError, ValueError) as err:
-        raise Ag2Refusal(frames.PROTOCOL_ERROR, f"bad params for {name!r}: {err!r}") from None
+        raise _bad_params(name, err) from None
+
+
+async def _finish(name: str, pending: Awaitable[Any]) -> Any:
+    try:
+        return await pending
+    except (KeyError, TypeError, ValueError) as err:
+        raise _bad_params(name, err) from None
+
+
+def _bad_params(name: str, err: Exception) -> Ag2Refusal:
+    return Ag2Refusal(frames.PROTOCOL_ERROR, f"bad params for {name!r}: {err!r}")
+
+
+async def dispatch(conn: Connection, name: str, params: dict[str, Any]) -> Any:
+    """Run one op (protocol_error for an unknown one, as AG2's hub answers)."""
+    return await start(conn, name, params)
 
 
 def text_param(params: dict[str, Any], key: str) -> str:

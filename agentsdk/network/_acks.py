@@ -39,6 +39,11 @@ class AckCoalescer:
         self.flush_at = flush_at
         """Pending acks that go at the end of the turn, without waiting for a post (1: every ack)."""
 
+    @property
+    def pending(self) -> int:
+        """Acks not handed out yet (waiting for the end of the turn, the delay or a post to ride on)."""
+        return len(self._pending)
+
     def add(self, channel_id: str, seq: int) -> None:
         """Ack one envelope: sent with the acks made around it, in a frame or with a post."""
         self._pending.append((channel_id, seq))

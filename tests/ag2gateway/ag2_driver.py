@@ -114,6 +114,9 @@ async def run(cmd: dict[str, Any]) -> Any:
             event_data={"text": cmd["text"]},
         )
         return {"envelope_id": await client.send_envelope(envelope)}
+    if op == "send_many":  # every text posted at once (requests in flight together), ids in the order given
+        client = state["clients"][cmd["who"]]
+        return list(await asyncio.gather(*(client.send(cmd["channel_id"], text) for text in cmd["texts"])))
     if op == "received":
         return state["received"].get(cmd["who"], [])
     if op == "rpc":

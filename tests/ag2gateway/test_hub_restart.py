@@ -99,6 +99,15 @@ async def test_an_envelope_replayed_after_a_hub_crash_reaches_the_ag2_client_onc
             alice = await client.resume_human(credential)
             after = await alice.send(channel.channel_id, "after")
             await assert_eventually(lambda: bob_has(["before", "after"]), timeout=30)
+
+            def acks_handed_to_the_hub() -> bool:
+                """Bob's client receipted "after" and the gateway holds no ack back for a post to carry."""
+                bound = next(c.bound[bob["agent_id"]] for c in gateway.connections if bob["agent_id"] in c.bound)
+                assert bound.receipted.get(channel.channel_id, 0) >= after.seq
+                assert bound.stream.acks_pending == 0
+                return True
+
+            await assert_eventually(acks_handed_to_the_hub)
         hub.terminate()  # a clean stop stores the cursors: bob's passed both texts (the replay was acked again)
         store = SqliteHubStore(tmp_path / "hub.db")
         await store.open()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentsdk import Agent, ScriptedConfig
-from agentsdk.network import Passport
+from agentsdk.network import Envelope, Passport
 from tests.ag2gateway.conftest import ROOT, Net
 from tests.ag2gateway.test_channels import TOKEN, _opened
 from tests.eventually import assert_eventually
@@ -86,3 +86,23 @@ async def test_ag2_agentsdk_and_go_bridge_agents_share_one_discussion(net: Net, 
     finally:
         go.terminate()
         await go.wait()
+
+
+async def test_event_data_reaches_an_ag2_client_exactly_as_posted(net: Net) -> None:
+    """A notify carries the event data as the hub holds it: an integer beyond 64 bits, a float and
+    non-ASCII text arrive exactly (the gateway splices the stored JSON text into the frame)."""
+    await net.ag2("human", name="bob", token=TOKEN.format("bob"))
+    alice = await net.hub.register_human(Passport(name="alice", kind="human"))
+    channel = await alice.open(type="conversation", target="bob")
+    await _opened(net, channel.channel_id)
+    data = {"n": 2**70, "x": 0.1, "nested": {"text": "héllo ✓", "items": [1, None, True]}}
+    await alice.post_envelope(
+        Envelope(channel_id=channel.channel_id, sender_id="", audience=None, event_type="custom.data", event_data=data)
+    )
+
+    async def bob_has_it() -> bool:
+        got = [e["event_data"] for e in await net.ag2("received", who="bob") if e["event_type"] == "custom.data"]
+        assert got == [data]
+        return True
+
+    await assert_eventually(bob_has_it, timeout=15)

@@ -1,6 +1,7 @@
 """AG2 posts travel on the sender's hub ``Connect`` stream (``PostBatch``), not as unary ``PostEnvelope``
 calls; a post made while that stream is down goes as ``PostEnvelope``. The hub's own
-``agentnet_hub_rpcs_total`` counter says which RPCs it served."""
+``agentnet_hub_rpcs_total`` counter says which RPCs it served. An AG2 receipt's ack waits for the
+identity's next post to carry it, or goes alone once its delay is over."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from servicekit.metrics import MetricsSettings
 from tests.ag2gateway.conftest import Driver, start_driver
 from tests.ag2gateway.test_channels import TOKEN, texts
 from tests.eventually import assert_eventually
-from tests.hub.harness import EV_TEXT, RunningHub, open_channel, register, running_hub
+from tests.hub.harness import EV_TEXT, RunningHub, conversation, open_channel, register, running_hub
 from tests.scrape import scrape, value
 
 POST_ENVELOPE = "/agentnet.v1.HubService/PostEnvelope"
@@ -56,6 +57,15 @@ async def test_an_ag2_clients_posts_go_over_its_connect_stream_in_order(tmp_path
                 return True
 
             await assert_eventually(bob_has_all, timeout=15)
+            at_once = [f"at once {i}" for i in range(30)]  # 30 requests in flight together
+            ids = await ag2("send_many", who="alice", channel_id=channel_id, texts=at_once)
+            assert ids == sorted(ids) and len(set(ids)) == len(ids)  # admitted in the order the frames were read
+
+            async def bob_has_them_in_order() -> bool:
+                assert texts(await ag2("received", who="bob")) == sent + at_once
+                return True
+
+            await assert_eventually(bob_has_them_in_order, timeout=15)
             assert await _post_envelope_calls(hub) == before  # no unary post: all went on alice's stream
         finally:
             await ag2.stop()
@@ -108,6 +118,61 @@ async def test_a_post_while_the_stream_is_down_goes_as_post_envelope(tmp_path: P
             ]  # answered only once committed: the WAL holds it
         finally:
             await stream.close()
+            await link.close()
+            await alice.close()
+            await bob.close()
+
+
+def _text(channel_id: str, body: str) -> envelope_pb2.Envelope:
+    return envelope_pb2.Envelope(channel_id=channel_id, event_type=EV_TEXT, event_data_json=f'{{"text": "{body}"}}')
+
+
+async def test_a_receipts_ack_rides_in_the_identitys_next_post_or_goes_alone_after_its_delay(tmp_path: Path) -> None:
+    """A request/reply loop sends no Ack frame: the ack of what the client receipted goes with its next
+    post (applied by the hub before that post is admitted). With no post to carry it, it goes alone."""
+    async with running_hub(tmp_path / "hub.db") as hub:
+        alice, bob, channel_id = await conversation(hub.target)
+        await bob.disconnect()  # bob's hub session is the gateway's stream from here
+        link = HubLink(hub.target, None)
+        delivered: list[envelope_pb2.Envelope] = []
+
+        async def deliver(env: envelope_pb2.Envelope, replay: bool, first: bool) -> None:
+            delivered.append(env)
+
+        def cursor() -> int:
+            return hub.core.sessions._sessions[bob.agent_id].cursor(channel_id)
+
+        async def receipted(stream: IdentityStream, body: str) -> int:
+            """Alice posts ``body``; once bob's stream has it, ack everything it delivered; its seq."""
+            env = await alice.say(channel_id, body)
+            await assert_eventually(lambda: any(e.seq == env.seq for e in delivered))
+            for e in delivered:
+                stream.ack(e.channel_id, e.seq)
+            return env.seq
+
+        waits_long = IdentityStream(link.rpc(bob.credential), bob.agent_id, deliver, ack_delay=60.0)
+        try:
+            await waits_long.start()
+            ping = await receipted(waits_long, "ping")
+            await asyncio.sleep(0)
+            assert waits_long.acks_pending > 0 and cursor() < ping  # not sent at the end of the turn
+            await waits_long.post(_text(channel_id, "pong"))
+            assert waits_long.acks_pending == 0 and cursor() >= ping  # it rode in the post's frame
+        finally:
+            await waits_long.close()
+        delivered.clear()
+        goes_alone = IdentityStream(link.rpc(bob.credential), bob.agent_id, deliver, ack_delay=0.05)
+        try:
+            await goes_alone.start()
+            again = await receipted(goes_alone, "again")
+
+            def acked() -> bool:
+                assert goes_alone.acks_pending == 0 and cursor() >= again
+                return True
+
+            await assert_eventually(acked)  # no post came: the ack went in a frame of its own
+        finally:
+            await goes_alone.close()
             await link.close()
             await alice.close()
             await bob.close()
