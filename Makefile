@@ -113,15 +113,12 @@ lint: setup ## ruff, mypy on hand-written code, buf lint
 
 # The bridge suites run first, then pytest on TEST_WORKERS processes. (Running them alongside pytest saved
 # about a minute of wall time on two cores but made the suite's process-killing and replica tests time out.)
-# --dist loadgroup keeps each test file marked xdist_group (those whose module-wide services: chromium, hubs,
-# built bridges, are costly to start) on one worker, instead of starting its services once per worker; the
-# other tests are spread one by one.
 test: test-deps ## run the whole test suite
 	@$(MAKE) --no-print-directory test-bridges
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 test-fast: setup node-deps debian-packages ag2-venv ## the inner loop: the Python suite without the slow crash tests, stopping at the first failure
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -x -m "not slow"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -x -m "not slow"
 
 serve: setup ## run the hub (:50051) and knowledge service (:50052) on embedded SQLite; Ctrl-C stops both
 	@test -f gen/python/agentnet/v1/hub_pb2.py || $(MAKE) proto

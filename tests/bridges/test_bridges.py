@@ -12,14 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agentsdk import Agent
 from agentsdk.errors import AgentNetError, NotYourTurn, PermissionDenied
 from agentsdk.network import EV_CHANNEL_CLOSED, EV_PACKET, EV_TEXT, Envelope, Hub, HumanClient, Passport
 from tests.bridges.conftest import ROOT, last_user
-
-pytestmark = pytest.mark.xdist_group("bridges")  # its services start in one worker (--dist loadgroup)
 
 
 def go_answer(question: str) -> str:

@@ -12,15 +12,11 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agentsdk.cli.app import PROGRESS_AT
 from agentsdk.network import HubClient, Passport
 from tests.cli.conftest import Network
 from tests.hub.harness import EV_TEXT, make_envelope, open_channel, register
 from tests.procs import ROOT
-
-pytestmark = pytest.mark.xdist_group("cli")  # its services start in one worker (--dist loadgroup)
 
 
 def _json(result: Any) -> Any:

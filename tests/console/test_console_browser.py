@@ -28,8 +28,6 @@ from tests.console.conftest import ConsoleProcess, Hub, LoopThread, start_consol
 from tests.hub.harness import EV_TEXT, make_envelope, open_channel, register
 from tests.hub.test_a2a import a2a_agent, answering, invoke
 
-pytestmark = pytest.mark.xdist_group("console-browser")  # its services start in one worker (--dist loadgroup)
-
 WAIT = 15.0
 """Seconds the browser may take to show what the test waits for."""
 SCRIPT_TEXT = "<script>window.__owned = 1</script><b>not bold</b>"

@@ -28,10 +28,7 @@ from tests.fuzz.checks import assert_documented_refusal, assert_serving, fuzz_se
 from tests.fuzz.strategies import edge_strings, messages, mutations
 from tests.procs import ROOT, ServiceProcess, start_service
 
-pytestmark = [
-    pytest.mark.fuzz,
-    pytest.mark.xdist_group("hub-fuzz"),
-]  # its services start in one worker (--dist loadgroup)
+pytestmark = pytest.mark.fuzz
 
 
 def _refusal(err: grpc.RpcError, what: str) -> None:

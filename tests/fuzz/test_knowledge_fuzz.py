@@ -23,10 +23,7 @@ from tests.fuzz.checks import assert_documented_refusal, assert_serving, fuzz_se
 from tests.fuzz.strategies import messages, mutations
 from tests.procs import ServiceProcess, start_service
 
-pytestmark = [
-    pytest.mark.fuzz,
-    pytest.mark.xdist_group("knowledge-fuzz"),
-]  # its services start in one worker (--dist loadgroup)
+pytestmark = pytest.mark.fuzz
 
 SERVICE_NAME = "agentnet.v1.KnowledgeService"
 SERVICE = knowledge_pb2.DESCRIPTOR.services_by_name["KnowledgeService"]
