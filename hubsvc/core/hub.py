@@ -219,7 +219,7 @@ class HubCore:
         """Re-read the records another replica's commit wrote; apply its streams' beginnings and ends."""
         await self.apply_remote(agents=change.agents, tasks=change.tasks, executions=change.executions)
         for agent_id in dict.fromkeys(change.sessions):
-            self.sessions.holder_changed(agent_id, await self.store.session_of(agent_id))
+            await self.sessions.check_holder(agent_id)
 
     async def _refresh_all(self) -> None:
         """Re-read every record and catch every channel up (the change feed was trimmed past us)."""

@@ -1,7 +1,7 @@
 """Connected participants: where a Connect stream's session starts, resumes and ends.
 
 ``connect`` ends an older stream of the same identity (:func:`superseded`: SUPERSEDED, the one
-mechanism on one hub and, through :meth:`Sessions.holder_changed`, across replicas), resolves the
+mechanism on one hub and, through :meth:`Sessions.check_holder`, across replicas), resolves the
 resume cursors (the client's own, else the stored ones), lists the pending turns in the Welcome
 (:meth:`~hubsvc.core.channel.ChannelRuntime.pending_turn`, at most :data:`MAX_PENDING_TURNS`),
 replays the WAL above the cursors and then releases the live envelopes; ``deliver`` offers
@@ -86,6 +86,9 @@ class Sessions:
         self._tracer = tracer
         """Records a span per traced delivery (None: tracing off)."""
         self._sessions: dict[str, Session] = {}
+        self._unrecorded: dict[str, bool] = {}
+        """Session id → whether a holder read came in before the shared store recorded the stream
+        (it is read again then); only streams of this replica whose record is still being written."""
         self._dirty: set[Session] = set()
         self._cursor_write: asyncio.Future[None] | None = None
         """The latest cursor write queued (writes commit in order: once it is done, so are the earlier)."""
@@ -205,8 +208,38 @@ class Sessions:
     def _record_holder(self, agent_id: str, session_id: str, connected: bool) -> None:
         """Tell the other replicas sharing the store that this stream began or ended (a stream of the
         same identity they hold is then replaced); a store no other replica shares has no one to tell."""
-        if self._store.feed is not None:
-            self._store.submit(Writes(sessions=[(agent_id, session_id, connected)]))
+        if self._store.feed is None:
+            return
+        written = self._store.submit(Writes(sessions=[(agent_id, session_id, connected)]))
+        if connected:
+            self._unrecorded[session_id] = False
+            written.add_done_callback(lambda done: self._holder_recorded(agent_id, session_id, done))
+
+    def _holder_recorded(self, agent_id: str, session_id: str, written: asyncio.Future[None]) -> None:
+        """A stream's record reached the store (or failed to): read the holder again if a read
+        came in meanwhile, since that read may have been answered before the record was written."""
+        if not written.cancelled():
+            written.exception()  # a failed write is seen by the read below; nothing else waits on it
+        session = self._sessions.get(agent_id)
+        if self._unrecorded.pop(session_id, False) and session is not None and session.session_id == session_id:
+            self._spawn(self.check_holder(agent_id), f"holder-{agent_id}")
+
+    async def check_holder(self, agent_id: str) -> None:
+        """Another replica recorded that a stream of ``agent_id`` began or ended: read which stream
+        the shared store now names and apply it (:meth:`holder_changed`).
+
+        A read answered before this replica's own newer stream was recorded would name an older
+        stream and wrongly end the newer one, so while that record is being written the read waits
+        for it, and a stream that begins or ends here during the read makes it read again."""
+        while True:
+            session = self._sessions.get(agent_id)
+            if session is not None and session.session_id in self._unrecorded:
+                self._unrecorded[session.session_id] = True  # read again once it is recorded
+                return
+            holder = await self._store.session_of(agent_id)
+            if self._sessions.get(agent_id) is session:
+                self.holder_changed(agent_id, holder)
+                return
 
     def holder_changed(self, agent_id: str, holder: str | None) -> None:
         """Another replica recorded ``holder`` as the identity's current stream (None: it has

@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+import redis.asyncio
 from agentnet.v1 import envelope_pb2, hub_pb2
 
 from netkernel.errors import InboxFull, NotYourTurn, Superseded, error_from_rpc
@@ -21,6 +22,7 @@ from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
 from tests.hub.test_inbox_caps import inbox_policy
+from tests.redis_server import RedisServer
 
 REDIS_DB = 2
 """The DB number of these tests (hub tests use 1, knowledge tests 0)."""
@@ -313,3 +315,50 @@ async def test_a_replica_the_feed_has_not_told_yet_reads_the_store_before_refusi
     request = hub_pb2.OpenChannelRequest(type="conversation", targets=[bob.agent_id])
     opened = (await alice.rpc("OpenChannel", request)).channel.channel_id
     assert (await bob.post(opened, "ag2.channel.invite_ack", {})).seq > 0
+
+
+@pytest.mark.parametrize("on_redis", ["server"], indirect=True)
+async def test_a_holder_read_answered_before_a_new_stream_is_recorded_does_not_end_that_stream(
+    replicas: Replicas, redis_server: RedisServer
+) -> None:
+    """A replica that reads the identity's holder while its own newer stream's record is still on
+    its way to the store (a change of another replica applied late) reads the older stream: it must
+    not end its own stream for it, but read again once the record is written."""
+    a = await replicas.start()
+    bobs = await register(a.target, "bob")
+    b = await replicas.start()
+    watcher = on(b, await register(a.target, "alice"))
+
+    async def online() -> bool:
+        listing = await watcher.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+        return any(r.online for r in listing.agents if r.agent_id == bobs.agent_id)
+
+    await bobs.connect()
+    await assert_eventually(online)  # b has read a's record of the first stream
+    bob_on_b = on(b, bobs)
+    pauser = redis.asyncio.Redis.from_url(redis_server.url(REDIS_DB))
+    try:
+        await pauser.execute_command("CLIENT", "PAUSE", 10_000, "WRITE")  # reads still answered
+        try:
+            newer = await bob_on_b.connect()
+            await b.core.sessions.check_holder(bobs.agent_id)  # still reads the first stream
+        finally:
+            await pauser.execute_command("CLIENT", "UNPAUSE")
+    finally:
+        await pauser.aclose()
+    await assert_eventually(lambda: bobs.stream_error is not None)  # the first stream is replaced
+    assert isinstance(error_from_rpc(bobs.stream_error), Superseded)
+
+    async def recorded() -> bool:
+        return await b.core.store.session_of(bobs.agent_id) == newer.session_id
+
+    await assert_eventually(recorded)
+    await b.core.sessions.check_holder(bobs.agent_id)  # as the next change naming bob would
+    assert bob_on_b.stream_error is None
+    assert await online()
+    await bob_on_b.close()
+
+    async def offline() -> bool:
+        return not await online()
+
+    await assert_eventually(offline)
