@@ -14,6 +14,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from netkernel.wire import loads_json
+
 PROTOCOL_ERROR = "protocol_error"
 """AG2's code for a malformed frame or an unknown op."""
 NOT_FOUND = "not_found"
@@ -95,8 +97,8 @@ class FrameError(ValueError):
 def decode(raw: str | bytes) -> Inbound:
     """One inbound frame from a WebSocket message, or :class:`FrameError` saying what is wrong."""
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as err:
+        data = loads_json(raw)  # exact: an integer beyond 64 bits stays an int (orjson alone makes it a float)
+    except ValueError as err:
         raise FrameError(f"frame is not JSON: {err}; send one JSON object per WebSocket message") from None
     if not isinstance(data, dict):
         raise FrameError("frame must be a JSON object with a 'kind' field")

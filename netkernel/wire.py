@@ -140,7 +140,7 @@ def _scan(value: Any, max_depth: int | None) -> bool:
     return has_float
 
 
-def loads_json(text: str, max_depth: int | None = None) -> Any:
+def loads_json(text: str | bytes, max_depth: int | None = None) -> Any:
     """Parse JSON exactly, fast; ``max_depth`` bounds the nesting of arrays and objects.
 
     orjson is several times faster than the stdlib parser but turns integers beyond

@@ -106,3 +106,28 @@ async def test_event_data_reaches_an_ag2_client_exactly_as_posted(net: Net) -> N
         return True
 
     await assert_eventually(bob_has_it, timeout=15)
+
+
+async def test_event_data_an_ag2_client_posts_reaches_the_hub_exactly(net: Net) -> None:
+    """The other way: what an AG2 client posts is stored as it sent it — an integer beyond 64 bits
+    stays that integer (a fast JSON parser alone would turn it into a float), a float stays a float."""
+    bob = await net.ag2("human", name="bob", token=TOKEN.format("bob"))
+    alice = await net.hub.register_human(Passport(name="alice", kind="human"))
+    channel = await alice.open(type="conversation", target="bob")
+    await _opened(net, channel.channel_id)
+    data = {"n": 2**70 + 1, "m": -(2**64) - 3, "x": 0.1, "nested": {"items": [2**63 + 7, "héllo ✓"]}}
+    await net.ag2(
+        "rpc",
+        name="post_envelope",
+        params={
+            "envelope": {
+                "channel_id": channel.channel_id,
+                "sender_id": bob["agent_id"],
+                "audience": None,
+                "event_type": "custom.data",
+                "event_data": data,
+            }
+        },
+    )
+    wal = await alice.read_wal(channel.channel_id)
+    assert [e.event_data for e in wal if e.event_type == "custom.data"] == [data]
