@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from agentsdk.tls import TlsConfig
+from agentsdk.tls import TlsConfig, add_hub_tls_arguments, hub_tls_from_args
 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024 + 64 * 1024
 """A JSON-RPC body or gRPC message: the hub's 1 MiB message limit plus room for the envelope."""
@@ -36,16 +36,9 @@ class GatewayOptions:
     max_tasks_listed: int = 1000
     """Executions read from the hub to answer one ListTasks or to follow one task's calls, and agents
     read to list the cards (AGENTNET_A2A_MAX_TASKS_LISTED)."""
-    hub_tls: bool = False
-    """Connect to the hub over TLS (gRPC's default roots unless --hub-ca-file) (AGENTNET_A2A_HUB_TLS)."""
-    hub_ca_file: str = ""
-    """PEM CA the hub's certificate must chain to; implies --hub-tls (AGENTNET_A2A_HUB_CA_FILE)."""
-    hub_cert_file: str = ""
-    """PEM client certificate for mTLS to the hub (needs --hub-key-file) (AGENTNET_A2A_HUB_CERT_FILE)."""
-    hub_key_file: str = ""
-    """PEM private key of --hub-cert-file (AGENTNET_A2A_HUB_KEY_FILE)."""
-    hub_server_name: str = ""
-    """Name to verify the hub's certificate for instead of the target's host (AGENTNET_A2A_HUB_SERVER_NAME)."""
+    hub_tls: TlsConfig | None = None
+    """How the gateway verifies the hub (None: plaintext): ``--hub-tls``, ``--hub-ca-file``,
+    ``--hub-cert-file`` + ``--hub-key-file``, ``--hub-server-name`` (``AGENTNET_A2A_HUB_TLS`` …)."""
     log_level: str = "INFO"
     """Logging level (AGENTNET_LOG_LEVEL)."""
 
@@ -54,19 +47,6 @@ class GatewayOptions:
             raise ValueError("max_request_bytes must be at least 1024")
         if self.max_tasks_listed < 1:
             raise ValueError("max_tasks_listed must be at least 1")
-        if bool(self.hub_cert_file) != bool(self.hub_key_file):
-            raise ValueError("--hub-cert-file and --hub-key-file go together")
-
-    def hub_tls_config(self) -> TlsConfig | None:
-        """How the gateway verifies the hub (None: plaintext)."""
-        if not (self.hub_tls or self.hub_ca_file or self.hub_cert_file):
-            return None
-        return TlsConfig(
-            ca_file=self.hub_ca_file or None,
-            cert_file=self.hub_cert_file or None,
-            key_file=self.hub_key_file or None,
-            server_name=self.hub_server_name or None,
-        )
 
 
 _FLAGS: tuple[tuple[str, str, type, str], ...] = (
@@ -78,10 +58,6 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("public_grpc", "PUBLIC_GRPC", str, "host:port of the gRPC listener written into cards"),
     ("max_request_bytes", "MAX_REQUEST_BYTES", int, "largest request body / gRPC message"),
     ("max_tasks_listed", "MAX_TASKS_LISTED", int, "executions read from the hub per ListTasks"),
-    ("hub_ca_file", "HUB_CA_FILE", str, "PEM CA of the hub's certificate (implies --hub-tls)"),
-    ("hub_cert_file", "HUB_CERT_FILE", str, "PEM client certificate for mTLS to the hub"),
-    ("hub_key_file", "HUB_KEY_FILE", str, "PEM key of --hub-cert-file"),
-    ("hub_server_name", "HUB_SERVER_NAME", str, "name to verify the hub's certificate for"),
 )
 
 
@@ -98,16 +74,12 @@ def parse_options(argv: list[str] | None = None) -> GatewayOptions:
         parser.add_argument(
             "--" + name.replace("_", "-"), type=kind, default=default, help=f"{text} (AGENTNET_A2A_{var})"
         )
-    parser.add_argument(
-        "--hub-tls",
-        action="store_true",
-        default=env.get("AGENTNET_A2A_HUB_TLS", "").strip().lower() in {"1", "true", "yes", "on"},
-        help="connect to the hub over TLS (AGENTNET_A2A_HUB_TLS)",
-    )
+    add_hub_tls_arguments(parser, "AGENTNET_A2A_")
     parser.add_argument("--log-level", default=env.get("AGENTNET_LOG_LEVEL", defaults.log_level))
     args = parser.parse_args(argv)
+    hub_tls = hub_tls_from_args(parser, args)
     try:
-        return GatewayOptions(**vars(args))
+        return GatewayOptions(hub_tls=hub_tls, **vars(args))
     except ValueError as err:
         parser.error(str(err))
         raise  # unreachable: parser.error exits

@@ -99,7 +99,7 @@ class Gateway:
 
     def __init__(self, options: GatewayOptions) -> None:
         self.options = options
-        self.hub = HubLink(options.hub, options.hub_tls_config())
+        self.hub = HubLink(options.hub, options.hub_tls)
         self._http_socket = _bind(options.host, options.port)
         self.http_port: int = self._http_socket.getsockname()[1]
         self.grpc_server: grpc.aio.Server | None = None

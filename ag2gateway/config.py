@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentsdk.tls import TlsConfig
+from agentsdk.tls import TlsConfig, add_hub_tls_arguments, hub_tls_from_args
 from servicekit.tls import ServerTls, add_tls_arguments, env_flag, tls_from_args
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
@@ -44,16 +44,9 @@ class Ag2GatewayOptions:
     more CPU than any other step of a notify; turn it on for large payloads over a slow network."""
     tls: ServerTls | None = None
     """wss:// for clients (--tls-cert / --tls-key); None: plaintext, loopback only unless --insecure."""
-    hub_tls: bool = False
-    """Connect to the hub over TLS (AGENTNET_AG2_HUB_TLS)."""
-    hub_ca_file: str = ""
-    """PEM CA the hub's certificate must chain to; implies --hub-tls."""
-    hub_cert_file: str = ""
-    """PEM client certificate for mTLS to the hub."""
-    hub_key_file: str = ""
-    """PEM key of --hub-cert-file."""
-    hub_server_name: str = ""
-    """Name to verify the hub's certificate for."""
+    hub_tls: TlsConfig | None = None
+    """How the gateway verifies the hub (None: plaintext): ``--hub-tls``, ``--hub-ca-file``,
+    ``--hub-cert-file`` + ``--hub-key-file``, ``--hub-server-name`` (``AGENTNET_AG2_HUB_TLS`` …)."""
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -61,17 +54,6 @@ class Ag2GatewayOptions:
             raise ValueError("--max-frame-bytes and --max-queue-bytes must be at least 1024")
         if self.max_requests < 1:
             raise ValueError("--max-requests must be at least 1")
-
-    def hub_tls_config(self) -> TlsConfig | None:
-        """How the gateway verifies the hub (None: plaintext)."""
-        if not (self.hub_tls or self.hub_ca_file or self.hub_cert_file):
-            return None
-        return TlsConfig(
-            ca_file=self.hub_ca_file or None,
-            cert_file=self.hub_cert_file or None,
-            key_file=self.hub_key_file or None,
-            server_name=self.hub_server_name or None,
-        )
 
 
 _FLAGS: tuple[tuple[str, type, str], ...] = (
@@ -82,10 +64,6 @@ _FLAGS: tuple[tuple[str, type, str], ...] = (
     ("max_frame_bytes", int, "largest inbound WebSocket message"),
     ("max_queue_bytes", int, "outbound bytes queued per connection"),
     ("max_requests", int, "ops one connection runs at once"),
-    ("hub_ca_file", str, "PEM CA of the hub's certificate (implies --hub-tls)"),
-    ("hub_cert_file", str, "PEM client certificate for mTLS to the hub"),
-    ("hub_key_file", str, "PEM key of --hub-cert-file"),
-    ("hub_server_name", str, "name to verify the hub's certificate for"),
 )
 ENV = "AGENTNET_AG2_"
 
@@ -101,7 +79,7 @@ def parse_options(argv: list[str] | None = None) -> Ag2GatewayOptions:
         default = kind(raw) if raw else getattr(defaults, name)
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=f"{text} [{var}]")
     parser.add_argument("--allow-none-auth", action="store_true", default=env_flag(env.get(ENV + "ALLOW_NONE_AUTH")))
-    parser.add_argument("--hub-tls", action="store_true", default=env_flag(env.get(ENV + "HUB_TLS")))
+    add_hub_tls_arguments(parser, ENV)
     parser.add_argument(
         "--ws-compression",
         action="store_true",
@@ -112,9 +90,10 @@ def parse_options(argv: list[str] | None = None) -> Ag2GatewayOptions:
     add_tls_arguments(parser, ENV)
     args = parser.parse_args(argv)
     tls = tls_from_args(parser, args, args.host)
+    hub_tls = hub_tls_from_args(parser, args)
     values = {k: v for k, v in vars(args).items() if k not in ("tls_cert", "tls_key", "tls_client_ca", "insecure")}
     try:
-        return Ag2GatewayOptions(tls=tls, **values)
+        return Ag2GatewayOptions(tls=tls, hub_tls=hub_tls, **values)
     except ValueError as err:
         parser.error(str(err))
         raise

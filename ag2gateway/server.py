@@ -38,7 +38,7 @@ class Ag2Gateway:
 
     def __init__(self, options: Ag2GatewayOptions) -> None:
         self.options = options
-        self.hub = HubLink(options.hub, options.hub_tls_config())
+        self.hub = HubLink(options.hub, options.hub_tls)
         self.identities = Identities(
             self.hub, ensure_secret_file(options.secret_file), allow_none_auth=options.allow_none_auth
         )

@@ -10,6 +10,7 @@ agent: subject alternative name URI ``agentnet:agent:<name>`` or subject CN ``<n
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,3 +92,41 @@ def open_channel(
     return grpc.aio.secure_channel(
         target, config.channel_credentials(), options=[*options, *config.channel_options()], interceptors=wrap
     )
+
+
+HUB_TLS_FLAGS: tuple[tuple[str, str], ...] = (
+    ("hub_ca_file", "PEM CA the hub's certificate must chain to (implies --hub-tls)"),
+    ("hub_cert_file", "PEM client certificate for mTLS to the hub (with --hub-key-file)"),
+    ("hub_key_file", "PEM private key of --hub-cert-file"),
+    ("hub_server_name", "name to verify the hub's certificate for instead of the address's host"),
+)
+"""The file and name flags :func:`add_hub_tls_arguments` adds (attribute name, help)."""
+
+
+def add_hub_tls_arguments(parser: argparse.ArgumentParser, env_prefix: str) -> None:
+    """Add ``--hub-tls``, ``--hub-ca-file``, ``--hub-cert-file``, ``--hub-key-file`` and
+    ``--hub-server-name`` for a process that connects to a hub (the gateways), each defaulting to
+    the environment variable ``<env_prefix>HUB_TLS`` … ``<env_prefix>HUB_SERVER_NAME``;
+    :func:`hub_tls_from_args` reads them back."""
+    flag = os.environ.get(env_prefix + "HUB_TLS", "").strip().lower() in {"1", "true", "yes", "on"}
+    parser.add_argument(
+        "--hub-tls", action="store_true", default=flag, help=f"connect to the hub over TLS [{env_prefix}HUB_TLS]"
+    )
+    for name, text in HUB_TLS_FLAGS:
+        var = env_prefix + name.upper()
+        parser.add_argument("--" + name.replace("_", "-"), default=os.environ.get(var, ""), help=f"{text} [{var}]")
+
+
+def hub_tls_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TlsConfig | None:
+    """The :class:`TlsConfig` the flags of :func:`add_hub_tls_arguments` describe (None: plaintext),
+    removing them from ``args``; a client certificate without its key (or the reverse) is a usage
+    error that exits."""
+    on = args.hub_tls
+    ca, cert, key, name = (getattr(args, f) or None for f, _ in HUB_TLS_FLAGS)
+    for attr in ("hub_tls", *(f for f, _ in HUB_TLS_FLAGS)):
+        delattr(args, attr)
+    if (cert is None) != (key is None):
+        parser.error("--hub-cert-file and --hub-key-file go together: give both for mTLS to the hub, or neither")
+    if not (on or ca or cert):
+        return None
+    return TlsConfig(ca_file=ca, cert_file=cert, key_file=key, server_name=name)
