@@ -456,21 +456,52 @@ class DeliveryStream:
 
     async def post(self, envelope: envelope_pb2.Envelope, timeout: float = 30.0) -> envelope_pb2.Envelope:
         """Admit ``envelope``; returns it as written. Raises the hub's domain error when refused
-        (RATE_LIMITED only once the connection's ``rate_limit_backoff`` gave up)."""
+        (RATE_LIMITED only once the connection's ``rate_limit_backoff`` gave up).
+
+        :meth:`post_nowait` and :meth:`finish_post` are this in two halves, for a caller that awaits
+        the stream's answer itself (no coroutine of this one per post)."""
+        queued = self.post_nowait(envelope, timeout)
+        if queued is None:
+            return await self.finish_post(envelope, None, timeout)
+        request_id, fut = queued
+        try:
+            result = await fut
+        except Unavailable:
+            result = None  # the stream broke: post by PostEnvelope, the idempotency key makes it safe
+        finally:
+            self._results.pop(request_id, None)
+        if result is not None and result.WhichOneof("result") == "envelope":
+            return result.envelope
+        return await self.finish_post(envelope, result, timeout)
+
+    def post_nowait(
+        self, envelope: envelope_pb2.Envelope, timeout: float = 30.0
+    ) -> tuple[str, asyncio.Future[connect_pb2.PostResult]] | None:
+        """The first half of :meth:`post`: give ``envelope`` its idempotency key (unless it has one) and,
+        while the stream is up, queue it there. Returns its request id and the future of its
+        PostResult (failed with Unavailable when the stream breaks first, with TimeoutError after
+        ``timeout`` seconds), or None when the stream is not up. The caller awaits the future, then
+        calls :meth:`forget_post` with the request id, then, unless the result holds the admitted
+        envelope, :meth:`finish_post`."""
         if not envelope.HasField("idempotency_key"):
             envelope.idempotency_key = f"{self._key_prefix}{next(self._keys):016x}"
+        if self.connected.is_set() and not self.paused:
+            return self._queue_post(envelope, timeout)
+        return None
+
+    def forget_post(self, request_id: str) -> None:
+        """The wait for a post queued by :meth:`post_nowait` ended (answered, failed or cancelled)."""
+        self._results.pop(request_id, None)
+
+    async def finish_post(
+        self, envelope: envelope_pb2.Envelope, result: connect_pb2.PostResult | None, timeout: float = 30.0
+    ) -> envelope_pb2.Envelope:
+        """The second half of :meth:`post`, for a post whose stream attempt did not admit it: ``result``
+        is the hub's refusal (raised; RATE_LIMITED retried as the backoff allows) or None (never queued
+        on the stream, or the stream broke first: posted by PostEnvelope under the same key)."""
         try:
-            # The first attempt inline (what _post_once does): one coroutine per post, not two.
-            if self.connected.is_set() and not self.paused:
-                request_id, fut = self._queue_post(envelope, timeout)
-                try:
-                    result = await fut
-                except Unavailable:
-                    result = None  # the stream broke: post by PostEnvelope, the idempotency key makes it safe
-                finally:
-                    self._results.pop(request_id, None)
-                if result is not None:
-                    return posted_envelope(result)
+            if result is not None:
+                return posted_envelope(result)
             return await self._post_unary(envelope, timeout)
         except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
             return await retry_rate_limited(

@@ -43,7 +43,7 @@ from netkernel.envelope import (
     Priority,
     text_envelope,
 )
-from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, Timeout
+from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, Timeout, Unavailable
 from netkernel.identity import Passport, Resume, ResumeExample
 from netkernel.images import check_images
 from netkernel.skills import add_skill_example
@@ -332,10 +332,27 @@ class NetworkClient:
         # post_envelope's untraced path inline (one coroutine less per send); the admitted envelope's
         # event_data is the dict built here when the hub kept its JSON text as sent (it is not parsed
         # back: nobody else holds that dict).
+        data = env.event_data
         wire = self._untraced_wire(env)
-        posted = await self._post_wire(wire)
+        del env  # not kept while the post waits (one object less for the garbage collector to look at)
+        stream = self._stream
+        queued = stream.post_nowait(wire) if stream is not None else None
+        if stream is None or queued is None:
+            posted = await self._post_wire(wire)
+        else:  # DeliveryStream.post inline: this coroutine waits for the stream's answer itself
+            request_id, fut = queued
+            try:
+                result: connect_pb2.PostResult | None = await fut
+            except Unavailable:
+                result = None  # the stream broke: finish_post posts it by PostEnvelope, same key
+            finally:
+                stream.forget_post(request_id)
+            if result is not None and result.WhichOneof("result") == "envelope":
+                posted = result.envelope
+            else:
+                posted = await stream.finish_post(wire, result)
         if posted.event_data_json == wire.event_data_json:
-            return envelope_from_wire(posted, event_data=env.event_data)
+            return envelope_from_wire(posted, event_data=data)
         return envelope_from_wire(posted)
 
     async def post_envelope(self, envelope: Envelope) -> Envelope:
@@ -561,7 +578,11 @@ class HumanClient(NetworkClient):
         self.dropped = 0
         """Envelopes the full pull queue dropped (oldest first) since the client was created."""
         self._callbacks: list[EnvelopeCallback] = []
-        self._inbox: deque[tuple[Envelope, int]] = deque()
+        self._inbox: deque[Envelope] = deque()
+        self._sizes: deque[int] = deque()
+        """The wire size of each envelope of :attr:`_inbox` (a deque of its own: a (envelope, size)
+        pair per queued envelope would be one more object for the garbage collector to keep track of
+        for as long as it is queued)."""
         self._inbox_bytes = 0
         self._overflowing = False
         self._arrived = asyncio.Condition()
@@ -687,13 +708,14 @@ class HumanClient(NetworkClient):
 
     def _enqueue(self, envelope: Envelope, size: int) -> None:
         """Append, dropping the oldest while either bound is exceeded (the new one always stays)."""
-        self._inbox.append((envelope, size))
+        self._inbox.append(envelope)
+        self._sizes.append(size)
         self._inbox_bytes += size
         dropped = 0
         while len(self._inbox) > 1 and (
             len(self._inbox) > self.max_queued_envelopes or self._inbox_bytes > self.max_queued_bytes
         ):
-            old, old_size = self._inbox.popleft()
+            old, old_size = self._inbox.popleft(), self._sizes.popleft()
             self._inbox_bytes -= old_size
             dropped += 1
             if not self._overflowing and not self._quiet_overflow():
@@ -711,8 +733,8 @@ class HumanClient(NetworkClient):
         self.dropped += dropped
 
     def _take(self, index: int) -> Envelope:
-        envelope, size = self._inbox[index]
-        del self._inbox[index]
+        envelope, size = self._inbox[index], self._sizes[index]
+        del self._inbox[index], self._sizes[index]
         self._inbox_bytes -= size
         self._overflowing = False  # a consumer keeps up again: the next overflow is logged anew
         return envelope
@@ -731,7 +753,7 @@ class HumanClient(NetworkClient):
         """The next inbound envelope matching ``predicate`` (any when None); Timeout after ``timeout`` seconds."""
 
         def take() -> Envelope | None:
-            for i, (env, _) in enumerate(self._inbox):
+            for i, env in enumerate(self._inbox):
                 if predicate is None or predicate(env):
                     return self._take(i)
             return None
