@@ -281,11 +281,17 @@ def _event_data(raw: str, max_json_depth: int | None) -> dict[str, Any]:
     return parsed
 
 
-def envelope_from_wire(msg: envelope_pb2.Envelope, *, max_json_depth: int | None = None) -> Envelope:
+def envelope_from_wire(
+    msg: envelope_pb2.Envelope, *, max_json_depth: int | None = None, event_data: dict[str, Any] | None = None
+) -> Envelope:
     """Build an :class:`Envelope` from the wire message (event_data must be a JSON object).
 
-    ``max_json_depth`` bounds event_data's nesting (set it for envelopes from a client)."""
-    return _from_wire(Envelope, msg, _event_data(msg.event_data_json, max_json_depth))
+    ``max_json_depth`` bounds event_data's nesting (set it for envelopes from a client).
+    ``event_data``: ``msg.event_data_json`` parsed already (the caller vouches for it; the
+    text is then not parsed again, and the envelope holds that dict)."""
+    if event_data is None:
+        event_data = _event_data(msg.event_data_json, max_json_depth)
+    return _from_wire(Envelope, msg, event_data)
 
 
 def _from_wire(cls: type[E], msg: envelope_pb2.Envelope, data: dict[str, Any]) -> E:

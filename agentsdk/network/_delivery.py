@@ -70,7 +70,17 @@ def _expire(fut: asyncio.Future[connect_pb2.PostResult]) -> None:
 _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
 log = logging.getLogger("agentnet.sdk")
 
-Dispatch = Callable[[envelope_pb2.Envelope], Awaitable[None]]
+Dispatch = Callable[[envelope_pb2.Envelope], Awaitable[None] | None]
+"""Hands one envelope to the identity: returns what to await before the channel's next envelope, or
+None when the envelope was handled within the call (no coroutine made for it)."""
+
+
+async def _awaited(pending: Awaitable[None] | None) -> None:
+    """Await ``pending`` unless it is None (a :data:`Dispatch` that finished within its call)."""
+    if pending is not None:
+        await pending
+
+
 _Item = tuple[connect_pb2.Delivery, int, bool]
 """A delivery waiting for its channel's worker: (delivery, its size in bytes, read back for a pending turn)."""
 
@@ -375,9 +385,13 @@ class DeliveryStream:
                 try:
                     if self.conn.tracing:
                         with self._turn_span(env):
-                            await self.dispatch(env)
+                            await _awaited(self.dispatch(env))
                     elif not env.trace_id and isinstance(trace.get_current_span(), trace.NonRecordingSpan):
-                        await self.dispatch(env)  # what _dispatch_untraced does then, one coroutine less
+                        # What _dispatch_untraced does then, one coroutine less; a dispatcher that
+                        # finished the delivery in the call (None) costs no coroutine at all.
+                        pending = self.dispatch(env)
+                        if pending is not None:
+                            await pending
                     else:
                         await self._dispatch_untraced(env)
                 except asyncio.CancelledError:
@@ -425,11 +439,11 @@ class DeliveryStream:
         else:
             current = trace.get_current_span()
             if isinstance(current, trace.NonRecordingSpan):
-                await self.dispatch(env)
+                await _awaited(self.dispatch(env))
                 return
             span = trace.NonRecordingSpan(current.get_span_context())
         with trace.use_span(span, end_on_exit=True):
-            await self.dispatch(env)
+            await _awaited(self.dispatch(env))
 
     def _remember(self, envelope_id: str) -> None:
         self._seen[envelope_id] = None
@@ -442,11 +456,53 @@ class DeliveryStream:
 
     async def post(self, envelope: envelope_pb2.Envelope, timeout: float = 30.0) -> envelope_pb2.Envelope:
         """Admit ``envelope``; returns it as written. Raises the hub's domain error when refused
-        (RATE_LIMITED only once the connection's ``rate_limit_backoff`` gave up)."""
+        (RATE_LIMITED only once the connection's ``rate_limit_backoff`` gave up).
+
+        :meth:`post_nowait` and :meth:`finish_post` are this in two halves, for a caller that awaits
+        the stream's answer itself (no coroutine of this one per post)."""
+        queued = self.post_nowait(envelope, timeout)
+        if queued is None:
+            return await self.finish_post(envelope, None, timeout)
+        request_id, fut = queued
+        try:
+            result = await fut
+        except Unavailable:
+            result = None  # the stream broke: post by PostEnvelope, the idempotency key makes it safe
+        finally:
+            self._results.pop(request_id, None)
+        if result is not None and result.WhichOneof("result") == "envelope":
+            return result.envelope
+        return await self.finish_post(envelope, result, timeout)
+
+    def post_nowait(
+        self, envelope: envelope_pb2.Envelope, timeout: float = 30.0
+    ) -> tuple[str, asyncio.Future[connect_pb2.PostResult]] | None:
+        """The first half of :meth:`post`: give ``envelope`` its idempotency key (unless it has one) and,
+        while the stream is up, queue it there. Returns its request id and the future of its
+        PostResult (failed with Unavailable when the stream breaks first, with TimeoutError after
+        ``timeout`` seconds), or None when the stream is not up. The caller awaits the future, then
+        calls :meth:`forget_post` with the request id, then, unless the result holds the admitted
+        envelope, :meth:`finish_post`."""
         if not envelope.HasField("idempotency_key"):
             envelope.idempotency_key = f"{self._key_prefix}{next(self._keys):016x}"
+        if self.connected.is_set() and not self.paused:
+            return self._queue_post(envelope, timeout)
+        return None
+
+    def forget_post(self, request_id: str) -> None:
+        """The wait for a post queued by :meth:`post_nowait` ended (answered, failed or cancelled)."""
+        self._results.pop(request_id, None)
+
+    async def finish_post(
+        self, envelope: envelope_pb2.Envelope, result: connect_pb2.PostResult | None, timeout: float = 30.0
+    ) -> envelope_pb2.Envelope:
+        """The second half of :meth:`post`, for a post whose stream attempt did not admit it: ``result``
+        is the hub's refusal (raised; RATE_LIMITED retried as the backoff allows) or None (never queued
+        on the stream, or the stream broke first: posted by PostEnvelope under the same key)."""
         try:
-            return await self._post_once(envelope, timeout)
+            if result is not None:
+                return posted_envelope(result)
+            return await self._post_unary(envelope, timeout)
         except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
             return await retry_rate_limited(
                 lambda: self._post_once(envelope, timeout), self.conn.rate_limit_backoff, refused=refused
@@ -454,16 +510,7 @@ class DeliveryStream:
 
     async def _post_once(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
         if self.connected.is_set() and not self.paused:
-            request_id = str(next(self._ids))
-            fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
-            self._results[request_id] = fut
-            frame = connect_pb2.ConnectRequest()
-            post = frame.post
-            post.request_id = request_id
-            post.envelope.CopyFrom(envelope)  # several times cheaper than Post(envelope=...), which copies too
-            self._outbox.put(frame)
-            # The deadline fails the future (asyncio.wait_for would wrap it in another one).
-            self._deadlines.add(request_id, timeout)
+            request_id, fut = self._queue_post(envelope, timeout)
             try:
                 result = await fut
             except Unavailable:
@@ -472,5 +519,25 @@ class DeliveryStream:
                 self._results.pop(request_id, None)
             if result is not None:
                 return posted_envelope(result)
+        return await self._post_unary(envelope, timeout)
+
+    def _queue_post(
+        self, envelope: envelope_pb2.Envelope, timeout: float
+    ) -> tuple[str, asyncio.Future[connect_pb2.PostResult]]:
+        """Queue ``envelope`` on the stream; its request id and the future of its PostResult (failed
+        with Unavailable when the stream breaks first, with TimeoutError after ``timeout`` seconds)."""
+        request_id = str(next(self._ids))
+        fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
+        self._results[request_id] = fut
+        frame = connect_pb2.ConnectRequest()
+        post = frame.post
+        post.request_id = request_id
+        post.envelope.CopyFrom(envelope)  # several times cheaper than Post(envelope=...), which copies too
+        self._outbox.put(frame)
+        # The deadline fails the future (asyncio.wait_for would wrap it in another one).
+        self._deadlines.add(request_id, timeout)
+        return request_id, fut
+
+    async def _post_unary(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
         response = await self._fallback.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=envelope), timeout=timeout)
         return response.envelope

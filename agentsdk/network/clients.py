@@ -43,7 +43,7 @@ from netkernel.envelope import (
     Priority,
     text_envelope,
 )
-from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, Timeout
+from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, Timeout, Unavailable
 from netkernel.identity import Passport, Resume, ResumeExample
 from netkernel.images import check_images
 from netkernel.skills import add_skill_example
@@ -218,12 +218,12 @@ class NetworkClient:
     def _welcomed(self, welcome: connect_pb2.Welcome) -> None:
         """A stream began (the first or a reconnect's); its pending turns are being resumed."""
 
-    async def _dispatch(self, wire: envelope_pb2.Envelope) -> None:
+    def _dispatch(self, wire: envelope_pb2.Envelope) -> Awaitable[None] | None:
+        """The delivery stream's dispatcher: what to await for ``wire`` (None: handled already)."""
         envelope = envelope_from_wire(wire)
         if envelope.event_type == EV_MSG_CHUNK:
-            await self._chunk(envelope)
-            return
-        await self._handle(envelope)
+            return self._chunk(envelope)
+        return self._handle(envelope)
 
     # -- streamed replies ----------------------------------------------------------------
 
@@ -327,7 +327,33 @@ class NetworkClient:
             images=items,
         )
         check_images(env.event_type, env.event_data)
-        return await self.post_envelope(env)
+        if self._hub.connection.tracing:
+            return await self.post_envelope(env)
+        # post_envelope's untraced path inline (one coroutine less per send); the admitted envelope's
+        # event_data is the dict built here when the hub kept its JSON text as sent (it is not parsed
+        # back: nobody else holds that dict).
+        data = env.event_data
+        wire = self._untraced_wire(env)
+        del env  # not kept while the post waits (one object less for the garbage collector to look at)
+        stream = self._stream
+        queued = stream.post_nowait(wire) if stream is not None else None
+        if stream is None or queued is None:
+            posted = await self._post_wire(wire)
+        else:  # DeliveryStream.post inline: this coroutine waits for the stream's answer itself
+            request_id, fut = queued
+            try:
+                result: connect_pb2.PostResult | None = await fut
+            except Unavailable:
+                result = None  # the stream broke: finish_post posts it by PostEnvelope, same key
+            finally:
+                stream.forget_post(request_id)
+            if result is not None and result.WhichOneof("result") == "envelope":
+                posted = result.envelope
+            else:
+                posted = await stream.finish_post(wire, result)
+        if posted.event_data_json == wire.event_data_json:
+            return envelope_from_wire(posted, event_data=data)
+        return envelope_from_wire(posted)
 
     async def post_envelope(self, envelope: Envelope) -> Envelope:
         """Post any envelope (custom event types, workflow packets, invite acks); returns it as admitted.
@@ -339,15 +365,7 @@ class NetworkClient:
         """
         connection = self._hub.connection
         if not connection.tracing:
-            # No span would be recorded: skip making a no-op one. The envelope still carries the
-            # context that no-op span would have named, the current one (a handler turn's: the
-            # trace the delivered envelope carried goes on).
-            wire = self._wire_of(envelope)
-            if not wire.HasField("trace_id"):
-                traceparent = traceparent_of(trace.get_current_span())
-                if traceparent is not None:
-                    wire.trace_id = traceparent
-            return envelope_from_wire(await self._post_wire(wire))
+            return envelope_from_wire(await self._post_wire(self._untraced_wire(envelope)))
         with connection.tracer.start_as_current_span(
             "agentnet.post",
             kind=trace.SpanKind.PRODUCER,
@@ -361,6 +379,17 @@ class NetworkClient:
             posted = await self._post_wire(wire)
             span.set_attributes({"agentnet.seq": posted.seq, "agentnet.envelope_id": posted.envelope_id})
             return envelope_from_wire(posted)
+
+    def _untraced_wire(self, envelope: Envelope) -> envelope_pb2.Envelope:
+        """:meth:`_wire_of` when no span would be recorded: no no-op span is made. The envelope still
+        carries the context that no-op span would have named, the current one (a handler turn's: the
+        trace the delivered envelope carried goes on)."""
+        wire = self._wire_of(envelope)
+        if not wire.HasField("trace_id"):
+            traceparent = traceparent_of(trace.get_current_span())
+            if traceparent is not None:
+                wire.trace_id = traceparent
+        return wire
 
     def _wire_of(self, envelope: Envelope) -> envelope_pb2.Envelope:
         """``envelope`` as the wire message to post, its empty ``sender_id`` filled with this client's id."""
@@ -549,7 +578,11 @@ class HumanClient(NetworkClient):
         self.dropped = 0
         """Envelopes the full pull queue dropped (oldest first) since the client was created."""
         self._callbacks: list[EnvelopeCallback] = []
-        self._inbox: deque[tuple[Envelope, int]] = deque()
+        self._inbox: deque[Envelope] = deque()
+        self._sizes: deque[int] = deque()
+        """The wire size of each envelope of :attr:`_inbox` (a deque of its own: a (envelope, size)
+        pair per queued envelope would be one more object for the garbage collector to keep track of
+        for as long as it is queued)."""
         self._inbox_bytes = 0
         self._overflowing = False
         self._arrived = asyncio.Condition()
@@ -593,52 +626,96 @@ class HumanClient(NetworkClient):
         with contextlib.suppress(ValueError):
             self._callbacks.remove(callback)
 
-    async def _dispatch(self, wire: envelope_pb2.Envelope) -> None:
+    def _dispatch(self, wire: envelope_pb2.Envelope) -> Awaitable[None] | None:
         envelope = envelope_from_wire(wire)
         if envelope.event_type == EV_MSG_CHUNK:
-            await self._chunk(envelope)
-            return
-        await self._receive(envelope, wire.ByteSize())
+            return self._chunk(envelope)
+        return self._receive_now(envelope, wire.ByteSize())
 
     async def _handle(self, envelope: Envelope) -> None:
         if envelope.event_type == EV_MSG_CHUNK:
             await self._chunk(envelope)
             return
-        await self._receive(envelope, len(envelope_to_wire(envelope).SerializeToString()))
+        pending = self._receive_now(envelope, len(envelope_to_wire(envelope).SerializeToString()))
+        if pending is not None:
+            await pending
 
-    async def _receive(self, envelope: Envelope, size: int) -> None:
+    def _receive_now(self, envelope: Envelope, size: int) -> Awaitable[None] | None:
+        """Hand ``envelope`` to the invite auto-ack, the push callbacks and the pull queue, in this
+        call as far as none of them needs awaiting; returns the rest to await (None: all done). Plain
+        callbacks and a pull queue nobody waits on cost no coroutine per envelope."""
         if self.auto_ack_invites and envelope.event_type == EV_CHANNEL_INVITE:
-            try:
-                await self.ack_invite(envelope.channel_id)
-            except AgentNetError as err:
-                log.warning("could not ack invite to %s: %s", envelope.channel_id, err.message)
-        for callback in list(self._callbacks):
+            return self._ack_then_receive(envelope, size)
+        callbacks = list(self._callbacks)
+        for i, callback in enumerate(callbacks):
             try:
                 result = callback(envelope)  # call_back's work, without a coroutine of its own per envelope
+            except Exception:
+                log.exception("envelope callback %r failed", callback)
+                continue
+            if result is not None and inspect.isawaitable(result):
+                return self._receive_rest(envelope, size, callbacks, i, result)
+        return self._queue_now(envelope, size)
+
+    async def _ack_then_receive(self, envelope: Envelope, size: int) -> None:
+        try:
+            await self.ack_invite(envelope.channel_id)
+        except AgentNetError as err:
+            log.warning("could not ack invite to %s: %s", envelope.channel_id, err.message)
+        await self._receive_rest(envelope, size, list(self._callbacks), -1, None)
+
+    async def _receive_rest(
+        self,
+        envelope: Envelope,
+        size: int,
+        callbacks: list[EnvelopeCallback],
+        index: int,
+        pending: Awaitable[Any] | None,
+    ) -> None:
+        """Await ``pending`` (what ``callbacks[index]`` returned), then run the callbacks after it and
+        queue ``envelope`` for pulling."""
+        if pending is not None:
+            try:
+                await pending
+            except Exception:
+                log.exception("envelope callback %r failed", callbacks[index])
+        for callback in callbacks[index + 1 :]:
+            try:
+                result = callback(envelope)
                 if result is not None and inspect.isawaitable(result):
                     await result
             except Exception:
                 log.exception("envelope callback %r failed", callback)
+        queued = self._queue_now(envelope, size)
+        if queued is not None:
+            await queued
+
+    def _queue_now(self, envelope: Envelope, size: int) -> Awaitable[None] | None:
+        """Put ``envelope`` in the pull queue (if it keeps any); what to await when a puller waits."""
         if not self._keeps_pulled():
-            return
+            return None
         if not self._waiting:
             # Nobody waits to be told; a puller holds the lock only while it waits (or takes, without
             # awaiting), so it is free and the next puller finds the envelope in the queue.
             self._enqueue(envelope, size)
-            return
+            return None
+        return self._enqueue_notify(envelope, size)
+
+    async def _enqueue_notify(self, envelope: Envelope, size: int) -> None:
         async with self._arrived:
             self._enqueue(envelope, size)
             self._arrived.notify_all()
 
     def _enqueue(self, envelope: Envelope, size: int) -> None:
         """Append, dropping the oldest while either bound is exceeded (the new one always stays)."""
-        self._inbox.append((envelope, size))
+        self._inbox.append(envelope)
+        self._sizes.append(size)
         self._inbox_bytes += size
         dropped = 0
         while len(self._inbox) > 1 and (
             len(self._inbox) > self.max_queued_envelopes or self._inbox_bytes > self.max_queued_bytes
         ):
-            old, old_size = self._inbox.popleft()
+            old, old_size = self._inbox.popleft(), self._sizes.popleft()
             self._inbox_bytes -= old_size
             dropped += 1
             if not self._overflowing and not self._quiet_overflow():
@@ -656,8 +733,8 @@ class HumanClient(NetworkClient):
         self.dropped += dropped
 
     def _take(self, index: int) -> Envelope:
-        envelope, size = self._inbox[index]
-        del self._inbox[index]
+        envelope, size = self._inbox[index], self._sizes[index]
+        del self._inbox[index], self._sizes[index]
         self._inbox_bytes -= size
         self._overflowing = False  # a consumer keeps up again: the next overflow is logged anew
         return envelope
@@ -676,7 +753,7 @@ class HumanClient(NetworkClient):
         """The next inbound envelope matching ``predicate`` (any when None); Timeout after ``timeout`` seconds."""
 
         def take() -> Envelope | None:
-            for i, (env, _) in enumerate(self._inbox):
+            for i, env in enumerate(self._inbox):
                 if predicate is None or predicate(env):
                     return self._take(i)
             return None
