@@ -23,7 +23,8 @@ from ag2gateway import frames, ids, records
 from ag2gateway.delivery import IdentityStream
 from ag2gateway.hub import HubLink
 from ag2gateway.identities import Identities
-from ag2gateway.ops.registry import start
+from ag2gateway.ops.channels import post_parts, posted_id
+from ag2gateway.ops.registry import bad_params, start
 from ag2gateway.outbox import Outbox
 from ag2gateway.refusals import Ag2Refusal, code_of
 from agentsdk.rpc import HubRpc
@@ -84,6 +85,9 @@ class Connection:
             return
         if isinstance(frame, frames.Request):
             await self._requests.acquire()  # bounds the ops one connection runs at once
+            if frame.op == "post_envelope":
+                await self._post(frame)
+                return
             try:
                 pending = start(self, frame.op, frame.params)  # its first part now: a post is queued in read order
             except Exception as err:
@@ -98,16 +102,50 @@ class Connection:
         elif isinstance(frame, frames.Ping):
             await self.send(frames.pong())
 
+    async def _post(self, frame: frames.Request) -> None:
+        """A ``post_envelope``: queued on the sender's stream now, in the order read; its response is
+        sent by that stream as it reads the post's result (no task per post, no loop turn to wake one)."""
+        try:
+            try:
+                sender, env = post_parts(frame.params)
+            except (KeyError, TypeError, ValueError) as err:
+                raise bad_params(frame.op, err) from None
+            stream = self.identity(sender).stream
+        except Exception as err:
+            try:
+                await self._respond(frame, err)
+            finally:
+                self._requests.release()
+            return
+
+        async def answer(outcome: envelope_pb2.Envelope | Exception) -> None:
+            try:
+                await self._respond(
+                    frame,
+                    posted_id(self, outcome, str(sender)) if isinstance(outcome, envelope_pb2.Envelope) else outcome,
+                )
+            finally:
+                self._requests.release()
+
+        stream.post_then(env, answer)
+
+    async def _respond(self, frame: frames.Request, outcome: Any) -> None:
+        """Send a request's response: its result, or the error code and message of an exception."""
+        if isinstance(outcome, Exception):
+            if not isinstance(outcome, AgentNetError | Ag2Refusal):
+                log.exception("op %s failed", frame.op, exc_info=outcome)
+            code, message = code_of(outcome)
+            await self.send(frames.response_error(frame.request_id, code, message))
+        else:
+            await self.send(frames.response_ok(frame.request_id, outcome))
+
     async def _request(self, frame: frames.Request, pending: Awaitable[Any]) -> None:
         try:
             result = await pending
         except Exception as err:
-            if not isinstance(err, AgentNetError | Ag2Refusal):
-                log.exception("op %s failed", frame.op)
-            code, message = code_of(err)
-            await self.send(frames.response_error(frame.request_id, code, message))
+            await self._respond(frame, err)
         else:
-            await self.send(frames.response_ok(frame.request_id, result))
+            await self._respond(frame, result)
         finally:
             self._requests.release()
             if inspect.iscoroutine(pending):
@@ -249,6 +287,7 @@ class Connection:
             task.cancel()
         for bound in list(self.bound.values()):
             await bound.stream.close()
+            bound.stream.cancel_answers()
         self.bound.clear()
         self.outbox.close()
 

@@ -13,6 +13,8 @@ still answered only after the hub committed the envelope, at a fraction of a una
 A post made while the stream is down, or queued but not yet written when it ends, goes by the
 unary ``PostEnvelope``; one written to a stream that ended before its result came is refused
 UNAVAILABLE (the hub may or may not have admitted it, exactly as a unary call cut off mid-way).
+An AG2 ``post_envelope`` is made with :meth:`IdentityStream.post_then`: its response is written
+by the stream's own reading task as it reads the PostResult, with no task per post to wake.
 """
 
 from __future__ import annotations
@@ -50,13 +52,26 @@ class _Unsent(Exception):
     """A post the ended stream never wrote: it goes by the unary PostEnvelope instead."""
 
 
+Answer = Callable[[envelope_pb2.Envelope | Exception], Awaitable[None]]
+"""Told the outcome of a post made with :meth:`IdentityStream.post_then`: the envelope as the hub
+committed it, or why it was not admitted (the hub's domain error; UNAVAILABLE when unknown)."""
+
+
 class _Pending:
-    """One post waiting for its PostResult on the stream."""
+    """One post waiting for its PostResult on the stream: a future to set (:meth:`IdentityStream.post`)
+    or an answer to run (:meth:`IdentityStream.post_then`)."""
 
-    __slots__ = ("future", "written")
+    __slots__ = ("answer", "envelope", "future", "written")
 
-    def __init__(self, future: asyncio.Future[connect_pb2.PostResult]) -> None:
+    def __init__(
+        self,
+        envelope: envelope_pb2.Envelope,
+        future: asyncio.Future[connect_pb2.PostResult] | None,
+        answer: Answer | None,
+    ) -> None:
+        self.envelope = envelope
         self.future = future
+        self.answer = answer
         self.written = False
         """Handed to gRPC: once the stream ends, its outcome is unknown."""
 
@@ -81,6 +96,8 @@ class IdentityStream:
         self._ids = itertools.count(1)
         self._pending: dict[str, _Pending] = {}
         """Posts written or queued on the current stream, by request id, until their PostResult."""
+        self._answering: set[asyncio.Task[None]] = set()
+        """Posts of :meth:`post_then` answered off the stream (unary, retried after RATE_LIMITED, cut off)."""
         self._live = False
         """The current stream got its Welcome and has not ended: posts may go over it."""
         self._stream: ConnectStream | None = None
@@ -166,13 +183,13 @@ class IdentityStream:
         self._live = False
         pending, self._pending = self._pending, {}
         for post in pending.values():
-            if not post.future.done():
+            if post.answer is not None:
                 if post.written:
-                    post.future.set_exception(
-                        Unavailable("the hub stream ended before the post's result; it may have been admitted")
-                    )
+                    self._answer_later(_raise(_cut_off()), post.answer)
                 else:
-                    post.future.set_exception(_Unsent())
+                    self._answer_later(self._posted(post.envelope, None), post.answer)  # by PostEnvelope
+            elif post.future is not None and not post.future.done():
+                post.future.set_exception(_cut_off() if post.written else _Unsent())
 
     def _fail_welcome(self, err: BaseException) -> None:
         if self._welcome is not None and not self._welcome.done():
@@ -185,13 +202,13 @@ class IdentityStream:
                 which = frame.WhichOneof("frame")
                 if which == "batch":
                     for result in frame.batch.post_results:
-                        self._resolve(result)
+                        await self._resolve(result)
                     for delivery in frame.batch.deliveries:
                         await self._deliver(delivery.envelope, delivery.replay, self._first)
                 elif which == "delivery":
                     await self._deliver(frame.delivery.envelope, frame.delivery.replay, self._first)
                 elif which == "post_result":
-                    self._resolve(frame.post_result)
+                    await self._resolve(frame.post_result)
                 elif which == "welcome":
                     welcome = frame.welcome
                     self._outbox.limit = welcome.max_post_batch  # 0 (an older hub): single Posts
@@ -214,10 +231,24 @@ class IdentityStream:
             nonce += 1
             self._outbox.put(connect_pb2.ConnectRequest(ping=connect_pb2.Ping(nonce=nonce)))
 
-    def _resolve(self, result: connect_pb2.PostResult) -> None:
+    async def _resolve(self, result: connect_pb2.PostResult) -> None:
+        """A post's PostResult: a :meth:`post_then` post is answered here, in the stream's turn (no task
+        to wake); a :meth:`post` post's awaiter is woken."""
         pending = self._pending.pop(result.request_id, None)
-        if pending is not None and not pending.future.done():
-            pending.future.set_result(result)
+        if pending is None:
+            return
+        if pending.answer is None:
+            if pending.future is not None and not pending.future.done():
+                pending.future.set_result(result)
+            return
+        try:
+            outcome: envelope_pb2.Envelope | Exception = posted_envelope(result)
+        except RateLimited as err:  # retried as the connection's rate_limit_backoff allows, off the stream
+            self._answer_later(self._retried(pending.envelope, err), pending.answer)
+            return
+        except Exception as err:
+            outcome = err
+        await _answer(pending.answer, outcome)
 
     def ack(self, channel_id: str, seq: int) -> None:
         """The AG2 client processed the envelope at ``seq``: the hub's cursor may pass it. With a hub
@@ -241,22 +272,51 @@ class IdentityStream:
         task to run again."""
         return self._posted(envelope, self._queue(envelope))
 
+    def post_then(self, envelope: envelope_pb2.Envelope, answer: Answer) -> None:
+        """:meth:`post` without an awaiter: ``answer`` is told the outcome. While the stream is live the
+        post is queued on it now and ``answer`` runs in the stream's own turn when its PostResult is read
+        (so an AG2 post's response needs no task of its own, nor a loop turn to wake one); a post that
+        goes unary, is retried after RATE_LIMITED or is cut off is answered from a task."""
+        if self._queue(envelope, answer) is None:
+            self._answer_later(self._posted(envelope, None), answer)
+
+    def _answer_later(self, outcome: Awaitable[envelope_pb2.Envelope], answer: Answer) -> None:
+        async def run() -> None:
+            try:
+                result: envelope_pb2.Envelope | Exception = await outcome
+            except Exception as err:
+                result = err
+            await _answer(answer, result)
+
+        task = asyncio.create_task(run())
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    def cancel_answers(self) -> None:
+        """Stop answering posts off the stream (the client is gone)."""
+        for task in list(self._answering):
+            task.cancel()
+
     async def _posted(self, envelope: envelope_pb2.Envelope, queued: _Queued | None) -> envelope_pb2.Envelope:
         try:
             return await self._outcome(envelope, queued)
         except RateLimited as err:
-            return await retry_rate_limited(
-                lambda: self._outcome(envelope, self._queue(envelope)),
-                self.rpc.connection.rate_limit_backoff,
-                refused=err,
-            )
+            return await self._retried(envelope, err)
 
-    def _queue(self, envelope: envelope_pb2.Envelope) -> _Queued | None:
+    async def _retried(self, envelope: envelope_pb2.Envelope, refused: RateLimited) -> envelope_pb2.Envelope:
+        return await retry_rate_limited(
+            lambda: self._outcome(envelope, self._queue(envelope)),
+            self.rpc.connection.rate_limit_backoff,
+            refused=refused,
+        )
+
+    def _queue(self, envelope: envelope_pb2.Envelope, answer: Answer | None = None) -> _Queued | None:
         """Put the post on the live stream (None: the stream is down, it goes unary)."""
         if not self._live:
             return None
         request_id = str(next(self._ids))
-        pending = _Pending(asyncio.get_running_loop().create_future())
+        future = None if answer is not None else asyncio.get_running_loop().create_future()
+        pending = _Pending(envelope, future, answer)
         self._pending[request_id] = pending
         frame = _Frame()
         post = frame.post
@@ -269,6 +329,7 @@ class IdentityStream:
         """The committed envelope: the queued post's PostResult, else a unary PostEnvelope."""
         if queued is not None:
             request_id, pending = queued
+            assert pending.future is not None  # queued without an answer
             try:
                 result = await pending.future
             except _Unsent:
@@ -292,3 +353,19 @@ class IdentityStream:
                 self._task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await self._task
+
+
+def _cut_off() -> Unavailable:
+    return Unavailable("the hub stream ended before the post's result; it may have been admitted")
+
+
+async def _raise(err: Exception) -> envelope_pb2.Envelope:
+    raise err
+
+
+async def _answer(answer: Answer, outcome: envelope_pb2.Envelope | Exception) -> None:
+    """Run ``answer`` (a failing answer is logged: it must not end the stream that runs it)."""
+    try:
+        await answer(outcome)
+    except Exception:
+        log.exception("answering a post failed")

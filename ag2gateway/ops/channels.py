@@ -102,19 +102,34 @@ async def close_channel(conn: Connection, params: dict[str, Any]) -> Any:
 def post_envelope(conn: Connection, params: dict[str, Any]) -> Awaitable[Any]:
     """A post as the envelope's sender, over its Connect stream (answered once the hub committed it);
     returns the AG2 id of the admitted envelope. The post is queued on the stream as the request
-    frame is read: one event-loop turn sooner than in the op's task, and in the order read."""
-    raw = params["envelope"]
-    env = records.envelope_from_ag2(raw)
-    sender = raw.get("sender_id")
+    frame is read: one event-loop turn sooner than in the op's task, and in the order read. (A
+    connection runs its clients' ``post_envelope`` frames by :func:`post_parts` and
+    :meth:`IdentityStream.post_then <ag2gateway.delivery.IdentityStream.post_then>` instead, answered
+    without a task; this is the same op for :func:`~ag2gateway.ops.registry.dispatch`.)"""
+    sender, env = post_parts(params)
     return _posted(conn, conn.identity(sender).stream.post(env), str(sender))
 
 
-async def _posted(conn: Connection, posting: Awaitable[envelope_pb2.Envelope], sender: str) -> str:
-    admitted = await posting
+def post_parts(params: dict[str, Any]) -> tuple[Any, envelope_pb2.Envelope]:
+    """The sender id (as sent: :meth:`Connection.identity` refuses one not bound) and the hub envelope
+    of a ``post_envelope``'s params (KeyError, TypeError or ValueError for params of the wrong shape;
+    the hub's InvalidArgument for a bad envelope)."""
+    raw = params["envelope"]
+    env = records.envelope_from_ag2(raw)
+    return raw.get("sender_id"), env
+
+
+def posted_id(conn: Connection, admitted: envelope_pb2.Envelope, sender: str) -> str:
+    """The AG2 id a ``post_envelope`` answers with, for the envelope the hub admitted (remembered for
+    the connection, as :func:`~ag2gateway.records.envelope_to_ag2` would, without converting the rest)."""
     conn.learn_channel(admitted.channel_id, sender)
     ag2 = ids.ag2_id(admitted)
-    conn.memory.remember(admitted.envelope_id, ag2)  # as envelope_to_ag2 would, without converting the rest
+    conn.memory.remember(admitted.envelope_id, ag2)
     return ag2
+
+
+async def _posted(conn: Connection, posting: Awaitable[envelope_pb2.Envelope], sender: str) -> str:
+    return posted_id(conn, await posting, sender)
 
 
 @op("read_wal")

@@ -43,17 +43,18 @@ def start(conn: Connection, name: str, params: dict[str, Any]) -> Awaitable[Any]
     try:
         return _finish(name, fn(conn, params))
     except (KeyError, TypeError, ValueError) as err:
-        raise _bad_params(name, err) from None
+        raise bad_params(name, err) from None
 
 
 async def _finish(name: str, pending: Awaitable[Any]) -> Any:
     try:
         return await pending
     except (KeyError, TypeError, ValueError) as err:
-        raise _bad_params(name, err) from None
+        raise bad_params(name, err) from None
 
 
-def _bad_params(name: str, err: Exception) -> Ag2Refusal:
+def bad_params(name: str, err: Exception) -> Ag2Refusal:
+    """The protocol_error for an op's params of the wrong shape (as AG2's hub refuses them)."""
     return Ag2Refusal(frames.PROTOCOL_ERROR, f"bad params for {name!r}: {err!r}")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2
 
 from ag2gateway.config import Ag2GatewayOptions
@@ -15,7 +16,7 @@ from ag2gateway.delivery import IdentityStream
 from ag2gateway.hub import HubLink
 from ag2gateway.server import start_gateway
 from servicekit.metrics import MetricsSettings
-from tests.ag2gateway.conftest import Driver, start_driver
+from tests.ag2gateway.conftest import Ag2Error, Driver, start_driver
 from tests.ag2gateway.test_channels import TOKEN, texts
 from tests.eventually import assert_eventually
 from tests.hub.harness import EV_TEXT, RunningHub, conversation, open_channel, register, running_hub
@@ -176,3 +177,51 @@ async def test_a_receipts_ack_rides_in_the_identitys_next_post_or_goes_alone_aft
             await link.close()
             await alice.close()
             await bob.close()
+
+
+async def test_every_post_envelope_gets_its_answer_and_frees_its_request_slot(tmp_path: Path) -> None:
+    """Each ``post_envelope`` is answered, with its AG2 id or AG2's error for a refusal (by the gateway or
+    by the hub), and the answer frees its slot of ``--max-requests``: with 2 slots, many more posts and
+    refusals than that, one after another and at once, all get their answers, in order."""
+    async with running_hub(tmp_path / "hub.db") as hub:
+        options = Ag2GatewayOptions(port=0, hub=hub.target, secret_file=tmp_path / "s", max_requests=2)
+        gateway = await start_gateway(options)
+        ag2 = await start_driver()
+        try:
+            await ag2("url", url=gateway.url)
+            alice = await ag2("human", name="alice", token=TOKEN.format("alice"))
+            await ag2("human", name="bob", token=TOKEN.format("bob"))
+            channel_id = (await ag2("open", who="alice", type="conversation", targets=["bob"]))["channel_id"]
+
+            async def active() -> bool:
+                assert (await ag2("call", name="get_channel", args=[channel_id]))["state"] == "active"
+                return True
+
+            await assert_eventually(active, timeout=15)
+
+            def post(sender: str, channel: str = channel_id) -> dict[str, object]:
+                envelope = {"channel_id": channel, "sender_id": sender, "audience": None, "event_type": EV_TEXT}
+                return {"envelope": {**envelope, "event_data": {"text": "x"}}}
+
+            for _ in range(3):
+                with pytest.raises(Ag2Error, match="AccessDeniedError"):  # an identity not bound to the connection
+                    await ag2("rpc", name="post_envelope", params=post("f" * 32))
+                with pytest.raises(Ag2Error, match="ProtocolError: bad params for 'post_envelope'"):
+                    await ag2("rpc", name="post_envelope", params={})
+                with pytest.raises(Ag2Error, match="NotFoundError"):  # refused by the hub: no such channel
+                    await ag2("rpc", name="post_envelope", params=post(alice["agent_id"], "0" * 32))
+            one_by_one = [await _send(ag2, channel_id, f"one {i}") for i in range(5)]
+            at_once = await ag2("send_many", who="alice", channel_id=channel_id, texts=[f"many {i}" for i in range(20)])
+            ids = one_by_one + at_once
+            assert ids == sorted(ids) and len(set(ids)) == 25
+
+            async def bob_has_all() -> bool:
+                assert texts(await ag2("received", who="bob")) == [f"one {i}" for i in range(5)] + [
+                    f"many {i}" for i in range(20)
+                ]
+                return True
+
+            await assert_eventually(bob_has_all, timeout=15)
+        finally:
+            await ag2.stop()
+            await gateway.stop()
