@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import os
 
-# gRPC's EventEngine client endpoints (1.85's default) hand every read of the hub's Connect streams from
-# an EventEngine poller thread to a worker thread, then to grpc.aio's completion-queue thread, then to
-# the event loop; the older endpoints read in the completion-queue thread itself. Measured under
-# bench/ag2_bench.py's round trip: futex calls per round trip 17.5 -> 0.8, gateway CPU per round trip
-# about 11% lower. Read once, when grpc starts: set before it is imported; an explicit setting wins.
-os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client")
+from servicekit.grpc_env import GRPC_EXPERIMENTS
+
+os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)  # before grpc is imported (servicekit/grpc_env.py)
 
 import asyncio
 import gc
