@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from servicekit.grpc_env import GRPC_EXPERIMENTS
+from netkernel.grpc_env import GRPC_EXPERIMENTS
 
-os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)  # before grpc is imported (servicekit/grpc_env.py)
+os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)  # before grpc is imported (netkernel/grpc_env.py)
 
 import asyncio
 import gc

@@ -10,7 +10,15 @@ imported on first access so ``import agentsdk`` stays cheap. See ``docs/agents.m
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import TYPE_CHECKING, Any
+
+from netkernel.grpc_env import GRPC_EXPERIMENTS
+
+# gRPC reads this once, as it starts: only before grpc is imported (docs/operations.md#grpc-threads-grpc_experiments).
+if "grpc" not in sys.modules:
+    os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent, Reply

@@ -17,14 +17,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench import PEER_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 AG2_PYTHON = os.environ.get("AG2_PYTHON", str(ROOT / ".venv-ag2" / "bin" / "python"))
 PEER = str(ROOT / "bench" / "ag2_peer.py")
 
 
-def _start(cmd: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:
+def _start(cmd: list[str], marker: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
     popen = subprocess.Popen(
-        cmd, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        cmd, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     assert popen.stdout is not None
     for line in popen.stdout:
@@ -61,6 +63,7 @@ def _run(url: str, iterations: int, count: int, servers: dict[str, subprocess.Po
     out = subprocess.run(
         [AG2_PYTHON, PEER, "run", url, "--iterations", str(iterations), "--count", str(count)],
         cwd=ROOT,
+        env=PEER_ENV,
         capture_output=True,
         text=True,
         timeout=900,
@@ -77,7 +80,7 @@ def _run(url: str, iterations: int, count: int, servers: dict[str, subprocess.Po
 def measure(iterations: int, count: int) -> dict[str, Any]:
     """Both rows."""
     with tempfile.TemporaryDirectory(prefix="ag2-bench-") as tmp:
-        ag2_hub, line = _start([AG2_PYTHON, PEER, "serve", f"{tmp}/ag2-store"], "listening on")
+        ag2_hub, line = _start([AG2_PYTHON, PEER, "serve", f"{tmp}/ag2-store"], "listening on", PEER_ENV)
         try:
             ag2 = _run(line.rsplit(" ", 1)[1].strip(), iterations, count, {"ag2_hub": ag2_hub})
         finally:

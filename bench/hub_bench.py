@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 from agentnet.v1 import envelope_pb2, hub_pb2
 
+from bench import PEER_ENV
 from bench.client import BenchPeer, register, text
 from bench.sdk_bench import run_sdk
 from bench.timing import timed_round_trips
@@ -223,6 +224,7 @@ def autogen(agents_python: str | None, iterations: int, count: int) -> dict[str,
             str(count),
         ],
         cwd=ROOT,
+        env=PEER_ENV,
         capture_output=True,
         text=True,
         timeout=900,

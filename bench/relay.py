@@ -13,14 +13,6 @@ Run: ``python -m bench.relay --port 0``.
 
 from __future__ import annotations
 
-import os
-
-from servicekit.grpc_env import GRPC_EXPERIMENTS
-
-# The floor runs on the gRPC settings the hub runs on (servicekit/grpc_env.py), so the ratios
-# compare the hub's own work, not two configurations of gRPC.
-os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)
-
 import argparse
 import asyncio
 import itertools

@@ -1,5 +1,5 @@
 """Every service process sets GRPC_EXPERIMENTS before grpc is first imported (gRPC reads it once, as it
-starts), unless the variable is set already (servicekit/grpc_env.py, docs/operations.md)."""
+starts), unless the variable is set already (netkernel/grpc_env.py, docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from servicekit.grpc_env import GRPC_EXPERIMENTS
+from netkernel.grpc_env import GRPC_EXPERIMENTS
 from tests.procs import ROOT
 
 SERVICES = ["hubsvc", "knowledgesvc", "a2agateway", "ag2gateway"]
@@ -52,3 +52,17 @@ def test_set_before_grpc_starts(module: str) -> None:
 @pytest.mark.parametrize("value", ["", "-event_engine_client"])
 def test_an_operators_value_wins(module: str, value: str) -> None:
     assert probe(module, {**os.environ, "GRPC_EXPERIMENTS": value}) == repr(value)
+
+
+def sdk_probe(code: str, env: dict[str, str]) -> str:
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_importing_agentsdk_first_sets_it_and_after_grpc_does_not() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
+    show = "import os; print(repr(os.environ.get('GRPC_EXPERIMENTS')))"
+    assert sdk_probe(f"import agentsdk.network; {show}", env) == repr(GRPC_EXPERIMENTS)
+    assert sdk_probe(f"import grpc, agentsdk.network; {show}", env) == "None"  # too late to matter: left alone
+    assert sdk_probe(f"import agentsdk; {show}", {**env, "GRPC_EXPERIMENTS": ""}) == "''"
