@@ -6,9 +6,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 include tools/versions.env
-# Worker processes of the test suite: tests mostly wait on sockets and timers, so more workers than cores pays
-# (on 2 cores, pytest took 253 s with 4 workers against 269-296 s with 3, the same CPU either way).
-TEST_WORKERS ?= 4
+# Worker processes of the test suite: tests mostly wait on sockets and timers, so more workers than cores pays.
+TEST_WORKERS ?= 3
 AG2_VERSION ?= 1.2.1
 # The tests start hundreds of Python processes (hubs, services, CLIs, example scripts): let each reuse the
 # bytecode of the project's modules (__pycache__/, ignored by git) instead of compiling them again, even where
