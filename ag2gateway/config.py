@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentsdk.tls import TlsConfig, add_hub_tls_arguments, hub_tls_from_args
-from servicekit.tls import ServerTls, add_tls_arguments, env_flag, tls_from_args
+from netkernel.env_flags import env_flag
+from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 """Largest WebSocket message a client may send (AG2's hub has no limit; the hub's envelopes are at most 1 MiB)."""

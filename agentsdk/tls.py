@@ -19,6 +19,8 @@ from typing import TypeAlias
 
 import grpc
 
+from netkernel.env_flags import env_flag
+
 ChannelOption: TypeAlias = tuple[str, int | str]
 
 
@@ -108,9 +110,11 @@ def add_hub_tls_arguments(parser: argparse.ArgumentParser, env_prefix: str) -> N
     ``--hub-server-name`` for a process that connects to a hub (the gateways), each defaulting to
     the environment variable ``<env_prefix>HUB_TLS`` … ``<env_prefix>HUB_SERVER_NAME``;
     :func:`hub_tls_from_args` reads them back."""
-    flag = os.environ.get(env_prefix + "HUB_TLS", "").strip().lower() in {"1", "true", "yes", "on"}
     parser.add_argument(
-        "--hub-tls", action="store_true", default=flag, help=f"connect to the hub over TLS [{env_prefix}HUB_TLS]"
+        "--hub-tls",
+        action="store_true",
+        default=env_flag(os.environ.get(env_prefix + "HUB_TLS")),
+        help=f"connect to the hub over TLS [{env_prefix}HUB_TLS]",
     )
     for name, text in HUB_TLS_FLAGS:
         var = env_prefix + name.upper()

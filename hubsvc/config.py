@@ -27,8 +27,9 @@ from hubsvc.core.options import (
 from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT as DEFAULT_REDIS_TIMEOUT
 from hubsvc.storage.redis_settings import DEFAULT_WAIT_TIMEOUT as DEFAULT_REDIS_WAIT_TIMEOUT
 from hubsvc.storage.redis_settings import is_cluster_url, parse_cluster_url
+from netkernel.env_flags import env_flag
 from servicekit.metrics import MetricsSettings, add_metrics_arguments, metrics_from_args
-from servicekit.tls import ServerTls, add_tls_arguments, env_flag, tls_from_args
+from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 __all__ = ["MAX_BATCH_BYTES_CEILING", "HubConfig", "check_store", "hub_option_specs", "parse_args"]
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import grpc
 
+from netkernel.env_flags import env_flag
+
 log = logging.getLogger("agentnet.service")
 
 #: The URI SAN scheme naming an agent in a client certificate: ``agentnet:agent:<passport name>``.
@@ -185,11 +187,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
-
-
-def env_flag(value: str | None) -> bool:
-    """Whether an environment variable's value turns a flag on (1, true, yes, on)."""
-    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def add_tls_arguments(parser: argparse.ArgumentParser, env_prefix: str) -> None:
