@@ -13,7 +13,9 @@
   position, seq and id is stored as SQLite's INTEGER.
 
 The refusal names the field path (``envelope.audience.agent_ids``), its size and the limit,
-and changes nothing. The hub runs it for every unary RPC and every Connect frame
+and changes nothing. A request is first given a quick pass that builds no paths (most requests are
+within their limits); only one it cannot clear is walked for the refusal.
+The hub runs it for every unary RPC and every Connect frame
 (``hubsvc/rpc.py``, ``hubsvc/servicer.py``), the knowledge service for every request
 (``knowledgesvc/servicer.py``). The whole request is also bounded by the server's message
 limit (``servicekit/runtime.py``).
@@ -122,15 +124,61 @@ class RequestLimits:
     def check(self, message: Message, prefix: str = "") -> None:
         """Raise the refusal for the first field of ``message`` over its limit; ``prefix`` starts
         the field paths in messages (e.g. ``"post."``)."""
-        self._walk(message, prefix)
+        if not self._fits(message):
+            self._walk(message, prefix)
 
     def refusal(self, message: Message, prefix: str = "") -> AgentNetError | None:
         """The refusal :meth:`check` would raise, or None."""
+        if self._fits(message):
+            return None
         try:
             self._walk(message, prefix)
         except AgentNetError as err:
             return err
         return None
+
+    # -- the quick pass: True when no field can be over its limit ---------------------
+
+    def _fits(self, message: Message) -> bool:
+        """A pass over ``message`` without field paths or refusals, for the common request within
+        its limits. False is not a refusal: a string may be up to 4 bytes per character, so one
+        whose length times 4 is over its limit is measured by :meth:`_walk`, which decides."""
+        descriptor = message.DESCRIPTOR
+        plan = self._plans.get(descriptor.full_name)
+        if plan is None:
+            plan = self._plan(descriptor)
+        for fd, value in message.ListFields():
+            rule = plan.get(fd.name)
+            if rule is None:
+                continue
+            if rule.items is None:
+                if not self._value_fits(value, rule):
+                    return False
+            elif len(value) > rule.items:
+                return False
+            elif rule.map_key is not None:
+                key_rule, value_rule = rule.map_key, rule.map_value
+                assert value_rule is not None
+                for key in value:
+                    if not (self._value_fits(key, key_rule) and self._value_fits(value[key], value_rule)):
+                        return False
+            else:
+                if rule.unique and len(set(value)) != len(value):
+                    return False
+                for item in value:
+                    if not self._value_fits(item, rule):
+                        return False
+        return True
+
+    def _value_fits(self, value: Any, rule: _Rule) -> bool:
+        kind = rule.kind
+        if kind == "string":
+            return len(value) * 4 <= rule.limit
+        if kind == "int":
+            return bool(value <= rule.limit)
+        if kind == "message":
+            return self._fits(value)
+        return True
 
     # -- the walk ---------------------------------------------------------------------
 

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from agentnet.v1 import envelope_pb2
@@ -149,15 +148,18 @@ class Rebuilder:
             self._timers.arm(fresh)
         self._publish(fresh, unseen, fresh.is_terminal)
 
-    @contextlib.asynccontextmanager
-    async def locked(self, channel_id: str) -> AsyncIterator[ChannelRuntime | None]:
+    def locked(self, channel_id: str) -> ChannelHold:
         """Hold the lock of the live channel ``channel_id`` (None if it is not live), waiting out a rebuild."""
+        return ChannelHold(self, channel_id)
+
+    async def acquire(self, channel_id: str) -> ChannelRuntime | None:
+        """Take the lock of the live channel ``channel_id`` and return the channel (None, taking
+        nothing, if it is not live), waiting out a rebuild; the caller releases ``ch.lock``."""
         channels = self._table.channels
         while True:
             ch = channels.get(channel_id)
             if ch is None:
-                yield None
-                return
+                return None
             if ch.stale:
                 if ch.rebuilt.is_set():  # its last rebuild found the store unreachable: try again
                     ch.rebuilt = asyncio.Event()
@@ -170,8 +172,30 @@ class Rebuilder:
                         metadata={"channel_id": channel_id, "cause": "store_unreachable"},
                     )
                 continue
-            async with ch.lock:
-                if ch.stale:
-                    continue
-                yield ch
-                return
+            await ch.lock.acquire()
+            if not ch.stale:
+                return ch
+            ch.lock.release()
+
+
+class ChannelHold:
+    """``async with`` :meth:`Rebuilder.locked`: holds a live channel's lock for the block (a class
+    rather than a generator-based context manager, as admission enters one for every post)."""
+
+    __slots__ = ("_channel_id", "_lock", "_rebuilder")
+
+    def __init__(self, rebuilder: Rebuilder, channel_id: str) -> None:
+        self._rebuilder = rebuilder
+        self._channel_id = channel_id
+        self._lock: asyncio.Lock | None = None
+
+    async def __aenter__(self) -> ChannelRuntime | None:
+        ch = await self._rebuilder.acquire(self._channel_id)
+        if ch is not None:
+            self._lock = ch.lock
+        return ch
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
