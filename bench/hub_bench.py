@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -249,8 +250,10 @@ async def run_remote(
     window: int,
     max_batch: int,
     workloads: Sequence[str] = WORKLOADS,
+    round_no: int = 0,
 ) -> dict[str, Any]:
-    """The network ``workloads`` against the hub or the relay (clients ask both for the same batches)."""
+    """The network ``workloads`` against the hub or the relay (clients ask both for the same batches);
+    ``round_no`` keeps a later round's agent names apart from an earlier one's on the same hub."""
     results: dict[str, Any] = {}
 
     async def build(n: int, channel_type: str, tag: str) -> Setup:
@@ -259,15 +262,15 @@ async def run_remote(
         return await setup_relay(proc.target, n, max_batch)
 
     if "rtt" in workloads:
-        s = await build(2, "conversation", "rtt")
+        s = await build(2, "conversation", f"rtt{round_no}")
         results["rtt"] = await round_trips(s, iterations, warmup=min(200, iterations))
         await s.close()
     if "throughput" in workloads:
-        s = await build(2, "conversation", "tput")
+        s = await build(2, "conversation", f"tput{round_no}")
         results["throughput"] = await one_way(s, count, window)
         await s.close()
     if "fanout" in workloads:
-        s = await build(9, "discussion", "fan")
+        s = await build(9, "discussion", f"fan{round_no}")
         results["fanout"] = await one_way(s, max(1, count // 4), window, event_type="bench.tick")
         await s.close()
     return results
@@ -343,6 +346,17 @@ async def replica_scaling(
     return result
 
 
+def median_of(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure of ``rounds`` (reports of the same shape, nested dicts of numbers) as its median."""
+    first = rounds[0]
+    return {
+        key: median_of([r[key] for r in rounds])
+        if isinstance(value, dict)
+        else statistics.median(r[key] for r in rounds)
+        for key, value in first.items()
+    }
+
+
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "n/a"
 
@@ -353,19 +367,27 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         relay = start(["bench.relay", "--port", "0"])
         hub = start(["hubsvc", "--port", "0", "--db", f"{tmp}/hub.db", "--log-level", "WARNING"])
         try:
-            report["floor"], report["hub"] = {}, {}
-            if args.sdk:
-                report["sdk"] = {}
             # Each workload on both systems (and through the SDK) before the next one: the benchmark's
             # client process is then in the same state for all (not fresh for the floor and, for the hub,
-            # aged by the floor's 60,000 deliveries of the heavier workloads).
-            for workload in WORKLOADS:
-                for name, kind, proc in (("floor", "relay", relay), ("hub", "hub", hub)):
-                    report[name] |= await run_remote(
-                        kind, proc, args.iterations, args.count, args.window, args.max_batch, (workload,)
-                    )
-                for sdk_workload in SDK_WORKLOADS[workload] if args.sdk else ():
-                    report["sdk"] |= await run_sdk(hub.target, sdk_workload, args.iterations, args.count, args.window)
+            # aged by the floor's 60,000 deliveries of the heavier workloads). ``--rounds`` repeats that
+            # with a share of the iterations and envelopes each, and every figure is the median of its
+            # rounds: a slow spell of the machine lands on one round of each system, not on one system.
+            rounds: dict[str, list[dict[str, Any]]] = {"floor": [], "hub": [], "sdk": []}
+            iterations, count = max(1, args.iterations // args.rounds), max(1, args.count // args.rounds)
+            for round_no in range(args.rounds):
+                this: dict[str, dict[str, Any]] = {name: {} for name in rounds}
+                for workload in WORKLOADS:
+                    for name, kind, proc in (("floor", "relay", relay), ("hub", "hub", hub)):
+                        this[name] |= await run_remote(
+                            kind, proc, iterations, count, args.window, args.max_batch, (workload,), round_no
+                        )
+                    for sdk_workload in SDK_WORKLOADS[workload] if args.sdk else ():
+                        this["sdk"] |= await run_sdk(hub.target, sdk_workload, iterations, count, args.window)
+                for name, results in this.items():
+                    rounds[name].append(results)
+            report["floor"], report["hub"] = median_of(rounds["floor"]), median_of(rounds["hub"])
+            if args.sdk:
+                report["sdk"] = median_of(rounds["sdk"])
         finally:
             relay.stop()
             hub.stop()
@@ -493,6 +515,13 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=2000, help="round trips to time")
     parser.add_argument("--count", type=int, default=20000, help="envelopes for the throughput run")
     parser.add_argument("--window", type=int, default=512, help="outstanding posts")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of the floor / hub / SDK workloads, taken in turn, each with 1/N of --iterations and "
+        "--count; every figure is the median of its rounds",
+    )
     parser.add_argument(
         "--max-batch",
         type=int,
