@@ -271,10 +271,14 @@ class SqliteWrites(SqliteConnection):
                 log.warning("a write found the database busy (%s); writing it again", exc)
 
 
+_NOT_WAL = tuple(f.name for f in fields(Writes) if f.name != "wal")
+"""Every field of a bundle but its WAL rows (all of them, so a new kind of row is never left out of
+an inline write)."""
+
+
 def _wal_only(writes: Writes) -> bool:
-    """The bundle holds WAL rows and nothing else (judged by every field, so a new kind of row is never
-    left out of an inline write)."""
-    return all(not getattr(writes, f.name) for f in fields(writes) if f.name != "wal")
+    """The bundle holds WAL rows and nothing else."""
+    return not any(getattr(writes, name) for name in _NOT_WAL)
 
 
 def inline_connection(path: str, synchronous: str) -> sqlite3.Connection:
