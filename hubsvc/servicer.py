@@ -8,10 +8,9 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
 
 import grpc
-from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc
+from agentnet.v1 import connect_pb2, envelope_pb2, errors_pb2, hub_pb2, hub_pb2_grpc
 
 from hubsvc.core.delivery import Session
 from hubsvc.core.hub import HubCore
@@ -142,10 +141,25 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     async def _stream_posts(self, agent_id: str, session: Session, posts: Sequence[connect_pb2.Post]) -> None:
         """Admit a frame's posts in order; each gets its PostResult once its commit is done."""
 
-        def result(request_id: str, **kwargs: Any) -> None:
-            session.control(
-                connect_pb2.ConnectResponse(post_result=connect_pb2.PostResult(request_id=request_id, **kwargs))
-            )
+        def result(
+            request_id: str,
+            *,
+            envelope: envelope_pb2.Envelope | None = None,
+            error: errors_pb2.ErrorDetail | None = None,
+            duplicate: bool = False,
+        ) -> None:
+            # Filled in place: a PostResult built with keyword arguments would copy the envelope
+            # twice (into the PostResult, then the PostResult into the frame).
+            response = connect_pb2.ConnectResponse()
+            post_result = response.post_result
+            post_result.SetInParent()
+            post_result.request_id = request_id
+            if envelope is not None:
+                post_result.envelope.CopyFrom(envelope)
+            if error is not None:
+                post_result.error.CopyFrom(error)
+            post_result.duplicate = duplicate
+            session.control(response)
 
         request_ids: list[str] = []
         envelopes: list[tuple[Envelope, str | None]] = []
