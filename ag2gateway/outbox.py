@@ -55,6 +55,15 @@ class Outbox:
         """Closed: frames put now are dropped."""
         return self._closed
 
+    def put_now(self, frame: bytes) -> bool:
+        """Write ``frame`` at once if nothing is ahead of it and the socket takes it without waiting
+        (True; also once closed: dropped); False: nothing was done, :meth:`put` it."""
+        if self._closed:
+            return True
+        if self._send_now is None or self._writing or self._frames:
+            return False
+        return self._send_now(frame)
+
     async def put(self, frame: bytes) -> None:
         """Send ``frame`` now if nothing is ahead of it, else queue it, waiting while the queue is over
         its limit (dropped once closed)."""

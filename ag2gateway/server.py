@@ -8,10 +8,11 @@ import json
 import logging
 import ssl
 from collections.abc import Callable
+from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
-from websockets.protocol import State
+from websockets.frames import DATA_OPCODES, Frame
+from websockets.protocol import Event, State
 
 from ag2gateway.config import Ag2GatewayOptions
 from ag2gateway.connection import Connection
@@ -67,6 +68,7 @@ class Ag2Gateway:
             max_size=self.options.max_frame_bytes,
             max_queue=16,
             write_limit=self.options.max_queue_bytes,
+            create_connection=_Link,
         )
         self.port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self.options.port
 
@@ -74,19 +76,20 @@ class Ag2Gateway:
         async def send(frame: bytes) -> None:
             await ws.send(frame, text=True)  # UTF-8 JSON already: sent as a text frame, not decoded and re-encoded
 
+        assert isinstance(ws, _Link)
         conn = Connection(
             self.hub,
             self.identities,
             Outbox(self.options.max_queue_bytes, send, _sender_now(ws)),
             max_in_flight_requests=self.options.max_requests,
+            pause=ws.transport.pause_reading,
+            resume=ws.transport.resume_reading,
         )
         self.connections.add(conn)
         writer = asyncio.create_task(conn.outbox.run())
         try:
-            async for message in ws:
-                await conn.handle(message)
-        except ConnectionClosed:
-            pass
+            ws.read_into(conn.feed)
+            await ws.wait_closed()
         finally:
             self.connections.discard(conn)
             await conn.close()
@@ -101,6 +104,45 @@ class Ag2Gateway:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
         await self.hub.close()
+
+
+class _Link(ServerConnection):
+    """websockets' server connection, handing each inbound message to a callback in the turn its data is
+    read (:meth:`read_into`) instead of queueing it for ``recv``: no reader task to wake and no assembler
+    per message. The protocol (framing, masking, the size limit, per-message deflate, pings and the
+    closing handshake) is websockets' own; only complete data messages are taken here, as bytes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sink: Callable[[bytes], None] | None = None
+        self._early: list[bytes] = []
+        """Messages read before :meth:`read_into` (the client spoke right after the handshake)."""
+        self._parts: list[bytes] = []
+        """The fragments of a message sent in several frames, until its last."""
+
+    def read_into(self, sink: Callable[[bytes], None]) -> None:
+        """From now on every inbound message goes to ``sink`` (those read already go first)."""
+        early, self._early = self._early, []
+        self._sink = sink
+        for message in early:
+            sink(message)
+
+    def process_event(self, event: Event) -> None:
+        if self.request is None or not isinstance(event, Frame) or event.opcode not in DATA_OPCODES:
+            super().process_event(event)  # the handshake, pings, pongs, close
+            return
+        data = event.data if type(event.data) is bytes else bytes(event.data)
+        if not event.fin:
+            self._parts.append(data)
+            return
+        if self._parts:
+            self._parts.append(data)
+            data = b"".join(self._parts)
+            self._parts = []
+        if self._sink is None:
+            self._early.append(data)
+        else:
+            self._sink(data)
 
 
 def _sender_now(ws: ServerConnection) -> Callable[[bytes], bool]:
