@@ -121,6 +121,8 @@ class Connection:
         self._paused = False
         self._backlog: deque[str | bytes] | None = None
         """Messages read while an earlier one waits (None: none waits, the next is handled as read)."""
+        self._waiting: Awaitable[None] | None = None
+        """The rest of the message that waits, while one does."""
 
     # -- frames ----------------------------------------------------------------------------------
 
@@ -154,6 +156,7 @@ class Connection:
             return
         if pending is not None:
             self._backlog = deque()
+            self._waiting = pending
             task = asyncio.create_task(self._drain(pending))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -164,6 +167,7 @@ class Connection:
         assert backlog is not None
         try:
             while pending is not None:
+                self._waiting = pending
                 try:
                     await pending
                 except Exception:
@@ -177,7 +181,7 @@ class Connection:
                     except Exception:
                         log.exception("handling a frame failed")
         finally:
-            self._backlog = None
+            self._backlog = self._waiting = None
             self._set_paused(False)
 
     def _set_paused(self, paused: bool) -> None:
@@ -299,13 +303,14 @@ class Connection:
 
     def _receipt(self, frame: frames.Receipt) -> None:
         bound = self.bound.get(frame.recipient_id)
-        ref = ids.parse(frame.envelope_id)
-        if bound is None or ref is None or not frame.channel_id or frame.status != "ack":
+        seq = ids.seq_of(frame.envelope_id)
+        if bound is None or seq is None or not frame.channel_id or frame.status != "ack":
             if frame.status == "nack":
                 log.warning("nack from %s for %s: %s", frame.recipient_id, frame.envelope_id, frame.reason[:200])
             return  # as AG2's hub: a receipt it cannot attribute is dropped; a nack leaves the cursor
-        bound.receipted[frame.channel_id] = max(ref.seq, bound.receipted.get(frame.channel_id, 0))
-        bound.stream.ack(frame.channel_id, ref.seq)
+        if seq > bound.receipted.get(frame.channel_id, 0):
+            bound.receipted[frame.channel_id] = seq
+        bound.stream.ack(frame.channel_id, seq)
 
     # -- identities --------------------------------------------------------------------------------
 
@@ -423,6 +428,9 @@ class Connection:
         """The client went away: stop every op and hub stream (unacked deliveries replay on the next attach)."""
         for task in list(self._tasks):
             task.cancel()
+        waiting = self._waiting
+        if inspect.iscoroutine(waiting) and inspect.getcoroutinestate(waiting) == inspect.CORO_CREATED:
+            waiting.close()  # its task was cancelled before it began: not left unawaited
         for bound in list(self.bound.values()):
             await bound.stream.close()
             bound.stream.cancel_answers()
