@@ -107,6 +107,7 @@ class Connection:
         max_in_flight_requests: int,
         pause: Callable[[], None] | None = None,
         resume: Callable[[], None] | None = None,
+        hold: tuple[Callable[[], None], Callable[[], None]] | None = None,
     ) -> None:
         self.hub = hub
         self.identities = identities
@@ -118,6 +119,8 @@ class Connection:
         self._requests = Slots(max_in_flight_requests)
         self._tasks: set[asyncio.Task[None]] = set()
         self._pause, self._resume = pause, resume
+        self._hold = hold
+        """Hold the frames sent meanwhile and write them together (a hub batch's answers and notifies)."""
         self._paused = False
         self._backlog: deque[str | bytes] | None = None
         """Messages read while an earlier one waits (None: none waits, the next is handled as read)."""
@@ -327,7 +330,7 @@ class Connection:
         async def deliver(env: envelope_pb2.Envelope, replay: bool, first: bool) -> None:
             await self._deliver(agent_id, env, replay and first)
 
-        stream = IdentityStream(rpc, agent_id, deliver)
+        stream = IdentityStream(rpc, agent_id, deliver, hold=self._hold)
         bound = Bound(agent_id, rpc, stream)
         bound.since = since
         if ready:

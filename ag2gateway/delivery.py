@@ -83,8 +83,18 @@ _Queued = tuple[str, _Pending]
 class IdentityStream:
     """The live hub session of one identity bound to an AG2 connection."""
 
-    def __init__(self, rpc: HubRpc, agent_id: str, deliver: Deliver, *, ack_delay: float = ACK_DELAY) -> None:
+    def __init__(
+        self,
+        rpc: HubRpc,
+        agent_id: str,
+        deliver: Deliver,
+        *,
+        ack_delay: float = ACK_DELAY,
+        hold: tuple[Callable[[], None], Callable[[], None]] | None = None,
+    ) -> None:
         self.rpc = rpc
+        self._hold = hold
+        """Called around a hub batch of several results and deliveries, so what they send goes together."""
         self.agent_id = agent_id
         self._deliver = deliver
         self._unary = HubRpc(rpc.connection, rpc.credential, backoff=NO_RETRY)
@@ -201,10 +211,18 @@ class IdentityStream:
             async for frame in stream:
                 which = frame.WhichOneof("frame")
                 if which == "batch":
-                    for result in frame.batch.post_results:
-                        await self._resolve(result)
-                    for delivery in frame.batch.deliveries:
-                        await self._deliver(delivery.envelope, delivery.replay, self._first)
+                    batch = frame.batch
+                    hold = self._hold if len(batch.post_results) + len(batch.deliveries) > 1 else None
+                    if hold is not None:
+                        hold[0]()
+                    try:
+                        for result in batch.post_results:
+                            await self._resolve(result)
+                        for delivery in batch.deliveries:
+                            await self._deliver(delivery.envelope, delivery.replay, self._first)
+                    finally:
+                        if hold is not None:
+                            hold[1]()
                 elif which == "delivery":
                     await self._deliver(frame.delivery.envelope, frame.delivery.replay, self._first)
                 elif which == "post_result":

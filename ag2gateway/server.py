@@ -77,25 +77,27 @@ class Ag2Gateway:
             await ws.send(frame, text=True)  # UTF-8 JSON already: sent as a text frame, not decoded and re-encoded
 
         assert isinstance(ws, _Link)
+        writer = _Writer(ws)
         conn = Connection(
             self.hub,
             self.identities,
-            Outbox(self.options.max_queue_bytes, send, _sender_now(ws)),
+            Outbox(self.options.max_queue_bytes, send, writer.send_now),
+            hold=(writer.hold, writer.release),
             max_in_flight_requests=self.options.max_requests,
             pause=ws.transport.pause_reading,
             resume=ws.transport.resume_reading,
         )
         self.connections.add(conn)
-        writer = asyncio.create_task(conn.outbox.run())
+        writing = asyncio.create_task(conn.outbox.run())
         try:
             ws.read_into(conn.feed)
             await ws.wait_closed()
         finally:
             self.connections.discard(conn)
             await conn.close()
-            writer.cancel()
+            writing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await writer
+                await writing
 
     async def stop(self) -> None:
         """Close every connection and the listener, then the hub link."""
@@ -145,26 +147,58 @@ class _Link(ServerConnection):
             self._sink(data)
 
 
-def _sender_now(ws: ServerConnection) -> Callable[[bytes], bool]:
-    """Write a text frame to ``ws`` at once, when nothing has to wait: what ``ws.send`` does then (frame it,
+class _Writer:
+    """Writes text frames to ``ws`` at once, when nothing has to wait: what ``ws.send`` does then (frame it,
     hand it to the transport) without the coroutine, context manager and drain around it, a third of the
-    gateway's websockets cost per notify and response. False (the caller awaits ``ws.send``, which waits
-    or raises as it must) while the connection is not open, a fragmented message is being sent, or the
-    transport's write buffer is over its limit (``ws.send`` then waits for it to drain)."""
-    protocol = ws.protocol
+    gateway's websockets cost per notify and response. :meth:`send_now` says False (the caller awaits
+    ``ws.send``, which waits or raises as it must) while the connection is not open, a fragmented message
+    is being sent, or the transport's write buffer is over its limit (``ws.send`` then waits for it to
+    drain). Between :meth:`hold` and :meth:`release` (a hub batch's responses and notifies) the frames
+    are framed at once but handed to the transport together, in one write: one system call, and one
+    wake-up of the client, for the batch instead of one per frame."""
 
-    def send_now(frame: bytes) -> bool:
-        if protocol.state is not State.OPEN or ws.paused or ws.send_in_progress is not None:
+    def __init__(self, ws: ServerConnection) -> None:
+        self._ws = ws
+        self._protocol = ws.protocol
+        self._held = 0
+
+    def send_now(self, frame: bytes) -> bool:
+        ws = self._ws
+        if self._protocol.state is not State.OPEN or ws.paused or ws.send_in_progress is not None:
             return False
-        protocol.send_text(frame)
-        try:
-            ws.send_data()
-        except Exception as err:  # as ws.send: a failed write ends the connection
-            log.debug("writing to an AG2 client failed: %s", err)
-            ws.transport.abort()
+        self._protocol.send_text(frame)
+        if not self._held:
+            self._flush()
         return True
 
-    return send_now
+    def hold(self) -> None:
+        """Frames sent from now on wait in the protocol's buffer until the matching :meth:`release`."""
+        self._held += 1
+
+    def release(self) -> None:
+        """Write what was held (once every hold is released)."""
+        self._held -= 1
+        if not self._held:
+            self._flush()
+
+    def _flush(self) -> None:
+        chunks = self._protocol.data_to_send()
+        try:
+            if len(chunks) == 1 and chunks[0]:
+                self._ws.transport.write(chunks[0])
+            elif chunks and all(chunks):
+                self._ws.transport.write(b"".join(chunks))
+            elif chunks:  # the end of the stream is among them (the closing handshake): as ws.send_data
+                for chunk in chunks:
+                    if chunk:
+                        self._ws.transport.write(chunk)
+                    elif self._ws.transport.can_write_eof():
+                        self._ws.transport.write_eof()
+                    else:
+                        self._ws.transport.close()
+        except Exception as err:  # as ws.send: a failed write ends the connection
+            log.debug("writing to an AG2 client failed: %s", err)
+            self._ws.transport.abort()
 
 
 async def start_gateway(options: Ag2GatewayOptions) -> Ag2Gateway:

@@ -78,3 +78,36 @@ async def test_a_backlog_stops_reading_the_socket_until_it_drains() -> None:
     finally:
         box.close()
         await writer
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+
+async def test_frames_sent_while_held_go_to_the_socket_in_one_write() -> None:
+    from websockets.frames import Frame
+    from websockets.protocol import Protocol, Side, State
+
+    from ag2gateway.server import _Writer
+
+    ws: Any = type("Ws", (), {})()
+    ws.protocol = Protocol(Side.SERVER, state=State.OPEN)
+    ws.transport, ws.paused, ws.send_in_progress = _Transport(), False, None
+    writer = _Writer(ws)
+    assert writer.send_now(b'{"n":1}')
+    assert len(ws.transport.writes) == 1  # nothing held: written at once
+    writer.hold()
+    assert writer.send_now(b'{"n":2}') and writer.send_now(b'{"n":3}')
+    assert len(ws.transport.writes) == 1
+    writer.release()
+    assert len(ws.transport.writes) == 2  # both frames, one write
+    reader = Protocol(Side.CLIENT, state=State.OPEN)
+    reader.receive_data(b"".join(ws.transport.writes))
+    frames = [f for f in reader.events_received() if isinstance(f, Frame)]
+    assert [bytes(f.data) for f in frames] == [b'{"n":1}', b'{"n":2}', b'{"n":3}']
+    ws.paused = True  # the write buffer is full: the caller sends it by ws.send, which waits
+    assert not writer.send_now(b'{"n":4}')
