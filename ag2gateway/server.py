@@ -161,10 +161,12 @@ class _Writer:
         self._ws = ws
         self._protocol = ws.protocol
         self._held = 0
+        self._sending = "send_in_progress" if hasattr(ws, "send_in_progress") else "fragmented_send_waiter"
+        """websockets' mark of a fragmented message being sent (its name before 16: fragmented_send_waiter)."""
 
     def send_now(self, frame: bytes) -> bool:
         ws = self._ws
-        if self._protocol.state is not State.OPEN or ws.paused or ws.send_in_progress is not None:
+        if self._protocol.state is not State.OPEN or ws.paused or getattr(ws, self._sending, None) is not None:
             return False
         self._protocol.send_text(frame)
         if not self._held:
