@@ -255,19 +255,29 @@ class Connection:
             self._requests.release()
             return self._respond(frame, err)
 
-        async def answer(outcome: envelope_pb2.Envelope | Exception) -> None:
+        def answer(outcome: envelope_pb2.Envelope | Exception) -> Awaitable[None] | None:
             try:
-                pending = self._respond(
+                sending = self._respond(
                     frame,
                     posted_id(self, outcome, str(sender)) if isinstance(outcome, envelope_pb2.Envelope) else outcome,
                 )
-                if pending is not None:
-                    await pending
-            finally:
+            except BaseException:
                 self._requests.release()
+                raise
+            if sending is None:
+                self._requests.release()
+                return None
+            return self._release_after(sending)
 
         stream.post_then(env, answer)
         return None
+
+    async def _release_after(self, sending: Awaitable[None]) -> None:
+        """Frees a post's request slot once its response, which had to wait, is queued."""
+        try:
+            await sending
+        finally:
+            self._requests.release()
 
     def _respond(self, frame: frames.Request, outcome: Any) -> Awaitable[None] | None:
         """Send a request's response: its result, or the error code and message of an exception (None: sent;
