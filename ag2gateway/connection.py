@@ -13,7 +13,8 @@ import asyncio
 import inspect
 import logging
 import uuid
-from collections.abc import Awaitable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +35,47 @@ log = logging.getLogger(__name__)
 
 MAX_IDENTITIES = 64
 """Identities one connection may bind; more is refused (access_denied)."""
+MAX_BACKLOG = 16
+"""Inbound messages one connection holds while an earlier one waits; more stop its socket being read."""
+
+
+class Slots:
+    """A counting semaphore that can be taken without waiting (:meth:`take`), in the caller's turn."""
+
+    def __init__(self, count: int) -> None:
+        self._free = count
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def take(self) -> bool:
+        """Take a slot if one is free and nobody waits for one."""
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        """Take a slot, waiting for one (in turn)."""
+        if self.take():
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed a slot as it was cancelled: pass it on
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        """Free a slot: it goes to the first waiter, if any."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
 
 
 class Bound:
@@ -56,7 +98,17 @@ class Bound:
 class Connection:
     """The gateway side of one AG2 ``WsLink``."""
 
-    def __init__(self, hub: HubLink, identities: Identities, outbox: Outbox, *, max_in_flight_requests: int) -> None:
+    def __init__(
+        self,
+        hub: HubLink,
+        identities: Identities,
+        outbox: Outbox,
+        *,
+        max_in_flight_requests: int,
+        pause: Callable[[], None] | None = None,
+        resume: Callable[[], None] | None = None,
+        hold: tuple[Callable[[], None], Callable[[], None]] | None = None,
+    ) -> None:
         self.hub = hub
         self.identities = identities
         self.outbox = outbox
@@ -64,45 +116,133 @@ class Connection:
         self.bound: dict[str, Bound] = {}
         self.memory = records.IdMemory()
         self._channel_agent: dict[str, str] = {}
-        self._requests = asyncio.Semaphore(max_in_flight_requests)
+        self._requests = Slots(max_in_flight_requests)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._pause, self._resume = pause, resume
+        self._hold = hold
+        """Hold the frames sent meanwhile and write them together (a hub batch's answers and notifies)."""
+        self._paused = False
+        self._backlog: deque[str | bytes] | None = None
+        """Messages read while an earlier one waits (None: none waits, the next is handled as read)."""
+        self._waiting: Awaitable[None] | None = None
+        """The rest of the message that waits, while one does."""
 
     # -- frames ----------------------------------------------------------------------------------
 
+    def send_soon(self, frame: dict[str, Any]) -> Awaitable[None] | None:
+        """Send one outbound frame: at once when the socket takes it without waiting (None), else the
+        awaitable that queues it (it waits while the outbox is full)."""
+        data = frames.encode(frame)
+        if self.outbox.put_now(data):
+            return None
+        return self.outbox.put(data)
+
     async def send(self, frame: dict[str, Any]) -> None:
         """Queue one outbound frame (waits while the outbox is full)."""
-        await self.outbox.put(frames.encode(frame))
+        pending = self.send_soon(frame)
+        if pending is not None:
+            await pending
+
+    def feed(self, raw: str | bytes) -> None:
+        """One inbound WebSocket message, in the turn it was read: handled now when nothing in it has to
+        wait (a post, a receipt, a ping, most requests), else after the messages before it, in order.
+        While more than :data:`MAX_BACKLOG` wait, the connection's socket is not read (``pause``)."""
+        if self._backlog is not None:
+            self._backlog.append(raw)
+            if len(self._backlog) >= MAX_BACKLOG:
+                self._set_paused(True)
+            return
+        try:
+            pending = self.take(raw)
+        except Exception:
+            log.exception("handling a frame failed")
+            return
+        if pending is not None:
+            self._backlog = deque()
+            self._waiting = pending
+            task = asyncio.create_task(self._drain(pending))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _drain(self, pending: Awaitable[None] | None) -> None:
+        """Finish a message that had to wait, then handle the ones read meanwhile, in order."""
+        backlog = self._backlog
+        assert backlog is not None
+        try:
+            while pending is not None:
+                self._waiting = pending
+                try:
+                    await pending
+                except Exception:
+                    log.exception("handling a frame failed")
+                pending = None
+                while pending is None and backlog:
+                    if self._paused and len(backlog) <= MAX_BACKLOG // 4:
+                        self._set_paused(False)
+                    try:
+                        pending = self.take(backlog.popleft())
+                    except Exception:
+                        log.exception("handling a frame failed")
+        finally:
+            self._backlog = self._waiting = None
+            self._set_paused(False)
+
+    def _set_paused(self, paused: bool) -> None:
+        if paused is self._paused:
+            return
+        self._paused = paused
+        control = self._pause if paused else self._resume
+        if control is not None:
+            control()
 
     async def handle(self, raw: str | bytes) -> None:
-        """One inbound WebSocket message."""
+        """One inbound WebSocket message, handled to its end before returning (as :meth:`feed`, waiting)."""
+        pending = self.take(raw)
+        if pending is not None:
+            await pending
+
+    def take(self, raw: str | bytes) -> Awaitable[None] | None:
+        """Handle one inbound message as far as it goes without waiting: None when done, else the
+        awaitable of the rest (to finish before the next message is taken)."""
         try:
             frame = frames.decode(raw)
         except frames.FrameError as err:
             if err.request_id is not None:
-                await self.send(frames.response_error(err.request_id, frames.PROTOCOL_ERROR, err.message))
-            else:
-                await self.send(frames.error(frames.PROTOCOL_ERROR, err.message))
-            return
+                return self.send_soon(frames.response_error(err.request_id, frames.PROTOCOL_ERROR, err.message))
+            return self.send_soon(frames.error(frames.PROTOCOL_ERROR, err.message))
         if isinstance(frame, frames.Request):
-            await self._requests.acquire()  # bounds the ops one connection runs at once
-            if frame.op == "post_envelope":
-                await self._post(frame)
-                return
-            try:
-                pending = start(self, frame.op, frame.params)  # its first part now: a post is queued in read order
-            except Exception as err:
-                pending = _failed(err)
-            task = asyncio.create_task(self._request(frame, pending))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        elif isinstance(frame, frames.Hello):
-            await self._hello(frame)
-        elif isinstance(frame, frames.Receipt):
+            if not self._requests.take():  # bounds the ops one connection runs at once
+                return self._request_later(frame)
+            return self._begin(frame)
+        if isinstance(frame, frames.Receipt):
             self._receipt(frame)
-        elif isinstance(frame, frames.Ping):
-            await self.send(frames.pong())
+            return None
+        if isinstance(frame, frames.Hello):
+            return self._hello(frame)
+        if isinstance(frame, frames.Ping):
+            return self.send_soon(frames.pong())
+        return None
 
-    async def _post(self, frame: frames.Request) -> None:
+    async def _request_later(self, frame: frames.Request) -> None:
+        await self._requests.acquire()
+        pending = self._begin(frame)
+        if pending is not None:
+            await pending
+
+    def _begin(self, frame: frames.Request) -> Awaitable[None] | None:
+        """Start a request that holds one of the connection's request slots (freed once it is answered)."""
+        if frame.op == "post_envelope":
+            return self._post(frame)
+        try:
+            pending = start(self, frame.op, frame.params)  # its first part now: a post is queued in read order
+        except Exception as err:
+            pending = _failed(err)
+        task = asyncio.create_task(self._request(frame, pending))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return None
+
+    def _post(self, frame: frames.Request) -> Awaitable[None] | None:
         """A ``post_envelope``: queued on the sender's stream now, in the order read; its response is
         sent by that stream as it reads the post's result (no task per post, no loop turn to wake one)."""
         try:
@@ -112,40 +252,52 @@ class Connection:
                 raise bad_params(frame.op, err) from None
             stream = self.identity(sender).stream
         except Exception as err:
-            try:
-                await self._respond(frame, err)
-            finally:
-                self._requests.release()
-            return
+            self._requests.release()
+            return self._respond(frame, err)
 
-        async def answer(outcome: envelope_pb2.Envelope | Exception) -> None:
+        def answer(outcome: envelope_pb2.Envelope | Exception) -> Awaitable[None] | None:
             try:
-                await self._respond(
+                sending = self._respond(
                     frame,
                     posted_id(self, outcome, str(sender)) if isinstance(outcome, envelope_pb2.Envelope) else outcome,
                 )
-            finally:
+            except BaseException:
                 self._requests.release()
+                raise
+            if sending is None:
+                self._requests.release()
+                return None
+            return self._release_after(sending)
 
         stream.post_then(env, answer)
+        return None
 
-    async def _respond(self, frame: frames.Request, outcome: Any) -> None:
-        """Send a request's response: its result, or the error code and message of an exception."""
+    async def _release_after(self, sending: Awaitable[None]) -> None:
+        """Frees a post's request slot once its response, which had to wait, is queued."""
+        try:
+            await sending
+        finally:
+            self._requests.release()
+
+    def _respond(self, frame: frames.Request, outcome: Any) -> Awaitable[None] | None:
+        """Send a request's response: its result, or the error code and message of an exception (None: sent;
+        else the awaitable that queues it)."""
         if isinstance(outcome, Exception):
             if not isinstance(outcome, AgentNetError | Ag2Refusal):
                 log.exception("op %s failed", frame.op, exc_info=outcome)
             code, message = code_of(outcome)
-            await self.send(frames.response_error(frame.request_id, code, message))
-        else:
-            await self.send(frames.response_ok(frame.request_id, outcome))
+            return self.send_soon(frames.response_error(frame.request_id, code, message))
+        return self.send_soon(frames.response_ok(frame.request_id, outcome))
 
     async def _request(self, frame: frames.Request, pending: Awaitable[Any]) -> None:
         try:
-            result = await pending
-        except Exception as err:
-            await self._respond(frame, err)
-        else:
-            await self._respond(frame, result)
+            try:
+                result = await pending
+            except Exception as err:
+                result = err
+            sending = self._respond(frame, result)
+            if sending is not None:
+                await sending
         finally:
             self._requests.release()
             if inspect.iscoroutine(pending):
@@ -164,13 +316,14 @@ class Connection:
 
     def _receipt(self, frame: frames.Receipt) -> None:
         bound = self.bound.get(frame.recipient_id)
-        ref = ids.parse(frame.envelope_id)
-        if bound is None or ref is None or not frame.channel_id or frame.status != "ack":
+        seq = ids.seq_of(frame.envelope_id)
+        if bound is None or seq is None or not frame.channel_id or frame.status != "ack":
             if frame.status == "nack":
                 log.warning("nack from %s for %s: %s", frame.recipient_id, frame.envelope_id, frame.reason[:200])
             return  # as AG2's hub: a receipt it cannot attribute is dropped; a nack leaves the cursor
-        bound.receipted[frame.channel_id] = max(ref.seq, bound.receipted.get(frame.channel_id, 0))
-        bound.stream.ack(frame.channel_id, ref.seq)
+        if seq > bound.receipted.get(frame.channel_id, 0):
+            bound.receipted[frame.channel_id] = seq
+        bound.stream.ack(frame.channel_id, seq)
 
     # -- identities --------------------------------------------------------------------------------
 
@@ -187,7 +340,7 @@ class Connection:
         async def deliver(env: envelope_pb2.Envelope, replay: bool, first: bool) -> None:
             await self._deliver(agent_id, env, replay and first)
 
-        stream = IdentityStream(rpc, agent_id, deliver)
+        stream = IdentityStream(rpc, agent_id, deliver, hold=self._hold)
         bound = Bound(agent_id, rpc, stream)
         bound.since = since
         if ready:
@@ -211,7 +364,8 @@ class Connection:
         bound = self.bound.get(agent_id)
         if bound is None:
             return
-        await bound.ready.wait()
+        if not bound.ready.is_set():
+            await bound.ready.wait()
         self._channel_agent.setdefault(env.channel_id, agent_id)
         if env.seq <= bound.notified.get(env.channel_id, 0):
             # Sent on this attach already: the hub replays it because its stored cursor is behind (it
@@ -226,7 +380,9 @@ class Connection:
                 bound.stream.ack(env.channel_id, env.seq)  # the client says it has it
             return
         bound.notified[env.channel_id] = env.seq
-        await self.send(frames.notify(data, agent_id))
+        pending = self.send_soon(frames.notify(data, agent_id))
+        if pending is not None:
+            await pending
 
     def identity(self, agent_id: Any) -> Bound:
         """A bound identity (access_denied for one not bound here)."""
@@ -285,6 +441,9 @@ class Connection:
         """The client went away: stop every op and hub stream (unacked deliveries replay on the next attach)."""
         for task in list(self._tasks):
             task.cancel()
+        waiting = self._waiting
+        if inspect.iscoroutine(waiting) and inspect.getcoroutinestate(waiting) == inspect.CORO_CREATED:
+            waiting.close()  # its task was cancelled before it began: not left unawaited
         for bound in list(self.bound.values()):
             await bound.stream.close()
             bound.stream.cancel_answers()

@@ -52,9 +52,10 @@ class _Unsent(Exception):
     """A post the ended stream never wrote: it goes by the unary PostEnvelope instead."""
 
 
-Answer = Callable[[envelope_pb2.Envelope | Exception], Awaitable[None]]
+Answer = Callable[[envelope_pb2.Envelope | Exception], Awaitable[None] | None]
 """Told the outcome of a post made with :meth:`IdentityStream.post_then`: the envelope as the hub
-committed it, or why it was not admitted (the hub's domain error; UNAVAILABLE when unknown)."""
+committed it, or why it was not admitted (the hub's domain error; UNAVAILABLE when unknown). It returns
+None once done, or the awaitable of what is left (e.g. its frame waits for room in a full outbox)."""
 
 
 class _Pending:
@@ -83,8 +84,18 @@ _Queued = tuple[str, _Pending]
 class IdentityStream:
     """The live hub session of one identity bound to an AG2 connection."""
 
-    def __init__(self, rpc: HubRpc, agent_id: str, deliver: Deliver, *, ack_delay: float = ACK_DELAY) -> None:
+    def __init__(
+        self,
+        rpc: HubRpc,
+        agent_id: str,
+        deliver: Deliver,
+        *,
+        ack_delay: float = ACK_DELAY,
+        hold: tuple[Callable[[], None], Callable[[], None]] | None = None,
+    ) -> None:
         self.rpc = rpc
+        self._hold = hold
+        """Called around a hub batch of several results and deliveries, so what they send goes together."""
         self.agent_id = agent_id
         self._deliver = deliver
         self._unary = HubRpc(rpc.connection, rpc.credential, backoff=NO_RETRY)
@@ -201,14 +212,24 @@ class IdentityStream:
             async for frame in stream:
                 which = frame.WhichOneof("frame")
                 if which == "batch":
-                    for result in frame.batch.post_results:
-                        await self._resolve(result)
-                    for delivery in frame.batch.deliveries:
-                        await self._deliver(delivery.envelope, delivery.replay, self._first)
+                    batch = frame.batch
+                    hold = self._hold if len(batch.post_results) + len(batch.deliveries) > 1 else None
+                    if hold is not None:
+                        hold[0]()
+                    try:
+                        for result in batch.post_results:
+                            if (answering := self._resolve(result)) is not None:
+                                await answering
+                        for delivery in batch.deliveries:
+                            await self._deliver(delivery.envelope, delivery.replay, self._first)
+                    finally:
+                        if hold is not None:
+                            hold[1]()
                 elif which == "delivery":
                     await self._deliver(frame.delivery.envelope, frame.delivery.replay, self._first)
                 elif which == "post_result":
-                    await self._resolve(frame.post_result)
+                    if (answering := self._resolve(frame.post_result)) is not None:
+                        await answering
                 elif which == "welcome":
                     welcome = frame.welcome
                     self._outbox.limit = welcome.max_post_batch  # 0 (an older hub): single Posts
@@ -231,24 +252,25 @@ class IdentityStream:
             nonce += 1
             self._outbox.put(connect_pb2.ConnectRequest(ping=connect_pb2.Ping(nonce=nonce)))
 
-    async def _resolve(self, result: connect_pb2.PostResult) -> None:
+    def _resolve(self, result: connect_pb2.PostResult) -> Awaitable[None] | None:
         """A post's PostResult: a :meth:`post_then` post is answered here, in the stream's turn (no task
-        to wake); a :meth:`post` post's awaiter is woken."""
+        to wake; the awaitable of the answer's rest when it has to wait); a :meth:`post` post's awaiter
+        is woken."""
         pending = self._pending.pop(result.request_id, None)
         if pending is None:
-            return
+            return None
         if pending.answer is None:
             if pending.future is not None and not pending.future.done():
                 pending.future.set_result(result)
-            return
+            return None
         try:
             outcome: envelope_pb2.Envelope | Exception = posted_envelope(result)
         except RateLimited as err:  # retried as the connection's rate_limit_backoff allows, off the stream
             self._answer_later(self._retried(pending.envelope, err), pending.answer)
-            return
+            return None
         except Exception as err:
             outcome = err
-        await _answer(pending.answer, outcome)
+        return _answer(pending.answer, outcome)
 
     def ack(self, channel_id: str, seq: int) -> None:
         """The AG2 client processed the envelope at ``seq``: the hub's cursor may pass it. With a hub
@@ -286,7 +308,8 @@ class IdentityStream:
                 result: envelope_pb2.Envelope | Exception = await outcome
             except Exception as err:
                 result = err
-            await _answer(answer, result)
+            if (answering := _answer(answer, result)) is not None:
+                await answering
 
         task = asyncio.create_task(run())
         self._answering.add(task)
@@ -363,9 +386,19 @@ async def _raise(err: Exception) -> envelope_pb2.Envelope:
     raise err
 
 
-async def _answer(answer: Answer, outcome: envelope_pb2.Envelope | Exception) -> None:
-    """Run ``answer`` (a failing answer is logged: it must not end the stream that runs it)."""
+def _answer(answer: Answer, outcome: envelope_pb2.Envelope | Exception) -> Awaitable[None] | None:
+    """Run ``answer``: None once done, else the awaitable of its rest (a failing answer is logged: it must
+    not end the stream that runs it)."""
     try:
-        await answer(outcome)
+        rest = answer(outcome)
+    except Exception:
+        log.exception("answering a post failed")
+        return None
+    return None if rest is None else _logged(rest)
+
+
+async def _logged(rest: Awaitable[None]) -> None:
+    try:
+        await rest
     except Exception:
         log.exception("answering a post failed")

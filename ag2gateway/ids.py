@@ -51,6 +51,17 @@ def parse(ag2: str) -> HubRef | None:
     return HubRef(micros, seq, ag2[_HEAD:])
 
 
+def seq_of(ag2: str) -> int | None:
+    """The channel seq inside an AG2 id the gateway wrote (None: not one of ours); :func:`parse` without
+    the rest, for a receipt."""
+    if len(ag2) <= _HEAD:
+        return None
+    try:
+        return int(ag2[_TIME:_HEAD], 16)
+    except ValueError:
+        return None
+
+
 def hub_envelope_id(ag2: str) -> str:
     """The hub's envelope id inside an AG2 id (an id that is not ours passes through)."""
     ref = parse(ag2)

@@ -24,15 +24,19 @@ log = logging.getLogger(__name__)
 
 Send = Callable[[bytes], Awaitable[None]]
 """Writes one frame to the client (waits while its write buffer is full); raises once it is closed."""
+SendNow = Callable[[bytes], bool]
+"""Writes one frame to the client without waiting, if it can (False: it cannot now, :data:`Send` it)."""
 
 
 class Outbox:
     """A FIFO of encoded frames holding at most ``limit`` bytes (one oversized frame at a time),
-    written by ``send`` (None: only :meth:`get` takes them, as in tests)."""
+    written by ``send`` (None: only :meth:`get` takes them, as in tests), or by ``send_now`` when that can
+    write a frame at once (the common case: no coroutine to run per frame)."""
 
-    def __init__(self, limit: int, send: Send | None = None) -> None:
+    def __init__(self, limit: int, send: Send | None = None, send_now: SendNow | None = None) -> None:
         self.limit = limit
         self._send = send
+        self._send_now = send_now
         self._frames: deque[bytes] = deque()
         self._bytes = 0
         self._writing = False
@@ -51,13 +55,23 @@ class Outbox:
         """Closed: frames put now are dropped."""
         return self._closed
 
+    def put_now(self, frame: bytes) -> bool:
+        """Write ``frame`` at once if nothing is ahead of it and the socket takes it without waiting
+        (True; also once closed: dropped); False: nothing was done, :meth:`put` it."""
+        if self._closed:
+            return True
+        if self._send_now is None or self._writing or self._frames:
+            return False
+        return self._send_now(frame)
+
     async def put(self, frame: bytes) -> None:
         """Send ``frame`` now if nothing is ahead of it, else queue it, waiting while the queue is over
         its limit (dropped once closed)."""
         if self._closed:
             return
         if self._send is not None and not self._writing and not self._frames:
-            await self._write(frame)
+            if self._send_now is None or not self._send_now(frame):
+                await self._write(frame)
             return
         while self._bytes and self._bytes + len(frame) > self.limit:
             waiter = asyncio.get_running_loop().create_future()
@@ -94,7 +108,8 @@ class Outbox:
         """Write the queued frames until the outbox is closed, or writing fails (then it closes)."""
         try:
             while (frame := await self.get()) is not None:
-                await self._write(frame)
+                if self._send_now is None or not self._send_now(frame):
+                    await self._write(frame)
         finally:
             # Nothing will drain the outbox any more: release ops and deliveries waiting to queue into it,
             # so the connection's read loop (which may wait for a free op slot) ends and cleans up.

@@ -76,3 +76,26 @@ async def test_a_client_gone_closes_the_outbox_and_releases_its_writers() -> Non
     await asyncio.wait_for(writer, 5)  # the writer task ends with it
     await box.put(b"c")  # dropped
     assert client.read == [b"a"] and box.queued_bytes == 0
+
+
+async def test_a_frame_the_socket_takes_at_once_is_written_without_waiting_else_by_send() -> None:
+    client = Client()
+    taken: list[bytes] = []
+    can = True
+
+    def send_now(frame: bytes) -> bool:
+        if can:
+            taken.append(frame)
+        return can
+
+    box = Outbox(100, client.send, send_now)
+    writer = asyncio.create_task(box.run())
+    try:
+        await box.put(b"a")
+        assert taken == [b"a"] and client.read == []
+        can = False  # e.g. the socket's write buffer is full: the frame goes by send, which waits for it
+        await box.put(b"b")
+        assert taken == [b"a"] and client.read == [b"b"]
+    finally:
+        box.close()
+        await writer
