@@ -529,11 +529,7 @@ class DeliveryStream:
         request_id = str(next(self._ids))
         fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
         self._results[request_id] = fut
-        frame = connect_pb2.ConnectRequest()
-        post = frame.post
-        post.request_id = request_id
-        post.envelope.CopyFrom(envelope)  # several times cheaper than Post(envelope=...), which copies too
-        self._outbox.put(frame)
+        self._outbox.post(request_id, envelope)  # copied once, into the frame written
         # The deadline fails the future (asyncio.wait_for would wrap it in another one).
         self._deadlines.add(request_id, timeout)
         return request_id, fut
