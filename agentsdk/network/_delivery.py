@@ -34,7 +34,7 @@ import itertools
 import logging
 import os
 import random
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 
@@ -68,6 +68,8 @@ def _expire(fut: asyncio.Future[connect_pb2.PostResult]) -> None:
 
 
 _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
+SEEN_IDS = 100_000
+"""How many of the newest envelope ids a stream remembers, to hand each envelope to the dispatcher once."""
 log = logging.getLogger("agentnet.sdk")
 
 Dispatch = Callable[[envelope_pb2.Envelope], Awaitable[None] | None]
@@ -157,8 +159,8 @@ class DeliveryStream:
         """The idempotency keys of this stream's posts: 64 random bits of its own, then a counter (32
         hex digits, as unique as random ones for an identity's posts; the hub's index of a channel's keys
         takes keys that follow each other in order more cheaply than random ones)."""
-        self._seen: dict[str, int | None] = {}
-        """Envelope ids handed to the dispatcher (the newest 100 000): None while its handler runs, then
+        self._seen: OrderedDict[str, int | None] = OrderedDict()
+        """Envelope ids handed to the dispatcher (the newest :data:`SEEN_IDS`): None while its handler runs, then
         the :attr:`_listings` count when it finished (a pending-turn listing begun later reflects it)."""
         self._listings = 0
         """ListPendingTurns listings begun (see :meth:`list_pending_turns`)."""
@@ -447,8 +449,10 @@ class DeliveryStream:
 
     def _remember(self, envelope_id: str) -> None:
         self._seen[envelope_id] = None
-        if len(self._seen) > 100_000:
-            self._seen.pop(next(iter(self._seen)))
+        if len(self._seen) > SEEN_IDS:
+            # An OrderedDict: a dict's oldest key, next(iter(...)), is found by walking past the slots
+            # of the keys removed before it, tens of thousands of them once the window is full.
+            self._seen.popitem(last=False)
 
     def _send_ack(self, ack: connect_pb2.Ack) -> None:
         if self.connected.is_set():  # else the next stream replays what was not acked
