@@ -72,9 +72,9 @@ SEEN_IDS = 100_000
 """How many of the newest envelope ids a stream remembers, to hand each envelope to the dispatcher once."""
 log = logging.getLogger("agentnet.sdk")
 
-Dispatch = Callable[[envelope_pb2.Envelope], Awaitable[None] | None]
-"""Hands one envelope to the identity: returns what to await before the channel's next envelope, or
-None when the envelope was handled within the call (no coroutine made for it)."""
+Dispatch = Callable[[envelope_pb2.Envelope, int], Awaitable[None] | None]
+"""Hands one envelope and its wire size in bytes to the identity: returns what to await before the
+channel's next envelope, or None when the envelope was handled within the call (no coroutine made for it)."""
 
 
 async def _awaited(pending: Awaitable[None] | None) -> None:
@@ -295,7 +295,7 @@ class DeliveryStream:
         if queue is None:
             queue = self._channels[channel_id] = _ChannelQueue()
             self._workers[channel_id] = asyncio.create_task(self._work(channel_id, queue), name=f"channel-{channel_id}")
-        size = delivery.ByteSize()
+        size = delivery.envelope.ByteSize()  # measured once: the dispatcher is handed it too
         self.queued_bytes += size
         queue.put((delivery, size, resumed))
 
@@ -387,15 +387,15 @@ class DeliveryStream:
                 try:
                     if self.conn.tracing:
                         with self._turn_span(env):
-                            await _awaited(self.dispatch(env))
+                            await _awaited(self.dispatch(env, size))
                     elif not env.trace_id and isinstance(trace.get_current_span(), trace.NonRecordingSpan):
                         # What _dispatch_untraced does then, one coroutine less; a dispatcher that
                         # finished the delivery in the call (None) costs no coroutine at all.
-                        pending = self.dispatch(env)
+                        pending = self.dispatch(env, size)
                         if pending is not None:
                             await pending
                     else:
-                        await self._dispatch_untraced(env)
+                        await self._dispatch_untraced(env, size)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -429,7 +429,7 @@ class DeliveryStream:
             },
         )
 
-    async def _dispatch_untraced(self, env: envelope_pb2.Envelope) -> None:
+    async def _dispatch_untraced(self, env: envelope_pb2.Envelope, size: int) -> None:
         """The handler turn when no span would be recorded (:attr:`HubConnection.tracing` False).
 
         What the no-op tracer's span would do, without making one: the span current while the
@@ -441,11 +441,11 @@ class DeliveryStream:
         else:
             current = trace.get_current_span()
             if isinstance(current, trace.NonRecordingSpan):
-                await _awaited(self.dispatch(env))
+                await _awaited(self.dispatch(env, size))
                 return
             span = trace.NonRecordingSpan(current.get_span_context())
         with trace.use_span(span, end_on_exit=True):
-            await _awaited(self.dispatch(env))
+            await _awaited(self.dispatch(env, size))
 
     def _remember(self, envelope_id: str) -> None:
         self._seen[envelope_id] = None

@@ -197,7 +197,7 @@ async def test_many_concurrent_posts_all_succeed_in_order(tmp_path: Path, max_ba
         alice, bob, cid = await conversation(hub.target)
         await alice.disconnect()
 
-        async def dispatch(env: envelope_pb2.Envelope) -> None:
+        async def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
             pass
 
         conn = HubConnection(hub.target)
@@ -233,7 +233,7 @@ async def test_a_post_cancelled_in_the_turn_its_result_arrives_ends_cancelled(tm
         alice, bob, cid = await conversation(hub.target)
         await alice.disconnect()
 
-        async def dispatch(env: envelope_pb2.Envelope) -> None:
+        async def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
             pass
 
         conn = HubConnection(hub.target)

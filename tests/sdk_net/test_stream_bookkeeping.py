@@ -1,6 +1,6 @@
 """The delivery stream's own bookkeeping, without a hub: cursors move along the hub's prev_seq
 chains (in order, and when an envelope overtook older ones), and the window of envelope ids that
-hands each envelope to the dispatcher once keeps the newest ids and forgets the oldest."""
+hands each envelope to the dispatcher once (with its wire size) keeps the newest ids and forgets the oldest."""
 
 from __future__ import annotations
 
@@ -48,8 +48,13 @@ async def test_the_stream_hands_an_envelope_over_once_within_its_window_of_newes
 ) -> None:
     monkeypatch.setattr(_delivery, "SEEN_IDS", 3)
     handed: list[str] = []
+
+    def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
+        assert size == env.ByteSize()  # the envelope's wire size, measured once by the stream
+        handed.append(env.envelope_id)
+
     conn = HubConnection("127.0.0.1:1")
-    stream = DeliveryStream(conn, "credential", lambda env: handed.append(env.envelope_id))
+    stream = DeliveryStream(conn, "credential", dispatch)
     try:
         for seq, envelope_id in enumerate(["a", "b", "a", "c", "d", "b", "e", "a"], start=1):
             stream._route(delivery(envelope_id, seq))
