@@ -367,12 +367,21 @@ class DeliveryStream:
         except AgentNetError as error:
             log.warning("could not read the pending turn %s of %s: %s", turn.seq, turn.channel_id, error.message)
 
+    def _plain_turns(self) -> bool:
+        """Whether a handler turn here needs no span: none would be recorded (:attr:`HubConnection.tracing`
+        False) and none is current (then an envelope carrying no trace context is handed over as it is)."""
+        return not self.conn.tracing and isinstance(trace.get_current_span(), trace.NonRecordingSpan)
+
     async def _work(self, channel_id: str, queue: _ChannelQueue) -> None:
         items = queue.items
         loop = asyncio.get_running_loop()
+        plain: bool | None = None
+        """:meth:`_plain_turns`, asked once per run of turns this worker handles without suspending
+        (None: ask before the next turn): only the handlers it calls run in between."""
         while True:
             if not items:
                 queue.waiter = waiter = loop.create_future()
+                plain = None
                 await waiter
                 continue
             delivery, size, resumed = items.popleft()
@@ -385,16 +394,21 @@ class DeliveryStream:
                 self._remember(envelope_id)
                 token = enter_delivery(envelope_id, delivery.can_send if delivery.HasField("can_send") else None)
                 try:
-                    if self.conn.tracing:
-                        with self._turn_span(env):
-                            await _awaited(self.dispatch(env, size))
-                    elif not env.trace_id and isinstance(trace.get_current_span(), trace.NonRecordingSpan):
+                    if plain is None:
+                        plain = self._plain_turns()
+                    if plain and not env.trace_id:
                         # What _dispatch_untraced does then, one coroutine less; a dispatcher that
                         # finished the delivery in the call (None) costs no coroutine at all.
                         pending = self.dispatch(env, size)
                         if pending is not None:
+                            plain = None
                             await pending
+                    elif self.conn.tracing:
+                        plain = None
+                        with self._turn_span(env):
+                            await _awaited(self.dispatch(env, size))
                     else:
+                        plain = None
                         await self._dispatch_untraced(env, size)
                 except asyncio.CancelledError:
                     raise

@@ -1,11 +1,13 @@
 """The delivery stream's own bookkeeping, without a hub: cursors move along the hub's prev_seq
 chains (in order, and when an envelope overtook older ones), and the window of envelope ids that
-hands each envelope to the dispatcher once (with its wire size) keeps the newest ids and forgets the oldest."""
+hands each envelope to the dispatcher once (with its wire size) keeps the newest ids and forgets the oldest;
+untraced turns still make the trace context each envelope carries current for its handler."""
 
 from __future__ import annotations
 
 import pytest
 from agentnet.v1 import connect_pb2, envelope_pb2
+from opentelemetry import trace
 
 from agentsdk.network import _delivery
 from agentsdk.network._cursors import CursorBook
@@ -63,6 +65,32 @@ async def test_the_stream_hands_an_envelope_over_once_within_its_window_of_newes
         await assert_eventually(lambda: len(handed) == 6)
         assert handed == ["a", "b", "c", "d", "e", "a"]
         assert list(stream._seen) == ["d", "e", "a"]
+    finally:
+        await stream.stop()
+        await conn.close()
+
+
+async def test_each_envelope_of_a_run_of_untraced_turns_carries_its_own_trace_context_to_the_handler() -> None:
+    """Without tracing, whether a turn needs a span is asked once per run of turns the stream handles
+    without waiting; an envelope that carries a trace context still gets it current in its handler,
+    and the turns after it do not."""
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    seen: list[str] = []
+
+    def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
+        context = trace.get_current_span().get_span_context()
+        seen.append(f"{context.trace_id:032x}" if context.is_valid else "")
+
+    conn = HubConnection("127.0.0.1:1")
+    stream = DeliveryStream(conn, "credential", dispatch)
+    try:
+        assert not conn.tracing
+        traced = delivery("b", 2)
+        traced.envelope.trace_id = traceparent
+        for d in (delivery("a", 1), traced, delivery("c", 3)):
+            stream._route(d)  # one batch: handled in one run
+        await assert_eventually(lambda: len(seen) == 3)
+        assert seen == ["", "0af7651916cd43dd8448eb211c80319c", ""]
     finally:
         await stream.stop()
         await conn.close()
