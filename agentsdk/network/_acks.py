@@ -67,7 +67,9 @@ class AckCoalescer:
         ack = connect_pb2.Ack()
         add = ack.entries.add
         for channel_id, seq in taken:
-            add(channel_id=channel_id, seq=seq)
+            entry = add()  # fields set one by one: add(channel_id=..., seq=...) costs half as much again
+            entry.channel_id = channel_id
+            entry.seq = seq
         return ack
 
     def flush(self) -> None:

@@ -77,17 +77,21 @@ class CursorBook:
         cursor = self._cursors.get(channel_id, 0)
         if seq <= cursor:
             return False
-        waiting = self._waiting.setdefault(channel_id, {})
-        waiting[prev_seq] = seq
-        moved = False
-        while cursor in waiting:
-            cursor = waiting.pop(cursor)
-            moved = True
-        if moved:
-            self._cursors[channel_id] = cursor
-            if self._store is not None:
-                self._store.save(self._cursors)
-        return moved
+        waiting = self._waiting.get(channel_id)
+        if prev_seq == cursor and not waiting:  # the next of the chain, nothing processed ahead of it
+            cursor = seq
+        else:
+            if waiting is None:
+                waiting = self._waiting[channel_id] = {}
+            waiting[prev_seq] = seq
+            if cursor not in waiting:
+                return False
+            while cursor in waiting:
+                cursor = waiting.pop(cursor)
+        self._cursors[channel_id] = cursor
+        if self._store is not None:
+            self._store.save(self._cursors)
+        return True
 
     def cursor(self, channel_id: str) -> int:
         """The channel's cursor (0 = nothing processed yet)."""

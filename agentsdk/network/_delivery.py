@@ -34,7 +34,7 @@ import itertools
 import logging
 import os
 import random
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 
@@ -68,11 +68,13 @@ def _expire(fut: asyncio.Future[connect_pb2.PostResult]) -> None:
 
 
 _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
+SEEN_IDS = 100_000
+"""How many of the newest envelope ids a stream remembers, to hand each envelope to the dispatcher once."""
 log = logging.getLogger("agentnet.sdk")
 
-Dispatch = Callable[[envelope_pb2.Envelope], Awaitable[None] | None]
-"""Hands one envelope to the identity: returns what to await before the channel's next envelope, or
-None when the envelope was handled within the call (no coroutine made for it)."""
+Dispatch = Callable[[envelope_pb2.Envelope, int], Awaitable[None] | None]
+"""Hands one envelope and its wire size in bytes to the identity: returns what to await before the
+channel's next envelope, or None when the envelope was handled within the call (no coroutine made for it)."""
 
 
 async def _awaited(pending: Awaitable[None] | None) -> None:
@@ -157,8 +159,8 @@ class DeliveryStream:
         """The idempotency keys of this stream's posts: 64 random bits of its own, then a counter (32
         hex digits, as unique as random ones for an identity's posts; the hub's index of a channel's keys
         takes keys that follow each other in order more cheaply than random ones)."""
-        self._seen: dict[str, int | None] = {}
-        """Envelope ids handed to the dispatcher (the newest 100 000): None while its handler runs, then
+        self._seen: OrderedDict[str, int | None] = OrderedDict()
+        """Envelope ids handed to the dispatcher (the newest :data:`SEEN_IDS`): None while its handler runs, then
         the :attr:`_listings` count when it finished (a pending-turn listing begun later reflects it)."""
         self._listings = 0
         """ListPendingTurns listings begun (see :meth:`list_pending_turns`)."""
@@ -293,7 +295,7 @@ class DeliveryStream:
         if queue is None:
             queue = self._channels[channel_id] = _ChannelQueue()
             self._workers[channel_id] = asyncio.create_task(self._work(channel_id, queue), name=f"channel-{channel_id}")
-        size = delivery.ByteSize()
+        size = delivery.envelope.ByteSize()  # measured once: the dispatcher is handed it too
         self.queued_bytes += size
         queue.put((delivery, size, resumed))
 
@@ -365,12 +367,21 @@ class DeliveryStream:
         except AgentNetError as error:
             log.warning("could not read the pending turn %s of %s: %s", turn.seq, turn.channel_id, error.message)
 
+    def _plain_turns(self) -> bool:
+        """Whether a handler turn here needs no span: none would be recorded (:attr:`HubConnection.tracing`
+        False) and none is current (then an envelope carrying no trace context is handed over as it is)."""
+        return not self.conn.tracing and isinstance(trace.get_current_span(), trace.NonRecordingSpan)
+
     async def _work(self, channel_id: str, queue: _ChannelQueue) -> None:
         items = queue.items
         loop = asyncio.get_running_loop()
+        plain: bool | None = None
+        """:meth:`_plain_turns`, asked once per run of turns this worker handles without suspending
+        (None: ask before the next turn): only the handlers it calls run in between."""
         while True:
             if not items:
                 queue.waiter = waiter = loop.create_future()
+                plain = None
                 await waiter
                 continue
             delivery, size, resumed = items.popleft()
@@ -383,17 +394,22 @@ class DeliveryStream:
                 self._remember(envelope_id)
                 token = enter_delivery(envelope_id, delivery.can_send if delivery.HasField("can_send") else None)
                 try:
-                    if self.conn.tracing:
-                        with self._turn_span(env):
-                            await _awaited(self.dispatch(env))
-                    elif not env.trace_id and isinstance(trace.get_current_span(), trace.NonRecordingSpan):
+                    if plain is None:
+                        plain = self._plain_turns()
+                    if plain and not env.trace_id:
                         # What _dispatch_untraced does then, one coroutine less; a dispatcher that
                         # finished the delivery in the call (None) costs no coroutine at all.
-                        pending = self.dispatch(env)
+                        pending = self.dispatch(env, size)
                         if pending is not None:
+                            plain = None
                             await pending
+                    elif self.conn.tracing:
+                        plain = None
+                        with self._turn_span(env):
+                            await _awaited(self.dispatch(env, size))
                     else:
-                        await self._dispatch_untraced(env)
+                        plain = None
+                        await self._dispatch_untraced(env, size)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -427,7 +443,7 @@ class DeliveryStream:
             },
         )
 
-    async def _dispatch_untraced(self, env: envelope_pb2.Envelope) -> None:
+    async def _dispatch_untraced(self, env: envelope_pb2.Envelope, size: int) -> None:
         """The handler turn when no span would be recorded (:attr:`HubConnection.tracing` False).
 
         What the no-op tracer's span would do, without making one: the span current while the
@@ -439,16 +455,18 @@ class DeliveryStream:
         else:
             current = trace.get_current_span()
             if isinstance(current, trace.NonRecordingSpan):
-                await _awaited(self.dispatch(env))
+                await _awaited(self.dispatch(env, size))
                 return
             span = trace.NonRecordingSpan(current.get_span_context())
         with trace.use_span(span, end_on_exit=True):
-            await _awaited(self.dispatch(env))
+            await _awaited(self.dispatch(env, size))
 
     def _remember(self, envelope_id: str) -> None:
         self._seen[envelope_id] = None
-        if len(self._seen) > 100_000:
-            self._seen.pop(next(iter(self._seen)))
+        if len(self._seen) > SEEN_IDS:
+            # An OrderedDict: a dict's oldest key, next(iter(...)), is found by walking past the slots
+            # of the keys removed before it, tens of thousands of them once the window is full.
+            self._seen.popitem(last=False)
 
     def _send_ack(self, ack: connect_pb2.Ack) -> None:
         if self.connected.is_set():  # else the next stream replays what was not acked
@@ -529,11 +547,7 @@ class DeliveryStream:
         request_id = str(next(self._ids))
         fut: asyncio.Future[connect_pb2.PostResult] = asyncio.get_running_loop().create_future()
         self._results[request_id] = fut
-        frame = connect_pb2.ConnectRequest()
-        post = frame.post
-        post.request_id = request_id
-        post.envelope.CopyFrom(envelope)  # several times cheaper than Post(envelope=...), which copies too
-        self._outbox.put(frame)
+        self._outbox.post(request_id, envelope)  # copied once, into the frame written
         # The deadline fails the future (asyncio.wait_for would wrap it in another one).
         self._deadlines.add(request_id, timeout)
         return request_id, fut

@@ -218,8 +218,9 @@ class NetworkClient:
     def _welcomed(self, welcome: connect_pb2.Welcome) -> None:
         """A stream began (the first or a reconnect's); its pending turns are being resumed."""
 
-    def _dispatch(self, wire: envelope_pb2.Envelope) -> Awaitable[None] | None:
-        """The delivery stream's dispatcher: what to await for ``wire`` (None: handled already)."""
+    def _dispatch(self, wire: envelope_pb2.Envelope, size: int) -> Awaitable[None] | None:
+        """The delivery stream's dispatcher: what to await for ``wire`` (its wire size ``size`` bytes;
+        None: handled already)."""
         envelope = envelope_from_wire(wire)
         if envelope.event_type == EV_MSG_CHUNK:
             return self._chunk(envelope)
@@ -626,11 +627,11 @@ class HumanClient(NetworkClient):
         with contextlib.suppress(ValueError):
             self._callbacks.remove(callback)
 
-    def _dispatch(self, wire: envelope_pb2.Envelope) -> Awaitable[None] | None:
+    def _dispatch(self, wire: envelope_pb2.Envelope, size: int) -> Awaitable[None] | None:
         envelope = envelope_from_wire(wire)
         if envelope.event_type == EV_MSG_CHUNK:
             return self._chunk(envelope)
-        return self._receive_now(envelope, wire.ByteSize())
+        return self._receive_now(envelope, size)
 
     async def _handle(self, envelope: Envelope) -> None:
         if envelope.event_type == EV_MSG_CHUNK:

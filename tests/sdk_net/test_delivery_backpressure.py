@@ -29,7 +29,7 @@ async def test_a_stream_behind_its_budget_stops_reading_and_drops_nothing(tmp_pa
         conn = HubConnection(hub.target, max_queued_delivery_bytes=BUDGET)
         stream: DeliveryStream
 
-        async def dispatch(env: envelope_pb2.Envelope) -> None:
+        async def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
             if env.event_type != "ag2.msg.text":
                 return
             await release.wait()

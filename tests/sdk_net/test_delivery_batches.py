@@ -40,7 +40,7 @@ async def test_a_backlog_in_batches_is_handled_in_order_and_acked(tmp_path: Path
         sent = [await alice.say(cid, f"m{i}") for i in range(40)]
         got: list[envelope_pb2.Envelope] = []
 
-        async def dispatch(env: envelope_pb2.Envelope) -> None:
+        async def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
             if env.seq % 3 == 0:
                 await asyncio.sleep(0)  # some handlers suspend: acks then go out as processing ends
             got.append(env)

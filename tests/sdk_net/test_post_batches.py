@@ -69,6 +69,37 @@ async def test_a_batch_holds_at_most_max_batch_bytes_of_posts() -> None:
     assert await written(outbox) == [["1", "2"], "3", "4", "5"]
 
 
+async def test_posts_queued_by_request_id_and_envelope_pack_like_post_frames() -> None:
+    """``Outbox.post`` (what the SDK's send path queues: no Post frame of its own) packs in order
+    with Post frames, splits by bytes the same way, and goes alone as a plain Post."""
+    outbox = Outbox()
+    outbox.limit = 3
+    third = MAX_BATCH_BYTES // 3
+    envelopes = {str(i): envelope_pb2.Envelope(channel_id="c", event_data_json=f'{{"i":{i}}}') for i in range(1, 7)}
+    envelopes["5"].event_data_json = "x" * third
+    envelopes["6"].event_data_json = "x" * (2 * third)
+    outbox.post("1", envelopes["1"])
+    outbox.put(post("2"))
+    outbox.post("3", envelopes["3"])
+    outbox.post("4", envelopes["4"])  # a fourth: the next batch
+    outbox.put(ack(9))
+    outbox.post("5", envelopes["5"])
+    outbox.post("6", envelopes["6"])  # with 5, over MAX_BATCH_BYTES: each alone
+    outbox.put(None)
+    frames = [f async for f in outbox.frames()]
+    assert [shape(f) for f in frames] == [["1", "2", "3"], "4", 9, "5", "6"]
+    written = [p for f in frames for p in ([f.post] if f.HasField("post") else f.post_batch.posts)]
+    for p in written:
+        if p.request_id != "2":
+            assert p.envelope == envelopes[p.request_id]  # the envelope as queued, copied into the frame
+    alone = Outbox()
+    alone.limit = 100
+    alone.post("7", envelopes["1"])
+    frame = await asyncio.wait_for(alone.next(), 5)
+    assert frame is not None and frame.WhichOneof("frame") == "post"
+    assert frame.post.request_id == "7" and frame.post.envelope == envelopes["1"]
+
+
 async def test_a_hub_without_post_batch_gets_single_posts() -> None:
     for limit in (0, 1):
         outbox = Outbox()
@@ -166,7 +197,7 @@ async def test_many_concurrent_posts_all_succeed_in_order(tmp_path: Path, max_ba
         alice, bob, cid = await conversation(hub.target)
         await alice.disconnect()
 
-        async def dispatch(env: envelope_pb2.Envelope) -> None:
+        async def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
             pass
 
         conn = HubConnection(hub.target)
@@ -202,7 +233,7 @@ async def test_a_post_cancelled_in_the_turn_its_result_arrives_ends_cancelled(tm
         alice, bob, cid = await conversation(hub.target)
         await alice.disconnect()
 
-        async def dispatch(env: envelope_pb2.Envelope) -> None:
+        async def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
             pass
 
         conn = HubConnection(hub.target)

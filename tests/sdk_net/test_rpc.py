@@ -56,7 +56,7 @@ async def test_failures_raise_the_hubs_domain_exception(hub: Hub) -> None:
 
 
 async def test_a_refused_connect_stream_raises_the_hubs_exception(hub: Hub) -> None:
-    async def dispatch(envelope: envelope_pb2.Envelope) -> None:
+    async def dispatch(envelope: envelope_pb2.Envelope, size: int) -> None:
         raise AssertionError("nothing is delivered to an unknown credential")
 
     stream = DeliveryStream(hub.connection, "nobody.not-a-credential", dispatch)
