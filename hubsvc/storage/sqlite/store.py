@@ -14,7 +14,8 @@ from pathlib import Path
 
 import aiosqlite
 
-from hubsvc.storage.group_commit import GroupCommitStore
+from hubsvc.storage.group_commit import GroupCommitStore, _Item
+from hubsvc.storage.sqlite.checkpoints import WalCheckpointer
 from hubsvc.storage.sqlite.reads import SqliteReads
 from hubsvc.storage.sqlite.schema import REPLY_INDEX, SCHEMA, add_causation_column
 from hubsvc.storage.sqlite.writes import SqliteWrites, inline_connection
@@ -38,8 +39,8 @@ class SqliteHubStore(SqliteReads, SqliteWrites, GroupCommitStore):
         self._inline_write_rows = inline_write_rows
         self._db = None
         self._inline = None
-        self._inline_run = 0
         self.inline_commits = 0
+        self.checkpointer = None
 
     async def open(self) -> None:
         """Open the file, apply pragmas and schema, start the group-commit writer."""
@@ -51,22 +52,33 @@ class SqliteHubStore(SqliteReads, SqliteWrites, GroupCommitStore):
         await self._db.execute(f"PRAGMA synchronous={self._synchronous}")
         await self._db.execute("PRAGMA busy_timeout=5000")
         await self._db.execute("PRAGMA cache_size=-65536")
+        await self._db.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's job, never a commit's
         await self._db.executescript(SCHEMA)
         await add_causation_column(self._db)
         await self._db.execute(REPLY_INDEX)
-        if self._inline_write_rows and self._path not in ("", ":memory:"):  # a second :memory: is another db
-            self._inline = inline_connection(self._path, self._synchronous)
+        if self._path not in ("", ":memory:"):  # a second connection to :memory: is another database
+            self.checkpointer = WalCheckpointer(self._path)
+            if self._inline_write_rows:
+                self._inline = inline_connection(self._path, self._synchronous)
         self._start_writer()
 
     async def close(self) -> None:
         """Write everything queued, stop the writer and close the file."""
         await self._stop_writer()
+        if self.checkpointer is not None:
+            await self.checkpointer.close()
+            self.checkpointer = None
         if self._inline is not None:
             self._inline.close()
             self._inline = None
         if self._db is not None:
             await self._db.close()
             self._db = None
+
+    def _committed(self, item: _Item) -> None:
+        super()._committed(item)
+        if self.checkpointer is not None:
+            self.checkpointer.committed()
 
     def location(self) -> tuple[str, str]:
         """("sqlite", the database file's path)."""

@@ -9,10 +9,10 @@ so the same durability and the same all-or-nothing failure): the loop had little
 meanwhile, and the hand-off to the thread and back would only add two thread wake-ups to the
 commit's latency. A lone bundle submitted while the writer is idle is written that way at once
 (:meth:`~hubsvc.storage.group_commit.GroupCommitStore._apply_now`). The inline connection
-never waits for a lock (a busy database sends the write to the thread) and never checkpoints,
-which could block the loop for milliseconds: after :data:`INLINE_RUN` inline commits in a row
-the next write goes through the thread, whose commit checkpoints the WAL as it always does
-once the WAL is large, so the WAL file stays bounded.
+never waits for a lock (a busy database sends the write to the thread). No connection of the
+store checkpoints the WAL in a commit: :mod:`hubsvc.storage.sqlite.checkpoints` does it beside
+them, and when it asks for a RESTART checkpoint nothing is written inline until the thread,
+before its next write, has run one.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 
 from hubsvc.storage.base import OUTCOMES, TASK_IF_LIVE, TASK_LIVE, TASK_NEW, StoreConflict, WalRow, Writes
 from hubsvc.storage.call_token_room import check_room, make_room
+from hubsvc.storage.sqlite.checkpoints import WalCheckpointer
 from hubsvc.storage.sqlite.connection import SqliteConnection
 from hubsvc.storage.sqlite.schema import CURSOR_UPSERT, WAL_INSERT, WAL_ROW, execution_params, wal_params
 
@@ -37,8 +38,6 @@ _BUSY_ATTEMPTS = 5
 """Times a self-committing statement that found the database busy is run (each waits busy_timeout)."""
 _MAX_ROWS_PER_STATEMENT = 3000  # 10 parameters a row, below SQLite's 32766-parameter limit
 _MAX_CURSORS_PER_STATEMENT = 10000  # 3 parameters a row
-INLINE_RUN = 64
-"""Inline commits in a row at most; then one goes through the thread (and checkpoints if due)."""
 INLINE_MAX_READY = 4
 """Most callbacks the loop may have ready for a write still to go inline. They wait for the insert
 (tens of microseconds); the thread would not run them much sooner — they need the GIL, which the
@@ -53,8 +52,8 @@ class SqliteWrites(SqliteConnection):
     _inline: sqlite3.Connection | None = None
     _inline_write_rows: int = 0
     """Largest group of WAL rows written inline on an idle loop (0: never inline)."""
-    _inline_run: int = 0
-    """Inline commits since the last commit through the thread."""
+    checkpointer: WalCheckpointer | None = None
+    """Checkpoints the WAL off the commit path (None for a database in memory)."""
     inline_commits: int = 0
     """Writes committed inline since open (diagnostics)."""
 
@@ -80,7 +79,8 @@ class SqliteWrites(SqliteConnection):
         others = others or bool(merged.call_tokens or merged.audit)
         if not others and not merged.cursors and self._write_inline(merged.wal):
             return
-        self._inline_run = 0  # this write goes through the thread, whose commit checkpoints when due
+        if self.checkpointer is not None and self.checkpointer.due:
+            await self._restart_wal(self.checkpointer)
         if not others and not merged.cursors and len(merged.wal) <= _MAX_ROWS_PER_STATEMENT:
             # The common case: one multi-row INSERT is one atomic, durable statement, so the
             # group costs a single round trip to the database thread instead of three.
@@ -233,7 +233,9 @@ class SqliteWrites(SqliteConnection):
         few other callbacks ready; True if committed, False to write them through the thread (raises,
         having written nothing, as the thread would)."""
         conn = self._inline
-        if conn is None or not rows or len(rows) > self._inline_write_rows or self._inline_run >= INLINE_RUN:
+        if conn is None or not rows or len(rows) > self._inline_write_rows:
+            return False
+        if self.checkpointer is not None and self.checkpointer.due:  # the thread restarts the WAL first
             return False
         # The callbacks the loop will run next (asyncio's base event loop keeps them there; another
         # loop implementation never writes inline). Many: let them run while the thread writes.
@@ -249,9 +251,19 @@ class SqliteWrites(SqliteConnection):
             if exc.sqlite_errorcode & 0xFF not in _BUSY:
                 log.warning("an inline write failed (%s); writing it through the database thread", exc)
             return False
-        self._inline_run += 1
         self.inline_commits += 1
         return True
+
+    async def _restart_wal(self, checkpointer: WalCheckpointer) -> None:
+        """A RESTART checkpoint on the database thread, every write waiting for it (the WAL outgrew
+        what passive checkpoints kept up with); the checkpointer is told once it succeeded."""
+        try:
+            rows = list(await self.db.execute_fetchall("PRAGMA wal_checkpoint(RESTART)", []))
+        except sqlite3.Error as exc:
+            log.warning("restarting the WAL failed (%s); the next write tries again", exc)
+            return
+        if rows and not rows[0][0]:  # not busy: the WAL starts over with the next write
+            checkpointer.restarted()
 
     async def _upsert_cursors(self, rows: list[tuple[str, str, int]]) -> None:
         """Move cursors forward (never back) in one multi-row statement."""
