@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from hubsvc.storage.sqlite import SqliteHubStore
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
 
@@ -74,3 +75,13 @@ async def conv(hub: RunningHub) -> AsyncIterator[tuple[Participant, Participant,
     yield alice, bob, channel_id
     await alice.close()
     await bob.close()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteHubStore]:
+    """An opened SQLite hub store on a fresh file, for tests of the SQLite store's own mechanics
+    (a module that tests every store defines its own ``store``)."""
+    s = SqliteHubStore(tmp_path / "hub.db")
+    await s.open()
+    yield s
+    await s.close()

@@ -6,23 +6,12 @@ thread restarts the WAL before its next write, with nothing written inline meanw
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from hubsvc.storage.base import Writes
 from hubsvc.storage.sqlite import SqliteHubStore
 from hubsvc.storage.sqlite.checkpoints import WalCheckpointer
 from tests.hub.test_sqlite_inline_writes import row, seqs
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteHubStore]:
-    s = SqliteHubStore(tmp_path / "hub.db")
-    await s.open()
-    yield s
-    await s.close()
 
 
 async def test_no_connection_of_the_store_checkpoints_in_a_commit(store: SqliteHubStore) -> None:

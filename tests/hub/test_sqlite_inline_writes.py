@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -41,14 +40,6 @@ def busy_loop() -> None:
     queued for the writer task."""
     for _ in range(INLINE_MAX_READY + 1):
         asyncio.get_running_loop().call_soon(lambda: None)
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteHubStore]:
-    s = SqliteHubStore(tmp_path / "hub.db")
-    await s.open()
-    yield s
-    await s.close()
 
 
 async def test_a_lone_write_on_an_idle_loop_commits_inline_and_is_read_by_other_connections(
