@@ -16,6 +16,7 @@ from agentnet.v1 import channel_pb2, envelope_pb2
 
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import Adapter, ChannelSpec
+from hubsvc.core.key_window import KeyWindow
 from hubsvc.core.stored_run import StoredRun
 from hubsvc.core.util import BoundedDict, from_timestamp, to_timestamp
 from hubsvc.governance.expectations import ChannelFacts, ExpectationTrack, from_knobs
@@ -83,9 +84,9 @@ class ChannelRuntime:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     depths: BoundedDict[str, int] = field(default_factory=lambda: BoundedDict(4096))
     """envelope_id -> depth of recent envelopes (causation on the reply path)."""
-    idempotent: BoundedDict[tuple[str, str], str] = field(default_factory=lambda: BoundedDict(4096))
+    idempotent: KeyWindow = field(default_factory=KeyWindow)
     """(sender_id, idempotency_key) -> envelope_id of the channel's recent keyed posts (rebuilt by hydrate).
-    Once it has evicted a key (``idempotent.evicted``), a miss is checked in the store."""
+    A miss the window may have forgotten (``idempotent.may_have_forgotten``) is checked in the store."""
     in_flight: dict[str, tuple[envelope_pb2.Envelope, asyncio.Future[None]]] = field(default_factory=dict)
     """envelope_id -> (wire, commit future) of keyed posts admitted but not yet committed (a retry shares
     its original's commit: it is answered only once that commits, and fails if it fails)."""

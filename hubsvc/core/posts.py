@@ -338,16 +338,20 @@ class Posts:
 
         ``keyed`` collects the keyed envelopes already staged into ``batch`` by envelope id, so
         a retry of one of them in the same batch is its duplicate (None: ``batch`` is fresh).
-        ``stored``: the store's answer for the run's keys, asked at once (:meth:`_stored_originals`)."""
+        ``stored``: the store's answer for the run's keys, asked at once (:meth:`_stored_originals`; a
+        key in neither it nor the window is new), or None when nothing was asked for the run."""
         key = env.idempotency_key
         if key is not None:
-            if keyed:
-                envelope_id = ch.idempotent.get((sender_id, key))
-                if envelope_id is not None and envelope_id in keyed:
-                    return None, keyed[envelope_id], True
-            original = await self._idempotent(ch, sender_id, key, stored)
-            if original is not None:
-                return original[0], original[1], True
+            window = ch.idempotent
+            envelope_id = window.get((sender_id, key))
+            if envelope_id is not None and keyed and envelope_id in keyed:
+                return None, keyed[envelope_id], True
+            if envelope_id is not None or (
+                key in stored if stored is not None else window.may_have_forgotten((sender_id, key))
+            ):  # else: a new key
+                original = await self._idempotent(ch, sender_id, key, stored)
+                if original is not None:
+                    return original[0], original[1], True
         self._admission.validate(ch, sender_id, env)
         self._intake.check_inbox(sender_id, ch.participants, env)
         self._intake.count(sender_id, env, batch.charged)  # last: a post refused above takes no rate token
@@ -372,15 +376,23 @@ class Posts:
         self, ch: ChannelRuntime | None, sender_id: str, envs: Sequence[Envelope]
     ) -> dict[str, bytes | None] | None:
         """Under ``ch``'s lock, before a run is staged: once the channel's window of keys has forgotten
-        one, the run's keys the window misses, each with the envelope the store holds under it (None:
-        a new key), asked in one lookup (None: nothing asked). A run of 256 fresh
-        keyed posts costs one store query, not 256."""
+        one, the run's keys the window misses and may have forgotten, each with the envelope the store
+        holds under it (None: a new key), asked in one lookup; a key of the run in neither the window
+        nor the answer is new. None: the window has forgotten no key (nothing asked). A run of 256
+        keyed posts costs at most one store query, and none when the window's filter of forgotten
+        keys proves them all new (:mod:`hubsvc.core.key_window`)."""
         if ch is None or not ch.idempotent.evicted:
             return None
         window = ch.idempotent
-        keys = [key for env in envs if (key := env.idempotency_key) is not None and (sender_id, key) not in window]
+        keys = [
+            key
+            for env in envs
+            if (key := env.idempotency_key) is not None
+            and (sender_id, key) not in window
+            and window.may_have_forgotten((sender_id, key))
+        ]
         if not keys:
-            return None
+            return {}
         found = await self._store.find_idempotent_many(ch.channel_id, sender_id, keys)
         return {key: found.get(key) for key in keys}
 
@@ -390,10 +402,11 @@ class Posts:
         """(commit future, envelope) admitted earlier under this key, or None for a new key.
 
         Exact for as long as the store keeps the WAL row: memory answers for the channel's
-        last 4096 keyed posts; once that window has forgotten a key, a miss is asked of
-        the store (or read from ``stored``, the store's answer for the whole run asked before
-        it was staged). A retry of a post still in flight shares its commit future: it is
-        answered only once the original commits (and fails if that fails).
+        last 4096 keyed posts; once that window has forgotten a key, a miss it may have forgotten
+        (:mod:`hubsvc.core.key_window`) is asked of the store (or read from ``stored``, the store's
+        answer for the whole run asked before it was staged). A retry of a post still in flight
+        shares its commit future: it is answered only once the original commits (and fails if
+        that fails).
         """
         envelope_id = ch.idempotent.get((sender_id, key))
         if envelope_id is not None:
@@ -402,7 +415,7 @@ class Posts:
                 return pending[1], pending[0]
             wire = ch.keyed_wires.get(envelope_id)
             data = None if wire is not None else await self._store.find_envelope(envelope_id)
-        elif ch.idempotent.evicted:
+        elif ch.idempotent.may_have_forgotten((sender_id, key)):
             wire = None
             if stored is not None and key in stored:  # asked before the run was staged, under this lock hold
                 data = stored[key]
