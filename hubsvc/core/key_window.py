@@ -7,9 +7,9 @@ forgets goes into a Bloom filter. A new key the filter has never seen is proved 
 asking the store; a key the filter may hold (a retry of an old post, or a false positive,
 1.7% of new keys per full filter) is looked up in the store, as every miss was before the window forgot.
 
-Memory is bounded: the filters of one channel grow from 8 KiB to at most
-``max_filter_bytes`` (1 MiB by default, about 800,000 forgotten keys); past that the filter
-is dropped and every miss of the window is asked of the store.
+Memory is bounded: a channel's filters take 128 KiB each (104,857 keys) and at most
+``max_filter_bytes`` together (1 MiB by default, 838,856 forgotten keys); past that they
+are dropped and every miss of the window is asked of the store.
 """
 
 from __future__ import annotations
@@ -17,14 +17,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-FIRST_FILTER_BITS = 1 << 16
-"""Bits of a channel's first filter (8 KiB); each next one doubles, up to ``MAX_BITS_EACH``."""
-MAX_BITS_EACH = 1 << 20
-"""Bits of one filter at most (128 KiB): its three probes take 21 bits each of one 64-bit hash."""
+FILTER_BITS = 1 << 20
+"""Bits of one filter (128 KiB; its three probes take 21 bits each of one 64-bit hash). A channel
+gets its first once its window forgets a key (a channel of fewer keyed posts has none), and
+another each time the last is full."""
 BITS_PER_KEY = 10
 """A filter takes ``bits / BITS_PER_KEY`` keys (three probes: about 1.7% false positives when full)."""
 MAX_FILTER_BYTES = 1 << 20
 """A channel's filters together take at most this many bytes by default."""
+
+_MASK = FILTER_BITS - 1
 
 Key = tuple[str, str]
 """(sender_id, idempotency_key)."""
@@ -36,7 +38,7 @@ class ForgottenKeys:
     __slots__ = ("_bytes", "_filters", "_max_bytes", "_room", "complete")
 
     def __init__(self, max_bytes: int) -> None:
-        self._filters: list[tuple[bytearray, int]] = []
+        self._filters: list[bytearray] = []
         self._room = 0
         self._bytes = 0
         self._max_bytes = max_bytes
@@ -48,18 +50,17 @@ class ForgottenKeys:
         if not self.complete:
             return
         if self._room == 0:
-            bits = min(FIRST_FILTER_BITS << len(self._filters), MAX_BITS_EACH)
-            if self._bytes + bits // 8 > self._max_bytes:
+            if self._bytes + FILTER_BITS // 8 > self._max_bytes:
                 self.complete = False
                 self._filters = []
                 return
-            self._filters.append((bytearray(bits // 8), bits - 1))
-            self._bytes += bits // 8
-            self._room = bits // BITS_PER_KEY
+            self._filters.append(bytearray(FILTER_BITS // 8))
+            self._bytes += FILTER_BITS // 8
+            self._room = FILTER_BITS // BITS_PER_KEY
         self._room -= 1
-        table, mask = self._filters[-1]
+        table = self._filters[-1]
         h = hash(key)
-        for bit in (h & mask, (h >> 21) & mask, (h >> 42) & mask):
+        for bit in (h & _MASK, (h >> 21) & _MASK, (h >> 42) & _MASK):
             table[bit >> 3] |= 1 << (bit & 7)
 
     def may_hold(self, key: Key) -> bool:
@@ -67,8 +68,8 @@ class ForgottenKeys:
         if not self.complete:
             return True
         h = hash(key)
-        for table, mask in self._filters:
-            a, b, c = h & mask, (h >> 21) & mask, (h >> 42) & mask
+        a, b, c = h & _MASK, (h >> 21) & _MASK, (h >> 42) & _MASK
+        for table in self._filters:
             if table[a >> 3] >> (a & 7) & table[b >> 3] >> (b & 7) & table[c >> 3] >> (c & 7) & 1:
                 return True
         return False
