@@ -28,7 +28,7 @@ from agentnet.v1 import envelope_pb2, hub_pb2
 
 from bench import PEER_ENV
 from bench.client import BenchPeer, register, text
-from bench.sdk_bench import run_sdk
+from bench.sdk_bench import LONG_CONVERSATION, run_sdk
 from bench.timing import timed_round_trips
 from localprocs.redis_server import RedisServer, start_redis_server
 from localprocs.replicas import replicas
@@ -238,7 +238,11 @@ def autogen(agents_python: str | None, iterations: int, count: int) -> dict[str,
 
 WORKLOADS = ("rtt", "throughput", "fanout")
 """The network workloads, in the order they run."""
-SDK_WORKLOADS = {"rtt": ("rtt", "agent_turn", "agent_view"), "throughput": ("throughput",), "fanout": ("fanout",)}
+SDK_WORKLOADS = {
+    "rtt": ("rtt", "rtt_long", "agent_turn", "agent_view"),
+    "throughput": ("throughput",),
+    "fanout": ("fanout",),
+}
 """The SDK workloads (:mod:`bench.sdk_bench`) run right after each network workload's floor and hub rows."""
 
 
@@ -461,6 +465,13 @@ def print_sdk(r: dict[str, Any]) -> None:
         note += f", SDK/lean {ratio(sdk['rtt'][key], hub['rtt'][key])}"
         values = f"{floor['rtt'][key]:>12.3f}ms{hub['rtt'][key]:>12.3f}ms{sdk['rtt'][key]:>12.3f}ms"
         print(f"{'round trip ' + q:<34}{values}{note}")
+    long = sdk["rtt_long"]
+    for q in ("p50", "p99"):
+        key = f"{q}_ms"
+        print(
+            f"{'round trip ' + q + ', ' + format(LONG_CONVERSATION, ',') + ' posts in':<34}{'':>28}"
+            f"{long[key]:>12.3f}ms   long/fresh channel {ratio(long[key], sdk['rtt'][key])}"
+        )
     for key, label, lean_target, ag_target in (
         ("throughput", "one-way throughput (msg/s)", " (>= 0.8x)", 1.5),
         ("fanout", "8-way fan-out (deliveries/s)", "", 2.0),

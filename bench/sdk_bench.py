@@ -223,9 +223,18 @@ async def agent_view_reads(target: str, iterations: int) -> dict[str, float]:
     return {"raw_p50_ms": percentiles(raw)["p50_ms"], "view_p50_ms": percentiles(sdk)["p50_ms"]}
 
 
-async def run_sdk(target: str, workload: str, iterations: int, count: int, window: int) -> dict[str, Any]:
+LONG_CONVERSATION = 10_000
+"""Posts sent into the channel before "rtt_long" times its round trips: more keyed posts than the
+hub's window of recent idempotency keys holds (4,096), so new keys are checked against its filter of
+forgotten ones (docs/operations.md, "Idempotency is exact")."""
+
+
+async def run_sdk(
+    target: str, workload: str, iterations: int, count: int, window: int, long_conversation: int = LONG_CONVERSATION
+) -> dict[str, Any]:
     """One of the SDK workloads against the hub at ``target``: "rtt", "throughput", "fanout" (as
-    :data:`bench.hub_bench.WORKLOADS` names them), "agent_turn" or "agent_view"."""
+    :data:`bench.hub_bench.WORKLOADS` names them), "rtt_long" (round trips in a channel that already
+    holds ``long_conversation`` posts), "agent_turn" or "agent_view"."""
     if workload == "agent_turn":
         return {workload: await agent_turns(target, iterations, warmup=min(200, iterations))}
     if workload == "agent_view":
@@ -233,7 +242,9 @@ async def run_sdk(target: str, workload: str, iterations: int, count: int, windo
     channel_type, n = ("discussion", 9) if workload == "fanout" else ("conversation", 2)
     s = await setup_sdk(target, n, channel_type, f"sdk-{workload}")
     try:
-        if workload == "rtt":
+        if workload == "rtt_long":
+            await sdk_one_way(s, long_conversation, window)
+        if workload in ("rtt", "rtt_long"):
             return {workload: await sdk_round_trips(s, iterations, warmup=min(200, iterations))}
         if workload == "throughput":
             return {workload: await sdk_one_way(s, count, window)}
