@@ -272,6 +272,31 @@ async def test_retries_past_the_window_of_recent_keys_are_answered_from_the_stor
     assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT][-2:] == ["m4199", "new"]
 
 
+async def test_after_a_restart_the_keys_the_window_forgot_are_still_found(tmp_path: Path) -> None:
+    """Hydrate folds every stored key through the channel's window, so its filter of forgotten keys
+    holds them again: a single post retrying the oldest key is its duplicate, a fresh key is new."""
+    db = tmp_path / "hub.db"
+    async with running_hub(db) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        originals: list[connect_pb2.PostResult] = []
+        for start in range(0, 4200, 256):
+            originals += await alice.post_batch(
+                [text(cid, f"m{i}", idempotency_key=f"k{i}") for i in range(start, min(start + 256, 4200))]
+            )
+        await alice.close()
+        await bob.close()
+    async with running_hub(db) as hub:
+        live = hub.core.channels.get(cid)
+        assert live is not None and live.idempotent.evicted and live.idempotent.forgotten.nbytes > 0
+        alice = Participant(hub.target, alice.record, alice.credential)
+        await alice.connect()
+        again = await alice.say(cid, "m0", idempotency_key="k0")
+        assert again.envelope_id == originals[0].envelope.envelope_id and again.seq == originals[0].envelope.seq
+        fresh = await alice.say(cid, "new", idempotency_key="fresh")
+        assert fresh.seq == originals[-1].envelope.seq + 1
+        await alice.close()
+
+
 async def test_the_store_finds_many_idempotency_keys_at_once(tmp_path: Path) -> None:
     async with running_hub(tmp_path / "hub.db") as hub:
         alice, _bob, cid = await conversation(hub.target)
