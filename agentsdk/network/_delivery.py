@@ -255,7 +255,9 @@ class DeliveryStream:
                     if self._on_fatal is not None:
                         self._on_fatal(error)
                     return
-                log.info("stream to %s broke (%s); reconnecting", self.conn.target, error.reason)
+                log.warning("stream to %s broke (%s: %s); reconnecting", self.conn.target, error.reason, error.message)
+            except Exception:  # a bug here must not leave the identity silently unconnected
+                log.exception("the stream to %s failed unexpectedly; reconnecting", self.conn.target)
             finally:
                 self.connected.clear()
                 stream.cancel()

@@ -28,7 +28,11 @@ async def test_passive_checkpoints_keep_the_wal_small_under_light_load(store: Sq
         await asyncio.sleep(0)  # the loop turns between posts, as it does between a hub's frames
     assert store.checkpointer is not None and store.checkpointer.checkpoints >= writes // 100
     assert store.inline_commits > writes * 9 // 10
-    assert (tmp_path / "hub.db-wal").stat().st_size < 4 * 1024 * 1024
+    # The WAL holds what commits added since the last checkpoint that caught up: MAX_WAL_FRAMES pages,
+    # plus up to 3 * CHECKPOINT_EVERY commits' pages while a checkpoint runs (about 4 MB here); how
+    # far past that it gets depends on how fast the checkpointer's thread is scheduled, so the bound
+    # has room for a loaded machine and is still a third of what no checkpoints would leave.
+    assert (tmp_path / "hub.db-wal").stat().st_size < 8 * 1024 * 1024
     assert len(seqs(tmp_path / "hub.db", "a")) == writes
 
 

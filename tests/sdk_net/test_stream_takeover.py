@@ -43,7 +43,15 @@ async def test_the_older_client_stops_and_does_not_steal_the_stream_back(hub: Hu
     ch = await alice.open(type="conversation", target="bob")
     async with HubClient.connect(hub.target) as other:
         newer = await other.resume_human(bob.credential)  # bob again, e.g. a second process
-        await assert_eventually(lambda: isinstance(bob.stream_error, Superseded))
+
+        def older_superseded() -> bool:
+            assert isinstance(bob.stream_error, Superseded), (
+                f"older: {bob.stream_error!r}, newer: {newer.stream_error!r}, "
+                f"hub holder: {hub.core.sessions._sessions.get(bob.agent_id)!r}"
+            )
+            return True
+
+        await assert_eventually(older_superseded)
         error = bob.stream_error
         assert error is not None and error.metadata["cause"] == "replaced"
         with pytest.raises(Superseded):  # the older client says why it gets nothing more
