@@ -240,7 +240,7 @@ WORKLOADS = ("rtt", "throughput", "fanout")
 """The network workloads, in the order they run."""
 SDK_WORKLOADS = {
     "rtt": ("rtt", "rtt_long", "agent_turn", "agent_view"),
-    "throughput": ("throughput",),
+    "throughput": ("throughput", "throughput_cursor_file"),
     "fanout": ("fanout",),
 }
 """The SDK workloads (:mod:`bench.sdk_bench`) run right after each network workload's floor and hub rows."""
@@ -479,6 +479,10 @@ def print_sdk(r: dict[str, Any]) -> None:
         note = f"   SDK/lean {ratio(sdk[key], hub[key])}{lean_target}"
         note += f", SDK/autogen {ratio(sdk[key], ag[key])} (>= {ag_target}x)" if ag else ""
         print(f"{label:<34}{floor[key]:>14.0f}{hub[key]:>14.0f}{sdk[key]:>14.0f}{note}")
+        if key == "throughput" and "throughput_cursor_file" in sdk:
+            files = sdk["throughput_cursor_file"]
+            note = f"   with/without the file {ratio(files, sdk[key])}"
+            print(f"{'one-way, receiver with cursor file':<34}{'':>28}{files:>14.0f}{note}")
     turn = sdk["agent_turn"]
     for q in ("p50", "p99"):
         key = f"{q}_ms"

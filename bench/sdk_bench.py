@@ -8,7 +8,9 @@ same workloads through ``agentsdk.network`` (run by ``hub_bench`` beside the lea
   B answers from its ``on_envelope`` callback with ``channel.send``; latency from A's send to A's
   callback seeing the answer;
 * **one-way throughput**: ``channel.send`` with ``window`` sends in flight (each its own task),
-  the receiver counting in a plain-function ``on_envelope`` callback;
+  the receiver counting in a plain-function ``on_envelope`` callback; again with the receiver
+  keeping its cursors in a ``JsonFileCursorStore`` (what an agent run with a ``credential_file``
+  does: its file is replaced as its cursor moves);
 * **8-way fan-out**: a discussion of 9, the opener posting a custom event type with
   ``post_envelope``, the 8 others counting in their callbacks;
 * **agent handler turn**: an :class:`agentsdk.Agent` (``ScriptedConfig``: no model is called)
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -44,6 +47,7 @@ from agentsdk.network import (
     Envelope,
     HubClient,
     HumanClient,
+    JsonFileCursorStore,
     Passport,
 )
 from agentsdk.operator import AgentView
@@ -75,15 +79,19 @@ class SdkSetup:
         await self.stack.aclose()
 
 
-async def setup_sdk(target: str, n: int, channel_type: str, tag: str) -> SdkSetup:
+async def setup_sdk(target: str, n: int, channel_type: str, tag: str, *, cursor_files: bool = False) -> SdkSetup:
     """``n`` ``register_human`` clients, each through its own HubClient; the first opens a channel
-    of ``channel_type`` to the others (their invites auto-acked) and waits until it is OPENED."""
+    of ``channel_type`` to the others (their invites auto-acked) and waits until it is OPENED.
+    ``cursor_files``: the others keep their cursors in a ``JsonFileCursorStore`` each (in a
+    directory removed with the setup)."""
     stack = AsyncExitStack()
     clients = []
     tag = unique(tag)
+    files = stack.enter_context(tempfile.TemporaryDirectory()) if cursor_files else None
     for i in range(n):
         hc = await stack.enter_async_context(HubClient.connect(target))
-        clients.append(await hc.register_human(Passport(name=f"{tag}-{i}", kind="human")))
+        store = JsonFileCursorStore(f"{files}/{tag}-{i}.cursors.json") if files is not None and i else None
+        clients.append(await hc.register_human(Passport(name=f"{tag}-{i}", kind="human"), cursor_store=store))
     channel = await clients[0].open(type=channel_type, target=[c.agent_id for c in clients[1:]])
     return SdkSetup(clients, channel, stack)
 
@@ -234,19 +242,20 @@ async def run_sdk(
 ) -> dict[str, Any]:
     """One of the SDK workloads against the hub at ``target``: "rtt", "throughput", "fanout" (as
     :data:`bench.hub_bench.WORKLOADS` names them), "rtt_long" (round trips in a channel that already
-    holds ``long_conversation`` posts), "agent_turn" or "agent_view"."""
+    holds ``long_conversation`` posts), "throughput_cursor_file" (one-way to a receiver keeping its
+    cursors in a file), "agent_turn" or "agent_view"."""
     if workload == "agent_turn":
         return {workload: await agent_turns(target, iterations, warmup=min(200, iterations))}
     if workload == "agent_view":
         return {workload: await agent_view_reads(target, max(100, iterations // 4))}
     channel_type, n = ("discussion", 9) if workload == "fanout" else ("conversation", 2)
-    s = await setup_sdk(target, n, channel_type, f"sdk-{workload}")
+    s = await setup_sdk(target, n, channel_type, f"sdk-{workload}", cursor_files=workload == "throughput_cursor_file")
     try:
         if workload == "rtt_long":
             await sdk_one_way(s, long_conversation, window)
         if workload in ("rtt", "rtt_long"):
             return {workload: await sdk_round_trips(s, iterations, warmup=min(200, iterations))}
-        if workload == "throughput":
+        if workload in ("throughput", "throughput_cursor_file"):
             return {workload: await sdk_one_way(s, count, window)}
         return {workload: await sdk_one_way(s, max(1, count // 4), window, event_type="bench.tick")}
     finally:

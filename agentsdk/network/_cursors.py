@@ -6,17 +6,30 @@ that delivery — and every one before it in the chain — was processed, so the
 cursor never skips an unprocessed envelope even when urgent ones overtake older
 ones. Persist cursors with a :class:`CursorStore` to resume after a restart with
 no repeats.
+
+A store's :meth:`~CursorStore.save` runs off the event loop (:class:`_Saver`): one save at a time,
+on the loop's default executor, each writing the cursors as they are when it starts; the moves
+made while one runs are written together by the next. Replacing a file costs far more than
+handling an envelope (hundreds of microseconds), so saving on every move in the loop's thread
+held up every delivery; now the file trails the handlers by at most one write, and
+:meth:`CursorBook.flush` (called when the client disconnects) writes the last moves. A process
+killed in between hands the envelopes handled since the last write to the next process again,
+as delivery is at least once across a crash anyway.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
 from typing import Protocol
 
 from netkernel.files import private_dir
+
+log = logging.getLogger("agentnet.sdk")
 
 
 class CursorStore(Protocol):
@@ -54,12 +67,58 @@ class JsonFileCursorStore:
         os.replace(tmp, self.path)
 
 
+class _Saver:
+    """Saves a book's cursors to ``store`` off the event loop: one save at a time, each of the
+    cursors as they are when it starts (the moves made meanwhile go in the next)."""
+
+    def __init__(self, store: CursorStore, cursors: dict[str, int]) -> None:
+        self._store = store
+        self._cursors = cursors
+        self._running: asyncio.Future[None] | None = None
+        self._dirty = False
+
+    def changed(self) -> None:
+        """A cursor moved: save now, or once the save in progress is done."""
+        self._dirty = True
+        if self._running is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (a book driven by plain code): save in this thread
+                self._dirty = False
+                self._store.save(dict(self._cursors))
+                return
+            self._start(loop)
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        self._dirty = False
+        self._running = running = loop.run_in_executor(None, self._store.save, dict(self._cursors))
+        running.add_done_callback(self._done)
+        return running
+
+    def _done(self, running: asyncio.Future[None]) -> None:
+        self._running = None
+        if not running.cancelled() and running.exception() is not None:
+            self._dirty = True  # what it was to write is still unsaved
+            log.warning("could not save the delivery cursors (%s); the next move tries again", running.exception())
+        elif self._dirty:
+            self._start(running.get_loop())
+
+    async def flush(self) -> None:
+        """Return once every move made so far is saved (or its last try failed, logged)."""
+        while (running := self._running) is not None:
+            # Its done callback (added first, so run before this resumes) starts the next save if
+            # moves came meanwhile, unless it failed.
+            await asyncio.wait([running])
+        if self._dirty:  # nothing saving, and a failed save left moves unsaved: one more try
+            await asyncio.wait([self._start(asyncio.get_running_loop())])
+
+
 class CursorBook:
     """The cursors of one identity, advanced along the hub's prev_seq chains."""
 
     def __init__(self, store: CursorStore | None = None) -> None:
-        self._store = store
         self._cursors: dict[str, int] = dict(store.load()) if store is not None else {}
+        self._saver = _Saver(store, self._cursors) if store is not None else None
         self._waiting: dict[str, dict[int, int]] = {}
 
     def snapshot(self) -> dict[str, int]:
@@ -89,9 +148,14 @@ class CursorBook:
             while cursor in waiting:
                 cursor = waiting.pop(cursor)
         self._cursors[channel_id] = cursor
-        if self._store is not None:
-            self._store.save(self._cursors)
+        if self._saver is not None:
+            self._saver.changed()
         return True
+
+    async def flush(self) -> None:
+        """Wait until the store holds every move made so far (no-op without a store)."""
+        if self._saver is not None:
+            await self._saver.flush()
 
     def cursor(self, channel_id: str) -> int:
         """The channel's cursor (0 = nothing processed yet)."""

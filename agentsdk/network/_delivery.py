@@ -204,6 +204,7 @@ class DeliveryStream:
             for task in stuck:
                 log.warning("handler task %s did not stop within 5s of cancellation; abandoning it", task.get_name())
         self.connected.clear()
+        await self.cursors.flush()  # the cursor store holds every envelope handled here
 
     async def _run(self) -> None:
         backoff = 0.05

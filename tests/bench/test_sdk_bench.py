@@ -18,7 +18,15 @@ pytestmark = pytest.mark.slow
 async def test_every_sdk_workload_runs_to_its_end_on_a_real_hub() -> None:
     async with Hub.open() as hub:
         figures: dict[str, object] = {}
-        for workload in ("rtt", "rtt_long", "agent_turn", "agent_view", "throughput", "fanout"):
+        for workload in (
+            "rtt",
+            "rtt_long",
+            "agent_turn",
+            "agent_view",
+            "throughput",
+            "throughput_cursor_file",
+            "fanout",
+        ):
             figures |= await run_sdk(
                 hub.target, workload, iterations=20, count=200, window=64, long_conversation=4200
             )  # 4,200 posts: past the hub's window of 4,096 recent keys
@@ -28,6 +36,7 @@ async def test_every_sdk_workload_runs_to_its_end_on_a_real_hub() -> None:
     assert isinstance(turn, dict) and 0 < turn["p50_ms"] <= turn["p99_ms"]
     assert isinstance(view, dict) and view["raw_p50_ms"] > 0 and view["view_p50_ms"] > 0
     assert isinstance(figures["throughput"], float) and figures["throughput"] > 0
+    assert isinstance(figures["throughput_cursor_file"], float) and figures["throughput_cursor_file"] > 0
     assert isinstance(figures["fanout"], float) and figures["fanout"] > 0
 
 
@@ -40,6 +49,7 @@ def test_the_sdk_rows_print_beside_the_lean_clients_with_their_ratios(capsys: py
             "rtt": {"p50_ms": 1.5, "p99_ms": 3.0},
             "rtt_long": {"p50_ms": 1.65, "p99_ms": 3.0},
             "throughput": 2400.0,
+            "throughput_cursor_file": 1800.0,
             "fanout": 6000.0,
             "agent_turn": {"p50_ms": 1.4, "p99_ms": 2.6},
             "agent_view": {"raw_p50_ms": 0.5, "view_p50_ms": 0.6},
@@ -53,6 +63,7 @@ def test_the_sdk_rows_print_beside_the_lean_clients_with_their_ratios(capsys: py
     assert "SDK/autogen 3.00x (>= 2.0x)" in out
     assert "turn - lean round trip +0.200 ms (<= 0.3 ms)" in out
     assert "AgentView/raw stub 1.20x" in out
+    assert "one-way, receiver with cursor file" in out and "with/without the file 0.75x" in out
     assert "round trip p50, 10,000 posts in" in out and "long/fresh channel 1.10x" in out
     report.pop("sdk")
     print_sdk(report)  # --no-sdk: no rows
