@@ -8,6 +8,9 @@ take the actions and arguments listed in ``docs/network.md``.
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -113,7 +116,20 @@ def description(model: type[BaseModel]) -> str:
 
 
 def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """JSON schema of the arguments object."""
+    """JSON schema of the arguments object (a copy of its own: the caller may change it)."""
+    return copy.deepcopy(_schema(model))
+
+
+@functools.cache
+def parameters_schema_json(model: type[BaseModel]) -> str:
+    """:func:`parameters_schema` as JSON text."""
+    return json.dumps(_schema(model))
+
+
+@functools.cache
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The schema, built once per model: pydantic takes milliseconds to build one, and every
+    agent registered (its five plugin tools) and every ListTools answer asked for them again."""
     schema = model.model_json_schema()
     schema.pop("description", None)
     schema.pop("title", None)

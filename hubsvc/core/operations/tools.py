@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from agentnet.v1 import hub_pb2
 
 from hubsvc.adapters.common import require_participant
 from hubsvc.core.hub import HubCore
 from netkernel.errors import ChannelClosed
-from netkernel.tool_schemas import ALL_TOOLS, PLUGIN_TOOLS, description, parameters_schema
+from netkernel.tool_schemas import ALL_TOOLS, PLUGIN_TOOLS, description, parameters_schema_json
 
 
 class ToolOps:
@@ -33,7 +31,7 @@ class ToolOps:
             hub_pb2.ToolSchema(
                 name=name,
                 description=description(ALL_TOOLS[name]),
-                parameters_json_schema=json.dumps(parameters_schema(ALL_TOOLS[name])),
+                parameters_json_schema=parameters_schema_json(ALL_TOOLS[name]),
                 source=source,
             )
             for name, source in names
