@@ -120,13 +120,13 @@ def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
     return copy.deepcopy(_schema(model))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def parameters_schema_json(model: type[BaseModel]) -> str:
     """:func:`parameters_schema` as JSON text."""
     return json.dumps(_schema(model))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
     """The schema, built once per model: pydantic takes milliseconds to build one, and every
     agent registered (its five plugin tools) and every ListTools answer asked for them again."""

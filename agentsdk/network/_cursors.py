@@ -101,7 +101,10 @@ class _Saver:
             self._dirty = True  # what it was to write is still unsaved
             log.warning("could not save the delivery cursors (%s); the next move tries again", running.exception())
         elif self._dirty:
-            self._start(running.get_loop())
+            try:
+                self._start(running.get_loop())
+            except RuntimeError:  # the loop's executor shut down (the process ends): nothing can save now
+                log.warning("the delivery cursors of the last moves were not saved: the event loop is closing")
 
     async def flush(self) -> None:
         """Return once every move made so far is saved (or its last try failed, logged)."""
