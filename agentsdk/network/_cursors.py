@@ -79,15 +79,15 @@ class _Saver:
 
     def changed(self) -> None:
         """A cursor moved: save now, or once the save in progress is done."""
-        self._dirty = True
-        if self._running is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no loop (a book driven by plain code): save in this thread
-                self._dirty = False
-                self._store.save(dict(self._cursors))
-                return
-            self._start(loop)
+        if self._running is not None:
+            self._dirty = True
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a book driven by plain code): save in this thread
+            self._store.save(dict(self._cursors))
+            return
+        self._start(loop)
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
         self._dirty = False

@@ -80,7 +80,7 @@ async def test_a_failed_save_is_logged_and_tried_again(caplog: pytest.LogCapture
 
 
 async def test_a_save_that_hangs_holds_up_no_delivery_and_disconnect_writes_the_last_cursor(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, "agentnet.sdk")
     store = RecordingStore()
