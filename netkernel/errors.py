@@ -207,6 +207,21 @@ class LostRace(Unavailable):
     fresh state; a client sees UNAVAILABLE only if that keeps failing."""
 
 
+PARTITION_MOVED = "partition_moved"
+"""The ``cause`` of an UNAVAILABLE write refused because this hub replica no longer owns the
+channel's partition (docs/scale-out.md, "Partitions and ownership"): retryable."""
+
+
+class PartitionMoved(Unavailable):
+    """Inside the hub: a write was not stored because this replica no longer holds the lease of the
+    channel's partition with the epoch the write was fenced with (its lease lapsed, or another
+    replica owns the partition now). Nothing of it was written; a client gets UNAVAILABLE with
+    metadata ``cause: partition_moved`` (and ``partition``) and retries, reaching the new owner."""
+
+    def __init__(self, message: str, *, metadata: Mapping[str, str] | None = None) -> None:
+        super().__init__(message, metadata={"cause": PARTITION_MOVED, **(metadata or {})})
+
+
 class InternalError(AgentNetError):
     """A bug in the server; nothing was changed."""
 

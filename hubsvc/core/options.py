@@ -15,6 +15,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any, TypeVar
 
 from netkernel.channel_types import DEFAULT_WAIT_SECONDS
+from netkernel.partitions import MAX_PARTITIONS
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 
 T = TypeVar("T")
@@ -303,6 +304,18 @@ class HubOptions:
     )
     """Seconds between refreshes of this replica's liveness key (and sweeps for calls of stopped
     replicas); well below ``replica_ttl``, so a few slow refreshes do not make a live replica look dead."""
+    partitions: int = option(
+        64,
+        "--partitions",
+        "AGENTNET_HUB_PARTITIONS",
+        "with --store redis://: the number of partitions the channels are divided into among the replicas; "
+        "used only when the store is created (a store records its count, and a replica opening it with "
+        "another count warns and uses the recorded one)",
+        check=Range(1, MAX_PARTITIONS, "[]"),
+    )
+    """With replicas sharing a Redis store: how many partitions the channels fall into (each owned by one
+    replica at a time, docs/scale-out.md "Partitions and ownership"). Fixed when the store is created:
+    a store records its count, and a replica opening it with another count warns and uses the recorded one."""
     keepalive_seconds: int = 20
     """Ping interval suggested to clients in Welcome."""
     a2a_token_ttl: float = option(

@@ -11,6 +11,7 @@ from hubsvc.storage.base import (
     ChannelRow,
     CheckpointRow,
     ExecutionRow,
+    Fenced,
     HubStore,
     LimitConflict,
     ObservationRow,
@@ -21,6 +22,7 @@ from hubsvc.storage.base import (
     Writes,
     nothing_stored,
 )
+from hubsvc.storage.leases import Acquired, Lease, PartitionLeases
 from hubsvc.storage.sqlite import SqliteHubStore
 
 __all__ = [
@@ -28,16 +30,20 @@ __all__ = [
     "TASK_LIVE",
     "TASK_NEW",
     "WRITE_FAILED",
+    "Acquired",
     "AgentRow",
     "AtLimit",
     "CallTokenRow",
     "ChannelRow",
     "CheckpointRow",
     "ExecutionRow",
+    "Fenced",
     "HubStore",
+    "Lease",
     "LimitConflict",
     "ObservationRow",
     "ObservedCounts",
+    "PartitionLeases",
     "SqliteHubStore",
     "StoreConflict",
     "TaskRow",

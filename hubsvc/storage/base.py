@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from agentnet.v1 import channel_pb2
 
-from netkernel.errors import LostRace, Unavailable
+from hubsvc.storage.leases import PartitionLeases
+from netkernel.errors import PARTITION_MOVED, LostRace, Unavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +204,16 @@ class LimitConflict(StoreConflict):
         self.held = held
 
 
+class Fenced(StoreConflict):
+    """A bundle fenced with :attr:`Writes.fence` reached the store while this replica no longer held
+    ``partition`` with the epoch it named (the lease lapsed, or another replica owns it now). Nothing
+    of the bundle was written; the hub answers UNAVAILABLE, cause ``partition_moved``."""
+
+    def __init__(self, message: str, partition: int) -> None:
+        super().__init__(message)
+        self.partition = partition
+
+
 WRITE_FAILED = "store_write_failed"
 """The ``cause`` of an UNAVAILABLE commit whose bundle the store did not write (the store failed,
 or an earlier write of its channel did)."""
@@ -212,10 +223,10 @@ def nothing_stored(error: BaseException | None) -> bool:
     """Whether a commit that failed with ``error`` stored none of its bundle, as far as the hub knows.
 
     True for a lost race (:class:`LostRace`, :class:`AtLimit` too) and for a write the store did
-    not take (UNAVAILABLE, cause :data:`WRITE_FAILED`); False for a write stored but not confirmed by
+    not take (UNAVAILABLE, cause :data:`WRITE_FAILED` or ``partition_moved``); False for a write stored but not confirmed by
     Redis replicas (cause ``store_unconfirmed``) and for a cancelled commit (``error`` None)."""
     return isinstance(error, LostRace) or (
-        isinstance(error, Unavailable) and error.metadata.get("cause") == WRITE_FAILED
+        isinstance(error, Unavailable) and error.metadata.get("cause") in (WRITE_FAILED, PARTITION_MOVED)
     )
 
 
@@ -253,6 +264,11 @@ class Writes:
     """(agent_id, session_id, connected): a Connect stream began or ended. Only a store shared by
     replicas records them (the identity's current stream, :meth:`HubStore.session_of`); a
     single-process store has nothing to tell and ignores them."""
+    fence: dict[int, int] = field(default_factory=dict)
+    """Partition → the epoch this replica holds it with (:mod:`hubsvc.storage.leases`): a store shared
+    by replicas writes the bundle only if, in the same atomic step, each lease is still held by this
+    replica with that epoch and has not lapsed; else nothing of it is written (:class:`Fenced`). Every
+    channel the bundle writes must then be in a fenced partition. A single-process store ignores it."""
 
     def only_cursors(self) -> bool:
         """Holds cursor upserts and nothing else: advisory writes nobody waits on, so a store may
@@ -347,10 +363,16 @@ class Liveness(abc.ABC):
 
     replica_id: str
     """This replica's id (the same as its change feed's)."""
+    address: str = ""
+    """The gRPC address (``host:port``) other replicas reach this one at, stored with each beat."""
 
     @abc.abstractmethod
     async def beat(self, ttl: float) -> None:
-        """Mark this replica alive for the next ``ttl`` seconds."""
+        """Mark this replica alive for the next ``ttl`` seconds (with its :attr:`address`)."""
+
+    @abc.abstractmethod
+    async def replicas(self) -> dict[str, str]:
+        """Every replica whose liveness has not lapsed → its advertised address ("" if none)."""
 
     @abc.abstractmethod
     async def alive(self, replica_ids: Sequence[str]) -> set[str]:
@@ -401,6 +423,9 @@ class HubStore(abc.ABC):
     """The backend's name in metrics (``store`` label): "sqlite" or "redis"."""
     liveness: Liveness | None = None
     """The replicas' liveness when several share this store (None: this process is alone)."""
+    partitions: PartitionLeases | None = None
+    """The partition leases when replicas share this store and divide its channels (None: this process
+    is alone, or the store was opened without partitions)."""
     audit_bell: AuditBell
     """Rung when this process commits audit records (set by the backend's ``__init__``)."""
 

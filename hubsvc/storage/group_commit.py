@@ -9,6 +9,11 @@ bundle's caller sees the failure and its channels are fenced (a backend that wri
 separately says which failed instead, :class:`PartlyWritten`). A bundle that lost a race to
 another replica (the backend raised :class:`StoreConflict`) fails with :class:`LostRace`, and
 so do the fenced bundles after it: nothing of them was written, so they may be admitted again.
+A bundle refused because this replica no longer holds the lease of its channel's partition (the
+backend raised :class:`~hubsvc.storage.base.Fenced`, a :class:`StoreConflict`) fails with
+:class:`~netkernel.errors.PartitionMoved` instead (UNAVAILABLE, cause ``partition_moved``: not
+re-admitted here, the new owner takes it), and so do its channel's bundles after it; the group's
+other bundles, fenced or not, are written one at a time as for any conflict.
 Cursor-only bundles
 (advisory) are written after the other bundles of their group are answered. A bundle
 submitted while the writer is idle with nothing queued would be a group of one: a backend
@@ -32,15 +37,19 @@ from hubsvc.storage.base import (
     WRITE_FAILED,
     AtLimit,
     AuditBell,
+    Fenced,
     HubStore,
     LimitConflict,
     StoreConflict,
     StoreUnconfirmed,
     Writes,
 )
-from netkernel.errors import LostRace, Unavailable
+from netkernel.errors import PARTITION_MOVED, LostRace, PartitionMoved, Unavailable
 
 log = logging.getLogger("agentnet.hub.storage")
+
+LOST_RACE = "lost_race"
+"""Why a bundle failed when another replica's write got there first (its channel's later bundles too)."""
 
 MAX_GROUP = 2000
 """Bundles merged into one ``_apply`` call at most."""
@@ -52,8 +61,9 @@ class GroupCommitStore(HubStore):
     def __init__(self) -> None:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
-        self._fenced: dict[str, bool] = {}
-        """Channels whose last write failed (→ whether it lost a race); their later bundles fail until lift_fence."""
+        self._fenced: dict[str, str] = {}
+        """Channels whose last write failed (→ why: ``lost_race``, ``partition_moved`` or ``store_write_failed``);
+        their later bundles fail the same way until lift_fence."""
         self._idle = False
         """The writer waits for a bundle (none is being written)."""
         self.recorder: Recorder = NO_RECORDER
@@ -222,32 +232,51 @@ class GroupCommitStore(HubStore):
             return False
         channel_id = fenced[0]
         if not item.fut.done():
-            error = LostRace if self._fenced[channel_id] else Unavailable
-            _refuse(
-                item.fut,
-                error(
-                    f"an earlier write to channel '{channel_id}' failed, so this one was not written (no gap is "
-                    "ever committed); the hub is rebuilding the channel from storage — retry.",
-                    metadata={"channel_id": channel_id, "cause": WRITE_FAILED},
-                ),
+            cause = self._fenced[channel_id]
+            message = (
+                f"an earlier write to channel '{channel_id}' failed, so this one was not written (no gap is "
+                "ever committed); the hub is rebuilding the channel from storage — retry."
             )
+            error: Unavailable
+            if cause == PARTITION_MOVED:
+                error = PartitionMoved(
+                    f"an earlier write to channel '{channel_id}' was refused because this hub replica no longer "
+                    "owns the channel's partition, so this one was not written either — retry (the new owner "
+                    "takes it).",
+                    metadata={"channel_id": channel_id},
+                )
+            elif cause == LOST_RACE:
+                error = LostRace(message, metadata={"channel_id": channel_id, "cause": WRITE_FAILED})
+            else:
+                error = Unavailable(message, metadata={"channel_id": channel_id, "cause": WRITE_FAILED})
+            _refuse(item.fut, error)
         return True
 
     def _fail(self, item: _Item, exc: Exception) -> None:
         """A bundle could not be written: fail its caller alone and fence its channels."""
-        race = isinstance(exc, StoreConflict)
-        self.recorder.commit_failed(self.kind, "lost_race" if race else WRITE_FAILED)
-        if race:
+        moved = isinstance(exc, Fenced)
+        race = isinstance(exc, StoreConflict) and not moved
+        cause = PARTITION_MOVED if moved else LOST_RACE if race else WRITE_FAILED
+        self.recorder.commit_failed(self.kind, cause)
+        if moved:
+            log.info("a write bundle was fenced off (this replica no longer owns its partition): %s", exc)
+        elif race:
             log.info("a write bundle lost a race to another replica and was not written: %s", exc)
         elif isinstance(exc, StoreUnconfirmed):
             log.error("a write bundle is stored but its Redis replicas did not confirm it: %s", exc)
         else:
             log.error("a write bundle failed and was not written: %r", exc)
         for channel_id in channels_of(item.writes):
-            self._fenced[channel_id] = race
+            self._fenced[channel_id] = cause
         if not item.fut.done():
             err: Unavailable
-            if isinstance(exc, LimitConflict):
+            if isinstance(exc, Fenced):
+                err = PartitionMoved(
+                    f"this hub replica no longer owns the channel's partition ({exc}); nothing of this write was "
+                    "stored — retry: the partition's new owner takes it.",
+                    metadata={"partition": str(exc.partition)},
+                )
+            elif isinstance(exc, LimitConflict):
                 err = AtLimit(f"the store refused this write: {exc}; nothing of it was stored.", exc.held)
             elif race:
                 err = LostRace(

@@ -1,10 +1,14 @@
-"""Which hub replicas sharing one Redis are alive (:class:`~hubsvc.storage.base.Liveness`).
+"""Which hub replicas sharing one Redis are alive, and where to reach them (:class:`~hubsvc.storage.base.Liveness`).
 
 Each replica keeps the key ``P{g}:replica:<replica id>`` with a time to live, refreshed more
-often than it lapses (``--replica-ttl`` / ``--replica-refresh``). A replica that dies stops
-refreshing it, and Redis expires the key by its own clock: the other replicas then know the
-replica is gone without any clock of theirs having to agree. A clean stop deletes the key.
-``P{g}:replica_key`` holds the secret replicas present to each other's ReplicaService.
+often than it lapses (``--replica-ttl`` / ``--replica-refresh``); its value is the replica's
+advertised gRPC address (``host:port``; empty when it advertises none), so another replica can
+reach it. A replica that dies stops refreshing it, and Redis expires the key by its own clock:
+the other replicas then know the replica is gone without any clock of theirs having to agree. A
+clean stop deletes the key. The set ``P{g}:replicas`` is the directory: every beat adds the
+replica's id to it, and listing the live replicas (``lua/replicas.lua``, one atomic script)
+removes the ids whose key has lapsed. ``P{g}:replica_key`` holds the secret replicas present to
+each other's ReplicaService.
 """
 
 from __future__ import annotations
@@ -18,17 +22,27 @@ from hubsvc.storage.redis_connect import RedisClient
 
 
 class RedisLiveness(Liveness):
-    """Liveness keys ``<prefix><replica id>`` of one Redis store."""
+    """Liveness keys ``<prefix><replica id>`` of one Redis store, and the directory set ``directory``
+    (``listing``: the source of the script that lists the live replicas, ``lua/replicas.lua``)."""
 
-    def __init__(self, client: RedisClient, prefix: str, replica_id: str, key_name: str) -> None:
+    def __init__(
+        self, client: RedisClient, prefix: str, replica_id: str, directory: str, listing: str, key_name: str
+    ) -> None:
         self._client = client
         self._prefix = prefix
+        self._directory = directory
+        self._listing = client.register_script(listing)
         self._key_name = key_name
         self.replica_id = replica_id
+        self.address = ""
 
     async def beat(self, ttl: float) -> None:
-        """(Re)set this replica's key to lapse ``ttl`` seconds from now (Redis's clock)."""
-        await self._client.set(self._prefix + self.replica_id, b"1", px=max(1, int(ttl * 1000)))
+        """(Re)set this replica's key (holding :attr:`address`) to lapse ``ttl`` seconds from now
+        (Redis's clock), and list the replica in the directory."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.set(self._prefix + self.replica_id, self.address.encode(), px=max(1, int(ttl * 1000)))
+            pipe.sadd(self._directory, self.replica_id)
+            await pipe.execute()
 
     async def alive(self, replica_ids: Sequence[str]) -> set[str]:
         """The replicas among ``replica_ids`` whose key still exists."""
@@ -50,6 +64,14 @@ class RedisLiveness(Liveness):
             return await self.replica_key()
         return value.decode() if isinstance(value, bytes) else str(value)
 
+    async def replicas(self) -> dict[str, str]:
+        """Every replica whose key has not lapsed → its advertised address."""
+        flat = cast("list[bytes]", await self._listing(keys=[self._directory], args=[self._prefix]))
+        return {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+
     async def leave(self) -> None:
-        """Delete this replica's key."""
-        await self._client.delete(self._prefix + self.replica_id)
+        """Delete this replica's key and its directory entry."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.delete(self._prefix + self.replica_id)
+            pipe.srem(self._directory, self.replica_id)
+            await pipe.execute()

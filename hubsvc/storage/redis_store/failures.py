@@ -8,7 +8,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import redis.exceptions
 
-from hubsvc.storage.base import LimitConflict, StoreConflict
+from hubsvc.storage.base import Fenced, LimitConflict, StoreConflict
 from hubsvc.storage.redis_settings import StoreUnreachable
 from hubsvc.storage.redis_store.codec import text
 from netkernel.errors import Unavailable
@@ -64,9 +64,12 @@ def read(fn: Callable[_P, Coroutine[Any, Any, _R]]) -> Callable[_P, Coroutine[An
 
 
 def conflict(result: Sequence[Any]) -> StoreConflict:
-    """The conflict a commit script reported ({0, reason} or, for a holder's limit, {4, reason, held})."""
+    """The conflict a commit script reported ({0, reason}; for a holder's limit {4, reason, held}; for a
+    partition lease lost {5, reason, partition})."""
     if int(result[0]) == 4:
         return LimitConflict(text(result[1]), int(result[2]))
+    if int(result[0]) == 5:
+        return Fenced(text(result[1]), int(result[2]))
     return StoreConflict(text(result[1]))
 
 

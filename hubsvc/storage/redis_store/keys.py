@@ -33,6 +33,14 @@ identity initiated and the running tasks it owns, kept by the commit script from
 writes (what ``max_open_channels`` / ``max_running_tasks`` count), and ``P{g}:holdings`` marks
 them complete (a store written before them gets them rebuilt at open).
 
+Replicas and partitions (docs/scale-out.md, "Partitions and ownership"): ``P{g}:replica:<id>``
+(the replica's liveness key, value = its advertised gRPC address, with a time to live) and
+``P{g}:replicas`` (set: the directory of replica ids, :mod:`hubsvc.storage.redis_liveness`);
+``P{g}:partitions`` (the partition count, written once by the first store that opens with
+partitions), ``P{g}:lease:<partition>`` (the lease: ``<replica id>\\0<epoch>`` with a time to
+live, ``PX``) and ``P{g}:lease_epochs`` (hash partition → the last epoch given, never reset);
+:mod:`hubsvc.storage.redis_store.partitions` writes them.
+
 On a Redis Cluster (``redis+cluster://`` URL, :mod:`hubsvc.storage.redis_connect`) the whole
 prefix becomes the hash tag (``{P}`` in front of every key, e.g. ``{agentnet:hub:}{c:<id>}:wal``),
 so every key of the hub is in one slot and the one atomic commit script runs on that slot's master.
@@ -54,9 +62,20 @@ REPLIES_MARK = "replies_indexed"
 """Global key (``P{g}:replies_indexed``) set once every channel's replies hash (FindReply) holds the
 replies of its whole WAL: a store written before the hashes existed has them filled when a store
 opens it (one pass over every WAL, once)."""
+PARTITIONS = "partitions"
+"""Global key (``P{g}:partitions``): the store's partition count, written once when it is created."""
+LEASE_EPOCHS = "lease_epochs"
+"""Global hash (``P{g}:lease_epochs``): partition → the last fencing epoch given (never reset)."""
+REPLICAS = "replicas"
+"""Global set (``P{g}:replicas``): the ids of the replicas that beat (the directory; lapsed ones are pruned)."""
 RESERVED = "holds:reserved"
 """Global zset (``P{g}:holds:reserved``, spread layout): channel id → until when its holder-set entry
 counts although the channel is not live yet (its channel part is on its way)."""
+
+
+def lease_value(replica_id: str, epoch: int) -> str:
+    """What a partition's lease key holds while ``replica_id`` holds it with ``epoch``."""
+    return f"{replica_id}\0{epoch}"
 
 
 class KeyLayout:
@@ -83,6 +102,10 @@ class KeyLayout:
         if self.spread:
             return f"{{{self.raw_prefix}c:{channel_id}}}:{name}"
         return f"{self.prefix}{{c:{channel_id}}}:{name}"
+
+    def lease(self, partition: int) -> str:
+        """The lease key of one partition (``P{g}:lease:<partition>``; value ``<replica id>\\0<epoch>``)."""
+        return f"{self.g}lease:{partition}"
 
     def holder(self, kind: str, agent_id: str) -> str:
         """The set of live ``kind`` ("channels": those the identity initiated; "tasks": those it owns

@@ -21,7 +21,8 @@ from hubsvc.storage import redis_feed
 from hubsvc.storage.base import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, StoreConflict, TaskRow, WalRow, Writes
 from hubsvc.storage.redis_feed import RedisChangeFeed
 from hubsvc.storage.redis_store.codec import idem_field, pack, pack_call
-from hubsvc.storage.redis_store.keys import RESERVED, KeyLayout
+from hubsvc.storage.redis_store.keys import RESERVED, KeyLayout, lease_value
+from netkernel.partitions import partition_of
 
 DONE_KEEP = 60
 """Seconds a bundle id stays in the done set (spread layout) at least — at least ten times the
@@ -58,8 +59,10 @@ class Plan:
     """The keys and ops of one commit: one script call (:attr:`whole`), or with the spread layout
     one call per channel part plus one for the global part (:meth:`spread_calls`)."""
 
-    def __init__(self, keys: KeyLayout, feed: RedisChangeFeed, timeout: float) -> None:
+    def __init__(self, keys: KeyLayout, feed: RedisChangeFeed, timeout: float, partitions: int = 0) -> None:
         self._keys = keys
+        self._partitions = partitions
+        """The store's partition count (0: the store has no partition leases, so no bundle may be fenced)."""
         self._feed_of = feed
         self._timeout = timeout
         self._spread = keys.spread
@@ -152,6 +155,8 @@ class Plan:
     def add(self, writes: Writes) -> None:
         """Add one bundle's ops (in the order SQLite writes them)."""
         s, g, gp = self._keys, self._keys.g, self._global
+        if writes.fence:
+            self._fence(writes)
         for a in writes.agents:
             if not a.removed:
                 owner = self._names.setdefault(a.name, a.agent_id)
@@ -249,6 +254,24 @@ class Plan:
                           gp.k(g + "audit:kind:" + kind), gp.k(g + "audit:subject:" + subject_id),
                           pack(kind, actor_id, subject_id, detail_json, repr(created_at))]  # fmt: skip
         self.empty = self.empty and not writes
+
+    def _fence(self, writes: Writes) -> None:
+        """Check ops requiring this replica's lease of each fenced partition, with its epoch (first of the
+        checks). Every channel the bundle writes must be in a fenced partition (else ValueError: a bug)."""
+        if not self._partitions or self._spread:
+            raise ValueError(
+                "a fenced write needs a store opened with partitions on the one-slot layout "
+                "(the spread layout cannot check a lease atomically with a channel part)"
+            )
+        unfenced = sorted(c for c in channels_of(writes) if partition_of(c, self._partitions) not in writes.fence)
+        if unfenced:
+            raise ValueError(f"fenced bundle writes channels {unfenced} outside its fenced partitions")
+        gp = self._global
+        for partition, epoch in sorted(writes.fence.items()):
+            if not 0 <= partition < self._partitions:
+                raise ValueError(f"fenced partition {partition} is not in [0, {self._partitions})")
+            value = lease_value(self._feed_of.replica_id, epoch)
+            gp.checks.append(["fence", gp.k(self._keys.lease(partition)), value, partition])
 
     def _hold_check(self, holder: str, live: str, limit: int, member: str, what: str, part: Part | None = None) -> None:
         """Require that ``holder`` (a holder set) holds fewer than ``limit`` live members, or ``member``,

@@ -4,7 +4,10 @@
   (:mod:`hubsvc.storage.redis_store.plan` builds its arguments; the file's head describes them);
 * ``scan_texts.lua`` — one chunk of a channel's EV_TEXT rows, newest first (SearchContext,
   QuoteContext);
-* ``rebuild_holdings.lua`` — fills the holder sets of a store written before them (at open).
+* ``rebuild_holdings.lua`` — fills the holder sets of a store written before them (at open);
+* ``leases.lua`` — the partition leases: acquire, renew, release, read the map
+  (:mod:`hubsvc.storage.redis_store.partitions`);
+* ``replicas.lua`` — the live replicas and their addresses (:mod:`hubsvc.storage.redis_liveness`).
 """
 
 from __future__ import annotations
@@ -20,3 +23,5 @@ def _load(name: str) -> str:
 COMMIT = _load("commit.lua")
 SCAN_TEXTS = _load("scan_texts.lua")
 REBUILD_HOLDINGS = _load("rebuild_holdings.lua")
+LEASES = _load("leases.lua")
+REPLICAS = _load("replicas.lua")

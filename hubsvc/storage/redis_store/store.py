@@ -26,11 +26,13 @@ from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT, DEFAULT_WAIT_TIMEOUT
 from hubsvc.storage.redis_store import scripts, upkeep
 from hubsvc.storage.redis_store.commit import CommitScript, RedisClock, commit_group
 from hubsvc.storage.redis_store.failures import UNREACHABLE, StoreUnreachable
-from hubsvc.storage.redis_store.keys import DEFAULT_PREFIX, KeyLayout
+from hubsvc.storage.redis_store.keys import DEFAULT_PREFIX, REPLICAS, KeyLayout
+from hubsvc.storage.redis_store.partitions import RedisPartitions
 from hubsvc.storage.redis_store.plan import Plan
 from hubsvc.storage.redis_store.reads import ChannelReads
 from hubsvc.storage.redis_store.records import RecordReads
 from hubsvc.storage.redis_store.spread import OUTBOX_SWEEP, SpreadWriter
+from netkernel.partitions import MAX_PARTITIONS
 
 
 class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
@@ -41,7 +43,9 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
     store creates and closes its client, whose connects and calls give up after ``timeout``
     seconds) or a ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` built with
     ``decode_responses=False`` (the caller keeps it and sets its timeouts; ``timeout`` then
-    only sets the commit deadline). ``faults`` (tests only) is told at the store's fault points
+    only sets the commit deadline). ``partitions`` (``--partitions``): the store divides its channels
+    into partitions with leases (:attr:`partitions`); the count is recorded by the first store to
+    open and a later one uses the recorded count. Refused with the spread layout. ``faults`` (tests only) is told at the store's fault points
     (:class:`~hubsvc.storage.faults.StoreFaults`); without it the store never looks for one.
     """
 
@@ -57,6 +61,7 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
         wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
         spread: bool = False,
         sweep_interval: float = OUTBOX_SWEEP,
+        partitions: int | None = None,
         faults: StoreFaults | None = None,
     ) -> None:
         super().__init__()
@@ -89,6 +94,16 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
             self._client, self._owns_client = url_or_client, False
         if spread and not isinstance(self._client, RedisCluster):
             raise ValueError("spread=1 spreads channels over a Redis Cluster's shards: use a redis+cluster:// URL")
+        if spread and partitions is not None:
+            raise ValueError(
+                "a partitioned hub cannot run on the spread layout (?spread=1): a channel's part commits on the "
+                "channel's own slot, where the partition's lease cannot be checked in the same atomic step, so "
+                "two replicas could both commit to it; use the one-slot layout (a redis+cluster:// URL without "
+                "?spread=1) — docs/scale-out.md, \"Partitions and ownership\""
+            )
+        if partitions is not None and not 1 <= partitions <= MAX_PARTITIONS:
+            raise ValueError(f"the partition count must be in [1, {MAX_PARTITIONS}], not {partitions!r}")
+        self._wanted_partitions = partitions
         self.spread = spread
         """Each channel's keys carry the channel's own hash tag (spread over the Cluster's slots)."""
         self._keys = KeyLayout(prefix, cluster=isinstance(self._client, RedisCluster), spread=spread)
@@ -101,8 +116,17 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
             self._on_home_node if isinstance(self._client, RedisCluster) else None,
         )
         self.liveness: RedisLiveness = RedisLiveness(
-            self._client, self._keys.g + "replica:", self.feed.replica_id, self._keys.g + "replica_key"
+            self._client,
+            self._keys.g + "replica:",
+            self.feed.replica_id,
+            self._keys.g + REPLICAS,
+            scripts.REPLICAS,
+            self._keys.g + "replica_key",
         )
+        self.partitions: RedisPartitions | None = (
+            None if partitions is None else RedisPartitions(self._client, self._keys, self._clock, self.feed.replica_id)
+        )
+        """The partition leases (:mod:`hubsvc.storage.redis_store.partitions`) when opened with ``partitions``."""
         self._scan_script = self._client.register_script(scripts.SCAN_TEXTS)
         self._rebuild_script = self._client.register_script(scripts.REBUILD_HOLDINGS)
         self._spread_writer = (
@@ -173,6 +197,8 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
         await upkeep.index_replies(self)
         await upkeep.check_durability(self)
         await self._clock.measure()
+        if self.partitions is not None and self._wanted_partitions is not None:
+            await self.partitions.open(self._wanted_partitions)
         self._start_writer()
         if self._spread_writer is not None:
             await self._spread_writer.start()
@@ -191,7 +217,7 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
 
     def _plan(self) -> Plan:
         """An empty commit plan on this store's keys."""
-        return Plan(self._keys, self.feed, self._timeout)
+        return Plan(self._keys, self.feed, self._timeout, self.partitions.count if self.partitions else 0)
 
     async def _apply(self, group: list[Writes]) -> None:
         """Write the bundles with one script call (:func:`~hubsvc.storage.redis_store.commit.commit_group`;

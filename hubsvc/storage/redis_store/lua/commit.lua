@@ -6,7 +6,8 @@
 -- TIME when it ran) when written, {0, reason} (having written nothing) on a conflict ({4, reason, held}
 -- when a 'hold' check finds a holder at its limit), {2, reason} (nothing written) when it runs after
 -- its deadline, {3, seconds, microseconds} (nothing written) when a 'once' check finds the bundle's
--- global part applied already (spread layout, hubsvc/storage/redis_store/spread.py).
+-- global part applied already (spread layout, hubsvc/storage/redis_store/spread.py), {5, reason,
+-- partition} (nothing written) when a 'fence' check finds a partition's lease lost.
 local a = ARGV
 local function k(i) return KEYS[tonumber(a[i])] end
 local function tokens_of(hashes, set)
@@ -35,7 +36,16 @@ end
 local nchecks, i = tonumber(a[2]), 3
 for _ = 1, nchecks do
   local op = a[i]
-  if op == 'seq' then
+  if op == 'fence' then
+    -- lease key, the value it must hold ('<replica id>\0<epoch>'), partition: the writer still holds
+    -- the partition's lease with the epoch it fenced the bundle with, and the lease has not lapsed
+    -- (an expired key reads as absent: Redis's own clock decides)
+    if redis.call('GET', k(i + 1)) ~= a[i + 2] then
+      return {5, 'this hub replica no longer holds partition ' .. a[i + 3] .. ' with the epoch it wrote under '
+              .. '(its lease lapsed or another replica took it)', a[i + 3]}
+    end
+    i = i + 4
+  elseif op == 'seq' then
     local last = tonumber(redis.call('GET', k(i + 1)) or '0')
     if last ~= tonumber(a[i + 2]) then
       return {0, 'channel ' .. a[i + 3] .. ' is at seq ' .. last .. ', not ' .. a[i + 2]}
