@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentsdk.errors import NotFound
 from agentsdk.network import EV_TEXT, Envelope, HubClient, HumanClient, Passport
 from bench.hub_bench import start_bench_redis
 from localprocs.redis_server import RedisServer
@@ -123,33 +124,53 @@ class Conversations:
     stack: AsyncExitStack
     misrouted: int = 0
     errors: list[str] = field(default_factory=list)
+    open_retries: int = 0
+    """OpenChannel calls answered NotFound for the peer (registered through another replica, not yet
+    known to the opener's: see :meth:`_open_channel`) and tried again."""
 
     @classmethod
-    async def open(cls, targets: Sequence[str], pairs: int, texts: int) -> Conversations:
+    async def open(cls, targets: Sequence[str], pairs: int, texts: int, open_wait: float = 30.0) -> Conversations:
         """``pairs`` pairs of people, pair ``k``'s members on ``targets[k % N]`` and ``targets[(k + 1) % N]``
-        (each through a ``HubClient`` of its own), the first opening a conversation to the second."""
+        (each through a ``HubClient`` of its own); once everyone is registered, each pair's first member
+        opens a conversation to the second (see :meth:`_open_channel` for ``open_wait``)."""
         stack = AsyncExitStack()
         self = cls([], stack)
         try:
-            made = await asyncio.gather(*(self._open_pair(targets, k, texts) for k in range(pairs)))
+            people = await asyncio.gather(*(self._person(targets, k, side) for k in range(pairs) for side in (0, 1)))
+            made = await asyncio.gather(
+                *(self._open_pair(k, people[2 * k], people[2 * k + 1], texts, open_wait) for k in range(pairs))
+            )
         except BaseException:
             await stack.aclose()
             raise
-        self.pairs = sorted(made, key=lambda p: p.index)
+        self.pairs = list(made)
         return self
 
-    async def _open_pair(self, targets: Sequence[str], k: int, texts: int) -> Pair:
-        n = len(targets)
-        people: list[HumanClient] = []
-        for side, target in enumerate((targets[k % n], targets[(k + 1) % n])):
-            hub = await self.stack.enter_async_context(HubClient.connect(target))
-            people.append(await hub.register_human(Passport(name=f"scale-{k}-{'ab'[side]}", kind="human"), pull=False))
-        a, b = people
-        channel = await a.open(type="conversation", target=b.agent_id)
-        pair = Pair(k, (a, b), channel.channel_id, texts, [0] * texts, asyncio.get_running_loop().create_future())
+    async def _person(self, targets: Sequence[str], k: int, side: int) -> HumanClient:
+        hub = await self.stack.enter_async_context(HubClient.connect(targets[(k + side) % len(targets)]))
+        return await hub.register_human(Passport(name=f"scale-{k}-{'ab'[side]}", kind="human"), pull=False)
+
+    async def _open_pair(self, k: int, a: HumanClient, b: HumanClient, texts: int, open_wait: float) -> Pair:
+        channel_id = await self._open_channel(a, b, open_wait)
+        pair = Pair(k, (a, b), channel_id, texts, [0] * texts, asyncio.get_running_loop().create_future())
         for side in (0, 1):
             pair.members[side].on_envelope(self._answerer(pair, side))
         return pair
+
+    async def _open_channel(self, a: HumanClient, b: HumanClient, wait: float) -> str:
+        """``a`` opens a conversation to ``b``. A replica learns of an identity registered through
+        another from the change feed (docs/scale-out.md), so until it has, it answers NotFound for
+        ``b``: that is retried for up to ``wait`` seconds and counted in :attr:`open_retries`."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                channel = await a.open(type="conversation", target=b.agent_id)
+                return channel.channel_id
+            except NotFound:
+                if time.monotonic() > deadline:
+                    raise
+                self.open_retries += 1
+                await asyncio.sleep(0.02)
 
     def _answerer(self, pair: Pair, side: int) -> Any:
         me, other = pair.members[side], pair.members[1 - side]
@@ -243,6 +264,7 @@ async def scale_run(
         "live_channels": live,
         "rss_growth_kb": [end - start for start, end in zip(rss_start, rss_end, strict=True)],
         "rss_kb": rss_end,
+        "open_retries": conversations.open_retries,
         "redis_cpu_s": redis_after - redis_before,
         "client_cpu_s": client_after - client_before,
     }
@@ -336,6 +358,11 @@ def print_report(r: dict[str, Any]) -> None:
         print(
             f"{'':<7}{'':>8}  delivered {run['delivered']} texts exactly once; redis {run['redis_cpu_s']:.2f} s, "
             f"clients {run['client_cpu_s']:.2f} s CPU"
+            + (
+                f"; {run['open_retries']} channel opens retried (peer not yet known there)"
+                if run["open_retries"]
+                else ""
+            )
         )
     print(f"\n{'replicas':<10}{'CPU summed':>12}{'vs 1':>8}{'texts/s':>10}   targets (issue 39)")
     for row in r["summary"]:
