@@ -31,7 +31,7 @@ import statistics
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,7 @@ from typing import Any
 from agentsdk.errors import NotFound
 from agentsdk.network import EV_TEXT, Envelope, HubClient, HumanClient, Passport
 from bench.hub_bench import start_bench_redis
+from bench.timing import percentiles
 from localprocs.redis_server import RedisServer
 from localprocs.replicas import Replicas, replicas
 
@@ -108,6 +109,8 @@ class Pair:
     """Resolved once the last text arrived and its send returned."""
     ends: int = 0
     """Of those two, how many happened."""
+    sent_at: dict[int, float] = field(default_factory=dict)
+    """``time.perf_counter()`` as text ``i`` was handed to ``send``."""
 
     def end(self) -> None:
         """One of the two ends of the pair's run (the last text's arrival, its send's return)."""
@@ -124,6 +127,8 @@ class Conversations:
     stack: AsyncExitStack
     misrouted: int = 0
     errors: list[str] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    """Seconds from each text's ``send`` to its recipient's callback (first arrivals)."""
     open_retries: int = 0
     """OpenChannel calls answered NotFound for the peer (registered through another replica, not yet
     known to the opener's: see :meth:`_open_channel`) and tried again."""
@@ -172,19 +177,21 @@ class Conversations:
                 self.open_retries += 1
                 await asyncio.sleep(0.02)
 
-    def _answerer(self, pair: Pair, side: int) -> Any:
+    def _answerer(self, pair: Pair, side: int) -> Callable[[Envelope], Awaitable[None]]:
         me, other = pair.members[side], pair.members[1 - side]
 
         async def answer(env: Envelope) -> None:
             if env.event_type != EV_TEXT or env.sender_id == me.agent_id:
                 return
-            i = int(env.text)
-            if env.channel_id != pair.channel_id or env.sender_id != other.agent_id or i % 2 == side:
+            i = int(env.text) if env.text.isdigit() else -1
+            ours = env.channel_id == pair.channel_id and env.sender_id == other.agent_id
+            if not ours or not 0 <= i < pair.texts or i % 2 == side:
                 self.misrouted += 1
                 return
             pair.counts[i] += 1
             if pair.counts[i] > 1:  # a repeat: counted, not answered again
                 return
+            self.latencies.append(time.perf_counter() - pair.sent_at[i])
             if i + 1 == pair.texts:
                 pair.end()
                 return
@@ -193,6 +200,7 @@ class Conversations:
         return answer
 
     async def _send(self, pair: Pair, side: int, i: int) -> None:
+        pair.sent_at[i] = time.perf_counter()
         try:
             await pair.members[side].send(pair.channel_id, str(i))
             if i + 1 == pair.texts:
@@ -258,6 +266,7 @@ async def scale_run(
         "delivered": pairs * texts,
         "seconds": seconds,
         "texts_per_s": pairs * texts / seconds if seconds else 0.0,
+        "text_latency": percentiles(conversations.latencies),
         "cpu_s": sum(per_replica),
         "replica_cpu_s": per_replica,
         "setup_cpu_s": [before - start for start, before in zip(cpu_start, cpu_before, strict=True)],
@@ -356,7 +365,9 @@ def print_report(r: dict[str, Any]) -> None:
         )
         print(f"{run['round']:<7}{run['replicas']:>8}{run['texts_per_s']:>10.0f}{run['cpu_s']:>10.2f} s   {each}")
         print(
-            f"{'':<7}{'':>8}  delivered {run['delivered']} texts exactly once; redis {run['redis_cpu_s']:.2f} s, "
+            f"{'':<7}{'':>8}  delivered {run['delivered']} texts exactly once, send to arrival p50 "
+            f"{run['text_latency']['p50_ms']:.2f} / p99 {run['text_latency']['p99_ms']:.2f} ms; "
+            f"redis {run['redis_cpu_s']:.2f} s, "
             f"clients {run['client_cpu_s']:.2f} s CPU"
             + (
                 f"; {run['open_retries']} channel opens retried (peer not yet known there)"

@@ -23,6 +23,7 @@ async def test_tiny_run_delivers_every_text_once_and_reports_every_replica(capsy
         n = run["replicas"]
         assert run["delivered"] == PAIRS * TEXTS  # check_deliveries passed: each exactly once
         assert run["seconds"] > 0 and run["texts_per_s"] > 0
+        assert 0 < run["text_latency"]["p50_ms"] <= run["text_latency"]["p99_ms"]
         for key in ("replica_cpu_s", "setup_cpu_s", "live_channels", "rss_growth_kb", "rss_kb"):
             assert len(run[key]) == n, key
         assert all(cpu >= 0 for cpu in run["replica_cpu_s"]) and run["cpu_s"] == sum(run["replica_cpu_s"])
