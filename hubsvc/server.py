@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentnet.v1 import hub_pb2_grpc, operator_pb2_grpc
+from agentnet.v1 import hub_pb2_grpc, operator_pb2_grpc, replica_pb2_grpc
 from opentelemetry.trace import TracerProvider
 
 from hubsvc.core.hub import HubCore
@@ -22,8 +22,11 @@ from hubsvc.governance.source import PolicySource
 from hubsvc.metrics import HubMetrics
 from hubsvc.operator_servicer import OPERATOR_SERVICE, OperatorServicer
 from hubsvc.recorder import NO_RECORDER
+from hubsvc.replica_peers import ReplicaPeers
+from hubsvc.replica_servicer import REPLICA_SERVICE, ReplicaServicer
 from hubsvc.servicer import HUB_SERVICE, HubServicer
 from hubsvc.storage import HubStore
+from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT
 from servicekit.metrics import MetricsServer, MetricsSettings
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
 from servicekit.tls import ServerTls
@@ -39,6 +42,8 @@ class HubServer:
     host: str
     metrics: HubMetrics | None = None
     """The hub's metrics (None: not served)."""
+    peers: ReplicaPeers | None = None
+    """Calls to the other replicas sharing the store (None: the store is this process's alone)."""
 
     @property
     def metrics_server(self) -> MetricsServer | None:
@@ -59,6 +64,8 @@ class HubServer:
         """Report NOT_SERVING, end every Connect stream (clients resume elsewhere or later),
         stop the server within the grace period, then flush and close the store."""
         await self.running.stop(grace_seconds, on_stopping=self.core.close_sessions)
+        if self.peers is not None:
+            await self.peers.close()
         await self.core.stop()
 
 
@@ -122,11 +129,27 @@ async def start_hub(
         OPERATOR_SERVICE.full_name,
         lambda server: operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server),
     )
+    specs = [spec, operator_spec]
+    peers = None
+    if core.store.liveness is not None:  # replicas share the store: serve and call ReplicaService
+        try:
+            replica_key = await core.store.liveness.replica_key()
+        except BaseException:
+            await core.stop()
+            raise
+        replica = ReplicaServicer(servicer, replica_key)
+        specs.append(
+            ServiceSpec(
+                REPLICA_SERVICE.full_name,
+                lambda server: replica_pb2_grpc.add_ReplicaServiceServicer_to_server(replica, server),
+            )
+        )
+        peers = ReplicaPeers(replica_key, timeout=forward_timeout(core.store), max_message_bytes=max_message_bytes)
     if recorder is not None:
         recorder.observe(core)
     try:
         running = await start_server(
-            [spec, operator_spec],
+            specs,
             host=host,
             port=port,
             max_message_bytes=max_message_bytes,
@@ -137,4 +160,11 @@ async def start_hub(
     except BaseException:
         await core.stop()
         raise
-    return HubServer(core, running, host, recorder)
+    return HubServer(core, running, host, recorder, peers)
+
+
+def forward_timeout(store: HubStore) -> float:
+    """Seconds a post forwarded to another replica may take: its commit there may take up to the
+    store's --redis-timeout, and a channel rebuild after a failed write as long again."""
+    timeout: float = getattr(store, "timeout", DEFAULT_TIMEOUT)  # a shared store is a Redis store, which has one
+    return 2 * timeout + 1

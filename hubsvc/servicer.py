@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Protocol
 
 import grpc
 from agentnet.v1 import connect_pb2, envelope_pb2, errors_pb2, hub_pb2, hub_pb2_grpc
@@ -48,6 +49,14 @@ def _ack(session: Session, ack: connect_pb2.Ack) -> None:
 
 
 log = logging.getLogger("agentnet.hub.servicer")
+
+
+class PostSink(Protocol):
+    """Where :meth:`HubServicer.answer_posts` puts each post's result: a Connect session, or the
+    collector of a forwarded call."""
+
+    def control(self, frame: connect_pb2.ConnectResponse) -> None:
+        """Take a frame holding one PostResult."""
 
 
 class HubServicer(hub_pb2_grpc.HubServiceServicer):
@@ -105,7 +114,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             async for frame in frames:
                 kind = frame.WhichOneof("frame")
                 if kind == "post":  # a post over a field limit gets its PostResult error
-                    await self._stream_posts(agent_id, session, [frame.post])
+                    await self.answer_posts(agent_id, session, [frame.post])
                     continue
                 if kind == "post_batch":  # the count and the acks end the stream; each post's limits are its own
                     batch = frame.post_batch
@@ -123,7 +132,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                     return
                 if kind == "post_batch":
                     _ack(session, frame.post_batch.ack)
-                    await self._stream_posts(agent_id, session, frame.post_batch.posts)
+                    await self.answer_posts(agent_id, session, frame.post_batch.posts)
                 elif kind == "ack":
                     _ack(session, frame.ack)
                 elif kind == "ping":
@@ -138,8 +147,10 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         finally:
             session.close()
 
-    async def _stream_posts(self, agent_id: str, session: Session, posts: Sequence[connect_pb2.Post]) -> None:
-        """Admit a frame's posts in order; each gets its PostResult once its commit is done."""
+    async def answer_posts(self, agent_id: str, session: PostSink, posts: Sequence[connect_pb2.Post]) -> None:
+        """Admit ``agent_id``'s posts in order; each gets its PostResult (into ``session``) once its
+        commit is done, or at once when refused: a Connect frame's posts, and the posts another
+        replica forwards (:mod:`hubsvc.replica_servicer`)."""
 
         def result(
             request_id: str,

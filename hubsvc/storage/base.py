@@ -360,6 +360,11 @@ class Liveness(abc.ABC):
     async def leave(self) -> None:
         """Mark this replica gone now (a clean stop)."""
 
+    @abc.abstractmethod
+    async def replica_key(self) -> str:
+        """The secret the replicas sharing the store present to each other (ReplicaService): made by
+        the first replica that asks, the same for every replica after it."""
+
 
 class AuditBell:
     """Rung each time this process commits audit records, so a FollowAudit stream reads them at once

@@ -100,7 +100,9 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
             self._keys.g + "feed_seq",
             self._on_home_node if isinstance(self._client, RedisCluster) else None,
         )
-        self.liveness: RedisLiveness = RedisLiveness(self._client, self._keys.g + "replica:", self.feed.replica_id)
+        self.liveness: RedisLiveness = RedisLiveness(
+            self._client, self._keys.g + "replica:", self.feed.replica_id, self._keys.g + "replica_key"
+        )
         self._scan_script = self._client.register_script(scripts.SCAN_TEXTS)
         self._rebuild_script = self._client.register_script(scripts.REBUILD_HOLDINGS)
         self._spread_writer = (

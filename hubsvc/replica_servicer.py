@@ -1,0 +1,102 @@
+"""The ReplicaService gRPC servicer: posts another replica forwards for one of its participants
+(proto/agentnet/v1/replica.proto, docs/scale-out.md "Forwarding between replicas").
+
+A call is authenticated by the store's replica key (:data:`REPLICA_KEY_HEADER`), never by an
+agent credential: the forwarding replica authenticated the participant already. The posts are
+then answered exactly as the participant's own Connect posts on this replica
+(:meth:`HubServicer.answer_posts <hubsvc.servicer.HubServicer.answer_posts>`): the same
+checks, field limits, idempotency and refusals, each answered once committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+
+from agentnet.v1 import connect_pb2, replica_pb2, replica_pb2_grpc
+
+from hubsvc.core.util import hash_secret
+from hubsvc.field_limits import post_batch_refusal
+from hubsvc.rpc import Ctx
+from hubsvc.servicer import HubServicer
+from netkernel.errors import InvalidArgument, NotFound, Unauthenticated
+from servicekit.boundary import unary_boundary
+
+REPLICA_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaService"]
+REPLICA_KEY_HEADER = "x-agentnet-replica-key"
+"""The metadata that carries the store's replica key on every ReplicaService call."""
+
+
+def presented_key(context: Ctx) -> str:
+    """The replica key a call presented ("" when none)."""
+    for name, value in context.invocation_metadata() or ():
+        if name == REPLICA_KEY_HEADER:
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return ""
+
+
+class _Results:
+    """Collects the PostResults :meth:`HubServicer.answer_posts` gives, in any order, until each
+    request id has its answer (the place of a Connect session for a forwarded call)."""
+
+    def __init__(self, request_ids: list[str]) -> None:
+        self._order = request_ids
+        self._results: dict[int, connect_pb2.PostResult] = {}
+        self._waiting: dict[str, list[int]] = {}
+        for index, request_id in enumerate(request_ids):
+            self._waiting.setdefault(request_id, []).append(index)
+        self._done = asyncio.get_running_loop().create_future()
+        if not request_ids:
+            self._done.set_result(None)
+
+    def control(self, frame: connect_pb2.ConnectResponse) -> None:
+        """Take one post's result (posts sharing a request id are answered in their order)."""
+        indexes = self._waiting.get(frame.post_result.request_id)
+        if not indexes:
+            return
+        self._results[indexes.pop(0)] = frame.post_result
+        if len(self._results) == len(self._order) and not self._done.done():
+            self._done.set_result(None)
+
+    async def all(self) -> list[connect_pb2.PostResult]:
+        """Every post's result, in the request's order, once each is answered."""
+        await self._done
+        return [self._results[index] for index in range(len(self._order))]
+
+
+class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
+    """Serves agentnet.v1.ReplicaService: forwarded posts, admitted through ``hub``'s post path."""
+
+    def __init__(self, hub: HubServicer, replica_key: str) -> None:
+        if not replica_key:
+            raise ValueError("a ReplicaService needs the store's replica key")
+        self._hub = hub
+        self._digest = hash_secret(replica_key)
+
+    @unary_boundary
+    async def ForwardPosts(
+        self, request: replica_pb2.ForwardPostsRequest, context: Ctx
+    ) -> replica_pb2.ForwardPostsResponse:
+        """Admit a participant's posts forwarded by another replica; one result per post."""
+        if not hmac.compare_digest(hash_secret(presented_key(context)), self._digest):
+            raise Unauthenticated(
+                f"ReplicaService is spoken only between hub replicas sharing one store: send the store's "
+                f"replica key as '{REPLICA_KEY_HEADER}' metadata (clients use HubService)."
+            )
+        core = self._hub.core
+        refusal = post_batch_refusal(len(request.posts), core.options.max_batch)
+        if refusal is not None:
+            raise InvalidArgument(
+                refusal.message.replace("post_batch.posts", "posts").replace("PostBatch frame", "ForwardPosts call"),
+                metadata={**refusal.metadata, "field": "posts"},
+            )
+        sender_id = request.sender_id
+        if not sender_id or (sender_id not in core.registry and await core.registry.reload(sender_id)):
+            raise NotFound(
+                f"sender_id {sender_id!r} is not a registered agent on the store this replica shares; "
+                "the forwarding replica must send the id it authenticated.",
+                metadata={"field": "sender_id"},
+            )
+        results = _Results([post.request_id for post in request.posts])
+        await self._hub.answer_posts(sender_id, results, request.posts)
+        return replica_pb2.ForwardPostsResponse(results=await results.all())
