@@ -7,9 +7,10 @@ import sys
 
 
 def main() -> None:
-    """Run the hub, turns, A2A, knowledge and AG2 gateway benchmarks, passing extra flags to the hub one."""
+    """Run the hub, scale-out, turns, A2A, knowledge and AG2 gateway benchmarks, passing extra flags to the hub one."""
     for module, args in (
         ("bench.hub_bench", sys.argv[1:]),
+        ("bench.scale_bench", []),
         ("bench.turns_bench", []),
         ("bench.a2a_bench", []),
         ("bench.knowledge_bench", []),

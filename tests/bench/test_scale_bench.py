@@ -1,0 +1,71 @@
+"""The scale-out benchmark (bench/scale_bench.py) end to end at a tiny size, against real replicas on a
+real redis-server: every text reaches its recipient exactly once and the report has every figure.
+Its delivery check refuses a run that lost, repeated or misrouted a text. No timing is asserted."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from bench.scale_bench import DeliveryError, check_deliveries, main_async, print_report, summarize
+
+PAIRS, TEXTS = 2, 4
+
+
+@pytest.mark.slow
+async def test_tiny_run_delivers_every_text_once_and_reports_every_replica(capsys: pytest.CaptureFixture[str]) -> None:
+    args = argparse.Namespace(pairs=PAIRS, texts=TEXTS, replicas="1,2", rounds=1, timeout=60.0)
+    report = await main_async(args)
+
+    assert [run["replicas"] for run in report["runs"]] == [1, 2]
+    for run in report["runs"]:
+        n = run["replicas"]
+        assert run["delivered"] == PAIRS * TEXTS  # check_deliveries passed: each exactly once
+        assert run["seconds"] > 0 and run["texts_per_s"] > 0
+        assert 0 < run["text_latency"]["p50_ms"] <= run["text_latency"]["p99_ms"]
+        for key in ("replica_cpu_s", "setup_cpu_s", "live_channels", "rss_growth_kb", "rss_kb"):
+            assert len(run[key]) == n, key
+        assert all(cpu >= 0 for cpu in run["replica_cpu_s"]) and run["cpu_s"] == sum(run["replica_cpu_s"])
+        assert all(kb > 0 for kb in run["rss_kb"])
+        assert all(0 <= live <= PAIRS for live in run["live_channels"]) and sum(run["live_channels"]) >= PAIRS
+    one, two = report["summary"]
+    assert one["replicas"] == 1 and one["live_met"] is None and one["cpu_target"] is None
+    assert two["replicas"] == 2 and isinstance(two["live_met"], bool)
+
+    print_report(report)
+    out = capsys.readouterr().out
+    assert out.count(f"delivered {PAIRS * TEXTS} texts exactly once") == 2
+    assert "live channels ~1/2 each" in out
+
+
+def test_the_delivery_check_refuses_a_lost_a_repeated_or_a_misrouted_text() -> None:
+    check_deliveries([[1, 1, 1], [1, 1, 1]], misrouted=0, errors=[])
+    with pytest.raises(DeliveryError, match="pair 1: 1 of 3 texts missing, 0 delivered more than once"):
+        check_deliveries([[1, 1, 1], [1, 0, 1]], misrouted=0, errors=[])
+    with pytest.raises(DeliveryError, match="pair 0: 0 of 3 texts missing, 1 delivered more than once"):
+        check_deliveries([[1, 2, 1]], misrouted=0, errors=[])
+    with pytest.raises(DeliveryError, match="2 texts reached a member who should not"):
+        check_deliveries([[1, 1]], misrouted=2, errors=[])
+    with pytest.raises(DeliveryError, match="pair 0, text 1: Unavailable"):
+        check_deliveries([[1, 1]], misrouted=0, errors=["pair 0, text 1: Unavailable: the hub went away"])
+
+
+def test_the_summary_compares_each_round_with_its_own_single_replica_run() -> None:
+    def run(round_no: int, n: int, cpu: float, live: list[int]) -> dict[str, object]:
+        return {"round": round_no, "replicas": n, "cpu_s": cpu, "texts_per_s": 100.0, "live_channels": live}
+
+    runs = [
+        run(0, 1, 2.0, [30]),
+        run(0, 3, 2.2, [9, 10, 11]),  # 1.1x, a third each: both met
+        run(0, 5, 6.0, [30] * 5),  # 3x, every channel everywhere: neither met
+        run(1, 1, 4.0, [30]),
+        run(1, 3, 5.6, [8, 12, 10]),  # 1.4x
+        run(1, 5, 12.0, [30] * 5),
+    ]
+    one, three, five = summarize(runs, pairs=30)
+    assert one["cpu_ratio"] == 1.0 and one["cpu_met"] is None and one["live_met"] is None
+    assert three["cpu_ratio"] == pytest.approx(1.25) and three["cpu_met"] is True  # median of 1.1x and 1.4x
+    assert three["live_max"] == 12 and three["live_total"] == 30 and three["live_met"] is True
+    assert five["cpu_ratio"] == pytest.approx(3.0) and five["cpu_met"] is False
+    assert five["live_total"] == 150 and five["live_met"] is False
