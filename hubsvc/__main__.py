@@ -40,19 +40,16 @@ def make_store(config: HubConfig, *, faults: StoreFaults | None = None) -> HubSt
             config.database, synchronous=config.synchronous, inline_write_rows=config.sqlite_inline_rows
         )
     require("redis", "redis")  # the Redis store loads on --store redis://… only (a clear error without the extra)
-    from hubsvc.storage.redis_connect import is_cluster_url, parse_cluster_url
     from hubsvc.storage.redis_store import RedisHubStore
 
-    # The store records --partitions when it is created. Partition ownership is not wired into the hub
-    # yet (docs/scale-out.md, "Partitions and ownership"): until it is, a spread store stays
-    # unpartitioned rather than refusing to start (RedisHubStore refuses partitions with spread).
-    spread = is_cluster_url(config.store) and parse_cluster_url(config.store).spread
+    # --partitions 0 (the default): every replica holds every channel. The spread layout cannot
+    # check a partition's lease in the same atomic step as a channel's write (RedisHubStore refuses it).
     return RedisHubStore(
         config.store,
         timeout=config.redis_timeout,
         wait_replicas=config.redis_wait_replicas,
         wait_timeout=config.redis_wait_timeout,
-        partitions=None if spread else config.partitions,
+        partitions=config.partitions or None,
         faults=faults,
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentnet.v1 import channel_pb2, envelope_pb2
 
@@ -60,6 +60,27 @@ def spec_from_meta(meta: channel_pb2.ChannelMetadata) -> ChannelSpec:
         names={p.agent_id: p.name for p in meta.participants},
         knobs=parse_json_object(meta.knobs_json, "knobs_json"),
     )
+
+
+class Members(Protocol):
+    """A live channel as delivery sees it: its id and its members (held or followed)."""
+
+    @property
+    def channel_id(self) -> str:
+        """The channel id."""
+
+    @property
+    def participants(self) -> tuple[str, ...]:
+        """Member agent ids."""
+
+
+class MemberView(Members, Protocol):
+    """A live channel as a member's stream sees it: what was committed, and the turn it awaits."""
+
+    committed_seq: int
+
+    def pending_turn(self, agent_id: str) -> tuple[int, str] | None:
+        """(seq, envelope_id) the channel awaits ``agent_id``'s answer to (None: none, or unknown here)."""
 
 
 @dataclass

@@ -48,9 +48,9 @@ _PRIORITY_RANK = {
 _Outgoing = tuple[envelope_pb2.Envelope, bool, int]
 """A delivery taken from the queue: (envelope, replay, prev_seq)."""
 
-TurnProbe = Callable[[str, str, str], bool]
+TurnProbe = Callable[[str, str, str], bool | None]
 """``(agent_id, channel_id, envelope_id)`` → may that participant post an ag2.msg.text reply to the
-envelope there now (CanSend's answer)."""
+envelope there now (CanSend's answer); None when this replica cannot tell (another one holds the channel)."""
 
 _TURN_EVENT_TYPES = frozenset({EV_TEXT, EV_PACKET})
 """The substantive event types whose live deliveries carry ``Delivery.can_send``."""
@@ -513,6 +513,8 @@ class Session:
         else:
             delivery.envelope.CopyFrom(wire)
             if not replay and self._turn_probe is not None and wire.event_type in _TURN_EVENT_TYPES:
-                delivery.can_send = self._turn_probe(self.agent_id, wire.channel_id, wire.envelope_id)
+                can_send = self._turn_probe(self.agent_id, wire.channel_id, wire.envelope_id)
+                if can_send is not None:
+                    delivery.can_send = can_send
         delivery.replay = replay
         delivery.prev_seq = prev

@@ -41,6 +41,8 @@ from hubsvc.core.executions import ExecutionLog
 from hubsvc.core.expectation_timers import ExpectationTimers
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.core.options import HubOptions
+from hubsvc.core.ownership import Ownership
+from hubsvc.core.placement import Placement
 from hubsvc.core.posts import Posts
 from hubsvc.core.registry import Registry
 from hubsvc.core.replica_liveness import ReplicaLiveness
@@ -61,6 +63,9 @@ from netkernel.errors import InvalidArgument, Unavailable
 from netkernel.tasks import cancel_and_wait
 
 log = logging.getLogger("agentnet.hub")
+
+_PRUNE_EVERY = 30
+"""Ownership rounds between two sweeps of followed channels that ended with no member here."""
 
 
 class HubCore:
@@ -90,6 +95,23 @@ class HubCore:
         """When this hub was built (the operator's status reports its uptime)."""
         self._background: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
+        leases, liveness = store.partitions, store.liveness
+        ownership = (
+            Ownership(
+                leases,
+                liveness,
+                ttl=self.options.replica_ttl,
+                refresh=self.options.replica_refresh,
+                on_gained=self._gained,
+                on_lost=self._lost,
+            )
+            if leases is not None and liveness is not None
+            else None
+        )
+        self.placement = Placement(ownership, leases, liveness)
+        """Which channels this replica holds: all of them, unless the store divides them among replicas."""
+        self._holding = False
+        """Set once hydrate has loaded this replica's partitions (a partition gained before is in it)."""
         self.governance = Governance(policy)
         """The policy in force (docs/governance.md) and each identity's effective rules."""
         self.registry = Registry(store, clock, on_change=self.governance.forget)
@@ -123,12 +145,14 @@ class HubCore:
             self.registry,
             self.options,
             clock,
-            live_channels=lambda: self.channels.live(),
+            live_channels=lambda: self.channels.member_channels(),
             spawn=self.spawn,
             # With an arbiter the delivery leaves can_send unset: only CanSend asks the arbiter.
             turn_probe=None
             if arbiter is not None
-            else lambda agent, channel, cause: self.posts.reply_refusal(agent, channel, cause) is None,
+            else lambda agent, channel, cause: self.posts.reply_refusal(agent, channel, cause) is None
+            if self.placement.holds(channel)
+            else None,
             recorder=recorder,
             tracer=tracer,
         )
@@ -144,6 +168,8 @@ class HubCore:
             spawn=self.spawn,
             govern=self.rules.open_channel,
             policy=lambda: self.governance.policy,
+            placement=self.placement,
+            connected=self.sessions.streams_here,
         )
         self.expectations = ExpectationTimers(self.channels, self.admission, clock, self.spawn)
         """Channel expectations: their deadlines (from the WAL) and the actions that fire."""
@@ -176,7 +202,6 @@ class HubCore:
         self.disconnect = self.sessions.disconnect
         self.replicas: ReplicaSync | None = None
         """Applies the other replicas' commits when the store is shared (its change feed)."""
-        liveness = store.liveness
         self.liveness = ReplicaLiveness(liveness, self.executions, self.options) if liveness is not None else None
         """Keeps this replica alive in a shared store and fails the calls of replicas that died."""
 
@@ -191,15 +216,22 @@ class HubCore:
         position = await feed.position() if feed is not None else ""
         if self.liveness is not None:
             await self.liveness.beat()  # alive before it records itself as the owner of any call
+        ownership = self.placement.ownership
+        if ownership is not None:
+            await ownership.step()  # this replica's share of the partitions, before it loads their channels
+            await self.placement.read()
         await self.registry.load()
         await self.tasks.load()
         await self.executions.load()
         await self.hydrate()
+        self._holding = True
         self._loops = [
             asyncio.create_task(self.sessions.flush_loop(), name="hub-cursor-flush"),
             asyncio.create_task(self.tasks.expiry_loop(self.options.sweep_interval), name="hub-sweeper"),
             asyncio.create_task(self.expectations.run(), name="hub-expectations"),
         ]
+        if ownership is not None:
+            self._loops.append(asyncio.create_task(self._ownership_loop(ownership), name="hub-ownership"))
         if self.liveness is not None:
             self._loops.append(asyncio.create_task(self.liveness.beat_loop(), name="hub-liveness"))
             self._loops.append(asyncio.create_task(self.liveness.sweep_loop(), name="hub-orphan-calls"))
@@ -213,6 +245,33 @@ class HubCore:
                 recorder=self.recorder,
             )
             self._loops.append(asyncio.create_task(self.replicas.run(), name="hub-replica-sync"))
+
+    async def _ownership_loop(self, ownership: Ownership) -> None:
+        """Every ``--replica-refresh`` seconds: renew, release and acquire partitions (:class:`Ownership`),
+        then read where the others are held; every :data:`_PRUNE_EVERY` rounds let go of followed
+        channels that ended unseen. A failed round is logged and tried again."""
+        rounds = 0
+        while True:
+            await asyncio.sleep(self.options.replica_refresh)
+            rounds += 1
+            try:
+                await ownership.step()
+                await self.placement.read()
+                if rounds % _PRUNE_EVERY == 0:
+                    self.channels.followers.prune({row.channel_id for row in await self.store.load_live_channels()})
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("partition ownership round failed (%r); retrying", exc)
+
+    async def _gained(self, partition: int, epoch: int) -> None:
+        """This replica took ``partition`` (at ``epoch``): hold its live channels (before hydrate: it does)."""
+        if self._holding:
+            await self.channels.handover.gain(partition)
+
+    async def _lost(self, partition: int, epoch: int) -> None:
+        """This replica gave up or lost ``partition``: its channels' commits settle, then it follows them."""
+        await self.channels.handover.lose(partition)
 
     async def _apply_change(self, change: Change) -> None:
         """Re-read the records another replica's commit wrote; apply its streams' beginnings and ends."""
@@ -247,6 +306,11 @@ class HubCore:
             self.replicas.stop()
         await cancel_and_wait(self._loops)
         self.sessions.flush_cursors()
+        if self.placement.ownership is not None:
+            try:  # hand the partitions over now rather than when their leases lapse
+                await self.placement.ownership.stop()
+            except Exception as exc:
+                log.warning("could not release this replica's partitions (%r); their leases lapse by themselves", exc)
         self.channels.cancel_timers()
         await cancel_and_wait(list(self._background))
         if self.liveness is not None:
@@ -263,6 +327,8 @@ class HubCore:
             if await self.registry.reload(agent_id):
                 self.sessions.close(agent_id, Unavailable("this identity was unregistered."))
                 self.rate.forget(agent_id)
+                if self.placement.divided:  # the channels held here close here (each holder closes its own)
+                    self.spawn(self.channels.close_all_of(agent_id), f"close-channels-of-{agent_id}")
         for task_id in dict.fromkeys(tasks):
             await self.tasks.reload(task_id)
         for execution_id in dict.fromkeys(executions):
@@ -334,7 +400,9 @@ class HubCore:
         )
 
     async def unregister(self, agent_id: str) -> list[str]:
-        """Remove an identity; its live channels close with reason "participant_left"."""
+        """Remove an identity; its live channels close with reason "participant_left" (with the channels
+        divided among replicas, those held here now; each other holder closes its own once the change
+        feed tells it, and the list returned names only those closed here)."""
         closed = await self.channels.close_all_of(agent_id)
         self.sessions.close(agent_id, Unavailable("this identity was unregistered."))
         await self.registry.unregister(agent_id)

@@ -305,17 +305,19 @@ class HubOptions:
     """Seconds between refreshes of this replica's liveness key (and sweeps for calls of stopped
     replicas); well below ``replica_ttl``, so a few slow refreshes do not make a live replica look dead."""
     partitions: int = option(
-        64,
+        0,
         "--partitions",
         "AGENTNET_HUB_PARTITIONS",
-        "with --store redis://: the number of partitions the channels are divided into among the replicas; "
-        "used only when the store is created (a store records its count, and a replica opening it with "
-        "another count warns and uses the recorded one)",
-        check=Range(1, MAX_PARTITIONS, "[]"),
+        "with --store redis://: divide the channels among the replicas in this many partitions, each held "
+        "by one replica (0: every replica holds every channel); every replica of a store must use it, and "
+        "the count is fixed when the store is first opened with it (a replica opening it with another "
+        "count warns and uses the recorded one)",
+        check=Range(0, MAX_PARTITIONS, "[]"),
     )
-    """With replicas sharing a Redis store: how many partitions the channels fall into (each owned by one
-    replica at a time, docs/scale-out.md "Partitions and ownership"). Fixed when the store is created:
-    a store records its count, and a replica opening it with another count warns and uses the recorded one."""
+    """With replicas sharing a Redis store: how many partitions the channels fall into, each held by one
+    replica at a time (docs/scale-out.md "Channels divided among the replicas"); 0 (the default): every
+    replica holds every channel. Fixed when the store is first opened with it: a store records its count, and
+    a replica opening it with another count warns and uses the recorded one."""
     keepalive_seconds: int = 20
     """Ping interval suggested to clients in Welcome."""
     a2a_token_ttl: float = option(

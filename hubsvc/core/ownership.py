@@ -83,6 +83,15 @@ class Ownership:
         return self._leases.replica_id
 
     @property
+    def count(self) -> int:
+        """The store's partition count."""
+        return self._leases.count
+
+    def holds(self, partition: int) -> bool:
+        """Whether this replica holds ``partition`` now (offers it as a fence)."""
+        return partition in self._held
+
+    @property
     def held(self) -> Mapping[int, int]:
         """The partitions this replica holds → their epochs (a copy)."""
         return dict(self._held)

@@ -24,6 +24,7 @@ from hubsvc.adapters.common import require_participant
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.live_channels import LiveChannels
+from hubsvc.core.placement import not_held
 from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore
 from netkernel.envelope import EV_TEXT, Envelope
@@ -69,6 +70,7 @@ class Posts:
         self._tracer = tracer
         """Records the admission and commit spans of each post (None: tracing off)."""
         self._channels = channels
+        self._placement = channels.placement
         self._admission = admission
         self._audit = audit
         self._govern = govern
@@ -123,6 +125,7 @@ class Posts:
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
         """:meth:`admit` without its spans."""
+        self._placement.require(env.channel_id)  # another replica's channel: forwarded there, not refused here
         try:
             if self._govern is not None:
                 await self._govern(sender_id, env, self._channels.get(env.channel_id))
@@ -278,6 +281,9 @@ class Posts:
         """
         if indexes is None:
             indexes = list(range(len(run)))
+        if not self._placement.holds(channel_id):  # another replica's channel: forwarded there, not refused here
+            moved = not_held(channel_id)
+            return [moved for _ in indexes]
         outcomes: list[Admitted | Exception | None] = [None] * len(run)
         staged: list[tuple[int, envelope_pb2.Envelope, bool]] = []
         """Posts answered by this batch's commit: (index, envelope as written, duplicate)."""
@@ -442,7 +448,9 @@ class Posts:
         self, caller: str, channel_id: str, event_type: str, causation_id: str = ""
     ) -> tuple[bool, AgentNetError | None, list[str]]:
         """Would a post of ``event_type`` by ``caller`` (answering ``causation_id``) pass now?
-        (allowed, refusal, expected_next). :meth:`refusal`, then the arbiter as for the post."""
+        (allowed, refusal, expected_next). :meth:`refusal`, then the arbiter as for the post.
+        PartitionMoved when another replica holds the channel (the servicer asks that one)."""
+        self._placement.require(channel_id)
         probe = _probe(caller, channel_id, event_type, causation_id)
         await self.inherit_depth(probe)
         refusal = self.refusal(caller, probe)

@@ -21,7 +21,7 @@ from typing import Any
 from agentnet.v1 import channel_pb2, connect_pb2, envelope_pb2
 from opentelemetry.trace import Tracer
 
-from hubsvc.core.channel import ChannelRuntime
+from hubsvc.core.channel import Members, MemberView
 from hubsvc.core.delivery import Session, TurnProbe
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
@@ -34,7 +34,7 @@ MAX_PENDING_TURNS = 1000
 """Most pending turns one Welcome lists (Welcome.pending_turns_truncated says there were more)."""
 
 
-def pending_turn(ch: ChannelRuntime, agent_id: str) -> connect_pb2.PendingTurn | None:
+def pending_turn(ch: MemberView, agent_id: str) -> connect_pb2.PendingTurn | None:
     """The turn the live channel ``ch`` awaits from ``agent_id`` now, if any (committed envelopes only)."""
     turn = ch.pending_turn(agent_id)
     if turn is None or turn[0] > ch.committed_seq:
@@ -64,7 +64,7 @@ class Sessions:
         options: HubOptions,
         clock: Clock,
         *,
-        live_channels: Callable[[], Iterable[ChannelRuntime]],
+        live_channels: Callable[[], Iterable[MemberView]],
         spawn: Callable[[Any, str], asyncio.Task[Any]],
         on_cursor: Callable[[str, str, int], None] | None = None,
         turn_probe: TurnProbe | None = None,
@@ -192,6 +192,10 @@ class Sessions:
         finally:
             session.finish_replay(marks)
 
+    def streams_here(self, agent_id: str) -> bool:
+        """Whether ``agent_id`` has its Connect stream on this replica."""
+        return agent_id in self._sessions
+
     def connected(self) -> int:
         """Connect streams open on this replica (each replica counts its own)."""
         return len(self._sessions)
@@ -253,7 +257,7 @@ class Sessions:
         if session is None:
             self._registry.touch(agent_id, online=holder is not None)
 
-    def deliver(self, ch: ChannelRuntime, wires: list[envelope_pb2.Envelope]) -> None:
+    def deliver(self, ch: Members, wires: list[envelope_pb2.Envelope]) -> None:
         """Offer committed envelopes of ``ch`` to its connected members (each session filters by audience)."""
         sessions = [s for s in (self._sessions.get(p) for p in ch.participants) if s is not None]
         if not sessions:

@@ -18,23 +18,32 @@ and ``channels.commit`` are on every post's path):
   (hydrate) or after a failed commit (recover), and holds a channel's lock while waiting such a
   rebuild out;
 * :mod:`.catch_up` (``replicas``: ``refresh_if_behind``, ``catch_up``, ``catch_up_all``) folds and
-  publishes what other replicas sharing the store committed.
+  publishes what other replicas sharing the store committed;
+* :mod:`.followers` (``followers``) delivers, without folding, the channels another replica holds
+  when the channels are divided among replicas (:mod:`hubsvc.core.placement`), and
+  :mod:`.handover` (``handover``: ``gain``, ``lose``) moves a partition's channels between the
+  two tables when this replica gains or loses the partition.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from hubsvc.core.admission import Admission
+from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.live_channels.catch_up import CatchUp
 from hubsvc.core.live_channels.commits import Commits, Deliver, Settled
+from hubsvc.core.live_channels.followers import FollowedChannel, Followers
+from hubsvc.core.live_channels.handover import Handover
 from hubsvc.core.live_channels.lifecycle import GovernOpen, Lifecycle
 from hubsvc.core.live_channels.rebuild import Rebuilder
 from hubsvc.core.live_channels.table import FOLD_RUN, ChannelTable, Watcher
 from hubsvc.core.live_channels.timers import ChannelTimers
 from hubsvc.core.options import HubOptions
+from hubsvc.core.placement import Placement
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock
@@ -62,12 +71,18 @@ class LiveChannels:
         spawn: Callable[[Any, str], asyncio.Task[Any]],
         govern: GovernOpen | None = None,
         policy: Callable[[], Policy] = Policy,
+        placement: Placement | None = None,
+        connected: Callable[[str], bool] = lambda agent_id: False,
     ) -> None:
         self.settled: Settled = lambda ch: None
         """Called after each commit and rebuild of a channel (the expectation timers re-arm from it)."""
         settled: Settled = lambda ch: self.settled(ch)  # noqa: E731 - late-bound: the hub sets it after
+        self.placement = placement = placement or Placement(None, None, None)
+        """Which channels this replica holds (all of them unless the channels are divided among replicas)."""
         self.table = table = ChannelTable(store, inboxes, clock)
         """The table of live channels, and its reads."""
+        self.followers = followers = Followers(table, store, deliver, connected)
+        """The live channels another replica holds, delivered here without a fold."""
         self.timers = timers = ChannelTimers(
             clock, spawn, lambda channel_id, reason, expired: self.lifecycle.expire(channel_id, reason, expired)
         )
@@ -82,13 +97,23 @@ class LiveChannels:
             spawn=spawn,
             recover=lambda ch: self.rebuilder.recover(ch),
             settled=settled,
+            fence=placement.fence if placement.divided else None,
         )
         """Submits staged batches, and publishes them once committed."""
         self.rebuilder = rebuilder = Rebuilder(
-            table, store, inboxes, clock, timers, publish=commits.publish, spawn=spawn, settled=settled
+            table,
+            store,
+            inboxes,
+            clock,
+            timers,
+            publish=commits.publish,
+            spawn=spawn,
+            settled=settled,
+            placement=placement,
+            followers=followers,
         )
         """Rebuilds channels from the WAL (hydrate, recover) and holds their locks."""
-        self.replicas = replicas = CatchUp(table, store, rebuilder, timers, commits.publish)
+        self.replicas = replicas = CatchUp(table, store, rebuilder, timers, commits.publish, placement, followers)
         """Folds and publishes what other replicas committed."""
         self.lifecycle = lifecycle = Lifecycle(
             table,
@@ -101,8 +126,11 @@ class LiveChannels:
             rebuilder.locked,
             govern=govern,
             policy=policy,
+            placement=placement,
         )
         """Opens, waits on, closes and expires channels."""
+        self.handover = Handover(table, store, rebuilder, followers, placement, settled)
+        """Moves a partition's channels in (``gain``) and out (``lose``) of this replica's hold."""
         # The calls the hub makes, bound to their part (see the module doc for which serves which).
         self.get = table.get
         self.live = table.live
@@ -123,6 +151,10 @@ class LiveChannels:
         self.refresh_if_behind = replicas.refresh_if_behind
         self.catch_up_all = replicas.catch_up_all
         self.catch_up = replicas.catch_up
+
+    def member_channels(self) -> Iterable[ChannelRuntime | FollowedChannel]:
+        """Every live channel whose members may be connected here: held and followed (a view)."""
+        return itertools.chain(self.table.live(), self.followers.live())
 
     def cancel_timers(self) -> None:
         """Disarm every live channel's timers (the hub is stopping)."""

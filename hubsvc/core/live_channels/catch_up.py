@@ -7,9 +7,11 @@ import asyncio
 from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.channel import PENDING
+from hubsvc.core.live_channels.followers import Followers
 from hubsvc.core.live_channels.rebuild import Publish, Rebuilder
 from hubsvc.core.live_channels.table import ChannelTable
 from hubsvc.core.live_channels.timers import ChannelTimers
+from hubsvc.core.placement import Placement
 from hubsvc.storage import HubStore
 
 _CATCH_UP_PAGE = 1000
@@ -20,8 +22,17 @@ class CatchUp:
     """Brings this replica's channels up to what the store holds (told by the change feed, or asked)."""
 
     def __init__(
-        self, table: ChannelTable, store: HubStore, rebuilder: Rebuilder, timers: ChannelTimers, publish: Publish
+        self,
+        table: ChannelTable,
+        store: HubStore,
+        rebuilder: Rebuilder,
+        timers: ChannelTimers,
+        publish: Publish,
+        placement: Placement,
+        followers: Followers,
     ) -> None:
+        self._placement = placement
+        self._followers = followers
         self._table = table
         self._store = store
         self._rebuilder = rebuilder
@@ -32,7 +43,7 @@ class CatchUp:
         """Whether the store holds more of the channel than this replica has published (another
         replica committed to it and the change feed has not told this one yet); if so, the
         channel is caught up first. Always False on a store no other replica shares."""
-        if self._store.feed is None:
+        if self._store.feed is None or not self._placement.holds(channel_id):
             return False
         stored = await self._store.channel_seq(channel_id)
         ch = self._table.channels.get(channel_id)
@@ -52,8 +63,12 @@ class CatchUp:
         this replica lacks, in seq order, and publish it to the members connected here.
 
         A channel not live here is read from the store (another replica opened it; an ended
-        one is still published once, so members here see its invites and its end).
+        one is still published once, so members here see its invites and its end). A channel
+        another replica holds is delivered without a fold (:mod:`.followers`).
         """
+        if not self._placement.holds(channel_id):
+            await self._followers.catch_up(channel_id, seq)
+            return
         rebuilder = self._rebuilder
         async with rebuilder.locked(channel_id) as ch:
             if ch is None:

@@ -9,15 +9,17 @@ from typing import Any
 from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.admission import Admission, Batch
-from hubsvc.core.channel import ChannelRuntime
+from hubsvc.core.channel import ChannelRuntime, Members
 from hubsvc.core.live_channels.table import ChannelTable
 from hubsvc.core.live_channels.timers import ChannelTimers
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import committed_already
 from hubsvc.storage import HubStore
 
-Deliver = Callable[[ChannelRuntime, list[envelope_pb2.Envelope]], None]
+Deliver = Callable[[Members, list[envelope_pb2.Envelope]], None]
 """Hands a channel's committed envelopes to its connected members."""
+Fence = Callable[[str], dict[int, int]]
+"""The fence a write of a channel commits with (:meth:`Placement.fence <hubsvc.core.placement.Placement.fence>`)."""
 Settled = Callable[[ChannelRuntime], None]
 """Told that a channel's committed state changed: a batch committed (the channel may have
 ended), or the channel was rebuilt from the WAL (hydrate, recover)."""
@@ -39,6 +41,7 @@ class Commits:
         spawn: Callable[[Any, str], asyncio.Task[Any]],
         recover: Callable[[ChannelRuntime], Awaitable[None]],
         settled: Settled,
+        fence: Fence | None = None,
     ) -> None:
         self._table = table
         self._store = store
@@ -49,6 +52,8 @@ class Commits:
         self._spawn = spawn
         self._recover = recover
         self._settled = settled
+        self._fence = fence
+        """With the channels divided among replicas: the fence of each write (None: every replica holds all)."""
 
     def commit(self, ch: ChannelRuntime, batch: Batch) -> asyncio.Future[None]:
         """Submit a batch staged under ``ch.lock`` (still held); returns the commit future.
@@ -66,6 +71,8 @@ class Commits:
             batch.writes.tasks.extend(self._tasks.rows(ended_tasks))
         elif batch.opened:
             self._timers.arm_ttl(ch)
+        if self._fence is not None:
+            batch.writes.fence = self._fence(ch.channel_id)
         fut = ch.last_commit = self._store.submit(batch.writes)
         ch.unpublished += 1
         wires = batch.wires

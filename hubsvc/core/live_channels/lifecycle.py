@@ -26,8 +26,9 @@ from hubsvc.core.live_channels.commits import Commits
 from hubsvc.core.live_channels.table import ChannelTable
 from hubsvc.core.live_channels.timers import ChannelTimers
 from hubsvc.core.options import HubOptions
+from hubsvc.core.placement import Placement
 from hubsvc.core.registry import Registry
-from hubsvc.core.util import Clock, check_seconds, new_id
+from hubsvc.core.util import Clock, check_seconds
 from hubsvc.governance.arbiter import Action
 from hubsvc.governance.expectations import KNOB, resolve_expectations, to_knob
 from hubsvc.governance.policy import Policy
@@ -60,7 +61,9 @@ class Lifecycle:
         *,
         govern: GovernOpen | None = None,
         policy: Callable[[], Policy] = Policy,
+        placement: Placement | None = None,
     ) -> None:
+        self._placement = placement or Placement(None, None, None)
         self._table = table
         self._registry = registry
         self._admission = admission
@@ -126,7 +129,7 @@ class Lifecycle:
         timeout = self._options.invite_ack_timeout if invite_ack_timeout is None else invite_ack_timeout
         participants = (initiator, *members)
         names = {a: self._registry.name_for(a) for a in participants}
-        channel_id = new_id()
+        channel_id = self._placement.new_channel_id()  # in a partition this replica holds
         spec = ChannelSpec(
             channel_id=channel_id,
             type=adapter.type,
@@ -214,8 +217,9 @@ class Lifecycle:
             unsubscribe()
 
     async def close(self, caller: str, channel_id: str, reason: str = "") -> channel_pb2.ChannelMetadata:
-        """Close a channel the caller participates in."""
+        """Close a channel the caller participates in (PartitionMoved when another replica holds it)."""
         await self._table.require_member(caller, channel_id)
+        self._placement.require(channel_id)
         async with self._locked(channel_id) as ch:
             if ch is None:
                 return await self._table.meta(channel_id)  # already ended: closing is idempotent

@@ -12,8 +12,10 @@ from agentnet.v1 import envelope_pb2
 
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.live_channels.commits import Settled
+from hubsvc.core.live_channels.followers import Followers
 from hubsvc.core.live_channels.table import FOLD_RUN, ChannelTable
 from hubsvc.core.live_channels.timers import ChannelTimers
+from hubsvc.core.placement import Placement
 from hubsvc.core.stored_run import StoredRun
 from hubsvc.core.util import Clock
 from hubsvc.governance.inbox import Inboxes
@@ -40,6 +42,8 @@ class Rebuilder:
         publish: Publish,
         spawn: Callable[[Any, str], asyncio.Task[Any]],
         settled: Settled,
+        placement: Placement,
+        followers: Followers,
     ) -> None:
         self._table = table
         self._store = store
@@ -49,13 +53,19 @@ class Rebuilder:
         self._publish = publish
         self._spawn = spawn
         self._settled = settled
+        self._placement = placement
+        self._followers = followers
 
     async def hydrate(self) -> int:
-        """Rebuild every live channel by folding its WAL and re-arm its timers; returns the envelopes folded."""
+        """Rebuild every live channel this replica holds by folding its WAL and re-arm its timers (the
+        others are followed, :mod:`.followers`); returns the envelopes folded."""
         rows = await self._store.load_live_channels()
         channels = self._table.channels
+        holds = self._placement.holds
+        self._followers.load(row for row in rows if not holds(row.channel_id))
         for row in rows:
-            channels[row.channel_id] = ChannelRuntime.from_row(row)
+            if holds(row.channel_id):
+                channels[row.channel_id] = ChannelRuntime.from_row(row)
         count = self._inboxes.staged_columns
         folded = 0
         now = self._clock()
@@ -97,6 +107,13 @@ class Rebuilder:
             async with ch.lock:
                 ch.cancel_timers()
                 await self._store.lift_fence(channel_id)
+                if not self._placement.holds(channel_id):
+                    # Its partition moved (the write was fenced): the new holder rebuilds it; this
+                    # replica follows it from what it had published.
+                    self._table.drop(channel_id)
+                    if not ch.is_terminal:
+                        self._followers.follow(channel_id, ch.participants, ch.committed_seq)
+                    return
                 row = await self._store.get_channel(channel_id)
                 if row is None:  # its creation was never written
                     self._table.drop(channel_id)

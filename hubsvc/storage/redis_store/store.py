@@ -199,6 +199,8 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
         await self._clock.measure()
         if self.partitions is not None and self._wanted_partitions is not None:
             await self.partitions.open(self._wanted_partitions)
+        else:
+            await upkeep.refuse_undivided(self)
         self._start_writer()
         if self._spread_writer is not None:
             await self._spread_writer.start()

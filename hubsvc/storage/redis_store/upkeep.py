@@ -11,7 +11,7 @@ from agentnet.v1 import envelope_pb2
 from redis.asyncio.cluster import RedisCluster
 
 from hubsvc.storage.redis_store.codec import idem_field, text
-from hubsvc.storage.redis_store.keys import HOLDINGS_MARK, REPLIES_MARK
+from hubsvc.storage.redis_store.keys import PARTITIONS, HOLDINGS_MARK, REPLIES_MARK
 from hubsvc.storage.redis_store.plan import Part
 
 if TYPE_CHECKING:
@@ -44,6 +44,17 @@ async def check_layout(store: RedisHubStore) -> None:
             f"the hub's keys under prefix {store._keys.raw_prefix!r} were written with "
             f"spread={'1' if mine == 'single' else '0'} and this store has spread={'1' if store.spread else '0'}: "
             "give every replica the same --store URL"
+        )
+
+
+async def refuse_undivided(store: RedisHubStore) -> None:
+    """Refuse to open, without partitions, a store whose channels are divided among replicas: its
+    writes would not be fenced, and a replica holding a channel could lose a race it cannot see."""
+    recorded = await store._client.get(store._keys.g + PARTITIONS)
+    if recorded is not None:
+        raise ValueError(
+            f"the hub's store under prefix {store._keys.raw_prefix!r} divides its channels among replicas in "
+            f"{text(recorded)} partitions: start every replica with --partitions {text(recorded)}"
         )
 
 

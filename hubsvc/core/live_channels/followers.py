@@ -1,0 +1,133 @@
+"""Channels another replica holds: what this replica delivers of them, without folding them.
+
+With the channels divided among replicas (docs/scale-out.md "Channels divided among the
+replicas") a replica holds — admits into, folds, times — only the channels of its partitions. A
+member of another channel may still be connected here: the change feed names each commit's
+channel and last seq, and :class:`Followers` reads what its members here have not been given
+from the WAL and hands it to their sessions and to watchers, as a commit of a held channel is
+published. Nothing is folded: a followed channel is its id, its members and the last seq handed
+on (:class:`FollowedChannel`), read from the channel's stored row. Deliveries of a followed
+channel carry no ``can_send`` (a client asks CanSend, which the holding replica answers).
+
+A channel moves between the two tables when its partition does: :meth:`Followers.release` gives
+the seq handed on to the replica's new hold of it, :meth:`Followers.follow` takes a channel the
+replica stopped holding from the seq it had published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+from agentnet.v1 import channel_pb2, envelope_pb2
+
+from hubsvc.core.live_channels.table import ChannelTable
+from hubsvc.storage import ChannelRow, HubStore
+from netkernel.envelope import EV_CHANNEL_CLOSED
+
+_PAGE = 1000
+"""WAL records one store read returns at most."""
+
+Deliver = Callable[["FollowedChannel", list[envelope_pb2.Envelope]], None]
+"""Hands a followed channel's committed envelopes to its members connected here."""
+
+
+class FollowedChannel:
+    """A live channel another replica holds, as this replica delivers it."""
+
+    __slots__ = ("channel_id", "committed_seq", "lock", "participants")
+
+    def __init__(self, channel_id: str, participants: tuple[str, ...], committed_seq: int) -> None:
+        self.channel_id = channel_id
+        self.participants = participants
+        """Member agent ids (fixed when the channel was opened)."""
+        self.committed_seq = committed_seq
+        """The last seq handed to the members here and to watchers."""
+        self.lock = asyncio.Lock()
+        """Serialises the catch-ups of the channel (deliveries stay in seq order)."""
+
+    def pending_turn(self, agent_id: str) -> tuple[int, str] | None:
+        """Unknown here (the holding replica folds the channel): None."""
+        return None
+
+    @classmethod
+    def from_row(cls, row: ChannelRow) -> FollowedChannel:
+        """A followed channel from its stored row, handed on up to its stored last seq."""
+        meta = channel_pb2.ChannelMetadata.FromString(row.record)
+        return cls(row.channel_id, tuple(p.agent_id for p in meta.participants), meta.last_seq)
+
+
+class Followers:
+    """The live channels this replica follows (held elsewhere), and their catch-up from the WAL."""
+
+    def __init__(
+        self, table: ChannelTable, store: HubStore, deliver: Deliver, connected: Callable[[str], bool]
+    ) -> None:
+        self._table = table
+        self._store = store
+        self._deliver = deliver
+        self._connected = connected
+        self.channels: dict[str, FollowedChannel] = {}
+
+    def live(self) -> Iterable[FollowedChannel]:
+        """Every followed channel (a view: copy it before awaiting)."""
+        return self.channels.values()
+
+    def follow(self, channel_id: str, participants: tuple[str, ...], published: int) -> None:
+        """Follow a channel this replica stopped holding, handed on up to ``published``."""
+        self.channels[channel_id] = FollowedChannel(channel_id, participants, published)
+
+    def release(self, channel_id: str) -> int | None:
+        """Stop following a channel (this replica holds it now); the seq handed on, None if not followed."""
+        followed = self.channels.pop(channel_id, None)
+        return followed.committed_seq if followed is not None else None
+
+    def load(self, rows: Iterable[ChannelRow]) -> None:
+        """Follow these stored live channels from their stored last seq (at start)."""
+        for row in rows:
+            self.channels[row.channel_id] = FollowedChannel.from_row(row)
+
+    async def catch_up(self, channel_id: str, seq: int) -> None:
+        """Another replica committed the followed channel up to ``seq`` (0: its row changed): hand its
+        members here and the watchers what they lack, reading the WAL; an ended channel is let go."""
+        followed = self.channels.get(channel_id)
+        if followed is None:
+            row = await self._store.get_channel(channel_id)
+            if row is None or channel_id in self.channels or self._table.get(channel_id) is not None:
+                return
+            meta = channel_pb2.ChannelMetadata.FromString(row.record)
+            followed = FollowedChannel(channel_id, tuple(p.agent_id for p in meta.participants), 0)
+            self.channels[channel_id] = followed
+        async with followed.lock:
+            if seq and followed.committed_seq >= seq:
+                return
+            if not (any(self._connected(p) for p in followed.participants) or self._table.watched(channel_id)):
+                # Nobody here to hand it to: only the mark moves, with no await between the check and
+                # the move (a member connecting later replays up to the mark from the WAL).
+                followed.committed_seq = max(followed.committed_seq, seq)
+                return
+            ended = False
+            while True:
+                rows = await self._store.read_wal(channel_id, followed.committed_seq + 1, 0, _PAGE)
+                wires = [envelope_pb2.Envelope.FromString(data) for data in rows]
+                if wires:
+                    followed.committed_seq = wires[-1].seq
+                    ended = ended or any(w.event_type == EV_CHANNEL_CLOSED for w in wires)
+                    self._deliver(followed, wires)
+                    self._table.notify(channel_id, wires)
+                if len(rows) < _PAGE:
+                    break
+            if ended:
+                self._let_go(followed)
+
+    def prune(self, live: set[str]) -> None:
+        """Let go of the followed channels not in ``live`` (the store's live channel ids): ended
+        channels none of whose members was connected here when they ended."""
+        for followed in [f for f in self.channels.values() if f.channel_id not in live]:
+            self._let_go(followed)
+
+    def _let_go(self, followed: FollowedChannel) -> None:
+        """An ended channel leaves the table; its last seq is remembered like a held one's."""
+        if self.channels.get(followed.channel_id) is followed:
+            del self.channels[followed.channel_id]
+            self._table.ended[followed.channel_id] = followed.committed_seq

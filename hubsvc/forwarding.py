@@ -1,0 +1,117 @@
+"""Sending what another replica holds to that replica (docs/scale-out.md "Channels divided among
+the replicas").
+
+With the channels divided among replicas, a post or a call that names a channel this replica does
+not hold is refused inside the core with :class:`~netkernel.errors.PartitionMoved`; the servicer
+then hands it here:
+
+* **posts** (Connect frames, PostEnvelope, Say …) go to the holder through
+  ``ReplicaService.ForwardPosts`` (:meth:`Forwarder.posts`), grouped by holder, in order;
+* **any other unary call** is sent to the holder's ``HubService`` as it came, with the caller's
+  own metadata (:meth:`Forwarder.call`): the holder authenticates the caller and answers
+  exactly as if the client had called it, refusals included. The forwarded call carries
+  ``x-agentnet-forwarded``: a replica that does not hold the channel either answers
+  ``UNAVAILABLE`` (``partition_moved``) instead of forwarding again.
+
+The holder is looked up in the lease map this replica reads each ownership round
+(:class:`~hubsvc.core.placement.Placement`). While a partition moves (its old holder released it,
+its new one has not taken it yet) nobody holds it: the forward waits, reading the map again, at
+most :data:`HOLDER_WAIT` seconds, and one that reached a replica that no longer holds the channel
+is sent again to the holder the map names then (at most :data:`ATTEMPTS` sends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from agentnet.v1 import connect_pb2, hub_pb2
+from google.protobuf import message_factory
+
+from hubsvc.core.placement import Placement, not_held
+from hubsvc.replica_peers import ReplicaPeers
+from netkernel.errors import PARTITION_MOVED, PartitionMoved
+
+FORWARDED_HEADER = "x-agentnet-forwarded"
+"""Metadata marking a call one replica forwarded to another (never forwarded again)."""
+HOLDER_WAIT = 10.0
+"""Seconds a forward waits for some replica to hold the channel's partition."""
+ATTEMPTS = 4
+"""Sends of one forward, each to the holder the lease map names at that time."""
+_HUB = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
+
+
+def channel_of_refusal(err: PartitionMoved) -> str:
+    """The channel a PartitionMoved refusal names ("" if none)."""
+    return err.metadata.get("channel_id", "")
+
+
+class Forwarder:
+    """Posts and calls for channels other replicas hold, sent to those replicas."""
+
+    def __init__(self, placement: Placement, peers: ReplicaPeers, *, refresh: float) -> None:
+        self._placement = placement
+        self._peers = peers
+        self._refresh = refresh
+
+    async def holder(self, channel_id: str, *, stale: bool = False) -> str | None:
+        """The address of the replica holding ``channel_id`` (None: this replica holds it now). With
+        ``stale`` the lease map is read again first. Waits while no replica holds it (at most
+        :data:`HOLDER_WAIT` seconds; then PartitionMoved)."""
+        placement = self._placement
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HOLDER_WAIT
+        if stale:
+            await placement.read()
+        while True:
+            if placement.holds(channel_id):
+                return None
+            address = placement.owner_address(channel_id)
+            if address is not None:
+                return address
+            if loop.time() >= deadline:
+                raise not_held(channel_id)
+            await asyncio.sleep(min(self._refresh / 2, max(0.0, deadline - loop.time())))
+            await placement.read()
+
+    async def posts(
+        self, agent_id: str, channel_id: str, posts: Sequence[connect_pb2.Post]
+    ) -> list[connect_pb2.PostResult] | None:
+        """Have the holder of ``channel_id`` admit ``posts`` (all into that channel) for ``agent_id``;
+        their results, in order, or None when this replica holds the channel now (admit them here)."""
+        stale = False
+        for _ in range(ATTEMPTS):
+            address = await self.holder(channel_id, stale=stale)
+            if address is None:
+                return None
+            results = await self._peers.forward(address, agent_id, posts)
+            if not any(_moved(result) for result in results):
+                return results
+            stale = True  # that replica no longer holds it: ask the map again
+        return results
+
+    async def call(self, method: str, request: Any, metadata: Sequence[tuple[str, str | bytes]], channel_id: str) -> Any:
+        """Send the unary HubService call ``method`` to the holder of ``channel_id`` with the caller's
+        ``metadata``; its response (its refusal raised as the same domain error). None when this
+        replica holds the channel now (serve it here)."""
+        output = message_factory.GetMessageClass(_HUB.methods_by_name[method].output_type)
+        forwarded = [(k, v) for k, v in metadata if k.lower() not in (FORWARDED_HEADER, "grpc-timeout")]
+        forwarded.append((FORWARDED_HEADER, "1"))
+        stale = False
+        for attempt in range(ATTEMPTS):
+            address = await self.holder(channel_id, stale=stale)
+            if address is None:
+                return None
+            try:
+                return await self._peers.call_hub(address, method, request, output, forwarded)
+            except PartitionMoved:
+                if attempt == ATTEMPTS - 1:
+                    raise
+                stale = True
+        raise AssertionError("unreachable")
+
+
+def _moved(result: connect_pb2.PostResult) -> bool:
+    """Whether a forwarded post was refused because that replica no longer holds its channel."""
+    return result.WhichOneof("result") == "error" and result.error.metadata.get("cause") == PARTITION_MOVED
