@@ -1,9 +1,13 @@
 """Partition ownership: rendezvous assignment (pure) and :class:`Ownership` rounds against a real
 redis-server — convergence, a join, a paused replica whose partitions move and whose fenced commit
-with the old epoch is refused (docs/scale-out.md, "Partitions and ownership")."""
+with the old epoch is refused, also for a real process frozen with SIGSTOP (docs/scale-out.md,
+"Partitions and ownership")."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -16,6 +20,7 @@ from netkernel.errors import PartitionMoved
 from netkernel.partitions import partition_of
 from tests.eventually import assert_eventually
 from tests.hub.test_redis_store import channel, row
+from tests.procs import ROOT
 from tests.redis_server import RedisServer
 
 DB = 5
@@ -204,3 +209,43 @@ async def test_a_clean_stop_hands_its_partitions_over(url: str, cluster_of: list
     assert {p for p, _ in leaving.lost} == given and not leaving.held
     await staying.round()  # freed leases: taken at the next round, no lapse to wait for
     assert staying.held == set(range(COUNT))
+
+
+async def test_a_sigstopped_lease_holder_cannot_commit_once_its_partition_moved(url: str) -> None:
+    """A real process holds the lease, is frozen (SIGSTOP) past its TTL, another replica takes the
+    partition and commits; thawed (SIGCONT), the frozen process's in-flight commit with its old
+    epoch is refused and writes nothing."""
+    partition = 3
+    ch = next(f"ch{i}" for i in range(10_000) if partition_of(f"ch{i}", COUNT) == partition)
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.hub.lease_holder", url, "frozen:", str(COUNT), str(partition), str(TTL),
+        cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert holder.stdin is not None and holder.stdout is not None
+    store = RedisHubStore(url, prefix="frozen:", partitions=COUNT)
+    await store.open()
+    try:
+        line = await asyncio.wait_for(holder.stdout.readline(), 30)
+        old = int(line.split()[1])
+        holder.stdin.write(f"commit {ch} 1\n".encode())
+        assert await asyncio.wait_for(holder.stdout.readline(), 30) == b"ok\n"
+        leases = store.partitions
+        assert leases is not None
+        holder.send_signal(signal.SIGSTOP)
+
+        async def taken() -> bool:
+            return (await leases.acquire([partition], 30)).gained.get(partition) == old + 1
+
+        await assert_eventually(taken)  # its lease lapsed by Redis's clock while it was frozen
+        await store.commit(Writes(wal=[row(ch, 2)], fence={partition: old + 1}))
+        holder.send_signal(signal.SIGCONT)
+        holder.stdin.write(f"commit {ch} 3\n".encode())
+        assert await asyncio.wait_for(holder.stdout.readline(), 30) == b"moved\n"
+        assert await store.channel_seq(ch) == 2
+        assert len(await store.read_wal(ch, 0, 0, 0)) == 2
+        assert (await leases.read_map())[partition].epoch == old + 1
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        await holder.wait()
+        await store.close()
