@@ -170,3 +170,17 @@ def test_one_http_status_table_serves_the_gateway_and_the_console() -> None:
     for path in ("agentsdk/console/app.py", "a2agateway/refusals.py"):
         source = (ROOT / path).read_text()
         assert "http_status(err)" in source and not re.search(r"\b(NotFound|Unauthenticated): 40[14]\b", source), path
+
+
+def test_partition_moved_reaches_a_client_as_a_retryable_unavailable_with_its_cause() -> None:
+    from hubsvc.storage import nothing_stored
+    from netkernel.errors import PartitionMoved, error_from_reason, error_status
+
+    moved = PartitionMoved("this replica no longer owns the channel's partition; retry", metadata={"partition": "7"})
+    assert moved.metadata == {"cause": "partition_moved", "partition": "7"}
+    assert nothing_stored(moved)  # nothing was written: the rate token is given back, the post may be retried
+    status = error_status(moved)
+    assert status.code == grpc.StatusCode.UNAVAILABLE
+    # The client side has no PartitionMoved: it gets the plain Unavailable, the cause in the metadata.
+    client = error_from_reason(moved.reason, moved.message, moved.metadata)
+    assert type(client) is errors.Unavailable and client.metadata["cause"] == "partition_moved"

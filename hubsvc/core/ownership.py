@@ -64,7 +64,7 @@ class Ownership:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 0 < refresh < ttl:
-            raise ValueError(f"the refresh interval ({refresh!r} s) must be positive and below the lease TTL ({ttl!r} s)")
+            raise ValueError(f"the refresh interval ({refresh!r} s) must be positive and below the TTL ({ttl!r} s)")
         self._leases = leases
         self._liveness = liveness
         self._ttl = ttl

@@ -223,8 +223,9 @@ def nothing_stored(error: BaseException | None) -> bool:
     """Whether a commit that failed with ``error`` stored none of its bundle, as far as the hub knows.
 
     True for a lost race (:class:`LostRace`, :class:`AtLimit` too) and for a write the store did
-    not take (UNAVAILABLE, cause :data:`WRITE_FAILED` or ``partition_moved``); False for a write stored but not confirmed by
-    Redis replicas (cause ``store_unconfirmed``) and for a cancelled commit (``error`` None)."""
+    not take (UNAVAILABLE, cause :data:`WRITE_FAILED` or ``partition_moved``); False for a write
+    stored but not confirmed by Redis replicas (cause ``store_unconfirmed``) and for a cancelled
+    commit (``error`` None)."""
     return isinstance(error, LostRace) or (
         isinstance(error, Unavailable) and error.metadata.get("cause") in (WRITE_FAILED, PARTITION_MOVED)
     )

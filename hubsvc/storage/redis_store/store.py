@@ -45,8 +45,9 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
     ``decode_responses=False`` (the caller keeps it and sets its timeouts; ``timeout`` then
     only sets the commit deadline). ``partitions`` (``--partitions``): the store divides its channels
     into partitions with leases (:attr:`partitions`); the count is recorded by the first store to
-    open and a later one uses the recorded count. Refused with the spread layout. ``faults`` (tests only) is told at the store's fault points
-    (:class:`~hubsvc.storage.faults.StoreFaults`); without it the store never looks for one.
+    open and a later one uses the recorded count. Refused with the spread layout. ``faults`` (tests
+    only) is told at the store's fault points (:class:`~hubsvc.storage.faults.StoreFaults`); without
+    it the store never looks for one.
     """
 
     kind = "redis"
@@ -99,7 +100,7 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
                 "a partitioned hub cannot run on the spread layout (?spread=1): a channel's part commits on the "
                 "channel's own slot, where the partition's lease cannot be checked in the same atomic step, so "
                 "two replicas could both commit to it; use the one-slot layout (a redis+cluster:// URL without "
-                "?spread=1) — docs/scale-out.md, \"Partitions and ownership\""
+                '?spread=1) — docs/scale-out.md, "Partitions and ownership"'
             )
         if partitions is not None and not 1 <= partitions <= MAX_PARTITIONS:
             raise ValueError(f"the partition count must be in [1, {MAX_PARTITIONS}], not {partitions!r}")
