@@ -80,6 +80,7 @@ async def run(
         arbiter=arbiter,
         metrics=config.metrics,
         tracer_provider=tracer_provider,
+        advertise=config.advertise,
     )
     try:
         await serve_until_signal("agentnet-hub", config.host, hub)

@@ -68,6 +68,14 @@ class HubConfig(HubOptions):
     """Interface to listen on."""
     port: int = option(50051, "--port", "AGENTNET_HUB_PORT", "TCP port (0 = any free)")
     """TCP port; 0 picks a free one and prints it."""
+    advertise: str = option(
+        "",
+        "--advertise",
+        "AGENTNET_HUB_ADVERTISE",
+        "with --store redis:// and --partitions: the HOST:PORT other replicas reach this one at "
+        "(default: --host and the bound port; a wildcard --host becomes this machine's name)",
+    )
+    """With replicas dividing the channels: where the other replicas reach this one (``host:port``)."""
     data_dir: Path = option(Path("data"), "--data-dir", "AGENTNET_DATA_DIR", "directory for embedded storage")
     """Directory for the embedded SQLite database and the generated operator token."""
     db_path: Path | None = option(

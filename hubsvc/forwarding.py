@@ -23,7 +23,8 @@ is sent again to the holder the map names then (at most :data:`ATTEMPTS` sends).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agentnet.v1 import connect_pb2, hub_pb2
@@ -31,7 +32,8 @@ from google.protobuf import message_factory
 
 from hubsvc.core.placement import Placement, not_held
 from hubsvc.replica_peers import ReplicaPeers
-from netkernel.errors import PARTITION_MOVED, PartitionMoved
+from netkernel.errors import PARTITION_MOVED, AgentNetError, PartitionMoved
+from servicekit.boundary import error_detail
 
 FORWARDED_HEADER = "x-agentnet-forwarded"
 """Metadata marking a call one replica forwarded to another (never forwarded again)."""
@@ -47,13 +49,77 @@ def channel_of_refusal(err: PartitionMoved) -> str:
     return err.metadata.get("channel_id", "")
 
 
+Sink = Callable[[connect_pb2.PostResult], None]
+"""Takes one forwarded post's result (into the stream it came on)."""
+Local = Callable[[list[connect_pb2.Post]], Awaitable[None]]
+"""Admits posts here after all (this replica holds their channel by now), answering them itself."""
+
+
+class _Queue:
+    """The posts of one participant into one channel waiting to be forwarded, sent in order: one
+    ForwardPosts call at a time, each taking every post queued meanwhile (up to ``max_batch``)."""
+
+    __slots__ = ("items", "running")
+
+    def __init__(self) -> None:
+        self.items: deque[tuple[connect_pb2.Post, Sink]] = deque()
+        self.running = False
+
+
 class Forwarder:
     """Posts and calls for channels other replicas hold, sent to those replicas."""
 
-    def __init__(self, placement: Placement, peers: ReplicaPeers, *, refresh: float) -> None:
+    def __init__(self, placement: Placement, peers: ReplicaPeers, *, refresh: float, max_batch: int) -> None:
         self._placement = placement
         self._peers = peers
         self._refresh = refresh
+        self._max_batch = max(1, max_batch)
+        self._queues: dict[tuple[str, str], _Queue] = {}
+        """(agent id, channel id) → its posts waiting to be forwarded (present while some are)."""
+
+    def submit(
+        self,
+        agent_id: str,
+        channel_id: str,
+        posts: Sequence[connect_pb2.Post],
+        sink: Sink,
+        local: Local,
+        spawn: Callable[[Any, str], asyncio.Task[Any]],
+    ) -> None:
+        """Forward ``agent_id``'s ``posts`` into ``channel_id`` to its holder after the ones this
+        participant queued there before (a stream's posts into a channel are admitted in order);
+        each result goes to ``sink``; ``local`` admits them here if this replica holds the channel
+        by the time they are sent."""
+        key = (agent_id, channel_id)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _Queue()
+        queue.items.extend((post, sink) for post in posts)
+        if not queue.running:
+            queue.running = True
+            spawn(self._drain(key, queue, local), "forward-posts")
+
+    async def _drain(self, key: tuple[str, str], queue: _Queue, local: Local) -> None:
+        """Send the queue's posts, a batch at a time, until it is empty."""
+        agent_id, channel_id = key
+        try:
+            while queue.items:
+                batch = [queue.items.popleft() for _ in range(min(len(queue.items), self._max_batch))]
+                posts = [post for post, _ in batch]
+                try:
+                    results = await self.posts(agent_id, channel_id, posts)
+                except AgentNetError as err:
+                    failed = error_detail(err)
+                    results = [connect_pb2.PostResult(request_id=p.request_id, error=failed) for p in posts]
+                if results is None:
+                    await local(posts)
+                    continue
+                for (_, sink), result in zip(batch, results, strict=True):
+                    sink(result)
+        finally:
+            queue.running = False
+            if self._queues.get(key) is queue and not queue.items:
+                del self._queues[key]
 
     async def holder(self, channel_id: str, *, stale: bool = False) -> str | None:
         """The address of the replica holding ``channel_id`` (None: this replica holds it now). With
@@ -91,7 +157,9 @@ class Forwarder:
             stale = True  # that replica no longer holds it: ask the map again
         return results
 
-    async def call(self, method: str, request: Any, metadata: Sequence[tuple[str, str | bytes]], channel_id: str) -> Any:
+    async def call(
+        self, method: str, request: Any, metadata: Sequence[tuple[str, str | bytes]], channel_id: str
+    ) -> Any:
         """Send the unary HubService call ``method`` to the holder of ``channel_id`` with the caller's
         ``metadata``; its response (its refusal raised as the same domain error). None when this
         replica holds the channel now (serve it here)."""

@@ -14,6 +14,7 @@ from agentnet.v1 import operator_pb2, operator_pb2_grpc
 from hubsvc.core.operations import OperatorOps
 from hubsvc.core.operations.agents import with_observed
 from hubsvc.field_limits import RefusalAudit
+from hubsvc.forwarding import Forwarder
 from hubsvc.rpc import OPERATOR, Authenticator, stream_rpc, unary_rpc
 from servicekit.limits import RequestLimits
 
@@ -30,6 +31,8 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         self.auth = auth
         self.limits = limits
         self.audit_refusal = audit_refusal
+        self.forwarder: Forwarder | None = None
+        """Never set: operator reads are answered by the replica they reach."""
 
     @unary_rpc(OPERATOR)
     async def GetStatus(self, caller: None, request: operator_pb2.GetStatusRequest) -> operator_pb2.GetStatusResponse:

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from agentnet.v1 import connect_pb2, replica_pb2, replica_pb2_grpc
 
-from hubsvc.replica_servicer import REPLICA_KEY_HEADER
-from netkernel.errors import ERROR_DOMAIN, Unavailable, error_from_rpc
+from netkernel.errors import ERROR_DOMAIN, PARTITION_MOVED, PartitionMoved, Unavailable, error_from_rpc
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 
+REPLICA_KEY_HEADER = "x-agentnet-replica-key"
+"""The metadata that carries the store's replica key on every ReplicaService call."""
 _TRANSPORT_FAILURES = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 )
@@ -91,6 +93,33 @@ class ReplicaPeers:
                 ) from err
             raise error_from_rpc(err) from err
         return list(response.results)
+
+    async def call_hub(
+        self, address: str, method: str, request: Any, output: type[Any], metadata: Sequence[tuple[str, str | bytes]]
+    ) -> Any:
+        """Send the unary ``HubService`` call ``method`` to the replica at ``address`` with ``metadata``
+        (the caller's own); its response, or its refusal as the domain error (PartitionMoved when that
+        replica does not hold the channel either; UNAVAILABLE ``replica_unreachable`` when it did not answer)."""
+        self._stub(address)
+        channel = self._stubs[address][0]
+        call = channel.unary_unary(
+            f"/agentnet.v1.HubService/{method}",
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=output.FromString,
+        )
+        try:
+            return await call(request, metadata=tuple(metadata), timeout=self._timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() in _TRANSPORT_FAILURES and not _carries_error_info(err):
+                raise Unavailable(
+                    f"the hub replica at {address} that holds this channel did not answer ({err.code().name}: "
+                    f"{err.details()}); retry (a post with the same idempotency key is answered once).",
+                    metadata={"cause": "replica_unreachable", "replica": address},
+                ) from err
+            refusal = error_from_rpc(err)
+            if refusal.metadata.get("cause") == PARTITION_MOVED:
+                raise PartitionMoved(refusal.message, metadata=refusal.metadata) from err
+            raise refusal from err
 
     async def close(self) -> None:
         """Close every channel (the replica is stopping)."""

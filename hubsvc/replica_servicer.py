@@ -17,14 +17,13 @@ from agentnet.v1 import connect_pb2, replica_pb2, replica_pb2_grpc
 
 from hubsvc.core.util import hash_secret
 from hubsvc.field_limits import post_batch_refusal
+from hubsvc.replica_peers import REPLICA_KEY_HEADER
 from hubsvc.rpc import Ctx
 from hubsvc.servicer import HubServicer
 from netkernel.errors import InvalidArgument, NotFound, Unauthenticated
 from servicekit.boundary import unary_boundary
 
 REPLICA_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaService"]
-REPLICA_KEY_HEADER = "x-agentnet-replica-key"
-"""The metadata that carries the store's replica key on every ReplicaService call."""
 
 
 def presented_key(context: Ctx) -> str:

@@ -32,7 +32,8 @@ from google.protobuf.message import Message
 from hubsvc.core.hub import HubCore
 from hubsvc.core.util import hash_secret
 from hubsvc.field_limits import RefusalAudit
-from netkernel.errors import PermissionDenied, ProtocolError, Unauthenticated
+from hubsvc.forwarding import FORWARDED_HEADER, Forwarder
+from netkernel.errors import PartitionMoved, PermissionDenied, ProtocolError, Unauthenticated
 from servicekit.auth import bearer_token
 from servicekit.boundary import stream_boundary, unary_boundary
 from servicekit.limits import RequestLimits
@@ -170,6 +171,8 @@ class Authenticated(Protocol):
     limits: RequestLimits
     audit_refusal: RefusalAudit
     """Audits a request the field limits refused."""
+    forwarder: Forwarder | None
+    """Sends a call about a channel another replica holds to that replica (None: every channel is here)."""
 
 
 def check_limits(servicer: Authenticated, caller: object, rpc: str, request: Message) -> None:
@@ -194,7 +197,19 @@ def unary_rpc(
         async def method(self: S, request: Req, context: Ctx) -> Resp:
             caller = self.auth.caller(auth, context, request)
             check_limits(self, caller, handler.__name__, cast(Message, request))
-            return await handler(self, caller, request)
+            try:
+                return await handler(self, caller, request)
+            except PartitionMoved as moved:
+                # A channel another replica holds: that replica answers the call as it came (unless
+                # this call was itself forwarded, or this replica holds the channel by now).
+                metadata = context.invocation_metadata() or ()
+                channel_id = moved.metadata.get("channel_id", "")
+                if self.forwarder is None or not channel_id or any(k == FORWARDED_HEADER for k, _ in metadata):
+                    raise
+                answer = await self.forwarder.call(handler.__name__, request, list(metadata), channel_id)
+                if answer is None:
+                    return await handler(self, caller, request)
+                return cast(Resp, answer)
 
         return unary_boundary(method)
 

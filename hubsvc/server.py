@@ -7,6 +7,7 @@ order are the same everywhere.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from opentelemetry.trace import TracerProvider
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import Clock, system_clock
+from hubsvc.forwarding import Forwarder
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.policy import Policy
 from hubsvc.governance.source import PolicySource
@@ -84,6 +86,7 @@ async def start_hub(
     arbiter: Arbiter | str | None = None,
     metrics: MetricsSettings | None = None,
     tracer_provider: TracerProvider | None = None,
+    advertise: str = "",
 ) -> HubServer:
     """Open ``store``, hydrate the hub and serve it on ``host:port`` (0 = a free port).
 
@@ -94,6 +97,8 @@ async def start_hub(
     YAML / JSON policy file, reloaded when it changes (every ``options.policy_poll_interval``
     seconds); an invalid file raises ValueError. ``arbiter`` is an
     :class:`~hubsvc.governance.arbiter.Arbiter` or its ``module:attribute`` name.
+    ``advertise`` is the ``host:port`` other replicas sharing the store reach this one at (default:
+    ``host`` and the bound port, :func:`advertised_address`).
     ``metrics`` serves Prometheus metrics on its host and port (``hubsvc/metrics.py``; port 0 = a free
     one, ``HubServer.metrics_server.url``; None: no metrics); ``tracer_provider`` records the spans of
     posts, commits, deliveries and unary RPCs (``servicekit/tracing.py``; None: no tracing).
@@ -102,6 +107,11 @@ async def start_hub(
         raise ValueError("tls_bind_identity needs TLS with a client CA (tls=ServerTls(..., client_ca_file=...))")
     if tls is not None:
         tls.check()  # unusable certificate files fail before the store is opened
+    if tls is not None and store.partitions is not None:
+        raise ValueError(
+            "--partitions with TLS is not supported yet: replicas forward to each other in plaintext "
+            '(docs/scale-out.md, "Channels divided among the replicas")'
+        )
     source = PolicySource(policy)
     if isinstance(arbiter, str):
         arbiter = load_arbiter(arbiter)
@@ -160,7 +170,25 @@ async def start_hub(
     except BaseException:
         await core.stop()
         raise
-    return HubServer(core, running, host, recorder, peers)
+    server = HubServer(core, running, host, recorder, peers)
+    liveness = core.store.liveness
+    if liveness is not None:  # where the other replicas reach this one, from its next beat on (now)
+        liveness.address = advertise or advertised_address(host, running.port)
+        if core.liveness is not None:
+            await core.liveness.beat()
+    if peers is not None and core.placement.divided:
+        servicer.forwarder = Forwarder(
+            core.placement, peers, refresh=core.options.replica_refresh, max_batch=core.options.max_batch
+        )
+    return server
+
+
+def advertised_address(host: str, port: int) -> str:
+    """``host:port`` other replicas reach a replica bound to ``host`` at: a wildcard host is replaced
+    by this machine's fully qualified name (give ``--advertise`` when that is not routable)."""
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = socket.getfqdn()
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 def forward_timeout(store: HubStore) -> float:

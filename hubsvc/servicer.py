@@ -20,6 +20,7 @@ from hubsvc.core.posts import Admitted
 from hubsvc.core.tool_calls import ToolCalls
 from hubsvc.core.util import committed_already, to_timestamp
 from hubsvc.field_limits import RefusalAudit, hub_request_limits, post_batch_refusal
+from hubsvc.forwarding import Forwarder
 from hubsvc.rpc import (
     AGENT,
     AGENT_OR_OPERATOR,
@@ -33,13 +34,14 @@ from hubsvc.rpc import (
 )
 from netkernel.channel_types import DEFAULT_WAIT_SECONDS
 from netkernel.envelope import Envelope
-from netkernel.errors import AgentNetError, LostRace, ProtocolError, Unavailable
+from netkernel.errors import AgentNetError, LostRace, PartitionMoved, ProtocolError, Unavailable
 from netkernel.wire import envelope_from_wire
 from servicekit.boundary import ErrorBoundary, domain_error, error_detail
 
 HUB_SERVICE = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
-_Answer = tuple[str, envelope_pb2.Envelope, bool, Envelope, str | None]
-"""A post waiting for its commit: request id, envelope as written, duplicate, the post and its event_data JSON."""
+_Answer = tuple[str, envelope_pb2.Envelope, bool, Envelope, str | None, connect_pb2.Post]
+"""A post waiting for its commit: request id, envelope as written, duplicate, the post, its event_data JSON,
+and the Post as it came (forwarded as it came if the channel's partition moved)."""
 
 
 def _ack(session: Session, ack: connect_pb2.Ack) -> None:
@@ -72,6 +74,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self.limits = hub_request_limits(core.options)
         self.audit_refusal = RefusalAudit(core.audit)
         self.ops = Operations(core)
+        self.forwarder: Forwarder | None = None
+        """Sends posts and calls about channels other replicas hold to them (set when the channels are divided)."""
         self.tool_calls = ToolCalls(self.ops)
 
     # -- Connect ------------------------------------------------------------------------
@@ -147,10 +151,15 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         finally:
             session.close()
 
-    async def answer_posts(self, agent_id: str, session: PostSink, posts: Sequence[connect_pb2.Post]) -> None:
+    async def answer_posts(
+        self, agent_id: str, session: PostSink, posts: Sequence[connect_pb2.Post], *, forward: bool = True
+    ) -> None:
         """Admit ``agent_id``'s posts in order; each gets its PostResult (into ``session``) once its
         commit is done, or at once when refused: a Connect frame's posts, and the posts another
-        replica forwards (:mod:`hubsvc.replica_servicer`)."""
+        replica forwards (:mod:`hubsvc.replica_servicer`, ``forward`` False). Posts into a channel
+        another replica holds are forwarded to it (:class:`~hubsvc.forwarding.Forwarder`), unless
+        ``forward`` is False: then they are refused ``partition_moved`` and the forwarding replica
+        asks the holder again."""
 
         def result(
             request_id: str,
@@ -172,8 +181,27 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             post_result.duplicate = duplicate
             session.control(response)
 
+        def forwarded(post_result: connect_pb2.PostResult) -> None:
+            response = connect_pb2.ConnectResponse()
+            response.post_result.CopyFrom(post_result)
+            session.control(response)
+
+        forwarder = self.forwarder if forward else None
+
+        def send_on(channel_id: str, moving: list[connect_pb2.Post]) -> None:
+            assert forwarder is not None
+            forwarder.submit(
+                agent_id,
+                channel_id,
+                moving,
+                forwarded,
+                lambda again: self.answer_posts(agent_id, session, again, forward=False),
+                self.core.spawn,
+            )
+
         request_ids: list[str] = []
         envelopes: list[tuple[Envelope, str | None]] = []
+        originals: list[connect_pb2.Post] = []
         for post in posts:
             try:
                 check_limits(self, agent_id, "Connect", post)
@@ -183,6 +211,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                 continue
             request_ids.append(post.request_id)
             envelopes.append((env, post.envelope.event_data_json))
+            originals.append(post)
         if not envelopes:
             return
         if len(envelopes) == 1:  # the common single Post: no list round trip through the core
@@ -195,12 +224,18 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             outcomes = await self.core.admit_many(agent_id, envelopes)
         # One commit callback per commit future (a batch's posts into one channel share one).
         waiting: dict[int, tuple[asyncio.Future[None], list[_Answer]]] = {}
-        for request_id, (env, raw), outcome in zip(request_ids, envelopes, outcomes, strict=True):
+        moved: dict[str, list[connect_pb2.Post]] = {}
+        for request_id, (env, raw), original, outcome in zip(request_ids, envelopes, originals, outcomes, strict=True):
+            if forwarder is not None and isinstance(outcome, PartitionMoved):  # another replica holds the channel
+                moved.setdefault(env.channel_id, []).append(original)
+                continue
             if isinstance(outcome, Exception):
                 result(request_id, error=error_detail(domain_error(outcome, "HubServicer.Connect (post)")))
                 continue
             fut, wire, duplicate = outcome
-            waiting.setdefault(id(fut), (fut, []))[1].append((request_id, wire, duplicate, env, raw))
+            waiting.setdefault(id(fut), (fut, []))[1].append((request_id, wire, duplicate, env, raw, original))
+        for channel_id, moving in moved.items():
+            send_on(channel_id, moving)
 
         async def readmit(request_id: str, env: Envelope, raw: str | None, admitted: Admitted) -> None:
             try:
@@ -213,9 +248,11 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         def answer(answers: list[_Answer]) -> Callable[[asyncio.Future[None]], None]:
             def committed(f: asyncio.Future[None]) -> None:
                 error = None if f.cancelled() else f.exception()
-                for request_id, wire, duplicate, env, raw in answers:
+                for request_id, wire, duplicate, env, raw, original in answers:
                     if isinstance(error, LostRace):  # nothing was stored: the core's retry loop admits it again
                         self.core.spawn(readmit(request_id, env, raw, (f, wire, duplicate)), "readmit-post")
+                    elif forwarder is not None and isinstance(error, PartitionMoved):  # fenced: the holder moved
+                        send_on(env.channel_id, [original])
                     elif f.cancelled() or error is not None:
                         failed = error if isinstance(error, AgentNetError) else Unavailable("the write failed; retry")
                         result(request_id, error=error_detail(failed))

@@ -150,9 +150,9 @@ class HubCore:
             # With an arbiter the delivery leaves can_send unset: only CanSend asks the arbiter.
             turn_probe=None
             if arbiter is not None
-            else lambda agent, channel, cause: self.posts.reply_refusal(agent, channel, cause) is None
-            if self.placement.holds(channel)
-            else None,
+            else lambda agent, channel, cause: (
+                self.posts.reply_refusal(agent, channel, cause) is None if self.placement.holds(channel) else None
+            ),
             recorder=recorder,
             tracer=tracer,
         )

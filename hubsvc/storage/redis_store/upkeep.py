@@ -11,7 +11,7 @@ from agentnet.v1 import envelope_pb2
 from redis.asyncio.cluster import RedisCluster
 
 from hubsvc.storage.redis_store.codec import idem_field, text
-from hubsvc.storage.redis_store.keys import PARTITIONS, HOLDINGS_MARK, REPLIES_MARK
+from hubsvc.storage.redis_store.keys import HOLDINGS_MARK, PARTITIONS, REPLIES_MARK
 from hubsvc.storage.redis_store.plan import Part
 
 if TYPE_CHECKING:

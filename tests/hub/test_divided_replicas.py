@@ -1,0 +1,188 @@
+"""Channels divided among replicas (``--partitions``): each channel is held — admitted into, folded,
+timed — by the replica owning its partition; the others forward what they receive for it and
+deliver it to their members without a fold (docs/scale-out.md "Channels divided among the replicas").
+
+Replicas are real gRPC servers in this process on one redis-server, each with its own store on
+the same keys, with short leases so ownership moves within a second or two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
+
+from hubsvc.core.options import HubOptions
+from hubsvc.server import start_hub
+from hubsvc.storage.redis_store import RedisHubStore
+from netkernel.errors import NotYourTurn
+from tests.eventually import assert_eventually
+from tests.hub import harness
+from tests.hub.harness import OPERATOR_TOKEN, RunningHub, open_channel, register
+from tests.hub.test_replicas import REDIS_DB, on
+
+PARTITIONS = 8
+OPTIONS = HubOptions(replica_ttl=1.5, replica_refresh=0.2)
+
+
+@pytest.fixture
+def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The session's redis-server (database REDIS_DB, emptied afterwards)."""
+    with harness.on_redis(request, "redis", REDIS_DB):
+        yield harness.STORE.redis_url
+
+
+class Divided:
+    """Replicas dividing one store's channels, started and stopped on demand."""
+
+    def __init__(self, stack: AsyncExitStack, url: str, prefix: str) -> None:
+        self._stack, self._url, self._prefix = stack, url, prefix
+        self.hubs: list[RunningHub] = []
+        self.stopped: set[int] = set()
+
+    async def stop(self, hub: RunningHub) -> None:
+        """Stop ``hub`` cleanly (it hands its partitions over)."""
+        self.stopped.add(id(hub))
+        await hub.server.stop(0.5)
+
+    async def start(self) -> RunningHub:
+        store = RedisHubStore(self._url, prefix=self._prefix, partitions=PARTITIONS)
+        server = await start_hub(store, operator_token=OPERATOR_TOKEN, options=OPTIONS)
+        hub = RunningHub(server, Path("unused"))
+        self._stack.push_async_callback(self._stop_unless_stopped, hub)
+        self.hubs.append(hub)
+        return hub
+
+    async def _stop_unless_stopped(self, hub: RunningHub) -> None:
+        if id(hub) not in self.stopped:
+            await self.stop(hub)
+
+    async def settled(self) -> None:
+        """Wait until the live replicas hold every partition between them, each its rendezvous share."""
+        live = [h for h in self.hubs if id(h) not in self.stopped]
+
+        async def even() -> bool:
+            held = [set(h.core.placement.ownership.held) for h in live]  # type: ignore[union-attr]
+            everything = set().union(*held)
+            return len(everything) == PARTITIONS and sum(map(len, held)) == PARTITIONS and all(held)
+
+        await assert_eventually(even, timeout=15)
+
+
+@pytest.fixture
+async def divided(redis_url: str, tmp_path: Path) -> AsyncIterator[Divided]:
+    prefix = f"divided:{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]}:"
+    async with AsyncExitStack() as stack:
+        yield Divided(stack, redis_url, prefix)
+
+
+def holder(hubs: list[RunningHub], channel_id: str) -> RunningHub:
+    """The replica holding ``channel_id`` in memory (exactly one does)."""
+    holding = [h for h in hubs if channel_id in h.core.channels.table.channels]
+    assert len(holding) == 1, f"{len(holding)} replicas hold {channel_id}"
+    return holding[0]
+
+
+async def stored_wal(hub: RunningHub, channel_id: str) -> list[envelope_pb2.Envelope]:
+    """The channel's whole WAL as the store holds it, checked to have contiguous seqs from 1."""
+    wal = [envelope_pb2.Envelope.FromString(d) for d in await hub.core.store.read_wal(channel_id, 1, 0, 10_000)]
+    assert [e.seq for e in wal] == list(range(1, len(wal) + 1)), [e.seq for e in wal]
+    return wal
+
+
+async def test_a_channel_is_held_by_one_replica_and_served_through_any(divided: Divided) -> None:
+    a = await divided.start()
+    b = await divided.start()
+    c = await divided.start()
+    await divided.settled()
+    alice = await register(a.target, "alice")
+    bob = on(b, await register(a.target, "bob"))
+    carol = on(c, await register(a.target, "carol"))
+    for p in (alice, bob, carol):
+        await p.connect()
+    # A discussion: turns go alice, bob, carol; each posts through its own replica.
+    channel_id = await open_channel(alice, "discussion", [bob, carol])
+    assert holder(divided.hubs, channel_id) is a  # opened in a partition a holds
+    said = [await alice.say(channel_id, "one")]
+    seen: dict[str, list[envelope_pb2.Envelope]] = {p.agent_id: [] for p in (alice, bob, carol)}
+    for speaker, text in ((bob, "two"), (carol, "three"), (alice, "four")):
+        seen[speaker.agent_id] += await speaker.until(said[-1].envelope_id)  # its turn has come
+        said.append(await speaker.say(channel_id, text))
+    # Out of turn through a replica that does not hold the channel: the holder's refusal comes back.
+    with pytest.raises(NotYourTurn):
+        await carol.say(channel_id, "not yet")
+    for p in (bob, carol):  # every member got every text once, in order, wherever it is connected
+        seen[p.agent_id] += await p.until(said[-1].envelope_id)
+        got = [e.envelope_id for e in seen[p.agent_id] if e.event_type == "ag2.msg.text"]
+        assert got == [s.envelope_id for s in said if s.sender_id != p.agent_id]
+    wal = await stored_wal(b, channel_id)
+    assert [e.envelope_id for e in wal if e.event_type == "ag2.msg.text"] == [s.envelope_id for s in said]
+    # Only the holder folded it: the other replicas follow it.
+    assert all(channel_id in h.core.channels.followers.channels for h in (b, c))
+    for p in (alice, bob, carol):
+        await p.close()
+
+
+async def test_calls_about_a_channel_held_elsewhere_are_answered_by_its_holder(divided: Divided) -> None:
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    alice = await register(a.target, "alice")
+    bobs = await register(a.target, "bob")
+    bob = on(b, bobs)
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "discussion", [bob])
+    assert holder(divided.hubs, channel_id) is a
+    first = await alice.say(channel_id, "hello")
+    await bob.next(lambda e: e.envelope_id == first.envelope_id)
+    # CanSend, PostEnvelope and CloseChannel reach b, which does not hold the channel.
+    answer = await bob.rpc("CanSend", hub_pb2.CanSendRequest(channel_id=channel_id, event_type="ag2.msg.text"))
+    assert answer.allowed and list(answer.expected_next) == [bob.agent_id]
+    refused = await on(b, alice).rpc("CanSend", hub_pb2.CanSendRequest(channel_id=channel_id))
+    assert not refused.allowed and refused.refusal.reason == "NOT_YOUR_TURN"
+    posted = await bob.rpc(
+        "PostEnvelope",
+        hub_pb2.PostEnvelopeRequest(envelope=harness.make_envelope(channel_id, "ag2.msg.text", {"text": "hi"})),
+    )
+    assert posted.envelope.seq == first.seq + 1 and posted.envelope.sender_id == bob.agent_id
+    closed = await bob.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=channel_id))
+    assert closed.channel.state == channel_pb2.CHANNEL_STATE_CLOSED
+    await alice.next_of("ag2.channel.closed")
+    wal = await stored_wal(a, channel_id)
+    assert wal[-1].event_type == "ag2.channel.closed"
+    await alice.close()
+    await bob.close()
+
+
+async def test_a_replica_that_stops_hands_its_channels_over(divided: Divided) -> None:
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    alice = on(b, await register(a.target, "alice"))
+    bob = on(b, await register(a.target, "bob"))
+    opener = on(a, alice)
+    await opener.connect()
+    await bob.connect()
+    channel_id = await open_channel(opener, "conversation", [bob])
+    assert holder(divided.hubs, channel_id) is a
+    await opener.close()
+    await alice.connect()
+    sent = [await alice.say(channel_id, f"before {i}", idempotency_key=f"k{i}") for i in range(5)]
+    await divided.stop(a)  # a clean stop: a releases its partitions, b takes them
+    await divided.settled()
+    assert holder([b], channel_id) is b
+    sent += [await alice.say(channel_id, f"after {i}", idempotency_key=f"j{i}") for i in range(5)]
+    got = [e.envelope_id for e in await bob.until(sent[-1].envelope_id) if e.event_type == "ag2.msg.text"]
+    assert got == [s.envelope_id for s in sent]
+    wal = await stored_wal(b, channel_id)
+    assert [e.idempotency_key for e in wal if e.event_type == "ag2.msg.text"] == [f"k{i}" for i in range(5)] + [
+        f"j{i}" for i in range(5)
+    ]
+    await alice.close()
+    await bob.close()
+
