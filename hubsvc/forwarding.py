@@ -15,9 +15,9 @@ then hands it here:
 
 The holder is looked up in the lease map this replica reads each ownership round
 (:class:`~hubsvc.core.placement.Placement`). While a partition moves (its old holder released it,
-its new one has not taken it yet) nobody holds it: the forward waits, reading the map again, at
-most :data:`HOLDER_WAIT` seconds, and one that reached a replica that no longer holds the channel
-is sent again to the holder the map names then (at most :data:`ATTEMPTS` sends).
+or died and its lease has not lapsed yet, and its new one has not taken it) the forward waits,
+reading the map again, and one that reached a replica that no longer holds the channel, or none
+at all, is sent again to the holder the map names then — until :meth:`Forwarder._deadline`.
 """
 
 from __future__ import annotations
@@ -32,21 +32,15 @@ from google.protobuf import message_factory
 
 from hubsvc.core.placement import Placement, not_held
 from hubsvc.replica_peers import ReplicaPeers
-from netkernel.errors import PARTITION_MOVED, AgentNetError, PartitionMoved
+from netkernel.errors import PARTITION_MOVED, AgentNetError, Unavailable
 from servicekit.boundary import error_detail
 
 FORWARDED_HEADER = "x-agentnet-forwarded"
 """Metadata marking a call one replica forwarded to another (never forwarded again)."""
 HOLDER_WAIT = 10.0
-"""Seconds a forward waits for some replica to hold the channel's partition."""
-ATTEMPTS = 4
-"""Sends of one forward, each to the holder the lease map names at that time."""
+"""Seconds at least a forward keeps looking for the replica holding its channel (more with a long
+``--replica-ttl``: twice it, plus two ownership rounds)."""
 _HUB = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
-
-
-def channel_of_refusal(err: PartitionMoved) -> str:
-    """The channel a PartitionMoved refusal names ("" if none)."""
-    return err.metadata.get("channel_id", "")
 
 
 Sink = Callable[[connect_pb2.PostResult], None]
@@ -69,10 +63,13 @@ class _Queue:
 class Forwarder:
     """Posts and calls for channels other replicas hold, sent to those replicas."""
 
-    def __init__(self, placement: Placement, peers: ReplicaPeers, *, refresh: float, max_batch: int) -> None:
+    def __init__(
+        self, placement: Placement, peers: ReplicaPeers, *, refresh: float, ttl: float, max_batch: int
+    ) -> None:
         self._placement = placement
         self._peers = peers
         self._refresh = refresh
+        self._ttl = ttl
         self._max_batch = max(1, max_batch)
         self._queues: dict[tuple[str, str], _Queue] = {}
         """(agent id, channel id) → its posts waiting to be forwarded (present while some are)."""
@@ -121,14 +118,14 @@ class Forwarder:
             if self._queues.get(key) is queue and not queue.items:
                 del self._queues[key]
 
-    async def holder(self, channel_id: str, *, stale: bool = False) -> str | None:
+    async def holder(self, channel_id: str, deadline: float, *, stale: bool = False) -> str | None:
         """The address of the replica holding ``channel_id`` (None: this replica holds it now). With
-        ``stale`` the lease map is read again first. Waits while no replica holds it (at most
-        :data:`HOLDER_WAIT` seconds; then PartitionMoved)."""
+        ``stale`` the lease map is read again first (after a pause when the last read is what failed).
+        Waits while no replica holds it, until the loop time ``deadline`` (then PartitionMoved)."""
         placement = self._placement
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + HOLDER_WAIT
         if stale:
+            await asyncio.sleep(self._refresh / 2)
             await placement.read()
         while True:
             if placement.holds(channel_id):
@@ -141,43 +138,65 @@ class Forwarder:
             await asyncio.sleep(min(self._refresh / 2, max(0.0, deadline - loop.time())))
             await placement.read()
 
+    def _deadline(self) -> float:
+        """When a forward starting now gives up waiting for a holder: a dead holder's leases lapse
+        within ``--replica-ttl``, and the next ownership round of a survivor takes them."""
+        return asyncio.get_running_loop().time() + max(HOLDER_WAIT, 2 * self._ttl + 2 * self._refresh)
+
     async def posts(
         self, agent_id: str, channel_id: str, posts: Sequence[connect_pb2.Post]
     ) -> list[connect_pb2.PostResult] | None:
         """Have the holder of ``channel_id`` admit ``posts`` (all into that channel) for ``agent_id``;
-        their results, in order, or None when this replica holds the channel now (admit them here)."""
+        their results, in order, or None when this replica holds the channel now (admit them here).
+
+        A holder that no longer holds the channel, or does not answer (it died: its leases lapse
+        and a survivor takes them), is replaced by the one the lease map names next, until the
+        forward's deadline. A post is sent again then: with its idempotency key (the SDK and the
+        bridges set one) a post the dead holder had admitted is answered as the duplicate."""
+        deadline = self._deadline()
         stale = False
-        for _ in range(ATTEMPTS):
-            address = await self.holder(channel_id, stale=stale)
+        while True:
+            address = await self.holder(channel_id, deadline, stale=stale)
             if address is None:
                 return None
-            results = await self._peers.forward(address, agent_id, posts)
-            if not any(_moved(result) for result in results):
-                return results
-            stale = True  # that replica no longer holds it: ask the map again
-        return results
+            try:
+                results = await self._peers.forward(address, agent_id, posts)
+            except Unavailable as err:
+                if not _retryable(err) or asyncio.get_running_loop().time() >= deadline:
+                    raise
+                stale = True
+                continue
+            if any(_moved(result) for result in results) and asyncio.get_running_loop().time() < deadline:
+                stale = True  # that replica no longer holds it: ask the map again
+                continue
+            return results
 
     async def call(
         self, method: str, request: Any, metadata: Sequence[tuple[str, str | bytes]], channel_id: str
     ) -> Any:
         """Send the unary HubService call ``method`` to the holder of ``channel_id`` with the caller's
         ``metadata``; its response (its refusal raised as the same domain error). None when this
-        replica holds the channel now (serve it here)."""
+        replica holds the channel now (serve it here). Sent again to the next holder as :meth:`posts`."""
         output = message_factory.GetMessageClass(_HUB.methods_by_name[method].output_type)
         forwarded = [(k, v) for k, v in metadata if k.lower() not in (FORWARDED_HEADER, "grpc-timeout")]
         forwarded.append((FORWARDED_HEADER, "1"))
+        deadline = self._deadline()
         stale = False
-        for attempt in range(ATTEMPTS):
-            address = await self.holder(channel_id, stale=stale)
+        while True:
+            address = await self.holder(channel_id, deadline, stale=stale)
             if address is None:
                 return None
             try:
                 return await self._peers.call_hub(address, method, request, output, forwarded)
-            except PartitionMoved:
-                if attempt == ATTEMPTS - 1:
+            except Unavailable as err:
+                if not _retryable(err) or asyncio.get_running_loop().time() >= deadline:
                     raise
                 stale = True
-        raise AssertionError("unreachable")
+
+
+def _retryable(err: Unavailable) -> bool:
+    """A forward that reached no holder of the channel: it moved, or its holder did not answer."""
+    return err.metadata.get("cause") in (PARTITION_MOVED, "replica_unreachable")
 
 
 def _moved(result: connect_pb2.PostResult) -> bool:

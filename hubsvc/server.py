@@ -178,7 +178,11 @@ async def start_hub(
             await core.liveness.beat()
     if peers is not None and core.placement.divided:
         servicer.forwarder = Forwarder(
-            core.placement, peers, refresh=core.options.replica_refresh, max_batch=core.options.max_batch
+            core.placement,
+            peers,
+            refresh=core.options.replica_refresh,
+            ttl=core.options.replica_ttl,
+            max_batch=core.options.max_batch,
         )
     return server
 

@@ -83,17 +83,17 @@ class Placement:
         return self._addresses.get(owner) or None
 
     def new_channel_id(self) -> str:
-        """A fresh channel id in a partition this replica holds (any fresh id without partitions)."""
+        """A fresh channel id in a partition this replica holds (any fresh id without partitions). A
+        replica holding no partition raises :func:`not_held` for a fresh id: the servicer forwards the
+        call to that id's holder, which opens the channel in a partition of its own."""
         if self.ownership is None:
             return new_id()
-        for _ in range(_NEW_ID_TRIES):
-            channel_id = new_id()
-            if self.holds(channel_id):
-                return channel_id
-        raise PartitionMoved(
-            "this hub replica holds no partition of the channels right now (replicas are joining or "
-            "leaving); retry in a moment.",
-        )
+        if self.ownership.held:
+            for _ in range(_NEW_ID_TRIES):
+                channel_id = new_id()
+                if self.holds(channel_id):
+                    return channel_id
+        raise not_held(new_id())
 
     async def read(self) -> None:
         """Read the lease map and the replica directory again (concurrent callers share one read)."""

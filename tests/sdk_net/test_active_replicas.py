@@ -35,8 +35,15 @@ def url(redis_server: RedisServer) -> Iterator[str]:
     redis_server.flush(DB)
 
 
-async def test_a_replica_killed_under_load_loses_nothing_and_its_clients_move(url: str, tmp_path: Path) -> None:
-    with replicas(url, tmp_path, 3) as hubs:
+DIVIDED = ["--partitions", "8", "--replica-ttl", "2", "--replica-refresh", "0.3"]
+"""Channels divided among the replicas (docs/scale-out.md): the dead replica's channels move to the others."""
+
+
+@pytest.mark.parametrize("extra_args", [[], DIVIDED], ids=["every-replica-holds-all", "divided"])
+async def test_a_replica_killed_under_load_loses_nothing_and_its_clients_move(
+    url: str, tmp_path: Path, extra_args: list[str]
+) -> None:
+    with replicas(url, tmp_path, 3, extra_args=extra_args) as hubs:
         t = hubs.targets
         first_0, first_1 = [t[0], t[2], t[1]], [t[1], t[2], t[0]]  # pick_first: the first that answers
         handled: list[list[Envelope]] = [[] for _ in range(PAIRS)]

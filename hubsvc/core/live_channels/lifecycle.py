@@ -104,6 +104,7 @@ class Lifecycle:
         a recorded one commits before its channel).
         """
         adapter = get_adapter(type)
+        channel_id = self._placement.new_channel_id()  # in a partition held here (else PartitionMoved: forwarded)
         if not targets:
             raise InvalidArgument(f"a {type} channel needs at least one target; name who to invite.")
         members: list[str] = []
@@ -129,7 +130,6 @@ class Lifecycle:
         timeout = self._options.invite_ack_timeout if invite_ack_timeout is None else invite_ack_timeout
         participants = (initiator, *members)
         names = {a: self._registry.name_for(a) for a in participants}
-        channel_id = self._placement.new_channel_id()  # in a partition this replica holds
         spec = ChannelSpec(
             channel_id=channel_id,
             type=adapter.type,
