@@ -202,9 +202,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             fut, wire, duplicate = outcome
             waiting.setdefault(id(fut), (fut, []))[1].append((request_id, wire, duplicate, env, raw))
 
-        async def readmit(request_id: str, env: Envelope, raw: str | None) -> None:
+        async def readmit(request_id: str, env: Envelope, raw: str | None, admitted: Admitted) -> None:
             try:
-                wire, duplicate = await self.core.post(agent_id, env, event_data_json=raw)
+                wire, duplicate = await self.core.post(agent_id, env, event_data_json=raw, admitted=admitted)
             except Exception as exc:
                 result(request_id, error=error_detail(domain_error(exc, "HubServicer.Connect (post)")))
             else:
@@ -214,8 +214,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
             def committed(f: asyncio.Future[None]) -> None:
                 error = None if f.cancelled() else f.exception()
                 for request_id, wire, duplicate, env, raw in answers:
-                    if isinstance(error, LostRace):  # nothing was stored: admit it again against the fresh state
-                        self.core.spawn(readmit(request_id, env, raw), "readmit-post")
+                    if isinstance(error, LostRace):  # nothing was stored: the core's retry loop admits it again
+                        self.core.spawn(readmit(request_id, env, raw, (f, wire, duplicate)), "readmit-post")
                     elif f.cancelled() or error is not None:
                         failed = error if isinstance(error, AgentNetError) else Unavailable("the write failed; retry")
                         result(request_id, error=error_detail(failed))

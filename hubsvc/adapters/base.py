@@ -164,7 +164,10 @@ class Adapter(Protocol, Generic[S]):
         ...
 
     def validate_send(self, spec: ChannelSpec, state: S, env: Envelope) -> None:
-        """Raise if ``env`` (from participant ``env.sender_id``) may not be posted now."""
+        """Raise if ``env`` (from participant ``env.sender_id``) may not be posted now.
+
+        Only the channel's turn rules: the hub has checked already that the sender is a participant
+        (and everything else admission checks: :mod:`hubsvc.core.admission`)."""
         ...
 
     def fold(self, spec: ChannelSpec, state: S, env: Envelope) -> S:

@@ -113,15 +113,11 @@ def not_participant(channel_id: str, action: str = "use it") -> NotParticipant:
 
 
 def require_participant(agent_id: str, participants: Collection[str], channel_id: str, action: str = "use it") -> None:
-    """The hub's one membership check: :func:`not_participant` unless ``agent_id`` is one of
-    ``participants`` (agent ids). Posts, reads, ``ListTools``, ``CanSend`` and the adapters all call it."""
+    """The membership check of reads and calls about a channel: :func:`not_participant` unless
+    ``agent_id`` is one of ``participants`` (agent ids). A post's membership is checked once, by
+    admission (``hubsvc.core.admission.Admission.validate``), before any adapter is asked."""
     if agent_id not in participants:
         raise not_participant(channel_id, action)
-
-
-def require_sender(spec: ChannelSpec, env: Envelope) -> None:
-    """Refuse a post from an agent that is not a participant (the core checks this too)."""
-    require_participant(env.sender_id, spec.participants, spec.channel_id, "post")
 
 
 def positive_int(value: Any, *, spec: ChannelSpec, key: str) -> int:

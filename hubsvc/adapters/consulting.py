@@ -18,7 +18,6 @@ from hubsvc.adapters.common import (
     is_substantive,
     not_your_turn,
     require_participants,
-    require_sender,
     substantive_count,
 )
 from netkernel.channel_types import CONSULTING_TYPE, VIEW_FULL_TRANSCRIPT
@@ -68,7 +67,6 @@ class ConsultingAdapter:
 
     def validate_send(self, spec: ChannelSpec, state: ConsultingState, env: Envelope) -> None:
         """Only the question (from the initiator) then the reply (from the target) are admitted."""
-        require_sender(spec, env)
         if not is_substantive(env):
             return  # custom and context events carry no turn rule
         expected = state.expected

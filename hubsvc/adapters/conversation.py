@@ -18,7 +18,6 @@ from hubsvc.adapters.common import (
     is_substantive,
     optional_positive_int,
     require_participants,
-    require_sender,
     substantive_count,
 )
 from netkernel.channel_types import CONVERSATION_TYPE, VIEW_WINDOWED_SUMMARY
@@ -60,7 +59,6 @@ class ConversationAdapter:
 
     def validate_send(self, spec: ChannelSpec, state: ConversationState, env: Envelope) -> None:
         """Any participant may post at any time, until a ``max_turns`` limit was reached."""
-        require_sender(spec, env)
         if is_substantive(env) and state.end_reason is not None:
             raise channel_closed(
                 spec,

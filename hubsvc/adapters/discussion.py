@@ -25,7 +25,6 @@ from hubsvc.adapters.common import (
     not_your_turn,
     optional_positive_int,
     require_participants,
-    require_sender,
     substantive_count,
 )
 from netkernel.channel_types import DISCUSSION_ORDERINGS, DISCUSSION_TYPE
@@ -96,7 +95,6 @@ class DiscussionAdapter:
 
     def validate_send(self, spec: ChannelSpec, state: DiscussionState, env: Envelope) -> None:
         """Only the expected next speaker may post a substantive envelope."""
-        require_sender(spec, env)
         if not is_substantive(env):
             return
         if state.end_reason is not None:

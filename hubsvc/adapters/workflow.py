@@ -25,7 +25,6 @@ from hubsvc.adapters.common import (
     named_window,
     not_your_turn,
     require_participants,
-    require_sender,
 )
 from hubsvc.adapters.payloads import ContextUpdates, Packet, canonical_json, parse_context_updates, parse_packet
 from hubsvc.adapters.workflow_graph import MAX_TURNS, parse_workflow_knobs
@@ -81,7 +80,6 @@ class WorkflowAdapter:
 
     def validate_send(self, spec: ChannelSpec, state: WorkflowState, env: Envelope) -> None:
         """Context sets from anyone; substantive envelopes only from the current speaker, well-formed."""
-        require_sender(spec, env)
         if env.event_type == EV_CONTEXT_SET:
             parse_context_updates(env.event_data, spec=spec, where=_CONTEXT_SET_WHERE)
             return

@@ -1,11 +1,24 @@
-"""Admission: the rules that turn a post into a WAL entry of a live channel.
+"""Admission: the one call that turns a client's envelope into a WAL entry of a live channel.
 
-``validate → stamp (seq, id, time) → fold → stage``, plus what an admitted envelope
-does to the channel's lifecycle: the last invite ack opens the channel (and posts its
-seed), a reject or the adapter's word ends it. Everything here runs under the
-channel's lock, does no I/O and never awaits: what it decides is staged in a
-:class:`Batch`, which the caller submits as one store bundle (so admission order is
-WAL order). Tests drive it directly over a :class:`ChannelRuntime`.
+:meth:`Admission.admit` is the seam every envelope an identity originates passes, whatever
+the path — a post (PostEnvelope, a Connect ``Post`` or a ``PostBatch``'s run, Say, a task's
+cancel request, CallTool actions that post, invite acks) through :mod:`hubsvc.core.posts`,
+and the seed of a channel being opened (OpenChannel's message or seed envelope, Delegate's
+prompt, InvokeAgent's question) through :mod:`hubsvc.core.live_channels.lifecycle`:
+
+``screen → membership → the channel's rules (sender, audience, depth, lifecycle, adapter) →
+inbox cap → rate token → stamp (seq, id, time) → fold → stage``
+
+each check written once, here or in the governance module it names (the depth rule is
+:func:`hubsvc.governance.checks.check_depth`, the inbox cap :mod:`hubsvc.governance.inbox`, the
+rate buckets :mod:`hubsvc.governance.rate`). The rate token is taken last, once nothing else
+can refuse the envelope, so a refused envelope takes none; it is noted in the
+:class:`Batch`'s ``charged`` and given back (:meth:`Admission.refund`) if the commit stores
+nothing. Admission also stages what an admitted envelope does to the channel's lifecycle:
+the last invite ack opens the channel (and posts its seed), a reject or the adapter's word
+ends it. Everything here runs under the channel's lock, does no I/O and never awaits: what
+it decides is staged in a :class:`Batch`, which the caller submits as one store bundle (so
+admission order is WAL order). Tests drive it directly over a :class:`ChannelRuntime`.
 """
 
 from __future__ import annotations
@@ -14,15 +27,18 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from agentnet.v1 import envelope_pb2
 
+from hubsvc.adapters.common import not_participant
 from hubsvc.core.channel import HUB_SENDER, PENDING, TERMINAL, ChannelRuntime
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import Clock, check_seconds, iso_z, next_envelope_id, stamp_time
+from hubsvc.governance.checks import check_depth
 from hubsvc.governance.inbox import Inboxes
-from hubsvc.storage import WalRow, Writes
+from hubsvc.governance.rate import RateLimiter
+from hubsvc.storage import WalRow, Writes, nothing_stored
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
     EV_CHANNEL_EXPIRED,
@@ -36,7 +52,6 @@ from netkernel.envelope import (
 from netkernel.errors import (
     AgentNetError,
     ChannelClosed,
-    DepthExceeded,
     InvalidArgument,
     PayloadTooLarge,
     PermissionDenied,
@@ -90,33 +105,31 @@ def refuse_forged_dispatch(env: Envelope) -> None:
 
 
 class Admission:
-    """The admission rules of live channels; the caller holds the channel's lock."""
+    """The admission of envelopes into live channels; the caller holds the channel's lock."""
 
     def __init__(
         self,
         options: HubOptions,
         clock: Clock,
         inboxes: Inboxes | None = None,
+        rate: RateLimiter | None = None,
         *,
         depth_limit: Callable[[str], tuple[int, str]] | None = None,
     ) -> None:
         self.options = options
         self.clock = clock
         self.inboxes = inboxes
-        """Counts every staged envelope for its recipients (the inbox cap); None in tests that drive admission alone."""
+        """The inbox caps, and the count of every staged envelope for its recipients (None in tests that
+        drive admission alone: no cap, nothing counted)."""
+        self.rate = rate
+        """The senders' rate buckets (None in tests that drive admission alone: no limit)."""
         self.depth_limit = depth_limit or (lambda sender_id: (options.max_depth, ""))
         """The deepest envelope a sender may post, and the governance rule that set it ("" = the hub's limit)."""
 
     def screen(self, env: Envelope, event_data_json: str | None = None) -> None:
-        """The checks every envelope a client sends passes before it may reach a channel.
-
-        The one entry for client envelopes, whatever the path: a post (PostEnvelope,
-        Connect) and a seed (OpenChannel's message or seed_envelope, Delegate's prompt,
-        InvokeAgent's question before the hub attaches its dispatch) — so the checks
-        cannot diverge. Stateless: shape, size, and no forged A2A dispatch; the channel's
-        own rules come later, in :meth:`validate`. Images a text or packet carries are checked
-        here too (:mod:`netkernel.images`).
-        """
+        """The checks of the envelope itself, before anything of its channel is asked (the first step
+        of :meth:`admit`). Stateless: shape, size, and no forged A2A dispatch; images a text or packet
+        carries are checked here too (:mod:`netkernel.images`)."""
         check_shape(env, self.options)
         raw = event_data_json if event_data_json is not None else dumps_json(env.event_data)
         limit = self.options.max_event_data_bytes
@@ -129,18 +142,81 @@ class Admission:
         refuse_forged_dispatch(env)
         check_images(env.event_type, env.event_data)
 
+    @overload
     def admit(
         self, ch: ChannelRuntime, sender_id: str, env: Envelope, batch: Batch, event_data_json: str | None = None
-    ) -> envelope_pb2.Envelope:
-        """Validate a participant's post, then stamp, fold and stage it with its lifecycle effects."""
-        self.validate(ch, sender_id, env)
+    ) -> envelope_pb2.Envelope: ...
+
+    @overload
+    def admit(
+        self,
+        ch: ChannelRuntime,
+        sender_id: str,
+        env: Envelope,
+        batch: Batch,
+        event_data_json: str | None = None,
+        *,
+        seed: Literal[True],
+    ) -> None: ...
+
+    def admit(
+        self,
+        ch: ChannelRuntime,
+        sender_id: str,
+        env: Envelope,
+        batch: Batch,
+        event_data_json: str | None = None,
+        *,
+        seed: bool = False,
+    ) -> envelope_pb2.Envelope | None:
+        """Admit ``env`` from ``sender_id`` into ``ch``: screen, membership and the channel's rules
+        (:meth:`validate`), the recipients' inbox caps, the sender's rate token (last), then stamp,
+        fold and stage it into ``batch`` with its lifecycle and adapter effects; returns it as written.
+
+        Raises the domain error when refused; nothing is staged or taken then. ``event_data_json``
+        is the JSON text ``env.event_data`` was parsed from, if the caller has it (saves
+        serialising it twice). ``seed``: ``env`` is the seed of ``ch``, a channel being opened
+        (PENDING, its sender the initiator): it is held as ``ch.seed`` instead of staged, and the
+        channel's rules answer it when the channel opens (a refusal then ends the channel as
+        ``seed_failed``); returns None."""
+        self.screen(env, event_data_json)
+        if not seed:
+            self.validate(ch, sender_id, env)
+        spec = ch.spec
+        inboxes = self.inboxes
+        if inboxes is not None:
+            inboxes.check(sender_id, spec.participants, env.audience, env.event_type)
+        rate = self.rate
+        if rate is not None and rate.take(sender_id, spec.channel_id, env.event_type):
+            batch.charged.append(sender_id)  # last: a post refused above takes no token
+        if seed:
+            ch.seed = env
+            return None
         return self.accept(ch, env, batch, event_data_json)
 
-    def validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope) -> None:
-        """Raise the domain error refusing ``env`` from ``sender_id`` now (stamps sender and depth).
+    def refund(self, charged: list[str], error: BaseException | None) -> None:
+        """The commit whose envelopes took the rate tokens in ``charged`` (a :class:`Batch`'s) failed with
+        ``error``: if it stored nothing of them (a race lost to another replica, a write the store did
+        not take), give the tokens back, never above a bucket's burst — so a post admitted again after
+        a lost race still counts once.
 
-        The channel's rules only: the envelope itself passed :meth:`screen` already."""
-        cid = ch.channel_id
+        A write stored but unconfirmed keeps its tokens: the client's retry with the same idempotency
+        key is answered as the duplicate, which takes none."""
+        rate = self.rate
+        if charged and rate is not None and nothing_stored(error):
+            for sender_id in charged:
+                rate.refund(sender_id)
+
+    def validate(self, ch: ChannelRuntime, sender_id: str, env: Envelope) -> None:
+        """Raise the domain error refusing ``env`` from ``sender_id`` now (stamps sender and depth):
+        membership, then the channel's rules — the step of :meth:`admit` that CanSend asks alone.
+
+        The envelope itself passed :meth:`screen` already."""
+        spec = ch.spec  # its fields read directly: this runs for every post
+        cid = spec.channel_id
+        participants = spec.participants
+        if sender_id not in participants:  # the hub's one membership check of a post
+            raise not_participant(cid, "post")
         if env.sender_id and env.sender_id != sender_id:
             raise PermissionDenied(
                 f"envelope.sender_id {env.sender_id!r} is not you; the hub stamps the sender from your credential — "
@@ -149,7 +225,7 @@ class Admission:
             )
         env.sender_id = sender_id
         if env.audience is not None:
-            strangers = [a for a in env.audience if a not in ch.participants]
+            strangers = [a for a in env.audience if a not in participants]
             if strangers:
                 raise InvalidArgument(
                     f"audience contains non-participants of channel '{cid}': {strangers}; "
@@ -159,17 +235,7 @@ class Admission:
         if env.causation_id and env.causation_id in ch.depths:
             env.depth = max(env.depth, ch.depths[env.causation_id])
         if env.depth > 0:  # depth 0 (no delegation) is always allowed; only then are the rules asked
-            limit, rule = self.depth_limit(sender_id)
-            if env.depth > limit:
-                source = f"max_depth of rule {rule!r}" if rule else "the hub's --max-depth"
-                metadata = {"channel_id": cid, "limit": str(limit)}
-                if rule:
-                    metadata.update(rule=rule, check="limits.max_depth")
-                raise DepthExceeded(
-                    f"delegation depth {env.depth} exceeds the limit of {limit} ({source}); "
-                    "answer directly instead of delegating further.",
-                    metadata=metadata,
-                )
+            check_depth(self.depth_limit(sender_id), env.depth, metadata={"channel_id": cid})
         etype = env.event_type
         state = ch.meta.state
         if state in TERMINAL:
@@ -192,12 +258,12 @@ class Admission:
                 f"channel '{cid}' is not open yet: every invitee must ack its invite; wait for {EV_CHANNEL_OPENED!r}.",
                 metadata={"channel_id": cid},
             )
-        ch.adapter.validate_send(ch.spec, ch.state, env)
+        ch.adapter.validate_send(spec, ch.state, env)
 
     def accept(
         self, ch: ChannelRuntime, env: Envelope, batch: Batch, event_data_json: str | None = None
     ) -> envelope_pb2.Envelope:
-        """Stage a validated envelope and its lifecycle and adapter effects; returns it as written."""
+        """Stage an admitted envelope and its lifecycle and adapter effects; returns it as written."""
         wire = self.append(ch, env, batch, event_data_json)
         self._after_accept(ch, env, batch)
         return wire
@@ -286,7 +352,10 @@ class Admission:
             self.end(ch, accepted.close_reason, batch)
 
     def _open(self, ch: ChannelRuntime, batch: Batch) -> None:
-        """Every invitee acked: post opened, then the seed (if any) as the initiator's first envelope."""
+        """Every invitee acked: post opened, then the seed (if any) as the initiator's first envelope.
+
+        The seed passed :meth:`admit` when the channel was opened (screen, inbox cap, rate token); the
+        channel's rules answer it now, against the channel it is posted into."""
         self.post_as_hub(
             ch, EV_CHANNEL_OPENED, {"channel_id": ch.channel_id, "participants": list(ch.participants)}, None, batch
         )

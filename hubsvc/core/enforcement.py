@@ -241,14 +241,13 @@ class Enforcement:
             return self._options.max_depth, ""
         return checks.depth_limit(self.rules_of(agent_id), self._options.max_depth)
 
-    def check_depth(self, agent_id: str, depth: int, what: str, rules: Effective | None = None) -> None:
-        """DepthExceeded when ``depth`` is above ``agent_id``'s limit (the hub's, or its rules')."""
-        checks.check_depth(rules or self.rules_of(agent_id), self._options.max_depth, depth, what)
-
     def check_call_depth(self, action: Action, agent_id: str, depth: int, subject: str) -> None:
-        """:meth:`check_depth` for a call about to start (a refusal is audited as ``action_refused``)."""
+        """The depth rule (:func:`~hubsvc.governance.checks.check_depth`, as admission asks it of every
+        envelope) for a call about to start: Delegate or InvokeAgent reaching ``depth`` (a refusal is
+        audited as ``action_refused``)."""
         try:
-            self.check_depth(agent_id, depth, "this A2A call" if action == "invoke" else "delegating")
+            what = "this A2A call" if action == "invoke" else "delegating"
+            checks.check_depth(self.depth_limit(agent_id), depth, what)
         except AgentNetError as err:
             raise self.refused(action, agent_id, subject, err) from None
 

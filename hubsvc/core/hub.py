@@ -2,12 +2,13 @@
 
 Where things happen:
 
-* :mod:`~hubsvc.core.posts` — a participant's post (idempotent retries, refusal audit);
-* :mod:`~hubsvc.core.intake` — the seam every client-originated envelope passes (screen,
-  the sender's rate: :mod:`~hubsvc.governance.rate`) and the inbox caps
-  (:mod:`~hubsvc.governance.inbox`);
-* :mod:`~hubsvc.core.admission` — validate → stamp (seq, id, time) → fold → stage, under
-  the channel's lock, so admission order is WAL order;
+* :mod:`~hubsvc.core.posts` — a participant's post (the arbiter, idempotent retries, the
+  lost-race retry, refusal audit);
+* :mod:`~hubsvc.core.admission` — ``Admission.admit``, the one call that admits an envelope
+  an identity originates (posts and channel seeds alike): screen, membership, the channel's
+  rules (the adapter; the depth rule of :mod:`~hubsvc.governance.checks`), the inbox cap
+  (:mod:`~hubsvc.governance.inbox`), the rate token (:mod:`~hubsvc.governance.rate`), then
+  stamp → fold → stage, under the channel's lock, so admission order is WAL order;
 * :mod:`~hubsvc.core.live_channels` — the live channels: open, close, expire, timers, waits,
   the commit of staged batches (a post is answered and delivered only once committed),
   hydrate and recovery;
@@ -38,7 +39,6 @@ from hubsvc.core.call_tokens import CallTokens
 from hubsvc.core.enforcement import Enforcement
 from hubsvc.core.executions import ExecutionLog
 from hubsvc.core.expectation_timers import ExpectationTimers
-from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.core.options import HubOptions
 from hubsvc.core.posts import Posts
@@ -116,8 +116,8 @@ class HubCore:
             arbiter=arbiter,
         )
         """The policy's rules and the arbiter applied to what identities do."""
-        self.admission = Admission(self.options, clock, self.inboxes, depth_limit=self.rules.depth_limit)
-        self.intake = Intake(self.admission, self.rate, self.inboxes)
+        self.admission = Admission(self.options, clock, self.inboxes, self.rate, depth_limit=self.rules.depth_limit)
+        """Admits every envelope an identity originates (``Admission.admit``), under the channel's lock."""
         self.sessions = Sessions(
             store,
             self.registry,
@@ -137,7 +137,7 @@ class HubCore:
             self.registry,
             self.tasks,
             self.admission,
-            self.intake,
+            self.inboxes,
             self.options,
             clock,
             deliver=self.sessions.deliver,
@@ -152,7 +152,6 @@ class HubCore:
             store,
             self.channels,
             self.admission,
-            self.intake,
             self.audit,
             govern=self.rules.post if arbiter is not None else None,
             recorder=recorder,

@@ -1,10 +1,14 @@
 """A participant's post, from the RPC or Connect frame to a committing batch.
 
-The stateless checks and the channel lookup come first; then, under the channel's
-lock, either the answer to an idempotent retry or :class:`~hubsvc.core.admission.Admission`
-(validate → stamp → fold → stage); then the batch is submitted and the lock released,
-so many posts share one transaction (group commit). A post is answered, and delivered
-to anyone, only once its write is committed. Every refusal is audited as ``post_refused``.
+The arbiter (if any) is asked first, and a cause the channel's memory lacks is read for the
+post's depth (both await, so both come before the lock); then, under the channel's lock,
+either the answer to an idempotent retry or the one admission call,
+:meth:`Admission.admit <hubsvc.core.admission.Admission.admit>` (screen, membership, the
+channel's rules, inbox, rate, stage); then the batch is submitted and the lock released, so
+many posts share one transaction (group commit). A post is answered, and delivered to anyone,
+only once its write is committed; one whose write lost a race to another replica is admitted
+again by :meth:`Posts.post`, the one retry loop (a Connect post's lost race is handed to it
+too). Every refusal is audited as ``post_refused``.
 """
 
 from __future__ import annotations
@@ -16,10 +20,9 @@ from typing import Any
 from agentnet.v1 import envelope_pb2
 from opentelemetry import trace
 
-from hubsvc.adapters.common import not_participant, require_participant
+from hubsvc.adapters.common import require_participant
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import ChannelRuntime
-from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels import LiveChannels
 from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore
@@ -54,7 +57,6 @@ class Posts:
         store: HubStore,
         channels: LiveChannels,
         admission: Admission,
-        intake: Intake,
         audit: Audit,
         *,
         govern: GovernPost | None = None,
@@ -68,22 +70,32 @@ class Posts:
         """Records the admission and commit spans of each post (None: tracing off)."""
         self._channels = channels
         self._admission = admission
-        self._intake = intake
         self._audit = audit
         self._govern = govern
 
     async def post(
-        self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
+        self,
+        sender_id: str,
+        env: Envelope,
+        *,
+        event_data_json: str | None = None,
+        admitted: Admitted | None = None,
     ) -> tuple[envelope_pb2.Envelope, bool]:
         """Admit ``env`` from ``sender_id`` and wait for its commit; returns (as written, duplicate).
 
         A post whose write lost a race to another replica (:class:`LostRace`: nothing of it was
         stored) is admitted again once the channel is rebuilt from the store, so it is checked
         against the state that won: admitted after it, refused (say NOT_YOUR_TURN), or answered
-        as the duplicate of the same idempotency key posted through the other replica.
+        as the duplicate of the same idempotency key posted through the other replica — at most
+        :data:`MAX_READMISSIONS` admissions in all. This is the hub's one lost-race retry loop:
+        ``admitted`` is the post's first admission when the caller made it already (a Connect
+        post, admitted by :meth:`admit` or :meth:`admit_many`, whose commit lost a race).
         """
         for attempt in range(1, MAX_READMISSIONS + 1):
-            fut, wire, duplicate = await self.admit(sender_id, env, event_data_json=event_data_json)
+            if admitted is None:
+                fut, wire, duplicate = await self.admit(sender_id, env, event_data_json=event_data_json)
+            else:
+                (fut, wire, duplicate), admitted = admitted, None
             try:
                 await fut
             except LostRace:
@@ -96,7 +108,9 @@ class Posts:
     async def admit(
         self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        """Validate and append ``env``; returns (commit future, envelope as written, duplicate).
+        """Admit ``env`` (the arbiter's say, then the idempotent original or
+        :meth:`Admission.admit <hubsvc.core.admission.Admission.admit>` under the channel's lock) and
+        submit its batch; returns (commit future, envelope as written, duplicate).
 
         ``event_data_json`` is the JSON text ``env.event_data`` was parsed from, if the
         caller has it (saves serialising it twice). Raises the domain error when refused
@@ -223,9 +237,10 @@ class Posts:
         Admission takes that from the channel's memory (``ChannelRuntime.depths``: its last
         envelopes); a cause in another channel (``say`` into another channel while answering a
         delegated question), or older than that memory, is read here, before the channel's lock:
-        one lookup by envelope id. An unknown cause changes nothing."""
+        one lookup by envelope id. An unknown cause changes nothing, and so does any cause of an
+        envelope of negative depth (admission's screen refuses it as such)."""
         cause = env.causation_id
-        if not cause:
+        if not cause or env.depth < 0:
             return
         ch = self._channels.get(env.channel_id)
         if ch is not None and cause in ch.depths:
@@ -237,10 +252,10 @@ class Posts:
     async def _admit(
         self, sender_id: str, env: Envelope, event_data_json: str | None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        self._intake.screen(env, event_data_json)
         await self.inherit_depth(env)
-        async with self._channels.locked(env.channel_id) as live:  # waits out a rebuild after a failed write
-            ch = await self._channel_for_post(sender_id, env.channel_id, live)
+        async with self._channels.locked(env.channel_id) as ch:  # waits out a rebuild after a failed write
+            if ch is None:
+                raise await self._not_live(sender_id, env, event_data_json)
             batch = Batch()
             earlier, wire, duplicate = await self._stage(ch, sender_id, env, event_data_json, batch, None)
             fut = earlier if earlier is not None else self._channels.commit(ch, batch)
@@ -253,72 +268,67 @@ class Posts:
         channel_id: str,
         run: Sequence[tuple[Envelope, str | None]],
         *,
-        screened: list[int] | None = None,
+        indexes: list[int] | None = None,
         rechecked: bool = False,
     ) -> list[Admitted | Exception]:
         """Admit posts into one channel under one hold of its lock, staged into one batch.
 
-        ``screened``: the indexes of ``run`` already screened (None: screen them all now).
-        A refusal that may come from this replica's stale copy of the channel stops the run
-        there; the rest is admitted again once the copy is refreshed (see :meth:`_admit_once`).
+        ``indexes``: the posts of ``run`` to admit (None: all of them; the outcomes returned are
+        theirs, in order). A refusal that may come from this replica's stale copy of the channel
+        stops the run there; the rest is admitted again once the copy is refreshed (see
+        :meth:`_admit_once`).
         """
+        if indexes is None:
+            indexes = list(range(len(run)))
         outcomes: list[Admitted | Exception | None] = [None] * len(run)
-        if screened is None:
-            screened = []
-            for i, (env, raw) in enumerate(run):
-                try:
-                    self._intake.screen(env, raw)
-                    screened.append(i)
-                except Exception as err:
-                    outcomes[i] = self._refused(sender_id, env, err)
         staged: list[tuple[int, envelope_pb2.Envelope, bool]] = []
         """Posts answered by this batch's commit: (index, envelope as written, duplicate)."""
         stale_at: int | None = None
         """Where a refusal stopped the run that a fresher copy of the channel might not give."""
-        if screened:
-            for i in screened:
-                await self.inherit_depth(run[i][0])
-            batch = Batch()
-            keyed: dict[str, envelope_pb2.Envelope] = {}
-            async with self._channels.locked(channel_id) as live:
-                stored = await self._stored_originals(live, sender_id, [run[i][0] for i in screened])
-                for n, i in enumerate(screened):
-                    env, raw = run[i]
-                    try:
-                        ch = await self._channel_for_post(sender_id, channel_id, live)
-                        earlier, wire, duplicate = await self._stage(ch, sender_id, env, raw, batch, keyed, stored)
-                    except _MAYBE_STALE as err:
-                        if self._store.feed is not None and not rechecked:
-                            stale_at = n
-                            break
-                        outcomes[i] = self._refused(sender_id, env, err)
-                        continue
-                    except Exception as err:
-                        outcomes[i] = self._refused(sender_id, env, err)
-                        continue
-                    if earlier is None:
-                        staged.append((i, wire, duplicate))
-                    else:
-                        outcomes[i] = (earlier, wire, duplicate)
-                if staged:
-                    assert live is not None  # something was staged into it
-                    try:
-                        fut = self._channels.commit(live, batch)
-                    except Exception as err:
-                        for i, _, _ in staged:
-                            outcomes[i] = err
-                    else:
-                        for i, wire, duplicate in staged:
-                            outcomes[i] = (fut, wire, duplicate)
+        for i in indexes:
+            await self.inherit_depth(run[i][0])
+        batch = Batch()
+        keyed: dict[str, envelope_pb2.Envelope] = {}
+        async with self._channels.locked(channel_id) as live:
+            stored = await self._stored_originals(live, sender_id, [run[i][0] for i in indexes])
+            for n, i in enumerate(indexes):
+                env, raw = run[i]
+                try:
+                    if live is None:
+                        raise await self._not_live(sender_id, env, raw)
+                    earlier, wire, duplicate = await self._stage(live, sender_id, env, raw, batch, keyed, stored)
+                except _MAYBE_STALE as err:
+                    if self._store.feed is not None and not rechecked:
+                        stale_at = n
+                        break
+                    outcomes[i] = self._refused(sender_id, env, err)
+                    continue
+                except Exception as err:
+                    outcomes[i] = self._refused(sender_id, env, err)
+                    continue
+                if earlier is None:
+                    staged.append((i, wire, duplicate))
+                else:
+                    outcomes[i] = (earlier, wire, duplicate)
+            if staged:
+                assert live is not None  # something was staged into it
+                try:
+                    fut = self._channels.commit(live, batch)
+                except Exception as err:
+                    for i, _, _ in staged:
+                        outcomes[i] = err
+                else:
+                    for i, wire, duplicate in staged:
+                        outcomes[i] = (fut, wire, duplicate)
         admitted = [outcome for outcome in outcomes if isinstance(outcome, tuple)]
         if admitted:
             self._recorder.admitted(len(admitted), sum(duplicate for _, _, duplicate in admitted))
         if stale_at is not None:
             # Posts from the one refused on: again, on a fresh copy if the store was ahead (else
             # the refusal stands and is given again, and the posts after it go on as usual).
-            rest = screened[stale_at:]
+            rest = indexes[stale_at:]
             behind = await self._channels.refresh_if_behind(channel_id)
-            again = await self._admit_run(sender_id, channel_id, run, screened=rest, rechecked=not behind)
+            again = await self._admit_run(sender_id, channel_id, run, indexes=rest, rechecked=not behind)
             for i, outcome in zip(rest, again, strict=True):
                 outcomes[i] = outcome
         return [outcome for outcome in outcomes if outcome is not None]
@@ -334,7 +344,8 @@ class Posts:
         stored: dict[str, bytes | None] | None = None,
     ) -> tuple[asyncio.Future[None] | None, envelope_pb2.Envelope, bool]:
         """Under ``ch``'s lock: the original of an idempotent retry (with its commit future), or
-        ``env`` validated and staged into ``batch`` (future None: the batch's commit answers it).
+        ``env`` admitted (:meth:`Admission.admit <hubsvc.core.admission.Admission.admit>`) and staged
+        into ``batch`` (future None: the batch's commit answers it).
 
         ``keyed`` collects the keyed envelopes already staged into ``batch`` by envelope id, so
         a retry of one of them in the same batch is its duplicate (None: ``batch`` is fresh).
@@ -352,25 +363,23 @@ class Posts:
                 original = await self._idempotent(ch, sender_id, key, stored)
                 if original is not None:
                     return original[0], original[1], True
-        self._admission.validate(ch, sender_id, env)
-        self._intake.check_inbox(sender_id, ch.participants, env)
-        self._intake.count(sender_id, env, batch.charged)  # last: a post refused above takes no rate token
-        wire = self._admission.accept(ch, env, batch, event_data_json)
+        wire = self._admission.admit(ch, sender_id, env, batch, event_data_json)
         if key is not None and keyed is not None:
             keyed[wire.envelope_id] = wire
         return None, wire, False
 
-    async def _channel_for_post(self, sender_id: str, channel_id: str, ch: ChannelRuntime | None) -> ChannelRuntime:
-        """``ch`` (the live channel, or None) if ``sender_id`` may post into it; else why not."""
-        if ch is None:
-            meta = await self._channels.meta(channel_id)  # NotFound for unknown ids
-            require_participant(sender_id, [p.agent_id for p in meta.participants], channel_id, "post")
-            raise ChannelClosed(
-                f"channel '{channel_id}' is closed (reason: {meta.close_reason or 'unknown'}); open a new channel.",
-                metadata={"channel_id": channel_id, "reason": meta.close_reason},
-            )
-        require_participant(sender_id, ch.participants, channel_id, "post")
-        return ch
+    async def _not_live(self, sender_id: str, env: Envelope, event_data_json: str | None) -> AgentNetError:
+        """Why a post into a channel that is not live here is refused: a malformed envelope as such
+        (admission's screen, as for a live channel), an unknown channel NotFound, a non-participant
+        NotParticipant, else the channel is closed."""
+        self._admission.screen(env, event_data_json)
+        channel_id = env.channel_id
+        meta = await self._channels.meta(channel_id)  # NotFound for unknown ids
+        require_participant(sender_id, [p.agent_id for p in meta.participants], channel_id, "post")
+        return ChannelClosed(
+            f"channel '{channel_id}' is closed (reason: {meta.close_reason or 'unknown'}); open a new channel.",
+            metadata={"channel_id": channel_id, "reason": meta.close_reason},
+        )
 
     async def _stored_originals(
         self, ch: ChannelRuntime | None, sender_id: str, envs: Sequence[Envelope]
@@ -448,14 +457,13 @@ class Posts:
         return refusal is None, refusal, ch.expected_next() if ch is not None else []
 
     def refusal(self, caller: str, probe: Envelope) -> AgentNetError | None:
-        """Why ``probe`` (from :func:`_probe`) would be refused now (None: it would pass): the channel's
-        rules and the delegation depth, as :meth:`can_send` answers (also each delivery's ``can_send``)."""
+        """Why ``probe`` (from :func:`_probe`) would be refused now (None: it would pass): admission's
+        membership and channel rules (:meth:`Admission.validate <hubsvc.core.admission.Admission.validate>`,
+        the delegation depth among them), as :meth:`can_send` answers (also each delivery's ``can_send``)."""
         channel_id = probe.channel_id
         ch = self._channels.get(channel_id)
         if ch is None:
             return ChannelClosed(f"channel '{channel_id}' is not live (closed, expired or unknown).")
-        if caller not in ch.participants:
-            return not_participant(channel_id, "post")
         try:
             self._admission.validate(ch, caller, probe)
         except AgentNetError as err:

@@ -123,16 +123,25 @@ def depth_limit(rules: Effective, hub_max: int) -> tuple[int, str]:
     return hub_max, ""
 
 
-def check_depth(rules: Effective, hub_max: int, depth: int, what: str, metadata: dict[str, str] | None = None) -> None:
-    """DepthExceeded when ``depth`` is above the identity's limit (metadata ``rule`` when a rule set it)."""
-    limit, rule_id = depth_limit(rules, hub_max)
-    if depth <= limit:
+def check_depth(limit: tuple[int, str], depth: int, what: str = "", metadata: dict[str, str] | None = None) -> None:
+    """The one depth rule: DepthExceeded when ``depth`` is above ``limit`` (the deepest depth allowed and
+    the rule that set it, "" = the hub's ``--max-depth``: :func:`depth_limit`), metadata ``rule`` and
+    ``check`` when a rule set it.
+
+    ``what`` is the action that would reach ``depth`` ("delegating", "this A2A call"); "" for an
+    envelope posted at that depth (admission asks for every envelope deeper than 0)."""
+    most, rule_id = limit
+    if depth <= most:
         return
     source = f"max_depth of rule {rule_id!r}" if rule_id else "the hub's --max-depth"
-    meta = {**(metadata or {}), "limit": str(limit)}
+    meta = {**(metadata or {}), "limit": str(most)}
     if rule_id:
         meta.update(rule=rule_id, check="limits.max_depth")
-    raise DepthExceeded(
-        f"{what} would reach depth {depth}, above the limit of {limit} ({source}); answer directly instead.",
-        metadata=meta,
-    )
+    if what:
+        message = f"{what} would reach depth {depth}, above the limit of {most} ({source}); answer directly instead."
+    else:
+        message = (
+            f"delegation depth {depth} exceeds the limit of {most} ({source}); "
+            "answer directly instead of delegating further."
+        )
+    raise DepthExceeded(message, metadata=meta)

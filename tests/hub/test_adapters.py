@@ -1,4 +1,5 @@
-"""Unit tests for the hub halves of the four channel adapters (pure functions, no hub)."""
+"""Unit tests for the hub halves of the four channel adapters (pure functions, no hub), and of what
+admission checks before an adapter is asked."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from hubsvc.adapters import (
 )
 from hubsvc.adapters.base import Accepted, ChannelSpec
 from hubsvc.adapters.workflow import WorkflowState
+from hubsvc.core.admission import Admission, Batch
+from hubsvc.core.channel import OPENED, ChannelRuntime
+from hubsvc.core.options import HubOptions
 from netkernel.envelope import (
     EV_CHANNEL_CLOSED,
     EV_CHANNEL_INVITE,
@@ -170,11 +174,28 @@ def test_validate_create_refuses_duplicates_and_initiator_not_first() -> None:
 
 
 @pytest.mark.parametrize("type_", ["consulting", "conversation", "discussion"])
-def test_non_participant_is_refused(type_: str) -> None:
+def test_non_participant_is_refused_by_admission_before_the_adapter_is_asked(type_: str) -> None:
+    # Membership is checked once, by admission; an adapter's validate_send sees participants only.
     spec = make_spec(type_)
-    adapter = ADAPTERS[type_]
+    asked: list[Envelope] = []
+
+    class Asked:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(ADAPTERS[type_], name)
+
+        def validate_send(self, spec: ChannelSpec, state: Any, envelope: Envelope) -> None:
+            asked.append(envelope)
+
+    ch = ChannelRuntime.pending(spec, Asked(), intent="", invite_ack_timeout=30.0, ttl=None, now=0.0)
+    admission = Admission(HubOptions(), clock=lambda: 0.0)
+    admission.admit(ch, B, env(B, EV_CHANNEL_INVITE_ACK, {}), Batch())
+    assert ch.meta.state == OPENED
+    batch = Batch()
     with pytest.raises(NotParticipant, match=CID):
-        adapter.validate_send(spec, adapter.initial_state(spec), text("mallory"))
+        admission.admit(ch, "mallory", text("mallory"), batch)
+    assert not asked and not batch.wires and not batch.charged
+    admission.admit(ch, A, text(A), batch)  # a participant's post is the adapter's to judge
+    assert [e.sender_id for e in asked] == [A]
 
 
 @pytest.mark.parametrize("type_", ["consulting", "conversation", "discussion"])

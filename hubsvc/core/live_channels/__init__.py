@@ -1,33 +1,33 @@
 """The live channels: lookup, lifecycle and timers, waits, commits and WAL reads, one module per job.
 
 A channel is live from OpenChannel until its closed or expired envelope commits.
-:class:`LiveChannels` is what the rest of the hub uses; behind it
+:class:`LiveChannels` builds the parts and exposes them, with the calls the rest of the hub
+makes bound straight to the part that serves them (no forwarding frame: ``channels.locked``
+and ``channels.commit`` are on every post's path):
 
-* :mod:`.table` holds the table of live channels and reads it (metadata, final states, watchers,
-  WAL reads);
-* :mod:`.lifecycle` opens, closes and expires channels (the envelopes themselves are staged by
-  :class:`~hubsvc.core.admission.Admission` under the channel's lock) and waits for a state;
-* :mod:`.timers` arms the invite-timeout and TTL timers;
-* :mod:`.commits` submits every staged :class:`~hubsvc.core.admission.Batch` and, once it commits,
-  hands its envelopes to the connected members and to watchers (the store fires commit callbacks
-  in submission order, so delivery order is WAL order);
-* :mod:`.rebuild` rebuilds channels from the WAL at start (hydrate) or after a failed commit
-  (recover), and holds a channel's lock while waiting such a rebuild out;
-* :mod:`.catch_up` folds and publishes what other replicas sharing the store committed.
+* :mod:`.table` (``table``: ``get``, ``live``, ``meta``, ``final_state``, ``require_member``,
+  ``watch``, ``watched``, ``read_wal``, ``iter_wal``) holds the table of live channels and reads it;
+* :mod:`.lifecycle` (``lifecycle``: ``open``, ``wait``, ``close``, ``close_all_of``) opens, closes
+  and expires channels (the envelopes themselves, a channel's seed among them, are admitted and
+  staged by :class:`~hubsvc.core.admission.Admission` under the channel's lock) and waits for a state;
+* :mod:`.timers` (``timers``) arms the invite-timeout and TTL timers;
+* :mod:`.commits` (``commits``: ``commit``) submits every staged :class:`~hubsvc.core.admission.Batch`
+  and, once it commits, hands its envelopes to the connected members and to watchers (the store
+  fires commit callbacks in submission order, so delivery order is WAL order);
+* :mod:`.rebuild` (``rebuilder``: ``hydrate``, ``locked``) rebuilds channels from the WAL at start
+  (hydrate) or after a failed commit (recover), and holds a channel's lock while waiting such a
+  rebuild out;
+* :mod:`.catch_up` (``replica_commits``: ``refresh_if_behind``, ``catch_up``, ``catch_up_all``) folds and
+  publishes what other replicas sharing the store committed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable
 from typing import Any
 
-from agentnet.v1 import channel_pb2, envelope_pb2
-
-from hubsvc.core.admission import Admission, Batch
-from hubsvc.core.channel import ChannelRuntime
-from hubsvc.core.intake import Intake
+from hubsvc.core.admission import Admission
 from hubsvc.core.live_channels.catch_up import CatchUp
 from hubsvc.core.live_channels.commits import Commits, Deliver, Settled
 from hubsvc.core.live_channels.lifecycle import GovernOpen, Lifecycle
@@ -38,16 +38,15 @@ from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock
-from hubsvc.governance.arbiter import Action
+from hubsvc.governance.inbox import Inboxes
 from hubsvc.governance.policy import Policy
 from hubsvc.storage import HubStore
-from netkernel.envelope import Envelope
 
 __all__ = ["FOLD_RUN", "Deliver", "GovernOpen", "LiveChannels", "Settled", "Watcher"]
 
 
 class LiveChannels:
-    """Every live channel of the hub and what happens to it over its life."""
+    """Every live channel of the hub and what happens to it over its life: the parts, and their calls."""
 
     def __init__(
         self,
@@ -55,7 +54,7 @@ class LiveChannels:
         registry: Registry,
         tasks: TaskMirror,
         admission: Admission,
-        intake: Intake,
+        inboxes: Inboxes,
         options: HubOptions,
         clock: Clock,
         *,
@@ -67,30 +66,34 @@ class LiveChannels:
         self.settled: Settled = lambda ch: None
         """Called after each commit and rebuild of a channel (the expectation timers re-arm from it)."""
         settled: Settled = lambda ch: self.settled(ch)  # noqa: E731 - late-bound: the hub sets it after
-        self._table = table = ChannelTable(store, intake.inboxes, clock)
-        timers = self._timers = ChannelTimers(
-            clock, spawn, lambda channel_id, reason, expired: self._lifecycle.expire(channel_id, reason, expired)
+        self.table = table = ChannelTable(store, inboxes, clock)
+        """The table of live channels, and its reads."""
+        self.timers = timers = ChannelTimers(
+            clock, spawn, lambda channel_id, reason, expired: self.lifecycle.expire(channel_id, reason, expired)
         )
-        self._commits = commits = Commits(
+        """The invite-timeout and TTL timers."""
+        self.commits = commits = Commits(
             table,
             store,
             tasks,
-            intake,
+            admission,
             timers,
             deliver=deliver,
             spawn=spawn,
-            recover=lambda ch: self._rebuilder.recover(ch),
+            recover=lambda ch: self.rebuilder.recover(ch),
             settled=settled,
         )
-        self._rebuilder = rebuilder = Rebuilder(
-            table, store, intake.inboxes, clock, timers, publish=commits.publish, spawn=spawn, settled=settled
+        """Submits staged batches, and publishes them once committed."""
+        self.rebuilder = rebuilder = Rebuilder(
+            table, store, inboxes, clock, timers, publish=commits.publish, spawn=spawn, settled=settled
         )
-        self._catch_up = CatchUp(table, store, rebuilder, timers, commits.publish)
-        self._lifecycle = Lifecycle(
+        """Rebuilds channels from the WAL (hydrate, recover) and holds their locks."""
+        self.replica_commits = replica_commits = CatchUp(table, store, rebuilder, timers, commits.publish)
+        """Folds and publishes what other replicas committed."""
+        self.lifecycle = lifecycle = Lifecycle(
             table,
             registry,
             admission,
-            intake,
             options,
             clock,
             commits,
@@ -99,136 +102,28 @@ class LiveChannels:
             govern=govern,
             policy=policy,
         )
-
-    # -- lookup (table.py) --------------------------------------------------------------
-
-    def get(self, channel_id: str) -> ChannelRuntime | None:
-        """A live channel, if any."""
-        return self._table.get(channel_id)
-
-    def live(self) -> Iterable[ChannelRuntime]:
-        """Every live channel (a view: copy it before awaiting)."""
-        return self._table.live()
-
-    async def meta(self, channel_id: str) -> channel_pb2.ChannelMetadata:
-        """Metadata of a live or ended channel (NotFound otherwise)."""
-        return await self._table.meta(channel_id)
-
-    async def final_state(self, channel_id: str) -> dict[str, Any] | None:
-        """A channel's adapter state as JSON data as its WAL leaves it (None: no such channel)."""
-        return await self._table.final_state(channel_id)
-
-    async def require_member(self, agent_id: str, channel_id: str) -> channel_pb2.ChannelMetadata:
-        """Metadata of a channel ``agent_id`` participates in (NotParticipant otherwise)."""
-        return await self._table.require_member(agent_id, channel_id)
-
-    def watch(self, channel_id: str, watcher: Watcher) -> Callable[[], None]:
-        """Call ``watcher`` with every envelope of the channel once committed; returns an unsubscribe."""
-        return self._table.watch(channel_id, watcher)
-
-    def watched(self, channel_id: str) -> bool:
-        """Whether anything watches the channel (tests check that a dropped follower let go)."""
-        return self._table.watched(channel_id)
-
-    async def read_wal(
-        self, caller: str | None, channel_id: str, from_seq: int = 0, until_seq: int = 0, limit: int = 0
-    ) -> list[envelope_pb2.Envelope]:
-        """The caller-visible part of a committed seq range of the channel's WAL (all of it for the
-        operator: ``caller`` None)."""
-        return await self._table.read_wal(caller, channel_id, from_seq, until_seq, limit)
-
-    def iter_wal(
-        self,
-        caller: str | None,
-        channel_id: str,
-        from_seq: int = 0,
-        until_seq: int = 0,
-        limit: int = 0,
-        *,
-        page: int = 1000,
-    ) -> AsyncIterator[envelope_pb2.Envelope]:
-        """Like :meth:`read_wal`, one store page of ``page`` records at a time (a stream holds one page)."""
-        return self._table.iter_wal(caller, channel_id, from_seq, until_seq, limit, page=page)
-
-    # -- lifecycle (lifecycle.py, timers.py) --------------------------------------------
-
-    async def open(
-        self,
-        initiator: str,
-        *,
-        type: str,
-        targets: list[str],
-        knobs_json: str = "",
-        intent: str = "",
-        ttl_seconds: float | None = None,
-        invite_ack_timeout: float | None = None,
-        seed: Envelope | None = None,
-        dispatch: dict[str, Any] | None = None,
-        action: Action = "open_channel",
-        on_checked: Callable[[], object] | None = None,
-    ) -> ChannelRuntime:
-        """Create a PENDING channel and invite the targets (returns once the invites are committed);
-        see :meth:`Lifecycle.open <hubsvc.core.live_channels.lifecycle.Lifecycle.open>`."""
-        return await self._lifecycle.open(
-            initiator,
-            type=type,
-            targets=targets,
-            knobs_json=knobs_json,
-            intent=intent,
-            ttl_seconds=ttl_seconds,
-            invite_ack_timeout=invite_ack_timeout,
-            seed=seed,
-            dispatch=dispatch,
-            action=action,
-            on_checked=on_checked,
-        )
-
-    async def wait(
-        self, channel_id: str, until: Callable[[channel_pb2.ChannelMetadata], bool], timeout: float
-    ) -> channel_pb2.ChannelMetadata:
-        """Wait until ``until(metadata)`` holds after a committed envelope (or the timeout passes)."""
-        return await self._lifecycle.wait(channel_id, until, timeout)
-
-    async def close(self, caller: str, channel_id: str, reason: str = "") -> channel_pb2.ChannelMetadata:
-        """Close a channel the caller participates in."""
-        return await self._lifecycle.close(caller, channel_id, reason)
-
-    async def close_all_of(self, agent_id: str) -> list[str]:
-        """Close every live channel of ``agent_id`` with reason "participant_left"; returns their ids."""
-        return await self._lifecycle.close_all_of(agent_id)
+        """Opens, waits on, closes and expires channels."""
+        # The calls the hub makes, bound to their part (see the module doc for which serves which).
+        self.get = table.get
+        self.live = table.live
+        self.meta = table.meta
+        self.final_state = table.final_state
+        self.require_member = table.require_member
+        self.watch = table.watch
+        self.watched = table.watched
+        self.read_wal = table.read_wal
+        self.iter_wal = table.iter_wal
+        self.open = lifecycle.open
+        self.wait = lifecycle.wait
+        self.close = lifecycle.close
+        self.close_all_of = lifecycle.close_all_of
+        self.commit = commits.commit
+        self.hydrate = rebuilder.hydrate
+        self.locked = rebuilder.locked
+        self.refresh_if_behind = replica_commits.refresh_if_behind
+        self.catch_up_all = replica_commits.catch_up_all
+        self.catch_up = replica_commits.catch_up
 
     def cancel_timers(self) -> None:
         """Disarm every live channel's timers (the hub is stopping)."""
-        self._timers.cancel(self._table.live())
-
-    # -- commit (commits.py) ------------------------------------------------------------
-
-    def commit(self, ch: ChannelRuntime, batch: Batch) -> asyncio.Future[None]:
-        """Submit a batch staged under ``ch.lock`` (still held); returns the commit future
-        (:meth:`Commits.commit <hubsvc.core.live_channels.commits.Commits.commit>`)."""
-        return self._commits.commit(ch, batch)
-
-    # -- rebuilding from the WAL (rebuild.py) -------------------------------------------
-
-    async def hydrate(self) -> int:
-        """Rebuild every live channel by folding its WAL and re-arm its timers; returns the envelopes folded."""
-        return await self._rebuilder.hydrate()
-
-    def locked(self, channel_id: str) -> AbstractAsyncContextManager[ChannelRuntime | None]:
-        """Hold the lock of the live channel ``channel_id`` (None if it is not live), waiting out a rebuild."""
-        return self._rebuilder.locked(channel_id)
-
-    # -- other replicas' commits (catch_up.py) ------------------------------------------
-
-    async def refresh_if_behind(self, channel_id: str) -> bool:
-        """Whether the store held more of the channel than this replica had published (then caught up)."""
-        return await self._catch_up.refresh_if_behind(channel_id)
-
-    async def catch_up_all(self) -> None:
-        """Catch up every channel live here or live in the store."""
-        await self._catch_up.catch_up_all()
-
-    async def catch_up(self, channel_id: str, seq: int) -> None:
-        """Another replica committed the channel up to ``seq`` (0: its row changed): fold and publish
-        what this replica lacks."""
-        await self._catch_up.catch_up(channel_id, seq)
+        self.timers.cancel(self.table.live())

@@ -8,9 +8,8 @@ from typing import Any
 
 from agentnet.v1 import envelope_pb2
 
-from hubsvc.core.admission import Batch
+from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import ChannelRuntime
-from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels.table import ChannelTable
 from hubsvc.core.live_channels.timers import ChannelTimers
 from hubsvc.core.tasks import TaskMirror
@@ -33,7 +32,7 @@ class Commits:
         table: ChannelTable,
         store: HubStore,
         tasks: TaskMirror,
-        intake: Intake,
+        admission: Admission,
         timers: ChannelTimers,
         *,
         deliver: Deliver,
@@ -44,7 +43,7 @@ class Commits:
         self._table = table
         self._store = store
         self._tasks = tasks
-        self._intake = intake
+        self._admission = admission
         self._timers = timers
         self._deliver = deliver
         self._spawn = spawn
@@ -59,7 +58,7 @@ class Commits:
         ended channel leaves the table; if the commit fails, the runtime is marked stale
         at once (nothing more is admitted into it) and rebuilt from what the store holds, and
         the rate tokens the batch's envelopes took are given back if nothing was stored
-        (:meth:`Intake.uncount <hubsvc.core.intake.Intake.uncount>`).
+        (:meth:`Admission.refund <hubsvc.core.admission.Admission.refund>`).
         """
         ended_tasks = []
         if batch.ended is not None:
@@ -81,7 +80,7 @@ class Commits:
             for wire in keyed:
                 ch.in_flight.pop(wire.envelope_id, None)
             if f.cancelled() or f.exception() is not None:
-                self._intake.uncount(charged, None if f.cancelled() else f.exception())
+                self._admission.refund(charged, None if f.cancelled() else f.exception())
                 if not ch.stale:
                     ch.stale = True
                     self._spawn(self._recover(ch), f"recover-{ch.channel_id}")

@@ -1,7 +1,9 @@
 """The lifecycle of a live channel: open (invites), waits for a state, close, and the end its timers bring.
 
 The envelopes themselves are staged by :class:`~hubsvc.core.admission.Admission` under the
-channel's lock; this module decides when, and hands the staged batch to :mod:`.commits`.
+channel's lock; this module decides when, and hands the staged batch to :mod:`.commits`. A
+channel's seed is admitted by the same call as any post
+(:meth:`Admission.admit <hubsvc.core.admission.Admission.admit>`), under the new channel's lock.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from hubsvc.adapters.base import ChannelSpec
 from hubsvc.core.admission import Admission, Batch
 from hubsvc.core.channel import PENDING, ChannelRuntime
 from hubsvc.core.enforcement import NO_SLOT_LIMIT, Slot
-from hubsvc.core.intake import Intake
 from hubsvc.core.live_channels.commits import Commits
 from hubsvc.core.live_channels.table import ChannelTable
 from hubsvc.core.live_channels.timers import ChannelTimers
@@ -51,7 +52,6 @@ class Lifecycle:
         table: ChannelTable,
         registry: Registry,
         admission: Admission,
-        intake: Intake,
         options: HubOptions,
         clock: Clock,
         commits: Commits,
@@ -64,7 +64,6 @@ class Lifecycle:
         self._table = table
         self._registry = registry
         self._admission = admission
-        self._intake = intake
         self._options = options
         self._clock = clock
         self._commits = commits
@@ -90,10 +89,10 @@ class Lifecycle:
     ) -> ChannelRuntime:
         """Create a PENDING channel and invite the targets (returns once the invites are committed).
 
-        The whole request is checked first, the seed through the same
-        :class:`~hubsvc.core.intake.Intake` checks as any post (screen, the targets' inbox
-        caps, then its rate token); nothing is registered
-        before that, and a channel whose creation fails to commit leaves memory again.
+        The whole request is checked first, the seed admitted by the same call as any post
+        (:meth:`Admission.admit <hubsvc.core.admission.Admission.admit>`: screen, the targets' inbox
+        caps, then its rate token; the channel's rules answer it once the channel opens); nothing is
+        registered before that, and a channel whose creation fails to commit leaves memory again.
         ``dispatch`` is the A2A dispatch InvokeAgent attaches to its (screened) seed: only
         the hub writes ``event_data.a2a`` dispatches, never a client. ``action`` (open_channel,
         delegate or invoke) is what the governance check and its audit record call it.
@@ -144,33 +143,31 @@ class Lifecycle:
         now = self._clock()
         ttl = ttl_seconds if ttl_seconds is not None else self._options.default_channel_ttl
         batch = Batch()
-        if seed is not None:
-            seed = dataclasses.replace(seed, channel_id=channel_id, event_data=dict(seed.event_data))
-            self._intake.screen(seed)
-            self._intake.check_inbox(initiator, members, seed)
-            self._intake.count(initiator, seed, batch.charged)  # last: a refused seed takes no rate token
-            if dispatch is not None:
-                seed.event_data["a2a"] = dispatch
-        ch = ChannelRuntime.pending(
-            spec, adapter, intent=intent, invite_ack_timeout=timeout, ttl=ttl, now=now, seed=seed
-        )
-        # Stage everything before the channel becomes visible: a failure here changes nothing.
-        batch.writes.channels.append(dataclasses.replace(ch.to_row(), hold_limit=slot.limit))
-        invite = {
-            "channel_id": channel_id,
-            "type": adapter.type,
-            "initiator": initiator,
-            "initiator_name": names[initiator],
-            "intent": intent,
-            "participants": list(participants),
-            "knobs": dict(spec.knobs),
-        }
-        for target in members:
-            self._admission.post_as_hub(ch, EV_CHANNEL_INVITE, invite, [target], batch)
-        batch.writes.audit.append(("channel_created", initiator, channel_id, json.dumps({"type": adapter.type}), now))
-        if on_checked is not None:
-            on_checked()
+        ch = ChannelRuntime.pending(spec, adapter, intent=intent, invite_ack_timeout=timeout, ttl=ttl, now=now)
         async with ch.lock:  # new and unseen: acquired without waiting
+            if seed is not None:
+                seed = dataclasses.replace(seed, channel_id=channel_id, event_data=dict(seed.event_data))
+                self._admission.admit(ch, initiator, seed, batch, seed=True)  # held as ch.seed until opened
+                if dispatch is not None:
+                    seed.event_data["a2a"] = dispatch
+            # Stage everything before the channel becomes visible: a failure here changes nothing.
+            batch.writes.channels.append(dataclasses.replace(ch.to_row(), hold_limit=slot.limit))
+            invite = {
+                "channel_id": channel_id,
+                "type": adapter.type,
+                "initiator": initiator,
+                "initiator_name": names[initiator],
+                "intent": intent,
+                "participants": list(participants),
+                "knobs": dict(spec.knobs),
+            }
+            for target in members:
+                self._admission.post_as_hub(ch, EV_CHANNEL_INVITE, invite, [target], batch)
+            batch.writes.audit.append(
+                ("channel_created", initiator, channel_id, json.dumps({"type": adapter.type}), now)
+            )
+            if on_checked is not None:
+                on_checked()
             self._table.channels[channel_id] = ch
             fut = self._commits.commit(ch, batch)
             self._timers.arm(ch)

@@ -210,14 +210,16 @@ class Invocations:
                 started.remote_task = await self.outside.task_to_continue(
                     record, continued, joined=parent is not None or bool(request.root_session_id)
                 )
-                charged: list[str] = []
-                self.core.intake.count(caller, question, charged)  # last check: a refused call spends no rate token
+                # The call's question is the caller's envelope, as a channel seed would be; outside agents
+                # have no channel to admit it into, so only its rate token is taken (last: a refused call
+                # spends none) and given back if the call's record is not stored.
+                charged = [caller] if self.core.rate.take(caller, "", question.event_type) else []
                 self.outside.starting(record.execution_id)
                 recorded.append(log.submit(record))  # running, before anything is sent
                 try:
                     await recorded[0]
                 except Exception as err:  # the call was not recorded, so it never started
-                    self.core.intake.uncount(charged, err)
+                    self.core.admission.refund(charged, err)
                     raise
                 return started
             # No call token here: the dispatch is stored in the channel's WAL (see the module doc).
