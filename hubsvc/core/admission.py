@@ -182,11 +182,12 @@ class Admission:
         self.screen(env, event_data_json)
         if not seed:
             self.validate(ch, sender_id, env)
+        spec = ch.spec
         inboxes = self.inboxes
         if inboxes is not None:
-            inboxes.check(sender_id, ch.participants, env.audience, env.event_type)
+            inboxes.check(sender_id, spec.participants, env.audience, env.event_type)
         rate = self.rate
-        if rate is not None and rate.take(sender_id, ch.channel_id, env.event_type):
+        if rate is not None and rate.take(sender_id, spec.channel_id, env.event_type):
             batch.charged.append(sender_id)  # last: a post refused above takes no token
         if seed:
             ch.seed = env
@@ -211,8 +212,10 @@ class Admission:
         membership, then the channel's rules — the step of :meth:`admit` that CanSend asks alone.
 
         The envelope itself passed :meth:`screen` already."""
-        cid = ch.channel_id
-        if sender_id not in ch.participants:  # the hub's one membership check of a post
+        spec = ch.spec  # its fields read directly: this runs for every post
+        cid = spec.channel_id
+        participants = spec.participants
+        if sender_id not in participants:  # the hub's one membership check of a post
             raise not_participant(cid, "post")
         if env.sender_id and env.sender_id != sender_id:
             raise PermissionDenied(
@@ -222,7 +225,7 @@ class Admission:
             )
         env.sender_id = sender_id
         if env.audience is not None:
-            strangers = [a for a in env.audience if a not in ch.participants]
+            strangers = [a for a in env.audience if a not in participants]
             if strangers:
                 raise InvalidArgument(
                     f"audience contains non-participants of channel '{cid}': {strangers}; "
@@ -255,7 +258,7 @@ class Admission:
                 f"channel '{cid}' is not open yet: every invitee must ack its invite; wait for {EV_CHANNEL_OPENED!r}.",
                 metadata={"channel_id": cid},
             )
-        ch.adapter.validate_send(ch.spec, ch.state, env)
+        ch.adapter.validate_send(spec, ch.state, env)
 
     def accept(
         self, ch: ChannelRuntime, env: Envelope, batch: Batch, event_data_json: str | None = None

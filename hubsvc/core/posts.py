@@ -110,7 +110,9 @@ class Posts:
     async def admit(
         self, sender_id: str, env: Envelope, *, event_data_json: str | None = None
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
-        """Validate and append ``env``; returns (commit future, envelope as written, duplicate).
+        """Admit ``env`` (the arbiter's say, then the idempotent original or
+        :meth:`Admission.admit <hubsvc.core.admission.Admission.admit>` under the channel's lock) and
+        submit its batch; returns (commit future, envelope as written, duplicate).
 
         ``event_data_json`` is the JSON text ``env.event_data`` was parsed from, if the
         caller has it (saves serialising it twice). Raises the domain error when refused

@@ -189,4 +189,3 @@ async def test_a_replica_that_stops_hands_its_channels_over(divided: Divided) ->
     ]
     await alice.close()
     await bob.close()
-

@@ -15,8 +15,7 @@ import grpc
 import pytest
 from agentnet.v1 import connect_pb2, hub_pb2, replica_pb2, replica_pb2_grpc
 
-from hubsvc.replica_peers import ReplicaPeers
-from hubsvc.replica_peers import REPLICA_KEY_HEADER
+from hubsvc.replica_peers import REPLICA_KEY_HEADER, ReplicaPeers
 from netkernel.errors import InvalidArgument, NotFound, NotYourTurn, Unauthenticated, Unavailable
 from tests.hub import harness
 from tests.hub.harness import RunningHub, make_envelope, open_channel, register

@@ -17,7 +17,7 @@ and ``channels.commit`` are on every post's path):
 * :mod:`.rebuild` (``rebuilder``: ``hydrate``, ``locked``) rebuilds channels from the WAL at start
   (hydrate) or after a failed commit (recover), and holds a channel's lock while waiting such a
   rebuild out;
-* :mod:`.catch_up` (``replicas``: ``refresh_if_behind``, ``catch_up``, ``catch_up_all``) folds and
+* :mod:`.catch_up` (``replica_commits``: ``refresh_if_behind``, ``catch_up``, ``catch_up_all``) folds and
   publishes what other replicas sharing the store committed;
 * :mod:`.followers` (``followers``) delivers, without folding, the channels another replica holds
   when the channels are divided among replicas (:mod:`hubsvc.core.placement`), and
@@ -113,7 +113,9 @@ class LiveChannels:
             followers=followers,
         )
         """Rebuilds channels from the WAL (hydrate, recover) and holds their locks."""
-        self.replicas = replicas = CatchUp(table, store, rebuilder, timers, commits.publish, placement, followers)
+        self.replica_commits = replica_commits = CatchUp(
+            table, store, rebuilder, timers, commits.publish, placement, followers
+        )
         """Folds and publishes what other replicas committed."""
         self.lifecycle = lifecycle = Lifecycle(
             table,
@@ -148,9 +150,9 @@ class LiveChannels:
         self.commit = commits.commit
         self.hydrate = rebuilder.hydrate
         self.locked = rebuilder.locked
-        self.refresh_if_behind = replicas.refresh_if_behind
-        self.catch_up_all = replicas.catch_up_all
-        self.catch_up = replicas.catch_up
+        self.refresh_if_behind = replica_commits.refresh_if_behind
+        self.catch_up_all = replica_commits.catch_up_all
+        self.catch_up = replica_commits.catch_up
 
     def member_channels(self) -> Iterable[ChannelRuntime | FollowedChannel]:
         """Every live channel whose members may be connected here: held and followed (a view)."""
