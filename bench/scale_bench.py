@@ -235,12 +235,14 @@ class Conversations:
 
 
 async def scale_run(
-    redis: RedisServer, workdir: Path, n: int, pairs: int, texts: int, timeout: float
+    redis: RedisServer, workdir: Path, n: int, pairs: int, texts: int, timeout: float, partitions: int = 0
 ) -> dict[str, Any]:
-    """The workload on ``n`` replicas of a freshly emptied Redis DB 0; the run's figures."""
+    """The workload on ``n`` replicas of a freshly emptied Redis DB 0 (``partitions``: the channels
+    divided among them, ``--partitions``; 0: every replica holds every channel); the run's figures."""
     redis.flush(0)
+    divided = ["--partitions", str(partitions)] if partitions else []
     with replicas(
-        redis.url(0), workdir / f"replicas-{n}", n, extra_args=["--log-level", "WARNING"], metrics=True
+        redis.url(0), workdir / f"replicas-{n}", n, extra_args=["--log-level", "WARNING", *divided], metrics=True
     ) as hubs:
         pids = [hubs.pid(i) for i in range(n)]
         rss_start = [rss_kb(p) for p in pids]
@@ -332,13 +334,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for round_no in range(args.rounds):
                 for n in counts:
-                    run = await scale_run(redis, Path(tmp), n, args.pairs, args.texts, args.timeout)
+                    run = await scale_run(
+                        redis, Path(tmp), n, args.pairs, args.texts, args.timeout, args.partitions
+                    )
                     runs.append({"round": round_no, **run})
         finally:
             redis.stop()
     return {
         "pairs": args.pairs,
         "texts": args.texts,
+        "partitions": args.partitions,
         "rounds": args.rounds,
         "runs": runs,
         "summary": summarize(runs, args.pairs),
@@ -352,8 +357,9 @@ def _verdict(met: bool | None) -> str:
 def print_report(r: dict[str, Any]) -> None:
     """The runs, one line each with every replica's figures, then the summary against the targets."""
     print(
-        f"\n== scale-out: {r['pairs']} pairs x {r['texts']} texts, each pair's members on two replicas "
-        "(one redis-server; replica CPU from /proc, texts only) =="
+        f"\n== scale-out: {r['pairs']} pairs x {r['texts']} texts, each pair's members on two replicas, "
+        + (f"channels divided in {r['partitions']} partitions" if r.get("partitions") else "every replica holds all")
+        + " (one redis-server; replica CPU from /proc, texts only) =="
     )
     print(
         f"{'round':<7}{'replicas':>8}{'texts/s':>10}{'CPU summed':>12}   per replica: CPU s / live channels / RSS +MB"
@@ -405,8 +411,17 @@ def main() -> None:
         help="times to run every replica count in turn; the summary takes the median of the rounds",
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one run's texts may take")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=64,
+        help="divide the channels among the replicas in this many partitions (the hub's --partitions; "
+        "0: every replica holds every channel)",
+    )
     parser.add_argument("--json", action="store_true", help="print the raw JSON report too")
     args = parser.parse_args()
+    if args.partitions < 0:
+        parser.error("--partitions must be 0 or more")
     if args.pairs < 1 or args.texts < 1 or args.rounds < 1:
         parser.error("--pairs, --texts and --rounds must be at least 1")
     try:
