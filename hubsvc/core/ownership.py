@@ -159,15 +159,18 @@ class Ownership:
         return True
 
     async def _acquire(self, partitions: list[int]) -> None:
-        """Take the free or lapsed leases of ``partitions`` and tell ``on_gained``."""
+        """Take the free or lapsed leases of ``partitions`` and tell ``on_gained``; a partition counts as
+        held (:meth:`holds`, a fence) only once ``on_gained`` is done: until then the hub has not taken
+        its channels over, and what reaches this replica for them waits for it."""
         sent = self._clock()
         got = await self._leases.acquire(partitions, self._ttl)
         gained = {**got.kept, **got.gained}  # kept: ours in the store although this replica had dropped it
-        for p, epoch in gained.items():
-            self._held[p] = epoch
-            self._until[p] = sent + self._ttl
         items = sorted(gained.items())
         told = await asyncio.gather(*(self._call(self._on_gained, p, e, "on_gained") for p, e in items))
+        for (p, epoch), ok in zip(items, told, strict=True):
+            if ok:
+                self._held[p] = epoch
+                self._until[p] = sent + self._ttl
         failed = {p: e for (p, e), ok in zip(items, told, strict=True) if not ok}
         if failed:
             await self._drop(failed, release=True, tell=False)

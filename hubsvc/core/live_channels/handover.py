@@ -53,7 +53,8 @@ class Handover:
         return await asyncio.shield(self._rows)
 
     async def gain(self, partition: int) -> int:
-        """Hold every live channel of ``partition``; returns how many were taken over."""
+        """Hold every live channel of ``partition`` (its lease is this replica's; the partition counts
+        as held once this returns); returns how many were taken over."""
         rows = [
             row
             for row in await self._live_rows()
@@ -62,7 +63,7 @@ class Handover:
         for row in rows:
             followed = self._followers.channels.get(row.channel_id)
             async with followed.lock if followed is not None else contextlib.nullcontext():
-                if row.channel_id in self._table.channels or not self._placement.holds(row.channel_id):
+                if row.channel_id in self._table.channels:
                     continue
                 published = self._followers.release(row.channel_id)
                 if published is None:  # never followed here: no member here was given any of it
