@@ -788,7 +788,7 @@ class HumanClient(NetworkClient):
         """Ask ``target`` one question in a new consulting channel and return its reply envelope
         (``reply.text``); :meth:`wait_reply`'s errors when none is coming (``TurnFailed`` at once when
         the target's turn fails). ``open_kwargs`` go to :meth:`open` (``knobs``, ``ttl``, ...)."""
-        channel = await self.open(type="consulting", target=target, **open_kwargs)
+        channel = await self.open(type=CONSULTING_TYPE, target=target, **open_kwargs)
         question = await self.send(channel.channel_id, text)
         return await self.wait_reply(question, timeout=timeout)
 

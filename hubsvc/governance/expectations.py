@@ -38,6 +38,7 @@ from hubsvc.governance.policy import (
     ExpectationSpec,
     Policy,
 )
+from netkernel.channel_types import CONSULTING_TYPE, CONVERSATION_TYPE, DISCUSSION_TYPE, WORKFLOW_TYPE
 from netkernel.envelope import EV_CHANNEL_OPENED, EV_EXPECTATION_VIOLATED, SUBSTANTIVE_EVENT_TYPES, Envelope
 from netkernel.errors import InvalidArgument
 
@@ -63,10 +64,10 @@ CHANNEL_WIDE: frozenset[ExpectationName] = frozenset({"max_silence"})
 ``expected_of`` names."""
 
 DEFAULT_EXPECTATIONS: dict[str, dict[ExpectationName, ExpectationSpec]] = {
-    "consulting": {"reply_within": ExpectationSpec(seconds=600, action="auto_close")},
-    "conversation": {"max_silence": ExpectationSpec(seconds=3600, action="audit")},
-    "discussion": {"turn_within": ExpectationSpec(seconds=120, action="warn")},
-    "workflow": {"turn_within": ExpectationSpec(seconds=600, action="auto_close")},
+    CONSULTING_TYPE: {"reply_within": ExpectationSpec(seconds=600, action="auto_close")},
+    CONVERSATION_TYPE: {"max_silence": ExpectationSpec(seconds=3600, action="audit")},
+    DISCUSSION_TYPE: {"turn_within": ExpectationSpec(seconds=120, action="warn")},
+    WORKFLOW_TYPE: {"turn_within": ExpectationSpec(seconds=600, action="auto_close")},
 }
 """The expectations in force when neither the policy nor the channel says otherwise, so no channel
 waits silently forever (docs/governance.md "Defaults"). The values are those AG2 1.2.1's adapters
