@@ -35,6 +35,7 @@ from agentsdk.network.credentials import CredentialFile
 from agentsdk.network.transitions import knob_json
 from agentsdk.rpc import HubRpc
 from agentsdk.tools import Tool
+from netkernel.channel_types import CONSULTING_TYPE
 from netkernel.envelope import (
     EV_CHANNEL_INVITE,
     EV_CHANNEL_INVITE_ACK,
