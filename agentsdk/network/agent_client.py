@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentnet.sdk")
 
+REPORT_TIMEOUT = 10.0
+"""Seconds a failed turn's report may take (the handler's worker waits for it before the next envelope)."""
+
 
 @dataclass
 class Task:
@@ -204,7 +207,7 @@ class AgentClient(NetworkClient):
             attempts=attempts_of(exc, self.agent.config),
         )
         try:
-            response = await self.rpc.report_turn_failure(request)
+            response = await self.rpc.report_turn_failure(request, timeout=REPORT_TIMEOUT)
         except AgentNetError as err:
             log.warning("could not report the failed turn on %s: %s", envelope.envelope_id, err.message)
             return False
