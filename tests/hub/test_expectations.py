@@ -440,3 +440,21 @@ async def test_posts_do_not_grow_the_timer_heap(hub: RunningHub, clock: FakeCloc
         await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=cid))
     await advance(hub, clock, 61)
     assert hub.core.expectations._heap == []
+
+
+async def test_with_no_policy_an_unanswered_consulting_question_closes_after_ten_minutes(
+    hub: RunningHub, clock: FakeClock, people: list[Participant]
+) -> None:
+    """The built-in default (AG2's consulting adapter): reply_within 600 s, auto_close."""
+    alice, bob, _ = people
+    cid = await open_channel(alice, "consulting", [bob])
+    meta = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+    assert json.loads(meta.channel.knobs_json)["expectations"] == {
+        "reply_within": {"seconds": 600.0, "action": "auto_close"}
+    }
+    await alice.say(cid, "question")
+    await advance(hub, clock, 599)
+    assert await violations(alice, cid) == []
+    await advance(hub, clock, 2)
+    closed = await alice.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == cid)
+    assert data_of(closed)["reason"] == "expectation_reply_within"
