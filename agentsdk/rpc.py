@@ -306,6 +306,14 @@ class HubRpc:
         """``Say``: post a text message into a channel (posts: retried on RATE_LIMITED)."""
         return await self._posting(self.connection.stub.Say, request, hub_pb2.SayResponse, timeout)
 
+    async def report_turn_failure(
+        self, request: hub_pb2.ReportTurnFailureRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ReportTurnFailureResponse:
+        """``ReportTurnFailure``: tell the hub the caller's turn on an envelope failed."""
+        return await self._unary(
+            self.connection.stub.ReportTurnFailure, request, hub_pb2.ReportTurnFailureResponse, timeout
+        )
+
     # -- agent to agent ------------------------------------------------------------------
 
     async def discover_agents(

@@ -50,6 +50,7 @@ class HubMetrics(Recorder):
         "_refusals",
         "_refused",
         "_replayed",
+        "_turn_failures",
         "registry",
         "rpc_counter",
     )
@@ -115,6 +116,13 @@ class HubMetrics(Recorder):
             registry=r,
         )
         self._a2a_calls: dict[str, Counter] = {}
+        self._turn_failures = Counter(
+            "agentnet_hub_turn_failures",
+            "Failed turns members reported (ReportTurnFailure), by channel type and what the channel's "
+            "on_turn_failed policy did: close, notify, or none (the channel had ended).",
+            ["channel_type", "action"],
+            registry=r,
+        )
         self._feed_applied = Counter(
             "agentnet_hub_feed_entries_applied",
             "Change-feed entries of other hub replicas applied here (a shared Redis store).",
@@ -189,6 +197,10 @@ class HubMetrics(Recorder):
         if child is None:
             child = self._a2a_calls[outcome] = self._a2a.labels(outcome=outcome)
         child.inc()
+
+    def turn_failed(self, channel_type: str, action: str) -> None:
+        """Count a reported turn failure (channel types and actions are bounded sets)."""
+        self._turn_failures.labels(channel_type=channel_type, action=action).inc()
 
     def feed_applied(self, entries: int, lag_seconds: list[float]) -> None:
         """Count applied feed entries and observe their lag."""

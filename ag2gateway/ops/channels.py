@@ -13,7 +13,8 @@ from ag2gateway import frames, ids, records
 from ag2gateway.ops.registry import op, text_param
 from ag2gateway.refusals import Ag2Refusal
 from agentsdk.rpc import HubRpc
-from netkernel.errors import NotFound
+from netkernel.errors import AgentNetError, NotFound
+from netkernel.turn_failure import safe_message
 
 if TYPE_CHECKING:
     from ag2gateway.connection import Connection
@@ -195,12 +196,20 @@ async def pending_turns_for(conn: Connection, params: dict[str, Any]) -> Any:
 
 @op("report_turn_failure")
 async def report_turn_failure(conn: Connection, params: dict[str, Any]) -> Any:
-    """No hub RPC: logged by the gateway (the hub's audit log does not see it)."""
-    conn.as_agent(params.get("agent_id"))
-    log.warning(
-        "AG2 turn failure: agent=%s channel=%s envelope=%s error=%s",
-        params.get("agent_id"),
-        params.get("channel_id"),
-        params.get("envelope_id"),
-        str(params.get("error", ""))[:500],
+    """The hub's ReportTurnFailure: the channel hears of it (``ag2.channel.turn_failed``), the hub audits and
+    counts it and applies the channel's ``on_turn_failed`` policy. AG2 sends the exception as text only, so
+    the error class is ``ag2.TurnFailure``. A report the hub refuses (e.g. the channel ended, or an envelope
+    of another channel) is logged: AG2's handler reports from its own error path, and nothing answers it."""
+    rpc = conn.as_agent(params.get("agent_id"))
+    envelope_id = str(params.get("envelope_id") or "")
+    ref = ids.parse(envelope_id)
+    request = hub_pb2.ReportTurnFailureRequest(
+        channel_id=str(params.get("channel_id") or ""),
+        envelope_id=ref.envelope_id if ref is not None else envelope_id,
+        error_class="ag2.TurnFailure",
+        message=safe_message(str(params.get("error", ""))),
     )
+    try:
+        await rpc.report_turn_failure(request)
+    except AgentNetError as err:
+        log.warning("AG2 turn failure not recorded by the hub (%s): %s", err.reason, err.message)

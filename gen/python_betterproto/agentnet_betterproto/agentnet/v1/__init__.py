@@ -153,6 +153,8 @@ __all__ = (
     "ReplicaServiceStub",
     "ReportTaskRequest",
     "ReportTaskResponse",
+    "ReportTurnFailureRequest",
+    "ReportTurnFailureResponse",
     "Resume",
     "SayRequest",
     "SayResponse",
@@ -442,6 +444,15 @@ class ErrorReason(betterproto2.Enum):
     other forever. Stop, and report it (docs/bridges.md "Replaced streams").
     """
 
+    TURN_FAILED = 24
+    """
+    ABORTED: the agent that was to answer reported that its turn failed (its
+    model call, a tool or its handler raised; ReportTurnFailure): no answer is
+    coming. Metadata channel_id, envelope_id (the envelope it failed on),
+    agent_id, error_class. Ask again later, or ask another agent; see
+    docs/hub.md "Failed turns".
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -469,6 +480,7 @@ class ErrorReason(betterproto2.Enum):
             21: "ERROR_REASON_RULE_DENIED",
             22: "ERROR_REASON_LIMIT_EXCEEDED",
             23: "ERROR_REASON_SUPERSEDED",
+            24: "ERROR_REASON_TURN_FAILED",
         }
 
     @classmethod
@@ -498,6 +510,7 @@ class ErrorReason(betterproto2.Enum):
             "ERROR_REASON_RULE_DENIED": 21,
             "ERROR_REASON_LIMIT_EXCEEDED": 22,
             "ERROR_REASON_SUPERSEDED": 23,
+            "ERROR_REASON_TURN_FAILED": 24,
         }
 
 
@@ -2254,7 +2267,8 @@ class Envelope(betterproto2.Message):
     The sending agent. Stamped by the hub from the authenticated identity; a post
     that names another sender is refused with PERMISSION_DENIED.
     Two values are not agent ids: "hub" (reserved) on the envelopes the hub posts
-    itself (invite, opened, closed, expired, expectation_violated; see
+    itself (invite, opened, closed, expired, expectation_violated,
+    turn_failed; see
     event_type), and "" on the stub
     of an expired slot (Delivery.expired: the hub withholds every field but
     channel_id, seq, envelope_id and event_type).
@@ -2327,14 +2341,19 @@ class Envelope(betterproto2.Message):
       "since_seq" (the envelope that started the clock; 0 = the channel's
       creation), "since", "deadline" (RFC 3339 UTC)}. Posted once per clock;
       it never takes a turn.
+    * "ag2.channel.turn_failed" (sender "hub"; a member reported that its turn
+      failed, ReportTurnFailure): {"agent_id", "agent_name", "envelope_id"
+      (the envelope it failed on), "error_class", "message" (redacted, at
+      most 300 characters), "attempts", "action": "close" | "notify" (what
+      the channel's on_turn_failed policy did)}. It never takes a turn.
     * "ag2.context.set" (participant; workflow channels, any time, no turn):
       {"set": {key: value}, "delete": [key]}.
     * "ag2.task.cancel_request" (the agent that called CancelTask; audience: the
       task's owner; urgent; task_id set): {"task_id", "reason"}.
     * "ag2.task.cancelled" (the task's owner): {"task_id", "reason"}.
 
-    Only the hub may post invite, opened, closed, expired and
-    expectation_violated (PROTOCOL_ERROR otherwise).
+    Only the hub may post invite, opened, closed, expired,
+    expectation_violated and turn_failed (PROTOCOL_ERROR otherwise).
     """
 
     event_data_json: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
@@ -4954,6 +4973,70 @@ default_message_pool.register_message("agentnet.v1", "ReportTaskResponse", Repor
 
 
 @dataclass(eq=False, repr=False)
+class ReportTurnFailureRequest(betterproto2.Message):
+    """
+    ReportTurnFailureRequest reports that the caller's turn on an envelope failed.
+    """
+
+    channel_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The channel of the envelope.
+    """
+
+    envelope_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The envelope whose turn failed (the one the caller was answering).
+    """
+
+    error_class: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    A short name of the error's class, e.g. "openai.AuthenticationError" or
+    "ValueError"; at most 128 characters.
+    """
+
+    message: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The error's message (never the prompt); at most 4096 bytes. The hub
+    redacts what looks like a credential and keeps 300 characters.
+    """
+
+    attempts: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+    """
+    How many times the failing call was tried (1 = no retry); 0 = not said.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReportTurnFailureRequest", ReportTurnFailureRequest)
+
+
+@dataclass(eq=False, repr=False)
+class ReportTurnFailureResponse(betterproto2.Message):
+    """
+    ReportTurnFailureResponse answers ReportTurnFailure.
+    """
+
+    posted: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+    """
+    Whether an "ag2.channel.turn_failed" event was posted (false: the
+    channel had ended already; the report is audited all the same).
+    """
+
+    envelope: "Envelope | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The posted event (unset when posted is false).
+    """
+
+    action: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    What the channel's policy did: "close" (the channel is now closed with
+    reason "turn_failed") or "notify" (it stays open); "" when not posted.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReportTurnFailureResponse", ReportTurnFailureResponse)
+
+
+@dataclass(eq=False, repr=False)
 class Resume(betterproto2.Message):
     """
     Resume is what an agent claims it can do; used by peer search.
@@ -6080,6 +6163,44 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.HubService/FindReply",
             message,
             FindReplyResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def report_turn_failure(
+        self,
+        message: "ReportTurnFailureRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ReportTurnFailureResponse":
+        """
+        ReportTurnFailure tells the hub that the caller's turn on an envelope
+        failed in the caller's own process (its model call after its retries, a
+        tool, or its handler raised), so no answer is coming. The hub audits it
+        (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+        posts an "ag2.channel.turn_failed" event to every member of the channel
+        naming the caller, the envelope, the error class and the message
+        (redacted of anything shaped like a credential and clipped to 300
+        characters; send the exception's class and message, never the prompt).
+        What follows is the channel's turn-failure policy (knob "on_turn_failed";
+        default "close" for consulting, "notify" for the other types,
+        docs/hub.md "Failed turns"): "close" ends the channel with reason
+        "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+        waiting on the caller's reply ends with TURN_FAILED. A report for a
+        channel that has ended is audited and answered with posted=false.
+        Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+        error_class; error_class over 128 characters or message over 4096
+        bytes; attempts negative or over 100; an envelope_id that is not an
+        envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/ReportTurnFailure",
+            message,
+            ReportTurnFailureResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
