@@ -114,6 +114,10 @@ class LiveChannels:
         """Metadata of a live or ended channel (NotFound otherwise)."""
         return await self._table.meta(channel_id)
 
+    def forget(self, channel_id: str) -> None:
+        """Retention purged the ended channel: drop what is remembered of it."""
+        self._table.forget(channel_id)
+
     async def final_state(self, channel_id: str) -> dict[str, Any] | None:
         """A channel's adapter state as JSON data as its WAL leaves it (None: no such channel)."""
         return await self._table.final_state(channel_id)
