@@ -25,6 +25,7 @@ from netkernel.archive import ArchiveError, read_archive
 from netkernel.envelope import EV_TEXT
 from netkernel.wire import loads_json
 
+
 def wal_row(channel_id: str, env: envelope_pb2.Envelope) -> WalRow:
     """The store's row of one committed envelope (the columns the hub indexes, and its bytes)."""
     text = None

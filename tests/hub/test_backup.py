@@ -23,11 +23,19 @@ async def _write_until(p: Participant, channel_id: str, stop: asyncio.Event, siz
     """Post batches of ``size`` envelopes into the channel until ``stop``; returns how many."""
     posted = 0
     while not stop.is_set():
-        batch = [make_envelope(channel_id, "ag2.msg.text", {"text": f"m{posted + i} " + "x" * 500}) for i in range(size)]
+        text = "x" * 500
+        batch = [make_envelope(channel_id, "ag2.msg.text", {"text": f"m{posted + i} {text}"}) for i in range(size)]
         results = await p.post_batch(batch)
         assert all(r.WhichOneof("result") == "envelope" for r in results)
         posted += size
     return posted
+
+
+def _check_file(out: Path, size: int, sha256: str, hub_dir: Path) -> None:
+    """The written copy is what the hub sent, its ``.part`` file is gone, and so is the hub's temporary copy."""
+    assert size == os.path.getsize(out) and sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
+    assert not out.with_name(out.name + ".part").exists()
+    assert not [p for p in hub_dir.iterdir() if p.name.startswith(".agentnet-backup-")]
 
 
 async def _wal(operator: OperatorClient, channel_id: str) -> list[bytes]:
@@ -58,10 +66,7 @@ async def test_a_backup_under_load_is_a_prefix_that_a_hub_serves(tmp_path: Path)
             assert posted > 0 and after > before  # posts went on around the copy
             live_first, live_second = await _wal(operator, first), await _wal(operator, second)
             cursors = await hub.core.store.load_cursors(bob.agent_id)
-        assert summary.size_bytes == os.path.getsize(out)
-        assert summary.sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
-        assert not out.with_name(out.name + ".part").exists()
-        assert not [p for p in (tmp_path).iterdir() if p.name.startswith(".agentnet-backup-")]  # temp copy gone
+        _check_file(out, summary.size_bytes, summary.sha256, tmp_path)
         for p in (alice, bob, carol):
             await p.close()
 

@@ -124,8 +124,8 @@ async def test_a_purge_a_restart_interrupted_is_finished_and_nothing_comes_back(
     live = channel_pb2.ChannelMetadata(channel_id="live", state=channel_pb2.CHANNEL_STATE_OPENED, last_seq=2)
     await store.commit(
         Writes(
-            channels=[ChannelRow(m.channel_id, m.channel_id == "live", m.SerializeToString()) for m in (ended, kept, live)],
-            wal=[_row("old", s) for s in range(1, 8)] + [_row("new", s) for s in range(1, 4)] + [_row("live", 1), _row("live", 2)],
+            channels=[ChannelRow(m.channel_id, m is live, m.SerializeToString()) for m in (ended, kept, live)],
+            wal=[_row(c, s) for c, top in (("old", 7), ("new", 3), ("live", 2)) for s in range(1, top + 1)],
         )
     )
     with sqlite3.connect(db) as conn:  # "old" ended long ago
