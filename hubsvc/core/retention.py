@@ -139,7 +139,6 @@ class Retention:
                 self.stats.purged_envelopes += rows
                 self._forget(channel_id)
                 purged += 1
-        await store.reclaim()
         self.stats.last_sweep_at = self._clock()
         self.stats.last_sweep_purged = purged
         if purged:

@@ -79,7 +79,3 @@ class HistoryStore(abc.ABC):
     @abc.abstractmethod
     async def tombstone(self, channel_id: str) -> Tombstone | None:
         """The tombstone of a purged channel (None: not purged)."""
-
-    @abc.abstractmethod
-    async def reclaim(self) -> None:
-        """Give freed space back where the store can (after a sweep)."""

@@ -1,5 +1,13 @@
 """Data over time on the SQLite hub store: online backup, size, and retention's purge.
 
+* **A backup** is :func:`netkernel.sqlite_snapshot.copy_snapshot` on a thread. The one thing its
+  long read holds up is a ``RESTART`` checkpoint, which waits for every reader of an older
+  snapshot (:mod:`hubsvc.storage.sqlite.checkpoints`): the store's thread would stall every write
+  behind it for up to its busy timeout. So the store holds RESTART checkpoints off for the copy
+  (:meth:`WalCheckpointer.hold <hubsvc.storage.sqlite.checkpoints.WalCheckpointer.hold>`) after
+  waiting, on its own database thread, for one already running; passive checkpoints go on, and
+  the WAL file grows by what is committed during the copy.
+
 * **When a channel ended** is recorded by triggers (:data:`HISTORY_SCHEMA`): the commit that turns a
   channel row ``live = 0`` inserts ``(channel_id, now)`` into ``channel_ends``, so the sweep finds
   the channels ended before a cutoff through an index, with no change to the write path. A
@@ -13,9 +21,10 @@
   A restart between them leaves a tombstone not done, whose WAL rows the next sweep deletes
   first: nothing purged comes back, nothing kept is deleted.
 * **Freed pages** go to SQLite's free list and new rows reuse them, so under a steady churn the
-  file levels off; a new database is created with ``auto_vacuum = INCREMENTAL`` and
-  :meth:`SqliteHistory.reclaim` gives up to :data:`RECLAIM_PAGES` free pages back to the file
-  system after a sweep when more than :data:`RECLAIM_FREE_SHARE` of the file is free.
+  file levels off at the size the retained history needs (docs/operations.md has the figures). The
+  file does not shrink by itself: incremental auto-vacuum would, but it keeps a pointer map that
+  every commit updates (measured: it made passive checkpoints fall behind on the hot path), so a
+  file that must shrink is given a ``VACUUM`` while the hub is stopped.
 """
 
 from __future__ import annotations
@@ -32,8 +41,8 @@ import aiosqlite
 from agentnet.v1 import channel_pb2
 
 from hubsvc.storage.history import HistoryCounts, HistoryStore, Tombstone
-from hubsvc.storage.sqlite.backup import BUSY_TIMEOUT_MS, copy_snapshot
 from hubsvc.storage.sqlite.checkpoints import WalCheckpointer
+from netkernel.sqlite_snapshot import BUSY_TIMEOUT_MS, copy_snapshot
 
 HISTORY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS channel_ends (
@@ -49,10 +58,6 @@ CREATE TRIGGER IF NOT EXISTS channel_ended_update AFTER UPDATE OF live ON channe
 BEGIN INSERT OR IGNORE INTO channel_ends VALUES (new.channel_id, (julianday('now') - 2440587.5) * 86400.0); END;
 """
 """The tables of ended and purged channels, and the triggers that record when a channel ended."""
-RECLAIM_PAGES = 2000
-"""Most free pages one :meth:`SqliteHistory.reclaim` gives back (one short transaction)."""
-RECLAIM_FREE_SHARE = 0.25
-"""Share of the file's pages that must be free before :meth:`SqliteHistory.reclaim` gives any back."""
 
 
 async def open_history(db: aiosqlite.Connection) -> None:
@@ -224,18 +229,6 @@ class SqliteHistory(HistoryStore):
             return None
         r = next(iter(rows))
         return Tombstone(r[0], r[1], int(r[2]), r[3], float(r[4]), float(r[5]), int(r[6]), r[7])
-
-    async def reclaim(self) -> None:
-        """Give up to :data:`RECLAIM_PAGES` free pages back when over :data:`RECLAIM_FREE_SHARE` of the file is free."""
-
-        def step(conn: sqlite3.Connection) -> None:
-            (mode,) = conn.execute("PRAGMA auto_vacuum").fetchone()
-            (free,) = conn.execute("PRAGMA freelist_count").fetchone()
-            (pages,) = conn.execute("PRAGMA page_count").fetchone()
-            if mode == 2 and pages and free / pages > RECLAIM_FREE_SHARE:
-                conn.execute(f"PRAGMA incremental_vacuum({RECLAIM_PAGES})").fetchall()
-
-        await self._run(step)
 
     async def _close_history(self) -> None:
         """Close the purge connection."""

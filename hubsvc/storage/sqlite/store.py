@@ -49,9 +49,6 @@ class SqliteHubStore(SqliteReads, SqliteWrites, SqliteHistory, GroupCommitStore)
             private_database(Path(self._path))  # 0600 in a 0700 directory: messages, credential hashes
         mute_parameter_echo()  # nor into the log: aiosqlite's DEBUG records carry every parameter
         self._db = await aiosqlite.connect(self._path, isolation_level=None)
-        if not (await self._db.execute_fetchall("PRAGMA page_count", []))[0][0]:  # type: ignore[index]
-            # A new database: freed pages can be given back (SqliteHistory.reclaim); only before the first table.
-            await self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         await self._db.execute("PRAGMA journal_mode=WAL")
         await self._db.execute(f"PRAGMA synchronous={self._synchronous}")
         await self._db.execute("PRAGMA busy_timeout=5000")

@@ -1,18 +1,12 @@
-"""Online backup of a SQLite database file: one consistent snapshot, copied while the hub serves.
+"""Online copy of a SQLite database file: one consistent snapshot, taken while others write to it.
 
 The copy is SQLite's online backup API run in one step (``sqlite3.Connection.backup`` with every
-page at once) on a connection and a thread of its own. One step is one read transaction, so the
-copy is the database as it was when the step began — a step-by-step copy would start over each
-time another connection commits, i.e. never finish under load. In WAL mode a reader neither
-waits for nor blocks writers: commits go on meanwhile, into the WAL file.
-
-The one thing a long reader holds up is a ``RESTART`` checkpoint, which waits for every reader
-of an older snapshot (:mod:`hubsvc.storage.sqlite.checkpoints`): the store would stall every
-write behind it for up to its busy timeout. So :func:`backup_database` holds the store's RESTART
-checkpoints off for the copy (:meth:`WalCheckpointer.hold
-<hubsvc.storage.sqlite.checkpoints.WalCheckpointer.hold>`) after waiting, on the store's own
-database thread, for one already running; passive checkpoints go on. The WAL file grows meanwhile
-by what is committed during the copy, and starts over at the first RESTART after it.
+page at once) on a connection of its own (run it on a thread: the GIL is released meanwhile). One
+step is one read transaction, so the copy is the database as it was when the step began — a
+step-by-step copy would start over each time another connection commits, i.e. never finish under
+load. In WAL mode a reader neither waits for nor blocks writers: commits go on meanwhile, into the
+WAL file, which cannot be checkpointed past the copy's snapshot until it ends. The hub
+(:mod:`hubsvc.storage.sqlite.history`) and the knowledge service (:mod:`knowledgesvc.backup`) use it.
 
 The copy is left in rollback-journal mode (one self-contained file, no ``-wal`` beside it); a hub
 that opens it switches it back to WAL mode.
@@ -31,6 +25,10 @@ BUSY_TIMEOUT_MS = 5000
 def copy_snapshot(source: str, target: Path) -> float:
     """Copy the database ``source`` as of one moment into a new file ``target`` (which must not
     exist); returns the seconds the copy took. Blocking: run it on a thread."""
+    if target.exists():
+        raise FileExistsError(f"{target} exists: a copy is written to a new file only")
+    if not Path(source).exists():
+        raise FileNotFoundError(f"no database at {source}")
     started = time.monotonic()
     src = sqlite3.connect(source, isolation_level=None)
     try:
