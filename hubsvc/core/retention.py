@@ -91,6 +91,12 @@ class Retention:
         self._clock = clock
         self._forget = forget
         self.stats = SweepStats()
+        if options.retain_ended > 0 and not isinstance(store, HistoryStore):
+            log.warning(
+                "--retain-ended is set but the %s store has no retention yet: it keeps everything "
+                '(docs/operations.md "Data over time")',
+                store.kind,
+            )
 
     @property
     def enabled(self) -> bool:
