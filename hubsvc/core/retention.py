@@ -75,6 +75,8 @@ class SweepStats:
     """When the last sweep finished (0: none yet)."""
     last_sweep_purged: int = 0
     """Channels the last sweep purged."""
+    purged_channels: int = 0
+    """Channels purged by every sweep since start."""
     purged_envelopes: int = 0
     """WAL rows deleted by every sweep since start."""
 
@@ -143,6 +145,7 @@ class Retention:
                     batch_rows=self._options.retention_batch_rows,
                 )
                 self.stats.purged_envelopes += rows
+                self.stats.purged_channels += 1
                 self._forget(channel_id)
                 purged += 1
         self.stats.last_sweep_at = self._clock()

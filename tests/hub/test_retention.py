@@ -18,6 +18,7 @@ from agentsdk.cli.app import app
 from agentsdk.operator import OperatorClient
 from hubsvc.archive_import import main as import_main
 from hubsvc.core.options import HubOptions, duration
+from hubsvc.metrics import retention_metrics
 from hubsvc.storage import SqliteHubStore, Writes
 from hubsvc.storage.base import ChannelRow, WalRow
 from hubsvc.storage.sqlite.history import _purge_head
@@ -84,6 +85,10 @@ async def test_churn_purges_ended_channels_and_keeps_live_ones(tmp_path: Path) -
             assert status.retention.channels_purged == CHURN and status.retention.ended_channels_kept == 0
             assert status.retention.HasField("last_sweep_at") and status.retention.store_size_bytes > 0
             assert status.retention.archive_dir == str(archive_dir)
+            metrics = {m.name: m.samples[0].value for m in retention_metrics(hub.core.retention.stats, hub.core.store)}
+            assert metrics["agentnet_hub_retention_purged_channels"] == CHURN
+            assert metrics["agentnet_hub_retention_purged_envelopes"] >= CHURN * 5  # open, ack, opened, 2 posts, closed
+            assert metrics["agentnet_hub_store_bytes"] > 0  # the file's size as it is when read
         with sqlite3.connect(tmp_path / "hub.db") as db:
             assert db.execute("SELECT count(*) FROM wal WHERE channel_id != ?", (live,)).fetchone() == (0,)
             assert db.execute("SELECT count(*) FROM channel_tombstones WHERE done = 1").fetchone() == (CHURN,)
