@@ -229,7 +229,7 @@ class _HubGauges(Collector):
     def __init__(self, core: HubCore) -> None:
         self._core = core
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         """One sample of each gauge."""
         core = self._core
         streams, envelopes, queued, largest = core.sessions.queue_stats()
