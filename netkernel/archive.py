@@ -11,8 +11,9 @@ channel, and what ``python -m hubsvc.archive_import`` reads back into a hub data
 
 ``{ChannelMetadata}`` and ``{Envelope}`` are the messages of proto/agentnet/v1 in protobuf's JSON
 mapping with the proto field names (``channel_id``, ``event_type``, ...), so any language's
-protobuf runtime parses them back into the messages the hub committed. Files are written to
-``NAME.tmp`` and renamed once complete and synced, so a file under its final name is whole.
+protobuf runtime parses them back into the messages the hub committed. Files are written to a
+temporary file beside the final name (``NAME.<random>.tmp``, one per writer: two hub replicas may
+archive the same channel) and renamed once complete and synced, so a file under its final name is whole.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,13 +53,14 @@ def archive_name(channel_id: str) -> str:
 
 
 class ArchiveWriter:
-    """Writes one channel's archive to ``path`` (through ``path.tmp``): the header at once, then
+    """Writes one channel's archive to ``path`` (through a temporary file beside it): the header at once, then
     :meth:`add` envelopes in seq order, then :meth:`finish` (or leave the ``with`` block)."""
 
     def __init__(self, path: Path, channel: channel_pb2.ChannelMetadata) -> None:
         self.path = path
-        self._tmp = path.with_name(path.name + ".tmp")
-        self._raw: IO[bytes] = open(self._tmp, "wb")  # closed by finish / abort
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")  # one per writer
+        self._tmp = Path(tmp)
+        self._raw: IO[bytes] = os.fdopen(fd, "wb")  # closed by finish / abort
         self._gz = gzip.GzipFile(fileobj=self._raw, mode="wb", mtime=0)
         self.count = 0
         self._last = 0

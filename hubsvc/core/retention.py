@@ -93,17 +93,17 @@ class Retention:
         self._clock = clock
         self._forget = forget
         self.stats = SweepStats()
-        if options.retain_ended > 0 and not isinstance(store, HistoryStore):
+        if options.retain_ended > 0 and not (isinstance(store, HistoryStore) and store.purges):
             log.warning(
-                "--retain-ended is set but the %s store has no retention yet: it keeps everything "
-                '(docs/operations.md "Data over time")',
+                "--retain-ended is set but this %s store has no retention (a Redis Cluster with ?spread=1): it "
+                'keeps everything (docs/operations.md "Data over time")',
                 store.kind,
             )
 
     @property
     def enabled(self) -> bool:
         """Whether this hub purges ended channels."""
-        return self._options.retain_ended > 0 and isinstance(self._store, HistoryStore)
+        return self._options.retain_ended > 0 and isinstance(self._store, HistoryStore) and self._store.purges
 
     async def run(self) -> None:
         """Sweep every ``--retention-sweep-interval`` seconds until cancelled (a failed sweep is logged)."""
@@ -130,7 +130,7 @@ class Retention:
             if not ids:
                 break
             for channel_id in ids:
-                archive = ""
+                archive: str | None = ""
                 if self._options.archive_dir:
                     try:
                         archive = await self._archive(channel_id)
@@ -138,15 +138,19 @@ class Retention:
                         log.warning("archiving channel %s failed (%s); it is kept until it can be", channel_id, exc)
                         skipped.add(channel_id)
                         continue
+                    if archive is None:  # purged by another replica meanwhile
+                        continue
                 rows = await store.purge_channel(
                     channel_id,
                     purged_at=self._clock(),
-                    archive=archive,
+                    archive=archive or "",
                     batch_rows=self._options.retention_batch_rows,
                 )
+                self._forget(channel_id)
+                if rows is None:  # live after all, or purged meanwhile (by another replica)
+                    continue
                 self.stats.purged_envelopes += rows
                 self.stats.purged_channels += 1
-                self._forget(channel_id)
                 purged += 1
         self.stats.last_sweep_at = self._clock()
         self.stats.last_sweep_purged = purged
@@ -154,9 +158,10 @@ class Retention:
             log.info("retention purged %d ended channels", purged)
         return purged
 
-    async def _archive(self, channel_id: str) -> str:
+    async def _archive(self, channel_id: str) -> str | None:
         """Write the channel's archive into ``--archive-dir``; returns its path ("" when the channel's
-        row is gone already: a purge a restart interrupted, archived before it began)."""
+        row is gone already: a purge a restart interrupted, archived before it began; None when the WAL
+        read is not the whole channel: another replica purged it meanwhile, and nothing is written)."""
         row = await self._store.get_channel(channel_id)
         if row is None:
             return ""
@@ -167,6 +172,9 @@ class Retention:
         try:
             async for _, records in self._store.scan_wal([channel_id]):
                 await asyncio.to_thread(writer.add_wire, records)
+            if writer.count != meta.last_seq:  # another replica purged it meanwhile: its archive stands
+                await asyncio.to_thread(writer.abort)
+                return None
             path = await asyncio.to_thread(writer.finish)
         except BaseException:
             await asyncio.to_thread(writer.abort)

@@ -47,6 +47,11 @@ class HistoryCounts:
 class HistoryStore(abc.ABC):
     """Backup, size and purge of a hub store (a mixin of the stores that offer them)."""
 
+    @property
+    def purges(self) -> bool:
+        """Whether retention can purge channels in this store (a layout may not allow it)."""
+        return True
+
     @abc.abstractmethod
     async def backup_to(self, target: Path) -> float:
         """Copy the store as of one moment into the new file ``target`` while it keeps serving;
@@ -70,11 +75,12 @@ class HistoryStore(abc.ABC):
         yet, those whose purge a restart interrupted first, oldest end first."""
 
     @abc.abstractmethod
-    async def purge_channel(self, channel_id: str, *, purged_at: float, archive: str, batch_rows: int) -> int:
+    async def purge_channel(self, channel_id: str, *, purged_at: float, archive: str, batch_rows: int) -> int | None:
         """Purge one ended channel: leave its tombstone, then delete its WAL (at most ``batch_rows``
-        rows a transaction), cursors, membership and row; returns the WAL rows deleted. Idempotent: a
-        purge a restart interrupted is finished by the next call. A live channel is never touched
-        (returns 0 and changes nothing)."""
+        rows a transaction), cursors, membership and row; returns the WAL rows deleted, or None when
+        this call purged nothing (a live channel, which is never touched, an unknown one, or one
+        purged already — by another replica, say). A purge a restart interrupted is finished by the
+        next call."""
 
     @abc.abstractmethod
     async def tombstone(self, channel_id: str) -> Tombstone | None:

@@ -19,7 +19,7 @@ COUNT_TIMEOUT = 2.0
 async def retention_status(store: HubStore, options: HubOptions, stats: SweepStats) -> operator_pb2.RetentionStatus:
     """The retention setting, the last sweep, and the store's counts and size (when it keeps them)."""
     status = operator_pb2.RetentionStatus(
-        retain_ended_seconds=options.retain_ended if isinstance(store, HistoryStore) else 0.0,
+        retain_ended_seconds=options.retain_ended if isinstance(store, HistoryStore) and store.purges else 0.0,
         archive_dir=options.archive_dir,
         last_sweep_purged=stats.last_sweep_purged,
         store_size_bytes=-1,

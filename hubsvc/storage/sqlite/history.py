@@ -202,10 +202,10 @@ class SqliteHistory(HistoryStore):
                 self._purger = conn
             return await asyncio.to_thread(fn, self._purger, *args)
 
-    async def purge_channel(self, channel_id: str, *, purged_at: float, archive: str, batch_rows: int) -> int:
+    async def purge_channel(self, channel_id: str, *, purged_at: float, archive: str, batch_rows: int) -> int | None:
         """Tombstone, then the WAL in steps of ``batch_rows`` rows, then the tombstone marked done."""
         if not await self._run(_purge_head, channel_id, purged_at, archive):
-            return 0
+            return None
         deleted = 0
         while True:
             step = int(await self._run(_purge_wal_step, channel_id, batch_rows))
