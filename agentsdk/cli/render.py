@@ -260,7 +260,10 @@ def retention_rows(r: operator_pb2.RetentionStatus) -> list[list[str]]:
     sweep = f"{when(r.last_sweep_at)} UTC, purged {r.last_sweep_purged}" if r.HasField("last_sweep_at") else "none yet"
     return [
         ["retention of ended channels", keep + (f", archived to {r.archive_dir}" if r.archive_dir else "")],
-        ["ended channels kept", f"{r.ended_channels_kept} ({r.channels_purged} purged)"],
+        [
+            "ended channels kept",
+            f"{r.ended_channels_kept if r.ended_channels_kept >= 0 else 'not counted'} ({r.channels_purged} purged)",
+        ],
         ["last retention sweep", sweep],
         ["store size", _bytes(r.store_size_bytes) if r.store_size_bytes >= 0 else "unknown"],
     ]

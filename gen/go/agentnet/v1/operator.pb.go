@@ -332,7 +332,8 @@ type RetentionStatus struct {
 	// Seconds an ended channel's history is kept (--retain-ended); 0 = keep
 	// everything (the default).
 	RetainEndedSeconds float64 `protobuf:"fixed64,1,opt,name=retain_ended_seconds,json=retainEndedSeconds,proto3" json:"retain_ended_seconds,omitempty"`
-	// Ended channels whose history the store still holds.
+	// Ended channels whose history the store still holds (-1 on Redis: not
+	// counted, that would scan every channel).
 	EndedChannelsKept int64 `protobuf:"varint,2,opt,name=ended_channels_kept,json=endedChannelsKept,proto3" json:"ended_channels_kept,omitempty"`
 	// Channels purged by retention so far (each leaves a one-row tombstone).
 	ChannelsPurged int64 `protobuf:"varint,3,opt,name=channels_purged,json=channelsPurged,proto3" json:"channels_purged,omitempty"`

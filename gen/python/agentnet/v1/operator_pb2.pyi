@@ -205,7 +205,9 @@ class RetentionStatus(_message.Message):
     everything (the default).
     """
     ended_channels_kept: _builtins.int
-    """Ended channels whose history the store still holds."""
+    """Ended channels whose history the store still holds (-1 on Redis: not
+    counted, that would scan every channel).
+    """
     channels_purged: _builtins.int
     """Channels purged by retention so far (each leaves a one-row tombstone)."""
     last_sweep_purged: _builtins.int

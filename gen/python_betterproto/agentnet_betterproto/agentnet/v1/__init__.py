@@ -5065,7 +5065,8 @@ class RetentionStatus(betterproto2.Message):
 
     ended_channels_kept: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
     """
-    Ended channels whose history the store still holds.
+    Ended channels whose history the store still holds (-1 on Redis: not
+    counted, that would scan every channel).
     """
 
     channels_purged: "int" = betterproto2.field(3, betterproto2.TYPE_INT64)

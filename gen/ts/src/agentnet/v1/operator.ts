@@ -118,7 +118,10 @@ export interface RetentionStatus {
    * everything (the default).
    */
   retainEndedSeconds: number;
-  /** Ended channels whose history the store still holds. */
+  /**
+   * Ended channels whose history the store still holds (-1 on Redis: not
+   * counted, that would scan every channel).
+   */
   endedChannelsKept: number;
   /** Channels purged by retention so far (each leaves a one-row tombstone). */
   channelsPurged: number;
