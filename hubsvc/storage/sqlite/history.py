@@ -137,6 +137,12 @@ class SqliteHistory(HistoryStore):
     def _in_memory(self) -> bool:
         return self._path in ("", ":memory:")
 
+    @property
+    def purges(self) -> bool:
+        """Retention runs on a database file (its purges use a second connection, which a database in
+        memory cannot have)."""
+        return not self._in_memory()
+
     # -- backup -------------------------------------------------------------------------
 
     def backup_running(self) -> bool:
@@ -164,14 +170,23 @@ class SqliteHistory(HistoryStore):
     # -- size and counts ----------------------------------------------------------------
 
     async def history_counts(self) -> HistoryCounts:
-        """Ended channels kept, channels purged, and the file's size (database plus its WAL file)."""
-        db = self._main()
-        ((kept,),) = await db.execute_fetchall("SELECT count(*) FROM channels WHERE live = 0", [])
-        ((purged,),) = await db.execute_fetchall("SELECT count(*) FROM channel_tombstones", [])
-        size = -1
-        if not self._in_memory():
-            size = await asyncio.to_thread(_file_sizes, self._path, self._path + "-wal")
-        return HistoryCounts(ended_kept=int(kept), purged=int(purged), size_bytes=size)
+        """Ended channels kept, channels purged, and the file's size (database plus its WAL file). The
+        counts walk two indexes: on a file, on retention's connection and thread, so the store's own
+        thread (its commits) never waits for them."""
+        if self._in_memory():
+            db = self._main()
+            ((kept,),) = await db.execute_fetchall("SELECT count(*) FROM channel_ends", [])
+            ((purged,),) = await db.execute_fetchall("SELECT count(*) FROM channel_tombstones", [])
+            return HistoryCounts(ended_kept=int(kept), purged=int(purged), size_bytes=-1)
+
+        def counts(conn: sqlite3.Connection) -> tuple[int, int]:
+            (kept,) = conn.execute("SELECT count(*) FROM channel_ends").fetchone()
+            (purged,) = conn.execute("SELECT count(*) FROM channel_tombstones").fetchone()
+            return int(kept), int(purged)
+
+        kept, purged = await self._run(counts)
+        size = await asyncio.to_thread(_file_sizes, self._path, self._path + "-wal")
+        return HistoryCounts(ended_kept=kept, purged=purged, size_bytes=size)
 
     # -- purge --------------------------------------------------------------------------
 
