@@ -466,6 +466,10 @@ class OperatorRpc:
         """``FollowAudit``: the audit log after an id, then each new record as it is written (until cancelled)."""
         return server_stream(self._stub.FollowAudit, request, operator_pb2.FollowAuditResponse, metadata=self._metadata)
 
+    def backup(self, request: operator_pb2.BackupRequest) -> AsyncIterator[operator_pb2.BackupResponse]:
+        """``Backup``: a consistent copy of the hub's store, its bytes in order, then a summary."""
+        return server_stream(self._stub.Backup, request, operator_pb2.BackupResponse, metadata=self._metadata)
+
 
 def _key_registration(request: hub_pb2.RegisterRequest | hub_pb2.RegisterHumanRequest) -> None:
     """Give a registration without an idempotency key one: 32 random hex characters (the hub

@@ -3,18 +3,19 @@
 :class:`HubMetrics` is the :class:`~hubsvc.recorder.Recorder` the core calls when metrics
 are on: counters and histograms, each label child bound once up front so a call is one
 locked add. Gauges (connected streams, queued deliveries and bytes, the store's write
-queue, live channels) cost nothing between scrapes: :class:`_HubGauges` reads them from the
-core when ``/metrics`` is scraped. Labels have bounded values only (reason strings of
-netkernel/errors.py, store kinds, outcomes); never agent or channel ids.
+queue, live channels, retention and the SQLite file's size) cost nothing between scrapes:
+:class:`_HubGauges` reads them from the core when ``/metrics`` is scraped. Labels have bounded
+values only (reason strings of netkernel/errors.py, store kinds, outcomes); never agent or channel ids.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from hubsvc.recorder import Recorder
@@ -22,6 +23,8 @@ from servicekit.metrics import RpcCounter
 
 if TYPE_CHECKING:
     from hubsvc.core.hub import HubCore
+    from hubsvc.core.retention import SweepStats
+    from hubsvc.storage import HubStore
 
 _COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Seconds: a group commit takes well under a millisecond on SQLite, more on a remote Redis."""
@@ -209,13 +212,36 @@ class HubMetrics(Recorder):
             self._feed_lag.observe(max(0.0, lag))
 
 
+def retention_metrics(stats: SweepStats, store: HubStore) -> Iterator[Metric]:
+    """Retention's counts since start, its last sweep, and the SQLite file's size (one ``stat`` each)."""
+    yield CounterMetricFamily(
+        "agentnet_hub_retention_purged_channels",
+        "Ended channels purged by retention on this hub.",
+        value=stats.purged_channels,
+    )
+    yield CounterMetricFamily(
+        "agentnet_hub_retention_purged_envelopes",
+        "WAL rows retention deleted on this hub.",
+        value=stats.purged_envelopes,
+    )
+    yield GaugeMetricFamily(
+        "agentnet_hub_retention_last_sweep_timestamp_seconds",
+        "Unix time this hub's last retention sweep finished (0: none yet).",
+        value=stats.last_sweep_at,
+    )
+    kind, path = store.location()
+    if kind == "sqlite" and path not in ("", ":memory:"):
+        size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+        yield GaugeMetricFamily("agentnet_hub_store_bytes", "Bytes of the SQLite file and its -wal file.", value=size)
+
+
 class _HubGauges(Collector):
     """The hub's gauges, read from the core when scraped (on the hub's event loop)."""
 
     def __init__(self, core: HubCore) -> None:
         self._core = core
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         """One sample of each gauge."""
         core = self._core
         streams, envelopes, queued, largest = core.sessions.queue_stats()
@@ -249,3 +275,4 @@ class _HubGauges(Collector):
             "Channels live in this hub's memory.",
             value=sum(1 for _ in core.channels.live()),
         )
+        yield from retention_metrics(core.retention.stats, core.store)

@@ -4,7 +4,9 @@
   (:mod:`hubsvc.storage.redis_store.plan` builds its arguments; the file's head describes them);
 * ``scan_texts.lua`` — one chunk of a channel's EV_TEXT rows, newest first (SearchContext,
   QuoteContext);
-* ``rebuild_holdings.lua`` — fills the holder sets of a store written before them (at open).
+* ``rebuild_holdings.lua`` — fills the holder sets of a store written before them (at open);
+* ``purge_channel.lua`` — retention's purge of one ended channel, once across replicas
+  (:mod:`hubsvc.storage.redis_store.history`).
 """
 
 from __future__ import annotations
@@ -20,3 +22,4 @@ def _load(name: str) -> str:
 COMMIT = _load("commit.lua")
 SCAN_TEXTS = _load("scan_texts.lua")
 REBUILD_HOLDINGS = _load("rebuild_holdings.lua")
+PURGE_CHANNEL = _load("purge_channel.lua")

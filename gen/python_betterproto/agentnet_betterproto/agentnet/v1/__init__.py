@@ -16,6 +16,9 @@ __all__ = (
     "AppliedRule",
     "Audience",
     "AuditRecord",
+    "BackupRequest",
+    "BackupResponse",
+    "BackupSummary",
     "Batch",
     "CallToolRequest",
     "CallToolResponse",
@@ -156,6 +159,7 @@ __all__ = (
     "ReportTurnFailureRequest",
     "ReportTurnFailureResponse",
     "Resume",
+    "RetentionStatus",
     "SayRequest",
     "SayResponse",
     "SearchContextRequest",
@@ -1317,6 +1321,77 @@ class AuditRecord(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "AuditRecord", AuditRecord)
+
+
+@dataclass(eq=False, repr=False)
+class BackupRequest(betterproto2.Message):
+    """
+    BackupRequest asks for a consistent copy of the hub's store.
+    """
+
+    pass
+
+
+default_message_pool.register_message("agentnet.v1", "BackupRequest", BackupRequest)
+
+
+@dataclass(eq=False, repr=False)
+class BackupResponse(betterproto2.Message):
+    """
+    BackupResponse is one piece of the copy: the file's bytes in order, then
+    one last message with the summary and no data.
+    """
+
+    data: "bytes" = betterproto2.field(1, betterproto2.TYPE_BYTES)
+    """
+    The next bytes of the database file (at most 1 MiB).
+    """
+
+    summary: "BackupSummary | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    On the last message only: what was copied.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "BackupResponse", BackupResponse)
+
+
+@dataclass(eq=False, repr=False)
+class BackupSummary(betterproto2.Message):
+    """
+    BackupSummary describes a finished copy.
+    """
+
+    store_kind: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The store kind copied ("sqlite").
+    """
+
+    size_bytes: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    Bytes of the whole file.
+    """
+
+    sha256: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    SHA-256 of the whole file, lower-case hex: check the written copy
+    against it.
+    """
+
+    copy_seconds: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    """
+    Seconds the hub took to copy its database (one snapshot read).
+    """
+
+    taken_at: "datetime.datetime | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When the snapshot was taken.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "BackupSummary", BackupSummary)
 
 
 @dataclass(eq=False, repr=False)
@@ -2929,6 +3004,12 @@ class GetStatusResponse(betterproto2.Message):
     channel_types: "list[str]" = betterproto2.field(17, betterproto2.TYPE_STRING, repeated=True)
     """
     The channel types (turn-taking adapters) this hub serves, by name.
+    """
+
+    retention: "RetentionStatus | None" = betterproto2.field(18, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Retention of ended channels and the store's size (docs/operations.md
+    "Data over time").
     """
 
 
@@ -5092,6 +5173,58 @@ class Resume(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "Resume", Resume)
+
+
+@dataclass(eq=False, repr=False)
+class RetentionStatus(betterproto2.Message):
+    """
+    RetentionStatus is what the hub keeps of ended channels and how big its
+    store is.
+    """
+
+    retain_ended_seconds: "float" = betterproto2.field(1, betterproto2.TYPE_DOUBLE)
+    """
+    Seconds an ended channel's history is kept (--retain-ended); 0 = keep
+    everything (the default).
+    """
+
+    ended_channels_kept: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    Ended channels whose history the store still holds (-1 on Redis: not
+    counted, that would scan every channel).
+    """
+
+    channels_purged: "int" = betterproto2.field(3, betterproto2.TYPE_INT64)
+    """
+    Channels purged by retention so far (each leaves a one-row tombstone).
+    """
+
+    last_sweep_at: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When this hub's last retention sweep finished (unset: none yet).
+    """
+
+    last_sweep_purged: "int" = betterproto2.field(5, betterproto2.TYPE_INT64)
+    """
+    Channels the last sweep purged.
+    """
+
+    store_size_bytes: "int" = betterproto2.field(6, betterproto2.TYPE_INT64)
+    """
+    Bytes the store takes: the SQLite file and its WAL file, or the Redis
+    server's used_memory; -1 when unknown.
+    """
+
+    archive_dir: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    The directory purged channels are archived to before the purge
+    (--archive-dir); "" = no archive.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "RetentionStatus", RetentionStatus)
 
 
 @dataclass(eq=False, repr=False)
@@ -7339,6 +7472,42 @@ class OperatorServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.OperatorService/FollowAudit",
             message,
             FollowAuditResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        ):
+            yield response
+
+    async def backup(
+        self,
+        message: "BackupRequest | None" = None,
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "AsyncIterator[BackupResponse]":
+        """
+        Backup streams a consistent copy of the hub's store, taken while the hub
+        keeps serving: on SQLite the bytes of a database file as the store was at
+        one moment (identities and credentials, channels, WALs, cursors, tasks,
+        executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+        The hub copies its database on a thread of its own into a private
+        temporary file beside it (reading one snapshot: commits go on meanwhile),
+        then streams that file, 1 MiB a message, the last message carrying the
+        summary (size and SHA-256 of the whole file), and deletes it. Posts are
+        never held by a backup (docs/operations.md "Data over time").
+        FAILED_PRECONDITION on a Redis store (back Redis up with its own
+        snapshot, docs/operations.md) or an in-memory database;
+        RESOURCE_EXHAUSTED while another backup of this hub runs.
+        """
+
+        if message is None:
+            message = BackupRequest()
+
+        async for response in self._unary_stream(
+            "/agentnet.v1.OperatorService/Backup",
+            message,
+            BackupResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
