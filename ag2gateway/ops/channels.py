@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from agentnet.v1 import envelope_pb2, hub_pb2
+from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
 
 from ag2gateway import frames, ids, records
 from ag2gateway.ops.registry import op, text_param
@@ -36,7 +36,10 @@ def _ttl(value: Any) -> float | None:
 
 @op("create_channel")
 async def create_channel(conn: Connection, params: dict[str, Any]) -> Any:
-    """``OpenChannel`` as the creator (invites go out; the channel opens once every invitee acked)."""
+    """``OpenChannel`` as the creator, answered once the channel is open, as AG2's hub answers: invites go
+    out, and the hub returns when every invitee acked (``wait_until_opened``). A channel that ended
+    instead (an invitee rejected, the acks did not come within the hub's invite-ack timeout) is
+    protocol_error, as AG2's ``create_channel`` fails then; so the creator may send at once."""
     creator = params.get("creator_id")
     rpc = conn.as_agent(creator)
     channel_type = text_param(params, "manifest_type")
@@ -49,13 +52,26 @@ async def create_channel(conn: Connection, params: dict[str, Any]) -> Any:
         targets=[p for p in participants if p != creator],
         knobs_json=json.dumps(knobs) if knobs else "",
         intent=params.get("intent") or "",
+        wait_until_opened=True,
     )
     ttl = _ttl(params.get("ttl"))
     if ttl is not None:
         request.ttl_seconds = ttl
     meta = (await rpc.open_channel(request)).channel
     conn.learn_channel(meta.channel_id, str(creator))
+    if meta.state != channel_pb2.CHANNEL_STATE_OPENED:
+        raise Ag2Refusal(frames.PROTOCOL_ERROR, _not_opened(meta))
     return records.channel_to_ag2(meta)
+
+
+def _not_opened(meta: channel_pb2.ChannelMetadata) -> str:
+    """Why a channel did not open (the message AG2's hub gives for the same case, with the hub's reason)."""
+    if meta.close_reason == "invite_timeout":
+        return f"channel {meta.channel_id!r} ack timeout: not every invitee acked its invite (invite_timeout)"
+    if meta.close_reason == "invite_rejected":
+        return f"channel {meta.channel_id!r} rejected: an invitee rejected its invite (invite_rejected)"
+    state = channel_pb2.ChannelState.Name(meta.state)
+    return f"channel {meta.channel_id!r} did not open: {state} ({meta.close_reason or 'no reason given'})"
 
 
 @op("get_channel")

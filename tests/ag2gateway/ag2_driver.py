@@ -15,7 +15,7 @@ import traceback
 from typing import Any
 
 from ag2 import Agent
-from ag2.network import EV_TEXT, AuthBlock, Envelope, HubClient, Passport, Resume
+from ag2.network import EV_TEXT, AuthBlock, Envelope, HubClient, Passport, Resume, Rule
 from ag2.network.transport import WsLink
 from ag2.testing import TestConfig
 
@@ -25,6 +25,10 @@ state: dict[str, Any] = {"hubs": {}, "clients": {}, "received": {}}
 def _passport(name: str, token: str | None, kind: str | None = None) -> Passport:
     auth = AuthBlock(scheme="api_key", claim={"token": token}) if token is not None else AuthBlock()
     return Passport(name=name, auth=auth, kind=kind)
+
+
+def _rule(cmd: dict[str, Any]) -> Rule | None:
+    return Rule.from_dict(cmd["rule"]) if cmd.get("rule") is not None else None
 
 
 def _record(name: str):
@@ -63,7 +67,10 @@ async def run(cmd: dict[str, Any]) -> Any:
         hub = await _hub(cmd.get("conn", "main"))
         agent = Agent(cmd["name"], config=TestConfig(*cmd.get("replies", [])))
         client = await hub.register(
-            agent, _passport(cmd["name"], cmd.get("token")), Resume(summary=cmd.get("summary", ""))
+            agent,
+            _passport(cmd["name"], cmd.get("token")),
+            Resume(summary=cmd.get("summary", ""), claimed_capabilities=cmd.get("capabilities", [])),
+            rule=_rule(cmd),
         )
         original = client._on_envelope
 
@@ -76,7 +83,11 @@ async def run(cmd: dict[str, Any]) -> Any:
         return {"agent_id": client.agent_id, "passport": client.passport.to_dict()}
     if op == "human":
         hub = await _hub(cmd.get("conn", "main"))
-        human = await hub.register_human(_passport(cmd["name"], cmd.get("token"), "human"))
+        human = await hub.register_human(
+            _passport(cmd["name"], cmd.get("token"), "human"),
+            rule=_rule(cmd),
+            auto_ack_invites=cmd.get("auto_ack", True),
+        )
         human.on_envelope(_record(cmd["name"]))
         state["clients"][cmd["name"]] = human
         return {"agent_id": human.agent_id}
@@ -114,6 +125,15 @@ async def run(cmd: dict[str, Any]) -> Any:
             event_data={"text": cmd["text"]},
         )
         return {"envelope_id": await client.send_envelope(envelope)}
+    if op == "open_send":  # open, then at once every text in flight together (AG2 code that sends right after open())
+        client = state["clients"][cmd["who"]]
+        channel = await client.open(type=cmd["type"], target=cmd["targets"], knobs=cmd.get("knobs"))
+        sent = await asyncio.gather(*(channel.send(text) for text in cmd["texts"]))
+        return {"channel_id": channel.channel_id, "state": channel.metadata.state.value, "envelope_ids": list(sent)}
+    if op == "set_rule":
+        hub = await _hub(cmd.get("conn", "main"))
+        await hub.set_rule(state["clients"][cmd["who"]].agent_id, Rule.from_dict(cmd["rule"]))
+        return None
     if op == "send_many":  # every text posted at once (requests in flight together), ids in the order given
         client = state["clients"][cmd["who"]]
         return list(await asyncio.gather(*(client.send(cmd["channel_id"], text) for text in cmd["texts"])))
