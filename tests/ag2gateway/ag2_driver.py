@@ -109,6 +109,17 @@ async def run(cmd: dict[str, Any]) -> Any:
             hub._clients = dict(hub._clients)
         state["clients"][cmd["name"]] = client
         return {"agent_id": client.agent_id}
+    if op == "attach_agent":  # AG2's reconnect by name: attach(), then (optionally) resume_pending_turns()
+        hub = await _hub(cmd["conn"], cmd.get("url"))
+        client = await hub.attach(
+            Agent(cmd["name"], config=TestConfig(*cmd.get("replies", []))),
+            cmd["name"],
+            passport=_passport(cmd["name"], cmd.get("token")),
+            since_envelope_id=cmd.get("since", ""),
+        )
+        state["clients"][cmd["name"]] = client
+        resumed = await client.resume_pending_turns() if cmd.get("resume") else None
+        return {"agent_id": client.agent_id, "resumed": resumed}
     if op == "open":
         client = state["clients"][cmd["who"]]
         channel = await client.open(type=cmd["type"], target=cmd["targets"], knobs=cmd.get("knobs"))
