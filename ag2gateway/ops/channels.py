@@ -13,6 +13,7 @@ from ag2gateway import frames, ids, records
 from ag2gateway.ops.registry import op, text_param
 from ag2gateway.refusals import Ag2Refusal
 from agentsdk.rpc import HubRpc
+from netkernel.channel_types import WORKFLOW_TYPE
 from netkernel.errors import NotFound
 
 if TYPE_CHECKING:
@@ -46,6 +47,13 @@ async def create_channel(conn: Connection, params: dict[str, Any]) -> Any:
     participants = params["participants"]
     if not isinstance(participants, list) or not all(isinstance(p, str) for p in participants):
         raise Ag2Refusal(frames.PROTOCOL_ERROR, "params.participants must be a list of agent ids")
+    raw_knobs = params.get("knobs")
+    graph = raw_knobs.get("graph") if isinstance(raw_knobs, dict) else None
+    if channel_type == WORKFLOW_TYPE and not isinstance(graph, dict):
+        raise Ag2Refusal(  # AG2's hub refuses it too; the hub itself would run a knob-less workflow (docs/ag2.md)
+            frames.PROTOCOL_ERROR,
+            "workflow requires knobs['graph'] as a dict: pass TransitionGraph.to_dict() as knobs={'graph': ...}",
+        )
     knobs = records.knobs_from_ag2(channel_type, params.get("knobs"), params.get("labels"))
     request = hub_pb2.OpenChannelRequest(
         type=channel_type,

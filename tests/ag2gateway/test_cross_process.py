@@ -127,6 +127,7 @@ async def test_a_checkpoint_written_in_one_process_is_read_in_the_next(net: Net)
     assert await second_life("call", name="read_task_checkpoint", args=["crunch-1"]) == {"step": 2, "partial": [1, 2]}
     await second_life("call", name="checkpoint_task", args=["crunch-1", {"step": 3}])
     assert await second_life("call", name="read_task_checkpoint", args=["crunch-1"]) == {"step": 3}
+    assert await second_life("call", name="read_task_checkpoint", args=["no-such-task"]) is None  # as AG2's hub
 
     await net.ag2("human", name="eve", token=TOKEN.format("eve"))
     with pytest.raises(Ag2Error, match="AccessDeniedError"):  # only the owner reads its checkpoint

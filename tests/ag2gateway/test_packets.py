@@ -3,8 +3,10 @@ is routed by the hub's graph, and reads back as AG2 wrote it."""
 
 from __future__ import annotations
 
+import pytest
+
 from ag2gateway.records.envelopes import packet_from_ag2, packet_to_ag2
-from tests.ag2gateway.conftest import Net
+from tests.ag2gateway.conftest import Ag2Error, Net
 from tests.ag2gateway.test_channels import TOKEN
 from tests.eventually import assert_eventually
 
@@ -62,3 +64,12 @@ async def test_a_static_tool_routing_packet_from_an_ag2_process_routes_by_the_gr
     assert await net.ag2("call", name="can_send", args=[channel_id, alice["agent_id"]]) is False
     meta = await net.ag2("call", name="get_channel", args=[channel_id])
     assert meta["state"] == "active"  # routed to bob by the graph, not terminated by its default
+
+
+async def test_a_workflow_opened_without_a_graph_is_refused_as_ag2s_hub_refuses_it(net: Net) -> None:
+    await net.ag2("human", name="bob", token=TOKEN.format("bob"))
+    await net.ag2("human", name="alice", token=TOKEN.format("alice"))
+    for knobs in (None, {}, {"graph": "not a dict"}):
+        with pytest.raises(Ag2Error, match=r"ProtocolError: workflow requires knobs\['graph'\] as a dict"):
+            await net.ag2("open", who="alice", type="workflow", targets=["bob"], knobs=knobs)
+    assert await net.ag2("call", name="list_channels", kwargs={"include_terminal": True}) == []  # nothing was created

@@ -4,9 +4,11 @@ reads the last checkpoint back as ``task.resumed_state`` (AG2's Task.checkpoint 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from agentnet.v1 import hub_pb2, task_pb2
 
 from agentsdk import Agent
 from agentsdk.config import ScriptedConfig
@@ -68,3 +70,17 @@ async def test_tasks_tagged_with_a_capability_build_the_agents_observed_track_re
         stat = resume.observed["analysis"]
         assert (stat.n, stat.completed, stat.failed, stat.success_rate) == (2, 1, 1, 0.5)
         assert stat.last_updated is not None and resume.last_updated == stat.last_updated
+
+
+async def test_cancel_after_complete_is_a_no_op_and_an_unknown_tasks_checkpoint_is_none() -> None:
+    async with Hub.open() as hub:
+        agent = Agent("finisher", config=ScriptedConfig([]))
+        client = await hub.register(agent, Passport(name="finisher"))
+        async with agent.task("quick") as task:
+            await task.complete({"done": True})
+            await task.cancel("too late")  # as in AG2: the task ended, nothing changes
+        record = (await client.rpc.get_task(hub_pb2.GetTaskRequest(task_id=task.task_id))).task
+        assert (record.state, json.loads(record.result_json)) == (task_pb2.TASK_STATE_COMPLETED, {"done": True})
+        assert await client.read_task_checkpoint("no-such-task") is None  # as AG2: nothing to resume from
+        async with agent.task("again", resume_from="no-such-task") as resumed:
+            assert resumed.resumed_state is None

@@ -10452,9 +10452,9 @@ export const HubServiceService = {
   },
   /**
    * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-   * false when none was saved), running or ended. Only the task's owner may read
-   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-   * agent's task).
+   * false when none was saved, or the task is unknown: nothing to resume from, as
+   * in AG2), running or ended. Only the task's owner may read it, as in AG2.
+   * Refusals: PERMISSION_DENIED (another agent's task).
    */
   readTaskCheckpoint: {
     path: "/agentnet.v1.HubService/ReadTaskCheckpoint" as const,
@@ -11002,9 +11002,9 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   checkpointTask: handleUnaryCall<CheckpointTaskRequest, CheckpointTaskResponse>;
   /**
    * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-   * false when none was saved), running or ended. Only the task's owner may read
-   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-   * agent's task).
+   * false when none was saved, or the task is unknown: nothing to resume from, as
+   * in AG2), running or ended. Only the task's owner may read it, as in AG2.
+   * Refusals: PERMISSION_DENIED (another agent's task).
    */
   readTaskCheckpoint: handleUnaryCall<ReadTaskCheckpointRequest, ReadTaskCheckpointResponse>;
   /**
@@ -11701,9 +11701,9 @@ export interface HubServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-   * false when none was saved), running or ended. Only the task's owner may read
-   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-   * agent's task).
+   * false when none was saved, or the task is unknown: nothing to resume from, as
+   * in AG2), running or ended. Only the task's owner may read it, as in AG2.
+   * Refusals: PERMISSION_DENIED (another agent's task).
    */
   readTaskCheckpoint(
     request: ReadTaskCheckpointRequest,
