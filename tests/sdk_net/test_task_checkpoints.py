@@ -5,10 +5,11 @@ reads the last checkpoint back as ``task.resumed_state`` (AG2's Task.checkpoint 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
-from agentnet.v1 import hub_pb2, task_pb2
+from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
 
 from agentsdk import Agent
 from agentsdk.config import ScriptedConfig
@@ -84,3 +85,23 @@ async def test_cancel_after_complete_is_a_no_op_and_an_unknown_tasks_checkpoint_
         assert await client.read_task_checkpoint("no-such-task") is None  # as AG2: nothing to resume from
         async with agent.task("again", resume_from="no-such-task") as resumed:
             assert resumed.resumed_state is None
+
+
+async def test_set_resume_stamps_last_updated_and_the_fallback_skill_shows_the_track_record() -> None:
+    async with Hub.open() as hub:
+        agent = Agent("analyst", config=ScriptedConfig([]))
+        client = await hub.register(agent, Passport(name="analyst"))
+        assert (await hub.get_resume("analyst")).last_updated is None  # never changed yet
+        before = time.time()
+        claims = identity_pb2.Resume(summary="analyses data", claimed_capabilities=["analysis"])
+        await client.rpc.set_resume(hub_pb2.SetResumeRequest(resume=claims))
+        stamped = (await hub.get_resume("analyst")).last_updated
+        assert stamped is not None and before - 1 <= stamped <= time.time() + 1  # stamped on change, as AG2
+        async with agent.task("one", capability="analysis"):
+            pass
+        resume = await hub.get_resume("analyst")
+        assert resume.last_updated is not None and resume.last_updated >= stamped
+        record = (await client.rpc.describe_agent(hub_pb2.DescribeAgentRequest(agent_id="analyst"))).agent
+        assert record.skill_is_fallback
+        track = "## Track record\n\n- analysis: 1 completed / 0 failed / 0 expired / 0 cancelled (n=1)\n"
+        assert track in record.skill_md

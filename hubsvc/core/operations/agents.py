@@ -15,6 +15,8 @@ from hubsvc.core.util import from_timestamp, to_timestamp
 from hubsvc.governance.policy import Effective, parse_rule
 from hubsvc.storage import HubStore
 from netkernel.errors import InvalidArgument, PermissionDenied
+from netkernel.identity import Passport, Resume
+from netkernel.skills import render_fallback_skill
 
 _AGENT_ORDERS: dict[str, Callable[[AgentEntry], SortKey]] = {
     "name": lambda e: (e.name,),
@@ -166,7 +168,8 @@ def combined(effective: Effective) -> dict[str, Any]:
 
 async def with_observed(store: HubStore, record: identity_pb2.AgentRecord) -> identity_pb2.AgentRecord:
     """``record`` with the hub's observed track record in its resume (a copy; the stored counts of
-    every capability its ended tasks were tagged with, and when they last changed)."""
+    every capability its ended tasks were tagged with; ``last_updated`` is the latest of its last
+    SetResume and its last observation; a fallback skill is rendered again with its track record)."""
     counts = await store.load_observed(record.agent_id)
     if not counts:
         return record
@@ -185,5 +188,10 @@ async def with_observed(store: HubStore, record: identity_pb2.AgentRecord) -> id
         stat.success_rate = c.completed / n if n else 0.0
         stat.last_latency_ms = c.last_latency_ms
         stat.last_updated.CopyFrom(to_timestamp(c.last_updated))
-    out.resume.last_updated.CopyFrom(to_timestamp(max(c.last_updated for c in counts.values())))
+    latest = max(c.last_updated for c in counts.values())
+    if record.resume.HasField("last_updated"):  # the last SetResume, if later than the last observation
+        latest = max(latest, from_timestamp(record.resume.last_updated))
+    out.resume.last_updated.CopyFrom(to_timestamp(latest))
+    if out.skill_is_fallback:  # the fallback skill shows the track record too, as AG2's does
+        out.skill_md = render_fallback_skill(Passport.from_wire(out.passport), Resume.from_wire(out.resume))
     return out

@@ -4962,7 +4962,9 @@ class Resume(betterproto2.Message):
         8, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
-    When `observed` last changed (unset = never); hub-stamped.
+    When the resume last changed: its last SetResume or the last change of
+    `observed`, whichever is later (unset = never), as AG2 stamps it;
+    hub-stamped, ignored when a client sends it.
     """
 
 
