@@ -3,6 +3,7 @@ processes send right after ``open()`` (one send, or 512 in flight at once) and e
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,32 @@ async def test_an_invitee_that_never_acks_fails_the_open_as_ag2s_ack_timeout(tmp
         mine = {"agent_id": alice["agent_id"], "include_terminal": True}
         [channel] = await net.ag2("call", name="list_channels", kwargs=mine)
         assert (channel["state"], channel["close_reason"]) == ("closed", "invite_timeout")
+
+
+async def test_an_invitee_that_rejects_fails_the_open_and_the_channel_is_closed(net: Net) -> None:
+    bob_process = await net.another_process()
+    bob = await bob_process("human", name="bob", token=TOKEN.format("bob"), auto_ack=False)
+    alice = await net.ag2("human", name="alice", token=TOKEN.format("alice"))
+    opening = asyncio.ensure_future(net.ag2("open", who="alice", type="conversation", targets=["bob"]))
+
+    async def invited() -> str:
+        invites = [e for e in await bob_process("received", who="bob") if e["event_type"] == "ag2.channel.invite"]
+        assert len(invites) == 1, invites
+        return str(invites[0]["channel_id"])
+
+    channel_id = await assert_eventually(invited, timeout=30)
+    assert not opening.done()  # create_channel has not answered: the invite is not answered yet
+    reject = {
+        "channel_id": channel_id,
+        "sender_id": bob["agent_id"],
+        "audience": None,
+        "event_type": "ag2.channel.invite.reject",
+        "event_data": {"channel_id": channel_id, "reason": "busy"},
+    }
+    await bob_process("rpc", name="post_envelope", params={"envelope": reject})
+    with pytest.raises(Ag2Error, match=r"ProtocolError: .*rejected.*invite_rejected"):
+        await opening
+    mine = {"agent_id": alice["agent_id"], "include_terminal": True}
+    [channel] = await net.ag2("call", name="list_channels", kwargs=mine)
+    assert channel["channel_id"] == channel_id
+    assert (channel["state"], channel["close_reason"]) == ("closed", "invite_rejected")
