@@ -141,6 +141,10 @@ async def run(cmd: dict[str, Any]) -> Any:
         channel = await client.open(type=cmd["type"], target=cmd["targets"], knobs=cmd.get("knobs"))
         sent = await asyncio.gather(*(channel.send(text) for text in cmd["texts"]))
         return {"channel_id": channel.channel_id, "state": channel.metadata.state.value, "envelope_ids": list(sent)}
+    if op == "open_many":  # `count` opens at once (AG2 code gathering open() calls), their states
+        client = state["clients"][cmd["who"]]
+        opens = [client.open(type=cmd["type"], target=cmd["targets"]) for _ in range(cmd["count"])]
+        return [channel.metadata.state.value for channel in await asyncio.gather(*opens)]
     if op == "set_rule":
         hub = await _hub(cmd.get("conn", "main"))
         await hub.set_rule(state["clients"][cmd["who"]].agent_id, Rule.from_dict(cmd["rule"]))

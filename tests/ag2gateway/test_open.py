@@ -107,3 +107,12 @@ async def test_an_invitee_that_rejects_fails_the_open_and_the_channel_is_closed(
     [channel] = await net.ag2("call", name="list_channels", kwargs=mine)
     assert channel["channel_id"] == channel_id
     assert (channel["state"], channel["close_reason"]) == ("closed", "invite_rejected")
+
+
+async def test_more_opens_at_once_than_request_slots_to_invitees_on_the_same_connection_all_open(net: Net) -> None:
+    # Each open waits for its invitee's ack, and the acks come over the same connection: an open
+    # waiting for its ack must not hold a slot the ack needs (64 ops at once per connection).
+    await net.ag2("human", name="bob", token=TOKEN.format("bob"), rule=NO_INBOX_CAP)
+    await net.ag2("human", name="alice", token=TOKEN.format("alice"))
+    states = await net.ag2("open_many", who="alice", type="conversation", targets=["bob"], count=300)
+    assert states == ["active"] * 300
