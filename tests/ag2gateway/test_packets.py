@@ -54,7 +54,9 @@ async def test_a_static_tool_routing_packet_from_an_ag2_process_routes_by_the_gr
     await net.ag2("rpc", name="post_envelope", params={"envelope": packet})  # the hub refused this before
 
     async def bob_is_due() -> bool:
-        [got] = [e for e in await bob_process("received", who="bob") if e["event_type"] == "ag2.packet"]
+        packets = [e for e in await bob_process("received", who="bob") if e["event_type"] == "ag2.packet"]
+        assert len(packets) == 1, packets
+        got = packets[0]
         assert got["event_data"]["routing"] == {**routing, "tool_called": "escalate"}
         assert got["event_data"]["body"] == "over to you"
         assert await bob_process("call", name="can_send", args=[channel_id, bob["agent_id"]]) is True
