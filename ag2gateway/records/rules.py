@@ -114,16 +114,25 @@ def format_duration(seconds: float) -> str:
     return f"{whole}s"
 
 
-def _count(value: Any, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidArgument(f"{where} must be a non-negative integer (0 turns it off), got {value!r}")
+MAX_COUNT = 1_000_000_000
+"""Largest cap the hub's rules take (checked here, before anything is registered)."""
+MAX_TTL = 365 * 86400
+"""Longest ``channel_ttl_default`` the hub's rules take (a year)."""
+MAX_PER_MINUTE = 60_000_000
+"""Largest ``rate.per_minute`` (the hub's ``posts_per_second`` is at most 1 000 000)."""
+MAX_BURST = 1_000_000
+
+
+def _count(value: Any, where: str, most: int = MAX_COUNT) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= most:
+        raise InvalidArgument(f"{where} must be an integer from 0 (off) to {most}, got {value!r}")
     return value
 
 
 def _globs(value: Any, where: str) -> list[str] | None:
     """A glob list: None when it picks anyone (it holds ``"*"``)."""
-    if not isinstance(value, list) or not all(isinstance(g, str) and g for g in value):
-        raise InvalidArgument(f"{where} must be a list of non-empty name globs, got {value!r}")
+    if not isinstance(value, list) or not all(isinstance(g, str) and 0 < len(g) <= 256 for g in value):
+        raise InvalidArgument(f"{where} must be a list of name globs (1 to 256 characters each), got {value!r}")
     return None if "*" in value else list(value)
 
 
@@ -173,6 +182,8 @@ def rule_from_ag2(data: Any) -> str:
         if value:
             hub_limits[hub_name] = value
     ttl = parse_duration(limits["channel_ttl_default"], "rule.limits.channel_ttl_default")
+    if ttl > MAX_TTL:
+        raise InvalidArgument(f"rule.limits.channel_ttl_default must be at most a year ('365d'), got {ttl}s")
     if ttl:
         hub_limits["default_ttl_seconds"] = ttl
     parse_duration(limits["task_ttl_default"], "rule.limits.task_ttl_default")  # checked; AG2's hub applies none
@@ -180,8 +191,8 @@ def rule_from_ag2(data: Any) -> str:
         out["limits"] = hub_limits
 
     rate = limits["rate"]
-    per_minute = _count(rate["per_minute"], "rule.limits.rate.per_minute")
-    burst = _count(rate["burst"], "rule.limits.rate.burst")
+    per_minute = _count(rate["per_minute"], "rule.limits.rate.per_minute", MAX_PER_MINUTE)
+    burst = _count(rate["burst"], "rule.limits.rate.burst", MAX_BURST)
     if per_minute:
         out["rate"] = {"posts_per_second": per_minute / 60, **({"burst": burst} if burst else {})}
 

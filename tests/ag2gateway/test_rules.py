@@ -83,7 +83,10 @@ def test_ag2s_default_rule_is_what_ag2s_hub_enforces_and_zero_turns_a_cap_off() 
         ({"limits": {"inbox": {"overflow": "drop_oldest"}}}, "overflow 'drop_oldest' cannot be enforced"),
         ({"limits": {"inbox": {"high_water": 10}}}, "high_water cannot be enforced"),
         ({"limits": {"channel_ttl_default": "2w"}}, "channel_ttl_default must be a duration"),
-        ({"limits": {"max_concurrent_channels": -1}}, "max_concurrent_channels must be a non-negative integer"),
+        ({"limits": {"max_concurrent_channels": -1}}, r"max_concurrent_channels must be an integer from 0 \(off\)"),
+        ({"limits": {"rate": {"per_minute": 10**9}}}, r"per_minute must be an integer from 0 \(off\) to 60000000"),
+        ({"limits": {"channel_ttl_default": "400d"}}, "channel_ttl_default must be at most a year"),
+        ({"access": {"outbound_to": [""]}}, "outbound_to must be a list of name globs"),
         ({"limits": {"rate": {"per_hour": 5}}}, "rule.limits.rate has no field 'per_hour'"),
         ({"access": {"inbound_from": "alice"}}, "inbound_from must be a list"),
         ({"acess": {}}, "rule has no field 'acess'"),
@@ -188,3 +191,10 @@ async def test_an_envelope_deeper_than_delegation_depth_is_refused(net: Net) -> 
         Ag2Error, match=r"DEPTH_EXCEEDED: delegation depth 2 exceeds the limit of 1 \(max_depth of rule .own.\)"
     ):
         await net.ag2("rpc", name="post_envelope", params={"envelope": envelope(2)})
+
+
+async def test_a_rule_the_hub_cannot_enforce_refuses_the_registration_and_registers_nothing(net: Net) -> None:
+    drop_oldest = {"limits": {"inbox": {"overflow": "drop_oldest"}}}
+    with pytest.raises(Ag2Error, match=r"ProtocolError: .*overflow 'drop_oldest' cannot be enforced"):
+        await net.ag2("human", name="bob", token=TOKEN.format("bob"), rule=drop_oldest)
+    assert await net.ag2("rpc", name="find_agent_id", params={"name": "bob"}) is None
