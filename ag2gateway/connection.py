@@ -107,6 +107,7 @@ class Connection:
         outbox: Outbox,
         *,
         max_in_flight_requests: int,
+        max_opening: int = MAX_OPENING,
         pause: Callable[[], None] | None = None,
         resume: Callable[[], None] | None = None,
         hold: tuple[Callable[[], None], Callable[[], None]] | None = None,
@@ -120,6 +121,7 @@ class Connection:
         self._channel_agent: dict[str, str] = {}
         self._requests = Slots(max_in_flight_requests)
         self._opening = 0
+        self._max_opening = max_opening
         """``create_channel`` ops waiting for their channel to open (they hold no request slot)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._pause, self._resume = pause, resume
@@ -238,13 +240,13 @@ class Connection:
     def _open(self, frame: frames.Request) -> Awaitable[None] | None:
         """A ``create_channel``: it waits until every invitee acked, and the acks may come over this very
         connection, so it holds none of the request slots they need (a connection whose slots were all
-        held by opens would wait for acks queued behind them); at most :data:`MAX_OPENING` at once."""
-        if self._opening >= MAX_OPENING:
+        held by opens would wait for acks queued behind them); at most ``max_opening`` at once."""
+        if self._opening >= self._max_opening:
             return self._respond(
                 frame,
                 Ag2Refusal(
                     frames.PROTOCOL_ERROR,
-                    f"{MAX_OPENING} channels are already being opened on this connection; wait for one to open",
+                    f"{self._max_opening} channels are already being opened on this connection; wait for one to open",
                 ),
             )
         self._opening += 1
