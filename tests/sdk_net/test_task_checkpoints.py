@@ -71,6 +71,9 @@ async def test_tasks_tagged_with_a_capability_build_the_agents_observed_track_re
         stat = resume.observed["analysis"]
         assert (stat.n, stat.completed, stat.failed, stat.success_rate) == (2, 1, 1, 0.5)
         assert stat.last_updated is not None and resume.last_updated == stat.last_updated
+        assert resume.claimed_capabilities == []  # never claimed it: found by what it was observed doing, as AG2
+        assert [a.name for a in await hub.list_agents(capability="Analysis")] == ["analyst"]
+        assert await hub.list_agents(capability="poetry") == []
 
 
 async def test_cancel_after_complete_is_a_no_op_and_an_unknown_tasks_checkpoint_is_none() -> None:

@@ -3075,7 +3075,8 @@ class ListAgentsRequest(betterproto2.Message):
 
     capability: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    Only agents claiming this capability.
+    Only agents claiming this capability, or with it in their observed track
+    record (Resume.observed), as AG2's list_agents (case-insensitive).
     """
 
     query: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)

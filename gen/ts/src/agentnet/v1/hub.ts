@@ -243,7 +243,10 @@ export interface UnregisterResponse {
 export interface ListAgentsRequest {
   /** Only this kind (unspecified = every kind). */
   kind: PassportKind;
-  /** Only agents claiming this capability. */
+  /**
+   * Only agents claiming this capability, or with it in their observed track
+   * record (Resume.observed), as AG2's list_agents (case-insensitive).
+   */
   capability: string;
   /** Case-insensitive substring over name, description, summary and domains. */
   query: string;
