@@ -5,6 +5,9 @@ checkpoints written by one process and read by the next."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,3 +135,53 @@ async def test_a_checkpoint_written_in_one_process_is_read_in_the_next(net: Net)
     await net.ag2("human", name="eve", token=TOKEN.format("eve"))
     with pytest.raises(Ag2Error, match="AccessDeniedError"):  # only the owner reads its checkpoint
         await net.ag2("call", name="read_task_checkpoint", args=["crunch-1"])
+
+
+async def test_an_ag2_agent_and_an_agentsdk_agent_in_their_own_processes_take_turns_in_one_discussion(
+    net: Net,
+) -> None:
+    ag2_process = await net.another_process()
+    bob = await ag2_process("agent", name="bob", token=TOKEN.format("bob"), replies=["bob (ag2) agrees"])
+    sdk = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).with_name("sdk_panelist.py")),
+        net.hub.target,
+        "sdkbot",
+        "sdkbot (agentsdk) agrees",
+        "sdkbot (agentsdk) agrees again",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert sdk.stdout is not None and sdk.stdin is not None
+        sdk_id = (await asyncio.wait_for(sdk.stdout.readline(), 60)).decode().strip()
+        await net.ag2("human", name="alice", token=TOKEN.format("alice"))
+        opened = await net.ag2("open", who="alice", type="discussion", targets=["bob", "sdkbot"])
+        channel_id = opened["channel_id"]
+        turns: list[tuple[str, str]] = []
+        for round_, sdk_says in enumerate(["sdkbot (agentsdk) agrees", "sdkbot (agentsdk) agrees again"]):
+            await net.ag2("send", who="alice", channel_id=channel_id, text=f"proposal {round_}")
+            turns += [(bob["agent_id"], "bob (ag2) agrees"), (sdk_id, sdk_says)]
+
+            expected = list(turns)
+
+            async def answered(expected: list[tuple[str, str]] = expected) -> bool:
+                got = [e for e in await net.ag2("received", who="alice") if e["event_type"] == "ag2.msg.text"]
+                assert [(e["sender_id"], e["event_data"]["text"]) for e in got] == expected
+                return True
+
+            await assert_eventually(answered, timeout=60)
+        wal = await ag2_process("call", name="read_wal", args=[channel_id])
+        said = [e["event_data"]["text"] for e in wal if e["event_type"] == "ag2.msg.text"]
+        assert said == [
+            *["proposal 0", "bob (ag2) agrees", "sdkbot (agentsdk) agrees"],
+            *["proposal 1", "bob (ag2) agrees", "sdkbot (agentsdk) agrees again"],
+        ]
+    finally:
+        if sdk.stdin is not None:
+            sdk.stdin.close()
+        try:
+            await asyncio.wait_for(sdk.wait(), 30)
+        except TimeoutError:
+            sdk.kill()
+            await sdk.wait()
