@@ -270,7 +270,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_rpc(AGENT)
     async def ListAgents(self, caller: str, request: hub_pb2.ListAgentsRequest) -> hub_pb2.ListAgentsResponse:
         """Filtered identities, a page at a time."""
-        agents, token = self.ops.agents.find_agents(
+        agents, token = await self.ops.agents.find_agents(
             caller,
             kind=request.kind,
             capability=request.capability,

@@ -100,7 +100,10 @@ class Task:
         """End because a cancel request was accepted.
 
         The hub posts the owner's terminal ``ag2.task.cancelled`` envelope
-        (``{"task_id", "reason"}``) into the task's channel, when it has a live one."""
+        (``{"task_id", "reason"}``) into the task's channel, when it has a live one. A no-op once
+        the task ended (completed, failed or cancelled), as in AG2."""
+        if self.ended:
+            return
         await self.client._report(self, task_pb2.TASK_EVENT_KIND_CANCELLED, error=reason or "cancelled")
 
     async def _reported(self, kind: task_pb2.TaskEventKind.ValueType, payload: Any = None, error: str = "") -> None:

@@ -517,7 +517,8 @@ type ListAgentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this kind (unspecified = every kind).
 	Kind PassportKind `protobuf:"varint,1,opt,name=kind,proto3,enum=agentnet.v1.PassportKind" json:"kind,omitempty"`
-	// Only agents claiming this capability.
+	// Only agents claiming this capability, or with it in their observed track
+	// record (Resume.observed), as AG2's list_agents (case-insensitive).
 	Capability string `protobuf:"bytes,2,opt,name=capability,proto3" json:"capability,omitempty"`
 	// Case-insensitive substring over name, description, summary and domains.
 	Query string `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`

@@ -291,9 +291,9 @@ type HubServiceClient interface {
 	// 1 MiB by default).
 	CheckpointTask(ctx context.Context, in *CheckpointTaskRequest, opts ...grpc.CallOption) (*CheckpointTaskResponse, error)
 	// ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-	// false when none was saved), running or ended. Only the task's owner may read
-	// it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-	// agent's task).
+	// false when none was saved, or the task is unknown: nothing to resume from, as
+	// in AG2), running or ended. Only the task's owner may read it, as in AG2.
+	// Refusals: PERMISSION_DENIED (another agent's task).
 	ReadTaskCheckpoint(ctx context.Context, in *ReadTaskCheckpointRequest, opts ...grpc.CallOption) (*ReadTaskCheckpointResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
@@ -1106,9 +1106,9 @@ type HubServiceServer interface {
 	// 1 MiB by default).
 	CheckpointTask(context.Context, *CheckpointTaskRequest) (*CheckpointTaskResponse, error)
 	// ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-	// false when none was saved), running or ended. Only the task's owner may read
-	// it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-	// agent's task).
+	// false when none was saved, or the task is unknown: nothing to resume from, as
+	// in AG2), running or ended. Only the task's owner may read it, as in AG2.
+	// Refusals: PERMISSION_DENIED (another agent's task).
 	ReadTaskCheckpoint(context.Context, *ReadTaskCheckpointRequest) (*ReadTaskCheckpointResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT

@@ -308,7 +308,9 @@ class ListAgentsRequest(_message.Message):
     kind: _identity_pb2.PassportKind.ValueType
     """Only this kind (unspecified = every kind)."""
     capability: _builtins.str
-    """Only agents claiming this capability."""
+    """Only agents claiming this capability, or with it in their observed track
+    record (Resume.observed), as AG2's list_agents (case-insensitive).
+    """
     query: _builtins.str
     """Case-insensitive substring over name, description, summary and domains."""
     sort_by: _builtins.str

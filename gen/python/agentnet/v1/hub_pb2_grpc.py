@@ -631,9 +631,9 @@ class HubServiceServicer:
 
     def ReadTaskCheckpoint(self, request, context):
         """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-        false when none was saved), running or ended. Only the task's owner may read
-        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-        agent's task).
+        false when none was saved, or the task is unknown: nothing to resume from, as
+        in AG2), running or ended. Only the task's owner may read it, as in AG2.
+        Refusals: PERMISSION_DENIED (another agent's task).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

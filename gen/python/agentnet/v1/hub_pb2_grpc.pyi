@@ -276,9 +276,9 @@ class HubServiceStub:
     """
     ReadTaskCheckpoint: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ReadTaskCheckpointRequest, _hub_pb2.ReadTaskCheckpointResponse]
     """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-    false when none was saved), running or ended. Only the task's owner may read
-    it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-    agent's task).
+    false when none was saved, or the task is unknown: nothing to resume from, as
+    in AG2), running or ended. Only the task's owner may read it, as in AG2.
+    Refusals: PERMISSION_DENIED (another agent's task).
     """
     SearchContext: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -676,9 +676,9 @@ class HubServiceAsyncStub(HubServiceStub):
     """
     ReadTaskCheckpoint: _aio.UnaryUnaryMultiCallable[_hub_pb2.ReadTaskCheckpointRequest, _hub_pb2.ReadTaskCheckpointResponse]  # type: ignore[assignment]
     """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-    false when none was saved), running or ended. Only the task's owner may read
-    it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-    agent's task).
+    false when none was saved, or the task is unknown: nothing to resume from, as
+    in AG2), running or ended. Only the task's owner may read it, as in AG2.
+    Refusals: PERMISSION_DENIED (another agent's task).
     """
     SearchContext: _aio.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]  # type: ignore[assignment]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -1229,9 +1229,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.ReadTaskCheckpointResponse, _abc.Awaitable[_hub_pb2.ReadTaskCheckpointResponse]]:
         """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-        false when none was saved), running or ended. Only the task's owner may read
-        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-        agent's task).
+        false when none was saved, or the task is unknown: nothing to resume from, as
+        in AG2), running or ended. Only the task's owner may read it, as in AG2.
+        Refusals: PERMISSION_DENIED (another agent's task).
         """
 
     @_abc_1.abstractmethod

@@ -3217,7 +3217,8 @@ class ListAgentsRequest(betterproto2.Message):
 
     capability: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    Only agents claiming this capability.
+    Only agents claiming this capability, or with it in their observed track
+    record (Resume.observed), as AG2's list_agents (case-insensitive).
     """
 
     query: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
@@ -5168,7 +5169,9 @@ class Resume(betterproto2.Message):
         8, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
-    When `observed` last changed (unset = never); hub-stamped.
+    When the resume last changed: its last SetResume or the last change of
+    `observed`, whichever is later (unset = never), as AG2 stamps it;
+    hub-stamped, ignored when a client sends it.
     """
 
 
@@ -6494,9 +6497,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "ReadTaskCheckpointResponse":
         """
         ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-        false when none was saved), running or ended. Only the task's owner may read
-        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-        agent's task).
+        false when none was saved, or the task is unknown: nothing to resume from, as
+        in AG2), running or ended. Only the task's owner may read it, as in AG2.
+        Refusals: PERMISSION_DENIED (another agent's task).
         """
 
         return await self._unary_unary(

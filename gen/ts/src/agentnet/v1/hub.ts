@@ -243,7 +243,10 @@ export interface UnregisterResponse {
 export interface ListAgentsRequest {
   /** Only this kind (unspecified = every kind). */
   kind: PassportKind;
-  /** Only agents claiming this capability. */
+  /**
+   * Only agents claiming this capability, or with it in their observed track
+   * record (Resume.observed), as AG2's list_agents (case-insensitive).
+   */
   capability: string;
   /** Case-insensitive substring over name, description, summary and domains. */
   query: string;
@@ -10769,9 +10772,9 @@ export const HubServiceService = {
   },
   /**
    * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-   * false when none was saved), running or ended. Only the task's owner may read
-   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-   * agent's task).
+   * false when none was saved, or the task is unknown: nothing to resume from, as
+   * in AG2), running or ended. Only the task's owner may read it, as in AG2.
+   * Refusals: PERMISSION_DENIED (another agent's task).
    */
   readTaskCheckpoint: {
     path: "/agentnet.v1.HubService/ReadTaskCheckpoint" as const,
@@ -11340,9 +11343,9 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   checkpointTask: handleUnaryCall<CheckpointTaskRequest, CheckpointTaskResponse>;
   /**
    * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-   * false when none was saved), running or ended. Only the task's owner may read
-   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-   * agent's task).
+   * false when none was saved, or the task is unknown: nothing to resume from, as
+   * in AG2), running or ended. Only the task's owner may read it, as in AG2.
+   * Refusals: PERMISSION_DENIED (another agent's task).
    */
   readTaskCheckpoint: handleUnaryCall<ReadTaskCheckpointRequest, ReadTaskCheckpointResponse>;
   /**
@@ -12074,9 +12077,9 @@ export interface HubServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-   * false when none was saved), running or ended. Only the task's owner may read
-   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-   * agent's task).
+   * false when none was saved, or the task is unknown: nothing to resume from, as
+   * in AG2), running or ended. Only the task's owner may read it, as in AG2.
+   * Refusals: PERMISSION_DENIED (another agent's task).
    */
   readTaskCheckpoint(
     request: ReadTaskCheckpointRequest,
