@@ -37,6 +37,8 @@ MAX_IDENTITIES = 64
 """Identities one connection may bind; more is refused (access_denied)."""
 MAX_BACKLOG = 16
 """Inbound messages one connection holds while an earlier one waits; more stop its socket being read."""
+MAX_OPENING = 1024
+"""``create_channel`` ops one connection may have waiting for their invitees' acks; more are refused."""
 
 
 class Slots:
@@ -105,6 +107,7 @@ class Connection:
         outbox: Outbox,
         *,
         max_in_flight_requests: int,
+        max_opening: int = MAX_OPENING,
         pause: Callable[[], None] | None = None,
         resume: Callable[[], None] | None = None,
         hold: tuple[Callable[[], None], Callable[[], None]] | None = None,
@@ -117,6 +120,9 @@ class Connection:
         self.memory = records.IdMemory()
         self._channel_agent: dict[str, str] = {}
         self._requests = Slots(max_in_flight_requests)
+        self._opening = 0
+        self._max_opening = max_opening
+        """``create_channel`` ops waiting for their channel to open (they hold no request slot)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._pause, self._resume = pause, resume
         self._hold = hold
@@ -211,6 +217,8 @@ class Connection:
                 return self.send_soon(frames.response_error(err.request_id, frames.PROTOCOL_ERROR, err.message))
             return self.send_soon(frames.error(frames.PROTOCOL_ERROR, err.message))
         if isinstance(frame, frames.Request):
+            if frame.op == "create_channel":
+                return self._open(frame)
             if not self._requests.take():  # bounds the ops one connection runs at once
                 return self._request_later(frame)
             return self._begin(frame)
@@ -229,6 +237,31 @@ class Connection:
         if pending is not None:
             await pending
 
+    def _open(self, frame: frames.Request) -> Awaitable[None] | None:
+        """A ``create_channel``: it waits until every invitee acked, and the acks may come over this very
+        connection, so it holds none of the request slots they need (a connection whose slots were all
+        held by opens would wait for acks queued behind them); at most ``max_opening`` at once."""
+        if self._opening >= self._max_opening:
+            return self._respond(
+                frame,
+                Ag2Refusal(
+                    frames.PROTOCOL_ERROR,
+                    f"{self._max_opening} channels are already being opened on this connection; wait for one to open",
+                ),
+            )
+        self._opening += 1
+        try:
+            pending = start(self, frame.op, frame.params)
+        except Exception as err:
+            pending = _failed(err)
+        task = asyncio.create_task(self._request(frame, pending, self._opened))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return None
+
+    def _opened(self) -> None:
+        self._opening -= 1
+
     def _begin(self, frame: frames.Request) -> Awaitable[None] | None:
         """Start a request that holds one of the connection's request slots (freed once it is answered)."""
         if frame.op == "post_envelope":
@@ -237,7 +270,7 @@ class Connection:
             pending = start(self, frame.op, frame.params)  # its first part now: a post is queued in read order
         except Exception as err:
             pending = _failed(err)
-        task = asyncio.create_task(self._request(frame, pending))
+        task = asyncio.create_task(self._request(frame, pending, self._requests.release))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return None
@@ -289,7 +322,7 @@ class Connection:
             return self.send_soon(frames.response_error(frame.request_id, code, message))
         return self.send_soon(frames.response_ok(frame.request_id, outcome))
 
-    async def _request(self, frame: frames.Request, pending: Awaitable[Any]) -> None:
+    async def _request(self, frame: frames.Request, pending: Awaitable[Any], release: Callable[[], None]) -> None:
         try:
             try:
                 result = await pending
@@ -299,7 +332,7 @@ class Connection:
             if sending is not None:
                 await sending
         finally:
-            self._requests.release()
+            release()
             if inspect.iscoroutine(pending):
                 pending.close()  # cancelled before it ran (the connection closed): not left unawaited
 

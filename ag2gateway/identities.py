@@ -127,8 +127,8 @@ class Identities:
             record.resume.CopyFrom(resume)
         if skill is not None:
             await rpc.set_skill(hub_pb2.SetSkillRequest(skill_md=skill))
-        if rule_json:
-            await rpc.set_rule(hub_pb2.SetRuleRequest(rule_json=rule_json))
+        if rule_json or record.rule_json:  # a re-registration with the same claim replaces the rule, as in AG2
+            record = (await rpc.set_rule(hub_pb2.SetRuleRequest(rule_json=rule_json))).agent
         return record, credential
 
     async def attach(self, name: str, scheme: str, claim: Mapping[str, Any]) -> tuple[identity_pb2.AgentRecord, str]:

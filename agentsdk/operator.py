@@ -15,8 +15,12 @@ operator call, ``NotFound``, ``Unavailable`` for an unreachable hub.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from agentnet.v1 import (
@@ -42,7 +46,14 @@ AUDIT_WINDOW = 10_000
 """Audit ids :meth:`OperatorClient.latest_audit` reads at a time (ListAudit's largest limit: a window is
 always read whole)."""
 
-__all__ = ["AgentView", "OperatorClient", "OperatorOnly", "execution_children", "execution_subtree"]
+__all__ = [
+    "AgentView",
+    "OperatorClient",
+    "OperatorOnly",
+    "execution_children",
+    "execution_subtree",
+    "write_backup",
+]
 
 
 T = TypeVar("T")
@@ -274,6 +285,46 @@ class OperatorClient(ClosedOnExit):
         request = operator_pb2.FollowAuditRequest(kind=kind, subject_id=subject_id, after_id=after_id)
         async for response in self._operator.follow_audit(request):
             yield response.record
+
+    def backup(self) -> AsyncIterator[operator_pb2.BackupResponse]:
+        """A consistent copy of the hub's store: its bytes in order, then the summary
+        (:func:`write_backup` writes and checks it)."""
+        return self._operator.backup(operator_pb2.BackupRequest())
+
+
+async def write_backup(client: OperatorClient, out: Path) -> operator_pb2.BackupSummary:
+    """Ask the hub for a backup (``OperatorService.Backup``) and write it to ``out`` (which must not exist):
+    through ``out.part``, checked against the hub's size and SHA-256, synced, then renamed. Raises
+    ``FileExistsError`` for an existing ``out`` and ``ValueError`` for a copy that does not match."""
+    if await asyncio.to_thread(out.exists):
+        raise FileExistsError(f"{out} exists: name a new file (a backup never overwrites one)")
+    part = out.with_name(out.name + ".part")
+    digest = hashlib.sha256()
+    size = 0
+    summary: operator_pb2.BackupSummary | None = None
+    f = await asyncio.to_thread(part.open, "xb")  # FileExistsError while another backup writes there
+    try:
+        with f:
+            async for response in client.backup():
+                if response.HasField("summary"):
+                    summary = response.summary
+                    break
+                await asyncio.to_thread(f.write, response.data)
+                digest.update(response.data)
+                size += len(response.data)
+            f.flush()
+            await asyncio.to_thread(os.fsync, f.fileno())
+        if summary is None:
+            raise ValueError("the hub's backup stream ended without its summary: the copy is incomplete")
+        if summary.size_bytes != size or summary.sha256 != digest.hexdigest():
+            raise ValueError(
+                f"the copy received ({size} bytes) does not match the hub's ({summary.size_bytes} bytes, "
+                f"sha256 {summary.sha256})"
+            )
+        os.replace(part, out)
+    finally:
+        part.unlink(missing_ok=True)
+    return summary
 
 
 def execution_children(executions: Iterable[a2a_pb2.Execution]) -> dict[str, list[a2a_pb2.Execution]]:

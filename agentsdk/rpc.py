@@ -306,6 +306,14 @@ class HubRpc:
         """``Say``: post a text message into a channel (posts: retried on RATE_LIMITED)."""
         return await self._posting(self.connection.stub.Say, request, hub_pb2.SayResponse, timeout)
 
+    async def report_turn_failure(
+        self, request: hub_pb2.ReportTurnFailureRequest, *, timeout: float | None = None
+    ) -> hub_pb2.ReportTurnFailureResponse:
+        """``ReportTurnFailure``: tell the hub the caller's turn on an envelope failed."""
+        return await self._unary(
+            self.connection.stub.ReportTurnFailure, request, hub_pb2.ReportTurnFailureResponse, timeout
+        )
+
     # -- agent to agent ------------------------------------------------------------------
 
     async def discover_agents(
@@ -457,6 +465,10 @@ class OperatorRpc:
     def follow_audit(self, request: operator_pb2.FollowAuditRequest) -> AsyncIterator[operator_pb2.FollowAuditResponse]:
         """``FollowAudit``: the audit log after an id, then each new record as it is written (until cancelled)."""
         return server_stream(self._stub.FollowAudit, request, operator_pb2.FollowAuditResponse, metadata=self._metadata)
+
+    def backup(self, request: operator_pb2.BackupRequest) -> AsyncIterator[operator_pb2.BackupResponse]:
+        """``Backup``: a consistent copy of the hub's store, its bytes in order, then a summary."""
+        return server_stream(self._stub.Backup, request, operator_pb2.BackupResponse, metadata=self._metadata)
 
 
 def _key_registration(request: hub_pb2.RegisterRequest | hub_pb2.RegisterHumanRequest) -> None:

@@ -7,7 +7,8 @@ import sys
 
 
 def main() -> None:
-    """Run the hub, scale-out, turns, A2A, knowledge and AG2 gateway benchmarks, passing extra flags to the hub one."""
+    """Run the hub, scale-out, turns, A2A, knowledge, AG2 gateway and history benchmarks, passing extra flags to the
+    hub one."""
     for module, args in (
         ("bench.hub_bench", sys.argv[1:]),
         ("bench.scale_bench", []),
@@ -15,6 +16,7 @@ def main() -> None:
         ("bench.a2a_bench", []),
         ("bench.knowledge_bench", []),
         ("bench.ag2_bench", []),
+        ("bench.history_bench", []),
     ):
         print(f"\n### {module}", flush=True)
         subprocess.run([sys.executable, "-m", module, *args], check=True)

@@ -64,13 +64,12 @@ async def _humans(url: str, n: int, tag: str) -> tuple[list[HubClient], list[Any
 
 
 async def _channel(opener: Any, targets: list[str], channel_type: str) -> str:
+    """Open a channel as AG2 code does: ``open()`` answers once it is open (both hubs), so the
+    workload sends right after it."""
     channel = await opener.open(type=channel_type, target=targets)
-    for _ in range(500):
-        meta = await opener.hub_client.get_channel(channel.channel_id)
-        if meta.state.value == "active":
-            return channel.channel_id
-        await asyncio.sleep(0.01)
-    raise RuntimeError("the channel did not open")
+    if channel.metadata.state.value != "active":
+        raise RuntimeError(f"open() answered with the channel {channel.metadata.state.value}, not active")
+    return channel.channel_id
 
 
 def _env(sender: Any, channel_id: str, event_type: str, audience: list[str] | None) -> Envelope:

@@ -334,9 +334,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for round_no in range(args.rounds):
                 for n in counts:
-                    run = await scale_run(
-                        redis, Path(tmp), n, args.pairs, args.texts, args.timeout, args.partitions
-                    )
+                    run = await scale_run(redis, Path(tmp), n, args.pairs, args.texts, args.timeout, args.partitions)
                     runs.append({"round": round_no, **run})
         finally:
             redis.stop()

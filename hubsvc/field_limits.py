@@ -11,6 +11,7 @@ from google.protobuf.message import Message
 
 from hubsvc.core.options import HubOptions
 from netkernel.errors import AgentNetError, InvalidArgument, PayloadTooLarge
+from netkernel.turn_failure import MAX_REPORTED_MESSAGE_BYTES
 from servicekit.limits import Bound, FieldLimits, RequestLimits
 
 Audit = Callable[[str, str, str, dict[str, Any]], None]
@@ -30,6 +31,8 @@ PAYLOAD_FIELDS = (
 )
 CHECKPOINT_FIELD = "agentnet.v1.CheckpointTaskRequest.state_json"
 _CHECKPOINT_HINT = "checkpoint less state (e.g. a reference to content stored in the knowledge service)"
+TURN_FAILURE_MESSAGE = "agentnet.v1.ReportTurnFailureRequest.message"
+_TURN_FAILURE_HINT = "send the exception's message only (the hub keeps 300 characters of it)"
 SKILL_FIELDS = ("agentnet.v1.RegisterRequest.skill_md", "agentnet.v1.SetSkillRequest.skill_md")
 #: Per-stream bookkeeping a client may send in bulk: one entry per channel it follows.
 STREAM_ENTRY_FIELDS = ("agentnet.v1.Hello.cursors", "agentnet.v1.Ack.entries")
@@ -59,6 +62,7 @@ def hub_request_limits(options: HubOptions) -> RequestLimits:
     overrides.update({name: skill for name in SKILL_FIELDS})
     overrides[CHECKPOINT_FIELD] = Bound(options.max_checkpoint_bytes, PayloadTooLarge, _CHECKPOINT_HINT)
     overrides.update({name: Bound(options.max_stream_entries) for name in STREAM_ENTRY_FIELDS})
+    overrides[TURN_FAILURE_MESSAGE] = Bound(MAX_REPORTED_MESSAGE_BYTES, InvalidArgument, _TURN_FAILURE_HINT)
     overrides["agentnet.v1.Ping.nonce"] = Bound(2**64 - 1)  # echoed in the Pong, never stored
     overrides.update({name: Bound(PAGE_TOKEN_FACTOR * options.max_id_bytes) for name in PAGE_TOKEN_FIELDS})
     return RequestLimits(

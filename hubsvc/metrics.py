@@ -3,18 +3,19 @@
 :class:`HubMetrics` is the :class:`~hubsvc.recorder.Recorder` the core calls when metrics
 are on: counters and histograms, each label child bound once up front so a call is one
 locked add. Gauges (connected streams, queued deliveries and bytes, the store's write
-queue, live channels) cost nothing between scrapes: :class:`_HubGauges` reads them from the
-core when ``/metrics`` is scraped. Labels have bounded values only (reason strings of
-netkernel/errors.py, store kinds, outcomes); never agent or channel ids.
+queue, live channels, retention and the SQLite file's size) cost nothing between scrapes:
+:class:`_HubGauges` reads them from the core when ``/metrics`` is scraped. Labels have bounded
+values only (reason strings of netkernel/errors.py, store kinds, outcomes); never agent or channel ids.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from hubsvc.recorder import Recorder
@@ -22,6 +23,8 @@ from servicekit.metrics import RpcCounter
 
 if TYPE_CHECKING:
     from hubsvc.core.hub import HubCore
+    from hubsvc.core.retention import SweepStats
+    from hubsvc.storage import HubStore
 
 _COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Seconds: a group commit takes well under a millisecond on SQLite, more on a remote Redis."""
@@ -50,6 +53,7 @@ class HubMetrics(Recorder):
         "_refusals",
         "_refused",
         "_replayed",
+        "_turn_failures",
         "registry",
         "rpc_counter",
     )
@@ -115,6 +119,13 @@ class HubMetrics(Recorder):
             registry=r,
         )
         self._a2a_calls: dict[str, Counter] = {}
+        self._turn_failures = Counter(
+            "agentnet_hub_turn_failures",
+            "Failed turns members reported (ReportTurnFailure), by channel type and what the channel's "
+            "on_turn_failed policy did: close, notify, or none (the channel had ended).",
+            ["channel_type", "action"],
+            registry=r,
+        )
         self._feed_applied = Counter(
             "agentnet_hub_feed_entries_applied",
             "Change-feed entries of other hub replicas applied here (a shared Redis store).",
@@ -190,11 +201,38 @@ class HubMetrics(Recorder):
             child = self._a2a_calls[outcome] = self._a2a.labels(outcome=outcome)
         child.inc()
 
+    def turn_failed(self, channel_type: str, action: str) -> None:
+        """Count a reported turn failure (channel types and actions are bounded sets)."""
+        self._turn_failures.labels(channel_type=channel_type, action=action).inc()
+
     def feed_applied(self, entries: int, lag_seconds: list[float]) -> None:
         """Count applied feed entries and observe their lag."""
         self._feed_applied.inc(entries)
         for lag in lag_seconds:
             self._feed_lag.observe(max(0.0, lag))
+
+
+def retention_metrics(stats: SweepStats, store: HubStore) -> Iterator[Metric]:
+    """Retention's counts since start, its last sweep, and the SQLite file's size (one ``stat`` each)."""
+    yield CounterMetricFamily(
+        "agentnet_hub_retention_purged_channels",
+        "Ended channels purged by retention on this hub.",
+        value=stats.purged_channels,
+    )
+    yield CounterMetricFamily(
+        "agentnet_hub_retention_purged_envelopes",
+        "WAL rows retention deleted on this hub.",
+        value=stats.purged_envelopes,
+    )
+    yield GaugeMetricFamily(
+        "agentnet_hub_retention_last_sweep_timestamp_seconds",
+        "Unix time this hub's last retention sweep finished (0: none yet).",
+        value=stats.last_sweep_at,
+    )
+    kind, path = store.location()
+    if kind == "sqlite" and path not in ("", ":memory:"):
+        size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+        yield GaugeMetricFamily("agentnet_hub_store_bytes", "Bytes of the SQLite file and its -wal file.", value=size)
 
 
 class _HubGauges(Collector):
@@ -203,7 +241,7 @@ class _HubGauges(Collector):
     def __init__(self, core: HubCore) -> None:
         self._core = core
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         """One sample of each gauge."""
         core = self._core
         streams, envelopes, queued, largest = core.sessions.queue_stats()
@@ -237,3 +275,4 @@ class _HubGauges(Collector):
             "Channels live in this hub's memory.",
             value=sum(1 for _ in core.channels.live()),
         )
+        yield from retention_metrics(core.retention.stats, core.store)

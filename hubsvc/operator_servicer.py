@@ -13,6 +13,7 @@ from agentnet.v1 import operator_pb2, operator_pb2_grpc
 
 from hubsvc.core.operations import OperatorOps
 from hubsvc.core.operations.agents import with_observed
+from hubsvc.core.operations.backup import backup_stream
 from hubsvc.field_limits import RefusalAudit
 from hubsvc.forwarding import Forwarder
 from hubsvc.rpc import OPERATOR, Authenticator, stream_rpc, unary_rpc
@@ -123,3 +124,11 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         """The audit log from after_id, then each new record."""
         async for record in self.ops.follow_audit(request.kind, request.subject_id, request.after_id):
             yield operator_pb2.FollowAuditResponse(record=record)
+
+    @stream_rpc(OPERATOR)
+    async def Backup(
+        self, caller: None, request: operator_pb2.BackupRequest
+    ) -> AsyncIterator[operator_pb2.BackupResponse]:
+        """A consistent copy of the store, its bytes in order, then the summary."""
+        async for response in backup_stream(self.ops.core.store):
+            yield response

@@ -36,6 +36,10 @@ class Recorder:
     def a2a_call(self, outcome: str) -> None:
         """An InvokeAgent call ended with ``outcome`` (its status, or the refusal's reason)."""
 
+    def turn_failed(self, channel_type: str, action: str) -> None:
+        """A member reported a failed turn (ReportTurnFailure) in a ``channel_type`` channel; the channel's
+        policy took ``action`` ("close", "notify", or "none" for a channel that had ended)."""
+
     def feed_applied(self, entries: int, lag_seconds: list[float]) -> None:
         """``entries`` change-feed entries of other replicas were applied, each ``lag_seconds``
         after its commit (entries without a commit time are left out of the lag)."""

@@ -184,7 +184,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     @unary_rpc(AGENT)
     async def ListAgents(self, caller: str, request: hub_pb2.ListAgentsRequest) -> hub_pb2.ListAgentsResponse:
         """Filtered identities, a page at a time."""
-        agents, token = self.ops.agents.find_agents(
+        agents, token = await self.ops.agents.find_agents(
             caller,
             kind=request.kind,
             capability=request.capability,
@@ -367,6 +367,13 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         """The reply a participant already posted to an envelope, if any."""
         wire = await self.ops.messages.find_reply(caller, request.channel_id, request.causation_id, request.sender)
         return hub_pb2.FindReplyResponse(envelope=wire) if wire is not None else hub_pb2.FindReplyResponse()
+
+    @unary_rpc(AGENT)
+    async def ReportTurnFailure(
+        self, caller: str, request: hub_pb2.ReportTurnFailureRequest
+    ) -> hub_pb2.ReportTurnFailureResponse:
+        """The caller's turn on an envelope failed: tell the channel and apply its policy."""
+        return await self.ops.turns.report_turn_failure(caller, request)
 
     # -- tasks --------------------------------------------------------------------------
 

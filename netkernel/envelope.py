@@ -41,6 +41,9 @@ EV_CHANNEL_EXPIRED = "ag2.channel.expired"
 """Posted by the hub when the TTL sweeper closes a channel."""
 EV_EXPECTATION_VIOLATED = "ag2.channel.expectation_violated"
 """Posted by the hub when an expectation threshold is breached with the notify handler."""
+EV_TURN_FAILED = "ag2.channel.turn_failed"
+"""Posted by the hub when a participant reports that its turn on an envelope failed (ReportTurnFailure);
+``event_data = {"agent_id", "agent_name", "envelope_id", "error_class", "message", "attempts", "action"}``."""
 
 # Context and task events.
 EV_CONTEXT_SET = "ag2.context.set"
@@ -59,6 +62,7 @@ LIFECYCLE_EVENT_TYPES = frozenset(
         EV_CHANNEL_CLOSED,
         EV_CHANNEL_EXPIRED,
         EV_EXPECTATION_VIOLATED,
+        EV_TURN_FAILED,
     }
 )
 """Event types about the channel itself; they never advance turn state."""

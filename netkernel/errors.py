@@ -89,6 +89,15 @@ class Superseded(AgentNetError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class TurnFailed(AgentNetError):
+    """The agent that was to answer reported that its turn failed (its model call, a tool or its handler
+    raised): no answer is coming. Metadata ``channel_id``, ``envelope_id`` (the envelope it failed on),
+    ``agent_id``, ``error_class``; the message carries the agent's short, redacted error message."""
+
+    reason = "TURN_FAILED"
+    code = grpc.StatusCode.ABORTED
+
+
 class NotParticipant(AgentNetError):
     """The caller is not a participant of the channel."""
 
@@ -271,6 +280,7 @@ HTTP_STATUS: tuple[tuple[type[AgentNetError], int], ...] = (
     (FailedPrecondition, 409),
     (ProtocolError, 409),
     (Superseded, 409),
+    (TurnFailed, 502),
     (Timeout, 504),
     (Unimplemented, 501),
     (Unavailable, 503),

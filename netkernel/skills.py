@@ -50,6 +50,8 @@ def parse_skill_frontmatter(skill_md: str) -> ParsedSkill:
 EXAMPLES_HEADING = "## Examples"
 """The section of a skill listing the agent's examples (the fallback skill's, and where
 ``add_example`` adds to a custom skill)."""
+TRACK_RECORD_HEADING = "## Track record"
+"""The fallback skill's section of the hub's observed counts (``Resume.observed``)."""
 
 
 def fallback_description(passport: Passport, resume: Resume) -> str:
@@ -63,7 +65,8 @@ def render_fallback_skill(passport: Passport, resume: Resume | None = None) -> s
 
     The frontmatter has ``name`` and ``description`` (what a skill's frontmatter carries, AG2's
     fallback included: :func:`fallback_description`), ``title``, ``kind``, ``generated: true`` and,
-    when the resume has them, ``capabilities`` and ``domains``."""
+    when the resume has them, ``capabilities`` and ``domains``. A resume with the hub's observed
+    counts gets a ``## Track record`` section (one line per capability, as AG2's fallback has)."""
     resume = resume or Resume()
     front: dict[str, Any] = {
         "name": passport.name,
@@ -100,6 +103,12 @@ def render_fallback_skill(passport: Passport, resume: Resume | None = None) -> s
         lines += ["", "## Capabilities", ""] + [f"- {c}" for c in resume.claimed_capabilities]
     if resume.domains:
         lines += ["", "## Domains", ""] + [f"- {d}" for d in resume.domains]
+    if resume.observed:
+        lines += ["", TRACK_RECORD_HEADING, ""] + [
+            f"- {cap}: {stat.completed} completed / {stat.failed} failed / {stat.expired} expired"
+            f" / {stat.cancelled} cancelled (n={stat.n})"
+            for cap, stat in sorted(resume.observed.items())
+        ]
     if resume.examples:
         lines += ["", EXAMPLES_HEADING, ""] + [f"- {e}" for e in resume.examples]
     if not (about or resume.claimed_capabilities or resume.domains):

@@ -159,6 +159,7 @@ def test_one_http_status_table_serves_the_gateway_and_the_console() -> None:
         "DEPTH_EXCEEDED": 409,
         "PROTOCOL_ERROR": 409,
         "SUPERSEDED": 409,
+        "TURN_FAILED": 502,
         "TIMEOUT": 504,
         "UNIMPLEMENTED": 501,
         "UNAVAILABLE": 503,

@@ -1,8 +1,9 @@
 """AG2 1.2.1's control-plane ops, each mapped onto the hub's RPCs (docs/ag2.md has the table).
 
 An op takes the request's ``params`` and returns AG2's JSON result. Ops AG2's hub has but the hub
-has no RPC for answer as documented there (``report_turn_failure`` and ``fire_task_event`` are
-logged, ``record_observation`` is a no-op: the hub fills ``Resume.observed`` itself from tasks).
+has no RPC for answer as documented there (``fire_task_event`` is logged, ``record_observation`` is
+a no-op: the hub fills ``Resume.observed`` itself from tasks); ``report_turn_failure`` is the hub's
+ReportTurnFailure.
 """
 
 from __future__ import annotations

@@ -7,13 +7,15 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from agentnet.v1 import envelope_pb2, hub_pb2
+from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
 
 from ag2gateway import frames, ids, records
 from ag2gateway.ops.registry import op, text_param
 from ag2gateway.refusals import Ag2Refusal
 from agentsdk.rpc import HubRpc
-from netkernel.errors import NotFound
+from netkernel.channel_types import WORKFLOW_TYPE
+from netkernel.errors import AgentNetError, NotFound
+from netkernel.turn_failure import safe_message
 
 if TYPE_CHECKING:
     from ag2gateway.connection import Connection
@@ -36,26 +38,49 @@ def _ttl(value: Any) -> float | None:
 
 @op("create_channel")
 async def create_channel(conn: Connection, params: dict[str, Any]) -> Any:
-    """``OpenChannel`` as the creator (invites go out; the channel opens once every invitee acked)."""
+    """``OpenChannel`` as the creator, answered once the channel is open, as AG2's hub answers: invites go
+    out, and the hub returns when every invitee acked (``wait_until_opened``). A channel that ended
+    instead (an invitee rejected, the acks did not come within the hub's invite-ack timeout) is
+    protocol_error, as AG2's ``create_channel`` fails then; so the creator may send at once."""
     creator = params.get("creator_id")
     rpc = conn.as_agent(creator)
     channel_type = text_param(params, "manifest_type")
     participants = params["participants"]
     if not isinstance(participants, list) or not all(isinstance(p, str) for p in participants):
         raise Ag2Refusal(frames.PROTOCOL_ERROR, "params.participants must be a list of agent ids")
+    raw_knobs = params.get("knobs")
+    graph = raw_knobs.get("graph") if isinstance(raw_knobs, dict) else None
+    if channel_type == WORKFLOW_TYPE and not isinstance(graph, dict):
+        raise Ag2Refusal(  # AG2's hub refuses it too; the hub itself would run a knob-less workflow (docs/ag2.md)
+            frames.PROTOCOL_ERROR,
+            "workflow requires knobs['graph'] as a dict: pass TransitionGraph.to_dict() as knobs={'graph': ...}",
+        )
     knobs = records.knobs_from_ag2(channel_type, params.get("knobs"), params.get("labels"))
     request = hub_pb2.OpenChannelRequest(
         type=channel_type,
         targets=[p for p in participants if p != creator],
         knobs_json=json.dumps(knobs) if knobs else "",
         intent=params.get("intent") or "",
+        wait_until_opened=True,
     )
     ttl = _ttl(params.get("ttl"))
     if ttl is not None:
         request.ttl_seconds = ttl
     meta = (await rpc.open_channel(request)).channel
     conn.learn_channel(meta.channel_id, str(creator))
+    if meta.state != channel_pb2.CHANNEL_STATE_OPENED:
+        raise Ag2Refusal(frames.PROTOCOL_ERROR, _not_opened(meta))
     return records.channel_to_ag2(meta)
+
+
+def _not_opened(meta: channel_pb2.ChannelMetadata) -> str:
+    """Why a channel did not open (the message AG2's hub gives for the same case, with the hub's reason)."""
+    if meta.close_reason == "invite_timeout":
+        return f"channel {meta.channel_id!r} ack timeout: not every invitee acked its invite (invite_timeout)"
+    if meta.close_reason == "invite_rejected":
+        return f"channel {meta.channel_id!r} rejected: an invitee rejected its invite (invite_rejected)"
+    state = channel_pb2.ChannelState.Name(meta.state)
+    return f"channel {meta.channel_id!r} did not open: {state} ({meta.close_reason or 'no reason given'})"
 
 
 @op("get_channel")
@@ -195,12 +220,20 @@ async def pending_turns_for(conn: Connection, params: dict[str, Any]) -> Any:
 
 @op("report_turn_failure")
 async def report_turn_failure(conn: Connection, params: dict[str, Any]) -> Any:
-    """No hub RPC: logged by the gateway (the hub's audit log does not see it)."""
-    conn.as_agent(params.get("agent_id"))
-    log.warning(
-        "AG2 turn failure: agent=%s channel=%s envelope=%s error=%s",
-        params.get("agent_id"),
-        params.get("channel_id"),
-        params.get("envelope_id"),
-        str(params.get("error", ""))[:500],
+    """The hub's ReportTurnFailure: the channel hears of it (``ag2.channel.turn_failed``), the hub audits and
+    counts it and applies the channel's ``on_turn_failed`` policy. AG2 sends the exception as text only, so
+    the error class is ``ag2.TurnFailure``. A report the hub refuses (e.g. the channel ended, or an envelope
+    of another channel) is logged: AG2's handler reports from its own error path, and nothing answers it."""
+    rpc = conn.as_agent(params.get("agent_id"))
+    envelope_id = str(params.get("envelope_id") or "")
+    ref = ids.parse(envelope_id)
+    request = hub_pb2.ReportTurnFailureRequest(
+        channel_id=str(params.get("channel_id") or ""),
+        envelope_id=ref.envelope_id if ref is not None else envelope_id,
+        error_class="ag2.TurnFailure",
+        message=safe_message(str(params.get("error", ""))),
     )
+    try:
+        await rpc.report_turn_failure(request)
+    except AgentNetError as err:
+        log.warning("AG2 turn failure not recorded by the hub (%s): %s", err.reason, err.message)

@@ -58,8 +58,8 @@ async def get_skill(conn: Connection, params: dict[str, Any]) -> Any:
 
 @op("get_rule")
 async def get_rule(conn: Connection, params: dict[str, Any]) -> Any:
-    """An identity's own rule: read from the hub when it is bound here; else AG2's default (the hub shows
-    a rule only to its identity and the operator)."""
+    """An identity's own rule as AG2's ``Rule``: read from the hub when it is bound here; else AG2's default
+    (the hub shows a rule only to its identity and the operator)."""
     agent_id = text_param(params, "agent_id")
     if agent_id in conn.bound:
         response = await conn.as_agent(agent_id).get_rule(hub_pb2.GetRuleRequest())
@@ -132,9 +132,12 @@ async def set_skill(conn: Connection, params: dict[str, Any]) -> Any:
 
 @op("set_rule")
 async def set_rule(conn: Connection, params: dict[str, Any]) -> Any:
-    """``SetRule`` as the identity (see :func:`records.rule_from_ag2` for what maps)."""
-    rule_json = records.rule_from_ag2(params["rule"])
-    await conn.as_agent(params.get("agent_id")).set_rule(hub_pb2.SetRuleRequest(rule_json=rule_json or "{}"))
+    """``SetRule`` as the identity: the AG2 rule mapped block by block (:mod:`ag2gateway.records.rules`)."""
+    rule = params["rule"]
+    if not isinstance(rule, dict):
+        raise Ag2Refusal(frames.PROTOCOL_ERROR, "params.rule must be a Rule object")
+    rule_json = records.rule_from_ag2(rule)
+    await conn.as_agent(params.get("agent_id")).set_rule(hub_pb2.SetRuleRequest(rule_json=rule_json))
 
 
 @op("unregister")

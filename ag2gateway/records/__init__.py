@@ -9,6 +9,7 @@ What differs and how it maps (docs/ag2.md "What maps to what"):
   hub's id, and the hub's into the AG2 id where the gateway has seen that envelope;
 * a passport's fields without a hub field (``region``, ``auth.scheme``, ``hub_id``) ride in its
   labels under ``ag2.``; a resume's examples are stored as JSON strings;
+* a ``Rule`` maps block by block onto the hub's own rule of the identity (:mod:`ag2gateway.records.rules`);
 * channel knobs: a workflow's ``graph`` (``TransitionGraph.to_dict()``) is translated into the hub's
   graph knobs and kept verbatim beside them, so AG2 clients read back exactly what they sent.
 """
@@ -30,15 +31,13 @@ from ag2gateway.records.envelopes import (
 from ag2gateway.records.identities import (
     AUTH_SCHEME_LABEL,
     LABEL_PREFIX,
-    default_rule,
     passport_from_ag2,
     passport_to_ag2,
     resume_from_ag2,
     resume_to_ag2,
-    rule_from_ag2,
-    rule_to_ag2,
     scheme_of,
 )
+from ag2gateway.records.rules import default_rule, rule_from_ag2, rule_to_ag2
 from ag2gateway.records.tasks import TASK_EVENT_FROM_AG2, task_to_ag2
 
 __all__ = [

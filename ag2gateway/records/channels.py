@@ -101,6 +101,7 @@ def knobs_to_ag2(knobs_json: str) -> dict[str, Any]:
         for key in _DERIVED_KNOBS:
             knobs.pop(key, None)
     knobs.pop("labels", None)
+    knobs.pop("expectations", None)  # resolved by the hub at open (its defaults, the policy): not AG2's knobs
     return knobs
 
 

@@ -38,13 +38,17 @@ EV_PACKET = "ag2.packet"
 def packet_from_ag2(data: dict[str, Any]) -> dict[str, Any]:
     """A workflow packet's event_data with AG2's routing spelled as the hub reads it: AG2's ``kind``
     ``"text"`` is the hub's no kind, its ``tool`` the hub's ``tool_called``, a finish's ``reason`` the
-    hub's ``close_reason`` (AG2's keys stay beside the hub's)."""
+    hub's ``close_reason`` (AG2's keys stay beside the hub's). A ``"handoff"`` without a target is AG2's
+    static tool routing (a tool a ``ToolCalled`` transition names; the graph picks the next speaker):
+    the hub's no kind with ``tool_called``, as the hub routes such a packet."""
     routing = data.get("routing")
     if not isinstance(routing, dict):
         return data
     out = dict(routing)
-    if out.get("kind") == "text":
+    if out.get("kind") == "text" or (out.get("kind") == "handoff" and not out.get("target")):
         del out["kind"]
+        if "target" in out and not out["target"]:
+            del out["target"]
     if isinstance(out.get("tool"), str) and "tool_called" not in out:
         out["tool_called"] = out["tool"]
     if out.get("kind") == "finish" and isinstance(out.get("reason"), str) and "close_reason" not in out:
@@ -53,12 +57,13 @@ def packet_from_ag2(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def packet_to_ag2(data: dict[str, Any]) -> dict[str, Any]:
-    """The inverse of :func:`packet_from_ag2`, for a packet any participant (AG2 or not) posted."""
+    """The inverse of :func:`packet_from_ag2`, for a packet any participant (AG2 or not) posted: a packet
+    routed by the tool it called, with no kind, is AG2's static ``"handoff"`` (no target)."""
     routing = data.get("routing")
     if not isinstance(routing, dict):
         return {**data, "routing": {"kind": "text"}}
     out = dict(routing)
-    out.setdefault("kind", "text")
+    out.setdefault("kind", "handoff" if isinstance(out.get("tool_called"), str) else "text")
     if isinstance(out.get("tool_called"), str):
         out.setdefault("tool", out["tool_called"])
     if out["kind"] == "finish" and isinstance(out.get("close_reason"), str):

@@ -1,4 +1,4 @@
-"""AG2 passports, resumes and rules from and to the hub's identity records."""
+"""AG2 passports and resumes from and to the hub's identity records (rules: :mod:`ag2gateway.records.rules`)."""
 
 from __future__ import annotations
 
@@ -122,61 +122,3 @@ def resume_to_ag2(resume: identity_pb2.Resume) -> dict[str, Any]:
         "version": 1,
         "last_updated": iso(resume.last_updated),
     }
-
-
-def default_rule() -> dict[str, Any]:
-    """AG2's ``Rule().to_dict()`` (what an identity without a rule of its own reads back)."""
-    return {
-        "version": 1,
-        "access": {
-            "inbound_from": ["*"],
-            "outbound_to": ["*"],
-            "channel_types": {"initiate": ["*"], "accept": ["*"]},
-        },
-        "limits": {
-            "max_concurrent_channels": 0,
-            "max_concurrent_tasks": 0,
-            "channel_ttl_default": "2h",
-            "task_ttl_default": "15m",
-            "rate": {"per_minute": 0, "burst": 0},
-            "delegation_depth": 5,
-            "inbox": {"max_pending": 1000, "overflow": "reject", "high_water": None},
-        },
-    }
-
-
-def rule_from_ag2(data: Any) -> str:
-    """The hub rule JSON of an AG2 rule: its ``access.inbound_from`` name globs (the one AG2 access rule
-    the hub has under the same name, as ``{"names": [...]}``); "" for AG2's permissive default. Other
-    AG2 rule fields are refused rather than ignored, so a rule never silently does less than its author wrote."""
-    if data is None:
-        return ""
-    if not isinstance(data, dict):
-        raise InvalidArgument("params.rule must be a Rule object")
-    default = default_rule()
-    access = data.get("access") or {}
-    inbound = access.get("inbound_from", ["*"]) if isinstance(access, dict) else ["*"]
-    rest_access = {k: v for k, v in access.items() if k != "inbound_from"} if isinstance(access, dict) else {}
-    if rest_access != {k: v for k, v in default["access"].items() if k != "inbound_from"}:
-        raise InvalidArgument(
-            "this gateway maps only access.inbound_from of an AG2 rule; set outbound_to and channel_types "
-            "through the hub's policy file (docs/governance.md)"
-        )
-    if data.get("limits", default["limits"]) != default["limits"]:
-        raise InvalidArgument("AG2 rule limits are set through the hub's policy file here (docs/governance.md)")
-    if inbound == ["*"]:
-        return ""
-    if not isinstance(inbound, list) or not all(isinstance(g, str) for g in inbound):
-        raise InvalidArgument("rule.access.inbound_from must be a list of name globs")
-    return json.dumps({"access": {"inbound_from": {"names": inbound}}})
-
-
-def rule_to_ag2(rule_json: str) -> dict[str, Any]:
-    """AG2's rule dict of an identity's own hub rule."""
-    rule = default_rule()
-    if rule_json:
-        access = json.loads(rule_json).get("access") or {}
-        inbound = access.get("inbound_from")
-        if isinstance(inbound, dict):
-            rule["access"]["inbound_from"] = list(inbound.get("names") or [])
-    return rule

@@ -312,6 +312,7 @@ def status(ctx: typer.Context, json_: JsonOption = False) -> None:
             ["connected streams", f"{st.connected_streams} (this replica)"],
             ["waiting for answers", f"{st.pending_inbox_total} (at most {st.max_pending_inbox} for one identity)"],
             ["channel types", ", ".join(st.channel_types)],
+            *render.retention_rows(st.retention),
         ]
         _show(
             json_,
@@ -752,6 +753,9 @@ def knowledge_watch(
         await _with_knowledge(settings, watch)
 
     _run(ctx, work, "knowledge")
+
+
+from agentsdk.cli import data  # noqa: E402, F401 - registers backup and export on the app above
 
 
 def main() -> None:

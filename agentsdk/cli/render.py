@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, task_pb2
+from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, operator_pb2, task_pb2
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -242,3 +242,28 @@ def call_tree(executions: Sequence[a2a_pb2.Execution], names: Mapping[str, str],
 
     add(tree, "")
     return tree
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes for a person (KiB, MiB, GiB)."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def retention_rows(r: operator_pb2.RetentionStatus) -> list[list[str]]:
+    """The status rows of what the hub keeps of ended channels and how big its store is."""
+    keep = "everything (no --retain-ended)" if not r.retain_ended_seconds else f"{r.retain_ended_seconds:g} s"
+    sweep = f"{when(r.last_sweep_at)} UTC, purged {r.last_sweep_purged}" if r.HasField("last_sweep_at") else "none yet"
+    return [
+        ["retention of ended channels", keep + (f", archived to {r.archive_dir}" if r.archive_dir else "")],
+        [
+            "ended channels kept",
+            f"{r.ended_channels_kept if r.ended_channels_kept >= 0 else 'not counted'} ({r.channels_purged} purged)",
+        ],
+        ["last retention sweep", sweep],
+        ["store size", _bytes(r.store_size_bytes) if r.store_size_bytes >= 0 else "unknown"],
+    ]

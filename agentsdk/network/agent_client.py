@@ -31,6 +31,7 @@ from agentsdk.events import (
     TaskStarted,
     TextInput,
 )
+from agentsdk.model_check import attempts_of
 from agentsdk.network._chunks import DEFAULT_MAX_CHUNK_BYTES, ChunkRelay
 from agentsdk.network.adapters import adapter_for
 from agentsdk.network.channel import Channel, ChannelMetadata
@@ -43,6 +44,7 @@ from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
 from netkernel.errors import AgentNetError, InvalidArgument
 from netkernel.identity import Passport
 from netkernel.images import envelope_images
+from netkernel.turn_failure import describe
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
     from agentsdk.network.plugin import NetworkPlugin
 
 log = logging.getLogger("agentnet.sdk")
+
+REPORT_TIMEOUT = 10.0
+"""Seconds a failed turn's report may take (the handler's worker waits for it before the next envelope)."""
 
 
 @dataclass
@@ -95,7 +100,10 @@ class Task:
         """End because a cancel request was accepted.
 
         The hub posts the owner's terminal ``ag2.task.cancelled`` envelope
-        (``{"task_id", "reason"}``) into the task's channel, when it has a live one."""
+        (``{"task_id", "reason"}``) into the task's channel, when it has a live one. A no-op once
+        the task ended (completed, failed or cancelled), as in AG2."""
+        if self.ended:
+            return
         await self.client._report(self, task_pb2.TASK_EVENT_KIND_CANCELLED, error=reason or "cancelled")
 
     async def _reported(self, kind: task_pb2.TaskEventKind.ValueType, payload: Any = None, error: str = "") -> None:
@@ -176,7 +184,37 @@ class AgentClient(NetworkClient):
         await default_handler(envelope, self)
 
     async def _handle(self, envelope: Envelope) -> None:
-        await call_back(self._on_envelope, envelope)
+        try:
+            await call_back(self._on_envelope, envelope)
+        except Exception as exc:
+            if envelope.event_type in (EV_TEXT, EV_PACKET):
+                await self.report_turn_failure(envelope, exc)
+            raise
+
+    async def report_turn_failure(self, envelope: Envelope, exc: BaseException) -> bool:
+        """Tell the hub that this agent's turn on ``envelope`` failed with ``exc`` (ReportTurnFailure).
+
+        The handler does it by itself when a turn on an ``ag2.msg.text`` / ``ag2.packet`` raises (the
+        model call after the ``openai`` client's retries, a tool, the handler); a custom handler that
+        catches its own errors may call it. Only the exception's class and its message (redacted of
+        anything shaped like a credential, clipped) are sent, never the prompt. The channel's members
+        get an ``ag2.channel.turn_failed`` event and, by the channel's ``on_turn_failed`` policy, a
+        consulting channel closes (docs/hub.md "Failed turns"). Returns whether the event was posted;
+        a report the hub refuses is logged, never raised."""
+        error_class, message = describe(exc)
+        request = hub_pb2.ReportTurnFailureRequest(
+            channel_id=envelope.channel_id,
+            envelope_id=envelope.envelope_id,
+            error_class=error_class,
+            message=message,
+            attempts=attempts_of(exc, self.agent.config),
+        )
+        try:
+            response = await self.rpc.report_turn_failure(request, timeout=REPORT_TIMEOUT)
+        except AgentNetError as err:
+            log.warning("could not report the failed turn on %s: %s", envelope.envelope_id, err.message)
+            return False
+        return response.posted
 
     # -- tools and tasks ----------------------------------------------------------------
 

@@ -28,12 +28,14 @@ from agentsdk.a2a.settings import A2ASettings
 from agentsdk.a2a.tools import make_a2a_tools
 from agentsdk.events import ImageInput
 from agentsdk.network._delivery import DeliveryStream
+from agentsdk.network._replies import wait_reply
 from agentsdk.network._transcripts import TranscriptCache
 from agentsdk.network.channel import Channel, ChannelMetadata
 from agentsdk.network.credentials import CredentialFile
 from agentsdk.network.transitions import knob_json
 from agentsdk.rpc import HubRpc
 from agentsdk.tools import Tool
+from netkernel.channel_types import CONSULTING_TYPE
 from netkernel.envelope import (
     EV_CHANNEL_INVITE,
     EV_CHANNEL_INVITE_ACK,
@@ -772,6 +774,24 @@ class HumanClient(NetworkClient):
             except TimeoutError:
                 raise Timeout(f"no matching envelope within {timeout:g}s") from None
         return found
+
+    async def wait_reply(self, question: Envelope, *, timeout: float | None = None) -> Envelope:
+        """The reply to ``question`` (an envelope this client posted; from the pull queue).
+
+        Ends early with a typed error when no reply is coming: :class:`~netkernel.errors.TurnFailed`
+        when the answering agent reported that its turn on ``question`` failed (its model call, a tool
+        or its handler raised; the message carries its error class and redacted message),
+        :class:`~netkernel.errors.ChannelClosed` when the channel ended first, Timeout after
+        ``timeout`` seconds."""
+        return await wait_reply(self, question, timeout=timeout)
+
+    async def ask(self, target: str, text: str, *, timeout: float | None = None, **open_kwargs: Any) -> Envelope:
+        """Ask ``target`` one question in a new consulting channel and return its reply envelope
+        (``reply.text``); :meth:`wait_reply`'s errors when none is coming (``TurnFailed`` at once when
+        the target's turn fails). ``open_kwargs`` go to :meth:`open` (``knobs``, ``ttl``, ...)."""
+        channel = await self.open(type=CONSULTING_TYPE, target=target, **open_kwargs)
+        question = await self.send(channel.channel_id, text)
+        return await self.wait_reply(question, timeout=timeout)
 
     async def envelopes(self) -> AsyncIterator[Envelope]:
         """Every inbound envelope, until :meth:`disconnect`."""

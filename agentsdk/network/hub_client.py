@@ -19,6 +19,7 @@ from opentelemetry.trace import TracerProvider
 from agentsdk.a2a.remote import RemoteA2AAgent
 from agentsdk.a2a.settings import A2ASettings
 from agentsdk.backoff import RateLimitBackoff
+from agentsdk.model_check import check_model as check_model_config
 from agentsdk.network._cursors import CursorBook, CursorStore, JsonFileCursorStore
 from agentsdk.network._delivery import DeliveryStream
 from agentsdk.network.agent_client import AgentClient
@@ -353,8 +354,14 @@ class HubClient(ClosedOnExit):
         credential_file: str | os.PathLike[str] | None = None,
         on_envelope: EnvelopeCallback | None = None,
         rule: dict[str, Any] | None = None,
+        check_model: bool = False,
     ) -> AgentClient:
         """Register ``agent`` (kind agent or remote_agent) and connect it.
+
+        ``check_model=True`` first makes one cheap call to the agent's model endpoint (``GET /models``)
+        and raises :class:`~agentsdk.model_check.ModelCheckFailed` naming what is wrong (no API key, a
+        refused key, an unreachable or silent ``base_url``, a model it does not serve) before anything
+        is registered (docs/network.md "Failed turns").
 
         ``rule`` is the agent's own governance rule, as for :meth:`register_human`: it can only
         narrow what the hub's policy allows (set at registration, kept on resume).
@@ -383,6 +390,8 @@ class HubClient(ClosedOnExit):
                 "register() refuses kind='human': register non-LLM participants with "
                 "hc.register_human(Passport(name=..., kind='human'))."
             )
+        if check_model:
+            await check_model_config(agent.config)
         settings = A2ASettings.coerce(a2a) if a2a is not None else None
 
         def make(agent_id: str, credential: str, passport: Passport) -> AgentClient:

@@ -8,10 +8,19 @@ from __future__ import annotations
 from agentsdk.testing.openai_server import (
     Rule,
     ScriptedOpenAIServer,
+    ServerError,
     ServerReply,
     completion_chunks,
     completion_json,
     text_pieces,
 )
 
-__all__ = ["Rule", "ScriptedOpenAIServer", "ServerReply", "completion_chunks", "completion_json", "text_pieces"]
+__all__ = [
+    "Rule",
+    "ScriptedOpenAIServer",
+    "ServerError",
+    "ServerReply",
+    "completion_chunks",
+    "completion_json",
+    "text_pieces",
+]

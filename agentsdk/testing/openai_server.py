@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -30,10 +31,30 @@ from typing import Any
 from agentsdk.config import estimate_tokens, reply_to_message
 from agentsdk.events import ModelMessage, ToolCall
 
-__all__ = ["Rule", "ScriptedOpenAIServer", "ServerReply", "completion_chunks", "completion_json", "text_pieces"]
+__all__ = [
+    "Rule",
+    "ScriptedOpenAIServer",
+    "ServerError",
+    "ServerReply",
+    "completion_chunks",
+    "completion_json",
+    "text_pieces",
+]
 
-ServerReply = str | ModelMessage | ToolCall | list[ToolCall] | Callable[[dict[str, Any]], Any]
-"""A scripted reply: text, a message, tool call(s), or a callable of the request JSON returning one."""
+
+@dataclass(frozen=True)
+class ServerError:
+    """A scripted HTTP error answer (e.g. ``ServerError(500, "overloaded")``): the real client sees
+    the status and an OpenAI-style error body, and retries 429 / 5xx as it is configured to."""
+
+    status: int
+    message: str
+    kind: str = "server_error"
+
+
+ServerReply = str | ModelMessage | ToolCall | list[ToolCall] | ServerError | Callable[[dict[str, Any]], Any]
+"""A scripted reply: text, a message, tool call(s), an HTTP error, or a callable of the request JSON
+returning one."""
 
 Rule = Callable[[dict[str, Any]], Any]
 """``rule(request_json)`` → a reply, or ``None`` to use the queue."""
@@ -116,6 +137,12 @@ class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
 
 
+class _HttpError(Exception):
+    def __init__(self, error: ServerError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 class _ScriptError(Exception):
     """A request the script cannot answer."""
 
@@ -196,6 +223,8 @@ class ScriptedOpenAIServer:
                     reply = reply(request)
                 except Exception as exc:
                     raise _ScriptError(f"the scripted reply raised {type(exc).__name__}: {exc}") from exc
+        if isinstance(reply, ServerError):
+            raise _HttpError(reply)
         try:
             return reply_to_message(reply)
         except TypeError as exc:
@@ -308,6 +337,9 @@ def _make_handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 message = server._reply(request)
             except _ScriptError as exc:
                 self._error(400, f"ScriptedOpenAIServer: {exc}", "scripted_server_error")
+                return
+            except _HttpError as exc:
+                self._error(exc.error.status, exc.error.message, exc.error.kind)
                 return
             if request.get("stream"):
                 self._send_events(completion_chunks(message, request))

@@ -42,6 +42,9 @@ const (
 	EventExpired = "ag2.channel.expired"
 	// EventExpectationViolated reports a broken channel expectation (posted by the hub).
 	EventExpectationViolated = "ag2.channel.expectation_violated"
+	// EventTurnFailed reports that a member's turn on an envelope failed
+	// (posted by the hub on the member's ReportTurnFailure).
+	EventTurnFailed = "ag2.channel.turn_failed"
 	// EventContextSet updates a workflow's shared context.
 	EventContextSet = "ag2.context.set"
 	// EventTaskCancelRequest asks a task's owner to cancel.

@@ -75,6 +75,10 @@ const (
 	// one over (FAILED_PRECONDITION; metadata superseded_by = the newer
 	// stream's session id). A Session stops on it with ErrSessionReplaced.
 	ReasonSuperseded = "SUPERSEDED"
+	// ReasonTurnFailed: the agent that was to answer reported that its turn
+	// failed (ABORTED; metadata channel_id, envelope_id, agent_id,
+	// error_class): no answer is coming.
+	ReasonTurnFailed = "TURN_FAILED"
 )
 
 // Sentinels of the governance refusals, for errors.Is (they match any *Error

@@ -305,9 +305,16 @@ func TestErrorReasons(t *testing.T) {
 	if cs.Allowed || cs.Refusal == nil || cs.Refusal.Reason != agentnet.ReasonNotYourTurn || !slices.Contains(cs.ExpectedNext, b.id()) {
 		t.Fatalf("CanSend for carol: %+v", cs)
 	}
-	if _, err := b.c.PostText(ctx, dch, "bob's turn"); err != nil {
+	bobs, err := b.c.PostText(ctx, dch, "bob's turn")
+	if err != nil {
 		t.Fatal(err)
 	}
+	// Carol's turn on bob's envelope fails: a discussion only hears of it (on_turn_failed "notify").
+	if posted, action, err := c.c.ReportTurnFailure(ctx, dch, bobs.EnvelopeID, "ModelError", "model down", 3); err != nil || !posted || action != "notify" {
+		t.Fatalf("ReportTurnFailure: %v, %q, %v", posted, action, err)
+	}
+	_, _, err = c.c.ReportTurnFailure(ctx, dch, bobs.EnvelopeID, "", "no class", 1)
+	check("turn failure without an error class", err, agentnet.ReasonInvalidArgument, codes.InvalidArgument)
 
 	// Consulting: one question, one reply, then closed.
 	cons, err := a.c.OpenChannel(ctx, agentnet.OpenChannelRequest{

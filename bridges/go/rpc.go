@@ -347,6 +347,26 @@ func (c *Client) FindReply(ctx context.Context, channelID, causationID, sender s
 	return EnvelopeFromProto(resp.GetEnvelope()), nil
 }
 
+// ReportTurnFailure tells the hub that the caller's turn on envelopeID failed
+// (its model call, a tool or its handler failed): the channel's members get an
+// "ag2.channel.turn_failed" event and the channel's on_turn_failed policy
+// applies (a consulting channel closes with "turn_failed"; docs/hub.md "Failed
+// turns"). Send the error's class and message only, never the prompt (the hub
+// redacts what looks like a credential and keeps 300 characters); attempts is
+// how many times the failing call was tried (0 = not said). It returns whether
+// the event was posted and the action the policy took ("close" / "notify").
+func (c *Client) ReportTurnFailure(
+	ctx context.Context, channelID, envelopeID, errorClass, message string, attempts int32,
+) (posted bool, action string, err error) {
+	resp, err := c.hub.ReportTurnFailure(c.AuthContext(ctx), &agentnetv1.ReportTurnFailureRequest{
+		ChannelId: channelID, EnvelopeId: envelopeID, ErrorClass: errorClass, Message: message, Attempts: attempts,
+	})
+	if err != nil {
+		return false, "", FromStatus(err)
+	}
+	return resp.GetPosted(), resp.GetAction(), nil
+}
+
 // ListPendingTurns lists, one page at a time, the turns the caller's channels
 // await from it now: the adapter expects it to speak next and it has not
 // answered the latest message (docs/hub.md "Pending turns"). limit 0 = 100, at

@@ -31,7 +31,7 @@ func TestReasonConstantsMatchEnum(t *testing.T) {
 		ReasonInternal: "INTERNAL", ReasonUnavailable: "UNAVAILABLE",
 		ReasonFailedPrecondition: "FAILED_PRECONDITION", ReasonOutOfRange: "OUT_OF_RANGE",
 		ReasonRuleDenied: "RULE_DENIED", ReasonLimitExceeded: "LIMIT_EXCEEDED",
-		ReasonSuperseded: "SUPERSEDED",
+		ReasonSuperseded: "SUPERSEDED", ReasonTurnFailed: "TURN_FAILED",
 	}
 	for v := range agentnetv1.ErrorReason_name {
 		r := ReasonOf(agentnetv1.ErrorReason(v))

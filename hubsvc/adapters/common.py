@@ -78,28 +78,28 @@ def require_participants(spec: ChannelSpec, *, exactly: int | None = None, at_le
     got = len(spec.participants)
     if len(set(spec.participants)) != got:
         raise InvalidArgument(
-            f"{spec.type} channel '{spec.channel_id}': participants must be distinct; got {got} with duplicates "
+            f"{spec.type} channel: participants must be distinct; got {got} with duplicates "
             f"({', '.join(spec.participants)}). List each agent once.",
-            metadata={"channel_id": spec.channel_id, "participants": str(got)},
+            metadata={"participants": str(got)},
         )
     if got and spec.participants[0] != spec.initiator:
         raise InvalidArgument(
-            f"{spec.type} channel '{spec.channel_id}': the initiator '{spec.initiator}' must be the first "
+            f"{spec.type} channel: the initiator '{spec.initiator}' must be the first "
             f"participant; got participants {list(spec.participants)}.",
-            metadata={"channel_id": spec.channel_id},
+            metadata={},
         )
     if exactly is not None and got != exactly:
         raise InvalidArgument(
             f"a {spec.type} channel needs exactly {exactly} participants (the initiator and "
             f"{exactly - 1} target{'s' if exactly != 2 else ''}); got {got}. "
             f"Open it with exactly {exactly - 1} target{'s' if exactly != 2 else ''}.",
-            metadata={"channel_id": spec.channel_id, "participants": str(got), "expected": str(exactly)},
+            metadata={"participants": str(got), "expected": str(exactly)},
         )
     if at_least is not None and got < at_least:
         raise InvalidArgument(
             f"a {spec.type} channel needs at least {at_least} participants (the initiator and "
             f"{at_least - 1} or more targets); got {got}. Add targets when opening it.",
-            metadata={"channel_id": spec.channel_id, "participants": str(got), "expected": f">={at_least}"},
+            metadata={"participants": str(got), "expected": f">={at_least}"},
         )
 
 
@@ -125,9 +125,9 @@ def positive_int(value: Any, *, spec: ChannelSpec, key: str) -> int:
     # bool is an int subclass; True as a turn limit is always a mistake.
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidArgument(
-            f"{spec.type} channel '{spec.channel_id}': knob '{key}' must be a positive integer; "
+            f"{spec.type} channel: knob '{key}' must be a positive integer; "
             f"got {value!r}. Give a whole number ≥ 1, or leave it out.",
-            metadata={"channel_id": spec.channel_id, "knob": key},
+            metadata={"knob": key},
         )
     return value
 

@@ -20,6 +20,7 @@ from hubsvc.adapters.common import (
     require_participants,
     substantive_count,
 )
+from hubsvc.adapters.knobs import check_knobs
 from netkernel.channel_types import CONSULTING_TYPE, VIEW_FULL_TRANSCRIPT
 from netkernel.envelope import Envelope
 
@@ -57,8 +58,9 @@ class ConsultingAdapter:
     expectations: ClassVar[frozenset[str]] = TURN_EXPECTATIONS | {"reply_within"}
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
-        """Exactly two participants; consulting has no knobs of its own (others pass through)."""
+        """Exactly two participants; consulting has only the common knobs (:mod:`hubsvc.adapters.knobs`)."""
         require_participants(spec, exactly=2)
+        check_knobs(spec)
         return dict(spec.knobs)
 
     def initial_state(self, spec: ChannelSpec) -> ConsultingState:

@@ -20,6 +20,7 @@ from hubsvc.adapters.common import (
     require_participants,
     substantive_count,
 )
+from hubsvc.adapters.knobs import check_knobs
 from netkernel.channel_types import CONVERSATION_TYPE, VIEW_WINDOWED_SUMMARY
 from netkernel.envelope import Envelope
 
@@ -46,6 +47,7 @@ class ConversationAdapter:
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Exactly two participants; ``max_turns`` if given must be a positive int."""
         require_participants(spec, exactly=2)
+        check_knobs(spec)
         knobs = dict(spec.knobs)
         max_turns = optional_positive_int(spec.knobs, "max_turns", spec=spec)
         knobs.pop("max_turns", None)

@@ -27,6 +27,7 @@ from hubsvc.adapters.common import (
     require_participants,
     substantive_count,
 )
+from hubsvc.adapters.knobs import check_knobs
 from netkernel.channel_types import DISCUSSION_ORDERINGS, DISCUSSION_TYPE
 from netkernel.envelope import Envelope
 from netkernel.errors import InvalidArgument
@@ -38,10 +39,10 @@ def discussion_max_turns(spec: ChannelSpec) -> int | None:
     max_rounds = optional_positive_int(spec.knobs, "max_rounds", spec=spec)
     if max_turns is not None and max_rounds is not None:
         raise InvalidArgument(
-            f"discussion channel '{spec.channel_id}': give either knob 'max_turns' ({max_turns}) or "
+            f"discussion channel: give either knob 'max_turns' ({max_turns}) or "
             f"'max_rounds' ({max_rounds}), not both; max_rounds={max_rounds} means "
             f"max_turns={max_rounds * len(spec.participants)} with {len(spec.participants)} participants.",
-            metadata={"channel_id": spec.channel_id, "knob": "max_rounds"},
+            metadata={"knob": "max_rounds"},
         )
     if max_rounds is not None:
         return max_rounds * len(spec.participants)
@@ -58,9 +59,9 @@ def check_ordering(spec: ChannelSpec) -> None:
     if ordering is None or (isinstance(ordering, str) and ordering in ORDERINGS):
         return
     raise InvalidArgument(
-        f"discussion channel '{spec.channel_id}': knob 'ordering' is {ordering!r}, which is not supported; "
+        f"discussion channel: knob 'ordering' is {ordering!r}, which is not supported; "
         f"allowed: {', '.join(repr(o) for o in ORDERINGS)} (the default). Leave it out or give one of those.",
-        metadata={"channel_id": spec.channel_id, "knob": "ordering", "allowed": ",".join(ORDERINGS)},
+        metadata={"knob": "ordering", "allowed": ",".join(ORDERINGS)},
     )
 
 
@@ -82,6 +83,7 @@ class DiscussionAdapter:
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Two or more participants; a known ``ordering``; ``max_turns`` / ``max_rounds`` as ``max_turns``."""
         require_participants(spec, at_least=2)
+        check_knobs(spec)
         check_ordering(spec)
         max_turns = discussion_max_turns(spec)
         knobs = {k: v for k, v in spec.knobs.items() if k not in ("max_turns", "max_rounds")}

@@ -26,6 +26,7 @@ from hubsvc.adapters.common import (
     not_your_turn,
     require_participants,
 )
+from hubsvc.adapters.knobs import check_knobs
 from hubsvc.adapters.payloads import ContextUpdates, Packet, canonical_json, parse_context_updates, parse_packet
 from hubsvc.adapters.workflow_graph import MAX_TURNS, parse_workflow_knobs
 from netkernel.channel_types import WORKFLOW_TYPE
@@ -71,6 +72,7 @@ class WorkflowAdapter:
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
         """Two or more participants and valid knobs; returns the knobs with ids and defaults."""
         require_participants(spec, at_least=2)
+        check_knobs(spec)
         return {**spec.knobs, **parse_workflow_knobs(spec).to_knobs()}
 
     def initial_state(self, spec: ChannelSpec) -> WorkflowState:

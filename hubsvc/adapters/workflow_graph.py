@@ -24,7 +24,7 @@ on one tool (:meth:`Routing.routing_tool`: the first the speaker called); ``cont
 with value null also matches a missing key. A typed routing value in the packet decides
 before the transitions: a Finish ends the workflow with its close reason, a Handoff names
 the next speaker. Unknown keys inside a transition, condition or target are refused (a typo
-would otherwise silently change routing); unknown top-level knobs pass through.
+would otherwise silently change routing); unknown top-level knobs are refused (:mod:`hubsvc.adapters.knobs`).
 """
 
 from __future__ import annotations
@@ -232,8 +232,8 @@ class _KnobParser:
 
     def fail(self, where: str, problem: str, fix: str) -> InvalidArgument:
         return InvalidArgument(
-            f"workflow channel '{self.spec.channel_id}': {where} {problem}; {fix}",
-            metadata={"channel_id": self.spec.channel_id, "knob": where},
+            f"workflow channel: {where} {problem}; {fix}",
+            metadata={"knob": where},
         )
 
     def participant(self, ref: Any, where: str) -> str:

@@ -47,6 +47,7 @@ from hubsvc.core.posts import Posts
 from hubsvc.core.registry import Registry
 from hubsvc.core.replica_liveness import ReplicaLiveness
 from hubsvc.core.replica_sync import ReplicaSync
+from hubsvc.core.retention import Retention
 from hubsvc.core.sessions import Sessions
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock, audit_row, system_clock
@@ -204,6 +205,8 @@ class HubCore:
         """Applies the other replicas' commits when the store is shared (its change feed)."""
         self.liveness = ReplicaLiveness(liveness, self.executions, self.options) if liveness is not None else None
         """Keeps this replica alive in a shared store and fails the calls of replicas that died."""
+        self.retention = Retention(store, self.options, clock, forget=self.channels.forget)
+        """The sweep that purges ended channels after --retain-ended (hubsvc/core/retention.py)."""
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -232,6 +235,8 @@ class HubCore:
         ]
         if ownership is not None:
             self._loops.append(asyncio.create_task(self._ownership_loop(ownership), name="hub-ownership"))
+        if self.retention.enabled:
+            self._loops.append(asyncio.create_task(self.retention.run(), name="hub-retention"))
         if self.liveness is not None:
             self._loops.append(asyncio.create_task(self.liveness.beat_loop(), name="hub-liveness"))
             self._loops.append(asyncio.create_task(self.liveness.sweep_loop(), name="hub-orphan-calls"))

@@ -130,6 +130,19 @@ POSITIVE = Range(0)
 """Above 0 (and finite, for a float)."""
 
 
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration(text: str) -> float:
+    """Seconds written as a number (``3600``) or with a unit: ``90s``, ``15m``, ``12h``, ``30d``."""
+    raw = text.strip().lower()
+    unit = _DURATION_UNITS.get(raw[-1:], 0.0)
+    try:
+        return float(raw[:-1] if unit else raw) * (unit or 1.0)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration: write seconds (3600) or 90s, 15m, 12h, 30d") from None
+
+
 def _seconds(low: float, high: float) -> Range:
     """Above ``low`` seconds, up to ``high``."""
     return Range(low, high, unit=" seconds")
@@ -423,3 +436,38 @@ class HubOptions:
     )
     """Seconds between an OperatorService FollowAudit stream's looks in the store for audit records other
     replicas wrote (this hub's own commits wake the stream at once)."""
+    retain_ended: float = option(
+        0.0,
+        "--retain-ended",
+        "AGENTNET_HUB_RETAIN_ENDED",
+        "how long an ended channel's history is kept before a background sweep purges it: seconds, or "
+        "90s / 15m / 12h / 30d (0 = keep everything)",
+        parse=duration,
+        check=Range(0, 100 * 365 * 86400.0, "[]", unit=" seconds"),
+    )
+    """Seconds an ended channel's WAL, cursors and membership are kept before retention purges them,
+    leaving a tombstone (docs/operations.md "Data over time"); 0 keeps everything."""
+    archive_dir: str = option(
+        "",
+        "--archive-dir",
+        "AGENTNET_HUB_ARCHIVE_DIR",
+        "directory retention writes each channel's archive (gzip JSON lines) into before purging it",
+    )
+    """Directory each purged channel's archive (:mod:`netkernel.archive`) is written to before the purge
+    ("" = none)."""
+    retention_sweep_interval: float = option(
+        60.0,
+        "--retention-sweep-interval",
+        "AGENTNET_HUB_RETENTION_SWEEP_INTERVAL",
+        "seconds between retention sweeps of ended channels",
+        check=_seconds(0, 86400),
+    )
+    """Seconds between retention sweeps (with --retain-ended)."""
+    retention_batch_rows: int = option(
+        500,
+        "--retention-batch-rows",
+        "AGENTNET_HUB_RETENTION_BATCH_ROWS",
+        "most WAL rows one retention transaction deletes (a commit waits for at most one)",
+        check=Range(1, 100_000, "[]"),
+    )
+    """Most WAL rows one purge transaction deletes: what bounds how long a commit can wait for a sweep."""

@@ -287,10 +287,12 @@ class Registry:
         return await self._update(agent_id, change, "skill_set", lambda r: {"fallback": r.skill_is_fallback})
 
     async def set_resume(self, agent_id: str, resume: identity_pb2.Resume) -> identity_pb2.AgentRecord:
-        """Replace the resume; audited as resume_set (a fallback skill is re-rendered)."""
+        """Replace the resume, stamped with the time of the change (``last_updated``, as AG2 stamps it);
+        audited as resume_set (a fallback skill is re-rendered)."""
 
         def change(record: identity_pb2.AgentRecord) -> None:
             record.resume.CopyFrom(claims_only(resume))
+            record.resume.last_updated.CopyFrom(to_timestamp(self._clock()))
             if record.skill_is_fallback:
                 self._set_skill(record, None)
 

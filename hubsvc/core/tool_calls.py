@@ -83,7 +83,7 @@ class ToolCalls:
                 "resume": _to_dict(r.resume),
                 "skill_md": r.skill_md,
             }
-        peers, _ = self.ops.agents.find_agents(
+        peers, _ = await self.ops.agents.find_agents(
             caller,
             capability=args.capability or "",
             query=args.query or "",

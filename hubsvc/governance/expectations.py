@@ -4,7 +4,8 @@ An expectation is a deadline on a channel (``acks_within``, ``reply_within``,
 ``max_silence``, ``turn_within``) and the action the hub takes once when it passes
 (docs/governance.md "Expectations"). This module holds the parts that need no I/O:
 
-* :func:`resolve_expectations` — the expectations of a new channel: the policy's ``"*"``
+* :func:`resolve_expectations` — the expectations of a new channel: the built-in defaults
+  (:data:`DEFAULT_EXPECTATIONS`, AG2's adapters' defaults), overridden by the policy's ``"*"``
   entry, overridden by its channel type's entry, overridden by the channel's
   ``knobs.expectations`` (``null`` turns one off); stored in the channel's knobs, so a
   channel keeps the expectations it was opened with across policy reloads and restarts;
@@ -37,6 +38,7 @@ from hubsvc.governance.policy import (
     ExpectationSpec,
     Policy,
 )
+from netkernel.channel_types import CONSULTING_TYPE, CONVERSATION_TYPE, DISCUSSION_TYPE, WORKFLOW_TYPE
 from netkernel.envelope import EV_CHANNEL_OPENED, EV_EXPECTATION_VIOLATED, SUBSTANTIVE_EVENT_TYPES, Envelope
 from netkernel.errors import InvalidArgument
 
@@ -61,6 +63,19 @@ CHANNEL_WIDE: frozenset[ExpectationName] = frozenset({"max_silence"})
 """Expectations the channel as a whole violates: one firing is one violation (one audit row), whoever
 ``expected_of`` names."""
 
+DEFAULT_EXPECTATIONS: dict[str, dict[ExpectationName, ExpectationSpec]] = {
+    CONSULTING_TYPE: {"reply_within": ExpectationSpec(seconds=600, action="auto_close")},
+    CONVERSATION_TYPE: {"max_silence": ExpectationSpec(seconds=3600, action="audit")},
+    DISCUSSION_TYPE: {"turn_within": ExpectationSpec(seconds=120, action="warn")},
+    WORKFLOW_TYPE: {"turn_within": ExpectationSpec(seconds=600, action="auto_close")},
+}
+"""The expectations in force when neither the policy nor the channel says otherwise, so no channel
+waits silently forever (docs/governance.md "Defaults"). The values are those AG2 1.2.1's adapters
+declare; where AG2 declares two ``turn_within`` (a warning, then a harder action later) only one fits
+here (one spec per name): a discussion keeps the warning, a workflow the close. A consulting
+channel's invite acks are the hub's invite-ack timeout (30 s, closing with ``invite_timeout``), which
+is AG2's ``acks_within(30 s, auto_close)`` already."""
+
 _Overrides = TypeAdapter(dict[ExpectationName, ExpectationSpec | None])
 
 
@@ -73,12 +88,13 @@ def applies(name: ExpectationName, channel_type: str) -> bool:
 def resolve_expectations(policy: Policy, channel_type: str, knob: Any) -> dict[ExpectationName, ExpectationSpec]:
     """The expectations of a new ``channel_type`` channel whose ``knobs.expectations`` is ``knob``.
 
-    Policy ``"*"``, then the policy's entry for the type, then the knob, each overriding
-    the one before expectation by expectation (``None`` / ``null`` turns one off). Policy
-    entries that do not apply to the type are skipped; a knob naming one is refused.
+    The built-in :data:`DEFAULT_EXPECTATIONS`, then policy ``"*"``, then the policy's entry for
+    the type, then the knob, each overriding the one before expectation by expectation
+    (``None`` / ``null`` turns one off). Policy entries that do not apply to the type are
+    skipped; a knob naming one is refused.
     Raises InvalidArgument naming the problem.
     """
-    merged: dict[ExpectationName, ExpectationSpec | None] = {}
+    merged: dict[ExpectationName, ExpectationSpec | None] = dict(DEFAULT_EXPECTATIONS.get(channel_type, {}))
     for key in ("*", channel_type):
         for name, spec in policy.expectations.get(key, {}).items():
             if applies(name, channel_type):

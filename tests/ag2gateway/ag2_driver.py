@@ -15,7 +15,7 @@ import traceback
 from typing import Any
 
 from ag2 import Agent
-from ag2.network import EV_TEXT, AuthBlock, Envelope, HubClient, Passport, Resume
+from ag2.network import EV_TEXT, AuthBlock, Envelope, HubClient, Passport, Resume, Rule
 from ag2.network.transport import WsLink
 from ag2.testing import TestConfig
 
@@ -25,6 +25,10 @@ state: dict[str, Any] = {"hubs": {}, "clients": {}, "received": {}}
 def _passport(name: str, token: str | None, kind: str | None = None) -> Passport:
     auth = AuthBlock(scheme="api_key", claim={"token": token}) if token is not None else AuthBlock()
     return Passport(name=name, auth=auth, kind=kind)
+
+
+def _rule(cmd: dict[str, Any]) -> Rule | None:
+    return Rule.from_dict(cmd["rule"]) if cmd.get("rule") is not None else None
 
 
 def _record(name: str):
@@ -63,7 +67,10 @@ async def run(cmd: dict[str, Any]) -> Any:
         hub = await _hub(cmd.get("conn", "main"))
         agent = Agent(cmd["name"], config=TestConfig(*cmd.get("replies", [])))
         client = await hub.register(
-            agent, _passport(cmd["name"], cmd.get("token")), Resume(summary=cmd.get("summary", ""))
+            agent,
+            _passport(cmd["name"], cmd.get("token")),
+            Resume(summary=cmd.get("summary", ""), claimed_capabilities=cmd.get("capabilities", [])),
+            rule=_rule(cmd),
         )
         original = client._on_envelope
 
@@ -76,7 +83,11 @@ async def run(cmd: dict[str, Any]) -> Any:
         return {"agent_id": client.agent_id, "passport": client.passport.to_dict()}
     if op == "human":
         hub = await _hub(cmd.get("conn", "main"))
-        human = await hub.register_human(_passport(cmd["name"], cmd.get("token"), "human"))
+        human = await hub.register_human(
+            _passport(cmd["name"], cmd.get("token"), "human"),
+            rule=_rule(cmd),
+            auto_ack_invites=cmd.get("auto_ack", True),
+        )
         human.on_envelope(_record(cmd["name"]))
         state["clients"][cmd["name"]] = human
         return {"agent_id": human.agent_id}
@@ -98,6 +109,17 @@ async def run(cmd: dict[str, Any]) -> Any:
             hub._clients = dict(hub._clients)
         state["clients"][cmd["name"]] = client
         return {"agent_id": client.agent_id}
+    if op == "attach_agent":  # AG2's reconnect by name: attach(), then (optionally) resume_pending_turns()
+        hub = await _hub(cmd["conn"], cmd.get("url"))
+        client = await hub.attach(
+            Agent(cmd["name"], config=TestConfig(*cmd.get("replies", []))),
+            cmd["name"],
+            passport=_passport(cmd["name"], cmd.get("token")),
+            since_envelope_id=cmd.get("since", ""),
+        )
+        state["clients"][cmd["name"]] = client
+        resumed = await client.resume_pending_turns() if cmd.get("resume") else None
+        return {"agent_id": client.agent_id, "resumed": resumed}
     if op == "open":
         client = state["clients"][cmd["who"]]
         channel = await client.open(type=cmd["type"], target=cmd["targets"], knobs=cmd.get("knobs"))
@@ -114,6 +136,19 @@ async def run(cmd: dict[str, Any]) -> Any:
             event_data={"text": cmd["text"]},
         )
         return {"envelope_id": await client.send_envelope(envelope)}
+    if op == "open_send":  # open, then at once every text in flight together (AG2 code that sends right after open())
+        client = state["clients"][cmd["who"]]
+        channel = await client.open(type=cmd["type"], target=cmd["targets"], knobs=cmd.get("knobs"))
+        sent = await asyncio.gather(*(channel.send(text) for text in cmd["texts"]))
+        return {"channel_id": channel.channel_id, "state": channel.metadata.state.value, "envelope_ids": list(sent)}
+    if op == "open_many":  # `count` opens at once (AG2 code gathering open() calls), their states
+        client = state["clients"][cmd["who"]]
+        opens = [client.open(type=cmd["type"], target=cmd["targets"]) for _ in range(cmd["count"])]
+        return [channel.metadata.state.value for channel in await asyncio.gather(*opens)]
+    if op == "set_rule":
+        hub = await _hub(cmd.get("conn", "main"))
+        await hub.set_rule(state["clients"][cmd["who"]].agent_id, Rule.from_dict(cmd["rule"]))
+        return None
     if op == "send_many":  # every text posted at once (requests in flight together), ids in the order given
         client = state["clients"][cmd["who"]]
         return list(await asyncio.gather(*(client.send(cmd["channel_id"], text) for text in cmd["texts"])))

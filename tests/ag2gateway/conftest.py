@@ -7,7 +7,8 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from ag2gateway.config import Ag2GatewayOptions
 from ag2gateway.server import Ag2Gateway, start_gateway
 from agentsdk.network import Hub
+from hubsvc.core.options import HubOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 AG2_PYTHON = ROOT / ".venv-ag2" / "bin" / "python"
@@ -64,6 +66,15 @@ class Net:
     gateway: Ag2Gateway
     ag2: Driver
     options: Ag2GatewayOptions
+    others: list[Driver] = field(default_factory=list)
+
+    async def another_process(self) -> Driver:
+        """One more AG2 driver process on the same gateway (stopped with the fixture): AG2 programs in
+        separate processes, as AG2's own cross-process tests run them."""
+        driver = await start_driver()
+        self.others.append(driver)
+        await driver("url", url=self.gateway.url)
+        return driver
 
     async def restart_gateway(self) -> None:
         """Stop the gateway and start a new one (same secret, new port); the driver is told the new URL."""
@@ -77,14 +88,20 @@ async def start_driver() -> Driver:
     if not AG2_PYTHON.exists():
         pytest.fail("the AG2 venv is missing: run `make ag2-venv` (the released ag2==1.2.1 in .venv-ag2)")
     proc = await asyncio.create_subprocess_exec(
-        str(AG2_PYTHON), str(DRIVER), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=sys.stderr
+        str(AG2_PYTHON),
+        str(DRIVER),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=sys.stderr,
+        limit=64 * 1024 * 1024,  # one answer line may carry a whole WAL
     )
     return Driver(proc)
 
 
-@pytest.fixture
-async def net(tmp_path: Path) -> AsyncIterator[Net]:
-    async with Hub.open(path=tmp_path / "hub.db") as hub:
+@asynccontextmanager
+async def open_net(tmp_path: Path, hub_options: HubOptions | None = None) -> AsyncIterator[Net]:
+    """A hub (``hub_options``: its options), the gateway in front of it and one AG2 driver process."""
+    async with Hub.open(path=tmp_path / "hub.db", options=hub_options) as hub:
         options = Ag2GatewayOptions(port=0, hub=hub.target, secret_file=tmp_path / "gw.secret")
         gateway = await start_gateway(options)
         driver = await start_driver()
@@ -93,5 +110,13 @@ async def net(tmp_path: Path) -> AsyncIterator[Net]:
         try:
             yield net
         finally:
+            for other in net.others:
+                await other.stop()
             await driver.stop()
             await net.gateway.stop()
+
+
+@pytest.fixture
+async def net(tmp_path: Path) -> AsyncIterator[Net]:
+    async with open_net(tmp_path) as net:
+        yield net

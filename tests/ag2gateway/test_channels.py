@@ -129,3 +129,27 @@ async def test_a_workflow_hands_over_from_an_ag2_human_to_an_ag2_agent_and_termi
         return True
 
     await assert_eventually(handed_over_and_closed, timeout=30)
+
+
+async def test_an_ag2_agents_failed_turn_reaches_the_hub(net: Net) -> None:
+    """AG2's handler reports a turn that raised (``report_turn_failure``): the gateway calls ReportTurnFailure,
+    so the asker sees ``ag2.channel.turn_failed`` and the consulting channel closes with ``turn_failed``."""
+    ag2 = net.ag2
+    bob = await ag2("agent", name="bob", token=TOKEN.format("bob"), replies=[])  # no reply: its model raises
+    await ag2("human", name="alice", token=TOKEN.format("alice"))
+    opened = await ag2("open", who="alice", type="consulting", targets=["bob"])
+    await _opened(net, opened["channel_id"])
+    await ag2("send", who="alice", channel_id=opened["channel_id"], text="anyone?")
+
+    async def told() -> bool:
+        received = await ag2("received", who="alice")
+        failures = [e for e in received if e["event_type"] == "ag2.channel.turn_failed"]
+        assert len(failures) == 1, [e["event_type"] for e in received]
+        failed = failures[0]
+        assert failed["event_data"]["agent_id"] == bob["agent_id"]
+        assert failed["event_data"]["error_class"] == "ag2.TurnFailure" and failed["event_data"]["action"] == "close"
+        closed = [e["event_data"]["reason"] for e in received if e["event_type"] == "ag2.channel.closed"]
+        assert closed == ["turn_failed"]
+        return True
+
+    await assert_eventually(told, timeout=30)

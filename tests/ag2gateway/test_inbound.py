@@ -111,3 +111,24 @@ async def test_frames_sent_while_held_go_to_the_socket_in_one_write() -> None:
     assert [bytes(f.data) for f in frames] == [b'{"n":1}', b'{"n":2}', b'{"n":3}']
     ws.paused = True  # the write buffer is full: the caller sends it by ws.send, which waits
     assert not writer.send_now(b'{"n":4}')
+
+
+async def test_a_create_channel_beyond_the_opening_limit_is_refused_at_once() -> None:
+    sent: list[bytes] = []
+
+    async def send(frame: bytes) -> None:
+        sent.append(frame)
+
+    def send_now(frame: bytes) -> bool:
+        sent.append(frame)
+        return True
+
+    box = Outbox(1 << 20, send, send_now)
+    hub: Any = None  # refused before any hub call
+    conn = Connection(hub, hub, box, max_in_flight_requests=4, max_opening=0)
+    request = {"kind": "request", "request_id": "r1", "op": "create_channel", "params": {"creator_id": "x"}}
+    conn.feed(orjson.dumps(request))
+    [answer] = [json.loads(frame) for frame in sent]
+    assert (answer["request_id"], answer["ok"], answer["error_code"]) == ("r1", False, "protocol_error")
+    assert "0 channels are already being opened on this connection" in answer["error_message"]
+    box.close()

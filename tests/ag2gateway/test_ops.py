@@ -34,8 +34,8 @@ async def test_discovery_and_identity_ops(net: Net) -> None:
     rule["access"]["inbound_from"] = ["alice"]
     await ag2("rpc", name="set_rule", params={"agent_id": bob["agent_id"], "rule": rule})
     assert (await ag2("call", name="get_rule", args=[bob["agent_id"]]))["access"]["inbound_from"] == ["alice"]
-    rule["limits"]["delegation_depth"] = 9
-    with pytest.raises(Ag2Error, match=r"ProtocolError: .*policy file"):
+    rule["limits"]["inbox"]["overflow"] = "drop_oldest"
+    with pytest.raises(Ag2Error, match=r"ProtocolError: .*overflow 'drop_oldest' cannot be enforced"):
         await ag2("rpc", name="set_rule", params={"agent_id": bob["agent_id"], "rule": rule})
     with pytest.raises(Ag2Error, match="AccessDeniedError"):  # acting as an identity not bound here
         await ag2("rpc", name="set_skill", params={"agent_id": "f" * 32, "skill_md": "x"}, conn="other")

@@ -12,6 +12,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentsdk.cli.app import PROGRESS_AT
 from agentsdk.network import HubClient, Passport
 from tests.cli.conftest import Network
@@ -192,8 +194,10 @@ def test_refusals_say_why_and_what_to_do(network: Network, tmp_path: Path) -> No
     assert down.exit_code == 3 and "is the hub running at 127.0.0.1:1" in down.stderr
 
 
-def test_the_operations_doc_examples_run(network: Network) -> None:
-    """Every command line of docs/operations.md's agentnet section runs (the live ones print, then stop)."""
+def test_the_operations_doc_examples_run(network: Network, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command line of docs/operations.md's agentnet section runs (the live ones print, then stop),
+    in a directory of its own (`backup` and `export` write files there)."""
+    monkeypatch.chdir(tmp_path)
     doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     section = doc.split("## The agentnet command line", 1)[1].split("\n## ", 1)[0]
     block = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)[0]

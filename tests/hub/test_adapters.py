@@ -211,9 +211,21 @@ def test_lifecycle_and_custom_events_never_advance_state(type_: str) -> None:
 
 
 @pytest.mark.parametrize("type_", ["consulting", "conversation", "discussion"])
-def test_unknown_knobs_pass_through(type_: str) -> None:
-    spec = make_spec(type_, knobs={"expectations": {"reply_within": 5}}, normalise=False)
-    assert ADAPTERS[type_].validate_create(spec) == {"expectations": {"reply_within": 5}}
+def test_common_knobs_pass_through(type_: str) -> None:
+    knobs = {"expectations": {"reply_within": 5}, "on_turn_failed": "close", "labels": {"team": "x"}}
+    spec = make_spec(type_, knobs=knobs, normalise=False)
+    assert ADAPTERS[type_].validate_create(spec) == knobs
+
+
+@pytest.mark.parametrize("type_", ["consulting", "conversation", "discussion", "workflow"])
+def test_unknown_knobs_are_refused_naming_the_valid_ones(type_: str) -> None:
+    spec = make_spec(type_, knobs={"rounds": 1}, normalise=False)
+    with pytest.raises(InvalidArgument) as info:
+        ADAPTERS[type_].validate_create(spec)
+    assert "no knob 'rounds'" in info.value.message and "on_turn_failed" in info.value.message
+    assert CID not in info.value.message and info.value.metadata["knob"] == "rounds"
+    if type_ == "discussion":
+        assert "did you mean 'max_rounds'" in info.value.message
 
 
 # ---------------------------------------------------------------- consulting
@@ -312,7 +324,7 @@ def test_conversation_anyone_any_time() -> None:
 def test_conversation_max_turns_validation(bad: Any) -> None:
     with pytest.raises(InvalidArgument) as info:
         make_spec("conversation", knobs={"max_turns": bad})
-    assert "max_turns" in info.value.message and CID in info.value.message
+    assert "max_turns" in info.value.message and CID not in info.value.message  # the channel does not exist
     assert "positive integer" in info.value.message
 
 
@@ -403,8 +415,8 @@ def test_discussion_ordering_knob_accepts_only_round_robin() -> None:
 
 
 def test_discussion_normalised_knobs_are_stable() -> None:
-    spec = make_spec("discussion", (A, B, C), {"max_rounds": 3, "other": 1})
-    assert discussion.validate_create(spec) == spec.knobs == {"max_turns": 9, "other": 1}
+    spec = make_spec("discussion", (A, B, C), {"max_rounds": 3, "labels": {"x": 1}})
+    assert discussion.validate_create(spec) == spec.knobs == {"max_turns": 9, "labels": {"x": 1}}
 
 
 # ---------------------------------------------------------------- workflow: knobs
@@ -428,7 +440,7 @@ def test_workflow_knob_defaults_and_name_resolution() -> None:
                 },
                 {"condition": {"type": "always"}, "target": {"type": "agent", "agent": A}, "priority": -1},
             ],
-            "governance": {"x": 1},
+            "labels": {"x": 1},
         }
     )
     assert spec.knobs == {
@@ -444,7 +456,7 @@ def test_workflow_knob_defaults_and_name_resolution() -> None:
             },
             {"condition": {"type": "always"}, "target": {"type": "agent", "agent": A}, "priority": -1},
         ],
-        "governance": {"x": 1},
+        "labels": {"x": 1},
     }
     # Normalised knobs validate to themselves.
     assert workflow.validate_create(spec) == spec.knobs
@@ -556,8 +568,8 @@ def test_workflow_knob_errors(knobs: dict[str, Any], fragment: str) -> None:
     with pytest.raises(InvalidArgument) as info:
         wf_spec(knobs)
     assert fragment in info.value.message
-    assert f"workflow channel '{CID}'" in info.value.message
-    assert info.value.metadata["channel_id"] == CID
+    assert "workflow channel:" in info.value.message and CID not in info.value.message  # never created
+    assert "channel_id" not in info.value.metadata
 
 
 # ---------------------------------------------------------------- workflow: turns and targets

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2
 
-from hubsvc.governance.expectations import resolve_expectations
-from hubsvc.governance.policy import Policy, load_policy
+from hubsvc.governance.expectations import DEFAULT_EXPECTATIONS, resolve_expectations
+from hubsvc.governance.policy import ExpectationSpec, Policy, load_policy
 from netkernel.errors import InvalidArgument
 from tests.clock import FakeClock
 from tests.event_table import event_table
@@ -411,8 +411,21 @@ def test_a_policy_with_a_bad_expectation_is_refused_naming_it(
 
 def test_a_star_entry_that_does_not_apply_to_a_type_is_skipped_for_it() -> None:
     policy = Policy.model_validate({"expectations": {"*": {"turn_within": {"seconds": 5}}}})
-    assert resolve_expectations(policy, "conversation", None) == {}
-    assert set(resolve_expectations(policy, "discussion", None)) == {"turn_within"}
+    assert resolve_expectations(policy, "conversation", None) == DEFAULT_EXPECTATIONS["conversation"]
+    assert resolve_expectations(policy, "discussion", None)["turn_within"].seconds == 5
+
+
+def test_the_built_in_defaults_apply_unless_the_policy_or_the_knob_turns_them_off() -> None:
+    """AG2's adapters' defaults: consulting reply_within 600 s auto_close, conversation max_silence 3600 s audit."""
+    consulting = resolve_expectations(Policy(), "consulting", None)
+    assert consulting == {"reply_within": ExpectationSpec(seconds=600, action="auto_close")}
+    assert resolve_expectations(Policy(), "conversation", None) == {
+        "max_silence": ExpectationSpec(seconds=3600, action="audit")
+    }
+    off = Policy.model_validate({"expectations": {"consulting": {"reply_within": None}}})
+    assert resolve_expectations(off, "consulting", None) == {}
+    assert resolve_expectations(Policy(), "consulting", {"reply_within": None}) == {}
+    assert resolve_expectations(Policy(), "consulting", {"reply_within": {"seconds": 30}})["reply_within"].seconds == 30
 
 
 async def test_posts_do_not_grow_the_timer_heap(hub: RunningHub, clock: FakeClock, people: list[Participant]) -> None:
@@ -427,3 +440,21 @@ async def test_posts_do_not_grow_the_timer_heap(hub: RunningHub, clock: FakeCloc
         await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=cid))
     await advance(hub, clock, 61)
     assert hub.core.expectations._heap == []
+
+
+async def test_with_no_policy_an_unanswered_consulting_question_closes_after_ten_minutes(
+    hub: RunningHub, clock: FakeClock, people: list[Participant]
+) -> None:
+    """The built-in default (AG2's consulting adapter): reply_within 600 s, auto_close."""
+    alice, bob, _ = people
+    cid = await open_channel(alice, "consulting", [bob])
+    meta = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
+    assert json.loads(meta.channel.knobs_json)["expectations"] == {
+        "reply_within": {"seconds": 600.0, "action": "auto_close"}
+    }
+    await alice.say(cid, "question")
+    await advance(hub, clock, 599)
+    assert await violations(alice, cid) == []
+    await advance(hub, clock, 2)
+    closed = await alice.next(lambda e: e.event_type == "ag2.channel.closed" and e.channel_id == cid)
+    assert data_of(closed)["reason"] == "expectation_reply_within"

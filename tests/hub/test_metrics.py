@@ -131,3 +131,27 @@ async def test_only_get_metrics_is_served(tmp_path: Path) -> None:
         assert await asyncio.to_thread(status, url.replace("/metrics", "/other")) == 404
         assert await asyncio.to_thread(status, url, "POST") == 405
         assert await asyncio.to_thread(status, url, "HEAD") == 200
+
+
+async def test_reported_turn_failures_are_counted(tmp_path: Path) -> None:
+    from agentnet.v1 import hub_pb2
+
+    async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        url = metrics_url(hub)
+        before = await scrape(url)
+        question = await alice.say(cid, "hello?")
+        request = hub_pb2.ReportTurnFailureRequest(
+            channel_id=cid, envelope_id=question.envelope_id, error_class="openai.APIConnectionError", attempts=3
+        )
+        response = await bob.rpc("ReportTurnFailure", request)
+        assert response.posted and response.action == "notify"
+        after = await scrape(url)
+        labels = {"channel_type": "conversation", "action": "notify"}
+        assert (
+            value(after, "agentnet_hub_turn_failures_total", **labels)
+            - value(before, "agentnet_hub_turn_failures_total", **labels)
+            == 1
+        )
+        await alice.close()
+        await bob.close()

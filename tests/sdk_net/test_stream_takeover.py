@@ -206,7 +206,9 @@ async def test_resume_pending_turns_runs_again_a_turn_whose_handler_failed(
         Agent("analyst", prompt="Answer briefly.", config=config), Passport(name="analyst"), on_envelope=fails_once
     )
     clients.append(agent)
-    ch = await user.open(type="consulting", target="analyst")
+    # The failed turn is reported; "notify" keeps the consulting channel open for the retry (the
+    # default, "close", would end it with turn_failed: docs/hub.md "Failed turns").
+    ch = await user.open(type="consulting", target="analyst", knobs={"on_turn_failed": "notify"})
     question = await user.send(ch.channel_id, "What is 2 + 2?")
     await assert_eventually(lambda: attempts == [question.envelope_id])
     stream = agent._stream

@@ -4,9 +4,12 @@ reads the last checkpoint back as ``task.resumed_state`` (AG2's Task.checkpoint 
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
+from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
 
 from agentsdk import Agent
 from agentsdk.config import ScriptedConfig
@@ -68,3 +71,40 @@ async def test_tasks_tagged_with_a_capability_build_the_agents_observed_track_re
         stat = resume.observed["analysis"]
         assert (stat.n, stat.completed, stat.failed, stat.success_rate) == (2, 1, 1, 0.5)
         assert stat.last_updated is not None and resume.last_updated == stat.last_updated
+        assert resume.claimed_capabilities == []  # never claimed it: found by what it was observed doing, as AG2
+        assert [a.name for a in await hub.list_agents(capability="Analysis")] == ["analyst"]
+        assert await hub.list_agents(capability="poetry") == []
+
+
+async def test_cancel_after_complete_is_a_no_op_and_an_unknown_tasks_checkpoint_is_none() -> None:
+    async with Hub.open() as hub:
+        agent = Agent("finisher", config=ScriptedConfig([]))
+        client = await hub.register(agent, Passport(name="finisher"))
+        async with agent.task("quick") as task:
+            await task.complete({"done": True})
+            await task.cancel("too late")  # as in AG2: the task ended, nothing changes
+        record = (await client.rpc.get_task(hub_pb2.GetTaskRequest(task_id=task.task_id))).task
+        assert (record.state, json.loads(record.result_json)) == (task_pb2.TASK_STATE_COMPLETED, {"done": True})
+        assert await client.read_task_checkpoint("no-such-task") is None  # as AG2: nothing to resume from
+        async with agent.task("again", resume_from="no-such-task") as resumed:
+            assert resumed.resumed_state is None
+
+
+async def test_set_resume_stamps_last_updated_and_the_fallback_skill_shows_the_track_record() -> None:
+    async with Hub.open() as hub:
+        agent = Agent("analyst", config=ScriptedConfig([]))
+        client = await hub.register(agent, Passport(name="analyst"))
+        assert (await hub.get_resume("analyst")).last_updated is None  # never changed yet
+        before = time.time()
+        claims = identity_pb2.Resume(summary="analyses data", claimed_capabilities=["analysis"])
+        await client.rpc.set_resume(hub_pb2.SetResumeRequest(resume=claims))
+        stamped = (await hub.get_resume("analyst")).last_updated
+        assert stamped is not None and before - 1 <= stamped <= time.time() + 1  # stamped on change, as AG2
+        async with agent.task("one", capability="analysis"):
+            pass
+        resume = await hub.get_resume("analyst")
+        assert resume.last_updated is not None and resume.last_updated >= stamped
+        record = (await client.rpc.describe_agent(hub_pb2.DescribeAgentRequest(agent_id="analyst"))).agent
+        assert record.skill_is_fallback
+        track = "## Track record\n\n- analysis: 1 completed / 0 failed / 0 expired / 0 cancelled (n=1)\n"
+        assert track in record.skill_md

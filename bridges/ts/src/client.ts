@@ -608,6 +608,28 @@ export class Client {
   }
 
   /**
+   * Tell the hub that this identity's turn on `envelopeId` failed (its model call, a tool or its
+   * handler threw): the channel's members get an `ag2.channel.turn_failed` event and the channel's
+   * `on_turn_failed` policy applies (a consulting channel closes with `turn_failed`; docs/hub.md
+   * "Failed turns"). Send the error's class and message only, never the prompt (the hub redacts
+   * what looks like a credential and keeps 300 characters). Returns whether the event was posted.
+   */
+  async reportTurnFailure(
+    channelId: string,
+    envelopeId: string,
+    errorClass: string,
+    message: string,
+    options: CallOptions & { attempts?: number } = {},
+  ): Promise<{ posted: boolean; action: string }> {
+    const res = await this.unary(
+      this.raw.reportTurnFailure,
+      { channelId, envelopeId, errorClass, message, attempts: options.attempts ?? 0 },
+      options,
+    );
+    return { posted: res.posted, action: res.action };
+  }
+
+  /**
    * The turns this identity's channels await from it now, one page at a time (docs/hub.md
    * "Pending turns"): the adapter expects it to speak next and it has not answered the latest
    * message. `limit` 0 = 100, at most 1000; `pageToken` "" = the first page; `nextPageToken` ""

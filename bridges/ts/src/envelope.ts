@@ -27,6 +27,8 @@ export const EventType = {
   CHANNEL_EXPIRED: "ag2.channel.expired",
   /** Posted by the hub when an expectation threshold is breached. */
   EXPECTATION_VIOLATED: "ag2.channel.expectation_violated",
+  /** Posted by the hub when a member reports that its turn on an envelope failed (ReportTurnFailure). */
+  TURN_FAILED: "ag2.channel.turn_failed",
   /** Changes channel-scoped context vars; `eventData = {set, delete}`. */
   CONTEXT_SET: "ag2.context.set",
   /** A peer asks a task's owner to cancel. */

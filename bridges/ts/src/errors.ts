@@ -33,6 +33,7 @@ export const Reason = {
   RULE_DENIED: "RULE_DENIED",
   LIMIT_EXCEEDED: "LIMIT_EXCEEDED",
   SUPERSEDED: "SUPERSEDED",
+  TURN_FAILED: "TURN_FAILED",
 } as const;
 
 /** One of the known reasons (a refusal from a newer hub may carry another string). */

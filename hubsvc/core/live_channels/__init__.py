@@ -137,6 +137,7 @@ class LiveChannels:
         self.get = table.get
         self.live = table.live
         self.meta = table.meta
+        self.forget = table.forget
         self.final_state = table.final_state
         self.require_member = table.require_member
         self.watch = table.watch

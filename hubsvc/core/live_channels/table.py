@@ -11,11 +11,11 @@ from agentnet.v1 import channel_pb2, envelope_pb2
 from hubsvc.adapters.base import Adapter
 from hubsvc.adapters.common import require_participant
 from hubsvc.core.channel import ChannelRuntime
+from hubsvc.core.retention import purged_refusal
 from hubsvc.core.stored_run import StoredRun
 from hubsvc.core.util import BoundedDict, Clock
 from hubsvc.governance.inbox import Inboxes
 from hubsvc.storage import HubStore
-from netkernel.errors import NotFound
 from netkernel.wire import wire_readable_by
 
 log = logging.getLogger("agentnet.hub")
@@ -53,6 +53,10 @@ class ChannelTable:
         self.channels.pop(channel_id, None)
         self._inboxes.release(channel_id)
 
+    def forget(self, channel_id: str) -> None:
+        """Retention purged the ended channel: drop its remembered final state."""
+        self.final.pop(channel_id, None)
+
     def get(self, channel_id: str) -> ChannelRuntime | None:
         """A live channel, if any."""
         return self.channels.get(channel_id)
@@ -68,7 +72,7 @@ class ChannelTable:
             return ch.meta
         row = await self._store.get_channel(channel_id)
         if row is None:
-            raise NotFound(f"no channel with id {channel_id!r}; list yours with ListChannels.")
+            raise await purged_refusal(self._store, channel_id)  # saying so when retention purged it
         return channel_pb2.ChannelMetadata.FromString(row.record)
 
     async def final_state(self, channel_id: str) -> dict[str, Any] | None:

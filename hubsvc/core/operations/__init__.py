@@ -17,6 +17,7 @@ from hubsvc.core.operations.messages import MessageOps
 from hubsvc.core.operations.operator import OperatorOps
 from hubsvc.core.operations.tasks import TaskOps
 from hubsvc.core.operations.tools import ToolOps
+from hubsvc.core.operations.turns import TurnOps
 
 
 class Operations:
@@ -30,6 +31,7 @@ class Operations:
         self.tasks = TaskOps(core)
         self.context = ContextOps(core)
         self.tools = ToolOps(core)
+        self.turns = TurnOps(core)
         self.audit = AuditOps(core)
         self.a2a = A2AOps(core, self.messages)
         self.operator = OperatorOps(core, self.channels)
@@ -46,4 +48,5 @@ __all__ = [
     "OperatorOps",
     "TaskOps",
     "ToolOps",
+    "TurnOps",
 ]

@@ -3,6 +3,7 @@ and set or read an identity's governance rule."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,8 @@ from hubsvc.core.util import from_timestamp, to_timestamp
 from hubsvc.governance.policy import Effective, parse_rule
 from hubsvc.storage import HubStore
 from netkernel.errors import InvalidArgument, PermissionDenied
+from netkernel.identity import Passport, Resume
+from netkernel.skills import render_fallback_skill
 
 _AGENT_ORDERS: dict[str, Callable[[AgentEntry], SortKey]] = {
     "name": lambda e: (e.name,),
@@ -22,6 +25,8 @@ _AGENT_ORDERS: dict[str, Callable[[AgentEntry], SortKey]] = {
     "last_seen": lambda e: (-from_timestamp(e.record.last_seen_at), e.agent_id),  # most recent first
 }
 """ListAgents' ``sort_by`` orders, each a sort key (unique, so a page token marks one place)."""
+OBSERVED_READS_AT_ONCE = 16
+"""Track records ListAgents reads from the store at once when filtering by capability."""
 
 
 def summary(entry: AgentEntry) -> identity_pb2.AgentSummary:
@@ -45,7 +50,7 @@ class AgentOps:
     def __init__(self, core: HubCore) -> None:
         self.core = core
 
-    def find_agents(
+    async def find_agents(
         self,
         caller: str,
         *,
@@ -58,7 +63,10 @@ class AgentOps:
         page_token: str = "",
     ) -> tuple[list[identity_pb2.AgentSummary], str]:
         """Registry search (all filters ANDed), a page of ``limit`` (0 = 20) in ``sort_by`` order and the
-        next page's token; identities an expectation's ``hide`` hides are left out."""
+        next page's token; identities an expectation's ``hide`` hides are left out. ``capability``
+        matches a claimed capability or one in the identity's observed track record, as AG2's
+        ``list_agents`` (the track record is read from the store for the identities that do not
+        claim it)."""
         if limit < 0 or limit > 1000:
             raise InvalidArgument("limit must be between 1 and 1000 (0 = 20).")
         sort_by = sort_by or "name"
@@ -66,7 +74,8 @@ class AgentOps:
             raise InvalidArgument(f"sort_by {sort_by!r} is unknown; use name, registered_at or last_seen.")
         cap = capability.lower()
         q = query.lower()
-        out = []
+        out: list[AgentEntry] = []
+        unclaimed: list[AgentEntry] = []
         for entry in self.core.registry.entries():
             r = entry.record
             if exclude_self and entry.agent_id == caller:
@@ -74,8 +83,6 @@ class AgentOps:
             if self.core.expectations.hidden(entry.agent_id):
                 continue
             if kind and r.passport.kind != kind:
-                continue
-            if cap and cap not in (c.lower() for c in r.resume.claimed_capabilities):
                 continue
             if q:
                 haystack = " ".join(
@@ -89,9 +96,26 @@ class AgentOps:
                 ).lower()
                 if q not in haystack:
                     continue
+            if cap and cap not in (c.lower() for c in r.resume.claimed_capabilities):
+                unclaimed.append(entry)
+                continue
             out.append(entry)
+        if unclaimed:
+            out += await self._observing(unclaimed, cap)
         page, token = keyed_page("agents", out, _AGENT_ORDERS[sort_by], limit or 20, page_token)
         return [summary(e) for e in page], token
+
+    async def _observing(self, entries: list[AgentEntry], cap: str) -> list[AgentEntry]:
+        """The entries whose observed track record has ``cap`` (lower case), read a few at a time."""
+        gate = asyncio.Semaphore(OBSERVED_READS_AT_ONCE)
+
+        async def observed(entry: AgentEntry) -> bool:
+            async with gate:
+                counts = await self.core.store.load_observed(entry.agent_id)
+            return any(c.lower() == cap for c in counts)
+
+        found = await asyncio.gather(*(observed(e) for e in entries))
+        return [e for e, yes in zip(entries, found, strict=True) if yes]
 
     def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
         """The full profile of the agent named by id or passport name."""
@@ -166,7 +190,8 @@ def combined(effective: Effective) -> dict[str, Any]:
 
 async def with_observed(store: HubStore, record: identity_pb2.AgentRecord) -> identity_pb2.AgentRecord:
     """``record`` with the hub's observed track record in its resume (a copy; the stored counts of
-    every capability its ended tasks were tagged with, and when they last changed)."""
+    every capability its ended tasks were tagged with; ``last_updated`` is the latest of its last
+    SetResume and its last observation; a fallback skill is rendered again with its track record)."""
     counts = await store.load_observed(record.agent_id)
     if not counts:
         return record
@@ -185,5 +210,10 @@ async def with_observed(store: HubStore, record: identity_pb2.AgentRecord) -> id
         stat.success_rate = c.completed / n if n else 0.0
         stat.last_latency_ms = c.last_latency_ms
         stat.last_updated.CopyFrom(to_timestamp(c.last_updated))
-    out.resume.last_updated.CopyFrom(to_timestamp(max(c.last_updated for c in counts.values())))
+    latest = max(c.last_updated for c in counts.values())
+    if record.resume.HasField("last_updated"):  # the last SetResume, if later than the last observation
+        latest = max(latest, from_timestamp(record.resume.last_updated))
+    out.resume.last_updated.CopyFrom(to_timestamp(latest))
+    if out.skill_is_fallback:  # the fallback skill shows the track record too, as AG2's does
+        out.skill_md = render_fallback_skill(Passport.from_wire(out.passport), Resume.from_wire(out.resume))
     return out

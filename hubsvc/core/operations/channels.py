@@ -85,6 +85,8 @@ class ChannelOps:
         caller's offered adapter tools and the channel type's default view."""
         meta = await self.core.require_member(caller, channel_id)
         ch = self.core.live_channel(channel_id)
+        if ch is None and meta.state not in TERMINAL:
+            self.core.placement.require(channel_id)  # live, held by another replica: it answers
         response = hub_pb2.DescribeChannelResponse(channel=meta)
         if ch is None:  # ended (or unknown here): its final adapter state, folded from the WAL
             policy, recent_n = get_adapter(meta.type).default_view(spec_from_meta(meta))

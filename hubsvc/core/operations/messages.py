@@ -13,8 +13,8 @@ from hubsvc.core.operations.channels import TERMINAL_EVENTS
 from hubsvc.core.registry import AgentEntry
 from hubsvc.core.util import check_seconds
 from netkernel.channel_types import CONSULTING_TYPE, DEFAULT_WAIT_SECONDS
-from netkernel.envelope import EV_TEXT, text_envelope
-from netkernel.errors import ChannelClosed, FailedPrecondition, InvalidArgument, NotFound, Timeout
+from netkernel.envelope import EV_TEXT, EV_TURN_FAILED, text_envelope
+from netkernel.errors import ChannelClosed, FailedPrecondition, InvalidArgument, NotFound, Timeout, TurnFailed
 from netkernel.wire import envelope_from_wire, wire_readable_by
 
 FUNCTIONS_PREFIX = "functions."
@@ -129,7 +129,8 @@ class MessageOps:
         self, caller: str, channel_id: str, sender: str, timeout: float, *, timeout_reason: str = "delegate_timeout"
     ) -> envelope_pb2.Envelope:
         """The first EV_TEXT of ``sender`` in the channel. Raises Timeout (after closing the
-        channel with ``timeout_reason``) or ChannelClosed when the channel ends first."""
+        channel with ``timeout_reason``), TurnFailed when ``sender`` reports that its turn failed
+        (ReportTurnFailure), or ChannelClosed when the channel ends first."""
         queue: asyncio.Queue[envelope_pb2.Envelope] = asyncio.Queue()
         unsubscribe = self.core.watch(channel_id, queue.put_nowait)
         try:
@@ -151,6 +152,19 @@ class MessageOps:
                     continue
                 if wire.event_type == EV_TEXT and wire.sender_id == sender:
                     return wire
+                if wire.event_type == EV_TURN_FAILED and wire.event_data_json:
+                    failed = envelope_from_wire(wire).event_data
+                    if failed.get("agent_id") == sender:
+                        raise TurnFailed(
+                            f"{self.core.name_for(sender)} could not answer: its turn failed with "
+                            f"{failed.get('error_class', '')}: {failed.get('message', '')}",
+                            metadata={
+                                "channel_id": channel_id,
+                                "agent_id": sender,
+                                "envelope_id": str(failed.get("envelope_id", "")),
+                                "error_class": str(failed.get("error_class", "")),
+                            },
+                        )
                 if wire.event_type in TERMINAL_EVENTS:
                     reason = envelope_from_wire(wire).event_data.get("reason", "")
                     raise ChannelClosed(

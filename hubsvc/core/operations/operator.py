@@ -20,6 +20,7 @@ from hubsvc.core.operations.agents import summary
 from hubsvc.core.operations.audit import MAX_AUDIT_ID, audit_record
 from hubsvc.core.operations.channels import ChannelOps
 from hubsvc.core.operations.pages import keyed_page, ordered_page, task_order
+from hubsvc.core.operations.retention import retention_status
 from hubsvc.core.util import to_timestamp
 from hubsvc.storage.base import ChannelRow
 from netkernel.call_tree import execution_subtree
@@ -97,6 +98,7 @@ class OperatorOps:
             pending_inbox_total=pending_total,
             max_pending_inbox=pending_max,
             channel_types=sorted(ADAPTERS),
+            retention=await retention_status(core.store, core.options, core.retention.stats),
         )
 
     async def _probe_store(self) -> tuple[bool, float, str]:

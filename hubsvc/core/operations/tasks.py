@@ -15,7 +15,7 @@ from hubsvc.core.util import check_seconds
 from hubsvc.storage import CheckpointRow, Writes
 from netkernel.channel_types import DEFAULT_WAIT_SECONDS
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED, Envelope
-from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, PermissionDenied
+from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from netkernel.wire import parse_json, parse_json_object
 
 log = logging.getLogger("agentnet.hub")
@@ -153,8 +153,12 @@ class TaskOps:
         return row
 
     async def read_task_checkpoint(self, caller: str, task_id: str) -> CheckpointRow | None:
-        """The last checkpoint of the caller's task (running or ended), None when it has none."""
-        task = await self.core.tasks.get(task_id)
+        """The last checkpoint of the caller's task (running or ended), None when it has none or the
+        task is unknown (as AG2's ``read_task_checkpoint``: nothing to resume from)."""
+        try:
+            task = await self.core.tasks.get(task_id)
+        except NotFound:
+            return None
         if task.owner_id != caller:
             raise PermissionDenied(f"task {task_id!r} is owned by another agent; only its owner reads its checkpoint.")
         return await self.core.store.get_checkpoint(task_id)

@@ -23,6 +23,7 @@ class ToolOps:
             names += [(n, hub_pb2.TOOL_SOURCE_PLUGIN) for n in PLUGIN_TOOLS]
         ch = self.core.live_channel(channel_id) if channel_id else None
         if channel_id and ch is None:
+            self.core.placement.require(channel_id)  # live, held by another replica: it answers
             raise ChannelClosed(f"channel '{channel_id}' is not live; no adapter tools are offered.")
         if ch is not None:
             require_participant(caller, ch.participants, channel_id, "list its tools")

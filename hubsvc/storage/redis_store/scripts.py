@@ -8,6 +8,8 @@
 * ``leases.lua`` — the partition leases: acquire, renew, release, read the map
   (:mod:`hubsvc.storage.redis_store.partitions`);
 * ``replicas.lua`` — the live replicas and their addresses (:mod:`hubsvc.storage.redis_liveness`).
+* ``purge_channel.lua`` — retention's purge of one ended channel, once across replicas
+  (:mod:`hubsvc.storage.redis_store.history`).
 """
 
 from __future__ import annotations
@@ -25,3 +27,4 @@ SCAN_TEXTS = _load("scan_texts.lua")
 REBUILD_HOLDINGS = _load("rebuild_holdings.lua")
 LEASES = _load("leases.lua")
 REPLICAS = _load("replicas.lua")
+PURGE_CHANNEL = _load("purge_channel.lua")

@@ -26,6 +26,7 @@ from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT, DEFAULT_WAIT_TIMEOUT
 from hubsvc.storage.redis_store import scripts, upkeep
 from hubsvc.storage.redis_store.commit import CommitScript, RedisClock, commit_group
 from hubsvc.storage.redis_store.failures import UNREACHABLE, StoreUnreachable
+from hubsvc.storage.redis_store.history import RedisHistory
 from hubsvc.storage.redis_store.keys import DEFAULT_PREFIX, REPLICAS, KeyLayout
 from hubsvc.storage.redis_store.partitions import RedisPartitions
 from hubsvc.storage.redis_store.plan import Plan
@@ -35,7 +36,7 @@ from hubsvc.storage.redis_store.spread import OUTBOX_SWEEP, SpreadWriter
 from netkernel.partitions import MAX_PARTITIONS
 
 
-class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
+class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
     """The hub's state in Redis (one server or a Cluster; :mod:`hubsvc.storage.redis_store.keys`
     describes the key layout).
 
@@ -130,6 +131,7 @@ class RedisHubStore(ChannelReads, RecordReads, GroupCommitStore):
         """The partition leases (:mod:`hubsvc.storage.redis_store.partitions`) when opened with ``partitions``."""
         self._scan_script = self._client.register_script(scripts.SCAN_TEXTS)
         self._rebuild_script = self._client.register_script(scripts.REBUILD_HOLDINGS)
+        self._purge_script = self._client.register_script(scripts.PURGE_CHANNEL)
         self._spread_writer = (
             SpreadWriter(
                 self._client,

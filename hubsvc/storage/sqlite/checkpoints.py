@@ -26,8 +26,10 @@ fails a commit. Durability is the commits' own: a checkpoint only moves committe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 log = logging.getLogger("agentnet.hub.storage")
@@ -50,8 +52,8 @@ class WalCheckpointer:
         self._max_frames = max_frames
         self._commits = 0
         self._running: Future[tuple[int, int, int]] | None = None
-        self.due = False
-        """The WAL is over :data:`MAX_WAL_FRAMES` pages: the store restarts it (then :meth:`restarted`)."""
+        self._due = False
+        self._holds = 0
         self.checkpoints = 0
         """Passive checkpoints finished since open (diagnostics)."""
         self.restarts = 0
@@ -64,7 +66,7 @@ class WalCheckpointer:
         running = self._running
         if running is not None:
             if not running.done():
-                self.due = self.due or self._commits >= 2 * self._every  # it cannot keep up
+                self._due = self._due or self._commits >= 2 * self._every  # it cannot keep up
                 return
             self._running = None
             try:
@@ -73,14 +75,31 @@ class WalCheckpointer:
                 log.warning("a checkpoint of the WAL failed (%s); the next one tries again", exc)
             else:
                 self.checkpoints += 1
-                self.due = self.due or frames > self._max_frames
-        if self._commits >= self._every and not self.due:
+                self._due = self._due or frames > self._max_frames
+        if self._commits >= self._every and not self._due:
             self._commits = 0
             self._running = self._pool.submit(self._passive)
 
+    @property
+    def due(self) -> bool:
+        """The WAL is over :data:`MAX_WAL_FRAMES` pages: the store restarts it (then :meth:`restarted`).
+        Never while a backup reads (:meth:`hold`): a RESTART checkpoint waits for every reader of an
+        older snapshot, so it would hold every write behind it for as long as the backup reads."""
+        return self._due and not self._holds
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """No RESTART checkpoint until the block ends (a backup reading one snapshot meanwhile):
+        passive checkpoints go on, and the WAL file grows by what is committed meanwhile."""
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+
     def restarted(self) -> None:
         """The store's thread restarted the WAL."""
-        self.due = False
+        self._due = False
         self.restarts += 1
 
     def _passive(self) -> tuple[int, int, int]:

@@ -22,6 +22,8 @@ class SqliteConnection:
         return self._db
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Every row ``sql`` selects."""
-        async with self.db.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        """Every row ``sql`` selects, read in one step on the connection's thread: a cursor left open
+        between two steps would hold a read transaction under which a write queued meanwhile on this
+        connection (the group commit's ``BEGIN IMMEDIATE``) fails at once as busy when another
+        connection (inline writes, retention's purge) committed since."""
+        return list(await self.db.execute_fetchall(sql, params))

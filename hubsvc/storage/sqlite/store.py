@@ -16,6 +16,7 @@ import aiosqlite
 
 from hubsvc.storage.group_commit import GroupCommitStore, _Item
 from hubsvc.storage.sqlite.checkpoints import WalCheckpointer
+from hubsvc.storage.sqlite.history import SqliteHistory, open_history
 from hubsvc.storage.sqlite.reads import SqliteReads
 from hubsvc.storage.sqlite.schema import REPLY_INDEX, SCHEMA, add_causation_column
 from hubsvc.storage.sqlite.writes import SqliteWrites, inline_connection
@@ -23,7 +24,7 @@ from netkernel.files import private_database
 from netkernel.log_hygiene import mute_parameter_echo
 
 
-class SqliteHubStore(SqliteReads, SqliteWrites, GroupCommitStore):
+class SqliteHubStore(SqliteReads, SqliteWrites, SqliteHistory, GroupCommitStore):
     """The default hub store: one SQLite file."""
 
     kind = "sqlite"
@@ -56,6 +57,7 @@ class SqliteHubStore(SqliteReads, SqliteWrites, GroupCommitStore):
         await self._db.executescript(SCHEMA)
         await add_causation_column(self._db)
         await self._db.execute(REPLY_INDEX)
+        await open_history(self._db)
         if self._path not in ("", ":memory:"):  # a second connection to :memory: is another database
             self.checkpointer = WalCheckpointer(self._path)
             if self._inline_write_rows:
@@ -65,6 +67,7 @@ class SqliteHubStore(SqliteReads, SqliteWrites, GroupCommitStore):
     async def close(self) -> None:
         """Write everything queued, stop the writer and close the file."""
         await self._stop_writer()
+        await self._close_history()
         if self.checkpointer is not None:
             await self.checkpointer.close()
             self.checkpointer = None

@@ -147,7 +147,8 @@ type Envelope struct {
 	// The sending agent. Stamped by the hub from the authenticated identity; a post
 	// that names another sender is refused with PERMISSION_DENIED.
 	// Two values are not agent ids: "hub" (reserved) on the envelopes the hub posts
-	// itself (invite, opened, closed, expired, expectation_violated; see
+	// itself (invite, opened, closed, expired, expectation_violated,
+	// turn_failed; see
 	// event_type), and "" on the stub
 	// of an expired slot (Delivery.expired: the hub withholds every field but
 	// channel_id, seq, envelope_id and event_type).
@@ -214,14 +215,19 @@ type Envelope struct {
 	//     "since_seq" (the envelope that started the clock; 0 = the channel's
 	//     creation), "since", "deadline" (RFC 3339 UTC)}. Posted once per clock;
 	//     it never takes a turn.
+	//   - "ag2.channel.turn_failed" (sender "hub"; a member reported that its turn
+	//     failed, ReportTurnFailure): {"agent_id", "agent_name", "envelope_id"
+	//     (the envelope it failed on), "error_class", "message" (redacted, at
+	//     most 300 characters), "attempts", "action": "close" | "notify" (what
+	//     the channel's on_turn_failed policy did)}. It never takes a turn.
 	//   - "ag2.context.set" (participant; workflow channels, any time, no turn):
 	//     {"set": {key: value}, "delete": [key]}.
 	//   - "ag2.task.cancel_request" (the agent that called CancelTask; audience: the
 	//     task's owner; urgent; task_id set): {"task_id", "reason"}.
 	//   - "ag2.task.cancelled" (the task's owner): {"task_id", "reason"}.
 	//
-	// Only the hub may post invite, opened, closed, expired and
-	// expectation_violated (PROTOCOL_ERROR otherwise).
+	// Only the hub may post invite, opened, closed, expired,
+	// expectation_violated and turn_failed (PROTOCOL_ERROR otherwise).
 	EventType string `protobuf:"bytes,4,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
 	// The event payload as a JSON object, encoded as UTF-8 JSON text. JSON keeps
 	// integers as integers and is built with one call in every language

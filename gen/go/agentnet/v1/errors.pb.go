@@ -91,6 +91,12 @@ const (
 	// on it: two processes holding one identity would take the stream from each
 	// other forever. Stop, and report it (docs/bridges.md "Replaced streams").
 	ErrorReason_ERROR_REASON_SUPERSEDED ErrorReason = 23
+	// ABORTED: the agent that was to answer reported that its turn failed (its
+	// model call, a tool or its handler raised; ReportTurnFailure): no answer is
+	// coming. Metadata channel_id, envelope_id (the envelope it failed on),
+	// agent_id, error_class. Ask again later, or ask another agent; see
+	// docs/hub.md "Failed turns".
+	ErrorReason_ERROR_REASON_TURN_FAILED ErrorReason = 24
 )
 
 // Enum value maps for ErrorReason.
@@ -120,6 +126,7 @@ var (
 		21: "ERROR_REASON_RULE_DENIED",
 		22: "ERROR_REASON_LIMIT_EXCEEDED",
 		23: "ERROR_REASON_SUPERSEDED",
+		24: "ERROR_REASON_TURN_FAILED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":         0,
@@ -146,6 +153,7 @@ var (
 		"ERROR_REASON_RULE_DENIED":         21,
 		"ERROR_REASON_LIMIT_EXCEEDED":      22,
 		"ERROR_REASON_SUPERSEDED":          23,
+		"ERROR_REASON_TURN_FAILED":         24,
 	}
 )
 
@@ -263,7 +271,7 @@ const file_agentnet_v1_errors_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2&.agentnet.v1.ErrorDetail.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x8a\x06\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xa8\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_PROTOCOL_ERROR\x10\x01\x12\x1f\n" +
@@ -289,7 +297,8 @@ const file_agentnet_v1_errors_proto_rawDesc = "" +
 	"\x19ERROR_REASON_OUT_OF_RANGE\x10\x14\x12\x1c\n" +
 	"\x18ERROR_REASON_RULE_DENIED\x10\x15\x12\x1f\n" +
 	"\x1bERROR_REASON_LIMIT_EXCEEDED\x10\x16\x12\x1b\n" +
-	"\x17ERROR_REASON_SUPERSEDED\x10\x17BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
+	"\x17ERROR_REASON_SUPERSEDED\x10\x17\x12\x1c\n" +
+	"\x18ERROR_REASON_TURN_FAILED\x10\x18BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
 
 var (
 	file_agentnet_v1_errors_proto_rawDescOnce sync.Once

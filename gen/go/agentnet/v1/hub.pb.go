@@ -517,7 +517,8 @@ type ListAgentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this kind (unspecified = every kind).
 	Kind PassportKind `protobuf:"varint,1,opt,name=kind,proto3,enum=agentnet.v1.PassportKind" json:"kind,omitempty"`
-	// Only agents claiming this capability.
+	// Only agents claiming this capability, or with it in their observed track
+	// record (Resume.observed), as AG2's list_agents (case-insensitive).
 	Capability string `protobuf:"bytes,2,opt,name=capability,proto3" json:"capability,omitempty"`
 	// Case-insensitive substring over name, description, summary and domains.
 	Query string `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
@@ -2389,6 +2390,156 @@ func (x *FindReplyResponse) GetEnvelope() *Envelope {
 	return nil
 }
 
+// ReportTurnFailureRequest reports that the caller's turn on an envelope failed.
+type ReportTurnFailureRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The channel of the envelope.
+	ChannelId string `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The envelope whose turn failed (the one the caller was answering).
+	EnvelopeId string `protobuf:"bytes,2,opt,name=envelope_id,json=envelopeId,proto3" json:"envelope_id,omitempty"`
+	// A short name of the error's class, e.g. "openai.AuthenticationError" or
+	// "ValueError"; at most 128 characters.
+	ErrorClass string `protobuf:"bytes,3,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
+	// The error's message (never the prompt); at most 4096 bytes. The hub
+	// redacts what looks like a credential and keeps 300 characters.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// How many times the failing call was tried (1 = no retry); 0 = not said.
+	Attempts      int32 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportTurnFailureRequest) Reset() {
+	*x = ReportTurnFailureRequest{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTurnFailureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTurnFailureRequest) ProtoMessage() {}
+
+func (x *ReportTurnFailureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTurnFailureRequest.ProtoReflect.Descriptor instead.
+func (*ReportTurnFailureRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ReportTurnFailureRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *ReportTurnFailureRequest) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *ReportTurnFailureRequest) GetErrorClass() string {
+	if x != nil {
+		return x.ErrorClass
+	}
+	return ""
+}
+
+func (x *ReportTurnFailureRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ReportTurnFailureRequest) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+// ReportTurnFailureResponse answers ReportTurnFailure.
+type ReportTurnFailureResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether an "ag2.channel.turn_failed" event was posted (false: the
+	// channel had ended already; the report is audited all the same).
+	Posted bool `protobuf:"varint,1,opt,name=posted,proto3" json:"posted,omitempty"`
+	// The posted event (unset when posted is false).
+	Envelope *Envelope `protobuf:"bytes,2,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	// What the channel's policy did: "close" (the channel is now closed with
+	// reason "turn_failed") or "notify" (it stays open); "" when not posted.
+	Action        string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportTurnFailureResponse) Reset() {
+	*x = ReportTurnFailureResponse{}
+	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTurnFailureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTurnFailureResponse) ProtoMessage() {}
+
+func (x *ReportTurnFailureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTurnFailureResponse.ProtoReflect.Descriptor instead.
+func (*ReportTurnFailureResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ReportTurnFailureResponse) GetPosted() bool {
+	if x != nil {
+		return x.Posted
+	}
+	return false
+}
+
+func (x *ReportTurnFailureResponse) GetEnvelope() *Envelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
+func (x *ReportTurnFailureResponse) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
 // ReportTaskRequest reports a lifecycle event of a task the caller owns.
 type ReportTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2419,7 +2570,7 @@ type ReportTaskRequest struct {
 
 func (x *ReportTaskRequest) Reset() {
 	*x = ReportTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2582,7 @@ func (x *ReportTaskRequest) String() string {
 func (*ReportTaskRequest) ProtoMessage() {}
 
 func (x *ReportTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[36]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2595,7 @@ func (x *ReportTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTaskRequest.ProtoReflect.Descriptor instead.
 func (*ReportTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{36}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReportTaskRequest) GetTaskId() string {
@@ -2514,7 +2665,7 @@ type ReportTaskResponse struct {
 
 func (x *ReportTaskResponse) Reset() {
 	*x = ReportTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2677,7 @@ func (x *ReportTaskResponse) String() string {
 func (*ReportTaskResponse) ProtoMessage() {}
 
 func (x *ReportTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[37]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2690,7 @@ func (x *ReportTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTaskResponse.ProtoReflect.Descriptor instead.
 func (*ReportTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{37}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReportTaskResponse) GetTask() *TaskMetadata {
@@ -2568,7 +2719,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2731,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[38]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2744,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{38}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListTasksRequest) GetScope() TaskScope {
@@ -2637,7 +2788,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2800,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[39]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2813,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{39}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskMetadata {
@@ -2690,7 +2841,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2853,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[40]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2866,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{40}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -2736,7 +2887,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2899,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[41]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2912,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{41}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetTaskResponse) GetTask() *TaskMetadata {
@@ -2785,7 +2936,7 @@ type WaitTaskRequest struct {
 
 func (x *WaitTaskRequest) Reset() {
 	*x = WaitTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2948,7 @@ func (x *WaitTaskRequest) String() string {
 func (*WaitTaskRequest) ProtoMessage() {}
 
 func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[42]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2961,7 @@ func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
 func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{42}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WaitTaskRequest) GetTaskId() string {
@@ -2840,7 +2991,7 @@ type WaitTaskResponse struct {
 
 func (x *WaitTaskResponse) Reset() {
 	*x = WaitTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +3003,7 @@ func (x *WaitTaskResponse) String() string {
 func (*WaitTaskResponse) ProtoMessage() {}
 
 func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[43]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3016,7 @@ func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
 func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{43}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WaitTaskResponse) GetTask() *TaskMetadata {
@@ -2895,7 +3046,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3058,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[44]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3071,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{44}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CancelTaskRequest) GetTaskId() string {
@@ -2951,7 +3102,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2963,7 +3114,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[45]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2976,7 +3127,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{45}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CancelTaskResponse) GetTask() *TaskMetadata {
@@ -3008,7 +3159,7 @@ type CheckpointTaskRequest struct {
 
 func (x *CheckpointTaskRequest) Reset() {
 	*x = CheckpointTaskRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3171,7 @@ func (x *CheckpointTaskRequest) String() string {
 func (*CheckpointTaskRequest) ProtoMessage() {}
 
 func (x *CheckpointTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[46]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3184,7 @@ func (x *CheckpointTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointTaskRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{46}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CheckpointTaskRequest) GetTaskId() string {
@@ -3063,7 +3214,7 @@ type CheckpointTaskResponse struct {
 
 func (x *CheckpointTaskResponse) Reset() {
 	*x = CheckpointTaskResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3075,7 +3226,7 @@ func (x *CheckpointTaskResponse) String() string {
 func (*CheckpointTaskResponse) ProtoMessage() {}
 
 func (x *CheckpointTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[47]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3088,7 +3239,7 @@ func (x *CheckpointTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointTaskResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{47}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CheckpointTaskResponse) GetSavedAt() *timestamppb.Timestamp {
@@ -3116,7 +3267,7 @@ type ReadTaskCheckpointRequest struct {
 
 func (x *ReadTaskCheckpointRequest) Reset() {
 	*x = ReadTaskCheckpointRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3128,7 +3279,7 @@ func (x *ReadTaskCheckpointRequest) String() string {
 func (*ReadTaskCheckpointRequest) ProtoMessage() {}
 
 func (x *ReadTaskCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[48]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3292,7 @@ func (x *ReadTaskCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadTaskCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*ReadTaskCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{48}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReadTaskCheckpointRequest) GetTaskId() string {
@@ -3166,7 +3317,7 @@ type ReadTaskCheckpointResponse struct {
 
 func (x *ReadTaskCheckpointResponse) Reset() {
 	*x = ReadTaskCheckpointResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3329,7 @@ func (x *ReadTaskCheckpointResponse) String() string {
 func (*ReadTaskCheckpointResponse) ProtoMessage() {}
 
 func (x *ReadTaskCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[49]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3342,7 @@ func (x *ReadTaskCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadTaskCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*ReadTaskCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{49}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReadTaskCheckpointResponse) GetFound() bool {
@@ -3241,7 +3392,7 @@ type ContextExcerpt struct {
 
 func (x *ContextExcerpt) Reset() {
 	*x = ContextExcerpt{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3404,7 @@ func (x *ContextExcerpt) String() string {
 func (*ContextExcerpt) ProtoMessage() {}
 
 func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[50]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3417,7 @@ func (x *ContextExcerpt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextExcerpt.ProtoReflect.Descriptor instead.
 func (*ContextExcerpt) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{50}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ContextExcerpt) GetChannelId() string {
@@ -3340,7 +3491,7 @@ type SearchContextRequest struct {
 
 func (x *SearchContextRequest) Reset() {
 	*x = SearchContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3352,7 +3503,7 @@ func (x *SearchContextRequest) String() string {
 func (*SearchContextRequest) ProtoMessage() {}
 
 func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[51]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3365,7 +3516,7 @@ func (x *SearchContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextRequest.ProtoReflect.Descriptor instead.
 func (*SearchContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{51}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SearchContextRequest) GetQuery() string {
@@ -3400,7 +3551,7 @@ type SearchContextResponse struct {
 
 func (x *SearchContextResponse) Reset() {
 	*x = SearchContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3563,7 @@ func (x *SearchContextResponse) String() string {
 func (*SearchContextResponse) ProtoMessage() {}
 
 func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[52]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3576,7 @@ func (x *SearchContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchContextResponse.ProtoReflect.Descriptor instead.
 func (*SearchContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{52}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SearchContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -3450,7 +3601,7 @@ type QuoteContextRequest struct {
 
 func (x *QuoteContextRequest) Reset() {
 	*x = QuoteContextRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3462,7 +3613,7 @@ func (x *QuoteContextRequest) String() string {
 func (*QuoteContextRequest) ProtoMessage() {}
 
 func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[53]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3475,7 +3626,7 @@ func (x *QuoteContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextRequest.ProtoReflect.Descriptor instead.
 func (*QuoteContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{53}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *QuoteContextRequest) GetSpeaker() string {
@@ -3510,7 +3661,7 @@ type QuoteContextResponse struct {
 
 func (x *QuoteContextResponse) Reset() {
 	*x = QuoteContextResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3522,7 +3673,7 @@ func (x *QuoteContextResponse) String() string {
 func (*QuoteContextResponse) ProtoMessage() {}
 
 func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[54]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3535,7 +3686,7 @@ func (x *QuoteContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuoteContextResponse.ProtoReflect.Descriptor instead.
 func (*QuoteContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{54}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *QuoteContextResponse) GetExcerpts() []*ContextExcerpt {
@@ -3556,7 +3707,7 @@ type SetA2ASettingsRequest struct {
 
 func (x *SetA2ASettingsRequest) Reset() {
 	*x = SetA2ASettingsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3719,7 @@ func (x *SetA2ASettingsRequest) String() string {
 func (*SetA2ASettingsRequest) ProtoMessage() {}
 
 func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[55]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3732,7 @@ func (x *SetA2ASettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{55}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetA2ASettingsRequest) GetA2A() *A2ASettings {
@@ -3602,7 +3753,7 @@ type SetA2ASettingsResponse struct {
 
 func (x *SetA2ASettingsResponse) Reset() {
 	*x = SetA2ASettingsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +3765,7 @@ func (x *SetA2ASettingsResponse) String() string {
 func (*SetA2ASettingsResponse) ProtoMessage() {}
 
 func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[56]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +3778,7 @@ func (x *SetA2ASettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetA2ASettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetA2ASettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{56}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetA2ASettingsResponse) GetAgent() *AgentRecord {
@@ -3657,7 +3808,7 @@ type DiscoverAgentsRequest struct {
 
 func (x *DiscoverAgentsRequest) Reset() {
 	*x = DiscoverAgentsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3669,7 +3820,7 @@ func (x *DiscoverAgentsRequest) String() string {
 func (*DiscoverAgentsRequest) ProtoMessage() {}
 
 func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[57]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3682,7 +3833,7 @@ func (x *DiscoverAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsRequest.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{57}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DiscoverAgentsRequest) GetProjectId() string {
@@ -3731,7 +3882,7 @@ type DiscoverAgentsResponse struct {
 
 func (x *DiscoverAgentsResponse) Reset() {
 	*x = DiscoverAgentsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +3894,7 @@ func (x *DiscoverAgentsResponse) String() string {
 func (*DiscoverAgentsResponse) ProtoMessage() {}
 
 func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[58]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +3907,7 @@ func (x *DiscoverAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverAgentsResponse.ProtoReflect.Descriptor instead.
 func (*DiscoverAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{58}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DiscoverAgentsResponse) GetAgents() []*DiscoveredAgent {
@@ -3809,7 +3960,7 @@ type InvokeAgentRequest struct {
 
 func (x *InvokeAgentRequest) Reset() {
 	*x = InvokeAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +3972,7 @@ func (x *InvokeAgentRequest) String() string {
 func (*InvokeAgentRequest) ProtoMessage() {}
 
 func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[59]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +3985,7 @@ func (x *InvokeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentRequest.ProtoReflect.Descriptor instead.
 func (*InvokeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{59}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *InvokeAgentRequest) GetAgentId() string {
@@ -3919,7 +4070,7 @@ type InvokeAgentResponse struct {
 
 func (x *InvokeAgentResponse) Reset() {
 	*x = InvokeAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4082,7 @@ func (x *InvokeAgentResponse) String() string {
 func (*InvokeAgentResponse) ProtoMessage() {}
 
 func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[60]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4095,7 @@ func (x *InvokeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAgentResponse.ProtoReflect.Descriptor instead.
 func (*InvokeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{60}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *InvokeAgentResponse) GetStatus() InvocationStatus {
@@ -3998,7 +4149,7 @@ type RefreshCallTokenRequest struct {
 
 func (x *RefreshCallTokenRequest) Reset() {
 	*x = RefreshCallTokenRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4010,7 +4161,7 @@ func (x *RefreshCallTokenRequest) String() string {
 func (*RefreshCallTokenRequest) ProtoMessage() {}
 
 func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[61]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4023,7 +4174,7 @@ func (x *RefreshCallTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenRequest.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{61}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RefreshCallTokenRequest) GetCallToken() string {
@@ -4053,7 +4204,7 @@ type RefreshCallTokenResponse struct {
 
 func (x *RefreshCallTokenResponse) Reset() {
 	*x = RefreshCallTokenResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4065,7 +4216,7 @@ func (x *RefreshCallTokenResponse) String() string {
 func (*RefreshCallTokenResponse) ProtoMessage() {}
 
 func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[62]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4078,7 +4229,7 @@ func (x *RefreshCallTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshCallTokenResponse.ProtoReflect.Descriptor instead.
 func (*RefreshCallTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{62}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RefreshCallTokenResponse) GetCallToken() string {
@@ -4109,7 +4260,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4121,7 +4272,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[63]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4134,7 +4285,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{63}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListExecutionsRequest) GetRootSessionId() string {
@@ -4162,7 +4313,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4325,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[64]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4338,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{64}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -4208,7 +4359,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4220,7 +4371,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[65]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4233,7 +4384,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{65}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetExecutionRequest) GetExecutionId() string {
@@ -4254,7 +4405,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +4417,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[66]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +4430,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{66}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetExecutionResponse) GetExecution() *Execution {
@@ -4300,7 +4451,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4312,7 +4463,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[67]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4325,7 +4476,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{67}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CancelExecutionRequest) GetExecutionId() string {
@@ -4346,7 +4497,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +4509,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[68]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +4522,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{68}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CancelExecutionResponse) GetExecution() *Execution {
@@ -4398,7 +4549,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4410,7 +4561,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[69]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4423,7 +4574,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{69}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -4467,7 +4618,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4479,7 +4630,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[70]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4492,7 +4643,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{70}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListToolsRequest) GetChannelId() string {
@@ -4520,7 +4671,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4683,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[71]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4696,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{71}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolSchema {
@@ -4578,7 +4729,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4590,7 +4741,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[72]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4603,7 +4754,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{72}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -4652,7 +4803,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4664,7 +4815,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[73]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4677,7 +4828,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{73}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -4710,7 +4861,7 @@ type DelegateRequest struct {
 
 func (x *DelegateRequest) Reset() {
 	*x = DelegateRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4722,7 +4873,7 @@ func (x *DelegateRequest) String() string {
 func (*DelegateRequest) ProtoMessage() {}
 
 func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[74]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4735,7 +4886,7 @@ func (x *DelegateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateRequest.ProtoReflect.Descriptor instead.
 func (*DelegateRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{74}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DelegateRequest) GetTarget() string {
@@ -4788,7 +4939,7 @@ type DelegateResponse struct {
 
 func (x *DelegateResponse) Reset() {
 	*x = DelegateResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4800,7 +4951,7 @@ func (x *DelegateResponse) String() string {
 func (*DelegateResponse) ProtoMessage() {}
 
 func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[75]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4813,7 +4964,7 @@ func (x *DelegateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegateResponse.ProtoReflect.Descriptor instead.
 func (*DelegateResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{75}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DelegateResponse) GetText() string {
@@ -4855,7 +5006,7 @@ type SayRequest struct {
 
 func (x *SayRequest) Reset() {
 	*x = SayRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4867,7 +5018,7 @@ func (x *SayRequest) String() string {
 func (*SayRequest) ProtoMessage() {}
 
 func (x *SayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[76]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4880,7 +5031,7 @@ func (x *SayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayRequest.ProtoReflect.Descriptor instead.
 func (*SayRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{76}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SayRequest) GetContent() string {
@@ -4922,7 +5073,7 @@ type SayResponse struct {
 
 func (x *SayResponse) Reset() {
 	*x = SayResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4934,7 +5085,7 @@ func (x *SayResponse) String() string {
 func (*SayResponse) ProtoMessage() {}
 
 func (x *SayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[77]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4947,7 +5098,7 @@ func (x *SayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SayResponse.ProtoReflect.Descriptor instead.
 func (*SayResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{77}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SayResponse) GetEnvelope() *Envelope {
@@ -4979,7 +5130,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[78]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4991,7 +5142,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[78]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5004,7 +5155,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{78}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AuditRecord) GetAuditId() uint64 {
@@ -5066,7 +5217,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[79]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5078,7 +5229,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[79]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5091,7 +5242,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{79}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListAuditRequest) GetKind() string {
@@ -5133,7 +5284,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[80]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5145,7 +5296,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[80]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5158,7 +5309,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{80}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -5192,7 +5343,7 @@ type RegisterRemoteA2AAgentRequest struct {
 
 func (x *RegisterRemoteA2AAgentRequest) Reset() {
 	*x = RegisterRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[81]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5204,7 +5355,7 @@ func (x *RegisterRemoteA2AAgentRequest) String() string {
 func (*RegisterRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[81]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5217,7 +5368,7 @@ func (x *RegisterRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{81}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RegisterRemoteA2AAgentRequest) GetCardUrl() string {
@@ -5262,7 +5413,7 @@ type RegisterRemoteA2AAgentResponse struct {
 
 func (x *RegisterRemoteA2AAgentResponse) Reset() {
 	*x = RegisterRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[82]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5274,7 +5425,7 @@ func (x *RegisterRemoteA2AAgentResponse) String() string {
 func (*RegisterRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[82]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5287,7 +5438,7 @@ func (x *RegisterRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RegisterRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{82}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RegisterRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -5313,7 +5464,7 @@ type RefreshRemoteA2AAgentRequest struct {
 
 func (x *RefreshRemoteA2AAgentRequest) Reset() {
 	*x = RefreshRemoteA2AAgentRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[83]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5325,7 +5476,7 @@ func (x *RefreshRemoteA2AAgentRequest) String() string {
 func (*RefreshRemoteA2AAgentRequest) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[83]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5338,7 +5489,7 @@ func (x *RefreshRemoteA2AAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{83}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{85}
 }
 
 // RefreshRemoteA2AAgentResponse returns the updated entry.
@@ -5352,7 +5503,7 @@ type RefreshRemoteA2AAgentResponse struct {
 
 func (x *RefreshRemoteA2AAgentResponse) Reset() {
 	*x = RefreshRemoteA2AAgentResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[84]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5364,7 +5515,7 @@ func (x *RefreshRemoteA2AAgentResponse) String() string {
 func (*RefreshRemoteA2AAgentResponse) ProtoMessage() {}
 
 func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[84]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5377,7 +5528,7 @@ func (x *RefreshRemoteA2AAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRemoteA2AAgentResponse.ProtoReflect.Descriptor instead.
 func (*RefreshRemoteA2AAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{84}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *RefreshRemoteA2AAgentResponse) GetAgent() *AgentRecord {
@@ -5400,7 +5551,7 @@ type ListPendingTurnsRequest struct {
 
 func (x *ListPendingTurnsRequest) Reset() {
 	*x = ListPendingTurnsRequest{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[85]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5412,7 +5563,7 @@ func (x *ListPendingTurnsRequest) String() string {
 func (*ListPendingTurnsRequest) ProtoMessage() {}
 
 func (x *ListPendingTurnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[85]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5425,7 +5576,7 @@ func (x *ListPendingTurnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingTurnsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingTurnsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{85}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListPendingTurnsRequest) GetLimit() int32 {
@@ -5455,7 +5606,7 @@ type ListPendingTurnsResponse struct {
 
 func (x *ListPendingTurnsResponse) Reset() {
 	*x = ListPendingTurnsResponse{}
-	mi := &file_agentnet_v1_hub_proto_msgTypes[86]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5467,7 +5618,7 @@ func (x *ListPendingTurnsResponse) String() string {
 func (*ListPendingTurnsResponse) ProtoMessage() {}
 
 func (x *ListPendingTurnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_hub_proto_msgTypes[86]
+	mi := &file_agentnet_v1_hub_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5480,7 +5631,7 @@ func (x *ListPendingTurnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingTurnsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingTurnsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{86}
+	return file_agentnet_v1_hub_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListPendingTurnsResponse) GetTurns() []*PendingTurn {
@@ -5647,7 +5798,20 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\fcausation_id\x18\x02 \x01(\tR\vcausationId\x12\x16\n" +
 	"\x06sender\x18\x03 \x01(\tR\x06sender\"F\n" +
 	"\x11FindReplyResponse\x121\n" +
-	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"\xa0\x02\n" +
+	"\benvelope\x18\x01 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\"\xb1\x01\n" +
+	"\x18ReportTurnFailureRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x1f\n" +
+	"\venvelope_id\x18\x02 \x01(\tR\n" +
+	"envelopeId\x12\x1f\n" +
+	"\verror_class\x18\x03 \x01(\tR\n" +
+	"errorClass\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x1a\n" +
+	"\battempts\x18\x05 \x01(\x05R\battempts\"~\n" +
+	"\x19ReportTurnFailureResponse\x12\x16\n" +
+	"\x06posted\x18\x01 \x01(\bR\x06posted\x121\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentnet.v1.EnvelopeR\benvelope\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\"\xa0\x02\n" +
 	"\x11ReportTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12.\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1a.agentnet.v1.TaskEventKindR\x04kind\x12\x14\n" +
@@ -5883,7 +6047,7 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"ToolSource\x12\x1b\n" +
 	"\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_SOURCE_PLUGIN\x10\x01\x12\x17\n" +
-	"\x13TOOL_SOURCE_ADAPTER\x10\x022\x9e\x1b\n" +
+	"\x13TOOL_SOURCE_ADAPTER\x10\x022\x82\x1c\n" +
 	"\n" +
 	"HubService\x12H\n" +
 	"\aConnect\x12\x1b.agentnet.v1.ConnectRequest\x1a\x1c.agentnet.v1.ConnectResponse(\x010\x01\x12G\n" +
@@ -5905,7 +6069,8 @@ const file_agentnet_v1_hub_proto_rawDesc = "" +
 	"\aReadWal\x12\x1b.agentnet.v1.ReadWalRequest\x1a\x1c.agentnet.v1.ReadWalResponse0\x01\x12S\n" +
 	"\fPostEnvelope\x12 .agentnet.v1.PostEnvelopeRequest\x1a!.agentnet.v1.PostEnvelopeResponse\x12D\n" +
 	"\aCanSend\x12\x1b.agentnet.v1.CanSendRequest\x1a\x1c.agentnet.v1.CanSendResponse\x12J\n" +
-	"\tFindReply\x12\x1d.agentnet.v1.FindReplyRequest\x1a\x1e.agentnet.v1.FindReplyResponse\x12M\n" +
+	"\tFindReply\x12\x1d.agentnet.v1.FindReplyRequest\x1a\x1e.agentnet.v1.FindReplyResponse\x12b\n" +
+	"\x11ReportTurnFailure\x12%.agentnet.v1.ReportTurnFailureRequest\x1a&.agentnet.v1.ReportTurnFailureResponse\x12M\n" +
 	"\n" +
 	"ReportTask\x12\x1e.agentnet.v1.ReportTaskRequest\x1a\x1f.agentnet.v1.ReportTaskResponse\x12J\n" +
 	"\tListTasks\x12\x1d.agentnet.v1.ListTasksRequest\x1a\x1e.agentnet.v1.ListTasksResponse\x12D\n" +
@@ -5946,7 +6111,7 @@ func file_agentnet_v1_hub_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnet_v1_hub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_agentnet_v1_hub_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_agentnet_v1_hub_proto_goTypes = []any{
 	(TaskScope)(0),                         // 0: agentnet.v1.TaskScope
 	(ToolSource)(0),                        // 1: agentnet.v1.ToolSource
@@ -5986,224 +6151,229 @@ var file_agentnet_v1_hub_proto_goTypes = []any{
 	(*CanSendResponse)(nil),                // 35: agentnet.v1.CanSendResponse
 	(*FindReplyRequest)(nil),               // 36: agentnet.v1.FindReplyRequest
 	(*FindReplyResponse)(nil),              // 37: agentnet.v1.FindReplyResponse
-	(*ReportTaskRequest)(nil),              // 38: agentnet.v1.ReportTaskRequest
-	(*ReportTaskResponse)(nil),             // 39: agentnet.v1.ReportTaskResponse
-	(*ListTasksRequest)(nil),               // 40: agentnet.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),              // 41: agentnet.v1.ListTasksResponse
-	(*GetTaskRequest)(nil),                 // 42: agentnet.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),                // 43: agentnet.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),                // 44: agentnet.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),               // 45: agentnet.v1.WaitTaskResponse
-	(*CancelTaskRequest)(nil),              // 46: agentnet.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),             // 47: agentnet.v1.CancelTaskResponse
-	(*CheckpointTaskRequest)(nil),          // 48: agentnet.v1.CheckpointTaskRequest
-	(*CheckpointTaskResponse)(nil),         // 49: agentnet.v1.CheckpointTaskResponse
-	(*ReadTaskCheckpointRequest)(nil),      // 50: agentnet.v1.ReadTaskCheckpointRequest
-	(*ReadTaskCheckpointResponse)(nil),     // 51: agentnet.v1.ReadTaskCheckpointResponse
-	(*ContextExcerpt)(nil),                 // 52: agentnet.v1.ContextExcerpt
-	(*SearchContextRequest)(nil),           // 53: agentnet.v1.SearchContextRequest
-	(*SearchContextResponse)(nil),          // 54: agentnet.v1.SearchContextResponse
-	(*QuoteContextRequest)(nil),            // 55: agentnet.v1.QuoteContextRequest
-	(*QuoteContextResponse)(nil),           // 56: agentnet.v1.QuoteContextResponse
-	(*SetA2ASettingsRequest)(nil),          // 57: agentnet.v1.SetA2ASettingsRequest
-	(*SetA2ASettingsResponse)(nil),         // 58: agentnet.v1.SetA2ASettingsResponse
-	(*DiscoverAgentsRequest)(nil),          // 59: agentnet.v1.DiscoverAgentsRequest
-	(*DiscoverAgentsResponse)(nil),         // 60: agentnet.v1.DiscoverAgentsResponse
-	(*InvokeAgentRequest)(nil),             // 61: agentnet.v1.InvokeAgentRequest
-	(*InvokeAgentResponse)(nil),            // 62: agentnet.v1.InvokeAgentResponse
-	(*RefreshCallTokenRequest)(nil),        // 63: agentnet.v1.RefreshCallTokenRequest
-	(*RefreshCallTokenResponse)(nil),       // 64: agentnet.v1.RefreshCallTokenResponse
-	(*ListExecutionsRequest)(nil),          // 65: agentnet.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),         // 66: agentnet.v1.ListExecutionsResponse
-	(*GetExecutionRequest)(nil),            // 67: agentnet.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),           // 68: agentnet.v1.GetExecutionResponse
-	(*CancelExecutionRequest)(nil),         // 69: agentnet.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),        // 70: agentnet.v1.CancelExecutionResponse
-	(*ToolSchema)(nil),                     // 71: agentnet.v1.ToolSchema
-	(*ListToolsRequest)(nil),               // 72: agentnet.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),              // 73: agentnet.v1.ListToolsResponse
-	(*CallToolRequest)(nil),                // 74: agentnet.v1.CallToolRequest
-	(*CallToolResponse)(nil),               // 75: agentnet.v1.CallToolResponse
-	(*DelegateRequest)(nil),                // 76: agentnet.v1.DelegateRequest
-	(*DelegateResponse)(nil),               // 77: agentnet.v1.DelegateResponse
-	(*SayRequest)(nil),                     // 78: agentnet.v1.SayRequest
-	(*SayResponse)(nil),                    // 79: agentnet.v1.SayResponse
-	(*AuditRecord)(nil),                    // 80: agentnet.v1.AuditRecord
-	(*ListAuditRequest)(nil),               // 81: agentnet.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 82: agentnet.v1.ListAuditResponse
-	(*RegisterRemoteA2AAgentRequest)(nil),  // 83: agentnet.v1.RegisterRemoteA2AAgentRequest
-	(*RegisterRemoteA2AAgentResponse)(nil), // 84: agentnet.v1.RegisterRemoteA2AAgentResponse
-	(*RefreshRemoteA2AAgentRequest)(nil),   // 85: agentnet.v1.RefreshRemoteA2AAgentRequest
-	(*RefreshRemoteA2AAgentResponse)(nil),  // 86: agentnet.v1.RefreshRemoteA2AAgentResponse
-	(*ListPendingTurnsRequest)(nil),        // 87: agentnet.v1.ListPendingTurnsRequest
-	(*ListPendingTurnsResponse)(nil),       // 88: agentnet.v1.ListPendingTurnsResponse
-	nil,                                    // 89: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	(*Passport)(nil),                       // 90: agentnet.v1.Passport
-	(*Resume)(nil),                         // 91: agentnet.v1.Resume
-	(*A2ASettings)(nil),                    // 92: agentnet.v1.A2ASettings
-	(*AgentRecord)(nil),                    // 93: agentnet.v1.AgentRecord
-	(PassportKind)(0),                      // 94: agentnet.v1.PassportKind
-	(*AgentSummary)(nil),                   // 95: agentnet.v1.AgentSummary
-	(*Envelope)(nil),                       // 96: agentnet.v1.Envelope
-	(*ChannelMetadata)(nil),                // 97: agentnet.v1.ChannelMetadata
-	(*ErrorDetail)(nil),                    // 98: agentnet.v1.ErrorDetail
-	(TaskEventKind)(0),                     // 99: agentnet.v1.TaskEventKind
-	(*TaskMetadata)(nil),                   // 100: agentnet.v1.TaskMetadata
-	(*timestamppb.Timestamp)(nil),          // 101: google.protobuf.Timestamp
-	(*DiscoveredAgent)(nil),                // 102: agentnet.v1.DiscoveredAgent
-	(InvocationStatus)(0),                  // 103: agentnet.v1.InvocationStatus
-	(*Execution)(nil),                      // 104: agentnet.v1.Execution
-	(*PendingTurn)(nil),                    // 105: agentnet.v1.PendingTurn
-	(*ConnectRequest)(nil),                 // 106: agentnet.v1.ConnectRequest
-	(*ConnectResponse)(nil),                // 107: agentnet.v1.ConnectResponse
+	(*ReportTurnFailureRequest)(nil),       // 38: agentnet.v1.ReportTurnFailureRequest
+	(*ReportTurnFailureResponse)(nil),      // 39: agentnet.v1.ReportTurnFailureResponse
+	(*ReportTaskRequest)(nil),              // 40: agentnet.v1.ReportTaskRequest
+	(*ReportTaskResponse)(nil),             // 41: agentnet.v1.ReportTaskResponse
+	(*ListTasksRequest)(nil),               // 42: agentnet.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),              // 43: agentnet.v1.ListTasksResponse
+	(*GetTaskRequest)(nil),                 // 44: agentnet.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),                // 45: agentnet.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),                // 46: agentnet.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),               // 47: agentnet.v1.WaitTaskResponse
+	(*CancelTaskRequest)(nil),              // 48: agentnet.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),             // 49: agentnet.v1.CancelTaskResponse
+	(*CheckpointTaskRequest)(nil),          // 50: agentnet.v1.CheckpointTaskRequest
+	(*CheckpointTaskResponse)(nil),         // 51: agentnet.v1.CheckpointTaskResponse
+	(*ReadTaskCheckpointRequest)(nil),      // 52: agentnet.v1.ReadTaskCheckpointRequest
+	(*ReadTaskCheckpointResponse)(nil),     // 53: agentnet.v1.ReadTaskCheckpointResponse
+	(*ContextExcerpt)(nil),                 // 54: agentnet.v1.ContextExcerpt
+	(*SearchContextRequest)(nil),           // 55: agentnet.v1.SearchContextRequest
+	(*SearchContextResponse)(nil),          // 56: agentnet.v1.SearchContextResponse
+	(*QuoteContextRequest)(nil),            // 57: agentnet.v1.QuoteContextRequest
+	(*QuoteContextResponse)(nil),           // 58: agentnet.v1.QuoteContextResponse
+	(*SetA2ASettingsRequest)(nil),          // 59: agentnet.v1.SetA2ASettingsRequest
+	(*SetA2ASettingsResponse)(nil),         // 60: agentnet.v1.SetA2ASettingsResponse
+	(*DiscoverAgentsRequest)(nil),          // 61: agentnet.v1.DiscoverAgentsRequest
+	(*DiscoverAgentsResponse)(nil),         // 62: agentnet.v1.DiscoverAgentsResponse
+	(*InvokeAgentRequest)(nil),             // 63: agentnet.v1.InvokeAgentRequest
+	(*InvokeAgentResponse)(nil),            // 64: agentnet.v1.InvokeAgentResponse
+	(*RefreshCallTokenRequest)(nil),        // 65: agentnet.v1.RefreshCallTokenRequest
+	(*RefreshCallTokenResponse)(nil),       // 66: agentnet.v1.RefreshCallTokenResponse
+	(*ListExecutionsRequest)(nil),          // 67: agentnet.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),         // 68: agentnet.v1.ListExecutionsResponse
+	(*GetExecutionRequest)(nil),            // 69: agentnet.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),           // 70: agentnet.v1.GetExecutionResponse
+	(*CancelExecutionRequest)(nil),         // 71: agentnet.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),        // 72: agentnet.v1.CancelExecutionResponse
+	(*ToolSchema)(nil),                     // 73: agentnet.v1.ToolSchema
+	(*ListToolsRequest)(nil),               // 74: agentnet.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),              // 75: agentnet.v1.ListToolsResponse
+	(*CallToolRequest)(nil),                // 76: agentnet.v1.CallToolRequest
+	(*CallToolResponse)(nil),               // 77: agentnet.v1.CallToolResponse
+	(*DelegateRequest)(nil),                // 78: agentnet.v1.DelegateRequest
+	(*DelegateResponse)(nil),               // 79: agentnet.v1.DelegateResponse
+	(*SayRequest)(nil),                     // 80: agentnet.v1.SayRequest
+	(*SayResponse)(nil),                    // 81: agentnet.v1.SayResponse
+	(*AuditRecord)(nil),                    // 82: agentnet.v1.AuditRecord
+	(*ListAuditRequest)(nil),               // 83: agentnet.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 84: agentnet.v1.ListAuditResponse
+	(*RegisterRemoteA2AAgentRequest)(nil),  // 85: agentnet.v1.RegisterRemoteA2AAgentRequest
+	(*RegisterRemoteA2AAgentResponse)(nil), // 86: agentnet.v1.RegisterRemoteA2AAgentResponse
+	(*RefreshRemoteA2AAgentRequest)(nil),   // 87: agentnet.v1.RefreshRemoteA2AAgentRequest
+	(*RefreshRemoteA2AAgentResponse)(nil),  // 88: agentnet.v1.RefreshRemoteA2AAgentResponse
+	(*ListPendingTurnsRequest)(nil),        // 89: agentnet.v1.ListPendingTurnsRequest
+	(*ListPendingTurnsResponse)(nil),       // 90: agentnet.v1.ListPendingTurnsResponse
+	nil,                                    // 91: agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	(*Passport)(nil),                       // 92: agentnet.v1.Passport
+	(*Resume)(nil),                         // 93: agentnet.v1.Resume
+	(*A2ASettings)(nil),                    // 94: agentnet.v1.A2ASettings
+	(*AgentRecord)(nil),                    // 95: agentnet.v1.AgentRecord
+	(PassportKind)(0),                      // 96: agentnet.v1.PassportKind
+	(*AgentSummary)(nil),                   // 97: agentnet.v1.AgentSummary
+	(*Envelope)(nil),                       // 98: agentnet.v1.Envelope
+	(*ChannelMetadata)(nil),                // 99: agentnet.v1.ChannelMetadata
+	(*ErrorDetail)(nil),                    // 100: agentnet.v1.ErrorDetail
+	(TaskEventKind)(0),                     // 101: agentnet.v1.TaskEventKind
+	(*TaskMetadata)(nil),                   // 102: agentnet.v1.TaskMetadata
+	(*timestamppb.Timestamp)(nil),          // 103: google.protobuf.Timestamp
+	(*DiscoveredAgent)(nil),                // 104: agentnet.v1.DiscoveredAgent
+	(InvocationStatus)(0),                  // 105: agentnet.v1.InvocationStatus
+	(*Execution)(nil),                      // 106: agentnet.v1.Execution
+	(*PendingTurn)(nil),                    // 107: agentnet.v1.PendingTurn
+	(*ConnectRequest)(nil),                 // 108: agentnet.v1.ConnectRequest
+	(*ConnectResponse)(nil),                // 109: agentnet.v1.ConnectResponse
 }
 var file_agentnet_v1_hub_proto_depIdxs = []int32{
-	90,  // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
-	91,  // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
-	92,  // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	93,  // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
-	90,  // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
-	91,  // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
-	93,  // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
-	94,  // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
-	95,  // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	93,  // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	93,  // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
-	91,  // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
-	93,  // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
-	93,  // 13: agentnet.v1.SetRuleResponse.agent:type_name -> agentnet.v1.AgentRecord
+	92,  // 0: agentnet.v1.RegisterRequest.passport:type_name -> agentnet.v1.Passport
+	93,  // 1: agentnet.v1.RegisterRequest.resume:type_name -> agentnet.v1.Resume
+	94,  // 2: agentnet.v1.RegisterRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	95,  // 3: agentnet.v1.RegisterResponse.agent:type_name -> agentnet.v1.AgentRecord
+	92,  // 4: agentnet.v1.RegisterHumanRequest.passport:type_name -> agentnet.v1.Passport
+	93,  // 5: agentnet.v1.RegisterHumanRequest.resume:type_name -> agentnet.v1.Resume
+	95,  // 6: agentnet.v1.RegisterHumanResponse.agent:type_name -> agentnet.v1.AgentRecord
+	96,  // 7: agentnet.v1.ListAgentsRequest.kind:type_name -> agentnet.v1.PassportKind
+	97,  // 8: agentnet.v1.ListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	95,  // 9: agentnet.v1.DescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	95,  // 10: agentnet.v1.SetSkillResponse.agent:type_name -> agentnet.v1.AgentRecord
+	93,  // 11: agentnet.v1.SetResumeRequest.resume:type_name -> agentnet.v1.Resume
+	95,  // 12: agentnet.v1.SetResumeResponse.agent:type_name -> agentnet.v1.AgentRecord
+	95,  // 13: agentnet.v1.SetRuleResponse.agent:type_name -> agentnet.v1.AgentRecord
 	19,  // 14: agentnet.v1.GetRuleResponse.rules:type_name -> agentnet.v1.AppliedRule
-	96,  // 15: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
-	97,  // 16: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	97,  // 17: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	97,  // 18: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	98,  // 15: agentnet.v1.OpenChannelRequest.seed_envelope:type_name -> agentnet.v1.Envelope
+	99,  // 16: agentnet.v1.OpenChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	99,  // 17: agentnet.v1.CloseChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	99,  // 18: agentnet.v1.DescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
 	27,  // 19: agentnet.v1.DescribeChannelResponse.default_view:type_name -> agentnet.v1.DefaultView
-	97,  // 20: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	96,  // 21: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	96,  // 22: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
-	96,  // 23: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
-	98,  // 24: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
-	96,  // 25: agentnet.v1.FindReplyResponse.envelope:type_name -> agentnet.v1.Envelope
-	99,  // 26: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
-	100, // 27: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	0,   // 28: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
-	100, // 29: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	100, // 30: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	100, // 31: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	100, // 32: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	101, // 33: agentnet.v1.CheckpointTaskResponse.saved_at:type_name -> google.protobuf.Timestamp
-	101, // 34: agentnet.v1.ReadTaskCheckpointResponse.saved_at:type_name -> google.protobuf.Timestamp
-	101, // 35: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
-	52,  // 36: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	52,  // 37: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
-	92,  // 38: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	93,  // 39: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
-	102, // 40: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
-	89,  // 41: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
-	103, // 42: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
-	101, // 43: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	104, // 44: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	104, // 45: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	104, // 46: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
-	1,   // 47: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
-	71,  // 48: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
-	96,  // 49: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
-	101, // 50: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 51: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
-	90,  // 52: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
-	92,  // 53: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
-	93,  // 54: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	93,  // 55: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	105, // 56: agentnet.v1.ListPendingTurnsResponse.turns:type_name -> agentnet.v1.PendingTurn
-	106, // 57: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
-	2,   // 58: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
-	4,   // 59: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
-	6,   // 60: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
-	8,   // 61: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
-	10,  // 62: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
-	12,  // 63: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
-	14,  // 64: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
-	16,  // 65: agentnet.v1.HubService.SetRule:input_type -> agentnet.v1.SetRuleRequest
-	18,  // 66: agentnet.v1.HubService.GetRule:input_type -> agentnet.v1.GetRuleRequest
-	21,  // 67: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
-	23,  // 68: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
-	25,  // 69: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
-	28,  // 70: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
-	30,  // 71: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
-	32,  // 72: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
-	34,  // 73: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
-	36,  // 74: agentnet.v1.HubService.FindReply:input_type -> agentnet.v1.FindReplyRequest
-	38,  // 75: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
-	40,  // 76: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
-	42,  // 77: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
-	44,  // 78: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
-	46,  // 79: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
-	48,  // 80: agentnet.v1.HubService.CheckpointTask:input_type -> agentnet.v1.CheckpointTaskRequest
-	50,  // 81: agentnet.v1.HubService.ReadTaskCheckpoint:input_type -> agentnet.v1.ReadTaskCheckpointRequest
-	53,  // 82: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
-	55,  // 83: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
-	57,  // 84: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
-	59,  // 85: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
-	61,  // 86: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
-	63,  // 87: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
-	65,  // 88: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
-	67,  // 89: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
-	69,  // 90: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
-	72,  // 91: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
-	74,  // 92: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
-	76,  // 93: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
-	78,  // 94: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
-	81,  // 95: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
-	83,  // 96: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
-	85,  // 97: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
-	87,  // 98: agentnet.v1.HubService.ListPendingTurns:input_type -> agentnet.v1.ListPendingTurnsRequest
-	107, // 99: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
-	3,   // 100: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
-	5,   // 101: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
-	7,   // 102: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
-	9,   // 103: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
-	11,  // 104: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
-	13,  // 105: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
-	15,  // 106: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
-	17,  // 107: agentnet.v1.HubService.SetRule:output_type -> agentnet.v1.SetRuleResponse
-	20,  // 108: agentnet.v1.HubService.GetRule:output_type -> agentnet.v1.GetRuleResponse
-	22,  // 109: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
-	24,  // 110: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
-	26,  // 111: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
-	29,  // 112: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
-	31,  // 113: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
-	33,  // 114: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
-	35,  // 115: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
-	37,  // 116: agentnet.v1.HubService.FindReply:output_type -> agentnet.v1.FindReplyResponse
-	39,  // 117: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
-	41,  // 118: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
-	43,  // 119: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
-	45,  // 120: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
-	47,  // 121: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
-	49,  // 122: agentnet.v1.HubService.CheckpointTask:output_type -> agentnet.v1.CheckpointTaskResponse
-	51,  // 123: agentnet.v1.HubService.ReadTaskCheckpoint:output_type -> agentnet.v1.ReadTaskCheckpointResponse
-	54,  // 124: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
-	56,  // 125: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
-	58,  // 126: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
-	60,  // 127: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
-	62,  // 128: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
-	64,  // 129: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
-	66,  // 130: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
-	68,  // 131: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
-	70,  // 132: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
-	73,  // 133: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
-	75,  // 134: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
-	77,  // 135: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
-	79,  // 136: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
-	82,  // 137: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
-	84,  // 138: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
-	86,  // 139: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
-	88,  // 140: agentnet.v1.HubService.ListPendingTurns:output_type -> agentnet.v1.ListPendingTurnsResponse
-	99,  // [99:141] is the sub-list for method output_type
-	57,  // [57:99] is the sub-list for method input_type
-	57,  // [57:57] is the sub-list for extension type_name
-	57,  // [57:57] is the sub-list for extension extendee
-	0,   // [0:57] is the sub-list for field type_name
+	99,  // 20: agentnet.v1.ListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	98,  // 21: agentnet.v1.ReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	98,  // 22: agentnet.v1.PostEnvelopeRequest.envelope:type_name -> agentnet.v1.Envelope
+	98,  // 23: agentnet.v1.PostEnvelopeResponse.envelope:type_name -> agentnet.v1.Envelope
+	100, // 24: agentnet.v1.CanSendResponse.refusal:type_name -> agentnet.v1.ErrorDetail
+	98,  // 25: agentnet.v1.FindReplyResponse.envelope:type_name -> agentnet.v1.Envelope
+	98,  // 26: agentnet.v1.ReportTurnFailureResponse.envelope:type_name -> agentnet.v1.Envelope
+	101, // 27: agentnet.v1.ReportTaskRequest.kind:type_name -> agentnet.v1.TaskEventKind
+	102, // 28: agentnet.v1.ReportTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	0,   // 29: agentnet.v1.ListTasksRequest.scope:type_name -> agentnet.v1.TaskScope
+	102, // 30: agentnet.v1.ListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	102, // 31: agentnet.v1.GetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	102, // 32: agentnet.v1.WaitTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	102, // 33: agentnet.v1.CancelTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	103, // 34: agentnet.v1.CheckpointTaskResponse.saved_at:type_name -> google.protobuf.Timestamp
+	103, // 35: agentnet.v1.ReadTaskCheckpointResponse.saved_at:type_name -> google.protobuf.Timestamp
+	103, // 36: agentnet.v1.ContextExcerpt.created_time:type_name -> google.protobuf.Timestamp
+	54,  // 37: agentnet.v1.SearchContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	54,  // 38: agentnet.v1.QuoteContextResponse.excerpts:type_name -> agentnet.v1.ContextExcerpt
+	94,  // 39: agentnet.v1.SetA2ASettingsRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	95,  // 40: agentnet.v1.SetA2ASettingsResponse.agent:type_name -> agentnet.v1.AgentRecord
+	104, // 41: agentnet.v1.DiscoverAgentsResponse.agents:type_name -> agentnet.v1.DiscoveredAgent
+	91,  // 42: agentnet.v1.InvokeAgentRequest.custom_headers:type_name -> agentnet.v1.InvokeAgentRequest.CustomHeadersEntry
+	105, // 43: agentnet.v1.InvokeAgentResponse.status:type_name -> agentnet.v1.InvocationStatus
+	103, // 44: agentnet.v1.RefreshCallTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	106, // 45: agentnet.v1.ListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	106, // 46: agentnet.v1.GetExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	106, // 47: agentnet.v1.CancelExecutionResponse.execution:type_name -> agentnet.v1.Execution
+	1,   // 48: agentnet.v1.ToolSchema.source:type_name -> agentnet.v1.ToolSource
+	73,  // 49: agentnet.v1.ListToolsResponse.tools:type_name -> agentnet.v1.ToolSchema
+	98,  // 50: agentnet.v1.SayResponse.envelope:type_name -> agentnet.v1.Envelope
+	103, // 51: agentnet.v1.AuditRecord.created_at:type_name -> google.protobuf.Timestamp
+	82,  // 52: agentnet.v1.ListAuditResponse.records:type_name -> agentnet.v1.AuditRecord
+	92,  // 53: agentnet.v1.RegisterRemoteA2AAgentRequest.passport:type_name -> agentnet.v1.Passport
+	94,  // 54: agentnet.v1.RegisterRemoteA2AAgentRequest.a2a:type_name -> agentnet.v1.A2ASettings
+	95,  // 55: agentnet.v1.RegisterRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	95,  // 56: agentnet.v1.RefreshRemoteA2AAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	107, // 57: agentnet.v1.ListPendingTurnsResponse.turns:type_name -> agentnet.v1.PendingTurn
+	108, // 58: agentnet.v1.HubService.Connect:input_type -> agentnet.v1.ConnectRequest
+	2,   // 59: agentnet.v1.HubService.Register:input_type -> agentnet.v1.RegisterRequest
+	4,   // 60: agentnet.v1.HubService.RegisterHuman:input_type -> agentnet.v1.RegisterHumanRequest
+	6,   // 61: agentnet.v1.HubService.Unregister:input_type -> agentnet.v1.UnregisterRequest
+	8,   // 62: agentnet.v1.HubService.ListAgents:input_type -> agentnet.v1.ListAgentsRequest
+	10,  // 63: agentnet.v1.HubService.DescribeAgent:input_type -> agentnet.v1.DescribeAgentRequest
+	12,  // 64: agentnet.v1.HubService.SetSkill:input_type -> agentnet.v1.SetSkillRequest
+	14,  // 65: agentnet.v1.HubService.SetResume:input_type -> agentnet.v1.SetResumeRequest
+	16,  // 66: agentnet.v1.HubService.SetRule:input_type -> agentnet.v1.SetRuleRequest
+	18,  // 67: agentnet.v1.HubService.GetRule:input_type -> agentnet.v1.GetRuleRequest
+	21,  // 68: agentnet.v1.HubService.OpenChannel:input_type -> agentnet.v1.OpenChannelRequest
+	23,  // 69: agentnet.v1.HubService.CloseChannel:input_type -> agentnet.v1.CloseChannelRequest
+	25,  // 70: agentnet.v1.HubService.DescribeChannel:input_type -> agentnet.v1.DescribeChannelRequest
+	28,  // 71: agentnet.v1.HubService.ListChannels:input_type -> agentnet.v1.ListChannelsRequest
+	30,  // 72: agentnet.v1.HubService.ReadWal:input_type -> agentnet.v1.ReadWalRequest
+	32,  // 73: agentnet.v1.HubService.PostEnvelope:input_type -> agentnet.v1.PostEnvelopeRequest
+	34,  // 74: agentnet.v1.HubService.CanSend:input_type -> agentnet.v1.CanSendRequest
+	36,  // 75: agentnet.v1.HubService.FindReply:input_type -> agentnet.v1.FindReplyRequest
+	38,  // 76: agentnet.v1.HubService.ReportTurnFailure:input_type -> agentnet.v1.ReportTurnFailureRequest
+	40,  // 77: agentnet.v1.HubService.ReportTask:input_type -> agentnet.v1.ReportTaskRequest
+	42,  // 78: agentnet.v1.HubService.ListTasks:input_type -> agentnet.v1.ListTasksRequest
+	44,  // 79: agentnet.v1.HubService.GetTask:input_type -> agentnet.v1.GetTaskRequest
+	46,  // 80: agentnet.v1.HubService.WaitTask:input_type -> agentnet.v1.WaitTaskRequest
+	48,  // 81: agentnet.v1.HubService.CancelTask:input_type -> agentnet.v1.CancelTaskRequest
+	50,  // 82: agentnet.v1.HubService.CheckpointTask:input_type -> agentnet.v1.CheckpointTaskRequest
+	52,  // 83: agentnet.v1.HubService.ReadTaskCheckpoint:input_type -> agentnet.v1.ReadTaskCheckpointRequest
+	55,  // 84: agentnet.v1.HubService.SearchContext:input_type -> agentnet.v1.SearchContextRequest
+	57,  // 85: agentnet.v1.HubService.QuoteContext:input_type -> agentnet.v1.QuoteContextRequest
+	59,  // 86: agentnet.v1.HubService.SetA2ASettings:input_type -> agentnet.v1.SetA2ASettingsRequest
+	61,  // 87: agentnet.v1.HubService.DiscoverAgents:input_type -> agentnet.v1.DiscoverAgentsRequest
+	63,  // 88: agentnet.v1.HubService.InvokeAgent:input_type -> agentnet.v1.InvokeAgentRequest
+	65,  // 89: agentnet.v1.HubService.RefreshCallToken:input_type -> agentnet.v1.RefreshCallTokenRequest
+	67,  // 90: agentnet.v1.HubService.ListExecutions:input_type -> agentnet.v1.ListExecutionsRequest
+	69,  // 91: agentnet.v1.HubService.GetExecution:input_type -> agentnet.v1.GetExecutionRequest
+	71,  // 92: agentnet.v1.HubService.CancelExecution:input_type -> agentnet.v1.CancelExecutionRequest
+	74,  // 93: agentnet.v1.HubService.ListTools:input_type -> agentnet.v1.ListToolsRequest
+	76,  // 94: agentnet.v1.HubService.CallTool:input_type -> agentnet.v1.CallToolRequest
+	78,  // 95: agentnet.v1.HubService.Delegate:input_type -> agentnet.v1.DelegateRequest
+	80,  // 96: agentnet.v1.HubService.Say:input_type -> agentnet.v1.SayRequest
+	83,  // 97: agentnet.v1.HubService.ListAudit:input_type -> agentnet.v1.ListAuditRequest
+	85,  // 98: agentnet.v1.HubService.RegisterRemoteA2AAgent:input_type -> agentnet.v1.RegisterRemoteA2AAgentRequest
+	87,  // 99: agentnet.v1.HubService.RefreshRemoteA2AAgent:input_type -> agentnet.v1.RefreshRemoteA2AAgentRequest
+	89,  // 100: agentnet.v1.HubService.ListPendingTurns:input_type -> agentnet.v1.ListPendingTurnsRequest
+	109, // 101: agentnet.v1.HubService.Connect:output_type -> agentnet.v1.ConnectResponse
+	3,   // 102: agentnet.v1.HubService.Register:output_type -> agentnet.v1.RegisterResponse
+	5,   // 103: agentnet.v1.HubService.RegisterHuman:output_type -> agentnet.v1.RegisterHumanResponse
+	7,   // 104: agentnet.v1.HubService.Unregister:output_type -> agentnet.v1.UnregisterResponse
+	9,   // 105: agentnet.v1.HubService.ListAgents:output_type -> agentnet.v1.ListAgentsResponse
+	11,  // 106: agentnet.v1.HubService.DescribeAgent:output_type -> agentnet.v1.DescribeAgentResponse
+	13,  // 107: agentnet.v1.HubService.SetSkill:output_type -> agentnet.v1.SetSkillResponse
+	15,  // 108: agentnet.v1.HubService.SetResume:output_type -> agentnet.v1.SetResumeResponse
+	17,  // 109: agentnet.v1.HubService.SetRule:output_type -> agentnet.v1.SetRuleResponse
+	20,  // 110: agentnet.v1.HubService.GetRule:output_type -> agentnet.v1.GetRuleResponse
+	22,  // 111: agentnet.v1.HubService.OpenChannel:output_type -> agentnet.v1.OpenChannelResponse
+	24,  // 112: agentnet.v1.HubService.CloseChannel:output_type -> agentnet.v1.CloseChannelResponse
+	26,  // 113: agentnet.v1.HubService.DescribeChannel:output_type -> agentnet.v1.DescribeChannelResponse
+	29,  // 114: agentnet.v1.HubService.ListChannels:output_type -> agentnet.v1.ListChannelsResponse
+	31,  // 115: agentnet.v1.HubService.ReadWal:output_type -> agentnet.v1.ReadWalResponse
+	33,  // 116: agentnet.v1.HubService.PostEnvelope:output_type -> agentnet.v1.PostEnvelopeResponse
+	35,  // 117: agentnet.v1.HubService.CanSend:output_type -> agentnet.v1.CanSendResponse
+	37,  // 118: agentnet.v1.HubService.FindReply:output_type -> agentnet.v1.FindReplyResponse
+	39,  // 119: agentnet.v1.HubService.ReportTurnFailure:output_type -> agentnet.v1.ReportTurnFailureResponse
+	41,  // 120: agentnet.v1.HubService.ReportTask:output_type -> agentnet.v1.ReportTaskResponse
+	43,  // 121: agentnet.v1.HubService.ListTasks:output_type -> agentnet.v1.ListTasksResponse
+	45,  // 122: agentnet.v1.HubService.GetTask:output_type -> agentnet.v1.GetTaskResponse
+	47,  // 123: agentnet.v1.HubService.WaitTask:output_type -> agentnet.v1.WaitTaskResponse
+	49,  // 124: agentnet.v1.HubService.CancelTask:output_type -> agentnet.v1.CancelTaskResponse
+	51,  // 125: agentnet.v1.HubService.CheckpointTask:output_type -> agentnet.v1.CheckpointTaskResponse
+	53,  // 126: agentnet.v1.HubService.ReadTaskCheckpoint:output_type -> agentnet.v1.ReadTaskCheckpointResponse
+	56,  // 127: agentnet.v1.HubService.SearchContext:output_type -> agentnet.v1.SearchContextResponse
+	58,  // 128: agentnet.v1.HubService.QuoteContext:output_type -> agentnet.v1.QuoteContextResponse
+	60,  // 129: agentnet.v1.HubService.SetA2ASettings:output_type -> agentnet.v1.SetA2ASettingsResponse
+	62,  // 130: agentnet.v1.HubService.DiscoverAgents:output_type -> agentnet.v1.DiscoverAgentsResponse
+	64,  // 131: agentnet.v1.HubService.InvokeAgent:output_type -> agentnet.v1.InvokeAgentResponse
+	66,  // 132: agentnet.v1.HubService.RefreshCallToken:output_type -> agentnet.v1.RefreshCallTokenResponse
+	68,  // 133: agentnet.v1.HubService.ListExecutions:output_type -> agentnet.v1.ListExecutionsResponse
+	70,  // 134: agentnet.v1.HubService.GetExecution:output_type -> agentnet.v1.GetExecutionResponse
+	72,  // 135: agentnet.v1.HubService.CancelExecution:output_type -> agentnet.v1.CancelExecutionResponse
+	75,  // 136: agentnet.v1.HubService.ListTools:output_type -> agentnet.v1.ListToolsResponse
+	77,  // 137: agentnet.v1.HubService.CallTool:output_type -> agentnet.v1.CallToolResponse
+	79,  // 138: agentnet.v1.HubService.Delegate:output_type -> agentnet.v1.DelegateResponse
+	81,  // 139: agentnet.v1.HubService.Say:output_type -> agentnet.v1.SayResponse
+	84,  // 140: agentnet.v1.HubService.ListAudit:output_type -> agentnet.v1.ListAuditResponse
+	86,  // 141: agentnet.v1.HubService.RegisterRemoteA2AAgent:output_type -> agentnet.v1.RegisterRemoteA2AAgentResponse
+	88,  // 142: agentnet.v1.HubService.RefreshRemoteA2AAgent:output_type -> agentnet.v1.RefreshRemoteA2AAgentResponse
+	90,  // 143: agentnet.v1.HubService.ListPendingTurns:output_type -> agentnet.v1.ListPendingTurnsResponse
+	101, // [101:144] is the sub-list for method output_type
+	58,  // [58:101] is the sub-list for method input_type
+	58,  // [58:58] is the sub-list for extension type_name
+	58,  // [58:58] is the sub-list for extension extendee
+	0,   // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_hub_proto_init() }
@@ -6227,16 +6397,16 @@ func file_agentnet_v1_hub_proto_init() {
 		(*OpenChannelRequest_Message)(nil),
 		(*OpenChannelRequest_SeedEnvelope)(nil),
 	}
-	file_agentnet_v1_hub_proto_msgTypes[36].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[59].OneofWrappers = []any{}
-	file_agentnet_v1_hub_proto_msgTypes[76].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[38].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[61].OneofWrappers = []any{}
+	file_agentnet_v1_hub_proto_msgTypes[78].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_hub_proto_rawDesc), len(file_agentnet_v1_hub_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   88,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

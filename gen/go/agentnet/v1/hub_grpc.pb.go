@@ -37,6 +37,7 @@ const (
 	HubService_PostEnvelope_FullMethodName           = "/agentnet.v1.HubService/PostEnvelope"
 	HubService_CanSend_FullMethodName                = "/agentnet.v1.HubService/CanSend"
 	HubService_FindReply_FullMethodName              = "/agentnet.v1.HubService/FindReply"
+	HubService_ReportTurnFailure_FullMethodName      = "/agentnet.v1.HubService/ReportTurnFailure"
 	HubService_ReportTask_FullMethodName             = "/agentnet.v1.HubService/ReportTask"
 	HubService_ListTasks_FullMethodName              = "/agentnet.v1.HubService/ListTasks"
 	HubService_GetTask_FullMethodName                = "/agentnet.v1.HubService/GetTask"
@@ -239,6 +240,25 @@ type HubServiceClient interface {
 	// always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
 	// NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
 	FindReply(ctx context.Context, in *FindReplyRequest, opts ...grpc.CallOption) (*FindReplyResponse, error)
+	// ReportTurnFailure tells the hub that the caller's turn on an envelope
+	// failed in the caller's own process (its model call after its retries, a
+	// tool, or its handler raised), so no answer is coming. The hub audits it
+	// (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+	// posts an "ag2.channel.turn_failed" event to every member of the channel
+	// naming the caller, the envelope, the error class and the message
+	// (redacted of anything shaped like a credential and clipped to 300
+	// characters; send the exception's class and message, never the prompt).
+	// What follows is the channel's turn-failure policy (knob "on_turn_failed";
+	// default "close" for consulting, "notify" for the other types,
+	// docs/hub.md "Failed turns"): "close" ends the channel with reason
+	// "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+	// waiting on the caller's reply ends with TURN_FAILED. A report for a
+	// channel that has ended is audited and answered with posted=false.
+	// Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+	// error_class; error_class over 128 characters or message over 4096
+	// bytes; attempts negative or over 100; an envelope_id that is not an
+	// envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+	ReportTurnFailure(ctx context.Context, in *ReportTurnFailureRequest, opts ...grpc.CallOption) (*ReportTurnFailureResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
 	// task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -271,9 +291,9 @@ type HubServiceClient interface {
 	// 1 MiB by default).
 	CheckpointTask(ctx context.Context, in *CheckpointTaskRequest, opts ...grpc.CallOption) (*CheckpointTaskResponse, error)
 	// ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-	// false when none was saved), running or ended. Only the task's owner may read
-	// it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-	// agent's task).
+	// false when none was saved, or the task is unknown: nothing to resume from, as
+	// in AG2), running or ended. Only the task's owner may read it, as in AG2.
+	// Refusals: PERMISSION_DENIED (another agent's task).
 	ReadTaskCheckpoint(ctx context.Context, in *ReadTaskCheckpointRequest, opts ...grpc.CallOption) (*ReadTaskCheckpointResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
@@ -603,6 +623,16 @@ func (c *hubServiceClient) FindReply(ctx context.Context, in *FindReplyRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FindReplyResponse)
 	err := c.cc.Invoke(ctx, HubService_FindReply_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hubServiceClient) ReportTurnFailure(ctx context.Context, in *ReportTurnFailureRequest, opts ...grpc.CallOption) (*ReportTurnFailureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportTurnFailureResponse)
+	err := c.cc.Invoke(ctx, HubService_ReportTurnFailure_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -1025,6 +1055,25 @@ type HubServiceServer interface {
 	// always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
 	// NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
 	FindReply(context.Context, *FindReplyRequest) (*FindReplyResponse, error)
+	// ReportTurnFailure tells the hub that the caller's turn on an envelope
+	// failed in the caller's own process (its model call after its retries, a
+	// tool, or its handler raised), so no answer is coming. The hub audits it
+	// (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+	// posts an "ag2.channel.turn_failed" event to every member of the channel
+	// naming the caller, the envelope, the error class and the message
+	// (redacted of anything shaped like a credential and clipped to 300
+	// characters; send the exception's class and message, never the prompt).
+	// What follows is the channel's turn-failure policy (knob "on_turn_failed";
+	// default "close" for consulting, "notify" for the other types,
+	// docs/hub.md "Failed turns"): "close" ends the channel with reason
+	// "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+	// waiting on the caller's reply ends with TURN_FAILED. A report for a
+	// channel that has ended is audited and answered with posted=false.
+	// Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+	// error_class; error_class over 128 characters or message over 4096
+	// bytes; attempts negative or over 100; an envelope_id that is not an
+	// envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+	ReportTurnFailure(context.Context, *ReportTurnFailureRequest) (*ReportTurnFailureResponse, error)
 	// ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
 	// Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
 	// task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -1057,9 +1106,9 @@ type HubServiceServer interface {
 	// 1 MiB by default).
 	CheckpointTask(context.Context, *CheckpointTaskRequest) (*CheckpointTaskResponse, error)
 	// ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-	// false when none was saved), running or ended. Only the task's owner may read
-	// it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-	// agent's task).
+	// false when none was saved, or the task is unknown: nothing to resume from, as
+	// in AG2), running or ended. Only the task's owner may read it, as in AG2.
+	// Refusals: PERMISSION_DENIED (another agent's task).
 	ReadTaskCheckpoint(context.Context, *ReadTaskCheckpointRequest) (*ReadTaskCheckpointResponse, error)
 	// SearchContext finds past EV_TEXT envelopes visible to the caller whose text
 	// contains the query (case-insensitive substring). Refusals: INVALID_ARGUMENT
@@ -1256,6 +1305,9 @@ func (UnimplementedHubServiceServer) CanSend(context.Context, *CanSendRequest) (
 }
 func (UnimplementedHubServiceServer) FindReply(context.Context, *FindReplyRequest) (*FindReplyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FindReply not implemented")
+}
+func (UnimplementedHubServiceServer) ReportTurnFailure(context.Context, *ReportTurnFailureRequest) (*ReportTurnFailureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportTurnFailure not implemented")
 }
 func (UnimplementedHubServiceServer) ReportTask(context.Context, *ReportTaskRequest) (*ReportTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportTask not implemented")
@@ -1652,6 +1704,24 @@ func _HubService_FindReply_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HubServiceServer).FindReply(ctx, req.(*FindReplyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HubService_ReportTurnFailure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportTurnFailureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HubServiceServer).ReportTurnFailure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HubService_ReportTurnFailure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HubServiceServer).ReportTurnFailure(ctx, req.(*ReportTurnFailureRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -2158,6 +2228,10 @@ var HubService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FindReply",
 			Handler:    _HubService_FindReply_Handler,
+		},
+		{
+			MethodName: "ReportTurnFailure",
+			Handler:    _HubService_ReportTurnFailure_Handler,
 		},
 		{
 			MethodName: "ReportTask",

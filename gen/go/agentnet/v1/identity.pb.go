@@ -212,7 +212,9 @@ type Resume struct {
 	// durable, and filled in by DescribeAgent; ignored when a client sends it
 	// (Register, SetResume).
 	Observed map[string]*ObservedStat `protobuf:"bytes,7,rep,name=observed,proto3" json:"observed,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// When `observed` last changed (unset = never); hub-stamped.
+	// When the resume last changed: its last SetResume or the last change of
+	// `observed`, whichever is later (unset = never), as AG2 stamps it;
+	// hub-stamped, ignored when a client sends it.
 	LastUpdated   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_updated,json=lastUpdated,proto3" json:"last_updated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -161,7 +161,10 @@ type GetStatusResponse struct {
 	// a recipient that stopped answering shows here first.
 	MaxPendingInbox int64 `protobuf:"varint,16,opt,name=max_pending_inbox,json=maxPendingInbox,proto3" json:"max_pending_inbox,omitempty"`
 	// The channel types (turn-taking adapters) this hub serves, by name.
-	ChannelTypes  []string `protobuf:"bytes,17,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty"`
+	ChannelTypes []string `protobuf:"bytes,17,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty"`
+	// Retention of ended channels and the store's size (docs/operations.md
+	// "Data over time").
+	Retention     *RetentionStatus `protobuf:"bytes,18,opt,name=retention,proto3" json:"retention,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +318,118 @@ func (x *GetStatusResponse) GetChannelTypes() []string {
 	return nil
 }
 
+func (x *GetStatusResponse) GetRetention() *RetentionStatus {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+// RetentionStatus is what the hub keeps of ended channels and how big its
+// store is.
+type RetentionStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Seconds an ended channel's history is kept (--retain-ended); 0 = keep
+	// everything (the default).
+	RetainEndedSeconds float64 `protobuf:"fixed64,1,opt,name=retain_ended_seconds,json=retainEndedSeconds,proto3" json:"retain_ended_seconds,omitempty"`
+	// Ended channels whose history the store still holds (-1 on Redis: not
+	// counted, that would scan every channel).
+	EndedChannelsKept int64 `protobuf:"varint,2,opt,name=ended_channels_kept,json=endedChannelsKept,proto3" json:"ended_channels_kept,omitempty"`
+	// Channels purged by retention so far (each leaves a one-row tombstone).
+	ChannelsPurged int64 `protobuf:"varint,3,opt,name=channels_purged,json=channelsPurged,proto3" json:"channels_purged,omitempty"`
+	// When this hub's last retention sweep finished (unset: none yet).
+	LastSweepAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_sweep_at,json=lastSweepAt,proto3" json:"last_sweep_at,omitempty"`
+	// Channels the last sweep purged.
+	LastSweepPurged int64 `protobuf:"varint,5,opt,name=last_sweep_purged,json=lastSweepPurged,proto3" json:"last_sweep_purged,omitempty"`
+	// Bytes the store takes: the SQLite file and its WAL file, or the Redis
+	// server's used_memory; -1 when unknown.
+	StoreSizeBytes int64 `protobuf:"varint,6,opt,name=store_size_bytes,json=storeSizeBytes,proto3" json:"store_size_bytes,omitempty"`
+	// The directory purged channels are archived to before the purge
+	// (--archive-dir); "" = no archive.
+	ArchiveDir    string `protobuf:"bytes,7,opt,name=archive_dir,json=archiveDir,proto3" json:"archive_dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionStatus) Reset() {
+	*x = RetentionStatus{}
+	mi := &file_agentnet_v1_operator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionStatus) ProtoMessage() {}
+
+func (x *RetentionStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_operator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionStatus.ProtoReflect.Descriptor instead.
+func (*RetentionStatus) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RetentionStatus) GetRetainEndedSeconds() float64 {
+	if x != nil {
+		return x.RetainEndedSeconds
+	}
+	return 0
+}
+
+func (x *RetentionStatus) GetEndedChannelsKept() int64 {
+	if x != nil {
+		return x.EndedChannelsKept
+	}
+	return 0
+}
+
+func (x *RetentionStatus) GetChannelsPurged() int64 {
+	if x != nil {
+		return x.ChannelsPurged
+	}
+	return 0
+}
+
+func (x *RetentionStatus) GetLastSweepAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSweepAt
+	}
+	return nil
+}
+
+func (x *RetentionStatus) GetLastSweepPurged() int64 {
+	if x != nil {
+		return x.LastSweepPurged
+	}
+	return 0
+}
+
+func (x *RetentionStatus) GetStoreSizeBytes() int64 {
+	if x != nil {
+		return x.StoreSizeBytes
+	}
+	return 0
+}
+
+func (x *RetentionStatus) GetArchiveDir() string {
+	if x != nil {
+		return x.ArchiveDir
+	}
+	return ""
+}
+
 // OperatorServiceListAgentsRequest pages through every identity by name.
 type OperatorServiceListAgentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -334,7 +449,7 @@ type OperatorServiceListAgentsRequest struct {
 
 func (x *OperatorServiceListAgentsRequest) Reset() {
 	*x = OperatorServiceListAgentsRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[3]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +461,7 @@ func (x *OperatorServiceListAgentsRequest) String() string {
 func (*OperatorServiceListAgentsRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[3]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +474,7 @@ func (x *OperatorServiceListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{3}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OperatorServiceListAgentsRequest) GetOnlineOnly() bool {
@@ -403,7 +518,7 @@ type OperatorServiceListAgentsResponse struct {
 
 func (x *OperatorServiceListAgentsResponse) Reset() {
 	*x = OperatorServiceListAgentsResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[4]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +530,7 @@ func (x *OperatorServiceListAgentsResponse) String() string {
 func (*OperatorServiceListAgentsResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[4]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,7 +543,7 @@ func (x *OperatorServiceListAgentsResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use OperatorServiceListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{4}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OperatorServiceListAgentsResponse) GetAgents() []*AgentSummary {
@@ -456,7 +571,7 @@ type OperatorServiceDescribeAgentRequest struct {
 
 func (x *OperatorServiceDescribeAgentRequest) Reset() {
 	*x = OperatorServiceDescribeAgentRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[5]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +583,7 @@ func (x *OperatorServiceDescribeAgentRequest) String() string {
 func (*OperatorServiceDescribeAgentRequest) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[5]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +596,7 @@ func (x *OperatorServiceDescribeAgentRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use OperatorServiceDescribeAgentRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{5}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OperatorServiceDescribeAgentRequest) GetAgent() string {
@@ -502,7 +617,7 @@ type OperatorServiceDescribeAgentResponse struct {
 
 func (x *OperatorServiceDescribeAgentResponse) Reset() {
 	*x = OperatorServiceDescribeAgentResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[6]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +629,7 @@ func (x *OperatorServiceDescribeAgentResponse) String() string {
 func (*OperatorServiceDescribeAgentResponse) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[6]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +642,7 @@ func (x *OperatorServiceDescribeAgentResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use OperatorServiceDescribeAgentResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{6}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OperatorServiceDescribeAgentResponse) GetAgent() *AgentRecord {
@@ -555,7 +670,7 @@ type OperatorServiceListChannelsRequest struct {
 
 func (x *OperatorServiceListChannelsRequest) Reset() {
 	*x = OperatorServiceListChannelsRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[7]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +682,7 @@ func (x *OperatorServiceListChannelsRequest) String() string {
 func (*OperatorServiceListChannelsRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[7]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +695,7 @@ func (x *OperatorServiceListChannelsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use OperatorServiceListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{7}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OperatorServiceListChannelsRequest) GetStates() []ChannelState {
@@ -628,7 +743,7 @@ type OperatorServiceListChannelsResponse struct {
 
 func (x *OperatorServiceListChannelsResponse) Reset() {
 	*x = OperatorServiceListChannelsResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[8]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +755,7 @@ func (x *OperatorServiceListChannelsResponse) String() string {
 func (*OperatorServiceListChannelsResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[8]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +768,7 @@ func (x *OperatorServiceListChannelsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use OperatorServiceListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{8}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OperatorServiceListChannelsResponse) GetChannels() []*ChannelMetadata {
@@ -688,7 +803,7 @@ type ChannelTurn struct {
 
 func (x *ChannelTurn) Reset() {
 	*x = ChannelTurn{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +815,7 @@ func (x *ChannelTurn) String() string {
 func (*ChannelTurn) ProtoMessage() {}
 
 func (x *ChannelTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +828,7 @@ func (x *ChannelTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelTurn.ProtoReflect.Descriptor instead.
 func (*ChannelTurn) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{9}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ChannelTurn) GetExpectedNext() []string {
@@ -734,7 +849,7 @@ type OperatorServiceDescribeChannelRequest struct {
 
 func (x *OperatorServiceDescribeChannelRequest) Reset() {
 	*x = OperatorServiceDescribeChannelRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +861,7 @@ func (x *OperatorServiceDescribeChannelRequest) String() string {
 func (*OperatorServiceDescribeChannelRequest) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +874,7 @@ func (x *OperatorServiceDescribeChannelRequest) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use OperatorServiceDescribeChannelRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeChannelRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{10}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OperatorServiceDescribeChannelRequest) GetChannelId() string {
@@ -790,7 +905,7 @@ type OperatorServiceDescribeChannelResponse struct {
 
 func (x *OperatorServiceDescribeChannelResponse) Reset() {
 	*x = OperatorServiceDescribeChannelResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +917,7 @@ func (x *OperatorServiceDescribeChannelResponse) String() string {
 func (*OperatorServiceDescribeChannelResponse) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +930,7 @@ func (x *OperatorServiceDescribeChannelResponse) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use OperatorServiceDescribeChannelResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeChannelResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{11}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OperatorServiceDescribeChannelResponse) GetChannel() *ChannelMetadata {
@@ -866,7 +981,7 @@ type OperatorServiceReadWalRequest struct {
 
 func (x *OperatorServiceReadWalRequest) Reset() {
 	*x = OperatorServiceReadWalRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +993,7 @@ func (x *OperatorServiceReadWalRequest) String() string {
 func (*OperatorServiceReadWalRequest) ProtoMessage() {}
 
 func (x *OperatorServiceReadWalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1006,7 @@ func (x *OperatorServiceReadWalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceReadWalRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceReadWalRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{12}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OperatorServiceReadWalRequest) GetChannelId() string {
@@ -940,7 +1055,7 @@ type OperatorServiceReadWalResponse struct {
 
 func (x *OperatorServiceReadWalResponse) Reset() {
 	*x = OperatorServiceReadWalResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1067,7 @@ func (x *OperatorServiceReadWalResponse) String() string {
 func (*OperatorServiceReadWalResponse) ProtoMessage() {}
 
 func (x *OperatorServiceReadWalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1080,7 @@ func (x *OperatorServiceReadWalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceReadWalResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceReadWalResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{13}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OperatorServiceReadWalResponse) GetEnvelope() *Envelope {
@@ -990,7 +1105,7 @@ type OperatorServiceListTasksRequest struct {
 
 func (x *OperatorServiceListTasksRequest) Reset() {
 	*x = OperatorServiceListTasksRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1117,7 @@ func (x *OperatorServiceListTasksRequest) String() string {
 func (*OperatorServiceListTasksRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1130,7 @@ func (x *OperatorServiceListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceListTasksRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{14}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OperatorServiceListTasksRequest) GetIncludeEnded() bool {
@@ -1052,7 +1167,7 @@ type OperatorServiceListTasksResponse struct {
 
 func (x *OperatorServiceListTasksResponse) Reset() {
 	*x = OperatorServiceListTasksResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1179,7 @@ func (x *OperatorServiceListTasksResponse) String() string {
 func (*OperatorServiceListTasksResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1192,7 @@ func (x *OperatorServiceListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceListTasksResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{15}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OperatorServiceListTasksResponse) GetTasks() []*TaskMetadata {
@@ -1105,7 +1220,7 @@ type OperatorServiceGetTaskRequest struct {
 
 func (x *OperatorServiceGetTaskRequest) Reset() {
 	*x = OperatorServiceGetTaskRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1232,7 @@ func (x *OperatorServiceGetTaskRequest) String() string {
 func (*OperatorServiceGetTaskRequest) ProtoMessage() {}
 
 func (x *OperatorServiceGetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1245,7 @@ func (x *OperatorServiceGetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceGetTaskRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceGetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{16}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OperatorServiceGetTaskRequest) GetTaskId() string {
@@ -1151,7 +1266,7 @@ type OperatorServiceGetTaskResponse struct {
 
 func (x *OperatorServiceGetTaskResponse) Reset() {
 	*x = OperatorServiceGetTaskResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1278,7 @@ func (x *OperatorServiceGetTaskResponse) String() string {
 func (*OperatorServiceGetTaskResponse) ProtoMessage() {}
 
 func (x *OperatorServiceGetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1291,7 @@ func (x *OperatorServiceGetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceGetTaskResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceGetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{17}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OperatorServiceGetTaskResponse) GetTask() *TaskMetadata {
@@ -1204,7 +1319,7 @@ type OperatorServiceListExecutionsRequest struct {
 
 func (x *OperatorServiceListExecutionsRequest) Reset() {
 	*x = OperatorServiceListExecutionsRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1331,7 @@ func (x *OperatorServiceListExecutionsRequest) String() string {
 func (*OperatorServiceListExecutionsRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1344,7 @@ func (x *OperatorServiceListExecutionsRequest) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use OperatorServiceListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{18}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OperatorServiceListExecutionsRequest) GetTree() isOperatorServiceListExecutionsRequest_Tree {
@@ -1298,7 +1413,7 @@ type OperatorServiceListExecutionsResponse struct {
 
 func (x *OperatorServiceListExecutionsResponse) Reset() {
 	*x = OperatorServiceListExecutionsResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1425,7 @@ func (x *OperatorServiceListExecutionsResponse) String() string {
 func (*OperatorServiceListExecutionsResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1438,7 @@ func (x *OperatorServiceListExecutionsResponse) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use OperatorServiceListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{19}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OperatorServiceListExecutionsResponse) GetExecutions() []*Execution {
@@ -1356,7 +1471,7 @@ type FollowAuditRequest struct {
 
 func (x *FollowAuditRequest) Reset() {
 	*x = FollowAuditRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1483,7 @@ func (x *FollowAuditRequest) String() string {
 func (*FollowAuditRequest) ProtoMessage() {}
 
 func (x *FollowAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1496,7 @@ func (x *FollowAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowAuditRequest.ProtoReflect.Descriptor instead.
 func (*FollowAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{20}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FollowAuditRequest) GetKind() string {
@@ -1416,7 +1531,7 @@ type FollowAuditResponse struct {
 
 func (x *FollowAuditResponse) Reset() {
 	*x = FollowAuditResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1543,7 @@ func (x *FollowAuditResponse) String() string {
 func (*FollowAuditResponse) ProtoMessage() {}
 
 func (x *FollowAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,12 +1556,188 @@ func (x *FollowAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowAuditResponse.ProtoReflect.Descriptor instead.
 func (*FollowAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{21}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FollowAuditResponse) GetRecord() *AuditRecord {
 	if x != nil {
 		return x.Record
+	}
+	return nil
+}
+
+// BackupRequest asks for a consistent copy of the hub's store.
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_agentnet_v1_operator_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_operator_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{23}
+}
+
+// BackupResponse is one piece of the copy: the file's bytes in order, then
+// one last message with the summary and no data.
+type BackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next bytes of the database file (at most 1 MiB).
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// On the last message only: what was copied.
+	Summary       *BackupSummary `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_agentnet_v1_operator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_operator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *BackupResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BackupResponse) GetSummary() *BackupSummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+// BackupSummary describes a finished copy.
+type BackupSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The store kind copied ("sqlite").
+	StoreKind string `protobuf:"bytes,1,opt,name=store_kind,json=storeKind,proto3" json:"store_kind,omitempty"`
+	// Bytes of the whole file.
+	SizeBytes int64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// SHA-256 of the whole file, lower-case hex: check the written copy
+	// against it.
+	Sha256 string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// Seconds the hub took to copy its database (one snapshot read).
+	CopySeconds float64 `protobuf:"fixed64,4,opt,name=copy_seconds,json=copySeconds,proto3" json:"copy_seconds,omitempty"`
+	// When the snapshot was taken.
+	TakenAt       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=taken_at,json=takenAt,proto3" json:"taken_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupSummary) Reset() {
+	*x = BackupSummary{}
+	mi := &file_agentnet_v1_operator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupSummary) ProtoMessage() {}
+
+func (x *BackupSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_operator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupSummary.ProtoReflect.Descriptor instead.
+func (*BackupSummary) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *BackupSummary) GetStoreKind() string {
+	if x != nil {
+		return x.StoreKind
+	}
+	return ""
+}
+
+func (x *BackupSummary) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *BackupSummary) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *BackupSummary) GetCopySeconds() float64 {
+	if x != nil {
+		return x.CopySeconds
+	}
+	return 0
+}
+
+func (x *BackupSummary) GetTakenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TakenAt
 	}
 	return nil
 }
@@ -1459,7 +1750,7 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\x10GetStatusRequest\"Z\n" +
 	"\x11ChannelStateCount\x12/\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x19.agentnet.v1.ChannelStateR\x05state\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\xb8\x05\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xf4\x05\n" +
 	"\x11GetStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -1484,7 +1775,17 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"storeError\x12.\n" +
 	"\x13pending_inbox_total\x18\x0f \x01(\x03R\x11pendingInboxTotal\x12*\n" +
 	"\x11max_pending_inbox\x18\x10 \x01(\x03R\x0fmaxPendingInbox\x12#\n" +
-	"\rchannel_types\x18\x11 \x03(\tR\fchannelTypes\"\x9c\x01\n" +
+	"\rchannel_types\x18\x11 \x03(\tR\fchannelTypes\x12:\n" +
+	"\tretention\x18\x12 \x01(\v2\x1c.agentnet.v1.RetentionStatusR\tretention\"\xd3\x02\n" +
+	"\x0fRetentionStatus\x120\n" +
+	"\x14retain_ended_seconds\x18\x01 \x01(\x01R\x12retainEndedSeconds\x12.\n" +
+	"\x13ended_channels_kept\x18\x02 \x01(\x03R\x11endedChannelsKept\x12'\n" +
+	"\x0fchannels_purged\x18\x03 \x01(\x03R\x0echannelsPurged\x12>\n" +
+	"\rlast_sweep_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vlastSweepAt\x12*\n" +
+	"\x11last_sweep_purged\x18\x05 \x01(\x03R\x0flastSweepPurged\x12(\n" +
+	"\x10store_size_bytes\x18\x06 \x01(\x03R\x0estoreSizeBytes\x12\x1f\n" +
+	"\varchive_dir\x18\a \x01(\tR\n" +
+	"archiveDir\"\x9c\x01\n" +
 	" OperatorServiceListAgentsRequest\x12\x1f\n" +
 	"\vonline_only\x18\x01 \x01(\bR\n" +
 	"onlineOnly\x12\x1b\n" +
@@ -1560,7 +1861,19 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"subject_id\x18\x02 \x01(\tR\tsubjectId\x12\x19\n" +
 	"\bafter_id\x18\x03 \x01(\x04R\aafterId\"G\n" +
 	"\x13FollowAuditResponse\x120\n" +
-	"\x06record\x18\x01 \x01(\v2\x18.agentnet.v1.AuditRecordR\x06record2\xb0\b\n" +
+	"\x06record\x18\x01 \x01(\v2\x18.agentnet.v1.AuditRecordR\x06record\"\x0f\n" +
+	"\rBackupRequest\"Z\n" +
+	"\x0eBackupResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x124\n" +
+	"\asummary\x18\x02 \x01(\v2\x1a.agentnet.v1.BackupSummaryR\asummary\"\xbf\x01\n" +
+	"\rBackupSummary\x12\x1d\n" +
+	"\n" +
+	"store_kind\x18\x01 \x01(\tR\tstoreKind\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12!\n" +
+	"\fcopy_seconds\x18\x04 \x01(\x01R\vcopySeconds\x125\n" +
+	"\btaken_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt2\xf5\b\n" +
 	"\x0fOperatorService\x12J\n" +
 	"\tGetStatus\x12\x1d.agentnet.v1.GetStatusRequest\x1a\x1e.agentnet.v1.GetStatusResponse\x12k\n" +
 	"\n" +
@@ -1572,7 +1885,8 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\tListTasks\x12,.agentnet.v1.OperatorServiceListTasksRequest\x1a-.agentnet.v1.OperatorServiceListTasksResponse\x12b\n" +
 	"\aGetTask\x12*.agentnet.v1.OperatorServiceGetTaskRequest\x1a+.agentnet.v1.OperatorServiceGetTaskResponse\x12w\n" +
 	"\x0eListExecutions\x121.agentnet.v1.OperatorServiceListExecutionsRequest\x1a2.agentnet.v1.OperatorServiceListExecutionsResponse\x12R\n" +
-	"\vFollowAudit\x12\x1f.agentnet.v1.FollowAuditRequest\x1a .agentnet.v1.FollowAuditResponse0\x01BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
+	"\vFollowAudit\x12\x1f.agentnet.v1.FollowAuditRequest\x1a .agentnet.v1.FollowAuditResponse0\x01\x12C\n" +
+	"\x06Backup\x12\x1a.agentnet.v1.BackupRequest\x1a\x1b.agentnet.v1.BackupResponse0\x01BFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
 
 var (
 	file_agentnet_v1_operator_proto_rawDescOnce sync.Once
@@ -1586,82 +1900,92 @@ func file_agentnet_v1_operator_proto_rawDescGZIP() []byte {
 	return file_agentnet_v1_operator_proto_rawDescData
 }
 
-var file_agentnet_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_agentnet_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_agentnet_v1_operator_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),                       // 0: agentnet.v1.GetStatusRequest
 	(*ChannelStateCount)(nil),                      // 1: agentnet.v1.ChannelStateCount
 	(*GetStatusResponse)(nil),                      // 2: agentnet.v1.GetStatusResponse
-	(*OperatorServiceListAgentsRequest)(nil),       // 3: agentnet.v1.OperatorServiceListAgentsRequest
-	(*OperatorServiceListAgentsResponse)(nil),      // 4: agentnet.v1.OperatorServiceListAgentsResponse
-	(*OperatorServiceDescribeAgentRequest)(nil),    // 5: agentnet.v1.OperatorServiceDescribeAgentRequest
-	(*OperatorServiceDescribeAgentResponse)(nil),   // 6: agentnet.v1.OperatorServiceDescribeAgentResponse
-	(*OperatorServiceListChannelsRequest)(nil),     // 7: agentnet.v1.OperatorServiceListChannelsRequest
-	(*OperatorServiceListChannelsResponse)(nil),    // 8: agentnet.v1.OperatorServiceListChannelsResponse
-	(*ChannelTurn)(nil),                            // 9: agentnet.v1.ChannelTurn
-	(*OperatorServiceDescribeChannelRequest)(nil),  // 10: agentnet.v1.OperatorServiceDescribeChannelRequest
-	(*OperatorServiceDescribeChannelResponse)(nil), // 11: agentnet.v1.OperatorServiceDescribeChannelResponse
-	(*OperatorServiceReadWalRequest)(nil),          // 12: agentnet.v1.OperatorServiceReadWalRequest
-	(*OperatorServiceReadWalResponse)(nil),         // 13: agentnet.v1.OperatorServiceReadWalResponse
-	(*OperatorServiceListTasksRequest)(nil),        // 14: agentnet.v1.OperatorServiceListTasksRequest
-	(*OperatorServiceListTasksResponse)(nil),       // 15: agentnet.v1.OperatorServiceListTasksResponse
-	(*OperatorServiceGetTaskRequest)(nil),          // 16: agentnet.v1.OperatorServiceGetTaskRequest
-	(*OperatorServiceGetTaskResponse)(nil),         // 17: agentnet.v1.OperatorServiceGetTaskResponse
-	(*OperatorServiceListExecutionsRequest)(nil),   // 18: agentnet.v1.OperatorServiceListExecutionsRequest
-	(*OperatorServiceListExecutionsResponse)(nil),  // 19: agentnet.v1.OperatorServiceListExecutionsResponse
-	(*FollowAuditRequest)(nil),                     // 20: agentnet.v1.FollowAuditRequest
-	(*FollowAuditResponse)(nil),                    // 21: agentnet.v1.FollowAuditResponse
-	nil,                                            // 22: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
-	(ChannelState)(0),                              // 23: agentnet.v1.ChannelState
-	(*timestamppb.Timestamp)(nil),                  // 24: google.protobuf.Timestamp
-	(*AgentSummary)(nil),                           // 25: agentnet.v1.AgentSummary
-	(*AgentRecord)(nil),                            // 26: agentnet.v1.AgentRecord
-	(*ChannelMetadata)(nil),                        // 27: agentnet.v1.ChannelMetadata
-	(*Envelope)(nil),                               // 28: agentnet.v1.Envelope
-	(*TaskMetadata)(nil),                           // 29: agentnet.v1.TaskMetadata
-	(*Execution)(nil),                              // 30: agentnet.v1.Execution
-	(*AuditRecord)(nil),                            // 31: agentnet.v1.AuditRecord
+	(*RetentionStatus)(nil),                        // 3: agentnet.v1.RetentionStatus
+	(*OperatorServiceListAgentsRequest)(nil),       // 4: agentnet.v1.OperatorServiceListAgentsRequest
+	(*OperatorServiceListAgentsResponse)(nil),      // 5: agentnet.v1.OperatorServiceListAgentsResponse
+	(*OperatorServiceDescribeAgentRequest)(nil),    // 6: agentnet.v1.OperatorServiceDescribeAgentRequest
+	(*OperatorServiceDescribeAgentResponse)(nil),   // 7: agentnet.v1.OperatorServiceDescribeAgentResponse
+	(*OperatorServiceListChannelsRequest)(nil),     // 8: agentnet.v1.OperatorServiceListChannelsRequest
+	(*OperatorServiceListChannelsResponse)(nil),    // 9: agentnet.v1.OperatorServiceListChannelsResponse
+	(*ChannelTurn)(nil),                            // 10: agentnet.v1.ChannelTurn
+	(*OperatorServiceDescribeChannelRequest)(nil),  // 11: agentnet.v1.OperatorServiceDescribeChannelRequest
+	(*OperatorServiceDescribeChannelResponse)(nil), // 12: agentnet.v1.OperatorServiceDescribeChannelResponse
+	(*OperatorServiceReadWalRequest)(nil),          // 13: agentnet.v1.OperatorServiceReadWalRequest
+	(*OperatorServiceReadWalResponse)(nil),         // 14: agentnet.v1.OperatorServiceReadWalResponse
+	(*OperatorServiceListTasksRequest)(nil),        // 15: agentnet.v1.OperatorServiceListTasksRequest
+	(*OperatorServiceListTasksResponse)(nil),       // 16: agentnet.v1.OperatorServiceListTasksResponse
+	(*OperatorServiceGetTaskRequest)(nil),          // 17: agentnet.v1.OperatorServiceGetTaskRequest
+	(*OperatorServiceGetTaskResponse)(nil),         // 18: agentnet.v1.OperatorServiceGetTaskResponse
+	(*OperatorServiceListExecutionsRequest)(nil),   // 19: agentnet.v1.OperatorServiceListExecutionsRequest
+	(*OperatorServiceListExecutionsResponse)(nil),  // 20: agentnet.v1.OperatorServiceListExecutionsResponse
+	(*FollowAuditRequest)(nil),                     // 21: agentnet.v1.FollowAuditRequest
+	(*FollowAuditResponse)(nil),                    // 22: agentnet.v1.FollowAuditResponse
+	(*BackupRequest)(nil),                          // 23: agentnet.v1.BackupRequest
+	(*BackupResponse)(nil),                         // 24: agentnet.v1.BackupResponse
+	(*BackupSummary)(nil),                          // 25: agentnet.v1.BackupSummary
+	nil,                                            // 26: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
+	(ChannelState)(0),                              // 27: agentnet.v1.ChannelState
+	(*timestamppb.Timestamp)(nil),                  // 28: google.protobuf.Timestamp
+	(*AgentSummary)(nil),                           // 29: agentnet.v1.AgentSummary
+	(*AgentRecord)(nil),                            // 30: agentnet.v1.AgentRecord
+	(*ChannelMetadata)(nil),                        // 31: agentnet.v1.ChannelMetadata
+	(*Envelope)(nil),                               // 32: agentnet.v1.Envelope
+	(*TaskMetadata)(nil),                           // 33: agentnet.v1.TaskMetadata
+	(*Execution)(nil),                              // 34: agentnet.v1.Execution
+	(*AuditRecord)(nil),                            // 35: agentnet.v1.AuditRecord
 }
 var file_agentnet_v1_operator_proto_depIdxs = []int32{
-	23, // 0: agentnet.v1.ChannelStateCount.state:type_name -> agentnet.v1.ChannelState
-	24, // 1: agentnet.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	27, // 0: agentnet.v1.ChannelStateCount.state:type_name -> agentnet.v1.ChannelState
+	28, // 1: agentnet.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	1,  // 2: agentnet.v1.GetStatusResponse.live_channels:type_name -> agentnet.v1.ChannelStateCount
-	25, // 3: agentnet.v1.OperatorServiceListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	26, // 4: agentnet.v1.OperatorServiceDescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	23, // 5: agentnet.v1.OperatorServiceListChannelsRequest.states:type_name -> agentnet.v1.ChannelState
-	27, // 6: agentnet.v1.OperatorServiceListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	22, // 7: agentnet.v1.OperatorServiceListChannelsResponse.turns:type_name -> agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
-	27, // 8: agentnet.v1.OperatorServiceDescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	28, // 9: agentnet.v1.OperatorServiceReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	29, // 10: agentnet.v1.OperatorServiceListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	29, // 11: agentnet.v1.OperatorServiceGetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	30, // 12: agentnet.v1.OperatorServiceListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	31, // 13: agentnet.v1.FollowAuditResponse.record:type_name -> agentnet.v1.AuditRecord
-	9,  // 14: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry.value:type_name -> agentnet.v1.ChannelTurn
-	0,  // 15: agentnet.v1.OperatorService.GetStatus:input_type -> agentnet.v1.GetStatusRequest
-	3,  // 16: agentnet.v1.OperatorService.ListAgents:input_type -> agentnet.v1.OperatorServiceListAgentsRequest
-	5,  // 17: agentnet.v1.OperatorService.DescribeAgent:input_type -> agentnet.v1.OperatorServiceDescribeAgentRequest
-	7,  // 18: agentnet.v1.OperatorService.ListChannels:input_type -> agentnet.v1.OperatorServiceListChannelsRequest
-	10, // 19: agentnet.v1.OperatorService.DescribeChannel:input_type -> agentnet.v1.OperatorServiceDescribeChannelRequest
-	12, // 20: agentnet.v1.OperatorService.ReadWal:input_type -> agentnet.v1.OperatorServiceReadWalRequest
-	14, // 21: agentnet.v1.OperatorService.ListTasks:input_type -> agentnet.v1.OperatorServiceListTasksRequest
-	16, // 22: agentnet.v1.OperatorService.GetTask:input_type -> agentnet.v1.OperatorServiceGetTaskRequest
-	18, // 23: agentnet.v1.OperatorService.ListExecutions:input_type -> agentnet.v1.OperatorServiceListExecutionsRequest
-	20, // 24: agentnet.v1.OperatorService.FollowAudit:input_type -> agentnet.v1.FollowAuditRequest
-	2,  // 25: agentnet.v1.OperatorService.GetStatus:output_type -> agentnet.v1.GetStatusResponse
-	4,  // 26: agentnet.v1.OperatorService.ListAgents:output_type -> agentnet.v1.OperatorServiceListAgentsResponse
-	6,  // 27: agentnet.v1.OperatorService.DescribeAgent:output_type -> agentnet.v1.OperatorServiceDescribeAgentResponse
-	8,  // 28: agentnet.v1.OperatorService.ListChannels:output_type -> agentnet.v1.OperatorServiceListChannelsResponse
-	11, // 29: agentnet.v1.OperatorService.DescribeChannel:output_type -> agentnet.v1.OperatorServiceDescribeChannelResponse
-	13, // 30: agentnet.v1.OperatorService.ReadWal:output_type -> agentnet.v1.OperatorServiceReadWalResponse
-	15, // 31: agentnet.v1.OperatorService.ListTasks:output_type -> agentnet.v1.OperatorServiceListTasksResponse
-	17, // 32: agentnet.v1.OperatorService.GetTask:output_type -> agentnet.v1.OperatorServiceGetTaskResponse
-	19, // 33: agentnet.v1.OperatorService.ListExecutions:output_type -> agentnet.v1.OperatorServiceListExecutionsResponse
-	21, // 34: agentnet.v1.OperatorService.FollowAudit:output_type -> agentnet.v1.FollowAuditResponse
-	25, // [25:35] is the sub-list for method output_type
-	15, // [15:25] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	3,  // 3: agentnet.v1.GetStatusResponse.retention:type_name -> agentnet.v1.RetentionStatus
+	28, // 4: agentnet.v1.RetentionStatus.last_sweep_at:type_name -> google.protobuf.Timestamp
+	29, // 5: agentnet.v1.OperatorServiceListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	30, // 6: agentnet.v1.OperatorServiceDescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	27, // 7: agentnet.v1.OperatorServiceListChannelsRequest.states:type_name -> agentnet.v1.ChannelState
+	31, // 8: agentnet.v1.OperatorServiceListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	26, // 9: agentnet.v1.OperatorServiceListChannelsResponse.turns:type_name -> agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
+	31, // 10: agentnet.v1.OperatorServiceDescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	32, // 11: agentnet.v1.OperatorServiceReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	33, // 12: agentnet.v1.OperatorServiceListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	33, // 13: agentnet.v1.OperatorServiceGetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	34, // 14: agentnet.v1.OperatorServiceListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	35, // 15: agentnet.v1.FollowAuditResponse.record:type_name -> agentnet.v1.AuditRecord
+	25, // 16: agentnet.v1.BackupResponse.summary:type_name -> agentnet.v1.BackupSummary
+	28, // 17: agentnet.v1.BackupSummary.taken_at:type_name -> google.protobuf.Timestamp
+	10, // 18: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry.value:type_name -> agentnet.v1.ChannelTurn
+	0,  // 19: agentnet.v1.OperatorService.GetStatus:input_type -> agentnet.v1.GetStatusRequest
+	4,  // 20: agentnet.v1.OperatorService.ListAgents:input_type -> agentnet.v1.OperatorServiceListAgentsRequest
+	6,  // 21: agentnet.v1.OperatorService.DescribeAgent:input_type -> agentnet.v1.OperatorServiceDescribeAgentRequest
+	8,  // 22: agentnet.v1.OperatorService.ListChannels:input_type -> agentnet.v1.OperatorServiceListChannelsRequest
+	11, // 23: agentnet.v1.OperatorService.DescribeChannel:input_type -> agentnet.v1.OperatorServiceDescribeChannelRequest
+	13, // 24: agentnet.v1.OperatorService.ReadWal:input_type -> agentnet.v1.OperatorServiceReadWalRequest
+	15, // 25: agentnet.v1.OperatorService.ListTasks:input_type -> agentnet.v1.OperatorServiceListTasksRequest
+	17, // 26: agentnet.v1.OperatorService.GetTask:input_type -> agentnet.v1.OperatorServiceGetTaskRequest
+	19, // 27: agentnet.v1.OperatorService.ListExecutions:input_type -> agentnet.v1.OperatorServiceListExecutionsRequest
+	21, // 28: agentnet.v1.OperatorService.FollowAudit:input_type -> agentnet.v1.FollowAuditRequest
+	23, // 29: agentnet.v1.OperatorService.Backup:input_type -> agentnet.v1.BackupRequest
+	2,  // 30: agentnet.v1.OperatorService.GetStatus:output_type -> agentnet.v1.GetStatusResponse
+	5,  // 31: agentnet.v1.OperatorService.ListAgents:output_type -> agentnet.v1.OperatorServiceListAgentsResponse
+	7,  // 32: agentnet.v1.OperatorService.DescribeAgent:output_type -> agentnet.v1.OperatorServiceDescribeAgentResponse
+	9,  // 33: agentnet.v1.OperatorService.ListChannels:output_type -> agentnet.v1.OperatorServiceListChannelsResponse
+	12, // 34: agentnet.v1.OperatorService.DescribeChannel:output_type -> agentnet.v1.OperatorServiceDescribeChannelResponse
+	14, // 35: agentnet.v1.OperatorService.ReadWal:output_type -> agentnet.v1.OperatorServiceReadWalResponse
+	16, // 36: agentnet.v1.OperatorService.ListTasks:output_type -> agentnet.v1.OperatorServiceListTasksResponse
+	18, // 37: agentnet.v1.OperatorService.GetTask:output_type -> agentnet.v1.OperatorServiceGetTaskResponse
+	20, // 38: agentnet.v1.OperatorService.ListExecutions:output_type -> agentnet.v1.OperatorServiceListExecutionsResponse
+	22, // 39: agentnet.v1.OperatorService.FollowAudit:output_type -> agentnet.v1.FollowAuditResponse
+	24, // 40: agentnet.v1.OperatorService.Backup:output_type -> agentnet.v1.BackupResponse
+	30, // [30:41] is the sub-list for method output_type
+	19, // [19:30] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_operator_proto_init() }
@@ -1675,7 +1999,7 @@ func file_agentnet_v1_operator_proto_init() {
 	file_agentnet_v1_hub_proto_init()
 	file_agentnet_v1_identity_proto_init()
 	file_agentnet_v1_task_proto_init()
-	file_agentnet_v1_operator_proto_msgTypes[18].OneofWrappers = []any{
+	file_agentnet_v1_operator_proto_msgTypes[19].OneofWrappers = []any{
 		(*OperatorServiceListExecutionsRequest_RootSessionId)(nil),
 		(*OperatorServiceListExecutionsRequest_ExecutionId)(nil),
 	}
@@ -1685,7 +2009,7 @@ func file_agentnet_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_operator_proto_rawDesc), len(file_agentnet_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

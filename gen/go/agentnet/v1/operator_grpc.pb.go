@@ -29,6 +29,7 @@ const (
 	OperatorService_GetTask_FullMethodName         = "/agentnet.v1.OperatorService/GetTask"
 	OperatorService_ListExecutions_FullMethodName  = "/agentnet.v1.OperatorService/ListExecutions"
 	OperatorService_FollowAudit_FullMethodName     = "/agentnet.v1.OperatorService/FollowAudit"
+	OperatorService_Backup_FullMethodName          = "/agentnet.v1.OperatorService/Backup"
 )
 
 // OperatorServiceClient is the client API for OperatorService service.
@@ -101,6 +102,19 @@ type OperatorServiceClient interface {
 	// the others' records within --audit-poll-interval seconds (0.5 by default).
 	// For a one-off read use HubService.ListAudit.
 	FollowAudit(ctx context.Context, in *FollowAuditRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FollowAuditResponse], error)
+	// Backup streams a consistent copy of the hub's store, taken while the hub
+	// keeps serving: on SQLite the bytes of a database file as the store was at
+	// one moment (identities and credentials, channels, WALs, cursors, tasks,
+	// executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+	// The hub copies its database on a thread of its own into a private
+	// temporary file beside it (reading one snapshot: commits go on meanwhile),
+	// then streams that file, 1 MiB a message, the last message carrying the
+	// summary (size and SHA-256 of the whole file), and deletes it. Posts are
+	// never held by a backup (docs/operations.md "Data over time").
+	// FAILED_PRECONDITION on a Redis store (back Redis up with its own
+	// snapshot, docs/operations.md) or an in-memory database;
+	// RESOURCE_EXHAUSTED while another backup of this hub runs.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error)
 }
 
 type operatorServiceClient struct {
@@ -229,6 +243,25 @@ func (c *operatorServiceClient) FollowAudit(ctx context.Context, in *FollowAudit
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OperatorService_FollowAuditClient = grpc.ServerStreamingClient[FollowAuditResponse]
 
+func (c *operatorServiceClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &OperatorService_ServiceDesc.Streams[2], OperatorService_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OperatorService_BackupClient = grpc.ServerStreamingClient[BackupResponse]
+
 // OperatorServiceServer is the server API for OperatorService service.
 // All implementations must embed UnimplementedOperatorServiceServer
 // for forward compatibility.
@@ -299,6 +332,19 @@ type OperatorServiceServer interface {
 	// the others' records within --audit-poll-interval seconds (0.5 by default).
 	// For a one-off read use HubService.ListAudit.
 	FollowAudit(*FollowAuditRequest, grpc.ServerStreamingServer[FollowAuditResponse]) error
+	// Backup streams a consistent copy of the hub's store, taken while the hub
+	// keeps serving: on SQLite the bytes of a database file as the store was at
+	// one moment (identities and credentials, channels, WALs, cursors, tasks,
+	// executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+	// The hub copies its database on a thread of its own into a private
+	// temporary file beside it (reading one snapshot: commits go on meanwhile),
+	// then streams that file, 1 MiB a message, the last message carrying the
+	// summary (size and SHA-256 of the whole file), and deletes it. Posts are
+	// never held by a backup (docs/operations.md "Data over time").
+	// FAILED_PRECONDITION on a Redis store (back Redis up with its own
+	// snapshot, docs/operations.md) or an in-memory database;
+	// RESOURCE_EXHAUSTED while another backup of this hub runs.
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error
 	mustEmbedUnimplementedOperatorServiceServer()
 }
 
@@ -338,6 +384,9 @@ func (UnimplementedOperatorServiceServer) ListExecutions(context.Context, *Opera
 }
 func (UnimplementedOperatorServiceServer) FollowAudit(*FollowAuditRequest, grpc.ServerStreamingServer[FollowAuditResponse]) error {
 	return status.Error(codes.Unimplemented, "method FollowAudit not implemented")
+}
+func (UnimplementedOperatorServiceServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error {
+	return status.Error(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedOperatorServiceServer) mustEmbedUnimplementedOperatorServiceServer() {}
 func (UnimplementedOperatorServiceServer) testEmbeddedByValue()                         {}
@@ -526,6 +575,17 @@ func _OperatorService_FollowAudit_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OperatorService_FollowAuditServer = grpc.ServerStreamingServer[FollowAuditResponse]
 
+func _OperatorService_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(OperatorServiceServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OperatorService_BackupServer = grpc.ServerStreamingServer[BackupResponse]
+
 // OperatorService_ServiceDesc is the grpc.ServiceDesc for OperatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -575,6 +635,11 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "FollowAudit",
 			Handler:       _OperatorService_FollowAudit_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Backup",
+			Handler:       _OperatorService_Backup_Handler,
 			ServerStreams: true,
 		},
 	},

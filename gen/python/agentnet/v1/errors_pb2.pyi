@@ -95,6 +95,13 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     on it: two processes holding one identity would take the stream from each
     other forever. Stop, and report it (docs/bridges.md "Replaced streams").
     """
+    ERROR_REASON_TURN_FAILED: _ErrorReason.ValueType  # 24
+    """ABORTED: the agent that was to answer reported that its turn failed (its
+    model call, a tool or its handler raised; ReportTurnFailure): no answer is
+    coming. Metadata channel_id, envelope_id (the envelope it failed on),
+    agent_id, error_class. Ask again later, or ask another agent; see
+    docs/hub.md "Failed turns".
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the single table of domain errors. Every refusal carries a
@@ -173,6 +180,13 @@ newer one now receives the deliveries. Metadata `cause` = "replaced" and
 `superseded_by` = the newer stream's Welcome.session_id. Do NOT reconnect
 on it: two processes holding one identity would take the stream from each
 other forever. Stop, and report it (docs/bridges.md "Replaced streams").
+"""
+ERROR_REASON_TURN_FAILED: ErrorReason.ValueType  # 24
+"""ABORTED: the agent that was to answer reported that its turn failed (its
+model call, a tool or its handler raised; ReportTurnFailure): no answer is
+coming. Metadata channel_id, envelope_id (the envelope it failed on),
+agent_id, error_class. Ask again later, or ask another agent; see
+docs/hub.md "Failed turns".
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 

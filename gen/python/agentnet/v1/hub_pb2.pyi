@@ -308,7 +308,9 @@ class ListAgentsRequest(_message.Message):
     kind: _identity_pb2.PassportKind.ValueType
     """Only this kind (unspecified = every kind)."""
     capability: _builtins.str
-    """Only agents claiming this capability."""
+    """Only agents claiming this capability, or with it in their observed track
+    record (Resume.observed), as AG2's list_agents (case-insensitive).
+    """
     query: _builtins.str
     """Case-insensitive substring over name, description, summary and domains."""
     sort_by: _builtins.str
@@ -1245,6 +1247,84 @@ class FindReplyResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FindReplyResponse: _TypeAlias = FindReplyResponse  # noqa: Y015
+
+@_typing.final
+class ReportTurnFailureRequest(_message.Message):
+    """ReportTurnFailureRequest reports that the caller's turn on an envelope failed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_ID_FIELD_NUMBER: _builtins.int
+    ENVELOPE_ID_FIELD_NUMBER: _builtins.int
+    ERROR_CLASS_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    channel_id: _builtins.str
+    """The channel of the envelope."""
+    envelope_id: _builtins.str
+    """The envelope whose turn failed (the one the caller was answering)."""
+    error_class: _builtins.str
+    """A short name of the error's class, e.g. "openai.AuthenticationError" or
+    "ValueError"; at most 128 characters.
+    """
+    message: _builtins.str
+    """The error's message (never the prompt); at most 4096 bytes. The hub
+    redacts what looks like a credential and keeps 300 characters.
+    """
+    attempts: _builtins.int
+    """How many times the failing call was tried (1 = no retry); 0 = not said."""
+    def __init__(
+        self,
+        *,
+        channel_id: _builtins.str = ...,
+        envelope_id: _builtins.str = ...,
+        error_class: _builtins.str = ...,
+        message: _builtins.str = ...,
+        attempts: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "channel_id", b"channel_id", "envelope_id", b"envelope_id", "error_class", b"error_class", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportTurnFailureRequest: _TypeAlias = ReportTurnFailureRequest  # noqa: Y015
+
+@_typing.final
+class ReportTurnFailureResponse(_message.Message):
+    """ReportTurnFailureResponse answers ReportTurnFailure."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POSTED_FIELD_NUMBER: _builtins.int
+    ENVELOPE_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    posted: _builtins.bool
+    """Whether an "ag2.channel.turn_failed" event was posted (false: the
+    channel had ended already; the report is audited all the same).
+    """
+    action: _builtins.str
+    """What the channel's policy did: "close" (the channel is now closed with
+    reason "turn_failed") or "notify" (it stays open); "" when not posted.
+    """
+    @_builtins.property
+    def envelope(self) -> _envelope_pb2.Envelope:
+        """The posted event (unset when posted is false)."""
+
+    def __init__(
+        self,
+        *,
+        posted: _builtins.bool = ...,
+        envelope: _envelope_pb2.Envelope | None = ...,
+        action: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "envelope", b"envelope", "posted", b"posted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportTurnFailureResponse: _TypeAlias = ReportTurnFailureResponse  # noqa: Y015
 
 @_typing.final
 class ReportTaskRequest(_message.Message):

@@ -153,6 +153,11 @@ class HubServiceStub:
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.FindReplyRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_hub__pb2.FindReplyResponse.FromString,
                 _registered_method=True)
+        self.ReportTurnFailure = channel.unary_unary(
+                '/agentnet.v1.HubService/ReportTurnFailure',
+                request_serializer=agentnet_dot_v1_dot_hub__pb2.ReportTurnFailureRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_hub__pb2.ReportTurnFailureResponse.FromString,
+                _registered_method=True)
         self.ReportTask = channel.unary_unary(
                 '/agentnet.v1.HubService/ReportTask',
                 request_serializer=agentnet_dot_v1_dot_hub__pb2.ReportTaskRequest.SerializeToString,
@@ -539,6 +544,30 @@ class HubServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportTurnFailure(self, request, context):
+        """ReportTurnFailure tells the hub that the caller's turn on an envelope
+        failed in the caller's own process (its model call after its retries, a
+        tool, or its handler raised), so no answer is coming. The hub audits it
+        (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+        posts an "ag2.channel.turn_failed" event to every member of the channel
+        naming the caller, the envelope, the error class and the message
+        (redacted of anything shaped like a credential and clipped to 300
+        characters; send the exception's class and message, never the prompt).
+        What follows is the channel's turn-failure policy (knob "on_turn_failed";
+        default "close" for consulting, "notify" for the other types,
+        docs/hub.md "Failed turns"): "close" ends the channel with reason
+        "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+        waiting on the caller's reply ends with TURN_FAILED. A report for a
+        channel that has ended is audited and answered with posted=false.
+        Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+        error_class; error_class over 128 characters or message over 4096
+        bytes; attempts negative or over 100; an envelope_id that is not an
+        envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReportTask(self, request, context):
         """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
         Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
@@ -602,9 +631,9 @@ class HubServiceServicer:
 
     def ReadTaskCheckpoint(self, request, context):
         """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-        false when none was saved), running or ended. Only the task's owner may read
-        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-        agent's task).
+        false when none was saved, or the task is unknown: nothing to resume from, as
+        in AG2), running or ended. Only the task's owner may read it, as in AG2.
+        Refusals: PERMISSION_DENIED (another agent's task).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -919,6 +948,11 @@ def add_HubServiceServicer_to_server(servicer, server):
                     servicer.FindReply,
                     request_deserializer=agentnet_dot_v1_dot_hub__pb2.FindReplyRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_hub__pb2.FindReplyResponse.SerializeToString,
+            ),
+            'ReportTurnFailure': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportTurnFailure,
+                    request_deserializer=agentnet_dot_v1_dot_hub__pb2.ReportTurnFailureRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_hub__pb2.ReportTurnFailureResponse.SerializeToString,
             ),
             'ReportTask': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportTask,
@@ -1555,6 +1589,33 @@ class HubService:
             '/agentnet.v1.HubService/FindReply',
             agentnet_dot_v1_dot_hub__pb2.FindReplyRequest.SerializeToString,
             agentnet_dot_v1_dot_hub__pb2.FindReplyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportTurnFailure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.HubService/ReportTurnFailure',
+            agentnet_dot_v1_dot_hub__pb2.ReportTurnFailureRequest.SerializeToString,
+            agentnet_dot_v1_dot_hub__pb2.ReportTurnFailureResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -219,6 +219,26 @@ class HubServiceStub:
     always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
     NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
     """
+    ReportTurnFailure: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ReportTurnFailureRequest, _hub_pb2.ReportTurnFailureResponse]
+    """ReportTurnFailure tells the hub that the caller's turn on an envelope
+    failed in the caller's own process (its model call after its retries, a
+    tool, or its handler raised), so no answer is coming. The hub audits it
+    (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+    posts an "ag2.channel.turn_failed" event to every member of the channel
+    naming the caller, the envelope, the error class and the message
+    (redacted of anything shaped like a credential and clipped to 300
+    characters; send the exception's class and message, never the prompt).
+    What follows is the channel's turn-failure policy (knob "on_turn_failed";
+    default "close" for consulting, "notify" for the other types,
+    docs/hub.md "Failed turns"): "close" ends the channel with reason
+    "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+    waiting on the caller's reply ends with TURN_FAILED. A report for a
+    channel that has ended is audited and answered with posted=false.
+    Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+    error_class; error_class over 128 characters or message over 4096
+    bytes; attempts negative or over 100; an envelope_id that is not an
+    envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+    """
     ReportTask: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ReportTaskRequest, _hub_pb2.ReportTaskResponse]
     """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
@@ -256,9 +276,9 @@ class HubServiceStub:
     """
     ReadTaskCheckpoint: _grpc.UnaryUnaryMultiCallable[_hub_pb2.ReadTaskCheckpointRequest, _hub_pb2.ReadTaskCheckpointResponse]
     """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-    false when none was saved), running or ended. Only the task's owner may read
-    it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-    agent's task).
+    false when none was saved, or the task is unknown: nothing to resume from, as
+    in AG2), running or ended. Only the task's owner may read it, as in AG2.
+    Refusals: PERMISSION_DENIED (another agent's task).
     """
     SearchContext: _grpc.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -599,6 +619,26 @@ class HubServiceAsyncStub(HubServiceStub):
     always). Refusals: INVALID_ARGUMENT (empty channel_id or causation_id);
     NOT_FOUND (unknown channel or sender); NOT_PARTICIPANT.
     """
+    ReportTurnFailure: _aio.UnaryUnaryMultiCallable[_hub_pb2.ReportTurnFailureRequest, _hub_pb2.ReportTurnFailureResponse]  # type: ignore[assignment]
+    """ReportTurnFailure tells the hub that the caller's turn on an envelope
+    failed in the caller's own process (its model call after its retries, a
+    tool, or its handler raised), so no answer is coming. The hub audits it
+    (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+    posts an "ag2.channel.turn_failed" event to every member of the channel
+    naming the caller, the envelope, the error class and the message
+    (redacted of anything shaped like a credential and clipped to 300
+    characters; send the exception's class and message, never the prompt).
+    What follows is the channel's turn-failure policy (knob "on_turn_failed";
+    default "close" for consulting, "notify" for the other types,
+    docs/hub.md "Failed turns"): "close" ends the channel with reason
+    "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+    waiting on the caller's reply ends with TURN_FAILED. A report for a
+    channel that has ended is audited and answered with posted=false.
+    Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+    error_class; error_class over 128 characters or message over 4096
+    bytes; attempts negative or over 100; an envelope_id that is not an
+    envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+    """
     ReportTask: _aio.UnaryUnaryMultiCallable[_hub_pb2.ReportTaskRequest, _hub_pb2.ReportTaskResponse]  # type: ignore[assignment]
     """ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
     Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
@@ -636,9 +676,9 @@ class HubServiceAsyncStub(HubServiceStub):
     """
     ReadTaskCheckpoint: _aio.UnaryUnaryMultiCallable[_hub_pb2.ReadTaskCheckpointRequest, _hub_pb2.ReadTaskCheckpointResponse]  # type: ignore[assignment]
     """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-    false when none was saved), running or ended. Only the task's owner may read
-    it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-    agent's task).
+    false when none was saved, or the task is unknown: nothing to resume from, as
+    in AG2), running or ended. Only the task's owner may read it, as in AG2.
+    Refusals: PERMISSION_DENIED (another agent's task).
     """
     SearchContext: _aio.UnaryUnaryMultiCallable[_hub_pb2.SearchContextRequest, _hub_pb2.SearchContextResponse]  # type: ignore[assignment]
     """SearchContext finds past EV_TEXT envelopes visible to the caller whose text
@@ -1086,6 +1126,32 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
     @_abc_1.abstractmethod
+    def ReportTurnFailure(
+        self,
+        request: _hub_pb2.ReportTurnFailureRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_hub_pb2.ReportTurnFailureResponse, _abc.Awaitable[_hub_pb2.ReportTurnFailureResponse]]:
+        """ReportTurnFailure tells the hub that the caller's turn on an envelope
+        failed in the caller's own process (its model call after its retries, a
+        tool, or its handler raised), so no answer is coming. The hub audits it
+        (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+        posts an "ag2.channel.turn_failed" event to every member of the channel
+        naming the caller, the envelope, the error class and the message
+        (redacted of anything shaped like a credential and clipped to 300
+        characters; send the exception's class and message, never the prompt).
+        What follows is the channel's turn-failure policy (knob "on_turn_failed";
+        default "close" for consulting, "notify" for the other types,
+        docs/hub.md "Failed turns"): "close" ends the channel with reason
+        "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+        waiting on the caller's reply ends with TURN_FAILED. A report for a
+        channel that has ended is audited and answered with posted=false.
+        Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+        error_class; error_class over 128 characters or message over 4096
+        bytes; attempts negative or over 100; an envelope_id that is not an
+        envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+        """
+
+    @_abc_1.abstractmethod
     def ReportTask(
         self,
         request: _hub_pb2.ReportTaskRequest,
@@ -1163,9 +1229,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_hub_pb2.ReadTaskCheckpointResponse, _abc.Awaitable[_hub_pb2.ReadTaskCheckpointResponse]]:
         """ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-        false when none was saved), running or ended. Only the task's owner may read
-        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-        agent's task).
+        false when none was saved, or the task is unknown: nothing to resume from, as
+        in AG2), running or ended. Only the task's owner may read it, as in AG2.
+        Refusals: PERMISSION_DENIED (another agent's task).
         """
 
     @_abc_1.abstractmethod

@@ -199,7 +199,10 @@ class Resume(_message.Message):
 
     @_builtins.property
     def last_updated(self) -> _timestamp_pb2.Timestamp:
-        """When `observed` last changed (unset = never); hub-stamped."""
+        """When the resume last changed: its last SetResume or the last change of
+        `observed`, whichever is later (unset = never), as AG2 stamps it;
+        hub-stamped, ignored when a client sends it.
+        """
 
     def __init__(
         self,

@@ -91,6 +91,7 @@ class GetStatusResponse(_message.Message):
     PENDING_INBOX_TOTAL_FIELD_NUMBER: _builtins.int
     MAX_PENDING_INBOX_FIELD_NUMBER: _builtins.int
     CHANNEL_TYPES_FIELD_NUMBER: _builtins.int
+    RETENTION_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     """The hub's version (the installed agent-network package)."""
     store_kind: _builtins.str
@@ -148,6 +149,12 @@ class GetStatusResponse(_message.Message):
     def channel_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The channel types (turn-taking adapters) this hub serves, by name."""
 
+    @_builtins.property
+    def retention(self) -> Global___RetentionStatus:
+        """Retention of ended channels and the store's size (docs/operations.md
+        "Data over time").
+        """
+
     def __init__(
         self,
         *,
@@ -168,14 +175,73 @@ class GetStatusResponse(_message.Message):
         pending_inbox_total: _builtins.int = ...,
         max_pending_inbox: _builtins.int = ...,
         channel_types: _abc.Iterable[_builtins.str] | None = ...,
+        retention: Global___RetentionStatus | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["retention", b"retention", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_types", b"channel_types", "connected_streams", b"connected_streams", "identities", b"identities", "live_channels", b"live_channels", "max_pending_inbox", b"max_pending_inbox", "online", b"online", "pending_inbox_total", b"pending_inbox_total", "replica_id", b"replica_id", "running_tasks", b"running_tasks", "started_at", b"started_at", "store_address", b"store_address", "store_error", b"store_error", "store_healthy", b"store_healthy", "store_kind", b"store_kind", "store_probe_seconds", b"store_probe_seconds", "uptime_seconds", b"uptime_seconds", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_types", b"channel_types", "connected_streams", b"connected_streams", "identities", b"identities", "live_channels", b"live_channels", "max_pending_inbox", b"max_pending_inbox", "online", b"online", "pending_inbox_total", b"pending_inbox_total", "replica_id", b"replica_id", "retention", b"retention", "running_tasks", b"running_tasks", "started_at", b"started_at", "store_address", b"store_address", "store_error", b"store_error", "store_healthy", b"store_healthy", "store_kind", b"store_kind", "store_probe_seconds", b"store_probe_seconds", "uptime_seconds", b"uptime_seconds", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
+
+@_typing.final
+class RetentionStatus(_message.Message):
+    """RetentionStatus is what the hub keeps of ended channels and how big its
+    store is.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RETAIN_ENDED_SECONDS_FIELD_NUMBER: _builtins.int
+    ENDED_CHANNELS_KEPT_FIELD_NUMBER: _builtins.int
+    CHANNELS_PURGED_FIELD_NUMBER: _builtins.int
+    LAST_SWEEP_AT_FIELD_NUMBER: _builtins.int
+    LAST_SWEEP_PURGED_FIELD_NUMBER: _builtins.int
+    STORE_SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    ARCHIVE_DIR_FIELD_NUMBER: _builtins.int
+    retain_ended_seconds: _builtins.float
+    """Seconds an ended channel's history is kept (--retain-ended); 0 = keep
+    everything (the default).
+    """
+    ended_channels_kept: _builtins.int
+    """Ended channels whose history the store still holds (-1 on Redis: not
+    counted, that would scan every channel).
+    """
+    channels_purged: _builtins.int
+    """Channels purged by retention so far (each leaves a one-row tombstone)."""
+    last_sweep_purged: _builtins.int
+    """Channels the last sweep purged."""
+    store_size_bytes: _builtins.int
+    """Bytes the store takes: the SQLite file and its WAL file, or the Redis
+    server's used_memory; -1 when unknown.
+    """
+    archive_dir: _builtins.str
+    """The directory purged channels are archived to before the purge
+    (--archive-dir); "" = no archive.
+    """
+    @_builtins.property
+    def last_sweep_at(self) -> _timestamp_pb2.Timestamp:
+        """When this hub's last retention sweep finished (unset: none yet)."""
+
+    def __init__(
+        self,
+        *,
+        retain_ended_seconds: _builtins.float = ...,
+        ended_channels_kept: _builtins.int = ...,
+        channels_purged: _builtins.int = ...,
+        last_sweep_at: _timestamp_pb2.Timestamp | None = ...,
+        last_sweep_purged: _builtins.int = ...,
+        store_size_bytes: _builtins.int = ...,
+        archive_dir: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_sweep_at", b"last_sweep_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_dir", b"archive_dir", "channels_purged", b"channels_purged", "ended_channels_kept", b"ended_channels_kept", "last_sweep_at", b"last_sweep_at", "last_sweep_purged", b"last_sweep_purged", "retain_ended_seconds", b"retain_ended_seconds", "store_size_bytes", b"store_size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetentionStatus: _TypeAlias = RetentionStatus  # noqa: Y015
 
 @_typing.final
 class OperatorServiceListAgentsRequest(_message.Message):
@@ -763,3 +829,92 @@ class FollowAuditResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FollowAuditResponse: _TypeAlias = FollowAuditResponse  # noqa: Y015
+
+@_typing.final
+class BackupRequest(_message.Message):
+    """BackupRequest asks for a consistent copy of the hub's store."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupRequest: _TypeAlias = BackupRequest  # noqa: Y015
+
+@_typing.final
+class BackupResponse(_message.Message):
+    """BackupResponse is one piece of the copy: the file's bytes in order, then
+    one last message with the summary and no data.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    """The next bytes of the database file (at most 1 MiB)."""
+    @_builtins.property
+    def summary(self) -> Global___BackupSummary:
+        """On the last message only: what was copied."""
+
+    def __init__(
+        self,
+        *,
+        data: _builtins.bytes = ...,
+        summary: Global___BackupSummary | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["summary", b"summary"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupResponse: _TypeAlias = BackupResponse  # noqa: Y015
+
+@_typing.final
+class BackupSummary(_message.Message):
+    """BackupSummary describes a finished copy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORE_KIND_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    COPY_SECONDS_FIELD_NUMBER: _builtins.int
+    TAKEN_AT_FIELD_NUMBER: _builtins.int
+    store_kind: _builtins.str
+    """The store kind copied ("sqlite")."""
+    size_bytes: _builtins.int
+    """Bytes of the whole file."""
+    sha256: _builtins.str
+    """SHA-256 of the whole file, lower-case hex: check the written copy
+    against it.
+    """
+    copy_seconds: _builtins.float
+    """Seconds the hub took to copy its database (one snapshot read)."""
+    @_builtins.property
+    def taken_at(self) -> _timestamp_pb2.Timestamp:
+        """When the snapshot was taken."""
+
+    def __init__(
+        self,
+        *,
+        store_kind: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+        copy_seconds: _builtins.float = ...,
+        taken_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["taken_at", b"taken_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["copy_seconds", b"copy_seconds", "sha256", b"sha256", "size_bytes", b"size_bytes", "store_kind", b"store_kind", "taken_at", b"taken_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupSummary: _TypeAlias = BackupSummary  # noqa: Y015

@@ -112,6 +112,11 @@ class OperatorServiceStub:
                 request_serializer=agentnet_dot_v1_dot_operator__pb2.FollowAuditRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_operator__pb2.FollowAuditResponse.FromString,
                 _registered_method=True)
+        self.Backup = channel.unary_stream(
+                '/agentnet.v1.OperatorService/Backup',
+                request_serializer=agentnet_dot_v1_dot_operator__pb2.BackupRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_operator__pb2.BackupResponse.FromString,
+                _registered_method=True)
 
 
 class OperatorServiceServicer:
@@ -232,6 +237,24 @@ class OperatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Backup(self, request, context):
+        """Backup streams a consistent copy of the hub's store, taken while the hub
+        keeps serving: on SQLite the bytes of a database file as the store was at
+        one moment (identities and credentials, channels, WALs, cursors, tasks,
+        executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+        The hub copies its database on a thread of its own into a private
+        temporary file beside it (reading one snapshot: commits go on meanwhile),
+        then streams that file, 1 MiB a message, the last message carrying the
+        summary (size and SHA-256 of the whole file), and deletes it. Posts are
+        never held by a backup (docs/operations.md "Data over time").
+        FAILED_PRECONDITION on a Redis store (back Redis up with its own
+        snapshot, docs/operations.md) or an in-memory database;
+        RESOURCE_EXHAUSTED while another backup of this hub runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -284,6 +307,11 @@ def add_OperatorServiceServicer_to_server(servicer, server):
                     servicer.FollowAudit,
                     request_deserializer=agentnet_dot_v1_dot_operator__pb2.FollowAuditRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_operator__pb2.FollowAuditResponse.SerializeToString,
+            ),
+            'Backup': grpc.unary_stream_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=agentnet_dot_v1_dot_operator__pb2.BackupRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_operator__pb2.BackupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -584,6 +612,33 @@ class OperatorService:
             '/agentnet.v1.OperatorService/FollowAudit',
             agentnet_dot_v1_dot_operator__pb2.FollowAuditRequest.SerializeToString,
             agentnet_dot_v1_dot_operator__pb2.FollowAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentnet.v1.OperatorService/Backup',
+            agentnet_dot_v1_dot_operator__pb2.BackupRequest.SerializeToString,
+            agentnet_dot_v1_dot_operator__pb2.BackupResponse.FromString,
             options,
             channel_credentials,
             insecure,

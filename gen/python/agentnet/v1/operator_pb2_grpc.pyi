@@ -104,6 +104,20 @@ class OperatorServiceStub:
     the others' records within --audit-poll-interval seconds (0.5 by default).
     For a one-off read use HubService.ListAudit.
     """
+    Backup: _grpc.UnaryStreamMultiCallable[_operator_pb2.BackupRequest, _operator_pb2.BackupResponse]
+    """Backup streams a consistent copy of the hub's store, taken while the hub
+    keeps serving: on SQLite the bytes of a database file as the store was at
+    one moment (identities and credentials, channels, WALs, cursors, tasks,
+    executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+    The hub copies its database on a thread of its own into a private
+    temporary file beside it (reading one snapshot: commits go on meanwhile),
+    then streams that file, 1 MiB a message, the last message carrying the
+    summary (size and SHA-256 of the whole file), and deletes it. Posts are
+    never held by a backup (docs/operations.md "Data over time").
+    FAILED_PRECONDITION on a Redis store (back Redis up with its own
+    snapshot, docs/operations.md) or an in-memory database;
+    RESOURCE_EXHAUSTED while another backup of this hub runs.
+    """
 
 @_typing.type_check_only
 class OperatorServiceAsyncStub(OperatorServiceStub):
@@ -180,6 +194,20 @@ class OperatorServiceAsyncStub(OperatorServiceStub):
     answering hub commits is sent at once; on a store several replicas share,
     the others' records within --audit-poll-interval seconds (0.5 by default).
     For a one-off read use HubService.ListAudit.
+    """
+    Backup: _aio.UnaryStreamMultiCallable[_operator_pb2.BackupRequest, _operator_pb2.BackupResponse]  # type: ignore[assignment]
+    """Backup streams a consistent copy of the hub's store, taken while the hub
+    keeps serving: on SQLite the bytes of a database file as the store was at
+    one moment (identities and credentials, channels, WALs, cursors, tasks,
+    executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+    The hub copies its database on a thread of its own into a private
+    temporary file beside it (reading one snapshot: commits go on meanwhile),
+    then streams that file, 1 MiB a message, the last message carrying the
+    summary (size and SHA-256 of the whole file), and deletes it. Posts are
+    never held by a backup (docs/operations.md "Data over time").
+    FAILED_PRECONDITION on a Redis store (back Redis up with its own
+    snapshot, docs/operations.md) or an in-memory database;
+    RESOURCE_EXHAUSTED while another backup of this hub runs.
     """
 
 class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -314,6 +342,26 @@ class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
         answering hub commits is sent at once; on a store several replicas share,
         the others' records within --audit-poll-interval seconds (0.5 by default).
         For a one-off read use HubService.ListAudit.
+        """
+
+    @_abc_1.abstractmethod
+    def Backup(
+        self,
+        request: _operator_pb2.BackupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_operator_pb2.BackupResponse], _abc.AsyncIterator[_operator_pb2.BackupResponse]]:
+        """Backup streams a consistent copy of the hub's store, taken while the hub
+        keeps serving: on SQLite the bytes of a database file as the store was at
+        one moment (identities and credentials, channels, WALs, cursors, tasks,
+        executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+        The hub copies its database on a thread of its own into a private
+        temporary file beside it (reading one snapshot: commits go on meanwhile),
+        then streams that file, 1 MiB a message, the last message carrying the
+        summary (size and SHA-256 of the whole file), and deletes it. Posts are
+        never held by a backup (docs/operations.md "Data over time").
+        FAILED_PRECONDITION on a Redis store (back Redis up with its own
+        snapshot, docs/operations.md) or an in-memory database;
+        RESOURCE_EXHAUSTED while another backup of this hub runs.
         """
 
 def add_OperatorServiceServicer_to_server(servicer: OperatorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -16,6 +16,9 @@ __all__ = (
     "AppliedRule",
     "Audience",
     "AuditRecord",
+    "BackupRequest",
+    "BackupResponse",
+    "BackupSummary",
     "Batch",
     "CallToolRequest",
     "CallToolResponse",
@@ -153,7 +156,10 @@ __all__ = (
     "ReplicaServiceStub",
     "ReportTaskRequest",
     "ReportTaskResponse",
+    "ReportTurnFailureRequest",
+    "ReportTurnFailureResponse",
     "Resume",
+    "RetentionStatus",
     "SayRequest",
     "SayResponse",
     "SearchContextRequest",
@@ -442,6 +448,15 @@ class ErrorReason(betterproto2.Enum):
     other forever. Stop, and report it (docs/bridges.md "Replaced streams").
     """
 
+    TURN_FAILED = 24
+    """
+    ABORTED: the agent that was to answer reported that its turn failed (its
+    model call, a tool or its handler raised; ReportTurnFailure): no answer is
+    coming. Metadata channel_id, envelope_id (the envelope it failed on),
+    agent_id, error_class. Ask again later, or ask another agent; see
+    docs/hub.md "Failed turns".
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -469,6 +484,7 @@ class ErrorReason(betterproto2.Enum):
             21: "ERROR_REASON_RULE_DENIED",
             22: "ERROR_REASON_LIMIT_EXCEEDED",
             23: "ERROR_REASON_SUPERSEDED",
+            24: "ERROR_REASON_TURN_FAILED",
         }
 
     @classmethod
@@ -498,6 +514,7 @@ class ErrorReason(betterproto2.Enum):
             "ERROR_REASON_RULE_DENIED": 21,
             "ERROR_REASON_LIMIT_EXCEEDED": 22,
             "ERROR_REASON_SUPERSEDED": 23,
+            "ERROR_REASON_TURN_FAILED": 24,
         }
 
 
@@ -1304,6 +1321,77 @@ class AuditRecord(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "AuditRecord", AuditRecord)
+
+
+@dataclass(eq=False, repr=False)
+class BackupRequest(betterproto2.Message):
+    """
+    BackupRequest asks for a consistent copy of the hub's store.
+    """
+
+    pass
+
+
+default_message_pool.register_message("agentnet.v1", "BackupRequest", BackupRequest)
+
+
+@dataclass(eq=False, repr=False)
+class BackupResponse(betterproto2.Message):
+    """
+    BackupResponse is one piece of the copy: the file's bytes in order, then
+    one last message with the summary and no data.
+    """
+
+    data: "bytes" = betterproto2.field(1, betterproto2.TYPE_BYTES)
+    """
+    The next bytes of the database file (at most 1 MiB).
+    """
+
+    summary: "BackupSummary | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    On the last message only: what was copied.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "BackupResponse", BackupResponse)
+
+
+@dataclass(eq=False, repr=False)
+class BackupSummary(betterproto2.Message):
+    """
+    BackupSummary describes a finished copy.
+    """
+
+    store_kind: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The store kind copied ("sqlite").
+    """
+
+    size_bytes: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    Bytes of the whole file.
+    """
+
+    sha256: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    SHA-256 of the whole file, lower-case hex: check the written copy
+    against it.
+    """
+
+    copy_seconds: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    """
+    Seconds the hub took to copy its database (one snapshot read).
+    """
+
+    taken_at: "datetime.datetime | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When the snapshot was taken.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "BackupSummary", BackupSummary)
 
 
 @dataclass(eq=False, repr=False)
@@ -2254,7 +2342,8 @@ class Envelope(betterproto2.Message):
     The sending agent. Stamped by the hub from the authenticated identity; a post
     that names another sender is refused with PERMISSION_DENIED.
     Two values are not agent ids: "hub" (reserved) on the envelopes the hub posts
-    itself (invite, opened, closed, expired, expectation_violated; see
+    itself (invite, opened, closed, expired, expectation_violated,
+    turn_failed; see
     event_type), and "" on the stub
     of an expired slot (Delivery.expired: the hub withholds every field but
     channel_id, seq, envelope_id and event_type).
@@ -2327,14 +2416,19 @@ class Envelope(betterproto2.Message):
       "since_seq" (the envelope that started the clock; 0 = the channel's
       creation), "since", "deadline" (RFC 3339 UTC)}. Posted once per clock;
       it never takes a turn.
+    * "ag2.channel.turn_failed" (sender "hub"; a member reported that its turn
+      failed, ReportTurnFailure): {"agent_id", "agent_name", "envelope_id"
+      (the envelope it failed on), "error_class", "message" (redacted, at
+      most 300 characters), "attempts", "action": "close" | "notify" (what
+      the channel's on_turn_failed policy did)}. It never takes a turn.
     * "ag2.context.set" (participant; workflow channels, any time, no turn):
       {"set": {key: value}, "delete": [key]}.
     * "ag2.task.cancel_request" (the agent that called CancelTask; audience: the
       task's owner; urgent; task_id set): {"task_id", "reason"}.
     * "ag2.task.cancelled" (the task's owner): {"task_id", "reason"}.
 
-    Only the hub may post invite, opened, closed, expired and
-    expectation_violated (PROTOCOL_ERROR otherwise).
+    Only the hub may post invite, opened, closed, expired,
+    expectation_violated and turn_failed (PROTOCOL_ERROR otherwise).
     """
 
     event_data_json: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
@@ -2912,6 +3006,12 @@ class GetStatusResponse(betterproto2.Message):
     The channel types (turn-taking adapters) this hub serves, by name.
     """
 
+    retention: "RetentionStatus | None" = betterproto2.field(18, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Retention of ended channels and the store's size (docs/operations.md
+    "Data over time").
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "GetStatusResponse", GetStatusResponse)
 
@@ -3117,7 +3217,8 @@ class ListAgentsRequest(betterproto2.Message):
 
     capability: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    Only agents claiming this capability.
+    Only agents claiming this capability, or with it in their observed track
+    record (Resume.observed), as AG2's list_agents (case-insensitive).
     """
 
     query: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
@@ -4954,6 +5055,70 @@ default_message_pool.register_message("agentnet.v1", "ReportTaskResponse", Repor
 
 
 @dataclass(eq=False, repr=False)
+class ReportTurnFailureRequest(betterproto2.Message):
+    """
+    ReportTurnFailureRequest reports that the caller's turn on an envelope failed.
+    """
+
+    channel_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The channel of the envelope.
+    """
+
+    envelope_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The envelope whose turn failed (the one the caller was answering).
+    """
+
+    error_class: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    A short name of the error's class, e.g. "openai.AuthenticationError" or
+    "ValueError"; at most 128 characters.
+    """
+
+    message: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The error's message (never the prompt); at most 4096 bytes. The hub
+    redacts what looks like a credential and keeps 300 characters.
+    """
+
+    attempts: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+    """
+    How many times the failing call was tried (1 = no retry); 0 = not said.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReportTurnFailureRequest", ReportTurnFailureRequest)
+
+
+@dataclass(eq=False, repr=False)
+class ReportTurnFailureResponse(betterproto2.Message):
+    """
+    ReportTurnFailureResponse answers ReportTurnFailure.
+    """
+
+    posted: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+    """
+    Whether an "ag2.channel.turn_failed" event was posted (false: the
+    channel had ended already; the report is audited all the same).
+    """
+
+    envelope: "Envelope | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The posted event (unset when posted is false).
+    """
+
+    action: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    What the channel's policy did: "close" (the channel is now closed with
+    reason "turn_failed") or "notify" (it stays open); "" when not posted.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "ReportTurnFailureResponse", ReportTurnFailureResponse)
+
+
+@dataclass(eq=False, repr=False)
 class Resume(betterproto2.Message):
     """
     Resume is what an agent claims it can do; used by peer search.
@@ -5004,11 +5169,65 @@ class Resume(betterproto2.Message):
         8, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
     )
     """
-    When `observed` last changed (unset = never); hub-stamped.
+    When the resume last changed: its last SetResume or the last change of
+    `observed`, whichever is later (unset = never), as AG2 stamps it;
+    hub-stamped, ignored when a client sends it.
     """
 
 
 default_message_pool.register_message("agentnet.v1", "Resume", Resume)
+
+
+@dataclass(eq=False, repr=False)
+class RetentionStatus(betterproto2.Message):
+    """
+    RetentionStatus is what the hub keeps of ended channels and how big its
+    store is.
+    """
+
+    retain_ended_seconds: "float" = betterproto2.field(1, betterproto2.TYPE_DOUBLE)
+    """
+    Seconds an ended channel's history is kept (--retain-ended); 0 = keep
+    everything (the default).
+    """
+
+    ended_channels_kept: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    Ended channels whose history the store still holds (-1 on Redis: not
+    counted, that would scan every channel).
+    """
+
+    channels_purged: "int" = betterproto2.field(3, betterproto2.TYPE_INT64)
+    """
+    Channels purged by retention so far (each leaves a one-row tombstone).
+    """
+
+    last_sweep_at: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: __google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When this hub's last retention sweep finished (unset: none yet).
+    """
+
+    last_sweep_purged: "int" = betterproto2.field(5, betterproto2.TYPE_INT64)
+    """
+    Channels the last sweep purged.
+    """
+
+    store_size_bytes: "int" = betterproto2.field(6, betterproto2.TYPE_INT64)
+    """
+    Bytes the store takes: the SQLite file and its WAL file, or the Redis
+    server's used_memory; -1 when unknown.
+    """
+
+    archive_dir: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    The directory purged channels are archived to before the purge
+    (--archive-dir); "" = no archive.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "RetentionStatus", RetentionStatus)
 
 
 @dataclass(eq=False, repr=False)
@@ -6085,6 +6304,44 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def report_turn_failure(
+        self,
+        message: "ReportTurnFailureRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ReportTurnFailureResponse":
+        """
+        ReportTurnFailure tells the hub that the caller's turn on an envelope
+        failed in the caller's own process (its model call after its retries, a
+        tool, or its handler raised), so no answer is coming. The hub audits it
+        (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+        posts an "ag2.channel.turn_failed" event to every member of the channel
+        naming the caller, the envelope, the error class and the message
+        (redacted of anything shaped like a credential and clipped to 300
+        characters; send the exception's class and message, never the prompt).
+        What follows is the channel's turn-failure policy (knob "on_turn_failed";
+        default "close" for consulting, "notify" for the other types,
+        docs/hub.md "Failed turns"): "close" ends the channel with reason
+        "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+        waiting on the caller's reply ends with TURN_FAILED. A report for a
+        channel that has ended is audited and answered with posted=false.
+        Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+        error_class; error_class over 128 characters or message over 4096
+        bytes; attempts negative or over 100; an envelope_id that is not an
+        envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.HubService/ReportTurnFailure",
+            message,
+            ReportTurnFailureResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def report_task(
         self,
         message: "ReportTaskRequest",
@@ -6240,9 +6497,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "ReadTaskCheckpointResponse":
         """
         ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-        false when none was saved), running or ended. Only the task's owner may read
-        it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-        agent's task).
+        false when none was saved, or the task is unknown: nothing to resume from, as
+        in AG2), running or ended. Only the task's owner may read it, as in AG2.
+        Refusals: PERMISSION_DENIED (another agent's task).
         """
 
         return await self._unary_unary(
@@ -7218,6 +7475,42 @@ class OperatorServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.OperatorService/FollowAudit",
             message,
             FollowAuditResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        ):
+            yield response
+
+    async def backup(
+        self,
+        message: "BackupRequest | None" = None,
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "AsyncIterator[BackupResponse]":
+        """
+        Backup streams a consistent copy of the hub's store, taken while the hub
+        keeps serving: on SQLite the bytes of a database file as the store was at
+        one moment (identities and credentials, channels, WALs, cursors, tasks,
+        executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+        The hub copies its database on a thread of its own into a private
+        temporary file beside it (reading one snapshot: commits go on meanwhile),
+        then streams that file, 1 MiB a message, the last message carrying the
+        summary (size and SHA-256 of the whole file), and deletes it. Posts are
+        never held by a backup (docs/operations.md "Data over time").
+        FAILED_PRECONDITION on a Redis store (back Redis up with its own
+        snapshot, docs/operations.md) or an in-memory database;
+        RESOURCE_EXHAUSTED while another backup of this hub runs.
+        """
+
+        if message is None:
+            message = BackupRequest()
+
+        async for response in self._unary_stream(
+            "/agentnet.v1.OperatorService/Backup",
+            message,
+            BackupResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,

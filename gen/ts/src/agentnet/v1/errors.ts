@@ -93,6 +93,14 @@ export enum ErrorReason {
    * other forever. Stop, and report it (docs/bridges.md "Replaced streams").
    */
   ERROR_REASON_SUPERSEDED = 23,
+  /**
+   * ERROR_REASON_TURN_FAILED - ABORTED: the agent that was to answer reported that its turn failed (its
+   * model call, a tool or its handler raised; ReportTurnFailure): no answer is
+   * coming. Metadata channel_id, envelope_id (the envelope it failed on),
+   * agent_id, error_class. Ask again later, or ask another agent; see
+   * docs/hub.md "Failed turns".
+   */
+  ERROR_REASON_TURN_FAILED = 24,
   UNRECOGNIZED = -1,
 }
 
@@ -170,6 +178,9 @@ export function errorReasonFromJSON(object: any): ErrorReason {
     case 23:
     case "ERROR_REASON_SUPERSEDED":
       return ErrorReason.ERROR_REASON_SUPERSEDED;
+    case 24:
+    case "ERROR_REASON_TURN_FAILED":
+      return ErrorReason.ERROR_REASON_TURN_FAILED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -227,6 +238,8 @@ export function errorReasonToJSON(object: ErrorReason): string {
       return "ERROR_REASON_LIMIT_EXCEEDED";
     case ErrorReason.ERROR_REASON_SUPERSEDED:
       return "ERROR_REASON_SUPERSEDED";
+    case ErrorReason.ERROR_REASON_TURN_FAILED:
+      return "ERROR_REASON_TURN_FAILED";
     case ErrorReason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

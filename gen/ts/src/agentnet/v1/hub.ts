@@ -243,7 +243,10 @@ export interface UnregisterResponse {
 export interface ListAgentsRequest {
   /** Only this kind (unspecified = every kind). */
   kind: PassportKind;
-  /** Only agents claiming this capability. */
+  /**
+   * Only agents claiming this capability, or with it in their observed track
+   * record (Resume.observed), as AG2's list_agents (case-insensitive).
+   */
   capability: string;
   /** Case-insensitive substring over name, description, summary and domains. */
   query: string;
@@ -613,6 +616,44 @@ export interface FindReplyResponse {
    * when the caller may not read it (addressed to others).
    */
   envelope?: Envelope | undefined;
+}
+
+/** ReportTurnFailureRequest reports that the caller's turn on an envelope failed. */
+export interface ReportTurnFailureRequest {
+  /** The channel of the envelope. */
+  channelId: string;
+  /** The envelope whose turn failed (the one the caller was answering). */
+  envelopeId: string;
+  /**
+   * A short name of the error's class, e.g. "openai.AuthenticationError" or
+   * "ValueError"; at most 128 characters.
+   */
+  errorClass: string;
+  /**
+   * The error's message (never the prompt); at most 4096 bytes. The hub
+   * redacts what looks like a credential and keeps 300 characters.
+   */
+  message: string;
+  /** How many times the failing call was tried (1 = no retry); 0 = not said. */
+  attempts: number;
+}
+
+/** ReportTurnFailureResponse answers ReportTurnFailure. */
+export interface ReportTurnFailureResponse {
+  /**
+   * Whether an "ag2.channel.turn_failed" event was posted (false: the
+   * channel had ended already; the report is audited all the same).
+   */
+  posted: boolean;
+  /** The posted event (unset when posted is false). */
+  envelope?:
+    | Envelope
+    | undefined;
+  /**
+   * What the channel's policy did: "close" (the channel is now closed with
+   * reason "turn_failed") or "notify" (it stays open); "" when not posted.
+   */
+  action: string;
 }
 
 /** ReportTaskRequest reports a lifecycle event of a task the caller owns. */
@@ -4769,6 +4810,254 @@ export const FindReplyResponse: MessageFns<FindReplyResponse> = {
     message.envelope = (object.envelope !== undefined && object.envelope !== null)
       ? Envelope.fromPartial(object.envelope)
       : undefined;
+    return message;
+  },
+};
+
+function createBaseReportTurnFailureRequest(): ReportTurnFailureRequest {
+  return { channelId: "", envelopeId: "", errorClass: "", message: "", attempts: 0 };
+}
+
+export const ReportTurnFailureRequest: MessageFns<ReportTurnFailureRequest> = {
+  encode(message: ReportTurnFailureRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.channelId !== "") {
+      writer.uint32(10).string(message.channelId);
+    }
+    if (message.envelopeId !== "") {
+      writer.uint32(18).string(message.envelopeId);
+    }
+    if (message.errorClass !== "") {
+      writer.uint32(26).string(message.errorClass);
+    }
+    if (message.message !== "") {
+      writer.uint32(34).string(message.message);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(40).int32(message.attempts);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReportTurnFailureRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReportTurnFailureRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.channelId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.envelopeId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.errorClass = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.attempts = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReportTurnFailureRequest {
+    return {
+      channelId: isSet(object.channelId)
+        ? globalThis.String(object.channelId)
+        : isSet(object.channel_id)
+        ? globalThis.String(object.channel_id)
+        : "",
+      envelopeId: isSet(object.envelopeId)
+        ? globalThis.String(object.envelopeId)
+        : isSet(object.envelope_id)
+        ? globalThis.String(object.envelope_id)
+        : "",
+      errorClass: isSet(object.errorClass)
+        ? globalThis.String(object.errorClass)
+        : isSet(object.error_class)
+        ? globalThis.String(object.error_class)
+        : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      attempts: isSet(object.attempts) ? globalThis.Number(object.attempts) : 0,
+    };
+  },
+
+  toJSON(message: ReportTurnFailureRequest): unknown {
+    const obj: any = {};
+    if (message.channelId !== "") {
+      obj.channelId = message.channelId;
+    }
+    if (message.envelopeId !== "") {
+      obj.envelopeId = message.envelopeId;
+    }
+    if (message.errorClass !== "") {
+      obj.errorClass = message.errorClass;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.attempts !== 0) {
+      obj.attempts = Math.round(message.attempts);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ReportTurnFailureRequest>): ReportTurnFailureRequest {
+    return ReportTurnFailureRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReportTurnFailureRequest>): ReportTurnFailureRequest {
+    const message = createBaseReportTurnFailureRequest();
+    message.channelId = object.channelId ?? "";
+    message.envelopeId = object.envelopeId ?? "";
+    message.errorClass = object.errorClass ?? "";
+    message.message = object.message ?? "";
+    message.attempts = object.attempts ?? 0;
+    return message;
+  },
+};
+
+function createBaseReportTurnFailureResponse(): ReportTurnFailureResponse {
+  return { posted: false, envelope: undefined, action: "" };
+}
+
+export const ReportTurnFailureResponse: MessageFns<ReportTurnFailureResponse> = {
+  encode(message: ReportTurnFailureResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.posted !== false) {
+      writer.uint32(8).bool(message.posted);
+    }
+    if (message.envelope !== undefined) {
+      Envelope.encode(message.envelope, writer.uint32(18).fork()).join();
+    }
+    if (message.action !== "") {
+      writer.uint32(26).string(message.action);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReportTurnFailureResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReportTurnFailureResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.posted = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.envelope = Envelope.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReportTurnFailureResponse {
+    return {
+      posted: isSet(object.posted) ? globalThis.Boolean(object.posted) : false,
+      envelope: isSet(object.envelope) ? Envelope.fromJSON(object.envelope) : undefined,
+      action: isSet(object.action) ? globalThis.String(object.action) : "",
+    };
+  },
+
+  toJSON(message: ReportTurnFailureResponse): unknown {
+    const obj: any = {};
+    if (message.posted !== false) {
+      obj.posted = message.posted;
+    }
+    if (message.envelope !== undefined) {
+      obj.envelope = Envelope.toJSON(message.envelope);
+    }
+    if (message.action !== "") {
+      obj.action = message.action;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ReportTurnFailureResponse>): ReportTurnFailureResponse {
+    return ReportTurnFailureResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ReportTurnFailureResponse>): ReportTurnFailureResponse {
+    const message = createBaseReportTurnFailureResponse();
+    message.posted = object.posted ?? false;
+    message.envelope = (object.envelope !== undefined && object.envelope !== null)
+      ? Envelope.fromPartial(object.envelope)
+      : undefined;
+    message.action = object.action ?? "";
     return message;
   },
 };
@@ -10362,6 +10651,37 @@ export const HubServiceService = {
     responseDeserialize: (value: Buffer): FindReplyResponse => FindReplyResponse.decode(value),
   },
   /**
+   * ReportTurnFailure tells the hub that the caller's turn on an envelope
+   * failed in the caller's own process (its model call after its retries, a
+   * tool, or its handler raised), so no answer is coming. The hub audits it
+   * (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+   * posts an "ag2.channel.turn_failed" event to every member of the channel
+   * naming the caller, the envelope, the error class and the message
+   * (redacted of anything shaped like a credential and clipped to 300
+   * characters; send the exception's class and message, never the prompt).
+   * What follows is the channel's turn-failure policy (knob "on_turn_failed";
+   * default "close" for consulting, "notify" for the other types,
+   * docs/hub.md "Failed turns"): "close" ends the channel with reason
+   * "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+   * waiting on the caller's reply ends with TURN_FAILED. A report for a
+   * channel that has ended is audited and answered with posted=false.
+   * Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+   * error_class; error_class over 128 characters or message over 4096
+   * bytes; attempts negative or over 100; an envelope_id that is not an
+   * envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+   */
+  reportTurnFailure: {
+    path: "/agentnet.v1.HubService/ReportTurnFailure" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReportTurnFailureRequest): Buffer =>
+      Buffer.from(ReportTurnFailureRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReportTurnFailureRequest => ReportTurnFailureRequest.decode(value),
+    responseSerialize: (value: ReportTurnFailureResponse): Buffer =>
+      Buffer.from(ReportTurnFailureResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReportTurnFailureResponse => ReportTurnFailureResponse.decode(value),
+  },
+  /**
    * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
    * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -10452,9 +10772,9 @@ export const HubServiceService = {
   },
   /**
    * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-   * false when none was saved), running or ended. Only the task's owner may read
-   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-   * agent's task).
+   * false when none was saved, or the task is unknown: nothing to resume from, as
+   * in AG2), running or ended. Only the task's owner may read it, as in AG2.
+   * Refusals: PERMISSION_DENIED (another agent's task).
    */
   readTaskCheckpoint: {
     path: "/agentnet.v1.HubService/ReadTaskCheckpoint" as const,
@@ -10962,6 +11282,27 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    */
   findReply: handleUnaryCall<FindReplyRequest, FindReplyResponse>;
   /**
+   * ReportTurnFailure tells the hub that the caller's turn on an envelope
+   * failed in the caller's own process (its model call after its retries, a
+   * tool, or its handler raised), so no answer is coming. The hub audits it
+   * (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+   * posts an "ag2.channel.turn_failed" event to every member of the channel
+   * naming the caller, the envelope, the error class and the message
+   * (redacted of anything shaped like a credential and clipped to 300
+   * characters; send the exception's class and message, never the prompt).
+   * What follows is the channel's turn-failure policy (knob "on_turn_failed";
+   * default "close" for consulting, "notify" for the other types,
+   * docs/hub.md "Failed turns"): "close" ends the channel with reason
+   * "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+   * waiting on the caller's reply ends with TURN_FAILED. A report for a
+   * channel that has ended is audited and answered with posted=false.
+   * Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+   * error_class; error_class over 128 characters or message over 4096
+   * bytes; attempts negative or over 100; an envelope_id that is not an
+   * envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+   */
+  reportTurnFailure: handleUnaryCall<ReportTurnFailureRequest, ReportTurnFailureResponse>;
+  /**
    * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
    * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -11002,9 +11343,9 @@ export interface HubServiceServer extends UntypedServiceImplementation {
   checkpointTask: handleUnaryCall<CheckpointTaskRequest, CheckpointTaskResponse>;
   /**
    * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-   * false when none was saved), running or ended. Only the task's owner may read
-   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-   * agent's task).
+   * false when none was saved, or the task is unknown: nothing to resume from, as
+   * in AG2), running or ended. Only the task's owner may read it, as in AG2.
+   * Refusals: PERMISSION_DENIED (another agent's task).
    */
   readTaskCheckpoint: handleUnaryCall<ReadTaskCheckpointRequest, ReadTaskCheckpointResponse>;
   /**
@@ -11577,6 +11918,41 @@ export interface HubServiceClient extends Client {
     callback: (error: ServiceError | null, response: FindReplyResponse) => void,
   ): ClientUnaryCall;
   /**
+   * ReportTurnFailure tells the hub that the caller's turn on an envelope
+   * failed in the caller's own process (its model call after its retries, a
+   * tool, or its handler raised), so no answer is coming. The hub audits it
+   * (kind "turn_failed"), counts it (agentnet_hub_turn_failures_total) and
+   * posts an "ag2.channel.turn_failed" event to every member of the channel
+   * naming the caller, the envelope, the error class and the message
+   * (redacted of anything shaped like a credential and clipped to 300
+   * characters; send the exception's class and message, never the prompt).
+   * What follows is the channel's turn-failure policy (knob "on_turn_failed";
+   * default "close" for consulting, "notify" for the other types,
+   * docs/hub.md "Failed turns"): "close" ends the channel with reason
+   * "turn_failed"; "notify" only posts the event. A Delegate or InvokeAgent
+   * waiting on the caller's reply ends with TURN_FAILED. A report for a
+   * channel that has ended is audited and answered with posted=false.
+   * Refusals: INVALID_ARGUMENT (empty channel_id, envelope_id or
+   * error_class; error_class over 128 characters or message over 4096
+   * bytes; attempts negative or over 100; an envelope_id that is not an
+   * envelope of this channel); NOT_FOUND (unknown channel); NOT_PARTICIPANT.
+   */
+  reportTurnFailure(
+    request: ReportTurnFailureRequest,
+    callback: (error: ServiceError | null, response: ReportTurnFailureResponse) => void,
+  ): ClientUnaryCall;
+  reportTurnFailure(
+    request: ReportTurnFailureRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReportTurnFailureResponse) => void,
+  ): ClientUnaryCall;
+  reportTurnFailure(
+    request: ReportTurnFailureRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReportTurnFailureResponse) => void,
+  ): ClientUnaryCall;
+  /**
    * ReportTask records a lifecycle event of a task the caller owns (TaskMirror).
    * Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another agent's
    * task); FAILED_PRECONDITION (STARTED twice, or the task already ended);
@@ -11701,9 +12077,9 @@ export interface HubServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * ReadTaskCheckpoint returns the last checkpoint saved for a task (found =
-   * false when none was saved), running or ended. Only the task's owner may read
-   * it, as in AG2. Refusals: NOT_FOUND (unknown task); PERMISSION_DENIED (another
-   * agent's task).
+   * false when none was saved, or the task is unknown: nothing to resume from, as
+   * in AG2), running or ended. Only the task's owner may read it, as in AG2.
+   * Refusals: PERMISSION_DENIED (another agent's task).
    */
   readTaskCheckpoint(
     request: ReadTaskCheckpointRequest,

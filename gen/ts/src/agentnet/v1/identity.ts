@@ -115,7 +115,11 @@ export interface Resume {
    * (Register, SetResume).
    */
   observed: { [key: string]: ObservedStat };
-  /** When `observed` last changed (unset = never); hub-stamped. */
+  /**
+   * When the resume last changed: its last SetResume or the last change of
+   * `observed`, whichever is later (unset = never), as AG2 stamps it;
+   * hub-stamped, ignored when a client sends it.
+   */
   lastUpdated?: Date | undefined;
 }
 

@@ -101,6 +101,46 @@ export interface GetStatusResponse {
   maxPendingInbox: number;
   /** The channel types (turn-taking adapters) this hub serves, by name. */
   channelTypes: string[];
+  /**
+   * Retention of ended channels and the store's size (docs/operations.md
+   * "Data over time").
+   */
+  retention?: RetentionStatus | undefined;
+}
+
+/**
+ * RetentionStatus is what the hub keeps of ended channels and how big its
+ * store is.
+ */
+export interface RetentionStatus {
+  /**
+   * Seconds an ended channel's history is kept (--retain-ended); 0 = keep
+   * everything (the default).
+   */
+  retainEndedSeconds: number;
+  /**
+   * Ended channels whose history the store still holds (-1 on Redis: not
+   * counted, that would scan every channel).
+   */
+  endedChannelsKept: number;
+  /** Channels purged by retention so far (each leaves a one-row tombstone). */
+  channelsPurged: number;
+  /** When this hub's last retention sweep finished (unset: none yet). */
+  lastSweepAt?:
+    | Date
+    | undefined;
+  /** Channels the last sweep purged. */
+  lastSweepPurged: number;
+  /**
+   * Bytes the store takes: the SQLite file and its WAL file, or the Redis
+   * server's used_memory; -1 when unknown.
+   */
+  storeSizeBytes: number;
+  /**
+   * The directory purged channels are archived to before the purge
+   * (--archive-dir); "" = no archive.
+   */
+  archiveDir: string;
 }
 
 /** OperatorServiceListAgentsRequest pages through every identity by name. */
@@ -309,6 +349,38 @@ export interface FollowAuditResponse {
   record?: AuditRecord | undefined;
 }
 
+/** BackupRequest asks for a consistent copy of the hub's store. */
+export interface BackupRequest {
+}
+
+/**
+ * BackupResponse is one piece of the copy: the file's bytes in order, then
+ * one last message with the summary and no data.
+ */
+export interface BackupResponse {
+  /** The next bytes of the database file (at most 1 MiB). */
+  data: Buffer;
+  /** On the last message only: what was copied. */
+  summary?: BackupSummary | undefined;
+}
+
+/** BackupSummary describes a finished copy. */
+export interface BackupSummary {
+  /** The store kind copied ("sqlite"). */
+  storeKind: string;
+  /** Bytes of the whole file. */
+  sizeBytes: number;
+  /**
+   * SHA-256 of the whole file, lower-case hex: check the written copy
+   * against it.
+   */
+  sha256: string;
+  /** Seconds the hub took to copy its database (one snapshot read). */
+  copySeconds: number;
+  /** When the snapshot was taken. */
+  takenAt?: Date | undefined;
+}
+
 function createBaseGetStatusRequest(): GetStatusRequest {
   return {};
 }
@@ -465,6 +537,7 @@ function createBaseGetStatusResponse(): GetStatusResponse {
     pendingInboxTotal: 0,
     maxPendingInbox: 0,
     channelTypes: [],
+    retention: undefined,
   };
 }
 
@@ -520,6 +593,9 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
     }
     for (const v of message.channelTypes) {
       writer.uint32(138).string(v!);
+    }
+    if (message.retention !== undefined) {
+      RetentionStatus.encode(message.retention, writer.uint32(146).fork()).join();
     }
     return writer;
   },
@@ -673,6 +749,14 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
             message.channelTypes.push(reader.string());
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.retention = RetentionStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -760,6 +844,7 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
         : globalThis.Array.isArray(object?.channel_types)
         ? object.channel_types.map((e: any) => globalThis.String(e))
         : [],
+      retention: isSet(object.retention) ? RetentionStatus.fromJSON(object.retention) : undefined,
     };
   },
 
@@ -816,6 +901,9 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
     if (message.channelTypes?.length) {
       obj.channelTypes = message.channelTypes;
     }
+    if (message.retention !== undefined) {
+      obj.retention = RetentionStatus.toJSON(message.retention);
+    }
     return obj;
   },
 
@@ -841,6 +929,210 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
     message.pendingInboxTotal = object.pendingInboxTotal ?? 0;
     message.maxPendingInbox = object.maxPendingInbox ?? 0;
     message.channelTypes = object.channelTypes?.map((e) => e) || [];
+    message.retention = (object.retention !== undefined && object.retention !== null)
+      ? RetentionStatus.fromPartial(object.retention)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRetentionStatus(): RetentionStatus {
+  return {
+    retainEndedSeconds: 0,
+    endedChannelsKept: 0,
+    channelsPurged: 0,
+    lastSweepAt: undefined,
+    lastSweepPurged: 0,
+    storeSizeBytes: 0,
+    archiveDir: "",
+  };
+}
+
+export const RetentionStatus: MessageFns<RetentionStatus> = {
+  encode(message: RetentionStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.retainEndedSeconds !== 0) {
+      writer.uint32(9).double(message.retainEndedSeconds);
+    }
+    if (message.endedChannelsKept !== 0) {
+      writer.uint32(16).int64(message.endedChannelsKept);
+    }
+    if (message.channelsPurged !== 0) {
+      writer.uint32(24).int64(message.channelsPurged);
+    }
+    if (message.lastSweepAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.lastSweepAt), writer.uint32(34).fork()).join();
+    }
+    if (message.lastSweepPurged !== 0) {
+      writer.uint32(40).int64(message.lastSweepPurged);
+    }
+    if (message.storeSizeBytes !== 0) {
+      writer.uint32(48).int64(message.storeSizeBytes);
+    }
+    if (message.archiveDir !== "") {
+      writer.uint32(58).string(message.archiveDir);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetentionStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetentionStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 9) {
+              break;
+            }
+
+            message.retainEndedSeconds = reader.double();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.endedChannelsKept = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.channelsPurged = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.lastSweepAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.lastSweepPurged = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.storeSizeBytes = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.archiveDir = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetentionStatus {
+    return {
+      retainEndedSeconds: isSet(object.retainEndedSeconds)
+        ? globalThis.Number(object.retainEndedSeconds)
+        : isSet(object.retain_ended_seconds)
+        ? globalThis.Number(object.retain_ended_seconds)
+        : 0,
+      endedChannelsKept: isSet(object.endedChannelsKept)
+        ? globalThis.Number(object.endedChannelsKept)
+        : isSet(object.ended_channels_kept)
+        ? globalThis.Number(object.ended_channels_kept)
+        : 0,
+      channelsPurged: isSet(object.channelsPurged)
+        ? globalThis.Number(object.channelsPurged)
+        : isSet(object.channels_purged)
+        ? globalThis.Number(object.channels_purged)
+        : 0,
+      lastSweepAt: isSet(object.lastSweepAt)
+        ? fromJsonTimestamp(object.lastSweepAt)
+        : isSet(object.last_sweep_at)
+        ? fromJsonTimestamp(object.last_sweep_at)
+        : undefined,
+      lastSweepPurged: isSet(object.lastSweepPurged)
+        ? globalThis.Number(object.lastSweepPurged)
+        : isSet(object.last_sweep_purged)
+        ? globalThis.Number(object.last_sweep_purged)
+        : 0,
+      storeSizeBytes: isSet(object.storeSizeBytes)
+        ? globalThis.Number(object.storeSizeBytes)
+        : isSet(object.store_size_bytes)
+        ? globalThis.Number(object.store_size_bytes)
+        : 0,
+      archiveDir: isSet(object.archiveDir)
+        ? globalThis.String(object.archiveDir)
+        : isSet(object.archive_dir)
+        ? globalThis.String(object.archive_dir)
+        : "",
+    };
+  },
+
+  toJSON(message: RetentionStatus): unknown {
+    const obj: any = {};
+    if (message.retainEndedSeconds !== 0) {
+      obj.retainEndedSeconds = floatToJson(message.retainEndedSeconds);
+    }
+    if (message.endedChannelsKept !== 0) {
+      obj.endedChannelsKept = Math.round(message.endedChannelsKept);
+    }
+    if (message.channelsPurged !== 0) {
+      obj.channelsPurged = Math.round(message.channelsPurged);
+    }
+    if (message.lastSweepAt !== undefined) {
+      obj.lastSweepAt = message.lastSweepAt.toISOString();
+    }
+    if (message.lastSweepPurged !== 0) {
+      obj.lastSweepPurged = Math.round(message.lastSweepPurged);
+    }
+    if (message.storeSizeBytes !== 0) {
+      obj.storeSizeBytes = Math.round(message.storeSizeBytes);
+    }
+    if (message.archiveDir !== "") {
+      obj.archiveDir = message.archiveDir;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RetentionStatus>): RetentionStatus {
+    return RetentionStatus.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RetentionStatus>): RetentionStatus {
+    const message = createBaseRetentionStatus();
+    message.retainEndedSeconds = object.retainEndedSeconds ?? 0;
+    message.endedChannelsKept = object.endedChannelsKept ?? 0;
+    message.channelsPurged = object.channelsPurged ?? 0;
+    message.lastSweepAt = object.lastSweepAt ?? undefined;
+    message.lastSweepPurged = object.lastSweepPurged ?? 0;
+    message.storeSizeBytes = object.storeSizeBytes ?? 0;
+    message.archiveDir = object.archiveDir ?? "";
     return message;
   },
 };
@@ -2793,6 +3085,294 @@ export const FollowAuditResponse: MessageFns<FollowAuditResponse> = {
   },
 };
 
+function createBaseBackupRequest(): BackupRequest {
+  return {};
+}
+
+export const BackupRequest: MessageFns<BackupRequest> = {
+  encode(_: BackupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): BackupRequest {
+    return {};
+  },
+
+  toJSON(_: BackupRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create(base?: DeepPartial<BackupRequest>): BackupRequest {
+    return BackupRequest.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<BackupRequest>): BackupRequest {
+    const message = createBaseBackupRequest();
+    return message;
+  },
+};
+
+function createBaseBackupResponse(): BackupResponse {
+  return { data: Buffer.alloc(0), summary: undefined };
+}
+
+export const BackupResponse: MessageFns<BackupResponse> = {
+  encode(message: BackupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.data.length !== 0) {
+      writer.uint32(10).bytes(message.data);
+    }
+    if (message.summary !== undefined) {
+      BackupSummary.encode(message.summary, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.summary = BackupSummary.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): BackupResponse {
+    return {
+      data: isSet(object.data) ? Buffer.from(bytesFromBase64(object.data)) : Buffer.alloc(0),
+      summary: isSet(object.summary) ? BackupSummary.fromJSON(object.summary) : undefined,
+    };
+  },
+
+  toJSON(message: BackupResponse): unknown {
+    const obj: any = {};
+    if (message.data.length !== 0) {
+      obj.data = base64FromBytes(message.data);
+    }
+    if (message.summary !== undefined) {
+      obj.summary = BackupSummary.toJSON(message.summary);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<BackupResponse>): BackupResponse {
+    return BackupResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<BackupResponse>): BackupResponse {
+    const message = createBaseBackupResponse();
+    message.data = object.data ?? Buffer.alloc(0);
+    message.summary = (object.summary !== undefined && object.summary !== null)
+      ? BackupSummary.fromPartial(object.summary)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseBackupSummary(): BackupSummary {
+  return { storeKind: "", sizeBytes: 0, sha256: "", copySeconds: 0, takenAt: undefined };
+}
+
+export const BackupSummary: MessageFns<BackupSummary> = {
+  encode(message: BackupSummary, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.storeKind !== "") {
+      writer.uint32(10).string(message.storeKind);
+    }
+    if (message.sizeBytes !== 0) {
+      writer.uint32(16).int64(message.sizeBytes);
+    }
+    if (message.sha256 !== "") {
+      writer.uint32(26).string(message.sha256);
+    }
+    if (message.copySeconds !== 0) {
+      writer.uint32(33).double(message.copySeconds);
+    }
+    if (message.takenAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.takenAt), writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupSummary {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupSummary();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.storeKind = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.sizeBytes = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.sha256 = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 33) {
+              break;
+            }
+
+            message.copySeconds = reader.double();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.takenAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): BackupSummary {
+    return {
+      storeKind: isSet(object.storeKind)
+        ? globalThis.String(object.storeKind)
+        : isSet(object.store_kind)
+        ? globalThis.String(object.store_kind)
+        : "",
+      sizeBytes: isSet(object.sizeBytes)
+        ? globalThis.Number(object.sizeBytes)
+        : isSet(object.size_bytes)
+        ? globalThis.Number(object.size_bytes)
+        : 0,
+      sha256: isSet(object.sha256) ? globalThis.String(object.sha256) : "",
+      copySeconds: isSet(object.copySeconds)
+        ? globalThis.Number(object.copySeconds)
+        : isSet(object.copy_seconds)
+        ? globalThis.Number(object.copy_seconds)
+        : 0,
+      takenAt: isSet(object.takenAt)
+        ? fromJsonTimestamp(object.takenAt)
+        : isSet(object.taken_at)
+        ? fromJsonTimestamp(object.taken_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: BackupSummary): unknown {
+    const obj: any = {};
+    if (message.storeKind !== "") {
+      obj.storeKind = message.storeKind;
+    }
+    if (message.sizeBytes !== 0) {
+      obj.sizeBytes = Math.round(message.sizeBytes);
+    }
+    if (message.sha256 !== "") {
+      obj.sha256 = message.sha256;
+    }
+    if (message.copySeconds !== 0) {
+      obj.copySeconds = floatToJson(message.copySeconds);
+    }
+    if (message.takenAt !== undefined) {
+      obj.takenAt = message.takenAt.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<BackupSummary>): BackupSummary {
+    return BackupSummary.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<BackupSummary>): BackupSummary {
+    const message = createBaseBackupSummary();
+    message.storeKind = object.storeKind ?? "";
+    message.sizeBytes = object.sizeBytes ?? 0;
+    message.sha256 = object.sha256 ?? "";
+    message.copySeconds = object.copySeconds ?? 0;
+    message.takenAt = object.takenAt ?? undefined;
+    return message;
+  },
+};
+
 /**
  * OperatorService is the operator's read access to a running hub: what the
  * `agentnet` command line and an operator console show. The hub serves it on
@@ -2984,6 +3564,29 @@ export const OperatorServiceService = {
     responseSerialize: (value: FollowAuditResponse): Buffer => Buffer.from(FollowAuditResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): FollowAuditResponse => FollowAuditResponse.decode(value),
   },
+  /**
+   * Backup streams a consistent copy of the hub's store, taken while the hub
+   * keeps serving: on SQLite the bytes of a database file as the store was at
+   * one moment (identities and credentials, channels, WALs, cursors, tasks,
+   * executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+   * The hub copies its database on a thread of its own into a private
+   * temporary file beside it (reading one snapshot: commits go on meanwhile),
+   * then streams that file, 1 MiB a message, the last message carrying the
+   * summary (size and SHA-256 of the whole file), and deletes it. Posts are
+   * never held by a backup (docs/operations.md "Data over time").
+   * FAILED_PRECONDITION on a Redis store (back Redis up with its own
+   * snapshot, docs/operations.md) or an in-memory database;
+   * RESOURCE_EXHAUSTED while another backup of this hub runs.
+   */
+  backup: {
+    path: "/agentnet.v1.OperatorService/Backup" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: BackupRequest): Buffer => Buffer.from(BackupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): BackupRequest => BackupRequest.decode(value),
+    responseSerialize: (value: BackupResponse): Buffer => Buffer.from(BackupResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): BackupResponse => BackupResponse.decode(value),
+  },
 } as const;
 
 export interface OperatorServiceServer extends UntypedServiceImplementation {
@@ -3036,6 +3639,21 @@ export interface OperatorServiceServer extends UntypedServiceImplementation {
    * For a one-off read use HubService.ListAudit.
    */
   followAudit: handleServerStreamingCall<FollowAuditRequest, FollowAuditResponse>;
+  /**
+   * Backup streams a consistent copy of the hub's store, taken while the hub
+   * keeps serving: on SQLite the bytes of a database file as the store was at
+   * one moment (identities and credentials, channels, WALs, cursors, tasks,
+   * executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+   * The hub copies its database on a thread of its own into a private
+   * temporary file beside it (reading one snapshot: commits go on meanwhile),
+   * then streams that file, 1 MiB a message, the last message carrying the
+   * summary (size and SHA-256 of the whole file), and deletes it. Posts are
+   * never held by a backup (docs/operations.md "Data over time").
+   * FAILED_PRECONDITION on a Redis store (back Redis up with its own
+   * snapshot, docs/operations.md) or an in-memory database;
+   * RESOURCE_EXHAUSTED while another backup of this hub runs.
+   */
+  backup: handleServerStreamingCall<BackupRequest, BackupResponse>;
 }
 
 export interface OperatorServiceClient extends Client {
@@ -3213,6 +3831,26 @@ export interface OperatorServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<FollowAuditResponse>;
+  /**
+   * Backup streams a consistent copy of the hub's store, taken while the hub
+   * keeps serving: on SQLite the bytes of a database file as the store was at
+   * one moment (identities and credentials, channels, WALs, cursors, tasks,
+   * executions, audit), which `python -m hubsvc --db FILE` serves as it was.
+   * The hub copies its database on a thread of its own into a private
+   * temporary file beside it (reading one snapshot: commits go on meanwhile),
+   * then streams that file, 1 MiB a message, the last message carrying the
+   * summary (size and SHA-256 of the whole file), and deletes it. Posts are
+   * never held by a backup (docs/operations.md "Data over time").
+   * FAILED_PRECONDITION on a Redis store (back Redis up with its own
+   * snapshot, docs/operations.md) or an in-memory database;
+   * RESOURCE_EXHAUSTED while another backup of this hub runs.
+   */
+  backup(request: BackupRequest, options?: Partial<CallOptions>): ClientReadableStream<BackupResponse>;
+  backup(
+    request: BackupRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<BackupResponse>;
 }
 
 export const OperatorServiceClient = makeGenericClientConstructor(
@@ -3223,6 +3861,14 @@ export const OperatorServiceClient = makeGenericClientConstructor(
   service: typeof OperatorServiceService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 function floatToJson(value: number | null | undefined): number | string | null | undefined {
   return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
