@@ -275,4 +275,14 @@ class _HubGauges(Collector):
             "Channels live in this hub's memory.",
             value=sum(1 for _ in core.channels.live()),
         )
+        ownership = core.placement.ownership
+        if ownership is not None:  # the channels are divided among replicas
+            yield GaugeMetricFamily(
+                "agentnet_hub_partitions_held", "Partitions this replica holds.", value=len(ownership.held)
+            )
+            yield GaugeMetricFamily(
+                "agentnet_hub_followed_channels",
+                "Live channels another replica holds that this one delivers to its members.",
+                value=len(core.channels.followers.channels),
+            )
         yield from retention_metrics(core.retention.stats, core.store)

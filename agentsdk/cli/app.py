@@ -313,6 +313,7 @@ def status(ctx: typer.Context, json_: JsonOption = False) -> None:
             ["waiting for answers", f"{st.pending_inbox_total} (at most {st.max_pending_inbox} for one identity)"],
             ["channel types", ", ".join(st.channel_types)],
             *render.retention_rows(st.retention),
+            *render.partition_rows(st),
         ]
         _show(
             json_,

@@ -254,6 +254,18 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
+def partition_rows(st: operator_pb2.GetStatusResponse) -> list[list[str]]:
+    """The status rows of how the replicas divide the channels (none when every replica holds all)."""
+    if not st.HasField("partitions"):
+        return []
+    p = st.partitions
+    replicas = {o.replica_id for o in p.owners}
+    return [
+        ["partitions", f"{len(p.held)} of {p.count} held here; {len(replicas)} replicas hold {len(p.owners)}"],
+        ["channels followed", str(p.followed_channels)],
+    ]
+
+
 def retention_rows(r: operator_pb2.RetentionStatus) -> list[list[str]]:
     """The status rows of what the hub keeps of ended channels and how big its store is."""
     keep = "everything (no --retain-ended)" if not r.retain_ended_seconds else f"{r.retain_ended_seconds:g} s"

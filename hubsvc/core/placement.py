@@ -82,6 +82,10 @@ class Placement:
             return None
         return self._addresses.get(owner) or None
 
+    def owners(self) -> list[tuple[int, str, str]]:
+        """(partition, holder's replica id, its address) of every held partition, as last read."""
+        return [(p, owner, self._addresses.get(owner, "")) for p, owner in sorted(self._owners.items())]
+
     def new_channel_id(self) -> str:
         """A fresh channel id in a partition this replica holds (any fresh id without partitions). A
         replica holding no partition raises :func:`not_held` for a fresh id: the servicer forwards the

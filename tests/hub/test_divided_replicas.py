@@ -13,10 +13,12 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import grpc
 import pytest
-from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2
+from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2, operator_pb2, operator_pb2_grpc
 
 from hubsvc.core.options import HubOptions
+from hubsvc.core.ownership import Ownership
 from hubsvc.core.partition_map import desired
 from hubsvc.server import start_hub
 from hubsvc.storage.redis_store import RedisHubStore
@@ -125,8 +127,26 @@ async def test_a_channel_is_held_by_one_replica_and_served_through_any(divided: 
         assert got == [s.envelope_id for s in said if s.sender_id != p.agent_id]
     wal = await stored_wal(b, channel_id)
     assert [e.envelope_id for e in wal if e.event_type == "ag2.msg.text"] == [s.envelope_id for s in said]
-    # Only the holder folded it: the other replicas follow it.
+    # Only the holder folded it: the other replicas follow it, and say so in GetStatus.
     assert all(channel_id in h.core.channels.followers.channels for h in (b, c))
+    for hub in (a, b, c):
+        ownership = hub.core.placement.ownership
+        assert ownership is not None
+
+        async def status_shows_the_map(hub: RunningHub = hub, ownership: Ownership = ownership) -> bool:
+            async with grpc.aio.insecure_channel(hub.target) as ch:
+                status = await operator_pb2_grpc.OperatorServiceStub(ch).GetStatus(
+                    operator_pb2.GetStatusRequest(),
+                    metadata=(("authorization", f"Bearer {OPERATOR_TOKEN}"),),
+                    timeout=10,
+                )
+            p = status.partitions
+            assert (p.count, list(p.held)) == (PARTITIONS, sorted(ownership.held))
+            assert p.followed_channels == (0 if hub is a else 1)
+            mine = {o.replica_id for o in p.owners if o.partition in ownership.held}
+            return [o.partition for o in p.owners] == list(range(PARTITIONS)) and mine <= {status.replica_id}
+
+        await assert_eventually(status_shows_the_map)  # the map as of the replica's last ownership round
     for p in (alice, bob, carol):
         await p.close()
 

@@ -99,6 +99,7 @@ class OperatorOps:
             max_pending_inbox=pending_max,
             channel_types=sorted(ADAPTERS),
             retention=await retention_status(core.store, core.options, core.retention.stats),
+            partitions=partition_status(core),
         )
 
     async def _probe_store(self) -> tuple[bool, float, str]:
@@ -257,3 +258,20 @@ class OperatorOps:
             if len(rows) < AUDIT_PAGE:  # woken by this hub's next audit commit; polls for other replicas'
                 await bell.wait(rung, self.core.options.audit_poll_interval)
         await asyncio.Event().wait()  # nothing can come after the largest id: wait for the client to go
+
+
+def partition_status(core: HubCore) -> operator_pb2.PartitionStatus | None:
+    """How the replicas divide the channels, as this replica last read it (None: they do not)."""
+    placement = core.placement
+    ownership = placement.ownership
+    if ownership is None:
+        return None
+    return operator_pb2.PartitionStatus(
+        count=ownership.count,
+        held=sorted(ownership.held),
+        owners=[
+            operator_pb2.PartitionOwner(partition=p, replica_id=owner, address=address)
+            for p, owner, address in placement.owners()
+        ],
+        followed_channels=len(core.channels.followers.channels),
+    )

@@ -164,7 +164,10 @@ type GetStatusResponse struct {
 	ChannelTypes []string `protobuf:"bytes,17,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty"`
 	// Retention of ended channels and the store's size (docs/operations.md
 	// "Data over time").
-	Retention     *RetentionStatus `protobuf:"bytes,18,opt,name=retention,proto3" json:"retention,omitempty"`
+	Retention *RetentionStatus `protobuf:"bytes,18,opt,name=retention,proto3" json:"retention,omitempty"`
+	// How the replicas divide the channels (docs/scale-out.md "Channels divided
+	// among the replicas"); unset when every replica holds every channel.
+	Partitions    *PartitionStatus `protobuf:"bytes,19,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,6 +328,155 @@ func (x *GetStatusResponse) GetRetention() *RetentionStatus {
 	return nil
 }
 
+func (x *GetStatusResponse) GetPartitions() *PartitionStatus {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// PartitionStatus is this replica's view of the partitions the channels fall
+// into, as of its last ownership round (at most --replica-refresh old).
+type PartitionStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The store's partition count (--partitions, fixed when the store was
+	// created).
+	Count int32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// The partitions this replica holds, ascending.
+	Held []int32 `protobuf:"varint,2,rep,packed,name=held,proto3" json:"held,omitempty"`
+	// Every partition some replica holds, ascending by partition (a partition
+	// nobody holds — it is moving — is left out).
+	Owners []*PartitionOwner `protobuf:"bytes,3,rep,name=owners,proto3" json:"owners,omitempty"`
+	// Live channels another replica holds that this one follows (delivers to
+	// its connected members without folding).
+	FollowedChannels int64 `protobuf:"varint,4,opt,name=followed_channels,json=followedChannels,proto3" json:"followed_channels,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PartitionStatus) Reset() {
+	*x = PartitionStatus{}
+	mi := &file_agentnet_v1_operator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionStatus) ProtoMessage() {}
+
+func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_operator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
+func (*PartitionStatus) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PartitionStatus) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetHeld() []int32 {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *PartitionStatus) GetOwners() []*PartitionOwner {
+	if x != nil {
+		return x.Owners
+	}
+	return nil
+}
+
+func (x *PartitionStatus) GetFollowedChannels() int64 {
+	if x != nil {
+		return x.FollowedChannels
+	}
+	return 0
+}
+
+// PartitionOwner is one partition's holder.
+type PartitionOwner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partition, in [0, count).
+	Partition int32 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The replica holding its lease (GetStatusResponse.replica_id of that
+	// replica).
+	ReplicaId string `protobuf:"bytes,2,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// Where the other replicas reach it ("" if it advertises no address).
+	Address       string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionOwner) Reset() {
+	*x = PartitionOwner{}
+	mi := &file_agentnet_v1_operator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionOwner) ProtoMessage() {}
+
+func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_operator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionOwner.ProtoReflect.Descriptor instead.
+func (*PartitionOwner) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PartitionOwner) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionOwner) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *PartitionOwner) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // RetentionStatus is what the hub keeps of ended channels and how big its
 // store is.
 type RetentionStatus struct {
@@ -353,7 +505,7 @@ type RetentionStatus struct {
 
 func (x *RetentionStatus) Reset() {
 	*x = RetentionStatus{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[3]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +517,7 @@ func (x *RetentionStatus) String() string {
 func (*RetentionStatus) ProtoMessage() {}
 
 func (x *RetentionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[3]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +530,7 @@ func (x *RetentionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionStatus.ProtoReflect.Descriptor instead.
 func (*RetentionStatus) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{3}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RetentionStatus) GetRetainEndedSeconds() float64 {
@@ -449,7 +601,7 @@ type OperatorServiceListAgentsRequest struct {
 
 func (x *OperatorServiceListAgentsRequest) Reset() {
 	*x = OperatorServiceListAgentsRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[4]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +613,7 @@ func (x *OperatorServiceListAgentsRequest) String() string {
 func (*OperatorServiceListAgentsRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[4]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +626,7 @@ func (x *OperatorServiceListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{4}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OperatorServiceListAgentsRequest) GetOnlineOnly() bool {
@@ -518,7 +670,7 @@ type OperatorServiceListAgentsResponse struct {
 
 func (x *OperatorServiceListAgentsResponse) Reset() {
 	*x = OperatorServiceListAgentsResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[5]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +682,7 @@ func (x *OperatorServiceListAgentsResponse) String() string {
 func (*OperatorServiceListAgentsResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[5]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +695,7 @@ func (x *OperatorServiceListAgentsResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use OperatorServiceListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{5}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OperatorServiceListAgentsResponse) GetAgents() []*AgentSummary {
@@ -571,7 +723,7 @@ type OperatorServiceDescribeAgentRequest struct {
 
 func (x *OperatorServiceDescribeAgentRequest) Reset() {
 	*x = OperatorServiceDescribeAgentRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[6]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +735,7 @@ func (x *OperatorServiceDescribeAgentRequest) String() string {
 func (*OperatorServiceDescribeAgentRequest) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[6]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +748,7 @@ func (x *OperatorServiceDescribeAgentRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use OperatorServiceDescribeAgentRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{6}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OperatorServiceDescribeAgentRequest) GetAgent() string {
@@ -617,7 +769,7 @@ type OperatorServiceDescribeAgentResponse struct {
 
 func (x *OperatorServiceDescribeAgentResponse) Reset() {
 	*x = OperatorServiceDescribeAgentResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[7]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +781,7 @@ func (x *OperatorServiceDescribeAgentResponse) String() string {
 func (*OperatorServiceDescribeAgentResponse) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[7]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +794,7 @@ func (x *OperatorServiceDescribeAgentResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use OperatorServiceDescribeAgentResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{7}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OperatorServiceDescribeAgentResponse) GetAgent() *AgentRecord {
@@ -670,7 +822,7 @@ type OperatorServiceListChannelsRequest struct {
 
 func (x *OperatorServiceListChannelsRequest) Reset() {
 	*x = OperatorServiceListChannelsRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[8]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +834,7 @@ func (x *OperatorServiceListChannelsRequest) String() string {
 func (*OperatorServiceListChannelsRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[8]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +847,7 @@ func (x *OperatorServiceListChannelsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use OperatorServiceListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{8}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OperatorServiceListChannelsRequest) GetStates() []ChannelState {
@@ -743,7 +895,7 @@ type OperatorServiceListChannelsResponse struct {
 
 func (x *OperatorServiceListChannelsResponse) Reset() {
 	*x = OperatorServiceListChannelsResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +907,7 @@ func (x *OperatorServiceListChannelsResponse) String() string {
 func (*OperatorServiceListChannelsResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[9]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +920,7 @@ func (x *OperatorServiceListChannelsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use OperatorServiceListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{9}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OperatorServiceListChannelsResponse) GetChannels() []*ChannelMetadata {
@@ -803,7 +955,7 @@ type ChannelTurn struct {
 
 func (x *ChannelTurn) Reset() {
 	*x = ChannelTurn{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +967,7 @@ func (x *ChannelTurn) String() string {
 func (*ChannelTurn) ProtoMessage() {}
 
 func (x *ChannelTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[10]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +980,7 @@ func (x *ChannelTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelTurn.ProtoReflect.Descriptor instead.
 func (*ChannelTurn) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{10}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ChannelTurn) GetExpectedNext() []string {
@@ -849,7 +1001,7 @@ type OperatorServiceDescribeChannelRequest struct {
 
 func (x *OperatorServiceDescribeChannelRequest) Reset() {
 	*x = OperatorServiceDescribeChannelRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1013,7 @@ func (x *OperatorServiceDescribeChannelRequest) String() string {
 func (*OperatorServiceDescribeChannelRequest) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[11]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1026,7 @@ func (x *OperatorServiceDescribeChannelRequest) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use OperatorServiceDescribeChannelRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeChannelRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{11}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OperatorServiceDescribeChannelRequest) GetChannelId() string {
@@ -905,7 +1057,7 @@ type OperatorServiceDescribeChannelResponse struct {
 
 func (x *OperatorServiceDescribeChannelResponse) Reset() {
 	*x = OperatorServiceDescribeChannelResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1069,7 @@ func (x *OperatorServiceDescribeChannelResponse) String() string {
 func (*OperatorServiceDescribeChannelResponse) ProtoMessage() {}
 
 func (x *OperatorServiceDescribeChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[12]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1082,7 @@ func (x *OperatorServiceDescribeChannelResponse) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use OperatorServiceDescribeChannelResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceDescribeChannelResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{12}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OperatorServiceDescribeChannelResponse) GetChannel() *ChannelMetadata {
@@ -981,7 +1133,7 @@ type OperatorServiceReadWalRequest struct {
 
 func (x *OperatorServiceReadWalRequest) Reset() {
 	*x = OperatorServiceReadWalRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1145,7 @@ func (x *OperatorServiceReadWalRequest) String() string {
 func (*OperatorServiceReadWalRequest) ProtoMessage() {}
 
 func (x *OperatorServiceReadWalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[13]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1158,7 @@ func (x *OperatorServiceReadWalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceReadWalRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceReadWalRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{13}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OperatorServiceReadWalRequest) GetChannelId() string {
@@ -1055,7 +1207,7 @@ type OperatorServiceReadWalResponse struct {
 
 func (x *OperatorServiceReadWalResponse) Reset() {
 	*x = OperatorServiceReadWalResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1219,7 @@ func (x *OperatorServiceReadWalResponse) String() string {
 func (*OperatorServiceReadWalResponse) ProtoMessage() {}
 
 func (x *OperatorServiceReadWalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[14]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1232,7 @@ func (x *OperatorServiceReadWalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceReadWalResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceReadWalResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{14}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OperatorServiceReadWalResponse) GetEnvelope() *Envelope {
@@ -1105,7 +1257,7 @@ type OperatorServiceListTasksRequest struct {
 
 func (x *OperatorServiceListTasksRequest) Reset() {
 	*x = OperatorServiceListTasksRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1269,7 @@ func (x *OperatorServiceListTasksRequest) String() string {
 func (*OperatorServiceListTasksRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[15]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1282,7 @@ func (x *OperatorServiceListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceListTasksRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{15}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OperatorServiceListTasksRequest) GetIncludeEnded() bool {
@@ -1167,7 +1319,7 @@ type OperatorServiceListTasksResponse struct {
 
 func (x *OperatorServiceListTasksResponse) Reset() {
 	*x = OperatorServiceListTasksResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1331,7 @@ func (x *OperatorServiceListTasksResponse) String() string {
 func (*OperatorServiceListTasksResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[16]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1344,7 @@ func (x *OperatorServiceListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceListTasksResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{16}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OperatorServiceListTasksResponse) GetTasks() []*TaskMetadata {
@@ -1220,7 +1372,7 @@ type OperatorServiceGetTaskRequest struct {
 
 func (x *OperatorServiceGetTaskRequest) Reset() {
 	*x = OperatorServiceGetTaskRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1384,7 @@ func (x *OperatorServiceGetTaskRequest) String() string {
 func (*OperatorServiceGetTaskRequest) ProtoMessage() {}
 
 func (x *OperatorServiceGetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[17]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1397,7 @@ func (x *OperatorServiceGetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceGetTaskRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceGetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{17}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OperatorServiceGetTaskRequest) GetTaskId() string {
@@ -1266,7 +1418,7 @@ type OperatorServiceGetTaskResponse struct {
 
 func (x *OperatorServiceGetTaskResponse) Reset() {
 	*x = OperatorServiceGetTaskResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1430,7 @@ func (x *OperatorServiceGetTaskResponse) String() string {
 func (*OperatorServiceGetTaskResponse) ProtoMessage() {}
 
 func (x *OperatorServiceGetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[18]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1443,7 @@ func (x *OperatorServiceGetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorServiceGetTaskResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceGetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{18}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OperatorServiceGetTaskResponse) GetTask() *TaskMetadata {
@@ -1319,7 +1471,7 @@ type OperatorServiceListExecutionsRequest struct {
 
 func (x *OperatorServiceListExecutionsRequest) Reset() {
 	*x = OperatorServiceListExecutionsRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1483,7 @@ func (x *OperatorServiceListExecutionsRequest) String() string {
 func (*OperatorServiceListExecutionsRequest) ProtoMessage() {}
 
 func (x *OperatorServiceListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[19]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1496,7 @@ func (x *OperatorServiceListExecutionsRequest) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use OperatorServiceListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{19}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OperatorServiceListExecutionsRequest) GetTree() isOperatorServiceListExecutionsRequest_Tree {
@@ -1413,7 +1565,7 @@ type OperatorServiceListExecutionsResponse struct {
 
 func (x *OperatorServiceListExecutionsResponse) Reset() {
 	*x = OperatorServiceListExecutionsResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1577,7 @@ func (x *OperatorServiceListExecutionsResponse) String() string {
 func (*OperatorServiceListExecutionsResponse) ProtoMessage() {}
 
 func (x *OperatorServiceListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[20]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1590,7 @@ func (x *OperatorServiceListExecutionsResponse) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use OperatorServiceListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*OperatorServiceListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{20}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OperatorServiceListExecutionsResponse) GetExecutions() []*Execution {
@@ -1471,7 +1623,7 @@ type FollowAuditRequest struct {
 
 func (x *FollowAuditRequest) Reset() {
 	*x = FollowAuditRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1635,7 @@ func (x *FollowAuditRequest) String() string {
 func (*FollowAuditRequest) ProtoMessage() {}
 
 func (x *FollowAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[21]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1648,7 @@ func (x *FollowAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowAuditRequest.ProtoReflect.Descriptor instead.
 func (*FollowAuditRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{21}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FollowAuditRequest) GetKind() string {
@@ -1531,7 +1683,7 @@ type FollowAuditResponse struct {
 
 func (x *FollowAuditResponse) Reset() {
 	*x = FollowAuditResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[22]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1695,7 @@ func (x *FollowAuditResponse) String() string {
 func (*FollowAuditResponse) ProtoMessage() {}
 
 func (x *FollowAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[22]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1708,7 @@ func (x *FollowAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowAuditResponse.ProtoReflect.Descriptor instead.
 func (*FollowAuditResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{22}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FollowAuditResponse) GetRecord() *AuditRecord {
@@ -1575,7 +1727,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[23]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1739,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[23]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1752,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{23}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{25}
 }
 
 // BackupResponse is one piece of the copy: the file's bytes in order, then
@@ -1617,7 +1769,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[24]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1781,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[24]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1794,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{24}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -1679,7 +1831,7 @@ type BackupSummary struct {
 
 func (x *BackupSummary) Reset() {
 	*x = BackupSummary{}
-	mi := &file_agentnet_v1_operator_proto_msgTypes[25]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1843,7 @@ func (x *BackupSummary) String() string {
 func (*BackupSummary) ProtoMessage() {}
 
 func (x *BackupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_operator_proto_msgTypes[25]
+	mi := &file_agentnet_v1_operator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1856,7 @@ func (x *BackupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupSummary.ProtoReflect.Descriptor instead.
 func (*BackupSummary) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{25}
+	return file_agentnet_v1_operator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BackupSummary) GetStoreKind() string {
@@ -1750,7 +1902,7 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\x10GetStatusRequest\"Z\n" +
 	"\x11ChannelStateCount\x12/\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x19.agentnet.v1.ChannelStateR\x05state\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\xf4\x05\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xb2\x06\n" +
 	"\x11GetStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -1776,7 +1928,20 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\x13pending_inbox_total\x18\x0f \x01(\x03R\x11pendingInboxTotal\x12*\n" +
 	"\x11max_pending_inbox\x18\x10 \x01(\x03R\x0fmaxPendingInbox\x12#\n" +
 	"\rchannel_types\x18\x11 \x03(\tR\fchannelTypes\x12:\n" +
-	"\tretention\x18\x12 \x01(\v2\x1c.agentnet.v1.RetentionStatusR\tretention\"\xd3\x02\n" +
+	"\tretention\x18\x12 \x01(\v2\x1c.agentnet.v1.RetentionStatusR\tretention\x12<\n" +
+	"\n" +
+	"partitions\x18\x13 \x01(\v2\x1c.agentnet.v1.PartitionStatusR\n" +
+	"partitions\"\x9d\x01\n" +
+	"\x0fPartitionStatus\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\x12\x12\n" +
+	"\x04held\x18\x02 \x03(\x05R\x04held\x123\n" +
+	"\x06owners\x18\x03 \x03(\v2\x1b.agentnet.v1.PartitionOwnerR\x06owners\x12+\n" +
+	"\x11followed_channels\x18\x04 \x01(\x03R\x10followedChannels\"g\n" +
+	"\x0ePartitionOwner\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x02 \x01(\tR\treplicaId\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"\xd3\x02\n" +
 	"\x0fRetentionStatus\x120\n" +
 	"\x14retain_ended_seconds\x18\x01 \x01(\x01R\x12retainEndedSeconds\x12.\n" +
 	"\x13ended_channels_kept\x18\x02 \x01(\x03R\x11endedChannelsKept\x12'\n" +
@@ -1900,92 +2065,96 @@ func file_agentnet_v1_operator_proto_rawDescGZIP() []byte {
 	return file_agentnet_v1_operator_proto_rawDescData
 }
 
-var file_agentnet_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_agentnet_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_agentnet_v1_operator_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),                       // 0: agentnet.v1.GetStatusRequest
 	(*ChannelStateCount)(nil),                      // 1: agentnet.v1.ChannelStateCount
 	(*GetStatusResponse)(nil),                      // 2: agentnet.v1.GetStatusResponse
-	(*RetentionStatus)(nil),                        // 3: agentnet.v1.RetentionStatus
-	(*OperatorServiceListAgentsRequest)(nil),       // 4: agentnet.v1.OperatorServiceListAgentsRequest
-	(*OperatorServiceListAgentsResponse)(nil),      // 5: agentnet.v1.OperatorServiceListAgentsResponse
-	(*OperatorServiceDescribeAgentRequest)(nil),    // 6: agentnet.v1.OperatorServiceDescribeAgentRequest
-	(*OperatorServiceDescribeAgentResponse)(nil),   // 7: agentnet.v1.OperatorServiceDescribeAgentResponse
-	(*OperatorServiceListChannelsRequest)(nil),     // 8: agentnet.v1.OperatorServiceListChannelsRequest
-	(*OperatorServiceListChannelsResponse)(nil),    // 9: agentnet.v1.OperatorServiceListChannelsResponse
-	(*ChannelTurn)(nil),                            // 10: agentnet.v1.ChannelTurn
-	(*OperatorServiceDescribeChannelRequest)(nil),  // 11: agentnet.v1.OperatorServiceDescribeChannelRequest
-	(*OperatorServiceDescribeChannelResponse)(nil), // 12: agentnet.v1.OperatorServiceDescribeChannelResponse
-	(*OperatorServiceReadWalRequest)(nil),          // 13: agentnet.v1.OperatorServiceReadWalRequest
-	(*OperatorServiceReadWalResponse)(nil),         // 14: agentnet.v1.OperatorServiceReadWalResponse
-	(*OperatorServiceListTasksRequest)(nil),        // 15: agentnet.v1.OperatorServiceListTasksRequest
-	(*OperatorServiceListTasksResponse)(nil),       // 16: agentnet.v1.OperatorServiceListTasksResponse
-	(*OperatorServiceGetTaskRequest)(nil),          // 17: agentnet.v1.OperatorServiceGetTaskRequest
-	(*OperatorServiceGetTaskResponse)(nil),         // 18: agentnet.v1.OperatorServiceGetTaskResponse
-	(*OperatorServiceListExecutionsRequest)(nil),   // 19: agentnet.v1.OperatorServiceListExecutionsRequest
-	(*OperatorServiceListExecutionsResponse)(nil),  // 20: agentnet.v1.OperatorServiceListExecutionsResponse
-	(*FollowAuditRequest)(nil),                     // 21: agentnet.v1.FollowAuditRequest
-	(*FollowAuditResponse)(nil),                    // 22: agentnet.v1.FollowAuditResponse
-	(*BackupRequest)(nil),                          // 23: agentnet.v1.BackupRequest
-	(*BackupResponse)(nil),                         // 24: agentnet.v1.BackupResponse
-	(*BackupSummary)(nil),                          // 25: agentnet.v1.BackupSummary
-	nil,                                            // 26: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
-	(ChannelState)(0),                              // 27: agentnet.v1.ChannelState
-	(*timestamppb.Timestamp)(nil),                  // 28: google.protobuf.Timestamp
-	(*AgentSummary)(nil),                           // 29: agentnet.v1.AgentSummary
-	(*AgentRecord)(nil),                            // 30: agentnet.v1.AgentRecord
-	(*ChannelMetadata)(nil),                        // 31: agentnet.v1.ChannelMetadata
-	(*Envelope)(nil),                               // 32: agentnet.v1.Envelope
-	(*TaskMetadata)(nil),                           // 33: agentnet.v1.TaskMetadata
-	(*Execution)(nil),                              // 34: agentnet.v1.Execution
-	(*AuditRecord)(nil),                            // 35: agentnet.v1.AuditRecord
+	(*PartitionStatus)(nil),                        // 3: agentnet.v1.PartitionStatus
+	(*PartitionOwner)(nil),                         // 4: agentnet.v1.PartitionOwner
+	(*RetentionStatus)(nil),                        // 5: agentnet.v1.RetentionStatus
+	(*OperatorServiceListAgentsRequest)(nil),       // 6: agentnet.v1.OperatorServiceListAgentsRequest
+	(*OperatorServiceListAgentsResponse)(nil),      // 7: agentnet.v1.OperatorServiceListAgentsResponse
+	(*OperatorServiceDescribeAgentRequest)(nil),    // 8: agentnet.v1.OperatorServiceDescribeAgentRequest
+	(*OperatorServiceDescribeAgentResponse)(nil),   // 9: agentnet.v1.OperatorServiceDescribeAgentResponse
+	(*OperatorServiceListChannelsRequest)(nil),     // 10: agentnet.v1.OperatorServiceListChannelsRequest
+	(*OperatorServiceListChannelsResponse)(nil),    // 11: agentnet.v1.OperatorServiceListChannelsResponse
+	(*ChannelTurn)(nil),                            // 12: agentnet.v1.ChannelTurn
+	(*OperatorServiceDescribeChannelRequest)(nil),  // 13: agentnet.v1.OperatorServiceDescribeChannelRequest
+	(*OperatorServiceDescribeChannelResponse)(nil), // 14: agentnet.v1.OperatorServiceDescribeChannelResponse
+	(*OperatorServiceReadWalRequest)(nil),          // 15: agentnet.v1.OperatorServiceReadWalRequest
+	(*OperatorServiceReadWalResponse)(nil),         // 16: agentnet.v1.OperatorServiceReadWalResponse
+	(*OperatorServiceListTasksRequest)(nil),        // 17: agentnet.v1.OperatorServiceListTasksRequest
+	(*OperatorServiceListTasksResponse)(nil),       // 18: agentnet.v1.OperatorServiceListTasksResponse
+	(*OperatorServiceGetTaskRequest)(nil),          // 19: agentnet.v1.OperatorServiceGetTaskRequest
+	(*OperatorServiceGetTaskResponse)(nil),         // 20: agentnet.v1.OperatorServiceGetTaskResponse
+	(*OperatorServiceListExecutionsRequest)(nil),   // 21: agentnet.v1.OperatorServiceListExecutionsRequest
+	(*OperatorServiceListExecutionsResponse)(nil),  // 22: agentnet.v1.OperatorServiceListExecutionsResponse
+	(*FollowAuditRequest)(nil),                     // 23: agentnet.v1.FollowAuditRequest
+	(*FollowAuditResponse)(nil),                    // 24: agentnet.v1.FollowAuditResponse
+	(*BackupRequest)(nil),                          // 25: agentnet.v1.BackupRequest
+	(*BackupResponse)(nil),                         // 26: agentnet.v1.BackupResponse
+	(*BackupSummary)(nil),                          // 27: agentnet.v1.BackupSummary
+	nil,                                            // 28: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
+	(ChannelState)(0),                              // 29: agentnet.v1.ChannelState
+	(*timestamppb.Timestamp)(nil),                  // 30: google.protobuf.Timestamp
+	(*AgentSummary)(nil),                           // 31: agentnet.v1.AgentSummary
+	(*AgentRecord)(nil),                            // 32: agentnet.v1.AgentRecord
+	(*ChannelMetadata)(nil),                        // 33: agentnet.v1.ChannelMetadata
+	(*Envelope)(nil),                               // 34: agentnet.v1.Envelope
+	(*TaskMetadata)(nil),                           // 35: agentnet.v1.TaskMetadata
+	(*Execution)(nil),                              // 36: agentnet.v1.Execution
+	(*AuditRecord)(nil),                            // 37: agentnet.v1.AuditRecord
 }
 var file_agentnet_v1_operator_proto_depIdxs = []int32{
-	27, // 0: agentnet.v1.ChannelStateCount.state:type_name -> agentnet.v1.ChannelState
-	28, // 1: agentnet.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	29, // 0: agentnet.v1.ChannelStateCount.state:type_name -> agentnet.v1.ChannelState
+	30, // 1: agentnet.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	1,  // 2: agentnet.v1.GetStatusResponse.live_channels:type_name -> agentnet.v1.ChannelStateCount
-	3,  // 3: agentnet.v1.GetStatusResponse.retention:type_name -> agentnet.v1.RetentionStatus
-	28, // 4: agentnet.v1.RetentionStatus.last_sweep_at:type_name -> google.protobuf.Timestamp
-	29, // 5: agentnet.v1.OperatorServiceListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	30, // 6: agentnet.v1.OperatorServiceDescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	27, // 7: agentnet.v1.OperatorServiceListChannelsRequest.states:type_name -> agentnet.v1.ChannelState
-	31, // 8: agentnet.v1.OperatorServiceListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	26, // 9: agentnet.v1.OperatorServiceListChannelsResponse.turns:type_name -> agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
-	31, // 10: agentnet.v1.OperatorServiceDescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	32, // 11: agentnet.v1.OperatorServiceReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	33, // 12: agentnet.v1.OperatorServiceListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	33, // 13: agentnet.v1.OperatorServiceGetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	34, // 14: agentnet.v1.OperatorServiceListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	35, // 15: agentnet.v1.FollowAuditResponse.record:type_name -> agentnet.v1.AuditRecord
-	25, // 16: agentnet.v1.BackupResponse.summary:type_name -> agentnet.v1.BackupSummary
-	28, // 17: agentnet.v1.BackupSummary.taken_at:type_name -> google.protobuf.Timestamp
-	10, // 18: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry.value:type_name -> agentnet.v1.ChannelTurn
-	0,  // 19: agentnet.v1.OperatorService.GetStatus:input_type -> agentnet.v1.GetStatusRequest
-	4,  // 20: agentnet.v1.OperatorService.ListAgents:input_type -> agentnet.v1.OperatorServiceListAgentsRequest
-	6,  // 21: agentnet.v1.OperatorService.DescribeAgent:input_type -> agentnet.v1.OperatorServiceDescribeAgentRequest
-	8,  // 22: agentnet.v1.OperatorService.ListChannels:input_type -> agentnet.v1.OperatorServiceListChannelsRequest
-	11, // 23: agentnet.v1.OperatorService.DescribeChannel:input_type -> agentnet.v1.OperatorServiceDescribeChannelRequest
-	13, // 24: agentnet.v1.OperatorService.ReadWal:input_type -> agentnet.v1.OperatorServiceReadWalRequest
-	15, // 25: agentnet.v1.OperatorService.ListTasks:input_type -> agentnet.v1.OperatorServiceListTasksRequest
-	17, // 26: agentnet.v1.OperatorService.GetTask:input_type -> agentnet.v1.OperatorServiceGetTaskRequest
-	19, // 27: agentnet.v1.OperatorService.ListExecutions:input_type -> agentnet.v1.OperatorServiceListExecutionsRequest
-	21, // 28: agentnet.v1.OperatorService.FollowAudit:input_type -> agentnet.v1.FollowAuditRequest
-	23, // 29: agentnet.v1.OperatorService.Backup:input_type -> agentnet.v1.BackupRequest
-	2,  // 30: agentnet.v1.OperatorService.GetStatus:output_type -> agentnet.v1.GetStatusResponse
-	5,  // 31: agentnet.v1.OperatorService.ListAgents:output_type -> agentnet.v1.OperatorServiceListAgentsResponse
-	7,  // 32: agentnet.v1.OperatorService.DescribeAgent:output_type -> agentnet.v1.OperatorServiceDescribeAgentResponse
-	9,  // 33: agentnet.v1.OperatorService.ListChannels:output_type -> agentnet.v1.OperatorServiceListChannelsResponse
-	12, // 34: agentnet.v1.OperatorService.DescribeChannel:output_type -> agentnet.v1.OperatorServiceDescribeChannelResponse
-	14, // 35: agentnet.v1.OperatorService.ReadWal:output_type -> agentnet.v1.OperatorServiceReadWalResponse
-	16, // 36: agentnet.v1.OperatorService.ListTasks:output_type -> agentnet.v1.OperatorServiceListTasksResponse
-	18, // 37: agentnet.v1.OperatorService.GetTask:output_type -> agentnet.v1.OperatorServiceGetTaskResponse
-	20, // 38: agentnet.v1.OperatorService.ListExecutions:output_type -> agentnet.v1.OperatorServiceListExecutionsResponse
-	22, // 39: agentnet.v1.OperatorService.FollowAudit:output_type -> agentnet.v1.FollowAuditResponse
-	24, // 40: agentnet.v1.OperatorService.Backup:output_type -> agentnet.v1.BackupResponse
-	30, // [30:41] is the sub-list for method output_type
-	19, // [19:30] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	5,  // 3: agentnet.v1.GetStatusResponse.retention:type_name -> agentnet.v1.RetentionStatus
+	3,  // 4: agentnet.v1.GetStatusResponse.partitions:type_name -> agentnet.v1.PartitionStatus
+	4,  // 5: agentnet.v1.PartitionStatus.owners:type_name -> agentnet.v1.PartitionOwner
+	30, // 6: agentnet.v1.RetentionStatus.last_sweep_at:type_name -> google.protobuf.Timestamp
+	31, // 7: agentnet.v1.OperatorServiceListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	32, // 8: agentnet.v1.OperatorServiceDescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	29, // 9: agentnet.v1.OperatorServiceListChannelsRequest.states:type_name -> agentnet.v1.ChannelState
+	33, // 10: agentnet.v1.OperatorServiceListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	28, // 11: agentnet.v1.OperatorServiceListChannelsResponse.turns:type_name -> agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
+	33, // 12: agentnet.v1.OperatorServiceDescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	34, // 13: agentnet.v1.OperatorServiceReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	35, // 14: agentnet.v1.OperatorServiceListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	35, // 15: agentnet.v1.OperatorServiceGetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	36, // 16: agentnet.v1.OperatorServiceListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	37, // 17: agentnet.v1.FollowAuditResponse.record:type_name -> agentnet.v1.AuditRecord
+	27, // 18: agentnet.v1.BackupResponse.summary:type_name -> agentnet.v1.BackupSummary
+	30, // 19: agentnet.v1.BackupSummary.taken_at:type_name -> google.protobuf.Timestamp
+	12, // 20: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry.value:type_name -> agentnet.v1.ChannelTurn
+	0,  // 21: agentnet.v1.OperatorService.GetStatus:input_type -> agentnet.v1.GetStatusRequest
+	6,  // 22: agentnet.v1.OperatorService.ListAgents:input_type -> agentnet.v1.OperatorServiceListAgentsRequest
+	8,  // 23: agentnet.v1.OperatorService.DescribeAgent:input_type -> agentnet.v1.OperatorServiceDescribeAgentRequest
+	10, // 24: agentnet.v1.OperatorService.ListChannels:input_type -> agentnet.v1.OperatorServiceListChannelsRequest
+	13, // 25: agentnet.v1.OperatorService.DescribeChannel:input_type -> agentnet.v1.OperatorServiceDescribeChannelRequest
+	15, // 26: agentnet.v1.OperatorService.ReadWal:input_type -> agentnet.v1.OperatorServiceReadWalRequest
+	17, // 27: agentnet.v1.OperatorService.ListTasks:input_type -> agentnet.v1.OperatorServiceListTasksRequest
+	19, // 28: agentnet.v1.OperatorService.GetTask:input_type -> agentnet.v1.OperatorServiceGetTaskRequest
+	21, // 29: agentnet.v1.OperatorService.ListExecutions:input_type -> agentnet.v1.OperatorServiceListExecutionsRequest
+	23, // 30: agentnet.v1.OperatorService.FollowAudit:input_type -> agentnet.v1.FollowAuditRequest
+	25, // 31: agentnet.v1.OperatorService.Backup:input_type -> agentnet.v1.BackupRequest
+	2,  // 32: agentnet.v1.OperatorService.GetStatus:output_type -> agentnet.v1.GetStatusResponse
+	7,  // 33: agentnet.v1.OperatorService.ListAgents:output_type -> agentnet.v1.OperatorServiceListAgentsResponse
+	9,  // 34: agentnet.v1.OperatorService.DescribeAgent:output_type -> agentnet.v1.OperatorServiceDescribeAgentResponse
+	11, // 35: agentnet.v1.OperatorService.ListChannels:output_type -> agentnet.v1.OperatorServiceListChannelsResponse
+	14, // 36: agentnet.v1.OperatorService.DescribeChannel:output_type -> agentnet.v1.OperatorServiceDescribeChannelResponse
+	16, // 37: agentnet.v1.OperatorService.ReadWal:output_type -> agentnet.v1.OperatorServiceReadWalResponse
+	18, // 38: agentnet.v1.OperatorService.ListTasks:output_type -> agentnet.v1.OperatorServiceListTasksResponse
+	20, // 39: agentnet.v1.OperatorService.GetTask:output_type -> agentnet.v1.OperatorServiceGetTaskResponse
+	22, // 40: agentnet.v1.OperatorService.ListExecutions:output_type -> agentnet.v1.OperatorServiceListExecutionsResponse
+	24, // 41: agentnet.v1.OperatorService.FollowAudit:output_type -> agentnet.v1.FollowAuditResponse
+	26, // 42: agentnet.v1.OperatorService.Backup:output_type -> agentnet.v1.BackupResponse
+	32, // [32:43] is the sub-list for method output_type
+	21, // [21:32] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_operator_proto_init() }
@@ -1999,7 +2168,7 @@ func file_agentnet_v1_operator_proto_init() {
 	file_agentnet_v1_hub_proto_init()
 	file_agentnet_v1_identity_proto_init()
 	file_agentnet_v1_task_proto_init()
-	file_agentnet_v1_operator_proto_msgTypes[19].OneofWrappers = []any{
+	file_agentnet_v1_operator_proto_msgTypes[21].OneofWrappers = []any{
 		(*OperatorServiceListExecutionsRequest_RootSessionId)(nil),
 		(*OperatorServiceListExecutionsRequest_ExecutionId)(nil),
 	}
@@ -2009,7 +2178,7 @@ func file_agentnet_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_operator_proto_rawDesc), len(file_agentnet_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -92,6 +92,7 @@ class GetStatusResponse(_message.Message):
     MAX_PENDING_INBOX_FIELD_NUMBER: _builtins.int
     CHANNEL_TYPES_FIELD_NUMBER: _builtins.int
     RETENTION_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     """The hub's version (the installed agent-network package)."""
     store_kind: _builtins.str
@@ -155,6 +156,12 @@ class GetStatusResponse(_message.Message):
         "Data over time").
         """
 
+    @_builtins.property
+    def partitions(self) -> Global___PartitionStatus:
+        """How the replicas divide the channels (docs/scale-out.md "Channels divided
+        among the replicas"); unset when every replica holds every channel.
+        """
+
     def __init__(
         self,
         *,
@@ -176,14 +183,93 @@ class GetStatusResponse(_message.Message):
         max_pending_inbox: _builtins.int = ...,
         channel_types: _abc.Iterable[_builtins.str] | None = ...,
         retention: Global___RetentionStatus | None = ...,
+        partitions: Global___PartitionStatus | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["retention", b"retention", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "retention", b"retention", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_types", b"channel_types", "connected_streams", b"connected_streams", "identities", b"identities", "live_channels", b"live_channels", "max_pending_inbox", b"max_pending_inbox", "online", b"online", "pending_inbox_total", b"pending_inbox_total", "replica_id", b"replica_id", "retention", b"retention", "running_tasks", b"running_tasks", "started_at", b"started_at", "store_address", b"store_address", "store_error", b"store_error", "store_healthy", b"store_healthy", "store_kind", b"store_kind", "store_probe_seconds", b"store_probe_seconds", "uptime_seconds", b"uptime_seconds", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_types", b"channel_types", "connected_streams", b"connected_streams", "identities", b"identities", "live_channels", b"live_channels", "max_pending_inbox", b"max_pending_inbox", "online", b"online", "partitions", b"partitions", "pending_inbox_total", b"pending_inbox_total", "replica_id", b"replica_id", "retention", b"retention", "running_tasks", b"running_tasks", "started_at", b"started_at", "store_address", b"store_address", "store_error", b"store_error", "store_healthy", b"store_healthy", "store_kind", b"store_kind", "store_probe_seconds", b"store_probe_seconds", "uptime_seconds", b"uptime_seconds", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
+
+@_typing.final
+class PartitionStatus(_message.Message):
+    """PartitionStatus is this replica's view of the partitions the channels fall
+    into, as of its last ownership round (at most --replica-refresh old).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COUNT_FIELD_NUMBER: _builtins.int
+    HELD_FIELD_NUMBER: _builtins.int
+    OWNERS_FIELD_NUMBER: _builtins.int
+    FOLLOWED_CHANNELS_FIELD_NUMBER: _builtins.int
+    count: _builtins.int
+    """The store's partition count (--partitions, fixed when the store was
+    created).
+    """
+    followed_channels: _builtins.int
+    """Live channels another replica holds that this one follows (delivers to
+    its connected members without folding).
+    """
+    @_builtins.property
+    def held(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The partitions this replica holds, ascending."""
+
+    @_builtins.property
+    def owners(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionOwner]:
+        """Every partition some replica holds, ascending by partition (a partition
+        nobody holds — it is moving — is left out).
+        """
+
+    def __init__(
+        self,
+        *,
+        count: _builtins.int = ...,
+        held: _abc.Iterable[_builtins.int] | None = ...,
+        owners: _abc.Iterable[Global___PartitionOwner] | None = ...,
+        followed_channels: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "followed_channels", b"followed_channels", "held", b"held", "owners", b"owners"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PartitionStatus: _TypeAlias = PartitionStatus  # noqa: Y015
+
+@_typing.final
+class PartitionOwner(_message.Message):
+    """PartitionOwner is one partition's holder."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_FIELD_NUMBER: _builtins.int
+    REPLICA_ID_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    partition: _builtins.int
+    """The partition, in [0, count)."""
+    replica_id: _builtins.str
+    """The replica holding its lease (GetStatusResponse.replica_id of that
+    replica).
+    """
+    address: _builtins.str
+    """Where the other replicas reach it ("" if it advertises no address)."""
+    def __init__(
+        self,
+        *,
+        partition: _builtins.int = ...,
+        replica_id: _builtins.str = ...,
+        address: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "partition", b"partition", "replica_id", b"replica_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PartitionOwner: _TypeAlias = PartitionOwner  # noqa: Y015
 
 @_typing.final
 class RetentionStatus(_message.Message):

@@ -118,6 +118,8 @@ __all__ = (
     "OperatorServiceStub",
     "Participant",
     "ParticipantRole",
+    "PartitionOwner",
+    "PartitionStatus",
     "Passport",
     "PassportKind",
     "PendingTurn",
@@ -3012,6 +3014,12 @@ class GetStatusResponse(betterproto2.Message):
     "Data over time").
     """
 
+    partitions: "PartitionStatus | None" = betterproto2.field(19, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    How the replicas divide the channels (docs/scale-out.md "Channels divided
+    among the replicas"); unset when every replica holds every channel.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "GetStatusResponse", GetStatusResponse)
 
@@ -4142,6 +4150,66 @@ class Participant(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "Participant", Participant)
+
+
+@dataclass(eq=False, repr=False)
+class PartitionOwner(betterproto2.Message):
+    """
+    PartitionOwner is one partition's holder.
+    """
+
+    partition: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    The partition, in [0, count).
+    """
+
+    replica_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The replica holding its lease (GetStatusResponse.replica_id of that
+    replica).
+    """
+
+    address: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    Where the other replicas reach it ("" if it advertises no address).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "PartitionOwner", PartitionOwner)
+
+
+@dataclass(eq=False, repr=False)
+class PartitionStatus(betterproto2.Message):
+    """
+    PartitionStatus is this replica's view of the partitions the channels fall
+    into, as of its last ownership round (at most --replica-refresh old).
+    """
+
+    count: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    The store's partition count (--partitions, fixed when the store was
+    created).
+    """
+
+    held: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+    """
+    The partitions this replica holds, ascending.
+    """
+
+    owners: "list[PartitionOwner]" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    Every partition some replica holds, ascending by partition (a partition
+    nobody holds — it is moving — is left out).
+    """
+
+    followed_channels: "int" = betterproto2.field(4, betterproto2.TYPE_INT64)
+    """
+    Live channels another replica holds that this one follows (delivers to
+    its connected members without folding).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "PartitionStatus", PartitionStatus)
 
 
 @dataclass(eq=False, repr=False)

@@ -105,7 +105,51 @@ export interface GetStatusResponse {
    * Retention of ended channels and the store's size (docs/operations.md
    * "Data over time").
    */
-  retention?: RetentionStatus | undefined;
+  retention?:
+    | RetentionStatus
+    | undefined;
+  /**
+   * How the replicas divide the channels (docs/scale-out.md "Channels divided
+   * among the replicas"); unset when every replica holds every channel.
+   */
+  partitions?: PartitionStatus | undefined;
+}
+
+/**
+ * PartitionStatus is this replica's view of the partitions the channels fall
+ * into, as of its last ownership round (at most --replica-refresh old).
+ */
+export interface PartitionStatus {
+  /**
+   * The store's partition count (--partitions, fixed when the store was
+   * created).
+   */
+  count: number;
+  /** The partitions this replica holds, ascending. */
+  held: number[];
+  /**
+   * Every partition some replica holds, ascending by partition (a partition
+   * nobody holds — it is moving — is left out).
+   */
+  owners: PartitionOwner[];
+  /**
+   * Live channels another replica holds that this one follows (delivers to
+   * its connected members without folding).
+   */
+  followedChannels: number;
+}
+
+/** PartitionOwner is one partition's holder. */
+export interface PartitionOwner {
+  /** The partition, in [0, count). */
+  partition: number;
+  /**
+   * The replica holding its lease (GetStatusResponse.replica_id of that
+   * replica).
+   */
+  replicaId: string;
+  /** Where the other replicas reach it ("" if it advertises no address). */
+  address: string;
 }
 
 /**
@@ -538,6 +582,7 @@ function createBaseGetStatusResponse(): GetStatusResponse {
     maxPendingInbox: 0,
     channelTypes: [],
     retention: undefined,
+    partitions: undefined,
   };
 }
 
@@ -596,6 +641,9 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
     }
     if (message.retention !== undefined) {
       RetentionStatus.encode(message.retention, writer.uint32(146).fork()).join();
+    }
+    if (message.partitions !== undefined) {
+      PartitionStatus.encode(message.partitions, writer.uint32(154).fork()).join();
     }
     return writer;
   },
@@ -757,6 +805,14 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
             message.retention = RetentionStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.partitions = PartitionStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -845,6 +901,7 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
         ? object.channel_types.map((e: any) => globalThis.String(e))
         : [],
       retention: isSet(object.retention) ? RetentionStatus.fromJSON(object.retention) : undefined,
+      partitions: isSet(object.partitions) ? PartitionStatus.fromJSON(object.partitions) : undefined,
     };
   },
 
@@ -904,6 +961,9 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
     if (message.retention !== undefined) {
       obj.retention = RetentionStatus.toJSON(message.retention);
     }
+    if (message.partitions !== undefined) {
+      obj.partitions = PartitionStatus.toJSON(message.partitions);
+    }
     return obj;
   },
 
@@ -932,6 +992,249 @@ export const GetStatusResponse: MessageFns<GetStatusResponse> = {
     message.retention = (object.retention !== undefined && object.retention !== null)
       ? RetentionStatus.fromPartial(object.retention)
       : undefined;
+    message.partitions = (object.partitions !== undefined && object.partitions !== null)
+      ? PartitionStatus.fromPartial(object.partitions)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePartitionStatus(): PartitionStatus {
+  return { count: 0, held: [], owners: [], followedChannels: 0 };
+}
+
+export const PartitionStatus: MessageFns<PartitionStatus> = {
+  encode(message: PartitionStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.count !== 0) {
+      writer.uint32(8).int32(message.count);
+    }
+    if (message.held.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.held) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    for (const v of message.owners) {
+      PartitionOwner.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.followedChannels !== 0) {
+      writer.uint32(32).int64(message.followedChannels);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PartitionStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePartitionStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.count = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.held.push(reader.int32());
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.held.push(reader.int32());
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.owners.push(PartitionOwner.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.followedChannels = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PartitionStatus {
+    return {
+      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
+      held: globalThis.Array.isArray(object?.held) ? object.held.map((e: any) => globalThis.Number(e)) : [],
+      owners: globalThis.Array.isArray(object?.owners) ? object.owners.map((e: any) => PartitionOwner.fromJSON(e)) : [],
+      followedChannels: isSet(object.followedChannels)
+        ? globalThis.Number(object.followedChannels)
+        : isSet(object.followed_channels)
+        ? globalThis.Number(object.followed_channels)
+        : 0,
+    };
+  },
+
+  toJSON(message: PartitionStatus): unknown {
+    const obj: any = {};
+    if (message.count !== 0) {
+      obj.count = Math.round(message.count);
+    }
+    if (message.held?.length) {
+      obj.held = message.held.map((e) => Math.round(e));
+    }
+    if (message.owners?.length) {
+      obj.owners = message.owners.map((e) => PartitionOwner.toJSON(e));
+    }
+    if (message.followedChannels !== 0) {
+      obj.followedChannels = Math.round(message.followedChannels);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PartitionStatus>): PartitionStatus {
+    return PartitionStatus.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PartitionStatus>): PartitionStatus {
+    const message = createBasePartitionStatus();
+    message.count = object.count ?? 0;
+    message.held = object.held?.map((e) => e) || [];
+    message.owners = object.owners?.map((e) => PartitionOwner.fromPartial(e)) || [];
+    message.followedChannels = object.followedChannels ?? 0;
+    return message;
+  },
+};
+
+function createBasePartitionOwner(): PartitionOwner {
+  return { partition: 0, replicaId: "", address: "" };
+}
+
+export const PartitionOwner: MessageFns<PartitionOwner> = {
+  encode(message: PartitionOwner, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== 0) {
+      writer.uint32(8).int32(message.partition);
+    }
+    if (message.replicaId !== "") {
+      writer.uint32(18).string(message.replicaId);
+    }
+    if (message.address !== "") {
+      writer.uint32(26).string(message.address);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PartitionOwner {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePartitionOwner();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.partition = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.replicaId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PartitionOwner {
+    return {
+      partition: isSet(object.partition) ? globalThis.Number(object.partition) : 0,
+      replicaId: isSet(object.replicaId)
+        ? globalThis.String(object.replicaId)
+        : isSet(object.replica_id)
+        ? globalThis.String(object.replica_id)
+        : "",
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+    };
+  },
+
+  toJSON(message: PartitionOwner): unknown {
+    const obj: any = {};
+    if (message.partition !== 0) {
+      obj.partition = Math.round(message.partition);
+    }
+    if (message.replicaId !== "") {
+      obj.replicaId = message.replicaId;
+    }
+    if (message.address !== "") {
+      obj.address = message.address;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PartitionOwner>): PartitionOwner {
+    return PartitionOwner.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PartitionOwner>): PartitionOwner {
+    const message = createBasePartitionOwner();
+    message.partition = object.partition ?? 0;
+    message.replicaId = object.replicaId ?? "";
+    message.address = object.address ?? "";
     return message;
   },
 };
