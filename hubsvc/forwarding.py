@@ -23,9 +23,10 @@ at all, is sent again to the holder the map names then — until :meth:`Forwarde
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from agentnet.v1 import connect_pb2, hub_pb2
 from google.protobuf import message_factory
@@ -41,6 +42,7 @@ HOLDER_WAIT = 10.0
 """Seconds at least a forward keeps looking for the replica holding its channel (more with a long
 ``--replica-ttl``: twice it, plus two ownership rounds)."""
 _HUB = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
+T = TypeVar("T")
 
 
 Sink = Callable[[connect_pb2.PostResult], None]
@@ -108,11 +110,12 @@ class Forwarder:
                 except AgentNetError as err:
                     failed = error_detail(err)
                     results = [connect_pb2.PostResult(request_id=p.request_id, error=failed) for p in posts]
-                if results is None:
-                    await local(posts)
-                    continue
                 for (_, sink), result in zip(batch, results, strict=True):
-                    sink(result)
+                    if result is not None:
+                        sink(result)
+                here = [post for post, result in zip(posts, results, strict=True) if result is None]
+                if here:
+                    await local(here)
         finally:
             queue.running = False
             if self._queues.get(key) is queue and not queue.items:
@@ -143,33 +146,61 @@ class Forwarder:
         within ``--replica-ttl``, and the next ownership round of a survivor takes them."""
         return asyncio.get_running_loop().time() + max(HOLDER_WAIT, 2 * self._ttl + 2 * self._refresh)
 
-    async def posts(
-        self, agent_id: str, channel_id: str, posts: Sequence[connect_pb2.Post]
-    ) -> list[connect_pb2.PostResult] | None:
-        """Have the holder of ``channel_id`` admit ``posts`` (all into that channel) for ``agent_id``;
-        their results, in order, or None when this replica holds the channel now (admit them here).
-
-        A holder that no longer holds the channel, or does not answer (it died: its leases lapse
-        and a survivor takes them), is replaced by the one the lease map names next, until the
-        forward's deadline. A post is sent again then: with its idempotency key (the SDK and the
-        bridges set one) a post the dead holder had admitted is answered as the duplicate."""
-        deadline = self._deadline()
-        stale = False
+    async def _to_holder(
+        self, channel_id: str, send: Callable[[str], Awaitable[T]], deadline: float, *, stale: bool = False
+    ) -> T | None:
+        """``send(address)`` to the replica holding ``channel_id`` — again to the next holder the lease map
+        names while the one tried does not hold the channel or does not answer, until ``deadline`` —
+        and its answer; None when this replica holds the channel (nothing was sent then)."""
         while True:
             address = await self.holder(channel_id, deadline, stale=stale)
             if address is None:
                 return None
             try:
-                results = await self._peers.forward(address, agent_id, posts)
+                return await send(address)
             except Unavailable as err:
                 if not _retryable(err) or asyncio.get_running_loop().time() >= deadline:
                     raise
                 stale = True
-                continue
-            if any(_moved(result) for result in results) and asyncio.get_running_loop().time() < deadline:
-                stale = True  # that replica no longer holds it: ask the map again
-                continue
-            return results
+
+    async def posts(
+        self, agent_id: str, channel_id: str, posts: Sequence[connect_pb2.Post]
+    ) -> list[connect_pb2.PostResult | None]:
+        """Have the holder of ``channel_id`` admit ``posts`` (all into that channel) for ``agent_id``;
+        their results, in order — None for a post to admit here after all (this replica holds the
+        channel by now).
+
+        A holder that no longer holds the channel, or does not answer (it died: its leases lapse
+        and a survivor takes them), is replaced by the one the lease map names next, until the
+        forward's deadline; only the posts it did not take are sent again. With its idempotency key
+        (the SDK and the bridges set one) a post a dead holder had admitted is then answered as the
+        duplicate."""
+        deadline = self._deadline()
+        results: list[connect_pb2.PostResult | None] = [None] * len(posts)
+        pending = list(range(len(posts)))
+        stale = False
+        while pending:
+            batch = [posts[i] for i in pending]
+            got = await self._to_holder(
+                channel_id, functools.partial(self._forward, agent_id, batch), deadline, stale=stale
+            )
+            if got is None:
+                break  # held here now: the rest is admitted here
+            late = asyncio.get_running_loop().time() >= deadline
+            moved = []
+            for i, result in zip(pending, got, strict=True):
+                if _moved(result) and not late:
+                    moved.append(i)  # that replica no longer holds it: to the next holder
+                else:
+                    results[i] = result
+            pending, stale = moved, True
+        return results
+
+    async def _forward(
+        self, agent_id: str, posts: list[connect_pb2.Post], address: str
+    ) -> list[connect_pb2.PostResult]:
+        """``posts`` sent to the replica at ``address`` (:meth:`ReplicaPeers.forward`)."""
+        return await self._peers.forward(address, agent_id, posts)
 
     async def call(
         self, method: str, request: Any, metadata: Sequence[tuple[str, str | bytes]], channel_id: str
@@ -180,18 +211,11 @@ class Forwarder:
         output = message_factory.GetMessageClass(_HUB.methods_by_name[method].output_type)
         forwarded = [(k, v) for k, v in metadata if k.lower() not in (FORWARDED_HEADER, "grpc-timeout")]
         forwarded.append((FORWARDED_HEADER, "1"))
-        deadline = self._deadline()
-        stale = False
-        while True:
-            address = await self.holder(channel_id, deadline, stale=stale)
-            if address is None:
-                return None
-            try:
-                return await self._peers.call_hub(address, method, request, output, forwarded)
-            except Unavailable as err:
-                if not _retryable(err) or asyncio.get_running_loop().time() >= deadline:
-                    raise
-                stale = True
+        return await self._to_holder(
+            channel_id,
+            lambda address: self._peers.call_hub(address, method, request, output, forwarded),
+            self._deadline(),
+        )
 
 
 def _retryable(err: Unavailable) -> bool:
