@@ -71,13 +71,34 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def live_channels(metrics_url: str) -> int:
-    """The ``agentnet_hub_live_channels`` gauge a replica serves: channels live in its memory."""
+def gauge(metrics_url: str, name: str) -> int:
+    """The gauge ``name`` a replica serves on its metrics page."""
     with urllib.request.urlopen(metrics_url, timeout=10) as response:
         for line in response.read().decode().splitlines():
-            if line.startswith("agentnet_hub_live_channels "):
+            if line.startswith(name + " "):
                 return int(float(line.split()[1]))
-    raise RuntimeError(f"{metrics_url} has no agentnet_hub_live_channels gauge")
+    raise RuntimeError(f"{metrics_url} has no {name} gauge")
+
+
+def live_channels(metrics_url: str) -> int:
+    """The ``agentnet_hub_live_channels`` gauge a replica serves: channels live in its memory."""
+    return gauge(metrics_url, "agentnet_hub_live_channels")
+
+
+async def settled(urls: Sequence[str], partitions: int, timeout: float = 60.0) -> None:
+    """Wait until the replicas hold every partition between them and no partition has moved for two
+    ownership rounds (1 s each by default): they divide the channels from a settled start, and the
+    measurement leaves out the partitions moving while replicas join."""
+    deadline = time.monotonic() + timeout
+    last: list[int] = []
+    while True:
+        held = [gauge(url, "agentnet_hub_partitions_held") for url in urls]
+        if sum(held) == partitions and held == last:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the replicas did not settle on all {partitions} partitions within {timeout:g} s")
+        last = held
+        await asyncio.sleep(2.0)
 
 
 def check_deliveries(counts: Sequence[Sequence[int]], misrouted: int, errors: Sequence[str]) -> None:
@@ -244,6 +265,8 @@ async def scale_run(
     with replicas(
         redis.url(0), workdir / f"replicas-{n}", n, extra_args=["--log-level", "WARNING", *divided], metrics=True
     ) as hubs:
+        if partitions:
+            await settled([hubs.metrics_url(i) for i in range(n)], partitions)
         pids = [hubs.pid(i) for i in range(n)]
         rss_start = [rss_kb(p) for p in pids]
         cpu_start = [cpu_seconds(p) for p in pids]
