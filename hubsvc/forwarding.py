@@ -41,6 +41,12 @@ FORWARDED_HEADER = "x-agentnet-forwarded"
 HOLDER_WAIT = 10.0
 """Seconds at least a forward keeps looking for the replica holding its channel (more with a long
 ``--replica-ttl``: twice it, plus two ownership rounds)."""
+MAX_CALL_BYTES = 1024 * 1024
+"""Bytes of posts one ForwardPosts call carries at most (a post larger than that goes alone): well
+within the replicas' gRPC message limit."""
+MAX_QUEUED_BYTES = 4 * 1024 * 1024
+"""Bytes of one participant's posts into one channel that may wait to be forwarded; past it the
+participant's stream is not read until they drain (gRPC's flow control holds the client back)."""
 _HUB = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 T = TypeVar("T")
 
@@ -55,10 +61,15 @@ class _Queue:
     """The posts of one participant into one channel waiting to be forwarded, sent in order: one
     ForwardPosts call at a time, each taking every post queued meanwhile (up to ``max_batch``)."""
 
-    __slots__ = ("items", "running")
+    __slots__ = ("bytes", "items", "room", "running")
 
     def __init__(self) -> None:
-        self.items: deque[tuple[connect_pb2.Post, Sink]] = deque()
+        self.items: deque[tuple[connect_pb2.Post, Sink, int]] = deque()
+        self.bytes = 0
+        """The serialized size of the queued posts."""
+        self.room = asyncio.Event()
+        """Set while :attr:`bytes` is below :data:`MAX_QUEUED_BYTES`."""
+        self.room.set()
         self.running = False
 
 
@@ -93,24 +104,43 @@ class Forwarder:
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = _Queue()
-        queue.items.extend((post, sink) for post in posts)
+        for post in posts:
+            size = post.ByteSize()
+            queue.items.append((post, sink, size))
+            queue.bytes += size
+        if queue.bytes >= MAX_QUEUED_BYTES:
+            queue.room.clear()
         if not queue.running:
             queue.running = True
             spawn(self._drain(key, queue, local), "forward-posts")
+
+    async def room(self, agent_id: str, channel_id: str) -> None:
+        """Wait while ``agent_id``'s posts waiting to be forwarded into ``channel_id`` take
+        :data:`MAX_QUEUED_BYTES` or more (the stream they came on is read no further meanwhile)."""
+        queue = self._queues.get((agent_id, channel_id))
+        if queue is not None:
+            await queue.room.wait()
 
     async def _drain(self, key: tuple[str, str], queue: _Queue, local: Local) -> None:
         """Send the queue's posts, a batch at a time, until it is empty."""
         agent_id, channel_id = key
         try:
             while queue.items:
-                batch = [queue.items.popleft() for _ in range(min(len(queue.items), self._max_batch))]
-                posts = [post for post, _ in batch]
+                batch = [queue.items.popleft()]
+                size = batch[0][2]
+                while queue.items and len(batch) < self._max_batch and size + queue.items[0][2] <= MAX_CALL_BYTES:
+                    batch.append(queue.items.popleft())
+                    size += batch[-1][2]
+                queue.bytes -= size
+                if queue.bytes < MAX_QUEUED_BYTES:
+                    queue.room.set()
+                posts = [post for post, _, _ in batch]
                 try:
                     results = await self.posts(agent_id, channel_id, posts)
                 except AgentNetError as err:
                     failed = error_detail(err)
                     results = [connect_pb2.PostResult(request_id=p.request_id, error=failed) for p in posts]
-                for (_, sink), result in zip(batch, results, strict=True):
+                for (_, sink, _), result in zip(batch, results, strict=True):
                     if result is not None:
                         sink(result)
                 here = [post for post, result in zip(posts, results, strict=True) if result is None]

@@ -158,3 +158,6 @@ async def answer_posts(
             answer(answers)(fut)  # committed at once (inline): answered now, after its deliveries
         else:
             fut.add_done_callback(answer(answers))
+    if forwarder is not None:
+        for channel_id in moved:  # bounded: past MAX_QUEUED_BYTES the stream waits for its forwards
+            await forwarder.room(agent_id, channel_id)
