@@ -125,6 +125,20 @@ class Registry:
             )
         return self._by_id[agent_id]
 
+    async def find(self, ref: str) -> AgentEntry:
+        """:meth:`resolve`, and on a store shared by replicas, an identity this replica has not
+        learnt of yet (registered through another replica a moment ago: the change feed brings it
+        shortly) is read from the store first; NotFound only when the store has none either."""
+        try:
+            return self.resolve(ref)
+        except NotFound:
+            if self._store.feed is None:
+                raise
+        row = await self._store.get_agent(ref) or await self._store.get_agent_named(ref)
+        if row is not None and not row.removed:
+            await self.reload(row.agent_id)
+        return self.resolve(ref)
+
     def name_for(self, agent_id: str) -> str:
         """Passport name of an id (the id itself when unknown, e.g. "hub")."""
         entry = self._by_id.get(agent_id)

@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio
 from agentnet.v1 import envelope_pb2, hub_pb2
 
-from netkernel.errors import InboxFull, NotYourTurn, Superseded, error_from_rpc
+from netkernel.errors import InboxFull, NotFound, NotYourTurn, Superseded, error_from_rpc
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
@@ -362,3 +362,22 @@ async def test_a_holder_read_answered_before_a_new_stream_is_recorded_does_not_e
         return not await online()
 
     await assert_eventually(offline)
+
+
+async def test_an_open_names_a_peer_registered_through_another_replica_a_moment_ago(replicas: Replicas) -> None:
+    a = await replicas.start()
+    b = await replicas.start()
+    # a stops following the change feed: it learns of b's registrations only from the store.
+    sync = a.core.replicas
+    assert sync is not None
+    sync.stop()
+    await assert_eventually(lambda: all(t.done() for t in a.core._loops if t.get_name() == "hub-replica-sync"))
+    alice = await register(a.target, "alice")
+    bob = await register(b.target, "bob")  # through b: a has not heard of bob
+    assert bob.agent_id not in a.core.registry
+    for target in (bob.agent_id, "bob"):  # by id, and by name
+        request = hub_pb2.OpenChannelRequest(type="conversation", targets=[target])
+        opened = await alice.rpc("OpenChannel", request)
+        assert [p.agent_id for p in opened.channel.participants] == [alice.agent_id, bob.agent_id]
+    with pytest.raises(NotFound, match="no agent named or with id 'carol'"):  # unknown everywhere: still NotFound
+        await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=["carol"]))

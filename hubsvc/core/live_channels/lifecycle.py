@@ -109,7 +109,7 @@ class Lifecycle:
             raise InvalidArgument(f"a {type} channel needs at least one target; name who to invite.")
         members: list[str] = []
         for ref in targets:
-            agent_id = self._registry.resolve(ref).agent_id
+            agent_id = (await self._registry.find(ref)).agent_id
             if agent_id == initiator:
                 raise InvalidArgument("you cannot invite yourself; name other agents as targets.")
             if agent_id not in members:
