@@ -99,6 +99,8 @@ class Followers:
             followed = FollowedChannel(channel_id, tuple(p.agent_id for p in meta.participants), 0)
             self.channels[channel_id] = followed
         async with followed.lock:
+            if self.channels.get(channel_id) is not followed:  # taken over (held here now) or let go meanwhile
+                return
             if seq and followed.committed_seq >= seq:
                 return
             if not (any(self._connected(p) for p in followed.participants) or self._table.watched(channel_id)):
