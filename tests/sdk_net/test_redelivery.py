@@ -58,8 +58,11 @@ async def test_a_reply_given_before_a_crash_is_not_given_again(
         handled: list[str] = []
         async with HubClient.connect(hub.target) as hc:
             worker = None
+            registered = asyncio.Event()
 
             async def handle(envelope: Envelope) -> None:
+                # The redelivery may reach the handler before register() has returned the client.
+                await registered.wait()
                 assert worker is not None
                 await default_handler(envelope, worker)
                 handled.append(envelope.envelope_id)
@@ -68,6 +71,7 @@ async def test_a_reply_given_before_a_crash_is_not_given_again(
                 Agent("worker", config=second), Passport(name="worker"), credential_file=credential_file,
                 on_envelope=handle,
             )  # fmt: skip
+            registered.set()
             # The hub delivers the unacked question again; the handler sees its reply and posts nothing.
             await assert_eventually(lambda: question.envelope_id in handled)
             assert second_llm.requests == []
