@@ -19,6 +19,15 @@ was most of the hub's round-trip p99. So the store's connections never checkpoin
   and the WAL file starts over: it stays bounded under any load, and only writing faster than
   passive checkpoints keep up waits.
 
+Only one checkpoint of a database runs at a time, and SQLite answers a second one "busy" at once.
+So a RESTART that finds the passive checkpoint still running (its thread was starved of CPU, or
+its fsync is slow) waits for it (:meth:`WalCheckpointer.passive_done`) and runs then: the write
+behind it waits too, instead of growing the WAL for as long as the passive one takes. After a
+RESTART the commits are counted from zero, and the outcome of the passive checkpoint it waited
+for (the WAL before it started over) asks for nothing. Between a passive checkpoint that found at
+most :data:`MAX_WAL_FRAMES` pages and the next RESTART at most about ``4 * every`` commits pass, so
+the WAL never holds more than :data:`MAX_WAL_FRAMES` pages plus those commits' pages.
+
 A checkpoint that fails (a full disk, say) is logged and the next one tries again; it never
 fails a commit. Durability is the commits' own: a checkpoint only moves committed pages.
 """
@@ -55,7 +64,7 @@ class WalCheckpointer:
         self._due = False
         self._holds = 0
         self.checkpoints = 0
-        """Passive checkpoints finished since open (diagnostics)."""
+        """Passive checkpoints run to their end since open (diagnostics)."""
         self.restarts = 0
         """RESTART checkpoints the store ran since open (diagnostics)."""
 
@@ -69,13 +78,8 @@ class WalCheckpointer:
                 self._due = self._due or self._commits >= 2 * self._every  # it cannot keep up
                 return
             self._running = None
-            try:
-                _, frames, _ = running.result()
-            except sqlite3.Error as exc:
-                log.warning("a checkpoint of the WAL failed (%s); the next one tries again", exc)
-            else:
-                self.checkpoints += 1
-                self._due = self._due or frames > self._max_frames
+            frames = self._outcome(running)
+            self._due = self._due or frames > self._max_frames
         if self._commits >= self._every and not self._due:
             self._commits = 0
             self._running = self._pool.submit(self._passive)
@@ -97,10 +101,41 @@ class WalCheckpointer:
         finally:
             self._holds -= 1
 
+    async def passive_done(self) -> bool:
+        """Wait for the passive checkpoint started last, if it is still running (it holds the lock a
+        RESTART needs); True if there was one (it may have finished just now, its outcome unread)."""
+        running = self._running
+        if running is None:
+            return False
+        try:
+            await asyncio.wrap_future(running)
+        except sqlite3.Error:
+            pass  # read and logged with its outcome
+        return True
+
     def restarted(self) -> None:
-        """The store's thread restarted the WAL."""
+        """The store's thread restarted the WAL: commits count from zero again, and a passive
+        checkpoint that finished before it (it measured the WAL before the restart) asks for nothing."""
         self._due = False
         self.restarts += 1
+        self._commits = 0
+        running = self._running
+        if running is not None and running.done():
+            self._running = None
+            self._outcome(running)
+
+    def _outcome(self, running: Future[tuple[int, int, int]]) -> int:
+        """Pages in the WAL a finished passive checkpoint found (-1 if it failed or found another
+        checkpoint running); counts it in :attr:`checkpoints` if it ran."""
+        try:
+            busy, frames, _ = running.result()
+        except sqlite3.Error as exc:
+            log.warning("a checkpoint of the WAL failed (%s); the next one tries again", exc)
+            return -1
+        if busy:
+            return -1  # a RESTART held the lock: it did this one's work
+        self.checkpoints += 1
+        return frames
 
     def _passive(self) -> tuple[int, int, int]:
         """(busy, pages in the WAL, pages copied) of one passive checkpoint (the checkpointer's thread)."""

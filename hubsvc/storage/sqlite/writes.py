@@ -256,14 +256,20 @@ class SqliteWrites(SqliteConnection):
 
     async def _restart_wal(self, checkpointer: WalCheckpointer) -> None:
         """A RESTART checkpoint on the database thread, every write waiting for it (the WAL outgrew
-        what passive checkpoints kept up with); the checkpointer is told once it succeeded."""
-        try:
-            rows = list(await self.db.execute_fetchall("PRAGMA wal_checkpoint(RESTART)", []))
-        except sqlite3.Error as exc:
-            log.warning("restarting the WAL failed (%s); the next write tries again", exc)
-            return
-        if rows and not rows[0][0]:  # not busy: the WAL starts over with the next write
-            checkpointer.restarted()
+        what passive checkpoints kept up with); the checkpointer is told once it succeeded. One
+        that found the passive checkpoint running (SQLite answers busy at once) runs again once
+        that one finished: writing on meanwhile would grow the WAL for as long as it takes."""
+        for _attempt in range(2):  # after the wait no passive checkpoint runs: nothing commits meanwhile
+            try:
+                rows = list(await self.db.execute_fetchall("PRAGMA wal_checkpoint(RESTART)", []))
+            except sqlite3.Error as exc:
+                log.warning("restarting the WAL failed (%s); the next write tries again", exc)
+                return
+            if rows and not rows[0][0]:  # not busy: the WAL starts over with the next write
+                checkpointer.restarted()
+                return
+            if not await checkpointer.passive_done():
+                return  # busy for another reason (a reader kept busy_timeout): the next write tries again
 
     async def _upsert_cursors(self, rows: list[tuple[str, str, int]]) -> None:
         """Move cursors forward (never back) in one multi-row statement."""
