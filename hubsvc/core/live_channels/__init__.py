@@ -224,6 +224,10 @@ class LiveChannels:
         """Whether the store held more of the channel than this replica had published (then caught up)."""
         return await self._catch_up.refresh_if_behind(channel_id)
 
+    async def refresh_turns_of(self, agent_id: str) -> None:
+        """Catch up the channels awaiting a turn of ``agent_id`` that the store holds more of."""
+        await self._catch_up.refresh_turns_of(agent_id)
+
     async def catch_up_all(self) -> None:
         """Catch up every channel live here or live in the store."""
         await self._catch_up.catch_up_all()

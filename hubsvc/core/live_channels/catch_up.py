@@ -42,6 +42,22 @@ class CatchUp:
         await self.catch_up(channel_id, stored)
         return True
 
+    async def refresh_turns_of(self, agent_id: str) -> None:
+        """Catch up the channels live here that await a turn of ``agent_id``, where the store holds
+        more of them (another replica committed, perhaps the answer, and the change feed has not
+        told this one yet): so a turn answered elsewhere is not listed as pending (a client would
+        answer it again). Nothing to do on a store no other replica shares."""
+        if self._store.feed is None:
+            return
+        awaiting = [
+            ch for ch in self._table.live() if agent_id in ch.participants and ch.pending_turn(agent_id) is not None
+        ]
+        for start in range(0, len(awaiting), _CATCH_UP_PAGE):
+            chunk = awaiting[start : start + _CATCH_UP_PAGE]
+            stored = await self._store.channel_seqs([ch.channel_id for ch in chunk])
+            behind = [(ch.channel_id, seq) for ch, seq in zip(chunk, stored, strict=True) if seq > ch.committed_seq]
+            await asyncio.gather(*(self.catch_up(channel_id, seq) for channel_id, seq in behind))
+
     async def catch_up_all(self) -> None:
         """Catch up every channel live here or live in the store."""
         ids = {row.channel_id for row in await self._store.load_live_channels()} | set(self._table.channels)
