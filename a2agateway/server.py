@@ -27,6 +27,7 @@ from a2agateway.handler import NO_TOKEN, GatewayHandler
 from a2agateway.hub import HubLink
 from netkernel.errors import AgentNetError, NotFound, Unauthenticated
 from servicekit.auth import bearer_token
+from servicekit.parse_guard import guarded
 
 JSONRPC_PATH = "/a2a"
 Scope = MutableMapping[str, Any]
@@ -118,7 +119,7 @@ class Gateway:
         self.cards = Cards(self.hub, Addresses(public_url + JSONRPC_PATH, grpc_target), options.max_tasks_listed)
         self.handler = GatewayHandler(self.hub, self.cards, options.max_tasks_listed)
         if self.grpc_server is not None:
-            a2a_grpc.add_A2AServiceServicer_to_server(GrpcHandler(self.handler), self.grpc_server)  # type: ignore[no-untyped-call]
+            a2a_grpc.add_A2AServiceServicer_to_server(GrpcHandler(self.handler), guarded(self.grpc_server))  # type: ignore[no-untyped-call]
         self.app = BodyLimit(self._starlette(), options.max_request_bytes)
         self._uvicorn = _Server(
             uvicorn.Config(self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)

@@ -133,6 +133,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                     return
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
+        except AgentNetError as refused:  # a frame that does not parse (servicekit/parse_guard.py) ends the stream
+            log.info("Connect stream of %s ended: %s %s", agent_id, refused.reason, refused.message)
+            session.close(refused)
         except Exception:
             log.exception("Connect reader of %s failed", agent_id)
         finally:

@@ -19,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from servicekit.metrics import MetricsServer, MetricsSettings, start_metrics_server
+from servicekit.parse_guard import guarded
 from servicekit.reflection import enable_reflection
 from servicekit.tls import CertificateReloader, ServerTls, server_credentials
 
@@ -150,10 +151,11 @@ async def _start_grpc(
     metrics_server: MetricsServer | None,
 ) -> RunningServer:
     server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
+    registrar = guarded(server)  # a request that does not parse is INVALID_ARGUMENT (servicekit/parse_guard.py)
     for spec in specs:
-        spec.register(server)
+        spec.register(registrar)
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, registrar)
     names = [spec.full_name for spec in specs]
     enable_reflection([*names, health.SERVICE_NAME], server)
     address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"  # IPv6
