@@ -220,6 +220,10 @@ class LiveChannels:
 
     # -- other replicas' commits (catch_up.py) ------------------------------------------
 
+    def known_seq(self, channel_id: str) -> int:
+        """The last seq of the channel this replica has folded (0: it holds none of it)."""
+        return self._catch_up.known_seq(channel_id)
+
     async def refresh_if_behind(self, channel_id: str) -> bool:
         """Whether the store held more of the channel than this replica had published (then caught up)."""
         return await self._catch_up.refresh_if_behind(channel_id)

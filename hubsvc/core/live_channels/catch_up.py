@@ -28,6 +28,11 @@ class CatchUp:
         self._timers = timers
         self._publish = publish
 
+    def known_seq(self, channel_id: str) -> int:
+        """The last seq of the channel this replica has folded (0: it holds none of it)."""
+        ch = self._table.channels.get(channel_id)
+        return ch.committed_seq if ch is not None else self._table.ended.get(channel_id, 0)
+
     async def refresh_if_behind(self, channel_id: str) -> bool:
         """Whether the store holds more of the channel than this replica has published (another
         replica committed to it and the change feed has not told this one yet); if so, the
@@ -35,9 +40,7 @@ class CatchUp:
         if self._store.feed is None:
             return False
         stored = await self._store.channel_seq(channel_id)
-        ch = self._table.channels.get(channel_id)
-        known = ch.committed_seq if ch is not None else self._table.ended.get(channel_id, 0)
-        if stored <= known:
+        if stored <= self.known_seq(channel_id):
             return False
         await self.catch_up(channel_id, stored)
         return True
