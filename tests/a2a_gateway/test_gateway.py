@@ -273,7 +273,11 @@ async def test_message_metadata_travels_as_custom_headers_and_a2a_keys_are_refus
     reserved.update({"A2A-Token": "x"})
     with pytest.raises(Exception, match="reserved 'a2a-' prefix"):
         await collect(client, a2a.SendMessageRequest(message=user_message("hi", metadata=reserved)))
-    assert len((await client.list_tasks(a2a.ListTasksRequest())).tasks) == 1  # the refused send started nothing
+    look_alike = struct_pb2.Struct()
+    look_alike.update({" a2a-token": "x"})  # a leading space: not an HTTP header name at all
+    with pytest.raises(Exception, match="not an HTTP header name"):
+        await collect(client, a2a.SendMessageRequest(message=user_message("hi", metadata=look_alike)))
+    assert len((await client.list_tasks(a2a.ListTasksRequest())).tasks) == 1  # the refused sends started nothing
 
 
 async def test_tasks_outlive_the_gateway_that_started_them(net: Net, binding: str) -> None:

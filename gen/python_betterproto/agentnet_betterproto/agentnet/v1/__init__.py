@@ -2984,9 +2984,11 @@ class InvokeAgentRequest(betterproto2.Message):
         5, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING)
     )
     """
-    Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-    refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
-    values at most 64 KiB.
+    Headers forwarded to the callee. A key must be an HTTP header name (an RFC
+    9110 token: ASCII letters, digits and !#$%&'*+-.^_`|~; no space, no
+    non-ASCII look-alike) and must not start with "a2a-" (any case); else
+    INVALID_ARGUMENT naming the key (metadata `key`). At most 1024 entries;
+    keys at most 256 bytes, values at most 64 KiB.
     """
 
     call_token: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)

@@ -879,9 +879,11 @@ export interface InvokeAgentRequest {
     | number
     | undefined;
   /**
-   * Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-   * refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
-   * values at most 64 KiB.
+   * Headers forwarded to the callee. A key must be an HTTP header name (an RFC
+   * 9110 token: ASCII letters, digits and !#$%&'*+-.^_`|~; no space, no
+   * non-ASCII look-alike) and must not start with "a2a-" (any case); else
+   * INVALID_ARGUMENT naming the key (metadata `key`). At most 1024 entries;
+   * keys at most 256 bytes, values at most 64 KiB.
    */
   customHeaders: { [key: string]: string };
   /**
