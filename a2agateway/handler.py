@@ -31,6 +31,7 @@ from a2agateway.tasks import (
     EVENT_ID_KEY,
     Event,
     EventId,
+    as_started,
     chain_of,
     metadata_headers,
     record_events,
@@ -162,7 +163,7 @@ class GatewayHandler(RequestHandler):
         elif message.context_id:
             request.root_session_id = message.context_id
         started = await self.hub.rpc(token).invoke_agent(request, timeout=RPC_TIMEOUT)
-        return [*earlier, await self.hub.execution(token, started.execution_id)], agent
+        return [*earlier, as_started(await self.hub.execution(token, started.execution_id))], agent
 
     async def _events(
         self, token: str, chain: Sequence[hub_a2a.Execution], callee: str, after: EventId | None
