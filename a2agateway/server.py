@@ -27,6 +27,7 @@ from a2agateway.handler import NO_TOKEN, GatewayHandler
 from a2agateway.hub import HubLink
 from netkernel.errors import AgentNetError, NotFound, Unauthenticated
 from servicekit.auth import bearer_token
+from servicekit.grpc_logs import quiet_client_departures
 from servicekit.parse_guard import guarded
 
 JSONRPC_PATH = "/a2a"
@@ -106,6 +107,7 @@ class Gateway:
         self.grpc_server: grpc.aio.Server | None = None
         self.grpc_port = 0
         if options.grpc_port >= 0:
+            quiet_client_departures()
             self.grpc_server = grpc.aio.server(
                 options=[
                     ("grpc.max_receive_message_length", options.max_request_bytes),

@@ -18,6 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
+from servicekit.grpc_logs import quiet_client_departures
 from servicekit.metrics import MetricsServer, MetricsSettings, start_metrics_server
 from servicekit.parse_guard import guarded
 from servicekit.reflection import enable_reflection
@@ -150,6 +151,7 @@ async def _start_grpc(
     interceptors: Sequence[grpc.aio.ServerInterceptor],
     metrics_server: MetricsServer | None,
 ) -> RunningServer:
+    quiet_client_departures()  # a client cancelling a stream mid-send is DEBUG, not an ERROR traceback
     server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
     registrar = guarded(server)  # a request that does not parse is INVALID_ARGUMENT (servicekit/parse_guard.py)
     for spec in specs:
