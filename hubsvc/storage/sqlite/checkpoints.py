@@ -14,7 +14,7 @@ was most of the hub's round-trip p99. So the store's connections never checkpoin
   too fast for it to catch up, so the file was not started over), or a passive checkpoint is
   still running after twice :data:`CHECKPOINT_EVERY` commits, :attr:`WalCheckpointer.due` says so:
   the store then writes nothing inline, and its database thread runs a ``RESTART`` checkpoint
-  before its next write (:meth:`SqliteWrites._apply <hubsvc.storage.sqlite.writes.SqliteWrites._apply>`).
+  (once a passive one still running has finished: :meth:`WalCheckpointer.idle`) before its next write (:meth:`SqliteWrites._apply <hubsvc.storage.sqlite.writes.SqliteWrites._apply>`).
   With every write on that one thread no other writer can keep the checkpoint from finishing,
   and the WAL file starts over: it stays bounded under any load, and only writing faster than
   passive checkpoints keep up waits.
@@ -77,6 +77,24 @@ class WalCheckpointer:
         if self._commits >= self._every and not self.due:
             self._commits = 0
             self._running = self._pool.submit(self._passive)
+
+    async def idle(self) -> None:
+        """Wait until no passive checkpoint runs (a RESTART would find it holding the checkpoint lock
+        and give up at once: on a loaded machine, where its thread gets a core late, the WAL grew to
+        10-19 MB while every write's RESTART came back busy). Its outcome is read here, not at a later
+        commit: the RESTART that follows supersedes it."""
+        running = self._running
+        if running is None:
+            return
+        try:
+            await asyncio.wrap_future(running)
+        except sqlite3.Error as exc:
+            log.warning("a checkpoint of the WAL failed (%s); the next one tries again", exc)
+        else:
+            self.checkpoints += 1
+        finally:
+            if self._running is running:
+                self._running = None
 
     def restarted(self) -> None:
         """The store's thread restarted the WAL."""

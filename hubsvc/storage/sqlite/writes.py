@@ -257,6 +257,7 @@ class SqliteWrites(SqliteConnection):
     async def _restart_wal(self, checkpointer: WalCheckpointer) -> None:
         """A RESTART checkpoint on the database thread, every write waiting for it (the WAL outgrew
         what passive checkpoints kept up with); the checkpointer is told once it succeeded."""
+        await checkpointer.idle()  # a passive checkpoint still running would make the RESTART busy
         try:
             rows = list(await self.db.execute_fetchall("PRAGMA wal_checkpoint(RESTART)", []))
         except sqlite3.Error as exc:
