@@ -12,7 +12,9 @@ deserializer guarded instead:
   where the handler reads it, so the handler's error boundary ends the stream with it.
 
 The guard is installed once, when a service is registered (:func:`servicekit.runtime.start_server`
-and the A2A gateway's gRPC server): no interceptor, nothing per call but a ``try`` around the parse.
+and the A2A gateway's gRPC server): no interceptor, nothing per call but a ``try`` around the parse
+and telling :data:`servicekit.heap.TRIMMER` the request's size (a large one is followed by a trim
+of the C heap).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from netkernel.errors import InvalidArgument
-from servicekit.boundary import abort_with
+from servicekit.boundary import end_with
+from servicekit.heap import TRIMMER
 
 Deserializer = Callable[[bytes], Any]
 
@@ -60,6 +63,7 @@ def _stream_parser(deserializer: Deserializer) -> Deserializer:
     name = _type_name(deserializer)
 
     def parse(data: bytes) -> Any:
+        TRIMMER.note(len(data))
         try:
             return deserializer(data)
         except DecodeError as err:
@@ -72,6 +76,7 @@ def _unary_parser(deserializer: Deserializer) -> Deserializer:
     name = _type_name(deserializer)
 
     def parse(data: bytes) -> Any:
+        TRIMMER.note(len(data))
         try:
             return deserializer(data)
         except DecodeError as err:
@@ -87,7 +92,8 @@ def _guard_unary_request(behavior: Callable[..., Any]) -> Callable[..., Any]:
 
         async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             if isinstance(request, Unparsable):
-                await abort_with(context, request.error)
+                end_with(context, request.error)
+                return
             async for item in behavior(request, context):
                 yield item
 
@@ -95,7 +101,8 @@ def _guard_unary_request(behavior: Callable[..., Any]) -> Callable[..., Any]:
 
     async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         if isinstance(request, Unparsable):
-            await abort_with(context, request.error)
+            end_with(context, request.error)
+            return None
         return await behavior(request, context)
 
     return call
@@ -117,7 +124,7 @@ def guard(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     return cast(grpc.RpcMethodHandler, h._replace(request_deserializer=_unary_parser(deserializer), **{field: wrapped}))
 
 
-class _GuardedGeneric(grpc.GenericRpcHandler):
+class _GuardedGeneric(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc has no stubs
     """A generic handler whose method handlers are guarded (each once, on first use)."""
 
     def __init__(self, inner: grpc.GenericRpcHandler) -> None:
