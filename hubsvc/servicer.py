@@ -408,7 +408,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self, caller: str, request: hub_pb2.ListPendingTurnsRequest
     ) -> hub_pb2.ListPendingTurnsResponse:
         """The turns the caller's live channels await from it, a page at a time."""
-        turns, token = await self.ops.channels.list_pending_turns(caller, limit=request.limit, page_token=request.page_token)
+        turns, token = await self.ops.channels.list_pending_turns(
+            caller, limit=request.limit, page_token=request.page_token
+        )
         return hub_pb2.ListPendingTurnsResponse(turns=turns, next_page_token=token)
 
     @stream_rpc(AGENT)

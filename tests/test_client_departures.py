@@ -17,7 +17,9 @@ from servicekit.grpc_logs import GRPC_LOGGER, quiet_client_departures
 from tests.hub.harness import EV_TEXT, Participant, open_channel, register, running_hub
 
 
-async def test_cancelling_a_stalled_connect_stream_logs_no_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_cancelling_a_stalled_connect_stream_logs_no_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     async with running_hub(tmp_path / "hub.db") as hub:
         alice = await register(hub.target, "alice")
@@ -60,16 +62,16 @@ def test_the_filter_quiets_only_a_failed_response_send(caplog: pytest.LogCapture
         try:
             raise cygrpc.ExecuteBatchError(text)
         except cygrpc.ExecuteBatchError:
-            grpc_log.exception("ExecuteBatchError raised in core by servicer method [%s]" % method)
+            grpc_log.exception(f"ExecuteBatchError raised in core by servicer method [{method}]")
     # Real errors pass: a failed status send, and any other exception a servicer raised.
     try:
         raise cygrpc.ExecuteBatchError('Failed "execute_batch": (<SendStatusFromServerOperation object>,)')
     except cygrpc.ExecuteBatchError:
-        grpc_log.exception("ExecuteBatchError raised in core by servicer method [%s]" % method)
+        grpc_log.exception(f"ExecuteBatchError raised in core by servicer method [{method}]")
     try:
         raise RuntimeError("a real bug")
     except RuntimeError:
-        grpc_log.exception("Unexpected [RuntimeError] raised by servicer method [%s]" % method)
+        grpc_log.exception(f"Unexpected [RuntimeError] raised by servicer method [{method}]")
     shown = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
     assert shown == [
         (

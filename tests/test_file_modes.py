@@ -73,7 +73,11 @@ def test_the_knowledge_service_keeps_its_data_private(tmp_path: Path, backend: s
             made = list(store.rglob("*"))
             assert {p.relative_to(store).as_posix() for p in made if p.is_dir()} >= {"ns", "ns/notes"}
             assert any("versions" in p.parts for p in made if p.is_file())
-            assert {(p.relative_to(store).as_posix(), mode(p)) for p in made if p.is_dir() and mode(p) != 0o700} == set()
-            assert {(p.relative_to(store).as_posix(), mode(p)) for p in made if p.is_file() and mode(p) != 0o600} == set()
+            assert {
+                (p.relative_to(store).as_posix(), mode(p)) for p in made if p.is_dir() and mode(p) != 0o700
+            } == set()
+            assert {
+                (p.relative_to(store).as_posix(), mode(p)) for p in made if p.is_file() and mode(p) != 0o600
+            } == set()
     finally:
         assert proc.terminate() == 0

@@ -91,7 +91,7 @@ def _unreachable_requests() -> list[str]:
 
 
 async def test_the_c_heap_is_trimmed_after_large_requests(tmp_path: Path) -> None:
-    if TRIMMER._trim is None:  # noqa: SLF001
+    if TRIMMER._trim is None:
         pytest.skip("no malloc_trim in this C library")
     async with running_hub(tmp_path / "hub.db") as hub:
         before = TRIMMER.trims

@@ -15,10 +15,10 @@ from agentnet.v1 import connect_pb2, hub_pb2
 
 from a2agateway.config import GatewayOptions
 from a2agateway.server import start_gateway
+from agentsdk.knowledge import MemoryKnowledgeStore
 from agentsdk.network import Hub
 from knowledgesvc.auth import TokenAuthority
 from knowledgesvc.server import start_knowledge
-from agentsdk.knowledge import MemoryKnowledgeStore
 from netkernel.errors import InvalidArgument, error_from_rpc
 from tests.hub.harness import register
 
@@ -80,7 +80,9 @@ async def test_garbage_on_connect_and_unary_rpcs_of_the_hub_is_invalid_argument(
             async for _ in streamed(GARBAGE, metadata=auth):
                 pass
         assert_unparsable(read.value, "agentnet.v1.ReadWalRequest")
-        health = channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=_raw, response_deserializer=_raw)
+        health = channel.unary_unary(
+            "/grpc.health.v1.Health/Check", request_serializer=_raw, response_deserializer=_raw
+        )
         with pytest.raises(grpc.aio.AioRpcError) as checked:
             await health(GARBAGE)
         assert_unparsable(checked.value, "grpc.health.v1.HealthCheckRequest")
@@ -108,7 +110,9 @@ async def test_garbage_on_the_a2a_gateways_grpc_port_is_invalid_argument(hub: Hu
     gateway = await start_gateway(GatewayOptions(port=0, grpc_port=0, hub=hub.target))
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.grpc_port}") as channel:
-            send = channel.unary_unary("/lf.a2a.v1.A2AService/SendMessage", request_serializer=_raw, response_deserializer=_raw)
+            send = channel.unary_unary(
+                "/lf.a2a.v1.A2AService/SendMessage", request_serializer=_raw, response_deserializer=_raw
+            )
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await send(GARBAGE)
             assert_unparsable(refused.value, "lf.a2a.v1.SendMessageRequest")

@@ -14,7 +14,8 @@ was most of the hub's round-trip p99. So the store's connections never checkpoin
   too fast for it to catch up, so the file was not started over), or a passive checkpoint is
   still running after twice :data:`CHECKPOINT_EVERY` commits, :attr:`WalCheckpointer.due` says so:
   the store then writes nothing inline, and its database thread runs a ``RESTART`` checkpoint
-  (once a passive one still running has finished: :meth:`WalCheckpointer.idle`) before its next write (:meth:`SqliteWrites._apply <hubsvc.storage.sqlite.writes.SqliteWrites._apply>`).
+  (once a passive one still running has finished: :meth:`WalCheckpointer.idle`) before its next
+  write (:meth:`SqliteWrites._apply <hubsvc.storage.sqlite.writes.SqliteWrites._apply>`).
   With every write on that one thread no other writer can keep the checkpoint from finishing,
   and the WAL file starts over: it stays bounded under any load, and only writing faster than
   passive checkpoints keep up waits.
