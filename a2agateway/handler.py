@@ -31,6 +31,7 @@ from a2agateway.tasks import (
     EVENT_ID_KEY,
     Event,
     EventId,
+    as_started,
     chain_of,
     metadata_headers,
     record_events,
@@ -162,7 +163,7 @@ class GatewayHandler(RequestHandler):
         elif message.context_id:
             request.root_session_id = message.context_id
         started = await self.hub.rpc(token).invoke_agent(request, timeout=RPC_TIMEOUT)
-        return [*earlier, await self.hub.execution(token, started.execution_id)], agent
+        return [*earlier, as_started(await self.hub.execution(token, started.execution_id))], agent
 
     async def _events(
         self, token: str, chain: Sequence[hub_a2a.Execution], callee: str, after: EventId | None
@@ -188,21 +189,36 @@ class GatewayHandler(RequestHandler):
             for event in wal_events(envelope, execution, task_id, context_id, callee):
                 if not _is_after(event, after):
                     continue
-                yield event
                 if isinstance(event, a2a.TaskStatusUpdateEvent) and event.status.state in ENDS_STREAM:
+                    # The hub records the outcome just after the answer's commit: the client is told
+                    # the task ended only once GetTask and ListTasks say so too (and list its artifact).
+                    await self._recorded(token, execution, patience=RPC_TIMEOUT)
+                    yield event
                     return
+                yield event
+
+    async def _recorded(
+        self, token: str, execution: hub_a2a.Execution, *, patience: float | None = None
+    ) -> hub_a2a.Execution:
+        """``execution`` once the hub recorded its outcome: read again, after a growing pause (at most
+        ``RECORD_POLL_MAX`` seconds), while it runs; with ``patience``, for at most that many seconds
+        (then the last record read is returned, still running)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if patience is None else loop.time() + patience
+        pause = 0.01
+        while execution.status == RUNNING and (deadline is None or loop.time() < deadline):
+            execution = await self.hub.execution(token, execution.execution_id)
+            if execution.status != RUNNING:
+                break
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, RECORD_POLL_MAX)
+        return execution
 
     async def _recorded_outcome(
         self, token: str, execution: hub_a2a.Execution, task_id: str, context_id: str
     ) -> list[a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent]:
-        """The events of an execution without a channel, once the hub recorded its outcome (read again
-        with a growing pause, at most ``RECORD_POLL_MAX`` seconds, while it runs)."""
-        pause = 0.05
-        while execution.status == RUNNING:
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, RECORD_POLL_MAX)
-            execution = await self.hub.execution(token, execution.execution_id)
-        return record_events(execution, task_id, context_id)
+        """The events of an execution without a channel, once the hub recorded its outcome."""
+        return record_events(await self._recorded(token, execution), task_id, context_id)
 
     async def on_message_send(self, params: a2a.SendMessageRequest, context: ServerCallContext) -> a2a.Task:
         """SendMessage: start the call; unless returnImmediately, wait for its outcome."""

@@ -27,6 +27,8 @@ from a2agateway.handler import NO_TOKEN, GatewayHandler
 from a2agateway.hub import HubLink
 from netkernel.errors import AgentNetError, NotFound, Unauthenticated
 from servicekit.auth import bearer_token
+from servicekit.grpc_logs import quiet_client_departures
+from servicekit.parse_guard import guarded
 
 JSONRPC_PATH = "/a2a"
 Scope = MutableMapping[str, Any]
@@ -105,6 +107,7 @@ class Gateway:
         self.grpc_server: grpc.aio.Server | None = None
         self.grpc_port = 0
         if options.grpc_port >= 0:
+            quiet_client_departures()
             self.grpc_server = grpc.aio.server(
                 options=[
                     ("grpc.max_receive_message_length", options.max_request_bytes),
@@ -118,7 +121,7 @@ class Gateway:
         self.cards = Cards(self.hub, Addresses(public_url + JSONRPC_PATH, grpc_target), options.max_tasks_listed)
         self.handler = GatewayHandler(self.hub, self.cards, options.max_tasks_listed)
         if self.grpc_server is not None:
-            a2a_grpc.add_A2AServiceServicer_to_server(GrpcHandler(self.handler), self.grpc_server)  # type: ignore[no-untyped-call]
+            a2a_grpc.add_A2AServiceServicer_to_server(GrpcHandler(self.handler), guarded(self.grpc_server))  # type: ignore[no-untyped-call]
         self.app = BodyLimit(self._starlette(), options.max_request_bytes)
         self._uvicorn = _Server(
             uvicorn.Config(self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)

@@ -76,6 +76,19 @@ def chain_of(head: hub_a2a.Execution, executions: Sequence[hub_a2a.Execution]) -
     return chain
 
 
+def as_started(execution: hub_a2a.Execution) -> hub_a2a.Execution:
+    """``execution`` as it was when it started (running, no outcome): what a send's first task shows,
+    however soon the record was read after the call began (a fast callee may have answered already;
+    its outcome then comes as the events, once, not also in the first task)."""
+    started = hub_a2a.Execution()
+    started.CopyFrom(execution)
+    started.status = hub_a2a.INVOCATION_STATUS_RUNNING
+    started.ClearField("ended_at")
+    started.result = ""
+    started.error = ""
+    return started
+
+
 def agent_message(text: str, task_id: str, context_id: str, message_id: str) -> a2a.Message:
     """A message from the agent with one text part."""
     return a2a.Message(

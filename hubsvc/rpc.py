@@ -180,7 +180,12 @@ def check_limits(servicer: Authenticated, caller: object, rpc: str, request: Mes
     refusal = servicer.limits.refusal(request)
     if refusal is not None:
         servicer.audit_refusal(caller, rpc, request, refusal)
-        raise refusal
+        try:
+            raise refusal
+        finally:
+            # The raised error's traceback holds this frame: without this, the frame would hold the
+            # error in turn, a cycle keeping the refused request alive until the cyclic GC runs.
+            refusal = None
 
 
 S = TypeVar("S", bound=Authenticated)

@@ -133,6 +133,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
                     return
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
+        except AgentNetError as refused:  # a frame that does not parse (servicekit/parse_guard.py) ends the stream
+            log.info("Connect stream of %s ended: %s %s", agent_id, refused.reason, refused.message)
+            session.close(refused)
         except Exception:
             log.exception("Connect reader of %s failed", agent_id)
         finally:
@@ -330,7 +333,9 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self, caller: str, request: hub_pb2.ListPendingTurnsRequest
     ) -> hub_pb2.ListPendingTurnsResponse:
         """The turns the caller's live channels await from it, a page at a time."""
-        turns, token = self.ops.channels.list_pending_turns(caller, limit=request.limit, page_token=request.page_token)
+        turns, token = await self.ops.channels.list_pending_turns(
+            caller, limit=request.limit, page_token=request.page_token
+        )
         return hub_pb2.ListPendingTurnsResponse(turns=turns, next_page_token=token)
 
     @stream_rpc(AGENT)

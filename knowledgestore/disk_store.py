@@ -58,7 +58,7 @@ from knowledgestore.paths import (
 from knowledgestore.text import check_offset, decode_text, encode_text
 from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
 from netkernel.errors import InvalidArgument, NotFound
-from netkernel.files import private_dir
+from netkernel.files import private_dir, private_dirs, write_private
 
 
 class _JournalWatcher(FileSystemEventHandler):
@@ -110,7 +110,7 @@ class DiskKnowledgeStore(StoreBase):
         self._versions = self._meta / "versions"
         private_dir(self._root)  # the files are 0600 (mkstemp, appends, journal) inside a 0700 root
         for directory in (self._tmp, self._versions):
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_dirs(directory)
         self._real_root = os.path.realpath(self._root)
         self._lock_path = self._meta / "lock"
         self._fsync = fsync
@@ -155,7 +155,7 @@ class DiskKnowledgeStore(StoreBase):
 
     def _make_parents(self, path: str, target: Path) -> None:
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            private_dirs(target.parent)  # 0700 like the root (mkdir -p would make them 0755)
         except (FileExistsError, NotADirectoryError):
             for directory in ancestors(path):
                 if not (self._root / directory[1:]).is_dir():
@@ -175,7 +175,7 @@ class DiskKnowledgeStore(StoreBase):
 
     def _bump_version(self, path: str) -> int:
         version = self._version(path) + 1
-        self._version_file(path).write_text(str(version))
+        write_private(self._version_file(path), str(version).encode())
         return version
 
     # --- operations (run in worker threads) ---

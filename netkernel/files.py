@@ -32,6 +32,34 @@ def private_dir(path: Path) -> None:
         log.warning("directory %s is accessible to other users; restrict it with chmod 700", path)
 
 
+def private_dirs(path: Path) -> None:
+    """Create directory ``path`` and each missing parent with mode 0700 (``Path.mkdir(parents=True)``
+    gives the parents the default 0777 less the umask: 0755). Raises FileExistsError when one of
+    them is a file, NotADirectoryError when a file stands where a parent should be."""
+    missing: list[Path] = []
+    here = path
+    while not here.is_dir() and here.parent != here:
+        missing.append(here)
+        here = here.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            if not directory.is_dir():  # else another process made it meanwhile
+                raise
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, replacing its content; a new file gets mode 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
 def private_file(path: Path) -> None:
     """Create ``path`` empty with mode 0600 if missing; tighten it to 0600 (with a warning) if it is
     open to other users."""

@@ -2,7 +2,8 @@
 
 Servicer methods raise :class:`~netkernel.errors.AgentNetError` subclasses; the
 boundary ends the call with the error's status code, message and ``ErrorInfo``
-(built by :func:`netkernel.errors.error_status`). Anything else is a bug: it is
+(built by :func:`netkernel.errors.error_status`; set on the call, not aborted: see
+:func:`end_with`). Anything else is a bug: it is
 logged and answered ``INTERNAL`` without leaking internals. Wrap a method with
 :func:`unary_boundary` / :func:`stream_boundary`, or open :class:`ErrorBoundary`
 inside a long-lived stream handler (no per-message wrapper layer). :func:`error_detail` is the
@@ -14,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from agentnet.v1 import errors_pb2
@@ -28,8 +29,20 @@ Resp = TypeVar("Resp")
 
 
 async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: AgentNetError) -> None:
-    """End the call with ``error``'s status code, message and ErrorInfo details."""
+    """End the call with ``error``'s status code, message and ErrorInfo details, at once (raises)."""
     await context.abort_with_status(error_status(error))
+
+
+def end_with(context: grpc.aio.ServicerContext[Any, Any], error: AgentNetError) -> None:
+    """Give the call ``error``'s status code, message and ErrorInfo details, sent when the handler
+    returns. Unlike :func:`abort_with` it raises nothing: grpc.aio keeps the AbortError an abort
+    raises on the call's state, whose traceback holds the handler's frames and they the call's
+    state, a reference cycle keeping the request (megabytes when it was refused for its size) until
+    the cyclic GC happens to run."""
+    status = error_status(error)
+    context.set_code(status.code)
+    context.set_details(status.details)
+    context.set_trailing_metadata(status.trailing_metadata)
 
 
 def domain_error(exc: Exception, where: str) -> AgentNetError:
@@ -60,10 +73,11 @@ class ErrorBoundary:
     async def __aenter__(self) -> None:
         return None
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         if exc is None or not isinstance(exc, Exception) or isinstance(exc, grpc.aio.AbortError):
-            return  # success, cancellation, generator close or an abort already under way
-        await abort_with(self._context, domain_error(exc, self._method))
+            return False  # success, cancellation, generator close or an abort already under way
+        end_with(self._context, domain_error(exc, self._method))
+        return True  # the handler ends here; grpc.aio sends the status set (see end_with)
 
 
 def unary_boundary(
@@ -75,6 +89,7 @@ def unary_boundary(
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
         async with ErrorBoundary(context, fn.__qualname__):
             return await fn(self, request, context)
+        return cast(Resp, None)  # refused: the boundary set the status; grpc.aio sends no response
 
     return wrapper
 

@@ -134,7 +134,9 @@ class RequestLimits:
         try:
             self._walk(message, prefix)
         except AgentNetError as err:
-            return err
+            # Without the walk's frames: they hold the message (megabytes when a field is over its
+            # limit), and a caller keeping the error in a local would keep them alive in a cycle.
+            return err.with_traceback(None)
         return None
 
     # -- the quick pass: True when no field can be over its limit ---------------------

@@ -18,7 +18,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
+from servicekit.grpc_logs import quiet_client_departures
 from servicekit.metrics import MetricsServer, MetricsSettings, start_metrics_server
+from servicekit.parse_guard import guarded
 from servicekit.reflection import enable_reflection
 from servicekit.tls import CertificateReloader, ServerTls, server_credentials
 
@@ -149,11 +151,13 @@ async def _start_grpc(
     interceptors: Sequence[grpc.aio.ServerInterceptor],
     metrics_server: MetricsServer | None,
 ) -> RunningServer:
+    quiet_client_departures()  # a client cancelling a stream mid-send is DEBUG, not an ERROR traceback
     server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
+    registrar = guarded(server)  # a request that does not parse is INVALID_ARGUMENT (servicekit/parse_guard.py)
     for spec in specs:
-        spec.register(server)
+        spec.register(registrar)
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, registrar)
     names = [spec.full_name for spec in specs]
     enable_reflection([*names, health.SERVICE_NAME], server)
     address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"  # IPv6

@@ -65,7 +65,19 @@ def test_the_knowledge_service_keeps_its_data_private(tmp_path: Path, backend: s
             for name in ("knowledge.db", "knowledge.db-wal", "knowledge.db-shm"):
                 assert mode(data / name) == 0o600, name
         else:
-            assert mode(data / "knowledge") == 0o700
-            assert mode(data / "knowledge" / "ns" / "notes" / "a.md") == 0o600
+            store = data / "knowledge"
+            assert mode(store) == 0o700
+            assert mode(store / "ns" / "notes" / "a.md") == 0o600
+            # Every folder and file the store made: its sub-folders (made with their parents, which
+            # mkdir -p makes 0755), its version records and journal, not only the written file.
+            made = list(store.rglob("*"))
+            assert {p.relative_to(store).as_posix() for p in made if p.is_dir()} >= {"ns", "ns/notes"}
+            assert any("versions" in p.parts for p in made if p.is_file())
+            assert {
+                (p.relative_to(store).as_posix(), mode(p)) for p in made if p.is_dir() and mode(p) != 0o700
+            } == set()
+            assert {
+                (p.relative_to(store).as_posix(), mode(p)) for p in made if p.is_file() and mode(p) != 0o600
+            } == set()
     finally:
         assert proc.terminate() == 0

@@ -148,6 +148,7 @@ class HubCore:
             clock,
             live_channels=lambda: self.channels.member_channels(),
             spawn=self.spawn,
+            refresh_turns=lambda agent_id: self.channels.refresh_turns_of(agent_id),
             # With an arbiter the delivery leaves can_send unset: only CanSend asks the arbiter.
             turn_probe=None
             if arbiter is not None

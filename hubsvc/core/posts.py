@@ -131,13 +131,20 @@ class Posts:
         try:
             if self._govern is not None:
                 await self._govern(sender_id, env, self._channels.get(env.channel_id))
+            shared = self._store.feed is not None
+            seen = self._channels.known_seq(env.channel_id) if shared else 0
             try:
                 return await self._admit(sender_id, env, event_data_json)
             except _MAYBE_STALE:
                 # On a store shared by replicas this replica's copy of the channel may lag what
                 # another one committed (the change feed has not told it yet): a refusal that
-                # depends on the channel's state is only given once the copy is current.
-                if self._store.feed is None or not await self._channels.refresh_if_behind(env.channel_id):
+                # depends on the channel's state is only given once the copy is current. The
+                # copy may also have caught up from the feed since it refused (the store then
+                # holds no more than it): the post is admitted again on the newer copy.
+                if not shared:
+                    raise
+                behind = await self._channels.refresh_if_behind(env.channel_id)
+                if not behind and self._channels.known_seq(env.channel_id) == seen:
                     raise
             return await self._admit(sender_id, env, event_data_json)
         except Exception as err:

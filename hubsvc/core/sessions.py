@@ -15,7 +15,7 @@ the stored cursors at most the envelopes it acked in the last interval.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from agentnet.v1 import channel_pb2, connect_pb2, envelope_pb2
@@ -66,6 +66,7 @@ class Sessions:
         *,
         live_channels: Callable[[], Iterable[MemberView]],
         spawn: Callable[[Any, str], asyncio.Task[Any]],
+        refresh_turns: Callable[[str], Awaitable[None]] | None = None,
         on_cursor: Callable[[str, str, int], None] | None = None,
         turn_probe: TurnProbe | None = None,
         recorder: Recorder = NO_RECORDER,
@@ -77,6 +78,8 @@ class Sessions:
         self._clock = clock
         self._live_channels = live_channels
         self._spawn = spawn
+        self._refresh_turns = refresh_turns
+        """Catches up the channels awaiting a turn of an agent that a shared store holds more of."""
         self._on_cursor = on_cursor
         """Told ``(agent_id, channel_id, cursor)`` whenever an agent's cursor moves (acks, skips, a Hello ahead)."""
         self._turn_probe = turn_probe
@@ -128,6 +131,10 @@ class Sessions:
             # read the stored cursors after they are written, not before.
             await asyncio.wait([written])
         stored = await self._store.load_cursors(agent_id)
+        if self._refresh_turns is not None:
+            # A turn another replica saw answered is not listed (the client would answer it
+            # again); what the catch-up publishes is buffered by the session, under the marks.
+            await self._refresh_turns(agent_id)
         marks: dict[str, int] = {}
         turns: list[connect_pb2.PendingTurn] = []
         truncated = False

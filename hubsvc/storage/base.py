@@ -464,6 +464,10 @@ class HubStore(abc.ABC):
     async def channel_seq(self, channel_id: str) -> int:
         """The last seq the store holds for the channel (0: none)."""
 
+    async def channel_seqs(self, channel_ids: Sequence[str]) -> list[int]:
+        """:meth:`channel_seq` of each channel, in order (a store with round trips reads them in one)."""
+        return [await self.channel_seq(channel_id) for channel_id in channel_ids]
+
     async def session_of(self, agent_id: str) -> str | None:
         """The session id of ``agent_id``'s current Connect stream on any replica (None: none),
         as recorded by :attr:`Writes.sessions`; a single-process store records none."""

@@ -103,6 +103,7 @@ async def test_list_tasks_lists_the_callers_tasks_with_the_agent(net: Net, bindi
     assert second.context_id == first.context_id and second.id != first.id
     listed = await client.list_tasks(a2a.ListTasksRequest(include_artifacts=True))
     assert {t.id for t in listed.tasks} == {first.id, second.id} and listed.total_size == 2
+    assert {t.status.state for t in listed.tasks} == {a2a.TASK_STATE_COMPLETED}
     assert {t.artifacts[0].parts[0].text for t in listed.tasks} == {"one", "two"}
     page = await client.list_tasks(a2a.ListTasksRequest(page_size=1))
     assert len(page.tasks) == 1 and page.next_page_token
@@ -110,6 +111,26 @@ async def test_list_tasks_lists_the_callers_tasks_with_the_agent(net: Net, bindi
     assert {page.tasks[0].id, rest.tasks[0].id} == {first.id, second.id} and not rest.next_page_token
     done = await client.list_tasks(a2a.ListTasksRequest(status=a2a.TASK_STATE_FAILED))
     assert list(done.tasks) == []
+
+
+async def test_a_task_a_send_returned_ended_reads_back_ended(net: Net, binding: str) -> None:
+    """The hub records a call's outcome just after the answer's commit: a blocking send (or a stream's
+    last event) only tells the client the task ended once GetTask and ListTasks say so too."""
+    await net.hub.register(
+        Agent("policy", config=ScriptedConfig([f"answer {i}" for i in range(6)])), Passport(name="policy"), a2a=ENABLED
+    )
+    for i in range(3):
+        client = await net.client("policy", binding)
+        task = (await collect(client, a2a.SendMessageRequest(message=user_message(f"question {i}"))))[0].task
+        got = await client.get_task(a2a.GetTaskRequest(id=task.id))
+        assert (got.status.state, list(got.artifacts)) == (a2a.TASK_STATE_COMPLETED, list(task.artifacts))
+        streamed = await net.client("policy", binding, streaming=True)
+        responses = await collect(streamed, a2a.SendMessageRequest(message=user_message(f"streamed {i}")))
+        assert responses[-1].status_update.status.state == a2a.TASK_STATE_COMPLETED
+        listed = await client.list_tasks(a2a.ListTasksRequest(include_artifacts=True, page_size=1))
+        [newest] = listed.tasks
+        assert newest.id == responses[0].task.id and newest.status.state == a2a.TASK_STATE_COMPLETED
+        assert [p.text for a in newest.artifacts for p in a.parts] == [f"answer {2 * i + 1}"]
 
 
 async def test_a_streamed_send_sends_working_then_the_artifact_then_completed(net: Net, binding: str) -> None:
@@ -252,7 +273,11 @@ async def test_message_metadata_travels_as_custom_headers_and_a2a_keys_are_refus
     reserved.update({"A2A-Token": "x"})
     with pytest.raises(Exception, match="reserved 'a2a-' prefix"):
         await collect(client, a2a.SendMessageRequest(message=user_message("hi", metadata=reserved)))
-    assert len((await client.list_tasks(a2a.ListTasksRequest())).tasks) == 1  # the refused send started nothing
+    look_alike = struct_pb2.Struct()
+    look_alike.update({" a2a-token": "x"})  # a leading space: not an HTTP header name at all
+    with pytest.raises(Exception, match="not an HTTP header name"):
+        await collect(client, a2a.SendMessageRequest(message=user_message("hi", metadata=look_alike)))
+    assert len((await client.list_tasks(a2a.ListTasksRequest())).tasks) == 1  # the refused sends started nothing
 
 
 async def test_tasks_outlive_the_gateway_that_started_them(net: Net, binding: str) -> None:

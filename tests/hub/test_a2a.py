@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -177,6 +178,22 @@ async def test_reserved_header_prefix_is_refused_naming_the_key_and_nothing_happ
     assert info.value.metadata["key"] == key
     assert list((await caller.rpc("ListExecutions", hub_pb2.ListExecutionsRequest())).executions) == []
     assert list((await caller.rpc("ListChannels", hub_pb2.ListChannelsRequest(include_ended=True))).channels) == []
+    assert billing.drain() == []
+
+
+@pytest.mark.parametrize(
+    ("key", "bad"),
+    [(" a2a-token", "U+0020"), ("a2a\u2010token", "U+2010"), ("x tenant", "U+0020"), ("x-t\u0130", "U+0130")],
+)
+async def test_a_header_name_that_is_not_an_http_token_is_refused(hub: RunningHub, key: str, bad: str) -> None:
+    """A look-alike of a reserved name (a leading space, a Unicode hyphen) is no way around the
+    a2a- check: a key must be an RFC 9110 token before the reserved prefix is looked at."""
+    caller = await a2a_agent(hub.target, "caller")
+    billing = await a2a_agent(hub.target, "billing")
+    with pytest.raises(InvalidArgument, match=f"not an HTTP header name.*{re.escape(bad)}") as info:
+        await caller.rpc("InvokeAgent", invoke(billing, custom_headers={"x-ok": "1", key: "v"}))
+    assert info.value.metadata == {"field": "custom_headers", "key": key}
+    assert list((await caller.rpc("ListExecutions", hub_pb2.ListExecutionsRequest())).executions) == []
     assert billing.drain() == []
 
 

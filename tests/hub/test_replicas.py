@@ -281,10 +281,18 @@ async def test_pending_turns_through_another_replica(replicas: Replicas) -> None
         return [(t.channel_id, t.envelope_id) for t in welcome.pending_turns] == [(channel_id, question.envelope_id)]
 
     await assert_eventually(listed)
+    # a stops following the change feed: it can learn of b's commit only from the store.
+    sync = a.core.replicas
+    assert sync is not None
+    sync.stop()
+    await assert_eventually(lambda: all(t.done() for t in a.core._loops if t.get_name() == "hub-replica-sync"))
     await bob.connect()
     await bob.say(channel_id, "answered through b", causation_id=question.envelope_id)
     await bob.close()
+    # A client reaching a is not told of the turn b saw answered (it would answer it again):
+    # a reads the store before listing it, in ListPendingTurns and in the Welcome.
     late = on(a, bobs)
+    assert list((await late.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest())).turns) == []
     assert list((await late.connect()).pending_turns) == []
     await late.close()
     await alice.close()

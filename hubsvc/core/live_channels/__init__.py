@@ -152,6 +152,8 @@ class LiveChannels:
         self.hydrate = rebuilder.hydrate
         self.locked = rebuilder.locked
         self.refresh_if_behind = replica_commits.refresh_if_behind
+        self.known_seq = replica_commits.known_seq
+        self.refresh_turns_of = replica_commits.refresh_turns_of
         self.catch_up_all = replica_commits.catch_up_all
         self.catch_up = replica_commits.catch_up
 

@@ -39,6 +39,11 @@ class CatchUp:
         self._timers = timers
         self._publish = publish
 
+    def known_seq(self, channel_id: str) -> int:
+        """The last seq of the channel this replica has folded (0: it holds none of it)."""
+        ch = self._table.channels.get(channel_id)
+        return ch.committed_seq if ch is not None else self._table.ended.get(channel_id, 0)
+
     async def refresh_if_behind(self, channel_id: str) -> bool:
         """Whether the store holds more of the channel than this replica has published (another
         replica committed to it and the change feed has not told this one yet); if so, the
@@ -46,12 +51,26 @@ class CatchUp:
         if self._store.feed is None or not self._placement.holds(channel_id):
             return False
         stored = await self._store.channel_seq(channel_id)
-        ch = self._table.channels.get(channel_id)
-        known = ch.committed_seq if ch is not None else self._table.ended.get(channel_id, 0)
-        if stored <= known:
+        if stored <= self.known_seq(channel_id):
             return False
         await self.catch_up(channel_id, stored)
         return True
+
+    async def refresh_turns_of(self, agent_id: str) -> None:
+        """Catch up the channels live here that await a turn of ``agent_id``, where the store holds
+        more of them (another replica committed, perhaps the answer, and the change feed has not
+        told this one yet): so a turn answered elsewhere is not listed as pending (a client would
+        answer it again). Nothing to do on a store no other replica shares."""
+        if self._store.feed is None:
+            return
+        awaiting = [
+            ch for ch in self._table.live() if agent_id in ch.participants and ch.pending_turn(agent_id) is not None
+        ]
+        for start in range(0, len(awaiting), _CATCH_UP_PAGE):
+            chunk = awaiting[start : start + _CATCH_UP_PAGE]
+            stored = await self._store.channel_seqs([ch.channel_id for ch in chunk])
+            behind = [(ch.channel_id, seq) for ch, seq in zip(chunk, stored, strict=True) if seq > ch.committed_seq]
+            await asyncio.gather(*(self.catch_up(channel_id, seq) for channel_id, seq in behind))
 
     async def catch_up_all(self) -> None:
         """Catch up every channel live here or live in the store."""

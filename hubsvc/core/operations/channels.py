@@ -127,17 +127,20 @@ class ChannelOps:
 
         return await ordered_page("channels", fetch, pick, limit or 100, page_token)
 
-    def list_pending_turns(
+    async def list_pending_turns(
         self, caller: str, *, limit: int = 0, page_token: str = ""
     ) -> tuple[list[connect_pb2.PendingTurn], str]:
         """The turns the caller's live channels await from it, by channel id, a page of ``limit``
-        (0 = 100, at most :data:`MAX_PENDING_TURNS`); returns (turns, next page token)."""
+        (0 = 100, at most :data:`MAX_PENDING_TURNS`); returns (turns, next page token). On a store
+        shared by replicas a channel the store holds more of is caught up first (a turn answered
+        through another replica is not listed)."""
         if limit < 0 or limit > MAX_PENDING_TURNS:
             raise InvalidArgument(
                 f"limit {limit} is out of range: ask for 1 to {MAX_PENDING_TURNS} turns (0 = 100) and page with "
                 "next_page_token.",
                 metadata={"field": "limit", "value": str(limit), "limit": str(MAX_PENDING_TURNS)},
             )
+        await self.core.channels.refresh_turns_of(caller)
         turns = [
             turn
             for ch in self.core.channels.live()

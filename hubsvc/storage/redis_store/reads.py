@@ -40,6 +40,18 @@ class ChannelReads:
         return 0 if value is None else int(value)
 
     @read
+    async def channel_seqs(self, channel_ids: Sequence[str]) -> list[int]:
+        """Each channel's last committed seq, in order (one pipeline: on a spread Cluster the keys
+        are in several slots, which one MGET cannot read)."""
+        if not channel_ids:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            for channel_id in channel_ids:
+                pipe.get(self._keys.channel(channel_id, "last"))
+            values = await pipe.execute()
+        return [0 if value is None else int(value) for value in values]
+
+    @read
     async def load_live_channels(self) -> list[ChannelRow]:
         """Channels not yet ended."""
         ids = sorted(text(m) for m in await self._client.smembers(self._keys.g + "channels:live"))

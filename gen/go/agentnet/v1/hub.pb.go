@@ -3930,9 +3930,11 @@ type InvokeAgentRequest struct {
 	// Seconds to wait for the answer; absent = 300. Finite, positive and at
 	// most --max-wait-seconds (a day); else INVALID_ARGUMENT.
 	TimeoutSeconds *float64 `protobuf:"fixed64,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
-	// Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-	// refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
-	// values at most 64 KiB.
+	// Headers forwarded to the callee. A key must be an HTTP header name (an RFC
+	// 9110 token: ASCII letters, digits and !#$%&'*+-.^_`|~; no space, no
+	// non-ASCII look-alike) and must not start with "a2a-" (any case); else
+	// INVALID_ARGUMENT naming the key (metadata `key`). At most 1024 entries;
+	// keys at most 256 bytes, values at most 64 KiB.
 	CustomHeaders map[string]string `protobuf:"bytes,5,rep,name=custom_headers,json=customHeaders,proto3" json:"custom_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// A call token of the dispatch the caller is running in, if any (obtain one
 	// with RefreshCallToken{execution_id}): links this call as a child execution

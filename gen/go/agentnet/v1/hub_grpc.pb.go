@@ -87,7 +87,9 @@ const (
 //
 // Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
 // credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
-// field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+// field over its limit, named in the ErrorInfo metadata `field`; or request
+// bytes that do not parse as the RPC's request message: INVALID_ARGUMENT "a
+// frame could not be parsed as ...", metadata `message_type`), UNAVAILABLE
 // (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
 // changed). The codes each RPC adds are listed on it; docs/errors.md has every
 // reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
@@ -116,6 +118,7 @@ type HubServiceClient interface {
 	// frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
 	// neither Hello.credential nor the bearer metadata holds a known credential;
 	// INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+	// INVALID_ARGUMENT for a frame whose bytes are not a ConnectRequest;
 	// RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
 	// UNAVAILABLE when the hub stops, the identity is unregistered or a newer
 	// Connect of the same agent replaces this one.
@@ -902,7 +905,9 @@ func (c *hubServiceClient) ListPendingTurns(ctx context.Context, in *ListPending
 //
 // Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
 // credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
-// field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+// field over its limit, named in the ErrorInfo metadata `field`; or request
+// bytes that do not parse as the RPC's request message: INVALID_ARGUMENT "a
+// frame could not be parsed as ...", metadata `message_type`), UNAVAILABLE
 // (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
 // changed). The codes each RPC adds are listed on it; docs/errors.md has every
 // reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
@@ -931,6 +936,7 @@ type HubServiceServer interface {
 	// frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
 	// neither Hello.credential nor the bearer metadata holds a known credential;
 	// INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+	// INVALID_ARGUMENT for a frame whose bytes are not a ConnectRequest;
 	// RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
 	// UNAVAILABLE when the hub stops, the identity is unregistered or a newer
 	// Connect of the same agent replaces this one.

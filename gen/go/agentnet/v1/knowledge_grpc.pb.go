@@ -51,7 +51,8 @@ const (
 //
 // Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
 // PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
-// (namespace, path or a field over its limit), UNAVAILABLE (the service is
+// (namespace, path or a field over its limit; request bytes that do not parse
+// as the RPC's request message, metadata `message_type`), UNAVAILABLE (the service is
 // stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
 // bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
 // "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub
@@ -235,7 +236,8 @@ type KnowledgeService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 //
 // Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
 // PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
-// (namespace, path or a field over its limit), UNAVAILABLE (the service is
+// (namespace, path or a field over its limit; request bytes that do not parse
+// as the RPC's request message, metadata `message_type`), UNAVAILABLE (the service is
 // stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
 // bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
 // "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub

@@ -2097,9 +2097,11 @@ class InvokeAgentRequest(_message.Message):
     """
     @_builtins.property
     def custom_headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-        refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
-        values at most 64 KiB.
+        """Headers forwarded to the callee. A key must be an HTTP header name (an RFC
+        9110 token: ASCII letters, digits and !#$%&'*+-.^_`|~; no space, no
+        non-ASCII look-alike) and must not start with "a2a-" (any case); else
+        INVALID_ARGUMENT naming the key (metadata `key`). At most 1024 entries;
+        keys at most 256 bytes, values at most 64 KiB.
         """
 
     def __init__(

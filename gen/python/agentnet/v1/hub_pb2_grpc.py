@@ -46,7 +46,9 @@ class HubServiceStub:
 
     Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
     credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
-    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    field over its limit, named in the ErrorInfo metadata `field`; or request
+    bytes that do not parse as the RPC's request message: INVALID_ARGUMENT "a
+    frame could not be parsed as ...", metadata `message_type`), UNAVAILABLE
     (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
     changed). The codes each RPC adds are listed on it; docs/errors.md has every
     reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
@@ -300,7 +302,9 @@ class HubServiceServicer:
 
     Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
     credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
-    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    field over its limit, named in the ErrorInfo metadata `field`; or request
+    bytes that do not parse as the RPC's request message: INVALID_ARGUMENT "a
+    frame could not be parsed as ...", metadata `message_type`), UNAVAILABLE
     (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
     changed). The codes each RPC adds are listed on it; docs/errors.md has every
     reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
@@ -331,6 +335,7 @@ class HubServiceServicer:
         frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
         neither Hello.credential nor the bearer metadata holds a known credential;
         INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+        INVALID_ARGUMENT for a frame whose bytes are not a ConnectRequest;
         RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
         UNAVAILABLE when the hub stops, the identity is unregistered or a newer
         Connect of the same agent replaces this one.
@@ -1102,7 +1107,9 @@ class HubService:
 
     Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
     credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
-    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    field over its limit, named in the ErrorInfo metadata `field`; or request
+    bytes that do not parse as the RPC's request message: INVALID_ARGUMENT "a
+    frame could not be parsed as ...", metadata `message_type`), UNAVAILABLE
     (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
     changed). The codes each RPC adds are listed on it; docs/errors.md has every
     reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a

@@ -3134,9 +3134,11 @@ class InvokeAgentRequest(betterproto2.Message):
         5, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING)
     )
     """
-    Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-    refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
-    values at most 64 KiB.
+    Headers forwarded to the callee. A key must be an HTTP header name (an RFC
+    9110 token: ASCII letters, digits and !#$%&'*+-.^_`|~; no space, no
+    non-ASCII look-alike) and must not start with "a2a-" (any case); else
+    INVALID_ARGUMENT naming the key (metadata `key`). At most 1024 entries;
+    keys at most 256 bytes, values at most 64 KiB.
     """
 
     call_token: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
@@ -5870,7 +5872,9 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
 
     Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
     credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
-    field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+    field over its limit, named in the ErrorInfo metadata `field`; or request
+    bytes that do not parse as the RPC's request message: INVALID_ARGUMENT "a
+    frame could not be parsed as ...", metadata `message_type`), UNAVAILABLE
     (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
     changed). The codes each RPC adds are listed on it; docs/errors.md has every
     reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
@@ -5909,6 +5913,7 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
         neither Hello.credential nor the bearer metadata holds a known credential;
         INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+        INVALID_ARGUMENT for a frame whose bytes are not a ConnectRequest;
         RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
         UNAVAILABLE when the hub stops, the identity is unregistered or a newer
         Connect of the same agent replaces this one.
@@ -7057,7 +7062,8 @@ class KnowledgeServiceStub(betterproto2_grpclib.ServiceStub):
 
     Refusals: every RPC may return UNAUTHENTICATED (a missing or unknown token),
     PERMISSION_DENIED (the token does not grant the namespace), INVALID_ARGUMENT
-    (namespace, path or a field over its limit), UNAVAILABLE (the service is
+    (namespace, path or a field over its limit; request bytes that do not parse
+    as the RPC's request message, metadata `message_type`), UNAVAILABLE (the service is
     stopping or its backend, e.g. Redis, is unreachable; retry) and INTERNAL (a
     bug); each RPC lists what it adds. Errors carry a google.rpc.ErrorInfo (domain
     "agentnet.v1", reason from ErrorReason) in a google.rpc.Status, as for the hub

@@ -920,9 +920,11 @@ export interface InvokeAgentRequest {
     | number
     | undefined;
   /**
-   * Headers forwarded to the callee. A key starting with "a2a-" (any case) is
-   * refused with INVALID_ARGUMENT. At most 1024 entries; keys at most 256 bytes,
-   * values at most 64 KiB.
+   * Headers forwarded to the callee. A key must be an HTTP header name (an RFC
+   * 9110 token: ASCII letters, digits and !#$%&'*+-.^_`|~; no space, no
+   * non-ASCII look-alike) and must not start with "a2a-" (any case); else
+   * INVALID_ARGUMENT naming the key (metadata `key`). At most 1024 entries;
+   * keys at most 256 bytes, values at most 64 KiB.
    */
   customHeaders: { [key: string]: string };
   /**
@@ -10316,7 +10318,9 @@ export const ListPendingTurnsResponse: MessageFns<ListPendingTurnsResponse> = {
  *
  * Refusals: every RPC may return UNAUTHENTICATED (a missing, unknown or revoked
  * credential; not Register / RegisterHuman), INVALID_ARGUMENT or OUT_OF_RANGE (a
- * field over its limit, named in the ErrorInfo metadata `field`), UNAVAILABLE
+ * field over its limit, named in the ErrorInfo metadata `field`; or request
+ * bytes that do not parse as the RPC's request message: INVALID_ARGUMENT "a
+ * frame could not be parsed as ...", metadata `message_type`), UNAVAILABLE
  * (the hub is stopping or a write failed; retry) and INTERNAL (a bug; nothing
  * changed). The codes each RPC adds are listed on it; docs/errors.md has every
  * reason. The ErrorInfo travels in the `grpc-status-details-bin` trailer as a
@@ -10348,6 +10352,7 @@ export const HubServiceService = {
    * frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
    * neither Hello.credential nor the bearer metadata holds a known credential;
    * INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+   * INVALID_ARGUMENT for a frame whose bytes are not a ConnectRequest;
    * RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
    * UNAVAILABLE when the hub stops, the identity is unregistered or a newer
    * Connect of the same agent replaces this one.
@@ -11130,6 +11135,7 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
    * neither Hello.credential nor the bearer metadata holds a known credential;
    * INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+   * INVALID_ARGUMENT for a frame whose bytes are not a ConnectRequest;
    * RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
    * UNAVAILABLE when the hub stops, the identity is unregistered or a newer
    * Connect of the same agent replaces this one.
@@ -11535,6 +11541,7 @@ export interface HubServiceClient extends Client {
    * frame is not Hello (or a later frame is a Hello); UNAUTHENTICATED when
    * neither Hello.credential nor the bearer metadata holds a known credential;
    * INVALID_ARGUMENT / OUT_OF_RANGE for a Hello or Ack over its limits;
+   * INVALID_ARGUMENT for a frame whose bytes are not a ConnectRequest;
    * RESOURCE_EXHAUSTED / INBOX_FULL for a client that stopped reading;
    * UNAVAILABLE when the hub stops, the identity is unregistered or a newer
    * Connect of the same agent replaces this one.
