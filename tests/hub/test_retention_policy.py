@@ -41,6 +41,21 @@ async def _gone(hub: RunningHub, channel_id: str) -> bool:
 
 
 @SQLITE_ONLY
+def test_the_retention_example_of_the_governance_doc_loads(tmp_path: Path) -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "governance.md").read_text()
+    section = doc.split("\n## Retention\n", 1)[1].split("\n## ", 1)[0]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "policy.yaml").write_text(example)
+    policy = load_policy(tmp_path / "policy.yaml")
+    assert [policy.retain_ended(t, 60.0) for t in ("consulting", "conversation", "workflow", "discussion")] == [
+        7 * 86400,
+        12 * 3600,
+        0,
+        60.0,
+    ]
+
+
+@SQLITE_ONLY
 def test_the_retention_block_is_validated(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("retention:\n  discussion: {ended: 12h}\n  conversation: {ended: 0}\n")
