@@ -17,6 +17,7 @@ from agentsdk.cli.render import retention_rows
 from agentsdk.operator import OperatorClient
 from hubsvc.core.options import HubOptions
 from hubsvc.governance.policy import load_policy
+from hubsvc.metrics import retention_metrics
 from hubsvc.storage import SqliteHubStore, Writes
 from hubsvc.storage.base import ChannelRow
 from hubsvc.storage.redis_store import RedisHubStore
@@ -167,6 +168,8 @@ async def test_audit_records_older_than_retain_audit_go_in_bounded_steps(tmp_pat
         await asyncio.gather(*sweeps)
         replicas = [hub] + ([second] if second is not None else [])
         assert sum(h.core.retention.stats.purged_audit for h in replicas) >= 10
+        metrics = {m.name: m.samples[0].value for m in retention_metrics(hub.core.retention.stats, hub.core.store)}
+        assert metrics["agentnet_hub_retention_purged_audit_records"] == hub.core.retention.stats.purged_audit
         rows = await hub.core.store.list_audit(kind="", subject_id="", after_id=0, limit=-1)
         left = [(r.kind, r.subject_id) for r in rows if r.kind.startswith("test_")]
         assert left == [("test_new", "s0"), ("test_old", "s1")]
