@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import sqlite3
 from pathlib import Path
+from typing import cast
 
 import pytest
 from agentnet.v1 import channel_pb2, hub_pb2
@@ -23,13 +24,13 @@ from hubsvc.storage.base import ChannelRow
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import NotFound
 from tests.eventually import assert_eventually
-from tests.hub.harness import RunningHub, open_channel, register, running_hub
+from tests.hub.harness import Participant, RunningHub, open_channel, register, running_hub
 
 SQLITE_ONLY = pytest.mark.sqlite_only("the policy file's schema, or the SQLite store's tables")
 
 
-async def _closed(hub: RunningHub, alice: object, channel_id: str) -> None:
-    await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=channel_id))  # type: ignore[attr-defined]
+async def _closed(hub: RunningHub, alice: Participant, channel_id: str) -> None:
+    await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=channel_id))
 
 
 async def _gone(hub: RunningHub, channel_id: str) -> bool:
@@ -180,7 +181,7 @@ async def test_audit_records_older_than_retain_audit_go_in_bounded_steps(tmp_pat
         if isinstance(store, RedisHubStore):  # the index zsets hold only ids whose record is kept
             g = store._keys.g
             for key in ("audit:all", "audit:kind:test_old", "audit:subject:s0", "audit:subject:s1"):
-                ids = [int(m) for m in await store._client.zrange(g + key, 0, -1)]
+                ids = [int(m) for m in cast("list[bytes]", await store._client.zrange(g + key, 0, -1))]
                 kept = await store._client.hmget(g + "audit", [str(i) for i in ids]) if ids else []
                 assert None not in kept, key
             assert await store._client.zcard(g + "audit:kind:test_old") == 1
