@@ -224,6 +224,11 @@ def retention_metrics(stats: SweepStats, store: HubStore) -> Iterator[Metric]:
         "WAL rows retention deleted on this hub.",
         value=stats.purged_envelopes,
     )
+    yield CounterMetricFamily(
+        "agentnet_hub_retention_purged_audit_records",
+        "Audit records retention deleted on this hub (--retain-audit).",
+        value=stats.purged_audit,
+    )
     yield GaugeMetricFamily(
         "agentnet_hub_retention_last_sweep_timestamp_seconds",
         "Unix time this hub's last retention sweep finished (0: none yet).",

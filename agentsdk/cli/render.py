@@ -269,9 +269,16 @@ def partition_rows(st: operator_pb2.GetStatusResponse) -> list[list[str]]:
 def retention_rows(r: operator_pb2.RetentionStatus) -> list[list[str]]:
     """The status rows of what the hub keeps of ended channels and how big its store is."""
     keep = "everything (no --retain-ended)" if not r.retain_ended_seconds else f"{r.retain_ended_seconds:g} s"
+    if r.retain_ended_by_type:
+        by_type = ", ".join(f"{t} {s:g} s" if s else f"{t} forever" for t, s in sorted(r.retain_ended_by_type.items()))
+        keep += f" (policy: {by_type})"
     sweep = f"{when(r.last_sweep_at)} UTC, purged {r.last_sweep_purged}" if r.HasField("last_sweep_at") else "none yet"
+    if r.retain_audit_seconds and r.HasField("last_sweep_at"):
+        sweep += f" channels and {r.last_sweep_audit_purged} audit records"
+    audit = f"{r.retain_audit_seconds:g} s" if r.retain_audit_seconds else "everything (no --retain-audit)"
     return [
         ["retention of ended channels", keep + (f", archived to {r.archive_dir}" if r.archive_dir else "")],
+        ["retention of audit records", audit],
         [
             "ended channels kept",
             f"{r.ended_channels_kept if r.ended_channels_kept >= 0 else 'not counted'} ({r.channels_purged} purged)",

@@ -206,8 +206,11 @@ class HubCore:
         """Applies the other replicas' commits when the store is shared (its change feed)."""
         self.liveness = ReplicaLiveness(liveness, self.executions, self.options) if liveness is not None else None
         """Keeps this replica alive in a shared store and fails the calls of replicas that died."""
-        self.retention = Retention(store, self.options, clock, forget=self.channels.forget)
-        """The sweep that purges ended channels after --retain-ended (hubsvc/core/retention.py)."""
+        self.retention = Retention(
+            store, self.options, clock, forget=self.channels.forget, policy=lambda: self.governance.policy
+        )
+        """The sweep that purges ended channels after their type's retention and audit records after
+        --retain-audit (hubsvc/core/retention.py)."""
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -447,6 +447,17 @@ class HubOptions:
     )
     """Seconds an ended channel's WAL, cursors and membership are kept before retention purges them,
     leaving a tombstone (docs/operations.md "Data over time"); 0 keeps everything."""
+    retain_audit: float = option(
+        0.0,
+        "--retain-audit",
+        "AGENTNET_HUB_RETAIN_AUDIT",
+        "how long audit records are kept before the background sweep deletes them: seconds, or "
+        "90s / 15m / 12h / 30d (0 = keep everything)",
+        parse=duration,
+        check=Range(0, 100 * 365 * 86400.0, "[]", unit=" seconds"),
+    )
+    """Seconds an audit record is kept before the retention sweep deletes it (docs/operations.md
+    "Data over time"); 0 keeps everything."""
     archive_dir: str = option(
         "",
         "--archive-dir",

@@ -22,13 +22,23 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from hubsvc.adapters import ADAPTERS
+from hubsvc.core.options import duration
 from netkernel.errors import InvalidArgument
 
 Seconds = Annotated[float, Field(gt=0, le=365 * 86400)]
 """A positive duration in seconds, at most a year."""
+
+
+def _duration(value: object) -> object:
+    """A duration written as text (``90s``, ``15m``, ``12h``, ``30d``, ``3600``) in seconds; numbers pass."""
+    return duration(value) if isinstance(value, str) else value
+
+
+Duration = Annotated[float, BeforeValidator(_duration), Field(ge=0, le=100 * 365 * 86400)]
+"""Seconds, written as a number or with a unit (``90s``, ``15m``, ``12h``, ``30d``), at most 100 years."""
 Count = Annotated[int, Field(ge=0, le=1_000_000_000)]
 """A non-negative count."""
 Glob = Annotated[str, Field(min_length=1, max_length=256)]
@@ -151,6 +161,14 @@ class ExpectationSpec(_Strict):
     action: ExpectationAction = "notify_channel"
 
 
+class RetentionSpec(_Strict):
+    """How long the hub keeps the history of one channel type's channels (docs/governance.md "Retention")."""
+
+    ended: Duration | None = None
+    """Seconds an ended channel of this type is kept before retention purges it; 0 keeps it forever,
+    absent (``None``) leaves it to ``--retain-ended``."""
+
+
 class Policy(_Strict):
     """The whole policy file."""
 
@@ -163,6 +181,27 @@ class Policy(_Strict):
     expectations: dict[str, dict[ExpectationName, ExpectationSpec | None]] = {}
     """Per channel type (``"*"`` for every type): the expectations of its channels; a channel's
     ``knobs.expectations`` overrides them one by one (``null`` turns one off)."""
+
+    retention: dict[str, RetentionSpec] = {}
+    """Per channel type: how long its ended channels are kept (``--retain-ended`` for the types not named)."""
+
+    @field_validator("retention")
+    @classmethod
+    def _retention_types(cls, value: dict[str, RetentionSpec]) -> dict[str, RetentionSpec]:
+        """Keys are channel types (``--retain-ended`` is the default for the others)."""
+        for key in value:
+            if key not in CHANNEL_TYPES:
+                raise ValueError(
+                    f"unknown channel type {key!r}; name one of {', '.join(CHANNEL_TYPES)} "
+                    "(--retain-ended covers the types not named)"
+                )
+        return value
+
+    def retain_ended(self, channel_type: str, default: float) -> float:
+        """Seconds an ended channel of ``channel_type`` is kept: the policy's ``retention.<type>.ended``,
+        else ``default`` (``--retain-ended``); 0 keeps it forever."""
+        spec = self.retention.get(channel_type)
+        return default if spec is None or spec.ended is None else spec.ended
 
     @field_validator("expectations")
     @classmethod

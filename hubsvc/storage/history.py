@@ -9,6 +9,7 @@ answer FAILED_PRECONDITION / keep everything, as documented.
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,9 +71,10 @@ class HistoryStore(abc.ABC):
         """Ended channels kept, channels purged, and the store's size."""
 
     @abc.abstractmethod
-    async def ended_before(self, cutoff: float, limit: int) -> list[str]:
-        """Up to ``limit`` ids of channels that ended before unix time ``cutoff`` and are not purged
-        yet, those whose purge a restart interrupted first, oldest end first."""
+    async def ended_before(self, cutoffs: Mapping[str, float], limit: int) -> list[str]:
+        """Up to ``limit`` ids of channels that are not purged yet and ended before the unix time
+        ``cutoffs[their type]`` (a type not in ``cutoffs`` is never due), those whose purge a restart
+        interrupted first, then oldest end first."""
 
     @abc.abstractmethod
     async def purge_channel(self, channel_id: str, *, purged_at: float, archive: str, batch_rows: int) -> int | None:
@@ -85,3 +87,9 @@ class HistoryStore(abc.ABC):
     @abc.abstractmethod
     async def tombstone(self, channel_id: str) -> Tombstone | None:
         """The tombstone of a purged channel (None: not purged)."""
+
+    @abc.abstractmethod
+    async def purge_audit(self, before: float, batch_rows: int) -> int:
+        """Delete up to ``batch_rows`` of the oldest audit records, those created before unix time
+        ``before``, in one short step; returns how many were deleted (fewer than ``batch_rows``: none
+        older is left, as far as this step saw). Safe when several replicas call it at once."""

@@ -135,6 +135,7 @@ def test_the_session_cookie_is_httponly_strict_and_not_the_token(client: TestCli
     page = client.get("/")
     assert page.status_code == 200 and "sqlite" in page.text and hub.token not in page.text
     assert "retention of ended channels</th><td>everything kept" in page.text and "store size" in page.text
+    assert "retention of audit records</th><td>everything kept" in page.text
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
 

@@ -166,7 +166,7 @@ async def test_a_purge_a_restart_interrupted_is_finished_and_nothing_comes_back(
     with sqlite3.connect(db) as conn:  # "old" ended long ago
         conn.execute("UPDATE channel_ends SET ended_at = 1000 WHERE channel_id = 'old'")
     cutoff = 2000.0
-    assert await store.ended_before(cutoff, 10) == ["old"]
+    assert await store.ended_before({"": cutoff}, 10) == ["old"]
     # The purge's first transaction commits, then the process dies.
     conn = sqlite3.connect(db, isolation_level=None)
     assert _purge_head(conn, "old", 1500.0, "")
@@ -177,10 +177,10 @@ async def test_a_purge_a_restart_interrupted_is_finished_and_nothing_comes_back(
     await store.open()
     assert await store.get_channel("old") is None  # not resurrected
     assert len(await store.read_wal("old", 0, 0, 0)) == 7  # its WAL rows wait for the sweep
-    assert await store.ended_before(cutoff, 10) == ["old"]  # the unfinished purge comes first
+    assert await store.ended_before({"": cutoff}, 10) == ["old"]  # the unfinished purge comes first
     assert await store.purge_channel("old", purged_at=2000.0, archive="", batch_rows=3) == 7
     assert await store.read_wal("old", 0, 0, 0) == []
-    assert await store.ended_before(cutoff, 10) == []
+    assert await store.ended_before({"": cutoff}, 10) == []
     stone = await store.tombstone("old")
     assert stone is not None and (stone.last_seq, stone.purged_at, stone.ended_at) == (7, 1500.0, 1000.0)
     # Never a live channel, and a kept one keeps everything.

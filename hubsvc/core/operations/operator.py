@@ -98,7 +98,7 @@ class OperatorOps:
             pending_inbox_total=pending_total,
             max_pending_inbox=pending_max,
             channel_types=sorted(ADAPTERS),
-            retention=await retention_status(core.store, core.options, core.retention.stats),
+            retention=await retention_status(core.store, core.options, core.retention.stats, core.governance.policy),
             partitions=partition_status(core),
         )
 

@@ -13,12 +13,17 @@
   Two replicas sweeping the same channel both delete the same index entries (harmless), and exactly
   one script call purges it. A replica stopped between the two steps leaves a channel whose index
   entries are partly gone (``find_envelope`` misses them); the next sweep purges it.
+* **Audit retention** (:meth:`RedisHistory.purge_audit`) reads the oldest ids of ``P{g}:audit:all``
+  and their records, then deletes those created before the cutoff from the record hash and its three
+  indexes in one ``MULTI``: a record is never half deleted, and two replicas deleting the same ones
+  both do the same idempotent ``HDEL`` / ``ZREM``.
 * Not on the spread layout (``?spread=1``): a channel's keys and the global ones are in different
   slots there, beyond one script; :attr:`RedisHistory.purges` says so and retention stays off.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
@@ -27,7 +32,7 @@ from redis.commands.core import AsyncScript
 
 from hubsvc.storage.history import HistoryCounts, HistoryStore, Tombstone
 from hubsvc.storage.redis_connect import RedisClient
-from hubsvc.storage.redis_store.codec import as_bytes, datas, pack, text, unpack
+from hubsvc.storage.redis_store.codec import as_bytes, audit_row, datas, pack, text, unpack
 from hubsvc.storage.redis_store.failures import read
 from hubsvc.storage.redis_store.keys import KeyLayout
 
@@ -40,6 +45,11 @@ SCAN_BATCH = 500
 def _ended_at(record: bytes) -> float:
     meta = channel_pb2.ChannelMetadata.FromString(record)
     return meta.closed_at.seconds + meta.closed_at.nanos / 1e9
+
+
+def _type_and_end(record: bytes) -> tuple[str, float]:
+    meta = channel_pb2.ChannelMetadata.FromString(record)
+    return meta.type, meta.closed_at.seconds + meta.closed_at.nanos / 1e9
 
 
 class RedisHistory(HistoryStore):
@@ -74,7 +84,7 @@ class RedisHistory(HistoryStore):
             info = next((v for v in info.values() if isinstance(v, dict)), {}) if isinstance(info, dict) else {}
         return HistoryCounts(ended_kept=-1, purged=purged, size_bytes=int(info.get("used_memory", -1)))
 
-    async def _scan_due(self, cutoff: float) -> list[tuple[float, str]]:
+    async def _scan_due(self, cutoffs: Mapping[str, float]) -> list[tuple[float, str]]:
         ids: list[str] = []
         async for key in self._client.scan_iter(match=self._keys.meta_pattern(), count=1000):
             channel_id = self._keys.channel_id_of_meta(text(key))
@@ -89,18 +99,18 @@ class RedisHistory(HistoryStore):
                 found = await pipe.execute()
             for channel_id, (live, record) in zip(chunk, found, strict=True):
                 if live == b"0" and record is not None:
-                    ended = _ended_at(as_bytes(record))
-                    if ended < cutoff:
+                    channel_type, ended = _type_and_end(as_bytes(record))
+                    if ended < cutoffs.get(channel_type, float("-inf")):
                         due.append((ended, channel_id))
         return sorted(due, reverse=True)  # popped from the end: the oldest end first
 
     @read
-    async def ended_before(self, cutoff: float, limit: int) -> list[str]:
-        """Channels ended before ``cutoff``, oldest end first, from one scan handed out until used up."""
-        if not self.purges:
+    async def ended_before(self, cutoffs: Mapping[str, float], limit: int) -> list[str]:
+        """Channels ended before their type's cutoff, oldest end first, from one scan handed out until used up."""
+        if not self.purges or not cutoffs:
             return []
         if not self._due:
-            self._due = await self._scan_due(cutoff)
+            self._due = await self._scan_due(cutoffs)
         out: list[str] = []
         while self._due and len(out) < limit:
             out.append(self._due.pop()[1])
@@ -150,3 +160,32 @@ class RedisHistory(HistoryStore):
             return None
         kind, state, reason, ended, purged, last, archive = (text(p) for p in unpack(as_bytes(packed)))
         return Tombstone(channel_id, kind, int(state), reason, float(ended), float(purged), int(last), archive)
+
+    @read
+    async def purge_audit(self, before: float, batch_rows: int) -> int:
+        """Delete the audit records created before ``before`` among the ``batch_rows`` oldest ids."""
+        g = self._keys.g
+        ids = [int(m) for m in cast("list[bytes]", await self._client.zrange(g + "audit:all", 0, batch_rows - 1))]
+        if not ids:
+            return 0
+        packed = await self._client.hmget(g + "audit", [str(i) for i in ids])
+        old: list[tuple[int, str | None, str | None]] = []
+        for audit_id, value in zip(ids, packed, strict=True):
+            if value is None:  # deleted meanwhile (by another replica): drop what is left of its index entry
+                old.append((audit_id, None, None))
+                continue
+            row = audit_row(audit_id, as_bytes(value))
+            if row.created_at < before:
+                old.append((audit_id, row.kind, row.subject_id))
+        if not old:
+            return 0
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.hdel(g + "audit", *(str(i) for i, _, _ in old))
+            pipe.zrem(g + "audit:all", *(str(i) for i, _, _ in old))
+            for audit_id, kind, subject in old:
+                if kind is not None:
+                    pipe.zrem(g + "audit:kind:" + kind, str(audit_id))
+                if subject is not None:
+                    pipe.zrem(g + "audit:subject:" + subject, str(audit_id))
+            await pipe.execute()
+        return len(old) if len(old) == len(ids) else min(len(old), batch_rows - 1)

@@ -12,6 +12,9 @@
   channel row ``live = 0`` inserts ``(channel_id, now)`` into ``channel_ends``, so the sweep finds
   the channels ended before a cutoff through an index, with no change to the write path. A
   database written before this gets its rows from the channels' ``closed_at`` at open.
+* **Its type** is filled in by the sweep (a trigger cannot read a record): each sweep reads the
+  records of the channels ended since the last one (:func:`_classify`), so it finds those due by
+  type through the ``(type, ended_at)`` index, whatever the other types keep.
 * **A purge** (:meth:`SqliteHistory.purge_channel`) runs on a connection and a thread of its own,
   in short transactions: first one that writes the tombstone and deletes the channel's row,
   membership, end time and cursors (from then on the channel answers NOT_FOUND, purged), then
@@ -34,6 +37,7 @@ import contextlib
 import os
 import sqlite3
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +50,37 @@ from netkernel.sqlite_snapshot import BUSY_TIMEOUT_MS, copy_snapshot
 
 HISTORY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS channel_ends (
-  channel_id TEXT PRIMARY KEY, ended_at REAL NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS channel_ends_at ON channel_ends(ended_at);
+  channel_id TEXT PRIMARY KEY, ended_at REAL NOT NULL, type TEXT) WITHOUT ROWID;
+DROP INDEX IF EXISTS channel_ends_at;
+CREATE INDEX IF NOT EXISTS channel_ends_type ON channel_ends(type, ended_at);
 CREATE TABLE IF NOT EXISTS channel_tombstones (
   channel_id TEXT PRIMARY KEY, type TEXT NOT NULL, state INTEGER NOT NULL, close_reason TEXT NOT NULL,
   ended_at REAL NOT NULL, purged_at REAL NOT NULL, last_seq INTEGER NOT NULL, archive TEXT NOT NULL,
   done INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS channel_ended_insert AFTER INSERT ON channels WHEN new.live = 0
-BEGIN INSERT OR IGNORE INTO channel_ends VALUES (new.channel_id, (julianday('now') - 2440587.5) * 86400.0); END;
+BEGIN INSERT OR IGNORE INTO channel_ends(channel_id, ended_at)
+  VALUES (new.channel_id, (julianday('now') - 2440587.5) * 86400.0); END;
 CREATE TRIGGER IF NOT EXISTS channel_ended_update AFTER UPDATE OF live ON channels WHEN new.live = 0
-BEGIN INSERT OR IGNORE INTO channel_ends VALUES (new.channel_id, (julianday('now') - 2440587.5) * 86400.0); END;
+BEGIN INSERT OR IGNORE INTO channel_ends(channel_id, ended_at)
+  VALUES (new.channel_id, (julianday('now') - 2440587.5) * 86400.0); END;
 """
 """The tables of ended and purged channels, and the triggers that record when a channel ended."""
 
 
+CLASSIFY_ROWS = 500
+"""Ended channels whose type one step of :func:`_classify` reads from their records."""
+
+
 async def open_history(db: aiosqlite.Connection) -> None:
-    """Create the history tables and triggers, and record when the channels ended before them did."""
+    """Create the history tables and triggers, and record when the channels ended before them did.
+    A ``channel_ends`` table without its ``type`` column (written before retention per type) gets it,
+    and its triggers are made anew (theirs name two columns)."""
+    columns = [r[1] for r in await db.execute_fetchall("PRAGMA table_info(channel_ends)", [])]
+    if columns and "type" not in columns:
+        await db.executescript(
+            "ALTER TABLE channel_ends ADD COLUMN type TEXT; DROP TRIGGER IF EXISTS channel_ended_insert; "
+            "DROP TRIGGER IF EXISTS channel_ended_update;"
+        )
     await db.executescript(HISTORY_SCHEMA)
     rows = await db.execute_fetchall(
         "SELECT channel_id, record FROM channels WHERE live = 0 "
@@ -73,7 +92,7 @@ async def open_history(db: aiosqlite.Connection) -> None:
         meta = channel_pb2.ChannelMetadata.FromString(bytes(record))
         ends.append((channel_id, meta.closed_at.seconds + meta.closed_at.nanos / 1e9))
     if ends:
-        await db.executemany("INSERT OR IGNORE INTO channel_ends VALUES (?, ?)", ends)
+        await db.executemany("INSERT OR IGNORE INTO channel_ends(channel_id, ended_at) VALUES (?, ?)", ends)
 
 
 def _file_sizes(*paths: str) -> int:
@@ -106,6 +125,59 @@ def _purge_head(conn: sqlite3.Connection, channel_id: str, purged_at: float, arc
         conn.execute("ROLLBACK")
         raise
     return True
+
+
+def _classify(conn: sqlite3.Connection) -> None:
+    """Fill in the type of the ended channels recorded without it (the triggers cannot read a record),
+    :data:`CLASSIFY_ROWS` a transaction: each ended channel is read once in its life."""
+    while True:
+        rows = conn.execute(
+            "SELECT e.channel_id, c.record FROM channel_ends e LEFT JOIN channels c USING (channel_id) "
+            "WHERE e.type IS NULL LIMIT ?",
+            (CLASSIFY_ROWS,),
+        ).fetchall()
+        if not rows:
+            return
+        types = [
+            (channel_pb2.ChannelMetadata.FromString(bytes(record)).type if record is not None else "", channel_id)
+            for channel_id, record in rows
+        ]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("UPDATE channel_ends SET type = ? WHERE channel_id = ?", types)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if len(rows) < CLASSIFY_ROWS:
+            return
+
+
+def _ended_before(conn: sqlite3.Connection, cutoffs: Mapping[str, float], limit: int) -> list[str]:
+    """Unfinished purges first, then, by type through ``channel_ends_type``, channels ended before their
+    type's cutoff, oldest end first."""
+    ids = [r[0] for r in conn.execute("SELECT channel_id FROM channel_tombstones WHERE done = 0 LIMIT ?", (limit,))]
+    if len(ids) >= limit or not cutoffs:
+        return ids
+    _classify(conn)
+    due: list[tuple[float, str]] = []
+    for channel_type, cutoff in cutoffs.items():
+        due += conn.execute(
+            "SELECT ended_at, channel_id FROM channel_ends WHERE type = ? AND ended_at < ? ORDER BY ended_at LIMIT ?",
+            (channel_type, cutoff, limit - len(ids)),
+        ).fetchall()
+    ids += [channel_id for _, channel_id in sorted(due) if channel_id not in ids]
+    return ids[:limit]
+
+
+def _purge_audit_step(conn: sqlite3.Connection, before: float, batch_rows: int) -> int:
+    """Delete those of the ``batch_rows`` oldest audit records (by id: the order they were written in)
+    created before ``before`` (one self-committing statement that reads no more than those rows)."""
+    cur = conn.execute(
+        "DELETE FROM audit WHERE audit_id IN (SELECT audit_id FROM audit ORDER BY audit_id LIMIT ?) AND created_at < ?",
+        (batch_rows, before),
+    )
+    return int(cur.rowcount)
 
 
 def _purge_wal_step(conn: sqlite3.Connection, channel_id: str, batch_rows: int) -> int:
@@ -190,20 +262,18 @@ class SqliteHistory(HistoryStore):
 
     # -- purge --------------------------------------------------------------------------
 
-    async def ended_before(self, cutoff: float, limit: int) -> list[str]:
-        """Unfinished purges first, then channels ended before ``cutoff``, oldest first."""
-        db = self._main()
-        unfinished = await db.execute_fetchall(
-            "SELECT channel_id FROM channel_tombstones WHERE done = 0 LIMIT ?", [limit]
-        )
-        ids = [r[0] for r in unfinished]
-        if len(ids) < limit:
-            rows = await db.execute_fetchall(
-                "SELECT channel_id FROM channel_ends WHERE ended_at < ? ORDER BY ended_at LIMIT ?",
-                [cutoff, limit - len(ids)],
-            )
-            ids += [r[0] for r in rows if r[0] not in ids]
-        return ids
+    async def ended_before(self, cutoffs: Mapping[str, float], limit: int) -> list[str]:
+        """Unfinished purges first, then channels ended before their type's cutoff, oldest first (on
+        retention's connection and thread, which also fills in the types of channels ended since)."""
+        if self._in_memory():
+            return []
+        return list(await self._run(_ended_before, dict(cutoffs), limit))
+
+    async def purge_audit(self, before: float, batch_rows: int) -> int:
+        """Delete the audit records created before ``before`` among the ``batch_rows`` oldest."""
+        if self._in_memory():
+            return 0
+        return int(await self._run(_purge_audit_step, before, batch_rows))
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         """Run ``fn(purge connection, *args)`` on a thread, one at a time."""

@@ -498,9 +498,18 @@ type RetentionStatus struct {
 	StoreSizeBytes int64 `protobuf:"varint,6,opt,name=store_size_bytes,json=storeSizeBytes,proto3" json:"store_size_bytes,omitempty"`
 	// The directory purged channels are archived to before the purge
 	// (--archive-dir); "" = no archive.
-	ArchiveDir    string `protobuf:"bytes,7,opt,name=archive_dir,json=archiveDir,proto3" json:"archive_dir,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ArchiveDir string `protobuf:"bytes,7,opt,name=archive_dir,json=archiveDir,proto3" json:"archive_dir,omitempty"`
+	// Seconds the ended channels of each channel type the policy file names
+	// in its retention block are kept (docs/governance.md "Retention"); 0 =
+	// forever. The other types keep retain_ended_seconds.
+	RetainEndedByType map[string]float64 `protobuf:"bytes,8,rep,name=retain_ended_by_type,json=retainEndedByType,proto3" json:"retain_ended_by_type,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// Seconds an audit record is kept (--retain-audit); 0 = keep everything
+	// (the default).
+	RetainAuditSeconds float64 `protobuf:"fixed64,9,opt,name=retain_audit_seconds,json=retainAuditSeconds,proto3" json:"retain_audit_seconds,omitempty"`
+	// Audit records the last sweep deleted.
+	LastSweepAuditPurged int64 `protobuf:"varint,10,opt,name=last_sweep_audit_purged,json=lastSweepAuditPurged,proto3" json:"last_sweep_audit_purged,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *RetentionStatus) Reset() {
@@ -580,6 +589,27 @@ func (x *RetentionStatus) GetArchiveDir() string {
 		return x.ArchiveDir
 	}
 	return ""
+}
+
+func (x *RetentionStatus) GetRetainEndedByType() map[string]float64 {
+	if x != nil {
+		return x.RetainEndedByType
+	}
+	return nil
+}
+
+func (x *RetentionStatus) GetRetainAuditSeconds() float64 {
+	if x != nil {
+		return x.RetainAuditSeconds
+	}
+	return 0
+}
+
+func (x *RetentionStatus) GetLastSweepAuditPurged() int64 {
+	if x != nil {
+		return x.LastSweepAuditPurged
+	}
+	return 0
 }
 
 // OperatorServiceListAgentsRequest pages through every identity by name.
@@ -1941,7 +1971,7 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x02 \x01(\tR\treplicaId\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"\xd3\x02\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"\xe8\x04\n" +
 	"\x0fRetentionStatus\x120\n" +
 	"\x14retain_ended_seconds\x18\x01 \x01(\x01R\x12retainEndedSeconds\x12.\n" +
 	"\x13ended_channels_kept\x18\x02 \x01(\x03R\x11endedChannelsKept\x12'\n" +
@@ -1950,7 +1980,14 @@ const file_agentnet_v1_operator_proto_rawDesc = "" +
 	"\x11last_sweep_purged\x18\x05 \x01(\x03R\x0flastSweepPurged\x12(\n" +
 	"\x10store_size_bytes\x18\x06 \x01(\x03R\x0estoreSizeBytes\x12\x1f\n" +
 	"\varchive_dir\x18\a \x01(\tR\n" +
-	"archiveDir\"\x9c\x01\n" +
+	"archiveDir\x12d\n" +
+	"\x14retain_ended_by_type\x18\b \x03(\v23.agentnet.v1.RetentionStatus.RetainEndedByTypeEntryR\x11retainEndedByType\x120\n" +
+	"\x14retain_audit_seconds\x18\t \x01(\x01R\x12retainAuditSeconds\x125\n" +
+	"\x17last_sweep_audit_purged\x18\n" +
+	" \x01(\x03R\x14lastSweepAuditPurged\x1aD\n" +
+	"\x16RetainEndedByTypeEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x9c\x01\n" +
 	" OperatorServiceListAgentsRequest\x12\x1f\n" +
 	"\vonline_only\x18\x01 \x01(\bR\n" +
 	"onlineOnly\x12\x1b\n" +
@@ -2065,7 +2102,7 @@ func file_agentnet_v1_operator_proto_rawDescGZIP() []byte {
 	return file_agentnet_v1_operator_proto_rawDescData
 }
 
-var file_agentnet_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_agentnet_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_agentnet_v1_operator_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),                       // 0: agentnet.v1.GetStatusRequest
 	(*ChannelStateCount)(nil),                      // 1: agentnet.v1.ChannelStateCount
@@ -2095,66 +2132,68 @@ var file_agentnet_v1_operator_proto_goTypes = []any{
 	(*BackupRequest)(nil),                          // 25: agentnet.v1.BackupRequest
 	(*BackupResponse)(nil),                         // 26: agentnet.v1.BackupResponse
 	(*BackupSummary)(nil),                          // 27: agentnet.v1.BackupSummary
-	nil,                                            // 28: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
-	(ChannelState)(0),                              // 29: agentnet.v1.ChannelState
-	(*timestamppb.Timestamp)(nil),                  // 30: google.protobuf.Timestamp
-	(*AgentSummary)(nil),                           // 31: agentnet.v1.AgentSummary
-	(*AgentRecord)(nil),                            // 32: agentnet.v1.AgentRecord
-	(*ChannelMetadata)(nil),                        // 33: agentnet.v1.ChannelMetadata
-	(*Envelope)(nil),                               // 34: agentnet.v1.Envelope
-	(*TaskMetadata)(nil),                           // 35: agentnet.v1.TaskMetadata
-	(*Execution)(nil),                              // 36: agentnet.v1.Execution
-	(*AuditRecord)(nil),                            // 37: agentnet.v1.AuditRecord
+	nil,                                            // 28: agentnet.v1.RetentionStatus.RetainEndedByTypeEntry
+	nil,                                            // 29: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
+	(ChannelState)(0),                              // 30: agentnet.v1.ChannelState
+	(*timestamppb.Timestamp)(nil),                  // 31: google.protobuf.Timestamp
+	(*AgentSummary)(nil),                           // 32: agentnet.v1.AgentSummary
+	(*AgentRecord)(nil),                            // 33: agentnet.v1.AgentRecord
+	(*ChannelMetadata)(nil),                        // 34: agentnet.v1.ChannelMetadata
+	(*Envelope)(nil),                               // 35: agentnet.v1.Envelope
+	(*TaskMetadata)(nil),                           // 36: agentnet.v1.TaskMetadata
+	(*Execution)(nil),                              // 37: agentnet.v1.Execution
+	(*AuditRecord)(nil),                            // 38: agentnet.v1.AuditRecord
 }
 var file_agentnet_v1_operator_proto_depIdxs = []int32{
-	29, // 0: agentnet.v1.ChannelStateCount.state:type_name -> agentnet.v1.ChannelState
-	30, // 1: agentnet.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	30, // 0: agentnet.v1.ChannelStateCount.state:type_name -> agentnet.v1.ChannelState
+	31, // 1: agentnet.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	1,  // 2: agentnet.v1.GetStatusResponse.live_channels:type_name -> agentnet.v1.ChannelStateCount
 	5,  // 3: agentnet.v1.GetStatusResponse.retention:type_name -> agentnet.v1.RetentionStatus
 	3,  // 4: agentnet.v1.GetStatusResponse.partitions:type_name -> agentnet.v1.PartitionStatus
 	4,  // 5: agentnet.v1.PartitionStatus.owners:type_name -> agentnet.v1.PartitionOwner
-	30, // 6: agentnet.v1.RetentionStatus.last_sweep_at:type_name -> google.protobuf.Timestamp
-	31, // 7: agentnet.v1.OperatorServiceListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
-	32, // 8: agentnet.v1.OperatorServiceDescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
-	29, // 9: agentnet.v1.OperatorServiceListChannelsRequest.states:type_name -> agentnet.v1.ChannelState
-	33, // 10: agentnet.v1.OperatorServiceListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
-	28, // 11: agentnet.v1.OperatorServiceListChannelsResponse.turns:type_name -> agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
-	33, // 12: agentnet.v1.OperatorServiceDescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
-	34, // 13: agentnet.v1.OperatorServiceReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
-	35, // 14: agentnet.v1.OperatorServiceListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
-	35, // 15: agentnet.v1.OperatorServiceGetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
-	36, // 16: agentnet.v1.OperatorServiceListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
-	37, // 17: agentnet.v1.FollowAuditResponse.record:type_name -> agentnet.v1.AuditRecord
-	27, // 18: agentnet.v1.BackupResponse.summary:type_name -> agentnet.v1.BackupSummary
-	30, // 19: agentnet.v1.BackupSummary.taken_at:type_name -> google.protobuf.Timestamp
-	12, // 20: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry.value:type_name -> agentnet.v1.ChannelTurn
-	0,  // 21: agentnet.v1.OperatorService.GetStatus:input_type -> agentnet.v1.GetStatusRequest
-	6,  // 22: agentnet.v1.OperatorService.ListAgents:input_type -> agentnet.v1.OperatorServiceListAgentsRequest
-	8,  // 23: agentnet.v1.OperatorService.DescribeAgent:input_type -> agentnet.v1.OperatorServiceDescribeAgentRequest
-	10, // 24: agentnet.v1.OperatorService.ListChannels:input_type -> agentnet.v1.OperatorServiceListChannelsRequest
-	13, // 25: agentnet.v1.OperatorService.DescribeChannel:input_type -> agentnet.v1.OperatorServiceDescribeChannelRequest
-	15, // 26: agentnet.v1.OperatorService.ReadWal:input_type -> agentnet.v1.OperatorServiceReadWalRequest
-	17, // 27: agentnet.v1.OperatorService.ListTasks:input_type -> agentnet.v1.OperatorServiceListTasksRequest
-	19, // 28: agentnet.v1.OperatorService.GetTask:input_type -> agentnet.v1.OperatorServiceGetTaskRequest
-	21, // 29: agentnet.v1.OperatorService.ListExecutions:input_type -> agentnet.v1.OperatorServiceListExecutionsRequest
-	23, // 30: agentnet.v1.OperatorService.FollowAudit:input_type -> agentnet.v1.FollowAuditRequest
-	25, // 31: agentnet.v1.OperatorService.Backup:input_type -> agentnet.v1.BackupRequest
-	2,  // 32: agentnet.v1.OperatorService.GetStatus:output_type -> agentnet.v1.GetStatusResponse
-	7,  // 33: agentnet.v1.OperatorService.ListAgents:output_type -> agentnet.v1.OperatorServiceListAgentsResponse
-	9,  // 34: agentnet.v1.OperatorService.DescribeAgent:output_type -> agentnet.v1.OperatorServiceDescribeAgentResponse
-	11, // 35: agentnet.v1.OperatorService.ListChannels:output_type -> agentnet.v1.OperatorServiceListChannelsResponse
-	14, // 36: agentnet.v1.OperatorService.DescribeChannel:output_type -> agentnet.v1.OperatorServiceDescribeChannelResponse
-	16, // 37: agentnet.v1.OperatorService.ReadWal:output_type -> agentnet.v1.OperatorServiceReadWalResponse
-	18, // 38: agentnet.v1.OperatorService.ListTasks:output_type -> agentnet.v1.OperatorServiceListTasksResponse
-	20, // 39: agentnet.v1.OperatorService.GetTask:output_type -> agentnet.v1.OperatorServiceGetTaskResponse
-	22, // 40: agentnet.v1.OperatorService.ListExecutions:output_type -> agentnet.v1.OperatorServiceListExecutionsResponse
-	24, // 41: agentnet.v1.OperatorService.FollowAudit:output_type -> agentnet.v1.FollowAuditResponse
-	26, // 42: agentnet.v1.OperatorService.Backup:output_type -> agentnet.v1.BackupResponse
-	32, // [32:43] is the sub-list for method output_type
-	21, // [21:32] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	31, // 6: agentnet.v1.RetentionStatus.last_sweep_at:type_name -> google.protobuf.Timestamp
+	28, // 7: agentnet.v1.RetentionStatus.retain_ended_by_type:type_name -> agentnet.v1.RetentionStatus.RetainEndedByTypeEntry
+	32, // 8: agentnet.v1.OperatorServiceListAgentsResponse.agents:type_name -> agentnet.v1.AgentSummary
+	33, // 9: agentnet.v1.OperatorServiceDescribeAgentResponse.agent:type_name -> agentnet.v1.AgentRecord
+	30, // 10: agentnet.v1.OperatorServiceListChannelsRequest.states:type_name -> agentnet.v1.ChannelState
+	34, // 11: agentnet.v1.OperatorServiceListChannelsResponse.channels:type_name -> agentnet.v1.ChannelMetadata
+	29, // 12: agentnet.v1.OperatorServiceListChannelsResponse.turns:type_name -> agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry
+	34, // 13: agentnet.v1.OperatorServiceDescribeChannelResponse.channel:type_name -> agentnet.v1.ChannelMetadata
+	35, // 14: agentnet.v1.OperatorServiceReadWalResponse.envelope:type_name -> agentnet.v1.Envelope
+	36, // 15: agentnet.v1.OperatorServiceListTasksResponse.tasks:type_name -> agentnet.v1.TaskMetadata
+	36, // 16: agentnet.v1.OperatorServiceGetTaskResponse.task:type_name -> agentnet.v1.TaskMetadata
+	37, // 17: agentnet.v1.OperatorServiceListExecutionsResponse.executions:type_name -> agentnet.v1.Execution
+	38, // 18: agentnet.v1.FollowAuditResponse.record:type_name -> agentnet.v1.AuditRecord
+	27, // 19: agentnet.v1.BackupResponse.summary:type_name -> agentnet.v1.BackupSummary
+	31, // 20: agentnet.v1.BackupSummary.taken_at:type_name -> google.protobuf.Timestamp
+	12, // 21: agentnet.v1.OperatorServiceListChannelsResponse.TurnsEntry.value:type_name -> agentnet.v1.ChannelTurn
+	0,  // 22: agentnet.v1.OperatorService.GetStatus:input_type -> agentnet.v1.GetStatusRequest
+	6,  // 23: agentnet.v1.OperatorService.ListAgents:input_type -> agentnet.v1.OperatorServiceListAgentsRequest
+	8,  // 24: agentnet.v1.OperatorService.DescribeAgent:input_type -> agentnet.v1.OperatorServiceDescribeAgentRequest
+	10, // 25: agentnet.v1.OperatorService.ListChannels:input_type -> agentnet.v1.OperatorServiceListChannelsRequest
+	13, // 26: agentnet.v1.OperatorService.DescribeChannel:input_type -> agentnet.v1.OperatorServiceDescribeChannelRequest
+	15, // 27: agentnet.v1.OperatorService.ReadWal:input_type -> agentnet.v1.OperatorServiceReadWalRequest
+	17, // 28: agentnet.v1.OperatorService.ListTasks:input_type -> agentnet.v1.OperatorServiceListTasksRequest
+	19, // 29: agentnet.v1.OperatorService.GetTask:input_type -> agentnet.v1.OperatorServiceGetTaskRequest
+	21, // 30: agentnet.v1.OperatorService.ListExecutions:input_type -> agentnet.v1.OperatorServiceListExecutionsRequest
+	23, // 31: agentnet.v1.OperatorService.FollowAudit:input_type -> agentnet.v1.FollowAuditRequest
+	25, // 32: agentnet.v1.OperatorService.Backup:input_type -> agentnet.v1.BackupRequest
+	2,  // 33: agentnet.v1.OperatorService.GetStatus:output_type -> agentnet.v1.GetStatusResponse
+	7,  // 34: agentnet.v1.OperatorService.ListAgents:output_type -> agentnet.v1.OperatorServiceListAgentsResponse
+	9,  // 35: agentnet.v1.OperatorService.DescribeAgent:output_type -> agentnet.v1.OperatorServiceDescribeAgentResponse
+	11, // 36: agentnet.v1.OperatorService.ListChannels:output_type -> agentnet.v1.OperatorServiceListChannelsResponse
+	14, // 37: agentnet.v1.OperatorService.DescribeChannel:output_type -> agentnet.v1.OperatorServiceDescribeChannelResponse
+	16, // 38: agentnet.v1.OperatorService.ReadWal:output_type -> agentnet.v1.OperatorServiceReadWalResponse
+	18, // 39: agentnet.v1.OperatorService.ListTasks:output_type -> agentnet.v1.OperatorServiceListTasksResponse
+	20, // 40: agentnet.v1.OperatorService.GetTask:output_type -> agentnet.v1.OperatorServiceGetTaskResponse
+	22, // 41: agentnet.v1.OperatorService.ListExecutions:output_type -> agentnet.v1.OperatorServiceListExecutionsResponse
+	24, // 42: agentnet.v1.OperatorService.FollowAudit:output_type -> agentnet.v1.FollowAuditResponse
+	26, // 43: agentnet.v1.OperatorService.Backup:output_type -> agentnet.v1.BackupResponse
+	33, // [33:44] is the sub-list for method output_type
+	22, // [22:33] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_operator_proto_init() }
@@ -2178,7 +2217,7 @@ func file_agentnet_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_operator_proto_rawDesc), len(file_agentnet_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -279,6 +279,26 @@ class RetentionStatus(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class RetainEndedByTypeEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     RETAIN_ENDED_SECONDS_FIELD_NUMBER: _builtins.int
     ENDED_CHANNELS_KEPT_FIELD_NUMBER: _builtins.int
     CHANNELS_PURGED_FIELD_NUMBER: _builtins.int
@@ -286,6 +306,9 @@ class RetentionStatus(_message.Message):
     LAST_SWEEP_PURGED_FIELD_NUMBER: _builtins.int
     STORE_SIZE_BYTES_FIELD_NUMBER: _builtins.int
     ARCHIVE_DIR_FIELD_NUMBER: _builtins.int
+    RETAIN_ENDED_BY_TYPE_FIELD_NUMBER: _builtins.int
+    RETAIN_AUDIT_SECONDS_FIELD_NUMBER: _builtins.int
+    LAST_SWEEP_AUDIT_PURGED_FIELD_NUMBER: _builtins.int
     retain_ended_seconds: _builtins.float
     """Seconds an ended channel's history is kept (--retain-ended); 0 = keep
     everything (the default).
@@ -306,9 +329,22 @@ class RetentionStatus(_message.Message):
     """The directory purged channels are archived to before the purge
     (--archive-dir); "" = no archive.
     """
+    retain_audit_seconds: _builtins.float
+    """Seconds an audit record is kept (--retain-audit); 0 = keep everything
+    (the default).
+    """
+    last_sweep_audit_purged: _builtins.int
+    """Audit records the last sweep deleted."""
     @_builtins.property
     def last_sweep_at(self) -> _timestamp_pb2.Timestamp:
         """When this hub's last retention sweep finished (unset: none yet)."""
+
+    @_builtins.property
+    def retain_ended_by_type(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
+        """Seconds the ended channels of each channel type the policy file names
+        in its retention block are kept (docs/governance.md "Retention"); 0 =
+        forever. The other types keep retain_ended_seconds.
+        """
 
     def __init__(
         self,
@@ -320,10 +356,13 @@ class RetentionStatus(_message.Message):
         last_sweep_purged: _builtins.int = ...,
         store_size_bytes: _builtins.int = ...,
         archive_dir: _builtins.str = ...,
+        retain_ended_by_type: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+        retain_audit_seconds: _builtins.float = ...,
+        last_sweep_audit_purged: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["last_sweep_at", b"last_sweep_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_dir", b"archive_dir", "channels_purged", b"channels_purged", "ended_channels_kept", b"ended_channels_kept", "last_sweep_at", b"last_sweep_at", "last_sweep_purged", b"last_sweep_purged", "retain_ended_seconds", b"retain_ended_seconds", "store_size_bytes", b"store_size_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_dir", b"archive_dir", "channels_purged", b"channels_purged", "ended_channels_kept", b"ended_channels_kept", "last_sweep_at", b"last_sweep_at", "last_sweep_audit_purged", b"last_sweep_audit_purged", "last_sweep_purged", b"last_sweep_purged", "retain_audit_seconds", b"retain_audit_seconds", "retain_ended_by_type", b"retain_ended_by_type", "retain_ended_seconds", b"retain_ended_seconds", "store_size_bytes", b"store_size_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

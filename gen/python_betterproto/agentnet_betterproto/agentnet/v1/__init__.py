@@ -5296,6 +5296,26 @@ class RetentionStatus(betterproto2.Message):
     (--archive-dir); "" = no archive.
     """
 
+    retain_ended_by_type: "dict[str, float]" = betterproto2.field(
+        8, betterproto2.TYPE_MAP, map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_DOUBLE)
+    )
+    """
+    Seconds the ended channels of each channel type the policy file names
+    in its retention block are kept (docs/governance.md "Retention"); 0 =
+    forever. The other types keep retain_ended_seconds.
+    """
+
+    retain_audit_seconds: "float" = betterproto2.field(9, betterproto2.TYPE_DOUBLE)
+    """
+    Seconds an audit record is kept (--retain-audit); 0 = keep everything
+    (the default).
+    """
+
+    last_sweep_audit_purged: "int" = betterproto2.field(10, betterproto2.TYPE_INT64)
+    """
+    Audit records the last sweep deleted.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "RetentionStatus", RetentionStatus)
 

@@ -185,6 +185,24 @@ export interface RetentionStatus {
    * (--archive-dir); "" = no archive.
    */
   archiveDir: string;
+  /**
+   * Seconds the ended channels of each channel type the policy file names
+   * in its retention block are kept (docs/governance.md "Retention"); 0 =
+   * forever. The other types keep retain_ended_seconds.
+   */
+  retainEndedByType: { [key: string]: number };
+  /**
+   * Seconds an audit record is kept (--retain-audit); 0 = keep everything
+   * (the default).
+   */
+  retainAuditSeconds: number;
+  /** Audit records the last sweep deleted. */
+  lastSweepAuditPurged: number;
+}
+
+export interface RetentionStatus_RetainEndedByTypeEntry {
+  key: string;
+  value: number;
 }
 
 /** OperatorServiceListAgentsRequest pages through every identity by name. */
@@ -1248,6 +1266,9 @@ function createBaseRetentionStatus(): RetentionStatus {
     lastSweepPurged: 0,
     storeSizeBytes: 0,
     archiveDir: "",
+    retainEndedByType: {},
+    retainAuditSeconds: 0,
+    lastSweepAuditPurged: 0,
   };
 }
 
@@ -1273,6 +1294,15 @@ export const RetentionStatus: MessageFns<RetentionStatus> = {
     }
     if (message.archiveDir !== "") {
       writer.uint32(58).string(message.archiveDir);
+    }
+    globalThis.Object.entries(message.retainEndedByType).forEach(([key, value]: [string, number]) => {
+      RetentionStatus_RetainEndedByTypeEntry.encode({ key: key as any, value }, writer.uint32(66).fork()).join();
+    });
+    if (message.retainAuditSeconds !== 0) {
+      writer.uint32(73).double(message.retainAuditSeconds);
+    }
+    if (message.lastSweepAuditPurged !== 0) {
+      writer.uint32(80).int64(message.lastSweepAuditPurged);
     }
     return writer;
   },
@@ -1346,6 +1376,33 @@ export const RetentionStatus: MessageFns<RetentionStatus> = {
             message.archiveDir = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            const entry8 = RetentionStatus_RetainEndedByTypeEntry.decode(reader, reader.uint32());
+            if (entry8.value !== undefined) {
+              message.retainEndedByType[entry8.key] = entry8.value;
+            }
+            continue;
+          }
+          case 9: {
+            if (tag !== 73) {
+              break;
+            }
+
+            message.retainAuditSeconds = reader.double();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.lastSweepAuditPurged = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1395,6 +1452,43 @@ export const RetentionStatus: MessageFns<RetentionStatus> = {
         : isSet(object.archive_dir)
         ? globalThis.String(object.archive_dir)
         : "",
+      retainEndedByType: isObject(object.retainEndedByType)
+        ? (globalThis.Object.entries(object.retainEndedByType) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.retain_ended_by_type)
+        ? (globalThis.Object.entries(object.retain_ended_by_type) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      retainAuditSeconds: isSet(object.retainAuditSeconds)
+        ? globalThis.Number(object.retainAuditSeconds)
+        : isSet(object.retain_audit_seconds)
+        ? globalThis.Number(object.retain_audit_seconds)
+        : 0,
+      lastSweepAuditPurged: isSet(object.lastSweepAuditPurged)
+        ? globalThis.Number(object.lastSweepAuditPurged)
+        : isSet(object.last_sweep_audit_purged)
+        ? globalThis.Number(object.last_sweep_audit_purged)
+        : 0,
     };
   },
 
@@ -1421,6 +1515,21 @@ export const RetentionStatus: MessageFns<RetentionStatus> = {
     if (message.archiveDir !== "") {
       obj.archiveDir = message.archiveDir;
     }
+    if (message.retainEndedByType) {
+      const entries = globalThis.Object.entries(message.retainEndedByType) as [string, number][];
+      if (entries.length > 0) {
+        obj.retainEndedByType = {};
+        entries.forEach(([k, v]) => {
+          obj.retainEndedByType[k] = floatToJson(v);
+        });
+      }
+    }
+    if (message.retainAuditSeconds !== 0) {
+      obj.retainAuditSeconds = floatToJson(message.retainAuditSeconds);
+    }
+    if (message.lastSweepAuditPurged !== 0) {
+      obj.lastSweepAuditPurged = Math.round(message.lastSweepAuditPurged);
+    }
     return obj;
   },
 
@@ -1436,6 +1545,100 @@ export const RetentionStatus: MessageFns<RetentionStatus> = {
     message.lastSweepPurged = object.lastSweepPurged ?? 0;
     message.storeSizeBytes = object.storeSizeBytes ?? 0;
     message.archiveDir = object.archiveDir ?? "";
+    message.retainEndedByType = (globalThis.Object.entries(object.retainEndedByType ?? {}) as [string, number][])
+      .reduce((acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      }, {});
+    message.retainAuditSeconds = object.retainAuditSeconds ?? 0;
+    message.lastSweepAuditPurged = object.lastSweepAuditPurged ?? 0;
+    return message;
+  },
+};
+
+function createBaseRetentionStatus_RetainEndedByTypeEntry(): RetentionStatus_RetainEndedByTypeEntry {
+  return { key: "", value: 0 };
+}
+
+export const RetentionStatus_RetainEndedByTypeEntry: MessageFns<RetentionStatus_RetainEndedByTypeEntry> = {
+  encode(message: RetentionStatus_RetainEndedByTypeEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(17).double(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetentionStatus_RetainEndedByTypeEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetentionStatus_RetainEndedByTypeEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.value = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetentionStatus_RetainEndedByTypeEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: RetentionStatus_RetainEndedByTypeEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0) {
+      obj.value = floatToJson(message.value);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RetentionStatus_RetainEndedByTypeEntry>): RetentionStatus_RetainEndedByTypeEntry {
+    return RetentionStatus_RetainEndedByTypeEntry.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RetentionStatus_RetainEndedByTypeEntry>): RetentionStatus_RetainEndedByTypeEntry {
+    const message = createBaseRetentionStatus_RetainEndedByTypeEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
     return message;
   },
 };
