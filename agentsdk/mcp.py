@@ -67,6 +67,7 @@ class MCPServer:
             raise ValueError(f"MCP server name {name!r} must be 1-32 letters, digits, '_' or '-'")
         if timeout <= 0 or start_timeout <= 0:
             raise ValueError("timeout and start_timeout must be > 0 seconds")
+        _mcp()  # a missing extra fails here, where the server is configured
         self.name = name
         """Names the server in errors and prefixes its tools when names collide."""
         self.allow: frozenset[str] | None = frozenset(allow) if allow is not None else None
