@@ -251,7 +251,7 @@ class MCPServerStreamableHttp(MCPServer):
         """Sent with every request."""
 
     @contextlib.asynccontextmanager
-    async def _transport(self) -> AsyncIterator[Any]:  # type: ignore[override]
+    async def _transport(self) -> AsyncIterator[Any]:
         httpx2, http = require("mcp", "httpx2", "mcp.client.streamable_http")
         timeout = httpx2.Timeout(self.start_timeout, read=max(self.timeout, 300.0))
         async with (

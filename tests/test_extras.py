@@ -13,7 +13,18 @@ from netkernel.extras import DISTRIBUTION, EXTRAS
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Top-level modules of the optional packages (console, command line, gateway, Redis, LangGraph).
-OPTIONAL = ["starlette", "sse_starlette", "uvicorn", "jinja2", "typer", "rich", "redis", "langgraph", "langchain_core", "mcp"]
+OPTIONAL = [
+    "starlette",
+    "sse_starlette",
+    "uvicorn",
+    "jinja2",
+    "typer",
+    "rich",
+    "redis",
+    "langgraph",
+    "langchain_core",
+    "mcp",
+]
 
 #: What an SDK user imports: none of it may load an optional package.
 SDK_MODULES = [

@@ -123,7 +123,9 @@ async def test_a_slow_call_is_bounded_by_the_server_timeout(server: ScriptedOpen
     assert (reply.tool_results[1].content, reply.tool_results[1].is_error) == ("3", False)
 
 
-async def test_allow_and_deny_lists_choose_the_tools_offered(server: ScriptedOpenAIServer, config: OpenAIConfig) -> None:
+async def test_allow_and_deny_lists_choose_the_tools_offered(
+    server: ScriptedOpenAIServer, config: OpenAIConfig
+) -> None:
     server.add(ToolCall.create("crash", {}), "ok")
     mcp = stdio(allow=["add", "shout", "crash"], deny=["crash"])
     async with Agent("a", config=config, mcp_servers=[mcp]) as agent:
@@ -154,7 +156,9 @@ async def test_colliding_names_are_prefixed_with_the_server_name(
     assert [r.content for r in reply.tool_results] == ["3", "7", "mine!", "THEIRS"]
 
 
-async def test_servers_start_with_the_agent_and_stop_with_it(server: ScriptedOpenAIServer, config: OpenAIConfig) -> None:
+async def test_servers_start_with_the_agent_and_stop_with_it(
+    server: ScriptedOpenAIServer, config: OpenAIConfig
+) -> None:
     mcp = stdio(allow=["pid"])
     agent = Agent("a", config=config, mcp_servers=[mcp])
     assert not mcp.running
