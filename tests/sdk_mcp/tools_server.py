@@ -1,7 +1,7 @@
 """A small MCP server for the agentsdk.mcp tests, on the ``mcp`` package's own server side.
 
 ``python tools_server.py`` serves over stdio; ``python tools_server.py --http`` serves streamable
-HTTP on a free loopback port and prints ``PORT <n>`` once it listens.
+HTTP on a free loopback port and prints ``PORT <n>`` once its socket listens.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def serve_http() -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(64)  # connections wait in the backlog until uvicorn accepts them: PORT is usable at once
     config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     uvicorn.Server(config).run(sockets=[sock])
