@@ -89,7 +89,8 @@ class MCPServer:
 
     @property
     def running(self) -> bool:
-        """True between a successful :meth:`start` and :meth:`stop` (or the server's exit)."""
+        """True between a successful :meth:`start` and :meth:`stop` (a server that exited meanwhile
+        still counts until then: its calls fail with an error result)."""
         return self._session is not None and self._task is not None and not self._task.done()
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -335,8 +336,8 @@ def _render_block(block: Any) -> str:
     if kind == "text":
         return str(block.text)
     if kind in ("image", "audio"):
-        size = len(block.data) * 3 // 4
-        return f"[{kind} {block.mime_type}, about {size} bytes: not shown, tool results are text]"
+        size = len(block.data) * 3 // 4 - str(block.data)[-2:].count("=")  # decoded size of the base64
+        return f"[{kind} {block.mime_type}, {size} bytes: not shown, tool results are text]"
     if kind == "resource_link":
         return f"[resource {block.uri}]"
     if kind == "resource":

@@ -4,6 +4,7 @@ own server side) over stdio and streamable HTTP, driven by a scripted model over
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from agentsdk import Agent, tool
 from agentsdk.config import OpenAIConfig
 from agentsdk.events import ToolCall
+from agentsdk.langchain import to_langchain_tools
 from agentsdk.mcp import MCPError, MCPServerStdio, MCPServerStreamableHttp
 from agentsdk.testing import ScriptedOpenAIServer
 
@@ -65,7 +67,7 @@ async def test_the_model_calls_a_stdio_server_tool_and_answers_with_its_result(
     assert add["description"] == "Add two integers."
     assert add["parameters"]["required"] == ["a", "b"]
     assert add["parameters"]["properties"]["a"]["type"] == "integer"
-    assert set(offered(server.requests[0])) == {"add", "shout", "fail", "crash", "pid", "slow"}
+    assert set(offered(server.requests[0])) == {"add", "shout", "fail", "crash", "pid", "slow", "picture", "forecast"}
 
 
 async def test_the_same_over_streamable_http_beside_a_python_tool(
@@ -86,6 +88,26 @@ async def test_the_same_over_streamable_http_beside_a_python_tool(
     assert [(r.name, r.content) for r in reply.tool_results] == [("shout", "QUIET PLEASE"), ("greet", "hello ada")]
     assert reply.body == "done"
     assert {"greet", "shout", "add"} <= set(offered(server.requests[0]))
+
+
+async def test_images_become_a_text_line_and_structured_results_json(
+    server: ScriptedOpenAIServer, config: OpenAIConfig
+) -> None:
+    server.add([ToolCall.create("picture", {}), ToolCall.create("forecast", {"city": "Oslo"})], "ok")
+    async with Agent("a", config=config, mcp_servers=[stdio(allow=["picture", "forecast"])]) as agent:
+        reply = await agent.ask("go")
+    picture, forecast = (r.content for r in reply.tool_results)
+    caption, image = picture.split("\n")
+    assert caption == "a red dot"
+    assert image == "[image image/png, 100 bytes: not shown, tool results are text]"
+    assert json.loads(forecast) == {"city": "Oslo", "celsius": 21, "sky": "clear"}
+    assert not any(r.is_error for r in reply.tool_results)
+
+
+async def test_the_tools_convert_to_langchain_like_any_tool(config: OpenAIConfig) -> None:
+    async with Agent("a", config=config, mcp_servers=[stdio(allow=["add"])]) as agent:
+        (add,) = to_langchain_tools(agent.tools_for_call())
+        assert await add.ainvoke({"a": 5, "b": 6}) == "11"
 
 
 async def test_a_tool_error_reaches_the_model_as_an_error(server: ScriptedOpenAIServer, config: OpenAIConfig) -> None:

@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("test-tools")
@@ -39,6 +39,18 @@ def fail(reason: str) -> str:
 def crash() -> str:
     """Ends the server process in the middle of the call."""
     os._exit(3)
+
+
+@server.tool(structured_output=False)
+def picture() -> list[str | Image]:
+    """A caption and a (tiny, fake) PNG image."""
+    return ["a red dot", Image(data=b"\x89PNG" + bytes(96), format="png")]
+
+
+@server.tool()
+def forecast(city: str) -> dict[str, object]:
+    """Structured weather for a city."""
+    return {"city": city, "celsius": 21, "sky": "clear"}
 
 
 @server.tool()
