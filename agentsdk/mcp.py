@@ -28,9 +28,21 @@ from netkernel.extras import require
 if TYPE_CHECKING:
     from mcp import ClientSession
 
-__all__ = ["MCPError", "MCPServer", "MCPServerStdio", "MCPServerStreamableHttp", "MCPTool", "mcp_tools"]
+__all__ = [
+    "MAX_TOOLS",
+    "PREFIX_SEPARATOR",
+    "MCPError",
+    "MCPServer",
+    "MCPServerStdio",
+    "MCPServerStreamableHttp",
+    "MCPTool",
+    "mcp_tools",
+]
 
 log = logging.getLogger(__name__)
+
+MAX_TOOLS = 1000
+"""The most tools one server may list; a server listing more fails to start (its listing is held in memory)."""
 
 PREFIX_SEPARATOR = "__"
 """Joins a server's name and a tool's when two servers offer the same tool name (``files__read``).
@@ -134,6 +146,8 @@ class MCPServer:
                     params = mcp.types.PaginatedRequestParams(cursor=cursor) if cursor else None
                     page = await session.list_tools(params=params)
                     listed.extend(page.tools)
+                    if len(listed) > MAX_TOOLS:
+                        raise MCPError(f"it lists more than {MAX_TOOLS} tools")
                     cursor = page.next_cursor
                     if not cursor:
                         break

@@ -136,11 +136,12 @@ async def test_a_server_that_crashes_mid_call_gives_the_model_a_tool_error_and_t
 
 
 async def test_a_slow_call_is_bounded_by_the_server_timeout(server: ScriptedOpenAIServer, config: OpenAIConfig) -> None:
-    server.add(ToolCall.create("slow", {"seconds": 30}), ToolCall.create("add", {"a": 1, "b": 2}), "ok")
-    async with Agent("a", config=config, mcp_servers=[stdio(timeout=0.5)]) as agent:
-        reply = await asyncio.wait_for(agent.ask("go"), 20)
+    # 3 s: short enough for a test, long enough for the `add` call after it on a loaded machine.
+    server.add(ToolCall.create("slow", {"seconds": 120}), ToolCall.create("add", {"a": 1, "b": 2}), "ok")
+    async with Agent("a", config=config, mcp_servers=[stdio(timeout=3)]) as agent:
+        reply = await asyncio.wait_for(agent.ask("go"), 30)
     assert reply.tool_results[0].is_error
-    assert "timed out after 0.5s" in reply.tool_results[0].content
+    assert "timed out after 3s" in reply.tool_results[0].content
     # The server is still usable after a timed-out call.
     assert (reply.tool_results[1].content, reply.tool_results[1].is_error) == ("3", False)
 
