@@ -41,6 +41,7 @@ from agentsdk.tools import Tool, ToolLike, as_tool
 if TYPE_CHECKING:
     from agentsdk.a2a.client import AgentToAgent
     from agentsdk.knowledge_config import KnowledgeRuntime
+    from agentsdk.mcp import MCPServer, MCPTool
 
 __all__ = ["Agent", "AskInput", "ChunkHandler", "EventCallback", "EventFeed", "FinishReason", "Reply"]
 
@@ -147,6 +148,7 @@ class Agent:
         knowledge: Any = None,
         assembly: Iterable[AssemblyPolicy] | None = None,
         max_tool_rounds: int = 10,
+        mcp_servers: Iterable[MCPServer] = (),
     ) -> None:
         if max_tool_rounds < 0:
             raise ValueError("max_tool_rounds must be >= 0")
@@ -172,6 +174,11 @@ class Agent:
         self.network: Any = None
         """The AgentClient once the agent is registered on a hub (set by ``hc.register``)."""
         """How many rounds of tool calls one turn may run before it is stopped."""
+        self.mcp_servers: list[MCPServer] = list(mcp_servers)
+        """MCP servers whose tools the agent offers beside its own (``docs/mcp.md``); connected by
+        :meth:`start` (or the first ``ask``), closed by :meth:`stop`."""
+        self._mcp_tools: list[MCPTool] | None = None
+        self._mcp_lock = asyncio.Lock()
         self._callbacks: list[EventCallback] = []
         self._feeds: set[EventFeed] = set()
         store = getattr(knowledge, "store", None)
@@ -211,6 +218,43 @@ class Agent:
         them everywhere is safe. ``hc.register(..., a2a=...)`` already adds them to ``tools``."""
         return self.network.a2a_tools() if self.network is not None else []
 
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start the agent's MCP servers and list their tools (the first ``ask`` does it too);
+        idempotent. Raises :class:`~agentsdk.mcp.MCPError` (nothing left running) when one fails."""
+        async with self._mcp_lock:
+            if self._mcp_tools is not None or not self.mcp_servers:
+                return
+            from agentsdk.mcp import mcp_tools
+
+            results = await asyncio.gather(*(s.start() for s in self.mcp_servers), return_exceptions=True)
+            failed = next((r for r in results if isinstance(r, BaseException)), None)
+            if failed is None:
+                try:
+                    self._mcp_tools = mcp_tools(self.mcp_servers, reserved=[t.name for t in self.tools])
+                    return
+                except Exception as exc:
+                    failed = exc
+            await asyncio.gather(*(s.stop() for s in self.mcp_servers))
+            raise failed
+
+    async def stop(self) -> None:
+        """Stop the agent's MCP servers (a stdio server's process ends); idempotent. A later
+        ``ask`` or :meth:`start` starts them again."""
+        async with self._mcp_lock:
+            self._mcp_tools = None
+            await asyncio.gather(*(s.stop() for s in self.mcp_servers))
+
+    async def __aenter__(self) -> Agent:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
     # ------------------------------------------------------------------ observers
 
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
@@ -248,10 +292,11 @@ class Agent:
     # ------------------------------------------------------------------ the turn
 
     def tools_for_call(self, extra: Iterable[ToolLike] | None = None) -> list[Tool]:
-        """The agent's tools plus ``extra`` (which add, never replace); a name used twice is an error."""
+        """The agent's tools, its started MCP servers' tools, then ``extra`` (which add, never
+        replace); a name used twice is an error."""
         result: list[Tool] = []
         by_name: dict[str, Tool] = {}
-        for candidate in [*self.tools, *(as_tool(t) for t in extra or ())]:
+        for candidate in [*self.tools, *(self._mcp_tools or ()), *(as_tool(t) for t in extra or ())]:
             existing = by_name.get(candidate.name)
             if existing is candidate:
                 continue
@@ -284,6 +329,8 @@ class Agent:
         :class:`~agentsdk.tools.MissingDependencyError`; tool failures are shown to the model.
         When it raises, the events emitted so far (the input included) stay in ``stream``.
         """
+        if self.mcp_servers and self._mcp_tools is None:
+            await self.start()
         runtime = self._knowledge_runtime
         knowledge_tools: list[ToolLike] = list(runtime.tools) if runtime is not None else []
         turn = _Turn(

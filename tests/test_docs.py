@@ -42,7 +42,7 @@ def test_hub_doc_example_runs(tmp_path: Path) -> None:
         hub.terminate()
 
 
-@pytest.mark.parametrize("doc", ["agents.md", "memory.md", "quickstart.md", "a2a.md"])
+@pytest.mark.parametrize("doc", ["agents.md", "memory.md", "quickstart.md", "a2a.md", "mcp.md"])
 def test_doc_example_runs_and_prints_what_the_doc_says(tmp_path: Path, doc: str) -> None:
     """The doc's first ```python block, run as a script, prints exactly its first ```text block."""
     expected = re.findall(r"```text\n(.*?)```", (ROOT / "docs" / doc).read_text(), re.DOTALL)[0]

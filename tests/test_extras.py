@@ -13,7 +13,18 @@ from netkernel.extras import DISTRIBUTION, EXTRAS
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Top-level modules of the optional packages (console, command line, gateway, Redis, LangGraph).
-OPTIONAL = ["starlette", "sse_starlette", "uvicorn", "jinja2", "typer", "rich", "redis", "langgraph", "langchain_core"]
+OPTIONAL = [
+    "starlette",
+    "sse_starlette",
+    "uvicorn",
+    "jinja2",
+    "typer",
+    "rich",
+    "redis",
+    "langgraph",
+    "langchain_core",
+    "mcp",
+]
 
 #: What an SDK user imports: none of it may load an optional package.
 SDK_MODULES = [
@@ -24,6 +35,7 @@ SDK_MODULES = [
     "agentsdk.rpc",
     "agentsdk.a2a",
     "agentsdk.langchain",
+    "agentsdk.mcp",
 ]
 
 
@@ -58,6 +70,7 @@ PARTS = [
     ("import agentsdk.langgraph", "langgraph"),
     ("import agentsdk.knowledge as k; k.RedisKnowledgeStore", "redis"),
     ("import knowledgestore.redis_store", "redis"),
+    ("import agentsdk.mcp as m; m.MCPServerStdio('server')", "mcp"),
     (
         "import hubsvc.__main__ as m, hubsvc.config as c; m.make_store(c.parse_args(['--store', 'redis://h:1']))",
         "redis",

@@ -160,6 +160,11 @@ class AgentClient(NetworkClient):
         self._max_chunk_bytes = DEFAULT_MAX_CHUNK_BYTES
         self._on_envelope: EnvelopeCallback = self._run_default_handler
 
+    async def disconnect(self) -> None:
+        """Stop receiving, then stop the agent's MCP servers (:meth:`Agent.stop`; they restart on its next turn)."""
+        await super().disconnect()
+        await self.agent.stop()
+
     @property
     def max_chunk_bytes(self) -> int:
         """The longest delta one ``ag2.msg.chunk`` envelope carries, in UTF-8 bytes (default 4096; at least 4)."""

@@ -392,6 +392,7 @@ class HubClient(ClosedOnExit):
             )
         if check_model:
             await check_model_config(agent.config)
+        await agent.start()  # its MCP servers: one that cannot start fails here, before registering
         settings = A2ASettings.coerce(a2a) if a2a is not None else None
 
         def make(agent_id: str, credential: str, passport: Passport) -> AgentClient:
@@ -440,6 +441,7 @@ class HubClient(ClosedOnExit):
         def make(agent_id: str, credential: str, passport: Passport) -> AgentClient:
             return AgentClient(self, agent_id, credential, passport, agent)
 
+        await agent.start()
         client = await self._resume(credential, make, human=False)
         await self._equip_and_attach(
             client, agent, attach_plugin, attach_default_handler, on_envelope, cursor_store, None
