@@ -136,6 +136,8 @@ type GetStatusResponse struct {
 	// Identities with a Connect stream open (on any replica).
 	Online int64 `protobuf:"varint,8,opt,name=online,proto3" json:"online,omitempty"`
 	// Live channels (pending or opened) by state; states with none are left out.
+	// With the channels divided among replicas (--partitions), those this
+	// replica holds.
 	LiveChannels []*ChannelStateCount `protobuf:"bytes,9,rep,name=live_channels,json=liveChannels,proto3" json:"live_channels,omitempty"`
 	// Tasks still running.
 	RunningTasks int64 `protobuf:"varint,10,opt,name=running_tasks,json=runningTasks,proto3" json:"running_tasks,omitempty"`
@@ -155,7 +157,9 @@ type GetStatusResponse struct {
 	// Envelopes waiting for their recipients' answers over every identity, as
 	// the inbox caps count them (docs/governance.md "Inbox caps": messages of
 	// live channels posted since the recipient's last answer there; protocol
-	// envelopes never count). Folded from the WAL: the same on every replica.
+	// envelopes never count). Folded from the WAL: the same on every replica,
+	// unless the replicas divide the channels (--partitions): then each counts
+	// the channels it holds.
 	PendingInboxTotal int64 `protobuf:"varint,15,opt,name=pending_inbox_total,json=pendingInboxTotal,proto3" json:"pending_inbox_total,omitempty"`
 	// The most envelopes waiting for one identity's answer (0 when none waits):
 	// a recipient that stopped answering shows here first.

@@ -132,7 +132,9 @@ class GetStatusResponse(_message.Message):
     """Envelopes waiting for their recipients' answers over every identity, as
     the inbox caps count them (docs/governance.md "Inbox caps": messages of
     live channels posted since the recipient's last answer there; protocol
-    envelopes never count). Folded from the WAL: the same on every replica.
+    envelopes never count). Folded from the WAL: the same on every replica,
+    unless the replicas divide the channels (--partitions): then each counts
+    the channels it holds.
     """
     max_pending_inbox: _builtins.int
     """The most envelopes waiting for one identity's answer (0 when none waits):
@@ -144,7 +146,10 @@ class GetStatusResponse(_message.Message):
 
     @_builtins.property
     def live_channels(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChannelStateCount]:
-        """Live channels (pending or opened) by state; states with none are left out."""
+        """Live channels (pending or opened) by state; states with none are left out.
+        With the channels divided among replicas (--partitions), those this
+        replica holds.
+        """
 
     @_builtins.property
     def channel_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

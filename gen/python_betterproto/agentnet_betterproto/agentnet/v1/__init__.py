@@ -2957,6 +2957,8 @@ class GetStatusResponse(betterproto2.Message):
     live_channels: "list[ChannelStateCount]" = betterproto2.field(9, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     Live channels (pending or opened) by state; states with none are left out.
+    With the channels divided among replicas (--partitions), those this
+    replica holds.
     """
 
     running_tasks: "int" = betterproto2.field(10, betterproto2.TYPE_INT64)
@@ -2994,7 +2996,9 @@ class GetStatusResponse(betterproto2.Message):
     Envelopes waiting for their recipients' answers over every identity, as
     the inbox caps count them (docs/governance.md "Inbox caps": messages of
     live channels posted since the recipient's last answer there; protocol
-    envelopes never count). Folded from the WAL: the same on every replica.
+    envelopes never count). Folded from the WAL: the same on every replica,
+    unless the replicas divide the channels (--partitions): then each counts
+    the channels it holds.
     """
 
     max_pending_inbox: "int" = betterproto2.field(16, betterproto2.TYPE_INT64)

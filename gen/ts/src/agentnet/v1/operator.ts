@@ -66,7 +66,11 @@ export interface GetStatusResponse {
   identities: number;
   /** Identities with a Connect stream open (on any replica). */
   online: number;
-  /** Live channels (pending or opened) by state; states with none are left out. */
+  /**
+   * Live channels (pending or opened) by state; states with none are left out.
+   * With the channels divided among replicas (--partitions), those this
+   * replica holds.
+   */
   liveChannels: ChannelStateCount[];
   /** Tasks still running. */
   runningTasks: number;
@@ -91,7 +95,9 @@ export interface GetStatusResponse {
    * Envelopes waiting for their recipients' answers over every identity, as
    * the inbox caps count them (docs/governance.md "Inbox caps": messages of
    * live channels posted since the recipient's last answer there; protocol
-   * envelopes never count). Folded from the WAL: the same on every replica.
+   * envelopes never count). Folded from the WAL: the same on every replica,
+   * unless the replicas divide the channels (--partitions): then each counts
+   * the channels it holds.
    */
   pendingInboxTotal: number;
   /**
