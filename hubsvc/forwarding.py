@@ -32,7 +32,7 @@ from agentnet.v1 import connect_pb2, hub_pb2
 from google.protobuf import message_factory
 
 from hubsvc.core.placement import Placement, not_held
-from hubsvc.replica_peers import ReplicaPeers
+from hubsvc.replica_peers import REPLICA_UNREACHABLE, ReplicaPeers
 from netkernel.errors import PARTITION_MOVED, AgentNetError, Unavailable
 from servicekit.boundary import error_detail
 
@@ -250,7 +250,7 @@ class Forwarder:
 
 def _retryable(err: Unavailable) -> bool:
     """A forward that reached no holder of the channel: it moved, or its holder did not answer."""
-    return err.metadata.get("cause") in (PARTITION_MOVED, "replica_unreachable")
+    return err.metadata.get("cause") in (PARTITION_MOVED, REPLICA_UNREACHABLE)
 
 
 def _moved(result: connect_pb2.PostResult) -> bool:

@@ -18,12 +18,15 @@ from typing import Any
 
 import grpc
 from agentnet.v1 import connect_pb2, replica_pb2, replica_pb2_grpc
+from grpc_status import rpc_status
 
-from netkernel.errors import ERROR_DOMAIN, PARTITION_MOVED, PartitionMoved, Unavailable, error_from_rpc
+from netkernel.errors import PARTITION_MOVED, AgentNetError, PartitionMoved, Unavailable, error_from_rpc
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 
 REPLICA_KEY_HEADER = "x-agentnet-replica-key"
 """The metadata that carries the store's replica key on every ReplicaService call."""
+REPLICA_UNREACHABLE = "replica_unreachable"
+"""The ``cause`` of an UNAVAILABLE when the replica a call was sent to did not answer."""
 _TRANSPORT_FAILURES = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 )
@@ -60,8 +63,8 @@ class ReplicaPeers:
         ]
         self._stubs: dict[str, tuple[grpc.aio.Channel, replica_pb2_grpc.ReplicaServiceStub]] = {}
 
-    def _stub(self, address: str) -> replica_pb2_grpc.ReplicaServiceStub:
-        """The stub for ``address`` (``host:port``), its channel opened on first use."""
+    def _peer(self, address: str) -> tuple[grpc.aio.Channel, replica_pb2_grpc.ReplicaServiceStub]:
+        """The channel to ``address`` (``host:port``) and its ReplicaService stub, opened on first use."""
         known = self._stubs.get(address)
         if known is None:
             if self._credentials is not None:
@@ -69,40 +72,29 @@ class ReplicaPeers:
             else:
                 channel = grpc.aio.insecure_channel(address, options=self._options)
             known = self._stubs[address] = (channel, replica_pb2_grpc.ReplicaServiceStub(channel))
-        return known[1]
+        return known
 
     async def forward(
         self, address: str, sender_id: str, posts: Sequence[connect_pb2.Post]
     ) -> list[connect_pb2.PostResult]:
         """Have the replica at ``address`` admit ``posts`` for ``sender_id``; one result per post, in order.
 
-        Raises the serving replica's refusal of the whole call as its domain exception, or
-        :class:`Unavailable` (``cause: replica_unreachable``) when it did not answer in time."""
+        Raises what stopped the call itself as :func:`_failure` does."""
         request = replica_pb2.ForwardPostsRequest(sender_id=sender_id, posts=posts)
         try:
-            response = await self._stub(address).ForwardPosts(
+            response = await self._peer(address)[1].ForwardPosts(
                 request, metadata=self._metadata, timeout=self._timeout, wait_for_ready=False
             )
         except grpc.aio.AioRpcError as err:
-            if err.code() in _TRANSPORT_FAILURES and not _carries_error_info(err):
-                raise Unavailable(
-                    f"the hub replica at {address} that holds this channel did not answer ({err.code().name}: "
-                    f"{err.details()}); the post may or may not have been admitted: retry it with the same "
-                    "idempotency key (a post that was admitted is then answered as the duplicate).",
-                    metadata={"cause": "replica_unreachable", "replica": address},
-                ) from err
-            raise error_from_rpc(err) from err
+            raise _failure(err, address) from err
         return list(response.results)
 
     async def call_hub(
         self, address: str, method: str, request: Any, output: type[Any], metadata: Sequence[tuple[str, str | bytes]]
     ) -> Any:
         """Send the unary ``HubService`` call ``method`` to the replica at ``address`` with ``metadata``
-        (the caller's own); its response, or its refusal as the domain error (PartitionMoved when that
-        replica does not hold the channel either; UNAVAILABLE ``replica_unreachable`` when it did not answer)."""
-        self._stub(address)
-        channel = self._stubs[address][0]
-        call = channel.unary_unary(
+        (the caller's own); its response, or what stopped it as :func:`_failure` raises it."""
+        call = self._peer(address)[0].unary_unary(
             f"/agentnet.v1.HubService/{method}",
             request_serializer=type(request).SerializeToString,
             response_deserializer=output.FromString,
@@ -110,16 +102,7 @@ class ReplicaPeers:
         try:
             return await call(request, metadata=tuple(metadata), timeout=self._timeout)
         except grpc.aio.AioRpcError as err:
-            if err.code() in _TRANSPORT_FAILURES and not _carries_error_info(err):
-                raise Unavailable(
-                    f"the hub replica at {address} that holds this channel did not answer ({err.code().name}: "
-                    f"{err.details()}); retry (a post with the same idempotency key is answered once).",
-                    metadata={"cause": "replica_unreachable", "replica": address},
-                ) from err
-            refusal = error_from_rpc(err)
-            if refusal.metadata.get("cause") == PARTITION_MOVED:
-                raise PartitionMoved(refusal.message, metadata=refusal.metadata) from err
-            raise refusal from err
+            raise _failure(err, address) from err
 
     async def close(self) -> None:
         """Close every channel (the replica is stopping)."""
@@ -128,10 +111,19 @@ class ReplicaPeers:
         await asyncio.gather(*(channel.close() for channel in channels), return_exceptions=True)
 
 
-def _carries_error_info(err: grpc.aio.AioRpcError) -> bool:
-    """Whether the status came from a replica's error boundary (it has agentnet's ErrorInfo)."""
-    return any(
-        key == "grpc-status-details-bin" and ERROR_DOMAIN.encode() in value
-        for key, value in (err.trailing_metadata() or ())
-        if isinstance(value, bytes)
-    )
+def _failure(err: grpc.aio.AioRpcError, address: str) -> AgentNetError:
+    """What a failed call to the replica at ``address`` means to the participant: UNAVAILABLE
+    ``replica_unreachable`` when the replica did not answer (no agentnet status came back), its
+    refusal as the same domain error otherwise — :class:`PartitionMoved` when that replica does not
+    hold the channel either (the forwarder then asks the next holder)."""
+    if err.code() in _TRANSPORT_FAILURES and rpc_status.from_call(err) is None:
+        return Unavailable(
+            f"the hub replica at {address} that holds this channel did not answer ({err.code().name}: "
+            f"{err.details()}); the call may or may not have taken effect: retry it (a post retried with the "
+            "same idempotency key is answered as the duplicate if it was admitted).",
+            metadata={"cause": REPLICA_UNREACHABLE, "replica": address},
+        )
+    refusal = error_from_rpc(err)
+    if refusal.metadata.get("cause") == PARTITION_MOVED:
+        return PartitionMoved(refusal.message, metadata=refusal.metadata)
+    return refusal
