@@ -105,6 +105,7 @@ class HubCore:
                 refresh=self.options.replica_refresh,
                 on_gained=self._gained,
                 on_lost=self._lost,
+                after_round=self._after_ownership_round,
             )
             if leases is not None and liveness is not None
             else None
@@ -238,7 +239,7 @@ class HubCore:
             asyncio.create_task(self.expectations.run(), name="hub-expectations"),
         ]
         if ownership is not None:
-            self._loops.append(asyncio.create_task(self._ownership_loop(ownership), name="hub-ownership"))
+            self._loops.append(asyncio.create_task(ownership.run(), name="hub-ownership"))
         if self.retention.enabled:
             self._loops.append(asyncio.create_task(self.retention.run(), name="hub-retention"))
         if self.liveness is not None:
@@ -255,23 +256,12 @@ class HubCore:
             )
             self._loops.append(asyncio.create_task(self.replicas.run(), name="hub-replica-sync"))
 
-    async def _ownership_loop(self, ownership: Ownership) -> None:
-        """Every ``--replica-refresh`` seconds: renew, release and acquire partitions (:class:`Ownership`),
-        then read where the others are held; every :data:`_PRUNE_EVERY` rounds let go of followed
-        channels that ended unseen. A failed round is logged and tried again."""
-        rounds = 0
-        while True:
-            await asyncio.sleep(self.options.replica_refresh)
-            rounds += 1
-            try:
-                await ownership.step()
-                await self.placement.read()
-                if rounds % _PRUNE_EVERY == 0:
-                    self.channels.followers.prune({row.channel_id for row in await self.store.load_live_channels()})
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("partition ownership round failed (%r); retrying", exc)
+    async def _after_ownership_round(self, rounds: int) -> None:
+        """After each ownership round: read where the other channels are held; every
+        :data:`_PRUNE_EVERY` rounds, let go of followed channels that ended with no member here."""
+        await self.placement.read()
+        if rounds % _PRUNE_EVERY == 0:
+            self.channels.followers.prune({row.channel_id for row in await self.store.load_live_channels()})
 
     async def _gained(self, partition: int, epoch: int) -> None:
         """This replica took ``partition`` (at ``epoch``): hold its live channels (before hydrate: it does)."""

@@ -25,7 +25,9 @@ only decides how soon work moves. The callbacks of one round run concurrently an
 quickly (each is given at most half the TTL; an ``on_gained`` that fails or times out gives the
 partition back): a slow one delays the next renewal.
 
-Not wired into :class:`~hubsvc.core.hub.HubCore` yet (docs/scale-out.md, "Partitions and ownership").
+:class:`~hubsvc.core.hub.HubCore` runs one with ``--partitions`` (its callbacks hand a partition's
+channels over, :mod:`hubsvc.core.live_channels.handover`; docs/scale-out.md "Channels divided among
+the replicas").
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class Ownership:
         refresh: float,
         on_gained: Callback,
         on_lost: Callback,
+        after_round: Callable[[int], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 0 < refresh < ttl:
@@ -72,6 +75,8 @@ class Ownership:
         self._on_gained = on_gained
         self._on_lost = on_lost
         self._clock = clock
+        self._after_round = after_round
+        """Called after each round :meth:`run` makes, with its number (from 1)."""
         self._held: dict[int, int] = {}
         """Partition → the epoch this replica holds it with."""
         self._until: dict[int, float] = {}
@@ -109,15 +114,20 @@ class Ownership:
         return fence
 
     async def run(self) -> None:
-        """Run a round every ``refresh`` seconds until cancelled (a failed round is logged and retried)."""
+        """Every ``refresh`` seconds (the caller ran the first :meth:`step`), run a round and then
+        ``after_round``, until cancelled; a failed round is logged and retried."""
+        rounds = 0
         while True:
+            await asyncio.sleep(self._refresh)
+            rounds += 1
             try:
                 await self.step()
+                if self._after_round is not None:
+                    await self._after_round(rounds)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("partition ownership round failed (%r); retrying in %s s", exc, self._refresh)
-            await asyncio.sleep(self._refresh)
 
     async def step(self) -> None:
         """One round: renew, drop what was lost, release what is no longer ours, acquire what should be."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from hubsvc.core.ownership import Ownership
 from hubsvc.core.util import new_id
@@ -43,6 +42,7 @@ class Placement:
         self._addresses: dict[str, str] = {}
         """Replica id → its advertised address, as last read."""
         self._reading: asyncio.Future[None] | None = None
+        """The read under way, which concurrent callers share."""
 
     @property
     def divided(self) -> bool:
@@ -103,21 +103,14 @@ class Placement:
         """Read the lease map and the replica directory again (concurrent callers share one read)."""
         if self._leases is None or self._liveness is None:
             return
-        if self._reading is not None:
-            await asyncio.shield(self._reading)
-            return
-        self._reading = asyncio.get_running_loop().create_future()
-        try:
-            leases = await self._leases.read_map()
-            self._owners = {lease.partition: lease.owner for lease in leases if lease.owner}
-            self._addresses = await self._liveness.replicas()
-            self._reading.set_result(None)
-        except BaseException as exc:
-            self._reading.set_exception(exc)
-            self._reading.exception()  # the caller below sees it; the shared future need not log it
-            raise
-        finally:
-            self._reading = None
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read(self._leases, self._liveness))
+            self._reading.add_done_callback(lambda _: setattr(self, "_reading", None))
+        await asyncio.shield(self._reading)
+
+    async def _read(self, leases: PartitionLeases, liveness: Liveness) -> None:
+        self._owners = {lease.partition: lease.owner for lease in await leases.read_map() if lease.owner}
+        self._addresses = await liveness.replicas()
 
 
 def not_held(channel_id: str) -> PartitionMoved:
@@ -127,7 +120,3 @@ def not_held(channel_id: str) -> PartitionMoved:
         "retry (the replicas are moving the channel's partition).",
         metadata={"channel_id": channel_id},
     )
-
-
-Holds = Callable[[str], bool]
-"""Whether this replica holds a channel (:meth:`Placement.holds`)."""
