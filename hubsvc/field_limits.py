@@ -72,15 +72,24 @@ def hub_request_limits(options: HubOptions) -> RequestLimits:
     )
 
 
-def post_batch_refusal(count: int, max_batch: int) -> AgentNetError | None:
-    """Why a Connect ``post_batch`` frame of ``count`` posts ends the stream (empty, or over the hub's
-    --max-batch), or None. The posts' own fields are each post's business (its PostResult)."""
+def post_batch_refusal(
+    count: int,
+    max_batch: int,
+    *,
+    field: str = "post_batch.posts",
+    limit: str = "Welcome.max_post_batch",
+    per: str = "PostBatch frame",
+) -> AgentNetError | None:
+    """Why a batch of ``count`` posts is refused (empty, or over the hub's --max-batch), or None: a
+    Connect ``post_batch`` frame (which ends the stream), or another replica's ``ForwardPosts`` call
+    (``field``, ``limit`` and ``per`` name them). The posts' own fields are each post's business (its
+    PostResult)."""
     if 0 < count <= max_batch:
         return None
-    what = "is empty" if count == 0 else f"has {count} posts, over the limit of {max_batch} (Welcome.max_post_batch)"
+    what = "is empty" if count == 0 else f"has {count} posts, over the limit of {max_batch} ({limit})"
     return InvalidArgument(
-        f"post_batch.posts {what}; send between 1 and {max_batch} posts per PostBatch frame.",
-        metadata={"field": "post_batch.posts", "items": str(count), "limit": str(max_batch)},
+        f"{field} {what}; send between 1 and {max_batch} posts per {per}.",
+        metadata={"field": field, "items": str(count), "limit": str(max_batch)},
     )
 
 

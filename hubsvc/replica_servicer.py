@@ -20,7 +20,7 @@ from hubsvc.field_limits import post_batch_refusal
 from hubsvc.replica_peers import REPLICA_KEY_HEADER
 from hubsvc.rpc import Ctx
 from hubsvc.servicer import HubServicer
-from netkernel.errors import InvalidArgument, NotFound, Unauthenticated
+from netkernel.errors import NotFound, Unauthenticated
 from servicekit.boundary import unary_boundary
 
 REPLICA_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaService"]
@@ -83,12 +83,11 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
                 f"replica key as '{REPLICA_KEY_HEADER}' metadata (clients use HubService)."
             )
         core = self._hub.core
-        refusal = post_batch_refusal(len(request.posts), core.options.max_batch)
+        refusal = post_batch_refusal(
+            len(request.posts), core.options.max_batch, field="posts", limit="--max-batch", per="ForwardPosts call"
+        )
         if refusal is not None:
-            raise InvalidArgument(
-                refusal.message.replace("post_batch.posts", "posts").replace("PostBatch frame", "ForwardPosts call"),
-                metadata={**refusal.metadata, "field": "posts"},
-            )
+            raise refusal
         sender_id = request.sender_id
         if not sender_id or (sender_id not in core.registry and await core.registry.reload(sender_id)):
             raise NotFound(
