@@ -21,15 +21,13 @@ from collections.abc import Callable, Iterable
 
 from agentnet.v1 import channel_pb2, envelope_pb2
 
+from hubsvc.core.live_channels.commits import Deliver
 from hubsvc.core.live_channels.table import ChannelTable
 from hubsvc.storage import ChannelRow, HubStore
 from netkernel.envelope import EV_CHANNEL_CLOSED
 
 _PAGE = 1000
 """WAL records one store read returns at most."""
-
-Deliver = Callable[["FollowedChannel", list[envelope_pb2.Envelope]], None]
-"""Hands a followed channel's committed envelopes to its members connected here."""
 
 
 class FollowedChannel:
@@ -51,10 +49,11 @@ class FollowedChannel:
         return None
 
     @classmethod
-    def from_row(cls, row: ChannelRow) -> FollowedChannel:
-        """A followed channel from its stored row, handed on up to its stored last seq."""
+    def from_row(cls, row: ChannelRow, *, from_start: bool = False) -> FollowedChannel:
+        """A followed channel from its stored row, handed on up to its stored last seq (``from_start``:
+        nothing handed on yet)."""
         meta = channel_pb2.ChannelMetadata.FromString(row.record)
-        return cls(row.channel_id, tuple(p.agent_id for p in meta.participants), meta.last_seq)
+        return cls(row.channel_id, tuple(p.agent_id for p in meta.participants), 0 if from_start else meta.last_seq)
 
 
 class Followers:
@@ -95,9 +94,7 @@ class Followers:
             row = await self._store.get_channel(channel_id)
             if row is None or channel_id in self.channels or self._table.get(channel_id) is not None:
                 return
-            meta = channel_pb2.ChannelMetadata.FromString(row.record)
-            followed = FollowedChannel(channel_id, tuple(p.agent_id for p in meta.participants), 0)
-            self.channels[channel_id] = followed
+            followed = self.channels[channel_id] = FollowedChannel.from_row(row, from_start=True)
         async with followed.lock:
             if self.channels.get(channel_id) is not followed:  # taken over (held here now) or let go meanwhile
                 return
