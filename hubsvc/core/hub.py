@@ -150,6 +150,7 @@ class HubCore:
             live_channels=lambda: self.channels.member_channels(),
             spawn=self.spawn,
             refresh_turns=lambda agent_id: self.channels.refresh_turns_of(agent_id),
+            record_first=self.placement.divided,
             # With an arbiter the delivery leaves can_send unset: only CanSend asks the arbiter.
             turn_probe=None
             if arbiter is not None

@@ -67,6 +67,7 @@ class Sessions:
         live_channels: Callable[[], Iterable[MemberView]],
         spawn: Callable[[Any, str], asyncio.Task[Any]],
         refresh_turns: Callable[[str], Awaitable[None]] | None = None,
+        record_first: bool = False,
         on_cursor: Callable[[str, str, int], None] | None = None,
         turn_probe: TurnProbe | None = None,
         recorder: Recorder = NO_RECORDER,
@@ -80,6 +81,9 @@ class Sessions:
         self._spawn = spawn
         self._refresh_turns = refresh_turns
         """Catches up the channels awaiting a turn of an agent that a shared store holds more of."""
+        self._record_first = record_first
+        """Write a new stream's record before its catch-up (the channels are divided among replicas:
+        the others tell this one of the agent's channels once the record says the stream is here)."""
         self._on_cursor = on_cursor
         """Told ``(agent_id, channel_id, cursor)`` whenever an agent's cursor moves (acks, skips, a Hello ahead)."""
         self._turn_probe = turn_probe
@@ -124,12 +128,20 @@ class Sessions:
         # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
         self._sessions[agent_id] = session
         self._registry.touch(agent_id, online=True)
-        self._record_holder(agent_id, session.session_id, True)
+        recorded = self._record_holder(agent_id, session.session_id, True)
         written = self._cursor_write
         if written is not None and not written.done():
             # The acks a stream of this agent flushed as it ended (a reconnect follows at once):
             # read the stored cursors after they are written, not before.
             await asyncio.wait([written])
+        if recorded is not None and self._record_first:
+            # Other replicas tell this one of the agent's channels only once the stream's record is
+            # written: the catch-up below, after it, reads what was appended before.
+            try:
+                await recorded
+            except BaseException:
+                self.disconnect(session)
+                raise
         stored = await self._store.load_cursors(agent_id)
         if self._refresh_turns is not None:
             # A turn another replica saw answered is not listed (the client would answer it
@@ -216,15 +228,17 @@ class Sessions:
             self._registry.touch(session.agent_id, online=False)
             self._record_holder(session.agent_id, session.session_id, False)
 
-    def _record_holder(self, agent_id: str, session_id: str, connected: bool) -> None:
+    def _record_holder(self, agent_id: str, session_id: str, connected: bool) -> asyncio.Future[None] | None:
         """Tell the other replicas sharing the store that this stream began or ended (a stream of the
-        same identity they hold is then replaced); a store no other replica shares has no one to tell."""
+        same identity they hold is then replaced); a store no other replica shares has no one to tell
+        (None). Returns the record's write."""
         if self._store.feed is None:
-            return
+            return None
         written = self._store.submit(Writes(sessions=[(agent_id, session_id, connected)]))
         if connected:
             self._unrecorded[session_id] = False
             written.add_done_callback(lambda done: self._holder_recorded(agent_id, session_id, done))
+        return written
 
     def _holder_recorded(self, agent_id: str, session_id: str, written: asyncio.Future[None]) -> None:
         """A stream's record reached the store (or failed to): read the holder again if a read

@@ -270,6 +270,16 @@ class Writes:
     by replicas writes the bundle only if, in the same atomic step, each lease is still held by this
     replica with that epoch and has not lapsed; else nothing of it is written (:class:`Fenced`). Every
     channel the bundle writes must then be in a fenced partition. A single-process store ignores it."""
+    notify: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Channel → its member agent ids. With the channels divided among replicas, a store shared by
+    them tells the envelopes this bundle appends to a channel only to the replicas where those
+    members have their Connect stream or that watch the channel (:attr:`watches`), not to every
+    replica (docs/scale-out.md, "Channel notices"); a channel without an entry is told to every
+    replica. Ignored by any other store."""
+    watches: list[tuple[str, bool]] = field(default_factory=list)
+    """(channel_id, watching): this replica began or stopped watching a channel, so the appends to
+    it are told here though no member is connected here (:attr:`notify`). Only a store shared by
+    replicas that divide the channels records them."""
 
     def only_cursors(self) -> bool:
         """Holds cursor upserts and nothing else: advisory writes nobody waits on, so a store may
@@ -285,6 +295,7 @@ class Writes:
             or self.call_tokens
             or self.audit
             or self.sessions
+            or self.watches
         )
 
     def __bool__(self) -> bool:
@@ -300,6 +311,7 @@ class Writes:
             or self.call_tokens
             or self.audit
             or self.sessions
+            or self.watches
         )
 
 

@@ -14,7 +14,7 @@ each other's ReplicaService.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from hubsvc.storage.base import Liveness
@@ -26,23 +26,41 @@ class RedisLiveness(Liveness):
     (``listing``: the source of the script that lists the live replicas, ``lua/replicas.lua``)."""
 
     def __init__(
-        self, client: RedisClient, prefix: str, replica_id: str, directory: str, listing: str, key_name: str
+        self,
+        client: RedisClient,
+        prefix: str,
+        replica_id: str,
+        directory: str,
+        listing: str,
+        key_name: str,
+        *,
+        on_lapse: Callable[[], None] = lambda: None,
+        notices: str | None = None,
     ) -> None:
         self._client = client
         self._prefix = prefix
         self._directory = directory
         self._listing = client.register_script(listing)
         self._key_name = key_name
+        self._on_lapse = on_lapse
+        """Called when a beat finds this replica's key lapsed since the last one (others took it for gone)."""
+        self._notices = notices
+        """The global key prefix of the replicas' notice streams (None: the channels are not divided)."""
+        self._beaten = False
         self.replica_id = replica_id
         self.address = ""
 
     async def beat(self, ttl: float) -> None:
         """(Re)set this replica's key (holding :attr:`address`) to lapse ``ttl`` seconds from now
-        (Redis's clock), and list the replica in the directory."""
+        (Redis's clock), and list the replica in the directory. A key found lapsed since the last
+        beat calls ``on_lapse``."""
         async with self._client.pipeline(transaction=False) as pipe:
-            pipe.set(self._prefix + self.replica_id, self.address.encode(), px=max(1, int(ttl * 1000)))
+            pipe.set(self._prefix + self.replica_id, self.address.encode(), px=max(1, int(ttl * 1000)), get=True)
             pipe.sadd(self._directory, self.replica_id)
-            await pipe.execute()
+            previous, _ = await pipe.execute()
+        if self._beaten and previous is None:
+            self._on_lapse()
+        self._beaten = True
 
     async def alive(self, replica_ids: Sequence[str]) -> set[str]:
         """The replicas among ``replica_ids`` whose key still exists."""
@@ -66,12 +84,17 @@ class RedisLiveness(Liveness):
 
     async def replicas(self) -> dict[str, str]:
         """Every replica whose key has not lapsed → its advertised address."""
-        flat = cast("list[bytes]", await self._listing(keys=[self._directory], args=[self._prefix]))
+        notices = [] if self._notices is None else [self._notices]
+        flat = cast("list[bytes]", await self._listing(keys=[self._directory], args=[self._prefix, *notices]))
         return {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
 
     async def leave(self) -> None:
-        """Delete this replica's key and its directory entry."""
+        """Delete this replica's key, its directory entry and its notice stream."""
         async with self._client.pipeline(transaction=False) as pipe:
             pipe.delete(self._prefix + self.replica_id)
             pipe.srem(self._directory, self.replica_id)
+            if self._notices is not None:
+                pipe.delete(
+                    self._notices + "notices:" + self.replica_id, self._notices + "notices_seq:" + self.replica_id
+                )
             await pipe.execute()

@@ -21,6 +21,7 @@ from hubsvc.core.options import HubOptions
 from hubsvc.core.ownership import Ownership
 from hubsvc.core.partition_map import desired
 from hubsvc.server import start_hub
+from hubsvc.storage.redis_connect import connect
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import NotYourTurn
 from tests.eventually import assert_eventually
@@ -220,5 +221,79 @@ async def test_a_replica_that_stops_hands_its_channels_over(divided: Divided) ->
     assert [e.idempotency_key for e in wal if e.event_type == "ag2.msg.text"] == [f"k{i}" for i in range(5)] + [
         f"j{i}" for i in range(5)
     ]
+    await alice.close()
+    await bob.close()
+
+
+async def notices_told(url: str, hub: RunningHub) -> int:
+    """How many notices the store has written to ``hub``'s notice stream (docs/scale-out.md, "Channel notices")."""
+    store = hub.core.store
+    assert isinstance(store, RedisHubStore)
+    mine = store.feed.notices_of(store.feed.replica_id)
+    assert mine is not None
+    client = connect(url, 5)
+    try:
+        return int(await client.get(mine[1]) or 0)
+    finally:
+        await client.aclose()
+
+
+async def test_texts_reach_members_wherever_they_connect_and_no_other_replica_is_told(
+    divided: Divided, redis_url: str
+) -> None:
+    for _ in range(3):
+        await divided.start()
+    await divided.settled()
+    a = next(h for h in divided.hubs if h.core.placement.ownership and h.core.placement.ownership.held)
+    b, c = [h for h in divided.hubs if h is not a]  # a opens the channel, so holds it
+    alice = await register(a.target, "alice")
+    bobs = await register(a.target, "bob")
+    bob = on(b, bobs)
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "conversation", [bob])
+    assert holder(divided.hubs, channel_id) is a
+    said = [await alice.say(channel_id, "one")]
+    await bob.until(said[-1].envelope_id)
+    # c has no member of the channel: it learnt of the channel's opening from the feed, not of its texts.
+    assert await notices_told(redis_url, c) == 0 and await notices_told(redis_url, b) > 0
+    followed = c.core.channels.followers.channels[channel_id]
+    assert followed.committed_seq < said[-1].seq
+    # Bob leaves; texts posted meanwhile are told to nobody but reach him wherever he comes back.
+    cursor = said[-1].seq
+    await bob.close()
+    said += [await alice.say(channel_id, t) for t in ("two", "three")]
+    for hub in (c, b):  # c never told, b no longer told: both deliver from the WAL
+        bob = on(hub, bobs)
+        welcome = await bob.connect(cursors={channel_id: cursor})
+        assert welcome.cursors[channel_id] == cursor
+        said.append(await alice.say(channel_id, f"to bob on {hub.target}"))
+        got = await bob.until(said[-1].envelope_id)
+        texts = [e.envelope_id for e in got if e.event_type == "ag2.msg.text"]
+        assert texts == [s.envelope_id for s in said if s.seq > cursor]
+        cursor = said[-1].seq
+        await bob.close()
+    await alice.close()
+
+
+async def test_a_watcher_on_a_replica_without_members_sees_every_text(divided: Divided) -> None:
+    a, b = [await divided.start() for _ in range(2)]
+    await divided.settled()
+    a, b = holding_and_not(a, b)
+    alice = await register(a.target, "alice")
+    bob = await register(a.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "conversation", [bob])
+    earlier = await alice.say(channel_id, "before the watch")
+    watched: list[envelope_pb2.Envelope] = []
+    unwatch = b.core.watch(channel_id, watched.append)  # b holds nothing of it and has no member of it
+    said = [await alice.say(channel_id, str(n)) for n in range(3)]
+
+    async def all_seen() -> bool:
+        return [e.envelope_id for e in watched if e.seq > earlier.seq] == [s.envelope_id for s in said]
+
+    await assert_eventually(all_seen)
+    unwatch()
     await alice.close()
     await bob.close()

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from hubsvc.storage import Writes
-from hubsvc.storage.base import Fenced
+from hubsvc.storage.base import FeedGap, Fenced
 from hubsvc.storage.leases import Lease
 from hubsvc.storage.redis_connect import connect
 from hubsvc.storage.redis_store import RedisHubStore
@@ -217,3 +217,64 @@ async def test_the_replica_directory_lists_live_replicas_with_their_addresses(st
     assert set(await one.replicas()) == {one.replica_id, two.replica_id}
     await one.leave()
     assert set(await two.replicas()) == {two.replica_id}
+
+
+async def test_a_channels_appends_are_told_only_to_the_replicas_of_its_members_and_watchers(
+    url: str, stores: list[RedisHubStore]
+) -> None:
+    holder, bobs = stores  # holder holds the channel's partition; bob's Connect stream is on bobs
+    bystander = RedisHubStore(url, prefix="parts:", partitions=COUNT)
+    await bystander.open()
+    try:
+        for store in (holder, bobs, bystander):
+            await store.liveness.beat(30)
+        assert holder.partitions is not None
+        ch = channel_in(4)
+        fence = (await holder.partitions.acquire([4], ttl=30)).gained
+        members = ("alice", "bob")
+
+        async def append(*seqs: int) -> None:
+            await holder.commit(Writes(wal=[row(ch, s) for s in seqs], fence=fence, notify={ch: members}))
+
+        async def told(store: RedisHubStore, position: str) -> tuple[str, list[dict[str, int]]]:
+            moved, changes = await store.feed.read(position, 0.01)
+            return moved, [c.channels for c in changes if c.origin == holder.feed.replica_id]
+
+        await bobs.commit(Writes(sessions=[("bob", "s1", True)]))
+        seen = [await s.feed.position() for s in (bobs, bystander)]
+        # Opening writes the channel's row: every replica reads that from the feed.
+        await holder.commit(
+            Writes(channels=[channel(ch, *members)], wal=[row(ch, 1)], fence=fence, notify={ch: members})
+        )
+        await append(2, 3)
+        seen[0], got = await told(bobs, seen[0])
+        assert got == [{ch: 1}, {ch: 3}]  # the open from the feed, the appends as bob's replica's notice
+        seen[1], got = await told(bystander, seen[1])
+        assert got == [{ch: 1}]  # nobody of the channel is there: not told of the appends
+        # A replica that watches the channel is told although no member is there, until it stops.
+        await bystander.commit(Writes(watches=[(ch, True)]))
+        await append(4)
+        for i, store in enumerate((bobs, bystander)):
+            seen[i], got = await told(store, seen[i])
+            assert got == [{ch: 4}]
+        await bystander.commit(Writes(watches=[(ch, False)]))
+        # Bob's stream ends: his replica is told no more either.
+        await bobs.commit(Writes(sessions=[("bob", "s1", False)]))
+        await append(5)
+        for i, store in enumerate((bobs, bystander)):
+            seen[i], got = await told(store, seen[i])
+            assert got == []
+        # A replica whose liveness key lapsed (paused past its time to live) is not told; its next
+        # beat finds the key gone, and its next read says it must refresh everything.
+        await bobs.commit(Writes(sessions=[("bob", "s2", True)]))
+        await bobs.liveness.leave()
+        await append(6)
+        assert (await told(bobs, seen[0]))[1] == []
+        await bobs.liveness.beat(30)
+        with pytest.raises(FeedGap, match="liveness key lapsed"):
+            await bobs.feed.read(seen[0], 0.01)
+        seen[0] = await bobs.feed.position()
+        await append(7)
+        assert (await told(bobs, seen[0]))[1] == [{ch: 7}]
+    finally:
+        await bystander.close()

@@ -81,8 +81,10 @@ class LiveChannels:
         """Which channels this replica holds (all of them unless the channels are divided among replicas)."""
         self.table = table = ChannelTable(store, inboxes, clock)
         """The table of live channels, and its reads."""
-        self.followers = followers = Followers(table, store, deliver, connected)
+        self.followers = followers = Followers(table, store, deliver, connected, spawn)
         """The live channels another replica holds, delivered here without a fold."""
+        if placement.divided:
+            table.on_watch = followers.watching
         self.timers = timers = ChannelTimers(
             clock, spawn, lambda channel_id, reason, expired: self.lifecycle.expire(channel_id, reason, expired)
         )

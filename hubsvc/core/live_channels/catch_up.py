@@ -6,8 +6,8 @@ import asyncio
 
 from agentnet.v1 import envelope_pb2
 
-from hubsvc.core.channel import PENDING
-from hubsvc.core.live_channels.followers import Followers
+from hubsvc.core.channel import PENDING, ChannelRuntime
+from hubsvc.core.live_channels.followers import FollowedChannel, Followers
 from hubsvc.core.live_channels.rebuild import Publish, Rebuilder
 from hubsvc.core.live_channels.table import ChannelTable
 from hubsvc.core.live_channels.timers import ChannelTimers
@@ -60,12 +60,17 @@ class CatchUp:
         """Catch up the channels live here that await a turn of ``agent_id``, where the store holds
         more of them (another replica committed, perhaps the answer, and the change feed has not
         told this one yet): so a turn answered elsewhere is not listed as pending (a client would
-        answer it again). Nothing to do on a store no other replica shares."""
+        answer it again). With the channels divided, also every channel of the agent another replica
+        holds: while none of its members was connected here, this replica was not told of its
+        appends (docs/scale-out.md, "Channel notices"). Nothing to do on a store no other replica
+        shares."""
         if self._store.feed is None:
             return
-        awaiting = [
+        awaiting: list[ChannelRuntime | FollowedChannel] = [
             ch for ch in self._table.live() if agent_id in ch.participants and ch.pending_turn(agent_id) is not None
         ]
+        if self._placement.divided:
+            awaiting += [f for f in self._followers.live() if agent_id in f.participants]
         for start in range(0, len(awaiting), _CATCH_UP_PAGE):
             chunk = awaiting[start : start + _CATCH_UP_PAGE]
             stored = await self._store.channel_seqs([ch.channel_id for ch in chunk])

@@ -73,6 +73,7 @@ class Commits:
             self._timers.arm_ttl(ch)
         if self._fence is not None:
             batch.writes.fence = self._fence(ch.channel_id)
+            batch.writes.notify[ch.channel_id] = ch.participants  # told only where its members are
         fut = ch.last_commit = self._store.submit(batch.writes)
         ch.unpublished += 1
         wires = batch.wires

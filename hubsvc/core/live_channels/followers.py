@@ -17,14 +17,18 @@ replica stopped holding from the seq it had published.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from agentnet.v1 import channel_pb2, envelope_pb2
 
 from hubsvc.core.live_channels.commits import Deliver
 from hubsvc.core.live_channels.table import ChannelTable
-from hubsvc.storage import ChannelRow, HubStore
+from hubsvc.storage import ChannelRow, HubStore, Writes
 from netkernel.envelope import EV_CHANNEL_CLOSED
+
+log = logging.getLogger("agentnet.hub.replicas")
 
 _PAGE = 1000
 """WAL records one store read returns at most."""
@@ -60,13 +64,33 @@ class Followers:
     """The live channels this replica follows (held elsewhere), and their catch-up from the WAL."""
 
     def __init__(
-        self, table: ChannelTable, store: HubStore, deliver: Deliver, connected: Callable[[str], bool]
+        self,
+        table: ChannelTable,
+        store: HubStore,
+        deliver: Deliver,
+        connected: Callable[[str], bool],
+        spawn: Callable[[Any, str], asyncio.Task[Any]],
     ) -> None:
         self._table = table
         self._store = store
         self._deliver = deliver
         self._connected = connected
+        self._spawn = spawn
         self.channels: dict[str, FollowedChannel] = {}
+
+    def watching(self, channel_id: str, watching: bool) -> None:
+        """A channel got its first watcher here (or lost its last): record it, so that the replica
+        holding it tells this one of its appends although no member is connected here; once
+        recorded, catch a followed channel up (what was appended before is read from the WAL)."""
+        written = self._store.submit(Writes(watches=[(channel_id, watching)]))
+
+        def recorded(done: asyncio.Future[None]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                log.warning("could not record that channel %s is watched here; its watchers may wait", channel_id)
+            elif watching and channel_id in self.channels:
+                self._spawn(self.catch_up(channel_id, 0), f"watch-{channel_id}")
+
+        written.add_done_callback(recorded)
 
     def live(self) -> Iterable[FollowedChannel]:
         """Every followed channel (a view: copy it before awaiting)."""

@@ -43,6 +43,8 @@ class ChannelTable:
         self.channels: dict[str, ChannelRuntime] = {}
         """The live channels by id (a channel is live from OpenChannel until its end commits)."""
         self._watchers: dict[str, set[Watcher]] = {}
+        self.on_watch: Callable[[str, bool], None] = lambda channel_id, watching: None
+        """Told when a channel gets its first watcher (True) or loses its last (False)."""
         self.ended: BoundedDict[str, int] = BoundedDict(_ENDED_MEMORY)
         """Channels that ended here → their last seq (a late change of one is not published again)."""
         self.final: BoundedDict[str, tuple[Adapter[Any], Any]] = BoundedDict(_FINAL_STATES)
@@ -105,7 +107,11 @@ class ChannelTable:
 
     def watch(self, channel_id: str, watcher: Watcher) -> Callable[[], None]:
         """Call ``watcher`` with every envelope of the channel once committed; returns an unsubscribe."""
-        self._watchers.setdefault(channel_id, set()).add(watcher)
+        watchers = self._watchers.get(channel_id)
+        if watchers is None:
+            watchers = self._watchers[channel_id] = set()
+            self.on_watch(channel_id, True)
+        watchers.add(watcher)
 
         def unsubscribe() -> None:
             watchers = self._watchers.get(channel_id)
@@ -113,6 +119,7 @@ class ChannelTable:
                 watchers.discard(watcher)
                 if not watchers:
                     self._watchers.pop(channel_id, None)
+                    self.on_watch(channel_id, False)
 
         return unsubscribe
 

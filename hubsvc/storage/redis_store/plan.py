@@ -13,6 +13,7 @@ channel, a task ended earlier in the group), the plan judges it itself and raise
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -89,6 +90,8 @@ class Plan:
         session-holder ids, cursors."""
         self._rows: dict[str, int] = {}
         """Channels whose row the plan writes (→ 0, the feed's "row only")."""
+        self._notify: dict[str, tuple[str, ...]] = {}
+        """Channel → its members, for the channels whose appends are told as notices (:attr:`Writes.notify`)."""
 
     @property
     def keys(self) -> list[str]:
@@ -105,10 +108,34 @@ class Plan:
         return part
 
     def _feed(self) -> list[Any]:
-        """The write op appending the change feed's entry (last op of the global part)."""
+        """The last write ops of the global part: the change feed's entry and, with the channels
+        divided among replicas, the channel notices (:attr:`Writes.notify`). A channel whose row
+        this plan writes (opened, ended) stays in the feed entry, which every replica reads; one
+        that only grew is told to the replicas of its members and watchers instead, and a plan
+        with nothing else for the feed appends no feed entry."""
         feed, g = self._feed_of, self._global
-        fields = redis_feed.encode(feed.replica_id, self._rows | self._last, self._changed)
-        return ["feed", g.k(feed.key), g.k(feed.counter), redis_feed.FEED_MAXLEN, len(fields) // 2, *fields]
+        channels = self._rows | self._last
+        ops: list[Any] = []
+        if self._partitions and not self._spread:
+            noticed = {c: seq for c, seq in self._last.items() if c not in self._rows and c in self._notify}
+            if noticed:
+                ops = self._notices(noticed)
+                channels = {c: seq for c, seq in channels.items() if c not in noticed}
+                if not channels and not any(self._changed.values()):
+                    return ops
+        fields = redis_feed.encode(feed.replica_id, channels, self._changed)
+        return [*ops, "feed", g.k(feed.key), g.k(feed.counter), redis_feed.FEED_MAXLEN, len(fields) // 2, *fields]
+
+    def _notices(self, noticed: dict[str, int]) -> list[Any]:
+        """The 'notify' op telling each channel's last seq to the replicas its members and watchers
+        are on (lua/commit.lua finds them; :mod:`hubsvc.storage.redis_feed`, "Notices")."""
+        g, feed = self._keys.g, self._feed_of
+        per_channel: list[Any] = []
+        for channel_id, seq in noticed.items():
+            members = self._notify[channel_id]
+            per_channel += [channel_id, seq, len(members), *members]
+        return ["notify", self._global.k(g + redis_feed.WHERE), g, redis_feed.NOTICES_MAXLEN, feed.replica_id,
+                f"{time.time():.6f}", len(noticed), *per_channel]  # fmt: skip
 
     def args(self) -> list[Any]:
         """ARGV of the single script call: the check count, the checks, the writes, the feed entry."""
@@ -174,8 +201,18 @@ class Plan:
         for agent_id, session_id, connected in writes.sessions:
             changed["s"].append(agent_id)
             gp.writes += ["hset" if connected else "hdelif", gp.k(g + "sessions"), agent_id, session_id]
+            if self._partitions:  # where the notices of the identity's channels go
+                where = redis_feed.where_value(self._feed_of.replica_id, session_id)
+                gp.writes += ["hset" if connected else "hdelif", gp.k(g + redis_feed.WHERE), agent_id, where]
+        for channel_id, watching in writes.watches:
+            if self._partitions:
+                gp.writes += ["sadd" if watching else "srem", gp.k(g + redis_feed.WATCH + channel_id),
+                              self._feed_of.replica_id]  # fmt: skip
+        self._notify.update(writes.notify)
         for c in writes.channels:
             self._rows.setdefault(c.channel_id, 0)
+            if self._partitions and not c.live:  # an ended channel grows no more: nobody need watch it
+                gp.writes += ["del", gp.k(g + redis_feed.WATCH + c.channel_id)]
             members = c.member_ids()
             live = "1" if c.live else "0"
             holder = s.holder("channels", members[0])  # the initiator's live channels

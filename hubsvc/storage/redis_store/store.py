@@ -116,6 +116,7 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
             self._keys.g + "feed",
             self._keys.g + "feed_seq",
             self._on_home_node if isinstance(self._client, RedisCluster) else None,
+            notices=None if partitions is None else self._keys.g,
         )
         self.liveness: RedisLiveness = RedisLiveness(
             self._client,
@@ -124,6 +125,8 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
             self._keys.g + REPLICAS,
             scripts.REPLICAS,
             self._keys.g + "replica_key",
+            on_lapse=self.feed.lapsed,
+            notices=None if partitions is None else self._keys.g,
         )
         self.partitions: RedisPartitions | None = (
             None if partitions is None else RedisPartitions(self._client, self._keys, self._clock, self.feed.replica_id)

@@ -143,8 +143,51 @@ while i <= #a do
     for j = 0, 2 * n - 1 do args[#args + 1] = a[i + 5 + j] end
     redis.call(unpack(args))
     i = i + 5 + 2 * n
+  elseif op == 'notify' then
+    -- where hash, global key prefix, approximate max length, committing replica, wall time, channel
+    -- count, then per channel: id, last seq, member count, members. Each channel's last seq is told
+    -- to the replicas its members' Connect streams are on (where hash: agent -> '<replica>\0<session>')
+    -- and those watching it (set '<prefix>watch:<channel>'), each replica once, in one entry of its own
+    -- notice stream '<prefix>notices:<replica>' numbered by '<prefix>notices_seq:<replica>'; a replica
+    -- whose liveness key '<prefix>replica:<replica>' lapsed is told nothing (it refreshes everything
+    -- when it finds it lapsed). The committing replica is not told (it published already).
+    local where, prefix, maxlen, origin, wall = k(i + 1), a[i + 2], a[i + 3], a[i + 4], a[i + 5]
+    local at, told, order = i + 7, {}, {}
+    for _ = 1, tonumber(a[i + 6]) do
+      local channel, seq, m = a[at], tonumber(a[at + 1]), tonumber(a[at + 2])
+      local targets = redis.call('SMEMBERS', prefix .. 'watch:' .. channel)
+      for j = 1, m do
+        local held = redis.call('HGET', where, a[at + 2 + j])
+        if held then
+          local cut = string.find(held, '\0', 1, true)
+          targets[#targets + 1] = cut and string.sub(held, 1, cut - 1) or held
+        end
+      end
+      for _, replica in ipairs(targets) do
+        if replica ~= origin then
+          local channels = told[replica]
+          if channels == nil then
+            channels = {}
+            told[replica] = channels
+            order[#order + 1] = replica
+          end
+          channels[channel] = seq
+        end
+      end
+      at = at + 3 + m
+    end
+    for _, replica in ipairs(order) do
+      if redis.call('EXISTS', prefix .. 'replica:' .. replica) == 1 then
+        local number = redis.call('INCR', prefix .. 'notices_seq:' .. replica)
+        redis.call('XADD', prefix .. 'notices:' .. replica, 'MAXLEN', '~', maxlen, number .. '-0',
+                   'r', origin, 'j', cjson.encode({c = told[replica]}), 'w', wall)
+      end
+    end
+    i = at
   elseif op == 'set' then
     redis.call('SET', k(i + 1), a[i + 2]); i = i + 3
+  elseif op == 'del' then
+    redis.call('DEL', k(i + 1)); i = i + 2
   elseif op == 'hset' then
     redis.call('HSET', k(i + 1), a[i + 2], a[i + 3]); i = i + 4
   elseif op == 'hdelif' then
