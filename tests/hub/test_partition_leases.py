@@ -257,10 +257,15 @@ async def test_a_channels_appends_are_told_only_to_the_replicas_of_its_members_a
         for i, store in enumerate((bobs, bystander)):
             seen[i], got = await told(store, seen[i])
             assert got == [{ch: 4}]
+        # Bob's own post: nothing to deliver on his replica (the post's answer returned it).
+        await holder.commit(Writes(wal=[row(ch, 5, sender="bob")], fence=fence, notify={ch: members}))
+        for i, store in enumerate((bobs, bystander)):
+            seen[i], got = await told(store, seen[i])
+            assert got == ([] if store is bobs else [{ch: 5}])
         await bystander.commit(Writes(watches=[(ch, False)]))
         # Bob's stream ends: his replica is told no more either.
         await bobs.commit(Writes(sessions=[("bob", "s1", False)]))
-        await append(5)
+        await append(6)
         for i, store in enumerate((bobs, bystander)):
             seen[i], got = await told(store, seen[i])
             assert got == []
@@ -268,13 +273,13 @@ async def test_a_channels_appends_are_told_only_to_the_replicas_of_its_members_a
         # beat finds the key gone, and its next read says it must refresh everything.
         await bobs.commit(Writes(sessions=[("bob", "s2", True)]))
         await bobs.liveness.leave()
-        await append(6)
+        await append(7)
         assert (await told(bobs, seen[0]))[1] == []
         await bobs.liveness.beat(30)
         with pytest.raises(FeedGap, match="liveness key lapsed"):
             await bobs.feed.read(seen[0], 0.01)
         seen[0] = await bobs.feed.position()
-        await append(7)
-        assert (await told(bobs, seen[0]))[1] == [{ch: 7}]
+        await append(8)
+        assert (await told(bobs, seen[0]))[1] == [{ch: 8}]
     finally:
         await bystander.close()

@@ -90,6 +90,8 @@ class Plan:
         session-holder ids, cursors."""
         self._rows: dict[str, int] = {}
         """Channels whose row the plan writes (→ 0, the feed's "row only")."""
+        self._senders: dict[str, set[str]] = {}
+        """Channel → the senders of the WAL rows this plan appends to it."""
         self._notify: dict[str, tuple[str, ...]] = {}
         """Channel → its members, for the channels whose appends are told as notices (:attr:`Writes.notify`)."""
 
@@ -128,11 +130,15 @@ class Plan:
 
     def _notices(self, noticed: dict[str, int]) -> list[Any]:
         """The 'notify' op telling each channel's last seq to the replicas its members and watchers
-        are on (lua/commit.lua finds them; :mod:`hubsvc.storage.redis_feed`, "Notices")."""
+        are on (lua/commit.lua finds them; :mod:`hubsvc.storage.redis_feed`, "Notices"). When every
+        row appended to a channel has one sender, that member's replica is not told for it: a
+        member is not delivered its own posts (the post's answer returned it)."""
         g, feed = self._keys.g, self._feed_of
         per_channel: list[Any] = []
         for channel_id, seq in noticed.items():
-            members = self._notify[channel_id]
+            senders = self._senders.get(channel_id, set())
+            sender = next(iter(senders)) if len(senders) == 1 else ""
+            members = [m for m in self._notify[channel_id] if m != sender]  # its own posts: nothing to deliver
             per_channel += [channel_id, seq, len(members), *members]
         return ["notify", self._global.k(g + redis_feed.WHERE), g, redis_feed.NOTICES_MAXLEN, feed.replica_id,
                 f"{time.time():.6f}", len(noticed), *per_channel]  # fmt: skip
@@ -381,6 +387,7 @@ class Plan:
         elif w.seq != previous + 1:
             raise StoreConflict(f"channel {w.channel_id}: seq {w.seq} does not follow {previous}")
         self._last[w.channel_id] = w.seq
+        self._senders.setdefault(w.channel_id, set()).add(w.sender_id)
         entry_id = f"{w.seq}-0"
         cp.writes += ["xadd", cp.k(s.channel(w.channel_id, "wal")), entry_id, 1, "d", w.data]
         if w.text is not None:
