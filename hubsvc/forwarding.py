@@ -28,8 +28,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from agentnet.v1 import connect_pb2, hub_pb2
+from agentnet.v1 import connect_pb2
 from google.protobuf import message_factory
+from google.protobuf.descriptor import ServiceDescriptor
 
 from hubsvc.core.placement import Placement, not_held
 from hubsvc.replica_peers import REPLICA_UNREACHABLE, ReplicaPeers
@@ -47,7 +48,6 @@ within the replicas' gRPC message limit."""
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
 """Bytes of one participant's posts into one channel that may wait to be forwarded; past it the
 participant's stream is not read until they drain (gRPC's flow control holds the client back)."""
-_HUB = hub_pb2.DESCRIPTOR.services_by_name["HubService"]
 T = TypeVar("T")
 
 
@@ -233,17 +233,24 @@ class Forwarder:
         return await self._peers.forward(address, agent_id, posts)
 
     async def call(
-        self, method: str, request: Any, metadata: Sequence[tuple[str, str | bytes]], channel_id: str
+        self,
+        service: ServiceDescriptor,
+        method: str,
+        request: Any,
+        metadata: Sequence[tuple[str, str | bytes]],
+        channel_id: str,
     ) -> Any:
-        """Send the unary HubService call ``method`` to the holder of ``channel_id`` with the caller's
-        ``metadata``; its response (its refusal raised as the same domain error). None when this
-        replica holds the channel now (serve it here). Sent again to the next holder as :meth:`posts`."""
-        output = message_factory.GetMessageClass(_HUB.methods_by_name[method].output_type)
+        """Send the unary call ``method`` of ``service`` (HubService, OperatorService) to the holder of
+        ``channel_id`` with the caller's ``metadata``; its response (its refusal raised as the same
+        domain error). None when this replica holds the channel now (serve it here). Sent again to
+        the next holder as :meth:`posts`."""
+        output = message_factory.GetMessageClass(service.methods_by_name[method].output_type)
         forwarded = [(k, v) for k, v in metadata if k.lower() not in (FORWARDED_HEADER, "grpc-timeout")]
         forwarded.append((FORWARDED_HEADER, "1"))
+        path = f"/{service.full_name}/{method}"
         return await self._to_holder(
             channel_id,
-            lambda address: self._peers.call_hub(address, method, request, output, forwarded),
+            lambda address: self._peers.call_unary(address, path, request, output, forwarded),
             self._deadline(),
         )
 

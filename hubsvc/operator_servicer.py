@@ -25,6 +25,8 @@ OPERATOR_SERVICE = operator_pb2.DESCRIPTOR.services_by_name["OperatorService"]
 class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
     """Serves agentnet.v1.OperatorService over the hub's operations, authenticated like the hub's RPCs."""
 
+    SERVICE = OPERATOR_SERVICE
+
     def __init__(
         self, ops: OperatorOps, auth: Authenticator, limits: RequestLimits, audit_refusal: RefusalAudit
     ) -> None:
@@ -33,7 +35,8 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         self.limits = limits
         self.audit_refusal = audit_refusal
         self.forwarder: Forwarder | None = None
-        """Never set: operator reads are answered by the replica they reach."""
+        """Sends calls about channels other replicas hold to them (set when the channels are divided):
+        what only the holder knows (whose turn it is, the adapter's state) is answered there."""
 
     @unary_rpc(OPERATOR)
     async def GetStatus(self, caller: None, request: operator_pb2.GetStatusRequest) -> operator_pb2.GetStatusResponse:

@@ -89,13 +89,13 @@ class ReplicaPeers:
             raise _failure(err, address) from err
         return list(response.results)
 
-    async def call_hub(
-        self, address: str, method: str, request: Any, output: type[Any], metadata: Sequence[tuple[str, str | bytes]]
+    async def call_unary(
+        self, address: str, path: str, request: Any, output: type[Any], metadata: Sequence[tuple[str, str | bytes]]
     ) -> Any:
-        """Send the unary ``HubService`` call ``method`` to the replica at ``address`` with ``metadata``
-        (the caller's own); its response, or what stopped it as :func:`_failure` raises it."""
+        """Send the unary call ``path`` (``/agentnet.v1.HubService/Say``) to the replica at ``address``
+        with ``metadata`` (the caller's own); its response, or what stopped it as :func:`_failure` raises it."""
         call = self._peer(address)[0].unary_unary(
-            f"/agentnet.v1.HubService/{method}",
+            path,
             request_serializer=type(request).SerializeToString,
             response_deserializer=output.FromString,
         )

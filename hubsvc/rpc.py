@@ -27,6 +27,7 @@ from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
 import grpc
 from agentnet.v1 import connect_pb2
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
 from hubsvc.core.hub import HubCore
@@ -173,6 +174,8 @@ class Authenticated(Protocol):
     """Audits a request the field limits refused."""
     forwarder: Forwarder | None
     """Sends a call about a channel another replica holds to that replica (None: every channel is here)."""
+    SERVICE: ServiceDescriptor
+    """The gRPC service the servicer serves (what a forwarded call is sent as)."""
 
 
 def check_limits(servicer: Authenticated, caller: object, rpc: str, request: Message) -> None:
@@ -211,7 +214,7 @@ def unary_rpc(
                 channel_id = moved.metadata.get("channel_id", "")
                 if self.forwarder is None or not channel_id or any(k == FORWARDED_HEADER for k, _ in metadata):
                     raise
-                answer = await self.forwarder.call(handler.__name__, request, list(metadata), channel_id)
+                answer = await self.forwarder.call(self.SERVICE, handler.__name__, request, list(metadata), channel_id)
                 if answer is None:
                     return await handler(self, caller, request)
                 return cast(Resp, answer)

@@ -177,7 +177,7 @@ async def start_hub(
         if core.liveness is not None:
             await core.liveness.beat()
     if peers is not None and core.placement.divided:
-        servicer.forwarder = Forwarder(
+        servicer.forwarder = operator.forwarder = Forwarder(
             core.placement,
             peers,
             refresh=core.options.replica_refresh,

@@ -55,6 +55,8 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
     bearer credential; "" disables them. ``bind_identity`` binds agent identities to client
     certificates (:class:`~hubsvc.rpc.Authenticator`)."""
 
+    SERVICE = HUB_SERVICE
+
     def __init__(self, core: HubCore, *, operator_token: str = "", bind_identity: bool = False) -> None:
         self.core = core
         self.auth = Authenticator(core, operator_token, bind_identity=bind_identity)

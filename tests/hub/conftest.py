@@ -10,6 +10,10 @@ flushed after each test). A test that is about the SQLite file itself carries
 (``redis+cluster://``, the hub's keys under one hash tag) instead, ``redis-cluster-spread`` on
 the Cluster with each channel under its own hash tag (``?spread=1``); the replica and store
 tests (test_replicas.py, test_redis_store.py) run on the Cluster, both layouts, in every run.
+``redis-divided`` runs them against a replica that holds no channel (``--partitions 1``, a second
+replica holding the one partition): every channel is held elsewhere, so every call about it is
+forwarded and every delivery is told by channel notices (docs/scale-out.md). Tests that read the
+serving replica's own memory (what it holds, its live-channel counts) do not apply there.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from hubsvc.storage.sqlite import SqliteHubStore
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
 
-STORE_KINDS = ("sqlite", "redis", "redis-cluster", "redis-cluster-spread")
+STORE_KINDS = ("sqlite", "redis", "redis-cluster", "redis-cluster-spread", "redis-divided")
 STORES = [k for k in os.environ.get("AGENTNET_HUB_TEST_STORES", "sqlite,redis").split(",") if k]
 if not set(STORES) <= set(STORE_KINDS):
     raise ValueError(f"AGENTNET_HUB_TEST_STORES may name {', '.join(STORE_KINDS)}, not {STORES}")

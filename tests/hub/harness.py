@@ -7,6 +7,7 @@ SDK is a separate layer), exactly as a bridge in another language would.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -47,6 +48,9 @@ class StoreChoice:
     kind: str = "sqlite"
     """"sqlite" or "redis"."""
     redis_url: str = ""
+    divided: bool = False
+    """(redis) Each hub is a front replica holding no channel: a second replica on the same keys holds
+    the only partition, so every channel is held there and everything about it is forwarded."""
 
 
 STORE = StoreChoice()
@@ -58,17 +62,17 @@ def on_redis(request: pytest.FixtureRequest, kind: str, db: int) -> Iterator[Non
     "redis") or its local Redis Cluster (``kind`` "cluster", or "cluster-spread" for the layout
     that spreads channels over the shards, ``?spread=1``); emptied afterwards."""
     flush: Callable[[], None]
-    if kind == "redis":
+    if kind in ("redis", "redis-divided"):
         server: RedisServer = request.getfixturevalue("redis_server")
         url, flush = server.url(db), functools.partial(server.flush, db)
     else:
         cluster: RedisCluster = request.getfixturevalue("redis_cluster")
         url, flush = cluster.url() + ("?spread=1" if kind.endswith("spread") else ""), cluster.flush
-    STORE.kind, STORE.redis_url = "redis", url
+    STORE.kind, STORE.redis_url, STORE.divided = "redis", url, kind == "redis-divided"
     try:
         yield
     finally:
-        STORE.kind, STORE.redis_url = "sqlite", ""
+        STORE.kind, STORE.redis_url, STORE.divided = "sqlite", "", False
         flush()
 
 
@@ -77,7 +81,7 @@ def make_store(db: Path) -> HubStore:
     prefix derived from the path (the same path reopens the same data, as a restart does)."""
     if STORE.kind == "redis":
         digest = hashlib.sha256(str(db).encode()).hexdigest()[:16]
-        return RedisHubStore(STORE.redis_url, prefix=f"hubtest:{digest}:")
+        return RedisHubStore(STORE.redis_url, prefix=f"hubtest:{digest}:", partitions=1 if STORE.divided else None)
     return SqliteHubStore(db)
 
 
@@ -99,11 +103,35 @@ class RunningHub:
 @asynccontextmanager
 async def running_hub(db: Path, options: HubOptions | None = None, **kwargs: Any) -> AsyncIterator[RunningHub]:
     """Start a hub on a free port with the test's store kind (:data:`STORE`); stop it afterwards."""
+    if STORE.divided:
+        async with _front_replica(db, options, **kwargs) as front:
+            yield front
+        return
     server = await start_hub(make_store(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs)
     try:
         yield RunningHub(server, db)
     finally:
         await server.stop(0.5)
+
+
+@asynccontextmanager
+async def _front_replica(db: Path, options: HubOptions | None, **kwargs: Any) -> AsyncIterator[RunningHub]:
+    """Two replicas dividing the store's one partition: yields the one that does not hold it."""
+    options = dataclasses.replace(options or HubOptions(), replica_ttl=1.5, replica_refresh=0.2)
+    servers = [await start_hub(make_store(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs)]
+    try:
+        servers.append(await start_hub(make_store(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs))
+        for _ in range(200):
+            held = [s for s in servers if s.core.placement.ownership and s.core.placement.ownership.held]
+            if len(held) == 1:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the partition was not taken by exactly one replica within 10 s")
+        yield RunningHub(next(s for s in servers if s not in held), db)
+    finally:
+        for server in reversed(servers):
+            await server.stop(0.5)
 
 
 async def list_audit(hub: RunningHub, **request: Any) -> list[hub_pb2.AuditRecord]:

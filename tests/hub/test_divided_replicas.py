@@ -8,7 +8,9 @@ the same keys, with short leases so ownership moves within a second or two.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -17,6 +19,7 @@ import grpc
 import pytest
 from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2, operator_pb2, operator_pb2_grpc
 
+from agentsdk.operator import OperatorClient
 from hubsvc.core.options import HubOptions
 from hubsvc.core.ownership import Ownership
 from hubsvc.core.partition_map import desired
@@ -297,3 +300,37 @@ async def test_a_watcher_on_a_replica_without_members_sees_every_text(divided: D
     unwatch()
     await alice.close()
     await bob.close()
+
+
+async def test_reads_through_a_replica_that_does_not_hold_the_channel_see_it_live(divided: Divided) -> None:
+    a, b = [await divided.start() for _ in range(2)]
+    await divided.settled()
+    a, b = holding_and_not(a, b)
+    alice = await register(a.target, "alice")
+    bob = await register(a.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "discussion", [bob])
+    # The operator's DescribeChannel through b: answered by the holder (live, whose turn, state).
+    async with OperatorClient(b.target, OPERATOR_TOKEN) as operator:
+        described = await operator.describe_channel(channel_id)
+    assert described.live and list(described.expected_next) == [alice.agent_id]
+    assert json.loads(described.adapter_state_json)
+    # A ReadWal that follows, through b: the live texts come, until the channel ends.
+    follower = on(b, bob)
+    seen: list[str] = []
+
+    async def follow() -> None:
+        request = hub_pb2.ReadWalRequest(channel_id=channel_id, follow=True)
+        async for item in follower.stub.ReadWal(request, metadata=follower.metadata):
+            seen.append(item.envelope.event_type)
+
+    task = asyncio.create_task(follow())
+    said = await alice.say(channel_id, "one")
+    await bob.until(said.envelope_id)
+    await bob.say(channel_id, "two")
+    await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=channel_id))
+    await asyncio.wait_for(task, 10)
+    assert seen[-3:] == ["ag2.msg.text", "ag2.msg.text", "ag2.channel.closed"]
+    for p in (alice, bob, follower):
+        await p.close()

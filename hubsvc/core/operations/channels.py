@@ -173,7 +173,10 @@ class ChannelOps:
                 sent += 1
                 if wire.event_type in TERMINAL_EVENTS or (limit and sent >= limit):
                     return
-            if self.core.live_channel(channel_id) is None:
+            if (
+                self.core.live_channel(channel_id) is None
+                and (await self.core.channel_meta(channel_id)).state in TERMINAL
+            ):
                 # It ended meanwhile: whatever came after our first read is in the WAL.
                 async for wire in self.core.iter_wal(caller, channel_id, last + 1, until_seq, 0, page=STREAM_PAGE):
                     yield wire

@@ -15,6 +15,7 @@ from importlib import metadata
 from agentnet.v1 import a2a_pb2, channel_pb2, envelope_pb2, hub_pb2, identity_pb2, operator_pb2, task_pb2
 
 from hubsvc.adapters import ADAPTERS
+from hubsvc.core.channel import TERMINAL
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.agents import summary
 from hubsvc.core.operations.audit import MAX_AUDIT_ID, audit_record
@@ -177,6 +178,8 @@ class OperatorOps:
         meta = await self.core.channel_meta(channel_id)
         response = operator_pb2.OperatorServiceDescribeChannelResponse(channel=meta)
         ch = self.core.live_channel(channel_id)
+        if ch is None and meta.state not in TERMINAL:
+            self.core.placement.require(channel_id)  # live, held by another replica: it answers
         if ch is not None:
             response.live = True
             response.expected_next.extend(ch.expected_next())
