@@ -31,7 +31,9 @@ def go_outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
     project = tmp_path_factory.mktemp("go-outside") / "outside-agent"
     shutil.copytree(OUTSIDE / "go", project)
     assert not project.is_relative_to(ROOT)
-    _run(["go", "work", "init", ".", str(GO_DIR)], project, "go work init (bridges/go README recipe)")
+    recipe = "go work init . /path/to/agent-network/bridges/go"
+    assert f"```sh\n{recipe}\n```" in (GO_DIR / "README.md").read_text()  # the step this test takes
+    _run(recipe.replace("/path/to/agent-network/bridges/go", str(GO_DIR)).split(), project, "the README's go work init")
     _run(["go", "build", "-o", "outside-agent", "."], project, "go build of the outside module")
     return project / "outside-agent"
 
@@ -53,6 +55,8 @@ def ts_outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(OUTSIDE / "ts", project)
     local = project / tarball.name
     shutil.copy(tarball, local)
+    readme = (TS_DIR / "README.md").read_text()
+    assert f"npm install ./{tarball.name}\n" in readme and 'from "@agent-network/bridge-ts"' in readme
     _run(["npm", "install", "--prefer-offline", *NPM_QUIET, f"./{local.name}"], project, "npm install of the tarball")
     installed = project / "node_modules" / "@agent-network" / "bridge-ts"
     assert not (installed / "src").exists() and (installed / "lib").is_dir()
