@@ -58,7 +58,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
         opening = await person.send(channel.channel_id, f"Topic: {args.topic}")
         print(f"[{person.passport.name}] {opening.text}", flush=True)  # nobody receives their own posts
         while True:
-            env = await person.next_envelope(predicate=lambda e: e.channel_id == channel.channel_id, timeout=args.timeout)
+            env = await person.next_envelope(
+                predicate=lambda e: e.channel_id == channel.channel_id, timeout=args.timeout
+            )
             if env.event_type == EV_TEXT:
                 print(f"[{hc.name_for(env.sender_id)}] {env.text}", flush=True)
             elif env.event_type == EV_CHANNEL_CLOSED:
@@ -67,6 +69,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         if scribe in members:
             answer = await person.ask(scribe, "What did the team say?", timeout=args.timeout)
             print(f"[{scribe} -> {person.passport.name}] {answer.text}", flush=True)
+        await person.unregister()  # frees the name: run this script again against the same team
     return 0
 
 

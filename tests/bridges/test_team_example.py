@@ -70,9 +70,9 @@ async def test_the_team_example_runs_against_real_services(
         *("--knowledge", knowledge.target, "--knowledge-token-file", token_file),
     )
     ag2 = await launch("ag2_member.py", AG2_PYTHON, TEAM / "ag2_member.py", "--gateway", gateway_url)
-    one = ("--hub", hub.target, "--channels", "1")  # the bridges' examples exit after one discussion
-    go = await launch("go member", go_bins["discussion_participant"], *one, "--name", "team-go")
-    ts = await launch("ts member", "node", ts_examples / "discussion_participant.js", *one, "--name", "team-ts")
+    go = await launch("go member", go_bins["discussion_participant"], "--hub", hub.target, "--name", "team-go")
+    ts_example = ts_examples / "discussion_participant.js"
+    ts = await launch("ts member", "node", ts_example, "--hub", hub.target, "--name", "team-ts")
     await members.wait_line(lambda s: s == "ready team-analyst team-scribe", timeout=60)
     await ag2.wait_line(lambda s: s.startswith("ready team-ag2 "), timeout=60)
     await go.wait_event(lambda e: e["event"] == "ready", timeout=60)
@@ -105,14 +105,31 @@ async def test_the_team_example_runs_against_real_services(
     ) as store:
         memory = await store.read("/memory/working.md")
     assert TOPIC in memory and "analyst: my estimate is" in memory, memory
-    assert "memory team-scribe/memory/working.md v1" in members.lines, members.describe()
+    cli = await launch(
+        "agentnet knowledge cat",
+        *(ROOT / ".venv" / "bin" / "agentnet", "--knowledge", knowledge.target),
+        *("--knowledge-token-file", token_file, "--namespace", "team-scribe", "knowledge", "cat", "/memory/working.md"),
+    )
+    assert await cli.wait_exit(60) == 0, cli.describe()
+    assert "\n".join(cli.lines).strip() == memory.strip(), cli.describe()
+    # The README shows what the person and the members print.
+    person_block, members_block = re.findall(r"```text\n(.*?)```", (TEAM / "README.md").read_text(), re.DOTALL)[:2]
+    assert lines[: len(MEMBERS) + 3] == person_block.splitlines(), person.describe()
+    for line in members_block.splitlines():  # memory lines come from a Watch stream: may lag a little
+        await members.wait_line(lambda s, want=line: s == want, timeout=15)
     answer = lines[len(MEMBERS) + 2]
     assert answer.startswith("[team-scribe -> team-person] scribe: from my notes: "), person.describe()
     assert TOPIC in answer and "analyst: my estimate is" in answer, answer
 
-    assert await go.wait_exit(30) == 0, go.describe()
-    assert await ts.wait_exit(30) == 0, ts.describe()
-    for member in (members, ag2):  # Ctrl-C stops the long-running members cleanly
+    # The person unregistered: it runs again against the same team, and the scribe now speaks from
+    # the memory the first discussion left in the knowledge service.
+    again = await launch("person.py again", sys.executable, TEAM / "person.py", "--hub", hub.target, "Rename it?")
+    assert await again.wait_exit(120) == 0, again.describe()
+    [scribe_turn] = [line for line in again.lines if line.startswith("[team-scribe] ")]
+    assert scribe_turn.startswith("[team-scribe] scribe: from my notes: ") and TOPIC in scribe_turn, again.describe()
+    assert "closed: max_turns" in again.lines
+
+    for member in (members, ag2, go, ts):  # Ctrl-C stops the long-running members cleanly
         member.proc.send_signal(signal.SIGINT)
         assert await member.wait_exit(30) == 0, member.describe()
         assert not [line for line in member.stderr if "Traceback" in line], member.describe()
