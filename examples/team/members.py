@@ -13,7 +13,8 @@ Both wait for work until Ctrl-C (SIGINT or SIGTERM):
     python examples/team/members.py --hub 127.0.0.1:50051 --knowledge 127.0.0.1:50052 \\
         --knowledge-token-file data/knowledge.token
 
-It prints ``ready <names>`` once both are registered and connected, and one line per tool
+Their credentials are kept in ``--state-dir`` (``data/team``): started again, it resumes the
+same two identities. It prints ``ready <names>`` once both are registered and connected, and one line per tool
 call (``tool estimate(...) -> ...``) and per memory write (``memory <namespace><path>``).
 
 Model: by default a scripted model per member (no network, see :func:`analyst_reply` and
@@ -109,6 +110,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
         "--knowledge-token-file", type=Path, default=Path("data/knowledge.token"), help="its bearer token"
     )
     parser.add_argument("--team", default="team", help="prefix of the members' names (unique on a shared hub)")
+    parser.add_argument(
+        "--state-dir", type=Path, default=Path("data/team"), help="the members' credential files (a restart resumes)"
+    )
     args = parser.parse_args(argv)
     token = args.knowledge_token_file.read_text().strip()
     stop = asyncio.Event()
@@ -138,8 +142,14 @@ async def main(argv: Sequence[str] | None = None) -> int:
             ),
             assembly=[WorkingMemoryPolicy(), ConversationPolicy()],
         )
-        await hc.register(analyst, Passport(name=analyst.name, description="estimates with a tool"))
-        await hc.register(scribe, Passport(name=scribe.name, description="remembers, in the knowledge service"))
+        # With a credential file, a restart resumes the same identity (and its cursors) instead of
+        # registering the name again, which the hub would refuse.
+        for agent, description in ((analyst, "estimates with a tool"), (scribe, "remembers, in the knowledge service")):
+            await hc.register(
+                agent,
+                Passport(name=agent.name, description=description),
+                credential_file=args.state_dir / f"{agent.name}.credential",
+            )
         print(f"ready {analyst.name} {scribe.name}", flush=True)
         await stop.wait()
     return 0

@@ -64,11 +64,11 @@ async def test_the_team_example_runs_against_real_services(
     listening = await gateway.wait_line(lambda s: s.startswith("ag2gateway listening "), timeout=60)
     gateway_url = json.loads(listening.removeprefix("ag2gateway listening "))["url"]
 
-    members = await launch(
-        "members.py",
+    members_argv = (
         *(sys.executable, TEAM / "members.py", "--hub", hub.target),
-        *("--knowledge", knowledge.target, "--knowledge-token-file", token_file),
+        *("--knowledge", knowledge.target, "--knowledge-token-file", token_file, "--state-dir", tmp_path / "team"),
     )
+    members = await launch("members.py", *members_argv)
     ag2 = await launch("ag2_member.py", AG2_PYTHON, TEAM / "ag2_member.py", "--gateway", gateway_url)
     go = await launch("go member", go_bins["discussion_participant"], "--hub", hub.target, "--name", "team-go")
     ts_example = ts_examples / "discussion_participant.js"
@@ -133,3 +133,8 @@ async def test_the_team_example_runs_against_real_services(
         member.proc.send_signal(signal.SIGINT)
         assert await member.wait_exit(30) == 0, member.describe()
         assert not [line for line in member.stderr if "Traceback" in line], member.describe()
+    # Started again, members.py resumes its two identities from its credential files.
+    restarted = await launch("members.py again", *members_argv)
+    await restarted.wait_line(lambda s: s == "ready team-analyst team-scribe", timeout=60)
+    restarted.proc.send_signal(signal.SIGINT)
+    assert await restarted.wait_exit(30) == 0, restarted.describe()
