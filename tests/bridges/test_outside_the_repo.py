@@ -3,8 +3,8 @@
 Go: ``tests/bridges/outside/go`` (a module of its own) is copied to a temp dir and built after
 the one step ``go work init . <repo>/bridges/go``. TypeScript: ``bridges/ts`` is packed with
 ``npm pack`` (its ``prepack`` compiles ``lib/``), ``tests/bridges/outside/ts`` is copied to a temp
-dir, installs the tarball (``npm install ./agent-network-bridge-ts-<version>.tgz``) and
-type-checks against its ``.d.ts`` by package name. Both then answer a consulting question
+dir, installs the tarball (``npm install ./agent-network-bridge-ts-<version>.tgz``),
+type-checks against its ``.d.ts`` by package name and imports it from an ES module too. Both then answer a consulting question
 on a real hub. The builds run before the hub starts (``subprocess.run`` would block its loop).
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,8 @@ def ts_outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
     installed = project / "node_modules" / "@agent-network" / "bridge-ts"
     assert not (installed / "src").exists() and (installed / "lib").is_dir()
     _run(["npm", "run", "build", "--silent"], project, "tsc of the outside project against the package's types")
+    esm = subprocess.run(["node", "esm.mjs"], cwd=project, capture_output=True, text=True, timeout=60, check=False)
+    assert (esm.returncode, esm.stdout) == (0, "function ag2.msg.text\n"), esm.stderr  # import works as require does
     return project / "out" / "index.js"
 
 
