@@ -149,4 +149,4 @@ bench-bridges: setup go-deps bridges-deps ## the Go and TypeScript bridges on be
 
 clean: ## remove build output and local tools (keeps data/)
 	rm -rf tools/bin tools/node_modules gen/ts/node_modules gen/ts/dist build dist *.egg-info .venv-autogen .venv-ag2 \
-	  bridges/ts/node_modules bridges/ts/dist
+	  bridges/ts/node_modules bridges/ts/dist bridges/ts/lib

@@ -1,0 +1,3 @@
+module example.com/outside-agent
+
+go 1.26.0
