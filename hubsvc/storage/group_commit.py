@@ -271,10 +271,15 @@ class GroupCommitStore(HubStore):
         if not item.fut.done():
             err: Unavailable
             if isinstance(exc, Fenced):
+                # Naming the channel lets a unary call about it be sent on to the new owner (hubsvc/rpc.py).
+                written = sorted(channels_of(item.writes))
                 err = PartitionMoved(
                     f"this hub replica no longer owns the channel's partition ({exc}); nothing of this write was "
                     "stored — retry: the partition's new owner takes it.",
-                    metadata={"partition": str(exc.partition)},
+                    metadata={
+                        "partition": str(exc.partition),
+                        **({"channel_id": written[0]} if len(written) == 1 else {}),
+                    },
                 )
             elif isinstance(exc, LimitConflict):
                 err = AtLimit(f"the store refused this write: {exc}; nothing of it was stored.", exc.held)

@@ -157,7 +157,7 @@ async def test_a_fenced_commit_is_written_only_while_its_lease_is_held_with_that
         before = await dump(client)
         with pytest.raises(PartitionMoved) as refused:
             await one_store.commit(Writes(wal=[row(ch, 2)], audit=[("x", "a1", ch, "{}", 1.0)], fence={2: epoch}))
-        assert refused.value.metadata == {"cause": "partition_moved", "partition": "2"}
+        assert refused.value.metadata == {"cause": "partition_moved", "partition": "2", "channel_id": ch}
         assert isinstance(refused.value.__cause__, Fenced) and not isinstance(refused.value, LostRace)
         assert await dump(client) == before  # nothing of the bundle: no WAL row, no last seq, no audit, no feed
         assert await one_store.channel_seq(ch) == 1 and len(await one_store.read_wal(ch, 0, 0, 0)) == 1
