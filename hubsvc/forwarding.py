@@ -239,20 +239,26 @@ class Forwarder:
         request: Any,
         metadata: Sequence[tuple[str, str | bytes]],
         channel_id: str,
+        time_remaining: float | None,
     ) -> Any:
         """Send the unary call ``method`` of ``service`` (HubService, OperatorService) to the holder of
-        ``channel_id`` with the caller's ``metadata``; its response (its refusal raised as the same
+        ``channel_id`` with the caller's ``metadata``, within the caller's own deadline
+        (``time_remaining`` seconds; None: the caller set none, so neither does the forward — a call
+        such as Delegate may wait long for its answer); its response (its refusal raised as the same
         domain error). None when this replica holds the channel now (serve it here). Sent again to
         the next holder as :meth:`posts`."""
         output = message_factory.GetMessageClass(service.methods_by_name[method].output_type)
         forwarded = [(k, v) for k, v in metadata if k.lower() not in (FORWARDED_HEADER, "grpc-timeout")]
         forwarded.append((FORWARDED_HEADER, "1"))
         path = f"/{service.full_name}/{method}"
-        return await self._to_holder(
-            channel_id,
-            lambda address: self._peers.call_unary(address, path, request, output, forwarded),
-            self._deadline(),
-        )
+        loop = asyncio.get_running_loop()
+        ends = None if time_remaining is None else loop.time() + time_remaining
+
+        def send(address: str) -> Awaitable[Any]:
+            left = None if ends is None else max(0.001, ends - loop.time())  # a retry gets what is left
+            return self._peers.call_unary(address, path, request, output, forwarded, left)
+
+        return await self._to_holder(channel_id, send, self._deadline())
 
 
 def _retryable(err: Unavailable) -> bool:

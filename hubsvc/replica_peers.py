@@ -90,17 +90,25 @@ class ReplicaPeers:
         return list(response.results)
 
     async def call_unary(
-        self, address: str, path: str, request: Any, output: type[Any], metadata: Sequence[tuple[str, str | bytes]]
+        self,
+        address: str,
+        path: str,
+        request: Any,
+        output: type[Any],
+        metadata: Sequence[tuple[str, str | bytes]],
+        timeout: float | None,
     ) -> Any:
         """Send the unary call ``path`` (``/agentnet.v1.HubService/Say``) to the replica at ``address``
-        with ``metadata`` (the caller's own); its response, or what stopped it as :func:`_failure` raises it."""
+        with ``metadata`` (the caller's own) and ``timeout`` (the caller's remaining deadline, None for
+        none: a dead replica is then found by the channel's keepalive); its response, or what stopped it
+        as :func:`_failure` raises it."""
         call = self._peer(address)[0].unary_unary(
             path,
             request_serializer=type(request).SerializeToString,
             response_deserializer=output.FromString,
         )
         try:
-            return await call(request, metadata=tuple(metadata), timeout=self._timeout)
+            return await call(request, metadata=tuple(metadata), timeout=timeout)
         except grpc.aio.AioRpcError as err:
             raise _failure(err, address) from err
 

@@ -214,7 +214,9 @@ def unary_rpc(
                 channel_id = moved.metadata.get("channel_id", "")
                 if self.forwarder is None or not channel_id or any(k == FORWARDED_HEADER for k, _ in metadata):
                     raise
-                answer = await self.forwarder.call(self.SERVICE, handler.__name__, request, list(metadata), channel_id)
+                answer = await self.forwarder.call(
+                    self.SERVICE, handler.__name__, request, list(metadata), channel_id, context.time_remaining()
+                )
                 if answer is None:
                     return await handler(self, caller, request)
                 return cast(Resp, answer)

@@ -334,3 +334,33 @@ async def test_reads_through_a_replica_that_does_not_hold_the_channel_see_it_liv
     assert seen[-3:] == ["ag2.msg.text", "ag2.msg.text", "ag2.channel.closed"]
     for p in (alice, bob, follower):
         await p.close()
+
+
+async def test_a_long_call_forwarded_to_the_holder_waits_as_long_as_its_caller_does(redis_url: str) -> None:
+    """A Delegate through a replica that holds no partition is served by the holder and may wait for
+    its reply longer than a forwarded post may take (the caller's own deadline bounds it)."""
+    async with AsyncExitStack() as stack:
+        servers = []
+        for _ in range(2):  # one partition: one replica holds every channel, the other none
+            store = RedisHubStore(redis_url, prefix="long-call:", partitions=1, timeout=0.3)
+            servers.append(await start_hub(store, operator_token=OPERATOR_TOKEN, options=OPTIONS))
+            stack.push_async_callback(servers[-1].stop, 0.5)
+
+        async def one_holds() -> bool:
+            return sum(bool(s.core.placement.ownership and s.core.placement.ownership.held) for s in servers) == 1
+
+        await assert_eventually(one_holds)
+        front = RunningHub(next(s for s in servers if not s.core.placement.ownership.held), Path("unused"))
+        alice, bob = [await register(front.target, n) for n in ("alice", "bob")]
+        for p in (alice, bob):
+            await p.connect()
+        bob.auto_accept_invites = True
+        asked = asyncio.create_task(
+            alice.rpc("Delegate", hub_pb2.DelegateRequest(target="bob", prompt="q?", timeout_seconds=10), timeout=15)
+        )
+        question = await bob.next(lambda e: e.event_type == "ag2.msg.text" and e.sender_id == alice.agent_id)
+        await asyncio.sleep(2.5)  # longer than a forwarded post may take here (2 x 0.3 s + 1 s)
+        await bob.say(question.channel_id, "the answer", causation_id=question.envelope_id)
+        assert (await asyncio.wait_for(asked, 15)).text == "the answer"
+        for p in (alice, bob):
+            await p.close()
