@@ -271,15 +271,12 @@ class Writes:
     replica with that epoch and has not lapsed; else nothing of it is written (:class:`Fenced`). Every
     channel the bundle writes must then be in a fenced partition. A single-process store ignores it."""
     notify: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Channel → its member agent ids. With the channels divided among replicas, a store shared by
-    them tells the envelopes this bundle appends to a channel only to the replicas where those
-    members have their Connect stream or that watch the channel (:attr:`watches`), not to every
-    replica (docs/scale-out.md, "Channel notices"); a channel without an entry is told to every
-    replica. Ignored by any other store."""
+    """Channel → its members: with the channels divided, the appends to it are told only to the
+    replicas of those members' streams and of its watchers (docs/scale-out.md, "Channel notices");
+    a channel without an entry is told to every replica. Other stores ignore it."""
     watches: list[tuple[str, bool]] = field(default_factory=list)
-    """(channel_id, watching): this replica began or stopped watching a channel, so the appends to
-    it are told here though no member is connected here (:attr:`notify`). Only a store shared by
-    replicas that divide the channels records them."""
+    """(channel_id, watching): this replica began or stopped watching a channel (:attr:`notify`).
+    Only a store shared by replicas that divide the channels records them."""
 
     def only_cursors(self) -> bool:
         """Holds cursor upserts and nothing else: advisory writes nobody waits on, so a store may

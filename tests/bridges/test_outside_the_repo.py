@@ -4,8 +4,9 @@ Go: ``tests/bridges/outside/go`` (a module of its own) is copied to a temp dir a
 the one step ``go work init . <repo>/bridges/go``. TypeScript: ``bridges/ts`` is packed with
 ``npm pack`` (its ``prepack`` compiles ``lib/``), ``tests/bridges/outside/ts`` is copied to a temp
 dir, installs the tarball (``npm install ./agent-network-bridge-ts-<version>.tgz``),
-type-checks against its ``.d.ts`` by package name and imports it from an ES module too. Both then answer a consulting question
-on a real hub. The builds run before the hub starts (``subprocess.run`` would block its loop).
+type-checks against its ``.d.ts`` by package name and imports it from an ES module too. Both then
+answer a consulting question on a real hub. The builds run before the hub starts (``subprocess.run``
+would block its loop).
 """
 
 from __future__ import annotations

@@ -20,9 +20,11 @@ One job per module:
 * :mod:`~hubsvc.storage.redis_store.codec` / :mod:`~hubsvc.storage.redis_store.failures` — packed
   values; the errors a Redis that does not answer or a refused commit raises.
 
-The change feed (:mod:`hubsvc.storage.redis_feed`), replica liveness
-(:mod:`hubsvc.storage.redis_liveness`) and the client a URL names
-(:mod:`hubsvc.storage.redis_connect`) are beside this package. A test makes the store fail at a
+* :mod:`~hubsvc.storage.redis_store.feed` / :mod:`~hubsvc.storage.redis_store.liveness` — the change
+  feed and channel notices the replicas follow; each replica's liveness key.
+
+The client a URL names (:mod:`hubsvc.storage.redis_connect`) is beside this package, with the
+settings a ``redis://`` URL carries (:mod:`hubsvc.storage.redis_settings`). A test makes the store fail at a
 named point through :class:`~hubsvc.storage.faults.StoreFaults` (the ``faults`` argument).
 """
 

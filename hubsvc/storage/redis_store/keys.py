@@ -26,7 +26,7 @@ count, ``…\\0latency``, ``…\\0at``), ``P{g}:exec`` /
 its hashes, deleted with the execution's end), and ``P{g}:audit`` (hash id →
 packed record) with ``P{g}:audit_seq`` (INCR) and id indexes ``P{g}:audit:all``,
 ``P{g}:audit:kind:<kind>``, ``P{g}:audit:subject:<subject>``; ``P{g}:feed`` with
-``P{g}:feed_seq`` is the change feed the replicas follow (:mod:`hubsvc.storage.redis_feed`);
+``P{g}:feed_seq`` is the change feed the replicas follow (:mod:`hubsvc.storage.redis_store.feed`);
 ``P{g}:sessions`` (hash agent id → session id) names each identity's current Connect stream;
 ``P{g}:holds:channels:<agent>`` / ``P{g}:holds:tasks:<agent>`` (sets) are the live channels an
 identity initiated and the running tasks it owns, kept by the commit script from the rows it
@@ -35,7 +35,7 @@ them complete (a store written before them gets them rebuilt at open).
 
 Replicas and partitions (docs/scale-out.md, "Partitions and ownership"): ``P{g}:replica:<id>``
 (the replica's liveness key, value = its advertised gRPC address, with a time to live) and
-``P{g}:replicas`` (set: the directory of replica ids, :mod:`hubsvc.storage.redis_liveness`);
+``P{g}:replicas`` (set: the directory of replica ids, :mod:`hubsvc.storage.redis_store.liveness`);
 ``P{g}:partitions`` (the partition count, written once by the first store that opens with
 partitions), ``P{g}:lease:<partition>`` (the lease: ``<replica id>\\0<epoch>`` with a time to
 live, ``PX``) and ``P{g}:lease_epochs`` (hash partition → the last epoch given, never reset);

@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from hubsvc.storage import redis_feed
 from hubsvc.storage.base import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, StoreConflict, TaskRow, WalRow, Writes
-from hubsvc.storage.redis_feed import RedisChangeFeed
+from hubsvc.storage.redis_store import feed as redis_feed
 from hubsvc.storage.redis_store.codec import idem_field, pack, pack_call
+from hubsvc.storage.redis_store.feed import RedisChangeFeed
 from hubsvc.storage.redis_store.keys import RESERVED, KeyLayout, lease_value
 from netkernel.partitions import partition_of
 
@@ -130,7 +130,7 @@ class Plan:
 
     def _notices(self, noticed: dict[str, int]) -> list[Any]:
         """The 'notify' op telling each channel's last seq to the replicas its members and watchers
-        are on (lua/commit.lua finds them; :mod:`hubsvc.storage.redis_feed`, "Notices"). When every
+        are on (lua/commit.lua finds them; :mod:`hubsvc.storage.redis_store.feed`, "Notices"). When every
         row appended to a channel has one sender, that member's replica is not told for it: a
         member is not delivered its own posts (the post's answer returned it)."""
         g, feed = self._keys.g, self._feed_of

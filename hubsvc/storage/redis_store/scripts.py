@@ -7,7 +7,7 @@
 * ``rebuild_holdings.lua`` — fills the holder sets of a store written before them (at open);
 * ``leases.lua`` — the partition leases: acquire, renew, release, read the map
   (:mod:`hubsvc.storage.redis_store.partitions`);
-* ``replicas.lua`` — the live replicas and their addresses (:mod:`hubsvc.storage.redis_liveness`).
+* ``replicas.lua`` — the live replicas and their addresses (:mod:`hubsvc.storage.redis_store.liveness`).
 * ``purge_channel.lua`` — retention's purge of one ended channel, once across replicas
   (:mod:`hubsvc.storage.redis_store.history`).
 """

@@ -24,10 +24,10 @@ from hubsvc.storage.base import StoreConflict, Writes
 from hubsvc.storage.faults import StoreFaults
 from hubsvc.storage.group_commit import PartlyWritten
 from hubsvc.storage.redis_connect import RedisClient
-from hubsvc.storage.redis_feed import RedisChangeFeed
 from hubsvc.storage.redis_store.codec import as_bytes, text, unpack_call
 from hubsvc.storage.redis_store.commit import CommitScript, RedisClock
 from hubsvc.storage.redis_store.failures import StoreLate, outcome
+from hubsvc.storage.redis_store.feed import RedisChangeFeed
 from hubsvc.storage.redis_store.keys import KeyLayout
 from hubsvc.storage.redis_store.plan import Part, Plan, channels_of
 

@@ -20,14 +20,14 @@ from hubsvc.storage.base import StoreUnconfirmed, Writes
 from hubsvc.storage.faults import StoreFaults
 from hubsvc.storage.group_commit import GroupCommitStore
 from hubsvc.storage.redis_connect import RedisClient, connect, is_cluster_url, parse_cluster_url
-from hubsvc.storage.redis_feed import RedisChangeFeed
-from hubsvc.storage.redis_liveness import RedisLiveness
 from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT, DEFAULT_WAIT_TIMEOUT
 from hubsvc.storage.redis_store import scripts, upkeep
 from hubsvc.storage.redis_store.commit import CommitScript, RedisClock, commit_group
 from hubsvc.storage.redis_store.failures import UNREACHABLE, StoreUnreachable
+from hubsvc.storage.redis_store.feed import RedisChangeFeed
 from hubsvc.storage.redis_store.history import RedisHistory
 from hubsvc.storage.redis_store.keys import DEFAULT_PREFIX, REPLICAS, KeyLayout
+from hubsvc.storage.redis_store.liveness import RedisLiveness
 from hubsvc.storage.redis_store.partitions import RedisPartitions
 from hubsvc.storage.redis_store.plan import Plan
 from hubsvc.storage.redis_store.reads import ChannelReads
