@@ -281,7 +281,10 @@ class Writes:
     def only_cursors(self) -> bool:
         """Holds cursor upserts and nothing else: advisory writes nobody waits on, so a store may
         write them after the bundles queued with them are answered."""
-        return bool(self.cursors) and not (
+        return bool(self.cursors) and not self._besides_cursors()
+
+    def _besides_cursors(self) -> bool:
+        return bool(
             self.wal
             or self.agents
             or self.channels
@@ -296,20 +299,7 @@ class Writes:
         )
 
     def __bool__(self) -> bool:
-        return bool(
-            self.wal
-            or self.agents
-            or self.channels
-            or self.cursors
-            or self.tasks
-            or self.checkpoints
-            or self.observations
-            or self.executions
-            or self.call_tokens
-            or self.audit
-            or self.sessions
-            or self.watches
-        )
+        return bool(self.cursors) or self._besides_cursors()
 
 
 @dataclass(frozen=True, slots=True)
