@@ -50,6 +50,9 @@ class Inbox:
 
     def __init__(self) -> None:
         self.ids: set[str] = set()
+        """Distinct envelopes since the last :meth:`expect`."""
+        self.ever: set[str] = set()
+        """Every distinct envelope (a duplicate of an earlier round counts too)."""
         self.duplicates = 0
         self.target = 0
         self.done: asyncio.Future[None] | None = None
@@ -66,9 +69,10 @@ class Inbox:
     async def __call__(self, envelope: Envelope) -> None:
         if not envelope.event_type.startswith("bench."):
             return
-        if envelope.envelope_id in self.ids:
+        if envelope.envelope_id in self.ever:
             self.duplicates += 1
             return
+        self.ever.add(envelope.envelope_id)
         self.ids.add(envelope.envelope_id)
         if self.done is not None and self.seen >= self.target and not self.done.done():
             self.done.set_result(None)
