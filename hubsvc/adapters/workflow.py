@@ -68,6 +68,10 @@ class WorkflowState:
         return self.end_reason is not None
 
 
+GRAPH_KNOBS = ("transitions", "default_target")
+"""A workflow's knobs must name at least one of these: a workflow without a graph is refused, as AG2's."""
+
+
 class WorkflowAdapter:
     """Hub half of the workflow channel type."""
 
@@ -75,9 +79,17 @@ class WorkflowAdapter:
     expectations: ClassVar[frozenset[str]] = TURN_EXPECTATIONS
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
-        """Two or more participants and valid knobs; returns the knobs with ids and defaults."""
+        """Two or more participants and valid knobs holding a transition graph (as AG2's hub requires
+        ``knobs["graph"]``); returns the knobs with ids and defaults."""
         require_participants(spec, at_least=2)
         check_knobs(spec)
+        if not any(name in spec.knobs for name in GRAPH_KNOBS):
+            raise InvalidArgument(
+                "workflow channel: the knobs hold no transition graph; give 'transitions' and/or 'default_target' "
+                '(e.g. {"transitions": [{"condition": {"type": "always"}, "target": {"type": "round_robin"}}]}, '
+                "or TransitionGraph(...).to_knobs() in the Python SDK), as AG2's hub requires a graph",
+                metadata={"knob": "transitions"},
+            )
         return {**spec.knobs, **parse_workflow_knobs(spec).to_knobs()}
 
     def initial_state(self, spec: ChannelSpec) -> WorkflowState:
