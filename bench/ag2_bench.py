@@ -1,9 +1,12 @@
 """``python -m bench.ag2_bench``: unmodified AG2 1.2.1 clients on AG2's own hub (released package, disk
 store, its WebSocket link) vs the same clients through the AG2 gateway in front of our hub (durable
-SQLite WAL). Same workloads (``bench/ag2_peer.py``): request/reply round trip, one-way throughput,
-8-way fan-out. Each server is its own process; the AG2 clients run in ``.venv-ag2`` (``make ag2-venv``).
-Prints the figures, the ratios against DESIGN.md's targets (round trip no slower, throughput >= 2x) and
-each server process's CPU milliseconds per delivered envelope (steadier than rates on a busy machine).
+SQLite WAL), in one run. Same workloads (``bench/ag2_peer.py``): request/reply round trip, one-way
+throughput (20,000 posts issued at once right after ``open()``), 8-way fan-out (as many deliveries).
+Each server is its own process; the AG2 clients run in ``.venv-ag2`` (``make ag2-venv``). Prints the
+figures, the ratios against DESIGN.md's targets (round trip no slower, throughput >= 2x), each server
+process's CPU milliseconds per delivered envelope (steadier than rates on a busy machine), and whether
+every workload's counts came out exact (every post answered, every envelope delivered once to every
+receiver); counts that are not exact end the run with an error.
 """
 
 from __future__ import annotations
@@ -51,17 +54,43 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _deliveries(iterations: int, count: int) -> int:
-    """Envelopes delivered over all three workloads (round trip: ping + pong, 20 warm-up rounds included)."""
-    return (iterations + 20) * 2 + count + max(count // 8, 8) * 8
+def fanout_posts(count: int) -> int:
+    """Posts of the 8-way fan-out for a throughput ``count``: as many deliveries in all (at least 8 posts)."""
+    return max(count // 8, 8)
 
 
-def _run(url: str, iterations: int, count: int, servers: dict[str, subprocess.Popen[str]]) -> dict[str, float]:
-    """The three workloads against ``url``, plus each server process's CPU ms per delivered envelope
-    (``cpu_ms_per_delivery_<name>``: less noisy than wall-clock rates on a shared machine)."""
+def expected_counts(iterations: int, count: int) -> dict[str, int]:
+    """What every workload must count whatever the timings: each round trip's pong once, each post
+    answered with its own envelope id, each envelope delivered once to each receiver."""
+    fan = fanout_posts(count)
+    return {
+        "rtt_round_trips": iterations + 20,
+        "rtt_pongs": iterations + 20,
+        "rtt_duplicates": 0,
+        "throughput_posted": count,
+        "throughput_delivered": count,
+        "throughput_duplicates": 0,
+        "fanout8_posted": fan,
+        "fanout8_delivered": fan * 8,
+        "fanout8_duplicates": 0,
+    }
+
+
+def _deliveries(counts: dict[str, int]) -> int:
+    """Envelopes delivered over all three workloads (round trip: ping + pong, warm-up rounds included)."""
+    return counts["rtt_round_trips"] * 2 + counts["throughput_delivered"] + counts["fanout8_delivered"]
+
+
+def _run(
+    url: str, iterations: int, count: int, window: int, servers: dict[str, subprocess.Popen[str]]
+) -> dict[str, Any]:
+    """The three workloads against ``url``: their figures, each server process's CPU ms per delivered
+    envelope (``cpu_ms_per_delivery_<name>``: less noisy than wall-clock rates on a shared machine),
+    and the workloads' counts (``counts``)."""
     before = {name: _cpu_seconds(p.pid) for name, p in servers.items()}
+    command = [AG2_PYTHON, PEER, "run", url, "--iterations", str(iterations), "--count", str(count)]
     out = subprocess.run(
-        [AG2_PYTHON, PEER, "run", url, "--iterations", str(iterations), "--count", str(count)],
+        [*command, "--fanout-posts", str(fanout_posts(count)), "--window", str(window)],
         cwd=ROOT,
         env=PEER_ENV,
         capture_output=True,
@@ -70,19 +99,21 @@ def _run(url: str, iterations: int, count: int, servers: dict[str, subprocess.Po
     )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
-    figures = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = dict(report["figures"])
     for name, p in servers.items():
         used = _cpu_seconds(p.pid) - before[name]
-        figures[f"cpu_ms_per_delivery_{name}"] = used * 1000 / _deliveries(iterations, count)
+        figures[f"cpu_ms_per_delivery_{name}"] = used * 1000 / _deliveries(report["counts"])
+    figures["counts"] = report["counts"]
     return figures
 
 
-def measure(iterations: int, count: int) -> dict[str, Any]:
-    """Both rows."""
+def measure(iterations: int, count: int, window: int = 0) -> dict[str, Any]:
+    """Both rows, in one run: AG2's own hub, then the gateway in front of our hub."""
     with tempfile.TemporaryDirectory(prefix="ag2-bench-") as tmp:
         ag2_hub, line = _start([AG2_PYTHON, PEER, "serve", f"{tmp}/ag2-store"], "listening on", PEER_ENV)
         try:
-            ag2 = _run(line.rsplit(" ", 1)[1].strip(), iterations, count, {"ag2_hub": ag2_hub})
+            ag2 = _run(line.rsplit(" ", 1)[1].strip(), iterations, count, window, {"ag2_hub": ag2_hub})
         finally:
             _stop(ag2_hub)
         hub, line = _start(
@@ -110,12 +141,23 @@ def measure(iterations: int, count: int) -> dict[str, Any]:
             )
             try:
                 url = json.loads(line.removeprefix("ag2gateway listening "))["url"]
-                ours = _run(url, iterations, count, {"gateway": gateway, "hub": hub})
+                ours = _run(url, iterations, count, window, {"gateway": gateway, "hub": hub})
             finally:
                 _stop(gateway)
         finally:
             _stop(hub)
     return {"ag2_hub": ag2, "gateway_hub": ours}
+
+
+def count_mismatches(r: dict[str, Any], iterations: int, count: int) -> list[str]:
+    """Each row's counts that differ from :func:`expected_counts` (empty: every workload was exact)."""
+    want = expected_counts(iterations, count)
+    return [
+        f"{row}: {key} {r[row]['counts'].get(key)} (expected {value})"
+        for row in ("ag2_hub", "gateway_hub")
+        for key, value in want.items()
+        if r[row]["counts"].get(key) != value
+    ]
 
 
 def print_report(r: dict[str, Any]) -> None:
@@ -140,16 +182,22 @@ def print_report(r: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.ag2_bench", description=__doc__)
     parser.add_argument("--iterations", type=int, default=200, help="round trips measured (after 20 warm-up)")
-    parser.add_argument("--count", type=int, default=1000, help="envelopes of the throughput workload")
+    parser.add_argument("--count", type=int, default=20_000, help="envelopes of the throughput workload")
+    parser.add_argument("--window", type=int, default=0, help="posts in flight (0: all of them at once)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     if not Path(AG2_PYTHON).exists():
         sys.exit("the AG2 venv is missing: run `make ag2-venv`")
-    report = measure(args.iterations, args.count)
+    report = measure(args.iterations, args.count, args.window)
     if args.json:
         print(json.dumps(report))
     else:
         print_report(report)
+    wrong = count_mismatches(report, args.iterations, args.count)
+    if wrong:
+        sys.exit("counts not exact: " + "; ".join(wrong))
+    if not args.json:
+        print(f"counts exact on both hubs ({expected_counts(args.iterations, args.count)})")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ from hubsvc.server import start_hub
 from hubsvc.storage import HubStore, SqliteHubStore
 from hubsvc.storage.faults import StoreFaults
 from hubsvc.storage.redis_settings import StoreUnreachable
+from netkernel.errors import InvalidArgument
 from netkernel.extras import require
+from netkernel.transition_targets import load_targets
 from servicekit.auth import ensure_secret_file
 from servicekit.runtime import PortUnavailable, configure_logging, serve_until_signal
 from servicekit.tls import TlsConfigError
@@ -98,8 +100,10 @@ def main(argv: list[str] | None = None, *, faults: StoreFaults | None = None) ->
         if config.policy is not None:
             PolicySource(config.policy)  # checked here for a clear exit; start_hub loads and watches it
         arbiter = load_arbiter(config.arbiter) if config.arbiter else None
+        if config.transition_targets:
+            load_targets(config.transition_targets)
         tracer_provider = tracer_provider_from_env("agentnet-hub")
-    except ValueError as err:
+    except (ValueError, InvalidArgument) as err:
         sys.exit(f"agentnet-hub: {err}")
     try:
         asyncio.run(run(config, arbiter=arbiter, tracer_provider=tracer_provider, faults=faults))

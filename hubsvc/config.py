@@ -154,6 +154,14 @@ class HubConfig(HubOptions):
         "governance arbiter to consult, as package.module:attribute (docs/governance.md 'The arbiter')",
     )
     """The arbiter as ``module:attribute`` ("" = none)."""
+    transition_targets: str = option(
+        "",
+        "--transition-targets",
+        "AGENTNET_HUB_TRANSITION_TARGETS",
+        "custom workflow transition targets to register, as package.module:attribute (a class or a list of "
+        "classes), comma-separated (docs/hub.md 'Custom transition targets'); every replica needs the same",
+    )
+    """Custom transition targets as ``module:attribute[,...]`` ("" = none)."""
     operator_token_file: Path | None = option(
         None,
         "--operator-token-file",

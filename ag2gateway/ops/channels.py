@@ -51,7 +51,7 @@ async def create_channel(conn: Connection, params: dict[str, Any]) -> Any:
     raw_knobs = params.get("knobs")
     graph = raw_knobs.get("graph") if isinstance(raw_knobs, dict) else None
     if channel_type == WORKFLOW_TYPE and not isinstance(graph, dict):
-        raise Ag2Refusal(  # AG2's hub refuses it too; the hub itself would run a knob-less workflow (docs/ag2.md)
+        raise Ag2Refusal(  # AG2's hub refuses it so, in AG2's words (the hub refuses it too)
             frames.PROTOCOL_ERROR,
             "workflow requires knobs['graph'] as a dict: pass TransitionGraph.to_dict() as knobs={'graph': ...}",
         )

@@ -61,13 +61,19 @@ def _condition(raw: Any) -> dict[str, Any]:
     return {"type": name}
 
 
+_PLAIN_TARGETS = ("round_robin", "stay", "revert_to_initiator")
+"""AG2's built-in targets without arguments; any other name is a custom target, passed with its args."""
+
+
 def _target(raw: Any) -> dict[str, Any]:
     name, args = raw.get("name"), raw.get("args") or {}
     if name == "agent":
         return {"type": name, "agent": args.get("agent_id")}
     if name == "terminate":
         return {"type": name, "reason": args.get("reason", "after_work")}
-    return {"type": name}
+    if name in _PLAIN_TARGETS:
+        return {"type": name}
+    return {"type": name, "args": args}  # a custom target (AG2's register_target): the hub's registry decides
 
 
 def knobs_from_ag2(channel_type: str, knobs: Any, labels: Any) -> dict[str, Any]:

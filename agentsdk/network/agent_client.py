@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentnet.v1 import hub_pb2, task_pb2
+from opentelemetry import trace
 
 from agentsdk.a2a.context import Dispatch, dispatch_scope
 from agentsdk.a2a.tools import REQUEST_INPUT_TOOL
@@ -52,6 +53,11 @@ if TYPE_CHECKING:
     from agentsdk.network.plugin import NetworkPlugin
 
 log = logging.getLogger("agentnet.sdk")
+
+ATTR_TASK_ID = "agentnet.task_id"
+ATTR_CHECKPOINT_BYTES = "agentnet.checkpoint.bytes"
+ATTR_CHECKPOINT_HIT = "agentnet.checkpoint.hit"
+"""Attributes of the ``checkpoint.write`` / ``checkpoint.read`` span events (AG2's ``ag2.checkpoint.*``)."""
 
 REPORT_TIMEOUT = 10.0
 """Seconds a failed turn's report may take (the handler's worker waits for it before the next envelope)."""
@@ -253,13 +259,27 @@ class AgentClient(NetworkClient):
 
     async def checkpoint_task(self, task_id: str, state: dict[str, Any]) -> None:
         """Save ``state`` (a JSON object, at most the hub's --max-checkpoint-bytes) as the checkpoint
-        of this agent's running task ``task_id`` (CheckpointTask)."""
-        await self.rpc.checkpoint_task(hub_pb2.CheckpointTaskRequest(task_id=task_id, state_json=json.dumps(state)))
+        of this agent's running task ``task_id`` (CheckpointTask).
+
+        Then adds a ``checkpoint.write`` event (``agentnet.task_id``, ``agentnet.checkpoint.bytes``) to
+        the current span (a handler turn's, or the caller's own), as AG2 does: checkpoints travel outside
+        any envelope, so this is where a trace shows them."""
+        state_json = json.dumps(state)
+        await self.rpc.checkpoint_task(hub_pb2.CheckpointTaskRequest(task_id=task_id, state_json=state_json))
+        trace.get_current_span().add_event(
+            "checkpoint.write",
+            {ATTR_TASK_ID: task_id, ATTR_CHECKPOINT_BYTES: len(state_json.encode())},
+        )
 
     async def read_task_checkpoint(self, task_id: str) -> dict[str, Any] | None:
         """The last checkpoint of this agent's task ``task_id`` (running or ended), None when it has none
-        (ReadTaskCheckpoint; only the task's owner may read it)."""
+        (ReadTaskCheckpoint; only the task's owner may read it).
+
+        Adds a ``checkpoint.read`` event (``agentnet.task_id``, ``agentnet.checkpoint.hit``) to the current
+        span, as AG2 does (on a ``resume_from`` read, the link from the new task to the one it resumes)."""
         response = await self.rpc.read_task_checkpoint(hub_pb2.ReadTaskCheckpointRequest(task_id=task_id))
+        hit: dict[str, str | bool] = {ATTR_TASK_ID: task_id, ATTR_CHECKPOINT_HIT: response.found}
+        trace.get_current_span().add_event("checkpoint.read", hit)
         if not response.found:
             return None
         state: dict[str, Any] = json.loads(response.state_json)

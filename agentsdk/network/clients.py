@@ -105,6 +105,7 @@ class NetworkClient:
         self.credential_file: CredentialFile | None = None
         """Where this identity's credential is kept (``register(..., credential_file=...)``); None otherwise."""
         self._resumed_record: identity_pb2.AgentRecord | None = None
+        self._resume = Resume()
         self._stream: DeliveryStream | None = None
         self._a2a = AgentToAgent(hub.connection.target, credential, connection=hub.connection)
         self._a2a_tools: list[Tool] | None = None
@@ -484,6 +485,26 @@ class NetworkClient:
 
     # -- what peers read about you -------------------------------------------------------
 
+    @property
+    def resume(self) -> Resume:
+        """This identity's resume as this client last knew it (AG2's cached ``AgentClient.resume``): the
+        one given at registration, the hub's when resumed from a credential, else what :meth:`set_resume`
+        and :meth:`add_example` last read back. No call is made; ``hub.get_resume(name)`` reads the hub's
+        current one (with the track record tasks add later)."""
+        return self._resume
+
+    async def set_resume(self, resume: Resume) -> Resume:
+        """Replace this identity's resume (SetResume, audited; AG2's ``AgentClient.set_resume``), then
+        read it back from the hub, so :attr:`resume` holds what peers see: the hub stamps
+        ``last_updated`` and keeps the ``observed`` track record. Returns that resume."""
+        await self.rpc.set_resume(hub_pb2.SetResumeRequest(resume=resume.to_wire()))
+        self._resume = await self._read_resume()
+        return self._resume
+
+    async def _read_resume(self) -> Resume:
+        response = await self.rpc.describe_agent(hub_pb2.DescribeAgentRequest(agent_id=self.agent_id))
+        return Resume.from_wire(response.agent.resume)
+
     async def add_example(self, example: ResumeExample | str) -> Resume:
         """Add an example of your work to your resume and skill (AG2's ``add_example``); returns the resume.
 
@@ -499,7 +520,7 @@ class NetworkClient:
         record = response.agent
         resume = Resume.from_wire(record.resume)
         resume.examples.append(line)
-        await self.rpc.set_resume(hub_pb2.SetResumeRequest(resume=resume.to_wire()))
+        resume = await self.set_resume(resume)
         if record.skill_md and not record.skill_is_fallback:
             skill_md = add_skill_example(record.skill_md, line)
             await self.rpc.set_skill(hub_pb2.SetSkillRequest(skill_md=skill_md))

@@ -281,6 +281,7 @@ class HubClient(ClosedOnExit):
         else:
             agent_id, credential, registered = await self._register(passport, resume, human=True, rule=rule)
             client = make(agent_id, credential, registered)
+            client._resume = resume or Resume()
             self._save(client, file, "human")
         if on_envelope is not None:
             client.on_envelope(on_envelope)
@@ -417,6 +418,7 @@ class HubClient(ClosedOnExit):
                 passport, resume, human=False, skill_md=skill_md, a2a=settings, rule=rule
             )
             client = make(agent_id, credential, registered)
+            client._resume = resume or Resume()
             if settings is not None:
                 client.a2a_settings = settings
             self._save(client, file, registered.kind or "agent")
@@ -512,6 +514,7 @@ class HubClient(ClosedOnExit):
         client = make(agent_id, credential, passport)
         client.a2a_settings = A2ASettings.from_wire(record.a2a)
         client._resumed_record = record
+        client._resume = Resume.from_wire(record.resume)
         return client
 
     @staticmethod
@@ -519,7 +522,7 @@ class HubClient(ClosedOnExit):
         """Replace a resumed identity's resume when the caller gave a different one."""
         record = client._resumed_record
         if resume is not None and record is not None and resume != Resume.from_wire(record.resume):
-            await client.rpc.set_resume(hub_pb2.SetResumeRequest(resume=resume.to_wire()))
+            await client.set_resume(resume)
 
     @staticmethod
     def _save(client: NetworkClient, file: CredentialFile | None, kind: str) -> None:

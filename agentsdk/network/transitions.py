@@ -31,22 +31,27 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agentsdk.routing import MAX_CLOSE_REASON
+from netkernel.transition_targets import TargetChoice, TurnView, register_target, target_args
 
 __all__ = [
     "AgentTarget",
     "Always",
     "ContextEquals",
+    "CustomTarget",
     "FromSpeaker",
     "RevertToInitiatorTarget",
     "RoundRobinTarget",
     "StayTarget",
+    "TargetChoice",
     "TerminateTarget",
     "ToolCalled",
     "Transition",
     "TransitionCondition",
     "TransitionGraph",
     "TransitionTarget",
+    "TurnView",
     "knob_json",
+    "register_target",
 ]
 
 
@@ -177,6 +182,36 @@ class TerminateTarget(TransitionTarget):
     def to_json(self) -> dict[str, Any]:
         """``{"type": "terminate", "reason": ...}``."""
         return {"type": self.type, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class CustomTarget(TransitionTarget):
+    """A transition target of your own (AG2's ``register_target``): subclass it as a dataclass with a
+    ``type`` name, fields for its arguments (JSON values) and ``resolve(turn)``, and register it::
+
+        @register_target
+        @dataclass(frozen=True)
+        class ByTopic(CustomTarget):
+            type: ClassVar[str] = "by_topic"
+            experts: dict[str, str] = field(default_factory=dict)   # topic -> participant name
+
+            def resolve(self, turn: TurnView) -> TargetChoice:
+                expert = self.experts.get(str(turn.context.get("topic")))
+                return TargetChoice(next_speaker=expert) if expert else TargetChoice(end_reason="no_expert")
+
+    In a graph it is ``{"type": "by_topic", "args": {"experts": {...}}}`` (:meth:`to_json`), so the
+    graph stays data. The hub runs ``resolve`` in its own process on each turn the transition
+    decides: an embedded hub (``Hub.open``) sees the classes this program registered; a hub process
+    loads them with ``--transition-targets package.module:attribute`` (docs/hub.md). ``resolve`` must
+    be a pure function of ``turn`` and the fields: the hub folds the WAL again after a restart."""
+
+    def resolve(self, turn: TurnView) -> TargetChoice:
+        """Who speaks next after ``turn`` (a participant's name or id), or the reason to end."""
+        raise NotImplementedError(f"{type(self).__name__}.resolve(turn) decides the next speaker; define it")
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"type": <type>, "args": {<field>: <value>, ...}}``."""
+        return {"type": self.type, "args": target_args(self)}
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,11 @@ OWN: dict[str, tuple[Knob, ...]] = {
         Knob("initial_speaker", "the initiator", "who speaks first (a participant name or id)"),
         Knob("max_turns", "`50`", "close the channel with `max_turns` after this many turns"),
         Knob("context", "`{}`", "the initial context (a JSON object)"),
-        Knob("transitions", "`[]`", "the transition graph (see Workflow knobs)"),
+        Knob(
+            "transitions",
+            "`[]`",
+            "the transition graph (see Workflow knobs); a workflow needs this or `default_target`",
+        ),
         Knob("default_target", '`{"type": "terminate"}`', "the target when no transition holds"),
         Knob("graph", "none", "an AG2 `TransitionGraph` (the AG2 gateway translates it and keeps it verbatim)"),
         Knob("context_vars", "none", "AG2's initial context (the AG2 gateway copies it to `context`)"),

@@ -28,7 +28,12 @@ from hubsvc.adapters.common import (
 )
 from hubsvc.adapters.knobs import check_knobs
 from hubsvc.adapters.payloads import ContextUpdates, Packet, canonical_json, parse_context_updates, parse_packet
-from hubsvc.adapters.workflow_graph import MAX_TURNS, parse_workflow_knobs
+from hubsvc.adapters.workflow_graph import (
+    MAX_TURNS,
+    TARGET_UNAVAILABLE,
+    parse_workflow_knobs,
+    stored_workflow_config,
+)
 from netkernel.channel_types import WORKFLOW_TYPE
 from netkernel.envelope import EV_CONTEXT_SET, Envelope
 from netkernel.errors import InvalidArgument
@@ -63,6 +68,10 @@ class WorkflowState:
         return self.end_reason is not None
 
 
+GRAPH_KNOBS = ("transitions", "default_target")
+"""A workflow's knobs must name at least one of these: a workflow without a graph is refused, as AG2's."""
+
+
 class WorkflowAdapter:
     """Hub half of the workflow channel type."""
 
@@ -70,14 +79,22 @@ class WorkflowAdapter:
     expectations: ClassVar[frozenset[str]] = TURN_EXPECTATIONS
 
     def validate_create(self, spec: ChannelSpec) -> dict[str, Any]:
-        """Two or more participants and valid knobs; returns the knobs with ids and defaults."""
+        """Two or more participants and valid knobs holding a transition graph (as AG2's hub requires
+        ``knobs["graph"]``); returns the knobs with ids and defaults."""
         require_participants(spec, at_least=2)
         check_knobs(spec)
+        if not any(name in spec.knobs for name in GRAPH_KNOBS):
+            raise InvalidArgument(
+                "workflow channel: the knobs hold no transition graph; give 'transitions' and/or 'default_target' "
+                '(e.g. {"transitions": [{"condition": {"type": "always"}, "target": {"type": "round_robin"}}]}, '
+                "or TransitionGraph(...).to_knobs() in the Python SDK), as AG2's hub requires a graph",
+                metadata={"knob": "transitions"},
+            )
         return {**spec.knobs, **parse_workflow_knobs(spec).to_knobs()}
 
     def initial_state(self, spec: ChannelSpec) -> WorkflowState:
         """The initial speaker holds the turn; the context holds the ``context`` knob."""
-        config = spec.derived(parse_workflow_knobs)
+        config = spec.derived(stored_workflow_config)
         return WorkflowState(current_speaker=config.initial_speaker, context_json=config.context_json)
 
     def validate_send(self, spec: ChannelSpec, state: WorkflowState, env: Envelope) -> None:
@@ -87,6 +104,13 @@ class WorkflowAdapter:
             return
         if not is_substantive(env):
             return
+        if state.end_reason == TARGET_UNAVAILABLE:
+            raise channel_closed(
+                spec,
+                f"this workflow stopped ({TARGET_UNAVAILABLE}): a custom transition target of its graph is not "
+                "registered in this hub process, or could not decide. Start the hub with the same "
+                "--transition-targets as when the channel opened, and it goes on from where it was.",
+            )
         if state.end_reason is not None:
             raise channel_closed(
                 spec, f"this workflow has ended ({state.end_reason}). Open a new channel to run again."
@@ -115,7 +139,7 @@ class WorkflowAdapter:
             packet = parse_packet(env, spec=spec)
         except InvalidArgument:
             packet = Packet()  # unreachable for admitted envelopes; the turn still counts
-        config = spec.derived(parse_workflow_knobs)
+        config = spec.derived(stored_workflow_config)
         if packet.updates == _NO_UPDATES:  # the context stays; its canonical text too
             context_json = state.context_json
             # Parsed only for a condition that reads it.
@@ -124,7 +148,7 @@ class WorkflowAdapter:
             context = packet.updates.apply(state.context)
             context_json = canonical_json(context)
         turns = state.turns + 1
-        decision = config.decide(spec, env.sender_id, packet.routing, context)
+        decision = config.decide(spec, env.sender_id, packet.routing, context, turns)
         # The graph's own end (a terminate target, the default one too) wins over the turn limit.
         end = decision.end_reason or (MAX_TURNS if turns >= config.max_turns else None)
         return WorkflowState(

@@ -15,6 +15,7 @@ Knobs (participant references are ids or passport names; normalised to ids)::
       each optionally with "and": [C, ...] (all must hold too)
     T = {"type": "agent", "agent": "<id or name>"} | {"type": "round_robin"} | {"type": "stay"}
       | {"type": "revert_to_initiator"} | {"type": "terminate", "reason": "<close reason>"}
+      | {"type": "<a registered custom target>", "args": {...}}   (:mod:`netkernel.transition_targets`)
       (the terminate reason is optional; default "after_work")
 
 Transitions are tried by ascending priority (lower first), ties in declaration order; the
@@ -46,11 +47,15 @@ from hubsvc.adapters.payloads import (
 )
 from netkernel.errors import InvalidArgument
 from netkernel.packet import DEFAULT_FINISH_REASON, KIND_FINISH, KIND_HANDOFF
+from netkernel.transition_targets import TARGETS, TurnView
 
 DEFAULT_MAX_TURNS = 50
 AFTER_WORK = "after_work"
 """The close reason of a terminate target that names none (the default target's, too)."""
 MAX_TURNS = "max_turns"
+TARGET_UNAVAILABLE = "target_unavailable"
+"""The close reason when a custom target cannot decide: not registered in this hub process (a restart
+without its ``--transition-targets``), its ``resolve`` raised, or it named no participant."""
 
 # Per type: the keys it requires besides "type" (plus the optional "and" for conditions).
 CONDITION_FIELDS: dict[str, tuple[str, ...]] = {
@@ -124,9 +129,13 @@ class Target:
     agent: str | None = None
     reason: str | None = None
     """A terminate target's close reason (None: ``after_work``)."""
+    args_json: str | None = None
+    """A custom target's arguments as canonical JSON (None: a built-in target)."""
 
     def to_json(self) -> dict[str, Any]:
         """The normalised knob form."""
+        if self.args_json is not None:
+            return {"type": self.type, "args": json.loads(self.args_json)}
         if self.type == "agent":
             return {"type": self.type, "agent": self.agent}
         if self.type == "terminate" and self.reason is not None:
@@ -181,7 +190,9 @@ class WorkflowConfig:
 
     @functools.cached_property
     def reads_context(self) -> bool:
-        """Whether any condition reads the context vars (``decide`` ignores them otherwise)."""
+        """Whether any condition or custom target reads the context vars (``decide`` ignores them otherwise)."""
+        if any(t.args_json is not None for t in (self.default_target, *(t.target for t in self.transitions))):
+            return True
         level = [t.condition for t in self.transitions]
         while level:
             if any(c.type == "context_equals" for c in level):
@@ -199,8 +210,11 @@ class WorkflowConfig:
             "default_target": self.default_target.to_json(),
         }
 
-    def decide(self, spec: ChannelSpec, speaker: str, routing: Routing, context: Mapping[str, Any]) -> Decision:
-        """Pick the next speaker after ``speaker``'s envelope (``context`` already updated).
+    def decide(
+        self, spec: ChannelSpec, speaker: str, routing: Routing, context: Mapping[str, Any], turns: int = 0
+    ) -> Decision:
+        """Pick the next speaker after ``speaker``'s envelope (``context`` already updated; ``turns``
+        taken, this one included).
 
         A typed routing value decides first (a Finish ends, a Handoff names the speaker); else
         the transitions, on the packet's one routing tool; else the default target."""
@@ -212,6 +226,9 @@ class WorkflowConfig:
                 return Decision(next_speaker=chosen)
         tool = routing.routing_tool(self.routing_tools)
         target = next((t.target for t in self.ranked if t.condition.holds(speaker, tool, context)), self.default_target)
+        if target.args_json is not None:
+            turn = TurnView(speaker, spec.participants, spec.initiator, spec.names, context, turns, tool)
+            return _custom_decision(spec, target, turn)
         if target.type == "terminate":
             return Decision(next_speaker=speaker, end_reason=target.reason or AFTER_WORK)
         if target.type == "agent" and target.agent is not None:
@@ -224,11 +241,36 @@ class WorkflowConfig:
         return Decision(next_speaker=speaker)  # stay
 
 
-class _KnobParser:
-    """Validates workflow knobs; every error names the offending path and how to fix it."""
+def _custom_decision(spec: ChannelSpec, target: Target, turn: TurnView) -> Decision:
+    """A custom target's decision; one that cannot decide ends the workflow with :data:`TARGET_UNAVAILABLE`
+    (a fold never raises: the hub folds this WAL again after a restart)."""
+    unavailable = Decision(next_speaker=turn.speaker, end_reason=TARGET_UNAVAILABLE)
+    if TARGETS.get(target.type) is None or target.args_json is None:
+        return unavailable
+    try:
+        choice = TARGETS.build(target.type, json.loads(target.args_json)).resolve(turn)
+    except Exception:  # user code: whatever it raises, the channel gets a clear end instead of a broken fold
+        return unavailable
+    end = getattr(choice, "end_reason", None)
+    if end is not None:
+        return Decision(
+            next_speaker=turn.speaker, end_reason=end if close_reason_problem(end) is None else TARGET_UNAVAILABLE
+        )
+    ref = getattr(choice, "next_speaker", None)
+    chosen = spec.resolve(ref) if isinstance(ref, str) else None
+    return unavailable if chosen is None else Decision(next_speaker=chosen)
 
-    def __init__(self, spec: ChannelSpec) -> None:
+
+class _KnobParser:
+    """Validates workflow knobs; every error names the offending path and how to fix it.
+
+    ``strict``: a custom target must be registered in this process and take its arguments (when a
+    channel opens); not strict (the stored knobs of an open channel, folded again), it is kept as
+    it was stored and decides, or ends the workflow, when a turn reaches it."""
+
+    def __init__(self, spec: ChannelSpec, strict: bool = True) -> None:
         self.spec = spec
+        self.strict = strict
 
     def fail(self, where: str, problem: str, fix: str) -> InvalidArgument:
         return InvalidArgument(
@@ -294,7 +336,33 @@ class _KnobParser:
             return Condition(kind, key=key, value_json=canonical_json(raw["value"]), all_of=all_of)
         return Condition(kind, all_of=all_of)
 
+    def custom_target(self, value: Mapping[str, Any], where: str) -> Target:
+        name = value["type"]
+        raw = self.obj(value, where, ("type", "args"))
+        args = raw.get("args", {})
+        if not isinstance(args, Mapping) or json_problem(args):
+            raise self.fail(f"{where}.args", f"must be a JSON object, got {args!r}", "give the target's fields by name")
+        if self.strict:
+            try:
+                TARGETS.build(name, args)
+            except (TypeError, ValueError) as err:
+                raise self.fail(
+                    f"{where}.args", f"do not fit custom target '{name}': {err}", "give its fields"
+                ) from None
+        return Target(name, args_json=canonical_json(args))
+
     def target(self, value: Any, where: str) -> Target:
+        if isinstance(value, Mapping) and value.get("type") not in TARGET_FIELDS and isinstance(value.get("type"), str):
+            if TARGETS.get(value["type"]) is not None or not self.strict:
+                return self.custom_target(value, where)
+            registered = TARGETS.names()
+            raise self.fail(
+                f"{where}.type",
+                f"is {value['type']!r}",
+                f"use one of {', '.join(TARGET_FIELDS)}"
+                + (f", or a custom target registered in this hub: {', '.join(registered)}" if registered else "")
+                + " (custom targets: register_target, or the hub's --transition-targets)",
+            )
         raw = self.obj(value, where, ("type", "agent", "reason"))
         kind = self.kind(raw, where, TARGET_FIELDS)
         if "reason" in raw:
@@ -362,3 +430,9 @@ class _KnobParser:
 def parse_workflow_knobs(spec: ChannelSpec) -> WorkflowConfig:
     """Validate ``spec.knobs`` as workflow knobs (raises InvalidArgument saying what to fix)."""
     return _KnobParser(spec).config(spec.knobs)
+
+
+def stored_workflow_config(spec: ChannelSpec) -> WorkflowConfig:
+    """The config of an open channel's stored knobs (validated when it opened): custom targets are
+    kept whether or not this process has them registered, so hydrate never fails on them."""
+    return _KnobParser(spec, strict=False).config(spec.knobs)

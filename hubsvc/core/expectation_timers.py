@@ -164,13 +164,13 @@ class ExpectationTimers:
         action = v.spec.action
         whom = list(v.expected_of)
         audience: list[str] | None
-        if action in ("notify_channel", "auto_close"):
-            audience = None
+        if action in ("notify_channel", "auto_close") or (action in ("warn", "hide") and v.channel_wide):
+            audience = None  # a channel-wide firing has no violators to address: the channel is told
         elif action in ("warn", "hide"):
             audience = whom
         else:  # audit: recorded in the WAL (so it fires once) but shown to no one
             audience = []
-        names = ", ".join(f"{ch.spec.names.get(a, a)} ({a})" for a in whom)
+        names = ", ".join(f"{ch.spec.names.get(a, a)} ({a})" for a in whom) or "the channel"
         expected = f"{names}: {v.description}"
         if action == "hide":
             expected += "; hidden from discovery until posting in this channel again"
@@ -196,8 +196,7 @@ class ExpectationTimers:
             }
         )
         now = self._clock()
-        if v.channel_wide:  # one row for the channel, naming who could have ended the silence
-            detail = json.dumps({**json.loads(detail), "expected_of": whom})
+        if v.channel_wide:  # one row for the channel, with no violator (actor)
             batch.writes.audit.append((AUDIT_KIND, "", ch.channel_id, detail, now))
         else:
             batch.writes.audit.extend((AUDIT_KIND, agent_id, ch.channel_id, detail, now) for agent_id in whom)

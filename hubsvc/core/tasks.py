@@ -353,6 +353,8 @@ def _record_span(tracer: trace.Tracer, task: task_pb2.TaskMetadata) -> None:
     )
     if task.state in (task_pb2.TASK_STATE_FAILED, task_pb2.TASK_STATE_EXPIRED):
         span.set_status(trace.StatusCode.ERROR, task.error or task_pb2.TaskState.Name(task.state))
+    elif task.state == task_pb2.TASK_STATE_COMPLETED:  # as AG2's network.task span
+        span.set_status(trace.StatusCode.OK)
     span.end(end_time=task.updated_at.ToNanoseconds())
 
 

@@ -60,8 +60,8 @@ DESCRIPTIONS: dict[ExpectationName, str] = {
 }
 
 CHANNEL_WIDE: frozenset[ExpectationName] = frozenset({"max_silence"})
-"""Expectations the channel as a whole violates: one firing is one violation (one audit row), whoever
-``expected_of`` names."""
+"""Expectations the channel as a whole violates, as AG2's ``MaxSilenceEvaluator``: one firing is one
+violation (one audit row) and names no violator (``expected_of`` is empty)."""
 
 DEFAULT_EXPECTATIONS: dict[str, dict[ExpectationName, ExpectationSpec]] = {
     CONSULTING_TYPE: {"reply_within": ExpectationSpec(seconds=600, action="auto_close")},
@@ -275,12 +275,14 @@ def reply_within(spec: ExpectationSpec, facts: ChannelFacts) -> Violation | None
 def max_silence(spec: ExpectationSpec, facts: ChannelFacts) -> Violation | None:
     """Some participant posts within ``seconds`` of the last participant envelope (or the opening).
 
-    Expected of whoever is due next, or of every participant where anyone may speak."""
+    Channel-wide: the channel went silent, no participant in particular, so it names no violator
+    (AG2's ``violator_ids=[]``); who is due next is ``turn_within``'s business."""
     t = facts.track
     if facts.state != "opened" or not t.opened_seq:
         return None
     seq, at = (t.last_post_seq, t.last_post_at) if t.last_post_seq > t.opened_seq else (t.opened_seq, t.opened_at)
-    return _clock("max_silence", spec, seq, at, facts.expected_next or facts.participants)
+    since = parse_time(at)
+    return Violation("max_silence", spec, seq, since, since + spec.seconds, ())
 
 
 def turn_within(spec: ExpectationSpec, facts: ChannelFacts) -> Violation | None:

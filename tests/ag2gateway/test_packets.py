@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ag2gateway.records.channels import knobs_from_ag2
 from ag2gateway.records.envelopes import packet_from_ag2, packet_to_ag2
 from tests.ag2gateway.conftest import Ag2Error, Net
 from tests.ag2gateway.test_channels import TOKEN
@@ -75,3 +76,23 @@ async def test_a_workflow_opened_without_a_graph_is_refused_as_ag2s_hub_refuses_
         with pytest.raises(Ag2Error, match=r"ProtocolError: workflow requires knobs\['graph'\] as a dict"):
             await net.ag2("open", who="alice", type="workflow", targets=["bob"], knobs=knobs)
     assert await net.ag2("call", name="list_channels", kwargs={"include_terminal": True}) == []  # nothing was created
+
+
+def test_an_ag2_graph_naming_a_custom_target_passes_it_with_its_args() -> None:
+    """AG2's register_target: a target of another name reaches the hub with its args, for the hub's own
+    registry of custom targets (docs/hub.md); the built-in ones keep their hub spelling."""
+    graph = {
+        "initial_speaker": "a" * 32,
+        "transitions": [
+            {"when": {"name": "always", "args": {}}, "then": {"name": "test.rota", "args": {"order": ["x"]}}},
+            {"when": {"name": "always", "args": {}}, "then": {"name": "stay", "args": {}}},
+        ],
+        "default_target": {"name": "by_topic", "args": {"experts": {"math": "bob"}}},
+    }
+    knobs = knobs_from_ag2("workflow", {"graph": graph}, None)
+    assert [t["target"] for t in knobs["transitions"]] == [
+        {"type": "test.rota", "args": {"order": ["x"]}},
+        {"type": "stay"},
+    ]
+    assert knobs["default_target"] == {"type": "by_topic", "args": {"experts": {"math": "bob"}}}
+    assert knobs["graph"] == graph  # kept verbatim for AG2 readers

@@ -1,5 +1,7 @@
-"""The AG2 benchmark end to end at a tiny size: both rows are measured, every workload completes
-(every envelope delivered) on AG2's own hub and through the gateway. No timing is asserted."""
+"""The AG2 benchmark end to end at a tiny size, in its real shape: unmodified AG2 clients against AG2's
+own hub and against the gateway in front of ours, in one run, the one-way and fan-out posts all issued
+at once right after ``open()``. Asserts what happened (every round trip answered, every post answered
+with its own id, every envelope delivered exactly once to every receiver), never a timing."""
 
 from __future__ import annotations
 
@@ -7,18 +9,21 @@ import asyncio
 
 import pytest
 
-from bench.ag2_bench import measure
+from bench.ag2_bench import count_mismatches, expected_counts, measure
 from tests.ag2gateway.conftest import AG2_PYTHON
 
 pytestmark = pytest.mark.slow
 
 
-async def test_tiny_run_measures_both_hubs() -> None:
+async def test_tiny_run_counts_exact_on_both_hubs() -> None:
     if not AG2_PYTHON.exists():
         pytest.fail("the AG2 venv is missing: run `make ag2-venv`")
-    report = await asyncio.to_thread(measure, 5, 16)
-    rates = {"rtt_p50_ms", "rtt_p99_ms", "throughput_per_s", "fanout8_deliveries_per_s"}
+    iterations, count = 3, 96  # 96 posts in flight at once: more than the gateway's 64 request slots
+    report = await asyncio.to_thread(measure, iterations, count)
+    figures = {"rtt_p50_ms", "rtt_p99_ms", "throughput_per_s", "fanout8_deliveries_per_s"}
     processes = {"ag2_hub": ["ag2_hub"], "gateway_hub": ["gateway", "hub"]}  # whose CPU each row reads
     for row, names in processes.items():
-        assert set(report[row]) == rates | {f"cpu_ms_per_delivery_{name}" for name in names}
-        assert all(value > 0 for value in report[row].values())
+        assert set(report[row]) == figures | {f"cpu_ms_per_delivery_{name}" for name in names} | {"counts"}
+        assert report[row]["counts"] == expected_counts(iterations, count)
+    assert expected_counts(iterations, count)["fanout8_delivered"] == 96  # 12 posts to 8 receivers
+    assert count_mismatches(report, iterations, count) == []

@@ -667,12 +667,18 @@ def test_workflow_no_matching_transition_takes_the_default_target() -> None:
 
 def test_workflow_without_transitions_uses_only_the_default_target() -> None:
     """AG2's graph defaults to no transitions: every turn goes to the default target."""
-    for knobs in ({}, {"transitions": []}):
+    for knobs in ({"transitions": []}, {"default_target": {"type": "terminate"}}):
         spec = wf_spec(knobs)
         assert spec.knobs["transitions"] == [] and spec.knobs["default_target"] == {"type": "terminate"}
         assert run(workflow, spec, [packet(A)])[1] == ["after_work"]
     rr = wf_spec({"default_target": {"type": "round_robin"}, "max_turns": 3})
     assert run(workflow, rr, [packet(A), packet(B), packet(C)])[1] == [None, None, "max_turns"]
+
+
+@pytest.mark.parametrize("knobs", [{}, {"max_turns": 3}, {"initial_speaker": "b", "context": {"k": 1}}])
+def test_a_workflow_without_a_graph_is_refused_as_ag2s_hub_refuses_it(knobs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgument, match="the knobs hold no transition graph; give 'transitions'"):
+        wf_spec(knobs)
 
 
 def test_workflow_max_turns_and_terminate_precedence() -> None:

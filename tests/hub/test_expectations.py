@@ -147,6 +147,24 @@ async def test_warn_reaches_only_the_violator(hub: RunningHub, clock: FakeClock,
     await audit_rows(hub, cid, 1)
 
 
+async def test_max_silence_warn_names_no_one_and_tells_the_channel(
+    hub: RunningHub, clock: FakeClock, people: list[Participant]
+) -> None:
+    """max_silence is channel-wide (AG2's violator_ids=[]) also where someone is due: a warn has no
+    violator to address, so the whole channel gets it, and a hide hides no one."""
+    alice, bob, carol = people
+    cid = await open_channel(
+        alice, "discussion", [bob, carol], knobs={"expectations": {"max_silence": {"seconds": 30, "action": "warn"}}}
+    )
+    await advance(hub, clock, 31)
+    for p in people:
+        warned = await p.next_of(VIOLATED)
+        assert not warned.HasField("audience")  # broadcast
+        assert data_of(warned)["expectation"] == "max_silence" and data_of(warned)["expected_of"] == []
+    (row,) = await audit_rows(hub, cid, 1)
+    assert row.actor_id == ""
+
+
 async def test_audit_action_records_but_shows_no_one(
     hub: RunningHub, clock: FakeClock, people: list[Participant]
 ) -> None:
@@ -175,20 +193,17 @@ async def test_max_silence_auto_closes_the_channel(
     assert await violations(alice, cid) == []
     await advance(hub, clock, 21)
     notice = await alice.next_of(VIOLATED)
-    assert data_of(notice)["expected_of"] == [alice.agent_id, bob.agent_id]  # anyone may speak
+    assert data_of(notice)["expected_of"] == []  # channel-wide, as AG2: the channel went silent, no one in particular
+    assert data_of(notice)["expected"].startswith("the channel: post within 120s of the last participant envelope")
     closed = await alice.next_of("ag2.channel.closed")
-    assert data_of(closed) == {
-        "reason": "expectation_max_silence",
-        "expectation": "max_silence",
-        "expected_of": [alice.agent_id, bob.agent_id],
-    }
+    assert data_of(closed) == {"reason": "expectation_max_silence", "expectation": "max_silence", "expected_of": []}
     assert set(data_of(closed)) <= event_table()["ag2.channel.closed"].keys
     meta = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
     assert meta.channel.close_reason == "expectation_max_silence"
     (row,) = await audit_rows(hub, cid, 1)  # max_silence is channel-wide: one row, not one per participant
     assert row.actor_id == "" and row.subject_id == cid
     detail = json.loads(row.detail_json)
-    assert detail["expectation"] == "max_silence" and detail["expected_of"] == [alice.agent_id, bob.agent_id]
+    assert detail["expectation"] == "max_silence" and "expected_of" not in detail
     assert len(await violations(alice, cid)) == 1  # and one envelope
 
 

@@ -46,6 +46,20 @@ async def test_bad_knobs_are_refused_and_create_nothing(hub: Hub, knobs: dict[st
     assert list(listed.channels) == []
 
 
+@pytest.mark.parametrize("knobs", [None, {}, {"max_turns": 4}])
+async def test_a_workflow_without_a_graph_is_refused_as_ag2_refuses_it(
+    hub: Hub, knobs: dict[str, object] | None
+) -> None:
+    a = await hub.register_human(Passport(name="a", kind="human"))
+    await hub.register_human(Passport(name="b", kind="human"))
+    with pytest.raises(InvalidArgument, match="the knobs hold no transition graph"):
+        await a.open(type="workflow", target=["b"], knobs=knobs)
+    listed = await a.rpc.list_channels(hub_pb2.ListChannelsRequest(include_ended=True))
+    assert list(listed.channels) == []
+    opened = await a.open(type="workflow", target=["b"], knobs={"transitions": []})  # a graph, if an empty one
+    assert opened.metadata.knobs["default_target"] == {"type": "terminate"}
+
+
 async def test_a_one_round_discussion_ends_after_each_member_spoke(hub: Hub) -> None:
     a = await hub.register_human(Passport(name="a", kind="human"))
     b = await hub.register_human(Passport(name="b", kind="human"))

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentsdk import Agent
 from agentsdk.config import ScriptedConfig
@@ -108,3 +110,26 @@ async def test_set_resume_stamps_last_updated_and_the_fallback_skill_shows_the_t
         assert record.skill_is_fallback
         track = "## Track record\n\n- analysis: 1 completed / 0 failed / 0 expired / 0 cancelled (n=1)\n"
         assert track in record.skill_md
+
+
+async def test_checkpoint_writes_and_reads_are_events_on_the_current_span(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """As AG2's HubBackedCheckpointStore: a checkpoint travels outside any envelope, so its write and its
+    read are pinned as span events on whatever span is current (a handler turn's, or the caller's)."""
+    provider, exporter = spans
+    async with Hub.open() as hub:
+        agent = Agent("saver", config=ScriptedConfig([]))
+        client = await hub.register(agent, Passport(name="saver"))
+        with provider.get_tracer("test").start_as_current_span("turn"):
+            async with agent.task("save") as task:
+                await task.checkpoint({"step": 1})
+                assert await HubBackedCheckpointStore(client).read(task.task_id) == {"step": 1}
+            assert await client.read_task_checkpoint("no-such-task") is None
+        [turn] = [s for s in exporter.get_finished_spans() if s.name == "turn"]
+        events = [(e.name, dict(e.attributes or {})) for e in turn.events]
+        assert events == [
+            ("checkpoint.write", {"agentnet.task_id": task.task_id, "agentnet.checkpoint.bytes": len('{"step": 1}')}),
+            ("checkpoint.read", {"agentnet.task_id": task.task_id, "agentnet.checkpoint.hit": True}),
+            ("checkpoint.read", {"agentnet.task_id": "no-such-task", "agentnet.checkpoint.hit": False}),
+        ]
