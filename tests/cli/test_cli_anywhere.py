@@ -44,7 +44,8 @@ def test_hoist_moves_only_the_groups_options_and_stops_at_double_dash() -> None:
     group = get_command(app)
     params = group.get_params(Context(group))
     args = ["knowledge", "put", "a.md", "--namespace", "x", "--tls", "--json", "--", "--hub", "h"]
-    assert hoist(args, params) == ["--namespace", "x", "--tls", "knowledge", "put", "a.md", "--json", "--", "--hub", "h"]
+    moved = ["--namespace", "x", "--tls", "knowledge", "put", "a.md", "--json", "--", "--hub", "h"]
+    assert hoist(args, params) == moved
 
 
 def test_no_subcommand_has_an_option_named_like_a_global_one() -> None:
