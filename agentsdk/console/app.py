@@ -1,8 +1,9 @@
 """The console's ASGI app: the login guard, the pages, and the live streams (server-sent events).
 
 Every page and stream needs a session: a page without one redirects to ``/login``, a stream or any
-other data endpoint answers 401. A session is made by POSTing the operator token to ``/login``; the
-hub checks the token (``GetStatus``), and the session keeps it server-side. Forms carry a CSRF token
+other data endpoint answers 401. A session is made by POSTing the operator token to ``/login`` (or by
+opening a one-time login link, ``/login?once=…``: :mod:`agentsdk.console.login_links`); the hub checks
+the token (``GetStatus``), and the session keeps it server-side. Forms carry a CSRF token
 and POSTs from another origin are refused. Everything shown is escaped by the templates; the pages
 allow no inline script (Content-Security-Policy)."""
 
