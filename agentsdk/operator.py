@@ -459,12 +459,14 @@ class AgentView(ClosedOnExit):
         """:meth:`channels`, and whose turn it is in each live one (one DescribeChannel per live channel:
         the agents' ListChannels does not say)."""
         found = await self.channels(states=states, type=type, limit=limit)
+        gate = asyncio.Semaphore(16)  # at most this many DescribeChannel calls at once
 
         async def turn(channel_id: str) -> tuple[str, list[str]]:
-            try:
-                return channel_id, list((await self.describe_channel(channel_id)).expected_next)
-            except NotFound:  # ended and forgotten between the two calls
-                return channel_id, []
+            async with gate:
+                try:
+                    return channel_id, list((await self.describe_channel(channel_id)).expected_next)
+                except NotFound:  # ended and forgotten between the two calls
+                    return channel_id, []
 
         live = [c.channel_id for c in found if c.state in _LIVE_STATES]
         turns = dict(await asyncio.gather(*(turn(c) for c in live)))
