@@ -155,13 +155,23 @@ class OperatorClient(ClosedOnExit):
         self, *, states: Iterable[channel_pb2.ChannelState.ValueType] = (), type: str = "", limit: int = 0
     ) -> list[channel_pb2.ChannelMetadata]:
         """Every channel newest first (at most ``limit``; 0 = all), page after page."""
+        return (await self.channels_and_turns(states=states, type=type, limit=limit))[0]
+
+    async def channels_and_turns(
+        self, *, states: Iterable[channel_pb2.ChannelState.ValueType] = (), type: str = "", limit: int = 0
+    ) -> tuple[list[channel_pb2.ChannelMetadata], dict[str, list[str]]]:
+        """:meth:`channels`, and whose turn it is in each live one (channel id → the agent ids expected to
+        speak next; no entry: anyone, or an ended channel), from the same pages."""
         wanted = list(states)
+        turns: dict[str, list[str]] = {}
 
         async def read(token: str) -> tuple[Sequence[channel_pb2.ChannelMetadata], str]:
             page = await self.list_channels(states=wanted, type=type, page_token=token)
+            turns.update((cid, list(turn.expected_next)) for cid, turn in page.turns.items())
             return page.channels, page.next_page_token
 
-        return await every_page(read, limit)
+        found = await every_page(read, limit)
+        return found, {c.channel_id: turns[c.channel_id] for c in found if turns.get(c.channel_id)}
 
     async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
         """One channel: metadata, whose turn it is, adapter state."""
@@ -442,6 +452,25 @@ class AgentView(ClosedOnExit):
             return [c for c in page.channels if not wanted or c.state in wanted], page.next_page_token
 
         return await every_page(read, limit)
+
+    async def channels_and_turns(
+        self, *, states: Iterable[channel_pb2.ChannelState.ValueType] = (), type: str = "", limit: int = 0
+    ) -> tuple[list[channel_pb2.ChannelMetadata], dict[str, list[str]]]:
+        """:meth:`channels`, and whose turn it is in each live one (one DescribeChannel per live channel:
+        the agents' ListChannels does not say)."""
+        found = await self.channels(states=states, type=type, limit=limit)
+        gate = asyncio.Semaphore(16)  # at most this many DescribeChannel calls at once
+
+        async def turn(channel_id: str) -> tuple[str, list[str]]:
+            async with gate:
+                try:
+                    return channel_id, list((await self.describe_channel(channel_id)).expected_next)
+                except NotFound:  # ended and forgotten between the two calls
+                    return channel_id, []
+
+        live = [c.channel_id for c in found if c.state in _LIVE_STATES]
+        turns = dict(await asyncio.gather(*(turn(c) for c in live)))
+        return found, {cid: ids for cid, ids in turns.items() if ids}
 
     async def describe_channel(self, channel_id: str) -> operator_pb2.OperatorServiceDescribeChannelResponse:
         """One of this agent's channels: metadata, whose turn it is, adapter state."""

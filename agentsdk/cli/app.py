@@ -22,6 +22,7 @@ from rich.progress import Progress
 from rich.text import Text
 
 from agentsdk.cli import render
+from agentsdk.cli.anywhere import GlobalOptionsGroup
 from agentsdk.cli.settings import DEFAULT_HUB, DEFAULT_KNOWLEDGE, Settings, SettingsError
 from agentsdk.console.options import ConsoleOptions
 from agentsdk.knowledge.rpc import KnowledgeRpc
@@ -54,8 +55,10 @@ PROGRESS_AT = 500
 
 app = typer.Typer(
     name="agentnet",
+    cls=GlobalOptionsGroup,
     help="Look at a running agent network: the hub's agents, channels, WALs, tasks, audit log and A2A calls, "
-    "and the knowledge service's files.",
+    "and the knowledge service's files. The options below may also follow the command "
+    "(`agentnet knowledge ls / --namespace x`).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -66,8 +69,15 @@ app.add_typer(knowledge_app, name="knowledge")
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (one object, or JSON lines for streams).")]
 
 
+PIPED_WIDTH = 100_000
+"""Output that is not a terminal is drawn this wide: ids and other cells are never wrapped or cut."""
+
+
 def _out() -> Console:
-    return Console(soft_wrap=True, highlight=False)
+    """Standard output: the terminal's width, or (piped, redirected) wide enough never to wrap a cell."""
+    if sys.stdout.isatty():
+        return Console(soft_wrap=True, highlight=False)
+    return Console(soft_wrap=True, highlight=False, width=PIPED_WIDTH)
 
 
 def _err() -> Console:
@@ -380,13 +390,17 @@ def channels(
     limit: Annotated[int, typer.Option(help="At most this many (0 = all).")] = 0,
     json_: JsonOption = False,
 ) -> None:
-    """Every channel, newest first (with an agent credential: the agent's channels)."""
+    """Every channel, newest first, with whose turn it is (with an agent credential: the agent's channels)."""
 
     async def work(settings: Settings) -> None:
         states = _states(state or [])
         async with _client(settings) as client:
-            found = await client.channels(states=states, type=type_, limit=limit)
-        _show(json_, found, lambda: render.channels_table(found))
+            turns: dict[str, list[str]] = {}
+            if json_:
+                found = await client.channels(states=states, type=type_, limit=limit)
+            else:
+                found, turns = await client.channels_and_turns(states=states, type=type_, limit=limit)
+        _show(json_, found, lambda: render.channels_table(found, turns))
 
     _run(ctx, work)
 
@@ -619,8 +633,18 @@ def console(
             help="Seconds between an open list page's reads of the hub (its rows update live).",
         ),
     ] = ConsoleOptions.list_refresh_seconds,
+    login_link: Annotated[
+        bool,
+        typer.Option(
+            "--login-link/--no-login-link",
+            envvar="AGENTNET_CONSOLE_LOGIN_LINK",
+            help="Print a one-time login URL that logs in with the operator token (--token-file, "
+            "<data-dir>/hub-operator.token or AGENTNET_OPERATOR_TOKEN) when it can be read.",
+        ),
+    ] = True,
 ) -> None:
-    """Serve the live web console for operators (log in with the hub's operator token)."""
+    """Serve the live web console for operators: open the one-time login link it prints, or log in with
+    the hub's operator token."""
     try:
         from agentsdk.console.app import Console
         from agentsdk.console.server import ConsoleAddressError, bind, serve
@@ -644,7 +668,18 @@ def console(
     except (ValueError, SettingsError, ConsoleAddressError) as err:
         _err().print(f"[red]error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
-    serve(Console(settings.hub, tls=tls, timeout=settings.timeout, options=options), sock)
+    app_ = Console(settings.hub, tls=tls, timeout=settings.timeout, options=options)
+    login_path = ""
+    if login_link:
+        try:
+            login_path = app_.login_link(settings.operator_token())
+        except SettingsError as err:
+            if settings.token_file is not None:  # asked for this file: say it cannot be read
+                sock.close()
+                _err().print(f"[red]error:[/red] {escape(str(err))}")
+                raise typer.Exit(2) from None
+            _err().print(f"no login link ({err}); log in by pasting the operator token.", markup=False)
+    serve(app_, sock, login_path)
 
 
 # -- knowledge ------------------------------------------------------------------------------

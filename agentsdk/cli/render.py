@@ -86,16 +86,29 @@ def task_state(state: int) -> str:
     return enum_name(task_pb2.TaskState, state, "TASK_STATE_")
 
 
-def channels_table(channels: Iterable[channel_pb2.ChannelMetadata]) -> Table:
-    """Channels, one per row."""
+def whose_turn(channel: channel_pb2.ChannelMetadata, expected_next: Sequence[str]) -> str:
+    """Whose turn it is in a channel, by name where the channel knows it (its id otherwise): the expected
+    next speakers; "anyone" in a live channel that expects no one; "" once it ended."""
+    if channel.state not in (channel_pb2.CHANNEL_STATE_PENDING, channel_pb2.CHANNEL_STATE_OPENED):
+        return ""
+    names = {p.agent_id: p.name for p in channel.participants if p.name}
+    return ", ".join(names.get(a, a) for a in expected_next) or "anyone"
+
+
+def channels_table(
+    channels: Iterable[channel_pb2.ChannelMetadata], turns: Mapping[str, Sequence[str]] | None = None
+) -> Table:
+    """Channels, one per row, with whose turn it is (``turns``: channel id → expected next speakers)."""
+    turns = turns or {}
     return table(
         "channels",
-        ["channel", "type", "state", "participants", "last seq", "created", "intent"],
+        ["channel", "type", "state", "whose turn", "participants", "last seq", "created", "intent"],
         (
             [
                 c.channel_id,
                 c.type,
                 channel_state(c.state),
+                whose_turn(c, turns.get(c.channel_id, ())),
                 ", ".join(p.name or p.agent_id for p in c.participants),
                 str(c.last_seq),
                 when(c.created_at),

@@ -62,9 +62,14 @@ class Settings:
         credential = self._agent_credential()
         if credential:
             return credential, True
+        return self.operator_token(), False
+
+    def operator_token(self) -> str:
+        """The hub's operator token: ``AGENTNET_OPERATOR_TOKEN``, or the token file (``--token-file``,
+        default ``<data-dir>/hub-operator.token``)."""
         env_token = os.environ.get("AGENTNET_OPERATOR_TOKEN", "").strip()
         if env_token and self.token_file is None:
-            return env_token, False
+            return env_token
         path = self.token_file or self.data_dir / "hub-operator.token"
         try:
             token = path.read_text(encoding="utf-8").strip()
@@ -76,7 +81,7 @@ class Settings:
             ) from None
         if not token:
             raise SettingsError(f"the operator token file {path} is empty: it should hold the hub's operator token.")
-        return token, False
+        return token
 
     def as_agent(self) -> bool:
         """Whether the command runs as an agent (a credential file or ``AGENTNET_CREDENTIAL`` is given)."""

@@ -1,8 +1,9 @@
 """The console's ASGI app: the login guard, the pages, and the live streams (server-sent events).
 
 Every page and stream needs a session: a page without one redirects to ``/login``, a stream or any
-other data endpoint answers 401. A session is made by POSTing the operator token to ``/login``; the
-hub checks the token (``GetStatus``), and the session keeps it server-side. Forms carry a CSRF token
+other data endpoint answers 401. A session is made by POSTing the operator token to ``/login`` (or by
+opening a one-time login link, ``/login?once=…``: :mod:`agentsdk.console.login_links`); the hub checks
+the token (``GetStatus``), and the session keeps it server-side. Forms carry a CSRF token
 and POSTs from another origin are refused. Everything shown is escaped by the templates; the pages
 allow no inline script (Content-Security-Policy)."""
 
@@ -36,6 +37,7 @@ except ImportError as exc:
 
 from agentsdk.cli.render import channel_state, enum_name, task_state, when
 from agentsdk.console import views
+from agentsdk.console.login_links import LoginLinks
 from agentsdk.console.options import ConsoleOptions
 from agentsdk.console.sessions import Session, SessionStore
 from agentsdk.operator import OperatorClient
@@ -134,6 +136,7 @@ class Console:
         self.timeout = timeout
         self.options = options or ConsoleOptions()
         self.sessions = SessionStore(self.options)
+        self.login_links = LoginLinks()
         self.live_streams = 0
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -258,11 +261,28 @@ class Console:
         response.set_cookie(LOGIN_COOKIE, nonce, max_age=3600, path="/login", httponly=True, samesite="strict")
         return response
 
+    def login_link(self, operator_token: str) -> str:
+        """The path of a one-time login link (``/login?once=…``) that logs in with ``operator_token``."""
+        return f"/login?once={self.login_links.issue(operator_token)}"
+
     async def login_form(self, request: Request) -> Response:
-        """The login form (a logged-in operator goes on to the overview)."""
+        """The login form (a logged-in operator goes on to the overview); ``?once=LINK`` logs in with a
+        one-time login link instead."""
+        next_ = request.query_params.get("next", "/")
+        if "once" in request.query_params:
+            token = self.login_links.redeem(request.query_params["once"])
+            if token is None:
+                return self._login_page(
+                    request,
+                    401,
+                    "This login link was used already or expired: paste the operator token, or restart "
+                    "`agentnet console` for a new link.",
+                    next_,
+                )
+            return await self._start_session(request, token, next_)
         if await self._session(request) is not None:
-            return RedirectResponse(_safe_next(request.query_params.get("next", "/")), status_code=303)
-        return self._login_page(request, next_=request.query_params.get("next", "/"))
+            return RedirectResponse(_safe_next(next_), status_code=303)
+        return self._login_page(request, next_=next_)
 
     async def _form(self, request: Request) -> dict[str, str] | Response:
         """The POSTed form fields, or the refusal (another origin, too big)."""
@@ -288,6 +308,10 @@ class Console:
         token = form.get("token", "").strip()
         if not token or len(token.encode()) > MAX_TOKEN_BYTES or not token.isascii() or not token.isprintable():
             return self._login_page(request, 400, "Enter the hub's operator token (hub-operator.token).", next_)
+        return await self._start_session(request, token, next_)
+
+    async def _start_session(self, request: Request, token: str, next_: str) -> Response:
+        """Check ``token`` with the hub; on success start a session (cookie: its random id) and go on."""
         client = OperatorClient(self.hub, token, tls=self.tls, timeout=self.timeout)
         try:
             await client.status()
@@ -396,6 +420,9 @@ class Console:
             meta=meta,
             names=names,
             turn=views.turn_text(meta, described.expected_next),
+            adapter_state=views.adapter_state_text(
+                described.adapter_state_json, names, self.options.max_event_text_bytes
+            ),
             rows=rows,
             first=first,
             last=last,
@@ -561,22 +588,44 @@ class Console:
         """A channel's envelopes after ``after`` as they are committed, and whose turn it is after each burst."""
         channel_id = request.path_params["channel_id"]
         after = self._last_event_id(request, _int_param(request, "after"))
+        first = max(1, _int_param(request, "first"))
         described = await session.client.describe_channel(channel_id)
-        state = {"names": views.participant_names(described.channel)}
-        envelope_template = self.templates.get_template("_envelope.html")
-        turn_template = self.templates.get_template("_turn.html")
+        names = views.participant_names(described.channel)
+        shown = {"last": after}
+        """The newest seq the page shows (its first is ``first`` until the browser drops rows)."""
+        template = self.templates.get_template
 
         async def on_envelope(env: envelope_pb2.Envelope) -> list[str]:
-            if env.sender_id and env.sender_id not in state["names"]:
-                state["names"] = views.participant_names((await session.client.describe_channel(channel_id)).channel)
-            row = views.envelope_row(env, state["names"], self.options.max_event_text_bytes)
-            return [_sse("row", {"html": envelope_template.render(row=row)}, env.seq)]
+            nonlocal names
+            if env.sender_id and env.sender_id not in names:
+                names = views.participant_names((await session.client.describe_channel(channel_id)).channel)
+            shown["last"] = max(shown["last"], env.seq)
+            row = views.envelope_row(env, names, self.options.max_event_text_bytes)
+            return [_sse("row", {"html": template("_envelope.html").render(row=row)}, env.seq)]
 
         async def on_idle() -> list[str]:
+            """The page's head as it is now: whose turn, participants, adapter state, envelope counts."""
+            nonlocal names
             now = await session.client.describe_channel(channel_id)
-            state["names"] = views.participant_names(now.channel)
-            html = turn_template.render(meta=now.channel, turn=views.turn_text(now.channel, now.expected_next))
-            return [_sse("replace", {"id": "channel-turn", "html": html})]
+            meta, names = now.channel, views.participant_names(now.channel)
+            page = {
+                "meta": meta,
+                "turn": views.turn_text(meta, now.expected_next),
+                "adapter_state": views.adapter_state_text(
+                    now.adapter_state_json, names, self.options.max_event_text_bytes
+                ),
+                # the browser keeps the newest live_rows rows of first..last
+                "first": max(first, shown["last"] - self.options.live_rows + 1),
+                "last": shown["last"],
+            }
+            return [
+                _sse("replace", {"id": element, "html": template(name).render(**page)})
+                for element, name in (
+                    ("channel-turn", "_turn.html"),
+                    ("channel-fields", "_channel_fields.html"),
+                    ("envelope-range", "_envelope_range.html"),
+                )
+            ]
 
         stream = session.client.read_wal(channel_id, from_seq=after + 1, follow=True)
         return self._follow(session, stream, on_envelope, on_idle, "the channel ended")

@@ -76,11 +76,14 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def serve(console: Console, sock: socket.socket) -> None:
-    """Serve until SIGINT/SIGTERM; print the address first (``agentnet-console listening on HOST:PORT``)."""
+def serve(console: Console, sock: socket.socket, login_path: str = "") -> None:
+    """Serve until SIGINT/SIGTERM; print the address first (``agentnet-console listening on HOST:PORT``),
+    and the one-time login link when given its path (``login_path``, from :meth:`Console.login_link`)."""
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"agentnet-console listening on {shown}:{port} (http://{shown}:{port}/)", flush=True)
+    if login_path:
+        print(f"log in once with this link (it works one time): http://{shown}:{port}{login_path}", flush=True)
     config = uvicorn.Config(
         console.app(),
         log_level="warning",

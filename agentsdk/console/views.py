@@ -79,6 +79,29 @@ def participant_names(channel: channel_pb2.ChannelMetadata) -> dict[str, str]:
     return {p.agent_id: p.name or p.agent_id for p in channel.participants}
 
 
+def named(value: object, names: Mapping[str, str]) -> object:
+    """A JSON value with every participant's agent id (as a string value or an object key) replaced by
+    the participant's name: an adapter state's ``expected_next_speaker``, who spoke, and the like."""
+    if isinstance(value, str):
+        return names.get(value, value)
+    if isinstance(value, list):
+        return [named(v, names) for v in value]
+    if isinstance(value, dict):
+        return {str(names.get(k, k)): named(v, names) for k, v in value.items()}
+    return value
+
+
+def adapter_state_text(adapter_state_json: str, names: Mapping[str, str], max_bytes: int) -> str:
+    """An adapter's state as the channel page shows it: JSON with participants by name, clipped."""
+    if not adapter_state_json:
+        return ""
+    try:
+        state = json.loads(adapter_state_json)
+    except ValueError:
+        return clip(adapter_state_json, max_bytes)
+    return clip(json.dumps(named(state, names), ensure_ascii=False), max_bytes)
+
+
 def is_live(channel: channel_pb2.ChannelMetadata) -> bool:
     """Whether a channel is pending or opened."""
     return channel.state in (channel_pb2.CHANNEL_STATE_PENDING, channel_pb2.CHANNEL_STATE_OPENED)

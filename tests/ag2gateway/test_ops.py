@@ -109,3 +109,24 @@ async def test_task_ops_and_checkpoints(net: Net) -> None:
     assert (task["state"], task["result"], task["spec"]["capability"]) == ("completed", {"answer": 42}, "math")
     listed = await ag2("rpc", name="list_tasks", params={"agent_id": bob["agent_id"]})
     assert [t["task_id"] for t in listed] == ["task-1"]
+
+
+async def test_gateway_task_without_checkpoint_reads_none_and_cancelled_ends_it_cancelled(net: Net) -> None:
+    """read_task_checkpoint of a task that has none is None (not {} or an error), and
+    update_task(state="cancelled") ends the task CANCELLED, not FAILED (AG2's HubClient semantics)."""
+    ag2 = net.ag2
+    bob = await ag2("agent", name="bob", token=TOKEN.format("bob"))
+    for task_id in ("never-saved", "to-cancel"):
+        metadata = {
+            "task_id": task_id,
+            "owner_id": bob["agent_id"],
+            "spec": {"title": task_id, "description": "", "payload": {}, "capability": ""},
+            "state": "running",
+            "channel_id": None,
+        }
+        await ag2("rpc", name="observe_task", params={"metadata": metadata})
+    assert await ag2("rpc", name="read_task_checkpoint", params={"task_id": "never-saved"}) is None
+    await ag2("rpc", name="update_task", params={"task_id": "to-cancel", "state": "cancelled"})
+    task = await ag2("rpc", name="get_task", params={"task_id": "to-cancel"})
+    assert task["state"] == "cancelled"
+    assert (await ag2("rpc", name="get_task", params={"task_id": "never-saved"}))["state"] == "running"

@@ -212,6 +212,12 @@ def test_a_message_posted_through_the_sdk_appears_without_a_reload(
     assert browser.execute_script("return window.__sameDocument") is True
     assert len(_rows(browser, "#envelopes tr")) == before + 2
     assert browser.find_element(By.ID, "last-seq").text == str(before + 2)  # the header followed too
+    # and so did the envelope counts over the rows (they said "1–{before} of {before}" until a reload)
+    _wait(
+        browser,
+        "the envelope counts",
+        lambda d: d.find_element(By.ID, "envelope-range").text == f"1–{before + 2} of {before + 2}",
+    )
     _screenshot(browser, shots, "channel")
 
 

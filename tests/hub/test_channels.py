@@ -11,7 +11,16 @@ from agentnet.v1 import channel_pb2, hub_pb2
 
 from agentsdk import errors
 from agentsdk.operator import OperatorClient
-from tests.hub.harness import Participant, RunningHub, collect, data_of, open_channel, register, running_hub
+from tests.hub.harness import (
+    Participant,
+    RunningHub,
+    collect,
+    data_of,
+    list_audit,
+    open_channel,
+    register,
+    running_hub,
+)
 
 
 async def test_consulting_one_question_one_reply_then_closed(
@@ -83,6 +92,27 @@ async def test_ttl_expires_channel(trio: tuple[Participant, Participant, Partici
     assert expired.channel_id == cid and data_of(expired)["reason"] == "ttl"
     desc = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))
     assert desc.channel.state == channel_pb2.CHANNEL_STATE_EXPIRED
+
+
+async def test_a_ttl_end_writes_an_audit_row_of_kind_channel_expired(
+    hub: RunningHub, trio: tuple[Participant, Participant, Participant]
+) -> None:
+    """A TTL end is audited as ``channel_expired`` (reason "ttl"), never as ``channel_closed``; a close
+    is ``channel_closed`` (docs/hub.md)."""
+    alice, bob, _ = trio
+    expiring = await open_channel(alice, "conversation", [bob], ttl_seconds=0.5)
+    await bob.next(lambda e: e.channel_id == expiring and e.event_type == "ag2.channel.closed")
+    closing = await open_channel(alice, "conversation", [bob])
+    await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=closing, reason="done"))
+    await bob.next(lambda e: e.channel_id == closing and e.event_type == "ag2.channel.closed")
+
+    async def ends(channel_id: str) -> list[tuple[str, str]]:
+        records = await list_audit(hub, subject_id=channel_id, limit=100)
+        return [(r.kind, json.loads(r.detail_json)["reason"]) for r in records if r.kind != "channel_created"]
+
+    assert await ends(expiring) == [("channel_expired", "ttl")]
+    assert await ends(closing) == [("channel_closed", "done")]
+    assert [r.subject_id for r in await list_audit(hub, kind="channel_expired", limit=100)] == [expiring]
 
 
 async def test_ttl_end_posts_closed_too(trio: tuple[Participant, Participant, Participant]) -> None:

@@ -180,6 +180,32 @@ async def test_a_replica_with_a_stale_view_cannot_rewrite_an_ended_task(tmp_path
             await stale_report_refused(hub_a, hub_b, owner, task_id)
 
 
+async def test_cancel_task_losing_the_race_to_another_replica_ending_the_task_returns_the_ended_task(
+    tmp_path: Path,
+) -> None:
+    """This replica still shows the task running when another one completes it: a CancelTask here
+    loses the store's race and answers the task as it ended (a no-op, as cancelling an ended task
+    is), neither an error nor a running task marked cancel-requested."""
+    async with running_hub(tmp_path / "hub.db") as hub:
+        owner = await register(hub.target, "owner")
+        start = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title="t")
+        task = (await owner.rpc("ReportTask", start)).task
+        # Another replica completes it, and this one has not learnt it yet (written to the shared
+        # store under this replica's own name, so no change feed tells it: the race, every time).
+        done = task_pb2.TaskMetadata()
+        done.CopyFrom(task)
+        done.state = task_pb2.TASK_STATE_COMPLETED
+        row = TaskRow(task.task_id, owner.agent_id, "", True, done.SerializeToString(), TASK_LIVE)
+        await hub.core.store.commit(Writes(tasks=[row]))
+        assert [t.task_id for t in hub.core.tasks.live()] == [task.task_id]  # the stale view
+        cancelled = await owner.rpc("CancelTask", hub_pb2.CancelTaskRequest(task_id=task.task_id, reason="stop"))
+        assert cancelled.task.state == task_pb2.TASK_STATE_COMPLETED
+        assert not cancelled.task.cancel_requested and cancelled.envelope_id == ""
+        stored = await hub.core.store.get_task(task.task_id)
+        assert stored is not None and task_pb2.TaskMetadata.FromString(stored.record).state == done.state
+        await owner.close()
+
+
 async def test_a_close_on_a_stale_view_keeps_the_end_another_replica_gave_a_task(tmp_path: Path) -> None:
     async with running_hub(tmp_path / "hub.db") as hub:
         alice, bob, channel_id = await conversation(hub.target)

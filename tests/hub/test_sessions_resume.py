@@ -4,6 +4,8 @@ UNAVAILABLE) and the pending turns a Welcome lists (docs/hub.md "One stream per 
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from agentnet.v1 import connect_pb2, hub_pb2
@@ -141,3 +143,67 @@ async def test_list_pending_turns_pages_by_channel(hub: RunningHub) -> None:
     finally:
         await alice.close()
         await bob.close()
+
+
+@pytest.mark.sqlite_only("the cap is the session layer's, not the store's; 2,002 posts are slow enough once")
+async def test_more_than_1000_pending_turns_welcome_holds_the_cap_says_truncated_and_the_sdk_resumes_the_rest(
+    hub: RunningHub,
+) -> None:
+    """1,001 consulting questions await bob: his Welcome lists exactly MAX_PENDING_TURNS (1,000) and
+    says it is truncated; the SDK, resuming bob, pages ListPendingTurns for the rest and runs its
+    handler on every one of the 1,001, once each."""
+    from agentsdk import Agent, OpenAIConfig
+    from agentsdk.network import EV_TEXT as SDK_TEXT
+    from agentsdk.network import Envelope, HubClient
+    from hubsvc.core.sessions import MAX_PENDING_TURNS
+
+    count = MAX_PENDING_TURNS + 1
+    alice = await register(hub.target, "alice")
+    bob = await register(hub.target, "bob")
+    bob.auto_accept_invites = True
+    await alice.connect()
+    await bob.connect()
+    gate = asyncio.Semaphore(32)
+
+    async def ask(i: int) -> tuple[str, str]:
+        async with gate:
+            request = hub_pb2.OpenChannelRequest(
+                type="consulting", targets=[bob.agent_id], wait_until_opened=True, message=f"question {i}"
+            )
+            opened = await alice.rpc("OpenChannel", request)
+            return opened.channel.channel_id, opened.seed_envelope_id
+
+    asked = dict(await asyncio.gather(*(ask(i) for i in range(count))))
+    questions = set(asked.values())
+    assert len(questions) == count and "" not in questions
+
+    async def all_acked() -> bool:  # bob read every question: none is replayed, each is only pending
+        await bob.sync()
+        cursors = await hub.core.store.load_cursors(bob.agent_id)
+        return all(cursors.get(c, 0) >= hub.core.live_channel(c).last_seq for c in asked)  # type: ignore[union-attr]
+
+    await assert_eventually(all_acked, timeout=60)
+    await bob.disconnect()
+
+    welcome = await bob.connect()
+    assert len(welcome.pending_turns) == MAX_PENDING_TURNS  # exactly the cap
+    assert welcome.pending_turns_truncated
+    assert {t.envelope_id for t in welcome.pending_turns} < questions
+    assert all(welcome.cursors[c] >= t.seq for t in welcome.pending_turns for c in [t.channel_id])
+    await bob.sync()
+    await bob.disconnect()
+
+    handled: list[str] = []
+
+    async def record(env: Envelope) -> None:
+        if env.event_type == SDK_TEXT:
+            handled.append(env.envelope_id)  # no answer: the test only counts the turns run
+
+    config = OpenAIConfig(model="unused", base_url="http://127.0.0.1:9/v1", api_key="unused")
+    async with HubClient.connect(hub.target) as sdk:
+        resumed = await sdk.resume_agent(Agent("bob", prompt="-", config=config), bob.credential, on_envelope=record)
+        await assert_eventually(lambda: len(handled) >= count, timeout=60)
+        assert sorted(handled) == sorted(questions)  # every one, once each
+        await resumed.disconnect()
+    await alice.close()
+    await bob.close()

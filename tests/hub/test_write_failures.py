@@ -226,3 +226,35 @@ async def test_a_post_whose_write_failed_gets_its_rate_token_back(hub: RunningHu
         await alice.say(channel_id, "four")
     for p in (alice, bob):
         await p.close()
+
+
+async def test_inbox_counts_after_a_failed_write_and_a_rebuild_are_not_doubled(hub: RunningHub) -> None:
+    """The rebuild after a failed write recounts the channel's inboxes from its WAL *instead of* what
+    was counted (reset first): counted twice, a recipient would be refused with INBOX_FULL early."""
+    from hubsvc.governance.policy import InboxRule, PeerSelector, Policy, Rule, RuleEntry
+    from netkernel.errors import InboxFull
+
+    alice, bob, carol, dave = await four_connected(hub)
+    core = hub.core
+    channel_id = await open_channel(alice, "conversation", [bob])
+    cap = RuleEntry(id="bob-inbox", match=PeerSelector(names=("bob",)), rule=Rule(inbox=InboxRule(max_pending=3)))
+    core.governance.replace(Policy(rules=(cap,)))
+    await alice.say(channel_id, "one")
+    await alice.say(channel_id, "two")
+    assert core.inboxes.pending(bob.agent_id) == 2
+    fail_inserts(hub.db, "inbox_boom", "wal", "NEW.text = 'boom'")
+    with pytest.raises(Unavailable):
+        await alice.say(channel_id, "boom")
+
+    async def rebuilt() -> bool:
+        ch = core.live_channel(channel_id)
+        return ch is not None and not ch.stale and ch.last_seq == wal_seqs(hub.db, channel_id)[-1]
+
+    await assert_eventually(rebuilt)
+    sql(hub.db, "DROP TRIGGER inbox_boom")
+    assert core.inboxes.pending(bob.agent_id) == 2  # one and two, once each
+    await alice.say(channel_id, "three")  # within the cap of 3
+    with pytest.raises(InboxFull):
+        await alice.say(channel_id, "four")  # now the cap is reached
+    for p in (alice, bob, carol, dave):
+        await p.close()

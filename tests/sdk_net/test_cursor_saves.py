@@ -61,6 +61,21 @@ async def test_moves_are_saved_off_the_loop_one_save_at_a_time_and_flush_writes_
     assert not store.overlapped
 
 
+async def test_moves_made_during_a_slow_save_reach_the_store_without_flush() -> None:
+    """The save that ends starts the next one for the moves made meanwhile: nobody has to call
+    flush() (a process that never disconnects cleanly still gets its last cursors saved)."""
+    store = RecordingStore()
+    store.release.clear()  # the first save hangs: the moves after it are made during it
+    book = CursorBook(store)
+    book.processed("c1", 0, 1)
+    for seq in range(2, 51):
+        book.processed("c1", seq - 1, seq)
+    assert store.saved == []
+    store.release.set()
+    await assert_eventually(lambda: store.saved and store.saved[-1] == {"c1": 50})
+    assert store.saved[0] == {"c1": 1} and len(store.saved) == 2  # the slow save, then one for the rest
+
+
 async def test_a_failed_save_is_logged_and_tried_again(caplog: pytest.LogCaptureFixture) -> None:
     store = RecordingStore()
     store.failures = 1

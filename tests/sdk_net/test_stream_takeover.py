@@ -221,3 +221,48 @@ async def test_resume_pending_turns_runs_again_a_turn_whose_handler_failed(
     await user.next_envelope(predicate=lambda e: e.event_type == EV_CHANNEL_CLOSED, timeout=10)
     assert await agent.resume_pending_turns() == 0  # answered: nothing is pending
     await agent.disconnect()
+
+
+async def test_a_handler_finishing_while_a_pending_turns_listing_is_in_flight_is_not_run_again(
+    hub: Hub, servers: list[ScriptedOpenAIServer]
+) -> None:
+    """A listing begun before a handler finished may still show its turn pending (the hub read it
+    then): resuming from that listing must not run the handler again. Only a listing begun after
+    the finish may (docs/network.md "Pending turns")."""
+    _, config = llm(servers)
+    started: list[str] = []
+    finished: list[str] = []
+    release = asyncio.Event()
+    clients: list[AgentClient] = []
+
+    async def slow(env: Envelope) -> None:
+        if env.event_type != EV_TEXT:
+            await default_handler(env, clients[0])
+            return
+        started.append(env.envelope_id)
+        await release.wait()
+        finished.append(env.envelope_id)  # and no answer: the hub keeps awaiting it
+
+    user = await hub.register_human(Passport(name="user", kind="human"))
+    agent = await hub.register(Agent("analyst", prompt="-", config=config), Passport(name="analyst"), on_envelope=slow)
+    clients.append(agent)
+    ch = await user.open(type="consulting", target="analyst", knobs={"on_turn_failed": "notify"})
+    question = await user.send(ch.channel_id, "Are you there?")
+    await assert_eventually(lambda: started == [question.envelope_id])
+    stream = agent._stream
+    assert stream is not None
+
+    listing_task = asyncio.create_task(stream.list_pending_turns())
+    await asyncio.sleep(0)  # the listing has begun (its request is on its way)
+    release.set()  # the handler finishes while the listing is in flight
+    await assert_eventually(lambda: finished == [question.envelope_id])
+    await assert_eventually(lambda: stream.cursors.cursor(ch.channel_id) >= question.seq)
+    turns, listing = await listing_task
+    assert [t.envelope_id for t in turns] == [question.envelope_id]  # the hub still awaits it...
+    assert stream.resume(turns, stream.cursors.snapshot(), rerun_before=listing) == 0  # ...but not again
+    assert not stream._fetches and started == [question.envelope_id]  # nothing read back to run
+
+    # A listing begun after the handler finished does run it again (it finished without answering).
+    assert await agent.resume_pending_turns() == 1
+    await assert_eventually(lambda: started == [question.envelope_id] * 2)
+    await agent.disconnect()
