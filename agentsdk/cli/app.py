@@ -757,6 +757,7 @@ def knowledge_watch(
 
 
 from agentsdk.cli import data  # noqa: E402, F401 - registers backup and export on the app above
+from agentsdk.cli import mcp_command  # noqa: E402, F401 - registers mcp on the app above
 
 
 def main() -> None:
