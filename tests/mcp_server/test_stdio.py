@@ -1,0 +1,126 @@
+"""``agentnet mcp`` over stdio, driven by the ``mcp`` package's own client: tools, ask, resources,
+update notifications, and refusals exactly as the hub makes them over gRPC."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from agentnet.v1 import hub_pb2
+
+from agentsdk.network import Hub, Passport
+from agentsdk.network.credentials import CredentialFile
+from agentsdk.testing import ScriptedOpenAIServer, ServerError
+from netkernel.errors import AgentNetError
+from tests.mcp_server.conftest import ANSWER, stdio_host
+
+
+async def test_the_host_lists_the_tools_finds_peers_and_asks_an_agent(hub: Hub, tmp_path: Path) -> None:
+    credential = tmp_path / "host.json"
+    async with stdio_host(hub.target, "--credential-file", str(credential), "--register", "host") as host:
+        tools = {t.name: t for t in (await host.session.list_tools()).tools}
+        assert set(tools) == {
+            "ask", "peers", "channels", "tasks", "context", "delegate", "discover_available_agents", "invoke_a2a_agent",
+        }  # fmt: skip
+        assert tools["ask"].input_schema["required"] == ["agent", "question"]
+        assert tools["peers"].input_schema["properties"]["action"]["enum"] == ["find", "describe"]
+
+        peers = await host.call("peers", {"action": "find"})
+        assert not peers.is_error
+        assert [p["name"] for p in (peers.structured_content or {})["peers"]] == ["oracle"]
+
+        answer = await host.call("ask", {"agent": "oracle", "question": "What is the answer?"})
+        assert not answer.is_error
+        assert answer.content[0].text == ANSWER
+        assert answer.structured_content is not None
+        assert answer.structured_content["agent"] == "oracle"
+        channel_id = answer.structured_content["channel_id"]
+
+        transcript = await host.read(f"agentnet://channels/{channel_id}/transcript")
+        texts = [(e["sender"], e.get("text")) for e in transcript["envelopes"] if e["event_type"] == "ag2.msg.text"]
+        assert texts == [("host", "What is the answer?"), ("oracle", ANSWER)]
+        assert transcript["truncated"] is False
+        channel = await host.read(f"agentnet://channels/{channel_id}")
+        assert channel["channel_id"] == channel_id
+        listed = await host.read("agentnet://channels")
+        assert [c["channel_id"] for c in listed["channels"]] == [channel_id]
+        templates = (await host.session.list_resource_templates()).resource_templates
+        assert {t.uri_template for t in templates} == {
+            "agentnet://channels/{channel_id}",
+            "agentnet://channels/{channel_id}/transcript",
+        }
+    # --register wrote a person-kind identity's credential, private to its owner.
+    saved = CredentialFile(credential).load()
+    assert saved is not None and (saved.name, saved.kind) == ("host", "human")
+    assert stat.S_IMODE(credential.stat().st_mode) == 0o600
+    # ... and a second start resumes that identity instead of registering another.
+    async with stdio_host(hub.target, "--credential-file", str(credential), "--register", "host") as host:
+        listed = await host.read("agentnet://channels")  # every channel, ended ones too
+        assert [(c["channel_id"], c["state"]) for c in listed["channels"]] == [(channel_id, "closed")]
+    hosts = [a for a in await hub.list_agents() if a.name == "host"]
+    assert len(hosts) == 1
+
+
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")  # the handshake protocol hosts speak
+async def test_a_new_envelope_reaches_the_host_as_a_resource_update(hub: Hub, tmp_path: Path) -> None:
+    credential = tmp_path / "host.json"
+    alice = await hub.register_human(Passport(name="alice", kind="human"))
+    async with stdio_host(hub.target, "--credential-file", str(credential), "--register", "host") as host:
+        await host.session.subscribe_resource("agentnet://channels")
+        channel = await alice.open(type="conversation", target="host")
+        assert await host.next_update() == "agentnet://channels"  # the invite
+        transcript_uri = f"agentnet://channels/{channel.channel_id}/transcript"
+        await host.session.subscribe_resource(transcript_uri)
+        await alice.send(channel.channel_id, "Hello, host.")
+        while (uri := await host.next_update()) != transcript_uri:
+            assert uri == "agentnet://channels"  # the channel's opening may still be on its way
+        texts = [e.get("text") for e in (await host.read(transcript_uri))["envelopes"]]
+        assert "Hello, host." in texts
+
+
+async def test_what_the_identity_may_not_do_is_refused_as_over_grpc(hub: Hub, tmp_path: Path) -> None:
+    credential = tmp_path / "intern.json"
+    rule = {"access": {"channel_types": ["conversation"]}}
+    intern = await hub.register_human(Passport(name="intern", kind="human"), rule=rule, credential_file=credential)
+    with pytest.raises(AgentNetError) as over_grpc:
+        await intern.rpc.open_channel(hub_pb2.OpenChannelRequest(type="consulting", targets=["oracle"]))
+    await intern.disconnect()
+    refusal = over_grpc.value
+    assert (refusal.code.name, refusal.reason) == ("PERMISSION_DENIED", "RULE_DENIED")
+
+    async with stdio_host(hub.target, "--credential-file", str(credential)) as host:  # resumes the identity
+        asked = await host.call("ask", {"agent": "oracle", "question": "May I?"})
+        assert asked.is_error
+        assert asked.content[0].text == f"PERMISSION_DENIED (RULE_DENIED): {refusal.message}"
+        opened = await host.call("channels", {"action": "open", "type": "consulting", "target": "oracle"})
+        assert opened.is_error and opened.content[0].text.startswith("PERMISSION_DENIED (RULE_DENIED): rule ")
+        bad = await host.call("peers", {"action": "dance"})
+        assert bad.is_error and bad.content[0].text.startswith("INVALID_ARGUMENT: invalid arguments for tool 'peers'")
+
+
+async def test_a_channel_the_identity_is_not_in_cannot_be_read(hub: Hub, tmp_path: Path) -> None:
+    alice = await hub.register_human(Passport(name="alice", kind="human"))
+    channel = await alice.open(type="conversation", target="oracle")
+    async with stdio_host(hub.target, "--credential-file", str(tmp_path / "h.json"), "--register", "host") as host:
+        with pytest.raises(Exception, match=r"PERMISSION_DENIED|NOT_PARTICIPANT|NOT_FOUND") as refused:
+            await host.read(f"agentnet://channels/{channel.channel_id}/transcript")
+        assert "Hello" not in str(refused.value)
+        with pytest.raises(Exception, match="no resource 'agentnet://nothing'"):
+            await host.read("agentnet://nothing")
+
+
+async def test_ask_returns_the_failure_when_no_answer_comes(
+    hub: Hub, server: ScriptedOpenAIServer, tmp_path: Path
+) -> None:
+    await hub.register_human(Passport(name="silent", kind="human"), auto_ack_invites=True)
+    async with stdio_host(hub.target, "--credential-file", str(tmp_path / "h.json"), "--register", "host") as host:
+        waited = await host.call("ask", {"agent": "silent", "question": "Anyone?", "timeout": 0.5})
+        assert waited.is_error and waited.content[0].text.startswith("DEADLINE_EXCEEDED (TIMEOUT): ")
+
+        server.rule = lambda request: ServerError(500, "the model is down")
+        failed = await host.call("ask", {"agent": "oracle", "question": "What is the answer?"})
+        assert failed.is_error and failed.content[0].text.startswith("ABORTED (TURN_FAILED): oracle could not answer")
+
+        too_long = await host.call("ask", {"agent": "oracle", "question": "?", "timeout": 10_000})
+        assert too_long.is_error and too_long.content[0].text.startswith("INVALID_ARGUMENT: ask's `timeout`")
