@@ -28,8 +28,10 @@ def mcp_command(
     ] = None,
     register: Annotated[
         str | None,
-        typer.Option(help="Register a new person-kind identity of this name and keep its credential in the file "
-        "(0600); an existing file is resumed instead."),
+        typer.Option(
+            help="Register a new person-kind identity of this name and keep its credential in the file "
+            "(0600); an existing file is resumed instead."
+        ),
     ] = None,
     http: Annotated[
         int | None,

@@ -153,7 +153,11 @@ class BearerToken:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
-                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
-                await send({"type": "http.response.body", "body": b"a bearer token is required (Authorization header)\n"})
+                await send(
+                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send(
+                    {"type": "http.response.body", "body": b"a bearer token is required (Authorization header)\n"}
+                )
                 return
         await self.app(scope, receive, send)

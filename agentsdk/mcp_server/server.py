@@ -73,7 +73,9 @@ class NetworkMCPServer:
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self.tools.listing())
 
-    async def _call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         return await self.tools.call(params.name, params.arguments or {})
 
     async def _list_resources(
@@ -91,7 +93,9 @@ class NetworkMCPServer:
     ) -> types.ReadResourceResult:
         return await self.resources.read(str(params.uri))
 
-    async def _subscribe(self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
         self.subscriptions.subscribe(ctx.session, str(params.uri))
         return types.EmptyResult()
 

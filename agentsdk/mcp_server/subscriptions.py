@@ -3,11 +3,11 @@
 An envelope delivered to the identity updates its channel's two resources
 (``agentnet://channels/{id}`` and ``.../transcript``); a channel's invite, opening, closing or
 expiry also updates ``agentnet://channels``. Hosts on a handshake protocol version subscribe with
-``resources/subscribe``; each MCP session keeps at most :data:`MAX_SUBSCRIPTIONS` URIs (one more
-is refused), at most :data:`MAX_SESSIONS` sessions keep subscriptions, and updates are coalesced: a URI updated many times before the host read the
-notification is notified once, so a host that reads slowly holds nothing but its set of pending
-URIs. Hosts on the 2026-07-28 protocol (``subscriptions/listen``) get the same updates through
-the ``mcp`` package's subscription bus.
+``resources/subscribe``: each MCP session keeps at most :data:`MAX_SUBSCRIPTIONS` URIs (one more
+is refused), at most :data:`MAX_SESSIONS` sessions keep subscriptions, and updates are coalesced:
+a URI updated many times before the host read the notification is notified once, so a host that
+reads slowly holds nothing but its set of pending URIs. Hosts on the 2026-07-28 protocol
+(``subscriptions/listen``) get the same updates through the ``mcp`` package's subscription bus.
 """
 
 from __future__ import annotations

@@ -79,7 +79,9 @@ class NetworkTools:
         """The identity the tools act as."""
         self.hub_tools: dict[str, HubTool] = {name: HubTool(name, model) for name, model in PLUGIN_TOOLS.items()}
         """The plugin tools, run on the hub."""
-        self.a2a_tools: dict[str, Tool] = {t.name: t for t in make_a2a_tools(client.agent_id, lambda: client.a2a_caller)}
+        self.a2a_tools: dict[str, Tool] = {
+            t.name: t for t in make_a2a_tools(client.agent_id, lambda: client.a2a_caller)
+        }
         """The A2A tools (discover and invoke A2A-enabled agents)."""
 
     def listing(self) -> list[types.Tool]:
@@ -109,7 +111,9 @@ class NetworkTools:
         if not isinstance(agent, str) or not agent.strip() or not isinstance(question, str) or not question.strip():
             raise InvalidArgument("ask needs `agent` (a name or agent id) and a non-empty `question`, both strings.")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= ASK_MAX_TIMEOUT:
-            raise InvalidArgument(f"ask's `timeout` must be a number of seconds above 0 and at most {ASK_MAX_TIMEOUT:g}.")
+            raise InvalidArgument(
+                f"ask's `timeout` must be a number of seconds above 0 and at most {ASK_MAX_TIMEOUT:g}."
+            )
         reply = await self.client.ask(agent, question, timeout=float(timeout))
         name = self.client.hub.name_for(reply.sender_id, default=reply.sender_id)
         return _text_result(

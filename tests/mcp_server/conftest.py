@@ -65,7 +65,6 @@ class Host:
         return await asyncio.wait_for(self.updates.get(), timeout)
 
 
-
 @asynccontextmanager
 async def stdio_host(hub_target: str, *args: str) -> AsyncIterator[Host]:
     """``agentnet --hub TARGET mcp ARGS`` launched by the ``mcp`` client over stdio, initialized."""

@@ -26,7 +26,9 @@ def test_the_example_prints_what_the_doc_says(tmp_path: Path) -> None:
     script.write_text(re.findall(r"```python\n(.*?)```", SECTION, re.DOTALL)[0])
     expected = re.findall(r"```text\n(.*?)```", SECTION, re.DOTALL)[0]
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == expected
 
