@@ -21,6 +21,12 @@ from netkernel.identity import Passport
 MAX_HTTP_SESSIONS = 16
 """Streamable HTTP sessions at once (the ``mcp`` package refuses more until one ends or idles out)."""
 
+MAX_QUEUED_ENVELOPES = 1000
+"""Envelopes the identity holds for its waiting ``ask`` calls (beyond it the oldest are dropped; each
+``ask`` takes its reply as it arrives, and the WAL keeps everything)."""
+MAX_QUEUED_BYTES = 16 * 1024 * 1024
+"""Bytes of those envelopes."""
+
 
 @dataclass(frozen=True)
 class ServeOptions:
@@ -94,7 +100,12 @@ async def open_identity(hub: HubClient, options: ServeOptions) -> HumanClient:
             "identity (an agent is served by its own program). Use --register NAME with a new file."
         )
     name = saved.name if saved is not None else str(options.register)
-    return await hub.register_human(Passport(name=name, kind="human"), credential_file=file.path)
+    return await hub.register_human(
+        Passport(name=name, kind="human"),
+        credential_file=file.path,
+        max_queued_envelopes=MAX_QUEUED_ENVELOPES,
+        max_queued_bytes=MAX_QUEUED_BYTES,
+    )
 
 
 async def serve(options: ServeOptions) -> None:

@@ -4,7 +4,8 @@ The network tools are the SDK's own: the five plugin tools (``peers``, ``channel
 ``context``, ``delegate``: :class:`~agentsdk.network.plugin.HubTool`, run on the hub through
 ``CallTool``) and the two A2A tools (``discover_available_agents``, ``invoke_a2a_agent``:
 :func:`~agentsdk.a2a.tools.make_a2a_tools`), with the schemas an agent's model is offered. ``ask``
-is :meth:`~agentsdk.network.HumanClient.ask` (a consulting channel, the question, the reply).
+is :meth:`~agentsdk.network.HumanClient.ask` (a consulting channel, the question, the reply), and
+``send`` is :meth:`~agentsdk.network.HumanClient.send` (a text message into one of its channels).
 
 A refusal is the hub's error as it came over gRPC: an MCP tool error whose text starts with the
 gRPC status name, then the reason and the hub's message (``PERMISSION_DENIED (RULE_DENIED): ...``).
@@ -54,6 +55,21 @@ ASK_DESCRIPTION = (
 )
 
 
+SEND_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "channel_id": {"type": "string", "description": "One of your channels (the channels tool lists them)."},
+        "text": {"type": "string", "description": "The message."},
+    },
+    "required": ["channel_id", "text"],
+    "additionalProperties": False,
+}
+SEND_DESCRIPTION = (
+    "Post a text message into one of your channels, e.g. to answer what someone asked you there (read the "
+    "channel's transcript resource first). The hub's turn-taking applies: out of turn, it is refused."
+)
+
+
 def error_text(err: AgentNetError) -> str:
     """A hub refusal as an MCP tool error's text: the gRPC status name, the reason, the hub's message."""
     head = err.code.name if err.reason == err.code.name else f"{err.code.name} ({err.reason})"
@@ -85,8 +101,11 @@ class NetworkTools:
         """The A2A tools (discover and invoke A2A-enabled agents)."""
 
     def listing(self) -> list[types.Tool]:
-        """Every tool, with its JSON schema: ask first, then the network tools."""
-        tools = [types.Tool(name="ask", description=ASK_DESCRIPTION, input_schema=ASK_SCHEMA)]
+        """Every tool, with its JSON schema: ask and send first, then the network tools."""
+        tools = [
+            types.Tool(name="ask", description=ASK_DESCRIPTION, input_schema=ASK_SCHEMA),
+            types.Tool(name="send", description=SEND_DESCRIPTION, input_schema=SEND_SCHEMA),
+        ]
         for tool in [*self.hub_tools.values(), *self.a2a_tools.values()]:
             tools.append(types.Tool(name=tool.name, description=tool.description, input_schema=tool.parameters))
         return tools
@@ -96,6 +115,8 @@ class NetworkTools:
         try:
             if name == "ask":
                 return await self._ask(arguments)
+            if name == "send":
+                return await self._send(arguments)
             if name in self.hub_tools:
                 return _result(await self.hub_tools[name].run(arguments, {AGENT_CLIENT_DEP: self.client}))
             if name in self.a2a_tools:
@@ -120,6 +141,15 @@ class NetworkTools:
             reply.text,
             structured={"answer": reply.text, "agent": name, "channel_id": reply.channel_id, "seq": reply.seq},
         )
+
+    async def _send(self, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        channel_id, text = arguments.get("channel_id"), arguments.get("text")
+        if not isinstance(channel_id, str) or not channel_id or not isinstance(text, str) or not text.strip():
+            raise InvalidArgument(
+                "send needs `channel_id` (one of your channels) and a non-empty `text`, both strings."
+            )
+        posted = await self.client.send(channel_id, text)
+        return _result({"channel_id": posted.channel_id, "seq": posted.seq, "envelope_id": posted.envelope_id})
 
     async def _a2a(self, tool: Tool, arguments: Mapping[str, Any]) -> types.CallToolResult:
         output = await tool.invoke(arguments)

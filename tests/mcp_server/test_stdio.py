@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from mcp.shared.exceptions import MCPError
 from agentnet.v1 import hub_pb2
 
 from agentsdk.network import Hub, Passport
@@ -21,7 +22,8 @@ async def test_the_host_lists_the_tools_finds_peers_and_asks_an_agent(hub: Hub, 
     async with stdio_host(hub.target, "--credential-file", str(credential), "--register", "host") as host:
         tools = {t.name: t for t in (await host.session.list_tools()).tools}
         assert set(tools) == {
-            "ask", "peers", "channels", "tasks", "context", "delegate", "discover_available_agents", "invoke_a2a_agent",
+            "ask", "send", "peers", "channels", "tasks", "context", "delegate", "discover_available_agents",
+            "invoke_a2a_agent",
         }  # fmt: skip
         assert tools["ask"].input_schema["required"] == ["agent", "question"]
         assert tools["peers"].input_schema["properties"]["action"]["enum"] == ["find", "describe"]
@@ -78,6 +80,14 @@ async def test_a_new_envelope_reaches_the_host_as_a_resource_update(hub: Hub, tm
         texts = [e.get("text") for e in (await host.read(transcript_uri))["envelopes"]]
         assert "Hello, host." in texts
 
+        # The host answers in the channel; alice gets it.
+        sent = await host.call("send", {"channel_id": channel.channel_id, "text": "Hello, alice."})
+        assert not sent.is_error, sent.content
+        reply = await alice.next_envelope(predicate=lambda e: e.event_type == "ag2.msg.text", timeout=30)
+        assert (reply.text, reply.seq) == ("Hello, alice.", (sent.structured_content or {})["seq"])
+        elsewhere = await host.call("send", {"channel_id": "no-such-channel", "text": "Hi"})
+        assert elsewhere.is_error and elsewhere.content[0].text.startswith("NOT_FOUND")
+
 
 async def test_what_the_identity_may_not_do_is_refused_as_over_grpc(hub: Hub, tmp_path: Path) -> None:
     credential = tmp_path / "intern.json"
@@ -102,10 +112,16 @@ async def test_what_the_identity_may_not_do_is_refused_as_over_grpc(hub: Hub, tm
 async def test_a_channel_the_identity_is_not_in_cannot_be_read(hub: Hub, tmp_path: Path) -> None:
     alice = await hub.register_human(Passport(name="alice", kind="human"))
     channel = await alice.open(type="conversation", target="oracle")
+    await alice.send(channel.channel_id, "A secret plan.")
     async with stdio_host(hub.target, "--credential-file", str(tmp_path / "h.json"), "--register", "host") as host:
-        with pytest.raises(Exception, match=r"PERMISSION_DENIED|NOT_PARTICIPANT|NOT_FOUND") as refused:
-            await host.read(f"agentnet://channels/{channel.channel_id}/transcript")
-        assert "Hello" not in str(refused.value)
+        for uri in (
+            f"agentnet://channels/{channel.channel_id}",
+            f"agentnet://channels/{channel.channel_id}/transcript",
+        ):
+            with pytest.raises(MCPError) as refused:
+                await host.read(uri)
+            assert refused.value.code == -32602  # invalid params
+            assert refused.value.message.startswith("PERMISSION_DENIED (NOT_PARTICIPANT): you are not a participant")
         with pytest.raises(Exception, match="no resource 'agentnet://nothing'"):
             await host.read("agentnet://nothing")
 
