@@ -86,7 +86,7 @@ def check_http(options: ServeOptions) -> str:
 
 async def open_identity(hub: HubClient, options: ServeOptions) -> HumanClient:
     """Resume the person-kind identity of the credential file, or register it (``register``) and keep
-    its credential there (0600)."""
+    its credential there (0600). A file holding another name than ``register`` is refused."""
     file = CredentialFile(options.credential_file)
     saved = file.load()
     if saved is None and options.register is None:
@@ -99,7 +99,7 @@ async def open_identity(hub: HubClient, options: ServeOptions) -> HumanClient:
             f"{file.path} holds {saved.name!r}, an identity of kind {saved.kind}: agentnet mcp serves a person-kind "
             "identity (an agent is served by its own program). Use --register NAME with a new file."
         )
-    name = saved.name if saved is not None else str(options.register)
+    name = options.register if options.register is not None else saved.name if saved is not None else ""
     return await hub.register_human(
         Passport(name=name, kind="human"),
         credential_file=file.path,

@@ -10,6 +10,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from agentnet.v1 import hub_pb2
 
+from agentsdk import Agent, OpenAIConfig
+from agentsdk.a2a import A2ASettings
 from agentsdk.network import Hub, Passport
 from agentsdk.network.credentials import CredentialFile
 from agentsdk.testing import ScriptedOpenAIServer, ServerError
@@ -140,3 +142,21 @@ async def test_ask_returns_the_failure_when_no_answer_comes(
 
         too_long = await host.call("ask", {"agent": "oracle", "question": "?", "timeout": 10_000})
         assert too_long.is_error and too_long.content[0].text.startswith("INVALID_ARGUMENT: ask's `timeout`")
+
+
+async def test_the_host_discovers_and_invokes_an_a2a_agent(hub: Hub, config: OpenAIConfig, tmp_path: Path) -> None:
+    sage = await hub.register(Agent("sage", "Answer.", config=config), Passport(name="sage"))
+    await sage.set_a2a_settings(A2ASettings(enabled=True, description="a wise agent"))
+    async with stdio_host(hub.target, "--credential-file", str(tmp_path / "h.json"), "--register", "host") as host:
+        found = await host.call("discover_available_agents", {})
+        assert not found.is_error, found.content
+        agents = (found.structured_content or {})["agents"]
+        assert [(a["name"], a["description"]) for a in agents] == [("sage", "a wise agent")]
+
+        called = await host.call("invoke_a2a_agent", {"agent_id": agents[0]["agent_id"], "message": "Well?"})
+        assert not called.is_error, called.content
+        assert called.structured_content is not None
+        assert (called.structured_content["status"], called.structured_content["result"]) == ("completed", ANSWER)
+
+        unknown = await host.call("invoke_a2a_agent", {"agent_id": "nobody", "message": "Well?"})
+        assert unknown.is_error and unknown.content[0].text.startswith("NOT_FOUND: ")
