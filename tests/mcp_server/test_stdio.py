@@ -7,8 +7,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from mcp.shared.exceptions import MCPError
 from agentnet.v1 import hub_pb2
+from mcp.shared.exceptions import MCPError
 
 from agentsdk import Agent, OpenAIConfig
 from agentsdk.a2a import A2ASettings
