@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 
+from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
 from mcp.shared.exceptions import MCPError
@@ -33,7 +34,7 @@ MAX_SUBSCRIPTIONS = 256
 """Resource URIs one MCP session may be subscribed to at once."""
 MAX_SESSIONS = 64
 """MCP sessions with subscriptions kept at once: a new one ends the subscriptions of the one that
-subscribed longest ago (a session that went away is only noticed when a notification to it fails)."""
+subscribed longest ago (a session's subscriptions also end when it closes)."""
 SEND_TIMEOUT = 10.0
 """Seconds one notification may wait on a session's transport before the session's subscriptions end."""
 LIFECYCLE_EVENTS = frozenset({EV_CHANNEL_INVITE, EV_CHANNEL_OPENED, EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
@@ -44,10 +45,19 @@ LIMIT_EXCEEDED = -32000
 """The JSON-RPC error code of a refused subscription (over :data:`MAX_SUBSCRIPTIONS`)."""
 
 
+def connection_of(session: ServerSession) -> Connection:
+    """The MCP connection (one host's session) a request's ``ServerSession`` belongs to.
+
+    The ``mcp`` package builds a ``ServerSession`` per request; subscriptions belong to the connection
+    it wraps, which 2.x keeps in ``_connection`` (the extra pins ``mcp>=2.3,<3``; the tests cover it)."""
+    connection: Connection = session._connection
+    return connection
+
+
 class _Watcher:
     """One session's subscriptions and the URIs it is yet to be told about."""
 
-    def __init__(self, session: ServerSession) -> None:
+    def __init__(self, session: Connection) -> None:
         self.session = session
         self.uris: set[str] = set()
         self.pending: set[str] = set()
@@ -66,13 +76,13 @@ class Subscriptions:
     def subscribe(self, session: ServerSession, uri: str) -> None:
         """Notify ``session`` when ``uri`` changes; MCPError for an unknown URI or one too many."""
         parse_uri(uri)
-        watcher = self._watchers.get(id(session))
-        if watcher is None or watcher.session is not session:
+        connection = connection_of(session)
+        watcher = self._watchers.get(id(connection))
+        if watcher is None or watcher.session is not connection:
             while len(self._watchers) >= MAX_SESSIONS:
-                oldest = self._watchers.pop(next(iter(self._watchers)))
-                if oldest.task is not None:
-                    oldest.task.cancel()
-            watcher = self._watchers[id(session)] = _Watcher(session)
+                self._end(next(iter(self._watchers.values())))
+            watcher = self._watchers[id(connection)] = _Watcher(connection)
+            connection.exit_stack.callback(self._end, watcher)  # the session closed: its subscriptions end
         if uri not in watcher.uris and len(watcher.uris) >= MAX_SUBSCRIPTIONS:
             raise MCPError(
                 LIMIT_EXCEEDED,
@@ -85,15 +95,17 @@ class Subscriptions:
 
     def unsubscribe(self, session: ServerSession, uri: str) -> None:
         """Stop notifying ``session`` about ``uri`` (not subscribed: nothing to do)."""
-        watcher = self._watchers.get(id(session))
-        if watcher is not None and watcher.session is session:
+        connection = connection_of(session)
+        watcher = self._watchers.get(id(connection))
+        if watcher is not None and watcher.session is connection:
             watcher.uris.discard(uri)
             watcher.pending.discard(uri)
 
     def subscribed(self, session: ServerSession) -> frozenset[str]:
         """The URIs ``session`` is subscribed to."""
-        watcher = self._watchers.get(id(session))
-        return frozenset(watcher.uris) if watcher is not None and watcher.session is session else frozenset()
+        connection = connection_of(session)
+        watcher = self._watchers.get(id(connection))
+        return frozenset(watcher.uris) if watcher is not None and watcher.session is connection else frozenset()
 
     async def envelope(self, envelope: Envelope) -> None:
         """An envelope reached the identity: mark the resources it updates (the identity's envelope callback)."""
@@ -123,8 +135,14 @@ class Subscriptions:
         except Exception as err:  # the session's transport closed (or stalled): its subscriptions end
             log.debug("resource updates to an MCP session stopped: %r", err)
         finally:
-            if self._watchers.get(id(watcher.session)) is watcher:
-                del self._watchers[id(watcher.session)]
+            self._end(watcher)
+
+    def _end(self, watcher: _Watcher) -> None:
+        """Forget ``watcher`` and stop its notifications (idempotent)."""
+        if self._watchers.get(id(watcher.session)) is watcher:
+            del self._watchers[id(watcher.session)]
+        if watcher.task is not None and watcher.task is not asyncio.current_task():
+            watcher.task.cancel()
 
     async def close(self) -> None:
         """Stop every session's notifications."""

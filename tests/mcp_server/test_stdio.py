@@ -12,6 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 from agentsdk import Agent, OpenAIConfig
 from agentsdk.a2a import A2ASettings
+from agentsdk.mcp_server import MAX_SUBSCRIPTIONS
 from agentsdk.network import Hub, Passport
 from agentsdk.network.credentials import CredentialFile
 from agentsdk.testing import ScriptedOpenAIServer, ServerError
@@ -41,6 +42,10 @@ async def test_the_host_lists_the_tools_finds_peers_and_asks_an_agent(hub: Hub, 
         assert answer.structured_content["agent"] == "oracle"
         channel_id = answer.structured_content["channel_id"]
 
+        delegated = await host.call("delegate", {"target": "oracle", "prompt": "And again?"})
+        assert not delegated.is_error, delegated.content
+        assert ANSWER in delegated.content[0].text
+
         transcript = await host.read(f"agentnet://channels/{channel_id}/transcript")
         texts = [(e["sender"], e.get("text")) for e in transcript["envelopes"] if e["event_type"] == "ag2.msg.text"]
         assert texts == [("host", "What is the answer?"), ("oracle", ANSWER)]
@@ -48,7 +53,7 @@ async def test_the_host_lists_the_tools_finds_peers_and_asks_an_agent(hub: Hub, 
         channel = await host.read(f"agentnet://channels/{channel_id}")
         assert channel["channel_id"] == channel_id
         listed = await host.read("agentnet://channels")
-        assert [c["channel_id"] for c in listed["channels"]] == [channel_id]
+        assert channel_id in [c["channel_id"] for c in listed["channels"]]
         templates = (await host.session.list_resource_templates()).resource_templates
         assert {t.uri_template for t in templates} == {
             "agentnet://channels/{channel_id}",
@@ -61,7 +66,7 @@ async def test_the_host_lists_the_tools_finds_peers_and_asks_an_agent(hub: Hub, 
     # ... and a second start resumes that identity instead of registering another.
     async with stdio_host(hub.target, "--credential-file", str(credential), "--register", "host") as host:
         listed = await host.read("agentnet://channels")  # every channel, ended ones too
-        assert [(c["channel_id"], c["state"]) for c in listed["channels"]] == [(channel_id, "closed")]
+        assert (channel_id, "closed") in [(c["channel_id"], c["state"]) for c in listed["channels"]]
     hosts = [a for a in await hub.list_agents() if a.name == "host"]
     assert len(hosts) == 1
 
@@ -75,6 +80,8 @@ async def test_a_new_envelope_reaches_the_host_as_a_resource_update(hub: Hub, tm
         channel = await alice.open(type="conversation", target="host")
         assert await host.next_update() == "agentnet://channels"  # the invite
         transcript_uri = f"agentnet://channels/{channel.channel_id}/transcript"
+        listed = {str(r.uri) for r in (await host.session.list_resources()).resources}
+        assert listed == {"agentnet://channels", transcript_uri}  # the list, and each active channel's transcript
         await host.session.subscribe_resource(transcript_uri)
         await alice.send(channel.channel_id, "Hello, host.")
         while (uri := await host.next_update()) != transcript_uri:
@@ -160,3 +167,18 @@ async def test_the_host_discovers_and_invokes_an_a2a_agent(hub: Hub, config: Ope
 
         unknown = await host.call("invoke_a2a_agent", {"agent_id": "nobody", "message": "Well?"})
         assert unknown.is_error and unknown.content[0].text.startswith("NOT_FOUND: ")
+
+
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_subscriptions_are_bounded_per_session(hub: Hub, tmp_path: Path) -> None:
+    async with stdio_host(hub.target, "--credential-file", str(tmp_path / "h.json"), "--register", "host") as host:
+        uris = [f"agentnet://channels/c{i}/transcript" for i in range(MAX_SUBSCRIPTIONS + 1)]
+        for uri in uris[:MAX_SUBSCRIPTIONS]:
+            await host.session.subscribe_resource(uri)
+        await host.session.subscribe_resource(uris[0])  # again: still one subscription
+        with pytest.raises(MCPError, match=f"RESOURCE_EXHAUSTED: this session is subscribed to {MAX_SUBSCRIPTIONS}"):
+            await host.session.subscribe_resource(uris[-1])
+        await host.session.unsubscribe_resource(uris[0])
+        await host.session.subscribe_resource(uris[-1])
+        with pytest.raises(MCPError, match="no resource 'file:///etc/passwd'"):
+            await host.session.subscribe_resource("file:///etc/passwd")
