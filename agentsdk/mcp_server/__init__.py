@@ -16,6 +16,7 @@ except ImportError as exc:
 from agentsdk.mcp_server.resources import (
     CHANNEL_TEMPLATE,
     CHANNELS_URI,
+    MAX_ENVELOPE_BYTES,
     MAX_TRANSCRIPT_BYTES,
     MAX_TRANSCRIPT_ENVELOPES,
     TRANSCRIPT_TEMPLATE,
@@ -30,6 +31,7 @@ __all__ = [
     "ASK_MAX_TIMEOUT",
     "CHANNELS_URI",
     "CHANNEL_TEMPLATE",
+    "MAX_ENVELOPE_BYTES",
     "MAX_HTTP_SESSIONS",
     "MAX_SESSIONS",
     "MAX_SUBSCRIPTIONS",

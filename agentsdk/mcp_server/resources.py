@@ -6,7 +6,7 @@
 * ``agentnet://channels/{channel_id}/transcript``: the channel's latest envelopes the identity may
   see, oldest first: at most :data:`MAX_TRANSCRIPT_ENVELOPES` of them and
   :data:`MAX_TRANSCRIPT_BYTES` of JSON (older ones are left out; ``first_seq`` and ``truncated``
-  say so).
+  say so), each envelope's text or event data clipped to :data:`MAX_ENVELOPE_BYTES`.
 
 All are JSON (``application/json``). Reading a channel the identity may not see fails with the
 hub's refusal (``PERMISSION_DENIED``, ``NOT_FOUND``) as the JSON-RPC error's message.
@@ -26,6 +26,7 @@ from agentsdk.mcp_server.tools import error_text
 from agentsdk.network.clients import HumanClient
 from agentsdk.network.deps import AGENT_CLIENT_DEP
 from agentsdk.network.plugin import HubTool
+from netkernel.clip import clip_text
 from netkernel.envelope import Envelope
 from netkernel.errors import AgentNetError
 from netkernel.tool_schemas import ChannelsArgs
@@ -40,6 +41,8 @@ MAX_TRANSCRIPT_ENVELOPES = 100
 """A transcript resource holds at most this many of the channel's latest envelopes."""
 MAX_TRANSCRIPT_BYTES = 256 * 1024
 """A transcript resource's JSON is at most this many bytes (the oldest envelopes are left out first)."""
+MAX_ENVELOPE_BYTES = 16 * 1024
+"""An envelope's text (or its event data as JSON) in a transcript is clipped to this many bytes."""
 MAX_LISTED_CHANNELS = 100
 """``resources/list`` lists the transcripts of at most this many of the identity's active channels."""
 
@@ -88,9 +91,19 @@ def envelope_json(envelope: Envelope, names: dict[str, str]) -> dict[str, Any]:
         "created_at": envelope.created_at,
     }
     if envelope.text:
-        out["text"] = envelope.text
+        out["text"] = clip_text(envelope.text, MAX_ENVELOPE_BYTES)
+        out["clipped"] = out["text"] != envelope.text
+        images = envelope.event_data.get("images")
+        if isinstance(images, list) and images:
+            out["images"] = len(images)  # their bytes are not part of a transcript
     else:
-        out["event_data"] = envelope.event_data
+        raw = json.dumps(envelope.event_data, ensure_ascii=False)
+        if len(raw.encode()) <= MAX_ENVELOPE_BYTES:
+            out["event_data"] = envelope.event_data
+            out["clipped"] = False
+        else:
+            out["event_data_json"] = clip_text(raw, MAX_ENVELOPE_BYTES)
+            out["clipped"] = True
     if envelope.causation_id:
         out["causation_id"] = envelope.causation_id
     return out

@@ -3,16 +3,18 @@ update notifications, and refusals exactly as the hub makes them over gRPC."""
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
+import mcp_types as types
 import pytest
 from agentnet.v1 import hub_pb2
 from mcp.shared.exceptions import MCPError
 
 from agentsdk import Agent, OpenAIConfig
 from agentsdk.a2a import A2ASettings
-from agentsdk.mcp_server import MAX_SUBSCRIPTIONS
+from agentsdk.mcp_server import MAX_ENVELOPE_BYTES, MAX_SUBSCRIPTIONS, MAX_TRANSCRIPT_BYTES
 from agentsdk.network import Hub, Passport
 from agentsdk.network.credentials import CredentialFile
 from agentsdk.testing import ScriptedOpenAIServer, ServerError
@@ -182,3 +184,27 @@ async def test_subscriptions_are_bounded_per_session(hub: Hub, tmp_path: Path) -
         await host.session.subscribe_resource(uris[-1])
         with pytest.raises(MCPError, match="no resource 'file:///etc/passwd'"):
             await host.session.subscribe_resource("file:///etc/passwd")
+
+
+async def test_a_transcript_resource_is_capped(hub: Hub, tmp_path: Path) -> None:
+    alice = await hub.register_human(Passport(name="alice", kind="human"))
+    async with stdio_host(hub.target, "--credential-file", str(tmp_path / "h.json"), "--register", "host") as host:
+        channel = await alice.open(type="conversation", target="host")
+        await alice.send(channel.channel_id, "x" * (MAX_ENVELOPE_BYTES * 2))
+        for i in range(25):
+            await alice.send(channel.channel_id, f"{i:02d} " + "y" * (MAX_ENVELOPE_BYTES - 100))
+        uri = f"agentnet://channels/{channel.channel_id}/transcript"
+        raw = (await host.session.read_resource(uri)).contents[0]
+        assert isinstance(raw, types.TextResourceContents)
+        assert len(raw.text.encode()) <= MAX_TRANSCRIPT_BYTES
+        transcript = json.loads(raw.text)
+        texts = [e["text"] for e in transcript["envelopes"] if e["event_type"] == "ag2.msg.text"]
+        assert texts[-1].startswith("24 ")  # the newest is kept, the oldest are left out
+        assert transcript["truncated"] is True and transcript["first_seq"] == transcript["envelopes"][0]["seq"]
+        assert 10 < len(texts) < 25
+
+        # An envelope bigger than the per-envelope cap is clipped, and says so.
+        await alice.send(channel.channel_id, "z" * (MAX_ENVELOPE_BYTES * 3))
+        newest = (await host.read(uri))["envelopes"][-1]
+        assert newest["clipped"] is True and len(newest["text"].encode()) <= MAX_ENVELOPE_BYTES
+        assert newest["text"].startswith("zzz")
