@@ -5,6 +5,7 @@ package's ``streamable_http_client`` (handshake protocol) and its ``Client`` (20
 from __future__ import annotations
 
 import asyncio
+import ssl
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentsdk.network import Hub, Passport
 from tests.mcp_server.conftest import AGENTNET, ANSWER, keeper, spawn_http
+from tests.security.certs import write_bundle
 
 
 @pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
@@ -86,3 +88,25 @@ def test_a_non_loopback_address_needs_https_and_a_token(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert "'0.0.0.0' is not a loopback address" in run.stderr
     assert not (tmp_path / "c.json").exists()  # refused before anything was registered
+
+
+async def test_with_https_and_a_token_it_may_listen_beyond_loopback(hub: Hub, tmp_path: Path) -> None:
+    certs = write_bundle(tmp_path / "certs")
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    args = [
+        "--credential-file", str(tmp_path / "host.json"), "--register", "host", "--http-host", "0.0.0.0",
+        "--http-cert", str(certs.server_cert), "--http-key", str(certs.server_key), "--http-token-file", str(token),
+    ]  # fmt: skip
+    async with spawn_http(hub.target, *args) as url:
+        assert url.startswith("https://0.0.0.0:")
+        local = url.replace("0.0.0.0", "127.0.0.1")
+        trust = ssl.create_default_context(cafile=str(certs.ca_cert))
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"}, verify=trust) as http,
+            streamable_http_client(local, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            answer = await session.call_tool("ask", {"agent": "oracle", "question": "Over TLS?"})
+            assert answer.content[0].text == ANSWER
