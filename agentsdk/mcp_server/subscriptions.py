@@ -57,8 +57,8 @@ def connection_of(session: ServerSession) -> Connection:
 class _Watcher:
     """One session's subscriptions and the URIs it is yet to be told about."""
 
-    def __init__(self, session: Connection) -> None:
-        self.session = session
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
         self.uris: set[str] = set()
         self.pending: set[str] = set()
         self.wake = asyncio.Event()
@@ -78,7 +78,7 @@ class Subscriptions:
         parse_uri(uri)
         connection = connection_of(session)
         watcher = self._watchers.get(id(connection))
-        if watcher is None or watcher.session is not connection:
+        if watcher is None or watcher.connection is not connection:
             while len(self._watchers) >= MAX_SESSIONS:
                 self._end(next(iter(self._watchers.values())))
             watcher = self._watchers[id(connection)] = _Watcher(connection)
@@ -97,7 +97,7 @@ class Subscriptions:
         """Stop notifying ``session`` about ``uri`` (not subscribed: nothing to do)."""
         connection = connection_of(session)
         watcher = self._watchers.get(id(connection))
-        if watcher is not None and watcher.session is connection:
+        if watcher is not None and watcher.connection is connection:
             watcher.uris.discard(uri)
             watcher.pending.discard(uri)
 
@@ -105,7 +105,7 @@ class Subscriptions:
         """The URIs ``session`` is subscribed to."""
         connection = connection_of(session)
         watcher = self._watchers.get(id(connection))
-        return frozenset(watcher.uris) if watcher is not None and watcher.session is connection else frozenset()
+        return frozenset(watcher.uris) if watcher is not None and watcher.connection is connection else frozenset()
 
     async def envelope(self, envelope: Envelope) -> None:
         """An envelope reached the identity: mark the resources it updates (the identity's envelope callback)."""
@@ -129,7 +129,7 @@ class Subscriptions:
                 uris, watcher.pending = watcher.pending, set()
                 for uri in sorted(uris):
                     async with asyncio.timeout(SEND_TIMEOUT):
-                        await watcher.session.send_resource_updated(uri)
+                        await watcher.connection.send_resource_updated(uri)
         except asyncio.CancelledError:
             raise
         except Exception as err:  # the session's transport closed (or stalled): its subscriptions end
@@ -139,8 +139,8 @@ class Subscriptions:
 
     def _end(self, watcher: _Watcher) -> None:
         """Forget ``watcher`` and stop its notifications (idempotent)."""
-        if self._watchers.get(id(watcher.session)) is watcher:
-            del self._watchers[id(watcher.session)]
+        if self._watchers.get(id(watcher.connection)) is watcher:
+            del self._watchers[id(watcher.connection)]
         if watcher.task is not None and watcher.task is not asyncio.current_task():
             watcher.task.cancel()
 

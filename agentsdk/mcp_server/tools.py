@@ -13,6 +13,7 @@ gRPC status name, then the reason and the hub's message (``PERMISSION_DENIED (RU
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +25,7 @@ from agentsdk.network.clients import HumanClient
 from agentsdk.network.deps import AGENT_CLIENT_DEP
 from agentsdk.network.plugin import HubTool
 from agentsdk.tools import Tool
-from netkernel.errors import ERROR_CLASSES, AgentNetError, InvalidArgument
+from netkernel.errors import ERROR_CLASSES, AgentNetError, InvalidArgument, Timeout
 from netkernel.tool_schemas import PLUGIN_TOOLS
 
 ASK_DEFAULT_TIMEOUT = 120.0
@@ -135,7 +136,14 @@ class NetworkTools:
             raise InvalidArgument(
                 f"ask's `timeout` must be a number of seconds above 0 and at most {ASK_MAX_TIMEOUT:g}."
             )
-        reply = await self.client.ask(agent, question, timeout=float(timeout))
+        try:
+            async with asyncio.timeout(float(timeout)):  # opening the channel counts too
+                reply = await self.client.ask(agent, question)
+        except TimeoutError:
+            raise Timeout(
+                f"no answer from {agent!r} within {timeout:g}s; ask again with a longer `timeout`, or read the "
+                "channel's transcript resource later (the agent may still answer there)."
+            ) from None
         name = self.client.hub.name_for(reply.sender_id, default=reply.sender_id)
         return _text_result(
             reply.text,

@@ -20,6 +20,10 @@ from agentsdk.network import Hub, Passport
 from tests.mcp_server.conftest import AGENTNET, ANSWER, keeper, spawn_http
 from tests.security.certs import write_bundle
 
+MCP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+"""The timeouts the ``mcp`` client gives its own HTTP client (a tool call's answer streams back on the
+POST's response, and may take longer than httpx's default 5 s of silence)."""
+
 
 @pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
 async def test_a_host_asks_over_streamable_http_and_gets_updates(hub: Hub, tmp_path: Path) -> None:
@@ -70,7 +74,7 @@ async def test_the_http_endpoint_wants_its_bearer_token(hub: Hub, tmp_path: Path
         assert refused.status_code == 401
         headers = {"Authorization": "Bearer s3cret"}
         async with (
-            httpx2.AsyncClient(headers=headers) as http,
+            httpx2.AsyncClient(headers=headers, timeout=MCP_TIMEOUT) as http,
             streamable_http_client(url, http_client=http) as (read, write),
             ClientSession(read, write) as session,
         ):
@@ -103,7 +107,7 @@ async def test_with_https_and_a_token_it_may_listen_beyond_loopback(hub: Hub, tm
         local = url.replace("0.0.0.0", "127.0.0.1")
         trust = ssl.create_default_context(cafile=str(certs.ca_cert))
         async with (
-            httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"}, verify=trust) as http,
+            httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"}, verify=trust, timeout=MCP_TIMEOUT) as http,
             streamable_http_client(local, http_client=http) as (read, write),
             ClientSession(read, write) as session,
         ):
