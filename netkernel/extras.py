@@ -27,7 +27,7 @@ EXTRAS: dict[str, str] = {
     "langchain": "agentsdk.langchain.to_langchain_tools (langchain-core)",
     "disk": "DiskKnowledgeStore's change watching (watchdog)",
     "betterproto": "the betterproto2 flavour of the stubs (gen/python_betterproto)",
-    "mcp": "agentsdk.mcp: agents using tools of MCP servers (mcp)",
+    "mcp": "agentsdk.mcp (agents using tools of MCP servers) and agentnet mcp (the network as an MCP server) (mcp)",
 }
 """Each extra and the part it installs."""
 

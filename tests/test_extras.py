@@ -71,6 +71,7 @@ PARTS = [
     ("import agentsdk.knowledge as k; k.RedisKnowledgeStore", "redis"),
     ("import knowledgestore.redis_store", "redis"),
     ("import agentsdk.mcp as m; m.MCPServerStdio('server')", "mcp"),
+    ("import agentsdk.mcp_server", "mcp"),
     (
         "import hubsvc.__main__ as m, hubsvc.config as c; m.make_store(c.parse_args(['--store', 'redis://h:1']))",
         "redis",

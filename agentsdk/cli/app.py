@@ -791,7 +791,8 @@ def knowledge_watch(
     _run(ctx, work, "knowledge")
 
 
-from agentsdk.cli import data  # noqa: E402, F401 - registers backup and export on the app above
+# Modules that register more commands on the app above: backup and export, mcp.
+from agentsdk.cli import data, mcp_command  # noqa: E402, F401
 
 
 def main() -> None:

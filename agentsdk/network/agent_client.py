@@ -238,25 +238,6 @@ class AgentClient(NetworkClient):
             deps[TASK_DEP] = task
         return deps
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, channel_id: str = "", task_id: str = "", causation_id: str = ""
-    ) -> Any:
-        """Run a network tool on the hub (CallTool); returns its JSON result.
-
-        ``causation_id`` is the envelope the running turn answers (a ``delegate`` then
-        counts one hop more than it, so delegation chains stop at the hub's depth limit).
-        """
-        response = await self.rpc.call_tool(
-            hub_pb2.CallToolRequest(
-                name=name,
-                arguments_json=json.dumps(arguments),
-                channel_id=channel_id,
-                task_id=task_id,
-                causation_id=causation_id,
-            )
-        )
-        return json.loads(response.result_json)
-
     async def checkpoint_task(self, task_id: str, state: dict[str, Any]) -> None:
         """Save ``state`` (a JSON object, at most the hub's --max-checkpoint-bytes) as the checkpoint
         of this agent's running task ``task_id`` (CheckpointTask).

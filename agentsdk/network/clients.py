@@ -137,6 +137,13 @@ class NetworkClient:
         """
         return self._a2a if self.a2a_settings.enabled and self._stream is not None else None
 
+    @property
+    def a2a_caller(self) -> AgentToAgent | None:
+        """The A2A client for calling other agents while connected, whatever this identity's own A2A
+        settings (those govern whether others can call it; the hub does not require them of a caller);
+        None when disconnected. ``agentnet mcp`` offers a person's MCP host the A2A tools through it."""
+        return self._a2a if self._stream is not None else None
+
     def a2a_tools(self) -> list[Tool]:
         """The LLM tools ``discover_available_agents`` and ``invoke_a2a_agent``; empty when A2A is disabled.
 
@@ -428,6 +435,25 @@ class NetworkClient:
                 event_data={},
             )
         )
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, channel_id: str = "", task_id: str = "", causation_id: str = ""
+    ) -> Any:
+        """Run a network tool on the hub (CallTool); returns its JSON result.
+
+        ``causation_id`` is the envelope the running turn answers (a ``delegate`` then
+        counts one hop more than it, so delegation chains stop at the hub's depth limit).
+        """
+        response = await self.rpc.call_tool(
+            hub_pb2.CallToolRequest(
+                name=name,
+                arguments_json=json.dumps(arguments),
+                channel_id=channel_id,
+                task_id=task_id,
+                causation_id=causation_id,
+            )
+        )
+        return json.loads(response.result_json)
 
     async def close_channel(self, channel_id: str, reason: str = "") -> ChannelMetadata:
         """Close a channel you participate in."""

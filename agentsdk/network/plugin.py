@@ -24,12 +24,13 @@ from agentsdk.network.agent_client import Task
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, TASK_DEP
 from agentsdk.network.turn_context import current_cause
 from agentsdk.tools import Tool, ToolOutput
-from netkernel.errors import AgentNetError, FailedPrecondition
+from netkernel.errors import AgentNetError, FailedPrecondition, InvalidArgument
 from netkernel.tool_schemas import PLUGIN_TOOLS, ContextArgs, TasksArgs, description, parameters_schema
 
 if TYPE_CHECKING:
     from agentsdk.agent import Agent
     from agentsdk.network.agent_client import AgentClient
+    from agentsdk.network.clients import NetworkClient
 
 
 class HubTool(Tool):
@@ -50,36 +51,52 @@ class HubTool(Tool):
 
     async def invoke(self, arguments: Mapping[str, Any], dependencies: Mapping[Any, Any] | None = None) -> ToolOutput:
         """Validate, then run on the hub (errors come back as tool errors the model can read)."""
-        deps = dependencies or {}
-        client: AgentClient | None = deps.get(AGENT_CLIENT_DEP)
-        if client is None:
+        if (dependencies or {}).get(AGENT_CLIENT_DEP) is None:
             return ToolOutput(
                 f"Error: {self.name} needs a network connection (register the agent with a hub: hc.register(agent)).",
                 True,
             )
         try:
-            args = self.args_model.model_validate(dict(arguments))
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
-            return ToolOutput(f"Error: invalid arguments for tool {self.name!r}: {problems}", True)
-        channel = deps.get(CHANNEL_DEP)
-        task = deps.get(TASK_DEP)
-        try:
-            if isinstance(args, ContextArgs) and args.action == "search" and args.scope == "knowledge":
-                result: Any = await search_knowledge(deps, args.query or "", args.limit)
-            else:
-                result = await client.call_tool(
-                    self.name,
-                    args.model_dump(exclude_none=True),
-                    channel_id=getattr(channel, "channel_id", "") or "",
-                    task_id=getattr(task, "task_id", "") or "",
-                    causation_id=current_cause(),
-                )
-                if isinstance(args, TasksArgs) and isinstance(task, Task):
-                    await _mirror_task_report(task, args)
+            result = await self.run(arguments, dependencies)
+        except InvalidToolArguments as err:
+            return ToolOutput(f"Error: {err.message}", True)
         except AgentNetError as err:
             return ToolOutput(f"Error ({err.reason}): {err.message}", True)
         return ToolOutput(json.dumps(result, ensure_ascii=False), value=result)
+
+    async def run(self, arguments: Mapping[str, Any], dependencies: Mapping[Any, Any] | None = None) -> Any:
+        """Validate and run on the hub; returns the JSON result and raises the hub's refusal as the
+        :class:`~netkernel.errors.AgentNetError` it is (invalid arguments: :class:`InvalidToolArguments`).
+
+        ``dependencies`` must hold the identity's client under ``AGENT_CLIENT_DEP`` (any
+        :class:`~agentsdk.network.NetworkClient`: an agent's, or a person's as ``agentnet mcp`` serves)."""
+        deps = dependencies or {}
+        client: NetworkClient | None = deps.get(AGENT_CLIENT_DEP)
+        if client is None:
+            raise FailedPrecondition(f"{self.name} needs a network connection (a registered identity's client).")
+        try:
+            args = self.args_model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            raise InvalidToolArguments(f"invalid arguments for tool {self.name!r}: {problems}") from None
+        channel = deps.get(CHANNEL_DEP)
+        task = deps.get(TASK_DEP)
+        if isinstance(args, ContextArgs) and args.action == "search" and args.scope == "knowledge":
+            return await search_knowledge(deps, args.query or "", args.limit)
+        result = await client.call_tool(
+            self.name,
+            args.model_dump(exclude_none=True),
+            channel_id=getattr(channel, "channel_id", "") or "",
+            task_id=getattr(task, "task_id", "") or "",
+            causation_id=current_cause(),
+        )
+        if isinstance(args, TasksArgs) and isinstance(task, Task):
+            await _mirror_task_report(task, args)
+        return result
+
+
+class InvalidToolArguments(InvalidArgument):
+    """A network tool's arguments do not fit its schema (checked before anything reaches the hub)."""
 
 
 async def _mirror_task_report(task: Task, args: TasksArgs) -> None:
