@@ -801,4 +801,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as ``python -m agentsdk.cli.app`` this file is ``__main__``, while the modules above register
+    # their commands on ``agentsdk.cli.app``: run that copy, which has every command.
+    from agentsdk.cli import app as registered
+
+    registered.main()

@@ -4,7 +4,10 @@ piped output, and the whose-turn column of ``channels`` (operator and agent view
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 
 from typer._click.core import Context
 from typer.main import get_command
@@ -93,3 +96,19 @@ def test_piped_output_keeps_ids_whole_and_channels_say_whose_turn(fresh_network:
     agent_out = _ok(network.run("channels", "--credential-file", str(network.bob_credential_file)))
     [row] = [line for line in agent_out.splitlines() if network.channel_id in line]
     assert "anyone" in row
+
+
+def test_run_as_a_module_it_has_every_command() -> None:
+    """``python -m agentsdk.cli.app`` lists the commands other modules register (backup, export, mcp)."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "agentsdk.cli.app", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert listed.returncode == 0, listed.stderr
+    commands = {
+        line.split()[1] for line in listed.stdout.splitlines() if line.startswith("│ ") and len(line.split()) > 2
+    }
+    assert {"backup", "export", "mcp", "knowledge", "channels"} <= commands, listed.stdout
