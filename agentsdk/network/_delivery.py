@@ -147,6 +147,8 @@ class DeliveryStream:
         """Told every Welcome (the first and each reconnect's), after the cursors were resumed."""
         self.pending_turns: list[connect_pb2.PendingTurn] = []
         """The pending turns the latest Welcome listed (what the identity's channels awaited from it then)."""
+        self.session_id = ""
+        """The hub's id of the stream's current session (Welcome's ``session_id``; "" before the first)."""
         self.resume_turns = True
         """Whether the handler runs each pending turn a Welcome lists that it did not handle yet."""
         self._outbox = Outbox()
@@ -241,6 +243,7 @@ class DeliveryStream:
                         self.connected.set()
                         backoff = 0.05
                         self.pending_turns = list(frame.welcome.pending_turns)
+                        self.session_id = frame.welcome.session_id
                         if self.resume_turns:
                             self._resume_turns(frame.welcome)
                         if self._on_welcome is not None:
@@ -518,11 +521,16 @@ class DeliveryStream:
         self, envelope: envelope_pb2.Envelope, result: connect_pb2.PostResult | None, timeout: float = 30.0
     ) -> envelope_pb2.Envelope:
         """The second half of :meth:`post`, for a post whose stream attempt did not admit it: ``result``
-        is the hub's refusal (raised; RATE_LIMITED retried as the backoff allows) or None (never queued
-        on the stream, or the stream broke first: posted by PostEnvelope under the same key)."""
+        is the hub's refusal (raised; RATE_LIMITED retried as the backoff allows; UNAVAILABLE — a
+        replica stopping, a channel's holder moving or unreachable — posted again by PostEnvelope
+        under the same key, which waits for a hub and is retried by gRPC) or None (never queued on
+        the stream, or the stream broke first: posted by PostEnvelope under the same key)."""
         try:
             if result is not None:
-                return posted_envelope(result)
+                try:
+                    return posted_envelope(result)
+                except Unavailable:  # e.g. the channel's holder stopped mid-forward: PostEnvelope waits and retries
+                    pass
             return await self._post_unary(envelope, timeout)
         except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
             return await retry_rate_limited(
@@ -539,7 +547,10 @@ class DeliveryStream:
             finally:
                 self._results.pop(request_id, None)
             if result is not None:
-                return posted_envelope(result)
+                try:
+                    return posted_envelope(result)
+                except Unavailable:  # retryable: PostEnvelope waits for a hub and retries, same key
+                    pass
         return await self._post_unary(envelope, timeout)
 
     def _queue_post(
