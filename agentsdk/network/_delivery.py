@@ -567,5 +567,20 @@ class DeliveryStream:
         return request_id, fut
 
     async def _post_unary(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
-        response = await self._fallback.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=envelope), timeout=timeout)
-        return response.envelope
+        """PostEnvelope, sent again under the same idempotency key while the hub answers UNAVAILABLE
+        (gRPC's own retries spent: a replica stopping, a channel rebuilt or moving between
+        replicas) until ``timeout`` seconds are up; a post that was admitted comes back as the
+        duplicate."""
+        loop = asyncio.get_running_loop()
+        deadline, backoff = loop.time() + timeout, 0.05
+        request = hub_pb2.PostEnvelopeRequest(envelope=envelope)
+        while True:
+            try:
+                response = await self._fallback.post_envelope(request, timeout=max(0.001, deadline - loop.time()))
+                return response.envelope
+            except Unavailable:
+                pause = backoff * (0.5 + random.random())
+                if loop.time() + pause >= deadline:
+                    raise
+                await asyncio.sleep(pause)  # a backoff between attempts, not a wait for a condition
+                backoff = min(backoff * 2, 1.0)
