@@ -521,16 +521,17 @@ class DeliveryStream:
         self, envelope: envelope_pb2.Envelope, result: connect_pb2.PostResult | None, timeout: float = 30.0
     ) -> envelope_pb2.Envelope:
         """The second half of :meth:`post`, for a post whose stream attempt did not admit it: ``result``
-        is the hub's refusal (raised; RATE_LIMITED retried as the backoff allows; UNAVAILABLE — a
-        replica stopping, a channel's holder moving or unreachable — posted again by PostEnvelope
-        under the same key, which waits for a hub and is retried by gRPC) or None (never queued on
-        the stream, or the stream broke first: posted by PostEnvelope under the same key)."""
+        is the hub's refusal (raised; RATE_LIMITED retried as the backoff allows; UNAVAILABLE because
+        replicas are moving, :func:`_moving`, posted again by PostEnvelope under the same key, which
+        waits for a hub and is retried) or None (never queued on the stream, or the stream broke
+        first: posted by PostEnvelope under the same key)."""
         try:
             if result is not None:
                 try:
                     return posted_envelope(result)
-                except Unavailable:  # e.g. the channel's holder stopped mid-forward: PostEnvelope waits and retries
-                    pass
+                except Unavailable as err:  # e.g. the channel's holder stopped mid-forward: PostEnvelope retries
+                    if not _moving(err):
+                        raise
             return await self._post_unary(envelope, timeout)
         except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
             return await retry_rate_limited(
@@ -549,8 +550,9 @@ class DeliveryStream:
             if result is not None:
                 try:
                     return posted_envelope(result)
-                except Unavailable:  # retryable: PostEnvelope waits for a hub and retries, same key
-                    pass
+                except Unavailable as err:  # retryable: PostEnvelope waits for a hub and retries, same key
+                    if not _moving(err):
+                        raise
         return await self._post_unary(envelope, timeout)
 
     def _queue_post(
@@ -568,9 +570,8 @@ class DeliveryStream:
 
     async def _post_unary(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
         """PostEnvelope, sent again under the same idempotency key while the hub answers UNAVAILABLE
-        (gRPC's own retries spent: a replica stopping, a channel rebuilt or moving between
-        replicas) until ``timeout`` seconds are up; a post that was admitted comes back as the
-        duplicate."""
+        because replicas are moving (:func:`_moving`; gRPC's own retries spent) until ``timeout``
+        seconds are up; a post that was admitted comes back as the duplicate."""
         loop = asyncio.get_running_loop()
         deadline, backoff = loop.time() + timeout, 0.05
         request = hub_pb2.PostEnvelopeRequest(envelope=envelope)
@@ -578,9 +579,20 @@ class DeliveryStream:
             try:
                 response = await self._fallback.post_envelope(request, timeout=max(0.001, deadline - loop.time()))
                 return response.envelope
-            except Unavailable:
+            except Unavailable as err:
                 pause = backoff * (0.5 + random.random())
-                if loop.time() + pause >= deadline:
+                if not _moving(err) or loop.time() + pause >= deadline:
                     raise
                 await asyncio.sleep(pause)  # a backoff between attempts, not a wait for a condition
                 backoff = min(backoff * 2, 1.0)
+
+
+MOVING_CAUSES = frozenset({"shutdown", "partition_moved", "replica_unreachable", "lost_race"})
+"""The ``cause`` metadata of an UNAVAILABLE post answer that says hub replicas are stopping or
+moving a channel (docs/errors.md): posted again under the same key. A store that fails
+(``store_write_failed``, ``store_unreachable``) is the application's to see at once."""
+
+
+def _moving(error: Unavailable) -> bool:
+    """Whether ``error`` answers a post while replicas stop or move its channel (:data:`MOVING_CAUSES`)."""
+    return error.metadata.get("cause") in MOVING_CAUSES
