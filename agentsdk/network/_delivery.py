@@ -147,6 +147,8 @@ class DeliveryStream:
         """Told every Welcome (the first and each reconnect's), after the cursors were resumed."""
         self.pending_turns: list[connect_pb2.PendingTurn] = []
         """The pending turns the latest Welcome listed (what the identity's channels awaited from it then)."""
+        self.session_id = ""
+        """The hub's id of the stream's current session (Welcome's ``session_id``; "" before the first)."""
         self.resume_turns = True
         """Whether the handler runs each pending turn a Welcome lists that it did not handle yet."""
         self._outbox = Outbox()
@@ -241,6 +243,7 @@ class DeliveryStream:
                         self.connected.set()
                         backoff = 0.05
                         self.pending_turns = list(frame.welcome.pending_turns)
+                        self.session_id = frame.welcome.session_id
                         if self.resume_turns:
                             self._resume_turns(frame.welcome)
                         if self._on_welcome is not None:
@@ -518,11 +521,17 @@ class DeliveryStream:
         self, envelope: envelope_pb2.Envelope, result: connect_pb2.PostResult | None, timeout: float = 30.0
     ) -> envelope_pb2.Envelope:
         """The second half of :meth:`post`, for a post whose stream attempt did not admit it: ``result``
-        is the hub's refusal (raised; RATE_LIMITED retried as the backoff allows) or None (never queued
-        on the stream, or the stream broke first: posted by PostEnvelope under the same key)."""
+        is the hub's refusal (raised; RATE_LIMITED retried as the backoff allows; UNAVAILABLE because
+        replicas are moving, :func:`_moving`, posted again by PostEnvelope under the same key, which
+        waits for a hub and is retried) or None (never queued on the stream, or the stream broke
+        first: posted by PostEnvelope under the same key)."""
         try:
             if result is not None:
-                return posted_envelope(result)
+                try:
+                    return posted_envelope(result)
+                except Unavailable as err:  # e.g. the channel's holder stopped mid-forward: PostEnvelope retries
+                    if not _moving(err):
+                        raise
             return await self._post_unary(envelope, timeout)
         except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
             return await retry_rate_limited(
@@ -539,7 +548,11 @@ class DeliveryStream:
             finally:
                 self._results.pop(request_id, None)
             if result is not None:
-                return posted_envelope(result)
+                try:
+                    return posted_envelope(result)
+                except Unavailable as err:  # retryable: PostEnvelope waits for a hub and retries, same key
+                    if not _moving(err):
+                        raise
         return await self._post_unary(envelope, timeout)
 
     def _queue_post(
@@ -556,5 +569,30 @@ class DeliveryStream:
         return request_id, fut
 
     async def _post_unary(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
-        response = await self._fallback.post_envelope(hub_pb2.PostEnvelopeRequest(envelope=envelope), timeout=timeout)
-        return response.envelope
+        """PostEnvelope, sent again under the same idempotency key while the hub answers UNAVAILABLE
+        because replicas are moving (:func:`_moving`; gRPC's own retries spent) until ``timeout``
+        seconds are up; a post that was admitted comes back as the duplicate."""
+        loop = asyncio.get_running_loop()
+        deadline, backoff = loop.time() + timeout, 0.05
+        request = hub_pb2.PostEnvelopeRequest(envelope=envelope)
+        while True:
+            try:
+                response = await self._fallback.post_envelope(request, timeout=max(0.001, deadline - loop.time()))
+                return response.envelope
+            except Unavailable as err:
+                pause = backoff * (0.5 + random.random())
+                if not _moving(err) or loop.time() + pause >= deadline:
+                    raise
+                await asyncio.sleep(pause)  # a backoff between attempts, not a wait for a condition
+                backoff = min(backoff * 2, 1.0)
+
+
+MOVING_CAUSES = frozenset({"shutdown", "partition_moved", "replica_unreachable", "lost_race"})
+"""The ``cause`` metadata of an UNAVAILABLE post answer that says hub replicas are stopping or
+moving a channel (docs/errors.md): posted again under the same key. A store that fails
+(``store_write_failed``, ``store_unreachable``) is the application's to see at once."""
+
+
+def _moving(error: Unavailable) -> bool:
+    """Whether ``error`` answers a post while replicas stop or move its channel (:data:`MOVING_CAUSES`)."""
+    return error.metadata.get("cause") in MOVING_CAUSES

@@ -198,6 +198,13 @@ class NetworkClient:
         return self._stream.fatal if self._stream is not None else None
 
     @property
+    def session_id(self) -> str:
+        """The hub's id of this identity's current delivery session ("" before the stream began). A new
+        one each time the stream begins again: after a reconnect — a hub restarted, a replica stopped
+        and the client moved to another (docs/scale-out.md, "Rolling restart")."""
+        return self._stream.session_id if self._stream is not None else ""
+
+    @property
     def pending_turns(self) -> list[PendingTurn]:
         """The turns this identity's channels awaited from it when its stream last began (Welcome's
         ``pending_turns``: the adapter expects it to speak and it has not answered the latest

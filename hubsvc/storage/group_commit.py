@@ -246,7 +246,7 @@ class GroupCommitStore(HubStore):
                     metadata={"channel_id": channel_id},
                 )
             elif cause == LOST_RACE:
-                error = LostRace(message, metadata={"channel_id": channel_id, "cause": WRITE_FAILED})
+                error = LostRace(message, metadata={"channel_id": channel_id, "cause": LOST_RACE})
             else:
                 error = Unavailable(message, metadata={"channel_id": channel_id, "cause": WRITE_FAILED})
             _refuse(item.fut, error)
