@@ -18,19 +18,11 @@ from netkernel.extras import MissingExtra
 @app.command("mcp")
 def mcp_command(
     ctx: typer.Context,
-    credential_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--credential-file",
-            help="The identity's credential file (a person-kind identity's; with --register, written if absent). "
-            "Default: the global --credential-file / AGENTNET_CREDENTIAL_FILE.",
-        ),
-    ] = None,
     register: Annotated[
         str | None,
         typer.Option(
-            help="Register a new person-kind identity of this name and keep its credential in the file "
-            "(0600); an existing file is resumed instead."
+            help="Register a new person-kind identity of this name and keep its credential in the global "
+            "--credential-file (0600); an existing file is resumed instead."
         ),
     ] = None,
     http: Annotated[
@@ -47,13 +39,14 @@ def mcp_command(
     ] = None,
 ) -> None:
     """Serve one hub identity over MCP (stdio by default): its network tools and ask(agent, question),
-    its channels and transcripts as resources."""
+    its channels and transcripts as resources. The identity is the global --credential-file's (a
+    person-kind identity's; given after ``mcp`` too, like every global option)."""
     try:
         from agentsdk.mcp_server import ServeOptions, serve
     except MissingExtra as err:
         _err().print(f"[red]error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
-    path = credential_file or _settings(ctx).credential_file
+    path = _settings(ctx).credential_file
     if path is None:
         _err().print(
             "[red]error:[/red] agentnet mcp needs --credential-file FILE (with --register NAME to register a new "
