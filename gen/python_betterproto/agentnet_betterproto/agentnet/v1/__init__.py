@@ -123,6 +123,8 @@ __all__ = (
     "Passport",
     "PassportKind",
     "PendingTurn",
+    "PendingTurnsRequest",
+    "PendingTurnsResponse",
     "Ping",
     "Pong",
     "Post",
@@ -4305,6 +4307,42 @@ default_message_pool.register_message("agentnet.v1", "PendingTurn", PendingTurn)
 
 
 @dataclass(eq=False, repr=False)
+class PendingTurnsRequest(betterproto2.Message):
+    """
+    PendingTurnsRequest names an agent and channels the asking replica does not
+    hold.
+    """
+
+    agent_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The agent id the asking replica authenticated.
+    """
+
+    channel_ids: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The channels to look at (distinct ids; a repeated id is answered once).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "PendingTurnsRequest", PendingTurnsRequest)
+
+
+@dataclass(eq=False, repr=False)
+class PendingTurnsResponse(betterproto2.Message):
+    """
+    PendingTurnsResponse lists the turns awaited from the agent.
+    """
+
+    turns: "list[PendingTurn]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    One turn per held channel that awaits one from the agent, by channel id.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "PendingTurnsResponse", PendingTurnsResponse)
+
+
+@dataclass(eq=False, repr=False)
 class Ping(betterproto2.Message):
     """
     Ping is a keep-alive from the client.
@@ -7659,6 +7697,37 @@ class ReplicaServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.ReplicaService/ForwardPosts",
             message,
             ForwardPostsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def pending_turns(
+        self,
+        message: "PendingTurnsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PendingTurnsResponse":
+        """
+        The turns the serving replica's held channels await from one agent, as its
+        own folded state has them (what that agent's Welcome.pending_turns and
+        ListPendingTurns list on the holder): asked by a replica the agent is
+        connected to for the agent's channels it does not hold. A channel id the
+        serving replica does not hold, or the agent is not a member of, or that
+        awaits nothing from it, is left out (the asking replica asks the next
+        holder the lease map names, or lists nothing for it).
+
+        Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+        field channel_ids), each at most 128 characters; the response holds at
+        most one turn per channel id asked.
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.ReplicaService/PendingTurns",
+            message,
+            PendingTurnsResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
