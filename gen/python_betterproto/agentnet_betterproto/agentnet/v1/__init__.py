@@ -5855,13 +5855,17 @@ class Welcome(betterproto2.Message):
     channel's resume cursor (`cursors`) is also replayed: answer it once (drop
     the second sighting by envelope_id). Computed from the channels as this hub
     replica has folded them (another replica's latest commit may still be on
-    its way through the change feed, docs/scale-out.md).
+    its way through the change feed, docs/scale-out.md); with the channels
+    divided among replicas, the turns of channels another replica holds are
+    asked of that replica.
     """
 
     pending_turns_truncated: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
     """
     True when the participant has more than 1000 pending turns and only the
-    first 1000 (in channel order) are listed.
+    first 1000 (in channel order) are listed, or when a replica holding some
+    of its channels did not answer in time (docs/scale-out.md): list them
+    with ListPendingTurns.
     """
 
 
@@ -7091,8 +7095,11 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         Welcome.pending_turns lists when a stream begins, for a client that wants
         them again, has no stream, or was told pending_turns_truncated. Ordered by
         channel id; a channel has at most one. Computed from the channels as the
-        answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-        negative or above 1000, a page token of another list).
+        answering replica has folded them, and, with the channels divided among
+        replicas, asked of the replicas holding the caller's other channels.
+        Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+        another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+        did not answer in time: retry.
         """
 
         return await self._unary_unary(
