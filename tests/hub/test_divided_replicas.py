@@ -36,7 +36,7 @@ from hubsvc.server import start_hub
 from hubsvc.storage.redis_connect import connect
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED
-from netkernel.errors import InvalidArgument, NotYourTurn, Unauthenticated
+from netkernel.errors import InvalidArgument, NotYourTurn, Unauthenticated, Unavailable
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import OPERATOR_TOKEN, RunningHub, open_channel, register
@@ -464,4 +464,29 @@ async def test_a_cancel_through_a_non_holder_posts_its_envelope_once(divided: Di
     assert [e.envelope_id for e in wal if e.event_type == EV_TASK_CANCEL_REQUEST] == [cancelled.envelope_id]
     assert [e.envelope_id for e in wal if e.event_type == EV_TASK_CANCELLED] == [told.envelope_id]
     await alice.close()
+    await bob.close()
+
+
+async def test_a_holder_that_does_not_answer_leaves_its_turns_to_list_later(divided: Divided) -> None:
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    a, b = holding_and_not(a, b)
+    alice = await register(a.target, "alice")
+    bob = on(b, await register(a.target, "bob"))
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "discussion", [bob])
+    first = await alice.say(channel_id, "your turn")
+    await bob.next(lambda e: e.envelope_id == first.envelope_id)
+    await alice.close()
+    await bob.disconnect()
+    # a stops answering gRPC but keeps its leases (its core runs on): b cannot ask it.
+    await a.server.running.server.stop(0)
+    assert holder(divided.hubs, channel_id) is a
+    welcome = await bob.connect()  # not held back by the silent holder
+    assert not welcome.pending_turns and welcome.pending_turns_truncated
+    with pytest.raises(Unavailable) as listed:
+        await bob.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest())
+    assert listed.value.metadata["cause"] == "replica_unreachable"
     await bob.close()
