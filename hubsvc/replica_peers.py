@@ -89,6 +89,20 @@ class ReplicaPeers:
             raise _failure(err, address) from err
         return list(response.results)
 
+    async def pending_turns(
+        self, address: str, agent_id: str, channel_ids: Sequence[str], timeout: float
+    ) -> list[connect_pb2.PendingTurn]:
+        """The turns the replica at ``address`` holds of ``channel_ids`` for ``agent_id``, asked within
+        ``timeout`` seconds; what stopped the call as :func:`_failure` raises it."""
+        request = replica_pb2.PendingTurnsRequest(agent_id=agent_id, channel_ids=channel_ids)
+        try:
+            response = await self._peer(address)[1].PendingTurns(
+                request, metadata=self._metadata, timeout=timeout, wait_for_ready=False
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _failure(err, address) from err
+        return list(response.turns)
+
     async def call_unary(
         self,
         address: str,

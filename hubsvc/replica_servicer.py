@@ -15,14 +15,17 @@ import hmac
 
 from agentnet.v1 import connect_pb2, replica_pb2, replica_pb2_grpc
 
+from hubsvc.core.sessions import MAX_PENDING_TURNS
 from hubsvc.core.util import hash_secret
 from hubsvc.field_limits import post_batch_refusal
 from hubsvc.replica_peers import REPLICA_KEY_HEADER
 from hubsvc.rpc import Ctx
 from hubsvc.servicer import HubServicer
-from netkernel.errors import NotFound, Unauthenticated
+from netkernel.errors import InvalidArgument, NotFound, Unauthenticated
 from servicekit.boundary import unary_boundary
 
+MAX_ID_CHARS = 128
+"""Characters an id in a PendingTurns call may have at most."""
 REPLICA_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaService"]
 
 
@@ -64,7 +67,8 @@ class _Results:
 
 
 class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
-    """Serves agentnet.v1.ReplicaService: forwarded posts, admitted through ``hub``'s post path."""
+    """Serves agentnet.v1.ReplicaService: forwarded posts, admitted through ``hub``'s post path, and
+    the pending turns of the channels this replica holds."""
 
     def __init__(self, hub: HubServicer, replica_key: str) -> None:
         if not replica_key:
@@ -72,16 +76,20 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
         self._hub = hub
         self._digest = hash_secret(replica_key)
 
-    @unary_boundary
-    async def ForwardPosts(
-        self, request: replica_pb2.ForwardPostsRequest, context: Ctx
-    ) -> replica_pb2.ForwardPostsResponse:
-        """Admit a participant's posts forwarded by another replica; one result per post."""
+    def _authenticate(self, context: Ctx) -> None:
+        """Refuse a call without the store's replica key (UNAUTHENTICATED)."""
         if not hmac.compare_digest(hash_secret(presented_key(context)), self._digest):
             raise Unauthenticated(
                 f"ReplicaService is spoken only between hub replicas sharing one store: send the store's "
                 f"replica key as '{REPLICA_KEY_HEADER}' metadata (clients use HubService)."
             )
+
+    @unary_boundary
+    async def ForwardPosts(
+        self, request: replica_pb2.ForwardPostsRequest, context: Ctx
+    ) -> replica_pb2.ForwardPostsResponse:
+        """Admit a participant's posts forwarded by another replica; one result per post."""
+        self._authenticate(context)
         core = self._hub.core
         refusal = post_batch_refusal(
             len(request.posts), core.options.max_batch, field="posts", limit="--max-batch", per="ForwardPosts call"
@@ -98,3 +106,23 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
         results = _Results([post.request_id for post in request.posts])
         await self._hub.answer_posts(sender_id, results, request.posts)
         return replica_pb2.ForwardPostsResponse(results=await results.all())
+
+    @unary_boundary
+    async def PendingTurns(
+        self, request: replica_pb2.PendingTurnsRequest, context: Ctx
+    ) -> replica_pb2.PendingTurnsResponse:
+        """The turns this replica's held channels among ``channel_ids`` await from ``agent_id``."""
+        self._authenticate(context)
+        ids = request.channel_ids
+        if not ids or len(ids) > MAX_PENDING_TURNS:
+            raise InvalidArgument(
+                f"channel_ids holds {len(ids)} ids: ask for 1 to {MAX_PENDING_TURNS} channels per PendingTurns call.",
+                metadata={"field": "channel_ids", "limit": str(MAX_PENDING_TURNS)},
+            )
+        if len(request.agent_id) > MAX_ID_CHARS or any(len(c) > MAX_ID_CHARS for c in ids):
+            raise InvalidArgument(
+                f"agent_id and every channel id must be at most {MAX_ID_CHARS} characters.",
+                metadata={"field": "channel_ids", "limit": str(MAX_ID_CHARS)},
+            )
+        turns = self._hub.core.channels.held_turns(request.agent_id, dict.fromkeys(ids))
+        return replica_pb2.PendingTurnsResponse(turns=turns)

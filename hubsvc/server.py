@@ -21,6 +21,7 @@ from hubsvc.forwarding import Forwarder
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.policy import Policy
 from hubsvc.governance.source import PolicySource
+from hubsvc.held_turns import HeldTurns
 from hubsvc.metrics import HubMetrics
 from hubsvc.operator_servicer import OPERATOR_SERVICE, OperatorServicer
 from hubsvc.recorder import NO_RECORDER
@@ -184,6 +185,7 @@ async def start_hub(
             ttl=core.options.replica_ttl,
             max_batch=core.options.max_batch,
         )
+        core.sessions.remote_turns = HeldTurns(core.placement, peers, core.channels.followed_of)
     return server
 
 

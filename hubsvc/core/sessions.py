@@ -33,6 +33,19 @@ from netkernel.errors import AgentNetError, Superseded
 MAX_PENDING_TURNS = 1000
 """Most pending turns one Welcome lists (Welcome.pending_turns_truncated says there were more)."""
 
+RemoteTurns = Callable[[str], Awaitable[tuple[list[connect_pb2.PendingTurn], bool]]]
+"""The turns the channels other replicas hold await from an agent, asked of those replicas:
+(turns, whether every holder answered)."""
+
+
+def merged_turns(
+    local: list[connect_pb2.PendingTurn], remote: list[connect_pb2.PendingTurn], complete: bool
+) -> tuple[list[connect_pb2.PendingTurn], bool]:
+    """Held and remote turns in channel order, at most :data:`MAX_PENDING_TURNS`, and whether the
+    list is short of some (more than the cap, or a holder that did not answer)."""
+    turns = sorted({t.channel_id: t for t in [*local, *remote]}.values(), key=lambda t: t.channel_id)
+    return turns[:MAX_PENDING_TURNS], len(turns) > MAX_PENDING_TURNS or not complete
+
 
 def pending_turn(ch: MemberView, agent_id: str) -> connect_pb2.PendingTurn | None:
     """The turn the live channel ``ch`` awaits from ``agent_id`` now, if any (committed envelopes only)."""
@@ -82,6 +95,8 @@ class Sessions:
         self._refresh_turns = refresh_turns
         """Catches up the channels awaiting a turn of an agent that a shared store holds more of."""
         self._record_first = record_first
+        self.remote_turns: RemoteTurns | None = None
+        """Asks the replicas holding an agent's other channels for their turns (set with divided channels)."""
         """Write a new stream's record before its catch-up (the channels are divided among replicas:
         the others tell this one of the agent's channels once the record says the stream is here)."""
         self._on_cursor = on_cursor
@@ -148,19 +163,17 @@ class Sessions:
             # again); what the catch-up publishes is buffered by the session, under the marks.
             await self._refresh_turns(agent_id)
         marks: dict[str, int] = {}
-        turns: list[connect_pb2.PendingTurn] = []
-        truncated = False
+        held: list[connect_pb2.PendingTurn] = []
         for ch in list(self._live_channels()):
             if agent_id in ch.participants:
                 marks[ch.channel_id] = ch.committed_seq
                 turn = ch.pending_turn(agent_id)
                 if turn is not None and turn[0] <= ch.committed_seq:
-                    if len(turns) < MAX_PENDING_TURNS:
-                        turns.append(
-                            connect_pb2.PendingTurn(channel_id=ch.channel_id, seq=turn[0], envelope_id=turn[1])
-                        )
-                    else:
-                        truncated = True
+                    held.append(connect_pb2.PendingTurn(channel_id=ch.channel_id, seq=turn[0], envelope_id=turn[1]))
+        # The turns of channels other replicas hold, asked of them (bounded: a holder that does not
+        # answer in time is left out and the list marked truncated, so the client lists them later).
+        remote, complete = await self.remote_turns(agent_id) if self.remote_turns is not None else ([], True)
+        turns, truncated = merged_turns(held, remote, complete)
         for _, row in await self._store.list_channels_for(agent_id, include_ended=True, limit=1000):
             if row.channel_id not in marks and not row.live:
                 marks[row.channel_id] = channel_pb2.ChannelMetadata.FromString(row.record).last_seq

@@ -17,7 +17,16 @@ from pathlib import Path
 
 import grpc
 import pytest
-from agentnet.v1 import channel_pb2, envelope_pb2, hub_pb2, operator_pb2, operator_pb2_grpc
+from agentnet.v1 import (
+    channel_pb2,
+    envelope_pb2,
+    hub_pb2,
+    operator_pb2,
+    operator_pb2_grpc,
+    replica_pb2,
+    replica_pb2_grpc,
+    task_pb2,
+)
 
 from agentsdk.operator import OperatorClient
 from hubsvc.core.options import HubOptions
@@ -26,10 +35,12 @@ from hubsvc.core.partition_map import desired
 from hubsvc.server import start_hub
 from hubsvc.storage.redis_connect import connect
 from hubsvc.storage.redis_store import RedisHubStore
-from netkernel.errors import NotYourTurn
+from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED
+from netkernel.errors import InvalidArgument, NotYourTurn, Unauthenticated, Unavailable
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import OPERATOR_TOKEN, RunningHub, open_channel, register
+from tests.hub.test_replica_forwarding import peers_of
 from tests.hub.test_replicas import REDIS_DB, on
 
 PARTITIONS = 8
@@ -364,3 +375,118 @@ async def test_a_long_call_forwarded_to_the_holder_waits_as_long_as_its_caller_d
         assert (await asyncio.wait_for(asked, 15)).text == "the answer"
         for p in (alice, bob):
             await p.close()
+
+
+async def test_a_turn_in_a_channel_held_elsewhere_is_listed_through_any_replica(divided: Divided) -> None:
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    a, b = holding_and_not(a, b)  # a opens the channel: it must hold a partition to hold it
+    alice = await register(a.target, "alice")
+    bob = on(b, await register(a.target, "bob"))
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "discussion", [bob])
+    assert holder(divided.hubs, channel_id) is a
+    first = await alice.say(channel_id, "your turn")
+    delivered = await bob.next(lambda e: e.envelope_id == first.envelope_id)
+    bob.ack(channel_id, delivered.seq)  # acked, not answered: bob "crashed" while handling it
+    await bob.sync()
+    await bob.disconnect()
+    welcome = await bob.connect()  # through b again, which does not hold the channel
+    assert [(t.channel_id, t.envelope_id) for t in welcome.pending_turns] == [(channel_id, first.envelope_id)]
+    assert not welcome.pending_turns_truncated
+    listed = await bob.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest())
+    assert [(t.channel_id, t.seq) for t in listed.turns] == [(channel_id, first.seq)]
+    # Once answered, it is listed nowhere.
+    answer = await bob.say(channel_id, "done")
+    await alice.next(lambda e: e.envelope_id == answer.envelope_id)
+    assert not (await bob.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest())).turns
+    await bob.disconnect()
+    assert not (await bob.connect()).pending_turns
+    await alice.close()
+    await bob.close()
+
+
+async def test_pending_turns_calls_are_bounded_and_need_the_replica_key(divided: Divided) -> None:
+    a = await divided.start()
+    b = await divided.start()
+    alice = await register(a.target, "alice")
+    request = replica_pb2.PendingTurnsRequest(agent_id=alice.agent_id, channel_ids=["c"])
+    async with grpc.aio.insecure_channel(a.target) as channel:
+        stub = replica_pb2_grpc.ReplicaServiceStub(channel)
+        for metadata in ((), (("authorization", f"Bearer {alice.credential}"),)):
+            with pytest.raises(Unauthenticated, match="replica key"):
+                await harness.call(stub.PendingTurns(request, metadata=metadata, timeout=10))
+    peers = peers_of(b)
+    with pytest.raises(InvalidArgument, match="channel_ids") as empty:
+        await peers.pending_turns(a.target, alice.agent_id, [], 10)
+    assert empty.value.metadata["field"] == "channel_ids"
+    with pytest.raises(InvalidArgument, match="1000"):
+        await peers.pending_turns(a.target, alice.agent_id, [f"c{i}" for i in range(1001)], 10)
+    with pytest.raises(InvalidArgument, match="128"):
+        await peers.pending_turns(a.target, alice.agent_id, ["c" * 129], 10)
+    assert await peers.pending_turns(a.target, alice.agent_id, ["no-such-channel"], 10) == []
+
+
+async def test_a_cancel_through_a_non_holder_posts_its_envelope_once(divided: Divided) -> None:
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    a, b = holding_and_not(a, b)
+    alice = await register(a.target, "alice")
+    bob = on(b, await register(a.target, "bob"))
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "conversation", [bob])
+    assert holder(divided.hubs, channel_id) is a
+    started = task_pb2.TASK_EVENT_KIND_STARTED
+    tasks = [
+        (await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(kind=started, title=t, channel_id=channel_id))).task
+        for t in ("asked", "ended")
+    ]
+    # bob, connected through b (not the holder), asks alice to cancel the first task.
+    cancelled = await bob.rpc("CancelTask", hub_pb2.CancelTaskRequest(task_id=tasks[0].task_id, reason="stop"))
+    assert cancelled.envelope_id and cancelled.task.cancel_requested
+    request = await alice.next_of(EV_TASK_CANCEL_REQUEST)
+    assert request.envelope_id == cancelled.envelope_id and request.sender_id == bob.agent_id
+    # alice reports the second one CANCELLED through b: its terminal envelope is posted by the holder.
+    ended = await on(b, alice).rpc(
+        "ReportTask",
+        hub_pb2.ReportTaskRequest(
+            kind=task_pb2.TASK_EVENT_KIND_CANCELLED, task_id=tasks[1].task_id, error="not needed"
+        ),
+    )
+    assert ended.task.state == task_pb2.TASK_STATE_CANCELLED
+    told = await bob.next_of(EV_TASK_CANCELLED)
+    assert told.sender_id == alice.agent_id
+    wal = await stored_wal(a, channel_id)
+    assert [e.envelope_id for e in wal if e.event_type == EV_TASK_CANCEL_REQUEST] == [cancelled.envelope_id]
+    assert [e.envelope_id for e in wal if e.event_type == EV_TASK_CANCELLED] == [told.envelope_id]
+    await alice.close()
+    await bob.close()
+
+
+async def test_a_holder_that_does_not_answer_leaves_its_turns_to_list_later(divided: Divided) -> None:
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    a, b = holding_and_not(a, b)
+    alice = await register(a.target, "alice")
+    bob = on(b, await register(a.target, "bob"))
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "discussion", [bob])
+    first = await alice.say(channel_id, "your turn")
+    await bob.next(lambda e: e.envelope_id == first.envelope_id)
+    await alice.close()
+    await bob.disconnect()
+    # a stops answering gRPC but keeps its leases (its core runs on): b cannot ask it.
+    await a.server.running.server.stop(0)
+    assert holder(divided.hubs, channel_id) is a
+    welcome = await bob.connect()  # not held back by the silent holder
+    assert not welcome.pending_turns and welcome.pending_turns_truncated
+    with pytest.raises(Unavailable) as listed:
+        await bob.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest())
+    assert listed.value.metadata["cause"] == "replica_unreachable"
+    await bob.close()

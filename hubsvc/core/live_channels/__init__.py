@@ -32,6 +32,8 @@ import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agentnet.v1 import connect_pb2
+
 from hubsvc.core.admission import Admission
 from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.live_channels.catch_up import CatchUp
@@ -45,6 +47,7 @@ from hubsvc.core.live_channels.timers import ChannelTimers
 from hubsvc.core.options import HubOptions
 from hubsvc.core.placement import Placement
 from hubsvc.core.registry import Registry
+from hubsvc.core.sessions import pending_turn
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock
 from hubsvc.governance.inbox import Inboxes
@@ -162,6 +165,20 @@ class LiveChannels:
     def member_channels(self) -> Iterable[ChannelRuntime | FollowedChannel]:
         """Every live channel whose members may be connected here: held and followed (a view)."""
         return itertools.chain(self.table.live(), self.followers.live())
+
+    def followed_of(self, agent_id: str) -> list[str]:
+        """The ids of the live channels another replica holds that ``agent_id`` is a member of."""
+        return [f.channel_id for f in self.followers.live() if agent_id in f.participants]
+
+    def held_turns(self, agent_id: str, channel_ids: Iterable[str]) -> list[connect_pb2.PendingTurn]:
+        """The turns the channels among ``channel_ids`` this replica holds await from ``agent_id``
+        (what another replica asks for with ReplicaService.PendingTurns), by channel id."""
+        turns = []
+        for channel_id in channel_ids:
+            ch = self.table.channels.get(channel_id)
+            if ch is not None and agent_id in ch.participants and (turn := pending_turn(ch, agent_id)) is not None:
+                turns.append(turn)
+        return sorted(turns, key=lambda t: t.channel_id)
 
     def cancel_timers(self) -> None:
         """Disarm every live channel's timers (the hub is stopping)."""

@@ -16,7 +16,7 @@ from hubsvc.core.util import check_seconds
 from hubsvc.core.wal_follow import WalFollower
 from hubsvc.storage.base import ChannelRow
 from netkernel.envelope import EV_CHANNEL_CLOSED, EV_CHANNEL_OPENED, Envelope, text_envelope
-from netkernel.errors import InvalidArgument, PermissionDenied
+from netkernel.errors import InvalidArgument, PermissionDenied, Unavailable
 from netkernel.wire import dumps_json, envelope_from_wire, wire_readable_by
 
 TERMINAL_EVENTS = (EV_CHANNEL_CLOSED,)
@@ -133,7 +133,8 @@ class ChannelOps:
         """The turns the caller's live channels await from it, by channel id, a page of ``limit``
         (0 = 100, at most :data:`MAX_PENDING_TURNS`); returns (turns, next page token). On a store
         shared by replicas a channel the store holds more of is caught up first (a turn answered
-        through another replica is not listed)."""
+        through another replica is not listed); with the channels divided, the turns of the channels
+        other replicas hold are asked of them (UNAVAILABLE when one does not answer in time)."""
         if limit < 0 or limit > MAX_PENDING_TURNS:
             raise InvalidArgument(
                 f"limit {limit} is out of range: ask for 1 to {MAX_PENDING_TURNS} turns (0 = 100) and page with "
@@ -146,6 +147,16 @@ class ChannelOps:
             for ch in self.core.channels.live()
             if caller in ch.participants and (turn := pending_turn(ch, caller)) is not None
         ]
+        remote_turns = self.core.sessions.remote_turns
+        if remote_turns is not None:  # the channels other replicas hold: asked of them
+            remote, complete = await remote_turns(caller)
+            if not complete:
+                raise Unavailable(
+                    "a hub replica holding one of your channels did not answer in time, so its pending turns "
+                    "cannot be listed: retry ListPendingTurns.",
+                    metadata={"cause": "replica_unreachable"},
+                )
+            turns = sorted([*turns, *remote], key=lambda t: t.channel_id)
         return keyed_page("pending_turns", turns, lambda t: (t.channel_id,), limit or 100, page_token)
 
     async def stream_wal(

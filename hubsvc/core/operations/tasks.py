@@ -10,6 +10,7 @@ from agentnet.v1 import hub_pb2, task_pb2
 from hubsvc.core.enforcement import NO_SLOT_LIMIT
 from hubsvc.core.hub import HubCore
 from hubsvc.core.operations.pages import keyed_page, task_order
+from hubsvc.core.placement import not_held
 from hubsvc.core.tasks import TERMINAL
 from hubsvc.core.util import check_seconds
 from hubsvc.storage import CheckpointRow, Writes
@@ -39,6 +40,13 @@ class TaskOps:
             parse_json(request.payload_json, "payload_json", options.max_json_depth)
         if request.channel_id:
             await self.core.require_member(caller, request.channel_id)
+        if request.kind == task_pb2.TASK_EVENT_KIND_CANCELLED:
+            # Its envelope goes into the task's channel: the replica holding it records and posts both.
+            channel_id = request.channel_id
+            if not channel_id:
+                with contextlib.suppress(NotFound):
+                    channel_id = (await self.core.tasks.get(request.task_id)).channel_id
+            self._require_holder(channel_id)
         starting = request.kind == task_pb2.TASK_EVENT_KIND_STARTED
         # A STARTED report holds one of the owner's max_running_tasks slots (LIMIT_EXCEEDED when none is free).
         async with self.core.rules.task_slot(caller) if starting else contextlib.nullcontext(NO_SLOT_LIMIT) as slot:
@@ -57,6 +65,14 @@ class TaskOps:
         if request.kind == task_pb2.TASK_EVENT_KIND_CANCELLED:
             await self._post_cancelled(task)
         return task
+
+    def _require_holder(self, channel_id: str) -> None:
+        """Refuse with PartitionMoved (the call is then answered by the holder, docs/scale-out.md
+        "Forwarding between replicas") when another replica holds ``channel_id``: a cancel records
+        the task and posts its envelope on the one replica that may post into the channel, so the
+        envelope is posted once, with nothing recorded here."""
+        if channel_id and not self.core.placement.holds(channel_id):
+            raise not_held(channel_id)
 
     async def _post_cancelled(self, task: task_pb2.TaskMetadata) -> None:
         """The owner's terminal ``ag2.task.cancelled`` envelope, into the task's channel while it is live."""
@@ -116,6 +132,8 @@ class TaskOps:
         task = await self.core.tasks.get(task_id)
         if not await self._visible_task(caller, task):
             raise PermissionDenied(f"task {task_id!r} is not yours and not in a channel you participate in.")
+        if task.state not in TERMINAL and caller != task.owner_id:
+            self._require_holder(task.channel_id)
         task = await self.core.tasks.request_cancel(task_id, reason)
         envelope_id = ""
         if task.state in TERMINAL:

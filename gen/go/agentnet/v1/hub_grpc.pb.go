@@ -427,8 +427,11 @@ type HubServiceClient interface {
 	// Welcome.pending_turns lists when a stream begins, for a client that wants
 	// them again, has no stream, or was told pending_turns_truncated. Ordered by
 	// channel id; a channel has at most one. Computed from the channels as the
-	// answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-	// negative or above 1000, a page token of another list).
+	// answering replica has folded them, and, with the channels divided among
+	// replicas, asked of the replicas holding the caller's other channels.
+	// Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+	// another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+	// did not answer in time: retry.
 	ListPendingTurns(ctx context.Context, in *ListPendingTurnsRequest, opts ...grpc.CallOption) (*ListPendingTurnsResponse, error)
 }
 
@@ -1245,8 +1248,11 @@ type HubServiceServer interface {
 	// Welcome.pending_turns lists when a stream begins, for a client that wants
 	// them again, has no stream, or was told pending_turns_truncated. Ordered by
 	// channel id; a channel has at most one. Computed from the channels as the
-	// answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-	// negative or above 1000, a page token of another list).
+	// answering replica has folded them, and, with the channels divided among
+	// replicas, asked of the replicas holding the caller's other channels.
+	// Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+	// another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+	// did not answer in time: retry.
 	ListPendingTurns(context.Context, *ListPendingTurnsRequest) (*ListPendingTurnsResponse, error)
 	mustEmbedUnimplementedHubServiceServer()
 }

@@ -21,6 +21,108 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PendingTurnsRequest names an agent and channels the asking replica does not
+// hold.
+type PendingTurnsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent id the asking replica authenticated.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The channels to look at (distinct ids; a repeated id is answered once).
+	ChannelIds    []string `protobuf:"bytes,2,rep,name=channel_ids,json=channelIds,proto3" json:"channel_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingTurnsRequest) Reset() {
+	*x = PendingTurnsRequest{}
+	mi := &file_agentnet_v1_replica_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingTurnsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingTurnsRequest) ProtoMessage() {}
+
+func (x *PendingTurnsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_replica_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingTurnsRequest.ProtoReflect.Descriptor instead.
+func (*PendingTurnsRequest) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_replica_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PendingTurnsRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *PendingTurnsRequest) GetChannelIds() []string {
+	if x != nil {
+		return x.ChannelIds
+	}
+	return nil
+}
+
+// PendingTurnsResponse lists the turns awaited from the agent.
+type PendingTurnsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One turn per held channel that awaits one from the agent, by channel id.
+	Turns         []*PendingTurn `protobuf:"bytes,1,rep,name=turns,proto3" json:"turns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingTurnsResponse) Reset() {
+	*x = PendingTurnsResponse{}
+	mi := &file_agentnet_v1_replica_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingTurnsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingTurnsResponse) ProtoMessage() {}
+
+func (x *PendingTurnsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_replica_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingTurnsResponse.ProtoReflect.Descriptor instead.
+func (*PendingTurnsResponse) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_replica_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PendingTurnsResponse) GetTurns() []*PendingTurn {
+	if x != nil {
+		return x.Turns
+	}
+	return nil
+}
+
 // ForwardPostsRequest carries a participant's posts from the replica it is
 // connected to.
 type ForwardPostsRequest struct {
@@ -37,7 +139,7 @@ type ForwardPostsRequest struct {
 
 func (x *ForwardPostsRequest) Reset() {
 	*x = ForwardPostsRequest{}
-	mi := &file_agentnet_v1_replica_proto_msgTypes[0]
+	mi := &file_agentnet_v1_replica_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +151,7 @@ func (x *ForwardPostsRequest) String() string {
 func (*ForwardPostsRequest) ProtoMessage() {}
 
 func (x *ForwardPostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_replica_proto_msgTypes[0]
+	mi := &file_agentnet_v1_replica_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +164,7 @@ func (x *ForwardPostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardPostsRequest.ProtoReflect.Descriptor instead.
 func (*ForwardPostsRequest) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_replica_proto_rawDescGZIP(), []int{0}
+	return file_agentnet_v1_replica_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ForwardPostsRequest) GetSenderId() string {
@@ -91,7 +193,7 @@ type ForwardPostsResponse struct {
 
 func (x *ForwardPostsResponse) Reset() {
 	*x = ForwardPostsResponse{}
-	mi := &file_agentnet_v1_replica_proto_msgTypes[1]
+	mi := &file_agentnet_v1_replica_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -103,7 +205,7 @@ func (x *ForwardPostsResponse) String() string {
 func (*ForwardPostsResponse) ProtoMessage() {}
 
 func (x *ForwardPostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_replica_proto_msgTypes[1]
+	mi := &file_agentnet_v1_replica_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -116,7 +218,7 @@ func (x *ForwardPostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardPostsResponse.ProtoReflect.Descriptor instead.
 func (*ForwardPostsResponse) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_agentnet_v1_replica_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ForwardPostsResponse) GetResults() []*PostResult {
@@ -130,14 +232,21 @@ var File_agentnet_v1_replica_proto protoreflect.FileDescriptor
 
 const file_agentnet_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x19agentnet/v1/replica.proto\x12\vagentnet.v1\x1a\x19agentnet/v1/connect.proto\"[\n" +
+	"\x19agentnet/v1/replica.proto\x12\vagentnet.v1\x1a\x19agentnet/v1/connect.proto\"Q\n" +
+	"\x13PendingTurnsRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1f\n" +
+	"\vchannel_ids\x18\x02 \x03(\tR\n" +
+	"channelIds\"F\n" +
+	"\x14PendingTurnsResponse\x12.\n" +
+	"\x05turns\x18\x01 \x03(\v2\x18.agentnet.v1.PendingTurnR\x05turns\"[\n" +
 	"\x13ForwardPostsRequest\x12\x1b\n" +
 	"\tsender_id\x18\x01 \x01(\tR\bsenderId\x12'\n" +
 	"\x05posts\x18\x02 \x03(\v2\x11.agentnet.v1.PostR\x05posts\"I\n" +
 	"\x14ForwardPostsResponse\x121\n" +
-	"\aresults\x18\x01 \x03(\v2\x17.agentnet.v1.PostResultR\aresults2e\n" +
+	"\aresults\x18\x01 \x03(\v2\x17.agentnet.v1.PostResultR\aresults2\xba\x01\n" +
 	"\x0eReplicaService\x12S\n" +
-	"\fForwardPosts\x12 .agentnet.v1.ForwardPostsRequest\x1a!.agentnet.v1.ForwardPostsResponseBFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
+	"\fForwardPosts\x12 .agentnet.v1.ForwardPostsRequest\x1a!.agentnet.v1.ForwardPostsResponse\x12S\n" +
+	"\fPendingTurns\x12 .agentnet.v1.PendingTurnsRequest\x1a!.agentnet.v1.PendingTurnsResponseBFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3"
 
 var (
 	file_agentnet_v1_replica_proto_rawDescOnce sync.Once
@@ -151,23 +260,29 @@ func file_agentnet_v1_replica_proto_rawDescGZIP() []byte {
 	return file_agentnet_v1_replica_proto_rawDescData
 }
 
-var file_agentnet_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_agentnet_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_agentnet_v1_replica_proto_goTypes = []any{
-	(*ForwardPostsRequest)(nil),  // 0: agentnet.v1.ForwardPostsRequest
-	(*ForwardPostsResponse)(nil), // 1: agentnet.v1.ForwardPostsResponse
-	(*Post)(nil),                 // 2: agentnet.v1.Post
-	(*PostResult)(nil),           // 3: agentnet.v1.PostResult
+	(*PendingTurnsRequest)(nil),  // 0: agentnet.v1.PendingTurnsRequest
+	(*PendingTurnsResponse)(nil), // 1: agentnet.v1.PendingTurnsResponse
+	(*ForwardPostsRequest)(nil),  // 2: agentnet.v1.ForwardPostsRequest
+	(*ForwardPostsResponse)(nil), // 3: agentnet.v1.ForwardPostsResponse
+	(*PendingTurn)(nil),          // 4: agentnet.v1.PendingTurn
+	(*Post)(nil),                 // 5: agentnet.v1.Post
+	(*PostResult)(nil),           // 6: agentnet.v1.PostResult
 }
 var file_agentnet_v1_replica_proto_depIdxs = []int32{
-	2, // 0: agentnet.v1.ForwardPostsRequest.posts:type_name -> agentnet.v1.Post
-	3, // 1: agentnet.v1.ForwardPostsResponse.results:type_name -> agentnet.v1.PostResult
-	0, // 2: agentnet.v1.ReplicaService.ForwardPosts:input_type -> agentnet.v1.ForwardPostsRequest
-	1, // 3: agentnet.v1.ReplicaService.ForwardPosts:output_type -> agentnet.v1.ForwardPostsResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	4, // 0: agentnet.v1.PendingTurnsResponse.turns:type_name -> agentnet.v1.PendingTurn
+	5, // 1: agentnet.v1.ForwardPostsRequest.posts:type_name -> agentnet.v1.Post
+	6, // 2: agentnet.v1.ForwardPostsResponse.results:type_name -> agentnet.v1.PostResult
+	2, // 3: agentnet.v1.ReplicaService.ForwardPosts:input_type -> agentnet.v1.ForwardPostsRequest
+	0, // 4: agentnet.v1.ReplicaService.PendingTurns:input_type -> agentnet.v1.PendingTurnsRequest
+	3, // 5: agentnet.v1.ReplicaService.ForwardPosts:output_type -> agentnet.v1.ForwardPostsResponse
+	1, // 6: agentnet.v1.ReplicaService.PendingTurns:output_type -> agentnet.v1.PendingTurnsResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_replica_proto_init() }
@@ -182,7 +297,7 @@ func file_agentnet_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_replica_proto_rawDesc), len(file_agentnet_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

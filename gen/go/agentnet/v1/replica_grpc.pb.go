@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	ReplicaService_ForwardPosts_FullMethodName = "/agentnet.v1.ReplicaService/ForwardPosts"
+	ReplicaService_PendingTurns_FullMethodName = "/agentnet.v1.ReplicaService/PendingTurns"
 )
 
 // ReplicaServiceClient is the client API for ReplicaService service.
@@ -52,6 +53,18 @@ type ReplicaServiceClient interface {
 	// as a Connect Post (one over a limit gets its PostResult.error, the others
 	// go on); the request is bounded by the gRPC message limit.
 	ForwardPosts(ctx context.Context, in *ForwardPostsRequest, opts ...grpc.CallOption) (*ForwardPostsResponse, error)
+	// The turns the serving replica's held channels await from one agent, as its
+	// own folded state has them (what that agent's Welcome.pending_turns and
+	// ListPendingTurns list on the holder): asked by a replica the agent is
+	// connected to for the agent's channels it does not hold. A channel id the
+	// serving replica does not hold, or the agent is not a member of, or that
+	// awaits nothing from it, is left out (the asking replica asks the next
+	// holder the lease map names, or lists nothing for it).
+	//
+	// Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+	// field channel_ids), each at most 128 characters; the response holds at
+	// most one turn per channel id asked.
+	PendingTurns(ctx context.Context, in *PendingTurnsRequest, opts ...grpc.CallOption) (*PendingTurnsResponse, error)
 }
 
 type replicaServiceClient struct {
@@ -66,6 +79,16 @@ func (c *replicaServiceClient) ForwardPosts(ctx context.Context, in *ForwardPost
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ForwardPostsResponse)
 	err := c.cc.Invoke(ctx, ReplicaService_ForwardPosts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicaServiceClient) PendingTurns(ctx context.Context, in *PendingTurnsRequest, opts ...grpc.CallOption) (*PendingTurnsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PendingTurnsResponse)
+	err := c.cc.Invoke(ctx, ReplicaService_PendingTurns_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +125,18 @@ type ReplicaServiceServer interface {
 	// as a Connect Post (one over a limit gets its PostResult.error, the others
 	// go on); the request is bounded by the gRPC message limit.
 	ForwardPosts(context.Context, *ForwardPostsRequest) (*ForwardPostsResponse, error)
+	// The turns the serving replica's held channels await from one agent, as its
+	// own folded state has them (what that agent's Welcome.pending_turns and
+	// ListPendingTurns list on the holder): asked by a replica the agent is
+	// connected to for the agent's channels it does not hold. A channel id the
+	// serving replica does not hold, or the agent is not a member of, or that
+	// awaits nothing from it, is left out (the asking replica asks the next
+	// holder the lease map names, or lists nothing for it).
+	//
+	// Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+	// field channel_ids), each at most 128 characters; the response holds at
+	// most one turn per channel id asked.
+	PendingTurns(context.Context, *PendingTurnsRequest) (*PendingTurnsResponse, error)
 	mustEmbedUnimplementedReplicaServiceServer()
 }
 
@@ -114,6 +149,9 @@ type UnimplementedReplicaServiceServer struct{}
 
 func (UnimplementedReplicaServiceServer) ForwardPosts(context.Context, *ForwardPostsRequest) (*ForwardPostsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForwardPosts not implemented")
+}
+func (UnimplementedReplicaServiceServer) PendingTurns(context.Context, *PendingTurnsRequest) (*PendingTurnsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PendingTurns not implemented")
 }
 func (UnimplementedReplicaServiceServer) mustEmbedUnimplementedReplicaServiceServer() {}
 func (UnimplementedReplicaServiceServer) testEmbeddedByValue()                        {}
@@ -154,6 +192,24 @@ func _ReplicaService_ForwardPosts_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ReplicaService_PendingTurns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PendingTurnsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServiceServer).PendingTurns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicaService_PendingTurns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServiceServer).PendingTurns(ctx, req.(*PendingTurnsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ReplicaService_ServiceDesc is the grpc.ServiceDesc for ReplicaService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -164,6 +220,10 @@ var ReplicaService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForwardPosts",
 			Handler:    _ReplicaService_ForwardPosts_Handler,
+		},
+		{
+			MethodName: "PendingTurns",
+			Handler:    _ReplicaService_PendingTurns_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -256,7 +256,9 @@ class Welcome(_message.Message):
     """
     pending_turns_truncated: _builtins.bool
     """True when the participant has more than 1000 pending turns and only the
-    first 1000 (in channel order) are listed.
+    first 1000 (in channel order) are listed, or when a replica holding some
+    of its channels did not answer in time (docs/scale-out.md): list them
+    with ListPendingTurns.
     """
     @_builtins.property
     def cursors(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
@@ -274,7 +276,9 @@ class Welcome(_message.Message):
         channel's resume cursor (`cursors`) is also replayed: answer it once (drop
         the second sighting by envelope_id). Computed from the channels as this hub
         replica has folded them (another replica's latest commit may still be on
-        its way through the change feed, docs/scale-out.md).
+        its way through the change feed, docs/scale-out.md); with the channels
+        divided among replicas, the turns of channels another replica holds are
+        asked of that replica.
         """
 
     def __init__(

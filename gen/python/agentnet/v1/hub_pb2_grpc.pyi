@@ -428,8 +428,11 @@ class HubServiceStub:
     Welcome.pending_turns lists when a stream begins, for a client that wants
     them again, has no stream, or was told pending_turns_truncated. Ordered by
     channel id; a channel has at most one. Computed from the channels as the
-    answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-    negative or above 1000, a page token of another list).
+    answering replica has folded them, and, with the channels divided among
+    replicas, asked of the replicas holding the caller's other channels.
+    Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+    another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+    did not answer in time: retry.
     """
 
 @_typing.type_check_only
@@ -831,8 +834,11 @@ class HubServiceAsyncStub(HubServiceStub):
     Welcome.pending_turns lists when a stream begins, for a client that wants
     them again, has no stream, or was told pending_turns_truncated. Ordered by
     channel id; a channel has at most one. Computed from the channels as the
-    answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-    negative or above 1000, a page token of another list).
+    answering replica has folded them, and, with the channels divided among
+    replicas, asked of the replicas holding the caller's other channels.
+    Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+    another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+    did not answer in time: retry.
     """
 
 class HubServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -1489,8 +1495,11 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         Welcome.pending_turns lists when a stream begins, for a client that wants
         them again, has no stream, or was told pending_turns_truncated. Ordered by
         channel id; a channel has at most one. Computed from the channels as the
-        answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-        negative or above 1000, a page token of another list).
+        answering replica has folded them, and, with the channels divided among
+        replicas, asked of the replicas holding the caller's other channels.
+        Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+        another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+        did not answer in time: retry.
         """
 
 def add_HubServiceServicer_to_server(servicer: HubServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

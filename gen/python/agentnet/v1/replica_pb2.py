@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from agentnet.v1 import connect_pb2 as agentnet_dot_v1_dot_connect__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61gentnet/v1/replica.proto\x12\x0b\x61gentnet.v1\x1a\x19\x61gentnet/v1/connect.proto\"J\n\x13\x46orwardPostsRequest\x12\x11\n\tsender_id\x18\x01 \x01(\t\x12 \n\x05posts\x18\x02 \x03(\x0b\x32\x11.agentnet.v1.Post\"@\n\x14\x46orwardPostsResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.agentnet.v1.PostResult2e\n\x0eReplicaService\x12S\n\x0c\x46orwardPosts\x12 .agentnet.v1.ForwardPostsRequest\x1a!.agentnet.v1.ForwardPostsResponseBFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61gentnet/v1/replica.proto\x12\x0b\x61gentnet.v1\x1a\x19\x61gentnet/v1/connect.proto\"<\n\x13PendingTurnsRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63hannel_ids\x18\x02 \x03(\t\"?\n\x14PendingTurnsResponse\x12\'\n\x05turns\x18\x01 \x03(\x0b\x32\x18.agentnet.v1.PendingTurn\"J\n\x13\x46orwardPostsRequest\x12\x11\n\tsender_id\x18\x01 \x01(\t\x12 \n\x05posts\x18\x02 \x03(\x0b\x32\x11.agentnet.v1.Post\"@\n\x14\x46orwardPostsResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.agentnet.v1.PostResult2\xba\x01\n\x0eReplicaService\x12S\n\x0c\x46orwardPosts\x12 .agentnet.v1.ForwardPostsRequest\x1a!.agentnet.v1.ForwardPostsResponse\x12S\n\x0cPendingTurns\x12 .agentnet.v1.PendingTurnsRequest\x1a!.agentnet.v1.PendingTurnsResponseBFZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,10 +33,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentnet.v1.replica_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1'
-  _globals['_FORWARDPOSTSREQUEST']._serialized_start=69
-  _globals['_FORWARDPOSTSREQUEST']._serialized_end=143
-  _globals['_FORWARDPOSTSRESPONSE']._serialized_start=145
-  _globals['_FORWARDPOSTSRESPONSE']._serialized_end=209
-  _globals['_REPLICASERVICE']._serialized_start=211
-  _globals['_REPLICASERVICE']._serialized_end=312
+  _globals['_PENDINGTURNSREQUEST']._serialized_start=69
+  _globals['_PENDINGTURNSREQUEST']._serialized_end=129
+  _globals['_PENDINGTURNSRESPONSE']._serialized_start=131
+  _globals['_PENDINGTURNSRESPONSE']._serialized_end=194
+  _globals['_FORWARDPOSTSREQUEST']._serialized_start=196
+  _globals['_FORWARDPOSTSREQUEST']._serialized_end=270
+  _globals['_FORWARDPOSTSRESPONSE']._serialized_start=272
+  _globals['_FORWARDPOSTSRESPONSE']._serialized_end=336
+  _globals['_REPLICASERVICE']._serialized_start=339
+  _globals['_REPLICASERVICE']._serialized_end=525
 # @@protoc_insertion_point(module_scope)

@@ -20,6 +20,60 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class PendingTurnsRequest(_message.Message):
+    """PendingTurnsRequest names an agent and channels the asking replica does not
+    hold.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    CHANNEL_IDS_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent id the asking replica authenticated."""
+    @_builtins.property
+    def channel_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The channels to look at (distinct ids; a repeated id is answered once)."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        channel_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "channel_ids", b"channel_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingTurnsRequest: _TypeAlias = PendingTurnsRequest  # noqa: Y015
+
+@_typing.final
+class PendingTurnsResponse(_message.Message):
+    """PendingTurnsResponse lists the turns awaited from the agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURNS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def turns(self) -> _containers.RepeatedCompositeFieldContainer[_connect_pb2.PendingTurn]:
+        """One turn per held channel that awaits one from the agent, by channel id."""
+
+    def __init__(
+        self,
+        *,
+        turns: _abc.Iterable[_connect_pb2.PendingTurn] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["turns", b"turns"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingTurnsResponse: _TypeAlias = PendingTurnsResponse  # noqa: Y015
+
+@_typing.final
 class ForwardPostsRequest(_message.Message):
     """ForwardPostsRequest carries a participant's posts from the replica it is
     connected to.

@@ -51,6 +51,11 @@ class ReplicaServiceStub:
                 request_serializer=agentnet_dot_v1_dot_replica__pb2.ForwardPostsRequest.SerializeToString,
                 response_deserializer=agentnet_dot_v1_dot_replica__pb2.ForwardPostsResponse.FromString,
                 _registered_method=True)
+        self.PendingTurns = channel.unary_unary(
+                '/agentnet.v1.ReplicaService/PendingTurns',
+                request_serializer=agentnet_dot_v1_dot_replica__pb2.PendingTurnsRequest.SerializeToString,
+                response_deserializer=agentnet_dot_v1_dot_replica__pb2.PendingTurnsResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicaServiceServicer:
@@ -86,6 +91,23 @@ class ReplicaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PendingTurns(self, request, context):
+        """The turns the serving replica's held channels await from one agent, as its
+        own folded state has them (what that agent's Welcome.pending_turns and
+        ListPendingTurns list on the holder): asked by a replica the agent is
+        connected to for the agent's channels it does not hold. A channel id the
+        serving replica does not hold, or the agent is not a member of, or that
+        awaits nothing from it, is left out (the asking replica asks the next
+        holder the lease map names, or lists nothing for it).
+
+        Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+        field channel_ids), each at most 128 characters; the response holds at
+        most one turn per channel id asked.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicaServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -93,6 +115,11 @@ def add_ReplicaServiceServicer_to_server(servicer, server):
                     servicer.ForwardPosts,
                     request_deserializer=agentnet_dot_v1_dot_replica__pb2.ForwardPostsRequest.FromString,
                     response_serializer=agentnet_dot_v1_dot_replica__pb2.ForwardPostsResponse.SerializeToString,
+            ),
+            'PendingTurns': grpc.unary_unary_rpc_method_handler(
+                    servicer.PendingTurns,
+                    request_deserializer=agentnet_dot_v1_dot_replica__pb2.PendingTurnsRequest.FromString,
+                    response_serializer=agentnet_dot_v1_dot_replica__pb2.PendingTurnsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -134,6 +161,33 @@ class ReplicaService:
             '/agentnet.v1.ReplicaService/ForwardPosts',
             agentnet_dot_v1_dot_replica__pb2.ForwardPostsRequest.SerializeToString,
             agentnet_dot_v1_dot_replica__pb2.ForwardPostsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PendingTurns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentnet.v1.ReplicaService/PendingTurns',
+            agentnet_dot_v1_dot_replica__pb2.PendingTurnsRequest.SerializeToString,
+            agentnet_dot_v1_dot_replica__pb2.PendingTurnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,19 @@ class ReplicaServiceStub:
     as a Connect Post (one over a limit gets its PostResult.error, the others
     go on); the request is bounded by the gRPC message limit.
     """
+    PendingTurns: _grpc.UnaryUnaryMultiCallable[_replica_pb2.PendingTurnsRequest, _replica_pb2.PendingTurnsResponse]
+    """The turns the serving replica's held channels await from one agent, as its
+    own folded state has them (what that agent's Welcome.pending_turns and
+    ListPendingTurns list on the holder): asked by a replica the agent is
+    connected to for the agent's channels it does not hold. A channel id the
+    serving replica does not hold, or the agent is not a member of, or that
+    awaits nothing from it, is left out (the asking replica asks the next
+    holder the lease map names, or lists nothing for it).
+
+    Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+    field channel_ids), each at most 128 characters; the response holds at
+    most one turn per channel id asked.
+    """
 
 @_typing.type_check_only
 class ReplicaServiceAsyncStub(ReplicaServiceStub):
@@ -90,6 +103,19 @@ class ReplicaServiceAsyncStub(ReplicaServiceStub):
     INVALID_ARGUMENT, field posts) and each post within the same field limits
     as a Connect Post (one over a limit gets its PostResult.error, the others
     go on); the request is bounded by the gRPC message limit.
+    """
+    PendingTurns: _aio.UnaryUnaryMultiCallable[_replica_pb2.PendingTurnsRequest, _replica_pb2.PendingTurnsResponse]  # type: ignore[assignment]
+    """The turns the serving replica's held channels await from one agent, as its
+    own folded state has them (what that agent's Welcome.pending_turns and
+    ListPendingTurns list on the holder): asked by a replica the agent is
+    connected to for the agent's channels it does not hold. A channel id the
+    serving replica does not hold, or the agent is not a member of, or that
+    awaits nothing from it, is left out (the asking replica asks the next
+    holder the lease map names, or lists nothing for it).
+
+    Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+    field channel_ids), each at most 128 characters; the response holds at
+    most one turn per channel id asked.
     """
 
 class ReplicaServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -125,6 +151,25 @@ class ReplicaServiceServicer(metaclass=_abc_1.ABCMeta):
         INVALID_ARGUMENT, field posts) and each post within the same field limits
         as a Connect Post (one over a limit gets its PostResult.error, the others
         go on); the request is bounded by the gRPC message limit.
+        """
+
+    @_abc_1.abstractmethod
+    def PendingTurns(
+        self,
+        request: _replica_pb2.PendingTurnsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_replica_pb2.PendingTurnsResponse, _abc.Awaitable[_replica_pb2.PendingTurnsResponse]]:
+        """The turns the serving replica's held channels await from one agent, as its
+        own folded state has them (what that agent's Welcome.pending_turns and
+        ListPendingTurns list on the holder): asked by a replica the agent is
+        connected to for the agent's channels it does not hold. A channel id the
+        serving replica does not hold, or the agent is not a member of, or that
+        awaits nothing from it, is left out (the asking replica asks the next
+        holder the lease map names, or lists nothing for it).
+
+        Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+        field channel_ids), each at most 128 characters; the response holds at
+        most one turn per channel id asked.
         """
 
 def add_ReplicaServiceServicer_to_server(servicer: ReplicaServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -123,6 +123,8 @@ __all__ = (
     "Passport",
     "PassportKind",
     "PendingTurn",
+    "PendingTurnsRequest",
+    "PendingTurnsResponse",
     "Ping",
     "Pong",
     "Post",
@@ -4305,6 +4307,42 @@ default_message_pool.register_message("agentnet.v1", "PendingTurn", PendingTurn)
 
 
 @dataclass(eq=False, repr=False)
+class PendingTurnsRequest(betterproto2.Message):
+    """
+    PendingTurnsRequest names an agent and channels the asking replica does not
+    hold.
+    """
+
+    agent_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The agent id the asking replica authenticated.
+    """
+
+    channel_ids: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The channels to look at (distinct ids; a repeated id is answered once).
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "PendingTurnsRequest", PendingTurnsRequest)
+
+
+@dataclass(eq=False, repr=False)
+class PendingTurnsResponse(betterproto2.Message):
+    """
+    PendingTurnsResponse lists the turns awaited from the agent.
+    """
+
+    turns: "list[PendingTurn]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    One turn per held channel that awaits one from the agent, by channel id.
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "PendingTurnsResponse", PendingTurnsResponse)
+
+
+@dataclass(eq=False, repr=False)
 class Ping(betterproto2.Message):
     """
     Ping is a keep-alive from the client.
@@ -5817,13 +5855,17 @@ class Welcome(betterproto2.Message):
     channel's resume cursor (`cursors`) is also replayed: answer it once (drop
     the second sighting by envelope_id). Computed from the channels as this hub
     replica has folded them (another replica's latest commit may still be on
-    its way through the change feed, docs/scale-out.md).
+    its way through the change feed, docs/scale-out.md); with the channels
+    divided among replicas, the turns of channels another replica holds are
+    asked of that replica.
     """
 
     pending_turns_truncated: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
     """
     True when the participant has more than 1000 pending turns and only the
-    first 1000 (in channel order) are listed.
+    first 1000 (in channel order) are listed, or when a replica holding some
+    of its channels did not answer in time (docs/scale-out.md): list them
+    with ListPendingTurns.
     """
 
 
@@ -7053,8 +7095,11 @@ class HubServiceStub(betterproto2_grpclib.ServiceStub):
         Welcome.pending_turns lists when a stream begins, for a client that wants
         them again, has no stream, or was told pending_turns_truncated. Ordered by
         channel id; a channel has at most one. Computed from the channels as the
-        answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-        negative or above 1000, a page token of another list).
+        answering replica has folded them, and, with the channels divided among
+        replicas, asked of the replicas holding the caller's other channels.
+        Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+        another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+        did not answer in time: retry.
         """
 
         return await self._unary_unary(
@@ -7659,6 +7704,37 @@ class ReplicaServiceStub(betterproto2_grpclib.ServiceStub):
             "/agentnet.v1.ReplicaService/ForwardPosts",
             message,
             ForwardPostsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def pending_turns(
+        self,
+        message: "PendingTurnsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PendingTurnsResponse":
+        """
+        The turns the serving replica's held channels await from one agent, as its
+        own folded state has them (what that agent's Welcome.pending_turns and
+        ListPendingTurns list on the holder): asked by a replica the agent is
+        connected to for the agent's channels it does not hold. A channel id the
+        serving replica does not hold, or the agent is not a member of, or that
+        awaits nothing from it, is left out (the asking replica asks the next
+        holder the lease map names, or lists nothing for it).
+
+        Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+        field channel_ids), each at most 128 characters; the response holds at
+        most one turn per channel id asked.
+        """
+
+        return await self._unary_unary(
+            "/agentnet.v1.ReplicaService/PendingTurns",
+            message,
+            PendingTurnsResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,

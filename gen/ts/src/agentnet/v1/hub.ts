@@ -11098,8 +11098,11 @@ export const HubServiceService = {
    * Welcome.pending_turns lists when a stream begins, for a client that wants
    * them again, has no stream, or was told pending_turns_truncated. Ordered by
    * channel id; a channel has at most one. Computed from the channels as the
-   * answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-   * negative or above 1000, a page token of another list).
+   * answering replica has folded them, and, with the channels divided among
+   * replicas, asked of the replicas holding the caller's other channels.
+   * Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+   * another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+   * did not answer in time: retry.
    */
   listPendingTurns: {
     path: "/agentnet.v1.HubService/ListPendingTurns" as const,
@@ -11514,8 +11517,11 @@ export interface HubServiceServer extends UntypedServiceImplementation {
    * Welcome.pending_turns lists when a stream begins, for a client that wants
    * them again, has no stream, or was told pending_turns_truncated. Ordered by
    * channel id; a channel has at most one. Computed from the channels as the
-   * answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-   * negative or above 1000, a page token of another list).
+   * answering replica has folded them, and, with the channels divided among
+   * replicas, asked of the replicas holding the caller's other channels.
+   * Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+   * another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+   * did not answer in time: retry.
    */
   listPendingTurns: handleUnaryCall<ListPendingTurnsRequest, ListPendingTurnsResponse>;
 }
@@ -12484,8 +12490,11 @@ export interface HubServiceClient extends Client {
    * Welcome.pending_turns lists when a stream begins, for a client that wants
    * them again, has no stream, or was told pending_turns_truncated. Ordered by
    * channel id; a channel has at most one. Computed from the channels as the
-   * answering replica has folded them. Refusals: INVALID_ARGUMENT (limit
-   * negative or above 1000, a page token of another list).
+   * answering replica has folded them, and, with the channels divided among
+   * replicas, asked of the replicas holding the caller's other channels.
+   * Refusals: INVALID_ARGUMENT (limit negative or above 1000, a page token of
+   * another list); UNAVAILABLE (cause replica_unreachable) when such a replica
+   * did not answer in time: retry.
    */
   listPendingTurns(
     request: ListPendingTurnsRequest,

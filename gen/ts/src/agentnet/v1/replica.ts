@@ -18,7 +18,24 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { Post, PostResult } from "./connect";
+import { PendingTurn, Post, PostResult } from "./connect";
+
+/**
+ * PendingTurnsRequest names an agent and channels the asking replica does not
+ * hold.
+ */
+export interface PendingTurnsRequest {
+  /** The agent id the asking replica authenticated. */
+  agentId: string;
+  /** The channels to look at (distinct ids; a repeated id is answered once). */
+  channelIds: string[];
+}
+
+/** PendingTurnsResponse lists the turns awaited from the agent. */
+export interface PendingTurnsResponse {
+  /** One turn per held channel that awaits one from the agent, by channel id. */
+  turns: PendingTurn[];
+}
 
 /**
  * ForwardPostsRequest carries a participant's posts from the replica it is
@@ -45,6 +62,168 @@ export interface ForwardPostsResponse {
    */
   results: PostResult[];
 }
+
+function createBasePendingTurnsRequest(): PendingTurnsRequest {
+  return { agentId: "", channelIds: [] };
+}
+
+export const PendingTurnsRequest: MessageFns<PendingTurnsRequest> = {
+  encode(message: PendingTurnsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agentId !== "") {
+      writer.uint32(10).string(message.agentId);
+    }
+    for (const v of message.channelIds) {
+      writer.uint32(18).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PendingTurnsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePendingTurnsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.channelIds.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PendingTurnsRequest {
+    return {
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+      channelIds: globalThis.Array.isArray(object?.channelIds)
+        ? object.channelIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.channel_ids)
+        ? object.channel_ids.map((e: any) => globalThis.String(e))
+        : [],
+    };
+  },
+
+  toJSON(message: PendingTurnsRequest): unknown {
+    const obj: any = {};
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    if (message.channelIds?.length) {
+      obj.channelIds = message.channelIds;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PendingTurnsRequest>): PendingTurnsRequest {
+    return PendingTurnsRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PendingTurnsRequest>): PendingTurnsRequest {
+    const message = createBasePendingTurnsRequest();
+    message.agentId = object.agentId ?? "";
+    message.channelIds = object.channelIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBasePendingTurnsResponse(): PendingTurnsResponse {
+  return { turns: [] };
+}
+
+export const PendingTurnsResponse: MessageFns<PendingTurnsResponse> = {
+  encode(message: PendingTurnsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.turns) {
+      PendingTurn.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PendingTurnsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePendingTurnsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turns.push(PendingTurn.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PendingTurnsResponse {
+    return {
+      turns: globalThis.Array.isArray(object?.turns) ? object.turns.map((e: any) => PendingTurn.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: PendingTurnsResponse): unknown {
+    const obj: any = {};
+    if (message.turns?.length) {
+      obj.turns = message.turns.map((e) => PendingTurn.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PendingTurnsResponse>): PendingTurnsResponse {
+    return PendingTurnsResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PendingTurnsResponse>): PendingTurnsResponse {
+    const message = createBasePendingTurnsResponse();
+    message.turns = object.turns?.map((e) => PendingTurn.fromPartial(e)) || [];
+    return message;
+  },
+};
 
 function createBaseForwardPostsRequest(): ForwardPostsRequest {
   return { senderId: "", posts: [] };
@@ -244,6 +423,29 @@ export const ReplicaServiceService = {
       Buffer.from(ForwardPostsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ForwardPostsResponse => ForwardPostsResponse.decode(value),
   },
+  /**
+   * The turns the serving replica's held channels await from one agent, as its
+   * own folded state has them (what that agent's Welcome.pending_turns and
+   * ListPendingTurns list on the holder): asked by a replica the agent is
+   * connected to for the agent's channels it does not hold. A channel id the
+   * serving replica does not hold, or the agent is not a member of, or that
+   * awaits nothing from it, is left out (the asking replica asks the next
+   * holder the lease map names, or lists nothing for it).
+   *
+   * Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+   * field channel_ids), each at most 128 characters; the response holds at
+   * most one turn per channel id asked.
+   */
+  pendingTurns: {
+    path: "/agentnet.v1.ReplicaService/PendingTurns" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PendingTurnsRequest): Buffer => Buffer.from(PendingTurnsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PendingTurnsRequest => PendingTurnsRequest.decode(value),
+    responseSerialize: (value: PendingTurnsResponse): Buffer =>
+      Buffer.from(PendingTurnsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PendingTurnsResponse => PendingTurnsResponse.decode(value),
+  },
 } as const;
 
 export interface ReplicaServiceServer extends UntypedServiceImplementation {
@@ -262,6 +464,20 @@ export interface ReplicaServiceServer extends UntypedServiceImplementation {
    * go on); the request is bounded by the gRPC message limit.
    */
   forwardPosts: handleUnaryCall<ForwardPostsRequest, ForwardPostsResponse>;
+  /**
+   * The turns the serving replica's held channels await from one agent, as its
+   * own folded state has them (what that agent's Welcome.pending_turns and
+   * ListPendingTurns list on the holder): asked by a replica the agent is
+   * connected to for the agent's channels it does not hold. A channel id the
+   * serving replica does not hold, or the agent is not a member of, or that
+   * awaits nothing from it, is left out (the asking replica asks the next
+   * holder the lease map names, or lists nothing for it).
+   *
+   * Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+   * field channel_ids), each at most 128 characters; the response holds at
+   * most one turn per channel id asked.
+   */
+  pendingTurns: handleUnaryCall<PendingTurnsRequest, PendingTurnsResponse>;
 }
 
 export interface ReplicaServiceClient extends Client {
@@ -293,6 +509,34 @@ export interface ReplicaServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ForwardPostsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The turns the serving replica's held channels await from one agent, as its
+   * own folded state has them (what that agent's Welcome.pending_turns and
+   * ListPendingTurns list on the holder): asked by a replica the agent is
+   * connected to for the agent's channels it does not hold. A channel id the
+   * serving replica does not hold, or the agent is not a member of, or that
+   * awaits nothing from it, is left out (the asking replica asks the next
+   * holder the lease map names, or lists nothing for it).
+   *
+   * Limits: at most 1000 channel_ids (more, or none, is INVALID_ARGUMENT,
+   * field channel_ids), each at most 128 characters; the response holds at
+   * most one turn per channel id asked.
+   */
+  pendingTurns(
+    request: PendingTurnsRequest,
+    callback: (error: ServiceError | null, response: PendingTurnsResponse) => void,
+  ): ClientUnaryCall;
+  pendingTurns(
+    request: PendingTurnsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PendingTurnsResponse) => void,
+  ): ClientUnaryCall;
+  pendingTurns(
+    request: PendingTurnsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PendingTurnsResponse) => void,
   ): ClientUnaryCall;
 }
 
