@@ -95,10 +95,10 @@ class Sessions:
         self._refresh_turns = refresh_turns
         """Catches up the channels awaiting a turn of an agent that a shared store holds more of."""
         self._record_first = record_first
-        self.remote_turns: RemoteTurns | None = None
-        """Asks the replicas holding an agent's other channels for their turns (set with divided channels)."""
         """Write a new stream's record before its catch-up (the channels are divided among replicas:
         the others tell this one of the agent's channels once the record says the stream is here)."""
+        self.remote_turns: RemoteTurns | None = None
+        """Asks the replicas holding an agent's other channels for their turns (set with divided channels)."""
         self._on_cursor = on_cursor
         """Told ``(agent_id, channel_id, cursor)`` whenever an agent's cursor moves (acks, skips, a Hello ahead)."""
         self._turn_probe = turn_probe
