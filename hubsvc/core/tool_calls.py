@@ -9,6 +9,7 @@ operation runs, and its result is shaped as the tool's JSON answer.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,16 @@ from pydantic import ValidationError
 
 from hubsvc.core.operations import Operations
 from netkernel.errors import FailedPrecondition, InvalidArgument
-from netkernel.tool_schemas import ALL_TOOLS, ChannelsArgs, ContextArgs, DelegateArgs, PeersArgs, SayArgs, TasksArgs
+from netkernel.tool_schemas import (
+    ALL_TOOLS,
+    PLUGIN_TOOLS,
+    ChannelsArgs,
+    ContextArgs,
+    DelegateArgs,
+    PeersArgs,
+    SayArgs,
+    TasksArgs,
+)
 from netkernel.wire import CHANNEL_STATE, PASSPORT_KIND, TASK_STATE, dumps_json, parse_json_object
 
 
@@ -40,6 +50,18 @@ class ToolCalls:
 
     def __init__(self, ops: Operations) -> None:
         self.ops = ops
+        self._plugin_tools: dict[str, Callable[[str, Any, ToolTurn], Awaitable[Any]]] = {
+            "peers": self._tool_peers,
+            "channels": self._tool_channels,
+            "tasks": self._tool_tasks,
+            "context": self._tool_context,
+            "delegate": self._tool_delegate,
+        }
+        """The network tools by name (``say``, the adapter tool, is answered with its envelope)."""
+        if set(self._plugin_tools) != set(PLUGIN_TOOLS):
+            raise RuntimeError(
+                f"tool handlers {sorted(self._plugin_tools)} do not match PLUGIN_TOOLS {sorted(PLUGIN_TOOLS)}"
+            )
 
     async def call_tool(
         self, caller: str, name: str, arguments_json: str, channel_id: str, task_id: str, causation_id: str = ""
@@ -67,8 +89,7 @@ class ToolCalls:
                 causation_id=causation_id or None,
             )
             return dumps_json({"envelope_id": wire.envelope_id, "channel_id": wire.channel_id, "seq": wire.seq})
-        handler = getattr(self, f"_tool_{name}")
-        result = await handler(caller, args, ToolTurn(channel_id, task_id, causation_id))
+        result = await self._plugin_tools[name](caller, args, ToolTurn(channel_id, task_id, causation_id))
         return dumps_json(result)
 
     async def _tool_peers(self, caller: str, args: PeersArgs, turn: ToolTurn) -> Any:
