@@ -80,6 +80,8 @@ class RedisChangeFeed(ChangeFeed):
         self.key = key
         self.counter = counter
         self._notices = None if notices is None else (notices + "notices:", notices + "notices_seq:")
+        self._mine = self.notices_of(self.replica_id)
+        """This replica's notice stream and counter (None: the channels are not divided)."""
         self._lapsed = False
 
     def notices_of(self, replica_id: str) -> tuple[str, str] | None:
@@ -96,11 +98,10 @@ class RedisChangeFeed(ChangeFeed):
     async def position(self) -> str:
         """The number of the last entry appended so far ("0" for an empty feed), and of the last
         notice to this replica (``<feed>.<notices>``) when the channels are divided."""
-        mine = self.notices_of(self.replica_id)
-        if mine is None:
+        if self._mine is None:
             value = await self._client.get(self.counter)
             return "0" if value is None else str(int(value))
-        feed, notices = await self._client.mget([self.counter, mine[1]])
+        feed, notices = await self._client.mget([self.counter, self._mine[1]])
         return f"{int(feed or 0)}.{int(notices or 0)}"
 
     async def read(self, after: str, block: float) -> tuple[str, list[Change]]:
@@ -109,10 +110,10 @@ class RedisChangeFeed(ChangeFeed):
         if self._lapsed:
             self._lapsed = False
             raise FeedGap("this replica's liveness key lapsed (it was paused or cut off from Redis)")
-        mine = self.notices_of(self.replica_id)
-        streams = {self.key: after.split(".", 1)[0]}
-        if mine is not None:
-            streams[mine[0]] = after.split(".", 1)[1] if "." in after else "0"
+        feed_after, _, notices_after = after.partition(".")
+        streams = {self.key: feed_after}
+        if self._mine is not None:
+            streams[self._mine[0]] = notices_after or "0"
         block_ms = max(1, int(block * 1000))
         ids: dict[Any, Any] = {key: f"{number}-0" for key, number in streams.items()}
         if self._route is None:

@@ -139,7 +139,8 @@ class Plan:
             senders = self._senders.get(channel_id, set())
             sender = next(iter(senders)) if len(senders) == 1 else ""
             members = [m for m in self._notify[channel_id] if m != sender]  # its own posts: nothing to deliver
-            per_channel += [channel_id, seq, len(members), *members]
+            watchers = self._global.k(g + redis_feed.WATCH + channel_id)
+            per_channel += [channel_id, seq, watchers, len(members), *members]
         return ["notify", self._global.k(g + redis_feed.WHERE), g, redis_feed.NOTICES_MAXLEN, feed.replica_id,
                 f"{time.time():.6f}", len(noticed), *per_channel]  # fmt: skip
 

@@ -145,19 +145,19 @@ while i <= #a do
     i = i + 5 + 2 * n
   elseif op == 'notify' then
     -- where hash, global key prefix, approximate max length, committing replica, wall time, channel
-    -- count, then per channel: id, last seq, member count, members. Each channel's last seq is told
-    -- to the replicas its members' Connect streams are on (where hash: agent -> '<replica>\0<session>')
-    -- and those watching it (set '<prefix>watch:<channel>'), each replica once, in one entry of its own
+    -- count, then per channel: id, last seq, its watch set, member count, members. Each channel's last
+    -- seq is told to the replicas its members' Connect streams are on (where hash: agent ->
+    -- '<replica>\0<session>') and those in its watch set, each replica once, in one entry of its own
     -- notice stream '<prefix>notices:<replica>' numbered by '<prefix>notices_seq:<replica>'; a replica
     -- whose liveness key '<prefix>replica:<replica>' lapsed is told nothing (it refreshes everything
     -- when it finds it lapsed). The committing replica is not told (it published already).
     local where, prefix, maxlen, origin, wall = k(i + 1), a[i + 2], a[i + 3], a[i + 4], a[i + 5]
     local at, told, order = i + 7, {}, {}
     for _ = 1, tonumber(a[i + 6]) do
-      local channel, seq, m = a[at], tonumber(a[at + 1]), tonumber(a[at + 2])
-      local targets = redis.call('SMEMBERS', prefix .. 'watch:' .. channel)
+      local channel, seq, m = a[at], tonumber(a[at + 1]), tonumber(a[at + 3])
+      local targets = redis.call('SMEMBERS', k(at + 2))
       for j = 1, m do
-        local held = redis.call('HGET', where, a[at + 2 + j])
+        local held = redis.call('HGET', where, a[at + 3 + j])
         if held then
           local cut = string.find(held, '\0', 1, true)
           targets[#targets + 1] = cut and string.sub(held, 1, cut - 1) or held
@@ -174,7 +174,7 @@ while i <= #a do
           channels[channel] = seq
         end
       end
-      at = at + 3 + m
+      at = at + 4 + m
     end
     for _, replica in ipairs(order) do
       if redis.call('EXISTS', prefix .. 'replica:' .. replica) == 1 then
