@@ -39,7 +39,7 @@ from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED
 from netkernel.errors import InvalidArgument, NotYourTurn, Unauthenticated, Unavailable
 from tests.eventually import assert_eventually
 from tests.hub import harness
-from tests.hub.harness import OPERATOR_TOKEN, RunningHub, open_channel, register
+from tests.hub.harness import OPERATOR_TOKEN, Participant, RunningHub, open_channel, register
 from tests.hub.test_replica_forwarding import peers_of
 from tests.hub.test_replicas import REDIS_DB, on
 
@@ -116,6 +116,26 @@ def holding_and_not(a: RunningHub, b: RunningHub) -> tuple[RunningHub, RunningHu
     return (a, b) if ownership.held else (b, a)
 
 
+async def alice_and_bob(
+    divided: Divided, type: str, *, bob_on: str
+) -> tuple[RunningHub, RunningHub, Participant, Participant, str]:
+    """Two settled replicas ``a`` (holding partitions) and ``b``; alice connected to ``a``, bob to
+    ``a`` or ``b`` (``bob_on``), and a channel of ``type`` alice opened: held by ``a``."""
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    a, b = holding_and_not(a, b)  # a opens the channel: it must hold a partition to hold it
+    alice = await register(a.target, "alice")
+    bob = await register(a.target, "bob")
+    if bob_on == "b":
+        bob = on(b, bob)
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, type, [bob])
+    assert holder(divided.hubs, channel_id) is a
+    return a, b, alice, bob, channel_id
+
+
 async def stored_wal(hub: RunningHub, channel_id: str) -> list[envelope_pb2.Envelope]:
     """The channel's whole WAL as the store holds it, checked to have contiguous seqs from 1."""
     wal = [envelope_pb2.Envelope.FromString(d) for d in await hub.core.store.read_wal(channel_id, 1, 0, 10_000)]
@@ -178,17 +198,7 @@ async def test_a_channel_is_held_by_one_replica_and_served_through_any(divided: 
 
 
 async def test_calls_about_a_channel_held_elsewhere_are_answered_by_its_holder(divided: Divided) -> None:
-    a = await divided.start()
-    b = await divided.start()
-    await divided.settled()
-    a, b = holding_and_not(a, b)  # a opens the channel: it must hold a partition to hold it
-    alice = await register(a.target, "alice")
-    bobs = await register(a.target, "bob")
-    bob = on(b, bobs)
-    await alice.connect()
-    await bob.connect()
-    channel_id = await open_channel(alice, "discussion", [bob])
-    assert holder(divided.hubs, channel_id) is a
+    a, b, alice, bob, channel_id = await alice_and_bob(divided, "discussion", bob_on="b")
     first = await alice.say(channel_id, "hello")
     await bob.next(lambda e: e.envelope_id == first.envelope_id)
     # CanSend, PostEnvelope and CloseChannel reach b, which does not hold the channel.
@@ -291,14 +301,7 @@ async def test_texts_reach_members_wherever_they_connect_and_no_other_replica_is
 
 
 async def test_a_watcher_on_a_replica_without_members_sees_every_text(divided: Divided) -> None:
-    a, b = [await divided.start() for _ in range(2)]
-    await divided.settled()
-    a, b = holding_and_not(a, b)
-    alice = await register(a.target, "alice")
-    bob = await register(a.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    channel_id = await open_channel(alice, "conversation", [bob])
+    _a, b, alice, bob, channel_id = await alice_and_bob(divided, "conversation", bob_on="a")
     earlier = await alice.say(channel_id, "before the watch")
     watched: list[envelope_pb2.Envelope] = []
     unwatch = b.core.watch(channel_id, watched.append)  # b holds nothing of it and has no member of it
@@ -314,14 +317,7 @@ async def test_a_watcher_on_a_replica_without_members_sees_every_text(divided: D
 
 
 async def test_reads_through_a_replica_that_does_not_hold_the_channel_see_it_live(divided: Divided) -> None:
-    a, b = [await divided.start() for _ in range(2)]
-    await divided.settled()
-    a, b = holding_and_not(a, b)
-    alice = await register(a.target, "alice")
-    bob = await register(a.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    channel_id = await open_channel(alice, "discussion", [bob])
+    _a, b, alice, bob, channel_id = await alice_and_bob(divided, "discussion", bob_on="a")
     # The operator's DescribeChannel through b: answered by the holder (live, whose turn, state).
     async with OperatorClient(b.target, OPERATOR_TOKEN) as operator:
         described = await operator.describe_channel(channel_id)
@@ -378,16 +374,7 @@ async def test_a_long_call_forwarded_to_the_holder_waits_as_long_as_its_caller_d
 
 
 async def test_a_turn_in_a_channel_held_elsewhere_is_listed_through_any_replica(divided: Divided) -> None:
-    a = await divided.start()
-    b = await divided.start()
-    await divided.settled()
-    a, b = holding_and_not(a, b)  # a opens the channel: it must hold a partition to hold it
-    alice = await register(a.target, "alice")
-    bob = on(b, await register(a.target, "bob"))
-    await alice.connect()
-    await bob.connect()
-    channel_id = await open_channel(alice, "discussion", [bob])
-    assert holder(divided.hubs, channel_id) is a
+    _a, _b, alice, bob, channel_id = await alice_and_bob(divided, "discussion", bob_on="b")
     first = await alice.say(channel_id, "your turn")
     delivered = await bob.next(lambda e: e.envelope_id == first.envelope_id)
     bob.ack(channel_id, delivered.seq)  # acked, not answered: bob "crashed" while handling it
@@ -430,16 +417,7 @@ async def test_pending_turns_calls_are_bounded_and_need_the_replica_key(divided:
 
 
 async def test_a_cancel_through_a_non_holder_posts_its_envelope_once(divided: Divided) -> None:
-    a = await divided.start()
-    b = await divided.start()
-    await divided.settled()
-    a, b = holding_and_not(a, b)
-    alice = await register(a.target, "alice")
-    bob = on(b, await register(a.target, "bob"))
-    await alice.connect()
-    await bob.connect()
-    channel_id = await open_channel(alice, "conversation", [bob])
-    assert holder(divided.hubs, channel_id) is a
+    a, b, alice, bob, channel_id = await alice_and_bob(divided, "conversation", bob_on="b")
     started = task_pb2.TASK_EVENT_KIND_STARTED
     tasks = [
         (await alice.rpc("ReportTask", hub_pb2.ReportTaskRequest(kind=started, title=t, channel_id=channel_id))).task
@@ -468,15 +446,7 @@ async def test_a_cancel_through_a_non_holder_posts_its_envelope_once(divided: Di
 
 
 async def test_a_holder_that_does_not_answer_leaves_its_turns_to_list_later(divided: Divided) -> None:
-    a = await divided.start()
-    b = await divided.start()
-    await divided.settled()
-    a, b = holding_and_not(a, b)
-    alice = await register(a.target, "alice")
-    bob = on(b, await register(a.target, "bob"))
-    await alice.connect()
-    await bob.connect()
-    channel_id = await open_channel(alice, "discussion", [bob])
+    a, _b, alice, bob, channel_id = await alice_and_bob(divided, "discussion", bob_on="b")
     first = await alice.say(channel_id, "your turn")
     await bob.next(lambda e: e.envelope_id == first.envelope_id)
     await alice.close()
