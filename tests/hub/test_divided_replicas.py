@@ -460,3 +460,53 @@ async def test_a_holder_that_does_not_answer_leaves_its_turns_to_list_later(divi
         await bob.rpc("ListPendingTurns", hub_pb2.ListPendingTurnsRequest())
     assert listed.value.metadata["cause"] == "replica_unreachable"
     await bob.close()
+
+
+async def test_a_watch_is_recorded_only_once_the_channel_is_held_elsewhere(divided: Divided, redis_url: str) -> None:
+    """A replica watching a channel it holds writes nothing for it (it publishes the commits itself);
+    when the channel moves to another replica while watched, the watch is recorded then and the
+    watcher keeps seeing every text."""
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    a, b = holding_and_not(a, b)
+    alice = on(b, await register(a.target, "alice"))
+    bob = on(b, await register(a.target, "bob"))
+    opener = on(a, alice)
+    await opener.connect()
+    await bob.connect()
+    # Channels held by a (opened through it) in as many of a's partitions as 16 opens reach.
+    channels = [await open_channel(opener, "conversation", [bob]) for _ in range(16)]
+    await opener.close()
+    await alice.connect()
+    watched: dict[str, list[str]] = {c: [] for c in channels}
+    for channel_id in channels:
+        a.core.watch(channel_id, lambda wire, seen=watched[channel_id]: seen.append(wire.envelope_id))
+    store = a.core.store
+    assert isinstance(store, RedisHubStore)
+    client = connect(redis_url, 5)
+    try:
+        watch_sets = [f"{store._keys.g}watch:{c}" for c in channels]
+        assert [await client.smembers(key) for key in watch_sets] == [set()] * len(channels)
+        moved: list[str] = []
+        while not moved and len(divided.hubs) < 6:  # each replica that joins takes some of a's partitions
+            await divided.start()
+            await divided.settled()
+            moved = [c for c in channels if c not in a.core.channels.table.channels]
+        assert moved, "no channel moved away from a"
+        for channel_id in moved:
+
+            async def recorded(channel_id: str = channel_id) -> bool:
+                return await client.sismember(f"{store._keys.g}watch:{channel_id}", store.feed.replica_id) == 1
+
+            await assert_eventually(recorded)
+            said = await alice.say(channel_id, "after the move")
+
+            async def seen(channel_id: str = channel_id, said_id: str = said.envelope_id) -> bool:
+                return said_id in watched[channel_id]
+
+            await assert_eventually(seen)
+    finally:
+        await client.aclose()
+    await alice.close()
+    await bob.close()

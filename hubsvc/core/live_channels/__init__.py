@@ -84,7 +84,7 @@ class LiveChannels:
         """Which channels this replica holds (all of them unless the channels are divided among replicas)."""
         self.table = table = ChannelTable(store, inboxes, clock)
         """The table of live channels, and its reads."""
-        self.followers = followers = Followers(table, store, deliver, connected, spawn)
+        self.followers = followers = Followers(table, store, deliver, connected, spawn, placement.holds)
         """The live channels another replica holds, delivered here without a fold."""
         if placement.divided:
             table.on_watch = followers.watching

@@ -70,18 +70,36 @@ class Followers:
         deliver: Deliver,
         connected: Callable[[str], bool],
         spawn: Callable[[Any, str], asyncio.Task[Any]],
+        holds: Callable[[str], bool],
     ) -> None:
         self._table = table
         self._store = store
         self._deliver = deliver
         self._connected = connected
         self._spawn = spawn
+        self._holds = holds
+        """Whether this replica holds a channel (a watch of one held here is not recorded)."""
+        self._watch_recorded: set[str] = set()
+        """Channels recorded in the store as watched here (their last watcher unrecords them)."""
         self.channels: dict[str, FollowedChannel] = {}
 
     def watching(self, channel_id: str, watching: bool) -> None:
-        """A channel got its first watcher here (or lost its last): record it, so that the replica
-        holding it tells this one of its appends although no member is connected here; once
-        recorded, catch a followed channel up (what was appended before is read from the WAL)."""
+        """A channel got its first watcher here (or lost its last). One another replica holds is
+        recorded as watched here, so its holder tells this replica of its appends although no member
+        is connected here (one held here needs nothing: its commits are published here; if it moves
+        away while watched, :meth:`follow` records it then)."""
+        if watching and not self._holds(channel_id):
+            self._record_watch(channel_id, True)
+        elif not watching and channel_id in self._watch_recorded:
+            self._record_watch(channel_id, False)
+
+    def _record_watch(self, channel_id: str, watching: bool) -> None:
+        """Write that this replica watches ``channel_id`` (or no longer does); once a watch is written,
+        catch the followed channel up (what was appended before it is read from the WAL)."""
+        if watching:
+            self._watch_recorded.add(channel_id)
+        else:
+            self._watch_recorded.discard(channel_id)
         written = self._store.submit(Writes(watches=[(channel_id, watching)]))
 
         def recorded(done: asyncio.Future[None]) -> None:
@@ -97,8 +115,11 @@ class Followers:
         return self.channels.values()
 
     def follow(self, channel_id: str, participants: tuple[str, ...], published: int) -> None:
-        """Follow a channel this replica stopped holding, handed on up to ``published``."""
+        """Follow a channel this replica stopped holding, handed on up to ``published`` (recording that it
+        is watched here, if it is, so its new holder tells this replica of its appends)."""
         self.channels[channel_id] = FollowedChannel(channel_id, participants, published)
+        if self._table.watched(channel_id) and channel_id not in self._watch_recorded:
+            self._record_watch(channel_id, True)
 
     def release(self, channel_id: str) -> int | None:
         """Stop following a channel (this replica holds it now); the seq handed on, None if not followed."""
