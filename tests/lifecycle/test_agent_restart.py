@@ -92,6 +92,15 @@ async def echo_of(user: HumanClient, text: str) -> Envelope:
     )
 
 
+def saved_cursor(cursors: Path, channel_id: str) -> int:
+    """The cursor the agent process saved for ``channel_id`` (0 until it saved its first one: the
+    file does not exist before that)."""
+    try:
+        return int(json.loads(cursors.read_text()).get(channel_id, 0))
+    except FileNotFoundError:
+        return 0
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 async def test_a_restarted_agent_process_resumes_its_identity_cursors_and_a2a_settings(
     sig: signal.Signals, tmp_path: Path, hub: ServiceProcess
@@ -110,9 +119,7 @@ async def test_a_restarted_agent_process_resumes_its_identity_cursors_and_a2a_se
         await echo_of(user, "one")
         cursors = credential_file.with_name("svc.credential.cursors.json")
         # "one" counts as processed once its cursor is saved; stop the process after that.
-        await assert_eventually(
-            lambda: json.loads(cursors.read_text()).get(channel.channel_id, 0) >= one.seq, timeout=30
-        )
+        await assert_eventually(lambda: saved_cursor(cursors, channel.channel_id) >= one.seq, timeout=30)
         code = first.stop(sig)
         assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL), "".join(first.lines)
         if sig == signal.SIGTERM:

@@ -369,10 +369,13 @@ class Invocations:
         return INVOCATION_STATUS.by_name[status], result, error
 
     async def _abandon(self, caller: str, record: a2a_pb2.Execution) -> None:
-        """Record a call its caller gave up on and close its channel."""
-        await self.core.executions.save(record)
-        if record.channel_id:
-            try:
-                await self.core.close_channel(caller, record.channel_id, "a2a_cancelled")
-            except ChannelClosed:
-                pass  # already ended
+        """Close the channel of a call its caller gave up on, then record the call failed (in that
+        order: whoever reads the failed record finds its channel closed)."""
+        try:
+            if record.channel_id:
+                try:
+                    await self.core.close_channel(caller, record.channel_id, "a2a_cancelled")
+                except ChannelClosed:
+                    pass  # already ended
+        finally:
+            await self.core.executions.save(record)
