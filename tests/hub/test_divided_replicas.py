@@ -37,6 +37,7 @@ from hubsvc.storage.redis_connect import connect
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED
 from netkernel.errors import InvalidArgument, NotYourTurn, Unauthenticated, Unavailable
+from netkernel.partitions import partition_of
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import OPERATOR_TOKEN, Participant, RunningHub, open_channel, register
@@ -475,8 +476,12 @@ async def test_a_watch_is_recorded_only_once_the_channel_is_held_elsewhere(divid
     opener = on(a, alice)
     await opener.connect()
     await bob.connect()
-    # Channels held by a (opened through it) in as many of a's partitions as 16 opens reach.
-    channels = [await open_channel(opener, "conversation", [bob]) for _ in range(16)]
+    # Channels held by a (opened through it), one at least in each partition a holds.
+    ownership = a.core.placement.ownership
+    assert ownership is not None and ownership.held
+    channels: list[str] = []
+    while {partition_of(c, PARTITIONS) for c in channels} != set(ownership.held) and len(channels) < 100:
+        channels.append(await open_channel(opener, "conversation", [bob]))
     await opener.close()
     await alice.connect()
     watched: dict[str, list[str]] = {c: [] for c in channels}
@@ -488,11 +493,20 @@ async def test_a_watch_is_recorded_only_once_the_channel_is_held_elsewhere(divid
     try:
         watch_sets = [f"{store._keys.g}watch:{c}" for c in channels]
         assert [await client.smembers(key) for key in watch_sets] == [set()] * len(channels)
-        moved: list[str] = []
-        while not moved and len(divided.hubs) < 6:  # each replica that joins takes some of a's partitions
-            await divided.start()
-            await divided.settled()
-            moved = [c for c in channels if c not in a.core.channels.table.channels]
+        for _ in range(30):  # a replica joins; kept if it takes one of a's partitions (rendezvous decides)
+            joined = await divided.start()
+            ids = [
+                o.replica_id
+                for h in divided.hubs
+                if id(h) not in divided.stopped
+                for o in [h.core.placement.ownership]
+                if o
+            ]
+            if set(ownership.held) - desired(ownership.replica_id, PARTITIONS, ids):
+                break
+            await divided.stop(joined)
+        await divided.settled()
+        moved = [c for c in channels if c not in a.core.channels.table.channels]
         assert moved, "no channel moved away from a"
         for channel_id in moved:
 
