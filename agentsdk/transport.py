@@ -108,6 +108,7 @@ class HubConnection(ClosedOnExit):
         rate_limit_backoff: RateLimitBackoff | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         max_queued_delivery_bytes: int = DEFAULT_MAX_QUEUED_DELIVERY_BYTES,
+        follow_redirects: bool = True,
     ) -> None:
         if max_queued_delivery_bytes < 1:
             raise InvalidArgument(
@@ -132,6 +133,11 @@ class HubConnection(ClosedOnExit):
         self.max_queued_delivery_bytes = max_queued_delivery_bytes
         """Most bytes of deliveries each identity's Connect stream holds waiting for its handlers; beyond
         it the stream stops reading until they catch up (:class:`agentsdk.network._delivery.DeliveryStream`)."""
+        self.follow_redirects = follow_redirects
+        """Whether Connect streams move to the replica a hub's Redirect names (docs/scale-out.md
+        "Session steering"); False: every stream stays on ``target``."""
+        self._peers: dict[str, HubConnection] = {}
+        """Connections to the replicas Redirects named, by address (see :meth:`peer`)."""
         self.tracer = trace.get_tracer("agentsdk", tracer_provider=tracer_provider)
         """Where the SDK's spans go: each post and each handler turn (docs/operations.md "Tracing")."""
         self._tracer_provider = tracer_provider
@@ -152,8 +158,26 @@ class HubConnection(ClosedOnExit):
             self._global_tracing = global_tracer_provider_set()  # once set, it stays (set once)
         return self._global_tracing
 
+    def peer(self, address: str) -> HubConnection:
+        """A connection to the hub replica at ``address`` (one a Redirect named), with this one's TLS
+        setting, backoff and tracing; made once per address and closed with this connection."""
+        peer = self._peers.get(address)
+        if peer is None:
+            peer = self._peers[address] = HubConnection(
+                address,
+                self.tls,
+                rate_limit_backoff=self.rate_limit_backoff,
+                tracer_provider=self._tracer_provider,
+                max_queued_delivery_bytes=self.max_queued_delivery_bytes,
+                follow_redirects=self.follow_redirects,
+            )
+        return peer
+
     async def close(self) -> None:
-        """Close the channel (every stream on it ends)."""
+        """Close the channel and those to the replicas Redirects named (every stream on them ends)."""
+        peers, self._peers = list(self._peers.values()), {}
+        for peer in peers:
+            await peer.close()
         await self.channel.close()
 
 

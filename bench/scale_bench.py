@@ -5,14 +5,19 @@ replicas on it (``--replicas``), each run on a freshly emptied Redis DB. The wor
 public SDK (``HubClient.connect``, ``register_human``): ``--pairs`` pairs of people, each pair in a
 conversation channel of its own with its two members connected to two different replicas (pair
 ``k``: replica ``k mod N`` and the next one), ``--texts`` texts per channel in alternating turns
-(each member answers the other's text from its ``on_envelope`` callback), all pairs at once.
+(each member answers the other's text from its ``on_envelope`` callback), all pairs at once. With
+the channels divided, the SDK follows the hub's Redirects (docs/scale-out.md "Session steering"):
+a member's stream moves to the replica holding its channel once texts reach it from there, so the
+run shows what steering leaves of the cross-replica cost; ``--stay`` keeps every stream where it
+connected (every post through a non-holder is forwarded, every delivery there is remote).
 
 Per run it prints the CPU seconds the replica processes spent on the texts (``/proc/<pid>/stat``
 utime + stime, read after every channel is open and again once the last text arrived: start-up,
 hydrate, registrations and channel openings are left out) summed over the replicas and against one
 replica, each replica's share, each replica's live channels held in memory (its
 ``agentnet_hub_live_channels`` gauge, hubsvc/metrics.py), each replica's RSS growth since it
-started, and texts/s; then the targets of issue 39 with met / not met.
+started, the streams moved by a Redirect and those open on each replica at the end, and texts/s;
+then the targets of issue 39 with met / not met.
 
 Every text is checked: each must reach the other member of its channel exactly once (and no
 one else), every send must succeed, and a run that falls short raises :class:`DeliveryError`
@@ -150,17 +155,23 @@ class Conversations:
     errors: list[str] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     """Seconds from each text's ``send`` to its recipient's callback (first arrivals)."""
+    stay: bool = False
+    """Whether the clients keep their streams where they connected (they follow no Redirect)."""
     open_retries: int = 0
     """OpenChannel calls answered NotFound for the peer (registered through another replica, not yet
     known to the opener's: see :meth:`_open_channel`) and tried again."""
 
     @classmethod
-    async def open(cls, targets: Sequence[str], pairs: int, texts: int, open_wait: float = 30.0) -> Conversations:
+    async def open(
+        cls, targets: Sequence[str], pairs: int, texts: int, open_wait: float = 30.0, *, stay: bool = False
+    ) -> Conversations:
         """``pairs`` pairs of people, pair ``k``'s members on ``targets[k % N]`` and ``targets[(k + 1) % N]``
-        (each through a ``HubClient`` of its own); once everyone is registered, each pair's first member
-        opens a conversation to the second (see :meth:`_open_channel` for ``open_wait``)."""
+        (each through a ``HubClient`` of its own; ``stay``: not following Redirects); once everyone is
+        registered, each pair's first member opens a conversation to the second (see :meth:`_open_channel`
+        for ``open_wait``)."""
         stack = AsyncExitStack()
         self = cls([], stack)
+        self.stay = stay
         try:
             people = await asyncio.gather(*(self._person(targets, k, side) for k in range(pairs) for side in (0, 1)))
             made = await asyncio.gather(
@@ -173,7 +184,9 @@ class Conversations:
         return self
 
     async def _person(self, targets: Sequence[str], k: int, side: int) -> HumanClient:
-        hub = await self.stack.enter_async_context(HubClient.connect(targets[(k + side) % len(targets)]))
+        hub = await self.stack.enter_async_context(
+            HubClient.connect(targets[(k + side) % len(targets)], follow_redirects=not self.stay)
+        )
         return await hub.register_human(Passport(name=f"scale-{k}-{'ab'[side]}", kind="human"), pull=False)
 
     async def _open_pair(self, k: int, a: HumanClient, b: HumanClient, texts: int, open_wait: float) -> Pair:
@@ -256,10 +269,19 @@ class Conversations:
 
 
 async def scale_run(
-    redis: RedisServer, workdir: Path, n: int, pairs: int, texts: int, timeout: float, partitions: int = 0
+    redis: RedisServer,
+    workdir: Path,
+    n: int,
+    pairs: int,
+    texts: int,
+    timeout: float,
+    partitions: int = 0,
+    *,
+    stay: bool = False,
 ) -> dict[str, Any]:
     """The workload on ``n`` replicas of a freshly emptied Redis DB 0 (``partitions``: the channels
-    divided among them, ``--partitions``; 0: every replica holds every channel); the run's figures."""
+    divided among them, ``--partitions``; 0: every replica holds every channel; ``stay``: the clients
+    follow no Redirect); the run's figures."""
     redis.flush(0)
     divided = ["--partitions", str(partitions)] if partitions else []
     with replicas(
@@ -270,7 +292,7 @@ async def scale_run(
         pids = [hubs.pid(i) for i in range(n)]
         rss_start = [rss_kb(p) for p in pids]
         cpu_start = [cpu_seconds(p) for p in pids]
-        conversations = await Conversations.open(hubs.targets, pairs, texts)
+        conversations = await Conversations.open(hubs.targets, pairs, texts, stay=stay)
         try:
             cpu_before = [cpu_seconds(p) for p in pids]
             redis_before, client_before = cpu_seconds(redis.proc.pid), _own_cpu()
@@ -279,6 +301,8 @@ async def scale_run(
             redis_after, client_after = cpu_seconds(redis.proc.pid), _own_cpu()
             rss_end = [rss_kb(p) for p in pids]
             live = [live_channels(hubs.metrics_url(i)) for i in range(n)]
+            streams = [gauge(hubs.metrics_url(i), "agentnet_hub_connected_streams") for i in range(n)]
+            redirects = sum(gauge(hubs.metrics_url(i), "agentnet_hub_stream_redirects_total") for i in range(n))
             conversations.check()
         finally:
             await conversations.close()
@@ -296,6 +320,8 @@ async def scale_run(
         "replica_cpu_s": per_replica,
         "setup_cpu_s": [before - start for start, before in zip(cpu_start, cpu_before, strict=True)],
         "live_channels": live,
+        "streams": streams,
+        "redirects": redirects,
         "rss_growth_kb": [end - start for start, end in zip(rss_start, rss_end, strict=True)],
         "rss_kb": rss_end,
         "open_retries": conversations.open_retries,
@@ -357,7 +383,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for round_no in range(args.rounds):
                 for n in counts:
-                    run = await scale_run(redis, Path(tmp), n, args.pairs, args.texts, args.timeout, args.partitions)
+                    run = await scale_run(
+                        redis, Path(tmp), n, args.pairs, args.texts, args.timeout, args.partitions, stay=args.stay
+                    )
                     runs.append({"round": round_no, **run})
         finally:
             redis.stop()
@@ -365,6 +393,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "pairs": args.pairs,
         "texts": args.texts,
         "partitions": args.partitions,
+        "stay": args.stay,
         "rounds": args.rounds,
         "runs": runs,
         "summary": summarize(runs, args.pairs),
@@ -380,6 +409,7 @@ def print_report(r: dict[str, Any]) -> None:
     print(
         f"\n== scale-out: {r['pairs']} pairs x {r['texts']} texts, each pair's members on two replicas, "
         + (f"channels divided in {r['partitions']} partitions" if r.get("partitions") else "every replica holds all")
+        + (", streams stay where they connected" if r.get("stay") else "")
         + " (one redis-server; replica CPU from /proc, texts only) =="
     )
     print(
@@ -395,7 +425,8 @@ def print_report(r: dict[str, Any]) -> None:
             f"{'':<7}{'':>8}  delivered {run['delivered']} texts exactly once, send to arrival p50 "
             f"{run['text_latency']['p50_ms']:.2f} / p99 {run['text_latency']['p99_ms']:.2f} ms; "
             f"redis {run['redis_cpu_s']:.2f} s, "
-            f"clients {run['client_cpu_s']:.2f} s CPU"
+            f"clients {run['client_cpu_s']:.2f} s CPU; {run['redirects']} streams redirected, "
+            f"open per replica at the end: {'/'.join(str(s) for s in run['streams'])}"
             + (
                 f"; {run['open_retries']} channel opens retried (peer not yet known there)"
                 if run["open_retries"]
@@ -438,6 +469,11 @@ def main() -> None:
         default=64,
         help="divide the channels among the replicas in this many partitions (the hub's --partitions; "
         "0: every replica holds every channel)",
+    )
+    parser.add_argument(
+        "--stay",
+        action="store_true",
+        help="the clients follow no Redirect: every stream stays on the replica it connected to",
     )
     parser.add_argument("--json", action="store_true", help="print the raw JSON report too")
     args = parser.parse_args()

@@ -50,6 +50,7 @@ class HubMetrics(Recorder):
         "_frames",
         "_group_bundles",
         "_new",
+        "_redirects",
         "_refusals",
         "_refused",
         "_replayed",
@@ -124,6 +125,12 @@ class HubMetrics(Recorder):
             "Failed turns members reported (ReportTurnFailure), by channel type and what the channel's "
             "on_turn_failed policy did: close, notify, or none (the channel had ended).",
             ["channel_type", "action"],
+            registry=r,
+        )
+        self._redirects = Counter(
+            "agentnet_hub_stream_redirects",
+            "Connect streams this replica asked to move to the replica holding most of their channels "
+            '(Redirect frames; docs/scale-out.md "Session steering").',
             registry=r,
         )
         self._feed_applied = Counter(
@@ -204,6 +211,10 @@ class HubMetrics(Recorder):
     def turn_failed(self, channel_type: str, action: str) -> None:
         """Count a reported turn failure (channel types and actions are bounded sets)."""
         self._turn_failures.labels(channel_type=channel_type, action=action).inc()
+
+    def redirected(self) -> None:
+        """Count a Redirect sent to a Connect stream."""
+        self._redirects.inc()
 
     def feed_applied(self, entries: int, lag_seconds: list[float]) -> None:
         """Count applied feed entries and observe their lag."""

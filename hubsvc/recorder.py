@@ -40,6 +40,9 @@ class Recorder:
         """A member reported a failed turn (ReportTurnFailure) in a ``channel_type`` channel; the channel's
         policy took ``action`` ("close", "notify", or "none" for a channel that had ended)."""
 
+    def redirected(self) -> None:
+        """A Connect stream was asked to move to the replica holding most of its channels (a Redirect)."""
+
     def feed_applied(self, entries: int, lag_seconds: list[float]) -> None:
         """``entries`` change-feed entries of other replicas were applied, each ``lag_seconds``
         after its commit (entries without a commit time are left out of the lag)."""

@@ -68,6 +68,8 @@ def _expire(fut: asyncio.Future[connect_pb2.PostResult]) -> None:
 
 
 _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
+REDIRECT_PAUSE = 60.0
+"""Seconds a stream follows no Redirect after one whose replica it could not connect to."""
 SEEN_IDS = 100_000
 """How many of the newest envelope ids a stream remembers, to hand each envelope to the dispatcher once."""
 log = logging.getLogger("agentnet.sdk")
@@ -126,10 +128,16 @@ class DeliveryStream:
         on_welcome: Callable[[connect_pb2.Welcome], None] | None = None,
     ) -> None:
         self.conn = conn
+        """The connection the identity was given (its ``target``: where the stream connects first)."""
         self.credential = credential
         self.rpc = HubRpc(conn, credential)
+        """The stream's calls, on the connection the stream is on now."""
         self._fallback = HubRpc(conn, credential, backoff=NO_RETRY)
         """PostEnvelope when the stream is down, inside :meth:`post`'s own RATE_LIMITED retry."""
+        self.redirected_to: str | None = None
+        """The replica address a hub's Redirect moved the stream to (None: the stream is on :attr:`conn`)."""
+        self._redirects_paused_until = 0.0
+        """Redirects are not followed before this (event-loop) time: the last one led nowhere."""
         self.dispatch = dispatch
         self.cursors = cursors or CursorBook()
         self.max_in_flight = max_in_flight
@@ -211,6 +219,7 @@ class DeliveryStream:
     async def _run(self) -> None:
         backoff = 0.05
         while not self._stopping:
+            self._use(self.conn.peer(self.redirected_to) if self.redirected_to else self.conn)
             outbox = Outbox()
             hello = connect_pb2.Hello(
                 credential=self.credential,
@@ -218,10 +227,12 @@ class DeliveryStream:
                 max_in_flight=self.max_in_flight,
                 max_batch=self.max_batch,
                 client_name=self.client_name,
+                follows_redirects=self.conn.follow_redirects,
             )
             outbox.put(connect_pb2.ConnectRequest(hello=hello))
             self._outbox = outbox
             stream = self.rpc.connect(outbox.frames())
+            welcomed = moving = False
             try:
                 async for frame in stream:
                     kind = frame.WhichOneof("frame")
@@ -241,6 +252,7 @@ class DeliveryStream:
                         outbox.carry = self._acks.take if carry else None
                         self._acks.delay = ACK_DELAY if carry else 0.0
                         self.connected.set()
+                        welcomed = True
                         backoff = 0.05
                         self.pending_turns = list(frame.welcome.pending_turns)
                         self.session_id = frame.welcome.session_id
@@ -248,6 +260,9 @@ class DeliveryStream:
                             self._resume_turns(frame.welcome)
                         if self._on_welcome is not None:
                             self._on_welcome(frame.welcome)
+                    elif kind == "redirect" and self._follow(frame.redirect):
+                        moving = True
+                        break
                     if self.queued_bytes > self.max_queued_bytes:
                         await self._pause()
             except AgentNetError as error:
@@ -259,17 +274,54 @@ class DeliveryStream:
                     if self._on_fatal is not None:
                         self._on_fatal(error)
                     return
-                log.warning("stream to %s broke (%s: %s); reconnecting", self.conn.target, error.reason, error.message)
+                log.warning(
+                    "stream to %s broke (%s: %s); reconnecting", self.rpc.connection.target, error.reason, error.message
+                )
             except Exception:  # a bug here must not leave the identity silently unconnected
-                log.exception("the stream to %s failed unexpectedly; reconnecting", self.conn.target)
+                log.exception("the stream to %s failed unexpectedly; reconnecting", self.rpc.connection.target)
             finally:
                 self.connected.clear()
                 stream.cancel()
                 self._fail_pending(Unavailable("the stream to the hub broke before the post's result arrived"))
             if self._stopping:
                 return
+            if moving:
+                continue  # to the replica the Redirect named, at once
+            if self.redirected_to is not None:
+                # The stream a Redirect moved ended: back to the address given. One that never got its
+                # Welcome led nowhere (unreachable, refused): follow no Redirect for a while.
+                if not welcomed:
+                    log.warning(
+                        "could not connect to %s, where the hub redirected; back to %s",
+                        self.redirected_to,
+                        self.conn.target,
+                    )
+                    self._redirects_paused_until = asyncio.get_running_loop().time() + REDIRECT_PAUSE
+                self.redirected_to = None
             await asyncio.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, self.max_backoff)
+
+    def _use(self, conn: HubConnection) -> None:
+        """Make the stream's calls go to ``conn`` (the address given, or where a Redirect moved it)."""
+        if self.rpc.connection is not conn:
+            self.rpc = HubRpc(conn, self.credential)
+            self._fallback = HubRpc(conn, self.credential, backoff=NO_RETRY)
+
+    def _follow(self, redirect: connect_pb2.Redirect) -> bool:
+        """Whether to end the stream and reconnect at ``redirect.address`` (then :attr:`redirected_to`
+        names it): not when redirects are off, paused after one that led nowhere, or name where the
+        stream already is."""
+        address = redirect.address
+        if (
+            not self.conn.follow_redirects
+            or not address
+            or address == self.redirected_to
+            or asyncio.get_running_loop().time() < self._redirects_paused_until
+        ):
+            return False
+        log.info("the hub moves this stream to %s (%s)", address, redirect.reason)
+        self.redirected_to = address
+        return True
 
     async def _pause(self) -> None:
         """Stop reading until the handlers took the queues back under :attr:`max_queued_bytes`."""

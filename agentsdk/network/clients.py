@@ -205,6 +205,12 @@ class NetworkClient:
         return self._stream.session_id if self._stream is not None else ""
 
     @property
+    def redirected_to(self) -> str | None:
+        """The hub replica address a Redirect moved this identity's stream to (None: the stream is on the
+        target given; docs/scale-out.md "Session steering")."""
+        return self._stream.redirected_to if self._stream is not None else None
+
+    @property
     def pending_turns(self) -> list[PendingTurn]:
         """The turns this identity's channels awaited from it when its stream last began (Welcome's
         ``pending_turns``: the adapter expects it to speak and it has not answered the latest

@@ -98,6 +98,7 @@ class HubClient(ClosedOnExit):
         registration_token: str = "",
         tracer_provider: TracerProvider | None = None,
         max_queued_delivery_bytes: int = DEFAULT_MAX_QUEUED_DELIVERY_BYTES,
+        follow_redirects: bool = True,
     ) -> AsyncIterator[HubClient]:
         """Connect to the hub at ``host:port``; disconnects every identity on exit.
 
@@ -119,13 +120,16 @@ class HubClient(ClosedOnExit):
         global provider); the trace context travels in each envelope's ``trace_id`` (docs/operations.md).
         ``max_queued_delivery_bytes`` bounds the deliveries each identity's stream holds for its handlers
         (default 64 MiB): beyond it the stream stops reading until they catch up (backpressure; nothing
-        is dropped; docs/network.md)."""
+        is dropped; docs/network.md). ``follow_redirects``: with the channels divided among hub replicas,
+        each identity's stream moves to the replica a hub's Redirect names, the one holding most of its
+        channels (False: streams stay on ``target``; docs/scale-out.md "Session steering")."""
         connection = HubConnection(
             target,
             tls,
             rate_limit_backoff=rate_limit_backoff,
             tracer_provider=tracer_provider,
             max_queued_delivery_bytes=max_queued_delivery_bytes,
+            follow_redirects=follow_redirects,
         )
         client = cls(connection, registration_token=registration_token)
         try:

@@ -173,6 +173,10 @@ class Session:
         self._close_error: AgentNetError | None = None
         self.buffered_bytes = 0
         """Bytes queued for the stream and not yet written to it."""
+        self.follows_redirects = False
+        """Whether the client may be sent a Redirect (its Hello said it follows them, and this replica steers)."""
+        self.steer_after = 0.0
+        """When the stream may next be considered for a Redirect (:mod:`hubsvc.core.steering`)."""
         self.dirty: dict[str, int] = {}
         """channel_id -> cursor changed since the last flush."""
         self._on_dirty = on_dirty

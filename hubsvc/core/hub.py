@@ -49,6 +49,7 @@ from hubsvc.core.replica_liveness import ReplicaLiveness
 from hubsvc.core.replica_sync import ReplicaSync
 from hubsvc.core.retention import Retention
 from hubsvc.core.sessions import Sessions
+from hubsvc.core.steering import SessionSteering
 from hubsvc.core.tasks import TaskMirror
 from hubsvc.core.util import Clock, audit_row, system_clock
 from hubsvc.governance.arbiter import Arbiter
@@ -160,6 +161,10 @@ class HubCore:
             recorder=recorder,
             tracer=tracer,
         )
+        if self.placement.divided and self.options.steer_interval > 0:
+            self.sessions.steering = SessionSteering(
+                self.placement, store, clock, self.options.steer_interval, self.spawn, recorder
+            )
         self.channels = LiveChannels(
             store,
             self.registry,
@@ -169,6 +174,7 @@ class HubCore:
             self.options,
             clock,
             deliver=self.sessions.deliver,
+            deliver_followed=self.sessions.deliver_followed,
             spawn=self.spawn,
             govern=self.rules.open_channel,
             policy=lambda: self.governance.policy,

@@ -331,6 +331,17 @@ class HubOptions:
     replica at a time (docs/scale-out.md "Channels divided among the replicas"); 0 (the default): every
     replica holds every channel. Fixed when the store is first opened with it: a store records its count, and
     a replica opening it with another count warns and uses the recorded one."""
+    steer_interval: float = option(
+        10.0,
+        "--steer-interval",
+        "AGENTNET_HUB_STEER_INTERVAL",
+        "with --partitions: a client that follows redirects is asked to move its Connect stream to the "
+        "replica holding most of its channels, at most once per this many seconds (0: never asked)",
+        check=Range(0, 3600, "[]", unit=" seconds"),
+    )
+    """With the channels divided among replicas: how often at most (seconds) a replica asks a Connect
+    stream whose client follows redirects to move to the replica holding most of its channels
+    (docs/scale-out.md "Session steering"); 0 turns steering off."""
     keepalive_seconds: int = 20
     """Ping interval suggested to clients in Welcome."""
     a2a_token_ttl: float = option(

@@ -25,6 +25,7 @@ from hubsvc.core.channel import Members, MemberView
 from hubsvc.core.delivery import Session, TurnProbe
 from hubsvc.core.options import HubOptions
 from hubsvc.core.registry import Registry
+from hubsvc.core.steering import SessionSteering
 from hubsvc.core.util import Clock, new_id
 from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore, Writes
@@ -97,6 +98,8 @@ class Sessions:
         self._record_first = record_first
         """Write a new stream's record before its catch-up (the channels are divided among replicas:
         the others tell this one of the agent's channels once the record says the stream is here)."""
+        self.steering: SessionSteering | None = None
+        """Asks streams whose channels another replica mostly holds to move there (set with divided channels)."""
         self.remote_turns: RemoteTurns | None = None
         """Asks the replicas holding an agent's other channels for their turns (set with divided channels)."""
         self._on_cursor = on_cursor
@@ -140,6 +143,7 @@ class Sessions:
             recorder=self._recorder,
             tracer=self._tracer,
         )
+        session.follows_redirects = hello.follows_redirects and self.steering is not None
         # Registered before the marks are taken: whatever commits after a mark is buffered, not lost.
         self._sessions[agent_id] = session
         self._registry.touch(agent_id, online=True)
@@ -300,6 +304,12 @@ class Sessions:
             size = wire.ByteSize()
             for session in sessions:
                 session.offer(wire, size)
+
+    def deliver_followed(self, ch: Members, wires: list[envelope_pb2.Envelope]) -> None:
+        """:meth:`deliver` for a channel another replica holds: its members here may be steered there."""
+        self.deliver(ch, wires)
+        if self.steering is not None:
+            self.steering.delivered_from_elsewhere(s for s in (self._sessions.get(p) for p in ch.participants) if s)
 
     def queue_stats(self) -> tuple[int, int, int, int]:
         """(connected streams, queued deliveries, queued bytes, the largest stream's queued bytes)."""

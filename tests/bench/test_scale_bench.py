@@ -16,7 +16,9 @@ PAIRS, TEXTS = 2, 4
 @pytest.mark.slow
 async def test_tiny_run_delivers_every_text_once_and_reports_every_replica(capsys: pytest.CaptureFixture[str]) -> None:
     # The channels divided among the replicas, as the bench runs them by default (--partitions).
-    args = argparse.Namespace(pairs=PAIRS, texts=TEXTS, replicas="1,2", rounds=1, timeout=60.0, partitions=8)
+    args = argparse.Namespace(
+        pairs=PAIRS, texts=TEXTS, replicas="1,2", rounds=1, timeout=60.0, partitions=8, stay=False
+    )
     report = await main_async(args)
 
     assert [run["replicas"] for run in report["runs"]] == [1, 2]
@@ -25,7 +27,7 @@ async def test_tiny_run_delivers_every_text_once_and_reports_every_replica(capsy
         assert run["delivered"] == PAIRS * TEXTS  # check_deliveries passed: each exactly once
         assert run["seconds"] > 0 and run["texts_per_s"] > 0
         assert 0 < run["text_latency"]["p50_ms"] <= run["text_latency"]["p99_ms"]
-        for key in ("replica_cpu_s", "setup_cpu_s", "live_channels", "rss_growth_kb", "rss_kb"):
+        for key in ("replica_cpu_s", "setup_cpu_s", "live_channels", "rss_growth_kb", "rss_kb", "streams"):
             assert len(run[key]) == n, key
         assert all(cpu >= 0 for cpu in run["replica_cpu_s"]) and run["cpu_s"] == sum(run["replica_cpu_s"])
         assert all(kb > 0 for kb in run["rss_kb"])

@@ -207,6 +207,8 @@ class Participant:
         """Content-less slots of envelopes whose TTL ran out before delivery."""
         self.frames: list[connect_pb2.ConnectResponse] = []
         """Every post_result, delivery and batch frame received, in order."""
+        self.redirects: list[connect_pb2.Redirect] = []
+        """Every Redirect frame received (sent only to a stream whose Hello set follows_redirects)."""
 
     async def rpc(self, method: str, request: Any, *, timeout: float | None = None, **kwargs: Any) -> Any:
         """Call a unary RPC with this participant's credential.
@@ -222,12 +224,22 @@ class Participant:
         return await call(pending, deadline=self.deadline, what=method)
 
     async def connect(
-        self, cursors: dict[str, int] | None = None, max_in_flight: int = 0, max_batch: int = 0
+        self,
+        cursors: dict[str, int] | None = None,
+        max_in_flight: int = 0,
+        max_batch: int = 0,
+        *,
+        follows_redirects: bool = False,
     ) -> connect_pb2.Welcome:
-        """Open the Connect stream and wait for Welcome."""
+        """Open the Connect stream and wait for Welcome (``follows_redirects``: Redirect frames are
+        recorded in :attr:`redirects`; the stream stays where it is)."""
         self._outbox = asyncio.Queue()
         hello = connect_pb2.Hello(
-            credential=self.credential, cursors=cursors or {}, max_in_flight=max_in_flight, max_batch=max_batch
+            credential=self.credential,
+            cursors=cursors or {},
+            max_in_flight=max_in_flight,
+            max_batch=max_batch,
+            follows_redirects=follows_redirects,
         )
         self._outbox.put_nowait(connect_pb2.ConnectRequest(hello=hello))
 
@@ -259,6 +271,8 @@ class Participant:
                             self._on_result(result)
                         for delivery in frame.batch.deliveries:
                             await self._on_delivery(delivery)
+                    elif kind == "redirect":
+                        self.redirects.append(frame.redirect)
                     elif kind == "pong":
                         pong = self._pongs.pop(frame.pong.nonce, None)
                         if pong is not None and not pong.done():

@@ -71,6 +71,7 @@ class LiveChannels:
         clock: Clock,
         *,
         deliver: Deliver,
+        deliver_followed: Deliver | None = None,
         spawn: Callable[[Any, str], asyncio.Task[Any]],
         govern: GovernOpen | None = None,
         policy: Callable[[], Policy] = Policy,
@@ -84,7 +85,9 @@ class LiveChannels:
         """Which channels this replica holds (all of them unless the channels are divided among replicas)."""
         self.table = table = ChannelTable(store, inboxes, clock)
         """The table of live channels, and its reads."""
-        self.followers = followers = Followers(table, store, deliver, connected, spawn, placement.holds)
+        self.followers = followers = Followers(
+            table, store, deliver_followed or deliver, connected, spawn, placement.holds
+        )
         """The live channels another replica holds, delivered here without a fold."""
         if placement.divided:
             table.on_watch = followers.watching

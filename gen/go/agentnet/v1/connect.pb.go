@@ -176,6 +176,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Delivery
 	//	*ConnectResponse_Pong
 	//	*ConnectResponse_Batch
+	//	*ConnectResponse_Redirect
 	Frame         isConnectResponse_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -263,6 +264,15 @@ func (x *ConnectResponse) GetBatch() *Batch {
 	return nil
 }
 
+func (x *ConnectResponse) GetRedirect() *Redirect {
+	if x != nil {
+		if x, ok := x.Frame.(*ConnectResponse_Redirect); ok {
+			return x.Redirect
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Frame interface {
 	isConnectResponse_Frame()
 }
@@ -293,6 +303,12 @@ type ConnectResponse_Batch struct {
 	Batch *Batch `protobuf:"bytes,5,opt,name=batch,proto3,oneof"`
 }
 
+type ConnectResponse_Redirect struct {
+	// Reconnect this stream to another hub replica (see Redirect); sent only to
+	// a client whose Hello set follows_redirects.
+	Redirect *Redirect `protobuf:"bytes,6,opt,name=redirect,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Frame() {}
 
 func (*ConnectResponse_PostResult) isConnectResponse_Frame() {}
@@ -302,6 +318,8 @@ func (*ConnectResponse_Delivery) isConnectResponse_Frame() {}
 func (*ConnectResponse_Pong) isConnectResponse_Frame() {}
 
 func (*ConnectResponse_Batch) isConnectResponse_Frame() {}
+
+func (*ConnectResponse_Redirect) isConnectResponse_Frame() {}
 
 // Hello authenticates the stream and says where to resume.
 type Hello struct {
@@ -326,9 +344,14 @@ type Hello struct {
 	// --max-batch (256). A client that sets it must handle `batch` frames as well
 	// as single `post_result` and `delivery` frames (a batch of one is sent as a
 	// single frame).
-	MaxBatch      uint32 `protobuf:"varint,5,opt,name=max_batch,json=maxBatch,proto3" json:"max_batch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxBatch uint32 `protobuf:"varint,5,opt,name=max_batch,json=maxBatch,proto3" json:"max_batch,omitempty"`
+	// True when the client follows `redirect` frames: it may then be asked to
+	// reconnect this stream to the hub replica that holds most of its channels
+	// (docs/scale-out.md "Session steering"). False (the default): the hub never
+	// sends one, and the stream stays where it connected.
+	FollowsRedirects bool `protobuf:"varint,6,opt,name=follows_redirects,json=followsRedirects,proto3" json:"follows_redirects,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -396,6 +419,79 @@ func (x *Hello) GetMaxBatch() uint32 {
 	return 0
 }
 
+func (x *Hello) GetFollowsRedirects() bool {
+	if x != nil {
+		return x.FollowsRedirects
+	}
+	return false
+}
+
+// Redirect asks the client to move its Connect stream to another hub replica.
+// With the channels divided among replicas (docs/scale-out.md), a replica whose
+// connected participant's channels are mostly held by another replica sends it
+// at most once per --steer-interval seconds (default 10). What to do: end this
+// stream, open a new Connect at `address` with the same credential, sending as
+// Hello.cursors what was processed (everything unacked is replayed; drop
+// repeats by envelope_id), and send again by PostEnvelope, with the same
+// idempotency key, every post whose result had not come (it lands once). If
+// `address` cannot be reached, go back to the address configured. Nothing is
+// lost by ignoring it: the stream keeps working where it is, posts are
+// forwarded to their channel's holder.
+type Redirect struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replica to reconnect to, as it advertises itself to the other
+	// replicas (its --advertise `host:port`).
+	Address string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	// Why, for logs: e.g. "2 of your 3 live channels are held at 10.0.0.2:50051".
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Redirect) Reset() {
+	*x = Redirect{}
+	mi := &file_agentnet_v1_connect_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Redirect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Redirect) ProtoMessage() {}
+
+func (x *Redirect) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnet_v1_connect_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Redirect.ProtoReflect.Descriptor instead.
+func (*Redirect) Descriptor() ([]byte, []int) {
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Redirect) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Redirect) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Welcome confirms the session.
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -438,7 +534,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[3]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +546,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[3]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +559,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{3}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Welcome) GetAgentId() string {
@@ -545,7 +641,7 @@ type PendingTurn struct {
 
 func (x *PendingTurn) Reset() {
 	*x = PendingTurn{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[4]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +653,7 @@ func (x *PendingTurn) String() string {
 func (*PendingTurn) ProtoMessage() {}
 
 func (x *PendingTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[4]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +666,7 @@ func (x *PendingTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingTurn.ProtoReflect.Descriptor instead.
 func (*PendingTurn) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{4}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PendingTurn) GetChannelId() string {
@@ -612,7 +708,7 @@ type Post struct {
 
 func (x *Post) Reset() {
 	*x = Post{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +720,7 @@ func (x *Post) String() string {
 func (*Post) ProtoMessage() {}
 
 func (x *Post) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[5]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +733,7 @@ func (x *Post) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Post.ProtoReflect.Descriptor instead.
 func (*Post) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{5}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Post) GetRequestId() string {
@@ -685,7 +781,7 @@ type PostBatch struct {
 
 func (x *PostBatch) Reset() {
 	*x = PostBatch{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +793,7 @@ func (x *PostBatch) String() string {
 func (*PostBatch) ProtoMessage() {}
 
 func (x *PostBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[6]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +806,7 @@ func (x *PostBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostBatch.ProtoReflect.Descriptor instead.
 func (*PostBatch) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{6}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PostBatch) GetPosts() []*Post {
@@ -748,7 +844,7 @@ type PostResult struct {
 
 func (x *PostResult) Reset() {
 	*x = PostResult{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +856,7 @@ func (x *PostResult) String() string {
 func (*PostResult) ProtoMessage() {}
 
 func (x *PostResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[7]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +869,7 @@ func (x *PostResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostResult.ProtoReflect.Descriptor instead.
 func (*PostResult) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{7}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PostResult) GetRequestId() string {
@@ -853,7 +949,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +961,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[8]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +974,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{8}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Batch) GetPostResults() []*PostResult {
@@ -930,7 +1026,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1038,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[9]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1051,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{9}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Delivery) GetEnvelope() *Envelope {
@@ -1008,7 +1104,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1116,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[10]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1129,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{10}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Ack) GetEntries() []*AckEntry {
@@ -1056,7 +1152,7 @@ type AckEntry struct {
 
 func (x *AckEntry) Reset() {
 	*x = AckEntry{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1164,7 @@ func (x *AckEntry) String() string {
 func (*AckEntry) ProtoMessage() {}
 
 func (x *AckEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[11]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1177,7 @@ func (x *AckEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckEntry.ProtoReflect.Descriptor instead.
 func (*AckEntry) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{11}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AckEntry) GetChannelId() string {
@@ -1109,7 +1205,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1217,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[12]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1230,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{12}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Ping) GetNonce() uint64 {
@@ -1155,7 +1251,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_agentnet_v1_connect_proto_msgTypes[13]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1263,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnet_v1_connect_proto_msgTypes[13]
+	mi := &file_agentnet_v1_connect_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1276,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{13}
+	return file_agentnet_v1_connect_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -1202,15 +1298,16 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\x04ping\x18\x04 \x01(\v2\x11.agentnet.v1.PingH\x00R\x04ping\x127\n" +
 	"\n" +
 	"post_batch\x18\x05 \x01(\v2\x16.agentnet.v1.PostBatchH\x00R\tpostBatchB\a\n" +
-	"\x05frame\"\x92\x02\n" +
+	"\x05frame\"\xc7\x02\n" +
 	"\x0fConnectResponse\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.agentnet.v1.WelcomeH\x00R\awelcome\x12:\n" +
 	"\vpost_result\x18\x02 \x01(\v2\x17.agentnet.v1.PostResultH\x00R\n" +
 	"postResult\x123\n" +
 	"\bdelivery\x18\x03 \x01(\v2\x15.agentnet.v1.DeliveryH\x00R\bdelivery\x12'\n" +
 	"\x04pong\x18\x04 \x01(\v2\x11.agentnet.v1.PongH\x00R\x04pong\x12*\n" +
-	"\x05batch\x18\x05 \x01(\v2\x12.agentnet.v1.BatchH\x00R\x05batchB\a\n" +
-	"\x05frame\"\x80\x02\n" +
+	"\x05batch\x18\x05 \x01(\v2\x12.agentnet.v1.BatchH\x00R\x05batch\x123\n" +
+	"\bredirect\x18\x06 \x01(\v2\x15.agentnet.v1.RedirectH\x00R\bredirectB\a\n" +
+	"\x05frame\"\xad\x02\n" +
 	"\x05Hello\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\tR\n" +
@@ -1219,10 +1316,14 @@ const file_agentnet_v1_connect_proto_rawDesc = "" +
 	"\rmax_in_flight\x18\x03 \x01(\rR\vmaxInFlight\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\x1b\n" +
-	"\tmax_batch\x18\x05 \x01(\rR\bmaxBatch\x1a:\n" +
+	"\tmax_batch\x18\x05 \x01(\rR\bmaxBatch\x12+\n" +
+	"\x11follows_redirects\x18\x06 \x01(\bR\x10followsRedirects\x1a:\n" +
 	"\fCursorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xac\x03\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"<\n" +
+	"\bRedirect\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xac\x03\n" +
 	"\aWelcome\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
@@ -1292,55 +1393,57 @@ func file_agentnet_v1_connect_proto_rawDescGZIP() []byte {
 	return file_agentnet_v1_connect_proto_rawDescData
 }
 
-var file_agentnet_v1_connect_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_agentnet_v1_connect_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_agentnet_v1_connect_proto_goTypes = []any{
 	(*ConnectRequest)(nil),  // 0: agentnet.v1.ConnectRequest
 	(*ConnectResponse)(nil), // 1: agentnet.v1.ConnectResponse
 	(*Hello)(nil),           // 2: agentnet.v1.Hello
-	(*Welcome)(nil),         // 3: agentnet.v1.Welcome
-	(*PendingTurn)(nil),     // 4: agentnet.v1.PendingTurn
-	(*Post)(nil),            // 5: agentnet.v1.Post
-	(*PostBatch)(nil),       // 6: agentnet.v1.PostBatch
-	(*PostResult)(nil),      // 7: agentnet.v1.PostResult
-	(*Batch)(nil),           // 8: agentnet.v1.Batch
-	(*Delivery)(nil),        // 9: agentnet.v1.Delivery
-	(*Ack)(nil),             // 10: agentnet.v1.Ack
-	(*AckEntry)(nil),        // 11: agentnet.v1.AckEntry
-	(*Ping)(nil),            // 12: agentnet.v1.Ping
-	(*Pong)(nil),            // 13: agentnet.v1.Pong
-	nil,                     // 14: agentnet.v1.Hello.CursorsEntry
-	nil,                     // 15: agentnet.v1.Welcome.CursorsEntry
-	(*Envelope)(nil),        // 16: agentnet.v1.Envelope
-	(*ErrorDetail)(nil),     // 17: agentnet.v1.ErrorDetail
+	(*Redirect)(nil),        // 3: agentnet.v1.Redirect
+	(*Welcome)(nil),         // 4: agentnet.v1.Welcome
+	(*PendingTurn)(nil),     // 5: agentnet.v1.PendingTurn
+	(*Post)(nil),            // 6: agentnet.v1.Post
+	(*PostBatch)(nil),       // 7: agentnet.v1.PostBatch
+	(*PostResult)(nil),      // 8: agentnet.v1.PostResult
+	(*Batch)(nil),           // 9: agentnet.v1.Batch
+	(*Delivery)(nil),        // 10: agentnet.v1.Delivery
+	(*Ack)(nil),             // 11: agentnet.v1.Ack
+	(*AckEntry)(nil),        // 12: agentnet.v1.AckEntry
+	(*Ping)(nil),            // 13: agentnet.v1.Ping
+	(*Pong)(nil),            // 14: agentnet.v1.Pong
+	nil,                     // 15: agentnet.v1.Hello.CursorsEntry
+	nil,                     // 16: agentnet.v1.Welcome.CursorsEntry
+	(*Envelope)(nil),        // 17: agentnet.v1.Envelope
+	(*ErrorDetail)(nil),     // 18: agentnet.v1.ErrorDetail
 }
 var file_agentnet_v1_connect_proto_depIdxs = []int32{
 	2,  // 0: agentnet.v1.ConnectRequest.hello:type_name -> agentnet.v1.Hello
-	5,  // 1: agentnet.v1.ConnectRequest.post:type_name -> agentnet.v1.Post
-	10, // 2: agentnet.v1.ConnectRequest.ack:type_name -> agentnet.v1.Ack
-	12, // 3: agentnet.v1.ConnectRequest.ping:type_name -> agentnet.v1.Ping
-	6,  // 4: agentnet.v1.ConnectRequest.post_batch:type_name -> agentnet.v1.PostBatch
-	3,  // 5: agentnet.v1.ConnectResponse.welcome:type_name -> agentnet.v1.Welcome
-	7,  // 6: agentnet.v1.ConnectResponse.post_result:type_name -> agentnet.v1.PostResult
-	9,  // 7: agentnet.v1.ConnectResponse.delivery:type_name -> agentnet.v1.Delivery
-	13, // 8: agentnet.v1.ConnectResponse.pong:type_name -> agentnet.v1.Pong
-	8,  // 9: agentnet.v1.ConnectResponse.batch:type_name -> agentnet.v1.Batch
-	14, // 10: agentnet.v1.Hello.cursors:type_name -> agentnet.v1.Hello.CursorsEntry
-	15, // 11: agentnet.v1.Welcome.cursors:type_name -> agentnet.v1.Welcome.CursorsEntry
-	4,  // 12: agentnet.v1.Welcome.pending_turns:type_name -> agentnet.v1.PendingTurn
-	16, // 13: agentnet.v1.Post.envelope:type_name -> agentnet.v1.Envelope
-	5,  // 14: agentnet.v1.PostBatch.posts:type_name -> agentnet.v1.Post
-	10, // 15: agentnet.v1.PostBatch.ack:type_name -> agentnet.v1.Ack
-	16, // 16: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
-	17, // 17: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
-	7,  // 18: agentnet.v1.Batch.post_results:type_name -> agentnet.v1.PostResult
-	9,  // 19: agentnet.v1.Batch.deliveries:type_name -> agentnet.v1.Delivery
-	16, // 20: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
-	11, // 21: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	6,  // 1: agentnet.v1.ConnectRequest.post:type_name -> agentnet.v1.Post
+	11, // 2: agentnet.v1.ConnectRequest.ack:type_name -> agentnet.v1.Ack
+	13, // 3: agentnet.v1.ConnectRequest.ping:type_name -> agentnet.v1.Ping
+	7,  // 4: agentnet.v1.ConnectRequest.post_batch:type_name -> agentnet.v1.PostBatch
+	4,  // 5: agentnet.v1.ConnectResponse.welcome:type_name -> agentnet.v1.Welcome
+	8,  // 6: agentnet.v1.ConnectResponse.post_result:type_name -> agentnet.v1.PostResult
+	10, // 7: agentnet.v1.ConnectResponse.delivery:type_name -> agentnet.v1.Delivery
+	14, // 8: agentnet.v1.ConnectResponse.pong:type_name -> agentnet.v1.Pong
+	9,  // 9: agentnet.v1.ConnectResponse.batch:type_name -> agentnet.v1.Batch
+	3,  // 10: agentnet.v1.ConnectResponse.redirect:type_name -> agentnet.v1.Redirect
+	15, // 11: agentnet.v1.Hello.cursors:type_name -> agentnet.v1.Hello.CursorsEntry
+	16, // 12: agentnet.v1.Welcome.cursors:type_name -> agentnet.v1.Welcome.CursorsEntry
+	5,  // 13: agentnet.v1.Welcome.pending_turns:type_name -> agentnet.v1.PendingTurn
+	17, // 14: agentnet.v1.Post.envelope:type_name -> agentnet.v1.Envelope
+	6,  // 15: agentnet.v1.PostBatch.posts:type_name -> agentnet.v1.Post
+	11, // 16: agentnet.v1.PostBatch.ack:type_name -> agentnet.v1.Ack
+	17, // 17: agentnet.v1.PostResult.envelope:type_name -> agentnet.v1.Envelope
+	18, // 18: agentnet.v1.PostResult.error:type_name -> agentnet.v1.ErrorDetail
+	8,  // 19: agentnet.v1.Batch.post_results:type_name -> agentnet.v1.PostResult
+	10, // 20: agentnet.v1.Batch.deliveries:type_name -> agentnet.v1.Delivery
+	17, // 21: agentnet.v1.Delivery.envelope:type_name -> agentnet.v1.Envelope
+	12, // 22: agentnet.v1.Ack.entries:type_name -> agentnet.v1.AckEntry
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_agentnet_v1_connect_proto_init() }
@@ -1363,19 +1466,20 @@ func file_agentnet_v1_connect_proto_init() {
 		(*ConnectResponse_Delivery)(nil),
 		(*ConnectResponse_Pong)(nil),
 		(*ConnectResponse_Batch)(nil),
+		(*ConnectResponse_Redirect)(nil),
 	}
-	file_agentnet_v1_connect_proto_msgTypes[7].OneofWrappers = []any{
+	file_agentnet_v1_connect_proto_msgTypes[8].OneofWrappers = []any{
 		(*PostResult_Envelope)(nil),
 		(*PostResult_Error)(nil),
 	}
-	file_agentnet_v1_connect_proto_msgTypes[9].OneofWrappers = []any{}
+	file_agentnet_v1_connect_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnet_v1_connect_proto_rawDesc), len(file_agentnet_v1_connect_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

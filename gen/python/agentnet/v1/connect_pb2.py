@@ -26,7 +26,7 @@ from agentnet.v1 import envelope_pb2 as agentnet_dot_v1_dot_envelope__pb2
 from agentnet.v1 import errors_pb2 as agentnet_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61gentnet/v1/connect.proto\x12\x0b\x61gentnet.v1\x1a\x1a\x61gentnet/v1/envelope.proto\x1a\x18\x61gentnet/v1/errors.proto\"\xd3\x01\n\x0e\x43onnectRequest\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.agentnet.v1.HelloH\x00\x12!\n\x04post\x18\x02 \x01(\x0b\x32\x11.agentnet.v1.PostH\x00\x12\x1f\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x10.agentnet.v1.AckH\x00\x12!\n\x04ping\x18\x04 \x01(\x0b\x32\x11.agentnet.v1.PingH\x00\x12,\n\npost_batch\x18\x05 \x01(\x0b\x32\x16.agentnet.v1.PostBatchH\x00\x42\x07\n\x05\x66rame\"\xe6\x01\n\x0f\x43onnectResponse\x12\'\n\x07welcome\x18\x01 \x01(\x0b\x32\x14.agentnet.v1.WelcomeH\x00\x12.\n\x0bpost_result\x18\x02 \x01(\x0b\x32\x17.agentnet.v1.PostResultH\x00\x12)\n\x08\x64\x65livery\x18\x03 \x01(\x0b\x32\x15.agentnet.v1.DeliveryH\x00\x12!\n\x04pong\x18\x04 \x01(\x0b\x32\x11.agentnet.v1.PongH\x00\x12#\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x12.agentnet.v1.BatchH\x00\x42\x07\n\x05\x66rame\"\xbc\x01\n\x05Hello\x12\x12\n\ncredential\x18\x01 \x01(\t\x12\x30\n\x07\x63ursors\x18\x02 \x03(\x0b\x32\x1f.agentnet.v1.Hello.CursorsEntry\x12\x15\n\rmax_in_flight\x18\x03 \x01(\r\x12\x13\n\x0b\x63lient_name\x18\x04 \x01(\t\x12\x11\n\tmax_batch\x18\x05 \x01(\r\x1a.\n\x0c\x43ursorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xb0\x02\n\x07Welcome\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x32\n\x07\x63ursors\x18\x03 \x03(\x0b\x32!.agentnet.v1.Welcome.CursorsEntry\x12\x19\n\x11keepalive_seconds\x18\x04 \x01(\r\x12\x16\n\x0emax_post_batch\x18\x05 \x01(\r\x12\x16\n\x0epost_batch_ack\x18\x06 \x01(\x08\x12/\n\rpending_turns\x18\x07 \x03(\x0b\x32\x18.agentnet.v1.PendingTurn\x12\x1f\n\x17pending_turns_truncated\x18\x08 \x01(\x08\x1a.\n\x0c\x43ursorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"C\n\x0bPendingTurn\x12\x12\n\nchannel_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x13\n\x0b\x65nvelope_id\x18\x03 \x01(\t\"C\n\x04Post\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\'\n\x08\x65nvelope\x18\x02 \x01(\x0b\x32\x15.agentnet.v1.Envelope\"L\n\tPostBatch\x12 \n\x05posts\x18\x01 \x03(\x0b\x32\x11.agentnet.v1.Post\x12\x1d\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.agentnet.v1.Ack\"\x93\x01\n\nPostResult\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x08\x65nvelope\x18\x02 \x01(\x0b\x32\x15.agentnet.v1.EnvelopeH\x00\x12)\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x18.agentnet.v1.ErrorDetailH\x00\x12\x11\n\tduplicate\x18\x04 \x01(\x08\x42\x08\n\x06result\"a\n\x05\x42\x61tch\x12-\n\x0cpost_results\x18\x01 \x03(\x0b\x32\x17.agentnet.v1.PostResult\x12)\n\ndeliveries\x18\x02 \x03(\x0b\x32\x15.agentnet.v1.Delivery\"\x8a\x01\n\x08\x44\x65livery\x12\'\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x15.agentnet.v1.Envelope\x12\x0e\n\x06replay\x18\x02 \x01(\x08\x12\x10\n\x08prev_seq\x18\x03 \x01(\x04\x12\x0f\n\x07\x65xpired\x18\x04 \x01(\x08\x12\x15\n\x08\x63\x61n_send\x18\x05 \x01(\x08H\x00\x88\x01\x01\x42\x0b\n\t_can_send\"-\n\x03\x41\x63k\x12&\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x15.agentnet.v1.AckEntry\"+\n\x08\x41\x63kEntry\x12\x12\n\nchannel_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"\x15\n\x04Ping\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\x15\n\x04Pong\x12\r\n\x05nonce\x18\x01 \x01(\x04\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61gentnet/v1/connect.proto\x12\x0b\x61gentnet.v1\x1a\x1a\x61gentnet/v1/envelope.proto\x1a\x18\x61gentnet/v1/errors.proto\"\xd3\x01\n\x0e\x43onnectRequest\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.agentnet.v1.HelloH\x00\x12!\n\x04post\x18\x02 \x01(\x0b\x32\x11.agentnet.v1.PostH\x00\x12\x1f\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x10.agentnet.v1.AckH\x00\x12!\n\x04ping\x18\x04 \x01(\x0b\x32\x11.agentnet.v1.PingH\x00\x12,\n\npost_batch\x18\x05 \x01(\x0b\x32\x16.agentnet.v1.PostBatchH\x00\x42\x07\n\x05\x66rame\"\x91\x02\n\x0f\x43onnectResponse\x12\'\n\x07welcome\x18\x01 \x01(\x0b\x32\x14.agentnet.v1.WelcomeH\x00\x12.\n\x0bpost_result\x18\x02 \x01(\x0b\x32\x17.agentnet.v1.PostResultH\x00\x12)\n\x08\x64\x65livery\x18\x03 \x01(\x0b\x32\x15.agentnet.v1.DeliveryH\x00\x12!\n\x04pong\x18\x04 \x01(\x0b\x32\x11.agentnet.v1.PongH\x00\x12#\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x12.agentnet.v1.BatchH\x00\x12)\n\x08redirect\x18\x06 \x01(\x0b\x32\x15.agentnet.v1.RedirectH\x00\x42\x07\n\x05\x66rame\"\xd7\x01\n\x05Hello\x12\x12\n\ncredential\x18\x01 \x01(\t\x12\x30\n\x07\x63ursors\x18\x02 \x03(\x0b\x32\x1f.agentnet.v1.Hello.CursorsEntry\x12\x15\n\rmax_in_flight\x18\x03 \x01(\r\x12\x13\n\x0b\x63lient_name\x18\x04 \x01(\t\x12\x11\n\tmax_batch\x18\x05 \x01(\r\x12\x19\n\x11\x66ollows_redirects\x18\x06 \x01(\x08\x1a.\n\x0c\x43ursorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"+\n\x08Redirect\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xb0\x02\n\x07Welcome\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x32\n\x07\x63ursors\x18\x03 \x03(\x0b\x32!.agentnet.v1.Welcome.CursorsEntry\x12\x19\n\x11keepalive_seconds\x18\x04 \x01(\r\x12\x16\n\x0emax_post_batch\x18\x05 \x01(\r\x12\x16\n\x0epost_batch_ack\x18\x06 \x01(\x08\x12/\n\rpending_turns\x18\x07 \x03(\x0b\x32\x18.agentnet.v1.PendingTurn\x12\x1f\n\x17pending_turns_truncated\x18\x08 \x01(\x08\x1a.\n\x0c\x43ursorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"C\n\x0bPendingTurn\x12\x12\n\nchannel_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x13\n\x0b\x65nvelope_id\x18\x03 \x01(\t\"C\n\x04Post\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\'\n\x08\x65nvelope\x18\x02 \x01(\x0b\x32\x15.agentnet.v1.Envelope\"L\n\tPostBatch\x12 \n\x05posts\x18\x01 \x03(\x0b\x32\x11.agentnet.v1.Post\x12\x1d\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.agentnet.v1.Ack\"\x93\x01\n\nPostResult\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x08\x65nvelope\x18\x02 \x01(\x0b\x32\x15.agentnet.v1.EnvelopeH\x00\x12)\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x18.agentnet.v1.ErrorDetailH\x00\x12\x11\n\tduplicate\x18\x04 \x01(\x08\x42\x08\n\x06result\"a\n\x05\x42\x61tch\x12-\n\x0cpost_results\x18\x01 \x03(\x0b\x32\x17.agentnet.v1.PostResult\x12)\n\ndeliveries\x18\x02 \x03(\x0b\x32\x15.agentnet.v1.Delivery\"\x8a\x01\n\x08\x44\x65livery\x12\'\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x15.agentnet.v1.Envelope\x12\x0e\n\x06replay\x18\x02 \x01(\x08\x12\x10\n\x08prev_seq\x18\x03 \x01(\x04\x12\x0f\n\x07\x65xpired\x18\x04 \x01(\x08\x12\x15\n\x08\x63\x61n_send\x18\x05 \x01(\x08H\x00\x88\x01\x01\x42\x0b\n\t_can_send\"-\n\x03\x41\x63k\x12&\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x15.agentnet.v1.AckEntry\"+\n\x08\x41\x63kEntry\x12\x12\n\nchannel_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"\x15\n\x04Ping\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\x15\n\x04Pong\x12\r\n\x05nonce\x18\x01 \x01(\x04\x42\x46ZDgithub.com/agent-network/agent-network/gen/go/agentnet/v1;agentnetv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,33 +41,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONNECTREQUEST']._serialized_start=97
   _globals['_CONNECTREQUEST']._serialized_end=308
   _globals['_CONNECTRESPONSE']._serialized_start=311
-  _globals['_CONNECTRESPONSE']._serialized_end=541
-  _globals['_HELLO']._serialized_start=544
-  _globals['_HELLO']._serialized_end=732
-  _globals['_HELLO_CURSORSENTRY']._serialized_start=686
-  _globals['_HELLO_CURSORSENTRY']._serialized_end=732
-  _globals['_WELCOME']._serialized_start=735
-  _globals['_WELCOME']._serialized_end=1039
-  _globals['_WELCOME_CURSORSENTRY']._serialized_start=686
-  _globals['_WELCOME_CURSORSENTRY']._serialized_end=732
-  _globals['_PENDINGTURN']._serialized_start=1041
-  _globals['_PENDINGTURN']._serialized_end=1108
-  _globals['_POST']._serialized_start=1110
-  _globals['_POST']._serialized_end=1177
-  _globals['_POSTBATCH']._serialized_start=1179
-  _globals['_POSTBATCH']._serialized_end=1255
-  _globals['_POSTRESULT']._serialized_start=1258
-  _globals['_POSTRESULT']._serialized_end=1405
-  _globals['_BATCH']._serialized_start=1407
-  _globals['_BATCH']._serialized_end=1504
-  _globals['_DELIVERY']._serialized_start=1507
-  _globals['_DELIVERY']._serialized_end=1645
-  _globals['_ACK']._serialized_start=1647
-  _globals['_ACK']._serialized_end=1692
-  _globals['_ACKENTRY']._serialized_start=1694
-  _globals['_ACKENTRY']._serialized_end=1737
-  _globals['_PING']._serialized_start=1739
-  _globals['_PING']._serialized_end=1760
-  _globals['_PONG']._serialized_start=1762
-  _globals['_PONG']._serialized_end=1783
+  _globals['_CONNECTRESPONSE']._serialized_end=584
+  _globals['_HELLO']._serialized_start=587
+  _globals['_HELLO']._serialized_end=802
+  _globals['_HELLO_CURSORSENTRY']._serialized_start=756
+  _globals['_HELLO_CURSORSENTRY']._serialized_end=802
+  _globals['_REDIRECT']._serialized_start=804
+  _globals['_REDIRECT']._serialized_end=847
+  _globals['_WELCOME']._serialized_start=850
+  _globals['_WELCOME']._serialized_end=1154
+  _globals['_WELCOME_CURSORSENTRY']._serialized_start=756
+  _globals['_WELCOME_CURSORSENTRY']._serialized_end=802
+  _globals['_PENDINGTURN']._serialized_start=1156
+  _globals['_PENDINGTURN']._serialized_end=1223
+  _globals['_POST']._serialized_start=1225
+  _globals['_POST']._serialized_end=1292
+  _globals['_POSTBATCH']._serialized_start=1294
+  _globals['_POSTBATCH']._serialized_end=1370
+  _globals['_POSTRESULT']._serialized_start=1373
+  _globals['_POSTRESULT']._serialized_end=1520
+  _globals['_BATCH']._serialized_start=1522
+  _globals['_BATCH']._serialized_end=1619
+  _globals['_DELIVERY']._serialized_start=1622
+  _globals['_DELIVERY']._serialized_end=1760
+  _globals['_ACK']._serialized_start=1762
+  _globals['_ACK']._serialized_end=1807
+  _globals['_ACKENTRY']._serialized_start=1809
+  _globals['_ACKENTRY']._serialized_end=1852
+  _globals['_PING']._serialized_start=1854
+  _globals['_PING']._serialized_end=1875
+  _globals['_PONG']._serialized_start=1877
+  _globals['_PONG']._serialized_end=1898
 # @@protoc_insertion_point(module_scope)

@@ -89,6 +89,7 @@ class ConnectResponse(_message.Message):
     DELIVERY_FIELD_NUMBER: _builtins.int
     PONG_FIELD_NUMBER: _builtins.int
     BATCH_FIELD_NUMBER: _builtins.int
+    REDIRECT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """Answer to Hello."""
@@ -111,6 +112,12 @@ class ConnectResponse(_message.Message):
         whose Hello set max_batch (see Batch).
         """
 
+    @_builtins.property
+    def redirect(self) -> Global___Redirect:
+        """Reconnect this stream to another hub replica (see Redirect); sent only to
+        a client whose Hello set follows_redirects.
+        """
+
     def __init__(
         self,
         *,
@@ -119,12 +126,13 @@ class ConnectResponse(_message.Message):
         delivery: Global___Delivery | None = ...,
         pong: Global___Pong | None = ...,
         batch: Global___Batch | None = ...,
+        redirect: Global___Redirect | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "delivery", b"delivery", "frame", b"frame", "pong", b"pong", "post_result", b"post_result", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "delivery", b"delivery", "frame", b"frame", "pong", b"pong", "post_result", b"post_result", "redirect", b"redirect", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "delivery", b"delivery", "frame", b"frame", "pong", b"pong", "post_result", b"post_result", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "delivery", b"delivery", "frame", b"frame", "pong", b"pong", "post_result", b"post_result", "redirect", b"redirect", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["welcome", "post_result", "delivery", "pong", "batch"]  # noqa: Y015
+    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["welcome", "post_result", "delivery", "pong", "batch", "redirect"]  # noqa: Y015
     _WhichOneofArgType_frame: _TypeAlias = _typing.Literal["frame", b"frame"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_frame) -> _WhichOneofReturnType_frame | None: ...
 
@@ -161,6 +169,7 @@ class Hello(_message.Message):
     MAX_IN_FLIGHT_FIELD_NUMBER: _builtins.int
     CLIENT_NAME_FIELD_NUMBER: _builtins.int
     MAX_BATCH_FIELD_NUMBER: _builtins.int
+    FOLLOWS_REDIRECTS_FIELD_NUMBER: _builtins.int
     credential: _builtins.str
     """The credential issued at registration (the same one unary calls send as
     `authorization: Bearer <credential>` metadata; either place is accepted).
@@ -179,6 +188,12 @@ class Hello(_message.Message):
     as single `post_result` and `delivery` frames (a batch of one is sent as a
     single frame).
     """
+    follows_redirects: _builtins.bool
+    """True when the client follows `redirect` frames: it may then be asked to
+    reconnect this stream to the hub replica that holds most of its channels
+    (docs/scale-out.md "Session steering"). False (the default): the hub never
+    sends one, and the stream stays where it connected.
+    """
     @_builtins.property
     def cursors(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Per-channel resume cursors: channel_id -> highest seq the client has fully
@@ -196,14 +211,54 @@ class Hello(_message.Message):
         max_in_flight: _builtins.int = ...,
         client_name: _builtins.str = ...,
         max_batch: _builtins.int = ...,
+        follows_redirects: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_name", b"client_name", "credential", b"credential", "cursors", b"cursors", "max_batch", b"max_batch", "max_in_flight", b"max_in_flight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_name", b"client_name", "credential", b"credential", "cursors", b"cursors", "follows_redirects", b"follows_redirects", "max_batch", b"max_batch", "max_in_flight", b"max_in_flight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Hello: _TypeAlias = Hello  # noqa: Y015
+
+@_typing.final
+class Redirect(_message.Message):
+    """Redirect asks the client to move its Connect stream to another hub replica.
+    With the channels divided among replicas (docs/scale-out.md), a replica whose
+    connected participant's channels are mostly held by another replica sends it
+    at most once per --steer-interval seconds (default 10). What to do: end this
+    stream, open a new Connect at `address` with the same credential, sending as
+    Hello.cursors what was processed (everything unacked is replayed; drop
+    repeats by envelope_id), and send again by PostEnvelope, with the same
+    idempotency key, every post whose result had not come (it lands once). If
+    `address` cannot be reached, go back to the address configured. Nothing is
+    lost by ignoring it: the stream keeps working where it is, posts are
+    forwarded to their channel's holder.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    address: _builtins.str
+    """The replica to reconnect to, as it advertises itself to the other
+    replicas (its --advertise `host:port`).
+    """
+    reason: _builtins.str
+    """Why, for logs: e.g. "2 of your 3 live channels are held at 10.0.0.2:50051"."""
+    def __init__(
+        self,
+        *,
+        address: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Redirect: _TypeAlias = Redirect  # noqa: Y015
 
 @_typing.final
 class Welcome(_message.Message):

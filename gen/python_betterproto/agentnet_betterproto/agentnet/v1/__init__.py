@@ -146,6 +146,7 @@ __all__ = (
     "ReadTaskCheckpointResponse",
     "ReadWalRequest",
     "ReadWalResponse",
+    "Redirect",
     "RefreshCallTokenRequest",
     "RefreshCallTokenResponse",
     "RefreshRemoteA2AAgentRequest",
@@ -1911,6 +1912,12 @@ class ConnectResponse(betterproto2.Message):
     whose Hello set max_batch (see Batch).
     """
 
+    redirect: "Redirect | None" = betterproto2.field(6, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
+    """
+    Reconnect this stream to another hub replica (see Redirect); sent only to
+    a client whose Hello set follows_redirects.
+    """
+
 
 default_message_pool.register_message("agentnet.v1", "ConnectResponse", ConnectResponse)
 
@@ -3102,6 +3109,14 @@ class Hello(betterproto2.Message):
     --max-batch (256). A client that sets it must handle `batch` frames as well
     as single `post_result` and `delivery` frames (a batch of one is sent as a
     single frame).
+    """
+
+    follows_redirects: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+    """
+    True when the client follows `redirect` frames: it may then be asked to
+    reconnect this stream to the hub replica that holds most of its channels
+    (docs/scale-out.md "Session steering"). False (the default): the hub never
+    sends one, and the stream stays where it connected.
     """
 
 
@@ -4781,6 +4796,37 @@ class ReadWalResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("agentnet.v1", "ReadWalResponse", ReadWalResponse)
+
+
+@dataclass(eq=False, repr=False)
+class Redirect(betterproto2.Message):
+    """
+    Redirect asks the client to move its Connect stream to another hub replica.
+    With the channels divided among replicas (docs/scale-out.md), a replica whose
+    connected participant's channels are mostly held by another replica sends it
+    at most once per --steer-interval seconds (default 10). What to do: end this
+    stream, open a new Connect at `address` with the same credential, sending as
+    Hello.cursors what was processed (everything unacked is replayed; drop
+    repeats by envelope_id), and send again by PostEnvelope, with the same
+    idempotency key, every post whose result had not come (it lands once). If
+    `address` cannot be reached, go back to the address configured. Nothing is
+    lost by ignoring it: the stream keeps working where it is, posts are
+    forwarded to their channel's holder.
+    """
+
+    address: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The replica to reconnect to, as it advertises itself to the other
+    replicas (its --advertise `host:port`).
+    """
+
+    reason: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Why, for logs: e.g. "2 of your 3 live channels are held at 10.0.0.2:50051".
+    """
+
+
+default_message_pool.register_message("agentnet.v1", "Redirect", Redirect)
 
 
 @dataclass(eq=False, repr=False)

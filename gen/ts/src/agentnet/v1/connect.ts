@@ -64,6 +64,12 @@ export interface ConnectResponse {
      * whose Hello set max_batch (see Batch).
      */
     { $case: "batch"; value: Batch }
+    | //
+    /**
+     * Reconnect this stream to another hub replica (see Redirect); sent only to
+     * a client whose Hello set follows_redirects.
+     */
+    { $case: "redirect"; value: Redirect }
     | undefined;
 }
 
@@ -98,11 +104,41 @@ export interface Hello {
    * single frame).
    */
   maxBatch: number;
+  /**
+   * True when the client follows `redirect` frames: it may then be asked to
+   * reconnect this stream to the hub replica that holds most of its channels
+   * (docs/scale-out.md "Session steering"). False (the default): the hub never
+   * sends one, and the stream stays where it connected.
+   */
+  followsRedirects: boolean;
 }
 
 export interface Hello_CursorsEntry {
   key: string;
   value: number;
+}
+
+/**
+ * Redirect asks the client to move its Connect stream to another hub replica.
+ * With the channels divided among replicas (docs/scale-out.md), a replica whose
+ * connected participant's channels are mostly held by another replica sends it
+ * at most once per --steer-interval seconds (default 10). What to do: end this
+ * stream, open a new Connect at `address` with the same credential, sending as
+ * Hello.cursors what was processed (everything unacked is replayed; drop
+ * repeats by envelope_id), and send again by PostEnvelope, with the same
+ * idempotency key, every post whose result had not come (it lands once). If
+ * `address` cannot be reached, go back to the address configured. Nothing is
+ * lost by ignoring it: the stream keeps working where it is, posts are
+ * forwarded to their channel's holder.
+ */
+export interface Redirect {
+  /**
+   * The replica to reconnect to, as it advertises itself to the other
+   * replicas (its --advertise `host:port`).
+   */
+  address: string;
+  /** Why, for logs: e.g. "2 of your 3 live channels are held at 10.0.0.2:50051". */
+  reason: string;
 }
 
 /** Welcome confirms the session. */
@@ -519,6 +555,9 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
       case "batch":
         Batch.encode(message.frame.value, writer.uint32(42).fork()).join();
         break;
+      case "redirect":
+        Redirect.encode(message.frame.value, writer.uint32(50).fork()).join();
+        break;
     }
     return writer;
   },
@@ -576,6 +615,14 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
             message.frame = { $case: "batch", value: Batch.decode(reader, reader.uint32()) };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.frame = { $case: "redirect", value: Redirect.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -602,6 +649,8 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
         ? { $case: "pong", value: Pong.fromJSON(object.pong) }
         : isSet(object.batch)
         ? { $case: "batch", value: Batch.fromJSON(object.batch) }
+        : isSet(object.redirect)
+        ? { $case: "redirect", value: Redirect.fromJSON(object.redirect) }
         : undefined,
     };
   },
@@ -618,6 +667,8 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
       obj.pong = Pong.toJSON(message.frame.value);
     } else if (message.frame?.$case === "batch") {
       obj.batch = Batch.toJSON(message.frame.value);
+    } else if (message.frame?.$case === "redirect") {
+      obj.redirect = Redirect.toJSON(message.frame.value);
     }
     return obj;
   },
@@ -658,13 +709,19 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
         }
         break;
       }
+      case "redirect": {
+        if (object.frame?.value !== undefined && object.frame?.value !== null) {
+          message.frame = { $case: "redirect", value: Redirect.fromPartial(object.frame.value) };
+        }
+        break;
+      }
     }
     return message;
   },
 };
 
 function createBaseHello(): Hello {
-  return { credential: "", cursors: {}, maxInFlight: 0, clientName: "", maxBatch: 0 };
+  return { credential: "", cursors: {}, maxInFlight: 0, clientName: "", maxBatch: 0, followsRedirects: false };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -683,6 +740,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.maxBatch !== 0) {
       writer.uint32(40).uint32(message.maxBatch);
+    }
+    if (message.followsRedirects !== false) {
+      writer.uint32(48).bool(message.followsRedirects);
     }
     return writer;
   },
@@ -743,6 +803,14 @@ export const Hello: MessageFns<Hello> = {
             message.maxBatch = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.followsRedirects = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -787,6 +855,11 @@ export const Hello: MessageFns<Hello> = {
         : isSet(object.max_batch)
         ? globalThis.Number(object.max_batch)
         : 0,
+      followsRedirects: isSet(object.followsRedirects)
+        ? globalThis.Boolean(object.followsRedirects)
+        : isSet(object.follows_redirects)
+        ? globalThis.Boolean(object.follows_redirects)
+        : false,
     };
   },
 
@@ -813,6 +886,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.maxBatch !== 0) {
       obj.maxBatch = Math.round(message.maxBatch);
     }
+    if (message.followsRedirects !== false) {
+      obj.followsRedirects = message.followsRedirects;
+    }
     return obj;
   },
 
@@ -834,6 +910,7 @@ export const Hello: MessageFns<Hello> = {
     message.maxInFlight = object.maxInFlight ?? 0;
     message.clientName = object.clientName ?? "";
     message.maxBatch = object.maxBatch ?? 0;
+    message.followsRedirects = object.followsRedirects ?? false;
     return message;
   },
 };
@@ -919,6 +996,91 @@ export const Hello_CursorsEntry: MessageFns<Hello_CursorsEntry> = {
     const message = createBaseHello_CursorsEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseRedirect(): Redirect {
+  return { address: "", reason: "" };
+}
+
+export const Redirect: MessageFns<Redirect> = {
+  encode(message: Redirect, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.address !== "") {
+      writer.uint32(10).string(message.address);
+    }
+    if (message.reason !== "") {
+      writer.uint32(18).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Redirect {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRedirect();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Redirect {
+    return {
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: Redirect): unknown {
+    const obj: any = {};
+    if (message.address !== "") {
+      obj.address = message.address;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Redirect>): Redirect {
+    return Redirect.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Redirect>): Redirect {
+    const message = createBaseRedirect();
+    message.address = object.address ?? "";
+    message.reason = object.reason ?? "";
     return message;
   },
 };

@@ -1,0 +1,95 @@
+"""The SDK follows a hub's Redirect (docs/scale-out.md "Session steering"): with the channels divided
+among replicas, a member's stream moves to the replica holding its channel, and every text reaches
+the other member exactly once and in order across the move; with ``follow_redirects=False`` the
+stream stays where it connected and the texts still arrive.
+
+Three replicas are real gRPC servers in this process on one redis-server with 8 partitions
+(tests/hub/test_divided_replicas.py); the clients are the public SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentsdk.errors import NotFound
+from agentsdk.network import EV_TEXT, Envelope, HubClient, HumanClient, Passport
+from tests.eventually import assert_eventually
+from tests.hub.harness import RunningHub
+from tests.hub.test_divided_replicas import Divided, divided, holder, redis_url
+
+__all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
+
+TEXTS = 30
+
+
+async def open_conversation(a: HumanClient, b: HumanClient) -> str:
+    """``a`` opens a conversation to ``b`` (registered through another replica: retried until known there)."""
+    opened: list[str] = []
+
+    async def opens() -> bool:
+        try:
+            opened.append((await a.open(type="conversation", target=b.agent_id)).channel_id)
+        except NotFound:
+            return False
+        return True
+
+    await assert_eventually(opens, timeout=15)
+    return opened[0]
+
+
+async def ping_pong(alice: HumanClient, bob: HumanClient, channel_id: str) -> tuple[list[str], list[str]]:
+    """Alice and bob take turns, ``TEXTS`` texts in all, each answering the other's text from its
+    callback; returns the texts each received, in arrival order."""
+    got: dict[str, list[str]] = {alice.agent_id: [], bob.agent_id: []}
+    done = asyncio.get_running_loop().create_future()
+
+    def answerer(me: HumanClient) -> object:
+        async def answer(env: Envelope) -> None:
+            if env.event_type != EV_TEXT or env.sender_id == me.agent_id or env.channel_id != channel_id:
+                return
+            got[me.agent_id].append(env.text)
+            n = int(env.text) + 1
+            if n == TEXTS:
+                done.set_result(None)
+            elif len(got[me.agent_id]) == (n + 1) // 2:  # answered once, even if a text came twice
+                await me.send(channel_id, str(n))
+
+        return answer
+
+    alice.on_envelope(answerer(alice))
+    bob.on_envelope(answerer(bob))
+    await alice.send(channel_id, "0")
+    await asyncio.wait_for(done, 60)
+    return got[alice.agent_id], got[bob.agent_id]
+
+
+@pytest.mark.parametrize("follow", [True, False], ids=["follows", "stays"])
+async def test_a_member_stream_moves_to_the_holder_and_every_text_arrives_once(divided: Divided, follow: bool) -> None:
+    for _ in range(3):
+        await divided.start()
+    await divided.settled()
+    held = [h for h in divided.hubs if h.core.placement.ownership and h.core.placement.ownership.held]
+    a = held[0]
+    b = next(h for h in divided.hubs if h is not a)
+    async with (
+        HubClient.connect(a.target) as on_a,
+        HubClient.connect(b.target, follow_redirects=follow) as on_b,
+    ):
+        alice = await on_a.register_human(Passport(name="alice", kind="human"), pull=False)
+        bob = await on_b.register_human(Passport(name="bob", kind="human"), pull=False)
+        channel_id = await open_conversation(alice, bob)
+        assert holder(divided.hubs, channel_id) is a  # opened through a: held there
+        to_alice, to_bob = await ping_pong(alice, bob, channel_id)
+        assert to_bob == [str(i) for i in range(0, TEXTS, 2)]
+        assert to_alice == [str(i) for i in range(1, TEXTS, 2)]
+
+        def streams_on(hub: RunningHub) -> bool:
+            return hub.core.sessions.streams_here(bob.agent_id)
+
+        async def bob_where_expected() -> bool:
+            return streams_on(a) if follow else streams_on(b)
+
+        await assert_eventually(bob_where_expected, timeout=10)
+        assert not (streams_on(b) if follow else streams_on(a))
