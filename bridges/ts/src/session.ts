@@ -467,6 +467,9 @@ export class StreamSession {
           maxInFlight: this.options.maxInFlight ?? 0,
           maxBatch: this.options.maxBatch ?? DEFAULT_MAX_BATCH,
           clientName: this.options.clientName ?? "agentnet-bridge-ts/0.1",
+          // This bridge does not move its stream to another replica (docs/scale-out.md
+          // "Session steering"): the hub sends it no Redirect.
+          followsRedirects: false,
         },
       },
     });
@@ -549,6 +552,7 @@ export class StreamSession {
         for (const delivery of frame.value.deliveries) this.onDelivery(delivery);
         return;
       case "pong":
+      case "redirect": // not asked for (followsRedirects is false)
       case undefined:
         return;
     }
