@@ -219,7 +219,6 @@ class DeliveryStream:
     async def _run(self) -> None:
         backoff = 0.05
         while not self._stopping:
-            self._use(self.conn.peer(self.redirected_to) if self.redirected_to else self.conn)
             outbox = Outbox()
             hello = connect_pb2.Hello(
                 credential=self.credential,
@@ -282,24 +281,30 @@ class DeliveryStream:
             finally:
                 self.connected.clear()
                 stream.cancel()
+                self._next_connection(moving, welcomed)  # where the posts failed below are sent again
                 self._fail_pending(Unavailable("the stream to the hub broke before the post's result arrived"))
             if self._stopping:
                 return
             if moving:
                 continue  # to the replica the Redirect named, at once
-            if self.redirected_to is not None:
-                # The stream a Redirect moved ended: back to the address given. One that never got its
-                # Welcome led nowhere (unreachable, refused): follow no Redirect for a while.
-                if not welcomed:
-                    log.warning(
-                        "could not connect to %s, where the hub redirected; back to %s",
-                        self.redirected_to,
-                        self.conn.target,
-                    )
-                    self._redirects_paused_until = asyncio.get_running_loop().time() + REDIRECT_PAUSE
-                self.redirected_to = None
             await asyncio.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, self.max_backoff)
+
+    def _next_connection(self, moving: bool, welcomed: bool) -> None:
+        """A stream ended: pick the connection of the next one, and of the stream's calls meanwhile —
+        the replica a Redirect named (``moving``), else the address given. A moved stream that ended
+        goes back to the address given; one that never got its Welcome there led nowhere (unreachable,
+        refused), so no Redirect is followed for :data:`REDIRECT_PAUSE` seconds."""
+        if not moving and self.redirected_to is not None:
+            if not welcomed:
+                log.warning(
+                    "could not connect to %s, where the hub redirected; back to %s",
+                    self.redirected_to,
+                    self.conn.target,
+                )
+                self._redirects_paused_until = asyncio.get_running_loop().time() + REDIRECT_PAUSE
+            self.redirected_to = None
+        self._use(self.conn.peer(self.redirected_to) if self.redirected_to else self.conn)
 
     def _use(self, conn: HubConnection) -> None:
         """Make the stream's calls go to ``conn`` (the address given, or where a Redirect moved it)."""
@@ -623,17 +628,23 @@ class DeliveryStream:
     async def _post_unary(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
         """PostEnvelope, sent again under the same idempotency key while the hub answers UNAVAILABLE
         because replicas are moving (:func:`_moving`; gRPC's own retries spent) until ``timeout``
-        seconds are up; a post that was admitted comes back as the duplicate."""
+        seconds are up; a post that was admitted comes back as the duplicate. Sent where the stream is
+        (a replica a Redirect named, else the address given); a replica a Redirect named that does not
+        answer at all is tried again too, at the stream's next connection (a moved stream whose replica
+        went away goes back to the address given)."""
         loop = asyncio.get_running_loop()
         deadline, backoff = loop.time() + timeout, 0.05
         request = hub_pb2.PostEnvelopeRequest(envelope=envelope)
         while True:
+            fallback = self._fallback
             try:
-                response = await self._fallback.post_envelope(request, timeout=max(0.001, deadline - loop.time()))
+                response = await fallback.post_envelope(request, timeout=max(0.001, deadline - loop.time()))
                 return response.envelope
             except Unavailable as err:
                 pause = backoff * (0.5 + random.random())
-                if not _moving(err) or loop.time() + pause >= deadline:
+                # A replica a Redirect named that did not answer at all (no cause: not the hub's answer).
+                gone = fallback.connection is not self.conn and not err.metadata.get("cause")
+                if not (_moving(err) or gone) or loop.time() + pause >= deadline:
                     raise
                 await asyncio.sleep(pause)  # a backoff between attempts, not a wait for a condition
                 backoff = min(backoff * 2, 1.0)

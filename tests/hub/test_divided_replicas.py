@@ -68,9 +68,9 @@ class Divided:
         self.stopped.add(id(hub))
         await hub.server.stop(0.5)
 
-    async def start(self, options: HubOptions = OPTIONS) -> RunningHub:
+    async def start(self, options: HubOptions = OPTIONS, advertise: str = "") -> RunningHub:
         store = RedisHubStore(self._url, prefix=self._prefix, partitions=PARTITIONS)
-        server = await start_hub(store, operator_token=OPERATOR_TOKEN, options=options)
+        server = await start_hub(store, operator_token=OPERATOR_TOKEN, options=options, advertise=advertise)
         hub = RunningHub(server, Path("unused"))
         self._stack.push_async_callback(self._stop_unless_stopped, hub)
         self.hubs.append(hub)

@@ -1,7 +1,8 @@
 """The SDK follows a hub's Redirect (docs/scale-out.md "Session steering"): with the channels divided
 among replicas, a member's stream moves to the replica holding its channel, and every text reaches
 the other member exactly once and in order across the move; with ``follow_redirects=False`` the
-stream stays where it connected and the texts still arrive.
+stream stays where it connected and the texts still arrive; a Redirect to a replica the client
+cannot reach sends the stream back where it connected, and nothing is lost.
 
 Three replicas are real gRPC servers in this process on one redis-server with 8 partitions
 (tests/hub/test_divided_replicas.py); the clients are the public SDK.
@@ -17,7 +18,7 @@ from agentsdk.errors import NotFound
 from agentsdk.network import EV_TEXT, Envelope, HubClient, HumanClient, Passport
 from tests.eventually import assert_eventually
 from tests.hub.harness import RunningHub
-from tests.hub.test_divided_replicas import Divided, divided, holder, redis_url
+from tests.hub.test_divided_replicas import Divided, divided, holder, holding_and_not, redis_url
 
 __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
 
@@ -93,3 +94,51 @@ async def test_a_member_stream_moves_to_the_holder_and_every_text_arrives_once(d
 
         await assert_eventually(bob_where_expected, timeout=10)
         assert not (streams_on(b) if follow else streams_on(a))
+
+
+async def test_a_redirect_that_leads_nowhere_sends_the_stream_back_and_loses_nothing(
+    divided: Divided, caplog: pytest.LogCaptureFixture
+) -> None:
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    a, b = holding_and_not(a, b)
+    async with HubClient.connect(a.target) as on_a, HubClient.connect(b.target) as on_b:
+        alice = await on_a.register_human(Passport(name="alice", kind="human"), pull=False)
+        bob = await on_b.register_human(Passport(name="bob", kind="human"), pull=False)
+        got: list[str] = []
+
+        async def record(env: Envelope) -> None:
+            if env.event_type == EV_TEXT:
+                got.append(env.text)
+
+        bob.on_envelope(record)
+        channel_id = await open_conversation(alice, bob)
+        assert holder(divided.hubs, channel_id) is a
+
+        async def bob_moved_to_a() -> bool:
+            return bob.redirected_to == a.target and a.core.sessions.streams_here(bob.agent_id)
+
+        await assert_eventually(bob_moved_to_a, timeout=10)
+        # a stops answering gRPC but keeps its leases and its core: it still holds the channel and
+        # commits alice's texts (posted to its core), but a Redirect to it leads nowhere.
+        await a.server.running.server.stop(0)
+
+        async def bob_back_on_b() -> bool:
+            return bob.redirected_to is None and b.core.sessions.streams_here(bob.agent_id)
+
+        await assert_eventually(bob_back_on_b, timeout=10)
+        sent = [str(i) for i in range(TEXTS)]
+        for text in sent:
+            env = Envelope(
+                channel_id=channel_id, sender_id="", audience=None, event_type=EV_TEXT, event_data={"text": text}
+            )
+            await a.core.post(alice.agent_id, env)
+
+        async def all_arrived() -> bool:
+            assert got == sent, got
+            return True
+
+        await assert_eventually(all_arrived, timeout=30)
+        assert f"could not connect to {a.target}, where the hub redirected" in caplog.text
+        assert bob.redirected_to is None and b.core.sessions.streams_here(bob.agent_id)
