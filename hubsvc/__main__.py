@@ -83,6 +83,8 @@ async def run(
         metrics=config.metrics,
         tracer_provider=tracer_provider,
         advertise=config.advertise,
+        replica_tls_ca=config.replica_tls_ca,
+        replica_tls_server_name=config.replica_tls_server_name,
     )
     try:
         await serve_until_signal("agentnet-hub", config.host, hub)

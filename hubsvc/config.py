@@ -76,6 +76,25 @@ class HubConfig(HubOptions):
         "(default: --host and the bound port; a wildcard --host becomes this machine's name)",
     )
     """With replicas dividing the channels: where the other replicas reach this one (``host:port``)."""
+    replica_tls_ca: Path | None = option(
+        None,
+        "--replica-tls-ca",
+        "AGENTNET_HUB_REPLICA_TLS_CA",
+        "with TLS and --partitions: PEM CA bundle the other replicas' certificates chain to (default: the "
+        "system's roots); this replica presents its own --tls-cert when it calls them",
+        parse=Path,
+    )
+    """With TLS and the channels divided: the CA bundle that verifies the other replicas' certificates when
+    this replica forwards to them (None: the system's roots)."""
+    replica_tls_server_name: str = option(
+        "",
+        "--replica-tls-server-name",
+        "AGENTNET_HUB_REPLICA_TLS_SERVER_NAME",
+        "with TLS and --partitions: the name every replica's certificate carries, checked instead of the host "
+        "of each replica's --advertise address",
+    )
+    """With TLS and the channels divided: the name the other replicas' certificates are checked against
+    ("": the host of each one's advertised address)."""
     data_dir: Path = option(Path("data"), "--data-dir", "AGENTNET_DATA_DIR", "directory for embedded storage")
     """Directory for the embedded SQLite database and the generated operator token."""
     db_path: Path | None = option(
@@ -281,6 +300,11 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         parser.error(
             "--tls-bind-identity needs --tls-client-ca (and --tls-cert, --tls-key): the hub binds "
             "identities to verified client certificates"
+        )
+    if tls is None and (args.replica_tls_ca is not None or args.replica_tls_server_name):
+        parser.error(
+            "--replica-tls-ca and --replica-tls-server-name need --tls-cert and --tls-key: replicas call each "
+            "other over TLS only when they serve TLS"
         )
     for name, spec in specs:
         if spec.check is not None:

@@ -33,7 +33,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 
 from hubsvc.core.placement import Placement, not_held
-from hubsvc.replica_peers import REPLICA_UNREACHABLE, ReplicaPeers
+from hubsvc.replica_peers import REPLICA_KEY_HEADER, REPLICA_UNREACHABLE, ReplicaPeers
 from netkernel.errors import PARTITION_MOVED, AgentNetError, Unavailable
 from servicekit.boundary import error_detail
 
@@ -248,7 +248,8 @@ class Forwarder:
         domain error). None when this replica holds the channel now (serve it here). Sent again to
         the next holder as :meth:`posts`."""
         output = message_factory.GetMessageClass(service.methods_by_name[method].output_type)
-        forwarded = [(k, v) for k, v in metadata if k.lower() not in (FORWARDED_HEADER, "grpc-timeout")]
+        dropped = (FORWARDED_HEADER, REPLICA_KEY_HEADER, "grpc-timeout")  # the key is the forwarder's to add
+        forwarded = [(k, v) for k, v in metadata if k.lower() not in dropped]
         forwarded.append((FORWARDED_HEADER, "1"))
         path = f"/{service.full_name}/{method}"
         loop = asyncio.get_running_loop()

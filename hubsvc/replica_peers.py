@@ -13,7 +13,7 @@ admitted is then answered as the duplicate).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -33,12 +33,21 @@ _TRANSPORT_FAILURES = frozenset(
 """Codes that, without the serving replica's ErrorInfo, mean the call did not get through or back."""
 
 
+def presented_key(metadata: Iterable[tuple[str, str | bytes]]) -> str:
+    """The replica key a call's ``metadata`` presents ("" when none)."""
+    for name, value in metadata:
+        if name == REPLICA_KEY_HEADER:
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return ""
+
+
 class ReplicaPeers:
     """Calls to the other replicas sharing this replica's store.
 
     ``replica_key`` is the store's replica key; ``timeout`` bounds each call (a forwarded post
     waits for its commit there); ``credentials`` are the channel credentials to dial replicas
-    with (None: plaintext, as the replicas' own port serves)."""
+    with (None: plaintext, as the replicas' own port serves); ``server_name`` is the name their
+    certificates are checked against ("": the host of each address)."""
 
     def __init__(
         self,
@@ -46,6 +55,7 @@ class ReplicaPeers:
         *,
         timeout: float,
         credentials: grpc.ChannelCredentials | None = None,
+        server_name: str = "",
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         if not replica_key:
@@ -60,6 +70,7 @@ class ReplicaPeers:
             ("grpc.keepalive_timeout_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.max_reconnect_backoff_ms", 2_000),
+            *([("grpc.ssl_target_name_override", server_name)] if server_name else []),
         ]
         self._stubs: dict[str, tuple[grpc.aio.Channel, replica_pb2_grpc.ReplicaServiceStub]] = {}
 
@@ -113,16 +124,17 @@ class ReplicaPeers:
         timeout: float | None,
     ) -> Any:
         """Send the unary call ``path`` (``/agentnet.v1.HubService/Say``) to the replica at ``address``
-        with ``metadata`` (the caller's own) and ``timeout`` (the caller's remaining deadline, None for
-        none: a dead replica is then found by the channel's keepalive); its response, or what stopped it
-        as :func:`_failure` raises it."""
+        with ``metadata`` (the caller's own, plus the replica key: the holder then knows a replica
+        authenticated the caller, which matters under identity binding) and ``timeout`` (the caller's
+        remaining deadline, None for none: a dead replica is then found by the channel's keepalive);
+        its response, or what stopped it as :func:`_failure` raises it."""
         call = self._peer(address)[0].unary_unary(
             path,
             request_serializer=type(request).SerializeToString,
             response_deserializer=output.FromString,
         )
         try:
-            return await call(request, metadata=tuple(metadata), timeout=timeout)
+            return await call(request, metadata=(*metadata, *self._metadata), timeout=timeout)
         except grpc.aio.AioRpcError as err:
             raise _failure(err, address) from err
 

@@ -18,7 +18,7 @@ from agentnet.v1 import connect_pb2, replica_pb2, replica_pb2_grpc
 from hubsvc.core.sessions import MAX_PENDING_TURNS
 from hubsvc.core.util import hash_secret
 from hubsvc.field_limits import post_batch_refusal
-from hubsvc.replica_peers import REPLICA_KEY_HEADER
+from hubsvc.replica_peers import REPLICA_KEY_HEADER, presented_key
 from hubsvc.rpc import Ctx
 from hubsvc.servicer import HubServicer
 from netkernel.errors import InvalidArgument, NotFound, Unauthenticated
@@ -27,14 +27,6 @@ from servicekit.boundary import unary_boundary
 MAX_ID_CHARS = 128
 """Characters an id in a PendingTurns call may have at most."""
 REPLICA_SERVICE = replica_pb2.DESCRIPTOR.services_by_name["ReplicaService"]
-
-
-def presented_key(context: Ctx) -> str:
-    """The replica key a call presented ("" when none)."""
-    for name, value in context.invocation_metadata() or ():
-        if name == REPLICA_KEY_HEADER:
-            return value if isinstance(value, str) else value.decode("utf-8", "replace")
-    return ""
 
 
 class _Results:
@@ -78,7 +70,7 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
 
     def _authenticate(self, context: Ctx) -> None:
         """Refuse a call without the store's replica key (UNAUTHENTICATED)."""
-        if not hmac.compare_digest(hash_secret(presented_key(context)), self._digest):
+        if not hmac.compare_digest(hash_secret(presented_key(context.invocation_metadata() or ())), self._digest):
             raise Unauthenticated(
                 f"ReplicaService is spoken only between hub replicas sharing one store: send the store's "
                 f"replica key as '{REPLICA_KEY_HEADER}' metadata (clients use HubService)."

@@ -16,7 +16,7 @@ from opentelemetry.trace import TracerProvider
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
-from hubsvc.core.util import Clock, system_clock
+from hubsvc.core.util import Clock, hash_secret, system_clock
 from hubsvc.forwarding import Forwarder
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.policy import Policy
@@ -32,7 +32,7 @@ from hubsvc.storage import HubStore
 from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT
 from servicekit.metrics import MetricsServer, MetricsSettings
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
-from servicekit.tls import ServerTls
+from servicekit.tls import ServerTls, peer_credentials
 from servicekit.tracing import server_interceptors
 
 
@@ -88,6 +88,8 @@ async def start_hub(
     metrics: MetricsSettings | None = None,
     tracer_provider: TracerProvider | None = None,
     advertise: str = "",
+    replica_tls_ca: Path | None = None,
+    replica_tls_server_name: str = "",
 ) -> HubServer:
     """Open ``store``, hydrate the hub and serve it on ``host:port`` (0 = a free port).
 
@@ -99,7 +101,10 @@ async def start_hub(
     seconds); an invalid file raises ValueError. ``arbiter`` is an
     :class:`~hubsvc.governance.arbiter.Arbiter` or its ``module:attribute`` name.
     ``advertise`` is the ``host:port`` other replicas sharing the store reach this one at (default:
-    ``host`` and the bound port, :func:`advertised_address`).
+    ``host`` and the bound port, :func:`advertised_address`). With ``tls`` the replicas call each other
+    over TLS: their certificates are verified against ``replica_tls_ca`` (None: the system's roots) and
+    the name ``replica_tls_server_name`` ("": each one's advertised host), and this replica presents
+    its own certificate (docs/scale-out.md "TLS between replicas").
     ``metrics`` serves Prometheus metrics on its host and port (``hubsvc/metrics.py``; port 0 = a free
     one, ``HubServer.metrics_server.url``; None: no metrics); ``tracer_provider`` records the spans of
     posts, commits, deliveries and unary RPCs (``servicekit/tracing.py``; None: no tracing).
@@ -108,11 +113,9 @@ async def start_hub(
         raise ValueError("tls_bind_identity needs TLS with a client CA (tls=ServerTls(..., client_ca_file=...))")
     if tls is not None:
         tls.check()  # unusable certificate files fail before the store is opened
-    if tls is not None and store.partitions is not None:
-        raise ValueError(
-            "--partitions with TLS is not supported yet: replicas forward to each other in plaintext "
-            '(docs/scale-out.md, "Channels divided among the replicas")'
-        )
+    if tls is None and (replica_tls_ca is not None or replica_tls_server_name):
+        raise ValueError("--replica-tls-ca and --replica-tls-server-name need TLS (--tls-cert, --tls-key)")
+    peer_tls = peer_credentials(tls, replica_tls_ca, "--replica-tls-ca") if tls is not None else None
     source = PolicySource(policy)
     if isinstance(arbiter, str):
         arbiter = load_arbiter(arbiter)
@@ -155,7 +158,14 @@ async def start_hub(
                 lambda server: replica_pb2_grpc.add_ReplicaServiceServicer_to_server(replica, server),
             )
         )
-        peers = ReplicaPeers(replica_key, timeout=forward_timeout(core.store), max_message_bytes=max_message_bytes)
+        servicer.auth.replica_digest = hash_secret(replica_key)
+        peers = ReplicaPeers(
+            replica_key,
+            timeout=forward_timeout(core.store),
+            credentials=peer_tls,
+            server_name=replica_tls_server_name,
+            max_message_bytes=max_message_bytes,
+        )
     if recorder is not None:
         recorder.observe(core)
     try:

@@ -104,6 +104,26 @@ def load_material(tls: ServerTls) -> TlsMaterial:
     return TlsMaterial(cert, key, client_ca)
 
 
+def peer_credentials(tls: ServerTls, ca_file: Path | None, ca_flag: str) -> grpc.ChannelCredentials:
+    """The credentials a service dials its peers with (replicas of one service calling each other):
+    their certificates verified against the PEM bundle ``ca_file`` (None: gRPC's default roots), and
+    this service's own certificate and key presented, for peers that require client certificates.
+    Raises :class:`TlsConfigError` (naming ``ca_flag``) when the bundle cannot be used."""
+    material = load_material(tls)
+    roots = None
+    if ca_file is not None:
+        roots = _read(ca_file, "CA bundle", ca_flag)
+        try:
+            ssl.create_default_context(cadata=roots.decode("ascii", "replace"))
+        except (ssl.SSLError, ValueError) as exc:
+            raise TlsConfigError(
+                f"the CA file {ca_file} holds no usable PEM certificate ({exc}); check {ca_flag}"
+            ) from None
+    return grpc.ssl_channel_credentials(
+        root_certificates=roots, private_key=material.key, certificate_chain=material.cert
+    )
+
+
 def _fingerprint(paths: Sequence[Path]) -> tuple[tuple[int, int, int], ...] | None:
     """What changes when a file is replaced or rewritten (inode, size, mtime); None if one is missing."""
     marks = []

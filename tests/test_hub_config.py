@@ -273,3 +273,10 @@ def test_docs_list_every_declared_flag_with_its_variable() -> None:
         if not any(f"`{spec.flag}`" in line and spec.env in line for line in lines)
     ]
     assert missing == []
+
+
+def test_replica_tls_flags_need_tls(capsys: pytest.CaptureFixture[str]) -> None:
+    for flags in (["--replica-tls-ca", "/etc/replicas-ca.pem"], ["--replica-tls-server-name", "hub.internal"]):
+        with pytest.raises(SystemExit):
+            parse_args(flags)
+        assert "need --tls-cert and --tls-key" in capsys.readouterr().err

@@ -14,6 +14,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -68,9 +69,10 @@ class Divided:
         self.stopped.add(id(hub))
         await hub.server.stop(0.5)
 
-    async def start(self, options: HubOptions = OPTIONS, advertise: str = "") -> RunningHub:
+    async def start(self, options: HubOptions = OPTIONS, **serving: Any) -> RunningHub:
+        """Start a replica (``serving``: more of :func:`start_hub`'s arguments, e.g. ``tls``)."""
         store = RedisHubStore(self._url, prefix=self._prefix, partitions=PARTITIONS)
-        server = await start_hub(store, operator_token=OPERATOR_TOKEN, options=options, advertise=advertise)
+        server = await start_hub(store, operator_token=OPERATOR_TOKEN, options=options, **serving)
         hub = RunningHub(server, Path("unused"))
         self._stack.push_async_callback(self._stop_unless_stopped, hub)
         self.hubs.append(hub)

@@ -82,7 +82,7 @@ class CertificateAuthority:
         self,
         common_name: str,
         sans: Sequence[x509.GeneralName],
-        usage: x509.ObjectIdentifier,
+        *usages: x509.ObjectIdentifier,
     ) -> KeyPair:
         key = ec.generate_private_key(ec.SECP256R1())
         not_before, not_after = _window(self.days)
@@ -95,7 +95,7 @@ class CertificateAuthority:
             .not_valid_before(not_before)
             .not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
         )
         if sans:
@@ -103,15 +103,23 @@ class CertificateAuthority:
         cert = builder.sign(self.key, hashes.SHA256())
         return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
-    def server(self, hosts: Sequence[str] = ("localhost", "127.0.0.1", "::1"), *, common_name: str = "") -> KeyPair:
-        """A server certificate valid for ``hosts`` (DNS names or IP addresses)."""
+    def server(
+        self,
+        hosts: Sequence[str] = ("localhost", "127.0.0.1", "::1"),
+        *,
+        common_name: str = "",
+        client_auth: bool = False,
+    ) -> KeyPair:
+        """A server certificate valid for ``hosts`` (DNS names or IP addresses); ``client_auth``: usable as a
+        client certificate too (a hub replica presents its own when it calls the others)."""
         sans: list[x509.GeneralName] = []
         for host in hosts:
             try:
                 sans.append(x509.IPAddress(ipaddress.ip_address(host)))
             except ValueError:
                 sans.append(x509.DNSName(host))
-        return self._issue(common_name or hosts[0], sans, ExtendedKeyUsageOID.SERVER_AUTH)
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH, *([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])]
+        return self._issue(common_name or hosts[0], sans, *usages)
 
     def client(
         self, name: str, *, uri: bool = True, common_name: str | None = None, uris: Sequence[str] = ()
