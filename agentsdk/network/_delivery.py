@@ -68,6 +68,8 @@ def _expire(fut: asyncio.Future[connect_pb2.PostResult]) -> None:
 
 
 _CHANNEL_ENDED = frozenset({EV_CHANNEL_CLOSED, EV_CHANNEL_EXPIRED})
+LISTING_ATTEMPTS = 5
+"""Tries of the pending-turn listing after a truncated Welcome (pauses about 0.5, 1, 2 and 4 s between)."""
 REDIRECT_PAUSE = 60.0
 """Seconds a stream follows no Redirect after one whose replica it could not connect to."""
 SEEN_IDS = 100_000
@@ -415,11 +417,27 @@ class DeliveryStream:
                 return turns, listing
 
     async def _resume_listed(self) -> None:
-        try:
-            turns, _ = await self.list_pending_turns()
-            self.resume(turns, self.cursors.snapshot())
-        except AgentNetError as error:
-            log.warning("could not list the pending turns: %s", error.message)
+        """List the pending turns a truncated Welcome left out and run them. A hub replica holding some
+        of the identity's channels that does not answer makes the listing UNAVAILABLE: it is tried
+        again, :data:`LISTING_ATTEMPTS` times in all with a growing pause, while this session lasts."""
+        session, pause = self.session_id, 0.5
+        for attempt in range(1, LISTING_ATTEMPTS + 1):
+            try:
+                turns, _ = await self.list_pending_turns()
+            except Unavailable as error:
+                if attempt == LISTING_ATTEMPTS:
+                    log.warning("could not list the pending turns (%d tries): %s", attempt, error.message)
+                    return
+                await asyncio.sleep(pause * (0.5 + random.random()))  # a backoff between tries
+                pause *= 2
+                if self.session_id != session:  # a new session's Welcome lists them itself
+                    return
+            except AgentNetError as error:
+                log.warning("could not list the pending turns: %s", error.message)
+                return
+            else:
+                self.resume(turns, self.cursors.snapshot())
+                return
 
     async def _fetch_turn(self, turn: connect_pb2.PendingTurn) -> None:
         request = hub_pb2.ReadWalRequest(channel_id=turn.channel_id, from_seq=turn.seq, until_seq=turn.seq)

@@ -25,13 +25,14 @@ __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
 TEXTS = 30
 
 
-async def open_conversation(a: HumanClient, b: HumanClient) -> str:
-    """``a`` opens a conversation to ``b`` (registered through another replica: retried until known there)."""
+async def open_conversation(a: HumanClient, b: HumanClient, *, type: str = "conversation") -> str:
+    """``a`` opens a channel of ``type`` to ``b`` (registered through another replica: retried until known
+    there)."""
     opened: list[str] = []
 
     async def opens() -> bool:
         try:
-            opened.append((await a.open(type="conversation", target=b.agent_id)).channel_id)
+            opened.append((await a.open(type=type, target=b.agent_id)).channel_id)
         except NotFound:
             return False
         return True
