@@ -16,7 +16,7 @@ import grpc
 import pytest
 from agentnet.v1 import hub_pb2, hub_pb2_grpc
 
-from agentsdk.network import EV_TEXT, Envelope, HubClient, Passport
+from agentsdk.network import EV_TEXT, HubClient, Passport
 from agentsdk.tls import TlsConfig
 from hubsvc.replica_peers import REPLICA_KEY_HEADER
 from hubsvc.server import start_hub
@@ -26,6 +26,7 @@ from servicekit.tls import ServerTls, TlsConfigError
 from tests.eventually import assert_eventually
 from tests.hub.harness import OPERATOR_TOKEN, RunningHub
 from tests.hub.test_divided_replicas import OPTIONS, PARTITIONS, Divided, divided, holder, holding_and_not, redis_url
+from tests.sdk_net.test_session_steering import open_conversation, recording
 from tests.security.certs import make_ca, write_file, write_pair
 
 __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
@@ -80,20 +81,8 @@ async def test_replicas_serving_mtls_forward_to_each_other_and_keep_identity_bin
         alice = await on_a.register_human(Passport(name="alice", kind="human"), pull=False)
         bob = await on_b.register_human(Passport(name="bob", kind="human"), pull=False)
         to_alice: list[str] = []
-
-        async def record(env: Envelope) -> None:
-            if env.event_type == EV_TEXT:
-                to_alice.append(env.text)
-
-        alice.on_envelope(record)
-        opened: list[str] = []
-
-        async def opens() -> bool:
-            opened.append((await alice.open(type="conversation", target=bob.agent_id)).channel_id)
-            return True
-
-        await assert_eventually(opens, timeout=15)
-        channel_id = opened[0]
+        alice.on_envelope(recording(to_alice))
+        channel_id = await open_conversation(alice, bob)
         assert holder(divided.hubs, channel_id) is a
         # Bob's posts reach the holder through b over TLS (ForwardPosts), and a unary call about the
         # channel is forwarded as it came (HubService): both pass a's identity binding.

@@ -9,10 +9,10 @@ Two replicas are real gRPC servers in this process on one redis-server with 8 pa
 
 from __future__ import annotations
 
-from agentsdk.network import EV_TEXT, Envelope, HubClient, Passport
+from agentsdk.network import HubClient, Passport
 from tests.eventually import assert_eventually
 from tests.hub.test_divided_replicas import Divided, divided, holder, holding_and_not, redis_url
-from tests.sdk_net.test_session_steering import open_conversation
+from tests.sdk_net.test_session_steering import open_conversation, recording
 
 __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
 
@@ -28,36 +28,26 @@ async def test_a_turn_left_out_of_a_truncated_welcome_is_run_once_its_holder_ans
         channel_id = await open_conversation(alice, bob, type="consulting")
         assert holder(divided.hubs, channel_id) is a
         handled: list[str] = []
-
-        async def record(env: Envelope) -> None:
-            if env.event_type == EV_TEXT:
-                handled.append(env.text)
-
-        bob.on_envelope(record)
+        bob.on_envelope(recording(handled))
         question = await alice.send(channel_id, "what is 6 x 7?")
 
-        async def acked() -> bool:  # handled, acked, and the cursor stored once the stream ended
+        async def acked() -> bool:
             return handled == [question.text]
 
         await assert_eventually(acked, timeout=10)
-        credential = bob.credential
-        await bob.disconnect()
 
-        async def cursor_stored() -> bool:
+        async def cursor_stored() -> bool:  # acked, and the hub's periodic flush stored the cursor
             cursors = await b.core.store.load_cursors(bob.agent_id)
             return cursors.get(channel_id, 0) >= question.seq
 
         await assert_eventually(cursor_stored, timeout=10)
+        credential = bob.credential
+        await bob.disconnect()
         # a stops answering gRPC but keeps its leases: b cannot ask it for bob's turn.
         await a.server.running.server.stop(0)
         async with HubClient.connect(b.target, follow_redirects=False) as again:
             back: list[str] = []
-
-            async def record_again(env: Envelope) -> None:
-                if env.event_type == EV_TEXT:
-                    back.append(env.text)
-
-            bob = await again.resume_human(credential, on_envelope=record_again)
+            bob = await again.resume_human(credential, on_envelope=recording(back))
             assert bob.pending_turns == []  # the Welcome came without the holder's turn
             await divided.stop(a)  # a's partitions move to b, which then lists the turn itself
 

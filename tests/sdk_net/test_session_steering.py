@@ -11,6 +11,7 @@ Three replicas are real gRPC servers in this process on one redis-server with 8 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -23,6 +24,16 @@ from tests.hub.test_divided_replicas import Divided, divided, holder, holding_an
 __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
 
 TEXTS = 30
+
+
+def recording(into: list[str]) -> Callable[[Envelope], Awaitable[None]]:
+    """An ``on_envelope`` callback that appends each text's body to ``into``."""
+
+    async def record(env: Envelope) -> None:
+        if env.event_type == EV_TEXT:
+            into.append(env.text)
+
+    return record
 
 
 async def open_conversation(a: HumanClient, b: HumanClient, *, type: str = "conversation") -> str:
@@ -108,12 +119,7 @@ async def test_a_redirect_that_leads_nowhere_sends_the_stream_back_and_loses_not
         alice = await on_a.register_human(Passport(name="alice", kind="human"), pull=False)
         bob = await on_b.register_human(Passport(name="bob", kind="human"), pull=False)
         got: list[str] = []
-
-        async def record(env: Envelope) -> None:
-            if env.event_type == EV_TEXT:
-                got.append(env.text)
-
-        bob.on_envelope(record)
+        bob.on_envelope(recording(got))
         channel_id = await open_conversation(alice, bob)
         assert holder(divided.hubs, channel_id) is a
 
@@ -121,12 +127,14 @@ async def test_a_redirect_that_leads_nowhere_sends_the_stream_back_and_loses_not
             return bob.redirected_to == a.target and a.core.sessions.streams_here(bob.agent_id)
 
         await assert_eventually(bob_moved_to_a, timeout=10)
+        session_on_a = bob.session_id
         # a stops answering gRPC but keeps its leases and its core: it still holds the channel and
         # commits alice's texts (posted to its core), but a Redirect to it leads nowhere.
         await a.server.running.server.stop(0)
 
-        async def bob_back_on_b() -> bool:
-            return bob.redirected_to is None and b.core.sessions.streams_here(bob.agent_id)
+        async def bob_back_on_b() -> bool:  # welcomed there: what commits from now on reaches b live
+            welcomed = bob.session_id not in ("", session_on_a)
+            return welcomed and bob.redirected_to is None and b.core.sessions.streams_here(bob.agent_id)
 
         await assert_eventually(bob_back_on_b, timeout=10)
         sent = [str(i) for i in range(TEXTS)]
