@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -69,6 +70,16 @@ class ConsoleProcess:
     def stop(self) -> int:
         """SIGINT (Ctrl-C), then its exit status."""
         return interrupt(self.proc)
+
+    def line_matching(self, pattern: re.Pattern[str], timeout: float = 10.0) -> re.Match[str] | None:
+        """The first output line ``pattern`` matches, waiting up to ``timeout`` seconds for it (the lines
+        after "listening on" may still be on their way from the process); None if none came."""
+        deadline = time.monotonic() + timeout
+        while True:
+            match = next((m for line in list(self.output) if (m := pattern.search(line))), None)
+            if match is not None or time.monotonic() > deadline or self.proc.poll() is not None:
+                return match
+            time.sleep(0.02)
 
 
 def start_console(hub: str, *args: str, cwd: Path, timeout: float = 30.0) -> ConsoleProcess:

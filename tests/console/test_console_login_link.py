@@ -62,7 +62,8 @@ def test_agentnet_console_prints_a_login_link_from_the_token_file(hub: Hub, tmp_
     token_file = hub.data_dir / "hub-operator.token"
     process = start_console(hub.target, "--token-file", str(token_file), cwd=tmp_path)
     try:
-        link = next((m.group(1) for line in process.output if (m := _LINK.search(line))), None)
+        found = process.line_matching(_LINK)
+        link = found.group(1) if found else None
         assert link and link.startswith(process.url + "/login?once=")
         assert hub.token not in "".join(process.output)
         with httpx.Client(timeout=30, follow_redirects=False) as http:
@@ -75,8 +76,8 @@ def test_agentnet_console_prints_a_login_link_from_the_token_file(hub: Hub, tmp_
     # no token where the default looks (cwd/data): no link, the console still serves the login form
     process = start_console(hub.target, cwd=tmp_path)
     try:
-        assert not _LINK.search("".join(process.output))
         assert httpx.get(process.url + "/login", timeout=30).status_code == 200
+        assert process.line_matching(_LINK, timeout=1.0) is None  # serving: anything printed before is read
     finally:
         assert process.stop() == 0, "".join(process.output)
 
