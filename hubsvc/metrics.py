@@ -223,6 +223,35 @@ class HubMetrics(Recorder):
             self._feed_lag.observe(max(0.0, lag))
 
 
+def partition_metrics(core: HubCore) -> Iterator[Metric]:
+    """Per partition this replica holds: its live channels and the epoch of its lease (a new epoch is a
+    move). One sample per held partition, so at most the store's partition count per replica."""
+    ownership = core.placement.ownership
+    if ownership is None:
+        return
+    held = ownership.held
+    channels = dict.fromkeys(held, 0)
+    for ch in core.channels.live():
+        partition = core.placement.partition(ch.channel_id)
+        if partition in channels:
+            channels[partition] += 1
+    live = GaugeMetricFamily(
+        "agentnet_hub_partition_live_channels",
+        "Live channels of each partition this replica holds.",
+        labels=["partition"],
+    )
+    epochs = GaugeMetricFamily(
+        "agentnet_hub_partition_epoch",
+        "The lease epoch this replica holds each partition with (it grows each time the partition moves).",
+        labels=["partition"],
+    )
+    for partition, epoch in sorted(held.items()):
+        live.add_metric([str(partition)], channels[partition])
+        epochs.add_metric([str(partition)], epoch)
+    yield live
+    yield epochs
+
+
 def retention_metrics(stats: SweepStats, store: HubStore) -> Iterator[Metric]:
     """Retention's counts since start, its last sweep, and the SQLite file's size (one ``stat`` each)."""
     yield CounterMetricFamily(
@@ -301,4 +330,5 @@ class _HubGauges(Collector):
                 "Live channels another replica holds that this one delivers to its members.",
                 value=len(core.channels.followers.channels),
             )
+            yield from partition_metrics(core)
         yield from retention_metrics(core.retention.stats, core.store)

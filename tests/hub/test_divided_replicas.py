@@ -39,11 +39,13 @@ from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED
 from netkernel.errors import InvalidArgument, NotYourTurn, Unauthenticated, Unavailable
 from netkernel.partitions import partition_of
+from servicekit.metrics import MetricsSettings
 from tests.eventually import assert_eventually
 from tests.hub import harness
 from tests.hub.harness import OPERATOR_TOKEN, Participant, RunningHub, open_channel, register
 from tests.hub.test_replica_forwarding import peers_of
 from tests.hub.test_replicas import REDIS_DB, on
+from tests.scrape import scrape, value
 
 PARTITIONS = 8
 OPTIONS = HubOptions(replica_ttl=1.5, replica_refresh=0.2)
@@ -524,5 +526,30 @@ async def test_a_watch_is_recorded_only_once_the_channel_is_held_elsewhere(divid
             await assert_eventually(seen)
     finally:
         await client.aclose()
+    await alice.close()
+    await bob.close()
+
+
+async def test_metrics_show_each_held_partition_with_its_channels_and_epoch(divided: Divided) -> None:
+    a = await divided.start(metrics=MetricsSettings(port=0))
+    b = await divided.start(metrics=MetricsSettings(port=0))
+    await divided.settled()
+    a, b = holding_and_not(a, b)
+    alice = await register(a.target, "alice")
+    bob = await register(a.target, "bob")
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "conversation", [bob])
+    ownership = a.core.placement.ownership
+    assert ownership is not None and a.server.metrics_server is not None
+    samples = await scrape(a.server.metrics_server.url)
+    held = ownership.held
+    partition = str(a.core.placement.partition(channel_id))
+    for p, epoch in held.items():
+        assert value(samples, "agentnet_hub_partition_epoch", partition=str(p)) == epoch >= 1
+        channels = 1 if str(p) == partition else 0
+        assert value(samples, "agentnet_hub_partition_live_channels", partition=str(p)) == channels
+    exported = {dict(labels)["partition"] for name, labels in samples if name == "agentnet_hub_partition_epoch"}
+    assert exported == {str(p) for p in held}  # only the partitions a holds
     await alice.close()
     await bob.close()
