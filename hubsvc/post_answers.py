@@ -10,6 +10,7 @@ from typing import Protocol
 
 from agentnet.v1 import connect_pb2, envelope_pb2, errors_pb2
 
+from hubsvc.core.delivery import Session
 from hubsvc.core.hub import HubCore
 from hubsvc.core.posts import Admitted
 from hubsvc.core.util import committed_already
@@ -80,8 +81,13 @@ async def answer_posts(
 
     forwarder = servicer.forwarder if forward else None
 
+    stream = session if isinstance(session, Session) else None  # a Connect stream's (not a forwarded call's)
+    steering = servicer.core.sessions.steering
+
     def send_on(channel_id: str, moving: list[connect_pb2.Post]) -> None:
         assert forwarder is not None
+        if stream is not None and steering is not None:  # posting into a channel held elsewhere
+            steering.used_elsewhere((stream,))
         forwarder.submit(
             agent_id,
             channel_id,

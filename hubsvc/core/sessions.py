@@ -309,7 +309,7 @@ class Sessions:
         """:meth:`deliver` for a channel another replica holds: its members here may be steered there."""
         self.deliver(ch, wires)
         if self.steering is not None:
-            self.steering.delivered_from_elsewhere(s for s in (self._sessions.get(p) for p in ch.participants) if s)
+            self.steering.used_elsewhere(s for s in (self._sessions.get(p) for p in ch.participants) if s)
 
     def queue_stats(self) -> tuple[int, int, int, int]:
         """(connected streams, queued deliveries, queued bytes, the largest stream's queued bytes)."""

@@ -3,7 +3,8 @@
 With the channels divided among replicas (docs/scale-out.md "Session steering"), a stream on one
 replica whose channels another replica holds costs a forward for each post it sends and a remote
 delivery (a notice, a WAL read) for each envelope it receives. When envelopes of a channel held
-elsewhere reach a stream whose client follows redirects (``Hello.follows_redirects``), this replica
+elsewhere reach a stream whose client follows redirects (``Hello.follows_redirects``), or it posts
+into such a channel, this replica
 counts where the agent's live channels are held (one store read of the agent's channels, at most
 once per ``--steer-interval`` seconds per stream) and, when one other replica holds more of them
 than this one does, sends the stream a ``Redirect`` naming that replica's advertised address. The
@@ -63,9 +64,9 @@ class SessionSteering:
         self._spawn = spawn
         self._recorder = recorder
 
-    def delivered_from_elsewhere(self, sessions: Iterable[Session]) -> None:
-        """Envelopes of a channel another replica holds were offered to ``sessions``: consider moving
-        those whose clients follow redirects and were not considered in the last interval."""
+    def used_elsewhere(self, sessions: Iterable[Session]) -> None:
+        """``sessions`` were offered envelopes of a channel another replica holds, or posted into one:
+        consider moving those whose clients follow redirects and were not considered in the last interval."""
         now = self._clock()
         for session in sessions:
             if session.follows_redirects and now >= session.steer_after and not session.closed:

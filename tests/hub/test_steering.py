@@ -88,3 +88,21 @@ def test_a_stream_moves_only_to_a_replica_holding_strictly_more_of_its_channels(
     assert best_replica(1, Counter({"h:1": 2, "h:2": 1})) == "h:1"
     assert best_replica(0, Counter({"h:1": 1})) == "h:1"
     assert best_replica(3, Counter({"h:1": 2, "h:2": 2})) is None
+
+
+async def test_a_stream_that_only_posts_into_a_channel_held_elsewhere_is_redirected_too(divided: Divided) -> None:
+    a, b, alice, bob, carol, channel_id, _ = await members_on_two_replicas(divided)
+    # Bob comes back after everything was delivered: nothing reaches him from a any more, but he posts.
+    await bob.close()
+    bob = on(b, bob)
+    await bob.connect(follows_redirects=True)
+    said = await bob.say(channel_id, "a question from b")
+    await alice.until(said.envelope_id)
+
+    async def redirected() -> bool:
+        return bool(bob.redirects)
+
+    await assert_eventually(redirected, timeout=10)
+    assert bob.redirects[0].address == a.target
+    for p in (alice, bob, carol):
+        await p.close()

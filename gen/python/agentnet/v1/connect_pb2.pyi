@@ -225,7 +225,8 @@ Global___Hello: _TypeAlias = Hello  # noqa: Y015
 class Redirect(_message.Message):
     """Redirect asks the client to move its Connect stream to another hub replica.
     With the channels divided among replicas (docs/scale-out.md), a replica whose
-    connected participant's channels are mostly held by another replica sends it
+    connected participant's channels are mostly held by another replica (seen when
+    envelopes of such a channel reach the stream, or the stream posts into one) sends it
     at most once per --steer-interval seconds (default 10). What to do: end this
     stream, open a new Connect at `address` with the same credential, sending as
     Hello.cursors what was processed (everything unacked is replayed; drop
