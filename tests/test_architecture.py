@@ -170,13 +170,13 @@ def test_the_message_conversion_is_where_its_name_says() -> None:
 
 
 def test_every_data_file_a_package_reads_is_shipped() -> None:
-    """Files beside the code that the code reads at run time (the Redis store's Lua scripts) are
-    package data, so a wheel or sdist install has them too."""
+    """Files beside the code that the code reads at run time (the Redis stores' Lua scripts, the hub's
+    and the knowledge store's) are package data, so a wheel or sdist install has them too."""
     declared: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"
     ]
     unshipped = []
-    for path in sorted(ROOT.glob("hubsvc/**/*.lua")):
+    for path in sorted(p for package in SOURCE_PACKAGES for p in (ROOT / package).rglob("*.lua")):
         package_dir = next(p for p in path.parents if (p / "__init__.py").exists())
         package = ".".join(package_dir.relative_to(ROOT).parts)
         relative = path.relative_to(package_dir).as_posix()
@@ -185,6 +185,7 @@ def test_every_data_file_a_package_reads_is_shipped() -> None:
             unshipped.append(str(path.relative_to(ROOT)))
     assert unshipped == []
     assert list(ROOT.glob("hubsvc/storage/redis_store/lua/*.lua"))  # the check looked at something
+    assert list(ROOT.glob("knowledgestore/lua/*.lua"))
 
 
 def test_the_stores_read_no_environment() -> None:
