@@ -33,6 +33,7 @@ from agentsdk.network.clients import (
     check_queue_bounds,
 )
 from agentsdk.network.credentials import CredentialFile, SavedIdentity
+from agentsdk.network.plugin import NetworkPlugin
 from agentsdk.rpc import HubRpc
 from agentsdk.targets import HubTargets
 from agentsdk.tls import TlsSetting
@@ -465,8 +466,6 @@ class HubClient(ClosedOnExit):
         file: CredentialFile | None,
     ) -> None:
         """Give ``agent`` the network tools (and the A2A tools its settings enable), set the handler, connect."""
-        from agentsdk.network.plugin import NetworkPlugin
-
         if attach_plugin:
             client.plugin = NetworkPlugin(client)
             client.plugin.register(agent)
