@@ -1,4 +1,5 @@
-"""Assembly: shaping what the model sees before each call.
+"""Assembly: shaping what the model sees before each call (the chain's types and runner; the public
+module is :mod:`agentsdk.assembly`, which re-exports them beside :class:`~agentsdk.policies.AssemblerMiddleware`).
 
 An :class:`AssemblyPolicy` transforms ``(prompts, events)`` — the system prompt parts
 and the history — and hands the result to the next policy. The agent runs its chain
@@ -58,12 +59,3 @@ async def run_assembly(
         prompts, events = await policy.apply(prompts, events, context)
         prompts, events = list(prompts), list(events)
     return prompts, events
-
-
-def __getattr__(name: str) -> Any:
-    # AssemblerMiddleware lives in agentsdk.policies (which imports this module).
-    if name == "AssemblerMiddleware":
-        from agentsdk.policies import AssemblerMiddleware
-
-        return AssemblerMiddleware
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
