@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,17 @@ from tests.console.conftest import ConsoleProcess, Hub, LoopThread, login, start
 from tests.hub.harness import open_channel, register
 
 _LINK = re.compile(r"log in once with this link \(it works one time\): (http://\S+)")
+
+
+def _printed_link(process: ConsoleProcess, timeout: float = 30.0) -> str | None:
+    """The login link the console prints after its "listening on" line (which start_console waited for:
+    the next line may not have been read yet), or None if none came within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        link = next((m.group(1) for line in process.output if (m := _LINK.search(line))), None)
+        if link is not None or time.monotonic() > deadline:
+            return link
+        time.sleep(0.02)
 
 
 def _events(response: httpx.Response) -> Iterator[tuple[str, dict[str, str]]]:
@@ -62,7 +74,7 @@ def test_agentnet_console_prints_a_login_link_from_the_token_file(hub: Hub, tmp_
     token_file = hub.data_dir / "hub-operator.token"
     process = start_console(hub.target, "--token-file", str(token_file), cwd=tmp_path)
     try:
-        link = next((m.group(1) for line in process.output if (m := _LINK.search(line))), None)
+        link = _printed_link(process)
         assert link and link.startswith(process.url + "/login?once=")
         assert hub.token not in "".join(process.output)
         with httpx.Client(timeout=30, follow_redirects=False) as http:
