@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentsdk.assembly import AssemblyContext, AssemblyPolicy, run_assembly
+from agentsdk._assembly import AssemblyContext, AssemblyPolicy, run_assembly
 from agentsdk.config import ModelConfig, streams
 from agentsdk.events import (
     BaseEvent,

@@ -6,64 +6,14 @@ and the history — and hands the result to the next policy. The agent runs its 
 stream: policies change what the model sees, never the stream itself. A policy may
 put a new :class:`~agentsdk.events.HaltEvent` in the events to stop the turn.
 
-The built-in policies live in ``agentsdk.policies``.
+The built-in policies live in ``agentsdk.policies``; :class:`AssemblerMiddleware` (defined there, beside
+the policies whose order it checks) is importable here too. The chain's types are defined in a module of
+their own, which both this one and ``agentsdk.policies`` import, so neither imports the other in a circle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from agentsdk._assembly import AssemblyContext, AssemblyPolicy, run_assembly
+from agentsdk.policies import AssemblerMiddleware
 
-from agentsdk.events import BaseEvent
-from agentsdk.stream import Stream
-
-if TYPE_CHECKING:
-    from agentsdk.agent import Agent
-
-__all__ = ["AssemblyContext", "AssemblyPolicy", "run_assembly"]
-
-
-@dataclass(frozen=True, slots=True)
-class AssemblyContext:
-    """What a policy may consult besides the prompts and events."""
-
-    agent: Agent
-    """The agent whose turn this is."""
-    stream: Stream
-    """The conversation stream (read it; do not modify it from a policy)."""
-    dependencies: Mapping[Any, Any]
-    """The turn's dependencies (agent's merged with ``ask(dependencies=...)``); ``.get(KnowledgeStore)``."""
-    model_call: int = 0
-    """Index of the upcoming model call within this turn (0 for the first)."""
-
-
-@runtime_checkable
-class AssemblyPolicy(Protocol):
-    """Transforms ``(prompts, events)`` before a model call."""
-
-    async def apply(
-        self, prompts: list[str], events: list[BaseEvent], context: AssemblyContext
-    ) -> tuple[list[str], list[BaseEvent]]:
-        """Return the (possibly new) prompts and events for the next policy / the model."""
-        ...
-
-
-async def run_assembly(
-    policies: Sequence[AssemblyPolicy], prompts: list[str], events: list[BaseEvent], context: AssemblyContext
-) -> tuple[list[str], list[BaseEvent]]:
-    """Run ``policies`` in order, each on the previous one's output (copies of the inputs)."""
-    prompts, events = list(prompts), list(events)
-    for policy in policies:
-        prompts, events = await policy.apply(prompts, events, context)
-        prompts, events = list(prompts), list(events)
-    return prompts, events
-
-
-def __getattr__(name: str) -> Any:
-    # AssemblerMiddleware lives in agentsdk.policies (which imports this module).
-    if name == "AssemblerMiddleware":
-        from agentsdk.policies import AssemblerMiddleware
-
-        return AssemblerMiddleware
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["AssemblerMiddleware", "AssemblyContext", "AssemblyPolicy", "run_assembly"]

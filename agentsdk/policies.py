@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
-from agentsdk.assembly import AssemblyContext, AssemblyPolicy, run_assembly
+from agentsdk._assembly import AssemblyContext, AssemblyPolicy, run_assembly
 from agentsdk.events import (
     BaseEvent,
     CompactionSummary,

@@ -18,6 +18,7 @@ import asyncio
 import builtins
 import json
 import logging
+from importlib import resources
 from typing import Any, cast
 
 from netkernel.extras import missing_extra
@@ -49,40 +50,17 @@ log = logging.getLogger("agentnet.knowledge")
 
 DEFAULT_PREFIX = "agentnet:knowledge:"
 
-# KEYS: data, versions, index. ARGV: path, kind ("written"/"appended"), bytes, channel, ancestors...
-# Returns {offset, size, version}, or {-1, blocking file} / {-2, path} when the path is refused.
-_MUTATE = """
-local path, kind, bytes = ARGV[1], ARGV[2], ARGV[3]
-if redis.call('ZSCORE', KEYS[3], path) == false then
-  for i = 5, #ARGV do
-    if redis.call('ZSCORE', KEYS[3], ARGV[i]) ~= false then return {-1, ARGV[i]} end
-  end
-  if #redis.call('ZRANGEBYLEX', KEYS[3], '[' .. path .. '/', '(' .. path .. '0', 'LIMIT', 0, 1) > 0 then
-    return {-2, path}
-  end
-  redis.call('ZADD', KEYS[3], 0, path)
-end
-local offset, size = 0, string.len(bytes)
-if kind == 'written' then
-  redis.call('SET', KEYS[1], bytes)
-else
-  size = redis.call('APPEND', KEYS[1], bytes)
-  offset = size - string.len(bytes)
-end
-local version = redis.call('HINCRBY', KEYS[2], path, 1)
-local change = {path = path, kind = kind, offset = offset, size = size, version = version}
-redis.call('PUBLISH', ARGV[4], cjson.encode(change))
-return {offset, size, version}
-"""
 
-# KEYS: data, versions, index. ARGV: path, channel. Returns 1, or 0 if there is no such file.
-_DELETE = """
-if redis.call('ZREM', KEYS[3], ARGV[1]) == 0 then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('PUBLISH', ARGV[2], cjson.encode({path = ARGV[1], kind = 'deleted', offset = 0, size = 0, version = 0}))
-return 1
-"""
+def _load_lua(name: str) -> str:
+    """The source of ``lua/<name>`` (package data beside this module), read from the installed package."""
+    return resources.files("knowledgestore").joinpath("lua", name).read_text(encoding="utf-8")
+
+
+_MUTATE = _load_lua("mutate.lua")
+"""A write or an append: content, version, index and change message together (the file's head says its
+arguments)."""
+_DELETE = _load_lua("delete.lua")
+"""A removal: content, version, index entry and change message together."""
 
 
 class RedisKnowledgeStore(StoreBase):

@@ -87,17 +87,144 @@ def test_every_path_the_architecture_page_names_exists() -> None:
     assert missing == []
 
 
-#: Longest hand-written module under hubsvc/: a longer one does more than one job; split it along its seams.
+#: Longest hand-written module of any package: a longer one does more than one job; split it along its seams.
 MAX_MODULE_LINES = 600
+#: Modules allowed over the bound, at most as long as they are now (shrink the number as they shrink; never
+#: add one or raise one): the SDK's delivery stream keeps its connection loop, pending-turn resume, per-channel
+#: workers and stream posts on one object's state (its queue and unary fallback are modules of their own).
+OVER_THE_BOUND = {"agentsdk/network/_delivery.py": 621}
+#: Every package of hand-written code (the generated stubs are not).
+CODE_PACKAGES = (*sorted(OURS - {"tests"}),)
 
 
-def test_no_hand_written_hub_module_is_over_600_lines() -> None:
+def _module_lines(package: str) -> dict[str, int]:
+    return {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+
+
+@pytest.mark.parametrize("package", CODE_PACKAGES)
+def test_no_hand_written_module_is_over_600_lines(package: str) -> None:
     too_long = {
-        str(path.relative_to(ROOT)): lines
-        for path in sorted((ROOT / "hubsvc").rglob("*.py"))
-        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+        file: lines
+        for file, lines in _module_lines(package).items()
+        if lines > OVER_THE_BOUND.get(file, MAX_MODULE_LINES)
     }
     assert too_long == {}
+
+
+def test_the_modules_over_the_bound_still_exist_and_are_over_it() -> None:
+    """An allowance nobody needs any more is removed, so it cannot be used by a new long module."""
+    lines = {file: n for package in CODE_PACKAGES for file, n in _module_lines(package).items()}
+    assert {file: lines.get(file, 0) > MAX_MODULE_LINES for file in OVER_THE_BOUND} == dict.fromkeys(
+        OVER_THE_BOUND, True
+    )
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_time_edges(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports when it runs: its top-level imports and those
+    inside its functions (a function-local import is a cycle postponed, not removed), not those under
+    ``if TYPE_CHECKING:`` (annotations only). Importing ``a.b.c`` runs ``a`` and ``a.b`` too."""
+    paths = {_module_name(path, root): path for path in sorted((root / package).rglob("*.py"))}
+    edges: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+
+        def visit(node: ast.AST, here: str = here, found: set[str] = found) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    for orelse in child.orelse:
+                        visit(orelse)
+                    continue
+                if isinstance(child, ast.Import):
+                    found.update(alias.name for alias in child.names)
+                elif isinstance(child, ast.ImportFrom):
+                    module = child.module or ""
+                    if child.level:
+                        base = here.split(".")[: len(here.split(".")) - (child.level - 1)]
+                        module = ".".join([*base, module] if module else base)
+                    found.update(f"{module}.{alias.name}" for alias in child.names)
+                    found.add(module)
+                visit(child)
+
+        visit(ast.parse(path.read_text(encoding="utf-8")))
+        targets: set[str] = set()
+        for imported in found:
+            parts = imported.split(".")
+            for i in range(1, len(parts) + 1):
+                target = ".".join(parts[:i])
+                if target in paths and target != name and not name.startswith(target + "."):
+                    targets.add(target)
+        edges[name] = targets
+    return edges
+
+
+def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+@pytest.mark.parametrize("package", CODE_PACKAGES)
+def test_no_import_cycle_inside_a_package(package: str) -> None:
+    """Each package's modules import each other in one direction (annotations may look back under
+    TYPE_CHECKING); a module that needs one importing it gets what it needs handed to it instead."""
+    assert import_cycles(import_time_edges(package)) == []
+
+
+def test_the_cycle_check_sees_function_local_imports(tmp_path: Path) -> None:
+    """The check itself: a cycle closed inside a function is one; one closed under TYPE_CHECKING is not."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "__init__.py").write_text("")
+    (tmp_path / "p" / "a.py").write_text("from p import b\nfrom . import c\n")
+    (tmp_path / "p" / "b.py").write_text("def f():\n    from p.a import x\n")
+    (tmp_path / "p" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import p.a\n")
+    edges = import_time_edges("p", tmp_path)
+    assert edges == {"p": set(), "p.a": {"p.b", "p.c"}, "p.b": {"p.a"}, "p.c": set()}
+    assert import_cycles(edges) == [["p.a", "p.b"]]
 
 
 #: Where a channel type's or a view's name may be written as a string literal: the vocabulary module (the one
@@ -170,13 +297,13 @@ def test_the_message_conversion_is_where_its_name_says() -> None:
 
 
 def test_every_data_file_a_package_reads_is_shipped() -> None:
-    """Files beside the code that the code reads at run time (the Redis store's Lua scripts) are
-    package data, so a wheel or sdist install has them too."""
+    """Files beside the code that the code reads at run time (the Redis stores' Lua scripts, the hub's
+    and the knowledge store's) are package data, so a wheel or sdist install has them too."""
     declared: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"
     ]
     unshipped = []
-    for path in sorted(ROOT.glob("hubsvc/**/*.lua")):
+    for path in sorted(p for package in SOURCE_PACKAGES for p in (ROOT / package).rglob("*.lua")):
         package_dir = next(p for p in path.parents if (p / "__init__.py").exists())
         package = ".".join(package_dir.relative_to(ROOT).parts)
         relative = path.relative_to(package_dir).as_posix()
@@ -185,6 +312,7 @@ def test_every_data_file_a_package_reads_is_shipped() -> None:
             unshipped.append(str(path.relative_to(ROOT)))
     assert unshipped == []
     assert list(ROOT.glob("hubsvc/storage/redis_store/lua/*.lua"))  # the check looked at something
+    assert list(ROOT.glob("knowledgestore/lua/*.lua"))
 
 
 def test_the_stores_read_no_environment() -> None:

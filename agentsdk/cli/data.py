@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from agentsdk.cli import render
-from agentsdk.cli.app import JsonOption, _err, _run, _show, app
+from agentsdk.cli.common import JsonOption, _err, _run, _show, app
 from agentsdk.cli.settings import Settings
 from agentsdk.operator import OperatorClient, OperatorOnly, write_backup
 from netkernel.archive import ArchiveWriter, archive_name

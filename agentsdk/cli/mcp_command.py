@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from agentsdk.cli.app import _err, _run, _settings, app
+from agentsdk.cli.common import _err, _run, _settings, app
 from agentsdk.cli.settings import Settings
 from netkernel.extras import MissingExtra
 

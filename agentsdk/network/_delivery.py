@@ -34,18 +34,20 @@ import itertools
 import logging
 import os
 import random
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 
 from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 from opentelemetry import trace
 
-from agentsdk.backoff import NO_RETRY, retry_rate_limited
+from agentsdk.backoff import retry_rate_limited
 from agentsdk.network._acks import ACK_DELAY, AckCoalescer
+from agentsdk.network._channel_queue import ChannelQueue
 from agentsdk.network._cursors import CursorBook
 from agentsdk.network._deadlines import Deadlines
 from agentsdk.network._outbox import Outbox, posted_envelope
+from agentsdk.network._unary_post import UnaryPoster, moving
 from agentsdk.network.turn_context import enter_delivery, exit_delivery
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
@@ -87,31 +89,6 @@ async def _awaited(pending: Awaitable[None] | None) -> None:
         await pending
 
 
-_Item = tuple[connect_pb2.Delivery, int, bool]
-"""A delivery waiting for its channel's worker: (delivery, its size in bytes, read back for a pending turn)."""
-
-
-class _ChannelQueue:
-    """The deliveries of one channel waiting for its worker (what an ``asyncio.Queue`` would do for
-    one consumer and no bound, without a coroutine per ``get`` and an Event per ``put``)."""
-
-    __slots__ = ("items", "waiter")
-
-    def __init__(self) -> None:
-        self.items: deque[_Item] = deque()
-        self.waiter: asyncio.Future[None] | None = None
-        """Set while the worker waits for the next delivery."""
-
-    def put(self, item: _Item) -> None:
-        """Queue ``item`` and wake the worker if it waits."""
-        self.items.append(item)
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-
 class DeliveryStream:
     """Keeps one identity's Connect stream alive and dispatches its envelopes."""
 
@@ -134,7 +111,7 @@ class DeliveryStream:
         self.credential = credential
         self.rpc = HubRpc(conn, credential)
         """The stream's calls, on the connection the stream is on now."""
-        self._fallback = HubRpc(conn, credential, backoff=NO_RETRY)
+        self._unary = UnaryPoster(conn, credential)
         """PostEnvelope when the stream is down, inside :meth:`post`'s own RATE_LIMITED retry."""
         self.redirected_to: str | None = None
         """The replica address a hub's Redirect moved the stream to (None: the stream is on :attr:`conn`)."""
@@ -176,7 +153,7 @@ class DeliveryStream:
         the :attr:`_listings` count when it finished (a pending-turn listing begun later reflects it)."""
         self._listings = 0
         """ListPendingTurns listings begun (see :meth:`list_pending_turns`)."""
-        self._channels: dict[str, _ChannelQueue] = {}
+        self._channels: dict[str, ChannelQueue] = {}
         self.max_queued_bytes = conn.max_queued_delivery_bytes
         """Bytes of deliveries the channel queues may hold before the stream stops reading."""
         self.queued_bytes = 0
@@ -312,7 +289,7 @@ class DeliveryStream:
         """Make the stream's calls go to ``conn`` (the address given, or where a Redirect moved it)."""
         if self.rpc.connection is not conn:
             self.rpc = HubRpc(conn, self.credential)
-            self._fallback = HubRpc(conn, self.credential, backoff=NO_RETRY)
+            self._unary.use(conn)
 
     def _follow(self, redirect: connect_pb2.Redirect) -> bool:
         """Whether to end the stream and reconnect at ``redirect.address`` (then :attr:`redirected_to`
@@ -358,7 +335,7 @@ class DeliveryStream:
         channel_id = delivery.envelope.channel_id
         queue = self._channels.get(channel_id)
         if queue is None:
-            queue = self._channels[channel_id] = _ChannelQueue()
+            queue = self._channels[channel_id] = ChannelQueue()
             self._workers[channel_id] = asyncio.create_task(self._work(channel_id, queue), name=f"channel-{channel_id}")
         size = delivery.envelope.ByteSize()  # measured once: the dispatcher is handed it too
         self.queued_bytes += size
@@ -453,7 +430,7 @@ class DeliveryStream:
         False) and none is current (then an envelope carrying no trace context is handed over as it is)."""
         return not self.conn.tracing and isinstance(trace.get_current_span(), trace.NonRecordingSpan)
 
-    async def _work(self, channel_id: str, queue: _ChannelQueue) -> None:
+    async def _work(self, channel_id: str, queue: ChannelQueue) -> None:
         items = queue.items
         loop = asyncio.get_running_loop()
         plain: bool | None = None
@@ -597,17 +574,17 @@ class DeliveryStream:
     ) -> envelope_pb2.Envelope:
         """The second half of :meth:`post`, for a post whose stream attempt did not admit it: ``result``
         is the hub's refusal (raised; RATE_LIMITED retried as the backoff allows; UNAVAILABLE because
-        replicas are moving, :func:`_moving`, posted again by PostEnvelope under the same key, which
-        waits for a hub and is retried) or None (never queued on the stream, or the stream broke
-        first: posted by PostEnvelope under the same key)."""
+        replicas are moving, :func:`~agentsdk.network._unary_post.moving`, posted again by PostEnvelope
+        under the same key, which waits for a hub and is retried) or None (never queued on the stream, or
+        the stream broke first: posted by PostEnvelope under the same key)."""
         try:
             if result is not None:
                 try:
                     return posted_envelope(result)
                 except Unavailable as err:  # e.g. the channel's holder stopped mid-forward: PostEnvelope retries
-                    if not _moving(err):
+                    if not moving(err):
                         raise
-            return await self._post_unary(envelope, timeout)
+            return await self._unary.post(envelope, timeout)
         except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
             return await retry_rate_limited(
                 lambda: self._post_once(envelope, timeout), self.conn.rate_limit_backoff, refused=refused
@@ -626,9 +603,9 @@ class DeliveryStream:
                 try:
                     return posted_envelope(result)
                 except Unavailable as err:  # retryable: PostEnvelope waits for a hub and retries, same key
-                    if not _moving(err):
+                    if not moving(err):
                         raise
-        return await self._post_unary(envelope, timeout)
+        return await self._unary.post(envelope, timeout)
 
     def _queue_post(
         self, envelope: envelope_pb2.Envelope, timeout: float
@@ -642,38 +619,3 @@ class DeliveryStream:
         # The deadline fails the future (asyncio.wait_for would wrap it in another one).
         self._deadlines.add(request_id, timeout)
         return request_id, fut
-
-    async def _post_unary(self, envelope: envelope_pb2.Envelope, timeout: float) -> envelope_pb2.Envelope:
-        """PostEnvelope, sent again under the same idempotency key while the hub answers UNAVAILABLE
-        because replicas are moving (:func:`_moving`; gRPC's own retries spent) until ``timeout``
-        seconds are up; a post that was admitted comes back as the duplicate. Sent where the stream is
-        (a replica a Redirect named, else the address given); a replica a Redirect named that does not
-        answer at all is tried again too, at the stream's next connection (a moved stream whose replica
-        went away goes back to the address given)."""
-        loop = asyncio.get_running_loop()
-        deadline, backoff = loop.time() + timeout, 0.05
-        request = hub_pb2.PostEnvelopeRequest(envelope=envelope)
-        while True:
-            fallback = self._fallback
-            try:
-                response = await fallback.post_envelope(request, timeout=max(0.001, deadline - loop.time()))
-                return response.envelope
-            except Unavailable as err:
-                pause = backoff * (0.5 + random.random())
-                # A replica a Redirect named that did not answer at all (no cause: not the hub's answer).
-                gone = fallback.connection is not self.conn and not err.metadata.get("cause")
-                if not (_moving(err) or gone) or loop.time() + pause >= deadline:
-                    raise
-                await asyncio.sleep(pause)  # a backoff between attempts, not a wait for a condition
-                backoff = min(backoff * 2, 1.0)
-
-
-MOVING_CAUSES = frozenset({"shutdown", "partition_moved", "replica_unreachable", "lost_race"})
-"""The ``cause`` metadata of an UNAVAILABLE post answer that says hub replicas are stopping or
-moving a channel (docs/errors.md): posted again under the same key. A store that fails
-(``store_write_failed``, ``store_unreachable``) is the application's to see at once."""
-
-
-def _moving(error: Unavailable) -> bool:
-    """Whether ``error`` answers a post while replicas stop or move its channel (:data:`MOVING_CAUSES`)."""
-    return error.metadata.get("cause") in MOVING_CAUSES

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentnet.v1 import task_pb2
 from pydantic import BaseModel, ValidationError
 
-from agentsdk.assembly import AssemblyContext
+from agentsdk._assembly import AssemblyContext
 from agentsdk.events import BaseEvent
 from agentsdk.network.agent_client import Task
 from agentsdk.network.deps import AGENT_CLIENT_DEP, CHANNEL_DEP, TASK_DEP

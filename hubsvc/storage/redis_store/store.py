@@ -21,7 +21,7 @@ from hubsvc.storage.faults import StoreFaults
 from hubsvc.storage.group_commit import GroupCommitStore
 from hubsvc.storage.redis_connect import RedisClient, connect, is_cluster_url, parse_cluster_url
 from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT, DEFAULT_WAIT_TIMEOUT
-from hubsvc.storage.redis_store import scripts, upkeep
+from hubsvc.storage.redis_store import scripts
 from hubsvc.storage.redis_store.commit import CommitScript, RedisClock, commit_group
 from hubsvc.storage.redis_store.failures import UNREACHABLE, StoreUnreachable
 from hubsvc.storage.redis_store.feed import RedisChangeFeed
@@ -33,6 +33,7 @@ from hubsvc.storage.redis_store.plan import Plan
 from hubsvc.storage.redis_store.reads import ChannelReads
 from hubsvc.storage.redis_store.records import RecordReads
 from hubsvc.storage.redis_store.spread import OUTBOX_SWEEP, SpreadWriter
+from hubsvc.storage.redis_store.upkeep import Upkeep
 from netkernel.partitions import MAX_PARTITIONS
 
 
@@ -133,8 +134,8 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
         )
         """The partition leases (:mod:`hubsvc.storage.redis_store.partitions`) when opened with ``partitions``."""
         self._scan_script = self._client.register_script(scripts.SCAN_TEXTS)
-        self._rebuild_script = self._client.register_script(scripts.REBUILD_HOLDINGS)
         self._purge_script = self._client.register_script(scripts.PURGE_CHANNEL)
+        self._upkeep = Upkeep(self._client, self._keys, spread=spread, on_home_node=self._on_home_node, reads=self)
         self._spread_writer = (
             SpreadWriter(
                 self._client,
@@ -198,15 +199,15 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
             await self._client.ping()
         except UNREACHABLE as exc:
             raise StoreUnreachable(f"cannot reach Redis at {self.address}: {exc}") from exc
-        await upkeep.check_layout(self)
-        await upkeep.rebuild_holdings(self)
-        await upkeep.index_replies(self)
-        await upkeep.check_durability(self)
+        await self._upkeep.check_layout()
+        await self._upkeep.rebuild_holdings()
+        await self._upkeep.index_replies()
+        await self._upkeep.check_durability()
         await self._clock.measure()
         if self.partitions is not None and self._wanted_partitions is not None:
             await self.partitions.open(self._wanted_partitions)
         else:
-            await upkeep.refuse_undivided(self)
+            await self._upkeep.refuse_undivided()
         self._start_writer()
         if self._spread_writer is not None:
             await self._spread_writer.start()
