@@ -77,7 +77,11 @@ class SessionSteering:
         """Count where the agent's live channels are held; redirect the stream if another replica
         holds more of them."""
         rows = await self._store.list_channels_for(session.agent_id, include_ended=False, limit=COUNTED_CHANNELS)
-        here, elsewhere = self.where_held(row.channel_id for _, row in rows if row.live)
+        live = [row.channel_id for _, row in rows if row.live]
+        here, elsewhere, unknown = self.where_held(live)
+        if unknown:  # a holder the lease map read last did not name (it moved since): read it again
+            await self._placement.read()
+            here, elsewhere, _ = self.where_held(live)
         address = best_replica(here, elsewhere)
         if address is None or session.closed:
             return
@@ -86,13 +90,15 @@ class SessionSteering:
         self._recorder.redirected()
         log.debug("asked the stream of %s to move to %s (%s)", session.agent_id, address, reason)
 
-    def where_held(self, channel_ids: Iterable[str]) -> tuple[int, Counter[str]]:
-        """How many of ``channel_ids`` this replica holds, and how many each other replica holds by its
-        address (a channel whose holder is unknown or advertises no address is not counted)."""
-        here, elsewhere = 0, Counter[str]()
+    def where_held(self, channel_ids: Iterable[str]) -> tuple[int, Counter[str], int]:
+        """How many of ``channel_ids`` this replica holds, how many each other replica holds by its
+        address, and how many have a holder the lease map as last read does not name (not counted)."""
+        here, elsewhere, unknown = 0, Counter[str](), 0
         for channel_id in channel_ids:
             if self._placement.holds(channel_id):
                 here += 1
             elif (address := self._placement.owner_address(channel_id)) is not None:
                 elsewhere[address] += 1
-        return here, elsewhere
+            else:
+                unknown += 1
+        return here, elsewhere, unknown
