@@ -1,34 +1,25 @@
 """Hub service configuration: flags and environment variables, derived from the option declarations.
 
-Every option is declared once, with :func:`hubsvc.core.options.option`: the core ones on
+Every option is declared once, with :func:`servicekit.options.option`: the core ones on
 :class:`~hubsvc.core.options.HubOptions`, the process-level ones (where to listen, where to store)
 on :class:`HubConfig` below. :func:`parse_args` builds its flags, reads their environment variables
-and checks their values from those declarations; only the rules that tie two options together
+and checks their values from those declarations (servicekit/options.py); only the rules that tie two options together
 (:func:`_check_together`) are written out here.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import urllib.parse
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
-from hubsvc.core.options import (
-    MAX_BATCH_BYTES_CEILING,
-    HubOptions,
-    OptionSpec,
-    Range,
-    option,
-    option_specs,
-)
+from hubsvc.core.options import MAX_BATCH_BYTES_CEILING, HubOptions
 from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT as DEFAULT_REDIS_TIMEOUT
 from hubsvc.storage.redis_settings import DEFAULT_WAIT_TIMEOUT as DEFAULT_REDIS_WAIT_TIMEOUT
 from hubsvc.storage.redis_settings import is_cluster_url, parse_cluster_url
-from netkernel.env_flags import env_flag
 from servicekit.metrics import MetricsSettings, add_metrics_arguments, metrics_from_args
+from servicekit.options import OptionSpec, Range, add_options, check_args, option, option_specs
 from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 __all__ = ["MAX_BATCH_BYTES_CEILING", "HubConfig", "check_store", "hub_option_specs", "parse_args"]
@@ -233,35 +224,6 @@ def hub_option_specs() -> list[tuple[str, OptionSpec]]:
     return [o for o in declared if o[0] not in core] + [o for o in declared if o[0] in core]
 
 
-def _add_option(parser: argparse.ArgumentParser, name: str, spec: OptionSpec, default: Any) -> None:
-    """Add ``spec``'s flag (stored as ``name``); its default comes from its environment variable when set."""
-    raw = os.environ.get(spec.env)
-    if isinstance(default, bool):
-        parser.add_argument(
-            spec.flag,
-            dest=name,
-            action="store_true",
-            default=env_flag(raw) if raw is not None else default,
-            help=f"{spec.help} [{spec.env}=1]",
-        )
-        return
-    parse = spec.parse or type(default)
-    if raw:
-        try:
-            default = parse(raw)
-        except ValueError:
-            parser.error(f"{spec.env}={raw!r} is not a valid value for {spec.flag} ({parse.__name__})")
-    parser.add_argument(
-        spec.flag,
-        dest=name,
-        type=parse,
-        default=default,
-        choices=spec.choices or None,
-        metavar=None if spec.choices else spec.flag[2:].replace("-", "_").upper(),
-        help=f"{spec.help} [{spec.env}]",
-    )
-
-
 def _check_together(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The rules that tie two options together (each option's own bounds are in its declaration)."""
     if args.redis_wait_replicas and is_cluster_url(args.store):
@@ -288,9 +250,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
         description="agent-network hub: identities, channels, durable WAL, delivery, tasks, A2A, tools.",
     )
     specs = hub_option_specs()
-    defaults = HubConfig()
-    for name, spec in specs:
-        _add_option(parser, name, spec, getattr(defaults, name))
+    add_options(parser, specs, HubConfig())
     add_tls_arguments(parser, "AGENTNET_HUB_")
     add_metrics_arguments(parser, "AGENTNET_HUB_")
     args = parser.parse_args(argv)
@@ -306,11 +266,6 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
             "--replica-tls-ca and --replica-tls-server-name need --tls-cert and --tls-key: replicas call each "
             "other over TLS only when they serve TLS"
         )
-    for name, spec in specs:
-        if spec.check is not None:
-            try:
-                spec.check(getattr(args, name))
-            except ValueError as exc:
-                parser.error(spec.refusal(exc))
+    values = check_args(parser, args, specs)
     _check_together(parser, args)
-    return HubConfig(tls=tls, metrics=metrics, **{name: getattr(args, name) for name, _ in specs})
+    return HubConfig(tls=tls, metrics=metrics, **values)

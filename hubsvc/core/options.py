@@ -1,146 +1,35 @@
 """Tunable limits and defaults of the hub core, each declared once.
 
 Every option a hub operator can set is one field here (or, for the process-level ones such as the
-listen address and the store, in :class:`hubsvc.config.HubConfig`) declared with :func:`option`: its
-default, command-line flag, environment variable, help text and the values it accepts. The hub's
-argument parser, its environment reading and its validation are derived from these declarations
-(:func:`hubsvc.config.parse_args`), so a default or a bound is written in one place only.
+listen address and the store, in :class:`hubsvc.config.HubConfig`) declared with
+:func:`servicekit.options.option`: its default, command-line flag, environment variable, help text and the
+values it accepts. The hub's argument parser, its environment reading and its validation are derived from
+these declarations (:func:`hubsvc.config.parse_args`), so a default or a bound is written in one place only.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import Field, dataclass, field, fields
-from typing import Any, TypeVar
+from dataclasses import dataclass
 
 from netkernel.channel_types import DEFAULT_WAIT_SECONDS
 from netkernel.partitions import MAX_PARTITIONS
+from servicekit.options import POSITIVE, OptionSpec, Range, comma_list, duration, option, option_specs
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 
-T = TypeVar("T")
+__all__ = [
+    "MAX_BATCH_BYTES_CEILING",
+    "POSITIVE",
+    "HubOptions",
+    "OptionSpec",
+    "Range",
+    "comma_list",
+    "duration",
+    "option",
+    "option_specs",
+]
 
 MAX_BATCH_BYTES_CEILING = DEFAULT_MAX_MESSAGE_BYTES // 2
 """Largest --max-batch-bytes: a batch (plus its framing) always fits in one gRPC message."""
-
-
-def _number(value: float) -> str:
-    """``value`` as an operator would write it (``3600``, not ``3600.0``)."""
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-@dataclass(frozen=True)
-class Range:
-    """The numbers an option accepts: between ``low`` and ``high`` (None = unbounded on that side).
-
-    ``brackets`` says which ends are included, as in interval notation: ``"(]"`` = above ``low``, up to
-    and including ``high``. A float option without ``high`` must also be finite; NaN is never accepted.
-    """
-
-    low: float | None
-    high: float | None = None
-    brackets: str = "(]"
-    unit: str = ""
-    """Appended to the bound in the refusal, e.g. ``" seconds"``."""
-    why: str = ""
-    """Appended to the refusal, e.g. ``": a batch must fit in one gRPC message"``."""
-
-    def describe(self, value: object = 0) -> str:
-        """What a refused ``value`` is told it must be (without the option's name)."""
-        low_closed, high_closed = self.brackets[0] == "[", self.brackets[1] == "]"
-        if self.low is not None and self.high is not None:
-            rule = f"in {self.brackets[0]}{_number(self.low)}, {_number(self.high)}{self.brackets[1]}{self.unit}"
-        elif self.low == 0:
-            rule = ("0 or more" if low_closed else "positive") + self.unit
-        elif self.low is not None:
-            rule = f"{'at least' if low_closed else 'more than'} {_number(self.low)}{self.unit}"
-        else:
-            assert self.high is not None
-            rule = f"{'at most' if high_closed else 'below'} {_number(self.high)}{self.unit}"
-        if isinstance(value, float) and self.high is None:
-            rule += " and finite"
-        return f"must be {rule}{self.why}"
-
-    def __call__(self, value: Any) -> None:
-        """Raise ValueError saying what ``value`` must be unless it is in the range."""
-        low_closed, high_closed = self.brackets[0] == "[", self.brackets[1] == "]"
-        ok = not (isinstance(value, float) and math.isnan(value))
-        if ok and self.low is not None:
-            ok = value >= self.low if low_closed else value > self.low
-        if ok and self.high is not None:
-            ok = value <= self.high if high_closed else value < self.high
-        elif ok and isinstance(value, float):
-            ok = math.isfinite(value)
-        if not ok:
-            raise ValueError(self.describe(value))
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    """How one option is set from outside the process (see :func:`option`)."""
-
-    flag: str
-    """Command-line flag, e.g. ``--max-batch``."""
-    env: str
-    """Environment variable that sets the default of ``flag``."""
-    help: str
-    """Help text of the flag (one line for ``--help``; docs/operations.md has the full story)."""
-    check: Callable[[Any], object] | None = None
-    """Raises ValueError saying what the parsed value must be (a :class:`Range`, or a function)."""
-    parse: Callable[[str], Any] | None = None
-    """Turns the flag's or variable's text into the value; None = the type of the default."""
-    choices: tuple[str, ...] = ()
-    """The only values accepted, when the option is one of a few words."""
-
-    def refusal(self, error: ValueError) -> str:
-        """The message for a value ``check`` refused with ``error``: names the flag and the variable."""
-        return f"{self.flag} ({self.env}) {error}"
-
-
-_SPEC = "agentnet_option"
-
-
-def option(
-    default: T,
-    flag: str,
-    env: str,
-    help: str,
-    *,
-    check: Callable[[Any], object] | None = None,
-    parse: Callable[[str], Any] | None = None,
-    choices: tuple[str, ...] = (),
-) -> T:
-    """A dataclass field with ``default`` that operators set with ``flag`` / ``env`` (see :class:`OptionSpec`)."""
-    spec = OptionSpec(flag, env, help, check, parse, choices)
-    declared: T = field(default=default, metadata={_SPEC: spec})
-    return declared
-
-
-def option_specs(cls: type) -> list[tuple[Field[Any], OptionSpec]]:
-    """Every field of dataclass ``cls`` declared with :func:`option`, with its spec, in declaration order."""
-    return [(f, f.metadata[_SPEC]) for f in fields(cls) if _SPEC in f.metadata]
-
-
-def comma_list(text: str) -> tuple[str, ...]:
-    """``"a, b,,c"`` as ``("a", "b", "c")``."""
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-POSITIVE = Range(0)
-"""Above 0 (and finite, for a float)."""
-
-
-_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def duration(text: str) -> float:
-    """Seconds written as a number (``3600``) or with a unit: ``90s``, ``15m``, ``12h``, ``30d``."""
-    raw = text.strip().lower()
-    unit = _DURATION_UNITS.get(raw[-1:], 0.0)
-    try:
-        return float(raw[:-1] if unit else raw) * (unit or 1.0)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a duration: write seconds (3600) or 90s, 15m, 12h, 30d") from None
 
 
 def _seconds(low: float, high: float) -> Range:

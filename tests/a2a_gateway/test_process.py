@@ -48,4 +48,7 @@ def test_a_bad_setting_stops_the_gateway_with_a_message_naming_it() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "a2agateway", "--max-request-bytes", "10"], capture_output=True, text=True, timeout=60
     )
-    assert out.returncode == 2 and "max_request_bytes must be at least 1024" in out.stderr
+    assert (
+        out.returncode == 2
+        and "--max-request-bytes (AGENTNET_A2A_MAX_REQUEST_BYTES) must be at least 1024" in out.stderr
+    )
