@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,10 +35,16 @@ type dividedReplica struct {
 	tok string
 }
 
-func startDivided(t *testing.T, store string) *dividedReplica {
+// startDivided starts a replica dividing the channels. Ownership rounds every
+// 0.2 s make a joining replica settle quickly (a holder releases what the
+// newcomer should own at its next round, whatever the lease time); leases of 5 s
+// keep a replica the loaded machine starves of CPU for a moment from losing
+// its partitions, which would move the channels these tests place. A stream
+// is considered for steering every second instead of every 10.
+func startDivided(t *testing.T, store string, args ...string) *dividedReplica {
 	t.Helper()
-	h := testhub.StartWith(t, "--store", store, "--partitions", strconv.Itoa(partitions),
-		"--replica-ttl", "1.5", "--replica-refresh", "0.2")
+	h := testhub.StartWith(t, append([]string{"--store", store, "--partitions", strconv.Itoa(partitions),
+		"--replica-ttl", "5", "--replica-refresh", "0.2", "--steer-interval", "1"}, args...)...)
 	tok, err := os.ReadFile(filepath.Join(h.Dir, "hub-operator.token"))
 	if err != nil {
 		t.Fatal(err)
@@ -140,13 +147,20 @@ func TestSessionFollowsRedirectToHolder(t *testing.T) {
 	ctx := testContext(t, 90*time.Second)
 	store := testhub.StartRedis(t, 5)
 	holding, other := settle(t, ctx, startDivided(t, store), startDivided(t, store))
-	fast := agentnet.ConnectOptions{MinBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}
+	logs := logOnFailure(t)
+	fast := agentnet.ConnectOptions{
+		MinBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
 	alice := register(t, ctx, holding.hub.Addr, "alice")
 	cursors := agentnet.NewMemoryCursorStore()
 	fast.Cursors = cursors
-	bob := newParticipant(t, ctx, other.hub.Addr, "bob", fast)
 	stay := fast
-	stay.Cursors, stay.IgnoreRedirects = nil, true
+	stay.IgnoreRedirects = true
+	// Bob joins his conversation on a stream that stays where it connected;
+	// he follows redirects on the stream he opens later, while texts flow.
+	bob := newParticipant(t, ctx, other.hub.Addr, "bob", stay)
+	stay.Cursors = nil
 	carol := newParticipant(t, ctx, other.hub.Addr, "carol", stay)
 
 	open := func(member string) string {
@@ -166,24 +180,25 @@ func TestSessionFollowsRedirectToHolder(t *testing.T) {
 		return ch
 	}
 	withBob, withCarol := open("bob"), open("carol")
-	// Bob's stream may have moved already (his invite came from the holder):
-	// end it, and connect again through the other replica once texts flow,
-	// so the move happens while they do.
 	if err := bob.s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	// Alice posts into both conversations and bob posts into his over his
-	// stream, without pause, while bob's stream moves: every post must
-	// succeed (the bridge sends again what the move cut off).
+	// Alice posts into both conversations, without pause: half of her texts
+	// to bob while he is away (he gets them replayed), the rest once he caught
+	// up on the stream he opens again through the other replica, where the
+	// first of them draws the Redirect (replays do not) and the rest are under
+	// way while he moves. Bob posts into his conversation over his stream
+	// meanwhile. Every post must succeed: the bridge sends again what the move
+	// cut off.
 	const texts = 40
 	var posters sync.WaitGroup
-	errs := make(chan error, 3)
-	post := func(c *agentnet.Client, ch, prefix string) {
+	errs := make(chan error, 4)
+	post := func(c *agentnet.Client, ch, prefix string, from, to int) {
 		posters.Add(1)
 		go func() {
 			defer posters.Done()
-			for i := range texts {
+			for i := from; i < to; i++ {
 				if _, err := c.PostText(ctx, ch, fmt.Sprintf("%s %d", prefix, i)); err != nil {
 					errs <- fmt.Errorf("%s %d: %w", prefix, i, err)
 					return
@@ -191,24 +206,19 @@ func TestSessionFollowsRedirectToHolder(t *testing.T) {
 			}
 		}()
 	}
-	post(alice, withBob, "to bob")
-	post(alice, withCarol, "to carol")
-	post(bob.c, withBob, "from bob")
-	// alice's first texts are stored while bob is away: he gets them replayed.
-	eventually(t, ctx, "alice's first texts to bob", func() bool {
-		envs, err := alice.ReadWalAll(ctx, agentnet.ReadWalRequest{ChannelID: withBob})
-		return err == nil && len(envs) > 5
-	})
+	post(alice, withCarol, "to carol", 0, texts)
+	post(alice, withBob, "to bob", 0, texts/2)
 	var err error
 	if bob.s, err = bob.c.Connect(ctx, fast); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bob.s.Close() })
+	post(bob.c, withBob, "from bob", 0, texts)
 
-	receive := func(p *participant, ch, prefix string) {
+	receive := func(p *participant, ch, prefix string, from, to int) {
 		t.Helper()
 		var last uint64
-		for i := range texts {
+		for i := from; i < to; i++ {
 			want := fmt.Sprintf("%s %d", prefix, i)
 			env := p.next(t, ctx, want, func(e *agentnet.Envelope) bool {
 				return e.ChannelID == ch && e.EventType == agentnet.EventText && e.SenderID == alice.AgentID()
@@ -219,8 +229,44 @@ func TestSessionFollowsRedirectToHolder(t *testing.T) {
 			last = env.Seq
 		}
 	}
-	receive(bob, withBob, "to bob")
-	receive(carol, withCarol, "to carol")
+	receive(bob, withBob, "to bob", 0, texts/2)
+	// Alice keeps posting to bob until his stream moved and ten more texts
+	// followed (at least texts in all), then an end marker.
+	posters.Add(1)
+	go func() {
+		defer posters.Done()
+		end := -1
+		for i := texts / 2; ; i++ {
+			text := fmt.Sprintf("to bob %d", i)
+			if end >= 0 && i >= end {
+				text = "to bob end"
+			}
+			if _, err := alice.PostText(ctx, withBob, text); err != nil {
+				errs <- fmt.Errorf("%s: %w", text, err)
+				return
+			}
+			if text == "to bob end" {
+				return
+			}
+			if end < 0 && bob.s.RedirectedTo() != "" {
+				end = max(i+10, texts)
+			}
+		}
+	}()
+	var last uint64
+	for i := texts / 2; ; i++ {
+		env := bob.next(t, ctx, fmt.Sprintf("to bob %d", i), func(e *agentnet.Envelope) bool {
+			return e.ChannelID == withBob && e.EventType == agentnet.EventText && e.SenderID == alice.AgentID()
+		})
+		if env.Text() == "to bob end" && i >= texts {
+			break
+		}
+		if want := fmt.Sprintf("to bob %d", i); env.Text() != want || env.Seq <= last {
+			t.Fatalf("bob got %q (seq %d after %d), want %q: every text once, in order", env.Text(), env.Seq, last, want)
+		}
+		last = env.Seq
+	}
+	receive(carol, withCarol, "to carol", 0, texts)
 	posters.Wait()
 	close(errs)
 	for err := range errs {
@@ -261,4 +307,108 @@ func TestSessionFollowsRedirectToHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	bob.next(t, ctx, "the text after the move", func(e *agentnet.Envelope) bool { return e.EnvelopeID == said.EnvelopeID })
+}
+
+// lockedBuffer is a log sink several goroutines write to.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// logOnFailure is a log sink the test prints when it fails.
+func logOnFailure(t *testing.T) *lockedBuffer {
+	logs := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("session log:\n%s", logs.String())
+		}
+	})
+	return logs
+}
+
+// A moved stream whose replica goes away goes back to the target given; a
+// Redirect to a replica that cannot be reached sends it back too, and no
+// Redirect is followed for RedirectPause after it; nothing is lost.
+func TestRedirectThatLeadsNowhereGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 90*time.Second)
+	store := testhub.StartRedis(t, 6)
+	// Each replica advertises a forwarder's address, so the test can make the
+	// holder unreachable at the address Redirects name while it keeps its
+	// leases (and commits what alice posts to it directly).
+	startBehind := func() (*dividedReplica, *testhub.Forwarder) {
+		fwd := testhub.Forward(t, "")
+		r := startDivided(t, store, "--advertise", fwd.Addr)
+		fwd.PointTo(r.hub.Addr)
+		return r, fwd
+	}
+	a, fa := startBehind()
+	b, fb := startBehind()
+	holding, other := settle(t, ctx, a, b)
+	named := map[*dividedReplica]*testhub.Forwarder{a: fa, b: fb}[holding]
+	logs := logOnFailure(t)
+	opts := agentnet.ConnectOptions{
+		MinBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	}
+	alice := register(t, ctx, holding.hub.Addr, "alice")
+	bob := newParticipant(t, ctx, other.hub.Addr, "bob", opts)
+	var ch string
+	eventually(t, ctx, "a conversation with bob", func() bool {
+		res, err := alice.OpenChannel(ctx, agentnet.OpenChannelRequest{Type: "conversation", Targets: []string{"bob"}, WaitUntilOpened: true})
+		if err != nil && !agentnet.IsReason(err, agentnet.ReasonNotFound) {
+			t.Fatalf("open a conversation with bob: %v", err)
+		}
+		if err == nil {
+			ch = res.Channel.GetChannelId()
+		}
+		return err == nil
+	})
+	eventually(t, ctx, "bob's stream to move to the holder", func() bool {
+		return bob.s.RedirectedTo() == named.Addr && bob.s.Connected()
+	})
+
+	// The holder becomes unreachable at its address: bob's stream there breaks
+	// and goes back to the target given; the next Redirect (his new stream
+	// there gets alice's texts from the holder) leads nowhere.
+	named.PointTo("")
+	named.Drop()
+	const texts = 20
+	var last uint64
+	for i := range texts {
+		said, err := alice.PostText(ctx, ch, fmt.Sprintf("text %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := bob.next(t, ctx, said.Text(), func(e *agentnet.Envelope) bool {
+			return e.ChannelID == ch && e.EventType == agentnet.EventText
+		})
+		if env.EnvelopeID != said.EnvelopeID || env.Seq <= last {
+			t.Fatalf("bob got %q (seq %d after %d), want %q: every text once, in order", env.Text(), env.Seq, last, said.Text())
+		}
+		last = env.Seq
+	}
+	eventually(t, ctx, "bob's stream back on the target given", func() bool {
+		return bob.s.RedirectedTo() == "" && bob.s.Connected()
+	})
+	if !strings.Contains(logs.String(), "could not connect where the hub redirected") {
+		t.Fatalf("no Redirect led nowhere; log:\n%s", logs.String())
+	}
+	// The first move and the one that led nowhere; the Redirects his streams on
+	// the target given got since were not followed (RedirectPause).
+	if n := agentnet.Redirects(bob.s); n != 2 {
+		t.Fatalf("bob followed %d redirects, want 2; log:\n%s", n, logs.String())
+	}
 }
