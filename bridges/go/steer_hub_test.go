@@ -385,9 +385,12 @@ func TestRedirectThatLeadsNowhereGoesBack(t *testing.T) {
 	// there gets alice's texts from the holder) leads nowhere.
 	named.PointTo("")
 	named.Drop()
-	const texts = 20
+	// Alice keeps posting until bob followed that Redirect and came back, then
+	// for 1.5 s more: over one --steer-interval, in which his stream is sent
+	// Redirects he must not follow. Bob gets every text once, in order.
 	var last uint64
-	for i := range texts {
+	after := time.Time{}
+	for i := 0; after.IsZero() || time.Now().Before(after); i++ {
 		said, err := alice.PostText(ctx, ch, fmt.Sprintf("text %d", i))
 		if err != nil {
 			t.Fatal(err)
@@ -399,6 +402,9 @@ func TestRedirectThatLeadsNowhereGoesBack(t *testing.T) {
 			t.Fatalf("bob got %q (seq %d after %d), want %q: every text once, in order", env.Text(), env.Seq, last, said.Text())
 		}
 		last = env.Seq
+		if after.IsZero() && agentnet.Redirects(bob.s) >= 2 && bob.s.RedirectedTo() == "" {
+			after = time.Now().Add(1500 * time.Millisecond)
+		}
 	}
 	eventually(t, ctx, "bob's stream back on the target given", func() bool {
 		return bob.s.RedirectedTo() == "" && bob.s.Connected()

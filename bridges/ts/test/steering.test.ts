@@ -236,8 +236,18 @@ test("a moved stream whose replica goes away goes back; a Redirect that leads no
   // from the holder) leads nowhere.
   named.pointTo(undefined);
   named.dropConnections();
-  const sent = [...Array(20).keys()].map((i) => `text ${i}`);
-  for (const text of sent) await alice.postText(channelId, text);
+  // Alice keeps posting until bob followed that Redirect and came back, then for 1.5 s
+  // more: over one --steer-interval, in which his stream is sent Redirects he must not follow.
+  const sent: string[] = [];
+  const deadline = Date.now() + 45_000;
+  let after = Infinity;
+  while (Date.now() < after) {
+    assert.ok(Date.now() < deadline, "timed out waiting for bob to follow a Redirect that leads nowhere");
+    const text = `text ${sent.length}`;
+    await alice.postText(channelId, text);
+    sent.push(text);
+    if (after === Infinity && redirects(bob) >= 2 && bob.redirectedTo === undefined) after = Date.now() + 1500;
+  }
   await waitFor(() => toBob.length >= sent.length, "every text to arrive", 30_000);
   assert.deepEqual(toBob, sent, "bob got every text once, in order");
   await waitFor(() => bob.redirectedTo === undefined && bob.connectionState === "connected", "bob's stream back on the target given");
