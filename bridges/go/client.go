@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -168,12 +169,19 @@ type Client struct {
 	conn    *grpc.ClientConn
 	hub     agentnetv1.HubServiceClient
 	ownConn bool
+	// peerDial dials the connection to a replica a Redirect names: the
+	// configured transport, backoff, service config and WithDialOptions (nil
+	// with WithConn: such a client follows no Redirect).
+	peerDial []grpc.DialOption
 
 	mu      sync.Mutex
 	creds   Credentials
 	record  *AgentRecord
 	session *Session
 	closed  bool
+	// peers are the connections to the replicas Redirects named, by address
+	// (see peer); closed with the client.
+	peers map[string]*peerConn
 	// unregistered is set once Unregister succeeded: a second call is a no-op.
 	unregistered bool
 }
@@ -190,7 +198,7 @@ func newClient(target string, o *clientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	dial := append([]grpc.DialOption{
+	common := []grpc.DialOption{
 		transport,
 		// Reconnect the channel about as eagerly as a Session does (gRPC's
 		// default backoff grows to two minutes).
@@ -200,13 +208,16 @@ func newClient(target string, o *clientOptions) (*Client, error) {
 		}),
 		// Retry a post whose hub went away (see PostRetryServiceConfig).
 		grpc.WithDefaultServiceConfig(PostRetryServiceConfig),
-	}, hubs...)
-	dial = append(dial, o.dial...)
+	}
+	dial := append(append(slices.Clone(common), hubs...), o.dial...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("agentnet: dial %s: %w", target, err)
 	}
-	return &Client{conn: conn, hub: agentnetv1.NewHubServiceClient(conn), ownConn: true}, nil
+	return &Client{
+		conn: conn, hub: agentnetv1.NewHubServiceClient(conn), ownConn: true,
+		peerDial: append(common, o.dial...),
+	}, nil
 }
 
 // insecureCredentials is the plain-text transport (a hub without TLS).
@@ -383,6 +394,7 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) closeConn() error {
+	c.closePeers()
 	if c.ownConn {
 		return c.conn.Close()
 	}

@@ -41,4 +41,12 @@
 // by gRPC while the hub is away (PostRetryServiceConfig, bounded by the
 // context or DefaultPostTimeout). A retried post the hub had stored comes back
 // as that envelope with Duplicate set.
+//
+// # Session steering
+//
+// With the channels divided among hub replicas, a replica may ask the
+// Session's stream to move to the replica holding most of the agent's
+// channels (a Redirect frame). The Session follows it by default through the
+// same reconnect and resend path a broken stream takes (see
+// ConnectOptions.IgnoreRedirects, Session.RedirectedTo, RedirectPause).
 package agentnet

@@ -36,3 +36,6 @@ func QueuedPosts(s *Session) int {
 	defer st.omu.Unlock()
 	return len(st.outq)
 }
+
+// Redirects is how many Redirect frames s followed (for tests).
+func Redirects(s *Session) uint64 { return s.redirects.Load() }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	agentnetv1 "github.com/agent-network/agent-network/gen/go/agentnet/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -75,6 +76,7 @@ func (c *Client) Post(ctx context.Context, env *Envelope) (*Envelope, error) {
 		if !errors.Is(err, errStreamDown) {
 			return res, err
 		}
+		return s.postUnary(ctx, w) // where the stream is (a replica a Redirect named)
 	}
 	return c.postUnary(ctx, w)
 }
@@ -88,7 +90,14 @@ func (c *Client) postUnary(ctx context.Context, w *agentnetv1.Envelope) (*Envelo
 		ctx, cancel = context.WithTimeout(ctx, DefaultPostTimeout)
 		defer cancel()
 	}
-	resp, err := c.hub.PostEnvelope(c.AuthContext(ctx), &agentnetv1.PostEnvelopeRequest{Envelope: w})
+	return postOnce(ctx, c, c.hub, w)
+}
+
+// postOnce is one PostEnvelope call on hub as c's agent.
+func postOnce(
+	ctx context.Context, c *Client, hub agentnetv1.HubServiceClient, w *agentnetv1.Envelope, opts ...grpc.CallOption,
+) (*Envelope, error) {
+	resp, err := hub.PostEnvelope(c.AuthContext(ctx), &agentnetv1.PostEnvelopeRequest{Envelope: w}, opts...)
 	if err != nil {
 		return nil, FromStatus(err)
 	}

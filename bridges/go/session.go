@@ -73,6 +73,14 @@ type ConnectOptions struct {
 	ClientName string
 	// Logger receives reconnects and background errors (nil = discard).
 	Logger *slog.Logger
+	// IgnoreRedirects stops the Session from following the hub's Redirect
+	// frames (session steering, docs/scale-out.md): Hello then leaves
+	// follows_redirects unset and the hub never sends one, so the stream
+	// stays on the configured target. By default (false) a Session follows
+	// them: it moves its stream to the replica holding most of the agent's
+	// channels, on a connection of its own with the client's settings (see
+	// RedirectedTo, RedirectPause). A client made WithConn never follows them.
+	IgnoreRedirects bool
 }
 
 // NoBatch as ConnectOptions.MaxBatch asks the hub for single frames only;
@@ -116,6 +124,10 @@ type Session struct {
 	closing   bool
 	// storeAgent is the agent the loaded cursor state belongs to ("" = any).
 	storeAgent string
+	// redirectedTo is the replica a Redirect moved the stream to ("" = the
+	// configured target); no Redirect is followed before redirectPausedUntil.
+	redirectedTo        string
+	redirectPausedUntil time.Time
 
 	persistMu sync.Mutex // serialises cursor saves
 
@@ -139,6 +151,7 @@ type Session struct {
 	postBatchFrames atomic.Uint64 // PostBatch frames of several posts sent (for tests)
 	ackFrames       atomic.Uint64 // Ack frames sent (for tests)
 	ackRides        atomic.Uint64 // post frames sent carrying acks (for tests)
+	redirects       atomic.Uint64 // Redirects followed (for tests)
 }
 
 // stream is one Connect attempt.
@@ -148,6 +161,8 @@ type stream struct {
 	cancel    context.CancelFunc
 	keepalive time.Duration
 	started   time.Time
+	addr      string // the replica a Redirect named it was opened to ("" = the configured target)
+	moving    bool   // ended to follow a Redirect (set before done is closed)
 	lastRecv  atomic.Int64
 	nonce     atomic.Uint64
 
@@ -453,9 +468,13 @@ func (s *Session) run(st *stream) {
 			s.shutdown(err)
 			return
 		}
-		s.log.Info("agentnet: stream lost; reconnecting", "err", err)
-		if time.Since(st.started) < time.Second && !s.sleep(s.jitter(s.opts.MinBackoff)) {
-			return
+		if st.moving { // to the replica the Redirect named, at once
+			s.log.Info("agentnet: moving the stream", "to", s.RedirectedTo())
+		} else {
+			s.log.Info("agentnet: stream lost; reconnecting", "err", err)
+			if time.Since(st.started) < time.Second && !s.sleep(s.jitter(s.opts.MinBackoff)) {
+				return
+			}
 		}
 		next, err := s.dialRetry(s.ctx)
 		if err != nil {
@@ -496,6 +515,9 @@ func (s *Session) dialRetry(ctx context.Context) (*stream, error) {
 		if err == nil {
 			return st, nil
 		}
+		if ctx.Err() == nil && s.ctx.Err() == nil && s.abandonRedirect(err) {
+			continue // to the configured target, at once
+		}
 		if permanent(err) {
 			return nil, err
 		}
@@ -522,8 +544,12 @@ func (s *Session) dialRetry(ctx context.Context) (*stream, error) {
 
 // dial makes one Connect attempt: Hello, Welcome, then the stream runs.
 func (s *Session) dial(ctx context.Context) (*stream, error) {
+	hub, addr, err := s.streamHub()
+	if err != nil {
+		return nil, err
+	}
 	sctx, cancel := context.WithCancel(s.ctx)
-	bidi, err := s.c.hub.Connect(s.c.AuthContext(sctx))
+	bidi, err := hub.Connect(s.c.AuthContext(sctx))
 	if err != nil {
 		cancel()
 		return nil, FromStatus(err)
@@ -537,6 +563,8 @@ func (s *Session) dial(ctx context.Context) (*stream, error) {
 		MaxInFlight: s.opts.MaxInFlight,
 		MaxBatch:    uint32(max(s.opts.MaxBatch, 0)),
 		ClientName:  s.opts.ClientName,
+		// Steering (docs/scale-out.md "Session steering"); see follow.
+		FollowsRedirects: s.followsRedirects(),
 	}}}
 	stopAfter := context.AfterFunc(ctx, cancel)
 	timer := time.AfterFunc(s.opts.HandshakeTimeout, cancel)
@@ -565,7 +593,7 @@ func (s *Session) dial(ctx context.Context) (*stream, error) {
 	}
 
 	st := &stream{
-		s: s, bidi: bidi, cancel: cancel, started: time.Now(),
+		s: s, bidi: bidi, cancel: cancel, started: time.Now(), addr: addr,
 		keepalive: time.Duration(welcome.GetKeepaliveSeconds()) * time.Second,
 		postLimit: postLimit(welcome.GetMaxPostBatch(), s.opts.MaxPostBatch),
 		ackWait:   ackWait(welcome, s.opts.AckDelay),
@@ -661,7 +689,12 @@ func (st *stream) send(req *agentnetv1.ConnectRequest) error {
 
 func (st *stream) recvLoop() {
 	var err error
-	defer func() { st.finish(err) }()
+	defer func() {
+		if !st.moving {
+			st.s.leaveRedirect(st.addr) // before the posts waiting on it are sent again
+		}
+		st.finish(err)
+	}()
 	for {
 		var msg *agentnetv1.ConnectResponse
 		msg, err = st.bidi.Recv()
@@ -687,6 +720,12 @@ func (st *stream) recvLoop() {
 				st.resolve(r)
 			}
 			st.s.onFrame(f.Batch.GetDeliveries())
+		case *agentnetv1.ConnectResponse_Redirect:
+			if st.s.follow(f.Redirect) {
+				st.moving = true
+				err = &Error{Code: codes.Unavailable, Message: "the hub moved this stream to " + f.Redirect.GetAddress()}
+				return
+			}
 		}
 	}
 }

@@ -284,6 +284,10 @@ export class Client {
   readonly raw: HubServiceClient;
   private readonly callTimeoutMs: number;
   private readonly stream: StreamSession;
+  /** Dials the replica a Redirect named, with this client's credentials and channel options. */
+  private readonly dialPeer: (address: string) => HubServiceClient;
+  /** Connections to the replicas Redirects named, by address (see {@link peer}); closed with the client. */
+  private readonly peers = new Map<string, HubServiceClient>();
   private closed = false;
   /** Set once unregister succeeded: a second call is a no-op. */
   private unregistered = false;
@@ -300,12 +304,15 @@ export class Client {
     this.credential = credential;
     this.record = record;
     this.callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    this.dialPeer = (address) => makeStub(address, { ...options, targets: undefined });
     this.stream = new StreamSession({
       stub: raw,
       credential,
       agentId,
+      postTimeoutMs: this.callTimeoutMs,
       metadata: () => this.authMetadata(),
-      postUnary: (envelope) => this.postEnvelopeRaw(envelope),
+      peer: (address) => this.peer(address),
+      postUnary: (envelope, address, timeoutMs) => this.postEnvelopeRaw(envelope, address, timeoutMs),
       inviteOpen: async (channelId) => {
         const { channel } = await this.describeChannel(channelId);
         const me = channel.participants.find((p) => p.agentId === agentId);
@@ -363,6 +370,17 @@ export class Client {
   /** Where the stream is. */
   get connectionState(): ConnectionState {
     return this.stream.connectionState;
+  }
+
+  /**
+   * The address of the hub replica a Redirect moved the Connect stream to
+   * (docs/scale-out.md "Session steering"); undefined while the stream is on, or
+   * returning to, the target this client was given. Posts sent with PostEnvelope
+   * while the stream is down go there too; every other call goes to the target
+   * given. See {@link ConnectOptions.followRedirects}.
+   */
+  get redirectedTo(): string | undefined {
+    return this.stream.redirectedTo;
   }
 
   /** The current Welcome while connected. */
@@ -443,6 +461,8 @@ export class Client {
     this.closed = true;
     await this.stream.close();
     this.raw.close();
+    for (const peer of this.peers.values()) peer.close();
+    this.peers.clear();
     await this.stream.settle();
   }
 
@@ -921,6 +941,7 @@ export class Client {
     call: CallOptions = {},
     defaultTimeoutMs?: number,
     waitForReady = false,
+    stub: HubServiceClient = this.raw,
   ): Promise<Res> {
     return new Promise<Res>((resolve, reject) => {
       if (this.closed) {
@@ -938,7 +959,7 @@ export class Client {
       let onAbort: (() => void) | undefined;
       let handle: ClientUnaryCall;
       try {
-        handle = method.call(this.raw, request, metadata, options, (err, res) => {
+        handle = method.call(stub, request, metadata, options, (err, res) => {
           if (onAbort !== undefined) call.signal?.removeEventListener("abort", onAbort);
           if (err !== null) reject(AgentNetError.fromServiceError(err));
           else resolve(res);
@@ -958,9 +979,30 @@ export class Client {
    * PostEnvelope, waiting for a reachable hub (for at most `callTimeoutMs`) and
    * retried by grpc-js while its hub is away ({@link POST_RETRY_SERVICE_CONFIG}).
    */
-  private async postEnvelopeRaw(envelope: Envelope): Promise<PostedEnvelope> {
-    const res = await this.unary(this.raw.postEnvelope, { envelope }, {}, undefined, true);
+  /**
+   * PostEnvelope on the target given, waiting for a reachable hub; or, with `address`, on
+   * the replica a Redirect named, failing fast when it does not answer (the session then
+   * tries again where its stream goes next).
+   */
+  private async postEnvelopeRaw(envelope: Envelope, address?: string, timeoutMs?: number): Promise<PostedEnvelope> {
+    const stub = address === undefined ? undefined : this.peer(address);
+    const res = await this.unary(this.raw.postEnvelope, { envelope }, { timeoutMs }, undefined, stub === undefined, stub);
     return decodePosted(required(res.envelope, "PostEnvelopeResponse.envelope"), res.duplicate);
+  }
+
+  /**
+   * The connection to the hub replica at `address` (one a Redirect named): dialed once per
+   * address with this client's credentials (TLS as given: without `tls.serverName` the
+   * replica's certificate must name the address's host) and channel options, closed with
+   * the client.
+   */
+  private peer(address: string): HubServiceClient {
+    let peer = this.peers.get(address);
+    if (peer === undefined) {
+      peer = this.dialPeer(address);
+      this.peers.set(address, peer);
+    }
+    return peer;
   }
 
   private async *walStream(channelId: string, options: ReadWalOptions, follow: boolean): AsyncIterableIterator<AgentEnvelope> {

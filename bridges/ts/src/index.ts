@@ -41,6 +41,7 @@ export {
   type EnvelopesOptions,
   type InboundEnvelope,
   type Invite,
+  REDIRECT_PAUSE_MS,
   type SessionInfo,
 } from "./session";
 export {

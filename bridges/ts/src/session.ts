@@ -141,6 +141,19 @@ export interface ConnectOptions {
   onError?: (error: AgentNetError) => void;
   /** Every state change of the stream. */
   onStateChange?: (state: ConnectionState) => void;
+  /**
+   * Follow the hub's Redirect frames (session steering, docs/scale-out.md): with the
+   * channels divided among hub replicas, a replica may ask the stream to move to the
+   * replica holding most of this participant's channels. Default true: the bridge ends
+   * the stream and reconnects at once to the named address, on a connection of its own
+   * (this client's credentials and channel options), resuming from its cursors; posts
+   * whose result had not come are sent again with PostEnvelope under the same
+   * idempotency key. A moved stream that ends goes back to the target given; after a
+   * Redirect that led nowhere (no Welcome there) none is followed for
+   * {@link REDIRECT_PAUSE_MS}. False: Hello does not ask for redirects, the hub sends
+   * none and the stream stays where it connected. See {@link Client.redirectedTo}.
+   */
+  followRedirects?: boolean;
 }
 
 /** An envelope delivered on the Connect stream. */
@@ -169,9 +182,17 @@ export interface SessionHost {
   readonly stub: HubServiceClient;
   readonly credential: string;
   readonly agentId: string;
+  /** Bound on a PostEnvelope fallback, retries included (ms; 0 = none). */
+  readonly postTimeoutMs: number;
   metadata(): Metadata;
-  /** PostEnvelope, waiting for a hub and retried while the hub is away (the admitted envelope and its duplicate flag). */
-  postUnary(envelope: Envelope): Promise<PostedEnvelope>;
+  /** The connection to the hub replica at `address` (one a Redirect named), made once per address. */
+  peer(address: string): HubServiceClient;
+  /**
+   * PostEnvelope (the admitted envelope and its duplicate flag): on the target given, waiting
+   * for a hub and retried while the hub is away; with `address`, on that replica (a Redirect's),
+   * failing fast when it does not answer.
+   */
+  postUnary(envelope: Envelope, address?: string, timeoutMs?: number): Promise<PostedEnvelope>;
   /** True when this participant's invite to the channel is still open (PENDING, not acked). */
   inviteOpen(channelId: string): Promise<boolean>;
 }
@@ -203,6 +224,8 @@ const DEFAULT_MAX_BATCH = 256;
 const WELCOME_WATCHDOG_MS = 15_000;
 /** The hub's `max_in_flight` when Hello asks for 0 (its default). */
 const HUB_DEFAULT_MAX_IN_FLIGHT = 1024;
+/** How long (ms) no Redirect is followed after one whose replica gave no Welcome (unreachable, or it refused). */
+export const REDIRECT_PAUSE_MS = 60_000;
 /** {@link ConnectOptions.ackDelayMs} when unset: the longest an ack waits for a post to ride in. */
 export const DEFAULT_ACK_DELAY_MS = 5;
 
@@ -265,6 +288,16 @@ export class StreamSession {
   private readonly storesLoaded = new WeakSet<CursorStore>();
   private readonly background = new Set<Promise<unknown>>();
   private readonly sleepers = new Set<() => void>();
+  /** The replica a Redirect moved the stream to (undefined = the target given). */
+  private redirected: string | undefined;
+  /** No Redirect is followed before this time (ms since the epoch): the last one led nowhere. */
+  private redirectPausedUntil = 0;
+  /** The current stream got its Welcome. */
+  private welcomed = false;
+  /** The current stream ends to follow a Redirect. */
+  private moving = false;
+  /** Redirects followed (for tests). @internal */
+  redirects = 0;
   /** Batch frames received (for tests). @internal */
   batchFrames = 0;
   /** PostBatch frames of several posts sent (for tests). @internal */
@@ -284,6 +317,11 @@ export class StreamSession {
   /** The current Welcome, while connected. */
   get session(): SessionInfo | undefined {
     return this.state === "connected" ? this.info : undefined;
+  }
+
+  /** The replica a Redirect moved the stream to (undefined = the target given). */
+  get redirectedTo(): string | undefined {
+    return this.redirected;
   }
 
   /** This client's cursors. */
@@ -442,9 +480,12 @@ export class StreamSession {
   private openStream(): void {
     const generation = ++this.generation;
     this.streamEnded = false;
+    this.welcomed = false;
+    this.moving = false;
     let call: ClientDuplexStream<ConnectRequest, ConnectResponse>;
     try {
-      call = this.host.stub.connect(this.host.metadata());
+      const stub = this.redirected === undefined ? this.host.stub : this.host.peer(this.redirected);
+      call = stub.connect(this.host.metadata());
     } catch (err) {
       this.onStreamEnd(generation, AgentNetError.fromServiceError(err));
       return;
@@ -467,9 +508,8 @@ export class StreamSession {
           maxInFlight: this.options.maxInFlight ?? 0,
           maxBatch: this.options.maxBatch ?? DEFAULT_MAX_BATCH,
           clientName: this.options.clientName ?? "agentnet-bridge-ts/0.1",
-          // This bridge does not move its stream to another replica (docs/scale-out.md
-          // "Session steering"): the hub sends it no Redirect.
-          followsRedirects: false,
+          // Session steering (docs/scale-out.md): see ConnectOptions.followRedirects.
+          followsRedirects: this.options.followRedirects !== false,
         },
       },
     });
@@ -533,6 +573,7 @@ export class StreamSession {
         clearTimeout(this.welcomeTimer);
         this.book.seed(w.cursors); // the resume cursors the hub replays above
         this.attempts = 0;
+        this.welcomed = true;
         this.setState("connected");
         this.startKeepalive(w.keepaliveSeconds || 30);
         this.resolveWaiters(this.info);
@@ -551,11 +592,54 @@ export class StreamSession {
         for (const result of frame.value.postResults) this.onPostResult(result);
         for (const delivery of frame.value.deliveries) this.onDelivery(delivery);
         return;
+      case "redirect":
+        if (this.follow(frame.value.address)) {
+          // End this stream; onStreamEnd reconnects at once to the replica named.
+          this.moving = true;
+          const call = this.call;
+          this.onStreamEnd(generation, undefined);
+          call?.cancel();
+        }
+        return;
       case "pong":
-      case "redirect": // not asked for (followsRedirects is false)
       case undefined:
         return;
     }
+  }
+
+  /**
+   * Whether to end the stream and reconnect at `address` (then {@link redirectedTo} names
+   * it): not when redirects are off, paused after one that led nowhere, the stream is
+   * stopping, or it names where the stream already is.
+   */
+  private follow(address: string): boolean {
+    if (
+      this.options.followRedirects === false ||
+      address === "" ||
+      address === this.redirected ||
+      Date.now() < this.redirectPausedUntil ||
+      this.stopping ||
+      this.closing
+    ) {
+      return false;
+    }
+    this.redirected = address;
+    this.redirects += 1;
+    return true;
+  }
+
+  /**
+   * A stream ended: pick where the next one (and the PostEnvelope fallbacks meanwhile) goes —
+   * the replica a Redirect named when `moving`, else the target given. A moved stream that
+   * ended goes back; one that never got its Welcome there led nowhere, so no Redirect is
+   * followed for {@link REDIRECT_PAUSE_MS}. Returns true in that last case.
+   */
+  private nextConnection(moving: boolean, welcomed: boolean): boolean {
+    if (moving || this.redirected === undefined) return false;
+    this.redirected = undefined;
+    if (welcomed) return false;
+    this.redirectPausedUntil = Date.now() + REDIRECT_PAUSE_MS;
+    return true;
   }
 
   private onPostResult(result: PostResult): void {
@@ -727,11 +811,19 @@ export class StreamSession {
     this.takeAcks(); // unsent acks are dropped: the next Hello carries the cursors instead
     this.outPosts = [];
     this.postFlush = false;
-    this.retryPostsUnary();
+    const moving = this.moving;
+    // A replica a Redirect named that gave no Welcome (unreachable, or it refused) is left
+    // for the target given, whatever it answered.
+    const abandoned = this.nextConnection(moving, this.welcomed);
+    this.retryPostsUnary(); // where the stream goes next
     const done = this.streamDone;
     this.streamDone = undefined;
     if (this.stopping) {
       done?.();
+      return;
+    }
+    if (moving || abandoned) {
+      this.scheduleReconnect(0); // to the replica named, or back to the target given, at once
       return;
     }
     const fatal =
@@ -752,15 +844,16 @@ export class StreamSession {
     this.scheduleReconnect();
   }
 
-  private scheduleReconnect(): void {
+  /** Open the next stream after the backoff (or after `delay` ms, when given). */
+  private scheduleReconnect(delayMs?: number): void {
     this.setState("reconnecting");
     const b = this.options.reconnect === false ? {} : (this.options.reconnect ?? {});
     const initial = b.initialDelayMs ?? 200;
     const max = b.maxDelayMs ?? 5000;
     const factor = b.multiplier ?? 2;
     const base = Math.min(max, initial * factor ** this.attempts);
-    this.attempts += 1;
-    const delay = base * (0.8 + 0.4 * Math.random());
+    if (delayMs === undefined) this.attempts += 1;
+    const delay = delayMs ?? base * (0.8 + 0.4 * Math.random());
     this.backoffTimer = setTimeout(() => {
       this.backoffTimer = undefined;
       if (this.stopping || this.state !== "reconnecting") return;
@@ -780,10 +873,30 @@ export class StreamSession {
     }
   }
 
-  private postUnary(envelope: Envelope): Promise<PostedEnvelope> {
-    return this.host.postUnary(envelope).catch((err: unknown) => {
-      throw AgentNetError.fromServiceError(err);
-    });
+  /**
+   * PostEnvelope where the stream is (a replica a Redirect named, else the target given).
+   * A replica a Redirect named that does not answer at all (UNAVAILABLE without a `cause`:
+   * not the hub's answer) is tried again, with backoff, wherever the stream goes next (a
+   * moved stream whose replica went away goes back to the target given), within the
+   * client's `callTimeoutMs`. The idempotency key makes every attempt land once.
+   */
+  private async postUnary(envelope: Envelope): Promise<PostedEnvelope> {
+    const deadline = this.host.postTimeoutMs > 0 ? Date.now() + this.host.postTimeoutMs : Infinity;
+    let backoff = 50;
+    for (;;) {
+      const address = this.redirected;
+      const left = deadline - Date.now();
+      try {
+        return await this.host.postUnary(envelope, address, Number.isFinite(left) ? Math.max(1, left) : 0);
+      } catch (err) {
+        const error = AgentNetError.fromServiceError(err);
+        const pause = backoff * (0.5 + Math.random());
+        const gone = address !== undefined && error.code === GrpcStatus.UNAVAILABLE && !error.metadata["cause"];
+        if (!gone || this.closing || Date.now() + pause >= deadline) throw error;
+        await this.pause(pause); // a backoff between attempts, not a wait for a condition
+        backoff = Math.min(backoff * 2, 1000);
+      }
+    }
   }
 
   private async stopStream(): Promise<void> {

@@ -42,6 +42,11 @@ export class TcpForwarder {
     this.upstream = { host: target.slice(0, colon), port: Number(target.slice(colon + 1)) };
   }
 
+  /** Close every connection forwarded so far (new ones go to the current upstream). */
+  dropConnections(): void {
+    for (const socket of this.sockets) socket.destroy();
+  }
+
   /** Stop listening and close every forwarded connection. */
   async close(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));

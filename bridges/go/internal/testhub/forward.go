@@ -50,6 +50,16 @@ func (f *Forwarder) PointTo(upstream string) {
 	f.upstream = upstream
 }
 
+// Drop closes every connection forwarded so far (new ones go to the current
+// upstream): with PointTo(""), a hub that went away without a word.
+func (f *Forwarder) Drop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+}
+
 func (f *Forwarder) serve() {
 	defer f.wg.Done()
 	for {
