@@ -103,7 +103,7 @@ async def test_a_member_stream_moves_to_the_holder_and_every_text_arrives_once(d
 
         async def bob_where_expected() -> bool:
             where = (bob.redirected_to, streams_on(a), streams_on(b), bob.session_id)
-            assert (streams_on(a) if follow else streams_on(b)), f"(redirected to, on a, on b, session) = {where}"
+            assert streams_on(a) if follow else streams_on(b), f"(redirected to, on a, on b, session) = {where}"
             return True
 
         await assert_eventually(bob_where_expected, timeout=10)
