@@ -163,6 +163,8 @@ class Session:
         self._counter = itertools.count()
         self._control: deque[tuple[connect_pb2.ConnectResponse, int]] = deque()
         self._pong: tuple[connect_pb2.ConnectResponse, int] | None = None
+        self._redirect: tuple[connect_pb2.ConnectResponse, int] | None = None
+        """A Redirect waiting to be sent: a frame of its own, never packed into a batch."""
         self._wakeup = _Signal()
         self._room = _Signal(True)
         self._in_flight = 0
@@ -199,8 +201,9 @@ class Session:
 
     @property
     def queued_frames(self) -> int:
-        """Frames waiting to be written (deliveries, post results, the pending pong)."""
-        return len(self._heap) + len(self._control) + len(self._buffer) + (self._pong is not None)
+        """Frames waiting to be written (deliveries, post results, the pending pong and Redirect)."""
+        waiting = (self._pong is not None) + (self._redirect is not None)
+        return len(self._heap) + len(self._control) + len(self._buffer) + waiting
 
     def _reserve(self, size: int, what: str) -> bool:
         """Count ``size`` more bytes, or close the session (InboxFull) when they do not fit."""
@@ -347,6 +350,21 @@ class Session:
             self._pong = (frame, size)
             self._wakeup.set()
 
+    def redirect(self, address: str, reason: str) -> None:
+        """Ask the client to move the stream to the replica at ``address`` (docs/scale-out.md "Session
+        steering"): a Redirect frame, sent before anything else queued, in a frame of its own. At most
+        one waits: a newer one replaces an unsent older one."""
+        if self._closed:
+            return
+        if self._redirect is not None:
+            self._release(self._redirect[1])
+            self._redirect = None
+        frame = connect_pb2.ConnectResponse(redirect=connect_pb2.Redirect(address=address, reason=reason))
+        size = frame.ByteSize()
+        if self._reserve(size, "a redirect"):
+            self._redirect = (frame, size)
+            self._wakeup.set()
+
     def ack(self, channel_id: str, seq: int) -> None:
         """Mark one delivered envelope processed (unknown acks are ignored)."""
         state = self._cursors.get(channel_id)
@@ -393,7 +411,7 @@ class Session:
             self._heap.clear()
             self._buffer.clear()
             self._control.clear()
-            self._pong = None
+            self._pong = self._redirect = None
             self.buffered_bytes = 0
             self._room.set()
             self._wakeup.set()
@@ -413,6 +431,10 @@ class Session:
         closed with one.
         """
         while True:
+            if self._redirect is not None:
+                (frame, size), self._redirect = self._redirect, None
+                self._release(size)
+                return frame
             if self._control:
                 if self.max_batch == 1:
                     frame, size = self._control.popleft()

@@ -20,8 +20,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agentnet.v1 import connect_pb2
-
 from hubsvc.core.delivery import Session
 from hubsvc.core.placement import Placement
 from hubsvc.core.util import Clock
@@ -30,6 +28,8 @@ from hubsvc.storage import HubStore
 
 log = logging.getLogger("agentnet.hub.partitions")
 
+RECONSIDER_AFTER = 1.0
+"""Seconds before a stream is considered again when its channels could not all be counted."""
 COUNTED_CHANNELS = 1000
 """Most of an agent's channels (the newest) counted when choosing where its stream belongs."""
 
@@ -81,12 +81,16 @@ class SessionSteering:
         here, elsewhere, unknown = self.where_held(live)
         if unknown:  # a holder the lease map read last did not name (it moved since): read it again
             await self._placement.read()
-            here, elsewhere, _ = self.where_held(live)
+            here, elsewhere, unknown = self.where_held(live)
+        if unknown or not (here or elsewhere):
+            # The channel that drew this is not counted yet (its member index or holder still on the
+            # way): consider the stream again at its next envelope from elsewhere, after a short pause.
+            session.steer_after = min(session.steer_after, self._clock() + RECONSIDER_AFTER)
         address = best_replica(here, elsewhere)
         if address is None or session.closed:
             return
         reason = f"{elsewhere[address]} of your {here + sum(elsewhere.values())} live channels are held at {address}"
-        session.control(connect_pb2.ConnectResponse(redirect=connect_pb2.Redirect(address=address, reason=reason)))
+        session.redirect(address, reason)
         self._recorder.redirected()
         log.debug("asked the stream of %s to move to %s (%s)", session.agent_id, address, reason)
 

@@ -174,6 +174,22 @@ async def test_post_results_lead_a_batch_and_a_pending_pong_goes_before_deliveri
     assert [d.envelope.seq for d in got[2].batch.deliveries] == [3, 4]
 
 
+async def test_a_redirect_goes_alone_and_first_never_packed_into_a_batch() -> None:
+    # A Redirect queued among post results and deliveries (docs/scale-out.md "Session steering") must
+    # reach a batching client as its own frame: a batch carries only post results and deliveries.
+    s = session(max_batch=10)
+    offer(s, wire("c1", 1))
+    s.control(Frame(post_result=connect_pb2.PostResult(request_id="r1")))
+    s.redirect("10.0.0.2:5001", "1 of your 1 live channels are held at 10.0.0.2:5001")
+    s.control(Frame(post_result=connect_pb2.PostResult(request_id="r2")))
+    s.redirect("10.0.0.3:5001", "a newer one replaces the unsent one")
+    first, second = await frames(s, 2)
+    assert first.WhichOneof("frame") == "redirect" and first.redirect.address == "10.0.0.3:5001"
+    assert [r.request_id for r in second.batch.post_results] == ["r1", "r2"]
+    assert [d.envelope.seq for d in second.batch.deliveries] == [1]
+    assert s.queued_frames == 0
+
+
 async def test_expired_slots_inside_a_batch() -> None:
     clock = FakeClock()
     s = Session("bob", "s1", max_in_flight=100, max_queued=100, clock=clock, max_batch=10)
