@@ -305,7 +305,8 @@ type ConnectResponse_Batch struct {
 
 type ConnectResponse_Redirect struct {
 	// Reconnect this stream to another hub replica (see Redirect); sent only to
-	// a client whose Hello set follows_redirects.
+	// a client whose Hello set follows_redirects, always in a frame of its own
+	// (never inside a `batch`), ahead of anything else queued.
 	Redirect *Redirect `protobuf:"bytes,6,opt,name=redirect,proto3,oneof"`
 }
 

@@ -115,7 +115,8 @@ class ConnectResponse(_message.Message):
     @_builtins.property
     def redirect(self) -> Global___Redirect:
         """Reconnect this stream to another hub replica (see Redirect); sent only to
-        a client whose Hello set follows_redirects.
+        a client whose Hello set follows_redirects, always in a frame of its own
+        (never inside a `batch`), ahead of anything else queued.
         """
 
     def __init__(

@@ -1915,7 +1915,8 @@ class ConnectResponse(betterproto2.Message):
     redirect: "Redirect | None" = betterproto2.field(6, betterproto2.TYPE_MESSAGE, optional=True, group="frame")
     """
     Reconnect this stream to another hub replica (see Redirect); sent only to
-    a client whose Hello set follows_redirects.
+    a client whose Hello set follows_redirects, always in a frame of its own
+    (never inside a `batch`), ahead of anything else queued.
     """
 
 

@@ -67,7 +67,8 @@ export interface ConnectResponse {
     | //
     /**
      * Reconnect this stream to another hub replica (see Redirect); sent only to
-     * a client whose Hello set follows_redirects.
+     * a client whose Hello set follows_redirects, always in a frame of its own
+     * (never inside a `batch`), ahead of anything else queued.
      */
     { $case: "redirect"; value: Redirect }
     | undefined;
