@@ -11,14 +11,12 @@ checks, field limits, idempotency and refusals, each answered once committed.
 from __future__ import annotations
 
 import asyncio
-import hmac
 
 from agentnet.v1 import connect_pb2, replica_pb2, replica_pb2_grpc
 
 from hubsvc.core.sessions import MAX_PENDING_TURNS
-from hubsvc.core.util import hash_secret
 from hubsvc.field_limits import post_batch_refusal
-from hubsvc.replica_peers import REPLICA_KEY_HEADER, presented_key
+from hubsvc.replica_peers import REPLICA_KEY_HEADER
 from hubsvc.rpc import Ctx
 from hubsvc.servicer import HubServicer
 from netkernel.errors import InvalidArgument, NotFound, Unauthenticated
@@ -63,14 +61,12 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
     the pending turns of the channels this replica holds."""
 
     def __init__(self, hub: HubServicer, replica_key: str) -> None:
-        if not replica_key:
-            raise ValueError("a ReplicaService needs the store's replica key")
+        hub.auth.trust_replicas(replica_key)  # raises for an empty key
         self._hub = hub
-        self._digest = hash_secret(replica_key)
 
     def _authenticate(self, context: Ctx) -> None:
         """Refuse a call without the store's replica key (UNAUTHENTICATED)."""
-        if not hmac.compare_digest(hash_secret(presented_key(context.invocation_metadata() or ())), self._digest):
+        if not self._hub.auth.from_replica(context):
             raise Unauthenticated(
                 f"ReplicaService is spoken only between hub replicas sharing one store: send the store's "
                 f"replica key as '{REPLICA_KEY_HEADER}' metadata (clients use HubService)."

@@ -82,9 +82,8 @@ class Authenticator:
         self._core = core
         self._operator_digest = hash_secret(operator_token) if operator_token else ""
         self.bind_identity = bind_identity
-        self.replica_digest = ""
-        """The digest of the store's replica key when replicas share the store: a call forwarded by
-        another replica carries the key, and that replica checked the caller's certificate already."""
+        self._replica_digest = ""
+        """The digest of the store's replica key when replicas share the store (:meth:`trust_replicas`)."""
 
     def caller(self, auth: Auth[C], context: Ctx, request: object = None) -> C:
         """The caller of a call on ``context`` under ``auth`` (Unauthenticated / PermissionDenied otherwise);
@@ -113,18 +112,26 @@ class Authenticator:
                 "this call needs your credential: send 'authorization: Bearer <credential>' metadata "
                 "(the credential is returned by Register)."
             )
-        if not self.bind_identity or self._forwarded_by_replica(context):
+        if not self.bind_identity or self.from_replica(context):
             return self._core.authenticate(credential)
         agent_id = self._core.registry.authenticate(credential)
         self.check_certificate(self._core.registry.name_for(agent_id), context, agent_id=agent_id)
         return self._core.authenticate(credential)  # marked as seen only once the certificate matched
 
-    def _forwarded_by_replica(self, context: Ctx) -> bool:
-        """Whether the call came from another replica sharing the store (it presents the store's replica
-        key): under identity binding that replica checked the caller's certificate when the call reached
-        it, and the connection here carries that replica's certificate, not the caller's."""
+    def trust_replicas(self, replica_key: str) -> None:
+        """Accept calls that present ``replica_key``, the store's replica key, as coming from another
+        replica sharing the store (:meth:`from_replica`)."""
+        if not replica_key:
+            raise ValueError("calls from other replicas are known by the store's replica key")
+        self._replica_digest = hash_secret(replica_key)
+
+    def from_replica(self, context: Ctx) -> bool:
+        """Whether the call came from another replica sharing the store: it presents the store's replica
+        key (ReplicaService calls, and calls forwarded to this replica as their holder; under identity
+        binding the forwarding replica checked the caller's certificate, and the connection here carries
+        that replica's certificate, not the caller's)."""
         key = presented_key(context.invocation_metadata() or ())
-        return bool(self.replica_digest and key) and hmac.compare_digest(hash_secret(key), self.replica_digest)
+        return bool(self._replica_digest and key) and hmac.compare_digest(hash_secret(key), self._replica_digest)
 
     def check_certificate(self, name: str, context: Ctx, *, agent_id: str = "", registering: bool = False) -> None:
         """Under identity binding, refuse unless the connection's verified client certificate names

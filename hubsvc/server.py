@@ -16,7 +16,7 @@ from opentelemetry.trace import TracerProvider
 
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
-from hubsvc.core.util import Clock, hash_secret, system_clock
+from hubsvc.core.util import Clock, system_clock
 from hubsvc.forwarding import Forwarder
 from hubsvc.governance.arbiter import Arbiter, load_arbiter
 from hubsvc.governance.policy import Policy
@@ -158,7 +158,6 @@ async def start_hub(
                 lambda server: replica_pb2_grpc.add_ReplicaServiceServicer_to_server(replica, server),
             )
         )
-        servicer.auth.replica_digest = hash_secret(replica_key)
         peers = ReplicaPeers(
             replica_key,
             timeout=forward_timeout(core.store),

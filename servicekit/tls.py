@@ -82,7 +82,7 @@ def load_material(tls: ServerTls) -> TlsMaterial:
     the client CA must hold at least one certificate. Raises :class:`TlsConfigError`."""
     cert = _read(tls.cert_file, "TLS certificate", "--tls-cert")
     key = _read(tls.key_file, "TLS key", "--tls-key")
-    client_ca = _read(tls.client_ca_file, "client CA", "--tls-client-ca") if tls.client_ca_file else None
+    client_ca = _read_ca(tls.client_ca_file, "client CA", "--tls-client-ca") if tls.client_ca_file else None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(tls.cert_file, tls.key_file)
@@ -93,15 +93,18 @@ def load_material(tls: ServerTls) -> TlsMaterial:
         ) from None
     except OSError as exc:
         raise TlsConfigError(f"cannot load the TLS certificate and key: {exc}") from None
-    if client_ca is not None:
-        try:
-            context.load_verify_locations(cadata=client_ca.decode("ascii", "replace"))
-        except (ssl.SSLError, ValueError) as exc:
-            raise TlsConfigError(
-                f"the client CA file {tls.client_ca_file} holds no usable PEM certificate ({exc}); "
-                "check --tls-client-ca"
-            ) from None
     return TlsMaterial(cert, key, client_ca)
+
+
+def _read_ca(path: Path, what: str, flag: str) -> bytes:
+    """The PEM CA bundle at ``path``, checked to hold at least one usable certificate (else
+    :class:`TlsConfigError` naming ``flag``)."""
+    data = _read(path, what, flag)
+    try:
+        ssl.create_default_context(cadata=data.decode("ascii", "replace"))
+    except (ssl.SSLError, ValueError) as exc:
+        raise TlsConfigError(f"the {what} file {path} holds no usable PEM certificate ({exc}); check {flag}") from None
+    return data
 
 
 def peer_credentials(tls: ServerTls, ca_file: Path | None, ca_flag: str) -> grpc.ChannelCredentials:
@@ -110,15 +113,7 @@ def peer_credentials(tls: ServerTls, ca_file: Path | None, ca_flag: str) -> grpc
     this service's own certificate and key presented, for peers that require client certificates.
     Raises :class:`TlsConfigError` (naming ``ca_flag``) when the bundle cannot be used."""
     material = load_material(tls)
-    roots = None
-    if ca_file is not None:
-        roots = _read(ca_file, "CA bundle", ca_flag)
-        try:
-            ssl.create_default_context(cadata=roots.decode("ascii", "replace"))
-        except (ssl.SSLError, ValueError) as exc:
-            raise TlsConfigError(
-                f"the CA file {ca_file} holds no usable PEM certificate ({exc}); check {ca_flag}"
-            ) from None
+    roots = _read_ca(ca_file, "CA", ca_flag) if ca_file is not None else None
     return grpc.ssl_channel_credentials(
         root_certificates=roots, private_key=material.key, certificate_chain=material.cert
     )

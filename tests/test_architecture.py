@@ -92,7 +92,7 @@ MAX_MODULE_LINES = 600
 #: Modules allowed over the bound, at most as long as they are now (shrink the number as they shrink; never
 #: add one or raise one): the SDK's delivery stream keeps its connection loop, pending-turn resume, per-channel
 #: workers and stream posts on one object's state (its queue and unary fallback are modules of their own).
-OVER_THE_BOUND = {"agentsdk/network/_delivery.py": 621}
+OVER_THE_BOUND = {"agentsdk/network/_delivery.py": 615}
 #: Every package of hand-written code (the generated stubs are not).
 CODE_PACKAGES = (*sorted(OURS - {"tests"}),)
 

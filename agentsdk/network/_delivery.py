@@ -46,8 +46,8 @@ from agentsdk.network._acks import ACK_DELAY, AckCoalescer
 from agentsdk.network._channel_queue import ChannelQueue
 from agentsdk.network._cursors import CursorBook
 from agentsdk.network._deadlines import Deadlines
-from agentsdk.network._outbox import Outbox, posted_envelope
-from agentsdk.network._unary_post import UnaryPoster, moving
+from agentsdk.network._outbox import Outbox
+from agentsdk.network._unary_post import UnaryPoster, admitted_unless_moving
 from agentsdk.network.turn_context import enter_delivery, exit_delivery
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
@@ -578,12 +578,9 @@ class DeliveryStream:
         under the same key, which waits for a hub and is retried) or None (never queued on the stream, or
         the stream broke first: posted by PostEnvelope under the same key)."""
         try:
-            if result is not None:
-                try:
-                    return posted_envelope(result)
-                except Unavailable as err:  # e.g. the channel's holder stopped mid-forward: PostEnvelope retries
-                    if not moving(err):
-                        raise
+            admitted = admitted_unless_moving(result) if result is not None else None
+            if admitted is not None:
+                return admitted
             return await self._unary.post(envelope, timeout)
         except RateLimited as refused:  # the first attempt, refused: retry as the backoff allows
             return await retry_rate_limited(
@@ -599,12 +596,9 @@ class DeliveryStream:
                 result = None  # the stream broke: retry below, the idempotency key makes it safe
             finally:
                 self._results.pop(request_id, None)
-            if result is not None:
-                try:
-                    return posted_envelope(result)
-                except Unavailable as err:  # retryable: PostEnvelope waits for a hub and retries, same key
-                    if not moving(err):
-                        raise
+            admitted = admitted_unless_moving(result) if result is not None else None
+            if admitted is not None:
+                return admitted
         return await self._unary.post(envelope, timeout)
 
     def _queue_post(

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import random
 
-from agentnet.v1 import envelope_pb2, hub_pb2
+from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2
 
 from agentsdk.backoff import NO_RETRY
+from agentsdk.network._outbox import posted_envelope
 from agentsdk.rpc import HubRpc
 from agentsdk.transport import HubConnection
 from netkernel.errors import Unavailable
@@ -22,6 +23,18 @@ moving a channel (docs/errors.md): posted again under the same key. A store that
 def moving(error: Unavailable) -> bool:
     """Whether ``error`` answers a post while replicas stop or move its channel (:data:`MOVING_CAUSES`)."""
     return error.metadata.get("cause") in MOVING_CAUSES
+
+
+def admitted_unless_moving(result: connect_pb2.PostResult) -> envelope_pb2.Envelope | None:
+    """The envelope a stream's post result admitted; None when it is UNAVAILABLE because hub replicas
+    are stopping or moving the channel (:func:`moving`: the caller posts again by PostEnvelope under
+    the same key); any other refusal raised."""
+    try:
+        return posted_envelope(result)
+    except Unavailable as err:  # e.g. the channel's holder stopped mid-forward
+        if not moving(err):
+            raise
+        return None
 
 
 class UnaryPoster:

@@ -339,31 +339,30 @@ class Session:
 
     def pong(self, nonce: int) -> None:
         """Answer a Ping. At most one pong waits: a newer ping replaces the unsent answer to an older one."""
-        if self._closed:
-            return
-        if self._pong is not None:
-            self._release(self._pong[1])
-            self._pong = None
-        frame = connect_pb2.ConnectResponse(pong=connect_pb2.Pong(nonce=nonce))
-        size = frame.ByteSize()
-        if self._reserve(size, "a pong"):
-            self._pong = (frame, size)
-            self._wakeup.set()
+        if not self._closed:
+            frame = connect_pb2.ConnectResponse(pong=connect_pb2.Pong(nonce=nonce))
+            self._pong = self._replacing(self._pong, frame, "a pong")
 
     def redirect(self, address: str, reason: str) -> None:
         """Ask the client to move the stream to the replica at ``address`` (docs/scale-out.md "Session
         steering"): a Redirect frame, sent before anything else queued, in a frame of its own. At most
         one waits: a newer one replaces an unsent older one."""
-        if self._closed:
-            return
-        if self._redirect is not None:
-            self._release(self._redirect[1])
-            self._redirect = None
-        frame = connect_pb2.ConnectResponse(redirect=connect_pb2.Redirect(address=address, reason=reason))
+        if not self._closed:
+            frame = connect_pb2.ConnectResponse(redirect=connect_pb2.Redirect(address=address, reason=reason))
+            self._redirect = self._replacing(self._redirect, frame, "a redirect")
+
+    def _replacing(
+        self, waiting: tuple[connect_pb2.ConnectResponse, int] | None, frame: connect_pb2.ConnectResponse, what: str
+    ) -> tuple[connect_pb2.ConnectResponse, int] | None:
+        """The one frame of its kind that waits (a pong, a Redirect): ``frame``, in place of the unsent
+        ``waiting`` one, counted in the byte budget (None when it does not fit: the session closed)."""
+        if waiting is not None:
+            self._release(waiting[1])
         size = frame.ByteSize()
-        if self._reserve(size, "a redirect"):
-            self._redirect = (frame, size)
-            self._wakeup.set()
+        if not self._reserve(size, what):
+            return None
+        self._wakeup.set()
+        return frame, size
 
     def ack(self, channel_id: str, seq: int) -> None:
         """Mark one delivered envelope processed (unknown acks are ignored)."""

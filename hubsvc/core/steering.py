@@ -4,10 +4,10 @@ With the channels divided among replicas (docs/scale-out.md "Session steering"),
 replica whose channels another replica holds costs a forward for each post it sends and a remote
 delivery (a notice, a WAL read) for each envelope it receives. When envelopes of a channel held
 elsewhere reach a stream whose client follows redirects (``Hello.follows_redirects``), or it posts
-into such a channel, this replica
-counts where the agent's live channels are held (one store read of the agent's channels, at most
-once per ``--steer-interval`` seconds per stream) and, when one other replica holds more of them
-than this one does, sends the stream a ``Redirect`` naming that replica's advertised address. The
+into such a channel, this replica counts where the agent's live channels are held (one store read
+of the agent's channels, at most once per ``--steer-interval`` seconds per stream) and, when one
+other replica holds more of them than this one does, sends the stream a ``Redirect`` naming that
+replica's advertised address. The
 client reconnects there and resumes from its cursors; a client that does not follow redirects is
 never asked, and its stream works where it is.
 """
