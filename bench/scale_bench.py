@@ -19,6 +19,14 @@ replica, each replica's share, each replica's live channels held in memory (its
 started, the streams moved by a Redirect and those open on each replica at the end, and texts/s;
 then the targets of issue 39 with met / not met.
 
+Unless ``--no-control``, each round also runs a control for every N above one: N lone hubs side
+by side, each on a Redis DB of its own with 1/N of the pairs (both members of a pair on the same
+hub), so as many processes share the machine's cores as in the divided run and each carries the
+same load, with nothing divided. Divided CPU against the control's is what dividing the channels
+costs (forwarding, notices, steering, a replica's share of leases and feeds); divided CPU against
+one replica carrying every pair also holds what a process gains from a heavier load (bigger commit
+groups, fewer wake-ups per text) and what N processes lose sharing the cores.
+
 Every text is checked: each must reach the other member of its channel exactly once (and no
 one else), every send must succeed, and a run that falls short raises :class:`DeliveryError`
 instead of printing a figure. Clients run in this process, the replicas in their own.
@@ -37,7 +45,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,21 +165,31 @@ class Conversations:
     """Seconds from each text's ``send`` to its recipient's callback (first arrivals)."""
     stay: bool = False
     """Whether the clients keep their streams where they connected (they follow no Redirect)."""
+    together: bool = False
+    """Whether both members of a pair connect to the same target (the control's lone hubs)."""
     open_retries: int = 0
     """OpenChannel calls answered NotFound for the peer (registered through another replica, not yet
     known to the opener's: see :meth:`_open_channel`) and tried again."""
 
     @classmethod
     async def open(
-        cls, targets: Sequence[str], pairs: int, texts: int, open_wait: float = 30.0, *, stay: bool = False
+        cls,
+        targets: Sequence[str],
+        pairs: int,
+        texts: int,
+        open_wait: float = 30.0,
+        *,
+        stay: bool = False,
+        together: bool = False,
     ) -> Conversations:
         """``pairs`` pairs of people, pair ``k``'s members on ``targets[k % N]`` and ``targets[(k + 1) % N]``
-        (each through a ``HubClient`` of its own; ``stay``: not following Redirects); once everyone is
-        registered, each pair's first member opens a conversation to the second (see :meth:`_open_channel`
-        for ``open_wait``)."""
+        (both on ``targets[k % N]`` if ``together``; each through a ``HubClient`` of its own; ``stay``: not
+        following Redirects); once everyone is registered, each pair's first member opens a conversation to
+        the second (see :meth:`_open_channel` for ``open_wait``)."""
         stack = AsyncExitStack()
         self = cls([], stack)
         self.stay = stay
+        self.together = together
         try:
             people = await asyncio.gather(*(self._person(targets, k, side) for k in range(pairs) for side in (0, 1)))
             made = await asyncio.gather(
@@ -185,7 +203,7 @@ class Conversations:
 
     async def _person(self, targets: Sequence[str], k: int, side: int) -> HumanClient:
         hub = await self.stack.enter_async_context(
-            HubClient.connect(targets[(k + side) % len(targets)], follow_redirects=not self.stay)
+            HubClient.connect(targets[(k + side * (not self.together)) % len(targets)], follow_redirects=not self.stay)
         )
         return await hub.register_human(Passport(name=f"scale-{k}-{'ab'[side]}", kind="human"), pull=False)
 
@@ -278,21 +296,33 @@ async def scale_run(
     partitions: int = 0,
     *,
     stay: bool = False,
+    lone: bool = False,
 ) -> dict[str, Any]:
     """The workload on ``n`` replicas of a freshly emptied Redis DB 0 (``partitions``: the channels
     divided among them, ``--partitions``; 0: every replica holds every channel; ``stay``: the clients
-    follow no Redirect); the run's figures."""
-    redis.flush(0)
-    divided = ["--partitions", str(partitions)] if partitions else []
-    with replicas(
-        redis.url(0), workdir / f"replicas-{n}", n, extra_args=["--log-level", "WARNING", *divided], metrics=True
-    ) as hubs:
+    follow no Redirect), or with ``lone`` on ``n`` lone hubs, hub ``i`` on DB ``i`` with both members
+    of pair ``k`` on hub ``k mod n`` (the control); the run's figures."""
+    args = ["--log-level", "WARNING", *(["--partitions", str(partitions)] if partitions else [])]
+    with ExitStack() as running:
+        dbs = range(n) if lone else range(1)
+        for db in dbs:
+            redis.flush(db)
+        groups = [
+            running.enter_context(
+                replicas(redis.url(db), workdir / f"hubs-{n}-{db}", 1 if lone else n, extra_args=args, metrics=True)
+            )
+            for db in dbs
+        ]
+        slots = [(group, i) for group in groups for i in range(len(group.procs))]
+        urls = [group.metrics_url(i) for group, i in slots]
         if partitions:
-            await settled([hubs.metrics_url(i) for i in range(n)], partitions)
-        pids = [hubs.pid(i) for i in range(n)]
+            for group in groups:
+                await settled([group.metrics_url(i) for i in range(len(group.procs))], partitions)
+        pids = [group.pid(i) for group, i in slots]
         rss_start = [rss_kb(p) for p in pids]
         cpu_start = [cpu_seconds(p) for p in pids]
-        conversations = await Conversations.open(hubs.targets, pairs, texts, stay=stay)
+        targets = [group.targets[i] for group, i in slots]
+        conversations = await Conversations.open(targets, pairs, texts, stay=stay, together=lone)
         try:
             cpu_before = [cpu_seconds(p) for p in pids]
             redis_before, client_before = cpu_seconds(redis.proc.pid), _own_cpu()
@@ -300,13 +330,14 @@ async def scale_run(
             cpu_after = [cpu_seconds(p) for p in pids]
             redis_after, client_after = cpu_seconds(redis.proc.pid), _own_cpu()
             rss_end = [rss_kb(p) for p in pids]
-            live = [live_channels(hubs.metrics_url(i)) for i in range(n)]
-            streams = [gauge(hubs.metrics_url(i), "agentnet_hub_connected_streams") for i in range(n)]
-            redirects = sum(gauge(hubs.metrics_url(i), "agentnet_hub_stream_redirects_total") for i in range(n))
+            live = [live_channels(url) for url in urls]
+            streams = [gauge(url, "agentnet_hub_connected_streams") for url in urls]
+            redirects = sum(gauge(url, "agentnet_hub_stream_redirects_total") for url in urls)
             conversations.check()
         finally:
             await conversations.close()
-        _still_running(hubs)
+        for group in groups:
+            _still_running(group)
     per_replica = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
     return {
         "replicas": n,
@@ -341,18 +372,30 @@ def _still_running(hubs: Replicas) -> None:
             raise RuntimeError(f"replica {i} exited during the run:\n{hubs.output(i)[-2000:]}")
 
 
+def _per_text(run: dict[str, Any]) -> float:
+    return float(run["cpu_s"]) / run["delivered"]
+
+
 def summarize(runs: Sequence[dict[str, Any]], pairs: int) -> list[dict[str, Any]]:
     """Per replica count: the median over rounds of the summed CPU, of its ratio to one replica in
-    the same round, and of texts/s; the largest live-channel count any replica held and the most
-    the replicas held together; and the targets, met or not (None: no target for that count)."""
+    the same round, of its CPU per text against the round's control (one replica with 1/N of the
+    pairs), and of texts/s; the largest live-channel count any replica held and the most the
+    replicas held together; and the targets, met or not (None: no target for that count)."""
     by_n: dict[int, list[dict[str, Any]]] = {}
     for run in runs:
-        by_n.setdefault(run["replicas"], []).append(run)
-    ones = {run["round"]: run["cpu_s"] for run in runs if run["replicas"] == 1}
+        if run.get("control_of") is None:
+            by_n.setdefault(run["replicas"], []).append(run)
+    ones = {run["round"]: run["cpu_s"] for run in by_n.get(1, [])}
+    controls = {(run["round"], run["control_of"]): run for run in runs if run.get("control_of") is not None}
     rows = []
     for n, group in sorted(by_n.items()):
         ratios = [r["cpu_s"] / ones[r["round"]] for r in group if ones.get(r["round"])]
         ratio = statistics.median(ratios) if ratios else None
+        against_control = [
+            _per_text(r) / _per_text(controls[r["round"], n])
+            for r in group
+            if (r["round"], n) in controls and controls[r["round"], n]["cpu_s"] > 0  # 0: under a clock tick
+        ]
         cpu_target = CPU_TARGETS.get(n)
         live_max = max(max(r["live_channels"]) for r in group)
         live_total = max(sum(r["live_channels"]) for r in group)
@@ -362,6 +405,7 @@ def summarize(runs: Sequence[dict[str, Any]], pairs: int) -> list[dict[str, Any]
                 "replicas": n,
                 "cpu_s": statistics.median(r["cpu_s"] for r in group),
                 "cpu_ratio": ratio,
+                "control_ratio": statistics.median(against_control) if against_control else None,
                 "texts_per_s": statistics.median(r["texts_per_s"] for r in group),
                 "cpu_target": cpu_target,
                 "cpu_met": None if cpu_target is None or ratio is None else ratio <= cpu_target,
@@ -387,6 +431,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                         redis, Path(tmp), n, args.pairs, args.texts, args.timeout, args.partitions, stay=args.stay
                     )
                     runs.append({"round": round_no, **run})
+                for n in counts if args.control else ():
+                    if n > 1:
+                        run = await scale_run(
+                            redis, Path(tmp), n, args.pairs, args.texts, args.timeout, args.partitions, lone=True
+                        )
+                        runs.append({"round": round_no, "control_of": n, **run})
         finally:
             redis.stop()
     return {
@@ -420,7 +470,10 @@ def print_report(r: dict[str, Any]) -> None:
             f"{cpu:.2f}/{live}/{kb / 1024:+.1f}"
             for cpu, live, kb in zip(run["replica_cpu_s"], run["live_channels"], run["rss_growth_kb"], strict=True)
         )
-        print(f"{run['round']:<7}{run['replicas']:>8}{run['texts_per_s']:>10.0f}{run['cpu_s']:>10.2f} s   {each}")
+        control = f"  (control: {run['control_of']} lone hubs side by side)" if run.get("control_of") else ""
+        print(
+            f"{run['round']:<7}{run['replicas']:>8}{run['texts_per_s']:>10.0f}{run['cpu_s']:>10.2f} s   {each}{control}"
+        )
         print(
             f"{'':<7}{'':>8}  delivered {run['delivered']} texts exactly once, send to arrival p50 "
             f"{run['text_latency']['p50_ms']:.2f} / p99 {run['text_latency']['p99_ms']:.2f} ms; "
@@ -433,9 +486,13 @@ def print_report(r: dict[str, Any]) -> None:
                 else ""
             )
         )
-    print(f"\n{'replicas':<10}{'CPU summed':>12}{'vs 1':>8}{'texts/s':>10}   targets (issue 39)")
+    print(
+        f"\n{'replicas':<10}{'CPU summed':>12}{'vs 1':>8}{'per text vs control':>21}{'texts/s':>10}"
+        "   targets (issue 39)"
+    )
     for row in r["summary"]:
         ratio = f"{row['cpu_ratio']:.2f}x" if row["cpu_ratio"] is not None else "n/a"
+        control = f"{row['control_ratio']:.2f}x" if row.get("control_ratio") is not None else "-"
         notes = []
         if row["cpu_target"] is not None:
             notes.append(f"CPU <= {row['cpu_target']}x of one: {_verdict(row['cpu_met'])}")
@@ -444,7 +501,7 @@ def print_report(r: dict[str, Any]) -> None:
                 f"live channels ~1/{row['replicas']} each (held: {row['live_max']} on the fullest replica, bound "
                 f"{row['live_bound']:.0f}; {row['live_total']} on all, bound {r['pairs']}): {_verdict(row['live_met'])}"
             )
-        line = f"{row['replicas']:<10}{row['cpu_s']:>10.2f} s{ratio:>8}{row['texts_per_s']:>10.0f}   "
+        line = f"{row['replicas']:<10}{row['cpu_s']:>10.2f} s{ratio:>8}{control:>21}{row['texts_per_s']:>10.0f}   "
         print(line + ("; ".join(notes) or "-"))
 
 
@@ -474,6 +531,12 @@ def main() -> None:
         "--stay",
         action="store_true",
         help="the clients follow no Redirect: every stream stays on the replica it connected to",
+    )
+    parser.add_argument(
+        "--no-control",
+        dest="control",
+        action="store_false",
+        help="skip the control runs (for each N above one: N lone hubs side by side, 1/N of the pairs each)",
     )
     parser.add_argument("--json", action="store_true", help="print the raw JSON report too")
     args = parser.parse_args()
