@@ -1,4 +1,4 @@
-"""The gateway's settings: each declared once (servicekit/options.py), its flag and variable derived from it."""
+"""The gateway's settings: each declared once (netkernel/options.py), its flag and variable derived from it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 
 from agentsdk.tls import TlsConfig, add_hub_tls_arguments, hub_tls_from_args
-from servicekit.options import OptionSpec, Range, add_options, check_args, check_declared, named_specs, option
+from netkernel.options import OptionSpec, Range, add_options, check_args, check_declared, named_specs, option
 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024 + 64 * 1024
 """A JSON-RPC body or gRPC message: the hub's 1 MiB message limit plus room for the envelope."""

@@ -1,4 +1,4 @@
-"""The gateway's settings: each declared once (servicekit/options.py), with its flag and ``AGENTNET_AG2_*``
+"""The gateway's settings: each declared once (netkernel/options.py), with its flag and ``AGENTNET_AG2_*``
 environment variable."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentsdk.tls import TlsConfig, add_hub_tls_arguments, hub_tls_from_args
-from servicekit.options import OptionSpec, Range, add_options, check_args, check_declared, named_specs, option
+from netkernel.options import OptionSpec, Range, add_options, check_args, check_declared, named_specs, option
 from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024

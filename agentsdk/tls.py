@@ -19,7 +19,7 @@ from typing import TypeAlias
 
 import grpc
 
-from netkernel.env_flags import env_flag
+from netkernel.options import OptionSpec, add_options, named_specs, option, prefixed
 
 ChannelOption: TypeAlias = tuple[str, int | str]
 
@@ -96,29 +96,38 @@ def open_channel(
     )
 
 
-HUB_TLS_FLAGS: tuple[tuple[str, str], ...] = (
-    ("hub_ca_file", "PEM CA the hub's certificate must chain to (implies --hub-tls)"),
-    ("hub_cert_file", "PEM client certificate for mTLS to the hub (with --hub-key-file)"),
-    ("hub_key_file", "PEM private key of --hub-cert-file"),
-    ("hub_server_name", "name to verify the hub's certificate for instead of the address's host"),
-)
-"""The file and name flags :func:`add_hub_tls_arguments` adds (attribute name, help)."""
+@dataclass(frozen=True)
+class HubTlsFlags:
+    """The flags of a process that connects to a hub (the gateways) for TLS to it: each variable is the
+    process's prefix and the name given here (``AGENTNET_A2A_HUB_TLS``, ``AGENTNET_AG2_HUB_CA_FILE``)."""
+
+    hub_tls: bool = option(False, "--hub-tls", "HUB_TLS", "connect to the hub over TLS")
+    hub_ca_file: str = option(
+        "", "--hub-ca-file", "HUB_CA_FILE", "PEM CA the hub's certificate must chain to (implies --hub-tls)"
+    )
+    hub_cert_file: str = option(
+        "", "--hub-cert-file", "HUB_CERT_FILE", "PEM client certificate for mTLS to the hub (with --hub-key-file)"
+    )
+    hub_key_file: str = option("", "--hub-key-file", "HUB_KEY_FILE", "PEM private key of --hub-cert-file")
+    hub_server_name: str = option(
+        "",
+        "--hub-server-name",
+        "HUB_SERVER_NAME",
+        "name to verify the hub's certificate for instead of the address's host",
+    )
+
+
+def hub_tls_option_specs(env_prefix: str) -> list[tuple[str, OptionSpec]]:
+    """The :class:`HubTlsFlags` as the process with variables under ``env_prefix`` declares them."""
+    return prefixed(named_specs(HubTlsFlags), env_prefix)
 
 
 def add_hub_tls_arguments(parser: argparse.ArgumentParser, env_prefix: str) -> None:
     """Add ``--hub-tls``, ``--hub-ca-file``, ``--hub-cert-file``, ``--hub-key-file`` and
-    ``--hub-server-name`` for a process that connects to a hub (the gateways), each defaulting to
-    the environment variable ``<env_prefix>HUB_TLS`` … ``<env_prefix>HUB_SERVER_NAME``;
+    ``--hub-server-name`` (:class:`HubTlsFlags`) for a process that connects to a hub (the gateways),
+    each defaulting to the environment variable ``<env_prefix>HUB_TLS`` … ``<env_prefix>HUB_SERVER_NAME``;
     :func:`hub_tls_from_args` reads them back."""
-    parser.add_argument(
-        "--hub-tls",
-        action="store_true",
-        default=env_flag(os.environ.get(env_prefix + "HUB_TLS")),
-        help=f"connect to the hub over TLS [{env_prefix}HUB_TLS]",
-    )
-    for name, text in HUB_TLS_FLAGS:
-        var = env_prefix + name.upper()
-        parser.add_argument("--" + name.replace("_", "-"), default=os.environ.get(var, ""), help=f"{text} [{var}]")
+    add_options(parser, hub_tls_option_specs(env_prefix), HubTlsFlags())
 
 
 def hub_tls_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TlsConfig | None:
@@ -126,8 +135,10 @@ def hub_tls_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
     removing them from ``args``; a client certificate without its key (or the reverse) is a usage
     error that exits."""
     on = args.hub_tls
-    ca, cert, key, name = (getattr(args, f) or None for f, _ in HUB_TLS_FLAGS)
-    for attr in ("hub_tls", *(f for f, _ in HUB_TLS_FLAGS)):
+    ca, cert, key, name = (
+        v or None for v in (args.hub_ca_file, args.hub_cert_file, args.hub_key_file, args.hub_server_name)
+    )
+    for attr, _ in named_specs(HubTlsFlags):
         delattr(args, attr)
     if (cert is None) != (key is None):
         parser.error("--hub-cert-file and --hub-key-file go together: give both for mTLS to the hub, or neither")

@@ -1,9 +1,9 @@
 """Hub service configuration: flags and environment variables, derived from the option declarations.
 
-Every option is declared once, with :func:`servicekit.options.option`: the core ones on
+Every option is declared once, with :func:`netkernel.options.option`: the core ones on
 :class:`~hubsvc.core.options.HubOptions`, the process-level ones (where to listen, where to store)
 on :class:`HubConfig` below. :func:`parse_args` builds its flags, reads their environment variables
-and checks their values from those declarations (servicekit/options.py); only the rules that tie two options together
+and checks their values from those declarations (netkernel/options.py); only the rules that tie two options together
 (:func:`_check_together`) are written out here.
 """
 
@@ -18,8 +18,8 @@ from hubsvc.core.options import MAX_BATCH_BYTES_CEILING, HubOptions
 from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT as DEFAULT_REDIS_TIMEOUT
 from hubsvc.storage.redis_settings import DEFAULT_WAIT_TIMEOUT as DEFAULT_REDIS_WAIT_TIMEOUT
 from hubsvc.storage.redis_settings import is_cluster_url, parse_cluster_url
+from netkernel.options import OptionSpec, Range, add_options, check_args, option, option_specs
 from servicekit.metrics import MetricsSettings, add_metrics_arguments, metrics_from_args
-from servicekit.options import OptionSpec, Range, add_options, check_args, option, option_specs
 from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 __all__ = ["MAX_BATCH_BYTES_CEILING", "HubConfig", "check_store", "hub_option_specs", "parse_args"]
@@ -255,7 +255,7 @@ def parse_args(argv: list[str] | None = None) -> HubConfig:
     add_metrics_arguments(parser, "AGENTNET_HUB_")
     args = parser.parse_args(argv)
     tls = tls_from_args(parser, args, args.host)
-    metrics = metrics_from_args(parser, args)
+    metrics = metrics_from_args(parser, args, "AGENTNET_HUB_")
     if args.tls_bind_identity and (tls is None or not tls.mutual):
         parser.error(
             "--tls-bind-identity needs --tls-client-ca (and --tls-cert, --tls-key): the hub binds "

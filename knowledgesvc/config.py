@@ -1,8 +1,8 @@
 """Knowledge service configuration: each option declared once, its flag, variable and check derived from it.
 
-Every option is a field of :class:`KnowledgeConfig` made with :func:`servicekit.options.option`;
+Every option is a field of :class:`KnowledgeConfig` made with :func:`netkernel.options.option`;
 :func:`parse_args` builds the flags, reads their environment variables and checks their values from those
-declarations (servicekit/options.py), as the hub does.
+declarations (netkernel/options.py), as the hub does.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledgesvc.servicer import MAX_RESPONSE_BYTES, READ_BUDGET_BYTES, READ_MANY_MAX_BYTES, READ_MANY_MAX_ITEMS
+from netkernel.options import POSITIVE, OptionSpec, Range, add_options, check_args, named_specs, option
 from servicekit.metrics import MetricsSettings, add_metrics_arguments, metrics_from_args
-from servicekit.options import POSITIVE, OptionSpec, Range, add_options, check_args, named_specs, option
 from servicekit.tls import ServerTls, add_tls_arguments, tls_from_args
 
 BACKENDS = ("memory", "sqlite", "disk", "redis")
@@ -120,4 +120,4 @@ def parse_args(argv: list[str] | None = None) -> KnowledgeConfig:
     args = parser.parse_args(argv)
     values = check_args(parser, args, specs)
     tls = tls_from_args(parser, args, args.host)
-    return KnowledgeConfig(tls=tls, metrics=metrics_from_args(parser, args), **values)
+    return KnowledgeConfig(tls=tls, metrics=metrics_from_args(parser, args, "AGENTNET_KNOWLEDGE_"), **values)

@@ -16,12 +16,13 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+
+from netkernel.options import OptionSpec, Range, add_options, check_args, named_specs, option, prefixed
 
 log = logging.getLogger("agentnet.metrics")
 
@@ -40,28 +41,43 @@ class MetricsSettings:
     host: str = DEFAULT_METRICS_HOST
 
 
-def add_metrics_arguments(parser: argparse.ArgumentParser, env_prefix: str) -> None:
-    """Add ``--metrics-port`` and ``--metrics-host`` (environment ``<env_prefix>METRICS_PORT`` / ``_HOST``)."""
-    env = os.environ
-    port_var, host_var = f"{env_prefix}METRICS_PORT", f"{env_prefix}METRICS_HOST"
-    parser.add_argument(
+@dataclass(frozen=True)
+class MetricsFlags:
+    """The flags of the metrics endpoint, shared by the services: each variable is the service's prefix
+    and the name given here (``AGENTNET_HUB_METRICS_PORT``)."""
+
+    metrics_port: int = option(
+        0,
         "--metrics-port",
-        type=int,
-        default=int(env.get(port_var) or 0),
-        help=f"serve Prometheus metrics on http://HOST:PORT/metrics (0 = off) [{port_var}]",
+        "METRICS_PORT",
+        "serve Prometheus metrics on http://HOST:PORT/metrics (0 = off)",
+        check=Range(0, 65535, "[]", why=" (0 = off)"),
     )
-    parser.add_argument(
+    metrics_host: str = option(
+        DEFAULT_METRICS_HOST,
         "--metrics-host",
-        default=env.get(host_var) or DEFAULT_METRICS_HOST,
-        help=f"address the metrics endpoint binds; loopback unless you mean to expose it [{host_var}]",
+        "METRICS_HOST",
+        "address the metrics endpoint binds; loopback unless you mean to expose it",
     )
 
 
-def metrics_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> MetricsSettings | None:
+def metrics_option_specs(env_prefix: str) -> list[tuple[str, OptionSpec]]:
+    """The :class:`MetricsFlags` as the service with variables under ``env_prefix`` declares them."""
+    return prefixed(named_specs(MetricsFlags), env_prefix)
+
+
+def add_metrics_arguments(parser: argparse.ArgumentParser, env_prefix: str) -> None:
+    """Add ``--metrics-port`` and ``--metrics-host`` (:class:`MetricsFlags`; environment
+    ``<env_prefix>METRICS_PORT`` / ``_HOST``)."""
+    add_options(parser, metrics_option_specs(env_prefix), MetricsFlags())
+
+
+def metrics_from_args(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, env_prefix: str
+) -> MetricsSettings | None:
     """The :class:`MetricsSettings` of parsed arguments; None when ``--metrics-port`` is 0 (off).
-    A port outside 0..65535 is a usage error."""
-    if not 0 <= args.metrics_port <= 65535:
-        parser.error(f"--metrics-port must be in 0..65535 (0 = off), not {args.metrics_port}")
+    A port outside 0..65535 is a usage error naming the flag and its variable."""
+    check_args(parser, args, metrics_option_specs(env_prefix))
     return MetricsSettings(port=args.metrics_port, host=args.metrics_host) if args.metrics_port else None
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import grpc
 
-from netkernel.env_flags import env_flag
+from netkernel.options import OptionSpec, add_options, named_specs, option, prefixed
 
 log = logging.getLogger("agentnet.service")
 
@@ -204,28 +204,46 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def add_tls_arguments(parser: argparse.ArgumentParser, env_prefix: str) -> None:
-    """Add ``--tls-cert``, ``--tls-key``, ``--tls-client-ca`` and ``--insecure``, each defaulting to
-    the environment variable ``<env_prefix>TLS_CERT`` … ``<env_prefix>INSECURE``."""
-    env = os.environ
-    for flag, name, help in (
-        ("--tls-cert", "TLS_CERT", "PEM certificate chain to serve TLS with (needs --tls-key); reloaded when replaced"),
-        ("--tls-key", "TLS_KEY", "PEM private key of --tls-cert; reloaded when replaced"),
-        (
-            "--tls-client-ca",
-            "TLS_CLIENT_CA",
-            "PEM CA bundle: require and verify a client certificate signed by it (mTLS; needs --tls-cert)",
-        ),
-    ):
-        raw = env.get(env_prefix + name)
-        parser.add_argument(flag, type=Path, default=Path(raw) if raw else None, help=f"{help} [{env_prefix}{name}]")
-    parser.add_argument(
-        "--insecure",
-        action="store_true",
-        default=env_flag(env.get(env_prefix + "INSECURE")),
-        help="allow serving plaintext (no TLS) on a non-loopback address; anyone on the network can read "
-        f"and replay credentials [{env_prefix}INSECURE=1]",
+@dataclass(frozen=True)
+class ServerTlsFlags:
+    """The flags of a served port's transport security, shared by every service: each variable is the
+    service's prefix and the name given here (``AGENTNET_HUB_TLS_CERT``, ``AGENTNET_KNOWLEDGE_INSECURE``)."""
+
+    tls_cert: Path | None = option(
+        None,
+        "--tls-cert",
+        "TLS_CERT",
+        "PEM certificate chain to serve TLS with (needs --tls-key); reloaded when replaced",
+        parse=Path,
     )
+    tls_key: Path | None = option(
+        None, "--tls-key", "TLS_KEY", "PEM private key of --tls-cert; reloaded when replaced", parse=Path
+    )
+    tls_client_ca: Path | None = option(
+        None,
+        "--tls-client-ca",
+        "TLS_CLIENT_CA",
+        "PEM CA bundle: require and verify a client certificate signed by it (mTLS; needs --tls-cert)",
+        parse=Path,
+    )
+    insecure: bool = option(
+        False,
+        "--insecure",
+        "INSECURE",
+        "allow serving plaintext (no TLS) on a non-loopback address; anyone on the network can read "
+        "and replay credentials",
+    )
+
+
+def tls_option_specs(env_prefix: str) -> list[tuple[str, OptionSpec]]:
+    """The :class:`ServerTlsFlags` as the service with variables under ``env_prefix`` declares them."""
+    return prefixed(named_specs(ServerTlsFlags), env_prefix)
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser, env_prefix: str) -> None:
+    """Add ``--tls-cert``, ``--tls-key``, ``--tls-client-ca`` and ``--insecure`` (:class:`ServerTlsFlags`),
+    each defaulting to the environment variable ``<env_prefix>TLS_CERT`` … ``<env_prefix>INSECURE``."""
+    add_options(parser, tls_option_specs(env_prefix), ServerTlsFlags())
 
 
 def tls_settings(

@@ -36,7 +36,7 @@ def test_metrics_are_off_by_default_and_loopback_when_on(monkeypatch: pytest.Mon
 def test_a_bad_metrics_port_is_a_usage_error(parse: object, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         parse(["--metrics-port", "70000"])  # type: ignore[operator]
-    assert "--metrics-port must be in 0..65535" in capsys.readouterr().err
+    assert "--metrics-port (AGENTNET_" in (err := capsys.readouterr().err) and "must be in [0, 65535] (0 = off)" in err
 
 
 def test_tracing_is_off_unless_an_exporter_is_named() -> None:

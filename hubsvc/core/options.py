@@ -2,7 +2,7 @@
 
 Every option a hub operator can set is one field here (or, for the process-level ones such as the
 listen address and the store, in :class:`hubsvc.config.HubConfig`) declared with
-:func:`servicekit.options.option`: its default, command-line flag, environment variable, help text and the
+:func:`netkernel.options.option`: its default, command-line flag, environment variable, help text and the
 values it accepts. The hub's argument parser, its environment reading and its validation are derived from
 these declarations (:func:`hubsvc.config.parse_args`), so a default or a bound is written in one place only.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from netkernel.channel_types import DEFAULT_WAIT_SECONDS
+from netkernel.options import POSITIVE, OptionSpec, Range, comma_list, duration, option, option_specs
 from netkernel.partitions import MAX_PARTITIONS
-from servicekit.options import POSITIVE, OptionSpec, Range, comma_list, duration, option, option_specs
 from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = [

@@ -1,7 +1,9 @@
 """Options declared once: a dataclass field says its default, flag, environment variable, help and check.
 
 Every service (``python -m hubsvc``, ``knowledgesvc``, ``a2agateway``, ``ag2gateway``) declares each of its
-settings as one field made with :func:`option`. Its argument parser (:func:`add_options`), the environment
+settings as one field made with :func:`option`. A group of options several services share (the served port's
+TLS, the metrics endpoint, the gateways' TLS to the hub) is declared the same way once, its variables named
+without the service's prefix, which :func:`prefixed` adds. Its argument parser (:func:`add_options`), the environment
 defaults of its flags, the validation of their values (:func:`check_args`, :func:`check_declared`) and its
 ``--help`` are derived from those declarations, so a flag, a variable, a default or a bound is written in
 one place only. The rules that tie two options together stay with the service that has them.
@@ -13,7 +15,7 @@ import argparse
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from netkernel.env_flags import env_flag
@@ -132,6 +134,18 @@ def option_specs(cls: type) -> list[tuple[Field[Any], OptionSpec]]:
 def named_specs(cls: type) -> list[tuple[str, OptionSpec]]:
     """:func:`option_specs` as (field name, spec): what :func:`add_options` and :func:`check_args` take."""
     return [(f.name, spec) for f, spec in option_specs(cls)]
+
+
+def prefixed(specs: Sequence[tuple[str, OptionSpec]], env_prefix: str) -> list[tuple[str, OptionSpec]]:
+    """A shared group's ``specs`` (variables such as ``TLS_CERT``) as one service declares them: each variable
+    (and fallback) after ``env_prefix`` (``AGENTNET_HUB_`` gives ``AGENTNET_HUB_TLS_CERT``)."""
+    return [
+        (
+            name,
+            replace(spec, env=env_prefix + spec.env, fallback_env=tuple(env_prefix + v for v in spec.fallback_env)),
+        )
+        for name, spec in specs
+    ]
 
 
 def comma_list(text: str) -> tuple[str, ...]:
