@@ -27,6 +27,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from knowledgesvc.config import KnowledgeConfig, knowledge_option_specs
+from netkernel.options import add_options
 from netkernel.sqlite_snapshot import copy_snapshot
 
 LOCK = Path(".agentnet") / "lock"
@@ -76,10 +78,8 @@ def backup(backend: str, data_dir: Path, out: Path) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run the copy; exit status 2 for a refused one."""
     parser = argparse.ArgumentParser(prog="python -m knowledgesvc.backup", description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--backend", choices=("sqlite", "disk"), default=os.environ.get("AGENTNET_KNOWLEDGE_BACKEND", "sqlite")
-    )
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("AGENTNET_DATA_DIR", "data")))
+    # The service's own declarations of the two (knowledgesvc/config.py): same flags, variables and defaults.
+    add_options(parser, [o for o in knowledge_option_specs() if o[0] in ("backend", "data_dir")], KnowledgeConfig())
     parser.add_argument("out", type=Path, help="the new file (sqlite) or directory (disk) to copy to")
     args = parser.parse_args(argv)
     try:
