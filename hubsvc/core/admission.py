@@ -194,6 +194,13 @@ class Admission:
             return None
         return self.accept(ch, env, batch, event_data_json)
 
+    async def prepare(self, sender_id: str, count: int = 1) -> None:
+        """Before ``count`` envelopes of ``sender_id`` are admitted: with rate buckets shared by replicas,
+        have their tokens taken from the store (:meth:`RateLimiter.prepare
+        <hubsvc.governance.rate.RateLimiter.prepare>`), since :meth:`admit` runs without awaiting."""
+        if self.rate is not None:
+            await self.rate.prepare(sender_id, count)
+
     def refund(self, charged: list[str], error: BaseException | None) -> None:
         """The commit whose envelopes took the rate tokens in ``charged`` (a :class:`Batch`'s) failed with
         ``error``: if it stored nothing of them (a race lost to another replica, a write the store did

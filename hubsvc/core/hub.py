@@ -129,8 +129,10 @@ class HubCore:
             self.audit,
             Derived(self.governance, record_of, lambda e: e.rate()).get,
             audit_window=self.options.rate_audit_window,
+            shared=store.rate_buckets,
         )
-        """The posts-per-second token buckets (docs/governance.md "Rate limits")."""
+        """The posts-per-second token buckets (docs/governance.md "Rate limits"); the store's, shared by
+        its replicas, when it has them."""
         self.rules = Enforcement(
             self.registry,
             self.governance,
@@ -249,6 +251,8 @@ class HubCore:
             self._loops.append(asyncio.create_task(ownership.run(), name="hub-ownership"))
         if self.retention.enabled:
             self._loops.append(asyncio.create_task(self.retention.run(), name="hub-retention"))
+        if self.store.rate_buckets is not None:
+            self._loops.append(asyncio.create_task(self.rate.give_back_loop(), name="hub-rate-give-back"))
         if self.liveness is not None:
             self._loops.append(asyncio.create_task(self.liveness.beat_loop(), name="hub-liveness"))
             self._loops.append(asyncio.create_task(self.liveness.sweep_loop(), name="hub-orphan-calls"))

@@ -128,6 +128,7 @@ class Posts:
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
         """:meth:`admit` without its spans."""
         self._placement.require(env.channel_id)  # another replica's channel: forwarded there, not refused here
+        await self._admission.prepare(sender_id)
         try:
             if self._govern is not None:
                 await self._govern(sender_id, env, self._channels.get(env.channel_id))
@@ -300,6 +301,7 @@ class Posts:
         """Where a refusal stopped the run that a fresher copy of the channel might not give."""
         for i in indexes:
             await self.inherit_depth(run[i][0])
+        await self._admission.prepare(sender_id, len(indexes))
         batch = Batch()
         keyed: dict[str, envelope_pb2.Envelope] = {}
         async with self._channels.locked(channel_id) as live:

@@ -358,6 +358,23 @@ class FeedGap(Exception):
     everything it holds from the store."""
 
 
+class RateBuckets(abc.ABC):
+    """Posts-per-second token buckets shared by the replicas of one store, one per identity
+    (docs/governance.md "Rate limits"): every replica draws an identity's tokens from the same
+    bucket, so its limit holds across replicas. The refill is measured on ``now``, the replicas'
+    clock, and a bucket never rises above its ``burst``."""
+
+    @abc.abstractmethod
+    async def take(self, agent_id: str, tokens: int, per_second: float, burst: int, now: float) -> tuple[int, float]:
+        """Take up to ``tokens`` whole tokens of ``agent_id``'s bucket, refilled to ``now`` first;
+        returns (tokens taken, seconds until the bucket holds a whole token again: 0 if it does).
+        Raises :class:`~netkernel.errors.Unavailable` when the store did not answer."""
+
+    @abc.abstractmethod
+    async def give_back(self, agent_id: str, tokens: int, per_second: float, burst: int, now: float) -> None:
+        """Return ``tokens`` taken and not spent (never above ``burst``)."""
+
+
 class Liveness(abc.ABC):
     """Which hub replicas sharing a store are alive: each keeps a key with a time to live fresh."""
 
@@ -426,6 +443,9 @@ class HubStore(abc.ABC):
     partitions: PartitionLeases | None = None
     """The partition leases when replicas share this store and divide its channels (None: this process
     is alone, or the store was opened without partitions)."""
+    rate_buckets: RateBuckets | None = None
+    """The identities' rate buckets when several replicas may share this store (None: this process is
+    alone, and keeps its buckets in memory)."""
     audit_bell: AuditBell
     """Rung when this process commits audit records (set by the backend's ``__init__``)."""
 

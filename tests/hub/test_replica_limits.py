@@ -1,5 +1,6 @@
 """Governance counts across hub replicas on one Redis: ``max_open_channels`` and ``max_running_tasks``
-hold exactly however many replicas admit at once (the commit script checks the holder's live set).
+hold exactly however many replicas admit at once (the commit script checks the holder's live set), and
+so does a rate limit (every replica draws an identity's tokens from one bucket in the store).
 
 Three replicas run in this process (each a real gRPC server with its own RedisHubStore on the same
 keys); one identity opens channels / starts tasks through all of them at the same moment.
@@ -17,14 +18,16 @@ from typing import Any
 import pytest
 from agentnet.v1 import channel_pb2, hub_pb2, task_pb2
 
-from hubsvc.governance.policy import Policy
+from hubsvc.governance.policy import PeerSelector, Policy, RateRule, Rule, RuleEntry
+from hubsvc.governance.rate import HOLD_SECONDS
 from hubsvc.storage import TASK_NEW, AtLimit, ChannelRow, TaskRow, WalRow, Writes
 from hubsvc.storage.redis_connect import connect
 from hubsvc.storage.redis_store import HOLDINGS_MARK, RESERVED, RedisHubStore
-from netkernel.errors import LimitExceeded, LostRace
+from netkernel.errors import LimitExceeded, LostRace, RateLimited
+from tests.clock import FakeClock
 from tests.eventually import assert_eventually
 from tests.hub import harness
-from tests.hub.harness import Participant, RunningHub, list_audit, register
+from tests.hub.harness import EV_TEXT, Participant, RunningHub, list_audit, make_envelope, open_channel, register
 from tests.redis_server import RedisServer
 from tests.replicas import replicas
 
@@ -45,9 +48,77 @@ def layout(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
 
 
-async def three_replicas(stack: AsyncExitStack, db: Path, rules: Policy) -> list[RunningHub]:
+async def three_replicas(stack: AsyncExitStack, db: Path, rules: Policy, **kwargs: Any) -> list[RunningHub]:
     """Three replicas on one store, each with the same policy (as a policy file given to each)."""
-    return [await stack.enter_async_context(harness.running_hub(db, policy=rules)) for _ in range(3)]
+    return [await stack.enter_async_context(harness.running_hub(db, policy=rules, **kwargs)) for _ in range(3)]
+
+
+def rate_rules(name: str, per_second: float, burst: int) -> Policy:
+    """A rate limit on the identity ``name``."""
+    rule = Rule(rate=RateRule(posts_per_second=per_second, burst=burst))
+    return Policy(rules=(RuleEntry(id="alice-rate", match=PeerSelector(names=(name,)), rule=rule),))
+
+
+async def posting_everywhere(hubs: list[RunningHub]) -> tuple[list[Participant], str]:
+    """alice (through each replica) in a conversation with bob that every replica has live."""
+    alice, bob = await register(hubs[0].target, "alice"), await register(hubs[0].target, "bob")
+    await alice.connect()
+    await bob.connect()
+    channel_id = await open_channel(alice, "conversation", [bob])
+    await assert_eventually(lambda: all(h.core.live_channel(channel_id) is not None for h in hubs))
+    return await everywhere(hubs, alice), channel_id
+
+
+def post(p: Participant, channel_id: str, text: str) -> Awaitable[Any]:
+    """A unary PostEnvelope of EV_TEXT."""
+    envelope = make_envelope(channel_id, EV_TEXT, {"text": text})
+    return p.rpc("PostEnvelope", hub_pb2.PostEnvelopeRequest(envelope=envelope))
+
+
+async def test_a_rate_limit_holds_across_replicas(layout: str, tmp_path: Path) -> None:
+    clock = FakeClock(frozen=True)  # no token comes back by time: the burst is all there is
+    async with AsyncExitStack() as stack:
+        hubs = await three_replicas(stack, tmp_path / "hub.db", rate_rules("alice", 0.001, 4), clock=clock)
+        via, channel_id = await posting_everywhere(hubs)
+
+        results = await asyncio.gather(
+            *(post(via[i % 3], channel_id, f"t{i}") for i in range(ATTEMPTS)), return_exceptions=True
+        )
+        posted, errors = split(list(results))
+        assert len(posted) == 4, errors  # one bucket for the three replicas (each its own: 12)
+        assert all(isinstance(e, RateLimited) and e.metadata["rule"] == "alice-rate" for e in errors), errors
+
+        async def stored_are_the_posted() -> bool:  # as the opener's replica reads it (its feed may lag)
+            wal = await hubs[0].core.read_wal(via[0].agent_id, channel_id)
+            texts = sorted(e.envelope_id for e in wal if e.event_type == EV_TEXT)
+            return texts == sorted(p.envelope.envelope_id for p in posted)
+
+        await assert_eventually(stored_are_the_posted)
+
+
+async def test_tokens_a_replica_does_not_spend_go_back_to_the_others(layout: str, tmp_path: Path) -> None:
+    clock = FakeClock(frozen=True)
+    async with AsyncExitStack() as stack:
+        # 40 posts/s: a replica takes 4 tokens (a tenth of a second's worth, at most the burst) at a time.
+        hubs = await three_replicas(stack, tmp_path / "hub.db", rate_rules("alice", 40.0, 4), clock=clock)
+        via, channel_id = await posting_everywhere(hubs)
+        a, b = hubs[0].core.rate, hubs[1].core.rate
+
+        await post(via[0], channel_id, "first")  # the first replica takes all 4 and spends 1
+        assert a.held(via[0].agent_id) == 3
+        with pytest.raises(RateLimited) as refused:
+            await post(via[1], channel_id, "second")
+        assert float(refused.value.metadata["retry_after_seconds"]) == pytest.approx(0.025)  # 1 / 40 s
+
+        # Unspent for HOLD_SECONDS, the first replica's 3 go back to the store; a token's worth of time
+        # later the store holds 3 + 1 and the second replica may post 4 times, not once.
+        await assert_eventually(lambda: a.held(via[0].agent_id) == 0, timeout=10 * HOLD_SECONDS)
+        clock.offset += 0.025
+        for i in range(4):
+            await post(via[1], channel_id, f"again {i}")
+        assert b.held(via[1].agent_id) == 0
+        with pytest.raises(RateLimited):
+            await post(via[1], channel_id, "one too many")
 
 
 @pytest.fixture

@@ -112,6 +112,10 @@ class KeyLayout:
         and runs) an identity holds, kept by the commit script (what the governance limits count)."""
         return f"{self.g}holds:{kind}:{agent_id}"
 
+    def rate_bucket(self, agent_id: str) -> str:
+        """An identity's posts-per-second bucket shared by the replicas (``lua/rate.lua``)."""
+        return f"{self.g}rate:{agent_id}"
+
     def outbox_pattern(self) -> str:
         """(spread) The SCAN MATCH pattern of every channel's outbox."""
         return "{" + glob_escape(self.raw_prefix) + "c:*}:outbox"

@@ -10,6 +10,8 @@
 * ``replicas.lua`` — the live replicas and their addresses (:mod:`hubsvc.storage.redis_store.liveness`).
 * ``purge_channel.lua`` — retention's purge of one ended channel, once across replicas
   (:mod:`hubsvc.storage.redis_store.history`).
+* ``rate.lua`` — an identity's rate bucket shared by the replicas: take or give back tokens
+  (:mod:`hubsvc.storage.redis_store.rate`).
 """
 
 from __future__ import annotations
@@ -28,3 +30,4 @@ REBUILD_HOLDINGS = _load("rebuild_holdings.lua")
 LEASES = _load("leases.lua")
 REPLICAS = _load("replicas.lua")
 PURGE_CHANNEL = _load("purge_channel.lua")
+RATE = _load("rate.lua")

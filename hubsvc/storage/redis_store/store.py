@@ -30,6 +30,7 @@ from hubsvc.storage.redis_store.keys import DEFAULT_PREFIX, REPLICAS, KeyLayout
 from hubsvc.storage.redis_store.liveness import RedisLiveness
 from hubsvc.storage.redis_store.partitions import RedisPartitions
 from hubsvc.storage.redis_store.plan import Plan
+from hubsvc.storage.redis_store.rate import RedisRateBuckets
 from hubsvc.storage.redis_store.reads import ChannelReads
 from hubsvc.storage.redis_store.records import RecordReads
 from hubsvc.storage.redis_store.spread import OUTBOX_SWEEP, SpreadWriter
@@ -133,6 +134,8 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
             None if partitions is None else RedisPartitions(self._client, self._keys, self._clock, self.feed.replica_id)
         )
         """The partition leases (:mod:`hubsvc.storage.redis_store.partitions`) when opened with ``partitions``."""
+        self.rate_buckets: RedisRateBuckets = RedisRateBuckets(self._client, self._keys)
+        """The identities' rate buckets, shared by the replicas (:mod:`hubsvc.storage.redis_store.rate`)."""
         self._scan_script = self._client.register_script(scripts.SCAN_TEXTS)
         self._purge_script = self._client.register_script(scripts.PURGE_CHANNEL)
         self._upkeep = Upkeep(self._client, self._keys, spread=spread, on_home_node=self._on_home_node, reads=self)
