@@ -17,7 +17,7 @@ count is written as one ``rate_limited`` record with ``suppressed=<n>`` when the
 over (at the identity's next post or refusal, or when its idle bucket is dropped).
 
 **Shared by replicas.** On a store several replicas share (Redis), an identity's bucket is the
-store's (:class:`~hubsvc.storage.base.RateBuckets`), so its limit holds however many replicas its
+store's (:class:`~hubsvc.storage.rate_buckets.RateBuckets`), so its limit holds however many replicas its
 posts reach. A replica takes tokens from it a few at a time — about :data:`GRANT_SECONDS` of the
 identity's rate, at least one, at most its burst — before admission spends them
 (:meth:`RateLimiter.prepare`, awaited before a post is admitted), and gives back what it has not
@@ -41,7 +41,7 @@ from hubsvc.governance.policy import RateSpec
 from netkernel.errors import RateLimited
 
 if TYPE_CHECKING:
-    from hubsvc.storage.base import RateBuckets
+    from hubsvc.storage.rate_buckets import RateBuckets
 
 log = logging.getLogger("agentnet.hub.governance")
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from agentnet.v1 import channel_pb2
 
 from hubsvc.storage.leases import PartitionLeases
+from hubsvc.storage.rate_buckets import RateBuckets
 from netkernel.errors import PARTITION_MOVED, LostRace, Unavailable
 
 
@@ -356,23 +357,6 @@ class ChangeFeed(abc.ABC):
 class FeedGap(Exception):
     """The feed no longer holds every change after the asked position: the reader must refresh
     everything it holds from the store."""
-
-
-class RateBuckets(abc.ABC):
-    """Posts-per-second token buckets shared by the replicas of one store, one per identity
-    (docs/governance.md "Rate limits"): every replica draws an identity's tokens from the same
-    bucket, so its limit holds across replicas. The refill is measured on ``now``, the replicas'
-    clock, and a bucket never rises above its ``burst``."""
-
-    @abc.abstractmethod
-    async def take(self, agent_id: str, tokens: int, per_second: float, burst: int, now: float) -> tuple[int, float]:
-        """Take up to ``tokens`` whole tokens of ``agent_id``'s bucket, refilled to ``now`` first;
-        returns (tokens taken, seconds until the bucket holds a whole token again: 0 if it does).
-        Raises :class:`~netkernel.errors.Unavailable` when the store did not answer."""
-
-    @abc.abstractmethod
-    async def give_back(self, agent_id: str, tokens: int, per_second: float, burst: int, now: float) -> None:
-        """Return ``tokens`` taken and not spent (never above ``burst``)."""
 
 
 class Liveness(abc.ABC):

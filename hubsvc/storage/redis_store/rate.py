@@ -1,5 +1,5 @@
 """The identities' rate buckets on Redis, shared by every replica of the store
-(:class:`~hubsvc.storage.base.RateBuckets`).
+(:class:`~hubsvc.storage.rate_buckets.RateBuckets`).
 
 One hash per identity, ``P{g}:rate:<agent id>`` (a global key: on a Cluster in the hub's slot), taken
 from and given back to by ``lua/rate.lua`` in one atomic call. The key expires once the bucket would
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, cast
 
-from hubsvc.storage.base import RateBuckets
+from hubsvc.storage.rate_buckets import RateBuckets
 from hubsvc.storage.redis_connect import RedisClient
 from hubsvc.storage.redis_store import scripts
 from hubsvc.storage.redis_store.codec import text
