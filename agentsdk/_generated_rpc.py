@@ -22,7 +22,7 @@ __all__ = ["HubServiceMethods", "KnowledgeServiceMethods", "OperatorServiceMetho
 
 class HubServiceMethods:
     """The typed methods of every RPC of ``agentnet.v1.HubService`` but ``Connect`` (the client class
-    writes those). A unary method takes ``timeout`` seconds (None: no deadline).
+    writes it by hand). A unary method takes ``timeout`` seconds (None: no deadline).
     """
 
     _stub: hub_pb2_grpc.HubServiceStub
@@ -674,7 +674,7 @@ class OperatorServiceMethods:
 
 class KnowledgeServiceMethods:
     """The typed methods of every RPC of ``agentnet.v1.KnowledgeService`` but ``Watch`` (the client class
-    writes those). Every unary call has the client's ``_timeout``.
+    writes it by hand). Every unary call has the client's ``_timeout``.
     """
 
     _stub: knowledge_pb2_grpc.KnowledgeServiceStub

@@ -126,7 +126,8 @@ def _emit_class(service: Service, client: Client) -> str:
             )
     if client.hand_written:
         left = ", ".join(f"``{name}``" for name in sorted(client.hand_written))
-        scope = f"every RPC of ``{service.full_name}`` but {left} (the client class writes those)"
+        which = "it" if len(client.hand_written) == 1 else "them"
+        scope = f"every RPC of ``{service.full_name}`` but {left} (the client class writes {which} by hand)"
     else:
         scope = f"every RPC of ``{service.full_name}``"
     timeout_doc = (
