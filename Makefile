@@ -97,14 +97,17 @@ debian-packages:
 test-deps:
 	@$(MAKE) --no-print-directory -j4 setup node-deps go-deps bridges-deps debian-packages ag2-venv
 
-proto: tools ## regenerate every stub tree under gen/ from proto/
+proto: tools ## regenerate every stub tree under gen/ and the SDK's client tables from proto/
 	bash scripts/gen_proto.sh
 
-check-gen: proto ## regenerate and fail if gen/ differs from what is committed
-	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
-	  echo "gen/ is out of date with proto/: run 'make proto' and commit the result"; \
-	  git status --porcelain -- gen; git diff --stat -- gen; exit 1; fi
-	@echo "gen/ matches proto/"
+# Everything `make proto` writes: the stub trees and the SDK's generated client tables.
+GENERATED := gen agentsdk/_generated_rpc.py
+
+check-gen: proto ## regenerate and fail if gen/ (or a generated client table) differs from what is committed
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+	  echo "generated code is out of date with proto/: run 'make proto' and commit the result"; \
+	  git status --porcelain -- $(GENERATED); git diff --stat -- $(GENERATED); exit 1; fi
+	@echo "$(GENERATED) match proto/"
 
 lint: setup ## ruff, mypy on hand-written code, buf lint
 	$(VENV)/bin/ruff check .

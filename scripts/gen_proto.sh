@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates every stub tree under gen/ from proto/. Run through `make proto`,
+# Regenerates every stub tree under gen/, and the SDK's client tables, from proto/. Run through `make proto`,
 # which first installs the pinned generators (see tools/versions.env).
 # Output is deterministic: the same pinned tools give byte-identical files.
 set -euo pipefail
@@ -23,6 +23,10 @@ protoc --python_out=gen/python --grpc_python_out=gen/python \
   --plugin=protoc-gen-mypy_grpc=.venv/bin/protoc-gen-mypy_grpc --mypy_grpc_out=gen/python \
   $PROTOS
 touch gen/python/agentnet/__init__.py gen/python/agentnet/v1/__init__.py gen/python/agentnet/py.typed
+
+# The SDK's per-RPC client tables (one mixin per service, formatted by the pinned ruff), read from the
+# same protos (scripts/rpc_tables): agentsdk's HubRpc / OperatorRpc / KnowledgeRpc mix them in.
+"$PY" -m scripts.rpc_tables python agentsdk/_generated_rpc.py
 
 # Python betterproto2 dataclasses with async grpclib clients -- for bridge authors.
 # betterproto2 output is one package (relative imports): agentnet_betterproto.agentnet.v1.
@@ -49,4 +53,4 @@ protoc --plugin=protoc-gen-ts_proto=tools/node_modules/.bin/protoc-gen-ts_proto 
   --ts_proto_opt=outputServices=grpc-js,esModuleInterop=true,env=node,useOptionals=messages,oneof=unions-value,useExactTypes=false,exportCommonSymbols=false \
   $PROTOS
 
-echo "generated: gen/python gen/python_betterproto gen/go gen/ts"
+echo "generated: gen/python agentsdk/_generated_rpc.py gen/python_betterproto gen/go gen/ts"

@@ -1,6 +1,7 @@
 """The typed RPC layer (agentsdk.rpc.HubRpc and OperatorRpc, agentsdk.knowledge.rpc.KnowledgeRpc): one
-method per RPC of each service's descriptor, and against a real hub typed messages in and out, the hub's
-domain exceptions on failure, for unary, server-streaming and Connect calls."""
+method per RPC of each service's descriptor, the generated table they mix in as ``make proto`` writes it
+now, and against a real hub typed messages in and out, the hub's domain exceptions on failure, for
+unary, server-streaming and Connect calls."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import inspect
 import re
 import typing
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2, knowledge_pb2, operator_pb2
@@ -18,7 +20,11 @@ from agentsdk.network import EV_TEXT, Hub, Passport
 from agentsdk.network._delivery import DeliveryStream
 from agentsdk.rpc import ConnectStream, HubRpc, OperatorRpc
 from netkernel.errors import NotFound, NotParticipant, PermissionDenied, Unauthenticated
+from scripts.rpc_tables import python as python_tables
+from scripts.rpc_tables.descriptors import MessageRef, Method, Service, load
 from tests.eventually import assert_eventually
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -74,10 +80,11 @@ def snake_case(rpc: str) -> str:
 
 
 def public_methods(cls: type) -> dict[str, Callable[..., object]]:
+    """The class's public methods, the generated table's it mixes in included."""
     return {
         name: member
-        for name, member in vars(cls).items()
-        if not name.startswith("_") and inspect.isfunction(member) and name != "as_identity"
+        for name, member in inspect.getmembers(cls, inspect.isfunction)
+        if not name.startswith("_") and name != "as_identity"
     }
 
 
@@ -123,6 +130,51 @@ def test_every_rpc_of_the_service_has_exactly_one_typed_method(cls: type, servic
             item_hint = typing.get_type_hints(reader, globalns=vars(inspect.getmodule(returned)))["return"]
             item = next(a for a in typing.get_args(item_hint) if a is not type(None))
         assert item.DESCRIPTOR.full_name == response, rpc.name
+
+
+def test_the_generated_table_is_what_make_proto_writes_now() -> None:
+    """agentsdk/_generated_rpc.py is the generator's output for proto/ as it is (``make check-gen`` checks
+    the same in CI): an RPC added to a proto reaches the SDK's clients after ``make proto``."""
+    written = (ROOT / python_tables.OUTPUT).read_text(encoding="utf-8")
+    assert written == python_tables.emit(load(ROOT / "proto"), ROOT)
+
+
+def _with_hub_service(*methods: Method) -> list[Service]:
+    """The services of proto/, HubService's RPCs replaced by ``methods``."""
+    hub = Service("HubService", "agentnet.v1.HubService", "agentnet/v1/hub.proto", "", methods)
+    return [hub if s.full_name == hub.full_name else s for s in load(ROOT / "proto")]
+
+
+def _method(name: str, *, client_streaming: bool = False, comment: str = "") -> Method:
+    request = MessageRef(f"agentnet.v1.{name}Request", f"{name}Request", "agentnet/v1/hub.proto")
+    response = MessageRef(f"agentnet.v1.{name}Response", f"{name}Response", "agentnet/v1/hub.proto")
+    return Method(name, request, response, client_streaming, False, comment)
+
+
+CONNECT = _method("Connect", client_streaming=True)
+
+
+def test_the_generator_refuses_a_client_stream_nobody_wrote_by_hand() -> None:
+    """A new client-streaming RPC has no uniform method: the generator says to write it by hand."""
+    services = _with_hub_service(CONNECT, _method("Upload", client_streaming=True))
+    with pytest.raises(ValueError, match=r"HubService\.Upload streams from the client: write its method by hand"):
+        python_tables.emit_unformatted(services)
+
+
+def test_the_generator_refuses_a_stale_hand_written_name() -> None:
+    """A hand-written RPC the service no longer has is named, not silently ignored."""
+    with pytest.raises(ValueError, match=r"has no RPC \['Connect'\]"):
+        python_tables.emit_unformatted(_with_hub_service(_method("Ping")))
+
+
+def test_a_proto_comment_becomes_a_literal_docstring() -> None:
+    """Backslashes and triple quotes in a comment stay text, and the RPC's name leads the docstring."""
+    comment = 'Ping says \\d+ and """quoted"""\nsecond line ends "quoted"'
+    source = python_tables.emit_unformatted(_with_hub_service(CONNECT, _method("Ping", comment=comment)))
+    namespace: dict[str, typing.Any] = {}
+    exec(compile(source, "generated", "exec"), namespace)
+    ping = namespace["HubServiceMethods"].ping
+    assert inspect.cleandoc(ping.__doc__) == '``Ping`` says \\d+ and """quoted"""\nsecond line ends "quoted"'
 
 
 async def test_the_rpcs_the_layer_gained_reach_the_hub(hub: Hub) -> None:
