@@ -195,9 +195,9 @@ func (c *Client) OpenChannel(ctx context.Context, req OpenChannelRequest) (*Open
 		}
 		in.WaitTimeoutSeconds = secs
 	}
-	resp, err := c.hub.OpenChannel(c.AuthContext(ctx), in)
+	resp, err := c.RPC().OpenChannel(ctx, in)
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return &OpenChannelResult{Channel: resp.GetChannel(), SeedEnvelopeID: resp.GetSeedEnvelopeId()}, nil
 }
@@ -205,9 +205,9 @@ func (c *Client) OpenChannel(ctx context.Context, req OpenChannelRequest) (*Open
 // CloseChannel closes a channel the caller participates in ("" reason =
 // "closed_by_agent"). Closing an ended channel returns it unchanged.
 func (c *Client) CloseChannel(ctx context.Context, channelID, reason string) (*ChannelMetadata, error) {
-	resp, err := c.hub.CloseChannel(c.AuthContext(ctx), &agentnetv1.CloseChannelRequest{ChannelId: channelID, Reason: reason})
+	resp, err := c.RPC().CloseChannel(ctx, &agentnetv1.CloseChannelRequest{ChannelId: channelID, Reason: reason})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetChannel(), nil
 }
@@ -224,9 +224,9 @@ type ChannelInfo struct {
 
 // DescribeChannel returns a channel's metadata and adapter state.
 func (c *Client) DescribeChannel(ctx context.Context, channelID string) (*ChannelInfo, error) {
-	resp, err := c.hub.DescribeChannel(c.AuthContext(ctx), &agentnetv1.DescribeChannelRequest{ChannelId: channelID})
+	resp, err := c.RPC().DescribeChannel(ctx, &agentnetv1.DescribeChannelRequest{ChannelId: channelID})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	state, _ := DecodeEventData(resp.GetAdapterStateJson())
 	return &ChannelInfo{Channel: resp.GetChannel(), AdapterState: state, ExpectedNext: resp.GetExpectedNext()}, nil
@@ -244,11 +244,11 @@ type ListChannelsRequest struct {
 
 // ListChannels lists the caller's channels, newest first.
 func (c *Client) ListChannels(ctx context.Context, req ListChannelsRequest) ([]*ChannelMetadata, error) {
-	resp, err := c.hub.ListChannels(c.AuthContext(ctx), &agentnetv1.ListChannelsRequest{
+	resp, err := c.RPC().ListChannels(ctx, &agentnetv1.ListChannelsRequest{
 		IncludeEnded: req.IncludeEnded, Type: req.Type, Limit: clampInt32(req.Limit),
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetChannels(), nil
 }
@@ -326,9 +326,9 @@ type CanSendResult struct {
 // CanSend says whether the caller may post eventType ("" = EventText) to the
 // channel now.
 func (c *Client) CanSend(ctx context.Context, channelID, eventType string) (*CanSendResult, error) {
-	resp, err := c.hub.CanSend(c.AuthContext(ctx), &agentnetv1.CanSendRequest{ChannelId: channelID, EventType: eventType})
+	resp, err := c.RPC().CanSend(ctx, &agentnetv1.CanSendRequest{ChannelId: channelID, EventType: eventType})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	out := &CanSendResult{Allowed: resp.GetAllowed(), ExpectedNext: resp.GetExpectedNext()}
 	if !out.Allowed && resp.GetRefusal() != nil {
@@ -344,11 +344,11 @@ func (c *Client) CanSend(ctx context.Context, channelID, eventType string) (*Can
 // no second reply. One indexed lookup on the hub. It returns nil, nil when
 // there is no such envelope (or the caller may not read it).
 func (c *Client) FindReply(ctx context.Context, channelID, causationID, sender string) (*Envelope, error) {
-	resp, err := c.hub.FindReply(c.AuthContext(ctx), &agentnetv1.FindReplyRequest{
+	resp, err := c.RPC().FindReply(ctx, &agentnetv1.FindReplyRequest{
 		ChannelId: channelID, CausationId: causationID, Sender: sender,
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	if resp.GetEnvelope() == nil {
 		return nil, nil
@@ -367,11 +367,11 @@ func (c *Client) FindReply(ctx context.Context, channelID, causationID, sender s
 func (c *Client) ReportTurnFailure(
 	ctx context.Context, channelID, envelopeID, errorClass, message string, attempts int32,
 ) (posted bool, action string, err error) {
-	resp, err := c.hub.ReportTurnFailure(c.AuthContext(ctx), &agentnetv1.ReportTurnFailureRequest{
+	resp, err := c.RPC().ReportTurnFailure(ctx, &agentnetv1.ReportTurnFailureRequest{
 		ChannelId: channelID, EnvelopeId: envelopeID, ErrorClass: errorClass, Message: message, Attempts: attempts,
 	})
 	if err != nil {
-		return false, "", FromStatus(err)
+		return false, "", err
 	}
 	return resp.GetPosted(), resp.GetAction(), nil
 }
@@ -382,11 +382,11 @@ func (c *Client) ReportTurnFailure(
 // most 1000; pageToken "" = the first page. It returns the turns and the next
 // page's token ("" = that was the last page).
 func (c *Client) ListPendingTurns(ctx context.Context, limit int32, pageToken string) ([]PendingTurn, string, error) {
-	resp, err := c.hub.ListPendingTurns(c.AuthContext(ctx), &agentnetv1.ListPendingTurnsRequest{
+	resp, err := c.RPC().ListPendingTurns(ctx, &agentnetv1.ListPendingTurnsRequest{
 		Limit: limit, PageToken: pageToken,
 	})
 	if err != nil {
-		return nil, "", FromStatus(err)
+		return nil, "", err
 	}
 	turns := make([]PendingTurn, 0, len(resp.GetTurns()))
 	for _, t := range resp.GetTurns() {
@@ -407,9 +407,9 @@ func (c *Client) Unregister(ctx context.Context) ([]string, error) {
 	if done {
 		return nil, nil
 	}
-	resp, err := c.hub.Unregister(c.AuthContext(ctx), &agentnetv1.UnregisterRequest{})
+	resp, err := c.RPC().Unregister(ctx, &agentnetv1.UnregisterRequest{})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	c.mu.Lock()
 	c.unregistered = true
@@ -435,41 +435,41 @@ type ListAgentsRequest struct {
 
 // ListAgents searches the registry.
 func (c *Client) ListAgents(ctx context.Context, req ListAgentsRequest) ([]*AgentSummary, error) {
-	resp, err := c.hub.ListAgents(c.AuthContext(ctx), &agentnetv1.ListAgentsRequest{
+	resp, err := c.RPC().ListAgents(ctx, &agentnetv1.ListAgentsRequest{
 		Kind: req.Kind, Capability: req.Capability, Query: req.Query, SortBy: req.SortBy,
 		Limit: clampInt32(req.Limit), ExcludeSelf: req.ExcludeSelf,
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetAgents(), nil
 }
 
 // DescribeAgent returns one identity's full profile, by name or agent id.
 func (c *Client) DescribeAgent(ctx context.Context, nameOrID string) (*AgentRecord, error) {
-	resp, err := c.hub.DescribeAgent(c.AuthContext(ctx), &agentnetv1.DescribeAgentRequest{
+	resp, err := c.RPC().DescribeAgent(ctx, &agentnetv1.DescribeAgentRequest{
 		Agent: &agentnetv1.DescribeAgentRequest_Name{Name: nameOrID},
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetAgent(), nil
 }
 
 // SetSkill replaces the caller's skill markdown ("" = the hub's fallback).
 func (c *Client) SetSkill(ctx context.Context, markdown string) (*AgentRecord, error) {
-	resp, err := c.hub.SetSkill(c.AuthContext(ctx), &agentnetv1.SetSkillRequest{SkillMd: markdown})
+	resp, err := c.RPC().SetSkill(ctx, &agentnetv1.SetSkillRequest{SkillMd: markdown})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetAgent(), nil
 }
 
 // SetResume replaces the caller's resume.
 func (c *Client) SetResume(ctx context.Context, resume *Resume) (*AgentRecord, error) {
-	resp, err := c.hub.SetResume(c.AuthContext(ctx), &agentnetv1.SetResumeRequest{Resume: resume})
+	resp, err := c.RPC().SetResume(ctx, &agentnetv1.SetResumeRequest{Resume: resume})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetAgent(), nil
 }
@@ -489,9 +489,9 @@ func (c *Client) SetRule(ctx context.Context, rule any) (*AgentRecord, error) {
 		}
 		text = string(raw)
 	}
-	resp, err := c.hub.SetRule(c.AuthContext(ctx), &agentnetv1.SetRuleRequest{RuleJson: text})
+	resp, err := c.RPC().SetRule(ctx, &agentnetv1.SetRuleRequest{RuleJson: text})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetAgent(), nil
 }
@@ -500,9 +500,9 @@ func (c *Client) SetRule(ctx context.Context, rule any) (*AgentRecord, error) {
 // every rule that applies (Rules: the policy's default, matching entries,
 // its own) and what they combine to (EffectiveJson).
 func (c *Client) GetRule(ctx context.Context) (*RuleReport, error) {
-	resp, err := c.hub.GetRule(c.AuthContext(ctx), &agentnetv1.GetRuleRequest{})
+	resp, err := c.RPC().GetRule(ctx, &agentnetv1.GetRuleRequest{})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp, nil
 }
@@ -521,11 +521,11 @@ type ListToolsRequest struct {
 // the plugin tools (peers, channels, tasks, context, delegate) and the
 // adapter tools of the channel for this turn (say).
 func (c *Client) ListTools(ctx context.Context, req ListToolsRequest) ([]*ToolSchema, error) {
-	resp, err := c.hub.ListTools(c.AuthContext(ctx), &agentnetv1.ListToolsRequest{
+	resp, err := c.RPC().ListTools(ctx, &agentnetv1.ListToolsRequest{
 		ChannelId: req.ChannelID, ExcludePlugin: req.ExcludePlugin,
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetTools(), nil
 }
@@ -566,12 +566,12 @@ func (c *Client) CallTool(ctx context.Context, call ToolCall) (json.RawMessage, 
 		}
 		args = string(b)
 	}
-	resp, err := c.hub.CallTool(c.AuthContext(ctx), &agentnetv1.CallToolRequest{
+	resp, err := c.RPC().CallTool(ctx, &agentnetv1.CallToolRequest{
 		Name: call.Name, ArgumentsJson: args, ChannelId: call.ChannelID, TaskId: call.TaskID,
 		CausationId: call.CausationID,
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return json.RawMessage(resp.GetResultJson()), nil
 }
@@ -608,12 +608,12 @@ func (c *Client) Delegate(ctx context.Context, req DelegateRequest) (*DelegateRe
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.hub.Delegate(c.AuthContext(ctx), &agentnetv1.DelegateRequest{
+	resp, err := c.RPC().Delegate(ctx, &agentnetv1.DelegateRequest{
 		Target: req.Target, Prompt: req.Prompt, Capability: req.Capability,
 		TimeoutSeconds: secs, CausationId: req.CausationID,
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return &DelegateResult{Text: resp.GetText(), ChannelID: resp.GetChannelId(), EnvelopeID: resp.GetEnvelopeId()}, nil
 }
@@ -621,11 +621,11 @@ func (c *Client) Delegate(ctx context.Context, req DelegateRequest) (*DelegateRe
 // Say posts an EventText to a channel the caller participates in (the say
 // tool); audience are peer names or ids (none = broadcast).
 func (c *Client) Say(ctx context.Context, channelID, content string, audience ...string) (*Envelope, error) {
-	resp, err := c.hub.Say(c.AuthContext(ctx), &agentnetv1.SayRequest{
+	resp, err := c.RPC().Say(ctx, &agentnetv1.SayRequest{
 		Content: content, Audience: slices.Clone(audience), ChannelId: channelID,
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return EnvelopeFromProto(resp.GetEnvelope()), nil
 }
@@ -634,9 +634,9 @@ func (c *Client) Say(ctx context.Context, channelID, content string, audience ..
 
 // SetA2ASettings replaces the caller's agent-to-agent settings.
 func (c *Client) SetA2ASettings(ctx context.Context, s *A2ASettings) (*AgentRecord, error) {
-	resp, err := c.hub.SetA2ASettings(c.AuthContext(ctx), &agentnetv1.SetA2ASettingsRequest{A2A: s})
+	resp, err := c.RPC().SetA2ASettings(ctx, &agentnetv1.SetA2ASettingsRequest{A2A: s})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetAgent(), nil
 }
@@ -658,12 +658,12 @@ type DiscoverRequest struct {
 
 // DiscoverAgents lists the A2A-enabled agents the caller may see and invoke.
 func (c *Client) DiscoverAgents(ctx context.Context, req DiscoverRequest) ([]*DiscoveredAgent, error) {
-	resp, err := c.hub.DiscoverAgents(c.AuthContext(ctx), &agentnetv1.DiscoverAgentsRequest{
+	resp, err := c.RPC().DiscoverAgents(ctx, &agentnetv1.DiscoverAgentsRequest{
 		ProjectId: req.ProjectID, Skills: slices.Clone(req.Skills), Capabilities: slices.Clone(req.Capabilities),
 		InputModes: slices.Clone(req.InputModes), Limit: clampInt32(req.Limit),
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetAgents(), nil
 }
@@ -728,9 +728,9 @@ func (c *Client) InvokeAgent(ctx context.Context, req InvokeRequest) (*InvokeRes
 	if secs > 0 {
 		in.TimeoutSeconds = proto.Float64(secs)
 	}
-	resp, err := c.hub.InvokeAgent(c.AuthContext(ctx), in)
+	resp, err := c.RPC().InvokeAgent(ctx, in)
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return &InvokeResult{
 		Status: resp.GetStatus(), Result: resp.GetResult(), Error: resp.GetError(),
@@ -741,9 +741,9 @@ func (c *Client) InvokeAgent(ctx context.Context, req InvokeRequest) (*InvokeRes
 // RefreshCallToken exchanges a call token that is still valid (or expired
 // within the grace period) for a fresh one.
 func (c *Client) RefreshCallToken(ctx context.Context, callToken string) (string, time.Time, error) {
-	resp, err := c.hub.RefreshCallToken(c.AuthContext(ctx), &agentnetv1.RefreshCallTokenRequest{CallToken: callToken})
+	resp, err := c.RPC().RefreshCallToken(ctx, &agentnetv1.RefreshCallTokenRequest{CallToken: callToken})
 	if err != nil {
-		return "", time.Time{}, FromStatus(err)
+		return "", time.Time{}, err
 	}
 	var exp time.Time
 	if ts := resp.GetExpiresAt(); ts != nil {
@@ -760,9 +760,9 @@ func (c *Client) CallTokenFor(ctx context.Context, executionID string) (string, 
 	if executionID == "" {
 		return "", time.Time{}, invalidArgument("executionID is empty")
 	}
-	resp, err := c.hub.RefreshCallToken(c.AuthContext(ctx), &agentnetv1.RefreshCallTokenRequest{ExecutionId: executionID})
+	resp, err := c.RPC().RefreshCallToken(ctx, &agentnetv1.RefreshCallTokenRequest{ExecutionId: executionID})
 	if err != nil {
-		return "", time.Time{}, FromStatus(err)
+		return "", time.Time{}, err
 	}
 	return resp.GetCallToken(), resp.GetExpiresAt().AsTime(), nil
 }
@@ -770,11 +770,11 @@ func (c *Client) CallTokenFor(ctx context.Context, executionID string) (string, 
 // ListExecutions lists the A2A executions of one root session ("" = every
 // root session the caller took part in), in start order.
 func (c *Client) ListExecutions(ctx context.Context, rootSessionID string, limit int) ([]*Execution, error) {
-	resp, err := c.hub.ListExecutions(c.AuthContext(ctx), &agentnetv1.ListExecutionsRequest{
+	resp, err := c.RPC().ListExecutions(ctx, &agentnetv1.ListExecutionsRequest{
 		RootSessionId: rootSessionID, Limit: clampInt32(limit),
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetExecutions(), nil
 }
@@ -795,12 +795,12 @@ type StartTaskRequest struct {
 // StartTask starts a task the caller owns (ReportTask STARTED) and returns
 // its mirror; end it with EndTask.
 func (c *Client) StartTask(ctx context.Context, req StartTaskRequest) (*TaskMetadata, error) {
-	resp, err := c.hub.ReportTask(c.AuthContext(ctx), &agentnetv1.ReportTaskRequest{
+	resp, err := c.RPC().ReportTask(ctx, &agentnetv1.ReportTaskRequest{
 		Kind: agentnetv1.TaskEventKind_TASK_EVENT_KIND_STARTED, Title: req.Title, ChannelId: req.ChannelID,
 		Capability: req.Capability,
 	})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetTask(), nil
 }
@@ -818,9 +818,9 @@ func (c *Client) EndTask(ctx context.Context, taskID string, result any, errText
 		}
 		req.PayloadJson = string(raw)
 	}
-	resp, err := c.hub.ReportTask(c.AuthContext(ctx), req)
+	resp, err := c.RPC().ReportTask(ctx, req)
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetTask(), nil
 }
@@ -831,9 +831,9 @@ func (c *Client) EndTask(ctx context.Context, taskID string, result any, errText
 // (PERMISSION_DENIED otherwise; FAILED_PRECONDITION once it ended). The
 // `tasks` tool's action "cancel" (CallTool) is the same call.
 func (c *Client) CancelTask(ctx context.Context, taskID, reason string) (*TaskMetadata, error) {
-	resp, err := c.hub.CancelTask(c.AuthContext(ctx), &agentnetv1.CancelTaskRequest{TaskId: taskID, Reason: reason})
+	resp, err := c.RPC().CancelTask(ctx, &agentnetv1.CancelTaskRequest{TaskId: taskID, Reason: reason})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	return resp.GetTask(), nil
 }
@@ -847,19 +847,19 @@ func (c *Client) CheckpointTask(ctx context.Context, taskID string, state any) e
 	if err != nil {
 		return invalidArgument("checkpoint state is not JSON-serialisable: %v", err)
 	}
-	_, err = c.hub.CheckpointTask(c.AuthContext(ctx), &agentnetv1.CheckpointTaskRequest{
+	_, err = c.RPC().CheckpointTask(ctx, &agentnetv1.CheckpointTaskRequest{
 		TaskId: taskID, StateJson: string(raw),
 	})
-	return FromStatus(err)
+	return err
 }
 
 // ReadTaskCheckpoint returns the last checkpoint of the caller's task taskID
 // (running or ended), or nil when none was saved (AG2's
 // read_task_checkpoint): a restarted agent resumes from it.
 func (c *Client) ReadTaskCheckpoint(ctx context.Context, taskID string) (json.RawMessage, error) {
-	resp, err := c.hub.ReadTaskCheckpoint(c.AuthContext(ctx), &agentnetv1.ReadTaskCheckpointRequest{TaskId: taskID})
+	resp, err := c.RPC().ReadTaskCheckpoint(ctx, &agentnetv1.ReadTaskCheckpointRequest{TaskId: taskID})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, err
 	}
 	if !resp.GetFound() {
 		return nil, nil
@@ -868,6 +868,21 @@ func (c *Client) ReadTaskCheckpoint(ctx context.Context, taskID string) (json.Ra
 }
 
 // ---- helpers ------------------------------------------------------------------
+
+// unary is the shared call of the generated HubRPC table (rpc_generated.go):
+// call runs as c's agent (its credential in ctx) and a failure comes back as
+// an *Error (FromStatus).
+func unary[Req, Res any](
+	ctx context.Context, c *Client, call func(context.Context, Req, ...grpc.CallOption) (Res, error), in Req,
+	opts []grpc.CallOption,
+) (Res, error) {
+	resp, err := call(c.AuthContext(ctx), in, opts...)
+	if err != nil {
+		var zero Res
+		return zero, FromStatus(err)
+	}
+	return resp, nil
+}
 
 // waitSeconds turns an explicit timeout, or else the context's remaining
 // time (less a small margin), into a hub-side wait in seconds (0 = the hub's default).
