@@ -101,7 +101,7 @@ proto: tools ## regenerate every stub tree under gen/ and the SDK's client table
 	bash scripts/gen_proto.sh
 
 # Everything `make proto` writes: the stub trees and the SDK's generated client tables.
-GENERATED := gen agentsdk/_generated_rpc.py
+GENERATED := gen agentsdk/_generated_rpc.py bridges/go/rpc_generated.go bridges/ts/src/rpc_generated.ts
 
 check-gen: proto ## regenerate and fail if gen/ (or a generated client table) differs from what is committed
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \

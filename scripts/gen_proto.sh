@@ -28,6 +28,11 @@ touch gen/python/agentnet/__init__.py gen/python/agentnet/v1/__init__.py gen/pyt
 # same protos (scripts/rpc_tables): agentsdk's HubRpc / OperatorRpc / KnowledgeRpc mix them in.
 "$PY" -m scripts.rpc_tables python agentsdk/_generated_rpc.py
 
+# The Go and TypeScript bridges' per-RPC tables (HubRPC, gofmt-formatted; HubRpc), read from the same protos:
+# the bridges' Client methods call them and write by hand only what is special.
+"$PY" -m scripts.rpc_tables go bridges/go/rpc_generated.go
+"$PY" -m scripts.rpc_tables ts bridges/ts/src/rpc_generated.ts
+
 # Python betterproto2 dataclasses with async grpclib clients -- for bridge authors.
 # betterproto2 output is one package (relative imports): agentnet_betterproto.agentnet.v1.
 rm -rf gen/python_betterproto
@@ -53,4 +58,4 @@ protoc --plugin=protoc-gen-ts_proto=tools/node_modules/.bin/protoc-gen-ts_proto 
   --ts_proto_opt=outputServices=grpc-js,esModuleInterop=true,env=node,useOptionals=messages,oneof=unions-value,useExactTypes=false,exportCommonSymbols=false \
   $PROTOS
 
-echo "generated: gen/python agentsdk/_generated_rpc.py gen/python_betterproto gen/go gen/ts"
+echo "generated: gen/python agentsdk/_generated_rpc.py bridges/go/rpc_generated.go bridges/ts/src/rpc_generated.ts gen/python_betterproto gen/go gen/ts"

@@ -8,13 +8,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from scripts.rpc_tables import go, python
+from scripts.rpc_tables import go, python, ts
 from scripts.rpc_tables.descriptors import Service, load
 
 #: Each language's emitter: the services of proto/ and the repository root in, the table's source out.
 EMITTERS: dict[str, Callable[[list[Service], Path], str]] = {
     "python": python.emit,
     "go": go.emit,
+    "ts": ts.emit,
 }
 
 

@@ -53,6 +53,7 @@ import {
   type SessionInfo,
   StreamSession,
 } from "./session";
+import { HubRpc } from "./rpc_generated";
 import { channelTarget } from "./targets";
 import { type TlsOptions, tlsChannel } from "./tls";
 
@@ -255,12 +256,16 @@ export interface ListExecutionsOptions extends CallOptions {
 }
 
 type Callback<Res> = (error: ServiceError | null, response: Res) => void;
-type UnaryMethod<Req, Res> = (
+/** A unary method of a generated grpc-js client (its callback form). */
+export type UnaryMethod<Req, Res> = (
   request: Req,
   metadata: Metadata,
   options: Partial<GrpcCallOptions>,
   callback: Callback<Res>,
 ) => ClientUnaryCall;
+
+/** The shared unary call {@link HubRpc} sends every RPC through (the client's credential, deadline, signal, errors). */
+export type UnaryCall = <Req, Res>(method: UnaryMethod<Req, Res>, request: Req, call?: CallOptions) => Promise<Res>;
 
 const DEFAULT_CALL_TIMEOUT_MS = 30_000;
 
@@ -278,10 +283,15 @@ export class Client {
   /** The bearer credential. Keep it secret. */
   readonly credential: string;
   /**
-   * The generated grpc-js client, for RPCs this class does not wrap (tasks,
-   * context, audit). Pass {@link authMetadata} with every call.
+   * The generated grpc-js client. Pass {@link authMetadata} with every call; {@link rpc}
+   * sends the unary RPCs with it, a deadline and error mapping for you.
    */
   readonly raw: HubServiceClient;
+  /**
+   * Every unary RPC of the hub as a typed promise (request and response messages), sent with this
+   * client's credential, deadline and error mapping: for requests the methods below do not wrap.
+   */
+  readonly rpc: HubRpc;
   private readonly callTimeoutMs: number;
   private readonly stream: StreamSession;
   /** Dials the replica a Redirect named, with this client's credentials and channel options. */
@@ -300,6 +310,7 @@ export class Client {
     options: ClientOptions,
   ) {
     this.raw = raw;
+    this.rpc = new HubRpc(raw, (method, request, call) => this.unary(method, request, call));
     this.agentId = agentId;
     this.credential = credential;
     this.record = record;
@@ -471,14 +482,13 @@ export class Client {
   /** One identity's full profile, by agent id or name. */
   async describeAgent(ref: { agentId: string } | { name: string }, call?: CallOptions): Promise<AgentRecord> {
     const agent = "agentId" in ref ? { $case: "agentId" as const, value: ref.agentId } : { $case: "name" as const, value: ref.name };
-    const res = await this.unary(this.raw.describeAgent, { agent }, call);
+    const res = await this.rpc.describeAgent({ agent }, call);
     return required(res.agent, "DescribeAgentResponse.agent");
   }
 
   /** Identities matching the filters (the `peers(action="find")` tool). */
   async listAgents(options: ListAgentsOptions = {}): Promise<AgentSummary[]> {
-    const res = await this.unary(
-      this.raw.listAgents,
+    const res = await this.rpc.listAgents(
       {
         kind: options.kind ?? PassportKind.PASSPORT_KIND_UNSPECIFIED,
         capability: options.capability ?? "",
@@ -495,13 +505,13 @@ export class Client {
 
   /** Replace this identity's skill markdown ("" = the hub's fallback). */
   async setSkill(skillMd: string, call?: CallOptions): Promise<AgentRecord> {
-    const res = await this.unary(this.raw.setSkill, { skillMd }, call);
+    const res = await this.rpc.setSkill({ skillMd }, call);
     return required(res.agent, "SetSkillResponse.agent");
   }
 
   /** Replace this identity's resume. */
   async setResume(resume: ResumeInit, call?: CallOptions): Promise<AgentRecord> {
-    const res = await this.unary(this.raw.setResume, { resume: fullResume(resume) }, call);
+    const res = await this.rpc.setResume({ resume: fullResume(resume) }, call);
     return required(res.agent, "SetResumeResponse.agent");
   }
 
@@ -512,7 +522,7 @@ export class Client {
    * like the rule given at registration it only narrows what the hub's policy allows.
    */
   async setRule(rule: JsonObject | null, call?: CallOptions): Promise<AgentRecord> {
-    const res = await this.unary(this.raw.setRule, { agentId: "", ruleJson: rule === null ? "" : JSON.stringify(rule) }, call);
+    const res = await this.rpc.setRule({ agentId: "", ruleJson: rule === null ? "" : JSON.stringify(rule) }, call);
     return required(res.agent, "SetRuleResponse.agent");
   }
 
@@ -522,7 +532,7 @@ export class Client {
    * (`effective`: `limits`, `rate`, `inbox`).
    */
   async getRule(call?: CallOptions): Promise<{ rule: JsonObject | undefined; rules: { id: string; rule: JsonObject }[]; effective: JsonObject }> {
-    const res = await this.unary(this.raw.getRule, { agentId: "" }, call);
+    const res = await this.rpc.getRule({ agentId: "" }, call);
     return {
       rule: res.ruleJson === "" ? undefined : parseJsonObject(res.ruleJson),
       rules: res.rules.map((r) => ({ id: r.id, rule: parseJsonObject(r.ruleJson) })),
@@ -533,7 +543,7 @@ export class Client {
   /** Remove this identity (its live channels close); returns the closed channel ids (none on a second call). */
   async unregister(call?: CallOptions): Promise<string[]> {
     if (this.unregistered) return []; // a second call is a no-op, as the Python SDK's
-    const res = await this.unary(this.raw.unregister, {}, call);
+    const res = await this.rpc.unregister({}, call);
     this.unregistered = true;
     return res.closedChannelIds;
   }
@@ -551,8 +561,7 @@ export class Client {
     const waitSeconds = options.waitUntilOpened
       ? (options.waitTimeoutSeconds || (options.inviteAckTimeoutSeconds ?? 30) + 5)
       : 0;
-    const res = await this.unary(
-      this.raw.openChannel,
+    const res = await this.rpc.openChannel(
       {
         type: options.type,
         targets: [...options.targets],
@@ -564,21 +573,20 @@ export class Client {
         waitUntilOpened: options.waitUntilOpened ?? false,
         waitTimeoutSeconds: options.waitTimeoutSeconds ?? 0,
       },
-      call,
-      waitSeconds > 0 ? (waitSeconds + 10) * 1000 : undefined,
+      withDefaultTimeout(call, waitSeconds > 0 ? (waitSeconds + 10) * 1000 : undefined),
     );
     return { channel: required(res.channel, "OpenChannelResponse.channel"), seedEnvelopeId: res.seedEnvelopeId };
   }
 
   /** Close a channel this identity participates in (reason "" = `closed_by_agent`). */
   async closeChannel(channelId: string, reason = "", call?: CallOptions): Promise<ChannelMetadata> {
-    const res = await this.unary(this.raw.closeChannel, { channelId, reason }, call);
+    const res = await this.rpc.closeChannel({ channelId, reason }, call);
     return required(res.channel, "CloseChannelResponse.channel");
   }
 
   /** A channel's metadata, adapter state and expected next speakers. */
   async describeChannel(channelId: string, call?: CallOptions): Promise<ChannelDescription> {
-    const res = await this.unary(this.raw.describeChannel, { channelId }, call);
+    const res = await this.rpc.describeChannel({ channelId }, call);
     return {
       channel: required(res.channel, "DescribeChannelResponse.channel"),
       adapterState: parseJsonObject(res.adapterStateJson),
@@ -590,8 +598,7 @@ export class Client {
   async listChannels(
     options: CallOptions & { includeEnded?: boolean; type?: string; limit?: number } = {},
   ): Promise<ChannelMetadata[]> {
-    const res = await this.unary(
-      this.raw.listChannels,
+    const res = await this.rpc.listChannels(
       {
         includeEnded: options.includeEnded ?? false,
         type: options.type ?? "",
@@ -608,7 +615,7 @@ export class Client {
    * would answer (its delegation depth counts, as for the post).
    */
   async canSend(channelId: string, eventType = "", call?: CallOptions, causationId = ""): Promise<CanSendResult> {
-    const res = await this.unary(this.raw.canSend, { channelId, eventType, causationId }, call);
+    const res = await this.rpc.canSend({ channelId, eventType, causationId }, call);
     return {
       allowed: res.allowed,
       refusal: res.refusal !== undefined && !res.allowed ? AgentNetError.fromErrorDetail(res.refusal) : undefined,
@@ -623,7 +630,7 @@ export class Client {
    * its ack), so it posts no second reply. One indexed lookup on the hub.
    */
   async findReply(channelId: string, causationId: string, sender = "", call?: CallOptions): Promise<AgentEnvelope | undefined> {
-    const res = await this.unary(this.raw.findReply, { channelId, causationId, sender }, call);
+    const res = await this.rpc.findReply({ channelId, causationId, sender }, call);
     return res.envelope === undefined ? undefined : decodeEnvelope(res.envelope);
   }
 
@@ -641,8 +648,7 @@ export class Client {
     message: string,
     options: CallOptions & { attempts?: number } = {},
   ): Promise<{ posted: boolean; action: string }> {
-    const res = await this.unary(
-      this.raw.reportTurnFailure,
+    const res = await this.rpc.reportTurnFailure(
       { channelId, envelopeId, errorClass, message, attempts: options.attempts ?? 0 },
       options,
     );
@@ -658,8 +664,7 @@ export class Client {
   async listPendingTurns(
     options: CallOptions & { limit?: number; pageToken?: string } = {},
   ): Promise<{ turns: { channelId: string; seq: number; envelopeId: string }[]; nextPageToken: string }> {
-    const res = await this.unary(
-      this.raw.listPendingTurns,
+    const res = await this.rpc.listPendingTurns(
       { limit: options.limit ?? 0, pageToken: options.pageToken ?? "" },
       options,
     );
@@ -688,7 +693,7 @@ export class Client {
 
   /** The tools usable now: the plugin tools and the adapter tools of `channelId` for this turn. */
   async listTools(channelId = "", options: CallOptions & { excludePlugin?: boolean } = {}): Promise<ToolInfo[]> {
-    const res = await this.unary(this.raw.listTools, { channelId, excludePlugin: options.excludePlugin ?? false }, options);
+    const res = await this.rpc.listTools({ channelId, excludePlugin: options.excludePlugin ?? false }, options);
     return res.tools.map((t) => ({
       name: t.name,
       description: t.description,
@@ -707,8 +712,7 @@ export class Client {
     args: JsonObject,
     options: CallOptions & { channelId?: string; taskId?: string; causationId?: string } = {},
   ): Promise<JsonValue> {
-    const res = await this.unary(
-      this.raw.callTool,
+    const res = await this.rpc.callTool(
       {
         name,
         argumentsJson: JSON.stringify(args),
@@ -732,8 +736,7 @@ export class Client {
     title: string,
     options: CallOptions & { channelId?: string; ttlSeconds?: number; capability?: string } = {},
   ): Promise<TaskMetadata> {
-    const res = await this.unary(
-      this.raw.reportTask,
+    const res = await this.rpc.reportTask(
       {
         taskId: "",
         kind: TaskEventKind.TASK_EVENT_KIND_STARTED,
@@ -752,8 +755,7 @@ export class Client {
   /** End this identity's task: completed with `result` (any JSON value), or failed when `error` is given. */
   async endTask(taskId: string, outcome: { result?: JsonValue; error?: string } = {}, call?: CallOptions): Promise<TaskMetadata> {
     const failed = outcome.error !== undefined && outcome.error !== "";
-    const res = await this.unary(
-      this.raw.reportTask,
+    const res = await this.rpc.reportTask(
       {
         taskId,
         kind: failed ? TaskEventKind.TASK_EVENT_KIND_FAILED : TaskEventKind.TASK_EVENT_KIND_COMPLETED,
@@ -776,7 +778,7 @@ export class Client {
    * `tasks` tool's `action: "cancel"` is the same call.
    */
   async cancelTask(taskId: string, reason = "", call?: CallOptions): Promise<TaskMetadata> {
-    const res = await this.unary(this.raw.cancelTask, { taskId, reason }, call);
+    const res = await this.rpc.cancelTask({ taskId, reason }, call);
     return required(res.task, "CancelTaskResponse.task");
   }
 
@@ -786,7 +788,7 @@ export class Client {
    * (PAYLOAD_TOO_LARGE beyond); only the task's owner may save, while the task runs.
    */
   async checkpointTask(taskId: string, state: JsonObject, call?: CallOptions): Promise<void> {
-    await this.unary(this.raw.checkpointTask, { taskId, stateJson: JSON.stringify(state) }, call);
+    await this.rpc.checkpointTask({ taskId, stateJson: JSON.stringify(state) }, call);
   }
 
   /**
@@ -794,7 +796,7 @@ export class Client {
    * was saved (AG2's `read_task_checkpoint`): what a restarted agent resumes from.
    */
   async readTaskCheckpoint(taskId: string, call?: CallOptions): Promise<JsonObject | undefined> {
-    const res = await this.unary(this.raw.readTaskCheckpoint, { taskId }, call);
+    const res = await this.rpc.readTaskCheckpoint({ taskId }, call);
     return res.found ? parseJsonObject(res.stateJson) : undefined;
   }
 
@@ -805,11 +807,9 @@ export class Client {
     options: CallOptions & { capability?: string; timeoutSeconds?: number; causationId?: string } = {},
   ): Promise<DelegateResponse> {
     const timeoutSeconds = options.timeoutSeconds ?? 300;
-    return this.unary(
-      this.raw.delegate,
+    return this.rpc.delegate(
       { target, prompt, capability: options.capability ?? "", timeoutSeconds, causationId: options.causationId ?? "" },
-      options,
-      (timeoutSeconds + 10) * 1000,
+      withDefaultTimeout(options, (timeoutSeconds + 10) * 1000),
     );
   }
 
@@ -819,8 +819,7 @@ export class Client {
     content: string,
     options: CallOptions & { audience?: string[]; causationId?: string } = {},
   ): Promise<AgentEnvelope> {
-    const res = await this.unary(
-      this.raw.say,
+    const res = await this.rpc.say(
       { content, audience: options.audience ?? [], channelId, causationId: options.causationId },
       options,
     );
@@ -831,8 +830,7 @@ export class Client {
 
   /** The A2A-enabled agents this identity may see and invoke. */
   async discoverAgents(options: DiscoverAgentsOptions = {}): Promise<DiscoveredAgent[]> {
-    const res = await this.unary(
-      this.raw.discoverAgents,
+    const res = await this.rpc.discoverAgents(
       {
         projectId: options.projectId ?? "",
         skills: options.skills ?? [],
@@ -847,7 +845,7 @@ export class Client {
 
   /** Replace this identity's A2A settings (omitted fields are cleared: `enabled` false, lists empty). */
   async setA2ASettings(a2a: Partial<A2ASettings>, call?: CallOptions): Promise<AgentRecord> {
-    const res = await this.unary(this.raw.setA2ASettings, { a2a: A2ASettings.fromPartial(a2a) }, call);
+    const res = await this.rpc.setA2ASettings({ a2a: A2ASettings.fromPartial(a2a) }, call);
     return required(res.agent, "SetA2ASettingsResponse.agent");
   }
 
@@ -858,8 +856,7 @@ export class Client {
    */
   async invokeAgent(agentId: string, message: string, options: InvokeAgentOptions = {}): Promise<InvokeAgentResponse> {
     const timeoutSeconds = options.timeoutSeconds;
-    return this.unary(
-      this.raw.invokeAgent,
+    return this.rpc.invokeAgent(
       {
         agentId,
         message,
@@ -872,8 +869,7 @@ export class Client {
         detach: false,
         continuesExecutionId: "",
       },
-      options,
-      ((timeoutSeconds ?? 300) + 10) * 1000,
+      withDefaultTimeout(options, ((timeoutSeconds ?? 300) + 10) * 1000),
     );
   }
 
@@ -893,7 +889,7 @@ export class Client {
 
   /** Exchange a call token that is still valid (or expired within the hub's grace period) for a fresh one. */
   async refreshCallToken(callToken: string, call?: CallOptions): Promise<RefreshCallTokenResponse> {
-    return this.unary(this.raw.refreshCallToken, { callToken, executionId: "" }, call);
+    return this.rpc.refreshCallToken({ callToken, executionId: "" }, call);
   }
 
   /**
@@ -903,13 +899,12 @@ export class Client {
    * FAILED_PRECONDITION (the call is not running).
    */
   async callTokenFor(executionId: string, call?: CallOptions): Promise<RefreshCallTokenResponse> {
-    return this.unary(this.raw.refreshCallToken, { callToken: "", executionId }, call);
+    return this.rpc.refreshCallToken({ callToken: "", executionId }, call);
   }
 
   /** The A2A executions (call tree) of a root session, in start order. */
   async listExecutions(options: ListExecutionsOptions = {}): Promise<Execution[]> {
-    const res = await this.unary(
-      this.raw.listExecutions,
+    const res = await this.rpc.listExecutions(
       { rootSessionId: options.rootSessionId ?? "", limit: options.limit ?? 0 },
       options,
     );
@@ -1090,6 +1085,14 @@ function makeStub(target: string, options: ClientOptions): HubServiceClient {
     ...tls?.channelOptions,
     ...options.channelOptions,
   });
+}
+
+/**
+ * `call` with its deadline defaulting to `timeoutMs` (undefined: the client's `callTimeoutMs`), for an
+ * RPC that waits on the hub for longer than a plain call.
+ */
+function withDefaultTimeout(call: CallOptions | undefined, timeoutMs: number | undefined): CallOptions {
+  return { timeoutMs: call?.timeoutMs ?? timeoutMs, signal: call?.signal };
 }
 
 function required<T>(value: T | undefined, what: string): T {

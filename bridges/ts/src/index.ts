@@ -33,6 +33,7 @@ export {
   type ResumeInit,
   type ToolInfo,
 } from "./client";
+export { HubRpc } from "./rpc_generated";
 export {
   type BackoffOptions,
   type ConnectionState,
