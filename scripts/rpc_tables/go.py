@@ -61,7 +61,8 @@ def _emit_method(method: Method) -> str:
     response = f"*agentnetv1.{method.response.name}"
     return (
         f"\n{_doc(method)}"
-        f"func (r HubRPC) {method.name}(ctx context.Context, in {request}, opts ...grpc.CallOption) ({response}, error) {{\n"
+        f"func (r HubRPC) {method.name}(ctx context.Context, in {request}, opts ...grpc.CallOption) "
+        f"({response}, error) {{\n"
         f"\treturn unary(ctx, r.c, r.c.hub.{method.name}, in, opts)\n"
         "}\n"
     )
