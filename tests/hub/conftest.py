@@ -28,7 +28,7 @@ from hubsvc.storage.sqlite import SqliteHubStore
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
 
-STORE_KINDS = ("sqlite", "redis", "redis-cluster", "redis-cluster-spread", "redis-divided")
+STORE_KINDS = ("sqlite", "redis", "redis-cluster", "redis-cluster-spread", "redis-divided", "redis-replicas")
 STORES = [k for k in os.environ.get("AGENTNET_HUB_TEST_STORES", "sqlite,redis").split(",") if k]
 if not set(STORES) <= set(STORE_KINDS):
     raise ValueError(f"AGENTNET_HUB_TEST_STORES may name {', '.join(STORE_KINDS)}, not {STORES}")
