@@ -28,6 +28,7 @@ from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
 from hubsvc.core.ownership import Ownership
 from hubsvc.core.partition_map import desired
+from hubsvc.governance.policy import Policy
 from hubsvc.server import HubServer, start_hub
 from hubsvc.storage import HubStore, SqliteHubStore
 from hubsvc.storage.redis_store import RedisHubStore
@@ -135,6 +136,11 @@ class RunningHub:
             raise AssertionError(f"channel {channel_id} is held by {len(held)} replicas, not one (moving?)")
         return held[0]
 
+    def set_policy(self, policy: Policy) -> None:
+        """Replace the governance policy of every replica (as an operator's policy file reaches each)."""
+        for core in self.cores:
+            core.governance.replace(policy)
+
     def serving(self, who: Participant) -> HubServer:
         """The replica ``who`` talks to."""
         return next(s for s in self.replicas if s.target == who.target)
@@ -190,9 +196,12 @@ def _ownership(server: HubServer) -> Ownership:
     return ownership
 
 
-def _settled(servers: list[HubServer]) -> bool:
-    """Every partition is held by the one replica rendezvous hashing gives it among ``servers``."""
-    ids = [_ownership(s).replica_id for s in servers]
+async def _settled(servers: list[HubServer]) -> bool:
+    """Each of ``servers`` holds just the partitions rendezvous hashing gives it among the live replicas
+    of the store (a test may run two such hubs on one store, as more replicas of one deployment)."""
+    liveness = servers[0].core.store.liveness
+    assert liveness is not None, "a divided store kind's replica has no liveness keys"
+    ids = list(await liveness.replicas())
     for server in servers:
         ownership = _ownership(server)
         want = desired(ownership.replica_id, ownership.count, ids)

@@ -31,7 +31,7 @@ def forged_dispatch(_: RunningHub, cause: str) -> Post:
 
 def bob_inbox_full(hub: RunningHub, cause: str) -> Post:
     entry = RuleEntry(id="bob-inbox", match=PeerSelector(names=("bob",)), rule=Rule(inbox=InboxRule(max_pending=1)))
-    hub.core.governance.replace(Policy(rules=(entry,)))
+    hub.set_policy(Policy(rules=(entry,)))
     return {"text": "one too many"}, {}
 
 

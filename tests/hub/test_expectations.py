@@ -60,7 +60,7 @@ async def people(hub: RunningHub) -> AsyncIterator[list[Participant]]:
 
 
 def set_policy(hub: RunningHub, expectations: dict[str, Any]) -> None:
-    hub.core.governance.replace(Policy.model_validate({"expectations": expectations}))
+    hub.set_policy(Policy.model_validate({"expectations": expectations}))
 
 
 async def wal(p: Participant, channel_id: str) -> list[envelope_pb2.Envelope]:
@@ -387,7 +387,7 @@ async def test_the_governance_doc_examples_hold(
     path.write_text(policy_yaml)
     policy = load_policy(path)
     assert policy.expectations["discussion"]["max_silence"] is None
-    hub.core.governance.replace(policy)
+    hub.set_policy(policy)
     alice, bob, carol = people
     cid = await open_channel(alice, "consulting", [bob], knobs=json.loads(knobs_json))
     meta = await alice.rpc("DescribeChannel", hub_pb2.DescribeChannelRequest(channel_id=cid))

@@ -212,7 +212,7 @@ async def test_a_post_whose_write_failed_gets_its_rate_token_back(hub: RunningHu
     for p in (alice, bob):
         await p.connect()
     channel_id = await open_channel(alice, "conversation", [bob])
-    hub.core.governance.replace(rate_policy("alice", per_second=0.001, burst=3))
+    hub.set_policy(rate_policy("alice", per_second=0.001, burst=3))
     fail_inserts(hub.db, "boom", "wal", "NEW.text = 'boom'")
     for _ in range(4):  # more failed writes than alice has tokens: each is UNAVAILABLE, never RATE_LIMITED
         with pytest.raises(Unavailable) as failed:
