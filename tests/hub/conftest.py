@@ -51,8 +51,12 @@ def hub_store(request: pytest.FixtureRequest) -> Iterator[str]:
     if kind == "sqlite":
         yield kind
         return
-    with harness.on_redis(request, kind, REDIS_DB):
-        yield kind
+    harness.STORE.together = request.node.get_closest_marker("clients_on_one_replica") is not None
+    try:
+        with harness.on_redis(request, kind, REDIS_DB):
+            yield kind
+    finally:
+        harness.STORE.together = False
 
 
 @pytest.fixture

@@ -60,6 +60,9 @@ class StoreChoice:
     """(``replicas`` > 1) Each registered participant talks to the next replica in turn, so a channel
     is held where its opener talks and elsewhere for the others; else every client talks to a
     front replica that holds no channel, so every channel is held elsewhere."""
+    together: bool = False
+    """(``spread``) This test's participants all talk to the front replica (a test marked
+    ``clients_on_one_replica``: what it checks differs by design when they talk to several)."""
 
     @property
     def divided(self) -> bool:
@@ -178,7 +181,8 @@ async def _replicas(db: Path, options: HubOptions | None, **kwargs: Any) -> Asyn
         await assert_eventually(lambda: _settled(servers), timeout=15)
         if STORE.spread:
             front = servers[0]
-            _SPREAD[front.target] = itertools.cycle([s.target for s in servers])
+            if not STORE.together:
+                _SPREAD[front.target] = itertools.cycle([s.target for s in servers])
         else:
             front = next(s for s in servers if not _ownership(s).held)
         try:

@@ -40,6 +40,9 @@ async def test_can_send_asks_the_arbiter(tmp_path: Path) -> None:
             await p.close()
 
 
+@pytest.mark.clients_on_one_replica(
+    "Delivery.can_send is computed by the holder's adapter; a replica that only follows the channel leaves it unset (ask CanSend), docs/scale-out.md"
+)
 async def test_can_send_checks_the_depth_the_reply_would_inherit(tmp_path: Path) -> None:
     rules = Policy.model_validate(
         {"rules": [{"id": "shallow", "match": {"names": ["b"]}, "rule": {"limits": {"max_depth": 1}}}]}

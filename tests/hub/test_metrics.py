@@ -27,7 +27,9 @@ async def scrape_hub(hub: RunningHub) -> Samples:
     for server in hub.replicas:
         assert server.metrics_server is not None
         for key, sample in (await scrape(server.metrics_server.url)).items():
-            merged[key] = max(merged.get(key, sample), sample) if key[0].endswith("_max") else merged.get(key, 0) + sample
+            merged[key] = (
+                max(merged.get(key, sample), sample) if key[0].endswith("_max") else merged.get(key, 0) + sample
+            )
     return merged
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agentnet.v1 import connect_pb2, hub_pb2
 
 from tests.hub.harness import Participant, RunningHub, open_channel, register
@@ -19,6 +21,9 @@ async def can_send(p: Participant, channel_id: str) -> bool:
     return bool(response.allowed)
 
 
+@pytest.mark.clients_on_one_replica(
+    "Delivery.can_send is computed by the holder's adapter; a replica that only follows the channel leaves it unset (ask CanSend), docs/scale-out.md"
+)
 async def test_discussion_deliveries_name_the_next_speaker(
     hub: RunningHub, trio: tuple[Participant, Participant, Participant]
 ) -> None:
