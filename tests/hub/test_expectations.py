@@ -21,6 +21,7 @@ from hubsvc.governance.policy import ExpectationSpec, Policy, load_policy
 from netkernel.errors import InvalidArgument
 from tests.clock import FakeClock
 from tests.event_table import event_table
+from tests.hub import harness
 from tests.hub.harness import (
     Participant,
     RunningHub,
@@ -344,7 +345,14 @@ async def test_a_firing_before_a_restart_does_not_fire_again_and_one_missed_whil
         await audit_rows(hub, fired, 1)
 
 
-async def test_a_hidden_agent_stays_hidden_across_a_restart(tmp_path: Path, clock: FakeClock) -> None:
+async def test_a_hidden_agent_stays_hidden_across_a_restart(
+    tmp_path: Path, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    if harness.STORE.divided:  # a known gap, not a documented difference: it must fail until fixed
+        reason = (
+            "product gap: a hide is known only to the channel's holder; another replica's discovery lists the agent"
+        )
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     db = tmp_path / "hub.db"
     async with running_hub(db, clock=clock) as hub:
         alice, bob = [await register(hub.target, n) for n in ("alice", "bob")]
