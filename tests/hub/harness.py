@@ -70,6 +70,12 @@ class StoreChoice:
         return self.replicas > 1
 
 
+UNSET_CAN_SEND = (
+    "Delivery.can_send is computed by the holder's adapter; a replica that only follows the channel "
+    "leaves it unset (ask CanSend), docs/scale-out.md"
+)
+"""The reason of ``clients_on_one_replica`` on tests of ``Delivery.can_send``."""
+
 DIVIDED_KINDS = {"redis-divided": (2, 1, False), "redis-replicas": (3, 16, True)}
 """Store kind → (replicas, partitions, spread) of the kinds whose hubs are replicas dividing the channels."""
 

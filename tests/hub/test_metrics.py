@@ -42,7 +42,6 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
     async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
         store = hub.core.store.kind  # "redis" for every Redis test store kind (server or Cluster)
         alice, bob, cid = await conversation(hub.target)
-        url = metrics_url(hub)
         before = await scrape_hub(hub)
         sent = [await alice.say(cid, f"m{i}") for i in range(5)]
         for env in sent:
@@ -106,7 +105,6 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
 async def test_queued_deliveries_show_in_the_gauges(tmp_path: Path) -> None:
     async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
         alice, bob, cid = await conversation(hub.target)
-        url = metrics_url(hub)
         await bob.sync()  # the hub has bob's acks of what it got so far: none of it is replayed below
         await bob.disconnect()
         # bob reconnects with a window of one unacked delivery and stops acking: the rest stays queued
@@ -151,7 +149,6 @@ async def test_reported_turn_failures_are_counted(tmp_path: Path) -> None:
 
     async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
         alice, bob, cid = await conversation(hub.target)
-        url = metrics_url(hub)
         before = await scrape_hub(hub)
         question = await alice.say(cid, "hello?")
         request = hub_pb2.ReportTurnFailureRequest(
