@@ -24,6 +24,7 @@ from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identi
 from grpc_status import rpc_status
 
 from agentsdk.errors import error_from_reason, error_from_rpc
+from hubsvc.core.channel import ChannelRuntime
 from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
 from hubsvc.core.ownership import Ownership
@@ -137,6 +138,10 @@ class RunningHub:
     def cores(self) -> list[HubCore]:
         """The core of every replica."""
         return [s.core for s in self.replicas]
+
+    def live_channels(self) -> list[ChannelRuntime]:
+        """The live channels every replica holds (each is held by one)."""
+        return [ch for core in self.cores for ch in core.channels.live()]
 
     def holder(self, channel_id: str) -> HubServer:
         """The replica holding ``channel_id`` now (the hub itself when alone)."""

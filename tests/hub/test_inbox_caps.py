@@ -35,7 +35,8 @@ async def settled(p: Participant) -> None:
 
 
 def pending(hub: RunningHub, p: Participant) -> int:
-    return hub.core.inboxes.pending(p.agent_id)
+    """What waits for ``p``, over every replica (each holder counts its own channels)."""
+    return sum(core.inboxes.pending(p.agent_id) for core in hub.cores)
 
 
 async def test_cap_refuses_until_the_recipient_answers(hub: RunningHub) -> None:
@@ -48,7 +49,7 @@ async def test_cap_refuses_until_the_recipient_answers(hub: RunningHub) -> None:
         await alice.say(channel_id, "two")
         await settled(bob)
         assert pending(hub, bob) == 2  # bob acked both: read is not answered
-        ch = hub.core.live_channel(channel_id)
+        ch = hub.holder(channel_id).core.live_channel(channel_id)
         assert ch is not None
         before = ch.last_seq
 
@@ -144,12 +145,12 @@ async def test_seed_of_a_new_channel_is_refused_when_the_target_is_full(hub: Run
         await settled(bob)
         hub.set_policy(inbox_policy("bob", 1))
         await alice.say(channel_id, "fills bob's inbox")
-        live = {c.channel_id for c in hub.core.channels.live()}
+        live = {c.channel_id for c in hub.live_channels()}
         with pytest.raises(InboxFull):
             await alice.rpc(
                 "OpenChannel", hub_pb2.OpenChannelRequest(type="consulting", targets=[bob.name], message="hi")
             )
-        assert {c.channel_id for c in hub.core.channels.live()} == live
+        assert {c.channel_id for c in hub.live_channels()} == live
         # Without a seed, the invite (a hub envelope) is never refused, and does not count.
         await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="consulting", targets=[bob.name]))
         assert pending(hub, bob) == 1

@@ -56,7 +56,7 @@ async def test_bucket_refuses_beyond_burst_and_allows_after_refill(
     hub.set_policy(rate_policy("alice", per_second=0.5, burst=3))
     for i in range(3):
         await alice.say(channel_id, f"burst {i}")
-    ch = hub.core.live_channel(channel_id)
+    ch = hub.holder(channel_id).core.live_channel(channel_id)
     assert ch is not None
     before = ch.last_seq
     wal_before = await hub.core.read_wal(alice.agent_id, channel_id)
@@ -200,13 +200,13 @@ async def test_every_originating_path_is_limited_and_counts(
     alice, bob, channel_id = conv
     hub.set_policy(rate_policy("alice", per_second=0.001, burst=1))
     await alice.say(channel_id, "takes the only token")
-    live = {c.channel_id for c in hub.core.channels.live()}
-    seqs = {c.channel_id: c.last_seq for c in hub.core.channels.live()}
+    live = {c.channel_id for c in hub.live_channels()}
+    seqs = {c.channel_id: c.last_seq for c in hub.live_channels()}
     with pytest.raises(RateLimited):
         await path(hub, alice, bob, channel_id)
     # Refused: no channel opened, nothing appended anywhere.
-    assert {c.channel_id for c in hub.core.channels.live()} == live
-    assert {c.channel_id: c.last_seq for c in hub.core.channels.live()} == seqs
+    assert {c.channel_id for c in hub.live_channels()} == live
+    assert {c.channel_id: c.last_seq for c in hub.live_channels()} == seqs
 
     clock.offset += 1000.0  # one token
     await path(hub, alice, bob, channel_id)
