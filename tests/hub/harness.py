@@ -184,7 +184,8 @@ async def _replicas(db: Path, options: HubOptions | None, **kwargs: Any) -> Asyn
     same options, policy, clock and the rest (as an operator configures every replica alike), once each
     holds its rendezvous share. Spread: the first replica is the front one and registrations go to each
     in turn; else the front one is a replica that holds no partition."""
-    options = dataclasses.replace(options or HubOptions(), replica_ttl=1.5, replica_refresh=0.2)
+    # Short rounds (partitions settle fast), leases of the default TTL (a loaded core's stall keeps them).
+    options = dataclasses.replace(options or HubOptions(), replica_ttl=5.0, replica_refresh=0.2)
     servers: list[HubServer] = []
     try:
         for _ in range(STORE.replicas):
