@@ -72,7 +72,7 @@ async def test_cap_refuses_until_the_recipient_answers(hub: RunningHub) -> None:
         # The hub's own envelopes are never refused: closing works with bob's inbox full,
         # and a channel that ended no longer holds his inbox.
         await alice.say(channel_id, "four")
-        await hub.core.close_channel(alice.agent_id, channel_id, "done")
+        await hub.holder(channel_id).core.close_channel(alice.agent_id, channel_id, "done")
         assert pending(hub, bob) == 0
     finally:
         await alice.close()
