@@ -170,6 +170,9 @@ class Session:
         self._in_flight = 0
         self._cursors: dict[str, _ChannelCursor] = {}
         self._replaying = True
+        self._marked = False
+        """Whether the replay's marks are taken (before that, every offered envelope is at or below its
+        channel's mark-to-be: the replay reads it from the WAL)."""
         self._buffer: list[tuple[envelope_pb2.Envelope, int]] = []
         self._closed = False
         self._close_error: AgentNetError | None = None
@@ -240,10 +243,17 @@ class Session:
         if self._closed:
             return
         if self._replaying:
+            if not self._marked:
+                return  # committed before the marks are read: the replay covers it (not held twice)
             if self._reserve(size, "a live envelope held back during replay"):
                 self._buffer.append((wire, size))
             return
         self._accept(wire, size, replay=False)
+
+    def marks_taken(self) -> None:
+        """The replay's marks are read (each channel's committed seq): live envelopes offered from now
+        on may lie above them, so they are held back until the replay ends."""
+        self._marked = True
 
     def start_replay_channel(self, channel_id: str, cursor: int) -> None:
         """Begin replay of a channel from ``cursor`` (everything <= cursor counts as done)."""

@@ -164,7 +164,7 @@ class Sessions:
         stored = await self._store.load_cursors(agent_id)
         if self._refresh_turns is not None:
             # A turn another replica saw answered is not listed (the client would answer it
-            # again); what the catch-up publishes is buffered by the session, under the marks.
+            # again); what the catch-up publishes comes before the marks, so the replay covers it.
             await self._refresh_turns(agent_id)
         marks: dict[str, int] = {}
         held: list[connect_pb2.PendingTurn] = []
@@ -174,6 +174,7 @@ class Sessions:
                 turn = ch.pending_turn(agent_id)
                 if turn is not None and turn[0] <= ch.committed_seq:
                     held.append(connect_pb2.PendingTurn(channel_id=ch.channel_id, seq=turn[0], envelope_id=turn[1]))
+        session.marks_taken()  # a channel publishes after its committed seq moves: what came before is marked
         # The turns of channels other replicas hold, asked of them (bounded: a holder that does not
         # answer in time is left out and the list marked truncated, so the client lists them later).
         remote, complete = await self.remote_turns(agent_id) if self.remote_turns is not None else ([], True)

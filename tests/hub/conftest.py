@@ -1,19 +1,31 @@
 """Fixtures for hub integration tests: a real hub on a free port, on each store.
 
 Every test of a module that builds hubs with the harness (the ``hub`` fixture or
-``running_hub``) runs twice: on SQLite and on Redis (the session's redis-server, DB 1,
-flushed after each test). A test that is about the SQLite file itself carries
-``@pytest.mark.sqlite_only("why")`` and runs on SQLite alone.
+``running_hub``) runs once per store kind of ``AGENTNET_HUB_TEST_STORES`` (comma-separated;
+default ``sqlite,redis-replicas``, what ``make test`` runs). The Redis kinds use the session's
+redis-server (DB 1, flushed after each test) or its local Redis Cluster:
 
-``AGENTNET_HUB_TEST_STORES`` (comma-separated) replaces the store kinds, e.g.
-``redis-cluster`` runs the harness-built tests on the session's local Redis Cluster
-(``redis+cluster://``, the hub's keys under one hash tag) instead, ``redis-cluster-spread`` on
-the Cluster with each channel under its own hash tag (``?spread=1``); the replica and store
-tests (test_replicas.py, test_redis_store.py) run on the Cluster, both layouts, in every run.
-``redis-divided`` runs them against a replica that holds no channel (``--partitions 1``, a second
-replica holding the one partition): every channel is held elsewhere, so every call about it is
-forwarded and every delivery is told by channel notices (docs/scale-out.md). Tests that read the
-serving replica's own memory (what it holds, its live-channel counts) do not apply there.
+* ``sqlite``: one hub on a SQLite file.
+* ``redis-replicas``: each hub is three replicas on one Redis dividing 16 partitions
+  (``--partitions``, docs/scale-out.md "Channels divided among the replicas"), all started alike;
+  the participants a test registers talk to the replicas in turn, so a channel is held where its
+  opener talks and elsewhere for the others. ``RunningHub.holder(channel_id)``,
+  ``RunningHub.serving(participant)`` and ``RunningHub.replicas`` reach one replica's memory.
+* ``redis``: one hub on Redis without partitions (the store and replica tests, test_redis_store.py
+  and test_replicas.py, cover the undivided Redis replicas in every run).
+* ``redis-divided`` (opt-in): each hub is the front of two replicas with ``--partitions 1``, holding
+  none: every channel is held by the other, so every call about it is forwarded. The tests marked
+  ``clients_on_one_replica`` and those of an expectation's ``hide`` fail there by design (the front
+  never holds their channel), and so does the root-span check of test_tracing.py (a forwarded post's
+  span continues the forward's).
+* ``redis-cluster`` / ``redis-cluster-spread``: one hub on the Cluster, the hub's keys under one
+  hash tag, or each channel under its own (``?spread=1``).
+
+A test about the SQLite file itself carries ``@pytest.mark.sqlite_only("why")`` and runs on SQLite
+alone. A test of behaviour docs/scale-out.md documents as differing when the participants talk to
+different replicas (a follower's deliveries carry no ``can_send``, Unregister lists the channels its
+replica closed) carries ``@pytest.mark.clients_on_one_replica("why")``: on the divided kinds its
+participants all talk to the front replica.
 """
 
 from __future__ import annotations
@@ -28,8 +40,8 @@ from hubsvc.storage.sqlite import SqliteHubStore
 from tests.hub import harness
 from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
 
-STORE_KINDS = ("sqlite", "redis", "redis-cluster", "redis-cluster-spread", "redis-divided")
-STORES = [k for k in os.environ.get("AGENTNET_HUB_TEST_STORES", "sqlite,redis").split(",") if k]
+STORE_KINDS = ("sqlite", "redis", "redis-cluster", "redis-cluster-spread", "redis-divided", "redis-replicas")
+STORES = [k for k in os.environ.get("AGENTNET_HUB_TEST_STORES", "sqlite,redis-replicas").split(",") if k]
 if not set(STORES) <= set(STORE_KINDS):
     raise ValueError(f"AGENTNET_HUB_TEST_STORES may name {', '.join(STORE_KINDS)}, not {STORES}")
 REDIS_DB = 1
@@ -51,8 +63,12 @@ def hub_store(request: pytest.FixtureRequest) -> Iterator[str]:
     if kind == "sqlite":
         yield kind
         return
-    with harness.on_redis(request, kind, REDIS_DB):
-        yield kind
+    harness.STORE.together = request.node.get_closest_marker("clients_on_one_replica") is not None
+    try:
+        with harness.on_redis(request, kind, REDIS_DB):
+            yield kind
+    finally:
+        harness.STORE.together = False
 
 
 @pytest.fixture

@@ -24,7 +24,12 @@ from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc, identi
 from grpc_status import rpc_status
 
 from agentsdk.errors import error_from_reason, error_from_rpc
+from hubsvc.core.channel import ChannelRuntime
+from hubsvc.core.hub import HubCore
 from hubsvc.core.options import HubOptions
+from hubsvc.core.ownership import Ownership
+from hubsvc.core.partition_map import desired
+from hubsvc.governance.policy import Policy
 from hubsvc.server import HubServer, start_hub
 from hubsvc.storage import HubStore, SqliteHubStore
 from hubsvc.storage.redis_store import RedisHubStore
@@ -48,9 +53,32 @@ class StoreChoice:
     kind: str = "sqlite"
     """"sqlite" or "redis"."""
     redis_url: str = ""
-    divided: bool = False
-    """(redis) Each hub is a front replica holding no channel: a second replica on the same keys holds
-    the only partition, so every channel is held there and everything about it is forwarded."""
+    replicas: int = 1
+    """(redis) Replicas each hub is: 1 is a hub alone; more divide the channels (``partitions``)."""
+    partitions: int | None = None
+    """(redis, ``replicas`` > 1) The partition count the replicas divide (``--partitions``)."""
+    spread: bool = False
+    """(``replicas`` > 1) Each registered participant talks to the next replica in turn, so a channel
+    is held where its opener talks and elsewhere for the others; else every client talks to a
+    front replica that holds no channel, so every channel is held elsewhere."""
+    together: bool = False
+    """(``spread``) This test's participants all talk to the front replica (a test marked
+    ``clients_on_one_replica``: what it checks differs by design when they talk to several)."""
+
+    @property
+    def divided(self) -> bool:
+        """Whether each hub is several replicas dividing the channels."""
+        return self.replicas > 1
+
+
+UNSET_CAN_SEND = (
+    "Delivery.can_send is computed by the holder's adapter; a replica that only follows the channel "
+    "leaves it unset (ask CanSend), docs/scale-out.md"
+)
+"""The reason of ``clients_on_one_replica`` on tests of ``Delivery.can_send``."""
+
+DIVIDED_KINDS = {"redis-divided": (2, 1, False), "redis-replicas": (3, 16, True)}
+"""Store kind → (replicas, partitions, spread) of the kinds whose hubs are replicas dividing the channels."""
 
 
 STORE = StoreChoice()
@@ -62,17 +90,18 @@ def on_redis(request: pytest.FixtureRequest, kind: str, db: int) -> Iterator[Non
     "redis") or its local Redis Cluster (``kind`` "cluster", or "cluster-spread" for the layout
     that spreads channels over the shards, ``?spread=1``); emptied afterwards."""
     flush: Callable[[], None]
-    if kind in ("redis", "redis-divided"):
+    if kind == "redis" or kind in DIVIDED_KINDS:
         server: RedisServer = request.getfixturevalue("redis_server")
         url, flush = server.url(db), functools.partial(server.flush, db)
     else:
         cluster: RedisCluster = request.getfixturevalue("redis_cluster")
         url, flush = cluster.url() + ("?spread=1" if kind.endswith("spread") else ""), cluster.flush
-    STORE.kind, STORE.redis_url, STORE.divided = "redis", url, kind == "redis-divided"
+    STORE.kind, STORE.redis_url = "redis", url
+    STORE.replicas, STORE.partitions, STORE.spread = DIVIDED_KINDS.get(kind, (1, None, False))
     try:
         yield
     finally:
-        STORE.kind, STORE.redis_url, STORE.divided = "sqlite", "", False
+        STORE.kind, STORE.redis_url, STORE.replicas, STORE.partitions, STORE.spread = "sqlite", "", 1, None, False
         flush()
 
 
@@ -81,31 +110,66 @@ def make_store(db: Path) -> HubStore:
     prefix derived from the path (the same path reopens the same data, as a restart does)."""
     if STORE.kind == "redis":
         digest = hashlib.sha256(str(db).encode()).hexdigest()[:16]
-        return RedisHubStore(STORE.redis_url, prefix=f"hubtest:{digest}:", partitions=1 if STORE.divided else None)
+        return RedisHubStore(STORE.redis_url, prefix=f"hubtest:{digest}:", partitions=STORE.partitions)
     return SqliteHubStore(db)
 
 
 class RunningHub:
-    """An in-process hub served on 127.0.0.1:<port> (built by the same factory as ``python -m hubsvc``)."""
+    """An in-process hub served on 127.0.0.1:<port> (built by the same factory as ``python -m hubsvc``).
 
-    def __init__(self, server: HubServer, db: Path) -> None:
+    On a divided store kind (:data:`DIVIDED_KINDS`) the hub is several replicas on one store:
+    ``server`` (and ``core``, ``port``, ``target``) is the front replica tests talk to,
+    :attr:`replicas` all of them; ask :meth:`holder` for the one holding a channel."""
+
+    def __init__(self, server: HubServer, db: Path, replicas: list[HubServer] | None = None) -> None:
         self.operator_token = OPERATOR_TOKEN
         self.server = server
         self.core = server.core
         self.port = server.port
         self.db = db
+        self.replicas: list[HubServer] = replicas or [server]
+        """Every replica of this hub, the front one first (just ``server`` for a hub alone)."""
 
     @property
     def target(self) -> str:
         return self.server.target
+
+    @property
+    def cores(self) -> list[HubCore]:
+        """The core of every replica."""
+        return [s.core for s in self.replicas]
+
+    def live_channels(self) -> list[ChannelRuntime]:
+        """The live channels every replica holds (each is held by one)."""
+        return [ch for core in self.cores for ch in core.channels.live()]
+
+    def holder(self, channel_id: str) -> HubServer:
+        """The replica holding ``channel_id`` now (the hub itself when alone)."""
+        held = [s for s in self.replicas if s.core.placement.holds(channel_id)]
+        if len(held) != 1:
+            raise AssertionError(f"channel {channel_id} is held by {len(held)} replicas, not one (moving?)")
+        return held[0]
+
+    def set_policy(self, policy: Policy) -> None:
+        """Replace the governance policy of every replica (as an operator's policy file reaches each)."""
+        for core in self.cores:
+            core.governance.replace(policy)
+
+    def serving(self, who: Participant) -> HubServer:
+        """The replica ``who`` talks to."""
+        return next(s for s in self.replicas if s.target == who.target)
+
+
+_SPREAD: dict[str, Iterator[str]] = {}
+"""Front replica's target → the replicas' targets in turn, for a hub whose participants are spread."""
 
 
 @asynccontextmanager
 async def running_hub(db: Path, options: HubOptions | None = None, **kwargs: Any) -> AsyncIterator[RunningHub]:
     """Start a hub on a free port with the test's store kind (:data:`STORE`); stop it afterwards."""
     if STORE.divided:
-        async with _front_replica(db, options, **kwargs) as front:
-            yield front
+        async with _replicas(db, options, **kwargs) as hub:
+            yield hub
         return
     server = await start_hub(make_store(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs)
     try:
@@ -115,23 +179,50 @@ async def running_hub(db: Path, options: HubOptions | None = None, **kwargs: Any
 
 
 @asynccontextmanager
-async def _front_replica(db: Path, options: HubOptions | None, **kwargs: Any) -> AsyncIterator[RunningHub]:
-    """Two replicas dividing the store's one partition: yields the one that does not hold it."""
-    options = dataclasses.replace(options or HubOptions(), replica_ttl=1.5, replica_refresh=0.2)
-    servers = [await start_hub(make_store(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs)]
+async def _replicas(db: Path, options: HubOptions | None, **kwargs: Any) -> AsyncIterator[RunningHub]:
+    """:attr:`StoreChoice.replicas` replicas dividing the store's partitions, every one started with the
+    same options, policy, clock and the rest (as an operator configures every replica alike), once each
+    holds its rendezvous share. Spread: the first replica is the front one and registrations go to each
+    in turn; else the front one is a replica that holds no partition."""
+    # Short rounds (partitions settle fast), leases of the default TTL (a loaded core's stall keeps them).
+    options = dataclasses.replace(options or HubOptions(), replica_ttl=5.0, replica_refresh=0.2)
+    servers: list[HubServer] = []
     try:
-        servers.append(await start_hub(make_store(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs))
-        for _ in range(200):
-            held = [s for s in servers if s.core.placement.ownership and s.core.placement.ownership.held]
-            if len(held) == 1:
-                break
-            await asyncio.sleep(0.05)
+        for _ in range(STORE.replicas):
+            servers.append(await start_hub(make_store(db), operator_token=OPERATOR_TOKEN, options=options, **kwargs))
+        await assert_eventually(lambda: _settled(servers), timeout=15)
+        if STORE.spread:
+            front = servers[0]
+            if not STORE.together:
+                _SPREAD[front.target] = itertools.cycle([s.target for s in servers])
         else:
-            raise AssertionError("the partition was not taken by exactly one replica within 10 s")
-        yield RunningHub(next(s for s in servers if s not in held), db)
+            front = next(s for s in servers if not _ownership(s).held)
+        try:
+            yield RunningHub(front, db, [front, *(s for s in servers if s is not front)])
+        finally:
+            _SPREAD.pop(front.target, None)
     finally:
         for server in reversed(servers):
             await server.stop(0.5)
+
+
+def _ownership(server: HubServer) -> Ownership:
+    ownership = server.core.placement.ownership
+    assert ownership is not None, "a divided store kind's replica has no partitions"
+    return ownership
+
+
+async def _settled(servers: list[HubServer]) -> bool:
+    """Each of ``servers`` holds just the partitions rendezvous hashing gives it among the live replicas
+    of the store (a test may run two such hubs on one store, as more replicas of one deployment)."""
+    liveness = servers[0].core.store.liveness
+    assert liveness is not None, "a divided store kind's replica has no liveness keys"
+    ids = list(await liveness.replicas())
+    for server in servers:
+        ownership = _ownership(server)
+        want = desired(ownership.replica_id, ownership.count, ids)
+        assert set(ownership.held) == want, f"replica {ownership.replica_id} holds {sorted(ownership.held)}, not {want}"
+    return True
 
 
 async def list_audit(hub: RunningHub, **request: Any) -> list[hub_pb2.AuditRecord]:
@@ -182,6 +273,7 @@ class Participant:
     """One registered identity with a channel, a stub and (optionally) a Connect stream."""
 
     def __init__(self, target: str, record: identity_pb2.AgentRecord, credential: str) -> None:
+        self.target = target
         self.channel = grpc.aio.insecure_channel(target)
         self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
         self.record = record
@@ -460,6 +552,7 @@ async def register(
     ``via`` is an open channel to ``target`` to register over (a test registering hundreds of
     identities shares one instead of opening a connection for each); by default a channel of its own."""
     if via is None:
+        target = next(_SPREAD[target]) if target in _SPREAD else target
         async with grpc.aio.insecure_channel(target) as ch:
             return await register(target, name, human=human, capabilities=capabilities, via=ch, **passport)
     stub = hub_pb2_grpc.HubServiceStub(via)

@@ -31,7 +31,7 @@ def forged_dispatch(_: RunningHub, cause: str) -> Post:
 
 def bob_inbox_full(hub: RunningHub, cause: str) -> Post:
     entry = RuleEntry(id="bob-inbox", match=PeerSelector(names=("bob",)), rule=Rule(inbox=InboxRule(max_pending=1)))
-    hub.core.governance.replace(Policy(rules=(entry,)))
+    hub.set_policy(Policy(rules=(entry,)))
     return {"text": "one too many"}, {}
 
 
@@ -54,7 +54,7 @@ async def test_a_refused_seed_and_a_refused_post_give_the_same_error(tmp_path: P
             channel_id = await open_channel(alice, "conversation", [bob])
             first = await alice.post(channel_id, EV_TEXT, {"text": "the one bob's inbox cap allows"})
             data, fields = make_post(hub, first.envelope_id)
-            live = {ch.channel_id for ch in hub.core.channels.live()}
+            live = {ch.channel_id for ch in hub.live_channels()}
 
             with pytest.raises(expected) as post_refused:
                 await alice.post(channel_id, EV_TEXT, data, **fields)
@@ -69,7 +69,7 @@ async def test_a_refused_seed_and_a_refused_post_give_the_same_error(tmp_path: P
                 post_error.message,
                 post_error.metadata,
             )
-            assert {ch.channel_id for ch in hub.core.channels.live()} == live  # the refused seed opened nothing
+            assert {ch.channel_id for ch in hub.live_channels()} == live  # the refused seed opened nothing
         finally:
             for p in (alice, bob):
                 await p.close()

@@ -11,7 +11,7 @@ from agentnet.v1 import hub_pb2
 from hubsvc.governance.policy import Policy
 from netkernel.errors import DepthExceeded, RuleDenied
 from tests.hub.arbiters import Desk
-from tests.hub.harness import Participant, open_channel, register, running_hub
+from tests.hub.harness import UNSET_CAN_SEND, Participant, open_channel, register, running_hub
 from tests.hub.test_turn_hint import next_delivery
 
 Q = "ag2.msg.text"
@@ -40,6 +40,7 @@ async def test_can_send_asks_the_arbiter(tmp_path: Path) -> None:
             await p.close()
 
 
+@pytest.mark.clients_on_one_replica(UNSET_CAN_SEND)
 async def test_can_send_checks_the_depth_the_reply_would_inherit(tmp_path: Path) -> None:
     rules = Policy.model_validate(
         {"rules": [{"id": "shallow", "match": {"names": ["b"]}, "rule": {"limits": {"max_depth": 1}}}]}

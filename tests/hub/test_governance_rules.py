@@ -393,12 +393,20 @@ async def test_policy_file_reloads_on_change_and_keeps_the_old_policy_when_inval
             return True
 
         await assert_eventually(conversation_allowed)
-        records = [json.loads(r.detail_json) for r in await list_audit(hub, kind="policy_loaded")]
-        assert len(records) == 2 and records[1]["sha256"] != first["sha256"]
+        replicas = len(hub.replicas)  # each replica reads the file and records its own load
+
+        async def loaded_twice() -> list[dict[str, Any]]:
+            loads = [json.loads(r.detail_json) for r in await list_audit(hub, kind="policy_loaded")]
+            assert len(loads) == 2 * replicas, loads
+            return loads
+
+        records = await assert_eventually(loaded_twice)
+        assert {r["sha256"] for r in records[:replicas]} == {first["sha256"]}
+        assert {r["sha256"] for r in records[replicas:]} == {records[-1]["sha256"]} != {first["sha256"]}
 
         path.write_text("default:\n  access:\n    channel_typo: [workflow]\n")
         failed = await audited(hub, "policy_reload_failed")
-        assert "channel_typo" in failed["error"] and failed["in_force_sha256"] == records[1]["sha256"]
+        assert "channel_typo" in failed["error"] and failed["in_force_sha256"] == records[-1]["sha256"]
         await a.rpc("OpenChannel", open_request("conversation", b))  # the previous policy is still in force
         with pytest.raises(RuleDenied):
             await a.rpc("OpenChannel", open_request("consulting", b))

@@ -24,30 +24,30 @@ async def test_a_wal_of_several_runs_hydrates_to_the_live_channel(tmp_path: Path
         for i in range(posts):
             keyed = {"idempotency_key": f"k{i}"} if i % 50 == 0 else {}
             await alice.say(channel_id, f"m{i}", **keyed)
-        live = hub.core.channels.get(channel_id)
+        live = hub.holder(channel_id).core.channels.get(channel_id)
         assert live is not None
         state, last_seq = live.state, live.last_seq
         meta = channel_pb2.ChannelMetadata()
         meta.CopyFrom(live.meta)
         keys = dict(live.idempotent.items())
-        assert hub.core.inboxes.pending(bob.agent_id) == posts
+        assert hub.holder(channel_id).core.inboxes.pending(bob.agent_id) == posts
         await alice.close()
         await bob.channel.close()
 
     async with running_hub(db) as hub:
-        rebuilt = hub.core.channels.get(channel_id)
+        rebuilt = hub.holder(channel_id).core.channels.get(channel_id)
         assert rebuilt is not None
         assert rebuilt.state == state and rebuilt.state.turns == posts
         assert rebuilt.meta == meta
         assert rebuilt.last_seq == rebuilt.committed_seq == last_seq
         assert dict(rebuilt.idempotent.items()) == keys
-        assert hub.core.inboxes.pending(bob.agent_id) == posts
+        assert hub.holder(channel_id).core.inboxes.pending(bob.agent_id) == posts
         # A cap set after the restart counts what hydrate counted.
-        hub.core.governance.replace(inbox_policy("bob", posts))
+        hub.set_policy(inbox_policy("bob", posts))
         alice = Participant(hub.target, alice.record, alice.credential)
         await alice.connect()
         with pytest.raises(InboxFull):
             await alice.say(channel_id, "one too many")
-        hub.core.governance.replace(inbox_policy("bob", posts + 1))
+        hub.set_policy(inbox_policy("bob", posts + 1))
         await alice.say(channel_id, "room for one more")
         await alice.close()

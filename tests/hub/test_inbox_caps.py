@@ -35,7 +35,8 @@ async def settled(p: Participant) -> None:
 
 
 def pending(hub: RunningHub, p: Participant) -> int:
-    return hub.core.inboxes.pending(p.agent_id)
+    """What waits for ``p``, over every replica (each holder counts its own channels)."""
+    return sum(core.inboxes.pending(p.agent_id) for core in hub.cores)
 
 
 async def test_cap_refuses_until_the_recipient_answers(hub: RunningHub) -> None:
@@ -43,12 +44,12 @@ async def test_cap_refuses_until_the_recipient_answers(hub: RunningHub) -> None:
     try:
         await settled(bob)
         assert pending(hub, bob) == 0  # the invite and the opening are protocol: they never count
-        hub.core.governance.replace(inbox_policy("bob", 2))
+        hub.set_policy(inbox_policy("bob", 2))
         await alice.say(channel_id, "one")
         await alice.say(channel_id, "two")
         await settled(bob)
         assert pending(hub, bob) == 2  # bob acked both: read is not answered
-        ch = hub.core.live_channel(channel_id)
+        ch = hub.holder(channel_id).core.live_channel(channel_id)
         assert ch is not None
         before = ch.last_seq
 
@@ -71,7 +72,7 @@ async def test_cap_refuses_until_the_recipient_answers(hub: RunningHub) -> None:
         # The hub's own envelopes are never refused: closing works with bob's inbox full,
         # and a channel that ended no longer holds his inbox.
         await alice.say(channel_id, "four")
-        await hub.core.close_channel(alice.agent_id, channel_id, "done")
+        await hub.holder(channel_id).core.close_channel(alice.agent_id, channel_id, "done")
         assert pending(hub, bob) == 0
     finally:
         await alice.close()
@@ -85,7 +86,7 @@ async def test_audience_and_event_type_decide_what_counts(hub: RunningHub) -> No
     try:
         channel_id = await open_channel(alice, "discussion", [bob, carol])
         await settled(bob)
-        hub.core.governance.replace(inbox_policy("bob", 1))
+        hub.set_policy(inbox_policy("bob", 1))
         await alice.post(channel_id, "myapp.note", {"n": 1}, audience=[bob.agent_id])  # custom types count
         # bob is full: a note for carol only still passes, a broadcast does not.
         await alice.post(channel_id, "myapp.note", {"n": 2}, audience=[carol.agent_id])
@@ -105,7 +106,7 @@ async def test_offline_recipient_and_restart(tmp_path: Path) -> None:
     async with running_hub(db) as hub:
         alice, bob, channel_id = await conversation(hub.target)
         await settled(bob)
-        hub.core.governance.replace(inbox_policy("bob", 3))
+        hub.set_policy(inbox_policy("bob", 3))
         await alice.say(channel_id, "m0")
         await bob.say(channel_id, "answering m0")
         sent = [await alice.say(channel_id, f"m{i}") for i in range(1, 3)]
@@ -122,7 +123,7 @@ async def test_offline_recipient_and_restart(tmp_path: Path) -> None:
     async with running_hub(db) as hub:
         # Rebuilt from the WAL alone: m1, m2, m3 still wait for bob's answer (acks do not matter).
         assert pending(hub, bob) == 3
-        hub.core.governance.replace(inbox_policy("bob", 3))
+        hub.set_policy(inbox_policy("bob", 3))
         alice = Participant(hub.target, alice.record, alice.credential)
         bob = Participant(hub.target, bob.record, bob.credential)
         await alice.connect()
@@ -142,14 +143,14 @@ async def test_seed_of_a_new_channel_is_refused_when_the_target_is_full(hub: Run
     alice, bob, channel_id = await conversation(hub.target)
     try:
         await settled(bob)
-        hub.core.governance.replace(inbox_policy("bob", 1))
+        hub.set_policy(inbox_policy("bob", 1))
         await alice.say(channel_id, "fills bob's inbox")
-        live = {c.channel_id for c in hub.core.channels.live()}
+        live = {c.channel_id for c in hub.live_channels()}
         with pytest.raises(InboxFull):
             await alice.rpc(
                 "OpenChannel", hub_pb2.OpenChannelRequest(type="consulting", targets=[bob.name], message="hi")
             )
-        assert {c.channel_id for c in hub.core.channels.live()} == live
+        assert {c.channel_id for c in hub.live_channels()} == live
         # Without a seed, the invite (a hub envelope) is never refused, and does not count.
         await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="consulting", targets=[bob.name]))
         assert pending(hub, bob) == 1
@@ -162,7 +163,7 @@ async def test_invite_answers_pass_a_full_inbox(hub: RunningHub) -> None:
     alice, bob, channel_id = await conversation(hub.target)
     try:
         await settled(alice)
-        hub.core.governance.replace(inbox_policy("alice", 1))
+        hub.set_policy(inbox_policy("alice", 1))
         await bob.say(channel_id, "fills alice's inbox")
         opened = await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=[bob.name]))
         second = opened.channel.channel_id

@@ -20,6 +20,19 @@ def metrics_url(hub: RunningHub) -> str:
     return server.url
 
 
+async def scrape_hub(hub: RunningHub) -> Samples:
+    """Every replica's samples merged, as a dashboard over all of them shows them: summed (a ``_max``
+    gauge: the largest). A hub alone is its own scrape."""
+    merged: Samples = {}
+    for server in hub.replicas:
+        assert server.metrics_server is not None
+        for key, sample in (await scrape(server.metrics_server.url)).items():
+            merged[key] = (
+                max(merged.get(key, sample), sample) if key[0].endswith("_max") else merged.get(key, 0) + sample
+            )
+    return merged
+
+
 async def test_metrics_are_off_unless_asked_for(tmp_path: Path) -> None:
     async with running_hub(tmp_path / "hub.db") as hub:
         assert hub.server.metrics_server is None and hub.server.metrics is None
@@ -29,8 +42,7 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
     async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
         store = hub.core.store.kind  # "redis" for every Redis test store kind (server or Cluster)
         alice, bob, cid = await conversation(hub.target)
-        url = metrics_url(hub)
-        before = await scrape(url)
+        before = await scrape_hub(hub)
         sent = [await alice.say(cid, f"m{i}") for i in range(5)]
         for env in sent:
             assert (await bob.next_of(EV_TEXT)).envelope_id == env.envelope_id
@@ -39,7 +51,7 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
         retry = await alice.say(cid, "again", idempotency_key="k1")
         await bob.next_of(EV_TEXT)
         assert (await alice.say(cid, "again", idempotency_key="k1")).envelope_id == retry.envelope_id
-        after = await scrape(url)
+        after = await scrape_hub(hub)
 
         def delta(name: str, **labels: str) -> float:
             return value(after, name, **labels) - value(before, name, **labels)
@@ -73,7 +85,7 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
             await bob.next_of(EV_TEXT)
 
         async def replayed() -> bool:
-            now = await scrape(url)
+            now = await scrape_hub(hub)
             return (
                 value(now, "agentnet_hub_replayed_envelopes_total")
                 - value(after, "agentnet_hub_replayed_envelopes_total")
@@ -85,7 +97,7 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
         await bob.close()
 
         async def disconnected() -> bool:
-            return v(await scrape(url), "agentnet_hub_connected_streams") == 0
+            return v(await scrape_hub(hub), "agentnet_hub_connected_streams") == 0
 
         await assert_eventually(disconnected)
 
@@ -93,7 +105,6 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
 async def test_queued_deliveries_show_in_the_gauges(tmp_path: Path) -> None:
     async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
         alice, bob, cid = await conversation(hub.target)
-        url = metrics_url(hub)
         await bob.sync()  # the hub has bob's acks of what it got so far: none of it is replayed below
         await bob.disconnect()
         # bob reconnects with a window of one unacked delivery and stops acking: the rest stays queued
@@ -103,7 +114,7 @@ async def test_queued_deliveries_show_in_the_gauges(tmp_path: Path) -> None:
         await bob.connect(max_in_flight=1)
 
         async def queued() -> bool:
-            samples: Samples = await scrape(url)
+            samples: Samples = await scrape_hub(hub)
             assert value(samples, "agentnet_hub_session_queued_envelopes") == 3
             assert value(samples, "agentnet_hub_session_queued_bytes") > 0
             assert value(samples, "agentnet_hub_session_queued_bytes_max") == value(
@@ -138,15 +149,14 @@ async def test_reported_turn_failures_are_counted(tmp_path: Path) -> None:
 
     async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
         alice, bob, cid = await conversation(hub.target)
-        url = metrics_url(hub)
-        before = await scrape(url)
+        before = await scrape_hub(hub)
         question = await alice.say(cid, "hello?")
         request = hub_pb2.ReportTurnFailureRequest(
             channel_id=cid, envelope_id=question.envelope_id, error_class="openai.APIConnectionError", attempts=3
         )
         response = await bob.rpc("ReportTurnFailure", request)
         assert response.posted and response.action == "notify"
-        after = await scrape(url)
+        after = await scrape_hub(hub)
         labels = {"channel_type": "conversation", "action": "notify"}
         assert (
             value(after, "agentnet_hub_turn_failures_total", **labels)

@@ -8,8 +8,9 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
-from agentnet.v1 import a2a_pb2, channel_pb2, hub_pb2, task_pb2
+from agentnet.v1 import a2a_pb2, channel_pb2, hub_pb2, operator_pb2, task_pb2
 
 from agentsdk.operator import OperatorClient
 from hubsvc.core.options import HubOptions
@@ -39,6 +40,15 @@ async def operator(hub: RunningHub) -> AsyncIterator[OperatorClient]:
         yield client
 
 
+async def every_status(hub: RunningHub) -> list[operator_pb2.GetStatusResponse]:
+    """The status of every replica of ``hub`` (of the hub alone)."""
+    out = []
+    for server in hub.replicas:
+        async with OperatorClient(server.target, hub.operator_token) as client:
+            out.append(await client.status())
+    return out
+
+
 async def test_status_counts_what_the_hub_holds(
     hub: RunningHub, hub_store: str, operator: OperatorClient, conv: tuple[Participant, Participant, str]
 ) -> None:
@@ -47,21 +57,25 @@ async def test_status_counts_what_the_hub_holds(
     assert status.store_kind == ("redis" if hub_store.startswith("redis") else hub_store)  # Cluster kinds too
     assert status.version
     assert "@" not in status.store_address and status.store_address
-    assert (status.identities, status.online, status.connected_streams) == (3, 2, 2)
-    assert [(c.state, c.count) for c in status.live_channels] == [(OPENED, 1)]
+    assert (status.identities, status.online) == (3, 2)
+    # Streams, held channels and the inboxes they hold: each replica counts its own.
+    statuses = await every_status(hub)
+    assert sum(s.connected_streams for s in statuses) == 2
+    assert [(c.state, c.count) for s in statuses for c in s.live_channels] == [(OPENED, 1)]
     assert status.running_tasks == 0
     assert bool(status.replica_id) == hub_store.startswith("redis")
     assert status.uptime_seconds >= 0
     # What a dashboard reads besides: the store answers, what waits for answers, the channel types.
     assert status.store_healthy and status.store_error == "" and 0 <= status.store_probe_seconds < 2
     assert list(status.channel_types) == ["consulting", "conversation", "discussion", "workflow"]
-    assert (status.pending_inbox_total, status.max_pending_inbox) == (0, 0)
+    assert [(s.pending_inbox_total, s.max_pending_inbox) for s in statuses] == [(0, 0)] * len(statuses)
     alice, bob, channel_id = conv
     await alice.say(channel_id, "one")
     await alice.say(channel_id, "two")
     await bob.say(channel_id, "answered")
-    status = await operator.status()
-    assert (status.pending_inbox_total, status.max_pending_inbox) == (1, 1)  # bob's answer waits for alice
+    statuses = await every_status(hub)
+    assert sum(s.pending_inbox_total for s in statuses) == 1  # bob's answer waits for alice
+    assert max(s.max_pending_inbox for s in statuses) == 1
 
 
 async def test_agents_page_by_name_and_filter_online(
@@ -239,6 +253,7 @@ async def test_follow_audit_is_woken_by_the_append_not_the_poll(tmp_path: Path) 
     async with (
         running_hub(tmp_path / "hub.db", HubOptions(audit_poll_interval=60.0)) as slow_poll,
         OperatorClient(slow_poll.target, slow_poll.operator_token) as client,
+        grpc.aio.insecure_channel(slow_poll.target) as here,
     ):
         records: list[hub_pb2.AuditRecord] = []
 
@@ -247,10 +262,10 @@ async def test_follow_audit_is_woken_by_the_append_not_the_poll(tmp_path: Path) 
                 records.append(record)
 
         follower = asyncio.create_task(follow())
-        try:
-            await register(slow_poll.target, "alice")
+        try:  # registered through this replica (the followed one), whatever the harness spreads
+            await register(slow_poll.target, "alice", via=here)
             await assert_eventually(lambda: [json.loads(r.detail_json)["name"] for r in records] == ["alice"])
-            await register(slow_poll.target, "bob")
+            await register(slow_poll.target, "bob", via=here)
             await assert_eventually(lambda: [json.loads(r.detail_json)["name"] for r in records] == ["alice", "bob"])
         finally:
             follower.cancel()

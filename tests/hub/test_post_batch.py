@@ -286,7 +286,7 @@ async def test_after_a_restart_the_keys_the_window_forgot_are_still_found(tmp_pa
         await alice.close()
         await bob.close()
     async with running_hub(db) as hub:
-        live = hub.core.channels.get(cid)
+        live = hub.holder(cid).core.channels.get(cid)
         assert live is not None and live.idempotent.evicted and live.idempotent.forgotten.nbytes > 0
         alice = Participant(hub.target, alice.record, alice.credential)
         await alice.connect()

@@ -53,10 +53,10 @@ async def test_bucket_refuses_beyond_burst_and_allows_after_refill(
     hub: RunningHub, clock: FakeClock, conv: tuple[Participant, Participant, str]
 ) -> None:
     alice, bob, channel_id = conv
-    hub.core.governance.replace(rate_policy("alice", per_second=0.5, burst=3))
+    hub.set_policy(rate_policy("alice", per_second=0.5, burst=3))
     for i in range(3):
         await alice.say(channel_id, f"burst {i}")
-    ch = hub.core.live_channel(channel_id)
+    ch = hub.holder(channel_id).core.live_channel(channel_id)
     assert ch is not None
     before = ch.last_seq
     wal_before = await hub.core.read_wal(alice.agent_id, channel_id)
@@ -87,7 +87,7 @@ async def test_waiting_the_advertised_retry_after_is_enough(
 ) -> None:
     """retry_after_seconds is rounded up: a client that waits exactly that long gets its token."""
     alice, _bob, channel_id = conv
-    hub.core.governance.replace(rate_policy("alice", per_second=3, burst=1))
+    hub.set_policy(rate_policy("alice", per_second=3, burst=1))
     await alice.say(channel_id, "the one token")
     with pytest.raises(RateLimited) as refused:
         await alice.say(channel_id, "too early")
@@ -101,7 +101,7 @@ async def test_a_refusal_is_audited_once_then_counted_per_window(
     hub: RunningHub, clock: FakeClock, conv: tuple[Participant, Participant, str]
 ) -> None:
     alice, _bob, channel_id = conv
-    hub.core.governance.replace(rate_policy("alice", per_second=0.001, burst=1))
+    hub.set_policy(rate_policy("alice", per_second=0.001, burst=1))
     await alice.say(channel_id, "the one token")
     for _ in range(5):
         with pytest.raises(RateLimited):
@@ -198,15 +198,15 @@ async def test_every_originating_path_is_limited_and_counts(
     hub: RunningHub, clock: FakeClock, conv: tuple[Participant, Participant, str], path: Path_
 ) -> None:
     alice, bob, channel_id = conv
-    hub.core.governance.replace(rate_policy("alice", per_second=0.001, burst=1))
+    hub.set_policy(rate_policy("alice", per_second=0.001, burst=1))
     await alice.say(channel_id, "takes the only token")
-    live = {c.channel_id for c in hub.core.channels.live()}
-    seqs = {c.channel_id: c.last_seq for c in hub.core.channels.live()}
+    live = {c.channel_id for c in hub.live_channels()}
+    seqs = {c.channel_id: c.last_seq for c in hub.live_channels()}
     with pytest.raises(RateLimited):
         await path(hub, alice, bob, channel_id)
     # Refused: no channel opened, nothing appended anywhere.
-    assert {c.channel_id for c in hub.core.channels.live()} == live
-    assert {c.channel_id: c.last_seq for c in hub.core.channels.live()} == seqs
+    assert {c.channel_id for c in hub.live_channels()} == live
+    assert {c.channel_id: c.last_seq for c in hub.live_channels()} == seqs
 
     clock.offset += 1000.0  # one token
     await path(hub, alice, bob, channel_id)
@@ -276,7 +276,7 @@ async def test_a_post_refused_by_the_channel_takes_no_token(
     hub: RunningHub, conv: tuple[Participant, Participant, str]
 ) -> None:
     alice, _bob, channel_id = conv
-    hub.core.governance.replace(rate_policy("alice", per_second=0.001, burst=2))
+    hub.set_policy(rate_policy("alice", per_second=0.001, burst=2))
     with pytest.raises(InvalidArgument, match="non-participants"):
         await alice.say(channel_id, "to a stranger", audience=["nobody"])
     with pytest.raises(ProtocolError, match="no open invite"):

@@ -34,7 +34,7 @@ async def test_a_deeply_nested_seed_is_refused_and_creates_nothing(
         request = hub_pb2.OpenChannelRequest(type="consulting", targets=["bob"], seed_envelope=seed)
         with pytest.raises(InvalidArgument, match=r"deeper than 64 levels|not valid JSON"):
             await alice.rpc("OpenChannel", request)
-    assert not list(hub.core.channels.live())
+    assert not list(hub.live_channels())
     assert not (await bob.rpc("ListChannels", hub_pb2.ListChannelsRequest(include_ended=True))).channels
     assert bob.drain() == []
     # 64 levels are fine.

@@ -54,7 +54,7 @@ async def test_churn_purges_ended_channels_and_keeps_live_ones(tmp_path: Path, h
         running_hub(tmp_path / "hub.db", options) as hub,
         running_hub(tmp_path / "hub.db", options) if redis else contextlib.nullcontext() as second,
     ):
-        hubs = [hub, second] if second is not None else [hub]
+        cores = [*hub.cores, *(second.cores if second is not None else [])]  # every replica sweeps
         alice, bob, live = await conversation(hub.target)
         await alice.say(live, "kept")
         ended: dict[str, list[bytes]] = {}
@@ -99,7 +99,7 @@ async def test_churn_purges_ended_channels_and_keeps_live_ones(tmp_path: Path, h
             assert status.retention.HasField("last_sweep_at") and status.retention.store_size_bytes > 0
             assert status.retention.archive_dir == str(archive_dir)
             # Each channel purged once over the replicas.
-            assert sum(h.core.retention.stats.purged_channels for h in hubs) == CHURN
+            assert sum(core.retention.stats.purged_channels for core in cores) == CHURN
             metrics = {m.name: m.samples[0].value for m in retention_metrics(hub.core.retention.stats, hub.core.store)}
             assert metrics["agentnet_hub_retention_purged_channels"] == hub.core.retention.stats.purged_channels
             if not redis:

@@ -180,7 +180,7 @@ async def test_more_than_1000_pending_turns_welcome_holds_the_cap_says_truncated
     async def all_acked() -> bool:  # bob read every question: none is replayed, each is only pending
         await bob.sync()
         cursors = await hub.core.store.load_cursors(bob.agent_id)
-        return all(cursors.get(c, 0) >= hub.core.live_channel(c).last_seq for c in asked)  # type: ignore[union-attr]
+        return all(cursors.get(c, 0) >= hub.holder(c).core.live_channel(c).last_seq for c in asked)  # type: ignore[union-attr]
 
     await assert_eventually(all_acked, timeout=60)
     await bob.disconnect()

@@ -63,8 +63,9 @@ class RawConnect:
             return frames, error_from_rpc(err)
 
 
-def session_of(hub: RunningHub, agent_id: str) -> Session:
-    return hub.core.sessions._sessions[agent_id]
+def session_of(hub: RunningHub, who: Participant) -> Session:
+    """``who``'s session on the replica its stream is on."""
+    return hub.serving(who).core.sessions._sessions[who.agent_id]
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ async def test_stalled_connect_stream_is_bounded_in_bytes_and_ended_resumably(sm
     raw = RawConnect(bob)
     welcome = await raw.call.read()
     assert welcome.WhichOneof("frame") == "welcome"
-    session = session_of(small_hub, bob.agent_id)
+    session = session_of(small_hub, bob)
     posted = []
     for i in range(400):  # ~2 MB, far beyond what flow control and the budget hold
         posted.append((await alice.post(cid, "myapp.note", {"i": i, "pad": BIG})).envelope_id)
@@ -106,7 +107,7 @@ async def test_unread_pongs_do_not_accumulate(small_hub: RunningHub) -> None:
     await bob.disconnect()
     raw = RawConnect(bob)
     await raw.call.read()  # Welcome; nothing is read after it
-    session = session_of(small_hub, bob.agent_id)
+    session = session_of(small_hub, bob)
     for n in range(5000):
         raw.send(connect_pb2.ConnectRequest(ping=connect_pb2.Ping(nonce=n)))
     # A post after the pings: once it is committed, the hub has read every ping.
@@ -115,7 +116,7 @@ async def test_unread_pongs_do_not_accumulate(small_hub: RunningHub) -> None:
             post=connect_pb2.Post(request_id="after-pings", envelope=make_envelope(cid, "myapp.note", {}))
         )
     )
-    live = small_hub.core.live_channel(cid)
+    live = small_hub.holder(cid).core.live_channel(cid)
     assert live is not None
     before = live.committed_seq
     await assert_eventually(lambda: live.committed_seq > before, timeout=30)
@@ -129,7 +130,7 @@ async def test_stalled_wal_follow_is_ended_with_resume_seq(small_hub: RunningHub
     alice, bob, cid = await conversation(small_hub.target)
     follow = bob.stub.ReadWal(hub_pb2.ReadWalRequest(channel_id=cid, follow=True), metadata=bob.metadata)
     first = await follow.read()  # the stream is open (the invite); nothing is read after it
-    channels = small_hub.core.channels
+    channels = small_hub.serving(bob).core.channels  # where the follow is served
     for i in range(400):
         await alice.post(cid, "myapp.note", {"i": i, "pad": BIG})
         if not channels.watched(cid):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from agentnet.v1 import connect_pb2, hub_pb2
 
-from tests.hub.harness import Participant, RunningHub, open_channel, register
+from tests.hub.harness import UNSET_CAN_SEND, Participant, RunningHub, open_channel, register
 
 
 async def next_delivery(p: Participant, event_type: str) -> connect_pb2.Delivery:
@@ -19,6 +20,7 @@ async def can_send(p: Participant, channel_id: str) -> bool:
     return bool(response.allowed)
 
 
+@pytest.mark.clients_on_one_replica(UNSET_CAN_SEND)
 async def test_discussion_deliveries_name_the_next_speaker(
     hub: RunningHub, trio: tuple[Participant, Participant, Participant]
 ) -> None:

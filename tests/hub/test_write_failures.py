@@ -92,7 +92,7 @@ async def test_a_stale_idempotent_retry_is_exact_and_breaks_no_other_write(tmp_p
         await asyncio.gather(
             *(alice.post(busy, EV_TEXT, {"text": f"k{i}"}, idempotency_key=f"k{i}") for i in range(1, 4200))
         )
-        window = hub.core.live_channel(busy).idempotent
+        window = hub.holder(busy).core.live_channel(busy).idempotent
         assert (alice.agent_id, "k0") not in window  # "k0" is out of the memory window
 
         retry, others, late_register = await asyncio.gather(
@@ -185,7 +185,7 @@ async def test_a_channel_whose_creation_fails_is_not_left_in_memory(hub: Running
     fail_inserts(hub.db, "no_channels", "channels", "1")
     with pytest.raises(Unavailable):
         await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=["bob"]))
-    await assert_eventually(lambda: not list(hub.core.channels.live()))
+    await assert_eventually(lambda: not list(hub.live_channels()))
     listed = await bob.rpc("ListChannels", hub_pb2.ListChannelsRequest(include_ended=True))
     assert not listed.channels and bob.drain() == []
     await alice.close()
@@ -212,7 +212,7 @@ async def test_a_post_whose_write_failed_gets_its_rate_token_back(hub: RunningHu
     for p in (alice, bob):
         await p.connect()
     channel_id = await open_channel(alice, "conversation", [bob])
-    hub.core.governance.replace(rate_policy("alice", per_second=0.001, burst=3))
+    hub.set_policy(rate_policy("alice", per_second=0.001, burst=3))
     fail_inserts(hub.db, "boom", "wal", "NEW.text = 'boom'")
     for _ in range(4):  # more failed writes than alice has tokens: each is UNAVAILABLE, never RATE_LIMITED
         with pytest.raises(Unavailable) as failed:

@@ -74,8 +74,17 @@ class CatchUp:
         for start in range(0, len(awaiting), _CATCH_UP_PAGE):
             chunk = awaiting[start : start + _CATCH_UP_PAGE]
             stored = await self._store.channel_seqs([ch.channel_id for ch in chunk])
-            behind = [(ch.channel_id, seq) for ch, seq in zip(chunk, stored, strict=True) if seq > ch.committed_seq]
-            await asyncio.gather(*(self.catch_up(channel_id, seq) for channel_id, seq in behind))
+            behind = [(ch, seq) for ch, seq in zip(chunk, stored, strict=True) if seq > ch.committed_seq]
+            await asyncio.gather(*(self._catch_up_for(agent_id, ch, seq) for ch, seq in behind))
+
+    async def _catch_up_for(self, agent_id: str, ch: ChannelRuntime | FollowedChannel, seq: int) -> None:
+        """Catch a channel up as ``agent_id``'s stream begins. A followed channel is not handed to that
+        stream: its replay reads the WAL up to the mark this moves, with back-pressure (handing a long
+        backlog to the stream at once would pass its byte budget and end it)."""
+        if isinstance(ch, FollowedChannel):
+            await self._followers.catch_up(ch.channel_id, seq, beginning=agent_id)
+        else:
+            await self.catch_up(ch.channel_id, seq)
 
     async def catch_up_all(self) -> None:
         """Catch up every channel live here or live in the store."""

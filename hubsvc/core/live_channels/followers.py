@@ -131,9 +131,11 @@ class Followers:
         for row in rows:
             self.channels[row.channel_id] = FollowedChannel.from_row(row)
 
-    async def catch_up(self, channel_id: str, seq: int) -> None:
+    async def catch_up(self, channel_id: str, seq: int, *, beginning: str = "") -> None:
         """Another replica committed the followed channel up to ``seq`` (0: its row changed): hand its
-        members here and the watchers what they lack, reading the WAL; an ended channel is let go."""
+        members here and the watchers what they lack, reading the WAL; an ended channel is let go.
+        ``beginning`` is a member whose stream is beginning: it is not handed anything (its replay
+        reads the WAL up to the mark moved here)."""
         followed = self.channels.get(channel_id)
         if followed is None:
             row = await self._store.get_channel(channel_id)
@@ -145,7 +147,8 @@ class Followers:
                 return
             if seq and followed.committed_seq >= seq:
                 return
-            if not (any(self._connected(p) for p in followed.participants) or self._table.watched(channel_id)):
+            handed = [p for p in followed.participants if p != beginning and self._connected(p)]
+            if not (handed or self._table.watched(channel_id)):
                 # Nobody here to hand it to: only the mark moves, with no await between the check and
                 # the move (a member connecting later replays up to the mark from the WAL).
                 followed.committed_seq = max(followed.committed_seq, seq)

@@ -83,6 +83,7 @@ class Handover:
                 ch.cancel_timers()
                 if self._table.channels.get(ch.channel_id) is ch:
                     self._table.drop(ch.channel_id)
+                    self._settled(ch)  # no longer held: what it hid and armed here is the new holder's
                     if not ch.is_terminal:
                         self._followers.follow(ch.channel_id, ch.participants, ch.committed_seq)
         return len(moving)
