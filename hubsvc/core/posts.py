@@ -128,7 +128,6 @@ class Posts:
     ) -> tuple[asyncio.Future[None], envelope_pb2.Envelope, bool]:
         """:meth:`admit` without its spans."""
         self._placement.require(env.channel_id)  # another replica's channel: forwarded there, not refused here
-        await self._admission.prepare(sender_id)
         try:
             if self._govern is not None:
                 await self._govern(sender_id, env, self._channels.get(env.channel_id))
@@ -301,7 +300,6 @@ class Posts:
         """Where a refusal stopped the run that a fresher copy of the channel might not give."""
         for i in indexes:
             await self.inherit_depth(run[i][0])
-        await self._admission.prepare(sender_id, len(indexes))
         batch = Batch()
         keyed: dict[str, envelope_pb2.Envelope] = {}
         async with self._channels.locked(channel_id) as live:
@@ -378,6 +376,9 @@ class Posts:
                 original = await self._idempotent(ch, sender_id, key, stored)
                 if original is not None:
                     return original[0], original[1], True
+        # The rate token's grant, once the channel is known here and the post is no duplicate (either
+        # takes none): under the lock, so the admission below finds it.
+        await self._admission.prepare(sender_id)
         wire = self._admission.admit(ch, sender_id, env, batch, event_data_json)
         if key is not None and keyed is not None:
             keyed[wire.envelope_id] = wire
