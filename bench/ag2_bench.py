@@ -108,14 +108,43 @@ def _run(
     return figures
 
 
-def measure(iterations: int, count: int, window: int = 0) -> dict[str, Any]:
-    """Both rows, in one run: AG2's own hub, then the gateway in front of our hub."""
+def _embedded(tmp: str, iterations: int, count: int, window: int) -> dict[str, Any]:
+    """The gateway and the hub in one process (``python -m ag2embedded``): its CPU is the row's."""
+    flags = ["--port", "0", "--allow-none-auth", "--secret-file", f"{tmp}/gw.secret", "--log-level", "WARNING"]
+    both, line = _start(
+        [
+            sys.executable,
+            "-m",
+            "ag2embedded",
+            "--port",
+            "0",
+            "--db",
+            f"{tmp}/hub.db",
+            "--log-level",
+            "WARNING",
+            "--",
+            *flags,
+        ],
+        "ag2gateway listening",
+    )
+    try:
+        url = json.loads(line.removeprefix("ag2gateway listening "))["url"]
+        return _run(url, iterations, count, window, {"gateway_and_hub": both})
+    finally:
+        _stop(both)
+
+
+def measure(iterations: int, count: int, window: int = 0, embedded: bool = False) -> dict[str, Any]:
+    """Both rows, in one run: AG2's own hub, then the gateway in front of our hub (``embedded``: both in
+    one process, ``python -m ag2embedded``; else each its own)."""
     with tempfile.TemporaryDirectory(prefix="ag2-bench-") as tmp:
         ag2_hub, line = _start([AG2_PYTHON, PEER, "serve", f"{tmp}/ag2-store"], "listening on", PEER_ENV)
         try:
             ag2 = _run(line.rsplit(" ", 1)[1].strip(), iterations, count, window, {"ag2_hub": ag2_hub})
         finally:
             _stop(ag2_hub)
+        if embedded:
+            return {"ag2_hub": ag2, "gateway_hub": _embedded(tmp, iterations, count, window)}
         hub, line = _start(
             [sys.executable, "-m", "hubsvc", "--port", "0", "--db", f"{tmp}/hub.db", "--log-level", "WARNING"],
             "listening on",
@@ -172,11 +201,12 @@ def print_report(r: dict[str, Any]) -> None:
     ):
         ratio = ours[key] / ag2[key] if ag2[key] else float("nan")
         print(f"{key:<34}{ag2[key]:>14.1f}{ours[key]:>14.1f}   {ratio:.2f}x {('(' + target + ')') if target else ''}")
-    ours_cpu = ours["cpu_ms_per_delivery_gateway"] + ours["cpu_ms_per_delivery_hub"]
-    print(
-        f"{'cpu_ms_per_delivery':<34}{ag2['cpu_ms_per_delivery_ag2_hub']:>14.3f}{ours_cpu:>14.3f}"
-        f"   (gateway {ours['cpu_ms_per_delivery_gateway']:.3f} + hub {ours['cpu_ms_per_delivery_hub']:.3f})"
-    )
+    if "cpu_ms_per_delivery_gateway_and_hub" in ours:
+        ours_cpu, split = ours["cpu_ms_per_delivery_gateway_and_hub"], "(gateway and hub in one process)"
+    else:
+        ours_cpu = ours["cpu_ms_per_delivery_gateway"] + ours["cpu_ms_per_delivery_hub"]
+        split = f"(gateway {ours['cpu_ms_per_delivery_gateway']:.3f} + hub {ours['cpu_ms_per_delivery_hub']:.3f})"
+    print(f"{'cpu_ms_per_delivery':<34}{ag2['cpu_ms_per_delivery_ag2_hub']:>14.3f}{ours_cpu:>14.3f}   {split}")
 
 
 def main() -> None:
@@ -184,11 +214,14 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=200, help="round trips measured (after 20 warm-up)")
     parser.add_argument("--count", type=int, default=20_000, help="envelopes of the throughput workload")
     parser.add_argument("--window", type=int, default=0, help="posts in flight (0: all of them at once)")
+    parser.add_argument(
+        "--embedded", action="store_true", help="run the gateway in the hub's process (python -m ag2embedded)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     if not Path(AG2_PYTHON).exists():
         sys.exit("the AG2 venv is missing: run `make ag2-venv`")
-    report = measure(args.iterations, args.count, args.window)
+    report = measure(args.iterations, args.count, args.window, args.embedded)
     if args.json:
         print(json.dumps(report))
     else:

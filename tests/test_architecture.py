@@ -24,6 +24,8 @@ ALLOWED = {
     "a2agateway": {"a2agateway", "agentsdk", "servicekit", "netkernel"},
     # The AG2 WebSocket gateway likewise: a hub client speaking AG2's protocol to AG2 clients.
     "ag2gateway": {"ag2gateway", "agentsdk", "servicekit", "netkernel"},
+    # The one-process launcher composes the hub and the AG2 gateway; neither imports it or the other.
+    "ag2embedded": {"ag2embedded", "ag2gateway", "hubsvc", "servicekit", "netkernel"},
     "localprocs": {"localprocs"},
 }
 OURS = {
@@ -35,6 +37,7 @@ OURS = {
     "agentsdk",
     "a2agateway",
     "ag2gateway",
+    "ag2embedded",
     "localprocs",
     "tests",
 }
@@ -78,7 +81,7 @@ def test_the_sdk_imports_the_hub_only_for_the_embedded_hub() -> None:
 def test_every_path_the_architecture_page_names_exists() -> None:
     paths = set(
         re.findall(
-            r"`((?:netkernel|servicekit|knowledgestore|knowledgesvc|hubsvc|agentsdk|a2agateway|ag2gateway)/[\w/.]*)`",
+            r"`((?:netkernel|servicekit|knowledgestore|knowledgesvc|hubsvc|agentsdk|a2agateway|ag2gateway|ag2embedded)/[\w/.]*)`",
             DOC.read_text(),
         )
     )

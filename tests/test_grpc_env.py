@@ -12,7 +12,7 @@ import pytest
 from netkernel.grpc_env import GRPC_EXPERIMENTS
 from tests.procs import ROOT
 
-SERVICES = ["hubsvc", "knowledgesvc", "a2agateway", "ag2gateway"]
+SERVICES = ["hubsvc", "knowledgesvc", "a2agateway", "ag2gateway", "ag2embedded"]
 
 # Prints the variable's value at the moment anything first imports grpc, then runs the service's
 # __main__ with --help (argparse prints and exits before serving anything).

@@ -27,3 +27,14 @@ async def test_tiny_run_counts_exact_on_both_hubs() -> None:
         assert report[row]["counts"] == expected_counts(iterations, count)
     assert expected_counts(iterations, count)["fanout8_delivered"] == 96  # 12 posts to 8 receivers
     assert count_mismatches(report, iterations, count) == []
+
+
+async def test_tiny_run_counts_exact_with_the_gateway_in_the_hubs_process() -> None:
+    """``--embedded``: the gateway row served by one ``python -m ag2embedded`` process, whose CPU it reads."""
+    if not AG2_PYTHON.exists():
+        pytest.fail("the AG2 venv is missing: run `make ag2-venv`")
+    iterations, count = 3, 96
+    report = await asyncio.to_thread(measure, iterations, count, 0, True)
+    assert "cpu_ms_per_delivery_gateway_and_hub" in report["gateway_hub"]
+    assert report["gateway_hub"]["counts"] == expected_counts(iterations, count)
+    assert count_mismatches(report, iterations, count) == []
