@@ -10,7 +10,7 @@ from a2a.types import a2a_pb2 as a2a
 from agentsdk import Agent, ScriptedConfig
 from agentsdk.a2a import A2ASettings
 from agentsdk.network import Passport
-from tests.a2a_gateway.conftest import Net, collect, user_message
+from tests.a2agateway.conftest import Net, collect, user_message
 from tests.eventually import assert_eventually
 
 ENABLED = A2ASettings(enabled=True, skills=["policy-lookup"], description="Looks up insurance policies")

@@ -12,9 +12,9 @@ from a2a.types import a2a_pb2 as a2a
 from a2agateway.config import GatewayOptions
 from a2agateway.server import start_gateway
 from agentsdk.network import Hub, Passport
-from tests.a2a_gateway.conftest import Net, collect, user_message
-from tests.a2a_outbound.remote_agent import serve_remote_agent
-from tests.a2a_outbound.test_outbound import LOOPBACK
+from tests.a2agateway.conftest import Net, collect, user_message
+from tests.agentsdk.a2a.remote_agent import serve_remote_agent
+from tests.agentsdk.a2a.test_outbound import LOOPBACK
 
 
 @pytest.fixture

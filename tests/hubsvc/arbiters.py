@@ -1,4 +1,4 @@
-"""Arbiters the governance tests load, in process and with ``python -m hubsvc --arbiter tests.hub.arbiters:...``."""
+"""Arbiters the governance tests load, in process and with ``python -m hubsvc --arbiter tests.hubsvc.arbiters:...``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class Desk:
 
 
 DESK = Desk()
-"""An instance, for ``--arbiter tests.hub.arbiters:DESK``."""
+"""An instance, for ``--arbiter tests.hubsvc.arbiters:DESK``."""
 
 
 class Broken:

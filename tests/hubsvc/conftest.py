@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from hubsvc.storage.sqlite import SqliteHubStore
-from tests.hub import harness
-from tests.hub.harness import Participant, RunningHub, conversation, register, running_hub
+from tests.hubsvc import harness
+from tests.hubsvc.harness import Participant, RunningHub, conversation, register, running_hub
 
 STORE_KINDS = ("sqlite", "redis", "redis-cluster", "redis-cluster-spread", "redis-divided")
 STORES = [k for k in os.environ.get("AGENTNET_HUB_TEST_STORES", "sqlite,redis").split(",") if k]

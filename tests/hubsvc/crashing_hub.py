@@ -1,4 +1,4 @@
-"""``python -m tests.hub.crashing_hub --exit-between-parts KEY <hub flags>``: the hub (``python -m
+"""``python -m tests.hubsvc.crashing_hub --exit-between-parts KEY <hub flags>``: the hub (``python -m
 hubsvc``) whose store exits the process (status :data:`EXIT_STATUS`) right after the channel part
 of the bundle carrying idempotency key KEY committed, before its global part (spread layout).
 

@@ -43,7 +43,7 @@ WELCOME_DEADLINE = 30.0
 
 @dataclass
 class StoreChoice:
-    """The store kind hubs of the running test use (set per test by tests/hub/conftest.py)."""
+    """The store kind hubs of the running test use (set per test by tests/hubsvc/conftest.py)."""
 
     kind: str = "sqlite"
     """"sqlite" or "redis"."""

@@ -1,6 +1,6 @@
-"""A process holding one partition lease, for the SIGSTOP test of tests/hub/test_ownership.py.
+"""A process holding one partition lease, for the SIGSTOP test of tests/hubsvc/test_ownership.py.
 
-``python -m tests.hub.lease_holder URL PREFIX COUNT PARTITION TTL``: opens the Redis store with
+``python -m tests.hubsvc.lease_holder URL PREFIX COUNT PARTITION TTL``: opens the Redis store with
 partitions, acquires ``PARTITION`` for ``TTL`` seconds and prints ``epoch <n>``, then renews the
 lease every ``TTL / 5`` seconds. Each line ``commit <channel> <seq>`` read from stdin commits one
 WAL row fenced with the epoch acquired at the start (what an in-flight commit of a paused owner
@@ -16,7 +16,7 @@ import sys
 from hubsvc.storage import Writes
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import PartitionMoved
-from tests.hub.test_redis_store import row
+from tests.hubsvc.test_redis_store import row
 
 
 async def main(url: str, prefix: str, count: int, partition: int, ttl: float) -> None:

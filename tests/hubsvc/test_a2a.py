@@ -22,7 +22,7 @@ from agentsdk.errors import (
 )
 from hubsvc.core.hub import HubCore
 from hubsvc.storage import ExecutionRow, Writes
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     EV_TEXT,
     Participant,
     RunningHub,

@@ -20,8 +20,8 @@ from agentnet.v1 import a2a_pb2, hub_pb2, hub_pb2_grpc
 from agentsdk.errors import FailedPrecondition, InvalidArgument, PermissionDenied, TokenExpired, Unauthenticated
 from hubsvc.core.options import HubOptions
 from tests.clock import FakeClock
-from tests.hub.harness import EV_TEXT, RunningHub, call, collect, data_of, running_hub
-from tests.hub.test_a2a import a2a_agent, answering, invoke
+from tests.hubsvc.harness import EV_TEXT, RunningHub, call, collect, data_of, running_hub
+from tests.hubsvc.test_a2a import a2a_agent, answering, invoke
 
 COMPLETED = a2a_pb2.INVOCATION_STATUS_COMPLETED
 

@@ -9,8 +9,8 @@ import pytest
 from agentnet.v1 import a2a_pb2, hub_pb2
 
 from agentsdk.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
-from tests.hub.harness import EV_TEXT, RunningHub, assert_eventually, data_of
-from tests.hub.test_a2a import a2a_agent, answering, invoke
+from tests.hubsvc.harness import EV_TEXT, RunningHub, assert_eventually, data_of
+from tests.hubsvc.test_a2a import a2a_agent, answering, invoke
 
 RUNNING = a2a_pb2.INVOCATION_STATUS_RUNNING
 COMPLETED = a2a_pb2.INVOCATION_STATUS_COMPLETED

@@ -13,7 +13,7 @@ from agentnet.v1 import hub_pb2
 
 from hubsvc.governance.policy import InboxRule, PeerSelector, Policy, Rule, RuleEntry
 from netkernel.errors import AgentNetError, InboxFull, InvalidArgument
-from tests.hub.harness import EV_TEXT, RunningHub, make_envelope, open_channel, register, running_hub
+from tests.hubsvc.harness import EV_TEXT, RunningHub, make_envelope, open_channel, register, running_hub
 
 Post = tuple[dict[str, Any], dict[str, Any]]
 """An envelope's event_data and its other fields."""

@@ -15,7 +15,7 @@ from agentnet.v1 import hub_pb2, task_pb2
 
 from agentsdk.operator import AgentView
 from netkernel.errors import InvalidArgument
-from tests.hub.harness import Participant, register, running_hub
+from tests.hubsvc.harness import Participant, register, running_hub
 
 N = 1005
 """More than the largest page (1,000)."""

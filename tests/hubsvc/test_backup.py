@@ -14,9 +14,9 @@ from agentnet.v1 import hub_pb2
 
 from agentsdk.operator import OperatorClient, write_backup
 from netkernel.errors import FailedPrecondition, NotFound
-from tests.hub.harness import Participant, conversation, make_envelope, open_channel, register, running_hub
+from tests.hubsvc.harness import Participant, conversation, make_envelope, open_channel, register, running_hub
 
-pytestmark = pytest.mark.sqlite_only("the backup of a SQLite file (Redis: tests/hub/test_redis_backup.py)")
+pytestmark = pytest.mark.sqlite_only("the backup of a SQLite file (Redis: tests/hubsvc/test_redis_backup.py)")
 
 
 async def _write_until(p: Participant, channel_id: str, stop: asyncio.Event, size: int = 50) -> int:

@@ -13,7 +13,7 @@ from agentnet.v1 import connect_pb2, envelope_pb2
 from hubsvc.core.delivery import Session
 from hubsvc.core.options import HubOptions
 from tests.clock import FakeClock
-from tests.hub.harness import Participant, RunningHub, conversation, data_of, running_hub
+from tests.hubsvc.harness import Participant, RunningHub, conversation, data_of, running_hub
 
 Frame = connect_pb2.ConnectResponse
 URGENT, NORMAL, BACKGROUND = (

@@ -23,8 +23,8 @@ from agentsdk.errors import LimitExceeded
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import hash_secret
 from tests.clock import FakeClock
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, data_of, make_store, running_hub
-from tests.hub.test_a2a import COMPLETED, a2a_agent, answering, invoke
+from tests.hubsvc.harness import EV_TEXT, Participant, RunningHub, data_of, make_store, running_hub
+from tests.hubsvc.test_a2a import COMPLETED, a2a_agent, answering, invoke
 
 CAP = 4
 OPTIONS = HubOptions(a2a_token_ttl=300, a2a_token_grace=600, a2a_max_tokens=CAP, sweep_interval=3600.0)

@@ -10,9 +10,9 @@ from agentnet.v1 import hub_pb2
 
 from hubsvc.governance.policy import Policy
 from netkernel.errors import DepthExceeded, RuleDenied
-from tests.hub.arbiters import Desk
-from tests.hub.harness import Participant, open_channel, register, running_hub
-from tests.hub.test_turn_hint import next_delivery
+from tests.hubsvc.arbiters import Desk
+from tests.hubsvc.harness import Participant, open_channel, register, running_hub
+from tests.hubsvc.test_turn_hint import next_delivery
 
 Q = "ag2.msg.text"
 

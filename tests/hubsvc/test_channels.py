@@ -11,7 +11,7 @@ from agentnet.v1 import channel_pb2, hub_pb2
 
 from agentsdk import errors
 from agentsdk.operator import OperatorClient
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     Participant,
     RunningHub,
     collect,

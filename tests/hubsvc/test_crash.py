@@ -13,7 +13,7 @@ from agentnet.v1 import hub_pb2
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from netkernel.wire import envelope_from_wire
-from tests.hub.harness import EV_TEXT, Participant, collect, make_envelope, open_channel, register
+from tests.hubsvc.harness import EV_TEXT, Participant, collect, make_envelope, open_channel, register
 from tests.procs import ROOT, start_service
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from agentnet.v1 import connect_pb2, envelope_pb2, hub_pb2, hub_pb2_grpc
 from agentsdk import errors
 from hubsvc.core.options import HubOptions
 from tests.clock import FakeClock
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     Participant,
     RunningHub,
     assert_eventually,

@@ -15,7 +15,7 @@ import asyncio
 from pathlib import Path
 
 from netkernel.envelope import EV_TEXT
-from tests.hub.harness import conversation
+from tests.hubsvc.harness import conversation
 from tests.procs import ROOT, serving
 
 POSTS = 1000

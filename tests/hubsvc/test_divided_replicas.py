@@ -41,10 +41,10 @@ from netkernel.errors import InvalidArgument, NotYourTurn, Unauthenticated, Unav
 from netkernel.partitions import partition_of
 from servicekit.metrics import MetricsSettings
 from tests.eventually import assert_eventually
-from tests.hub import harness
-from tests.hub.harness import OPERATOR_TOKEN, Participant, RunningHub, open_channel, register
-from tests.hub.test_replica_forwarding import peers_of
-from tests.hub.test_replicas import REDIS_DB, on
+from tests.hubsvc import harness
+from tests.hubsvc.harness import OPERATOR_TOKEN, Participant, RunningHub, open_channel, register
+from tests.hubsvc.test_replica_forwarding import peers_of
+from tests.hubsvc.test_replicas import REDIS_DB, on
 from tests.scrape import scrape, value
 
 PARTITIONS = 8

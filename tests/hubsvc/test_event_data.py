@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from agentnet.v1 import envelope_pb2, hub_pb2, task_pb2
 
 from tests.event_table import event_table
-from tests.hub.harness import Participant, collect, data_of
+from tests.hubsvc.harness import Participant, collect, data_of
 
 
 def assert_documented(env: envelope_pb2.Envelope, sender: str) -> None:

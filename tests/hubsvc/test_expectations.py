@@ -21,7 +21,7 @@ from hubsvc.governance.policy import ExpectationSpec, Policy, load_policy
 from netkernel.errors import InvalidArgument
 from tests.clock import FakeClock
 from tests.event_table import event_table
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     Participant,
     RunningHub,
     assert_eventually,

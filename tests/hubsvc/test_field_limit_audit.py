@@ -11,7 +11,7 @@ from agentnet.v1 import hub_pb2
 
 from hubsvc.core.options import HubOptions
 from netkernel.errors import InvalidArgument, PayloadTooLarge
-from tests.hub.harness import assert_eventually, conversation, list_audit, make_envelope, running_hub
+from tests.hubsvc.harness import assert_eventually, conversation, list_audit, make_envelope, running_hub
 
 LIMIT = 2048
 BIG = "x" * (LIMIT * 8)

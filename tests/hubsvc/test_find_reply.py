@@ -10,7 +10,7 @@ from agentnet.v1 import hub_pb2
 
 from agentsdk import errors
 from hubsvc.storage.sqlite import SqliteHubStore
-from tests.hub.harness import Participant, RunningHub, data_of, open_channel, register, running_hub
+from tests.hubsvc.harness import Participant, RunningHub, data_of, open_channel, register, running_hub
 
 
 async def find(who: Participant, channel_id: str, causation_id: str, sender: str = "") -> hub_pb2.FindReplyResponse:

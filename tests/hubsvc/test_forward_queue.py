@@ -19,7 +19,7 @@ from hubsvc.core.placement import Placement
 from hubsvc.forwarding import MAX_QUEUED_BYTES, Forwarder
 from hubsvc.replica_peers import ReplicaPeers
 from tests.eventually import assert_eventually
-from tests.hub.harness import make_envelope
+from tests.hubsvc.harness import make_envelope
 
 
 class SlowHolder(replica_pb2_grpc.ReplicaServiceServicer):

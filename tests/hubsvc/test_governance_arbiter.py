@@ -12,8 +12,8 @@ from agentnet.v1 import hub_pb2
 
 from hubsvc.core.options import HubOptions
 from netkernel.errors import RuleDenied
-from tests.hub.arbiters import Broken, Desk, Stuck
-from tests.hub.harness import assert_eventually, list_audit, open_channel, register, running_hub
+from tests.hubsvc.arbiters import Broken, Desk, Stuck
+from tests.hubsvc.harness import assert_eventually, list_audit, open_channel, register, running_hub
 from tests.procs import ROOT, start_service
 
 
@@ -68,7 +68,7 @@ async def test_a_failing_or_stuck_arbiter_refuses(tmp_path: Path) -> None:
 
 
 async def test_hub_process_loads_the_arbiter_named_by_the_flag(tmp_path: Path) -> None:
-    hub = start_service("hubsvc", ["--data-dir", str(tmp_path), "--arbiter", "tests.hub.arbiters:DESK"], cwd=ROOT)
+    hub = start_service("hubsvc", ["--data-dir", str(tmp_path), "--arbiter", "tests.hubsvc.arbiters:DESK"], cwd=ROOT)
     try:
         with pytest.raises(RuleDenied, match="bots register through the operator"):
             await register(hub.target, "bot-7")
@@ -84,8 +84,8 @@ async def test_hub_process_loads_the_arbiter_named_by_the_flag(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--arbiter", "tests.hub.arbiters:Nobody"], "has no attribute 'Nobody'"),
-        (["--arbiter", "tests.hub.arbiters"], "must be 'package.module:attribute'"),
+        (["--arbiter", "tests.hubsvc.arbiters:Nobody"], "has no attribute 'Nobody'"),
+        (["--arbiter", "tests.hubsvc.arbiters"], "must be 'package.module:attribute'"),
         (["--arbiter", "no_such_module_here:x"], "cannot import 'no_such_module_here'"),
     ],
 )

@@ -25,7 +25,7 @@ from netkernel.errors import (
     RuleDenied,
     Unauthenticated,
 )
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     OPERATOR_TOKEN,
     RPC_DEADLINE,
     Participant,

@@ -6,7 +6,7 @@ import pytest
 from agentnet.v1 import connect_pb2, hub_pb2, task_pb2
 
 from agentsdk import errors
-from tests.hub.harness import Participant, RunningHub, assert_eventually, open_channel
+from tests.hubsvc.harness import Participant, RunningHub, assert_eventually, open_channel
 
 
 async def _running_task(alice: Participant, bob: Participant) -> str:

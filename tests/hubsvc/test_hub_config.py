@@ -227,7 +227,7 @@ def test_the_derived_parser_round_trips_every_default_through_its_flag_and_its_v
     for name, spec in hub_option_specs():
         default = getattr(defaults, name)
         if default is None or default == () or isinstance(default, bool):
-            continue  # unset, or a switch (--tls-bind-identity needs TLS: tests/security/test_server_tls.py)
+            continue  # unset, or a switch (--tls-bind-identity needs TLS: tests/system/security/test_server_tls.py)
         text = _as_text(default)
         assert getattr(parse_args([spec.flag, text]), name) == default, spec.flag
         monkeypatch.setenv(spec.env, text)
@@ -266,7 +266,7 @@ def test_an_environment_variable_that_is_not_a_number_says_which_one(
 
 def test_docs_list_every_declared_flag_with_its_variable() -> None:
     """docs/operations.md names each flag beside its environment variable, so the page cannot drift."""
-    lines = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text().splitlines()
+    lines = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text().splitlines()
     missing = [
         spec.flag
         for _, spec in hub_option_specs()

@@ -10,8 +10,8 @@ from agentnet.v1 import channel_pb2
 
 from hubsvc.core.live_channels import FOLD_RUN
 from netkernel.errors import InboxFull
-from tests.hub.harness import Participant, conversation, running_hub
-from tests.hub.test_inbox_caps import inbox_policy
+from tests.hubsvc.harness import Participant, conversation, running_hub
+from tests.hubsvc.test_inbox_caps import inbox_policy
 
 
 async def test_a_wal_of_several_runs_hydrates_to_the_live_channel(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2, task_pb2
 from agentsdk import errors
 from hubsvc.adapters import ADAPTERS
 from netkernel.channel_types import CHANNEL_TYPES
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     Participant,
     RunningHub,
     assert_eventually,

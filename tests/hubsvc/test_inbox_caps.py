@@ -11,7 +11,7 @@ from agentnet.v1 import hub_pb2
 
 from hubsvc.governance.policy import InboxRule, PeerSelector, Policy, Rule, RuleEntry
 from netkernel.errors import InboxFull
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     Participant,
     RunningHub,
     conversation,

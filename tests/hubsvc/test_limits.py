@@ -14,7 +14,7 @@ from agentnet.v1 import connect_pb2, hub_pb2, hub_pb2_grpc
 
 from hubsvc.core.options import HubOptions
 from netkernel.errors import InvalidArgument, NotFound, OutOfRange, PayloadTooLarge
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     Participant,
     RunningHub,
     assert_eventually,

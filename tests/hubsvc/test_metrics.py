@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from servicekit.metrics import MetricsSettings
-from tests.hub.harness import EV_TEXT, RunningHub, assert_eventually, conversation, running_hub
+from tests.hubsvc.harness import EV_TEXT, RunningHub, assert_eventually, conversation, running_hub
 from tests.scrape import Samples, scrape, value
 from tests.scrape import value as v
 

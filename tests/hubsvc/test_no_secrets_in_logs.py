@@ -20,9 +20,9 @@ from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2
 from agentsdk.errors import PermissionDenied, Unauthenticated
 from agentsdk.knowledge import RemoteKnowledgeStore
 from hubsvc.core.util import hash_secret
-from tests.hub.harness import EV_TEXT, Participant, call, data_of
-from tests.hub.test_a2a import a2a_agent, answering, invoke
-from tests.hub.test_a2a_call_tokens import database_text
+from tests.hubsvc.harness import EV_TEXT, Participant, call, data_of
+from tests.hubsvc.test_a2a import a2a_agent, answering, invoke
+from tests.hubsvc.test_a2a_call_tokens import database_text
 from tests.procs import ServiceProcess, serving, start_service
 
 BAD_CREDENTIAL = "typo-of-a-real-credential-0123456789abcdef"

@@ -9,7 +9,7 @@ from pathlib import Path
 from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
 
 from hubsvc.core.options import HubOptions
-from tests.hub.harness import Participant, assert_eventually, register, running_hub
+from tests.hubsvc.harness import Participant, assert_eventually, register, running_hub
 
 QUIET = HubOptions(sweep_interval=3600.0)
 

@@ -14,7 +14,7 @@ from agentnet.v1 import a2a_pb2, channel_pb2, hub_pb2, task_pb2
 from agentsdk.operator import OperatorClient
 from hubsvc.core.options import HubOptions
 from netkernel.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     EV_TEXT,
     Participant,
     RunningHub,
@@ -24,8 +24,8 @@ from tests.hub.harness import (
     register,
     running_hub,
 )
-from tests.hub.test_a2a import a2a_agent, answering, invoke
-from tests.hub.test_replicas import Replicas, on, on_redis, replicas
+from tests.hubsvc.test_a2a import a2a_agent, answering, invoke
+from tests.hubsvc.test_replicas import Replicas, on, on_redis, replicas
 
 __all__ = ["on_redis", "replicas"]  # the replica fixtures, used by the last test
 

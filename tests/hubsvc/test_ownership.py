@@ -19,7 +19,7 @@ from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import PartitionMoved
 from netkernel.partitions import partition_of
 from tests.eventually import assert_eventually
-from tests.hub.test_redis_store import channel, row
+from tests.hubsvc.test_redis_store import channel, row
 from tests.procs import ROOT
 from tests.redis_server import RedisServer
 
@@ -218,7 +218,7 @@ async def test_a_sigstopped_lease_holder_cannot_commit_once_its_partition_moved(
     partition = 3
     ch = next(f"ch{i}" for i in range(10_000) if partition_of(f"ch{i}", COUNT) == partition)
     holder = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.hub.lease_holder", url, "frozen:", str(COUNT), str(partition), str(TTL),
+        sys.executable, "-m", "tests.hubsvc.lease_holder", url, "frozen:", str(COUNT), str(partition), str(TTL),
         cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert holder.stdin is not None and holder.stdout is not None

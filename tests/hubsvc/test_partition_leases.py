@@ -17,7 +17,7 @@ from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import LostRace, PartitionMoved, Unavailable
 from netkernel.partitions import partition_of
 from tests.eventually import assert_eventually
-from tests.hub.test_redis_store import channel, dump, row
+from tests.hubsvc.test_redis_store import channel, dump, row
 from tests.redis_server import RedisCluster as LocalCluster
 from tests.redis_server import RedisServer
 

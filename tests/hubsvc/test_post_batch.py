@@ -16,8 +16,8 @@ from agentnet.v1 import connect_pb2, envelope_pb2
 from agentsdk.errors import error_from_rpc
 from hubsvc.core.options import HubOptions
 from hubsvc.storage import HubStore
-from tests.hub.arbiters import Desk
-from tests.hub.harness import (
+from tests.hubsvc.arbiters import Desk
+from tests.hubsvc.harness import (
     EV_TEXT,
     Participant,
     RunningHub,

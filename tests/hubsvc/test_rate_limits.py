@@ -18,7 +18,7 @@ from hubsvc.governance.policy import PeerSelector, Policy, RateRule, RateSpec, R
 from hubsvc.governance.rate import RateLimiter
 from netkernel.errors import InvalidArgument, NotFound, ProtocolError, RateLimited, Timeout
 from tests.clock import FakeClock
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     EV_TEXT,
     Participant,
     RunningHub,

@@ -15,7 +15,7 @@ from hubsvc.server import start_hub
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import FailedPrecondition
 from tests.eventually import assert_eventually
-from tests.hub.harness import OPERATOR_TOKEN, Participant, conversation, make_envelope
+from tests.hubsvc.harness import OPERATOR_TOKEN, Participant, conversation, make_envelope
 from tests.redis_server import start_redis_server
 
 PREFIX = "agentnet:"

@@ -17,8 +17,8 @@ from redis.crc import key_slot
 
 from agentsdk.errors import Unavailable
 from hubsvc.storage.redis_store import RedisHubStore
-from tests.hub import harness
-from tests.hub.harness import EV_TEXT, Participant, collect, make_envelope
+from tests.hubsvc import harness
+from tests.hubsvc.harness import EV_TEXT, Participant, collect, make_envelope
 from tests.redis_server import RedisCluster, RedisServerMissing, start_redis_cluster
 
 

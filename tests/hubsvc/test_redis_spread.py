@@ -26,10 +26,10 @@ from hubsvc.storage import AgentRow, Writes
 from hubsvc.storage.faults import StoreFaults
 from hubsvc.storage.redis_connect import connect
 from hubsvc.storage.redis_store import RedisHubStore
-from tests.hub import harness
-from tests.hub.crashing_hub import EXIT_STATUS
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, make_envelope
-from tests.hub.test_redis_store import channel, row
+from tests.hubsvc import harness
+from tests.hubsvc.crashing_hub import EXIT_STATUS
+from tests.hubsvc.harness import EV_TEXT, Participant, RunningHub, make_envelope
+from tests.hubsvc.test_redis_store import channel, row
 from tests.procs import ROOT, start_service
 from tests.redis_server import RedisCluster as LocalCluster
 from tests.redis_server import start_redis_cluster
@@ -232,7 +232,7 @@ async def test_a_replica_that_dies_between_the_parts_is_made_up_for_by_another(
         assert (await bob.next_of(EV_TEXT)).envelope_id == first.envelope_id
 
         doomed = start_service(  # the hub, exiting between the parts of the bundle keyed "die-here"
-            "tests.hub.crashing_hub",
+            "tests.hubsvc.crashing_hub",
             ["--exit-between-parts", "die-here", "--store", spread_url, "--data-dir", str(tmp_path)],
             cwd=ROOT,
         )

@@ -23,7 +23,7 @@ from hubsvc.storage.redis_store import RedisHubStore
 from hubsvc.storage.redis_store.commit import RedisClock
 from netkernel.errors import Unavailable
 from tests.eventually import assert_eventually
-from tests.hub.test_redis_store import channel, dump, row
+from tests.hubsvc.test_redis_store import channel, dump, row
 from tests.redis_server import RedisServer, start_redis_server
 
 GIVE_UP = 60.0

@@ -1,6 +1,6 @@
 """The Redis store itself: compare-and-append conflicts, and a hub process on ``--store redis://``.
 
-The hub behaviour suite runs on Redis too (tests/hub/conftest.py); these tests cover what
+The hub behaviour suite runs on Redis too (tests/hubsvc/conftest.py); these tests cover what
 only Redis has: a second writer of the same keys, and the flag of ``python -m hubsvc``.
 """
 
@@ -22,7 +22,7 @@ from hubsvc.storage import AgentRow, ChannelRow, WalRow, Writes
 from hubsvc.storage.base import StoreConflict
 from hubsvc.storage.redis_connect import RedisClient, connect
 from hubsvc.storage.redis_store import RedisHubStore
-from tests.hub.harness import EV_TEXT, Participant, collect, open_channel, register
+from tests.hubsvc.harness import EV_TEXT, Participant, collect, open_channel, register
 from tests.procs import ROOT, start_service
 from tests.redis_server import RedisCluster as LocalCluster
 from tests.redis_server import RedisServer

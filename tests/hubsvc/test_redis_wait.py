@@ -21,8 +21,8 @@ from hubsvc.server import start_hub
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import Unavailable, error_from_rpc
 from tests.eventually import assert_eventually
-from tests.hub import harness
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, conversation, make_envelope
+from tests.hubsvc import harness
+from tests.hubsvc.harness import EV_TEXT, Participant, RunningHub, conversation, make_envelope
 from tests.redis_server import RedisServer, connected_replicas, start_redis_replica, start_redis_server
 
 UNCONFIRMED = "stored on the Redis primary but not confirmed by its replicas"

@@ -9,7 +9,7 @@ from agentnet.v1 import a2a_pb2, hub_pb2
 
 from hubsvc.governance.policy import Policy
 from netkernel.errors import LimitExceeded, RuleDenied
-from tests.hub.harness import register, running_hub
+from tests.hubsvc.harness import register, running_hub
 
 
 async def test_an_invoke_refused_by_a_rule_records_no_execution(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ import pytest
 from agentnet.v1 import hub_pb2, hub_pb2_grpc, identity_pb2
 
 from netkernel.errors import AlreadyExists, InvalidArgument
-from tests.hub.harness import RPC_DEADLINE, Participant, RunningHub, call
-from tests.hub.test_replicas import Replicas, on_redis, replicas
+from tests.hubsvc.harness import RPC_DEADLINE, Participant, RunningHub, call
+from tests.hubsvc.test_replicas import Replicas, on_redis, replicas
 
 __all__ = ["on_redis", "replicas"]  # the replica fixtures
 

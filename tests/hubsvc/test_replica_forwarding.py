@@ -17,9 +17,9 @@ from agentnet.v1 import connect_pb2, hub_pb2, replica_pb2, replica_pb2_grpc
 
 from hubsvc.replica_peers import REPLICA_KEY_HEADER, ReplicaPeers
 from netkernel.errors import InvalidArgument, NotFound, NotYourTurn, Unauthenticated, Unavailable
-from tests.hub import harness
-from tests.hub.harness import RunningHub, make_envelope, open_channel, register
-from tests.hub.test_replicas import REDIS_DB, Replicas, on
+from tests.hubsvc import harness
+from tests.hubsvc.harness import RunningHub, make_envelope, open_channel, register
+from tests.hubsvc.test_replicas import REDIS_DB, Replicas, on
 from tests.redis_server import free_port
 
 

@@ -26,8 +26,8 @@ from hubsvc.storage.redis_store import HOLDINGS_MARK, RESERVED, RedisHubStore
 from netkernel.errors import LimitExceeded, LostRace, RateLimited
 from tests.clock import FakeClock
 from tests.eventually import assert_eventually
-from tests.hub import harness
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, list_audit, make_envelope, open_channel, register
+from tests.hubsvc import harness
+from tests.hubsvc.harness import EV_TEXT, Participant, RunningHub, list_audit, make_envelope, open_channel, register
 from tests.redis_server import RedisServer
 from tests.replicas import replicas
 

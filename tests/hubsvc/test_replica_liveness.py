@@ -25,9 +25,9 @@ from hubsvc.core.util import hash_secret
 from hubsvc.server import start_hub
 from hubsvc.storage.redis_store import RedisHubStore
 from tests.eventually import assert_eventually
-from tests.hub import harness
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, data_of, list_audit
-from tests.hub.test_a2a import COMPLETED, a2a_agent, invoke
+from tests.hubsvc import harness
+from tests.hubsvc.harness import EV_TEXT, Participant, RunningHub, data_of, list_audit
+from tests.hubsvc.test_a2a import COMPLETED, a2a_agent, invoke
 from tests.procs import ROOT, start_service
 from tests.redis_server import RedisServer
 

@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from servicekit.metrics import MetricsSettings
 from tests.eventually import assert_eventually
-from tests.hub import harness
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, open_channel, register
+from tests.hubsvc import harness
+from tests.hubsvc.harness import EV_TEXT, Participant, RunningHub, open_channel, register
 from tests.scrape import scrape, value
 
 REDIS_DB = 3

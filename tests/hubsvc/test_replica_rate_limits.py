@@ -20,8 +20,8 @@ from hubsvc.governance.policy import PeerSelector, Policy, RateRule, Rule, RuleE
 from netkernel.errors import LimitExceeded, RateLimited
 from tests.clock import FakeClock
 from tests.eventually import assert_eventually
-from tests.hub import harness
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, make_envelope, open_channel, register
+from tests.hubsvc import harness
+from tests.hubsvc.harness import EV_TEXT, Participant, RunningHub, make_envelope, open_channel, register
 
 REDIS_DB = 5
 """The DB number of these tests (hub tests use 1, replica tests 2, replica limits 3 and 4)."""

@@ -20,7 +20,7 @@ from hubsvc.core.util import audit_row, hash_secret
 from hubsvc.storage import TASK_LIVE, ExecutionRow, TaskRow, Writes
 from netkernel.errors import LostRace
 from tests.clock import FakeClock
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     EV_TEXT,
     Participant,
     RunningHub,
@@ -31,7 +31,7 @@ from tests.hub.harness import (
     register,
     running_hub,
 )
-from tests.hub.test_a2a import COMPLETED, a2a_agent, answering, invoke
+from tests.hubsvc.test_a2a import COMPLETED, a2a_agent, answering, invoke
 
 QUIET = HubOptions(sweep_interval=3600.0)
 """No background expiry sweep: the tests sweep when they choose."""

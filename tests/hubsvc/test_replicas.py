@@ -19,9 +19,9 @@ from agentnet.v1 import envelope_pb2, hub_pb2
 
 from netkernel.errors import InboxFull, NotFound, NotYourTurn, Superseded, error_from_rpc
 from tests.eventually import assert_eventually
-from tests.hub import harness
-from tests.hub.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
-from tests.hub.test_inbox_caps import inbox_policy
+from tests.hubsvc import harness
+from tests.hubsvc.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
+from tests.hubsvc.test_inbox_caps import inbox_policy
 from tests.redis_server import RedisServer
 
 REDIS_DB = 2

@@ -15,7 +15,7 @@ import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2, identity_pb2, task_pb2
 
 from agentsdk.errors import InvalidArgument
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, call, make_envelope, register
+from tests.hubsvc.harness import EV_TEXT, Participant, RunningHub, call, make_envelope, register
 
 DEEP = "[" * 1000 + "]" * 1000
 DEEP_OBJECT = '{"a":' * 1000 + "1" + "}" * 1000

@@ -29,7 +29,7 @@ from hubsvc.storage.sqlite.history import _purge_head
 from netkernel.archive import ArchiveError, read_archive
 from netkernel.errors import NotFound
 from tests.eventually import assert_eventually
-from tests.hub.harness import RunningHub, conversation, open_channel, running_hub
+from tests.hubsvc.harness import RunningHub, conversation, open_channel, running_hub
 
 SQLITE_ONLY = pytest.mark.sqlite_only("the SQLite store's purge steps and file")
 

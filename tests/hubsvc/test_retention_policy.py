@@ -24,7 +24,7 @@ from hubsvc.storage.base import ChannelRow
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import NotFound
 from tests.eventually import assert_eventually
-from tests.hub.harness import Participant, RunningHub, open_channel, register, running_hub
+from tests.hubsvc.harness import Participant, RunningHub, open_channel, register, running_hub
 
 SQLITE_ONLY = pytest.mark.sqlite_only("the policy file's schema, or the SQLite store's tables")
 

@@ -12,7 +12,7 @@ from agentnet.v1 import connect_pb2, hub_pb2
 from grpc_status import rpc_status
 
 from netkernel.errors import InvalidArgument, Superseded, error_from_rpc
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     EV_TEXT,
     RunningHub,
     assert_eventually,
@@ -90,7 +90,7 @@ async def test_welcome_lists_the_turns_the_channels_await(hub: RunningHub) -> No
 
 async def carol_welcome(p: object) -> connect_pb2.Welcome:
     """Reconnect ``p`` (a harness participant) and return its Welcome."""
-    from tests.hub.harness import Participant
+    from tests.hubsvc.harness import Participant
 
     assert isinstance(p, Participant)
     await p.disconnect()

@@ -13,7 +13,7 @@ from agentnet.v1 import hub_pb2
 
 from hubsvc.governance.policy import Policy
 from netkernel.errors import InvalidArgument, NotFound, PermissionDenied, RuleDenied
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     OPERATOR_TOKEN,
     Participant,
     RunningHub,

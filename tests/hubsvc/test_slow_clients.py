@@ -20,7 +20,7 @@ from agentsdk import errors
 from hubsvc.core.delivery import Session
 from hubsvc.core.options import HubOptions
 from netkernel.errors import error_from_rpc
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     Participant,
     RunningHub,
     assert_eventually,

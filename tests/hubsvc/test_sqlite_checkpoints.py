@@ -15,7 +15,7 @@ from hubsvc.storage.base import Writes
 from hubsvc.storage.sqlite import SqliteHubStore
 from hubsvc.storage.sqlite.checkpoints import CHECKPOINT_EVERY, MAX_WAL_FRAMES, WalCheckpointer
 from tests.eventually import DEFAULT_TIMEOUT
-from tests.hub.test_sqlite_inline_writes import PAGES_PER_COMMIT, row, seqs, wal_pages
+from tests.hubsvc.test_sqlite_inline_writes import PAGES_PER_COMMIT, row, seqs, wal_pages
 
 
 async def test_no_connection_of_the_store_checkpoints_in_a_commit(store: SqliteHubStore) -> None:

@@ -3,7 +3,7 @@ a replica asks a Connect stream whose client follows redirects to move to the re
 of its channels, once envelopes of a channel held elsewhere reach it; a client that did not ask for
 redirects is never sent one.
 
-Replicas are real gRPC servers in this process on one redis-server (tests/hub/test_divided_replicas.py).
+Replicas are real gRPC servers in this process on one redis-server (tests/hubsvc/test_divided_replicas.py).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections import Counter
 
 from hubsvc.core.steering import best_replica
 from tests.eventually import assert_eventually
-from tests.hub.harness import Participant, RunningHub, open_channel, register
-from tests.hub.test_divided_replicas import OPTIONS, Divided, divided, holder, holding_and_not, redis_url
-from tests.hub.test_replicas import on
+from tests.hubsvc.harness import Participant, RunningHub, open_channel, register
+from tests.hubsvc.test_divided_replicas import OPTIONS, Divided, divided, holder, holding_and_not, redis_url
+from tests.hubsvc.test_replicas import on
 
 __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
 

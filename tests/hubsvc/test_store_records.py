@@ -28,7 +28,7 @@ from hubsvc.storage import (
     TaskRow,
     Writes,
 )
-from tests.hub.harness import make_store
+from tests.hubsvc.harness import make_store
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from hubsvc.core.stored_run import StoredRun
 from hubsvc.governance.inbox import Inboxes
 from netkernel.envelope import SUBSTANTIVE_EVENT_TYPES
 from netkernel.wire import envelope_from_wire, envelope_to_wire
-from tests.hub.test_adapter_properties import NOW, runs
+from tests.hubsvc.test_adapter_properties import NOW, runs
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

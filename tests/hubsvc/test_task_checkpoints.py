@@ -1,7 +1,7 @@
 """Task checkpoints (CheckpointTask / ReadTaskCheckpoint): the owner saves its task's resume state
 on the hub and reads it back after a restart — of itself, of the hub, or on another replica.
 
-Runs on both stores (tests/hub/conftest.py); on Redis the two hubs of a test are replicas of
+Runs on both stores (tests/hubsvc/conftest.py); on Redis the two hubs of a test are replicas of
 one deployment (the same keys), on SQLite the same file reopened.
 """
 
@@ -15,7 +15,7 @@ from agentnet.v1 import hub_pb2, task_pb2
 
 from agentsdk.errors import FailedPrecondition, InvalidArgument, NotFound, PayloadTooLarge, PermissionDenied
 from hubsvc.core.options import HubOptions
-from tests.hub.harness import Participant, register, running_hub
+from tests.hubsvc.harness import Participant, register, running_hub
 
 
 async def start(owner: Participant, title: str = "long job") -> str:

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from tests.hub.harness import EV_TEXT, assert_eventually, conversation, running_hub
+from tests.hubsvc.harness import EV_TEXT, assert_eventually, conversation, running_hub
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_PARENT = f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentnet.v1 import connect_pb2, hub_pb2
 
-from tests.hub.harness import Participant, RunningHub, open_channel, register
+from tests.hubsvc.harness import Participant, RunningHub, open_channel, register
 
 
 async def next_delivery(p: Participant, event_type: str) -> connect_pb2.Delivery:

@@ -25,7 +25,7 @@ from agentnet.v1 import hub_pb2, identity_pb2, task_pb2
 from agentsdk.errors import AlreadyExists, Unavailable
 from netkernel.envelope import Envelope, text_envelope
 from netkernel.errors import RateLimited
-from tests.hub.harness import (
+from tests.hubsvc.harness import (
     EV_TEXT,
     Participant,
     RunningHub,
@@ -35,7 +35,7 @@ from tests.hub.harness import (
     register,
     running_hub,
 )
-from tests.hub.test_rate_limits import rate_policy
+from tests.hubsvc.test_rate_limits import rate_policy
 
 pytestmark = pytest.mark.sqlite_only("genuine write failures come from triggers added to the SQLite file")
 

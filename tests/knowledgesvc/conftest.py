@@ -20,7 +20,7 @@ from agentsdk.knowledge import (
     SqliteKnowledgeStore,
     StoreBase,
 )
-from tests.knowledge.helpers import TOKEN, serve_in_process
+from tests.knowledgesvc.helpers import TOKEN, serve_in_process
 from tests.procs import ServiceProcess, start_service
 
 LOCAL_KINDS = ["memory", "sqlite", "disk", "redis", "locked-memory"]

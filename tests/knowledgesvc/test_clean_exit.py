@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agentsdk.knowledge import SqliteKnowledgeStore
-from tests.knowledge.helpers import TOKEN
-from tests.lifecycle.exits import run_probe
+from tests.knowledgesvc.helpers import TOKEN
+from tests.system.lifecycle.exits import run_probe
 from tests.procs import ServiceProcess
 
 

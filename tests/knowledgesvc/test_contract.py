@@ -8,7 +8,7 @@ import pytest
 
 from agentsdk.errors import InvalidArgument, NotFound, OutOfRange
 from agentsdk.knowledge import ChangeEvent, KnowledgeStore
-from tests.knowledge.helpers import Recorder, assert_eventually
+from tests.knowledgesvc.helpers import Recorder, assert_eventually
 
 TEXT = "héllo→世界\n"  # 1-, 2-, 3-byte characters
 TEXT_BYTES = len(TEXT.encode("utf-8"))

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from agentsdk.knowledge import KnowledgeStore, RemoteKnowledgeStore
-from tests.knowledge import test_contract
-from tests.knowledge.conftest import open_backend
-from tests.knowledge.helpers import TOKEN, serve_in_process
+from tests.knowledgesvc import test_contract
+from tests.knowledgesvc.conftest import open_backend
+from tests.knowledgesvc.helpers import TOKEN, serve_in_process
 
 # The contract's tests, collected here once more with the `store` fixture below.
 globals().update({name: test for name, test in vars(test_contract).items() if name.startswith("test_")})

@@ -7,18 +7,18 @@ import sys
 from pathlib import Path
 
 from agentsdk.knowledge import DiskKnowledgeStore, RedisKnowledgeStore, StoreBase
-from tests.knowledge.conftest import unique_name
-from tests.knowledge.helpers import Recorder, assert_eventually
+from tests.knowledgesvc.conftest import unique_name
+from tests.knowledgesvc.helpers import Recorder, assert_eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 async def run_writer(*args: str) -> list[int]:
-    """Run ``tests.knowledge.writer_proc`` with ``args``; return the offsets it printed."""
+    """Run ``tests.knowledgesvc.writer_proc`` with ``args``; return the offsets it printed."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.knowledge.writer_proc",
+        "tests.knowledgesvc.writer_proc",
         *args,
         cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,

@@ -11,7 +11,7 @@ import pytest
 
 from agentsdk.errors import InvalidArgument
 from agentsdk.knowledge import DiskKnowledgeStore
-from tests.knowledge.helpers import Recorder, assert_eventually
+from tests.knowledgesvc.helpers import Recorder, assert_eventually
 
 
 async def test_files_are_plain_and_human_readable(tmp_path: Path) -> None:

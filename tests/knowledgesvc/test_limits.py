@@ -13,8 +13,8 @@ from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 
 from agentsdk.errors import InvalidArgument, OutOfRange
 from agentsdk.knowledge import DiskKnowledgeStore, KnowledgeStore, StoreBase
-from tests.knowledge.conftest import open_backend
-from tests.knowledge.helpers import TOKEN, serve_in_process
+from tests.knowledgesvc.conftest import open_backend
+from tests.knowledgesvc.helpers import TOKEN, serve_in_process
 
 AUTH = (("authorization", f"Bearer {TOKEN}"),)
 

@@ -12,7 +12,7 @@ from knowledgesvc.auth import TokenAuthority
 from knowledgesvc.server import start_knowledge
 from netkernel.errors import NotFound
 from servicekit.metrics import MetricsSettings
-from tests.knowledge.helpers import TOKEN, assert_eventually
+from tests.knowledgesvc.helpers import TOKEN, assert_eventually
 from tests.scrape import scrape, value
 
 

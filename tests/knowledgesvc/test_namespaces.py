@@ -10,8 +10,8 @@ import pytest
 
 from agentsdk.errors import InvalidArgument
 from agentsdk.knowledge import RemoteKnowledgeStore, StoreBase
-from tests.knowledge.conftest import open_backend
-from tests.knowledge.helpers import TOKEN, Recorder, assert_eventually, serve_in_process
+from tests.knowledgesvc.conftest import open_backend
+from tests.knowledgesvc.helpers import TOKEN, Recorder, assert_eventually, serve_in_process
 
 
 @pytest.fixture(params=["memory", "sqlite", "disk", "redis", "remote"])
@@ -55,7 +55,7 @@ def _assert_count(recorder: Recorder, count: int) -> None:
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "disk", "redis"])
 async def test_namespace_names_are_validated(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    # (Remote names are validated by the service: tests/knowledge/test_remote.py.)
+    # (Remote names are validated by the service: tests/knowledgesvc/test_remote.py.)
     async with await open_backend(kind, request, tmp_path) as root:
         for bad in ("", "a/b", "..", "x" * 65):
             with pytest.raises(InvalidArgument):

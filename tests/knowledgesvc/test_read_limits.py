@@ -14,8 +14,8 @@ from knowledgestore.sqlite_store import SqliteKnowledgeStore
 from knowledgesvc.auth import TokenAuthority
 from knowledgesvc.server import start_knowledge
 from knowledgesvc.servicer import MAX_RESPONSE_BYTES
-from tests.knowledge.conftest import open_backend
-from tests.knowledge.helpers import TOKEN, serve_in_process
+from tests.knowledgesvc.conftest import open_backend
+from tests.knowledgesvc.helpers import TOKEN, serve_in_process
 
 FILE_BYTES = MAX_RESPONSE_BYTES + 8 * 1024 * 1024
 READERS = 4

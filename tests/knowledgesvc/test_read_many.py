@@ -20,8 +20,8 @@ from knowledgestore.base import ReadWithin
 from knowledgesvc.auth import TokenAuthority
 from knowledgesvc.server import start_knowledge
 from knowledgesvc.servicer import KNOWLEDGE_SERVICE, KnowledgeServicer
-from tests.knowledge.conftest import open_backend
-from tests.knowledge.helpers import TOKEN
+from tests.knowledgesvc.conftest import open_backend
+from tests.knowledgesvc.helpers import TOKEN
 
 #: Grants the team-* namespaces only, so a read of "secret" is refused.
 GRANTS = {TOKEN: ["team-*"]}

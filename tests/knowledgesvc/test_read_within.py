@@ -16,8 +16,8 @@ from agentsdk.knowledge import RemoteKnowledgeStore
 from knowledgestore.types import FileInfo
 from knowledgesvc.auth import TokenAuthority
 from knowledgesvc.server import start_knowledge
-from tests.knowledge.conftest import open_backend
-from tests.knowledge.helpers import TOKEN
+from tests.knowledgesvc.conftest import open_backend
+from tests.knowledgesvc.helpers import TOKEN
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "disk", "redis"])

@@ -6,8 +6,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from agentsdk.knowledge import RedisKnowledgeStore
-from tests.knowledge.conftest import unique_name
-from tests.knowledge.helpers import Recorder, assert_eventually
+from tests.knowledgesvc.conftest import unique_name
+from tests.knowledgesvc.helpers import Recorder, assert_eventually
 
 
 async def test_constructed_client_is_used_and_left_open(redis_url: str) -> None:

@@ -14,8 +14,8 @@ from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 from agentsdk.errors import InvalidArgument, NotFound, PayloadTooLarge, PermissionDenied, Unauthenticated
 from agentsdk.knowledge import MemoryKnowledgeStore, RemoteKnowledgeStore
 from knowledgesvc.servicer import MAX_RESPONSE_BYTES
-from tests.knowledge.conftest import unique_name
-from tests.knowledge.helpers import TOKEN, Recorder, assert_eventually, serve_in_process
+from tests.knowledgesvc.conftest import unique_name
+from tests.knowledgesvc.helpers import TOKEN, Recorder, assert_eventually, serve_in_process
 from tests.procs import ServiceProcess, serving, start_service
 
 TEAM_TOKEN = "team-token-abcdefghijklmnop"

@@ -12,7 +12,7 @@ from agentsdk.errors import NotFound, Unavailable
 from agentsdk.knowledge import MemoryKnowledgeStore, RemoteKnowledgeStore, SqliteKnowledgeStore
 from agentsdk.knowledge.read_cache import ENTRY_OVERHEAD, CacheInfo
 from tests.forwarder import TcpForwarder
-from tests.knowledge.helpers import TOKEN, assert_eventually, serve_in_process
+from tests.knowledgesvc.helpers import TOKEN, assert_eventually, serve_in_process
 from tests.procs import ServiceProcess, start_service
 
 

@@ -10,7 +10,7 @@ from agentsdk.errors import InvalidArgument, PayloadTooLarge, PermissionDenied, 
 from agentsdk.knowledge import MemoryKnowledgeStore
 from knowledgesvc.rpc import DECLARED, NAMESPACE, PER_ITEM, operation
 from knowledgesvc.servicer import KNOWLEDGE_SERVICE
-from tests.knowledge.test_read_many import raw_rpc, reads, serve
+from tests.knowledgesvc.test_read_many import raw_rpc, reads, serve
 
 
 def test_every_rpc_declares_its_auth_mode_through_the_seam() -> None:

@@ -1,7 +1,7 @@
 """A second OS process using a shared store (run by the cross-process tests).
 
-python -m tests.knowledge.writer_proc disk ROOT write PATH TEXT
-python -m tests.knowledge.writer_proc redis URL#PREFIX append-lines PATH TAG COUNT
+python -m tests.knowledgesvc.writer_proc disk ROOT write PATH TEXT
+python -m tests.knowledgesvc.writer_proc redis URL#PREFIX append-lines PATH TAG COUNT
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from agentnet.v1 import connect_pb2, hub_pb2, hub_pb2_grpc
 from grpc._cython import cygrpc
 
 from servicekit.grpc_logs import GRPC_LOGGER, quiet_client_departures
-from tests.hub.harness import EV_TEXT, Participant, open_channel, register, running_hub
+from tests.hubsvc.harness import EV_TEXT, Participant, open_channel, register, running_hub
 
 
 async def test_cancelling_a_stalled_connect_stream_logs_no_error(

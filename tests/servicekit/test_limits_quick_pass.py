@@ -1,6 +1,6 @@
 """The field limits' quick pass (``RequestLimits._fits``) never lets through a request the detailed
 walk refuses: for any request message of the hub's and the knowledge service's protos (hostile
-values from tests/fuzz/strategies.py), ``refusal`` gives the walk's refusal, and the quick pass
+values from tests/system/fuzz/strategies.py), ``refusal`` gives the walk's refusal, and the quick pass
 says True only when the walk finds nothing."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hubsvc.core.options import HubOptions
 from hubsvc.field_limits import hub_request_limits
 from netkernel.errors import AgentNetError
 from servicekit.limits import Bound, FieldLimits, RequestLimits
-from tests.fuzz.strategies import messages
+from tests.system.fuzz.strategies import messages
 
 LIMITS = hub_request_limits(HubOptions())
 TIGHT = RequestLimits(

@@ -15,7 +15,7 @@ from servicekit.tracing import tracer_provider_from_env
 from tests.procs import serving
 from tests.redis_server import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_metrics_are_off_by_default_and_loopback_when_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,7 +26,7 @@ from google.protobuf.message import Message
 
 from servicekit.heap import LARGE_REQUEST_BYTES, TRIMMER
 from tests.eventually import assert_eventually
-from tests.hub.harness import open_channel, register, running_hub
+from tests.hubsvc.harness import open_channel, register, running_hub
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from knowledgesvc.auth import TokenAuthority
 from knowledgesvc.server import start_knowledge
 from servicekit.metrics import MetricsSettings
 from servicekit.runtime import PortUnavailable
-from tests.knowledge.helpers import TOKEN
+from tests.knowledgesvc.helpers import TOKEN
 from tests.procs import ROOT
 from tests.scrape import scrape
 

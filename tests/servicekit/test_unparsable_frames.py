@@ -20,7 +20,7 @@ from agentsdk.network import Hub
 from knowledgesvc.auth import TokenAuthority
 from knowledgesvc.server import start_knowledge
 from netkernel.errors import InvalidArgument, error_from_rpc
-from tests.hub.harness import register
+from tests.hubsvc.harness import register
 
 GARBAGE = b"\xff\xff\xff\xff\x0f" + os.urandom(64)
 """Not a protobuf message of any type (a field with an invalid wire type and a truncated varint)."""

@@ -13,7 +13,7 @@ import pytest
 
 from hubsvc.governance.policy import load_policy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 DOTTED = re.compile(r"`(agentsdk(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")

@@ -14,7 +14,7 @@ from agentnet.v1 import errors_pb2
 from agentsdk import errors
 from servicekit.boundary import ErrorBoundary, unary_boundary
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROTO_REASONS = {
     v.name.removeprefix("ERROR_REASON_") for v in errors_pb2.ErrorReason.DESCRIPTOR.values if v.number != 0
 }

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from netkernel.extras import DISTRIBUTION, EXTRAS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Top-level modules of the optional packages (console, command line, gateway, Redis, LangGraph).
 OPTIONAL = [

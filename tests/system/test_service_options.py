@@ -18,7 +18,7 @@ from netkernel.options import OptionSpec
 from servicekit.metrics import metrics_option_specs
 from servicekit.tls import tls_option_specs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: module run with ``python -m`` -> (its declared options, the docs pages that table its flags: the
 #: knowledge service's TLS and metrics flags share the hub's rows in operations.md).

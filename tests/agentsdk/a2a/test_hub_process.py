@@ -13,7 +13,7 @@ from agentsdk.a2a import A2ASettings
 from agentsdk.errors import FailedPrecondition
 from agentsdk.network import HubClient, Passport
 from hubsvc.config import parse_args
-from tests.a2a_outbound.remote_agent import serve_remote_agent
+from tests.agentsdk.a2a.remote_agent import serve_remote_agent
 from tests.procs import start_service
 
 

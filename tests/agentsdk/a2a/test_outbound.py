@@ -16,7 +16,7 @@ from agentsdk.errors import FailedPrecondition, InvalidArgument, PayloadTooLarge
 from agentsdk.events import ToolCall
 from agentsdk.network import AgentClient, Hub, Passport
 from hubsvc.core.options import HubOptions
-from tests.a2a_outbound.remote_agent import RemoteAgent, serve_remote_agent
+from tests.agentsdk.a2a.remote_agent import RemoteAgent, serve_remote_agent
 
 LOOPBACK = HubOptions(a2a_outbound_allow=("127.0.0.1",))
 

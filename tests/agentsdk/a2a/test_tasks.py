@@ -9,9 +9,9 @@ import pytest
 from agentnet.v1 import a2a_pb2, hub_pb2
 
 from agentsdk.network import Hub, Passport
-from tests.a2a_outbound.remote_agent import RemoteAgent, serve_remote_agent
-from tests.a2a_outbound.test_outbound import LOOPBACK
-from tests.hub.harness import Participant, assert_eventually, register
+from tests.agentsdk.a2a.remote_agent import RemoteAgent, serve_remote_agent
+from tests.agentsdk.a2a.test_outbound import LOOPBACK
+from tests.hubsvc.harness import Participant, assert_eventually, register
 
 RUNNING = a2a_pb2.INVOCATION_STATUS_RUNNING
 COMPLETED = a2a_pb2.INVOCATION_STATUS_COMPLETED

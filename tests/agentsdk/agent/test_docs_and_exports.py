@@ -1,4 +1,4 @@
-"""The public names are exported, documented and cheap to import (docs/agents.md runs in tests/test_docs.py)."""
+"""The public names are exported, documented and cheap to import (docs/agents.md runs in tests/system/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import agentsdk
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_public_exports() -> None:

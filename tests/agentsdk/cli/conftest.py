@@ -21,7 +21,7 @@ from typer.testing import CliRunner, Result
 
 from agentsdk.cli.app import app
 from agentsdk.network import HubClient, Passport
-from tests.hub.test_a2a import a2a_agent, answering, invoke
+from tests.hubsvc.test_a2a import a2a_agent, answering, invoke
 from tests.procs import ServiceProcess, interrupt, start_service
 
 

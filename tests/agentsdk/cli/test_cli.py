@@ -16,8 +16,8 @@ import pytest
 
 from agentsdk.cli.app import PROGRESS_AT
 from agentsdk.network import HubClient, Passport
-from tests.cli.conftest import Network
-from tests.hub.harness import EV_TEXT, make_envelope, open_channel, register
+from tests.agentsdk.cli.conftest import Network
+from tests.hubsvc.harness import EV_TEXT, make_envelope, open_channel, register
 from tests.procs import ROOT
 
 

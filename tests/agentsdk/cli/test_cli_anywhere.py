@@ -15,7 +15,7 @@ from typer.main import get_command
 from agentsdk.cli.anywhere import hoist
 from agentsdk.cli.app import app
 from agentsdk.network import HubClient, Passport
-from tests.cli.conftest import Network
+from tests.agentsdk.cli.conftest import Network
 
 
 def _ok(result: object) -> str:

@@ -24,9 +24,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from agentsdk.network import HubClient, Passport, Resume
 from agentsdk.network.clients import HumanClient
-from tests.console.conftest import ConsoleProcess, Hub, LoopThread, start_console
-from tests.hub.harness import EV_TEXT, make_envelope, open_channel, register
-from tests.hub.test_a2a import a2a_agent, answering, invoke
+from tests.agentsdk.console.conftest import ConsoleProcess, Hub, LoopThread, start_console
+from tests.hubsvc.harness import EV_TEXT, make_envelope, open_channel, register
+from tests.hubsvc.test_a2a import a2a_agent, answering, invoke
 
 WAIT = 15.0
 """Seconds the browser may take to show what the test waits for."""

@@ -20,8 +20,8 @@ from starlette.testclient import TestClient
 
 from agentsdk.console.app import COOKIE, Console
 from agentsdk.console.options import ConsoleOptions
-from tests.console.conftest import ConsoleProcess, Hub, LoopThread, login, login_form_csrf, start_console
-from tests.hub.harness import EV_TEXT, make_envelope, open_channel, register
+from tests.agentsdk.console.conftest import ConsoleProcess, Hub, LoopThread, login, login_form_csrf, start_console
+from tests.hubsvc.harness import EV_TEXT, make_envelope, open_channel, register
 
 PAGE = 10
 XSS = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"

@@ -17,8 +17,8 @@ from starlette.testclient import TestClient
 
 from agentsdk.console.app import COOKIE, Console
 from agentsdk.console.login_links import LoginLinks
-from tests.console.conftest import ConsoleProcess, Hub, LoopThread, login, start_console
-from tests.hub.harness import open_channel, register
+from tests.agentsdk.console.conftest import ConsoleProcess, Hub, LoopThread, login, start_console
+from tests.hubsvc.harness import open_channel, register
 
 _LINK = re.compile(r"log in once with this link \(it works one time\): (http://\S+)")
 

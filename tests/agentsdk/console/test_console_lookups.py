@@ -22,8 +22,8 @@ from agentsdk.console.app import Console
 from agentsdk.console.options import ConsoleOptions
 from agentsdk.operator import OperatorClient
 from servicekit.metrics import MetricsSettings
-from tests.console.conftest import LoopThread, login
-from tests.hub.harness import EV_TEXT, Participant, RunningHub, open_channel, register, running_hub
+from tests.agentsdk.console.conftest import LoopThread, login
+from tests.hubsvc.harness import EV_TEXT, Participant, RunningHub, open_channel, register, running_hub
 from tests.scrape import Samples, scrape, value
 
 PAGE = 100

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentsdk.testing import ScriptedOpenAIServer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 JOURNAL = ROOT / "examples" / "journal_companion.py"
 LONG_DOC = ROOT / "examples" / "long_doc_chat.py"
 FACT = "I'm Ada; I walked by the river."

@@ -11,7 +11,7 @@ from pathlib import Path
 from agentsdk import OpenAIConfig
 from agentsdk.knowledge import SqliteKnowledgeStore
 from agentsdk.testing import ScriptedOpenAIServer
-from tests.memory.journal import journal_agent
+from tests.agentsdk.knowledge.journal import journal_agent
 
 
 async def test_working_memory_persists_across_agents(

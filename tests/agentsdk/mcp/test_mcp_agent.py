@@ -1,4 +1,4 @@
-"""Agents use the tools of real MCP servers (tests/sdk_mcp/tools_server.py, on the ``mcp`` package's
+"""Agents use the tools of real MCP servers (tests/agentsdk/mcp/tools_server.py, on the ``mcp`` package's
 own server side) over stdio and streamable HTTP, driven by a scripted model over real HTTP."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""docs/mcp.md's configuration example builds what the doc says (its first example runs in tests/test_docs.py)."""
+"""docs/mcp.md's configuration example builds what the doc says (its first example runs in tests/system/test_docs.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.test_docs import python_blocks
+from tests.system.test_docs import python_blocks
 
 
 def test_the_streamable_http_configuration_example_builds_the_server_it_describes() -> None:

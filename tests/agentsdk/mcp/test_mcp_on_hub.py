@@ -12,7 +12,7 @@ from agentsdk.events import ToolCall
 from agentsdk.mcp import MCPError, MCPServerStdio
 from agentsdk.network import EV_CHANNEL_CLOSED, EV_TEXT, Hub, Passport
 from agentsdk.testing import ScriptedOpenAIServer
-from tests.sdk_mcp.test_mcp_agent import stdio
+from tests.agentsdk.mcp.test_mcp_agent import stdio
 
 
 def model(request: dict[str, Any]) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentsdk import Agent, OpenAIConfig
 from agentsdk.network import Hub, Passport
-from tests.mcp_server.conftest import AGENTNET
+from tests.agentsdk.mcp_server.conftest import AGENTNET
 
 
 async def agentnet(*args: str) -> subprocess.CompletedProcess[str]:

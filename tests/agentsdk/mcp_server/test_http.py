@@ -17,8 +17,8 @@ from mcp.server.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentsdk.network import Hub, Passport
-from tests.mcp_server.conftest import AGENTNET, ANSWER, keeper, spawn_http
-from tests.security.certs import write_bundle
+from tests.agentsdk.mcp_server.conftest import AGENTNET, ANSWER, keeper, spawn_http
+from tests.system.security.certs import write_bundle
 
 MCP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 """The timeouts the ``mcp`` client gives its own HTTP client (a tool call's answer streams back on the

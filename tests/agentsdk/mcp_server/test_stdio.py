@@ -19,7 +19,7 @@ from agentsdk.network import Hub, Passport
 from agentsdk.network.credentials import CredentialFile
 from agentsdk.testing import ScriptedOpenAIServer, ServerError
 from netkernel.errors import AgentNetError
-from tests.mcp_server.conftest import ANSWER, stdio_host
+from tests.agentsdk.mcp_server.conftest import ANSWER, stdio_host
 
 
 async def test_the_host_lists_the_tools_finds_peers_and_asks_an_agent(hub: Hub, tmp_path: Path) -> None:

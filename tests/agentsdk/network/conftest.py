@@ -11,7 +11,7 @@ from agentsdk.testing import ScriptedOpenAIServer
 
 @pytest.fixture
 def servers() -> Iterator[list[ScriptedOpenAIServer]]:
-    """Servers started by :func:`tests.sdk_net.llm.llm` in a test, stopped after it."""
+    """Servers started by :func:`tests.agentsdk.network.llm.llm` in a test, stopped after it."""
     made: list[ScriptedOpenAIServer] = []
     yield made
     for s in made:

@@ -1,6 +1,6 @@
 """An agent process that answers one envelope and then hangs before acking it (the test kills it).
 
-``python -m tests.sdk_net.crashing_agent HUB_TARGET LLM_BASE_URL CREDENTIAL_FILE``: registers
+``python -m tests.agentsdk.network.crashing_agent HUB_TARGET LLM_BASE_URL CREDENTIAL_FILE``: registers
 "worker" (saving its credential), prints ``READY``, answers the first substantive envelope
 with the default handler, prints ``ANSWERED <envelope id>`` and never returns from the handler,
 so the envelope is never acked: what a crash between a reply and its ack leaves behind.

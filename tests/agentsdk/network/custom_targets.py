@@ -1,5 +1,5 @@
 """Custom transition targets the tests register: in the test process (an embedded hub) and in a hub
-process (``--transition-targets tests.sdk_net.custom_targets:TARGETS``)."""
+process (``--transition-targets tests.agentsdk.network.custom_targets:TARGETS``)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from agentsdk.testing import ScriptedOpenAIServer
 from hubsvc.core.options import HubOptions
 from tests.clock import FakeClock
 from tests.eventually import assert_eventually
-from tests.sdk_net.llm import llm
+from tests.agentsdk.network.llm import llm
 
 ENABLED = A2ASettings(enabled=True)
 

@@ -18,7 +18,7 @@ from agentsdk.network import AgentClient, Hub, Passport
 from agentsdk.testing import ScriptedOpenAIServer
 from hubsvc.core.options import HubOptions
 from tests.clock import FakeClock
-from tests.sdk_net.llm import llm
+from tests.agentsdk.network.llm import llm
 
 ENABLED = A2ASettings(enabled=True)
 FAN_OUT = 5

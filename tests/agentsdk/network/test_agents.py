@@ -25,7 +25,7 @@ from agentsdk.network import (
 )
 from agentsdk.testing import ScriptedOpenAIServer
 from tests.eventually import assert_eventually
-from tests.sdk_net.llm import llm
+from tests.agentsdk.network.llm import llm
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from agentsdk.network import EV_TEXT, HubClient, HumanClient, Passport, Transiti
 from agentsdk.network.hub_client import Hub
 from netkernel.errors import ChannelClosed, InvalidArgument
 from tests.procs import ROOT, start_service
-from tests.sdk_net.custom_targets import Rota
+from tests.agentsdk.network.custom_targets import Rota
 
 register_target(Rota)  # for the embedded hubs of this process (the hub process loads it by flag)
 
@@ -93,7 +93,7 @@ async def test_a_hub_process_loads_targets_by_flag_and_waits_for_them_after_a_re
     """The graph is data: a hub restarted without the target keeps the channel (it reads as ended with
     target_unavailable and refuses turns, saying so); started with it again, the workflow goes on."""
     flags = ["--data-dir", str(tmp_path)]
-    with_targets = [*flags, "--transition-targets", "tests.sdk_net.custom_targets:TARGETS"]
+    with_targets = [*flags, "--transition-targets", "tests.agentsdk.network.custom_targets:TARGETS"]
     hub = start_service("hubsvc", with_targets, cwd=ROOT)
     try:
         async with HubClient.connect(hub.target) as hc:

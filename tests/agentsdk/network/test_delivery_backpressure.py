@@ -14,7 +14,7 @@ from agentsdk.network._delivery import DeliveryStream
 from agentsdk.transport import HubConnection
 from netkernel.errors import InvalidArgument
 from tests.eventually import assert_eventually
-from tests.hub.harness import conversation, data_of, make_envelope, running_hub
+from tests.hubsvc.harness import conversation, data_of, make_envelope, running_hub
 
 BUDGET = 8 * 1024
 TEXT = "y" * 1024

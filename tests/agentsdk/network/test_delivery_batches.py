@@ -12,7 +12,7 @@ from agentsdk.network._acks import MAX_ENTRIES_PER_FRAME, AckCoalescer
 from agentsdk.network._delivery import DeliveryStream
 from agentsdk.transport import HubConnection
 from tests.eventually import assert_eventually
-from tests.hub.harness import conversation, data_of, running_hub
+from tests.hubsvc.harness import conversation, data_of, running_hub
 
 
 async def test_acks_of_one_turn_go_out_in_one_frame() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from agentsdk.testing import ScriptedOpenAIServer
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "discussion.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "discussion.py"
 
 
 def run(env: dict[str, str]) -> str:

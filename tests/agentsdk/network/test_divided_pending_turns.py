@@ -4,15 +4,15 @@ listing answers UNAVAILABLE — so a turn the identity acked before its process 
 once the channel's holder answers (here: once the channel moved to a replica that does).
 
 Two replicas are real gRPC servers in this process on one redis-server with 8 partitions
-(tests/hub/test_divided_replicas.py); the clients are the public SDK.
+(tests/hubsvc/test_divided_replicas.py); the clients are the public SDK.
 """
 
 from __future__ import annotations
 
 from agentsdk.network import HubClient, Passport
 from tests.eventually import assert_eventually
-from tests.hub.test_divided_replicas import Divided, divided, holder, holding_and_not, redis_url
-from tests.sdk_net.test_session_steering import open_conversation, recording
+from tests.hubsvc.test_divided_replicas import Divided, divided, holder, holding_and_not, redis_url
+from tests.agentsdk.network.test_session_steering import open_conversation, recording
 
 __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
 

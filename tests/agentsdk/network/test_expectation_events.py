@@ -11,7 +11,7 @@ from agentsdk.network import EV_EXPECTATION_VIOLATED, EV_TEXT, Hub, Passport
 from agentsdk.testing import ScriptedOpenAIServer
 from tests.clock import FakeClock
 from tests.eventually import assert_eventually
-from tests.sdk_net.llm import llm
+from tests.agentsdk.network.llm import llm
 
 
 @pytest.fixture

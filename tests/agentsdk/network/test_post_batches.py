@@ -17,7 +17,7 @@ from agentsdk.network._outbox import MAX_BATCH_BYTES, Outbox
 from agentsdk.transport import HubConnection
 from hubsvc.core.options import HubOptions
 from tests.eventually import assert_eventually
-from tests.hub.harness import EV_TEXT, conversation, data_of, make_envelope, running_hub
+from tests.hubsvc.harness import EV_TEXT, conversation, data_of, make_envelope, running_hub
 
 Frame = connect_pb2.ConnectRequest
 

@@ -19,7 +19,7 @@ from agentsdk.network.agent_client import default_handler
 from agentsdk.testing import ScriptedOpenAIServer
 from tests.eventually import assert_eventually
 from tests.procs import ROOT
-from tests.sdk_net.llm import llm
+from tests.agentsdk.network.llm import llm
 
 
 async def _line(proc: asyncio.subprocess.Process, prefix: str) -> str:
@@ -40,7 +40,7 @@ async def test_a_reply_given_before_a_crash_is_not_given_again(
     credential_file = tmp_path / "worker.cred"
     async with Hub.open() as hub:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.sdk_net.crashing_agent", hub.target, first.base_url or "",
+            sys.executable, "-m", "tests.agentsdk.network.crashing_agent", hub.target, first.base_url or "",
             str(credential_file), cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         try:

@@ -24,7 +24,7 @@ from scripts.rpc_tables import python as python_tables
 from scripts.rpc_tables.descriptors import MessageRef, Method, Service, load
 from tests.eventually import assert_eventually
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ stream stays where it connected and the texts still arrive; a Redirect to a repl
 cannot reach sends the stream back where it connected, and nothing is lost.
 
 Three replicas are real gRPC servers in this process on one redis-server with 8 partitions
-(tests/hub/test_divided_replicas.py); the clients are the public SDK.
+(tests/hubsvc/test_divided_replicas.py); the clients are the public SDK.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 from agentsdk.errors import NotFound
 from agentsdk.network import EV_TEXT, Envelope, HubClient, HumanClient, Passport
 from tests.eventually import assert_eventually
-from tests.hub.harness import RunningHub
-from tests.hub.test_divided_replicas import Divided, divided, holder, holding_and_not, redis_url
+from tests.hubsvc.harness import RunningHub
+from tests.hubsvc.test_divided_replicas import Divided, divided, holder, holding_and_not, redis_url
 
 __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
 

@@ -24,7 +24,7 @@ from agentsdk.network import (
 from agentsdk.network._cursors import JsonFileCursorStore
 from agentsdk.testing import ScriptedOpenAIServer
 from tests.eventually import assert_eventually
-from tests.sdk_net.llm import llm
+from tests.agentsdk.network.llm import llm
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from agentsdk.network import EV_CHANNEL_CLOSED, EV_TASK_CANCELLED, EV_TEXT, Hub,
 from agentsdk.testing import ScriptedOpenAIServer
 from hubsvc.core.options import HubOptions
 from netkernel.errors import InvalidArgument
-from tests.sdk_net.llm import llm
+from tests.agentsdk.network.llm import llm
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT
 from netkernel.identity import Passport
 from tests.eventually import assert_eventually
-from tests.sdk_net.llm import llm
+from tests.agentsdk.network.llm import llm
 
 
 def named(spans: list[ReadableSpan], name: str, envelope_id: str) -> ReadableSpan:

@@ -13,7 +13,7 @@ from agentnet.v1 import hub_pb2
 
 from hubsvc.governance.policy import Policy, load_policy
 from netkernel.errors import RuleDenied
-from tests.hub.harness import open_channel, register
+from tests.hubsvc.harness import open_channel, register
 from tests.procs import ROOT, start_service
 
 DOC = ROOT / "docs" / "governance.md"

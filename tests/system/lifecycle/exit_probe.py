@@ -1,6 +1,6 @@
 """Opens one of our stores or clients, uses it, and returns WITHOUT closing it (test helper).
 
-``python tests/lifecycle/exit_probe.py <case> <dir> [target] [token]``: the test asserts that
+``python tests/system/lifecycle/exit_probe.py <case> <dir> [target] [token]``: the test asserts that
 the interpreter exits on its own afterwards, as a script that forgets ``close()`` expects.
 """
 

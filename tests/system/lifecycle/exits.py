@@ -1,4 +1,4 @@
-"""Run tests/lifecycle/exit_probe.py and report whether the interpreter exited on its own (test helper)."""
+"""Run tests/system/lifecycle/exit_probe.py and report whether the interpreter exited on its own (test helper)."""
 
 from __future__ import annotations
 

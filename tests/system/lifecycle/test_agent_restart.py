@@ -1,6 +1,6 @@
 """An agent service process that is stopped and started again comes back as the same identity (#14).
 
-A real hub subprocess and a real agent process (tests/lifecycle/agent_service.py) registering
+A real hub subprocess and a real agent process (tests/system/lifecycle/agent_service.py) registering
 with a credential file: it answers, is stopped (SIGTERM, or SIGKILL), a message arrives while
 it is down, and the restarted process resumes as the same agent id with its A2A settings,
 answers what it missed exactly once and repeats nothing. Unregistering frees the name.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lifecycle.exits import run_probe
+from tests.system.lifecycle.exits import run_probe
 from tests.procs import ServiceProcess, start_service
 
 

@@ -5,7 +5,7 @@ As a library: :func:`make_ca`, :meth:`CertificateAuthority.server` and
 
 As a command (the Go and TypeScript bridge tests use it)::
 
-    python -m tests.security.certs OUTDIR [--client NAME ...] [--days N]
+    python -m tests.system.security.certs OUTDIR [--client NAME ...] [--days N]
 
 writes, with stable names::
 
@@ -231,9 +231,9 @@ def write_bundle(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m tests.security.certs OUTDIR [--client NAME ...]``: write a throwaway certificate set."""
+    """``python -m tests.system.security.certs OUTDIR [--client NAME ...]``: write a throwaway certificate set."""
     parser = argparse.ArgumentParser(
-        prog="python -m tests.security.certs", description="Write throwaway TLS certificates for tests."
+        prog="python -m tests.system.security.certs", description="Write throwaway TLS certificates for tests."
     )
     parser.add_argument("outdir", type=Path, help="directory to write ca.pem, server.pem, server.key, client-*")
     parser.add_argument(

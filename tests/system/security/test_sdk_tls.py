@@ -24,8 +24,8 @@ from netkernel.envelope import EV_TEXT
 from netkernel.identity import Passport
 from servicekit.tls import ServerTls
 from tests.eventually import assert_eventually
-from tests.knowledge.helpers import TOKEN, serve_in_process
-from tests.security.certs import Bundle, make_ca, write_bundle, write_pair
+from tests.knowledgesvc.helpers import TOKEN, serve_in_process
+from tests.system.security.certs import Bundle, make_ca, write_bundle, write_pair
 
 
 @pytest.fixture

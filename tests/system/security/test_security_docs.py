@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.procs import ROOT, start_service
-from tests.test_docs import python_blocks
+from tests.system.test_docs import python_blocks
 
 DOC = ROOT / "docs" / "security.md"
 

@@ -18,7 +18,7 @@ from agentsdk.errors import PermissionDenied
 from agentsdk.network import HubClient, TlsConfig
 from netkernel.identity import Passport
 from tests.procs import ServiceProcess, serving
-from tests.security.certs import Bundle, make_ca, write_bundle, write_file, write_pair
+from tests.system.security.certs import Bundle, make_ca, write_bundle, write_file, write_pair
 
 SERVICES = ("hubsvc", "knowledgesvc")
 

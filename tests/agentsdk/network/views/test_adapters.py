@@ -48,7 +48,7 @@ from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from hubsvc.adapters.payloads import parse_packet
 from netkernel.envelope import EV_CHANNEL_INVITE, EV_PACKET, EV_TEXT, Envelope
-from tests.sdk_views.support import NAMES, FakeClient, env, meta, text
+from tests.agentsdk.network.views.support import NAMES, FakeClient, env, meta, text
 
 TYPES = ("consulting", "conversation", "discussion", "workflow")
 
@@ -335,7 +335,7 @@ def offered(channel_type: str, m: ChannelMetadata, who: str, client: Any = None)
 @pytest.mark.parametrize("channel_type", TYPES)
 def test_tools_for_builds_what_the_hub_offered(channel_type: str) -> None:
     """The SDK decides nothing: say exactly when DescribeChannel named it for this participant
-    (tests/sdk_net/test_hub_decides.py checks this against a real hub)."""
+    (tests/agentsdk/network/test_hub_decides.py checks this against a real hub)."""
     said = meta(channel_type, offered=("a1", ("say",)))
     assert offered(channel_type, said, "a1") == ["say"]
     assert offered(channel_type, said, "b2") == []  # the answer was about a1, not b2

@@ -21,8 +21,8 @@ from agentsdk.network.views import (
     view_for,
 )
 from netkernel.envelope import EV_CHANNEL_OPENED, EV_CONTEXT_SET, EV_PACKET, Envelope
-from tests.sdk_views.seed_custom_view import FromOneOnly
-from tests.sdk_views.support import NAMES, env, meta, text
+from tests.agentsdk.network.views.seed_custom_view import FromOneOnly
+from tests.agentsdk.network.views.support import NAMES, env, meta, text
 
 render = adapter_for("conversation").render_envelope
 META = meta("discussion", ("a1", "b2", "c3"))
