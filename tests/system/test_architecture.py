@@ -399,3 +399,37 @@ def test_docs_and_examples_import_only_public_modules() -> None:
         for where, code in sources.items()
     }
     assert {where: found for where, found in private.items() if found} == {}
+
+
+#: The one folder of tests that cross packages on purpose (end to end, security, fuzz, docs, this file);
+#: docs/architecture.md "Where tests live" says which suites belong there.
+CROSS_CUTTING_TESTS = "system"
+
+
+def folders_of_tests() -> list[str]:
+    """Every folder under tests/ that holds Python (a data folder such as tests/bridges/outside does not)."""
+    tests = ROOT / "tests"
+    return sorted(
+        str(folder.relative_to(tests))
+        for folder in tests.rglob("*")
+        if folder.is_dir()
+        and not {"__pycache__", "node_modules"} & set(folder.parts)
+        and any(folder.glob("*.py"))
+    )
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    """tests/<package>/<sub-package or module>/… mirrors the code it tests (tests/hubsvc for hubsvc/,
+    tests/agentsdk/network for agentsdk/network/, tests/agentsdk/mcp for agentsdk/mcp.py); the only other
+    folder is tests/system, the cross-cutting suites. A folder named after nothing is a topic folder:
+    move its tests to the package they test, or to tests/system when they cross packages on purpose."""
+    folders = folders_of_tests()
+    assert "hubsvc" in folders and "agentsdk/network" in folders
+    strays = [
+        folder
+        for folder in folders
+        if folder.split("/")[0] != CROSS_CUTTING_TESTS
+        and not (ROOT / folder).is_dir()
+        and not (ROOT / f"{folder}.py").is_file()
+    ]
+    assert strays == []
