@@ -23,10 +23,10 @@ from hubsvc.server import start_hub
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import PermissionDenied
 from servicekit.tls import ServerTls, TlsConfigError
+from tests.agentsdk.network.test_session_steering import open_conversation, recording
 from tests.eventually import assert_eventually
 from tests.hubsvc.harness import OPERATOR_TOKEN, RunningHub
 from tests.hubsvc.test_divided_replicas import OPTIONS, PARTITIONS, Divided, divided, holder, holding_and_not, redis_url
-from tests.agentsdk.network.test_session_steering import open_conversation, recording
 from tests.system.security.certs import make_ca, write_file, write_pair
 
 __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use

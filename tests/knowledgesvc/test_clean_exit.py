@@ -13,8 +13,8 @@ import pytest
 
 from agentsdk.knowledge import SqliteKnowledgeStore
 from tests.knowledgesvc.helpers import TOKEN
-from tests.system.lifecycle.exits import run_probe
 from tests.procs import ServiceProcess
+from tests.system.lifecycle.exits import run_probe
 
 
 @pytest.mark.parametrize("case", ["sqlite", "disk", "memory"])

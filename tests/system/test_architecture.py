@@ -412,9 +412,7 @@ def folders_of_tests() -> list[str]:
     return sorted(
         str(folder.relative_to(tests))
         for folder in tests.rglob("*")
-        if folder.is_dir()
-        and not {"__pycache__", "node_modules"} & set(folder.parts)
-        and any(folder.glob("*.py"))
+        if folder.is_dir() and not {"__pycache__", "node_modules"} & set(folder.parts) and any(folder.glob("*.py"))
     )
 
 

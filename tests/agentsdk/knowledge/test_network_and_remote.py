@@ -23,8 +23,8 @@ from agentsdk.knowledge import MemoryKnowledgeStore, RemoteKnowledgeStore, Sqlit
 from agentsdk.network import EV_TEXT, Hub, Passport
 from agentsdk.policies import WorkingMemoryPolicy
 from agentsdk.testing import ScriptedOpenAIServer
-from tests.knowledgesvc.helpers import TOKEN, serve_in_process
 from tests.agentsdk.knowledge.journal import journal_agent
+from tests.knowledgesvc.helpers import TOKEN, serve_in_process
 
 MEMORY = "- The user is Ada.\n- Ada prefers metric units.\n"
 

@@ -1,4 +1,5 @@
-"""docs/mcp.md's configuration example builds what the doc says (its first example runs in tests/system/test_docs.py)."""
+"""docs/mcp.md's configuration example builds what the doc says (its first example runs in
+tests/system/test_docs.py)."""
 
 from __future__ import annotations
 

@@ -25,9 +25,9 @@ from agentsdk.events import ToolCall
 from agentsdk.network import AgentClient, Hub, Passport
 from agentsdk.testing import ScriptedOpenAIServer
 from hubsvc.core.options import HubOptions
+from tests.agentsdk.network.llm import llm
 from tests.clock import FakeClock
 from tests.eventually import assert_eventually
-from tests.agentsdk.network.llm import llm
 
 ENABLED = A2ASettings(enabled=True)
 

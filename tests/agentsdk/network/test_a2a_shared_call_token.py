@@ -17,8 +17,8 @@ from agentsdk.events import ToolCall
 from agentsdk.network import AgentClient, Hub, Passport
 from agentsdk.testing import ScriptedOpenAIServer
 from hubsvc.core.options import HubOptions
-from tests.clock import FakeClock
 from tests.agentsdk.network.llm import llm
+from tests.clock import FakeClock
 
 ENABLED = A2ASettings(enabled=True)
 FAN_OUT = 5

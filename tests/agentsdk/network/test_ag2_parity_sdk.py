@@ -30,8 +30,8 @@ from agentsdk.network import (
 from agentsdk.testing import ScriptedOpenAIServer
 from netkernel.errors import InvalidArgument
 from netkernel.images import MAX_IMAGES_PER_ENVELOPE
-from tests.eventually import assert_eventually
 from tests.agentsdk.network.llm import llm
+from tests.eventually import assert_eventually
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
 PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()

@@ -24,8 +24,8 @@ from agentsdk.network import (
     Resume,
 )
 from agentsdk.testing import ScriptedOpenAIServer
-from tests.eventually import assert_eventually
 from tests.agentsdk.network.llm import llm
+from tests.eventually import assert_eventually
 
 
 @pytest.fixture

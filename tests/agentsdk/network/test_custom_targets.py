@@ -15,8 +15,8 @@ from agentnet.v1 import hub_pb2
 from agentsdk.network import EV_TEXT, HubClient, HumanClient, Passport, TransitionGraph, register_target
 from agentsdk.network.hub_client import Hub
 from netkernel.errors import ChannelClosed, InvalidArgument
-from tests.procs import ROOT, start_service
 from tests.agentsdk.network.custom_targets import Rota
+from tests.procs import ROOT, start_service
 
 register_target(Rota)  # for the embedded hubs of this process (the hub process loads it by flag)
 

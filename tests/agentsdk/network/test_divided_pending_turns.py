@@ -10,9 +10,9 @@ Two replicas are real gRPC servers in this process on one redis-server with 8 pa
 from __future__ import annotations
 
 from agentsdk.network import HubClient, Passport
+from tests.agentsdk.network.test_session_steering import open_conversation, recording
 from tests.eventually import assert_eventually
 from tests.hubsvc.test_divided_replicas import Divided, divided, holder, holding_and_not, redis_url
-from tests.agentsdk.network.test_session_steering import open_conversation, recording
 
 __all__ = ["divided", "redis_url"]  # the fixtures this module's tests use
 

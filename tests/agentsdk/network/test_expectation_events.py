@@ -9,9 +9,9 @@ import pytest
 from agentsdk import Agent
 from agentsdk.network import EV_EXPECTATION_VIOLATED, EV_TEXT, Hub, Passport
 from agentsdk.testing import ScriptedOpenAIServer
+from tests.agentsdk.network.llm import llm
 from tests.clock import FakeClock
 from tests.eventually import assert_eventually
-from tests.agentsdk.network.llm import llm
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from agentsdk import Agent
 from agentsdk.network import EV_TEXT, Envelope, Hub, HubClient, Passport
 from agentsdk.network.agent_client import default_handler
 from agentsdk.testing import ScriptedOpenAIServer
+from tests.agentsdk.network.llm import llm
 from tests.eventually import assert_eventually
 from tests.procs import ROOT
-from tests.agentsdk.network.llm import llm
 
 
 async def _line(proc: asyncio.subprocess.Process, prefix: str) -> str:

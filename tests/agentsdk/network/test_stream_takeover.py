@@ -23,8 +23,8 @@ from agentsdk.network import (
 )
 from agentsdk.network._cursors import JsonFileCursorStore
 from agentsdk.testing import ScriptedOpenAIServer
-from tests.eventually import assert_eventually
 from tests.agentsdk.network.llm import llm
+from tests.eventually import assert_eventually
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from agentsdk.testing import ScriptedOpenAIServer
 from agentsdk.transport import HubConnection
 from netkernel.envelope import EV_TEXT
 from netkernel.identity import Passport
-from tests.eventually import assert_eventually
 from tests.agentsdk.network.llm import llm
+from tests.eventually import assert_eventually
 
 
 def named(spans: list[ReadableSpan], name: str, envelope_id: str) -> ReadableSpan:

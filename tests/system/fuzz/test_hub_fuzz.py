@@ -24,9 +24,9 @@ from agentnet.v1 import channel_pb2, connect_pb2, envelope_pb2, hub_pb2, hub_pb2
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.procs import ROOT, ServiceProcess, start_service
 from tests.system.fuzz.checks import assert_documented_refusal, assert_serving, fuzz_settings, sqlite_fingerprint
 from tests.system.fuzz.strategies import edge_strings, messages, mutations
-from tests.procs import ROOT, ServiceProcess, start_service
 
 pytestmark = pytest.mark.fuzz
 

@@ -19,9 +19,9 @@ from agentnet.v1 import knowledge_pb2, knowledge_pb2_grpc
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.procs import ServiceProcess, start_service
 from tests.system.fuzz.checks import assert_documented_refusal, assert_serving, fuzz_settings, sqlite_fingerprint
 from tests.system.fuzz.strategies import messages, mutations
-from tests.procs import ServiceProcess, start_service
 
 pytestmark = pytest.mark.fuzz
 

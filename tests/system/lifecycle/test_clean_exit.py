@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.lifecycle.exits import run_probe
 from tests.procs import ServiceProcess, start_service
+from tests.system.lifecycle.exits import run_probe
 
 
 @pytest.fixture(scope="module")
