@@ -139,7 +139,7 @@ def exit_on_start_failure(program: str = "agentnet-hub") -> Iterator[None]:
 
 def main(argv: list[str] | None = None, *, faults: StoreFaults | None = None) -> None:
     """Console entry point (``agentnet-hub``). ``faults`` makes the store fail at named points: a test's
-    own entry point passes it (tests/hub/crashing_hub.py); the command line never does."""
+    own entry point passes it (tests/hubsvc/crashing_hub.py); the command line never does."""
     config = parse_args(argv)
     configure_logging(config.log_level)
     arbiter, tracer_provider = checked_extras(config)

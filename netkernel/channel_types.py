@@ -5,7 +5,7 @@ of their knobs' values and of the views, and the default wait (AG2's ``CONSULTIN
 Each name is written here once. The hub's adapter registry (``hubsvc.adapters.ADAPTERS``) is keyed
 by these names and is the hub's list of channel types (the policy schema and ``GetStatus`` read it);
 the SDK's adapter registry and the network tools' schemas (:mod:`netkernel.tool_schemas`) take the
-list from :data:`CHANNEL_TYPES`. ``tests/test_architecture.py`` checks that a channel type's name
+list from :data:`CHANNEL_TYPES`. ``tests/system/test_architecture.py`` checks that a channel type's name
 is written as a string literal nowhere else in the code.
 """
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.hub.harness import conversation
+from tests.hubsvc.harness import conversation
 from tests.procs import ROOT, start_service
 
 

@@ -22,7 +22,7 @@ import grpc
 from agentnet.v1 import connect_pb2, hub_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.hub.harness import conversation
+from tests.hubsvc.harness import conversation
 from tests.procs import ROOT, start_service
 
 

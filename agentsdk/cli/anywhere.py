@@ -3,7 +3,7 @@
 
 click reads a group's options only before the subcommand's name; :class:`GlobalOptionsGroup` first
 moves every option of the top-level group that appears after it (with its value) to the front. A
-subcommand never has an option of the same name (tests/cli guards it), and ``--`` ends the search."""
+subcommand never has an option of the same name (tests/agentsdk/cli guards it), and ``--`` ends the search."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every channel type's knobs, their defaults and meanings: the one table the adapters check and
-docs/hub.md "Knobs" shows (``tests/hub/test_knobs_doc.py`` compares the two).
+docs/hub.md "Knobs" shows (``tests/hubsvc/test_knobs_doc.py`` compares the two).
 
 ``OpenChannel``'s ``knobs_json`` may name only these: an unknown knob (a typo such as ``rounds``
 for ``max_rounds``) is refused with INVALID_ARGUMENT naming it and the valid ones, so a knob is

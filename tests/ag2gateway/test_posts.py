@@ -19,7 +19,7 @@ from servicekit.metrics import MetricsSettings
 from tests.ag2gateway.conftest import Ag2Error, Driver, start_driver
 from tests.ag2gateway.test_channels import TOKEN, texts
 from tests.eventually import assert_eventually
-from tests.hub.harness import EV_TEXT, RunningHub, conversation, open_channel, register, running_hub
+from tests.hubsvc.harness import EV_TEXT, RunningHub, conversation, open_channel, register, running_hub
 from tests.scrape import scrape, value
 
 POST_ENVELOPE = "/agentnet.v1.HubService/PostEnvelope"

@@ -9,7 +9,7 @@ from ag2gateway.server import start_gateway
 from servicekit.tls import ServerTls
 from tests.ag2gateway.conftest import Net
 from tests.ag2gateway.test_channels import TOKEN
-from tests.security.certs import write_bundle
+from tests.system.security.certs import write_bundle
 
 
 async def test_ag2_clients_register_over_wss(net: Net, tmp_path: Path) -> None:

@@ -8,11 +8,11 @@ import { AgentNetError, type Client, Reason, register, type RegisterOptions, typ
 import { type HubProcess, pythonPath, repoRoot, startHub } from "../testkit/hub";
 import { Collector } from "../testkit/wait";
 
-/** Throwaway certificates (python -m tests.security.certs): ca.pem, server.pem/.key, client-<name>.pem/.key. */
+/** Throwaway certificates (python -m tests.system.security.certs): ca.pem, server.pem/.key, client-<name>.pem/.key. */
 function certs(...clients: string[]): string {
   const dir = mkdtempSync(join(tmpdir(), "agentnet-ts-certs-"));
   dirs.push(dir);
-  const args = ["-m", "tests.security.certs", dir, ...clients.flatMap((c) => ["--client", c])];
+  const args = ["-m", "tests.system.security.certs", dir, ...clients.flatMap((c) => ["--client", c])];
   execFileSync(pythonPath(), args, { cwd: repoRoot() });
   return dir;
 }

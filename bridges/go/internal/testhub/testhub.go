@@ -63,13 +63,13 @@ func StartWith(t testing.TB, args ...string) *Hub {
 }
 
 // Certs writes throwaway TLS certificates into a temporary directory (python
-// -m tests.security.certs): ca.pem, server.pem/.key for localhost and
+// -m tests.system.security.certs): ca.pem, server.pem/.key for localhost and
 // 127.0.0.1, and client-<name>.pem/.key for each client name. It returns the
 // directory.
 func Certs(t testing.TB, clients ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	args := []string{"-m", "tests.security.certs", dir}
+	args := []string{"-m", "tests.system.security.certs", dir}
 	for _, c := range clients {
 		args = append(args, "--client", c)
 	}
