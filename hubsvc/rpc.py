@@ -85,6 +85,16 @@ class Authenticator:
         self._replica_digest = ""
         """The digest of the store's replica key when replicas share the store (:meth:`trust_replicas`)."""
 
+    async def learn(self, auth: Auth[C], context: Ctx) -> None:
+        """Before :meth:`caller`: an agent credential naming an identity this replica has not learnt of yet
+        (registered through another replica a moment ago) has it loaded from the store
+        (:meth:`Registry.learn_owner <hubsvc.core.registry.Registry.learn_owner>`)."""
+        if auth is REGISTER or auth is OPERATOR:
+            return
+        credential = bearer_token(context.invocation_metadata() or ()) or ""
+        if credential and not self._is_operator(credential):
+            await self._core.registry.learn_owner(credential)
+
     def caller(self, auth: Auth[C], context: Ctx, request: object = None) -> C:
         """The caller of a call on ``context`` under ``auth`` (Unauthenticated / PermissionDenied otherwise);
         ``request`` is read for the name a :data:`REGISTER` call registers."""
@@ -175,6 +185,7 @@ class Authenticator:
         credential = first.hello.credential or bearer_token(context.invocation_metadata() or ()) or ""
         if not credential:
             raise Unauthenticated("Hello.credential is empty; send the credential returned by Register.")
+        await self._core.registry.learn_owner(credential)
         return self.agent(credential, context), first.hello
 
     def _is_operator(self, credential: str) -> bool:
@@ -221,6 +232,7 @@ def unary_rpc(
     def decorate(handler: Callable[[S, C, Req], Awaitable[Resp]]) -> Callable[[S, Req, Ctx], Awaitable[Resp]]:
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> Resp:
+            await self.auth.learn(auth, context)
             caller = self.auth.caller(auth, context, request)
             check_limits(self, caller, handler.__name__, cast(Message, request))
             try:
@@ -252,6 +264,7 @@ def stream_rpc(
     def decorate(handler: Callable[[S, C, Req], AsyncIterator[Resp]]) -> Callable[[S, Req, Ctx], AsyncIterator[Resp]]:
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> AsyncIterator[Resp]:
+            await self.auth.learn(auth, context)
             caller = self.auth.caller(auth, context, request)
             check_limits(self, caller, handler.__name__, cast(Message, request))
             async for item in handler(self, caller, request):

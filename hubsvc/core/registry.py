@@ -148,6 +148,18 @@ class Registry:
         """Every live identity."""
         return self._by_id.values()
 
+    async def learn_owner(self, credential: str) -> None:
+        """With replicas sharing the store: load the identity a credential names when this replica has
+        not learnt of it yet (registered through another replica a moment ago; the change feed brings it
+        shortly), so the credential is judged against the store, not refused on a stale copy. Nothing
+        for an identity known here, a store of one process, or an id the store does not have."""
+        agent_id = credential.partition(".")[0]
+        if self._store.feed is None or not agent_id or agent_id in self._by_id:
+            return
+        row = await self._store.get_agent(agent_id)
+        if row is not None and not row.removed:
+            await self.reload(row.agent_id)
+
     def authenticate(self, credential: str) -> str:
         """The agent id a bearer credential belongs to (Unauthenticated otherwise)."""
         agent_id, _, secret = credential.partition(".")

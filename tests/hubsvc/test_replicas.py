@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio
 from agentnet.v1 import envelope_pb2, hub_pb2
 
-from netkernel.errors import InboxFull, NotFound, NotYourTurn, Superseded, error_from_rpc
+from netkernel.errors import InboxFull, NotFound, NotYourTurn, Superseded, Unauthenticated, error_from_rpc
 from tests.eventually import assert_eventually
 from tests.hubsvc import harness
 from tests.hubsvc.harness import Participant, RunningHub, data_of, make_envelope, open_channel, register
@@ -389,3 +389,26 @@ async def test_an_open_names_a_peer_registered_through_another_replica_a_moment_
         assert [p.agent_id for p in opened.channel.participants] == [alice.agent_id, bob.agent_id]
     with pytest.raises(NotFound, match="no agent named or with id 'carol'"):  # unknown everywhere: still NotFound
         await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=["carol"]))
+
+
+async def test_a_credential_registered_through_another_replica_a_moment_ago_is_accepted(replicas: Replicas) -> None:
+    a = await replicas.start()
+    b = await replicas.start()
+    sync = a.core.replicas  # a stops following the change feed: it learns of b's identities only from the store
+    assert sync is not None
+    sync.stop()
+    await assert_eventually(lambda: all(t.done() for t in a.core._loops if t.get_name() == "hub-replica-sync"))
+    bob = await register(b.target, "bob")
+    assert bob.agent_id not in a.core.registry
+    bob_on_a = on(a, bob)
+    channels = await bob_on_a.rpc("ListChannels", hub_pb2.ListChannelsRequest())  # a unary call through a
+    assert list(channels.channels) == []
+    assert bob.agent_id in a.core.registry
+    carol = await register(b.target, "carol")
+    await on(a, carol).connect()  # a Connect stream through a: its Hello's credential
+    await assert_eventually(lambda: a.core.sessions.streams_here(carol.agent_id))
+    # A credential the store does not know either is refused as before, and a wrong secret for a known id too.
+    for credential in (f"no-such-agent.{bob.credential.partition('.')[2]}", f"{bob.agent_id}.wrong-secret"):
+        stranger = Participant(a.target, bob.record, credential)
+        with pytest.raises(Unauthenticated):
+            await stranger.rpc("ListChannels", hub_pb2.ListChannelsRequest())
