@@ -245,12 +245,12 @@ class DeliveryStream:
                         await self._pause()
             except AgentNetError as error:
                 if isinstance(error, (Unauthenticated, PermissionDenied, Superseded)):
-                    # SUPERSEDED: a newer stream of this identity took over; reconnecting would take
-                    # it back, and that one would take it back again.
+                    # SUPERSEDED: a newer stream took over; reconnecting would take it back, and so on.
                     self.fatal = error
-                    log.error("hub ended the stream for good: %s", error.message)
-                    if self._on_fatal is not None:
+                    if self._on_fatal is not None:  # the owner says it (or not, when it asked for it)
                         self._on_fatal(error)
+                    else:
+                        log.error("hub ended the stream for good: %s", error.message)
                     return
                 log.warning(
                     "stream to %s broke (%s: %s); reconnecting", self.rpc.connection.target, error.reason, error.message

@@ -95,6 +95,8 @@ class NetworkClient:
         self._a2a = AgentToAgent(hub.connection.target, credential, connection=hub.connection)
         self._a2a_tools: list[Tool] | None = None
         self._unregistered: list[str] | None = None
+        self._leaving = False
+        """An Unregister of this identity is in flight (the stream's end it brings is expected)."""
         self.transcripts = TranscriptCache()
         """What this identity already read of its channels' WALs (see :meth:`read_wal_before`)."""
         self._chunk_callbacks: list[EnvelopeCallback] = []
@@ -220,8 +222,10 @@ class NetworkClient:
         return stream.resume(turns, stream.cursors.snapshot(), rerun_before=listing)
 
     def _stream_ended(self, error: AgentNetError) -> None:
-        """The delivery stream stopped for good with ``error`` (see :attr:`stream_error`)."""
-        log.warning("%s stopped receiving: %s", self.name, error.message)
+        """The delivery stream stopped for good with ``error`` (see :attr:`stream_error`); said in the log
+        unless this client unregistered its identity itself (the hub then ends the stream)."""
+        if not (self._leaving and error.metadata.get("cause") == "unregistered"):
+            log.error("%s stopped receiving for good: %s", self.name, error.message)
 
     def _welcomed(self, welcome: connect_pb2.Welcome) -> None:
         """A stream began (the first or a reconnect's); its pending turns are being resumed."""
@@ -565,7 +569,12 @@ class NetworkClient:
         already; nothing is asked of the hub)."""
         if self._unregistered is not None:
             return []
-        response = await self.rpc.unregister(hub_pb2.UnregisterRequest())
+        self._leaving = True  # stays once it succeeded: the stream's end may come after the answer
+        try:
+            response = await self.rpc.unregister(hub_pb2.UnregisterRequest())
+        except BaseException:
+            self._leaving = False
+            raise
         self._unregistered = list(response.closed_channel_ids)
         await self.disconnect()
         self._hub._forget(self.agent_id)

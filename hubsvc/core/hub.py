@@ -61,13 +61,22 @@ from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore, Writes
 from hubsvc.storage.base import Change
 from hubsvc.storage.group_commit import GroupCommitStore
-from netkernel.errors import InvalidArgument, Unavailable
+from netkernel.errors import InvalidArgument, Unauthenticated, Unavailable
 from netkernel.tasks import cancel_and_wait
 
 log = logging.getLogger("agentnet.hub")
 
 _PRUNE_EVERY = 30
 """Ownership rounds between two sweeps of followed channels that ended with no member here."""
+
+
+def unregistered() -> Unauthenticated:
+    """How the streams of an identity that was unregistered end: its credential is revoked, so a client
+    must not reconnect with it (UNAUTHENTICATED, metadata ``cause: unregistered``)."""
+    return Unauthenticated(
+        "this identity was unregistered: its credential is revoked; register again to take part.",
+        metadata={"cause": "unregistered"},
+    )
 
 
 class HubCore:
@@ -335,7 +344,7 @@ class HubCore:
         sessions and rate bucket; waiters of a task wake). Channels are refreshed separately."""
         for agent_id in dict.fromkeys(agents):
             if await self.registry.reload(agent_id):
-                self.sessions.close(agent_id, Unavailable("this identity was unregistered."))
+                self.sessions.close(agent_id, unregistered())
                 self.rate.forget(agent_id)
                 if self.placement.divided:  # the channels held here close here (each holder closes its own)
                     self.spawn(self.channels.close_all_of(agent_id), f"close-channels-of-{agent_id}")
@@ -414,7 +423,7 @@ class HubCore:
         divided among replicas, those held here now; each other holder closes its own once the change
         feed tells it, and the list returned names only those closed here)."""
         closed = await self.channels.close_all_of(agent_id)
-        self.sessions.close(agent_id, Unavailable("this identity was unregistered."))
+        self.sessions.close(agent_id, unregistered())
         await self.registry.unregister(agent_id)
         self.governance.forget(agent_id)
         self.rate.forget(agent_id)

@@ -79,6 +79,11 @@ async def test_unregister_closes_channels_and_frees_name(hub: RunningHub) -> Non
     assert data_of(await alice.next_of("ag2.channel.closed"))["reason"] == "participant_left"
     with pytest.raises(errors.Unauthenticated):
         await bob.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+    # bob's stream ends for good: the credential is revoked, so no client reconnects with it.
+    await assert_eventually(lambda: bob.stream_error is not None)
+    assert bob.stream_error is not None
+    ended = errors.error_from_rpc(bob.stream_error)
+    assert isinstance(ended, errors.Unauthenticated) and ended.metadata["cause"] == "unregistered", ended
     await register(hub.target, "bob")
     await alice.close()
     await bob.close()

@@ -259,14 +259,18 @@ async def test_pull_queue_bounds_must_be_positive() -> None:
         assert hub._clients == {}  # nothing was registered
 
 
-async def test_a_second_unregister_is_a_no_op() -> None:
+async def test_a_second_unregister_is_a_no_op(caplog: pytest.LogCaptureFixture) -> None:
     async with Hub.open() as hub:
         a = await hub.register_human(Passport(name="a", kind="human"))
         await hub.register_human(Passport(name="b", kind="human"))
         ch = await a.open(type="conversation", target="b")
-        assert await a.unregister() == [ch.channel_id]
-        assert await a.unregister() == []  # the identity is gone already: no error, as in AG2
+        with caplog.at_level(logging.WARNING, logger="agentnet.sdk"):
+            assert await a.unregister() == [ch.channel_id]
+            assert await a.unregister() == []  # the identity is gone already: no error, as in AG2
         assert [agent.name for agent in await hub.list_agents()] == ["b"]
+        # The stream's end the unregister brings (UNAUTHENTICATED, cause unregistered) is expected: no
+        # reconnect, nothing in the log.
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("agentnet.sdk")] == []
 
 
 def test_a_passport_kind_typo_fails_at_construction() -> None:
