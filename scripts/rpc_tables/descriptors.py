@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,3 +148,21 @@ def by_name(services: list[Service], full_name: str) -> Service:
         if service.full_name == full_name:
             return service
     raise KeyError(full_name)
+
+
+def generated_methods(
+    service: Service, hand_written: frozenset[str], listed_in: str, refusal: Callable[[Method], str | None]
+) -> list[Method]:
+    """The RPCs of ``service`` a table generates, in declaration order: all but ``hand_written``. A name
+    in ``hand_written`` the service does not have is refused (naming ``listed_in``, where it is listed),
+    and so is an RPC not listed there for which ``refusal`` gives a reason (it has no uniform method:
+    the reason says to write it by hand) — the rule of every language's table."""
+    unknown = hand_written - {m.name for m in service.methods}
+    if unknown:
+        raise ValueError(f"{service.full_name} has no RPC {sorted(unknown)} (listed in {listed_in})")
+    chosen = [m for m in service.methods if m.name not in hand_written]
+    for method in chosen:
+        reason = refusal(method)
+        if reason:
+            raise ValueError(f"{service.full_name}.{method.name} {reason}")
+    return chosen

@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.rpc_tables.descriptors import Method, Service, by_name
+from scripts.rpc_tables.descriptors import Method, Service, by_name, generated_methods
 
 #: Where ``make proto`` writes the table, relative to the repository root.
 OUTPUT = Path("agentsdk/_generated_rpc.py")
@@ -114,16 +114,17 @@ def _emit_method(method: Method, client: Client) -> str:
 
 
 def _emit_class(service: Service, client: Client) -> str:
-    unknown = client.hand_written - {m.name for m in service.methods}
-    if unknown:
-        raise ValueError(f"{service.full_name} has no RPC {sorted(unknown)} (listed as hand-written in CLIENTS)")
-    methods = [m for m in service.methods if m.name not in client.hand_written]
-    for method in methods:
-        if method.client_streaming:
-            raise ValueError(
-                f"{service.full_name}.{method.name} streams from the client: write its method by hand and "
-                "list it in hand_written of scripts/rpc_tables/python.py CLIENTS"
-            )
+    methods = generated_methods(
+        service,
+        client.hand_written,
+        "hand_written of scripts/rpc_tables/python.py CLIENTS",
+        lambda m: (
+            "streams from the client: write its method by hand and list it in hand_written of "
+            "scripts/rpc_tables/python.py CLIENTS"
+            if m.client_streaming
+            else None
+        ),
+    )
     if client.hand_written:
         left = ", ".join(f"``{name}``" for name in sorted(client.hand_written))
         which = "it" if len(client.hand_written) == 1 else "them"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.rpc_tables.descriptors import Method, Service, by_name
+from scripts.rpc_tables.descriptors import Method, Service, by_name, generated_methods
 
 #: Where ``make proto`` writes the table, relative to the repository root.
 OUTPUT = Path("bridges/ts/src/rpc_generated.ts")
@@ -23,6 +23,11 @@ SERVICE = "agentnet.v1.HubService"
 #: the registrations (no credential yet; register / registerHuman), the WAL stream (readWal /
 #: streamWal). A new unary RPC needs nothing here.
 HAND_WRITTEN = frozenset({"Connect", "Register", "RegisterHuman", "ReadWal"})
+_BY_HAND = (
+    "streams: write its TypeScript method by hand (bridges/ts/src) and list it in HAND_WRITTEN of "
+    "scripts/rpc_tables/ts.py"
+)
+"""Why a streaming RPC not in :data:`HAND_WRITTEN` is refused, and what to do."""
 
 WIDTH = 130
 
@@ -70,18 +75,12 @@ def _emit_method(method: Method) -> str:
 def methods(services: list[Service]) -> list[Method]:
     """The RPCs the table holds, in declaration order; a streaming RPC not listed in
     :data:`HAND_WRITTEN` is refused with what to do."""
-    service = by_name(services, SERVICE)
-    unknown = HAND_WRITTEN - {m.name for m in service.methods}
-    if unknown:
-        raise ValueError(f"{SERVICE} has no RPC {sorted(unknown)} (listed in scripts/rpc_tables/ts.py HAND_WRITTEN)")
-    chosen = [m for m in service.methods if m.name not in HAND_WRITTEN]
-    for method in chosen:
-        if not method.unary:
-            raise ValueError(
-                f"{SERVICE}.{method.name} streams: write its TypeScript method by hand (bridges/ts/src) and list "
-                "it in HAND_WRITTEN of scripts/rpc_tables/ts.py"
-            )
-    return chosen
+    return generated_methods(
+        by_name(services, SERVICE),
+        HAND_WRITTEN,
+        "scripts/rpc_tables/ts.py HAND_WRITTEN",
+        lambda m: None if m.unary else _BY_HAND,
+    )
 
 
 def _imports(chosen: list[Method]) -> str:
