@@ -85,17 +85,7 @@ class Authenticator:
         self._replica_digest = ""
         """The digest of the store's replica key when replicas share the store (:meth:`trust_replicas`)."""
 
-    async def learn(self, auth: Auth[C], context: Ctx) -> None:
-        """Before :meth:`caller`: an agent credential naming an identity this replica has not learnt of yet
-        (registered through another replica a moment ago) has it loaded from the store
-        (:meth:`Registry.learn_owner <hubsvc.core.registry.Registry.learn_owner>`)."""
-        if auth is REGISTER or auth is OPERATOR:
-            return
-        credential = bearer_token(context.invocation_metadata() or ()) or ""
-        if credential and not self._is_operator(credential):
-            await self._core.registry.learn_owner(credential)
-
-    def caller(self, auth: Auth[C], context: Ctx, request: object = None) -> C:
+    async def caller(self, auth: Auth[C], context: Ctx, request: object = None) -> C:
         """The caller of a call on ``context`` under ``auth`` (Unauthenticated / PermissionDenied otherwise);
         ``request`` is read for the name a :data:`REGISTER` call registers."""
         credential = bearer_token(context.invocation_metadata() or ()) or ""
@@ -107,7 +97,7 @@ class Authenticator:
             return cast(C, False)
         if auth is not AGENT and self._is_operator(credential):
             return cast(C, None)
-        agent_id = self.agent(credential, context)  # Unauthenticated for a missing or unknown credential
+        agent_id = await self.agent(credential, context)  # Unauthenticated for a missing or unknown credential
         if auth is OPERATOR:
             raise PermissionDenied(
                 "this call is for the hub's operator: send the operator token as 'authorization: Bearer <token>' "
@@ -115,13 +105,16 @@ class Authenticator:
             )
         return cast(C, agent_id)
 
-    def agent(self, credential: str, context: Ctx) -> str:
-        """The agent a credential presented on ``context`` belongs to, marked as seen now."""
+    async def agent(self, credential: str, context: Ctx) -> str:
+        """The agent a credential presented on ``context`` belongs to, marked as seen now. An identity this
+        replica has not learnt of yet (registered through another replica a moment ago) is loaded from the
+        store first (:meth:`Registry.learn_owner <hubsvc.core.registry.Registry.learn_owner>`)."""
         if not credential:
             raise Unauthenticated(
                 "this call needs your credential: send 'authorization: Bearer <credential>' metadata "
                 "(the credential is returned by Register)."
             )
+        await self._core.registry.learn_owner(credential)
         if not self.bind_identity or self.from_replica(context):
             return self._core.authenticate(credential)
         agent_id = self._core.registry.authenticate(credential)
@@ -185,8 +178,7 @@ class Authenticator:
         credential = first.hello.credential or bearer_token(context.invocation_metadata() or ()) or ""
         if not credential:
             raise Unauthenticated("Hello.credential is empty; send the credential returned by Register.")
-        await self._core.registry.learn_owner(credential)
-        return self.agent(credential, context), first.hello
+        return await self.agent(credential, context), first.hello
 
     def _is_operator(self, credential: str) -> bool:
         digest = self._operator_digest
@@ -232,8 +224,7 @@ def unary_rpc(
     def decorate(handler: Callable[[S, C, Req], Awaitable[Resp]]) -> Callable[[S, Req, Ctx], Awaitable[Resp]]:
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> Resp:
-            await self.auth.learn(auth, context)
-            caller = self.auth.caller(auth, context, request)
+            caller = await self.auth.caller(auth, context, request)
             check_limits(self, caller, handler.__name__, cast(Message, request))
             try:
                 return await handler(self, caller, request)
@@ -264,8 +255,7 @@ def stream_rpc(
     def decorate(handler: Callable[[S, C, Req], AsyncIterator[Resp]]) -> Callable[[S, Req, Ctx], AsyncIterator[Resp]]:
         @functools.wraps(handler)
         async def method(self: S, request: Req, context: Ctx) -> AsyncIterator[Resp]:
-            await self.auth.learn(auth, context)
-            caller = self.auth.caller(auth, context, request)
+            caller = await self.auth.caller(auth, context, request)
             check_limits(self, caller, handler.__name__, cast(Message, request))
             async for item in handler(self, caller, request):
                 yield item
