@@ -44,6 +44,7 @@ from knowledgestore.paths import (
 from knowledgestore.text import check_offset, decode_text, encode_text, query_offset
 from knowledgestore.types import AppendResult, ChangeCallback, ChangeEvent, FileInfo, Subscription
 from netkernel.errors import NotFound
+from netkernel.redis_packing import connection_class_for
 from netkernel.tasks import cancel_and_wait
 
 log = logging.getLogger("agentnet.knowledge")
@@ -77,7 +78,11 @@ class RedisKnowledgeStore(StoreBase):
             # Maintenance notifications off: redis-py's default ("auto") makes the pool skip the check
             # that replaces a connection the server closed, so a write after a Redis restart would fail.
             self._client: aioredis.Redis = aioredis.Redis.from_url(
-                url_or_client, maint_notifications_config=MaintNotificationsConfig(enabled=False)
+                url_or_client,
+                maint_notifications_config=MaintNotificationsConfig(enabled=False),
+                connection_class=connection_class_for(
+                    url_or_client
+                ),  # commands packed with hiredis (netkernel/redis_packing.py)
             )
             self._owns_client = True
         else:

@@ -19,6 +19,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.maint_notifications import MaintNotificationsConfig
 
 from hubsvc.storage.redis_settings import CLUSTER_SCHEMES, ClusterUrl, is_cluster_url, parse_cluster_url
+from netkernel.redis_packing import connection_class_for
 
 __all__ = ["CLUSTER_SCHEMES", "ClusterUrl", "RedisClient", "connect", "is_cluster_url", "parse_cluster_url"]
 
@@ -39,6 +40,7 @@ def connect(url: str, timeout: float) -> RedisClient:
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             maint_notifications_config=NO_MAINT_NOTIFICATIONS,
+            connection_class=connection_class_for(url),  # commands packed with hiredis (netkernel/redis_packing.py)
         )
     parsed = parse_cluster_url(url)
     return RedisCluster(
