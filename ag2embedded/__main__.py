@@ -23,7 +23,7 @@ from ag2gateway.config import Ag2GatewayOptions, parse_options
 from ag2gateway.server import describe, start_gateway
 from hubsvc.__main__ import checked_extras, exit_on_start_failure, start_from_config
 from hubsvc.config import HubConfig, parse_args
-from servicekit.runtime import announce_and_wait, configure_logging
+from servicekit.runtime import announce_and_wait, configure_logging, host_port
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -51,9 +51,7 @@ def hub_address(config: HubConfig, port: int) -> str:
         return f"127.0.0.1:{port}"
     if config.host == "::":
         return f"[::1]:{port}"
-    return (
-        f"[{config.host}]:{port}" if ":" in config.host and not config.host.startswith("[") else f"{config.host}:{port}"
-    )
+    return host_port(config.host, port)
 
 
 async def serve(

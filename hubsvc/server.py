@@ -31,7 +31,7 @@ from hubsvc.servicer import HUB_SERVICE, HubServicer
 from hubsvc.storage import HubStore
 from hubsvc.storage.redis_settings import DEFAULT_TIMEOUT
 from servicekit.metrics import MetricsServer, MetricsSettings
-from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, start_server
+from servicekit.runtime import DEFAULT_MAX_MESSAGE_BYTES, RunningServer, ServiceSpec, host_port, start_server
 from servicekit.tls import ServerTls, peer_credentials
 from servicekit.tracing import server_interceptors
 
@@ -203,7 +203,7 @@ def advertised_address(host: str, port: int) -> str:
     by this machine's fully qualified name (give ``--advertise`` when that is not routable)."""
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = socket.getfqdn()
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+    return host_port(host, port)
 
 
 def forward_timeout(store: HubStore) -> float:

@@ -99,6 +99,11 @@ class RunningServer:
             await self.metrics_server.stop()
 
 
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as gRPC targets and bind addresses write it: an IPv6 literal in brackets."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
 async def start_server(
     specs: Sequence[ServiceSpec],
     *,
@@ -160,7 +165,7 @@ async def _start_grpc(
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, registrar)
     names = [spec.full_name for spec in specs]
     enable_reflection([*names, health.SERVICE_NAME], server)
-    address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"  # IPv6
+    address = host_port(host, port)
     try:  # grpc reports a port it cannot bind as 0 or, in newer releases, with a RuntimeError
         bound = (
             server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
