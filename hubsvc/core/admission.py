@@ -286,7 +286,11 @@ class Admission:
         wire = envelope_to_wire(env, event_data_json=event_data_json)
         stamp_time(wire.created_time, now)
         data = wire.SerializeToString()
+        track = ch.track
+        hid = track is not None and bool(track.hidden)
         ch.fold(env, now)
+        if track is not None and (hid or track.hidden):  # what discovery leaves out, for every replica
+            batch.writes.hidden[ch.channel_id] = tuple(track.hidden)
         ch.meta.last_seq = env.seq
         text = env.event_data.get("text") if env.event_type == EV_TEXT else None
         batch.writes.wal.append(

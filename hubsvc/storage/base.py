@@ -14,6 +14,7 @@ import abc
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from agentnet.v1 import channel_pb2
 
@@ -278,6 +279,14 @@ class Writes:
     watches: list[tuple[str, bool]] = field(default_factory=list)
     """(channel_id, watching): this replica began or stopped watching a channel (:attr:`notify`).
     Only a store shared by replicas that divide the channels records them."""
+    hidden: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Channel → the agents an expectation's ``hide`` firing in it now hides (() none), after this
+    bundle's envelopes: only a store shared by replicas that divide the channels records them, so
+    every replica's discovery leaves them out (:meth:`HubStore.hidden_agents`)."""
+    _CONTENT: ClassVar[tuple[str, ...]] = (
+        "wal", "agents", "channels", "tasks", "checkpoints", "observations", "executions", "call_tokens", "audit",
+        "sessions", "watches", "hidden",
+    )  # fmt: skip
 
     def only_cursors(self) -> bool:
         """Holds cursor upserts and nothing else: advisory writes nobody waits on, so a store may
@@ -285,19 +294,7 @@ class Writes:
         return bool(self.cursors) and not self._besides_cursors()
 
     def _besides_cursors(self) -> bool:
-        return bool(
-            self.wal
-            or self.agents
-            or self.channels
-            or self.tasks
-            or self.checkpoints
-            or self.observations
-            or self.executions
-            or self.call_tokens
-            or self.audit
-            or self.sessions
-            or self.watches
-        )
+        return any(getattr(self, name) for name in self._CONTENT)
 
     def __bool__(self) -> bool:
         return bool(self.cursors) or self._besides_cursors()
@@ -475,6 +472,11 @@ class HubStore(abc.ABC):
         """The session id of ``agent_id``'s current Connect stream on any replica (None: none),
         as recorded by :attr:`Writes.sessions`; a single-process store records none."""
         return None
+
+    async def hidden_agents(self) -> frozenset[str]:
+        """The agents a ``hide`` firing hides in a live channel held by any replica, as recorded by
+        :attr:`Writes.hidden`; a store that records none answers empty (each replica folds them all)."""
+        return frozenset()
 
     @abc.abstractmethod
     async def load_agents(self) -> list[AgentRow]:

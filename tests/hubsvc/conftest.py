@@ -15,9 +15,8 @@ redis-server (DB 1, flushed after each test) or its local Redis Cluster:
   and test_replicas.py, cover the undivided Redis replicas in every run).
 * ``redis-divided`` (opt-in): each hub is the front of two replicas with ``--partitions 1``, holding
   none: every channel is held by the other, so every call about it is forwarded. The tests marked
-  ``clients_on_one_replica`` and those of an expectation's ``hide`` fail there by design (the front
-  never holds their channel), and so does the root-span check of test_tracing.py (a forwarded post's
-  span continues the forward's).
+  ``clients_on_one_replica`` fail there by design (the front never holds their channel), and so
+  does the root-span check of test_tracing.py (a forwarded post's span continues the forward's).
 * ``redis-cluster`` / ``redis-cluster-spread``: one hub on the Cluster, the hub's keys under one
   hash tag, or each channel under its own (``?spread=1``).
 

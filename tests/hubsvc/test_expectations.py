@@ -21,7 +21,6 @@ from hubsvc.governance.policy import ExpectationSpec, Policy, load_policy
 from netkernel.errors import InvalidArgument
 from tests.clock import FakeClock
 from tests.event_table import event_table
-from tests.hubsvc import harness
 from tests.hubsvc.harness import (
     Participant,
     RunningHub,
@@ -247,8 +246,14 @@ async def test_hide_leaves_the_violator_out_of_discovery_until_it_posts_or_the_c
     await alice.say(cid, "question")
 
     async def listed() -> set[str]:
-        found = await alice.rpc("ListAgents", hub_pb2.ListAgentsRequest())
-        return {a.name for a in found.agents}
+        """Who discovery lists, the same through every participant's replica (divided store kinds: the
+        channel's holder serves alice, the others bob and carol)."""
+        seen = []
+        for who in people:
+            found = await who.rpc("ListAgents", hub_pb2.ListAgentsRequest())
+            seen.append({a.name for a in found.agents})
+        assert seen[1:] == seen[:-1], f"replicas disagree: {seen}"
+        return seen[0]
 
     assert {"bob", "carol"} <= await listed()
     await advance(hub, clock, 31)
@@ -351,14 +356,7 @@ async def test_a_firing_before_a_restart_does_not_fire_again_and_one_missed_whil
         await audit_rows(hub, fired, 1)
 
 
-async def test_a_hidden_agent_stays_hidden_across_a_restart(
-    tmp_path: Path, clock: FakeClock, request: pytest.FixtureRequest
-) -> None:
-    if harness.STORE.divided:  # a known gap, not a documented difference
-        reason = (
-            "product gap: a hide is known only to the channel's holder; another replica's discovery lists the agent"
-        )
-        request.applymarker(pytest.mark.xfail(reason=reason))  # passes when the front holds it
+async def test_a_hidden_agent_stays_hidden_across_a_restart(tmp_path: Path, clock: FakeClock) -> None:
     db = tmp_path / "hub.db"
     async with running_hub(db, clock=clock) as hub:
         alice, bob = [await register(hub.target, n) for n in ("alice", "bob")]

@@ -76,11 +76,13 @@ class AgentOps:
         q = query.lower()
         out: list[AgentEntry] = []
         unclaimed: list[AgentEntry] = []
+        hidden_here = self.core.expectations.hidden
+        hidden_elsewhere = await self.core.store.hidden_agents()  # held by other replicas (divided channels)
         for entry in self.core.registry.entries():
             r = entry.record
             if exclude_self and entry.agent_id == caller:
                 continue
-            if self.core.expectations.hidden(entry.agent_id):
+            if hidden_here(entry.agent_id) or entry.agent_id in hidden_elsewhere:
                 continue
             if kind and r.passport.kind != kind:
                 continue

@@ -51,6 +51,9 @@ WHERE = "where"
 """The global hash (``P{g}:where``) of identity → ``<replica id>\0<session id>`` of its Connect stream."""
 WATCH = "watch:"
 """The start of the global sets (``P{g}:watch:<channel id>``) of replicas watching a channel."""
+HIDDEN = "hidden"
+"""The global hash (``P{g}:hidden``) of live channel id → the agents a ``hide`` firing in it hides,
+``\0``-separated, written with the channel's commits when the replicas divide the channels."""
 
 
 def where_value(replica_id: str, session_id: str) -> str:

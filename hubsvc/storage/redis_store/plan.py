@@ -216,10 +216,14 @@ class Plan:
                 gp.writes += ["sadd" if watching else "srem", gp.k(g + redis_feed.WATCH + channel_id),
                               self._feed_of.replica_id]  # fmt: skip
         self._notify.update(writes.notify)
+        for channel_id, agents in writes.hidden.items() if self._partitions else ():
+            hidden = gp.k(g + redis_feed.HIDDEN)  # what every replica's discovery leaves out
+            gp.writes += ["hset", hidden, channel_id, "\0".join(agents)] if agents else ["hdel", hidden, channel_id]
         for c in writes.channels:
             self._rows.setdefault(c.channel_id, 0)
-            if self._partitions and not c.live:  # an ended channel grows no more: nobody need watch it
+            if self._partitions and not c.live:  # an ended channel grows no more: nobody need watch it, it hides no one
                 gp.writes += ["del", gp.k(g + redis_feed.WATCH + c.channel_id)]
+                gp.writes += ["hdel", gp.k(g + redis_feed.HIDDEN), c.channel_id]
             members = c.member_ids()
             live = "1" if c.live else "0"
             holder = s.holder("channels", members[0])  # the initiator's live channels

@@ -10,6 +10,7 @@ from hubsvc.storage.base import AgentRow, AuditRow, CallTokenRow, CheckpointRow,
 from hubsvc.storage.redis_connect import RedisClient
 from hubsvc.storage.redis_store.codec import agent_row, as_bytes, audit_row, execution_row, text, unpack
 from hubsvc.storage.redis_store.failures import read
+from hubsvc.storage.redis_store.feed import HIDDEN
 from hubsvc.storage.redis_store.keys import KeyLayout
 from hubsvc.storage.redis_store.reads import PAGE
 
@@ -26,6 +27,13 @@ class RecordReads:
         """The session id holding the identity's Connect stream on some replica (None: none)."""
         value = await self._client.hget(self._keys.g + "sessions", agent_id)
         return None if value is None else text(value)
+
+    @read
+    async def hidden_agents(self) -> frozenset[str]:
+        """The agents a ``hide`` firing hides in a live channel, from ``P{g}:hidden`` (written only
+        when the replicas divide the channels: otherwise every replica folds every channel)."""
+        rows = await self._client.hvals(self._keys.g + HIDDEN)
+        return frozenset(agent for packed in rows for agent in text(packed).split("\0") if agent)
 
     @read
     async def load_agents(self) -> list[AgentRow]:

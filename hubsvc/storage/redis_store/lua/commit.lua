@@ -190,6 +190,8 @@ while i <= #a do
     redis.call('DEL', k(i + 1)); i = i + 2
   elseif op == 'hset' then
     redis.call('HSET', k(i + 1), a[i + 2], a[i + 3]); i = i + 4
+  elseif op == 'hdel' then
+    redis.call('HDEL', k(i + 1), a[i + 2]); i = i + 3
   elseif op == 'hdelif' then
     if redis.call('HGET', k(i + 1), a[i + 2]) == a[i + 3] then redis.call('HDEL', k(i + 1), a[i + 2]) end
     i = i + 4
