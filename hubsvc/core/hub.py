@@ -36,6 +36,7 @@ from opentelemetry.trace import Tracer
 
 from hubsvc.core.admission import Admission
 from hubsvc.core.call_tokens import CallTokens
+from hubsvc.core.channel import TERMINAL
 from hubsvc.core.enforcement import Enforcement
 from hubsvc.core.executions import ExecutionLog
 from hubsvc.core.expectation_timers import ExpectationTimers
@@ -61,13 +62,15 @@ from hubsvc.recorder import NO_RECORDER, Recorder
 from hubsvc.storage import HubStore, Writes
 from hubsvc.storage.base import Change
 from hubsvc.storage.group_commit import GroupCommitStore
-from netkernel.errors import InvalidArgument, Unauthenticated, Unavailable
+from netkernel.errors import InvalidArgument, Timeout, Unauthenticated, Unavailable
 from netkernel.tasks import cancel_and_wait
 
 log = logging.getLogger("agentnet.hub")
 
 _PRUNE_EVERY = 30
 """Ownership rounds between two sweeps of followed channels that ended with no member here."""
+UNREGISTER_WAIT = 5.0
+"""Seconds an Unregister answer waits for the other replicas to close the identity's channels they hold."""
 
 
 def unregistered() -> Unauthenticated:
@@ -106,6 +109,8 @@ class HubCore:
         """When this hub was built (the operator's status reports its uptime)."""
         self._background: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
+        self._gained_unchecked: set[int] = set()
+        """Partitions gained in this ownership round, whose channels :meth:`_close_for_the_gone` checks next."""
         leases, liveness = store.partitions, store.liveness
         ownership = (
             Ownership(
@@ -280,6 +285,13 @@ class HubCore:
         """After each ownership round: read where the other channels are held; every
         :data:`_PRUNE_EVERY` rounds, let go of followed channels that ended with no member here."""
         await self.placement.read()
+        gained, self._gained_unchecked = self._gained_unchecked, set()
+        try:
+            for partition in gained:
+                await self._close_for_the_gone(partition)
+        except Exception:
+            self._gained_unchecked |= gained  # checked again next round (closing is idempotent)
+            raise
         if rounds % _PRUNE_EVERY == 0:
             self.channels.followers.prune({row.channel_id for row in await self.store.load_live_channels()})
 
@@ -287,6 +299,21 @@ class HubCore:
         """This replica took ``partition`` (at ``epoch``): hold its live channels (before hydrate: it does)."""
         if self._holding:
             await self.channels.handover.gain(partition)
+            self._gained_unchecked.add(partition)  # checked after the round, once it counts as held
+
+    async def _close_for_the_gone(self, partition: int) -> None:
+        """Close the gained channels of identities unregistered while the partition had no live holder
+        (the holder that would have closed them died before the change feed told it)."""
+        unknown = {
+            agent_id
+            for ch in self.channels.live()
+            if self.placement.partition(ch.channel_id) == partition
+            for agent_id in ch.participants
+            if agent_id not in self.registry
+        }
+        for agent_id in unknown:
+            if await self.registry.reload(agent_id):  # gone from the store too, not just not learnt yet
+                await self.channels.close_all_of(agent_id)
 
     async def _lost(self, partition: int, epoch: int) -> None:
         """This replica gave up or lost ``partition``: its channels' commits settle, then it follows them."""
@@ -419,12 +446,23 @@ class HubCore:
         )
 
     async def unregister(self, agent_id: str) -> list[str]:
-        """Remove an identity; its live channels close with reason "participant_left" (with the channels
-        divided among replicas, those held here now; each other holder closes its own once the change
-        feed tells it, and the list returned names only those closed here)."""
+        """Remove an identity; its live channels close with reason "participant_left". With the channels
+        divided among replicas this replica closes those it holds; each other holder closes its own once
+        the change feed tells it, and the answer waits for those (at most :data:`UNREGISTER_WAIT`
+        seconds: one whose holder is down is left out of it, and closes when its next holder learns)."""
+        elsewhere = self.channels.followed_of(agent_id)
         closed = await self.channels.close_all_of(agent_id)
         self.sessions.close(agent_id, unregistered())
         await self.registry.unregister(agent_id)
         self.governance.forget(agent_id)
         self.rate.forget(agent_id)
-        return closed
+        ended = await asyncio.gather(*(self._ended(channel_id, UNREGISTER_WAIT) for channel_id in elsewhere))
+        return closed + [channel_id for channel_id, end in zip(elsewhere, ended, strict=True) if end]
+
+    async def _ended(self, channel_id: str, timeout: float) -> bool:
+        """Whether ``channel_id`` (held by another replica) ends within ``timeout`` seconds."""
+        try:
+            await self.wait_channel(channel_id, lambda meta: meta.state in TERMINAL, timeout)
+        except Timeout:
+            return False
+        return True

@@ -39,6 +39,7 @@ from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.envelope import EV_TASK_CANCEL_REQUEST, EV_TASK_CANCELLED
 from netkernel.errors import InvalidArgument, NotYourTurn, Unauthenticated, Unavailable
 from netkernel.partitions import partition_of
+from netkernel.tasks import cancel_and_wait
 from servicekit.metrics import MetricsSettings
 from tests.eventually import assert_eventually
 from tests.hubsvc import harness
@@ -552,4 +553,26 @@ async def test_metrics_show_each_held_partition_with_its_channels_and_epoch(divi
     exported = {dict(labels)["partition"] for name, labels in samples if name == "agentnet_hub_partition_epoch"}
     assert exported == {str(p) for p in held}  # only the partitions a holds
     await alice.close()
+    await bob.close()
+
+
+async def test_a_member_unregistered_while_the_holder_is_dead_has_its_channel_closed_by_the_next_holder(
+    divided: Divided,
+) -> None:
+    a, b, alice, bob, channel_id = await alice_and_bob(divided, "conversation", bob_on="b")
+    await alice.close()
+    # a dies as a SIGKILL would leave it: no gRPC, no lease renewal, no change feed (it never learns of
+    # the unregister below, so it cannot close the channel).
+    await a.server.running.server.stop(0)
+    await cancel_and_wait(a.core._loops)
+    answer = await bob.rpc("Unregister", hub_pb2.UnregisterRequest())
+    assert set(answer.closed_channel_ids) <= {channel_id}  # listed if b took the channel over within the wait
+
+    async def closed_by_b() -> bool:
+        row = await b.core.store.get_channel(channel_id)
+        assert row is not None
+        meta = channel_pb2.ChannelMetadata.FromString(row.record)
+        return not row.live and meta.close_reason == "participant_left"
+
+    await assert_eventually(closed_by_b, timeout=20)
     await bob.close()

@@ -65,9 +65,6 @@ async def test_list_and_describe_agents_with_skills(hub: RunningHub) -> None:
         await alice.rpc("DescribeAgent", hub_pb2.DescribeAgentRequest(name="ghost"))
 
 
-@pytest.mark.clients_on_one_replica(
-    "Unregister lists the channels closed by the replica that served it; each holder closes its own, docs/scale-out.md"
-)
 async def test_unregister_closes_channels_and_frees_name(hub: RunningHub) -> None:
     alice = await register(hub.target, "alice")
     bob = await register(hub.target, "bob")
