@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
 from agentnet.v1 import envelope_pb2
@@ -37,6 +37,7 @@ from hubsvc.core.options import HubOptions
 from hubsvc.core.util import Clock, check_seconds, iso_z, next_envelope_id, stamp_time
 from hubsvc.governance.checks import check_depth
 from hubsvc.governance.inbox import Inboxes
+from hubsvc.governance.inbox_share import SharedInboxes
 from hubsvc.governance.rate import RateLimiter
 from hubsvc.storage import WalRow, Writes, nothing_stored
 from netkernel.envelope import (
@@ -123,6 +124,8 @@ class Admission:
         drive admission alone: no cap, nothing counted)."""
         self.rate = rate
         """The senders' rate buckets (None in tests that drive admission alone: no limit)."""
+        self.shared_inboxes: SharedInboxes | None = None
+        """The inbox counts of the other replicas, when they divide the channels (set by the hub)."""
         self.depth_limit = depth_limit or (lambda sender_id: (options.max_depth, ""))
         """The deepest envelope a sender may post, and the governance rule that set it ("" = the hub's limit)."""
 
@@ -194,12 +197,16 @@ class Admission:
             return None
         return self.accept(ch, env, batch, event_data_json)
 
-    async def prepare(self, sender_id: str, count: int = 1) -> None:
-        """Before ``count`` envelopes of ``sender_id`` are admitted: with rate buckets shared by replicas,
-        have their tokens taken from the store (:meth:`RateLimiter.prepare
-        <hubsvc.governance.rate.RateLimiter.prepare>`), since :meth:`admit` runs without awaiting."""
+    async def prepare(self, sender_id: str, count: int = 1, recipients: Iterable[str] = ()) -> None:
+        """Before ``count`` envelopes of ``sender_id`` are admitted, since :meth:`admit` runs without
+        awaiting: with rate buckets shared by replicas, have their tokens taken from the store
+        (:meth:`RateLimiter.prepare <hubsvc.governance.rate.RateLimiter.prepare>`); with replicas that
+        divide the channels, read what waits for the capped ``recipients`` on the other replicas
+        (:meth:`SharedInboxes.refresh <hubsvc.governance.inbox_share.SharedInboxes.refresh>`)."""
         if self.rate is not None:
             await self.rate.prepare(sender_id, count)
+        if self.shared_inboxes is not None:
+            await self.shared_inboxes.refresh(r for r in recipients if r != sender_id)
 
     def refund(self, charged: list[str], error: BaseException | None) -> None:
         """The commit whose envelopes took the rate tokens in ``charged`` (a :class:`Batch`'s) failed with

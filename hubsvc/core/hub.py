@@ -56,6 +56,7 @@ from hubsvc.core.util import Clock, audit_row, system_clock
 from hubsvc.governance.arbiter import Arbiter
 from hubsvc.governance.governor import Derived, Governance
 from hubsvc.governance.inbox import Inboxes
+from hubsvc.governance.inbox_share import SharedInboxes
 from hubsvc.governance.policy import Policy, parse_rule
 from hubsvc.governance.rate import RateLimiter
 from hubsvc.recorder import NO_RECORDER, Recorder
@@ -159,6 +160,9 @@ class HubCore:
         """The policy's rules and the arbiter applied to what identities do."""
         self.admission = Admission(self.options, clock, self.inboxes, self.rate, depth_limit=self.rules.depth_limit)
         """Admits every envelope an identity originates (``Admission.admit``), under the channel's lock."""
+        self.shared_inboxes = None if store.inbox_totals is None else SharedInboxes(self.inboxes, store.inbox_totals)
+        """The inbox counts shared with the other replicas when they divide the channels."""
+        self.admission.shared_inboxes = self.shared_inboxes
         self.sessions = Sessions(
             store,
             self.registry,
@@ -267,6 +271,8 @@ class HubCore:
             self._loops.append(asyncio.create_task(self.retention.run(), name="hub-retention"))
         if self.store.rate_buckets is not None:
             self._loops.append(asyncio.create_task(self.rate.give_back_loop(), name="hub-rate-give-back"))
+        if self.shared_inboxes is not None:
+            self._loops.append(asyncio.create_task(self.shared_inboxes.publish_loop(), name="hub-inbox-counts"))
         if self.liveness is not None:
             self._loops.append(asyncio.create_task(self.liveness.beat_loop(), name="hub-liveness"))
             self._loops.append(asyncio.create_task(self.liveness.sweep_loop(), name="hub-orphan-calls"))
@@ -357,6 +363,8 @@ class HubCore:
                 await self.placement.ownership.stop()
             except Exception as exc:
                 log.warning("could not release this replica's partitions (%r); their leases lapse by themselves", exc)
+        if self.shared_inboxes is not None:
+            await self.shared_inboxes.withdraw()  # its channels' counts are their new holders' now
         self.channels.cancel_timers()
         await cancel_and_wait(list(self._background))
         if self.liveness is not None:

@@ -378,7 +378,7 @@ class Posts:
                     return original[0], original[1], True
         # The rate token's grant, once the channel is known here and the post is no duplicate (either
         # takes none): under the lock, so the admission below finds it.
-        await self._admission.prepare(sender_id)
+        await self._admission.prepare(sender_id, recipients=ch.participants)
         wire = self._admission.admit(ch, sender_id, env, batch, event_data_json)
         if key is not None and keyed is not None:
             keyed[wire.envelope_id] = wire

@@ -73,10 +73,21 @@ class Inboxes:
         self._name_of = name_of
         self._channels: dict[str, dict[str, _Pending]] = {}
         self._totals: dict[str, int] = {}
+        self.elsewhere: dict[str, int] = {}
+        """Agent id → what waits for it in the channels other replicas hold, as last read
+        (:class:`~hubsvc.governance.inbox_share.SharedInboxes`; empty when one process folds them all)."""
 
     def pending(self, agent_id: str) -> int:
         """Envelopes waiting for ``agent_id``'s answer in its live channels (see the module docstring)."""
         return self._totals.get(agent_id, 0)
+
+    def capped(self, agent_id: str) -> bool:
+        """Whether an inbox cap applies to ``agent_id``."""
+        return self._cap_of(agent_id) is not None
+
+    def capped_totals(self) -> dict[str, int]:
+        """What waits for each capped identity in the channels of this process (those with any)."""
+        return {agent_id: n for agent_id, n in self._totals.items() if self._cap_of(agent_id) is not None}
 
     def totals(self) -> tuple[int, int]:
         """(envelopes pending over all identities, the most pending for one identity)."""
@@ -97,7 +108,7 @@ class Inboxes:
             cap = cap_of(recipient)
             if cap is None:
                 continue
-            pending = self._totals.get(recipient, 0)
+            pending = self._totals.get(recipient, 0) + self.elsewhere.get(recipient, 0)
             if pending >= cap[0]:
                 name = self._name_of(recipient)
                 raise InboxFull(

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from agentnet.v1 import channel_pb2
 
+from hubsvc.storage.inbox_totals import InboxTotals
 from hubsvc.storage.leases import PartitionLeases
 from hubsvc.storage.rate_buckets import RateBuckets
 from netkernel.errors import PARTITION_MOVED, LostRace, Unavailable
@@ -406,10 +408,8 @@ class AuditBell:
     @staticmethod
     async def wait(round: asyncio.Event, timeout: float) -> None:
         """Until ``round`` is rung or ``timeout`` seconds pass."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(round.wait(), timeout)
-        except TimeoutError:
-            pass
 
 
 class HubStore(abc.ABC):
@@ -427,6 +427,8 @@ class HubStore(abc.ABC):
     rate_buckets: RateBuckets | None = None
     """The identities' rate buckets when several replicas may share this store (None: this process is
     alone, and keeps its buckets in memory)."""
+    inbox_totals: InboxTotals | None = None
+    """The replicas' inbox counts when they divide the channels (None: one process folds them all)."""
     audit_bell: AuditBell
     """Rung when this process commits audit records (set by the backend's ``__init__``)."""
 

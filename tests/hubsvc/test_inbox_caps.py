@@ -4,13 +4,17 @@ never count, acknowledging a delivery does not answer it."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from agentnet.v1 import hub_pb2
 
+from hubsvc.governance.inbox_share import REFRESH_SECONDS
 from hubsvc.governance.policy import InboxRule, PeerSelector, Policy, Rule, RuleEntry
 from netkernel.errors import InboxFull
+from tests.eventually import assert_eventually
+from tests.hubsvc import harness
 from tests.hubsvc.harness import (
     Participant,
     RunningHub,
@@ -195,3 +199,40 @@ async def test_a_hello_with_cursors_ahead_does_not_answer(hub: RunningHub) -> No
     finally:
         await alice.close()
         await bob.close()
+
+
+async def test_the_cap_counts_what_waits_on_every_replica(hub: RunningHub) -> None:
+    """bob waits on two channels; on the divided store kinds they are held by two replicas (each held
+    where its opener talks), and the cap counts both, within the documented refresh window."""
+    alice, bob, carol = [await register(hub.target, name) for name in ("alice", "bob", "carol")]
+    for p in (alice, bob, carol):
+        await p.connect()
+    try:
+        hub.set_policy(inbox_policy("bob", 2))
+        with_alice = await open_channel(alice, "conversation", [bob])
+        with_carol = await open_channel(carol, "conversation", [bob])
+        apart = harness.STORE.spread  # the openers talk to different replicas: so are the channels held
+        if apart:
+            assert hub.holder(with_alice) is not hub.holder(with_carol)
+        await alice.say(with_alice, "one")
+        await carol.say(with_carol, "two")
+        assert pending(hub, bob) == 2
+        if apart:  # carol's holder has published bob's count, and alice's holder's copy is stale
+            totals = hub.holder(with_alice).core.store.inbox_totals
+            assert totals is not None
+
+            async def published() -> bool:
+                return (await totals.elsewhere([bob.agent_id]))[bob.agent_id] == 1
+
+            await assert_eventually(published)
+            await asyncio.sleep(REFRESH_SECONDS)
+        with pytest.raises(InboxFull) as refused:
+            await alice.say(with_alice, "three")
+        assert refused.value.metadata["limit"] == "2"
+        assert "2 envelopes wait" in refused.value.message
+        await bob.say(with_carol, "two, answered")  # frees a place: on carol's holder
+        await assert_eventually(lambda: alice.say(with_alice, "three, now"))
+        assert pending(hub, bob) == 2
+    finally:
+        for p in (alice, bob, carol):
+            await p.close()

@@ -120,7 +120,7 @@ class Lifecycle:
         if invite_ack_timeout is not None:
             check_seconds(invite_ack_timeout, "invite_ack_timeout_seconds", limit, absent="the hub's default")
         if seed is not None:
-            await self._admission.prepare(initiator)  # the seed's rate token, while awaiting is allowed
+            await self._admission.prepare(initiator, recipients=members)  # its rate token, inbox counts
         slot = NO_SLOT_LIMIT
         if self._govern is not None:
             # The rules and the arbiter; nothing below awaits until the channel is registered,

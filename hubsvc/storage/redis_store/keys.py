@@ -29,6 +29,8 @@ packed record) with ``P{g}:audit_seq`` (INCR) and id indexes ``P{g}:audit:all``,
 ``P{g}:feed_seq`` is the change feed the replicas follow (:mod:`hubsvc.storage.redis_store.feed`);
 ``P{g}:sessions`` (hash agent id → session id) names each identity's current Connect stream;
 ``P{g}:hidden`` (hash live channel id → the agents a ``hide`` firing in it hides, with divided channels);
+``P{g}:inbox:<replica id>`` (hash agent id → what waits for it in the channels that replica holds, with a
+time to live; with divided channels, :mod:`hubsvc.storage.redis_store.inbox`);
 ``P{g}:holds:channels:<agent>`` / ``P{g}:holds:tasks:<agent>`` (sets) are the live channels an
 identity initiated and the running tasks it owns, kept by the commit script from the rows it
 writes (what ``max_open_channels`` / ``max_running_tasks`` count), and ``P{g}:holdings`` marks

@@ -26,6 +26,7 @@ from hubsvc.storage.redis_store.commit import CommitScript, RedisClock, commit_g
 from hubsvc.storage.redis_store.failures import UNREACHABLE, StoreUnreachable
 from hubsvc.storage.redis_store.feed import RedisChangeFeed
 from hubsvc.storage.redis_store.history import RedisHistory
+from hubsvc.storage.redis_store.inbox import RedisInboxTotals
 from hubsvc.storage.redis_store.keys import DEFAULT_PREFIX, REPLICAS, KeyLayout
 from hubsvc.storage.redis_store.liveness import RedisLiveness
 from hubsvc.storage.redis_store.partitions import RedisPartitions
@@ -136,6 +137,10 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
         """The partition leases (:mod:`hubsvc.storage.redis_store.partitions`) when opened with ``partitions``."""
         self.rate_buckets: RedisRateBuckets = RedisRateBuckets(self._client, self._keys)
         """The identities' rate buckets, shared by the replicas (:mod:`hubsvc.storage.redis_store.rate`)."""
+        self.inbox_totals: RedisInboxTotals | None = (
+            None if partitions is None else RedisInboxTotals(self._client, self._keys, self.feed.replica_id)
+        )
+        """The replicas' inbox counts when they divide the channels (:mod:`hubsvc.storage.redis_store.inbox`)."""
         self._scan_script = self._client.register_script(scripts.SCAN_TEXTS)
         self._purge_script = self._client.register_script(scripts.PURGE_CHANNEL)
         self._upkeep = Upkeep(self._client, self._keys, spread=spread, on_home_node=self._on_home_node, reads=self)
