@@ -15,7 +15,7 @@ def main() -> None:
         ("bench.turns_bench", []),
         ("bench.a2a_bench", []),
         ("bench.knowledge_bench", []),
-        ("bench.ag2_bench", []),
+        ("bench.ag2_bench", ["--rounds", "3"]),  # paired rounds: the ratios are their medians
         ("bench.history_bench", []),
         ("bench.mcp_bench", []),
     ):

@@ -14,9 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,99 +111,108 @@ def _run(
     return figures
 
 
-def _embedded(tmp: str, iterations: int, count: int, window: int) -> dict[str, Any]:
-    """The gateway and the hub in one process (``python -m ag2embedded``): its CPU is the row's."""
-    flags = ["--port", "0", "--allow-none-auth", "--secret-file", f"{tmp}/gw.secret", "--log-level", "WARNING"]
-    both, line = _start(
-        [
-            sys.executable,
-            "-m",
-            "ag2embedded",
-            "--port",
-            "0",
-            "--db",
-            f"{tmp}/hub.db",
-            "--log-level",
-            "WARNING",
-            "--",
-            *flags,
-        ],
-        "ag2gateway listening",
-    )
+@contextmanager
+def _ag2_hub(tmp: str) -> Iterator[tuple[str, dict[str, subprocess.Popen[str]]]]:
+    """AG2's own hub: its URL and its process (whose CPU the row reads)."""
+    ag2_hub, line = _start([AG2_PYTHON, PEER, "serve", f"{tmp}/ag2-store"], "listening on", PEER_ENV)
     try:
-        url = json.loads(line.removeprefix("ag2gateway listening "))["url"]
-        return _run(url, iterations, count, window, {"gateway_and_hub": both})
+        yield line.rsplit(" ", 1)[1].strip(), {"ag2_hub": ag2_hub}
     finally:
-        _stop(both)
+        _stop(ag2_hub)
 
 
-def measure(iterations: int, count: int, window: int = 0, embedded: bool = False) -> dict[str, Any]:
-    """Both rows, in one run: AG2's own hub, then the gateway in front of our hub (``embedded``: both in
-    one process, ``python -m ag2embedded``; else each its own)."""
-    with tempfile.TemporaryDirectory(prefix="ag2-bench-") as tmp:
-        ag2_hub, line = _start([AG2_PYTHON, PEER, "serve", f"{tmp}/ag2-store"], "listening on", PEER_ENV)
-        try:
-            ag2 = _run(line.rsplit(" ", 1)[1].strip(), iterations, count, window, {"ag2_hub": ag2_hub})
-        finally:
-            _stop(ag2_hub)
-        if embedded:
-            return {"ag2_hub": ag2, "gateway_hub": _embedded(tmp, iterations, count, window)}
-        hub, line = _start(
-            [sys.executable, "-m", "hubsvc", "--port", "0", "--db", f"{tmp}/hub.db", "--log-level", "WARNING"],
-            "listening on",
+@contextmanager
+def _gateway_hub(tmp: str, embedded: bool) -> Iterator[tuple[str, dict[str, subprocess.Popen[str]]]]:
+    """The AG2 gateway in front of our hub: its URL and the processes whose CPU the row reads (one
+    ``python -m ag2embedded`` with ``embedded``, else the hub and the gateway each its own)."""
+    gateway_flags = ["--port", "0", "--allow-none-auth", "--secret-file", f"{tmp}/gw.secret", "--log-level", "WARNING"]
+    hub_flags = ["--port", "0", "--db", f"{tmp}/hub.db", "--log-level", "WARNING"]
+    if embedded:
+        both, line = _start(
+            [sys.executable, "-m", "ag2embedded", *hub_flags, "--", *gateway_flags], "ag2gateway listening"
         )
         try:
-            target = line.rsplit(" ", 1)[1].strip()
-            gateway, line = _start(
-                [
-                    sys.executable,
-                    "-m",
-                    "ag2gateway",
-                    "--hub",
-                    target,
-                    "--port",
-                    "0",
-                    "--allow-none-auth",
-                    "--secret-file",
-                    f"{tmp}/gw.secret",
-                    "--log-level",
-                    "WARNING",
-                ],
-                "ag2gateway listening",
-            )
-            try:
-                url = json.loads(line.removeprefix("ag2gateway listening "))["url"]
-                ours = _run(url, iterations, count, window, {"gateway": gateway, "hub": hub})
-            finally:
-                _stop(gateway)
+            yield json.loads(line.removeprefix("ag2gateway listening "))["url"], {"gateway_and_hub": both}
         finally:
-            _stop(hub)
-    return {"ag2_hub": ag2, "gateway_hub": ours}
+            _stop(both)
+        return
+    hub, line = _start([sys.executable, "-m", "hubsvc", *hub_flags], "listening on")
+    try:
+        target = line.rsplit(" ", 1)[1].strip()
+        gateway, line = _start(
+            [sys.executable, "-m", "ag2gateway", "--hub", target, *gateway_flags], "ag2gateway listening"
+        )
+        try:
+            yield json.loads(line.removeprefix("ag2gateway listening "))["url"], {"gateway": gateway, "hub": hub}
+        finally:
+            _stop(gateway)
+    finally:
+        _stop(hub)
+
+
+ROWS = ("ag2_hub", "gateway_hub")
+RATIO_KEYS = ("rtt_p50_ms", "rtt_p99_ms", "throughput_per_s", "fanout8_deliveries_per_s")
+
+
+def measure(iterations: int, count: int, window: int = 0, embedded: bool = False, rounds: int = 1) -> dict[str, Any]:
+    """Both rows in one run, in ``rounds`` paired rounds: both servers start once, then each round runs
+    the workloads against AG2's own hub and against the gateway in front of our hub (``embedded``: both
+    in one process, ``python -m ag2embedded``; else each its own), alternating which goes first. Each
+    row holds the median of its rounds' figures (its ``counts`` are the first round's); ``rounds``
+    lists every round, and ``ratios`` each figure's per-round ratio (gateway / AG2) and their median."""
+    with tempfile.TemporaryDirectory(prefix="ag2-bench-") as tmp, ExitStack() as running:
+        servers = {"ag2_hub": running.enter_context(_ag2_hub(tmp))}
+        servers["gateway_hub"] = running.enter_context(_gateway_hub(tmp, embedded))
+        per_round: list[dict[str, dict[str, Any]]] = []
+        for index in range(rounds):
+            paired = {}
+            for row in ROWS if index % 2 == 0 else ROWS[::-1]:
+                url, processes = servers[row]
+                paired[row] = _run(url, iterations, count, window, processes)
+            per_round.append(paired)
+    report: dict[str, Any] = {row: _median_row([r[row] for r in per_round]) for row in ROWS}
+    ratios = {
+        key: [r["gateway_hub"][key] / r["ag2_hub"][key] if r["ag2_hub"][key] else float("nan") for r in per_round]
+        for key in RATIO_KEYS
+    }
+    report["ratios"] = {key: {"rounds": values, "median": statistics.median(values)} for key, values in ratios.items()}
+    report["rounds"] = per_round
+    return report
+
+
+def _median_row(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row over its rounds: each figure's median, the first round's counts."""
+    row = {key: statistics.median(r[key] for r in rounds) for key in rounds[0] if key != "counts"}
+    row["counts"] = rounds[0]["counts"]
+    return row
 
 
 def count_mismatches(r: dict[str, Any], iterations: int, count: int) -> list[str]:
-    """Each row's counts that differ from :func:`expected_counts` (empty: every workload was exact)."""
+    """Each round's counts that differ from :func:`expected_counts` (empty: every workload was exact)."""
     want = expected_counts(iterations, count)
     return [
-        f"{row}: {key} {r[row]['counts'].get(key)} (expected {value})"
-        for row in ("ag2_hub", "gateway_hub")
+        f"round {index}, {row}: {key} {figures['counts'].get(key)} (expected {value})"
+        for index, paired in enumerate(r["rounds"])
+        for row, figures in paired.items()
         for key, value in want.items()
-        if r[row]["counts"].get(key) != value
+        if figures["counts"].get(key) != value
     ]
 
 
 def print_report(r: dict[str, Any]) -> None:
     """The table and the ratios."""
     ag2, ours = r["ag2_hub"], r["gateway_hub"]
-    print(f"{'workload (AG2 1.2.1 clients)':<34}{'AG2 hub':>14}{'gateway+hub':>14}   ratio (target)")
+    print(f"{'workload (AG2 1.2.1 clients)':<34}{'AG2 hub':>14}{'gateway+hub':>14}   median ratio (target) rounds")
     for key, target in (
         ("rtt_p50_ms", "<= 1.0x"),
         ("rtt_p99_ms", ""),
         ("throughput_per_s", ">= 2.0x"),
         ("fanout8_deliveries_per_s", ""),
     ):
-        ratio = ours[key] / ag2[key] if ag2[key] else float("nan")
-        print(f"{key:<34}{ag2[key]:>14.1f}{ours[key]:>14.1f}   {ratio:.2f}x {('(' + target + ')') if target else ''}")
+        ratio = r["ratios"][key]
+        rounds = ", ".join(f"{x:.2f}" for x in ratio["rounds"]) if len(ratio["rounds"]) > 1 else ""
+        verdict = f"({target})" if target else ""
+        print(f"{key:<34}{ag2[key]:>14.1f}{ours[key]:>14.1f}   {ratio['median']:.2f}x {verdict} {rounds}".rstrip())
     if "cpu_ms_per_delivery_gateway_and_hub" in ours:
         ours_cpu, split = ours["cpu_ms_per_delivery_gateway_and_hub"], "(gateway and hub in one process)"
     else:
@@ -217,11 +229,14 @@ def main() -> None:
     parser.add_argument(
         "--embedded", action="store_true", help="run the gateway in the hub's process (python -m ag2embedded)"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="paired rounds, alternating which hub goes first (medians reported)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     if not Path(AG2_PYTHON).exists():
         sys.exit("the AG2 venv is missing: run `make ag2-venv`")
-    report = measure(args.iterations, args.count, args.window, args.embedded)
+    report = measure(args.iterations, args.count, args.window, args.embedded, max(1, args.rounds))
     if args.json:
         print(json.dumps(report))
     else:
