@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from agentnet.v1 import a2a_pb2, identity_pb2
@@ -406,6 +406,14 @@ class HubCore:
     def audit(self, kind: str, actor: str, subject: str, detail: dict[str, Any]) -> None:
         """Append an audit record (committed with the next group)."""
         self.store.submit(Writes(audit=[audit_row(kind, actor, subject, detail, self.clock())]))
+
+    async def hidden_from_discovery(self) -> Callable[[str], bool]:
+        """Whether an expectation's ``hide`` keeps an identity out of ``ListAgents`` and ``DiscoverAgents``
+        now: hidden by a channel held here, or (channels divided among replicas) by one another replica
+        holds, as that channel's commits recorded it (:meth:`HubStore.hidden_agents`)."""
+        here = self.expectations.hidden
+        elsewhere = await self.store.hidden_agents()
+        return lambda agent_id: here(agent_id) or agent_id in elsewhere
 
     def name_for(self, agent_id: str) -> str:
         """Passport name of an agent id."""
