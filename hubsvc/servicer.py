@@ -247,7 +247,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         self, caller: str, request: hub_pb2.DiscoverAgentsRequest
     ) -> hub_pb2.DiscoverAgentsResponse:
         """The A2A agents the caller may invoke, filtered."""
-        return hub_pb2.DiscoverAgentsResponse(agents=self.ops.a2a.discover(caller, request))
+        return hub_pb2.DiscoverAgentsResponse(agents=await self.ops.a2a.discover(caller, request))
 
     @unary_rpc(AGENT)
     async def InvokeAgent(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> hub_pb2.InvokeAgentResponse:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from agentnet.v1 import a2a_pb2, identity_pb2
@@ -70,6 +70,8 @@ log = logging.getLogger("agentnet.hub")
 
 _PRUNE_EVERY = 30
 """Ownership rounds between two sweeps of followed channels that ended with no member here."""
+_PAGE = 1000
+"""Channels one store read lists at most (an unregistering identity's live channels)."""
 UNREGISTER_WAIT = 5.0
 """Seconds an Unregister answer waits for the other replicas to close the identity's channels they hold."""
 
@@ -407,6 +409,14 @@ class HubCore:
         """Append an audit record (committed with the next group)."""
         self.store.submit(Writes(audit=[audit_row(kind, actor, subject, detail, self.clock())]))
 
+    async def hidden_from_discovery(self) -> Callable[[str], bool]:
+        """Whether an expectation's ``hide`` keeps an identity out of ``ListAgents`` and ``DiscoverAgents``
+        now: hidden by a channel held here, or (channels divided among replicas) by one another replica
+        holds, as that channel's commits recorded it (:meth:`HubStore.hidden_agents`)."""
+        here = self.expectations.hidden
+        elsewhere = await self.store.hidden_agents()
+        return lambda agent_id: here(agent_id) or agent_id in elsewhere
+
     def name_for(self, agent_id: str) -> str:
         """Passport name of an agent id."""
         return self.registry.name_for(agent_id)
@@ -456,16 +466,32 @@ class HubCore:
     async def unregister(self, agent_id: str) -> list[str]:
         """Remove an identity; its live channels close with reason "participant_left". With the channels
         divided among replicas this replica closes those it holds; each other holder closes its own once
-        the change feed tells it, and the answer waits for those (at most :data:`UNREGISTER_WAIT`
-        seconds: one whose holder is down is left out of it, and closes when its next holder learns)."""
-        elsewhere = self.channels.followed_of(agent_id)
+        the change feed tells it, and the answer waits for those the store lists as live (at most
+        :data:`UNREGISTER_WAIT` seconds: one whose holder is down is left out of it, and closes when its
+        next holder learns)."""
+        elsewhere = await self._held_elsewhere(agent_id)
         closed = await self.channels.close_all_of(agent_id)
         self.sessions.close(agent_id, unregistered())
         await self.registry.unregister(agent_id)
         self.governance.forget(agent_id)
         self.rate.forget(agent_id)
         ended = await asyncio.gather(*(self._ended(channel_id, UNREGISTER_WAIT) for channel_id in elsewhere))
-        return closed + [channel_id for channel_id, end in zip(elsewhere, ended, strict=True) if end]
+        return closed + [c for c, end in zip(elsewhere, ended, strict=True) if end and c not in closed]
+
+    async def _held_elsewhere(self, agent_id: str) -> list[str]:
+        """The live channels of ``agent_id`` not held here (channels divided among replicas), as the store
+        records them: one opened through another replica a moment ago counts, although the change feed
+        may not have told this replica of it yet."""
+        if not self.placement.divided:
+            return []
+        found: list[str] = []
+        before = 0
+        while True:
+            page = await self.store.list_channels_for(agent_id, include_ended=False, limit=_PAGE, before=before)
+            found += [row.channel_id for _, row in page if self.channels.table.get(row.channel_id) is None]
+            if len(page) < _PAGE:
+                return found
+            before = page[-1][0]
 
     async def _ended(self, channel_id: str, timeout: float) -> bool:
         """Whether ``channel_id`` (held by another replica) ends within ``timeout`` seconds."""

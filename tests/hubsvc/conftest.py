@@ -22,9 +22,9 @@ redis-server (DB 1, flushed after each test) or its local Redis Cluster:
 
 A test about the SQLite file itself carries ``@pytest.mark.sqlite_only("why")`` and runs on SQLite
 alone. A test of behaviour docs/scale-out.md documents as differing when the participants talk to
-different replicas (a follower's deliveries carry no ``can_send``, Unregister lists the channels its
-replica closed) carries ``@pytest.mark.clients_on_one_replica("why")``: on the divided kinds its
-participants all talk to the front replica.
+different replicas (a follower's deliveries carry no ``can_send``) carries
+``@pytest.mark.clients_on_one_replica("why")``: on the divided kinds its participants all talk to
+the front replica.
 """
 
 from __future__ import annotations

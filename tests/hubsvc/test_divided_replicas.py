@@ -43,7 +43,7 @@ from netkernel.tasks import cancel_and_wait
 from servicekit.metrics import MetricsSettings
 from tests.eventually import assert_eventually
 from tests.hubsvc import harness
-from tests.hubsvc.harness import OPERATOR_TOKEN, Participant, RunningHub, open_channel, register
+from tests.hubsvc.harness import OPERATOR_TOKEN, Participant, RunningHub, data_of, open_channel, register
 from tests.hubsvc.test_replica_forwarding import peers_of
 from tests.hubsvc.test_replicas import REDIS_DB, on
 from tests.scrape import scrape, value
@@ -575,4 +575,26 @@ async def test_a_member_unregistered_while_the_holder_is_dead_has_its_channel_cl
         return not row.live and meta.close_reason == "participant_left"
 
     await assert_eventually(closed_by_b, timeout=20)
+    await bob.close()
+
+
+async def test_unregister_through_a_replica_the_feed_has_not_told_of_the_channel_lists_it(divided: Divided) -> None:
+    """The answer names a channel opened through another replica although the serving replica does not
+    follow it yet (its change feed is stopped here: it lags forever); the store lists it as live."""
+    a = await divided.start()
+    b = await divided.start()
+    await divided.settled()
+    a, b = holding_and_not(a, b)
+    alice = await register(a.target, "alice")
+    bob = on(b, await register(a.target, "bob"))
+    await alice.connect()
+    await bob.connect()
+    await cancel_and_wait(b.core._loops)  # b hears nothing more from the feed, the notices or the leases
+    opened = await alice.rpc("OpenChannel", hub_pb2.OpenChannelRequest(type="conversation", targets=[bob.agent_id]))
+    channel_id = opened.channel.channel_id  # pending (bob's invite cannot reach him through b): live
+    assert channel_id not in b.core.channels.followers.channels
+    answer = await bob.rpc("Unregister", hub_pb2.UnregisterRequest())
+    assert list(answer.closed_channel_ids) == [channel_id]
+    assert data_of(await alice.next_of("ag2.channel.closed"))["reason"] == "participant_left"
+    await alice.close()
     await bob.close()

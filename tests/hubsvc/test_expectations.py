@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentnet.v1 import envelope_pb2, hub_pb2
+from agentnet.v1 import a2a_pb2, envelope_pb2, hub_pb2
 
 from hubsvc.governance.expectations import DEFAULT_EXPECTATIONS, resolve_expectations
 from hubsvc.governance.policy import ExpectationSpec, Policy, load_policy
@@ -270,6 +270,30 @@ async def test_hide_leaves_the_violator_out_of_discovery_until_it_posts_or_the_c
     assert "carol" not in await listed()
     await alice.rpc("CloseChannel", hub_pb2.CloseChannelRequest(channel_id=cid))
     assert "carol" in await listed()  # the channel ended: nothing hides her any more
+
+
+async def test_a_hidden_agent_is_left_out_of_a2a_discovery_through_every_replica(
+    hub: RunningHub, clock: FakeClock, people: list[Participant]
+) -> None:
+    """DiscoverAgents leaves a hidden agent out as ListAgents does, through whichever replica is asked
+    (divided store kinds: alice's replica holds the channel, bob's and carol's do not)."""
+    alice, bob, carol = people
+    await bob.rpc("SetA2ASettings", hub_pb2.SetA2ASettingsRequest(a2a=a2a_pb2.A2ASettings(enabled=True)))
+    hide = {"expectations": {"turn_within": {"seconds": 30, "action": "hide"}}}
+    cid = await open_channel(alice, "discussion", [bob, carol], knobs=hide)
+    await alice.say(cid, "question")
+
+    async def discovered() -> list[list[str]]:
+        """What DiscoverAgents answers each participant (each through its own replica)."""
+        found = [await who.rpc("DiscoverAgents", hub_pb2.DiscoverAgentsRequest()) for who in people]
+        return [[a.name for a in f.agents] for f in found]
+
+    assert await discovered() == [["bob"]] * 3
+    await advance(hub, clock, 31)
+    await bob.next_of(VIOLATED)
+    assert await discovered() == [[]] * 3
+    await bob.post(cid, "myapp.still_thinking", {})
+    assert await discovered() == [["bob"]] * 3
 
 
 async def test_per_channel_override_and_null(hub: RunningHub, clock: FakeClock, people: list[Participant]) -> None:

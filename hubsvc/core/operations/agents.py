@@ -76,13 +76,12 @@ class AgentOps:
         q = query.lower()
         out: list[AgentEntry] = []
         unclaimed: list[AgentEntry] = []
-        hidden_here = self.core.expectations.hidden
-        hidden_elsewhere = await self.core.store.hidden_agents()  # held by other replicas (divided channels)
+        hidden = await self.core.hidden_from_discovery()
         for entry in self.core.registry.entries():
             r = entry.record
             if exclude_self and entry.agent_id == caller:
                 continue
-            if hidden_here(entry.agent_id) or entry.agent_id in hidden_elsewhere:
+            if hidden(entry.agent_id):
                 continue
             if kind and r.passport.kind != kind:
                 continue

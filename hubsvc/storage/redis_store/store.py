@@ -230,6 +230,11 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
         if self._owns_client:
             await self._client.aclose()
 
+    async def hidden_agents(self) -> frozenset[str]:
+        """What ``hide`` firings hide (``P{g}:hidden``); without partitions nothing is recorded there
+        (every replica folds every channel), so nothing is read."""
+        return await super().hidden_agents() if self.partitions is not None else frozenset()
+
     # -- writes ------------------------------------------------------------------------
 
     def _plan(self) -> Plan:

@@ -64,9 +64,9 @@ class A2AOps:
         """Fetch the caller's card again and replace what its identity took from it."""
         return await self.outside.refresh(caller)
 
-    def discover(self, caller: str, request: hub_pb2.DiscoverAgentsRequest) -> list[a2a_pb2.DiscoveredAgent]:
+    async def discover(self, caller: str, request: hub_pb2.DiscoverAgentsRequest) -> list[a2a_pb2.DiscoveredAgent]:
         """The A2A-enabled agents of the caller's project the caller may invoke, filtered."""
-        return discover(self.core, caller, request)
+        return await discover(self.core, caller, request)
 
     async def invoke(self, caller: str, request: hub_pb2.InvokeAgentRequest) -> hub_pb2.InvokeAgentResponse:
         """Run one call and wait for its outcome (a ``detach`` call returns once started)."""

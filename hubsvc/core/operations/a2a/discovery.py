@@ -12,8 +12,9 @@ DEFAULT_DISCOVER_LIMIT = 50
 """Agents one DiscoverAgents answers when its limit is 0."""
 
 
-def discover(core: HubCore, caller: str, request: hub_pb2.DiscoverAgentsRequest) -> list[a2a_pb2.DiscoveredAgent]:
-    """The A2A-enabled agents of the caller's project the caller may invoke, filtered."""
+async def discover(core: HubCore, caller: str, request: hub_pb2.DiscoverAgentsRequest) -> list[a2a_pb2.DiscoveredAgent]:
+    """The A2A-enabled agents of the caller's project the caller may invoke, filtered (those an
+    expectation's ``hide`` hides left out, whichever replica holds the channel hiding them)."""
     me = core.registry.get(caller).record
     if request.project_id and request.project_id != me.passport.project:
         raise PermissionDenied(
@@ -25,10 +26,11 @@ def discover(core: HubCore, caller: str, request: hub_pb2.DiscoverAgentsRequest)
         raise InvalidArgument("limit must not be negative (0 = 50).", metadata={"field": "limit"})
     limit = request.limit or DEFAULT_DISCOVER_LIMIT
     found: list[a2a_pb2.DiscoveredAgent] = []
+    hidden = await core.hidden_from_discovery()
     for entry in sorted(core.registry.entries(), key=lambda e: e.name):
         record = entry.record
         settings = record.a2a
-        if not may_call(me, record) or core.expectations.hidden(entry.agent_id):
+        if not may_call(me, record) or hidden(entry.agent_id):
             continue
         if not (
             matches_any(settings.skills, request.skills)
