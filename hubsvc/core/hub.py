@@ -162,7 +162,11 @@ class HubCore:
         """The policy's rules and the arbiter applied to what identities do."""
         self.admission = Admission(self.options, clock, self.inboxes, self.rate, depth_limit=self.rules.depth_limit)
         """Admits every envelope an identity originates (``Admission.admit``), under the channel's lock."""
-        self.shared_inboxes = None if store.inbox_totals is None else SharedInboxes(self.inboxes, store.inbox_totals)
+        self.shared_inboxes = (
+            None
+            if store.inbox_totals is None
+            else SharedInboxes(self.inboxes, store.inbox_totals, self.options.replica_ttl)
+        )
         """The inbox counts shared with the other replicas when they divide the channels."""
         self.admission.shared_inboxes = self.shared_inboxes
         self.sessions = Sessions(

@@ -7,6 +7,11 @@ each publishes its counts of the capped identities through the store
 an envelope for capped recipients reads the other replicas' counts of them when its copy is older than
 :data:`REFRESH_SECONDS`. A cap may therefore be passed by what other replicas admitted within that
 window (at most about ``REFRESH_SECONDS + PUBLISH_SECONDS``), never by more.
+
+A replica's published counts live as long as its liveness key (``--replica-ttl`` after its last publish):
+the others stop counting them when they stop taking it for live, which is when its partitions move;
+their next holder rebuilds those channels' counts from the WAL and publishes them within one ownership
+round (``--replica-refresh``) and one publish.
 """
 
 from __future__ import annotations
@@ -25,8 +30,6 @@ PUBLISH_SECONDS = 0.25
 """How often a replica publishes its counts of the capped identities that changed."""
 REFRESH_SECONDS = 0.25
 """How old a replica's copy of the others' counts of a recipient may be when it admits an envelope."""
-KEEP_SECONDS = 3.0
-"""How long a replica's published counts outlive its last publish (a replica that died: then lapsed)."""
 FORGET_SECONDS = 60.0
 """A recipient's copy of the others' counts not read again for this long is dropped (memory)."""
 
@@ -34,9 +37,12 @@ FORGET_SECONDS = 60.0
 class SharedInboxes:
     """This replica's side of the inbox counts shared through ``totals``, for ``inboxes``."""
 
-    def __init__(self, inboxes: Inboxes, totals: InboxTotals) -> None:
+    def __init__(self, inboxes: Inboxes, totals: InboxTotals, keep_for: float) -> None:
         self._inboxes = inboxes
         self._totals = totals
+        self._keep_for = keep_for
+        """How long the published counts outlive the last publish (``--replica-ttl``: as long as this
+        replica's liveness key, so a replica that died stops counting when the others see it dead)."""
         self._read_at: dict[str, float] = {}
         """Recipient → when the others' counts of it were last read (monotonic)."""
         self._published: dict[str, int] = {}
@@ -71,7 +77,7 @@ class SharedInboxes:
         changed.update({agent_id: 0 for agent_id in self._published if agent_id not in current})
         if not changed and not current:
             return
-        kept = await self._totals.publish(changed, KEEP_SECONDS)
+        kept = await self._totals.publish(changed, self._keep_for)
         self._published = current if kept or all(agent_id in changed for agent_id in current) else {}
 
     def forget_stale(self) -> None:
@@ -95,5 +101,5 @@ class SharedInboxes:
         """A clean stop: remove this replica's counts (its channels are handed over with them)."""
         try:
             await self._totals.withdraw()
-        except Exception as exc:  # they lapse by themselves after KEEP_SECONDS
+        except Exception as exc:  # they lapse by themselves after keep_for
             log.warning("could not remove this replica's inbox counts (%r); they lapse by themselves", exc)

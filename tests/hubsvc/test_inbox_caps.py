@@ -4,13 +4,12 @@ never count, acknowledging a delivery does not answer it."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from agentnet.v1 import hub_pb2
 
-from hubsvc.governance.inbox_share import REFRESH_SECONDS
+from hubsvc.governance.inbox_share import PUBLISH_SECONDS, REFRESH_SECONDS
 from hubsvc.governance.policy import InboxRule, PeerSelector, Policy, Rule, RuleEntry
 from netkernel.errors import InboxFull
 from tests.eventually import assert_eventually
@@ -217,15 +216,15 @@ async def test_the_cap_counts_what_waits_on_every_replica(hub: RunningHub) -> No
         await alice.say(with_alice, "one")
         await carol.say(with_carol, "two")
         assert pending(hub, bob) == 2
-        if apart:  # carol's holder has published bob's count, and alice's holder's copy is stale
-            totals = hub.holder(with_alice).core.store.inbox_totals
-            assert totals is not None
+        if apart:  # carol's holder publishes bob's count; alice's holder reads it once its copy is stale
+            shared = hub.holder(with_alice).core.shared_inboxes
+            assert shared is not None
 
-            async def published() -> bool:
-                return (await totals.elsewhere([bob.agent_id]))[bob.agent_id] == 1
+            async def read_elsewhere() -> bool:
+                await shared.refresh([bob.agent_id])  # what admission does before each post
+                return hub.holder(with_alice).core.inboxes.elsewhere.get(bob.agent_id) == 1
 
-            await assert_eventually(published)
-            await asyncio.sleep(REFRESH_SECONDS)
+            await assert_eventually(read_elsewhere, timeout=PUBLISH_SECONDS + REFRESH_SECONDS + 5)
         with pytest.raises(InboxFull) as refused:
             await alice.say(with_alice, "three")
         assert refused.value.metadata["limit"] == "2"
