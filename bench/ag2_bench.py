@@ -159,13 +159,14 @@ def measure(iterations: int, count: int, window: int = 0, embedded: bool = False
     the workloads against AG2's own hub and against the gateway in front of our hub (``embedded``: both
     in one process, ``python -m ag2embedded``; else each its own), alternating which goes first. Each
     row holds the median of its rounds' figures (its ``counts`` are the first round's); ``rounds``
-    lists every round, and ``ratios`` each figure's per-round ratio (gateway / AG2) and their median."""
+    lists every round (with ``load_average``, the 1-minute load as it began), and ``ratios`` each
+    figure's per-round ratio (gateway / AG2) and their median."""
     with tempfile.TemporaryDirectory(prefix="ag2-bench-") as tmp, ExitStack() as running:
         servers = {"ag2_hub": running.enter_context(_ag2_hub(tmp))}
         servers["gateway_hub"] = running.enter_context(_gateway_hub(tmp, embedded))
-        per_round: list[dict[str, dict[str, Any]]] = []
+        per_round: list[dict[str, Any]] = []
         for index in range(rounds):
-            paired = {}
+            paired: dict[str, Any] = {"load_average": os.getloadavg()[0]}
             for row in ROWS if index % 2 == 0 else ROWS[::-1]:
                 url, processes = servers[row]
                 paired[row] = _run(url, iterations, count, window, processes)
@@ -194,6 +195,7 @@ def count_mismatches(r: dict[str, Any], iterations: int, count: int) -> list[str
         f"round {index}, {row}: {key} {figures['counts'].get(key)} (expected {value})"
         for index, paired in enumerate(r["rounds"])
         for row, figures in paired.items()
+        if row in ROWS
         for key, value in want.items()
         if figures["counts"].get(key) != value
     ]
@@ -219,6 +221,7 @@ def print_report(r: dict[str, Any]) -> None:
         ours_cpu = ours["cpu_ms_per_delivery_gateway"] + ours["cpu_ms_per_delivery_hub"]
         split = f"(gateway {ours['cpu_ms_per_delivery_gateway']:.3f} + hub {ours['cpu_ms_per_delivery_hub']:.3f})"
     print(f"{'cpu_ms_per_delivery':<34}{ag2['cpu_ms_per_delivery_ag2_hub']:>14.3f}{ours_cpu:>14.3f}   {split}")
+    print("load average (1 min) as each round began: " + ", ".join(f"{p['load_average']:.1f}" for p in r["rounds"]))
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ async def test_tiny_run_counts_exact_on_both_hubs() -> None:
     figures = {"rtt_p50_ms", "rtt_p99_ms", "throughput_per_s", "fanout8_deliveries_per_s"}
     processes = {"ag2_hub": ["ag2_hub"], "gateway_hub": ["gateway", "hub"]}  # whose CPU each row reads
     assert len(report["rounds"]) == 2
+    assert all(paired["load_average"] >= 0 for paired in report["rounds"])  # the load each round began at
     for row, names in processes.items():
         assert set(report[row]) == figures | {f"cpu_ms_per_delivery_{name}" for name in names} | {"counts"}
         for paired in report["rounds"]:
