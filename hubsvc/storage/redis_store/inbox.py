@@ -32,19 +32,21 @@ class RedisInboxTotals(InboxTotals):
         self._prefix = keys.g + INBOX
         self._directory = keys.g + REPLICAS
 
-    @read
+    @read  # a write, but idempotent (absolute counts, a time to live): read's one retry on a broken connection is safe
     async def publish(self, changed: Mapping[str, int], keep_for: float) -> bool:
-        """Write ``changed`` (see :meth:`InboxTotals.publish`) and refresh the hash's time to live."""
+        """Write ``changed`` (see :meth:`InboxTotals.publish`) and refresh the hash's time to live: the first
+        PEXPIRE says whether the hash was still there, the last one covers a hash this call created."""
         key = self._prefix + self._replica_id
+        ttl_ms = max(1, int(keep_for * 1000))
+        gone = [agent_id for agent_id, n in changed.items() if n <= 0]
+        counts: dict[EncodableT, EncodableT] = {agent_id: n for agent_id, n in changed.items() if n > 0}
         async with self._client.pipeline(transaction=False) as pipe:
-            pipe.pexpire(key, max(1, int(keep_for * 1000)))
-            gone = [agent_id for agent_id, n in changed.items() if n <= 0]
-            counts: dict[EncodableT, EncodableT] = {agent_id: n for agent_id, n in changed.items() if n > 0}
+            pipe.pexpire(key, ttl_ms)
             if gone:
                 pipe.hdel(key, *gone)
             if counts:
                 pipe.hset(key, mapping=counts)
-                pipe.pexpire(key, max(1, int(keep_for * 1000)))
+                pipe.pexpire(key, ttl_ms)
             kept = (await pipe.execute())[0]
         return bool(kept)
 
