@@ -1,8 +1,9 @@
 """``python -m ag2embedded [hub flags] [-- gateway flags]``: the hub (``python -m hubsvc``'s flags and
 ``AGENTNET_HUB_*`` variables) and the AG2 gateway (``python -m ag2gateway``'s, ``AGENTNET_AG2_*``) in one
-process and one event loop, the gateway calling the hub over loopback gRPC as a separate gateway does.
-It saves the second process: 10–31% of the CPU per AG2 round trip and one process switch on each leg
-(bench/README.md). Prints the gateway's ``ag2gateway listening {...}`` line, then the hub's
+process and one event loop, the gateway calling the hub's handlers in process (servicekit/inprocess.py:
+the same requests, checks and errors as over gRPC, without the transport; over loopback gRPC instead
+when the gateway's flags give TLS settings for the hub). It saves the second process and the gRPC hops
+between gateway and hub (bench/README.md). Prints the gateway's ``ag2gateway listening {...}`` line, then the hub's
 ``agentnet-hub listening on host:port``; stops both on SIGINT / SIGTERM (the gateway first)."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ag2gateway.config import Ag2GatewayOptions, parse_options
 from ag2gateway.server import describe, start_gateway
 from hubsvc.__main__ import checked_extras, exit_on_start_failure, start_from_config
 from hubsvc.config import HubConfig, parse_args
+from hubsvc.server import HubServer
+from servicekit.inprocess import InProcessChannel
 from servicekit.runtime import announce_and_wait, configure_logging, host_port
 
 if TYPE_CHECKING:
@@ -54,6 +57,15 @@ def hub_address(config: HubConfig, port: int) -> str:
     return host_port(config.host, port)
 
 
+def hub_path(hub: HubServer, gateway: Ag2GatewayOptions) -> InProcessChannel | None:
+    """How the gateway calls the hub: in process (:mod:`servicekit.inprocess`), unless the gateway's
+    flags give TLS settings for the hub (then over loopback gRPC with them, as a separate gateway)."""
+    handlers = hub.running.handlers
+    if gateway.hub_tls is not None or handlers is None:
+        return None
+    return InProcessChannel(handlers)
+
+
 async def serve(
     config: HubConfig,
     gateway: Ag2GatewayOptions,
@@ -64,7 +76,8 @@ async def serve(
     """Start the hub, then the gateway in front of it, and serve until SIGINT / SIGTERM."""
     hub = await start_from_config(config, arbiter=arbiter, tracer_provider=tracer_provider)
     try:
-        running = await start_gateway(dataclasses.replace(gateway, hub=hub_address(config, hub.port)))
+        options = dataclasses.replace(gateway, hub=hub_address(config, hub.port))
+        running = await start_gateway(options, hub_path(hub, gateway))
         try:
             gc.freeze()  # as python -m ag2gateway: the start-up heap lives as long as the process
             print(f"ag2gateway listening {describe(running)}", flush=True)

@@ -10,6 +10,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+import grpc
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.frames import DATA_OPCODES, Frame
 from websockets.protocol import Event, State
@@ -37,11 +38,12 @@ def _ssl_context(options: Ag2GatewayOptions) -> ssl.SSLContext | None:
 
 
 class Ag2Gateway:
-    """A running gateway: its hub link, its directory identity and its listener."""
+    """A running gateway: its hub link, its directory identity and its listener. ``hub_channel``: an open
+    channel to the hub at ``options.hub`` to call through instead of dialling it (:class:`HubLink`)."""
 
-    def __init__(self, options: Ag2GatewayOptions) -> None:
+    def __init__(self, options: Ag2GatewayOptions, hub_channel: grpc.aio.Channel | None = None) -> None:
         self.options = options
-        self.hub = HubLink(options.hub, options.hub_tls)
+        self.hub = HubLink(options.hub, options.hub_tls, hub_channel)
         self.identities = Identities(
             self.hub, ensure_secret_file(options.secret_file), allow_none_auth=options.allow_none_auth
         )
@@ -203,9 +205,9 @@ class _Writer:
             self._ws.transport.abort()
 
 
-async def start_gateway(options: Ag2GatewayOptions) -> Ag2Gateway:
-    """Build and start a gateway (tests and ``python -m ag2gateway``)."""
-    gateway = Ag2Gateway(options)
+async def start_gateway(options: Ag2GatewayOptions, hub_channel: grpc.aio.Channel | None = None) -> Ag2Gateway:
+    """Build and start a gateway (tests and ``python -m ag2gateway``); ``hub_channel`` as :class:`Ag2Gateway`'s."""
+    gateway = Ag2Gateway(options, hub_channel)
     await gateway.start()
     return gateway
 

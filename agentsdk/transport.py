@@ -98,7 +98,10 @@ class HubConnection(ClosedOnExit):
     """A gRPC channel to a hub, shared by every identity of a client; ``target`` one address or
     several replicas to fail over between (:mod:`agentsdk.targets`); ``tls`` as in
     :mod:`agentsdk.tls` (None: plaintext); ``tracer_provider`` records the SDK's spans (None: the
-    global OpenTelemetry provider, which records nothing until the application configures one)."""
+    global OpenTelemetry provider, which records nothing until the application configures one).
+    ``channel`` is an open channel to the hub at ``target`` to call through instead of dialling it
+    (a hub in this process: :class:`servicekit.inprocess.InProcessChannel`); Redirects to other
+    replicas still dial them."""
 
     def __init__(
         self,
@@ -109,6 +112,7 @@ class HubConnection(ClosedOnExit):
         tracer_provider: trace.TracerProvider | None = None,
         max_queued_delivery_bytes: int = DEFAULT_MAX_QUEUED_DELIVERY_BYTES,
         follow_redirects: bool = True,
+        channel: grpc.aio.Channel | None = None,
     ) -> None:
         if max_queued_delivery_bytes < 1:
             raise InvalidArgument(
@@ -142,7 +146,9 @@ class HubConnection(ClosedOnExit):
         """Where the SDK's spans go: each post and each handler turn (docs/operations.md "Tracing")."""
         self._tracer_provider = tracer_provider
         self._global_tracing = False
-        self.channel = open_channel(self.target, tls, CHANNEL_OPTIONS, client_span_interceptors(tracer_provider))
+        if channel is None:
+            channel = open_channel(self.target, tls, CHANNEL_OPTIONS, client_span_interceptors(tracer_provider))
+        self.channel = channel
         self.stub = hub_pb2_grpc.HubServiceStub(self.channel)
 
     @property

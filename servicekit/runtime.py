@@ -19,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from servicekit.grpc_logs import quiet_client_departures
+from servicekit.inprocess import ServedHandlers
 from servicekit.metrics import MetricsServer, MetricsSettings, start_metrics_server
 from servicekit.parse_guard import guarded
 from servicekit.reflection import enable_reflection
@@ -86,6 +87,8 @@ class RunningServer:
     """The certificate reloader when serving TLS (None: plaintext)."""
     metrics_server: MetricsServer | None = None
     """The service's Prometheus endpoint (None: metrics are off); stopped with the server."""
+    handlers: ServedHandlers | None = None
+    """What the server serves, for calls from this process (:class:`servicekit.inprocess.InProcessChannel`)."""
 
     async def stop(self, grace_seconds: float, *, on_stopping: Callable[[], None] | None = None) -> None:
         """Report NOT_SERVING, call ``on_stopping`` (e.g. end long-lived streams, so the grace
@@ -95,6 +98,8 @@ class RunningServer:
         if on_stopping is not None:
             on_stopping()
         await self.server.stop(grace_seconds)
+        if self.handlers is not None:
+            self.handlers.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
 
@@ -158,7 +163,8 @@ async def _start_grpc(
 ) -> RunningServer:
     quiet_client_departures()  # a client cancelling a stream mid-send is DEBUG, not an ERROR traceback
     server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
-    registrar = guarded(server)  # a request that does not parse is INVALID_ARGUMENT (servicekit/parse_guard.py)
+    handlers = ServedHandlers(interceptors, max_message_bytes)  # also served in process (servicekit/inprocess.py)
+    registrar = guarded(handlers.recording(server))  # a request that does not parse is INVALID_ARGUMENT
     for spec in specs:
         spec.register(registrar)
     health_servicer = health.aio.HealthServicer()
@@ -175,7 +181,7 @@ async def _start_grpc(
     if bound == 0:
         raise PortUnavailable(f"could not bind {host}:{port}; is the port in use? Pick another with --port.")
     await server.start()
-    running = RunningServer(server, health_servicer, bound, names, reloader, metrics_server)
+    running = RunningServer(server, health_servicer, bound, names, reloader, metrics_server, handlers)
     await set_serving(health_servicer, names, True)
     return running
 

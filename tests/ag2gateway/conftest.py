@@ -1,5 +1,7 @@
-"""A real hub (``Hub.open``), the AG2 gateway on loopback in front of it, and unmodified AG2 1.2.1
-clients driven in their own venv (``.venv-ag2``, ``make ag2-venv``) as a subprocess."""
+"""A real hub (``Hub.open``), the AG2 gateway in front of it, and unmodified AG2 1.2.1 clients driven in
+their own venv (``.venv-ag2``, ``make ag2-venv``) as a subprocess. The ``net`` fixture runs each test
+twice: the gateway calling the hub over loopback gRPC (as ``python -m ag2gateway``) and in process
+(as ``python -m ag2embedded``, :mod:`servicekit.inprocess`)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ag2gateway.config import Ag2GatewayOptions
 from ag2gateway.server import Ag2Gateway, start_gateway
 from agentsdk.network import Hub
 from hubsvc.core.options import HubOptions
+from servicekit.inprocess import InProcessChannel
 
 ROOT = Path(__file__).resolve().parents[2]
 AG2_PYTHON = ROOT / ".venv-ag2" / "bin" / "python"
@@ -66,6 +69,8 @@ class Net:
     gateway: Ag2Gateway
     ag2: Driver
     options: Ag2GatewayOptions
+    hub_channel: InProcessChannel | None = None
+    """The gateway's in-process path to the hub (None: loopback gRPC)."""
     others: list[Driver] = field(default_factory=list)
 
     async def another_process(self) -> Driver:
@@ -79,7 +84,7 @@ class Net:
     async def restart_gateway(self) -> None:
         """Stop the gateway and start a new one (same secret, new port); the driver is told the new URL."""
         await self.gateway.stop()
-        self.gateway = await start_gateway(self.options)
+        self.gateway = await start_gateway(self.options, self.hub_channel)
         await self.ag2("url", url=self.gateway.url)
 
 
@@ -99,13 +104,18 @@ async def start_driver() -> Driver:
 
 
 @asynccontextmanager
-async def open_net(tmp_path: Path, hub_options: HubOptions | None = None) -> AsyncIterator[Net]:
-    """A hub (``hub_options``: its options), the gateway in front of it and one AG2 driver process."""
+async def open_net(
+    tmp_path: Path, hub_options: HubOptions | None = None, *, in_process: bool = False
+) -> AsyncIterator[Net]:
+    """A hub (``hub_options``: its options), the gateway in front of it (calling it in process when
+    ``in_process``, else over loopback gRPC) and one AG2 driver process."""
     async with Hub.open(path=tmp_path / "hub.db", options=hub_options) as hub:
         options = Ag2GatewayOptions(port=0, hub=hub.target, secret_file=tmp_path / "gw.secret")
-        gateway = await start_gateway(options)
+        handlers = hub.server.running.handlers
+        hub_channel = InProcessChannel(handlers) if in_process and handlers is not None else None
+        gateway = await start_gateway(options, hub_channel)
         driver = await start_driver()
-        net = Net(hub, gateway, driver, options)
+        net = Net(hub, gateway, driver, options, hub_channel)
         await driver("url", url=gateway.url)
         try:
             yield net
@@ -116,7 +126,7 @@ async def open_net(tmp_path: Path, hub_options: HubOptions | None = None) -> Asy
             await net.gateway.stop()
 
 
-@pytest.fixture
-async def net(tmp_path: Path) -> AsyncIterator[Net]:
-    async with open_net(tmp_path) as net:
+@pytest.fixture(params=["grpc", "in-process"])
+async def net(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Net]:
+    async with open_net(tmp_path, in_process=request.param == "in-process") as net:
         yield net

@@ -12,7 +12,7 @@ from tests.ag2gateway.conftest import Net
 
 
 async def test_a_frame_over_the_limit_closes_the_connection_with_1009(net: Net) -> None:
-    small = await start_gateway(replace(net.options, max_frame_bytes=4096))
+    small = await start_gateway(replace(net.options, max_frame_bytes=4096), net.hub_channel)
     try:
         await net.ag2("url", url=small.url)
         ping = json.dumps({"kind": "ping"})
@@ -52,7 +52,7 @@ async def _extensions(url: str) -> list[str]:
 async def test_per_message_deflate_is_declined_unless_turned_on(net: Net) -> None:
     """A client's deflate offer (AG2's WsLink makes it) is declined by default; --ws-compression accepts it."""
     assert await _extensions(net.gateway.url) == []
-    compressing = await start_gateway(replace(net.options, ws_compression=True))
+    compressing = await start_gateway(replace(net.options, ws_compression=True), net.hub_channel)
     try:
         assert await _extensions(compressing.url) == ["permessage-deflate"]
     finally:

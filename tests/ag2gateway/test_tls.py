@@ -14,7 +14,9 @@ from tests.system.security.certs import write_bundle
 
 async def test_ag2_clients_register_over_wss(net: Net, tmp_path: Path) -> None:
     bundle = write_bundle(tmp_path / "tls")
-    secure = await start_gateway(replace(net.options, tls=ServerTls(bundle.server_cert, bundle.server_key)))
+    secure = await start_gateway(
+        replace(net.options, tls=ServerTls(bundle.server_cert, bundle.server_key)), net.hub_channel
+    )
     try:
         assert secure.url.startswith("wss://127.0.0.1:")
         await net.ag2("url", url=secure.url, ca=str(bundle.ca_cert))
