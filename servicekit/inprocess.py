@@ -211,12 +211,6 @@ class _Context:
         return _Status(self._code, self._details, self._trailing)
 
 
-def _retrieved(task: asyncio.Task[Any]) -> None:
-    """Mark a call's outcome seen: a caller that stopped reading a failed stream is not an error to log."""
-    if not task.cancelled():
-        task.exception()
-
-
 def _unexpected(exc: BaseException) -> _Status:
     log.exception("in-process call failed", exc_info=exc)
     return _Status(grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}")
@@ -269,8 +263,101 @@ class _Window:
         return body
 
 
+class _Exchange:
+    """The server's side of one call: the handler's task and what it reads and writes. The caller's
+    :class:`_Call` holds it, never the other way round, so a call the caller dropped can be cancelled."""
+
+    def __init__(
+        self,
+        table: ServedHandlers,
+        method: str,
+        serializer: Serializer,
+        metadata: MetadataPairs,
+        deadline: float | None,
+    ) -> None:
+        self.table = table
+        self.method = method
+        self.serializer = serializer
+        self.metadata = metadata
+        self.deadline = deadline
+        self.window = _Window(STREAM_WINDOW_BYTES)
+        self.task: asyncio.Task[Any] | None = None
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+    async def serve(self, request: Any, streaming_request: bool) -> Any:
+        """Run the handler; returns a unary answer's bytes, raises :class:`_Status`."""
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                return await self._handle(request, streaming_request)
+        except TimeoutError:
+            raise _Status(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+
+    async def _handle(self, request: Any, streaming_request: bool) -> bytes | None:
+        table = self.table
+        if table.stopped:
+            raise _Status(grpc.StatusCode.UNAVAILABLE, "the in-process server has stopped")
+        handler = cast(Any, await table.handler(self.method, self.metadata))
+        if handler is None:
+            raise _Status(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        limit = table.max_message_bytes
+        context = _Context(self.metadata, self.deadline)
+        if streaming_request:
+            requests: Any = self._requests(request, handler.request_deserializer, limit)
+        else:
+            requests = _decode(handler.request_deserializer, _encode(self.serializer, request, limit, "Sent"))
+        serialize = handler.response_serializer
+
+        async def write(message: Any) -> None:
+            await self.window.put(_encode(serialize, message, limit, "Received"))
+
+        context.writer = write
+        response = None
+        try:
+            if handler.response_streaming:
+                behavior = handler.stream_stream if handler.request_streaming else handler.unary_stream
+                answer = behavior(requests, context)
+                if inspect.isasyncgen(answer):
+                    async for message in answer:
+                        await write(message)
+                else:
+                    await answer
+            else:
+                behavior = handler.stream_unary if handler.request_streaming else handler.unary_unary
+                response = await behavior(requests, context)
+        except grpc.aio.AbortError:
+            pass
+        except (_Status, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise _unexpected(exc) from None
+        status = context.status()
+        if status is not None:
+            raise status
+        return None if handler.response_streaming else _encode(serialize, response, limit, "Received")
+
+    async def _requests(self, source: Any, deserializer: Deserializer, limit: int) -> AsyncIterator[Any]:
+        """The caller's request stream as the handler reads it: each message serialized and parsed again."""
+        try:
+            if isinstance(source, AsyncIterable):
+                async for message in source:
+                    yield _decode(deserializer, _encode(self.serializer, message, limit, "Sent"))
+            else:
+                for message in source:
+                    yield _decode(deserializer, _encode(self.serializer, message, limit, "Sent"))
+        except (asyncio.CancelledError, GeneratorExit, _Status):
+            raise
+        except Exception:  # as grpc.aio does: the caller's iterator failed, so the call is cancelled
+            log.exception("the request iterator of an in-process call raised; the call is cancelled")
+            self.cancel()
+            raise asyncio.CancelledError() from None
+
+
 class _Call:
-    """One call: the handler's task, and the answer as the caller reads it."""
+    """One call as the caller holds it: await it (unary answer) or iterate it (streamed answers);
+    :meth:`cancel` ends it, and so does dropping it while it runs."""
 
     def __init__(
         self,
@@ -284,16 +371,15 @@ class _Call:
         timeout: float | None,
     ) -> None:
         loop = asyncio.get_running_loop()
-        self._table = table
-        self._method = method
-        self._serializer = serializer
+        pairs: MetadataPairs = tuple((str(k), v) for k, v in (metadata or ()))
+        deadline = None if timeout is None else loop.time() + timeout
+        self._exchange = exchange = _Exchange(table, method, serializer, pairs, deadline)
         self._deserializer = deserializer
-        self._metadata: MetadataPairs = tuple((str(k), v) for k, v in (metadata or ()))
-        self._deadline = None if timeout is None else loop.time() + timeout
-        self._window = _Window(STREAM_WINDOW_BYTES)
         self._cancelled = False
-        self._task = loop.create_task(self._serve(request, streaming_request), context=contextvars.Context())
-        self._task.add_done_callback(_retrieved)
+        self._task = exchange.task = loop.create_task(
+            exchange.serve(request, streaming_request), context=contextvars.Context()
+        )
+        self._task.add_done_callback(_ended(exchange.window))
         table.track(self._task)
 
     def cancel(self) -> bool:
@@ -305,89 +391,26 @@ class _Call:
         return True
 
     def done(self) -> bool:
+        """Whether the call ended."""
         return self._task.done()
 
-    async def _serve(self, request: Any, streaming_request: bool) -> Any:
-        """Run the handler; returns a unary answer (parsed for the caller), raises :class:`_Status`."""
-        try:
-            async with asyncio.timeout_at(self._deadline):
-                return await self._handle(request, streaming_request)
-        except TimeoutError:
-            raise _Status(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
-        finally:
-            self._window.end()
-
-    async def _handle(self, request: Any, streaming_request: bool) -> Any:
-        table = self._table
-        if table.stopped:
-            raise _Status(grpc.StatusCode.UNAVAILABLE, "the in-process server has stopped")
-        handler = cast(Any, await table.handler(self._method, self._metadata))
-        if handler is None:
-            raise _Status(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
-        limit = table.max_message_bytes
-        context = _Context(self._metadata, self._deadline)
-        if streaming_request:
-            requests: Any = self._requests(request, handler.request_deserializer, limit)
-        else:
-            requests = _decode(handler.request_deserializer, _encode(self._serializer, request, limit, "Sent"))
-        serialize = handler.response_serializer
-
-        async def write(message: Any) -> None:
-            await self._window.put(_encode(serialize, message, limit, "Received"))
-
-        context.writer = write
-        try:
-            if handler.response_streaming:
-                behavior = handler.stream_stream if handler.request_streaming else handler.unary_stream
-                answer = behavior(requests, context)
-                if inspect.isasyncgen(answer):
-                    async for message in answer:
-                        await write(message)
-                else:
-                    await answer
-                response = None
-            else:
-                behavior = handler.stream_unary if handler.request_streaming else handler.unary_unary
-                response = await behavior(requests, context)
-        except grpc.aio.AbortError:
-            response = None
-        except (_Status, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            raise _unexpected(exc) from None
-        status = context.status()
-        if status is not None:
-            raise status
-        if handler.response_streaming:
-            return None
-        return _decode(self._deserializer, _encode(serialize, response, limit, "Received"))
-
-    async def _requests(self, source: Any, deserializer: Deserializer, limit: int) -> AsyncIterator[Any]:
-        """The caller's request stream as the handler reads it: each message serialized and parsed again."""
-        try:
-            if isinstance(source, AsyncIterable):
-                async for message in source:
-                    yield _decode(deserializer, _encode(self._serializer, message, limit, "Sent"))
-            else:
-                for message in source:
-                    yield _decode(deserializer, _encode(self._serializer, message, limit, "Sent"))
-        except (asyncio.CancelledError, GeneratorExit, _Status):
-            raise
-        except Exception:  # as grpc.aio does: the caller's iterator failed, so the call is cancelled
-            log.exception("the request iterator of an in-process call raised; the call is cancelled")
-            self.cancel()
-            raise asyncio.CancelledError() from None
+    def __del__(self) -> None:
+        if not self._task.done():  # dropped while running: as grpc.aio, the call is cancelled
+            self._task.cancel()
 
     async def _outcome(self) -> Any:
         try:
-            return await asyncio.shield(self._task)
+            body = await asyncio.shield(self._task)
         except _Status as status:
             raise status.rpc_error() from None
         except asyncio.CancelledError:
-            if self._cancelled or self._task.cancelled():
+            if self._cancelled:
+                raise  # cancelled here: as grpc.aio, the caller sees CancelledError
+            if not self._task.cancelled():
+                self.cancel()  # the caller was cancelled: so is the call
                 raise
-            self.cancel()  # the caller was cancelled: so is the call
-            raise
+            raise _Status(grpc.StatusCode.UNAVAILABLE, "the in-process server stopped the call").rpc_error() from None
+        return None if body is None else _decode(self._deserializer, body)
 
     def __await__(self) -> Any:
         return self._outcome().__await__()
@@ -396,9 +419,18 @@ class _Call:
         return self._messages()
 
     async def _messages(self) -> AsyncIterator[Any]:
-        while (body := await self._window.get()) is not None:
+        while (body := await self._exchange.window.get()) is not None:
             yield _decode(self._deserializer, body)
         await self._outcome()
+
+
+def _ended(window: _Window) -> Callable[[asyncio.Task[Any]], None]:
+    def end(task: asyncio.Task[Any]) -> None:
+        window.end()
+        if not task.cancelled():
+            task.exception()  # seen: a caller that stopped reading a failed stream is not an error to log
+
+    return end
 
 
 class _Method:

@@ -5,6 +5,7 @@ server answered as gRPC answers them."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 
 import grpc
@@ -141,3 +142,27 @@ async def test_interceptors_run_and_limits_hold_on_a_bare_server(small_server: t
     with pytest.raises(grpc.aio.AioRpcError) as stopped:
         await stub.Check(health_pb2.HealthCheckRequest(service=""))
     assert stopped.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_stream_the_caller_drops_is_cancelled_and_a_stopped_server_ends_streams_unavailable(
+    small_server: tuple[RunningServer, Counter],
+) -> None:
+    running, _ = small_server
+    handlers = running.handlers
+    assert handlers is not None
+    stub = health_pb2_grpc.HealthStub(InProcessChannel(handlers))
+    dropped = stub.Watch(health_pb2.HealthCheckRequest(service=""))
+    first = await anext(aiter(dropped))
+    assert first.status == health_pb2.HealthCheckResponse.SERVING
+    assert handlers.running == 1
+    del dropped  # as on gRPC: a call nobody holds any more is cancelled
+    gc.collect()
+    await assert_eventually(lambda: handlers.running == 0)
+    watching = stub.Watch(health_pb2.HealthCheckRequest(service=""))
+    answers = aiter(watching)
+    assert (await anext(answers)).status == health_pb2.HealthCheckResponse.SERVING
+    await running.stop(0.1)
+    with pytest.raises(grpc.aio.AioRpcError) as ended:
+        async for _ in answers:  # NOT_SERVING may come first, then the end
+            pass
+    assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
