@@ -10,7 +10,7 @@ from agentnet.v1 import envelope_pb2, hub_pb2
 
 from agentsdk import errors
 from hubsvc.storage.sqlite import SqliteHubStore
-from tests.hubsvc.harness import Participant, RunningHub, data_of, open_channel, register, running_hub
+from tests.hubsvc.harness import Participant, RunningHub, conversation, data_of, open_channel, running_hub
 
 
 async def find(who: Participant, channel_id: str, causation_id: str, sender: str = "") -> hub_pb2.FindReplyResponse:
@@ -25,11 +25,7 @@ async def answered_in_a_stopped_hub(
     """Run a hub on ``db`` in which bob answers alice's question, then stop it: (bob, the channel id,
     the question, bob's reply)."""
     async with running_hub(db) as hub:
-        alice = await register(hub.target, "alice")
-        bob = await register(hub.target, "bob")
-        await alice.connect()
-        await bob.connect()
-        cid = await open_channel(alice, "conversation", [bob])
+        alice, bob, cid = await conversation(hub.target)
         question = await alice.say(cid, "question")
         reply = await bob.say(cid, "answer", causation_id=question.envelope_id)
         await alice.close()
