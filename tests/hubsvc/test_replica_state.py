@@ -9,6 +9,8 @@ are read from the store by any replica, and a task expires once however many rep
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -278,7 +280,10 @@ async def test_two_replicas_sweeping_one_expired_task_commit_one_expiry(tmp_path
         await owner.close()
 
 
-async def test_concurrent_sweeps_of_two_replicas_expire_a_task_once(tmp_path: Path) -> None:
+@asynccontextmanager
+async def a_task_due_on_two_replicas(tmp_path: Path) -> AsyncIterator[tuple[RunningHub, RunningHub, Participant, str]]:
+    """Two replicas without background sweeps, sharing a clock, both knowing a task ``owner`` started through
+    the first, whose TTL has passed: (replica a, replica b, owner, task id)."""
     db = tmp_path / "hub.db"
     clock = FakeClock()
     async with running_hub(db, QUIET, clock=clock) as hub_a, running_hub(db, QUIET, clock=clock) as hub_b:
@@ -286,6 +291,11 @@ async def test_concurrent_sweeps_of_two_replicas_expire_a_task_once(tmp_path: Pa
         task_id = await start_task(owner)
         await hub_b.core.apply_remote(agents=[owner.agent_id], tasks=[task_id])
         clock.offset += 10
+        yield hub_a, hub_b, owner, task_id
+
+
+async def test_concurrent_sweeps_of_two_replicas_expire_a_task_once(tmp_path: Path) -> None:
+    async with a_task_due_on_two_replicas(tmp_path) as (hub_a, hub_b, owner, task_id):
         expired = await asyncio.gather(hub_a.core.tasks.expire(), hub_b.core.tasks.expire())
         assert sorted(len(e) for e in expired) == [0, 1]  # one replica's write won, the other learnt it
         for hub in (hub_a, hub_b):
@@ -297,13 +307,7 @@ async def test_concurrent_sweeps_of_two_replicas_expire_a_task_once(tmp_path: Pa
 
 
 async def test_a_task_completed_on_one_replica_is_not_expired_by_another(tmp_path: Path) -> None:
-    db = tmp_path / "hub.db"
-    clock = FakeClock()
-    async with running_hub(db, QUIET, clock=clock) as hub_a, running_hub(db, QUIET, clock=clock) as hub_b:
-        owner = await register(hub_a.target, "owner")
-        task_id = await start_task(owner)
-        await hub_b.core.apply_remote(agents=[owner.agent_id], tasks=[task_id])
-        clock.offset += 10
+    async with a_task_due_on_two_replicas(tmp_path) as (_, hub_b, owner, task_id):
         await owner.rpc(
             "ReportTask", hub_pb2.ReportTaskRequest(task_id=task_id, kind=task_pb2.TASK_EVENT_KIND_COMPLETED)
         )
