@@ -2,7 +2,7 @@
 ``AGENTNET_HUB_*`` variables) and the AG2 gateway (``python -m ag2gateway``'s, ``AGENTNET_AG2_*``) in one
 process and one event loop, the gateway calling the hub over loopback gRPC as a separate gateway does.
 It saves the second process: 10–31% of the CPU per AG2 round trip and one process switch on each leg
-(bench/README.md). Prints the gateway's ``ag2gateway listening {...}`` line, then the hub's
+(bench/HISTORY.md). Prints the gateway's ``ag2gateway listening {...}`` line, then the hub's
 ``agentnet-hub listening on host:port``; stops both on SIGINT / SIGTERM (the gateway first)."""
 
 from __future__ import annotations
