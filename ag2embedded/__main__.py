@@ -3,8 +3,8 @@
 process and one event loop, the gateway calling the hub's handlers in process (servicekit/inprocess.py:
 the same requests, checks and errors as over gRPC, without the transport; over loopback gRPC instead
 when the gateway's flags give TLS settings for the hub). It saves the second process and the gRPC hops
-between gateway and hub (bench/README.md). Prints the gateway's ``ag2gateway listening {...}`` line, then the hub's
-``agentnet-hub listening on host:port``; stops both on SIGINT / SIGTERM (the gateway first)."""
+between gateway and hub (bench/README.md). Prints the gateway's ``ag2gateway listening {...}`` line,
+then the hub's ``agentnet-hub listening on host:port``; stops both on SIGINT / SIGTERM (the gateway first)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 redis-py's synchronous connections pack a command into the Redis protocol with hiredis's C packer when
 hiredis is installed; its asyncio connections always pack in Python, argument by argument. A hub on
 Redis sends most of its work as one ``EVALSHA`` with many keys and arguments per commit, so the Python
-packer was about a tenth of a replica's CPU per text (bench/README.md, "Packing Redis commands").
+packer was about a tenth of a replica's CPU per text (bench/HISTORY.md, "Packing Redis commands").
 The classes here are redis-py's own connection classes with redis-py's own hiredis serializer
 (``redis.connection.HiredisRespSerializer``): the bytes sent are the same, refusals of an argument
 type raise redis-py's ``DataError`` as before.

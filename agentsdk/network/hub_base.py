@@ -118,8 +118,12 @@ class HubClient(ClosedOnExit):
             await c.disconnect()
         await self.connection.close()
 
-    def _forget(self, agent_id: str) -> None:
-        """Drop an identity that was unregistered."""
+    def forget_identity(self, agent_id: str) -> None:
+        """Drop ``agent_id`` from the identities and names this hub client knows, once the hub removed it.
+
+        SDK-internal: :meth:`NetworkClient.unregister` calls it after its ``Unregister`` succeeded (it is
+        not part of the documented API; to retire an identity call ``unregister`` on its client). An id
+        this hub client does not know is ignored."""
         self._clients.pop(agent_id, None)
         self._book.forget(agent_id)
 

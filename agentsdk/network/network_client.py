@@ -577,7 +577,7 @@ class NetworkClient:
             raise
         self._unregistered = list(response.closed_channel_ids)
         await self.disconnect()
-        self._hub._forget(self.agent_id)
+        self._hub.forget_identity(self.agent_id)
         if self.credential_file is not None:
             self.credential_file.remove()
         return list(self._unregistered)

@@ -13,7 +13,7 @@ from agentnet.v1 import hub_pb2
 from hubsvc.adapters import get_adapter
 from hubsvc.adapters.base import ChannelSpec
 from netkernel.wire import envelope_from_wire
-from tests.hubsvc.harness import EV_TEXT, Participant, collect, make_envelope, open_channel, register
+from tests.hubsvc.harness import EV_TEXT, Participant, collect, conversation, make_envelope
 from tests.procs import ROOT, start_service
 
 pytestmark = pytest.mark.slow
@@ -22,11 +22,7 @@ pytestmark = pytest.mark.slow
 async def test_sigkill_under_load_loses_no_acknowledged_envelope(tmp_path: Path) -> None:
     db = tmp_path / "hub.db"
     hub = start_service("hubsvc", ["--db", str(db), "--data-dir", str(tmp_path)], cwd=ROOT)
-    alice = await register(hub.target, "alice")
-    bob = await register(hub.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    cid = await open_channel(alice, "conversation", [bob])
+    alice, bob, cid = await conversation(hub.target)
 
     acknowledged: dict[str, int] = {}
     stop = asyncio.Event()

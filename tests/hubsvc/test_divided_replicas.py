@@ -43,7 +43,7 @@ from netkernel.tasks import cancel_and_wait
 from servicekit.metrics import MetricsSettings
 from tests.eventually import assert_eventually
 from tests.hubsvc import harness
-from tests.hubsvc.harness import OPERATOR_TOKEN, Participant, RunningHub, data_of, open_channel, register
+from tests.hubsvc.harness import OPERATOR_TOKEN, Participant, RunningHub, conversation, data_of, open_channel, register
 from tests.hubsvc.test_replica_forwarding import peers_of
 from tests.hubsvc.test_replicas import REDIS_DB, on
 from tests.scrape import scrape, value
@@ -536,11 +536,7 @@ async def test_metrics_show_each_held_partition_with_its_channels_and_epoch(divi
     b = await divided.start(metrics=MetricsSettings(port=0))
     await divided.settled()
     a, b = holding_and_not(a, b)
-    alice = await register(a.target, "alice")
-    bob = await register(a.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    channel_id = await open_channel(alice, "conversation", [bob])
+    alice, bob, channel_id = await conversation(a.target)
     ownership = a.core.placement.ownership
     assert ownership is not None and a.server.metrics_server is not None
     samples = await scrape(a.server.metrics_server.url)

@@ -6,17 +6,42 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from agentnet.v1 import hub_pb2
+from agentnet.v1 import envelope_pb2, hub_pb2
 
 from agentsdk import errors
 from hubsvc.storage.sqlite import SqliteHubStore
-from tests.hubsvc.harness import Participant, RunningHub, data_of, open_channel, register, running_hub
+from tests.hubsvc.harness import Participant, RunningHub, conversation, data_of, open_channel, running_hub
 
 
 async def find(who: Participant, channel_id: str, causation_id: str, sender: str = "") -> hub_pb2.FindReplyResponse:
     request = hub_pb2.FindReplyRequest(channel_id=channel_id, causation_id=causation_id, sender=sender)
     response: hub_pb2.FindReplyResponse = await who.rpc("FindReply", request)
     return response
+
+
+async def answered_in_a_stopped_hub(
+    db: Path,
+) -> tuple[Participant, str, envelope_pb2.Envelope, envelope_pb2.Envelope]:
+    """Run a hub on ``db`` in which bob answers alice's question, then stop it: (bob, the channel id,
+    the question, bob's reply)."""
+    async with running_hub(db) as hub:
+        alice, bob, cid = await conversation(hub.target)
+        question = await alice.say(cid, "question")
+        reply = await bob.say(cid, "answer", causation_id=question.envelope_id)
+        await alice.close()
+        await bob.close()
+    return bob, cid, question, reply
+
+
+async def assert_found_after_restart(
+    db: Path, bob: Participant, cid: str, question: envelope_pb2.Envelope, reply: envelope_pb2.Envelope
+) -> None:
+    """A hub started again on ``db`` finds bob's ``reply`` to ``question``."""
+    async with running_hub(db) as hub:
+        bob_again = Participant(hub.target, bob.record, bob.credential)
+        found = await find(bob_again, cid, question.envelope_id)
+        assert found.envelope.envelope_id == reply.envelope_id
+        await bob_again.close()
 
 
 async def test_find_reply_returns_the_first_reply_of_the_sender(
@@ -68,36 +93,14 @@ async def test_find_reply_refusals(hub: RunningHub, trio: tuple[Participant, Par
 
 async def test_find_reply_survives_a_hub_restart(tmp_path: Path) -> None:
     db = tmp_path / "hub.db"
-    async with running_hub(db) as hub:
-        alice = await register(hub.target, "alice")
-        bob = await register(hub.target, "bob")
-        await alice.connect()
-        await bob.connect()
-        cid = await open_channel(alice, "conversation", [bob])
-        question = await alice.say(cid, "question")
-        reply = await bob.say(cid, "answer", causation_id=question.envelope_id)
-        await alice.close()
-        await bob.close()
-    async with running_hub(db) as hub:
-        bob_again = Participant(hub.target, bob.record, bob.credential)
-        found = await find(bob_again, cid, question.envelope_id)
-        assert found.envelope.envelope_id == reply.envelope_id
-        await bob_again.close()
+    bob, cid, question, reply = await answered_in_a_stopped_hub(db)
+    await assert_found_after_restart(db, bob, cid, question, reply)
 
 
 @pytest.mark.sqlite_only("an SQLite file written before the causation_id column")
 async def test_an_older_sqlite_file_gets_its_replies_indexed(tmp_path: Path) -> None:
     db = tmp_path / "hub.db"
-    async with running_hub(db) as hub:
-        alice = await register(hub.target, "alice")
-        bob = await register(hub.target, "bob")
-        await alice.connect()
-        await bob.connect()
-        cid = await open_channel(alice, "conversation", [bob])
-        question = await alice.say(cid, "question")
-        reply = await bob.say(cid, "answer", causation_id=question.envelope_id)
-        await alice.close()
-        await bob.close()
+    bob, cid, question, reply = await answered_in_a_stopped_hub(db)
     # Make the file look as it did before FindReply: no causation_id column, no index.
     with sqlite3.connect(db) as conn:
         conn.execute("DROP INDEX wal_reply")
@@ -109,8 +112,4 @@ async def test_an_older_sqlite_file_gets_its_replies_indexed(tmp_path: Path) -> 
         assert data is not None and reply.envelope_id.encode() in data
     finally:
         await store.close()
-    async with running_hub(db) as hub:
-        bob_again = Participant(hub.target, bob.record, bob.credential)
-        found = await find(bob_again, cid, question.envelope_id)
-        assert found.envelope.envelope_id == reply.envelope_id
-        await bob_again.close()
+    await assert_found_after_restart(db, bob, cid, question, reply)

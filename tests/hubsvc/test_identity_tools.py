@@ -17,6 +17,7 @@ from tests.hubsvc.harness import (
     RunningHub,
     assert_eventually,
     call,
+    conversation,
     data_of,
     list_audit,
     open_channel,
@@ -66,11 +67,7 @@ async def test_list_and_describe_agents_with_skills(hub: RunningHub) -> None:
 
 
 async def test_unregister_closes_channels_and_frees_name(hub: RunningHub) -> None:
-    alice = await register(hub.target, "alice")
-    bob = await register(hub.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    cid = await open_channel(alice, "conversation", [bob])
+    alice, bob, cid = await conversation(hub.target)
     resp = await bob.rpc("Unregister", hub_pb2.UnregisterRequest())
     assert list(resp.closed_channel_ids) == [cid]
     assert data_of(await alice.next_of("ag2.channel.closed"))["reason"] == "participant_left"

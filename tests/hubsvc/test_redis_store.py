@@ -22,7 +22,7 @@ from hubsvc.storage import AgentRow, ChannelRow, WalRow, Writes
 from hubsvc.storage.base import StoreConflict
 from hubsvc.storage.redis_connect import RedisClient, connect
 from hubsvc.storage.redis_store import RedisHubStore
-from tests.hubsvc.harness import EV_TEXT, Participant, collect, open_channel, register
+from tests.hubsvc.harness import EV_TEXT, Participant, collect, conversation
 from tests.procs import ROOT, start_service
 from tests.redis_server import RedisCluster as LocalCluster
 from tests.redis_server import RedisServer
@@ -162,11 +162,7 @@ async def test_a_hub_process_on_redis_serves_and_hydrates_after_a_kill(url: str,
     try:
         where = "Redis cluster 127.0.0.1:" if url.startswith("redis+cluster") else "Redis 127.0.0.1:"
         assert any(where in line for line in hub.output)
-        alice = await register(hub.target, "alice")
-        bob = await register(hub.target, "bob")
-        await alice.connect()
-        await bob.connect()
-        cid = await open_channel(alice, "conversation", [bob])
+        alice, bob, cid = await conversation(hub.target)
         said = [await alice.say(cid, f"m{i}") for i in range(5)]
         for p in (alice, bob):
             await p.close()

@@ -18,7 +18,7 @@ from agentnet.v1 import connect_pb2, hub_pb2, replica_pb2, replica_pb2_grpc
 from hubsvc.replica_peers import REPLICA_KEY_HEADER, ReplicaPeers
 from netkernel.errors import InvalidArgument, NotFound, NotYourTurn, Unauthenticated, Unavailable
 from tests.hubsvc import harness
-from tests.hubsvc.harness import RunningHub, make_envelope, open_channel, register
+from tests.hubsvc.harness import RunningHub, conversation, make_envelope, open_channel, register
 from tests.hubsvc.test_replicas import REDIS_DB, Replicas, on
 from tests.redis_server import free_port
 
@@ -115,11 +115,7 @@ async def test_refusals_come_back_as_the_owner_gave_them(replicas: Replicas) -> 
 
 async def test_calls_without_the_replica_key_are_refused_and_change_nothing(replicas: Replicas) -> None:
     a = await replicas.start()
-    alice = await register(a.target, "alice")
-    bob = await register(a.target, "bob")
-    await alice.connect()
-    await bob.connect()
-    channel_id = await open_channel(alice, "conversation", [bob])
+    alice, bob, channel_id = await conversation(a.target)
     request = replica_pb2.ForwardPostsRequest(sender_id=alice.agent_id, posts=[text_post("r", channel_id, "forged")])
     async with grpc.aio.insecure_channel(a.target) as channel:
         stub = replica_pb2_grpc.ReplicaServiceStub(channel)

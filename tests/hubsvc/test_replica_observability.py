@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from servicekit.metrics import MetricsSettings
@@ -28,19 +27,10 @@ def on_redis(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def exporter() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    spans = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    yield provider, spans
-    provider.shutdown()
-
-
-@pytest.fixture
 async def two(
-    on_redis: None, tmp_path: Path, exporter: tuple[TracerProvider, InMemorySpanExporter]
+    on_redis: None, tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]
 ) -> AsyncIterator[tuple[RunningHub, RunningHub]]:
-    provider, _ = exporter
+    provider, _ = spans
     settings = {"metrics": MetricsSettings(port=0), "tracer_provider": provider}
     async with harness.running_hub(tmp_path / "hub.db", **settings) as a:
         async with harness.running_hub(tmp_path / "hub.db", **settings) as b:
@@ -48,10 +38,10 @@ async def two(
 
 
 async def test_the_follower_counts_the_feed_and_continues_the_trace(
-    two: tuple[RunningHub, RunningHub], exporter: tuple[TracerProvider, InMemorySpanExporter]
+    two: tuple[RunningHub, RunningHub], spans: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
     a, b = two
-    _, spans = exporter
+    _, exporter = spans
     alice = await register(a.target, "alice")
     bob_id = await register(a.target, "bob")
     bob = Participant(b.target, bob_id.record, bob_id.credential)
@@ -78,14 +68,14 @@ async def test_the_follower_counts_the_feed_and_continues_the_trace(
 
     [admitted] = [
         s
-        for s in spans.get_finished_spans()
+        for s in exporter.get_finished_spans()
         if s.name == "agentnet.hub.post" and (s.attributes or {}).get("agentnet.envelope_id") == sent.envelope_id
     ]
 
     def delivered_by_b() -> list[object]:
         return [
             s
-            for s in spans.get_finished_spans()
+            for s in exporter.get_finished_spans()
             if s.name == "agentnet.hub.deliver"
             and (s.attributes or {}).get("agentnet.envelope_id") == sent.envelope_id
             and s.parent is not None

@@ -9,6 +9,8 @@ are read from the store by any replica, and a task expires once however many rep
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -252,14 +254,20 @@ async def stale_report_refused(hub_a: RunningHub, hub_b: RunningHub, owner: Part
     await owner_via_b.close()
 
 
+async def start_task(owner: Participant) -> str:
+    """Start a task of ``owner`` that expires 5 s later (by the hubs' clock); its id."""
+    start = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title="t", ttl_seconds=5)
+    response: hub_pb2.ReportTaskResponse = await owner.rpc("ReportTask", start)
+    return response.task.task_id
+
+
 async def test_two_replicas_sweeping_one_expired_task_commit_one_expiry(tmp_path: Path) -> None:
     db = tmp_path / "hub.db"
     clock = FakeClock()
     sweeping = HubOptions(sweep_interval=0.01)
     async with running_hub(db, sweeping, clock=clock) as hub_a:
         owner = await register(hub_a.target, "owner")
-        start = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title="t", ttl_seconds=5)
-        task_id = (await owner.rpc("ReportTask", start)).task.task_id
+        task_id = await start_task(owner)
         async with running_hub(db, sweeping, clock=clock) as hub_b:  # loads the running task
             assert [t.task_id for t in hub_b.core.tasks.live()] == [task_id]
             clock.offset += 10  # both sweepers now find it due
@@ -272,15 +280,22 @@ async def test_two_replicas_sweeping_one_expired_task_commit_one_expiry(tmp_path
         await owner.close()
 
 
-async def test_concurrent_sweeps_of_two_replicas_expire_a_task_once(tmp_path: Path) -> None:
+@asynccontextmanager
+async def a_task_due_on_two_replicas(tmp_path: Path) -> AsyncIterator[tuple[RunningHub, RunningHub, Participant, str]]:
+    """Two replicas without background sweeps, sharing a clock, both knowing a task ``owner`` started through
+    the first, whose TTL has passed: (replica a, replica b, owner, task id)."""
     db = tmp_path / "hub.db"
     clock = FakeClock()
     async with running_hub(db, QUIET, clock=clock) as hub_a, running_hub(db, QUIET, clock=clock) as hub_b:
         owner = await register(hub_a.target, "owner")
-        start = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title="t", ttl_seconds=5)
-        task_id = (await owner.rpc("ReportTask", start)).task.task_id
+        task_id = await start_task(owner)
         await hub_b.core.apply_remote(agents=[owner.agent_id], tasks=[task_id])
         clock.offset += 10
+        yield hub_a, hub_b, owner, task_id
+
+
+async def test_concurrent_sweeps_of_two_replicas_expire_a_task_once(tmp_path: Path) -> None:
+    async with a_task_due_on_two_replicas(tmp_path) as (hub_a, hub_b, owner, task_id):
         expired = await asyncio.gather(hub_a.core.tasks.expire(), hub_b.core.tasks.expire())
         assert sorted(len(e) for e in expired) == [0, 1]  # one replica's write won, the other learnt it
         for hub in (hub_a, hub_b):
@@ -292,14 +307,7 @@ async def test_concurrent_sweeps_of_two_replicas_expire_a_task_once(tmp_path: Pa
 
 
 async def test_a_task_completed_on_one_replica_is_not_expired_by_another(tmp_path: Path) -> None:
-    db = tmp_path / "hub.db"
-    clock = FakeClock()
-    async with running_hub(db, QUIET, clock=clock) as hub_a, running_hub(db, QUIET, clock=clock) as hub_b:
-        owner = await register(hub_a.target, "owner")
-        start = hub_pb2.ReportTaskRequest(kind=task_pb2.TASK_EVENT_KIND_STARTED, title="t", ttl_seconds=5)
-        task_id = (await owner.rpc("ReportTask", start)).task.task_id
-        await hub_b.core.apply_remote(agents=[owner.agent_id], tasks=[task_id])
-        clock.offset += 10
+    async with a_task_due_on_two_replicas(tmp_path) as (_, hub_b, owner, task_id):
         await owner.rpc(
             "ReportTask", hub_pb2.ReportTaskRequest(task_id=task_id, kind=task_pb2.TASK_EVENT_KIND_COMPLETED)
         )

@@ -24,7 +24,7 @@ from hubsvc.storage.base import ChannelRow
 from hubsvc.storage.redis_store import RedisHubStore
 from netkernel.errors import NotFound
 from tests.eventually import assert_eventually
-from tests.hubsvc.harness import Participant, RunningHub, open_channel, register, running_hub
+from tests.hubsvc.harness import Participant, RunningHub, conversation, open_channel, running_hub
 
 SQLITE_ONLY = pytest.mark.sqlite_only("the policy file's schema, or the SQLite store's tables")
 
@@ -86,11 +86,7 @@ async def test_each_channel_keeps_its_types_retention_and_a_reload_applies_at_th
     policy.write_text("retention:\n  conversation: {ended: 0}\n")
     options = HubOptions(retain_ended=1.0, retention_sweep_interval=3600, policy_poll_interval=0.05)
     async with running_hub(tmp_path / "hub.db", options, policy=policy) as hub:
-        alice = await register(hub.target, "alice")
-        bob = await register(hub.target, "bob")
-        await alice.connect()
-        await bob.connect()
-        talk = await open_channel(alice, "conversation", [bob])
+        alice, bob, talk = await conversation(hub.target)
         disc = await open_channel(alice, "discussion", [bob])
         for channel_id in (talk, disc):
             await _closed(hub, alice, channel_id)

@@ -14,7 +14,7 @@ from agentnet.v1 import connect_pb2, hub_pb2, hub_pb2_grpc
 from grpc._cython import cygrpc
 
 from servicekit.grpc_logs import GRPC_LOGGER, quiet_client_departures
-from tests.hubsvc.harness import EV_TEXT, Participant, open_channel, register, running_hub
+from tests.hubsvc.harness import EV_TEXT, Participant, conversation, running_hub
 
 
 async def test_cancelling_a_stalled_connect_stream_logs_no_error(
@@ -22,11 +22,7 @@ async def test_cancelling_a_stalled_connect_stream_logs_no_error(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     async with running_hub(tmp_path / "hub.db") as hub:
-        alice = await register(hub.target, "alice")
-        bob = await register(hub.target, "bob")
-        await alice.connect()
-        await bob.connect()
-        channel_id = await open_channel(alice, "conversation", [bob])
+        alice, bob, channel_id = await conversation(hub.target)
         await bob.close()
         big = {"text": "x" * 60_000}
         for _ in range(4):

@@ -26,7 +26,7 @@ from google.protobuf.message import Message
 
 from servicekit.heap import LARGE_REQUEST_BYTES, TRIMMER
 from tests.eventually import assert_eventually
-from tests.hubsvc.harness import open_channel, register, running_hub
+from tests.hubsvc.harness import conversation, running_hub
 
 
 @pytest.fixture
@@ -42,11 +42,7 @@ def no_cyclic_gc() -> Iterator[None]:
 
 async def test_refused_requests_are_freed_when_their_call_ends(tmp_path: Path, no_cyclic_gc: None) -> None:
     async with running_hub(tmp_path / "hub.db") as hub:
-        alice = await register(hub.target, "alice")
-        bob = await register(hub.target, "bob")
-        await alice.connect()
-        await bob.connect()
-        channel_id = await open_channel(alice, "conversation", [bob])
+        alice, _bob, channel_id = await conversation(hub.target)
         big = "x" * (2 << 20)
         refused = [
             hub_pb2.RegisterRequest(passport=identity_pb2.Passport(name=big)),  # a field over its limit

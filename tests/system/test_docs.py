@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import stat
 import subprocess
@@ -16,12 +15,13 @@ import pytest
 
 from agentsdk.network import EV_TEXT, HubClient, Passport
 from agentsdk.testing import ScriptedOpenAIServer
-from tests.procs import ROOT, start_service
+from tests.doc_examples import assert_example_prints_its_text, doc_text, fenced_blocks
+from tests.procs import start_service
 
 
 def python_blocks(doc: str) -> list[str]:
     """The ```python blocks of a markdown file."""
-    return re.findall(r"```python\n(.*?)```", (ROOT / "docs" / doc).read_text(), re.DOTALL)
+    return fenced_blocks(doc_text(doc), "python")
 
 
 def test_hub_doc_example_runs(tmp_path: Path) -> None:
@@ -45,12 +45,7 @@ def test_hub_doc_example_runs(tmp_path: Path) -> None:
 @pytest.mark.parametrize("doc", ["agents.md", "memory.md", "quickstart.md", "a2a.md", "mcp.md"])
 def test_doc_example_runs_and_prints_what_the_doc_says(tmp_path: Path, doc: str) -> None:
     """The doc's first ```python block, run as a script, prints exactly its first ```text block."""
-    expected = re.findall(r"```text\n(.*?)```", (ROOT / "docs" / doc).read_text(), re.DOTALL)[0]
-    script = tmp_path / "example.py"
-    script.write_text(python_blocks(doc)[0])
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == expected
+    assert_example_prints_its_text(doc_text(doc), tmp_path)
 
 
 class ScriptProcess:
@@ -124,18 +119,10 @@ def test_a2a_langgraph_example_runs(tmp_path: Path) -> None:
     """docs/a2a.md's LangGraph example (an agentsdk.langgraph.App whose model, a local
     OpenAI-compatible server, routes through the A2A tools) runs as written from the directory
     holding its agent.yaml and prints the ```text block that follows it."""
-    doc = (ROOT / "docs" / "a2a.md").read_text()
+    doc = doc_text("a2a.md")
     section = doc[doc.index("### A2A tools in a LangGraph agent") :]
-    agent_yaml = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[0]
-    script_text = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0]
-    expected = re.findall(r"```text\n(.*?)```", section, re.DOTALL)[0]
+    script_text = fenced_blocks(section, "python")[0]
     assert script_text.startswith("from agentsdk.langgraph import App\n") and "app.a2a_tools()" in script_text
-    (tmp_path / "agent.yaml").write_text(agent_yaml)
-    script = tmp_path / "example.py"
-    script.write_text(script_text)
+    (tmp_path / "agent.yaml").write_text(fenced_blocks(section, "yaml")[0])
     env = {k: v for k, v in os.environ.items() if k not in ("AGENTNET_HUB", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
-    out = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == expected
+    assert_example_prints_its_text(section, tmp_path, env)

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.procs import ROOT
+from tests.doc_examples import assert_example_prints_its_text, doc_text
 
 
 def test_outbound_doc_example_runs(tmp_path: Path) -> None:
-    section = (ROOT / "docs" / "a2a.md").read_text().split("## Calling outside A2A agents", 1)[1]
-    code = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0]
-    expected = re.findall(r"```text\n(.*?)```", section, re.DOTALL)[0]
-    script = tmp_path / "example.py"
-    script.write_text(code)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == expected
+    section = doc_text("a2a.md").split("## Calling outside A2A agents", 1)[1]
+    assert_example_prints_its_text(section, tmp_path)

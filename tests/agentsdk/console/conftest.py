@@ -4,6 +4,7 @@ background event loop, an HTTP login helper, and a headless Debian chromium driv
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -173,6 +174,26 @@ def loop_thread() -> Iterator[LoopThread]:
 
 
 @pytest.fixture(scope="module")
+def console(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleProcess]:
+    """``agentnet console`` against the module's hub (a module may override it to pass options)."""
+    process = start_console(hub.target, cwd=tmp_path_factory.mktemp("console"))
+    try:
+        yield process
+    finally:
+        assert process.stop() == 0, "".join(process.output)
+
+
+def server_sent_events(response: httpx.Response) -> Iterator[tuple[str, dict[str, str]]]:
+    """(event name, data) of each server-sent event of a streamed console response."""
+    event = ""
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            event = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            yield event, json.loads(line.removeprefix("data: "))
+
+
+@pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Headless Debian chromium driven by chromedriver (a clear failure, not a skip, when missing)."""
     chromium = shutil.which("chromium")
@@ -198,4 +219,13 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         driver.quit()
 
 
-__all__ = ["ROOT", "ConsoleProcess", "Hub", "LoopThread", "login", "login_form_csrf", "start_console"]
+__all__ = [
+    "ROOT",
+    "ConsoleProcess",
+    "Hub",
+    "LoopThread",
+    "login",
+    "login_form_csrf",
+    "server_sent_events",
+    "start_console",
+]

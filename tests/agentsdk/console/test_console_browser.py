@@ -24,7 +24,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from agentsdk.network import HubClient, Passport, Resume
 from agentsdk.network.clients import HumanClient
-from tests.agentsdk.console.conftest import ConsoleProcess, Hub, LoopThread, start_console
+from tests.agentsdk.console.conftest import ConsoleProcess, Hub, LoopThread
 from tests.hubsvc.harness import EV_TEXT, make_envelope, open_channel, register
 from tests.hubsvc.test_a2a import a2a_agent, answering, invoke
 
@@ -80,16 +80,6 @@ def demo(hub: Hub, loop_thread: LoopThread) -> Iterator[Demo]:
         yield made
     finally:
         loop_thread.run(made.connection.aclose())
-
-
-@pytest.fixture(scope="module")
-def console(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleProcess]:
-    """``agentnet console`` against the module's hub."""
-    process = start_console(hub.target, cwd=tmp_path_factory.mktemp("console"))
-    try:
-        yield process
-    finally:
-        assert process.stop() == 0, "".join(process.output)
 
 
 @pytest.fixture(scope="module")

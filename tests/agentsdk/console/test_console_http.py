@@ -7,7 +7,6 @@ what is committed (and stop at logout)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,7 +19,15 @@ from starlette.testclient import TestClient
 
 from agentsdk.console.app import COOKIE, Console
 from agentsdk.console.options import ConsoleOptions
-from tests.agentsdk.console.conftest import ConsoleProcess, Hub, LoopThread, login, login_form_csrf, start_console
+from tests.agentsdk.console.conftest import (
+    ConsoleProcess,
+    Hub,
+    LoopThread,
+    login,
+    login_form_csrf,
+    server_sent_events,
+    start_console,
+)
 from tests.hubsvc.harness import EV_TEXT, make_envelope, open_channel, register
 
 PAGE = 10
@@ -236,16 +243,6 @@ def console(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cons
         assert process.stop() == 0, "".join(process.output)
 
 
-def _events(response: httpx.Response) -> Iterator[tuple[str, dict[str, str]]]:
-    """(event name, data) of each server-sent event."""
-    event = ""
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            event = line.removeprefix("event: ")
-        elif line.startswith("data: "):
-            yield event, json.loads(line.removeprefix("data: "))
-
-
 def test_the_channel_stream_sends_each_envelope_as_it_is_committed(
     console: ConsoleProcess, hub: Hub, loop_thread: LoopThread
 ) -> None:
@@ -265,7 +262,7 @@ def test_the_channel_stream_sends_each_envelope_as_it_is_committed(
                 assert stream.headers["content-type"].startswith("text/event-stream")
                 loop_thread.run(writer.say(channel_id, "<b>live</b> hello"))  # committed after the page was read
                 rows: list[str] = []
-                for event, data in _events(stream):
+                for event, data in server_sent_events(stream):
                     if event == "row":
                         rows.append(data["html"])
                     elif event == "replace" and rows:
@@ -292,7 +289,7 @@ def test_the_list_pages_follow_the_hub_live(console: ConsoleProcess, hub: Hub, l
             assert shows not in page
             with http.stream("GET", live_url.group(1).replace("&amp;", "&")) as stream:
                 assert stream.status_code == 200
-                events = _events(stream)  # the page is current: nothing is sent until the list changes
+                events = server_sent_events(stream)  # the page is current: nothing is sent until the list changes
                 loop_thread.run(change())
                 for event, data in events:
                     assert (event, data["id"]) == ("replace", "list-rows"), (event, data)
@@ -316,7 +313,7 @@ def test_a_live_stream_stops_at_logout(console: ConsoleProcess, hub: Hub, loop_t
         csrf = re.search(r'name="csrf" value="([^"]+)"', http.get("/tasks").text)
         assert csrf
         with http.stream("GET", "/audit/live?after=0") as stream:
-            events = _events(stream)
+            events = server_sent_events(stream)
             assert next(events)[0] == "row"  # the audit log so far
             with httpx.Client(base_url=console.url, cookies=http.cookies, timeout=30) as other_tab:
                 assert other_tab.post("/logout", data={"csrf": csrf.group(1)}).status_code == 303

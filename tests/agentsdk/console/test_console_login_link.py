@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,19 +16,10 @@ from starlette.testclient import TestClient
 
 from agentsdk.console.app import COOKIE, Console
 from agentsdk.console.login_links import LoginLinks
-from tests.agentsdk.console.conftest import ConsoleProcess, Hub, LoopThread, login, start_console
+from tests.agentsdk.console.conftest import ConsoleProcess, Hub, LoopThread, login, server_sent_events, start_console
 from tests.hubsvc.harness import open_channel, register
 
 _LINK = re.compile(r"log in once with this link \(it works one time\): (http://\S+)")
-
-
-def _events(response: httpx.Response) -> Iterator[tuple[str, dict[str, str]]]:
-    event = ""
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            event = line.removeprefix("event: ")
-        elif line.startswith("data: "):
-            yield event, json.loads(line.removeprefix("data: "))
 
 
 def test_a_login_link_logs_in_once_and_only_with_a_token_the_hub_takes(hub: Hub) -> None:
@@ -87,16 +77,6 @@ def test_a_token_file_that_cannot_be_read_is_refused(hub: Hub, tmp_path: Path) -
         start_console(hub.target, "--token-file", str(tmp_path / "missing.token"), cwd=tmp_path)
 
 
-@pytest.fixture(scope="module")
-def console(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleProcess]:
-    """``agentnet console`` against the module's hub."""
-    process = start_console(hub.target, cwd=tmp_path_factory.mktemp("console"))
-    try:
-        yield process
-    finally:
-        assert process.stop() == 0, "".join(process.output)
-
-
 def test_the_live_channel_head_follows_counts_turns_and_adapter_state_by_name(
     console: ConsoleProcess, hub: Hub, loop_thread: LoopThread
 ) -> None:
@@ -117,7 +97,7 @@ def test_the_live_channel_head_follows_counts_turns_and_adapter_state_by_name(
             with http.stream("GET", live_url.group(1).replace("&amp;", "&")) as stream:
                 loop_thread.run(first.say(channel_id, "my turn first"))  # then it is head-second's turn
                 head: dict[str, str] = {}
-                for event, data in _events(stream):
+                for event, data in server_sent_events(stream):
                     if event == "replace":
                         head[data["id"]] = html.unescape(data["html"])
                     if len(head) == 3:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,27 +12,20 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from agentsdk.network import Hub
-from tests.procs import ROOT
+from tests.doc_examples import assert_example_prints_its_text, doc_text, fenced_blocks
 
-SECTION = (ROOT / "docs" / "mcp.md").read_text().split("## The network as an MCP server", 1)[1]
+SECTION = doc_text("mcp.md").split("## The network as an MCP server", 1)[1]
 BIN = str(Path(sys.executable).parent)
 """Where ``agentnet`` is installed (put on PATH, as a host's environment would have it)."""
 
 
 def test_the_example_prints_what_the_doc_says(tmp_path: Path) -> None:
-    script = tmp_path / "example.py"
-    script.write_text(re.findall(r"```python\n(.*?)```", SECTION, re.DOTALL)[0])
-    expected = re.findall(r"```text\n(.*?)```", SECTION, re.DOTALL)[0]
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-    out = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == expected
+    assert_example_prints_its_text(SECTION, tmp_path, env)
 
 
 async def test_the_host_configuration_launches_the_network(hub: Hub, tmp_path: Path) -> None:
-    config = json.loads(re.findall(r"```json\n(.*?)```", SECTION, re.DOTALL)[0])
+    config = json.loads(fenced_blocks(SECTION, "json")[0])
     entry = config["mcpServers"]["agent-network"]
     assert entry["command"] == "agentnet"
     # The doc's entry, with this test's hub and a credential file of its own.

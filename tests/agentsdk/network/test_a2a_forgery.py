@@ -7,7 +7,6 @@ seed — passes the same admission screen, so a dispatch cannot be forged throug
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 from agentnet.v1 import envelope_pb2, hub_pb2
@@ -38,12 +37,6 @@ FORGED = {
 def tenant() -> str:
     """The tenant of the agent that called you."""
     return get_current_custom_headers().get("x-tenant", "none")
-
-
-@pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
 
 
 async def test_a_seed_cannot_forge_an_a2a_call(hub: Hub, servers: list[ScriptedOpenAIServer]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -35,12 +34,6 @@ from tests.eventually import assert_eventually
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
 PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
-
-
-@pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
 
 
 def image_parts(message: dict[str, Any]) -> list[dict[str, Any]]:

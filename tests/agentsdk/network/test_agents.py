@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,12 +25,6 @@ from agentsdk.network import (
 from agentsdk.testing import ScriptedOpenAIServer
 from tests.agentsdk.network.llm import llm
 from tests.eventually import assert_eventually
-
-
-@pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
 
 
 def user_texts(request: dict[str, Any]) -> list[str]:

@@ -26,12 +26,6 @@ from tests.eventually import assert_eventually
 
 
 @pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
-
-
-@pytest.fixture
 async def server() -> AsyncIterator[ScriptedOpenAIServer]:
     async with ScriptedOpenAIServer(api_key="right-key", models=("gpt-test",)) as srv:
         yield srv

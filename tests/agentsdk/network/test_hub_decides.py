@@ -3,7 +3,6 @@ default view come from DescribeChannel, checked turn by turn against a real hub.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,12 +21,6 @@ SCENARIOS: list[tuple[str, str, dict[str, Any], str, list[str], tuple[str, int]]
     ("discussion", "abc", {"max_rounds": 1}, "abc", ["a", "b", "c", ""], ("named_windowed_summary", 6)),
     ("workflow", "abcd", {**ROUND_ROBIN, "max_turns": 2}, "ab", ["", "", ""], ("named_windowed_summary", 8)),
 ]
-
-
-@pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
 
 
 async def offered_say(client: HumanClient, channel_id: str, view: tuple[str, int]) -> bool:

@@ -4,7 +4,6 @@ channel (none was created), and creates nothing."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -12,12 +11,6 @@ from agentnet.v1 import hub_pb2
 
 from agentsdk.errors import InvalidArgument
 from agentsdk.network import Hub, Passport
-
-
-@pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
 
 
 @pytest.mark.parametrize(

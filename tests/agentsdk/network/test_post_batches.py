@@ -6,6 +6,8 @@ that takes batches and one that does not."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,23 @@ def shape(frame: Frame) -> str | list[str] | int:
     if kind == "post_batch":
         return [p.request_id for p in frame.post_batch.posts]
     return frame.ack.entries[0].seq
+
+
+@asynccontextmanager
+async def started_stream(target: str, credential: str) -> AsyncIterator[DeliveryStream]:
+    """A bare SDK delivery stream of ``credential`` (its deliveries dropped), started, stopped on exit."""
+
+    async def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
+        pass
+
+    conn = HubConnection(target)
+    stream = DeliveryStream(conn, credential, dispatch)
+    try:
+        await stream.start()
+        yield stream
+    finally:
+        await stream.stop()
+        await conn.close()
 
 
 async def written(outbox: Outbox) -> list[str | list[str] | int]:
@@ -196,14 +215,7 @@ async def test_many_concurrent_posts_all_succeed_in_order(tmp_path: Path, max_ba
     async with running_hub(tmp_path / "hub.db", HubOptions(max_batch=max_batch)) as hub:
         alice, bob, cid = await conversation(hub.target)
         await alice.disconnect()
-
-        async def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
-            pass
-
-        conn = HubConnection(hub.target)
-        stream = DeliveryStream(conn, alice.credential, dispatch)
-        try:
-            await stream.start()
+        async with started_stream(hub.target, alice.credential) as stream:
             envelopes = [make_envelope(cid, EV_TEXT, {"text": f"m{i}"}) for i in range(120)]
             admitted = await asyncio.gather(*(stream.post(env) for env in envelopes))
             seqs = [e.seq for e in admitted]
@@ -218,9 +230,6 @@ async def test_many_concurrent_posts_all_succeed_in_order(tmp_path: Path, max_ba
             assert (await stream.post(again)).envelope_id == admitted[0].envelope_id
             got = await bob.until(admitted[-1].envelope_id)
             assert [data_of(e)["text"] for e in got if e.event_type == EV_TEXT] == [f"m{i}" for i in range(120)]
-        finally:
-            await stream.stop()
-            await conn.close()
         await bob.close()
 
 
@@ -232,14 +241,7 @@ async def test_a_post_cancelled_in_the_turn_its_result_arrives_ends_cancelled(tm
     async with running_hub(tmp_path / "hub.db") as hub:
         alice, bob, cid = await conversation(hub.target)
         await alice.disconnect()
-
-        async def dispatch(env: envelope_pb2.Envelope, size: int) -> None:
-            pass
-
-        conn = HubConnection(hub.target)
-        stream = DeliveryStream(conn, alice.credential, dispatch)
-        try:
-            await stream.start()
+        async with started_stream(hub.target, alice.credential) as stream:
             post = asyncio.create_task(stream.post(make_envelope(cid, EV_TEXT, {"text": "hi"})))
             await asyncio.sleep(0)  # the post is written and waits for its result (a round trip away)
             [result] = stream._results.values()
@@ -248,7 +250,4 @@ async def test_a_post_cancelled_in_the_turn_its_result_arrives_ends_cancelled(tm
             await asyncio.wait({post}, timeout=10)
             assert len(accepted) == 1 and post.done()
             assert post.cancelled() or not accepted[0]  # a cancel the task took is never lost
-        finally:
-            await stream.stop()
-            await conn.close()
         await bob.close()

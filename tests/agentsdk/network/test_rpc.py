@@ -27,12 +27,6 @@ from tests.eventually import assert_eventually
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
-
-
 async def test_unary_and_streaming_calls_carry_typed_messages(hub: Hub) -> None:
     alice = await hub.register_human(Passport(name="alice", kind="human"))
     await hub.register_human(Passport(name="bob", kind="human"))

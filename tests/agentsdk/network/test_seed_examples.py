@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -56,12 +56,6 @@ def test_every_quick_reference_name_imports_from_agentsdk_network() -> None:
     assert network.EV_CONTEXT_SET == "ag2.context.set"
     assert network.EV_TASK_CANCEL_REQUEST == "ag2.task.cancel_request"
     assert network.EV_TASK_CANCELLED == "ag2.task.cancelled"
-
-
-@pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
 
 
 @pytest.fixture

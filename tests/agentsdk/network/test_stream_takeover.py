@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,12 +24,6 @@ from agentsdk.network._cursors import JsonFileCursorStore
 from agentsdk.testing import ScriptedOpenAIServer
 from tests.agentsdk.network.llm import llm
 from tests.eventually import assert_eventually
-
-
-@pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
 
 
 def is_text(env: Envelope) -> bool:

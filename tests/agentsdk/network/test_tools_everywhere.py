@@ -27,12 +27,6 @@ from tests.agentsdk.network.llm import llm
 
 
 @pytest.fixture
-async def hub() -> AsyncIterator[Hub]:
-    async with Hub.open() as h:
-        yield h
-
-
-@pytest.fixture
 async def shallow_hub() -> AsyncIterator[Hub]:
     async with Hub.open(options=HubOptions(max_depth=1)) as h:
         yield h
