@@ -1,11 +1,13 @@
 """The docs' cross-references hold: every relative link names a file of the repository and, with
 ``#anchor``, one of its headings; every ``agentsdk.…`` name docs/from-ag2.md maps an AG2 name to
-imports."""
+imports; and no tracked file keeps the markers of an unresolved merge (a merge once left them in
+docs/operations.md, with two contradicting rows of one flag)."""
 
 from __future__ import annotations
 
 import importlib
 import re
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -88,3 +90,20 @@ def test_the_ag2_expectation_defaults_of_the_ag2_page_load_as_a_policy(tmp_path:
         "discussion": {"turn_within": (600, "hide")},
         "workflow": {"turn_within": (600, "auto_close")},
     }
+
+
+def test_no_file_keeps_the_markers_of_an_unresolved_merge() -> None:
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    )
+    left = []
+    for name in tracked:
+        path = ROOT / name
+        if not name or path.suffix not in {".md", ".py", ".go", ".ts", ".proto", ".lua", ".toml", ".yaml", ".yml"}:
+            continue
+        if not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "<<<<<<<":
+                left.append(f"{name}:{number}")
+    assert not left, f"unresolved merge markers at {left}"
