@@ -16,6 +16,7 @@ def main() -> None:
         ("bench.a2a_bench", []),
         ("bench.knowledge_bench", []),
         ("bench.ag2_bench", ["--rounds", "3"]),  # paired rounds: the ratios are their medians
+        ("bench.ag2_bench", ["--rounds", "3", "--embedded"]),  # the one-process row (python -m ag2embedded)
         ("bench.history_bench", []),
         ("bench.mcp_bench", []),
     ):
