@@ -27,7 +27,7 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import grpc
 
@@ -40,9 +40,18 @@ PEER = "unix:in-process"
 """What ``context.peer()`` says of an in-process caller: written as a local socket's peer, so tools that
 read gRPC peer strings (OpenTelemetry's server spans) treat it as local instead of failing to parse it."""
 
+
+class Metadatum(NamedTuple):
+    """One metadata item as gRPC gives a handler: a (key, value) pair with named fields."""
+
+    key: str
+    value: str | bytes
+
+
 Serializer = Callable[[Any], bytes] | None
 Deserializer = Callable[[bytes], Any] | None
-MetadataPairs = tuple[tuple[str, str | bytes], ...]
+MetadataPairs = tuple[Metadatum, ...]
+Trailing = tuple[tuple[str, str | bytes], ...]
 
 
 class ServedHandlers:
@@ -133,7 +142,7 @@ class _CallDetails(grpc.HandlerCallDetails):  # type: ignore[misc]  # grpc has n
 class _Status(Exception):
     """A call's end other than OK, on its way to the caller as an ``AioRpcError``."""
 
-    def __init__(self, code: grpc.StatusCode, details: str, trailing: MetadataPairs = ()) -> None:
+    def __init__(self, code: grpc.StatusCode, details: str, trailing: Trailing = ()) -> None:
         super().__init__(details)
         self.code = code
         self.details = details
@@ -154,7 +163,7 @@ class _Context:
         self._deadline = deadline
         self._code = grpc.StatusCode.OK
         self._details = ""
-        self._trailing: MetadataPairs = ()
+        self._trailing: Trailing = ()
         self.writer: Callable[[Any], Awaitable[None]] | None = None
 
     def invocation_metadata(self) -> MetadataPairs:
@@ -184,7 +193,7 @@ class _Context:
     def details(self) -> str:
         return self._details
 
-    def trailing_metadata(self) -> MetadataPairs:
+    def trailing_metadata(self) -> Trailing:
         return self._trailing
 
     async def send_initial_metadata(self, metadata: Iterable[tuple[str, str | bytes]]) -> None:
@@ -371,7 +380,7 @@ class _Call:
         timeout: float | None,
     ) -> None:
         loop = asyncio.get_running_loop()
-        pairs: MetadataPairs = tuple((str(k), v) for k, v in (metadata or ()))
+        pairs: MetadataPairs = tuple(Metadatum(str(k), v) for k, v in (metadata or ()))
         deadline = None if timeout is None else loop.time() + timeout
         self._exchange = exchange = _Exchange(table, method, serializer, pairs, deadline)
         self._deserializer = deserializer

@@ -1,7 +1,7 @@
 """Calls through :class:`servicekit.inprocess.InProcessChannel` against a real hub (and a bare server
 with a small message limit): the same answers, streams and domain errors as over the hub's gRPC port,
-the server's interceptors run, deadlines, cancellation, size limits, unknown methods and a stopped
-server answered as gRPC answers them."""
+the server's interceptors run (metrics, the hub's RPC spans), deadlines, cancellation, size limits,
+unknown methods and a stopped server answered as gRPC answers them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ import grpc
 import pytest
 from agentnet.v1 import hub_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry, Counter
 
 from agentsdk.network import EV_TEXT, Hub, HubClient, Passport
@@ -166,3 +169,17 @@ async def test_a_stream_the_caller_drops_is_cancelled_and_a_stopped_server_ends_
         async for _ in answers:  # NOT_SERVING may come first, then the end
             pass
     assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_the_hubs_rpc_spans_cover_in_process_calls(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    async with Hub.open(tracer_provider=provider) as hub:
+        near = HubClient(in_process(hub))
+        alice = await near.register_human(Passport(name="alice", kind="human"))
+        await hub.register_human(Passport(name="bob", kind="human"))
+        await alice.open(type="conversation", target="bob")
+        method = "/agentnet.v1.HubService/OpenChannel"
+        served = [s for s in exporter.get_finished_spans() if s.name == method]
+        assert len(served) == 1 and served[0].kind == SpanKind.SERVER
+        assert (served[0].attributes or {}).get("rpc.grpc.status_code") == grpc.StatusCode.OK.value[0]
+        await near.close()
