@@ -57,6 +57,7 @@ class Hub(HubClient):
         policy: Policy | str | Path | None = None,
         arbiter: Arbiter | str | None = None,
         tracer_provider: TracerProvider | None = None,
+        in_process: bool = False,
     ) -> AsyncIterator[Hub]:
         """Start a hub on SQLite ``path`` (a temporary file when None) and serve it on ``host:port`` (0 = free port).
 
@@ -66,7 +67,10 @@ class Hub(HubClient):
         it changes) and ``arbiter`` the governance arbiter (an object or ``module:attribute``); see
         docs/governance.md. ``tracer_provider`` records the spans of the hub and of this client
         (docs/operations.md "Tracing"; None: none from the hub, OpenTelemetry's global provider for the
-        client). The hub is built by the same factory as ``python -m hubsvc`` (health, reflection, limits)."""
+        client). The hub is built by the same factory as ``python -m hubsvc`` (health, reflection, limits).
+        ``in_process``: this client calls the hub without the network (the same handlers, checks and
+        errors; :mod:`servicekit.inprocess`, docs/network.md "In-process client"), about twice as fast a
+        round trip; other clients still connect to ``hub.target``."""
         # The SDK depends on the hub service only here, and only when an embedded hub is asked for.
         from hubsvc.core.util import system_clock
         from hubsvc.server import start_hub
@@ -86,7 +90,13 @@ class Hub(HubClient):
                 arbiter=arbiter,
                 tracer_provider=tracer_provider,
             )
-            hub = cls(HubConnection(server.target, tracer_provider=tracer_provider), server, operator_token)
+            channel = None
+            if in_process and server.running.handlers is not None:
+                from servicekit.inprocess import InProcessChannel
+
+                channel = InProcessChannel(server.running.handlers)
+            connection = HubConnection(server.target, tracer_provider=tracer_provider, channel=channel)
+            hub = cls(connection, server, operator_token)
             try:
                 yield hub
             finally:

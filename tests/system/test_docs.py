@@ -126,3 +126,8 @@ def test_a2a_langgraph_example_runs(tmp_path: Path) -> None:
     (tmp_path / "agent.yaml").write_text(fenced_blocks(section, "yaml")[0])
     env = {k: v for k, v in os.environ.items() if k not in ("AGENTNET_HUB", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
     assert_example_prints_its_text(section, tmp_path, env)
+
+
+def test_the_in_process_client_example_runs(tmp_path: Path) -> None:
+    doc = doc_text("network.md")
+    assert_example_prints_its_text(doc[doc.index("### In-process client") :], tmp_path)

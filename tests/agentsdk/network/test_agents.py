@@ -26,6 +26,9 @@ from agentsdk.testing import ScriptedOpenAIServer
 from tests.agentsdk.network.llm import llm
 from tests.eventually import assert_eventually
 
+HUB_PATHS = ("grpc", "in-process")
+"""Each test runs with the embedded hub's client over its port and in process (conftest.py)."""
+
 
 def user_texts(request: dict[str, Any]) -> list[str]:
     return [m["content"] for m in request["messages"] if m["role"] == "user" and isinstance(m.get("content"), str)]

@@ -24,6 +24,9 @@ from hubsvc.storage.base import AuditRow
 from netkernel.envelope import EV_TURN_FAILED
 from tests.eventually import assert_eventually
 
+HUB_PATHS = ("grpc", "in-process")
+"""Each test runs with the embedded hub's client over its port and in process (conftest.py)."""
+
 
 @pytest.fixture
 async def server() -> AsyncIterator[ScriptedOpenAIServer]:

@@ -24,6 +24,9 @@ from scripts.rpc_tables import python as python_tables
 from scripts.rpc_tables.descriptors import MessageRef, Method, Service, load
 from tests.eventually import assert_eventually
 
+HUB_PATHS = ("grpc", "in-process")
+"""Each test runs with the embedded hub's client over its port and in process (conftest.py)."""
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

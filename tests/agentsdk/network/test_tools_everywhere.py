@@ -25,6 +25,9 @@ from hubsvc.core.options import HubOptions
 from netkernel.errors import InvalidArgument
 from tests.agentsdk.network.llm import llm
 
+HUB_PATHS = ("grpc", "in-process")
+"""Each test runs with the embedded hub's client over its port and in process (conftest.py)."""
+
 
 @pytest.fixture
 async def shallow_hub() -> AsyncIterator[Hub]:
