@@ -1,6 +1,6 @@
 """Calls from the same process without the network: :class:`InProcessChannel` runs a served
 service's handlers directly, for a client that lives in the server's process and event loop (the AG2
-gateway of ``python -m ag2embedded``).
+gateway of ``python -m ag2embedded``, the client of ``Hub.open(in_process=True)``).
 
 It stands in for a ``grpc.aio.Channel`` under the generated stubs, so the client code is unchanged, and
 keeps a call's meaning as gRPC gives it:
@@ -17,7 +17,7 @@ keeps a call's meaning as gRPC gives it:
   a handler whose caller does not read blocks on its next message, as on gRPC's flow control.
 
 What it saves is gRPC's transport: per message, the HTTP/2 framing, the completion-queue round trip
-and the event-loop turns between them (bench/README.md "In-process gateway")."""
+and the event-loop turns between them (bench/README.md: ``inprocess_bench``, ``ag2_bench --embedded``)."""
 
 from __future__ import annotations
 
