@@ -44,7 +44,9 @@ def _rows(channel_id: str, count: int) -> list[WalRow]:
 def _channel(channel_id: str, live: bool) -> ChannelRow:
     state = channel_pb2.CHANNEL_STATE_OPENED if live else channel_pb2.CHANNEL_STATE_CLOSED
     return ChannelRow(
-        channel_id, live, channel_pb2.ChannelMetadata(channel_id=channel_id, state=state).SerializeToString()
+        channel_id,
+        live,
+        channel_pb2.ChannelMetadata(channel_id=channel_id, type="conversation", state=state).SerializeToString(),
     )
 
 
@@ -52,8 +54,10 @@ def _size(path: Path) -> int:
     return sum(os.path.getsize(p) for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
-async def churn(directory: Path, rounds: int, channels: int, envelopes: int) -> None:
-    """Rounds of churn, each swept; prints the file's size per round and the sweep's cost."""
+async def churn(directory: Path, rounds: int, channels: int, envelopes: int) -> list[int]:
+    """Rounds of churn, each swept; prints the file's size per round and the sweep's cost, and whether
+    the size levels off (round 10 at most 1.2x round 3). Returns how many channels each sweep purged
+    (every round's but the first: the channels of the round before it)."""
     db = directory / "churn.db"
     store = SqliteHubStore(db)
     await store.open()
@@ -61,6 +65,7 @@ async def churn(directory: Path, rounds: int, channels: int, envelopes: int) -> 
     retention = Retention(store, HubOptions(retain_ended=1.0), lambda: now[0])
     print(f"churn: {channels} channels x {envelopes} envelopes a round, the previous round purged each round")
     sizes = []
+    purges = []
     try:
         for r in range(1, rounds + 1):
             round_started = time.time()
@@ -73,6 +78,7 @@ async def churn(directory: Path, rounds: int, channels: int, envelopes: int) -> 
             started = time.perf_counter()
             purged = await retention.sweep()
             seconds = time.perf_counter() - started
+            purges.append(purged)
             sizes.append(_size(db))
             per = seconds / max(1, purged * envelopes) * 1e6
             print(
@@ -80,9 +86,11 @@ async def churn(directory: Path, rounds: int, channels: int, envelopes: int) -> 
                 f"{seconds * 1000:7.1f} ms ({per:.2f} us per envelope)"
             )
         if rounds >= 10:
-            print(f"  round 10 / round 3 size: {sizes[9] / sizes[2]:.2f}x")
+            verdict = "met" if sizes[9] <= 1.2 * sizes[2] else "NOT met"
+            print(f"  round 10 / round 3 size: {sizes[9] / sizes[2]:.2f}x (levels off, <= 1.2x: {verdict})")
     finally:
         await store.close()
+    return purges
 
 
 async def _commit_latencies(store: SqliteHubStore, stop: asyncio.Event, channel_id: str, first: int) -> list[float]:
