@@ -69,6 +69,9 @@ async def churn(directory: Path, rounds: int, channels: int, envelopes: int) -> 
     try:
         for r in range(1, rounds + 1):
             round_started = time.time()
+            # SQLite stamps ended_at to the millisecond (julianday('now')): the cutoff below is this
+            # instant, so this round's first end must come a millisecond later to stay after it.
+            await asyncio.sleep(0.002)
             for c in range(channels):
                 channel_id = f"r{r}c{c}"
                 await store.commit(Writes(channels=[_channel(channel_id, True)]))
