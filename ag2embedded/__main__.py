@@ -60,10 +60,7 @@ def hub_address(config: HubConfig, port: int) -> str:
 def hub_path(hub: HubServer, gateway: Ag2GatewayOptions) -> InProcessChannel | None:
     """How the gateway calls the hub: in process (:mod:`servicekit.inprocess`), unless the gateway's
     flags give TLS settings for the hub (then over loopback gRPC with them, as a separate gateway)."""
-    handlers = hub.running.handlers
-    if gateway.hub_tls is not None or handlers is None:
-        return None
-    return InProcessChannel(handlers)
+    return None if gateway.hub_tls is not None else InProcessChannel(hub.running.handlers)
 
 
 async def serve(

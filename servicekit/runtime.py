@@ -83,12 +83,12 @@ class RunningServer:
     """The bound port (the real one when started with port 0)."""
     names: list[str]
     """Full names of the services served (health reports each)."""
+    handlers: ServedHandlers
+    """What the server serves, for calls from this process (:class:`servicekit.inprocess.InProcessChannel`)."""
     tls: CertificateReloader | None = None
     """The certificate reloader when serving TLS (None: plaintext)."""
     metrics_server: MetricsServer | None = None
     """The service's Prometheus endpoint (None: metrics are off); stopped with the server."""
-    handlers: ServedHandlers | None = None
-    """What the server serves, for calls from this process (:class:`servicekit.inprocess.InProcessChannel`)."""
 
     async def stop(self, grace_seconds: float, *, on_stopping: Callable[[], None] | None = None) -> None:
         """Report NOT_SERVING, call ``on_stopping`` (e.g. end long-lived streams, so the grace
@@ -98,8 +98,7 @@ class RunningServer:
         if on_stopping is not None:
             on_stopping()
         await self.server.stop(grace_seconds)
-        if self.handlers is not None:
-            self.handlers.stop()
+        self.handlers.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
 
@@ -181,7 +180,7 @@ async def _start_grpc(
     if bound == 0:
         raise PortUnavailable(f"could not bind {host}:{port}; is the port in use? Pick another with --port.")
     await server.start()
-    running = RunningServer(server, health_servicer, bound, names, reloader, metrics_server, handlers)
+    running = RunningServer(server, health_servicer, bound, names, handlers, reloader, metrics_server)
     await set_serving(health_servicer, names, True)
     return running
 

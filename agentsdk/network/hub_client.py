@@ -91,7 +91,7 @@ class Hub(HubClient):
                 tracer_provider=tracer_provider,
             )
             channel = None
-            if in_process and server.running.handlers is not None:
+            if in_process:
                 from servicekit.inprocess import InProcessChannel
 
                 channel = InProcessChannel(server.running.handlers)

@@ -111,8 +111,7 @@ async def open_net(
     ``in_process``, else over loopback gRPC) and one AG2 driver process."""
     async with Hub.open(path=tmp_path / "hub.db", options=hub_options) as hub:
         options = Ag2GatewayOptions(port=0, hub=hub.target, secret_file=tmp_path / "gw.secret")
-        handlers = hub.server.running.handlers
-        hub_channel = InProcessChannel(handlers) if in_process and handlers is not None else None
+        hub_channel = InProcessChannel(hub.server.running.handlers) if in_process else None
         gateway = await start_gateway(options, hub_channel)
         driver = await start_driver()
         net = Net(hub, gateway, driver, options, hub_channel)

@@ -34,9 +34,7 @@ async def hub() -> AsyncIterator[Hub]:
 
 
 def in_process(hub: Hub) -> HubConnection:
-    handlers = hub.server.running.handlers
-    assert handlers is not None
-    return HubConnection(hub.target, channel=InProcessChannel(handlers))
+    return HubConnection(hub.target, channel=InProcessChannel(hub.server.running.handlers))
 
 
 async def test_a_conversation_through_the_in_process_channel_is_the_one_the_port_serves(hub: Hub) -> None:
@@ -88,7 +86,6 @@ async def test_refusals_are_the_hubs_domain_errors_with_the_same_message(hub: Hu
 async def test_a_deadline_ends_the_call_and_cancels_the_handler(hub: Hub) -> None:
     alice = await hub.register_human(Passport(name="alice", kind="human"))
     handlers = hub.server.running.handlers
-    assert handlers is not None
     channel = InProcessChannel(handlers)
     read_wal = channel.unary_stream(
         "/agentnet.v1.HubService/ReadWal",
@@ -129,7 +126,6 @@ async def small_server() -> AsyncIterator[tuple[RunningServer, Counter]]:
 
 async def test_interceptors_run_and_limits_hold_on_a_bare_server(small_server: tuple[RunningServer, Counter]) -> None:
     running, counter = small_server
-    assert running.handlers is not None
     stub = health_pb2_grpc.HealthStub(InProcessChannel(running.handlers))
     answer = await stub.Check(health_pb2.HealthCheckRequest(service=""))
     assert answer.status == health_pb2.HealthCheckResponse.SERVING
@@ -152,7 +148,6 @@ async def test_a_stream_the_caller_drops_is_cancelled_and_a_stopped_server_ends_
 ) -> None:
     running, _ = small_server
     handlers = running.handlers
-    assert handlers is not None
     stub = health_pb2_grpc.HealthStub(InProcessChannel(handlers))
     dropped = stub.Watch(health_pb2.HealthCheckRequest(service=""))
     first = await anext(aiter(dropped))
