@@ -303,7 +303,7 @@ class Invocations:
         remote_agent identity with that card or interface URL (its visibility rules apply), else an
         ad-hoc call to the card there (the operator's --a2a-outbound-allow is the only gate)."""
         if not is_url(ref):
-            target = self._target(caller, ref, skill)
+            target = await self._target(caller, ref, skill)
             remote = target.record.remote_a2a if target.record.HasField("remote_a2a") else None
             return target.agent_id, target.name, remote
         for entry in self.core.registry.entries():
@@ -313,7 +313,7 @@ class Invocations:
                 remote.url.rstrip("/"),
                 card_base(remote.card_url),
             ):
-                target = self._target(caller, entry.agent_id, skill)
+                target = await self._target(caller, entry.agent_id, skill)
                 return target.agent_id, target.name, remote
         fetched = await self.outside.remote.fetch_card(ref)
         offered = [s.id or s.name for s in fetched.card.skills]
@@ -331,14 +331,23 @@ class Invocations:
             request.timeout_seconds, "timeout_seconds", self.core.options.max_wait_seconds, absent="the default"
         )
 
-    def _target(self, caller: str, ref: str, skill: str) -> AgentEntry:
-        """The callee ``ref``, checked: not the caller, accepting the caller, offering ``skill``."""
+    async def _target(self, caller: str, ref: str, skill: str) -> AgentEntry:
+        """The callee ``ref``, checked: not the caller, accepting the caller, offering ``skill``.
+
+        A refusal is decided on the store's records: with replicas, this one's copies of the two
+        identities may lag an A2A setting changed through another replica a moment ago (the change
+        feed brings it soon after), so they are read again first. Calls that pass read nothing."""
         if not ref:
             raise InvalidArgument("agent_id is empty; pick one from DiscoverAgents.", metadata={"field": "agent_id"})
-        target = self.core.registry.resolve(ref)
+        registry = self.core.registry
+        target = registry.resolve(ref)
         if target.agent_id == caller:
             raise InvalidArgument("an agent cannot invoke itself; pick another agent from DiscoverAgents.")
-        if not may_call(self.core.registry.get(caller).record, target.record):
+        if not self._accepts(caller, target, skill):
+            await registry.reload(caller)
+            await registry.reload(target.agent_id)
+            target = registry.resolve(target.agent_id)  # NOT_FOUND when it was removed meanwhile
+        if not may_call(registry.get(caller).record, target.record):
             raise PermissionDenied(
                 f"agent {target.name!r} does not accept A2A calls from you: its A2A is disabled, it belongs to "
                 "another project, or you are not among its allowed callers. DiscoverAgents lists who you may call.",
@@ -350,6 +359,12 @@ class Invocations:
                 metadata={"field": "skill"},
             )
         return target
+
+    def _accepts(self, caller: str, target: AgentEntry, skill: str) -> bool:
+        """Whether this replica's copies say ``target`` takes ``caller``'s call for ``skill``."""
+        if not may_call(self.core.registry.get(caller).record, target.record):
+            return False
+        return not skill or matches_any(target.record.a2a.skills, [skill])
 
     async def _outcome(
         self, caller: str, channel_id: str, target_id: str, target_name: str, timeout: float
