@@ -62,6 +62,9 @@ async def backup_stream(store: HubStore) -> AsyncIterator[operator_pb2.BackupRes
             digest.update(chunk)
             offset += len(chunk)
             yield operator_pb2.BackupResponse(data=chunk)
+        # Deleted before the summary goes out: a client that has the summary finds no copy left behind
+        # (the finally below would run only once the summary's write completed, after the client read it).
+        await asyncio.to_thread(shutil.rmtree, directory, True)
         yield operator_pb2.BackupResponse(
             summary=operator_pb2.BackupSummary(
                 store_kind=kind,
