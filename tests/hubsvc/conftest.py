@@ -39,7 +39,15 @@ from hubsvc.storage.sqlite import SqliteHubStore
 from tests.hubsvc import harness
 from tests.hubsvc.harness import Participant, RunningHub, conversation, register, running_hub
 
-STORE_KINDS = ("sqlite", "redis", "redis-cluster", "redis-cluster-spread", "redis-divided", "redis-replicas")
+STORE_KINDS = (
+    "sqlite",
+    "redis",
+    "redis-cluster",
+    "redis-cluster-spread",
+    "redis-divided",
+    "redis-replicas",
+    "redis-cluster-spread-replicas",
+)
 STORES = [k for k in os.environ.get("AGENTNET_HUB_TEST_STORES", "sqlite,redis-replicas").split(",") if k]
 if not set(STORES) <= set(STORE_KINDS):
     raise ValueError(f"AGENTNET_HUB_TEST_STORES may name {', '.join(STORE_KINDS)}, not {STORES}")

@@ -77,7 +77,11 @@ UNSET_CAN_SEND = (
 )
 """The reason of ``clients_on_one_replica`` on tests of ``Delivery.can_send``."""
 
-DIVIDED_KINDS = {"redis-divided": (2, 1, False), "redis-replicas": (3, 16, True)}
+DIVIDED_KINDS = {
+    "redis-divided": (2, 1, False),
+    "redis-replicas": (3, 16, True),
+    "redis-cluster-spread-replicas": (3, 16, True),
+}
 """Store kind → (replicas, partitions, spread) of the kinds whose hubs are replicas dividing the channels."""
 
 
@@ -87,15 +91,16 @@ STORE = StoreChoice()
 @contextmanager
 def on_redis(request: pytest.FixtureRequest, kind: str, db: int) -> Iterator[None]:
     """While it lasts, hubs built here use the session's redis-server (database ``db``, ``kind``
-    "redis") or its local Redis Cluster (``kind`` "cluster", or "cluster-spread" for the layout
-    that spreads channels over the shards, ``?spread=1``); emptied afterwards."""
+    "redis", or a divided kind without "cluster" in its name) or its local Redis Cluster (a kind
+    naming "cluster"; with "spread" in it, the layout that spreads channels over the shards,
+    ``?spread=1``); emptied afterwards."""
     flush: Callable[[], None]
-    if kind == "redis" or kind in DIVIDED_KINDS:
+    if "cluster" not in kind:
         server: RedisServer = request.getfixturevalue("redis_server")
         url, flush = server.url(db), functools.partial(server.flush, db)
     else:
         cluster: RedisCluster = request.getfixturevalue("redis_cluster")
-        url, flush = cluster.url() + ("?spread=1" if kind.endswith("spread") else ""), cluster.flush
+        url, flush = cluster.url() + ("?spread=1" if "spread" in kind else ""), cluster.flush
     STORE.kind, STORE.redis_url = "redis", url
     STORE.replicas, STORE.partitions, STORE.spread = DIVIDED_KINDS.get(kind, (1, None, False))
     try:

@@ -52,10 +52,11 @@ PARTITIONS = 8
 OPTIONS = HubOptions(replica_ttl=1.5, replica_refresh=0.2)
 
 
-@pytest.fixture
+@pytest.fixture(params=["redis", "cluster-spread"])
 def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The session's redis-server (database REDIS_DB, emptied afterwards)."""
-    with harness.on_redis(request, "redis", REDIS_DB):
+    """The session's redis-server (database REDIS_DB), or its local Redis Cluster with the channels
+    spread over the shards (``?spread=1``); emptied afterwards."""
+    with harness.on_redis(request, request.param, REDIS_DB):
         yield harness.STORE.redis_url
 
 

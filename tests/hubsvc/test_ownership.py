@@ -21,6 +21,7 @@ from netkernel.partitions import partition_of
 from tests.eventually import assert_eventually
 from tests.hubsvc.test_redis_store import channel, row
 from tests.procs import ROOT
+from tests.redis_server import RedisCluster as LocalCluster
 from tests.redis_server import RedisServer
 
 DB = 5
@@ -213,10 +214,20 @@ async def test_a_clean_stop_hands_its_partitions_over(url: str, cluster_of: list
     assert staying.held == set(range(COUNT))
 
 
-async def test_a_sigstopped_lease_holder_cannot_commit_once_its_partition_moved(url: str) -> None:
+@pytest.mark.parametrize("layout", ["server", "spread"])
+async def test_a_sigstopped_lease_holder_cannot_commit_once_its_partition_moved(
+    layout: str, request: pytest.FixtureRequest
+) -> None:
     """A real process holds the lease, is frozen (SIGSTOP) past its TTL, another replica takes the
     partition and commits; thawed (SIGCONT), the frozen process's in-flight commit with its old
-    epoch is refused and writes nothing."""
+    epoch is refused and writes nothing. On one redis-server, and on a Cluster with the spread
+    layout (the channel part checks the lease's end and the channel's fence, not the lease key)."""
+    if layout == "server":
+        url = request.getfixturevalue("url")
+    else:
+        cluster: LocalCluster = request.getfixturevalue("redis_cluster")
+        url = cluster.url() + "?spread=1"
+        request.addfinalizer(cluster.flush)
     partition = 3
     ch = next(f"ch{i}" for i in range(10_000) if partition_of(f"ch{i}", COUNT) == partition)
     holder = await asyncio.create_subprocess_exec(

@@ -1,5 +1,6 @@
 """Partition leases with a fencing epoch on Redis, and fenced commits (docs/scale-out.md,
-"Partitions and ownership"): real redis-server processes, one server and a three-master Cluster."""
+"Partitions and ownership"): real redis-server processes, one server and a three-master Cluster
+(the hub in one slot, and the spread layout where each channel has a slot of its own)."""
 
 from __future__ import annotations
 
@@ -26,16 +27,16 @@ DB = 4
 COUNT = 8
 
 
-@pytest.fixture(params=["server", "cluster"])
+@pytest.fixture(params=["server", "cluster", "spread"])
 def url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """DB 4 of the session's redis-server, or its local Redis Cluster (the hub in one slot)."""
+    """DB 4 of the session's redis-server, or its local Redis Cluster (the hub in one slot, or spread)."""
     if request.param == "server":
         server: RedisServer = request.getfixturevalue("redis_server")
         yield server.url(DB)
         server.flush(DB)
     else:
         cluster: LocalCluster = request.getfixturevalue("redis_cluster")
-        yield cluster.url()
+        yield cluster.url() + ("?spread=1" if request.param == "spread" else "")
         cluster.flush()
 
 
@@ -87,11 +88,6 @@ async def test_a_store_without_partitions_offers_no_leases_and_refuses_a_fenced_
         assert "needs a store opened with partitions" in str(refused.value.__cause__)
     finally:
         await store.close()
-
-
-def test_a_partitioned_store_is_refused_on_the_spread_layout(redis_cluster: LocalCluster) -> None:
-    with pytest.raises(ValueError, match=r"a partitioned hub cannot run on the spread layout \(\?spread=1\)"):
-        RedisHubStore(redis_cluster.url() + "?spread=1", prefix="spread:", partitions=COUNT)
 
 
 async def test_acquire_renew_release_and_the_epoch_only_grows(stores: list[RedisHubStore]) -> None:
@@ -164,6 +160,47 @@ async def test_a_fenced_commit_is_written_only_while_its_lease_is_held_with_that
         # The new owner commits with its epoch.
         await two_store.commit(Writes(wal=[row(ch, 2)], fence={2: epoch + 1}))
         assert await two_store.channel_seq(ch) == 2
+    finally:
+        await client.aclose()
+
+
+async def test_a_fenced_commit_after_its_lease_ran_out_is_refused_though_nobody_took_it(
+    url: str, stores: list[RedisHubStore]
+) -> None:
+    store = stores[0]
+    assert store.partitions is not None
+    ch = channel_in(7)
+    epoch = (await store.partitions.acquire([7], ttl=0.3)).gained[7]
+    await store.commit(Writes(channels=[channel(ch, "a1")], wal=[row(ch, 1)], fence={7: epoch}))
+    await asyncio.sleep(0.4)  # the lease's whole TTL passes without a renewal (the replica was paused)
+    assert (await store.partitions.read_map())[7].owner is None
+    with pytest.raises(PartitionMoved):
+        await store.commit(Writes(wal=[row(ch, 2)], fence={7: epoch}))
+    assert await store.channel_seq(ch) == 1
+
+
+async def test_a_lease_redis_lost_and_another_replica_took_fences_off_the_old_holder(
+    url: str, stores: list[RedisHubStore]
+) -> None:
+    """The old holder still counts on its lease (a Redis failover dropped the key before it reached
+    the replica, say): once the new owner wrote to the channel, the old holder's commit is refused."""
+    old_store, new_store = stores
+    old, new = old_store.partitions, new_store.partitions
+    assert old is not None and new is not None
+    ch = channel_in(3)
+    epoch = (await old.acquire([3], ttl=30)).gained[3]
+    await old_store.commit(Writes(channels=[channel(ch, "a1")], wal=[row(ch, 1)], fence={3: epoch}))
+    client = connect(url, 5)
+    try:
+        await client.delete(old.fence_check(3, epoch)[0])  # the lease key
+        assert (await new.acquire([3], ttl=30)).gained == {3: epoch + 1}
+        await new_store.commit(Writes(wal=[row(ch, 2)], fence={3: epoch + 1}))
+        before = await dump(client)
+        with pytest.raises(PartitionMoved) as refused:
+            await old_store.commit(Writes(wal=[row(ch, 3)], fence={3: epoch}))
+        assert isinstance(refused.value.__cause__, Fenced)
+        assert await dump(client) == before
+        assert await new_store.channel_seq(ch) == 2
     finally:
         await client.aclose()
 

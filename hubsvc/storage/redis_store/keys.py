@@ -50,7 +50,8 @@ so every key of the hub is in one slot and the one atomic commit script runs on 
 
 With ``?spread=1`` on a Cluster URL each channel's keys carry the channel's own hash tag,
 ``{Pc:<id>}:wal`` etc., plus ``{Pc:<id>}:outbox`` (bundle id → the bundle's global part, while
-pending) and ``{Pc:<id>}:lastb`` (last bundle written); the global keys keep ``{P}{g}:`` and add
+pending), ``{Pc:<id>}:lastb`` (last bundle written) and, with partitions, ``{Pc:<id>}:fence`` (the
+epoch of the partition's last owner that wrote to the channel); the global keys keep ``{P}{g}:`` and add
 ``channels:order`` (creation order), ``outbox:done`` and ``holds:reserved`` (open-channel slots
 reserved before their channel part); :mod:`hubsvc.storage.redis_store.spread` writes them.
 """

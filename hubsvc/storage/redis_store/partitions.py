@@ -15,12 +15,17 @@ Every operation is one call of ``lua/leases.lua`` (atomic) carrying a deadline `
 after it is sent, in Redis's clock, like the commit script: a call that reaches a stalled Redis
 after this replica gave up on it does nothing (so a late acquisition never leaves a lease its
 replica does not know it holds). The commit script checks a fenced bundle's leases with a
-``fence`` check op (``lua/commit.lua``; :class:`~hubsvc.storage.redis_store.plan.Plan`).
+``fence`` check op (``lua/commit.lua``; :class:`~hubsvc.storage.redis_store.plan.Plan`). With the
+spread layout a channel part runs on the channel's own slot, where the lease cannot be read: it
+checks instead that the lease has not run out by Redis's clock (:meth:`RedisPartitions.until_us`,
+from this store's own acquisitions and renewals) and that no later owner wrote to the channel (the
+``epoch`` op and the channel's ``fence`` key).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -34,6 +39,10 @@ from hubsvc.storage.redis_store.keys import LEASE_EPOCHS, PARTITIONS, KeyLayout,
 from netkernel.partitions import MAX_PARTITIONS
 
 log = logging.getLogger("agentnet.hub.storage")
+
+LEASE_MARGIN = 1.0
+"""Seconds (at most; a tenth of the TTL when less) before its lease can lapse that a spread-layout
+commit of this replica stops being accepted: room for the Redis masters' clocks to disagree."""
 
 
 async def record_count(client: RedisClient, keys: KeyLayout, wanted: int) -> int:
@@ -66,6 +75,9 @@ class RedisPartitions(PartitionLeases):
         self._script = client.register_script(scripts.LEASES)
         self.replica_id = replica_id
         self._count = 0
+        self._held: dict[int, tuple[int, float]] = {}
+        """Partition → (epoch, until when its lease holds by this host's monotonic clock), for the leases
+        this store took or renewed (:meth:`until_us`)."""
 
     @property
     def count(self) -> int:
@@ -79,6 +91,25 @@ class RedisPartitions(PartitionLeases):
     def fence_check(self, partition: int, epoch: int) -> tuple[str, str]:
         """(lease key, the value it must hold) for a commit fenced with ``partition`` at ``epoch``."""
         return self._keys.lease(partition), lease_value(self.replica_id, epoch)
+
+    def until_us(self, partition: int, epoch: int) -> int:
+        """Until when this store's lease of ``partition`` with ``epoch`` holds, in microseconds of Redis's
+        clock (0 if it holds no such lease): what a spread-layout commit checks in the channel's slot,
+        where the lease cannot be read (:class:`~hubsvc.storage.redis_store.plan.Plan`).
+
+        The lease was set after its call was sent, so it lapses no sooner than ``ttl`` after the
+        sending; a tenth of the TTL (at most :data:`LEASE_MARGIN` seconds) is kept back for the Redis
+        masters' clocks and the clock offset's error (:class:`~hubsvc.storage.redis_store.commit.RedisClock`)."""
+        held = self._held.get(partition)
+        if held is None or held[0] != epoch:
+            return 0
+        return int(held[1] * 1_000_000 + self._clock.offset_us)
+
+    def _hold(self, partitions: Mapping[int, int], sent: float, ttl: float) -> None:
+        """Record the leases of ``partitions`` (→ epoch) as set or renewed by a call sent at ``sent``."""
+        until = sent + ttl - min(ttl / 10, LEASE_MARGIN)
+        for partition, epoch in partitions.items():
+            self._held[partition] = (epoch, until)
 
     async def _call(self, op: str, partitions: Sequence[int], values: Sequence[Any], ttl: float) -> list[Any]:
         """One call of ``lua/leases.lua`` on the leases of ``partitions``, with its deadline."""
@@ -98,6 +129,7 @@ class RedisPartitions(PartitionLeases):
         got = Acquired({}, {}, {})
         if not wanted:
             return got
+        sent = time.monotonic()
         flat = await self._call("acquire", wanted, wanted, ttl)
         for j, partition in enumerate(wanted):
             status, epoch, owner = text(flat[3 * j]), int(flat[3 * j + 1]), text(flat[3 * j + 2])
@@ -107,6 +139,8 @@ class RedisPartitions(PartitionLeases):
                 got.kept[partition] = epoch
             else:
                 got.taken[partition] = owner
+                self._held.pop(partition, None)
+        self._hold({**got.gained, **got.kept}, sent, ttl)
         return got
 
     async def renew(self, held: Mapping[int, int], ttl: float) -> set[int]:
@@ -114,12 +148,20 @@ class RedisPartitions(PartitionLeases):
         if not held:
             return set()
         parts = list(held)
-        lost = await self._call("renew", parts, [held[p] for p in parts], ttl)
-        return {parts[int(j) - 1] for j in lost}
+        sent = time.monotonic()
+        flat = await self._call("renew", parts, [held[p] for p in parts], ttl)
+        lost = {parts[int(j) - 1] for j in flat}
+        for partition in lost:
+            self._held.pop(partition, None)
+        self._hold({p: e for p, e in held.items() if p not in lost}, sent, ttl)
+        return lost
 
     async def release(self, held: Mapping[int, int]) -> None:
         """Delete the leases of ``held`` this replica still holds with those epochs."""
         if held:
+            for partition, epoch in held.items():
+                if self._held.get(partition, (None,))[0] == epoch:
+                    del self._held[partition]
             parts = list(held)
             await self._call("release", parts, [held[p] for p in parts], 1)
 

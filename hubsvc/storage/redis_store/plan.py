@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hubsvc.storage.base import TASK_IF_LIVE, TASK_LIVE, TASK_NEW, StoreConflict, TaskRow, WalRow, Writes
@@ -24,6 +24,10 @@ from hubsvc.storage.redis_store.codec import idem_field, pack, pack_call
 from hubsvc.storage.redis_store.feed import RedisChangeFeed
 from hubsvc.storage.redis_store.keys import RESERVED, KeyLayout, lease_value
 from netkernel.partitions import partition_of
+
+LeaseUntil = Callable[[int, int], int]
+"""(partition, epoch) → until when this replica's lease of that partition with that epoch holds, in
+microseconds of Redis's clock (0: it does not hold it)."""
 
 DONE_KEEP = 60
 """Seconds a bundle id stays in the done set (spread layout) at least — at least ten times the
@@ -60,10 +64,19 @@ class Plan:
     """The keys and ops of one commit: one script call (:attr:`whole`), or with the spread layout
     one call per channel part plus one for the global part (:meth:`spread_calls`)."""
 
-    def __init__(self, keys: KeyLayout, feed: RedisChangeFeed, timeout: float, partitions: int = 0) -> None:
+    def __init__(
+        self,
+        keys: KeyLayout,
+        feed: RedisChangeFeed,
+        timeout: float,
+        partitions: int = 0,
+        lease_until: LeaseUntil | None = None,
+    ) -> None:
         self._keys = keys
         self._partitions = partitions
         """The store's partition count (0: the store has no partition leases, so no bundle may be fenced)."""
+        self._lease_until = lease_until
+        """(spread layout, with partitions) Until when this replica's lease of (partition, epoch) holds."""
         self._feed_of = feed
         self._timeout = timeout
         self._spread = keys.spread
@@ -118,7 +131,7 @@ class Plan:
         feed, g = self._feed_of, self._global
         channels = self._rows | self._last
         ops: list[Any] = []
-        if self._partitions and not self._spread:
+        if self._partitions:
             noticed = {c: seq for c, seq in self._last.items() if c not in self._rows and c in self._notify}
             if noticed:
                 ops = self._notices(noticed)
@@ -304,22 +317,32 @@ class Plan:
         self.empty = self.empty and not writes
 
     def _fence(self, writes: Writes) -> None:
-        """Check ops requiring this replica's lease of each fenced partition, with its epoch (first of the
-        checks). Every channel the bundle writes must be in a fenced partition (else ValueError: a bug)."""
-        if not self._partitions or self._spread:
-            raise ValueError(
-                "a fenced write needs a store opened with partitions on the one-slot layout "
-                "(the spread layout cannot check a lease atomically with a channel part)"
-            )
+        """Check ops requiring that this replica still holds each fenced partition with its epoch (first
+        of the checks). Every channel the bundle writes must be in a fenced partition (else ValueError:
+        a bug). On the one-slot layout the lease itself is checked ('fence'). With the spread layout a
+        channel part cannot read the lease (another slot), so it checks, in the channel's slot, that
+        the lease has not run out by Redis's clock and that no later owner wrote to the channel
+        ('epoch': each fenced write leaves its epoch in the channel's ``fence`` key)."""
+        if not self._partitions:
+            raise ValueError("a fenced write needs a store opened with partitions")
         unfenced = sorted(c for c in channels_of(writes) if partition_of(c, self._partitions) not in writes.fence)
         if unfenced:
             raise ValueError(f"fenced bundle writes channels {unfenced} outside its fenced partitions")
-        gp = self._global
         for partition, epoch in sorted(writes.fence.items()):
             if not 0 <= partition < self._partitions:
                 raise ValueError(f"fenced partition {partition} is not in [0, {self._partitions})")
-            value = lease_value(self._feed_of.replica_id, epoch)
-            gp.checks.append(["fence", gp.k(self._keys.lease(partition)), value, partition])
+            if not self._spread:
+                value = lease_value(self._feed_of.replica_id, epoch)
+                self._global.checks.append(["fence", self._global.k(self._keys.lease(partition)), value, partition])
+        if self._spread:
+            if self._lease_until is None:
+                raise ValueError("a spread-layout plan with partitions needs its leases' expiry")
+            for channel_id in sorted(channels_of(writes)):
+                partition = partition_of(channel_id, self._partitions)
+                epoch, cp = writes.fence[partition], self._part(channel_id)
+                fence = cp.k(self._keys.channel(channel_id, "fence"))
+                cp.checks.append(["epoch", fence, epoch, partition, self._lease_until(partition, epoch)])
+                cp.writes += ["set", fence, epoch]
 
     def _hold_check(self, holder: str, live: str, limit: int, member: str, what: str, part: Part | None = None) -> None:
         """Require that ``holder`` (a holder set) holds fewer than ``limit`` live members, or ``member``,

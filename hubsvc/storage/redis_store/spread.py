@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from hubsvc.storage.base import StoreConflict, Writes
@@ -27,7 +27,6 @@ from hubsvc.storage.redis_connect import RedisClient
 from hubsvc.storage.redis_store.codec import as_bytes, text, unpack_call
 from hubsvc.storage.redis_store.commit import CommitScript, RedisClock
 from hubsvc.storage.redis_store.failures import StoreLate, outcome
-from hubsvc.storage.redis_store.feed import RedisChangeFeed
 from hubsvc.storage.redis_store.keys import KeyLayout
 from hubsvc.storage.redis_store.plan import Part, Plan, channels_of
 
@@ -42,26 +41,25 @@ within about twice this."""
 class SpreadWriter:
     """Writes groups with the spread layout and completes the global parts writers left behind.
 
-    ``script`` and ``clock`` are the store's; ``faults``, when given, is told between the parts."""
+    ``plan`` makes the store's empty commit plans; ``script`` and ``clock`` are the store's;
+    ``faults``, when given, is told between the parts."""
 
     def __init__(
         self,
         client: RedisClient,
         keys: KeyLayout,
-        feed: RedisChangeFeed,
+        plan: Callable[[], Plan],
         script: CommitScript,
         clock: RedisClock,
         *,
-        timeout: float,
         sweep_interval: float = OUTBOX_SWEEP,
         faults: StoreFaults | None = None,
     ) -> None:
         self._client = client
         self._keys = keys
-        self._feed = feed
+        self._plan = plan
         self._script = script
         self._clock = clock
-        self._timeout = timeout
         self._faults = faults
         self._sweep_interval = sweep_interval
         self._sweeper: asyncio.Task[None] | None = None
@@ -110,7 +108,7 @@ class SpreadWriter:
         reservations: dict[int, tuple[Part, Part]] = {}
         """Bundle → the reservation of its channel's slot under a limit, and its release."""
         for i, writes in enumerate(group):
-            plan = Plan(self._keys, self._feed, self._timeout)
+            plan = self._plan()
             try:
                 if broken & channels_of(writes):
                     raise StoreConflict(f"an earlier write to channel {sorted(broken & channels_of(writes))[0]} failed")

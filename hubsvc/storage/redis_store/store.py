@@ -49,7 +49,7 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
     ``decode_responses=False`` (the caller keeps it and sets its timeouts; ``timeout`` then
     only sets the commit deadline). ``partitions`` (``--partitions``): the store divides its channels
     into partitions with leases (:attr:`partitions`); the count is recorded by the first store to
-    open and a later one uses the recorded count. Refused with the spread layout. ``faults`` (tests
+    open and a later one uses the recorded count. ``faults`` (tests
     only) is told at the store's fault points (:class:`~hubsvc.storage.faults.StoreFaults`); without
     it the store never looks for one.
     """
@@ -99,13 +99,6 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
             self._client, self._owns_client = url_or_client, False
         if spread and not isinstance(self._client, RedisCluster):
             raise ValueError("spread=1 spreads channels over a Redis Cluster's shards: use a redis+cluster:// URL")
-        if spread and partitions is not None:
-            raise ValueError(
-                "a partitioned hub cannot run on the spread layout (?spread=1): a channel's part commits on the "
-                "channel's own slot, where the partition's lease cannot be checked in the same atomic step, so "
-                "two replicas could both commit to it; use the one-slot layout (a redis+cluster:// URL without "
-                '?spread=1) — docs/scale-out.md, "Partitions and ownership"'
-            )
         if partitions is not None and not 1 <= partitions <= MAX_PARTITIONS:
             raise ValueError(f"the partition count must be in [1, {MAX_PARTITIONS}], not {partitions!r}")
         self._wanted_partitions = partitions
@@ -148,10 +141,9 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
             SpreadWriter(
                 self._client,
                 self._keys,
-                self.feed,
+                self._plan,
                 self._script,
                 self._clock,
-                timeout=timeout,
                 sweep_interval=sweep_interval,
                 faults=faults,
             )
@@ -239,7 +231,10 @@ class RedisHubStore(ChannelReads, RecordReads, RedisHistory, GroupCommitStore):
 
     def _plan(self) -> Plan:
         """An empty commit plan on this store's keys."""
-        return Plan(self._keys, self.feed, self._timeout, self.partitions.count if self.partitions else 0)
+        leases = self.partitions
+        if leases is None:
+            return Plan(self._keys, self.feed, self._timeout)
+        return Plan(self._keys, self.feed, self._timeout, leases.count, leases.until_us if self.spread else None)
 
     async def _apply(self, group: list[Writes]) -> None:
         """Write the bundles with one script call (:func:`~hubsvc.storage.redis_store.commit.commit_group`;

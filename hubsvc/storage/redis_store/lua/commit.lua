@@ -7,7 +7,7 @@
 -- when a 'hold' check finds a holder at its limit), {2, reason} (nothing written) when it runs after
 -- its deadline, {3, seconds, microseconds} (nothing written) when a 'once' check finds the bundle's
 -- global part applied already (spread layout, hubsvc/storage/redis_store/spread.py), {5, reason,
--- partition} (nothing written) when a 'fence' check finds a partition's lease lost.
+-- partition} (nothing written) when a 'fence' or 'epoch' check finds a partition's lease lost.
 local a = ARGV
 local function k(i) return KEYS[tonumber(a[i])] end
 local function tokens_of(hashes, set)
@@ -45,6 +45,16 @@ for _ = 1, nchecks do
               .. '(its lease lapsed or another replica took it)', a[i + 3]}
     end
     i = i + 4
+  elseif op == 'epoch' then
+    -- (spread) the channel's fence key, the writer's epoch of the channel's partition, partition, until
+    -- when the writer's lease holds (Redis TIME, microseconds): the lease has not run out, and no later
+    -- owner of the partition wrote to the channel (the epoch its writes leave in the fence key is not higher)
+    local latest = tonumber(redis.call('GET', k(i + 1)) or '0')
+    if latest > tonumber(a[i + 2]) or tonumber(now[1]) * 1000000 + tonumber(now[2]) >= tonumber(a[i + 4]) then
+      return {5, 'this hub replica no longer holds partition ' .. a[i + 3] .. ' with the epoch it wrote under '
+              .. '(its lease ran out or a later owner wrote to the channel)', a[i + 3]}
+    end
+    i = i + 5
   elseif op == 'seq' then
     local last = tonumber(redis.call('GET', k(i + 1)) or '0')
     if last ~= tonumber(a[i + 2]) then
