@@ -61,7 +61,7 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         self, caller: None, request: operator_pb2.OperatorServiceDescribeAgentRequest
     ) -> operator_pb2.OperatorServiceDescribeAgentResponse:
         """One identity's record."""
-        record = await with_observed(self.ops.core.store, self.ops.describe_agent(request.agent))
+        record = await with_observed(self.ops.core.store, await self.ops.describe_agent(request.agent))
         return operator_pb2.OperatorServiceDescribeAgentResponse(agent=record)
 
     @unary_rpc(OPERATOR)

@@ -206,7 +206,7 @@ class HubServicer(hub_pb2_grpc.HubServiceServicer):
         """One identity's full profile."""
         ref = request.agent_id if request.WhichOneof("agent") == "agent_id" else request.name
         return hub_pb2.DescribeAgentResponse(
-            agent=await self.ops.agents.with_observed(self.ops.agents.describe_agent(ref))
+            agent=await self.ops.agents.with_observed(await self.ops.agents.describe_agent(ref))
         )
 
     @unary_rpc(AGENT)

@@ -96,7 +96,7 @@ class ToolCalls:
         if args.action == "describe":
             if not args.name:
                 raise InvalidArgument("peers(action='describe') needs name.")
-            r = await self.ops.agents.with_observed(self.ops.agents.describe_agent(args.name))
+            r = await self.ops.agents.with_observed(await self.ops.agents.describe_agent(args.name))
             return {
                 "agent_id": r.agent_id,
                 # the same short kind names as find ("agent", "human", "remote_agent")

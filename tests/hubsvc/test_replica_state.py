@@ -14,12 +14,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from agentnet.v1 import channel_pb2, hub_pb2, task_pb2
+from agentnet.v1 import channel_pb2, hub_pb2, identity_pb2, task_pb2
 
-from agentsdk.errors import AlreadyExists, FailedPrecondition, NotFound, Unauthenticated
+from agentsdk.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unauthenticated
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import audit_row, hash_secret
-from hubsvc.storage import TASK_LIVE, ExecutionRow, TaskRow, Writes
+from hubsvc.storage import TASK_LIVE, AgentRow, ExecutionRow, TaskRow, Writes
 from netkernel.errors import LostRace
 from tests.clock import FakeClock
 from tests.hubsvc import harness
@@ -133,6 +133,34 @@ async def test_an_identity_registered_changed_and_removed_on_one_replica_is_seen
         assert again.agent_id != x.agent_id
         for p in (x, x_via_b, again):
             await p.close()
+
+
+@pytest.mark.clients_on_one_replica("the replica that has not learnt of carol must be the one asked")
+async def test_an_identity_registered_elsewhere_a_moment_ago_is_found_by_every_call_naming_it(
+    tmp_path: Path,
+) -> None:
+    """Another replica registered carol and this one has not learnt of her yet: a call naming her
+    (by name or id) reads the store before it answers NOT_FOUND, so it answers as a replica that
+    knew her would."""
+    async with running_hub(tmp_path / "hub.db") as hub:
+        if hub.core.store.feed is None:
+            pytest.skip("replicas on one SQLite file have no change feed: nothing is learnt late")
+        alice, bob, _ = await conversation(hub.target)
+        # Written to the shared store under this replica's own name, so no change feed tells it: the race, every time.
+        record = identity_pb2.AgentRecord(agent_id="carol-id", passport=identity_pb2.Passport(name="carol"))
+        row = AgentRow("carol-id", "carol", hash_secret("carol-secret"), record.SerializeToString())
+        await hub.core.store.commit(Writes(agents=[row]))
+        assert "carol-id" not in hub.core.registry  # the stale view
+        described = await alice.rpc("DescribeAgent", hub_pb2.DescribeAgentRequest(name="carol"))
+        assert described.agent.agent_id == "carol-id"
+        quoted = await alice.rpc("QuoteContext", hub_pb2.QuoteContextRequest(speaker="carol"))
+        assert list(quoted.excerpts) == []  # she said nothing yet
+        with pytest.raises(PermissionDenied, match="does not accept A2A calls"):  # not NOT_FOUND
+            await alice.rpc("InvokeAgent", invoke("carol"))
+        with pytest.raises(NotFound):  # nobody anywhere
+            await alice.rpc("DescribeAgent", hub_pb2.DescribeAgentRequest(name="nobody"))
+        await alice.close()
+        await bob.close()
 
 
 async def test_a_name_registered_on_one_replica_is_taken_on_another(tmp_path: Path) -> None:

@@ -118,11 +118,11 @@ class AgentOps:
         found = await asyncio.gather(*(observed(e) for e in entries))
         return [e for e, yes in zip(entries, found, strict=True) if yes]
 
-    def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
+    async def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
         """The full profile of the agent named by id or passport name."""
         if not ref:
             raise InvalidArgument("name the agent by agent_id or name.")
-        return self.core.registry.resolve(ref).record
+        return (await self.core.registry.find(ref)).record
 
     async def with_observed(self, record: identity_pb2.AgentRecord) -> identity_pb2.AgentRecord:
         """``record`` with the hub's observed track record in its resume (:func:`with_observed`)."""

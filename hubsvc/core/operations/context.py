@@ -42,7 +42,7 @@ class ContextOps:
         if recent_n < 0 or recent_n > 1000:
             raise InvalidArgument("recent_n must be between 1 and 1000 (0 = 1).")
         recent_n = recent_n or 1
-        speaker_id = self.core.registry.resolve(speaker).agent_id
+        speaker_id = (await self.core.registry.find(speaker)).agent_id
         channels = await self._channels_of(caller, channel_id)
         picked = []
         for data in await self.core.store.texts_from(channels, speaker_id, recent_n * 4):

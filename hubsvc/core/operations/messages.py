@@ -43,7 +43,7 @@ class MessageOps:
         if not channel_id:
             raise InvalidArgument("say needs a channel: pass channel_id (the current channel when called as a tool).")
         await self.core.require_member(caller, channel_id)
-        ids = [self.core.registry.resolve(name).agent_id for name in audience] if audience else None
+        ids = [(await self.core.registry.find(name)).agent_id for name in audience] if audience else None
         wire, _ = await self.core.post(
             caller, text_envelope(channel_id, caller, content, audience=ids, causation_id=causation_id)
         )
@@ -59,7 +59,7 @@ class MessageOps:
         if not causation_id:
             raise InvalidArgument("causation_id is empty; name the envelope whose reply you look for.")
         await self.core.require_member(caller, channel_id)
-        sender_id = self.core.registry.resolve(sender).agent_id if sender else caller
+        sender_id = (await self.core.registry.find(sender)).agent_id if sender else caller
         data = await self.core.store.find_reply(channel_id, sender_id, causation_id)
         if data is None:
             return None
@@ -82,7 +82,7 @@ class MessageOps:
         check_seconds(
             timeout, "timeout_seconds", self.core.options.max_wait_seconds, absent=f"{DEFAULT_WAIT_SECONDS:g} seconds"
         )
-        entry = self._delegate_target(caller, target)
+        entry = await self._delegate_target(caller, target)
         if entry.agent_id == caller:
             raise InvalidArgument("you cannot delegate to yourself; pick a peer with peers(action='find').")
         if capability and capability.lower() not in (c.lower() for c in entry.record.resume.claimed_capabilities):
@@ -108,14 +108,14 @@ class MessageOps:
         reply = await self.await_reply(caller, ch.channel_id, entry.agent_id, timeout)
         return envelope_from_wire(reply).event_data.get("text", ""), ch.channel_id, reply.envelope_id
 
-    def _delegate_target(self, caller: str, target: str) -> AgentEntry:
+    async def _delegate_target(self, caller: str, target: str) -> AgentEntry:
         """The identity a delegate ``target`` names (``functions.<name>`` as ``<name>``); NotFound
         listing the peers the caller may delegate to (at most :data:`MAX_LISTED_PEERS`)."""
         if not target:
             raise InvalidArgument("target is empty; name the peer to delegate to (peers(action='find') lists them).")
         for candidate in target_candidates(target):
             with contextlib.suppress(NotFound):
-                return self.core.registry.resolve(candidate)
+                return await self.core.registry.find(candidate)
         peers = self.core.rules.reachable_peers(caller, "delegate")
         if not peers:
             listed = "there is no peer you may delegate to"

@@ -131,11 +131,11 @@ class OperatorOps:
         page, token = keyed_page("agents", entries, lambda e: (e.name,), self.page_size(page_size), page_token)
         return [summary(e) for e in page], token
 
-    def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
+    async def describe_agent(self, ref: str) -> identity_pb2.AgentRecord:
         """One identity's record by id or name (NotFound otherwise)."""
         if not ref:
             raise InvalidArgument("name the agent by agent id or passport name.", metadata={"field": "agent"})
-        return self.core.registry.resolve(ref).record
+        return (await self.core.registry.find(ref)).record
 
     # -- channels -----------------------------------------------------------------------
 

@@ -272,7 +272,7 @@ class Invocations:
             raise PermissionDenied(
                 "only the caller of an execution may answer its question.", metadata={"execution_id": ref}
             )
-        if request.agent_id and not self._names(request.agent_id, row.target_id):
+        if request.agent_id and not await self._names(request.agent_id, row.target_id):
             raise InvalidArgument(
                 "agent_id names another agent than the execution you continue; leave it empty or name its target.",
                 metadata={"field": "agent_id"},
@@ -290,13 +290,13 @@ class Invocations:
             )
         return row
 
-    def _names(self, ref: str, target_id: str) -> bool:
+    async def _names(self, ref: str, target_id: str) -> bool:
         """Whether the agent reference ``ref`` (an id, a name, or an outside agent's URL) names ``target_id``."""
         if ref == target_id:
             return True
         if is_url(ref):
             return is_url(target_id) and ref.rstrip("/") in (target_id, card_base(target_id))
-        return self.core.registry.resolve(ref).agent_id == target_id
+        return (await self.core.registry.find(ref)).agent_id == target_id
 
     async def _resolve(self, caller: str, ref: str, skill: str) -> tuple[str, str, a2a_pb2.RemoteA2AAgent | None]:
         """The target's id, name and, for an outside agent, where it lives. A URL names the registered
@@ -340,7 +340,7 @@ class Invocations:
         if not ref:
             raise InvalidArgument("agent_id is empty; pick one from DiscoverAgents.", metadata={"field": "agent_id"})
         registry = self.core.registry
-        target = registry.resolve(ref)
+        target = await registry.find(ref)
         if target.agent_id == caller:
             raise InvalidArgument("an agent cannot invoke itself; pick another agent from DiscoverAgents.")
         if not self._accepts(caller, target, skill):
