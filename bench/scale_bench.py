@@ -27,6 +27,11 @@ costs (forwarding, notices, steering, a replica's share of leases and feeds); di
 one replica carrying every pair also holds what a process gains from a heavier load (bigger commit
 groups, fewer wake-ups per text) and what N processes lose sharing the cores.
 
+With ``--spread`` the replicas keep their state on a three-master Redis Cluster with the channels
+spread over the shards (``?spread=1``, docs/scale-out.md "Channels spread over the shards") instead:
+Redis's CPU is then summed over the masters and shown for the master of the hub's global slot (where
+every bundle's global part runs) on its own; there is no control (a Cluster has one database).
+
 Every text is checked: each must reach the other member of its channel exactly once (and no
 one else), every send must succeed, and a run that falls short raises :class:`DeliveryError`
 instead of printing a figure. Clients run in this process, the replicas in their own.
@@ -50,11 +55,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from redis.crc import key_slot
+
 from agentsdk.errors import NotFound
 from agentsdk.network import EV_TEXT, Envelope, HubClient, HumanClient, Passport
-from bench.hub_bench import start_bench_redis
+from bench.hub_bench import REDIS_ARGS, start_bench_redis
 from bench.timing import percentiles
-from localprocs.redis_server import RedisServer
+from localprocs.redis_server import RedisCluster, RedisServer, start_redis_cluster
 from localprocs.replicas import Replicas, replicas
 
 CPU_TARGETS = {3: 1.3, 5: 1.4}
@@ -64,6 +71,55 @@ LIVE_SLACK = 2.0
 them (and the replicas together hold each channel once). Channels are placed by a hash, so 30
 channels over 5 replicas land unevenly: 2x keeps a fair hash inside the bound."""
 _TICK = os.sysconf("SC_CLK_TCK")
+
+
+GLOBAL_SLOT = key_slot(b"{agentnet:hub:}")
+"""The slot of every global key of a hub with the default prefix on a Cluster (``{agentnet:hub:}{g}:…``)."""
+
+
+@dataclass
+class BenchRedis:
+    """Where the replicas keep their state: one redis-server, or a Cluster with the spread layout."""
+
+    server: RedisServer | None = None
+    cluster: RedisCluster | None = None
+
+    @classmethod
+    def start(cls, directory: Path, *, spread: bool) -> BenchRedis:
+        """A redis-server, or (``spread``) a three-master Cluster, of the benchmark's own (AOF on)."""
+        if spread:
+            return cls(cluster=start_redis_cluster(directory, extra_args=REDIS_ARGS))
+        return cls(server=start_bench_redis(directory))
+
+    def url(self, db: int) -> str:
+        """The ``--store`` URL of database ``db`` (a Cluster has only 0: spread layout)."""
+        if self.server is not None:
+            return self.server.url(db)
+        assert self.cluster is not None and db == 0
+        return self.cluster.url() + "?spread=1"
+
+    def flush(self, db: int) -> None:
+        """Empty database ``db`` (every master of a Cluster)."""
+        if self.server is not None:
+            self.server.flush(db)
+        elif self.cluster is not None:
+            self.cluster.flush()
+
+    def cpu(self) -> tuple[float, float | None]:
+        """CPU seconds of every Redis process so far, and of the master serving the hub's global slot
+        (None on one redis-server, where that is all of it)."""
+        if self.server is not None:
+            return cpu_seconds(self.server.proc.pid), None
+        assert self.cluster is not None
+        port, _ = self.cluster.owner_of(GLOBAL_SLOT)
+        return sum(cpu_seconds(n.proc.pid) for n in self.cluster.nodes), cpu_seconds(self.cluster.node(port).proc.pid)
+
+    def stop(self) -> None:
+        """Stop every Redis process."""
+        if self.server is not None:
+            self.server.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
 
 
 class DeliveryError(RuntimeError):
@@ -287,7 +343,7 @@ class Conversations:
 
 
 async def scale_run(
-    redis: RedisServer,
+    redis: BenchRedis,
     workdir: Path,
     n: int,
     pairs: int,
@@ -325,10 +381,10 @@ async def scale_run(
         conversations = await Conversations.open(targets, pairs, texts, stay=stay, together=lone)
         try:
             cpu_before = [cpu_seconds(p) for p in pids]
-            redis_before, client_before = cpu_seconds(redis.proc.pid), _own_cpu()
+            (redis_before, global_before), client_before = redis.cpu(), _own_cpu()
             seconds = await conversations.run(timeout)
             cpu_after = [cpu_seconds(p) for p in pids]
-            redis_after, client_after = cpu_seconds(redis.proc.pid), _own_cpu()
+            (redis_after, global_after), client_after = redis.cpu(), _own_cpu()
             rss_end = [rss_kb(p) for p in pids]
             live = [live_channels(url) for url in urls]
             streams = [gauge(url, "agentnet_hub_connected_streams") for url in urls]
@@ -357,6 +413,7 @@ async def scale_run(
         "rss_kb": rss_end,
         "open_retries": conversations.open_retries,
         "redis_cpu_s": redis_after - redis_before,
+        "redis_global_cpu_s": None if global_after is None or global_before is None else global_after - global_before,
         "client_cpu_s": client_after - client_before,
     }
 
@@ -419,11 +476,12 @@ def summarize(runs: Sequence[dict[str, Any]], pairs: int) -> list[dict[str, Any]
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    """Every replica count of ``--replicas`` in each of ``--rounds`` rounds, on one redis-server."""
+    """Every replica count of ``--replicas`` in each of ``--rounds`` rounds, on one redis-server (or
+    with ``--spread`` a three-master Cluster, and no control)."""
     counts = [int(n) for n in args.replicas.split(",")]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        redis = start_bench_redis(Path(tmp) / "redis")
+        redis = BenchRedis.start(Path(tmp) / "redis", spread=args.spread)
         try:
             for round_no in range(args.rounds):
                 for n in counts:
@@ -431,7 +489,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                         redis, Path(tmp), n, args.pairs, args.texts, args.timeout, args.partitions, stay=args.stay
                     )
                     runs.append({"round": round_no, **run})
-                for n in counts if args.control else ():
+                for n in counts if args.control and not args.spread else ():
                     if n > 1:
                         run = await scale_run(
                             redis, Path(tmp), n, args.pairs, args.texts, args.timeout, args.partitions, lone=True
@@ -444,6 +502,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "texts": args.texts,
         "partitions": args.partitions,
         "stay": args.stay,
+        "spread": args.spread,
         "rounds": args.rounds,
         "runs": runs,
         "summary": summarize(runs, args.pairs),
@@ -460,7 +519,8 @@ def print_report(r: dict[str, Any]) -> None:
         f"\n== scale-out: {r['pairs']} pairs x {r['texts']} texts, each pair's members on two replicas, "
         + (f"channels divided in {r['partitions']} partitions" if r.get("partitions") else "every replica holds all")
         + (", streams stay where they connected" if r.get("stay") else "")
-        + " (one redis-server; replica CPU from /proc, texts only) =="
+        + (" (a 3-master Redis Cluster, ?spread=1" if r.get("spread") else " (one redis-server")
+        + "; replica CPU from /proc, texts only) =="
     )
     print(
         f"{'round':<7}{'replicas':>8}{'texts/s':>10}{'CPU summed':>12}   per replica: CPU s / live channels / RSS +MB"
@@ -477,7 +537,13 @@ def print_report(r: dict[str, Any]) -> None:
         print(
             f"{'':<7}{'':>8}  delivered {run['delivered']} texts exactly once, send to arrival p50 "
             f"{run['text_latency']['p50_ms']:.2f} / p99 {run['text_latency']['p99_ms']:.2f} ms; "
-            f"redis {run['redis_cpu_s']:.2f} s, "
+            f"redis {run['redis_cpu_s']:.2f} s"
+            + (
+                f" (the global slot's master {run['redis_global_cpu_s']:.2f} s)"
+                if run.get("redis_global_cpu_s") is not None
+                else ""
+            )
+            + ", "
             f"clients {run['client_cpu_s']:.2f} s CPU; {run['redirects']} streams redirected, "
             f"open per replica at the end: {'/'.join(str(s) for s in run['streams'])}"
             + (
@@ -537,6 +603,12 @@ def main() -> None:
         dest="control",
         action="store_false",
         help="skip the control runs (for each N above one: N lone hubs side by side, 1/N of the pairs each)",
+    )
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="keep the hub's state on a three-master Redis Cluster with the channels spread over the shards "
+        "(?spread=1) instead of one redis-server; no control",
     )
     parser.add_argument("--json", action="store_true", help="print the raw JSON report too")
     args = parser.parse_args()

@@ -17,7 +17,15 @@ PAIRS, TEXTS = 2, 4
 async def test_tiny_run_delivers_every_text_once_and_reports_every_replica(capsys: pytest.CaptureFixture[str]) -> None:
     # The channels divided among the replicas, as the bench runs them by default (--partitions).
     args = argparse.Namespace(
-        pairs=PAIRS, texts=TEXTS, replicas="1,2", rounds=1, timeout=60.0, partitions=8, stay=False, control=True
+        pairs=PAIRS,
+        texts=TEXTS,
+        replicas="1,2",
+        rounds=1,
+        timeout=60.0,
+        partitions=8,
+        stay=False,
+        control=True,
+        spread=False,
     )
     report = await main_async(args)
 
@@ -49,6 +57,25 @@ async def test_tiny_run_delivers_every_text_once_and_reports_every_replica(capsy
     assert out.count(f"delivered {PAIRS * TEXTS} texts exactly once") == 3
     assert "(control: 2 lone hubs side by side)" in out
     assert "live channels ~1/2 each" in out
+
+
+@pytest.mark.slow
+async def test_on_a_spread_cluster_redis_is_summed_over_the_masters_and_shown_for_the_global_slot(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = argparse.Namespace(
+        pairs=PAIRS, texts=TEXTS, replicas="1,2", rounds=1, timeout=60.0, partitions=8, stay=False, control=True,
+        spread=True,
+    )  # fmt: skip
+    report = await main_async(args)
+    assert [(run["replicas"], run.get("control_of")) for run in report["runs"]] == [(1, None), (2, None)]
+    for run in report["runs"]:
+        assert run["delivered"] == PAIRS * TEXTS and sum(run["live_channels"]) == PAIRS
+        assert 0 <= run["redis_global_cpu_s"] <= run["redis_cpu_s"]
+    print_report(report)
+    out = capsys.readouterr().out
+    assert "a 3-master Redis Cluster, ?spread=1" in out
+    assert out.count("the global slot's master") == 2 and "control" not in out
 
 
 def test_the_delivery_check_refuses_a_lost_a_repeated_or_a_misrouted_text() -> None:
