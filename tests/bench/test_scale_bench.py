@@ -71,11 +71,11 @@ async def test_on_a_spread_cluster_redis_is_summed_over_the_masters_and_shown_fo
     assert [(run["replicas"], run.get("control_of")) for run in report["runs"]] == [(1, None), (2, None)]
     for run in report["runs"]:
         assert run["delivered"] == PAIRS * TEXTS and sum(run["live_channels"]) == PAIRS
-        assert 0 <= run["redis_global_cpu_s"] <= run["redis_cpu_s"]
+        assert 0 <= run["redis_global_cpu_s"] <= run["redis_cpu_s"] + 1e-9  # one of the masters (sums of ticks)
     print_report(report)
     out = capsys.readouterr().out
     assert "a 3-master Redis Cluster, ?spread=1" in out
-    assert out.count("the global slot's master") == 2 and "control" not in out
+    assert out.count("the global slot's master") == 2 and "lone hubs side by side" not in out
 
 
 def test_the_delivery_check_refuses_a_lost_a_repeated_or_a_misrouted_text() -> None:
