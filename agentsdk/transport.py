@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
-from typing import Protocol, Self, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import grpc
 from agentnet.v1 import hub_pb2_grpc
@@ -36,20 +36,27 @@ _RETRY_ON_UNAVAILABLE = {
     "retryableStatusCodes": ["UNAVAILABLE"],
 }
 
-RETRY_SERVICE_CONFIG = {
-    "methodConfig": [
-        {
-            "name": [{"service": "agentnet.v1.HubService", "method": "PostEnvelope"}],
-            "waitForReady": True,
-            "timeout": "30s",
-            "retryPolicy": _RETRY_ON_UNAVAILABLE,
-        },
-        {
-            "name": [{"service": "agentnet.v1.HubService", "method": m} for m in ("Register", "RegisterHuman")],
-            "retryPolicy": _RETRY_ON_UNAVAILABLE,
-        },
-    ]
-}
+
+def _service_config(wait_for_ready: bool) -> dict[str, Any]:
+    """The SDK's gRPC service config (:data:`RETRY_SERVICE_CONFIG` says what it retries);
+    ``wait_for_ready``: a post waits for its hub to be reachable."""
+    return {
+        "methodConfig": [
+            {
+                "name": [{"service": "agentnet.v1.HubService", "method": "PostEnvelope"}],
+                "waitForReady": wait_for_ready,
+                "timeout": "30s",
+                "retryPolicy": _RETRY_ON_UNAVAILABLE,
+            },
+            {
+                "name": [{"service": "agentnet.v1.HubService", "method": m} for m in ("Register", "RegisterHuman")],
+                "retryPolicy": _RETRY_ON_UNAVAILABLE,
+            },
+        ]
+    }
+
+
+RETRY_SERVICE_CONFIG = _service_config(wait_for_ready=True)
 """gRPC's own retry of the calls the SDK sends with an idempotency key, so sending one again is safe:
 ``PostEnvelope`` (a retried post is admitted once) and ``Register`` / ``RegisterHuman`` (a retried
 registration returns the identity and credential the first attempt created). A call whose hub died,
@@ -58,10 +65,16 @@ or whose connection broke, before answering is sent again on whichever of the ta
 shorter) for a hub to be reachable; a registration does not, so a client that reaches no hub at all
 (wrong address, plaintext to a TLS hub) learns it within a few attempts (``UNAVAILABLE``)."""
 
+PEER_SERVICE_CONFIG = _service_config(wait_for_ready=False)
+"""The service config of a connection to one replica a Redirect named (:meth:`HubConnection.peer`): the
+same retries, but a post does not wait for that replica to be reachable. Its caller goes back to the
+addresses it was given instead (:class:`agentsdk.network._unary_post.UnaryPoster`): waiting there, a
+post sent just as the replica died would wait its whole deadline for a replica that is not coming back."""
+
 #: Options for long-lived agent connections: keepalive so dead peers are noticed; reconnect
 #: attempts at most 2 s apart, so a standby hub that comes up is found within about 2 s;
 #: the retry of idempotent calls above.
-CHANNEL_OPTIONS = (
+_COMMON_OPTIONS = (
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
@@ -69,8 +82,11 @@ CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
     ("grpc.max_reconnect_backoff_ms", 2_000),
     ("grpc.enable_retries", 1),
-    ("grpc.service_config", json.dumps(RETRY_SERVICE_CONFIG)),
 )
+CHANNEL_OPTIONS = (*_COMMON_OPTIONS, ("grpc.service_config", json.dumps(RETRY_SERVICE_CONFIG)))
+"""The options of a connection to the hub addresses given."""
+PEER_CHANNEL_OPTIONS = (*_COMMON_OPTIONS, ("grpc.service_config", json.dumps(PEER_SERVICE_CONFIG)))
+"""The options of a connection to one replica a Redirect named (:data:`PEER_SERVICE_CONFIG`)."""
 
 
 DEFAULT_MAX_QUEUED_DELIVERY_BYTES = 64 * 1024 * 1024
@@ -166,7 +182,8 @@ class HubConnection(ClosedOnExit):
 
     def peer(self, address: str) -> HubConnection:
         """A connection to the hub replica at ``address`` (one a Redirect named), with this one's TLS
-        setting, backoff and tracing; made once per address and closed with this connection."""
+        setting, backoff and tracing; made once per address and closed with this connection. A post
+        sent there does not wait for the replica to be reachable (:data:`PEER_SERVICE_CONFIG`)."""
         peer = self._peers.get(address)
         if peer is None:
             peer = self._peers[address] = HubConnection(
@@ -176,6 +193,12 @@ class HubConnection(ClosedOnExit):
                 tracer_provider=self._tracer_provider,
                 max_queued_delivery_bytes=self.max_queued_delivery_bytes,
                 follow_redirects=self.follow_redirects,
+                channel=open_channel(
+                    hub_target(address).grpc_target,
+                    self.tls,
+                    PEER_CHANNEL_OPTIONS,
+                    client_span_interceptors(self._tracer_provider),
+                ),
             )
         return peer
 

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import grpc
 import pytest
+from agentnet.v1 import hub_pb2
 
-from agentsdk.errors import InvalidArgument
+from agentsdk.errors import InvalidArgument, Timeout, Unavailable
 from agentsdk.network.hub_client import HubClient
 from agentsdk.targets import hub_target
 from agentsdk.tls import TlsConfig
-from agentsdk.transport import HubConnection
+from agentsdk.transport import HubConnection, unary
+from localprocs.redis_server import free_port
 from netkernel.envelope import EV_TEXT, Envelope
 from netkernel.identity import Passport
 from tests.eventually import assert_eventually
@@ -61,6 +63,19 @@ def test_several_targets_become_one_pick_first_target_and_bad_lists_are_refused(
     with pytest.raises(InvalidArgument) as tls:
         HubConnection(["127.0.0.1:5001", "127.0.0.1:5002"], TlsConfig())
     assert "needs TlsConfig(server_name=...)" in str(tls.value)
+
+
+async def test_a_post_to_a_replica_a_redirect_named_does_not_wait_for_it_to_come_back() -> None:
+    """A post to the addresses given waits for a hub to be reachable (up to its deadline); one sent to
+    a replica a Redirect named fails at once when nothing answers there, so the SDK sends it to the
+    addresses given instead of waiting out its deadline for a replica that died."""
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    request = hub_pb2.PostEnvelopeRequest()
+    async with HubConnection(dead) as home:
+        with pytest.raises(Timeout):
+            await unary(home.stub.PostEnvelope, request, hub_pb2.PostEnvelopeResponse, timeout=1.0)
+        with pytest.raises(Unavailable):
+            await unary(home.peer(dead).stub.PostEnvelope, request, hub_pb2.PostEnvelopeResponse, timeout=20.0)
 
 
 @pytest.mark.parametrize(
