@@ -164,18 +164,16 @@ class Enforcement:
         Order: channel type, peers, the arbiter, then the count of channels it holds — last,
         with no await after it, so concurrent opens on this replica cannot both take the last
         slot (the store checks the slot's limit against every replica's opens)."""
-        rules = self.rules_of(initiator)
-        what = _VERB_TYPE.get(action, "open")
         try:
-            checks.check_channel_type(rules, channel_type, what)
-            peers = [peer_of(self._registry.get(m).record) for m in members]
-            reach = _VERB_PEER.get(action, "invite")
-            checks.check_peers(rules, peers, reach)
-            me = peer_of(self._registry.get(initiator).record)
-            inbound = _NOUN_INBOUND.get(action, "invitations")
-            for member, peer in zip(members, peers, strict=True):
-                if member != initiator:  # each target's own say over who reaches it (AG2's inbound_from)
-                    checks.check_inbound(self.rules_of(member), peer, me, inbound)
+            try:
+                rules, peers, me = self._check_identities(initiator, action, channel_type, members)
+            except RuleDenied:
+                # With replicas this one's copies of the identities may lag a rule changed through another
+                # a moment ago (the change feed brings it soon after): a refusal is decided on the store's
+                # records, read again first. Opens that pass read nothing.
+                for agent_id in dict.fromkeys([initiator, *members]):
+                    await self._registry.reload(agent_id)
+                rules, peers, me = self._check_identities(initiator, action, channel_type, members)
             await self._consult(
                 Decision(
                     action,
@@ -203,6 +201,23 @@ class Enforcement:
             initiator,
             lambda: ",".join(map(self._registry.name_for, members)),
         )
+
+    def _check_identities(
+        self, initiator: str, action: Action, channel_type: str, members: list[str]
+    ) -> tuple[Effective, list[checks.Peer], checks.Peer]:
+        """The checks of an open that read the identities' own records: the initiator's channel types
+        and peers, each member's say over who reaches it (AG2's inbound_from); RuleDenied when one
+        refuses. Returns the initiator's rules, the members as peers and the initiator as one."""
+        rules = self.rules_of(initiator)
+        checks.check_channel_type(rules, channel_type, _VERB_TYPE.get(action, "open"))
+        peers = [peer_of(self._registry.get(m).record) for m in members]
+        checks.check_peers(rules, peers, _VERB_PEER.get(action, "invite"))
+        me = peer_of(self._registry.get(initiator).record)
+        inbound = _NOUN_INBOUND.get(action, "invitations")
+        for member, peer in zip(members, peers, strict=True):
+            if member != initiator:
+                checks.check_inbound(self.rules_of(member), peer, me, inbound)
+        return rules, peers, me
 
     def _slot(
         self, rules: Effective, field: str, what: str, action: str, actor: str, subject: Callable[[], str]

@@ -9,6 +9,7 @@ are read from the store by any replica, and a task expires once however many rep
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ from agentsdk.errors import AlreadyExists, FailedPrecondition, NotFound, Permiss
 from hubsvc.core.options import HubOptions
 from hubsvc.core.util import audit_row, hash_secret
 from hubsvc.storage import TASK_LIVE, AgentRow, ExecutionRow, TaskRow, Writes
-from netkernel.errors import LostRace
+from netkernel.errors import LostRace, RuleDenied
 from tests.clock import FakeClock
 from tests.hubsvc import harness
 from tests.hubsvc.harness import (
@@ -161,6 +162,38 @@ async def test_an_identity_registered_elsewhere_a_moment_ago_is_found_by_every_c
             await alice.rpc("DescribeAgent", hub_pb2.DescribeAgentRequest(name="nobody"))
         await alice.close()
         await bob.close()
+
+
+@pytest.mark.clients_on_one_replica("the replica whose copy of vip lags must be the one asked")
+async def test_an_open_refused_by_a_rule_lifted_elsewhere_a_moment_ago_is_decided_on_the_stored_rule(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path / "hub.db") as hub:
+        if hub.core.store.feed is None:
+            pytest.skip("replicas on one SQLite file have no change feed: nothing is learnt late")
+        vip = await register(hub.target, "vip")
+        closed = json.dumps({"access": {"inbound_from": {"names": ["nobody"]}}})
+        await vip.rpc("SetRule", hub_pb2.SetRuleRequest(rule_json=closed))
+        stranger = await register(hub.target, "stranger")
+        await vip.connect()
+        request = hub_pb2.OpenChannelRequest(type="conversation", targets=[vip.agent_id])
+        with pytest.raises(RuleDenied, match="'vip' does not accept invitations from you"):
+            await stranger.rpc("OpenChannel", request)
+        # Another replica lifts vip's rule, and this one has not learnt it yet (written to the shared store
+        # under this replica's own name, so no change feed tells it: the race, every time).
+        entry = hub.core.registry.get(vip.agent_id)
+        lifted = identity_pb2.AgentRecord()
+        lifted.CopyFrom(entry.record)
+        lifted.rule_json = ""
+        await hub.core.store.commit(
+            Writes(agents=[AgentRow(vip.agent_id, "vip", entry.cred_hash, lifted.SerializeToString())])
+        )
+        assert hub.core.registry.get(vip.agent_id).record.rule_json  # the stale view: still the rule
+        opened = await stranger.rpc("OpenChannel", request)  # decided on the stored rule
+        invite = await vip.next(lambda e: e.event_type == "ag2.channel.invite")
+        assert invite.channel_id == opened.channel.channel_id
+        await stranger.close()
+        await vip.close()
 
 
 async def test_a_name_registered_on_one_replica_is_taken_on_another(tmp_path: Path) -> None:
