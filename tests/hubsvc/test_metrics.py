@@ -105,7 +105,13 @@ async def test_posts_refusals_commits_and_deliveries_are_counted(tmp_path: Path,
 async def test_queued_deliveries_show_in_the_gauges(tmp_path: Path) -> None:
     async with running_hub(tmp_path / "hub.db", metrics=MetricsSettings(port=0)) as hub:
         alice, bob, cid = await conversation(hub.target)
-        await bob.sync()  # the hub has bob's acks of what it got so far: none of it is replayed below
+        await bob.sync()  # the hub has bob's acks of what it got so far
+        last = await hub.core.store.channel_seq(cid)
+
+        async def recorded() -> bool:  # and stored them (a cursor write follows its acks): none is replayed below
+            return (await hub.core.store.load_cursors(bob.agent_id)).get(cid) == last
+
+        await assert_eventually(recorded)
         await bob.disconnect()
         # bob reconnects with a window of one unacked delivery and stops acking: the rest stays queued
         bob.auto_ack = False
