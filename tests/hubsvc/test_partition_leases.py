@@ -59,6 +59,16 @@ def channel_in(partition: int, *, skip: int = 0) -> str:
     return next(found)
 
 
+async def opened_under_lease(store: RedisHubStore, partition: int, ttl: float) -> tuple[str, int]:
+    """``store`` takes ``partition``'s lease for ``ttl`` seconds and opens a channel of that partition
+    with its first WAL row, fenced with the lease; (the channel id, the lease's epoch)."""
+    assert store.partitions is not None
+    ch = channel_in(partition)
+    epoch = (await store.partitions.acquire([partition], ttl=ttl)).gained[partition]
+    await store.commit(Writes(channels=[channel(ch, "a1")], wal=[row(ch, 1)], fence={partition: epoch}))
+    return ch, epoch
+
+
 async def test_the_count_is_fixed_by_the_first_store_and_a_different_one_is_warned_about(
     url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -136,11 +146,9 @@ async def test_a_fenced_commit_is_written_only_while_its_lease_is_held_with_that
     url: str, stores: list[RedisHubStore]
 ) -> None:
     one_store, two_store = stores
-    one, two = one_store.partitions, two_store.partitions
-    assert one is not None and two is not None
-    ch = channel_in(2)
-    epoch = (await one.acquire([2], ttl=0.3)).gained[2]
-    await one_store.commit(Writes(channels=[channel(ch, "a1")], wal=[row(ch, 1)], fence={2: epoch}))
+    two = two_store.partitions
+    assert two is not None
+    ch, epoch = await opened_under_lease(one_store, 2, ttl=0.3)
     assert await one_store.channel_seq(ch) == 1
 
     # The lease lapses (replica one paused) and replica two takes the partition with a higher epoch.
@@ -168,12 +176,14 @@ async def test_a_fenced_commit_after_its_lease_ran_out_is_refused_though_nobody_
     url: str, stores: list[RedisHubStore]
 ) -> None:
     store = stores[0]
-    assert store.partitions is not None
-    ch = channel_in(7)
-    epoch = (await store.partitions.acquire([7], ttl=0.3)).gained[7]
-    await store.commit(Writes(channels=[channel(ch, "a1")], wal=[row(ch, 1)], fence={7: epoch}))
-    await asyncio.sleep(0.4)  # the lease's whole TTL passes without a renewal (the replica was paused)
-    assert (await store.partitions.read_map())[7].owner is None
+    leases = store.partitions
+    assert leases is not None
+    ch, epoch = await opened_under_lease(store, 7, ttl=0.3)
+
+    async def lapsed() -> bool:  # no renewal within the TTL (the replica was paused): Redis let it lapse
+        return (await leases.read_map())[7].owner is None
+
+    await assert_eventually(lapsed)
     with pytest.raises(PartitionMoved):
         await store.commit(Writes(wal=[row(ch, 2)], fence={7: epoch}))
     assert await store.channel_seq(ch) == 1
@@ -187,9 +197,7 @@ async def test_a_lease_redis_lost_and_another_replica_took_fences_off_the_old_ho
     old_store, new_store = stores
     old, new = old_store.partitions, new_store.partitions
     assert old is not None and new is not None
-    ch = channel_in(3)
-    epoch = (await old.acquire([3], ttl=30)).gained[3]
-    await old_store.commit(Writes(channels=[channel(ch, "a1")], wal=[row(ch, 1)], fence={3: epoch}))
+    ch, epoch = await opened_under_lease(old_store, 3, ttl=30)
     client = connect(url, 5)
     try:
         await client.delete(old.fence_check(3, epoch)[0])  # the lease key
